@@ -1,0 +1,35 @@
+"""millipyde: GPU image work from Python on lazy, fused Numba kernels.
+
+The backend (cuda, hip, cpu or cudasim) is chosen once, at import; see :func:`backend`.
+"""
+
+__version__ = "0.1.0"
+
+from ._backend import backend
+from .array import gpuarray
+from .devices import (
+    DEVICE_COUNT,
+    Device,
+    device_count,
+    get_current_device,
+    get_device_count,
+)
+from .image import gpuimage
+from .io import image_from_path, images_from_path
+from .random import seed
+from .runtime import synchronize
+
+__all__ = [
+    "DEVICE_COUNT",
+    "Device",
+    "backend",
+    "device_count",
+    "get_current_device",
+    "get_device_count",
+    "gpuarray",
+    "gpuimage",
+    "image_from_path",
+    "images_from_path",
+    "seed",
+    "synchronize",
+]

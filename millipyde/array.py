@@ -1,0 +1,299 @@
+"""``gpuarray``: a handle on a node of the operation graph whose value lives on a device.
+
+Methods record nodes and move the handle; ``np.asarray``/``np.array``/``clone`` materialize.
+NumPy, CUDA Array Interface and DLPack protocols make it work with NumPy, PyTorch and CuPy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import devices, runtime
+from .graph import execute
+from .graph.node import Node, apply, leaf
+from .random import next_sample_index
+
+_NUMERIC_KINDS = "biufc"
+
+
+class ArgumentError(ValueError, TypeError):
+    """An invalid argument: catchable as ``ValueError`` (API.md) or ``TypeError``."""
+
+
+def _host_array(obj: Any, what: str) -> np.ndarray:
+    """``obj`` as a native-endian, C-contiguous host array; ``ValueError`` if not numeric."""
+    if obj is None:
+        raise ValueError(f"{what} needs array-like numeric data, got None")
+    if isinstance(obj, (str, bytes)):
+        raise ValueError(f"{what} needs array-like numeric data, got {type(obj).__name__}")
+    try:
+        arr = np.asarray(obj)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{what} needs a rectangular numeric array: {err}") from err
+    if arr.dtype.kind not in _NUMERIC_KINDS:
+        raise ValueError(f"{what} needs a numeric dtype, got {arr.dtype}")
+    if not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    return np.ascontiguousarray(arr)
+
+
+def _from_device_object(obj: Any, device: int) -> tuple[Any, tuple[int, ...], np.dtype] | None:
+    """Copy a CUDA Array Interface / DLPack object device-to-device, or None if not one."""
+    if not runtime.GPU or runtime.SIM:
+        return None
+    from numba import cuda
+
+    src = None
+    if hasattr(obj, "__cuda_array_interface__"):
+        src = cuda.as_cuda_array(obj)
+    elif hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+        dev_type, _ = obj.__dlpack_device__()
+        if int(dev_type) == 2:  # kDLCUDA
+            import cupy
+
+            src = cuda.as_cuda_array(cupy.from_dlpack(obj))
+    if src is None:
+        return None
+    if src.dtype.kind not in _NUMERIC_KINDS:
+        raise ValueError(f"gpuarray needs a numeric dtype, got {src.dtype}")
+    shape = tuple(src.shape)
+    buf = runtime.empty(shape or (1,), src.dtype, device)
+    with runtime.on_device(device):
+        if not src.is_c_contiguous():
+            src = cuda.as_cuda_array(_contiguous_copy(obj))
+        buf.copy_to_device(src.reshape(shape or (1,)), stream=runtime.current_stream())
+    return buf, shape, src.dtype
+
+
+def _contiguous_copy(obj: Any) -> Any:
+    import cupy
+
+    return cupy.ascontiguousarray(cupy.asarray(obj))
+
+
+class gpuarray:  # noqa: N801  (the thesis's public name)
+    """An n-dimensional numeric array on the current target device.
+
+    Parameters
+    ----------
+    obj : array_like
+        Any numeric array-like (NumPy, lists, PyTorch/CuPy tensors through the CUDA Array
+        Interface or DLPack, another gpuarray). ``None``, strings, objects and ragged lists
+        raise ``ValueError``.
+    """
+
+    __array_priority__ = 100
+
+    def __init__(self, obj: Any) -> None:
+        self._node: Node | None = None
+        self._pinned: int | None = None
+        self._sample = next_sample_index()
+        self._opcount = 0
+        device = devices.get_current_device()
+        if isinstance(obj, gpuarray):
+            self._bind(apply("copy", obj._node, (), obj.shape, obj.dtype, device=device))
+            self._validate_device_copy()
+            return
+        moved = _from_device_object(obj, device)
+        if moved is not None:
+            buf, shape, dtype = moved
+            host = None
+        else:
+            host = self._convert(_host_array(obj, type(self).__name__))
+            shape, dtype = host.shape, host.dtype
+            buf = runtime.from_host(host.reshape(host.shape or (1,)), device)
+        self._bind(leaf(buf, shape, dtype, device))
+        if host is None:
+            self._validate_device_copy()
+
+    # -- construction hooks (gpuimage overrides) ------------------------------------------
+    def _convert(self, host: np.ndarray) -> np.ndarray:
+        return host
+
+    def _validate_device_copy(self) -> None:
+        """Check data that arrived without a host copy (gpuimage re-checks shape rules)."""
+
+    # -- graph plumbing ------------------------------------------------------------------
+    def _bind(self, node: Node) -> None:
+        old = self._node
+        node.users += 1
+        self._node = node
+        if old is not None:
+            old.users -= 1
+
+    def __del__(self) -> None:
+        node = getattr(self, "_node", None)
+        if node is not None:
+            node.users -= 1
+
+    def _placed(self) -> Node:
+        """Thesis Algorithm 1: move to the pinned device, else to an explicit target."""
+        node = self._node
+        dev = self._pinned if self._pinned is not None else devices.target_device()
+        if dev is not None and dev != node.device:
+            node = apply("move", node, (), node.shape, node.dtype, device=dev)
+            self._bind(node)
+        return node
+
+    def _materialize(self) -> Any:
+        """Run all pending work for this array; return its device buffer."""
+        return execute.materialize(self._node)
+
+    def _new_like(self, node: Node) -> gpuarray:
+        out = type(self).__new__(type(self))
+        out._node = None
+        out._pinned = None
+        out._sample = next_sample_index()
+        out._opcount = 0
+        out._bind(node)
+        return out
+
+    # -- attributes ----------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Array dimensions, as NumPy."""
+        return self._node.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        """Element type, as NumPy."""
+        return self._node.dtype
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self._node.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self._node.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the array's data."""
+        return self.size * self.dtype.itemsize
+
+    @property
+    def device(self) -> int:
+        """Index of the device where the data lives (or will, once pending work runs)."""
+        return self._node.device
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(shape={self.shape}, dtype={self.dtype}, device={self.device})"
+
+    # -- copies --------------------------------------------------------------------------
+    def clone(self) -> gpuarray:
+        """Deep copy on the current target device (same type as ``self``)."""
+        node = apply("copy", self._node, (), self.shape, self.dtype,
+                     device=devices.get_current_device())
+        return self._new_like(node)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        host = runtime.to_host(self._materialize()).reshape(self.shape)
+        if dtype is not None and np.dtype(dtype) != host.dtype:
+            host = host.astype(dtype)
+        return host
+
+    def get(self) -> np.ndarray:
+        """A host copy, as CuPy's ``get()``."""
+        return self.__array__()
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.__array__()[key]
+
+    # -- NumPy protocols -----------------------------------------------------------------
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        from .graph import lazy
+
+        impl = lazy.FUNCTIONS.get(func)
+        if impl is not None:
+            return impl(*args, **kwargs)
+        return func(*_to_host_tree(args), **_to_host_tree(kwargs))
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        from .graph import lazy
+
+        if method == "__call__" and "out" not in kwargs:
+            result = lazy.ufunc(ufunc, inputs, kwargs)
+            if result is not NotImplemented:
+                return result
+        out = kwargs.pop("out", None)
+        result = getattr(ufunc, method)(*_to_host_tree(inputs), **_to_host_tree(kwargs))
+        if out is None:
+            return result
+        outs = out if isinstance(out, tuple) else (out,)
+        results = result if isinstance(result, tuple) else (result,)
+        for o, r in zip(outs, results, strict=True):
+            if isinstance(o, gpuarray):
+                o._bind(leaf(runtime.from_host(np.asarray(r, dtype=o.dtype).reshape(o.shape or (1,)),
+                                               o.device), o.shape, o.dtype, o.device))
+            else:
+                np.copyto(o, r)
+        return out
+
+    # -- interop -------------------------------------------------------------------------
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        if not runtime.GPU or runtime.SIM:
+            raise AttributeError(
+                f"__cuda_array_interface__ needs a GPU backend (active: {runtime.BACKEND})"
+            )
+        return self._materialize().__cuda_array_interface__
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        if runtime.GPU and not runtime.SIM:
+            return (2, self.device)  # kDLCUDA
+        return (1, 0)  # kDLCPU
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: bool | None = None) -> Any:
+        buf = self._materialize()
+        if not runtime.GPU or runtime.SIM:
+            host = buf if not runtime.GPU else runtime.to_host(buf)
+            return np.asarray(host).reshape(self.shape).__dlpack__()
+        runtime.synchronize(self.device)
+        try:
+            import cupy
+        except ImportError as err:
+            raise BufferError("__dlpack__ on the cuda backend needs CuPy installed") from err
+        with cupy.cuda.Device(self.device):
+            return cupy.asarray(buf).reshape(self.shape).__dlpack__(stream=stream)
+
+
+def _to_host_tree(obj: Any) -> Any:
+    if isinstance(obj, gpuarray):
+        return obj.__array__()
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_host_tree(o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _to_host_tree(v) for k, v in obj.items()}
+    return obj
+
+
+def _binary(ufunc_name: str, reflected: bool = False):
+    def op(self: gpuarray, other: Any) -> Any:
+        uf = getattr(np, ufunc_name)
+        return uf(other, self) if reflected else uf(self, other)
+
+    op.__name__ = f"__{'r' if reflected else ''}{ufunc_name}__"
+    return op
+
+
+for _name, _uf in (("add", "add"), ("sub", "subtract"), ("mul", "multiply"),
+                   ("truediv", "true_divide"), ("pow", "power"), ("floordiv", "floor_divide"),
+                   ("mod", "remainder")):
+    setattr(gpuarray, f"__{_name}__", _binary(_uf))
+    setattr(gpuarray, f"__r{_name}__", _binary(_uf, reflected=True))
+for _name, _uf in (("lt", "less"), ("le", "less_equal"), ("gt", "greater"),
+                   ("ge", "greater_equal")):
+    setattr(gpuarray, f"__{_name}__", _binary(_uf))
+gpuarray.__neg__ = lambda self: np.negative(self)
+gpuarray.__abs__ = lambda self: np.absolute(self)

@@ -1,0 +1,168 @@
+"""Devices of the active backend: discovery, ranking, peer access and the ``Device`` scope.
+
+Thesis section 4.2: the recommended device has the largest multiprocessors x clock; a peer-access
+matrix decides direct device-to-device copies; ``Device(i)`` sets the target for a ``with`` block
+(per thread, nesting), synchronizes on a normal exit and resets millipyde's state for the device
+when the block raised.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+
+import numpy as np
+
+from . import runtime
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What the scheduler knows of one device."""
+
+    index: int
+    name: str
+    multiprocessors: int
+    clock_khz: int
+
+    @property
+    def score(self) -> int:
+        """Thesis ranking metric: multiprocessors x clock."""
+        return self.multiprocessors * self.clock_khz
+
+
+def _discover() -> list[DeviceInfo]:
+    n = runtime.physical_device_count()
+    if not runtime.GPU:
+        import os
+
+        cores = max(1, (os.cpu_count() or 1) // n)
+        return [DeviceInfo(i, f"cpu:{i}", cores, 1) for i in range(n)]
+    from numba import cuda
+
+    infos = []
+    for i in range(n):
+        if runtime.SIM:
+            infos.append(DeviceInfo(i, "cudasim", 1, 1))
+            continue
+        with cuda.gpus[i]:
+            dev = cuda.get_current_device()
+            name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+            infos.append(
+                DeviceInfo(i, name, int(dev.MULTIPROCESSOR_COUNT), int(dev.CLOCK_RATE))
+            )
+    return infos
+
+
+def _peer_matrix(n: int) -> np.ndarray:
+    m = np.eye(n, dtype=bool)
+    if not runtime.GPU or runtime.SIM or n < 2:
+        return m
+    from numba import cuda
+
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                try:
+                    with cuda.gpus[i]:
+                        m[i, j] = bool(cuda.get_current_device().can_access_peer(j))
+                except Exception:
+                    m[i, j] = False
+    return m
+
+
+DEVICES: list[DeviceInfo] = _discover()
+DEVICE_COUNT: int = len(DEVICES)
+PEER_ACCESS: np.ndarray = _peer_matrix(DEVICE_COUNT)
+RECOMMENDED: int = max(DEVICES, key=lambda d: (d.score, -d.index)).index
+RANKED: list[int] = [d.index for d in sorted(DEVICES, key=lambda d: (-d.score, d.index))]
+
+_tls = threading.local()
+_reset_hooks: list[Callable[[int], None]] = []
+
+
+def can_peer(src: int, dst: int) -> bool:
+    """Whether ``dst`` can read ``src``'s memory directly."""
+    return bool(PEER_ACCESS[src, dst])
+
+
+def get_device_count() -> int:
+    """Number of usable devices of the active backend."""
+    return DEVICE_COUNT
+
+
+device_count = get_device_count
+
+
+def target_device() -> int | None:
+    """The device set by the innermost ``with Device(i)`` in this thread, or None."""
+    stack = getattr(_tls, "stack", None)
+    return stack[-1] if stack else None
+
+
+def get_current_device() -> int:
+    """The current target device (the recommended device when none is set)."""
+    t = target_device()
+    return RECOMMENDED if t is None else t
+
+
+def check_device(index: object, what: str = "device") -> int:
+    """Validate a device index, returning it as an int; ``ValueError`` otherwise."""
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+        raise ValueError(f"{what} must be an int device index, got {type(index).__name__}")
+    if not 0 <= int(index) < DEVICE_COUNT:
+        raise ValueError(
+            f"{what} {int(index)} is not a valid device: the {runtime.BACKEND} backend has "
+            f"{DEVICE_COUNT} device(s), 0..{DEVICE_COUNT - 1}"
+        )
+    return int(index)
+
+
+def on_reset(hook: Callable[[int], None]) -> None:
+    """Register ``hook(device)`` to drop a component's state when a Device block fails."""
+    _reset_hooks.append(hook)
+
+
+def reset(device: int) -> None:
+    """Drop millipyde's state for ``device``: pools, streams, pending work; leave it usable."""
+    for hook in list(_reset_hooks):
+        hook(device)
+    if runtime.GPU:
+        try:
+            runtime.synchronize(device)
+        except Exception:
+            # The failed work's error already reached the caller; the device must stay usable.
+            pass
+
+
+class Device:
+    """Context manager that targets device ``index`` inside a ``with`` block (nests)."""
+
+    def __init__(self, index: int) -> None:
+        self.index = check_device(index, "Device index")
+
+    def __enter__(self) -> Device:
+        stack = getattr(_tls, "stack", None)
+        if stack is None:
+            stack = _tls.stack = []
+        stack.append(self.index)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if exc_type is None:
+                runtime.synchronize(self.index)
+            else:
+                reset(self.index)
+        finally:
+            _tls.stack.pop()
+
+    def __repr__(self) -> str:
+        return f"Device({self.index})"

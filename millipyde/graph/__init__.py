@@ -1,0 +1,1 @@
+"""The lazy operation graph: nodes, fusion plan, code generation and execution."""

@@ -1,0 +1,360 @@
+"""Turn kernel plans into Numba source for one target, write it to the cache and import it.
+
+One body text serves every target: only the loop header differs (``prange`` rows on the CPU,
+a grid-stride 2-D loop under ``@cuda.jit`` for CUDA, HIP and the simulator). Generated files are
+named by the SHA-1 of their text and compiled with ``cache=True``, so a second process pays no
+compile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import os
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from .. import __version__
+from ..kernels import REGISTRY, color, filters, geometry, intensity
+
+TARGETS = ("cpu", "cuda")
+
+_lock = threading.RLock()
+_modules: dict[str, ModuleType] = {}
+
+
+def cache_dir() -> Path:
+    """Where generated kernel sources live (``MILLIPYDE_CACHE_DIR`` or the user cache)."""
+    root = os.environ.get("MILLIPYDE_CACHE_DIR")
+    base = Path(root) if root else Path.home() / ".cache" / "millipyde"
+    return base / f"gen-{__version__}"
+
+
+def _kernel_sources_digest() -> str:
+    # Generated files embed calls to the scalar kernels: their text is part of the cache key.
+    h = hashlib.sha1()
+    for mod in (color, filters, geometry, intensity):
+        h.update(inspect.getsource(mod).encode())
+    return h.hexdigest()[:12]
+
+
+_KERNEL_DIGEST = _kernel_sources_digest()
+
+
+# --------------------------------------------------------------------------- headers per target
+
+_HEADER = {
+    "cpu": (
+        "import math\n"
+        "import numpy as np\n"
+        "from numba import njit, prange\n"
+        "from millipyde.kernels import REGISTRY as _R\n"
+        "_dev = njit(inline='always', cache=False)\n"
+    ),
+    "cuda": (
+        "import math\n"
+        "from numba import cuda\n"
+        "from millipyde.kernels import REGISTRY as _R\n"
+        "_dev = cuda.jit(device=True, inline=True)\n"
+    ),
+}
+
+
+def _decorator(target: str, sim: bool) -> str:
+    if target == "cpu":
+        return "@njit(parallel=True, nogil=True, cache=True)"
+    return "@cuda.jit" if sim else "@cuda.jit(cache=True)"
+
+
+def _loop_2d(target: str, h: str, w: str, body: str) -> str:
+    """Wrap ``body`` (uses y, x) in the target's loop over an ``h`` x ``w`` output."""
+    ind = "            "
+    body = "".join(ind + line + "\n" if line else "\n" for line in body.splitlines())
+    if target == "cpu":
+        return f"    for y in prange({h}):\n        for x in range({w}):\n" + body
+    return (
+        "    x0, y0 = cuda.grid(2)\n"
+        "    sx_, sy_ = cuda.gridsize(2)\n"
+        f"    for y in range(y0, {h}, sy_):\n"
+        f"        for x in range(x0, {w}, sx_):\n" + body
+    )
+
+
+# --------------------------------------------------------------------------- module loading
+
+
+def load(source: str, target: str) -> ModuleType:
+    """Write ``source`` to the cache dir (once) and import it; thread-safe, one compile."""
+    digest = hashlib.sha1((source + _KERNEL_DIGEST + target).encode()).hexdigest()
+    name = f"millipyde_gen_{target}_{digest[:20]}"
+    with _lock:
+        mod = _modules.get(name)
+        if mod is not None:
+            return mod
+        d = cache_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / f"{name}.py"
+        if not path.exists() or path.read_text() != source:
+            tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_text(source)
+            os.replace(tmp, path)
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import generated kernel module {path}")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        _modules[name] = mod
+        return mod
+
+
+# --------------------------------------------------------------------------- gather kernels
+
+
+@dataclass(frozen=True)
+class GatherSig:
+    """Compile-time shape of a fused gather kernel (parameter values travel at run time).
+
+    ``mode`` is ``"lut"`` (uint8: per-channel 256-entry tables) or ``"chain"`` (other dtypes:
+    the elementwise ops inlined). ``pre``/``post`` are the chain ops before/after the sampler,
+    ``grey_ops`` the ops after a colour-to-grey conversion.
+    """
+
+    cin: int
+    mode: str
+    is_int: bool
+    sampler: bool
+    grey: bool
+    pre: tuple[str, ...] = ()
+    post: tuple[str, ...] = ()
+    grey_ops: tuple[str, ...] = ()
+
+    @property
+    def cout(self) -> int:
+        """Channels written."""
+        return 1 if self.grey else self.cin
+
+
+# Parameter layout in the float64 array ``p``: P (src <- mid or src <- out), A (mid <- out),
+# mid_h, mid_w, full, then three slots per chained op.
+P_OFF, A_OFF, MID_OFF, FULL_OFF, OPS_OFF = 0, 6, 12, 14, 15
+
+
+def _chain(ops: tuple[str, ...], var: str, chan: int, full: str, first: int, cast: bool) -> str:
+    lines = []
+    for i, name in enumerate(ops):
+        o = OPS_OFF + 3 * (first + i)
+        lines.append(
+            f"{var} = _f_{name}({var}, {chan}, {full}, p[{o}], p[{o + 1}], p[{o + 2}])"
+        )
+        if cast:
+            lines.append(f"{var} = _rint_clip({var}, {full})")
+    return "\n".join(lines)
+
+
+def _gather_body(sig: GatherSig) -> str:
+    c_in = sig.cin
+    lut = sig.mode == "lut"
+    cast = sig.is_int
+    lines = ["full = p[14]"]
+    chans = range(c_in)
+
+    def load(c: int, sy: str, sx: str) -> str:
+        raw = f"src[{sy}, {sx}, {c}]"
+        if lut:
+            return f"float(lut[0, {c}, {raw}])"
+        return f"float({raw})"
+
+    if not sig.sampler:
+        lines += [
+            "sy = int(p[0] * y + p[1] * x + p[2] + 0.5)",
+            "sx = int(p[3] * y + p[4] * x + p[5] + 0.5)",
+        ]
+        for c in chans:
+            lines.append(f"v{c} = {load(c, 'sy', 'sx')}")
+            if not lut and sig.pre:
+                lines.append(_chain(sig.pre, f"v{c}", c, "full", 0, cast))
+    else:
+        lines += [
+            "fy = p[6] * y + p[7] * x + p[8]",
+            "fx = p[9] * y + p[10] * x + p[11]",
+            "mh = p[12]",
+            "mw = p[13]",
+            "ty0 = math.floor(fy)",
+            "tx0 = math.floor(fx)",
+            "dr = fy - ty0",
+            "dc = fx - tx0",
+        ]
+        for c in chans:
+            lines += [f"t{c}_{k} = 0.0" for k in range(4)]
+        taps = [("ty0", "tx0", 0), ("ty0", "tx0 + 1.0", 1), ("ty0 + 1.0", "tx0", 2),
+                ("ty0 + 1.0", "tx0 + 1.0", 3)]
+        for ty, tx, k in taps:
+            lines += [
+                f"if {ty} >= 0.0 and {ty} < mh and {tx} >= 0.0 and {tx} < mw:",
+                f"    sy = int(p[0] * ({ty}) + p[1] * ({tx}) + p[2] + 0.5)",
+                f"    sx = int(p[3] * ({ty}) + p[4] * ({tx}) + p[5] + 0.5)",
+            ]
+            for c in chans:
+                lines.append(f"    t{c}_{k} = {load(c, 'sy', 'sx')}")
+                if not lut and sig.pre:
+                    lines.append("    " + _chain(sig.pre, f"t{c}_{k}", c, "full", 0, cast)
+                                 .replace("\n", "\n    "))
+        for c in chans:
+            # skimage's bilinear_interpolation: rows blended last
+            lines += [
+                f"v{c} = (1.0 - dr) * ((1.0 - dc) * t{c}_0 + dc * t{c}_1) + "
+                f"dr * ((1.0 - dc) * t{c}_2 + dc * t{c}_3)",
+            ]
+            if cast or lut:
+                lines.append(f"v{c} = _rint_clip(v{c}, full)")
+            if lut:
+                lines.append(f"v{c} = float(lut[1, {c}, int(v{c})])")
+            elif sig.post:
+                lines.append(_chain(sig.post, f"v{c}", c, "full", len(sig.pre), cast))
+    if sig.grey:
+        alpha = "v3" if c_in == 4 else "0.0"
+        has_alpha = "True" if c_in == 4 else "False"
+        lines.append(f"g = _f_rgb2grey(v0, v1, v2, {alpha}, {has_alpha})")
+        first = len(sig.pre) + len(sig.post)
+        if sig.grey_ops:
+            lines.append(_chain(sig.grey_ops, "g", 0, "1.0", first, False))
+        lines.append("dst[y, x, 0] = g")
+    else:
+        for c in chans:
+            lines.append(f"dst[y, x, {c}] = v{c}")
+    return "\n".join(lines)
+
+
+_RINT_CLIP = '''
+@_dev
+def _rint_clip(v, full):
+    # round half to even, as numpy.rint, then clip to the integer range
+    r = math.floor(v + 0.5)
+    if r - v == 0.5 and r % 2.0 != 0.0:
+        r -= 1.0
+    return min(max(r, 0.0), full)
+'''
+
+
+def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
+    """Source of the fused gather kernel ``kernel(src, dst, lut, p)`` for ``target``."""
+    names = set(sig.pre) | set(sig.post) | set(sig.grey_ops)
+    if sig.grey:
+        names.add("rgb2grey")
+    defs = "".join(f"_f_{n} = _dev(_R[{n!r}].fn)\n" for n in sorted(names))
+    body = _gather_body(sig)
+    head = f"# millipyde generated gather kernel: {sig}\n" + _HEADER[target] + defs + _RINT_CLIP
+    fn = (
+        f"\n\n{_decorator(target, sim)}\n"
+        "def kernel(src, dst, lut, p):\n"
+        "    h = dst.shape[0]\n"
+        "    w = dst.shape[1]\n"
+    )
+    return head + fn + _loop_2d(target, "h", "w", body)
+
+
+def gather_kernel(sig: GatherSig, target: str, sim: bool = False):
+    """The compiled (lazily, by Numba) gather kernel for ``sig``."""
+    return load(gather_source(sig, target, sim), target).kernel
+
+
+# --------------------------------------------------------------------------- separable stencils
+
+_STENCIL_ROWS = """
+acc = 0.0
+for k in range(ntaps):
+    xx = xi + k - r
+    if xx >= 0 and xx < w:
+        acc += taps[k] * src[y, xx, c]
+tmp[y, xi, c] = acc
+"""
+
+_STENCIL_COLS = """
+if c < nc:
+    acc = 0.0
+    for k in range(ntaps):
+        yy = y + k - r
+        if yy >= 0 and yy < h:
+            acc += taps[k] * tmp[yy, xi, c]
+    if is_int:
+        acc = _rint_clip(acc, full)
+    dst[y, xi, c] = acc
+else:
+    dst[y, xi, c] = src[y, xi, c]
+"""
+
+
+def stencil_source(target: str, sim: bool = False) -> str:
+    """Source of the two separable passes ``rows(src, tmp, taps, nc)`` and ``cols(...)``.
+
+    Channels are folded into the x loop (x * C + c) so one grid covers every channel.
+    """
+    head = "# millipyde generated separable stencil passes\n" + _HEADER[target] + _RINT_CLIP
+    dec = _decorator(target, sim)
+
+    def wrap(text: str) -> str:
+        return "c = x % nc_all\nxi = x // nc_all\n" + text.strip("\n")
+
+    rows = (
+        f"\n\n{dec}\ndef rows(src, tmp, taps, nc):\n"
+        "    h = src.shape[0]\n    w = src.shape[1]\n    nc_all = nc\n"
+        "    ntaps = taps.shape[0]\n    r = ntaps // 2\n"
+        + _loop_2d(target, "h", "w * nc", wrap(_STENCIL_ROWS))
+    )
+    cols = (
+        f"\n\n{dec}\ndef cols(src, tmp, dst, taps, nc, is_int, full):\n"
+        "    h = src.shape[0]\n    w = src.shape[1]\n    nc_all = src.shape[2]\n"
+        "    ntaps = taps.shape[0]\n    r = ntaps // 2\n"
+        + _loop_2d(target, "h", "w * nc_all", wrap(_STENCIL_COLS))
+    )
+    return head + rows + cols
+
+
+def stencil_kernels(target: str, sim: bool = False):
+    """The (rows, cols) separable pass kernels for ``target``."""
+    mod = load(stencil_source(target, sim), target)
+    return mod.rows, mod.cols
+
+
+# --------------------------------------------------------------------------- LUT builder (host)
+
+
+def _lut_source() -> str:
+    elementwise = [s for s in REGISTRY.values() if s.kind == "elementwise"]
+    defs = "".join(f"_f_{s.name} = _dev(_R[{s.name!r}].fn)\n" for s in elementwise)
+    branches = []
+    for s in elementwise:
+        kw = "if" if not branches else "elif"
+        branches.append(
+            f"            {kw} code == {s.code}:\n"
+            f"                v = _f_{s.name}(v, c, full, a, b, d)"
+        )
+    return (
+        "# millipyde generated LUT builder: composes uint8 elementwise chains\n"
+        + _HEADER["cpu"] + defs + _RINT_CLIP.replace("@_dev", "@njit(cache=True)")
+        + "\n\n@njit(cache=True, nogil=True)\n"
+        "def build(codes, params, channels, full, out):\n"
+        "    for c in range(channels):\n"
+        "        for i in range(256):\n"
+        "            v = float(i)\n"
+        "            for k in range(codes.shape[0]):\n"
+        "                code = codes[k]\n"
+        "                a = params[k, 0]\n"
+        "                b = params[k, 1]\n"
+        "                d = params[k, 2]\n"
+        "                if c == 3:\n"
+        "                    continue\n"
+        + "\n".join(branches) + "\n"
+        "                v = _rint_clip(v, full)\n"
+        "            out[c, i] = np.uint8(v)\n"
+    )
+
+
+def lut_builder():
+    """Host function ``build(codes, params, channels, full, out)`` filling (C, 256) uint8 LUTs."""
+    return load(_lut_source(), "cpu").build

@@ -1,0 +1,89 @@
+"""Nodes of the lazy operation graph.
+
+A node is a value: an op applied to input nodes, or a leaf holding a device buffer. Image methods
+never change a node; they make a new one and move the array's handle to it, so a node is
+immutable once made and two handles can share history (``clone``) safely.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any
+
+import numpy as np
+
+from ..kernels import OpSpec
+
+_ids = itertools.count()
+
+
+class Node:
+    """One recorded value in the operation graph."""
+
+    __slots__ = (
+        "id", "op", "inputs", "params", "shape", "dtype", "device", "buffer", "users",
+        "lock", "label", "__weakref__",
+    )
+
+    def __init__(
+        self,
+        op: OpSpec | str | None,
+        inputs: tuple[Node, ...],
+        params: tuple[Any, ...],
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        device: int,
+        buffer: Any = None,
+        label: str | None = None,
+    ) -> None:
+        self.id = next(_ids)
+        self.op = op
+        self.inputs = inputs
+        self.params = params
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self.device = device
+        self.buffer = buffer
+        self.users = 0
+        self.lock = threading.RLock()
+        self.label = label
+        for n in inputs:
+            n.users += 1
+
+    @property
+    def name(self) -> str:
+        """The op name (``"leaf"`` for materialized data)."""
+        if self.op is None:
+            return "leaf"
+        if isinstance(self.op, str):
+            return self.op
+        return self.label or self.op.name
+
+    @property
+    def materialized(self) -> bool:
+        """True when the node's value sits in a buffer."""
+        return self.buffer is not None
+
+    def settle(self, buffer: Any) -> None:
+        """Store the computed value and forget the inputs so intermediates can be freed."""
+        self.buffer = buffer
+        for n in self.inputs:
+            n.users -= 1
+        self.inputs = ()
+
+    def __repr__(self) -> str:
+        state = "buffer" if self.materialized else f"{len(self.inputs)} inputs"
+        return f"Node#{self.id}({self.name}, {self.shape}, {self.dtype}, dev {self.device}, {state})"
+
+
+def leaf(buffer: Any, shape: tuple[int, ...], dtype: np.dtype, device: int) -> Node:
+    """A materialized node around an existing buffer."""
+    return Node(None, (), (), shape, dtype, device, buffer=buffer)
+
+
+def apply(op: OpSpec | str, x: Node, params: tuple[Any, ...], shape: tuple[int, ...],
+          dtype: np.dtype, device: int | None = None, label: str | None = None) -> Node:
+    """Record ``op`` on ``x`` (nothing runs)."""
+    return Node(op, (x,), tuple(params), shape, dtype, x.device if device is None else device,
+                label=label)

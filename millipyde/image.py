@@ -1,0 +1,250 @@
+"""``gpuimage``: a gpuarray with image rules and the thesis's image methods.
+
+Every method validates its arguments, records one node and returns None; nothing runs until the
+value is needed. Random variants draw their parameters from the image's counter-based stream.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import random as mprandom
+from .array import gpuarray
+from .graph.node import apply
+from .kernels import REGISTRY
+
+
+def _number(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a real number, got {type(value).__name__}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {v}")
+    return v
+
+
+def _range(value: Any, name: str) -> tuple[float, float]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence | np.ndarray):
+        raise ValueError(f"{name} must be a [low, high] pair, got {value!r}")
+    if len(value) != 2:
+        raise ValueError(f"{name} must be a [low, high] pair, got {len(value)} values")
+    lo, hi = _number(value[0], f"{name}[0]"), _number(value[1], f"{name}[1]")
+    if lo > hi:
+        raise ValueError(f"{name} low bound {lo} is greater than its high bound {hi}")
+    return lo, hi
+
+
+def _bounds(lo: Any, hi: Any, lo_name: str, hi_name: str) -> tuple[float, float]:
+    a, b = _number(lo, lo_name), _number(hi, hi_name)
+    if a > b:
+        raise ValueError(f"{lo_name} ({a}) is greater than {hi_name} ({b})")
+    return a, b
+
+
+def _colour_to_uint8(host: np.ndarray) -> np.ndarray:
+    kind = host.dtype.kind
+    if host.dtype == np.uint8:
+        return host
+    if kind in "iu":
+        lo, hi = (int(host.min()), int(host.max())) if host.size else (0, 0)
+        if lo < 0 or hi > 255:
+            raise ValueError(
+                f"gpuimage colour data of dtype {host.dtype} must lie in 0..255, "
+                f"found values in {lo}..{hi}"
+            )
+        return host.astype(np.uint8)
+    if kind == "f":
+        if host.size and not np.isfinite(host).all():
+            raise ValueError("gpuimage colour data contains NaN or infinity")
+        if host.size and (host.min() < 0.0 or host.max() > 1.0):
+            raise ValueError(
+                f"gpuimage float colour data must lie in [0, 1], found "
+                f"[{host.min()}, {host.max()}]"
+            )
+        from skimage.util import img_as_ubyte
+
+        return np.ascontiguousarray(img_as_ubyte(host))
+    raise ValueError(f"gpuimage colour data must be integer or float, got {host.dtype}")
+
+
+def _grey(host: np.ndarray) -> np.ndarray:
+    kind = host.dtype.kind
+    if kind in "iu":
+        return host
+    if kind == "b":
+        return host.astype(np.float64)
+    if kind == "f":
+        if host.size and not np.isfinite(host).all():
+            raise ValueError("gpuimage greyscale data contains NaN or infinity")
+        if host.size and (host.min() < 0.0 or host.max() > 1.0):
+            raise ValueError(
+                f"gpuimage float greyscale data must lie in [0, 1], found "
+                f"[{host.min()}, {host.max()}]"
+            )
+        return host.astype(np.float64, copy=False)
+    raise ValueError(f"gpuimage greyscale data must be real, got {host.dtype}")
+
+
+class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
+    """An image on the device: 2-D greyscale, or H x W x 3 (RGB) / H x W x 4 (RGBA) uint8.
+
+    Colour data of other integer dtypes in 0..255 is converted to uint8, float colour in [0, 1]
+    is scaled as ``skimage.img_as_ubyte``; greyscale floats become float64 in [0, 1] and
+    greyscale integers are kept as given. Anything else raises ``ValueError``.
+    """
+
+    def _convert(self, host: np.ndarray) -> np.ndarray:
+        self._check_shape(host.shape)
+        if host.ndim == 3:
+            return _colour_to_uint8(host)
+        return _grey(host)
+
+    def _validate_device_copy(self) -> None:
+        self._check_shape(self.shape)
+        if self.ndim == 3 and self.dtype != np.uint8:
+            raise ValueError(f"gpuimage colour data on the device must be uint8, got {self.dtype}")
+        if self.ndim == 2 and self.dtype.kind not in "iuf":
+            raise ValueError(f"gpuimage greyscale data must be real, got {self.dtype}")
+
+    @staticmethod
+    def _check_shape(shape: tuple[int, ...]) -> None:
+        if len(shape) == 2 or (len(shape) == 3 and shape[2] in (3, 4)):
+            return
+        raise ValueError(
+            "gpuimage needs a 2-D greyscale array or an H x W x 3 (RGB) / H x W x 4 (RGBA) "
+            f"array, got shape {tuple(shape)}"
+        )
+
+    @property
+    def is_colour(self) -> bool:
+        """True for RGB/RGBA images."""
+        return self.ndim == 3
+
+    # -- recording -----------------------------------------------------------------------
+    def _record(self, name: str, params: tuple[float, ...] = ()) -> None:
+        spec = REGISTRY[name]
+        node = self._placed()
+        dtype = np.dtype(np.float64) if spec.kind == "pixel" else node.dtype
+        self._bind(apply(spec, node, params, spec.out_shape(node.shape), dtype))
+
+    def _draws(self, n: int) -> list[float]:
+        key = mprandom.current_key()
+        if key is None:
+            key = mprandom.StreamKey(mprandom.global_seed(), self._sample, self._opcount)
+            self._opcount += 1
+        return [mprandom.uniform01(key.seed, key.sample, key.op, k) for k in range(n)]
+
+    def _uniform(self, ranges: list[tuple[float, float]]) -> list[float]:
+        us = self._draws(len(ranges))
+        return [lo if lo == hi else lo + (hi - lo) * u for (lo, hi), u in zip(ranges, us,
+                                                                                strict=True)]
+
+    # -- colour --------------------------------------------------------------------------
+    def rgb2grey(self) -> None:
+        """Convert RGB/RGBA to float64 greyscale (alpha blended onto white); no-op on grey."""
+        if self.is_colour:
+            self._record("rgb2grey")
+
+    rgb2gray = rgb2grey
+    rgba2grey = rgb2grey
+    rgba2gray = rgb2grey
+
+    def colorize(self, r_mult: float, g_mult: float, b_mult: float) -> None:
+        """Multiply the R, G and B channels (clipped to 0..255); colour images only."""
+        gains = tuple(_number(v, n) for v, n in ((r_mult, "r_mult"), (g_mult, "g_mult"),
+                                                 (b_mult, "b_mult")))
+        self._colour_only("colorize")
+        for g, n in zip(gains, ("r_mult", "g_mult", "b_mult"), strict=True):
+            if g < 0:
+                raise ValueError(f"colorize {n} must be >= 0, got {g}")
+        self._record("colorize", gains)
+
+    def random_colorize(self, r_range: Sequence[float], g_range: Sequence[float],
+                        b_range: Sequence[float]) -> None:
+        """``colorize`` with gains drawn uniformly from the three ranges."""
+        ranges = [_range(r, n) for r, n in ((r_range, "r_range"), (g_range, "g_range"),
+                                            (b_range, "b_range"))]
+        self._colour_only("random_colorize")
+        for (lo, _), n in zip(ranges, ("r_range", "g_range", "b_range"), strict=True):
+            if lo < 0:
+                raise ValueError(f"random_colorize {n} must be >= 0, got low bound {lo}")
+        self._record("colorize", tuple(self._uniform(ranges)))
+
+    def _colour_only(self, what: str) -> None:
+        if not self.is_colour:
+            raise ValueError(f"{what} needs an RGB/RGBA image; this one is greyscale {self.shape}")
+
+    # -- intensity -----------------------------------------------------------------------
+    def brightness(self, delta: float) -> None:
+        """Add ``delta`` (fraction of full range, in [-1, 1]) and clip; alpha untouched."""
+        d = _number(delta, "delta")
+        if not -1.0 <= d <= 1.0:
+            raise ValueError(f"brightness delta must be in [-1, 1], got {d}")
+        self._record("brightness", (d,))
+
+    def random_brightness(self, min_delta: float, max_delta: float) -> None:
+        """``brightness`` with ``delta`` drawn uniformly from [min_delta, max_delta]."""
+        lo, hi = _bounds(min_delta, max_delta, "min_delta", "max_delta")
+        if lo < -1.0 or hi > 1.0:
+            raise ValueError(f"random_brightness bounds must lie in [-1, 1], got [{lo}, {hi}]")
+        self._record("brightness", tuple(self._uniform([(lo, hi)])))
+
+    def adjust_gamma(self, gamma: float = 1, gain: float = 1) -> None:
+        """skimage ``adjust_gamma``: ``gain * full * (v / full) ** gamma``; alpha untouched."""
+        g, k = _number(gamma, "gamma"), _number(gain, "gain")
+        if g < 0:
+            raise ValueError(f"adjust_gamma gamma must be >= 0, got {g}")
+        if k < 0:
+            raise ValueError(f"adjust_gamma gain must be >= 0, got {k}")
+        self._record("adjust_gamma", (g, k))
+
+    def random_adjust_gamma(self, gamma_range: Sequence[float],
+                            gain_range: Sequence[float] = (1.0, 1.0)) -> None:
+        """``adjust_gamma`` with gamma and gain drawn uniformly from their ranges."""
+        gr, kr = _range(gamma_range, "gamma_range"), _range(gain_range, "gain_range")
+        if gr[0] < 0 or kr[0] < 0:
+            raise ValueError("random_adjust_gamma ranges must be >= 0")
+        self._record("adjust_gamma", tuple(self._uniform([gr, kr])))
+
+    # -- geometry ------------------------------------------------------------------------
+    def transpose(self) -> None:
+        """Swap the two spatial axes (axes (1, 0, 2) for colour)."""
+        self._record("transpose")
+
+    def fliplr(self) -> None:
+        """Mirror left to right (``np.fliplr``)."""
+        self._record("fliplr")
+
+    def rotate(self, angle: float) -> None:
+        """Rotate counter-clockwise by ``angle`` degrees about the centre (bilinear, 0 fill)."""
+        self._record("rotate", (_number(angle, "angle"),))
+
+    def random_rotate(self, min_angle: float, max_angle: float) -> None:
+        """``rotate`` by an angle drawn uniformly from [min_angle, max_angle]."""
+        lo, hi = _bounds(min_angle, max_angle, "min_angle", "max_angle")
+        self._record("rotate", tuple(self._uniform([(lo, hi)])))
+
+    # -- filters -------------------------------------------------------------------------
+    def gaussian(self, sigma: float = 1) -> None:
+        """Gaussian blur (``mode="constant"``, ``truncate=8``); colour per channel, alpha kept."""
+        s = _number(sigma, "sigma")
+        if s <= 0:
+            raise ValueError(f"gaussian sigma must be > 0, got {s}")
+        self._record("gaussian", (s,))
+
+    def random_gaussian(self, min_sigma: float, max_sigma: float) -> None:
+        """``gaussian`` with sigma drawn from [min_sigma, max_sigma]; sigma 0 leaves it as is."""
+        lo, hi = _bounds(min_sigma, max_sigma, "min_sigma", "max_sigma")
+        if lo < 0:
+            raise ValueError(f"random_gaussian min_sigma must be >= 0, got {lo}")
+        (s,) = self._uniform([(lo, hi)])
+        if s > 0:
+            self._record("gaussian", (s,))
+
+    def clone(self) -> gpuimage:
+        """Deep copy on the current target device; a gpuimage."""
+        return super().clone()

@@ -1,0 +1,15 @@
+"""Intensity kernels: brightness and gamma, on values in ``[0, full]``."""
+
+from .registry import elementwise
+
+
+@elementwise(nparams=1)
+def brightness(v, c, full, delta, _b, _d):
+    """Add ``delta`` (a fraction of the full range) and clip to the range."""
+    return min(max(v + delta * full, 0.0), full)
+
+
+@elementwise(nparams=2)
+def adjust_gamma(v, c, full, gamma, gain, _d):
+    """skimage ``adjust_gamma``: ``gain * full * (v / full) ** gamma``."""
+    return gain * full * (v / full) ** gamma

@@ -1,0 +1,92 @@
+"""Counter-based random streams: every draw is a pure function of (seed, sample, op, k).
+
+No generator state is shared between threads or devices, so the same seed gives bit-identical
+parameters whatever the scheduling. The mixer is SplitMix64's finaliser applied to a combined key
+(the construction of Philox-style counter-based generators, cheap enough to run in Python).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+_MASK = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+
+_state = threading.local()
+_global = {"seed": 0, "next_sample": 0}
+_global_lock = threading.Lock()
+
+
+def _mix(z: int) -> int:
+    z = (z + _GOLDEN) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
+def uniform01(seed: int, sample: int, op: int, k: int) -> float:
+    """A float in [0, 1) that depends only on its four integer arguments."""
+    z = _mix(seed & _MASK)
+    z = _mix(z ^ (sample & _MASK))
+    z = _mix(z ^ (op & _MASK))
+    z = _mix(z ^ (k & _MASK))
+    return (z >> 11) * (1.0 / (1 << 53))
+
+
+def seed(n: int) -> None:
+    """Set the global seed and restart the per-image sample counter."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise ValueError(f"seed must be an int, got {type(n).__name__}")
+    with _global_lock:
+        _global["seed"] = n
+        _global["next_sample"] = 0
+
+
+def global_seed() -> int:
+    """The seed set by :func:`seed` (0 by default)."""
+    return _global["seed"]
+
+
+def next_sample_index() -> int:
+    """A fresh sample index for an image made outside a Pipeline or Generator."""
+    with _global_lock:
+        i = _global["next_sample"]
+        _global["next_sample"] = i + 1
+    return i
+
+
+@dataclass(frozen=True)
+class StreamKey:
+    """Where draws come from while an execution construct applies an operation."""
+
+    seed: int
+    sample: int
+    op: int
+
+
+def current_key() -> StreamKey | None:
+    """The key set by the enclosing :func:`operation_stream`, if any (per thread)."""
+    return getattr(_state, "key", None)
+
+
+@contextlib.contextmanager
+def operation_stream(seed_: int, sample: int, op: int) -> Iterator[StreamKey]:
+    """Make draws inside the block come from ``(seed_, sample, op)``."""
+    previous = current_key()
+    key = StreamKey(seed_, sample, op)
+    _state.key = key
+    try:
+        yield key
+    finally:
+        _state.key = previous
+
+
+def gate(seed_: int, sample: int, op: int, probability: float | None) -> bool:
+    """Whether an operation with ``probability`` runs for this sample (a pure function)."""
+    if probability is None:
+        return True
+    # k = -1 keeps the coin flip independent of the parameter draws (k >= 0).
+    return uniform01(seed_, sample, op, -1) < probability

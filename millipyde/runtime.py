@@ -1,0 +1,209 @@
+"""Buffers, copies, streams and launches for the active backend.
+
+On ``cpu`` a buffer is a C-contiguous ``numpy.ndarray`` and a "device" is a logical slot (the cpu
+backend exposes ``MILLIPYDE_CPU_DEVICES`` of them). On ``cuda``, ``hip`` and ``cudasim`` it is a
+Numba device array allocated inside that device's context.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ._backend import NAME as BACKEND
+from ._backend import is_gpu_like
+
+GPU = is_gpu_like()
+SIM = BACKEND == "cudasim"
+TARGET = "cuda" if GPU else "cpu"
+
+if GPU:
+    from numba import cuda
+else:  # pragma: no cover - exercised by the cpu backend only
+    cuda = None
+
+_tls = threading.local()
+
+
+class DeviceMemoryError(MemoryError):
+    """A device allocation failed; the message names the device and the bytes asked."""
+
+
+def _cpu_device_count() -> int:
+    raw = os.environ.get("MILLIPYDE_CPU_DEVICES", "1")
+    try:
+        n = int(raw)
+    except ValueError:
+        raise ValueError(f"MILLIPYDE_CPU_DEVICES={raw!r} is not an integer") from None
+    if not 1 <= n <= 64:
+        raise ValueError(f"MILLIPYDE_CPU_DEVICES={n} must be between 1 and 64")
+    return n
+
+
+def physical_device_count() -> int:
+    """Number of devices the backend can address."""
+    if not GPU:
+        return _cpu_device_count()
+    return len(cuda.gpus)
+
+
+@contextlib.contextmanager
+def on_device(device: int) -> Iterator[None]:
+    """Make ``device`` current for allocations and launches in this thread."""
+    if not GPU or SIM:
+        yield
+        return
+    with cuda.gpus[device]:
+        yield
+
+
+def current_stream() -> Any:
+    """The stream this thread launches on (set by Pipeline workers), or the default stream."""
+    s = getattr(_tls, "stream", None)
+    if s is None and GPU:
+        return cuda.default_stream()
+    return s
+
+
+@contextlib.contextmanager
+def using_stream(stream: Any) -> Iterator[None]:
+    """Launch and copy on ``stream`` inside the block (per thread)."""
+    prev = getattr(_tls, "stream", None)
+    _tls.stream = stream
+    try:
+        yield
+    finally:
+        _tls.stream = prev
+
+
+def new_stream(device: int) -> Any:
+    """A fresh stream on ``device`` (None on the cpu backend)."""
+    if not GPU:
+        return None
+    with on_device(device):
+        return cuda.stream()
+
+
+def _oom(shape: tuple[int, ...], dtype: np.dtype, device: int, err: BaseException) -> Exception:
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return DeviceMemoryError(
+        f"out of memory on device {device} ({BACKEND}): could not allocate {nbytes} bytes "
+        f"for an array of shape {tuple(shape)} and dtype {np.dtype(dtype)}: {err}"
+    )
+
+
+def empty(shape: tuple[int, ...], dtype: np.dtype, device: int) -> Any:
+    """An uninitialised buffer on ``device``."""
+    from . import faults
+
+    faults.check("alloc", device)
+    try:
+        if not GPU:
+            return np.empty(shape, dtype=dtype)
+        with on_device(device):
+            return cuda.device_array(shape, dtype=dtype, stream=current_stream())
+    except (MemoryError, faults.InjectedOutOfMemory) as err:
+        raise _oom(shape, dtype, device, err) from err
+    except Exception as err:  # numba-cuda raises CudaAPIError for OOM
+        if "OUT_OF_MEMORY" in str(err).upper().replace(" ", "_"):
+            raise _oom(shape, dtype, device, err) from err
+        raise
+
+
+def from_host(array: np.ndarray, device: int) -> Any:
+    """Copy a host array to ``device`` (the host array is never kept or modified)."""
+    array = np.ascontiguousarray(array)
+    if not GPU:
+        return array.copy()
+    buf = empty(array.shape, array.dtype, device)
+    with on_device(device):
+        buf.copy_to_device(array, stream=current_stream())
+    return buf
+
+
+def to_host(buffer: Any) -> np.ndarray:
+    """A host copy of ``buffer`` (waits for the work that produces it)."""
+    if not GPU:
+        return np.array(buffer, copy=True)
+    stream = current_stream()
+    out = buffer.copy_to_host(stream=stream)
+    stream.synchronize()
+    return out
+
+
+def copy(buffer: Any, device: int, src_device: int) -> Any:
+    """A deep copy of ``buffer`` on ``device`` (peer copy, or staged through the host)."""
+    if not GPU:
+        return np.array(buffer, copy=True)
+    out = empty(buffer.shape, buffer.dtype, device)
+    if device == src_device or SIM:
+        with on_device(device):
+            out.copy_to_device(buffer, stream=current_stream())
+        return out
+    from .devices import can_peer
+
+    if can_peer(src_device, device):
+        with on_device(device):
+            out.copy_to_device(buffer, stream=current_stream())
+        return out
+    host = to_host(buffer)
+    with on_device(device):
+        out.copy_to_device(host, stream=current_stream())
+    return out
+
+
+def upload_small(array: np.ndarray, device: int) -> Any:
+    """Kernel arguments (LUTs, taps, parameters): host arrays on the cpu, device arrays on GPUs."""
+    if not GPU:
+        return array
+    with on_device(device):
+        return cuda.to_device(array, stream=current_stream())
+
+
+def launch_2d(kernel: Any, h: int, w: int, device: int, *args: Any) -> None:
+    """Run a generated 2-D kernel over an ``h`` x ``w`` output on ``device``."""
+    if h == 0 or w == 0:
+        return
+    if not GPU:
+        kernel(*args)
+        return
+    if SIM:
+        block = (min(16, w), min(4, h))
+        grid = ((w + block[0] - 1) // block[0], (h + block[1] - 1) // block[1])
+    else:
+        block = (32, 8)
+        grid = (min((w + 31) // 32, 65535), min((h + 7) // 8, 65535))
+    with on_device(device):
+        kernel[grid, block, current_stream()](*args)
+
+
+def synchronize(device: int | None = None) -> None:
+    """Wait for all work on ``device`` (every device when None)."""
+    if not GPU:
+        return
+    if SIM:
+        cuda.synchronize()
+        return
+    devices = range(len(cuda.gpus)) if device is None else [device]
+    for d in devices:
+        with cuda.gpus[d]:
+            cuda.synchronize()
+
+
+def as_3d(buffer: Any) -> Any:
+    """View a 2-D buffer as (h, w, 1) so every kernel sees (h, w, channels)."""
+    if buffer.ndim == 3:
+        return buffer
+    return buffer.reshape(buffer.shape[0], buffer.shape[1], 1)
+
+
+def reshape(buffer: Any, shape: tuple[int, ...]) -> Any:
+    """A view of a contiguous buffer with another shape."""
+    if tuple(buffer.shape) == tuple(shape):
+        return buffer
+    return buffer.reshape(*shape)
