@@ -30,6 +30,29 @@ else:  # pragma: no cover - exercised by the cpu backend only
 _tls = threading.local()
 
 
+def _threadsafe_cpu_layer() -> bool:
+    """Use a thread-safe Numba threading layer so virtual devices can launch concurrently."""
+    if GPU:
+        return True
+    import numba
+
+    if os.environ.get("NUMBA_THREADING_LAYER"):
+        return os.environ["NUMBA_THREADING_LAYER"].lower() in ("tbb", "omp", "safe", "threadsafe")
+    for mod in ("numba.np.ufunc.omppool", "numba.np.ufunc.tbbpool"):
+        try:
+            __import__(mod)
+        except Exception:
+            continue
+        numba.config.THREADING_LAYER = "threadsafe"
+        return True
+    return False
+
+
+# Without tbb or OpenMP, Numba's workqueue layer aborts when two threads run parallel kernels
+# at once: serialize CPU launches instead.
+_cpu_launch_lock = None if _threadsafe_cpu_layer() else threading.Lock()
+
+
 class DeviceMemoryError(MemoryError):
     """A device allocation failed; the message names the device and the bytes asked."""
 
@@ -170,7 +193,11 @@ def launch_2d(kernel: Any, h: int, w: int, device: int, *args: Any) -> None:
     if h == 0 or w == 0:
         return
     if not GPU:
-        kernel(*args)
+        if _cpu_launch_lock is None:
+            kernel(*args)
+        else:
+            with _cpu_launch_lock:
+                kernel(*args)
         return
     if SIM:
         block = (min(16, w), min(4, h))

@@ -1,0 +1,172 @@
+"""The ``millipyde`` command: ``augment`` (the main job), ``info`` and ``bench``."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+SAMPLES = ("astronaut", "chelsea", "coffee", "rocket", "logo", "camera")
+
+
+def figure_5_1_operations() -> list:
+    """The thesis's augmentation (figure 5.1) as a list of Operations."""
+    import millipyde as mp
+
+    return [
+        mp.Operation("transpose", probability=0.2),
+        mp.Operation("fliplr", probability=0.2),
+        mp.Operation("random_brightness", -0.2, 1),
+        mp.Operation("random_gaussian", 0, 2),
+        mp.Operation("random_colorize", [0.5, 1.5], [0.5, 1.5], [0.5, 1.5], probability=0.3),
+        mp.Operation("rgb2grey", probability=0.3),
+        mp.Operation("random_rotate", 0, 120, probability=0.5),
+    ]
+
+
+def sample_images() -> list:
+    """The scikit-image sample photographs (shipped inside scikit-image) as gpuimages."""
+    import skimage.data
+
+    import millipyde as mp
+
+    return [mp.gpuimage(getattr(skimage.data, name)()) for name in SAMPLES]
+
+
+def _to_uint8(img: np.ndarray) -> np.ndarray:
+    if img.dtype == np.uint8:
+        return img
+    if img.dtype.kind == "f":
+        return np.clip(np.rint(img * 255.0), 0, 255).astype(np.uint8)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def contact_sheet(paths: list[Path], out: Path, thumb: int = 160, columns: int = 8) -> Path:
+    """Write a grid of thumbnails of ``paths`` to ``out`` (PNG) and return ``out``."""
+    from PIL import Image, ImageDraw
+
+    rows = max(1, math.ceil(len(paths) / columns))
+    cols = min(columns, max(1, len(paths)))
+    label_h = 14
+    sheet = Image.new("RGB", (cols * thumb, rows * (thumb + label_h)), "white")
+    draw = ImageDraw.Draw(sheet)
+    for i, p in enumerate(paths):
+        with Image.open(p) as im:
+            im = im.convert("RGBA")
+            im.thumbnail((thumb, thumb))
+            x = (i % cols) * thumb + (thumb - im.width) // 2
+            y = (i // cols) * (thumb + label_h)
+            sheet.paste(im, (x, y + (thumb - im.height) // 2), im)
+            draw.text(((i % cols) * thumb + 4, y + thumb), p.stem, fill="black")
+    sheet.save(out)
+    return out
+
+
+def augment(args: argparse.Namespace) -> int:
+    """Augment a folder of images (scikit-image samples by default) through a Generator."""
+    from PIL import Image
+    from tqdm import tqdm
+
+    import millipyde as mp
+
+    if args.n < 1:
+        raise SystemExit("millipyde augment: -n must be at least 1")
+    if args.input is None:
+        inputs = sample_images()
+        source = "scikit-image samples (" + ", ".join(SAMPLES) + ")"
+    else:
+        inputs = mp.images_from_path(args.input)
+        source = str(args.input)
+    out_dir = Path(args.output)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    gen = mp.Generator(inputs, figure_5_1_operations(), outputs=args.n, return_to_host=True,
+                       seed=args.seed)
+    paths: list[Path] = []
+    width = len(str(args.n - 1))
+    start = time.perf_counter()
+    try:
+        for i, img in enumerate(tqdm(gen, total=args.n, desc="augment", unit="img",
+                                     disable=args.quiet)):
+            path = out_dir / f"aug_{i:0{width}d}.png"
+            Image.fromarray(_to_uint8(img)).save(path)
+            paths.append(path)
+    finally:
+        gen.close()
+    elapsed = time.perf_counter() - start
+    sheet = contact_sheet(paths, out_dir / "contact_sheet.png")
+    names = ", ".join(d.name for d in mp.devices.DEVICES)
+    print(f"inputs: {len(inputs)} from {source}; outputs in {out_dir}; contact sheet {sheet}")
+    print(
+        f"backend {mp.backend()}, device(s) {names}: {len(paths)} images in {elapsed:.2f} s, "
+        f"{len(paths) / elapsed:.1f} images/s"
+    )
+    return 0
+
+
+def info(args: argparse.Namespace) -> int:
+    """Print backend, devices and versions."""
+    import networkx
+    import numba
+    import skimage
+
+    import millipyde as mp
+    from millipyde.graph import codegen
+
+    print(f"millipyde {mp.__version__}")
+    print(f"backend: {mp.backend()}")
+    for d in mp.devices.DEVICES:
+        mark = " (recommended)" if d.index == mp.devices.RECOMMENDED else ""
+        print(f"device {d.index}: {d.name}, {d.multiprocessors} multiprocessors, "
+              f"clock {d.clock_khz} kHz{mark}")
+    versions = {"python": sys.version.split()[0], "numpy": np.__version__,
+                "numba": numba.__version__, "scikit-image": skimage.__version__,
+                "networkx": networkx.__version__}
+    try:
+        from importlib.metadata import version
+
+        versions["numba-cuda"] = version("numba-cuda")
+    except Exception:
+        versions["numba-cuda"] = "not installed"
+    print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    print(f"kernel cache: {codegen.cache_dir()}")
+    return 0
+
+
+def bench(args: argparse.Namespace) -> int:
+    """Run the benchmark suite in ./bench (a checkout of the repository)."""
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        from bench.__main__ import main as bench_main
+    except ImportError as err:
+        raise SystemExit(f"millipyde bench runs from a checkout with a bench/ folder: {err}") \
+            from err
+    return int(bench_main(args.rest) or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``millipyde`` command."""
+    parser = argparse.ArgumentParser(prog="millipyde", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    a = sub.add_parser("augment", help="augment a folder of images (thesis figure 5.1)")
+    a.add_argument("input", nargs="?", default=None,
+                   help="folder of images (default: scikit-image's sample photographs)")
+    a.add_argument("-o", "--output", default="augmented", help="output folder")
+    a.add_argument("-n", type=int, default=48, help="number of outputs (default 48)")
+    a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    a.set_defaults(func=augment)
+    i = sub.add_parser("info", help="backend, devices and versions")
+    i.set_defaults(func=info)
+    b = sub.add_parser("bench", help="run bench/ (from a checkout)")
+    b.add_argument("rest", nargs=argparse.REMAINDER)
+    b.set_defaults(func=bench)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
