@@ -141,6 +141,11 @@ class gpuarray:  # noqa: N801  (the thesis's public name)
         """Run all pending work for this array; return its device buffer."""
         return execute.materialize(self._node)
 
+    @classmethod
+    def _wrap(cls, node: Node) -> gpuarray:
+        """A plain gpuarray handle on ``node`` (results of arithmetic are not images)."""
+        return gpuarray._new_like(gpuarray.__new__(gpuarray), node)
+
     def _new_like(self, node: Node) -> gpuarray:
         out = type(self).__new__(type(self))
         out._node = None
@@ -201,6 +206,28 @@ class gpuarray:  # noqa: N801  (the thesis's public name)
         if dtype is not None and np.dtype(dtype) != host.dtype:
             host = host.astype(dtype)
         return host
+
+    def sum(self, axis: Any = None, **kwargs: Any) -> Any:
+        """Sum (lazy map-reduce on the device for a full reduction)."""
+        return np.sum(self, axis=axis, **kwargs)
+
+    def mean(self, axis: Any = None, **kwargs: Any) -> Any:
+        """Mean (lazy map-reduce on the device for a full reduction)."""
+        return np.mean(self, axis=axis, **kwargs)
+
+    def min(self, axis: Any = None, **kwargs: Any) -> Any:
+        """Minimum (lazy map-reduce on the device for a full reduction)."""
+        return np.min(self, axis=axis, **kwargs)
+
+    def max(self, axis: Any = None, **kwargs: Any) -> Any:
+        """Maximum (lazy map-reduce on the device for a full reduction)."""
+        return np.max(self, axis=axis, **kwargs)
+
+    def __float__(self) -> float:
+        return float(self.__array__())
+
+    def __int__(self) -> int:
+        return int(self.__array__())
 
     def get(self) -> np.ndarray:
         """A host copy, as CuPy's ``get()``."""

@@ -209,6 +209,32 @@ def launch_2d(kernel: Any, h: int, w: int, device: int, *args: Any) -> None:
         kernel[grid, block, current_stream()](*args)
 
 
+def launch_1d(kernel: Any, n: int, device: int, *args: Any) -> None:
+    """Run a generated flat kernel over ``n`` elements on ``device``."""
+    if n == 0:
+        return
+    block = 64 if SIM else 256
+    launch_blocks(kernel, min((n + block - 1) // block, 4096), block, device, *args)
+
+
+def launch_blocks(kernel: Any, blocks: int, threads: int, device: int, *args: Any) -> None:
+    """Run a kernel with an explicit 1-D grid (the CPU runs the loop itself)."""
+    if not GPU:
+        if _cpu_launch_lock is None:
+            kernel(*args)
+        else:
+            with _cpu_launch_lock:
+                kernel(*args)
+        return
+    with on_device(device):
+        kernel[blocks, threads, current_stream()](*args)
+
+
+def flat(buffer: Any) -> Any:
+    """A 1-D view of a contiguous buffer."""
+    return buffer.reshape(buffer.size) if buffer.ndim != 1 else buffer
+
+
 def synchronize(device: int | None = None) -> None:
     """Wait for all work on ``device`` (every device when None)."""
     if not GPU:

@@ -8,6 +8,7 @@ value must be stored: the requested node, nodes used more than once, stencils, c
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -133,6 +134,43 @@ class Gather(Kernel):
         self.nodes.append(n)
 
 
+@dataclass
+class Expr(Kernel):
+    """Fused NumPy arithmetic: ``nodes`` (topological order) over stored ``leaves``.
+
+    For a reduction the last node is the reduce and the others are its fused map.
+    """
+
+    leaves: list[Node] = field(default_factory=list)
+
+
+def _kind(n: Node) -> str:
+    op = n.op
+    return op if isinstance(op, str) else getattr(op, "kind", "leaf")
+
+
+def _expr_kernel(root: Node, g: nx.DiGraph, fusable: Callable[[Node], bool]) -> Expr:
+    members: list[Node] = []
+    seen: set[int] = set()
+
+    def visit(n: Node) -> None:
+        if n.id in seen:
+            return
+        seen.add(n.id)
+        for i in n.inputs:
+            if i is not root and not i.materialized and _kind(i) == "arith" and fusable(i):
+                visit(i)
+        members.append(n)
+
+    visit(root)
+    leaves: list[Node] = []
+    for n in members:
+        for i in n.inputs:
+            if i.id not in seen and all(i is not x for x in leaves):
+                leaves.append(i)
+    return Expr("expr", leaves[0], members, leaves)
+
+
 def _new_kernel(n: Node, source: Node) -> Kernel:
     if n.op == "copy":
         return Kernel("copy", source, [n])
@@ -153,10 +191,28 @@ def plan(target: Node, fuse: bool | None = None) -> list[Kernel]:
         return []
     fuse = fusion_enabled() if fuse is None else fuse
     g = pending_graph(target)
+
+    def fusable(n: Node) -> bool:
+        """``n`` need not be stored: only nodes of this graph read it, and it isn't wanted."""
+        return fuse and n is not target and n.users == g.out_degree(n)
+
+    def feeds_only_expressions(n: Node) -> bool:
+        return all(_kind(s) in ("arith", "reduce") for s in g.successors(n))
+
     kernels: list[Kernel] = []
     open_by_tail: dict[int, Kernel] = {}
     for n in nx.topological_sort(g):
         if n.materialized:
+            continue
+        kind = _kind(n)
+        if kind == "arith":
+            if not (fusable(n) and feeds_only_expressions(n)):
+                kernels.append(_expr_kernel(n, g, lambda m: fusable(m) and
+                                            feeds_only_expressions(m)))
+            continue
+        if kind == "reduce":
+            kernels.append(_expr_kernel(n, g, lambda m: fusable(m) and
+                                        feeds_only_expressions(m)))
             continue
         (src,) = n.inputs
         k = open_by_tail.pop(src.id, None)
@@ -164,8 +220,7 @@ def plan(target: Node, fuse: bool | None = None) -> list[Kernel]:
             fuse
             and k is not None
             and isinstance(k, Gather)
-            and src.users == 1
-            and src is not target
+            and fusable(src)
             and k.accepts(n)
         ):
             k.add(n)
