@@ -36,7 +36,8 @@ def _host_array(obj: Any, what: str) -> np.ndarray:
         raise ValueError(f"{what} needs a numeric dtype, got {arr.dtype}")
     if not arr.dtype.isnative:
         arr = arr.astype(arr.dtype.newbyteorder("="))
-    return np.ascontiguousarray(arr)
+    # not ascontiguousarray: it turns 0-d arrays into 1-d ones
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")
 
 
 def _from_device_object(obj: Any, device: int) -> tuple[Any, tuple[int, ...], np.dtype] | None:

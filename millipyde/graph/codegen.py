@@ -331,8 +331,8 @@ def _lut_source() -> str:
     for s in elementwise:
         kw = "if" if not branches else "elif"
         branches.append(
-            f"            {kw} code == {s.code}:\n"
-            f"                v = _f_{s.name}(v, c, full, a, b, d)"
+            f"                {kw} code == {s.code}:\n"
+            f"                    v = _f_{s.name}(v, c, full, a, b, d)"
         )
     return (
         "# millipyde generated LUT builder: composes uint8 elementwise chains\n"

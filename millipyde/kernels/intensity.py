@@ -11,5 +11,9 @@ def brightness(v, c, full, delta, _b, _d):
 
 @elementwise(nparams=2)
 def adjust_gamma(v, c, full, gamma, gain, _d):
-    """skimage ``adjust_gamma``: ``gain * full * (v / full) ** gamma``."""
-    return gain * full * (v / full) ** gamma
+    """skimage ``adjust_gamma``: ``full * gain * (v / full) ** gamma``.
+
+    Written as skimage's uint8 table computes it (``255 * gain * linspace(0, 1, 256) ** gamma``,
+    where ``linspace`` multiplies by the step) so the uint8 results are exact.
+    """
+    return full * gain * (v * (1.0 / full)) ** gamma
