@@ -193,7 +193,8 @@ class gpuarray:  # noqa: N801  (the thesis's public name)
         return self.shape[0]
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(shape={self.shape}, dtype={self.dtype}, device={self.device})"
+        return (f"{type(self).__name__}(shape={self.shape}, dtype={self.dtype}, "
+                f"device={self.device})")
 
     # -- copies --------------------------------------------------------------------------
     def clone(self) -> gpuarray:
@@ -201,6 +202,16 @@ class gpuarray:  # noqa: N801  (the thesis's public name)
         node = apply("copy", self._node, (), self.shape, self.dtype,
                      device=devices.get_current_device())
         return self._new_like(node)
+
+    def explain(self, fuse: bool | None = None) -> Any:
+        """The kernels that materializing this array would launch (nothing runs).
+
+        Returns a :class:`millipyde.graph.explain.Plan`: ``kernels`` (one entry per kernel with
+        its fused ops, device and bytes), a readable ``str()`` and ``to_png(path)``.
+        """
+        from .graph.explain import Plan
+
+        return Plan(self._node, fuse=fuse, title=repr(self))
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         host = runtime.to_host(self._materialize()).reshape(self.shape)
@@ -261,8 +272,8 @@ class gpuarray:  # noqa: N801  (the thesis's public name)
         results = result if isinstance(result, tuple) else (result,)
         for o, r in zip(outs, results, strict=True):
             if isinstance(o, gpuarray):
-                o._bind(leaf(runtime.from_host(np.asarray(r, dtype=o.dtype).reshape(o.shape or (1,)),
-                                               o.device), o.shape, o.dtype, o.device))
+                host = np.asarray(r, dtype=o.dtype).reshape(o.shape or (1,))
+                o._bind(leaf(runtime.from_host(host, o.device), o.shape, o.dtype, o.device))
             else:
                 np.copyto(o, r)
         return out

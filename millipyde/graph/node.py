@@ -74,7 +74,8 @@ class Node:
 
     def __repr__(self) -> str:
         state = "buffer" if self.materialized else f"{len(self.inputs)} inputs"
-        return f"Node#{self.id}({self.name}, {self.shape}, {self.dtype}, dev {self.device}, {state})"
+        return (f"Node#{self.id}({self.name}, {self.shape}, {self.dtype}, dev {self.device}, "
+                f"{state})")
 
 
 def leaf(buffer: Any, shape: tuple[int, ...], dtype: np.dtype, device: int) -> Node:

@@ -7,8 +7,9 @@ value must be stored: the requested node, nodes used more than once, stencils, c
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -20,9 +21,24 @@ from .node import Node
 GATHER_KINDS = ("elementwise", "index_map", "sampler", "pixel")
 
 
+_fusion_override: list[bool] = []
+
+
 def fusion_enabled() -> bool:
-    """Fusion is on unless ``MILLIPYDE_FUSION=0`` (the switch the fusion tests compare with)."""
+    """Fusion is on unless ``MILLIPYDE_FUSION=0`` or inside ``with fusion(False)``."""
+    if _fusion_override:
+        return _fusion_override[-1]
     return os.environ.get("MILLIPYDE_FUSION", "1") != "0"
+
+
+@contextlib.contextmanager
+def fusion(enabled: bool) -> Iterator[None]:
+    """Turn fusion on or off for materializations inside the block (process-wide)."""
+    _fusion_override.append(bool(enabled))
+    try:
+        yield
+    finally:
+        _fusion_override.pop()
 
 
 def pending_graph(target: Node) -> nx.DiGraph:
