@@ -1,0 +1,1 @@
+"""millipyde benchmarks: ``python -m bench ops|pipeline|augment`` (see PERFORMANCE.md)."""

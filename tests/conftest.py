@@ -1,0 +1,75 @@
+"""Shared pytest wiring: markers, backend-dependent skips and image sizes.
+
+pytest options (strict markers, warnings-as-errors, timeouts) live in pyproject.toml.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+# make ``tests/reference.py`` importable as ``reference`` from every test folder
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+GPU_BACKENDS = ("cuda", "hip")
+
+# (h, w) crops.  CUDASIM runs ~200 us per simulated thread: keep it tiny.
+CUDASIM_SIZES = [(1, 1), (1, 7), (7, 1), (17, 23)]
+FULL_SIZES = [(1, 1), (1, 7), (7, 1), (97, 131), (256, 320), (512, 512)]
+
+
+def pytest_configure(config):
+    for line in (
+        "gpu: needs a real GPU (backend cuda or hip); skipped otherwise",
+        "multigpu: needs at least two real GPUs; skipped otherwise",
+        "slow: long-running test",
+        "cudasim_ok: kernel test cheap enough to also run under CUDASIM",
+    ):
+        config.addinivalue_line("markers", line)
+
+
+def _backend():
+    import millipyde as mp
+
+    return mp.backend()
+
+
+def _device_count():
+    import millipyde as mp
+
+    return mp.get_device_count()
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("gpu") or item.get_closest_marker("multigpu"):
+        backend = _backend()
+        if backend not in GPU_BACKENDS:
+            pytest.skip(f"needs a real GPU: millipyde backend is {backend!r}, "
+                        f"not one of {GPU_BACKENDS}")
+    if item.get_closest_marker("multigpu"):
+        n = _device_count()
+        if n < 2:
+            pytest.skip(f"needs at least 2 GPUs: {n} usable device(s)")
+
+
+def image_sizes():
+    """Image sizes for kernel tests, depending on the active backend."""
+    if _backend() == "cudasim":
+        return list(CUDASIM_SIZES)
+    return list(FULL_SIZES)
+
+
+def pytest_generate_tests(metafunc):
+    # ``size`` is parametrized at collection time so each size is its own test id.
+    if "size" in metafunc.fixturenames:
+        sizes = image_sizes()
+        metafunc.parametrize("size", sizes, ids=[f"{h}x{w}" for h, w in sizes],
+                             indirect=True)
+
+
+@pytest.fixture
+def size(request):
+    """(h, w) of the test image; small crops under CUDASIM, real-photo sizes otherwise."""
+    return request.param
