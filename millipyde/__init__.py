@@ -14,14 +14,20 @@ from .devices import (
     get_current_device,
     get_device_count,
 )
+from .generator import Generator
 from .image import gpuimage
 from .io import image_from_path, images_from_path
+from .operation import Operation
+from .pipeline import Pipeline
 from .random import seed
 from .runtime import synchronize
 
 __all__ = [
     "DEVICE_COUNT",
     "Device",
+    "Generator",
+    "Operation",
+    "Pipeline",
     "backend",
     "device_count",
     "get_current_device",

@@ -8,8 +8,9 @@ when the block raised.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -100,6 +101,23 @@ def target_device() -> int | None:
     """The device set by the innermost ``with Device(i)`` in this thread, or None."""
     stack = getattr(_tls, "stack", None)
     return stack[-1] if stack else None
+
+
+@contextlib.contextmanager
+def targeting(index: int) -> Iterator[None]:
+    """Target ``index`` in this thread for a block, without ``Device``'s synchronize or reset.
+
+    Worker threads use it so arrays they create (clones, user callables' results) land on the
+    worker's device; a failure there is the executor's to report, not a reason to reset.
+    """
+    stack = getattr(_tls, "stack", None)
+    if stack is None:
+        stack = _tls.stack = []
+    stack.append(index)
+    try:
+        yield
+    finally:
+        stack.pop()
 
 
 def get_current_device() -> int:

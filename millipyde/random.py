@@ -16,7 +16,7 @@ _MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 
 _state = threading.local()
-_global = {"seed": 0, "next_sample": 0}
+_global = {"seed": 0, "next_sample": 0, "epoch": 0}
 _global_lock = threading.Lock()
 
 
@@ -43,11 +43,17 @@ def seed(n: int) -> None:
     with _global_lock:
         _global["seed"] = n
         _global["next_sample"] = 0
+        _global["epoch"] += 1
 
 
 def global_seed() -> int:
     """The seed set by :func:`seed` (0 by default)."""
     return _global["seed"]
+
+
+def seed_epoch() -> int:
+    """How many times :func:`seed` has been called: counters keyed on it restart after a seed."""
+    return _global["epoch"]
 
 
 def next_sample_index() -> int:

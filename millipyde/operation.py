@@ -1,0 +1,228 @@
+"""``Operation``: a callable or a gpuimage method name, its arguments and an optional probability.
+
+Thesis section 4.4.1 / 9.4. Pipelines and Generators call :meth:`Operation.apply`, which flips
+the probability coin and draws random parameters from the counter-based stream of
+``(seed, sample, operation index)``, so results do not depend on which worker or device ran it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import math
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import random as mprandom
+from .array import ArgumentError, gpuarray
+from .image import gpuimage
+
+_MISSING: Any = object()
+# Distinct coin streams for Operations run outside executors (run / run_on); the offset keeps
+# them apart from executor streams, whose op index is a small position in a list.
+_serials = itertools.count(1 << 40)
+
+
+def _check_probability(probability: Any) -> float | None:
+    if probability is None:
+        return None
+    # ints (even 0/1) and bools are refused: the thesis asks for a float strictly inside (0, 1).
+    if isinstance(probability, bool) or not isinstance(probability, (float, np.floating)):
+        raise ArgumentError(
+            f"Operation probability must be a float strictly between 0 and 1, got "
+            f"{type(probability).__name__} {probability!r}"
+        )
+    p = float(probability)
+    if not (math.isfinite(p) and 0.0 < p < 1.0):
+        raise ArgumentError(f"Operation probability must be strictly between 0 and 1, got {p}")
+    return p
+
+
+def _callable_name(function: Callable[..., Any]) -> str:
+    name = getattr(function, "__qualname__", None) or getattr(function, "__name__", None)
+    if not isinstance(name, str):
+        return repr(function)
+    return name.rsplit("<locals>.", 1)[-1]  # "Class.method" is useful, "f.<locals>." is noise
+
+
+class Operation:
+    """One step of a Pipeline or Generator: a function or method call, maybe with a probability.
+
+    Parameters
+    ----------
+    function : callable or str
+        A callable, or the name of a gpuimage/gpuarray method (``"rotate"``, ``"gaussian"``...).
+    *args
+        Positional arguments for the call (after the instance, for method names and when the
+        Operation runs inside a Pipeline or Generator).
+    probability : float, optional
+        Chance, strictly between 0 and 1, that the call happens each time the Operation is used.
+    **kwargs
+        Keyword arguments for the call.
+
+    Raises
+    ------
+    ValueError
+        `function` missing, neither callable nor a known method name, arguments that do not fit
+        the named method's signature, or an invalid `probability`.
+
+    Examples
+    --------
+    >>> import millipyde as mp
+    >>> op = mp.Operation(max, 4, 6)
+    >>> op.run()
+    6
+    >>> blur = mp.Operation("gaussian", 2, probability=0.5)
+    """
+
+    def __init__(self, function: Any = _MISSING, *args: Any, probability: Any = None,
+                 **kwargs: Any) -> None:
+        if function is _MISSING or function is None:
+            raise ArgumentError("Operation needs a function: a callable or a method name (str)")
+        self.probability: float | None = _check_probability(probability)
+        self.args = tuple(args)
+        self.kwargs = dict(kwargs)
+        if isinstance(function, str):
+            method = getattr(gpuimage, function, None) if not function.startswith("_") else None
+            if method is None or not callable(method) or isinstance(method, property):
+                raise ArgumentError(
+                    f"Operation method name {function!r} is not a gpuimage/gpuarray method"
+                )
+            try:  # catch a wrong argument count now rather than deep inside a worker
+                signature = inspect.signature(method)
+            except (TypeError, ValueError):  # builtins may have no signature: check at call
+                signature = None
+            if signature is not None:
+                try:
+                    signature.bind(None, *self.args, **self.kwargs)
+                except TypeError as err:
+                    raise ArgumentError(f"Operation({function!r}, ...): {err}") from None
+            self.method: str | None = function
+            self.function: Callable[..., Any] | None = None
+        elif callable(function):
+            self.method = None
+            self.function = function
+        else:
+            raise ArgumentError(
+                f"Operation function must be a callable or a method name (str), got "
+                f"{type(function).__name__}"
+            )
+        self._serial = next(_serials)
+        self._lock = threading.Lock()
+        self._epoch = -1
+        self._calls = 0
+
+    @property
+    def name(self) -> str:
+        """The method name, or the callable's qualified name (used in error messages)."""
+        return self.method if self.method is not None else _callable_name(self.function)
+
+    def __repr__(self) -> str:
+        parts = [repr(self.method) if self.method is not None else self.name]
+        parts += [repr(a) for a in self.args]
+        parts += [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        if self.probability is not None:
+            parts.append(f"probability={self.probability}")
+        return f"Operation({', '.join(parts)})"
+
+    # -- outside executors ----------------------------------------------------------------
+    def _coin(self) -> bool:
+        """The coin for run()/run_on(): global seed and this Operation's call counter."""
+        if self.probability is None:
+            return True
+        with self._lock:
+            epoch = mprandom.seed_epoch()
+            if epoch != self._epoch:  # mp.seed() restarts the sequence: deterministic reruns
+                self._epoch, self._calls = epoch, 0
+            call = self._calls
+            self._calls += 1
+        return mprandom.gate(mprandom.global_seed(), call, self._serial, self.probability)
+
+    def run(self) -> Any:
+        """Call the function with the stored arguments.
+
+        Returns
+        -------
+        object
+            The function's result, or None when the probability coin says skip.
+
+        Raises
+        ------
+        ValueError
+            The Operation names a method: use :meth:`run_on`.
+        """
+        if self.function is None:
+            raise ArgumentError(
+                f"Operation {self.method!r} names an instance method: use run_on(instance)"
+            )
+        if not self._coin():
+            return None
+        return self.function(*self.args, **self.kwargs)
+
+    def run_on(self, instance: Any) -> Any:
+        """Call the method on `instance` (a callable gets `instance` as its first argument).
+
+        Parameters
+        ----------
+        instance : object
+            Usually a gpuimage or gpuarray.
+
+        Returns
+        -------
+        object
+            What the call returns (None for image methods), or None when the coin says skip.
+
+        Raises
+        ------
+        ValueError
+            `instance` has no method of that name.
+        """
+        bound = self._bound(instance)
+        if not self._coin():
+            return None
+        return bound()
+
+    def _bound(self, instance: Any) -> Callable[[], Any]:
+        if self.method is None:
+            return lambda: self.function(instance, *self.args, **self.kwargs)
+        method = getattr(instance, self.method, None)
+        if method is None or not callable(method):
+            raise ArgumentError(
+                f"{type(instance).__name__} has no method {self.method!r} for this Operation"
+            )
+        return lambda: method(*self.args, **self.kwargs)
+
+    # -- inside executors -----------------------------------------------------------------
+    def apply(self, x: gpuarray, seed: int, sample: int, index: int) -> bool:
+        """Apply to `x` in place as executors do; return False when the coin skipped it.
+
+        The coin and every random draw are pure functions of ``(seed, sample, index)``. A
+        callable that returns a new gpuarray replaces `x`'s value with it (so user functions
+        can be written functionally), checked against gpuimage's shape rules.
+        """
+        if not mprandom.gate(seed, sample, index, self.probability):
+            return False
+        bound = self._bound(x)
+        with mprandom.operation_stream(seed, sample, index):
+            result = bound()
+        if self.method is None and isinstance(result, gpuarray) and result is not x:
+            if isinstance(x, gpuimage):
+                _check_image_result(result, self.name)
+            x._bind(result._node)
+        return True
+
+
+def _check_image_result(result: gpuarray, name: str) -> None:
+    """A callable's result may only replace a gpuimage's value if it is a valid image."""
+    shape, dtype = result.shape, result.dtype
+    ok = (len(shape) == 2 and dtype.kind in "iuf") or (
+        len(shape) == 3 and shape[2] in (3, 4) and dtype == np.uint8
+    )
+    if not ok:
+        raise ValueError(
+            f"Operation {name} returned a gpuarray of shape {shape} and dtype {dtype}, which "
+            "is not a valid gpuimage value"
+        )

@@ -1,0 +1,218 @@
+"""Per-device worker pools: threads with one stream each, as in thesis Figures 4.2 and 4.6.
+
+Each Pipeline run or Generator gets its own group of daemon threads, ``workers_per_device()`` per
+device, every thread launching on its own stream (streams are reused across runs through a
+per-device pool). Threads per run, rather than threads shared by every run, are a deliberate
+choice: a run can join exactly its own threads before it returns or raises, a downstream stage
+waiting for items can never occupy a thread an upstream stage of another run needs, and a hung
+worker is abandoned with its run instead of shrinking a shared pool forever.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import devices, faults, runtime
+from .array import gpuarray
+from .operation import Operation
+
+#: Threads (and streams) per GPU, as in the thesis (DEVICE_STREAM_COUNT).
+GPU_WORKERS = 4
+# Streams kept per device between runs; more are made when runs overlap.
+_MAX_IDLE_STREAMS = 16
+
+
+def workers_per_device() -> int:
+    """Worker threads per device: ``MILLIPYDE_WORKERS``, else 4 on GPUs and 1-2 on the cpu.
+
+    On the cpu backend each launch is already a parallel Numba kernel, so a second thread only
+    helps to overlap Python work; when launches are serialized (no thread-safe Numba layer) one
+    thread per virtual device is enough.
+    """
+    raw = os.environ.get("MILLIPYDE_WORKERS")
+    if raw:
+        try:
+            n = int(raw)
+        except ValueError:
+            raise ValueError(f"MILLIPYDE_WORKERS={raw!r} is not an integer") from None
+        if not 1 <= n <= 64:
+            raise ValueError(f"MILLIPYDE_WORKERS={n} must be between 1 and 64")
+        return n
+    if runtime.GPU:
+        return GPU_WORKERS
+    return 2 if getattr(runtime, "_cpu_launch_lock", None) is None else 1
+
+
+class _StreamPool:
+    """Idle streams per device; :func:`drop` (a Device reset) forgets them all."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: dict[int, list[Any]] = {}
+        self._generation: dict[int, int] = {}
+
+    def acquire(self, device: int) -> tuple[Any, int]:
+        with self._lock:
+            gen = self._generation.get(device, 0)
+            idle = self._idle.get(device)
+            if idle:
+                return idle.pop(), gen
+        return runtime.new_stream(device), gen
+
+    def release(self, device: int, stream: Any, generation: int) -> None:
+        if stream is None:
+            return
+        with self._lock:
+            # A stream handed out before a reset belongs to the old state: let it go.
+            if generation != self._generation.get(device, 0):
+                return
+            idle = self._idle.setdefault(device, [])
+            if len(idle) < _MAX_IDLE_STREAMS:
+                idle.append(stream)
+
+    def drop(self, device: int) -> None:
+        with self._lock:
+            self._idle.pop(device, None)
+            self._generation[device] = self._generation.get(device, 0) + 1
+
+    def idle_count(self, device: int) -> int:
+        with self._lock:
+            return len(self._idle.get(device, ()))
+
+
+STREAMS = _StreamPool()
+devices.on_reset(STREAMS.drop)
+
+
+def sync(stream: Any) -> None:
+    """Wait for the work queued on ``stream`` (a no-op on the cpu backend)."""
+    if stream is not None:
+        stream.synchronize()
+
+
+class WorkerGroup:
+    """The threads of one run: ``target(device, stream)`` on every worker, errors to ``on_error``.
+
+    Parameters
+    ----------
+    name : str
+        Used in thread names (visible in pytest-timeout's stack dumps).
+    target : callable
+        ``target(device, stream)``: the worker's loop. It runs with ``device`` current, as this
+        thread's target device, and with ``stream`` as its launch stream.
+    on_error : callable
+        Called with an exception that escaped ``target`` (a bug, or KeyboardInterrupt-like
+        events), so no exception is left to ``threading.excepthook``.
+    """
+
+    def __init__(self, name: str, target: Callable[[int, Any], None],
+                 on_error: Callable[[BaseException, int], None]) -> None:
+        self.name = name
+        self.target = target
+        self.on_error = on_error
+        self.threads: list[threading.Thread] = []
+
+    def start(self, device_list: Sequence[int], per_device: int | None = None) -> None:
+        """Start ``per_device`` workers (default :func:`workers_per_device`) on each device."""
+        n = workers_per_device() if per_device is None else per_device
+        # Interleave devices so the best-ranked device's workers do not all start first.
+        for k in range(n):
+            for d in device_list:
+                t = threading.Thread(target=self._main, args=(d,), daemon=True,
+                                     name=f"millipyde-{self.name}-dev{d}-w{k}")
+                self.threads.append(t)
+                t.start()
+
+    def _main(self, device: int) -> None:
+        try:
+            stream, gen = STREAMS.acquire(device)
+        except BaseException as err:
+            self.on_error(err, device)
+            return
+        try:
+            with runtime.on_device(device), runtime.using_stream(stream), \
+                    devices.targeting(device):
+                self.target(device, stream)
+        except BaseException as err:
+            self.on_error(err, device)
+        finally:
+            STREAMS.release(device, stream, gen)
+
+    def join(self, deadline: float | None) -> bool:
+        """Join every thread until ``deadline`` (a ``time.monotonic()`` value); all joined?"""
+        for t in self.threads:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            t.join(left)
+            if t.is_alive():
+                return False
+        return True
+
+    def alive(self) -> list[threading.Thread]:
+        """Threads still running."""
+        return [t for t in self.threads if t.is_alive()]
+
+
+class StepError(Exception):
+    """An operation failed on an item: ``what`` names the operation(s), ``__cause__`` the error."""
+
+    def __init__(self, what: str, cause: BaseException) -> None:
+        super().__init__(what)
+        self.what = what
+        self.cause = cause
+
+
+class Cancelled(Exception):
+    """The run was stopped (another worker failed, or a timeout) while this item was in work."""
+
+
+def private_handle(x: gpuarray) -> gpuarray:
+    """A second handle on ``x``'s current value: work on it, then commit with ``x._bind``.
+
+    Nodes are immutable values, so this costs nothing, and ``x`` itself is only ever rebound
+    once, to a fully computed value: a failed, cancelled or abandoned worker cannot leave it
+    half-written. The handle keeps ``x``'s type and sample number (no global counter is used).
+    """
+    y = type(x).__new__(type(x))
+    y._node = None
+    y._pinned = None
+    y._sample = x._sample
+    y._opcount = 0
+    y._bind(x._node)
+    return y
+
+
+def apply_operations(x: gpuarray, operations: Sequence[Operation], seed: int, sample: int,
+                     device: int, stream: Any, cancelled: Callable[[], bool]) -> None:
+    """Apply every Operation to ``x`` on ``device``, run the fused kernels and wait for them.
+
+    The fault point ``operation:<name>`` is checked before each Operation (so Python callables
+    can be faulted too). Raises :class:`StepError` naming the failed Operation, or the
+    Operations whose fused kernels failed when the error comes from running them.
+    """
+    x._pinned = device  # thesis Algorithm 1: every method first moves x to this device
+    try:
+        x._placed()  # move even when no Operation touches x (e.g. a pure hand-off stage)
+        for j, op in enumerate(operations):
+            try:
+                faults.check(f"operation:{op.name}", device)
+                if cancelled():
+                    raise Cancelled()
+                op.apply(x, seed, sample, j)
+            except (Cancelled, StepError):
+                raise
+            except BaseException as err:
+                raise StepError(f"operation {j} ({op.name!r})", err) from err
+        if cancelled():
+            raise Cancelled()
+        try:
+            x._materialize()
+            sync(stream)
+        except BaseException as err:
+            names = ", ".join(repr(op.name) for op in operations) or "(none)"
+            raise StepError(f"the fused kernels of operations {names}", err) from err
+    finally:
+        x._pinned = None
