@@ -9,11 +9,12 @@ COMMANDS = {
     "ops": ("bench.bench_ops", "single ops, thesis tables 6.1-6.3, and more"),
     "pipeline": ("bench.bench_pipeline", "5-op / 20-op Pipelines, thesis tables 6.4-6.6"),
     "augment": ("bench.bench_augment", "Generator throughput, thesis figure 5.1"),
+    "fusion": ("bench.bench_fusion", "thesis 5-op chain: fused vs fusion off vs cuCIM"),
 }
 
 
 def _usage() -> str:
-    lines = ["usage: python -m bench {ops,pipeline,augment} [options]", ""]
+    lines = ["usage: python -m bench {ops,pipeline,augment,fusion} [options]", ""]
     lines += [f"  {name:<9} {help_}" for name, (_, help_) in COMMANDS.items()]
     lines += ["", "`python -m bench COMMAND --help` lists a command's options."]
     return "\n".join(lines)

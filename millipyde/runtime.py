@@ -120,14 +120,55 @@ def _oom(shape: tuple[int, ...], dtype: np.dtype, device: int, err: BaseExceptio
     )
 
 
+_POOL_UNSET = object()
+_pool_mod: Any = _POOL_UNSET
+
+
+def _cupy_pool() -> Any:
+    """CuPy, when it imports and the pool is wanted (real GPU; ``MILLIPYDE_GPU_POOL`` != 0)."""
+    global _pool_mod
+    if _pool_mod is _POOL_UNSET:
+        mod = None
+        if GPU and not SIM and os.environ.get("MILLIPYDE_GPU_POOL", "1") != "0":
+            try:
+                import cupy
+
+                mod = cupy
+            except Exception:  # no CuPy: plain cudaMalloc through Numba
+                mod = None
+        _pool_mod = mod
+    return _pool_mod
+
+
+def _stream_handle(stream: Any) -> int:
+    handle = getattr(stream, "handle", None)
+    value = getattr(handle, "value", handle)
+    return int(value or 0)
+
+
+def _pooled(shape: tuple[int, ...], dtype: np.dtype, device: int, cupy: Any) -> Any:
+    # CuPy's pool keeps one arena per stream: a block freed after work queued on this stream is
+    # only handed out again to later work on the same stream, so stream order keeps it safe.
+    # The Numba array holds the CuPy array as its owner, which returns the block when dropped.
+    handle = _stream_handle(current_stream())
+    with cupy.cuda.Device(device):
+        stream = cupy.cuda.ExternalStream(handle) if handle else cupy.cuda.Stream.null
+        with stream:
+            arr = cupy.empty(shape, dtype=dtype)
+    return cuda.as_cuda_array(arr, sync=False)
+
+
 def empty(shape: tuple[int, ...], dtype: np.dtype, device: int) -> Any:
-    """An uninitialised buffer on ``device``."""
+    """An uninitialised buffer on ``device`` (pooled through CuPy on real GPUs when present)."""
     from . import faults
 
     faults.check("alloc", device)
     try:
         if not GPU:
             return np.empty(shape, dtype=dtype)
+        cupy = _cupy_pool()
+        if cupy is not None and int(np.prod(shape, dtype=np.int64)) > 0:
+            return _pooled(tuple(int(s) for s in shape), np.dtype(dtype), device, cupy)
         with on_device(device):
             return cuda.device_array(shape, dtype=dtype, stream=current_stream())
     except (MemoryError, faults.InjectedOutOfMemory) as err:
@@ -180,12 +221,37 @@ def copy(buffer: Any, device: int, src_device: int) -> Any:
     return out
 
 
+_SMALL_CACHE_MAX = 256
+_small_cache: dict[tuple, Any] = {}
+_small_lock = threading.Lock()
+
+
 def upload_small(array: np.ndarray, device: int) -> Any:
-    """Kernel arguments (LUTs, taps, parameters): host arrays on the cpu, device arrays on GPUs."""
+    """Kernel arguments (LUTs, taps, parameters): host arrays on the cpu, device arrays on GPUs.
+
+    Kernels only read these, so identical arrays uploaded on the same device and stream are
+    shared (a bounded cache; the stream in the key keeps the upload ordered before its users).
+    """
     if not GPU:
         return array
+    array = np.ascontiguousarray(array)
+    stream = current_stream()
+    key = None
+    if not SIM and array.nbytes <= 65536:
+        key = (device, _stream_handle(stream), array.dtype.str, array.shape, array.tobytes())
+        with _small_lock:
+            hit = _small_cache.get(key)
+        if hit is not None:
+            return hit
+    buf = empty(array.shape, array.dtype, device)
     with on_device(device):
-        return cuda.to_device(array, stream=current_stream())
+        buf.copy_to_device(array, stream=stream)
+    if key is not None:
+        with _small_lock:
+            if len(_small_cache) >= _SMALL_CACHE_MAX:
+                _small_cache.pop(next(iter(_small_cache)))
+            _small_cache[key] = buf
+    return buf
 
 
 def launch_2d(kernel: Any, h: int, w: int, device: int, *args: Any) -> None:
@@ -207,6 +273,17 @@ def launch_2d(kernel: Any, h: int, w: int, device: int, *args: Any) -> None:
         grid = (min((w + 31) // 32, 65535), min((h + 7) // 8, 65535))
     with on_device(device):
         kernel[grid, block, current_stream()](*args)
+
+
+def launch_grid(kernel: Any, grid: tuple[int, ...], block: tuple[int, ...], device: int,
+                *args: Any, shared: int = 0) -> None:
+    """Run a GPU kernel with an explicit grid, block and dynamic shared memory (bytes)."""
+    if not GPU:  # pragma: no cover - GPU variants are never picked on the cpu backend
+        raise RuntimeError("launch_grid needs a GPU backend")
+    if 0 in grid:
+        return
+    with on_device(device):
+        kernel[grid, block, current_stream(), shared](*args)
 
 
 def launch_1d(kernel: Any, n: int, device: int, *args: Any) -> None:

@@ -141,7 +141,9 @@ class GatherSig:
 
 # Parameter layout in the float64 array ``p``: P (src <- mid or src <- out), A (mid <- out),
 # mid_h, mid_w, full, then three slots per chained op.
-P_OFF, A_OFF, MID_OFF, FULL_OFF, OPS_OFF = 0, 6, 12, 14, 15
+# mid_h, mid_w, full, clip_lo (scikit-image's warp clip; -inf when it does not apply), then
+# three slots per chained op.
+P_OFF, A_OFF, MID_OFF, FULL_OFF, CLIP_OFF, OPS_OFF = 0, 6, 12, 14, 15, 16
 
 
 def _chain(ops: tuple[str, ...], var: str, chan: int, full: str, first: int, cast: bool) -> str:
@@ -160,7 +162,7 @@ def _gather_body(sig: GatherSig) -> str:
     c_in = sig.cin
     lut = sig.mode == "lut"
     cast = sig.is_int
-    lines = ["full = p[14]"]
+    lines: list[str] = []
     chans = range(c_in)
 
     def load(c: int, sy: str, sx: str) -> str:
@@ -170,10 +172,11 @@ def _gather_body(sig: GatherSig) -> str:
         return f"float({raw})"
 
     if not sig.sampler:
-        lines += [
-            "sy = int(p[0] * y + p[1] * x + p[2] + 0.5)",
-            "sx = int(p[3] * y + p[4] * x + p[5] + 0.5)",
-        ]
+        lines += ["sy = q0 * y + q1 * x + q2", "sx = q3 * y + q4 * x + q5"]
+        if lut and not sig.grey:
+            # a pure table lookup: stay in uint8, no float round trip
+            return "\n".join(lines + [f"dst[y, x, {c}] = lut[0, {c}, src[sy, sx, {c}]]"
+                                       for c in chans])
         for c in chans:
             lines.append(f"v{c} = {load(c, 'sy', 'sx')}")
             if not lut and sig.pre:
@@ -182,22 +185,22 @@ def _gather_body(sig: GatherSig) -> str:
         lines += [
             "fy = p[6] * y + p[7] * x + p[8]",
             "fx = p[9] * y + p[10] * x + p[11]",
-            "mh = p[12]",
-            "mw = p[13]",
             "ty0 = math.floor(fy)",
             "tx0 = math.floor(fx)",
             "dr = fy - ty0",
             "dc = fx - tx0",
+            "iy = int(ty0)",
+            "ix = int(tx0)",
         ]
         for c in chans:
             lines += [f"t{c}_{k} = 0.0" for k in range(4)]
-        taps = [("ty0", "tx0", 0), ("ty0", "tx0 + 1.0", 1), ("ty0 + 1.0", "tx0", 2),
-                ("ty0 + 1.0", "tx0 + 1.0", 3)]
+        taps = [("iy", "ix", 0), ("iy", "ix + 1", 1), ("iy + 1", "ix", 2),
+                ("iy + 1", "ix + 1", 3)]
         for ty, tx, k in taps:
             lines += [
-                f"if {ty} >= 0.0 and {ty} < mh and {tx} >= 0.0 and {tx} < mw:",
-                f"    sy = int(p[0] * ({ty}) + p[1] * ({tx}) + p[2] + 0.5)",
-                f"    sx = int(p[3] * ({ty}) + p[4] * ({tx}) + p[5] + 0.5)",
+                f"if {ty} >= 0 and {ty} < mh and {tx} >= 0 and {tx} < mw:",
+                f"    sy = q0 * ({ty}) + q1 * ({tx}) + q2",
+                f"    sx = q3 * ({ty}) + q4 * ({tx}) + q5",
             ]
             for c in chans:
                 lines.append(f"    t{c}_{k} = {load(c, 'sy', 'sx')}")
@@ -207,8 +210,8 @@ def _gather_body(sig: GatherSig) -> str:
         for c in chans:
             # skimage's bilinear_interpolation: rows blended last
             lines += [
-                f"v{c} = (1.0 - dr) * ((1.0 - dc) * t{c}_0 + dc * t{c}_1) + "
-                f"dr * ((1.0 - dc) * t{c}_2 + dc * t{c}_3)",
+                f"v{c} = max((1.0 - dr) * ((1.0 - dc) * t{c}_0 + dc * t{c}_1) + "
+                f"dr * ((1.0 - dc) * t{c}_2 + dc * t{c}_3), clip_lo)",
             ]
             if cast or lut:
                 lines.append(f"v{c} = _rint_clip(v{c}, full)")
@@ -254,6 +257,11 @@ def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
         "def kernel(src, dst, lut, p):\n"
         "    h = dst.shape[0]\n"
         "    w = dst.shape[1]\n"
+        "    full = p[14]\n"
+        "    clip_lo = p[15]\n"
+        # the integer map's entries are whole numbers: convert once, not per pixel
+        + "".join(f"    q{i} = int(math.floor(p[{i}] + 0.5))\n" for i in range(6))
+        + "    mh = int(p[12])\n    mw = int(p[13])\n"
     )
     return head + fn + _loop_2d(target, "h", "w", body)
 

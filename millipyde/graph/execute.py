@@ -3,36 +3,56 @@
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 import numpy as np
 
 from .. import faults, runtime
 from ..kernels import REGISTRY
-from . import codegen
-from .node import Node
+from . import codegen, codegen_gpu
 from .codegen_expr import REDUCE_BLOCK, ExprSig, expr_kernel
+from .node import Node
 from .schedule import Expr, Gather, Kernel, full_range, plan
 
 _IDENTITY_LUT = np.tile(np.arange(256, dtype=np.uint8), (2, 4, 1))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _gather_fn(sig: codegen.GatherSig):
     return codegen.gather_kernel(sig, runtime.TARGET, runtime.SIM)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _stencil_fns():
     return codegen.stencil_kernels(runtime.TARGET, runtime.SIM)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
+def _stencil_tiled_fns(c: int, nc: int):
+    return codegen_gpu.stencil_tiled_kernels(c, nc, runtime.SIM)
+
+
+@functools.cache
+def _lut_rgba_fns():
+    return codegen_gpu.lut_rgba_kernels(runtime.SIM)
+
+
+def gpu_variants_enabled() -> bool:
+    """Hand-tuned GPU variants run on the real ``cuda``/``hip`` backends only.
+
+    ``MILLIPYDE_GPU_VARIANTS=0`` forces the generic kernels (benchmarks compare both).
+    """
+    return (runtime.GPU and not runtime.SIM
+            and os.environ.get("MILLIPYDE_GPU_VARIANTS", "1") != "0")
+
+
+@functools.cache
 def _expr_fn(sig: ExprSig):
     return expr_kernel(sig, runtime.TARGET, runtime.SIM)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _lut_build():
     return codegen.lut_builder()
 
@@ -49,6 +69,21 @@ def build_lut(nodes: list[Node], channels: int, full: float) -> np.ndarray:
     params = np.array([_op_params(n) for n in nodes], dtype=np.float64).reshape(len(nodes), 3)
     _lut_build()(codes, params, channels, full, out)
     return out
+
+
+def warp_clip_low(k: Gather) -> float:
+    """scikit-image's warp clip: the input minimum when it must apply, else -inf.
+
+    Only kernels whose sampler reads the stored source ask (``Gather.clip_check``); the
+    minimum is a map-reduce over every channel, as ``np.min(image)`` in skimage.
+    """
+    if not k.clip_check:
+        return -np.inf
+    from .lazy import REDUCE
+
+    lo_node = Node(REDUCE["min"], (k.source,), (), (), k.source.dtype, k.source.device)
+    lo = float(runtime.to_host(materialize(lo_node))[0])
+    return lo if lo > 0 else -np.inf
 
 
 def gather_args(k: Gather) -> tuple[codegen.GatherSig, np.ndarray, np.ndarray]:
@@ -82,15 +117,43 @@ def gather_args(k: Gather) -> tuple[codegen.GatherSig, np.ndarray, np.ndarray]:
         p[codegen.A_OFF:codegen.A_OFF + 6] = k.A[:2].ravel()
         p[codegen.MID_OFF:codegen.MID_OFF + 2] = k.mid
     p[codegen.FULL_OFF] = full
+    p[codegen.CLIP_OFF] = warp_clip_low(k)
     for i, n in enumerate(chained):
         p[codegen.OPS_OFF + 3 * i:codegen.OPS_OFF + 3 * i + 3] = _op_params(n)
     return sig, lut, p
+
+
+def _rgba_lut_fast(sig: codegen.GatherSig, src: Any) -> bool:
+    return (sig.mode == "lut" and sig.cin == 4 and not sig.sampler and not sig.grey
+            and src.ndim == 3 and src.shape[2] == 4 and src.is_c_contiguous())
+
+
+def _run_gather_rgba(k: Gather, src: Any, dst: Any, lut: np.ndarray, p: np.ndarray,
+                     device: int) -> None:
+    """uint8 RGBA, LUT and/or integer index map only: one uint32 load/store per pixel."""
+    flat, mapped = _lut_rgba_fns()
+    use_lut = bool(k.pre)
+    lut_d = runtime.upload_small(np.ascontiguousarray(lut), device)
+    s32 = src.view(np.uint32)
+    d32 = dst.view(np.uint32)
+    h, w = dst.shape[0], dst.shape[1]
+    if tuple(src.shape) == tuple(dst.shape) and np.array_equal(p[:6], [1, 0, 0, 0, 1, 0]):
+        n = h * w
+        blocks = max(1, min((n + 4 * 256 - 1) // (4 * 256), 65535))
+        runtime.launch_blocks(flat, blocks, codegen_gpu.LUT_BLOCK, device,
+                              s32.reshape(n), d32.reshape(n), lut_d, use_lut)
+        return
+    runtime.launch_2d(mapped, h, w, device, s32.reshape(src.shape[0], src.shape[1]),
+                      d32.reshape(h, w), lut_d, runtime.upload_small(p, device), use_lut)
 
 
 def _run_gather(k: Gather, src: Any, device: int) -> Any:
     out = k.output
     sig, lut, p = gather_args(k)
     dst = runtime.empty(out.shape, out.dtype, device)
+    if gpu_variants_enabled() and _rgba_lut_fast(sig, src):
+        _run_gather_rgba(k, src, dst, lut, p, device)
+        return dst
     fn = _gather_fn(sig)
     h, w = out.shape[0], out.shape[1]
     runtime.launch_2d(
@@ -100,21 +163,70 @@ def _run_gather(k: Gather, src: Any, device: int) -> Any:
     return dst
 
 
+@functools.cache
+def _stencil_cpu_fn():
+    # imported here: only the cpu backend uses the fused CPU stencil
+    from . import codegen_cpu
+
+    return codegen_cpu.stencil_kernel(), codegen_cpu.stencil_tiles
+
+
+def _run_stencil_cpu(n: Node, src3: Any, taps: np.ndarray, device: int) -> Any:
+    """Both separable passes fused in one CPU kernel: no full-size float64 temporary."""
+    fn, tiles = _stencil_cpu_fn()
+    h, w, c = src3.shape
+    nc = min(c, 3)
+    taps = np.ascontiguousarray(taps, dtype=np.float64)
+    dst = runtime.empty(n.shape, n.dtype, device)
+    band, strip = tiles(h, w, nc, len(taps))
+    runtime.launch_2d(fn, h, w, device, src3, runtime.as_3d(dst), taps, nc,
+                      n.dtype.kind in "ui", full_range(n.dtype), band, strip)
+    return dst
+
+
 def _run_stencil(k: Kernel, src: Any, device: int) -> Any:
     n = k.output
-    rows, cols = _stencil_fns()
     taps = REGISTRY[n.op.name].fn(*n.params)
     src3 = runtime.as_3d(src)
     h, w, c = src3.shape
     nc = min(c, 3)
+    if runtime.TARGET == "cpu":
+        return _run_stencil_cpu(n, src3, taps, device)
     tmp = runtime.empty((h, w, nc), np.float64, device)
     dst = runtime.empty(n.shape, n.dtype, device)
     taps_d = runtime.upload_small(np.ascontiguousarray(taps, dtype=np.float64), device)
-    runtime.launch_2d(rows, h, w * nc, device, src3, tmp, taps_d, nc)
     is_int = n.dtype.kind in "ui"
+    radius = len(taps) // 2
+    if gpu_variants_enabled() and h > 0 and w > 0:
+        shared = max(codegen_gpu.rows_shared_bytes(codegen_gpu.ROWS_BLOCK, nc, radius),
+                     codegen_gpu.cols_shared_bytes(codegen_gpu.COLS_BLOCK, radius))
+        if shared <= codegen_gpu.MAX_SHARED:
+            run_stencil_tiled(src3, tmp, runtime.as_3d(dst), taps_d, radius, is_int,
+                              full_range(n.dtype), device)
+            return dst
+    rows, cols = _stencil_fns()
+    runtime.launch_2d(rows, h, w * nc, device, src3, tmp, taps_d, nc)
     runtime.launch_2d(cols, h, w * c, device, src3, tmp, runtime.as_3d(dst), taps_d, nc,
                       is_int, full_range(n.dtype))
     return dst
+
+
+def run_stencil_tiled(src3: Any, tmp: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool,
+                      full: float, device: int, rows_block: tuple[int, int] | None = None,
+                      cols_block: tuple[int, int] | None = None) -> None:
+    """Both passes of the tiled separable stencil (GPU variant; blocks overridable for tests)."""
+    h, w, c = src3.shape
+    nc = min(c, 3)
+    rb = rows_block or codegen_gpu.ROWS_BLOCK
+    cb = cols_block or codegen_gpu.COLS_BLOCK
+    rows, cols = _stencil_tiled_fns(c, nc)
+    sw = codegen_gpu.rows_segment_width(rb[0], radius)
+    shared = codegen_gpu.rows_shared_bytes(rb, nc, radius)
+    runtime.launch_grid(rows, codegen_gpu.rows_grid(h, w, rb), rb, device,
+                        src3, tmp, taps_d, sw, shared=shared)
+    runtime.launch_grid(cols, codegen_gpu.cols_grid(h, w, c, cb), cb, device,
+                        src3, tmp, dst3, taps_d, is_int, full,
+                        shared=codegen_gpu.cols_shared_bytes(cb, radius))
 
 
 def _numba_type(dtype: np.dtype) -> str:

@@ -117,13 +117,19 @@ class Gather(Kernel):
         """uint8 sources fold elementwise chains into 256-entry tables."""
         return self.source.dtype == np.uint8
 
+    clip_check: bool = False
+
     def accepts(self, n: Node) -> bool:
         """Whether ``n`` can join this kernel."""
         if not isinstance(n.op, OpSpec) or n.op.kind not in GATHER_KINDS:
             return False
         kind = n.op.kind
         if kind == "sampler":
-            return self.phase == 0
+            # a sampler that may need scikit-image's data-dependent clip reads a stored value,
+            # whose minimum is then measured (see needs_warp_clip)
+            h, w = self.cur
+            return self.phase == 0 and not needs_warp_clip(
+                _affine3(n.op, h, w, n.params), (h, w), n.shape[:2])
         if kind == "pixel":
             return self.phase < 2 and self.channels >= 3
         return True
@@ -144,6 +150,7 @@ class Gather(Kernel):
             self.A = _affine3(spec, h, w, n.params)
             self.mid = (h, w)
             self.phase = 1
+            self.clip_check = needs_warp_clip(self.A, (h, w), n.shape[:2])
         elif spec.kind == "pixel":
             self.phase = 2
         self.cur = n.shape[:2]
@@ -185,6 +192,25 @@ def _expr_kernel(root: Node, g: nx.DiGraph, fusable: Callable[[Node], bool]) -> 
             if i.id not in seen and all(i is not x for x in leaves):
                 leaves.append(i)
     return Expr("expr", leaves[0], members, leaves)
+
+
+def needs_warp_clip(a: np.ndarray, mid: tuple[int, int], out: tuple[int, int]) -> bool:
+    """Whether scikit-image's ``warp(clip=True)`` could change this sampler's output.
+
+    skimage clips to the input's [min, max] unless the output holds the fill value 0. With a
+    fill of 0 that happens iff some output pixel lies wholly outside the input; the inside
+    region is convex, so checking the output's four corners decides it. Integer maps
+    interpolate nothing and never need the clip.
+    """
+    if np.allclose(a[:2], np.round(a[:2]), rtol=0, atol=1e-12):
+        return False
+    mh, mw = mid
+    for y in (0, out[0] - 1):
+        for x in (0, out[1] - 1):
+            fy, fx = a[0, 0] * y + a[0, 1] * x + a[0, 2], a[1, 0] * y + a[1, 1] * x + a[1, 2]
+            if fy <= -1 or fy >= mh or fx <= -1 or fx >= mw:
+                return False
+    return True
 
 
 def _new_kernel(n: Node, source: Node) -> Kernel:

@@ -61,3 +61,34 @@ def test_stencil_kernels_compile_to_ptx(dtype: np.dtype) -> None:
         cc=CC,
     )
     assert ".entry" in ptx_rows and ".entry" in ptx_cols
+
+
+@pytest.mark.parametrize("c", [1, 2, 3, 4])
+@pytest.mark.parametrize("dtype", [np.uint8, np.float64, np.uint16])
+def test_tiled_stencil_kernels_compile_to_ptx(c: int, dtype: np.dtype) -> None:
+    from millipyde.graph import codegen_gpu
+
+    nc = min(c, 3)
+    rows, cols = codegen_gpu.stencil_tiled_kernels(c, nc)
+    src, tmp, taps = arr(dtype, 3), arr(np.float64, 3), arr(np.float64, 1)
+    ptx_rows, _ = cuda.compile_ptx(rows.py_func, (src, tmp, taps, types.int64), cc=CC)
+    ptx_cols, _ = cuda.compile_ptx(
+        cols.py_func, (src, tmp, arr(dtype, 3), taps, types.boolean, types.float64), cc=CC,
+    )
+    assert ".entry" in ptx_rows and ".entry" in ptx_cols
+    # the window lives in registers: no local-memory array
+    assert ".local" not in ptx_rows and ".local" not in ptx_cols
+
+
+def test_rgba_lut_kernels_compile_to_ptx() -> None:
+    from millipyde.graph import codegen_gpu
+
+    flat, mapped = codegen_gpu.lut_rgba_kernels()
+    lut = arr(np.uint8, 3)
+    ptx_flat, _ = cuda.compile_ptx(
+        flat.py_func, (arr(np.uint32, 1), arr(np.uint32, 1), lut, types.boolean), cc=CC)
+    ptx_mapped, _ = cuda.compile_ptx(
+        mapped.py_func,
+        (arr(np.uint32, 2), arr(np.uint32, 2), lut, arr(np.float64, 1), types.boolean), cc=CC)
+    assert ".entry" in ptx_flat and ".entry" in ptx_mapped
+    assert "ld.global.u32" in ptx_flat or "ld.global.nc.u32" in ptx_flat
