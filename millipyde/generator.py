@@ -209,6 +209,15 @@ class Generator:
         """The Operations applied to each output (a new list)."""
         return list(self._state.operations)
 
+    def explain(self, output: int = 0) -> Any:
+        """The fused plan (kernels, devices, bytes) that produces output number ``output``."""
+        from .graph.explain import explain_operations
+
+        items = self._state.inputs
+        x = items[output % len(items)]
+        return explain_operations(x, self._state.operations, self.seed, output, copy=True,
+                                  title=f"Generator output {output}")
+
     def __iter__(self) -> Generator:
         return self
 

@@ -171,6 +171,20 @@ class Pipeline:
         self._lock = threading.Lock()
         self._serial = next(_serials)
 
+    def explain(self, sample: int = 0) -> Any:
+        """The fused plan (kernels, devices, bytes) of this pipeline's operations on one input.
+
+        Records the operations on a private handle of ``inputs[sample]`` with that input's
+        random draws; nothing runs (Python-callable Operations excepted) and no input changes.
+        """
+        from .graph.explain import explain_operations
+
+        if not 0 <= sample < len(self.inputs):
+            raise ArgumentError(f"Pipeline.explain sample must be in 0..{len(self.inputs) - 1}")
+        seed = mprandom.global_seed() if self.seed is None else self.seed
+        return explain_operations(self.inputs[sample], self.operations, seed, sample, copy=False,
+                                  title=f"{self!r} input {sample}")
+
     def __repr__(self) -> str:
         ops = ", ".join(op.name for op in self.operations)
         where = f"device={self.device}" if self.device is not None else "device=None"

@@ -127,3 +127,18 @@ class Plan:
         path = Path(path)
         img.save(path)
         return path
+
+
+def explain_operations(x, operations, seed: int, sample: int, copy: bool, title: str) -> Plan:
+    """The plan of applying ``operations`` to ``x`` as an executor would, for one sample.
+
+    Built-in methods only record; a Python-callable Operation is called (its work cannot be
+    known otherwise). ``copy`` starts from a device copy, as a Generator's outputs do.
+    """
+    from .node import apply
+
+    node = apply("copy", x._node, (), x.shape, x.dtype) if copy else x._node
+    probe = x._new_like(node)
+    for index, op in enumerate(operations):
+        op.apply(probe, seed, sample, index)
+    return Plan(probe._node, title=title)

@@ -266,6 +266,25 @@ def plan(target: Node, fuse: bool | None = None) -> list[Kernel]:
             and k.accepts(n)
         ):
             k.add(n)
+        elif (
+            fuse
+            and k is not None
+            and k.kind == "copy"
+            and fusable(src)
+            and src.device == k.source.device
+            and _kind(n) in GATHER_KINDS
+        ):
+            # a same-device copy followed by a gather: the gather reads the original and
+            # writes the new buffer, so the copy costs no pass of its own
+            g2 = Gather("gather", k.source)
+            g2.nodes.append(src)
+            if g2.accepts(n):
+                g2.add(n)
+                kernels[kernels.index(k)] = g2
+                k = g2
+            else:
+                k = _new_kernel(n, src)
+                kernels.append(k)
         else:
             k = _new_kernel(n, src)
             kernels.append(k)
