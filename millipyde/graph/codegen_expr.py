@@ -62,7 +62,8 @@ def _value_lines(sig: ExprSig) -> list[str]:
     for k, b in enumerate(sig.inputs):
         lines.append(f"a{k} = in{k}[o{k}]" if b else f"a{k} = in{k}[i]")
     for j, (template, args, cast) in enumerate(sig.steps):
-        refs = [f"p[{a[1:]}]" if a[0] == "p" else a for a in args]
+        refs = [f"p[{a[1:]}]" if a[0] == "p" else
+                f"{cast}(int64(p[{a[1:]}]))" if a[0] == "c" else a for a in args]
         expr = template.format(*refs)
         lines.append(f"t{j} = {cast}({expr})" if cast else f"t{j} = {expr}")
     lines.append(f"v = t{len(sig.steps) - 1}")

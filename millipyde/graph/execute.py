@@ -249,7 +249,11 @@ def expr_args(k: Expr) -> tuple[ExprSig, list[Node], np.ndarray, np.ndarray, np.
                 i = next(inputs)
                 args.append(f"t{index[i.id]}" if i.id in index else f"a{leaf_index[i.id]}")
             else:
-                args.append(f"p{len(params)}")
+                # NumPy treats a Python scalar as the array's dtype (NEP 50): an int scalar on
+                # an int array must wrap like it, not go through float64 (which saturates on
+                # GPUs when converted back)
+                k_ = len(params)
+                args.append(f"p{k_}" if n.dtype.kind not in "iu" else f"c{k_}")
                 params.append(float(slot))
         steps.append((n.op.template, tuple(args), _numba_type(n.dtype)))
     if not steps:
