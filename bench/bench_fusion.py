@@ -103,9 +103,12 @@ def main(argv: list[str] | None = None) -> int:
         from cucim.skimage import color, exposure, filters, transform
 
         def cucim_chain(dev):
-            y = filters.gaussian(dev, sigma=2, mode="constant", cval=0, truncate=8,
-                                 preserve_range=True, channel_axis=-1)
-            y = exposure.adjust_gamma(y / 255.0, 2)
+            # millipyde blurs and corrects the colour channels only; alpha stays as it is
+            y = dev.astype(cupy.float64)
+            y[..., :3] = filters.gaussian(y[..., :3], sigma=2, mode="constant", cval=0,
+                                          truncate=8, preserve_range=True, channel_axis=-1)
+            y /= 255.0
+            y[..., :3] = exposure.adjust_gamma(y[..., :3], 2)
             y = cupy.fliplr(y)
             y = transform.rotate(y, 45, order=1, mode="constant", cval=0)
             return color.rgb2gray(color.rgba2rgb(y))

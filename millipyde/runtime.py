@@ -155,7 +155,8 @@ def _pooled(shape: tuple[int, ...], dtype: np.dtype, device: int, cupy: Any) -> 
         stream = cupy.cuda.ExternalStream(handle) if handle else cupy.cuda.Stream.null
         with stream:
             arr = cupy.empty(shape, dtype=dtype)
-    return cuda.as_cuda_array(arr, sync=False)
+    with on_device(device):
+        return cuda.as_cuda_array(arr, sync=False)
 
 
 def empty(shape: tuple[int, ...], dtype: np.dtype, device: int) -> Any:
@@ -254,6 +255,28 @@ def upload_small(array: np.ndarray, device: int) -> Any:
     return buf
 
 
+_warm: set[tuple] = set()
+_first_launch_lock = threading.Lock()
+
+
+def _type_key(args: tuple) -> tuple:
+    return tuple((a.dtype.str, a.ndim) if hasattr(a, "dtype") and hasattr(a, "ndim")
+                 else type(a).__name__ for a in args)
+
+
+def _launch(kernel: Any, device: int, args: tuple, *config: Any) -> None:
+    # numba-cuda compiles and loads a kernel's module on its first launch for a signature and
+    # device; two threads doing that at once trip its module table ("key already in
+    # dictionary"), so first launches go one at a time.
+    key = (id(kernel), device, _type_key(args))
+    if key in _warm:
+        kernel[config](*args)
+        return
+    with _first_launch_lock:
+        kernel[config](*args)
+        _warm.add(key)
+
+
 def launch_2d(kernel: Any, h: int, w: int, device: int, *args: Any) -> None:
     """Run a generated 2-D kernel over an ``h`` x ``w`` output on ``device``."""
     if h == 0 or w == 0:
@@ -272,7 +295,7 @@ def launch_2d(kernel: Any, h: int, w: int, device: int, *args: Any) -> None:
         block = (32, 8)
         grid = (min((w + 31) // 32, 65535), min((h + 7) // 8, 65535))
     with on_device(device):
-        kernel[grid, block, current_stream()](*args)
+        _launch(kernel, device, args, grid, block, current_stream())
 
 
 def launch_grid(kernel: Any, grid: tuple[int, ...], block: tuple[int, ...], device: int,
@@ -283,7 +306,7 @@ def launch_grid(kernel: Any, grid: tuple[int, ...], block: tuple[int, ...], devi
     if 0 in grid:
         return
     with on_device(device):
-        kernel[grid, block, current_stream(), shared](*args)
+        _launch(kernel, device, args, grid, block, current_stream(), shared)
 
 
 def launch_1d(kernel: Any, n: int, device: int, *args: Any) -> None:
@@ -304,7 +327,7 @@ def launch_blocks(kernel: Any, blocks: int, threads: int, device: int, *args: An
                 kernel(*args)
         return
     with on_device(device):
-        kernel[blocks, threads, current_stream()](*args)
+        _launch(kernel, device, args, blocks, threads, current_stream())
 
 
 def flat(buffer: Any) -> Any:

@@ -5,13 +5,13 @@ iteration, bounds checks on every tap, the columns pass striding down memory. Th
 CPU its vector units and its caches. The variants here compute the same values, in the same
 order, laid out for a CPU:
 
-- ``stencil_kernel()``: the separable stencil in one fused pass. Output rows are split into
-  bands, one ``prange`` iteration each. A band keeps a ring of the last ``ntaps`` rows-pass
-  results (float64, channel-planar) so the columns pass never goes back to memory for its
-  input: there is no full-size float64 temporary, which on this machine costs more (page faults
-  plus two trips through DRAM) than the arithmetic. Both passes are loops over a contiguous run
-  of doubles with no bounds checks (the rows pass reads a zero-padded copy of the row), so LLVM
-  vectorizes them.
+- ``stencil_kernel()``: the separable stencil in one fused pass. The output is cut into tiles
+  (bands of rows by strips of columns), one ``prange`` iteration each. A tile keeps a ring of
+  the last ``ntaps`` rows-pass results (float64, channel-planar) so the columns pass never goes
+  back to memory for its input: there is no full-size float64 temporary, which on this machine
+  costs more (page faults plus two trips through DRAM) than the arithmetic; strips keep the
+  ring in L2. Both passes are loops over a contiguous run of doubles with no bounds checks (the
+  rows pass reads a zero-padded copy of the row), so LLVM vectorizes them.
 
 Same arithmetic as ``codegen.stencil_source``: each output is ``0.0 + taps[0] * v0 + taps[1] *
 v1 + ...`` in tap order, float64, no FMA contraction (Numba leaves ``fastmath`` off). Zero
