@@ -65,12 +65,24 @@ def _peer_matrix(n: int) -> np.ndarray:
 
     for i in range(n):
         for j in range(n):
-            if i != j:
-                try:
+            if i == j:
+                continue
+            try:
+                with cuda.gpus[i]:
+                    ctx = cuda.current_context()
+                    m[i, j] = bool(ctx.can_access_peer(j))
+                if m[i, j]:
+                    with cuda.gpus[j]:
+                        peer = cuda.current_context()
                     with cuda.gpus[i]:
-                        m[i, j] = bool(cuda.get_current_device().can_access_peer(j))
-                except Exception:
-                    m[i, j] = False
+                        try:
+                            ctx.enable_peer_access(peer.handle)
+                        except Exception as err:  # already enabled is fine
+                            if "ALREADY_ENABLED" not in str(err).upper().replace(" ", "_"):
+                                raise
+            except Exception:
+                # no peer path: copies between these two devices are staged through the host
+                m[i, j] = False
     return m
 
 

@@ -212,11 +212,15 @@ def copy(buffer: Any, device: int, src_device: int) -> Any:
         return out
     from .devices import can_peer
 
-    if can_peer(src_device, device):
+    # work that produced the source on its device's default stream must be done: streams of
+    # two devices are not ordered with each other (Pipeline workers sync their own stream)
+    with on_device(src_device):
+        cuda.default_stream().synchronize()
+        host = None if can_peer(src_device, device) else buffer.copy_to_host()
+    if host is None:
         with on_device(device):
             out.copy_to_device(buffer, stream=current_stream())
         return out
-    host = to_host(buffer)
     with on_device(device):
         out.copy_to_device(host, stream=current_stream())
     return out
