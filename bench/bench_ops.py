@@ -43,20 +43,25 @@ from bench.ops_spec import CONTENDERS, OPS, RADIUS, WIDTHS, Op, reference
 
 # ---------------------------------------------------------------- millipyde: the one adapter
 
+MP_ROWS = ("millipyde", "mp-kernel")  # mp-kernel: CPU backend, kernel only (no host copies)
 
-def _mp_run(op: Op, host_img: np.ndarray) -> Runner:
+
+def _mp_run(op: Op, host_img: np.ndarray, kernel_only: bool = False) -> Runner:
     """How millipyde is driven and timed; the one place to adjust when its API moves.
 
     GPU backends: the input is uploaded once; before each timed call (untimed) a ``clone()`` is
     made resident; the timed region is the method call + ``_materialize()`` (no host copy) +
     ``mp.synchronize()`` (or a device synchronize). CPU backend: ``gpuimage(host)``, the method
-    and ``np.asarray`` are all timed: the figure includes the copies in and out.
+    and ``np.asarray`` are all timed: the figure includes the copies in and out. With
+    ``kernel_only`` (the ``mp-kernel`` row, CPU backend): as on a GPU, a resident clone made
+    untimed, and only the method + ``_materialize()`` timed, so the kernel shows apart from the
+    host copies that the ``millipyde`` row also pays.
     """
     import millipyde as mp
 
     state: dict = {}
     method, args = op.method, op.args
-    if mp.backend() in ("cuda", "hip"):
+    if mp.backend() in ("cuda", "hip") or kernel_only:
         base = mp.gpuimage(host_img)
         materialize = getattr(base, "_materialize", None)
         force = (lambda im: im._materialize()) if materialize else np.asarray
@@ -75,6 +80,10 @@ def _mp_run(op: Op, host_img: np.ndarray) -> Runner:
         note = "device-resident input, clone untimed; method + _materialize + synchronize"
         if not materialize:
             note = "NO _materialize: timed np.asarray (includes device->host copy)"
+        if kernel_only and mp.backend() not in ("cuda", "hip"):
+            return Runner(run=run, result=lambda: np.asarray(state["img"]), setup=setup,
+                          note=f"{mp.backend()} backend, kernel only: resident clone untimed; "
+                               "method + _materialize timed, no host copies")
         return Runner(run=run, result=lambda: np.asarray(state["img"]), setup=setup, sync=sync,
                       gpu=True, note=note)
 
@@ -85,6 +94,11 @@ def _mp_run(op: Op, host_img: np.ndarray) -> Runner:
 
     return Runner(run=run_cpu, result=lambda: state["out"],
                   note=f"{mp.backend()} backend: includes gpuimage() and np.asarray copies")
+
+
+def _mp_kernel_run(op: Op, host_img: np.ndarray) -> Runner:
+    """The ``mp-kernel`` row (CPU backend only): ``_mp_run`` timing the op + materialize."""
+    return _mp_run(op, host_img, kernel_only=True)
 
 
 # ---------------------------------------------------------------- the run
@@ -116,7 +130,7 @@ def _skimage_run(op: Op, host: np.ndarray) -> Runner:
 
 def _check_for(name: str, op: Op, out, ref) -> tuple[bool | None, float, str]:
     border = RADIUS if (name == "torchvision" and op.name == "gaussian") else 0
-    channels = slice(0, 3) if (op.alpha_kept and name != "millipyde") else None
+    channels = slice(0, 3) if (op.alpha_kept and name not in MP_ROWS) else None
     ok, err, text = check(out, ref, border=border, channels=channels)
     if name == "torchvision" and op.name == "greyscale":
         return None, err, "n/a (different function): " + text
@@ -192,6 +206,8 @@ def _contenders(wanted: list[str]) -> tuple[dict, list[str]]:
             notes.append("millipyde skipped: cudasim backend is not for timing")
         else:
             builders["millipyde"] = _mp_run
+            if mp.backend() not in ("cuda", "hip"):
+                builders["mp-kernel"] = _mp_kernel_run
     gpu_wanted = [c for c in ("cucim", "torchvision") if c in wanted]
     if gpu_wanted and not gpu_available():
         notes.append(f"{', '.join(gpu_wanted)} skipped: no CUDA GPU (CuPy/PyTorch see none)")
@@ -214,13 +230,16 @@ def _contenders(wanted: list[str]) -> tuple[dict, list[str]]:
             notes.append(f"torchvision skipped: {why or why2 or 'torch sees no CUDA device'}")
         else:
             builders["torchvision"] = torchvision_run
-    return {k: v for k, v in builders.items() if k in wanted}, notes
+    return {k: v for k, v in builders.items() if k in wanted or k == "mp-kernel"}, notes
 
 
 def _print_results(cases: list[Case], names: list[str]) -> None:
-    short = {"skimage": "skimage", "millipyde": "mp", "cucim": "cucim", "torchvision": "tv"}
+    short = {"skimage": "skimage", "millipyde": "mp", "cucim": "cucim", "torchvision": "tv",
+             "mp-kernel": "mp-kernel"}
+    kernel_row = "mp-kernel" in names
     headers = ["op", "size"] + [f"{short[n]} ms" for n in names]
-    headers += ["sk/mp", "cucim/mp", "mp %roof", "ok"]
+    headers += ["sk/mp"] + (["sk/mp-kernel"] if kernel_row else [])
+    headers += ["cucim/mp", "mp %roof", "ok"]
     rows = []
     for c in cases:
         r = c.records
@@ -241,8 +260,10 @@ def _print_results(cases: list[Case], names: list[str]) -> None:
         roof = r["millipyde"].roofline_pct if "millipyde" in r else None
         bad = [f"{n} {r[n].check}" for n in names if n in r and r[n].ok is False]
         ok = "WRONG: " + "; ".join(bad) if bad else "ok"
+        kernel = [fmt_ratio(good("skimage"), good("mp-kernel"))] if kernel_row else []
         rows.append([c.op.name, f"{c.width}x{c.height}", *cells, fmt_ratio(good("skimage"), mp),
-                     fmt_ratio(good("cucim"), mp), None if roof is None else f"{roof:.0f}%", ok])
+                     *kernel, fmt_ratio(good("cucim"), mp),
+                     None if roof is None else f"{roof:.0f}%", ok])
     print_table(headers, rows, title="ops: median ms ('!' wrong result, '*' not the same "
                                      "function); ratios only between correct results")
 
@@ -320,6 +341,8 @@ def main(argv=None) -> int:
         print(f"millipyde {getattr(mp, '__version__', '?')} from {mp.__file__}, "
               f"backend {mp.backend()}")
     names = [n for n in CONTENDERS if n in builders]
+    if "mp-kernel" in builders:
+        names.insert(names.index("millipyde") + 1, "mp-kernel")
     bw = {"cpu": cpu_copy_bandwidth(), "gpu": gpu_copy_bandwidth() if gpu_available() else None}
     print(f"copy bandwidth: cpu {bw['cpu'] / 1e9:.1f} GB/s"
           + (f", gpu {bw['gpu'] / 1e12:.2f} TB/s" if bw["gpu"] else "") + " (read + written)")
