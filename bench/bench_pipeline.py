@@ -100,8 +100,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workloads", nargs="+", default=list(workloads()))
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--size", type=int, nargs=2, default=[H, W], metavar=("H", "W"))
+    ap.add_argument("--switch-interval", type=float, default=None,
+                    help="sys.setswitchinterval for the run (GIL hand-off latency experiment)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    if args.switch_interval:
+        import sys
+
+        sys.setswitchinterval(args.switch_interval)
     rng = np.random.default_rng(0)
     host = rng.integers(0, 256, (*args.size, 4), dtype=np.uint8)
     base = mp.gpuimage(host)

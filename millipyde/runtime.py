@@ -78,11 +78,18 @@ def physical_device_count() -> int:
 @contextlib.contextmanager
 def on_device(device: int) -> Iterator[None]:
     """Make ``device`` current for allocations and launches in this thread."""
-    if not GPU or SIM:
+    if not GPU or SIM or getattr(_tls, "device", None) == device:
+        # already current in this thread: pushing the context again costs numba-cuda a
+        # dozen driver calls
         yield
         return
+    prev = getattr(_tls, "device", None)
     with cuda.gpus[device]:
-        yield
+        _tls.device = device
+        try:
+            yield
+        finally:
+            _tls.device = prev
 
 
 def current_stream() -> Any:

@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import inspect
 import os
+import re
 import sys
 import threading
 from dataclasses import dataclass
@@ -252,9 +253,14 @@ def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
     defs = "".join(f"_f_{n} = _dev(_R[{n!r}].fn)\n" for n in sorted(names))
     body = _gather_body(sig)
     head = f"# millipyde generated gather kernel: {sig}\n" + _HEADER[target] + defs + _RINT_CLIP
+    params = "p"
+    if target == "cuda":
+        # on GPUs the parameters travel as scalar kernel arguments: no upload per launch
+        # (numba-cuda spends ~0.1 ms of host time on each small device array)
+        params = ", ".join(f"p_{i}" for i in range(gather_nparams(sig)))
     fn = (
         f"\n\n{_decorator(target, sim)}\n"
-        "def kernel(src, dst, lut, p):\n"
+        f"def kernel(src, dst, lut, {params}):\n"
         "    h = dst.shape[0]\n"
         "    w = dst.shape[1]\n"
         "    full = p[14]\n"
@@ -263,7 +269,15 @@ def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
         + "".join(f"    q{i} = int(math.floor(p[{i}] + 0.5))\n" for i in range(6))
         + "    mh = int(p[12])\n    mw = int(p[13])\n"
     )
-    return head + fn + _loop_2d(target, "h", "w", body)
+    source = head + fn + _loop_2d(target, "h", "w", body)
+    if target == "cuda":
+        source = re.sub(r"\bp\[(\d+)\]", r"p_\1", source)
+    return source
+
+
+def gather_nparams(sig: GatherSig) -> int:
+    """Length of the parameter array of ``sig``'s kernel."""
+    return OPS_OFF + 3 * (len(sig.pre) + len(sig.post) + len(sig.grey_ops))
 
 
 def gather_kernel(sig: GatherSig, target: str, sim: bool = False):

@@ -156,9 +156,10 @@ def _run_gather(k: Gather, src: Any, device: int) -> Any:
         return dst
     fn = _gather_fn(sig)
     h, w = out.shape[0], out.shape[1]
+    params = tuple(p.tolist()) if runtime.TARGET == "cuda" else (p,)
     runtime.launch_2d(
         fn, h, w, device, runtime.as_3d(src), runtime.as_3d(dst),
-        runtime.upload_small(np.ascontiguousarray(lut), device), runtime.upload_small(p, device),
+        runtime.upload_small(np.ascontiguousarray(lut), device), *params,
     )
     return dst
 

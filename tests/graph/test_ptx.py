@@ -45,7 +45,9 @@ def gather_cases() -> list[tuple[codegen.GatherSig, np.dtype]]:
 def test_gather_kernel_compiles_to_ptx(sig: codegen.GatherSig, dtype: np.dtype) -> None:
     mod = codegen.load(codegen.gather_source(sig, "cuda"), "cuda")
     out_dtype = np.float64 if sig.grey else dtype
-    argtys = (arr(dtype, 3), arr(out_dtype, 3), arr(np.uint8, 3), arr(np.float64, 1))
+    # on CUDA the parameters are scalar arguments (codegen.gather_source)
+    argtys = (arr(dtype, 3), arr(out_dtype, 3), arr(np.uint8, 3)) + (
+        types.float64,) * codegen.gather_nparams(sig)
     ptx, _ = cuda.compile_ptx(mod.kernel.py_func, argtys, cc=CC)
     assert ".target sm_90" in ptx
     assert ".entry" in ptx
