@@ -18,6 +18,7 @@ import numpy as np
 from . import devices
 from . import random as mprandom
 from .array import ArgumentError, gpuarray
+from .graph import batch
 from .pipeline import (
     PipelineError,
     check_device_arg,
@@ -26,7 +27,16 @@ from .pipeline import (
     check_operations,
     check_seed,
 )
-from .workers import Cancelled, StepError, WorkerGroup, apply_operations, workers_per_device
+from .workers import (
+    Cancelled,
+    StepError,
+    WorkerGroup,
+    apply_operations,
+    kernels_failed,
+    record_operations,
+    sync,
+    workers_per_device,
+)
 
 
 class _State:
@@ -42,6 +52,12 @@ class _State:
         self.return_to_host = return_to_host
         self.workers = workers_per_device()
         self.depth = 2 * self.workers  # outputs made ahead of next(): bounded memory
+        # same-shape inputs: a worker makes `batch` outputs at once, one launch per kernel
+        self.batch = batch.batch_size([x._node for x in inputs])
+        if self.batch > 1:
+            self.depth = max(self.depth, self.workers * self.batch)
+        self.stacks: dict | None = None
+        self.stack_lock = threading.Lock()
         self.cond = threading.Condition()
         self.claimed = 0  # next output index a worker will make
         self.tickets = 0  # next output index a next() call will return
@@ -61,27 +77,38 @@ class _State:
             self.crashes.append((err, device))
             self.cond.notify_all()
 
+    def _want(self) -> int:
+        """Outputs the next claim takes: a whole batch, or what is left of ``outputs``."""
+        if self.outputs is None:
+            return self.batch
+        return max(1, min(self.batch, self.outputs - self.claimed))
+
     def _worker(self, device: int, stream: Any) -> None:
         while True:
             with self.cond:
-                while not self.stopped and self.claimed >= self.tickets + self.depth and (
+                while not self.stopped and self.claimed + self._want() > \
+                        self.tickets + self.depth and (
                         self.outputs is None or self.claimed < self.outputs):
                     self.cond.wait()
                 if self.stopped or (self.outputs is not None and self.claimed >= self.outputs):
                     return
-                k = self.claimed
-                self.claimed += 1
+                k0, n = self.claimed, self._want()
+                self.claimed += n
             try:
-                value, err = self._make(k, device, stream), None
+                if self.batch > 1:
+                    made = self._make_batch(k0, n, device, stream)
+                else:
+                    made = [(self._make(k0, device, stream), None)]
             except Cancelled:
                 return
-            except BaseException as e:  # reported by next() for output k
-                value, err = None, e
+            except BaseException as e:  # reported by next() for output k0
+                made = [(None, e)]
             with self.cond:
                 if not self.stopped:
-                    self.results[k] = (value, err, device)
+                    for i, (value, err) in enumerate(made):
+                        self.results[k0 + i] = (value, err, device)
                 self.cond.notify_all()
-            if err is not None:
+            if made[-1][1] is not None:
                 return
 
     def _make(self, k: int, device: int, stream: Any) -> Any:
@@ -91,6 +118,47 @@ class _State:
         if self.return_to_host:
             return np.asarray(y)
         return y
+
+    def _make_batch(self, k0: int, n: int, device: int, stream: Any) -> list[tuple[Any, Any]]:
+        """Outputs ``k0 .. k0 + n - 1`` (value, error) in order, up to the first error.
+
+        Each output records its Operations exactly as ``_make`` does (same sample and op
+        indices, so the same values); the kernels then run batched (``batch.materialize_batch``).
+        """
+        with self.stack_lock:
+            if self.stacks is None:
+                self.stacks = batch.stack_inputs([x._node for x in self.inputs], device)
+                sync(stream)  # other workers' streams read the stack
+        ys, late = [], None
+        for k in range(k0, k0 + n):
+            y = self.inputs[k % len(self.inputs)].clone()
+            try:
+                record_operations(y, self.operations, self.seed, k, device,
+                                  lambda: self.stopped)
+            except StepError as err:
+                late = err
+                break
+            ys.append(y)
+        if self.stopped:
+            raise Cancelled()
+        try:
+            errors = batch.materialize_batch(ys, self.stacks)
+            sync(stream)
+        except Exception as err:
+            errors = [err] * len(ys)
+        made: list[tuple[Any, Any]] = []
+        for y, err in zip(ys, errors, strict=True):
+            if err is not None:
+                made.append((None, kernels_failed(self.operations, err)))
+                return made
+            try:
+                made.append((np.asarray(y) if self.return_to_host else y, None))
+            except Exception as e:
+                made.append((None, e))
+                return made
+        if late is not None:
+            made.append((None, late))
+        return made
 
     def take(self) -> Any:
         with self.cond:

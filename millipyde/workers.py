@@ -185,13 +185,13 @@ def private_handle(x: gpuarray) -> gpuarray:
     return y
 
 
-def apply_operations(x: gpuarray, operations: Sequence[Operation], seed: int, sample: int,
-                     device: int, stream: Any, cancelled: Callable[[], bool]) -> None:
-    """Apply every Operation to ``x`` on ``device``, run the fused kernels and wait for them.
+def record_operations(x: gpuarray, operations: Sequence[Operation], seed: int, sample: int,
+                      device: int, cancelled: Callable[[], bool]) -> None:
+    """Record every Operation on ``x`` for ``device`` (nothing runs yet but Python callables).
 
     The fault point ``operation:<name>`` is checked before each Operation (so Python callables
-    can be faulted too). Raises :class:`StepError` naming the failed Operation, or the
-    Operations whose fused kernels failed when the error comes from running them.
+    can be faulted too). Raises :class:`StepError` naming the failed Operation, or
+    :class:`Cancelled`.
     """
     x._pinned = device  # thesis Algorithm 1: every method first moves x to this device
     try:
@@ -206,13 +206,28 @@ def apply_operations(x: gpuarray, operations: Sequence[Operation], seed: int, sa
                 raise
             except BaseException as err:
                 raise StepError(f"operation {j} ({op.name!r})", err) from err
-        if cancelled():
-            raise Cancelled()
-        try:
-            x._materialize()
-            sync(stream)
-        except BaseException as err:
-            names = ", ".join(repr(op.name) for op in operations) or "(none)"
-            raise StepError(f"the fused kernels of operations {names}", err) from err
     finally:
         x._pinned = None
+
+
+def kernels_failed(operations: Sequence[Operation], err: BaseException) -> StepError:
+    """The :class:`StepError` for a failure while running the fused kernels of ``operations``."""
+    names = ", ".join(repr(op.name) for op in operations) or "(none)"
+    return StepError(f"the fused kernels of operations {names}", err)
+
+
+def apply_operations(x: gpuarray, operations: Sequence[Operation], seed: int, sample: int,
+                     device: int, stream: Any, cancelled: Callable[[], bool]) -> None:
+    """Apply every Operation to ``x`` on ``device``, run the fused kernels and wait for them.
+
+    See :func:`record_operations`; errors from running the kernels raise a :class:`StepError`
+    naming the Operations whose fused kernels failed.
+    """
+    record_operations(x, operations, seed, sample, device, cancelled)
+    if cancelled():
+        raise Cancelled()
+    try:
+        x._materialize()
+        sync(stream)
+    except BaseException as err:
+        raise kernels_failed(operations, err) from err

@@ -58,6 +58,32 @@ def pending_graph(target: Node) -> nx.DiGraph:
     return g
 
 
+def _pending(target: Node) -> tuple[list[Node], dict[int, list[Node]]]:
+    """Topological order of the pending ancestors of ``target`` (leaves they read included)
+    and each one's consumers within that set: ``pending_graph`` without building a DiGraph,
+    for the hot path (a Generator plans one graph per output)."""
+    order: list[Node] = []
+    succ: dict[int, list[Node]] = {target.id: []}
+    seen: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(target, False)]
+    while stack:
+        n, done = stack.pop()
+        if done:
+            order.append(n)
+            continue
+        if n.id in seen:
+            continue
+        seen.add(n.id)
+        stack.append((n, True))
+        if n.materialized:
+            continue
+        for i in n.inputs:
+            succ.setdefault(i.id, []).append(n)
+            if i.id not in seen:
+                stack.append((i, False))
+    return order, succ
+
+
 def full_range(dtype: np.dtype) -> float:
     """The value of full intensity for an image dtype: 1.0 for floats, the max for integers."""
     dtype = np.dtype(dtype)
@@ -172,7 +198,7 @@ def _kind(n: Node) -> str:
     return op if isinstance(op, str) else getattr(op, "kind", "leaf")
 
 
-def _expr_kernel(root: Node, g: nx.DiGraph, fusable: Callable[[Node], bool]) -> Expr:
+def _expr_kernel(root: Node, fusable: Callable[[Node], bool]) -> Expr:
     members: list[Node] = []
     seen: set[int] = set()
 
@@ -202,7 +228,7 @@ def needs_warp_clip(a: np.ndarray, mid: tuple[int, int], out: tuple[int, int]) -
     region is convex, so checking the output's four corners decides it. Integer maps
     interpolate nothing and never need the clip.
     """
-    if np.allclose(a[:2], np.round(a[:2]), rtol=0, atol=1e-12):
+    if all(abs(v - round(v)) <= 1e-12 for v in a[:2].ravel().tolist()):
         return False
     mh, mw = mid
     for y in (0, out[0] - 1):
@@ -232,28 +258,28 @@ def plan(target: Node, fuse: bool | None = None) -> list[Kernel]:
     if target.materialized:
         return []
     fuse = fusion_enabled() if fuse is None else fuse
-    g = pending_graph(target)
+    order, succ = _pending(target)
 
     def fusable(n: Node) -> bool:
         """``n`` need not be stored: only nodes of this graph read it, and it isn't wanted."""
-        return fuse and n is not target and n.users == g.out_degree(n)
+        return fuse and n is not target and n.users == len(succ.get(n.id, ()))
 
     def feeds_only_expressions(n: Node) -> bool:
-        return all(_kind(s) in ("arith", "reduce") for s in g.successors(n))
+        return all(_kind(s) in ("arith", "reduce") for s in succ.get(n.id, ()))
 
     kernels: list[Kernel] = []
     open_by_tail: dict[int, Kernel] = {}
-    for n in nx.topological_sort(g):
+    for n in order:
         if n.materialized:
             continue
         kind = _kind(n)
         if kind == "arith":
             if not (fusable(n) and feeds_only_expressions(n)):
-                kernels.append(_expr_kernel(n, g, lambda m: fusable(m) and
+                kernels.append(_expr_kernel(n, lambda m: fusable(m) and
                                             feeds_only_expressions(m)))
             continue
         if kind == "reduce":
-            kernels.append(_expr_kernel(n, g, lambda m: fusable(m) and
+            kernels.append(_expr_kernel(n, lambda m: fusable(m) and
                                         feeds_only_expressions(m)))
             continue
         (src,) = n.inputs

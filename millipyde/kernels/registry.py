@@ -102,17 +102,12 @@ def affine_of(spec: OpSpec, h: int, w: int, params: tuple[float, ...] = ()) -> n
 
     The scalar map is evaluated at three points; a fourth checks that it really is affine.
     """
+    # plain floats, not small NumPy arrays: this runs for every recorded map on the hot path
     f = spec.fn
-
-    def at(y: float, x: float) -> np.ndarray:
-        return np.asarray(f(y, x, h, w, *params), dtype=np.float64)
-
-    o = at(0.0, 0.0)
-    m = np.empty((2, 3))
-    m[:, 0] = at(1.0, 0.0) - o
-    m[:, 1] = at(0.0, 1.0) - o
-    m[:, 2] = o
-    probe = at(3.0, 7.0)
-    if not np.allclose(m @ np.array([3.0, 7.0, 1.0]), probe, atol=1e-9):
+    oy, ox = (float(v) for v in f(0.0, 0.0, h, w, *params))
+    ay, ax = (float(v) - o for v, o in zip(f(1.0, 0.0, h, w, *params), (oy, ox), strict=True))
+    by, bx = (float(v) - o for v, o in zip(f(0.0, 1.0, h, w, *params), (oy, ox), strict=True))
+    py, px = (float(v) for v in f(3.0, 7.0, h, w, *params))
+    if abs(3.0 * ay + 7.0 * by + oy - py) > 1e-9 or abs(3.0 * ax + 7.0 * bx + ox - px) > 1e-9:
         raise ValueError(f"{spec.name} is registered as an affine map but is not affine")
-    return m
+    return np.array([[ay, by, oy], [ax, bx, ox]])

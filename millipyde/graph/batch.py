@@ -1,0 +1,339 @@
+"""Materialize many same-structure outputs with one launch per kernel (DESIGN.md "Batches").
+
+A Generator makes its outputs from a few same-shape inputs through the same Operations; only
+the random parameters and the probability coins differ. ``materialize_batch`` plans each output
+as usual (``schedule.plan``), groups the outputs whose plans have the same structure (kernel
+kinds, gather signatures, shapes and dtypes at every step), and runs each group's kernels once
+for all its members: per-member parameters (LUTs, parameter rows, taps) are stacked, outputs
+are (M, h, w, c) batch buffers, and each member's node is settled with a view of its slice.
+The kernels are the per-image kernels' body text with an image index (``codegen_batch``), so
+values are bit-identical to ``execute.materialize``.
+
+Every per-member array of a whole call travels in one upload (``_Pack``): on GPUs each upload
+and launch costs host time that per-image work cannot hide.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import faults, runtime
+from ..kernels import REGISTRY
+from . import codegen_batch, execute
+from .node import Node
+from .schedule import Gather, Kernel, full_range, plan
+
+# On the cpu backend the stencil step runs the per-image fused tiled kernel (codegen_cpu, the
+# same values) member by member: it is several times faster there than the generic two-pass
+# kernel and a CPU launch costs almost nothing. Tests turn this off to check the batched pass.
+CPU_FUSED_STENCIL = True
+
+#: Outputs a Generator makes per batch (``MILLIPYDE_GENERATOR_BATCH``; 1 turns batches off).
+BATCH = 64
+# Bound on one batch's float64-sized working set (stencil temporaries are float64): large
+# images get smaller batches.
+BATCH_BYTES = 1 << 30
+
+
+@functools.cache
+def _gather_fn(sig: Any):
+    return codegen_batch.gather_batch_kernel(sig, runtime.TARGET, runtime.SIM)
+
+
+@functools.cache
+def _stencil_fns():
+    return codegen_batch.stencil_batch_kernels(runtime.TARGET, runtime.SIM)
+
+
+class _Pack:
+    """Host arrays laid out in one buffer, uploaded once, handed back as device views."""
+
+    ALIGN = 16
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[int, np.ndarray]] = []
+        self.size = 0
+        self.views: list[Any] = []
+
+    def add(self, array: np.ndarray) -> int:
+        array = np.ascontiguousarray(array)
+        self.parts.append((self.size, array))
+        self.size += -(-max(array.nbytes, 1) // self.ALIGN) * self.ALIGN
+        return len(self.parts) - 1
+
+    def upload(self, device: int) -> None:
+        host = np.zeros(max(self.size, self.ALIGN), dtype=np.uint8)
+        for off, a in self.parts:
+            host[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
+        buf = runtime.from_host(host, device)
+        self.views = [buf[off:off + max(a.nbytes, a.dtype.itemsize)].view(a.dtype)
+                      .reshape(a.shape) if a.size else runtime.empty(a.shape, a.dtype, device)
+                      for off, a in self.parts]
+
+    def __getitem__(self, slot: int) -> Any:
+        return self.views[slot]
+
+
+@dataclass
+class _Member:
+    """One output: its handle, its kernels (in order) and what they need per member."""
+
+    index: int
+    node: Node
+    kernels: list[Kernel]
+    sidx: int
+    stack: Any
+    args: list[Any] = field(default_factory=list)  # per kernel: (lut, p) or taps
+
+
+def _as4(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(shape) if len(shape) == 3 else (*shape, 1)
+
+
+def _analyse(node: Node, index: int, stacks: dict) -> tuple[tuple, _Member] | None:
+    """The group key and member record of ``node``, or None when it must run unbatched."""
+    ks = plan(node)
+    if not ks:
+        return None
+    first = ks[0].source
+    if ks[0].kind == "copy" and len(ks) > 1 and ks[1].source is ks[0].output:
+        # a copy of a stacked input that the next kernel reads: read the stack instead
+        ks = ks[1:]
+    entry = stacks.get(first.id)
+    if entry is None:
+        return None
+    stack, sidx = entry
+    member = _Member(index, node, ks, int(sidx), stack)
+    key: list[Any] = [id(stack), node.device]
+    for i, k in enumerate(ks):
+        if i and k.source is not ks[i - 1].output:
+            return None
+        src, out = k.source, k.output
+        shapes = (_as4(src.shape), _as4(out.shape), src.dtype.str, out.dtype.str)
+        if k.kind == "gather" and isinstance(k, Gather) and not k.clip_check:
+            sig, lut, p = execute.gather_args(k)
+            member.args.append((lut, p))
+            key.append(("gather", sig, *shapes))
+        elif k.kind == "stencil":
+            taps = np.asarray(REGISTRY[out.op.name].fn(*out.params), dtype=np.float64)
+            if taps.ndim != 1 or len(taps) % 2 != 1:
+                return None
+            member.args.append(taps)
+            key.append(("stencil", *shapes))
+        else:
+            return None
+    return tuple(key), member
+
+
+def _check_faults(member: _Member, device: int) -> None:
+    # the fault points execute.run_kernel checks, per member and in its order (tests count on
+    # the n-th check failing the same output as without batches)
+    for k in member.kernels:
+        for n in k.nodes:
+            faults.check(f"op:{n.name}", device)
+
+
+def _launch(kernel: Any, nb: int, h: int, w: int, device: int, *args: Any) -> None:
+    """Run a batched kernel over ``nb`` images of ``h`` x ``w`` (grid z = images on GPUs)."""
+    if nb == 0 or h == 0 or w == 0:
+        return
+    if not runtime.GPU:
+        runtime.launch_2d(kernel, h, w, device, *args)
+        return
+    if runtime.SIM:
+        block = (min(8, w), min(4, h), 1)
+    else:
+        block = (32, 8, 1)
+    grid = (min(-(-w // block[0]), 65535), min(-(-h // block[1]), 65535), min(nb, 65535))
+    runtime.launch_grid(kernel, grid, block, device, *args)
+
+
+class _Group:
+    """Members of one structure: their stacked arguments and the launches that make them."""
+
+    def __init__(self, key: tuple, stack: Any, device: int) -> None:
+        self.key = key
+        self.stack = stack
+        self.device = device
+        self.members: list[_Member] = []
+        self.slots: list[Any] = []
+
+    def pack(self, pk: _Pack) -> None:
+        ms = self.members
+        self.slots = [pk.add(np.array([m.sidx for m in ms], dtype=np.int64)),
+                      pk.add(np.arange(len(ms), dtype=np.int64))]
+        for i, k in enumerate(ms[0].kernels):
+            if k.kind == "gather":
+                lut = np.stack([m.args[i][0] for m in ms]) if k.lut_mode else \
+                    ms[0].args[i][0][None]
+                self.slots.append((pk.add(lut), pk.add(np.stack([m.args[i][1] for m in ms]))))
+            else:
+                taps = [m.args[i] for m in ms]
+                arr = np.zeros((len(ms), max(len(t) for t in taps)))
+                for j, t in enumerate(taps):
+                    arr[j, :len(t)] = t
+                rad = np.array([len(t) // 2 for t in taps], dtype=np.int64)
+                self.slots.append((pk.add(arr), pk.add(rad)))
+
+    def run(self, pk: _Pack) -> None:
+        ms, dev = self.members, self.device
+        nb = len(ms)
+        src = runtime.reshape(self.stack, (self.stack.shape[0], *_as4(self.stack.shape[1:])))
+        sidx, sidx_h = pk[self.slots[0]], [m.sidx for m in ms]
+        out = None
+        for i, k in enumerate(ms[0].kernels):
+            node = k.output
+            out = runtime.empty((nb, *node.shape), node.dtype, dev)
+            dst = runtime.reshape(out, (nb, *_as4(node.shape)))
+            a, b = self.slots[2 + i]
+            h, w, c = dst.shape[1:]
+            if k.kind == "gather":
+                sig = self.key[2 + i][1]
+                _launch(_gather_fn(sig), nb, h, w, dev, src, sidx, dst, pk[a], pk[b])
+            elif runtime.TARGET == "cpu" and CPU_FUSED_STENCIL:
+                _stencil_cpu(node, [src[j] for j in sidx_h], dst, [m.args[i] for m in ms], dev)
+            else:
+                rows, cols = _stencil_fns()
+                nc = min(c, 3)
+                tmp = runtime.empty((nb, h, w, nc), np.float64, dev)
+                _launch(rows, nb, h, w * nc, dev, src, sidx, tmp, pk[a], pk[b], nc)
+                _launch(cols, nb, h, w * c, dev, src, sidx, tmp, dst, pk[a], pk[b], nc,
+                        node.dtype.kind in "ui", full_range(node.dtype))
+            # later kernels read this kernel's batch buffer, member m at index m
+            src, sidx, sidx_h = dst, pk[self.slots[1]], range(nb)
+        for m, member in enumerate(ms):
+            with member.node.lock:
+                if not member.node.materialized:
+                    member.node.settle(out[m])
+
+
+def _stencil_cpu(n: Node, srcs: list[Any], dst: Any, taps: list[np.ndarray], device: int) -> None:
+    """The cpu backend's fused per-image stencil (``execute``'s), one call per member."""
+    fn, tiles = execute._stencil_cpu_fn()
+    h, w, c = dst.shape[1:]
+    nc = min(c, 3)
+    for m, src in enumerate(srcs):
+        band, strip = tiles(h, w, nc, len(taps[m]))
+        runtime.launch_2d(fn, h, w, device, src, dst[m], taps[m], nc, n.dtype.kind in "ui",
+                          full_range(n.dtype), band, strip)
+
+
+def materialize_batch(handles: list[Any], stacks: dict[int, tuple[Any, int]]) -> list:
+    """Compute the pending values of ``handles``, batching outputs of the same structure.
+
+    Parameters
+    ----------
+    handles : list of gpuarray
+        Arrays with pending work, each a copy of a stacked input followed by recorded ops.
+    stacks : dict
+        Source leaf node id -> ``(stack, index)``: a stacked buffer (S, H, W[, C]) on the
+        handles' device holding that node's value at ``stack[index]``.
+
+    Returns
+    -------
+    list of Exception or None
+        Per handle, the error that stopped it (its value is then not stored), else None.
+
+    Notes
+    -----
+    Handles that cannot be batched (a plan starting elsewhere than a stacked value, a sampler
+    that needs scikit-image's data-dependent clip, device moves, NumPy expressions) run
+    through ``execute.materialize``. Fault points are checked per handle, in order.
+    """
+    errors: list[Exception | None] = [None] * len(handles)
+    groups: dict[tuple, _Group] = {}
+    for i, x in enumerate(handles):
+        node = x._node
+        try:
+            if node.materialized:
+                continue
+            got = _analyse(node, i, stacks)
+            if got is None:
+                execute.materialize(node)
+                continue
+            key, member = got
+            _check_faults(member, node.device)
+        except Exception as err:
+            errors[i] = err
+            continue
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = _Group(key, member.stack, node.device)
+        g.members.append(member)
+    # one upload per device for every group's per-member arrays
+    packs: dict[int, _Pack] = {}
+    for g in groups.values():
+        g.pack(packs.setdefault(g.device, _Pack()))
+    for dev, pk in packs.items():
+        try:
+            pk.upload(dev)
+        except Exception as err:
+            for g in groups.values():
+                if g.device == dev:
+                    for m in g.members:
+                        errors[m.index] = err
+                    g.members = []
+    for g in groups.values():
+        if not g.members:
+            continue
+        try:
+            with runtime.on_device(g.device):
+                g.run(packs[g.device])
+        except Exception as err:
+            for m in g.members:
+                if not m.node.materialized:
+                    errors[m.index] = err
+    return errors
+
+
+def batch_size(nodes: list[Node]) -> int:
+    """Outputs per batch for a Generator over these input nodes (1: no batching).
+
+    Batches need inputs of one shape and dtype, 2-D or 3-D (images): mixed inputs keep the
+    per-output path.
+    """
+    raw = os.environ.get("MILLIPYDE_GENERATOR_BATCH")
+    try:
+        n = BATCH if raw is None else int(raw)
+    except ValueError:
+        raise ValueError(f"MILLIPYDE_GENERATOR_BATCH={raw!r} is not an integer") from None
+    if not 1 <= n <= 65535:
+        raise ValueError(f"MILLIPYDE_GENERATOR_BATCH={n} must be between 1 and 65535")
+    first = nodes[0]
+    if len(first.shape) not in (2, 3) or any(
+            x.shape != first.shape or x.dtype != first.dtype for x in nodes):
+        return 1
+    per = 8 * max(1, int(np.prod(first.shape, dtype=np.int64)))
+    return max(1, min(n, BATCH_BYTES // per))
+
+
+def stack_inputs(nodes: list[Node], device: int) -> dict[int, tuple[Any, int]]:
+    """Copy the stored values of ``nodes`` into one (S, ...) buffer on ``device``.
+
+    Returns the ``stacks`` mapping of :func:`materialize_batch`. Nodes not stored, or of
+    another shape or dtype than the first, are left out (their outputs run unbatched).
+    """
+    first = nodes[0]
+    keep: dict[int, Node] = {}
+    for n in nodes:
+        if n.materialized and n.shape == first.shape and n.dtype == first.dtype:
+            keep.setdefault(n.id, n)
+    if not keep:
+        return {}
+    stack = runtime.empty((len(keep), *first.shape), first.dtype, device)
+    with runtime.on_device(device):
+        for i, n in enumerate(keep.values()):
+            buf = n.buffer
+            if n.device != device:
+                buf = runtime.copy(buf, device, n.device)
+            buf = runtime.reshape(buf, first.shape)
+            if runtime.GPU:
+                stack[i].copy_to_device(buf, stream=runtime.current_stream())
+            else:
+                stack[i] = buf
+    return {nid: (stack, i) for i, nid in enumerate(keep)}

@@ -1,0 +1,154 @@
+"""Batched kernel sources: many same-shape images in one launch (DESIGN.md "Batches").
+
+The batched kernels are made from the SAME body text as the per-image ones in ``codegen``, with
+every array access given a leading image index: ``src[s, ...]`` reads the source image ``s =
+sidx[b]`` of a stacked (S, H, W, C) source, ``dst[b, ...]``, ``lut[b, ...]``, ``p[b, ...]``,
+``tmp[b, ...]`` and ``taps[b, ...]`` are the batch member's own output, tables, parameters,
+temporary and taps. The arithmetic is untouched, so a batched launch computes bit-identical
+values to one launch per image; only the loops around the body differ:
+
+- CPU: one ``prange`` over (image, row) pairs, so a small batch still fills every core.
+- CUDA (and HIP, CUDASIM): a grid-stride loop with the image index on the grid's z axis.
+
+Per-image values the per-image kernel reads once per launch (the integer index map, the sampler
+bounds, ``full``, the clip) are read once per image (per row on the CPU).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .codegen import (
+    _HEADER,
+    _RINT_CLIP,
+    _STENCIL_COLS,
+    _STENCIL_ROWS,
+    CLIP_OFF,
+    FULL_OFF,
+    MID_OFF,
+    P_OFF,
+    GatherSig,
+    _decorator,
+    _gather_body,
+    load,
+)
+
+# An array access ``name[`` not preceded by a part of a longer name or an attribute dot.
+_ACCESS = re.compile(r"(?<![A-Za-z0-9_.])(src|dst|lut|p|tmp|taps)\[")
+
+
+def batched(text: str, index: dict[str, str]) -> str:
+    """``text`` with each access ``name[`` of a name in ``index`` given ``index[name]`` first.
+
+    >>> batched("dst[y, x, 0] = lut[0, 0, src[sy, sx, 0]]", {"src": "s", "dst": "b", "lut": "b"})
+    'dst[b, y, x, 0] = lut[b, 0, 0, src[s, sy, sx, 0]]'
+    """
+
+    def sub(m: re.Match) -> str:
+        name = m.group(1)
+        return f"{name}[{index[name]}, " if name in index else m.group(0)
+
+    return _ACCESS.sub(sub, text)
+
+
+def _indent(text: str, n: int) -> str:
+    pad = " " * n
+    return "".join(pad + line + "\n" if line else "\n" for line in text.splitlines())
+
+
+def _loop_3d(target: str, nb: str, h: str, w: str, per_image: str, body: str) -> str:
+    """Loops over images ``b`` < ``nb``, rows ``y`` < ``h`` and columns ``x`` < ``w``.
+
+    ``per_image`` (uses ``b``) runs before the rows of image ``b``: once per image on GPUs, once
+    per (image, row) on the CPU, whose single ``prange`` spans images and rows together.
+    """
+    if target == "cpu":
+        return (f"    for t_ in prange({nb} * {h}):\n"
+                f"        b = t_ // {h}\n"
+                f"        y = t_ - b * {h}\n"
+                + _indent(per_image, 8)
+                + f"        for x in range({w}):\n" + _indent(body, 12))
+    return ("    x0, y0, b0 = cuda.grid(3)\n"
+            "    sx_, sy_, sb_ = cuda.gridsize(3)\n"
+            f"    for b in range(b0, {nb}, sb_):\n"
+            + _indent(per_image, 8)
+            + f"        for y in range(y0, {h}, sy_):\n"
+            f"            for x in range(x0, {w}, sx_):\n" + _indent(body, 16))
+
+
+# --------------------------------------------------------------------------- gather
+
+
+def _gather_prologue() -> str:
+    # the per-launch prologue of codegen.gather_source, read from the member's parameter row
+    return (f"full = p[{FULL_OFF}]\nclip_lo = p[{CLIP_OFF}]\n"
+            + "".join(f"q{i} = int(math.floor(p[{P_OFF + i}] + 0.5))\n" for i in range(6))
+            + f"mh = int(p[{MID_OFF}])\nmw = int(p[{MID_OFF + 1}])")
+
+
+_GATHER_INDEX = {"src": "s", "dst": "b", "lut": "b", "p": "b"}
+
+
+def gather_batch_source(sig: GatherSig, target: str, sim: bool = False) -> str:
+    """Source of ``kernel(src, sidx, dst, lut, p)``: the fused gather of ``sig`` over a batch.
+
+    ``src`` is (S, H, W, C), ``sidx`` (B,) int64 picks each member's source image, ``dst`` is
+    (B, h, w, cout), ``lut`` (B or 1, 2, C, 256) uint8 (read only in ``"lut"`` mode) and ``p``
+    (B, P) float64 holds each member's row of ``codegen``'s parameter layout.
+    """
+    names = set(sig.pre) | set(sig.post) | set(sig.grey_ops)
+    if sig.grey:
+        names.add("rgb2grey")
+    defs = "".join(f"_f_{n} = _dev(_R[{n!r}].fn)\n" for n in sorted(names))
+    head = (f"# millipyde generated batched gather kernel: {sig}\n" + _HEADER[target] + defs
+            + _RINT_CLIP)
+    per_image = "s = sidx[b]\n" + batched(_gather_prologue(), _GATHER_INDEX)
+    body = batched(_gather_body(sig), _GATHER_INDEX)
+    fn = (f"\n\n{_decorator(target, sim)}\n"
+          "def kernel(src, sidx, dst, lut, p):\n"
+          "    nb = dst.shape[0]\n    h = dst.shape[1]\n    w = dst.shape[2]\n")
+    return head + fn + _loop_3d(target, "nb", "h", "w", per_image, body)
+
+
+def gather_batch_kernel(sig: GatherSig, target: str, sim: bool = False):
+    """The compiled (lazily, by Numba) batched gather kernel for ``sig``."""
+    return load(gather_batch_source(sig, target, sim), target).kernel
+
+
+# --------------------------------------------------------------------------- separable stencil
+
+_STENCIL_INDEX = {"src": "s", "dst": "b", "tmp": "b", "taps": "b"}
+
+
+def stencil_batch_source(target: str, sim: bool = False) -> str:
+    """Source of the batched separable passes ``rows`` and ``cols``.
+
+    ``rows(src, sidx, tmp, taps, rad, nc)`` and ``cols(src, sidx, tmp, dst, taps, rad, nc,
+    is_int, full)``: ``src`` is (S, H, W, C), ``tmp`` (B, H, W, nc) float64, ``dst`` (B, H, W,
+    C), ``taps`` (B, T) float64 with member ``b``'s ``2 rad[b] + 1`` taps first. Channels past
+    ``nc`` (alpha) are copied, integer outputs rounded and clipped, as in ``codegen``'s passes.
+    """
+    head = ("# millipyde generated batched separable stencil passes\n" + _HEADER[target]
+            + _RINT_CLIP)
+    dec = _decorator(target, sim)
+    per_image = "s = sidx[b]\nr = rad[b]\nntaps = 2 * r + 1"
+
+    def wrap(text: str) -> str:
+        return batched("c = x % nc_all\nxi = x // nc_all\n" + text.strip("\n"), _STENCIL_INDEX)
+
+    rows = (f"\n\n{dec}\ndef rows(src, sidx, tmp, taps, rad, nc):\n"
+            "    nb = tmp.shape[0]\n    h = src.shape[1]\n    w = src.shape[2]\n"
+            "    nc_all = nc\n"
+            + _loop_3d(target, "nb", "h", "w * nc", per_image, wrap(_STENCIL_ROWS)))
+    cols = (f"\n\n{dec}\ndef cols(src, sidx, tmp, dst, taps, rad, nc, is_int, full):\n"
+            "    nb = dst.shape[0]\n    h = src.shape[1]\n    w = src.shape[2]\n"
+            "    nc_all = src.shape[3]\n"
+            + _loop_3d(target, "nb", "h", "w * nc_all", per_image, wrap(_STENCIL_COLS)))
+    return head + rows + cols
+
+
+def stencil_batch_kernels(target: str, sim: bool = False):
+    """The batched (rows, cols) separable pass kernels for ``target``."""
+    mod = load(stencil_batch_source(target, sim), target)
+    return mod.rows, mod.cols
+
