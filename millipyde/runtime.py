@@ -7,6 +7,7 @@ Numba device array allocated inside that device's context.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import threading
@@ -159,11 +160,32 @@ def _pooled(shape: tuple[int, ...], dtype: np.dtype, device: int, cupy: Any) -> 
     # The Numba array holds the CuPy array as its owner, which returns the block when dropped.
     handle = _stream_handle(current_stream())
     with cupy.cuda.Device(device):
-        stream = cupy.cuda.ExternalStream(handle) if handle else cupy.cuda.Stream.null
+        stream = _cupy_streams.get((device, handle))
+        if stream is None:
+            stream = cupy.cuda.ExternalStream(handle) if handle else cupy.cuda.Stream.null
+            _cupy_streams[(device, handle)] = stream
         with stream:
             arr = cupy.empty(shape, dtype=dtype)
-    with on_device(device):
-        return cuda.as_cuda_array(arr, sync=False)
+    return _wrap_pooled(arr, device)
+
+
+_cupy_streams: dict[tuple[int, int], Any] = {}
+_contexts: dict[int, Any] = {}
+
+
+def _wrap_pooled(arr: Any, device: int) -> Any:
+    # numba.cuda.as_cuda_array would also wrap CuPy's current stream in a new Numba stream
+    # object and look the context up again, per call: build the array directly instead
+    from numba.cuda.cudadrv import devicearray, driver
+
+    ctx = _contexts.get(device)
+    if ctx is None:
+        with on_device(device):
+            ctx = _contexts[device] = cuda.current_context()
+    data = driver.MemoryPointer(ctx, driver.binding.CUdeviceptr(arr.data.ptr), size=arr.nbytes,
+                                owner=arr)
+    return devicearray.DeviceNDArray(shape=arr.shape, strides=arr.strides, dtype=arr.dtype,
+                                     gpu_data=data, stream=0)
 
 
 def empty(shape: tuple[int, ...], dtype: np.dtype, device: int) -> Any:
@@ -371,3 +393,21 @@ def reshape(buffer: Any, shape: tuple[int, ...]) -> Any:
     if tuple(buffer.shape) == tuple(shape):
         return buffer
     return buffer.reshape(*shape)
+
+
+def _shutdown() -> None:
+    """At exit (thesis: ``Py_AtExit``): finish queued work and drop cached device objects while
+    the CUDA contexts still exist, so nothing is freed during interpreter teardown."""
+    if not GPU or SIM:
+        return
+    try:
+        synchronize()
+    except Exception:
+        pass  # a failed device already reported its error; exit anyway
+    with _small_lock:
+        _small_cache.clear()
+    _cupy_streams.clear()
+    _contexts.clear()
+
+
+atexit.register(_shutdown)
