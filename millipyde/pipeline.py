@@ -274,7 +274,8 @@ class _Run:
         self.cancel = threading.Event()
         self.lock = threading.Lock()
         self.errors: list[tuple[int, int, int, StepError | BaseException]] = []
-        self.per_device = workers_per_device()
+        busy = len({d for stage in self.devices for d in stage})
+        self.per_device = workers_per_device(busy)
         self.queues = [queue.SimpleQueue() for _ in chain]
         self.alive = [self.per_device * len(d) for d in self.devices]
 

@@ -26,9 +26,12 @@ GPU_WORKERS = 4
 _MAX_IDLE_STREAMS = 16
 
 
-def workers_per_device() -> int:
-    """Worker threads per device: ``MILLIPYDE_WORKERS``, else 4 on GPUs and 1-2 on the cpu.
+def workers_per_device(devices: int = 1) -> int:
+    """Worker threads per device: ``MILLIPYDE_WORKERS``, else about 4 in all on GPUs, 1-2 on cpu.
 
+    Launching is Python work under the GIL: with one GPU, 4 threads keep it fed; with more GPUs
+    the threads compete for the GIL instead (measured on 4 H200s: 1 worker per device 0.224 s,
+    4 per device 0.308 s for 100 5-op inputs; bench/RESULTS.md), so the total stays near 4.
     On the cpu backend each launch is already a parallel Numba kernel, so a second thread only
     helps to overlap Python work; when launches are serialized (no thread-safe Numba layer) one
     thread per virtual device is enough.
@@ -43,7 +46,7 @@ def workers_per_device() -> int:
             raise ValueError(f"MILLIPYDE_WORKERS={n} must be between 1 and 64")
         return n
     if runtime.GPU:
-        return GPU_WORKERS
+        return max(1, GPU_WORKERS // max(1, devices))
     return 2 if getattr(runtime, "_cpu_launch_lock", None) is None else 1
 
 
