@@ -192,8 +192,8 @@ def empty(shape: tuple[int, ...], dtype: np.dtype, device: int) -> Any:
     """An uninitialised buffer on ``device`` (pooled through CuPy on real GPUs when present)."""
     from . import faults
 
-    faults.check("alloc", device)
     try:
+        faults.check("alloc", device)
         if not GPU:
             return np.empty(shape, dtype=dtype)
         cupy = _cupy_pool()
