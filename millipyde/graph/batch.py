@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import faults, runtime
 from ..kernels import REGISTRY
-from . import codegen_batch, execute
+from . import codegen_batch, codegen_gpu, execute
 from .node import Node
 from .schedule import Gather, Kernel, full_range, plan
 
@@ -48,6 +48,11 @@ def _gather_fn(sig: Any):
 @functools.cache
 def _stencil_fns():
     return codegen_batch.stencil_batch_kernels(runtime.TARGET, runtime.SIM)
+
+
+@functools.cache
+def _stencil_tiled_fns(c: int, nc: int):
+    return codegen_batch.stencil_tiled_batch_kernels(c, nc, runtime.SIM)
 
 
 class _Pack:
@@ -88,6 +93,7 @@ class _Member:
     kernels: list[Kernel]
     sidx: int
     stack: Any
+    names: list[str]  # op names of every planned kernel, in order (fault points)
     args: list[Any] = field(default_factory=list)  # per kernel: (lut, p) or taps
 
 
@@ -101,6 +107,7 @@ def _analyse(node: Node, index: int, stacks: dict) -> tuple[tuple, _Member] | No
     if not ks:
         return None
     first = ks[0].source
+    names = [n.name for k in ks for n in k.nodes]
     if ks[0].kind == "copy" and len(ks) > 1 and ks[1].source is ks[0].output:
         # a copy of a stacked input that the next kernel reads: read the stack instead
         ks = ks[1:]
@@ -108,7 +115,7 @@ def _analyse(node: Node, index: int, stacks: dict) -> tuple[tuple, _Member] | No
     if entry is None:
         return None
     stack, sidx = entry
-    member = _Member(index, node, ks, int(sidx), stack)
+    member = _Member(index, node, ks, int(sidx), stack, names)
     key: list[Any] = [id(stack), node.device]
     for i, k in enumerate(ks):
         if i and k.source is not ks[i - 1].output:
@@ -133,9 +140,8 @@ def _analyse(node: Node, index: int, stacks: dict) -> tuple[tuple, _Member] | No
 def _check_faults(member: _Member, device: int) -> None:
     # the fault points execute.run_kernel checks, per member and in its order (tests count on
     # the n-th check failing the same output as without batches)
-    for k in member.kernels:
-        for n in k.nodes:
-            faults.check(f"op:{n.name}", device)
+    for name in member.names:
+        faults.check(f"op:{name}", device)
 
 
 def _launch(kernel: Any, nb: int, h: int, w: int, device: int, *args: Any) -> None:
@@ -198,18 +204,38 @@ class _Group:
             elif runtime.TARGET == "cpu" and CPU_FUSED_STENCIL:
                 _stencil_cpu(node, [src[j] for j in sidx_h], dst, [m.args[i] for m in ms], dev)
             else:
-                rows, cols = _stencil_fns()
-                nc = min(c, 3)
-                tmp = runtime.empty((nb, h, w, nc), np.float64, dev)
-                _launch(rows, nb, h, w * nc, dev, src, sidx, tmp, pk[a], pk[b], nc)
-                _launch(cols, nb, h, w * c, dev, src, sidx, tmp, dst, pk[a], pk[b], nc,
-                        node.dtype.kind in "ui", full_range(node.dtype))
+                rmax = max(len(m.args[i]) for m in ms) // 2
+                _stencil_gpu(node, src, sidx, dst, pk[a], pk[b], rmax, dev)
             # later kernels read this kernel's batch buffer, member m at index m
             src, sidx, sidx_h = dst, pk[self.slots[1]], range(nb)
         for m, member in enumerate(ms):
             with member.node.lock:
                 if not member.node.materialized:
                     member.node.settle(out[m])
+
+
+def _stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rmax: int,
+                 device: int) -> None:
+    """Both separable passes over a batch: tiled on real GPUs (as ``execute``), else generic."""
+    nb, h, w, c = dst.shape
+    nc = min(c, 3)
+    is_int, full = n.dtype.kind in "ui", full_range(n.dtype)
+    tmp = runtime.empty((nb, h, w, nc), np.float64, device)
+    rb, cb = codegen_gpu.ROWS_BLOCK, codegen_gpu.COLS_BLOCK
+    shared = (codegen_gpu.rows_shared_bytes(rb, nc, rmax),
+              codegen_gpu.cols_shared_bytes(cb, rmax))
+    if execute.gpu_variants_enabled() and max(shared) <= codegen_gpu.MAX_SHARED and \
+            0 < nb <= 65535 and h > 0 and w > 0:
+        rows, cols = _stencil_tiled_fns(c, nc)
+        sw = codegen_gpu.rows_segment_width(rb[0], rmax)
+        runtime.launch_grid(rows, (*codegen_gpu.rows_grid(h, w, rb), nb), rb, device,
+                            src, sidx, tmp, taps, rad, sw, shared=shared[0])
+        runtime.launch_grid(cols, (*codegen_gpu.cols_grid(h, w, c, cb), nb), cb, device,
+                            src, sidx, tmp, dst, taps, rad, is_int, full, shared=shared[1])
+        return
+    rows, cols = _stencil_fns()
+    _launch(rows, nb, h, w * nc, device, src, sidx, tmp, taps, rad, nc)
+    _launch(cols, nb, h, w * c, device, src, sidx, tmp, dst, taps, rad, nc, is_int, full)
 
 
 def _stencil_cpu(n: Node, srcs: list[Any], dst: Any, taps: list[np.ndarray], device: int) -> None:

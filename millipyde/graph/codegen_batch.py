@@ -152,3 +152,43 @@ def stencil_batch_kernels(target: str, sim: bool = False):
     mod = load(stencil_batch_source(target, sim), target)
     return mod.rows, mod.cols
 
+
+
+# --------------------------------------------------------------------------- tiled (GPU only)
+
+_TILED_PROLOGUE = "    h = src.shape[0]\n    w = src.shape[1]\n    ntaps = taps.shape[0]\n"
+_TILED_SIGNATURES = (
+    ("def rows(src, tmp, taps, sw):", "def rows(src, sidx, tmp, taps, rad, sw):"),
+    ("def cols(src, tmp, dst, taps, is_int, full):",
+     "def cols(src, sidx, tmp, dst, taps, rad, is_int, full):"),
+)
+
+
+def stencil_tiled_batch_source(c: int, nc: int, sim: bool = False) -> str:
+    """``codegen_gpu``'s tiled separable passes over a batch: the image is ``blockIdx.z``.
+
+    ``rows(src, sidx, tmp, taps, rad, sw)`` and ``cols(src, sidx, tmp, dst, taps, rad, is_int,
+    full)``, arrays as in :func:`stencil_batch_source`; ``sw`` and the shared memory are sized
+    for the largest radius of the batch (a smaller one uses less of them).
+    """
+    from . import codegen_gpu
+
+    text = codegen_gpu.stencil_tiled_source(c, nc, sim)
+    cut = text.index("\n\n")  # header first: its text is not batched
+    head, body = text[:cut], text[cut:]
+    for old, new in _TILED_SIGNATURES:
+        if old not in body:  # pragma: no cover - guards edits of codegen_gpu
+            raise RuntimeError(f"codegen_gpu.stencil_tiled_source lost {old!r}")
+        body = body.replace(old, new)
+    if body.count(_TILED_PROLOGUE) != 2:  # pragma: no cover - guards edits of codegen_gpu
+        raise RuntimeError("codegen_gpu.stencil_tiled_source: prologue not found twice")
+    body = batched(body, _STENCIL_INDEX)
+    body = body.replace(_TILED_PROLOGUE, "    b = cuda.blockIdx.z\n    s = sidx[b]\n"
+                        "    h = src.shape[1]\n    w = src.shape[2]\n    ntaps = 2 * rad[b] + 1\n")
+    return head.replace("generated tiled", "generated batched tiled", 1) + body
+
+
+def stencil_tiled_batch_kernels(c: int, nc: int, sim: bool = False):
+    """The batched tiled (rows, cols) passes for ``c``-channel images filtering ``nc``."""
+    mod = load(stencil_tiled_batch_source(c, nc, sim), "cuda")
+    return mod.rows, mod.cols

@@ -94,3 +94,45 @@ def test_rgba_lut_kernels_compile_to_ptx() -> None:
         (arr(np.uint32, 2), arr(np.uint32, 2), lut, arr(np.float64, 1), types.boolean), cc=CC)
     assert ".entry" in ptx_flat and ".entry" in ptx_mapped
     assert "ld.global.u32" in ptx_flat or "ld.global.nc.u32" in ptx_flat
+
+
+@pytest.mark.parametrize("sig,dtype", gather_cases(), ids=lambda v: str(v)[:60])
+def test_batched_gather_kernel_compiles_to_ptx(sig: codegen.GatherSig, dtype: np.dtype) -> None:
+    from millipyde.graph import codegen_batch
+
+    kernel = codegen_batch.gather_batch_kernel(sig, "cuda")
+    out_dtype = np.float64 if sig.grey else dtype
+    argtys = (arr(dtype, 4), arr(np.int64, 1), arr(out_dtype, 4), arr(np.uint8, 4),
+              arr(np.float64, 2))
+    ptx, _ = cuda.compile_ptx(kernel.py_func, argtys, cc=CC)
+    assert ".entry" in ptx
+    assert "%ctaid.z" in ptx  # the image index comes from the grid's z axis
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float64, np.uint16])
+def test_batched_stencil_kernels_compile_to_ptx(dtype: np.dtype) -> None:
+    from millipyde.graph import codegen_batch
+
+    rows, cols = codegen_batch.stencil_batch_kernels("cuda")
+    src, tmp, taps = arr(dtype, 4), arr(np.float64, 4), arr(np.float64, 2)
+    idx = arr(np.int64, 1)
+    ptx_rows, _ = cuda.compile_ptx(rows.py_func, (src, idx, tmp, taps, idx, types.int64), cc=CC)
+    ptx_cols, _ = cuda.compile_ptx(
+        cols.py_func, (src, idx, tmp, arr(dtype, 4), taps, idx, types.int64, types.boolean,
+                       types.float64), cc=CC)
+    assert ".entry" in ptx_rows and ".entry" in ptx_cols
+
+
+@pytest.mark.parametrize("c", [1, 3, 4])
+def test_batched_tiled_stencil_kernels_compile_to_ptx(c: int) -> None:
+    from millipyde.graph import codegen_batch
+
+    rows, cols = codegen_batch.stencil_tiled_batch_kernels(c, min(c, 3))
+    src, tmp, taps, idx = arr(np.uint8, 4), arr(np.float64, 4), arr(np.float64, 2), arr(
+        np.int64, 1)
+    ptx_rows, _ = cuda.compile_ptx(rows.py_func, (src, idx, tmp, taps, idx, types.int64), cc=CC)
+    ptx_cols, _ = cuda.compile_ptx(
+        cols.py_func, (src, idx, tmp, arr(np.uint8, 4), taps, idx, types.boolean, types.float64),
+        cc=CC)
+    assert ".entry" in ptx_rows and ".entry" in ptx_cols
+    assert ".local" not in ptx_rows and ".local" not in ptx_cols

@@ -1,0 +1,223 @@
+"""Batched materialization (graph/batch.py, codegen_batch.py): bit-identical to one-by-one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import reference as ref
+
+import millipyde as mp
+from millipyde import faults, runtime
+from millipyde import random as mprandom
+from millipyde.graph import batch, codegen_batch, codegen_gpu, execute
+from millipyde.graph.node import Node
+from millipyde.pipeline import PipelineError
+
+cudasim_ok = pytest.mark.cudasim_ok
+
+
+def _inputs(kind: str, n: int, h: int, w: int) -> list[np.ndarray]:
+    """``n`` distinct same-shape photo crops of one kind (uint8 RGB/RGBA, float64 or uint8 grey)."""
+    base = ref.photo("rgb" if kind == "grey8" else kind, h + n, w + n)
+    out = [np.ascontiguousarray(base[i:i + h, n - i:n - i + w]) for i in range(n)]
+    if kind == "grey8":
+        out = [np.ascontiguousarray(o[..., 1]) for o in out]
+    return out
+
+
+def _ops(colour: bool, square: bool) -> list[mp.Operation]:
+    """A figure-5.1-like chain: every op probabilistic, so outputs take different structures."""
+    ops = [mp.Operation("fliplr", probability=0.5),
+           mp.Operation("random_brightness", -0.2, 0.3, probability=0.8),
+           mp.Operation("random_gaussian", 0, 1.5, probability=0.7),
+           mp.Operation("random_adjust_gamma", [0.7, 1.4], [0.9, 1.1], probability=0.5)]
+    if square:
+        ops.insert(0, mp.Operation("transpose", probability=0.5))
+    if colour:
+        ops += [mp.Operation("random_colorize", [0.5, 1.5], [0.5, 1.5], [0.5, 1.5],
+                             probability=0.5),
+                mp.Operation("rgb2grey", probability=0.4)]
+    ops.append(mp.Operation("random_rotate", 0, 120, probability=0.6))
+    return ops
+
+
+def _recorded(x: mp.gpuimage, ops: list[mp.Operation], seed: int, k: int) -> mp.gpuimage:
+    y = x.clone()
+    for j, op in enumerate(ops):
+        op.apply(y, seed, k, j)
+    return y
+
+
+def _check_batched(kind: str, h: int, w: int, outputs: int, seed: int,
+                   monkeypatch: pytest.MonkeyPatch, max_alone: int) -> None:
+    hosts = _inputs(kind, 3, h, w)
+    xs = [mp.gpuimage(a) for a in hosts]
+    for x in xs:
+        x._materialize()
+    ops = _ops(kind in ("rgb", "rgba"), h == w)
+    stacks = batch.stack_inputs([x._node for x in xs], xs[0].device)
+    got = [_recorded(xs[k % 3], ops, seed, k) for k in range(outputs)]
+    alone = []
+    run_alone = batch.execute.materialize
+    monkeypatch.setattr(batch.execute, "materialize", lambda n: alone.append(n) or run_alone(n))
+    targets = {id(y._node) for y in got}
+    errors = batch.materialize_batch(got, stacks)
+    monkeypatch.undo()
+    assert errors == [None] * outputs
+    # rotations of tiny images often need skimage's data-dependent clip: those run alone
+    assert sum(id(n) in targets for n in alone) <= max_alone
+    for k, y in enumerate(got):
+        want = np.asarray(_recorded(xs[k % 3], ops, seed, k))
+        out = np.asarray(y)
+        assert out.dtype == want.dtype and out.shape == want.shape, k
+        np.testing.assert_array_equal(out, want, err_msg=f"output {k}")
+
+
+@cudasim_ok
+@pytest.mark.parametrize("kind", ["rgb", "rgba", "grey", "grey8"])
+def test_batched_equals_unbatched_small(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _check_batched(kind, 9, 9, 8, 3, monkeypatch, max_alone=5)
+
+
+@pytest.mark.parametrize("kind,h,w", [("rgb", 24, 24), ("rgba", 17, 23), ("grey", 20, 20),
+                                      ("grey8", 31, 19)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_batched_equals_unbatched(kind: str, h: int, w: int, seed: int,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    _check_batched(kind, h, w, 40, seed, monkeypatch, max_alone=8)
+
+
+@cudasim_ok
+def test_generic_batched_stencil_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the cpu backend normally runs its fused per-image stencil inside batches
+    for kind, h, w, seed in (("rgba", 8, 8, 5), ("grey8", 7, 10, 6)):
+        monkeypatch.setattr(batch, "CPU_FUSED_STENCIL", False)
+        _check_batched(kind, h, w, 6, seed, monkeypatch, max_alone=2)
+
+
+@cudasim_ok
+@pytest.mark.skipif(not runtime.GPU, reason="GPU kernels: cuda, hip or cudasim backend")
+def test_batched_tiled_stencil(monkeypatch: pytest.MonkeyPatch) -> None:
+    # real GPUs pick the tiled passes themselves; the simulator runs them with small blocks
+    for kind, h, w, seed in (("rgba", 7, 7, 8), ("grey8", 6, 9, 9)):
+        monkeypatch.setattr(execute, "gpu_variants_enabled", lambda: True)
+        if runtime.SIM:
+            monkeypatch.setattr(codegen_gpu, "ROWS_BLOCK", (2, 2))
+            monkeypatch.setattr(codegen_gpu, "COLS_BLOCK", (4, 2))
+        _check_batched(kind, h, w, 5, seed, monkeypatch, max_alone=3)
+
+
+@cudasim_ok
+def test_unbatchable_handles_fall_back() -> None:
+    hosts = _inputs("rgb", 2, 8, 8)
+    xs = [mp.gpuimage(a) for a in hosts]
+    for x in xs:
+        x._materialize()
+    stacks = batch.stack_inputs([xs[0]._node], xs[0].device)  # xs[1] is not stacked
+    a, b, c = xs[0].clone(), xs[1].clone(), xs[0].clone()
+    a.fliplr()
+    b.fliplr()
+    # c: no operation at all (a lone copy)
+    assert batch.materialize_batch([a, b, c], stacks) == [None, None, None]
+    np.testing.assert_array_equal(np.asarray(a), hosts[0][:, ::-1])
+    np.testing.assert_array_equal(np.asarray(b), hosts[1][:, ::-1])
+    np.testing.assert_array_equal(np.asarray(c), hosts[0])
+
+
+@cudasim_ok
+def test_fault_fails_only_its_member() -> None:
+    hosts = _inputs("rgb", 2, 6, 6)
+    xs = [mp.gpuimage(a) for a in hosts]
+    for x in xs:
+        x._materialize()
+    stacks = batch.stack_inputs([x._node for x in xs], xs[0].device)
+    ys = [x.clone() for x in xs + xs]
+    for y in ys:
+        y.fliplr()
+    faults.inject("op:fliplr", "raise", at_call=3)
+    try:
+        errors = batch.materialize_batch(ys, stacks)
+    finally:
+        faults.clear()
+    assert [e is None for e in errors] == [True, True, False, True]
+    assert isinstance(errors[2], faults.InjectedFault)
+    np.testing.assert_array_equal(np.asarray(ys[3]), hosts[1][:, ::-1])
+
+
+def test_access_substitution_touches_only_array_names() -> None:
+    text = "dst[y, x, 0] = lut[0, 0, src[sy, sx, 0]] + p[3] + xp[1] + a.p[2] + tmp_[0]"
+    got = codegen_batch.batched(text, {"src": "s", "dst": "b", "lut": "b", "p": "b"})
+    assert got == ("dst[b, y, x, 0] = lut[b, 0, 0, src[s, sy, sx, 0]] + p[b, 3] + xp[1] + "
+                   "a.p[2] + tmp_[0]")
+
+
+def test_batch_size_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    def node(shape, dtype=np.uint8):
+        return Node(None, (), (), shape, dtype, 0, buffer=np.zeros(1))
+
+    assert batch.batch_size([node((8, 8, 3)), node((8, 8, 3))]) == batch.BATCH
+    assert batch.batch_size([node((8, 8, 3)), node((8, 9, 3))]) == 1  # mixed shapes
+    assert batch.batch_size([node((8, 8)), node((8, 8), np.float64)]) == 1  # mixed dtypes
+    assert batch.batch_size([node((5,))]) == 1  # not an image
+    assert batch.batch_size([node((1 << 14, 1 << 14, 3))]) == 1  # huge: no room for two
+    monkeypatch.setenv("MILLIPYDE_GENERATOR_BATCH", "5")
+    assert batch.batch_size([node((8, 8, 3))]) == 5
+    monkeypatch.setenv("MILLIPYDE_GENERATOR_BATCH", "zero")
+    with pytest.raises(ValueError, match="MILLIPYDE_GENERATOR_BATCH"):
+        batch.batch_size([node((8, 8, 3))])
+
+
+# ------------------------------------------------------------------ the Generator
+
+
+@pytest.fixture(autouse=True)
+def _one_worker_under_cudasim(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the simulator swaps the kernel's `cuda` module per launch: launches from two threads at
+    # once trip over each other, so Generator tests use one worker there
+    if mp.backend() == "cudasim":
+        monkeypatch.setenv("MILLIPYDE_WORKERS", "1")
+
+
+def _generate(hosts, ops, outputs, seed, monkeypatch, size: str) -> list[np.ndarray]:
+    monkeypatch.setenv("MILLIPYDE_GENERATOR_BATCH", size)
+    with mp.Generator([mp.gpuimage(a) for a in hosts], ops, outputs=outputs, seed=seed,
+                      return_to_host=True) as gen:
+        assert gen._state.batch == int(size)
+        return list(gen)
+
+
+@cudasim_ok
+@pytest.mark.parametrize("kind", ["rgb", "grey"])
+def test_generator_batched_equals_per_output(kind: str, monkeypatch) -> None:
+    hosts = _inputs(kind, 3, 8, 8)
+    ops = _ops(kind == "rgb", True)
+    n = 11  # not a multiple of the batch: the last batch is short
+    batched = _generate(hosts, ops, n, 7, monkeypatch, "4")
+    single = _generate(hosts, ops, n, 7, monkeypatch, "1")
+    assert len(batched) == len(single) == n
+    for k in range(n):
+        want = np.asarray(_recorded(mp.gpuimage(hosts[k % 3]), ops, 7, k))
+        np.testing.assert_array_equal(single[k], want)
+        np.testing.assert_array_equal(batched[k], want)
+
+
+@cudasim_ok
+def test_generator_batch_errors_name_the_output(monkeypatch) -> None:
+    monkeypatch.setenv("MILLIPYDE_GENERATOR_BATCH", "4")
+
+    def boom(x):
+        if mprandom.current_key().sample == 6:  # a Generator's sample is the output index
+            raise OSError("disk on fire")
+
+    hosts = _inputs("rgb", 2, 6, 6)
+    gen = mp.Generator([mp.gpuimage(a) for a in hosts], [mp.Operation("fliplr"),
+                                                         mp.Operation(boom)], outputs=9)
+    got = []
+    with pytest.raises(PipelineError, match="'boom'.*output 6 \\(input 0\\) on device 0"):
+        for out in gen:
+            got.append(np.asarray(out))
+    assert len(got) == 6
+    for k, out in enumerate(got):
+        np.testing.assert_array_equal(out, hosts[k % 2][:, ::-1])
+    with pytest.raises(StopIteration):
+        next(gen)
