@@ -37,7 +37,7 @@ def _inputs(n: int = 6, size: int = 512) -> list[np.ndarray]:
 
 def _millipyde(hosts: list[np.ndarray], n: int) -> float:
     imgs = [mp.gpuimage(h) for h in hosts]
-    warm = mp.Generator(imgs, figure_5_1_operations(), outputs=48, seed=1)
+    warm = mp.Generator(imgs, figure_5_1_operations(), outputs=512, seed=1)
     for _ in warm:
         pass
     g = mp.Generator(imgs, figure_5_1_operations(), outputs=n, seed=0)
