@@ -70,7 +70,21 @@ def _check_batched(kind: str, h: int, w: int, outputs: int, seed: int,
         want = np.asarray(_recorded(xs[k % 3], ops, seed, k))
         out = np.asarray(y)
         assert out.dtype == want.dtype and out.shape == want.shape, k
-        np.testing.assert_array_equal(out, want, err_msg=f"output {k}")
+        _assert_same(out, want, f"output {k}")
+
+
+def _assert_same(out: np.ndarray, want: np.ndarray, what: str) -> None:
+    """Bit-identical on the CPU and CUDASIM. On real GPUs the batched and per-image kernels
+    are compiled separately and NVVM may contract a multiply-add into an FMA in one and not
+    the other (measured on an H200: float64 results 1-5 ulp apart), so floats compare to
+    1e-12 and uint8 may move a rint tie by one."""
+    if mp.backend() not in ("cuda", "hip"):
+        np.testing.assert_array_equal(out, want, err_msg=what)
+    elif out.dtype == np.uint8:
+        diff = np.abs(out.astype(int) - want.astype(int))
+        assert diff.max(initial=0) <= 1 and (diff > 0).mean() < 0.01, what
+    else:
+        np.testing.assert_allclose(out, want, rtol=0, atol=1e-12, err_msg=what)
 
 
 @cudasim_ok
@@ -197,8 +211,8 @@ def test_generator_batched_equals_per_output(kind: str, monkeypatch) -> None:
     assert len(batched) == len(single) == n
     for k in range(n):
         want = np.asarray(_recorded(mp.gpuimage(hosts[k % 3]), ops, 7, k))
-        np.testing.assert_array_equal(single[k], want)
-        np.testing.assert_array_equal(batched[k], want)
+        _assert_same(single[k], want, f"output {k}")
+        _assert_same(batched[k], want, f"output {k}")
 
 
 @cudasim_ok
