@@ -301,7 +301,7 @@ def _launch(kernel: Any, device: int, args: tuple, *config: Any) -> None:
     # numba-cuda compiles and loads a kernel's module on its first launch for a signature and
     # device; two threads doing that at once trip its module table ("key already in
     # dictionary"), so first launches go one at a time.
-    key = (id(kernel), device, _type_key(args))
+    key = (id(kernel), device, _type_key(args))  # warm per device; the lock is global
     if key in _warm:
         kernel[config](*args)
         return
@@ -408,6 +408,16 @@ def _shutdown() -> None:
         _small_cache.clear()
     _cupy_streams.clear()
     _contexts.clear()
+    # numba-cuda's exit-time finalizers unload every kernel module; after several devices
+    # loaded modules concurrently that double-freed a library handle and aborted the process
+    # (4 H200s, bench/RESULTS.md). The driver releases everything at process exit anyway, so
+    # leave the queued releases undone.
+    for d in range(len(cuda.gpus)):
+        try:
+            with cuda.gpus[d]:
+                cuda.current_context().deallocations._disable_count += 1
+        except Exception:
+            pass  # best effort at exit
 
 
 atexit.register(_shutdown)
