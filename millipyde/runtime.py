@@ -58,15 +58,22 @@ class DeviceMemoryError(MemoryError):
     """A device allocation failed; the message names the device and the bytes asked."""
 
 
-def _cpu_device_count() -> int:
-    raw = os.environ.get("MILLIPYDE_CPU_DEVICES", "1")
+def env_int(name: str, default: int | None, lo: int = 1, hi: int = 64) -> int | None:
+    """An integer setting from the environment, checked to lie in [lo, hi] (``ValueError``)."""
+    raw = os.environ.get(name)
+    if not raw:
+        return default
     try:
         n = int(raw)
     except ValueError:
-        raise ValueError(f"MILLIPYDE_CPU_DEVICES={raw!r} is not an integer") from None
-    if not 1 <= n <= 64:
-        raise ValueError(f"MILLIPYDE_CPU_DEVICES={n} must be between 1 and 64")
+        raise ValueError(f"{name}={raw!r} is not an integer") from None
+    if not lo <= n <= hi:
+        raise ValueError(f"{name}={n} must be between {lo} and {hi}")
     return n
+
+
+def _cpu_device_count() -> int:
+    return env_int("MILLIPYDE_CPU_DEVICES", 1)
 
 
 def physical_device_count() -> int:
@@ -310,16 +317,20 @@ def _launch(kernel: Any, device: int, args: tuple, *config: Any) -> None:
         _warm.add(key)
 
 
+def _run_cpu(kernel: Any, args: tuple) -> None:
+    if _cpu_launch_lock is None:
+        kernel(*args)
+    else:
+        with _cpu_launch_lock:
+            kernel(*args)
+
+
 def launch_2d(kernel: Any, h: int, w: int, device: int, *args: Any) -> None:
     """Run a generated 2-D kernel over an ``h`` x ``w`` output on ``device``."""
     if h == 0 or w == 0:
         return
     if not GPU:
-        if _cpu_launch_lock is None:
-            kernel(*args)
-        else:
-            with _cpu_launch_lock:
-                kernel(*args)
+        _run_cpu(kernel, args)
         return
     if SIM:
         block = (min(16, w), min(4, h))
@@ -353,11 +364,7 @@ def launch_1d(kernel: Any, n: int, device: int, *args: Any) -> None:
 def launch_blocks(kernel: Any, blocks: int, threads: int, device: int, *args: Any) -> None:
     """Run a kernel with an explicit 1-D grid (the CPU runs the loop itself)."""
     if not GPU:
-        if _cpu_launch_lock is None:
-            kernel(*args)
-        else:
-            with _cpu_launch_lock:
-                kernel(*args)
+        _run_cpu(kernel, args)
         return
     with on_device(device):
         _launch(kernel, device, args, blocks, threads, current_stream())

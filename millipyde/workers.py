@@ -10,7 +10,6 @@ worker is abandoned with its run instead of shrinking a shared pool forever.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -36,14 +35,8 @@ def workers_per_device(devices: int = 1) -> int:
     helps to overlap Python work; when launches are serialized (no thread-safe Numba layer) one
     thread per virtual device is enough.
     """
-    raw = os.environ.get("MILLIPYDE_WORKERS")
-    if raw:
-        try:
-            n = int(raw)
-        except ValueError:
-            raise ValueError(f"MILLIPYDE_WORKERS={raw!r} is not an integer") from None
-        if not 1 <= n <= 64:
-            raise ValueError(f"MILLIPYDE_WORKERS={n} must be between 1 and 64")
+    n = runtime.env_int("MILLIPYDE_WORKERS", None)
+    if n is not None:
         return n
     if runtime.GPU:
         return max(1, GPU_WORKERS // max(1, devices))
