@@ -263,16 +263,20 @@ def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
         f"def kernel(src, dst, lut, {params}):\n"
         "    h = dst.shape[0]\n"
         "    w = dst.shape[1]\n"
-        "    full = p[14]\n"
-        "    clip_lo = p[15]\n"
-        # the integer map's entries are whole numbers: convert once, not per pixel
-        + "".join(f"    q{i} = int(math.floor(p[{i}] + 0.5))\n" for i in range(6))
-        + "    mh = int(p[12])\n    mw = int(p[13])\n"
+        + "".join(f"    {line}\n" for line in gather_prologue().splitlines())
     )
     source = head + fn + _loop_2d(target, "h", "w", body)
     if target == "cuda":
         source = re.sub(r"\bp\[(\d+)\]", r"p_\1", source)
     return source
+
+
+def gather_prologue() -> str:
+    """Per-launch setup read from the parameter array (shared with the batched kernels)."""
+    # the integer map's entries are whole numbers: convert once, not per pixel
+    return (f"full = p[{FULL_OFF}]\nclip_lo = p[{CLIP_OFF}]\n"
+            + "".join(f"q{i} = int(math.floor(p[{P_OFF + i}] + 0.5))\n" for i in range(6))
+            + f"mh = int(p[{MID_OFF}])\nmw = int(p[{MID_OFF + 1}])")
 
 
 def gather_nparams(sig: GatherSig) -> int:

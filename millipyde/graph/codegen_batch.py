@@ -23,13 +23,10 @@ from .codegen import (
     _RINT_CLIP,
     _STENCIL_COLS,
     _STENCIL_ROWS,
-    CLIP_OFF,
-    FULL_OFF,
-    MID_OFF,
-    P_OFF,
     GatherSig,
     _decorator,
     _gather_body,
+    gather_prologue,
     load,
 )
 
@@ -79,13 +76,6 @@ def _loop_3d(target: str, nb: str, h: str, w: str, per_image: str, body: str) ->
 # --------------------------------------------------------------------------- gather
 
 
-def _gather_prologue() -> str:
-    # the per-launch prologue of codegen.gather_source, read from the member's parameter row
-    return (f"full = p[{FULL_OFF}]\nclip_lo = p[{CLIP_OFF}]\n"
-            + "".join(f"q{i} = int(math.floor(p[{P_OFF + i}] + 0.5))\n" for i in range(6))
-            + f"mh = int(p[{MID_OFF}])\nmw = int(p[{MID_OFF + 1}])")
-
-
 _GATHER_INDEX = {"src": "s", "dst": "b", "lut": "b", "p": "b"}
 
 
@@ -102,7 +92,7 @@ def gather_batch_source(sig: GatherSig, target: str, sim: bool = False) -> str:
     defs = "".join(f"_f_{n} = _dev(_R[{n!r}].fn)\n" for n in sorted(names))
     head = (f"# millipyde generated batched gather kernel: {sig}\n" + _HEADER[target] + defs
             + _RINT_CLIP)
-    per_image = "s = sidx[b]\n" + batched(_gather_prologue(), _GATHER_INDEX)
+    per_image = "s = sidx[b]\n" + batched(gather_prologue(), _GATHER_INDEX)
     body = batched(_gather_body(sig), _GATHER_INDEX)
     fn = (f"\n\n{_decorator(target, sim)}\n"
           "def kernel(src, sidx, dst, lut, p):\n"
