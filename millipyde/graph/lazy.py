@@ -8,6 +8,8 @@ on a host copy (API.md).
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +17,10 @@ from typing import Any
 import numpy as np
 
 from .node import Node, apply
+
+# weak: a recorded value is shared while something still holds it, then forgotten
+_cse: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_cse_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -93,7 +99,15 @@ def record(name: str, operands: tuple[Any, ...], dtype_of: Callable[..., Any]) -
     device = arrays[0]._placed().device
     nodes = tuple(a._placed() if a.device == device else _moved(a, device) for a in arrays)
     params = tuple(None if isinstance(o, gpuarray) else o for o in operands)
-    node = Node(ARITH[name], nodes, params, shape, dtype, device)
+    # common subexpressions: the same op on the same nodes and scalars is the same value, so
+    # `x*y + x*y` records (and computes) `x*y` once
+    key = (name, tuple(n.id for n in nodes), tuple((type(p).__name__, p) for p in params),
+           shape, dtype.str, device)
+    with _cse_lock:
+        node = _cse.get(key)
+        if node is None:
+            node = Node(ARITH[name], nodes, params, shape, dtype, device)
+            _cse[key] = node
     return gpuarray._wrap(node)
 
 

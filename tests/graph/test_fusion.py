@@ -55,6 +55,17 @@ def test_grumpy_listing_1_is_one_kernel() -> None:
 
 
 @cudasim_ok
+def test_common_subexpressions_are_computed_once() -> None:
+    x0, y0 = np.random.default_rng(2).random((2, 4, 6))
+    x, y = mp.gpuarray(x0), mp.gpuarray(y0)
+    z = (x * y + 1) / (x * y - 3)
+    plan = z.explain()
+    assert len(plan.kernels) == 1
+    assert plan.kernels[0].ops.count("multiply") == 1  # x*y recorded once, used twice
+    np.testing.assert_allclose(np.asarray(z), (x0 * y0 + 1) / (x0 * y0 - 3), rtol=1e-14)
+
+
+@cudasim_ok
 def test_value_used_elsewhere_is_stored_not_recomputed() -> None:
     img = mp.gpuimage(ref.photo_rgb(8, 8))
     img.adjust_gamma(2)
