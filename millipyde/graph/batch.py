@@ -55,6 +55,11 @@ def _stencil_tiled_fns(c: int, nc: int):
     return codegen_batch.stencil_tiled_batch_kernels(c, nc, runtime.SIM)
 
 
+@functools.cache
+def _stencil_2d_fn(c: int, nc: int):
+    return codegen_batch.stencil_2d_batch_kernel(c, nc, runtime.SIM)
+
+
 class _Pack:
     """Host arrays laid out in one buffer, uploaded once, handed back as device views."""
 
@@ -216,10 +221,18 @@ class _Group:
 
 def _stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rmax: int,
                  device: int) -> None:
-    """Both separable passes over a batch: tiled on real GPUs (as ``execute``), else generic."""
+    """Both separable passes over a batch: one-pass 2-D tiles or two tiled passes on real GPUs
+    (as ``execute``), else the generic passes."""
     nb, h, w, c = dst.shape
     nc = min(c, 3)
     is_int, full = n.dtype.kind in "ui", full_range(n.dtype)
+    if execute.stencil_2d_fits(rmax) and 0 < nb <= 65535 and h > 0 and w > 0:
+        geometry = codegen_gpu.tile_geometry(runtime.SIM)
+        runtime.launch_grid(_stencil_2d_fn(c, nc), (*codegen_gpu.tile_grid(h, w, geometry), nb),
+                            geometry[:2], device, src, sidx, dst, taps, rad, is_int, full,
+                            runtime.upload_small(execute._IDENTITY_LUT[:, :c].copy(), device),
+                            shared=codegen_gpu.tile_shared_bytes(rmax, geometry))
+        return
     tmp = runtime.empty((nb, h, w, nc), np.float64, device)
     rb, cb = codegen_gpu.ROWS_BLOCK, codegen_gpu.COLS_BLOCK
     shared = (codegen_gpu.rows_shared_bytes(rb, nc, rmax),

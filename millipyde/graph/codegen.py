@@ -133,6 +133,8 @@ class GatherSig:
     pre: tuple[str, ...] = ()
     post: tuple[str, ...] = ()
     grey_ops: tuple[str, ...] = ()
+    # uint8 RGBA source read as one uint32 per pixel (``src`` is then a 2-D uint32 view)
+    packed: bool = False
 
     @property
     def cout(self) -> int:
@@ -167,14 +169,15 @@ def _gather_body(sig: GatherSig) -> str:
     chans = range(c_in)
 
     def load(c: int, sy: str, sx: str) -> str:
-        raw = f"src[{sy}, {sx}, {c}]"
+        raw = f"((pk >> {8 * c}) & 255)" if sig.packed else f"src[{sy}, {sx}, {c}]"
         if lut:
             return f"float(lut[0, {c}, {raw}])"
         return f"float({raw})"
 
+    fetch = "pk = src[sy, sx]" if sig.packed else ""
     if not sig.sampler:
-        lines += ["sy = q0 * y + q1 * x + q2", "sx = q3 * y + q4 * x + q5"]
-        if lut and not sig.grey:
+        lines += ["sy = q0 * y + q1 * x + q2", "sx = q3 * y + q4 * x + q5", fetch]
+        if lut and not sig.grey and not sig.packed:
             # a pure table lookup: stay in uint8, no float round trip
             return "\n".join(lines + [f"dst[y, x, {c}] = lut[0, {c}, src[sy, sx, {c}]]"
                                        for c in chans])
@@ -202,6 +205,7 @@ def _gather_body(sig: GatherSig) -> str:
                 f"if {ty} >= 0 and {ty} < mh and {tx} >= 0 and {tx} < mw:",
                 f"    sy = q0 * ({ty}) + q1 * ({tx}) + q2",
                 f"    sx = q3 * ({ty}) + q4 * ({tx}) + q5",
+                f"    {fetch}",
             ]
             for c in chans:
                 lines.append(f"    t{c}_{k} = {load(c, 'sy', 'sx')}")

@@ -182,3 +182,29 @@ def stencil_tiled_batch_kernels(c: int, nc: int, sim: bool = False):
     """The batched tiled (rows, cols) passes for ``c``-channel images filtering ``nc``."""
     mod = load(stencil_tiled_batch_source(c, nc, sim), "cuda")
     return mod.rows, mod.cols
+
+
+def stencil_2d_batch_source(c: int, nc: int, sim: bool = False) -> str:
+    """``codegen_gpu``'s one-pass 2-D tiled stencil over a batch: the image is ``blockIdx.z``.
+
+    ``tile2d(src, sidx, dst, taps, rad, is_int, full, lut)``, arrays as in
+    :func:`stencil_batch_source`; the shared memory is sized for the batch's largest radius.
+    """
+    from . import codegen_gpu
+
+    text = codegen_gpu.stencil_2d_source(c, nc, sim=sim)
+    cut = text.index("\n\n")
+    head, body = text[:cut], text[cut:]
+    old = "def tile2d(src, dst, taps, is_int, full, lut):"
+    if old not in body or body.count(codegen_gpu.TILE_PROLOGUE) != 1:  # pragma: no cover
+        raise RuntimeError("codegen_gpu.stencil_2d_source changed: batch rewrite out of date")
+    body = batched(body.replace(old, "def tile2d(src, sidx, dst, taps, rad, is_int, full, lut):"),
+                   _STENCIL_INDEX)
+    body = body.replace(codegen_gpu.TILE_PROLOGUE, "    b = cuda.blockIdx.z\n    s = sidx[b]\n"
+                        "    h = src.shape[1]\n    w = src.shape[2]\n    ntaps = 2 * rad[b] + 1\n")
+    return head.replace("generated one-pass", "generated batched one-pass", 1) + body
+
+
+def stencil_2d_batch_kernel(c: int, nc: int, sim: bool = False):
+    """The batched one-pass 2-D tiled stencil for ``c``-channel images filtering ``nc``."""
+    return load(stencil_2d_batch_source(c, nc, sim), "cuda").tile2d

@@ -220,6 +220,183 @@ def cols_grid(h: int, w: int, c: int, block: tuple[int, int]) -> tuple[int, int]
     return ((w * c + block[0] - 1) // block[0], (h + rows - 1) // rows)
 
 
+# --------------------------------------------------------------------------- one-pass 2-D tile
+
+# (threads in x, threads in y, outputs per rows-window PX, per columns-window PY, column groups
+# per thread M): a block computes a tile TW = BX wide by TH = BY * M * PY tall.
+TILE_GEOMETRY = (32, 4, 8, 8, 2)
+# Under the simulator every thread is a Python thread: small blocks, same code paths.
+TILE_GEOMETRY_SIM = (4, 2, 2, 2, 2)
+
+
+def tile_geometry(sim: bool) -> tuple[int, int, int, int, int]:
+    """The 2-D tile geometry for real GPUs or the simulator."""
+    return TILE_GEOMETRY_SIM if sim else TILE_GEOMETRY
+
+
+def tile_size(geometry: tuple[int, int, int, int, int]) -> tuple[int, int]:
+    """``(TH, TW)``: output rows and columns of one block."""
+    bx, by, _, py, m = geometry
+    return by * m * py, bx
+
+
+def tile_shared_bytes(radius: int, geometry: tuple[int, int, int, int, int]) -> int:
+    """Dynamic shared memory of one block: its rows plus halo (one spare row) of one channel."""
+    th, tw = tile_size(geometry)
+    return (th + 2 * radius + 1) * tw * 8
+
+
+def tile_grid(h: int, w: int, geometry: tuple[int, int, int, int, int]) -> tuple[int, int]:
+    """Grid of the one-pass kernel: one block per tile."""
+    th, tw = tile_size(geometry)
+    return ((w + tw - 1) // tw, (h + th - 1) // th)
+
+
+def _zero(names: list[str]) -> str:
+    return f"{', '.join(names)} = {', '.join('0.0' for _ in names)}"
+
+
+def _slide(n: int, load, ind: str) -> str:
+    """Code adding ``sum_k taps[k] * v(j + k)`` to ``a0..a{n-1}``, window ``v0..v{n-1}``.
+
+    Whole blocks of ``n`` taps rotate the register names instead of moving values (element
+    ``k + m`` lives in ``v{m % n}``), so the inner loop is FMAs and one load per tap; the last
+    ``ntaps % n`` taps shift the window. ``load(dst, offset, indent)`` emits the load of window
+    element ``offset``. Each sum still runs in tap order.
+    """
+    lines = [f"{ind}k = 0", f"{ind}while k + {n} <= ntaps:"]
+    for s_ in range(n):
+        lines.append(f"{ind}    t = taps[k + {s_}]")
+        lines += [f"{ind}    a{j} += t * v{(j + s_) % n}" for j in range(n)]
+        lines.append(load(f"v{s_}", f"k + {s_ + n}", ind + "    ").rstrip("\n"))
+    lines += [f"{ind}    k += {n}", f"{ind}while k < ntaps:", f"{ind}    t = taps[k]"]
+    lines += [f"{ind}    a{j} += t * v{j}" for j in range(n)]
+    lines += [f"{ind}    v{j} = v{j + 1}" for j in range(n - 1)]
+    lines.append(load(f"v{n - 1}", f"k + {n}", ind + "    ").rstrip("\n"))
+    lines.append(f"{ind}    k += 1")
+    return "\n".join(lines) + "\n"
+
+
+def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
+                      sim: bool = False,
+                      geometry: tuple[int, int, int, int, int] | None = None) -> str:
+    """Source of ``tile2d(src, dst, taps, is_int, full, lut)``: both separable passes in one.
+
+    A block owns a TH x TW output tile. Per filtered channel it runs the rows pass over the
+    tile's rows plus halo (a window of PX outputs slides along a row, read from global memory
+    through L1) into shared memory, then the columns pass (a window of PY outputs slides down a
+    shared-memory column) and stores. No float64 temporary goes through DRAM. Same arithmetic
+    as the generic passes: float64, tap order, zero padding (``taps[k] * 0.0`` terms add
+    nothing to a sum started at +0.0), ``_rint_clip`` for integer outputs.
+
+    ``pre``/``post``: uint8 tables ``lut[0, ch]`` applied to each value loaded (a fused
+    elementwise prologue) and ``lut[1, ch]`` to each value stored (epilogue). ``geometry``
+    overrides ``tile_geometry(sim)`` (benchmarks compare shapes).
+    """
+    bx, by, px, py, m = geom = geometry or tile_geometry(sim)
+    th, tw = tile_size(geom)
+    segs, nt = tw // px, bx * by
+
+    def load(dst: str, x: str, ch: int, ind: str, checked: bool) -> str:
+        raw = f"src[y, {'xx' if checked else x}, {ch}]"
+        val = f"float(lut[0, {ch}, {raw}])" if pre else f"float({raw})"
+        if not checked:
+            return f"{ind}{dst} = {val}\n"
+        return (f"{ind}xx = {x}\n{ind}{dst} = 0.0\n"
+                f"{ind}if xx >= 0 and xx < w:\n{ind}    {dst} = {val}\n")
+
+    def store(acc: str, j: int, ch: int) -> str:
+        val = f"lut[1, {ch}, int(v)]" if post else "v"
+        return (f"            if yb + {j} < h:\n"
+                f"                v = {acc}\n"
+                "                if is_int:\n"
+                "                    v = _rint_clip(v, full)\n"
+                f"                dst[yb + {j}, x, {ch}] = {val}\n")
+
+    def rows_item(ch: int, checked: bool, ind: str) -> str:
+        def ld(dst: str, off: str, ind2: str) -> str:
+            return load(dst, f"xb + {off}", ch, ind2, checked)
+
+        return ("".join(ld(f"v{j}", str(j), ind) for j in range(px))
+                + _slide(px, ld, ind))
+
+    def channel(ch: int) -> str:
+        ha = [f"a{j}" for j in range(px)]
+        va = [f"a{j}" for j in range(py)]
+
+        def hb_load(dst: str, off: str, ind2: str) -> str:
+            return f"{ind2}{dst} = hb[(q + {off}) * {tw} + tx]\n"
+
+        return (
+            f"    # channel {ch}: rows pass of the tile's rows plus halo into shared memory\n"
+            f"    for f in range(tid, (TH + 2 * r) * {segs}, {nt}):\n"
+            f"        i = f // {segs}\n"
+            f"        s_ = f - i * {segs}\n"
+            "        y = y0 - r + i\n"
+            f"        xb = x0 + s_ * {px} - r\n"
+            f"        {_zero(ha)}\n"
+            "        if y >= 0 and y < h:\n"
+            # interior windows (most of them) load without bounds checks
+            f"            if xb >= 0 and xb + ntaps + {px - 1} < w:\n"
+            + rows_item(ch, False, " " * 16)
+            + "            else:\n"
+            + rows_item(ch, True, " " * 16)
+            + f"        o = i * {tw} + s_ * {px}\n"
+            + "".join(f"        hb[o + {j}] = {ha[j]}\n" for j in range(px))
+            + "    cuda.syncthreads()\n"
+            f"    # channel {ch}: columns pass, a window sliding down column tx of the tile\n"
+            f"    for g in range(ty, {th // py}, {by}):\n"
+            f"        q = g * {py}\n"
+            + "".join(hb_load(f"v{j}", str(j), "        ") for j in range(py))
+            + f"        {_zero(va)}\n"
+            + _slide(py, hb_load, "        ")
+            + "        if x < w:\n"
+            "            yb = y0 + q\n"
+            + "".join(store(va[j], j, ch) for j in range(py))
+            + "    cuda.syncthreads()\n"
+        )
+
+    alpha = ""
+    if c > nc:
+        alpha = (
+            "    if x < w:\n"
+            f"        for g in range(ty, {th // py}, {by}):\n"
+            f"            for j in range({py}):\n"
+            f"                yy = y0 + g * {py} + j\n"
+            "                if yy < h:\n"
+            + "".join(f"                    dst[yy, x, {ch}] = src[yy, x, {ch}]\n"
+                      for ch in range(nc, c))
+        )
+    return (
+        f"# millipyde generated one-pass 2-D tiled separable stencil (GPU only): c={c} nc={nc}"
+        f" pre={pre} post={post} geometry={geom}\n"
+        + _HEADER["cuda"] + "from numba import float64\n" + _RINT_CLIP
+        + f"\n\n{_decorator(sim)}\ndef tile2d(src, dst, taps, is_int, full, lut):\n"
+        "    hb = cuda.shared.array(0, dtype=float64)\n"
+        + TILE_PROLOGUE
+        + "    r = ntaps // 2\n"
+        f"    TH = {th}\n"
+        "    tx = cuda.threadIdx.x\n"
+        "    ty = cuda.threadIdx.y\n"
+        f"    tid = ty * {bx} + tx\n"
+        f"    x0 = cuda.blockIdx.x * {tw}\n"
+        f"    y0 = cuda.blockIdx.y * {th}\n"
+        "    x = x0 + tx\n"
+        + "".join(channel(ch) for ch in range(nc))
+        + alpha
+    )
+
+
+# The per-image lines the batched version (codegen_batch) replaces.
+TILE_PROLOGUE = "    h = src.shape[0]\n    w = src.shape[1]\n    ntaps = taps.shape[0]\n"
+
+
+def stencil_2d_kernel(c: int, nc: int, pre: bool = False, post: bool = False,
+                      sim: bool = False):
+    """The one-pass 2-D tiled stencil kernel (see ``stencil_2d_source``)."""
+    return load(stencil_2d_source(c, nc, pre, post, sim), "cuda").tile2d
+
+
 # --------------------------------------------------------------------------- uint8 RGBA LUT
 
 LUT_BLOCK = 256

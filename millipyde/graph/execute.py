@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from typing import Any
@@ -31,6 +32,11 @@ def _stencil_fns():
 @functools.cache
 def _stencil_tiled_fns(c: int, nc: int):
     return codegen_gpu.stencil_tiled_kernels(c, nc, runtime.SIM)
+
+
+@functools.cache
+def _stencil_2d_fn(c: int, nc: int, pre: bool, post: bool):
+    return codegen_gpu.stencil_2d_kernel(c, nc, pre, post, runtime.SIM)
 
 
 @functools.cache
@@ -147,6 +153,16 @@ def _run_gather_rgba(k: Gather, src: Any, dst: Any, lut: np.ndarray, p: np.ndarr
                       d32.reshape(h, w), lut_d, runtime.upload_small(p, device), use_lut)
 
 
+def _c_contiguous(a: Any) -> bool:
+    return a.flags.c_contiguous if isinstance(a, np.ndarray) else a.is_c_contiguous()
+
+
+def _packable(sig: codegen.GatherSig, src: Any) -> bool:
+    """uint8 RGBA read pixel by pixel as uint32: one load per tap instead of four."""
+    return (sig.mode == "lut" and sig.cin == 4 and (sig.sampler or sig.grey)
+            and src.ndim == 3 and src.shape[2] == 4 and _c_contiguous(src))
+
+
 def _run_gather(k: Gather, src: Any, device: int) -> Any:
     out = k.output
     sig, lut, p = gather_args(k)
@@ -154,11 +170,15 @@ def _run_gather(k: Gather, src: Any, device: int) -> Any:
     if gpu_variants_enabled() and _rgba_lut_fast(sig, src):
         _run_gather_rgba(k, src, dst, lut, p, device)
         return dst
+    src_arg = runtime.as_3d(src)
+    if _packable(sig, src):
+        sig = dataclasses.replace(sig, packed=True)
+        src_arg = src.view(np.uint32).reshape(src.shape[0], src.shape[1])
     fn = _gather_fn(sig)
     h, w = out.shape[0], out.shape[1]
     params = tuple(p.tolist()) if runtime.TARGET == "cuda" else (p,)
     runtime.launch_2d(
-        fn, h, w, device, runtime.as_3d(src), runtime.as_3d(dst),
+        fn, h, w, device, src_arg, runtime.as_3d(dst),
         runtime.upload_small(np.ascontiguousarray(lut), device), *params,
     )
     return dst
@@ -193,11 +213,15 @@ def _run_stencil(k: Kernel, src: Any, device: int) -> Any:
     nc = min(c, 3)
     if runtime.TARGET == "cpu":
         return _run_stencil_cpu(n, src3, taps, device)
-    tmp = runtime.empty((h, w, nc), np.float64, device)
     dst = runtime.empty(n.shape, n.dtype, device)
     taps_d = runtime.upload_small(np.ascontiguousarray(taps, dtype=np.float64), device)
     is_int = n.dtype.kind in "ui"
     radius = len(taps) // 2
+    if stencil_2d_fits(radius) and h > 0 and w > 0:
+        run_stencil_2d(src3, runtime.as_3d(dst), taps_d, radius, is_int, full_range(n.dtype),
+                       device)
+        return dst
+    tmp = runtime.empty((h, w, nc), np.float64, device)
     if gpu_variants_enabled() and h > 0 and w > 0:
         shared = max(codegen_gpu.rows_shared_bytes(codegen_gpu.ROWS_BLOCK, nc, radius),
                      codegen_gpu.cols_shared_bytes(codegen_gpu.COLS_BLOCK, radius))
@@ -210,6 +234,27 @@ def _run_stencil(k: Kernel, src: Any, device: int) -> Any:
     runtime.launch_2d(cols, h, w * c, device, src3, tmp, runtime.as_3d(dst), taps_d, nc,
                       is_int, full_range(n.dtype))
     return dst
+
+
+def stencil_2d_fits(radius: int) -> bool:
+    """Whether the one-pass 2-D tiled stencil runs here for taps of this radius."""
+    geometry = codegen_gpu.tile_geometry(runtime.SIM)
+    return (gpu_variants_enabled()
+            and codegen_gpu.tile_shared_bytes(radius, geometry) <= codegen_gpu.MAX_SHARED)
+
+
+def run_stencil_2d(src3: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool, full: float,
+                   device: int, lut: np.ndarray | None = None, pre: bool = False,
+                   post: bool = False) -> None:
+    """The one-pass 2-D tiled stencil; ``lut`` (2, C, 256) uint8 holds the pre/post tables."""
+    h, w, c = src3.shape
+    geometry = codegen_gpu.tile_geometry(runtime.SIM)
+    fn = _stencil_2d_fn(c, min(c, 3), pre, post)
+    table = _IDENTITY_LUT[:, :c] if lut is None else lut
+    runtime.launch_grid(fn, codegen_gpu.tile_grid(h, w, geometry), geometry[:2], device,
+                        src3, dst3, taps_d, is_int, full,
+                        runtime.upload_small(np.ascontiguousarray(table), device),
+                        shared=codegen_gpu.tile_shared_bytes(radius, geometry))
 
 
 def run_stencil_tiled(src3: Any, tmp: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool,

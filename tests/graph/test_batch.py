@@ -111,10 +111,13 @@ def test_generic_batched_stencil_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> 
 
 @cudasim_ok
 @pytest.mark.skipif(not runtime.GPU, reason="GPU kernels: cuda, hip or cudasim backend")
-def test_batched_tiled_stencil(monkeypatch: pytest.MonkeyPatch) -> None:
-    # real GPUs pick the tiled passes themselves; the simulator runs them with small blocks
-    for kind, h, w, seed in (("rgba", 7, 7, 8), ("grey8", 6, 9, 9)):
+@pytest.mark.parametrize("one_pass", [True, False], ids=["2d-tiles", "two-tiled-passes"])
+def test_batched_tiled_stencil(one_pass: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # real GPUs pick the tiled kernels themselves; the simulator runs them with small blocks
+    for kind, h, w, seed in (("rgba", 7, 7, 8), ("grey8", 6, 9, 9), ("rgb", 13, 11, 3)):
         monkeypatch.setattr(execute, "gpu_variants_enabled", lambda: True)
+        if not one_pass:
+            monkeypatch.setattr(execute, "stencil_2d_fits", lambda radius: False)
         if runtime.SIM:
             monkeypatch.setattr(codegen_gpu, "ROWS_BLOCK", (2, 2))
             monkeypatch.setattr(codegen_gpu, "COLS_BLOCK", (4, 2))

@@ -1,0 +1,70 @@
+"""Time the one-pass 2-D tiled Gaussian alone for several tile geometries (GPU only).
+
+    source bench/gpu_env.sh; MILLIPYDE_BACKEND=cuda python3 bench/tile_ablation.py
+
+6000x8000 RGBA uint8 and float64 grey, sigma 2; kernels only (buffers allocated once), CUDA
+events, median of 20; output checked equal to the default geometry's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from millipyde import runtime
+from millipyde.graph import codegen, codegen_gpu
+from millipyde.kernels import REGISTRY
+
+GEOMETRIES = [(32, 4, 8, 8, 2), (32, 4, 8, 8, 4), (32, 8, 8, 8, 1), (32, 4, 4, 8, 2),
+              (32, 4, 8, 4, 4), (32, 2, 8, 8, 4), (64, 2, 8, 8, 2), (32, 4, 16, 8, 2)]
+
+
+def main() -> None:
+    import cupy
+
+    rng = np.random.default_rng(0)
+    imgs = {"rgba": rng.integers(0, 256, (8000, 6000, 4), dtype=np.uint8),
+            "grey": rng.random((8000, 6000, 1))}
+    taps = REGISTRY["gaussian"].fn(2.0)
+    taps_d = runtime.upload_small(taps, 0)
+    r = len(taps) // 2
+    lut = runtime.upload_small(np.tile(np.arange(256, dtype=np.uint8), (2, 4, 1)), 0)
+    for kind, host in imgs.items():
+        src = runtime.from_host(host, 0)
+        c = host.shape[2]
+        is_int = host.dtype == np.uint8
+        first = None
+        for geom in GEOMETRIES:
+            shared = codegen_gpu.tile_shared_bytes(r, geom)
+            if shared > codegen_gpu.MAX_SHARED:
+                print(f"{kind} {geom}: {shared} B shared, too much")
+                continue
+            src_text = codegen_gpu.stencil_2d_source(c, min(c, 3), geometry=geom)
+            fn = codegen.load(src_text, "cuda").tile2d
+            dst = runtime.empty(host.shape, host.dtype, 0)
+            grid = codegen_gpu.tile_grid(8000, 6000, geom)
+            args = (src, dst, taps_d, is_int, 255.0 if is_int else 1.0, lut)
+
+            def go(fn=fn, grid=grid, geom=geom, shared=shared, args=args):
+                fn[grid, geom[:2], 0, shared](*args)
+
+            go()
+            cupy.cuda.runtime.deviceSynchronize()
+            ts = []
+            for _ in range(20):
+                a, b = cupy.cuda.Event(), cupy.cuda.Event()
+                a.record()
+                go()
+                b.record()
+                b.synchronize()
+                ts.append(cupy.cuda.get_elapsed_time(a, b))
+            out = runtime.to_host(dst)
+            if first is None:
+                first = out
+            same = bool(np.array_equal(out, first))
+            regs = next(iter(fn.get_regs_per_thread().values()))
+            print(f"{kind} {geom}: {np.median(ts):.3f} ms  regs {regs}  shared {shared} B  "
+                  f"{'same' if same else 'DIFFERENT'}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
