@@ -108,7 +108,7 @@ def _as4(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def _analyse(node: Node, index: int, stacks: dict) -> tuple[tuple, _Member] | None:
     """The group key and member record of ``node``, or None when it must run unbatched."""
-    ks = plan(node)
+    ks = plan(node, stencil_tables=False)
     if not ks:
         return None
     first = ks[0].source
@@ -230,7 +230,7 @@ def _stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rm
         geometry = codegen_gpu.tile_geometry(runtime.SIM)
         runtime.launch_grid(_stencil_2d_fn(c, nc), (*codegen_gpu.tile_grid(h, w, geometry), nb),
                             geometry[:2], device, src, sidx, dst, taps, rad, is_int, full,
-                            runtime.upload_small(execute._IDENTITY_LUT[:, :c].copy(), device),
+                            runtime.upload_small(execute.IDENTITY_LUT[:, :c].copy(), device),
                             shared=codegen_gpu.tile_shared_bytes(rmax, geometry))
         return
     tmp = runtime.empty((nb, h, w, nc), np.float64, device)
@@ -259,7 +259,7 @@ def _stencil_cpu(n: Node, srcs: list[Any], dst: Any, taps: list[np.ndarray], dev
     for m, src in enumerate(srcs):
         band, strip = tiles(h, w, nc, len(taps[m]))
         runtime.launch_2d(fn, h, w, device, src, dst[m], taps[m], nc, n.dtype.kind in "ui",
-                          full_range(n.dtype), band, strip)
+                          full_range(n.dtype), band, strip, execute.IDENTITY_LUT)
 
 
 def materialize_batch(handles: list[Any], stacks: dict[int, tuple[Any, int]]) -> list:

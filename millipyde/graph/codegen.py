@@ -135,6 +135,9 @@ class GatherSig:
     grey_ops: tuple[str, ...] = ()
     # uint8 RGBA source read as one uint32 per pixel (``src`` is then a 2-D uint32 view)
     packed: bool = False
+    # "lut" mode: which of the two table stages (before / after the sampler) hold any op; an
+    # identity stage is not read at all
+    lut_stages: tuple[bool, bool] = (True, True)
 
     @property
     def cout(self) -> int:
@@ -170,7 +173,7 @@ def _gather_body(sig: GatherSig) -> str:
 
     def load(c: int, sy: str, sx: str) -> str:
         raw = f"((pk >> {8 * c}) & 255)" if sig.packed else f"src[{sy}, {sx}, {c}]"
-        if lut:
+        if lut and sig.lut_stages[0]:
             return f"float(lut[0, {c}, {raw}])"
         return f"float({raw})"
 
@@ -179,8 +182,11 @@ def _gather_body(sig: GatherSig) -> str:
         lines += ["sy = q0 * y + q1 * x + q2", "sx = q3 * y + q4 * x + q5", fetch]
         if lut and not sig.grey and not sig.packed:
             # a pure table lookup: stay in uint8, no float round trip
-            return "\n".join(lines + [f"dst[y, x, {c}] = lut[0, {c}, src[sy, sx, {c}]]"
-                                       for c in chans])
+            def value(c: int) -> str:
+                raw = f"src[sy, sx, {c}]"
+                return f"lut[0, {c}, {raw}]" if sig.lut_stages[0] else raw
+
+            return "\n".join(lines + [f"dst[y, x, {c}] = {value(c)}" for c in chans])
         for c in chans:
             lines.append(f"v{c} = {load(c, 'sy', 'sx')}")
             if not lut and sig.pre:
@@ -220,7 +226,7 @@ def _gather_body(sig: GatherSig) -> str:
             ]
             if cast or lut:
                 lines.append(f"v{c} = _rint_clip(v{c}, full)")
-            if lut:
+            if lut and sig.lut_stages[1]:
                 lines.append(f"v{c} = float(lut[1, {c}, int(v{c})])")
             elif sig.post:
                 lines.append(_chain(sig.post, f"v{c}", c, "full", len(sig.pre), cast))
@@ -319,35 +325,58 @@ else:
 """
 
 
-def stencil_source(target: str, sim: bool = False) -> str:
-    """Source of the two separable passes ``rows(src, tmp, taps, nc)`` and ``cols(...)``.
+def replace_once(text: str, old: str, new: str) -> str:
+    """``text`` with its single occurrence of ``old`` replaced (a guard on generated code)."""
+    if text.count(old) != 1:  # pragma: no cover - guards edits of the kernel texts
+        raise RuntimeError(f"generated kernel text: expected {old!r} exactly once")
+    return text.replace(old, new)
+
+
+def stencil_luts(rows: str, cols: str, pre: bool, post: bool) -> tuple[str, str]:
+    """The generic passes' bodies with uint8 tables fused: ``lut[0, c]`` on each value the
+    rows pass loads (an elementwise prologue), ``lut[1, c]`` on each value stored (epilogue)."""
+    if pre:
+        rows = replace_once(rows, "taps[k] * src[y, xx, c]",
+                            "taps[k] * lut[0, c, src[y, xx, c]]")
+    if post:
+        cols = replace_once(cols, "    dst[y, xi, c] = acc",
+                            "    dst[y, xi, c] = lut[1, c, int(acc)]")
+    return rows, cols
+
+
+def stencil_source(target: str, sim: bool = False, pre: bool = False,
+                   post: bool = False) -> str:
+    """Source of the two separable passes ``rows(src, tmp, taps, nc)`` and ``cols(src, tmp,
+    dst, taps, nc, is_int, full)``; with ``pre``/``post`` both also take ``lut`` last.
 
     Channels are folded into the x loop (x * C + c) so one grid covers every channel.
     """
     head = "# millipyde generated separable stencil passes\n" + _HEADER[target] + _RINT_CLIP
     dec = _decorator(target, sim)
+    extra = ", lut" if pre or post else ""
+    body_rows, body_cols = stencil_luts(_STENCIL_ROWS, _STENCIL_COLS, pre, post)
 
     def wrap(text: str) -> str:
         return "c = x % nc_all\nxi = x // nc_all\n" + text.strip("\n")
 
     rows = (
-        f"\n\n{dec}\ndef rows(src, tmp, taps, nc):\n"
+        f"\n\n{dec}\ndef rows(src, tmp, taps, nc{extra}):\n"
         "    h = src.shape[0]\n    w = src.shape[1]\n    nc_all = nc\n"
         "    ntaps = taps.shape[0]\n    r = ntaps // 2\n"
-        + _loop_2d(target, "h", "w * nc", wrap(_STENCIL_ROWS))
+        + _loop_2d(target, "h", "w * nc", wrap(body_rows))
     )
     cols = (
-        f"\n\n{dec}\ndef cols(src, tmp, dst, taps, nc, is_int, full):\n"
+        f"\n\n{dec}\ndef cols(src, tmp, dst, taps, nc, is_int, full{extra}):\n"
         "    h = src.shape[0]\n    w = src.shape[1]\n    nc_all = src.shape[2]\n"
         "    ntaps = taps.shape[0]\n    r = ntaps // 2\n"
-        + _loop_2d(target, "h", "w * nc_all", wrap(_STENCIL_COLS))
+        + _loop_2d(target, "h", "w * nc_all", wrap(body_cols))
     )
     return head + rows + cols
 
 
-def stencil_kernels(target: str, sim: bool = False):
-    """The (rows, cols) separable pass kernels for ``target``."""
-    mod = load(stencil_source(target, sim), target)
+def stencil_kernels(target: str, sim: bool = False, pre: bool = False, post: bool = False):
+    """The (rows, cols) separable pass kernels for ``target`` (``stencil_source``)."""
+    mod = load(stencil_source(target, sim, pre, post), target)
     return mod.rows, mod.cols
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numba
 
-from .codegen import _HEADER, _RINT_CLIP, load
+from .codegen import _HEADER, _RINT_CLIP, load, replace_once
 
 # Output rows per band (at least): each band recomputes ``2 * radius`` rows-pass rows to warm
 # its ring up, so bands should be tall, yet there must be enough of them to share out.
@@ -99,7 +99,7 @@ for ch in range(nc, c):
 _KERNEL = """
 
 @njit(parallel=True, nogil=True, cache=True)
-def stencil(src, dst, taps, nc, is_int, full, band, strip):
+def stencil(src, dst, taps, nc, is_int, full, band, strip, lut):
     h = src.shape[0]
     w = src.shape[1]
     c = src.shape[2]
@@ -127,11 +127,13 @@ def stencil(src, dst, taps, nc, is_int, full, band, strip):
 """
 
 
-def stencil_source() -> str:
-    """Source of ``stencil(src, dst, taps, nc, is_int, full, band, strip)``.
+def stencil_source(pre: bool = False, post: bool = False) -> str:
+    """Source of ``stencil(src, dst, taps, nc, is_int, full, band, strip, lut)``.
 
     ``src``/``dst`` are (h, w, c) with the first ``nc`` channels filtered; the output is cut
-    into tiles of ``band`` rows by ``strip`` columns, one ``prange`` iteration each.
+    into tiles of ``band`` rows by ``strip`` columns, one ``prange`` iteration each. ``pre``/
+    ``post`` fuse uint8 tables: ``lut[0, ch]`` on each value loaded, ``lut[1, ch]`` on each
+    value stored (``lut`` is read only then).
     """
     rows = _ROWS.format(U=UNROLL, rows_unrolled=_indent(_unrolled(
         "oc", "p{j}[i]", "".join(f"    p{j} = pad[k + {j}:k + {j} + sw]\n"
@@ -139,7 +141,12 @@ def stencil_source() -> str:
     cols = _COLS.format(U=UNROLL, cols_unrolled=_unrolled(
         "acc", "q{j}[i]", "".join(f"    q{j} = ring[(yc + {j}) % ntaps]\n"
                                   for j in range(UNROLL))).replace("range(sw)", "range(n)"))
-    return ("# millipyde generated fused separable stencil (CPU only)\n"
+    if pre:
+        rows = replace_once(rows, "= src[yy, x, ch]", "= lut[0, ch, src[yy, x, ch]]")
+    if post:
+        cols = replace_once(cols, "dst[y, x0 + i, ch] = v",
+                            "dst[y, x0 + i, ch] = lut[1, ch, int(v)]")
+    return (f"# millipyde generated fused separable stencil (CPU only): pre={pre} post={post}\n"
             + _HEADER["cpu"] + _RINT_CLIP
             + _KERNEL.format(rows=_indent(rows, 16), cols=_indent(cols, 16)))
 
@@ -149,9 +156,9 @@ def _indent(text: str, n: int) -> str:
     return "".join(pad + line + "\n" if line else "\n" for line in text.splitlines())
 
 
-def stencil_kernel():
+def stencil_kernel(pre: bool = False, post: bool = False):
     """The compiled (lazily, by Numba) fused stencil (see ``stencil_source``)."""
-    return load(stencil_source(), "cpu").stencil
+    return load(stencil_source(pre, post), "cpu").stencil
 
 
 def stencil_tiles(h: int, w: int, nc: int, ntaps: int,

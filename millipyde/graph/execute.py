@@ -14,9 +14,9 @@ from ..kernels import REGISTRY
 from . import codegen, codegen_gpu
 from .codegen_expr import REDUCE_BLOCK, ExprSig, expr_kernel
 from .node import Node
-from .schedule import Expr, Gather, Kernel, full_range, plan
+from .schedule import Expr, Gather, Kernel, Stencil, full_range, plan
 
-_IDENTITY_LUT = np.tile(np.arange(256, dtype=np.uint8), (2, 4, 1))
+IDENTITY_LUT = np.tile(np.arange(256, dtype=np.uint8), (2, 4, 1))
 
 
 @functools.cache
@@ -25,8 +25,8 @@ def _gather_fn(sig: codegen.GatherSig):
 
 
 @functools.cache
-def _stencil_fns():
-    return codegen.stencil_kernels(runtime.TARGET, runtime.SIM)
+def _stencil_fns(pre: bool = False, post: bool = False):
+    return codegen.stencil_kernels(runtime.TARGET, runtime.SIM, pre, post)
 
 
 @functools.cache
@@ -107,15 +107,16 @@ def gather_args(k: Gather) -> tuple[codegen.GatherSig, np.ndarray, np.ndarray]:
         pre=() if lut_mode else names(k.pre),
         post=() if lut_mode else names(k.post),
         grey_ops=names(k.grey_ops),
+        lut_stages=(bool(k.pre), bool(k.post)) if lut_mode else (False, False),
     )
     if lut_mode and (k.pre or k.post):
-        lut = _IDENTITY_LUT[:, :c].copy()
+        lut = IDENTITY_LUT[:, :c].copy()
         if k.pre:
             lut[0] = build_lut(k.pre, c, full)
         if k.post:
             lut[1] = build_lut(k.post, c, full)
     else:
-        lut = _IDENTITY_LUT[:, :c]
+        lut = IDENTITY_LUT[:, :c]
     chained = ([] if lut_mode else k.pre + k.post) + k.grey_ops
     p = np.zeros(codegen.OPS_OFF + 3 * len(chained))
     p[codegen.P_OFF:codegen.P_OFF + 6] = k.P[:2].ravel()
@@ -185,55 +186,68 @@ def _run_gather(k: Gather, src: Any, device: int) -> Any:
 
 
 @functools.cache
-def _stencil_cpu_fn():
+def _stencil_cpu_fn(pre: bool = False, post: bool = False):
     # imported here: only the cpu backend uses the fused CPU stencil
     from . import codegen_cpu
 
-    return codegen_cpu.stencil_kernel(), codegen_cpu.stencil_tiles
+    return codegen_cpu.stencil_kernel(pre, post), codegen_cpu.stencil_tiles
 
 
-def _run_stencil_cpu(n: Node, src3: Any, taps: np.ndarray, device: int) -> Any:
-    """Both separable passes fused in one CPU kernel: no full-size float64 temporary."""
-    fn, tiles = _stencil_cpu_fn()
-    h, w, c = src3.shape
-    nc = min(c, 3)
-    taps = np.ascontiguousarray(taps, dtype=np.float64)
-    dst = runtime.empty(n.shape, n.dtype, device)
-    band, strip = tiles(h, w, nc, len(taps))
-    runtime.launch_2d(fn, h, w, device, src3, runtime.as_3d(dst), taps, nc,
-                      n.dtype.kind in "ui", full_range(n.dtype), band, strip)
-    return dst
+def stencil_tables(k: Stencil, channels: int) -> np.ndarray | None:
+    """The (2, channels, 256) uint8 prologue/epilogue tables of a fused stencil, or None."""
+    if not (k.pre or k.post):
+        return None
+    lut = IDENTITY_LUT[:, :channels].copy()
+    if k.pre:
+        lut[0] = build_lut(k.pre, channels, 255.0)
+    if k.post:
+        lut[1] = build_lut(k.post, channels, 255.0)
+    return lut
 
 
-def _run_stencil(k: Kernel, src: Any, device: int) -> Any:
-    n = k.output
-    taps = REGISTRY[n.op.name].fn(*n.params)
+def _run_stencil(k: Stencil, src: Any, device: int) -> Any:
+    n = k.stencil
+    out = k.output
+    taps = np.ascontiguousarray(REGISTRY[n.op.name].fn(*n.params), dtype=np.float64)
     src3 = runtime.as_3d(src)
     h, w, c = src3.shape
     nc = min(c, 3)
+    pre, post = bool(k.pre), bool(k.post)
+    lut = stencil_tables(k, c)
+    dst = runtime.empty(out.shape, out.dtype, device)
+    dst3 = runtime.as_3d(dst)
+    is_int, full = out.dtype.kind in "ui", full_range(out.dtype)
     if runtime.TARGET == "cpu":
-        return _run_stencil_cpu(n, src3, taps, device)
-    dst = runtime.empty(n.shape, n.dtype, device)
-    taps_d = runtime.upload_small(np.ascontiguousarray(taps, dtype=np.float64), device)
-    is_int = n.dtype.kind in "ui"
+        fn, tiles = _stencil_cpu_fn(pre, post)
+        band, strip = tiles(h, w, nc, len(taps))
+        runtime.launch_2d(fn, h, w, device, src3, dst3, taps, nc, is_int, full, band, strip,
+                          IDENTITY_LUT if lut is None else lut)
+        return dst
+    taps_d = runtime.upload_small(taps, device)
     radius = len(taps) // 2
-    if stencil_2d_fits(radius) and h > 0 and w > 0:
-        run_stencil_2d(src3, runtime.as_3d(dst), taps_d, radius, is_int, full_range(n.dtype),
-                       device)
+    if h == 0 or w == 0:
+        return dst
+    if stencil_2d_fits(radius):
+        run_stencil_2d(src3, dst3, taps_d, radius, is_int, full, device, lut, pre, post)
         return dst
     tmp = runtime.empty((h, w, nc), np.float64, device)
-    if gpu_variants_enabled() and h > 0 and w > 0:
+    if gpu_variants_enabled() and lut is None:
         shared = max(codegen_gpu.rows_shared_bytes(codegen_gpu.ROWS_BLOCK, nc, radius),
                      codegen_gpu.cols_shared_bytes(codegen_gpu.COLS_BLOCK, radius))
         if shared <= codegen_gpu.MAX_SHARED:
-            run_stencil_tiled(src3, tmp, runtime.as_3d(dst), taps_d, radius, is_int,
-                              full_range(n.dtype), device)
+            run_stencil_tiled(src3, tmp, dst3, taps_d, radius, is_int, full, device)
             return dst
-    rows, cols = _stencil_fns()
-    runtime.launch_2d(rows, h, w * nc, device, src3, tmp, taps_d, nc)
-    runtime.launch_2d(cols, h, w * c, device, src3, tmp, runtime.as_3d(dst), taps_d, nc,
-                      is_int, full_range(n.dtype))
+    rows, cols = _stencil_fns(pre, post)
+    extra = () if lut is None else (runtime.upload_small(lut, device),)
+    runtime.launch_2d(rows, h, w * nc, device, src3, tmp, taps_d, nc, *extra)
+    runtime.launch_2d(cols, h, w * c, device, src3, tmp, dst3, taps_d, nc, is_int, full, *extra)
     return dst
+
+
+def stencil_passes(radius: int) -> int:
+    """Launches (1 or 2) of a stencil of this radius on this backend; 2 means a float64
+    temporary goes through device memory between them."""
+    return 1 if runtime.TARGET == "cpu" or stencil_2d_fits(radius) else 2
 
 
 def stencil_2d_fits(radius: int) -> bool:
@@ -250,7 +264,7 @@ def run_stencil_2d(src3: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool,
     h, w, c = src3.shape
     geometry = codegen_gpu.tile_geometry(runtime.SIM)
     fn = _stencil_2d_fn(c, min(c, 3), pre, post)
-    table = _IDENTITY_LUT[:, :c] if lut is None else lut
+    table = IDENTITY_LUT[:, :c] if lut is None else lut
     runtime.launch_grid(fn, codegen_gpu.tile_grid(h, w, geometry), geometry[:2], device,
                         src3, dst3, taps_d, is_int, full,
                         runtime.upload_small(np.ascontiguousarray(table), device),

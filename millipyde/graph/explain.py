@@ -12,6 +12,8 @@ from pathlib import Path
 
 import networkx as nx
 
+from ..kernels import REGISTRY
+from .execute import stencil_passes
 from .node import Node
 from .schedule import Kernel, pending_graph, plan
 
@@ -50,12 +52,14 @@ def _info(i: int, k: Kernel) -> KernelInfo:
     written = _nbytes(out)
     launches = 1
     if k.kind == "stencil":
-        # rows pass writes a float64 temporary that the cols pass reads back
-        c = out.shape[2] if len(out.shape) == 3 else 1
-        tmp = out.shape[0] * out.shape[1] * min(c, 3) * 8
-        read += tmp
-        written += tmp
-        launches = 2
+        n = k.stencil
+        launches = stencil_passes(len(REGISTRY[n.op.name].fn(*n.params)) // 2)
+        if launches == 2:
+            # the rows pass writes a float64 temporary that the cols pass reads back
+            c = out.shape[2] if len(out.shape) == 3 else 1
+            tmp = out.shape[0] * out.shape[1] * min(c, 3) * 8
+            read += tmp
+            written += tmp
     return KernelInfo(i, k.kind, tuple(k.names), out.device, read, written, launches)
 
 

@@ -184,6 +184,39 @@ class Gather(Kernel):
 
 
 @dataclass
+class Stencil(Kernel):
+    """A separable stencil, with uint8 elementwise chains fused as tables: ``pre`` applied to
+    each value it loads (a prologue), ``post`` to each value it stores (an epilogue)."""
+
+    pre: list[Node] = field(default_factory=list)
+    post: list[Node] = field(default_factory=list)
+
+    @property
+    def stencil(self) -> Node:
+        """The stencil node itself."""
+        return next(n for n in self.nodes if _kind(n) == "stencil")
+
+
+def _table_op(n: Node) -> bool:
+    """An elementwise op on uint8 values: a 256-entry table can stand for it."""
+    return _kind(n) == "elementwise" and n.dtype == np.uint8 and n.inputs[0].dtype == np.uint8
+
+
+def _stencil_with_prologue(k: Kernel | None, n: Node) -> Stencil | None:
+    """``n`` (a uint8 stencil) reading the open kernel ``k``'s output, folded into one kernel
+    when ``k`` only copies (on its own device) and applies uint8 tables."""
+    if k is None or n.dtype != np.uint8:
+        return None
+    if k.kind == "copy" and k.source.device == k.output.device:
+        return Stencil("stencil", k.source, [*k.nodes, n])
+    if isinstance(k, Gather) and all(
+        _table_op(m) or (m.op == "copy" and m.device == k.source.device) for m in k.nodes
+    ):
+        return Stencil("stencil", k.source, [*k.nodes, n], pre=list(k.pre))
+    return None
+
+
+@dataclass
 class Expr(Kernel):
     """Fused NumPy arithmetic: ``nodes`` (topological order) over stored ``leaves``.
 
@@ -245,7 +278,7 @@ def _new_kernel(n: Node, source: Node) -> Kernel:
     if n.op == "move":
         return Kernel("move", source, [n])
     if isinstance(n.op, OpSpec) and n.op.kind == "stencil":
-        return Kernel("stencil", source, [n])
+        return Stencil("stencil", source, [n])
     if isinstance(n.op, OpSpec) and n.op.kind in GATHER_KINDS:
         g = Gather("gather", source)
         g.add(n)
@@ -253,8 +286,12 @@ def _new_kernel(n: Node, source: Node) -> Kernel:
     raise TypeError(f"no kernel can run node {n!r}")
 
 
-def plan(target: Node, fuse: bool | None = None) -> list[Kernel]:
-    """Kernels, in order, that materialize ``target``."""
+def plan(target: Node, fuse: bool | None = None, stencil_tables: bool = True) -> list[Kernel]:
+    """Kernels, in order, that materialize ``target``.
+
+    ``stencil_tables=False`` keeps elementwise ops out of stencils (the batched kernels take no
+    prologue or epilogue tables yet).
+    """
     if target.materialized:
         return []
     fuse = fusion_enabled() if fuse is None else fuse
@@ -311,6 +348,24 @@ def plan(target: Node, fuse: bool | None = None) -> list[Kernel]:
             else:
                 k = _new_kernel(n, src)
                 kernels.append(k)
+        elif (
+            fuse
+            and stencil_tables
+            and _kind(n) == "stencil"
+            and fusable(src)
+            and (st := _stencil_with_prologue(k, n)) is not None
+        ):
+            kernels[kernels.index(k)] = st
+            k = st
+        elif (
+            fuse
+            and stencil_tables
+            and isinstance(k, Stencil)
+            and fusable(src)
+            and _table_op(n)
+        ):
+            k.post.append(n)
+            k.nodes.append(n)
         else:
             k = _new_kernel(n, src)
             kernels.append(k)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from millipyde.graph import codegen, codegen_cpu
+from millipyde.graph import codegen, codegen_cpu, execute
 from millipyde.kernels import REGISTRY
 
 SHAPES = [(1, 1), (5, 7), (7, 5), (40, 3), (3, 40), (97, 131)]
@@ -34,7 +34,8 @@ def _fused(src: np.ndarray, dtype: np.dtype, taps: np.ndarray,
     dst = np.empty((h, w, c), dtype)
     band, strip = tiles or codegen_cpu.stencil_tiles(h, w, nc, len(taps))
     codegen_cpu.stencil_kernel()(src, dst, taps, nc, dtype.kind in "ui",
-                                 255.0 if dtype.kind in "ui" else 1.0, band, strip)
+                                 255.0 if dtype.kind in "ui" else 1.0, band, strip,
+                                 execute.IDENTITY_LUT)
     return dst
 
 

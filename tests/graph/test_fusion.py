@@ -45,6 +45,58 @@ def test_thesis_five_op_chain_is_at_most_three_kernels() -> None:
         assert len(img.explain().kernels) == 5
 
 
+STENCIL_TABLE_CASES = {
+    "prologue": [("adjust_gamma", 2.0), ("brightness", 0.1), ("gaussian", 1.3)],
+    "epilogue": [("gaussian", 0.8), ("colorize", 1.2, 0.7, 1.0), ("adjust_gamma", 0.5)],
+    "both": [("brightness", -0.2), ("gaussian", 1.1), ("adjust_gamma", 1.7)],
+}
+
+
+@cudasim_ok
+@pytest.mark.parametrize("kind", ["rgb", "rgba"])
+@pytest.mark.parametrize("case", sorted(STENCIL_TABLE_CASES))
+def test_stencil_takes_uint8_tables_as_prologue_and_epilogue(kind: str, case: str) -> None:
+    ops = STENCIL_TABLE_CASES[case]
+    host = ref.photo(kind, 13, 17)
+
+    def run(fuse: bool) -> tuple[np.ndarray, int]:
+        img = mp.gpuimage(host)
+        for name, *args in ops:
+            getattr(img, name)(*args)
+        with schedule.fusion(fuse):
+            n = _count(img)
+            return np.asarray(img), n
+
+    (a, n_fused), (b, n_unfused) = run(True), run(False)
+    assert n_fused == 1 and n_unfused == len(ops)
+    np.testing.assert_array_equal(a, b)
+    expected = host
+    for name, *args in ops:
+        expected = getattr(ref, name)(expected, *args)
+    # the Gaussian's documented rint ties (+-1), scaled by the tables after it
+    assert np.abs(a.astype(int) - expected.astype(int)).max() <= 3
+
+
+@cudasim_ok
+def test_copy_folds_into_the_stencil_that_reads_it() -> None:
+    src = mp.gpuimage(ref.photo_rgb(9, 8))
+    src._materialize()
+    img = src.clone()
+    img.gaussian(1.0)
+    plan = img.explain()
+    assert [k.ops for k in plan.kernels] == [("copy", "gaussian")]
+    np.testing.assert_array_equal(np.asarray(img), ref.gaussian(ref.photo_rgb(9, 8), 1.0))
+
+
+@cudasim_ok
+def test_float_images_keep_elementwise_out_of_stencils() -> None:
+    img = mp.gpuimage(ref.photo_grey(9, 8))
+    img.adjust_gamma(2)
+    img.gaussian(1.0)
+    img.adjust_gamma(0.5)
+    assert [k.kind for k in img.explain().kernels] == ["gather", "stencil", "gather"]
+
+
 @cudasim_ok
 def test_grumpy_listing_1_is_one_kernel() -> None:
     x0, y0 = np.random.default_rng(1).random((2, 6, 5))
