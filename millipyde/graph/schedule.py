@@ -203,13 +203,13 @@ def _table_op(n: Node) -> bool:
 
 
 def _stencil_with_prologue(k: Kernel | None, n: Node) -> Stencil | None:
-    """``n`` (a uint8 stencil) reading the open kernel ``k``'s output, folded into one kernel
-    when ``k`` only copies (on its own device) and applies uint8 tables."""
-    if k is None or n.dtype != np.uint8:
+    """``n`` (a stencil) reading the open kernel ``k``'s output, folded into one kernel when
+    ``k`` only copies on its own device (any dtype) or also applies uint8 tables."""
+    if k is None:
         return None
     if k.kind == "copy" and k.source.device == k.output.device:
         return Stencil("stencil", k.source, [*k.nodes, n])
-    if isinstance(k, Gather) and all(
+    if n.dtype == np.uint8 and isinstance(k, Gather) and all(
         _table_op(m) or (m.op == "copy" and m.device == k.source.device) for m in k.nodes
     ):
         return Stencil("stencil", k.source, [*k.nodes, n], pre=list(k.pre))
