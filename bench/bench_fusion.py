@@ -61,6 +61,15 @@ def _median(fn, before, repeat: int, timer) -> float:
     return statistics.median(ts)
 
 
+def chain_input(width: int) -> tuple[np.ndarray, mp.gpuimage]:
+    """The chain's input: random opaque RGBA, ``width`` wide, 4/3 as high, host and stored."""
+    host = np.random.default_rng(0).integers(0, 256, (width * 4 // 3, width, 4), dtype=np.uint8)
+    host[..., 3] = 255
+    base = mp.gpuimage(host)
+    base._materialize()
+    return host, base
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench fusion", description=__doc__)
     ap.add_argument("--width", type=int, default=6000)
@@ -68,10 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     w, h = args.width, args.width * 4 // 3
-    host = np.random.default_rng(0).integers(0, 256, (h, w, 4), dtype=np.uint8)
-    host[..., 3] = 255
-    base = mp.gpuimage(host)
-    base._materialize()
+    host, base = chain_input(w)
     timer = _timer()
 
     def fresh():

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 import millipyde as mp
-from bench.bench_fusion import _chain
+from bench.bench_fusion import _chain, chain_input
 from millipyde.graph import execute, schedule
 
 
@@ -27,11 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from torch.profiler import ProfilerActivity, profile
 
-    w, h = args.width, args.width * 4 // 3
-    host = np.random.default_rng(0).integers(0, 256, (h, w, 4), dtype=np.uint8)
-    host[..., 3] = 255
-    base = mp.gpuimage(host)
-    base._materialize()
+    _, base = chain_input(args.width)
     for fuse in (True, False):
         inputs = [base.clone() for _ in range(args.repeat + 2)]
         for x in inputs:

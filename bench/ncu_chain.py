@@ -6,15 +6,13 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 import millipyde as mp
-from bench.bench_fusion import _chain
+from bench.bench_fusion import _chain, chain_input
 
 if __name__ == "__main__":
-    host = np.random.default_rng(0).integers(0, 256, (8000, 6000, 4), dtype=np.uint8)
+    _, base = chain_input(6000)
     for _ in range(2):
-        x = mp.gpuimage(host)
+        x = base.clone()
         _chain(x)
         x._materialize()
     mp.synchronize()

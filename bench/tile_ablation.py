@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bench.smoke_gpu import timed
 from millipyde import runtime
 from millipyde.graph import codegen, codegen_gpu
 from millipyde.kernels import REGISTRY
@@ -19,8 +20,6 @@ GEOMETRIES = [(32, 4, 8, 8, 2), (32, 4, 8, 8, 4), (32, 8, 8, 8, 1), (32, 4, 4, 8
 
 
 def main() -> None:
-    import cupy
-
     rng = np.random.default_rng(0)
     imgs = {"rgba": rng.integers(0, 256, (8000, 6000, 4), dtype=np.uint8),
             "grey": rng.random((8000, 6000, 1))}
@@ -44,25 +43,16 @@ def main() -> None:
             grid = codegen_gpu.tile_grid(8000, 6000, geom)
             args = (src, dst, taps_d, is_int, 255.0 if is_int else 1.0, lut)
 
-            def go(fn=fn, grid=grid, geom=geom, shared=shared, args=args):
+            def go(_=None, fn=fn, grid=grid, geom=geom, shared=shared, args=args):
                 fn[grid, geom[:2], 0, shared](*args)
 
-            go()
-            cupy.cuda.runtime.deviceSynchronize()
-            ts = []
-            for _ in range(20):
-                a, b = cupy.cuda.Event(), cupy.cuda.Event()
-                a.record()
-                go()
-                b.record()
-                b.synchronize()
-                ts.append(cupy.cuda.get_elapsed_time(a, b))
+            ms = timed(go)
             out = runtime.to_host(dst)
             if first is None:
                 first = out
             same = bool(np.array_equal(out, first))
             regs = next(iter(fn.get_regs_per_thread().values()))
-            print(f"{kind} {geom}: {np.median(ts):.3f} ms  regs {regs}  shared {shared} B  "
+            print(f"{kind} {geom}: {ms:.3f} ms  regs {regs}  shared {shared} B  "
                   f"{'same' if same else 'DIFFERENT'}", flush=True)
 
 
