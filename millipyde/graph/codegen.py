@@ -152,19 +152,39 @@ class GatherSig:
 P_OFF, A_OFF, MID_OFF, FULL_OFF, CLIP_OFF, OPS_OFF = 0, 6, 12, 14, 15, 16
 
 
-def _chain(ops: tuple[str, ...], var: str, chan: int, full: str, first: int, cast: bool) -> str:
+def _chain(ops: tuple[str, ...], var: str, chan: int, full: str, first: int, cast: bool,
+           gates: bool = False) -> str:
     lines = []
     for i, name in enumerate(ops):
         o = OPS_OFF + 3 * (first + i)
-        lines.append(
-            f"{var} = _f_{name}({var}, {chan}, {full}, p[{o}], p[{o + 1}], p[{o + 2}])"
-        )
+        step = [f"{var} = _f_{name}({var}, {chan}, {full}, p[{o}], p[{o + 1}], p[{o + 2}])"]
         if cast:
-            lines.append(f"{var} = _rint_clip({var}, {full})")
+            step.append(f"{var} = _rint_clip({var}, {full})")
+        if gates:
+            # an op gated off for this image is not called at all (not an identity call,
+            # whose arithmetic could move a value)
+            step = [f"if g{first + i}_ == 0.0:"] + ["    " + line for line in step]
+        lines += step
     return "\n".join(lines)
 
 
-def _gather_body(sig: GatherSig) -> str:
+def gate_prologue(sig: GatherSig) -> str:
+    """Per-image reads of the gate flags that follow ``sig``'s parameters (batched kernels).
+
+    ``g<i>_`` is nonzero when chained op ``i`` is gated off for the image, ``gs_`` when the
+    sampler is (it then reads one tap and blends nothing).
+    """
+    base = gather_nparams(sig)
+    n = len(sig.pre) + len(sig.post) + len(sig.grey_ops)
+    return "\n".join([f"g{i}_ = p[{base + i}]" for i in range(n)] + [f"gs_ = p[{base + n}]"])
+
+
+def gather_ngates(sig: GatherSig) -> int:
+    """Gate flags after the parameters of ``sig``: one per chained op, one for the sampler."""
+    return len(sig.pre) + len(sig.post) + len(sig.grey_ops) + 1
+
+
+def _gather_body(sig: GatherSig, gates: bool = False) -> str:
     c_in = sig.cin
     lut = sig.mode == "lut"
     cast = sig.is_int
@@ -190,7 +210,7 @@ def _gather_body(sig: GatherSig) -> str:
         for c in chans:
             lines.append(f"v{c} = {load(c, 'sy', 'sx')}")
             if not lut and sig.pre:
-                lines.append(_chain(sig.pre, f"v{c}", c, "full", 0, cast))
+                lines.append(_chain(sig.pre, f"v{c}", c, "full", 0, cast, gates))
     else:
         lines += [
             "fy = p[6] * y + p[7] * x + p[8]",
@@ -216,27 +236,33 @@ def _gather_body(sig: GatherSig) -> str:
             for c in chans:
                 lines.append(f"    t{c}_{k} = {load(c, 'sy', 'sx')}")
                 if not lut and sig.pre:
-                    lines.append("    " + _chain(sig.pre, f"t{c}_{k}", c, "full", 0, cast)
+                    lines.append("    " + _chain(sig.pre, f"t{c}_{k}", c, "full", 0, cast, gates)
                                  .replace("\n", "\n    "))
         for c in chans:
             # skimage's bilinear_interpolation: rows blended last
-            lines += [
+            blend = [
                 f"v{c} = max((1.0 - dr) * ((1.0 - dc) * t{c}_0 + dc * t{c}_1) + "
                 f"dr * ((1.0 - dc) * t{c}_2 + dc * t{c}_3), clip_lo)",
             ]
             if cast or lut:
-                lines.append(f"v{c} = _rint_clip(v{c}, full)")
+                blend.append(f"v{c} = _rint_clip(v{c}, full)")
+            if gates:
+                # a gated-off sampler has an identity map: its one tap is the value, exactly as
+                # with no sampler (blending in zero weights would turn -0.0 into +0.0)
+                blend = ["if gs_ != 0.0:", f"    v{c} = t{c}_0", "else:",
+                         *("    " + line for line in blend)]
+            lines += blend
             if lut and sig.lut_stages[1]:
                 lines.append(f"v{c} = float(lut[1, {c}, int(v{c})])")
             elif sig.post:
-                lines.append(_chain(sig.post, f"v{c}", c, "full", len(sig.pre), cast))
+                lines.append(_chain(sig.post, f"v{c}", c, "full", len(sig.pre), cast, gates))
     if sig.grey:
         alpha = "v3" if c_in == 4 else "0.0"
         has_alpha = "True" if c_in == 4 else "False"
         lines.append(f"g = _f_rgb2grey(v0, v1, v2, {alpha}, {has_alpha})")
         first = len(sig.pre) + len(sig.post)
         if sig.grey_ops:
-            lines.append(_chain(sig.grey_ops, "g", 0, "1.0", first, False))
+            lines.append(_chain(sig.grey_ops, "g", 0, "1.0", first, False, gates))
         lines.append("dst[y, x, 0] = g")
     else:
         for c in chans:

@@ -26,8 +26,10 @@ from .codegen import (
     GatherSig,
     _decorator,
     _gather_body,
+    gate_prologue,
     gather_prologue,
     load,
+    replace_once,
 )
 
 # An array access ``name[`` not preceded by a part of a longer name or an attribute dot.
@@ -79,12 +81,17 @@ def _loop_3d(target: str, nb: str, h: str, w: str, per_image: str, body: str) ->
 _GATHER_INDEX = {"src": "s", "dst": "b", "lut": "b", "p": "b"}
 
 
-def gather_batch_source(sig: GatherSig, target: str, sim: bool = False) -> str:
+def gather_batch_source(sig: GatherSig, target: str, sim: bool = False,
+                        gates: bool = False) -> str:
     """Source of ``kernel(src, sidx, dst, lut, p)``: the fused gather of ``sig`` over a batch.
 
     ``src`` is (S, H, W, C), ``sidx`` (B,) int64 picks each member's source image, ``dst`` is
     (B, h, w, cout), ``lut`` (B or 1, 2, C, 256) uint8 (read only in ``"lut"`` mode) and ``p``
     (B, P) float64 holds each member's row of ``codegen``'s parameter layout.
+
+    With ``gates`` each row of ``p`` carries ``codegen.gather_ngates(sig)`` more flags
+    (``codegen.gate_prologue``): a member whose probability coin skipped a chained op or the
+    sampler does not run it, so members with different coins share one launch.
     """
     names = set(sig.pre) | set(sig.post) | set(sig.grey_ops)
     if sig.grey:
@@ -92,17 +99,18 @@ def gather_batch_source(sig: GatherSig, target: str, sim: bool = False) -> str:
     defs = "".join(f"_f_{n} = _dev(_R[{n!r}].fn)\n" for n in sorted(names))
     head = (f"# millipyde generated batched gather kernel: {sig}\n" + _HEADER[target] + defs
             + _RINT_CLIP)
-    per_image = "s = sidx[b]\n" + batched(gather_prologue(), _GATHER_INDEX)
-    body = batched(_gather_body(sig), _GATHER_INDEX)
+    prologue = gather_prologue() + ("\n" + gate_prologue(sig) if gates else "")
+    per_image = "s = sidx[b]\n" + batched(prologue, _GATHER_INDEX)
+    body = batched(_gather_body(sig, gates), _GATHER_INDEX)
     fn = (f"\n\n{_decorator(target, sim)}\n"
           "def kernel(src, sidx, dst, lut, p):\n"
           "    nb = dst.shape[0]\n    h = dst.shape[1]\n    w = dst.shape[2]\n")
     return head + fn + _loop_3d(target, "nb", "h", "w", per_image, body)
 
 
-def gather_batch_kernel(sig: GatherSig, target: str, sim: bool = False):
+def gather_batch_kernel(sig: GatherSig, target: str, sim: bool = False, gates: bool = False):
     """The compiled (lazily, by Numba) batched gather kernel for ``sig``."""
-    return load(gather_batch_source(sig, target, sim), target).kernel
+    return load(gather_batch_source(sig, target, sim, gates), target).kernel
 
 
 # --------------------------------------------------------------------------- separable stencil
@@ -117,6 +125,7 @@ def stencil_batch_source(target: str, sim: bool = False) -> str:
     is_int, full)``: ``src`` is (S, H, W, C), ``tmp`` (B, H, W, nc) float64, ``dst`` (B, H, W,
     C), ``taps`` (B, T) float64 with member ``b``'s ``2 rad[b] + 1`` taps first. Channels past
     ``nc`` (alpha) are copied, integer outputs rounded and clipped, as in ``codegen``'s passes.
+    ``rad[b] = -1`` (the stencil gated off for member ``b``) copies every channel.
     """
     head = ("# millipyde generated batched separable stencil passes\n" + _HEADER[target]
             + _RINT_CLIP)
@@ -133,7 +142,8 @@ def stencil_batch_source(target: str, sim: bool = False) -> str:
     cols = (f"\n\n{dec}\ndef cols(src, sidx, tmp, dst, taps, rad, nc, is_int, full):\n"
             "    nb = dst.shape[0]\n    h = src.shape[1]\n    w = src.shape[2]\n"
             "    nc_all = src.shape[3]\n"
-            + _loop_3d(target, "nb", "h", "w * nc_all", per_image, wrap(_STENCIL_COLS)))
+            + _loop_3d(target, "nb", "h", "w * nc_all", per_image,
+                       wrap(replace_once(_STENCIL_COLS, "if c < nc:", "if c < nc and r >= 0:"))))
     return head + rows + cols
 
 
@@ -154,12 +164,32 @@ _TILED_SIGNATURES = (
 )
 
 
+# A member whose stencil is gated off (rad[b] = -1): every block of its image copies a share
+# of the image, all channels, and leaves before any barrier (``b`` is uniform in the block).
+_GATED_COPY = """    if rad[b] < 0:
+        nt_ = cuda.blockDim.x * cuda.blockDim.y
+        t_ = (cuda.blockIdx.y * cuda.gridDim.x + cuda.blockIdx.x) * nt_ + \\
+            cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x
+        c_ = dst.shape[3]
+        for e_ in range(t_, h * w * c_, cuda.gridDim.x * cuda.gridDim.y * nt_):
+            y_ = e_ // (w * c_)
+            x_ = (e_ - y_ * w * c_) // c_
+            k_ = e_ - (y_ * w + x_) * c_
+            dst[b, y_, x_, k_] = src[s, y_, x_, k_]
+        return
+"""
+_BATCH_PROLOGUE = ("    b = cuda.blockIdx.z\n    s = sidx[b]\n"
+                   "    h = src.shape[1]\n    w = src.shape[2]\n")
+_BATCH_NTAPS = "    ntaps = 2 * rad[b] + 1\n"
+
+
 def stencil_tiled_batch_source(c: int, nc: int, sim: bool = False) -> str:
     """``codegen_gpu``'s tiled separable passes over a batch: the image is ``blockIdx.z``.
 
     ``rows(src, sidx, tmp, taps, rad, sw)`` and ``cols(src, sidx, tmp, dst, taps, rad, is_int,
     full)``, arrays as in :func:`stencil_batch_source`; ``sw`` and the shared memory are sized
-    for the largest radius of the batch (a smaller one uses less of them).
+    for the largest radius of the batch (a smaller one uses less of them). A member with
+    ``rad[b] = -1`` is skipped by ``rows`` and copied by ``cols``.
     """
     from . import codegen_gpu
 
@@ -173,8 +203,10 @@ def stencil_tiled_batch_source(c: int, nc: int, sim: bool = False) -> str:
     if body.count(_TILED_PROLOGUE) != 2:  # pragma: no cover - guards edits of codegen_gpu
         raise RuntimeError("codegen_gpu.stencil_tiled_source: prologue not found twice")
     body = batched(body, _STENCIL_INDEX)
-    body = body.replace(_TILED_PROLOGUE, "    b = cuda.blockIdx.z\n    s = sidx[b]\n"
-                        "    h = src.shape[1]\n    w = src.shape[2]\n    ntaps = 2 * rad[b] + 1\n")
+    # rows comes first in the text: it has no output to copy, only nothing to do
+    body = body.replace(_TILED_PROLOGUE, _BATCH_PROLOGUE + "    if rad[b] < 0:\n        return\n"
+                        + _BATCH_NTAPS, 1)
+    body = body.replace(_TILED_PROLOGUE, _BATCH_PROLOGUE + _GATED_COPY + _BATCH_NTAPS, 1)
     return head.replace("generated tiled", "generated batched tiled", 1) + body
 
 
@@ -189,6 +221,7 @@ def stencil_2d_batch_source(c: int, nc: int, sim: bool = False) -> str:
 
     ``tile2d(src, sidx, dst, taps, rad, is_int, full, lut)``, arrays as in
     :func:`stencil_batch_source`; the shared memory is sized for the batch's largest radius.
+    A member with ``rad[b] = -1`` is copied.
     """
     from . import codegen_gpu
 
@@ -200,8 +233,7 @@ def stencil_2d_batch_source(c: int, nc: int, sim: bool = False) -> str:
         raise RuntimeError("codegen_gpu.stencil_2d_source changed: batch rewrite out of date")
     body = batched(body.replace(old, "def tile2d(src, sidx, dst, taps, rad, is_int, full, lut):"),
                    _STENCIL_INDEX)
-    body = body.replace(codegen_gpu.TILE_PROLOGUE, "    b = cuda.blockIdx.z\n    s = sidx[b]\n"
-                        "    h = src.shape[1]\n    w = src.shape[2]\n    ntaps = 2 * rad[b] + 1\n")
+    body = body.replace(codegen_gpu.TILE_PROLOGUE, _BATCH_PROLOGUE + _GATED_COPY + _BATCH_NTAPS)
     return head.replace("generated one-pass", "generated batched one-pass", 1) + body
 
 
