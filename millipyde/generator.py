@@ -123,7 +123,9 @@ class _State:
         """Outputs ``k0 .. k0 + n - 1`` (value, error) in order, up to the first error.
 
         Each output records its Operations exactly as ``_make`` does (same sample and op
-        indices, so the same values); the kernels then run batched (``batch.materialize_batch``).
+        indices, so the same values), those its coins skipped as gated off where they have an
+        identity form (one group for every coin pattern); the kernels then run batched
+        (``batch.materialize_batch``).
         """
         with self.stack_lock:
             if self.stacks is None:
@@ -134,7 +136,7 @@ class _State:
             y = self.inputs[k % len(self.inputs)].clone()
             try:
                 record_operations(y, self.operations, self.seed, k, device,
-                                  lambda: self.stopped)
+                                  lambda: self.stopped, batch.LIFT_GATES)
             except StepError as err:
                 late = err
                 break

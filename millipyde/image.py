@@ -89,6 +89,15 @@ def _grey(host: np.ndarray) -> np.ndarray:
     raise ValueError(f"gpuimage greyscale data must be real, got {host.dtype}")
 
 
+#: gpuimage methods that only record graph nodes and never read a value: a batched Generator
+#: may record them gated off, and after gated-off nodes (``Operation.apply``).
+RECORDING_METHODS = frozenset({
+    "rgb2grey", "rgb2gray", "rgba2grey", "rgba2gray", "colorize", "random_colorize",
+    "brightness", "random_brightness", "adjust_gamma", "random_adjust_gamma", "transpose",
+    "fliplr", "rotate", "random_rotate", "gaussian", "random_gaussian",
+})
+
+
 class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
     """An image on the device: 2-D greyscale, or H x W x 3 (RGB) / H x W x 4 (RGBA) uint8.
 

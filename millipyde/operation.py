@@ -18,7 +18,8 @@ import numpy as np
 
 from . import random as mprandom
 from .array import ArgumentError, gpuarray
-from .image import gpuimage
+from .graph import batch
+from .image import RECORDING_METHODS, gpuimage
 
 _MISSING: Any = object()
 # Distinct coin streams for Operations run outside executors (run / run_on); the offset keeps
@@ -185,6 +186,12 @@ class Operation:
             return None
         return bound()
 
+    def _records_only(self, instance: Any) -> bool:
+        """Whether this is a gpuimage method that only records nodes (not overridden)."""
+        name = self.method
+        return (name in RECORDING_METHODS and isinstance(instance, gpuimage)
+                and getattr(type(instance), name, None) is getattr(gpuimage, name))
+
     def _bound(self, instance: Any) -> Callable[[], Any]:
         if self.method is None:
             return lambda: self.function(instance, *self.args, **self.kwargs)
@@ -196,15 +203,30 @@ class Operation:
         return lambda: method(*self.args, **self.kwargs)
 
     # -- inside executors -----------------------------------------------------------------
-    def apply(self, x: gpuarray, seed: int, sample: int, index: int) -> bool:
+    def apply(self, x: gpuarray, seed: int, sample: int, index: int,
+              lift: bool = False) -> bool:
         """Apply to `x` in place as executors do; return False when the coin skipped it.
 
         The coin and every random draw are pure functions of ``(seed, sample, index)``. A
         callable that returns a new gpuarray replaces `x`'s value with it (so user functions
         can be written functionally), checked against gpuimage's shape rules.
+
+        With `lift` (batched Generators) a method the coin skipped is still recorded, marked
+        gated off, where its kernels have an identity form (``graph.batch.record_gated_off``):
+        `x`'s value is unchanged, but its plan matches the outputs whose coin ran it, so they
+        share one batched launch per kernel.
         """
+        records = lift and self._records_only(x)
         if not mprandom.gate(seed, sample, index, self.probability):
+            if records:
+                bound = self._bound(x)
+                with mprandom.operation_stream(seed, sample, index):
+                    batch.record_gated_off(x, bound)
             return False
+        if lift and not records:
+            # this call may read x's value, which the per-image path would compute with the
+            # gated-off ops run: drop them first
+            batch.drop_gated_off(x)
         bound = self._bound(x)
         with mprandom.operation_stream(seed, sample, index):
             result = bound()

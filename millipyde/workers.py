@@ -182,8 +182,11 @@ def private_handle(x: gpuarray) -> gpuarray:
 
 
 def record_operations(x: gpuarray, operations: Sequence[Operation], seed: int, sample: int,
-                      device: int, cancelled: Callable[[], bool]) -> None:
+                      device: int, cancelled: Callable[[], bool], lift: bool = False) -> None:
     """Record every Operation on ``x`` for ``device`` (nothing runs yet but Python callables).
+
+    ``lift``: record Operations the coin skipped as gated off (see :meth:`Operation.apply`);
+    only for outputs that ``graph.batch.materialize_batch`` computes.
 
     The fault point ``operation:<name>`` is checked before each Operation (so Python callables
     can be faulted too). Raises :class:`StepError` naming the failed Operation, or
@@ -197,7 +200,7 @@ def record_operations(x: gpuarray, operations: Sequence[Operation], seed: int, s
                 faults.check(f"operation:{op.name}", device)
                 if cancelled():
                     raise Cancelled()
-                op.apply(x, seed, sample, j)
+                op.apply(x, seed, sample, j, lift)
             except (Cancelled, StepError):
                 raise
             except BaseException as err:

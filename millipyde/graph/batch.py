@@ -9,6 +9,13 @@ are (M, h, w, c) batch buffers, and each member's node is settled with a view of
 The kernels are the per-image kernels' body text with an image index (``codegen_batch``), so
 values are bit-identical to ``execute.materialize``.
 
+Probability gates do not split a batch: a Generator records an Operation whose coin said skip
+as if it ran, its nodes marked ``gated_off`` (:func:`record_gated_off`), wherever that op
+has an exact identity form inside the batched kernels: a table stage without it (uint8), a
+per-member flag that skips the call (other chained ops) or the sampler's blend, an unchanged
+index map, a stencil radius of -1 (a copy). Outputs that differ only in their coins then plan
+alike and share one group; a member that runs alone has its gated-off nodes dropped first.
+
 Every per-member array of a whole call travels in one upload (``_Pack``): on GPUs each upload
 and launch costs host time that per-image work cannot hide.
 """
@@ -23,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from .. import faults, runtime
-from ..kernels import REGISTRY
-from . import codegen_batch, codegen_gpu, execute
+from ..kernels import REGISTRY, OpSpec
+from . import codegen, codegen_batch, codegen_gpu, execute
 from .node import Node
 from .schedule import Gather, Kernel, full_range, plan
 
@@ -35,14 +42,17 @@ CPU_FUSED_STENCIL = True
 
 #: Outputs a Generator makes per batch (``MILLIPYDE_GENERATOR_BATCH``; 1 turns batches off).
 BATCH = 64
+#: Batched Generators record gated-off Operations as per-member identities (one group for all
+#: coin patterns); False records nothing for them, as per-output work does (tests compare).
+LIFT_GATES = True
 # Bound on one batch's float64-sized working set (stencil temporaries are float64): large
 # images get smaller batches.
 BATCH_BYTES = 1 << 30
 
 
 @functools.cache
-def _gather_fn(sig: Any):
-    return codegen_batch.gather_batch_kernel(sig, runtime.TARGET, runtime.SIM)
+def _gather_fn(sig: Any, gates: bool):
+    return codegen_batch.gather_batch_kernel(sig, runtime.TARGET, runtime.SIM, gates)
 
 
 @functools.cache
@@ -99,7 +109,8 @@ class _Member:
     sidx: int
     stack: Any
     names: list[str]  # op names of every planned kernel, in order (fault points)
-    args: list[Any] = field(default_factory=list)  # per kernel: (lut, p) or taps
+    # per kernel: (lut, p, gate flags or None) or taps (None: the stencil is gated off)
+    args: list[Any] = field(default_factory=list)
 
 
 def _as4(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -112,7 +123,8 @@ def _analyse(node: Node, index: int, stacks: dict) -> tuple[tuple, _Member] | No
     if not ks:
         return None
     first = ks[0].source
-    names = [n.name for k in ks for n in k.nodes]
+    # gated-off nodes never ran per output: they are no fault points either
+    names = [n.name for k in ks for n in k.nodes if not n.gated_off]
     if ks[0].kind == "copy" and len(ks) > 1 and ks[1].source is ks[0].output:
         # a copy of a stacked input that the next kernel reads: read the stack instead
         ks = ks[1:]
@@ -128,18 +140,44 @@ def _analyse(node: Node, index: int, stacks: dict) -> tuple[tuple, _Member] | No
         src, out = k.source, k.output
         shapes = (_as4(src.shape), _as4(out.shape), src.dtype.str, out.dtype.str)
         if k.kind == "gather" and isinstance(k, Gather) and not k.clip_check:
-            sig, lut, p = execute.gather_args(k)
-            member.args.append((lut, p))
+            sig, *args = _gather_member_args(k)
+            member.args.append(tuple(args))
             key.append(("gather", sig, *shapes))
         elif k.kind == "stencil":
-            taps = np.asarray(REGISTRY[out.op.name].fn(*out.params), dtype=np.float64)
-            if taps.ndim != 1 or len(taps) % 2 != 1:
-                return None
-            member.args.append(taps)
+            if out.gated_off:
+                member.args.append(None)
+            else:
+                taps = np.asarray(REGISTRY[out.op.name].fn(*out.params), dtype=np.float64)
+                if taps.ndim != 1 or len(taps) % 2 != 1:
+                    return None
+                member.args.append(taps)
             key.append(("stencil", *shapes))
         else:
             return None
     return tuple(key), member
+
+
+def _gather_member_args(k: Gather) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray | None]:
+    """``execute.gather_args`` of ``k`` for one member, and its gate flags (None: no flag set).
+
+    Gated-off nodes keep the kernel's signature (so every coin pattern shares it) but not
+    their effect: index maps already left the matrices alone (``Gather.add``), uint8 tables
+    are rebuilt from the ops that ran, other chained ops and a sampler get a flag.
+    """
+    sig, lut, p = execute.gather_args(k)
+    if not any(n.gated_off for n in k.nodes):
+        return sig, lut, p, None
+    c, full = k.channels, full_range(k.source.dtype)
+    if k.lut_mode and any(n.gated_off for n in k.pre + k.post):
+        lut = execute.IDENTITY_LUT[:, :c].copy()  # a stage left without ops: identity table
+        for stage, ops in enumerate((k.pre, k.post)):
+            ran = [n for n in ops if not n.gated_off]
+            if ran:
+                lut[stage] = execute.build_lut(ran, c, full)
+    chained = ([] if k.lut_mode else k.pre + k.post) + k.grey_ops
+    flags = [n.gated_off for n in chained]
+    flags.append(any(n.gated_off and n.op.kind == "sampler" for n in k.nodes))
+    return sig, lut, p, np.array(flags, dtype=np.float64) if any(flags) else None
 
 
 def _check_faults(member: _Member, device: int) -> None:
@@ -173,22 +211,36 @@ class _Group:
         self.device = device
         self.members: list[_Member] = []
         self.slots: list[Any] = []
+        self.gated: list[bool] = []  # per kernel: a gather that reads gate flags
 
     def pack(self, pk: _Pack) -> None:
         ms = self.members
         self.slots = [pk.add(np.array([m.sidx for m in ms], dtype=np.int64)),
                       pk.add(np.arange(len(ms), dtype=np.int64))]
+        self.gated = []
         for i, k in enumerate(ms[0].kernels):
             if k.kind == "gather":
                 lut = np.stack([m.args[i][0] for m in ms]) if k.lut_mode else \
                     ms[0].args[i][0][None]
-                self.slots.append((pk.add(lut), pk.add(np.stack([m.args[i][1] for m in ms]))))
+                p = np.stack([m.args[i][1] for m in ms])
+                flags = [m.args[i][2] for m in ms]
+                # the flagged kernel only where some member needs it: ungated groups keep theirs
+                self.gated.append(any(f is not None for f in flags))
+                if self.gated[-1]:
+                    n = codegen.gather_ngates(self.key[2 + i][1])
+                    p = np.concatenate([p, np.stack([np.zeros(n) if f is None else f
+                                                     for f in flags])], axis=1)
+                self.slots.append((pk.add(lut), pk.add(p)))
             else:
+                self.gated.append(False)
                 taps = [m.args[i] for m in ms]
-                arr = np.zeros((len(ms), max(len(t) for t in taps)))
+                arr = np.zeros((len(ms), max((len(t) for t in taps if t is not None),
+                                             default=1)))
                 for j, t in enumerate(taps):
-                    arr[j, :len(t)] = t
-                rad = np.array([len(t) // 2 for t in taps], dtype=np.int64)
+                    if t is not None:
+                        arr[j, :len(t)] = t
+                # radius -1: the stencil is gated off for that member and copies
+                rad = np.array([-1 if t is None else len(t) // 2 for t in taps], dtype=np.int64)
                 self.slots.append((pk.add(arr), pk.add(rad)))
 
     def run(self, pk: _Pack) -> None:
@@ -205,11 +257,13 @@ class _Group:
             h, w, c = dst.shape[1:]
             if k.kind == "gather":
                 sig = self.key[2 + i][1]
-                _launch(_gather_fn(sig), nb, h, w, dev, src, sidx, dst, pk[a], pk[b])
+                _launch(_gather_fn(sig, self.gated[i]), nb, h, w, dev, src, sidx, dst, pk[a],
+                        pk[b])
             elif runtime.TARGET == "cpu" and CPU_FUSED_STENCIL:
                 _stencil_cpu(node, [src[j] for j in sidx_h], dst, [m.args[i] for m in ms], dev)
             else:
-                rmax = max(len(m.args[i]) for m in ms) // 2
+                rmax = max((len(m.args[i]) for m in ms if m.args[i] is not None),
+                           default=1) // 2
                 _stencil_gpu(node, src, sidx, dst, pk[a], pk[b], rmax, dev)
             # later kernels read this kernel's batch buffer, member m at index m
             src, sidx, sidx_h = dst, pk[self.slots[1]], range(nb)
@@ -251,12 +305,17 @@ def _stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rm
     _launch(cols, nb, h, w * c, device, src, sidx, tmp, dst, taps, rad, nc, is_int, full)
 
 
-def _stencil_cpu(n: Node, srcs: list[Any], dst: Any, taps: list[np.ndarray], device: int) -> None:
-    """The cpu backend's fused per-image stencil (``execute``'s), one call per member."""
+def _stencil_cpu(n: Node, srcs: list[Any], dst: Any, taps: list[np.ndarray | None],
+                 device: int) -> None:
+    """The cpu backend's fused per-image stencil (``execute``'s), one call per member; a
+    member whose stencil is gated off (taps None) is copied."""
     fn, tiles = execute._stencil_cpu_fn()
     h, w, c = dst.shape[1:]
     nc = min(c, 3)
     for m, src in enumerate(srcs):
+        if taps[m] is None:
+            np.copyto(dst[m], src)
+            continue
         band, strip = tiles(h, w, nc, len(taps[m]))
         runtime.launch_2d(fn, h, w, device, src, dst[m], taps[m], nc, n.dtype.kind in "ui",
                           full_range(n.dtype), band, strip, execute.IDENTITY_LUT)
@@ -293,7 +352,7 @@ def materialize_batch(handles: list[Any], stacks: dict[int, tuple[Any, int]]) ->
                 continue
             got = _analyse(node, i, stacks)
             if got is None:
-                execute.materialize(node)
+                _materialize_alone(node)
                 continue
             key, member = got
             _check_faults(member, node.device)
@@ -328,6 +387,107 @@ def materialize_batch(handles: list[Any], stacks: dict[int, tuple[Any, int]]) ->
                 if not m.node.materialized:
                     errors[m.index] = err
     return errors
+
+
+def _materialize_alone(node: Node) -> None:
+    """``execute.materialize`` of ``node`` as if its gated-off nodes had never been recorded."""
+    alone = _without_gated_off(node)
+    execute.materialize(alone)
+    if alone is not node:
+        with node.lock:
+            if not node.materialized:
+                node.settle(alone.buffer)
+
+
+def _without_gated_off(node: Node) -> Node:
+    """``node``'s pending graph re-recorded without its gated-off nodes (``node`` if none).
+
+    The replaced nodes are disconnected from their inputs, so use counts (which decide what
+    fuses) are those of a graph recorded without them.
+    """
+    memo: dict[int, Node] = {}
+    replaced: list[Node] = []
+
+    def rebuild(n: Node) -> Node:
+        if n.materialized:
+            return n
+        got = memo.get(n.id)
+        if got is not None:
+            return got
+        ins = [rebuild(i) for i in n.inputs]
+        if n.gated_off:
+            r = ins[0]
+        elif all(a is b for a, b in zip(ins, n.inputs, strict=True)):
+            r = n
+        else:
+            r = Node(n.op, tuple(ins), n.params, n.shape, n.dtype, n.device, label=n.label)
+        if r is not n:
+            replaced.append(n)
+        memo[n.id] = r
+        return r
+
+    out = rebuild(node)
+    for n in replaced:
+        for i in n.inputs:
+            i.users -= 1
+        n.inputs = ()
+    return out
+
+
+def drop_gated_off(x: Any) -> None:
+    """Rebind the array ``x`` to its value without gated-off nodes (before anything reads it)."""
+    node = _without_gated_off(x._node)
+    if node is not x._node:
+        x._bind(node)
+
+
+def _identity_form(n: Node) -> bool:
+    """Whether ``n`` can be recorded gated off: the batched kernels then leave its input's
+    value exactly as if ``n`` were not there."""
+    spec = n.op
+    if not isinstance(spec, OpSpec) or len(n.inputs) != 1 or n.materialized:
+        return False
+    src = n.inputs[0]
+    if n.shape != src.shape or n.dtype != src.dtype:
+        return False  # a transpose of a non-square image, a grey conversion
+    if spec.kind in ("elementwise", "index_map", "sampler"):
+        return True
+    # a stencil cuts the fused kernel there, storing its input in the image dtype: exact where
+    # the fused kernel holds that same value (integers are rounded after each op, uint8
+    # tables, float64), not for narrower floats
+    return spec.kind == "stencil" and (n.dtype.kind in "ui" or n.dtype == np.float64)
+
+
+def record_gated_off(x: Any, record: Any) -> bool:
+    """Run ``record()`` (which records an Operation on ``x``) and mark what it recorded as
+    gated off, if every recorded node has an identity form; else undo the recording.
+
+    Returns whether ``x`` now holds gated-off nodes. Errors of ``record`` undo it too: a
+    skipped Operation must not fail.
+    """
+    old = x._node
+    try:
+        record()
+        ok = True
+    except Exception:
+        ok = False
+    new, chain = x._node, []
+    n = new
+    while n is not old and len(n.inputs) == 1 and not n.materialized:
+        chain.append(n)
+        n = n.inputs[0]
+    ok = ok and n is old and all(_identity_form(m) for m in chain)
+    if ok:
+        for m in chain:
+            m.gated_off = True
+        return bool(chain)
+    if new is not old:
+        x._bind(old)
+        for m in chain:  # drop what was recorded: the old value's use count as before
+            for i in m.inputs:
+                i.users -= 1
+            m.inputs = ()
+    return False
 
 
 def batch_size(nodes: list[Node]) -> int:

@@ -23,7 +23,7 @@ class Node:
 
     __slots__ = (
         "id", "op", "inputs", "params", "shape", "dtype", "device", "buffer", "users",
-        "lock", "label", "__weakref__",
+        "lock", "label", "gated_off", "__weakref__",
     )
 
     def __init__(
@@ -48,6 +48,10 @@ class Node:
         self.users = 0
         self.lock = threading.RLock()
         self.label = label
+        # A batched Generator records an Operation whose probability coin said skip as if it
+        # ran, marked here: its value is then its input's (see graph/batch.py). Nothing else
+        # ever sees such a node.
+        self.gated_off = False
         for n in inputs:
             n.users += 1
 

@@ -154,8 +154,8 @@ class Gather(Kernel):
             # a sampler that may need scikit-image's data-dependent clip reads a stored value,
             # whose minimum is then measured (see needs_warp_clip)
             h, w = self.cur
-            return self.phase == 0 and not needs_warp_clip(
-                _affine3(n.op, h, w, n.params), (h, w), n.shape[:2])
+            return self.phase == 0 and (n.gated_off or not needs_warp_clip(
+                _affine3(n.op, h, w, n.params), (h, w), n.shape[:2]))
         if kind == "pixel":
             return self.phase < 2 and self.channels >= 3
         return True
@@ -167,13 +167,16 @@ class Gather(Kernel):
         if spec.kind == "elementwise":
             (self.pre, self.post, self.grey_ops)[self.phase].append(n)
         elif spec.kind == "index_map":
-            m = _affine3(spec, h, w)
-            if self.A is None:
-                self.P = self.P @ m
+            # a gated-off map (batch.py) leaves the matrices as if it were never recorded
+            if n.gated_off:
+                pass
+            elif self.A is None:
+                self.P = self.P @ _affine3(spec, h, w)
             else:
-                self.A = self.A @ m
+                self.A = self.A @ _affine3(spec, h, w)
         elif spec.kind == "sampler":
-            self.A = _affine3(spec, h, w, n.params)
+            # gated off: an identity map, and the batched kernel reads one tap unblended
+            self.A = np.eye(3) if n.gated_off else _affine3(spec, h, w, n.params)
             self.mid = (h, w)
             self.phase = 1
             self.clip_check = needs_warp_clip(self.A, (h, w), n.shape[:2])
