@@ -96,11 +96,13 @@ def test_rgba_lut_kernels_compile_to_ptx() -> None:
     assert "ld.global.u32" in ptx_flat or "ld.global.nc.u32" in ptx_flat
 
 
+@pytest.mark.parametrize("gates", [False, True], ids=["plain", "gated"])
 @pytest.mark.parametrize("sig,dtype", gather_cases(), ids=lambda v: str(v)[:60])
-def test_batched_gather_kernel_compiles_to_ptx(sig: codegen.GatherSig, dtype: np.dtype) -> None:
+def test_batched_gather_kernel_compiles_to_ptx(sig: codegen.GatherSig, dtype: np.dtype,
+                                               gates: bool) -> None:
     from millipyde.graph import codegen_batch
 
-    kernel = codegen_batch.gather_batch_kernel(sig, "cuda")
+    kernel = codegen_batch.gather_batch_kernel(sig, "cuda", gates=gates)
     out_dtype = np.float64 if sig.grey else dtype
     argtys = (arr(dtype, 4), arr(np.int64, 1), arr(out_dtype, 4), arr(np.uint8, 4),
               arr(np.float64, 2))
@@ -136,3 +138,15 @@ def test_batched_tiled_stencil_kernels_compile_to_ptx(c: int) -> None:
         cc=CC)
     assert ".entry" in ptx_rows and ".entry" in ptx_cols
     assert ".local" not in ptx_rows and ".local" not in ptx_cols
+
+
+@pytest.mark.parametrize("c", [1, 3, 4])
+def test_batched_2d_stencil_kernel_compiles_to_ptx(c: int) -> None:
+    from millipyde.graph import codegen_batch
+
+    kernel = codegen_batch.stencil_2d_batch_kernel(c, min(c, 3))
+    idx = arr(np.int64, 1)
+    ptx, _ = cuda.compile_ptx(
+        kernel.py_func, (arr(np.uint8, 4), idx, arr(np.uint8, 4), arr(np.float64, 2), idx,
+                         types.boolean, types.float64, arr(np.uint8, 3)), cc=CC)
+    assert ".entry" in ptx and "%ctaid.z" in ptx
