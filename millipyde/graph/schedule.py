@@ -168,12 +168,12 @@ class Gather(Kernel):
             (self.pre, self.post, self.grey_ops)[self.phase].append(n)
         elif spec.kind == "index_map":
             # a gated-off map (batch.py) leaves the matrices as if it were never recorded
-            if n.gated_off:
-                pass
-            elif self.A is None:
-                self.P = self.P @ _affine3(spec, h, w)
-            else:
-                self.A = self.A @ _affine3(spec, h, w)
+            if not n.gated_off:
+                m = _affine3(spec, h, w)
+                if self.A is None:
+                    self.P = self.P @ m
+                else:
+                    self.A = self.A @ m
         elif spec.kind == "sampler":
             # gated off: an identity map, and the batched kernel reads one tap unblended
             self.A = np.eye(3) if n.gated_off else _affine3(spec, h, w, n.params)
