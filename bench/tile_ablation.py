@@ -3,7 +3,8 @@
     source bench/gpu_env.sh; MILLIPYDE_BACKEND=cuda python3 bench/tile_ablation.py
 
 6000x8000 RGBA uint8 and float64 grey, sigma 2; kernels only (buffers allocated once), CUDA
-events, median of 20; output checked equal to the default geometry's.
+events, median of 20; output checked equal to the default geometry's. RGBA runs both the
+byte-loading kernel and the one staging words (``packed``).
 """
 
 from __future__ import annotations
@@ -32,16 +33,22 @@ def main() -> None:
         c = host.shape[2]
         is_int = host.dtype == np.uint8
         first = None
-        for geom in GEOMETRIES:
-            shared = codegen_gpu.tile_shared_bytes(r, geom)
+        cases = [(g, p) for p in ((False, True) if c == 4 else (False,)) for g in GEOMETRIES]
+        for geom, packed in cases:
+            name = f"{kind}{' packed' if packed else ''} {geom}"
+            shared = (codegen_gpu.packed_shared_bytes if packed
+                      else codegen_gpu.tile_shared_bytes)(r, geom)
             if shared > codegen_gpu.MAX_SHARED:
-                print(f"{kind} {geom}: {shared} B shared, too much")
+                print(f"{name}: {shared} B shared, too much")
                 continue
-            src_text = codegen_gpu.stencil_2d_source(c, min(c, 3), geometry=geom)
+            src_text = codegen_gpu.stencil_2d_source(c, min(c, 3), geometry=geom, packed=packed)
             fn = codegen.load(src_text, "cuda").tile2d
             dst = runtime.empty(host.shape, host.dtype, 0)
             grid = codegen_gpu.tile_grid(8000, 6000, geom)
-            args = (src, dst, taps_d, is_int, 255.0 if is_int else 1.0, lut)
+            ends = (src, dst)
+            if packed:
+                ends = tuple(a.view(np.uint32).reshape(8000, 6000) for a in ends)
+            args = (*ends, taps_d, is_int, 255.0 if is_int else 1.0, lut)
 
             def go(_=None, fn=fn, grid=grid, geom=geom, shared=shared, args=args):
                 fn[grid, geom[:2], 0, shared](*args)
@@ -52,7 +59,7 @@ def main() -> None:
                 first = out
             same = bool(np.array_equal(out, first))
             regs = next(iter(fn.get_regs_per_thread().values()))
-            print(f"{kind} {geom}: {ms:.3f} ms  regs {regs}  shared {shared} B  "
+            print(f"{name}: {ms:.3f} ms  regs {regs}  shared {shared} B  "
                   f"{'same' if same else 'DIFFERENT'}", flush=True)
 
 

@@ -281,17 +281,35 @@ def _slide(n: int, load, ind: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def packed_shared_bytes(radius: int, geometry: tuple[int, int, int, int, int]) -> int:
+    """Dynamic shared memory of the packed kernel: three staged byte planes, the float64 rows.
+
+    A plane row holds the tile, its halo and the window's one spare read (``TW + 2 r + 1``).
+    """
+    th, tw = tile_size(geometry)
+    planes = 3 * (th + 2 * radius) * (tw + 2 * radius + 1)
+    return (planes + 7) // 8 * 8 + tile_shared_bytes(radius, geometry)
+
+
 def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
                       sim: bool = False,
-                      geometry: tuple[int, int, int, int, int] | None = None) -> str:
+                      geometry: tuple[int, int, int, int, int] | None = None,
+                      packed: bool = False) -> str:
     """Source of ``tile2d(src, dst, taps, is_int, full, lut)``: both separable passes in one.
 
     A block owns a TH x TW output tile. Per filtered channel it runs the rows pass over the
-    tile's rows plus halo (a window of PX outputs slides along a row, read from global memory
-    through L1) into shared memory, then the columns pass (a window of PY outputs slides down a
-    shared-memory column) and stores. No float64 temporary goes through DRAM. Same arithmetic
-    as the generic passes: float64, tap order, zero padding (``taps[k] * 0.0`` terms add
-    nothing to a sum started at +0.0), ``_rint_clip`` for integer outputs.
+    tile's rows plus halo (a window of PX outputs slides along a row) into shared memory, then
+    the columns pass (a window of PY outputs slides down a shared-memory column) and stores. No
+    float64 temporary goes through DRAM. Same arithmetic as the generic passes: float64, tap
+    order, zero padding (``taps[k] * 0.0`` terms add nothing to a sum started at +0.0),
+    ``_rint_clip`` for integer outputs.
+
+    ``packed`` (uint8 RGBA, ``nc`` = 3; ``src``/``dst`` are 2-D uint32 views): the block first
+    reads its tile plus halo as words (coalesced) into three byte planes in shared memory (zero
+    outside the image, prologue tables applied once per pixel), the rows pass reads those bytes
+    without bounds checks, the columns pass writes its bytes back into the planes' tile, and
+    the block stores whole words with the source's alpha: every global access is a coalesced
+    4-byte one. Otherwise the rows pass reads ``src`` through L1, one byte per tap and channel.
 
     ``pre``/``post``: uint8 tables ``lut[0, ch]`` applied to each value loaded (a fused
     elementwise prologue) and ``lut[1, ch]`` to each value stored (epilogue). ``geometry``
@@ -300,94 +318,162 @@ def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
     bx, by, px, py, m = geom = geometry or tile_geometry(sim)
     th, tw = tile_size(geom)
     segs, nt = tw // px, bx * by
+    hb0 = "HB + " if packed else ""
+    if packed and (c, nc) != (4, 3):
+        raise ValueError(f"packed stencil tiles are uint8 RGBA with 3 filtered channels, got "
+                         f"c={c} nc={nc}")
 
     def load(dst: str, x: str, ch: int, ind: str, checked: bool) -> str:
-        raw = f"src[y, {'xx' if checked else x}, {ch}]"
+        raw = f"src[y, xx, {ch}]" if checked else f"rw[{x}]"
         val = f"float(lut[0, {ch}, {raw}])" if pre else f"float({raw})"
         if not checked:
             return f"{ind}{dst} = {val}\n"
+        x = f"xb + {x}"
         return (f"{ind}xx = {x}\n{ind}{dst} = 0.0\n"
                 f"{ind}if xx >= 0 and xx < w:\n{ind}    {dst} = {val}\n")
 
     def store(acc: str, j: int, ch: int) -> str:
         val = f"lut[1, {ch}, int(v)]" if post else "v"
-        return (f"            if yb + {j} < h:\n"
-                f"                v = {acc}\n"
-                "                if is_int:\n"
-                "                    v = _rint_clip(v, full)\n"
-                f"                dst[yb + {j}, x, {ch}] = {val}\n")
+        if packed:
+            # into the staged tile; rows past the image are never stored, so no bound check
+            ind, target = " " * 8, f"sb[o + {j} * S]"
+        else:
+            ind, target = " " * 16, f"dst[yb + {j}, x, {ch}]"
+        return ("" if packed else f"            if yb + {j} < h:\n") + (
+            f"{ind}v = {acc}\n{ind}if is_int:\n{ind}    v = _rint_clip(v, full)\n"
+            f"{ind}{target} = {val}\n")
 
     def rows_item(ch: int, checked: bool, ind: str) -> str:
         def ld(dst: str, off: str, ind2: str) -> str:
-            return load(dst, f"xb + {off}", ch, ind2, checked)
+            if packed:
+                return f"{ind2}{dst} = float(rw[{off}])\n"
+            return load(dst, off, ch, ind2, checked)
 
-        return ("".join(ld(f"v{j}", str(j), ind) for j in range(px))
+        # a view starting at the window: its indices are provably >= 0, so Numba drops the
+        # negative-index wraparound from every load of the tap loop
+        view = "" if checked else f"{ind}rw = src[y, xb:, {ch}]\n"
+        if packed:
+            view = f"{ind}rw = sb[{ch} * P + i * S + s_ * {px}:]\n"
+        return (view + "".join(ld(f"v{j}", str(j), ind) for j in range(px))
                 + _slide(px, ld, ind))
+
+    def rows(ch: int) -> str:
+        if packed:
+            return rows_item(ch, False, " " * 12)
+        return (
+            "            xb = x0 + s_ * " + str(px) + " - r\n"
+            # interior windows (most of them) load without bounds checks
+            f"            if xb >= 0 and xb + ntaps + {px - 1} < w:\n"
+            + rows_item(ch, False, " " * 16)
+            + "            else:\n"
+            + rows_item(ch, True, " " * 16))
 
     def channel(ch: int) -> str:
         ha = [f"a{j}" for j in range(px)]
         va = [f"a{j}" for j in range(py)]
 
         def hb_load(dst: str, off: str, ind2: str) -> str:
-            return f"{ind2}{dst} = hb[(q + {off}) * {tw} + tx]\n"
+            return f"{ind2}{dst} = cv[{off}]\n"
 
+        stores = "".join(store(va[j], j, ch) for j in range(py))
+        if packed:
+            stores = f"        o = {ch} * P + (r + q) * S + r + tx\n" + stores
+        else:
+            stores = "        if x < w:\n            yb = y0 + q\n" + stores
         return (
             f"    # channel {ch}: rows pass of the tile's rows plus halo into shared memory\n"
             f"    for f in range(tid, (TH + 2 * r) * {segs}, {nt}):\n"
             f"        i = f // {segs}\n"
             f"        s_ = f - i * {segs}\n"
             "        y = y0 - r + i\n"
-            f"        xb = x0 + s_ * {px} - r\n"
             f"        {_zero(ha)}\n"
             "        if y >= 0 and y < h:\n"
-            # interior windows (most of them) load without bounds checks
-            f"            if xb >= 0 and xb + ntaps + {px - 1} < w:\n"
-            + rows_item(ch, False, " " * 16)
-            + "            else:\n"
-            + rows_item(ch, True, " " * 16)
-            + f"        o = i * {tw} + s_ * {px}\n"
-            + "".join(f"        hb[o + {j}] = {ha[j]}\n" for j in range(px))
+            + rows(ch)
+            # column-major (column stride R, odd): the columns pass reads a column as a
+            # contiguous view, two wavefronts per warp load
+            + f"        o = {hb0}s_ * {px} * R + i\n"
+            + "".join(f"        hb[o + {j} * R] = {ha[j]}\n" for j in range(px))
             + "    cuda.syncthreads()\n"
             f"    # channel {ch}: columns pass, a window sliding down column tx of the tile\n"
             f"    for g in range(ty, {th // py}, {by}):\n"
             f"        q = g * {py}\n"
+            f"        cv = hb[{hb0}tx * R + q:]\n"
             + "".join(hb_load(f"v{j}", str(j), "        ") for j in range(py))
             + f"        {_zero(va)}\n"
             + _slide(py, hb_load, "        ")
-            + "        if x < w:\n"
-            "            yb = y0 + q\n"
-            + "".join(store(va[j], j, ch) for j in range(py))
+            + stores
             + "    cuda.syncthreads()\n"
         )
 
-    alpha = ""
-    if c > nc:
-        alpha = (
-            "    if x < w:\n"
-            f"        for g in range(ty, {th // py}, {by}):\n"
-            f"            for j in range({py}):\n"
-            f"                yy = y0 + g * {py} + j\n"
-            "                if yy < h:\n"
-            + "".join(f"                    dst[yy, x, {ch}] = src[yy, x, {ch}]\n"
-                      for ch in range(nc, c))
+    if packed:
+        head = (
+            "    sb = cuda.shared.array(0, dtype=uint8)\n"
+            "    hb = cuda.shared.array(0, dtype=float64)\n"
         )
-    return (
-        f"# millipyde generated one-pass 2-D tiled separable stencil (GPU only): c={c} nc={nc}"
-        f" pre={pre} post={post} geometry={geom}\n"
-        + _HEADER["cuda"] + "from numba import float64\n" + _RINT_CLIP
-        + f"\n\n{_decorator(sim)}\ndef tile2d(src, dst, taps, is_int, full, lut):\n"
-        "    hb = cuda.shared.array(0, dtype=float64)\n"
-        + TILE_PROLOGUE
+    else:
+        head = "    hb = cuda.shared.array(0, dtype=float64)\n"
+    head += (
+        TILE_PROLOGUE
         + "    r = ntaps // 2\n"
         f"    TH = {th}\n"
+        "    R = TH + 2 * r + 1\n"
         "    tx = cuda.threadIdx.x\n"
         "    ty = cuda.threadIdx.y\n"
         f"    tid = ty * {bx} + tx\n"
         f"    x0 = cuda.blockIdx.x * {tw}\n"
         f"    y0 = cuda.blockIdx.y * {th}\n"
         "    x = x0 + tx\n"
+    )
+    if packed:
+        stage = ("                wd = src[y, xx]\n"
+                 + "".join(f"                sb[{ch} * P + e] = "
+                           + (f"lut[0, {ch}, (wd >> {8 * ch}) & 255]\n" if pre
+                              else f"(wd >> {8 * ch}) & 255\n") for ch in range(3))
+                 + "            else:\n"
+                 + "".join(f"                sb[{ch} * P + e] = 0\n" for ch in range(3)))
+        head += (
+            f"    S = {tw} + 2 * r + 1\n"
+            "    P = (TH + 2 * r) * S\n"
+            "    HB = (3 * P + 7) // 8\n"
+            "    # stage the tile plus halo (zero outside the image) as three byte planes\n"
+            "    for i in range(ty, TH + 2 * r, " + str(by) + "):\n"
+            "        y = y0 - r + i\n"
+            f"        for j in range(tx, {tw} + 2 * r, {bx}):\n"
+            "            xx = x0 - r + j\n"
+            "            e = i * S + j\n"
+            "            if y >= 0 and y < h and xx >= 0 and xx < w:\n"
+            + stage
+            + "    cuda.syncthreads()\n"
+        )
+        # whole words: the planes' tile and the source's alpha
+        tail = (
+            "    if x < w:\n"
+            "        for i in range(ty, TH, " + str(by) + "):\n"
+            "            if y0 + i < h:\n"
+            "                e = (r + i) * S + r + tx\n"
+            "                dst[y0 + i, x] = (src[y0 + i, x] & 0xFF000000) | uint32(sb[e])"
+            " | (uint32(sb[P + e]) << 8) | (uint32(sb[2 * P + e]) << 16)\n"
+        )
+    else:
+        tail = ""
+        if c > nc:
+            tail = (
+                "    if x < w:\n"
+                f"        for g in range(ty, {th // py}, {by}):\n"
+                f"            for j in range({py}):\n"
+                f"                yy = y0 + g * {py} + j\n"
+                "                if yy < h:\n"
+                + "".join(f"                    dst[yy, x, {ch}] = src[yy, x, {ch}]\n"
+                          for ch in range(nc, c))
+            )
+    return (
+        f"# millipyde generated one-pass 2-D tiled separable stencil (GPU only): c={c} nc={nc}"
+        f" pre={pre} post={post} packed={packed} geometry={geom}\n"
+        + _HEADER["cuda"] + "from numba import float64, uint8, uint32\n" + _RINT_CLIP
+        + f"\n\n{_decorator(sim)}\ndef tile2d(src, dst, taps, is_int, full, lut):\n"
+        + head
         + "".join(channel(ch) for ch in range(nc))
-        + alpha
+        + tail
     )
 
 
@@ -396,9 +482,9 @@ TILE_PROLOGUE = "    h = src.shape[0]\n    w = src.shape[1]\n    ntaps = taps.sh
 
 
 def stencil_2d_kernel(c: int, nc: int, pre: bool = False, post: bool = False,
-                      sim: bool = False):
+                      sim: bool = False, packed: bool = False):
     """The one-pass 2-D tiled stencil kernel (see ``stencil_2d_source``)."""
-    return load(stencil_2d_source(c, nc, pre, post, sim), "cuda").tile2d
+    return load(stencil_2d_source(c, nc, pre, post, sim, packed=packed), "cuda").tile2d
 
 
 # --------------------------------------------------------------------------- uint8 RGBA LUT

@@ -35,8 +35,8 @@ def _stencil_tiled_fns(c: int, nc: int):
 
 
 @functools.cache
-def _stencil_2d_fn(c: int, nc: int, pre: bool, post: bool):
-    return codegen_gpu.stencil_2d_kernel(c, nc, pre, post, runtime.SIM)
+def _stencil_2d_fn(c: int, nc: int, pre: bool, post: bool, packed: bool):
+    return codegen_gpu.stencil_2d_kernel(c, nc, pre, post, runtime.SIM, packed)
 
 
 @functools.cache
@@ -257,18 +257,37 @@ def stencil_2d_fits(radius: int) -> bool:
             and codegen_gpu.tile_shared_bytes(radius, geometry) <= codegen_gpu.MAX_SHARED)
 
 
+def stencil_2d_packs(src3: Any, dst3: Any, radius: int) -> bool:
+    """Whether the one-pass stencil runs on uint32 words (uint8 RGBA, contiguous, fits)."""
+    geometry = codegen_gpu.tile_geometry(runtime.SIM)
+    return (src3.shape[2] == 4 and src3.dtype == np.uint8 and dst3.dtype == np.uint8
+            and _c_contiguous(src3) and _c_contiguous(dst3)
+            and codegen_gpu.packed_shared_bytes(radius, geometry) <= codegen_gpu.MAX_SHARED)
+
+
 def run_stencil_2d(src3: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool, full: float,
                    device: int, lut: np.ndarray | None = None, pre: bool = False,
-                   post: bool = False) -> None:
-    """The one-pass 2-D tiled stencil; ``lut`` (2, C, 256) uint8 holds the pre/post tables."""
+                   post: bool = False, packed: bool | None = None) -> None:
+    """The one-pass 2-D tiled stencil; ``lut`` (2, C, 256) uint8 holds the pre/post tables.
+
+    ``packed`` (default: ``stencil_2d_packs``) picks the kernel that stages uint8 RGBA tiles as
+    words; tests turn it off to compare the two.
+    """
     h, w, c = src3.shape
     geometry = codegen_gpu.tile_geometry(runtime.SIM)
-    fn = _stencil_2d_fn(c, min(c, 3), pre, post)
+    if packed is None:
+        packed = stencil_2d_packs(src3, dst3, radius)
+    fn = _stencil_2d_fn(c, min(c, 3), pre, post, packed)
     table = IDENTITY_LUT[:, :c] if lut is None else lut
+    shared = codegen_gpu.tile_shared_bytes(radius, geometry)
+    if packed:
+        shared = codegen_gpu.packed_shared_bytes(radius, geometry)
+        src3 = src3.view(np.uint32).reshape(h, w)
+        dst3 = dst3.view(np.uint32).reshape(h, w)
     runtime.launch_grid(fn, codegen_gpu.tile_grid(h, w, geometry), geometry[:2], device,
                         src3, dst3, taps_d, is_int, full,
                         runtime.upload_small(np.ascontiguousarray(table), device),
-                        shared=codegen_gpu.tile_shared_bytes(radius, geometry))
+                        shared=shared)
 
 
 def run_stencil_tiled(src3: Any, tmp: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool,

@@ -60,10 +60,12 @@ def test_rgba_lut_fast_path_matches_generic(ops, monkeypatch) -> None:
 
 # 9x48: windows away from the borders take the unchecked loads (sim tiles are 4 wide)
 @pytest.mark.parametrize("hw", [(1, 1), (5, 9), (19, 11), (9, 48)], ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("kind", ["grey", "rgb", "rgba"])
+@pytest.mark.parametrize("kind,packed", [("grey", False), ("rgb", False), ("rgba", False),
+                                         ("rgba", True)])
 @pytest.mark.parametrize("sigma", [0.5, 1.3])
-def test_2d_stencil_equals_generic_passes(kind: str, hw: tuple[int, int], sigma: float) -> None:
-    """The one-pass tile kernel computes the generic two-pass kernels' values bit for bit."""
+def test_2d_stencil_equals_generic_passes(kind: str, packed: bool, hw: tuple[int, int],
+                                          sigma: float) -> None:
+    """The one-pass tile kernel (bytes or staged words) equals the generic two-pass kernels."""
     img = ref.photo(kind, *hw)
     src3 = runtime.as_3d(runtime.from_host(img, 0))
     h, w, c = src3.shape
@@ -73,7 +75,10 @@ def test_2d_stencil_equals_generic_passes(kind: str, hw: tuple[int, int], sigma:
     is_int = img.dtype.kind in "ui"
     full = 255.0 if is_int else 1.0
     tiled = runtime.empty(img.shape, img.dtype, 0)
-    execute.run_stencil_2d(src3, runtime.as_3d(tiled), taps_d, len(taps) // 2, is_int, full, 0)
+    # uint8 RGBA takes the staged-words kernel unless told otherwise
+    assert execute.stencil_2d_packs(src3, runtime.as_3d(tiled), len(taps) // 2) == (kind == "rgba")
+    execute.run_stencil_2d(src3, runtime.as_3d(tiled), taps_d, len(taps) // 2, is_int, full, 0,
+                           packed=packed)
     generic = runtime.empty(img.shape, img.dtype, 0)
     rows, cols = execute._stencil_fns()
     tmp = runtime.empty((h, w, nc), np.float64, 0)
@@ -85,9 +90,10 @@ def test_2d_stencil_equals_generic_passes(kind: str, hw: tuple[int, int], sigma:
                        atol=ref.SKIMAGE_ATOL, what=f"2-D tiled gaussian({sigma}) {kind}")
 
 
-@pytest.mark.parametrize("kind", ["grey8", "rgba"])
+@pytest.mark.parametrize("kind,packed", [("grey8", False), ("rgba", False), ("rgba", True)])
 @pytest.mark.parametrize("pre,post", [(True, False), (False, True), (True, True)])
-def test_2d_stencil_tables_equal_generic_passes(kind: str, pre: bool, post: bool) -> None:
+def test_2d_stencil_tables_equal_generic_passes(kind: str, packed: bool, pre: bool,
+                                                post: bool) -> None:
     """Prologue/epilogue tables: the one-pass tile kernel vs the generic passes, bit for bit."""
     img = (ref.photo("grey", 9, 40) * 255).astype(np.uint8) if kind == "grey8" \
         else ref.photo(kind, 9, 40)
@@ -101,7 +107,7 @@ def test_2d_stencil_tables_equal_generic_passes(kind: str, pre: bool, post: bool
     taps_d = runtime.upload_small(taps, 0)
     tiled = runtime.empty(img.shape, img.dtype, 0)
     execute.run_stencil_2d(src3, runtime.as_3d(tiled), taps_d, len(taps) // 2, True, 255.0, 0,
-                           lut, pre, post)
+                           lut, pre, post, packed)
     generic = runtime.empty(img.shape, img.dtype, 0)
     rows, cols = execute._stencil_fns(pre, post)
     tmp = runtime.empty((h, w, nc), np.float64, 0)
