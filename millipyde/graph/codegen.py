@@ -53,12 +53,14 @@ _HEADER = {
         "import math\n"
         "import numpy as np\n"
         "from numba import njit, prange\n"
+        "from numba import uint64 as _u\n"
         "from millipyde.kernels import REGISTRY as _R\n"
         "_dev = njit(inline='always', cache=False)\n"
     ),
     "cuda": (
         "import math\n"
         "from numba import cuda\n"
+        "from numba import uint64 as _u\n"
         "from millipyde.kernels import REGISTRY as _R\n"
         "_dev = cuda.jit(device=True, inline=True)\n"
     ),
@@ -191,19 +193,21 @@ def _gather_body(sig: GatherSig, gates: bool = False) -> str:
     lines: list[str] = []
     chans = range(c_in)
 
+    # Source indices are in bounds where they are read; as unsigned integers Numba does not
+    # add its negative-index wraparound to every load.
     def load(c: int, sy: str, sx: str) -> str:
-        raw = f"((pk >> {8 * c}) & 255)" if sig.packed else f"src[{sy}, {sx}, {c}]"
+        raw = f"((pk >> {8 * c}) & 255)" if sig.packed else f"src[_u({sy}), _u({sx}), {c}]"
         if lut and sig.lut_stages[0]:
             return f"float(lut[0, {c}, {raw}])"
         return f"float({raw})"
 
-    fetch = "pk = src[sy, sx]" if sig.packed else ""
+    fetch = "pk = src[_u(sy), _u(sx)]" if sig.packed else ""
     if not sig.sampler:
         lines += ["sy = q0 * y + q1 * x + q2", "sx = q3 * y + q4 * x + q5", fetch]
         if lut and not sig.grey and not sig.packed:
             # a pure table lookup: stay in uint8, no float round trip
             def value(c: int) -> str:
-                raw = f"src[sy, sx, {c}]"
+                raw = f"src[_u(sy), _u(sx), {c}]"
                 return f"lut[0, {c}, {raw}]" if sig.lut_stages[0] else raw
 
             return "\n".join(lines + [f"dst[y, x, {c}] = {value(c)}" for c in chans])
@@ -221,16 +225,20 @@ def _gather_body(sig: GatherSig, gates: bool = False) -> str:
             "dc = fx - tx0",
             "iy = int(ty0)",
             "ix = int(tx0)",
+            # the integer map at the first tap; the others are one step away in y and/or x
+            "by = q0 * iy + q1 * ix + q2",
+            "bx = q3 * iy + q4 * ix + q5",
         ]
         for c in chans:
             lines += [f"t{c}_{k} = 0.0" for k in range(4)]
-        taps = [("iy", "ix", 0), ("iy", "ix + 1", 1), ("iy + 1", "ix", 2),
-                ("iy + 1", "ix + 1", 3)]
-        for ty, tx, k in taps:
+        taps = [("iy", "ix", "", "", 0), ("iy", "ix + 1", " + q1", " + q4", 1),
+                ("iy + 1", "ix", " + q0", " + q3", 2),
+                ("iy + 1", "ix + 1", " + q0 + q1", " + q3 + q4", 3)]
+        for ty, tx, dy, dx, k in taps:
             lines += [
                 f"if {ty} >= 0 and {ty} < mh and {tx} >= 0 and {tx} < mw:",
-                f"    sy = q0 * ({ty}) + q1 * ({tx}) + q2",
-                f"    sx = q3 * ({ty}) + q4 * ({tx}) + q5",
+                f"    sy = by{dy}",
+                f"    sx = bx{dx}",
                 f"    {fetch}",
             ]
             for c in chans:
@@ -273,9 +281,10 @@ def _gather_body(sig: GatherSig, gates: bool = False) -> str:
 _RINT_CLIP = '''
 @_dev
 def _rint_clip(v, full):
-    # round half to even, as numpy.rint, then clip to the integer range
+    # round half to even, as numpy.rint, then clip to the integer range; r is a whole number,
+    # so halving and flooring test oddness exactly (a float % costs GPUs a division)
     r = math.floor(v + 0.5)
-    if r - v == 0.5 and r % 2.0 != 0.0:
+    if r - v == 0.5 and math.floor(r * 0.5) * 2.0 != r:
         r -= 1.0
     return min(max(r, 0.0), full)
 '''
