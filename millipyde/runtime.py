@@ -169,11 +169,29 @@ def _pooled(shape: tuple[int, ...], dtype: np.dtype, device: int, cupy: Any) -> 
     with cupy.cuda.Device(device):
         stream = _cupy_streams.get((device, handle))
         if stream is None:
-            stream = cupy.cuda.ExternalStream(handle) if handle else cupy.cuda.Stream.null
+            stream = _cupy_external(cupy, handle) if handle else cupy.cuda.Stream.null
             _cupy_streams[(device, handle)] = stream
         with stream:
             arr = cupy.empty(shape, dtype=dtype)
     return _wrap_pooled(arr, device)
+
+
+class _StreamRef:
+    """A raw stream handle offered through the CUDA stream protocol."""
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.handle)
+
+
+def _cupy_external(cupy: Any, handle: int) -> Any:
+    """CuPy's view of a Numba stream (CuPy 14 deprecates ``ExternalStream`` for this)."""
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    if from_external is not None:
+        return from_external(_StreamRef(handle))
+    return cupy.cuda.ExternalStream(handle)
 
 
 _cupy_streams: dict[tuple[int, int], Any] = {}
