@@ -14,7 +14,9 @@ compute the same values:
 - ``stencil_2d_kernel(c, nc, pre, post)``: both separable passes in one launch over 2-D tiles
   (rows pass of the tile plus halo into shared memory, columns pass from it; no float64
   temporary in DRAM), with optional uint8 tables on load and store (stencil prologue/epilogue).
-  The two-pass kernels above remain for radii whose tile does not fit in shared memory.
+  On uint8 RGBA (``packed``) the block first stages its tile as three byte planes in shared
+  memory from coalesced word loads, and stores whole words. The two-pass kernels above remain
+  for radii whose tile does not fit in shared memory.
 - ``lut_rgba_kernels()``: uint8 RGBA gathers with no sampler and no grey conversion. Pixels are
   read and written as one uint32; the four 256-entry tables sit pre-shifted in shared memory.
   ``flat`` is the identity index map (1-D grid-stride), ``mapped`` any integer affine index map
