@@ -158,6 +158,11 @@ def _c_contiguous(a: Any) -> bool:
     return a.flags.c_contiguous if isinstance(a, np.ndarray) else a.is_c_contiguous()
 
 
+def _words(a: Any) -> Any:
+    """A contiguous (h, w, 4) uint8 image as its (h, w) uint32 pixels."""
+    return a.view(np.uint32).reshape(a.shape[0], a.shape[1])
+
+
 def _packable(sig: codegen.GatherSig, src: Any) -> bool:
     """uint8 RGBA read pixel by pixel as uint32: one load per tap instead of four."""
     return (sig.mode == "lut" and sig.cin == 4 and (sig.sampler or sig.grey)
@@ -174,7 +179,7 @@ def _run_gather(k: Gather, src: Any, device: int) -> Any:
     src_arg = runtime.as_3d(src)
     if _packable(sig, src):
         sig = dataclasses.replace(sig, packed=True)
-        src_arg = src.view(np.uint32).reshape(src.shape[0], src.shape[1])
+        src_arg = _words(src)
     fn = _gather_fn(sig)
     h, w = out.shape[0], out.shape[1]
     params = tuple(p.tolist()) if runtime.TARGET == "cuda" else (p,)
@@ -279,14 +284,13 @@ def run_stencil_2d(src3: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool,
         packed = stencil_2d_packs(src3, dst3, radius)
     fn = _stencil_2d_fn(c, min(c, 3), pre, post, packed)
     table = IDENTITY_LUT[:, :c] if lut is None else lut
-    shared = codegen_gpu.tile_shared_bytes(radius, geometry)
     if packed:
         shared = codegen_gpu.packed_shared_bytes(radius, geometry)
-        src3 = src3.view(np.uint32).reshape(h, w)
-        dst3 = dst3.view(np.uint32).reshape(h, w)
+        src3, dst3 = _words(src3), _words(dst3)
+    else:
+        shared = codegen_gpu.tile_shared_bytes(radius, geometry)
     runtime.launch_grid(fn, codegen_gpu.tile_grid(h, w, geometry), geometry[:2], device,
-                        src3, dst3, taps_d, is_int, full,
-                        runtime.upload_small(np.ascontiguousarray(table), device),
+                        src3, dst3, taps_d, is_int, full, runtime.upload_small(table, device),
                         shared=shared)
 
 
