@@ -315,6 +315,35 @@ def upload_small(array: np.ndarray, device: int) -> Any:
 
 _warm: set[tuple] = set()
 _first_launch_lock = threading.Lock()
+# Dynamic shared memory any block gets; a kernel must opt in to more, per device.
+SHARED_DEFAULT = 48 * 1024
+_opted_in: set[tuple] = set()
+_shared_limits: dict[int, int] = {}
+
+
+def shared_limit(device: int) -> int:
+    """Most dynamic shared memory one block may use on ``device`` (opting in past 48 KB)."""
+    if not GPU or SIM:
+        return SHARED_DEFAULT
+    if device not in _shared_limits:
+        with on_device(device):
+            dev = cuda.get_current_device()
+            _shared_limits[device] = int(dev.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+    return _shared_limits[device]
+
+
+def _opt_in_shared(kernel: Any, device: int, args: tuple) -> None:
+    # the limit is an attribute of the compiled kernel on one device: compile (or load) it for
+    # these argument types and raise its dynamic shared memory ceiling to the device's opt-in
+    # maximum, less what the kernel declares statically
+    from numba.cuda.cudadrv.driver import binding, driver
+
+    compiled = kernel._compile_for_args(*args)
+    compiled.bind()
+    fn = compiled._codelibrary.get_cufunc()
+    attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    driver.cuKernelSetAttribute(attr, shared_limit(device) - compiled.shared_mem_per_block,
+                                fn.handle, fn.device.id)
 
 
 def _type_key(args: tuple) -> tuple:
@@ -327,10 +356,18 @@ def _launch(kernel: Any, device: int, args: tuple, *config: Any) -> None:
     # device; two threads doing that at once trip its module table ("key already in
     # dictionary"), so first launches go one at a time.
     key = (id(kernel), device, _type_key(args))  # warm per device; the lock is global
-    if key in _warm:
+    big = len(config) > 3 and config[3] > SHARED_DEFAULT
+    if key in _warm and (not big or key in _opted_in):
         kernel[config](*args)
         return
     with _first_launch_lock:
+        if big and key not in _opted_in:
+            if config[3] > shared_limit(device):
+                raise ValueError(f"kernel {getattr(kernel, '__name__', kernel)} asks for "
+                                 f"{config[3]} B of shared memory per block; device {device} "
+                                 f"allows {shared_limit(device)}")
+            _opt_in_shared(kernel, device, args)
+            _opted_in.add(key)
         kernel[config](*args)
         _warm.add(key)
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import faults, runtime
 from ..kernels import REGISTRY, OpSpec
-from . import codegen, codegen_batch, codegen_gpu, execute
+from . import codegen, codegen_batch, codegen_gpu, execute, footprint
 from .node import Node
 from .schedule import Gather, Kernel, full_range, plan
 
@@ -285,6 +285,8 @@ def _stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rm
         runtime.launch_grid(_stencil_2d_fn(c, nc), (*codegen_gpu.tile_grid(h, w, geometry), nb),
                             geometry[:2], device, src, sidx, dst, taps, rad, is_int, full,
                             runtime.upload_small(execute.IDENTITY_LUT[:, :c].copy(), device),
+                            runtime.upload_small(footprint.full_spans(
+                                h, w, codegen_gpu.tile_size(geometry)[0]), device),
                             shared=codegen_gpu.tile_shared_bytes(rmax, geometry))
         return
     tmp = runtime.empty((nb, h, w, nc), np.float64, device)

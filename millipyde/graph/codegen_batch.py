@@ -67,12 +67,19 @@ def _loop_3d(target: str, nb: str, h: str, w: str, per_image: str, body: str) ->
                 f"        y = t_ - b * {h}\n"
                 + _indent(per_image, 8)
                 + f"        for x in range({w}):\n" + _indent(body, 12))
+    # while loops: a range with a step divides for its trip count each time it starts
     return ("    x0, y0, b0 = cuda.grid(3)\n"
             "    sx_, sy_, sb_ = cuda.gridsize(3)\n"
-            f"    for b in range(b0, {nb}, sb_):\n"
+            "    b = b0\n"
+            f"    while b < {nb}:\n"
             + _indent(per_image, 8)
-            + f"        for y in range(y0, {h}, sy_):\n"
-            f"            for x in range(x0, {w}, sx_):\n" + _indent(body, 16))
+            + "        y = y0\n"
+            f"        while y < {h}:\n"
+            "            x = x0\n"
+            f"            while x < {w}:\n" + _indent(body, 16)
+            + "                x += sx_\n"
+            "            y += sy_\n"
+            "        b += sb_\n")
 
 
 # --------------------------------------------------------------------------- gather
@@ -219,8 +226,9 @@ def stencil_tiled_batch_kernels(c: int, nc: int, sim: bool = False):
 def stencil_2d_batch_source(c: int, nc: int, sim: bool = False) -> str:
     """``codegen_gpu``'s one-pass 2-D tiled stencil over a batch: the image is ``blockIdx.z``.
 
-    ``tile2d(src, sidx, dst, taps, rad, is_int, full, lut)``, arrays as in
-    :func:`stencil_batch_source`; the shared memory is sized for the batch's largest radius.
+    ``tile2d(src, sidx, dst, taps, rad, is_int, full, lut, span)``, arrays as in
+    :func:`stencil_batch_source` (``span``, shared by the batch: ``footprint.full_spans``); the
+    shared memory is sized for the batch's largest radius.
     A member with ``rad[b] = -1`` is copied.
     """
     from . import codegen_gpu
@@ -228,10 +236,11 @@ def stencil_2d_batch_source(c: int, nc: int, sim: bool = False) -> str:
     text = codegen_gpu.stencil_2d_source(c, nc, sim=sim)
     cut = text.index("\n\n")
     head, body = text[:cut], text[cut:]
-    old = "def tile2d(src, dst, taps, is_int, full, lut):"
+    old = "def tile2d(src, dst, taps, is_int, full, lut, span):"
     if old not in body or body.count(codegen_gpu.TILE_PROLOGUE) != 1:  # pragma: no cover
         raise RuntimeError("codegen_gpu.stencil_2d_source changed: batch rewrite out of date")
-    body = batched(body.replace(old, "def tile2d(src, sidx, dst, taps, rad, is_int, full, lut):"),
+    body = batched(body.replace(old, "def tile2d(src, sidx, dst, taps, rad, is_int, full, lut, "
+                                     "span):"),
                    _STENCIL_INDEX)
     body = body.replace(codegen_gpu.TILE_PROLOGUE, _BATCH_PROLOGUE + _GATED_COPY + _BATCH_NTAPS)
     return head.replace("generated one-pass", "generated batched one-pass", 1) + body

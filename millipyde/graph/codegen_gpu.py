@@ -297,7 +297,7 @@ def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
                       sim: bool = False,
                       geometry: tuple[int, int, int, int, int] | None = None,
                       packed: bool = False) -> str:
-    """Source of ``tile2d(src, dst, taps, is_int, full, lut)``: both separable passes in one.
+    """Source of ``tile2d(src, dst, taps, is_int, full, lut, span)``: both separable passes in one.
 
     A block owns a TH x TW output tile. Per filtered channel it runs the rows pass over the
     tile's rows plus halo (a window of PX outputs slides along a row) into shared memory, then
@@ -327,7 +327,7 @@ def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
 
     def load(dst: str, x: str, ch: int, ind: str, checked: bool) -> str:
         raw = f"src[y, xx, {ch}]" if checked else f"rw[{x}]"
-        val = f"float(lut[0, {ch}, {raw}])" if pre else f"float({raw})"
+        val = f"_b2f(lut[0, {ch}, {raw}])" if pre else f"float({raw})"
         if not checked:
             return f"{ind}{dst} = {val}\n"
         x = f"xb + {x}"
@@ -335,10 +335,12 @@ def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
                 f"{ind}if xx >= 0 and xx < w:\n{ind}    {dst} = {val}\n")
 
     def store(acc: str, j: int, ch: int) -> str:
-        val = f"lut[1, {ch}, int(v)]" if post else "v"
+        # unsigned indices: Numba adds no negative-index wraparound to the address (v is a
+        # whole number in 0..255 wherever there is a table)
+        val = f"lut[1, {ch}, _u(v)]" if post else "v"
         if packed:
             # into the staged tile; rows past the image are never stored, so no bound check
-            ind, target = " " * 8, f"sb[o + {j} * S]"
+            ind, target = " " * 8, f"sb[_u(o + {j} * S)]"
         else:
             ind, target = " " * 16, f"dst[yb + {j}, x, {ch}]"
         return ("" if packed else f"            if yb + {j} < h:\n") + (
@@ -348,7 +350,7 @@ def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
     def rows_item(ch: int, checked: bool, ind: str) -> str:
         def ld(dst: str, off: str, ind2: str) -> str:
             if packed:
-                return f"{ind2}{dst} = float(rw[{off}])\n"
+                return f"{ind2}{dst} = _b2f(rw[{off}])\n"
             return load(dst, off, ch, ind2, checked)
 
         # a view starting at the window: its indices are provably >= 0, so Numba drops the
@@ -394,7 +396,7 @@ def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
             # column-major (column stride R, odd): the columns pass reads a column as a
             # contiguous view, two wavefronts per warp load
             + f"        o = {hb0}s_ * {px} * R + i\n"
-            + "".join(f"        hb[o + {j} * R] = {ha[j]}\n" for j in range(px))
+            + "".join(f"        hb[_u(o + {j} * R)] = {ha[j]}\n" for j in range(px))
             + "    cuda.syncthreads()\n"
             f"    # channel {ch}: columns pass, a window sliding down column tx of the tile\n"
             f"    for g in range(ty, {th // py}, {by}):\n"
@@ -425,26 +427,37 @@ def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
         f"    x0 = cuda.blockIdx.x * {tw}\n"
         f"    y0 = cuda.blockIdx.y * {th}\n"
         "    x = x0 + tx\n"
+        "    # a tile no reader needs (graph/footprint.py): the block has nothing to do\n"
+        f"    if x0 >= span[cuda.blockIdx.y, 1] or x0 + {tw} <= span[cuda.blockIdx.y, 0]:\n"
+        "        return\n"
     )
     if packed:
-        stage = ("                wd = src[y, xx]\n"
-                 + "".join(f"                sb[{ch} * P + e] = "
+        stage = ("                wd = srow[_u(xx)]\n"
+                 + "".join(f"                sb[_u({ch} * P + e)] = "
                            + (f"lut[0, {ch}, (wd >> {8 * ch}) & 255]\n" if pre
                               else f"(wd >> {8 * ch}) & 255\n") for ch in range(3))
                  + "            else:\n"
-                 + "".join(f"                sb[{ch} * P + e] = 0\n" for ch in range(3)))
+                 + "".join(f"                sb[_u({ch} * P + e)] = 0\n" for ch in range(3)))
         head += (
             f"    S = {tw} + 2 * r + 1\n"
             "    P = (TH + 2 * r) * S\n"
             "    HB = (3 * P + 7) // 8\n"
-            "    # stage the tile plus halo (zero outside the image) as three byte planes\n"
-            "    for i in range(ty, TH + 2 * r, " + str(by) + "):\n"
+            "    # stage the tile plus halo (zero outside the image) as three byte planes; while\n"
+            "    # loops (a stepped range divides for its trip count) and unsigned indices (no\n"
+            "    # wraparound code) keep this to a few instructions per word\n"
+            "    i = ty\n"
+            "    while i < TH + 2 * r:\n"
             "        y = y0 - r + i\n"
-            f"        for j in range(tx, {tw} + 2 * r, {bx}):\n"
+            "        yok = y >= 0 and y < h\n"
+            "        srow = src[_u(y if yok else 0)]\n"
+            "        j = tx\n"
+            f"        while j < {tw} + 2 * r:\n"
             "            xx = x0 - r + j\n"
             "            e = i * S + j\n"
-            "            if y >= 0 and y < h and xx >= 0 and xx < w:\n"
+            "            if yok and xx >= 0 and xx < w:\n"
             + stage
+            + f"            j += {bx}\n"
+            + f"        i += {by}\n"
             + "    cuda.syncthreads()\n"
         )
         # whole words: the planes' tile and the source's alpha
@@ -452,9 +465,10 @@ def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
             "    if x < w:\n"
             "        for i in range(ty, TH, " + str(by) + "):\n"
             "            if y0 + i < h:\n"
-            "                e = (r + i) * S + r + tx\n"
-            "                dst[y0 + i, x] = (src[y0 + i, x] & 0xFF000000) | uint32(sb[e])"
-            " | (uint32(sb[P + e]) << 8) | (uint32(sb[2 * P + e]) << 16)\n"
+            "                e = _u((r + i) * S + r + tx)\n"
+            "                yi = _u(y0 + i)\n"
+            "                dst[yi, _u(x)] = (src[yi, _u(x)] & 0xFF000000) | uint32(sb[e])"
+            " | (uint32(sb[e + P]) << 8) | (uint32(sb[e + 2 * P]) << 16)\n"
         )
     else:
         tail = ""
@@ -472,7 +486,7 @@ def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
         f"# millipyde generated one-pass 2-D tiled separable stencil (GPU only): c={c} nc={nc}"
         f" pre={pre} post={post} packed={packed} geometry={geom}\n"
         + _HEADER["cuda"] + "from numba import float64, uint8, uint32\n" + _RINT_CLIP
-        + f"\n\n{_decorator(sim)}\ndef tile2d(src, dst, taps, is_int, full, lut):\n"
+        + f"\n\n{_decorator(sim)}\ndef tile2d(src, dst, taps, is_int, full, lut, span):\n"
         + head
         + "".join(channel(ch) for ch in range(nc))
         + tail

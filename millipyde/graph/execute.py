@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import faults, runtime
 from ..kernels import REGISTRY
-from . import codegen, codegen_gpu
+from . import codegen, codegen_gpu, footprint
 from .codegen_expr import REDUCE_BLOCK, ExprSig, expr_kernel
 from .node import Node
 from .schedule import Expr, Gather, Kernel, Stencil, full_range, plan
@@ -210,7 +210,10 @@ def stencil_tables(k: Stencil, channels: int) -> np.ndarray | None:
     return lut
 
 
-def _run_stencil(k: Stencil, src: Any, device: int) -> Any:
+def _run_stencil(k: Stencil, src: Any, device: int, reader: Gather | None = None
+                 ) -> tuple[Any, bool]:
+    """The stencil's output, and whether it holds only what ``reader`` reads (see
+    ``footprint``: the one-pass GPU tile kernel skips the rest)."""
     n = k.stencil
     out = k.output
     taps = np.ascontiguousarray(REGISTRY[n.op.name].fn(*n.params), dtype=np.float64)
@@ -227,26 +230,29 @@ def _run_stencil(k: Stencil, src: Any, device: int) -> Any:
         band, strip = tiles(h, w, nc, len(taps))
         runtime.launch_2d(fn, h, w, device, src3, dst3, taps, nc, is_int, full, band, strip,
                           IDENTITY_LUT if lut is None else lut)
-        return dst
+        return dst, False
     taps_d = runtime.upload_small(taps, device)
     radius = len(taps) // 2
     if h == 0 or w == 0:
-        return dst
+        return dst, False
     if stencil_2d_fits(radius):
-        run_stencil_2d(src3, dst3, taps_d, radius, is_int, full, device, lut, pre, post)
-        return dst
+        th = codegen_gpu.tile_size(codegen_gpu.tile_geometry(runtime.SIM))[0]
+        span = None if reader is None else footprint.spans(reader, th)
+        run_stencil_2d(src3, dst3, taps_d, radius, is_int, full, device, lut, pre, post,
+                       span=span)
+        return dst, span is not None
     tmp = runtime.empty((h, w, nc), np.float64, device)
     if gpu_variants_enabled() and lut is None:
         shared = max(codegen_gpu.rows_shared_bytes(codegen_gpu.ROWS_BLOCK, nc, radius),
                      codegen_gpu.cols_shared_bytes(codegen_gpu.COLS_BLOCK, radius))
         if shared <= codegen_gpu.MAX_SHARED:
             run_stencil_tiled(src3, tmp, dst3, taps_d, radius, is_int, full, device)
-            return dst
+            return dst, False
     rows, cols = _stencil_fns(pre, post)
     extra = () if lut is None else (runtime.upload_small(lut, device),)
     runtime.launch_2d(rows, h, w * nc, device, src3, tmp, taps_d, nc, *extra)
     runtime.launch_2d(cols, h, w * c, device, src3, tmp, dst3, taps_d, nc, is_int, full, *extra)
-    return dst
+    return dst, False
 
 
 def stencil_passes(radius: int) -> int:
@@ -272,11 +278,13 @@ def stencil_2d_packs(src3: Any, dst3: Any, radius: int) -> bool:
 
 def run_stencil_2d(src3: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool, full: float,
                    device: int, lut: np.ndarray | None = None, pre: bool = False,
-                   post: bool = False, packed: bool | None = None) -> None:
+                   post: bool = False, packed: bool | None = None,
+                   span: np.ndarray | None = None) -> None:
     """The one-pass 2-D tiled stencil; ``lut`` (2, C, 256) uint8 holds the pre/post tables.
 
     ``packed`` (default: ``stencil_2d_packs``) picks the kernel that stages uint8 RGBA tiles as
-    words; tests turn it off to compare the two.
+    words; tests turn it off to compare the two. ``span`` (``footprint.spans``; default every
+    column) limits each band of tile rows to the columns a reader needs.
     """
     h, w, c = src3.shape
     geometry = codegen_gpu.tile_geometry(runtime.SIM)
@@ -289,9 +297,11 @@ def run_stencil_2d(src3: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool,
         src3, dst3 = _words(src3), _words(dst3)
     else:
         shared = codegen_gpu.tile_shared_bytes(radius, geometry)
+    if span is None:
+        span = footprint.full_spans(h, w, codegen_gpu.tile_size(geometry)[0])
     runtime.launch_grid(fn, codegen_gpu.tile_grid(h, w, geometry), geometry[:2], device,
                         src3, dst3, taps_d, is_int, full, runtime.upload_small(table, device),
-                        shared=shared)
+                        runtime.upload_small(span, device), shared=shared)
 
 
 def run_stencil_tiled(src3: Any, tmp: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool,
@@ -386,16 +396,42 @@ def _run_expr(k: Expr, device: int) -> Any:
     return runtime.from_host(np.array([value], dtype=out.dtype), device)
 
 
-def run_kernel(k: Kernel) -> None:
-    """Launch one planned kernel and store its output node's value."""
+def run_kernel(k: Kernel, private: dict[int, Any] | None = None,
+               reader: Gather | None = None) -> None:
+    """Launch one planned kernel and store its output node's value.
+
+    With a ``reader`` (see ``private_reader``) a stencil may compute only what that gather
+    reads; its output then goes into ``private`` (keyed by node id), never onto the node,
+    and the reader takes it from there.
+    """
     out = k.output
     with out.lock:
         if not out.materialized:
-            _run_locked(k, out)
+            _run_locked(k, out, {} if private is None else private, reader)
 
 
-def _run_locked(k: Kernel, out: Node) -> None:
-    src = k.source.buffer
+def private_reader(k: Kernel, later: list[Kernel], target: Node) -> Gather | None:
+    """The gather right after stencil ``k`` when it is the only reader of ``k``'s output.
+
+    Then the output is an intermediate nobody else can see: no other node reads it (``users``),
+    it isn't the value asked for, no later kernel reads it, and the gather needs no global
+    statistic of it (skimage's warp clip takes its minimum).
+    """
+    if not (isinstance(k, Stencil) and later and isinstance(later[0], Gather)):
+        return None
+    out, nxt = k.output, later[0]
+    if out is target or nxt.source is not out or out.users != 1 or nxt.clip_check:
+        return None
+    if any(out in (getattr(m, "leaves", None) or [m.source]) for m in later[1:]):
+        return None
+    return nxt
+
+
+def _run_locked(k: Kernel, out: Node, private: dict[int, Any],
+                reader: Gather | None) -> None:
+    src = private.pop(k.source.id, None)
+    if src is None:
+        src = k.source.buffer
     device = out.device
     for n in k.nodes:
         faults.check(f"op:{n.name}", device)
@@ -403,7 +439,11 @@ def _run_locked(k: Kernel, out: Node) -> None:
         if k.kind == "gather":
             buf = _run_gather(k, src, device)
         elif k.kind == "stencil":
-            buf = _run_stencil(k, src, device)
+            buf, partial = _run_stencil(k, src, device, reader)
+            if partial:
+                # only the reader's footprint is computed: it must never be the node's value
+                private[out.id] = buf
+                return
         elif k.kind == "expr":
             buf = _run_expr(k, device)
         elif k.kind in ("copy", "move"):
@@ -420,9 +460,11 @@ def materialize(target: Node) -> Any:
     with target.lock:
         if target.materialized:
             return target.buffer
-        for k in plan(target):
+        kernels = plan(target)
+        private: dict[int, Any] = {}
+        for i, k in enumerate(kernels):
             for src in getattr(k, "leaves", None) or [k.source]:
-                if src.buffer is None:
+                if src.buffer is None and src.id not in private:
                     materialize(src)
-            run_kernel(k)
+            run_kernel(k, private, private_reader(k, kernels[i + 1:], target))
     return target.buffer

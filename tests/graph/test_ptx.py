@@ -53,6 +53,19 @@ def test_gather_kernel_compiles_to_ptx(sig: codegen.GatherSig, dtype: np.dtype) 
     assert ".entry" in ptx
 
 
+def test_packed_sampler_gather_converts_no_integers_to_float64() -> None:
+    # 64-bit conversions run at a quarter of the FMA rate: bytes become doubles through _b2f's
+    # bit pattern and _rint_clip rounds with adds; the floors left are the six of the integer
+    # map (once per thread) and the two of the sample position (four channels' rint added 8)
+    sig = codegen.GatherSig(4, "lut", True, True, True, packed=True)
+    mod = codegen.load(codegen.gather_source(sig, "cuda"), "cuda")
+    argtys = (arr(np.uint32, 2), arr(np.float64, 3), arr(np.uint8, 3)) + (
+        types.float64,) * codegen.gather_nparams(sig)
+    ptx, _ = cuda.compile_ptx(mod.kernel.py_func, argtys, cc=CC)
+    assert "cvt.rn.f64.u32" not in ptx
+    assert ptx.count("cvt.rmi.f64.f64") <= 8
+
+
 @pytest.mark.parametrize("dtype", [np.uint8, np.float64, np.uint16])
 def test_stencil_kernels_compile_to_ptx(dtype: np.dtype) -> None:
     rows, cols = codegen.stencil_kernels("cuda")
@@ -148,5 +161,20 @@ def test_batched_2d_stencil_kernel_compiles_to_ptx(c: int) -> None:
     idx = arr(np.int64, 1)
     ptx, _ = cuda.compile_ptx(
         kernel.py_func, (arr(np.uint8, 4), idx, arr(np.uint8, 4), arr(np.float64, 2), idx,
-                         types.boolean, types.float64, arr(np.uint8, 3)), cc=CC)
+                         types.boolean, types.float64, arr(np.uint8, 3), arr(np.int32, 2)),
+        cc=CC)
     assert ".entry" in ptx and "%ctaid.z" in ptx
+
+
+@pytest.mark.parametrize("c,packed", [(1, False), (3, False), (4, False), (4, True)])
+def test_2d_stencil_kernel_compiles_to_ptx(c: int, packed: bool) -> None:
+    from millipyde.graph import codegen_gpu
+
+    kernel = codegen_gpu.stencil_2d_kernel(c, min(c, 3), pre=True, post=True, packed=packed)
+    img = arr(np.uint32, 2) if packed else arr(np.uint8, 3)
+    ptx, _ = cuda.compile_ptx(
+        kernel.py_func, (img, img, arr(np.float64, 1), types.boolean, types.float64,
+                         arr(np.uint8, 3), arr(np.int32, 2)), cc=CC)
+    assert ".entry" in ptx and ".local" not in ptx
+    # the staging and store loops are while loops: no 64-bit division for a trip count
+    assert "div.s64" not in ptx or not packed
