@@ -410,6 +410,11 @@ def run_kernel(k: Kernel, private: dict[int, Any] | None = None,
             _run_locked(k, out, {} if private is None else private, reader)
 
 
+# Below this many output pixels a stencil computes everything: its launch is too short for
+# skipped tiles to pay back the host time of working out which (~0.1 ms).
+FOOTPRINT_MIN_PIXELS = 1 << 20
+
+
 def private_reader(k: Kernel, later: list[Kernel], target: Node) -> Gather | None:
     """The gather right after stencil ``k`` when it is the only reader of ``k``'s output.
 
@@ -420,6 +425,8 @@ def private_reader(k: Kernel, later: list[Kernel], target: Node) -> Gather | Non
     if not (isinstance(k, Stencil) and later and isinstance(later[0], Gather)):
         return None
     out, nxt = k.output, later[0]
+    if out.shape[0] * out.shape[1] < FOOTPRINT_MIN_PIXELS:
+        return None
     if out is target or nxt.source is not out or out.users != 1 or nxt.clip_check:
         return None
     if any(out in (getattr(m, "leaves", None) or [m.source]) for m in later[1:]):

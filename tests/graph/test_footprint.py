@@ -109,6 +109,7 @@ def _chain(img: np.ndarray, fuse: bool, angle: float, hold: bool = False) -> tup
 @pytest.mark.parametrize("angle", [45, 20, -100])
 def test_partial_stencil_equals_fusion_off(angle: float, monkeypatch) -> None:
     monkeypatch.setattr(execute, "gpu_variants_enabled", lambda: True)
+    monkeypatch.setattr(execute, "FOOTPRINT_MIN_PIXELS", 0)
     calls = []
     real = footprint.spans
     monkeypatch.setattr(footprint, "spans", lambda k, band: calls.append(k) or real(k, band))
@@ -125,6 +126,7 @@ def test_partial_stencil_equals_fusion_off(angle: float, monkeypatch) -> None:
 @pytest.mark.cudasim_ok
 def test_a_second_reader_gets_the_whole_stencil(monkeypatch) -> None:
     monkeypatch.setattr(execute, "gpu_variants_enabled", lambda: True)
+    monkeypatch.setattr(execute, "FOOTPRINT_MIN_PIXELS", 0)
     calls = []
     monkeypatch.setattr(footprint, "spans", lambda k, band: calls.append(k))
     img = np.random.default_rng(3).integers(0, 256, (21, 17, 4), dtype=np.uint8)
@@ -134,3 +136,15 @@ def test_a_second_reader_gets_the_whole_stencil(monkeypatch) -> None:
     want.gaussian(1.5)
     want.adjust_gamma(2)
     np.testing.assert_array_equal(np.asarray(held), np.asarray(want))
+
+
+@gpu
+@pytest.mark.cudasim_ok
+def test_small_images_compute_the_whole_stencil(monkeypatch) -> None:
+    # below FOOTPRINT_MIN_PIXELS the host time of the spans would cost more than they save
+    monkeypatch.setattr(execute, "gpu_variants_enabled", lambda: True)
+    calls = []
+    monkeypatch.setattr(footprint, "spans", lambda k, band: calls.append(k))
+    img = np.random.default_rng(4).integers(0, 256, (21, 17, 4), dtype=np.uint8)
+    fused, node, _ = _chain(img, True, 45)
+    assert calls == [] and node.materialized
