@@ -315,7 +315,8 @@ def upload_small(array: np.ndarray, device: int) -> Any:
 
 _warm: set[tuple] = set()
 _first_launch_lock = threading.Lock()
-# Dynamic shared memory any block gets; a kernel must opt in to more, per device.
+# Dynamic shared memory any block gets; a kernel must opt in to more, per device. The
+# executor sizes its tiles within it; bench/tile_ablation.py tries larger ones.
 SHARED_DEFAULT = 48 * 1024
 _opted_in: set[tuple] = set()
 _shared_limits: dict[int, int] = {}

@@ -293,7 +293,7 @@ def _stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rm
     rb, cb = codegen_gpu.ROWS_BLOCK, codegen_gpu.COLS_BLOCK
     shared = (codegen_gpu.rows_shared_bytes(rb, nc, rmax),
               codegen_gpu.cols_shared_bytes(cb, rmax))
-    if execute.gpu_variants_enabled() and max(shared) <= codegen_gpu.MAX_SHARED and \
+    if execute.gpu_variants_enabled() and max(shared) <= runtime.SHARED_DEFAULT and \
             0 < nb <= 65535 and h > 0 and w > 0:
         rows, cols = _stencil_tiled_fns(c, nc)
         sw = codegen_gpu.rows_segment_width(rb[0], rmax)

@@ -52,6 +52,8 @@ _KERNEL_DIGEST = _kernel_sources_digest()
 # GPU, a 64-bit conversion runs at a quarter of the FMA rate; writing b into the low word of
 # 2**52's bit pattern and subtracting 2**52 is a register move and one add, and exact. The
 # simulator has no libdevice, so there it is the plain conversion.
+B2F_HIGH_WORD = 0x43300000  # 2**52's high word: its low word is then the integer itself
+TWO52 = 4503599627370496.0
 _B2F_CUDA = (
     "from numba import config as _config\n"
     "from numba.cuda import libdevice as _ld\n"
@@ -62,7 +64,7 @@ _B2F_CUDA = (
     "else:\n"
     "    @_dev\n"
     "    def _b2f(b):\n"
-    "        return _ld.hiloint2double(0x43300000, b) - 4503599627370496.0\n"
+    f"        return _ld.hiloint2double({B2F_HIGH_WORD:#x}, b) - {TWO52!r}\n"
 )
 
 _HEADER = {

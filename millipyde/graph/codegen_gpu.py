@@ -34,8 +34,6 @@ PY = 8
 ROWS_BLOCK = (32, 4)
 # Threads per block of the columns pass (x: flat columns, y: groups of PY rows).
 COLS_BLOCK = (32, 8)
-# Largest dynamic shared memory a block may ask for without opting in.
-MAX_SHARED = 48 * 1024
 
 
 def _decorator(sim: bool) -> str:

@@ -236,16 +236,14 @@ def _run_stencil(k: Stencil, src: Any, device: int, reader: Gather | None = None
     if h == 0 or w == 0:
         return dst, False
     if stencil_2d_fits(radius):
-        th = codegen_gpu.tile_size(codegen_gpu.tile_geometry(runtime.SIM))[0]
-        span = None if reader is None else footprint.spans(reader, th)
         run_stencil_2d(src3, dst3, taps_d, radius, is_int, full, device, lut, pre, post,
-                       span=span)
-        return dst, span is not None
+                       reader=reader)
+        return dst, reader is not None
     tmp = runtime.empty((h, w, nc), np.float64, device)
     if gpu_variants_enabled() and lut is None:
         shared = max(codegen_gpu.rows_shared_bytes(codegen_gpu.ROWS_BLOCK, nc, radius),
                      codegen_gpu.cols_shared_bytes(codegen_gpu.COLS_BLOCK, radius))
-        if shared <= codegen_gpu.MAX_SHARED:
+        if shared <= runtime.SHARED_DEFAULT:
             run_stencil_tiled(src3, tmp, dst3, taps_d, radius, is_int, full, device)
             return dst, False
     rows, cols = _stencil_fns(pre, post)
@@ -265,7 +263,7 @@ def stencil_2d_fits(radius: int) -> bool:
     """Whether the one-pass 2-D tiled stencil runs here for taps of this radius."""
     geometry = codegen_gpu.tile_geometry(runtime.SIM)
     return (gpu_variants_enabled()
-            and codegen_gpu.tile_shared_bytes(radius, geometry) <= codegen_gpu.MAX_SHARED)
+            and codegen_gpu.tile_shared_bytes(radius, geometry) <= runtime.SHARED_DEFAULT)
 
 
 def stencil_2d_packs(src3: Any, dst3: Any, radius: int) -> bool:
@@ -273,18 +271,18 @@ def stencil_2d_packs(src3: Any, dst3: Any, radius: int) -> bool:
     geometry = codegen_gpu.tile_geometry(runtime.SIM)
     return (src3.shape[2] == 4 and src3.dtype == np.uint8 and dst3.dtype == np.uint8
             and _c_contiguous(src3) and _c_contiguous(dst3)
-            and codegen_gpu.packed_shared_bytes(radius, geometry) <= codegen_gpu.MAX_SHARED)
+            and codegen_gpu.packed_shared_bytes(radius, geometry) <= runtime.SHARED_DEFAULT)
 
 
 def run_stencil_2d(src3: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool, full: float,
                    device: int, lut: np.ndarray | None = None, pre: bool = False,
                    post: bool = False, packed: bool | None = None,
-                   span: np.ndarray | None = None) -> None:
+                   reader: Gather | None = None) -> None:
     """The one-pass 2-D tiled stencil; ``lut`` (2, C, 256) uint8 holds the pre/post tables.
 
     ``packed`` (default: ``stencil_2d_packs``) picks the kernel that stages uint8 RGBA tiles as
-    words; tests turn it off to compare the two. ``span`` (``footprint.spans``; default every
-    column) limits each band of tile rows to the columns a reader needs.
+    words; tests turn it off to compare the two. With a ``reader`` (``private_reader``) each
+    band of tile rows computes only the columns that gather reads (``footprint.spans``).
     """
     h, w, c = src3.shape
     geometry = codegen_gpu.tile_geometry(runtime.SIM)
@@ -297,8 +295,9 @@ def run_stencil_2d(src3: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool,
         src3, dst3 = _words(src3), _words(dst3)
     else:
         shared = codegen_gpu.tile_shared_bytes(radius, geometry)
-    if span is None:
-        span = footprint.full_spans(h, w, codegen_gpu.tile_size(geometry)[0])
+    band = codegen_gpu.tile_size(geometry)[0]
+    span = (footprint.full_spans(h, w, band) if reader is None
+            else footprint.spans(reader, band))
     runtime.launch_grid(fn, codegen_gpu.tile_grid(h, w, geometry), geometry[:2], device,
                         src3, dst3, taps_d, is_int, full, runtime.upload_small(table, device),
                         runtime.upload_small(span, device), shared=shared)

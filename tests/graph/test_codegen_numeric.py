@@ -11,8 +11,6 @@ import pytest
 
 from millipyde.graph import codegen
 
-TWO52 = 2.0**52
-
 
 @pytest.fixture(scope="module")
 def rint_clip():
@@ -47,12 +45,15 @@ def test_rint_clip_maps_nan_to_zero(rint_clip) -> None:
 
 
 def test_b2f_bit_pattern_is_the_integer() -> None:
-    # the GPU _b2f: 0x43300000 in the high word, b in the low word, minus 2**52
+    # the GPU _b2f, with the constants its source is generated from: the high word, b in the
+    # low word, minus 2**52
+    assert f"{codegen.B2F_HIGH_WORD:#x}" in codegen._B2F_CUDA and repr(codegen.TWO52) in \
+        codegen._B2F_CUDA
     rng = np.random.default_rng(5)
     b = np.concatenate([np.arange(1 << 16), rng.integers(0, 1 << 32, 100000),
                         [(1 << 32) - 1, (1 << 31), (1 << 31) - 1]]).astype(np.uint64)
-    bits = (np.uint64(0x43300000) << np.uint64(32)) | b
-    assert np.array_equal(bits.view(np.float64) - TWO52, b.astype(np.float64))
+    bits = (np.uint64(codegen.B2F_HIGH_WORD) << np.uint64(32)) | b
+    assert np.array_equal(bits.view(np.float64) - codegen.TWO52, b.astype(np.float64))
 
 
 def test_b2f_on_the_cpu_is_the_conversion() -> None:
