@@ -5,6 +5,9 @@
 Runs the thesis 5-op chain (bench_fusion's) fused and with fusion off, ``--repeat`` times each
 under torch.profiler, and prints per variant: the wall time per chain, the summed GPU kernel time
 per chain, and each kernel's mean duration. Wall minus kernels is host time the GPU waited for.
+Then, one chain at a time (synchronized, as ``bench fusion`` times them), the host timeline:
+recording the ops, when each launch starts and returns (ms from the start), and the inclusive
+host time of the executor's steps.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import numpy as np
 
 import millipyde as mp
 from bench.bench_fusion import _chain, chain_input
-from millipyde.graph import execute, schedule
+from millipyde import faults, runtime
+from millipyde.graph import execute, footprint, schedule
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +59,76 @@ def main(argv: list[str] | None = None) -> int:
               f"kernels {total:.3f} ms/chain, host-bound gap {wall - total:.3f} ms")
         for name, ds in sorted(per.items(), key=lambda kv: -sum(kv[1])):
             print(f"   {len(ds) / args.repeat:4.1f}x {np.mean(ds):8.3f} ms  {name[:90]}")
+        timeline(base, fuse, args.repeat)
     return 0
+
+
+# host functions whose inclusive time the timeline sums per chain
+TIMED = {
+    execute: ("plan", "private_reader", "stencil_tables", "gather_args", "_run_stencil",
+              "run_stencil_2d", "_run_gather"),
+    footprint: ("spans", "full_spans"),
+    runtime: ("empty", "upload_small", "_launch", "current_stream"),
+    faults: ("check",),
+}
+
+
+def timeline(base: mp.gpuimage, fuse: bool, repeat: int) -> None:
+    """Median host times (ms from the chain's start) of one synchronized chain's phases, and
+    the inclusive host time of the functions in ``TIMED`` per chain."""
+    marks: list[float] = []
+    spent: dict[str, list[float]] = collections.defaultdict(list)
+    on = [False]  # only the timed chain counts
+
+    def timed(fn, name):
+        def wrapper(*a, **kw):
+            if not on[0]:
+                return fn(*a, **kw)
+            t = time.perf_counter()
+            if name == "_launch":
+                marks.append(t - t0)
+            try:
+                return fn(*a, **kw)
+            finally:
+                now = time.perf_counter()
+                spent[name][-1] += now - t
+                if name == "_launch":
+                    marks.append(now - t0)
+        return wrapper
+
+    saved = [(mod, name, getattr(mod, name)) for mod, names in TIMED.items() for name in names]
+    rows = []
+    for mod, name, fn in saved:
+        setattr(mod, name, timed(fn, name))
+    try:
+        for _ in range(repeat):
+            x = base.clone()
+            x._materialize()
+            mp.synchronize()
+            marks.clear()
+            for _, name, _ in saved:
+                spent[name].append(0.0)
+            on[0] = True
+            t0 = time.perf_counter()
+            _chain(x)
+            t1 = time.perf_counter()
+            with schedule.fusion(fuse):
+                execute.materialize(x._node)
+            t3 = time.perf_counter()
+            mp.synchronize()
+            t4 = time.perf_counter()
+            on[0] = False
+            rows.append([t1 - t0, t3 - t0, t4 - t0] + marks)
+    finally:
+        for mod, name, fn in saved:
+            setattr(mod, name, fn)
+    med = np.median(np.array(rows), axis=0) * 1e3
+    print(f"   host: record {med[0]:.3f}, materialize returns at {med[1]:.3f}, synchronized "
+          f"at {med[2]:.3f} (ms from the start)")
+    print("   launches (start-return): " + ", ".join(
+        f"{a:.3f}-{b:.3f}" for a, b in zip(med[3::2], med[4::2], strict=True)))
+    print("   inclusive host ms per chain: " + ", ".join(
+        f"{name} {np.median(ts) * 1e3:.3f}" for name, ts in spent.items()))
 
 
 if __name__ == "__main__":

@@ -100,11 +100,21 @@ def on_device(device: int) -> Iterator[None]:
             _tls.device = prev
 
 
+_default_streams: dict[int, Any] = {}
+
+
 def current_stream() -> Any:
     """The stream this thread launches on (set by Pipeline workers), or the default stream."""
     s = getattr(_tls, "stream", None)
     if s is None and GPU:
-        return cuda.default_stream()
+        device = getattr(_tls, "device", None)
+        if device is None or SIM:
+            return cuda.default_stream()
+        # numba-cuda builds a new stream object, looking the context up, on every call
+        # (~10 us); a device's default stream is the same one every time
+        s = _default_streams.get(device)
+        if s is None:
+            s = _default_streams[device] = cuda.default_stream()
     return s
 
 

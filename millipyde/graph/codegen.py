@@ -61,6 +61,11 @@ _B2F_CUDA = (
     "    @_dev\n"
     "    def _b2f(b):\n"
     "        return float(b)\n"
+    # the simulator runs these in Python, where numba's integer types refuse to wrap
+    "    def _u(v):\n"
+    "        return int(v) & 0xFFFFFFFFFFFFFFFF\n"
+    "    def _u32(v):\n"
+    "        return int(v) & 0xFFFFFFFF\n"
     "else:\n"
     "    @_dev\n"
     "    def _b2f(b):\n"
@@ -72,6 +77,7 @@ _HEADER = {
         "import math\n"
         "import numpy as np\n"
         "from numba import njit, prange\n"
+        "from numba import uint32 as _u32\n"
         "from numba import uint64 as _u\n"
         "from millipyde.kernels import REGISTRY as _R\n"
         "_dev = njit(inline='always', cache=False)\n"
@@ -80,6 +86,7 @@ _HEADER = {
     "cuda": (
         "import math\n"
         "from numba import cuda\n"
+        "from numba import uint32 as _u32\n"
         "from numba import uint64 as _u\n"
         "from millipyde.kernels import REGISTRY as _R\n"
         "_dev = cuda.jit(device=True, inline=True)\n"
@@ -162,11 +169,16 @@ class GatherSig:
     pre: tuple[str, ...] = ()
     post: tuple[str, ...] = ()
     grey_ops: tuple[str, ...] = ()
-    # uint8 RGBA source read as one uint32 per pixel (``src`` is then a 2-D uint32 view)
+    # uint8 RGBA source read as one uint32 per pixel: ``src`` is then the flat uint32 view and
+    # ``dst`` flat too, indexed with 32-bit offsets, so callers keep both under 2**31 elements
+    # (``execute._packable``); the source width and output height and width follow the
+    # parameters (``PACKED_DIMS``)
     packed: bool = False
     # "lut" mode: which of the two table stages (before / after the sampler) hold any op; an
     # identity stage is not read at all
     lut_stages: tuple[bool, bool] = (True, True)
+    # scikit-image's warp clip may apply: the blend is clamped below at ``clip_lo``
+    clip: bool = True
 
     @property
     def cout(self) -> int:
@@ -228,9 +240,11 @@ def _gather_body(sig: GatherSig, gates: bool = False) -> str:
             return f"_b2f(lut[0, {c}, {raw}])"
         return f"_b2f({raw})" if sig.packed else f"float({raw})"
 
-    fetch = "pk = src[_u(sy), _u(sx)]" if sig.packed else ""
     if not sig.sampler:
-        lines += ["sy = q0 * y + q1 * x + q2", "sx = q3 * y + q4 * x + q5", fetch]
+        if sig.packed:
+            lines.append("pk = src[_u32(_u32(y) * dy_ + _u32(x) * dx_ + c0_)]")
+        else:
+            lines += ["sy = q0 * y + q1 * x + q2", "sx = q3 * y + q4 * x + q5"]
         if lut and not sig.grey and not sig.packed:
             # a pure table lookup: stay in uint8, no float round trip
             def value(c: int) -> str:
@@ -252,22 +266,25 @@ def _gather_body(sig: GatherSig, gates: bool = False) -> str:
             "dc = fx - tx0",
             "iy = int(ty0)",
             "ix = int(tx0)",
-            # the integer map at the first tap; the others are one step away in y and/or x
-            "by = q0 * iy + q1 * ix + q2",
-            "bx = q3 * iy + q4 * ix + q5",
         ]
+        if sig.packed:
+            # the flat offset of the first tap; the others are one step away in y and/or x
+            lines.append("o = _u32(_u32(iy) * dy_ + _u32(ix) * dx_ + c0_)")
+        else:
+            lines += ["by = q0 * iy + q1 * ix + q2", "bx = q3 * iy + q4 * ix + q5"]
         for c in chans:
             lines += [f"t{c}_{k} = 0.0" for k in range(4)]
-        taps = [("iy", "ix", "", "", 0), ("iy", "ix + 1", " + q1", " + q4", 1),
-                ("iy + 1", "ix", " + q0", " + q3", 2),
-                ("iy + 1", "ix + 1", " + q0 + q1", " + q3 + q4", 3)]
-        for ty, tx, dy, dx, k in taps:
-            lines += [
-                f"if {ty} >= 0 and {ty} < mh and {tx} >= 0 and {tx} < mw:",
-                f"    sy = by{dy}",
-                f"    sx = bx{dx}",
-                f"    {fetch}",
-            ]
+        taps = [("iy", "ix", "", "", "o", 0),
+                ("iy", "ix + 1", " + q1", " + q4", "_u32(o + dx_)", 1),
+                ("iy + 1", "ix", " + q0", " + q3", "_u32(o + dy_)", 2),
+                ("iy + 1", "ix + 1", " + q0 + q1", " + q3 + q4", "_u32(o + dy_ + dx_)", 3)]
+        for ty, tx, dy, dx, flat, k in taps:
+            # one unsigned comparison per axis also rejects negative indices
+            lines.append(f"if _u({ty}) < _u(mh) and _u({tx}) < _u(mw):")
+            if sig.packed:
+                lines.append(f"    pk = src[{flat}]")
+            else:
+                lines += [f"    sy = by{dy}", f"    sx = bx{dx}"]
             for c in chans:
                 lines.append(f"    t{c}_{k} = {load(c, 'sy', 'sx')}")
                 if not lut and sig.pre:
@@ -275,10 +292,9 @@ def _gather_body(sig: GatherSig, gates: bool = False) -> str:
                                  .replace("\n", "\n    "))
         for c in chans:
             # skimage's bilinear_interpolation: rows blended last
-            blend = [
-                f"v{c} = max((1.0 - dr) * ((1.0 - dc) * t{c}_0 + dc * t{c}_1) + "
-                f"dr * ((1.0 - dc) * t{c}_2 + dc * t{c}_3), clip_lo)",
-            ]
+            mix = (f"(1.0 - dr) * ((1.0 - dc) * t{c}_0 + dc * t{c}_1) + "
+                   f"dr * ((1.0 - dc) * t{c}_2 + dc * t{c}_3)")
+            blend = [f"v{c} = max({mix}, clip_lo)" if sig.clip else f"v{c} = {mix}"]
             if cast or lut:
                 blend.append(f"v{c} = _rint_clip(v{c}, full)")
             if gates:
@@ -298,10 +314,14 @@ def _gather_body(sig: GatherSig, gates: bool = False) -> str:
         first = len(sig.pre) + len(sig.post)
         if sig.grey_ops:
             lines.append(_chain(sig.grey_ops, "g", 0, "1.0", first, False, gates))
-        lines.append("dst[y, x, 0] = g")
+        values = ["g"]
     else:
-        for c in chans:
-            lines.append(f"dst[y, x, {c}] = v{c}")
+        values = [f"v{c}" for c in chans]
+    if sig.packed:
+        lines.append(f"od = _u32(_u32(y) * _u32(w) + _u32(x)) * {len(values)}")
+        lines += [f"dst[_u32(od + {c})] = {v}" for c, v in enumerate(values)]
+    else:
+        lines += [f"dst[y, x, {c}] = {v}" for c, v in enumerate(values)]
     return "\n".join(lines)
 
 
@@ -334,12 +354,21 @@ def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
         # on GPUs the parameters travel as scalar kernel arguments: no upload per launch
         # (numba-cuda spends ~0.1 ms of host time on each small device array)
         params = ", ".join(f"p_{i}" for i in range(gather_nparams(sig)))
+    if sig.packed:
+        # flat arrays: a tap's 32-bit offset is one multiply-add, where a two-index subscript
+        # costs 64-bit multiplies (three instructions each) per load and store. (Numba cannot
+        # reshape inside a CUDA kernel, so the views and their dimensions come from the host.)
+        n = gather_nparams(sig) - PACKED_DIMS
+        dims = f"sw_ = int(p[{n}])\nh = int(p[{n + 1}])\nw = int(p[{n + 2}])\n"
+        offsets = ("\ndy_ = _u32(q0 * sw_ + q3)\ndx_ = _u32(q1 * sw_ + q4)\n"
+                   "c0_ = _u32(q2 * sw_ + q5)")
+    else:
+        dims, offsets = "h = dst.shape[0]\nw = dst.shape[1]\n", ""
+    prologue = dims + gather_prologue() + offsets
     fn = (
         f"\n\n{_decorator(target, sim)}\n"
         f"def kernel(src, dst, lut, {params}):\n"
-        "    h = dst.shape[0]\n"
-        "    w = dst.shape[1]\n"
-        + "".join(f"    {line}\n" for line in gather_prologue().splitlines())
+        + "".join(f"    {line}\n" for line in prologue.splitlines())
     )
     source = head + fn + _loop_2d(target, "h", "w", body)
     if target == "cuda":
@@ -355,9 +384,13 @@ def gather_prologue() -> str:
             + f"mh = int(p[{MID_OFF}])\nmw = int(p[{MID_OFF + 1}])")
 
 
+PACKED_DIMS = 3  # source width, output height, output width
+
+
 def gather_nparams(sig: GatherSig) -> int:
     """Length of the parameter array of ``sig``'s kernel."""
-    return OPS_OFF + 3 * (len(sig.pre) + len(sig.post) + len(sig.grey_ops))
+    n = OPS_OFF + 3 * (len(sig.pre) + len(sig.post) + len(sig.grey_ops))
+    return n + PACKED_DIMS if sig.packed else n
 
 
 def gather_kernel(sig: GatherSig, target: str, sim: bool = False):

@@ -108,6 +108,7 @@ def gather_args(k: Gather) -> tuple[codegen.GatherSig, np.ndarray, np.ndarray]:
         post=() if lut_mode else names(k.post),
         grey_ops=names(k.grey_ops),
         lut_stages=(bool(k.pre), bool(k.post)) if lut_mode else (False, False),
+        clip=bool(k.clip_check),
     )
     if lut_mode and (k.pre or k.post):
         lut = IDENTITY_LUT[:, :c].copy()
@@ -163,10 +164,16 @@ def _words(a: Any) -> Any:
     return a.view(np.uint32).reshape(a.shape[0], a.shape[1])
 
 
-def _packable(sig: codegen.GatherSig, src: Any) -> bool:
+# The packed kernel's offsets are 32-bit (``codegen.GatherSig.packed``)
+PACKED_MAX_ELEMENTS = 2**31
+
+
+def _packable(sig: codegen.GatherSig, src: Any, out: Node) -> bool:
     """uint8 RGBA read pixel by pixel as uint32: one load per tap instead of four."""
     return (sig.mode == "lut" and sig.cin == 4 and (sig.sampler or sig.grey)
-            and src.ndim == 3 and src.shape[2] == 4 and _c_contiguous(src))
+            and src.ndim == 3 and src.shape[2] == 4 and _c_contiguous(src)
+            and src.shape[0] * src.shape[1] < PACKED_MAX_ELEMENTS
+            and out.shape[0] * out.shape[1] * sig.cout < PACKED_MAX_ELEMENTS)
 
 
 def _run_gather(k: Gather, src: Any, device: int) -> Any:
@@ -176,15 +183,17 @@ def _run_gather(k: Gather, src: Any, device: int) -> Any:
     if gpu_variants_enabled() and _rgba_lut_fast(sig, src):
         _run_gather_rgba(k, src, dst, lut, p, device)
         return dst
-    src_arg = runtime.as_3d(src)
-    if _packable(sig, src):
-        sig = dataclasses.replace(sig, packed=True)
-        src_arg = _words(src)
-    fn = _gather_fn(sig)
     h, w = out.shape[0], out.shape[1]
+    src_arg, dst_arg = runtime.as_3d(src), runtime.as_3d(dst)
+    if _packable(sig, src, out):
+        sig = dataclasses.replace(sig, packed=True)
+        src_arg = src.view(np.uint32).reshape(src.shape[0] * src.shape[1])
+        dst_arg = dst.reshape(dst.size)
+        p = np.concatenate([p, [src.shape[1], h, w]])
+    fn = _gather_fn(sig)
     params = tuple(p.tolist()) if runtime.TARGET == "cuda" else (p,)
     runtime.launch_2d(
-        fn, h, w, device, src_arg, runtime.as_3d(dst),
+        fn, h, w, device, src_arg, dst_arg,
         runtime.upload_small(np.ascontiguousarray(lut), device), *params,
     )
     return dst

@@ -59,11 +59,15 @@ def test_packed_sampler_gather_converts_no_integers_to_float64() -> None:
     # map (once per thread) and the two of the sample position (four channels' rint added 8)
     sig = codegen.GatherSig(4, "lut", True, True, True, packed=True)
     mod = codegen.load(codegen.gather_source(sig, "cuda"), "cuda")
-    argtys = (arr(np.uint32, 2), arr(np.float64, 3), arr(np.uint8, 3)) + (
+    # packed: flat source words and flat output
+    argtys = (arr(np.uint32, 1), arr(np.float64, 1), arr(np.uint8, 3)) + (
         types.float64,) * codegen.gather_nparams(sig)
     ptx, _ = cuda.compile_ptx(mod.kernel.py_func, argtys, cc=CC)
     assert "cvt.rn.f64.u32" not in ptx
     assert ptx.count("cvt.rmi.f64.f64") <= 8
+    # rgb2grey scales the colours by multiplying, as skimage's img_as_float does: the one
+    # float64 division left is alpha's
+    assert ptx.count("div.rn.f64") == 1
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.float64, np.uint16])
