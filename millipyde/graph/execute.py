@@ -35,8 +35,9 @@ def _stencil_tiled_fns(c: int, nc: int):
 
 
 @functools.cache
-def _stencil_2d_fn(c: int, nc: int, pre: bool, post: bool, packed: bool):
-    return codegen_gpu.stencil_2d_kernel(c, nc, pre, post, runtime.SIM, packed)
+def _stencil_2d_fn(c: int, nc: int, pre: bool, post: bool, packed: bool,
+                   geometry: tuple[int, int, int, int, int]):
+    return codegen_gpu.stencil_2d_kernel(c, nc, pre, post, runtime.SIM, packed, geometry)
 
 
 @functools.cache
@@ -294,10 +295,10 @@ def run_stencil_2d(src3: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool,
     band of tile rows computes only the columns that gather reads (``footprint.spans``).
     """
     h, w, c = src3.shape
-    geometry = codegen_gpu.tile_geometry(runtime.SIM)
     if packed is None:
         packed = stencil_2d_packs(src3, dst3, radius)
-    fn = _stencil_2d_fn(c, min(c, 3), pre, post, packed)
+    geometry = codegen_gpu.tile_geometry(runtime.SIM, radius, packed, runtime.SHARED_DEFAULT)
+    fn = _stencil_2d_fn(c, min(c, 3), pre, post, packed, geometry)
     table = IDENTITY_LUT[:, :c] if lut is None else lut
     if packed:
         shared = codegen_gpu.packed_shared_bytes(radius, geometry)

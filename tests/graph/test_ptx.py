@@ -183,3 +183,23 @@ def test_2d_stencil_kernel_compiles_to_ptx(c: int, packed: bool) -> None:
     if packed:
         # its staging and store loops are while loops: no 64-bit division for a trip count
         assert "div.s64" not in ptx
+
+
+def test_tall_tiles_only_where_their_shared_memory_fits() -> None:
+    from millipyde.graph import codegen_gpu
+
+    base, limit = codegen_gpu.TILE_GEOMETRY, 48 * 1024
+    tall = codegen_gpu.tile_geometry(False, 16, False, limit)
+    assert tall == (*base[:4], 2 * base[4])
+    assert codegen_gpu.tile_shared_bytes(16, tall) <= limit
+    # too wide a halo for the tall tile, and the packed kernel's staged planes: the base tile
+    assert codegen_gpu.tile_shared_bytes(40, tall) > limit
+    assert codegen_gpu.tile_geometry(False, 40, False, limit) == base
+    assert codegen_gpu.tile_geometry(False, 16, True, limit) == base
+    assert codegen_gpu.tile_geometry(False) == base
+    kernel = codegen_gpu.stencil_2d_kernel(1, 1, geometry=tall)
+    img = arr(np.float64, 3)
+    ptx, _ = cuda.compile_ptx(
+        kernel.py_func, (img, img, arr(np.float64, 1), types.boolean, types.float64,
+                         arr(np.uint8, 3), arr(np.int32, 2)), cc=CC)
+    assert ".entry" in ptx and ".local" not in ptx
