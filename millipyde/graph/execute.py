@@ -160,9 +160,10 @@ def _c_contiguous(a: Any) -> bool:
     return a.flags.c_contiguous if isinstance(a, np.ndarray) else a.is_c_contiguous()
 
 
-def _words(a: Any) -> Any:
-    """A contiguous (h, w, 4) uint8 image as its (h, w) uint32 pixels."""
-    return a.view(np.uint32).reshape(a.shape[0], a.shape[1])
+def _words(a: Any, flat: bool = False) -> Any:
+    """A contiguous (h, w, 4) uint8 image as its (h, w) uint32 pixels, or (h * w) ``flat``."""
+    shape = (a.shape[0] * a.shape[1],) if flat else (a.shape[0], a.shape[1])
+    return a.view(np.uint32).reshape(*shape)
 
 
 # The packed kernel's offsets are 32-bit (``codegen.GatherSig.packed``)
@@ -188,8 +189,7 @@ def _run_gather(k: Gather, src: Any, device: int) -> Any:
     src_arg, dst_arg = runtime.as_3d(src), runtime.as_3d(dst)
     if _packable(sig, src, out):
         sig = dataclasses.replace(sig, packed=True)
-        src_arg = src.view(np.uint32).reshape(src.shape[0] * src.shape[1])
-        dst_arg = dst.reshape(dst.size)
+        src_arg, dst_arg = _words(src, flat=True), runtime.flat(dst)
         p = np.concatenate([p, [src.shape[1], h, w]])
     fn = _gather_fn(sig)
     params = tuple(p.tolist()) if runtime.TARGET == "cuda" else (p,)

@@ -93,6 +93,29 @@ def test_copy_folds_into_the_stencil_that_reads_it(kind: str) -> None:
 
 
 @cudasim_ok
+@pytest.mark.parametrize("ops", [
+    [("rgb2grey",)], [("rotate", 30)], [("fliplr",), ("rotate", -70), ("rgb2grey",)],
+    [("transpose",), ("rotate", 45)],
+], ids=lambda o: "+".join(x[0] for x in o))
+def test_packed_gather_equals_the_two_index_gather(ops, monkeypatch) -> None:
+    # packed RGBA gathers read flat words with 32-bit offsets; images of 2**31 or more
+    # elements fall back to the two-index kernel, which must give the same bits
+    from millipyde.graph import execute
+
+    img = ref.photo_rgba(11, 17)
+
+    def run(limit: int) -> np.ndarray:
+        monkeypatch.setattr(execute, "PACKED_MAX_ELEMENTS", limit)
+        x = mp.gpuimage(img)
+        for name, *args in ops:
+            getattr(x, name)(*args)
+        return np.asarray(x)
+
+    packed, unpacked = run(2**31), run(0)
+    np.testing.assert_array_equal(packed, unpacked)
+
+
+@cudasim_ok
 def test_float_images_keep_elementwise_out_of_stencils() -> None:
     img = mp.gpuimage(ref.photo_grey(9, 8))
     img.adjust_gamma(2)
