@@ -2,8 +2,10 @@
 
 Prints microseconds per call (median of 5 x 200) for: numba-cuda allocation, CuPy-pool
 allocation + wrap, a small upload, a reshape view, an empty kernel launch with 4 array
-arguments, and millipyde's whole gamma op on a 64x64 RGB image. Used to decide where the
-~0.4 ms per op goes (bench/RESULTS.md).
+arguments (through numba-cuda's dispatcher, and through ``runtime.launch_blocks`` with and
+without the cached launch path of millipyde/launcher.py), and millipyde's whole gamma op on a
+64x64 RGB image (both launch paths). Used to decide where the host time per op goes
+(bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 from numba import cuda
 
 import millipyde as mp
-from millipyde import runtime
+from millipyde import launcher, runtime
 
 
 def per_call(fn, n: int = 200) -> float:
@@ -47,6 +49,8 @@ def main() -> None:
             np.random.randint(0, 255, 2048).astype(np.uint8), 0),
         "DeviceNDArray.reshape": lambda: a.reshape(64, 64 * 3),
         "empty kernel, 4 array args": lambda: _empty4[16, 128, s](a, a, a, a),
+        "runtime.launch_blocks, same kernel": lambda: runtime.launch_blocks(
+            _empty4, 16, 128, 0, a, a, a, a),
         "on_device (already current)": lambda: runtime.on_device(0).__enter__(),
     }
     img = mp.gpuimage(np.zeros((64, 64, 3), np.uint8))
@@ -59,6 +63,11 @@ def main() -> None:
     rows["millipyde gamma op 64x64 (record+plan+run)"] = gamma
     for name, fn in rows.items():
         print(f"{name:45s} {per_call(fn):9.1f} us", flush=True)
+    launcher.ENABLED = False
+    for name in ("runtime.launch_blocks, same kernel",
+                 "millipyde gamma op 64x64 (record+plan+run)"):
+        print(f"{name + ', dispatcher only':45s} {per_call(rows[name]):9.1f} us", flush=True)
+    launcher.ENABLED = True
 
 
 if __name__ == "__main__":

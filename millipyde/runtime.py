@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from . import launcher
 from ._backend import NAME as BACKEND
 from ._backend import is_gpu_like
 
@@ -83,14 +84,32 @@ def physical_device_count() -> int:
     return len(cuda.gpus)
 
 
-@contextlib.contextmanager
-def on_device(device: int) -> Iterator[None]:
+class _Unchanged:
+    """The context of ``on_device`` when the device is already current: nothing to do."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return False
+
+
+_UNCHANGED = _Unchanged()
+
+
+def on_device(device: int) -> contextlib.AbstractContextManager[None]:
     """Make ``device`` current for allocations and launches in this thread."""
     if not GPU or SIM or getattr(_tls, "device", None) == device:
         # already current in this thread: pushing the context again costs numba-cuda a
-        # dozen driver calls
-        yield
-        return
+        # dozen driver calls, and a generator-based context manager ~6 us per launch
+        return _UNCHANGED
+    return _switch_device(device)
+
+
+@contextlib.contextmanager
+def _switch_device(device: int) -> Iterator[None]:
     prev = getattr(_tls, "device", None)
     with cuda.gpus[device]:
         _tls.device = device
@@ -363,24 +382,31 @@ def _type_key(args: tuple) -> tuple:
 
 
 def _launch(kernel: Any, device: int, args: tuple, *config: Any) -> None:
+    shared = config[3] if len(config) > 3 else 0
+    if not SIM and launcher.ENABLED and launcher.launch(kernel, device, args, *config[:3],
+                                                        shared):
+        return
     # numba-cuda compiles and loads a kernel's module on its first launch for a signature and
     # device; two threads doing that at once trip its module table ("key already in
     # dictionary"), so first launches go one at a time.
     key = (id(kernel), device, _type_key(args))  # warm per device; the lock is global
-    big = len(config) > 3 and config[3] > SHARED_DEFAULT
+    big = shared > SHARED_DEFAULT
     if key in _warm and (not big or key in _opted_in):
         kernel[config](*args)
-        return
-    with _first_launch_lock:
-        if big and key not in _opted_in:
-            if config[3] > shared_limit(device):
-                raise ValueError(f"kernel {getattr(kernel, '__name__', kernel)} asks for "
-                                 f"{config[3]} B of shared memory per block; device {device} "
-                                 f"allows {shared_limit(device)}")
-            _opt_in_shared(kernel, device, args)
-            _opted_in.add(key)
-        kernel[config](*args)
-        _warm.add(key)
+    else:
+        with _first_launch_lock:
+            if big and key not in _opted_in:
+                if shared > shared_limit(device):
+                    raise ValueError(f"kernel {getattr(kernel, '__name__', kernel)} asks for "
+                                     f"{shared} B of shared memory per block; device {device}"
+                                     f" allows {shared_limit(device)}")
+                _opt_in_shared(kernel, device, args)
+                _opted_in.add(key)
+            kernel[config](*args)
+            _warm.add(key)
+    if not SIM and launcher.ENABLED and not launcher.known(kernel, device, args):
+        launcher.remember(kernel, device, args,
+                          shared_limit(device) if key in _opted_in else SHARED_DEFAULT)
 
 
 def _run_cpu(kernel: Any, args: tuple) -> None:
