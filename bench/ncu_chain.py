@@ -1,18 +1,24 @@
-"""Run the fused thesis 5-op chain once after a warm-up (a target for ``ncu``, GPU only).
+"""Run the thesis 5-op chain once after a warm-up (a target for ``ncu``, GPU only).
 
     ncu --clock-control none -k regex:'tile2d|kernel' --launch-skip 2 -c 2 \
-        python3 bench/ncu_chain.py
+        python3 bench/ncu_chain.py [--unfused]
+
+``--unfused`` runs it with fusion off (five kernels per chain).
 """
 
 from __future__ import annotations
 
+import sys
+
 import millipyde as mp
 from bench.bench_fusion import _chain, chain_input
+from millipyde.graph import schedule
 
 if __name__ == "__main__":
     _, base = chain_input(6000)
-    for _ in range(2):
-        x = base.clone()
-        _chain(x)
-        x._materialize()
+    with schedule.fusion("--unfused" not in sys.argv[1:]):
+        for _ in range(2):
+            x = base.clone()
+            _chain(x)
+            x._materialize()
     mp.synchronize()

@@ -142,7 +142,7 @@ def kernel_only(base, grey, bw: float) -> list[dict]:
     lut_d = runtime.upload_small(lut, 0)
     dst = runtime.empty(src.shape, src.dtype, 0)
     s32, d32 = src.view(np.uint32).reshape(n), dst.view(np.uint32).reshape(n)
-    blocks = min((n + 1023) // 1024, 65535)
+    blocks = codegen_gpu.lut_blocks(n)  # as execute launches it
 
     def lutk(_):
         for _ in range(reps):

@@ -45,8 +45,10 @@ def test_tiled_stencil_matches_reference(kind: str, hw: tuple[int, int], sigma: 
     [("adjust_gamma", 2)], [("fliplr",)], [("transpose",)],
     [("adjust_gamma", 2), ("fliplr",)], [("fliplr",), ("transpose",)],
 ], ids=lambda o: "+".join(x[0] for x in o))
-def test_rgba_lut_fast_path_matches_generic(ops, monkeypatch) -> None:
-    img = ref.photo("rgba", 9, 13)
+# 37x29 spans several chunks per thread and rows per block, and loops over the capped grid
+@pytest.mark.parametrize("hw", [(9, 13), (37, 29)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_rgba_lut_fast_path_matches_generic(ops, hw, monkeypatch) -> None:
+    img = ref.photo("rgba", *hw)
 
     def run(variants: bool) -> np.ndarray:
         monkeypatch.setattr(execute, "gpu_variants_enabled", lambda: variants)
