@@ -1,6 +1,6 @@
 """A cached launch path under numba-cuda's dispatcher for kernels already compiled and loaded.
 
-``kernel[grid, block, stream, shared](*args)`` costs 0.05-0.15 ms of host time per call: the
+``kernel[grid, block, stream, shared](*args)`` costs 0.04-0.15 ms of host time per call: the
 dispatcher types every argument, builds a launch configuration and a stream object, looks the
 context and the loaded function up, and marshals each array through a memory-view shim. The
 executor launches the same few kernels with the same kinds of arguments again and again, so

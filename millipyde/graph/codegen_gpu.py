@@ -20,10 +20,13 @@ compute the same values:
 - ``lut_rgba_kernels()``: uint8 RGBA gathers with no sampler and no grey conversion. Pixels are
   read and written as one uint32; the four 256-entry tables sit pre-shifted in shared memory.
   ``flat`` is the identity index map (1-D grid-stride), ``mapped`` any integer affine index map
-  (flips, transposes), both with or without a table.
+  (flips, transposes), both with or without a table. Each thread loads ``LUT_ITEMS`` words
+  before it stores any.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from .codegen import _HEADER, _RINT_CLIP, load
 
@@ -528,12 +531,12 @@ MAPPED_BLOCK = (32, 8)
 MAPPED_BLOCK_SIM = (4, 2)
 
 
-def _lut_steps(index: str, load: str, store: str, bound: str, ind: str) -> str:
+def _lut_steps(index: Callable[[int], list[str]], load: Callable[[int], str],
+               store: Callable[[int, str], str], bound: Callable[[int], str], ind: str) -> str:
     """Code that loads ``LUT_ITEMS`` words, then stores them (tables applied when ``use_lut``).
 
-    ``index(j)`` (statements), ``load(j)`` and ``store(j, value)`` give item j's index, load
-    and store;
-    ``bound(j)`` its in-range test.
+    For item j: ``index(j)`` the statements that compute its indices, ``load(j)`` its load,
+    ``store(j, value)`` its store and ``bound(j)`` its in-range test.
     """
     lines = [f"{ind}{stmt}" for j in range(LUT_ITEMS) for stmt in index(j)]
     lines += [f"{ind}v{j} = uint32(0)\n{ind}if {bound(j)}:\n{ind}    v{j} = {load(j)}"
