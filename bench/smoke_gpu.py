@@ -142,11 +142,11 @@ def kernel_only(base, grey, bw: float) -> list[dict]:
     lut_d = runtime.upload_small(lut, 0)
     dst = runtime.empty(src.shape, src.dtype, 0)
     s32, d32 = src.view(np.uint32).reshape(n), dst.view(np.uint32).reshape(n)
-    blocks = codegen_gpu.lut_blocks(n)  # as execute launches it
+    launch = codegen_gpu.lut_launch(n)  # as execute launches it
 
     def lutk(_):
         for _ in range(reps):
-            runtime.launch_blocks(flat, blocks, codegen_gpu.LUT_BLOCK, 0, s32, d32, lut_d, True)
+            runtime.launch_blocks(flat, *launch, 0, s32, d32, lut_d, True)
 
     t = timed(lutk, reps=5) / reps
     rows.append({"kernel": "gamma rgba-u32 lut", "ms": t,

@@ -92,14 +92,12 @@ def remember(kernel: Any, device: int, args: tuple, shared_max: int) -> None:
     if kinds is None:
         return
     entry: tuple | None = None
-    compiled = None
-    if not getattr(kernel, "_launch_config_sensitive", False):
-        # (numba keeps a dispatcher per launch configuration for those)
-        argtypes = tuple(kernel.typeof_pyval(a) for a in args)
-        compiled = kernel.overloads.get(argtypes)
+    # (numba keeps a dispatcher per launch configuration for launch-config-sensitive kernels)
+    compiled = (None if getattr(kernel, "_launch_config_sensitive", False)
+                else kernel._compile_for_args(*args))  # the overload just launched
     if (compiled is not None and not getattr(compiled, "debug", False)
             and not compiled.cooperative and not getattr(compiled, "extensions", None)):
-        packers = tuple(_packer(t) for t in argtypes)
+        packers = tuple(_packer(t) for t in compiled.argument_types)
         if None not in packers:
             entry = (compiled._codelibrary.get_cufunc().kernel, packers, shared_max)
     with _lock:
@@ -139,21 +137,21 @@ def _core_stream(stream: Any) -> Any:
     return held[1]
 
 
+def _held(kernel: Any, device: int, kinds: tuple) -> tuple | None:
+    held = _entries.get((id(kernel), device, kinds))
+    return held if held is not None and held[0]() is kernel else None
+
+
 def _entry(kernel: Any, device: int, args: tuple) -> tuple | None:
     kinds = kind_key(args)
-    if kinds is None:
-        return None
-    held = _entries.get((id(kernel), device, kinds))
-    if held is None or held[0]() is not kernel:
-        return None
-    return held[1]
+    held = None if kinds is None else _held(kernel, device, kinds)
+    return None if held is None else held[1]
 
 
 def known(kernel: Any, device: int, args: tuple) -> bool:
     """Whether ``remember`` already decided about this kernel, device and argument kinds."""
     kinds = kind_key(args)
-    held = None if kinds is None else _entries.get((id(kernel), device, kinds))
-    return kinds is None or (held is not None and held[0]() is kernel)
+    return kinds is None or _held(kernel, device, kinds) is not None
 
 
 def launch(kernel: Any, device: int, args: tuple, grid: Any, block: Any, stream: Any,
@@ -174,8 +172,7 @@ def launch(kernel: Any, device: int, args: tuple, grid: Any, block: Any, stream:
 
 def prepared_args(kernel: Any, args: tuple) -> list:
     """The values numba-cuda's own ``_Kernel.launch`` would pass, for tests to compare with."""
-    argtypes = tuple(kernel.typeof_pyval(a) for a in args)
-    compiled = kernel.overloads[argtypes]
+    compiled = kernel._compile_for_args(*args)
     out: list = []
     for t, v in zip(compiled.argument_types, args, strict=True):
         compiled._prepare_args(t, v, 0, [], out)

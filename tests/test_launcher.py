@@ -88,13 +88,22 @@ def test_cached_launches_pass_what_the_dispatcher_passes():
 
 
 @pytest.mark.gpu
-def test_cached_and_dispatched_launches_give_equal_images():
+def test_cached_and_dispatched_launches_give_equal_images(monkeypatch):
     from millipyde.graph import schedule
 
+    served = []
+    real = launcher.launch
+
+    def counting(*a, **kw):
+        served.append(real(*a, **kw))
+        return served[-1]
+
+    monkeypatch.setattr(launcher, "launch", counting)
     host = np.random.default_rng(4).integers(0, 256, (130, 170, 4), dtype=np.uint8)
     outs = {}
     for enabled in (False, True, True):
         launcher.ENABLED = enabled
+        served.clear()
         try:
             for fuse in (True, False):
                 x = mp.gpuimage(host)
@@ -103,6 +112,8 @@ def test_cached_and_dispatched_launches_give_equal_images():
                     outs.setdefault((enabled, fuse), []).append(np.asarray(x))
         finally:
             launcher.ENABLED = True
+    # the last round's launches went through the cached path (else this compares nothing)
+    assert served and all(served), served
     for fuse in (True, False):
         base = outs[(False, fuse)][0]
         for out in outs[(True, fuse)]:

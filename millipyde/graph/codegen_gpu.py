@@ -553,18 +553,17 @@ def lut_rgba_source(sim: bool = False) -> str:
     ``src``/``dst`` are uint32 views of RGBA uint8 images (``flat``: 1-D, ``mapped``: 2-D);
     ``lut`` the (2, 4, 256) uint8 tables of the gather (stage 0 is applied); ``p`` the integer
     index map ``(sy, sx) = (p0 y + p1 x + p2, p3 y + p4 x + p5)``. Each thread moves
-    ``LUT_ITEMS`` words per step: ``flat`` words ``blockDim`` apart, ``mapped`` rows ``BY``
-    apart.
+    ``LUT_ITEMS`` words per step: ``flat`` words ``blockDim.x`` apart, ``mapped`` rows
+    ``blockDim.y`` apart. ``lut_launch`` and ``mapped_launch`` give their launch shapes.
     """
     dec = _decorator(sim)
-    by = (MAPPED_BLOCK_SIM if sim else MAPPED_BLOCK)[1]
     flat_body = _lut_steps(
         lambda j: [f"i{j} = i + {j} * nt"],
         lambda j: f"src[_u(i{j})]",
         lambda j, v: f"dst[_u(i{j})] = {v}",
         lambda j: f"i{j} < n", " " * 8)
     mapped_body = _lut_steps(
-        lambda j: [f"y{j} = yb + {j * by}", f"sy{j} = int(p0 * y{j} + q0 + 0.5)",
+        lambda j: [f"y{j} = yb + {j} * by", f"sy{j} = int(p0 * y{j} + q0 + 0.5)",
                    f"sx{j} = int(p3 * y{j} + q1 + 0.5)"],
         lambda j: f"src[_u(sy{j}), _u(sx{j})]",
         lambda j, v: f"dst[_u(y{j}), _u(x)] = {v}",
@@ -612,7 +611,8 @@ def mapped(src, dst, lut, p, use_lut):
     w = dst.shape[1]
     p0, p1, p2, p3, p4, p5 = p[0], p[1], p[2], p[3], p[4], p[5]
     x = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-    rows = cuda.blockDim.y * {LUT_ITEMS}
+    by = cuda.blockDim.y
+    rows = by * {LUT_ITEMS}
     while x < w:
         q0 = p1 * x + p2
         q1 = p4 * x + p5
@@ -624,21 +624,22 @@ def mapped(src, dst, lut, p, use_lut):
     )
 
 
-def lut_blocks(n: int, sim: bool = False) -> int:
-    """Blocks of a ``flat`` launch over ``n`` words: enough to fill the GPU, no more.
+def lut_launch(n: int, sim: bool = False) -> tuple[int, int]:
+    """``(blocks, threads)`` of a ``flat`` launch over ``n`` words: enough to fill the GPU.
 
     Each block loads the 1024-entry table first, so a block that moves only a few chunks
     spends much of its time on the table; 2048 blocks keep every SM of an H200 full.
     """
-    block, cap = (LUT_BLOCK_SIM, 3) if sim else (LUT_BLOCK, 2048)
-    return max(1, min(-(-n // (block * LUT_ITEMS)), cap))
+    threads, cap = (LUT_BLOCK_SIM, 3) if sim else (LUT_BLOCK, 2048)
+    return max(1, min(-(-n // (threads * LUT_ITEMS)), cap)), threads
 
 
-def mapped_grid(h: int, w: int, sim: bool = False) -> tuple[int, int]:
-    """Grid of a ``mapped`` launch over an ``h`` x ``w`` output (rows capped: they loop)."""
-    bx, by = MAPPED_BLOCK_SIM if sim else MAPPED_BLOCK
+def mapped_launch(h: int, w: int, sim: bool = False
+                  ) -> tuple[tuple[int, int], tuple[int, int]]:
+    """``(grid, block)`` of a ``mapped`` launch over an ``h`` x ``w`` output (rows loop)."""
+    bx, by = block = MAPPED_BLOCK_SIM if sim else MAPPED_BLOCK
     cap = 2 if sim else 65535
-    return (min(-(-w // bx), 65535), max(1, min(-(-h // (by * LUT_ITEMS)), cap)))
+    return (min(-(-w // bx), 65535), max(1, min(-(-h // (by * LUT_ITEMS)), cap))), block
 
 
 def lut_rgba_kernels(sim: bool = False):

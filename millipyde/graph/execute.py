@@ -146,15 +146,12 @@ def _run_gather_rgba(k: Gather, src: Any, dst: Any, lut: np.ndarray, p: np.ndarr
     s32 = src.view(np.uint32)
     d32 = dst.view(np.uint32)
     h, w = dst.shape[0], dst.shape[1]
-    sim = runtime.SIM
     if tuple(src.shape) == tuple(dst.shape) and np.array_equal(p[:6], [1, 0, 0, 0, 1, 0]):
         n = h * w
-        block = codegen_gpu.LUT_BLOCK_SIM if sim else codegen_gpu.LUT_BLOCK
-        runtime.launch_blocks(flat, codegen_gpu.lut_blocks(n, sim), block, device,
+        runtime.launch_blocks(flat, *codegen_gpu.lut_launch(n, runtime.SIM), device,
                               s32.reshape(n), d32.reshape(n), lut_d, use_lut)
         return
-    block = codegen_gpu.MAPPED_BLOCK_SIM if sim else codegen_gpu.MAPPED_BLOCK
-    runtime.launch_grid(mapped, codegen_gpu.mapped_grid(h, w, sim), block, device,
+    runtime.launch_grid(mapped, *codegen_gpu.mapped_launch(h, w, runtime.SIM), device,
                         s32.reshape(src.shape[0], src.shape[1]), d32.reshape(h, w), lut_d,
                         runtime.upload_small(p, device), use_lut)
 
