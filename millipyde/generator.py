@@ -50,12 +50,13 @@ class _State:
         self.seed = seed
         self.outputs = outputs
         self.return_to_host = return_to_host
-        self.workers = workers_per_device()
-        self.depth = 2 * self.workers  # outputs made ahead of next(): bounded memory
         # same-shape inputs: a worker makes `batch` outputs at once, one launch per kernel
         self.batch = batch.batch_size([x._node for x in inputs])
+        self.workers = workers_per_device(batched=self.batch > 1)
+        self.depth = 2 * self.workers  # outputs made ahead of next(): bounded memory
         if self.batch > 1:
-            self.depth = max(self.depth, self.workers * self.batch)
+            # a worker starts the next batch while next() hands out the last one
+            self.depth = max(self.depth, (self.workers + 1) * self.batch)
         self.stacks: dict | None = None
         self.stack_lock = threading.Lock()
         self.cond = threading.Condition()
@@ -168,7 +169,10 @@ class _State:
                 raise StopIteration
             k = self.tickets
             self.tickets += 1
-            self.cond.notify_all()  # the window moved: workers may start another output
+            if self.claimed + self._want() <= self.tickets + self.depth:
+                # the window now has room for a worker's next claim (waking them on every
+                # output instead costs each wake-up a turn of the GIL)
+                self.cond.notify_all()
             while k not in self.results:
                 if self.stopped:
                     raise StopIteration

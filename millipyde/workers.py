@@ -25,7 +25,7 @@ GPU_WORKERS = 4
 _MAX_IDLE_STREAMS = 16
 
 
-def workers_per_device(devices: int = 1) -> int:
+def workers_per_device(devices: int = 1, batched: bool = False) -> int:
     """Worker threads per device: ``MILLIPYDE_WORKERS``, else about 4 in all on GPUs, 1-2 on cpu.
 
     Launching is Python work under the GIL: with one GPU, 4 threads keep it fed; with more GPUs
@@ -34,10 +34,18 @@ def workers_per_device(devices: int = 1) -> int:
     On the cpu backend each launch is already a parallel Numba kernel, so a second thread only
     helps to overlap Python work; when launches are serialized (no thread-safe Numba layer) one
     thread per virtual device is enough.
+
+    ``batched``: a Generator whose worker makes a whole batch of outputs with one launch per
+    kernel. On GPUs its kernels take a tenth of a batch's time and the rest is Python, so
+    a second thread only contends for the GIL: one worker per device (figure-5.1 Generator on
+    an H200: 3540-3974 img/s with 1 worker, 2891-3211 with 2, 1722-2519 with 4;
+    bench/RESULTS.md).
     """
     n = runtime.env_int("MILLIPYDE_WORKERS", None)
     if n is not None:
         return n
+    if runtime.GPU and batched:
+        return 1
     if runtime.GPU:
         return max(1, GPU_WORKERS // max(1, devices))
     return 2 if getattr(runtime, "_cpu_launch_lock", None) is None else 1

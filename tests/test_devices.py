@@ -65,6 +65,26 @@ def test_workers_per_device(monkeypatch):
             workers.workers_per_device()
 
 
+def test_batched_generators_take_one_worker_per_gpu(monkeypatch):
+    monkeypatch.delenv("MILLIPYDE_WORKERS", raising=False)
+    monkeypatch.setattr(runtime, "GPU", True)
+    assert workers.workers_per_device(batched=True) == 1
+    assert workers.workers_per_device(2) == 2  # unbatched work keeps ~4 threads in all
+    monkeypatch.setenv("MILLIPYDE_WORKERS", "3")  # the variable still decides
+    assert workers.workers_per_device(batched=True) == 3
+
+
+def test_generator_window_holds_a_batch_beyond_the_worker(monkeypatch):
+    from millipyde.generator import _State
+
+    monkeypatch.delenv("MILLIPYDE_WORKERS", raising=False)
+    imgs = [mp.gpuimage(np.zeros((8, 8, 3), np.uint8)) for _ in range(2)]
+    st = _State(imgs, [], 0, 0, 10, False)
+    assert st.batch > 1
+    assert st.workers == workers.workers_per_device(batched=True)
+    assert st.depth >= (st.workers + 1) * st.batch
+
+
 def test_stream_pool_reuses_and_drops(monkeypatch):
     monkeypatch.setattr(runtime, "new_stream", lambda d: object())
     pool = workers._StreamPool()

@@ -1,0 +1,96 @@
+"""Where a Generator batch's time goes: recording, the batched launches, GPU kernels (GPU only).
+
+    source bench/gpu_env.sh; MILLIPYDE_BACKEND=cuda python3 bench/generator_breakdown.py
+
+Does what one Generator worker does for a batch (``Generator._make_batch``: clone and record
+the figure-5.1 Operations for each output, then ``batch.materialize_batch``), on 512x512 RGB
+inputs, in this thread, and prints per batch: host time recording, host time until the batched
+launches return, the wait for the GPU, and (torch.profiler/CUPTI) the summed kernel time with
+each kernel's share. Kernel time well below the wall time means the host bounds throughput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import time
+
+import numpy as np
+
+import millipyde as mp
+from millipyde.cli import figure_5_1_operations
+from millipyde.graph import batch
+from millipyde.workers import record_operations
+
+
+def _batch(imgs: list, ops: list, stacks: dict, k0: int, n: int) -> tuple[float, float, float]:
+    t0 = time.perf_counter()
+    ys = []
+    for k in range(k0, k0 + n):
+        y = imgs[k % len(imgs)].clone()
+        record_operations(y, ops, 0, k, 0, lambda: False, batch.LIFT_GATES)
+        ys.append(y)
+    t1 = time.perf_counter()
+    errors = batch.materialize_batch(ys, stacks)
+    t2 = time.perf_counter()
+    mp.synchronize()
+    t3 = time.perf_counter()
+    if any(e is not None for e in errors):
+        raise RuntimeError(f"batch failed: {errors}")
+    return t1 - t0, t2 - t1, t3 - t2
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--batches", type=int, default=20)
+    ap.add_argument("--profile", action="store_true",
+                    help="then cProfile the batches: functions by own and inclusive time")
+    args = ap.parse_args(argv)
+    from torch.profiler import ProfilerActivity, profile
+
+    rng = np.random.default_rng(0)
+    imgs = [mp.gpuimage(rng.integers(0, 256, (512, 512, 3), dtype=np.uint8)) for _ in range(6)]
+    for x in imgs:
+        x._materialize()
+    ops = figure_5_1_operations()
+    stacks = batch.stack_inputs([x._node for x in imgs], 0)
+    mp.synchronize()
+    for b in range(4):  # warm-up: compile every structure the coins give
+        _batch(imgs, ops, stacks, 10_000 + b * args.batch, args.batch)
+    times = []
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for b in range(args.batches):
+            times.append(_batch(imgs, ops, stacks, b * args.batch, args.batch))
+    rec, launch, wait = (float(np.median(t)) * 1e3 for t in zip(*times))
+    per = collections.defaultdict(list)
+    for ev in prof.events():
+        if ev.device_type.name == "CUDA":
+            per[ev.name].append(ev.device_time_total / 1e3)
+    total = sum(sum(v) for v in per.values()) / args.batches
+    wall = rec + launch + wait
+    print(f"batch of {args.batch}, median of {args.batches}: record {rec:.2f} ms, "
+          f"launches {launch:.2f} ms, GPU wait {wait:.2f} ms; wall {wall:.2f} ms "
+          f"({args.batch / wall * 1e3:.0f} img/s); kernels {total:.2f} ms/batch")
+    for name, ds in sorted(per.items(), key=lambda kv: -sum(kv[1]))[:15]:
+        print(f"  {sum(ds) / args.batches:8.3f} ms/batch  {len(ds) / args.batches:5.1f} "
+              f"launches  {name[:90]}")
+    if args.profile:
+        import cProfile
+        import io
+        import pstats
+
+        prof = cProfile.Profile()
+        prof.enable()
+        for b in range(args.batches):
+            _batch(imgs, ops, stacks, 50_000 + b * args.batch, args.batch)
+        prof.disable()
+        for key in ("tottime", "cumulative"):
+            out = io.StringIO()
+            pstats.Stats(prof, stream=out).sort_stats(key).print_stats(40)
+            print(f"===== cProfile by {key}, {args.batches} batches\n{out.getvalue()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
