@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for b in range(args.batches):
             times.append(_batch(imgs, ops, stacks, b * args.batch, args.batch))
-    rec, launch, wait = (float(np.median(t)) * 1e3 for t in zip(*times))
+    rec, launch, wait = (float(np.median(t)) * 1e3 for t in zip(*times, strict=False))
     per = collections.defaultdict(list)
     for ev in prof.events():
         if ev.device_type.name == "CUDA":
