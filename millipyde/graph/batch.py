@@ -91,9 +91,8 @@ class _Pack:
         for off, a in self.parts:
             host[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
         buf = runtime.from_host(host, device)
-        self.views = [buf[off:off + max(a.nbytes, a.dtype.itemsize)].view(a.dtype)
-                      .reshape(a.shape) if a.size else runtime.empty(a.shape, a.dtype, device)
-                      for off, a in self.parts]
+        self.views = [runtime.part(buf, off, a.dtype, a.shape) if a.size
+                      else runtime.empty(a.shape, a.dtype, device) for off, a in self.parts]
 
     def __getitem__(self, slot: int) -> Any:
         return self.views[slot]
@@ -267,10 +266,10 @@ class _Group:
                 _stencil_gpu(node, src, sidx, dst, pk[a], pk[b], rmax, dev)
             # later kernels read this kernel's batch buffer, member m at index m
             src, sidx, sidx_h = dst, pk[self.slots[1]], range(nb)
-        for m, member in enumerate(ms):
+        for member, view in zip(ms, runtime.members(out), strict=True):
             with member.node.lock:
                 if not member.node.materialized:
-                    member.node.settle(out[m])
+                    member.node.settle(view)
 
 
 def _stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rmax: int,

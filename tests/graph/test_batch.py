@@ -238,3 +238,31 @@ def test_generator_batch_errors_name_the_output(monkeypatch) -> None:
         np.testing.assert_array_equal(out, hosts[k % 2][:, ::-1])
     with pytest.raises(StopIteration):
         next(gen)
+
+
+@cudasim_ok
+@pytest.mark.parametrize("shape", [(3, 5, 7, 3), (4, 6, 2), (2, 9)])
+def test_member_views_are_the_batch_buffers_members(shape):
+    host = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
+    buf = runtime.from_host(host, 0)
+    views = runtime.members(buf)
+    assert len(views) == shape[0]
+    for m, view in enumerate(views):
+        assert tuple(view.shape) == shape[1:]
+        assert tuple(view.strides) == host.strides[1:]
+        np.testing.assert_array_equal(runtime.to_host(view), host[m])
+        if runtime.GPU and not runtime.SIM:  # the same memory as indexing gives
+            assert view.device_ctypes_pointer.value == buf[m].device_ctypes_pointer.value
+
+
+@cudasim_ok
+def test_packed_parameters_come_back_as_uploaded():
+    parts = [np.arange(12, dtype=np.float64).reshape(3, 4), np.array([7], dtype=np.int64),
+             np.arange(2 * 3 * 256, dtype=np.uint8).reshape(2, 3, 256), np.zeros((0, 3))]
+    pk = batch._Pack()
+    slots = [pk.add(a) for a in parts]
+    pk.upload(0)
+    for slot, a in zip(slots, parts, strict=True):
+        got = pk[slot]
+        assert tuple(got.shape) == a.shape and got.dtype == a.dtype
+        np.testing.assert_array_equal(runtime.to_host(got), a)
