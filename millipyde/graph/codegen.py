@@ -121,6 +121,38 @@ def _loop_2d(target: str, h: str, w: str, body: str) -> str:
     )
 
 
+def _loop_2d_items(h: str, w: str, load: str, body: str, n: int) -> str:
+    """GPU grid-stride loop over an ``h`` x ``w`` output, ``n`` pixels of a row per trip.
+
+    A trip issues the ``n`` loads (``load``, which sets ``pk`` from ``y``, ``x``) before any of
+    the ``n`` ``body`` copies (which read ``pk``, ``y``, ``x``) that use them: with one pixel a
+    trip, each thread had one load in flight and waited for it. The grid covers ``w / n``
+    columns (:func:`gather_items`).
+    """
+    ind = " " * 12
+
+    def own(text: str, j: int) -> str:
+        return re.sub(r"\bpk\b", f"pk{j}_", re.sub(r"\bx\b", f"x{j}_", text))
+
+    lines = []
+    for j in range(n):
+        lines += [f"x{j}_ = x + {j} * sx_", f"pk{j}_ = _u32(0)", f"if x{j}_ < {w}:",
+                  "    " + own(load, j)]
+    for j in range(n):
+        lines.append(f"if x{j}_ < {w}:")
+        lines += ["    " + line for line in own(body, j).splitlines()]
+    return (
+        "    x0, y0 = cuda.grid(2)\n"
+        "    sx_, sy_ = cuda.gridsize(2)\n"
+        "    y = y0\n"
+        f"    while y < {h}:\n"
+        "        x = x0\n"
+        f"        while x < {w}:\n" + "".join(ind + line + "\n" for line in lines)
+        + f"            x += {n} * sx_\n"
+        "        y += sy_\n"
+    )
+
+
 # --------------------------------------------------------------------------- module loading
 
 
@@ -370,7 +402,12 @@ def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
         f"def kernel(src, dst, lut, {params}):\n"
         + "".join(f"    {line}\n" for line in prologue.splitlines())
     )
-    source = head + fn + _loop_2d(target, "h", "w", body)
+    items = gather_items(sig, target, sim)
+    if items > 1:
+        load, rest = body.split("\n", 1)
+        source = head + fn + _loop_2d_items("h", "w", load, rest, items)
+    else:
+        source = head + fn + _loop_2d(target, "h", "w", body)
     if target == "cuda":
         source = re.sub(r"\bp\[(\d+)\]", r"p_\1", source)
     return source
@@ -385,6 +422,20 @@ def gather_prologue() -> str:
 
 
 PACKED_DIMS = 3  # source width, output height, output width
+
+
+# Pixels per thread and trip of a packed gather without a sampler (uint8 RGBA to grey): on an
+# H200 one pixel a trip left rgb2grey at 27% of copy bandwidth, latency-bound (bench/RESULTS.md).
+GATHER_ITEMS = 4
+GATHER_ITEMS_SIM = 2
+
+
+def gather_items(sig: GatherSig, target: str, sim: bool = False) -> int:
+    """Pixels of a row each GPU thread takes per trip of ``sig``'s kernel (1 but for packed
+    gathers without a sampler, whose one load per pixel is all they wait for)."""
+    if target == "cpu" or not sig.packed or sig.sampler:
+        return 1
+    return GATHER_ITEMS_SIM if sim else GATHER_ITEMS
 
 
 def gather_nparams(sig: GatherSig) -> int:

@@ -193,8 +193,10 @@ def _run_gather(k: Gather, src: Any, device: int) -> Any:
         p = np.concatenate([p, [src.shape[1], h, w]])
     fn = _gather_fn(sig)
     params = tuple(p.tolist()) if runtime.TARGET == "cuda" else (p,)
+    # a thread takes `items` pixels of a row per trip: the grid covers w / items columns
+    items = codegen.gather_items(sig, runtime.TARGET, runtime.SIM)
     runtime.launch_2d(
-        fn, h, w, device, src_arg, dst_arg,
+        fn, h, -(-w // items), device, src_arg, dst_arg,
         runtime.upload_small(np.ascontiguousarray(lut), device), *params,
     )
     return dst

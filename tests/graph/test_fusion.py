@@ -95,7 +95,7 @@ def test_copy_folds_into_the_stencil_that_reads_it(kind: str) -> None:
 @cudasim_ok
 @pytest.mark.parametrize("ops", [
     [("rgb2grey",)], [("rotate", 30)], [("fliplr",), ("rotate", -70), ("rgb2grey",)],
-    [("transpose",), ("rotate", 45)],
+    [("transpose",), ("rotate", 45)], [("adjust_gamma", 2), ("rgb2grey",), ("adjust_gamma", 0.5)],
 ], ids=lambda o: "+".join(x[0] for x in o))
 def test_packed_gather_equals_the_two_index_gather(ops, monkeypatch) -> None:
     # packed RGBA gathers read flat words with 32-bit offsets; images of 2**31 or more
@@ -113,6 +113,26 @@ def test_packed_gather_equals_the_two_index_gather(ops, monkeypatch) -> None:
 
     packed, unpacked = run(2**31), run(0)
     np.testing.assert_array_equal(packed, unpacked)
+
+
+@cudasim_ok
+def test_packed_grey_gather_with_a_grid_narrower_than_its_image(monkeypatch) -> None:
+    # its threads take several pixels of a row per trip (codegen.gather_items); a grid
+    # covering fewer columns makes them loop, as the 65535-block cap does on huge images
+    from millipyde import runtime
+
+    if not runtime.GPU:
+        pytest.skip("the cpu backend has no grid")
+    img = ref.photo_rgba(7, 23)
+    want = mp.gpuimage(img)
+    want.rgb2grey()
+    want = np.asarray(want)
+    launch = runtime.launch_2d
+    monkeypatch.setattr(runtime, "launch_2d",
+                        lambda fn, h, w, device, *args: launch(fn, h, 1, device, *args))
+    got = mp.gpuimage(img)
+    got.rgb2grey()
+    np.testing.assert_array_equal(np.asarray(got), want)
 
 
 @cudasim_ok

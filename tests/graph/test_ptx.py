@@ -70,6 +70,21 @@ def test_packed_sampler_gather_converts_no_integers_to_float64() -> None:
     assert ptx.count("div.rn.f64") == 1
 
 
+def test_packed_grey_gather_issues_its_loads_first() -> None:
+    # rgb2grey alone: each thread loads GATHER_ITEMS words of a row before it converts any
+    sig = codegen.GatherSig(4, "lut", True, False, True, lut_stages=(False, False), packed=True)
+    mod = codegen.load(codegen.gather_source(sig, "cuda"), "cuda")
+    argtys = (arr(np.uint32, 1), arr(np.float64, 1), arr(np.uint8, 3)) + (
+        types.float64,) * codegen.gather_nparams(sig)
+    ptx, _ = cuda.compile_ptx(mod.kernel.py_func, argtys, cc=CC)
+    lines = ptx.splitlines()
+    loads = [i for i, line in enumerate(lines) if "ld.global" in line]
+    n = codegen.gather_items(sig, "cuda")
+    assert n > 1 and len(loads) == n
+    assert all("ld.global.u32" in lines[i] for i in loads)
+    assert max(loads) < min(i for i, line in enumerate(lines) if "div.rn.f64" in line)
+
+
 @pytest.mark.parametrize("dtype", [np.uint8, np.float64, np.uint16])
 def test_stencil_kernels_compile_to_ptx(dtype: np.dtype) -> None:
     rows, cols = codegen.stencil_kernels("cuda")
