@@ -1,0 +1,48 @@
+"""rgb2grey on 6000x8000 RGBA for several pixels-per-thread settings (GPU only).
+
+    source bench/gpu_env.sh; MILLIPYDE_BACKEND=cuda python3 bench/grey_items.py
+
+Sets ``codegen.GATHER_ITEMS`` (pixels of a row each thread takes per trip of a packed gather
+without a sampler), times the op (CUDA events, median of 20; host path included, the clone
+not) and reports it against the copy bandwidth for the bytes that must move (4 read + 8
+written per pixel). Every setting's output must equal the first's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import millipyde as mp
+from bench.smoke_gpu import copy_bandwidth, timed
+from millipyde.graph import codegen, execute
+
+
+def main() -> None:
+    host = np.random.default_rng(0).integers(0, 256, (8000, 6000, 4), dtype=np.uint8)
+    base = mp.gpuimage(host)
+    base._materialize()
+    bw = copy_bandwidth()
+    first = None
+    for items in (1, 2, 4, 8, 16):
+        codegen.GATHER_ITEMS = items
+        execute._gather_fn.cache_clear()
+
+        def clone():
+            x = base.clone()
+            x._materialize()
+            return x
+
+        def op(x):
+            x.rgb2grey()
+            x._materialize()
+            return x
+
+        ms = timed(op, clone)
+        out = np.asarray(op(clone()))
+        first = out if first is None else first
+        share = host.shape[0] * host.shape[1] * 12 / (ms * 1e-3) / bw * 100
+        same = "same" if np.array_equal(out, first) else "DIFFERENT"
+        print(f"items {items:2d}: {ms:.3f} ms, {share:.1f}% of copy, {same}", flush=True)
+
+if __name__ == "__main__":
+    main()
