@@ -405,6 +405,8 @@ def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
     items = gather_items(sig, target, sim)
     if items > 1:
         load, rest = body.split("\n", 1)
+        if not load.startswith("pk = src["):  # pragma: no cover - guards edits of _gather_body
+            raise RuntimeError(f"packed gather body does not start with its load: {load!r}")
         source = head + fn + _loop_2d_items("h", "w", load, rest, items)
     else:
         source = head + fn + _loop_2d(target, "h", "w", body)
