@@ -79,7 +79,7 @@ class operation_stream:
     """Make draws inside the block come from ``(seed_, sample, op)``.
 
     A class, not a generator context manager: a Generator enters one per operation and output,
-    and this costs a third as much (bench/RESULTS.md).
+    and this costs half as much (bench/RESULTS.md).
     """
 
     __slots__ = ("key", "_previous")
