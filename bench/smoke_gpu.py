@@ -141,7 +141,7 @@ def kernel_only(base, grey, bw: float) -> list[dict]:
     lut[0, :3] = (255.0 * (np.arange(256) / 255.0) ** 2 + 0.5).astype(np.uint8)
     lut_d = runtime.upload_small(lut, 0)
     dst = runtime.empty(src.shape, src.dtype, 0)
-    s32, d32 = src.view(np.uint32).reshape(n), dst.view(np.uint32).reshape(n)
+    s32, d32 = execute._words(src, flat=True), execute._words(dst, flat=True)
     launch = codegen_gpu.lut_launch(n)  # as execute launches it
 
     def lutk(_):

@@ -160,14 +160,18 @@ def launch(kernel: Any, device: int, args: tuple, grid: Any, block: Any, stream:
     entry = _entry(kernel, device, args)
     if entry is None or shared > entry[2]:
         return False
-    function, packers, _ = entry
-    packed: list = []
-    for pack, a in zip(packers, args, strict=True):
-        pack(packed, a)
     from numba.cuda import dispatcher as _d
 
-    _d.launch(_core_stream(stream), _config(grid, block, shared), function, *packed)
+    _d.launch(_core_stream(stream), _config(grid, block, shared), entry[0],
+              *_pack(entry[1], args))
     return True
+
+
+def _pack(packers: tuple, args: tuple) -> list:
+    out: list = []
+    for pack, a in zip(packers, args, strict=True):
+        pack(out, a)
+    return out
 
 
 def prepared_args(kernel: Any, args: tuple) -> list:
@@ -182,9 +186,4 @@ def prepared_args(kernel: Any, args: tuple) -> list:
 def packed_args(kernel: Any, device: int, args: tuple) -> list | None:
     """The values the cached path passes for ``args`` (None when it has no entry)."""
     entry = _entry(kernel, device, args)
-    if entry is None:
-        return None
-    out: list = []
-    for pack, a in zip(entry[1], args, strict=True):
-        pack(out, a)
-    return out
+    return None if entry is None else _pack(entry[1], args)

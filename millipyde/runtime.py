@@ -497,13 +497,20 @@ def part(buffer: Any, offset: int, dtype: np.dtype, shape: tuple[int, ...]) -> A
     nbytes = max(int(np.prod(shape, dtype=np.int64)), 1) * dtype.itemsize
     if not GPU or SIM:
         return buffer[offset:offset + nbytes].view(dtype).reshape(shape)
-    from numba.cuda.cudadrv import devicearray
-
     strides = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) * dtype.itemsize
                     for i in range(len(shape)))
+    return _device_view(buffer, shape, strides, dtype, offset, offset + nbytes)
+
+
+def _device_view(buffer: Any, shape: tuple[int, ...], strides: tuple[int, ...], dtype: Any,
+                 start: int, stop: int) -> Any:
+    # what numba-cuda's own indexing builds (``_do_getitem``): an array over a view of the
+    # parent's memory, which keeps the parent alive
+    from numba.cuda.cudadrv import devicearray
+
     return devicearray.DeviceNDArray(shape=shape, strides=strides, dtype=dtype,
                                      stream=buffer.stream,
-                                     gpu_data=buffer.gpu_data.view(offset, offset + nbytes))
+                                     gpu_data=buffer.gpu_data.view(start, stop))
 
 
 def members(buffer: Any) -> list[Any]:
@@ -515,13 +522,9 @@ def members(buffer: Any) -> list[Any]:
     """
     if not GPU or SIM or not buffer.is_c_contiguous() or buffer.ndim < 2:
         return [buffer[m] for m in range(buffer.shape[0])]
-    from numba.cuda.cudadrv import devicearray
-
     step = buffer.strides[0]
-    return [devicearray.DeviceNDArray(shape=buffer.shape[1:], strides=buffer.strides[1:],
-                                      dtype=buffer.dtype, stream=buffer.stream,
-                                      gpu_data=buffer.gpu_data.view(m * step, (m + 1) * step))
-            for m in range(buffer.shape[0])]
+    return [_device_view(buffer, buffer.shape[1:], buffer.strides[1:], buffer.dtype, m * step,
+                         (m + 1) * step) for m in range(buffer.shape[0])]
 
 
 def reshape(buffer: Any, shape: tuple[int, ...]) -> Any:

@@ -101,8 +101,11 @@ def _decorator(target: str, sim: bool) -> str:
     return "@cuda.jit" if sim else "@cuda.jit(cache=True)"
 
 
-def _loop_2d(target: str, h: str, w: str, body: str) -> str:
-    """Wrap ``body`` (uses y, x) in the target's loop over an ``h`` x ``w`` output."""
+def _loop_2d(target: str, h: str, w: str, body: str, step: str = "sx_") -> str:
+    """Wrap ``body`` (uses y, x) in the target's loop over an ``h`` x ``w`` output.
+
+    On GPUs ``x`` advances by ``step`` per trip (the grid's width unless a trip covers more).
+    """
     ind = "            "
     body = "".join(ind + line + "\n" if line else "\n" for line in body.splitlines())
     if target == "cpu":
@@ -116,12 +119,12 @@ def _loop_2d(target: str, h: str, w: str, body: str) -> str:
         f"    while y < {h}:\n"
         "        x = x0\n"
         f"        while x < {w}:\n" + body
-        + "            x += sx_\n"
+        + f"            x += {step}\n"
         "        y += sy_\n"
     )
 
 
-def _loop_2d_items(h: str, w: str, load: str, body: str, n: int) -> str:
+def _loop_2d_items(target: str, h: str, w: str, load: str, body: str, n: int) -> str:
     """GPU grid-stride loop over an ``h`` x ``w`` output, ``n`` pixels of a row per trip.
 
     A trip issues the ``n`` loads (``load``, which sets ``pk`` from ``y``, ``x``) before any of
@@ -129,8 +132,6 @@ def _loop_2d_items(h: str, w: str, load: str, body: str, n: int) -> str:
     trip, each thread had one load in flight and waited for it. The grid covers ``w / n``
     columns (:func:`gather_items`).
     """
-    ind = " " * 12
-
     def own(text: str, j: int) -> str:
         return re.sub(r"\bpk\b", f"pk{j}_", re.sub(r"\bx\b", f"x{j}_", text))
 
@@ -141,16 +142,7 @@ def _loop_2d_items(h: str, w: str, load: str, body: str, n: int) -> str:
     for j in range(n):
         lines.append(f"if x{j}_ < {w}:")
         lines += ["    " + line for line in own(body, j).splitlines()]
-    return (
-        "    x0, y0 = cuda.grid(2)\n"
-        "    sx_, sy_ = cuda.gridsize(2)\n"
-        "    y = y0\n"
-        f"    while y < {h}:\n"
-        "        x = x0\n"
-        f"        while x < {w}:\n" + "".join(ind + line + "\n" for line in lines)
-        + f"            x += {n} * sx_\n"
-        "        y += sy_\n"
-    )
+    return _loop_2d(target, h, w, "\n".join(lines), f"{n} * sx_")
 
 
 # --------------------------------------------------------------------------- module loading
@@ -407,7 +399,7 @@ def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
         load, rest = body.split("\n", 1)
         if not load.startswith("pk = src["):  # pragma: no cover - guards edits of _gather_body
             raise RuntimeError(f"packed gather body does not start with its load: {load!r}")
-        source = head + fn + _loop_2d_items("h", "w", load, rest, items)
+        source = head + fn + _loop_2d_items(target, "h", "w", load, rest, items)
     else:
         source = head + fn + _loop_2d(target, "h", "w", body)
     if target == "cuda":

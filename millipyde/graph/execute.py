@@ -143,17 +143,14 @@ def _run_gather_rgba(k: Gather, src: Any, dst: Any, lut: np.ndarray, p: np.ndarr
     flat, mapped = _lut_rgba_fns()
     use_lut = bool(k.pre)
     lut_d = runtime.upload_small(np.ascontiguousarray(lut), device)
-    s32 = src.view(np.uint32)
-    d32 = dst.view(np.uint32)
     h, w = dst.shape[0], dst.shape[1]
     if tuple(src.shape) == tuple(dst.shape) and np.array_equal(p[:6], [1, 0, 0, 0, 1, 0]):
-        n = h * w
-        runtime.launch_blocks(flat, *codegen_gpu.lut_launch(n, runtime.SIM), device,
-                              s32.reshape(n), d32.reshape(n), lut_d, use_lut)
+        runtime.launch_blocks(flat, *codegen_gpu.lut_launch(h * w, runtime.SIM), device,
+                              _words(src, flat=True), _words(dst, flat=True), lut_d, use_lut)
         return
     runtime.launch_grid(mapped, *codegen_gpu.mapped_launch(h, w, runtime.SIM), device,
-                        s32.reshape(src.shape[0], src.shape[1]), d32.reshape(h, w), lut_d,
-                        runtime.upload_small(p, device), use_lut)
+                        _words(src), _words(dst), lut_d, runtime.upload_small(p, device),
+                        use_lut)
 
 
 def _c_contiguous(a: Any) -> bool:
