@@ -18,7 +18,7 @@ import numpy as np
 
 from . import random as mprandom
 from .array import ArgumentError, gpuarray
-from .graph import batch
+from .graph.exec import batch
 from .image import RECORDING_METHODS, gpuimage
 
 _MISSING: Any = object()
