@@ -1,0 +1,271 @@
+"""Worker side of :mod:`millipyde.distributed`: read, compute, encode and write a chunk of files.
+
+Everything here runs inside a Dask worker (or, for tests, in any process). It imports no Dask.
+A chunk is computed as the single-process executors compute it: every output goes through
+``workers.record_operations`` / ``apply_operations`` with the random stream of ``(seed,
+sample)``, and same-shape chunks through the Generator's batched path (``graph.batch``, whose
+values are bit-identical to the per-output path), so a file does not depend on which worker,
+chunk or batch made it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FORMATS = ("png", "jpg", "tiff", "npy")
+_PIL_FORMAT = {"png": "PNG", "jpg": "JPEG", "tiff": "TIFF"}
+#: Suffix of temporary files in ``out_dir``; finished files only ever appear by ``os.replace``.
+TEMP_SUFFIX = ".millipyde-part"
+
+
+def rebuild_operation(function: Any, args: tuple, kwargs: dict, probability: Any) -> Any:
+    """An Operation from its parts (the other side of :func:`reduce_operation`)."""
+    from .operation import Operation
+
+    return Operation(function, *args, probability=probability, **kwargs)
+
+
+def reduce_operation(op: Any) -> tuple:
+    """Pickle an Operation by its parts: it holds a lock, and its call counter is per process.
+
+    Registered with :mod:`copyreg` by :mod:`millipyde.distributed`, so Operations travel to
+    Dask workers; a callable goes by reference (importable) or by value (cloudpickle).
+    """
+    function = op.method if op.method is not None else op.function
+    return rebuild_operation, (function, op.args, op.kwargs, op.probability)
+
+
+class FormatError(ValueError):
+    """An output that ``fmt`` cannot hold exactly (float data for PNG, RGBA for JPEG, ...)."""
+
+
+def encode(arr: np.ndarray, fmt: str, fh: Any) -> None:
+    """Write ``arr`` to the binary file ``fh`` as ``fmt``, exactly, else raise FormatError."""
+    if fmt == "npy":
+        np.save(fh, arr, allow_pickle=False)
+        return
+    image_like = arr.ndim == 2 or (arr.ndim == 3 and arr.shape[2] in (3, 4))
+    if arr.dtype == np.uint8 and image_like:
+        if fmt == "jpg" and arr.ndim == 3 and arr.shape[2] == 4:
+            raise FormatError("fmt='jpg' cannot hold an RGBA output: use fmt='png', 'tiff' or "
+                              "'npy'")
+        from PIL import Image
+
+        Image.fromarray(arr).save(fh, format=_PIL_FORMAT[fmt])
+        return
+    if fmt == "tiff" and arr.ndim == 2 and arr.dtype.kind in "iuf":
+        try:
+            import tifffile
+        except ImportError as err:
+            raise FormatError("fmt='tiff' needs the tifffile package for non-uint8 greyscale "
+                              "outputs (Pillow cannot hold float64); use fmt='npy'") from err
+        tifffile.imwrite(fh, arr)  # exact: float64 stays float64
+        return
+    what = f"{arr.dtype} {'greyscale' if arr.ndim == 2 else 'array'} of shape {arr.shape}"
+    raise FormatError(f"fmt={fmt!r} cannot hold this output exactly ({what}): png and jpg hold "
+                      "uint8 images; use fmt='npy' or fmt='tiff' for float greyscale")
+
+
+def _commit(tmp: str, final: str) -> None:
+    """Publish a finished file (atomic on one filesystem; tests count the calls)."""
+    os.replace(tmp, final)
+
+
+def write_atomic(arr: np.ndarray, fmt: str, final: Path) -> None:
+    """Encode ``arr`` to a temporary file next to ``final``, then rename it into place."""
+    tmp = final.with_name(f".{final.name}.{uuid.uuid4().hex}{TEMP_SUFFIX}")
+    try:
+        with open(tmp, "wb") as fh:
+            encode(arr, fmt, fh)
+        _commit(str(tmp), str(final))
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def check_backend(expected: str) -> None:
+    """Refuse to compute on a worker whose millipyde backend differs from the client's."""
+    import millipyde as mp
+
+    if mp.backend() != expected:
+        raise RuntimeError(f"millipyde worker backend is {mp.backend()!r} but the client's is "
+                           f"{expected!r}: results would differ (set MILLIPYDE_BACKEND on the "
+                           "workers)")
+
+
+def _as_image(value: Any, is_image: bool) -> Any:
+    import millipyde as mp
+
+    x = mp.gpuimage(value) if is_image else mp.gpuarray(value)
+    x._materialize()
+    return x
+
+
+def compute(sources: dict[Any, Any], items: Sequence[tuple[int, Any]], operations: list,
+            seed: int) -> list[tuple[np.ndarray | None, str | None]]:
+    """``(host array, None)`` or ``(None, error text)`` for each ``(sample, source key)``.
+
+    ``sources`` maps a key to an ``(ndarray, is_image)`` pair. Runs on device 0 (a dask-cuda
+    worker sees its own GPU first) with a stream of its own, as a Pipeline worker does.
+    """
+    from . import devices, runtime
+    from .graph import batch
+    from .workers import STREAMS
+
+    device = 0
+    stream, generation = STREAMS.acquire(device)
+    try:
+        with runtime.on_device(device), runtime.using_stream(stream), \
+                devices.targeting(device):
+            xs = {key: _as_image(arr, is_image) for key, (arr, is_image) in sources.items()}
+            nodes = [x._node for x in xs.values()]
+            size = batch.batch_size(nodes) if len(items) > 1 else 1
+            if size <= 1:
+                return [_one(xs[key], operations, seed, k, device, stream) for k, key in items]
+            stacks = batch.stack_inputs(nodes, device)
+            out: list[tuple[np.ndarray | None, str | None]] = []
+            for i in range(0, len(items), size):
+                out += _batched(xs, items[i:i + size], operations, seed, device, stream, stacks)
+            return out
+    finally:
+        STREAMS.release(device, stream, generation)
+
+
+def _never() -> bool:
+    return False
+
+
+def _describe(err: BaseException) -> str:
+    from .workers import StepError
+
+    if isinstance(err, StepError):
+        return f"{err.what} failed: {type(err.cause).__name__}: {err.cause}"
+    return f"{type(err).__name__}: {err}"
+
+
+def _one(x: Any, operations: list, seed: int, k: int, device: int,
+         stream: Any) -> tuple[np.ndarray | None, str | None]:
+    from .workers import apply_operations
+
+    y = x.clone()
+    try:
+        apply_operations(y, operations, seed, k, device, stream, _never)
+        return np.asarray(y), None
+    except Exception as err:
+        return None, _describe(err)
+
+
+def _batched(xs: dict, items: Sequence[tuple[int, Any]], operations: list, seed: int,
+             device: int, stream: Any, stacks: dict) -> list[tuple[np.ndarray | None, str | None]]:
+    """As ``Generator._make_batch``: record each output, then one launch per kernel."""
+    from .graph import batch
+    from .workers import StepError, kernels_failed, record_operations, sync
+
+    sync(stream)  # the stack was filled on this stream
+    ys: list[Any] = []
+    errors: list[str | None] = []
+    for k, key in items:
+        y = xs[key].clone()
+        try:
+            record_operations(y, operations, seed, k, device, _never, batch.LIFT_GATES)
+            ys.append(y)
+            errors.append(None)
+        except StepError as err:
+            ys.append(None)
+            errors.append(_describe(err))
+    live = [y for y in ys if y is not None]
+    try:
+        failed = batch.materialize_batch(live, stacks)
+        sync(stream)
+    except Exception as err:
+        failed = [err] * len(live)
+    late = iter(failed)
+    out: list[tuple[np.ndarray | None, str | None]] = []
+    for y, err in zip(ys, errors, strict=True):
+        if y is None:
+            out.append((None, err))
+            continue
+        bad = next(late)
+        if bad is not None:
+            out.append((None, _describe(kernels_failed(operations, bad))))
+            continue
+        try:
+            out.append((np.asarray(y), None))
+        except Exception as e:
+            out.append((None, _describe(e)))
+    return out
+
+
+def _read(paths: Sequence[str]) -> tuple[dict, dict[str, str]]:
+    from .io import load_array
+
+    sources, bad = {}, {}
+    for p in dict.fromkeys(paths):
+        try:
+            sources[p] = (load_array(p), True)
+        except Exception as err:  # named in the client's error; other files go on
+            bad[p] = f"{type(err).__name__}: {err}"
+    return sources, bad
+
+
+def process_chunk(items: list[tuple[int, int, str, str]], operations: list, seed: int,
+                  out_dir: str, fmt: str, backend: str) -> dict[str, Any]:
+    """Make the files of one chunk; ``items`` are ``(position, sample, source, name)``.
+
+    Files that already exist are skipped (a task retried after a worker died). Returns the
+    positions done, per-item errors ``(position, source, kind, message)`` with kind ``read``,
+    ``compute`` or ``format``, and the wall-clock span of each stage (``time.time()``) for the
+    bench: ``read`` (read + decode), ``compute`` (operations, device to host) and ``write``
+    (encode + write).
+    """
+    check_backend(backend)
+    out = Path(out_dir)
+    todo = [it for it in items if not (out / it[3]).exists()]
+    t0 = time.time()
+    sources, bad = _read([it[2] for it in todo])
+    t1 = time.time()
+    ready = [it for it in todo if it[2] in sources]
+    made = compute(sources, [(it[1], it[2]) for it in ready], operations, seed) if ready else []
+    t2 = time.time()
+    errors = [(pos, src, "read", bad[src]) for pos, _, src, _ in todo if src in bad]
+    written = 0
+    for (pos, _, src, name), (arr, err) in zip(ready, made, strict=True):
+        if err is not None:
+            errors.append((pos, src, "compute", err))
+            continue
+        try:
+            write_atomic(arr, fmt, out / name)
+            written += 1
+        except FormatError as e:
+            errors.append((pos, src, "format", str(e)))
+    t3 = time.time()
+    return {"items": len(items), "computed": len(ready), "written": written,
+            "errors": sorted(errors), "stages": {"read": (t0, t1), "compute": (t1, t2),
+                                                 "write": (t2, t3)}, "pid": os.getpid()}
+
+
+def generate_chunk(sources: list[tuple[Any, bool]], items: list[tuple[int, int]],
+                   operations: list, seed: int, backend: str) -> list:
+    """Outputs ``(array, None)`` / ``(None, error)`` for ``items`` = ``(sample, source index)``.
+
+    A source is ``(path, True)`` (read here) or ``(ndarray, is_image)`` (scattered inputs).
+    """
+    check_backend(backend)
+    from .io import load_array
+
+    loaded = {}
+    for i, (value, is_image) in enumerate(sources):
+        if isinstance(value, str):
+            try:
+                value = load_array(value)
+            except Exception as err:
+                return [(None, f"{type(err).__name__}: {err}")] * len(items)
+        loaded[i] = (value, is_image)
+    return compute(loaded, items, operations, seed)
