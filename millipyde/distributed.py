@@ -60,11 +60,11 @@ def _local_cluster(workers: int | None = None) -> Any:
             pass
         else:
             return LocalCUDACluster(n_workers=workers, threads_per_worker=threads or 2,
-                                    dashboard_address=None, silence_logs=logging.ERROR)
+                                    dashboard_address=":0", silence_logs=logging.ERROR)
     from distributed import LocalCluster
 
     return LocalCluster(n_workers=workers, threads_per_worker=threads, processes=True,
-                        dashboard_address=None, silence_logs=logging.ERROR)
+                        dashboard_address=":0", silence_logs=logging.ERROR)
 
 
 @contextlib.contextmanager
