@@ -119,31 +119,22 @@ def augment(args: argparse.Namespace) -> int:
     return 0
 
 
-def as_uint8_image(img):
-    """Float outputs as the uint8 image ``augment`` saves (None leaves uint8 ones as they are)."""
-    import millipyde as mp
-
-    if img.dtype != np.uint8:
-        return mp.gpuimage(_to_uint8(np.asarray(img)))
-    return None
-
-
 def augment_on_cluster(args: argparse.Namespace) -> int:
     """``augment --cluster``: the same images, made and written by Dask workers.
 
     Outputs are named as ``millipyde.distributed.process`` names them (``{k:06d}.png``).
     """
     import millipyde as mp
-    from millipyde.distributed import cluster_client, process
+    from millipyde.distributed import cluster_client, run_files
 
     if args.input is None:
         raise SystemExit("millipyde augment --cluster needs an input folder (workers read it)")
-    ops = figure_5_1_operations() + [mp.Operation(as_uint8_image)]
     start = time.perf_counter()
     try:
         with cluster_client(args.cluster) as client:
-            paths = process(args.input, ops, args.output, outputs=args.n, seed=args.seed,
-                            client=client, fmt="png")
+            paths, _ = run_files(args.input, figure_5_1_operations(), args.output,
+                                 outputs=args.n, seed=args.seed, client=client, fmt="png",
+                                 to_uint8=True)
             workers = len(client.nthreads())
     except ValueError as err:
         raise SystemExit(f"millipyde augment: {err}") from err

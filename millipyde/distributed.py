@@ -39,7 +39,7 @@ from .pipeline import PipelineError, check_operations, check_seed
 
 copyreg.pickle(Operation, reduce_operation)  # Operations hold a lock: send them by their parts
 
-__all__ = ["MANIFEST", "ClusterGenerator", "cluster_client", "process"]
+__all__ = ["MANIFEST", "ClusterGenerator", "cluster_client", "process", "run_files"]
 
 #: The manifest :func:`process` keeps in ``out_dir``.
 MANIFEST = "millipyde-manifest.json"
@@ -247,6 +247,18 @@ def process(src: Any, operations: Any, out_dir: Any, *, outputs: int | None = No
         An Operation failed on some outputs (named; every other output is written first), or
         a task failed on the cluster.
     """
+    return run_files(src, operations, out_dir, outputs=outputs, seed=seed, client=client,
+                     fmt=fmt, overwrite=overwrite)[0]
+
+
+def run_files(src: Any, operations: Any, out_dir: Any, *, outputs: int | None = None,
+              seed: int | None = None, client: Any = None, fmt: str = "png",
+              overwrite: bool = False, to_uint8: bool = False) -> tuple[list[Path], list[dict]]:
+    """:func:`process`, and the reports of its tasks (stage spans: bench/bench_distributed.py).
+
+    ``to_uint8`` saves non-uint8 outputs scaled to uint8, as ``millipyde augment`` does (the
+    manifest records it).
+    """
     from . import backend
 
     ops = check_operations(operations, "process")
@@ -264,16 +276,20 @@ def process(src: Any, operations: Any, out_dir: Any, *, outputs: int | None = No
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     record = _manifest(sources, ops, seed, outputs, fmt, backend())
+    if to_uint8:
+        record["to_uint8"] = True
     _settle_manifest(out, record, [it[3] for it in items], overwrite)
     pending = [it for it in items if not (out / it[3]).exists()]
+    reports: list[dict] = []
     if pending:
         with _client_or_local(client) as c:
-            _run_chunks(c, pending, len(items), ops, seed, out, fmt, backend())
-    return [out / it[3] for it in items]
+            reports = _run_chunks(c, pending, len(items), ops, seed, out, fmt, backend(),
+                                  to_uint8)
+    return [out / it[3] for it in items], reports
 
 
 def _run_chunks(client: Any, pending: list, total: int, ops: list, seed: int, out: Path,
-                fmt: str, backend: str) -> list[dict]:
+                fmt: str, backend: str, to_uint8: bool) -> list[dict]:
     """Submit ``pending`` in chunks, follow them, then raise for the items that failed."""
     from distributed import as_completed
     from tqdm import tqdm
@@ -281,7 +297,8 @@ def _run_chunks(client: Any, pending: list, total: int, ops: list, seed: int, ou
     size = _chunk_size(len(pending), _slots(client))
     token = uuid.uuid4().hex[:12]
     futures = [client.submit(process_chunk, pending[i:i + size], ops, seed, str(out), fmt,
-                             backend, key=f"millipyde-process-{token}-{i // size}", pure=False)
+                             backend, to_uint8, key=f"millipyde-process-{token}-{i // size}",
+                             pure=False)
                for i in range(0, len(pending), size)]
     results, errors = [], []
     try:
