@@ -227,19 +227,19 @@ def process_chunk(items: list[tuple[int, int, str, str]], operations: list, seed
 
     Files that already exist are skipped (a task retried after a worker died). Returns the
     positions done, per-item errors ``(position, source, kind, message)`` with kind ``read``,
-    ``compute`` or ``format``, and the wall-clock span of each stage (``time.time()``) for the
-    bench: ``read`` (read + decode), ``compute`` (operations, device to host) and ``write``
-    (encode + write).
+    ``compute`` or ``format``, and for the bench the wall-clock span of each stage
+    (``time.time()``) and this thread's CPU seconds in it: ``read`` (read + decode),
+    ``compute`` (operations, device to host) and ``write`` (encode + write).
     """
     check_backend(backend)
     out = Path(out_dir)
     todo = [it for it in items if not (out / it[3]).exists()]
-    t0 = time.time()
+    t0, c0 = time.time(), time.thread_time()
     sources, bad = _read([it[2] for it in todo])
-    t1 = time.time()
+    t1, c1 = time.time(), time.thread_time()
     ready = [it for it in todo if it[2] in sources]
     made = compute(sources, [(it[1], it[2]) for it in ready], operations, seed) if ready else []
-    t2 = time.time()
+    t2, c2 = time.time(), time.thread_time()
     errors = [(pos, src, "read", bad[src]) for pos, _, src, _ in todo if src in bad]
     written = 0
     for (pos, _, src, name), (arr, err) in zip(ready, made, strict=True):
@@ -255,10 +255,11 @@ def process_chunk(items: list[tuple[int, int, str, str]], operations: list, seed
             written += 1
         except FormatError as e:
             errors.append((pos, src, "format", str(e)))
-    t3 = time.time()
+    t3, c3 = time.time(), time.thread_time()
     return {"items": len(items), "computed": len(ready), "written": written,
             "errors": sorted(errors), "stages": {"read": (t0, t1), "compute": (t1, t2),
                                                  "write": (t2, t3)},
+            "cpu": {"read": c1 - c0, "compute": c2 - c1, "write": c3 - c2},
             "worker": f"{socket.gethostname()}:{os.getpid()}"}
 
 
