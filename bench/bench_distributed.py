@@ -9,9 +9,10 @@ reach if that stage alone bounded it. Also measured: one thread's codec costs (d
 npy encode) and the scheduler's cost per task (no-op tasks), the inputs of the scale model in
 docs/DISTRIBUTED.md.
 
-GPU (one worker per GPU, dask-cuda): ``MILLIPYDE_BACKEND=cuda python3 -m bench.bench_distributed
---workers 1 2``. CPU: ``MILLIPYDE_BACKEND=cpu python -m bench.bench_distributed --workers 1 2 4
---size 256 --files 256`` (workers get ``NUMBA_NUM_THREADS=--numba-threads``).
+GPU (one worker process per GPU: dask-cuda's LocalCUDACluster, else
+``distributed.pinned_cluster``): ``MILLIPYDE_BACKEND=cuda python3 -m bench.bench_distributed
+--workers 1 2 --threads 8``. CPU: ``MILLIPYDE_BACKEND=cpu python -m bench.bench_distributed
+--workers 1 2 4 --size 256 --files 256`` (workers get ``NUMBA_NUM_THREADS=--numba-threads``).
 """
 
 from __future__ import annotations
@@ -142,27 +143,12 @@ def _warm(paths: list[str], fmt: str, backend: str) -> str:
     return "ok"
 
 
-def make_cluster(workers: int, threads: int, gpu: bool, numba_threads: int):
-    import logging
-
-    if gpu:
-        from dask_cuda import LocalCUDACluster
-
-        return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, range(workers))),
-                                n_workers=workers, threads_per_worker=threads,
-                                dashboard_address=":0", silence_logs=logging.ERROR)
-    from distributed import LocalCluster
-
-    return LocalCluster(n_workers=workers, threads_per_worker=threads, processes=True,
-                        dashboard_address=":0", silence_logs=logging.ERROR,
-                        env={"NUMBA_NUM_THREADS": str(numba_threads)})
-
-
 def run_one(workers: int, args: argparse.Namespace, paths: list[Path], root: Path,
             gpu: bool) -> dict:
     from distributed import Client
 
-    with make_cluster(workers, args.threads, gpu, args.numba_threads) as cluster, \
+    env = None if gpu else {"NUMBA_NUM_THREADS": str(args.numba_threads)}
+    with md.local_cluster(workers, args.threads, env) as cluster, \
             Client(cluster) as client:
         client.wait_for_workers(workers)
         client.run(_warm, [str(p) for p in paths[:args.warm]], args.fmt, mp.backend())
@@ -175,8 +161,8 @@ def run_one(workers: int, args: argparse.Namespace, paths: list[Path], root: Pat
                                      fmt=args.fmt, to_uint8=True)
         wall = time.perf_counter() - t0
     n = len(done)
-    row = {"workers": workers, "threads": args.threads, "images": n, "wall_s": wall,
-           "img_per_s": n / wall, "tasks": len(reports),
+    row = {"cluster": type(cluster).__name__, "workers": workers, "threads": args.threads,
+           "images": n, "wall_s": wall, "img_per_s": n / wall, "tasks": len(reports),
            "rates": stage_rates(reports), "cpu_ms": cpu_ms(reports), "scheduler": sched}
     shutil.rmtree(out, ignore_errors=True)
     return row
@@ -219,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
           "compute img/s | compute speed-up | encode+write img/s | scheduler ms/task |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     base = rows[0]
+    print(f"# clusters: {', '.join(sorted({r['cluster'] for r in rows}))}")
     for r in rows:
         rt = r["rates"]
         print(f"| {r['workers']} x {r['threads']} | {r['tasks']} | {r['wall_s']:.2f} | "

@@ -39,32 +39,71 @@ from .pipeline import PipelineError, check_operations, check_seed
 
 copyreg.pickle(Operation, reduce_operation)  # Operations hold a lock: send them by their parts
 
-__all__ = ["MANIFEST", "ClusterGenerator", "cluster_client", "process", "run_files"]
+__all__ = ["MANIFEST", "ClusterGenerator", "cluster_client", "local_cluster", "pinned_cluster",
+           "process", "run_files"]
 
 #: The manifest :func:`process` keeps in ``out_dir``.
 MANIFEST = "millipyde-manifest.json"
 _MAX_CHUNK = 64  # the Generator's batch: one batched launch per kernel per chunk on a GPU
 
 
-def _local_cluster(workers: int | None = None) -> Any:
-    """A LocalCluster of processes; dask-cuda's one-worker-per-GPU cluster on CUDA GPUs."""
+def local_cluster(workers: int | None = None, threads: int | None = None,
+                  env: dict[str, str] | None = None) -> Any:
+    """An embedded cluster of worker processes: one per GPU on GPUs, else a LocalCluster.
+
+    On CUDA with dask-cuda installed, its ``LocalCUDACluster``; on other GPUs (or without
+    dask-cuda), :func:`pinned_cluster` with each worker's own device first in
+    ``CUDA_VISIBLE_DEVICES`` / ``HIP_VISIBLE_DEVICES``, as dask-cuda does. ``workers`` defaults
+    to every GPU (or Dask's choice on CPUs), ``threads`` per worker to
+    ``MILLIPYDE_DASK_THREADS``, else 2 on GPUs (reads and encodes overlap the device work) and
+    Dask's choice on CPUs. ``env`` is set in the workers of a CPU cluster.
+    """
     import logging
 
-    from . import backend, runtime
+    from . import backend, devices, runtime
 
-    threads = runtime.env_int("MILLIPYDE_DASK_THREADS", None)
-    if runtime.GPU and backend() == "cuda":
-        try:
-            from dask_cuda import LocalCUDACluster
-        except ImportError:
-            pass
-        else:
-            return LocalCUDACluster(n_workers=workers, threads_per_worker=threads or 2,
-                                    dashboard_address=":0", silence_logs=logging.ERROR)
+    threads = threads or runtime.env_int("MILLIPYDE_DASK_THREADS", None)
+    if runtime.GPU and not runtime.SIM:
+        var = "CUDA_VISIBLE_DEVICES" if backend() == "cuda" else "HIP_VISIBLE_DEVICES"
+        visible = os.environ.get(var)
+        ids = visible.split(",") if visible else [str(i) for i in
+                                                  range(devices.get_device_count())]
+        n = len(ids) if workers is None else workers
+        if backend() == "cuda":
+            try:
+                from dask_cuda import LocalCUDACluster
+            except ImportError:
+                pass
+            else:
+                return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(ids), n_workers=n,
+                                        threads_per_worker=threads or 2,
+                                        dashboard_address=":0", silence_logs=logging.ERROR)
+        return pinned_cluster(ids, n, threads or 2, var)
     from distributed import LocalCluster
 
     return LocalCluster(n_workers=workers, threads_per_worker=threads, processes=True,
-                        dashboard_address=":0", silence_logs=logging.ERROR)
+                        dashboard_address=":0", silence_logs=logging.ERROR, env=env)
+
+
+def pinned_cluster(ids: list[str], workers: int, threads: int, var: str) -> Any:
+    """A cluster of ``workers`` processes; worker ``i`` sees ``ids`` rotated to start at ``i``.
+
+    ``var`` (``CUDA_VISIBLE_DEVICES``, ...) is set before the worker process imports anything,
+    so millipyde's device 0 there is the worker's own GPU.
+    """
+    import logging
+
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    if not 1 <= workers <= len(ids):
+        raise ArgumentError(f"cluster workers must be between 1 and {len(ids)} (one per "
+                            f"device), got {workers}")
+    spec = {f"millipyde-{i}": {"cls": Nanny, "options": {
+        "nthreads": threads, "env": {var: ",".join(ids[i:] + ids[:i])}}}
+        for i in range(workers)}
+    return SpecCluster(workers=spec, scheduler={"cls": Scheduler,
+                                                "options": {"dashboard_address": ":0"}},
+                       silence_logs=logging.ERROR)
 
 
 @contextlib.contextmanager
@@ -86,7 +125,7 @@ def cluster_client(spec: str | None = None) -> Iterator[Any]:
     if name != "local" or (count and (not count.isdigit() or int(count) < 1)):
         raise ArgumentError(f"cluster must be 'local', 'local:WORKERS' (WORKERS >= 1) or "
                             f"'tcp://HOST:PORT', got {spec!r}")
-    cluster = _local_cluster(int(count) if count else None)
+    cluster = local_cluster(int(count) if count else None)
     try:
         with Client(cluster) as client:
             yield client

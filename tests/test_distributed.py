@@ -281,3 +281,12 @@ def test_millipyde_imports_without_dask() -> None:
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "Generator"
+
+
+def test_pinned_cluster_gives_each_worker_its_own_device_first() -> None:
+    var = "MILLIPYDE_TEST_VISIBLE"
+    with md.pinned_cluster(["4", "7"], 2, 1, var) as lc, Client(lc) as client:
+        seen = client.run(lambda: os.environ.get("MILLIPYDE_TEST_VISIBLE"))
+    assert sorted(seen.values()) == ["4,7", "7,4"]
+    with pytest.raises(ValueError, match="between 1 and 2"):
+        md.pinned_cluster(["4", "7"], 3, 1, var)
