@@ -113,11 +113,14 @@ def _as_image(value: Any, is_image: bool) -> Any:
 
 
 def compute(sources: dict[Any, Any], items: Sequence[tuple[int, Any]], operations: list,
-            seed: int) -> list[tuple[np.ndarray | None, str | None]]:
+            seed: int, batch_size: int) -> list[tuple[np.ndarray | None, str | None]]:
     """``(host array, None)`` or ``(None, error text)`` for each ``(sample, source key)``.
 
-    ``sources`` maps a key to an ``(ndarray, is_image)`` pair. Runs on device 0 (a dask-cuda
-    worker sees its own GPU first) with a stream of its own, as a Pipeline worker does.
+    ``sources`` maps a key to an ``(ndarray, is_image)`` pair. ``batch_size`` 1 runs each
+    output alone, as a Pipeline does; above 1, the outputs whose samples share ``sample //
+    batch_size`` are made together, as the Generator makes that batch (the caller passes whole
+    batches). Runs on device 0 (a worker pinned to one GPU sees it first) with a stream of
+    its own, as a Pipeline or Generator worker does.
     """
     from . import devices, runtime
     from .graph import batch
@@ -129,17 +132,53 @@ def compute(sources: dict[Any, Any], items: Sequence[tuple[int, Any]], operation
         with runtime.on_device(device), runtime.using_stream(stream), \
                 devices.targeting(device):
             xs = {key: _as_image(arr, is_image) for key, (arr, is_image) in sources.items()}
-            nodes = [x._node for x in xs.values()]
-            size = batch.batch_size(nodes) if len(items) > 1 else 1
-            if size <= 1:
+            if batch_size <= 1:
                 return [_one(xs[key], operations, seed, k, device, stream) for k, key in items]
-            stacks = batch.stack_inputs(nodes, device)
+            stacks = batch.stack_inputs([x._node for x in xs.values()], device)
             out: list[tuple[np.ndarray | None, str | None]] = []
-            for i in range(0, len(items), size):
-                out += _batched(xs, items[i:i + size], operations, seed, device, stream, stacks)
+            for group in batches(items, batch_size):
+                out += _batched(xs, group, operations, seed, device, stream, stacks)
             return out
     finally:
         STREAMS.release(device, stream, generation)
+
+
+def batches(items: Sequence[Any], batch_size: int) -> list[list[Any]]:
+    """``items`` (sample first) split where ``sample // batch_size`` changes."""
+    groups: list[list[Any]] = []
+    for it in items:
+        if groups and groups[-1][0][0] // batch_size == it[0] // batch_size:
+            groups[-1].append(it)
+        else:
+            groups.append([it])
+    return groups
+
+
+def probe(paths: Sequence[str]) -> list[tuple[tuple[int, ...], str] | None]:
+    """The gpuimage shape and dtype each file gives (None: unreadable), from headers if simple.
+
+    The client needs them to batch a Generator's outputs as ``Generator`` does.
+    """
+    from PIL import Image
+
+    simple = {"L": (), "1": (), "RGB": (3,), "RGBA": (4,)}
+    out: list[tuple[tuple[int, ...], str] | None] = []
+    for p in paths:
+        try:
+            with Image.open(p) as im:
+                mode, (w, h) = im.mode, im.size
+            if mode in simple:
+                out.append(((h, w, *simple[mode]), "uint8"))
+                continue
+            import millipyde as mp
+
+            from .io import load_array
+
+            x = mp.gpuimage(load_array(p))
+            out.append((tuple(x.shape), str(x.dtype)))
+        except Exception:
+            out.append(None)
+    return out
 
 
 def _never() -> bool:
@@ -220,29 +259,41 @@ def _read(paths: Sequence[str]) -> tuple[dict, dict[str, str]]:
 
 
 def process_chunk(items: list[tuple[int, int, str, str]], operations: list, seed: int,
-                  out_dir: str, fmt: str, backend: str, to_uint8: bool = False) -> dict[str, Any]:
+                  out_dir: str, fmt: str, backend: str, to_uint8: bool = False,
+                  batch_size: int = 1) -> dict[str, Any]:
     """Make the files of one chunk; ``items`` are ``(position, sample, source, name)``.
 
+    Files that already exist are not written again (a re-run, or a task retried after its
+    worker died); with ``batch_size`` > 1 (see :func:`compute`) the other outputs of their
+    batch are still computed, so every batch is made exactly as the Generator makes it.
     ``to_uint8``: save non-uint8 outputs as ``millipyde augment`` does (scaled to 0..255).
 
-    Files that already exist are skipped (a task retried after a worker died). Returns the
-    positions done, per-item errors ``(position, source, kind, message)`` with kind ``read``,
+    Returns counts, per-item errors ``(position, source, kind, message)`` with kind ``read``,
     ``compute`` or ``format``, and for the bench the wall-clock span of each stage
     (``time.time()``) and this thread's CPU seconds in it: ``read`` (read + decode),
     ``compute`` (operations, device to host) and ``write`` (encode + write).
     """
     check_backend(backend)
     out = Path(out_dir)
-    todo = [it for it in items if not (out / it[3]).exists()]
+    todo = {it[0] for it in items if not (out / it[3]).exists()}
+    if batch_size > 1:
+        work = [it for g in batches([(it[1], it) for it in items], batch_size)
+                if any(x[1][0] in todo for x in g) for _, it in g]
+    else:
+        work = [it for it in items if it[0] in todo]
     t0, c0 = time.time(), time.thread_time()
-    sources, bad = _read([it[2] for it in todo])
+    sources, bad = _read([it[2] for it in work])
     t1, c1 = time.time(), time.thread_time()
-    ready = [it for it in todo if it[2] in sources]
-    made = compute(sources, [(it[1], it[2]) for it in ready], operations, seed) if ready else []
+    ready = [it for it in work if it[2] in sources]
+    made = compute(sources, [(it[1], it[2]) for it in ready], operations, seed,
+                   batch_size) if ready else []
     t2, c2 = time.time(), time.thread_time()
-    errors = [(pos, src, "read", bad[src]) for pos, _, src, _ in todo if src in bad]
+    errors = [(pos, src, "read", bad[src]) for pos, _, src, _ in work
+              if src in bad and pos in todo]
     written = 0
     for (pos, _, src, name), (arr, err) in zip(ready, made, strict=True):
+        if pos not in todo:
+            continue
         if err is not None:
             errors.append((pos, src, "compute", err))
             continue
@@ -256,7 +307,7 @@ def process_chunk(items: list[tuple[int, int, str, str]], operations: list, seed
         except FormatError as e:
             errors.append((pos, src, "format", str(e)))
     t3, c3 = time.time(), time.thread_time()
-    return {"items": len(items), "computed": len(ready), "written": written,
+    return {"items": len(items), "todo": len(todo), "computed": len(ready), "written": written,
             "errors": sorted(errors), "stages": {"read": (t0, t1), "compute": (t1, t2),
                                                  "write": (t2, t3)},
             "cpu": {"read": c1 - c0, "compute": c2 - c1, "write": c3 - c2},
@@ -264,7 +315,7 @@ def process_chunk(items: list[tuple[int, int, str, str]], operations: list, seed
 
 
 def generate_chunk(sources: list[tuple[Any, bool]], items: list[tuple[int, int]],
-                   operations: list, seed: int, backend: str) -> list:
+                   operations: list, seed: int, backend: str, batch_size: int) -> list:
     """Outputs ``(array, None)`` / ``(None, error)`` for ``items`` = ``(sample, source index)``.
 
     A source is ``(path, True)`` (read here) or ``(ndarray, is_image)`` (scattered inputs).
@@ -280,4 +331,4 @@ def generate_chunk(sources: list[tuple[Any, bool]], items: list[tuple[int, int]]
             except Exception as err:
                 return [(None, f"{type(err).__name__}: {err}")] * len(items)
         loaded[i] = (value, is_image)
-    return compute(loaded, items, operations, seed)
+    return compute(loaded, items, operations, seed, batch_size)

@@ -13,148 +13,49 @@ Operations and timings travel through the scheduler. docs/DISTRIBUTED.md has the
 
 from __future__ import annotations
 
-import contextlib
 import copyreg
 import hashlib
 import json
 import math
 import os
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from . import __version__
 from . import random as mprandom
-from ._distributed_tasks import (
-    FORMATS,
-    TEMP_SUFFIX,
-    generate_chunk,
-    process_chunk,
-    reduce_operation,
+from ._distributed_cluster import (
+    _client_or_local,
+    _slots,
+    cluster_client,
+    local_cluster,
+    pinned_cluster,
 )
+from ._distributed_tasks import FORMATS, TEMP_SUFFIX, process_chunk, reduce_operation
 from .array import ArgumentError
 from .operation import Operation
 from .pipeline import PipelineError, check_operations, check_seed
 
 copyreg.pickle(Operation, reduce_operation)  # Operations hold a lock: send them by their parts
 
-__all__ = ["MANIFEST", "ClusterGenerator", "cluster_client", "local_cluster", "pinned_cluster",
-           "process", "run_files"]
+__all__ = ["MANIFEST", "cluster_client", "local_cluster", "pinned_cluster", "process",
+           "run_files"]
 
 #: The manifest :func:`process` keeps in ``out_dir``.
 MANIFEST = "millipyde-manifest.json"
 _MAX_CHUNK = 64  # the Generator's batch: one batched launch per kernel per chunk on a GPU
 
 
-def local_cluster(workers: int | None = None, threads: int | None = None,
-                  env: dict[str, str] | None = None) -> Any:
-    """An embedded cluster of worker processes: one per GPU on GPUs, else a LocalCluster.
-
-    On CUDA with dask-cuda installed, its ``LocalCUDACluster``; on other GPUs (or without
-    dask-cuda), :func:`pinned_cluster` with each worker's own device first in
-    ``CUDA_VISIBLE_DEVICES`` / ``HIP_VISIBLE_DEVICES``, as dask-cuda does. ``workers`` defaults
-    to every GPU (or Dask's choice on CPUs), ``threads`` per worker to
-    ``MILLIPYDE_DASK_THREADS``, else 2 on GPUs (reads and encodes overlap the device work) and
-    Dask's choice on CPUs. ``env`` is set in the workers of a CPU cluster.
-    """
-    import logging
-
-    from . import backend, devices, runtime
-
-    threads = threads or runtime.env_int("MILLIPYDE_DASK_THREADS", None)
-    if runtime.GPU and not runtime.SIM:
-        var = "CUDA_VISIBLE_DEVICES" if backend() == "cuda" else "HIP_VISIBLE_DEVICES"
-        visible = os.environ.get(var)
-        ids = visible.split(",") if visible else [str(i) for i in
-                                                  range(devices.get_device_count())]
-        n = len(ids) if workers is None else workers
-        if backend() == "cuda":
-            try:
-                from dask_cuda import LocalCUDACluster
-            except ImportError:
-                pass
-            else:
-                return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(ids), n_workers=n,
-                                        threads_per_worker=threads or 2,
-                                        dashboard_address=":0", silence_logs=logging.ERROR)
-        return pinned_cluster(ids, n, threads or 2, var)
-    from distributed import LocalCluster
-
-    return LocalCluster(n_workers=workers, threads_per_worker=threads, processes=True,
-                        dashboard_address=":0", silence_logs=logging.ERROR, env=env)
-
-
-def pinned_cluster(ids: list[str], workers: int, threads: int, var: str) -> Any:
-    """A cluster of ``workers`` processes; worker ``i`` sees ``ids`` rotated to start at ``i``.
-
-    ``var`` (``CUDA_VISIBLE_DEVICES``, ...) is set before the worker process imports anything,
-    so millipyde's device 0 there is the worker's own GPU.
-    """
-    import logging
-
-    from distributed import Nanny, Scheduler, SpecCluster
-
-    if not 1 <= workers <= len(ids):
-        raise ArgumentError(f"cluster workers must be between 1 and {len(ids)} (one per "
-                            f"device), got {workers}")
-    spec = {f"millipyde-{i}": {"cls": Nanny, "options": {
-        "nthreads": threads, "env": {var: ",".join(ids[i:] + ids[:i])}}}
-        for i in range(workers)}
-    return SpecCluster(workers=spec, scheduler={"cls": Scheduler,
-                                                "options": {"dashboard_address": ":0"}},
-                       silence_logs=logging.ERROR)
-
-
-@contextlib.contextmanager
-def cluster_client(spec: str | None = None) -> Iterator[Any]:
-    """A Dask client for ``local``, ``local:WORKERS`` or ``tcp://HOST:PORT``; closed on exit.
-
-    ``local`` starts (and then closes) an embedded cluster: :class:`distributed.LocalCluster`
-    of processes, or dask-cuda's ``LocalCUDACluster`` when the backend is CUDA and dask-cuda is
-    installed (one worker per GPU).
-    """
-    from distributed import Client
-
-    spec = "local" if spec is None else str(spec)
-    if "://" in spec:
-        with Client(spec) as client:
-            yield client
-        return
-    name, _, count = spec.partition(":")
-    if name != "local" or (count and (not count.isdigit() or int(count) < 1)):
-        raise ArgumentError(f"cluster must be 'local', 'local:WORKERS' (WORKERS >= 1) or "
-                            f"'tcp://HOST:PORT', got {spec!r}")
-    cluster = local_cluster(int(count) if count else None)
-    try:
-        with Client(cluster) as client:
-            yield client
-    finally:
-        cluster.close()
-
-
-@contextlib.contextmanager
-def _client_or_local(client: Any) -> Iterator[Any]:
-    if client is not None:
-        yield client
-        return
-    with cluster_client("local") as c:
-        yield c
-
-
-def _slots(client: Any) -> int:
-    """Worker threads of the cluster (at least 1)."""
-    return max(1, sum(client.nthreads().values()))
-
-
-def _chunk_size(items: int, slots: int) -> int:
-    """Files per task: about 4 tasks per worker thread, at most one Generator batch."""
+def _chunk_size(items: int, slots: int, batch: int = 1) -> int:
+    """Outputs per task: about 4 tasks per worker thread, at most 64 (``MILLIPYDE_DASK_CHUNK``
+    decides when set), rounded to whole batches of ``batch`` outputs."""
     from . import runtime
 
-    forced = runtime.env_int("MILLIPYDE_DASK_CHUNK", None, 1, 65535)
-    if forced is not None:
-        return forced
-    return max(1, min(_MAX_CHUNK, math.ceil(items / (4 * slots))))
+    size = runtime.env_int("MILLIPYDE_DASK_CHUNK", None, 1, 65535)
+    if size is None:
+        size = max(1, min(_MAX_CHUNK, math.ceil(items / (4 * slots))))
+    return batch * max(1, size // batch)
 
 
 # -- arguments ------------------------------------------------------------------------------
@@ -318,31 +219,61 @@ def run_files(src: Any, operations: Any, out_dir: Any, *, outputs: int | None = 
     if to_uint8:
         record["to_uint8"] = True
     _settle_manifest(out, record, [it[3] for it in items], overwrite)
-    pending = [it for it in items if not (out / it[3]).exists()]
+    pending = {it[0] for it in items if not (out / it[3]).exists()}
     reports: list[dict] = []
     if pending:
         with _client_or_local(client) as c:
-            reports = _run_chunks(c, pending, len(items), ops, seed, out, fmt, backend(),
-                                  to_uint8)
+            # Pipeline semantics: one output at a time, as Pipeline; Generator semantics:
+            # the Generator's batches (its batched path where it would take it)
+            size = 1 if outputs is None else _generator_batch(c, sources)
+            step = _chunk_size(len(pending), _slots(c), size)
+            blocks = [items[i:i + step] for i in range(0, len(items), step)]
+            if size == 1:
+                blocks = [[it for it in b if it[0] in pending] for b in blocks]
+            blocks = [b for b in blocks if any(it[0] in pending for it in b)]
+            reports = _run_chunks(c, blocks, len(items) - len(pending), len(items), ops, seed,
+                                  out, fmt, backend(), to_uint8, size)
     return [out / it[3] for it in items], reports
 
 
-def _run_chunks(client: Any, pending: list, total: int, ops: list, seed: int, out: Path,
-                fmt: str, backend: str, to_uint8: bool) -> list[dict]:
-    """Submit ``pending`` in chunks, follow them, then raise for the items that failed."""
+def _generator_batch(client: Any, sources: list[str]) -> int:
+    """The batch size ``Generator(sources)`` would use (1: per output), from the files' shapes.
+
+    The workers read the shapes (headers where the pixel mode is plain).
+    """
+    from ._distributed_tasks import probe
+
+    parts = [sources[i:i + 256] for i in range(0, len(sources), 256)]
+    shapes = [s for part in client.gather(client.map(probe, parts, pure=False)) for s in part]
+    return _batch_for(shapes)
+
+
+def _batch_for(shapes: list) -> int:
+    import numpy as np
+
+    from .graph import batch
+
+    if any(s is None for s in shapes):
+        return 1  # an unreadable input: the run reports it
+    nodes = [SimpleNamespace(shape=tuple(shape), dtype=np.dtype(dtype)) for shape, dtype in
+             shapes]
+    return batch.batch_size(nodes)  # the Generator's own rule, on the inputs' shapes
+
+
+def _run_chunks(client: Any, blocks: list, done: int, total: int, ops: list, seed: int,
+                out: Path, fmt: str, backend: str, to_uint8: bool, size: int) -> list[dict]:
+    """Submit one task per block, follow them, then raise for the items that failed."""
     from distributed import as_completed
     from tqdm import tqdm
 
-    size = _chunk_size(len(pending), _slots(client))
     token = uuid.uuid4().hex[:12]
-    futures = [client.submit(process_chunk, pending[i:i + size], ops, seed, str(out), fmt,
-                             backend, to_uint8, key=f"millipyde-process-{token}-{i // size}",
-                             pure=False)
-               for i in range(0, len(pending), size)]
+    futures = [client.submit(process_chunk, b, ops, seed, str(out), fmt, backend, to_uint8,
+                             size, key=f"millipyde-process-{token}-{i}", pure=False)
+               for i, b in enumerate(blocks)]
     results, errors = [], []
     try:
-        with tqdm(total=total, initial=total - len(pending), desc="millipyde.process",
-                  unit="img", disable=None) as bar:
+        with tqdm(total=total, initial=done, desc="millipyde.process", unit="img",
+                  disable=None) as bar:
             for fut in as_completed(futures):
                 try:
                     r = fut.result()
@@ -355,7 +286,7 @@ def _run_chunks(client: Any, pending: list, total: int, ops: list, seed: int, ou
                     raise ArgumentError(f"process: output {pos} (from {source!r}): {msg}")
                 errors += r["errors"]
                 results.append(r)
-                bar.update(r["items"])
+                bar.update(r["todo"])
     except BaseException:
         client.cancel(futures)
         raise
@@ -383,115 +314,3 @@ def _raise_item_errors(errors: list[tuple[int, str, str, str]]) -> None:
     more = f"; {len(errors) - 1} more failed output(s)" if len(errors) > 1 else ""
     raise PipelineError(f"process: output {pos} (from {source!r}): {msg}{more} (every other "
                         "output was written)")
-
-
-# -- Generator(client=...) ------------------------------------------------------------------
-class ClusterGenerator:
-    """The state behind ``Generator(..., client=c)``: outputs made on the cluster, in order.
-
-    At most ``window`` chunks of outputs are in flight ahead of ``next()``. Outputs come back
-    as host ndarrays. A directory input is listed here and read by the workers; gpuarray
-    inputs are copied to the host and scattered to the workers once, when the Generator is
-    made.
-    """
-
-    def __init__(self, inputs: Any, operations: list, seed: int, outputs: int | None,
-                 client: Any) -> None:
-        from . import backend
-        from .image import gpuimage
-        from .pipeline import check_inputs
-
-        self.client = client
-        self.operations = operations
-        self.seed = seed
-        self.outputs = outputs
-        self.backend = backend()
-        if isinstance(inputs, (str, os.PathLike)):
-            self.inputs: list = [Path(p) for p in _sources(inputs)]
-            self.sources: list[tuple[Any, bool]] = [(str(p), True) for p in self.inputs]
-        else:
-            self.inputs = check_inputs(inputs, "Generator")
-            if not self.inputs:
-                raise ArgumentError("Generator needs at least one input")
-            import numpy as np
-
-            hosts = [np.asarray(x) for x in self.inputs]  # settles pending work once
-            futures = client.scatter(hosts, hash=False)
-            self.sources = [(f, isinstance(x, gpuimage)) for f, x in
-                            zip(futures, self.inputs, strict=True)]
-        slots = _slots(client)
-        self.chunk = _chunk_size(outputs if outputs is not None else 16 * slots, slots)
-        self.window = 2 * slots
-        self.futures: dict[int, Any] = {}
-        self.submitted = 0
-        self.next = 0
-        self.current: tuple[int, list] | None = None
-        self.stopped = False
-
-    def start(self) -> None:
-        """Keep the window of chunks in flight."""
-        while not self.stopped and len(self.futures) < self.window and (
-                self.outputs is None or self.submitted < self.outputs):
-            k0 = self.submitted
-            k1 = k0 + self.chunk if self.outputs is None else min(k0 + self.chunk, self.outputs)
-            n = len(self.sources)
-            needed = sorted({k % n for k in range(k0, k1)})
-            where = {i: j for j, i in enumerate(needed)}
-            self.futures[k0] = self.client.submit(
-                generate_chunk, [self.sources[i] for i in needed],
-                [(k, where[k % n]) for k in range(k0, k1)], self.operations, self.seed,
-                self.backend, pure=False)
-            self.submitted = k1
-
-    def take(self) -> Any:
-        """The next output (a host ndarray); PipelineError naming the output if it failed."""
-        if self.stopped or (self.outputs is not None and self.next >= self.outputs):
-            raise StopIteration
-        k = self.next
-        k0 = k - k % self.chunk
-        if self.current is None or self.current[0] != k0:
-            fut = self.futures.pop(k0)
-            try:
-                self.current = (k0, fut.result())
-            except Exception as err:
-                self.stop()
-                raise PipelineError(f"Generator: the cluster task for outputs {k0}.. failed: "
-                                    f"{type(err).__name__}: {err}") from err
-            self.start()
-        value, err = self.current[1][k - k0]
-        self.next += 1
-        if err is not None:
-            self.stop()
-            raise PipelineError(f"Generator: output {k} (input {k % len(self.sources)}) "
-                                f"failed on the cluster: {err}")
-        return value
-
-    def stop(self, join: bool = True) -> None:
-        """Cancel the chunks in flight and drop what was made ahead."""
-        self.stopped = True
-        futures, self.futures, self.current = list(self.futures.values()), {}, None
-        if futures:
-            with contextlib.suppress(Exception):
-                self.client.cancel(futures)
-
-
-def attach_generator(gen: Any, inputs: Any, operations: Any, device: Any, outputs: Any,
-                     return_to_host: Any, seed: Any, client: Any) -> None:
-    """Make ``gen`` (a Generator being constructed) produce its outputs on ``client``."""
-    ops = check_operations(operations, "Generator")
-    if device is not None:
-        raise ArgumentError("Generator device cannot be combined with client: each worker "
-                            "uses its own device")
-    if outputs is not None and (isinstance(outputs, bool) or not isinstance(outputs, int)
-                                or outputs < 0):
-        raise ArgumentError(f"Generator outputs must be an int >= 0 or None, got {outputs!r}")
-    if not isinstance(return_to_host, bool):
-        raise ArgumentError(f"Generator return_to_host must be a bool, got "
-                            f"{type(return_to_host).__name__}")
-    seed = check_seed(seed, "Generator")
-    gen.device = 0
-    gen.outputs = outputs
-    gen.return_to_host = True  # outputs cross the network as host arrays
-    gen.seed = mprandom.global_seed() if seed is None else seed
-    gen._state = ClusterGenerator(inputs, ops, gen.seed, outputs, client)
-

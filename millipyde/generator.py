@@ -248,7 +248,7 @@ class Generator:
         if kwargs:
             raise ArgumentError(f"Generator got unknown keyword argument(s): {', '.join(kwargs)}")
         if client is not None:  # outputs made on a Dask cluster (millipyde.distributed)
-            from .distributed import attach_generator
+            from ._distributed_generator import attach_generator
 
             attach_generator(self, inputs, operations, device, outputs, return_to_host, seed,
                              client)

@@ -154,21 +154,35 @@ def test_pipeline_mode_writes_each_file_once_equal_to_a_pipeline(cluster, src, t
     assert {p: p.stat().st_mtime_ns for p in paths} == stamps
 
 
-def test_generator_mode_writes_each_output_once_equal_to_a_generator(cluster, src,
-                                                                      tmp_path) -> None:
+@pytest.mark.parametrize("uniform", [True, False], ids=["batched", "per-output"])
+def test_generator_mode_writes_each_output_once_equal_to_a_generator(cluster, src, tmp_path,
+                                                                      uniform) -> None:
     client, log = cluster
     out = tmp_path / "gen"
+    # one shape: the Generator batches its outputs, and so do the tasks; mixed: per output
+    files = sorted(src.iterdir())[:180] if uniform else src
     ops = cli.figure_5_1_operations()  # float greyscale and uint8 colour outputs: npy
-    paths = md.process(src, ops, out, outputs=230, seed=SEED, client=client, fmt="npy")
+    paths = md.process(files, ops, out, outputs=230, seed=SEED, client=client, fmt="npy")
     assert [p.name for p in paths] == [f"{k:06d}.npy" for k in range(230)]
     assert sorted(writes(log, out)) == [p.name for p in paths]
-    gen = mp.Generator(src, ops, outputs=230, seed=SEED, return_to_host=True)
+    inputs = [mp.image_from_path(p) for p in files] if uniform else mp.images_from_path(src)
+    gen = mp.Generator(inputs, ops, outputs=230, seed=SEED, return_to_host=True)
+    assert (gen._state.batch > 1) == uniform
+    refs = list(gen)
     kinds = set()
-    for p, ref in zip(paths, gen, strict=True):
+    for p, ref in zip(paths, refs, strict=True):
         got = read(p)
         kinds.add(got.dtype.kind)
         assert got.dtype == ref.dtype and np.array_equal(got, ref), p.name
     assert kinds == {"u", "f"}
+    # a resumed run makes only what is missing (whole batches computed, missing files written)
+    for k in (3, 64, 65, 229):
+        paths[k].unlink()
+    md.process(files, ops, out, outputs=230, seed=SEED, client=client, fmt="npy")
+    assert sorted(writes(log, out)) == sorted([p.name for p in paths] +
+                                              [paths[k].name for k in (3, 64, 65, 229)])
+    for k in (3, 64, 65, 229):
+        assert np.array_equal(read(paths[k]), refs[k])
 
 
 def test_generator_with_client_yields_the_single_process_outputs(cluster, src) -> None:
@@ -179,10 +193,11 @@ def test_generator_with_client_yields_the_single_process_outputs(cluster, src) -
     assert len(got) == 70
     for k, (a, b) in enumerate(zip(got, ref, strict=True)):
         assert a.dtype == b.dtype and np.array_equal(a, b), k
-    # gpuarray inputs are scattered to the workers
-    images = mp.images_from_path(src)[170:190]
+    # gpuarray inputs (one shape: batched outputs) are scattered to the workers
+    images = mp.images_from_path(src)[100:120]
     ref = list(mp.Generator(images, ops, outputs=25, seed=SEED, return_to_host=True))
     with mp.Generator(images, ops, outputs=25, seed=SEED, client=client) as g:
+        assert g._state.batch > 1
         got = list(g)
     assert all(np.array_equal(a, b) for a, b in zip(got, ref, strict=True)) and len(got) == 25
 
@@ -192,16 +207,19 @@ def test_chaos_a_killed_worker_leaves_every_file_once_and_no_temporary(cluster, 
     client, log = cluster
     out = tmp_path / "chaos"
     marker = tmp_path / "killed"
+    files = sorted(src.iterdir())[:180]  # batched Generator semantics
     ops = ops_uint8()
-    ops.insert(2, mp.Operation(die_once, str(marker), 120))
-    paths = md.process(src, ops, out, seed=SEED, client=client)
+    ops.insert(2, mp.Operation(die_once, str(marker), 150))
+    paths = md.process(files, ops, out, outputs=200, seed=SEED, client=client)
     assert marker.exists()  # a worker did die in the middle of the run
     names = [p.name for p in paths]
-    assert sorted(writes(log, out)) == sorted(names)
-    assert sorted(p.name for p in out.iterdir()) == sorted(names + [md.MANIFEST])
-    for p, ref in zip(paths, pipeline_reference(src, ops, SEED), strict=True):
+    assert sorted(writes(log, out)) == names  # each file exactly once
+    assert sorted(p.name for p in out.iterdir()) == sorted(names + [md.MANIFEST])  # no temps
+    refs = mp.Generator([mp.image_from_path(p) for p in files], ops, outputs=200, seed=SEED,
+                        return_to_host=True)
+    for p, ref in zip(paths, refs, strict=True):
         assert np.array_equal(read(p), ref), p.name
-    md.process(src, ops, out, seed=SEED, client=client)
+    md.process(files, ops, out, outputs=200, seed=SEED, client=client)
     assert len(writes(log, out)) == len(names)
 
 
