@@ -130,14 +130,14 @@ def cpu_ms(reports: list[dict]) -> dict[str, float]:
 
 
 def _warm(paths: list[str], fmt: str, backend: str) -> str:
-    """Load (compile) this worker's kernels on one batched chunk and one single output."""
+    """Load (compile) this worker's kernels: one batch of outputs, and two alone."""
     from millipyde._distributed_tasks import process_chunk
 
     d = tempfile.mkdtemp(prefix="mp-warm-")
     try:
         items = [(i, i, p, f"{i}.{fmt}") for i, p in enumerate(paths)]
-        process_chunk(items, figure_5_1_operations(), 1, d, fmt, backend, True)
-        process_chunk(items[:1], figure_5_1_operations(), 2, d, fmt, backend, True)
+        process_chunk(items, figure_5_1_operations(), 1, d, fmt, backend, True, len(items))
+        process_chunk(items[:2], figure_5_1_operations(), 2, d, fmt, backend, True, 1)
     finally:
         shutil.rmtree(d, ignore_errors=True)
     return "ok"
@@ -178,7 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=2048)
     parser.add_argument("--size", type=int, default=512)
     parser.add_argument("--outputs", type=int, default=None,
-                        help="Generator mode (outputs from the files); default: one per file")
+                        help="Generator semantics: outputs made from the files (default: as "
+                             "many as files)")
+    parser.add_argument("--pipeline", action="store_true",
+                        help="Pipeline semantics instead (one output per file, per output)")
     parser.add_argument("--fmt", default="png", choices=("png", "jpg", "tiff", "npy"))
     parser.add_argument("--chunk", type=int, default=None, help="files per task (default auto)")
     parser.add_argument("--warm", type=int, default=64, help="files of the per-worker warm-up")
@@ -186,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="write the results here too")
     args = parser.parse_args(argv)
     gpu = mp.backend() == "cuda"
+    if args.outputs is None and not args.pipeline:
+        args.outputs = args.files
     if args.threads is None:
         args.threads = 4 if gpu else 1
     if args.chunk is not None:
