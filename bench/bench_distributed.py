@@ -206,11 +206,11 @@ def main(argv: list[str] | None = None) -> int:
           f"outputs={args.outputs}, fmt={args.fmt}, chunk={args.chunk or 'auto'}")
     print(f"# one thread: decode PNG {codec['decode_png_ms']:.2f} ms, encode PNG "
           f"{codec['encode_png_ms']:.2f} ms, encode npy {codec['encode_npy_ms']:.2f} ms")
+    print(f"# clusters: {', '.join(sorted({r['cluster'] for r in rows}))}")
     print("| workers x threads | tasks | wall s | img/s | speed-up | read+decode img/s | "
           "compute img/s | compute speed-up | encode+write img/s | scheduler ms/task |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     base = rows[0]
-    print(f"# clusters: {', '.join(sorted({r['cluster'] for r in rows}))}")
     for r in rows:
         rt = r["rates"]
         print(f"| {r['workers']} x {r['threads']} | {r['tasks']} | {r['wall_s']:.2f} | "
