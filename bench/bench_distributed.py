@@ -117,7 +117,7 @@ def stage_rates(reports: list[dict]) -> dict[str, float]:
         rate = 0.0
         for rs in by_worker.values():
             busy = _union([tuple(r["stages"][s]) for r in rs])
-            rate += sum(r["items"] for r in rs) / busy if busy > 0 else 0.0
+            rate += sum(r["computed"] for r in rs) / busy if busy > 0 else 0.0
         rates[s] = rate
     return rates
 
@@ -151,7 +151,10 @@ def run_one(workers: int, args: argparse.Namespace, paths: list[Path], root: Pat
     with md.local_cluster(workers, args.threads, env) as cluster, \
             Client(cluster) as client:
         client.wait_for_workers(workers)
-        client.run(_warm, [str(p) for p in paths[:args.warm]], args.fmt, mp.backend())
+        warm = [str(p) for p in paths[:args.warm]]
+        client.gather([client.submit(_warm, warm, args.fmt, mp.backend(), workers=[w],
+                                     allow_other_workers=False, pure=False)
+                       for w in client.scheduler_info()["workers"]])
         sched = scheduler_cost(client)
         out = root / f"out-{workers}"
         shutil.rmtree(out, ignore_errors=True)

@@ -35,7 +35,7 @@ def local_cluster(workers: int | None = None, threads: int | None = None,
         if backend() == "cuda":
             try:
                 from dask_cuda import LocalCUDACluster
-            except ImportError:
+            except Exception:  # not installed, or its own dependencies missing
                 pass
             else:
                 return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(ids), n_workers=n,
