@@ -311,6 +311,8 @@ def _raise_item_errors(errors: list[tuple[int, str, str, str]]) -> None:
                             f"no output (every other output was written): "
                             f"{', '.join(map(repr, unread))}; first error: {first}")
     pos, source, _, msg = failed[0]
-    more = f"; {len(errors) - 1} more failed output(s)" if len(errors) > 1 else ""
+    more = f"; {len(failed) - 1} more failed output(s)" if len(failed) > 1 else ""
+    if unread:
+        more += f"; unreadable input file(s): {', '.join(map(repr, unread))}"
     raise PipelineError(f"process: output {pos} (from {source!r}): {msg}{more} (every other "
                         "output was written)")
