@@ -235,6 +235,23 @@ def test_a_bad_file_is_named_and_every_other_output_written(cluster, tmp_path) -
     assert sorted(writes(log, out)) == expected
 
 
+def fail_at(img, sample: int) -> None:
+    """Raise on one sample (the others pass unchanged)."""
+    if mp.random.current_key().sample == sample:
+        raise RuntimeError("boom")
+
+
+def test_an_operation_failing_on_one_output_names_it_and_writes_the_others(cluster,
+                                                                           tmp_path) -> None:
+    client, log = cluster
+    d = make_images(tmp_path / "src", 12, 0)
+    out = tmp_path / "out"
+    ops = [mp.Operation(fail_at, 5)] + ops_uint8()
+    with pytest.raises(mp.pipeline.PipelineError, match=r"output 5 .*a005.png.*boom"):
+        md.process(d, ops, out, seed=SEED, client=client)
+    assert sorted(writes(log, out)) == sorted(f"a{i:03d}.png" for i in range(12) if i != 5)
+
+
 def test_a_different_run_refuses_unless_overwrite(cluster, tmp_path) -> None:
     client, log = cluster
     d = make_images(tmp_path / "src", 12, 0)
