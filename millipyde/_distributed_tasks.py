@@ -3,7 +3,7 @@
 Everything here runs inside a Dask worker (or, for tests, in any process). It imports no Dask.
 A chunk is computed as the single-process executors compute it: every output goes through
 ``workers.record_operations`` / ``apply_operations`` with the random stream of ``(seed,
-sample)``, and same-shape chunks through the Generator's batched path (``graph.batch``, whose
+sample)``, and same-shape chunks through the Generator's batched path (``graph.exec.batch``, whose
 values are bit-identical to the per-output path), so a file does not depend on which worker,
 chunk or batch made it.
 """
@@ -123,7 +123,7 @@ def compute(sources: dict[Any, Any], items: Sequence[tuple[int, Any]], operation
     its own, as a Pipeline or Generator worker does.
     """
     from . import devices, runtime
-    from .graph import batch
+    from .graph.exec import batch
     from .workers import STREAMS
 
     device = 0
@@ -208,7 +208,7 @@ def _one(x: Any, operations: list, seed: int, k: int, device: int,
 def _batched(xs: dict, items: Sequence[tuple[int, Any]], operations: list, seed: int,
              device: int, stream: Any, stacks: dict) -> list[tuple[np.ndarray | None, str | None]]:
     """As ``Generator._make_batch``: record each output, then one launch per kernel."""
-    from .graph import batch
+    from .graph.exec import batch
     from .workers import StepError, kernels_failed, record_operations, sync
 
     sync(stream)  # the stack was filled on this stream
@@ -298,9 +298,9 @@ def process_chunk(items: list[tuple[int, int, str, str]], operations: list, seed
             errors.append((pos, src, "compute", err))
             continue
         if to_uint8 and arr.dtype != np.uint8:
-            from .cli import _to_uint8
+            from .io import to_uint8
 
-            arr = _to_uint8(arr)
+            arr = to_uint8(arr)
         try:
             write_atomic(arr, fmt, out / name)
             written += 1

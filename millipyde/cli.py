@@ -48,14 +48,6 @@ def sample_images() -> list:
     return [mp.gpuimage(getattr(skimage.data, name)()) for name in SAMPLES]
 
 
-def _to_uint8(img: np.ndarray) -> np.ndarray:
-    if img.dtype == np.uint8:
-        return img
-    if img.dtype.kind == "f":
-        return np.clip(np.rint(img * 255.0), 0, 255).astype(np.uint8)
-    return np.clip(img, 0, 255).astype(np.uint8)
-
-
 def contact_sheet(paths: list[Path], out: Path, thumb: int = 160, columns: int = 8) -> Path:
     """Write a grid of thumbnails of ``paths`` to ``out`` (PNG) and return ``out``."""
     from PIL import Image, ImageDraw
@@ -84,6 +76,8 @@ def augment(args: argparse.Namespace) -> int:
 
     import millipyde as mp
 
+    from .io import to_uint8
+
     if args.n < 1:
         raise SystemExit("millipyde augment: -n must be at least 1")
     if args.cluster is not None:
@@ -105,7 +99,7 @@ def augment(args: argparse.Namespace) -> int:
         for i, img in enumerate(tqdm(gen, total=args.n, desc="augment", unit="img",
                                      disable=args.quiet)):
             path = out_dir / f"aug_{i:0{width}d}.png"
-            Image.fromarray(_to_uint8(img)).save(path)
+            Image.fromarray(to_uint8(img)).save(path)
             paths.append(path)
     finally:
         gen.close()

@@ -251,7 +251,7 @@ def _generator_batch(client: Any, sources: list[str]) -> int:
 def _batch_for(shapes: list) -> int:
     import numpy as np
 
-    from .graph import batch
+    from .graph.exec import batch
 
     if any(s is None for s in shapes):
         return 1  # an unreadable input: the run reports it
