@@ -17,7 +17,7 @@ BACKENDS = ("cuda", "hip", "cpu", "cudasim")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
-#: name -> (default, meaning); README.md's table is written from this one.
+#: name -> (default, meaning); README.md has one table of them (tests/test_config.py checks).
 VARIABLES: dict[str, tuple[str, str]] = {
     "MILLIPYDE_BACKEND": ("auto", "cuda, hip, cpu or cudasim; read once at import"),
     "MILLIPYDE_CACHE_DIR": ("~/.cache/millipyde", "where generated kernel sources are kept"),
