@@ -9,24 +9,28 @@ methods (buffers, copies, launches, streams, limits) and ask ``ACTIVE.caps`` wha
 from __future__ import annotations
 
 import atexit
-import importlib
 
 from .base import Backend, Capabilities, DeviceInfo, DeviceMemoryError
+from .cpu import CpuBackend
+from .cuda import CudaBackend
+from .hip import HipBackend
 from .selection import BACKENDS, BackendError, pick
+from .sim import SimBackend
 
 __all__ = ["ACTIVE", "BACKENDS", "Backend", "BackendError", "Capabilities", "DeviceInfo",
            "DeviceMemoryError", "backend", "backend_class"]
 
-_CLASSES = {"cpu": ("cpu", "CpuBackend"), "cuda": ("cuda", "CudaBackend"),
-            "hip": ("hip", "HipBackend"), "cudasim": ("sim", "SimBackend")}
+# the classes import nothing of numba.cuda until one is built, so importing all four is safe
+# before ``pick`` has switched Numba to the simulator or to numba-hip
+_CLASSES: dict[str, type[Backend]] = {"cpu": CpuBackend, "cuda": CudaBackend,
+                                      "hip": HipBackend, "cudasim": SimBackend}
 
 
 def backend_class(name: str) -> type[Backend]:
-    """The class implementing backend ``name`` (importing it does not switch Numba over)."""
+    """The class implementing backend ``name``."""
     if name not in _CLASSES:
         raise ValueError(f"backend {name!r} is not one of {', '.join(BACKENDS)}")
-    module, cls = _CLASSES[name]
-    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+    return _CLASSES[name]
 
 
 ACTIVE: Backend = backend_class(pick())()
