@@ -84,7 +84,7 @@ def draw(out: Path) -> None:
             ax.text(-0.6, lv * 1.6, layer, ha="right", va="center", fontsize=9,
                     weight="bold", color="#46607f")
     ax.set_xlim(-3.2, width + 0.2)
-    ax.set_ylim(-0.8, (len(LAYERS) - 1) * 1.6 + 0.8)
+    ax.set_ylim(-0.8, (len(LAYERS) - 1) * 1.6 + 1.8)  # room for the arcs of the top row
     ax.axis("off")
     ax.set_title("millipyde: layers (lowest at the bottom) and imports; arrows point down "
                  "(tests/test_layers.py)", fontsize=10)
