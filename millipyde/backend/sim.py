@@ -51,6 +51,11 @@ class SimBackend(CudaBackend):
         s = getattr(self._tls, "stream", None)
         return self.cuda.default_stream() if s is None else s
 
+    def record_event(self, stream: Any = None) -> Any:
+        event = self.cuda.event()  # the simulator's events take no timing flag
+        event.record(self.current_stream() if stream is None else stream)
+        return event
+
     def _cupy_pool(self) -> None:
         return None
 

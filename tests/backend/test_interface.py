@@ -14,6 +14,9 @@ import millipyde as mp
 from millipyde.backend import ACTIVE, BACKENDS, Backend, DeviceMemoryError, backend_class
 from millipyde.graph.codegen import core as codegen
 
+# cheap enough for the simulator: there it checks SimBackend, on the cpu run CpuBackend
+pytestmark = pytest.mark.cudasim_ok
+
 ROOT = Path(__file__).resolve().parents[2] / "millipyde"
 CLASSES = {name: backend_class(name) for name in BACKENDS}
 
