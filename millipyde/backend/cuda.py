@@ -189,7 +189,7 @@ class CudaBackend(Backend):
             pool = self._cupy_pool()
             if pool is not None and int(np.prod(shape, dtype=np.int64)) > 0:
                 return pool.allocate(tuple(int(s) for s in shape), np.dtype(dtype), device,
-                                     self.current_stream(), self._context_of(device))
+                                     self.current_stream(), self._context)
             with self.on_device(device):
                 return self.cuda.device_array(shape, dtype=dtype, stream=self.current_stream())
         except (MemoryError, faults.InjectedOutOfMemory) as err:
@@ -199,11 +199,10 @@ class CudaBackend(Backend):
                 raise self._oom(shape, dtype, device, err) from err
             raise
 
-    def _context_of(self, device: int) -> Any:
-        def context() -> Any:
-            with self.on_device(device):
-                return self.cuda.current_context()
-        return context
+    def _context(self, device: int) -> Any:
+        """numba-cuda's context of ``device``."""
+        with self.on_device(device):
+            return self.cuda.current_context()
 
     def from_host(self, array: np.ndarray, device: int) -> Any:
         array = np.ascontiguousarray(array)

@@ -7,6 +7,7 @@ array holds the CuPy array as its owner, which returns the block to the pool whe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -46,10 +47,10 @@ class CupyPool:
         self._contexts: dict[int, Any] = {}
 
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype, device: int, stream: Any,
-                 context: Any) -> Any:
+                 context: Callable[[int], Any]) -> Any:
         """A device array of ``shape`` on ``device``, ordered on ``stream``.
 
-        ``context()`` gives the device's numba-cuda context (called once per device).
+        ``context(device)`` gives the device's numba-cuda context (called once per device).
         """
         cupy = self.cupy
         handle = stream_handle(stream)
@@ -62,7 +63,7 @@ class CupyPool:
                 arr = cupy.empty(shape, dtype=dtype)
         ctx = self._contexts.get(device)
         if ctx is None:
-            ctx = self._contexts[device] = context()
+            ctx = self._contexts[device] = context(device)
         return self._wrap(arr, ctx)
 
     @staticmethod
