@@ -125,3 +125,17 @@ def _compared(attr: ast.Attribute, path: Path) -> bool:
                 for s in [node.left, *node.comparators]):
             return True
     return False
+
+
+def test_launch_shapes_of_the_grid_backends() -> None:
+    from millipyde.backend.cuda import CudaBackend
+    from millipyde.backend.sim import SimBackend
+
+    gpu, sim = object.__new__(CudaBackend), object.__new__(SimBackend)  # no device needed
+    # 32x8 blocks; the grid is capped at 65535 per axis (kernels loop grid-stride past it)
+    assert gpu._grid_2d(1000, 33) == ((2, 125), (32, 8))
+    assert gpu._grid_2d(8 * 70000, 32 * 70000) == ((65535, 65535), (32, 8))
+    # every simulated thread is a Python thread: small blocks, never wider than the image
+    assert sim._grid_2d(3, 5) == ((1, 1), (5, 3))
+    assert sim._grid_2d(9, 40) == ((3, 3), (16, 4))
+    assert (CudaBackend.BLOCK_1D, SimBackend.BLOCK_1D) == (256, 64)
