@@ -29,6 +29,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "MILLIPYDE_GPU_POOL": ("1", "0: plain cudaMalloc instead of CuPy's pool; read once"),
     "MILLIPYDE_FAST_LAUNCH": ("1", "0: every launch through numba-cuda's dispatcher; read at "
                               "import"),
+    "MILLIPYDE_DASK_THREADS": ("auto", "threads per worker of an embedded Dask cluster (1-64)"),
+    "MILLIPYDE_DASK_CHUNK": ("auto", "outputs per Dask task of distributed.process (1-65535)"),
 }
 
 
@@ -114,3 +116,13 @@ def gpu_pool() -> bool:
 def fast_launch() -> bool:
     """``MILLIPYDE_FAST_LAUNCH``: the cached launch path under numba-cuda's dispatcher."""
     return flag("MILLIPYDE_FAST_LAUNCH")
+
+
+def dask_threads() -> int | None:
+    """``MILLIPYDE_DASK_THREADS``: threads per worker of an embedded Dask cluster, or None."""
+    return integer("MILLIPYDE_DASK_THREADS", None, 1, 64)
+
+
+def dask_chunk() -> int | None:
+    """``MILLIPYDE_DASK_CHUNK``: outputs per task of ``distributed.process``, or None."""
+    return integer("MILLIPYDE_DASK_CHUNK", None, 1, 65535)

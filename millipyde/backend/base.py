@@ -72,6 +72,9 @@ class Backend:
     #: the decorator generated kernels carry, and the one of their device functions
     kernel_decorator: ClassVar[str]
     device_decorator: ClassVar[str]
+    #: the environment variable that restricts a process to some of the devices (set before
+    #: the process starts: one worker process per GPU), or None where there is none
+    visible_devices_var: ClassVar[str | None] = None
     #: dynamic shared memory any block gets without opting in (bytes)
     SHARED_DEFAULT: ClassVar[int] = 48 * 1024
 

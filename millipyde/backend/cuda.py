@@ -44,6 +44,7 @@ class CudaBackend(Backend):
 
     name = "cuda"
     codegen_target = "cuda"
+    visible_devices_var = "CUDA_VISIBLE_DEVICES"
     kernel_decorator = "@cuda.jit(cache=True)"
     device_decorator = "cuda.jit(device=True, inline=True)"
     #: bytes of kernel arguments (LUTs, taps) below which identical uploads are shared

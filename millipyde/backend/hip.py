@@ -17,6 +17,7 @@ class HipBackend(CudaBackend):
     """AMD GPUs (numba-hip posing as numba.cuda); untested on hardware."""
 
     name = "hip"
+    visible_devices_var = "HIP_VISIBLE_DEVICES"
 
     def _capabilities(self) -> Capabilities:
         return Capabilities(

@@ -20,6 +20,7 @@ class SimBackend(CudaBackend):
     """numba-cuda's CUDA simulator."""
 
     name = "cudasim"
+    visible_devices_var = None
     simulated = True
     kernel_decorator = "@cuda.jit"
     SMALL_MAX = -1  # no upload is shared: the simulator's arrays are cheap host arrays
