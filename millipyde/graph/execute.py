@@ -243,6 +243,8 @@ def _run_stencil(k: Stencil, src: Any, device: int, reader: Gather | None = None
     dst = runtime.empty(out.shape, out.dtype, device)
     dst3 = runtime.as_3d(dst)
     is_int, full = out.dtype.kind in "ui", full_range(out.dtype)
+    if h == 0 or w == 0:  # empty in, empty out: no tiling or launch can divide by it
+        return dst, False
     if runtime.TARGET == "cpu":
         fn, tiles = _stencil_cpu_fn(pre, post)
         band, strip = tiles(h, w, nc, len(taps))
@@ -251,8 +253,6 @@ def _run_stencil(k: Stencil, src: Any, device: int, reader: Gather | None = None
         return dst, False
     taps_d = runtime.upload_small(taps, device)
     radius = len(taps) // 2
-    if h == 0 or w == 0:
-        return dst, False
     if stencil_2d_fits(radius):
         run_stencil_2d(src3, dst3, taps_d, radius, is_int, full, device, lut, pre, post,
                        reader=reader)
