@@ -6,8 +6,9 @@ value is needed. Random variants draw their parameters from the image's counter-
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from . import random as mprandom
 from .array import gpuarray
 from .graph.node import apply
 from .kernels import REGISTRY
+from .locks import commit_lock
 
 
 def _number(value: Any, name: str) -> float:
@@ -287,3 +289,19 @@ class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
     def clone(self) -> gpuimage:
         """Deep copy on the current target device; a gpuimage."""
         return super().clone()
+
+
+def _atomic(method: Callable[..., None]) -> Callable[..., None]:
+    """``method`` run under the image's commit lock (``locks.py``): its draws and its record
+    land together, never between a Pipeline worker's claim and commit of the same image."""
+
+    @functools.wraps(method)
+    def locked(self: gpuimage, *args: object, **kwargs: object) -> None:
+        with commit_lock(self):
+            return method(self, *args, **kwargs)
+
+    return locked
+
+
+for _name in sorted(RECORDING_METHODS):
+    setattr(gpuimage, _name, _atomic(getattr(gpuimage, _name)))
