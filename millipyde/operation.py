@@ -11,6 +11,7 @@ import inspect
 import itertools
 import math
 import threading
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -208,8 +209,10 @@ class Operation:
         """Apply to `x` in place as executors do; return False when the coin skipped it.
 
         The coin and every random draw are pure functions of ``(seed, sample, index)``. A
-        callable that returns a new gpuarray replaces `x`'s value with it (so user functions
-        can be written functionally), checked against gpuimage's shape rules.
+        callable that returns a new gpuarray or an ndarray replaces `x`'s value with it (so
+        user functions can be written functionally; an ndarray is uploaded to `x`'s device
+        with `x`'s type's conversion rules), checked against gpuimage's shape rules. Any other
+        value but None is ignored with a ``RuntimeWarning``.
 
         With `lift` (batched Generators) a method the coin skipped is still recorded, marked
         gated off, where its kernels have an identity form (``graph.batch.record_gated_off``):
@@ -230,11 +233,27 @@ class Operation:
         bound = self._bound(x)
         with mprandom.operation_stream(seed, sample, index):
             result = bound()
-        if self.method is None and isinstance(result, gpuarray) and result is not x:
-            if isinstance(x, gpuimage):
-                _check_image_result(result, self.name)
-            x._bind(result._node)
+        if self.method is None and result is not None and result is not x:
+            _use_result(x, result, self.name)
         return True
+
+
+def _use_result(x: gpuarray, result: Any, name: str) -> None:
+    """Bind ``x`` to a callable's gpuarray / ndarray result; warn that anything else is unused."""
+    if isinstance(result, np.ndarray):
+        try:
+            result = type(x)(result)  # on this thread's target device, with x's type's rules
+        except ValueError as err:
+            raise ValueError(f"Operation {name} returned an ndarray that is not a valid "
+                             f"{type(x).__name__}: {err}") from err
+    if not isinstance(result, gpuarray):
+        warnings.warn(f"Operation {name} returned a {type(result).__name__}, which is ignored: "
+                      "a callable changes its input in place, or returns a gpuarray or ndarray "
+                      "to replace it", RuntimeWarning, stacklevel=4)
+        return
+    if isinstance(x, gpuimage):
+        _check_image_result(result, name)
+    x._bind(result._node)
 
 
 def _check_image_result(result: gpuarray, name: str) -> None:

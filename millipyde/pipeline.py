@@ -31,6 +31,7 @@ from .workers import (
     WorkerGroup,
     apply_operations,
     private_handle,
+    reraise_interrupt,
     workers_per_device,
 )
 
@@ -89,10 +90,13 @@ def check_methods(inputs: Sequence[gpuarray], operations: Sequence[Operation],
 
 
 def check_seed(seed: Any, owner: str) -> int | None:
-    """None or an int seed, else ``ValueError``."""
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ArgumentError(f"{owner} seed must be an int or None, got {type(seed).__name__}")
-    return seed
+    """None or an int seed (Python or NumPy integer), as a Python int, else ``ValueError``."""
+    if seed is None:
+        return None
+    try:
+        return mprandom.as_seed(seed, f"{owner} seed")
+    except ValueError as err:
+        raise ArgumentError(f"{err} or None") from None
 
 
 def check_device_arg(device: Any, owner: str) -> int | None:
@@ -240,6 +244,8 @@ class Pipeline:
         PipelineError
             An Operation failed; the message names the operation, input index and device, and
             the original exception is chained. Inputs are untouched or fully processed.
+        KeyboardInterrupt
+            Raised in an Operation (or while waiting): re-raised as such after the rollback.
         TimeoutError
             `timeout` passed.
         """
@@ -424,4 +430,5 @@ class _Run:
         else:
             cause = err
             msg = f"{p!r}{where}: a worker on device {device} failed: {err!r}{more}"
+        reraise_interrupt(cause, msg)
         raise PipelineError(msg) from cause
