@@ -224,7 +224,8 @@ class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
         """``brightness`` with ``delta`` drawn uniformly from [min_delta, max_delta]."""
         lo, hi = _bounds(min_delta, max_delta, "min_delta", "max_delta")
         if lo < -1.0 or hi > 1.0:
-            raise ValueError(f"random_brightness bounds must lie in [-1, 1], got [{lo}, {hi}]")
+            raise ValueError(f"random_brightness min_delta and max_delta must lie in [-1, 1], "
+                             f"got [{lo}, {hi}]")
         self._record("brightness", tuple(self._uniform([(lo, hi)])))
 
     def adjust_gamma(self, gamma: float = 1, gain: float = 1) -> None:

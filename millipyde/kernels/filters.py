@@ -37,7 +37,7 @@ def gaussian(sigma, reach=None):
     x = np.arange(-radius, radius + 1, dtype=np.float64)
     # the sum of exp(-x**2 / (2 s**2)) over |x| <= R (R = int(8 s + .5)): the integral to
     # R + 1/2, in logs so that no sigma up to float64's largest overflows
-    big_r = math.floor(full_radius) if full_radius < 2.0**53 else full_radius
+    ratio = (math.floor(full_radius) + 0.5) / s if math.isfinite(full_radius) else TRUNCATE
     log_total = (math.log(s) + 0.5 * math.log(2.0 * math.pi)
-                 + math.log(math.erf((big_r + 0.5) / (s * math.sqrt(2.0)))))
+                 + math.log(math.erf(ratio / math.sqrt(2.0))))
     return np.exp(-0.5 * (x / s) ** 2 - log_total)
