@@ -43,6 +43,22 @@ def _check_probability(probability: Any) -> float | None:
     return p
 
 
+def _check_finite(method: str, args: tuple, kwargs: dict) -> None:
+    """NaN or infinity in a method Operation's arguments: refused now, not in a worker later
+    (no image method computes with them; a callable's arguments are its own business)."""
+    def bad(v: Any) -> bool:
+        if isinstance(v, (float, np.floating)):
+            return not math.isfinite(float(v))
+        if isinstance(v, (list, tuple, np.ndarray)):
+            return any(bad(e) for e in np.asarray(v, dtype=object).ravel())
+        return False
+
+    named = [(f"argument {i}", v) for i, v in enumerate(args)] + list(kwargs.items())
+    for name, v in named:
+        if bad(v):
+            raise ArgumentError(f"Operation({method!r}, ...): {name} must be finite, got {v!r}")
+
+
 def _callable_name(function: Callable[..., Any]) -> str:
     name = getattr(function, "__qualname__", None) or getattr(function, "__name__", None)
     if not isinstance(name, str):
@@ -102,6 +118,7 @@ class Operation:
                     signature.bind(None, *self.args, **self.kwargs)
                 except TypeError as err:
                     raise ArgumentError(f"Operation({function!r}, ...): {err}") from None
+            _check_finite(function, self.args, self.kwargs)
             self.method: str | None = function
             self.function: Callable[..., Any] | None = None
         elif callable(function):

@@ -121,3 +121,13 @@ def test_keyboard_interrupt_in_generator_worker_is_reraised():
                        outputs=4)
     with pytest.raises(KeyboardInterrupt):
         list(gen)
+
+
+@pytest.mark.parametrize("args", [(float("nan"),), (float("inf"),), ((0.5, float("nan")),)])
+def test_method_operation_refuses_non_finite_arguments_when_made(args):
+    """Class 4 for executors: refused when the Operation is made, not in a worker later."""
+    method = "random_adjust_gamma" if isinstance(args[0], tuple) else "gaussian"
+    with pytest.raises(ValueError, match="finite"):
+        mp.Operation(method, *args)
+    with pytest.raises(ValueError, match="finite"):
+        mp.Operation("rotate", angle=float("-inf"))

@@ -9,6 +9,7 @@ half to even, as documented in README), float results to API.md's 4 decimals.
 from __future__ import annotations
 
 import math
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -24,6 +25,7 @@ GREY_DTYPES = [np.uint8, np.uint16, np.uint32, np.uint64, np.int8, np.int16, np.
                np.float64]
 SIGNED = [np.int8, np.int16, np.int32, np.int64]
 SHAPES = [(0, 0), (0, 3), (3, 0), (1, 1), (1, 5), (5, 1), (4, 6)]
+PEAK_CONSTANT = 2 * 1024 * 1024
 
 # scikit-image's gaussian allocates 2 * int(8 sigma + .5) + 1 taps; beyond this it is no
 # reference (sigma 1e8 asks for 12 GB): the taps are then written out below
@@ -194,8 +196,6 @@ def test_gaussian_radius_beyond_image_equals_skimage():
 
 @pytest.mark.parametrize("sigma", [1e8, 1e300, 1.7e308])
 def test_gaussian_huge_sigma_memory_bounded_by_image(sigma):
-    import tracemalloc
-
     host = _values(np.float64, (16, 16), 4)
     warm = mp.gpuimage(host)
     warm.gaussian(3.0)  # compile the kernel outside the measurement
@@ -349,6 +349,17 @@ def test_property_every_method_dtype_shape_and_extreme(kind, shape, call, seed):
         return
     getattr(img, method)(*args)
     out = np.asarray(img)
+    # again, warm (compiled), measured: peak memory within 4x the image as float64 plus a
+    # constant (planning, parameters) whatever the arguments
+    again = mp.gpuimage(host)
+    tracemalloc.start()
+    try:
+        getattr(again, method)(*args)
+        np.testing.assert_array_equal(np.asarray(again), out)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= 4 * 8 * host.size + PEAK_CONSTANT, f"{method}{args}: peak {peak} bytes"
     if host.size == 0:
         expect = ((host.shape[1], host.shape[0]) + host.shape[2:] if method == "transpose"
                   else host.shape[:2] if method == "rgb2grey" else host.shape)
