@@ -333,8 +333,10 @@ def _is_identified_image(path: Path) -> bool:
     """Whether Pillow recognises `path` as an image from its header (no decoding)."""
     try:
         fh = _open_regular(path)
-    except (OSError, ValueError):
-        return False  # not a regular file (any more), or unreadable: not listed
+    except (FileNotFoundError, ValueError):
+        return False  # gone, or not a regular file (any more): not listed
+    except OSError:
+        return True  # unreadable (permissions): kept, so loading it says why
     try:
         with fh, _LOAD_LOCK, warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)

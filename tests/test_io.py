@@ -605,7 +605,7 @@ def test_unreadable_file(tmp_path, rgb):
         with pytest.raises(PermissionError):  # kept by its suffix: loading it says why not
             mp.images_from_path(tmp_path)
         p.unlink()
-        with pytest.raises(ValueError):  # no suffix, unreadable: not listed, so no images
+        with pytest.raises(PermissionError):  # no suffix: kept too, not silently dropped
             mp.images_from_path(tmp_path)
     finally:
         for f in (p, q):
