@@ -17,6 +17,7 @@ from .. import config, faults
 from . import launcher
 from .base import Backend, Capabilities, DeviceInfo
 from .pool import CupyPool, stream_handle
+from .staging import StagingRing
 
 
 def _type_key(args: tuple) -> tuple:
@@ -50,6 +51,8 @@ class CudaBackend(Backend):
     #: bytes of kernel arguments (LUTs, taps) below which identical uploads are shared
     SMALL_MAX = 65536
     _SMALL_CACHE_MAX = 256
+    #: small uploads go through a pinned ring with asynchronous copies (``staging.py``)
+    staged_uploads = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -66,6 +69,8 @@ class CudaBackend(Backend):
         self._first_launch_lock = threading.Lock()
         self._opted_in: set[tuple] = set()
         self._shared_limits: dict[int, int] = {}
+        self._rings: dict[int, StagingRing] = {}
+        self._ctx_handles: dict[int, int] = {}
 
     def _capabilities(self) -> Capabilities:
         return Capabilities(
@@ -140,8 +145,24 @@ class CudaBackend(Backend):
     def synchronize(self, device: int | None = None) -> None:
         cuda = self.cuda
         for d in range(len(cuda.gpus)) if device is None else [device]:
+            if self._sync_current(d):
+                continue
             with cuda.gpus[d]:
                 cuda.synchronize()
+
+    def _sync_current(self, device: int) -> bool:
+        """Synchronize ``device`` without a context push when its context is already current
+        in this thread (the push and pop cost numba-cuda a dozen driver calls); False when not
+        current (the caller switches)."""
+        from numba.cuda.cudadrv.driver import driver
+
+        handle = self._ctx_handles.get(device)
+        if handle is None:
+            handle = self._ctx_handles[device] = int(self._context(device).handle)
+        if int(driver.cuCtxGetCurrent()) != handle:
+            return False
+        driver.cuCtxSynchronize()
+        return True
 
     # -- streams and events ------------------------------------------------------------
     def current_stream(self) -> Any:
@@ -248,13 +269,26 @@ class CudaBackend(Backend):
                 return hit
         buf = self.empty(array.shape, array.dtype, device)
         with self.on_device(device):
-            buf.copy_to_device(array, stream=stream)
+            if self.staged_uploads and array.nbytes <= self.SMALL_MAX:
+                self._ring(device).copy(buf, array, stream)
+            else:
+                buf.copy_to_device(array, stream=stream)
         if key is not None:
             with self._small_lock:
                 if len(self._small_cache) >= self._SMALL_CACHE_MAX:
                     self._small_cache.pop(next(iter(self._small_cache)))
                 self._small_cache[key] = buf
         return buf
+
+    def _ring(self, device: int) -> StagingRing:
+        """The pinned staging ring of ``device`` (made on first use; its context current)."""
+        ring = self._rings.get(device)
+        if ring is None:
+            with self._small_lock:
+                ring = self._rings.get(device)
+                if ring is None:
+                    ring = self._rings[device] = StagingRing(self.cuda, 64, self.SMALL_MAX)
+        return ring
 
     # -- views -------------------------------------------------------------------------
     def part(self, buffer: Any, offset: int, dtype: Any, shape: tuple[int, ...]) -> Any:
@@ -363,6 +397,7 @@ class CudaBackend(Backend):
             pass  # a failed device already reported its error; exit anyway
         with self._small_lock:
             self._small_cache.clear()
+            self._rings.clear()
         if self._pool:
             self._pool.clear()
         # numba-cuda's exit-time finalizers unload every kernel module; after several devices
