@@ -7,6 +7,7 @@ this class and switch off what they lack.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -38,6 +39,23 @@ class _Unchanged:
 
 
 _UNCHANGED = _Unchanged()
+
+
+class _Adopted:
+    """The context of ``on_device`` when the thread's current context already is the device's:
+    only the thread's record of its device changes, for the block."""
+
+    __slots__ = ("_tls", "_device")
+
+    def __init__(self, tls: threading.local, device: int) -> None:
+        self._tls, self._device = tls, device
+
+    def __enter__(self) -> None:
+        self._tls.device = self._device
+
+    def __exit__(self, *exc: object) -> bool:
+        self._tls.device = None
+        return False
 
 
 class CudaBackend(Backend):
@@ -126,11 +144,26 @@ class CudaBackend(Backend):
             return False
 
     def on_device(self, device: int) -> contextlib.AbstractContextManager[None]:
-        if getattr(self._tls, "device", None) == device:
+        current = getattr(self._tls, "device", None)
+        if current == device:
             # already current in this thread: pushing the context again costs numba-cuda a
             # dozen driver calls, and a generator-based context manager ~6 us per launch
             return _UNCHANGED
+        if current is None and self._is_current(device):
+            # the thread's own context (numba-cuda leaves the first device's current) is the
+            # one asked for: adopt it for the block instead of a push and pop per op
+            return _Adopted(self._tls, device)
         return self._switch_device(device)
+
+    def _is_current(self, device: int) -> bool:
+        """Whether ``device``'s context is the current one of this thread."""
+        from numba.cuda.cudadrv.driver import driver
+
+        handle = self._ctx_handles.get(device)
+        if handle is None:
+            with self._switch_device(device):
+                handle = self._ctx_handles[device] = int(self.cuda.current_context().handle)
+        return int(driver.cuCtxGetCurrent()) == handle
 
     @contextlib.contextmanager
     def _switch_device(self, device: int) -> Iterator[None]:
@@ -156,10 +189,7 @@ class CudaBackend(Backend):
         current (the caller switches)."""
         from numba.cuda.cudadrv.driver import driver
 
-        handle = self._ctx_handles.get(device)
-        if handle is None:
-            handle = self._ctx_handles[device] = int(self._context(device).handle)
-        if int(driver.cuCtxGetCurrent()) != handle:
+        if not self._is_current(device):
             return False
         driver.cuCtxSynchronize()
         return True
@@ -209,7 +239,7 @@ class CudaBackend(Backend):
         try:
             faults.check("alloc", device)
             pool = self._cupy_pool()
-            if pool is not None and int(np.prod(shape, dtype=np.int64)) > 0:
+            if pool is not None and math.prod(shape) > 0:
                 return pool.allocate(tuple(int(s) for s in shape), np.dtype(dtype), device,
                                      self.current_stream(), self._context)
             with self.on_device(device):

@@ -30,7 +30,7 @@ class HipBackend(CudaBackend):
     def _wants_fast_launch(self) -> bool:
         return False
 
-    def _sync_current(self, device: int) -> bool:
+    def _is_current(self, device: int) -> bool:
         return False  # always through numba-hip's own context switch
 
     def _cupy_pool(self) -> None:

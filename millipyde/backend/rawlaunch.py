@@ -17,6 +17,8 @@ import struct
 import threading
 from typing import Any
 
+import numpy as np
+
 _SCALAR_CODES = {
     "bool": "?", "int8": "b", "uint8": "B", "int16": "h", "uint16": "H", "int32": "i",
     "uint32": "I", "int64": "q", "uint64": "Q", "float32": "f", "float64": "d",
@@ -118,9 +120,17 @@ def template(cufunc_handle: Any, argument_types: tuple) -> Template | None:
     return Template(int(cufunc_handle), tuple(kinds), fmt, slots)
 
 
+_dims: dict[Any, tuple[int, int, int]] = {}
+
+
 def dims(v: Any) -> tuple[int, int, int]:
     """A grid or block as three unsigned ints."""
-    if isinstance(v, int):
-        return (v, 1, 1)
-    t = tuple(int(x) for x in v)
-    return t + (1,) * (3 - len(t))
+    if isinstance(v, list):
+        v = tuple(v)
+    got = _dims.get(v)
+    if got is None:
+        t = (int(v),) if isinstance(v, (int, np.integer)) else tuple(int(x) for x in v)
+        got = t + (1,) * (3 - len(t))
+        if len(_dims) < 4096:
+            _dims[v] = got
+    return got

@@ -100,7 +100,8 @@ def _skeleton(kernels: list[Kernel], seq: list[Node]) -> tuple | None:
 def _bind(entry: _Plan, seq: list[Node]) -> list[Kernel]:
     kernels = []
     for shell, src, lists in entry.kernels:
-        k = copy.copy(shell)
+        k = object.__new__(type(shell))  # a shallow copy, without copy.copy's protocol
+        k.__dict__.update(shell.__dict__)
         k.source = seq[src]
         for name, idx in lists.items():
             setattr(k, name, [seq[i] for i in idx])
