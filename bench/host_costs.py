@@ -3,7 +3,9 @@
 Prints microseconds per call (median of 5 x 200) for: numba-cuda allocation, CuPy-pool
 allocation + wrap, a small upload, a reshape view, an empty kernel launch with 4 array
 arguments (through numba-cuda's dispatcher, and through ``runtime.launch_blocks`` with and
-without the cached launch path of millipyde/backend/launcher.py), and millipyde's whole
+without the cached launch path of millipyde/backend/launcher.py, and that path through
+``cuda.core`` instead of the driver-level ``rawlaunch``), an idle ``mp.synchronize``, and
+millipyde's whole
 gamma op on a 64x64 RGB image (both launch paths). Used to decide where the host time per op goes
 (bench/RESULTS.md).
 """
@@ -53,6 +55,7 @@ def main() -> None:
         "runtime.launch_blocks, same kernel": lambda: runtime.launch_blocks(
             _empty4, 16, 128, 0, a, a, a, a),
         "on_device (already current)": lambda: runtime.on_device(0).__enter__(),
+        "mp.synchronize (idle)": mp.synchronize,
     }
     img = mp.gpuimage(np.zeros((64, 64, 3), np.uint8))
     img._materialize()
@@ -64,6 +67,11 @@ def main() -> None:
     rows["millipyde gamma op 64x64 (record+plan+run)"] = gamma
     for name, fn in rows.items():
         print(f"{name:45s} {per_call(fn):9.1f} us", flush=True)
+    launcher.DIRECT = False
+    for name in ("runtime.launch_blocks, same kernel",
+                 "millipyde gamma op 64x64 (record+plan+run)"):
+        print(f"{name + ', cuda.core launch':45s} {per_call(rows[name]):9.1f} us", flush=True)
+    launcher.DIRECT = True
     launcher.ENABLED = False
     for name in ("runtime.launch_blocks, same kernel",
                  "millipyde gamma op 64x64 (record+plan+run)"):

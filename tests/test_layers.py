@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1] / "millipyde"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("millipyde.version", "millipyde.config", "millipyde.kernels")),
     ("backend", ("millipyde.faults", "millipyde.backend.base", "millipyde.backend.selection",
-                 "millipyde.backend.launcher", "millipyde.backend.pool")),
+                 "millipyde.backend.launcher", "millipyde.backend.pool",
+                 "millipyde.backend.rawlaunch", "millipyde.backend.staging")),
     ("backend.impl", ("millipyde.backend.cpu", "millipyde.backend.cuda",
                       "millipyde.backend.hip", "millipyde.backend.sim")),
     ("backend.active", ("millipyde.backend",)),

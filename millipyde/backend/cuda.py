@@ -7,6 +7,7 @@ this class and switch off what they lack.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -17,6 +18,7 @@ from .. import config, faults
 from . import launcher
 from .base import Backend, Capabilities, DeviceInfo
 from .pool import CupyPool, stream_handle
+from .staging import StagingRing
 
 
 def _type_key(args: tuple) -> tuple:
@@ -39,6 +41,23 @@ class _Unchanged:
 _UNCHANGED = _Unchanged()
 
 
+class _Adopted:
+    """The context of ``on_device`` when the thread's current context already is the device's:
+    only the thread's record of its device changes, for the block."""
+
+    __slots__ = ("_tls", "_device")
+
+    def __init__(self, tls: threading.local, device: int) -> None:
+        self._tls, self._device = tls, device
+
+    def __enter__(self) -> None:
+        self._tls.device = self._device
+
+    def __exit__(self, *exc: object) -> bool:
+        self._tls.device = None
+        return False
+
+
 class CudaBackend(Backend):
     """NVIDIA GPUs through numba-cuda."""
 
@@ -50,6 +69,8 @@ class CudaBackend(Backend):
     #: bytes of kernel arguments (LUTs, taps) below which identical uploads are shared
     SMALL_MAX = 65536
     _SMALL_CACHE_MAX = 256
+    #: small uploads go through a pinned ring with asynchronous copies (``staging.py``)
+    staged_uploads = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -66,6 +87,8 @@ class CudaBackend(Backend):
         self._first_launch_lock = threading.Lock()
         self._opted_in: set[tuple] = set()
         self._shared_limits: dict[int, int] = {}
+        self._rings: dict[int, StagingRing] = {}
+        self._ctx_handles: dict[int, int] = {}
 
     def _capabilities(self) -> Capabilities:
         return Capabilities(
@@ -121,11 +144,26 @@ class CudaBackend(Backend):
             return False
 
     def on_device(self, device: int) -> contextlib.AbstractContextManager[None]:
-        if getattr(self._tls, "device", None) == device:
+        current = getattr(self._tls, "device", None)
+        if current == device:
             # already current in this thread: pushing the context again costs numba-cuda a
             # dozen driver calls, and a generator-based context manager ~6 us per launch
             return _UNCHANGED
+        if current is None and self._is_current(device):
+            # the thread's own context (numba-cuda leaves the first device's current) is the
+            # one asked for: adopt it for the block instead of a push and pop per op
+            return _Adopted(self._tls, device)
         return self._switch_device(device)
+
+    def _is_current(self, device: int) -> bool:
+        """Whether ``device``'s context is the current one of this thread."""
+        from numba.cuda.cudadrv.driver import driver
+
+        handle = self._ctx_handles.get(device)
+        if handle is None:
+            with self._switch_device(device):
+                handle = self._ctx_handles[device] = int(self.cuda.current_context().handle)
+        return int(driver.cuCtxGetCurrent()) == handle
 
     @contextlib.contextmanager
     def _switch_device(self, device: int) -> Iterator[None]:
@@ -140,8 +178,21 @@ class CudaBackend(Backend):
     def synchronize(self, device: int | None = None) -> None:
         cuda = self.cuda
         for d in range(len(cuda.gpus)) if device is None else [device]:
+            if self._sync_current(d):
+                continue
             with cuda.gpus[d]:
                 cuda.synchronize()
+
+    def _sync_current(self, device: int) -> bool:
+        """Synchronize ``device`` without a context push when its context is already current
+        in this thread (the push and pop cost numba-cuda a dozen driver calls); False when not
+        current (the caller switches)."""
+        from numba.cuda.cudadrv.driver import driver
+
+        if not self._is_current(device):
+            return False
+        driver.cuCtxSynchronize()
+        return True
 
     # -- streams and events ------------------------------------------------------------
     def current_stream(self) -> Any:
@@ -188,7 +239,7 @@ class CudaBackend(Backend):
         try:
             faults.check("alloc", device)
             pool = self._cupy_pool()
-            if pool is not None and int(np.prod(shape, dtype=np.int64)) > 0:
+            if pool is not None and math.prod(shape) > 0:
                 return pool.allocate(tuple(int(s) for s in shape), np.dtype(dtype), device,
                                      self.current_stream(), self._context)
             with self.on_device(device):
@@ -248,13 +299,26 @@ class CudaBackend(Backend):
                 return hit
         buf = self.empty(array.shape, array.dtype, device)
         with self.on_device(device):
-            buf.copy_to_device(array, stream=stream)
+            if self.staged_uploads and array.nbytes <= self.SMALL_MAX:
+                self._ring(device).copy(buf, array, stream)
+            else:
+                buf.copy_to_device(array, stream=stream)
         if key is not None:
             with self._small_lock:
                 if len(self._small_cache) >= self._SMALL_CACHE_MAX:
                     self._small_cache.pop(next(iter(self._small_cache)))
                 self._small_cache[key] = buf
         return buf
+
+    def _ring(self, device: int) -> StagingRing:
+        """The pinned staging ring of ``device`` (made on first use; its context current)."""
+        ring = self._rings.get(device)
+        if ring is None:
+            with self._small_lock:
+                ring = self._rings.get(device)
+                if ring is None:
+                    ring = self._rings[device] = StagingRing(self.cuda, 64, self.SMALL_MAX)
+        return ring
 
     # -- views -------------------------------------------------------------------------
     def part(self, buffer: Any, offset: int, dtype: Any, shape: tuple[int, ...]) -> Any:
@@ -363,6 +427,7 @@ class CudaBackend(Backend):
             pass  # a failed device already reported its error; exit anyway
         with self._small_lock:
             self._small_cache.clear()
+            self._rings.clear()
         if self._pool:
             self._pool.clear()
         # numba-cuda's exit-time finalizers unload every kernel module; after several devices

@@ -18,6 +18,7 @@ class HipBackend(CudaBackend):
 
     name = "hip"
     visible_devices_var = "HIP_VISIBLE_DEVICES"
+    staged_uploads = False  # numba-hip's driver module is not numba-cuda's
 
     def _capabilities(self) -> Capabilities:
         return Capabilities(
@@ -28,6 +29,9 @@ class HipBackend(CudaBackend):
 
     def _wants_fast_launch(self) -> bool:
         return False
+
+    def _is_current(self, device: int) -> bool:
+        return False  # always through numba-hip's own context switch
 
     def _cupy_pool(self) -> None:
         return None

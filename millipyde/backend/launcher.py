@@ -25,8 +25,13 @@ from typing import Any
 import numpy as np
 
 from .. import config
+from . import rawlaunch
+from .pool import stream_handle
 
 ENABLED = config.fast_launch()
+#: launch through ``rawlaunch`` (the driver, one packed block) where a template exists; off,
+#: the cached path calls ``cuda.core``'s launch (benchmarks compare the two in one run)
+DIRECT = True
 
 _SCALARS = (bool, int, float)
 _entries: dict[tuple, tuple[Any, tuple | None]] = {}
@@ -100,7 +105,9 @@ def remember(kernel: Any, device: int, args: tuple, shared_max: int) -> None:
             and not compiled.cooperative and not getattr(compiled, "extensions", None)):
         packers = tuple(_packer(t) for t in compiled.argument_types)
         if None not in packers:
-            entry = (compiled._codelibrary.get_cufunc().kernel, packers, shared_max)
+            cufunc = compiled._codelibrary.get_cufunc()
+            entry = (cufunc.kernel, packers, shared_max,
+                     rawlaunch.template(cufunc.handle, compiled.argument_types))
     with _lock:
         if len(_entries) >= _ENTRIES_MAX:
             for k in [k for k, v in _entries.items() if v[0]() is None]:
@@ -161,6 +168,10 @@ def launch(kernel: Any, device: int, args: tuple, grid: Any, block: Any, stream:
     entry = _entry(kernel, device, args)
     if entry is None or shared > entry[2]:
         return False
+    if DIRECT and entry[3] is not None:
+        entry[3].launch(args, rawlaunch.dims(grid), rawlaunch.dims(block), shared,
+                        stream_handle(stream))
+        return True
     from numba.cuda import dispatcher as _d
 
     _d.launch(_core_stream(stream), _config(grid, block, shared), entry[0],
@@ -182,6 +193,12 @@ def prepared_args(kernel: Any, args: tuple) -> list:
     for t, v in zip(compiled.argument_types, args, strict=True):
         compiled._prepare_args(t, v, 0, [], out)
     return out
+
+
+def raw_args(kernel: Any, device: int, args: tuple) -> tuple | None:
+    """The slots the driver-level launch passes for ``args`` (None without a template)."""
+    entry = _entry(kernel, device, args)
+    return None if entry is None or entry[3] is None else entry[3].unpack(args)
 
 
 def packed_args(kernel: Any, device: int, args: tuple) -> list | None:

@@ -143,3 +143,56 @@ def test_a_strided_argument_goes_through_the_dispatcher():
         runtime.launch_blocks(double, 1, 32, 0, contiguous, out)
     np.testing.assert_array_equal(out.copy_to_host(), 2 * np.arange(10))
     assert launcher.packed_args(double, 0, (contiguous, out)) is not None
+
+
+def _plain(v) -> object:
+    v = v.value if isinstance(v, ctypes._SimpleCData) else v
+    v = v.item() if isinstance(v, np.generic) else v
+    return 0 if v is None else (int(v) if not isinstance(v, (bool, float, int)) else v)
+
+
+@pytest.mark.gpu
+def test_driver_level_launches_pass_what_the_dispatcher_passes():
+    """Slot by slot, the packed parameter block equals numba-cuda's own arguments."""
+    seen = []
+    real = runtime._launch
+
+    def spy(kernel, device, args, *config):
+        real(kernel, device, args, *config)
+        seen.append((kernel, device, args))
+
+    host = np.random.default_rng(5).integers(0, 256, (64, 72, 3), dtype=np.uint8)
+    runtime._launch = spy
+    try:
+        for _ in range(2):
+            x = mp.gpuimage(host)
+            _chain(x)
+            np.asarray(x)
+    finally:
+        runtime._launch = real
+    compared = 0
+    for kernel, device, args in seen:
+        raw = launcher.raw_args(kernel, device, args)
+        if raw is None:
+            continue
+        with runtime.on_device(device):
+            want = [_plain(v) for v in launcher.prepared_args(kernel, args)]
+        assert [_plain(v) for v in raw] == want, kernel
+        compared += 1
+    assert compared >= len(seen) // 2 > 0
+
+
+@pytest.mark.gpu
+def test_direct_and_cuda_core_launches_give_equal_images():
+    host = np.random.default_rng(6).integers(0, 256, (90, 110, 3), dtype=np.uint8)
+    outs = []
+    for direct in (False, True, True):
+        launcher.DIRECT = direct
+        try:
+            x = mp.gpuimage(host)
+            _chain(x)
+            outs.append(np.asarray(x))
+        finally:
+            launcher.DIRECT = True
+    for out in outs[1:]:
+        np.testing.assert_array_equal(out, outs[0])

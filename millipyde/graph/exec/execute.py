@@ -16,7 +16,8 @@ from ..codegen import gpu as codegen_gpu
 from ..codegen.expr import REDUCE_BLOCK, ExprSig, expr_kernel
 from ..ir.node import Node
 from ..plan import footprint
-from ..plan.schedule import Expr, Gather, Kernel, Stencil, full_range, plan
+from ..plan.schedule import Expr, Gather, Kernel, Stencil, full_range
+from . import replay
 
 IDENTITY_LUT = np.tile(np.arange(256, dtype=np.uint8), (2, 4, 1))
 
@@ -488,7 +489,7 @@ def materialize(target: Node) -> Any:
     with target.lock:
         if target.materialized:
             return target.buffer
-        kernels = plan(target)
+        kernels = replay.plan(target)  # schedule.plan, or a cached plan bound to these nodes
         private: dict[int, Any] = {}
         for i, k in enumerate(kernels):
             for src in getattr(k, "leaves", None) or [k.source]:

@@ -1,0 +1,89 @@
+"""Host time of one small op on a GPU backend: where it goes, and how much a launch costs.
+
+On a resident 512x512 RGB uint8 image, ``img.adjust_gamma(g); img._materialize()`` with a new
+``g`` every call (every call needs a new table):
+
+- ``host us/op``: wall time of N calls with no synchronize between them, divided by N (the
+  kernels are a few microseconds, so the host is what the loop waits for); median of 5 runs;
+- the same with one ``g`` for every call (the table is the same each time);
+- a cProfile of 2000 calls (new ``g`` each), top entries by internal and by cumulative time.
+
+Run from the repository root: ``python3 bench/profile_op.py [--calls N] [--no-profile]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import statistics
+import time
+
+import numpy as np
+
+import millipyde as mp
+
+
+def _per_call(fn, n: int) -> float:
+    fn(0)
+    runs = []
+    for r in range(5):
+        mp.synchronize()
+        t0 = time.perf_counter()
+        for i in range(n):
+            fn(i + r * n)
+        runs.append((time.perf_counter() - t0) / n * 1e6)
+        mp.synchronize()
+    return statistics.median(runs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--no-profile", action="store_true")
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    img = mp.gpuimage(rng.integers(0, 256, (512, 512, 3), dtype=np.uint8))
+    img._materialize()
+    grey = mp.gpuimage(rng.integers(0, 256, (512, 512, 3), dtype=np.uint8))
+    grey._materialize()
+
+    def new_gamma(i: int) -> None:
+        img.adjust_gamma(0.5 + (i % 100_000) * 1e-5)
+        img._materialize()
+
+    def same_gamma(_: int) -> None:
+        img.adjust_gamma(1.0)
+        img._materialize()
+
+    def fliplr(_: int) -> None:
+        img.fliplr()
+        img._materialize()
+
+    def greyscale(_: int) -> None:
+        g = grey.clone()
+        g.rgb2grey()
+        g._materialize()
+
+    for name, fn in (("adjust_gamma, new g each call", new_gamma),
+                     ("adjust_gamma, same g", same_gamma), ("fliplr", fliplr),
+                     ("clone + rgb2grey", greyscale)):
+        print(f"host us/op  {name:32s} {_per_call(fn, args.calls):8.1f}", flush=True)
+    if args.no_profile:
+        return
+    prof = cProfile.Profile()
+    prof.enable()
+    for i in range(args.calls):
+        new_gamma(10 * args.calls + i)
+    mp.synchronize()
+    prof.disable()
+    for key in ("tottime", "cumulative"):
+        s = io.StringIO()
+        pstats.Stats(prof, stream=s).sort_stats(key).print_stats(30)
+        print(f"===== cProfile by {key}, {args.calls} new-g gamma calls\n{s.getvalue()}",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()

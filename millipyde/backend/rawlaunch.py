@@ -1,0 +1,136 @@
+"""Launches straight through the driver's ``cuLaunchKernel``, with a pre-packed parameter block.
+
+``cuda.core.launch`` (what numba-cuda and ``launcher.py``'s first cached path call) builds a
+parameter holder from Python objects on every launch: ~15-20 us for a kernel with a few dozen
+flattened arguments. A ``Template`` is made once per compiled kernel and device: a ``struct``
+layout with one 8-byte slot per flattened argument (numba-cuda's ABI: an array is meminfo,
+parent, nitems, itemsize, data, shape..., strides...) and the array of pointers to those slots
+that ``cuLaunchKernel`` takes. A launch packs the values into the block with one
+``struct.pack_into`` and makes one ctypes call (the driver copies the parameters before it
+returns, so the block is reused at once, under a lock).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+from typing import Any
+
+import numpy as np
+
+_SCALAR_CODES = {
+    "bool": "?", "int8": "b", "uint8": "B", "int16": "h", "uint16": "H", "int32": "i",
+    "uint32": "I", "int64": "q", "uint64": "Q", "float32": "f", "float64": "d",
+}
+_libcuda: Any = None
+_lib_lock = threading.Lock()
+
+
+def libcuda() -> Any:
+    """The driver library with ``cuLaunchKernel`` typed, or None where it does not load."""
+    global _libcuda
+    if _libcuda is None:
+        with _lib_lock:
+            if _libcuda is None:
+                try:
+                    lib = ctypes.CDLL("libcuda.so.1")
+                    fn = lib.cuLaunchKernel
+                    fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [
+                        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+                    fn.restype = ctypes.c_int
+                    _libcuda = lib
+                except (OSError, AttributeError):
+                    _libcuda = False
+    return _libcuda or None
+
+
+def _codes(ty: Any) -> tuple[str, int] | None:
+    """(struct codes, array ndim or -1) of one argument type, or None if not supported."""
+    from numba.core import types
+
+    if isinstance(ty, types.Array):
+        return ("q" * (5 + 2 * ty.ndim), ty.ndim) if ty.layout == "C" else None
+    if ty == types.boolean:
+        return "?", -1
+    code = _SCALAR_CODES.get(str(ty))
+    return (code, -1) if code is not None else None
+
+
+class Template:
+    """The parameter block of one compiled kernel on one device."""
+
+    def __init__(self, handle: int, kinds: tuple[int, ...], fmt: str, slots: int) -> None:
+        self.handle = ctypes.c_void_p(handle)
+        self.kinds = kinds  # per argument: array ndim, or -1 for a scalar
+        self.layout = struct.Struct(fmt)
+        self.block = ctypes.create_string_buffer(8 * max(slots, 1))
+        base = ctypes.addressof(self.block)
+        self.pointers = (ctypes.c_void_p * max(slots, 1))(*[base + 8 * i for i in range(slots)])
+        self.lock = threading.Lock()
+
+    def values(self, args: tuple) -> list:
+        """The flattened argument values in slot order."""
+        out: list = []
+        for ndim, a in zip(self.kinds, args, strict=True):
+            if ndim < 0:
+                out.append(a)
+            else:
+                out += (0, 0, a.size, a.dtype.itemsize, int(a.gpu_data.device_pointer))
+                out += a.shape
+                out += a.strides
+        return out
+
+    def launch(self, args: tuple, grid: tuple[int, int, int], block: tuple[int, int, int],
+               shared: int, stream: int) -> None:
+        """Queue one launch on ``stream`` (a raw handle) in the current context."""
+        vals = self.values(args)
+        lib = libcuda()
+        with self.lock:
+            self.layout.pack_into(self.block, 0, *vals)
+            rc = lib.cuLaunchKernel(self.handle, *grid, *block, shared, stream,
+                                    self.pointers, None)
+        if rc:
+            from numba.cuda.cudadrv.driver import CudaAPIError
+
+            raise CudaAPIError(rc, f"cuLaunchKernel failed with CUresult {rc}")
+
+    def unpack(self, args: tuple) -> tuple:
+        """What a launch with ``args`` would pass, slot by slot (for tests)."""
+        block = bytearray(self.layout.size)
+        self.layout.pack_into(block, 0, *self.values(args))
+        return self.layout.unpack(bytes(block))
+
+
+def template(cufunc_handle: Any, argument_types: tuple) -> Template | None:
+    """A template for a compiled kernel, or None when an argument type is not supported or the
+    driver library is not at hand (the caller keeps ``cuda.core``'s launch)."""
+    if libcuda() is None:
+        return None
+    fmt, kinds, slots = "<", [], 0
+    for ty in argument_types:
+        got = _codes(ty)
+        if got is None:
+            return None
+        codes, ndim = got
+        for c in codes:
+            fmt += c + "x" * (8 - struct.calcsize("<" + c))
+        slots += len(codes)
+        kinds.append(ndim)
+    return Template(int(cufunc_handle), tuple(kinds), fmt, slots)
+
+
+_dims: dict[Any, tuple[int, int, int]] = {}
+
+
+def dims(v: Any) -> tuple[int, int, int]:
+    """A grid or block as three unsigned ints."""
+    if isinstance(v, list):
+        v = tuple(v)
+    got = _dims.get(v)
+    if got is None:
+        t = (int(v),) if isinstance(v, (int, np.integer)) else tuple(int(x) for x in v)
+        got = t + (1,) * (3 - len(t))
+        if len(_dims) < 4096:
+            _dims[v] = got
+    return got

@@ -1,0 +1,146 @@
+"""Plans that replay: a chain planned once is bound to new nodes, not planned again.
+
+A training loop or a bench calls the same short chain (``img.adjust_gamma(g)``, ``rotate``,
+``gaussian``...) on images of the same shape again and again, with new scalars each time.
+``schedule.plan`` walks the graph and decides fusion each time (~20 us of Python per op on an
+H200). Here a pending chain (each node with one input, back to one stored source) is keyed on
+what planning looks at: each node's op, shape, dtype, device, label, whether another handle
+holds it, its parameters unless the op is elementwise (those only reach the kernel's table or
+parameter block, computed at run time from the bound nodes), the source's shape, dtype and
+device, and whether fusion is on. A hit rebuilds the planned kernels around the new nodes; the
+kernel's parameters, tables and buffers are still made by ``execute`` from those nodes, so a
+replay runs exactly what a fresh plan would.
+
+The cache holds positions in the chain, never nodes, so it keeps no buffer alive.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from ...kernels import OpSpec
+from ..ir.node import Node
+from ..plan import schedule
+from ..plan.schedule import Expr, Gather, Kernel, Stencil
+
+#: kernel fields that hold nodes (remapped on a hit); other fields are copied as they are
+_NODE_LISTS = ("nodes", "pre", "post", "grey_ops")
+_MAX = 512
+_MAX_CHAIN = 64
+_cache: dict[tuple, _Plan] = {}
+_lock = threading.Lock()
+stats = {"hits": 0, "misses": 0, "uncached": 0}
+
+
+@dataclass(frozen=True)
+class _Plan:
+    ops: tuple[Any, ...]  # the op objects keyed by id(), held so that no id is reused
+    kernels: tuple[tuple[Kernel, int, dict[str, tuple[int, ...]]], ...]
+
+
+def _chain(target: Node) -> list[Node] | None:
+    """The source then every pending node up to ``target``, or None when not a plain chain."""
+    seq = []
+    n = target
+    while not n.materialized:
+        if len(n.inputs) != 1 or n.gated_off or len(seq) >= _MAX_CHAIN:
+            return None
+        op = n.op
+        if not (isinstance(op, OpSpec) or op in ("copy", "move")):
+            return None
+        seq.append(n)
+        n = n.inputs[0]
+    seq.append(n)
+    seq.reverse()
+    return seq
+
+
+def _key(seq: list[Node]) -> tuple:
+    src = seq[0]
+    parts: list[Any] = [schedule.fusion_enabled(), src.shape, src.dtype.str, src.device]
+    last = len(seq) - 1
+    for i in range(1, len(seq)):
+        n = seq[i]
+        op = n.op
+        free = isinstance(op, OpSpec) and op.kind == "elementwise"
+        # a node another handle holds is stored on its own (plan's ``fusable``)
+        ident = op if isinstance(op, str) else id(op)
+        parts.append((ident, n.label, n.shape, n.dtype.str, n.device,
+                      None if free else n.params, i == last or n.users == 1))
+    return tuple(parts)
+
+
+def _skeleton(kernels: list[Kernel], seq: list[Node]) -> tuple | None:
+    pos = {n.id: i for i, n in enumerate(seq)}
+    out = []
+    for k in kernels:
+        if isinstance(k, Expr) or type(k) not in (Kernel, Gather, Stencil):
+            return None
+        lists = {}
+        for name in _NODE_LISTS:
+            nodes = getattr(k, name, None)
+            if nodes is None:
+                continue
+            if any(n.id not in pos for n in nodes):
+                return None
+            lists[name] = tuple(pos[n.id] for n in nodes)
+        if k.source.id not in pos:
+            return None
+        shell = copy.copy(k)
+        shell.source = None
+        for name in lists:
+            setattr(shell, name, None)
+        out.append((shell, pos[k.source.id], lists))
+    return tuple(out)
+
+
+def _bind(entry: _Plan, seq: list[Node]) -> list[Kernel]:
+    kernels = []
+    for shell, src, lists in entry.kernels:
+        k = object.__new__(type(shell))  # a shallow copy, without copy.copy's protocol
+        k.__dict__.update(shell.__dict__)
+        k.source = seq[src]
+        for name, idx in lists.items():
+            setattr(k, name, [seq[i] for i in idx])
+        kernels.append(k)
+    return kernels
+
+
+def plan(target: Node) -> list[Kernel]:
+    """``schedule.plan(target)``, from the cache when this chain's structure was planned."""
+    if target.materialized:
+        return []
+    seq = _chain(target)
+    if seq is None:
+        stats["uncached"] += 1
+        return schedule.plan(target)
+    key = _key(seq)
+    try:
+        entry = _cache.get(key)
+    except TypeError:  # a parameter that cannot be hashed (an array): plan every time
+        stats["uncached"] += 1
+        return schedule.plan(target)
+    if entry is not None and all(a is b.op or (isinstance(a, str) and a == b.op)
+                                 for a, b in zip(entry.ops, seq[1:], strict=True)):
+        stats["hits"] += 1
+        return _bind(entry, seq)
+    stats["misses"] += 1
+    kernels = schedule.plan(target)
+    skeleton = _skeleton(kernels, seq)
+    if skeleton is not None:
+        with _lock:
+            if len(_cache) >= _MAX:
+                _cache.pop(next(iter(_cache)))
+            _cache[key] = _Plan(tuple(n.op for n in seq[1:]), skeleton)
+    return kernels
+
+
+def clear() -> None:
+    """Forget every cached plan (tests)."""
+    with _lock:
+        _cache.clear()
+    for k in stats:
+        stats[k] = 0

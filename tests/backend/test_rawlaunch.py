@@ -1,0 +1,45 @@
+"""The driver-level launch's parameter block (``backend/rawlaunch.py``), without a device."""
+
+from __future__ import annotations
+
+import struct
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from numba.core import types
+
+from millipyde.backend import rawlaunch
+
+
+def _layout(argument_types):
+    fmt, kinds, slots = "<", [], 0
+    for ty in argument_types:
+        codes, ndim = rawlaunch._codes(ty)
+        for c in codes:
+            fmt += c + "x" * (8 - struct.calcsize("<" + c))
+        slots += len(codes)
+        kinds.append(ndim)
+    return rawlaunch.Template(0, tuple(kinds), fmt, slots)
+
+
+def test_each_flattened_argument_takes_one_8_byte_slot_in_numba_cudas_order():
+    t = _layout((types.Array(types.uint8, 3, "C"), types.float64, types.float32,
+                 types.boolean, types.int32, types.uint8))
+    assert t.layout.size == 8 * (5 + 6 + 5)
+    arr = SimpleNamespace(size=24, dtype=np.dtype(np.uint8), shape=(2, 3, 4),
+                          strides=(12, 4, 1), gpu_data=SimpleNamespace(device_pointer=4096))
+    got = t.unpack((arr, 0.1, 0.1, np.bool_(True), -5, 200))
+    assert got == (0, 0, 24, 1, 4096, 2, 3, 4, 12, 4, 1, 0.1, np.float32(0.1).item(), True,
+                   -5, 200)
+
+
+def test_strided_arrays_and_unknown_types_have_no_template():
+    assert rawlaunch._codes(types.Array(types.uint8, 2, "A")) is None
+    assert rawlaunch._codes(types.UniTuple(types.float64, 2)) is None
+
+
+@pytest.mark.parametrize("value, want", [(7, (7, 1, 1)), ((3, 4), (3, 4, 1)),
+                                         ([2, 3, 4], (2, 3, 4)), (np.int64(5), (5, 1, 1))])
+def test_grids_and_blocks_become_three_ints(value, want):
+    assert rawlaunch.dims(value) == want
