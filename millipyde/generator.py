@@ -38,26 +38,35 @@ from .workers import (
     workers_per_device,
 )
 
+#: Bound on the bytes of the outputs a batched Generator makes ahead of ``next()``.
+AHEAD_BYTES = 256 << 20
+
 
 class _State:
     """What the workers share with the Generator (kept apart so ``__del__`` can run)."""
 
     def __init__(self, inputs: list[gpuarray], operations: list, device: int, seed: int,
-                 outputs: int | None, return_to_host: bool) -> None:
+                 outputs: int | None, return_to_host: bool, rank: int = 0,
+                 world: int = 1) -> None:
         self.inputs = inputs
         self.operations = operations
         self.device = device
         self.seed = seed
-        self.outputs = outputs
+        self.rank, self.world = rank, world
+        # this rank's share of the outputs: global output k belongs to rank k % world
+        self.outputs = None if outputs is None else len(range(rank, outputs, world))
         self.return_to_host = return_to_host
         # same-shape inputs: a worker makes `batch` outputs at once, one launch per kernel
         self.batch = batch.batch_size([x._node for x in inputs])
         self.workers = workers_per_device(batched=self.batch > 1)
         self.depth = 2 * self.workers  # outputs made ahead of next(): bounded memory
         if self.batch > 1:
-            # a worker starts the next batch while next() hands out the last one
-            self.depth = max(self.depth, (self.workers + 1) * self.batch)
-        self.stacks: dict | None = None
+            # a worker starts the next batch while next() hands out the last one, within
+            # AHEAD_BYTES (an output is counted at 8 bytes per input value: float64 at most)
+            per = 8 * max(x.size for x in inputs)
+            self.depth = max(self.depth, min((self.workers + 1) * self.batch,
+                                             max(self.batch, AHEAD_BYTES // per)))
+        self.stacks: dict[int, dict] = {}  # per device: the inputs stacked there
         self.stack_lock = threading.Lock()
         self.cond = threading.Condition()
         self.claimed = 0  # next output index a worker will make
@@ -78,11 +87,20 @@ class _State:
             self.crashes.append((err, device))
             self.cond.notify_all()
 
+    def global_index(self, j: int) -> int:
+        """The Generator-wide output index of this rank's ``j``-th output."""
+        return self.rank + self.world * j
+
     def _want(self) -> int:
-        """Outputs the next claim takes: a whole batch, or what is left of ``outputs``."""
+        """Outputs the next claim takes: a whole batch, or what is left of ``outputs``.
+
+        The first claims ramp up (1, 1, 2, 4, ... outputs) so the first ``next()`` does not
+        wait for a whole batch of slow (Python) Operations.
+        """
+        n = min(self.batch, max(1, self.claimed))
         if self.outputs is None:
-            return self.batch
-        return max(1, min(self.batch, self.outputs - self.claimed))
+            return n
+        return max(1, min(n, self.outputs - self.claimed))
 
     def _worker(self, device: int, stream: Any) -> None:
         while True:
@@ -112,7 +130,8 @@ class _State:
             if made[-1][1] is not None:
                 return
 
-    def _make(self, k: int, device: int, stream: Any) -> Any:
+    def _make(self, j: int, device: int, stream: Any) -> Any:
+        k = self.global_index(j)
         src = self.inputs[k % len(self.inputs)]
         y = src.clone()  # this thread targets `device`, so the copy is made there
         apply_operations(y, self.operations, self.seed, k, device, stream, lambda: self.stopped)
@@ -120,20 +139,31 @@ class _State:
             return np.asarray(y)
         return y
 
-    def _make_batch(self, k0: int, n: int, device: int, stream: Any) -> list[tuple[Any, Any]]:
-        """Outputs ``k0 .. k0 + n - 1`` (value, error) in order, up to the first error.
+    def _make_batch(self, j0: int, n: int, device: int, stream: Any) -> list[tuple[Any, Any]]:
+        """This rank's outputs ``j0 .. j0 + n - 1`` (value, error) in order, up to the first
+        error (:meth:`make_many`)."""
+        return self.make_many([self.global_index(j) for j in range(j0, j0 + n)], device,
+                              stream, self.return_to_host)
+
+    def make_many(self, ks: list[int], device: int, stream: Any,
+                  to_host: bool = False) -> list[tuple[Any, Any]]:
+        """Global outputs ``ks`` (value, error) in order, up to the first error.
 
         Each output records its Operations exactly as ``_make`` does (same sample and op
         indices, so the same values), those its coins skipped as gated off where they have an
         identity form (one group for every coin pattern); the kernels then run batched
         (``batch.materialize_batch``).
         """
+        if self.batch <= 1:
+            return self._make_each(ks, device, stream, to_host)
         with self.stack_lock:
-            if self.stacks is None:
-                self.stacks = batch.stack_inputs([x._node for x in self.inputs], device)
+            stacks = self.stacks.get(device)
+            if stacks is None:
+                stacks = self.stacks[device] = batch.stack_inputs(
+                    [x._node for x in self.inputs], device)
                 sync(stream)  # other workers' streams read the stack
         ys, late = [], None
-        for k in range(k0, k0 + n):
+        for k in ks:
             y = self.inputs[k % len(self.inputs)].clone()
             try:
                 record_operations(y, self.operations, self.seed, k, device,
@@ -145,7 +175,7 @@ class _State:
         if self.stopped:
             raise Cancelled()
         try:
-            errors = batch.materialize_batch(ys, self.stacks)
+            errors = batch.materialize_batch(ys, stacks)
             sync(stream)
         except Exception as err:
             errors = [err] * len(ys)
@@ -155,12 +185,29 @@ class _State:
                 made.append((None, kernels_failed(self.operations, err)))
                 return made
             try:
-                made.append((np.asarray(y) if self.return_to_host else y, None))
+                made.append((np.asarray(y) if to_host else y, None))
             except Exception as e:
                 made.append((None, e))
                 return made
         if late is not None:
             made.append((None, late))
+        return made
+
+    def _make_each(self, ks: list[int], device: int, stream: Any,
+                   to_host: bool) -> list[tuple[Any, Any]]:
+        """``make_many`` one output at a time (inputs of several shapes)."""
+        made: list[tuple[Any, Any]] = []
+        for k in ks:
+            y = self.inputs[k % len(self.inputs)].clone()
+            try:
+                apply_operations(y, self.operations, self.seed, k, device, stream,
+                                 lambda: self.stopped)
+                made.append((np.asarray(y) if to_host else y, None))
+            except Cancelled:
+                raise
+            except Exception as err:
+                made.append((None, err))
+                break
         return made
 
     def take(self) -> Any:
@@ -185,14 +232,21 @@ class _State:
         if err is None:
             return value
         self.stop()
+        raise self.failure(self.global_index(k), err, device)
+
+    def failure(self, k: int, err: BaseException, device: int) -> PipelineError:
+        """The PipelineError that reports ``err`` for global output ``k`` (chained)."""
         i = k % len(self.inputs)
         if isinstance(err, StepError):
-            raise PipelineError(
+            out = PipelineError(
                 f"Generator: {err.what} failed on output {k} (input {i}) on device {device}: "
-                f"{type(err.cause).__name__}: {err.cause}"
-            ) from err.cause
-        raise PipelineError(f"Generator worker on device {device} failed on output {k} "
-                            f"(input {i}): {err!r}") from err
+                f"{type(err.cause).__name__}: {err.cause}")
+            out.__cause__ = err.cause
+            return out
+        out = PipelineError(f"Generator worker on device {device} failed on output {k} "
+                            f"(input {i}): {err!r}")
+        out.__cause__ = err
+        return out
 
     def stop(self, join: bool = True) -> None:
         with self.cond:
@@ -203,6 +257,21 @@ class _State:
                 self.group.threads:
             # Workers check `stopped` between operations; a hung one is abandoned (daemon).
             self.group.join(time.monotonic() + 30.0)
+
+
+def _check_rank(rank: Any, world_size: Any) -> tuple[int, int]:
+    """(rank, world_size) validated; (0, 1) when neither is given."""
+    if rank is None and world_size is None:
+        return 0, 1
+    if rank is None or world_size is None:
+        raise ArgumentError("Generator rank and world_size must be given together")
+    for v, name in ((rank, "rank"), (world_size, "world_size")):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise ArgumentError(f"Generator {name} must be an int, got {type(v).__name__}")
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ArgumentError(f"Generator needs world_size >= 1 and 0 <= rank < world_size, "
+                            f"got rank={rank}, world_size={world_size}")
+    return int(rank), int(world_size)
 
 
 class Generator:
@@ -223,6 +292,10 @@ class Generator:
         Yield NumPy ndarrays instead of gpuarrays/gpuimages.
     seed : int, optional
         Seed of the random streams; the global seed (``mp.seed``) at construction if None.
+    rank, world_size : int, optional
+        Data-parallel shares: this Generator yields only the outputs ``k`` with
+        ``k % world_size == rank`` (same values as a Generator without them makes for those
+        ``k``); ``outputs`` counts every rank's outputs. Give both or neither.
 
     Raises
     ------
@@ -238,7 +311,8 @@ class Generator:
     """
 
     def __init__(self, inputs: Any, operations: Any, device: Any = None, outputs: Any = None,
-                 return_to_host: Any = False, seed: Any = None, **kwargs: Any) -> None:
+                 return_to_host: Any = False, seed: Any = None, rank: Any = None,
+                 world_size: Any = None, **kwargs: Any) -> None:
         self._state: _State | None = None
         if kwargs:
             raise ArgumentError(f"Generator got unknown keyword argument(s): {', '.join(kwargs)}")
@@ -264,14 +338,19 @@ class Generator:
             raise ArgumentError(f"Generator return_to_host must be a bool, got "
                                 f"{type(return_to_host).__name__}")
         seed = check_seed(seed, "Generator")
+        rank, world = _check_rank(rank, world_size)
         for x in items:
             # Settle pending work once, here, so workers only ever clone stored values.
             x._materialize()
         self.device: int = dev
+        self._pinned = device is not None or devices.target_device() is not None
+        self.rank: int = rank
+        self.world_size: int = world
         self.outputs: int | None = None if outputs is None else int(outputs)
         self.return_to_host: bool = bool(return_to_host)
         self.seed: int = mprandom.global_seed() if seed is None else seed
-        self._state = _State(items, ops, dev, self.seed, self.outputs, self.return_to_host)
+        self._state = _State(items, ops, dev, self.seed, self.outputs, self.return_to_host,
+                             rank, world)
 
     @property
     def inputs(self) -> list[gpuarray]:
@@ -291,6 +370,55 @@ class Generator:
         x = items[output % len(items)]
         return explain_operations(x, self._state.operations, self.seed, output, copy=True,
                                   title=f"Generator output {output}")
+
+    def batches(self, size: Any, *, shape: Any = None, layout: Any = "NCHW",
+                dtype: Any = "float32", mean: Any = None, std: Any = None, channels: Any = 3,
+                drop_last: Any = False, with_indices: Any = False) -> Any:
+        """Stacked, converted training batches of this Generator's outputs (an iterator).
+
+        Batch ``b`` holds this rank's outputs ``b * size .. b * size + size - 1`` (a fresh
+        sequence from output 0, independent of ``next()``), each converted: values to float
+        in [0, 1] (``v / 255`` for uint8), then ``(x - mean) / std`` per channel, rounded
+        once to float32 (float16: from that float32); grey outputs replicated to `channels`,
+        RGBA outputs without alpha.
+
+        Parameters
+        ----------
+        size : int
+            Samples per batch (>= 1).
+        shape : (int, int), optional
+            Resize every sample to this (height, width), bilinearly as scikit-image's
+            ``resize(order=1, mode="edge", anti_aliasing=False)``. Without it, samples of a
+            batch of different shapes raise ValueError naming the output index.
+        layout : {"NCHW", "NHWC"}
+        dtype : {"float32", "float16"}
+        mean, std : float or sequence of `channels` floats, optional
+            Per-channel normalization (defaults 0 and 1; every std must be nonzero).
+        channels : {3, 1}
+            Channels per sample; 1 accepts grey outputs only.
+        drop_last : bool
+            Drop a last, smaller batch of a finite Generator.
+        with_indices : bool
+            Yield ``(batch, outputs, inputs)``: also each sample's global output index and
+            the index of the input it came from (int64 NumPy arrays), so labels follow.
+
+        Returns
+        -------
+        Batches
+            An iterator of gpuarrays of shape (n, C, H, W) or (n, H, W, C), each on the device
+            that made it; use as a context manager or call ``close()`` to stop its workers.
+
+        Raises
+        ------
+        ValueError
+            Any invalid argument (naming it).
+        """
+        from .batches import BatchSpec, Batches
+
+        spec = BatchSpec.check(size, shape, layout, dtype, mean, std, channels, drop_last,
+                               with_indices)
+        devs = [self.device] if self._pinned else list(range(devices.get_device_count()))
+        return Batches(self._state, spec, devs)
 
     def __iter__(self) -> Generator:
         return self

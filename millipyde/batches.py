@@ -1,0 +1,344 @@
+"""``Generator.batches``: stacked, converted training batches (API.md "Beyond the thesis").
+
+A :class:`Batches` iterator runs one worker per device. Worker claims are whole batches, made
+in order of batch index within a window bounded in bytes; batch ``b`` of ``size`` is made from
+this rank's outputs ``b * size ..`` by the Generator's own machinery (so sample ``i`` equals
+that output), and written, converted, into one (n, C, H, W) / (n, H, W, C) float32 buffer by a
+generated kernel (``graph.codegen_convert``) on the device that made it.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import runtime
+from .array import ArgumentError, gpuarray
+from .graph import codegen_convert
+from .graph.node import leaf
+from .pipeline import PipelineError
+from .workers import Cancelled, WorkerGroup
+
+#: Bound on the bytes of the batches made ahead of the consumer (at least one per worker).
+AHEAD_BYTES = 1 << 30
+_DTYPES = {"float32": np.float32, "float16": np.float16}
+
+
+def _per_channel(value: Any, name: str, channels: int, default: float) -> np.ndarray:
+    if value is None:
+        return np.full(channels, default, dtype=np.float64)
+    try:
+        arr = np.array(value, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise ArgumentError(f"batches {name} must be a float or {channels} floats, "
+                            f"got {value!r}") from None
+    if arr.size == 1:
+        arr = np.full(channels, arr[0])
+    if arr.size != channels or not np.all(np.isfinite(arr)):
+        raise ArgumentError(f"batches {name} must be a finite float or {channels} finite "
+                            f"floats, got {value!r}")
+    return arr
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ArgumentError(f"batches {name} must be an int >= 1, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    """What a batch is: its size, sample shape, layout, dtype and conversion."""
+
+    size: int
+    shape: tuple[int, int] | None
+    layout: str
+    dtype: np.dtype
+    mean: np.ndarray
+    std: np.ndarray
+    channels: int
+    drop_last: bool
+    with_indices: bool
+
+    @classmethod
+    def check(cls, size: Any, shape: Any, layout: Any, dtype: Any, mean: Any, std: Any,
+              channels: Any, drop_last: Any, with_indices: Any) -> BatchSpec:
+        """The validated spec; ``ValueError`` naming the first bad argument."""
+        size = _positive_int(size, "size")
+        if shape is not None:
+            if not isinstance(shape, Sequence) or isinstance(shape, str) or len(shape) != 2:
+                raise ArgumentError(f"batches shape must be (height, width), got {shape!r}")
+            shape = (_positive_int(shape[0], "shape height"),
+                     _positive_int(shape[1], "shape width"))
+        if layout not in ("NCHW", "NHWC"):
+            raise ArgumentError(f"batches layout must be 'NCHW' or 'NHWC', got {layout!r}")
+        key = np.dtype(dtype).name if isinstance(dtype, (type, np.dtype)) else dtype
+        if key not in _DTYPES:
+            raise ArgumentError(f"batches dtype must be 'float32' or 'float16', got {dtype!r}")
+        if channels not in (1, 3) or isinstance(channels, bool):
+            raise ArgumentError(f"batches channels must be 1 or 3, got {channels!r}")
+        m = _per_channel(mean, "mean", channels, 0.0)
+        s = _per_channel(std, "std", channels, 1.0)
+        if np.any(s == 0):
+            raise ArgumentError(f"batches std must be nonzero, got {std!r}")
+        for v, name in ((drop_last, "drop_last"), (with_indices, "with_indices")):
+            if not isinstance(v, (bool, np.bool_)):
+                raise ArgumentError(f"batches {name} must be a bool, got {type(v).__name__}")
+        return cls(size, shape, layout, np.dtype(_DTYPES[key]), m, s, int(channels),
+                   bool(drop_last), bool(with_indices))
+
+    def batch_shape(self, n: int, hw: tuple[int, int]) -> tuple[int, int, int, int]:
+        """Shape of a batch of ``n`` samples of ``hw`` pixels."""
+        h, w = hw
+        c = self.channels
+        return (n, c, h, w) if self.layout == "NCHW" else (n, h, w, c)
+
+
+def sample_channels(shape: tuple[int, ...], channels: int, k: int) -> int:
+    """Channels of an output of ``shape`` (1 for grey); ValueError if ``channels`` cannot take it."""
+    cin = 1 if len(shape) == 2 else int(shape[2])
+    if channels == 1 and cin != 1:
+        raise ValueError(f"batches(channels=1) takes grey outputs only; output {k} has "
+                         f"shape {tuple(shape)}")
+    return cin
+
+
+def convert_reference(value: np.ndarray, spec: BatchSpec) -> np.ndarray:
+    """NumPy reference of one sample's conversion (what the batch kernel computes).
+
+    The value is (h, w) or (h, w, c) as a Generator output; the result is (C, H, W) or
+    (H, W, C) in ``spec.dtype``. The arithmetic is ``kernels.convert``'s, in float64.
+    """
+    from .kernels import convert as cv
+    from .graph.schedule import full_range
+
+    v = value if value.ndim == 3 else value[:, :, None]
+    h, w, cin = v.shape
+    full = full_range(v.dtype)
+    H, W = spec.shape or (h, w)
+    src = v[:, :, [0 if cin == 1 else c for c in range(spec.channels)]].astype(np.float64)
+    if spec.shape is not None:
+        fy = cv.grid_coordinate(np.arange(H, dtype=np.float64), h / H)
+        fx = cv.grid_coordinate(np.arange(W, dtype=np.float64), w / W)
+        y0, x0 = np.floor(fy), np.floor(fx)
+        ty, tx = (fy - y0)[:, None, None], (fx - x0)[None, :, None]
+        ya, yb = np.clip(y0, 0, h - 1).astype(int), np.clip(y0 + 1, 0, h - 1).astype(int)
+        xa, xb = np.clip(x0, 0, w - 1).astype(int), np.clip(x0 + 1, 0, w - 1).astype(int)
+        src = cv.lerp2(src[ya][:, xa], src[ya][:, xb], src[yb][:, xa], src[yb][:, xb], ty, tx)
+    out = cv.normalize(src, full, spec.mean, spec.std).astype(np.float32)
+    if spec.layout == "NCHW":
+        out = out.transpose(2, 0, 1)
+    return np.ascontiguousarray(out.astype(spec.dtype))
+
+
+@functools.cache
+def _convert_fn(cin: int, channels: int, layout: str, resize: bool) -> Any:
+    return codegen_convert.convert_kernel(cin, channels, layout, resize, runtime.TARGET,
+                                          runtime.SIM)
+
+
+def write_sample(out: Any, pos: Any, src: Any, spec: BatchSpec, consts: tuple[Any, Any],
+                 hw: tuple[int, int], device: int) -> None:
+    """Convert the stored images ``src`` (nb, h, w, cin) into samples ``pos`` of ``out``."""
+    from .graph.batch import _launch
+    from .graph.schedule import full_range
+
+    nb, h, w, cin = src.shape
+    H, W = hw
+    resize = (H, W) != (h, w)
+    fn = _convert_fn(int(cin), spec.channels, spec.layout, resize)
+    _launch(fn, nb, H, W, device, src, pos, out, consts[0], consts[1],
+            full_range(src.dtype), h / H, w / W)
+
+
+class Batches:
+    """Iterator of converted batches of a Generator's outputs (``Generator.batches``).
+
+    One worker thread per device claims batch indices in order; batches are handed out in
+    order, each on the device that made it. ``close()`` (or leaving a ``with`` block) stops
+    the workers and drops the batches made ahead.
+    """
+
+    def __init__(self, state: Any, spec: BatchSpec, devices: list[int]) -> None:
+        self._st = state
+        self.spec = spec
+        self.devices = list(devices)
+        n = state.outputs
+        if n is None:
+            self._count: int | None = None
+        else:
+            self._count = n // spec.size if spec.drop_last else -(-n // spec.size)
+        x = max(state.inputs, key=lambda a: a.size)
+        hw = spec.shape or x.shape[:2]
+        per = spec.size * spec.channels * hw[0] * hw[1] * 4
+        self._ahead = len(self.devices) + max(1, AHEAD_BYTES // max(per, 1))
+        self._cond = threading.Condition()
+        self._claimed = 0
+        self._next = 0
+        self._results: dict[int, tuple[Any, BaseException | None, int, int]] = {}
+        self._stopped = False
+        self._group: WorkerGroup | None = None
+        self._consts: dict[int, tuple[Any, Any, Any]] = {}
+
+    # -- consumer ------------------------------------------------------------------------
+    def __iter__(self) -> Batches:
+        return self
+
+    def __next__(self) -> Any:
+        if self._group is None and not self._stopped:
+            self._group = WorkerGroup("batches", self._worker, self._crash)
+            self._group.start(self.devices, 1)
+        with self._cond:
+            if self._stopped or (self._count is not None and self._next >= self._count):
+                raise StopIteration
+            b = self._next
+            self._next += 1
+            self._cond.notify_all()
+            while b not in self._results:
+                if self._stopped:
+                    raise StopIteration
+                if not self._group.alive():
+                    self._results[b] = (None, RuntimeError("batch workers exited"), -1, 0)
+                    break
+                self._cond.wait(0.5)
+            value, err, device, k = self._results.pop(b)
+        if err is None:
+            return value
+        self.close()
+        if isinstance(err, (ValueError, PipelineError)):
+            raise err
+        raise self._st.failure(k, err, device)
+
+    def close(self) -> None:
+        """Stop the workers and drop batches made ahead; ``next()`` then raises StopIteration."""
+        with self._cond:
+            self._stopped = True
+            self._results.clear()
+            self._cond.notify_all()
+        if self._group is not None and threading.current_thread() not in self._group.threads:
+            self._group.join(time.monotonic() + 30.0)
+
+    def __enter__(self) -> Batches:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
+    # -- workers -------------------------------------------------------------------------
+    def _crash(self, err: BaseException, device: int) -> None:
+        with self._cond:
+            self._results.setdefault(self._claimed, (None, err, device, 0))
+            self._cond.notify_all()
+
+    def _worker(self, device: int, stream: Any) -> None:
+        while True:
+            with self._cond:
+                while not self._stopped and self._claimed >= self._next + self._ahead and (
+                        self._count is None or self._claimed < self._count):
+                    self._cond.wait()
+                if self._stopped or (self._count is not None and self._claimed >= self._count):
+                    return
+                b = self._claimed
+                self._claimed += 1
+            try:
+                value, err, k = self._make(b, device, stream), None, 0
+            except Cancelled:
+                return
+            except _SampleError as e:
+                value, err, k = None, e.err, e.k
+            except BaseException as e:  # reported by next() for batch b
+                value, err, k = None, e, self._st.global_index(b * self.spec.size)
+            with self._cond:
+                if not self._stopped:
+                    self._results[b] = (value, err, device, k)
+                self._cond.notify_all()
+            if err is not None:
+                return
+
+    def _make(self, b: int, device: int, stream: Any) -> Any:
+        st, spec = self._st, self.spec
+        j0 = b * spec.size
+        n = spec.size if st.outputs is None else min(spec.size, st.outputs - j0)
+        ks = [st.global_index(j) for j in range(j0, j0 + n)]
+        made = st.make_many(ks, device, stream)
+        for k, (_, err) in zip(ks, made, strict=False):
+            if err is not None:
+                raise _SampleError(k, err)
+        if self._stopped:
+            raise Cancelled()
+        value = self._write([y for y, _ in made], ks, device, stream)
+        if not spec.with_indices:
+            return value
+        k_arr = np.array(ks, dtype=np.int64)
+        return value, k_arr, k_arr % len(st.inputs)
+
+    def _write(self, ys: list[gpuarray], ks: list[int], device: int, stream: Any) -> gpuarray:
+        spec = self.spec
+        hw = spec.shape or tuple(ys[0].shape[:2])
+        for y, k in zip(ys, ks, strict=True):
+            sample_channels(y.shape, spec.channels, k)
+            if spec.shape is None and tuple(y.shape[:2]) != hw:
+                raise ValueError(
+                    f"batches: output {k} has shape {tuple(y.shape)}, output {ks[0]} "
+                    f"{tuple(ys[0].shape)}: pass shape=(height, width) to resize samples")
+        mean, std, pos = self._device_consts(device, len(ys))
+        out = runtime.empty(spec.batch_shape(len(ys), hw), np.float32, device)
+        for i, y in enumerate(ys):
+            buf = y._materialize()
+            src = runtime.reshape(buf, (1, *buf.shape[:2], buf.shape[2] if buf.ndim == 3 else 1))
+            write_sample(out, pos[i:i + 1], src, spec, (mean, std), hw, device)
+        out = _cast(out, spec.dtype, device)
+        if runtime.GPU:
+            stream.synchronize()
+        return gpuarray._wrap(leaf(out, tuple(out.shape), np.dtype(spec.dtype), device))
+
+    def _device_consts(self, device: int, n: int) -> tuple[Any, Any, Any]:
+        got = self._consts.get(device)
+        if got is None or got[2].shape[0] < n:
+            got = (runtime.from_host(self.spec.mean, device),
+                   runtime.from_host(self.spec.std, device),
+                   runtime.from_host(np.arange(max(n, self.spec.size), dtype=np.int64), device))
+            self._consts[device] = got
+        return got
+
+    def __len__(self) -> int:
+        if self._count is None:
+            raise TypeError("an infinite Generator has no number of batches")
+        return self._count
+
+
+class _SampleError(Exception):
+    """Output ``k`` of a batch failed with ``err``."""
+
+    def __init__(self, k: int, err: BaseException) -> None:
+        super().__init__(k, err)
+        self.k, self.err = k, err
+
+
+def _cast(out: Any, dtype: np.dtype, device: int) -> Any:
+    """``out`` (float32) rounded into ``dtype`` (float16), or ``out`` itself."""
+    if np.dtype(dtype) == np.float32:
+        return out
+    if not runtime.GPU:
+        return out.astype(dtype)
+    dst = runtime.empty(tuple(out.shape), dtype, device)
+    n = int(math.prod(out.shape))
+    runtime.launch_1d(_cast_fn(), n, device, out.reshape(n), dst.reshape(n))
+    return dst
+
+
+@functools.cache
+def _cast_fn() -> Any:
+    return codegen_convert.cast_kernel(runtime.SIM)
