@@ -102,7 +102,7 @@ class BatchSpec:
 
 
 def sample_channels(shape: tuple[int, ...], channels: int, k: int) -> int:
-    """Channels of an output of ``shape`` (1 for grey); ValueError if ``channels`` cannot take it."""
+    """Channels of an output of ``shape`` (1: grey); ValueError where ``channels`` refuses it."""
     cin = 1 if len(shape) == 2 else int(shape[2])
     if channels == 1 and cin != 1:
         raise ValueError(f"batches(channels=1) takes grey outputs only; output {k} has "
@@ -116,8 +116,8 @@ def convert_reference(value: np.ndarray, spec: BatchSpec) -> np.ndarray:
     The value is (h, w) or (h, w, c) as a Generator output; the result is (C, H, W) or
     (H, W, C) in ``spec.dtype``. The arithmetic is ``kernels.convert``'s, in float64.
     """
-    from .kernels import convert as cv
     from .graph.schedule import full_range
+    from .kernels import convert as cv
 
     v = value if value.ndim == 3 else value[:, :, None]
     h, w, cin = v.shape
@@ -272,33 +272,89 @@ class Batches:
         j0 = b * spec.size
         n = spec.size if st.outputs is None else min(spec.size, st.outputs - j0)
         ks = [st.global_index(j) for j in range(j0, j0 + n)]
-        made = st.make_many(ks, device, stream)
-        for k, (_, err) in zip(ks, made, strict=False):
-            if err is not None:
-                raise _SampleError(k, err)
-        if self._stopped:
-            raise Cancelled()
-        value = self._write([y for y, _ in made], ks, device, stream)
+        rec = _recorder(st)
+        if rec is None:
+            value = self._write_outputs(ks, list(range(n)), None, device, stream)
+        else:
+            value = self._write_recorded(rec, ks, device, stream)
         if not spec.with_indices:
             return value
         k_arr = np.array(ks, dtype=np.int64)
         return value, k_arr, k_arr % len(st.inputs)
 
-    def _write(self, ys: list[gpuarray], ks: list[int], device: int, stream: Any) -> gpuarray:
+    def _check_shapes(self, shapes: dict[int, tuple[int, ...]], ks: list[int]) -> tuple:
+        """(H, W) of the batch; ValueError naming the first output that does not fit."""
         spec = self.spec
-        hw = spec.shape or tuple(ys[0].shape[:2])
-        for y, k in zip(ys, ks, strict=True):
-            sample_channels(y.shape, spec.channels, k)
-            if spec.shape is None and tuple(y.shape[:2]) != hw:
+        first = shapes[min(shapes)]
+        for pos in sorted(shapes):
+            shape = shapes[pos]
+            sample_channels(shape, spec.channels, ks[pos])
+            if spec.shape is None and tuple(shape[:2]) != tuple(first[:2]):
                 raise ValueError(
-                    f"batches: output {k} has shape {tuple(y.shape)}, output {ks[0]} "
-                    f"{tuple(ys[0].shape)}: pass shape=(height, width) to resize samples")
-        mean, std, pos = self._device_consts(device, len(ys))
-        out = runtime.empty(spec.batch_shape(len(ys), hw), np.float32, device)
-        for i, y in enumerate(ys):
+                    f"batches: output {ks[pos]} has shape {tuple(shape)}, output "
+                    f"{ks[min(shapes)]} {tuple(first)}: pass shape=(height, width) to resize "
+                    "samples")
+        return spec.shape or tuple(first[:2])
+
+    def _made(self, ks: list[int], device: int, stream: Any) -> list[gpuarray]:
+        """Outputs ``ks`` by the Generator's own per-output machinery (errors raised)."""
+        made = self._st.make_many(ks, device, stream)
+        for k, (_, err) in zip(ks, made, strict=False):
+            if err is not None:
+                raise _SampleError(k, err)
+        if self._stopped:
+            raise Cancelled()
+        return [y for y, _ in made]
+
+    def _write_outputs(self, ks: list[int], rows: list[int], out: Any, device: int,
+                       stream: Any, hw: tuple | None = None) -> Any:
+        """Make outputs ``ks[r]`` for ``rows`` per output and write them at ``rows``."""
+        spec = self.spec
+        ys = self._made([ks[r] for r in rows], device, stream)
+        if out is None:
+            hw = self._check_shapes({r: tuple(y.shape) for r, y in zip(rows, ys,
+                                                                        strict=True)}, ks)
+            out = runtime.empty(spec.batch_shape(len(ks), hw), np.float32, device)
+        mean, std, pos = self._device_consts(device, len(ks))
+        for r, y in zip(rows, ys, strict=True):
             buf = y._materialize()
             src = runtime.reshape(buf, (1, *buf.shape[:2], buf.shape[2] if buf.ndim == 3 else 1))
-            write_sample(out, pos[i:i + 1], src, spec, (mean, std), hw, device)
+            write_sample(out, pos[r:r + 1], src, spec, (mean, std), hw, device)
+        return self._finish(out, device, stream)
+
+    def _write_recorded(self, rec: Any, ks: list[int], device: int, stream: Any) -> Any:
+        """Batch ``ks`` recorded at once (``batch_record``); the rest per output."""
+        from .graph import batch
+
+        spec = self.spec
+        stacks = self._st.stacks_on(device, stream)
+        groups, left = rec.groups(ks, device, stacks)
+        shapes = {m.index: tuple(g.members[0].kernels[-1].output.shape)
+                  for g in groups for m in g.members}
+        ys = self._made([ks[r] for r in left], device, stream) if left else []
+        shapes.update({r: tuple(y.shape) for r, y in zip(left, ys, strict=True)})
+        hw = self._check_shapes(shapes, ks)
+        pk = batch._Pack()
+        slots = []
+        for g in groups:
+            g.pack(pk)
+            slots.append(pk.add(np.array([m.index for m in g.members], dtype=np.int64)))
+        pk.upload(device)
+        out = runtime.empty(spec.batch_shape(len(ks), hw), np.float32, device)
+        mean, std, pos = self._device_consts(device, len(ks))
+        for g, slot in zip(groups, slots, strict=True):
+            buf = g.launch(pk)
+            src = runtime.reshape(buf, (buf.shape[0], *buf.shape[1:3],
+                                        buf.shape[3] if buf.ndim == 4 else 1))
+            write_sample(out, pk[slot], src, spec, (mean, std), hw, device)
+        for r, y in zip(left, ys, strict=True):
+            b = y._materialize()
+            src = runtime.reshape(b, (1, *b.shape[:2], b.shape[2] if b.ndim == 3 else 1))
+            write_sample(out, pos[r:r + 1], src, spec, (mean, std), hw, device)
+        return self._finish(out, device, stream)
+
+    def _finish(self, out: Any, device: int, stream: Any) -> gpuarray:
+        spec = self.spec
         out = _cast(out, spec.dtype, device)
         if runtime.GPU:
             stream.synchronize()
@@ -325,6 +381,24 @@ class _SampleError(Exception):
     def __init__(self, k: int, err: BaseException) -> None:
         super().__init__(k, err)
         self.k, self.err = k, err
+
+
+#: Record batches at once where the Operations allow it (``batch_record``); False: always
+#: per output (tests compare the two).
+RECORD_AT_ONCE = True
+
+
+def _recorder(state: Any) -> Any:
+    """The Generator state's ``batch_record.Recorder``, or None (per-output batches)."""
+    if not RECORD_AT_ONCE or state.batch <= 1:
+        return None
+    rec = getattr(state, "recorder", False)
+    if rec is False:
+        from . import batch_record
+
+        rules = batch_record.rules_for(state.inputs, state.operations)
+        rec = state.recorder = None if rules is None else batch_record.Recorder(state, rules)
+    return rec
 
 
 def _cast(out: Any, dtype: np.dtype, device: int) -> Any:

@@ -156,12 +156,7 @@ class _State:
         """
         if self.batch <= 1:
             return self._make_each(ks, device, stream, to_host)
-        with self.stack_lock:
-            stacks = self.stacks.get(device)
-            if stacks is None:
-                stacks = self.stacks[device] = batch.stack_inputs(
-                    [x._node for x in self.inputs], device)
-                sync(stream)  # other workers' streams read the stack
+        stacks = self.stacks_on(device, stream)
         ys, late = [], None
         for k in ks:
             y = self.inputs[k % len(self.inputs)].clone()
@@ -192,6 +187,16 @@ class _State:
         if late is not None:
             made.append((None, late))
         return made
+
+    def stacks_on(self, device: int, stream: Any) -> dict:
+        """The inputs stacked on ``device`` (``batch.stack_inputs``), made once per device."""
+        with self.stack_lock:
+            stacks = self.stacks.get(device)
+            if stacks is None:
+                stacks = self.stacks[device] = batch.stack_inputs(
+                    [x._node for x in self.inputs], device)
+                sync(stream)  # other workers' streams read the stack
+        return stacks
 
     def _make_each(self, ks: list[int], device: int, stream: Any,
                    to_host: bool) -> list[tuple[Any, Any]]:
@@ -413,7 +418,7 @@ class Generator:
         ValueError
             Any invalid argument (naming it).
         """
-        from .batches import BatchSpec, Batches
+        from .batches import Batches, BatchSpec
 
         spec = BatchSpec.check(size, shape, layout, dtype, mean, std, channels, drop_last,
                                with_indices)

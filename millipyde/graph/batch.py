@@ -243,6 +243,14 @@ class _Group:
                 self.slots.append((pk.add(arr), pk.add(rad)))
 
     def run(self, pk: _Pack) -> None:
+        out = self.launch(pk)
+        for member, view in zip(self.members, runtime.members(out), strict=True):
+            with member.node.lock:
+                if not member.node.materialized:
+                    member.node.settle(view)
+
+    def launch(self, pk: _Pack) -> Any:
+        """Run the group's kernels; the last one's (M, ...) batch buffer, member m at m."""
         ms, dev = self.members, self.device
         nb = len(ms)
         src = runtime.reshape(self.stack, (self.stack.shape[0], *_as4(self.stack.shape[1:])))
@@ -266,10 +274,7 @@ class _Group:
                 _stencil_gpu(node, src, sidx, dst, pk[a], pk[b], rmax, dev)
             # later kernels read this kernel's batch buffer, member m at index m
             src, sidx, sidx_h = dst, pk[self.slots[1]], range(nb)
-        for member, view in zip(ms, runtime.members(out), strict=True):
-            with member.node.lock:
-                if not member.node.materialized:
-                    member.node.settle(view)
+        return out
 
 
 def _stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rmax: int,

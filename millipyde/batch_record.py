@@ -1,0 +1,302 @@
+"""A Generator batch recorded once: vectorised draws, per-member arrays, no graph per output.
+
+For Operations that are gpuimage recording methods (``image.RECORDING_METHODS``, the random
+ones in :data:`RANGES`) on inputs of one shape, every coin and parameter of N outputs is drawn
+at once (``random.uniform01_array``, bit-identical to the per-output draws). Outputs whose
+coins (and zero-sigma blurs) agree form a *pattern*; the first output of each pattern ever
+seen is recorded as usual once (its *template*: the kernels ``graph.batch`` would batch it
+with), and every output of that pattern then gets its kernel arguments (parameter rows,
+uint8 tables, taps) from the drawn arrays, computed as ``execute.gather_args`` computes them.
+The groups run through ``graph.batch``'s batched kernels, one upload per batch.
+
+Outputs this cannot make (a rotation that needs scikit-image's data-dependent clip, a pattern
+that does not batch) are made by the Generator's per-output path; the caller gets their
+output indices back. Callable Operations make the whole Generator use that path
+(documented in ``Generator.batches``).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import random as mprandom
+from .graph import batch, codegen, execute
+from .graph.schedule import _affine3, needs_warp_clip
+from .image import RECORDING_METHODS, _bounds, _range, gpuimage
+from .kernels import REGISTRY
+
+#: Random recording methods: the recorded op and the draw ranges from the bound arguments,
+#: exactly as the method computes them (``gpuimage._uniform``).
+RANGES = {
+    "random_brightness": lambda a: [_bounds(a["min_delta"], a["max_delta"], "", "")],
+    "random_rotate": lambda a: [_bounds(a["min_angle"], a["max_angle"], "", "")],
+    "random_gaussian": lambda a: [_bounds(a["min_sigma"], a["max_sigma"], "", "")],
+    "random_colorize": lambda a: [_range(a[n], n) for n in ("r_range", "g_range", "b_range")],
+    "random_adjust_gamma": lambda a: [_range(a["gamma_range"], ""), _range(a["gain_range"], "")],
+}
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """How Operation ``j`` draws: its coin probability and its draw ranges (None: fixed)."""
+
+    probability: float | None
+    ranges: tuple[tuple[float, float], ...] | None
+    zero_skips: bool  # random_gaussian: a drawn sigma of 0 records nothing
+
+
+def rules_for(inputs: list, operations: list) -> list[_Rule] | None:
+    """Per Operation its draw rule, or None when the batch cannot be recorded at once."""
+    first = inputs[0]
+    if not all(isinstance(x, gpuimage) and x.shape == first.shape and x.dtype == first.dtype
+               for x in inputs):
+        return None
+    rules = []
+    for op in operations:
+        if op.method not in RECORDING_METHODS or not op._records_only(first):
+            return None
+        ranges = None
+        if op.method.startswith("random_"):
+            make = RANGES.get(op.method)
+            if make is None:
+                return None
+            sig = inspect.signature(getattr(gpuimage, op.method))
+            bound = sig.bind(None, *op.args, **op.kwargs)
+            bound.apply_defaults()
+            try:
+                ranges = tuple(make(bound.arguments))
+            except (ValueError, KeyError):
+                return None  # the per-output path reports the error
+        rules.append(_Rule(op.probability, ranges, op.method == "random_gaussian"))
+    return rules
+
+
+def draw(rules: list[_Rule], seed: int, ks: np.ndarray) -> tuple[np.ndarray, list]:
+    """Coins (n, J) and per Operation its (n, nparams) parameters (None where fixed)."""
+    coins = np.stack([mprandom.gate_array(seed, ks, j, r.probability)
+                      for j, r in enumerate(rules)], axis=1) if rules else \
+        np.ones((len(ks), 0), dtype=bool)
+    params: list[np.ndarray | None] = []
+    for j, r in enumerate(rules):
+        if r.ranges is None:
+            params.append(None)
+            continue
+        cols = []
+        for t, (lo, hi) in enumerate(r.ranges):
+            if lo == hi:
+                cols.append(np.full(len(ks), lo))
+            else:
+                cols.append(lo + (hi - lo) * mprandom.uniform01_array(seed, ks, j, t))
+        params.append(np.stack(cols, axis=1))
+    return coins, params
+
+
+def patterns(rules: list[_Rule], coins: np.ndarray, params: list) -> np.ndarray:
+    """Per output the bits that decide its recorded structure: coins, zero sigmas."""
+    bits = [coins]
+    for j, r in enumerate(rules):
+        if r.zero_skips:
+            bits.append((params[j][:, :1] > 0) & coins[:, j:j + 1])
+    return np.concatenate(bits, axis=1)
+
+
+@functools.cache
+def _lut_many():
+    src = codegen._lut_source() + (
+        "\n\n@njit(cache=True, nogil=True)\n"
+        "def build_many(codes, params, channels, full, out):\n"
+        "    for m in range(params.shape[0]):\n"
+        "        build(codes, params[m], channels, full, out[m])\n")
+    return codegen.load(src, "cpu").build_many
+
+
+class _Template:
+    """One pattern's recorded output: its group key, kernels and which op made each node."""
+
+    def __init__(self, key: tuple, member: Any, op_of: dict[int, int]) -> None:
+        self.key = key
+        self.kernels = member.kernels
+        self.args = member.args
+        self.op_of = op_of
+
+
+def record_template(state: Any, rules: list[_Rule], k: int, device: int,
+                    stacks: dict) -> _Template | None:
+    """Record output ``k`` as the Generator does; its batch analysis (None: not batchable)."""
+    y = state.inputs[k % len(state.inputs)].clone()
+    op_of: dict[int, int] = {}
+    y._pinned = device
+    try:
+        y._placed()
+        for j, op in enumerate(state.operations):
+            before = y._node
+            op.apply(y, state.seed, k, j, batch.LIFT_GATES)
+            n = y._node
+            while n is not before and n.inputs:
+                op_of[n.id] = j
+                n = n.inputs[0]
+    finally:
+        y._pinned = None
+    got = batch._analyse(y._node, 0, stacks)
+    if got is None:
+        return None
+    t = _Template(got[0], got[1], op_of)
+    _check_draws(t, rules, state.seed, k)
+    return t
+
+
+def _check_draws(t: _Template, rules: list[_Rule], seed: int, k: int) -> None:
+    """The vectorised draws of output ``k`` must be the parameters its recording drew."""
+    _, params = draw(rules, seed, np.array([k], dtype=np.int64))
+    for kern in t.kernels:
+        for node in kern.nodes:
+            j = t.op_of.get(node.id)
+            if j is None or params[j] is None or node.gated_off:
+                continue
+            if params[j][0].tolist() != [float(v) for v in node.params]:
+                raise RuntimeError(f"batch_record: vectorised draws of operation {j} "
+                                   f"{params[j][0].tolist()} differ from the recorded "
+                                   f"{node.params} (output {k})")
+
+
+class Recorder:
+    """Records a Generator's batches at once (see module doc); one per Generator state."""
+
+    def __init__(self, state: Any, rules: list[_Rule]) -> None:
+        self.state = state
+        self.rules = rules
+        self.lock = threading.Lock()
+        self.templates: dict[tuple[int, bytes], _Template | None] = {}
+
+    def template(self, device: int, pattern: np.ndarray, k: int, stacks: dict) -> Any:
+        key = (device, pattern.tobytes())
+        with self.lock:
+            if key not in self.templates:
+                self.templates[key] = record_template(self.state, self.rules, k, device,
+                                                      stacks)
+            return self.templates[key]
+
+    def groups(self, ks: list[int], device: int, stacks: dict) -> tuple[list, list[int]]:
+        """The batched groups (``batch._Group``, member index = batch position) of outputs
+        ``ks``, and the positions left to the per-output path."""
+        st = self.state
+        karr = np.asarray(ks, dtype=np.int64)
+        coins, params = draw(self.rules, st.seed, karr)
+        pats = patterns(self.rules, coins, params)
+        _, first, inverse = np.unique(pats, axis=0, return_index=True, return_inverse=True)
+        groups: dict[tuple, batch._Group] = {}
+        left: list[int] = []
+        for u, f in enumerate(first.tolist()):
+            rows = np.flatnonzero(inverse.reshape(-1) == u)
+            t = self.template(device, pats[f], ks[f], stacks)
+            if t is None:
+                left += rows.tolist()
+                continue
+            members, bad = _members(t, rows, karr, params, st, stacks)
+            left += bad
+            if not members:
+                continue
+            g = groups.get(t.key)
+            if g is None:
+                g = groups[t.key] = batch._Group(t.key, members[0].stack, device)
+            g.members += members
+        return list(groups.values()), sorted(left)
+
+
+def _members(t: _Template, rows: np.ndarray, ks: np.ndarray, params: list, st: Any,
+             stacks: dict) -> tuple[list, list[int]]:
+    """``batch._Member``s of the outputs ``rows`` (one pattern), and rows that need the
+    per-output path (a sampler with scikit-image's data-dependent clip)."""
+    n = len(rows)
+    ok = np.ones(n, dtype=bool)
+    per_kernel: list[Any] = []
+    for i, k in enumerate(t.kernels):
+        if k.kind == "gather":
+            lut, p, flags = _gather_rows(t, i, k, rows, params, ok)
+            per_kernel.append([(lut[m] if lut.ndim == 4 else lut, p[m], flags)
+                               for m in range(n)])
+        else:
+            per_kernel.append(_taps_rows(t, i, k, rows, params))
+    members, bad = [], []
+    inputs = st.inputs
+    for m, r in enumerate(rows.tolist()):
+        if not ok[m]:
+            bad.append(r)
+            continue
+        stack, sidx = stacks[inputs[int(ks[r]) % len(inputs)]._node.id]
+        mem = batch._Member(r, None, t.kernels, int(sidx), stack, [])
+        mem.args = [a[m] for a in per_kernel]
+        members.append(mem)
+    return members, bad
+
+
+def _node_params(t: _Template, node: Any, rows: np.ndarray, params: list) -> np.ndarray | None:
+    """The drawn parameters (n, nparams) of ``node`` for ``rows``, None where fixed
+    (:func:`_check_draws` checked them against the template's recording)."""
+    j = t.op_of.get(node.id)
+    if j is None or params[j] is None:
+        return None
+    return params[j][rows]
+
+
+def _gather_rows(t: _Template, i: int, k: Any, rows: np.ndarray, params: list,
+                 ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
+    """Per-member (lut, p, flags) of gather kernel ``i`` (``batch._gather_member_args``)."""
+    lut_t, p_t, flags = t.args[i]
+    n = len(rows)
+    p = np.tile(p_t, (n, 1))
+    chained = ([] if k.lut_mode else k.pre + k.post) + k.grey_ops
+    for c, node in enumerate(chained):
+        vals = None if node.gated_off else _node_params(t, node, rows, params)
+        if vals is not None:
+            o = codegen.OPS_OFF + 3 * c
+            p[:, o:o + vals.shape[1]] = vals
+    sampler = next((m for m in k.nodes if getattr(m.op, "kind", "") == "sampler"), None)
+    if sampler is not None and not sampler.gated_off:
+        vals = _node_params(t, sampler, rows, params)
+        if vals is not None:
+            mh, mw = k.mid
+            for m in range(n):
+                a = _affine3(sampler.op, mh, mw, tuple(vals[m].tolist()))
+                p[m, codegen.A_OFF:codegen.A_OFF + 6] = a[:2].ravel()
+                if needs_warp_clip(a, (mh, mw), sampler.shape[:2]):
+                    ok[m] = False
+    lut = lut_t
+    if k.lut_mode:
+        c = k.channels
+        full = float(p_t[codegen.FULL_OFF])
+        for stage, ops in enumerate((k.pre, k.post)):
+            ran = [m for m in ops if not m.gated_off]
+            vals = [_node_params(t, m, rows, params) for m in ran]
+            if not any(v is not None for v in vals):
+                continue
+            if lut.ndim == 3:
+                lut = np.repeat(np.ascontiguousarray(lut_t)[None], n, axis=0)
+            prm = np.zeros((n, len(ran), 3))
+            for q, (m, v) in enumerate(zip(ran, vals, strict=True)):
+                prm[:, q, :] = execute._op_params(m) if v is None else 0.0
+                if v is not None:
+                    prm[:, q, :v.shape[1]] = v
+            codes = np.array([m.op.code for m in ran], dtype=np.int64)
+            out = np.empty((n, c, 256), dtype=np.uint8)
+            _lut_many()(codes, prm, c, full, out)
+            lut[:, stage] = out
+    return lut, p, flags
+
+
+def _taps_rows(t: _Template, i: int, k: Any, rows: np.ndarray, params: list) -> list:
+    """Per-member taps of stencil kernel ``i`` (None: gated off, a copy)."""
+    node = k.output
+    if node.gated_off:
+        return [None] * len(rows)
+    vals = _node_params(t, node, rows, params)
+    if vals is None:
+        return [t.args[i]] * len(rows)
+    fn = REGISTRY[node.op.name].fn
+    return [np.asarray(fn(*v), dtype=np.float64) for v in vals.tolist()]
