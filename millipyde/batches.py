@@ -166,8 +166,9 @@ class Batches:
     the workers and drops the batches made ahead.
     """
 
-    def __init__(self, state: Any, spec: BatchSpec, devices: list[int]) -> None:
-        self._st = state
+    def __init__(self, generator: Any, spec: BatchSpec, devices: list[int]) -> None:
+        self._gen = generator  # kept alive: its state stops when it is collected
+        state = self._st = generator._state
         self.spec = spec
         self.devices = list(devices)
         n = state.outputs
@@ -186,6 +187,7 @@ class Batches:
         self._stopped = False
         self._group: WorkerGroup | None = None
         self._consts: dict[int, tuple[Any, Any, Any]] = {}
+        self._inflight: dict[int, int] = {}  # device -> batch index its worker makes
 
     # -- consumer ------------------------------------------------------------------------
     def __iter__(self) -> Batches:
@@ -205,6 +207,8 @@ class Batches:
                 if self._stopped:
                     raise StopIteration
                 if not self._group.alive():
+                    if self._st.stopped:  # the Generator was closed
+                        raise StopIteration
                     self._results[b] = (None, RuntimeError("batch workers exited"), -1, 0)
                     break
                 self._cond.wait(0.5)
@@ -239,7 +243,9 @@ class Batches:
     # -- workers -------------------------------------------------------------------------
     def _crash(self, err: BaseException, device: int) -> None:
         with self._cond:
-            self._results.setdefault(self._claimed, (None, err, device, 0))
+            b = self._inflight.get(device, self._next)
+            self._results.setdefault(b, (None, err, device, self._st.global_index(
+                b * self.spec.size)))
             self._cond.notify_all()
 
     def _worker(self, device: int, stream: Any) -> None:
@@ -252,6 +258,7 @@ class Batches:
                     return
                 b = self._claimed
                 self._claimed += 1
+                self._inflight[device] = b
             try:
                 value, err, k = self._make(b, device, stream), None, 0
             except Cancelled:

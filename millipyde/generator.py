@@ -19,6 +19,7 @@ from . import devices
 from . import random as mprandom
 from .array import ArgumentError, gpuarray
 from .graph import batch
+from .image import RECORDING_METHODS
 from .pipeline import (
     PipelineError,
     check_device_arg,
@@ -59,6 +60,7 @@ class _State:
         # same-shape inputs: a worker makes `batch` outputs at once, one launch per kernel
         self.batch = batch.batch_size([x._node for x in inputs])
         self.workers = workers_per_device(batched=self.batch > 1)
+        self.ramp = any(op.method not in RECORDING_METHODS for op in operations)
         self.depth = 2 * self.workers  # outputs made ahead of next(): bounded memory
         if self.batch > 1:
             # a worker starts the next batch while next() hands out the last one, within
@@ -94,10 +96,10 @@ class _State:
     def _want(self) -> int:
         """Outputs the next claim takes: a whole batch, or what is left of ``outputs``.
 
-        The first claims ramp up (1, 1, 2, 4, ... outputs) so the first ``next()`` does not
-        wait for a whole batch of slow (Python) Operations.
+        With Operations that run Python (callables), the first claims ramp up (1, 1, 2, 4,
+        ... outputs) so the first ``next()`` does not wait for a whole batch of them.
         """
-        n = min(self.batch, max(1, self.claimed))
+        n = min(self.batch, max(1, self.claimed)) if self.ramp else self.batch
         if self.outputs is None:
             return n
         return max(1, min(n, self.outputs - self.claimed))
@@ -423,7 +425,7 @@ class Generator:
         spec = BatchSpec.check(size, shape, layout, dtype, mean, std, channels, drop_last,
                                with_indices)
         devs = [self.device] if self._pinned else list(range(devices.get_device_count()))
-        return Batches(self._state, spec, devs)
+        return Batches(self, spec, devs)
 
     def __iter__(self) -> Generator:
         return self

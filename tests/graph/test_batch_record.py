@@ -115,3 +115,23 @@ def test_callables_fall_back_per_output(monkeypatch) -> None:
     got, per_output, gen = _run(imgs, ops, 6, 3, monkeypatch)
     assert gen._state.recorder is None and len(per_output) == 6
     assert np.array_equal(got, _reference(imgs, ops, 6))
+
+
+def test_vectorised_host_math_equals_scalar() -> None:
+    from millipyde.graph.schedule import _affine3, needs_warp_clip
+    from millipyde.kernels import REGISTRY
+    from millipyde.kernels.filters import gaussian
+
+    rng = np.random.default_rng(3)
+    sig = np.concatenate([rng.uniform(0, 2, 500), [1e-3, 0.0624, 0.0625, 0.5, 1.99]])
+    for s, taps in zip(sig, batch_record.gaussian_taps(sig), strict=True):
+        assert taps.tolist() == gaussian(s).tolist(), s
+    spec = REGISTRY["rotate"]
+    angles = np.concatenate([rng.uniform(0, 120, 500), [0.0, 0.05, 90.0, 180.0, -30.0]])
+    for h, w in ((512, 512), (16, 24)):
+        maps = batch_record.sampler_maps(spec, h, w, angles[:, None])
+        clips = batch_record.warp_clips(maps, (h, w), (h, w))
+        for m, a in enumerate(angles.tolist()):
+            want = _affine3(spec, h, w, (a,))
+            assert maps[m].tolist() == want[:2].ravel().tolist(), a
+            assert clips[m] == needs_warp_clip(want, (h, w), (h, w)), a
