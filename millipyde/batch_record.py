@@ -254,69 +254,170 @@ class Recorder:
             return self.templates[key]
 
     def groups(self, ks: list[int], device: int, stacks: dict) -> tuple[list, list[int]]:
-        """The batched groups (``batch._Group``, member index = batch position) of outputs
+        """The batched groups (:class:`ArrayGroup`, ``index``: batch positions) of outputs
         ``ks``, and the positions left to the per-output path."""
         st = self.state
         karr = np.asarray(ks, dtype=np.int64)
         coins, params = draw(self.rules, st.seed, karr)
         pats = patterns(self.rules, coins, params)
+        drawn = _Draws(params)
         _, first, inverse = np.unique(pats, axis=0, return_index=True, return_inverse=True)
-        groups: dict[tuple, batch._Group] = {}
+        inverse = inverse.reshape(-1)
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.searchsorted(inverse[order], np.arange(len(first) + 1))
+        inputs = st.inputs
+        sidx_of = np.array([stacks[x._node.id][1] for x in inputs], dtype=np.int64)
+        parts: dict[tuple, list] = {}
         left: list[int] = []
         for u, f in enumerate(first.tolist()):
-            rows = np.flatnonzero(inverse.reshape(-1) == u)
+            rows = order[bounds[u]:bounds[u + 1]]
             t = self.template(device, pats[f], ks[f], stacks)
             if t is None:
                 left += rows.tolist()
                 continue
-            members, bad = _members(t, rows, karr, params, st, stacks)
-            left += bad
-            if not members:
-                continue
-            g = groups.get(t.key)
-            if g is None:
-                g = groups[t.key] = batch._Group(t.key, members[0].stack, device)
-            g.members += members
-        return list(groups.values()), sorted(left)
+            arrays, ok = _pattern_arrays(t, rows, drawn)
+            if not ok.all():
+                left += rows[~ok].tolist()
+                rows = rows[ok]
+                arrays = [{name: (a[ok] if isinstance(a, np.ndarray) and name in _PER_ROW
+                                  else a) for name, a in d.items()} for d in arrays]
+            if len(rows):
+                parts.setdefault(t.key, []).append((t, rows, arrays))
+        stack = next(iter(stacks.values()))[0] if stacks else None
+        groups = [ArrayGroup(key, stack, device, got, sidx_of[karr % len(inputs)])
+                  for key, got in parts.items()]
+        return groups, sorted(left)
 
 
-def _members(t: _Template, rows: np.ndarray, ks: np.ndarray, params: list, st: Any,
-             stacks: dict) -> tuple[list, list[int]]:
-    """``batch._Member``s of the outputs ``rows`` (one pattern), and rows that need the
-    per-output path (a sampler with scikit-image's data-dependent clip)."""
-    n = len(rows)
-    ok = np.ones(n, dtype=bool)
-    per_kernel: list[Any] = []
+# per-kernel arrays with one row per output (others are the pattern's own constants)
+_PER_ROW = ("lut_rows", "p", "taps", "rad")
+
+
+def _pattern_arrays(t: _Template, rows: np.ndarray, params: Any) -> tuple[list, np.ndarray]:
+    """Per kernel of one pattern's outputs ``rows``: its arrays (gather: ``lut`` or
+    ``lut_rows``, ``p``, ``flags``; stencil: ``taps`` (n, T), ``rad``), and which rows can
+    be made this way (not a sampler with scikit-image's data-dependent clip)."""
+    ok = np.ones(len(rows), dtype=bool)
+    out = []
     for i, k in enumerate(t.kernels):
         if k.kind == "gather":
             lut, p, flags = _gather_rows(t, i, k, rows, params, ok)
-            per_kernel.append([(lut[m] if lut.ndim == 4 else lut, p[m], flags)
-                               for m in range(n)])
+            key = "lut_rows" if lut.ndim == 4 else "lut"
+            out.append({key: lut, "p": p, "flags": flags})
         else:
-            per_kernel.append(_taps_rows(t, i, k, rows, params))
-    members, bad = [], []
-    inputs = st.inputs
-    for m, r in enumerate(rows.tolist()):
-        if not ok[m]:
-            bad.append(r)
-            continue
-        stack, sidx = stacks[inputs[int(ks[r]) % len(inputs)]._node.id]
-        mem = batch._Member(r, None, t.kernels, int(sidx), stack, [])
-        mem.args = [a[m] for a in per_kernel]
-        members.append(mem)
-    return members, bad
+            out.append(_taps_rows(t, i, k, rows, params))
+    return out, ok
 
 
-def _node_params(t: _Template, node: Any, rows: np.ndarray, params: list) -> np.ndarray | None:
+class ArrayGroup(batch._Group):
+    """A ``graph.batch`` group whose per-member arguments come as stacked arrays.
+
+    ``parts``: (template, rows, per-kernel arrays) of the patterns that share the group's
+    key; ``sidx_rows``: per batch position, its input's index in the stack.
+    """
+
+    def __init__(self, key: tuple, stack: Any, device: int, parts: list,
+                 sidx_rows: np.ndarray) -> None:
+        super().__init__(key, stack, device)
+        self.parts = parts
+        self.index = np.concatenate([rows for _, rows, _ in parts])
+        self.sidx = sidx_rows[self.index]
+        self._kernels = parts[0][0].kernels
+        self._taps: dict[int, list] = {}
+
+    def kernels(self) -> list:
+        return self._kernels
+
+    def sidx_host(self) -> list[int]:
+        return self.sidx.tolist()
+
+    def taps_host(self, i: int) -> list[Any]:
+        return self._taps[i]  # set by pack, which runs first
+
+    def pack(self, pk: batch._Pack) -> None:
+        n = len(self.index)
+        self.slots = [pk.add(self.sidx), pk.add(np.arange(n, dtype=np.int64))]
+        self.gated = []
+        for i, k in enumerate(self._kernels):
+            ds = [(rows, a[i]) for _, rows, a in self.parts]
+            if k.kind == "gather":
+                if k.lut_mode:
+                    lut = np.concatenate([d["lut_rows"] if "lut_rows" in d else
+                                          np.broadcast_to(d["lut"], (len(r), *d["lut"].shape))
+                                          for r, d in ds])
+                else:
+                    lut = ds[0][1]["lut"][None]
+                p = np.concatenate([d["p"] for _, d in ds])
+                self.gated.append(any(d["flags"] is not None for _, d in ds))
+                if self.gated[-1]:
+                    g = codegen.gather_ngates(self.key[2 + i][1])
+                    flags = np.concatenate([np.broadcast_to(
+                        np.zeros(g) if d["flags"] is None else d["flags"], (len(r), g))
+                        for r, d in ds])
+                    p = np.concatenate([p, flags], axis=1)
+                self.slots.append((pk.add(lut), pk.add(p)))
+            else:
+                self.gated.append(False)
+                width = max(d["taps"].shape[1] for _, d in ds)
+                taps = np.zeros((n, width))
+                at = 0
+                for _, d in ds:
+                    m, t = d["taps"].shape
+                    taps[at:at + m, :t] = d["taps"]
+                    at += m
+                self.slots.append((pk.add(taps), pk.add(np.concatenate([d["rad"]
+                                                                         for _, d in ds]))))
+                self._taps[i] = [None if r < 0 else taps[m, :2 * r + 1] for m, r in
+                                 enumerate(np.concatenate([d["rad"] for _, d in ds]).tolist())]
+
+
+class _Draws:
+    """A batch's drawn parameters, and what is computed from them for every output at once
+    (sampler maps, Gaussian taps), whatever pattern each output has."""
+
+    def __init__(self, params: list) -> None:
+        self.params = params
+        self.cache: dict[tuple, Any] = {}
+
+    def op(self, t: _Template, node: Any) -> int | None:
+        """The Operation index whose drawn parameters ``node`` has (None: fixed ones)."""
+        j = t.op_of.get(node.id)
+        return None if j is None or self.params[j] is None else j
+
+    def maps(self, j: int, spec: Any, mid: tuple[int, int],
+             shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        """(N, 6) sampler maps of Operation ``j`` and whether each needs the warp clip."""
+        key = ("maps", j, mid, shape)
+        got = self.cache.get(key)
+        if got is None:
+            maps = sampler_maps(spec, *mid, self.params[j])
+            got = self.cache[key] = (maps, warp_clips(maps, mid, shape))
+        return got
+
+    def taps(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """(N, T) Gaussian taps of Operation ``j`` (zero rows where sigma is 0), radii."""
+        got = self.cache.get(("taps", j))
+        if got is None:
+            s = self.params[j][:, 0]
+            pos = np.flatnonzero(s > 0)
+            taps = gaussian_taps(s[pos])
+            width = max((len(a) for a in taps), default=1)
+            mat, rad = np.zeros((len(s), width)), np.full(len(s), -1, dtype=np.int64)
+            for i, a in zip(pos.tolist(), taps, strict=True):
+                mat[i, :len(a)] = a
+                rad[i] = len(a) // 2
+            got = self.cache[("taps", j)] = (mat, rad)
+        return got
+
+
+def _node_params(t: _Template, node: Any, rows: np.ndarray, d: _Draws) -> np.ndarray | None:
     """The drawn parameters (n, nparams) of ``node`` for ``rows``, None where fixed
     (:func:`_check_draws` checked them against the template's recording)."""
-    j = t.op_of.get(node.id)
-    if j is None or params[j] is None:
-        return None
-    return params[j][rows]
+    j = d.op(t, node)
+    return None if j is None else d.params[j][rows]
 
 
-def _gather_rows(t: _Template, i: int, k: Any, rows: np.ndarray, params: list,
+def _gather_rows(t: _Template, i: int, k: Any, rows: np.ndarray, params: Any,
                  ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
     """Per-member (lut, p, flags) of gather kernel ``i`` (``batch._gather_member_args``)."""
     lut_t, p_t, flags = t.args[i]
@@ -330,11 +431,11 @@ def _gather_rows(t: _Template, i: int, k: Any, rows: np.ndarray, params: list,
             p[:, o:o + vals.shape[1]] = vals
     sampler = next((m for m in k.nodes if getattr(m.op, "kind", "") == "sampler"), None)
     if sampler is not None and not sampler.gated_off:
-        vals = _node_params(t, sampler, rows, params)
-        if vals is not None:
-            maps = sampler_maps(sampler.op, *k.mid, vals)
-            p[:, codegen.A_OFF:codegen.A_OFF + 6] = maps
-            ok &= ~warp_clips(maps, k.mid, sampler.shape[:2])
+        j = params.op(t, sampler)
+        if j is not None:
+            maps, clips = params.maps(j, sampler.op, tuple(k.mid), tuple(sampler.shape[:2]))
+            p[:, codegen.A_OFF:codegen.A_OFF + 6] = maps[rows]
+            ok &= ~clips[rows]
     lut = lut_t
     if k.lut_mode:
         c = k.channels
@@ -358,15 +459,25 @@ def _gather_rows(t: _Template, i: int, k: Any, rows: np.ndarray, params: list,
     return lut, p, flags
 
 
-def _taps_rows(t: _Template, i: int, k: Any, rows: np.ndarray, params: list) -> list:
-    """Per-member taps of stencil kernel ``i`` (None: gated off, a copy)."""
+def _taps_rows(t: _Template, i: int, k: Any, rows: np.ndarray, params: Any) -> dict:
+    """Stencil kernel ``i``'s taps of ``rows``: ``taps`` (n, T), ``rad`` (n,) (-1: gated off,
+    a copy)."""
     node = k.output
+    n = len(rows)
     if node.gated_off:
-        return [None] * len(rows)
+        return {"taps": np.zeros((n, 1)), "rad": np.full(n, -1, dtype=np.int64)}
+    j = params.op(t, node)
+    if j is not None and node.op.name == "gaussian":
+        mat, rad = params.taps(j)
+        return {"taps": mat[rows], "rad": rad[rows]}
     vals = _node_params(t, node, rows, params)
     if vals is None:
-        return [t.args[i]] * len(rows)
-    if node.op.name == "gaussian":
-        return gaussian_taps(vals[:, 0])
-    fn = REGISTRY[node.op.name].fn
-    return [np.asarray(fn(*v), dtype=np.float64) for v in vals.tolist()]
+        taps = [t.args[i]] * n
+    else:
+        fn = REGISTRY[node.op.name].fn
+        taps = [np.asarray(fn(*v), dtype=np.float64) for v in vals.tolist()]
+    width = max(len(a) for a in taps)
+    out = np.zeros((n, width))
+    for m, a in enumerate(taps):
+        out[m, :len(a)] = a
+    return {"taps": out, "rad": np.array([len(a) // 2 for a in taps], dtype=np.int64)}

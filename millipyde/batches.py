@@ -151,6 +151,8 @@ def write_sample(out: Any, pos: Any, src: Any, spec: BatchSpec, consts: tuple[An
     from .graph.schedule import full_range
 
     nb, h, w, cin = src.shape
+    if pos.shape[0] != nb:  # the kernel checks no bounds
+        raise ValueError(f"write_sample: {nb} images for {pos.shape[0]} positions")
     H, W = hw
     resize = (H, W) != (h, w)
     fn = _convert_fn(int(cin), spec.channels, spec.layout, resize)
@@ -214,6 +216,9 @@ class Batches:
                 self._cond.wait(0.5)
             value, err, device, k = self._results.pop(b)
         if err is None:
+            value, ready = value
+            if ready is not None:
+                ready.synchronize()  # the batch's kernels are done: any stream may read it
             return value
         self.close()
         if isinstance(err, (ValueError, PipelineError)):
@@ -284,10 +289,11 @@ class Batches:
             value = self._write_outputs(ks, list(range(n)), None, device, stream)
         else:
             value = self._write_recorded(rec, ks, device, stream)
+        value, ready = value
         if not spec.with_indices:
-            return value
+            return value, ready
         k_arr = np.array(ks, dtype=np.int64)
-        return value, k_arr, k_arr % len(st.inputs)
+        return (value, k_arr, k_arr % len(st.inputs)), ready
 
     def _check_shapes(self, shapes: dict[int, tuple[int, ...]], ks: list[int]) -> tuple:
         """(H, W) of the batch; ValueError naming the first output that does not fit."""
@@ -327,7 +333,7 @@ class Batches:
             buf = y._materialize()
             src = runtime.reshape(buf, (1, *buf.shape[:2], buf.shape[2] if buf.ndim == 3 else 1))
             write_sample(out, pos[r:r + 1], src, spec, (mean, std), hw, device)
-        return self._finish(out, device, stream)
+        return self._finish(out, device, stream, ys)
 
     def _write_recorded(self, rec: Any, ks: list[int], device: int, stream: Any) -> Any:
         """Batch ``ks`` recorded at once (``batch_record``); the rest per output."""
@@ -336,8 +342,8 @@ class Batches:
         spec = self.spec
         stacks = self._st.stacks_on(device, stream)
         groups, left = rec.groups(ks, device, stacks)
-        shapes = {m.index: tuple(g.members[0].kernels[-1].output.shape)
-                  for g in groups for m in g.members}
+        shapes = {r: tuple(g.kernels()[-1].output.shape) for g in groups
+                  for r in g.index.tolist()}
         ys = self._made([ks[r] for r in left], device, stream) if left else []
         shapes.update({r: tuple(y.shape) for r, y in zip(left, ys, strict=True)})
         hw = self._check_shapes(shapes, ks)
@@ -345,7 +351,7 @@ class Batches:
         slots = []
         for g in groups:
             g.pack(pk)
-            slots.append(pk.add(np.array([m.index for m in g.members], dtype=np.int64)))
+            slots.append(pk.add(g.index.astype(np.int64)))
         pk.upload(device)
         out = runtime.empty(spec.batch_shape(len(ks), hw), np.float32, device)
         mean, std, pos = self._device_consts(device, len(ks))
@@ -358,14 +364,24 @@ class Batches:
             b = y._materialize()
             src = runtime.reshape(b, (1, *b.shape[:2], b.shape[2] if b.ndim == 3 else 1))
             write_sample(out, pos[r:r + 1], src, spec, (mean, std), hw, device)
-        return self._finish(out, device, stream)
+        return self._finish(out, device, stream, (pk, groups, ys))
 
-    def _finish(self, out: Any, device: int, stream: Any) -> gpuarray:
+    def _finish(self, out: Any, device: int, stream: Any, keep: Any) -> tuple[gpuarray, Any]:
+        """The batch as a gpuarray, and an event (GPUs) that ``next()`` waits for.
+
+        The worker does not wait for its kernels: it records the next batch while they run.
+        ``keep`` (the batch's temporaries) lives until the event is recorded behind them.
+        """
         spec = self.spec
         out = _cast(out, spec.dtype, device)
+        ready = None
         if runtime.GPU:
-            stream.synchronize()
-        return gpuarray._wrap(leaf(out, tuple(out.shape), np.dtype(spec.dtype), device))
+            from numba import cuda
+
+            ready = _Ready(cuda.event(timing=False), keep)
+            ready.event.record(stream)
+        value = gpuarray._wrap(leaf(out, tuple(out.shape), np.dtype(spec.dtype), device))
+        return value, ready
 
     def _device_consts(self, device: int, n: int) -> tuple[Any, Any, Any]:
         got = self._consts.get(device)
@@ -380,6 +396,17 @@ class Batches:
         if self._count is None:
             raise TypeError("an infinite Generator has no number of batches")
         return self._count
+
+
+class _Ready:
+    """A batch's completion event, holding its temporaries until it has fired."""
+
+    def __init__(self, event: Any, keep: Any) -> None:
+        self.event, self.keep = event, keep
+
+    def synchronize(self) -> None:
+        self.event.synchronize()
+        self.keep = None
 
 
 class _SampleError(Exception):
