@@ -356,15 +356,39 @@ class Batches:
         out = runtime.empty(spec.batch_shape(len(ks), hw), np.float32, device)
         mean, std, pos = self._device_consts(device, len(ks))
         for g, slot in zip(groups, slots, strict=True):
-            buf = g.launch(pk)
-            src = runtime.reshape(buf, (buf.shape[0], *buf.shape[1:3],
-                                        buf.shape[3] if buf.ndim == 4 else 1))
-            write_sample(out, pk[slot], src, spec, (mean, std), hw, device)
+            fused = self._fused(g, out, pk[slot], mean, std, hw, device)
+            buf = g.launch(pk, fused)
+            if buf is not None:
+                src = runtime.reshape(buf, (buf.shape[0], *buf.shape[1:3],
+                                            buf.shape[3] if buf.ndim == 4 else 1))
+                write_sample(out, pk[slot], src, spec, (mean, std), hw, device)
         for r, y in zip(left, ys, strict=True):
             b = y._materialize()
             src = runtime.reshape(b, (1, *b.shape[:2], b.shape[2] if b.ndim == 3 else 1))
             write_sample(out, pos[r:r + 1], src, spec, (mean, std), hw, device)
         return self._finish(out, device, stream, (pk, groups, ys))
+
+    def _fused(self, g: Any, out: Any, pos: Any, mean: Any, std: Any, hw: tuple,
+               device: int) -> Any:
+        """The launch that writes ``g``'s samples from its last gather (None: a separate
+        conversion pass: resized samples, a stencil last, other stored dtypes)."""
+        from .graph.batch import _launch
+        from .graph.schedule import full_range
+
+        last = g.kernels()[-1].output
+        if not FUSE or last.dtype not in (np.uint8, np.float64) or \
+                tuple(last.shape[:2]) != tuple(hw):
+            return None
+        spec = self.spec
+        cfull = full_range(last.dtype)
+        nb = len(g.index)
+
+        def fused(sig: Any, gated: bool, src: Any, sidx: Any, lut: Any, p: Any) -> None:
+            fn = _fused_fn(sig, gated, spec.channels, spec.layout)
+            _launch(fn, nb, hw[0], hw[1], device, src, sidx, lut, p, out, pos, mean, std,
+                    cfull)
+
+        return fused
 
     def _finish(self, out: Any, device: int, stream: Any, keep: Any) -> tuple[gpuarray, Any]:
         """The batch as a gpuarray, and an event (GPUs) that ``next()`` waits for.
@@ -378,7 +402,7 @@ class Batches:
         if runtime.GPU:
             from numba import cuda
 
-            ready = _Ready(cuda.event(timing=False), keep)
+            ready = _Ready(cuda.event() if runtime.SIM else cuda.event(timing=False), keep)
             ready.event.record(stream)
         value = gpuarray._wrap(leaf(out, tuple(out.shape), np.dtype(spec.dtype), device))
         return value, ready
@@ -415,6 +439,16 @@ class _SampleError(Exception):
     def __init__(self, k: int, err: BaseException) -> None:
         super().__init__(k, err)
         self.k, self.err = k, err
+
+
+#: Write samples from the last gather of a recorded batch (False: a separate pass; tests).
+FUSE = True
+
+
+@functools.cache
+def _fused_fn(sig: Any, gated: bool, channels: int, layout: str) -> Any:
+    return codegen_convert.gather_convert_kernel(sig, runtime.TARGET, runtime.SIM, gated,
+                                                 channels, layout)
 
 
 #: Record batches at once where the Operations allow it (``batch_record``); False: always

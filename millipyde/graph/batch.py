@@ -262,15 +262,24 @@ class _Group:
         """Per member, the taps of stencil kernel ``i`` (None: gated off)."""
         return [m.args[i] for m in self.members]
 
-    def launch(self, pk: _Pack) -> Any:
-        """Run the group's kernels; the last one's (M, ...) batch buffer, member m at m."""
+    def launch(self, pk: _Pack, fused: Any = None) -> Any:
+        """Run the group's kernels; the last one's (M, ...) batch buffer, member m at m.
+
+        ``fused(sig, gated, src, sidx, lut, p)``, when given and the last kernel is a gather,
+        launches instead of it (a gather that writes elsewhere); None is then returned.
+        """
         dev = self.device
+        kernels = self.kernels()
         sidx_h = self.sidx_host()
         nb = len(sidx_h)
         src = runtime.reshape(self.stack, (self.stack.shape[0], *_as4(self.stack.shape[1:])))
         sidx = pk[self.slots[0]]
         out = None
-        for i, k in enumerate(self.kernels()):
+        for i, k in enumerate(kernels):
+            if fused is not None and k.kind == "gather" and i == len(kernels) - 1:
+                a, b = self.slots[2 + i]
+                fused(self.key[2 + i][1], self.gated[i], src, sidx, pk[a], pk[b])
+                return None
             node = k.output
             out = runtime.empty((nb, *node.shape), node.dtype, dev)
             dst = runtime.reshape(out, (nb, *_as4(node.shape)))

@@ -135,3 +135,18 @@ def test_vectorised_host_math_equals_scalar() -> None:
             want = _affine3(spec, h, w, (a,))
             assert maps[m].tolist() == want[:2].ravel().tolist(), a
             assert clips[m] == needs_warp_clip(want, (h, w), (h, w)), a
+
+
+@cudasim_ok
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_fused_writer_equals_separate_pass(layout, monkeypatch) -> None:
+    small = mp.backend() == "cudasim"
+    imgs = _images(*((5, 5) if small else (16, 16)))
+    ops = _fig51((0.0, 0.5))
+    n = 8 if small else 32
+    kw = dict(layout=layout, mean=[0.3, 0.2, 0.1], std=[0.5, 0.25, 2.0])
+    fused, _, _ = _run(imgs, ops, n, n // 2, monkeypatch, **kw)
+    monkeypatch.setattr(batches, "FUSE", False)
+    separate, _, _ = _run(imgs, ops, n, n // 2, monkeypatch, **kw)
+    assert np.array_equal(fused, separate)
+    assert np.array_equal(fused, _reference(imgs, ops, n, **kw))
