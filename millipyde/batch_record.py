@@ -244,14 +244,30 @@ class Recorder:
         self.rules = rules
         self.lock = threading.Lock()
         self.templates: dict[tuple[int, bytes], _Template | None] = {}
+        self.failed: dict[tuple[int, bytes], int] = {}
 
-    def template(self, device: int, pattern: np.ndarray, k: int, stacks: dict) -> Any:
+    #: Outputs tried as a pattern's template before the pattern is left to per-output work
+    #: (an output whose own rotation needs scikit-image's clip does not batch).
+    TRIES = 4
+
+    def template(self, device: int, pattern: np.ndarray, candidates: list[int],
+                 stacks: dict) -> Any:
+        """The pattern's template, recorded from the first candidate that batches."""
         key = (device, pattern.tobytes())
         with self.lock:
-            if key not in self.templates:
-                self.templates[key] = record_template(self.state, self.rules, k, device,
-                                                      stacks)
-            return self.templates[key]
+            if key in self.templates:
+                return self.templates[key]
+            tried = self.failed.get(key, 0)
+            for k in candidates[:max(0, self.TRIES - tried)]:
+                t = record_template(self.state, self.rules, k, device, stacks)
+                if t is not None:
+                    self.templates[key] = t
+                    return t
+                tried += 1
+            self.failed[key] = tried
+            if tried >= self.TRIES:
+                self.templates[key] = None
+            return None
 
     def groups(self, ks: list[int], device: int, stacks: dict) -> tuple[list, list[int]]:
         """The batched groups (:class:`ArrayGroup`, ``index``: batch positions) of outputs
@@ -271,7 +287,8 @@ class Recorder:
         left: list[int] = []
         for u, f in enumerate(first.tolist()):
             rows = order[bounds[u]:bounds[u + 1]]
-            t = self.template(device, pats[f], ks[f], stacks)
+            t = self.template(device, pats[f], [ks[r] for r in rows[:self.TRIES].tolist()],
+                              stacks)
             if t is None:
                 left += rows.tolist()
                 continue

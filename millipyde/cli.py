@@ -1,9 +1,10 @@
-"""The ``millipyde`` command: ``augment`` (the main job), ``info`` and ``bench``."""
+"""The ``millipyde`` command: ``augment`` (the main job), ``warmup``, ``info`` and ``bench``."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -157,6 +158,25 @@ def bench(args: argparse.Namespace) -> int:
     return int(bench_main(args.rest) or 0)
 
 
+def warmup(args: argparse.Namespace) -> int:
+    """``millipyde warmup``: compile the figure-5.1 kernels ahead (``millipyde.warmup``)."""
+    import millipyde as mp
+    from millipyde import warmup as wu
+
+    shape = tuple(int(v) for v in args.shape.lower().split("x"))
+    recipes = [figure_5_1_operations()]
+    # its twin with the method form (colour inputs): the batches recorded at once
+    recipes.append([mp.Operation("random_colorize", *op.args, probability=op.probability)
+                    if op.function is colorize_if_colour else op for op in recipes[0]])
+    for ops in recipes:
+        got = wu.warmup(ops, shape, size=args.size, channels=args.channels,
+                        layout=args.layout, processes=args.processes)
+        print(f"warmup: {got['patterns']} coin patterns, {got['compiled']} kernels compiled "
+              f"in {got['processes']} process(es), {got['seconds']:.1f} s")
+    print(f"backend {mp.backend()}, cache {os.environ.get('MILLIPYDE_CACHE_DIR', '(default)')}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``millipyde`` command."""
     parser = argparse.ArgumentParser(prog="millipyde", description=__doc__)
@@ -174,6 +194,13 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("bench", help="run bench/ (from a checkout)")
     b.add_argument("rest", nargs=argparse.REMAINDER)
     b.set_defaults(func=bench)
+    w = sub.add_parser("warmup", help="compile the figure-5.1 kernels ahead of training")
+    w.add_argument("--shape", default="512x512x3", help="input shape HxW[xC] (512x512x3)")
+    w.add_argument("--size", type=int, default=256, help="Generator.batches size (256)")
+    w.add_argument("--channels", type=int, default=3, choices=(1, 3))
+    w.add_argument("--layout", default="NCHW", choices=("NCHW", "NHWC"))
+    w.add_argument("--processes", type=int, default=None, help="worker processes")
+    w.set_defaults(func=warmup)
     args = parser.parse_args(argv)
     return args.func(args)
 
