@@ -59,3 +59,26 @@ def test_first_output_does_not_wait_for_a_batch() -> None:
         gen2.close()
     finally:
         gen.close()
+
+
+def test_batches_on_every_device_delivered_where_made(tmp_path) -> None:
+    from multidevice import run_with_devices
+
+    got = run_with_devices("""
+        import json
+        import numpy as np
+        import millipyde as mp
+        rng = np.random.default_rng(0)
+        imgs = [mp.gpuimage(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)) for _ in range(3)]
+        ops = [mp.Operation("fliplr", probability=0.5),
+               mp.Operation("random_brightness", -0.2, 0.2)]
+        with mp.Generator(imgs, ops, outputs=24, seed=4).batches(4) as bs:
+            every = [(b.device, np.asarray(b)) for b in bs]
+        with mp.Generator(imgs, ops, outputs=24, seed=4, device=1).batches(4) as bs:
+            pinned = [(b.device, np.asarray(b)) for b in bs]
+        print(json.dumps({"devices": [d for d, _ in every],
+                          "pinned": sorted({d for d, _ in pinned}),
+                          "equal": all(np.array_equal(a, b) for (_, a), (_, b)
+                                       in zip(every, pinned, strict=True))}))
+    """, 2, tmp_path)
+    assert set(got["devices"]) == {0, 1} and got["pinned"] == [1] and got["equal"]
