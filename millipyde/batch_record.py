@@ -165,8 +165,9 @@ def warp_clips(maps: np.ndarray, mid: tuple[int, int], shape: tuple[int, int]) -
     return ~integer & inside
 
 
-def gaussian_taps(sigmas: np.ndarray) -> list[np.ndarray]:
-    """``kernels.filters.gaussian(s)`` for every sigma, vectorised per radius.
+def gaussian_taps(sigmas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``kernels.filters.gaussian(s)`` for every sigma > 0, vectorised per radius: taps
+    (n, 2 max(radius) + 1), row ``i`` starting with sigma ``i``'s, and the radii.
 
     Elementwise ufuncs give each element the value they give it in a 1-D array, and a sum
     along the contiguous last axis is the same pairwise sum as a 1-D array's.
@@ -175,16 +176,14 @@ def gaussian_taps(sigmas: np.ndarray) -> list[np.ndarray]:
 
     s = np.asarray(sigmas, dtype=np.float64)
     radius = (TRUNCATE * s + 0.5).astype(np.int64)
-    out: list[Any] = [None] * len(s)
+    out = np.zeros((len(s), 2 * int(radius.max(initial=0)) + 1))
     for r in np.unique(radius).tolist():
         idx = np.flatnonzero(radius == r)
         x = np.arange(-r, r + 1, dtype=np.float64)
         coef = (-0.5 / (s[idx] * s[idx]))[:, None]
         phi = np.exp(coef * x * x)
-        taps = phi / phi.sum(axis=1)[:, None]
-        for q, i in enumerate(idx.tolist()):
-            out[i] = taps[q]
-    return out
+        out[idx, :2 * r + 1] = phi / phi.sum(axis=1)[:, None]
+    return out, radius
 
 
 class _Template:
@@ -277,7 +276,12 @@ class Recorder:
         coins, params = draw(self.rules, st.seed, karr)
         pats = patterns(self.rules, coins, params)
         drawn = _Draws(params)
-        _, first, inverse = np.unique(pats, axis=0, return_index=True, return_inverse=True)
+        if pats.shape[1] <= 62:  # one integer per pattern: a 1-D unique is much faster
+            pats_1d = pats.astype(np.int64) @ (np.int64(1) << np.arange(pats.shape[1]))
+            _, first, inverse = np.unique(pats_1d, return_index=True, return_inverse=True)
+        else:
+            _, first, inverse = np.unique(pats, axis=0, return_index=True,
+                                          return_inverse=True)
         inverse = inverse.reshape(-1)
         order = np.argsort(inverse, kind="stable")
         bounds = np.searchsorted(inverse[order], np.arange(len(first) + 1))
@@ -417,12 +421,10 @@ class _Draws:
         if got is None:
             s = self.params[j][:, 0]
             pos = np.flatnonzero(s > 0)
-            taps = gaussian_taps(s[pos])
-            width = max((len(a) for a in taps), default=1)
-            mat, rad = np.zeros((len(s), width)), np.full(len(s), -1, dtype=np.int64)
-            for i, a in zip(pos.tolist(), taps, strict=True):
-                mat[i, :len(a)] = a
-                rad[i] = len(a) // 2
+            taps, radius = gaussian_taps(s[pos])
+            mat = np.zeros((len(s), taps.shape[1]))
+            rad = np.full(len(s), -1, dtype=np.int64)
+            mat[pos], rad[pos] = taps, radius
             got = self.cache[("taps", j)] = (mat, rad)
         return got
 
