@@ -14,8 +14,9 @@ Figure-5.1 operations (``random_colorize`` as a method: the inputs are all colou
   must move at least (its float32 output written, its uint8 input read), and each rate's
   fraction of it.
 - ``--cold``: a child process with an empty kernel cache: seconds to the first batch, kernel
-  files written, then a second Generator with another seed: seconds and files written (0 when
-  it compiles nothing).
+  files written and kernels compiled, then a second Generator with another seed: the same
+  (0 files, 0 compiles when it compiles nothing); with ``--warm-processes N`` also a child
+  that first runs ``millipyde.warmup`` in N processes (its time reported).
 - ``--ranks N``: N processes, one per GPU (``CUDA_VISIBLE_DEVICES``), each
   ``Generator(rank=r, world_size=N)``; the summed rate against one GPU's.
 """
@@ -119,11 +120,18 @@ def _files(d: Path) -> int:
     return sum(1 for p in d.rglob("*") if p.is_file())
 
 
-def cold_child(size: int, px: int) -> dict:
-    """In a fresh process with an empty cache: first batch, then another seed's."""
+def cold_child(size: int, px: int, warm_processes: int) -> dict:
+    """In a fresh process with an empty cache: first batch, then another seed's (after
+    ``millipyde.warmup`` in ``warm_processes`` processes, if > 0)."""
+    from millipyde import warmup
+
     cache = Path(os.environ["MILLIPYDE_CACHE_DIR"])
     imgs = _images(px)
     out = {}
+    if warm_processes:
+        got = warmup.warmup(operations(), (px, px, 3), size=size, processes=warm_processes)
+        out["warmup"] = got
+    before_compiles = warmup.compiled_count()
     for seed in (0, 1):
         before = _files(cache) if cache.exists() else 0
         t0 = time.perf_counter()
@@ -132,6 +140,7 @@ def cold_child(size: int, px: int) -> dict:
             mp.synchronize()
         out[f"seed{seed}_first_batch_s"] = time.perf_counter() - t0
         out[f"seed{seed}_cache_files_written"] = _files(cache) - before
+        out[f"seed{seed}_compiled_total"] = warmup.compiled_count() - before_compiles
     return out
 
 
@@ -164,10 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--px", type=int, default=512)
     ap.add_argument("--cold", action="store_true")
     ap.add_argument("--ranks", type=int, default=0)
+    ap.add_argument("--warm-processes", type=int, default=0,
+                    help="with --cold: also time a cold start after `warmup` in N processes")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child == "cold":
-        print(json.dumps(cold_child(args.size, args.px)))
+        print(json.dumps(cold_child(args.size, args.px, args.warm_processes)))
         return 0
     if args.child and args.child.startswith("rank"):
         r, w = (int(v) for v in args.child[4:].split("/"))
@@ -175,10 +186,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows: dict = {}
     if args.cold:
-        with tempfile.TemporaryDirectory() as d:
-            rows["cold"] = _spawn(["--child", "cold", "--size", str(args.size),
-                                   "--px", str(args.px)], {"MILLIPYDE_CACHE_DIR": d})
-        print("cold start:", rows["cold"])
+        for warm in sorted({0, args.warm_processes}):
+            with tempfile.TemporaryDirectory() as d:
+                name = "cold" if not warm else f"cold_after_warmup_{warm}"
+                rows[name] = _spawn(["--child", "cold", "--size", str(args.size),
+                                     "--px", str(args.px), "--warm-processes", str(warm)],
+                                    {"MILLIPYDE_CACHE_DIR": d})
+            print(f"{name}:", rows[name])
     imgs = _images(args.px)
     rate(imgs, args.size, 4, 0, seed=1)  # warm: kernels of the common patterns compiled
     rows["drop"] = rate(imgs, args.size, args.batches, 0)
