@@ -17,7 +17,6 @@ output indices back. Callable Operations make the whole Generator use that path
 
 from __future__ import annotations
 
-import functools
 import inspect
 import threading
 from dataclasses import dataclass
@@ -25,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from . import batch_math
 from . import random as mprandom
 from .graph import batch, codegen, execute
-from .graph.schedule import _affine3
 from .image import RECORDING_METHODS, _bounds, _range, gpuimage
 from .kernels import REGISTRY
 
@@ -104,86 +103,6 @@ def patterns(rules: list[_Rule], coins: np.ndarray, params: list) -> np.ndarray:
         if r.zero_skips:
             bits.append((params[j][:, :1] > 0) & coins[:, j:j + 1])
     return np.concatenate(bits, axis=1)
-
-
-@functools.cache
-def _lut_many():
-    src = codegen._lut_source() + (
-        "\n\n@njit(cache=True, nogil=True)\n"
-        "def build_many(codes, params, channels, full, out):\n"
-        "    for m in range(params.shape[0]):\n"
-        "        build(codes, params[m], channels, full, out[m])\n")
-    return codegen.load(src, "cpu").build_many
-
-
-@functools.cache
-def _affine_many(name: str, nparams: int):
-    """Host kernel ``affine_many(params, h, w, out)``: ``kernels.affine_of`` of sampler
-    ``name`` for every row of ``params`` into ``out`` (n, 6), the same float operations."""
-    args = "".join(f", params[m, {i}]" for i in range(nparams))
-    src = (f"# millipyde generated batched affine maps of sampler {name}\n"
-           + codegen._HEADER["cpu"] + f"_f = _dev(_R[{name!r}].fn)\n"
-           "\n\n@njit(cache=True, nogil=True)\n"
-           "def affine_many(params, h, w, out):\n"
-           "    for m in range(params.shape[0]):\n"
-           f"        oy, ox = _f(0.0, 0.0, h, w{args})\n"
-           f"        y1, x1 = _f(1.0, 0.0, h, w{args})\n"
-           f"        y2, x2 = _f(0.0, 1.0, h, w{args})\n"
-           "        out[m, 0] = float(y1) - oy\n        out[m, 1] = float(y2) - oy\n"
-           "        out[m, 2] = oy\n        out[m, 3] = float(x1) - ox\n"
-           "        out[m, 4] = float(x2) - ox\n        out[m, 5] = ox\n")
-    return codegen.load(src, "cpu").affine_many
-
-
-def sampler_maps(spec: Any, h: int, w: int, vals: np.ndarray) -> np.ndarray:
-    """(n, 6) rows ``affine_of(spec, h, w, vals[m])[:2].ravel()``.
-
-    Compiled host code (math functions are libm's, as in CPython); the first row is checked
-    against ``affine_of`` itself, and a difference falls back to Python for every row.
-    """
-    n = len(vals)
-    out = np.empty((n, 6))
-    if n:
-        _affine_many(spec.name, vals.shape[1])(np.ascontiguousarray(vals), h, w, out)
-        first = _affine3(spec, h, w, tuple(vals[0].tolist()))[:2].ravel()
-        if first.tolist() != out[0].tolist():  # pragma: no cover - a libm that differs
-            for m in range(n):
-                out[m] = _affine3(spec, h, w, tuple(vals[m].tolist()))[:2].ravel()
-    return out
-
-
-def warp_clips(maps: np.ndarray, mid: tuple[int, int], shape: tuple[int, int]) -> np.ndarray:
-    """``schedule.needs_warp_clip`` of every (n, 6) row, vectorised with the same arithmetic."""
-    integer = np.all(np.abs(maps - np.round(maps)) <= 1e-12, axis=1)
-    mh, mw = mid
-    inside = np.ones(len(maps), dtype=bool)
-    for y in (0, shape[0] - 1):
-        for x in (0, shape[1] - 1):
-            fy = maps[:, 0] * y + maps[:, 1] * x + maps[:, 2]
-            fx = maps[:, 3] * y + maps[:, 4] * x + maps[:, 5]
-            inside &= ~((fy <= -1) | (fy >= mh) | (fx <= -1) | (fx >= mw))
-    return ~integer & inside
-
-
-def gaussian_taps(sigmas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``kernels.filters.gaussian(s)`` for every sigma > 0, vectorised per radius: taps
-    (n, 2 max(radius) + 1), row ``i`` starting with sigma ``i``'s, and the radii.
-
-    Elementwise ufuncs give each element the value they give it in a 1-D array, and a sum
-    along the contiguous last axis is the same pairwise sum as a 1-D array's.
-    """
-    from .kernels.filters import TRUNCATE
-
-    s = np.asarray(sigmas, dtype=np.float64)
-    radius = (TRUNCATE * s + 0.5).astype(np.int64)
-    out = np.zeros((len(s), 2 * int(radius.max(initial=0)) + 1))
-    for r in np.unique(radius).tolist():
-        idx = np.flatnonzero(radius == r)
-        x = np.arange(-r, r + 1, dtype=np.float64)
-        coef = (-0.5 / (s[idx] * s[idx]))[:, None]
-        phi = np.exp(coef * x * x)
-        out[idx, :2 * r + 1] = phi / phi.sum(axis=1)[:, None]
-    return out, radius
 
 
 class _Template:
@@ -411,8 +330,8 @@ class _Draws:
         key = ("maps", j, mid, shape)
         got = self.cache.get(key)
         if got is None:
-            maps = sampler_maps(spec, *mid, self.params[j])
-            got = self.cache[key] = (maps, warp_clips(maps, mid, shape))
+            maps = batch_math.sampler_maps(spec, *mid, self.params[j])
+            got = self.cache[key] = (maps, batch_math.warp_clips(maps, mid, shape))
         return got
 
     def taps(self, j: int) -> tuple[np.ndarray, np.ndarray]:
@@ -421,7 +340,7 @@ class _Draws:
         if got is None:
             s = self.params[j][:, 0]
             pos = np.flatnonzero(s > 0)
-            taps, radius = gaussian_taps(s[pos])
+            taps, radius = batch_math.gaussian_taps(s[pos])
             mat = np.zeros((len(s), taps.shape[1]))
             rad = np.full(len(s), -1, dtype=np.int64)
             mat[pos], rad[pos] = taps, radius
@@ -473,7 +392,7 @@ def _gather_rows(t: _Template, i: int, k: Any, rows: np.ndarray, params: Any,
                     prm[:, q, :v.shape[1]] = v
             codes = np.array([m.op.code for m in ran], dtype=np.int64)
             out = np.empty((n, c, 256), dtype=np.uint8)
-            _lut_many()(codes, prm, c, full, out)
+            batch_math.lut_many()(codes, prm, c, full, out)
             lut[:, stage] = out
     return lut, p, flags
 

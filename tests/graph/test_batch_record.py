@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import millipyde as mp
-from millipyde import batch_record, batches
+from millipyde import batch_math, batch_record, batches
 from millipyde.batches import BatchSpec, convert_reference
 from millipyde.graph import batch
 from millipyde.kernels import REGISTRY
@@ -76,8 +76,8 @@ def _clipped(imgs, ops, n, seed=3):
     rules = batch_record.rules_for(imgs, ops)
     coins, params = batch_record.draw(rules, seed, np.arange(n))
     h, w = imgs[0].shape[:2]
-    maps = batch_record.sampler_maps(REGISTRY["rotate"], h, w, params[-1])
-    return np.flatnonzero(coins[:, -1] & batch_record.warp_clips(maps, (h, w), (h, w))).tolist()
+    maps = batch_math.sampler_maps(REGISTRY["rotate"], h, w, params[-1])
+    return np.flatnonzero(coins[:, -1] & batch_math.warp_clips(maps, (h, w), (h, w))).tolist()
 
 
 def test_recorded_equals_per_output_batches(monkeypatch) -> None:
@@ -134,7 +134,7 @@ def test_vectorised_host_math_equals_scalar() -> None:
 
     rng = np.random.default_rng(3)
     sig = np.concatenate([rng.uniform(0, 2, 500), [1e-3, 0.0624, 0.0625, 0.5, 1.99]])
-    taps, radius = batch_record.gaussian_taps(sig)
+    taps, radius = batch_math.gaussian_taps(sig)
     for i, s in enumerate(sig):
         want = gaussian(s)
         assert radius[i] == len(want) // 2
@@ -143,8 +143,8 @@ def test_vectorised_host_math_equals_scalar() -> None:
     spec = REGISTRY["rotate"]
     angles = np.concatenate([rng.uniform(0, 120, 500), [0.0, 0.05, 90.0, 180.0, -30.0]])
     for h, w in ((512, 512), (16, 24)):
-        maps = batch_record.sampler_maps(spec, h, w, angles[:, None])
-        clips = batch_record.warp_clips(maps, (h, w), (h, w))
+        maps = batch_math.sampler_maps(spec, h, w, angles[:, None])
+        clips = batch_math.warp_clips(maps, (h, w), (h, w))
         for m, a in enumerate(angles.tolist()):
             want = _affine3(spec, h, w, (a,))
             assert maps[m].tolist() == want[:2].ravel().tolist(), a
