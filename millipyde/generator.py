@@ -110,7 +110,10 @@ class Generator:
             # Settle pending work once, here, so workers only ever clone stored values.
             x._materialize()
         self.device: int = dev
-        self._pinned = device is not None or devices.target_device() is not None
+        # batches() spread over every device unless one is chosen; a data-parallel rank keeps
+        # to its own (the current) device, as its training process does
+        self._pinned = device is not None or devices.target_device() is not None or \
+            world > 1
         self.rank: int = rank
         self.world_size: int = world
         self.outputs: int | None = None if outputs is None else int(outputs)
@@ -173,7 +176,15 @@ class Generator:
         -------
         Batches
             An iterator of gpuarrays of shape (n, C, H, W) or (n, H, W, C), each on the device
-            that made it; use as a context manager or call ``close()`` to stop its workers.
+            that made it: every device, unless the Generator has ``device=``, a ``with Device``
+            target or ``world_size > 1`` (then its one device). Use it as a context manager or
+            call ``close()`` to stop its workers.
+
+        Notes
+        -----
+        Batches of gpuimage recording methods are recorded at once (``batch_record``) and
+        the last gather writes the batch itself; Generators with callable Operations make
+        each output as ``next()`` does, then convert it (the documented per-output fallback).
 
         Raises
         ------
