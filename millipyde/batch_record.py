@@ -29,6 +29,7 @@ from . import random as mprandom
 from .graph import batch, codegen, execute
 from .image import RECORDING_METHODS, _bounds, _range, gpuimage
 from .kernels import REGISTRY
+from .workers import StepError
 
 #: Random recording methods: the recorded op and the draw ranges from the bound arguments,
 #: exactly as the method computes them (``gpuimage._uniform``).
@@ -105,6 +106,14 @@ def patterns(rules: list[_Rule], coins: np.ndarray, params: list) -> np.ndarray:
     return np.concatenate(bits, axis=1)
 
 
+class RecordError(Exception):
+    """Recording output ``k`` failed: ``err`` (a ``workers.StepError``) says where."""
+
+    def __init__(self, k: int, err: BaseException) -> None:
+        super().__init__(k, err)
+        self.k, self.err = k, err
+
+
 class _Template:
     """One pattern's recorded output: its group key, kernels and which op made each node."""
 
@@ -125,7 +134,10 @@ def record_template(state: Any, rules: list[_Rule], k: int, device: int,
         y._placed()
         for j, op in enumerate(state.operations):
             before = y._node
-            op.apply(y, state.seed, k, j, batch.LIFT_GATES)
+            try:
+                op.apply(y, state.seed, k, j, batch.LIFT_GATES)
+            except Exception as err:
+                raise RecordError(k, StepError(f"operation {j} ({op.name!r})", err)) from err
             n = y._node
             while n is not before and n.inputs:
                 op_of[n.id] = j

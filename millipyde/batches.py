@@ -25,6 +25,7 @@ from .batch_convert import (  # noqa: F401  (BatchSpec, convert_reference: publi
     sample_channels,
     write_sample,
 )
+from .batch_record import RecordError
 from .graph.node import leaf
 from .pipeline import PipelineError
 from .workers import Cancelled, WorkerGroup
@@ -141,7 +142,7 @@ class Batches:
                 value, err, k = self._make(b, device, stream), None, 0
             except Cancelled:
                 return
-            except _SampleError as e:
+            except (_SampleError, RecordError) as e:
                 value, err, k = None, e.err, e.k
             except BaseException as e:  # reported by next() for batch b
                 value, err, k = None, e, self._st.global_index(b * self.spec.size)

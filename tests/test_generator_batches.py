@@ -127,3 +127,15 @@ def test_batches_dlpack_to_numpy() -> None:
     with gen.batches(2) as bs:
         b = next(bs)
     assert np.array_equal(np.from_dlpack(b), np.asarray(b))
+
+
+def test_batches_operation_error_names_operation_and_output() -> None:
+    rng = np.random.default_rng(0)
+    greys = [mp.gpuimage(rng.random((8, 8))) for _ in range(2)]
+    ops = [mp.Operation("fliplr"), mp.Operation("random_colorize", [1, 2], [1, 2], [1, 2])]
+    gen = mp.Generator(greys, ops, outputs=4, seed=0)
+    from millipyde.pipeline import PipelineError
+
+    with pytest.raises(PipelineError, match=r"operation 1 \('random_colorize'\).*output 0"):
+        with gen.batches(2) as bs:
+            next(bs)
