@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import millipyde as mp  # noqa: E402
 from bench.bench_batches import operations  # noqa: E402
 from millipyde import batches  # noqa: E402
-from millipyde.graph import batch  # noqa: E402
+from millipyde.graph.exec import batch  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """What a training batch is and how a sample is written into it (``Generator.batches``).
 
 :class:`BatchSpec` validates ``batches``' arguments; :func:`write_sample` runs the generated
-batch writer (``graph.codegen_convert``) over stored images; :func:`convert_reference` is the
+batch writer (``graph.codegen.convert``) over stored images; :func:`convert_reference` is the
 NumPy statement of the same conversion (tests compare them bit for bit).
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from . import runtime
 from .array import ArgumentError
-from .graph import codegen_convert
+from .graph.codegen import convert as codegen_convert
 
 _DTYPES = {"float32": np.float32, "float16": np.float16}
 
@@ -107,7 +107,7 @@ def convert_reference(value: np.ndarray, spec: BatchSpec) -> np.ndarray:
     The value is (h, w) or (h, w, c) as a Generator output; the result is (C, H, W) or
     (H, W, C) in ``spec.dtype``. The arithmetic is ``kernels.convert``'s, in float64.
     """
-    from .graph.schedule import full_range
+    from .graph.plan.schedule import full_range
     from .kernels import convert as cv
 
     v = value if value.ndim == 3 else value[:, :, None]
@@ -138,8 +138,8 @@ def _convert_fn(cin: int, channels: int, layout: str, resize: bool) -> Any:
 def write_sample(out: Any, pos: Any, src: Any, spec: BatchSpec, consts: tuple[Any, Any],
                  hw: tuple[int, int], device: int) -> None:
     """Convert the stored images ``src`` (nb, h, w, cin) into samples ``pos`` of ``out``."""
-    from .graph.batch import _launch
-    from .graph.schedule import full_range
+    from .graph.exec.batch import _launch
+    from .graph.plan.schedule import full_range
 
     nb, h, w, cin = src.shape
     if pos.shape[0] != nb:  # the kernel checks no bounds

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .graph import codegen
-from .graph.schedule import _affine3
+from .graph.codegen import core as codegen
+from .graph.plan.schedule import _affine3
 
 
 @functools.cache

@@ -4,10 +4,10 @@ For Operations that are gpuimage recording methods (``image.RECORDING_METHODS``,
 ones in :data:`RANGES`) on inputs of one shape, every coin and parameter of N outputs is drawn
 at once (``random.uniform01_array``, bit-identical to the per-output draws). Outputs whose
 coins (and zero-sigma blurs) agree form a *pattern*; the first output of each pattern ever
-seen is recorded as usual once (its *template*: the kernels ``graph.batch`` would batch it
+seen is recorded as usual once (its *template*: the kernels ``graph.exec.batch`` would batch it
 with), and every output of that pattern then gets its kernel arguments (parameter rows,
 uint8 tables, taps) from the drawn arrays, computed as ``execute.gather_args`` computes them.
-The groups run through ``graph.batch``'s batched kernels, one upload per batch.
+The groups run through ``graph.exec.batch``'s batched kernels, one upload per batch.
 
 Outputs this cannot make (a rotation that needs scikit-image's data-dependent clip, a pattern
 that does not batch) are made by the Generator's per-output path; the caller gets their
@@ -26,7 +26,8 @@ import numpy as np
 
 from . import batch_math
 from . import random as mprandom
-from .graph import batch, codegen, execute
+from .graph.codegen import core as codegen
+from .graph.exec import batch, execute
 from .image import RECORDING_METHODS, _bounds, _range, gpuimage
 from .kernels import REGISTRY
 from .workers import StepError
@@ -262,7 +263,7 @@ def _pattern_arrays(t: _Template, rows: np.ndarray, params: Any) -> tuple[list, 
 
 
 class ArrayGroup(batch._Group):
-    """A ``graph.batch`` group whose per-member arguments come as stacked arrays.
+    """A ``graph.exec.batch`` group whose per-member arguments come as stacked arrays.
 
     ``parts``: (template, rows, per-kernel arrays) of the patterns that share the group's
     key; ``sidx_rows``: per batch position, its input's index in the stack.

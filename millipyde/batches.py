@@ -4,7 +4,7 @@ A :class:`Batches` iterator runs one worker per device. Worker claims are whole 
 in order of batch index within a window bounded in bytes; batch ``b`` of ``size`` is made from
 this rank's outputs ``b * size ..`` by the Generator's own machinery (so sample ``i`` equals
 that output), and written, converted, into one (n, C, H, W) / (n, H, W, C) float32 buffer by a
-generated kernel (``graph.codegen_convert``) on the device that made it.
+generated kernel (``graph.codegen.convert``) on the device that made it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .batch_convert import (  # noqa: F401  (BatchSpec, convert_reference: publi
     write_sample,
 )
 from .batch_record import RecordError
-from .graph.node import leaf
+from .graph.ir.node import leaf
 from .pipeline import PipelineError
 from .workers import Cancelled, WorkerGroup
 
@@ -211,7 +211,7 @@ class Batches:
 
     def _write_recorded(self, rec: Any, ks: list[int], device: int, stream: Any) -> Any:
         """Batch ``ks`` recorded at once (``batch_record``); the rest per output."""
-        from .graph import batch
+        from .graph.exec import batch
 
         spec = self.spec
         stacks = self._st.stacks_on(device, stream)
@@ -246,8 +246,8 @@ class Batches:
                device: int) -> Any:
         """The launch that writes ``g``'s samples from its last gather (None: a separate
         conversion pass: resized samples, a stencil last, other stored dtypes)."""
-        from .graph.batch import _launch
-        from .graph.schedule import full_range
+        from .graph.exec.batch import _launch
+        from .graph.plan.schedule import full_range
 
         last = g.kernels()[-1].output
         if not FUSE or last.dtype not in (np.uint8, np.float64) or \

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -125,7 +126,8 @@ def info(args: argparse.Namespace) -> int:
     import skimage
 
     import millipyde as mp
-    from millipyde.graph import codegen
+
+    from .graph.codegen import core as codegen
 
     print(f"millipyde {mp.__version__}")
     print(f"backend: {mp.backend()}")
@@ -148,14 +150,16 @@ def info(args: argparse.Namespace) -> int:
 
 
 def bench(args: argparse.Namespace) -> int:
-    """Run the benchmark suite in ./bench (a checkout of the repository)."""
-    sys.path.insert(0, str(Path.cwd()))
-    try:
-        from bench.__main__ import main as bench_main
-    except ImportError as err:
-        raise SystemExit(f"millipyde bench runs from a checkout with a bench/ folder: {err}") \
-            from err
-    return int(bench_main(args.rest) or 0)
+    """Run ``python -m bench`` of the source checkout in the current folder.
+
+    The benchmarks are not part of the installed package (they need cuCIM, kornia, torch...), so
+    this only works from a checkout of the repository.
+    """
+    if not (Path.cwd() / "bench" / "__main__.py").is_file():
+        print("millipyde bench runs the benchmarks of a source checkout: run it from the "
+              "repository's root (no ./bench/__main__.py here)", file=sys.stderr)
+        return 2
+    return subprocess.call([sys.executable, "-m", "bench", *args.rest], cwd=Path.cwd())
 
 
 def warmup(args: argparse.Namespace) -> int:

@@ -2,7 +2,7 @@
 
 Output ``k`` (Generator-wide) is input ``k % n`` through the Operations with streams keyed on
 ``(seed, k, operation index)``; this rank makes the ``k`` with ``k % world == rank``. Workers
-claim whole batches where the inputs batch (``graph.batch``), within a window bounded in
+claim whole batches where the inputs batch (``graph.exec.batch``), within a window bounded in
 outputs and bytes; ``take`` hands them out in order.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .array import gpuarray
-from .graph import batch
+from .graph.exec import batch
 from .image import RECORDING_METHODS
 from .pipeline import PipelineError
 from .workers import (

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import random as mprandom
 from .array import gpuarray
-from .graph.node import apply
+from .graph.ir.node import apply
 from .kernels import REGISTRY
 
 

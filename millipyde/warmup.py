@@ -33,7 +33,7 @@ def compiled_count() -> int:
     """Kernels compiled in this process (Numba's cache misses of every generated kernel;
     loading from the disk cache is no compile). Dispatchers without cache statistics count
     their specializations."""
-    from .graph import codegen
+    from .graph.codegen import core as codegen
 
     n = 0
     for mod in list(codegen._modules.values()):

@@ -8,7 +8,7 @@ import pytest
 import millipyde as mp
 from millipyde import batch_math, batch_record, batches
 from millipyde.batches import BatchSpec, convert_reference
-from millipyde.graph import batch
+from millipyde.graph.exec import batch
 from millipyde.kernels import REGISTRY
 
 cudasim_ok = pytest.mark.cudasim_ok
@@ -128,7 +128,7 @@ def test_callables_fall_back_per_output(monkeypatch) -> None:
 
 
 def test_vectorised_host_math_equals_scalar() -> None:
-    from millipyde.graph.schedule import _affine3, needs_warp_clip
+    from millipyde.graph.plan.schedule import _affine3, needs_warp_clip
     from millipyde.kernels import REGISTRY
     from millipyde.kernels.filters import gaussian
 

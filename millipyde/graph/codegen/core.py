@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from .. import __version__
-from ..kernels import REGISTRY, color, filters, geometry, intensity
+from ...kernels import REGISTRY, color, filters, geometry, intensity
+from ...version import __version__
 
 TARGETS = ("cpu", "cuda")
 

@@ -14,9 +14,9 @@ import inspect
 import re
 from typing import Any
 
-from ..kernels import convert as _convert_math
-from .codegen import _HEADER, _decorator, load
-from .codegen_batch import _loop_3d
+from ...kernels import convert as _convert_math
+from .batch import _loop_3d
+from .core import _HEADER, _decorator, load
 
 # the generated text names the scalar math's digest, so editing it makes new cache files
 _DIGEST = hashlib.sha1(inspect.getsource(_convert_math).encode()).hexdigest()[:12]
@@ -96,7 +96,7 @@ def gather_convert_source(sig: Any, target: str, sim: bool, gates: bool, channel
     samples equal converting the gather's output (uint8 or float64, whose stored value is the
     computed one; callers fuse nothing else).
     """
-    from .codegen_batch import gather_batch_source
+    from .batch import gather_batch_source
 
     if sig.packed:
         raise ValueError("packed gathers are not fused with the batch conversion")

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
-from ..kernels import OpSpec, affine_of
-from .node import Node
+from ...kernels import OpSpec, affine_of
+from ..ir.node import Node
 
 GATHER_KINDS = ("elementwise", "index_map", "sampler", "pixel")
 
