@@ -123,6 +123,7 @@ class _Template:
         self.kernels = member.kernels
         self.args = member.args
         self.op_of = op_of
+        self.recipes: dict[int, Any] = {}  # kernel index -> _GatherRecipe
 
 
 def record_template(state: Any, rules: list[_Rule], k: int, device: int,
@@ -368,46 +369,70 @@ def _node_params(t: _Template, node: Any, rows: np.ndarray, d: _Draws) -> np.nda
     return None if j is None else d.params[j][rows]
 
 
+@dataclass
+class _GatherRecipe:
+    """What a template's gather kernel needs per batch, worked out once: its base row, where
+    drawn parameters go (``cols``: offset, op), the sampler's op, and per table stage its op
+    codes, fixed parameters and drawn ones (``varying``: slot, op)."""
+
+    p: np.ndarray
+    lut: np.ndarray
+    flags: Any
+    cols: list[tuple[int, int]]
+    sampler: tuple[int, Any, tuple, tuple] | None
+    stages: list[tuple[int, np.ndarray, np.ndarray, list[tuple[int, int]]]]
+    channels: int
+    full: float
+
+
+def _recipe(t: _Template, i: int, k: Any, d: _Draws) -> _GatherRecipe:
+    lut_t, p_t, flags = t.args[i]
+    chained = ([] if k.lut_mode else k.pre + k.post) + k.grey_ops
+    cols = [(codegen.OPS_OFF + 3 * c, j) for c, node in enumerate(chained)
+            if not node.gated_off and (j := d.op(t, node)) is not None]
+    sampler = next((m for m in k.nodes if getattr(m.op, "kind", "") == "sampler"), None)
+    smp = None
+    if sampler is not None and not sampler.gated_off and (j := d.op(t, sampler)) is not None:
+        smp = (j, sampler.op, tuple(k.mid), tuple(sampler.shape[:2]))
+    stages = []
+    for stage, ops in enumerate((k.pre, k.post) if k.lut_mode else ()):
+        ran = [m for m in ops if not m.gated_off]
+        varying = [(q, j) for q, m in enumerate(ran) if (j := d.op(t, m)) is not None]
+        if varying:
+            fixed = np.array([execute._op_params(m) for m in ran]).reshape(len(ran), 3)
+            codes = np.array([m.op.code for m in ran], dtype=np.int64)
+            stages.append((stage, codes, fixed, varying))
+    return _GatherRecipe(p_t, np.ascontiguousarray(lut_t), flags, cols, smp, stages,
+                         k.channels, float(p_t[codegen.FULL_OFF]))
+
+
 def _gather_rows(t: _Template, i: int, k: Any, rows: np.ndarray, params: Any,
                  ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
     """Per-member (lut, p, flags) of gather kernel ``i`` (``batch._gather_member_args``)."""
-    lut_t, p_t, flags = t.args[i]
+    r = t.recipes.get(i)
+    if r is None:
+        r = t.recipes[i] = _recipe(t, i, k, params)
     n = len(rows)
-    p = np.tile(p_t, (n, 1))
-    chained = ([] if k.lut_mode else k.pre + k.post) + k.grey_ops
-    for c, node in enumerate(chained):
-        vals = None if node.gated_off else _node_params(t, node, rows, params)
-        if vals is not None:
-            o = codegen.OPS_OFF + 3 * c
-            p[:, o:o + vals.shape[1]] = vals
-    sampler = next((m for m in k.nodes if getattr(m.op, "kind", "") == "sampler"), None)
-    if sampler is not None and not sampler.gated_off:
-        j = params.op(t, sampler)
-        if j is not None:
-            maps, clips = params.maps(j, sampler.op, tuple(k.mid), tuple(sampler.shape[:2]))
-            p[:, codegen.A_OFF:codegen.A_OFF + 6] = maps[rows]
-            ok &= ~clips[rows]
-    lut = lut_t
-    if k.lut_mode:
-        c = k.channels
-        full = float(p_t[codegen.FULL_OFF])
-        for stage, ops in enumerate((k.pre, k.post)):
-            ran = [m for m in ops if not m.gated_off]
-            vals = [_node_params(t, m, rows, params) for m in ran]
-            if not any(v is not None for v in vals):
-                continue
-            if lut.ndim == 3:
-                lut = np.repeat(np.ascontiguousarray(lut_t)[None], n, axis=0)
-            prm = np.zeros((n, len(ran), 3))
-            for q, (m, v) in enumerate(zip(ran, vals, strict=True)):
-                prm[:, q, :] = execute._op_params(m) if v is None else 0.0
-                if v is not None:
-                    prm[:, q, :v.shape[1]] = v
-            codes = np.array([m.op.code for m in ran], dtype=np.int64)
-            out = np.empty((n, c, 256), dtype=np.uint8)
-            batch_math.lut_many()(codes, prm, c, full, out)
-            lut[:, stage] = out
-    return lut, p, flags
+    p = np.repeat(r.p[None], n, axis=0)
+    for o, j in r.cols:
+        vals = params.params[j]
+        p[:, o:o + vals.shape[1]] = vals[rows]
+    if r.sampler is not None:
+        maps, clips = params.maps(*r.sampler)
+        p[:, codegen.A_OFF:codegen.A_OFF + 6] = maps[rows]
+        ok &= ~clips[rows]
+    lut = r.lut
+    for stage, codes, fixed, varying in r.stages:
+        if lut.ndim == 3:
+            lut = np.repeat(r.lut[None], n, axis=0)
+        prm = np.repeat(fixed[None], n, axis=0)
+        for q, j in varying:
+            vals = params.params[j]
+            prm[:, q, :vals.shape[1]] = vals[rows]
+        out = np.empty((n, r.channels, 256), dtype=np.uint8)
+        batch_math.lut_many()(codes, prm, r.channels, r.full, out)
+        lut[:, stage] = out
+    return lut, p, r.flags
 
 
 def _taps_rows(t: _Template, i: int, k: Any, rows: np.ndarray, params: Any) -> dict:
