@@ -42,3 +42,16 @@ def test_torch_tensors() -> None:
     xs = [(x, y) for x, y in torch.utils.data.DataLoader(ds, batch_size=None)]
     assert [tuple(x.shape) for x, _ in xs] == [(5, 3, 8, 8), (5, 3, 8, 8)]
     assert xs[0][1].tolist() == [0, 1, 2, 0, 1]
+
+
+@pytest.mark.gpu
+def test_torch_takes_batches_without_a_copy() -> None:
+    torch = pytest.importorskip("torch")
+    from millipyde.torch import to_tensor
+
+    with _gen(8).batches(4, dtype="float16", layout="NHWC") as bs:
+        b = next(bs)
+        t = to_tensor(b)
+        assert t.data_ptr() == b.__cuda_array_interface__["data"][0]
+        assert t.dtype == torch.float16 and tuple(t.shape) == (4, 8, 8, 3)
+        assert np.array_equal(t.cpu().numpy(), np.asarray(b))
