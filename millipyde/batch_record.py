@@ -28,6 +28,7 @@ from . import batch_math
 from . import random as mprandom
 from .graph.codegen import core as codegen
 from .graph.exec import batch, execute
+from .graph.plan.schedule import _affine3
 from .image import RECORDING_METHODS, _bounds, _range, gpuimage
 from .kernels import REGISTRY
 from .workers import StepError
@@ -380,6 +381,7 @@ class _GatherRecipe:
     flags: Any
     cols: list[tuple[int, int]]
     sampler: tuple[int, Any, tuple, tuple] | None
+    post_maps: list[np.ndarray]  # index maps after the sampler that ran (``Gather.add``)
     stages: list[tuple[int, np.ndarray, np.ndarray, list[tuple[int, int]]]]
     channels: int
     full: float
@@ -394,6 +396,13 @@ def _recipe(t: _Template, i: int, k: Any, d: _Draws) -> _GatherRecipe:
     smp = None
     if sampler is not None and not sampler.gated_off and (j := d.op(t, sampler)) is not None:
         smp = (j, sampler.op, tuple(k.mid), tuple(sampler.shape[:2]))
+    post_maps, seen, cur = [], False, tuple(k.source.shape[:2])
+    for m in k.nodes:  # as Gather.add composes them: A = A @ map, each at its input's shape
+        kind = getattr(m.op, "kind", "")
+        if kind == "index_map" and seen and not m.gated_off:
+            post_maps.append(_affine3(m.op, *cur))
+        seen = seen or kind == "sampler"
+        cur = tuple(m.shape[:2])
     stages = []
     for stage, ops in enumerate((k.pre, k.post) if k.lut_mode else ()):
         ran = [m for m in ops if not m.gated_off]
@@ -402,8 +411,8 @@ def _recipe(t: _Template, i: int, k: Any, d: _Draws) -> _GatherRecipe:
             fixed = np.array([execute._op_params(m) for m in ran]).reshape(len(ran), 3)
             codes = np.array([m.op.code for m in ran], dtype=np.int64)
             stages.append((stage, codes, fixed, varying))
-    return _GatherRecipe(p_t, np.ascontiguousarray(lut_t), flags, cols, smp, stages,
-                         k.channels, float(p_t[codegen.FULL_OFF]))
+    return _GatherRecipe(p_t, np.ascontiguousarray(lut_t), flags, cols, smp, post_maps,
+                         stages, k.channels, float(p_t[codegen.FULL_OFF]))
 
 
 def _gather_rows(t: _Template, i: int, k: Any, rows: np.ndarray, params: Any,
@@ -419,8 +428,17 @@ def _gather_rows(t: _Template, i: int, k: Any, rows: np.ndarray, params: Any,
         p[:, o:o + vals.shape[1]] = vals[rows]
     if r.sampler is not None:
         maps, clips = params.maps(*r.sampler)
-        p[:, codegen.A_OFF:codegen.A_OFF + 6] = maps[rows]
         ok &= ~clips[rows]
+        if r.post_maps:
+            # composed per member with the same 3x3 products as Gather.add (exact equality)
+            j, spec, mid, _ = r.sampler
+            for m, row in enumerate(rows.tolist()):
+                a = _affine3(spec, *mid, tuple(params.params[j][row].tolist()))
+                for q in r.post_maps:
+                    a = a @ q
+                p[m, codegen.A_OFF:codegen.A_OFF + 6] = a[:2].ravel()
+        else:
+            p[:, codegen.A_OFF:codegen.A_OFF + 6] = maps[rows]
     lut = r.lut
     for stage, codes, fixed, varying in r.stages:
         if lut.ndim == 3:

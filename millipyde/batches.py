@@ -185,7 +185,7 @@ class Batches:
 
     def _made(self, ks: list[int], device: int, stream: Any) -> list[gpuarray]:
         """Outputs ``ks`` by the Generator's own per-output machinery (errors raised)."""
-        made = self._st.make_many(ks, device, stream)
+        made = self._st.make_many(ks, device, stream, recorded=False)
         for k, (_, err) in zip(ks, made, strict=False):
             if err is not None:
                 raise _SampleError(k, err)

@@ -14,8 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from . import faults, runtime
 from .array import gpuarray
 from .graph.exec import batch
+from .graph.ir.node import leaf
 from .image import RECORDING_METHODS
 from .pipeline import PipelineError
 from .workers import (
@@ -137,18 +139,26 @@ class _State:
         return self.make_many([self.global_index(j) for j in range(j0, j0 + n)], device,
                               stream, self.return_to_host)
 
-    def make_many(self, ks: list[int], device: int, stream: Any,
-                  to_host: bool = False) -> list[tuple[Any, Any]]:
+    def make_many(self, ks: list[int], device: int, stream: Any, to_host: bool = False,
+                  recorded: bool = True) -> list[tuple[Any, Any]]:
         """Global outputs ``ks`` (value, error) in order, up to the first error.
 
-        Each output records its Operations exactly as ``_make`` does (same sample and op
-        indices, so the same values), those its coins skipped as gated off where they have an
-        identity form (one group for every coin pattern); the kernels then run batched
-        (``batch.materialize_batch``).
+        Recorded at once where the Operations allow it and no fault is armed
+        (``batch_record``, ``recorded``); else each output records its Operations exactly as
+        ``_make`` does (same sample and op indices, so the same values), those its coins
+        skipped as gated off where they have an identity form (one group for every coin
+        pattern); the kernels then run batched (``batch.materialize_batch``).
         """
         if self.batch <= 1:
             return self._make_each(ks, device, stream, to_host)
         stacks = self.stacks_on(device, stream)
+        # armed faults count checks per output and operation: only the per-output path has them
+        if recorded and not faults._armed:
+            from .batches import _recorder
+
+            rec = _recorder(self)
+            if rec is not None:
+                return self._make_recorded(rec, ks, device, stream, to_host, stacks)
         ys, late = [], None
         for k in ks:
             y = self.inputs[k % len(self.inputs)].clone()
@@ -189,6 +199,45 @@ class _State:
                     [x._node for x in self.inputs], device)
                 sync(stream)  # other workers' streams read the stack
         return stacks
+
+    def _make_recorded(self, rec: Any, ks: list[int], device: int, stream: Any,
+                       to_host: bool, stacks: dict) -> list[tuple[Any, Any]]:
+        """:meth:`make_many` through ``batch_record``: outputs are views of the groups'
+        batch buffers; outputs it leaves are made one by one, as before."""
+        from .batch_record import RecordError
+
+        try:
+            groups, left = rec.groups(ks, device, stacks)
+        except RecordError as err:
+            return self.make_many(ks[:ks.index(err.k)], device, stream, to_host, False) + \
+                [(None, err.err)]
+        pk = batch._Pack()
+        for g in groups:
+            g.pack(pk)
+        values: list[Any] = [None] * len(ks)
+        try:
+            pk.upload(device)
+            for g in groups:
+                node = g.kernels()[-1].output
+                for r, view in zip(g.index.tolist(), runtime.members(g.launch(pk)),
+                                   strict=True):
+                    values[r] = leaf(view, node.shape, node.dtype, device)
+            sync(stream)
+        except Exception as err:
+            return [(None, kernels_failed(self.operations, err))]
+        made = dict(zip(left, self.make_many([ks[r] for r in left], device, stream, False,
+                                             False), strict=False))
+        out: list[tuple[Any, Any]] = []
+        for r, k in enumerate(ks):
+            if values[r] is None:
+                y, err = made.get(r, (None, None))
+                if err is not None or y is None:
+                    out.append((None, err or RuntimeError(f"output {k} was not made")))
+                    return out
+            else:
+                y = self.inputs[k % len(self.inputs)]._new_like(values[r])
+            out.append((np.asarray(y) if to_host else y, None))
+        return out
 
     def _make_each(self, ks: list[int], device: int, stream: Any,
                    to_host: bool) -> list[tuple[Any, Any]]:

@@ -47,11 +47,21 @@ def _run(imgs, ops, outputs, size, monkeypatch, seed=3, **kw):
     return np.concatenate(got), per_output, gen
 
 
+def _eager(imgs, ops, outputs, seed):
+    """Output k of a Generator computed eagerly, image by image (no batch of any kind)."""
+    out = []
+    for k in range(outputs):
+        x = mp.gpuimage(np.asarray(imgs[k % len(imgs)]))
+        for j, op in enumerate(ops):
+            op.apply(x, seed, k, j)
+        out.append(np.asarray(x))
+    return out
+
+
 def _reference(imgs, ops, outputs, seed=3, **kw):
     spec = BatchSpec.check(1, kw.get("shape"), kw.get("layout", "NCHW"), "float32",
                            kw.get("mean"), kw.get("std"), 3, False, False)
-    return np.stack([convert_reference(np.asarray(o), spec)
-                     for o in mp.Generator(imgs, ops, outputs=outputs, seed=seed)])
+    return np.stack([convert_reference(o, spec) for o in _eager(imgs, ops, outputs, seed)])
 
 
 @cudasim_ok
@@ -71,13 +81,13 @@ def test_recorded_batches_equal_per_output(monkeypatch) -> None:
     assert per_output == _clipped(imgs, ops, n)
 
 
-def _clipped(imgs, ops, n, seed=3):
-    """Outputs whose rotation (the last op) runs and needs the warp clip."""
+def _clipped(imgs, ops, n, seed=3, j=-1):
+    """Outputs whose rotation (op ``j``, on a square image) runs and needs the warp clip."""
     rules = batch_record.rules_for(imgs, ops)
     coins, params = batch_record.draw(rules, seed, np.arange(n))
     h, w = imgs[0].shape[:2]
-    maps = batch_math.sampler_maps(REGISTRY["rotate"], h, w, params[-1])
-    return np.flatnonzero(coins[:, -1] & batch_math.warp_clips(maps, (h, w), (h, w))).tolist()
+    maps = batch_math.sampler_maps(REGISTRY["rotate"], h, w, params[j])
+    return np.flatnonzero(coins[:, j] & batch_math.warp_clips(maps, (h, w), (h, w))).tolist()
 
 
 def test_recorded_equals_per_output_batches(monkeypatch) -> None:
@@ -164,3 +174,35 @@ def test_fused_writer_equals_separate_pass(layout, monkeypatch) -> None:
     separate, _, _ = _run(imgs, ops, n, n // 2, monkeypatch, **kw)
     assert np.array_equal(fused, separate)
     assert np.array_equal(fused, _reference(imgs, ops, n, **kw))
+
+
+def test_index_maps_after_the_sampler(monkeypatch) -> None:
+    # maps after a sampler compose into its matrix (Gather.add): per member, exactly
+    ops = [mp.Operation("random_rotate", 40, 140), mp.Operation("fliplr", probability=0.5),
+           mp.Operation("transpose", probability=0.5),
+           mp.Operation("random_brightness", -0.1, 0.1)]
+    imgs = _images(10, 10)
+    got, per_output, _ = _run(imgs, ops, 24, 12, monkeypatch)
+    assert np.array_equal(got, _reference(imgs, ops, 24))
+    assert per_output == _clipped(imgs, ops, 24, j=0) and len(per_output) < 12
+
+
+def test_next_uses_recorded_batches_with_the_same_values(monkeypatch) -> None:
+    ops = _fig51()
+    imgs = _images(12, 12)
+    fast = [np.asarray(o) for o in mp.Generator(imgs, ops, outputs=20, seed=4)]
+    monkeypatch.setattr(batches, "RECORD_AT_ONCE", False)
+    slow = [np.asarray(o) for o in mp.Generator(imgs, ops, outputs=20, seed=4)]
+    assert all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(fast, slow,
+                                                                             strict=True))
+
+
+def test_next_reports_a_recording_error() -> None:
+    from millipyde.pipeline import PipelineError
+
+    rng = np.random.default_rng(0)
+    greys = [mp.gpuimage(rng.random((6, 6))) for _ in range(2)]
+    ops = [mp.Operation("random_colorize", [1, 2], [1, 2], [1, 2], probability=0.5)]
+    gen = mp.Generator(greys, ops, outputs=8, seed=0)
+    with pytest.raises(PipelineError, match=r"operation 0 \('random_colorize'\)"):
+        list(gen)
