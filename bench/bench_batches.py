@@ -145,6 +145,7 @@ def cold_child(size: int, px: int, warm_processes: int) -> dict:
 
 
 def ranks_child(rank: int, world: int, size: int, batches: int, px: int) -> float:
+    """img/s of one data-parallel process (its GPU only: ``CUDA_VISIBLE_DEVICES``)."""
     imgs = _images(px)
     gen = mp.Generator(imgs, operations(), seed=0, rank=rank, world_size=world)
     with gen.batches(size) as bs:
@@ -167,6 +168,7 @@ def _spawn(args: list[str], env: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the rows of the module doc and write bench/results/batches_<backend>.json."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--size", type=int, default=256, help="samples per batch")
     ap.add_argument("--batches", type=int, default=40)

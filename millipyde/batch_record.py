@@ -290,6 +290,7 @@ class ArrayGroup(batch._Group):
         return self._taps[i]  # set by pack, which runs first
 
     def pack(self, pk: batch._Pack) -> None:
+        """Lay the group's arrays out in ``pk`` (``_Group.pack``'s slots, from the stacks)."""
         n = len(self.index)
         self.slots = [pk.add(self.sidx), pk.add(np.arange(n, dtype=np.int64))]
         self.gated = []

@@ -303,6 +303,7 @@ class _Ready:
         self.event, self.keep = event, keep
 
     def synchronize(self) -> None:
+        """Wait for the batch's kernels; its temporaries may go."""
         self.event.synchronize()
         self.keep = None
 
