@@ -9,6 +9,7 @@ generated kernel (``graph.codegen.convert``) on the device that made it.
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from typing import Any
@@ -32,6 +33,9 @@ from .workers import Cancelled, WorkerGroup
 
 #: Bound on the bytes of the batches made ahead of the consumer (at least one per worker).
 AHEAD_BYTES = 1 << 30
+#: Batches kept alive after they were handed out (GPUs): their memory is reused only after the
+#: consumer took this many more (see ``__next__``).
+QUARANTINE = 3
 
 
 class Batches:
@@ -64,6 +68,7 @@ class Batches:
         self._group: WorkerGroup | None = None
         self._consts: dict[int, tuple[Any, Any, Any]] = {}
         self._inflight: dict[int, int] = {}  # device -> batch index its worker makes
+        self._handed: collections.deque = collections.deque(maxlen=QUARANTINE)
 
     # -- consumer ------------------------------------------------------------------------
     def __iter__(self) -> Batches:
@@ -93,6 +98,10 @@ class Batches:
             value, ready = value
             if ready is not None:
                 ready.synchronize()  # the batch's kernels are done: any stream may read it
+                # The pooled memory of a dropped batch goes back to the worker's stream, which
+                # may reuse it while the consumer's stream (torch's) still reads it: keep the
+                # last QUARANTINE batches alive, so the consumer's queued work has moved on.
+                self._handed.append(value)
             return value
         self.close()
         if isinstance(err, (ValueError, PipelineError)):
@@ -104,6 +113,7 @@ class Batches:
         with self._cond:
             self._stopped = True
             self._results.clear()
+            self._handed.clear()
             self._cond.notify_all()
         if self._group is not None and threading.current_thread() not in self._group.threads:
             self._group.join(time.monotonic() + 30.0)
