@@ -150,3 +150,13 @@ def test_batches_operation_error_names_operation_and_output() -> None:
     with pytest.raises(PipelineError, match=r"operation 1 \('random_colorize'\).*output 0"):
         with gen.batches(2) as bs:
             next(bs)
+
+
+def test_batches_of_mixed_input_sizes_with_shape() -> None:
+    # inputs of several sizes: made per output (no shared launch yet), resized into one batch
+    rng = np.random.default_rng(3)
+    imgs = [mp.gpuimage(rng.integers(0, 256, s, dtype=np.uint8))
+            for s in ((8, 12, 3), (10, 10, 3), (6, 9, 4))]
+    ops = [mp.Operation("fliplr", probability=0.5), mp.Operation("random_brightness", -.2, .2)]
+    got, ks = _check(imgs, ops, 6, 6, shape=(7, 7))
+    assert ks == list(range(6)) and got[0][0].shape == (6, 3, 7, 7)
