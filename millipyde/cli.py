@@ -175,7 +175,8 @@ def warmup(args: argparse.Namespace) -> int:
     for ops in recipes:
         got = wu.warmup(ops, shape, size=args.size, channels=args.channels,
                         layout=args.layout, processes=args.processes)
-        print(f"warmup: {got['patterns']} coin patterns, {got['compiled']} kernels compiled "
+        print(f"warmup: {got['patterns']} outputs (coin patterns, clipped rotations), "
+              f"{got['compiled']} kernels compiled "
               f"in {got['processes']} process(es), {got['seconds']:.1f} s")
     print(f"backend {mp.backend()}, cache {os.environ.get('MILLIPYDE_CACHE_DIR', '(default)')}")
     return 0

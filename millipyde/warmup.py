@@ -48,9 +48,16 @@ def compiled_count() -> int:
     return n
 
 
-def representatives(operations: list, seed: int = 0, search: int = SEARCH) -> list[int]:
-    """One output index per coin pattern of ``operations`` (zero sigmas included)."""
-    from . import batch_record
+def representatives(operations: list, seed: int = 0, search: int = SEARCH,
+                    shape: tuple[int, ...] | None = None) -> list[int]:
+    """One output index per coin pattern of ``operations`` (zero sigmas included).
+
+    With the input ``shape``, also one per pattern and random rotation whose angle needs
+    scikit-image's data-dependent clip (made one by one: their per-image kernels), for the
+    input's orientation and its transpose.
+    """
+    from . import batch_math, batch_record
+    from .kernels import REGISTRY
 
     ks = np.arange(search, dtype=np.int64)
     coins = np.stack([mprandom.gate_array(seed, ks, j, op.probability)
@@ -63,8 +70,23 @@ def representatives(operations: list, seed: int = 0, search: int = SEARCH) -> li
             s = lo + (hi - lo) * mprandom.uniform01_array(seed, ks, j, 0) if lo != hi else \
                 np.full(search, lo)
             bits.append(((s > 0) & coins[:, j])[:, None])
-    _, first = np.unique(np.concatenate(bits, axis=1), axis=0, return_index=True)
-    return sorted(first.tolist())
+    pats = np.concatenate(bits, axis=1)
+    _, first = np.unique(pats, axis=0, return_index=True)
+    found = set(first.tolist())
+    for j, op in enumerate(operations if shape is not None else ()):
+        if op.method != "random_rotate":
+            continue
+        (lo, hi) = batch_record.RANGES["random_rotate"](_bound(op))[0]
+        angle = lo + (hi - lo) * mprandom.uniform01_array(seed, ks, j, 0) if lo != hi else \
+            np.full(search, lo)
+        for h, w in {tuple(shape[:2]), tuple(shape[1::-1])}:
+            maps = batch_math.sampler_maps(REGISTRY["rotate"], h, w, angle[:, None])
+            clip = coins[:, j] & batch_math.warp_clips(maps, (h, w), (h, w))
+            rows = np.flatnonzero(clip)
+            if len(rows):
+                _, f = np.unique(pats[rows], axis=0, return_index=True)
+                found.update(rows[f].tolist())
+    return sorted(found)
 
 
 def _bound(op: Any) -> dict:
@@ -104,7 +126,7 @@ def warm(specs: list[tuple], shape: tuple[int, ...], share: tuple[int, int] = (0
     ops = _operations(specs)
     rng = np.random.default_rng(0)
     imgs = [mp.gpuimage(rng.integers(0, 256, shape, dtype=np.uint8)) for _ in range(2)]
-    ks = representatives(ops)[share[0]::share[1]]
+    ks = representatives(ops, shape=shape)[share[0]::share[1]]
     gen = mp.Generator(imgs, ops, seed=0)
     st = gen._state
     device = gen.device
@@ -160,7 +182,7 @@ def warmup(operations: list, shape: tuple[int, ...] = (512, 512, 3), *, size: in
 
     t0 = time.perf_counter()
     specs = [_spec(op) for op in operations]
-    n = len(representatives(operations))
+    n = len(representatives(operations, shape=tuple(int(v) for v in shape)))
     if processes is None:
         processes = max(1, min(os.cpu_count() or 1, -(-n // 4)))
     try:
