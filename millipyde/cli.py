@@ -49,14 +49,6 @@ def sample_images() -> list:
     return [mp.gpuimage(getattr(skimage.data, name)()) for name in SAMPLES]
 
 
-def _to_uint8(img: np.ndarray) -> np.ndarray:
-    if img.dtype == np.uint8:
-        return img
-    if img.dtype.kind == "f":
-        return np.clip(np.rint(img * 255.0), 0, 255).astype(np.uint8)
-    return np.clip(img, 0, 255).astype(np.uint8)
-
-
 def contact_sheet(paths: list[Path], out: Path, thumb: int = 160, columns: int = 8) -> Path:
     """Write a grid of thumbnails of ``paths`` to ``out`` (PNG) and return ``out``."""
     from PIL import Image, ImageDraw
@@ -85,8 +77,12 @@ def augment(args: argparse.Namespace) -> int:
 
     import millipyde as mp
 
+    from .io import to_uint8
+
     if args.n < 1:
         raise SystemExit("millipyde augment: -n must be at least 1")
+    if args.cluster is not None:
+        return augment_on_cluster(args)
     if args.input is None:
         inputs = sample_images()
         source = "scikit-image samples (" + ", ".join(SAMPLES) + ")"
@@ -104,7 +100,7 @@ def augment(args: argparse.Namespace) -> int:
         for i, img in enumerate(tqdm(gen, total=args.n, desc="augment", unit="img",
                                      disable=args.quiet)):
             path = out_dir / f"aug_{i:0{width}d}.png"
-            Image.fromarray(_to_uint8(img)).save(path)
+            Image.fromarray(to_uint8(img)).save(path)
             paths.append(path)
     finally:
         gen.close()
@@ -116,6 +112,33 @@ def augment(args: argparse.Namespace) -> int:
         f"backend {mp.backend()}, device(s) {names}: {len(paths)} images in {elapsed:.2f} s, "
         f"{len(paths) / elapsed:.1f} images/s"
     )
+    return 0
+
+
+def augment_on_cluster(args: argparse.Namespace) -> int:
+    """``augment --cluster``: the same images, made and written by Dask workers.
+
+    Outputs are named as ``millipyde.distributed.process`` names them (``{k:06d}.png``).
+    """
+    import millipyde as mp
+    from millipyde.distributed import cluster_client, run_files
+
+    if args.input is None:
+        raise SystemExit("millipyde augment --cluster needs an input folder (workers read it)")
+    start = time.perf_counter()
+    try:
+        with cluster_client(args.cluster) as client:
+            paths, _ = run_files(args.input, figure_5_1_operations(), args.output,
+                                 outputs=args.n, seed=args.seed, client=client, fmt="png",
+                                 to_uint8=True)
+            workers = len(client.nthreads())
+    except ValueError as err:
+        raise SystemExit(f"millipyde augment: {err}") from err
+    elapsed = time.perf_counter() - start
+    sheet = contact_sheet(paths, Path(args.output) / "contact_sheet.png")
+    print(f"inputs from {args.input}; outputs in {args.output}; contact sheet {sheet}")
+    print(f"backend {mp.backend()}, cluster {args.cluster} ({workers} workers): {len(paths)} "
+          f"images in {elapsed:.2f} s, {len(paths) / elapsed:.1f} images/s")
     return 0
 
 
@@ -193,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("-n", type=int, default=48, help="number of outputs (default 48)")
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    a.add_argument("--cluster", default=None, metavar="local[:WORKERS]|tcp://HOST:PORT",
+                   help="make and write the outputs on a Dask cluster (the dask extra)")
     a.set_defaults(func=augment)
     i = sub.add_parser("info", help="backend, devices and versions")
     i.set_defaults(func=info)

@@ -59,10 +59,15 @@ class Generator:
         Yield NumPy ndarrays instead of gpuarrays/gpuimages.
     seed : int, optional
         Seed of the random streams; the global seed (``mp.seed``) at construction if None.
+    client : distributed.Client, optional
+        Make the outputs on this Dask cluster (``millipyde.distributed``): yielded in order
+        as host ndarrays, a bounded window ahead. A directory is read by the workers;
+        gpuarray inputs are scattered to them once, here. `device` must then be None.
     rank, world_size : int, optional
         Data-parallel shares: this Generator yields only the outputs ``k`` with
         ``k % world_size == rank`` (same values as a Generator without them makes for those
-        ``k``); ``outputs`` counts every rank's outputs. Give both or neither.
+        ``k``); ``outputs`` counts every rank's outputs. Give both or neither; not with
+        `client`.
 
     Raises
     ------
@@ -78,11 +83,19 @@ class Generator:
     """
 
     def __init__(self, inputs: Any, operations: Any, device: Any = None, outputs: Any = None,
-                 return_to_host: Any = False, seed: Any = None, rank: Any = None,
-                 world_size: Any = None, **kwargs: Any) -> None:
+                 return_to_host: Any = False, seed: Any = None, client: Any = None,
+                 rank: Any = None, world_size: Any = None, **kwargs: Any) -> None:
         self._state: _State | None = None
         if kwargs:
             raise ArgumentError(f"Generator got unknown keyword argument(s): {', '.join(kwargs)}")
+        if client is not None:  # outputs made on a Dask cluster (millipyde.distributed)
+            from ._distributed_generator import attach_generator
+
+            if rank is not None or world_size is not None:
+                raise ArgumentError("Generator rank/world_size cannot be combined with client")
+            attach_generator(self, inputs, operations, device, outputs, return_to_host, seed,
+                             client)
+            return
         if isinstance(inputs, (str, os.PathLike)):
             from .io import images_from_path
 
@@ -193,6 +206,9 @@ class Generator:
         """
         from .batches import Batches, BatchSpec
 
+        if not isinstance(self._state, _State):
+            raise ArgumentError("Generator.batches needs a Generator of this process (no "
+                                "client=)")
         spec = BatchSpec.check(size, shape, layout, dtype, mean, std, channels, drop_last,
                                with_indices)
         devs = [self.device] if self._pinned else list(range(devices.get_device_count()))
