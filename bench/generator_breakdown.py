@@ -50,12 +50,12 @@ class _Recorded:
     def __init__(self, imgs: list, size: int) -> None:
         from bench.bench_batches import operations
         from millipyde import batches
+        from millipyde.backend import ACTIVE
         from millipyde.batch_convert import BatchSpec
-        from millipyde.runtime import new_stream
 
         gen = mp.Generator(imgs, operations(), seed=0)
         spec = BatchSpec.check(size, None, "NCHW", "float32", None, None, 3, False, False)
-        self.gen, self.stream = gen, new_stream(gen.device)
+        self.gen, self.stream = gen, ACTIVE.new_stream(gen.device)
         self.runner = batches.Batches(gen, spec, [gen.device])
         self.rec = batches._recorder(gen._state)
 

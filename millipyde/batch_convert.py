@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from . import runtime
 from .array import ArgumentError
+from .backend import ACTIVE as runtime  # the active backend
 from .graph.codegen import convert as codegen_convert
 
 _DTYPES = {"float32": np.float32, "float16": np.float16}
@@ -131,8 +131,8 @@ def convert_reference(value: np.ndarray, spec: BatchSpec) -> np.ndarray:
 
 @functools.cache
 def _convert_fn(cin: int, channels: int, layout: str, resize: bool) -> Any:
-    return codegen_convert.convert_kernel(cin, channels, layout, resize, runtime.TARGET,
-                                          runtime.SIM)
+    return codegen_convert.convert_kernel(cin, channels, layout, resize,
+                                          runtime.codegen_target, runtime.simulated)
 
 
 def write_sample(out: Any, pos: Any, src: Any, spec: BatchSpec, consts: tuple[Any, Any],
@@ -154,15 +154,15 @@ def write_sample(out: Any, pos: Any, src: Any, spec: BatchSpec, consts: tuple[An
 @functools.cache
 def fused_writer(sig: Any, gated: bool, channels: int, layout: str) -> Any:
     """The compiled gather of ``sig`` that writes the batch (``codegen_convert``), cached."""
-    return codegen_convert.gather_convert_kernel(sig, runtime.TARGET, runtime.SIM, gated,
-                                                 channels, layout)
+    return codegen_convert.gather_convert_kernel(sig, runtime.codegen_target, runtime.simulated,
+                                                 gated, channels, layout)
 
 
 def cast_batch(out: Any, dtype: np.dtype, device: int) -> Any:
     """``out`` (float32) rounded into ``dtype`` (float16), or ``out`` itself."""
     if np.dtype(dtype) == np.float32:
         return out
-    if not runtime.GPU:
+    if not runtime.caps.device_memory:
         return out.astype(dtype)
     dst = runtime.empty(tuple(out.shape), dtype, device)
     n = int(math.prod(out.shape))
@@ -178,4 +178,4 @@ def cast_batch(out: Any, dtype: np.dtype, device: int) -> Any:
 
 @functools.cache
 def _cast_fn() -> Any:
-    return codegen_convert.cast_kernel(runtime.SIM)
+    return codegen_convert.cast_kernel(runtime.simulated)

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from . import runtime
 from .array import gpuarray
+from .backend import ACTIVE as runtime  # the active backend
 from .batch_convert import (  # noqa: F401  (BatchSpec, convert_reference: public here)
     BatchSpec,
     cast_batch,
@@ -283,11 +283,8 @@ class Batches:
         spec = self.spec
         out = cast_batch(out, spec.dtype, device)
         ready = None
-        if runtime.GPU:
-            from numba import cuda
-
-            ready = _Ready(cuda.event() if runtime.SIM else cuda.event(timing=False), keep)
-            ready.event.record(stream)
+        if runtime.caps.launches_on_streams:
+            ready = _Ready(runtime.record_event(stream), keep)
         value = gpuarray._wrap(leaf(out, tuple(out.shape), np.dtype(spec.dtype), device))
         return value, ready
 

@@ -25,9 +25,9 @@ def to_tensor(batch: Any) -> Any:
     """A batch (gpuarray) as a torch tensor sharing its memory."""
     import torch
 
-    from . import runtime
+    from .backend import ACTIVE
 
-    if runtime.GPU and not runtime.SIM:
+    if ACTIVE.caps.external_memory:
         return torch.as_tensor(batch, device=f"cuda:{batch.device}")
     return torch.from_dlpack(batch)
 

@@ -132,9 +132,9 @@ def warm(specs: list[tuple], shape: tuple[int, ...], share: tuple[int, int] = (0
     device = gen.device
     spec = BatchSpec.check(max(1, min(size, len(ks) or 1)), None, layout, "float32", None,
                            None, channels, False, False)
-    from .runtime import new_stream
+    from .backend import ACTIVE
 
-    stream = new_stream(device)
+    stream = ACTIVE.new_stream(device)
     runner = batches.Batches(gen, spec, [device])
     rec = batches._recorder(st)
     for i in range(0, len(ks), spec.size):
