@@ -15,7 +15,7 @@ from .devices import (
 )
 from .generator import Generator
 from .image import gpuimage
-from .io import image_from_path, images_from_path
+from .io import image_from_path, images_from_path, max_image_pixels, set_max_image_pixels
 from .operation import Operation
 from .pipeline import Pipeline
 from .random import seed
@@ -35,6 +35,8 @@ __all__ = [
     "gpuimage",
     "image_from_path",
     "images_from_path",
+    "max_image_pixels",
     "seed",
+    "set_max_image_pixels",
     "synchronize",
 ]

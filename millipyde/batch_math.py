@@ -77,22 +77,29 @@ def warp_clips(maps: np.ndarray, mid: tuple[int, int], shape: tuple[int, int]) -
     return ~integer & inside
 
 
-def gaussian_taps(sigmas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``kernels.filters.gaussian(s)`` for every sigma > 0, vectorised per radius: taps
-    (n, 2 max(radius) + 1), row ``i`` starting with sigma ``i``'s, and the radii.
+def gaussian_taps(sigmas: np.ndarray, reach: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``kernels.filters.gaussian(s, reach)`` for every sigma > 0: taps (n, 2 max(radius) + 1),
+    row ``i`` starting with sigma ``i``'s, and the radii.
 
-    Elementwise ufuncs give each element the value they give it in a 1-D array, and a sum
-    along the contiguous last axis is the same pairwise sum as a 1-D array's.
+    Sigmas whose radius fits the reach are vectorised per radius (elementwise ufuncs give each
+    element the value they give it in a 1-D array, and a sum along the contiguous last axis is
+    the same pairwise sum as a 1-D array's); the others call the scalar function.
     """
-    from .kernels.filters import TRUNCATE
+    from .kernels.filters import TRUNCATE, gaussian
 
     s = np.asarray(sigmas, dtype=np.float64)
     radius = (TRUNCATE * s + 0.5).astype(np.int64)
+    capped = np.zeros(len(s), dtype=bool) if reach is None else radius > reach
+    scalar = {int(i): gaussian(float(s[i]), reach) for i in np.flatnonzero(capped)}
+    for i, taps in scalar.items():
+        radius[i] = len(taps) // 2
     out = np.zeros((len(s), 2 * int(radius.max(initial=0)) + 1))
-    for r in np.unique(radius).tolist():
-        idx = np.flatnonzero(radius == r)
+    for r in np.unique(radius[~capped]).tolist():
+        idx = np.flatnonzero((radius == r) & ~capped)
         x = np.arange(-r, r + 1, dtype=np.float64)
         coef = (-0.5 / (s[idx] * s[idx]))[:, None]
         phi = np.exp(coef * x * x)
         out[idx, :2 * r + 1] = phi / phi.sum(axis=1)[:, None]
+    for i, taps in scalar.items():
+        out[i, :len(taps)] = taps
     return out, radius

@@ -152,6 +152,12 @@ def record_template(state: Any, rules: list[_Rule], k: int, device: int,
         return None
     t = _Template(got[0], got[1], op_of)
     _check_draws(t, rules, state.seed, k)
+    for kern in t.kernels:
+        for node in kern.nodes:
+            j = op_of.get(node.id)
+            if getattr(node.op, "kind", "") == "sampler" and j is not None and \
+                    rules[j].ranges is not None and len(node.params) != len(rules[j].ranges):
+                return None  # a sampler with fixed parameters beside its drawn ones
     return t
 
 
@@ -163,7 +169,9 @@ def _check_draws(t: _Template, rules: list[_Rule], seed: int, k: int) -> None:
             j = t.op_of.get(node.id)
             if j is None or params[j] is None or node.gated_off:
                 continue
-            if params[j][0].tolist() != [float(v) for v in node.params]:
+            drawn = params[j][0].tolist()
+            # the drawn values lead the recorded parameters (fixed ones may follow)
+            if drawn != [float(v) for v in node.params[:len(drawn)]]:
                 raise RuntimeError(f"batch_record: vectorised draws of operation {j} "
                                    f"{params[j][0].tolist()} differ from the recorded "
                                    f"{node.params} (output {k})")
@@ -350,17 +358,17 @@ class _Draws:
             got = self.cache[key] = (maps, batch_math.warp_clips(maps, mid, shape))
         return got
 
-    def taps(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+    def taps(self, j: int, reach: int | None) -> tuple[np.ndarray, np.ndarray]:
         """(N, T) Gaussian taps of Operation ``j`` (zero rows where sigma is 0), radii."""
-        got = self.cache.get(("taps", j))
+        got = self.cache.get(("taps", j, reach))
         if got is None:
             s = self.params[j][:, 0]
             pos = np.flatnonzero(s > 0)
-            taps, radius = batch_math.gaussian_taps(s[pos])
+            taps, radius = batch_math.gaussian_taps(s[pos], reach)
             mat = np.zeros((len(s), taps.shape[1]))
             rad = np.full(len(s), -1, dtype=np.int64)
             mat[pos], rad[pos] = taps, radius
-            got = self.cache[("taps", j)] = (mat, rad)
+            got = self.cache[("taps", j, reach)] = (mat, rad)
         return got
 
 
@@ -463,14 +471,15 @@ def _taps_rows(t: _Template, i: int, k: Any, rows: np.ndarray, params: Any) -> d
         return {"taps": np.zeros((n, 1)), "rad": np.full(n, -1, dtype=np.int64)}
     j = params.op(t, node)
     if j is not None and node.op.name == "gaussian":
-        mat, rad = params.taps(j)
+        reach = int(node.params[1]) if len(node.params) > 1 else None
+        mat, rad = params.taps(j, reach)
         return {"taps": mat[rows], "rad": rad[rows]}
     vals = _node_params(t, node, rows, params)
     if vals is None:
         taps = [t.args[i]] * n
     else:
-        fn = REGISTRY[node.op.name].fn
-        taps = [np.asarray(fn(*v), dtype=np.float64) for v in vals.tolist()]
+        fn, tail = REGISTRY[node.op.name].fn, tuple(node.params[vals.shape[1]:])
+        taps = [np.asarray(fn(*v, *tail), dtype=np.float64) for v in vals.tolist()]
     width = max(len(a) for a in taps)
     out = np.zeros((n, width))
     for m, a in enumerate(taps):

@@ -28,6 +28,7 @@ from .workers import (
     apply_operations,
     kernels_failed,
     record_operations,
+    reraise_interrupt,
     sync,
     workers_per_device,
 )
@@ -282,8 +283,10 @@ class _State:
         raise self.failure(self.global_index(k), err, device)
 
     def failure(self, k: int, err: BaseException, device: int) -> PipelineError:
-        """The PipelineError that reports ``err`` for global output ``k`` (chained)."""
+        """The PipelineError that reports ``err`` for global output ``k`` (chained); a
+        KeyboardInterrupt in a worker is raised here as a KeyboardInterrupt."""
         i = k % len(self.inputs)
+        reraise_interrupt(getattr(err, "cause", err), f"Generator output {k} (input {i})")
         if isinstance(err, StepError):
             out = PipelineError(
                 f"Generator: {err.what} failed on output {k} (input {i}) on device {device}: "

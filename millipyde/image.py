@@ -6,8 +6,9 @@ value is needed. Random variants draw their parameters from the image's counter-
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,12 +17,17 @@ from . import random as mprandom
 from .array import gpuarray
 from .graph.ir.node import apply
 from .kernels import REGISTRY
+from .locks import commit_lock
 
 
 def _number(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ValueError(f"{name} must be a real number, got {type(value).__name__}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # a Python int beyond float64
+        raise ValueError(f"{name} must be finite, got an integer of {int(value).bit_length()} "
+                         "bits") from None
     if not math.isfinite(v):
         raise ValueError(f"{name} must be finite, got {v}")
     return v
@@ -43,6 +49,17 @@ def _bounds(lo: Any, hi: Any, lo_name: str, hi_name: str) -> tuple[float, float]
     if a > b:
         raise ValueError(f"{lo_name} ({a}) is greater than {hi_name} ({b})")
     return a, b
+
+
+def _between(lo: float, hi: float, u: float) -> float:
+    """The draw ``u`` in [0, 1) mapped to [lo, hi]."""
+    if lo == hi:
+        return lo
+    span = hi - lo
+    if math.isfinite(span):
+        return lo + span * u
+    # bounds near float64's largest: hi - lo overflows, the weighted sum does not
+    return min(max(lo * (1.0 - u) + hi * u, lo), hi)
 
 
 def _colour_to_uint8(host: np.ndarray) -> np.ndarray:
@@ -149,8 +166,7 @@ class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
 
     def _uniform(self, ranges: list[tuple[float, float]]) -> list[float]:
         us = self._draws(len(ranges))
-        return [lo if lo == hi else lo + (hi - lo) * u for (lo, hi), u in zip(ranges, us,
-                                                                                strict=True)]
+        return [_between(lo, hi, u) for (lo, hi), u in zip(ranges, us, strict=True)]
 
     # -- colour --------------------------------------------------------------------------
     def rgb2grey(self) -> None:
@@ -183,6 +199,15 @@ class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
                 raise ValueError(f"random_colorize {n} must be >= 0, got low bound {lo}")
         self._record("colorize", tuple(self._uniform(ranges)))
 
+    def _unsigned_only(self, what: str) -> None:
+        # scikit-image refuses negative values for its exposure corrections; a signed type
+        # may hold them, so it is refused by type, when the op is recorded (not by value, which
+        # would need the data)
+        if self.dtype.kind == "i":
+            raise ValueError(f"{what} needs an unsigned integer or float image; this one is "
+                             f"{self.dtype} (signed values may be negative, which scikit-image "
+                             "refuses)")
+
     def _colour_only(self, what: str) -> None:
         if not self.is_colour:
             raise ValueError(f"{what} needs an RGB/RGBA image; this one is greyscale {self.shape}")
@@ -199,12 +224,14 @@ class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
         """``brightness`` with ``delta`` drawn uniformly from [min_delta, max_delta]."""
         lo, hi = _bounds(min_delta, max_delta, "min_delta", "max_delta")
         if lo < -1.0 or hi > 1.0:
-            raise ValueError(f"random_brightness bounds must lie in [-1, 1], got [{lo}, {hi}]")
+            raise ValueError(f"random_brightness min_delta and max_delta must lie in [-1, 1], "
+                             f"got [{lo}, {hi}]")
         self._record("brightness", tuple(self._uniform([(lo, hi)])))
 
     def adjust_gamma(self, gamma: float = 1, gain: float = 1) -> None:
         """skimage ``adjust_gamma``: ``gain * full * (v / full) ** gamma``; alpha untouched."""
         g, k = _number(gamma, "gamma"), _number(gain, "gain")
+        self._unsigned_only("adjust_gamma")
         if g < 0:
             raise ValueError(f"adjust_gamma gamma must be >= 0, got {g}")
         if k < 0:
@@ -215,6 +242,7 @@ class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
                             gain_range: Sequence[float] = (1.0, 1.0)) -> None:
         """``adjust_gamma`` with gamma and gain drawn uniformly from their ranges."""
         gr, kr = _range(gamma_range, "gamma_range"), _range(gain_range, "gain_range")
+        self._unsigned_only("random_adjust_gamma")
         if gr[0] < 0 or kr[0] < 0:
             raise ValueError("random_adjust_gamma ranges must be >= 0")
         self._record("adjust_gamma", tuple(self._uniform([gr, kr])))
@@ -243,7 +271,12 @@ class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
         s = _number(sigma, "sigma")
         if s <= 0:
             raise ValueError(f"gaussian sigma must be > 0, got {s}")
-        self._record("gaussian", (s,))
+        self._record("gaussian", (s, self._reach()))
+
+    def _reach(self) -> int:
+        # the furthest any pixel is from another along one axis: a Gaussian's taps beyond it
+        # only meet the zero padding (kernels/filters.py bounds the taps by it)
+        return max(max(self.shape[:2]) - 1, 0)
 
     def random_gaussian(self, min_sigma: float, max_sigma: float) -> None:
         """``gaussian`` with sigma drawn from [min_sigma, max_sigma]; sigma 0 leaves it as is."""
@@ -252,8 +285,24 @@ class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
             raise ValueError(f"random_gaussian min_sigma must be >= 0, got {lo}")
         (s,) = self._uniform([(lo, hi)])
         if s > 0:
-            self._record("gaussian", (s,))
+            self._record("gaussian", (s, self._reach()))
 
     def clone(self) -> gpuimage:
         """Deep copy on the current target device; a gpuimage."""
         return super().clone()
+
+
+def _atomic(method: Callable[..., None]) -> Callable[..., None]:
+    """``method`` run under the image's commit lock (``locks.py``): its draws and its record
+    land together, never between a Pipeline worker's claim and commit of the same image."""
+
+    @functools.wraps(method)
+    def locked(self: gpuimage, *args: object, **kwargs: object) -> None:
+        with commit_lock(self):
+            return method(self, *args, **kwargs)
+
+    return locked
+
+
+for _name in sorted(RECORDING_METHODS):
+    setattr(gpuimage, _name, _atomic(getattr(gpuimage, _name)))

@@ -8,10 +8,9 @@ parameters whatever the scheduling. The mixer is SplitMix64's finaliser applied 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Any, NamedTuple
 
-if TYPE_CHECKING:
-    import numpy as np
+import numpy as np
 
 _MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -37,10 +36,17 @@ def uniform01(seed: int, sample: int, op: int, k: int) -> float:
     return (z >> 11) * (1.0 / (1 << 53))
 
 
+def as_seed(n: Any, what: str = "seed") -> int:
+    """``n`` as a Python int seed: Python or NumPy integers (not bools), else ``ValueError``."""
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+        raise ValueError(f"{what} must be an int (Python or NumPy integer), got "
+                         f"{type(n).__name__}")
+    return int(n)
+
+
 def seed(n: int) -> None:
-    """Set the global seed and restart the per-image sample counter."""
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise ValueError(f"seed must be an int, got {type(n).__name__}")
+    """Set the global seed (a Python or NumPy integer) and restart the per-image sample counter."""
+    n = as_seed(n)
     with _global_lock:
         _global["seed"] = n
         _global["next_sample"] = 0
@@ -110,8 +116,6 @@ def gate(seed_: int, sample: int, op: int, probability: float | None) -> bool:
 
 def _mix_array(z: np.ndarray) -> np.ndarray:
     """:func:`_mix` on a uint64 array (NumPy's uint64 arithmetic wraps modulo 2**64)."""
-    import numpy as np
-
     z = z + np.uint64(_GOLDEN)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
@@ -133,8 +137,6 @@ def uniform01_array(seed: int, samples: np.ndarray, op: int, k: int) -> np.ndarr
     numpy.ndarray
         float64 array of ``samples``' shape.
     """
-    import numpy as np
-
     s = np.asarray(samples)
     if s.dtype.kind == "i":
         s = s.astype(np.int64).view(np.uint64)
@@ -152,8 +154,6 @@ def uniform01_array(seed: int, samples: np.ndarray, op: int, k: int) -> np.ndarr
 def gate_array(seed_: int, samples: np.ndarray, op: int,
                probability: float | None) -> np.ndarray:
     """:func:`gate` for many samples at once: a bool array."""
-    import numpy as np
-
     if probability is None:
         return np.ones(np.shape(samples), dtype=bool)
     return uniform01_array(seed_, samples, op, -1) < probability

@@ -144,12 +144,13 @@ def test_vectorised_host_math_equals_scalar() -> None:
 
     rng = np.random.default_rng(3)
     sig = np.concatenate([rng.uniform(0, 2, 500), [1e-3, 0.0624, 0.0625, 0.5, 1.99]])
-    taps, radius = batch_math.gaussian_taps(sig)
-    for i, s in enumerate(sig):
-        want = gaussian(s)
-        assert radius[i] == len(want) // 2
-        assert taps[i, :len(want)].tolist() == want.tolist(), s
-        assert not taps[i, len(want):].any()
+    for reach in (None, 511, 5, 0):
+        taps, radius = batch_math.gaussian_taps(sig, reach)
+        for i, s in enumerate(sig):
+            want = gaussian(s, reach)
+            assert radius[i] == len(want) // 2
+            assert taps[i, :len(want)].tolist() == want.tolist(), (s, reach)
+            assert not taps[i, len(want):].any()
     spec = REGISTRY["rotate"]
     angles = np.concatenate([rng.uniform(0, 120, 500), [0.0, 0.05, 90.0, 180.0, -30.0]])
     for h, w in ((512, 512), (16, 24)):
