@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import subprocess
 import sys
 import time
@@ -201,7 +200,9 @@ def warmup(args: argparse.Namespace) -> int:
         print(f"warmup: {got['patterns']} outputs (coin patterns, clipped rotations), "
               f"{got['compiled']} kernels compiled "
               f"in {got['processes']} process(es), {got['seconds']:.1f} s")
-    print(f"backend {mp.backend()}, cache {os.environ.get('MILLIPYDE_CACHE_DIR', '(default)')}")
+    from millipyde.graph.codegen.core import cache_dir
+
+    print(f"backend {mp.backend()}, kernel cache {cache_dir()}")
     return 0
 
 
