@@ -1,7 +1,9 @@
 """Thesis figure 5.1 augmentation throughput: millipyde's Generator vs torchvision and kornia.
 
 millipyde: ``Generator`` over six 512x512 RGB inputs with the figure-5.1 operations, outputs
-kept on the device, images/s over ``--outputs`` after a warm-up. torchvision v2 (one image at a
+kept on the device, images/s over ``--outputs`` after a warm-up; and
+``Generator.batches(--batch)`` float32 NCHW taken as torch tensors (``bench_batches``, with
+``random_colorize`` as a method: the inputs are all colour). torchvision v2 (one image at a
 time) and kornia (batches of ``--batch``) run the nearest equivalent pipelines on the GPU
 (flip, transpose, brightness, Gaussian blur, per-channel gains, greyscale, rotation, with the
 same probabilities), where installed. The equivalents are close, not identical: the ratio
@@ -47,6 +49,15 @@ def _millipyde(hosts: list[np.ndarray], n: int) -> float:
         out._materialize()
     mp.synchronize()
     return n / (time.perf_counter() - t0)
+
+
+def _millipyde_batches(hosts: list[np.ndarray], n: int, batch: int) -> float:
+    """``Generator.batches(batch)`` (float32 NCHW) taken as torch tensors (bench_batches)."""
+    from bench.bench_batches import rate
+
+    imgs = [mp.gpuimage(h) for h in hosts]
+    rate(imgs, batch, 4, 0, seed=1)  # warm
+    return rate(imgs, batch, max(1, n // batch), 0)
 
 
 def _torchvision(hosts: list[np.ndarray], n: int) -> float:
@@ -108,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     hosts = _inputs(size=args.size)
     rows = {"millipyde": _millipyde(hosts, args.outputs)}
-    for name, fn in (("torchvision_per_image", lambda: _torchvision(hosts, args.outputs)),
+    for name, fn in (("millipyde_batches_torch",
+                      lambda: _millipyde_batches(hosts, args.outputs, args.batch)),
+                     ("torchvision_per_image", lambda: _torchvision(hosts, args.outputs)),
                      ("kornia_batched", lambda: _kornia(hosts, args.outputs, args.batch))):
         try:
             rows[name] = fn()

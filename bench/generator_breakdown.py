@@ -7,6 +7,10 @@ the figure-5.1 Operations for each output, then ``batch.materialize_batch``), on
 inputs, in this thread, and prints per batch: host time recording, host time until the batched
 launches return, the wait for the GPU, and (torch.profiler/CUPTI) the summed kernel time with
 each kernel's share. Kernel time well below the wall time means the host bounds throughput.
+
+``--recorded``: the same for ``Generator.batches`` (float32 NCHW, ``random_colorize`` as a
+method): "record" is then the host time of drawing, grouping and the launches
+(``Batches._write_recorded``), "launches" 0, and the GPU wait that of the batch's event.
 """
 
 from __future__ import annotations
@@ -40,10 +44,36 @@ def _batch(imgs: list, ops: list, stacks: dict, k0: int, n: int) -> tuple[float,
     return t1 - t0, t2 - t1, t3 - t2
 
 
+class _Recorded:
+    """``Generator.batches``' batch maker, timed as ``_batch`` times the per-output one."""
+
+    def __init__(self, imgs: list, size: int) -> None:
+        from bench.bench_batches import operations
+        from millipyde import batches
+        from millipyde.backend import ACTIVE
+        from millipyde.batch_convert import BatchSpec
+
+        gen = mp.Generator(imgs, operations(), seed=0)
+        spec = BatchSpec.check(size, None, "NCHW", "float32", None, None, 3, False, False)
+        self.gen, self.stream = gen, ACTIVE.new_stream(gen.device)
+        self.runner = batches.Batches(gen, spec, [gen.device])
+        self.rec = batches._recorder(gen._state)
+
+    def __call__(self, k0: int, n: int) -> tuple[float, float, float]:
+        t0 = time.perf_counter()
+        _, ready = self.runner._write_recorded(self.rec, list(range(k0, k0 + n)),
+                                               self.gen.device, self.stream)
+        t1 = time.perf_counter()
+        ready.synchronize()
+        return t1 - t0, 0.0, time.perf_counter() - t1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--batches", type=int, default=20)
+    ap.add_argument("--recorded", action="store_true",
+                    help="Generator.batches recorded at once instead of per output")
     ap.add_argument("--profile", action="store_true",
                     help="then cProfile the batches: functions by own and inclusive time")
     args = ap.parse_args(argv)
@@ -56,12 +86,14 @@ def main(argv: list[str] | None = None) -> int:
     ops = figure_5_1_operations()
     stacks = batch.stack_inputs([x._node for x in imgs], 0)
     mp.synchronize()
+    make = _Recorded(imgs, args.batch) if args.recorded else \
+        (lambda k0, n: _batch(imgs, ops, stacks, k0, n))
     for b in range(4):  # warm-up: compile every structure the coins give
-        _batch(imgs, ops, stacks, 10_000 + b * args.batch, args.batch)
+        make(10_000 + b * args.batch, args.batch)
     times = []
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for b in range(args.batches):
-            times.append(_batch(imgs, ops, stacks, b * args.batch, args.batch))
+            times.append(make(b * args.batch, args.batch))
     rec, launch, wait = (float(np.median(t)) * 1e3 for t in zip(*times, strict=False))
     per = collections.defaultdict(list)
     for ev in prof.events():
@@ -83,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         prof = cProfile.Profile()
         prof.enable()
         for b in range(args.batches):
-            _batch(imgs, ops, stacks, 50_000 + b * args.batch, args.batch)
+            make(50_000 + b * args.batch, args.batch)
         prof.disable()
         for key in ("tottime", "cumulative"):
             out = io.StringIO()

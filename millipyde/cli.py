@@ -1,4 +1,4 @@
-"""The ``millipyde`` command: ``augment`` (the main job), ``info`` and ``bench``."""
+"""The ``millipyde`` command: ``augment`` (the main job), ``warmup``, ``info`` and ``bench``."""
 
 from __future__ import annotations
 
@@ -184,6 +184,28 @@ def bench(args: argparse.Namespace) -> int:
     return subprocess.call([sys.executable, "-m", "bench", *args.rest], cwd=Path.cwd())
 
 
+def warmup(args: argparse.Namespace) -> int:
+    """``millipyde warmup``: compile the figure-5.1 kernels ahead (``millipyde.warmup``)."""
+    import millipyde as mp
+    from millipyde import warmup as wu
+
+    shape = tuple(int(v) for v in args.shape.lower().split("x"))
+    recipes = [figure_5_1_operations()]
+    # its twin with the method form (colour inputs): the batches recorded at once
+    recipes.append([mp.Operation("random_colorize", *op.args, probability=op.probability)
+                    if op.function is colorize_if_colour else op for op in recipes[0]])
+    for ops in recipes:
+        got = wu.warmup(ops, shape, size=args.size, channels=args.channels,
+                        layout=args.layout, processes=args.processes)
+        print(f"warmup: {got['patterns']} outputs (coin patterns, clipped rotations), "
+              f"{got['compiled']} kernels compiled "
+              f"in {got['processes']} process(es), {got['seconds']:.1f} s")
+    from millipyde.graph.codegen.core import cache_dir
+
+    print(f"backend {mp.backend()}, kernel cache {cache_dir()}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``millipyde`` command."""
     parser = argparse.ArgumentParser(prog="millipyde", description=__doc__)
@@ -203,6 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("bench", help="run bench/ (from a checkout)")
     b.add_argument("rest", nargs=argparse.REMAINDER)
     b.set_defaults(func=bench)
+    w = sub.add_parser("warmup", help="compile the figure-5.1 kernels ahead of training")
+    w.add_argument("--shape", default="512x512x3", help="input shape HxW[xC] (512x512x3)")
+    w.add_argument("--size", type=int, default=256, help="Generator.batches size (256)")
+    w.add_argument("--channels", type=int, default=3, choices=(1, 3))
+    w.add_argument("--layout", default="NCHW", choices=("NCHW", "NHWC"))
+    w.add_argument("--processes", type=int, default=None, help="worker processes")
+    w.set_defaults(func=warmup)
     args = parser.parse_args(argv)
     return args.func(args)
 

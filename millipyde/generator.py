@@ -9,8 +9,6 @@ delivered strictly in order and the inputs are never modified.
 from __future__ import annotations
 
 import os
-import threading
-import time
 from typing import Any
 
 import numpy as np
@@ -18,193 +16,29 @@ import numpy as np
 from . import devices
 from . import random as mprandom
 from .array import ArgumentError, gpuarray
-from .graph.exec import batch
+from .generator_state import AHEAD_BYTES, _State  # noqa: F401  (tests reach _State here)
 from .pipeline import (
-    PipelineError,
     check_device_arg,
     check_inputs,
     check_methods,
     check_operations,
     check_seed,
 )
-from .workers import (
-    Cancelled,
-    StepError,
-    WorkerGroup,
-    apply_operations,
-    kernels_failed,
-    record_operations,
-    reraise_interrupt,
-    sync,
-    workers_per_device,
-)
 
 
-class _State:
-    """What the workers share with the Generator (kept apart so ``__del__`` can run)."""
-
-    def __init__(self, inputs: list[gpuarray], operations: list, device: int, seed: int,
-                 outputs: int | None, return_to_host: bool) -> None:
-        self.inputs = inputs
-        self.operations = operations
-        self.device = device
-        self.seed = seed
-        self.outputs = outputs
-        self.return_to_host = return_to_host
-        # same-shape inputs: a worker makes `batch` outputs at once, one launch per kernel
-        self.batch = batch.batch_size([x._node for x in inputs])
-        self.workers = workers_per_device(batched=self.batch > 1)
-        self.depth = 2 * self.workers  # outputs made ahead of next(): bounded memory
-        if self.batch > 1:
-            # a worker starts the next batch while next() hands out the last one
-            self.depth = max(self.depth, (self.workers + 1) * self.batch)
-        self.stacks: dict | None = None
-        self.stack_lock = threading.Lock()
-        self.cond = threading.Condition()
-        self.claimed = 0  # next output index a worker will make
-        self.tickets = 0  # next output index a next() call will return
-        self.results: dict[int, tuple[Any, BaseException | None, int]] = {}
-        self.stopped = False
-        self.crashes: list[tuple[BaseException, int]] = []
-        self.group: WorkerGroup | None = None
-
-    def start(self) -> None:
-        if self.group is None:
-            self.group = WorkerGroup("generator", self._worker, self._crash)
-            self.group.start([self.device], self.workers)
-
-    def _crash(self, err: BaseException, device: int) -> None:
-        # Only errors outside _make land here (a stream that cannot be made, say).
-        with self.cond:
-            self.crashes.append((err, device))
-            self.cond.notify_all()
-
-    def _want(self) -> int:
-        """Outputs the next claim takes: a whole batch, or what is left of ``outputs``."""
-        if self.outputs is None:
-            return self.batch
-        return max(1, min(self.batch, self.outputs - self.claimed))
-
-    def _worker(self, device: int, stream: Any) -> None:
-        while True:
-            with self.cond:
-                while not self.stopped and self.claimed + self._want() > \
-                        self.tickets + self.depth and (
-                        self.outputs is None or self.claimed < self.outputs):
-                    self.cond.wait()
-                if self.stopped or (self.outputs is not None and self.claimed >= self.outputs):
-                    return
-                k0, n = self.claimed, self._want()
-                self.claimed += n
-            try:
-                if self.batch > 1:
-                    made = self._make_batch(k0, n, device, stream)
-                else:
-                    made = [(self._make(k0, device, stream), None)]
-            except Cancelled:
-                return
-            except BaseException as e:  # reported by next() for output k0
-                made = [(None, e)]
-            with self.cond:
-                if not self.stopped:
-                    for i, (value, err) in enumerate(made):
-                        self.results[k0 + i] = (value, err, device)
-                self.cond.notify_all()
-            if made[-1][1] is not None:
-                return
-
-    def _make(self, k: int, device: int, stream: Any) -> Any:
-        src = self.inputs[k % len(self.inputs)]
-        y = src.clone()  # this thread targets `device`, so the copy is made there
-        apply_operations(y, self.operations, self.seed, k, device, stream, lambda: self.stopped)
-        if self.return_to_host:
-            return np.asarray(y)
-        return y
-
-    def _make_batch(self, k0: int, n: int, device: int, stream: Any) -> list[tuple[Any, Any]]:
-        """Outputs ``k0 .. k0 + n - 1`` (value, error) in order, up to the first error.
-
-        Each output records its Operations exactly as ``_make`` does (same sample and op
-        indices, so the same values), those its coins skipped as gated off where they have an
-        identity form (one group for every coin pattern); the kernels then run batched
-        (``batch.materialize_batch``).
-        """
-        with self.stack_lock:
-            if self.stacks is None:
-                self.stacks = batch.stack_inputs([x._node for x in self.inputs], device)
-                sync(stream)  # other workers' streams read the stack
-        ys, late = [], None
-        for k in range(k0, k0 + n):
-            y = self.inputs[k % len(self.inputs)].clone()
-            try:
-                record_operations(y, self.operations, self.seed, k, device,
-                                  lambda: self.stopped, batch.LIFT_GATES)
-            except StepError as err:
-                late = err
-                break
-            ys.append(y)
-        if self.stopped:
-            raise Cancelled()
-        try:
-            errors = batch.materialize_batch(ys, self.stacks)
-            sync(stream)
-        except Exception as err:
-            errors = [err] * len(ys)
-        made: list[tuple[Any, Any]] = []
-        for y, err in zip(ys, errors, strict=True):
-            if err is not None:
-                made.append((None, kernels_failed(self.operations, err)))
-                return made
-            try:
-                made.append((np.asarray(y) if self.return_to_host else y, None))
-            except Exception as e:
-                made.append((None, e))
-                return made
-        if late is not None:
-            made.append((None, late))
-        return made
-
-    def take(self) -> Any:
-        with self.cond:
-            if self.stopped or (self.outputs is not None and self.tickets >= self.outputs):
-                raise StopIteration
-            k = self.tickets
-            self.tickets += 1
-            if self.claimed + self._want() <= self.tickets + self.depth:
-                # the window now has room for a worker's next claim (waking them on every
-                # output instead costs each wake-up a turn of the GIL)
-                self.cond.notify_all()
-            while k not in self.results:
-                if self.stopped:
-                    raise StopIteration
-                if self.crashes or (self.group is not None and not self.group.alive()):
-                    err, device = self.crashes[0] if self.crashes else (None, -1)
-                    self.results[k] = (None, err or RuntimeError("workers exited"), device)
-                    break
-                self.cond.wait(0.5)
-            value, err, device = self.results.pop(k)
-        if err is None:
-            return value
-        self.stop()
-        i = k % len(self.inputs)
-        reraise_interrupt(getattr(err, "cause", err), f"Generator output {k} (input {i})")
-        if isinstance(err, StepError):
-            raise PipelineError(
-                f"Generator: {err.what} failed on output {k} (input {i}) on device {device}: "
-                f"{type(err.cause).__name__}: {err.cause}"
-            ) from err.cause
-        raise PipelineError(f"Generator worker on device {device} failed on output {k} "
-                            f"(input {i}): {err!r}") from err
-
-    def stop(self, join: bool = True) -> None:
-        with self.cond:
-            self.stopped = True
-            self.results.clear()
-            self.cond.notify_all()
-        if join and self.group is not None and threading.current_thread() not in \
-                self.group.threads:
-            # Workers check `stopped` between operations; a hung one is abandoned (daemon).
-            self.group.join(time.monotonic() + 30.0)
+def _check_rank(rank: Any, world_size: Any) -> tuple[int, int]:
+    """(rank, world_size) validated; (0, 1) when neither is given."""
+    if rank is None and world_size is None:
+        return 0, 1
+    if rank is None or world_size is None:
+        raise ArgumentError("Generator rank and world_size must be given together")
+    for v, name in ((rank, "rank"), (world_size, "world_size")):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise ArgumentError(f"Generator {name} must be an int, got {type(v).__name__}")
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ArgumentError(f"Generator needs world_size >= 1 and 0 <= rank < world_size, "
+                            f"got rank={rank}, world_size={world_size}")
+    return int(rank), int(world_size)
 
 
 class Generator:
@@ -229,6 +63,11 @@ class Generator:
         Make the outputs on this Dask cluster (``millipyde.distributed``): yielded in order
         as host ndarrays, a bounded window ahead. A directory is read by the workers;
         gpuarray inputs are scattered to them once, here. `device` must then be None.
+    rank, world_size : int, optional
+        Data-parallel shares: this Generator yields only the outputs ``k`` with
+        ``k % world_size == rank`` (same values as a Generator without them makes for those
+        ``k``); ``outputs`` counts every rank's outputs. Give both or neither; not with
+        `client`.
 
     Raises
     ------
@@ -245,13 +84,15 @@ class Generator:
 
     def __init__(self, inputs: Any, operations: Any, device: Any = None, outputs: Any = None,
                  return_to_host: Any = False, seed: Any = None, client: Any = None,
-                 **kwargs: Any) -> None:
+                 rank: Any = None, world_size: Any = None, **kwargs: Any) -> None:
         self._state: _State | None = None
         if kwargs:
             raise ArgumentError(f"Generator got unknown keyword argument(s): {', '.join(kwargs)}")
         if client is not None:  # outputs made on a Dask cluster (millipyde.distributed)
             from ._distributed_generator import attach_generator
 
+            if rank is not None or world_size is not None:
+                raise ArgumentError("Generator rank/world_size cannot be combined with client")
             attach_generator(self, inputs, operations, device, outputs, return_to_host, seed,
                              client)
             return
@@ -277,14 +118,22 @@ class Generator:
             raise ArgumentError(f"Generator return_to_host must be a bool, got "
                                 f"{type(return_to_host).__name__}")
         seed = check_seed(seed, "Generator")
+        rank, world = _check_rank(rank, world_size)
         for x in items:
             # Settle pending work once, here, so workers only ever clone stored values.
             x._materialize()
         self.device: int = dev
+        # batches() spread over every device unless one is chosen; a data-parallel rank keeps
+        # to its own (the current) device, as its training process does
+        self._pinned = device is not None or devices.target_device() is not None or \
+            world > 1
+        self.rank: int = rank
+        self.world_size: int = world
         self.outputs: int | None = None if outputs is None else int(outputs)
         self.return_to_host: bool = bool(return_to_host)
         self.seed: int = mprandom.global_seed() if seed is None else seed
-        self._state = _State(items, ops, dev, self.seed, self.outputs, self.return_to_host)
+        self._state = _State(items, ops, dev, self.seed, self.outputs, self.return_to_host,
+                             rank, world)
 
     @property
     def inputs(self) -> list[gpuarray]:
@@ -304,6 +153,66 @@ class Generator:
         x = items[output % len(items)]
         return explain_operations(x, self._state.operations, self.seed, output, copy=True,
                                   title=f"Generator output {output}")
+
+    def batches(self, size: Any, *, shape: Any = None, layout: Any = "NCHW",
+                dtype: Any = "float32", mean: Any = None, std: Any = None, channels: Any = 3,
+                drop_last: Any = False, with_indices: Any = False) -> Any:
+        """Stacked, converted training batches of this Generator's outputs (an iterator).
+
+        Batch ``b`` holds this rank's outputs ``b * size .. b * size + size - 1`` (a fresh
+        sequence from output 0, independent of ``next()``), each converted: values to float
+        in [0, 1] (``v / 255`` for uint8), then ``(x - mean) / std`` per channel, rounded
+        once to float32 (float16: from that float32); grey outputs replicated to `channels`,
+        RGBA outputs without alpha.
+
+        Parameters
+        ----------
+        size : int
+            Samples per batch (>= 1).
+        shape : (int, int), optional
+            Resize every sample to this (height, width), bilinearly as scikit-image's
+            ``resize(order=1, mode="edge", anti_aliasing=False)``. Without it, samples of a
+            batch of different shapes raise ValueError naming the output index.
+        layout : {"NCHW", "NHWC"}
+        dtype : {"float32", "float16"}
+        mean, std : float or sequence of `channels` floats, optional
+            Per-channel normalization (defaults 0 and 1; every std must be nonzero).
+        channels : {3, 1}
+            Channels per sample; 1 accepts grey outputs only.
+        drop_last : bool
+            Drop a last, smaller batch of a finite Generator.
+        with_indices : bool
+            Yield ``(batch, outputs, inputs)``: also each sample's global output index and
+            the index of the input it came from (int64 NumPy arrays), so labels follow.
+
+        Returns
+        -------
+        Batches
+            An iterator of gpuarrays of shape (n, C, H, W) or (n, H, W, C), each on the device
+            that made it: every device, unless the Generator has ``device=``, a ``with Device``
+            target or ``world_size > 1`` (then its one device). Use it as a context manager or
+            call ``close()`` to stop its workers.
+
+        Notes
+        -----
+        Batches of gpuimage recording methods are recorded at once (``batch_record``) and
+        the last gather writes the batch itself; Generators with callable Operations make
+        each output as ``next()`` does, then convert it (the documented per-output fallback).
+
+        Raises
+        ------
+        ValueError
+            Any invalid argument (naming it).
+        """
+        from .batches import Batches, BatchSpec
+
+        if not isinstance(self._state, _State):
+            raise ArgumentError("Generator.batches needs a Generator of this process (no "
+                                "client=)")
+        spec = BatchSpec.check(size, shape, layout, dtype, mean, std, channels, drop_last,
+                               with_indices)
+        devs = [self.device] if self._pinned else list(range(devices.get_device_count()))
+        return Batches(self, spec, devs)
 
     def __iter__(self) -> Generator:
         return self

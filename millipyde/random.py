@@ -111,3 +111,49 @@ def gate(seed_: int, sample: int, op: int, probability: float | None) -> bool:
         return True
     # k = -1 keeps the coin flip independent of the parameter draws (k >= 0).
     return uniform01(seed_, sample, op, -1) < probability
+
+
+
+def _mix_array(z: np.ndarray) -> np.ndarray:
+    """:func:`_mix` on a uint64 array (NumPy's uint64 arithmetic wraps modulo 2**64)."""
+    z = z + np.uint64(_GOLDEN)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def uniform01_array(seed: int, samples: np.ndarray, op: int, k: int) -> np.ndarray:
+    """:func:`uniform01` for many samples at once: float64 values bit-identical to it.
+
+    Parameters
+    ----------
+    seed, op, k : int
+        As in :func:`uniform01`.
+    samples : array_like of int
+        Sample indices (any shape; negative values wrap modulo 2**64 as in ``uniform01``).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of ``samples``' shape.
+    """
+    s = np.asarray(samples)
+    if s.dtype.kind == "i":
+        s = s.astype(np.int64).view(np.uint64)
+    else:
+        s = s.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        head = _mix(seed & _MASK)  # the same for every sample: Python integers
+        z = _mix_array(np.uint64(head) ^ s)
+        z = _mix_array(z ^ np.uint64(op & _MASK))
+        z = _mix_array(z ^ np.uint64(k & _MASK))
+    # (z >> 11) < 2**53 converts to float64 exactly; the scale is a power of two
+    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+
+def gate_array(seed_: int, samples: np.ndarray, op: int,
+               probability: float | None) -> np.ndarray:
+    """:func:`gate` for many samples at once: a bool array."""
+    if probability is None:
+        return np.ones(np.shape(samples), dtype=bool)
+    return uniform01_array(seed_, samples, op, -1) < probability

@@ -97,11 +97,12 @@ class _Counts:
         self.groups = self.launches = self.alone = 0
         # the lowest launch level: _launch on grid backends, _run_cpu on the cpu
         low = "_launch" if runtime.caps.grid_launches else "_run_cpu"
-        run, launch, alone = batch._Group.run, getattr(runtime, low), execute.materialize
+        run, launch, alone = batch._Group.launch, getattr(runtime, low), execute.materialize
 
-        def count_run(group, pk):
+        def count_run(group, pk, *a):
+            # every group's kernels run through launch: per-output and recorded batches
             self.groups += 1
-            return run(group, pk)
+            return run(group, pk, *a)
 
         def count_launch(*a, **kw):
             self.launches += 1
@@ -111,7 +112,7 @@ class _Counts:
             self.alone += not node.materialized
             return alone(node)
 
-        monkeypatch.setattr(batch._Group, "run", count_run)
+        monkeypatch.setattr(batch._Group, "launch", count_run)
         monkeypatch.setattr(runtime, low, count_launch)
         monkeypatch.setattr(execute, "materialize", count_alone)
 

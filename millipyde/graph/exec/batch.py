@@ -248,12 +248,43 @@ class _Group:
                 self.slots.append((pk.add(arr), pk.add(rad)))
 
     def run(self, pk: _Pack) -> None:
-        ms, dev = self.members, self.device
-        nb = len(ms)
+        out = self.launch(pk)
+        for member, view in zip(self.members, runtime.members(out), strict=True):
+            with member.node.lock:
+                if not member.node.materialized:
+                    member.node.settle(view)
+
+    # what launch reads of the members (a group made from arrays overrides these)
+    def kernels(self) -> list[Kernel]:
+        """The kernels every member runs."""
+        return self.members[0].kernels
+
+    def sidx_host(self) -> list[int]:
+        """Per member, its source's index in the stack."""
+        return [m.sidx for m in self.members]
+
+    def taps_host(self, i: int) -> list[Any]:
+        """Per member, the taps of stencil kernel ``i`` (None: gated off)."""
+        return [m.args[i] for m in self.members]
+
+    def launch(self, pk: _Pack, fused: Any = None) -> Any:
+        """Run the group's kernels; the last one's (M, ...) batch buffer, member m at m.
+
+        ``fused(sig, gated, src, sidx, lut, p)``, when given and the last kernel is a gather,
+        launches instead of it (a gather that writes elsewhere); None is then returned.
+        """
+        dev = self.device
+        kernels = self.kernels()
+        sidx_h = self.sidx_host()
+        nb = len(sidx_h)
         src = runtime.reshape(self.stack, (self.stack.shape[0], *_as4(self.stack.shape[1:])))
-        sidx, sidx_h = pk[self.slots[0]], [m.sidx for m in ms]
+        sidx = pk[self.slots[0]]
         out = None
-        for i, k in enumerate(ms[0].kernels):
+        for i, k in enumerate(kernels):
+            if fused is not None and k.kind == "gather" and i == len(kernels) - 1:
+                a, b = self.slots[2 + i]
+                fused(self.key[2 + i][1], self.gated[i], src, sidx, pk[a], pk[b])
+                return None
             node = k.output
             out = runtime.empty((nb, *node.shape), node.dtype, dev)
             dst = runtime.reshape(out, (nb, *_as4(node.shape)))
@@ -264,17 +295,14 @@ class _Group:
                 _launch(_gather_fn(sig, self.gated[i]), nb, h, w, dev, src, sidx, dst, pk[a],
                         pk[b])
             elif not runtime.caps.shared_memory and CPU_FUSED_STENCIL:
-                _stencil_cpu(node, [src[j] for j in sidx_h], dst, [m.args[i] for m in ms], dev)
+                _stencil_cpu(node, [src[j] for j in sidx_h], dst, self.taps_host(i), dev)
             else:
-                rmax = max((len(m.args[i]) for m in ms if m.args[i] is not None),
+                rmax = max((len(t) for t in self.taps_host(i) if t is not None),
                            default=1) // 2
                 _stencil_gpu(node, src, sidx, dst, pk[a], pk[b], rmax, dev)
             # later kernels read this kernel's batch buffer, member m at index m
             src, sidx, sidx_h = dst, pk[self.slots[1]], range(nb)
-        for member, view in zip(ms, runtime.members(out), strict=True):
-            with member.node.lock:
-                if not member.node.materialized:
-                    member.node.settle(view)
+        return out
 
 
 def _stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rmax: int,

@@ -1,0 +1,105 @@
+"""Vectorised host math of a batch recorded at once (``batch_record``).
+
+Each function gives, for many outputs at once, exactly the values the per-output code computes
+(tests compare every bit): uint8 tables, sampler maps, scikit-image's warp-clip decision and
+Gaussian taps.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from .graph.codegen import core as codegen
+from .graph.plan.schedule import _affine3
+
+
+@functools.cache
+def lut_many():
+    """Host kernel ``build_many(codes, params, channels, full, out)``: ``execute.build_lut``
+    for every row of ``params`` (n, K, 3) into ``out`` (n, C, 256), the same builder code."""
+    src = codegen._lut_source() + (
+        "\n\n@njit(cache=True, nogil=True)\n"
+        "def build_many(codes, params, channels, full, out):\n"
+        "    for m in range(params.shape[0]):\n"
+        "        build(codes, params[m], channels, full, out[m])\n")
+    return codegen.load(src, "cpu").build_many
+
+
+@functools.cache
+def _affine_many(name: str, nparams: int):
+    """Host kernel ``affine_many(params, h, w, out)``: ``kernels.affine_of`` of sampler
+    ``name`` for every row of ``params`` into ``out`` (n, 6), the same float operations."""
+    args = "".join(f", params[m, {i}]" for i in range(nparams))
+    src = (f"# millipyde generated batched affine maps of sampler {name}\n"
+           + codegen._HEADER["cpu"] + f"_f = _dev(_R[{name!r}].fn)\n"
+           "\n\n@njit(cache=True, nogil=True)\n"
+           "def affine_many(params, h, w, out):\n"
+           "    for m in range(params.shape[0]):\n"
+           f"        oy, ox = _f(0.0, 0.0, h, w{args})\n"
+           f"        y1, x1 = _f(1.0, 0.0, h, w{args})\n"
+           f"        y2, x2 = _f(0.0, 1.0, h, w{args})\n"
+           "        out[m, 0] = float(y1) - oy\n        out[m, 1] = float(y2) - oy\n"
+           "        out[m, 2] = oy\n        out[m, 3] = float(x1) - ox\n"
+           "        out[m, 4] = float(x2) - ox\n        out[m, 5] = ox\n")
+    return codegen.load(src, "cpu").affine_many
+
+
+def sampler_maps(spec: Any, h: int, w: int, vals: np.ndarray) -> np.ndarray:
+    """(n, 6) rows ``affine_of(spec, h, w, vals[m])[:2].ravel()``.
+
+    Compiled host code (math functions are libm's, as in CPython); the first row is checked
+    against ``affine_of`` itself, and a difference falls back to Python for every row.
+    """
+    n = len(vals)
+    out = np.empty((n, 6))
+    if n:
+        _affine_many(spec.name, vals.shape[1])(np.ascontiguousarray(vals), h, w, out)
+        first = _affine3(spec, h, w, tuple(vals[0].tolist()))[:2].ravel()
+        if first.tolist() != out[0].tolist():  # pragma: no cover - a libm that differs
+            for m in range(n):
+                out[m] = _affine3(spec, h, w, tuple(vals[m].tolist()))[:2].ravel()
+    return out
+
+
+def warp_clips(maps: np.ndarray, mid: tuple[int, int], shape: tuple[int, int]) -> np.ndarray:
+    """``schedule.needs_warp_clip`` of every (n, 6) row, vectorised with the same arithmetic."""
+    integer = np.all(np.abs(maps - np.round(maps)) <= 1e-12, axis=1)
+    mh, mw = mid
+    inside = np.ones(len(maps), dtype=bool)
+    for y in (0, shape[0] - 1):
+        for x in (0, shape[1] - 1):
+            fy = maps[:, 0] * y + maps[:, 1] * x + maps[:, 2]
+            fx = maps[:, 3] * y + maps[:, 4] * x + maps[:, 5]
+            inside &= ~((fy <= -1) | (fy >= mh) | (fx <= -1) | (fx >= mw))
+    return ~integer & inside
+
+
+def gaussian_taps(sigmas: np.ndarray, reach: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``kernels.filters.gaussian(s, reach)`` for every sigma > 0: taps (n, 2 max(radius) + 1),
+    row ``i`` starting with sigma ``i``'s, and the radii.
+
+    Sigmas whose radius fits the reach are vectorised per radius (elementwise ufuncs give each
+    element the value they give it in a 1-D array, and a sum along the contiguous last axis is
+    the same pairwise sum as a 1-D array's); the others call the scalar function.
+    """
+    from .kernels.filters import TRUNCATE, gaussian
+
+    s = np.asarray(sigmas, dtype=np.float64)
+    radius = (TRUNCATE * s + 0.5).astype(np.int64)
+    capped = np.zeros(len(s), dtype=bool) if reach is None else radius > reach
+    scalar = {int(i): gaussian(float(s[i]), reach) for i in np.flatnonzero(capped)}
+    for i, taps in scalar.items():
+        radius[i] = len(taps) // 2
+    out = np.zeros((len(s), 2 * int(radius.max(initial=0)) + 1))
+    for r in np.unique(radius[~capped]).tolist():
+        idx = np.flatnonzero((radius == r) & ~capped)
+        x = np.arange(-r, r + 1, dtype=np.float64)
+        coef = (-0.5 / (s[idx] * s[idx]))[:, None]
+        phi = np.exp(coef * x * x)
+        out[idx, :2 * r + 1] = phi / phi.sum(axis=1)[:, None]
+    for i, taps in scalar.items():
+        out[i, :len(taps)] = taps
+    return out, radius

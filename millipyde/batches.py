@@ -1,0 +1,344 @@
+"""``Generator.batches``: stacked, converted training batches (API.md "Beyond the thesis").
+
+A :class:`Batches` iterator runs one worker per device. Worker claims are whole batches, made
+in order of batch index within a window bounded in bytes; batch ``b`` of ``size`` is made from
+this rank's outputs ``b * size ..`` by the Generator's own machinery (so sample ``i`` equals
+that output), and written, converted, into one (n, C, H, W) / (n, H, W, C) float32 buffer by a
+generated kernel (``graph.codegen.convert``) on the device that made it.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from .array import gpuarray
+from .backend import ACTIVE as runtime  # the active backend
+from .batch_convert import (  # noqa: F401  (BatchSpec, convert_reference: public here)
+    BatchSpec,
+    cast_batch,
+    convert_reference,
+    fused_writer,
+    sample_channels,
+    write_sample,
+)
+from .batch_record import RecordError
+from .graph.ir.node import leaf
+from .pipeline import PipelineError
+from .workers import Cancelled, WorkerGroup
+
+#: Bound on the bytes of the batches made ahead of the consumer (at least one per worker).
+AHEAD_BYTES = 1 << 30
+#: Batches kept alive after they were handed out (GPUs): their memory is reused only after the
+#: consumer took this many more (see ``__next__``).
+QUARANTINE = 3
+
+
+class Batches:
+    """Iterator of converted batches of a Generator's outputs (``Generator.batches``).
+
+    One worker thread per device claims batch indices in order; batches are handed out in
+    order, each on the device that made it. ``close()`` (or leaving a ``with`` block) stops
+    the workers and drops the batches made ahead.
+    """
+
+    def __init__(self, generator: Any, spec: BatchSpec, devices: list[int]) -> None:
+        self._gen = generator  # kept alive: its state stops when it is collected
+        state = self._st = generator._state
+        self.spec = spec
+        self.devices = list(devices)
+        n = state.outputs
+        if n is None:
+            self._count: int | None = None
+        else:
+            self._count = n // spec.size if spec.drop_last else -(-n // spec.size)
+        x = max(state.inputs, key=lambda a: a.size)
+        hw = spec.shape or x.shape[:2]
+        per = spec.size * spec.channels * hw[0] * hw[1] * 4
+        self._ahead = len(self.devices) + max(1, AHEAD_BYTES // max(per, 1))
+        self._cond = threading.Condition()
+        self._claimed = 0
+        self._next = 0
+        self._results: dict[int, tuple[Any, BaseException | None, int, int]] = {}
+        self._stopped = False
+        self._group: WorkerGroup | None = None
+        self._consts: dict[int, tuple[Any, Any, Any]] = {}
+        self._inflight: dict[int, int] = {}  # device -> batch index its worker makes
+        self._handed: collections.deque = collections.deque(maxlen=QUARANTINE)
+
+    # -- consumer ------------------------------------------------------------------------
+    def __iter__(self) -> Batches:
+        return self
+
+    def __next__(self) -> Any:
+        if self._group is None and not self._stopped:
+            self._group = WorkerGroup("batches", self._worker, self._crash)
+            self._group.start(self.devices, 1)
+        with self._cond:
+            if self._stopped or (self._count is not None and self._next >= self._count):
+                raise StopIteration
+            b = self._next
+            self._next += 1
+            self._cond.notify_all()
+            while b not in self._results:
+                if self._stopped:
+                    raise StopIteration
+                if not self._group.alive():
+                    if self._st.stopped:  # the Generator was closed
+                        raise StopIteration
+                    self._results[b] = (None, RuntimeError("batch workers exited"), -1, 0)
+                    break
+                self._cond.wait(0.5)
+            value, err, device, k = self._results.pop(b)
+        if err is None:
+            value, ready = value
+            if ready is not None:
+                ready.synchronize()  # the batch's kernels are done: any stream may read it
+                # The pooled memory of a dropped batch goes back to the worker's stream, which
+                # may reuse it while the consumer's stream (torch's) still reads it: keep the
+                # last QUARANTINE batches alive, so the consumer's queued work has moved on.
+                self._handed.append(value)
+            return value
+        self.close()
+        if isinstance(err, (ValueError, PipelineError)):
+            raise err
+        raise self._st.failure(k, err, device)
+
+    def close(self) -> None:
+        """Stop the workers and drop batches made ahead; ``next()`` then raises StopIteration."""
+        with self._cond:
+            self._stopped = True
+            self._results.clear()
+            self._handed.clear()
+            self._cond.notify_all()
+        if self._group is not None and threading.current_thread() not in self._group.threads:
+            self._group.join(time.monotonic() + 30.0)
+
+    def __enter__(self) -> Batches:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
+    # -- workers -------------------------------------------------------------------------
+    def _crash(self, err: BaseException, device: int) -> None:
+        with self._cond:
+            b = self._inflight.get(device, self._next)
+            self._results.setdefault(b, (None, err, device, self._st.global_index(
+                b * self.spec.size)))
+            self._cond.notify_all()
+
+    def _worker(self, device: int, stream: Any) -> None:
+        while True:
+            with self._cond:
+                while not self._stopped and self._claimed >= self._next + self._ahead and (
+                        self._count is None or self._claimed < self._count):
+                    self._cond.wait()
+                if self._stopped or (self._count is not None and self._claimed >= self._count):
+                    return
+                b = self._claimed
+                self._claimed += 1
+                self._inflight[device] = b
+            try:
+                value, err, k = self._make(b, device, stream), None, 0
+            except Cancelled:
+                return
+            except (_SampleError, RecordError) as e:
+                value, err, k = None, e.err, e.k
+            except BaseException as e:  # reported by next() for batch b
+                value, err, k = None, e, self._st.global_index(b * self.spec.size)
+            with self._cond:
+                if not self._stopped:
+                    self._results[b] = (value, err, device, k)
+                self._cond.notify_all()
+            if err is not None:
+                return
+
+    def _make(self, b: int, device: int, stream: Any) -> Any:
+        st, spec = self._st, self.spec
+        j0 = b * spec.size
+        n = spec.size if st.outputs is None else min(spec.size, st.outputs - j0)
+        ks = [st.global_index(j) for j in range(j0, j0 + n)]
+        rec = _recorder(st)
+        if rec is None:
+            value = self._write_outputs(ks, list(range(n)), None, device, stream)
+        else:
+            value = self._write_recorded(rec, ks, device, stream)
+        value, ready = value
+        if not spec.with_indices:
+            return value, ready
+        k_arr = np.array(ks, dtype=np.int64)
+        return (value, k_arr, k_arr % len(st.inputs)), ready
+
+    def _check_shapes(self, shapes: dict[int, tuple[int, ...]], ks: list[int]) -> tuple:
+        """(H, W) of the batch; ValueError naming the first output that does not fit."""
+        spec = self.spec
+        first = shapes[min(shapes)]
+        for pos in sorted(shapes):
+            shape = shapes[pos]
+            sample_channels(shape, spec.channels, ks[pos])
+            if spec.shape is None and tuple(shape[:2]) != tuple(first[:2]):
+                raise ValueError(
+                    f"batches: output {ks[pos]} has shape {tuple(shape)}, output "
+                    f"{ks[min(shapes)]} {tuple(first)}: pass shape=(height, width) to resize "
+                    "samples")
+        return spec.shape or tuple(first[:2])
+
+    def _made(self, ks: list[int], device: int, stream: Any) -> list[gpuarray]:
+        """Outputs ``ks`` by the Generator's own per-output machinery (errors raised)."""
+        made = self._st.make_many(ks, device, stream, recorded=False)
+        for k, (_, err) in zip(ks, made, strict=False):
+            if err is not None:
+                raise _SampleError(k, err)
+        if self._stopped:
+            raise Cancelled()
+        return [y for y, _ in made]
+
+    def _write_outputs(self, ks: list[int], rows: list[int], out: Any, device: int,
+                       stream: Any, hw: tuple | None = None) -> Any:
+        """Make outputs ``ks[r]`` for ``rows`` per output and write them at ``rows``."""
+        spec = self.spec
+        ys = self._made([ks[r] for r in rows], device, stream)
+        if out is None:
+            hw = self._check_shapes({r: tuple(y.shape) for r, y in zip(rows, ys,
+                                                                        strict=True)}, ks)
+            out = runtime.empty(spec.batch_shape(len(ks), hw), np.float32, device)
+        mean, std, pos = self._device_consts(device, len(ks))
+        for r, y in zip(rows, ys, strict=True):
+            buf = y._materialize()
+            src = runtime.reshape(buf, (1, *buf.shape[:2], buf.shape[2] if buf.ndim == 3 else 1))
+            write_sample(out, pos[r:r + 1], src, spec, (mean, std), hw, device)
+        return self._finish(out, device, stream, ys)
+
+    def _write_recorded(self, rec: Any, ks: list[int], device: int, stream: Any) -> Any:
+        """Batch ``ks`` recorded at once (``batch_record``); the rest per output."""
+        from .graph.exec import batch
+
+        spec = self.spec
+        stacks = self._st.stacks_on(device, stream)
+        groups, left = rec.groups(ks, device, stacks)
+        shapes = {r: tuple(g.kernels()[-1].output.shape) for g in groups
+                  for r in g.index.tolist()}
+        ys = self._made([ks[r] for r in left], device, stream) if left else []
+        shapes.update({r: tuple(y.shape) for r, y in zip(left, ys, strict=True)})
+        hw = self._check_shapes(shapes, ks)
+        pk = batch._Pack()
+        slots = []
+        for g in groups:
+            g.pack(pk)
+            slots.append(pk.add(g.index.astype(np.int64)))
+        pk.upload(device)
+        out = runtime.empty(spec.batch_shape(len(ks), hw), np.float32, device)
+        mean, std, pos = self._device_consts(device, len(ks))
+        for g, slot in zip(groups, slots, strict=True):
+            fused = self._fused(g, out, pk[slot], mean, std, hw, device)
+            buf = g.launch(pk, fused)
+            if buf is not None:
+                src = runtime.reshape(buf, (buf.shape[0], *buf.shape[1:3],
+                                            buf.shape[3] if buf.ndim == 4 else 1))
+                write_sample(out, pk[slot], src, spec, (mean, std), hw, device)
+        for r, y in zip(left, ys, strict=True):
+            b = y._materialize()
+            src = runtime.reshape(b, (1, *b.shape[:2], b.shape[2] if b.ndim == 3 else 1))
+            write_sample(out, pos[r:r + 1], src, spec, (mean, std), hw, device)
+        return self._finish(out, device, stream, (pk, groups, ys))
+
+    def _fused(self, g: Any, out: Any, pos: Any, mean: Any, std: Any, hw: tuple,
+               device: int) -> Any:
+        """The launch that writes ``g``'s samples from its last gather (None: a separate
+        conversion pass: resized samples, a stencil last, other stored dtypes)."""
+        from .graph.exec.batch import _launch
+        from .graph.plan.schedule import full_range
+
+        last = g.kernels()[-1].output
+        if not FUSE or last.dtype not in (np.uint8, np.float64) or \
+                tuple(last.shape[:2]) != tuple(hw):
+            return None
+        spec = self.spec
+        cfull = full_range(last.dtype)
+        nb = len(g.index)
+
+        def fused(sig: Any, gated: bool, src: Any, sidx: Any, lut: Any, p: Any) -> None:
+            fn = fused_writer(sig, gated, spec.channels, spec.layout)
+            _launch(fn, nb, hw[0], hw[1], device, src, sidx, lut, p, out, pos, mean, std,
+                    cfull)
+
+        return fused
+
+    def _finish(self, out: Any, device: int, stream: Any, keep: Any) -> tuple[gpuarray, Any]:
+        """The batch as a gpuarray, and an event (GPUs) that ``next()`` waits for.
+
+        The worker does not wait for its kernels: it records the next batch while they run.
+        ``keep`` (the batch's temporaries) lives until the event is recorded behind them.
+        """
+        spec = self.spec
+        out = cast_batch(out, spec.dtype, device)
+        ready = None
+        if runtime.caps.launches_on_streams:
+            ready = _Ready(runtime.record_event(stream), keep)
+        value = gpuarray._wrap(leaf(out, tuple(out.shape), np.dtype(spec.dtype), device))
+        return value, ready
+
+    def _device_consts(self, device: int, n: int) -> tuple[Any, Any, Any]:
+        got = self._consts.get(device)
+        if got is None or got[2].shape[0] < n:
+            got = (runtime.from_host(self.spec.mean, device),
+                   runtime.from_host(self.spec.std, device),
+                   runtime.from_host(np.arange(max(n, self.spec.size), dtype=np.int64), device))
+            self._consts[device] = got
+        return got
+
+    def __len__(self) -> int:
+        if self._count is None:
+            raise TypeError("an infinite Generator has no number of batches")
+        return self._count
+
+
+class _Ready:
+    """A batch's completion event, holding its temporaries until it has fired."""
+
+    def __init__(self, event: Any, keep: Any) -> None:
+        self.event, self.keep = event, keep
+
+    def synchronize(self) -> None:
+        """Wait for the batch's kernels; its temporaries may go."""
+        self.event.synchronize()
+        self.keep = None
+
+
+class _SampleError(Exception):
+    """Output ``k`` of a batch failed with ``err``."""
+
+    def __init__(self, k: int, err: BaseException) -> None:
+        super().__init__(k, err)
+        self.k, self.err = k, err
+
+
+#: Write samples from the last gather of a recorded batch (False: a separate pass; tests).
+FUSE = True
+
+#: Record batches at once where the Operations allow it (``batch_record``); False: always
+#: per output (tests compare the two).
+RECORD_AT_ONCE = True
+
+
+def _recorder(state: Any) -> Any:
+    """The Generator state's ``batch_record.Recorder``, or None (per-output batches)."""
+    if not RECORD_AT_ONCE or state.batch <= 1:
+        return None
+    rec = getattr(state, "recorder", False)
+    if rec is False:
+        from . import batch_record
+
+        rules = batch_record.rules_for(state.inputs, state.operations)
+        rec = state.recorder = None if rules is None else batch_record.Recorder(state, rules)
+    return rec

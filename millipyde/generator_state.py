@@ -1,0 +1,309 @@
+"""The state a Generator shares with its worker threads: the window of outputs made ahead.
+
+Output ``k`` (Generator-wide) is input ``k % n`` through the Operations with streams keyed on
+``(seed, k, operation index)``; this rank makes the ``k`` with ``k % world == rank``. Workers
+claim whole batches where the inputs batch (``graph.exec.batch``), within a window bounded in
+outputs and bytes; ``take`` hands them out in order.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from . import faults
+from .array import gpuarray
+from .backend import ACTIVE as runtime  # the active backend
+from .graph.exec import batch
+from .graph.ir.node import leaf
+from .image import RECORDING_METHODS
+from .pipeline import PipelineError
+from .workers import (
+    Cancelled,
+    StepError,
+    WorkerGroup,
+    apply_operations,
+    kernels_failed,
+    record_operations,
+    reraise_interrupt,
+    sync,
+    workers_per_device,
+)
+
+#: Bound on the bytes of the outputs a batched Generator makes ahead of ``next()``.
+AHEAD_BYTES = 1 << 30
+
+
+class _State:
+    """What the workers share with the Generator (kept apart so ``__del__`` can run)."""
+
+    def __init__(self, inputs: list[gpuarray], operations: list, device: int, seed: int,
+                 outputs: int | None, return_to_host: bool, rank: int = 0,
+                 world: int = 1) -> None:
+        self.inputs = inputs
+        self.operations = operations
+        self.device = device
+        self.seed = seed
+        self.rank, self.world = rank, world
+        # this rank's share of the outputs: global output k belongs to rank k % world
+        self.outputs = None if outputs is None else len(range(rank, outputs, world))
+        self.return_to_host = return_to_host
+        # same-shape inputs: a worker makes `batch` outputs at once, one launch per kernel
+        self.batch = batch.batch_size([x._node for x in inputs])
+        self.workers = workers_per_device(batched=self.batch > 1)
+        self.ramp = any(op.method not in RECORDING_METHODS for op in operations)
+        self.depth = 2 * self.workers  # outputs made ahead of next(): bounded memory
+        if self.batch > 1:
+            # a worker starts the next batch while next() hands out the last one, within
+            # AHEAD_BYTES (an output is counted at 8 bytes per input value: float64 at most)
+            per = 8 * max(x.size for x in inputs)
+            self.depth = max(self.depth, min((self.workers + 1) * self.batch,
+                                             max(self.batch, AHEAD_BYTES // per)))
+        self.stacks: dict[int, dict] = {}  # per device: the inputs stacked there
+        self.stack_lock = threading.Lock()
+        self.cond = threading.Condition()
+        self.claimed = 0  # next output index a worker will make
+        self.tickets = 0  # next output index a next() call will return
+        self.results: dict[int, tuple[Any, BaseException | None, int]] = {}
+        self.stopped = False
+        self.crashes: list[tuple[BaseException, int]] = []
+        self.group: WorkerGroup | None = None
+
+    def start(self) -> None:
+        if self.group is None:
+            self.group = WorkerGroup("generator", self._worker, self._crash)
+            self.group.start([self.device], self.workers)
+
+    def _crash(self, err: BaseException, device: int) -> None:
+        # Only errors outside _make land here (a stream that cannot be made, say).
+        with self.cond:
+            self.crashes.append((err, device))
+            self.cond.notify_all()
+
+    def global_index(self, j: int) -> int:
+        """The Generator-wide output index of this rank's ``j``-th output."""
+        return self.rank + self.world * j
+
+    def _want(self) -> int:
+        """Outputs the next claim takes: a whole batch, or what is left of ``outputs``.
+
+        With Operations that run Python (callables), the first claims ramp up (1, 1, 2, 4,
+        ... outputs) so the first ``next()`` does not wait for a whole batch of them.
+        """
+        n = min(self.batch, max(1, self.claimed)) if self.ramp else self.batch
+        if self.outputs is None:
+            return n
+        return max(1, min(n, self.outputs - self.claimed))
+
+    def _worker(self, device: int, stream: Any) -> None:
+        while True:
+            with self.cond:
+                while not self.stopped and self.claimed + self._want() > \
+                        self.tickets + self.depth and (
+                        self.outputs is None or self.claimed < self.outputs):
+                    self.cond.wait()
+                if self.stopped or (self.outputs is not None and self.claimed >= self.outputs):
+                    return
+                k0, n = self.claimed, self._want()
+                self.claimed += n
+            try:
+                if self.batch > 1:
+                    made = self._make_batch(k0, n, device, stream)
+                else:
+                    made = [(self._make(k0, device, stream), None)]
+            except Cancelled:
+                return
+            except BaseException as e:  # reported by next() for output k0
+                made = [(None, e)]
+            with self.cond:
+                if not self.stopped:
+                    for i, (value, err) in enumerate(made):
+                        self.results[k0 + i] = (value, err, device)
+                self.cond.notify_all()
+            if made[-1][1] is not None:
+                return
+
+    def _make(self, j: int, device: int, stream: Any) -> Any:
+        k = self.global_index(j)
+        src = self.inputs[k % len(self.inputs)]
+        y = src.clone()  # this thread targets `device`, so the copy is made there
+        apply_operations(y, self.operations, self.seed, k, device, stream, lambda: self.stopped)
+        if self.return_to_host:
+            return np.asarray(y)
+        return y
+
+    def _make_batch(self, j0: int, n: int, device: int, stream: Any) -> list[tuple[Any, Any]]:
+        """This rank's outputs ``j0 .. j0 + n - 1`` (value, error) in order, up to the first
+        error (:meth:`make_many`)."""
+        return self.make_many([self.global_index(j) for j in range(j0, j0 + n)], device,
+                              stream, self.return_to_host)
+
+    def make_many(self, ks: list[int], device: int, stream: Any, to_host: bool = False,
+                  recorded: bool = True) -> list[tuple[Any, Any]]:
+        """Global outputs ``ks`` (value, error) in order, up to the first error.
+
+        Recorded at once where the Operations allow it and no fault is armed
+        (``batch_record``, ``recorded``); else each output records its Operations exactly as
+        ``_make`` does (same sample and op indices, so the same values), those its coins
+        skipped as gated off where they have an identity form (one group for every coin
+        pattern); the kernels then run batched (``batch.materialize_batch``).
+        """
+        if self.batch <= 1:
+            return self._make_each(ks, device, stream, to_host)
+        stacks = self.stacks_on(device, stream)
+        # armed faults count checks per output and operation: only the per-output path has them
+        if recorded and not faults._armed:
+            from .batches import _recorder
+
+            rec = _recorder(self)
+            if rec is not None:
+                return self._make_recorded(rec, ks, device, stream, to_host, stacks)
+        ys, late = [], None
+        for k in ks:
+            y = self.inputs[k % len(self.inputs)].clone()
+            try:
+                record_operations(y, self.operations, self.seed, k, device,
+                                  lambda: self.stopped, batch.LIFT_GATES)
+            except StepError as err:
+                late = err
+                break
+            ys.append(y)
+        if self.stopped:
+            raise Cancelled()
+        try:
+            errors = batch.materialize_batch(ys, stacks)
+            sync(stream)
+        except Exception as err:
+            errors = [err] * len(ys)
+        made: list[tuple[Any, Any]] = []
+        for y, err in zip(ys, errors, strict=True):
+            if err is not None:
+                made.append((None, kernels_failed(self.operations, err)))
+                return made
+            try:
+                made.append((np.asarray(y) if to_host else y, None))
+            except Exception as e:
+                made.append((None, e))
+                return made
+        if late is not None:
+            made.append((None, late))
+        return made
+
+    def stacks_on(self, device: int, stream: Any) -> dict:
+        """The inputs stacked on ``device`` (``batch.stack_inputs``), made once per device."""
+        with self.stack_lock:
+            stacks = self.stacks.get(device)
+            if stacks is None:
+                stacks = self.stacks[device] = batch.stack_inputs(
+                    [x._node for x in self.inputs], device)
+                sync(stream)  # other workers' streams read the stack
+        return stacks
+
+    def _make_recorded(self, rec: Any, ks: list[int], device: int, stream: Any,
+                       to_host: bool, stacks: dict) -> list[tuple[Any, Any]]:
+        """:meth:`make_many` through ``batch_record``: outputs are views of the groups'
+        batch buffers; outputs it leaves are made one by one, as before."""
+        from .batch_record import RecordError
+
+        try:
+            groups, left = rec.groups(ks, device, stacks)
+        except RecordError as err:
+            return self.make_many(ks[:ks.index(err.k)], device, stream, to_host, False) + \
+                [(None, err.err)]
+        pk = batch._Pack()
+        for g in groups:
+            g.pack(pk)
+        values: list[Any] = [None] * len(ks)
+        try:
+            pk.upload(device)
+            for g in groups:
+                node = g.kernels()[-1].output
+                for r, view in zip(g.index.tolist(), runtime.members(g.launch(pk)),
+                                   strict=True):
+                    values[r] = leaf(view, node.shape, node.dtype, device)
+            sync(stream)
+        except Exception as err:
+            return [(None, kernels_failed(self.operations, err))]
+        made = dict(zip(left, self.make_many([ks[r] for r in left], device, stream, False,
+                                             False), strict=False))
+        out: list[tuple[Any, Any]] = []
+        for r, k in enumerate(ks):
+            if values[r] is None:
+                y, err = made.get(r, (None, None))
+                if err is not None or y is None:
+                    out.append((None, err or RuntimeError(f"output {k} was not made")))
+                    return out
+            else:
+                y = self.inputs[k % len(self.inputs)]._new_like(values[r])
+            out.append((np.asarray(y) if to_host else y, None))
+        return out
+
+    def _make_each(self, ks: list[int], device: int, stream: Any,
+                   to_host: bool) -> list[tuple[Any, Any]]:
+        """``make_many`` one output at a time (inputs of several shapes)."""
+        made: list[tuple[Any, Any]] = []
+        for k in ks:
+            y = self.inputs[k % len(self.inputs)].clone()
+            try:
+                apply_operations(y, self.operations, self.seed, k, device, stream,
+                                 lambda: self.stopped)
+                made.append((np.asarray(y) if to_host else y, None))
+            except Cancelled:
+                raise
+            except Exception as err:
+                made.append((None, err))
+                break
+        return made
+
+    def take(self) -> Any:
+        with self.cond:
+            if self.stopped or (self.outputs is not None and self.tickets >= self.outputs):
+                raise StopIteration
+            k = self.tickets
+            self.tickets += 1
+            if self.claimed + self._want() <= self.tickets + self.depth:
+                # the window now has room for a worker's next claim (waking them on every
+                # output instead costs each wake-up a turn of the GIL)
+                self.cond.notify_all()
+            while k not in self.results:
+                if self.stopped:
+                    raise StopIteration
+                if self.crashes or (self.group is not None and not self.group.alive()):
+                    err, device = self.crashes[0] if self.crashes else (None, -1)
+                    self.results[k] = (None, err or RuntimeError("workers exited"), device)
+                    break
+                self.cond.wait(0.5)
+            value, err, device = self.results.pop(k)
+        if err is None:
+            return value
+        self.stop()
+        raise self.failure(self.global_index(k), err, device)
+
+    def failure(self, k: int, err: BaseException, device: int) -> PipelineError:
+        """The PipelineError that reports ``err`` for global output ``k`` (chained); a
+        KeyboardInterrupt in a worker is raised here as a KeyboardInterrupt."""
+        i = k % len(self.inputs)
+        reraise_interrupt(getattr(err, "cause", err), f"Generator output {k} (input {i})")
+        if isinstance(err, StepError):
+            out = PipelineError(
+                f"Generator: {err.what} failed on output {k} (input {i}) on device {device}: "
+                f"{type(err.cause).__name__}: {err.cause}")
+            out.__cause__ = err.cause
+            return out
+        out = PipelineError(f"Generator worker on device {device} failed on output {k} "
+                            f"(input {i}): {err!r}")
+        out.__cause__ = err
+        return out
+
+    def stop(self, join: bool = True) -> None:
+        with self.cond:
+            self.stopped = True
+            self.results.clear()
+            self.cond.notify_all()
+        if join and self.group is not None and threading.current_thread() not in \
+                self.group.threads:
+            # Workers check `stopped` between operations; a hung one is abandoned (daemon).
+            self.group.join(time.monotonic() + 30.0)

@@ -1,0 +1,137 @@
+"""Generated kernels that write training batches (``Generator.batches``).
+
+``convert(src, pos, out, mean, std, full, scale_y, scale_x)`` reads stored images ``src`` (nb,
+h, w, cin) and writes each as sample ``pos[b]`` of the batch ``out`` ((N, C, H, W) or (N, H, W,
+C), float32): converted by ``kernels.convert.normalize``, grey replicated to C channels, alpha
+dropped, resized bilinearly (``kernels.convert``) when the compile-time ``resize`` is set. The
+loops are ``codegen_batch``'s (image index on the grid's z axis on GPUs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import re
+from typing import Any
+
+from ...kernels import convert as _convert_math
+from .batch import _loop_3d
+from .core import _HEADER, _decorator, load
+
+# the generated text names the scalar math's digest, so editing it makes new cache files
+_DIGEST = hashlib.sha1(inspect.getsource(_convert_math).encode()).hexdigest()[:12]
+
+_DEFS = ("from millipyde.kernels import convert as _C\n"
+         "_norm = _dev(_C.normalize)\n_grid = _dev(_C.grid_coordinate)\n"
+         "_edge = _dev(_C.edge)\n_lerp2 = _dev(_C.lerp2)\n")
+
+
+def _store(layout: str, c: int, value: str, o: str = "o", full: str = "full") -> str:
+    index = f"{o}, {c}, y, x" if layout == "NCHW" else f"{o}, y, x, {c}"
+    return f"out[{index}] = _norm({value}, {full}, mean[{c}], std[{c}])"
+
+
+def convert_source(cin: int, channels: int, layout: str, resize: bool, target: str,
+                   sim: bool = False) -> str:
+    """Source of the batch-writing kernel for ``cin``-channel sources and ``channels`` out."""
+    lines = []
+    if resize:
+        lines += ["fy = _grid(y, scale_y)", "fx = _grid(x, scale_x)",
+                  "fy0_ = math.floor(fy)", "fx0_ = math.floor(fx)", "ty = fy - fy0_",
+                  "tx = fx - fx0_", "ya = _edge(int(fy0_), h)", "yb = _edge(int(fy0_) + 1, h)",
+                  "xa = _edge(int(fx0_), w)", "xb = _edge(int(fx0_) + 1, w)"]
+    for c in range(channels):
+        sc = 0 if cin == 1 else c
+        if resize:
+            taps = [f"float(src[b, {ry}, {rx}, {sc}])"
+                    for ry, rx in (("ya", "xa"), ("ya", "xb"), ("yb", "xa"), ("yb", "xb"))]
+            value = f"_lerp2({', '.join(taps)}, ty, tx)"
+        else:
+            value = f"float(src[b, y, x, {sc}])"
+        lines.append(_store(layout, c, value))
+    hw = ("out.shape[2]", "out.shape[3]") if layout == "NCHW" else ("out.shape[1]",
+                                                                   "out.shape[2]")
+    fn = (f"\n\n{_decorator(target, sim)}\n"
+          "def convert(src, pos, out, mean, std, full, scale_y, scale_x):\n"
+          "    nb = src.shape[0]\n    h = src.shape[1]\n    w = src.shape[2]\n"
+          f"    hh = {hw[0]}\n    ww = {hw[1]}\n")
+    head = (f"# millipyde generated batch writer: cin={cin} channels={channels} {layout} "
+            f"resize={resize} math={_DIGEST}\n" + _HEADER[target] + _DEFS)
+    return head + fn + _loop_3d(target, "nb", "hh", "ww", "o = pos[b]", "\n".join(lines))
+
+
+def convert_kernel(cin: int, channels: int, layout: str, resize: bool, target: str,
+                   sim: bool = False):
+    """The compiled (lazily, by Numba) batch-writing kernel (:func:`convert_source`)."""
+    return load(convert_source(cin, channels, layout, resize, target, sim), target).convert
+
+
+def cast_source(target: str, sim: bool = False) -> str:
+    """Source of ``cast(src, dst)``: a flat float32 array rounded into float16 (GPUs)."""
+    return ("# millipyde generated float32 -> float16 cast\n" + _HEADER[target]
+            + f"\n\n{_decorator(target, sim)}\ndef cast(src, dst):\n"
+            "    i = cuda.grid(1)\n    n = cuda.gridsize(1)\n"
+            "    while i < src.shape[0]:\n        dst[i] = src[i]\n        i += n\n")
+
+
+def cast_kernel(sim: bool = False):
+    """The compiled float32 -> float16 cast kernel for GPUs."""
+    return load(cast_source("cuda", sim), "cuda").cast
+
+
+# ----------------------------------------------------------------- fused into the last gather
+
+_STORE = re.compile(r"^(?P<ind>\s*)dst\[b, y, x, (?P<c>\d+)\] = (?P<v>.+)$", re.M)
+_SHAPES = "    nb = dst.shape[0]\n    h = dst.shape[1]\n    w = dst.shape[2]\n"
+
+
+def gather_convert_source(sig: Any, target: str, sim: bool, gates: bool, channels: int,
+                          layout: str) -> str:
+    """``codegen_batch``'s batched gather of ``sig`` writing the batch itself.
+
+    ``kernel(src, sidx, lut, p, out, pos, mean, std, cfull)``: where the gather stores
+    channel ``c`` of member ``b``, this one stores ``normalize(v, cfull, mean, std)`` (the
+    value as stored, in float64) into sample ``pos[b]`` of ``out``: grey replicated to
+    ``channels``, alpha dropped. The arithmetic before the store is the gather's own, so the
+    samples equal converting the gather's output (uint8 or float64, whose stored value is the
+    computed one; callers fuse nothing else).
+    """
+    from .batch import gather_batch_source
+
+    if sig.packed:
+        raise ValueError("packed gathers are not fused with the batch conversion")
+    text = gather_batch_source(sig, target, sim, gates)
+    hw = ("out.shape[2]", "out.shape[3]") if layout == "NCHW" else ("out.shape[1]",
+                                                                   "out.shape[2]")
+    if text.count(_SHAPES) != 1 or "def kernel(src, sidx, dst, lut, p):" not in text:
+        raise RuntimeError("codegen_batch.gather_batch_source changed: fused writer out of date")
+    text = text.replace(_SHAPES, f"    nb = pos.shape[0]\n    h = {hw[0]}\n    w = {hw[1]}\n")
+    text = text.replace("def kernel(src, sidx, dst, lut, p):",
+                        "def kernel(src, sidx, lut, p, out, pos, mean, std, cfull):")
+    text = text.replace("        s = sidx[b]\n", "        s = sidx[b]\n        o_ = pos[b]\n", 1)
+    if "o_ = pos[b]" not in text:  # pragma: no cover - guards edits of codegen_batch
+        raise RuntimeError("codegen_batch: per-image prologue not found")
+
+    def store(m: re.Match) -> str:
+        ind, c, v = m.group("ind"), int(m.group("c")), m.group("v")
+        if c >= 3:
+            return ""  # alpha
+        targets = range(channels) if sig.cout == 1 else [c]
+        lines = [f"{ind}cv_ = float({v})"]
+        lines += [ind + _store(layout, t, "cv_", "o_", "cfull") for t in targets]
+        return "\n".join(lines)
+
+    text, n = _STORE.subn(store, text)
+    if n != sig.cout or "dst" in text.split("def kernel", 1)[1]:
+        raise RuntimeError("gather_convert_source: stores not where expected")
+    head = f"# fused batch writer: channels={channels} {layout} math={_DIGEST}\n"
+    dec = f"\n\n{_decorator(target, sim)}\ndef kernel("
+    if text.count(dec) != 1:  # pragma: no cover - guards edits of codegen_batch
+        raise RuntimeError("gather_convert_source: kernel decorator not found")
+    return head + text.replace(dec, "\n" + _DEFS + dec)
+
+
+def gather_convert_kernel(sig: Any, target: str, sim: bool, gates: bool, channels: int,
+                          layout: str):
+    """The compiled fused gather + batch writer (:func:`gather_convert_source`)."""
+    return load(gather_convert_source(sig, target, sim, gates, channels, layout), target).kernel

@@ -1,0 +1,203 @@
+"""Compile ahead of a training run: every kernel a chain of Operations needs, in parallel.
+
+The kernels of a Generator depend on the structure its coins give an output (which gated
+Operations ran, where that changes the plan), never on the seed or the drawn values. Warming
+up finds, with the vectorised draws, one output index per coin pattern and makes those
+outputs once: through ``Generator.batches`` (recorded at once, the fused batch writer) and
+through the Generator's own batched path. Worker processes each take a share of the patterns;
+they share the disk cache (``MILLIPYDE_CACHE_DIR``: generated sources, Numba's cache files),
+so a later process, or a second Generator with another seed, compiles nothing.
+
+A pattern whose batches fall back to one output at a time (a rotation needing scikit-image's
+data-dependent clip, about one output in a thousand on 512x512) is not warmed: its first
+output compiles the per-image kernels then.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from . import random as mprandom
+
+#: Output indices searched for one representative of each coin pattern.
+SEARCH = 1 << 16
+
+
+def compiled_count() -> int:
+    """Kernels compiled in this process (Numba's cache misses of every generated kernel;
+    loading from the disk cache is no compile). Dispatchers without cache statistics count
+    their specializations."""
+    from .graph.codegen import core as codegen
+
+    n = 0
+    for mod in list(codegen._modules.values()):
+        for value in vars(mod).values():
+            misses = getattr(value, "_cache_misses", None)
+            if misses is not None:
+                n += sum(misses.values())
+                continue
+            overloads = getattr(value, "overloads", None)
+            if isinstance(overloads, dict):
+                n += len(overloads)
+    return n
+
+
+def representatives(operations: list, seed: int = 0, search: int = SEARCH,
+                    shape: tuple[int, ...] | None = None) -> list[int]:
+    """One output index per coin pattern of ``operations`` (zero sigmas included).
+
+    With the input ``shape``, also one per pattern and random rotation whose angle needs
+    scikit-image's data-dependent clip (made one by one: their per-image kernels), for the
+    input's orientation and its transpose.
+    """
+    from . import batch_math, batch_record
+    from .kernels import REGISTRY
+
+    ks = np.arange(search, dtype=np.int64)
+    coins = np.stack([mprandom.gate_array(seed, ks, j, op.probability)
+                      for j, op in enumerate(operations)], axis=1) if operations else \
+        np.ones((search, 0), dtype=bool)
+    bits = [coins]
+    for j, op in enumerate(operations):
+        if op.method == "random_gaussian":
+            (lo, hi) = batch_record.RANGES["random_gaussian"](_bound(op))[0]
+            s = lo + (hi - lo) * mprandom.uniform01_array(seed, ks, j, 0) if lo != hi else \
+                np.full(search, lo)
+            bits.append(((s > 0) & coins[:, j])[:, None])
+    pats = np.concatenate(bits, axis=1)
+    _, first = np.unique(pats, axis=0, return_index=True)
+    found = set(first.tolist())
+    for j, op in enumerate(operations if shape is not None else ()):
+        if op.method != "random_rotate":
+            continue
+        (lo, hi) = batch_record.RANGES["random_rotate"](_bound(op))[0]
+        angle = lo + (hi - lo) * mprandom.uniform01_array(seed, ks, j, 0) if lo != hi else \
+            np.full(search, lo)
+        for h, w in {tuple(shape[:2]), tuple(shape[1::-1])}:
+            maps = batch_math.sampler_maps(REGISTRY["rotate"], h, w, angle[:, None])
+            clip = coins[:, j] & batch_math.warp_clips(maps, (h, w), (h, w))
+            rows = np.flatnonzero(clip)
+            if len(rows):
+                _, f = np.unique(pats[rows], axis=0, return_index=True)
+                found.update(rows[f].tolist())
+    return sorted(found)
+
+
+def _bound(op: Any) -> dict:
+    import inspect
+
+    from .image import gpuimage
+
+    bound = inspect.signature(getattr(gpuimage, op.method)).bind(None, *op.args, **op.kwargs)
+    bound.apply_defaults()
+    return bound.arguments
+
+
+def _spec(op: Any) -> tuple:
+    return (op.method or op.function, op.args, op.kwargs, op.probability)
+
+
+def _operations(specs: list[tuple]) -> list:
+    from .operation import Operation
+
+    return [Operation(f, *a, probability=p, **kw) for f, a, kw, p in specs]
+
+
+def warm(specs: list[tuple], shape: tuple[int, ...], share: tuple[int, int] = (0, 1),
+         size: int = 256, channels: int = 3, layout: str = "NCHW") -> dict:
+    """In this process: make the outputs of this ``share`` of the patterns (see module doc).
+
+    Returns the patterns warmed, the compilations and the seconds it took.
+    """
+    import millipyde as mp
+
+    from . import batches
+    from .batches import BatchSpec
+    from .workers import sync
+
+    t0 = time.perf_counter()
+    before = compiled_count()
+    ops = _operations(specs)
+    rng = np.random.default_rng(0)
+    imgs = [mp.gpuimage(rng.integers(0, 256, shape, dtype=np.uint8)) for _ in range(2)]
+    ks = representatives(ops, shape=shape)[share[0]::share[1]]
+    gen = mp.Generator(imgs, ops, seed=0)
+    st = gen._state
+    device = gen.device
+    spec = BatchSpec.check(max(1, min(size, len(ks) or 1)), None, layout, "float32", None,
+                           None, channels, False, False)
+    from .backend import ACTIVE
+
+    stream = ACTIVE.new_stream(device)
+    runner = batches.Batches(gen, spec, [device])
+    rec = batches._recorder(st)
+    for i in range(0, len(ks), spec.size):
+        chunk = ks[i:i + spec.size]
+        try:
+            if rec is not None:
+                value, ready = runner._write_recorded(rec, chunk, device, stream)
+            else:
+                value, ready = runner._write_outputs(chunk, list(range(len(chunk))), None,
+                                                     device, stream)
+            if ready is not None:
+                ready.synchronize()
+        except ValueError:
+            pass  # samples of several shapes: batches need shape=, the kernels are made
+        for _, err in st.make_many(chunk, device, stream):
+            if err is not None:
+                raise err
+        sync(stream)
+    gen.close()
+    return {"patterns": len(ks), "compiled": compiled_count() - before,
+            "seconds": time.perf_counter() - t0}
+
+
+def warmup(operations: list, shape: tuple[int, ...] = (512, 512, 3), *, size: int = 256,
+           channels: int = 3, layout: str = "NCHW", processes: int | None = None) -> dict:
+    """Compile every kernel ``operations`` need on ``shape`` uint8 inputs into the disk cache.
+
+    Parameters
+    ----------
+    operations : list of Operation
+    shape : tuple of int
+        Input shape (h, w) or (h, w, 3|4).
+    size, channels, layout
+        As in ``Generator.batches`` (the fused batch writer depends on them).
+    processes : int, optional
+        Worker processes (spawned; default: CPU count, at most one per 4 patterns). Callable
+        Operations that cannot be pickled warm in this process.
+
+    Returns
+    -------
+    dict
+        ``patterns``, ``compiled`` (summed over processes), ``processes``, ``seconds``.
+    """
+    import pickle
+
+    t0 = time.perf_counter()
+    specs = [_spec(op) for op in operations]
+    n = len(representatives(operations, shape=tuple(int(v) for v in shape)))
+    if processes is None:
+        processes = max(1, min(os.cpu_count() or 1, -(-n // 4)))
+    try:
+        pickle.dumps(specs)
+    except Exception:
+        processes = 1
+    shape = tuple(int(v) for v in shape)
+    if processes <= 1:
+        got = [warm(specs, shape, (0, 1), size, channels, layout)]
+    else:
+        ctx = multiprocessing.get_context("spawn")
+        with cf.ProcessPoolExecutor(processes, mp_context=ctx) as pool:
+            futs = [pool.submit(warm, specs, shape, (i, processes), size, channels, layout)
+                    for i in range(processes)]
+            got = [f.result() for f in futs]
+    return {"patterns": sum(g["patterns"] for g in got),
+            "compiled": sum(g["compiled"] for g in got), "processes": processes,
+            "seconds": time.perf_counter() - t0}

@@ -1,0 +1,209 @@
+"""Batches recorded at once (``batch_record``): equal to per-output outputs, few kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import millipyde as mp
+from millipyde import batch_math, batch_record, batches
+from millipyde.batches import BatchSpec, convert_reference
+from millipyde.graph.exec import batch
+from millipyde.kernels import REGISTRY
+
+cudasim_ok = pytest.mark.cudasim_ok
+_MADE = batches.Batches._made
+
+
+def _fig51(gauss=(0.0, 1.0)):
+    return [
+        mp.Operation("transpose", probability=0.2),
+        mp.Operation("fliplr", probability=0.2),
+        mp.Operation("random_brightness", -0.2, 1),
+        mp.Operation("random_gaussian", *gauss),
+        mp.Operation("random_colorize", [0.5, 1.5], [0.5, 1.5], [0.5, 1.5], probability=0.3),
+        mp.Operation("rgb2grey", probability=0.3),
+        mp.Operation("random_rotate", 0, 120, probability=0.5),
+    ]
+
+
+def _images(h, w, n=3):
+    rng = np.random.default_rng(7)
+    return [mp.gpuimage(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)) for _ in range(n)]
+
+
+def _run(imgs, ops, outputs, size, monkeypatch, seed=3, **kw):
+    """Batches as arrays, and how many outputs went through the per-output path."""
+    per_output = []
+
+    def counting(self, ks, device, stream):
+        per_output.extend(ks)
+        return _MADE(self, ks, device, stream)
+
+    monkeypatch.setattr(batches.Batches, "_made", counting)
+    gen = mp.Generator(imgs, ops, outputs=outputs, seed=seed)
+    with gen.batches(size, **kw) as bs:
+        got = [np.asarray(b) for b in bs]
+    return np.concatenate(got), per_output, gen
+
+
+def _eager(imgs, ops, outputs, seed):
+    """Output k of a Generator computed eagerly, image by image (no batch of any kind)."""
+    out = []
+    for k in range(outputs):
+        x = mp.gpuimage(np.asarray(imgs[k % len(imgs)]))
+        for j, op in enumerate(ops):
+            op.apply(x, seed, k, j)
+        out.append(np.asarray(x))
+    return out
+
+
+def _reference(imgs, ops, outputs, seed=3, **kw):
+    spec = BatchSpec.check(1, kw.get("shape"), kw.get("layout", "NCHW"), "float32",
+                           kw.get("mean"), kw.get("std"), 3, False, False)
+    return np.stack([convert_reference(o, spec) for o in _eager(imgs, ops, outputs, seed)])
+
+
+@cudasim_ok
+def test_recorded_batches_equal_per_output(monkeypatch) -> None:
+    small = mp.backend() == "cudasim"
+    imgs = _images(*((6, 6) if small else (24, 24)))
+    n = 12 if small else 48
+    ops = _fig51((0.0, 0.6) if small else (0.0, 1.0))
+    got, per_output, _ = _run(imgs, ops, n, 6 if small else 16, monkeypatch,
+                              mean=[0.4, 0.5, 0.6], std=0.3)
+    want = _reference(imgs, ops, n, mean=[0.4, 0.5, 0.6], std=0.3)
+    assert got.shape == want.shape
+    for k in range(n):
+        assert np.array_equal(got[k], want[k]), f"output {k}"
+    # the batches were recorded at once: only outputs whose rotation needs scikit-image's
+    # data-dependent clip go one by one
+    assert per_output == _clipped(imgs, ops, n)
+
+
+def _clipped(imgs, ops, n, seed=3, j=-1):
+    """Outputs whose rotation (op ``j``, on a square image) runs and needs the warp clip."""
+    rules = batch_record.rules_for(imgs, ops)
+    coins, params = batch_record.draw(rules, seed, np.arange(n))
+    h, w = imgs[0].shape[:2]
+    maps = batch_math.sampler_maps(REGISTRY["rotate"], h, w, params[j])
+    return np.flatnonzero(coins[:, j] & batch_math.warp_clips(maps, (h, w), (h, w))).tolist()
+
+
+def test_recorded_equals_per_output_batches(monkeypatch) -> None:
+    imgs = _images(20, 20)
+    ops = _fig51()
+    fast, per_fast, _ = _run(imgs, ops, 40, 20, monkeypatch, layout="NHWC")
+    monkeypatch.setattr(batches, "RECORD_AT_ONCE", False)
+    slow, per_slow, _ = _run(imgs, ops, 40, 20, monkeypatch, layout="NHWC")
+    assert len(per_slow) == 40 and per_fast == _clipped(imgs, ops, 40)
+    assert np.array_equal(fast, slow)
+
+
+def test_templates_per_pattern_not_per_output(monkeypatch) -> None:
+    imgs = _images(16, 16)
+    ops = _fig51()
+    _, _, gen = _run(imgs, ops, 64, 32, monkeypatch)
+    rec = gen._state.recorder
+    assert isinstance(rec, batch_record.Recorder)
+    rules = rec.rules
+    coins, params = batch_record.draw(rules, 3, np.arange(64))
+    pats = {p.tobytes() for p in batch_record.patterns(rules, coins, params)}
+    assert len(rec.templates) == len(pats) < 64
+
+
+def test_one_gather_kernel_per_chain_whatever_the_gates(monkeypatch) -> None:
+    # four probability gates, every one with an identity form: 16 coin patterns share the
+    # chain's kernels (a gated and an ungated variant at most)
+    ops = [mp.Operation("fliplr", probability=0.5),
+           mp.Operation("random_brightness", -0.2, 0.2, probability=0.5),
+           mp.Operation("random_colorize", [0.5, 1.5], [0.5, 1.5], [0.5, 1.5], probability=0.5),
+           mp.Operation("random_rotate", 10, 80, probability=0.5)]
+    batch._gather_fn.cache_clear()
+    _, per_output, gen = _run(_images(12, 12), ops, 96, 32, monkeypatch)
+    assert len(gen._state.recorder.templates) >= 12  # most of the 16 patterns were seen
+    assert batch._gather_fn.cache_info().currsize <= 2
+
+
+def test_callables_fall_back_per_output(monkeypatch) -> None:
+    def double_flip(img):
+        img.fliplr()
+        img.fliplr()
+
+    ops = [mp.Operation(double_flip), mp.Operation("random_brightness", -0.2, 0.2)]
+    imgs = _images(8, 8)
+    got, per_output, gen = _run(imgs, ops, 6, 3, monkeypatch)
+    assert gen._state.recorder is None and len(per_output) == 6
+    assert np.array_equal(got, _reference(imgs, ops, 6))
+
+
+def test_vectorised_host_math_equals_scalar() -> None:
+    from millipyde.graph.plan.schedule import _affine3, needs_warp_clip
+    from millipyde.kernels import REGISTRY
+    from millipyde.kernels.filters import gaussian
+
+    rng = np.random.default_rng(3)
+    sig = np.concatenate([rng.uniform(0, 2, 500), [1e-3, 0.0624, 0.0625, 0.5, 1.99]])
+    for reach in (None, 511, 5, 0):
+        taps, radius = batch_math.gaussian_taps(sig, reach)
+        for i, s in enumerate(sig):
+            want = gaussian(s, reach)
+            assert radius[i] == len(want) // 2
+            assert taps[i, :len(want)].tolist() == want.tolist(), (s, reach)
+            assert not taps[i, len(want):].any()
+    spec = REGISTRY["rotate"]
+    angles = np.concatenate([rng.uniform(0, 120, 500), [0.0, 0.05, 90.0, 180.0, -30.0]])
+    for h, w in ((512, 512), (16, 24)):
+        maps = batch_math.sampler_maps(spec, h, w, angles[:, None])
+        clips = batch_math.warp_clips(maps, (h, w), (h, w))
+        for m, a in enumerate(angles.tolist()):
+            want = _affine3(spec, h, w, (a,))
+            assert maps[m].tolist() == want[:2].ravel().tolist(), a
+            assert clips[m] == needs_warp_clip(want, (h, w), (h, w)), a
+
+
+@cudasim_ok
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_fused_writer_equals_separate_pass(layout, monkeypatch) -> None:
+    small = mp.backend() == "cudasim"
+    imgs = _images(*((5, 5) if small else (16, 16)))
+    ops = _fig51((0.0, 0.5))
+    n = 8 if small else 32
+    kw = dict(layout=layout, mean=[0.3, 0.2, 0.1], std=[0.5, 0.25, 2.0])
+    fused, _, _ = _run(imgs, ops, n, n // 2, monkeypatch, **kw)
+    monkeypatch.setattr(batches, "FUSE", False)
+    separate, _, _ = _run(imgs, ops, n, n // 2, monkeypatch, **kw)
+    assert np.array_equal(fused, separate)
+    assert np.array_equal(fused, _reference(imgs, ops, n, **kw))
+
+
+def test_index_maps_after_the_sampler(monkeypatch) -> None:
+    # maps after a sampler compose into its matrix (Gather.add): per member, exactly
+    ops = [mp.Operation("random_rotate", 40, 140), mp.Operation("fliplr", probability=0.5),
+           mp.Operation("transpose", probability=0.5),
+           mp.Operation("random_brightness", -0.1, 0.1)]
+    imgs = _images(10, 10)
+    got, per_output, _ = _run(imgs, ops, 24, 12, monkeypatch)
+    assert np.array_equal(got, _reference(imgs, ops, 24))
+    assert per_output == _clipped(imgs, ops, 24, j=0) and len(per_output) < 12
+
+
+def test_next_uses_recorded_batches_with_the_same_values(monkeypatch) -> None:
+    ops = _fig51()
+    imgs = _images(12, 12)
+    fast = [np.asarray(o) for o in mp.Generator(imgs, ops, outputs=20, seed=4)]
+    monkeypatch.setattr(batches, "RECORD_AT_ONCE", False)
+    slow = [np.asarray(o) for o in mp.Generator(imgs, ops, outputs=20, seed=4)]
+    assert all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(fast, slow,
+                                                                             strict=True))
+
+
+def test_next_reports_a_recording_error() -> None:
+    from millipyde.pipeline import PipelineError
+
+    rng = np.random.default_rng(0)
+    greys = [mp.gpuimage(rng.random((6, 6))) for _ in range(2)]
+    ops = [mp.Operation("random_colorize", [1, 2], [1, 2], [1, 2], probability=0.5)]
+    gen = mp.Generator(greys, ops, outputs=8, seed=0)
+    with pytest.raises(PipelineError, match=r"operation 0 \('random_colorize'\)"):
+        list(gen)

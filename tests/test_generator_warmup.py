@@ -1,0 +1,79 @@
+"""``warmup``: every kernel a chain needs, compiled ahead; then another seed compiles nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+import millipyde as mp
+from millipyde import batch_record, warmup
+
+OPS = [mp.Operation("transpose", probability=0.3), mp.Operation("fliplr", probability=0.4),
+       mp.Operation("random_brightness", -0.2, 0.2),
+       mp.Operation("random_gaussian", 0, 1),
+       mp.Operation("rgb2grey", probability=0.3),
+       mp.Operation("random_rotate", 0, 120, probability=0.5)]
+
+
+def test_representatives_cover_every_pattern() -> None:
+    ks = warmup.representatives(OPS)
+    rules = batch_record.rules_for([mp.gpuimage(np.zeros((4, 4, 3), np.uint8))], OPS)
+    coins, params = batch_record.draw(rules, 0, np.arange(4096))
+    seen = {p.tobytes() for p in batch_record.patterns(rules, coins, params)}
+    coins, params = batch_record.draw(rules, 0, np.array(ks))
+    mine = [p.tobytes() for p in batch_record.patterns(rules, coins, params)]
+    assert len(set(mine)) == len(mine) and seen <= set(mine)
+
+
+def test_after_warmup_another_seed_compiles_nothing() -> None:
+    # (rotations that need the warp clip are warmed too: they are made one by one)
+    got = warmup.warmup(OPS, (12, 12, 3), size=64, processes=1)
+    assert got["patterns"] == len(warmup.representatives(OPS, shape=(12, 12, 3))) > \
+        len(warmup.representatives(OPS))
+    before = warmup.compiled_count()
+    rng = np.random.default_rng(1)
+    imgs = [mp.gpuimage(rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)) for _ in range(3)]
+    gen = mp.Generator(imgs, OPS, seed=12345)
+    with gen.batches(64) as bs:
+        for _ in range(3):
+            next(bs)
+    for _ in range(70):
+        next(gen)
+    gen.close()
+    assert warmup.compiled_count() == before
+
+
+_CHILD = """
+import json, millipyde as mp
+from millipyde import warmup
+from tests.test_generator_warmup import OPS
+print(json.dumps(warmup.warmup(OPS, (10, 10, 3), size=64, processes={p})))
+"""
+
+
+def test_worker_processes_share_the_disk_cache(tmp_path) -> None:
+    env = {**os.environ, "MILLIPYDE_CACHE_DIR": str(tmp_path)}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def run(p: int) -> dict:
+        out = subprocess.run([sys.executable, "-c", _CHILD.format(p=p)], env=env, cwd=root,
+                             capture_output=True, text=True, timeout=1200, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    first = run(2)
+    assert first["processes"] == 2 and first["compiled"] > 0
+    again = run(1)  # a fresh process: everything comes from the shared disk cache
+    assert again["compiled"] == 0
+
+
+def test_cli_warmup(capsys) -> None:
+    from millipyde import cli
+
+    assert cli.main(["warmup", "--shape", "8x8x3", "--size", "32", "--processes", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("coin patterns") == 2 and out.count("kernels compiled") == 2
+    assert "backend" in out
