@@ -7,6 +7,7 @@ __version__ = "0.1.0"
 
 from ._backend import backend
 from .array import gpuarray
+from .decorators import elementwise, index_map, pixelwise
 from .devices import (
     DEVICE_COUNT,
     Device,
@@ -30,12 +31,15 @@ __all__ = [
     "Pipeline",
     "backend",
     "device_count",
+    "elementwise",
     "get_current_device",
     "get_device_count",
     "gpuarray",
     "gpuimage",
     "image_from_path",
     "images_from_path",
+    "index_map",
+    "pixelwise",
     "seed",
     "synchronize",
 ]

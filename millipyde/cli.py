@@ -93,7 +93,9 @@ def augment(args: argparse.Namespace) -> int:
         source = str(args.input)
     out_dir = Path(args.output)
     out_dir.mkdir(parents=True, exist_ok=True)
-    gen = mp.Generator(inputs, figure_5_1_operations(), outputs=args.n, return_to_host=True,
+    from .recipes import operations
+
+    gen = mp.Generator(inputs, operations(args.recipe), outputs=args.n, return_to_host=True,
                        seed=args.seed)
     paths: list[Path] = []
     width = len(str(args.n - 1))
@@ -109,7 +111,8 @@ def augment(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - start
     sheet = contact_sheet(paths, out_dir / "contact_sheet.png")
     names = ", ".join(d.name for d in mp.devices.DEVICES)
-    print(f"inputs: {len(inputs)} from {source}; outputs in {out_dir}; contact sheet {sheet}")
+    print(f"inputs: {len(inputs)} from {source}; recipe {args.recipe}; outputs in {out_dir}; "
+          f"contact sheet {sheet}")
     print(
         f"backend {mp.backend()}, device(s) {names}: {len(paths)} images in {elapsed:.2f} s, "
         f"{len(paths) / elapsed:.1f} images/s"
@@ -161,12 +164,15 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``millipyde`` command."""
     parser = argparse.ArgumentParser(prog="millipyde", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    a = sub.add_parser("augment", help="augment a folder of images (thesis figure 5.1)")
+    a = sub.add_parser("augment", help="augment a folder of images (--recipe)")
     a.add_argument("input", nargs="?", default=None,
                    help="folder of images (default: scikit-image's sample photographs)")
     a.add_argument("-o", "--output", default="augmented", help="output folder")
     a.add_argument("-n", type=int, default=48, help="number of outputs (default 48)")
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    a.add_argument("--recipe", choices=("imagenet", "thesis", "detection"), default="imagenet",
+                   help="augmentation recipe (default imagenet: what a classifier trains on; "
+                        "thesis: figure 5.1)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     a.set_defaults(func=augment)
     i = sub.add_parser("info", help="backend, devices and versions")

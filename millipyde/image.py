@@ -6,43 +6,16 @@ value is needed. Random variants draw their parameters from the image's counter-
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from . import random as mprandom
+from ._args import _bounds, _number, _range
 from .array import gpuarray
 from .graph.node import apply
+from .image_ops import AugmentMixin
 from .kernels import REGISTRY
-
-
-def _number(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a real number, got {type(value).__name__}")
-    v = float(value)
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {v}")
-    return v
-
-
-def _range(value: Any, name: str) -> tuple[float, float]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence | np.ndarray):
-        raise ValueError(f"{name} must be a [low, high] pair, got {value!r}")
-    if len(value) != 2:
-        raise ValueError(f"{name} must be a [low, high] pair, got {len(value)} values")
-    lo, hi = _number(value[0], f"{name}[0]"), _number(value[1], f"{name}[1]")
-    if lo > hi:
-        raise ValueError(f"{name} low bound {lo} is greater than its high bound {hi}")
-    return lo, hi
-
-
-def _bounds(lo: Any, hi: Any, lo_name: str, hi_name: str) -> tuple[float, float]:
-    a, b = _number(lo, lo_name), _number(hi, hi_name)
-    if a > b:
-        raise ValueError(f"{lo_name} ({a}) is greater than {hi_name} ({b})")
-    return a, b
 
 
 def _colour_to_uint8(host: np.ndarray) -> np.ndarray:
@@ -98,7 +71,7 @@ RECORDING_METHODS = frozenset({
 })
 
 
-class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
+class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name)
     """An image on the device: 2-D greyscale, or H x W x 3 (RGB) / H x W x 4 (RGBA) uint8.
 
     Colour data of other integer dtypes in 0..255 is converted to uint8, float colour in [0, 1]
@@ -138,7 +111,7 @@ class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
         spec = REGISTRY[name]
         node = self._placed()
         dtype = np.dtype(np.float64) if spec.kind == "pixel" else node.dtype
-        self._bind(apply(spec, node, params, spec.out_shape(node.shape), dtype))
+        self._bind(apply(spec, node, params, spec.out_shape(node.shape, params), dtype))
 
     def _draws(self, n: int) -> list[float]:
         key = mprandom.current_key()

@@ -1,0 +1,51 @@
+"""Augmentation recipes for ``millipyde augment --recipe``: lists of Operations.
+
+- ``imagenet`` (the default): what an ImageNet classifier trains on (torchvision's reference
+  recipe): random resized crop to 224 x 224, horizontal flip with p = 0.5, then brightness,
+  contrast and saturation factors in [0.6, 1.4] and a hue shift in [-0.1, 0.1], each with
+  p = 0.8. Operations run in the order given (torchvision's ColorJitter shuffles its four and
+  flips one coin for all of them; here each has its own coin).
+- ``thesis``: the thesis's figure 5.1 (brightness deltas up to +1 wash many outputs out).
+- ``detection``: geometry mild enough for boxes to stay meaningful (small affine, flip, pad),
+  and colour jitter.
+"""
+
+from __future__ import annotations
+
+from .decorators import elementwise
+
+RECIPES = ("imagenet", "thesis", "detection")
+
+
+@elementwise
+def scale_brightness(v, c, factor):
+    """torchvision ``adjust_brightness``: multiply by ``factor`` (clipped by the adapter)."""
+    return v * factor
+
+
+def _jitter(p: float = 0.8) -> list:
+    from .operation import Operation
+
+    return [
+        Operation(scale_brightness, (0.6, 1.4), probability=p),
+        Operation("random_contrast", 0.6, 1.4, probability=p),
+        Operation("random_saturation", 0.6, 1.4, probability=p),
+        Operation("random_hue", -0.1, 0.1, probability=p),
+    ]
+
+
+def operations(name: str, size: int = 224) -> list:
+    """The Operations of recipe ``name`` (one of :data:`RECIPES`); ``size`` is the output side
+    of the ImageNet recipe's crop."""
+    from .cli import figure_5_1_operations
+    from .operation import Operation
+
+    if name == "imagenet":
+        return [Operation("random_resized_crop", size, size),
+                Operation("fliplr", probability=0.5), *_jitter()]
+    if name == "thesis":
+        return figure_5_1_operations()
+    if name == "detection":
+        return [Operation("random_affine", 10, (0.1, 0.1), (0.9, 1.1), probability=0.7),
+                Operation("fliplr", probability=0.5), *_jitter(0.5)]
+    raise ValueError(f"recipe must be one of {RECIPES}, got {name!r}")
