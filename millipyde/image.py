@@ -7,10 +7,12 @@ value is needed. Random variants draw their parameters from the image's counter-
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from . import random as mprandom
+from . import targets
 from ._args import _bounds, _number, _range
 from .array import gpuarray
 from .graph.node import apply
@@ -109,9 +111,38 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
     # -- recording -----------------------------------------------------------------------
     def _record(self, name: str, params: tuple[float, ...] = ()) -> None:
         spec = REGISTRY[name]
+        old = self._node
         node = self._placed()
         dtype = np.dtype(np.float64) if spec.kind == "pixel" else node.dtype
-        self._bind(apply(spec, node, params, spec.out_shape(node.shape, params), dtype))
+        new = apply(spec, node, params, spec.out_shape(node.shape, params), dtype)
+        self._bind(new)
+        if targets.of(old) is not None:
+            targets.follow(old, new, spec, params)
+
+    # -- targets -------------------------------------------------------------------------
+    def set_targets(self, boxes: Any = None, labels: Any = None, keypoints: Any = None,
+                    mask: Any = None, min_area: float = 1.0) -> None:
+        """Attach targets that follow this image through geometric ops (``millipyde.targets``):
+        ``boxes`` (N, 4) xyxy with ``labels``, ``keypoints`` (K, 2) (x, y), an integer H x W
+        ``mask``; boxes smaller than ``min_area`` after an op are dropped."""
+        targets.attach(self._node, targets.make(self.shape, boxes, labels, keypoints, mask,
+                                                 min_area))
+
+    @property
+    def targets(self) -> targets.Targets | None:
+        """The attached targets as they are now (None when none are attached)."""
+        return targets.of(self._node)
+
+    def _target(self, name: str) -> Any:
+        t = targets.of(self._node)
+        return None if t is None else getattr(t, name)
+
+    boxes = property(lambda self: self._target("boxes"), doc="(N, 4) xyxy boxes, or None.")
+    labels = property(lambda self: self._target("labels"), doc="Labels of the boxes, or None.")
+    keypoints = property(lambda self: self._target("keypoints"), doc="(K, 2) (x, y), or None.")
+    keypoints_visible = property(lambda self: self._target("visible"),
+                                 doc="Which keypoints are inside the image, or None.")
+    mask = property(lambda self: self._target("mask"), doc="The H x W mask, or None.")
 
     def _draws(self, n: int) -> list[float]:
         key = mprandom.current_key()
@@ -228,5 +259,9 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
             self._record("gaussian", (s,))
 
     def clone(self) -> gpuimage:
-        """Deep copy on the current target device; a gpuimage."""
-        return super().clone()
+        """Deep copy on the current target device (targets too); a gpuimage."""
+        out = super().clone()
+        t = targets.of(self._node)
+        if t is not None:
+            targets.attach(out._node, t)
+        return out
