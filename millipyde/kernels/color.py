@@ -56,7 +56,7 @@ def adjust_contrast(v, c, full, factor, mean, _d):
 @pixelwise(nparams=1)
 def adjust_saturation(r, g, b, full, factor, _b, _d):
     """torchvision ``adjust_saturation``: blend each channel with the pixel's grey value."""
-    s = 0.2989 * r + 0.587 * g + 0.114 * b
+    s = (2989.0 * r + 5870.0 * g + 1140.0 * b) / 10000.0  # exact on whole numbers (tv_grey)
     if full != 1.0:
         s = math.floor(s)
     k = 1.0 - factor
@@ -125,4 +125,6 @@ def adjust_hue(r, g, b, full, delta, _b, _d):
 def tv_grey(r, g, b, a, has_alpha):
     """torchvision's grey of a uint8 pixel (``_rgb_to_grayscale_image``), floored: the values
     whose mean ``adjust_contrast`` blends with."""
-    return math.floor(0.2989 * r + 0.587 * g + 0.114 * b)
+    # whole-number sums over 10000: exact, so a grey that is a whole number floors to itself
+    # (0.2989 * 20 + 0.587 * 18 + 0.114 * 4 is 17, but 16.999999999999996 in float64)
+    return math.floor((2989.0 * r + 5870.0 * g + 1140.0 * b) / 10000.0)
