@@ -55,8 +55,10 @@ def _to_uint8(img: np.ndarray) -> np.ndarray:
     return np.clip(img, 0, 255).astype(np.uint8)
 
 
-def contact_sheet(paths: list[Path], out: Path, thumb: int = 160, columns: int = 8) -> Path:
-    """Write a grid of thumbnails of ``paths`` to ``out`` (PNG) and return ``out``."""
+def contact_sheet(paths: list[Path], out: Path, thumb: int = 160, columns: int = 8,
+                  boxes: list | None = None) -> Path:
+    """Write a grid of thumbnails of ``paths`` to ``out`` (PNG) and return ``out``; ``boxes``
+    (one (N, 4) xyxy array or None per path) are drawn on their thumbnails."""
     from PIL import Image, ImageDraw
 
     rows = max(1, math.ceil(len(paths) / columns))
@@ -66,11 +68,17 @@ def contact_sheet(paths: list[Path], out: Path, thumb: int = 160, columns: int =
     draw = ImageDraw.Draw(sheet)
     for i, p in enumerate(paths):
         with Image.open(p) as im:
+            width0 = im.width
             im = im.convert("RGBA")
             im.thumbnail((thumb, thumb))
+            scale = im.width / width0
             x = (i % cols) * thumb + (thumb - im.width) // 2
             y = (i // cols) * (thumb + label_h)
             sheet.paste(im, (x, y + (thumb - im.height) // 2), im)
+            for b in [] if boxes is None or boxes[i] is None else boxes[i]:
+                x0, y0, x1, y1 = (float(v) * scale for v in b)
+                top = y + (thumb - im.height) // 2
+                draw.rectangle((x + x0, top + y0, x + x1, top + y1), outline="red")
             draw.text(((i % cols) * thumb + 4, y + thumb), p.stem, fill="black")
     sheet.save(out)
     return out
@@ -85,7 +93,12 @@ def augment(args: argparse.Namespace) -> int:
 
     if args.n < 1:
         raise SystemExit("millipyde augment: -n must be at least 1")
-    if args.input is None:
+    from .recipes import DETECTION_SAMPLES, detection_samples, operations
+
+    if args.input is None and args.recipe == "detection":
+        inputs = detection_samples()
+        source = "detection samples with boxes (" + ", ".join(DETECTION_SAMPLES) + ")"
+    elif args.input is None:
         inputs = sample_images()
         source = "scikit-image samples (" + ", ".join(SAMPLES) + ")"
     else:
@@ -93,23 +106,25 @@ def augment(args: argparse.Namespace) -> int:
         source = str(args.input)
     out_dir = Path(args.output)
     out_dir.mkdir(parents=True, exist_ok=True)
-    from .recipes import operations
-
-    gen = mp.Generator(inputs, operations(args.recipe), outputs=args.n, return_to_host=True,
-                       seed=args.seed)
+    # outputs stay gpuimages when they carry targets (boxes are read from them)
+    with_targets = any(x.targets is not None for x in inputs)
+    gen = mp.Generator(inputs, operations(args.recipe), outputs=args.n,
+                       return_to_host=not with_targets, seed=args.seed)
     paths: list[Path] = []
+    boxes: list = []
     width = len(str(args.n - 1))
     start = time.perf_counter()
     try:
         for i, img in enumerate(tqdm(gen, total=args.n, desc="augment", unit="img",
                                      disable=args.quiet)):
             path = out_dir / f"aug_{i:0{width}d}.png"
-            Image.fromarray(_to_uint8(img)).save(path)
+            boxes.append(img.boxes if with_targets else None)
+            Image.fromarray(_to_uint8(np.asarray(img))).save(path)
             paths.append(path)
     finally:
         gen.close()
     elapsed = time.perf_counter() - start
-    sheet = contact_sheet(paths, out_dir / "contact_sheet.png")
+    sheet = contact_sheet(paths, out_dir / "contact_sheet.png", boxes=boxes)
     names = ", ".join(d.name for d in mp.devices.DEVICES)
     print(f"inputs: {len(inputs)} from {source}; recipe {args.recipe}; outputs in {out_dir}; "
           f"contact sheet {sheet}")

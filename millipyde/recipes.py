@@ -49,3 +49,29 @@ def operations(name: str, size: int = 224) -> list:
         return [Operation("random_affine", 10, (0.1, 0.1), (0.9, 1.1), probability=0.7),
                 Operation("fliplr", probability=0.5), *_jitter(0.5)]
     raise ValueError(f"recipe must be one of {RECIPES}, got {name!r}")
+
+
+#: the detection recipe's sample set: scikit-image photographs with boxes (xyxy) drawn by hand
+DETECTION_SAMPLES: dict[str, list[tuple[tuple[int, int, int, int], int]]] = {
+    "astronaut": [((165, 25, 300, 205), 1), ((360, 0, 512, 290), 2)],
+    "chelsea": [((130, 20, 340, 300), 3)],
+    "coffee": [((170, 15, 430, 310), 4)],
+    "rocket": [((300, 115, 360, 410), 5)],
+}
+LABELS = {1: "face", 2: "shuttle", 3: "cat", 4: "cup", 5: "rocket"}
+
+
+def detection_samples() -> list:
+    """The detection sample set as gpuimages with their boxes and labels attached."""
+    import numpy as np
+    import skimage.data
+
+    from .image import gpuimage
+
+    out = []
+    for name, objects in DETECTION_SAMPLES.items():
+        img = gpuimage(getattr(skimage.data, name)())
+        img.set_targets(boxes=np.array([b for b, _ in objects], dtype=np.float64),
+                        labels=np.array([lab for _, lab in objects]))
+        out.append(img)
+    return out
