@@ -19,7 +19,8 @@ import numpy as np
 
 import millipyde as mp
 from millipyde import launcher
-from millipyde.graph import execute, schedule
+from millipyde.graph.exec import execute
+from millipyde.graph.plan import schedule
 
 
 def _chain(img: mp.gpuimage) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 import millipyde as mp
-from millipyde.graph import schedule
+from millipyde.graph.plan import schedule
 
 H, W = 4666, 3500
 

@@ -21,7 +21,8 @@ import numpy as np
 import millipyde as mp
 from bench.bench_fusion import _chain, chain_input
 from millipyde import faults, runtime
-from millipyde.graph import execute, footprint, schedule
+from millipyde.graph.exec import execute
+from millipyde.graph.plan import footprint, schedule
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ import numpy as np
 
 import millipyde as mp
 from millipyde.cli import figure_5_1_operations
-from millipyde.graph import batch
+from millipyde.graph.exec import batch
 from millipyde.workers import record_operations
 
 

@@ -14,7 +14,8 @@ import numpy as np
 
 import millipyde as mp
 from bench.smoke_gpu import copy_bandwidth, timed
-from millipyde.graph import codegen, execute
+from millipyde.graph.codegen import core as codegen
+from millipyde.graph.exec import execute
 
 
 def main() -> None:

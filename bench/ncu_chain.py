@@ -12,7 +12,7 @@ import sys
 
 import millipyde as mp
 from bench.bench_fusion import _chain, chain_input
-from millipyde.graph import schedule
+from millipyde.graph.plan import schedule
 
 if __name__ == "__main__":
     _, base = chain_input(6000)

@@ -23,7 +23,9 @@ import numpy as np
 
 import millipyde as mp
 from millipyde import runtime
-from millipyde.graph import codegen_gpu, execute, schedule
+from millipyde.graph.codegen import gpu as codegen_gpu
+from millipyde.graph.exec import execute
+from millipyde.graph.plan import schedule
 from millipyde.kernels import REGISTRY
 
 H, W = 8000, 6000

@@ -17,7 +17,9 @@ import numpy as np
 
 from bench.smoke_gpu import timed
 from millipyde import runtime
-from millipyde.graph import codegen, codegen_gpu, footprint
+from millipyde.graph.codegen import core as codegen
+from millipyde.graph.codegen import gpu as codegen_gpu
+from millipyde.graph.plan import footprint
 from millipyde.kernels import REGISTRY
 
 GEOMETRIES = [(32, 4, 8, 8, 2), (32, 4, 8, 8, 4), (32, 8, 8, 8, 1), (32, 8, 8, 8, 2),

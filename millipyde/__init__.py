@@ -3,8 +3,6 @@
 The backend (cuda, hip, cpu or cudasim) is chosen once, at import; see :func:`backend`.
 """
 
-__version__ = "0.1.0"
-
 from ._backend import backend
 from .array import gpuarray
 from .decorators import elementwise, index_map, pixelwise
@@ -22,6 +20,7 @@ from .operation import Operation
 from .pipeline import Pipeline
 from .random import seed
 from .runtime import synchronize
+from .version import __version__ as __version__
 
 __all__ = [
     "DEVICE_COUNT",

@@ -11,8 +11,10 @@ from typing import Any
 import numpy as np
 
 from . import devices, runtime
-from .graph import execute
-from .graph.node import Node, apply, leaf
+from .graph.exec import execute
+from .graph.ir import lazy
+from .graph.ir.lazy import LazyArray, to_host_tree
+from .graph.ir.node import Node, apply, leaf
 from .random import next_sample_index
 
 _NUMERIC_KINDS = "biufc"
@@ -74,7 +76,7 @@ def _contiguous_copy(obj: Any) -> Any:
     return cupy.ascontiguousarray(cupy.asarray(obj))
 
 
-class gpuarray:  # noqa: N801  (the thesis's public name)
+class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
     """An n-dimensional numeric array on the current target device.
 
     Parameters
@@ -250,22 +252,18 @@ class gpuarray:  # noqa: N801  (the thesis's public name)
 
     # -- NumPy protocols -----------------------------------------------------------------
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        from .graph import lazy
-
         impl = lazy.FUNCTIONS.get(func)
         if impl is not None:
             return impl(*args, **kwargs)
-        return func(*_to_host_tree(args), **_to_host_tree(kwargs))
+        return func(*to_host_tree(args), **to_host_tree(kwargs))
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        from .graph import lazy
-
         if method == "__call__" and "out" not in kwargs:
             result = lazy.ufunc(ufunc, inputs, kwargs)
             if result is not NotImplemented:
                 return result
         out = kwargs.pop("out", None)
-        result = getattr(ufunc, method)(*_to_host_tree(inputs), **_to_host_tree(kwargs))
+        result = getattr(ufunc, method)(*to_host_tree(inputs), **to_host_tree(kwargs))
         if out is None:
             return result
         outs = out if isinstance(out, tuple) else (out,)
@@ -305,16 +303,6 @@ class gpuarray:  # noqa: N801  (the thesis's public name)
             raise BufferError("__dlpack__ on the cuda backend needs CuPy installed") from err
         with cupy.cuda.Device(self.device):
             return cupy.asarray(buf).reshape(self.shape).__dlpack__(stream=stream)
-
-
-def _to_host_tree(obj: Any) -> Any:
-    if isinstance(obj, gpuarray):
-        return obj.__array__()
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_host_tree(o) for o in obj)
-    if isinstance(obj, dict):
-        return {k: _to_host_tree(v) for k, v in obj.items()}
-    return obj
 
 
 def _binary(ufunc_name: str, reflected: bool = False):

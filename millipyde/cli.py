@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -47,14 +48,6 @@ def sample_images() -> list:
     return [mp.gpuimage(getattr(skimage.data, name)()) for name in SAMPLES]
 
 
-def _to_uint8(img: np.ndarray) -> np.ndarray:
-    if img.dtype == np.uint8:
-        return img
-    if img.dtype.kind == "f":
-        return np.clip(np.rint(img * 255.0), 0, 255).astype(np.uint8)
-    return np.clip(img, 0, 255).astype(np.uint8)
-
-
 def contact_sheet(paths: list[Path], out: Path, thumb: int = 160, columns: int = 8,
                   boxes: list | None = None) -> Path:
     """Write a grid of thumbnails of ``paths`` to ``out`` (PNG) and return ``out``; ``boxes``
@@ -91,8 +84,12 @@ def augment(args: argparse.Namespace) -> int:
 
     import millipyde as mp
 
+    from .io import to_uint8
+
     if args.n < 1:
         raise SystemExit("millipyde augment: -n must be at least 1")
+    if args.cluster is not None:
+        return augment_on_cluster(args)
     from .recipes import DETECTION_SAMPLES, detection_samples, operations
 
     if args.input is None and args.recipe == "detection":
@@ -119,7 +116,7 @@ def augment(args: argparse.Namespace) -> int:
                                      disable=args.quiet)):
             path = out_dir / f"aug_{i:0{width}d}.png"
             boxes.append(img.boxes if with_targets else None)
-            Image.fromarray(_to_uint8(np.asarray(img))).save(path)
+            Image.fromarray(to_uint8(np.asarray(img))).save(path)
             paths.append(path)
     finally:
         gen.close()
@@ -135,6 +132,35 @@ def augment(args: argparse.Namespace) -> int:
     return 0
 
 
+def augment_on_cluster(args: argparse.Namespace) -> int:
+    """``augment --cluster``: the same images, made and written by Dask workers.
+
+    Outputs are named as ``millipyde.distributed.process`` names them (``{k:06d}.png``).
+    """
+    import millipyde as mp
+    from millipyde.distributed import cluster_client, run_files
+
+    from .recipes import operations
+
+    if args.input is None:
+        raise SystemExit("millipyde augment --cluster needs an input folder (workers read it)")
+    start = time.perf_counter()
+    try:
+        with cluster_client(args.cluster) as client:
+            paths, _ = run_files(args.input, operations(args.recipe), args.output,
+                                 outputs=args.n, seed=args.seed, client=client, fmt="png",
+                                 to_uint8=True)
+            workers = len(client.nthreads())
+    except ValueError as err:
+        raise SystemExit(f"millipyde augment: {err}") from err
+    elapsed = time.perf_counter() - start
+    sheet = contact_sheet(paths, Path(args.output) / "contact_sheet.png")
+    print(f"inputs from {args.input}; outputs in {args.output}; contact sheet {sheet}")
+    print(f"backend {mp.backend()}, cluster {args.cluster} ({workers} workers): {len(paths)} "
+          f"images in {elapsed:.2f} s, {len(paths) / elapsed:.1f} images/s")
+    return 0
+
+
 def info(args: argparse.Namespace) -> int:
     """Print backend, devices and versions."""
     import networkx
@@ -142,7 +168,8 @@ def info(args: argparse.Namespace) -> int:
     import skimage
 
     import millipyde as mp
-    from millipyde.graph import codegen
+
+    from .graph.codegen import core as codegen
 
     print(f"millipyde {mp.__version__}")
     print(f"backend: {mp.backend()}")
@@ -165,14 +192,16 @@ def info(args: argparse.Namespace) -> int:
 
 
 def bench(args: argparse.Namespace) -> int:
-    """Run the benchmark suite in ./bench (a checkout of the repository)."""
-    sys.path.insert(0, str(Path.cwd()))
-    try:
-        from bench.__main__ import main as bench_main
-    except ImportError as err:
-        raise SystemExit(f"millipyde bench runs from a checkout with a bench/ folder: {err}") \
-            from err
-    return int(bench_main(args.rest) or 0)
+    """Run ``python -m bench`` of the source checkout in the current folder.
+
+    The benchmarks are not part of the installed package (they need cuCIM, kornia, torch...), so
+    this only works from a checkout of the repository.
+    """
+    if not (Path.cwd() / "bench" / "__main__.py").is_file():
+        print("millipyde bench runs the benchmarks of a source checkout: run it from the "
+              "repository's root (no ./bench/__main__.py here)", file=sys.stderr)
+        return 2
+    return subprocess.call([sys.executable, "-m", "bench", *args.rest], cwd=Path.cwd())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="augmentation recipe (default imagenet: what a classifier trains on; "
                         "thesis: figure 5.1)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    a.add_argument("--cluster", default=None, metavar="local[:WORKERS]|tcp://HOST:PORT",
+                   help="make and write the outputs on a Dask cluster (the dask extra)")
     a.set_defaults(func=augment)
     i = sub.add_parser("info", help="backend, devices and versions")
     i.set_defaults(func=info)

@@ -55,11 +55,12 @@ class UserOp:
     """A user's scalar function registered as a fusable op; call it on a gpuimage."""
 
     def __init__(self, fn: Callable, kind: str, nparams: int,
-                 shape: Callable | None = None) -> None:
+                 shape: Callable | None = None, digest: str | None = None) -> None:
         self.fn = fn
         self.kind = kind
         self.nparams = nparams
-        digest = source_digest(fn)
+        self.shape = shape
+        digest = source_digest(fn) if digest is None else digest
         self.name = f"user_{fn.__name__}_{digest}"
         spec = OpSpec(self.name, "user_map" if kind == "index_map" else kind, fn, nparams,
                       shape_fn=shape, user=fn, digest=digest)
@@ -71,6 +72,10 @@ class UserOp:
 
     def __repr__(self) -> str:
         return f"<millipyde {self.kind} op {self.__qualname__}>"
+
+    def __reduce__(self) -> tuple:
+        # unpickled in another process (a Dask worker), the op registers itself there
+        return (UserOp, (self.fn, self.kind, self.nparams, self.shape, self.spec.digest))
 
     def __call__(self, img: Any, *params: Any) -> None:
         """Record this op on ``img`` (a gpuimage) with ``params``; ranges are drawn."""

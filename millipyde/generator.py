@@ -18,7 +18,7 @@ import numpy as np
 from . import devices
 from . import random as mprandom
 from .array import ArgumentError, gpuarray
-from .graph import batch
+from .graph.exec import batch
 from .pipeline import (
     PipelineError,
     check_device_arg,
@@ -223,6 +223,10 @@ class Generator:
         Yield NumPy ndarrays instead of gpuarrays/gpuimages.
     seed : int, optional
         Seed of the random streams; the global seed (``mp.seed``) at construction if None.
+    client : distributed.Client, optional
+        Make the outputs on this Dask cluster (``millipyde.distributed``): yielded in order
+        as host ndarrays, a bounded window ahead. A directory is read by the workers;
+        gpuarray inputs are scattered to them once, here. `device` must then be None.
 
     Raises
     ------
@@ -238,10 +242,17 @@ class Generator:
     """
 
     def __init__(self, inputs: Any, operations: Any, device: Any = None, outputs: Any = None,
-                 return_to_host: Any = False, seed: Any = None, **kwargs: Any) -> None:
+                 return_to_host: Any = False, seed: Any = None, client: Any = None,
+                 **kwargs: Any) -> None:
         self._state: _State | None = None
         if kwargs:
             raise ArgumentError(f"Generator got unknown keyword argument(s): {', '.join(kwargs)}")
+        if client is not None:  # outputs made on a Dask cluster (millipyde.distributed)
+            from ._distributed_generator import attach_generator
+
+            attach_generator(self, inputs, operations, device, outputs, return_to_host, seed,
+                             client)
+            return
         if isinstance(inputs, (str, os.PathLike)):
             from .io import images_from_path
 

@@ -15,7 +15,7 @@ from . import random as mprandom
 from . import targets
 from ._args import _bounds, _number, _range
 from .array import gpuarray
-from .graph.node import apply
+from .graph.ir.node import apply
 from .image_ops import AugmentMixin
 from .kernels import REGISTRY
 

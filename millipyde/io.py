@@ -330,3 +330,13 @@ def images_from_path(directory: PathType) -> list[gpuimage]:
     from .image import gpuimage
 
     return [gpuimage(load_array(p)) for p in iter_image_files(directory)]
+
+
+def to_uint8(img: np.ndarray) -> np.ndarray:
+    """An output as uint8 for an 8-bit file: float greyscale in [0, 1] scaled by 255 and rounded,
+    other integers clipped to 0..255."""
+    if img.dtype == np.uint8:
+        return img
+    if img.dtype.kind == "f":
+        return np.clip(np.rint(img * 255.0), 0, 255).astype(np.uint8)
+    return np.clip(img, 0, 255).astype(np.uint8)

@@ -19,7 +19,7 @@ import numpy as np
 from . import random as mprandom
 from . import targets
 from .array import ArgumentError, gpuarray
-from .graph import batch
+from .graph.exec import batch
 from .image import RECORDING_METHODS, gpuimage
 
 _MISSING: Any = object()
@@ -213,7 +213,7 @@ class Operation:
         can be written functionally), checked against gpuimage's shape rules.
 
         With `lift` (batched Generators) a method the coin skipped is still recorded, marked
-        gated off, where its kernels have an identity form (``graph.batch.record_gated_off``):
+        gated off, where its kernels have an identity form (``graph.exec.batch.record_gated_off``):
         `x`'s value is unchanged, but its plan matches the outputs whose coin ran it, so they
         share one batched launch per kernel.
         """

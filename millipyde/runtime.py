@@ -284,8 +284,9 @@ def to_host(buffer: Any) -> np.ndarray:
     return out
 
 
-def copy(buffer: Any, device: int, src_device: int) -> Any:
-    """A deep copy of ``buffer`` on ``device`` (peer copy, or staged through the host)."""
+def copy(buffer: Any, device: int, src_device: int, peer: bool = False) -> Any:
+    """A deep copy of ``buffer`` on ``device``: a peer copy where ``peer`` says the two devices
+    can (``devices.can_peer``), else staged through the host."""
     if not GPU:
         return np.array(buffer, copy=True)
     out = empty(buffer.shape, buffer.dtype, device)
@@ -293,13 +294,11 @@ def copy(buffer: Any, device: int, src_device: int) -> Any:
         with on_device(device):
             out.copy_to_device(buffer, stream=current_stream())
         return out
-    from .devices import can_peer
-
     # work that produced the source on its device's default stream must be done: streams of
     # two devices are not ordered with each other (Pipeline workers sync their own stream)
     with on_device(src_device):
         cuda.default_stream().synchronize()
-        host = None if can_peer(src_device, device) else buffer.copy_to_host()
+        host = None if peer else buffer.copy_to_host()
     if host is None:
         with on_device(device):
             out.copy_to_device(buffer, stream=current_stream())

@@ -194,7 +194,7 @@ def record_operations(x: gpuarray, operations: Sequence[Operation], seed: int, s
     """Record every Operation on ``x`` for ``device`` (nothing runs yet but Python callables).
 
     ``lift``: record Operations the coin skipped as gated off (see :meth:`Operation.apply`);
-    only for outputs that ``graph.batch.materialize_batch`` computes.
+    only for outputs that ``graph.exec.batch.materialize_batch`` computes.
 
     The fault point ``operation:<name>`` is checked before each Operation (so Python callables
     can be faulted too). Raises :class:`StepError` naming the failed Operation, or

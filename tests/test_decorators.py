@@ -200,7 +200,7 @@ def test_imagenet_style_chain_is_one_kernel_and_two_with_contrast():
 
 
 def test_fused_chain_equals_unfused():
-    from millipyde.graph import schedule
+    from millipyde.graph.plan import schedule
 
     img = tv.photo("astronaut", "rgba", 21, 17)
 
@@ -218,3 +218,14 @@ def test_fused_chain_equals_unfused():
     with schedule.fusion(False):
         unfused = run()
     assert_matches(fused, unfused)
+
+
+def test_user_ops_travel_to_other_processes_by_pickle():
+    # Dask ships Operations by cloudpickle; the op re-registers where it is unpickled
+    cloudpickle = pytest.importorskip("cloudpickle")
+    op = cloudpickle.loads(cloudpickle.dumps(mp.Operation(scale_channel, 1.5)))
+    img = tv.photo("coffee", "rgb", 6, 7)
+    a, b = mp.gpuimage(img), mp.gpuimage(img)
+    op.apply(a, 0, 0, 0)
+    scale_channel(b, 1.5)
+    assert_matches(np.asarray(a), np.asarray(b))

@@ -55,7 +55,7 @@ def _chain(img: mp.gpuimage) -> None:
 @pytest.mark.gpu
 def test_cached_launches_pass_what_the_dispatcher_passes():
     """Every kernel of a fused and an unfused chain, after its cached path exists."""
-    from millipyde.graph import schedule
+    from millipyde.graph.plan import schedule
 
     seen = []
     real = runtime._launch
@@ -89,7 +89,7 @@ def test_cached_launches_pass_what_the_dispatcher_passes():
 
 @pytest.mark.gpu
 def test_cached_and_dispatched_launches_give_equal_images(monkeypatch):
-    from millipyde.graph import schedule
+    from millipyde.graph.plan import schedule
 
     served = []
     real = launcher.launch

@@ -70,7 +70,7 @@ def test_70000_by_10_image_through_grid_stride_kernels() -> None:
 def test_sixteen_threads_compiling_one_new_kernel(tmp_path) -> None:
     code = textwrap.dedent("""
         import threading, numpy as np, millipyde as mp
-        from millipyde.graph import codegen
+        from millipyde.graph.codegen import core as codegen
         out, errors = [None] * 16, []
         def work(i):
             try:

@@ -13,9 +13,9 @@ from pathlib import Path
 import networkx as nx
 
 from ..kernels import REGISTRY
-from .execute import stencil_passes
-from .node import Node
-from .schedule import Kernel, pending_graph, plan
+from .exec.execute import stencil_passes
+from .ir.node import Node
+from .plan.schedule import Kernel, pending_graph, plan
 
 _PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948",
             "#ff9da7", "#9c755f", "#bab0ac"]
@@ -139,7 +139,7 @@ def explain_operations(x, operations, seed: int, sample: int, copy: bool, title:
     Built-in methods only record; a Python-callable Operation is called (its work cannot be
     known otherwise). ``copy`` starts from a device copy, as a Generator's outputs do.
     """
-    from .node import apply
+    from .ir.node import apply
 
     node = apply("copy", x._node, (), x.shape, x.dtype) if copy else x._node
     probe = x._new_like(node)

@@ -9,8 +9,10 @@ import reference as ref
 import millipyde as mp
 from millipyde import faults, runtime
 from millipyde import random as mprandom
-from millipyde.graph import batch, codegen_batch, codegen_gpu, execute
-from millipyde.graph.node import Node
+from millipyde.graph.codegen import batch as codegen_batch
+from millipyde.graph.codegen import gpu as codegen_gpu
+from millipyde.graph.exec import batch, execute
+from millipyde.graph.ir.node import Node
 from millipyde.pipeline import PipelineError
 
 cudasim_ok = pytest.mark.cudasim_ok

@@ -10,7 +10,9 @@ import reference as ref
 import millipyde as mp
 from millipyde import random as mprandom
 from millipyde import runtime
-from millipyde.graph import batch, codegen_gpu, execute, node
+from millipyde.graph.codegen import gpu as codegen_gpu
+from millipyde.graph.exec import batch, execute
+from millipyde.graph.ir import node
 from millipyde.kernels import REGISTRY
 
 cudasim_ok = pytest.mark.cudasim_ok

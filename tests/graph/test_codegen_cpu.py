@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from millipyde.graph import codegen, codegen_cpu, execute
+from millipyde.graph.codegen import core as codegen
+from millipyde.graph.codegen import cpu as codegen_cpu
+from millipyde.graph.exec import execute
 from millipyde.kernels import REGISTRY
 
 SHAPES = [(1, 1), (5, 7), (7, 5), (40, 3), (3, 40), (97, 131)]

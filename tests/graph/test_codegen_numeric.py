@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from millipyde.graph import codegen
+from millipyde.graph.codegen import core as codegen
 
 
 @pytest.fixture(scope="module")

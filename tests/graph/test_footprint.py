@@ -15,8 +15,9 @@ import pytest
 
 import millipyde as mp
 from millipyde import runtime
-from millipyde.graph import execute, footprint, schedule
-from millipyde.graph.schedule import Gather, Stencil
+from millipyde.graph.exec import execute
+from millipyde.graph.plan import footprint, schedule
+from millipyde.graph.plan.schedule import Gather, Stencil
 
 
 def _gather_after_stencil(x: mp.gpuimage) -> tuple[Stencil, Gather]:

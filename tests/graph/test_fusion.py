@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import millipyde as mp
-from millipyde.graph import schedule
+from millipyde.graph.plan import schedule
 
 cudasim_ok = pytest.mark.cudasim_ok
 
@@ -100,7 +100,7 @@ def test_copy_folds_into_the_stencil_that_reads_it(kind: str) -> None:
 def test_packed_gather_equals_the_two_index_gather(ops, monkeypatch) -> None:
     # packed RGBA gathers read flat words with 32-bit offsets; images of 2**31 or more
     # elements fall back to the two-index kernel, which must give the same bits
-    from millipyde.graph import execute
+    from millipyde.graph.exec import execute
 
     img = ref.photo_rgba(11, 17)
 

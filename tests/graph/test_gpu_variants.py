@@ -12,7 +12,7 @@ import reference as ref
 
 import millipyde as mp
 from millipyde import runtime
-from millipyde.graph import execute
+from millipyde.graph.exec import execute
 from millipyde.kernels import REGISTRY
 
 pytestmark = [

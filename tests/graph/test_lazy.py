@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import millipyde as mp
-from millipyde.graph import schedule
+from millipyde.graph.plan import schedule
 
 cudasim_ok = pytest.mark.cudasim_ok
 

@@ -10,7 +10,7 @@ import itertools
 import numpy as np
 import pytest
 
-from millipyde.graph import codegen
+from millipyde.graph.codegen import core as codegen
 from millipyde.kernels import REGISTRY
 
 cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
@@ -100,7 +100,7 @@ def test_stencil_kernels_compile_to_ptx(dtype: np.dtype) -> None:
 @pytest.mark.parametrize("c", [1, 2, 3, 4])
 @pytest.mark.parametrize("dtype", [np.uint8, np.float64, np.uint16])
 def test_tiled_stencil_kernels_compile_to_ptx(c: int, dtype: np.dtype) -> None:
-    from millipyde.graph import codegen_gpu
+    from millipyde.graph.codegen import gpu as codegen_gpu
 
     nc = min(c, 3)
     rows, cols = codegen_gpu.stencil_tiled_kernels(c, nc)
@@ -115,7 +115,7 @@ def test_tiled_stencil_kernels_compile_to_ptx(c: int, dtype: np.dtype) -> None:
 
 
 def test_rgba_lut_kernels_compile_to_ptx() -> None:
-    from millipyde.graph import codegen_gpu
+    from millipyde.graph.codegen import gpu as codegen_gpu
 
     flat, mapped = codegen_gpu.lut_rgba_kernels()
     lut = arr(np.uint8, 3)
@@ -132,7 +132,7 @@ def test_rgba_lut_kernels_compile_to_ptx() -> None:
 @pytest.mark.parametrize("sig,dtype", gather_cases(), ids=lambda v: str(v)[:60])
 def test_batched_gather_kernel_compiles_to_ptx(sig: codegen.GatherSig, dtype: np.dtype,
                                                gates: bool) -> None:
-    from millipyde.graph import codegen_batch
+    from millipyde.graph.codegen import batch as codegen_batch
 
     kernel = codegen_batch.gather_batch_kernel(sig, "cuda", gates=gates)
     out_dtype = np.float64 if sig.grey else dtype
@@ -145,7 +145,7 @@ def test_batched_gather_kernel_compiles_to_ptx(sig: codegen.GatherSig, dtype: np
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.float64, np.uint16])
 def test_batched_stencil_kernels_compile_to_ptx(dtype: np.dtype) -> None:
-    from millipyde.graph import codegen_batch
+    from millipyde.graph.codegen import batch as codegen_batch
 
     rows, cols = codegen_batch.stencil_batch_kernels("cuda")
     src, tmp, taps = arr(dtype, 4), arr(np.float64, 4), arr(np.float64, 2)
@@ -159,7 +159,7 @@ def test_batched_stencil_kernels_compile_to_ptx(dtype: np.dtype) -> None:
 
 @pytest.mark.parametrize("c", [1, 3, 4])
 def test_batched_tiled_stencil_kernels_compile_to_ptx(c: int) -> None:
-    from millipyde.graph import codegen_batch
+    from millipyde.graph.codegen import batch as codegen_batch
 
     rows, cols = codegen_batch.stencil_tiled_batch_kernels(c, min(c, 3))
     src, tmp, taps, idx = arr(np.uint8, 4), arr(np.float64, 4), arr(np.float64, 2), arr(
@@ -174,7 +174,7 @@ def test_batched_tiled_stencil_kernels_compile_to_ptx(c: int) -> None:
 
 @pytest.mark.parametrize("c", [1, 3, 4])
 def test_batched_2d_stencil_kernel_compiles_to_ptx(c: int) -> None:
-    from millipyde.graph import codegen_batch
+    from millipyde.graph.codegen import batch as codegen_batch
 
     kernel = codegen_batch.stencil_2d_batch_kernel(c, min(c, 3))
     idx = arr(np.int64, 1)
@@ -187,7 +187,7 @@ def test_batched_2d_stencil_kernel_compiles_to_ptx(c: int) -> None:
 
 @pytest.mark.parametrize("c,packed", [(1, False), (3, False), (4, False), (4, True)])
 def test_2d_stencil_kernel_compiles_to_ptx(c: int, packed: bool) -> None:
-    from millipyde.graph import codegen_gpu
+    from millipyde.graph.codegen import gpu as codegen_gpu
 
     kernel = codegen_gpu.stencil_2d_kernel(c, min(c, 3), pre=True, post=True, packed=packed)
     img = arr(np.uint32, 2) if packed else arr(np.uint8, 3)
@@ -201,7 +201,7 @@ def test_2d_stencil_kernel_compiles_to_ptx(c: int, packed: bool) -> None:
 
 
 def test_tall_tiles_only_where_their_shared_memory_fits() -> None:
-    from millipyde.graph import codegen_gpu
+    from millipyde.graph.codegen import gpu as codegen_gpu
 
     base, limit = codegen_gpu.TILE_GEOMETRY, 48 * 1024
     tall = codegen_gpu.tile_geometry(False, 16, False, limit)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import millipyde as mp
-from millipyde.graph import codegen
+from millipyde.graph.codegen import core as codegen
 
 cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
 from numba import types  # noqa: E402

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .codegen import _HEADER, load
+from .core import _HEADER, load
 
 _HELPERS = '''
 @_dev

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from .codegen import (
+from .core import (
     _HEADER,
     _RINT_CLIP,
     _STENCIL_COLS,
@@ -198,7 +198,7 @@ def stencil_tiled_batch_source(c: int, nc: int, sim: bool = False) -> str:
     for the largest radius of the batch (a smaller one uses less of them). A member with
     ``rad[b] = -1`` is skipped by ``rows`` and copied by ``cols``.
     """
-    from . import codegen_gpu
+    from . import gpu as codegen_gpu
 
     text = codegen_gpu.stencil_tiled_source(c, nc, sim)
     cut = text.index("\n\n")  # header first: its text is not batched
@@ -231,7 +231,7 @@ def stencil_2d_batch_source(c: int, nc: int, sim: bool = False) -> str:
     shared memory is sized for the batch's largest radius.
     A member with ``rad[b] = -1`` is copied.
     """
-    from . import codegen_gpu
+    from . import gpu as codegen_gpu
 
     text = codegen_gpu.stencil_2d_source(c, nc, sim=sim)
     cut = text.index("\n\n")

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
-from ..kernels import OpSpec, affine_of
-from .node import Node
+from ...kernels import OpSpec, affine_of
+from ..ir.node import Node
 
 GATHER_KINDS = ("elementwise", "pixelwise", "positional", "index_map", "sampler", "user_map",
                 "pixel")

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .codegen import _HEADER, _RINT_CLIP, load
+from .core import _HEADER, _RINT_CLIP, load
 
 # Outputs per thread along the window (rows pass: pixels in x; columns pass: rows in y).
 PX = 8

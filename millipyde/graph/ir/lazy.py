@@ -65,6 +65,27 @@ ARITH: dict[str, ArithOp] = {
 }
 REDUCE = {name: ReduceOp(name) for name in ("sum", "mean", "min", "max")}
 
+class LazyArray:
+    """What the IR records over: ``gpuarray`` derives from this (the IR never imports it).
+
+    A subclass provides ``shape``, ``dtype``, ``device``, ``_placed()`` (its node on the target
+    device) and ``_wrap(node)`` (a plain array handle on a new node).
+    """
+
+    __slots__ = ()
+
+
+def to_host_tree(obj: Any) -> Any:
+    """``obj`` with every lazy array in it (nested lists, tuples, dicts) copied to the host."""
+    if isinstance(obj, LazyArray):
+        return obj.__array__()
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_host_tree(o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: to_host_tree(v) for k, v in obj.items()}
+    return obj
+
+
 _UFUNCS = {getattr(np, name): name for name in ARITH if hasattr(np, name) and
            isinstance(getattr(np, name), np.ufunc)}
 _UFUNCS[np.divide] = "true_divide"
@@ -77,17 +98,13 @@ def _is_scalar(v: Any) -> bool:
 
 
 def _probe(v: Any) -> Any:
-    from ..array import gpuarray
-
-    return np.empty((0,), v.dtype) if isinstance(v, gpuarray) else v
+    return np.empty((0,), v.dtype) if isinstance(v, LazyArray) else v
 
 
 def record(name: str, operands: tuple[Any, ...], dtype_of: Callable[..., Any]) -> Any:
     """Record ``name`` over gpuarrays and scalars; ``NotImplemented`` if it can't be lazy."""
-    from ..array import gpuarray
-
-    arrays = [o for o in operands if isinstance(o, gpuarray)]
-    if not arrays or not all(isinstance(o, gpuarray) or _is_scalar(o) for o in operands):
+    arrays = [o for o in operands if isinstance(o, LazyArray)]
+    if not arrays or not all(isinstance(o, LazyArray) or _is_scalar(o) for o in operands):
         return NotImplemented
     if any(a.dtype.kind == "c" for a in arrays):
         return NotImplemented
@@ -98,7 +115,7 @@ def record(name: str, operands: tuple[Any, ...], dtype_of: Callable[..., Any]) -
         return NotImplemented
     device = arrays[0]._placed().device
     nodes = tuple(a._placed() if a.device == device else _moved(a, device) for a in arrays)
-    params = tuple(None if isinstance(o, gpuarray) else o for o in operands)
+    params = tuple(None if isinstance(o, LazyArray) else o for o in operands)
     # common subexpressions: the same op on the same nodes and scalars is the same value, so
     # `x*y + x*y` records (and computes) `x*y` once
     key = (name, tuple(n.id for n in nodes), tuple((type(p).__name__, p) for p in params),
@@ -108,7 +125,7 @@ def record(name: str, operands: tuple[Any, ...], dtype_of: Callable[..., Any]) -
         if node is None:
             node = Node(ARITH[name], nodes, params, shape, dtype, device)
             _cse[key] = node
-    return gpuarray._wrap(node)
+    return arrays[0]._wrap(node)
 
 
 def _moved(a: Any, device: int) -> Node:
@@ -137,8 +154,6 @@ def _where(cond: Any, x: Any = None, y: Any = None) -> Any:
 
 def reduce(name: str, a: Any, axis: Any = None, **kwargs: Any) -> Any:
     """A full reduction of ``a`` as a lazy 0-d gpuarray; ``NotImplemented`` otherwise."""
-    from ..array import gpuarray
-
     if axis is not None or any(v is not None for v in kwargs.values()) or a.size == 0:
         return NotImplemented
     if a.dtype.kind in "cb":
@@ -146,16 +161,14 @@ def reduce(name: str, a: Any, axis: Any = None, **kwargs: Any) -> Any:
     probe = np.zeros((1,), a.dtype)
     dtype = getattr(np, name)(probe).dtype
     node = apply(REDUCE[name], a._placed(), (), (), dtype)
-    return gpuarray._wrap(node)
+    return a._wrap(node)
 
 
 def _host_or_lazy(lazy_fn: Callable[..., Any], np_fn: Callable[..., Any]) -> Callable[..., Any]:
     def impl(*args: Any, **kwargs: Any) -> Any:
         out = lazy_fn(*args, **kwargs)
         if out is NotImplemented:
-            from ..array import _to_host_tree
-
-            return np_fn(*_to_host_tree(args), **_to_host_tree(kwargs))
+            return np_fn(*to_host_tree(args), **to_host_tree(kwargs))
         return out
 
     return impl

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..kernels import OpSpec
+from ...kernels import OpSpec
 
 _ids = itertools.count()
 

@@ -10,12 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from .. import faults, runtime
-from ..kernels import REGISTRY
-from . import codegen, codegen_gpu, footprint
-from .codegen_expr import REDUCE_BLOCK, ExprSig, expr_kernel
-from .node import Node
-from .schedule import Expr, Gather, Kernel, Stencil, full_range, plan
+from ... import devices, faults, runtime
+from ...kernels import REGISTRY
+from ..codegen import core as codegen
+from ..codegen import gpu as codegen_gpu
+from ..codegen.expr import REDUCE_BLOCK, ExprSig, expr_kernel
+from ..ir.node import Node
+from ..plan import footprint
+from ..plan.schedule import Expr, Gather, Kernel, Stencil, full_range, plan
 
 IDENTITY_LUT = np.tile(np.arange(256, dtype=np.uint8), (2, 4, 1))
 
@@ -95,7 +97,7 @@ def warp_clip_low(k: Gather) -> float:
     """
     if not k.clip_check:
         return -np.inf
-    from .lazy import REDUCE
+    from ..ir.lazy import REDUCE
 
     lo_node = Node(REDUCE["min"], (k.source,), (), (), k.source.dtype, k.source.device)
     lo = float(runtime.to_host(materialize(lo_node))[0])
@@ -254,7 +256,7 @@ def _run_gather(k: Gather, src: Any, device: int) -> Any:
 @functools.cache
 def _stencil_cpu_fn(pre: bool = False, post: bool = False):
     # imported here: only the cpu backend uses the fused CPU stencil
-    from . import codegen_cpu
+    from ..codegen import cpu as codegen_cpu
 
     return codegen_cpu.stencil_kernel(pre, post), codegen_cpu.stencil_tiles
 
@@ -521,7 +523,8 @@ def _run_locked(k: Kernel, out: Node, private: dict[int, Any],
         elif k.kind == "expr":
             buf = _run_expr(k, device)
         elif k.kind in ("copy", "move"):
-            buf = runtime.copy(src, device, k.source.device)
+            buf = runtime.copy(src, device, k.source.device,
+                              devices.can_peer(k.source.device, device))
         else:  # pragma: no cover - plan() only makes the kinds above
             raise TypeError(f"unknown kernel kind {k.kind}")
     out.settle(buf)

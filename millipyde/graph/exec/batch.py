@@ -29,11 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from .. import faults, runtime
-from ..kernels import REGISTRY, OpSpec
-from . import codegen, codegen_batch, codegen_gpu, execute, footprint
-from .node import Node
-from .schedule import Gather, Kernel, full_range, plan
+from ... import devices, faults, runtime
+from ...kernels import REGISTRY, OpSpec
+from ..codegen import batch as codegen_batch
+from ..codegen import core as codegen
+from ..codegen import gpu as codegen_gpu
+from ..ir.node import Node
+from ..plan import footprint
+from ..plan.schedule import Gather, Kernel, full_range, plan
+from . import execute
 
 # On the cpu backend the stencil step runs the per-image fused tiled kernel (codegen_cpu, the
 # same values) member by member: it is several times faster there than the generic two-pass
@@ -532,7 +536,7 @@ def stack_inputs(nodes: list[Node], device: int) -> dict[int, tuple[Any, int]]:
         for i, n in enumerate(keep.values()):
             buf = n.buffer
             if n.device != device:
-                buf = runtime.copy(buf, device, n.device)
+                buf = runtime.copy(buf, device, n.device, devices.can_peer(n.device, device))
             buf = runtime.reshape(buf, first.shape)
             if runtime.GPU:
                 stack[i].copy_to_device(buf, stream=runtime.current_stream())

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from .. import __version__
-from ..kernels import REGISTRY, color, filters, geometry, intensity, noise
+from ...kernels import REGISTRY, color, filters, geometry, intensity, noise
+from ...version import __version__
 
 TARGETS = ("cpu", "cuda")
 
@@ -653,7 +653,7 @@ def op_def(name: str, prefix: str = "_f_") -> str:
     spec = REGISTRY[name]
     if spec.user is None:
         return f"{prefix}{name} = _dev(_R[{name!r}].fn)\n"
-    from ..decorators import adapter
+    from ...decorators import adapter
 
     return adapter(spec, prefix)
 

@@ -1,0 +1,318 @@
+"""Pipelines and Generators on a Dask cluster: :func:`process` and ``Generator(client=...)``.
+
+Needs the ``dask`` extra (``dask[distributed]``; dask-cuda where GPUs are); millipyde itself
+imports without it. Every output is the one a single-process Pipeline or Generator with the
+same seed makes on the same backend and GPU model: a worker runs an output through the same
+code (``workers.apply_operations`` / the Generator's batched path) with the random stream of
+``(seed, sample)``, so neither the worker, the chunk nor the order changes a value.
+
+``src`` and ``out_dir`` must be visible under the same paths from the client and every worker
+(one host, or a shared filesystem). Files are read and written by the workers; only paths,
+Operations and timings travel through the scheduler. docs/DISTRIBUTED.md has the scale model.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import hashlib
+import json
+import math
+import os
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from . import __version__
+from . import random as mprandom
+from ._distributed_cluster import (
+    _client_or_local,
+    _slots,
+    cluster_client,
+    local_cluster,
+    pinned_cluster,
+)
+from ._distributed_tasks import FORMATS, TEMP_SUFFIX, process_chunk, reduce_operation
+from .array import ArgumentError
+from .operation import Operation
+from .pipeline import PipelineError, check_operations, check_seed
+
+copyreg.pickle(Operation, reduce_operation)  # Operations hold a lock: send them by their parts
+
+__all__ = ["MANIFEST", "cluster_client", "local_cluster", "pinned_cluster", "process",
+           "run_files"]
+
+#: The manifest :func:`process` keeps in ``out_dir``.
+MANIFEST = "millipyde-manifest.json"
+_MAX_CHUNK = 64  # the Generator's batch: one batched launch per kernel per chunk on a GPU
+
+
+def _chunk_size(items: int, slots: int, batch: int = 1) -> int:
+    """Outputs per task: about 4 tasks per worker thread, at most 64 (``MILLIPYDE_DASK_CHUNK``
+    decides when set), rounded to whole batches of ``batch`` outputs."""
+    from . import runtime
+
+    size = runtime.env_int("MILLIPYDE_DASK_CHUNK", None, 1, 65535)
+    if size is None:
+        size = max(1, min(_MAX_CHUNK, math.ceil(items / (4 * slots))))
+    return batch * max(1, size // batch)
+
+
+# -- arguments ------------------------------------------------------------------------------
+def _sources(src: Any) -> list[str]:
+    from .io import iter_image_files
+
+    if isinstance(src, (str, os.PathLike)):
+        try:
+            return [str(p) for p in iter_image_files(src)]
+        except (FileNotFoundError, NotADirectoryError) as err:
+            raise ArgumentError(f"process src: {err}") from err
+    if not isinstance(src, (list, tuple)) or not src:
+        raise ArgumentError(f"process src must be a directory or a non-empty list of image file "
+                            f"paths, got {src!r:.80}")
+    for i, p in enumerate(src):
+        if not isinstance(p, (str, os.PathLike)):
+            raise ArgumentError(f"process src[{i}] must be a path, got {type(p).__name__}")
+    return [str(p) for p in src]
+
+
+def _items(sources: list[str], outputs: int | None, fmt: str) -> list[tuple[int, int, str, str]]:
+    """``(position, sample, source, file name)`` of every output, in order."""
+    if outputs is None:
+        seen: dict[str, str] = {}
+        items = []
+        for pos, s in enumerate(sources):
+            name = f"{Path(s).stem}.{fmt}"
+            if name in seen:
+                raise ArgumentError(f"process: inputs {seen[name]!r} and {s!r} would both be "
+                                    f"written as {name!r} (one stem)")
+            seen[name] = s
+            items.append((pos, pos, s, name))
+        return items
+    n = len(sources)
+    return [(k, k, sources[k % n], f"{k:06d}.{fmt}") for k in range(outputs)]
+
+
+def _op_record(op: Any) -> dict[str, Any]:
+    fn = op.method if op.method is not None else \
+        f"{getattr(op.function, '__module__', '?')}.{op.name}"
+    return {"function": fn, "args": repr(op.args), "kwargs": repr(sorted(op.kwargs.items())),
+            "probability": op.probability}
+
+
+def _manifest(sources: list[str], ops: list, seed: int, outputs: int | None, fmt: str,
+              backend: str) -> dict[str, Any]:
+    digest = hashlib.sha256("\0".join(sources).encode()).hexdigest()
+    return {"millipyde": __version__, "backend": backend, "fmt": fmt, "seed": seed,
+            "outputs": outputs, "operations": [_op_record(op) for op in ops],
+            "inputs": {"count": len(sources), "sha256": digest}}
+
+
+def _settle_manifest(out: Path, record: dict[str, Any], names: list[str],
+                     overwrite: bool) -> None:
+    """Refuse a run that differs from the one recorded in ``out`` unless ``overwrite``.
+
+    With ``overwrite`` the manifest goes first, then this run's files (a crash in between
+    leaves files without a manifest, which the next run refuses too), then the new manifest.
+    """
+    path = out / MANIFEST
+    old = None
+    if path.exists():
+        try:
+            old = json.loads(path.read_text())
+        except (OSError, ValueError):
+            old = {"unreadable": str(path)}
+    if not overwrite:
+        if old is not None and old != record:
+            keys = sorted(k for k in set(old) | set(record) if old.get(k) != record.get(k))
+            diff = "; ".join(f"{k}: was {old.get(k)!r:.120}, now {record.get(k)!r:.120}"
+                             for k in keys)
+            raise ArgumentError(f"process: {path} records a different run ({diff}); pass "
+                                "overwrite=True to replace its outputs, or use another out_dir")
+        if old is None and any((out / n).exists() for n in names):
+            raise ArgumentError(f"process: {out} holds output files but no {MANIFEST}: they "
+                                "may come from another run; pass overwrite=True to replace them")
+    else:
+        path.unlink(missing_ok=True)
+        for n in names:
+            (out / n).unlink(missing_ok=True)
+    if old != record or overwrite:
+        tmp = out / f".{MANIFEST}.{uuid.uuid4().hex}{TEMP_SUFFIX}"
+        tmp.write_text(json.dumps(record, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+
+
+# -- process --------------------------------------------------------------------------------
+def process(src: Any, operations: Any, out_dir: Any, *, outputs: int | None = None,
+            seed: int | None = None, client: Any = None, fmt: str = "png",
+            overwrite: bool = False) -> list[Path]:
+    """Run `operations` over image files on a Dask cluster and write every result to a file.
+
+    Parameters
+    ----------
+    src : str, os.PathLike or list of paths
+        A directory (its image files in sorted order, as ``images_from_path``) or files.
+    operations : list of Operation
+        Applied in order (callables must be importable or picklable on the workers).
+    out_dir : str or os.PathLike
+        Created if missing. Holds the outputs and the manifest ``millipyde-manifest.json``.
+    outputs : int, optional
+        None: Pipeline semantics, input ``i`` with sample ``i``, written ``<stem>.<fmt>``.
+        N: Generator semantics, output ``k`` is input ``k % n`` with sample ``k``, written
+        ``{k:06d}.<fmt>``.
+    seed : int, optional
+        Seed of the random streams; the global seed (``mp.seed``) if None.
+    client : distributed.Client, optional
+        The cluster; None starts an embedded LocalCluster (LocalCUDACluster on CUDA GPUs with
+        dask-cuda) for this call and closes it.
+    fmt : {"png", "jpg", "tiff", "npy"}
+        png/jpg/tiff for uint8 images, npy (and tiff, through tifffile) for float greyscale.
+        jpg is lossy: the array before encoding is the single-process one.
+    overwrite : bool
+        Recompute every output even if `out_dir` holds a finished file or a manifest of a
+        different run. Without it, finished files are skipped and a different run refuses.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The output files, in input (or output-index) order.
+
+    Raises
+    ------
+    ValueError
+        An invalid argument, two inputs with one stem, a manifest of another run, a format
+        that cannot hold an output exactly (before the rest is cancelled), or input files
+        that cannot be read (named; every other output is written first).
+    PipelineError
+        An Operation failed on some outputs (named; every other output is written first), or
+        a task failed on the cluster.
+    """
+    return run_files(src, operations, out_dir, outputs=outputs, seed=seed, client=client,
+                     fmt=fmt, overwrite=overwrite)[0]
+
+
+def run_files(src: Any, operations: Any, out_dir: Any, *, outputs: int | None = None,
+              seed: int | None = None, client: Any = None, fmt: str = "png",
+              overwrite: bool = False, to_uint8: bool = False) -> tuple[list[Path], list[dict]]:
+    """:func:`process`, and the reports of its tasks (stage spans: bench/bench_distributed.py).
+
+    ``to_uint8`` saves non-uint8 outputs scaled to uint8, as ``millipyde augment`` does (the
+    manifest records it).
+    """
+    from . import backend
+
+    ops = check_operations(operations, "process")
+    if fmt not in FORMATS:
+        raise ArgumentError(f"process fmt must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if outputs is not None and (isinstance(outputs, bool) or not isinstance(outputs, int)
+                                or outputs < 0):
+        raise ArgumentError(f"process outputs must be an int >= 0 or None, got {outputs!r}")
+    if not isinstance(overwrite, bool):
+        raise ArgumentError(f"process overwrite must be a bool, got {type(overwrite).__name__}")
+    seed = check_seed(seed, "process")
+    seed = mprandom.global_seed() if seed is None else seed
+    sources = _sources(src)
+    items = _items(sources, outputs, fmt)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    record = _manifest(sources, ops, seed, outputs, fmt, backend())
+    if to_uint8:
+        record["to_uint8"] = True
+    _settle_manifest(out, record, [it[3] for it in items], overwrite)
+    pending = {it[0] for it in items if not (out / it[3]).exists()}
+    reports: list[dict] = []
+    if pending:
+        with _client_or_local(client) as c:
+            # Pipeline semantics: one output at a time, as Pipeline; Generator semantics:
+            # the Generator's batches (its batched path where it would take it)
+            size = 1 if outputs is None else _generator_batch(c, sources)
+            step = _chunk_size(len(pending), _slots(c), size)
+            blocks = [items[i:i + step] for i in range(0, len(items), step)]
+            if size == 1:
+                blocks = [[it for it in b if it[0] in pending] for b in blocks]
+            blocks = [b for b in blocks if any(it[0] in pending for it in b)]
+            reports = _run_chunks(c, blocks, len(items) - len(pending), len(items), ops, seed,
+                                  out, fmt, backend(), to_uint8, size)
+    return [out / it[3] for it in items], reports
+
+
+def _generator_batch(client: Any, sources: list[str]) -> int:
+    """The batch size ``Generator(sources)`` would use (1: per output), from the files' shapes.
+
+    The workers read the shapes (headers where the pixel mode is plain).
+    """
+    from ._distributed_tasks import probe
+
+    parts = [sources[i:i + 256] for i in range(0, len(sources), 256)]
+    shapes = [s for part in client.gather(client.map(probe, parts, pure=False)) for s in part]
+    return _batch_for(shapes)
+
+
+def _batch_for(shapes: list) -> int:
+    import numpy as np
+
+    from .graph.exec import batch
+
+    if any(s is None for s in shapes):
+        return 1  # an unreadable input: the run reports it
+    nodes = [SimpleNamespace(shape=tuple(shape), dtype=np.dtype(dtype)) for shape, dtype in
+             shapes]
+    return batch.batch_size(nodes)  # the Generator's own rule, on the inputs' shapes
+
+
+def _run_chunks(client: Any, blocks: list, done: int, total: int, ops: list, seed: int,
+                out: Path, fmt: str, backend: str, to_uint8: bool, size: int) -> list[dict]:
+    """Submit one task per block, follow them, then raise for the items that failed."""
+    from distributed import as_completed
+    from tqdm import tqdm
+
+    token = uuid.uuid4().hex[:12]
+    futures = [client.submit(process_chunk, b, ops, seed, str(out), fmt, backend, to_uint8,
+                             size, key=f"millipyde-process-{token}-{i}", pure=False)
+               for i, b in enumerate(blocks)]
+    results, errors = [], []
+    try:
+        with tqdm(total=total, initial=done, desc="millipyde.process", unit="img",
+                  disable=None) as bar:
+            for fut in as_completed(futures):
+                try:
+                    r = fut.result()
+                except Exception as err:
+                    raise PipelineError(f"process: a task failed on the cluster: "
+                                        f"{type(err).__name__}: {err}") from err
+                fmt_errors = [e for e in r["errors"] if e[2] == "format"]
+                if fmt_errors:
+                    pos, source, _, msg = fmt_errors[0]
+                    raise ArgumentError(f"process: output {pos} (from {source!r}): {msg}")
+                errors += r["errors"]
+                results.append(r)
+                bar.update(r["todo"])
+    except BaseException:
+        client.cancel(futures)
+        raise
+    _sweep(out)
+    if errors:
+        _raise_item_errors(sorted(errors))
+    return results
+
+
+def _sweep(out: Path) -> None:
+    """Remove temporaries a killed worker left (every task of this run has finished)."""
+    for p in out.glob(f".*{TEMP_SUFFIX}"):
+        p.unlink(missing_ok=True)
+
+
+def _raise_item_errors(errors: list[tuple[int, str, str, str]]) -> None:
+    unread = list(dict.fromkeys(src for _, src, kind, _ in errors if kind == "read"))
+    failed = [e for e in errors if e[2] != "read"]
+    if unread and not failed:
+        first = next(msg for _, _, kind, msg in errors if kind == "read")
+        raise ArgumentError(f"process: {len(unread)} input file(s) could not be read and have "
+                            f"no output (every other output was written): "
+                            f"{', '.join(map(repr, unread))}; first error: {first}")
+    pos, source, _, msg = failed[0]
+    more = f"; {len(failed) - 1} more failed output(s)" if len(failed) > 1 else ""
+    if unread:
+        more += f"; unreadable input file(s): {', '.join(map(repr, unread))}"
+    raise PipelineError(f"process: output {pos} (from {source!r}): {msg}{more} (every other "
+                        "output was written)")

@@ -1,0 +1,1 @@
+"""Code generation: Numba source for one target from a fused kernel signature, cached on disk."""

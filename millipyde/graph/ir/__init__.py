@@ -1,0 +1,1 @@
+"""Graph IR: nodes of recorded work and lazy NumPy arithmetic on them."""
