@@ -14,4 +14,4 @@ test-cpu:
 	MILLIPYDE_BACKEND=cpu $(PYTHON) -m pytest -q -p no:cacheprovider
 
 test-cudasim:
-	MILLIPYDE_BACKEND=cudasim NUMBA_ENABLE_CUDASIM=1 $(PYTHON) -m pytest -q -p no:cacheprovider -m cudasim_ok tests/kernels tests/graph
+	MILLIPYDE_BACKEND=cudasim NUMBA_ENABLE_CUDASIM=1 $(PYTHON) -m pytest -q -p no:cacheprovider -m cudasim_ok tests/kernels tests/graph tests/backend

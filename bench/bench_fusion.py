@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 import millipyde as mp
-from millipyde import launcher
+from millipyde.backend import launcher
 from millipyde.graph.exec import execute
 from millipyde.graph.plan import schedule
 
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             execute.materialize(x._node)
 
     outs, rows = {}, {}
-    # "-dispatch": every launch through numba-cuda's dispatcher (millipyde/launcher.py off)
+    # "-dispatch": every launch through numba-cuda's dispatcher (millipyde/backend/launcher.py off)
     for name, fuse, cached in (("fused", True, True), ("unfused", False, True),
                                ("fused-dispatch", True, False),
                                ("unfused-dispatch", False, False)):

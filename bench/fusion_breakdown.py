@@ -20,7 +20,8 @@ import numpy as np
 
 import millipyde as mp
 from bench.bench_fusion import _chain, chain_input
-from millipyde import faults, runtime
+from millipyde import faults
+from millipyde.backend import ACTIVE as runtime
 from millipyde.graph.exec import execute
 from millipyde.graph.plan import footprint, schedule
 

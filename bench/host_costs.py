@@ -3,8 +3,8 @@
 Prints microseconds per call (median of 5 x 200) for: numba-cuda allocation, CuPy-pool
 allocation + wrap, a small upload, a reshape view, an empty kernel launch with 4 array
 arguments (through numba-cuda's dispatcher, and through ``runtime.launch_blocks`` with and
-without the cached launch path of millipyde/launcher.py), and millipyde's whole gamma op on a
-64x64 RGB image (both launch paths). Used to decide where the host time per op goes
+without the cached launch path of millipyde/backend/launcher.py), and millipyde's whole
+gamma op on a 64x64 RGB image (both launch paths). Used to decide where the host time per op goes
 (bench/RESULTS.md).
 """
 
@@ -17,7 +17,8 @@ import numpy as np
 from numba import cuda
 
 import millipyde as mp
-from millipyde import launcher, runtime
+from millipyde.backend import ACTIVE as runtime
+from millipyde.backend import launcher
 
 
 def per_call(fn, n: int = 200) -> float:

@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 import millipyde as mp
-from millipyde import runtime
+from millipyde.backend import ACTIVE as runtime
 from millipyde.graph.codegen import gpu as codegen_gpu
 from millipyde.graph.exec import execute
 from millipyde.graph.plan import schedule

@@ -16,7 +16,7 @@ import argparse
 import numpy as np
 
 from bench.smoke_gpu import timed
-from millipyde import runtime
+from millipyde.backend import ACTIVE as runtime
 from millipyde.graph.codegen import core as codegen
 from millipyde.graph.codegen import gpu as codegen_gpu
 from millipyde.graph.plan import footprint

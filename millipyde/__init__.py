@@ -3,8 +3,8 @@
 The backend (cuda, hip, cpu or cudasim) is chosen once, at import; see :func:`backend`.
 """
 
-from ._backend import backend
 from .array import gpuarray
+from .backend import backend
 from .decorators import elementwise, index_map, pixelwise
 from .devices import (
     DEVICE_COUNT,
@@ -12,6 +12,7 @@ from .devices import (
     device_count,
     get_current_device,
     get_device_count,
+    synchronize,
 )
 from .generator import Generator
 from .image import gpuimage
@@ -19,7 +20,6 @@ from .io import image_from_path, images_from_path
 from .operation import Operation
 from .pipeline import Pipeline
 from .random import seed
-from .runtime import synchronize
 from .version import __version__ as __version__
 
 __all__ = [

@@ -23,16 +23,17 @@ def local_cluster(workers: int | None = None, threads: int | None = None,
     """
     import logging
 
-    from . import backend, devices, runtime
+    from . import config, devices
+    from .backend import ACTIVE
 
-    threads = threads or runtime.env_int("MILLIPYDE_DASK_THREADS", None)
-    if runtime.GPU and not runtime.SIM:
-        var = "CUDA_VISIBLE_DEVICES" if backend() == "cuda" else "HIP_VISIBLE_DEVICES"
+    threads = threads or config.dask_threads()
+    var = ACTIVE.visible_devices_var
+    if var is not None:
         visible = os.environ.get(var)
         ids = visible.split(",") if visible else [str(i) for i in
                                                   range(devices.get_device_count())]
         n = len(ids) if workers is None else workers
-        if backend() == "cuda":
+        if var == "CUDA_VISIBLE_DEVICES":
             try:
                 from dask_cuda import LocalCUDACluster
             except Exception:  # not installed, or its own dependencies missing

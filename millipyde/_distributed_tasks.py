@@ -122,7 +122,8 @@ def compute(sources: dict[Any, Any], items: Sequence[tuple[int, Any]], operation
     batches). Runs on device 0 (a worker pinned to one GPU sees it first) with a stream of
     its own, as a Pipeline or Generator worker does.
     """
-    from . import devices, runtime
+    from . import devices
+    from .backend import ACTIVE as runtime
     from .graph.exec import batch
     from .workers import STREAMS
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from . import devices, runtime
+from . import devices
+from .backend import ACTIVE
 from .graph.exec import execute
 from .graph.ir import lazy
 from .graph.ir.lazy import LazyArray, to_host_tree
@@ -44,7 +45,7 @@ def _host_array(obj: Any, what: str) -> np.ndarray:
 
 def _from_device_object(obj: Any, device: int) -> tuple[Any, tuple[int, ...], np.dtype] | None:
     """Copy a CUDA Array Interface / DLPack object device-to-device, or None if not one."""
-    if not runtime.GPU or runtime.SIM:
+    if not ACTIVE.caps.external_memory:
         return None
     from numba import cuda
 
@@ -62,11 +63,11 @@ def _from_device_object(obj: Any, device: int) -> tuple[Any, tuple[int, ...], np
     if src.dtype.kind not in _NUMERIC_KINDS:
         raise ValueError(f"gpuarray needs a numeric dtype, got {src.dtype}")
     shape = tuple(src.shape)
-    buf = runtime.empty(shape or (1,), src.dtype, device)
-    with runtime.on_device(device):
+    buf = ACTIVE.empty(shape or (1,), src.dtype, device)
+    with ACTIVE.on_device(device):
         if not src.is_c_contiguous():
             src = cuda.as_cuda_array(_contiguous_copy(obj))
-        buf.copy_to_device(src.reshape(shape or (1,)), stream=runtime.current_stream())
+        buf.copy_to_device(src.reshape(shape or (1,)), stream=ACTIVE.current_stream())
     return buf, shape, src.dtype
 
 
@@ -106,7 +107,7 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
         else:
             host = self._convert(_host_array(obj, type(self).__name__))
             shape, dtype = host.shape, host.dtype
-            buf = runtime.from_host(host.reshape(host.shape or (1,)), device)
+            buf = ACTIVE.from_host(host.reshape(host.shape or (1,)), device)
         self._bind(leaf(buf, shape, dtype, device))
         if host is None:
             self._validate_device_copy()
@@ -216,7 +217,7 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
         return Plan(self._node, fuse=fuse, title=repr(self))
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        host = runtime.to_host(self._materialize()).reshape(self.shape)
+        host = ACTIVE.to_host(self._materialize()).reshape(self.shape)
         if dtype is not None and np.dtype(dtype) != host.dtype:
             host = host.astype(dtype)
         return host
@@ -271,7 +272,7 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
         for o, r in zip(outs, results, strict=True):
             if isinstance(o, gpuarray):
                 host = np.asarray(r, dtype=o.dtype).reshape(o.shape or (1,))
-                o._bind(leaf(runtime.from_host(host, o.device), o.shape, o.dtype, o.device))
+                o._bind(leaf(ACTIVE.from_host(host, o.device), o.shape, o.dtype, o.device))
             else:
                 np.copyto(o, r)
         return out
@@ -279,24 +280,24 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
     # -- interop -------------------------------------------------------------------------
     @property
     def __cuda_array_interface__(self) -> dict:
-        if not runtime.GPU or runtime.SIM:
+        if not ACTIVE.caps.external_memory:
             raise AttributeError(
-                f"__cuda_array_interface__ needs a GPU backend (active: {runtime.BACKEND})"
+                f"__cuda_array_interface__ needs a GPU backend (active: {ACTIVE.name})"
             )
         return self._materialize().__cuda_array_interface__
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        if runtime.GPU and not runtime.SIM:
+        if ACTIVE.caps.external_memory:
             return (2, self.device)  # kDLCUDA
         return (1, 0)  # kDLCPU
 
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
                    copy: bool | None = None) -> Any:
         buf = self._materialize()
-        if not runtime.GPU or runtime.SIM:
-            host = buf if not runtime.GPU else runtime.to_host(buf)
+        if not ACTIVE.caps.external_memory:
+            host = ACTIVE.to_host(buf) if ACTIVE.caps.device_memory else buf
             return np.asarray(host).reshape(self.shape).__dlpack__()
-        runtime.synchronize(self.device)
+        ACTIVE.synchronize(self.device)
         try:
             import cupy
         except ImportError as err:

@@ -1,4 +1,4 @@
-"""Devices of the active backend: discovery, ranking, peer access and the ``Device`` scope.
+"""Devices of the active backend: ranking, peer access, ``synchronize`` and the ``Device`` scope.
 
 Thesis section 4.2: the recommended device has the largest multiprocessors x clock; a peer-access
 matrix decides direct device-to-device copies; ``Device(i)`` sets the target for a ``with`` block
@@ -11,84 +11,21 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from types import TracebackType
 
 import numpy as np
 
-from . import runtime
+from .backend import ACTIVE, DeviceInfo
+
+__all__ = ["DEVICES", "DEVICE_COUNT", "Device", "DeviceInfo", "can_peer", "check_device",
+           "device_count", "get_current_device", "get_device_count", "on_reset", "reset",
+           "synchronize", "target_device", "targeting"]
 
 
-@dataclass(frozen=True)
-class DeviceInfo:
-    """What the scheduler knows of one device."""
-
-    index: int
-    name: str
-    multiprocessors: int
-    clock_khz: int
-
-    @property
-    def score(self) -> int:
-        """Thesis ranking metric: multiprocessors x clock."""
-        return self.multiprocessors * self.clock_khz
-
-
-def _discover() -> list[DeviceInfo]:
-    n = runtime.physical_device_count()
-    if not runtime.GPU:
-        import os
-
-        cores = max(1, (os.cpu_count() or 1) // n)
-        return [DeviceInfo(i, f"cpu:{i}", cores, 1) for i in range(n)]
-    from numba import cuda
-
-    infos = []
-    for i in range(n):
-        if runtime.SIM:
-            infos.append(DeviceInfo(i, "cudasim", 1, 1))
-            continue
-        with cuda.gpus[i]:
-            dev = cuda.get_current_device()
-            name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
-            infos.append(
-                DeviceInfo(i, name, int(dev.MULTIPROCESSOR_COUNT), int(dev.CLOCK_RATE))
-            )
-    return infos
-
-
-def _peer_matrix(n: int) -> np.ndarray:
-    m = np.eye(n, dtype=bool)
-    if not runtime.GPU or runtime.SIM or n < 2:
-        return m
-    from numba import cuda
-
-    for i in range(n):
-        for j in range(n):
-            if i == j:
-                continue
-            try:
-                with cuda.gpus[i]:
-                    ctx = cuda.current_context()
-                    m[i, j] = bool(ctx.can_access_peer(j))
-                if m[i, j]:
-                    with cuda.gpus[j]:
-                        peer = cuda.current_context()
-                    with cuda.gpus[i]:
-                        try:
-                            ctx.enable_peer_access(peer.handle)
-                        except Exception as err:  # already enabled is fine
-                            if "ALREADY_ENABLED" not in str(err).upper().replace(" ", "_"):
-                                raise
-            except Exception:
-                # no peer path: copies between these two devices are staged through the host
-                m[i, j] = False
-    return m
-
-
-DEVICES: list[DeviceInfo] = _discover()
+DEVICES: list[DeviceInfo] = ACTIVE.device_infos()
 DEVICE_COUNT: int = len(DEVICES)
-PEER_ACCESS: np.ndarray = _peer_matrix(DEVICE_COUNT)
+# enabling peer access between GPUs happens here, once
+PEER_ACCESS: np.ndarray = ACTIVE.peer_matrix(DEVICE_COUNT)
 RECOMMENDED: int = max(DEVICES, key=lambda d: (d.score, -d.index)).index
 RANKED: list[int] = [d.index for d in sorted(DEVICES, key=lambda d: (-d.score, d.index))]
 
@@ -107,6 +44,11 @@ def get_device_count() -> int:
 
 
 device_count = get_device_count
+
+
+def synchronize(device: int | None = None) -> None:
+    """Wait for all queued work on ``device`` (every device when None)."""
+    ACTIVE.synchronize(device)
 
 
 def target_device() -> int | None:
@@ -144,7 +86,7 @@ def check_device(index: object, what: str = "device") -> int:
         raise ValueError(f"{what} must be an int device index, got {type(index).__name__}")
     if not 0 <= int(index) < DEVICE_COUNT:
         raise ValueError(
-            f"{what} {int(index)} is not a valid device: the {runtime.BACKEND} backend has "
+            f"{what} {int(index)} is not a valid device: the {ACTIVE.name} backend has "
             f"{DEVICE_COUNT} device(s), 0..{DEVICE_COUNT - 1}"
         )
     return int(index)
@@ -159,9 +101,9 @@ def reset(device: int) -> None:
     """Drop millipyde's state for ``device``: pools, streams, pending work; leave it usable."""
     for hook in list(_reset_hooks):
         hook(device)
-    if runtime.GPU:
+    if ACTIVE.caps.launches_on_streams:
         try:
-            runtime.synchronize(device)
+            ACTIVE.synchronize(device)
         except Exception:
             # The failed work's error already reached the caller; the device must stay usable.
             pass
@@ -188,7 +130,7 @@ class Device:
     ) -> None:
         try:
             if exc_type is None:
-                runtime.synchronize(self.index)
+                ACTIVE.synchronize(self.index)
             else:
                 reset(self.index)
         finally:

@@ -50,9 +50,9 @@ _MAX_CHUNK = 64  # the Generator's batch: one batched launch per kernel per chun
 def _chunk_size(items: int, slots: int, batch: int = 1) -> int:
     """Outputs per task: about 4 tasks per worker thread, at most 64 (``MILLIPYDE_DASK_CHUNK``
     decides when set), rounded to whole batches of ``batch`` outputs."""
-    from . import runtime
+    from . import config
 
-    size = runtime.env_int("MILLIPYDE_DASK_CHUNK", None, 1, 65535)
+    size = config.dask_chunk()
     if size is None:
         size = max(1, min(_MAX_CHUNK, math.ceil(items / (4 * slots))))
     return batch * max(1, size // batch)

@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import devices, faults, runtime
+from . import config, devices, faults
 from .array import gpuarray
+from .backend import ACTIVE
 from .operation import Operation
 
 #: Threads (and streams) per GPU, as in the thesis (DEVICE_STREAM_COUNT).
@@ -41,14 +42,15 @@ def workers_per_device(devices: int = 1, batched: bool = False) -> int:
     an H200: 3540-3974 img/s with 1 worker, 2891-3211 with 2, 1722-2519 with 4;
     bench/RESULTS.md).
     """
-    n = runtime.env_int("MILLIPYDE_WORKERS", None)
+    n = config.workers()
     if n is not None:
         return n
-    if runtime.GPU and batched:
+    caps = ACTIVE.caps
+    if caps.launches_on_streams and batched:
         return 1
-    if runtime.GPU:
+    if caps.launches_on_streams:
         return max(1, GPU_WORKERS // max(1, devices))
-    return 2 if getattr(runtime, "_cpu_launch_lock", None) is None else 1
+    return 2 if caps.concurrent_launches else 1
 
 
 class _StreamPool:
@@ -65,7 +67,7 @@ class _StreamPool:
             idle = self._idle.get(device)
             if idle:
                 return idle.pop(), gen
-        return runtime.new_stream(device), gen
+        return ACTIVE.new_stream(device), gen
 
     def release(self, device: int, stream: Any, generation: int) -> None:
         if stream is None:
@@ -138,7 +140,7 @@ class WorkerGroup:
             self.on_error(err, device)
             return
         try:
-            with runtime.on_device(device), runtime.using_stream(stream), \
+            with ACTIVE.on_device(device), ACTIVE.using_stream(stream), \
                     devices.targeting(device):
                 self.target(device, stream)
         except BaseException as err:

@@ -1,6 +1,7 @@
 """Devices and multi-device scheduling: Device resets, worker pools, thesis Algorithm 2, and
 Pipeline/Generator over virtual cpu devices (``MILLIPYDE_CPU_DEVICES``, run in subprocesses)."""
 
+import dataclasses
 import threading
 
 import numpy as np
@@ -8,7 +9,8 @@ import pytest
 from multidevice import crops, reference, run_with_devices, standard_ops
 
 import millipyde as mp
-from millipyde import devices, runtime, workers
+from millipyde import devices, workers
+from millipyde.backend import ACTIVE as runtime
 from millipyde.pipeline import assign_devices
 
 
@@ -56,7 +58,7 @@ def test_targeting_nests_without_sync_or_reset():
 def test_workers_per_device(monkeypatch):
     monkeypatch.delenv("MILLIPYDE_WORKERS", raising=False)
     n = workers.workers_per_device()
-    assert n == (4 if runtime.GPU else n) and 1 <= n <= 4
+    assert n == (4 if runtime.caps.launches_on_streams else n) and 1 <= n <= 4
     monkeypatch.setenv("MILLIPYDE_WORKERS", "3")
     assert workers.workers_per_device() == 3
     for bad in ("0", "x", "65"):
@@ -67,7 +69,8 @@ def test_workers_per_device(monkeypatch):
 
 def test_batched_generators_take_one_worker_per_gpu(monkeypatch):
     monkeypatch.delenv("MILLIPYDE_WORKERS", raising=False)
-    monkeypatch.setattr(runtime, "GPU", True)
+    gpu_caps = dataclasses.replace(runtime.caps, launches_on_streams=True)
+    monkeypatch.setattr(runtime, "caps", gpu_caps)
     assert workers.workers_per_device(batched=True) == 1
     assert workers.workers_per_device(2) == 2  # unbatched work keeps ~4 threads in all
     monkeypatch.setenv("MILLIPYDE_WORKERS", "3")  # the variable still decides

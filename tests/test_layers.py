@@ -17,8 +17,12 @@ ROOT = Path(__file__).resolve().parents[1] / "millipyde"
 # (layer name, module-name prefixes); a module belongs to the first layer whose prefix matches
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("millipyde.version", "millipyde.config", "millipyde.kernels")),
-    ("backend", ("millipyde.backend", "millipyde._backend", "millipyde.faults",
-                 "millipyde.launcher", "millipyde.runtime", "millipyde.devices")),
+    ("backend", ("millipyde.faults", "millipyde.backend.base", "millipyde.backend.selection",
+                 "millipyde.backend.launcher", "millipyde.backend.pool")),
+    ("backend.impl", ("millipyde.backend.cpu", "millipyde.backend.cuda",
+                      "millipyde.backend.hip", "millipyde.backend.sim")),
+    ("backend.active", ("millipyde.backend",)),
+    ("devices", ("millipyde.devices",)),
     ("graph.ir", ("millipyde.graph.ir",)),
     ("graph.codegen", ("millipyde.graph.codegen",)),
     ("graph.plan", ("millipyde.graph.plan",)),

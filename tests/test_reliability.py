@@ -15,8 +15,8 @@ import reference as ref
 
 import millipyde as mp
 from millipyde import faults
+from millipyde.backend import DeviceMemoryError
 from millipyde.pipeline import PipelineError
-from millipyde.runtime import DeviceMemoryError
 
 
 @pytest.fixture(autouse=True)

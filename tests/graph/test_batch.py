@@ -7,8 +7,9 @@ import pytest
 import reference as ref
 
 import millipyde as mp
-from millipyde import faults, runtime
+from millipyde import faults
 from millipyde import random as mprandom
+from millipyde.backend import ACTIVE as runtime
 from millipyde.graph.codegen import batch as codegen_batch
 from millipyde.graph.codegen import gpu as codegen_gpu
 from millipyde.graph.exec import batch, execute
@@ -112,7 +113,7 @@ def test_generic_batched_stencil_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @cudasim_ok
-@pytest.mark.skipif(not runtime.GPU, reason="GPU kernels: cuda, hip or cudasim backend")
+@pytest.mark.skipif(not runtime.caps.grid_launches, reason="GPU kernels: cuda, hip or cudasim")
 @pytest.mark.parametrize("one_pass", [True, False], ids=["2d-tiles", "two-tiled-passes"])
 def test_batched_tiled_stencil(one_pass: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     # real GPUs pick the tiled kernels themselves; the simulator runs them with small blocks
@@ -120,7 +121,7 @@ def test_batched_tiled_stencil(one_pass: bool, monkeypatch: pytest.MonkeyPatch) 
         monkeypatch.setattr(execute, "gpu_variants_enabled", lambda: True)
         if not one_pass:
             monkeypatch.setattr(execute, "stencil_2d_fits", lambda radius: False)
-        if runtime.SIM:
+        if runtime.simulated:
             monkeypatch.setattr(codegen_gpu, "ROWS_BLOCK", (2, 2))
             monkeypatch.setattr(codegen_gpu, "COLS_BLOCK", (4, 2))
         _check_batched(kind, h, w, 5, seed, monkeypatch, max_alone=3)
@@ -253,7 +254,8 @@ def test_member_views_are_the_batch_buffers_members(shape):
         assert tuple(view.shape) == shape[1:]
         assert tuple(view.strides) == host.strides[1:]
         np.testing.assert_array_equal(runtime.to_host(view), host[m])
-        if runtime.GPU and not runtime.SIM:  # the same memory as indexing gives
+        # the same memory as indexing gives
+        if runtime.caps.device_memory and not runtime.simulated:
             assert view.device_ctypes_pointer.value == buf[m].device_ctypes_pointer.value
 
 

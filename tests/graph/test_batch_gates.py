@@ -9,7 +9,7 @@ import reference as ref
 
 import millipyde as mp
 from millipyde import random as mprandom
-from millipyde import runtime
+from millipyde.backend import ACTIVE as runtime
 from millipyde.graph.codegen import gpu as codegen_gpu
 from millipyde.graph.exec import batch, execute
 from millipyde.graph.ir import node
@@ -95,8 +95,9 @@ class _Counts:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.groups = self.launches = self.alone = 0
-        run, launch, cpu, alone = (batch._Group.run, runtime._launch, runtime._run_cpu,
-                                   execute.materialize)
+        # the lowest launch level: _launch on grid backends, _run_cpu on the cpu
+        low = "_launch" if runtime.caps.grid_launches else "_run_cpu"
+        run, launch, alone = batch._Group.run, getattr(runtime, low), execute.materialize
 
         def count_run(group, pk):
             self.groups += 1
@@ -106,17 +107,12 @@ class _Counts:
             self.launches += 1
             return launch(*a, **kw)
 
-        def count_cpu(*a, **kw):
-            self.launches += 1
-            return cpu(*a, **kw)
-
         def count_alone(node):
             self.alone += not node.materialized
             return alone(node)
 
         monkeypatch.setattr(batch._Group, "run", count_run)
-        monkeypatch.setattr(runtime, "_launch", count_launch)
-        monkeypatch.setattr(runtime, "_run_cpu", count_cpu)
+        monkeypatch.setattr(runtime, low, count_launch)
         monkeypatch.setattr(execute, "materialize", count_alone)
 
 
@@ -195,14 +191,14 @@ def test_generator_gated_batch_equals_unbatched_and_eager(kind: str,
 
 
 @cudasim_ok
-@pytest.mark.skipif(not runtime.GPU, reason="GPU kernels: cuda, hip or cudasim backend")
+@pytest.mark.skipif(not runtime.caps.grid_launches, reason="GPU kernels: cuda, hip or cudasim")
 @pytest.mark.parametrize("variant", ["2d-tiles", "two-tiled-passes", "generic"])
 def test_gated_stencil_gpu_variants(variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # every batched stencil kernel copies a member whose stencil is gated off (radius -1)
     monkeypatch.setattr(execute, "gpu_variants_enabled", lambda: variant != "generic")
     if variant != "2d-tiles":
         monkeypatch.setattr(execute, "stencil_2d_fits", lambda radius: False)
-    if runtime.SIM:
+    if runtime.simulated:
         monkeypatch.setattr(codegen_gpu, "ROWS_BLOCK", (2, 2))
         monkeypatch.setattr(codegen_gpu, "COLS_BLOCK", (4, 2))
     ops = [mp.Operation("fliplr", probability=0.5),

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import millipyde as mp
-from millipyde import runtime
+from millipyde.backend import ACTIVE as runtime
 from millipyde.graph.exec import execute
 from millipyde.graph.plan import footprint, schedule
 from millipyde.graph.plan.schedule import Gather, Stencil
@@ -87,7 +87,7 @@ def test_spans_leave_out_what_a_rotation_never_reads() -> None:
     assert spans[0, 0] > 0 and spans[0, 1] < 300  # the first band: only its middle
 
 
-gpu = pytest.mark.skipif(not runtime.GPU, reason="GPU tile kernel: cuda, hip or cudasim")
+gpu = pytest.mark.skipif(not runtime.caps.grid_launches, reason="GPU tile kernel")
 
 
 def _chain(img: np.ndarray, fuse: bool, angle: float, hold: bool = False) -> tuple:

@@ -119,9 +119,9 @@ def test_packed_gather_equals_the_two_index_gather(ops, monkeypatch) -> None:
 def test_packed_grey_gather_with_a_grid_narrower_than_its_image(monkeypatch) -> None:
     # its threads take several pixels of a row per trip (codegen.gather_items); a grid
     # covering fewer columns makes them loop, as the 65535-block cap does on huge images
-    from millipyde import runtime
+    from millipyde.backend import ACTIVE as runtime
 
-    if not runtime.GPU:
+    if not runtime.caps.grid_launches:
         pytest.skip("the cpu backend has no grid")
     img = ref.photo_rgba(7, 23)
     want = mp.gpuimage(img)

@@ -11,13 +11,13 @@ import pytest
 import reference as ref
 
 import millipyde as mp
-from millipyde import runtime
+from millipyde.backend import ACTIVE as runtime
 from millipyde.graph.exec import execute
 from millipyde.kernels import REGISTRY
 
 pytestmark = [
     pytest.mark.cudasim_ok,
-    pytest.mark.skipif(not runtime.GPU, reason="GPU kernels: cuda, hip or cudasim backend"),
+    pytest.mark.skipif(not runtime.caps.grid_launches, reason="GPU kernels: cuda, hip or cudasim"),
 ]
 
 SIZES = [(1, 1), (5, 9), (13, 21)]
@@ -34,7 +34,7 @@ def test_tiled_stencil_matches_reference(kind: str, hw: tuple[int, int], sigma: 
     tmp = runtime.empty((h, w, min(c, 3)), np.float64, 0)
     dst = runtime.empty(img.shape, img.dtype, 0)
     is_int = img.dtype.kind in "ui"
-    small = {"rows_block": (2, 2), "cols_block": (4, 2)} if runtime.SIM else {}
+    small = {"rows_block": (2, 2), "cols_block": (4, 2)} if runtime.simulated else {}
     execute.run_stencil_tiled(src3, tmp, runtime.as_3d(dst), runtime.upload_small(taps, 0),
                               len(taps) // 2, is_int, 255.0 if is_int else 1.0, 0, **small)
     ref.assert_matches(runtime.to_host(dst), ref.gaussian(img, sigma), ulp_uint8=1,

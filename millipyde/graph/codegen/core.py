@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from ... import config
 from ...kernels import REGISTRY, color, filters, geometry, intensity, noise
 from ...version import __version__
 
@@ -30,9 +31,7 @@ _modules: dict[str, ModuleType] = {}
 
 def cache_dir() -> Path:
     """Where generated kernel sources live (``MILLIPYDE_CACHE_DIR`` or the user cache)."""
-    root = os.environ.get("MILLIPYDE_CACHE_DIR")
-    base = Path(root) if root else Path.home() / ".cache" / "millipyde"
-    return base / f"gen-{__version__}"
+    return config.cache_dir() / f"gen-{__version__}"
 
 
 def _kernel_sources_digest() -> str:

@@ -23,13 +23,13 @@ and launch costs host time that per-image work cannot hide.
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ... import devices, faults, runtime
+from ... import config, devices, faults
+from ...backend import ACTIVE as runtime  # the active backend: buffers, copies, launches
 from ...kernels import REGISTRY, OpSpec
 from ..codegen import batch as codegen_batch
 from ..codegen import core as codegen
@@ -56,22 +56,23 @@ BATCH_BYTES = 1 << 30
 
 @functools.cache
 def _gather_fn(sig: Any, gates: bool):
-    return codegen_batch.gather_batch_kernel(sig, runtime.TARGET, runtime.SIM, gates)
+    return codegen_batch.gather_batch_kernel(sig, runtime.codegen_target, runtime.simulated,
+                                             gates)
 
 
 @functools.cache
 def _stencil_fns():
-    return codegen_batch.stencil_batch_kernels(runtime.TARGET, runtime.SIM)
+    return codegen_batch.stencil_batch_kernels(runtime.codegen_target, runtime.simulated)
 
 
 @functools.cache
 def _stencil_tiled_fns(c: int, nc: int):
-    return codegen_batch.stencil_tiled_batch_kernels(c, nc, runtime.SIM)
+    return codegen_batch.stencil_tiled_batch_kernels(c, nc, runtime.simulated)
 
 
 @functools.cache
 def _stencil_2d_fn(c: int, nc: int):
-    return codegen_batch.stencil_2d_batch_kernel(c, nc, runtime.SIM)
+    return codegen_batch.stencil_2d_batch_kernel(c, nc, runtime.simulated)
 
 
 class _Pack:
@@ -196,10 +197,10 @@ def _launch(kernel: Any, nb: int, h: int, w: int, device: int, *args: Any) -> No
     """Run a batched kernel over ``nb`` images of ``h`` x ``w`` (grid z = images on GPUs)."""
     if nb == 0 or h == 0 or w == 0:
         return
-    if not runtime.GPU:
+    if not runtime.caps.grid_launches:
         runtime.launch_2d(kernel, h, w, device, *args)
         return
-    if runtime.SIM:
+    if runtime.simulated:
         block = (min(8, w), min(4, h), 1)
     else:
         block = (32, 8, 1)
@@ -264,7 +265,7 @@ class _Group:
                 sig = self.key[2 + i][1]
                 _launch(_gather_fn(sig, self.gated[i]), nb, h, w, dev, src, sidx, dst, pk[a],
                         pk[b])
-            elif runtime.TARGET == "cpu" and CPU_FUSED_STENCIL:
+            elif not runtime.caps.shared_memory and CPU_FUSED_STENCIL:
                 _stencil_cpu(node, [src[j] for j in sidx_h], dst, [m.args[i] for m in ms], dev)
             else:
                 rmax = max((len(m.args[i]) for m in ms if m.args[i] is not None),
@@ -286,7 +287,7 @@ def _stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rm
     nc = min(c, 3)
     is_int, full = n.dtype.kind in "ui", full_range(n.dtype)
     if execute.stencil_2d_fits(rmax) and 0 < nb <= 65535 and h > 0 and w > 0:
-        geometry = codegen_gpu.tile_geometry(runtime.SIM)
+        geometry = codegen_gpu.tile_geometry(runtime.simulated)
         runtime.launch_grid(_stencil_2d_fn(c, nc), (*codegen_gpu.tile_grid(h, w, geometry), nb),
                             geometry[:2], device, src, sidx, dst, taps, rad, is_int, full,
                             runtime.upload_small(execute.IDENTITY_LUT[:, :c].copy(), device),
@@ -503,13 +504,7 @@ def batch_size(nodes: list[Node]) -> int:
     Batches need inputs of one shape and dtype, 2-D or 3-D (images): mixed inputs keep the
     per-output path.
     """
-    raw = os.environ.get("MILLIPYDE_GENERATOR_BATCH")
-    try:
-        n = BATCH if raw is None else int(raw)
-    except ValueError:
-        raise ValueError(f"MILLIPYDE_GENERATOR_BATCH={raw!r} is not an integer") from None
-    if not 1 <= n <= 65535:
-        raise ValueError(f"MILLIPYDE_GENERATOR_BATCH={n} must be between 1 and 65535")
+    n = config.generator_batch(BATCH)
     first = nodes[0]
     if len(first.shape) not in (2, 3) or any(
             x.shape != first.shape or x.dtype != first.dtype for x in nodes):
@@ -538,7 +533,7 @@ def stack_inputs(nodes: list[Node], device: int) -> dict[int, tuple[Any, int]]:
             if n.device != device:
                 buf = runtime.copy(buf, device, n.device, devices.can_peer(n.device, device))
             buf = runtime.reshape(buf, first.shape)
-            if runtime.GPU:
+            if runtime.caps.device_memory:
                 stack[i].copy_to_device(buf, stream=runtime.current_stream())
             else:
                 stack[i] = buf

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import weakref
 from typing import Any
 
 import numpy as np
 
-from ... import devices, faults, runtime
+from ... import config, devices, faults
+from ...backend import ACTIVE as runtime  # the active backend: buffers, copies, launches
 from ...kernels import REGISTRY
 from ..codegen import core as codegen
 from ..codegen import gpu as codegen_gpu
@@ -24,28 +24,29 @@ IDENTITY_LUT = np.tile(np.arange(256, dtype=np.uint8), (2, 4, 1))
 
 @functools.cache
 def _gather_fn(sig: codegen.GatherSig):
-    return codegen.gather_kernel(sig, runtime.TARGET, runtime.SIM)
+    return codegen.gather_kernel(sig, runtime.codegen_target, runtime.simulated)
 
 
 @functools.cache
 def _stencil_fns(pre: bool = False, post: bool = False):
-    return codegen.stencil_kernels(runtime.TARGET, runtime.SIM, pre, post)
+    return codegen.stencil_kernels(runtime.codegen_target, runtime.simulated, pre, post)
 
 
 @functools.cache
 def _stencil_tiled_fns(c: int, nc: int):
-    return codegen_gpu.stencil_tiled_kernels(c, nc, runtime.SIM)
+    return codegen_gpu.stencil_tiled_kernels(c, nc, runtime.simulated)
 
 
 @functools.cache
 def _stencil_2d_fn(c: int, nc: int, pre: bool, post: bool, packed: bool,
                    geometry: tuple[int, int, int, int, int]):
-    return codegen_gpu.stencil_2d_kernel(c, nc, pre, post, runtime.SIM, packed, geometry)
+    return codegen_gpu.stencil_2d_kernel(c, nc, pre, post, runtime.simulated, packed,
+                                         geometry)
 
 
 @functools.cache
 def _lut_rgba_fns():
-    return codegen_gpu.lut_rgba_kernels(runtime.SIM)
+    return codegen_gpu.lut_rgba_kernels(runtime.simulated)
 
 
 def gpu_variants_enabled() -> bool:
@@ -53,13 +54,12 @@ def gpu_variants_enabled() -> bool:
 
     ``MILLIPYDE_GPU_VARIANTS=0`` forces the generic kernels (benchmarks compare both).
     """
-    return (runtime.GPU and not runtime.SIM
-            and os.environ.get("MILLIPYDE_GPU_VARIANTS", "1") != "0")
+    return runtime.caps.tuned_kernels and config.gpu_variants()
 
 
 @functools.cache
 def _expr_fn(sig: ExprSig):
-    return expr_kernel(sig, runtime.TARGET, runtime.SIM)
+    return expr_kernel(sig, runtime.codegen_target, runtime.simulated)
 
 
 @functools.cache
@@ -162,8 +162,8 @@ def gather_args(k: Gather) -> tuple[codegen.GatherSig, np.ndarray, np.ndarray]:
 
 @functools.cache
 def _mean_fn(sig: codegen.GatherSig):
-    return codegen.load(codegen.gather_mean_source(sig, runtime.TARGET, runtime.SIM),
-                        runtime.TARGET).kernel
+    return codegen.load(codegen.gather_mean_source(sig, runtime.codegen_target,
+                                                  runtime.simulated), runtime.codegen_target).kernel
 
 
 def grey_mean(k: Gather) -> float:
@@ -177,9 +177,9 @@ def grey_mean(k: Gather) -> float:
     p = np.concatenate([p, [h, w]])
     with runtime.on_device(device):
         src = runtime.as_3d(k.source.buffer)
-        rows = h if runtime.TARGET == "cpu" else 1
+        rows = h if runtime.codegen_target == "cpu" else 1
         acc = runtime.from_host(np.zeros(rows), device)
-        params = tuple(p.tolist()) if runtime.TARGET == "cuda" else (p,)
+        params = tuple(p.tolist()) if runtime.codegen_target == "cuda" else (p,)
         runtime.launch_2d(_mean_fn(sig), h, w, device, src, acc,
                           runtime.upload_small(np.ascontiguousarray(lut), device), *params)
         total = float(np.sum(runtime.to_host(acc)))
@@ -199,10 +199,10 @@ def _run_gather_rgba(k: Gather, src: Any, dst: Any, lut: np.ndarray, p: np.ndarr
     lut_d = runtime.upload_small(np.ascontiguousarray(lut), device)
     h, w = dst.shape[0], dst.shape[1]
     if tuple(src.shape) == tuple(dst.shape) and np.array_equal(p[:6], [1, 0, 0, 0, 1, 0]):
-        runtime.launch_blocks(flat, *codegen_gpu.lut_launch(h * w, runtime.SIM), device,
+        runtime.launch_blocks(flat, *codegen_gpu.lut_launch(h * w, runtime.simulated), device,
                               _words(src, flat=True), _words(dst, flat=True), lut_d, use_lut)
         return
-    runtime.launch_grid(mapped, *codegen_gpu.mapped_launch(h, w, runtime.SIM), device,
+    runtime.launch_grid(mapped, *codegen_gpu.mapped_launch(h, w, runtime.simulated), device,
                         _words(src), _words(dst), lut_d, runtime.upload_small(p, device),
                         use_lut)
 
@@ -243,9 +243,9 @@ def _run_gather(k: Gather, src: Any, device: int) -> Any:
         src_arg, dst_arg = _words(src, flat=True), runtime.flat(dst)
         p = np.concatenate([p, [src.shape[1], h, w]])
     fn = _gather_fn(sig)
-    params = tuple(p.tolist()) if runtime.TARGET == "cuda" else (p,)
+    params = tuple(p.tolist()) if runtime.codegen_target == "cuda" else (p,)
     # a thread takes `items` pixels of a row per trip: the grid covers w / items columns
-    items = codegen.gather_items(sig, runtime.TARGET, runtime.SIM)
+    items = codegen.gather_items(sig, runtime.codegen_target, runtime.simulated)
     runtime.launch_2d(
         fn, h, -(-w // items), device, src_arg, dst_arg,
         runtime.upload_small(np.ascontiguousarray(lut), device), *params,
@@ -288,7 +288,7 @@ def _run_stencil(k: Stencil, src: Any, device: int, reader: Gather | None = None
     dst = runtime.empty(out.shape, out.dtype, device)
     dst3 = runtime.as_3d(dst)
     is_int, full = out.dtype.kind in "ui", full_range(out.dtype)
-    if runtime.TARGET == "cpu":
+    if not runtime.caps.shared_memory:
         fn, tiles = _stencil_cpu_fn(pre, post)
         band, strip = tiles(h, w, nc, len(taps))
         runtime.launch_2d(fn, h, w, device, src3, dst3, taps, nc, is_int, full, band, strip,
@@ -319,19 +319,19 @@ def _run_stencil(k: Stencil, src: Any, device: int, reader: Gather | None = None
 def stencil_passes(radius: int) -> int:
     """Launches (1 or 2) of a stencil of this radius on this backend; 2 means a float64
     temporary goes through device memory between them."""
-    return 1 if runtime.TARGET == "cpu" or stencil_2d_fits(radius) else 2
+    return 1 if not runtime.caps.shared_memory or stencil_2d_fits(radius) else 2
 
 
 def stencil_2d_fits(radius: int) -> bool:
     """Whether the one-pass 2-D tiled stencil runs here for taps of this radius."""
-    geometry = codegen_gpu.tile_geometry(runtime.SIM)
+    geometry = codegen_gpu.tile_geometry(runtime.simulated)
     return (gpu_variants_enabled()
             and codegen_gpu.tile_shared_bytes(radius, geometry) <= runtime.SHARED_DEFAULT)
 
 
 def stencil_2d_packs(src3: Any, dst3: Any, radius: int) -> bool:
     """Whether the one-pass stencil runs on uint32 words (uint8 RGBA, contiguous, fits)."""
-    geometry = codegen_gpu.tile_geometry(runtime.SIM)
+    geometry = codegen_gpu.tile_geometry(runtime.simulated)
     return (src3.shape[2] == 4 and src3.dtype == np.uint8 and dst3.dtype == np.uint8
             and _c_contiguous(src3) and _c_contiguous(dst3)
             and codegen_gpu.packed_shared_bytes(radius, geometry) <= runtime.SHARED_DEFAULT)
@@ -350,7 +350,8 @@ def run_stencil_2d(src3: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool,
     h, w, c = src3.shape
     if packed is None:
         packed = stencil_2d_packs(src3, dst3, radius)
-    geometry = codegen_gpu.tile_geometry(runtime.SIM, radius, packed, runtime.SHARED_DEFAULT)
+    geometry = codegen_gpu.tile_geometry(runtime.simulated, radius, packed,
+                                         runtime.SHARED_DEFAULT)
     fn = _stencil_2d_fn(c, min(c, 3), pre, post, packed, geometry)
     table = IDENTITY_LUT[:, :c] if lut is None else lut
     if packed:

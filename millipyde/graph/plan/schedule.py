@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import networkx as nx
 import numpy as np
 
+from ... import config
 from ...kernels import OpSpec, affine_of
 from ..ir.node import Node
 
@@ -32,7 +32,7 @@ def fusion_enabled() -> bool:
     """Fusion is on unless ``MILLIPYDE_FUSION=0`` or inside ``with fusion(False)``."""
     if _fusion_override:
         return _fusion_override[-1]
-    return os.environ.get("MILLIPYDE_FUSION", "1") != "0"
+    return config.fusion()
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""The cached launch path (millipyde/launcher.py): what it takes, what it passes, what it runs."""
+"""The cached launch path (``backend/launcher.py``): what it takes, passes and runs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import millipyde as mp
-from millipyde import launcher, runtime
+from millipyde.backend import ACTIVE as runtime
+from millipyde.backend import launcher
 
 
 def test_kind_key_takes_scalars_and_refuses_host_arrays_and_huge_ints():

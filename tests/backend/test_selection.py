@@ -1,4 +1,4 @@
-"""Backend selection (``millipyde._backend.choose``), tested with fake probes: no GPU needed."""
+"""Backend selection (``backend.selection.choose``), tested with fake probes: no GPU needed."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import millipyde as mp
-from millipyde._backend import BackendError, choose
+from millipyde.backend.selection import BackendError, choose
 
 YES, NO = (lambda: True), (lambda: False)
 

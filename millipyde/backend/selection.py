@@ -1,4 +1,4 @@
-"""Pick the compute backend once per process: ``cuda``, ``hip``, ``cpu`` or ``cudasim``.
+"""Choose the compute backend once per process: ``cuda``, ``hip``, ``cpu`` or ``cudasim``.
 
 The choice must happen before anything imports ``numba.cuda``: CUDASIM is an import-time switch
 in Numba, and numba-hip's ``pose_as_cuda()`` replaces ``numba.cuda`` itself.
@@ -10,7 +10,10 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 
-BACKENDS = ("cuda", "hip", "cpu", "cudasim")
+from .. import config
+from ..config import BACKENDS
+
+__all__ = ["BACKENDS", "BackendError", "choose", "pick"]
 
 
 class BackendError(RuntimeError):
@@ -27,11 +30,7 @@ def choose(
     ``MILLIPYDE_BACKEND`` wins when set; ``NUMBA_ENABLE_CUDASIM=1`` alone means ``cudasim``;
     otherwise a usable CUDA GPU, else a usable HIP GPU, else the CPU.
     """
-    asked = env.get("MILLIPYDE_BACKEND", "").strip().lower()
-    if asked and asked not in BACKENDS:
-        raise ValueError(
-            f"MILLIPYDE_BACKEND={asked!r} is not one of {', '.join(BACKENDS)}"
-        )
+    asked = config.backend(env)
     if asked == "cuda" and not cuda_usable():
         raise BackendError("MILLIPYDE_BACKEND=cuda but no usable CUDA GPU was found")
     if asked == "hip" and not hip_usable():
@@ -101,7 +100,7 @@ def _numba_cuda_is_sim() -> bool:
 
 
 def _probe_order() -> str:
-    asked = os.environ.get("MILLIPYDE_BACKEND", "").strip().lower()
+    asked = config.backend()
     # Probing CUDA imports numba.cuda, which must not happen before cudasim/hip are switched on.
     if asked in ("cudasim", "hip", "cpu"):
         return choose(os.environ, lambda: False, _hip_usable if asked == "hip" else (lambda: False))
@@ -111,15 +110,8 @@ def _probe_order() -> str:
     return choose(os.environ, _cuda_usable, lambda: hip_first)
 
 
-NAME: str = _probe_order()
-_activate(NAME)
-
-
-def backend() -> str:
-    """Return the active backend: ``"cuda"``, ``"hip"``, ``"cpu"`` or ``"cudasim"``."""
-    return NAME
-
-
-def is_gpu_like() -> bool:
-    """True when kernels run through ``numba.cuda`` (a real GPU or the simulator)."""
-    return NAME in ("cuda", "hip", "cudasim")
+def pick() -> str:
+    """Choose the backend for this process and switch Numba to it (call once, at import)."""
+    name = _probe_order()
+    _activate(name)
+    return name

@@ -17,7 +17,6 @@ the two in one run).
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -25,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
-ENABLED = os.environ.get("MILLIPYDE_FAST_LAUNCH", "1") != "0"
+from .. import config
+
+ENABLED = config.fast_launch()
 
 _SCALARS = (bool, int, float)
 _entries: dict[tuple, tuple[Any, tuple | None]] = {}

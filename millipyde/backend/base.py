@@ -1,0 +1,229 @@
+"""The backend interface: buffers, copies, launches, streams, limits and capabilities.
+
+One class per backend implements it (``cpu.py``, ``cuda.py``, ``hip.py``, ``sim.py``), in the
+manner of tinygrad's ``runtime/ops_*.py``; ``backend/__init__.py`` builds the one for this
+process at import. Code above this package asks :class:`Capabilities` what the backend can do,
+never which backend it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+
+class DeviceMemoryError(MemoryError):
+    """A device allocation failed; the message names the device and the bytes asked."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do, for the layers above to ask instead of its name."""
+
+    #: buffers live in memory the host cannot index (reading one is a copy)
+    device_memory: bool
+    #: kernels launch as grids of thread blocks (``launch_grid``)
+    grid_launches: bool
+    #: blocks share fast on-chip memory (the tiled stencil variants)
+    shared_memory: bool
+    #: launches are queued on streams and return before the work is done
+    launches_on_streams: bool
+    #: the language generated kernels are written in: "numba-cuda" or "numba-cpu"
+    kernel_language: str
+    #: real hardware, where the hand-tuned kernel variants pay for themselves
+    tuned_kernels: bool
+    #: buffers can be handed to other libraries as device memory (CUDA Array Interface, DLPack)
+    external_memory: bool
+    #: devices may read each other's memory directly (peer copies)
+    peer_copies: bool
+    #: two threads may launch at once (else launches are serialized)
+    concurrent_launches: bool
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What the scheduler knows of one device."""
+
+    index: int
+    name: str
+    multiprocessors: int
+    clock_khz: int
+
+    @property
+    def score(self) -> int:
+        """Thesis ranking metric: multiprocessors x clock."""
+        return self.multiprocessors * self.clock_khz
+
+
+class Backend:
+    """One compute backend. Subclasses fill in the methods that raise ``NotImplementedError``."""
+
+    #: the name ``mp.backend()`` reports
+    name: ClassVar[str]
+    #: the ``target`` argument code generation takes ("cuda" for every numba.cuda backend)
+    codegen_target: ClassVar[str]
+    #: kernels run in the CUDA simulator (tiny launch shapes; no libdevice)
+    simulated: ClassVar[bool] = False
+    #: the decorator generated kernels carry, and the one of their device functions
+    kernel_decorator: ClassVar[str]
+    device_decorator: ClassVar[str]
+    #: the environment variable that restricts a process to some of the devices (set before
+    #: the process starts: one worker process per GPU), or None where there is none
+    visible_devices_var: ClassVar[str | None] = None
+    #: dynamic shared memory any block gets without opting in (bytes)
+    SHARED_DEFAULT: ClassVar[int] = 48 * 1024
+
+    caps: Capabilities
+
+    def __init__(self) -> None:
+        self._tls = threading.local()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+    # -- devices -----------------------------------------------------------------------
+    def device_count(self) -> int:
+        """Number of devices the backend can address."""
+        raise NotImplementedError
+
+    def device_infos(self) -> list[DeviceInfo]:
+        """Name, multiprocessors and clock of every device (thesis ranking)."""
+        raise NotImplementedError
+
+    def peer_matrix(self, n: int) -> np.ndarray:
+        """(n, n) bools: ``[i, j]`` when device ``j`` reads ``i``'s memory directly."""
+        return np.eye(n, dtype=bool)
+
+    def on_device(self, device: int) -> contextlib.AbstractContextManager[None]:
+        """Make ``device`` current for allocations and launches in this thread."""
+        return contextlib.nullcontext()
+
+    def synchronize(self, device: int | None = None) -> None:
+        """Wait for all work on ``device`` (every device when None)."""
+
+    # -- streams and events ------------------------------------------------------------
+    def current_stream(self) -> Any:
+        """The stream this thread launches on (set by Pipeline workers), or the default."""
+        return getattr(self._tls, "stream", None)
+
+    @contextlib.contextmanager
+    def using_stream(self, stream: Any) -> Iterator[None]:
+        """Launch and copy on ``stream`` inside the block (per thread)."""
+        prev = getattr(self._tls, "stream", None)
+        self._tls.stream = stream
+        try:
+            yield
+        finally:
+            self._tls.stream = prev
+
+    def new_stream(self, device: int) -> Any:
+        """A fresh stream on ``device`` (None where launches are synchronous)."""
+        return None
+
+    def record_event(self, stream: Any = None) -> Any:
+        """An event marking the work queued so far on ``stream`` (the current one if None)."""
+        return None
+
+    def wait_event(self, event: Any, stream: Any = None) -> None:
+        """Make later work on ``stream`` wait for ``event`` without blocking the host."""
+
+    # -- memory ------------------------------------------------------------------------
+    def empty(self, shape: tuple[int, ...], dtype: Any, device: int) -> Any:
+        """Allocate an uninitialised buffer on ``device`` (from the backend's pool, if any).
+
+        A buffer goes back to the pool when its last reference is dropped.
+        """
+        raise NotImplementedError
+
+    def from_host(self, array: np.ndarray, device: int) -> Any:
+        """Copy a host array to ``device`` (the host array is never kept or modified)."""
+        raise NotImplementedError
+
+    def to_host(self, buffer: Any) -> np.ndarray:
+        """A host copy of ``buffer`` (waits for the work that produces it)."""
+        raise NotImplementedError
+
+    def copy(self, buffer: Any, device: int, src_device: int, peer: bool = False) -> Any:
+        """A deep copy of ``buffer`` on ``device``: a peer copy where ``peer`` says the two
+        devices can (``devices.can_peer``), else staged through the host."""
+        raise NotImplementedError
+
+    def upload_small(self, array: np.ndarray, device: int) -> Any:
+        """Kernel arguments (LUTs, taps, parameters) where kernels on ``device`` read them."""
+        raise NotImplementedError
+
+    def _oom(self, shape: tuple[int, ...], dtype: Any, device: int,
+             err: BaseException) -> DeviceMemoryError:
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        return DeviceMemoryError(
+            f"out of memory on device {device} ({self.name}): could not allocate {nbytes} "
+            f"bytes for an array of shape {tuple(shape)} and dtype {np.dtype(dtype)}: {err}"
+        )
+
+    # -- views -------------------------------------------------------------------------
+    @staticmethod
+    def flat(buffer: Any) -> Any:
+        """A 1-D view of a contiguous buffer."""
+        return buffer.reshape(buffer.size) if buffer.ndim != 1 else buffer
+
+    @staticmethod
+    def as_3d(buffer: Any) -> Any:
+        """View a 2-D buffer as (h, w, 1) so every kernel sees (h, w, channels)."""
+        if buffer.ndim == 3:
+            return buffer
+        return buffer.reshape(buffer.shape[0], buffer.shape[1], 1)
+
+    @staticmethod
+    def reshape(buffer: Any, shape: tuple[int, ...]) -> Any:
+        """A view of a contiguous buffer with another shape."""
+        if tuple(buffer.shape) == tuple(shape):
+            return buffer
+        return buffer.reshape(*shape)
+
+    def part(self, buffer: Any, offset: int, dtype: Any, shape: tuple[int, ...]) -> Any:
+        """A C-contiguous ``dtype`` array of ``shape`` at byte ``offset`` of a 1-D uint8
+        buffer."""
+        dtype = np.dtype(dtype)
+        nbytes = max(int(np.prod(shape, dtype=np.int64)), 1) * dtype.itemsize
+        return buffer[offset:offset + nbytes].view(dtype).reshape(shape)
+
+    def members(self, buffer: Any) -> list[Any]:
+        """Views ``buffer[0], buffer[1], ...`` of a C-contiguous batch buffer."""
+        return [buffer[m] for m in range(buffer.shape[0])]
+
+    # -- launches and limits -----------------------------------------------------------
+    def shared_limit(self, device: int) -> int:
+        """Most dynamic shared memory one block may use on ``device``."""
+        return self.SHARED_DEFAULT
+
+    def launch_2d(self, kernel: Any, h: int, w: int, device: int, *args: Any) -> None:
+        """Run a generated 2-D kernel over an ``h`` x ``w`` output on ``device``."""
+        raise NotImplementedError
+
+    def launch_grid(self, kernel: Any, grid: tuple[int, ...], block: tuple[int, ...],
+                    device: int, *args: Any, shared: int = 0) -> None:
+        """Run a kernel with an explicit grid, block and dynamic shared memory (bytes)."""
+        raise NotImplementedError
+
+    def launch_blocks(self, kernel: Any, blocks: int, threads: int, device: int,
+                      *args: Any) -> None:
+        """Run a kernel with an explicit 1-D grid (the CPU runs the loop itself)."""
+        raise NotImplementedError
+
+    #: threads per block of a flat launch
+    BLOCK_1D: ClassVar[int] = 256
+
+    def launch_1d(self, kernel: Any, n: int, device: int, *args: Any) -> None:
+        """Run a generated flat kernel over ``n`` elements on ``device``."""
+        if n == 0:
+            return
+        block = self.BLOCK_1D
+        self.launch_blocks(kernel, min((n + block - 1) // block, 4096), block, device, *args)
+
+    def shutdown(self) -> None:
+        """At exit: finish queued work and drop cached device objects."""

@@ -1,0 +1,33 @@
+"""The hip backend: AMD GPUs through numba-hip, which poses as ``numba.cuda``.
+
+``selection.pick`` calls ``numba_hip.pose_as_cuda()`` before anything imports ``numba.cuda``,
+so the generated ``@cuda.jit`` kernels and this class's numba.cuda calls reach HIP. What
+numba-hip does not offer is switched off: the cached launch path (it drives numba-cuda's own
+launch internals) and CuPy's pool (a CUDA CuPy cannot allocate AMD memory). Selection and code
+generation are tested without AMD hardware; nothing here has run on an AMD GPU.
+"""
+
+from __future__ import annotations
+
+from .base import Capabilities
+from .cuda import CudaBackend
+
+
+class HipBackend(CudaBackend):
+    """AMD GPUs (numba-hip posing as numba.cuda); untested on hardware."""
+
+    name = "hip"
+    visible_devices_var = "HIP_VISIBLE_DEVICES"
+
+    def _capabilities(self) -> Capabilities:
+        return Capabilities(
+            device_memory=True, grid_launches=True, shared_memory=True,
+            launches_on_streams=True,
+            kernel_language="numba-cuda", tuned_kernels=True, external_memory=True,
+            peer_copies=True, concurrent_launches=True)
+
+    def _wants_fast_launch(self) -> bool:
+        return False
+
+    def _cupy_pool(self) -> None:
+        return None
