@@ -223,9 +223,10 @@ def test_fused_chain_equals_unfused():
 def test_user_ops_travel_to_other_processes_by_pickle():
     # Dask ships Operations by cloudpickle; the op re-registers where it is unpickled
     cloudpickle = pytest.importorskip("cloudpickle")
-    op = cloudpickle.loads(cloudpickle.dumps(mp.Operation(scale_channel, 1.5)))
+    fn = cloudpickle.loads(cloudpickle.dumps(scale_channel))
+    assert fn.name == scale_channel.name
     img = tv.photo("coffee", "rgb", 6, 7)
     a, b = mp.gpuimage(img), mp.gpuimage(img)
-    op.apply(a, 0, 0, 0)
+    mp.Operation(fn, 1.5).apply(a, 0, 0, 0)
     scale_channel(b, 1.5)
     assert_matches(np.asarray(a), np.asarray(b))
