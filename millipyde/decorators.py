@@ -137,32 +137,3 @@ def index_map(fn: Callable | None = None, *,
     if fn is None:
         return deco
     return deco(fn)
-
-
-def adapter(spec: OpSpec, prefix: str) -> str:
-    """Generated device functions of a user op: its function, and the adapter from the
-    built-in calling convention (values in [0, full], fixed slots) to the user's."""
-    name = spec.name
-    user = f"_uf{prefix}{name}"
-    head = (f"# {name}: user function, source digest {spec.digest}\n"
-            f"{user} = _dev(_R[{name!r}].user)\n")
-    args = ", ".join(f"a{j}_" for j in range(spec.nparams))
-    call = ", ".join(["v * s_", "c"] + ([args] if args else []))
-    if spec.kind == "user_map":
-        return head + f"{prefix}{name} = {user}\n"
-    slots = ", ".join(f"a{j}_" for j in range(MAX_VALUE_PARAMS))
-    if spec.kind == "elementwise":
-        return head + (
-            f"\n\n@_dev\ndef {prefix}{name}(v, c, full, {slots}):\n"
-            "    s_ = 1.0 / full\n"
-            f"    r_ = {user}({call}) * full\n"
-            "    return min(max(r_, 0.0), full)\n"
-        )
-    pix = ", ".join(["r * s_", "g * s_", "b * s_"] + ([args] if args else []))
-    return head + (
-        f"\n\n@_dev\ndef {prefix}{name}(r, g, b, full, {slots}):\n"
-        "    s_ = 1.0 / full\n"
-        f"    r2_, g2_, b2_ = {user}({pix})\n"
-        "    return (min(max(r2_ * full, 0.0), full), min(max(g2_ * full, 0.0), full),\n"
-        "            min(max(b2_ * full, 0.0), full))\n"
-    )

@@ -23,6 +23,31 @@ def scale_brightness(v, c, factor):
     return v * factor
 
 
+def colorize_if_colour(img, r_range, g_range, b_range) -> None:
+    """``random_colorize`` for colour images; greyscale inputs pass unchanged.
+
+    ``colorize`` on a greyscale image is an error by contract (API.md); a folder to augment may
+    hold both kinds, so the main job applies the colour gains only where there is colour.
+    """
+    if img.is_colour:
+        img.random_colorize(r_range, g_range, b_range)
+
+
+def figure_5_1_operations() -> list:
+    """The thesis's augmentation (figure 5.1) as a list of Operations."""
+    import millipyde as mp
+
+    return [
+        mp.Operation("transpose", probability=0.2),
+        mp.Operation("fliplr", probability=0.2),
+        mp.Operation("random_brightness", -0.2, 1),
+        mp.Operation("random_gaussian", 0, 2),
+        mp.Operation(colorize_if_colour, [0.5, 1.5], [0.5, 1.5], [0.5, 1.5], probability=0.3),
+        mp.Operation("rgb2grey", probability=0.3),
+        mp.Operation("random_rotate", 0, 120, probability=0.5),
+    ]
+
+
 def _jitter(p: float = 0.8) -> list:
     from .operation import Operation
 
@@ -37,7 +62,6 @@ def _jitter(p: float = 0.8) -> list:
 def operations(name: str, size: int = 224) -> list:
     """The Operations of recipe ``name`` (one of :data:`RECIPES`); ``size`` is the output side
     of the ImageNet recipe's crop."""
-    from .cli import figure_5_1_operations
     from .operation import Operation
 
     if name == "imagenet":

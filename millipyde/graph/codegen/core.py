@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ... import config
-from ...kernels import REGISTRY, color, filters, geometry, intensity, noise
+from ...kernels import REGISTRY, OpSpec, color, filters, geometry, intensity, noise
 from ...version import __version__
 
 TARGETS = ("cpu", "cuda")
@@ -652,9 +652,41 @@ def op_def(name: str, prefix: str = "_f_") -> str:
     spec = REGISTRY[name]
     if spec.user is None:
         return f"{prefix}{name} = _dev(_R[{name!r}].fn)\n"
-    from ...decorators import adapter
+    return _user_adapter(spec, prefix)
 
-    return adapter(spec, prefix)
+
+# parameters a user elementwise or pixelwise op takes at most (the slots of the call below)
+USER_VALUE_PARAMS = 3
+
+
+def _user_adapter(spec: OpSpec, prefix: str) -> str:
+    """Generated device functions of a user op: its function, and the adapter from the
+    built-in calling convention (values in [0, full], fixed slots) to the user's."""
+    name = spec.name
+    user = f"_uf{prefix}{name}"
+    head = (f"# {name}: user function, source digest {spec.digest}\n"
+            f"{user} = _dev(_R[{name!r}].user)\n")
+    args = ", ".join(f"a{j}_" for j in range(spec.nparams))
+    call = ", ".join(["v * s_", "c"] + ([args] if args else []))
+    if spec.kind == "user_map":
+        return head + f"{prefix}{name} = {user}\n"
+    slots = ", ".join(f"a{j}_" for j in range(USER_VALUE_PARAMS))
+    if spec.kind == "elementwise":
+        return head + (
+            f"\n\n@_dev\ndef {prefix}{name}(v, c, full, {slots}):\n"
+            "    s_ = 1.0 / full\n"
+            f"    r_ = {user}({call}) * full\n"
+            "    return min(max(r_, 0.0), full)\n"
+        )
+    pix = ", ".join(["r * s_", "g * s_", "b * s_"] + ([args] if args else []))
+    return head + (
+        f"\n\n@_dev\ndef {prefix}{name}(r, g, b, full, {slots}):\n"
+        "    s_ = 1.0 / full\n"
+        f"    r2_, g2_, b2_ = {user}({pix})\n"
+        "    return (min(max(r2_ * full, 0.0), full), min(max(g2_ * full, 0.0), full),\n"
+        "            min(max(b2_ * full, 0.0), full))\n"
+    )
+
 
 
 def gather_mean_source(sig: GatherSig, target: str, sim: bool = False) -> str:

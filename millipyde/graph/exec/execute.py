@@ -162,8 +162,8 @@ def gather_args(k: Gather) -> tuple[codegen.GatherSig, np.ndarray, np.ndarray]:
 
 @functools.cache
 def _mean_fn(sig: codegen.GatherSig):
-    return codegen.load(codegen.gather_mean_source(sig, runtime.codegen_target,
-                                                  runtime.simulated), runtime.codegen_target).kernel
+    source = codegen.gather_mean_source(sig, runtime.codegen_target, runtime.simulated)
+    return codegen.load(source, runtime.codegen_target).kernel
 
 
 def grey_mean(k: Gather) -> float:
