@@ -16,7 +16,7 @@ from .devices import (
 )
 from .generator import Generator
 from .image import gpuimage
-from .io import image_from_path, images_from_path
+from .io import image_from_path, images_from_path, max_image_pixels, set_max_image_pixels
 from .operation import Operation
 from .pipeline import Pipeline
 from .random import seed
@@ -38,7 +38,9 @@ __all__ = [
     "image_from_path",
     "images_from_path",
     "index_map",
+    "max_image_pixels",
     "pixelwise",
     "seed",
+    "set_max_image_pixels",
     "synchronize",
 ]

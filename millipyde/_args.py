@@ -12,7 +12,11 @@ import numpy as np
 def _number(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ValueError(f"{name} must be a real number, got {type(value).__name__}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # a Python int beyond float64
+        raise ValueError(f"{name} must be finite, got an integer of {int(value).bit_length()} "
+                         "bits") from None
     if not math.isfinite(v):
         raise ValueError(f"{name} must be finite, got {v}")
     return v
@@ -34,6 +38,17 @@ def _bounds(lo: Any, hi: Any, lo_name: str, hi_name: str) -> tuple[float, float]
     if a > b:
         raise ValueError(f"{lo_name} ({a}) is greater than {hi_name} ({b})")
     return a, b
+
+
+def _between(lo: float, hi: float, u: float) -> float:
+    """The draw ``u`` in [0, 1) mapped to [lo, hi]."""
+    if lo == hi:
+        return lo
+    span = hi - lo
+    if math.isfinite(span):
+        return lo + span * u
+    # bounds near float64's largest: hi - lo overflows, the weighted sum does not
+    return min(max(lo * (1.0 - u) + hi * u, lo), hi)
 
 
 def _int(value: Any, name: str, low: int | None = None) -> int:

@@ -29,6 +29,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "MILLIPYDE_GPU_POOL": ("1", "0: plain cudaMalloc instead of CuPy's pool; read once"),
     "MILLIPYDE_FAST_LAUNCH": ("1", "0: every launch through numba-cuda's dispatcher; read at "
                               "import"),
+    "MILLIPYDE_MAX_IMAGE_PIXELS": ("89478485", "largest image decoded (decompression-bomb "
+                                   "limit; Pillow's default)"),
     "MILLIPYDE_DASK_THREADS": ("auto", "threads per worker of an embedded Dask cluster (1-64)"),
     "MILLIPYDE_DASK_CHUNK": ("auto", "outputs per Dask task of distributed.process (1-65535)"),
 }
@@ -126,3 +128,8 @@ def dask_threads() -> int | None:
 def dask_chunk() -> int | None:
     """``MILLIPYDE_DASK_CHUNK``: outputs per task of ``distributed.process``, or None."""
     return integer("MILLIPYDE_DASK_CHUNK", None, 1, 65535)
+
+
+def max_image_pixels() -> int | None:
+    """``MILLIPYDE_MAX_IMAGE_PIXELS``: the decompression-bomb limit, or None for the default."""
+    return integer("MILLIPYDE_MAX_IMAGE_PIXELS", None, 1, 2**62)

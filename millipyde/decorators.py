@@ -31,6 +31,7 @@ import numpy as np
 
 from ._args import _number, _range
 from .kernels.registry import OpSpec, register, source_digest
+from .locks import commit_lock
 
 #: parameters a user elementwise or pixelwise op may take (a fused kernel's slots per op)
 MAX_VALUE_PARAMS = 3
@@ -90,8 +91,10 @@ class UserOp:
         if self.kind == "pixelwise" and not img.is_colour:
             raise ValueError(f"{self.__name__} is pixelwise: it needs an RGB/RGBA image; this "
                              f"one is greyscale {img.shape}")
-        values = self._values(img, params)
-        img._record(self.name, tuple(values))
+        # draws and record land together (the built-in methods' commit lock, ``locks.py``)
+        with commit_lock(img):
+            values = self._values(img, params)
+            img._record(self.name, tuple(values))
 
     def _values(self, img: Any, params: Sequence[Any]) -> list[float]:
         ranges = [i for i, p in enumerate(params)

@@ -34,6 +34,7 @@ from .workers import (
     apply_operations,
     kernels_failed,
     record_operations,
+    reraise_interrupt,
     sync,
     workers_per_device,
 )
@@ -186,6 +187,7 @@ class _State:
             return value
         self.stop()
         i = k % len(self.inputs)
+        reraise_interrupt(getattr(err, "cause", err), f"Generator output {k} (input {i})")
         if isinstance(err, StepError):
             raise PipelineError(
                 f"Generator: {err.what} failed on output {k} (input {i}) on device {device}: "

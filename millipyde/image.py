@@ -6,18 +6,20 @@ value is needed. Random variants draw their parameters from the image's counter-
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from . import random as mprandom
 from . import targets
-from ._args import _bounds, _number, _range
+from ._args import _between, _bounds, _number, _range
 from .array import gpuarray
 from .graph.ir.node import apply
-from .image_ops import AugmentMixin
+from .image_ops import AUGMENT_METHODS, AugmentMixin
 from .kernels import REGISTRY
+from .locks import commit_lock
 
 
 def _colour_to_uint8(host: np.ndarray) -> np.ndarray:
@@ -153,8 +155,7 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
 
     def _uniform(self, ranges: list[tuple[float, float]]) -> list[float]:
         us = self._draws(len(ranges))
-        return [lo if lo == hi else lo + (hi - lo) * u for (lo, hi), u in zip(ranges, us,
-                                                                                strict=True)]
+        return [_between(lo, hi, u) for (lo, hi), u in zip(ranges, us, strict=True)]
 
     # -- colour --------------------------------------------------------------------------
     def rgb2grey(self) -> None:
@@ -187,6 +188,15 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
                 raise ValueError(f"random_colorize {n} must be >= 0, got low bound {lo}")
         self._record("colorize", tuple(self._uniform(ranges)))
 
+    def _unsigned_only(self, what: str) -> None:
+        # scikit-image refuses negative values for its exposure corrections; a signed type
+        # may hold them, so it is refused by type, when the op is recorded (not by value, which
+        # would need the data)
+        if self.dtype.kind == "i":
+            raise ValueError(f"{what} needs an unsigned integer or float image; this one is "
+                             f"{self.dtype} (signed values may be negative, which scikit-image "
+                             "refuses)")
+
     def _colour_only(self, what: str) -> None:
         if not self.is_colour:
             raise ValueError(f"{what} needs an RGB/RGBA image; this one is greyscale {self.shape}")
@@ -203,12 +213,14 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
         """``brightness`` with ``delta`` drawn uniformly from [min_delta, max_delta]."""
         lo, hi = _bounds(min_delta, max_delta, "min_delta", "max_delta")
         if lo < -1.0 or hi > 1.0:
-            raise ValueError(f"random_brightness bounds must lie in [-1, 1], got [{lo}, {hi}]")
+            raise ValueError(f"random_brightness min_delta and max_delta must lie in [-1, 1], "
+                             f"got [{lo}, {hi}]")
         self._record("brightness", tuple(self._uniform([(lo, hi)])))
 
     def adjust_gamma(self, gamma: float = 1, gain: float = 1) -> None:
         """skimage ``adjust_gamma``: ``gain * full * (v / full) ** gamma``; alpha untouched."""
         g, k = _number(gamma, "gamma"), _number(gain, "gain")
+        self._unsigned_only("adjust_gamma")
         if g < 0:
             raise ValueError(f"adjust_gamma gamma must be >= 0, got {g}")
         if k < 0:
@@ -219,6 +231,7 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
                             gain_range: Sequence[float] = (1.0, 1.0)) -> None:
         """``adjust_gamma`` with gamma and gain drawn uniformly from their ranges."""
         gr, kr = _range(gamma_range, "gamma_range"), _range(gain_range, "gain_range")
+        self._unsigned_only("random_adjust_gamma")
         if gr[0] < 0 or kr[0] < 0:
             raise ValueError("random_adjust_gamma ranges must be >= 0")
         self._record("adjust_gamma", tuple(self._uniform([gr, kr])))
@@ -247,7 +260,12 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
         s = _number(sigma, "sigma")
         if s <= 0:
             raise ValueError(f"gaussian sigma must be > 0, got {s}")
-        self._record("gaussian", (s,))
+        self._record("gaussian", (s, self._reach()))
+
+    def _reach(self) -> int:
+        # the furthest any pixel is from another along one axis: a Gaussian's taps beyond it
+        # only meet the zero padding (kernels/filters.py bounds the taps by it)
+        return max(max(self.shape[:2]) - 1, 0)
 
     def random_gaussian(self, min_sigma: float, max_sigma: float) -> None:
         """``gaussian`` with sigma drawn from [min_sigma, max_sigma]; sigma 0 leaves it as is."""
@@ -256,7 +274,7 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
             raise ValueError(f"random_gaussian min_sigma must be >= 0, got {lo}")
         (s,) = self._uniform([(lo, hi)])
         if s > 0:
-            self._record("gaussian", (s,))
+            self._record("gaussian", (s, self._reach()))
 
     def clone(self) -> gpuimage:
         """Deep copy on the current target device (targets too); a gpuimage."""
@@ -265,3 +283,19 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
         if t is not None:
             targets.attach(out._node, t)
         return out
+
+
+def _atomic(method: Callable[..., None]) -> Callable[..., None]:
+    """``method`` run under the image's commit lock (``locks.py``): its draws and its record
+    land together, never between a Pipeline worker's claim and commit of the same image."""
+
+    @functools.wraps(method)
+    def locked(self: gpuimage, *args: object, **kwargs: object) -> None:
+        with commit_lock(self):
+            return method(self, *args, **kwargs)
+
+    return locked
+
+
+for _name in sorted(RECORDING_METHODS | AUGMENT_METHODS):
+    setattr(gpuimage, _name, _atomic(getattr(gpuimage, _name)))

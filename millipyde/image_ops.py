@@ -16,6 +16,14 @@ import numpy as np
 from . import random as mprandom
 from ._args import _bounds, _int, _number, _range
 
+#: the methods below (each records under the image's commit lock, as the thesis methods do)
+AUGMENT_METHODS = frozenset({
+    "resize", "crop", "pad", "warp_affine", "random_affine", "random_resized_crop",
+    "adjust_contrast", "adjust_saturation", "adjust_hue", "random_contrast",
+    "random_saturation", "random_hue", "gaussian_noise", "random_gaussian_noise", "erase",
+    "random_erasing",
+})
+
 # draw index of the 64-bit key of a noise op's per-pixel counters (parameter draws use k >= 0,
 # the probability coin k = -1)
 _NOISE_KEY = -2

@@ -13,9 +13,16 @@ Two helpers serve the rest of the package (the Generator reads directories lazil
 
 Safety rules, whatever the caller has done to Pillow's global state:
 
-* Pillow's decompression-bomb limit (``PIL.Image.MAX_IMAGE_PIXELS``) is never disabled
-  or raised; an image above it -- even between 1x and 2x the limit, where Pillow only
-  warns -- is refused with a :class:`ValueError` naming the file.
+* Decompression bombs are always refused: an image of more pixels than
+  :func:`max_image_pixels` (Pillow's default limit, 89,478,485, unless raised with
+  :func:`set_max_image_pixels` or ``MILLIPYDE_MAX_IMAGE_PIXELS``), or than
+  ``PIL.Image.MAX_IMAGE_PIXELS`` when a caller set that lower, is refused with a
+  :class:`ValueError` naming the file -- also between 1x and 2x the limit, where Pillow only
+  warns, and also when a caller set Pillow's limit to ``None``. millipyde never
+  assigns Pillow's limit; an image above Pillow's own limit needs that raised too.
+* Only regular files are opened: FIFOs, sockets, device files, directories, dangling
+  symlinks and symlink loops are refused with a :class:`ValueError` naming the path, checked
+  on the opened descriptor (``O_NONBLOCK``, then ``fstat``), so nothing ever blocks.
 * ``PIL.ImageFile.LOAD_TRUNCATED_IMAGES`` is held ``False`` while a file is decoded, and
   every file is fully decoded before it is returned, so a truncated or corrupt file fails
   here with a :class:`ValueError` naming it, never later and never as silent zeros.
@@ -47,6 +54,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import threading
 import warnings
 from pathlib import Path
@@ -54,6 +62,8 @@ from typing import TYPE_CHECKING, Union
 
 import numpy as np
 from PIL import Image, ImageFile, UnidentifiedImageError
+
+from . import config
 
 if TYPE_CHECKING:
     from .image import gpuimage
@@ -64,6 +74,8 @@ __all__ = [
     "images_from_path",
     "iter_image_files",
     "load_array",
+    "max_image_pixels",
+    "set_max_image_pixels",
 ]
 
 PathType = Union[str, "os.PathLike[str]"]
@@ -101,6 +113,93 @@ def _as_path(path: object, what: str) -> Path:
 
 def _missing(path: Path) -> FileNotFoundError:
     return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+
+
+class _DanglingLinkError(FileNotFoundError, ValueError):
+    """A symlink whose target is missing: not a file (FileNotFoundError) and not an image
+    (ValueError), so callers catching either one are served."""
+
+
+# Pillow's own default (``PIL.Image.MAX_IMAGE_PIXELS`` as Pillow ships it)
+PILLOW_DEFAULT_PIXELS = int(1024 * 1024 * 1024 // 4 // 3)
+_max_pixels: list[int | None] = [None]  # set_max_image_pixels's value; None: env or default
+
+
+def _positive_int(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) <= 0:
+        raise ValueError(f"{what} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def set_max_image_pixels(pixels: int | None) -> None:
+    """Set the largest image (in pixels) millipyde decodes; ``None`` restores the default.
+
+    The default is Pillow's own (89,478,485 pixels) or ``MILLIPYDE_MAX_IMAGE_PIXELS``. A
+    ``PIL.Image.MAX_IMAGE_PIXELS`` set lower by the caller still wins, and Pillow itself
+    refuses images above twice its limit, so to decode larger images raise that one too.
+    """
+    _max_pixels[0] = None if pixels is None else _positive_int(pixels, "pixels")
+
+
+def max_image_pixels() -> int:
+    """The decompression-bomb limit millipyde applies (see :func:`set_max_image_pixels`)."""
+    if _max_pixels[0] is not None:
+        return _max_pixels[0]
+    env = config.max_image_pixels()
+    return PILLOW_DEFAULT_PIXELS if env is None else env
+
+
+def _pixel_limit() -> int:
+    # a caller's lower Pillow limit is honoured; a higher one, or None, disables nothing
+    pil = Image.MAX_IMAGE_PIXELS
+    own = max_image_pixels()
+    return own if pil is None else min(own, int(pil))
+
+
+def _not_regular(p: Path, mode: int) -> ValueError:
+    kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a socket" if stat.S_ISSOCK(mode)
+            else "a device file" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "not a regular file")
+    return ValueError(f"cannot load image {str(p)!r}: it is {kind}, not a regular file")
+
+
+def _stat_regular(p: Path) -> os.stat_result:
+    """``os.stat(p)`` of a regular file; the errors of :func:`load_array` otherwise."""
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        if os.path.islink(p):
+            raise _DanglingLinkError(errno.ENOENT, f"cannot load image {str(p)!r}: a "
+                                     "dangling symlink (its target does not exist)",
+                                     str(p)) from None
+        raise _missing(p) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError(f"cannot load image {str(p)!r}: a symlink loop") from exc
+        if isinstance(exc, PermissionError):
+            raise
+        raise ValueError(f"cannot load image {str(p)!r}: {exc.strerror or exc}") from exc
+    if not stat.S_ISREG(st.st_mode):
+        raise _not_regular(p, st.st_mode)
+    return st
+
+
+def _open_regular(p: Path):
+    """A binary file object of ``p``, opened without blocking and checked to be a regular
+    file on the descriptor itself (the path may have changed since it was listed)."""
+    _stat_regular(p)
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _not_regular(p, mode)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 _ALPHA_MODES = frozenset({"LA", "La", "PA", "RGBA", "RGBa"})
@@ -160,20 +259,17 @@ def load_array(path: PathType) -> np.ndarray:
         The file exists but cannot be read.
     """
     p = _as_path(path, "path")
-    if not p.exists():
-        raise _missing(p)
-    if p.is_dir():
-        raise ValueError(f"cannot load image {str(p)!r}: it is a directory, not a file")
+    fh = _open_regular(p)
     try:
-        with _LOAD_LOCK, warnings.catch_warnings():
+        with fh, _LOAD_LOCK, warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             saved_truncated = ImageFile.LOAD_TRUNCATED_IMAGES
             ImageFile.LOAD_TRUNCATED_IMAGES = False
             try:
-                with Image.open(p) as img:
-                    limit = Image.MAX_IMAGE_PIXELS
+                with Image.open(fh) as img:
+                    limit = _pixel_limit()
                     width, height = img.size
-                    if limit is not None and width * height > limit:
+                    if width * height > limit:
                         raise Image.DecompressionBombError(
                             f"Image size ({width * height} pixels) exceeds limit of "
                             f"{limit} pixels, could be decompression bomb DOS attack."
@@ -232,9 +328,15 @@ def image_from_path(path: PathType) -> gpuimage:
 def _is_identified_image(path: Path) -> bool:
     """Whether Pillow recognises `path` as an image from its header (no decoding)."""
     try:
-        with _LOAD_LOCK, warnings.catch_warnings():
+        fh = _open_regular(path)
+    except (FileNotFoundError, ValueError):
+        return False  # gone, or not a regular file (any more): not listed
+    except OSError:
+        return True  # unreadable (permissions): kept, so loading it says why
+    try:
+        with fh, _LOAD_LOCK, warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            with Image.open(path):
+            with Image.open(fh):
                 return True
     except UnidentifiedImageError:
         return False
@@ -259,11 +361,13 @@ def iter_image_files(directory: PathType, *, allow_empty: bool = False) -> list[
     list of pathlib.Path
         ``directory / name`` for each kept entry, sorted by ``name`` (plain string order).
         Kept: regular files (or symlinks resolving to a regular file inside `directory`)
-        whose suffix is in :data:`IMAGE_EXTENSIONS` (case-insensitive), and other files
-        that Pillow identifies as images from their header. Skipped: sub-directories (no
-        recursion), symlinks whose resolved target lies outside `directory`, broken
-        symlinks, and files Pillow does not identify (``README.txt``, ...). A file kept by
-        its suffix is not checked here; loading it reports a corrupt one.
+        whose suffix is in :data:`IMAGE_EXTENSIONS` (case-insensitive), and other regular
+        files that Pillow identifies as images from their header. Skipped, whatever their
+        name: sub-directories (no recursion), FIFOs, sockets, device files, symlinks whose
+        resolved target lies outside `directory`, dangling symlinks, symlink loops, and
+        files Pillow does not identify (``README.txt``, ...). Nothing is opened that is not
+        a regular file, so listing never blocks. A file kept by its suffix is not decoded
+        here; loading it reports a corrupt one.
 
     Raises
     ------
@@ -285,11 +389,12 @@ def iter_image_files(directory: PathType, *, allow_empty: bool = False) -> list[
     found: list[Path] = []
     for entry in entries:
         p = d / entry.name
-        if entry.is_symlink():
-            target = p.resolve(strict=False)
-            if not target.is_relative_to(root) or not target.is_file():
+        try:
+            if not stat.S_ISREG(os.stat(p).st_mode):  # follows links: a loop raises ELOOP
                 continue
-        elif not entry.is_file(follow_symlinks=False):
+            if entry.is_symlink() and not Path(os.path.realpath(p)).is_relative_to(root):
+                continue
+        except OSError:  # dangling link, loop, or gone since the listing
             continue
         if p.suffix.lower() in IMAGE_EXTENSIONS or _is_identified_image(p):
             found.append(p)

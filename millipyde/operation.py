@@ -11,6 +11,7 @@ import inspect
 import itertools
 import math
 import threading
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +42,22 @@ def _check_probability(probability: Any) -> float | None:
     if not (math.isfinite(p) and 0.0 < p < 1.0):
         raise ArgumentError(f"Operation probability must be strictly between 0 and 1, got {p}")
     return p
+
+
+def _check_finite(method: str, args: tuple, kwargs: dict) -> None:
+    """NaN or infinity in a method Operation's arguments: refused now, not in a worker later
+    (no image method computes with them; a callable's arguments are its own business)."""
+    def bad(v: Any) -> bool:
+        if isinstance(v, (float, np.floating)):
+            return not math.isfinite(float(v))
+        if isinstance(v, (list, tuple, np.ndarray)):
+            return any(bad(e) for e in np.asarray(v, dtype=object).ravel())
+        return False
+
+    named = [(f"argument {i}", v) for i, v in enumerate(args)] + list(kwargs.items())
+    for name, v in named:
+        if bad(v):
+            raise ArgumentError(f"Operation({method!r}, ...): {name} must be finite, got {v!r}")
 
 
 def _callable_name(function: Callable[..., Any]) -> str:
@@ -102,6 +119,7 @@ class Operation:
                     signature.bind(None, *self.args, **self.kwargs)
                 except TypeError as err:
                     raise ArgumentError(f"Operation({function!r}, ...): {err}") from None
+            _check_finite(function, self.args, self.kwargs)
             self.method: str | None = function
             self.function: Callable[..., Any] | None = None
         elif callable(function):
@@ -209,8 +227,10 @@ class Operation:
         """Apply to `x` in place as executors do; return False when the coin skipped it.
 
         The coin and every random draw are pure functions of ``(seed, sample, index)``. A
-        callable that returns a new gpuarray replaces `x`'s value with it (so user functions
-        can be written functionally), checked against gpuimage's shape rules.
+        callable that returns a new gpuarray or an ndarray replaces `x`'s value with it (so
+        user functions can be written functionally; an ndarray is uploaded to `x`'s device
+        with `x`'s type's conversion rules), checked against gpuimage's shape rules. Any other
+        value but None is ignored with a ``RuntimeWarning``.
 
         With `lift` (batched Generators) a method the coin skipped is still recorded, marked
         gated off, where its kernels have an identity form (``graph.exec.batch.record_gated_off``):
@@ -234,11 +254,27 @@ class Operation:
         bound = self._bound(x)
         with mprandom.operation_stream(seed, sample, index):
             result = bound()
-        if self.method is None and isinstance(result, gpuarray) and result is not x:
-            if isinstance(x, gpuimage):
-                _check_image_result(result, self.name)
-            x._bind(result._node)
+        if self.method is None and result is not None and result is not x:
+            _use_result(x, result, self.name)
         return True
+
+
+def _use_result(x: gpuarray, result: Any, name: str) -> None:
+    """Bind ``x`` to a callable's gpuarray / ndarray result; warn that anything else is unused."""
+    if isinstance(result, np.ndarray):
+        try:
+            result = type(x)(result)  # on this thread's target device, with x's type's rules
+        except ValueError as err:
+            raise ValueError(f"Operation {name} returned an ndarray that is not a valid "
+                             f"{type(x).__name__}: {err}") from err
+    if not isinstance(result, gpuarray):
+        warnings.warn(f"Operation {name} returned a {type(result).__name__}, which is ignored: "
+                      "a callable changes its input in place, or returns a gpuarray or ndarray "
+                      "to replace it", RuntimeWarning, stacklevel=4)
+        return
+    if isinstance(x, gpuimage):
+        _check_image_result(result, name)
+    x._bind(result._node)
 
 
 def _check_image_result(result: gpuarray, name: str) -> None:

@@ -5,6 +5,9 @@ the stage uses, so faster devices take more inputs; an input keeps one worker (a
 for all of a stage's operations. Connected pipelines form stages of one run: each finished input
 is handed to the next stage at once, on the device thesis Algorithm 2 gives that stage.
 Failures are all-or-nothing per input: an input is either untouched or fully processed.
+Pipelines may run at once from several threads over shared inputs: a worker holds the input's
+commit lock (``locks.py``) from reading its value to binding the result, so every update is
+applied exactly once, in some serial order, and no lock order can deadlock.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 from . import devices
 from . import random as mprandom
 from .array import ArgumentError, gpuarray
+from .locks import commit_lock
 from .operation import Operation
 from .workers import (
     Cancelled,
@@ -27,6 +31,7 @@ from .workers import (
     WorkerGroup,
     apply_operations,
     private_handle,
+    reraise_interrupt,
     workers_per_device,
 )
 
@@ -85,10 +90,13 @@ def check_methods(inputs: Sequence[gpuarray], operations: Sequence[Operation],
 
 
 def check_seed(seed: Any, owner: str) -> int | None:
-    """None or an int seed, else ``ValueError``."""
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ArgumentError(f"{owner} seed must be an int or None, got {type(seed).__name__}")
-    return seed
+    """None or an int seed (Python or NumPy integer), as a Python int, else ``ValueError``."""
+    if seed is None:
+        return None
+    try:
+        return mprandom.as_seed(seed, f"{owner} seed")
+    except ValueError as err:
+        raise ArgumentError(f"{err} or None") from None
 
 
 def check_device_arg(device: Any, owner: str) -> int | None:
@@ -236,6 +244,8 @@ class Pipeline:
         PipelineError
             An Operation failed; the message names the operation, input index and device, and
             the original exception is chained. Inputs are untouched or fully processed.
+        KeyboardInterrupt
+            Raised in an Operation (or while waiting): re-raised as such after the rollback.
         TimeoutError
             `timeout` passed.
         """
@@ -271,6 +281,10 @@ class _Run:
             self.items.append(upstream)
         self.original = {id(x): x._node for stage in self.items for x in stage}
         self.done: set[int] = set()
+        # what this run last bound to each input (rollback restores only its own commits) and
+        # the inputs one of its workers holds the commit lock of
+        self.committed: dict[int, Any] = {}
+        self.claimed: set[int] = set()
         self.cancel = threading.Event()
         self.lock = threading.Lock()
         self.errors: list[tuple[int, int, int, StepError | BaseException]] = []
@@ -281,29 +295,16 @@ class _Run:
 
     # -- workers --------------------------------------------------------------------------
     def _worker(self, stage: int, device: int, stream: Any) -> None:
-        p, q = self.chain[stage], self.queues[stage]
+        q = self.queues[stage]
         try:
             while not self.cancel.is_set():
                 task = q.get()
                 if task is _STOP or self.cancel.is_set():
                     break
                 pos, x = task
-                y = private_handle(x)
-                try:
-                    apply_operations(y, p.operations, self.seeds[stage], pos, device, stream,
-                                     self.cancel.is_set)
-                except Cancelled:
-                    break
-                except StepError as err:
-                    self._fail(stage, pos, device, err)
-                    break
                 last_stage = stage + 1 == len(self.chain)
-                with self.lock:  # commit, unless the run was cancelled (and restored) meanwhile
-                    if self.cancel.is_set():
-                        break
-                    x._bind(y._node)
-                    if last_stage:
-                        self.done.add(id(x))
+                if not self._claim_and_commit(stage, pos, x, device, stream):
+                    break
                 if not last_stage:
                     self.queues[stage + 1].put((self.own[stage + 1] + pos, x))
         finally:
@@ -312,6 +313,36 @@ class _Run:
                 last = self.alive[stage] == 0
             if last and stage + 1 < len(self.chain):
                 self._stop_stage(stage + 1)
+
+    def _claim_and_commit(self, stage: int, pos: int, x: gpuarray, device: int,
+                          stream: Any) -> bool:
+        """Apply the stage's operations to ``x`` under its commit lock; False: stop working."""
+        with commit_lock(x):  # claim: no other update of x can start or land until commit
+            with self.lock:
+                if self.cancel.is_set():
+                    return False
+                self.claimed.add(id(x))
+            try:
+                y = private_handle(x)
+                try:
+                    apply_operations(y, self.chain[stage].operations, self.seeds[stage], pos,
+                                     device, stream, self.cancel.is_set)
+                except Cancelled:
+                    return False
+                except StepError as err:
+                    self._fail(stage, pos, device, err)
+                    return False
+                with self.lock:  # commit, unless the run was cancelled (and restored) meanwhile
+                    if self.cancel.is_set():
+                        return False
+                    x._bind(y._node)
+                    self.committed[id(x)] = y._node
+                    if stage + 1 == len(self.chain):
+                        self.done.add(id(x))
+            finally:
+                with self.lock:
+                    self.claimed.discard(id(x))
+        return True
 
     def _stop_stage(self, stage: int) -> None:
         for _ in range(self.per_device * len(self.devices[stage])):
@@ -366,14 +397,22 @@ class _Run:
         """Restore every input not fully done; join what can be joined; threads left behind.
 
         Workers commit under ``self.lock`` only while not cancelled, so after this no worker,
-        however late, can touch an input again: stuck ones are safely abandoned.
+        however late, can touch an input again: stuck ones are safely abandoned. Only this run's
+        own commits are undone, under the input's commit lock (another run's later update is
+        left alone), except where one of this run's stuck workers holds that lock: it will
+        never commit, so the input is restored without it.
         """
-        self.cancel.set()
         with self.lock:
-            for stage in self.items:
-                for x in stage:
-                    if id(x) not in self.done:
-                        x._bind(self.original[id(x)])
+            self.cancel.set()
+            pending = [x for stage in self.items for x in stage if id(x) not in self.done
+                       and id(x) in self.committed]
+        for x in pending:
+            with self.lock:
+                ours = id(x) in self.claimed
+            lock = contextlib.nullcontext() if ours else commit_lock(x)
+            with lock:
+                if x._node is self.committed[id(x)]:
+                    x._bind(self.original[id(x)])
         grace = time.monotonic() + 0.5  # workers notice `cancel` between operations
         for g in groups:
             g.join(grace)
@@ -391,4 +430,5 @@ class _Run:
         else:
             cause = err
             msg = f"{p!r}{where}: a worker on device {device} failed: {err!r}{more}"
+        reraise_interrupt(cause, msg)
         raise PipelineError(msg) from cause

@@ -8,7 +8,9 @@ parameters whatever the scheduling. The mixer is SplitMix64's finaliser applied 
 from __future__ import annotations
 
 import threading
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+import numpy as np
 
 _MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -38,10 +40,17 @@ def uniform01(seed: int, sample: int, op: int, k: int) -> float:
     return (key64(seed, sample, op, k) >> 11) * (1.0 / (1 << 53))
 
 
+def as_seed(n: Any, what: str = "seed") -> int:
+    """``n`` as a Python int seed: Python or NumPy integers (not bools), else ``ValueError``."""
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+        raise ValueError(f"{what} must be an int (Python or NumPy integer), got "
+                         f"{type(n).__name__}")
+    return int(n)
+
+
 def seed(n: int) -> None:
-    """Set the global seed and restart the per-image sample counter."""
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise ValueError(f"seed must be an int, got {type(n).__name__}")
+    """Set the global seed (a Python or NumPy integer) and restart the per-image sample counter."""
+    n = as_seed(n)
     with _global_lock:
         _global["seed"] = n
         _global["next_sample"] = 0

@@ -171,6 +171,13 @@ class StepError(Exception):
         self.cause = cause
 
 
+def reraise_interrupt(cause: BaseException, msg: str) -> None:
+    """A KeyboardInterrupt raised in a worker reaches the caller as a KeyboardInterrupt (the
+    message says where; the original is chained), not wrapped in PipelineError."""
+    if isinstance(cause, KeyboardInterrupt):
+        raise KeyboardInterrupt(msg) from cause
+
+
 class Cancelled(Exception):
     """The run was stopped (another worker failed, or a timeout) while this item was in work."""
 

@@ -474,3 +474,201 @@ def test_concurrent_loads(tmp_path, rgb, rgb2, monkeypatch):
     for p, exc in zip(bad, results[16:], strict=True):
         assert isinstance(exc, ValueError) and str(p) in str(exc)
     assert ImageFile.LOAD_TRUNCATED_IMAGES is True
+
+
+# --------------------------------------------------------------------------- non-regular entries
+# Issue 17, class 5: every kind of entry that is not a regular image file. In a folder it is
+# skipped (images_from_path, Generator(dir)); asked for directly it is a ValueError naming the
+# path; nothing ever blocks (a FIFO is never opened for a blocking read).
+
+
+def _run_with_deadline(fn, seconds: float = 20.0):
+    """``fn()``'s result or exception, failing the test if it blocks."""
+    import threading
+
+    box: dict = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as err:  # noqa: BLE001 - handed back to the test
+            box["error"] = err
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"{fn} blocked for {seconds} s"
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def _unblock_fifo(path: Path) -> None:
+    # a reader blocked on the FIFO (on code without the fix) gets EOF and its thread ends
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        return
+    os.close(fd)
+
+
+@pytest.fixture
+def specials(rgb):
+    """A short-named folder (AF_UNIX paths are limited to ~100 bytes) holding one image and one
+    entry of every non-regular kind, each with an image suffix; name -> path."""
+    import shutil
+    import socket
+    import stat
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="mpio", dir="/tmp"))
+    _save(rgb, d / "a.png")
+    made = {"image": d / "a.png"}
+    os.symlink("loop2.png", d / "loop1.png")
+    os.symlink("loop1.png", d / "loop2.png")
+    made["symlink loop"] = d / "loop1.png"
+    os.symlink("self.png", d / "self.png")
+    made["self loop"] = d / "self.png"
+    os.symlink("missing.png", d / "dangling.png")
+    made["dangling link"] = d / "dangling.png"
+    (d / "dir.png").mkdir()
+    made["directory"] = d / "dir.png"
+    os.mkfifo(d / "fifo.png")
+    made["fifo"] = d / "fifo.png"
+    os.symlink("fifo.png", d / "fifo_link.png")
+    made["link to fifo"] = d / "fifo_link.png"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(d / "sock.png"))
+    made["socket"] = d / "sock.png"
+    try:
+        os.mknod(d / "dev.png", 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # /dev/null's numbers
+        made["device"] = d / "dev.png"
+    except OSError:  # no CAP_MKNOD: the device case runs on /dev/null, outside the folder
+        pass
+    yield made
+    _unblock_fifo(d / "fifo.png")
+    sock.close()
+    shutil.rmtree(d)
+
+
+NON_REGULAR = ["symlink loop", "self loop", "dangling link", "directory", "fifo",
+               "link to fifo", "socket", "device"]
+
+
+def test_folder_skips_every_non_regular_entry(specials, rgb):
+    folder = specials["image"].parent
+    names = _run_with_deadline(lambda: [p.name for p in mio.iter_image_files(folder)])
+    assert names == ["a.png"]
+    images = _run_with_deadline(lambda: mp.images_from_path(folder))
+    assert len(images) == 1
+    np.testing.assert_array_equal(_host(images[0]), rgb)
+
+
+def test_generator_over_folder_skips_every_non_regular_entry(specials, rgb):
+    folder = specials["image"].parent
+
+    def outputs():
+        gen = mp.Generator(str(folder), [mp.Operation("fliplr")], outputs=3,
+                           return_to_host=True)
+        return list(gen)
+
+    outs = _run_with_deadline(outputs)
+    assert len(outs) == 3
+    for out in outs:
+        np.testing.assert_array_equal(out, np.fliplr(rgb))
+
+
+@pytest.mark.parametrize("kind", NON_REGULAR)
+def test_non_regular_entry_asked_for_directly(specials, kind):
+    path = specials.get(kind, Path("/dev/null") if kind == "device" else None)
+    with pytest.raises(ValueError) as excinfo:
+        _run_with_deadline(lambda: mp.image_from_path(path))
+    assert _names(excinfo, path)
+
+
+def test_dangling_link_is_also_file_not_found(specials):
+    # API.md: a missing file is FileNotFoundError; a dangling link is both
+    with pytest.raises(FileNotFoundError):
+        mp.image_from_path(specials["dangling link"])
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their permissions")
+def test_unreadable_file(tmp_path, rgb):
+    p = _save(rgb, tmp_path / "secret.png")
+    q = _save(rgb, tmp_path / "secret_data")
+    p.chmod(0)
+    q.chmod(0)
+    try:
+        with pytest.raises(PermissionError) as excinfo:
+            mp.image_from_path(p)
+        assert _names(excinfo, p)
+        with pytest.raises(PermissionError):  # kept by its suffix: loading it says why not
+            mp.images_from_path(tmp_path)
+        p.unlink()
+        with pytest.raises(PermissionError):  # no suffix: kept too, not silently dropped
+            mp.images_from_path(tmp_path)
+    finally:
+        for f in (p, q):
+            if f.exists():
+                f.chmod(0o600)
+
+
+# --------------------------------------------------------------------------- decompression bombs
+# Issue 17, class 7: a caller disabling Pillow's limit (None) must not disable millipyde's.
+
+@pytest.fixture(scope="module")
+def big_png(tmp_path_factory) -> Path:
+    """A 1-bit 10000 x 9000 PNG (90,000,000 pixels, just above Pillow's default limit of
+    89,478,485) that compresses to a few kB."""
+    p = tmp_path_factory.mktemp("bomb") / "big.png"
+    Image.new("1", (10000, 9000)).save(p)
+    return p
+
+
+def test_bomb_refused_when_caller_disabled_pillows_limit(big_png, monkeypatch):
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", None)
+    with pytest.raises(ValueError, match="bomb") as excinfo:
+        mp.image_from_path(big_png)
+    assert _names(excinfo, big_png)
+    assert Image.MAX_IMAGE_PIXELS is None  # the caller's setting is left alone
+
+
+def test_set_max_image_pixels_lowers_and_restores(tmp_path, rgb, monkeypatch):
+    p = _save(rgb, tmp_path / "a.png")  # 32 x 40 = 1280 pixels
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", None)
+    try:
+        mp.set_max_image_pixels(1000)
+        assert mp.max_image_pixels() == 1000
+        with pytest.raises(ValueError, match="bomb"):
+            mp.image_from_path(p)
+        mp.set_max_image_pixels(1280)
+        np.testing.assert_array_equal(_host(mp.image_from_path(p)), rgb)
+    finally:
+        mp.set_max_image_pixels(None)
+    assert mp.max_image_pixels() == 89_478_485  # Pillow's default
+
+
+def test_max_image_pixels_from_environment(tmp_path, rgb, monkeypatch):
+    p = _save(rgb, tmp_path / "a.png")
+    monkeypatch.setenv("MILLIPYDE_MAX_IMAGE_PIXELS", "1000")
+    with pytest.raises(ValueError, match="bomb"):
+        mp.image_from_path(p)
+    monkeypatch.setenv("MILLIPYDE_MAX_IMAGE_PIXELS", "lots")
+    with pytest.raises(ValueError, match="MILLIPYDE_MAX_IMAGE_PIXELS"):
+        mp.image_from_path(p)
+
+
+def test_raised_limit_allows_a_big_image_when_pillow_allows_it(big_png, monkeypatch):
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", None)
+    try:
+        mp.set_max_image_pixels(90_000_000)
+        img = mp.image_from_path(big_png)
+        assert img.shape == (9000, 10000)
+    finally:
+        mp.set_max_image_pixels(None)
+
+
+@pytest.mark.parametrize("bad", [0, -5, 1.5, True, "10"])
+def test_set_max_image_pixels_refuses_bad_values(bad):
+    with pytest.raises(ValueError, match="pixels"):
+        mp.set_max_image_pixels(bad)

@@ -5,8 +5,15 @@ from .registry import elementwise
 
 @elementwise(nparams=1)
 def brightness(v, c, full, delta, _b, _d):
-    """Add ``delta`` (a fraction of the full range) and clip to the range."""
-    return min(max(v + delta * full, 0.0), full)
+    """Add ``delta`` (a fraction of the full range) and clip to the range.
+
+    Float images (``full`` 1) are clipped to [0, 1] here; integer results are clipped to their
+    type's range (negative values included for signed types) by the cast after every op.
+    """
+    s = v + delta * full
+    if full == 1.0:
+        s = min(max(s, 0.0), 1.0)
+    return s
 
 
 @elementwise(nparams=2)

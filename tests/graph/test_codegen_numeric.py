@@ -29,10 +29,15 @@ def _values() -> np.ndarray:
     ])
 
 
-@pytest.mark.parametrize("full", [1.0, 255.0, 65535.0, 2.0**32 - 1, 2.0**63, 2.0**64])
+# the maxima of signed types (int8..int64, as float64) clip below at -full - 1, others at 0
+SIGNED_FULLS = (127.0, 32767.0, 2.0**31 - 1, 2.0**63)
+
+
+@pytest.mark.parametrize("full", [1.0, 255.0, 65535.0, 2.0**32 - 1, 2.0**64, *SIGNED_FULLS])
 def test_rint_clip_is_numpy_rint_then_clip(rint_clip, full: float) -> None:
     v = _values()
-    want = np.clip(np.rint(v), 0.0, full)
+    v = np.concatenate([v, -v, -full - np.array([0.5, 1.0, 1.5, 2.0])])
+    want = np.clip(np.rint(v), -full - 1.0 if full in SIGNED_FULLS else 0.0, full)
     got = np.array([rint_clip(x, full) for x in v])
     bad = np.nonzero(got != want)[0]
     assert bad.size == 0, f"full={full}: v={v[bad[:5]]} gave {got[bad[:5]]}, not {want[bad[:5]]}"

@@ -227,10 +227,11 @@ class GatherSig:
 
 
 # Parameter layout in the float64 array ``p``: P (src <- mid or src <- out), A (mid <- out),
-# mid_h, mid_w, full, clip_lo (scikit-image's warp clip; -inf when it does not apply), then
-# each chained op's slots (``OpSpec.slots``, three or more), then the extras: source height and
-# width and four fill values when ``bounded``, the user map's parameters when ``umap``.
-P_OFF, A_OFF, MID_OFF, FULL_OFF, CLIP_OFF, OPS_OFF = 0, 6, 12, 14, 15, 16
+# mid_h, mid_w, full, clip_lo and clip_hi (scikit-image's warp clip; -inf / +inf when a bound
+# does not apply), then each chained op's slots (``OpSpec.slots``, three or more), then the
+# extras: source height and width and four fill values when ``bounded``, the user map's
+# parameters when ``umap``.
+P_OFF, A_OFF, MID_OFF, FULL_OFF, CLIP_OFF, CLIP_HI_OFF, OPS_OFF = 0, 6, 12, 14, 15, 16, 17
 
 
 def op_offsets(ops: tuple[str, ...]) -> list[int]:
@@ -410,7 +411,9 @@ def _gather_body(sig: GatherSig, gates: bool = False) -> str:
             # skimage's bilinear_interpolation: rows blended last
             mix = (f"(1.0 - dr) * ((1.0 - dc) * t{c}_0 + dc * t{c}_1) + "
                    f"dr * ((1.0 - dc) * t{c}_2 + dc * t{c}_3)")
-            blend = [f"v{c} = max({mix}, clip_lo)" if sig.clip else f"v{c} = {mix}"]
+            # the upper bound binds only for images whose values are all negative
+            blend = ([f"v{c} = min(max({mix}, clip_lo), clip_hi)"] if sig.clip
+                     else [f"v{c} = {mix}"])
             if cast or lut:
                 blend.append(f"v{c} = _rint_clip(v{c}, full)")
             if gates:
@@ -504,7 +507,8 @@ def _gather_body_general(sig: GatherSig, gates: bool = False) -> str:
         for c in chans:
             mix = (f"(1.0 - dr) * ((1.0 - dc) * t{c}_0 + dc * t{c}_1) + "
                    f"dr * ((1.0 - dc) * t{c}_2 + dc * t{c}_3)")
-            blend = [f"v{c} = max({mix}, clip_lo)" if sig.clip else f"v{c} = {mix}"]
+            blend = ([f"v{c} = min(max({mix}, clip_lo), clip_hi)"] if sig.clip
+                     else [f"v{c} = {mix}"])
             if cast or lut:
                 blend.append(f"v{c} = _rint_clip(v{c}, full)")
             if gates:
@@ -522,15 +526,25 @@ def _gather_body_general(sig: GatherSig, gates: bool = False) -> str:
 _RINT_CLIP = '''
 @_dev
 def _rint_clip(v, full):
-    # numpy.rint then clip to the integer range, clipped first (the same: the bounds are whole
-    # numbers). Below 2**52, adding 2**52 leaves no fraction bits, so the FPU's own round half
-    # to even does rint: two adds instead of floors, which GPUs run at a quarter of the FMA rate.
-    # Comparisons, not min/max (whose NaN rules cost GPUs ten instructions each): NaN gives 0.
-    c = v if v > 0.0 else 0.0
+    # numpy.rint then clip to the integer range [lo, full], clipped first (the same: the bounds
+    # are whole numbers). lo is 0 for unsigned types and -full - 1 for signed ones, whose maxima
+    # (2**7-1, 2**15-1, 2**31-1, 2**63-1 as float64) are no unsigned type's: ``full`` names
+    # the type. Below 2**52 in magnitude, adding (subtracting) 2**52 leaves no fraction bits, so
+    # the FPU's own round half to even does rint: two adds instead of floors, which GPUs run at
+    # a quarter of the FMA rate. Comparisons, not min/max (whose NaN rules cost GPUs ten
+    # instructions each): NaN gives lo.
+    lo = 0.0
+    if (full == 127.0 or full == 32767.0 or full == 2147483647.0
+            or full == 9223372036854775808.0):
+        lo = -full - 1.0
+    c = v if v > lo else lo
     if c > full:
         c = full
-    if c < 4503599627370496.0:
-        c = (c + 4503599627370496.0) - 4503599627370496.0
+    if c >= 0.0:
+        if c < 4503599627370496.0:
+            c = (c + 4503599627370496.0) - 4503599627370496.0
+    elif c > -4503599627370496.0:
+        c = (c - 4503599627370496.0) + 4503599627370496.0
     return c
 '''
 
@@ -577,7 +591,7 @@ def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
 def gather_prologue() -> str:
     """Per-launch setup read from the parameter array (shared with the batched kernels)."""
     # the integer map's entries are whole numbers: convert once, not per pixel
-    return (f"full = p[{FULL_OFF}]\nclip_lo = p[{CLIP_OFF}]\n"
+    return (f"full = p[{FULL_OFF}]\nclip_lo = p[{CLIP_OFF}]\nclip_hi = p[{CLIP_HI_OFF}]\n"
             + "".join(f"q{i} = int(math.floor(p[{P_OFF + i}] + 0.5))\n" for i in range(6))
             + f"mh = int(p[{MID_OFF}])\nmw = int(p[{MID_OFF + 1}])")
 

@@ -89,19 +89,28 @@ def build_lut(nodes: list[Node], channels: int, full: float) -> np.ndarray:
     return out
 
 
-def warp_clip_low(k: Gather) -> float:
-    """scikit-image's warp clip: the input minimum when it must apply, else -inf.
+def warp_clip(k: Gather) -> tuple[float, float]:
+    """scikit-image's warp clip: the bounds (input minimum, maximum) that can bind, else -inf
+    and +inf.
 
     Only kernels whose sampler reads the stored source ask (``Gather.clip_check``); the
-    minimum is a map-reduce over every channel, as ``np.min(image)`` in skimage.
+    bounds are map-reduces over every channel, as ``np.min(image)`` in skimage. With a fill of
+    0, blends stay within [min(lo, 0), max(hi, 0)]: the minimum binds when positive, the
+    maximum only when negative (signed images whose values are all negative).
     """
-    if not k.clip_check:
-        return -np.inf
+    if not k.clip_check or 0 in k.source.shape:
+        return -np.inf, np.inf
     from ..ir.lazy import REDUCE
 
-    lo_node = Node(REDUCE["min"], (k.source,), (), (), k.source.dtype, k.source.device)
-    lo = float(runtime.to_host(materialize(lo_node))[0])
-    return lo if lo > 0 else -np.inf
+    def reduced(name: str) -> float:
+        node = Node(REDUCE[name], (k.source,), (), (), k.source.dtype, k.source.device)
+        return float(runtime.to_host(materialize(node))[0])
+
+    lo = reduced("min")
+    if lo > 0:
+        return lo, np.inf
+    hi = reduced("max") if lo < 0 else 0.0
+    return -np.inf, (hi if hi < 0 else np.inf)
 
 
 def gather_args(k: Gather) -> tuple[codegen.GatherSig, np.ndarray, np.ndarray]:
@@ -144,7 +153,7 @@ def gather_args(k: Gather) -> tuple[codegen.GatherSig, np.ndarray, np.ndarray]:
         p[codegen.A_OFF:codegen.A_OFF + 6] = k.A[:2].ravel()
         p[codegen.MID_OFF:codegen.MID_OFF + 2] = k.mid
     p[codegen.FULL_OFF] = full
-    p[codegen.CLIP_OFF] = warp_clip_low(k)
+    p[codegen.CLIP_OFF], p[codegen.CLIP_HI_OFF] = warp_clip(k)
     for i, n in enumerate(chained):
         p[offsets[i]:offsets[i + 1]] = _op_params(n)
     e = offsets[-1]
@@ -288,6 +297,8 @@ def _run_stencil(k: Stencil, src: Any, device: int, reader: Gather | None = None
     dst = runtime.empty(out.shape, out.dtype, device)
     dst3 = runtime.as_3d(dst)
     is_int, full = out.dtype.kind in "ui", full_range(out.dtype)
+    if h == 0 or w == 0:  # empty in, empty out: no tiling or launch can divide by it
+        return dst, False
     if not runtime.caps.shared_memory:
         fn, tiles = _stencil_cpu_fn(pre, post)
         band, strip = tiles(h, w, nc, len(taps))
@@ -296,8 +307,6 @@ def _run_stencil(k: Stencil, src: Any, device: int, reader: Gather | None = None
         return dst, False
     taps_d = runtime.upload_small(taps, device)
     radius = len(taps) // 2
-    if h == 0 or w == 0:
-        return dst, False
     if stencil_2d_fits(radius):
         run_stencil_2d(src3, dst3, taps_d, radius, is_int, full, device, lut, pre, post,
                        reader=reader)

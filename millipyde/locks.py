@@ -1,0 +1,32 @@
+"""One commit lock per gpuarray: what makes concurrent updates of one array serial.
+
+A Pipeline worker holds an input's lock from the moment it reads the input's value (claim)
+until it binds the computed value (commit); an image method holds it while it draws its
+parameters and records its node. Every update of an array is therefore applied to the value the
+previous update left, exactly once, in some serial order, whatever threads and Pipelines race.
+
+Deadlock freedom: a thread holds at most one array's commit lock at a time (nothing that runs
+under it takes another array's lock, and the run-wide locks taken under it are never held
+while waiting for a commit lock), so no cycle of waits can form, whatever order two Pipelines
+claim overlapping inputs in. (A Python callable Operation that itself calls methods on
+*another* input of a running Pipeline steps outside this rule.)
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+_create = threading.Lock()
+
+
+def commit_lock(x: Any) -> threading.RLock:
+    """The commit lock of gpuarray ``x`` (made on first use; reentrant, for method aliases)."""
+    lock = x.__dict__.get("_commit_lock")
+    if lock is None:
+        with _create:
+            lock = x.__dict__.get("_commit_lock")
+            if lock is None:
+                lock = threading.RLock()
+                x.__dict__["_commit_lock"] = lock
+    return lock
