@@ -5,6 +5,7 @@ The backend (cuda, hip, cpu or cudasim) is chosen once, at import; see :func:`ba
 
 from .array import gpuarray
 from .backend import backend
+from .decorators import elementwise, index_map, pixelwise
 from .devices import (
     DEVICE_COUNT,
     Device,
@@ -29,13 +30,16 @@ __all__ = [
     "Pipeline",
     "backend",
     "device_count",
+    "elementwise",
     "get_current_device",
     "get_device_count",
     "gpuarray",
     "gpuimage",
     "image_from_path",
     "images_from_path",
+    "index_map",
     "max_image_pixels",
+    "pixelwise",
     "seed",
     "set_max_image_pixels",
     "synchronize",

@@ -11,32 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .recipes import colorize_if_colour, figure_5_1_operations  # noqa: F401  (public here too)
+
 SAMPLES = ("astronaut", "chelsea", "coffee", "rocket", "logo", "camera")
-
-
-def colorize_if_colour(img, r_range, g_range, b_range) -> None:
-    """``random_colorize`` for colour images; greyscale inputs pass unchanged.
-
-    ``colorize`` on a greyscale image is an error by contract (API.md); a folder to augment may
-    hold both kinds, so the main job applies the colour gains only where there is colour.
-    """
-    if img.is_colour:
-        img.random_colorize(r_range, g_range, b_range)
-
-
-def figure_5_1_operations() -> list:
-    """The thesis's augmentation (figure 5.1) as a list of Operations."""
-    import millipyde as mp
-
-    return [
-        mp.Operation("transpose", probability=0.2),
-        mp.Operation("fliplr", probability=0.2),
-        mp.Operation("random_brightness", -0.2, 1),
-        mp.Operation("random_gaussian", 0, 2),
-        mp.Operation(colorize_if_colour, [0.5, 1.5], [0.5, 1.5], [0.5, 1.5], probability=0.3),
-        mp.Operation("rgb2grey", probability=0.3),
-        mp.Operation("random_rotate", 0, 120, probability=0.5),
-    ]
 
 
 def sample_images() -> list:
@@ -48,8 +25,10 @@ def sample_images() -> list:
     return [mp.gpuimage(getattr(skimage.data, name)()) for name in SAMPLES]
 
 
-def contact_sheet(paths: list[Path], out: Path, thumb: int = 160, columns: int = 8) -> Path:
-    """Write a grid of thumbnails of ``paths`` to ``out`` (PNG) and return ``out``."""
+def contact_sheet(paths: list[Path], out: Path, thumb: int = 160, columns: int = 8,
+                  boxes: list | None = None) -> Path:
+    """Write a grid of thumbnails of ``paths`` to ``out`` (PNG) and return ``out``; ``boxes``
+    (one (N, 4) xyxy array or None per path) are drawn on their thumbnails."""
     from PIL import Image, ImageDraw
 
     rows = max(1, math.ceil(len(paths) / columns))
@@ -59,11 +38,17 @@ def contact_sheet(paths: list[Path], out: Path, thumb: int = 160, columns: int =
     draw = ImageDraw.Draw(sheet)
     for i, p in enumerate(paths):
         with Image.open(p) as im:
+            width0 = im.width
             im = im.convert("RGBA")
             im.thumbnail((thumb, thumb))
+            scale = im.width / width0
             x = (i % cols) * thumb + (thumb - im.width) // 2
             y = (i // cols) * (thumb + label_h)
             sheet.paste(im, (x, y + (thumb - im.height) // 2), im)
+            for b in [] if boxes is None or boxes[i] is None else boxes[i]:
+                x0, y0, x1, y1 = (float(v) * scale for v in b)
+                top = y + (thumb - im.height) // 2
+                draw.rectangle((x + x0, top + y0, x + x1, top + y1), outline="red")
             draw.text(((i % cols) * thumb + 4, y + thumb), p.stem, fill="black")
     sheet.save(out)
     return out
@@ -82,7 +67,12 @@ def augment(args: argparse.Namespace) -> int:
         raise SystemExit("millipyde augment: -n must be at least 1")
     if args.cluster is not None:
         return augment_on_cluster(args)
-    if args.input is None:
+    from .recipes import DETECTION_SAMPLES, detection_samples, operations
+
+    if args.input is None and args.recipe == "detection":
+        inputs = detection_samples()
+        source = "detection samples with boxes (" + ", ".join(DETECTION_SAMPLES) + ")"
+    elif args.input is None:
         inputs = sample_images()
         source = "scikit-image samples (" + ", ".join(SAMPLES) + ")"
     else:
@@ -90,23 +80,28 @@ def augment(args: argparse.Namespace) -> int:
         source = str(args.input)
     out_dir = Path(args.output)
     out_dir.mkdir(parents=True, exist_ok=True)
-    gen = mp.Generator(inputs, figure_5_1_operations(), outputs=args.n, return_to_host=True,
-                       seed=args.seed)
+    # outputs stay gpuimages when they carry targets (boxes are read from them)
+    with_targets = any(x.targets is not None for x in inputs)
+    gen = mp.Generator(inputs, operations(args.recipe), outputs=args.n,
+                       return_to_host=not with_targets, seed=args.seed)
     paths: list[Path] = []
+    boxes: list = []
     width = len(str(args.n - 1))
     start = time.perf_counter()
     try:
         for i, img in enumerate(tqdm(gen, total=args.n, desc="augment", unit="img",
                                      disable=args.quiet)):
             path = out_dir / f"aug_{i:0{width}d}.png"
-            Image.fromarray(to_uint8(img)).save(path)
+            boxes.append(img.boxes if with_targets else None)
+            Image.fromarray(to_uint8(np.asarray(img))).save(path)
             paths.append(path)
     finally:
         gen.close()
     elapsed = time.perf_counter() - start
-    sheet = contact_sheet(paths, out_dir / "contact_sheet.png")
+    sheet = contact_sheet(paths, out_dir / "contact_sheet.png", boxes=boxes)
     names = ", ".join(d.name for d in mp.devices.DEVICES)
-    print(f"inputs: {len(inputs)} from {source}; outputs in {out_dir}; contact sheet {sheet}")
+    print(f"inputs: {len(inputs)} from {source}; recipe {args.recipe}; outputs in {out_dir}; "
+          f"contact sheet {sheet}")
     print(
         f"backend {mp.backend()}, device(s) {names}: {len(paths)} images in {elapsed:.2f} s, "
         f"{len(paths) / elapsed:.1f} images/s"
@@ -122,12 +117,14 @@ def augment_on_cluster(args: argparse.Namespace) -> int:
     import millipyde as mp
     from millipyde.distributed import cluster_client, run_files
 
+    from .recipes import operations
+
     if args.input is None:
         raise SystemExit("millipyde augment --cluster needs an input folder (workers read it)")
     start = time.perf_counter()
     try:
         with cluster_client(args.cluster) as client:
-            paths, _ = run_files(args.input, figure_5_1_operations(), args.output,
+            paths, _ = run_files(args.input, operations(args.recipe), args.output,
                                  outputs=args.n, seed=args.seed, client=client, fmt="png",
                                  to_uint8=True)
             workers = len(client.nthreads())
@@ -210,12 +207,15 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``millipyde`` command."""
     parser = argparse.ArgumentParser(prog="millipyde", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    a = sub.add_parser("augment", help="augment a folder of images (thesis figure 5.1)")
+    a = sub.add_parser("augment", help="augment a folder of images (--recipe)")
     a.add_argument("input", nargs="?", default=None,
                    help="folder of images (default: scikit-image's sample photographs)")
     a.add_argument("-o", "--output", default="augmented", help="output folder")
     a.add_argument("-n", type=int, default=48, help="number of outputs (default 48)")
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    a.add_argument("--recipe", choices=("imagenet", "thesis", "detection"), default="imagenet",
+                   help="augmentation recipe (default imagenet: what a classifier trains on; "
+                        "thesis: figure 5.1)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     a.add_argument("--cluster", default=None, metavar="local[:WORKERS]|tcp://HOST:PORT",
                    help="make and write the outputs on a Dask cluster (the dask extra)")

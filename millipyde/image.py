@@ -7,59 +7,19 @@ value is needed. Random variants draw their parameters from the image's counter-
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from . import random as mprandom
+from . import targets
+from ._args import _between, _bounds, _number, _range
 from .array import gpuarray
 from .graph.ir.node import apply
+from .image_ops import AUGMENT_METHODS, AugmentMixin
 from .kernels import REGISTRY
 from .locks import commit_lock
-
-
-def _number(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a real number, got {type(value).__name__}")
-    try:
-        v = float(value)
-    except OverflowError:  # a Python int beyond float64
-        raise ValueError(f"{name} must be finite, got an integer of {int(value).bit_length()} "
-                         "bits") from None
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {v}")
-    return v
-
-
-def _range(value: Any, name: str) -> tuple[float, float]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence | np.ndarray):
-        raise ValueError(f"{name} must be a [low, high] pair, got {value!r}")
-    if len(value) != 2:
-        raise ValueError(f"{name} must be a [low, high] pair, got {len(value)} values")
-    lo, hi = _number(value[0], f"{name}[0]"), _number(value[1], f"{name}[1]")
-    if lo > hi:
-        raise ValueError(f"{name} low bound {lo} is greater than its high bound {hi}")
-    return lo, hi
-
-
-def _bounds(lo: Any, hi: Any, lo_name: str, hi_name: str) -> tuple[float, float]:
-    a, b = _number(lo, lo_name), _number(hi, hi_name)
-    if a > b:
-        raise ValueError(f"{lo_name} ({a}) is greater than {hi_name} ({b})")
-    return a, b
-
-
-def _between(lo: float, hi: float, u: float) -> float:
-    """The draw ``u`` in [0, 1) mapped to [lo, hi]."""
-    if lo == hi:
-        return lo
-    span = hi - lo
-    if math.isfinite(span):
-        return lo + span * u
-    # bounds near float64's largest: hi - lo overflows, the weighted sum does not
-    return min(max(lo * (1.0 - u) + hi * u, lo), hi)
 
 
 def _colour_to_uint8(host: np.ndarray) -> np.ndarray:
@@ -115,7 +75,7 @@ RECORDING_METHODS = frozenset({
 })
 
 
-class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
+class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name)
     """An image on the device: 2-D greyscale, or H x W x 3 (RGB) / H x W x 4 (RGBA) uint8.
 
     Colour data of other integer dtypes in 0..255 is converted to uint8, float colour in [0, 1]
@@ -153,9 +113,38 @@ class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
     # -- recording -----------------------------------------------------------------------
     def _record(self, name: str, params: tuple[float, ...] = ()) -> None:
         spec = REGISTRY[name]
+        old = self._node
         node = self._placed()
         dtype = np.dtype(np.float64) if spec.kind == "pixel" else node.dtype
-        self._bind(apply(spec, node, params, spec.out_shape(node.shape), dtype))
+        new = apply(spec, node, params, spec.out_shape(node.shape, params), dtype)
+        self._bind(new)
+        if targets.of(old) is not None:
+            targets.follow(old, new, spec, params)
+
+    # -- targets -------------------------------------------------------------------------
+    def set_targets(self, boxes: Any = None, labels: Any = None, keypoints: Any = None,
+                    mask: Any = None, min_area: float = 1.0) -> None:
+        """Attach targets that follow this image through geometric ops (``millipyde.targets``):
+        ``boxes`` (N, 4) xyxy with ``labels``, ``keypoints`` (K, 2) (x, y), an integer H x W
+        ``mask``; boxes smaller than ``min_area`` after an op are dropped."""
+        targets.attach(self._node, targets.make(self.shape, boxes, labels, keypoints, mask,
+                                                 min_area))
+
+    @property
+    def targets(self) -> targets.Targets | None:
+        """The attached targets as they are now (None when none are attached)."""
+        return targets.of(self._node)
+
+    def _target(self, name: str) -> Any:
+        t = targets.of(self._node)
+        return None if t is None else getattr(t, name)
+
+    boxes = property(lambda self: self._target("boxes"), doc="(N, 4) xyxy boxes, or None.")
+    labels = property(lambda self: self._target("labels"), doc="Labels of the boxes, or None.")
+    keypoints = property(lambda self: self._target("keypoints"), doc="(K, 2) (x, y), or None.")
+    keypoints_visible = property(lambda self: self._target("visible"),
+                                 doc="Which keypoints are inside the image, or None.")
+    mask = property(lambda self: self._target("mask"), doc="The H x W mask, or None.")
 
     def _draws(self, n: int) -> list[float]:
         key = mprandom.current_key()
@@ -288,8 +277,12 @@ class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
             self._record("gaussian", (s, self._reach()))
 
     def clone(self) -> gpuimage:
-        """Deep copy on the current target device; a gpuimage."""
-        return super().clone()
+        """Deep copy on the current target device (targets too); a gpuimage."""
+        out = super().clone()
+        t = targets.of(self._node)
+        if t is not None:
+            targets.attach(out._node, t)
+        return out
 
 
 def _atomic(method: Callable[..., None]) -> Callable[..., None]:
@@ -304,5 +297,5 @@ def _atomic(method: Callable[..., None]) -> Callable[..., None]:
     return locked
 
 
-for _name in sorted(RECORDING_METHODS):
+for _name in sorted(RECORDING_METHODS | AUGMENT_METHODS):
     setattr(gpuimage, _name, _atomic(getattr(gpuimage, _name)))

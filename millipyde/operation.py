@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import random as mprandom
+from . import targets
 from .array import ArgumentError, gpuarray
 from .graph.exec import batch
 from .image import RECORDING_METHODS, gpuimage
@@ -245,8 +246,11 @@ class Operation:
             return False
         if lift and not records:
             # this call may read x's value, which the per-image path would compute with the
-            # gated-off ops run: drop them first
+            # gated-off ops run: drop them first (the rebuilt value keeps x's targets)
+            kept = targets.of(x._node)
             batch.drop_gated_off(x)
+            if kept is not None and targets.of(x._node) is None:
+                targets.attach(x._node, kept)
         bound = self._bound(x)
         with mprandom.operation_stream(seed, sample, index):
             result = bound()

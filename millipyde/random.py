@@ -27,13 +27,17 @@ def _mix(z: int) -> int:
     return z ^ (z >> 31)
 
 
-def uniform01(seed: int, sample: int, op: int, k: int) -> float:
-    """A float in [0, 1) that depends only on its four integer arguments."""
+def key64(seed: int, sample: int, op: int, k: int) -> int:
+    """A 64-bit integer that depends only on its four integer arguments."""
     z = _mix(seed & _MASK)
     z = _mix(z ^ (sample & _MASK))
     z = _mix(z ^ (op & _MASK))
-    z = _mix(z ^ (k & _MASK))
-    return (z >> 11) * (1.0 / (1 << 53))
+    return _mix(z ^ (k & _MASK))
+
+
+def uniform01(seed: int, sample: int, op: int, k: int) -> float:
+    """A float in [0, 1) that depends only on its four integer arguments."""
+    return (key64(seed, sample, op, k) >> 11) * (1.0 / (1 << 53))
 
 
 def as_seed(n: Any, what: str = "seed") -> int:

@@ -42,3 +42,22 @@ def test_info_prints_backend_devices_and_versions(capsys) -> None:
     assert cli.main(["info"]) == 0
     text = capsys.readouterr().out
     assert "backend:" in text and "device 0:" in text and "numba" in text
+
+
+def test_augment_recipes(tmp_path) -> None:
+    import numpy as np
+    from skimage import data
+
+    src = tmp_path / "in"
+    src.mkdir()
+    Image.fromarray(data.coffee()[:90, :120]).save(src / "c.png")
+    Image.fromarray(data.camera()[:64, :80]).save(src / "g.png")
+    for recipe in ("imagenet", "thesis", "detection"):
+        out = tmp_path / recipe
+        assert cli.main(["augment", str(src), "-o", str(out), "-n", "4", "--recipe", recipe,
+                         "-q"]) == 0
+        imgs = [np.asarray(Image.open(out / f"aug_{i}.png")) for i in range(4)]
+        if recipe == "imagenet":
+            # what a classifier trains on: 224 x 224 crops, not washed out to white
+            assert all(a.shape[:2] == (224, 224) for a in imgs)
+            assert all(a.mean() < 200 for a in imgs if a.ndim == 3)  # coffee is dark

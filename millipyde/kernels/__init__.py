@@ -3,7 +3,7 @@
 Importing this package registers every built-in op in :data:`REGISTRY`.
 """
 
-from . import color, filters, geometry, intensity  # noqa: F401  (registration side effects)
+from . import color, filters, geometry, intensity, noise  # noqa: F401  (registration side effects)
 from .registry import REGISTRY, OpSpec, affine_of
 
 __all__ = ["REGISTRY", "OpSpec", "affine_of"]

@@ -3,20 +3,38 @@
 Kinds (what the fuser and code generator need to know about an op):
 
 - ``elementwise``: ``f(v, c, full, a, b, d) -> v`` per channel value; alpha passes through.
+- ``pixelwise``: ``f(r, g, b, full, a, b, d) -> (r, g, b)``: a colour pixel to a colour pixel
+  (channels mixed: saturation, hue); alpha passes through; colour images only.
+- ``positional``: ``f(v, c, full, y, x, u1, u2, *params) -> v``: a value map that depends on
+  where the pixel is (erase) or on two uniform draws of the pixel's counter (noise). Nothing
+  geometric may follow it in a fused kernel: ``(y, x)`` are the kernel's output coordinates.
 - ``pixel``: ``f(r, g, b, alpha, has_alpha) -> grey`` colour pixel to one float value.
-- ``index_map``: ``f(y, x, h, w) -> (sy, sx)``, an integer affine gather (flip, transpose).
-- ``sampler``: ``f(y, x, h, w, *params) -> (sy, sx)``, a real affine map sampled bilinearly.
+- ``index_map``: ``f(y, x, h, w, *params) -> (sy, sx)``, an integer affine gather (flip,
+  transpose, crop, pad); with ``fills`` the map may leave its input and reads the fill value
+  (the last parameter) there.
+- ``sampler``: ``f(y, x, h, w, *params) -> (sy, sx)``, a real affine map sampled bilinearly;
+  ``mode`` says what lies outside the input: ``"constant"`` zero, ``"edge"`` the nearest edge.
+- ``user_map``: ``f(y, x, h, w, *params) -> (sy, sx)``, any map (not checked affine), called
+  in the kernel and sampled bilinearly with zero outside (``@mp.index_map``).
 - ``stencil``: separable taps computed on the host from the parameters.
+
+``h`` and ``w`` are the height and width of the op's input. ``shape_fn(h, w, *params)`` gives
+the output's height and width when an op changes them (resize, crop, pad).
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-KINDS = ("elementwise", "pixel", "index_map", "sampler", "stencil")
+KINDS = ("elementwise", "pixelwise", "positional", "pixel", "index_map", "sampler", "user_map",
+         "stencil")
+#: kinds whose ops change where pixels are (a positional op may not be followed by one)
+GEOMETRIC = ("index_map", "sampler", "user_map")
 
 
 @dataclass(frozen=True)
@@ -29,33 +47,94 @@ class OpSpec:
     nparams: int = 0
     swaps_axes: bool = False
     code: int = field(default=-1, compare=False)
+    shape_fn: Callable | None = field(default=None, compare=False)
+    mode: str = "constant"
+    fills: bool = False
+    # positional ops: whether the kernel draws (u1, u2) for it (keys are its first two params)
+    draws: bool = False
+    # positional ops: whether alpha is changed too (erase, like torchvision on 4 channels)
+    alpha: bool = False
+    # elementwise ops whose last parameter is a per-image statistic computed at run time (the
+    # grey mean of its input, adjust_contrast): one reduction kernel before the gather
+    stat: bool = False
+    # public-decorator ops: the user's function, its value convention and its source digest
+    user: Callable | None = field(default=None, compare=False)
+    digest: str = ""
 
-    def out_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
-        """Shape of this op's output for an input of ``shape``."""
+    def out_shape(self, shape: tuple[int, ...], params: tuple = ()) -> tuple[int, ...]:
+        """Shape of this op's output for an input of ``shape`` (and ``params``)."""
         if self.kind == "pixel":
             return shape[:2]
+        if self.shape_fn is not None:
+            h, w = self.shape_fn(shape[0], shape[1], *params)
+            return (int(h), int(w)) + tuple(shape[2:])
         if self.swaps_axes:
             return (shape[1], shape[0]) + tuple(shape[2:])
         return tuple(shape)
+
+    @property
+    def slots(self) -> int:
+        """Parameter slots this op takes in a fused kernel's parameter array."""
+        return max(3, self.nparams + (1 if self.stat else 0))
 
 
 REGISTRY: dict[str, OpSpec] = {}
 
 
-def _register(spec: OpSpec) -> OpSpec:
-    if spec.name in REGISTRY:
+def source_digest(fn: Callable) -> str:
+    """SHA-1 (12 hex digits) of a function's source: generated kernels that call it embed it."""
+    try:
+        text = inspect.getsource(fn)
+    except (OSError, TypeError):
+        text = repr(getattr(fn, "__code__", fn))
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def register(spec: OpSpec, replace_existing: bool = False) -> OpSpec:
+    """Add ``spec`` to the registry (its ``code`` numbers it within its kind)."""
+    if spec.kind not in KINDS:
+        raise ValueError(f"kernel kind must be one of {KINDS}, got {spec.kind!r}")
+    old = REGISTRY.get(spec.name)
+    if old is not None and not replace_existing:
         raise ValueError(f"kernel {spec.name!r} is registered twice")
-    code = sum(1 for s in REGISTRY.values() if s.kind == spec.kind)
-    spec = OpSpec(spec.name, spec.kind, spec.fn, spec.nparams, spec.swaps_axes, code)
+    if old is not None and old.kind == spec.kind:
+        code = old.code
+    else:
+        code = sum(1 for s in REGISTRY.values() if s.kind == spec.kind)
+    spec = replace(spec, code=code)
     REGISTRY[spec.name] = spec
     return spec
 
 
-def elementwise(nparams: int) -> Callable[[Callable], Callable]:
+_register = register
+
+
+def elementwise(nparams: int, stat: bool = False) -> Callable[[Callable], Callable]:
     """Register ``f(v, c, full, a, b, d)``: a per-channel value map (channels 0..2, or grey)."""
 
     def deco(fn: Callable) -> Callable:
-        _register(OpSpec(fn.__name__, "elementwise", fn, nparams))
+        _register(OpSpec(fn.__name__, "elementwise", fn, nparams, stat=stat))
+        return fn
+
+    return deco
+
+
+def pixelwise(nparams: int) -> Callable[[Callable], Callable]:
+    """Register ``f(r, g, b, full, a, b, d) -> (r, g, b)``: a colour pixel map."""
+
+    def deco(fn: Callable) -> Callable:
+        _register(OpSpec(fn.__name__, "pixelwise", fn, nparams))
+        return fn
+
+    return deco
+
+
+def positional(nparams: int, draws: bool = False,
+               alpha: bool = False) -> Callable[[Callable], Callable]:
+    """Register ``f(v, c, full, y, x, u1, u2, *params)``: a value map that knows its pixel."""
+
+    def deco(fn: Callable) -> Callable:
+        _register(OpSpec(fn.__name__, "positional", fn, nparams, draws=draws, alpha=alpha))
         return fn
 
     return deco
@@ -67,21 +146,24 @@ def pixel(fn: Callable) -> Callable:
     return fn
 
 
-def index_map(swaps_axes: bool = False) -> Callable[[Callable], Callable]:
-    """Register ``f(y, x, h, w) -> (sy, sx)``: where output pixel (y, x) reads from."""
+def index_map(swaps_axes: bool = False, nparams: int = 0, shape: Callable | None = None,
+              fills: bool = False) -> Callable[[Callable], Callable]:
+    """Register ``f(y, x, h, w, *params) -> (sy, sx)``: where output pixel (y, x) reads from."""
 
     def deco(fn: Callable) -> Callable:
-        _register(OpSpec(fn.__name__, "index_map", fn, 0, swaps_axes))
+        _register(OpSpec(fn.__name__, "index_map", fn, nparams, swaps_axes, shape_fn=shape,
+                         fills=fills))
         return fn
 
     return deco
 
 
-def sampler(nparams: int) -> Callable[[Callable], Callable]:
+def sampler(nparams: int, shape: Callable | None = None,
+            mode: str = "constant") -> Callable[[Callable], Callable]:
     """Register ``f(y, x, h, w, *params) -> (sy, sx)``: a real map sampled bilinearly."""
 
     def deco(fn: Callable) -> Callable:
-        _register(OpSpec(fn.__name__, "sampler", fn, nparams))
+        _register(OpSpec(fn.__name__, "sampler", fn, nparams, shape_fn=shape, mode=mode))
         return fn
 
     return deco
@@ -108,6 +190,7 @@ def affine_of(spec: OpSpec, h: int, w: int, params: tuple[float, ...] = ()) -> n
     ay, ax = (float(v) - o for v, o in zip(f(1.0, 0.0, h, w, *params), (oy, ox), strict=True))
     by, bx = (float(v) - o for v, o in zip(f(0.0, 1.0, h, w, *params), (oy, ox), strict=True))
     py, px = (float(v) for v in f(3.0, 7.0, h, w, *params))
-    if abs(3.0 * ay + 7.0 * by + oy - py) > 1e-9 or abs(3.0 * ax + 7.0 * bx + ox - px) > 1e-9:
+    tol = 1e-9 * max(1.0, abs(py), abs(px))
+    if abs(3.0 * ay + 7.0 * by + oy - py) > tol or abs(3.0 * ax + 7.0 * bx + ox - px) > tol:
         raise ValueError(f"{spec.name} is registered as an affine map but is not affine")
     return np.array([[ay, by, oy], [ax, bx, ox]])

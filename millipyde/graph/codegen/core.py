@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ... import config
-from ...kernels import REGISTRY, color, filters, geometry, intensity
+from ...kernels import REGISTRY, OpSpec, color, filters, geometry, intensity, noise
 from ...version import __version__
 
 TARGETS = ("cpu", "cuda")
@@ -37,7 +37,7 @@ def cache_dir() -> Path:
 def _kernel_sources_digest() -> str:
     # Generated files embed calls to the scalar kernels: their text is part of the cache key.
     h = hashlib.sha1()
-    for mod in (color, filters, geometry, intensity):
+    for mod in (color, filters, geometry, intensity, noise):
         h.update(inspect.getsource(mod).encode())
     return h.hexdigest()[:12]
 
@@ -179,9 +179,10 @@ def load(source: str, target: str) -> ModuleType:
 class GatherSig:
     """Compile-time shape of a fused gather kernel (parameter values travel at run time).
 
-    ``mode`` is ``"lut"`` (uint8: per-channel 256-entry tables) or ``"chain"`` (other dtypes:
-    the elementwise ops inlined). ``pre``/``post`` are the chain ops before/after the sampler,
-    ``grey_ops`` the ops after a colour-to-grey conversion.
+    ``mode`` is ``"lut"`` (uint8: per-channel 256-entry tables) or ``"chain"`` (the chained
+    ops inlined: other dtypes, and uint8 kernels with ops no table can stand for, which mix
+    channels or know their pixel). ``pre``/``post`` are the chain ops before/after the
+    sampler, ``grey_ops`` the ops after a colour-to-grey conversion.
     """
 
     cin: int
@@ -202,17 +203,109 @@ class GatherSig:
     lut_stages: tuple[bool, bool] = (True, True)
     # scikit-image's warp clip may apply: the blend is clamped below at ``clip_lo``
     clip: bool = True
+    # a pad is fused: source positions outside the source read per-channel fill values
+    bounded: bool = False
+    # the sampler repeats the edge outside its input (resize) instead of reading zero
+    edge: bool = False
+    # the sampler is this user map (``@mp.index_map``), called per output pixel
+    umap: str = ""
 
     @property
     def cout(self) -> int:
         """Channels written."""
         return 1 if self.grey else self.cin
 
+    @property
+    def plain(self) -> bool:
+        """Only the features the hand-tuned and batched kernels know (no pad, edge sampler,
+        user map, or ops other than elementwise ones)."""
+        ops = self.pre + self.post + self.grey_ops
+        return (not self.bounded and not self.edge and not self.umap
+                and (self.mode == "lut" or self.cin == 1)
+                and all(REGISTRY[n].kind == "elementwise" and not REGISTRY[n].stat
+                        for n in ops))
+
 
 # Parameter layout in the float64 array ``p``: P (src <- mid or src <- out), A (mid <- out),
 # mid_h, mid_w, full, clip_lo and clip_hi (scikit-image's warp clip; -inf / +inf when a bound
-# does not apply), then three slots per chained op.
+# does not apply), then each chained op's slots (``OpSpec.slots``, three or more), then the
+# extras: source height and width and four fill values when ``bounded``, the user map's
+# parameters when ``umap``.
 P_OFF, A_OFF, MID_OFF, FULL_OFF, CLIP_OFF, CLIP_HI_OFF, OPS_OFF = 0, 6, 12, 14, 15, 16, 17
+
+
+def op_offsets(ops: tuple[str, ...]) -> list[int]:
+    """Offset in ``p`` of each chained op of ``ops`` (in order), and the end as last entry."""
+    out = [OPS_OFF]
+    for name in ops:
+        out.append(out[-1] + REGISTRY[name].slots)
+    return out
+
+
+def _chained(sig: GatherSig) -> tuple[str, ...]:
+    return sig.pre + sig.post + sig.grey_ops
+
+
+def extras_offset(sig: GatherSig) -> int:
+    """Where the extras (bounds, fills, user map parameters) start in ``p``."""
+    return op_offsets(_chained(sig))[-1]
+
+
+def _nextras(sig: GatherSig) -> int:
+    n = 6 if sig.bounded else 0
+    return n + (REGISTRY[sig.umap].nparams if sig.umap else 0)
+
+
+def _op_call(name: str, o: int, vars_: list[str], full: str, chan: int | None) -> list[str]:
+    """One chained op on the values ``vars_`` (one channel, or r, g, b for pixelwise)."""
+    spec = REGISTRY[name]
+    if spec.kind == "pixelwise":
+        args = ", ".join(f"p[{o + j}]" for j in range(3))
+        return [f"{vars_[0]}, {vars_[1]}, {vars_[2]} = _f_{name}({vars_[0]}, {vars_[1]}, "
+                f"{vars_[2]}, {full}, {args})"]
+    (v,) = vars_
+    if spec.kind == "positional":
+        lines = []
+        if spec.draws:
+            # the pixel's counter: (output pixel, channel, draw); keys are the op's first slots
+            n = f"((y * w + x) * 4 + {chan}) * 2"
+            lines += [f"u1_ = _u01(p[{o}], p[{o + 1}], {n})",
+                      f"u2_ = _u01(p[{o}], p[{o + 1}], {n} + 1)"]
+        else:
+            lines += ["u1_ = 0.5", "u2_ = 0.5"]
+        args = ", ".join(f"p[{o + j}]" for j in range(spec.nparams))
+        return lines + [f"{v} = _f_{name}({v}, {chan}, {full}, y, x, u1_, u2_, {args})"]
+    return [f"{v} = _f_{name}({v}, {chan}, {full}, p[{o}], p[{o + 1}], p[{o + 2}])"]
+
+
+def _chain_all(ops: tuple[str, ...], vars_: list[str], full: str, first: int,
+               offsets: list[int], cast: bool, gates: bool = False) -> str:
+    """Chained ops ``ops`` (global indices from ``first``) on a pixel's values ``vars_``.
+
+    Elementwise and positional ops run per channel (alpha, the fourth, only for ops that
+    say so), pixelwise ops on the first three; integer values are rounded after each op.
+    """
+    lines: list[str] = []
+    for i, name in enumerate(ops):
+        spec = REGISTRY[name]
+        o = offsets[first + i]
+        if spec.kind == "pixelwise":
+            step = _op_call(name, o, vars_[:3], full, None)
+            touched = vars_[:3]
+        else:
+            keep = 4 if spec.kind == "positional" and spec.alpha else 3
+            touched = vars_[:keep] if len(vars_) > 1 else vars_
+            step = []
+            for c, v in enumerate(touched):
+                step += _op_call(name, o, [v], full, c)
+        if cast:
+            step += [f"{v} = _rint_clip({v}, {full})" for v in touched]
+        if gates:
+            # an op gated off for this image is not called at all (not an identity call,
+            # whose arithmetic could move a value)
+            step = [f"if g{first + i}_ == 0.0:"] + ["    " + line for line in step]
+        lines += step
+    return "\n".join(lines)
 
 
 def _chain(ops: tuple[str, ...], var: str, chan: int, full: str, first: int, cast: bool,
@@ -248,6 +341,8 @@ def gather_ngates(sig: GatherSig) -> int:
 
 
 def _gather_body(sig: GatherSig, gates: bool = False) -> str:
+    if not sig.plain:
+        return _gather_body_general(sig, gates)
     c_in = sig.cin
     lut = sig.mode == "lut"
     cast = sig.is_int
@@ -331,13 +426,20 @@ def _gather_body(sig: GatherSig, gates: bool = False) -> str:
                 lines.append(f"v{c} = _b2f(lut[1, {c}, int(v{c})])")
             elif sig.post:
                 lines.append(_chain(sig.post, f"v{c}", c, "full", len(sig.pre), cast, gates))
+    return "\n".join(lines + _gather_tail(sig, gates, op_offsets(_chained(sig))))
+
+
+def _gather_tail(sig: GatherSig, gates: bool, offsets: list[int]) -> list[str]:
+    """The grey conversion, its chain and the stores (shared by both bodies)."""
+    lines = []
+    chans = range(sig.cin)
     if sig.grey:
-        alpha = "v3" if c_in == 4 else "0.0"
-        has_alpha = "True" if c_in == 4 else "False"
+        alpha = "v3" if sig.cin == 4 else "0.0"
+        has_alpha = "True" if sig.cin == 4 else "False"
         lines.append(f"g = _f_rgb2grey(v0, v1, v2, {alpha}, {has_alpha})")
         first = len(sig.pre) + len(sig.post)
         if sig.grey_ops:
-            lines.append(_chain(sig.grey_ops, "g", 0, "1.0", first, False, gates))
+            lines.append(_chain_all(sig.grey_ops, ["g"], "1.0", first, offsets, False, gates))
         values = ["g"]
     else:
         values = [f"v{c}" for c in chans]
@@ -346,7 +448,79 @@ def _gather_body(sig: GatherSig, gates: bool = False) -> str:
         lines += [f"dst[_u32(od + {c})] = {v}" for c, v in enumerate(values)]
     else:
         lines += [f"dst[y, x, {c}] = {v}" for c, v in enumerate(values)]
-    return "\n".join(lines)
+    return lines
+
+
+def _gather_body_general(sig: GatherSig, gates: bool = False) -> str:
+    """The gather with pads (fills), edge-mode samplers, user maps and ops of every chained
+    kind: a value chain per pixel (or per tap) over all channels at once."""
+    chans = list(range(sig.cin))
+    lut = sig.mode == "lut"
+    cast = sig.is_int
+    offsets = op_offsets(_chained(sig))
+    lines: list[str] = []
+
+    def load(c: int) -> str:
+        raw = f"src[_u(sy), _u(sx), {c}]"
+        return f"_b2f(lut[0, {c}, {raw}])" if lut and sig.lut_stages[0] else f"float({raw})"
+
+    def read(vars_: list[str]) -> list[str]:
+        """Set ``vars_`` from source position (sy, sx): loaded, or the fills outside."""
+        out = [f"{v} = {load(c)}" for c, v in zip(chans, vars_, strict=True)]
+        if sig.bounded:
+            out = (["if _u(sy) < _u(srch) and _u(sx) < _u(srcw):"]
+                   + ["    " + line for line in out] + ["else:"]
+                   + [f"    {v} = fill{c}_" for c, v in zip(chans, vars_, strict=True)])
+        if not lut and sig.pre:
+            chain = _chain_all(sig.pre, vars_, "full", 0, offsets, cast, gates)
+            out += chain.splitlines()
+        return out
+
+    if not sig.sampler:
+        lines += ["sy = q0 * y + q1 * x + q2", "sx = q3 * y + q4 * x + q5"]
+        lines += read([f"v{c}" for c in chans])
+    else:
+        lines += ["fy = p[6] * y + p[7] * x + p[8]", "fx = p[9] * y + p[10] * x + p[11]"]
+        if sig.umap:
+            e = extras_offset(sig) + (6 if sig.bounded else 0)
+            args = "".join(f", p[{e + j}]" for j in range(REGISTRY[sig.umap].nparams))
+            lines.append(f"fy, fx = _m_{sig.umap}(fy, fx, mh, mw{args})")
+        lines += ["ty0 = math.floor(fy)", "tx0 = math.floor(fx)", "dr = fy - ty0",
+                  "dc = fx - tx0", "iy = int(ty0)", "ix = int(tx0)"]
+        if sig.edge:
+            # scipy's "nearest" mode: each tap index clamped into the input
+            lines += ["ya_ = min(max(iy, 0), mh - 1)", "yb_ = min(max(iy + 1, 0), mh - 1)",
+                      "xa_ = min(max(ix, 0), mw - 1)", "xb_ = min(max(ix + 1, 0), mw - 1)"]
+            taps = [("ya_", "xa_"), ("ya_", "xb_"), ("yb_", "xa_"), ("yb_", "xb_")]
+        else:
+            taps = [("iy", "ix"), ("iy", "ix + 1"), ("iy + 1", "ix"), ("iy + 1", "ix + 1")]
+        for c in chans:
+            lines += [f"t{c}_{k} = 0.0" for k in range(4)]
+        for k, (ty, tx) in enumerate(taps):
+            body = [f"sy = q0 * ({ty}) + q1 * ({tx}) + q2",
+                    f"sx = q3 * ({ty}) + q4 * ({tx}) + q5"] + read([f"t{c}_{k}" for c in chans])
+            if sig.edge:
+                lines += body
+            else:
+                lines.append(f"if _u({ty}) < _u(mh) and _u({tx}) < _u(mw):")
+                lines += ["    " + line for line in body]
+        for c in chans:
+            mix = (f"(1.0 - dr) * ((1.0 - dc) * t{c}_0 + dc * t{c}_1) + "
+                   f"dr * ((1.0 - dc) * t{c}_2 + dc * t{c}_3)")
+            blend = ([f"v{c} = min(max({mix}, clip_lo), clip_hi)"] if sig.clip
+                     else [f"v{c} = {mix}"])
+            if cast or lut:
+                blend.append(f"v{c} = _rint_clip(v{c}, full)")
+            if gates:
+                blend = ["if gs_ != 0.0:", f"    v{c} = t{c}_0", "else:",
+                         *("    " + line for line in blend)]
+            lines += blend
+            if lut and sig.lut_stages[1]:
+                lines.append(f"v{c} = _b2f(lut[1, {c}, int(v{c})])")
+        if not lut and sig.post:
+            lines += _chain_all(sig.post, [f"v{c}" for c in chans], "full", len(sig.pre),
+                                offsets, cast, gates).splitlines()
+    return "\n".join(lines + _gather_tail(sig, gates, offsets))
 
 
 _RINT_CLIP = '''
@@ -377,12 +551,9 @@ def _rint_clip(v, full):
 
 def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
     """Source of the fused gather kernel ``kernel(src, dst, lut, p)`` for ``target``."""
-    names = set(sig.pre) | set(sig.post) | set(sig.grey_ops)
-    if sig.grey:
-        names.add("rgb2grey")
-    defs = "".join(f"_f_{n} = _dev(_R[{n!r}].fn)\n" for n in sorted(names))
     body = _gather_body(sig)
-    head = f"# millipyde generated gather kernel: {sig}\n" + _HEADER[target] + defs + _RINT_CLIP
+    head = (f"# millipyde generated gather kernel: {sig}\n" + _HEADER[target] + gather_defs(sig)
+            + _RINT_CLIP)
     params = "p"
     if target == "cuda":
         # on GPUs the parameters travel as scalar kernel arguments: no upload per launch
@@ -398,7 +569,7 @@ def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
                    "c0_ = _u32(q2 * sw_ + q5)")
     else:
         dims, offsets = "h = dst.shape[0]\nw = dst.shape[1]\n", ""
-    prologue = dims + gather_prologue() + offsets
+    prologue = dims + gather_prologue() + offsets + extras_prologue(sig)
     fn = (
         f"\n\n{_decorator(target, sim)}\n"
         f"def kernel(src, dst, lut, {params}):\n"
@@ -444,8 +615,134 @@ def gather_items(sig: GatherSig, target: str, sim: bool = False) -> int:
 
 def gather_nparams(sig: GatherSig) -> int:
     """Length of the parameter array of ``sig``'s kernel."""
-    n = OPS_OFF + 3 * (len(sig.pre) + len(sig.post) + len(sig.grey_ops))
+    n = extras_offset(sig) + _nextras(sig)
     return n + PACKED_DIMS if sig.packed else n
+
+
+def extras_prologue(sig: GatherSig) -> str:
+    """Per-launch reads of the source bounds and fill values of a bounded gather."""
+    if not sig.bounded:
+        return ""
+    e = extras_offset(sig)
+    return (f"\nsrch = int(p[{e}])\nsrcw = int(p[{e + 1}])"
+            + "".join(f"\nfill{c}_ = p[{e + 2 + c}]" for c in range(sig.cin)))
+
+
+_COUNTER = '''
+@_dev
+def _mix64(z):
+    # SplitMix64's finaliser, as millipyde.random._mix: integer arithmetic, the same bits on
+    # every backend
+    z = _u(z + _u(0x9E3779B97F4A7C15))
+    z = _u((z ^ (z >> _u(30))) * _u(0xBF58476D1CE4E5B9))
+    z = _u((z ^ (z >> _u(27))) * _u(0x94D049BB133111EB))
+    return z ^ (z >> _u(31))
+
+
+@_dev
+def _u01(key_hi, key_lo, n):
+    # a float in [0, 1) that depends only on the op's 64-bit key and the counter n
+    k = (_u(key_hi) << _u(32)) | _u(key_lo)
+    return float(_mix64(_u(k ^ _u(n))) >> _u(11)) * (1.0 / 9007199254740992.0)
+'''
+
+
+def gather_defs(sig: GatherSig) -> str:
+    """Device functions a gather of ``sig`` calls: its ops, the grey conversion, the counter
+    hash when an op draws, the user map."""
+    names = set(_chained(sig))
+    if sig.grey:
+        names.add("rgb2grey")
+    defs = "".join(op_def(n) for n in sorted(names))
+    if sig.umap:
+        defs += op_def(sig.umap, "_m_")
+    if any(REGISTRY[n].kind == "positional" and REGISTRY[n].draws for n in names):
+        defs += _COUNTER
+    return defs
+
+
+def op_def(name: str, prefix: str = "_f_") -> str:
+    """The device function of op ``name`` in generated text (user ops: their adapter)."""
+    spec = REGISTRY[name]
+    if spec.user is None:
+        return f"{prefix}{name} = _dev(_R[{name!r}].fn)\n"
+    return _user_adapter(spec, prefix)
+
+
+# parameters a user elementwise or pixelwise op takes at most (the slots of the call below)
+USER_VALUE_PARAMS = 3
+
+
+def _user_adapter(spec: OpSpec, prefix: str) -> str:
+    """Generated device functions of a user op: its function, and the adapter from the
+    built-in calling convention (values in [0, full], fixed slots) to the user's."""
+    name = spec.name
+    user = f"_uf{prefix}{name}"
+    head = (f"# {name}: user function, source digest {spec.digest}\n"
+            f"{user} = _dev(_R[{name!r}].user)\n")
+    args = ", ".join(f"a{j}_" for j in range(spec.nparams))
+    call = ", ".join(["v * s_", "c"] + ([args] if args else []))
+    if spec.kind == "user_map":
+        return head + f"{prefix}{name} = {user}\n"
+    slots = ", ".join(f"a{j}_" for j in range(USER_VALUE_PARAMS))
+    if spec.kind == "elementwise":
+        return head + (
+            f"\n\n@_dev\ndef {prefix}{name}(v, c, full, {slots}):\n"
+            "    s_ = 1.0 / full\n"
+            f"    r_ = {user}({call}) * full\n"
+            "    return min(max(r_, 0.0), full)\n"
+        )
+    pix = ", ".join(["r * s_", "g * s_", "b * s_"] + ([args] if args else []))
+    return head + (
+        f"\n\n@_dev\ndef {prefix}{name}(r, g, b, full, {slots}):\n"
+        "    s_ = 1.0 / full\n"
+        f"    r2_, g2_, b2_ = {user}({pix})\n"
+        "    return (min(max(r2_ * full, 0.0), full), min(max(g2_ * full, 0.0), full),\n"
+        "            min(max(b2_ * full, 0.0), full))\n"
+    )
+
+
+
+def gather_mean_source(sig: GatherSig, target: str, sim: bool = False) -> str:
+    """Source of ``kernel(src, dst, lut, p)``: the sum of the grey values of what the gather
+    of ``sig`` would store (torchvision's floored grey for colour, the value for one channel).
+
+    The output height and width follow the parameters. On the CPU ``dst`` gets one sum per
+    row; on GPUs each thread adds its sum to ``dst[0]``. Colour sums are of whole numbers,
+    exact in float64 whatever the order, so every backend gets the same mean.
+    """
+    if sig.packed:
+        raise ValueError("the grey-mean gather reads unpacked images")
+    body = [line for line in _gather_body_general(sig).splitlines()
+            if not line.startswith("dst[")]
+    if sig.grey:
+        body.append("acc_ += g")
+    elif sig.cin == 1:
+        body.append("acc_ += v0")
+    else:
+        body.append("acc_ += _f_tv_grey(v0, v1, v2, 0.0, False)")
+    n = gather_nparams(sig)
+    prologue = (f"h = int(p[{n}])\nw = int(p[{n + 1}])\n" + gather_prologue()
+                + extras_prologue(sig))
+    head = (f"# millipyde generated grey-mean gather: {sig}\n" + _HEADER[target]
+            + gather_defs(sig) + op_def("tv_grey") + _RINT_CLIP)
+    params = "p"
+    if target == "cuda":
+        params = ", ".join(f"p_{i}" for i in range(n + 2))
+    fn = (f"\n\n{_decorator(target, sim)}\ndef kernel(src, dst, lut, {params}):\n"
+          + "".join(f"    {line}\n" for line in prologue.splitlines()))
+    text = "\n".join(body)
+    if target == "cpu":
+        loop = ("    for y in prange(h):\n        acc_ = 0.0\n        for x in range(w):\n"
+                + "".join(f"            {line}\n" for line in text.splitlines())
+                + "        dst[y] = acc_\n")
+    else:
+        loop = ("    acc_ = 0.0\n" + _loop_2d(target, "h", "w", text)
+                + "    cuda.atomic.add(dst, 0, acc_)\n")
+    source = head + fn + loop
+    if target == "cuda":
+        source = re.sub(r"\bp\[(\d+)\]", r"p_\1", source)
+    return source
 
 
 def gather_kernel(sig: GatherSig, target: str, sim: bool = False):
@@ -539,7 +836,7 @@ def stencil_kernels(target: str, sim: bool = False, pre: bool = False, post: boo
 
 def _lut_source() -> str:
     elementwise = [s for s in REGISTRY.values() if s.kind == "elementwise"]
-    defs = "".join(f"_f_{s.name} = _dev(_R[{s.name!r}].fn)\n" for s in elementwise)
+    defs = "".join(op_def(s.name) for s in elementwise)
     branches = []
     for s in elementwise:
         kw = "if" if not branches else "elif"

@@ -145,6 +145,8 @@ def _analyse(node: Node, index: int, stacks: dict) -> tuple[tuple, _Member] | No
         shapes = (_as4(src.shape), _as4(out.shape), src.dtype.str, out.dtype.str)
         if k.kind == "gather" and isinstance(k, Gather) and not k.clip_check:
             sig, *args = _gather_member_args(k)
+            if not sig.plain:
+                return None  # pads, edge samplers, user maps, mixing ops: per output
             member.args.append(tuple(args))
             key.append(("gather", sig, *shapes))
         elif k.kind == "stencil":

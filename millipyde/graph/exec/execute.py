@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import weakref
 from typing import Any
 
 import numpy as np
@@ -63,21 +64,29 @@ def _expr_fn(sig: ExprSig):
 
 
 @functools.cache
-def _lut_build():
+def _lut_build(_registered: int = 0):
+    # keyed on the registry's size: a user op registered later needs a builder that knows it
     return codegen.lut_builder()
+
+
+# per-image statistics (adjust_contrast's grey mean) computed by Stat kernels, by op node
+_STATS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _op_params(n: Node) -> list[float]:
     vals = [float(v) for v in n.params]
-    return (vals + [0.0, 0.0, 0.0])[:3]
+    if n.op.stat:
+        vals.append(_STATS.get(n, 0.0))
+    return (vals + [0.0] * n.op.slots)[:n.op.slots]
 
 
 def build_lut(nodes: list[Node], channels: int, full: float) -> np.ndarray:
     """Compose uint8 elementwise ops into one (channels, 256) table, rounding after each op."""
     out = np.empty((channels, 256), dtype=np.uint8)
     codes = np.array([n.op.code for n in nodes], dtype=np.int64)
-    params = np.array([_op_params(n) for n in nodes], dtype=np.float64).reshape(len(nodes), 3)
-    _lut_build()(codes, params, channels, full, out)
+    params = np.array([_op_params(n)[:3] for n in nodes], dtype=np.float64).reshape(
+        len(nodes), 3)
+    _lut_build(len(REGISTRY))(codes, params, channels, full, out)
     return out
 
 
@@ -111,6 +120,9 @@ def gather_args(k: Gather) -> tuple[codegen.GatherSig, np.ndarray, np.ndarray]:
     lut_mode = k.lut_mode
     full = full_range(k.source.dtype)
     names = lambda ns: tuple(n.op.name for n in ns)  # noqa: E731
+    for node, prefix in k.stats:
+        if node not in _STATS:
+            _STATS[node] = grey_mean(prefix)
     sig = codegen.GatherSig(
         cin=c,
         mode="lut" if lut_mode else "chain",
@@ -122,6 +134,9 @@ def gather_args(k: Gather) -> tuple[codegen.GatherSig, np.ndarray, np.ndarray]:
         grey_ops=names(k.grey_ops),
         lut_stages=(bool(k.pre), bool(k.post)) if lut_mode else (False, False),
         clip=bool(k.clip_check),
+        bounded=k.fill is not None,
+        edge=k.edge,
+        umap="" if k.umap is None else k.umap.op.name,
     )
     if lut_mode and (k.pre or k.post):
         lut = IDENTITY_LUT[:, :c].copy()
@@ -132,7 +147,8 @@ def gather_args(k: Gather) -> tuple[codegen.GatherSig, np.ndarray, np.ndarray]:
     else:
         lut = IDENTITY_LUT[:, :c]
     chained = ([] if lut_mode else k.pre + k.post) + k.grey_ops
-    p = np.zeros(codegen.OPS_OFF + 3 * len(chained))
+    offsets = codegen.op_offsets(names(chained))
+    p = np.zeros(codegen.gather_nparams(sig))
     p[codegen.P_OFF:codegen.P_OFF + 6] = k.P[:2].ravel()
     if k.A is not None:
         p[codegen.A_OFF:codegen.A_OFF + 6] = k.A[:2].ravel()
@@ -140,12 +156,48 @@ def gather_args(k: Gather) -> tuple[codegen.GatherSig, np.ndarray, np.ndarray]:
     p[codegen.FULL_OFF] = full
     p[codegen.CLIP_OFF], p[codegen.CLIP_HI_OFF] = warp_clip(k)
     for i, n in enumerate(chained):
-        p[codegen.OPS_OFF + 3 * i:codegen.OPS_OFF + 3 * i + 3] = _op_params(n)
+        p[offsets[i]:offsets[i + 1]] = _op_params(n)
+    e = offsets[-1]
+    if sig.bounded:
+        p[e:e + 2] = k.source.shape[:2]
+        fill = k.fill
+        for ch in range(c):
+            # uint8 tables apply to what is read: the fill goes through the first stage too
+            p[e + 2 + ch] = lut[0, ch, int(fill)] if lut_mode and k.pre else fill
+        e += 6
+    if k.umap is not None:
+        p[e:e + k.umap.op.nparams] = [float(v) for v in k.umap.params]
     return sig, lut, p
 
 
+@functools.cache
+def _mean_fn(sig: codegen.GatherSig):
+    source = codegen.gather_mean_source(sig, runtime.codegen_target, runtime.simulated)
+    return codegen.load(source, runtime.codegen_target).kernel
+
+
+def grey_mean(k: Gather) -> float:
+    """Mean of the (torchvision) grey values of what gather ``k`` would store: one reduction
+    kernel over ``k.source``, nothing stored; read back to the host (tables are built there)."""
+    sig, lut, p = gather_args(k)
+    h, w = k.cur
+    if h * w == 0:
+        return 0.0
+    device = k.source.device
+    p = np.concatenate([p, [h, w]])
+    with runtime.on_device(device):
+        src = runtime.as_3d(k.source.buffer)
+        rows = h if runtime.codegen_target == "cpu" else 1
+        acc = runtime.from_host(np.zeros(rows), device)
+        params = tuple(p.tolist()) if runtime.codegen_target == "cuda" else (p,)
+        runtime.launch_2d(_mean_fn(sig), h, w, device, src, acc,
+                          runtime.upload_small(np.ascontiguousarray(lut), device), *params)
+        total = float(np.sum(runtime.to_host(acc)))
+    return total / (h * w)
+
+
 def _rgba_lut_fast(sig: codegen.GatherSig, src: Any) -> bool:
-    return (sig.mode == "lut" and sig.cin == 4 and not sig.sampler and not sig.grey
+    return (sig.plain and sig.mode == "lut" and sig.cin == 4 and not sig.sampler and not sig.grey
             and src.ndim == 3 and src.shape[2] == 4 and src.is_c_contiguous())
 
 
@@ -181,7 +233,7 @@ PACKED_MAX_ELEMENTS = 2**31
 
 def _packable(sig: codegen.GatherSig, src: Any, out: Node) -> bool:
     """uint8 RGBA read pixel by pixel as uint32: one load per tap instead of four."""
-    return (sig.mode == "lut" and sig.cin == 4 and (sig.sampler or sig.grey)
+    return (sig.plain and sig.mode == "lut" and sig.cin == 4 and (sig.sampler or sig.grey)
             and src.ndim == 3 and src.shape[2] == 4 and _c_contiguous(src)
             and src.shape[0] * src.shape[1] < PACKED_MAX_ELEMENTS
             and out.shape[0] * out.shape[1] * sig.cout < PACKED_MAX_ELEMENTS)
@@ -426,6 +478,11 @@ def run_kernel(k: Kernel, private: dict[int, Any] | None = None,
     and the reader takes it from there.
     """
     out = k.output
+    if k.kind == "stat":
+        # the reduction a fused op needs: a value for its parameters, no node stored
+        if not out.materialized and out not in _STATS:
+            _STATS[out] = grey_mean(k.prefix)
+        return
     with out.lock:
         if not out.materialized:
             _run_locked(k, out, {} if private is None else private, reader)
@@ -450,6 +507,8 @@ def private_reader(k: Kernel, later: list[Kernel], target: Node) -> Gather | Non
         return None
     if out is target or nxt.source is not out or out.users != 1 or nxt.clip_check:
         return None
+    if nxt.umap is not None or nxt.edge:
+        return None  # reads where no matrix says (footprint knows affine zero-fill maps)
     if any(out in (getattr(m, "leaves", None) or [m.source]) for m in later[1:]):
         return None
     return nxt

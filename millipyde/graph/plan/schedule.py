@@ -8,6 +8,7 @@ value must be stored: the requested node, nodes used more than once, stencils, c
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -18,7 +19,10 @@ from ... import config
 from ...kernels import OpSpec, affine_of
 from ..ir.node import Node
 
-GATHER_KINDS = ("elementwise", "index_map", "sampler", "pixel")
+GATHER_KINDS = ("elementwise", "pixelwise", "positional", "index_map", "sampler", "user_map",
+                "pixel")
+# ops held in a gather's value chains (pre/post/grey_ops), in recording order
+CHAIN_KINDS = ("elementwise", "pixelwise", "positional")
 
 
 _fusion_override: list[bool] = []
@@ -94,7 +98,7 @@ def full_range(dtype: np.dtype) -> float:
 
 def _affine3(spec: OpSpec, h: int, w: int, params: tuple = ()) -> np.ndarray:
     m = np.eye(3)
-    m[:2] = affine_of(spec, h, w, tuple(float(p) for p in params))
+    m[:2] = affine_of(spec, h, w, tuple(float(p) for p in params[:spec.nparams]))
     return m
 
 
@@ -129,6 +133,16 @@ class Gather(Kernel):
     post: list[Node] = field(default_factory=list)
     grey_ops: list[Node] = field(default_factory=list)
     cur: tuple[int, int] = (0, 0)
+    # a fill-reading index map (pad) is fused: pixels mapped outside the source read ``fill``
+    fill: float | None = None
+    # the sampler is a user's map called in the kernel (``user_map``), not the matrix ``A``
+    umap: Node | None = None
+    edge: bool = False
+    # a positional op is fused: nothing geometric may follow it here
+    positional: bool = False
+    # (stat op, this gather as it was before the op): each needs a reduction before the launch
+    stats: list[tuple[Node, Gather]] = field(default_factory=list)
+    new_stats: list[tuple[Node, Gather]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.cur = self.source.shape[:2]
@@ -140,8 +154,10 @@ class Gather(Kernel):
 
     @property
     def lut_mode(self) -> bool:
-        """uint8 sources fold elementwise chains into 256-entry tables."""
-        return self.source.dtype == np.uint8
+        """uint8 sources fold elementwise chains into 256-entry tables (unless an op that
+        mixes channels or knows its pixel is in the chain: then every op is inlined)."""
+        return self.source.dtype == np.uint8 and all(
+            n.op.kind == "elementwise" for n in self.pre + self.post)
 
     clip_check: bool = False
 
@@ -150,6 +166,18 @@ class Gather(Kernel):
         if not isinstance(n.op, OpSpec) or n.op.kind not in GATHER_KINDS:
             return False
         kind = n.op.kind
+        if self.positional and kind in ("index_map", "sampler", "user_map"):
+            return False
+        if kind == "index_map" and n.op.fills:
+            # the fill enters the chain here: only ops after it may change it, and one value
+            return (self.phase == 0 and not self.pre
+                    and (self.fill is None or self.fill == float(n.params[-1])))
+        if kind == "pixelwise":
+            return self.phase < 2 and self.channels >= 3
+        if kind == "user_map":
+            return self.phase == 0
+        if kind == "sampler" and n.op.mode == "edge":
+            return self.phase == 0
         if kind == "sampler":
             # a sampler that may need scikit-image's data-dependent clip reads a stored value,
             # whose minimum is then measured (see needs_warp_clip)
@@ -164,12 +192,27 @@ class Gather(Kernel):
         """Fuse ``n`` (``accepts`` must have said yes)."""
         spec = n.op
         h, w = self.cur
-        if spec.kind == "elementwise":
+        if spec.kind in CHAIN_KINDS:
+            if spec.stat and not n.gated_off:
+                # the reduction sees this kernel as it is before ``n``
+                snap = copy.copy(self)
+                for name in ("nodes", "pre", "post", "grey_ops", "stats", "new_stats"):
+                    setattr(snap, name, list(getattr(self, name)))
+                self.stats.append((n, snap))
+                self.new_stats.append((n, snap))
+            self.positional = self.positional or spec.kind == "positional"
             (self.pre, self.post, self.grey_ops)[self.phase].append(n)
+        elif spec.kind == "user_map":
+            self.A = np.eye(3)
+            self.umap = n
+            self.mid = (h, w)
+            self.phase = 1
         elif spec.kind == "index_map":
+            if spec.fills:
+                self.fill = float(n.params[-1])
             # a gated-off map (batch.py) leaves the matrices as if it were never recorded
             if not n.gated_off:
-                m = _affine3(spec, h, w)
+                m = _affine3(spec, h, w, n.params)
                 if self.A is None:
                     self.P = self.P @ m
                 else:
@@ -179,11 +222,30 @@ class Gather(Kernel):
             self.A = np.eye(3) if n.gated_off else _affine3(spec, h, w, n.params)
             self.mid = (h, w)
             self.phase = 1
-            self.clip_check = needs_warp_clip(self.A, (h, w), n.shape[:2])
+            self.edge = spec.mode == "edge"
+            self.clip_check = not self.edge and needs_warp_clip(self.A, (h, w), n.shape[:2])
         elif spec.kind == "pixel":
             self.phase = 2
         self.cur = n.shape[:2]
         self.nodes.append(n)
+
+
+@dataclass
+class Stat(Kernel):
+    """The per-image statistic (grey mean) an op of ``gather`` needs: ``prefix`` is that gather
+    as it was before the op, run as a reduction. Stores no node value (``execute``)."""
+
+    prefix: Gather | None = None
+
+
+def _flush_stats(kernels: list[Kernel], k: Kernel) -> None:
+    """Put the reductions a gather's newly fused stat ops need right before it."""
+    if isinstance(k, Gather) and k.new_stats:
+        at = kernels.index(k)
+        for node, prefix in k.new_stats:
+            kernels.insert(at, Stat("stat", k.source, [node], prefix=prefix))
+            at += 1
+        k.new_stats = []
 
 
 @dataclass
@@ -372,5 +434,6 @@ def plan(target: Node, fuse: bool | None = None, stencil_tables: bool = True) ->
         else:
             k = _new_kernel(n, src)
             kernels.append(k)
+        _flush_stats(kernels, k)
         open_by_tail[n.id] = k
     return kernels

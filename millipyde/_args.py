@@ -1,0 +1,60 @@
+"""Argument checks shared by the image methods: ValueError naming the argument."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+def _number(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a real number, got {type(value).__name__}")
+    try:
+        v = float(value)
+    except OverflowError:  # a Python int beyond float64
+        raise ValueError(f"{name} must be finite, got an integer of {int(value).bit_length()} "
+                         "bits") from None
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {v}")
+    return v
+
+
+def _range(value: Any, name: str) -> tuple[float, float]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence | np.ndarray):
+        raise ValueError(f"{name} must be a [low, high] pair, got {value!r}")
+    if len(value) != 2:
+        raise ValueError(f"{name} must be a [low, high] pair, got {len(value)} values")
+    lo, hi = _number(value[0], f"{name}[0]"), _number(value[1], f"{name}[1]")
+    if lo > hi:
+        raise ValueError(f"{name} low bound {lo} is greater than its high bound {hi}")
+    return lo, hi
+
+
+def _bounds(lo: Any, hi: Any, lo_name: str, hi_name: str) -> tuple[float, float]:
+    a, b = _number(lo, lo_name), _number(hi, hi_name)
+    if a > b:
+        raise ValueError(f"{lo_name} ({a}) is greater than {hi_name} ({b})")
+    return a, b
+
+
+def _between(lo: float, hi: float, u: float) -> float:
+    """The draw ``u`` in [0, 1) mapped to [lo, hi]."""
+    if lo == hi:
+        return lo
+    span = hi - lo
+    if math.isfinite(span):
+        return lo + span * u
+    # bounds near float64's largest: hi - lo overflows, the weighted sum does not
+    return min(max(lo * (1.0 - u) + hi * u, lo), hi)
+
+
+def _int(value: Any, name: str, low: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an int, got {type(value).__name__}")
+    v = int(value)
+    if low is not None and v < low:
+        raise ValueError(f"{name} must be >= {low}, got {v}")
+    return v

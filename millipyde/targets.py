@@ -1,0 +1,162 @@
+"""Targets that follow an image through geometric ops: boxes, labels, keypoints and a mask.
+
+In the style of torchvision's tv_tensors and albumentations' targets, kept small: attach them to
+a gpuimage with :meth:`gpuimage.set_targets`, apply methods, Operations, Pipelines or a
+Generator as usual, and read them back (``img.boxes``, ``img.labels``, ``img.keypoints``,
+``img.keypoints_visible``, ``img.mask``, or ``img.targets``). They live on the host (a few
+numbers per image; the mask is resampled with NumPy) and move when an op is recorded, with the
+op's own parameters, so random ops move image and targets alike.
+
+Conventions: boxes are ``(N, 4)`` ``xyxy`` in pixel edges (a box over columns 2..5 is
+``x0 = 2, x1 = 6``); through an op a box becomes the tight axis-aligned box of its four moved
+corners, clipped to the image, and boxes left with less than ``min_area`` square pixels are
+dropped with their labels. Keypoints are ``(K, 2)`` ``(x, y)`` pixel positions (centres at whole
+numbers); those that leave the image stay in the list, marked invisible. The mask is an
+integer ``H x W`` array resampled nearest-neighbour (0 outside), untouched by colour ops.
+
+Targets are kept per recorded value (a weak map from graph node to targets): a clone shares
+them, which is how a Generator's outputs inherit their input's targets.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from .kernels import OpSpec
+from .kernels.registry import affine_of
+
+_BY_NODE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Boxes (with labels), keypoints (with visibility) and a mask of one image."""
+
+    boxes: np.ndarray
+    labels: np.ndarray
+    keypoints: np.ndarray
+    visible: np.ndarray
+    mask: np.ndarray | None
+    min_area: float = 1.0
+
+    def moved(self, spec: OpSpec, params: tuple, shape: tuple[int, ...],
+              out_shape: tuple[int, ...]) -> Targets:
+        """These targets after geometric op ``spec`` from ``shape`` to ``out_shape``."""
+        if spec.kind == "user_map":
+            raise ValueError(f"{spec.name}: targets cannot follow a user index map (its "
+                             "inverse is unknown); set them after it")
+        h, w = shape[0], shape[1]
+        oh, ow = out_shape[0], out_shape[1]
+        m = np.eye(3)
+        m[:2] = affine_of(spec, h, w, tuple(float(p) for p in params[:spec.nparams]))
+        fwd = np.linalg.inv(m)  # input (y, x) -> output (y, x), pixel centres
+        boxes, labels = _boxes(self.boxes, self.labels, fwd, oh, ow, self.min_area)
+        kp = self.keypoints
+        if len(kp):
+            yx = fwd[:2, :2] @ kp[:, ::-1].T + fwd[:2, 2:]
+            kp = yx[::-1].T.copy()
+        visible = self.visible & _inside(kp, oh, ow)
+        mask = None
+        if self.mask is not None:
+            mask = _nearest(self.mask, m, oh, ow, edge=spec.mode == "edge"
+                            and spec.kind == "sampler", fill=0)
+        return replace(self, boxes=boxes, labels=labels, keypoints=kp, visible=visible,
+                       mask=mask)
+
+
+def _inside(kp: np.ndarray, h: int, w: int) -> np.ndarray:
+    if not len(kp):
+        return np.zeros(0, bool)
+    return (kp[:, 0] >= -0.5) & (kp[:, 0] < w - 0.5) & (kp[:, 1] >= -0.5) & (kp[:, 1] < h - 0.5)
+
+
+def _boxes(boxes: np.ndarray, labels: np.ndarray, fwd: np.ndarray, h: int, w: int,
+           min_area: float) -> tuple[np.ndarray, np.ndarray]:
+    if not len(boxes):
+        return boxes, labels
+    x0, y0, x1, y1 = boxes.T
+    # corners of the covered pixels' squares, in pixel-centre coordinates
+    cy = np.stack([y0, y0, y1, y1], 1) - 0.5
+    cx = np.stack([x0, x1, x0, x1], 1) - 0.5
+    ty = fwd[0, 0] * cy + fwd[0, 1] * cx + fwd[0, 2] + 0.5
+    tx = fwd[1, 0] * cy + fwd[1, 1] * cx + fwd[1, 2] + 0.5
+    out = np.stack([np.clip(tx.min(1), 0, w), np.clip(ty.min(1), 0, h),
+                    np.clip(tx.max(1), 0, w), np.clip(ty.max(1), 0, h)], 1)
+    keep = (out[:, 2] - out[:, 0]) * (out[:, 3] - out[:, 1]) >= min_area
+    return out[keep], labels[keep]
+
+
+def _nearest(mask: np.ndarray, m: np.ndarray, oh: int, ow: int, edge: bool,
+             fill: int) -> np.ndarray:
+    """``mask`` resampled at ``m @ (y, x, 1)`` per output pixel, nearest neighbour."""
+    h, w = mask.shape
+    yy, xx = np.mgrid[0:oh, 0:ow].astype(np.float64)
+    sy = np.floor(m[0, 0] * yy + m[0, 1] * xx + m[0, 2] + 0.5).astype(np.int64)
+    sx = np.floor(m[1, 0] * yy + m[1, 1] * xx + m[1, 2] + 0.5).astype(np.int64)
+    if edge:
+        return mask[np.clip(sy, 0, h - 1), np.clip(sx, 0, w - 1)]
+    ok = (sy >= 0) & (sy < h) & (sx >= 0) & (sx < w)
+    out = np.full((oh, ow), fill, dtype=mask.dtype)
+    out[ok] = mask[sy[ok], sx[ok]]
+    return out
+
+
+def make(shape: tuple[int, ...], boxes: Any = None, labels: Any = None, keypoints: Any = None,
+         mask: Any = None, min_area: float = 1.0) -> Targets:
+    """Checked :class:`Targets` for an image of ``shape`` (ValueError naming the argument)."""
+    b = np.zeros((0, 4)) if boxes is None else np.array(boxes, dtype=np.float64, ndmin=2)
+    if b.size == 0:
+        b = np.zeros((0, 4))
+    if b.ndim != 2 or b.shape[1] != 4 or not np.isfinite(b).all():
+        raise ValueError(f"boxes must be an (N, 4) array of finite xyxy values, got shape "
+                         f"{b.shape}")
+    if (b[:, 2] < b[:, 0]).any() or (b[:, 3] < b[:, 1]).any():
+        raise ValueError("boxes must be xyxy with x0 <= x1 and y0 <= y1")
+    lab = np.arange(len(b)) if labels is None else np.asarray(labels).reshape(-1)
+    if len(lab) != len(b):
+        raise ValueError(f"labels must have one entry per box: {len(lab)} for {len(b)} boxes")
+    k = np.zeros((0, 2)) if keypoints is None else np.array(keypoints, dtype=np.float64,
+                                                             ndmin=2)
+    if k.size == 0:
+        k = np.zeros((0, 2))
+    if k.ndim != 2 or k.shape[1] != 2 or not np.isfinite(k).all():
+        raise ValueError(f"keypoints must be an (K, 2) array of finite (x, y), got shape "
+                         f"{k.shape}")
+    mk = None
+    if mask is not None:
+        mk = np.array(mask)
+        if mk.shape != tuple(shape[:2]) or mk.dtype.kind not in "iub":
+            raise ValueError(f"mask must be an integer array of the image's height x width "
+                             f"{tuple(shape[:2])}, got {mk.dtype} {mk.shape}")
+    if not min_area >= 0:
+        raise ValueError(f"min_area must be >= 0, got {min_area}")
+    return Targets(b, lab, k, _inside(k, shape[0], shape[1]), mk, float(min_area))
+
+
+def attach(node: Any, targets: Targets) -> None:
+    """Make ``targets`` the targets of the value ``node``."""
+    _BY_NODE[node] = (targets, targets)
+
+
+def of(node: Any) -> Targets | None:
+    """The targets of value ``node`` (None: none attached upstream)."""
+    entry = _BY_NODE.get(node)
+    if entry is None:
+        return None
+    # a node a batched Generator recorded gated off (its coin said skip) left its input as is
+    return entry[1] if node.gated_off else entry[0]
+
+
+def follow(old: Any, new: Any, spec: OpSpec, params: tuple) -> None:
+    """Carry the targets of ``old`` to ``new``, the value of ``spec`` applied to it."""
+    t = of(old)
+    if t is None:
+        return
+    if spec.kind in ("index_map", "sampler", "user_map"):
+        _BY_NODE[new] = (t.moved(spec, params, old.shape, new.shape), t)
+    else:
+        _BY_NODE[new] = (t, t)
