@@ -9,7 +9,6 @@ generation are tested without AMD hardware; nothing here has run on an AMD GPU.
 
 from __future__ import annotations
 
-from .base import Capabilities
 from .cuda import CudaBackend
 
 
@@ -19,13 +18,6 @@ class HipBackend(CudaBackend):
     name = "hip"
     visible_devices_var = "HIP_VISIBLE_DEVICES"
     staged_uploads = False  # numba-hip's driver module is not numba-cuda's
-
-    def _capabilities(self) -> Capabilities:
-        return Capabilities(
-            device_memory=True, grid_launches=True, shared_memory=True,
-            launches_on_streams=True,
-            kernel_language="numba-cuda", tuned_kernels=True, external_memory=True,
-            peer_copies=True, concurrent_launches=True)
 
     def _wants_fast_launch(self) -> bool:
         return False
