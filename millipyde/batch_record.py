@@ -31,7 +31,7 @@ from .graph.exec import batch, execute
 from .graph.plan.schedule import _affine3
 from .image import RECORDING_METHODS, _bounds, _range, gpuimage
 from .kernels import REGISTRY
-from .workers import StepError
+from .workers import StepError, private_handle
 
 #: Random recording methods: the recorded op and the draw ranges from the bound arguments,
 #: exactly as the method computes them (``gpuimage._uniform``).
@@ -130,7 +130,12 @@ class _Template:
 def record_template(state: Any, rules: list[_Rule], k: int, device: int,
                     stacks: dict) -> _Template | None:
     """Record output ``k`` as the Generator does; its batch analysis (None: not batchable)."""
-    y = state.inputs[k % len(state.inputs)].clone()
+    x = state.inputs[k % len(state.inputs)]
+    nodes = state.stacked_nodes.get(device)
+    if nodes is not None:  # the value that was stacked, even if the input changed since
+        x = private_handle(x)
+        x._bind(nodes[k % len(nodes)])
+    y = x.clone()
     op_of: dict[int, int] = {}
     y._pinned = device
     try:
@@ -228,7 +233,8 @@ class Recorder:
         order = np.argsort(inverse, kind="stable")
         bounds = np.searchsorted(inverse[order], np.arange(len(first) + 1))
         inputs = st.inputs
-        sidx_of = np.array([stacks[x._node.id][1] for x in inputs], dtype=np.int64)
+        sidx_of = np.array([stacks[n.id][1] for n in st.stacked_nodes[device]],
+                           dtype=np.int64)
         parts: dict[tuple, list] = {}
         left: list[int] = []
         for u, f in enumerate(first.tolist()):

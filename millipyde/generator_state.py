@@ -63,6 +63,9 @@ class _State:
             self.depth = max(self.depth, min((self.workers + 1) * self.batch,
                                              max(self.batch, AHEAD_BYTES // per)))
         self.stacks: dict[int, dict] = {}  # per device: the inputs stacked there
+        # per device: the input values (nodes) those stacks hold; a Pipeline may commit new
+        # values to the inputs meanwhile, and recorded batches must read the stacked ones
+        self.stacked_nodes: dict[int, list] = {}
         self.stack_lock = threading.Lock()
         self.cond = threading.Condition()
         self.claimed = 0  # next output index a worker will make
@@ -197,8 +200,9 @@ class _State:
         with self.stack_lock:
             stacks = self.stacks.get(device)
             if stacks is None:
-                stacks = self.stacks[device] = batch.stack_inputs(
-                    [x._node for x in self.inputs], device)
+                nodes = [x._node for x in self.inputs]
+                stacks = self.stacks[device] = batch.stack_inputs(nodes, device)
+                self.stacked_nodes[device] = nodes
                 sync(stream)  # other workers' streams read the stack
         return stacks
 

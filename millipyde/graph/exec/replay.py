@@ -28,9 +28,13 @@ from ..plan.schedule import Expr, Gather, Kernel, Stencil
 
 #: kernel fields that hold nodes (remapped on a hit); other fields are copied as they are
 _NODE_LISTS = ("nodes", "pre", "post", "grey_ops")
-_MAX = 512
+# a chain with a random non-elementwise op (a drawn angle) is a new key per output: a small
+# cache keeps what that costs bounded and small, and replays of a repeated chain still hit
+_MAX = 64
 _MAX_CHAIN = 64
 _cache: dict[tuple, _Plan] = {}
+_SEEN_MAX = 256
+_seen: dict[int, None] = {}
 _lock = threading.Lock()
 stats = {"hits": 0, "misses": 0, "uncached": 0}
 
@@ -129,6 +133,8 @@ def plan(target: Node) -> list[Kernel]:
         return _bind(entry, seq)
     stats["misses"] += 1
     kernels = schedule.plan(target)
+    if not _seen_before(key):
+        return kernels
     skeleton = _skeleton(kernels, seq)
     if skeleton is not None:
         with _lock:
@@ -138,9 +144,26 @@ def plan(target: Node) -> list[Kernel]:
     return kernels
 
 
+def _seen_before(key: tuple) -> bool:
+    """Whether ``key`` was planned before: a plan is cached on its second sighting only.
+
+    A chain with a random non-elementwise op (a drawn angle) is a new key on every output; it
+    would fill the cache with plans nobody replays. Only the hashes of recent keys are kept.
+    """
+    h = hash(key)
+    with _lock:
+        if h in _seen:
+            return True
+        _seen[h] = None
+        if len(_seen) > _SEEN_MAX:
+            _seen.pop(next(iter(_seen)))
+    return False
+
+
 def clear() -> None:
     """Forget every cached plan (tests)."""
     with _lock:
         _cache.clear()
+        _seen.clear()
     for k in stats:
         stats[k] = 0
