@@ -340,6 +340,22 @@ def gather_ngates(sig: GatherSig) -> int:
     return len(sig.pre) + len(sig.post) + len(sig.grey_ops) + 1
 
 
+def _blend(c: int, sig: GatherSig, rounds: bool, gates: bool) -> list[str]:
+    """Lines giving ``v{c}`` from the four taps ``t{c}_0..3`` (skimage's bilinear_interpolation:
+    rows blended last), clipped as skimage's warp clips, rounded where the output is integer."""
+    mix = (f"(1.0 - dr) * ((1.0 - dc) * t{c}_0 + dc * t{c}_1) + "
+           f"dr * ((1.0 - dc) * t{c}_2 + dc * t{c}_3)")
+    # the upper bound binds only for images whose values are all negative
+    blend = [f"v{c} = min(max({mix}, clip_lo), clip_hi)"] if sig.clip else [f"v{c} = {mix}"]
+    if rounds:
+        blend.append(f"v{c} = _rint_clip(v{c}, full)")
+    if gates:
+        # a gated-off sampler has an identity map: its one tap is the value, exactly as with
+        # no sampler (blending in zero weights would turn -0.0 into +0.0)
+        blend = ["if gs_ != 0.0:", f"    v{c} = t{c}_0", "else:", *("    " + ln for ln in blend)]
+    return blend
+
+
 def _gather_body(sig: GatherSig, gates: bool = False) -> str:
     if not sig.plain:
         return _gather_body_general(sig, gates)
@@ -408,20 +424,7 @@ def _gather_body(sig: GatherSig, gates: bool = False) -> str:
                     lines.append("    " + _chain(sig.pre, f"t{c}_{k}", c, "full", 0, cast, gates)
                                  .replace("\n", "\n    "))
         for c in chans:
-            # skimage's bilinear_interpolation: rows blended last
-            mix = (f"(1.0 - dr) * ((1.0 - dc) * t{c}_0 + dc * t{c}_1) + "
-                   f"dr * ((1.0 - dc) * t{c}_2 + dc * t{c}_3)")
-            # the upper bound binds only for images whose values are all negative
-            blend = ([f"v{c} = min(max({mix}, clip_lo), clip_hi)"] if sig.clip
-                     else [f"v{c} = {mix}"])
-            if cast or lut:
-                blend.append(f"v{c} = _rint_clip(v{c}, full)")
-            if gates:
-                # a gated-off sampler has an identity map: its one tap is the value, exactly as
-                # with no sampler (blending in zero weights would turn -0.0 into +0.0)
-                blend = ["if gs_ != 0.0:", f"    v{c} = t{c}_0", "else:",
-                         *("    " + line for line in blend)]
-            lines += blend
+            lines += _blend(c, sig, cast or lut, gates)
             if lut and sig.lut_stages[1]:
                 lines.append(f"v{c} = _b2f(lut[1, {c}, int(v{c})])")
             elif sig.post:
@@ -505,16 +508,7 @@ def _gather_body_general(sig: GatherSig, gates: bool = False) -> str:
                 lines.append(f"if _u({ty}) < _u(mh) and _u({tx}) < _u(mw):")
                 lines += ["    " + line for line in body]
         for c in chans:
-            mix = (f"(1.0 - dr) * ((1.0 - dc) * t{c}_0 + dc * t{c}_1) + "
-                   f"dr * ((1.0 - dc) * t{c}_2 + dc * t{c}_3)")
-            blend = ([f"v{c} = min(max({mix}, clip_lo), clip_hi)"] if sig.clip
-                     else [f"v{c} = {mix}"])
-            if cast or lut:
-                blend.append(f"v{c} = _rint_clip(v{c}, full)")
-            if gates:
-                blend = ["if gs_ != 0.0:", f"    v{c} = t{c}_0", "else:",
-                         *("    " + line for line in blend)]
-            lines += blend
+            lines += _blend(c, sig, cast or lut, gates)
             if lut and sig.lut_stages[1]:
                 lines.append(f"v{c} = _b2f(lut[1, {c}, int(v{c})])")
         if not lut and sig.post:
