@@ -193,6 +193,10 @@ def _check_faults(member: _Member, device: int) -> None:
         faults.check(f"op:{name}", device)
 
 
+#: Blocks a batched launch aims at: several waves of 256-thread blocks on a 132-SM GPU.
+_TARGET_BLOCKS = 2048
+
+
 def _launch(kernel: Any, nb: int, h: int, w: int, device: int, *args: Any) -> None:
     """Run a batched kernel over ``nb`` images of ``h`` x ``w`` (grid z = images on GPUs)."""
     if nb == 0 or h == 0 or w == 0:
@@ -204,8 +208,12 @@ def _launch(kernel: Any, nb: int, h: int, w: int, device: int, *args: Any) -> No
         block = (min(8, w), min(4, h), 1)
     else:
         block = (32, 8, 1)
-    grid = (min(-(-w // block[0]), 65535), min(-(-h // block[1]), 65535), min(nb, 65535))
-    runtime.launch_grid(kernel, grid, block, device, *args)
+    gx, gz = min(-(-w // block[0]), 65535), min(nb, 65535)
+    # Rows stride over the grid (the kernels loop): only enough blocks in y to fill the GPU,
+    # so each thread runs its image's prologue (parameters, index map, gates) once for many
+    # rows instead of once per pixel.
+    gy = max(1, min(-(-h // block[1]), -(-_TARGET_BLOCKS // (gx * gz)), 65535))
+    runtime.launch_grid(kernel, (gx, gy, gz), block, device, *args)
 
 
 class _Group:
