@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import subprocess
 import sys
 import time
@@ -149,7 +150,10 @@ def info(args: argparse.Namespace) -> int:
     from .graph.codegen import core as codegen
 
     print(f"millipyde {mp.__version__}")
-    print(f"backend: {mp.backend()}")
+    from .backend import selection
+
+    reason = selection.why(mp.backend(), os.environ, selection.gpu_missing)
+    print(f"backend: {mp.backend()} ({reason})")
     for d in mp.devices.DEVICES:
         mark = " (recommended)" if d.index == mp.devices.RECOMMENDED else ""
         print(f"device {d.index}: {d.name}, {d.multiprocessors} multiprocessors, "

@@ -42,6 +42,14 @@ def test_info_prints_backend_devices_and_versions(capsys) -> None:
     assert cli.main(["info"]) == 0
     text = capsys.readouterr().out
     assert "backend:" in text and "device 0:" in text and "numba" in text
+    # and why that backend (backend.selection.why, tested on its own in tests/backend)
+    import os
+
+    import millipyde as mp
+    from millipyde.backend import selection
+
+    why = selection.why(mp.backend(), os.environ, selection.gpu_missing)
+    assert f"backend: {mp.backend()} ({why})" in text.splitlines()
 
 
 def test_augment_recipes(tmp_path) -> None:

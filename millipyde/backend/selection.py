@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from .. import config
 from ..config import BACKENDS
 
-__all__ = ["BACKENDS", "BackendError", "choose", "pick"]
+__all__ = ["BACKENDS", "BackendError", "choose", "pick", "why"]
 
 
 class BackendError(RuntimeError):
@@ -44,6 +44,42 @@ def choose(
     if hip_usable():
         return "hip"
     return "cpu"
+
+
+def why(name: str, env: Mapping[str, str], gpu_missing: Callable[[], str]) -> str:
+    """Why ``choose`` gave ``name`` (for ``millipyde info``); ``gpu_missing()`` says what is
+    missing for a GPU backend and is called only when the CPU was chosen by default."""
+    asked = config.backend(env)
+    if asked:
+        return f"MILLIPYDE_BACKEND={asked}"
+    if name == "cudasim":
+        return "NUMBA_ENABLE_CUDASIM=1: the CUDA simulator"
+    if name == "cuda":
+        return "a usable CUDA GPU was found (numba-cuda)"
+    if name == "hip":
+        return "no usable CUDA GPU; numba-hip found an AMD GPU"
+    return f"no usable GPU ({gpu_missing()}); set MILLIPYDE_BACKEND to choose"
+
+
+def gpu_missing() -> str:
+    """What this process lacks for the cuda and hip backends, in words."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            version("numba-cuda")
+            cuda = "numba-cuda found no CUDA driver or GPU"
+        except PackageNotFoundError:
+            cuda = "numba-cuda is not installed: pip install 'millipyde[cuda]'"
+    except Exception as exc:  # pragma: no cover - importlib.metadata is stdlib
+        cuda = f"numba-cuda could not be checked: {exc}"
+    try:
+        import numba_hip  # noqa: F401
+
+        hip = "numba-hip found no AMD GPU"
+    except Exception:
+        hip = "numba-hip is not installed"
+    return f"{cuda}; {hip}"
 
 
 def _cuda_usable() -> bool:

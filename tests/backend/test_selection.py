@@ -9,6 +9,7 @@ import sys
 import pytest
 
 import millipyde as mp
+from millipyde.backend import selection
 from millipyde.backend.selection import BackendError, choose
 
 YES, NO = (lambda: True), (lambda: False)
@@ -54,3 +55,22 @@ def test_cudasim_is_chosen_in_a_fresh_process() -> None:
     out = subprocess.run([sys.executable, "-c", "import millipyde as mp; print(mp.backend())"],
                          env=env, capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "cudasim"
+
+
+@pytest.mark.parametrize(
+    ("name", "env", "expected"),
+    [
+        ("cpu", {"MILLIPYDE_BACKEND": "cpu"}, "MILLIPYDE_BACKEND=cpu"),
+        ("cuda", {}, "a usable CUDA GPU was found (numba-cuda)"),
+        ("cudasim", {"NUMBA_ENABLE_CUDASIM": "1"}, "NUMBA_ENABLE_CUDASIM=1: the CUDA simulator"),
+        ("hip", {}, "no usable CUDA GPU; numba-hip found an AMD GPU"),
+        ("cpu", {}, "no usable GPU (no driver); set MILLIPYDE_BACKEND to choose"),
+    ],
+)
+def test_why(name, env, expected) -> None:
+    assert selection.why(name, env, lambda: "no driver") == expected
+
+
+def test_gpu_missing_names_both_gpu_backends() -> None:
+    text = selection.gpu_missing()
+    assert "numba-cuda" in text and "numba-hip" in text
