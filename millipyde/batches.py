@@ -46,10 +46,12 @@ class Batches:
     the workers and drops the batches made ahead.
     """
 
-    def __init__(self, generator: Any, spec: BatchSpec, devices: list[int]) -> None:
+    def __init__(self, generator: Any, spec: BatchSpec, devices: list[int],
+                 with_targets: bool = False) -> None:
         self._gen = generator  # kept alive: its state stops when it is collected
         state = self._st = generator._state
         self.spec = spec
+        self._with_targets = with_targets
         self.devices = list(devices)
         n = state.outputs
         if n is None:
@@ -174,10 +176,16 @@ class Batches:
         else:
             value = self._write_recorded(rec, ks, device, stream)
         value, ready = value
-        if not spec.with_indices:
-            return value, ready
-        k_arr = np.array(ks, dtype=np.int64)
-        return (value, k_arr, k_arr % len(st.inputs)), ready
+        extra: tuple = ()
+        if spec.with_indices:
+            k_arr = np.array(ks, dtype=np.int64)
+            extra = (k_arr, k_arr % len(st.inputs))
+        if self._with_targets:
+            from .batch_targets import sample_targets
+
+            hw = value.shape[2:4] if spec.layout == "NCHW" else value.shape[1:3]
+            extra += (sample_targets(st, ks, device, tuple(hw)),)
+        return ((value, *extra) if extra else value), ready
 
     def _check_shapes(self, shapes: dict[int, tuple[int, ...]], ks: list[int]) -> tuple:
         """(H, W) of the batch; ValueError naming the first output that does not fit."""

@@ -156,7 +156,8 @@ class Generator:
 
     def batches(self, size: Any, *, shape: Any = None, layout: Any = "NCHW",
                 dtype: Any = "float32", mean: Any = None, std: Any = None, channels: Any = 3,
-                drop_last: Any = False, with_indices: Any = False) -> Any:
+                drop_last: Any = False, with_indices: Any = False,
+                with_targets: Any = False) -> Any:
         """Stacked, converted training batches of this Generator's outputs (an iterator).
 
         Batch ``b`` holds this rank's outputs ``b * size .. b * size + size - 1`` (a fresh
@@ -184,6 +185,10 @@ class Generator:
         with_indices : bool
             Yield ``(batch, outputs, inputs)``: also each sample's global output index and
             the index of the input it came from (int64 NumPy arrays), so labels follow.
+        with_targets : bool
+            Also yield, last, a list with each sample's :class:`millipyde.targets.Targets`
+            (boxes, labels, keypoints, mask) moved through its operations and the resize to
+            ``shape``; None for samples whose input has no targets. Method Operations only.
 
         Returns
         -------
@@ -211,8 +216,14 @@ class Generator:
                                 "client=)")
         spec = BatchSpec.check(size, shape, layout, dtype, mean, std, channels, drop_last,
                                with_indices)
+        if not isinstance(with_targets, (bool, np.bool_)):
+            raise ValueError(f"with_targets must be True or False, got {with_targets!r}")
+        if with_targets:
+            from .batch_targets import check_operations
+
+            check_operations(self._state.operations)
         devs = [self.device] if self._pinned else list(range(devices.get_device_count()))
-        return Batches(self, spec, devs)
+        return Batches(self, spec, devs, bool(with_targets))
 
     def __iter__(self) -> Generator:
         return self
