@@ -82,6 +82,7 @@ class Backend:
 
     def __init__(self) -> None:
         self._tls = threading.local()
+        self._constants: dict[tuple[Any, int], Any] = {}
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
@@ -156,6 +157,19 @@ class Backend:
     def upload_small(self, array: np.ndarray, device: int) -> Any:
         """Kernel arguments (LUTs, taps, parameters) where kernels on ``device`` read them."""
         raise NotImplementedError
+
+    def constant(self, key: Any, array: np.ndarray, device: int) -> Any:
+        """A device copy of ``array``, a value that never changes, made once per ``key`` and
+        device and kept until ``shutdown``: no upload or content hash per call.
+
+        The copy is complete before this returns, so kernels on any stream may read it.
+        """
+        got = self._constants.get((key, device))
+        if got is None:
+            got = self.from_host(array, device)
+            self.synchronize(device)
+            self._constants[(key, device)] = got
+        return got
 
     def _oom(self, shape: tuple[int, ...], dtype: Any, device: int,
              err: BaseException) -> DeviceMemoryError:

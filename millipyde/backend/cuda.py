@@ -428,6 +428,7 @@ class CudaBackend(Backend):
         with self._small_lock:
             self._small_cache.clear()
             self._rings.clear()
+            self._constants.clear()
         if self._pool:
             self._pool.clear()
         # numba-cuda's exit-time finalizers unload every kernel module; after several devices
