@@ -121,8 +121,12 @@ def gather_args(k: Gather, tables: bool = True
     ``tables=False``: uint8 elementwise chains are inlined (``"chain"`` mode, their scalars in
     the parameters) instead of folded into host-built tables (see ``tables_inline``).
     """
-    c = k.channels
     lut_mode = k.lut_mode and tables
+    memo = k.__dict__.get("_memo")  # shared by a replayed plan's kernels (replay._skeleton)
+    got = None if memo is None else memo.get(tables)
+    if got is not None:
+        return _replayed_args(k, lut_mode, *got)
+    c = k.channels
     full = full_range(k.source.dtype)
     names = lambda ns: tuple(n.op.name for n in ns)  # noqa: E731
     for node, prefix in k.stats:
@@ -172,7 +176,32 @@ def gather_args(k: Gather, tables: bool = True
         e += 6
     if k.umap is not None:
         p[e:e + k.umap.op.nparams] = [float(v) for v in k.umap.params]
+    if memo is not None and _memoizable(k, lut_mode):
+        memo[tables] = (sig, p.copy(), offsets)
     return sig, lut, p
+
+
+def _memoizable(k: Gather, lut_mode: bool) -> bool:
+    """Whether all but the chained ops' slots of ``k``'s parameters are fixed by its replay key.
+
+    The key holds every node's op, shape and dtype, and the parameters of all but elementwise
+    ops: the signature, the maps (P, A, mid) and ``full`` follow from it. Statistics, the warp
+    clip (data), fills and user maps are left to the full computation, and so are host-built
+    tables (made from the elementwise parameters).
+    """
+    return (not k.stats and not k.clip_check and k.umap is None and k.fill is None
+            and not (lut_mode and (k.pre or k.post)))
+
+
+def _replayed_args(k: Gather, lut_mode: bool, sig: codegen.GatherSig, base: np.ndarray,
+                   offsets: list[int]) -> tuple[codegen.GatherSig, np.ndarray, np.ndarray]:
+    """``gather_args`` of a replayed kernel: its plan's parameters with the chained ops' slots
+    taken from the bound nodes."""
+    p = base.copy()
+    chained = ([] if lut_mode else k.pre + k.post) + k.grey_ops
+    for i, n in enumerate(chained):
+        p[offsets[i]:offsets[i + 1]] = _op_params(n)
+    return sig, IDENTITY_LUT[:, :sig.cin], p
 
 
 @functools.cache
