@@ -212,6 +212,10 @@ class Generator:
         spec = BatchSpec.check(size, shape, layout, dtype, mean, std, channels, drop_last,
                                with_indices)
         devs = [self.device] if self._pinned else list(range(devices.get_device_count()))
+        # a cold kernel cache: every kernel of the chain compiled at once in worker processes
+        from .precompile import before_batches
+
+        before_batches(self, spec)
         return Batches(self, spec, devs)
 
     def __iter__(self) -> Generator:

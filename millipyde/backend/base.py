@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -132,6 +132,29 @@ class Backend:
 
     def wait_event(self, event: Any, stream: Any = None) -> None:
         """Make later work on ``stream`` wait for ``event`` without blocking the host."""
+
+    # -- launch recording (warmup.precompile) --------------------------------------------
+    @contextlib.contextmanager
+    def recording(self, sink: Callable[[Any, int, tuple], None]) -> Iterator[None]:
+        """Inside the block, this thread's kernel launches go to ``sink(kernel, device, args)``
+        and do not run (nor compile): what a chain launches is learnt without compiling it.
+
+        Buffers are still allocated; what the skipped kernels would have written is not there.
+        """
+        prev = getattr(self._tls, "recording", None)
+        self._tls.recording = sink
+        try:
+            yield
+        finally:
+            self._tls.recording = prev
+
+    def _recorded(self, kernel: Any, device: int, args: tuple) -> bool:
+        """Whether this launch went to the thread's recording sink instead of running."""
+        sink = getattr(self._tls, "recording", None)
+        if sink is None:
+            return False
+        sink(kernel, device, args)
+        return True
 
     # -- memory ------------------------------------------------------------------------
     def empty(self, shape: tuple[int, ...], dtype: Any, device: int) -> Any:
