@@ -114,6 +114,7 @@ class _Workers:
         self.n = n
         self.jobs: queue.Queue = queue.Queue()
         self.results: list[tuple[bool, Any]] = []
+        self.procs: list[subprocess.Popen] = []
         self._lock = threading.Lock()
         self._env = {**os.environ,
                      "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
@@ -127,17 +128,28 @@ class _Workers:
         self.jobs.put(got)
 
     def close(self, timeout: float = 600.0) -> None:
-        """Wait for every queued job; stop the workers and their threads."""
+        """Wait for every queued job; stop the workers and their threads (a worker still
+        compiling after ``timeout`` seconds is killed, its job left undone)."""
         for _ in self.threads:
             self.jobs.put(None)
         deadline = time.monotonic() + timeout
         for t in self.threads:
             t.join(max(0.0, deadline - time.monotonic()))
+        if any(t.is_alive() for t in self.threads):
+            with self._lock:
+                for proc in self.procs:
+                    if proc.poll() is None:
+                        proc.kill()
+            for t in self.threads:
+                t.join(60)
 
     def _start(self) -> subprocess.Popen:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-c", "from millipyde.precompile import serve; serve()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self._env)
+        with self._lock:
+            self.procs.append(proc)
+        return proc
 
     def _feed(self) -> None:
         # started at once: its imports overlap the recording
@@ -155,6 +167,8 @@ class _Workers:
                 with self._lock:
                     self.results.append(result)
                 if not result[0] and proc.poll() is not None:
+                    for pipe in (proc.stdin, proc.stdout):
+                        pipe.close()
                     proc = None  # it died: the next job starts another
         finally:
             if proc is not None:
@@ -167,6 +181,8 @@ class _Workers:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+                for pipe in (proc.stdin, proc.stdout):
+                    pipe.close()
 
 
 def _ask(proc: subprocess.Popen, got: tuple) -> tuple[bool, Any]:
@@ -179,7 +195,7 @@ def _ask(proc: subprocess.Popen, got: tuple) -> tuple[bool, Any]:
         if len(head) < 8:
             return False, "worker exited"
         return pickle.loads(proc.stdout.read(struct.unpack("<Q", head)[0]))
-    except (OSError, pickle.PickleError, EOFError) as err:
+    except Exception as err:  # any failure leaves the job to the consuming process
         return False, repr(err)
 
 

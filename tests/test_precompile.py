@@ -85,3 +85,33 @@ def test_without_compiling_ahead_another_seed_compiles_its_coin_patterns(tmp_pat
     rotations (the first seed had none in its first batch)."""
     got = _run("plain", tmp_path / "cache")
     assert got["seed3"] > 0, got
+
+
+def test_a_job_that_fails_in_its_worker_is_reported_and_nothing_is_left_running():
+    from millipyde import precompile
+
+    workers = precompile._Workers(1)
+    workers.submit(("/nonexistent/millipyde_gen_cpu_0.py", "cpu", "kernel", ()))
+    workers.close(timeout=120)
+    assert len(workers.results) == 1 and workers.results[0][0] is False
+    assert "FileNotFoundError" in workers.results[0][1]
+    assert not any(t.is_alive() for t in workers.threads)
+    assert all(p.poll() is not None for p in workers.procs)
+
+
+def test_unused_workers_are_stopped_at_once():
+    from millipyde import precompile
+
+    workers = precompile._Workers(2)
+    workers.close(timeout=120)
+    assert workers.results == []
+    assert not any(t.is_alive() for t in workers.threads)
+    assert all(p.poll() is not None for p in workers.procs)
+
+
+def test_the_hook_is_off_where_compiles_are_cheap_or_absent():
+    from millipyde import precompile
+    from millipyde.backend import ACTIVE
+
+    assert precompile.wanted() == (precompile.ENABLED and ACTIVE.caps.tuned_kernels)
+    assert not precompile.wanted()  # cpu and cudasim: Generator.batches compiles in place
