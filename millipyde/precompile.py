@@ -343,6 +343,7 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text(repr(key))
     last.update({"jobs": len(jobs.seen), "failed": len(jobs.seen) - len(ok), "processes": n,
+                 "errors": sorted({str(r[1])[:200] for r in workers.results if not r[0]}),
                  "record_seconds": recorded, "compile_seconds": max(ok, default=0.0),
                  "seconds": time.perf_counter() - t0})
     return dict(last)
