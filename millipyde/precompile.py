@@ -107,9 +107,9 @@ class _Workers:
 
     Plain subprocesses (``python -c``), not ``multiprocessing``: its spawned children import
     the parent's ``__main__`` module again, which would rerun a user's script that has no
-    ``if __name__ == "__main__"`` guard. Workers start at once, so their imports overlap
-    the recording (one that gets no job is killed at the end); each gets the parent's
-    ``sys.path`` and environment.
+    ``if __name__ == "__main__"`` guard. A worker starts with its first job (while the
+    recording goes on), so a warm cache starts none; each gets the parent's ``sys.path``
+    and environment.
     """
 
     def __init__(self, n: int) -> None:
@@ -154,8 +154,7 @@ class _Workers:
         return proc
 
     def _feed(self) -> None:
-        # started at once: its imports overlap the recording
-        proc: subprocess.Popen | None = self._start()
+        proc: subprocess.Popen | None = None
         used = False
         try:
             while True:
