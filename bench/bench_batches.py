@@ -14,8 +14,10 @@ Figure-5.1 operations (``random_colorize`` as a method: the inputs are all colou
   must move at least (its float32 output written, its uint8 input read), and each rate's
   fraction of it.
 - ``--cold``: a child process with an empty kernel cache: seconds to the first batch, kernel
-  files written and kernels compiled, then a second Generator with another seed: the same
-  (0 files, 0 compiles when it compiles nothing); with ``--warm-processes N`` also a child
+  files written and kernels compiled (in this process), then a second Generator with another
+  seed: the same (0 files, 0 compiles when it compiles nothing); ``batches`` compiles the
+  chain ahead in worker processes (``millipyde.precompile``, its numbers as ``precompile``)
+  unless ``--no-precompile``; with ``--warm-processes N`` also a child
   that first runs ``millipyde.warmup`` in N processes (its time reported).
 - ``--ranks N``: N processes, one per GPU (``CUDA_VISIBLE_DEVICES``), each
   ``Generator(rank=r, world_size=N)``; the summed rate against one GPU's.
@@ -120,11 +122,15 @@ def _files(d: Path) -> int:
     return sum(1 for p in d.rglob("*") if p.is_file())
 
 
-def cold_child(size: int, px: int, warm_processes: int) -> dict:
+def cold_child(size: int, px: int, warm_processes: int, precompile: bool = True) -> dict:
     """In a fresh process with an empty cache: first batch, then another seed's (after
-    ``millipyde.warmup`` in ``warm_processes`` processes, if > 0)."""
+    ``millipyde.warmup`` in ``warm_processes`` processes, if > 0). ``batches`` compiles the
+    chain ahead in worker processes (``millipyde.precompile``) unless ``precompile`` is
+    False; what that took is reported as ``precompile``."""
+    from millipyde import precompile as ahead
     from millipyde import warmup
 
+    ahead.ENABLED = precompile
     cache = Path(os.environ["MILLIPYDE_CACHE_DIR"])
     imgs = _images(px)
     out = {}
@@ -141,6 +147,8 @@ def cold_child(size: int, px: int, warm_processes: int) -> dict:
         out[f"seed{seed}_first_batch_s"] = time.perf_counter() - t0
         out[f"seed{seed}_cache_files_written"] = _files(cache) - before
         out[f"seed{seed}_compiled_total"] = warmup.compiled_count() - before_compiles
+        if seed == 0 and ahead.last:
+            out["precompile"] = dict(ahead.last)
     return out
 
 
@@ -177,10 +185,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranks", type=int, default=0)
     ap.add_argument("--warm-processes", type=int, default=0,
                     help="with --cold: also time a cold start after `warmup` in N processes")
+    ap.add_argument("--no-precompile", action="store_true",
+                    help="with --cold: batches() compiles as it goes (no worker processes)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child == "cold":
-        print(json.dumps(cold_child(args.size, args.px, args.warm_processes)))
+        print(json.dumps(cold_child(args.size, args.px, args.warm_processes,
+                                    not args.no_precompile)))
         return 0
     if args.child and args.child.startswith("rank"):
         r, w = (int(v) for v in args.child[4:].split("/"))
@@ -192,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
             with tempfile.TemporaryDirectory() as d:
                 name = "cold" if not warm else f"cold_after_warmup_{warm}"
                 rows[name] = _spawn(["--child", "cold", "--size", str(args.size),
-                                     "--px", str(args.px), "--warm-processes", str(warm)],
+                                     "--px", str(args.px), "--warm-processes", str(warm)]
+                                    + (["--no-precompile"] if args.no_precompile else []),
                                     {"MILLIPYDE_CACHE_DIR": d})
             print(f"{name}:", rows[name])
     imgs = _images(args.px)

@@ -223,6 +223,10 @@ class Generator:
 
             check_operations(self._state.operations)
         devs = [self.device] if self._pinned else list(range(devices.get_device_count()))
+        # a cold kernel cache: every kernel of the chain compiled at once in worker processes
+        from .precompile import before_batches
+
+        before_batches(self, spec)
         return Batches(self, spec, devs, bool(with_targets))
 
     def __iter__(self) -> Generator:

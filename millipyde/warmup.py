@@ -117,45 +117,64 @@ def warm(specs: list[tuple], shape: tuple[int, ...], share: tuple[int, int] = (0
     """
     import millipyde as mp
 
-    from . import batches
-    from .batches import BatchSpec
-    from .workers import sync
-
     t0 = time.perf_counter()
     before = compiled_count()
     ops = _operations(specs)
     rng = np.random.default_rng(0)
     imgs = [mp.gpuimage(rng.integers(0, 256, shape, dtype=np.uint8)) for _ in range(2)]
     ks = representatives(ops, shape=shape)[share[0]::share[1]]
+    _make_patterns(imgs, ops, ks, size, channels, layout)
+    return {"patterns": len(ks), "compiled": compiled_count() - before,
+            "seconds": time.perf_counter() - t0}
+
+
+def _make_patterns(imgs: list, ops: list, ks: list[int], size: int, channels: int,
+                   layout: str, spec: Any = None) -> None:
+    """Outputs ``ks`` of a seed-0 Generator of ``ops`` on ``imgs``, through ``batches``' fused
+    writer and the Generator's own batched path (every kernel either may launch).
+
+    ``spec``: the ``BatchSpec`` of the batches to come (its size capped at ``len(ks)``);
+    default float32 batches of ``size``, ``channels`` and ``layout``.
+    """
+    import dataclasses
+
+    import millipyde as mp
+
+    from . import batches
+    from .backend import ACTIVE
+    from .batches import BatchSpec
+    from .workers import sync
+
     gen = mp.Generator(imgs, ops, seed=0)
     st = gen._state
     device = gen.device
-    spec = BatchSpec.check(max(1, min(size, len(ks) or 1)), None, layout, "float32", None,
-                           None, channels, False, False)
-    from .backend import ACTIVE
-
+    n = max(1, min(size if spec is None else spec.size, len(ks) or 1))
+    if spec is None:
+        spec = BatchSpec.check(n, None, layout, "float32", None, None, channels, False, False)
+    else:
+        spec = dataclasses.replace(spec, size=n)
     stream = ACTIVE.new_stream(device)
     runner = batches.Batches(gen, spec, [device])
     rec = batches._recorder(st)
-    for i in range(0, len(ks), spec.size):
-        chunk = ks[i:i + spec.size]
-        try:
-            if rec is not None:
-                value, ready = runner._write_recorded(rec, chunk, device, stream)
-            else:
-                value, ready = runner._write_outputs(chunk, list(range(len(chunk))), None,
-                                                     device, stream)
-            if ready is not None:
-                ready.synchronize()
-        except ValueError:
-            pass  # samples of several shapes: batches need shape=, the kernels are made
-        for _, err in st.make_many(chunk, device, stream):
-            if err is not None:
-                raise err
-        sync(stream)
-    gen.close()
-    return {"patterns": len(ks), "compiled": compiled_count() - before,
-            "seconds": time.perf_counter() - t0}
+    try:
+        for i in range(0, len(ks), spec.size):
+            chunk = ks[i:i + spec.size]
+            try:
+                if rec is not None:
+                    value, ready = runner._write_recorded(rec, chunk, device, stream)
+                else:
+                    value, ready = runner._write_outputs(chunk, list(range(len(chunk))), None,
+                                                         device, stream)
+                if ready is not None:
+                    ready.synchronize()
+            except ValueError:
+                pass  # samples of several shapes: batches need shape=, the kernels are made
+            for _, err in st.make_many(chunk, device, stream):
+                if err is not None:
+                    raise err
+            sync(stream)
+    finally:
+        gen.close()
 
 
 def warmup(operations: list, shape: tuple[int, ...] = (512, 512, 3), *, size: int = 256,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -82,6 +82,7 @@ class Backend:
 
     def __init__(self) -> None:
         self._tls = threading.local()
+        self._constants: dict[tuple[Any, int], Any] = {}
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
@@ -132,6 +133,29 @@ class Backend:
     def wait_event(self, event: Any, stream: Any = None) -> None:
         """Make later work on ``stream`` wait for ``event`` without blocking the host."""
 
+    # -- launch recording (warmup.precompile) --------------------------------------------
+    @contextlib.contextmanager
+    def recording(self, sink: Callable[[Any, int, tuple], None]) -> Iterator[None]:
+        """Inside the block, this thread's kernel launches go to ``sink(kernel, device, args)``
+        and do not run (nor compile): what a chain launches is learnt without compiling it.
+
+        Buffers are still allocated; what the skipped kernels would have written is not there.
+        """
+        prev = getattr(self._tls, "recording", None)
+        self._tls.recording = sink
+        try:
+            yield
+        finally:
+            self._tls.recording = prev
+
+    def _recorded(self, kernel: Any, device: int, args: tuple) -> bool:
+        """Whether this launch went to the thread's recording sink instead of running."""
+        sink = getattr(self._tls, "recording", None)
+        if sink is None:
+            return False
+        sink(kernel, device, args)
+        return True
+
     # -- memory ------------------------------------------------------------------------
     def empty(self, shape: tuple[int, ...], dtype: Any, device: int) -> Any:
         """Allocate an uninitialised buffer on ``device`` (from the backend's pool, if any).
@@ -156,6 +180,19 @@ class Backend:
     def upload_small(self, array: np.ndarray, device: int) -> Any:
         """Kernel arguments (LUTs, taps, parameters) where kernels on ``device`` read them."""
         raise NotImplementedError
+
+    def constant(self, key: Any, array: np.ndarray, device: int) -> Any:
+        """A device copy of ``array``, a value that never changes, made once per ``key`` and
+        device and kept until ``shutdown``: no upload or content hash per call.
+
+        The copy is complete before this returns, so kernels on any stream may read it.
+        """
+        got = self._constants.get((key, device))
+        if got is None:
+            got = self.from_host(array, device)
+            self.synchronize(device)
+            self._constants[(key, device)] = got
+        return got
 
     def _oom(self, shape: tuple[int, ...], dtype: Any, device: int,
              err: BaseException) -> DeviceMemoryError:

@@ -86,7 +86,7 @@ class CpuBackend(Backend):
                 kernel(*args)
 
     def launch_2d(self, kernel: Any, h: int, w: int, device: int, *args: Any) -> None:
-        if h == 0 or w == 0:
+        if h == 0 or w == 0 or self._recorded(kernel, device, args):
             return
         self._run_cpu(kernel, args)
 
@@ -97,4 +97,5 @@ class CpuBackend(Backend):
 
     def launch_blocks(self, kernel: Any, blocks: int, threads: int, device: int,
                       *args: Any) -> None:
-        self._run_cpu(kernel, args)
+        if not self._recorded(kernel, device, args):
+            self._run_cpu(kernel, args)

@@ -365,6 +365,8 @@ class CudaBackend(Backend):
                                     - compiled.shared_mem_per_block, fn.handle, fn.device.id)
 
     def _launch(self, kernel: Any, device: int, args: tuple, *config: Any) -> None:
+        if self._recorded(kernel, device, args):
+            return
         shared = config[3] if len(config) > 3 else 0
         fast = self.fast_launch and launcher.ENABLED  # ENABLED: MILLIPYDE_FAST_LAUNCH
         if fast and launcher.launch(kernel, device, args, *config[:3], shared):
@@ -428,6 +430,7 @@ class CudaBackend(Backend):
         with self._small_lock:
             self._small_cache.clear()
             self._rings.clear()
+            self._constants.clear()
         if self._pool:
             self._pool.clear()
         # numba-cuda's exit-time finalizers unload every kernel module; after several devices

@@ -58,10 +58,34 @@ def _arg_key(a: Any) -> Any:
     return (a.dtype.str, a.ndim)
 
 
+#: per tuple of argument types: the positions whose kind is more than their type (arrays,
+#: ints, NumPy scalars); a float or bool is its type, already in the tuple
+_checks: dict[tuple[type, ...], tuple[int, ...]] = {}
+_PLAIN = (float, bool)
+
+
 def kind_key(args: tuple) -> tuple | None:
-    """The argument kinds of one launch, or None when one of them needs the dispatcher."""
-    key = tuple(_arg_key(a) for a in args)
-    return None if None in key else key
+    """The argument kinds of one launch, or None when one of them needs the dispatcher.
+
+    The tuple of the arguments' types (one C-level ``map``) keys it, plus the kinds of the
+    few arguments a type does not decide: a gather's two dozen float scalars cost no Python
+    call each.
+    """
+    types_ = tuple(map(type, args))
+    idx = _checks.get(types_)
+    if idx is None:
+        idx = tuple(i for i, t in enumerate(types_) if t not in _PLAIN)
+        with _lock:
+            if len(_checks) >= _CONFIGS_MAX:
+                _checks.clear()
+            _checks[types_] = idx
+    key = [types_]
+    for i in idx:
+        k = _arg_key(args[i])
+        if k is None:
+            return None
+        key.append(k)
+    return tuple(key)
 
 
 def _array_packer(out: list, a: Any) -> None:

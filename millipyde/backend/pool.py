@@ -2,7 +2,12 @@
 
 CuPy's pool keeps one arena per stream: a block freed after work queued on a stream is only
 handed out again to later work on the same stream, so stream order keeps reuse safe. The Numba
-array holds the CuPy array as its owner, which returns the block to the pool when dropped.
+array holds CuPy's memory pointer as its owner, which returns the block to the pool when
+dropped.
+
+Per call only the raw block is asked of the pool (``cupy.cuda.alloc``: no CuPy array) and the
+Numba array is stamped from a prototype of its (shape, dtype) (``_Layouts``): numba-cuda's
+constructor (shape checks, a layout object, sizes) runs once per layout, not per allocation.
 """
 
 from __future__ import annotations
@@ -60,11 +65,11 @@ class CupyPool:
                 cp_stream = _cupy_external(cupy, handle) if handle else cupy.cuda.Stream.null
                 self._streams[(device, handle)] = cp_stream
             with cp_stream:
-                arr = cupy.empty(shape, dtype=dtype)
+                block = cupy.cuda.alloc(_LAYOUTS.nbytes(shape, dtype))
         ctx = self._contexts.get(device)
         if ctx is None:
             ctx = self._contexts[device] = context(device)
-        return self._wrap(arr, ctx)
+        return _LAYOUTS.stamp(shape, dtype, block.ptr, block, ctx)
 
     @staticmethod
     def _wrap(arr: Any, ctx: Any) -> Any:
@@ -77,7 +82,76 @@ class CupyPool:
         return devicearray.DeviceNDArray(shape=arr.shape, strides=arr.strides, dtype=arr.dtype,
                                          gpu_data=data, stream=0)
 
+    @staticmethod
+    def stamp(shape: tuple[int, ...], dtype: np.dtype, ptr: int, owner: Any, ctx: Any) -> Any:
+        """What ``_wrap`` builds for a C-contiguous block at ``ptr``, from its layout's
+        prototype (``_Layouts``)."""
+        return _LAYOUTS.stamp(shape, dtype, ptr, owner, ctx)
+
     def clear(self) -> None:
         """Forget the cached streams and contexts (at exit, while the contexts exist)."""
         self._streams.clear()
         self._contexts.clear()
+
+
+class _Layouts:
+    """numba-cuda device arrays made from a per-(shape, dtype) prototype.
+
+    A ``DeviceNDArray`` is plain data once built (shape, strides, dtype, size, a layout
+    object, its memory): every array of one C-contiguous layout shares all of it but the
+    memory, so a new one is the prototype's attributes and a new ``MemoryPointer``.
+    """
+
+    _MAX = 1024
+
+    def __init__(self) -> None:
+        self._protos: dict[tuple[tuple[int, ...], np.dtype], dict] = {}
+        self._sizes: dict[tuple[tuple[int, ...], np.dtype], int] = {}
+
+    def nbytes(self, shape: tuple[int, ...], dtype: np.dtype) -> int:
+        """Bytes of a C-contiguous array of ``shape`` and ``dtype``."""
+        got = self._sizes.get((shape, dtype))
+        if got is None:
+            got = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            if len(self._sizes) >= self._MAX:
+                self._sizes.clear()
+            self._sizes[(shape, dtype)] = got
+        return got
+
+    def stamp(self, shape: tuple[int, ...], dtype: np.dtype, ptr: int, owner: Any,
+              ctx: Any) -> Any:
+        """A C-contiguous device array of ``shape`` and ``dtype`` over ``ptr`` (kept alive
+        by ``owner``) in numba-cuda context ``ctx``."""
+        from numba.cuda.cudadrv import devicearray, driver
+
+        proto = self._protos.get((shape, dtype))
+        if proto is None:
+            strides = _c_strides(shape, dtype.itemsize)
+            a = devicearray.DeviceNDArray(shape=shape, strides=strides, dtype=dtype,
+                                          gpu_data=_null(driver, ctx), stream=0)
+            proto = {k: v for k, v in vars(a).items() if k != "gpu_data"}
+            if len(self._protos) >= self._MAX:
+                self._protos.clear()
+            self._protos[(shape, dtype)] = proto
+        data = driver.MemoryPointer(ctx, driver.binding.CUdeviceptr(ptr),
+                                    size=self.nbytes(shape, dtype), owner=owner)
+        arr = object.__new__(devicearray.DeviceNDArray)
+        arr.__dict__.update(proto)
+        arr.gpu_data = data
+        return arr
+
+
+def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    out, step = [], itemsize
+    for s in reversed(shape):
+        out.append(step)
+        step *= max(int(s), 1)
+    return tuple(reversed(out))
+
+
+def _null(driver: Any, ctx: Any) -> Any:
+    return driver.MemoryPointer(ctx, driver.binding.CUdeviceptr(0), size=0)
+
+
+_LAYOUTS = _Layouts()
+

@@ -68,10 +68,24 @@ class Template:
         base = ctypes.addressof(self.block)
         self.pointers = (ctypes.c_void_p * max(slots, 1))(*[base + 8 * i for i in range(slots)])
         self.lock = threading.Lock()
+        # arrays first, scalars after (every generated kernel's order): the scalars go in as
+        # one slice, no per-argument branch
+        arrays = sum(1 for k in kinds if k >= 0)
+        self.lead = arrays if all(k >= 0 for k in kinds[:arrays]) else -1
 
     def values(self, args: tuple) -> list:
         """The flattened argument values in slot order."""
         out: list = []
+        m = self.lead
+        if m >= 0:
+            if len(args) != len(self.kinds):
+                raise ValueError(f"{len(args)} arguments for a kernel of {len(self.kinds)}")
+            for a in args[:m]:
+                out += (0, 0, a.size, a.dtype.itemsize, int(a.gpu_data.device_pointer))
+                out += a.shape
+                out += a.strides
+            out += args[m:]
+            return out
         for ndim, a in zip(self.kinds, args, strict=True):
             if ndim < 0:
                 out.append(a)

@@ -13,13 +13,20 @@ from millipyde.backend import launcher
 
 
 def test_kind_key_takes_scalars_and_refuses_host_arrays_and_huge_ints():
-    assert launcher.kind_key((True, 3, 2.5, np.float64(1.0), np.int32(4))) == (
-        bool, int, float, np.float64, np.int32)
+    key = launcher.kind_key((True, 3, 2.5, np.float64(1.0), np.int32(4)))
+    assert key is not None
+    # the kinds, not the values, decide the key (the compiled signature)
+    assert launcher.kind_key((False, -9, 0.0, np.float64(7.0), np.int32(-1))) == key
+    for other in ((True, 3.0, 2.5, np.float64(1.0), np.int32(4)),
+                  (True, 3, 2.5, np.float32(1.0), np.int32(4)),
+                  (True, 3, 2.5, np.float64(1.0)),
+                  (1, 3, 2.5, np.float64(1.0), np.int32(4))):
+        assert launcher.kind_key(other) != key
     # the dispatcher copies host arrays over; the cached path has no such step
     assert launcher.kind_key((np.zeros(3), 1.0)) is None
     # numba would type 2**63 as uint64, not as the int64 the cached signature has
     assert launcher.kind_key((2**63,)) is None
-    assert launcher.kind_key((-(2**63),)) == (int,)
+    assert launcher.kind_key((-(2**63),)) == launcher.kind_key((5,)) is not None
     assert launcher.kind_key(("text",)) is None
 
 

@@ -114,10 +114,19 @@ def warp_clip(k: Gather) -> tuple[float, float]:
     return -np.inf, (hi if hi < 0 else np.inf)
 
 
-def gather_args(k: Gather) -> tuple[codegen.GatherSig, np.ndarray, np.ndarray]:
-    """Signature, LUT array and parameter array of a fused gather kernel."""
+def gather_args(k: Gather, tables: bool = True
+                ) -> tuple[codegen.GatherSig, np.ndarray, np.ndarray]:
+    """Signature, LUT array and parameter array of a fused gather kernel.
+
+    ``tables=False``: uint8 elementwise chains are inlined (``"chain"`` mode, their scalars in
+    the parameters) instead of folded into host-built tables (see ``tables_inline``).
+    """
+    lut_mode = k.lut_mode and tables
+    memo = k.__dict__.get("_memo")  # shared by a replayed plan's kernels (replay._skeleton)
+    got = None if memo is None else memo.get(tables)
+    if got is not None:
+        return _replayed_args(k, lut_mode, *got)
     c = k.channels
-    lut_mode = k.lut_mode
     full = full_range(k.source.dtype)
     names = lambda ns: tuple(n.op.name for n in ns)  # noqa: E731
     for node, prefix in k.stats:
@@ -167,7 +176,32 @@ def gather_args(k: Gather) -> tuple[codegen.GatherSig, np.ndarray, np.ndarray]:
         e += 6
     if k.umap is not None:
         p[e:e + k.umap.op.nparams] = [float(v) for v in k.umap.params]
+    if memo is not None and _memoizable(k, lut_mode):
+        memo[tables] = (sig, p.copy(), offsets)
     return sig, lut, p
+
+
+def _memoizable(k: Gather, lut_mode: bool) -> bool:
+    """Whether all but the chained ops' slots of ``k``'s parameters are fixed by its replay key.
+
+    The key holds every node's op, shape and dtype, and the parameters of all but elementwise
+    ops: the signature, the maps (P, A, mid) and ``full`` follow from it. Statistics, the warp
+    clip (data), fills and user maps are left to the full computation, and so are host-built
+    tables (made from the elementwise parameters).
+    """
+    return (not k.stats and not k.clip_check and k.umap is None and k.fill is None
+            and not (lut_mode and (k.pre or k.post)))
+
+
+def _replayed_args(k: Gather, lut_mode: bool, sig: codegen.GatherSig, base: np.ndarray,
+                   offsets: list[int]) -> tuple[codegen.GatherSig, np.ndarray, np.ndarray]:
+    """``gather_args`` of a replayed kernel: its plan's parameters with the chained ops' slots
+    taken from the bound nodes."""
+    p = base.copy()
+    chained = ([] if lut_mode else k.pre + k.post) + k.grey_ops
+    for i, n in enumerate(chained):
+        p[offsets[i]:offsets[i + 1]] = _op_params(n)
+    return sig, IDENTITY_LUT[:, :sig.cin], p
 
 
 @functools.cache
@@ -239,9 +273,30 @@ def _packable(sig: codegen.GatherSig, src: Any, out: Node) -> bool:
             and out.shape[0] * out.shape[1] * sig.cout < PACKED_MAX_ELEMENTS)
 
 
+#: Output pixels up to which a device backend computes a uint8 elementwise chain per pixel
+#: (``tables_inline``). Above, the table pays: each channel value costs a ``pow`` or the
+#: like per pixel on the GPU (fp64), against 256 per channel built on the host.
+INLINE_TABLE_MAX_PIXELS = 1 << 20
+
+
+def tables_inline(k: Gather) -> bool:
+    """Whether gather ``k``'s uint8 table chain runs per pixel in the kernel, from the ops'
+    scalars, instead of a 256-entry table built on the host and uploaded per call.
+
+    On device backends, for outputs up to ``INLINE_TABLE_MAX_PIXELS``: there the host time of
+    building and uploading a table (tens of microseconds) outweighs the kernel's work. The
+    values are the same: the table is made by the same scalar functions, rounded after each
+    op as the inlined chain is (``codegen.core._chain_all``).
+    """
+    if not (runtime.caps.device_memory and (k.pre or k.post) and k.lut_mode):
+        return False
+    shape = k.output.shape
+    return shape[0] * shape[1] <= INLINE_TABLE_MAX_PIXELS
+
+
 def _run_gather(k: Gather, src: Any, device: int) -> Any:
     out = k.output
-    sig, lut, p = gather_args(k)
+    sig, lut, p = gather_args(k, not tables_inline(k))
     dst = runtime.empty(out.shape, out.dtype, device)
     if gpu_variants_enabled() and _rgba_lut_fast(sig, src):
         _run_gather_rgba(k, src, dst, lut, p, device)
@@ -256,11 +311,17 @@ def _run_gather(k: Gather, src: Any, device: int) -> Any:
     params = tuple(p.tolist()) if runtime.codegen_target == "cuda" else (p,)
     # a thread takes `items` pixels of a row per trip: the grid covers w / items columns
     items = codegen.gather_items(sig, runtime.codegen_target, runtime.simulated)
-    runtime.launch_2d(
-        fn, h, -(-w // items), device, src_arg, dst_arg,
-        runtime.upload_small(np.ascontiguousarray(lut), device), *params,
-    )
+    table = (identity_table(sig.cin, device) if not any(sig.lut_stages)
+             else runtime.upload_small(np.ascontiguousarray(lut), device))
+    runtime.launch_2d(fn, h, -(-w // items), device, src_arg, dst_arg, table, *params)
     return dst
+
+
+def identity_table(channels: int, device: int) -> Any:
+    """The (2, channels, 256) identity tables on ``device``, uploaded once and kept: a kernel
+    whose table stages hold no op takes them unread, with no upload or cache lookup per call.
+    """
+    return runtime.constant(("identity_lut", channels), IDENTITY_LUT[:, :channels], device)
 
 
 @functools.cache

@@ -64,15 +64,17 @@ def _chain(target: Node) -> list[Node] | None:
 
 def _key(seq: list[Node]) -> tuple:
     src = seq[0]
-    parts: list[Any] = [schedule.fusion_enabled(), src.shape, src.dtype.str, src.device]
+    parts: list[Any] = [schedule.fusion_enabled(), src.shape, src.dtype, src.device]
     last = len(seq) - 1
     for i in range(1, len(seq)):
         n = seq[i]
         op = n.op
-        free = isinstance(op, OpSpec) and op.kind == "elementwise"
+        if type(op) is str:
+            ident, free = op, False
+        else:
+            ident, free = id(op), op.kind == "elementwise"
         # a node another handle holds is stored on its own (plan's ``fusable``)
-        ident = op if isinstance(op, str) else id(op)
-        parts.append((ident, n.label, n.shape, n.dtype.str, n.device,
+        parts.append((ident, n.label, n.shape, n.dtype, n.device,
                       None if free else n.params, i == last or n.users == 1))
     return tuple(parts)
 
@@ -95,6 +97,9 @@ def _skeleton(kernels: list[Kernel], seq: list[Node]) -> tuple | None:
             return None
         shell = copy.copy(k)
         shell.source = None
+        # what execute derives from the structure alone, worked out on the first replay and
+        # shared by every later one (``execute.gather_args``)
+        shell._memo = {}
         for name in lists:
             setattr(shell, name, None)
         out.append((shell, pos[k.source.id], lists))
@@ -127,8 +132,9 @@ def plan(target: Node) -> list[Kernel]:
     except TypeError:  # a parameter that cannot be hashed (an array): plan every time
         stats["uncached"] += 1
         return schedule.plan(target)
-    if entry is not None and all(a is b.op or (isinstance(a, str) and a == b.op)
-                                 for a, b in zip(entry.ops, seq[1:], strict=True)):
+    if entry is not None:
+        # the key holds id() of each op; the entry holds the ops themselves, so no id in a
+        # live entry's key can have been reused by another object
         stats["hits"] += 1
         return _bind(entry, seq)
     stats["misses"] += 1

@@ -1,0 +1,362 @@
+"""Compile the kernels a chain needs in parallel worker processes, before its first batch.
+
+A cold start compiled a Generator's kernels one after another in the consuming process: on an
+H100 the first batch of the figure-5.1 chain waited 67 s for 20 compiles (bench_batches --cold).
+Here the chain's outputs for every coin pattern (``warmup.representatives``) are made once
+with the backend *recording* launches instead of running them (``Backend.recording``: nothing
+compiles, buffers are allocated, values are not computed). Each kernel launched that is not
+compiled yet, in memory or in the disk cache, becomes one job: a worker process imports
+the same generated module from the cache directory and compiles it for the recorded argument
+types, which numba saves to the disk cache. Jobs go out while the recording goes on, one
+process each, so the wait is about the slowest compile, not their sum. The real first batch
+then loads every kernel from the disk cache; a second Generator of the same chain (another
+seed) finds all of them, every coin pattern included, and compiles nothing.
+
+Host functions the recording calls itself (the table and matrix builders) run as plain Python
+while it records (``_host_functions_deferred``) and compile in the workers too. Jobs that fail
+in a worker (a user op the worker's registry lacks, a kernel numba keeps per launch
+configuration) are left to the consuming process, which compiles them on first launch as it
+always did.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .backend import ACTIVE as runtime
+
+#: ``Generator.batches`` precompiles on backends whose compiles take seconds (real GPUs);
+#: False turns it off (benchmarks compare).
+ENABLED = True
+#: At most this many worker processes (each holds a GPU context while it compiles).
+MAX_PROCESSES = 16
+_done: set[tuple] = set()
+_lock = threading.Lock()
+#: what the last ``precompile`` of this process returned (benchmarks report it)
+last: dict = {}
+
+
+def wanted() -> bool:
+    """Whether ``Generator.batches`` precompiles here (``ENABLED`` on a real GPU backend)."""
+    return ENABLED and runtime.caps.tuned_kernels
+
+
+def _compile(path: str, target: str, name: str, argtypes: tuple) -> float:
+    """In a worker: compile ``name`` of the generated module at ``path`` for ``argtypes``
+    (numba writes it to the disk cache); the seconds it took."""
+    from .graph.codegen import core as codegen
+
+    t0 = time.perf_counter()
+    mod = codegen.load(Path(path).read_text(), target)
+    getattr(mod, name).compile(tuple(argtypes))
+    return time.perf_counter() - t0
+
+
+def _in_disk_cache(kernel: Any, argtypes: tuple) -> bool:
+    """Whether numba's disk cache holds ``kernel`` for ``argtypes`` (False when unsure)."""
+    cache = getattr(kernel, "_cache", None)
+    try:
+        key = cache._index_key(argtypes, kernel.targetctx.codegen())
+        return key in cache._cache_file._load_index()
+    except Exception:
+        return False
+
+
+def _generated(kernel: Any) -> Any:
+    """The generated module (``codegen.load``) that defines ``kernel``, or None."""
+    from .graph.codegen import core as codegen
+
+    fn = getattr(kernel, "py_func", None)
+    mod = codegen._modules.get(getattr(fn, "__module__", None))
+    if mod is None or getattr(mod, fn.__name__, None) is not kernel:
+        return None
+    return mod
+
+
+def job(kernel: Any, args: tuple) -> tuple[str, str, str, tuple] | None:
+    """(module path, target, function name, argument types) of a launch of a generated
+    kernel that is compiled neither in memory nor on disk, else None."""
+    mod = _generated(kernel)
+    if mod is None:
+        return None  # not a generated kernel: the consuming process compiles it
+    fn = kernel.py_func
+    try:
+        argtypes = tuple(kernel.typeof_pyval(a) for a in args)
+    except Exception:
+        return None
+    if argtypes in kernel.overloads or _in_disk_cache(kernel, argtypes):
+        return None
+    target = "cpu" if mod.__name__.startswith("millipyde_gen_cpu_") else "cuda"
+    return str(mod.__file__), target, fn.__name__, argtypes
+
+
+class _Workers:
+    """Compile jobs run by worker processes, one thread feeding each.
+
+    Plain subprocesses (``python -c``), not ``multiprocessing``: its spawned children import
+    the parent's ``__main__`` module again, which would rerun a user's script that has no
+    ``if __name__ == "__main__"`` guard. A worker starts with its first job (while the
+    recording goes on), so a warm cache starts none; each gets the parent's ``sys.path``
+    and environment.
+    """
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.jobs: queue.Queue = queue.Queue()
+        self.results: list[tuple[bool, Any]] = []
+        self.procs: list[subprocess.Popen] = []
+        self._lock = threading.Lock()
+        self._env = {**os.environ,
+                     "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        self.threads = [threading.Thread(target=self._feed, name=f"millipyde-precompile-{i}",
+                                         daemon=True) for i in range(n)]
+        for t in self.threads:
+            t.start()
+
+    def submit(self, got: tuple) -> None:
+        """Queue one ``job``."""
+        self.jobs.put(got)
+
+    def close(self, timeout: float = 600.0) -> None:
+        """Wait for every queued job; stop the workers and their threads (a worker still
+        compiling after ``timeout`` seconds is killed, its job left undone)."""
+        for _ in self.threads:
+            self.jobs.put(None)
+        deadline = time.monotonic() + timeout
+        for t in self.threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        if any(t.is_alive() for t in self.threads):
+            with self._lock:
+                for proc in self.procs:
+                    if proc.poll() is None:
+                        proc.kill()
+            for t in self.threads:
+                t.join(60)
+
+    def _start(self) -> subprocess.Popen:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from millipyde.precompile import serve; serve()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self._env)
+        with self._lock:
+            self.procs.append(proc)
+        return proc
+
+    def _feed(self) -> None:
+        proc: subprocess.Popen | None = None
+        used = False
+        try:
+            while True:
+                got = self.jobs.get()
+                if got is None:
+                    return
+                if proc is None:
+                    proc = self._start()
+                used = True
+                result = _ask(proc, got)
+                with self._lock:
+                    self.results.append(result)
+                if not result[0] and proc.poll() is not None:
+                    for pipe in (proc.stdin, proc.stdout):
+                        pipe.close()
+                    proc = None  # it died: the next job starts another
+        finally:
+            if proc is not None:
+                if not used:
+                    proc.kill()  # no job came (a warm cache): not worth its imports
+                else:
+                    proc.stdin.close()
+                try:
+                    proc.wait(60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                for pipe in (proc.stdin, proc.stdout):
+                    pipe.close()
+
+
+def _ask(proc: subprocess.Popen, got: tuple) -> tuple[bool, Any]:
+    """Send one job to a worker and read its answer: (True, seconds) or (False, error)."""
+    try:
+        data = pickle.dumps(got)
+        proc.stdin.write(struct.pack("<Q", len(data)) + data)
+        proc.stdin.flush()
+        head = proc.stdout.read(8)
+        if len(head) < 8:
+            return False, "worker exited"
+        return pickle.loads(proc.stdout.read(struct.unpack("<Q", head)[0]))
+    except Exception as err:  # any failure leaves the job to the consuming process
+        return False, repr(err)
+
+
+def serve() -> None:
+    """A worker process: compile the jobs read from stdin, answer each on stdout."""
+    proto = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything printed goes to stderr, never into the answers
+    inp = sys.stdin.buffer
+    while True:
+        head = inp.read(8)
+        if len(head) < 8:
+            return
+        got = pickle.loads(inp.read(struct.unpack("<Q", head)[0]))
+        try:
+            answer: tuple[bool, Any] = (True, _compile(*got))
+        except Exception as err:
+            answer = (False, repr(err))
+        data = pickle.dumps(answer)
+        proto.write(struct.pack("<Q", len(data)) + data)
+        proto.flush()
+
+
+class _Jobs:
+    """The recording sink: each new job handed to the workers as soon as it is seen."""
+
+    def __init__(self, workers: _Workers) -> None:
+        self.workers = workers
+        self.seen: set[tuple] = set()
+
+    def __call__(self, kernel: Any, device: int, args: tuple) -> None:
+        self.submit(job(kernel, args))
+
+    def submit(self, got: tuple | None) -> None:
+        """Hand ``got`` (a ``job``) to the workers, once."""
+        if got is None or got in self.seen:
+            return
+        self.seen.add(got)
+        self.workers.submit(got)
+
+
+@contextlib.contextmanager
+def _host_functions_deferred(jobs: _Jobs) -> Iterator[None]:
+    """While this thread records into ``jobs``, a numba host function called without a
+    compiled version for its arguments runs as plain Python instead of compiling (the
+    recording needs its effects, not its speed); a generated one becomes a job as well.
+
+    numba's dispatcher calls whatever ``_compile_for_args`` returns with the arguments, so
+    returning the Python function runs it. Other threads, and this one outside the
+    recording, compile as usual.
+    """
+    from numba.core.dispatcher import Dispatcher
+
+    real = Dispatcher._compile_for_args
+    # per dispatcher: whether its compiles can be jobs (a generated module's, disk-cached);
+    # the device functions a Python run calls per pixel are not, and cost a dict lookup
+    jobbable: dict[int, bool] = {}
+    seen: set[tuple] = set()
+
+    def deferred(self: Any, *args: Any, **kws: Any) -> Any:
+        if kws or getattr(runtime._tls, "recording", None) is not jobs:
+            return real(self, *args, **kws)
+        ok = jobbable.get(id(self))
+        if ok is None:
+            ok = jobbable[id(self)] = (_generated(self) is not None
+                                       and hasattr(self._cache, "_cache_file"))
+        if ok:
+            kinds = (id(self), *((type(a), getattr(a, "dtype", None), getattr(a, "ndim", 0))
+                                 for a in args))
+            if kinds not in seen:
+                seen.add(kinds)
+                jobs.submit(job(self, args))
+        return self.py_func
+
+    Dispatcher._compile_for_args = deferred
+    try:
+        yield
+    finally:
+        Dispatcher._compile_for_args = real
+
+
+def _key(operations: list, inputs: list, size: int, channels: int, layout: str,
+         spec: Any) -> tuple:
+    ops = tuple(repr((op.method or op.function, op.args, op.kwargs, op.probability))
+                for op in operations)
+    shapes = tuple(sorted({(tuple(x.shape), str(x.dtype)) for x in inputs}))
+    return ops, shapes, size, channels, layout, repr(spec), runtime.name
+
+
+def _marker(key: tuple) -> Path:
+    """The file saying this chain was compiled ahead into the current kernel cache."""
+    import hashlib
+
+    from .graph.codegen import core as codegen
+
+    digest = hashlib.sha1((repr(key) + codegen._KERNEL_DIGEST).encode()).hexdigest()[:20]
+    return codegen.cache_dir() / f"precompiled-{digest}"
+
+
+def precompile(operations: list, inputs: list, *, size: int = 256, channels: int = 3,
+               layout: str = "NCHW", spec: Any = None, processes: int | None = None) -> dict:
+    """Compile every kernel a Generator of ``operations`` on ``inputs`` may launch, in
+    ``processes`` worker processes (default: CPU count, at most ``MAX_PROCESSES``).
+
+    ``spec``: the ``BatchSpec`` of the batches to come (else float32 batches of ``size``,
+    ``channels``, ``layout``). Once per chain, input shapes and batch spec in a process.
+    Returns ``jobs`` (kernels compiled in workers), ``failed`` (left to this process),
+    ``processes``, ``record_seconds`` (making every pattern's outputs, launches recorded),
+    ``compile_seconds`` (the slowest job, in its worker) and ``seconds``.
+    """
+    from . import warmup
+
+    key = _key(operations, inputs, size, channels, layout, spec)
+    marker = _marker(key)
+    with _lock:
+        if key in _done or marker.exists():
+            _done.add(key)
+            return {"jobs": 0, "failed": 0, "processes": 0, "record_seconds": 0.0,
+                    "compile_seconds": 0.0, "seconds": 0.0}
+        _done.add(key)
+    t0 = time.perf_counter()
+    n = processes or max(1, min(os.cpu_count() or 1, MAX_PROCESSES))
+    by_shape: dict[tuple, list] = {}
+    for x in inputs:
+        by_shape.setdefault(tuple(x.shape), []).append(x)
+    workers = _Workers(n)
+    jobs = _Jobs(workers)
+    try:
+        # (outside the recording: the search maps 65536 draws through a host function, which
+        # compiles here once rather than run as Python)
+        ks = {shape: warmup.representatives(operations, shape=shape) for shape in by_shape}
+        with runtime.recording(jobs), _host_functions_deferred(jobs):
+            for shape, xs in by_shape.items():
+                warmup._make_patterns((xs * 2)[:2], operations, ks[shape], size, channels,
+                                      layout, spec)
+        recorded = time.perf_counter() - t0
+    finally:
+        workers.close()
+    ok = [r[1] for r in workers.results if r[0]]
+    last.clear()
+    if len(ok) == len(jobs.seen):
+        # every kernel of the chain is in this cache directory: later processes skip the
+        # recording too (the marker goes with the cache when it is cleared)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(repr(key))
+    last.update({"jobs": len(jobs.seen), "failed": len(jobs.seen) - len(ok), "processes": n,
+                 "errors": sorted({str(r[1])[:200] for r in workers.results if not r[0]}),
+                 "record_seconds": recorded, "compile_seconds": max(ok, default=0.0),
+                 "seconds": time.perf_counter() - t0})
+    return dict(last)
+
+
+def before_batches(generator: Any, spec: Any) -> None:
+    """``Generator.batches``' hook: precompile its chain for batches of ``spec`` where
+    ``wanted``; a failure here only warns (the batches then compile as they go, and report
+    their own errors)."""
+    if not wanted():
+        return
+    st = generator._state
+    try:
+        precompile(list(st.operations), list(st.inputs), spec=spec)
+    except Exception as err:
+        warnings.warn(f"millipyde: compiling ahead in worker processes failed ({err!r}); "
+                      "kernels compile on first use", RuntimeWarning, stacklevel=3)

@@ -1,0 +1,47 @@
+"""Pool arrays stamped from a per-layout prototype (``backend/pool.py``) are what numba-cuda's
+constructor builds (no device needed: the arrays are only described, never read)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from millipyde.backend.pool import CupyPool
+
+
+def _fake_cupy_array(shape: tuple[int, ...], dtype: np.dtype, ptr: int) -> SimpleNamespace:
+    ref = np.empty(shape, dtype)
+    return SimpleNamespace(data=SimpleNamespace(ptr=ptr), shape=ref.shape, strides=ref.strides,
+                           dtype=ref.dtype, nbytes=ref.nbytes)
+
+
+@pytest.mark.parametrize("shape, dtype", [((512, 512, 3), np.uint8), ((7, 5), np.float64),
+                                          ((3,), np.int32), ((), np.float32),
+                                          ((2, 3, 4, 1), np.uint16)])
+def test_a_stamped_array_is_the_constructed_one(shape, dtype):
+    dtype = np.dtype(dtype)
+    for ptr in (4096, 1 << 40):  # the second from the cached prototype
+        owner = object()
+        want = CupyPool._wrap(_fake_cupy_array(shape, dtype, ptr), None)
+        got = CupyPool.stamp(shape, dtype, ptr, owner, None)
+        a, b = vars(got), vars(want)
+        assert sorted(a) == sorted(b)
+        for name in b:
+            if name not in ("gpu_data", "_dummy"):
+                assert a[name] == b[name], name
+        assert got._dummy.shape == want._dummy.shape
+        assert got._dummy.strides == want._dummy.strides
+        assert got.is_c_contiguous() and got.nbytes == want.nbytes
+        assert int(got.gpu_data.device_pointer) == ptr
+        assert got.gpu_data.size == want.gpu_data.size
+        assert got.gpu_data._owner is owner  # the pool block lives as long as the array
+
+
+def test_stamped_arrays_share_no_memory_object():
+    dtype = np.dtype(np.uint8)
+    a = CupyPool.stamp((4, 4), dtype, 4096, object(), None)
+    b = CupyPool.stamp((4, 4), dtype, 8192, object(), None)
+    assert a.gpu_data is not b.gpu_data
+    assert int(a.gpu_data.device_pointer) != int(b.gpu_data.device_pointer)

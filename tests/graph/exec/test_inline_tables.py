@@ -1,0 +1,89 @@
+"""uint8 elementwise chains computed in the kernel from their scalars (``execute.tables_inline``)
+store what the host-built 256-entry tables store, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import millipyde as mp
+from millipyde.backend import ACTIVE as runtime
+from millipyde.graph.exec import execute, replay
+
+pytestmark = pytest.mark.cudasim_ok
+
+CHAINS = {
+    "gamma": lambda im: im.adjust_gamma(0.6180339887),
+    "gamma gain": lambda im: im.adjust_gamma(2.2, 0.9),
+    "brightness+gamma": lambda im: (im.brightness(0.13), im.adjust_gamma(1.7)),
+    "colorize": lambda im: im.colorize(0.7, 1.3, 1.1),
+    "gamma, rotate, brightness": lambda im: (im.adjust_gamma(0.8), im.rotate(33),
+                                             im.brightness(-0.21)),
+    "brightness, fliplr, gamma": lambda im: (im.brightness(0.3), im.fliplr(),
+                                             im.adjust_gamma(0.45)),
+}
+
+
+def _run(host: np.ndarray, name: str) -> np.ndarray:
+    img = mp.gpuimage(host)
+    CHAINS[name](img)
+    return img.get()
+
+
+@pytest.mark.parametrize("name", sorted(CHAINS))
+@pytest.mark.parametrize("channels", [3, 4])
+def test_inline_chain_stores_what_the_tables_store(name, channels, monkeypatch):
+    host = np.random.default_rng(7).integers(0, 256, (9, 11, channels), dtype=np.uint8)
+    host[0, :6, 0] = [0, 1, 127, 128, 254, 255]  # the ends and the middle of the range
+    replay.clear()
+    monkeypatch.setattr(execute, "INLINE_TABLE_MAX_PIXELS", -1)  # tables everywhere
+    tables = _run(host, name)
+    monkeypatch.setattr(execute, "INLINE_TABLE_MAX_PIXELS", 1 << 20)
+    inline = _run(host, name)
+    np.testing.assert_array_equal(inline, tables)
+    if channels == 4:
+        np.testing.assert_array_equal(inline[..., 3], _alpha_after(host, name))
+
+
+def _alpha_after(host: np.ndarray, name: str) -> np.ndarray:
+    """The alpha channel after the chain's geometry only (elementwise ops leave alpha alone)."""
+    img = mp.gpuimage(host)
+    if "rotate" in name:
+        img.rotate(33)
+    if "fliplr" in name:
+        img.fliplr()
+    return img.get()[..., 3]
+
+
+def _gather_of(img: mp.gpuimage):
+    (k,) = replay.plan(img._node)
+    return k
+
+
+def test_device_backends_inline_small_images_only(monkeypatch):
+    img = mp.gpuimage(np.zeros((8, 8, 3), np.uint8))
+    img.adjust_gamma(2.0)
+    k = _gather_of(img)
+    assert execute.tables_inline(k) == runtime.caps.device_memory
+    monkeypatch.setattr(execute, "INLINE_TABLE_MAX_PIXELS", 63)
+    assert not execute.tables_inline(k)
+
+
+def test_a_chain_without_elementwise_ops_has_no_table_to_inline():
+    flip = mp.gpuimage(np.zeros((8, 8, 3), np.uint8))
+    flip.fliplr()
+    assert not execute.tables_inline(_gather_of(flip))
+
+
+@pytest.mark.skipif(not runtime.caps.device_memory, reason="device backends only")
+def test_an_inline_chain_uploads_nothing(monkeypatch):
+    img = mp.gpuimage(np.random.default_rng(3).integers(0, 256, (6, 5, 3), dtype=np.uint8))
+    img._materialize()
+    execute.identity_table(3, 0)  # made once per process
+    calls = []
+    real = runtime.upload_small
+    monkeypatch.setattr(runtime, "upload_small", lambda *a: calls.append(a) or real(*a))
+    for g in (0.5, 0.7, 1.9):
+        img.adjust_gamma(g)
+        img._materialize()
+    assert calls == []

@@ -1,0 +1,35 @@
+"""The gathers ``execute.tables_inline`` picks on GPUs (uint8, elementwise chains inlined, no
+table) compile to PTX for sm_90 without a GPU."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from millipyde.graph.codegen import core as codegen
+from millipyde.kernels import REGISTRY
+
+cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
+from numba import types  # noqa: E402
+from numba.np.numpy_support import from_dtype  # noqa: E402
+
+pytestmark = pytest.mark.ptx
+
+ELEMENTWISE = tuple(s.name for s in REGISTRY.values() if s.kind == "elementwise")
+
+
+def _arr(dtype: np.dtype, ndim: int) -> types.Array:
+    return types.Array(from_dtype(np.dtype(dtype)), ndim, "C")
+
+
+@pytest.mark.parametrize("cin, sampler", list(itertools.product((3, 4), (False, True))))
+def test_inline_uint8_chain_compiles_to_ptx(cin: int, sampler: bool) -> None:
+    sig = codegen.GatherSig(cin, "chain", True, sampler, False, pre=("adjust_gamma",),
+                            post=ELEMENTWISE if sampler else (), lut_stages=(False, False))
+    mod = codegen.load(codegen.gather_source(sig, "cuda"), "cuda")
+    argtys = (_arr(np.uint8, 3), _arr(np.uint8, 3), _arr(np.uint8, 3)) + (
+        types.float64,) * codegen.gather_nparams(sig)
+    ptx, _ = cuda.compile_ptx(mod.kernel.py_func, argtys, cc=(9, 0))
+    assert ".target sm_90" in ptx and ".entry" in ptx

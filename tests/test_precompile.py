@@ -1,0 +1,116 @@
+"""Compiling a chain ahead in worker processes (``millipyde.precompile``): a Generator's
+batches then compile nothing, for its seed or another (cpu backend, fresh processes and a
+fresh kernel cache each)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import millipyde as mp
+
+pytestmark = pytest.mark.skipif(mp.backend() != "cpu",
+                                reason="counts numba cpu compiles in fresh processes")
+
+# Seeds 2 and 3 of this chain on 16x16 inputs: the first batch of 8 of seed 2 has no rotation
+# that needs scikit-image's data-dependent clip, seed 3's has two (made one output at a time,
+# by per-image kernels of their coin pattern): the second Generator needs kernels the first
+# did not.
+SCRIPT = textwrap.dedent('''
+    import json, sys
+    import numpy as np
+    import millipyde as mp
+    from millipyde import precompile, warmup
+    ops = [mp.Operation("transpose", probability=0.5),
+           mp.Operation("random_brightness", -0.2, 0.2),
+           mp.Operation("random_rotate", 0, 120, probability=0.5)]
+    rng = np.random.default_rng(0)
+    imgs = [mp.gpuimage(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)) for _ in range(2)]
+    out = {}
+    if sys.argv[1] in ("ahead", "again"):
+        precompile.wanted = lambda: True  # the cpu backend compiles in place by default
+        precompile.MAX_PROCESSES = 2
+        real = precompile.precompile
+
+        def counted(*a, **k):
+            c = warmup.compiled_count()
+            got = real(*a, **k)
+            # host functions the recording itself calls compile in this process
+            got["main"] = warmup.compiled_count() - c
+            out.setdefault("ahead", got)  # the first Generator's (the second's finds it done)
+            return got
+
+        precompile.precompile = counted
+    for seed in (2, 3):
+        c = warmup.compiled_count()
+        with mp.Generator(imgs, ops, seed=seed).batches(8) as bs:
+            next(bs)
+        out[f"seed{seed}"] = warmup.compiled_count() - c
+    print(json.dumps(out))
+''')
+
+
+def _run(mode: str, cache: Path) -> dict:
+    env = {**os.environ, "MILLIPYDE_BACKEND": "cpu", "MILLIPYDE_CACHE_DIR": str(cache)}
+    r = subprocess.run([sys.executable, "-c", SCRIPT, mode], env=env, capture_output=True,
+                       text=True, timeout=1200, cwd=Path(__file__).resolve().parent.parent)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_another_seed_compiles_nothing_after_compiling_ahead(tmp_path):
+    got = _run("ahead", tmp_path / "cache")
+    assert got["ahead"]["jobs"] > 0 and got["ahead"]["failed"] == 0, got
+    # the recording compiled nothing here: host functions ran as Python, kernels went out
+    assert got["ahead"]["main"] <= 1, got  # (the pattern search's one host function)
+    # the first Generator's own batch loaded what the workers compiled
+    assert got["seed2"] == got["ahead"]["main"], got
+    assert got["seed3"] == 0, got
+    # a later process on the same cache: no recording, no compile
+    again = _run("again", tmp_path / "cache")
+    assert again["ahead"]["jobs"] == 0 and again["ahead"]["record_seconds"] == 0.0, again
+    assert again["seed2"] == again["seed3"] == 0, again
+
+
+@pytest.mark.slow
+def test_without_compiling_ahead_another_seed_compiles_its_coin_patterns(tmp_path):
+    """What ``precompile`` removes: the per-image kernels of the second seed's clipped
+    rotations (the first seed had none in its first batch)."""
+    got = _run("plain", tmp_path / "cache")
+    assert got["seed3"] > 0, got
+
+
+def test_a_job_that_fails_in_its_worker_is_reported_and_nothing_is_left_running():
+    from millipyde import precompile
+
+    workers = precompile._Workers(1)
+    workers.submit(("/nonexistent/millipyde_gen_cpu_0.py", "cpu", "kernel", ()))
+    workers.close(timeout=120)
+    assert len(workers.results) == 1 and workers.results[0][0] is False
+    assert "FileNotFoundError" in workers.results[0][1]
+    assert not any(t.is_alive() for t in workers.threads)
+    assert all(p.poll() is not None for p in workers.procs)
+
+
+def test_workers_start_with_their_first_job_only():
+    from millipyde import precompile
+
+    workers = precompile._Workers(2)
+    workers.close(timeout=120)
+    assert workers.results == [] and workers.procs == []  # a warm cache starts no process
+    assert not any(t.is_alive() for t in workers.threads)
+
+
+def test_the_hook_is_off_where_compiles_are_cheap_or_absent():
+    from millipyde import precompile
+    from millipyde.backend import ACTIVE
+
+    assert precompile.wanted() == (precompile.ENABLED and ACTIVE.caps.tuned_kernels)
+    assert not precompile.wanted()  # cpu and cudasim: Generator.batches compiles in place
