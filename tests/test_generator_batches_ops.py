@@ -76,8 +76,10 @@ OPS = {
     "random_affine": [mp.Operation("random_affine", 20, (0.1, 0.1), (0.8, 1.2), 5,
                                    probability=0.5)],
     "random_resized_crop": [mp.Operation("random_resized_crop", 10, 8, probability=0.5)],
-    "contrast": [mp.Operation("adjust_contrast", 1.5, probability=0.5),
-                 mp.Operation("random_contrast", 0.5, 1.5, probability=0.5)],
+    # one per-image statistic per gather (two contrasts: per output, tested below)
+    "adjust_contrast": [mp.Operation("adjust_contrast", 1.5, probability=0.5)],
+    "random_contrast": [mp.Operation("fliplr"),
+                        mp.Operation("random_contrast", 0.5, 1.5, probability=0.5)],
     "saturation": [mp.Operation("adjust_saturation", 0.5, probability=0.5),
                    mp.Operation("random_saturation", 0.2, 1.8, probability=0.5)],
     "hue": [mp.Operation("adjust_hue", 0.2, probability=0.5),
@@ -121,6 +123,8 @@ def test_unhandled_op_keeps_the_other_paths() -> None:
     imgs = _mixed(5, ((12, 12, 3),) * 2)
     ops = [mp.Operation("random_resized_crop", 8, 8), mp.Operation("gaussian", 1.0)]
     _check(imgs, ops, 4, 4, arena=False)
+    two = [mp.Operation("adjust_contrast", 1.5), mp.Operation("random_contrast", 0.5, 1.5)]
+    _check(imgs, two, 4, 4, arena=False)
 
 
 class _Count:
@@ -152,9 +156,7 @@ def _one_batch(imgs, ops, size, monkeypatch, **kw):
     rec = batches._arena_recorder(st)
     assert rec is not None
     rec.arena(0)  # made once per Generator (and device), not per batch
-    for op in ops:  # compile outside the count
-        pass
-    bs._make(0, 0, None)
+    bs._make(0, 0, None)  # compiles outside the count
     count = _Count(monkeypatch)
     launches, left = rec.record(list(range(size)))
     assert left == []
