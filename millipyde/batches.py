@@ -168,8 +168,10 @@ class Batches:
         j0 = b * spec.size
         n = spec.size if st.outputs is None else min(spec.size, st.outputs - j0)
         ks = [st.global_index(j) for j in range(j0, j0 + n)]
-        arena = _arena_recorder(st)
-        rec = None if arena is not None else _recorder(st)
+        # chains batch_record takes (same-size inputs, thesis ops) keep it; the others, and
+        # every chain over mixed sizes, go to arena gathers where their ops allow
+        rec = _recorder(st)
+        arena = _arena_recorder(st) if rec is None else None
         if arena is not None:
             value = self._write_arena(arena, ks, device, stream)
         elif rec is None:
