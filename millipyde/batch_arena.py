@@ -119,21 +119,22 @@ class ArenaRecorder:
         st = self.state
         karr = np.asarray(ks, dtype=np.int64)
         inp = karr % len(st.inputs)
-        coins = [mprandom.gate_array(st.seed, karr, j, s.op.probability)
-                 for j, s in enumerate(self.steps)]
+        ctxs = [batch_ops.Ctx(st.seed, karr, j) for j in range(len(self.steps))]
+        coins = [c.coins(s.op.probability) for c, s in zip(ctxs, self.steps, strict=True)]
         # the structure: input kind, and the coins of size-changing ops
         cols = [self.kind[inp]] + [c.astype(np.int64) for c, s in zip(coins, self.steps,
                                                                       strict=True)
                                    if s.reshapes and s.op.probability is not None]
-        key = np.stack(cols, axis=1)
-        _, inverse = np.unique(key, axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
+        code = cols[0]
+        for col in cols[1:]:  # one integer per structure: a 1-D unique is much faster
+            code = code * 2 + col
+        inverse = _groups_of(code)
         launches: list[Launch] = []
         left: list[np.ndarray] = []
         for u in range(int(inverse.max(initial=-1)) + 1):
             rows = np.flatnonzero(inverse == u)
             try:
-                got, lost = self._group(rows, karr, inp, coins)
+                got, lost = self._group(rows, inp, ctxs, coins)
             except Unsupported:
                 left.append(rows)
                 continue
@@ -142,16 +143,15 @@ class ArenaRecorder:
         out_left = np.sort(np.concatenate(left)) if left else np.zeros(0, dtype=np.int64)
         return launches, out_left.tolist()
 
-    def _group(self, rows: np.ndarray, karr: np.ndarray, inp: np.ndarray,
+    def _group(self, rows: np.ndarray, inp: np.ndarray, ctxs: list,
                coins: list) -> tuple[list[Launch], np.ndarray]:
-        st = self.state
         cin, dt = self.kinds[int(self.kind[inp[rows[0]]])]
         g = VGather(self.hw[inp[rows]], cin, np.dtype(dt), self.gates)
         for j, s in enumerate(self.steps):
             on = coins[j][rows]
             if s.reshapes and not on.any():
                 continue  # skipped by every member of this structure
-            c = batch_ops.Ctx(st.seed, karr[rows], j)
+            c = ctxs[j].sub(rows)
             if s.args is None:
                 batch_ops.user_op(g, c, s.op.function, s.op.args, on)
             else:
@@ -159,21 +159,32 @@ class ArenaRecorder:
         lost = [rows[g.left]]
         ok = ~g.left
         cur = g.cur
-        sizes, which = np.unique(cur[ok], axis=0, return_inverse=True)
-        which = which.reshape(-1)
         okrows = np.flatnonzero(ok)
+        which = _groups_of(cur[ok, 0] * (1 << 31) + cur[ok, 1])
+        sizes = np.zeros((int(which.max(initial=-1)) + 1, 2), dtype=np.int64)
+        sizes[which] = cur[ok]
         launches = []
         base = self.offset[inp[rows]]
         widths = self.hw[inp[rows], 1]
         for v, (h, w) in enumerate(sizes.tolist()):
-            mask = np.zeros(len(rows), dtype=bool)
-            mask[okrows[which == v]] = True
-            sub = g.take(mask)
+            if len(sizes) == 1 and len(okrows) == len(rows):
+                mask, sub = np.ones(len(rows), dtype=bool), g  # the common case: no copy
+            else:
+                mask = np.zeros(len(rows), dtype=bool)
+                mask[okrows[which == v]] = True
+                sub = g.take(mask)
             sig, p = sub.rows()
             launches.append(Launch(sig, self.gates, rows[mask], p,
                                    np.stack([base[mask], widths[mask]], axis=1),
                                    (int(h), int(w)), sig.cout, g.dtype, sub.prefix))
         return launches, np.concatenate(lost)
+
+
+def _groups_of(code: np.ndarray) -> np.ndarray:
+    """Per entry, the index of its value among the distinct values of ``code`` (sorted)."""
+    if len(code) and (code == code[0]).all():
+        return np.zeros(len(code), dtype=np.int64)
+    return np.unique(code, return_inverse=True)[1].reshape(-1)
 
 
 def make(state: Any) -> ArenaRecorder | None:
@@ -217,7 +228,8 @@ def make(state: Any) -> ArenaRecorder | None:
     k = np.array([state.global_index(0)], dtype=np.int64)
     inp = k % len(xs)
     try:  # the chain plans to one gather (the structure does not depend on the member)
-        rec._group(np.zeros(1, dtype=np.int64), k, inp,
+        rec._group(np.zeros(1, dtype=np.int64), inp,
+                   [batch_ops.Ctx(state.seed, k, j) for j in range(len(steps))],
                    [np.ones(1, dtype=bool) for _ in steps])
     except Unsupported:
         return None

@@ -13,7 +13,6 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,26 +27,64 @@ from .image_ops import _NOISE_KEY, _affine_matrix, _pair, crop_params
 _I64 = np.int64
 
 
-@dataclass
-class Ctx:
-    """What a handler draws from: the seed, the members' output indices, the op's index."""
+#: draws ``-1 .. BLOCK - 2`` of an op (the coin, then the first parameters) come in one block
+BLOCK = 10
 
-    seed: int
-    ks: np.ndarray  # (n,) int64
-    j: int
+
+class Ctx:
+    """What a handler draws from: the seed, the members' output indices, the op's index.
+
+    The first two SplitMix64 rounds of ``random.key64`` depend only on (seed, sample, op):
+    they are computed once per op and batch, and the coin and first draws in one more round
+    over an (n, BLOCK) block; the values are ``random.uniform01_array``'s, bit for bit.
+    """
+
+    def __init__(self, seed: int, ks: np.ndarray, j: int, _z: np.ndarray | None = None,
+                 _block: np.ndarray | None = None) -> None:
+        self.seed, self.ks, self.j = seed, ks, j
+        if _z is None:
+            s = ks.astype(np.int64).view(np.uint64)
+            with np.errstate(over="ignore"):
+                z = mprandom._mix_array(np.uint64(mprandom._mix(seed & mprandom._MASK)) ^ s)
+                _z = mprandom._mix_array(z ^ np.uint64(j & mprandom._MASK))
+        self._z = _z
+        self._block = _block
+
+    def _round(self, z: np.ndarray, t: Any) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            return mprandom._mix_array(z ^ t)
+
+    def block(self) -> np.ndarray:
+        """(n, BLOCK) draws ``-1 .. BLOCK - 2`` (column ``t + 1``)."""
+        if self._block is None:
+            ts = np.array([t & mprandom._MASK for t in range(-1, BLOCK - 1)], dtype=np.uint64)
+            z = self._round(self._z[:, None], ts[None, :])
+            self._block = (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+        return self._block
+
+    def coins(self, probability: float | None) -> np.ndarray:
+        """``random.gate_array`` of every member."""
+        if probability is None:
+            return np.ones(len(self.ks), dtype=bool)
+        return self.block()[:, 0] < probability
+
+    def sub(self, rows: np.ndarray) -> Ctx:
+        """The members ``rows`` only."""
+        return Ctx(self.seed, self.ks[rows], self.j, self._z[rows],
+                   None if self._block is None else self._block[rows])
 
     def u(self, t: int, rows: np.ndarray | None = None) -> np.ndarray:
         """Draw ``t`` of this op's stream for every member (or ``rows``)."""
-        ks = self.ks if rows is None else self.ks[rows]
-        return mprandom.uniform01_array(self.seed, ks, self.j, t)
+        if -1 <= t < BLOCK - 1:
+            b = self.block()[:, t + 1]
+            return b if rows is None else b[rows]
+        z = self._z if rows is None else self._z[rows]
+        z = self._round(z, np.uint64(t & mprandom._MASK))
+        return (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
 
     def key64(self, t: int) -> np.ndarray:
         """``random.key64(seed, k, j, t)`` of every member (uint64)."""
-        s = self.ks.astype(np.int64).view(np.uint64)
-        with np.errstate(over="ignore"):
-            z = mprandom._mix_array(np.uint64(mprandom._mix(self.seed & mprandom._MASK)) ^ s)
-            z = mprandom._mix_array(z ^ np.uint64(self.j & mprandom._MASK))
-            return mprandom._mix_array(z ^ np.uint64(t & mprandom._MASK))
+        return self._round(self._z, np.uint64(t & mprandom._MASK))
 
 
 def between(lo: float, hi: float, u: np.ndarray) -> np.ndarray:
@@ -58,6 +95,14 @@ def between(lo: float, hi: float, u: np.ndarray) -> np.ndarray:
     if math.isfinite(span):
         return lo + span * u
     return np.minimum(np.maximum(lo * (1.0 - u) + hi * u, lo), hi)
+
+
+def _once(a: dict, name: str, make: Callable[[], Any]) -> Any:
+    """``make()`` parsed once per Operation (kept in its bound arguments)."""
+    key = "\0" + name
+    if key not in a:
+        a[key] = make()
+    return a[key]
 
 
 def _col(*cols: Any, n: int) -> np.ndarray:
@@ -163,8 +208,10 @@ def _resize(g: VGather, c: Ctx, a: dict, on: np.ndarray) -> None:
 
 @_handler("random_resized_crop")
 def _rrc(g: VGather, c: Ctx, a: dict, on: np.ndarray) -> None:
-    oh, ow = _int(a["height"], "height", 1), _int(a["width"], "width", 1)
-    win = crop_windows(g.cur, _range(a["scale"], "scale"), _range(a["ratio"], "ratio"), c)
+    oh, ow, sc, ra = _once(a, "rrc", lambda: (
+        _int(a["height"], "height", 1), _int(a["width"], "width", 1),
+        _range(a["scale"], "scale"), _range(a["ratio"], "ratio")))
+    win = crop_windows(g.cur, sc, ra, c)
     g.index_map("crop", win.astype(np.float64), on)
     _resize_to(g, oh, ow, on)
 
@@ -241,8 +288,8 @@ def _gamma(g: VGather, c: Ctx, a: dict, on: np.ndarray) -> None:
 
 def _factor(a: dict, c: Ctx, name: str) -> Any:
     if name in a:
-        return _number(a[name], name)
-    lo, hi = _bounds(a[f"min_{name}"], a[f"max_{name}"], f"min_{name}", f"max_{name}")
+        return _once(a, name, lambda: _number(a[name], name))
+    lo, hi = _once(a, name, lambda: _bounds(a[f"min_{name}"], a[f"max_{name}"], "", ""))
     return lo + (hi - lo) * c.u(0)
 
 
@@ -295,7 +342,8 @@ def user_op(g: VGather, c: Ctx, fn: UserOp, params: tuple, on: np.ndarray) -> No
     cols = []
     for i, p in enumerate(params):
         if isinstance(p, (tuple, list, np.ndarray)):
-            lo, hi = _range(p, "")
+            lo, hi = _range(p, "") if len(p) != 2 or not all(
+                type(v) is float for v in p) else p
             cols.append(lo + (hi - lo) * c.u(i))
         else:
             cols.append(_number(p, ""))
