@@ -273,7 +273,8 @@ def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
         src = arena[L.dtype.str]
         m = len(L.pos)
         if pre is not None:
-            h, w = L.prefix.hw
+            h, w = (min(a, b) for a, b in zip(L.prefix.hw, codegen_arena.MEAN_GRID,
+                                               strict=True))
             _launch(_mean_fn(L.prefix.sig, L.gates), m, h, w, device, src, pk[rows], pk[pre],
                     pk[stat])
         if L.hw == tuple(hw) and L.dtype in (np.uint8, np.float64):

@@ -152,7 +152,7 @@ def arena_mean_source(sig: GatherSig, target: str, sim: bool = False,
 
     The output height and width of member ``b`` are ``p[b, n]`` and ``p[b, n + 1]``, ``n``
     the parameters and gate flags. On the CPU one ``prange`` over members; on GPUs each
-    thread adds its sum of member ``b`` with one atomic add. Colour sums are of whole numbers
+    warp adds its sum of member ``b`` with one atomic add (launch it over ``MEAN_GRID``). Colour sums are of whole numbers
     (uint8 images), exact in float64 whatever the order.
     """
     if sig.packed:
@@ -182,8 +182,24 @@ def arena_mean_source(sig: GatherSig, target: str, sim: bool = False,
                 "        y = y0\n        while y < h:\n            x = x0\n"
                 "            while x < w:\n" + _indent(body, 16)
                 + "                x += sx_\n            y += sy_\n"
-                "        cuda.atomic.add(stat, b, acc_)\n        b += sb_\n")
+                + _indent(_warp_sum(sim), 8) + "        b += sb_\n")
     return head + fn + loop
+
+
+def _warp_sum(sim: bool) -> str:
+    """Each thread's sum added into ``stat[b]``: on GPUs summed across the warp first (every
+    lane of a block shares ``b``), so an image takes one atomic add per warp; the simulator,
+    one per thread. Sums of whole numbers: any order gives the same value."""
+    if sim:
+        return "cuda.atomic.add(stat, b, acc_)"
+    return ("".join(f"acc_ += cuda.shfl_down_sync(0xFFFFFFFF, acc_, {d})\n"
+                    for d in (16, 8, 4, 2, 1))
+            + "if cuda.laneid == 0:\n    cuda.atomic.add(stat, b, acc_)")
+
+
+#: the grid a mean reduction is launched over per member (``batch_arena``): threads that each
+#: sum many pixels, so few warps per image add into its sum
+MEAN_GRID = (32, 32)
 
 
 def arena_mean_kernel(sig: GatherSig, target: str, sim: bool = False, gates: bool = False):
