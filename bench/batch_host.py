@@ -14,8 +14,8 @@
 from __future__ import annotations
 
 import argparse
-SORT = __import__("os").environ.get("PROFILE_SORT", "tottime")
 import cProfile
+import os
 import pstats
 import sys
 import time
@@ -81,7 +81,7 @@ def _timed(host, args) -> tuple[float, tuple]:
         for b in range(100, 100 + args.batches):
             host(b)
         prof.disable()
-        pstats.Stats(prof).sort_stats(SORT).print_stats(25)
+        pstats.Stats(prof).sort_stats(os.environ.get("PROFILE_SORT", "tottime")).print_stats(25)
     return dt, got
 
 

@@ -152,8 +152,8 @@ def arena_mean_source(sig: GatherSig, target: str, sim: bool = False,
 
     The output height and width of member ``b`` are ``p[b, n]`` and ``p[b, n + 1]``, ``n``
     the parameters and gate flags. On the CPU one ``prange`` over members; on GPUs each
-    warp adds its sum of member ``b`` with one atomic add (launch it over ``MEAN_GRID``). Colour sums are of whole numbers
-    (uint8 images), exact in float64 whatever the order.
+    warp adds its sum of member ``b`` with one atomic add (launch it over ``MEAN_GRID``).
+    Colour sums are of whole numbers (uint8 images), exact in float64 whatever the order.
     """
     if sig.packed:
         raise ValueError("the grey-mean gather reads unpacked images")
@@ -192,8 +192,9 @@ def _warp_sum(sim: bool) -> str:
     one per thread. Sums of whole numbers: any order gives the same value."""
     if sim:
         return "cuda.atomic.add(stat, b, acc_)"
-    return ("".join(f"acc_ += cuda.shfl_down_sync(0xFFFFFFFF, acc_, {d})\n"
-                    for d in (16, 8, 4, 2, 1))
+    shuffles = "".join(f"acc_ += cuda.shfl_down_sync(0xFFFFFFFF, acc_, {d})\n"
+                       for d in (16, 8, 4, 2, 1))
+    return (shuffles
             + "if cuda.laneid == 0:\n    cuda.atomic.add(stat, b, acc_)")
 
 
