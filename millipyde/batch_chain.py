@@ -65,12 +65,15 @@ class VGather:
     npre: int = 0
     soff: np.ndarray | None = None  # (n,) bool: the sampler gated off
     prefix: Prefix | None = None
+    fill: float | None = None  # a fused pad's value
     left: np.ndarray = field(init=False)  # (n,) bool: members the per-output path makes
+    src: np.ndarray = field(init=False)  # (n, 2) the sources' sizes (a pad's bounds)
 
     def __post_init__(self) -> None:
         n = len(self.cur)
         self.P = np.broadcast_to(np.eye(3), (n, 3, 3)).copy()
         self.left = np.zeros(n, dtype=bool)
+        self.src = self.cur.copy()
 
     @property
     def n(self) -> int:
@@ -86,8 +89,14 @@ class VGather:
         spec = REGISTRY[name]
         if self.positional:
             raise Unsupported("a geometric op after a positional one")
-        if spec.fills or spec.swaps_axes:
+        if spec.swaps_axes:
             raise Unsupported(name)
+        if spec.fills:
+            # Gather.accepts: a pad joins only before a sampler and any chained op, one value
+            value = float(params[0, -1])
+            if self.phase != 0 or self.ops or (self.fill is not None and self.fill != value):
+                raise Unsupported("a pad the per-output plan puts in another kernel")
+            self.fill = value
         m = batch_math.affine_rows(spec, self.cur[:, 0], self.cur[:, 1], params)
         if self.A is None:
             self.P = batch_math.compose(self.P, m, on)
@@ -99,6 +108,10 @@ class VGather:
             vals = np.zeros((self.n, 0)) if params is None else params
             if name == "crop":  # (top, left, height, width)
                 self.cur = vals[:, 2:4].astype(np.int64)
+                return
+            if name == "pad":  # (top, bottom, left, right, value)
+                self.cur = self.cur + np.stack([vals[:, 0] + vals[:, 1],
+                                                vals[:, 2] + vals[:, 3]], axis=1).astype(np.int64)
                 return
             self.cur = np.array([spec.out_shape((int(h), int(w)), tuple(v))[:2] for (h, w), v
                                  in zip(self.cur.tolist(), vals.tolist(), strict=True)],
@@ -155,7 +168,8 @@ class VGather:
         return codegen.GatherSig(
             cin=self.cin, mode="chain", is_int=self.dtype.kind in "ui",
             sampler=self.A is not None, grey=False, pre=names[:self.npre],
-            post=names[self.npre:], lut_stages=(False, False), clip=False, edge=self.edge)
+            post=names[self.npre:], lut_stages=(False, False), clip=False, edge=self.edge,
+            bounded=self.fill is not None)
 
     def rows(self) -> tuple[codegen.GatherSig, np.ndarray]:
         """The signature and per-member parameter rows (gate flags after them with
@@ -172,6 +186,10 @@ class VGather:
         offs = codegen.op_offsets(tuple(c.name for c in self.ops))
         for i, c in enumerate(self.ops):
             p[:, offs[i]:offs[i + 1]] = c.params
+        if self.fill is not None:  # the source's bounds, then one fill per channel
+            e = offs[-1]
+            p[:, e:e + 2] = self.src
+            p[:, e + 2:e + 2 + self.cin] = self.fill
         if not self.gates:
             if any(c.off.any() for c in self.ops) or (self.soff is not None and self.soff.any()):
                 raise RuntimeError("VGather: members gated off in a kernel without gates")
@@ -189,6 +207,7 @@ class VGather:
         out.soff = None if self.soff is None else self.soff[keep]
         out.edge, out.phase, out.positional, out.npre = (self.edge, self.phase,
                                                          self.positional, self.npre)
+        out.fill, out.src = self.fill, self.src[keep]
         out.ops = [_Chained(c.name, c.params[keep], c.off[keep]) for c in self.ops]
         out.left = self.left[keep]
         if self.prefix is not None:

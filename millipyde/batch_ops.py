@@ -173,7 +173,7 @@ def erasing_windows(hw: np.ndarray, scale: tuple, ratio: tuple,
 Handler = Callable[[VGather, Ctx, dict, np.ndarray], None]
 HANDLERS: dict[str, Handler] = {}
 #: methods whose recording changes the image's size (their coins split a batch's structure)
-RESHAPES = frozenset({"crop", "resize", "random_resized_crop"})
+RESHAPES = frozenset({"crop", "pad", "resize", "random_resized_crop"})
 
 
 def _handler(*names: str) -> Callable[[Handler], Handler]:
@@ -195,6 +195,12 @@ def _crop(g: VGather, c: Ctx, a: dict, on: np.ndarray) -> None:
     h, w = _int(a["height"], "height", 1), _int(a["width"], "width", 1)
     g.left |= (t + h > g.cur[:, 0]) | (lf + w > g.cur[:, 1])  # the method's ValueError
     g.index_map("crop", _col(t, lf, h, w, n=g.n), on)
+
+
+@_handler("pad")
+def _pad(g: VGather, c: Ctx, a: dict, on: np.ndarray) -> None:
+    sides = [_int(a[n], n, 0) for n in ("top", "bottom", "left", "right")]
+    g.index_map("pad", _col(*sides, _number(a["value"], "value"), n=g.n), on)
 
 
 def _resize_to(g: VGather, h: int, w: int, on: np.ndarray) -> None:

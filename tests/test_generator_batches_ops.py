@@ -68,6 +68,12 @@ def test_imagenet_recipe_nhwc_float16() -> None:
     _check(_mixed(1), ops, 6, 3, layout="NHWC", dtype="float16")
 
 
+@mp.pixelwise
+def _swap(r, g, b, k):
+    """A user pixelwise op: channels rotated, scaled by ``k``."""
+    return g * k, b, r
+
+
 OPS = {
     "resize": [mp.Operation("resize", 9, 11, probability=0.5)],
     "crop": [mp.Operation("crop", 2, 3, 10, 9, probability=0.5)],
@@ -88,7 +94,10 @@ OPS = {
               mp.Operation("random_gaussian_noise", 0.0, 0.2, probability=0.5)],
     "erase": [mp.Operation("erase", 2, 3, 5, 6, 40, probability=0.5),
               mp.Operation("random_erasing", probability=0.5)],
-    "user": [mp.Operation(recipes.scale_brightness, (0.5, 1.5), probability=0.5)],
+    "pad": [mp.Operation("pad", 1, 2, 3, 0, 17, probability=0.5),
+            mp.Operation("random_brightness", -0.2, 0.2, probability=0.5)],
+    "user": [mp.Operation(recipes.scale_brightness, (0.5, 1.5), probability=0.5),
+             mp.Operation(_swap, 0.5, probability=0.5)],
 }
 
 
@@ -96,7 +105,7 @@ OPS = {
 def test_new_op_alone_with_gates_equal_outputs(name) -> None:
     # same-size inputs (ops that keep the size leave mixed-size batches of mixed shapes)
     imgs = _mixed(2, ((16, 16, 3), (16, 16, 3)))
-    _check(imgs, OPS[name], 8, 4, shape=(13, 13) if name in ("resize", "crop",
+    _check(imgs, OPS[name], 8, 4, shape=(13, 13) if name in ("resize", "crop", "pad",
                                                              "random_resized_crop") else None)
 
 
