@@ -218,3 +218,28 @@ def test_arena_recorder_refuses_callables() -> None:
     imgs = _mixed(8)
     gen = mp.Generator(imgs, [mp.Operation(lambda x: x.fliplr())], outputs=2, seed=0)
     assert batch_arena.make(gen._state) is None
+
+
+def test_one_compiled_gather_per_chain_whatever_the_coins() -> None:
+    # five coins per output (flip, four colour ops), 32 batches of 4: one gather and one
+    # reduction compiled, both gated variants of every member's pattern
+    batch_arena._gather_fn.cache_clear()
+    batch_arena._mean_fn.cache_clear()
+    imgs = _mixed(9)
+    gen = mp.Generator(imgs, recipes.operations("imagenet", size=6), outputs=64, seed=1)
+    with gen.batches(4) as bs:
+        for _ in bs:
+            pass
+    from millipyde.graph.codegen.core import gather_ngates
+
+    rec = batches._arena_recorder(gen._state)
+    patterns = set()
+    for b in range(16):
+        for L in rec.record(list(range(4 * b, 4 * b + 4)))[0]:
+            flip = L.p[:, 6 + 4] < 0  # A's column term of x: mirrored where the flip ran
+            gates = L.p[:, -gather_ngates(L.sig):]
+            patterns |= {(f, *row) for f, row in zip(flip.tolist(), gates.tolist(),
+                                                     strict=True)}
+    assert len(patterns) >= 8  # many gate patterns were made
+    assert batch_arena._gather_fn.cache_info().currsize == 1
+    assert batch_arena._mean_fn.cache_info().currsize == 1
