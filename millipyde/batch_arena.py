@@ -119,7 +119,8 @@ class ArenaRecorder:
         st = self.state
         karr = np.asarray(ks, dtype=np.int64)
         inp = karr % len(st.inputs)
-        ctxs = [batch_ops.Ctx(st.seed, karr, j) for j in range(len(self.steps))]
+        z1 = batch_ops.sample_round(st.seed, karr)
+        ctxs = [batch_ops.Ctx(st.seed, karr, j, _z1=z1) for j in range(len(self.steps))]
         coins = [c.coins(s.op.probability) for c, s in zip(ctxs, self.steps, strict=True)]
         # the structure: input kind, and the coins of size-changing ops
         cols = [self.kind[inp]] + [c.astype(np.int64) for c, s in zip(coins, self.steps,

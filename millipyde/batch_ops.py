@@ -27,6 +27,14 @@ from .image_ops import _NOISE_KEY, _affine_matrix, _pair, crop_params
 _I64 = np.int64
 
 
+def sample_round(seed: int, ks: np.ndarray) -> np.ndarray:
+    """The first SplitMix64 rounds of ``random.key64`` (seed, then sample): the same for
+    every op of an output (pass it to each op's :class:`Ctx`)."""
+    s = ks.astype(np.int64).view(np.uint64)
+    with np.errstate(over="ignore"):
+        return mprandom._mix_array(np.uint64(mprandom._mix(seed & mprandom._MASK)) ^ s)
+
+
 #: draws ``-1 .. BLOCK - 2`` of an op (the coin, then the first parameters) come in one block
 BLOCK = 10
 
@@ -40,12 +48,11 @@ class Ctx:
     """
 
     def __init__(self, seed: int, ks: np.ndarray, j: int, _z: np.ndarray | None = None,
-                 _block: np.ndarray | None = None) -> None:
+                 _block: np.ndarray | None = None, _z1: np.ndarray | None = None) -> None:
         self.seed, self.ks, self.j = seed, ks, j
         if _z is None:
-            s = ks.astype(np.int64).view(np.uint64)
+            z = sample_round(seed, ks) if _z1 is None else _z1
             with np.errstate(over="ignore"):
-                z = mprandom._mix_array(np.uint64(mprandom._mix(seed & mprandom._MASK)) ^ s)
                 _z = mprandom._mix_array(z ^ np.uint64(j & mprandom._MASK))
         self._z = _z
         self._block = _block

@@ -243,3 +243,20 @@ def test_one_compiled_gather_per_chain_whatever_the_coins() -> None:
     assert len(patterns) >= 8  # many gate patterns were made
     assert batch_arena._gather_fn.cache_info().currsize == 1
     assert batch_arena._mean_fn.cache_info().currsize == 1
+
+
+def test_vectorised_draws_equal_the_scalar_streams() -> None:
+    from millipyde import batch_ops
+    from millipyde import random as mprandom
+
+    ks = np.arange(-5, 300, dtype=np.int64)
+    z1 = batch_ops.sample_round(7, ks)
+    for j in (0, 3, 11):
+        c = batch_ops.Ctx(7, ks, j, _z1=z1)
+        for t in range(-1, 45):  # the block, then draws past it
+            assert np.array_equal(c.u(t), [mprandom.uniform01(7, k, j, t) for k in ks.tolist()])
+        rows = np.arange(0, len(ks), 7)
+        assert np.array_equal(c.sub(rows).u(2), c.u(2)[rows])
+        assert [int(v) for v in c.key64(-2)] == [mprandom.key64(7, k, j, -2)
+                                                 for k in ks.tolist()]
+        assert np.array_equal(c.coins(0.3), [mprandom.gate(7, k, j, 0.3) for k in ks.tolist()])
