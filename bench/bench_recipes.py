@@ -10,7 +10,7 @@ floor; a 224x224 float32 sample is 0.6 MB). kornia (same-size
 their equivalents where importable. Per-op timings: each op alone on a 512x512 RGB image,
 materialized, synchronised, median of ``--repeat``.
 
-    python -m bench.bench_recipes --outputs 4096 --json bench/recipes.json
+    python -m bench.bench_recipes --outputs 4096 [--batch-outputs 51200] --json bench/recipes.json
 """
 
 from __future__ import annotations
@@ -178,12 +178,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--outputs", type=int, default=4096)
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--batch-outputs", type=int, default=51200,
+                    help="outputs of the batches row (batches of 256)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     hosts = _photos()
     res = {"backend": mp.backend(), "devices": [d.name for d in mp.devices.DEVICES],
            "millipyde": millipyde_recipe(hosts, args.outputs),
-           "millipyde_batches_256_f32_nchw": millipyde_batches(hosts, args.outputs),
+           "millipyde_batches_256_f32_nchw": millipyde_batches(hosts, args.batch_outputs),
            "per_op_ms_512": per_op(args.repeat),
            "kornia_img_s_512": kornia_recipe(hosts, args.outputs),
            "torchvision_img_s": torchvision_recipe(hosts, min(args.outputs, 2048))}
