@@ -154,3 +154,52 @@ def compose(x: np.ndarray, m: np.ndarray, on: np.ndarray | None = None) -> np.nd
     if on is not None:
         out = np.where(on[:, None, None], out, x)
     return out
+
+
+_MIX_SOURCE = '''# millipyde generated SplitMix64 rounds of random.key64 over arrays (batch draws)
+import numpy as np
+from numba import njit, uint64
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _mix(z):
+    z = z + uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> uint64(30))) * uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> uint64(27))) * uint64(0x94D049BB133111EB)
+    return z ^ (z >> uint64(31))
+
+
+@njit(cache=True, nogil=True)
+def rounds(z, ts, out):
+    for i in range(z.shape[0]):
+        for t in range(ts.shape[0]):
+            out[i, t] = _mix(z[i] ^ ts[t])
+
+
+@njit(cache=True, nogil=True)
+def uniforms(z, ts, out):
+    for i in range(z.shape[0]):
+        for t in range(ts.shape[0]):
+            out[i, t] = float(_mix(z[i] ^ ts[t]) >> uint64(11)) * (1.0 / 9007199254740992.0)
+'''
+
+
+@functools.cache
+def _mix_module():
+    return codegen.load(_MIX_SOURCE, "cpu")
+
+
+def mix_rounds(z: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """(n, T) ``random._mix(z[i] ^ ts[t])`` (uint64: integer arithmetic, the same bits)."""
+    out = np.empty((len(z), len(ts)), dtype=np.uint64)
+    _mix_module().rounds(np.ascontiguousarray(z, dtype=np.uint64),
+                         np.ascontiguousarray(ts, dtype=np.uint64), out)
+    return out
+
+
+def mix_uniforms(z: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """(n, T) ``random.uniform01``'s float of ``random._mix(z[i] ^ ts[t])``."""
+    out = np.empty((len(z), len(ts)))
+    _mix_module().uniforms(np.ascontiguousarray(z, dtype=np.uint64),
+                           np.ascontiguousarray(ts, dtype=np.uint64), out)
+    return out

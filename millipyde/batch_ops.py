@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from . import batch_math
 from . import random as mprandom
 from ._args import _bounds, _int, _number, _range
 from .batch_chain import Unsupported, VGather
@@ -31,12 +32,17 @@ def sample_round(seed: int, ks: np.ndarray) -> np.ndarray:
     """The first SplitMix64 rounds of ``random.key64`` (seed, then sample): the same for
     every op of an output (pass it to each op's :class:`Ctx`)."""
     s = ks.astype(np.int64).view(np.uint64)
-    with np.errstate(over="ignore"):
-        return mprandom._mix_array(np.uint64(mprandom._mix(seed & mprandom._MASK)) ^ s)
+    return batch_math.mix_rounds(s, np.array([mprandom._mix(seed & mprandom._MASK)],
+                                             dtype=np.uint64))[:, 0]
+
+
+def _word(t: int) -> np.ndarray:
+    return np.array([t & mprandom._MASK], dtype=np.uint64)
 
 
 #: draws ``-1 .. BLOCK - 2`` of an op (the coin, then the first parameters) come in one block
 BLOCK = 10
+_BLOCK_WORDS = np.array([t & mprandom._MASK for t in range(-1, BLOCK - 1)], dtype=np.uint64)
 
 
 class Ctx:
@@ -44,7 +50,8 @@ class Ctx:
 
     The first two SplitMix64 rounds of ``random.key64`` depend only on (seed, sample, op):
     they are computed once per op and batch, and the coin and first draws in one more round
-    over an (n, BLOCK) block; the values are ``random.uniform01_array``'s, bit for bit.
+    over an (n, BLOCK) block (``batch_math.mix_uniforms``: integer arithmetic); the values
+    are ``random.uniform01_array``'s, bit for bit.
     """
 
     def __init__(self, seed: int, ks: np.ndarray, j: int, _z: np.ndarray | None = None,
@@ -52,21 +59,14 @@ class Ctx:
         self.seed, self.ks, self.j = seed, ks, j
         if _z is None:
             z = sample_round(seed, ks) if _z1 is None else _z1
-            with np.errstate(over="ignore"):
-                _z = mprandom._mix_array(z ^ np.uint64(j & mprandom._MASK))
+            _z = batch_math.mix_rounds(z, _word(j))[:, 0]
         self._z = _z
         self._block = _block
-
-    def _round(self, z: np.ndarray, t: Any) -> np.ndarray:
-        with np.errstate(over="ignore"):
-            return mprandom._mix_array(z ^ t)
 
     def block(self) -> np.ndarray:
         """(n, BLOCK) draws ``-1 .. BLOCK - 2`` (column ``t + 1``)."""
         if self._block is None:
-            ts = np.array([t & mprandom._MASK for t in range(-1, BLOCK - 1)], dtype=np.uint64)
-            z = self._round(self._z[:, None], ts[None, :])
-            self._block = (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+            self._block = batch_math.mix_uniforms(self._z, _BLOCK_WORDS)
         return self._block
 
     def coins(self, probability: float | None) -> np.ndarray:
@@ -86,12 +86,11 @@ class Ctx:
             b = self.block()[:, t + 1]
             return b if rows is None else b[rows]
         z = self._z if rows is None else self._z[rows]
-        z = self._round(z, np.uint64(t & mprandom._MASK))
-        return (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+        return batch_math.mix_uniforms(z, _word(t))[:, 0]
 
     def key64(self, t: int) -> np.ndarray:
         """``random.key64(seed, k, j, t)`` of every member (uint64)."""
-        return self._round(self._z, np.uint64(t & mprandom._MASK))
+        return batch_math.mix_rounds(self._z, _word(t))[:, 0]
 
 
 def between(lo: float, hi: float, u: np.ndarray) -> np.ndarray:
