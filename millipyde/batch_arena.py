@@ -200,10 +200,10 @@ def make(state: Any) -> ArenaRecorder | None:
     steps = []
     for op in state.operations:
         if op.method is None:
-            if not isinstance(op.function, UserOp) or op.kwargs or \
-                    op.function.kind not in ("elementwise", "pixelwise"):
+            if not isinstance(op.function, UserOp) or op.kwargs:
                 return None
-            steps.append(_Step(op, None, False))
+            # a user map may change the size, and has no gated-off form: its coins split
+            steps.append(_Step(op, None, op.function.kind == "index_map"))
             continue
         # a subclass that overrides the method makes it Python: per output
         if not all(getattr(type(x), op.method, None) is getattr(gpuimage, op.method, 0)

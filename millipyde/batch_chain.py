@@ -66,6 +66,8 @@ class VGather:
     soff: np.ndarray | None = None  # (n,) bool: the sampler gated off
     prefix: Prefix | None = None
     fill: float | None = None  # a fused pad's value
+    umap: str = ""  # a user index map standing for the sampler (``@mp.index_map``)
+    uparams: np.ndarray | None = None  # (n, k) its parameters
     left: np.ndarray = field(init=False)  # (n,) bool: members the per-output path makes
     src: np.ndarray = field(init=False)  # (n, 2) the sources' sizes (a pad's bounds)
 
@@ -140,6 +142,17 @@ class VGather:
                 if needs_warp_clip(self.A[i], tuple(self.mid[i]), tuple(self.cur[i])):
                     self.left[i] = True
 
+    def user_map(self, name: str, params: np.ndarray, out: np.ndarray) -> None:
+        """A user ``@mp.index_map`` (``Gather.add``: the sampler's place, ``A`` the identity);
+        ``out`` its (n, 2) output sizes. Never gated: a skipped map is another structure."""
+        if self.phase != 0 or self.positional:
+            raise Unsupported("a user map after a sampler or a positional op")
+        self.A = np.broadcast_to(np.eye(3), (self.n, 3, 3)).copy()
+        self.mid = self.cur.copy()
+        self.phase = 1
+        self.umap, self.uparams = name, params
+        self.cur = np.asarray(out, dtype=np.int64).reshape(self.n, 2)
+
     def chain(self, name: str, params: np.ndarray, on: np.ndarray) -> None:
         """A chained op (elementwise, pixelwise, positional) with per-member parameters."""
         spec = REGISTRY[name]
@@ -169,7 +182,7 @@ class VGather:
             cin=self.cin, mode="chain", is_int=self.dtype.kind in "ui",
             sampler=self.A is not None, grey=False, pre=names[:self.npre],
             post=names[self.npre:], lut_stages=(False, False), clip=False, edge=self.edge,
-            bounded=self.fill is not None)
+            bounded=self.fill is not None, umap=self.umap)
 
     def rows(self) -> tuple[codegen.GatherSig, np.ndarray]:
         """The signature and per-member parameter rows (gate flags after them with
@@ -190,6 +203,9 @@ class VGather:
             e = offs[-1]
             p[:, e:e + 2] = self.src
             p[:, e + 2:e + 2 + self.cin] = self.fill
+        if self.umap:
+            e = offs[-1] + (6 if self.fill is not None else 0)
+            p[:, e:e + self.uparams.shape[1]] = self.uparams
         if not self.gates:
             if any(c.off.any() for c in self.ops) or (self.soff is not None and self.soff.any()):
                 raise RuntimeError("VGather: members gated off in a kernel without gates")
@@ -208,6 +224,8 @@ class VGather:
         out.edge, out.phase, out.positional, out.npre = (self.edge, self.phase,
                                                          self.positional, self.npre)
         out.fill, out.src = self.fill, self.src[keep]
+        out.umap = self.umap
+        out.uparams = None if self.uparams is None else self.uparams[keep]
         out.ops = [_Chained(c.name, c.params[keep], c.off[keep]) for c in self.ops]
         out.left = self.left[keep]
         if self.prefix is not None:

@@ -348,9 +348,8 @@ def _random_erasing(g: VGather, c: Ctx, a: dict, on: np.ndarray) -> None:
 
 
 def user_op(g: VGather, c: Ctx, fn: UserOp, params: tuple, on: np.ndarray) -> None:
-    """A user ``@mp.elementwise`` / ``@mp.pixelwise`` op (``UserOp._values``' draws)."""
-    if fn.kind not in ("elementwise", "pixelwise"):
-        raise Unsupported(f"user {fn.kind} op")
+    """A user ``@mp.elementwise`` / ``@mp.pixelwise`` / ``@mp.index_map`` op
+    (``UserOp._values``' draws)."""
     cols = []
     for i, p in enumerate(params):
         if isinstance(p, (tuple, list, np.ndarray)):
@@ -359,7 +358,16 @@ def user_op(g: VGather, c: Ctx, fn: UserOp, params: tuple, on: np.ndarray) -> No
             cols.append(lo + (hi - lo) * c.u(i))
         else:
             cols.append(_number(p, ""))
-    g.chain(fn.name, _col(*cols, n=g.n) if cols else np.zeros((g.n, 0)), on)
+    vals = _col(*cols, n=g.n) if cols else np.zeros((g.n, 0))
+    if fn.kind != "index_map":
+        g.chain(fn.name, vals, on)
+        return
+    if not on.all():  # pragma: no cover - the recorder splits a user map's coins
+        raise Unsupported("a user map gated off")
+    spec = fn.spec
+    out = [spec.out_shape((h, w), tuple(v))[:2] for (h, w), v in zip(
+        g.cur.tolist(), vals.tolist(), strict=True)]
+    g.user_map(fn.name, vals, np.array(out, dtype=np.int64))
 
 
 def bound_args(op: Any) -> dict | None:

@@ -74,6 +74,16 @@ def _swap(r, g, b, k):
     return g * k, b, r
 
 
+def _squeeze_shape(h, w, f):
+    return h - 3, w
+
+
+@mp.index_map(shape=_squeeze_shape)
+def _squeeze(row, col, height, width, f):
+    """A user map: rows stretched by ``f``, columns mirrored."""
+    return row * f, width - 1 - col
+
+
 OPS = {
     "resize": [mp.Operation("resize", 9, 11, probability=0.5)],
     "crop": [mp.Operation("crop", 2, 3, 10, 9, probability=0.5)],
@@ -98,6 +108,8 @@ OPS = {
             mp.Operation("random_brightness", -0.2, 0.2, probability=0.5)],
     "user": [mp.Operation(recipes.scale_brightness, (0.5, 1.5), probability=0.5),
              mp.Operation(_swap, 0.5, probability=0.5)],
+    "user_map": [mp.Operation(_squeeze, (1.0, 1.2), probability=0.5),
+                 mp.Operation("fliplr", probability=0.5)],
 }
 
 
@@ -105,8 +117,8 @@ OPS = {
 def test_new_op_alone_with_gates_equal_outputs(name) -> None:
     # same-size inputs (ops that keep the size leave mixed-size batches of mixed shapes)
     imgs = _mixed(2, ((16, 16, 3), (16, 16, 3)))
-    _check(imgs, OPS[name], 8, 4, shape=(13, 13) if name in ("resize", "crop", "pad",
-                                                             "random_resized_crop") else None)
+    _check(imgs, OPS[name], 8, 4, shape=(13, 13) if name in (
+        "resize", "crop", "pad", "random_resized_crop", "user_map") else None)
 
 
 def test_grey_and_rgba_inputs_split_by_kind() -> None:
