@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from . import batch_math
+from .batch_ops import Ctx, sample_round
 from .graph.codegen import core as codegen
 from .graph.exec import batch, execute
 from .graph.plan.schedule import _affine3
@@ -81,8 +82,6 @@ def rules_for(inputs: list, operations: list) -> list[_Rule] | None:
 def draw(rules: list[_Rule], seed: int, ks: np.ndarray) -> tuple[np.ndarray, list]:
     """Coins (n, J) and per Operation its (n, nparams) parameters (None where fixed): the
     streams' draws through ``batch_ops.Ctx`` (compiled SplitMix64 rounds, the same bits)."""
-    from .batch_ops import Ctx, sample_round
-
     z1 = sample_round(seed, ks) if rules else None
     ctxs = [Ctx(seed, ks, j, _z1=z1) for j in range(len(rules))]
     coins = np.stack([c.coins(r.probability) for c, r in zip(ctxs, rules, strict=True)],
