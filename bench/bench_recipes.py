@@ -2,13 +2,15 @@
 
 millipyde: a ``Generator`` over the six scikit-image colour photographs at their own (mixed)
 sizes with ``recipes.operations("imagenet")`` (random resized crop 224, flip p=0.5,
-brightness/contrast/saturation 0.4 and hue 0.1 with p=0.8), outputs kept on the device; then,
-where ``Generator.batches`` exists (another branch), float32 NCHW batches. kornia (same-size
+brightness/contrast/saturation 0.4 and hue 0.1 with p=0.8), outputs kept on the device; then
+the row "imagenet into batches(256, float32, NCHW, ImageNet mean/std) consumed as torch
+tensors" (``millipyde_batches``: recorded as arena gathers, with its fraction of the memory
+floor; a 224x224 float32 sample is 0.6 MB). kornia (same-size
 512x512 inputs, which its AugmentationSequential needs) and torchvision v2 (per image) run
 their equivalents where importable. Per-op timings: each op alone on a 512x512 RGB image,
 materialized, synchronised, median of ``--repeat``.
 
-    python -m bench.bench_recipes --outputs 4096 --json bench/recipes.json
+    python -m bench.bench_recipes --outputs 4096 [--batch-outputs 51200] --json bench/recipes.json
 """
 
 from __future__ import annotations
@@ -55,10 +57,44 @@ def millipyde_recipe(hosts: list[np.ndarray], n: int) -> dict:
         out._materialize()
     mp.synchronize()
     result = {"outputs_img_s": n / (time.perf_counter() - t0)}
-    batches = getattr(mp.Generator, "batches", None)
-    if batches is not None:
-        result["batches"] = "Generator.batches present: see its own benchmark for NCHW float32"
     return result
+
+
+def millipyde_batches(hosts: list[np.ndarray], n: int, size: int = 256) -> dict:
+    """The recipe into ``batches(size, float32, NCHW, ImageNet mean/std)``, each batch taken
+    as a torch tensor (zero-copy) and dropped: img/s, launches recorded per batch, and the
+    fraction of the memory floor (``bench_batches.copy_bandwidth`` over the bytes a sample
+    must move: its 224 x 224 x 3 float32 output written; the crop it reads stays in L2)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from bench.bench_batches import _sync, _tensor, copy_bandwidth
+    from millipyde.batches import _arena_recorder
+
+    imgs = [mp.gpuimage(h) for h in hosts]
+    ops = recipes.operations("imagenet")
+    gen = mp.Generator(imgs, ops, seed=0)
+    nb = max(1, n // size)
+    with gen.batches(size, dtype="float32", layout="NCHW", mean=MEAN, std=STD) as bs:
+        for _ in range(3):  # compile, arena upload, workers started
+            _tensor(next(bs))
+        _sync()
+        t0 = time.perf_counter()
+        for _ in range(nb):
+            _tensor(next(bs))
+        _sync()
+        dt = time.perf_counter() - t0
+    rec = _arena_recorder(gen._state)
+    launches = None
+    if rec is not None:
+        got, left = rec.record(list(range(size)))
+        launches = {"arena_gathers": len(got), "per_output": len(left),
+                    "reductions": sum(L.prefix is not None for L in got)}
+    per = 224 * 224 * 3 * 4
+    floor = copy_bandwidth() / per
+    rate = nb * size / dt
+    return {"img_s": rate, "batches": nb, "batch": size, "recorded": launches,
+            "floor_img_s": floor, "fraction_of_floor": rate / floor}
 
 
 def per_op(repeat: int) -> dict[str, float]:
@@ -142,11 +178,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--outputs", type=int, default=4096)
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--batch-outputs", type=int, default=51200,
+                    help="outputs of the batches row (batches of 256)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     hosts = _photos()
     res = {"backend": mp.backend(), "devices": [d.name for d in mp.devices.DEVICES],
            "millipyde": millipyde_recipe(hosts, args.outputs),
+           "millipyde_batches_256_f32_nchw": millipyde_batches(hosts, args.batch_outputs),
            "per_op_ms_512": per_op(args.repeat),
            "kornia_img_s_512": kornia_recipe(hosts, args.outputs),
            "torchvision_img_s": torchvision_recipe(hosts, min(args.outputs, 2048))}

@@ -103,3 +103,103 @@ def gaussian_taps(sigmas: np.ndarray, reach: int | None = None) -> tuple[np.ndar
     for i, taps in scalar.items():
         out[i, :len(taps)] = taps
     return out, radius
+
+
+@functools.cache
+def _affine_rows(name: str, nparams: int):
+    """Host kernel ``affine_rows(params, hs, ws, out)``: as ``_affine_many`` with each row's
+    own input height and width (a resize after a random crop)."""
+    args = "".join(f", params[m, {i}]" for i in range(nparams))
+    src = (f"# millipyde generated per-row affine maps of index map or sampler {name}\n"
+           + codegen._HEADER["cpu"] + f"_f = _dev(_R[{name!r}].fn)\n"
+           "\n\n@njit(cache=True, nogil=True)\n"
+           "def affine_rows(params, hs, ws, out):\n"
+           "    for m in range(hs.shape[0]):\n"
+           "        h = hs[m]\n        w = ws[m]\n"
+           f"        oy, ox = _f(0.0, 0.0, h, w{args})\n"
+           f"        y1, x1 = _f(1.0, 0.0, h, w{args})\n"
+           f"        y2, x2 = _f(0.0, 1.0, h, w{args})\n"
+           "        out[m, 0, 0] = float(y1) - oy\n        out[m, 0, 1] = float(y2) - oy\n"
+           "        out[m, 0, 2] = oy\n        out[m, 1, 0] = float(x1) - ox\n"
+           "        out[m, 1, 1] = float(x2) - ox\n        out[m, 1, 2] = ox\n"
+           "        out[m, 2, 0] = 0.0\n        out[m, 2, 1] = 0.0\n        out[m, 2, 2] = 1.0\n")
+    return codegen.load(src, "cpu").affine_rows
+
+
+def affine_rows(spec: Any, hs: np.ndarray, ws: np.ndarray,
+                vals: np.ndarray | None = None) -> np.ndarray:
+    """(n, 3, 3) matrices ``_affine3(spec, hs[m], ws[m], vals[m])``, compiled host code; the
+    first row is checked against ``_affine3`` itself (a difference: Python for every row)."""
+    n = len(hs)
+    vals = np.zeros((n, 0)) if vals is None else np.ascontiguousarray(vals, dtype=np.float64)
+    out = np.empty((n, 3, 3))
+    if n:
+        # integer sizes as Python ints would pass them: int64 (the map divides in float64)
+        hs = np.ascontiguousarray(hs, dtype=np.int64)
+        ws = np.ascontiguousarray(ws, dtype=np.int64)
+        _affine_rows(spec.name, vals.shape[1])(vals, hs, ws, out)
+        first = _affine3(spec, int(hs[0]), int(ws[0]), tuple(vals[0].tolist()))
+        if first.tolist() != out[0].tolist():  # pragma: no cover - a libm that differs
+            for m in range(n):
+                out[m] = _affine3(spec, int(hs[m]), int(ws[m]), tuple(vals[m].tolist()))
+    return out
+
+
+def compose(x: np.ndarray, m: np.ndarray, on: np.ndarray | None = None) -> np.ndarray:
+    """Per row ``x[i] @ m[i]`` (where ``on[i]``; else ``x[i]``): the products ``Gather.add``
+    takes one 3x3 matrix at a time, checked on the first row (a difference: row by row)."""
+    out = np.matmul(x, m)
+    if len(x) and out[0].tolist() != (x[0] @ m[0]).tolist():  # pragma: no cover
+        out = np.stack([a @ b for a, b in zip(x, m, strict=True)])
+    if on is not None:
+        out = np.where(on[:, None, None], out, x)
+    return out
+
+
+_MIX_SOURCE = '''# millipyde generated SplitMix64 rounds of random.key64 over arrays (batch draws)
+import numpy as np
+from numba import njit, uint64
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _mix(z):
+    z = z + uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> uint64(30))) * uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> uint64(27))) * uint64(0x94D049BB133111EB)
+    return z ^ (z >> uint64(31))
+
+
+@njit(cache=True, nogil=True)
+def rounds(z, ts, out):
+    for i in range(z.shape[0]):
+        for t in range(ts.shape[0]):
+            out[i, t] = _mix(z[i] ^ ts[t])
+
+
+@njit(cache=True, nogil=True)
+def uniforms(z, ts, out):
+    for i in range(z.shape[0]):
+        for t in range(ts.shape[0]):
+            out[i, t] = float(_mix(z[i] ^ ts[t]) >> uint64(11)) * (1.0 / 9007199254740992.0)
+'''
+
+
+@functools.cache
+def _mix_module():
+    return codegen.load(_MIX_SOURCE, "cpu")
+
+
+def mix_rounds(z: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """(n, T) ``random._mix(z[i] ^ ts[t])`` (uint64: integer arithmetic, the same bits)."""
+    out = np.empty((len(z), len(ts)), dtype=np.uint64)
+    _mix_module().rounds(np.ascontiguousarray(z, dtype=np.uint64),
+                         np.ascontiguousarray(ts, dtype=np.uint64), out)
+    return out
+
+
+def mix_uniforms(z: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """(n, T) ``random.uniform01``'s float of ``random._mix(z[i] ^ ts[t])``."""
+    out = np.empty((len(z), len(ts)))
+    _mix_module().uniforms(np.ascontiguousarray(z, dtype=np.uint64),
+                           np.ascontiguousarray(ts, dtype=np.uint64), out)
+    return out

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from . import batch_math
-from . import random as mprandom
+from .batch_ops import Ctx, sample_round
 from .graph.codegen import core as codegen
 from .graph.exec import batch, execute
 from .graph.plan.schedule import _affine3
@@ -80,10 +80,12 @@ def rules_for(inputs: list, operations: list) -> list[_Rule] | None:
 
 
 def draw(rules: list[_Rule], seed: int, ks: np.ndarray) -> tuple[np.ndarray, list]:
-    """Coins (n, J) and per Operation its (n, nparams) parameters (None where fixed)."""
-    coins = np.stack([mprandom.gate_array(seed, ks, j, r.probability)
-                      for j, r in enumerate(rules)], axis=1) if rules else \
-        np.ones((len(ks), 0), dtype=bool)
+    """Coins (n, J) and per Operation its (n, nparams) parameters (None where fixed): the
+    streams' draws through ``batch_ops.Ctx`` (compiled SplitMix64 rounds, the same bits)."""
+    z1 = sample_round(seed, ks) if rules else None
+    ctxs = [Ctx(seed, ks, j, _z1=z1) for j in range(len(rules))]
+    coins = np.stack([c.coins(r.probability) for c, r in zip(ctxs, rules, strict=True)],
+                     axis=1) if rules else np.ones((len(ks), 0), dtype=bool)
     params: list[np.ndarray | None] = []
     for j, r in enumerate(rules):
         if r.ranges is None:
@@ -94,7 +96,7 @@ def draw(rules: list[_Rule], seed: int, ks: np.ndarray) -> tuple[np.ndarray, lis
             if lo == hi:
                 cols.append(np.full(len(ks), lo))
             else:
-                cols.append(lo + (hi - lo) * mprandom.uniform01_array(seed, ks, j, t))
+                cols.append(lo + (hi - lo) * ctxs[j].u(t))
         params.append(np.stack(cols, axis=1))
     return coins, params
 

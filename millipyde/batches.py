@@ -170,8 +170,13 @@ class Batches:
         j0 = b * spec.size
         n = spec.size if st.outputs is None else min(spec.size, st.outputs - j0)
         ks = [st.global_index(j) for j in range(j0, j0 + n)]
+        # chains batch_record takes (same-size inputs, thesis ops) keep it; the others, and
+        # every chain over mixed sizes, go to arena gathers where their ops allow
         rec = _recorder(st)
-        if rec is None:
+        arena = _arena_recorder(st) if rec is None else None
+        if arena is not None:
+            value = self._write_arena(arena, ks, device, stream)
+        elif rec is None:
             value = self._write_outputs(ks, list(range(n)), None, device, stream)
         else:
             value = self._write_recorded(rec, ks, device, stream)
@@ -260,6 +265,25 @@ class Batches:
             write_sample(out, pos[r:r + 1], src, spec, (mean, std), hw, device)
         return self._finish(out, device, stream, (pk, groups, ys))
 
+    def _write_arena(self, rec: Any, ks: list[int], device: int, stream: Any) -> Any:
+        """Batch ``ks`` as arena gathers (``batch_arena``); the members it leaves per output."""
+        from .batch_arena import write
+
+        spec = self.spec
+        launches, left = rec.record(ks)
+        shapes = {r: L.shape for L in launches for r in L.pos.tolist()}
+        ys = self._made([ks[r] for r in left], device, stream) if left else []
+        shapes.update({r: tuple(y.shape) for r, y in zip(left, ys, strict=True)})
+        hw = self._check_shapes(shapes, ks)
+        out = runtime.empty(spec.batch_shape(len(ks), hw), np.float32, device)
+        mean, std, pos = self._device_consts(device, len(ks))
+        keep = write(launches, rec.arena(device), out, spec, (mean, std), hw, device)
+        for r, y in zip(left, ys, strict=True):
+            b = y._materialize()
+            src = runtime.reshape(b, (1, *b.shape[:2], b.shape[2] if b.ndim == 3 else 1))
+            write_sample(out, pos[r:r + 1], src, spec, (mean, std), hw, device)
+        return self._finish(out, device, stream, (keep, ys))
+
     def _fused(self, g: Any, out: Any, pos: Any, mean: Any, std: Any, hw: tuple,
                device: int) -> Any:
         """The launch that writes ``g``'s samples from its last gather (None: a separate
@@ -337,6 +361,21 @@ FUSE = True
 #: Record batches at once where the Operations allow it (``batch_record``); False: always
 #: per output (tests compare the two).
 RECORD_AT_ONCE = True
+
+
+def _arena_recorder(state: Any) -> Any:
+    """The Generator state's ``batch_arena.ArenaRecorder``, or None (no fault armed: only the
+    per-output path counts fault points)."""
+    from . import faults
+
+    if not RECORD_AT_ONCE or faults._armed:
+        return None
+    rec = getattr(state, "arena_recorder", False)
+    if rec is False:
+        from . import batch_arena
+
+        rec = state.arena_recorder = batch_arena.make(state)
+    return rec
 
 
 def _recorder(state: Any) -> Any:

@@ -201,8 +201,12 @@ class Generator:
         Notes
         -----
         Batches of gpuimage recording methods are recorded at once (``batch_record``) and
-        the last gather writes the batch itself; Generators with callable Operations make
-        each output as ``next()`` does, then convert it (the documented per-output fallback).
+        the last gather writes the batch itself; chains that fuse into one gather (the
+        issue-15 geometry, colour, noise and erasing methods, ``@mp.elementwise`` /
+        ``@mp.pixelwise`` / ``@mp.index_map`` ops) are one launch per batch whatever the
+        input sizes (``batch_arena``; two with ``adjust_contrast``). Generators with other
+        callable Operations make each output as ``next()`` does, then convert it (the
+        documented per-output fallback).
 
         Raises
         ------

@@ -26,7 +26,9 @@ from .core import (
     GatherSig,
     _decorator,
     _gather_body,
+    extras_prologue,
     gate_prologue,
+    gather_defs,
     gather_prologue,
     load,
     replace_once,
@@ -100,13 +102,12 @@ def gather_batch_source(sig: GatherSig, target: str, sim: bool = False,
     (``codegen.gate_prologue``): a member whose probability coin skipped a chained op or the
     sampler does not run it, so members with different coins share one launch.
     """
-    names = set(sig.pre) | set(sig.post) | set(sig.grey_ops)
-    if sig.grey:
-        names.add("rgb2grey")
-    defs = "".join(f"_f_{n} = _dev(_R[{n!r}].fn)\n" for n in sorted(names))
-    head = (f"# millipyde generated batched gather kernel: {sig}\n" + _HEADER[target] + defs
-            + _RINT_CLIP)
-    prologue = gather_prologue() + ("\n" + gate_prologue(sig) if gates else "")
+    # every kind the per-image gather knows (pads, edge samplers, user ops, noise): the same
+    # device functions and per-launch reads (for plain signatures the text is unchanged)
+    head = (f"# millipyde generated batched gather kernel: {sig}\n" + _HEADER[target]
+            + gather_defs(sig) + _RINT_CLIP)
+    prologue = (gather_prologue() + extras_prologue(sig)
+                + ("\n" + gate_prologue(sig) if gates else ""))
     per_image = "s = sidx[b]\n" + batched(prologue, _GATHER_INDEX)
     body = batched(_gather_body(sig, gates), _GATHER_INDEX)
     fn = (f"\n\n{_decorator(target, sim)}\n"

@@ -1,0 +1,291 @@
+"""A Generator batch recorded at once as one fused gather over an arena of mixed-size inputs.
+
+For Operation chains that plan to one gather per output (geometry with at most one sampler,
+colour, noise and erasing ops, user ``@mp.elementwise`` / ``@mp.pixelwise`` ops; ``batch_ops``
+lists them) the whole batch is recorded with NumPy: coins and parameters drawn at once
+(``batch_ops``, bit-identical to the per-output draws), one parameter row per member
+(``batch_chain.VGather``, the values ``execute.gather_args`` gives each output), gates as
+per-member flags. The Generator's distinct inputs are packed once per device into a flat
+*arena* (they are resident and do not change between batches); a member reads its source
+through its (offset, width) row, so inputs of different sizes share one launch
+(``graph.codegen.arena``). A chain with ``adjust_contrast`` adds one reduction kernel that
+leaves each member's grey sum on the device, where the gather reads it: no host sync.
+
+Members are split only where the structure must differ: inputs of another channel count or
+dtype, a size-changing op a coin skipped, outputs of different sizes. Members this cannot make
+(scikit-image's data-dependent warp clip, a crop window outside the image) are left to the
+per-output path, and so is every chain with an op not listed (``make`` returns None).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import batch_ops
+from . import random as mprandom
+from . import targets as mptargets
+from .backend import ACTIVE as runtime  # the active backend
+from .batch_chain import Prefix, Unsupported, VGather
+from .decorators import UserOp
+from .graph.codegen import arena as codegen_arena
+from .image import gpuimage
+
+
+@dataclass
+class _Step:
+    op: Any
+    args: dict | None  # a method's bound arguments (None: a user op)
+    reshapes: bool
+
+
+@dataclass
+class Launch:
+    """One arena gather of a batch: its members' batch positions and arrays."""
+
+    sig: Any
+    gates: bool
+    pos: np.ndarray  # (m,) batch positions
+    p: np.ndarray  # (m, P) parameter rows (and gate flags)
+    rows: np.ndarray  # (m, 2) int64 arena offset, source width
+    hw: tuple[int, int]
+    cout: int
+    dtype: np.dtype
+    prefix: Prefix | None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The stored shape of every member's output."""
+        return self.hw if self.cout == 1 else (*self.hw, self.cout)
+
+
+class ArenaRecorder:
+    """Records a Generator's batches as arena gathers (see the module doc)."""
+
+    def __init__(self, state: Any, steps: list[_Step]) -> None:
+        self.state = state
+        self.steps = steps
+        xs = state.inputs
+        self.hw = np.array([x.shape[:2] for x in xs], dtype=np.int64)
+        kinds = [(1 if x.ndim == 2 else int(x.shape[2]), x.dtype.str) for x in xs]
+        self.kinds = sorted(set(kinds))
+        self.kind = np.array([self.kinds.index(k) for k in kinds], dtype=np.int64)
+        # offsets of each input in its dtype's arena
+        self.offset = np.zeros(len(xs), dtype=np.int64)
+        self.arena_size: dict[str, int] = {}
+        for i, x in enumerate(xs):
+            at = self.arena_size.get(x.dtype.str, 0)
+            self.offset[i] = at
+            self.arena_size[x.dtype.str] = at + int(x.size)
+        self.gates = any(s.op.probability is not None and not s.reshapes for s in steps) or \
+            any(s.op.method == "random_erasing" for s in steps)
+        self.lock = threading.Lock()
+        self.arenas: dict[int, dict[str, Any]] = {}
+
+    # -- inputs on the device ------------------------------------------------------------------
+    def arena(self, device: int) -> dict[str, Any]:
+        """Per dtype, the flat arena of the inputs on ``device`` (made once per device)."""
+        with self.lock:
+            got = self.arenas.get(device)
+            if got is not None:
+                return got
+            got = {}
+            for key, size in self.arena_size.items():
+                got[key] = runtime.empty((max(size, 1),), np.dtype(key), device)
+            with runtime.on_device(device):
+                for i, x in enumerate(self.state.inputs):
+                    buf = x._materialize()
+                    n = int(x.size)
+                    if x._node.device != device:
+                        buf = runtime.copy(buf, device, x._node.device)
+                    flat = runtime.reshape(buf, (n,))
+                    dst = got[x.dtype.str]
+                    o = int(self.offset[i])
+                    if runtime.caps.device_memory:
+                        dst[o:o + n].copy_to_device(flat, stream=runtime.current_stream())
+                    else:
+                        dst[o:o + n] = flat
+                runtime.synchronize(device)  # other streams read it
+            self.arenas[device] = got
+            return got
+
+    # -- recording --------------------------------------------------------------------------------
+    def record(self, ks: list[int]) -> tuple[list[Launch], list[int]]:
+        """The launches making outputs ``ks`` and the batch positions left per output."""
+        st = self.state
+        karr = np.asarray(ks, dtype=np.int64)
+        inp = karr % len(st.inputs)
+        z1 = batch_ops.sample_round(st.seed, karr)
+        ctxs = [batch_ops.Ctx(st.seed, karr, j, _z1=z1) for j in range(len(self.steps))]
+        coins = [c.coins(s.op.probability) for c, s in zip(ctxs, self.steps, strict=True)]
+        # the structure: input kind, and the coins of size-changing ops
+        cols = [self.kind[inp]] + [c.astype(np.int64) for c, s in zip(coins, self.steps,
+                                                                      strict=True)
+                                   if s.reshapes and s.op.probability is not None]
+        code = cols[0]
+        for col in cols[1:]:  # one integer per structure: a 1-D unique is much faster
+            code = code * 2 + col
+        inverse = _groups_of(code)
+        launches: list[Launch] = []
+        left: list[np.ndarray] = []
+        for u in range(int(inverse.max(initial=-1)) + 1):
+            rows = np.flatnonzero(inverse == u)
+            try:
+                got, lost = self._group(rows, inp, ctxs, coins)
+            except Unsupported:
+                left.append(rows)
+                continue
+            launches += got
+            left.append(lost)
+        out_left = np.sort(np.concatenate(left)) if left else np.zeros(0, dtype=np.int64)
+        return launches, out_left.tolist()
+
+    def _group(self, rows: np.ndarray, inp: np.ndarray, ctxs: list,
+               coins: list) -> tuple[list[Launch], np.ndarray]:
+        cin, dt = self.kinds[int(self.kind[inp[rows[0]]])]
+        g = VGather(self.hw[inp[rows]], cin, np.dtype(dt), self.gates)
+        for j, s in enumerate(self.steps):
+            on = coins[j][rows]
+            if s.reshapes and not on.any():
+                continue  # skipped by every member of this structure
+            c = ctxs[j].sub(rows)
+            if s.args is None:
+                batch_ops.user_op(g, c, s.op.function, s.op.args, on)
+            else:
+                batch_ops.HANDLERS[s.op.method](g, c, s.args, on)
+        lost = [rows[g.left]]
+        ok = ~g.left
+        cur = g.cur
+        okrows = np.flatnonzero(ok)
+        which = _groups_of(cur[ok, 0] * (1 << 31) + cur[ok, 1])
+        sizes = np.zeros((int(which.max(initial=-1)) + 1, 2), dtype=np.int64)
+        sizes[which] = cur[ok]
+        launches = []
+        base = self.offset[inp[rows]]
+        widths = self.hw[inp[rows], 1]
+        for v, (h, w) in enumerate(sizes.tolist()):
+            if len(sizes) == 1 and len(okrows) == len(rows):
+                mask, sub = np.ones(len(rows), dtype=bool), g  # the common case: no copy
+            else:
+                mask = np.zeros(len(rows), dtype=bool)
+                mask[okrows[which == v]] = True
+                sub = g.take(mask)
+            sig, p = sub.rows()
+            launches.append(Launch(sig, self.gates, rows[mask], p,
+                                   np.stack([base[mask], widths[mask]], axis=1),
+                                   (int(h), int(w)), sig.cout, g.dtype, sub.prefix))
+        return launches, np.concatenate(lost)
+
+
+def _groups_of(code: np.ndarray) -> np.ndarray:
+    """Per entry, the index of its value among the distinct values of ``code`` (sorted)."""
+    if len(code) and (code == code[0]).all():
+        return np.zeros(len(code), dtype=np.int64)
+    return np.unique(code, return_inverse=True)[1].reshape(-1)
+
+
+def make(state: Any) -> ArenaRecorder | None:
+    """An :class:`ArenaRecorder` for the Generator state, or None where its Operations or
+    inputs need the per-output path (an op not handled, a callable, targets, an argument
+    error any input would raise)."""
+    xs = state.inputs
+    if not xs or not all(isinstance(x, gpuimage) and x.ndim in (2, 3) for x in xs):
+        return None
+    if any(mptargets.of(x._node) is not None for x in xs):
+        return None
+    steps = []
+    for op in state.operations:
+        if op.method is None:
+            if not isinstance(op.function, UserOp) or op.kwargs:
+                return None
+            # a user map may change the size, and has no gated-off form: its coins split
+            steps.append(_Step(op, None, op.function.kind == "index_map"))
+            continue
+        # a subclass that overrides the method makes it Python: per output
+        if not all(getattr(type(x), op.method, None) is getattr(gpuimage, op.method, 0)
+                   for x in xs):
+            return None
+        try:
+            args = batch_ops.bound_args(op)
+        except TypeError:
+            return None
+        if args is None:
+            return None
+        steps.append(_Step(op, args, op.method in batch_ops.RESHAPES))
+    # each input records every Operation without error (the per-output path reports them)
+    for x in xs:
+        y = x.clone()
+        try:
+            for j, op in enumerate(state.operations):
+                with mprandom.operation_stream(state.seed, 0, j):
+                    op._bound(y)()
+        except Exception:
+            return None
+    rec = ArenaRecorder(state, steps)
+    k = np.array([state.global_index(0)], dtype=np.int64)
+    inp = k % len(xs)
+    try:  # the chain plans to one gather (the structure does not depend on the member)
+        rec._group(np.zeros(1, dtype=np.int64), inp,
+                   [batch_ops.Ctx(state.seed, k, j) for j in range(len(steps))],
+                   [np.ones(1, dtype=bool) for _ in steps])
+    except Unsupported:
+        return None
+    return rec
+
+
+# --------------------------------------------------------------------------- launching
+
+
+@functools.cache
+def _gather_fn(sig: Any, gates: bool, layout: str, channels: int) -> Any:
+    return codegen_arena.arena_gather_kernel(sig, runtime.codegen_target, runtime.simulated,
+                                             gates, layout, channels)
+
+
+@functools.cache
+def _mean_fn(sig: Any, gates: bool) -> Any:
+    return codegen_arena.arena_mean_kernel(sig, runtime.codegen_target, runtime.simulated,
+                                           gates)
+
+
+def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
+          consts: tuple[Any, Any], hw: tuple[int, int], device: int) -> list[Any]:
+    """Run ``launches`` into the batch ``out`` (one upload of every per-member array); the
+    uploaded pack and temporaries (kept alive by the caller until the kernels are done)."""
+    from .batch_convert import write_sample
+    from .graph.exec.batch import _launch, _Pack
+    from .graph.plan.schedule import full_range
+
+    pk = _Pack()
+    slots = []
+    for L in launches:
+        m = len(L.pos)
+        pre = None if L.prefix is None else pk.add(L.prefix.p)
+        slots.append((pk.add(L.p), pk.add(L.rows), pk.add(L.pos.astype(np.int64)),
+                      pk.add(np.zeros(m)), pre))
+    pk.upload(device)
+    keep: list[Any] = [pk]
+    mean, std = consts
+    for L, (p, rows, pos, stat, pre) in zip(launches, slots, strict=True):
+        src = arena[L.dtype.str]
+        m = len(L.pos)
+        if pre is not None:
+            h, w = (min(a, b) for a, b in zip(L.prefix.hw, codegen_arena.MEAN_GRID,
+                                               strict=True))
+            _launch(_mean_fn(L.prefix.sig, L.gates), m, h, w, device, src, pk[rows], pk[pre],
+                    pk[stat])
+        if L.hw == tuple(hw) and L.dtype in (np.uint8, np.float64):
+            _launch(_gather_fn(L.sig, L.gates, spec.layout, spec.channels), m, *hw, device,
+                    src, pk[rows], pk[p], pk[stat], out, pk[pos], mean, std,
+                    full_range(L.dtype))
+            continue
+        tmp = runtime.empty((m, *L.hw, L.cout), L.dtype, device)
+        keep.append(tmp)
+        _launch(_gather_fn(L.sig, L.gates, "", spec.channels), m, *L.hw, device, src,
+                pk[rows], tmp, pk[p], pk[stat])
+        write_sample(out, pk[pos], tmp, spec, consts, hw, device)
+    return keep

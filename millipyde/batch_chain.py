@@ -1,0 +1,236 @@
+"""One fused gather for many outputs at once: ``Gather.add`` and ``execute.gather_args`` as
+NumPy arrays with one row per output (``batch_arena`` records whole batches with it).
+
+:class:`VGather` holds, per batch member, what ``graph.plan.schedule.Gather`` holds for one
+output: the integer map ``P`` and sampler map ``A`` (n, 3, 3), the sampler's input size
+``mid``, the current size ``cur`` and the chained ops' parameter rows. The structure (which
+ops, in which stage, whether a sampler) is shared by every member, so all of them run one
+compiled kernel; an op a member's coin skipped is a per-member *gate* (its chained call is
+not made, its index map not composed, its sampler reads one tap unblended), which is exactly
+the kernel of an output that never recorded it.
+
+The matrices are the same 3x3 products, in the same order, as ``Gather.add`` takes one output
+at a time (``batch_math.compose``), and every parameter is the value the per-output recording
+computes (``batch_ops``), so each row equals ``execute.gather_args`` of that output's own plan
+(tests compare the outputs bit for bit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import batch_math
+from .graph.codegen import core as codegen
+from .graph.plan.schedule import needs_warp_clip
+from .kernels import REGISTRY
+
+
+class Unsupported(Exception):
+    """The chain does not plan to one gather (with at most one statistic) for every member."""
+
+
+@dataclass
+class _Chained:
+    name: str
+    params: np.ndarray  # (n, slots)
+    off: np.ndarray  # (n,) bool: gated off for the member
+
+
+@dataclass
+class Prefix:
+    """The gather as it stood before the stat op (its reduction's kernel and rows)."""
+
+    sig: codegen.GatherSig
+    p: np.ndarray  # (n, params + flags + 2): the rows, then the output height and width
+    hw: tuple[int, int]  # largest output height and width (the reduction's grid)
+
+
+@dataclass
+class VGather:
+    """A fused gather of ``n`` members (see the module doc)."""
+
+    cur: np.ndarray  # (n, 2) int64
+    cin: int
+    dtype: np.dtype
+    gates: bool = False
+    P: np.ndarray = field(init=False)
+    A: np.ndarray | None = None
+    mid: np.ndarray | None = None
+    edge: bool = False
+    phase: int = 0
+    positional: bool = False
+    ops: list[_Chained] = field(default_factory=list)
+    npre: int = 0
+    soff: np.ndarray | None = None  # (n,) bool: the sampler gated off
+    prefix: Prefix | None = None
+    fill: float | None = None  # a fused pad's value
+    umap: str = ""  # a user index map standing for the sampler (``@mp.index_map``)
+    uparams: np.ndarray | None = None  # (n, k) its parameters
+    left: np.ndarray = field(init=False)  # (n,) bool: members the per-output path makes
+    src: np.ndarray = field(init=False)  # (n, 2) the sources' sizes (a pad's bounds)
+
+    def __post_init__(self) -> None:
+        n = len(self.cur)
+        self.P = np.broadcast_to(np.eye(3), (n, 3, 3)).copy()
+        self.left = np.zeros(n, dtype=bool)
+        self.src = self.cur.copy()
+
+    @property
+    def n(self) -> int:
+        return len(self.cur)
+
+    @property
+    def full(self) -> float:
+        return float(np.iinfo(self.dtype).max) if self.dtype.kind in "ui" else 1.0
+
+    # -- Gather.add, per kind ---------------------------------------------------------------
+    def index_map(self, name: str, params: np.ndarray | None, on: np.ndarray) -> None:
+        """An index map (fliplr, crop): composed into ``P`` (before a sampler) or ``A``."""
+        spec = REGISTRY[name]
+        if self.positional:
+            raise Unsupported("a geometric op after a positional one")
+        if spec.swaps_axes:
+            raise Unsupported(name)
+        if spec.fills:
+            # Gather.accepts: a pad joins only before a sampler and any chained op, one value
+            value = float(params[0, -1])
+            if self.phase != 0 or self.ops or (self.fill is not None and self.fill != value):
+                raise Unsupported("a pad the per-output plan puts in another kernel")
+            self.fill = value
+        m = batch_math.affine_rows(spec, self.cur[:, 0], self.cur[:, 1], params)
+        if self.A is None:
+            self.P = batch_math.compose(self.P, m, on)
+        else:
+            self.A = batch_math.compose(self.A, m, on)
+        if spec.shape_fn is not None:
+            if not on.all():
+                raise Unsupported("a shape-changing op gated off")
+            vals = np.zeros((self.n, 0)) if params is None else params
+            if name == "crop":  # (top, left, height, width)
+                self.cur = vals[:, 2:4].astype(np.int64)
+                return
+            if name == "pad":  # (top, bottom, left, right, value)
+                self.cur = self.cur + np.stack([vals[:, 0] + vals[:, 1],
+                                                vals[:, 2] + vals[:, 3]], axis=1).astype(np.int64)
+                return
+            self.cur = np.array([spec.out_shape((int(h), int(w)), tuple(v))[:2] for (h, w), v
+                                 in zip(self.cur.tolist(), vals.tolist(), strict=True)],
+                                dtype=np.int64).reshape(self.n, 2)
+
+    def sampler(self, name: str, params: np.ndarray, on: np.ndarray,
+                out: np.ndarray | None = None) -> None:
+        """A bilinear sampler (resize, warp_affine): ``A``, ``mid``; ``out`` its (n, 2) output
+        size (None: the input's)."""
+        spec = REGISTRY[name]
+        if self.phase != 0 or self.positional:
+            raise Unsupported("a second sampler, or a sampler after a positional op")
+        if out is not None and not on.all():
+            raise Unsupported("a shape-changing sampler gated off")
+        a = batch_math.affine_rows(spec, self.cur[:, 0], self.cur[:, 1], params)
+        self.A = np.where(on[:, None, None], a, np.eye(3))
+        self.mid = self.cur.copy()
+        self.phase = 1
+        self.edge = spec.mode == "edge"
+        self.soff = ~on
+        if out is not None:
+            self.cur = np.asarray(out, dtype=np.int64).reshape(self.n, 2)
+        if not self.edge:
+            # scikit-image's data-dependent clip: those members go per output
+            for i in np.flatnonzero(on).tolist():
+                if needs_warp_clip(self.A[i], tuple(self.mid[i]), tuple(self.cur[i])):
+                    self.left[i] = True
+
+    def user_map(self, name: str, params: np.ndarray, out: np.ndarray) -> None:
+        """A user ``@mp.index_map`` (``Gather.add``: the sampler's place, ``A`` the identity);
+        ``out`` its (n, 2) output sizes. Never gated: a skipped map is another structure."""
+        if self.phase != 0 or self.positional:
+            raise Unsupported("a user map after a sampler or a positional op")
+        self.A = np.broadcast_to(np.eye(3), (self.n, 3, 3)).copy()
+        self.mid = self.cur.copy()
+        self.phase = 1
+        self.umap, self.uparams = name, params
+        self.cur = np.asarray(out, dtype=np.int64).reshape(self.n, 2)
+
+    def chain(self, name: str, params: np.ndarray, on: np.ndarray) -> None:
+        """A chained op (elementwise, pixelwise, positional) with per-member parameters."""
+        spec = REGISTRY[name]
+        if spec.kind == "pixelwise" and self.cin < 3:
+            raise Unsupported("a pixelwise op on grey images")
+        slots = np.zeros((self.n, spec.slots))
+        slots[:, :params.shape[1]] = params
+        if spec.stat:
+            if self.prefix is not None or self.dtype.kind not in "ui":
+                # float sums are not exact in any order: the per-output mean is the reference
+                raise Unsupported("a second statistic, or one of a float image")
+            sig, p = self.rows()
+            hw = self.cur
+            self.prefix = Prefix(sig, np.concatenate([p, hw.astype(np.float64)], axis=1),
+                                 (int(hw[:, 0].max(initial=0)), int(hw[:, 1].max(initial=0))))
+            # the statistic slot holds the pixel count: the kernel divides the device sum by it
+            slots[:, spec.nparams] = (hw[:, 0] * hw[:, 1]).astype(np.float64)
+        self.positional = self.positional or spec.kind == "positional"
+        self.ops.append(_Chained(name, slots, ~on))  # the pre ops all come before the sampler
+        if self.phase == 0:
+            self.npre += 1
+
+    # -- execute.gather_args ------------------------------------------------------------------
+    def sig(self) -> codegen.GatherSig:
+        names = tuple(c.name for c in self.ops)
+        return codegen.GatherSig(
+            cin=self.cin, mode="chain", is_int=self.dtype.kind in "ui",
+            sampler=self.A is not None, grey=False, pre=names[:self.npre],
+            post=names[self.npre:], lut_stages=(False, False), clip=False, edge=self.edge,
+            bounded=self.fill is not None, umap=self.umap)
+
+    def rows(self) -> tuple[codegen.GatherSig, np.ndarray]:
+        """The signature and per-member parameter rows (gate flags after them with
+        ``gates``): ``execute.gather_args``'s ``p`` of each member."""
+        sig = self.sig()
+        n = self.n
+        p = np.zeros((n, codegen.gather_nparams(sig)))
+        p[:, codegen.P_OFF:codegen.P_OFF + 6] = self.P[:, :2].reshape(n, 6)
+        if self.A is not None:
+            p[:, codegen.A_OFF:codegen.A_OFF + 6] = self.A[:, :2].reshape(n, 6)
+            p[:, codegen.MID_OFF:codegen.MID_OFF + 2] = self.mid
+        p[:, codegen.FULL_OFF] = self.full
+        p[:, codegen.CLIP_OFF], p[:, codegen.CLIP_HI_OFF] = -np.inf, np.inf
+        offs = codegen.op_offsets(tuple(c.name for c in self.ops))
+        for i, c in enumerate(self.ops):
+            p[:, offs[i]:offs[i + 1]] = c.params
+        if self.fill is not None:  # the source's bounds, then one fill per channel
+            e = offs[-1]
+            p[:, e:e + 2] = self.src
+            p[:, e + 2:e + 2 + self.cin] = self.fill
+        if self.umap:
+            e = offs[-1] + (6 if self.fill is not None else 0)
+            p[:, e:e + self.uparams.shape[1]] = self.uparams
+        if not self.gates:
+            if any(c.off.any() for c in self.ops) or (self.soff is not None and self.soff.any()):
+                raise RuntimeError("VGather: members gated off in a kernel without gates")
+            return sig, p
+        flags = [c.off for c in self.ops]
+        flags.append(np.zeros(n, dtype=bool) if self.soff is None else self.soff)
+        return sig, np.concatenate([p, np.stack(flags, axis=1).astype(np.float64)], axis=1)
+
+    def take(self, keep: np.ndarray) -> VGather:
+        """The members ``keep`` (a boolean mask) only."""
+        out = VGather(self.cur[keep], self.cin, self.dtype, self.gates)
+        out.P = self.P[keep]
+        out.A = None if self.A is None else self.A[keep]
+        out.mid = None if self.mid is None else self.mid[keep]
+        out.soff = None if self.soff is None else self.soff[keep]
+        out.edge, out.phase, out.positional, out.npre = (self.edge, self.phase,
+                                                         self.positional, self.npre)
+        out.fill, out.src = self.fill, self.src[keep]
+        out.umap = self.umap
+        out.uparams = None if self.uparams is None else self.uparams[keep]
+        out.ops = [_Chained(c.name, c.params[keep], c.off[keep]) for c in self.ops]
+        out.left = self.left[keep]
+        if self.prefix is not None:
+            pr = self.prefix
+            hw = pr.p[keep, -2:]
+            out.prefix = Prefix(pr.sig, pr.p[keep],
+                                (int(hw[:, 0].max(initial=0)), int(hw[:, 1].max(initial=0))))
+        return out

@@ -1,0 +1,52 @@
+"""The arena gathers and grey-mean reduction of ``Generator.batches`` compile to PTX for sm_90
+without a GPU (numba-cuda + NVVM), with the ImageNet recipe's chain and every new op kind."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from millipyde.graph.codegen import arena
+from millipyde.graph.codegen import core as codegen
+
+cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
+from numba import types  # noqa: E402
+from numba.np.numpy_support import from_dtype  # noqa: E402
+
+pytestmark = pytest.mark.ptx
+
+CC = (9, 0)
+RECIPE = codegen.GatherSig(3, "chain", True, True, False,
+                           post=("brightness", "adjust_contrast", "adjust_saturation",
+                                 "adjust_hue", "gaussian_noise", "erase"),
+                           lut_stages=(False, False), clip=False, edge=True)
+GREY = codegen.GatherSig(1, "chain", True, True, False, pre=("brightness",),
+                         post=("adjust_contrast",), lut_stages=(False, False), clip=False)
+
+
+def arr(dtype, ndim: int) -> types.Array:
+    return types.Array(from_dtype(np.dtype(dtype)), ndim, "C")
+
+
+@pytest.mark.parametrize("sig", [RECIPE, GREY], ids=["recipe", "grey"])
+@pytest.mark.parametrize("layout", ["NCHW", ""])
+def test_arena_gather_compiles_to_ptx(sig, layout) -> None:
+    mod = codegen.load(arena.arena_gather_source(sig, "cuda", False, True, layout, 3), "cuda")
+    if layout:
+        argtys = (arr(np.uint8, 1), arr(np.int64, 2), arr(np.float64, 2), arr(np.float64, 1),
+                  arr(np.float32, 4), arr(np.int64, 1), arr(np.float64, 1),
+                  arr(np.float64, 1), types.float64)
+    else:
+        argtys = (arr(np.uint8, 1), arr(np.int64, 2), arr(np.uint8, 4), arr(np.float64, 2),
+                  arr(np.float64, 1))
+    ptx, _ = cuda.compile_ptx(mod.kernel.py_func, argtys, cc=CC)
+    assert ".entry" in ptx
+
+
+def test_arena_mean_compiles_to_ptx_with_one_atomic_per_warp() -> None:
+    prefix = codegen.GatherSig(3, "chain", True, True, False, post=("brightness",),
+                               lut_stages=(False, False), clip=False, edge=True)
+    mod = codegen.load(arena.arena_mean_source(prefix, "cuda", False, True), "cuda")
+    argtys = (arr(np.uint8, 1), arr(np.int64, 2), arr(np.float64, 2), arr(np.float64, 1))
+    ptx, _ = cuda.compile_ptx(mod.kernel.py_func, argtys, cc=CC)
+    assert "shfl.sync.down" in ptx and "atom.global.add.f64" in ptx
