@@ -144,9 +144,9 @@ def _analyse(node: Node, index: int, stacks: dict) -> tuple[tuple, _Member] | No
         src, out = k.source, k.output
         shapes = (_as4(src.shape), _as4(out.shape), src.dtype.str, out.dtype.str)
         if k.kind == "gather" and isinstance(k, Gather) and not k.clip_check:
+            # every gather kind batches (codegen_batch uses the per-image body of any kind);
+            # a per-image statistic (adjust_contrast) plans a Stat kernel: per output
             sig, *args = _gather_member_args(k)
-            if not sig.plain:
-                return None  # pads, edge samplers, user maps, mixing ops: per output
             member.args.append(tuple(args))
             key.append(("gather", sig, *shapes))
         elif k.kind == "stencil":
