@@ -1,6 +1,7 @@
 """``Generator.batches`` of the issue-15 ops and the ImageNet recipe, recorded as arena gathers
 (``batch_arena``): samples equal the per-output Generator's outputs converted the same way,
-bit for bit; kernels and host syncs per batch counted."""
+bit for bit on cpu and cudasim (within one uint8 level on real GPUs: ``_assert_same``);
+kernels and host syncs per batch counted."""
 
 from __future__ import annotations
 
@@ -40,6 +41,21 @@ def _spec(size, **kw):
     return BatchSpec.check(size, *args.values())
 
 
+def _assert_same(got, ref, spec, k) -> None:
+    """Bit for bit on cpu and cudasim. On a real GPU the arena gather and the per-image kernel
+    are different kernels, and the compiler may fuse a multiply-add in one and not the other
+    (README "Guarantees"): a uint8 value on a rounding tie may then land one level apart, so
+    there a sample may differ by one uint8 level (scaled by ``std``) in a few values."""
+    if mp.backend() not in ("cuda", "hip"):
+        assert np.array_equal(got, ref), f"output {k} differs"
+        return
+    level = 1.0 / 255.0 / float(np.min(spec.std))
+    rounding = 2 * float(np.finfo(got.dtype).eps) * max(1.0, float(np.abs(ref).max()))
+    diff = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+    assert diff.max() <= level + rounding, f"output {k} differs by {diff.max()}"
+    assert (diff > 0).mean() < 0.01, f"output {k}: {(diff > 0).mean():.2%} of values differ"
+
+
 def _check(imgs, ops, outputs, size, seed=5, arena=True, **kw):
     want = _eager(imgs, ops, outputs, seed)
     spec = _spec(size, **kw)
@@ -52,7 +68,7 @@ def _check(imgs, ops, outputs, size, seed=5, arena=True, **kw):
         for i in range(arr.shape[0]):
             ref = convert_reference(want[k], spec)
             assert arr[i].shape == ref.shape
-            assert np.array_equal(arr[i], ref), f"output {k} differs"
+            _assert_same(arr[i], ref, spec, k)
             k += 1
     assert k == outputs
     return gen
