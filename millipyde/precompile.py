@@ -53,12 +53,18 @@ def wanted() -> bool:
     return ENABLED and runtime.caps.tuned_kernels
 
 
-def _compile(path: str, target: str, name: str, argtypes: tuple) -> float:
+def _compile(path: str, target: str, name: str, argtypes: tuple,
+             modules: tuple[str, ...] = ()) -> float:
     """In a worker: compile ``name`` of the generated module at ``path`` for ``argtypes``
-    (numba writes it to the disk cache); the seconds it took."""
+    (numba writes it to the disk cache); the seconds it took. ``modules`` are imported first:
+    they register the user ops (``@mp.elementwise`` ...) the generated module reads."""
+    import importlib
+
     from .graph.codegen import core as codegen
 
     t0 = time.perf_counter()
+    for m in modules:
+        importlib.import_module(m)
     mod = codegen.load(Path(path).read_text(), target)
     getattr(mod, name).compile(tuple(argtypes))
     return time.perf_counter() - t0
@@ -85,9 +91,9 @@ def _generated(kernel: Any) -> Any:
     return mod
 
 
-def job(kernel: Any, args: tuple) -> tuple[str, str, str, tuple] | None:
-    """(module path, target, function name, argument types) of a launch of a generated
-    kernel that is compiled neither in memory nor on disk, else None."""
+def job(kernel: Any, args: tuple) -> tuple[str, str, str, tuple, tuple] | None:
+    """(module path, target, function name, argument types, user-op modules) of a launch of
+    a generated kernel that is compiled neither in memory nor on disk, else None."""
     mod = _generated(kernel)
     if mod is None:
         return None  # not a generated kernel: the consuming process compiles it
@@ -99,7 +105,19 @@ def job(kernel: Any, args: tuple) -> tuple[str, str, str, tuple] | None:
     if argtypes in kernel.overloads or _in_disk_cache(kernel, argtypes):
         return None
     target = "cpu" if mod.__name__.startswith("millipyde_gen_cpu_") else "cuda"
-    return str(mod.__file__), target, fn.__name__, argtypes
+    return str(mod.__file__), target, fn.__name__, argtypes, _user_op_modules(mod)
+
+
+def _user_op_modules(mod: Any) -> tuple[str, ...]:
+    """The importable modules that define the user ops generated module ``mod`` reads (a
+    ``__main__`` op cannot be imported by a worker: its job fails and is compiled here)."""
+    import re
+
+    from .kernels import REGISTRY
+
+    names = set(re.findall(r"_R\['(user_[A-Za-z0-9_]+)'\]", Path(mod.__file__).read_text()))
+    found = {getattr(REGISTRY[n].fn, "__module__", None) for n in names if n in REGISTRY}
+    return tuple(sorted(m for m in found if m and m != "__main__"))
 
 
 class _Workers:

@@ -114,3 +114,15 @@ def test_the_hook_is_off_where_compiles_are_cheap_or_absent():
 
     assert precompile.wanted() == (precompile.ENABLED and ACTIVE.caps.tuned_kernels)
     assert not precompile.wanted()  # cpu and cudasim: Generator.batches compiles in place
+
+
+def test_a_job_names_the_modules_of_its_user_ops(tmp_path) -> None:
+    """A worker imports them before loading the generated module (else KeyError on _R[...])."""
+    import types
+
+    from millipyde import precompile, recipes
+
+    f = tmp_path / "gen.py"
+    f.write_text(f"a = _R[{recipes.scale_brightness.name!r}].fn\nb = _R['user_unknown_0'].fn\n")
+    mod = types.SimpleNamespace(__file__=str(f))
+    assert precompile._user_op_modules(mod) == ("millipyde.recipes",)
