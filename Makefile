@@ -2,6 +2,10 @@
 # kernel included), then the kernel tests under the CUDA simulator.
 PYTHON ?= python
 export MILLIPYDE_CACHE_DIR ?= $(CURDIR)/.kernel-cache
+# pytest-xdist workers: one per core (PYTEST_JOBS=0 runs in this process). loadgroup keeps the tests
+# marked xdist_group(name) on one worker (a module-scoped Dask cluster, say).
+PYTEST_JOBS ?= auto
+PYTEST = $(PYTHON) -m pytest -q -p no:cacheprovider -n $(PYTEST_JOBS) --dist loadgroup
 
 .PHONY: test test-cpu test-cudasim lint
 
@@ -11,7 +15,7 @@ lint:
 	$(PYTHON) -m ruff check millipyde tests bench
 
 test-cpu:
-	MILLIPYDE_BACKEND=cpu $(PYTHON) -m pytest -q -p no:cacheprovider
+	MILLIPYDE_BACKEND=cpu $(PYTEST)
 
 test-cudasim:
-	MILLIPYDE_BACKEND=cudasim NUMBA_ENABLE_CUDASIM=1 $(PYTHON) -m pytest -q -p no:cacheprovider -m cudasim_ok tests/kernels tests/graph tests/backend
+	MILLIPYDE_BACKEND=cudasim NUMBA_ENABLE_CUDASIM=1 $(PYTEST) -m cudasim_ok tests/kernels tests/graph tests/backend
