@@ -1,5 +1,6 @@
 # The test command of README.md: the whole suite on the cpu backend (PTX compile of every CUDA
-# kernel included), then the kernel tests under the CUDA simulator.
+# kernel included), then the kernel tests (marked cudasim_ok, wherever they are) under the CUDA
+# simulator.
 PYTHON ?= python
 export MILLIPYDE_CACHE_DIR ?= $(CURDIR)/.kernel-cache
 # pytest-xdist workers: one per core (PYTEST_JOBS=0 runs in this process). loadgroup keeps the tests
@@ -18,4 +19,4 @@ test-cpu:
 	MILLIPYDE_BACKEND=cpu $(PYTEST)
 
 test-cudasim:
-	MILLIPYDE_BACKEND=cudasim NUMBA_ENABLE_CUDASIM=1 $(PYTEST) -m cudasim_ok tests/kernels tests/graph tests/backend
+	MILLIPYDE_BACKEND=cudasim NUMBA_ENABLE_CUDASIM=1 $(PYTEST) -m cudasim_ok tests
