@@ -26,6 +26,7 @@ def pytest_configure(config):
         "multigpu: needs at least two real GPUs; skipped otherwise",
         "slow: long-running test",
         "cudasim_ok: kernel test cheap enough to also run under CUDASIM",
+        "xdist_group(name): run on one pytest-xdist worker with the rest of its group",
     ):
         config.addinivalue_line("markers", line)
 
@@ -52,6 +53,21 @@ def pytest_runtest_setup(item):
         n = _device_count()
         if n < 2:
             pytest.skip(f"needs at least 2 GPUs: {n} usable device(s)")
+
+
+# Test modules whose tests must share one pytest-xdist worker (``make test`` runs ``--dist
+# loadgroup``): each builds a costly module-scoped fixture that a second worker would build
+# again.
+ONE_WORKER = {
+    "test_distributed.py": "dask_cluster",  # a LocalCluster of 2 worker processes
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        group = ONE_WORKER.get(item.path.name)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def image_sizes():
