@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from generator_reference import eager_outputs
 
 import millipyde as mp
 from millipyde import batch_math, batch_record, batches
@@ -47,21 +48,10 @@ def _run(imgs, ops, outputs, size, monkeypatch, seed=3, **kw):
     return np.concatenate(got), per_output, gen
 
 
-def _eager(imgs, ops, outputs, seed):
-    """Output k of a Generator computed eagerly, image by image (no batch of any kind)."""
-    out = []
-    for k in range(outputs):
-        x = mp.gpuimage(np.asarray(imgs[k % len(imgs)]))
-        for j, op in enumerate(ops):
-            op.apply(x, seed, k, j)
-        out.append(np.asarray(x))
-    return out
-
-
 def _reference(imgs, ops, outputs, seed=3, **kw):
     spec = BatchSpec.check(1, kw.get("shape"), kw.get("layout", "NCHW"), "float32",
                            kw.get("mean"), kw.get("std"), 3, False, False)
-    return np.stack([convert_reference(o, spec) for o in _eager(imgs, ops, outputs, seed)])
+    return np.stack([convert_reference(o, spec) for o in eager_outputs(imgs, ops, outputs, seed)])
 
 
 @cudasim_ok

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from generator_reference import batch_spec, eager_outputs
 
 import millipyde as mp
-from millipyde.batches import BatchSpec, convert_reference
+from millipyde.batches import convert_reference
 
 OPS = [mp.Operation("fliplr", probability=0.5), mp.Operation("random_brightness", -0.2, 0.2),
        mp.Operation("rgb2grey", probability=0.3),
@@ -18,27 +19,9 @@ def _images(shape=(16, 16, 3), n=3, seed=0):
     return [mp.gpuimage(rng.integers(0, 256, shape, dtype=np.uint8)) for _ in range(n)]
 
 
-def _eager(imgs, ops, outputs, seed):
-    """Output k of a Generator computed eagerly, image by image (no batch of any kind)."""
-    out = []
-    for k in range(outputs):
-        x = mp.gpuimage(np.asarray(imgs[k % len(imgs)]))
-        for j, op in enumerate(ops):
-            op.apply(x, seed, k, j)
-        out.append(np.asarray(x))
-    return out
-
-
-def _spec(size, **kw):
-    args = dict(shape=None, layout="NCHW", dtype="float32", mean=None, std=None, channels=3,
-                drop_last=False, with_indices=False)
-    args.update(kw)
-    return BatchSpec.check(size, *args.values())
-
-
 def _check(imgs, ops, outputs, size, seed=5, **kw):
-    want = _eager(imgs, ops, outputs, seed)
-    spec = _spec(size, **kw)
+    want = eager_outputs(imgs, ops, outputs, seed)
+    spec = batch_spec(size, **kw)
     gen = mp.Generator(imgs, ops, outputs=outputs, seed=seed)
     with gen.batches(size, with_indices=True, **kw) as bs:
         got = list(bs)
@@ -94,7 +77,7 @@ def test_batches_resize_matches_skimage() -> None:
     imgs = _images((8, 12, 3))
     ops = [mp.Operation("transpose", probability=0.5)]
     got, ks = _check(imgs, ops, 6, 3, shape=(10, 7))
-    want = _eager(imgs, ops, 6, 5)
+    want = eager_outputs(imgs, ops, 6, 5)
     for k in ks:
         sk = resize(want[k].astype(np.float64) / 255.0, (10, 7), order=1, mode="edge",
                     anti_aliasing=False)

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from generator_reference import batch_spec, eager_outputs
 
 import millipyde as mp
 from millipyde import batch_arena, batches, recipes
 from millipyde.backend import ACTIVE as runtime
-from millipyde.batches import BatchSpec, convert_reference
+from millipyde.batches import convert_reference
 
 pytestmark = pytest.mark.cudasim_ok
 
@@ -21,24 +22,6 @@ MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 def _mixed(seed=0, shapes=((20, 26, 3), (24, 18, 3), (17, 17, 3))):
     rng = np.random.default_rng(seed)
     return [mp.gpuimage(rng.integers(0, 256, s, dtype=np.uint8)) for s in shapes]
-
-
-def _eager(imgs, ops, outputs, seed):
-    """Output k of a Generator computed eagerly, image by image (no batch of any kind)."""
-    out = []
-    for k in range(outputs):
-        x = mp.gpuimage(np.asarray(imgs[k % len(imgs)]))
-        for j, op in enumerate(ops):
-            op.apply(x, seed, k, j)
-        out.append(np.asarray(x))
-    return out
-
-
-def _spec(size, **kw):
-    args = dict(shape=None, layout="NCHW", dtype="float32", mean=None, std=None, channels=3,
-                drop_last=False, with_indices=False)
-    args.update(kw)
-    return BatchSpec.check(size, *args.values())
 
 
 def _assert_same(got, ref, spec, k) -> None:
@@ -57,8 +40,8 @@ def _assert_same(got, ref, spec, k) -> None:
 
 
 def _check(imgs, ops, outputs, size, seed=5, arena=True, **kw):
-    want = _eager(imgs, ops, outputs, seed)
-    spec = _spec(size, **kw)
+    want = eager_outputs(imgs, ops, outputs, seed)
+    spec = batch_spec(size, **kw)
     gen = mp.Generator(imgs, ops, outputs=outputs, seed=seed)
     with gen.batches(size, **kw) as bs:
         got = [np.asarray(b) for b in bs]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from generator_reference import eager_outputs
 
 import millipyde as mp
 from millipyde.graph.exec import batch
@@ -32,18 +33,8 @@ OPS = {
 }
 
 
-def _eager(imgs, ops, outputs, seed):
-    out = []
-    for k in range(outputs):
-        x = mp.gpuimage(np.asarray(imgs[k % len(imgs)]))
-        for j, op in enumerate(ops):
-            op.apply(x, seed, k, j)
-        out.append(np.asarray(x))
-    return out
-
-
 @pytest.mark.parametrize("name", sorted(OPS))
-def test_generator_outputs_batched_equal_eager(name, monkeypatch) -> None:
+def test_generator_outputs_batched_equaleager_outputs(name, monkeypatch) -> None:
     runs = []
     orig = batch._Group.run
 
@@ -56,7 +47,7 @@ def test_generator_outputs_batched_equal_eager(name, monkeypatch) -> None:
     imgs = [mp.gpuimage(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)) for _ in range(2)]
     gen = mp.Generator(imgs, OPS[name], outputs=12, seed=4, return_to_host=True)
     got = list(gen)
-    want = _eager(imgs, OPS[name], 12, 4)
+    want = eager_outputs(imgs, OPS[name], 12, 4)
     assert [a.shape for a in got] == [b.shape for b in want]
     diffs = [k for k, (a, b) in enumerate(zip(got, want, strict=True)) if not np.array_equal(a, b)]
     assert sum(runs) > 0  # batched groups made outputs
