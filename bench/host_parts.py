@@ -18,7 +18,6 @@ Best of 9 runs of N calls, microseconds per call. ``python3 bench/host_parts.py 
 from __future__ import annotations
 
 import argparse
-import struct
 import sys
 import time
 from pathlib import Path
@@ -55,14 +54,7 @@ def _template(nscalars: int) -> rawlaunch.Template:
     from numba.core import types
 
     kinds = [types.Array(types.uint8, 3, "C")] * 3 + [types.float64] * nscalars
-    fmt, ks, slots = "<", [], 0
-    for ty in kinds:
-        codes, ndim = rawlaunch._codes(ty)
-        for c in codes:
-            fmt += c + "x" * (8 - struct.calcsize("<" + c))
-        slots += len(codes)
-        ks.append(ndim)
-    return rawlaunch.Template(0, tuple(ks), fmt, slots)
+    return rawlaunch.build(0, tuple(kinds))
 
 
 def main() -> None:

@@ -121,6 +121,12 @@ def template(cufunc_handle: Any, argument_types: tuple) -> Template | None:
     driver library is not at hand (the caller keeps ``cuda.core``'s launch)."""
     if libcuda() is None:
         return None
+    return build(cufunc_handle, argument_types)
+
+
+def build(cufunc_handle: Any, argument_types: tuple) -> Template | None:
+    """The template of ``argument_types`` for ``cufunc_handle`` (None: a type not supported);
+    no driver needed, so tests and benches build the same layout as launches."""
     fmt, kinds, slots = "<", [], 0
     for ty in argument_types:
         got = _codes(ty)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import struct
 from types import SimpleNamespace
 
 import numpy as np
@@ -13,14 +12,7 @@ from millipyde.backend import rawlaunch
 
 
 def _layout(argument_types):
-    fmt, kinds, slots = "<", [], 0
-    for ty in argument_types:
-        codes, ndim = rawlaunch._codes(ty)
-        for c in codes:
-            fmt += c + "x" * (8 - struct.calcsize("<" + c))
-        slots += len(codes)
-        kinds.append(ndim)
-    return rawlaunch.Template(0, tuple(kinds), fmt, slots)
+    return rawlaunch.build(0, tuple(argument_types))
 
 
 def test_each_flattened_argument_takes_one_8_byte_slot_in_numba_cudas_order():
