@@ -120,8 +120,12 @@ def _exp(x: np.ndarray) -> np.ndarray:
     return np.array([math.exp(v) for v in x.tolist()])
 
 
-def crop_windows(hw: np.ndarray, scale: tuple, ratio: tuple, c: Ctx) -> np.ndarray:
-    """``image_ops.crop_params`` of every member (hw: (n, 2) input sizes): (n, 4) windows."""
+def _windows(hw: np.ndarray, scale: tuple, ratio: tuple, c: Ctx,
+             erasing: bool) -> tuple[np.ndarray, np.ndarray]:
+    """torchvision's ten tries of a random window for every member at once: (n, 4) windows
+    (top, left, height, width) and the members no try fitted. RandomResizedCrop takes the
+    aspect as width / height and accepts windows inside the image; RandomErasing takes it as
+    height / width and accepts windows strictly smaller than it."""
     n = len(hw)
     H, W = hw[:, 0], hw[:, 1]
     area = H * W
@@ -133,16 +137,27 @@ def crop_windows(hw: np.ndarray, scale: tuple, ratio: tuple, c: Ctx) -> np.ndarr
             break
         target = area[pending] * (scale[0] + (scale[1] - scale[0]) * c.u(4 * t, pending))
         aspect = _exp(lr[0] + (lr[1] - lr[0]) * c.u(4 * t + 1, pending))
-        w = np.rint(np.sqrt(target * aspect)).astype(_I64)
-        h = np.rint(np.sqrt(target / aspect)).astype(_I64)
-        ok = (w > 0) & (w <= W[pending]) & (h > 0) & (h <= H[pending])
+        a = np.rint(np.sqrt(target * aspect)).astype(_I64)
+        b = np.rint(np.sqrt(target / aspect)).astype(_I64)
+        if erasing:
+            h, w = a, b
+            ok = (h < H[pending]) & (w < W[pending])
+        else:
+            w, h = a, b
+            ok = (w > 0) & (w <= W[pending]) & (h > 0) & (h <= H[pending])
         rows = pending[ok]
         i = (c.u(4 * t + 2, rows) * (H[rows] - h[ok] + 1)).astype(_I64)
         jj = (c.u(4 * t + 3, rows) * (W[rows] - w[ok] + 1)).astype(_I64)
         out[rows] = np.stack([i, jj, h[ok], w[ok]], axis=1)
         pending = pending[~ok]
+    return out, pending
+
+
+def crop_windows(hw: np.ndarray, scale: tuple, ratio: tuple, c: Ctx) -> np.ndarray:
+    """``image_ops.crop_params`` of every member (hw: (n, 2) input sizes): (n, 4) windows."""
+    out, pending = _windows(hw, scale, ratio, c, erasing=False)
     for r in pending.tolist():  # ten misses: torchvision's central fallback, per member
-        out[r] = crop_params(int(H[r]), int(W[r]), scale, ratio,
+        out[r] = crop_params(int(hw[r, 0]), int(hw[r, 1]), scale, ratio,
                              lambda k, r=r: mprandom.uniform01(c.seed, int(c.ks[r]), c.j, k))
     return out
 
@@ -150,27 +165,9 @@ def crop_windows(hw: np.ndarray, scale: tuple, ratio: tuple, c: Ctx) -> np.ndarr
 def erasing_windows(hw: np.ndarray, scale: tuple, ratio: tuple,
                     c: Ctx) -> tuple[np.ndarray, np.ndarray]:
     """``image_ops.erasing_params`` of every member: (n, 4) windows, and which found one."""
-    n = len(hw)
-    H, W = hw[:, 0], hw[:, 1]
-    area = H * W
-    lr = (math.log(ratio[0]), math.log(ratio[1]))
-    out = np.zeros((n, 4), dtype=_I64)
-    found = np.zeros(n, dtype=bool)
-    pending = np.arange(n)
-    for t in range(10):
-        if not len(pending):
-            break
-        target = area[pending] * (scale[0] + (scale[1] - scale[0]) * c.u(4 * t, pending))
-        aspect = _exp(lr[0] + (lr[1] - lr[0]) * c.u(4 * t + 1, pending))
-        h = np.rint(np.sqrt(target * aspect)).astype(_I64)
-        w = np.rint(np.sqrt(target / aspect)).astype(_I64)
-        ok = (h < H[pending]) & (w < W[pending])
-        rows = pending[ok]
-        i = (c.u(4 * t + 2, rows) * (H[rows] - h[ok] + 1)).astype(_I64)
-        jj = (c.u(4 * t + 3, rows) * (W[rows] - w[ok] + 1)).astype(_I64)
-        out[rows] = np.stack([i, jj, h[ok], w[ok]], axis=1)
-        found[rows] = True
-        pending = pending[~ok]
+    out, pending = _windows(hw, scale, ratio, c, erasing=True)
+    found = np.ones(len(hw), dtype=bool)
+    found[pending] = False
     return out, found
 
 
