@@ -164,14 +164,9 @@ def torchvision_recipe(hosts: list[np.ndarray], n: int) -> float | None:
     t = v2.Compose([v2.RandomResizedCrop(224, antialias=False), v2.RandomHorizontalFlip(),
                     v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8),
                     v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)])
-    for i in range(64):
-        t(xs[i % len(xs)])
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for i in range(n):
-        t(xs[i % len(xs)])
-    torch.cuda.synchronize()
-    return n / (time.perf_counter() - t0)
+    from bench.bench_augment import per_image_rate
+
+    return per_image_rate(t, xs, n, warm=64)
 
 
 def main(argv: list[str] | None = None) -> int:
