@@ -27,13 +27,13 @@ from .core import (
     GatherSig,
     _decorator,
     _gather_body,
-    _gather_body_general,
     extras_prologue,
     gate_prologue,
     gather_defs,
     gather_ngates,
     gather_nparams,
     gather_prologue,
+    grey_sum_body,
     load,
     op_def,
     op_offsets,
@@ -155,17 +155,7 @@ def arena_mean_source(sig: GatherSig, target: str, sim: bool = False,
     warp adds its sum of member ``b`` with one atomic add (launch it over ``MEAN_GRID``).
     Colour sums are of whole numbers (uint8 images), exact in float64 whatever the order.
     """
-    if sig.packed:
-        raise ValueError("the grey-mean gather reads unpacked images")
-    lines = [line for line in _gather_body_general(sig, gates).splitlines()
-             if not line.lstrip().startswith("dst[")]
-    if sig.grey:
-        lines.append("acc_ += g")
-    elif sig.cin == 1:
-        lines.append("acc_ += v0")
-    else:
-        lines.append("acc_ += _f_tv_grey(v0, v1, v2, 0.0, False)")
-    body = batched(_arena_reads("\n".join(lines), sig.cin), _INDEX)
+    body = batched(_arena_reads("\n".join(grey_sum_body(sig, gates)), sig.cin), _INDEX)
     n = gather_nparams(sig) + (gather_ngates(sig) if gates else 0)
     per = _per_image(sig, gates, -1) + f"\nh = int(p[b, {n}])\nw = int(p[b, {n + 1}])"
     head = (f"# millipyde generated arena grey-mean gather: {sig}\n" + _HEADER[target]

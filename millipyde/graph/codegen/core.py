@@ -697,6 +697,23 @@ def _user_adapter(spec: OpSpec, prefix: str) -> str:
 
 
 
+def grey_sum_body(sig: GatherSig, gates: bool = False) -> list[str]:
+    """The gather body of ``sig`` with its stores replaced by ``acc_ +=`` the grey value it
+    would store (torchvision's floored grey for colour, the value for one channel): the body
+    of the grey-mean gathers (per image here, per batch member in ``codegen.arena``)."""
+    if sig.packed:
+        raise ValueError("the grey-mean gather reads unpacked images")
+    body = [line for line in _gather_body_general(sig, gates).splitlines()
+            if not line.lstrip().startswith("dst[")]
+    if sig.grey:
+        body.append("acc_ += g")
+    elif sig.cin == 1:
+        body.append("acc_ += v0")
+    else:
+        body.append("acc_ += _f_tv_grey(v0, v1, v2, 0.0, False)")
+    return body
+
+
 def gather_mean_source(sig: GatherSig, target: str, sim: bool = False) -> str:
     """Source of ``kernel(src, dst, lut, p)``: the sum of the grey values of what the gather
     of ``sig`` would store (torchvision's floored grey for colour, the value for one channel).
@@ -705,16 +722,7 @@ def gather_mean_source(sig: GatherSig, target: str, sim: bool = False) -> str:
     row; on GPUs each thread adds its sum to ``dst[0]``. Colour sums are of whole numbers,
     exact in float64 whatever the order, so every backend gets the same mean.
     """
-    if sig.packed:
-        raise ValueError("the grey-mean gather reads unpacked images")
-    body = [line for line in _gather_body_general(sig).splitlines()
-            if not line.startswith("dst[")]
-    if sig.grey:
-        body.append("acc_ += g")
-    elif sig.cin == 1:
-        body.append("acc_ += v0")
-    else:
-        body.append("acc_ += _f_tv_grey(v0, v1, v2, 0.0, False)")
+    body = grey_sum_body(sig)
     n = gather_nparams(sig)
     prologue = (f"h = int(p[{n}])\nw = int(p[{n + 1}])\n" + gather_prologue()
                 + extras_prologue(sig))
