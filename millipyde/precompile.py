@@ -134,6 +134,7 @@ class _Workers:
         self.n = n
         self.jobs: queue.Queue = queue.Queue()
         self.results: list[tuple[bool, Any]] = []
+        self.timed: list[tuple[float, str, str]] = []  # seconds, module path, function
         self.procs: list[subprocess.Popen] = []
         self._lock = threading.Lock()
         self._env = {**os.environ,
@@ -185,6 +186,8 @@ class _Workers:
                 result = _ask(proc, got)
                 with self._lock:
                     self.results.append(result)
+                    if result[0]:
+                        self.timed.append((float(result[1]), got[0], got[2]))
                 if not result[0] and proc.poll() is not None:
                     for pipe in (proc.stdin, proc.stdout):
                         pipe.close()
@@ -202,6 +205,15 @@ class _Workers:
                     proc.wait()
                 for pipe in (proc.stdin, proc.stdout):
                     pipe.close()
+
+
+def _what(path: str) -> str:
+    """A generated module's first line (what it holds), for reports."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.readline().strip()[:120]
+    except OSError:
+        return Path(path).name
 
 
 def _ask(proc: subprocess.Popen, got: tuple) -> tuple[bool, Any]:
@@ -322,7 +334,8 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
     ``channels``, ``layout``). Once per chain, input shapes and batch spec in a process.
     Returns ``jobs`` (kernels compiled in workers), ``failed`` (left to this process),
     ``processes``, ``record_seconds`` (making every pattern's outputs, launches recorded),
-    ``compile_seconds`` (the slowest job, in its worker) and ``seconds``.
+    ``compile_seconds`` (the slowest job, in its worker), ``slowest`` (the four slowest
+    jobs: seconds, function, the generated module's first line) and ``seconds``.
     """
     from . import warmup
 
@@ -332,7 +345,7 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
         if key in _done or marker.exists():
             _done.add(key)
             return {"jobs": 0, "failed": 0, "processes": 0, "record_seconds": 0.0,
-                    "compile_seconds": 0.0, "seconds": 0.0}
+                    "compile_seconds": 0.0, "slowest": [], "seconds": 0.0}
         _done.add(key)
     t0 = time.perf_counter()
     n = processes or max(1, min(os.cpu_count() or 1, MAX_PROCESSES))
@@ -362,6 +375,8 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
     last.update({"jobs": len(jobs.seen), "failed": len(jobs.seen) - len(ok), "processes": n,
                  "errors": sorted({str(r[1])[:200] for r in workers.results if not r[0]}),
                  "record_seconds": recorded, "compile_seconds": max(ok, default=0.0),
+                 "slowest": [(round(sec, 2), fn, _what(path))
+                             for sec, path, fn in sorted(workers.timed, reverse=True)[:4]],
                  "seconds": time.perf_counter() - t0})
     return dict(last)
 

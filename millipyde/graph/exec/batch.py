@@ -165,9 +165,10 @@ def _analyse(node: Node, index: int, stacks: dict) -> tuple[tuple, _Member] | No
 
 def tables(k: Gather) -> bool:
     """Whether batched gather ``k`` folds its uint8 chain into per-member tables built on the
-    host; else the chain runs per pixel in the kernel, as ``execute.tables_inline`` decides
-    for one image (the same values: the tables are made by the same scalar functions)."""
-    return k.lut_mode and not execute.tables_inline(k)
+    host (always, where the chain folds: a chain computed per pixel in a batched kernel can
+    contract multiply-adds differently from the per-image kernel on a real GPU, and uint8
+    samples must equal the per-output values bit for bit)."""
+    return k.lut_mode
 
 
 def _gather_member_args(k: Gather) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray | None]:
