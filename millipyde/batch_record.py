@@ -26,7 +26,7 @@ import numpy as np
 
 from . import batch_math
 from .batch_ops import Ctx, sample_round
-from .graph.codegen import core as codegen
+from .graph.codegen import gather_sig as codegen
 from .graph.exec import batch, execute
 from .graph.plan.schedule import _affine3
 from .image import RECORDING_METHODS, _bounds, _range, gpuimage
