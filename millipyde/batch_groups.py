@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import batch_math
-from .graph.codegen import core as codegen
+from .graph.codegen import gather_sig as codegen
 from .graph.exec import batch, execute
 from .graph.plan.schedule import _affine3
 from .kernels import REGISTRY

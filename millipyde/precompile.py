@@ -60,12 +60,12 @@ def _compile(path: str, target: str, name: str, argtypes: tuple,
     they register the user ops (``@mp.elementwise`` ...) the generated module reads."""
     import importlib
 
-    from .graph.codegen import core as codegen
+    from .graph.codegen import loader
 
     t0 = time.perf_counter()
     for m in modules:
         importlib.import_module(m)
-    mod = codegen.load(Path(path).read_text(), target)
+    mod = loader.load(Path(path).read_text(), target)
     getattr(mod, name).compile(tuple(argtypes))
     return time.perf_counter() - t0
 
@@ -81,11 +81,11 @@ def _in_disk_cache(kernel: Any, argtypes: tuple) -> bool:
 
 
 def _generated(kernel: Any) -> Any:
-    """The generated module (``codegen.load``) that defines ``kernel``, or None."""
-    from .graph.codegen import core as codegen
+    """The generated module (``loader.load``) that defines ``kernel``, or None."""
+    from .graph.codegen import loader
 
     fn = getattr(kernel, "py_func", None)
-    mod = codegen._modules.get(getattr(fn, "__module__", None))
+    mod = loader._modules.get(getattr(fn, "__module__", None))
     if mod is None or getattr(mod, fn.__name__, None) is not kernel:
         return None
     return mod
@@ -319,10 +319,10 @@ def _marker(key: tuple) -> Path:
     """The file saying this chain was compiled ahead into the current kernel cache."""
     import hashlib
 
-    from .graph.codegen import core as codegen
+    from .graph.codegen import loader
 
-    digest = hashlib.sha1((repr(key) + codegen._KERNEL_DIGEST).encode()).hexdigest()[:20]
-    return codegen.cache_dir() / f"precompiled-{digest}"
+    digest = hashlib.sha1((repr(key) + loader._KERNEL_DIGEST).encode()).hexdigest()[:20]
+    return loader.cache_dir() / f"precompiled-{digest}"
 
 
 def precompile(operations: list, inputs: list, *, size: int = 256, channels: int = 3,

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .core import _HEADER, _RINT_CLIP, load
+from .loader import load
+from .target import _HEADER, _RINT_CLIP
 
 # Outputs per thread along the window (rows pass: pixels in x; columns pass: rows in y).
 PX = 8

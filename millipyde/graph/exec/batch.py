@@ -32,7 +32,7 @@ from ... import config, devices, faults
 from ...backend import ACTIVE as runtime  # the active backend: buffers, copies, launches
 from ...kernels import REGISTRY, OpSpec
 from ..codegen import batch as codegen_batch
-from ..codegen import core as codegen
+from ..codegen import gather_sig as codegen
 from ..codegen import gpu as codegen_gpu
 from ..ir.node import Node
 from ..plan import footprint
