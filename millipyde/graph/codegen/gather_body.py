@@ -6,6 +6,7 @@ from __future__ import annotations
 from ...kernels import REGISTRY
 from .chain import _chain, _chain_all
 from .gather_sig import (
+    A_OFF,
     CLIP_HI_OFF,
     CLIP_OFF,
     FULL_OFF,
@@ -81,8 +82,8 @@ def _gather_body(sig: GatherSig, gates: bool = False) -> str:
                 lines.append(_chain(sig.pre, f"v{c}", c, "full", 0, cast, gates))
     else:
         lines += [
-            "fy = p[6] * y + p[7] * x + p[8]",
-            "fx = p[9] * y + p[10] * x + p[11]",
+            "fy = a0_ * y + a1_ * x + a2_",
+            "fx = a3_ * y + a4_ * x + a5_",
             "ty0 = math.floor(fy)",
             "tx0 = math.floor(fx)",
             "dr = fy - ty0",
@@ -173,7 +174,7 @@ def _gather_body_general(sig: GatherSig, gates: bool = False) -> str:
         lines += ["sy = q0 * y + q1 * x + q2", "sx = q3 * y + q4 * x + q5"]
         lines += read([f"v{c}" for c in chans])
     else:
-        lines += ["fy = p[6] * y + p[7] * x + p[8]", "fx = p[9] * y + p[10] * x + p[11]"]
+        lines += ["fy = a0_ * y + a1_ * x + a2_", "fx = a3_ * y + a4_ * x + a5_"]
         if sig.umap:
             e = extras_offset(sig) + (6 if sig.bounded else 0)
             args = "".join(f", p[{e + j}]" for j in range(REGISTRY[sig.umap].nparams))
@@ -209,9 +210,11 @@ def _gather_body_general(sig: GatherSig, gates: bool = False) -> str:
 
 def gather_prologue() -> str:
     """Per-launch setup read from the parameter array (shared with the batched kernels)."""
-    # the integer map's entries are whole numbers: convert once, not per pixel
+    # the integer map's entries are whole numbers: convert once, not per pixel; the sampler's
+    # map is read once too (per pixel, a load the compiler cannot hoist past the stores)
     return (f"full = p[{FULL_OFF}]\nclip_lo = p[{CLIP_OFF}]\nclip_hi = p[{CLIP_HI_OFF}]\n"
             + "".join(f"q{i} = int(math.floor(p[{P_OFF + i}] + 0.5))\n" for i in range(6))
+            + "".join(f"a{i}_ = p[{A_OFF + i}]\n" for i in range(6))
             + f"mh = int(p[{MID_OFF}])\nmw = int(p[{MID_OFF + 1}])")
 
 
