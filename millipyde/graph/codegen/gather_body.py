@@ -96,30 +96,46 @@ def _gather_body(sig: GatherSig, gates: bool = False) -> str:
             lines.append("o = _u32(_u32(iy) * dy_ + _u32(ix) * dx_ + c0_)")
         else:
             lines += ["by = q0 * iy + q1 * ix + q2", "bx = q3 * iy + q4 * ix + q5"]
-        for c in chans:
-            lines += [f"t{c}_{k} = 0.0" for k in range(4)]
         taps = [("iy", "ix", "", "", "o", 0),
                 ("iy", "ix + 1", " + q1", " + q4", "_u32(o + dx_)", 1),
                 ("iy + 1", "ix", " + q0", " + q3", "_u32(o + dy_)", 2),
                 ("iy + 1", "ix + 1", " + q0 + q1", " + q3 + q4", "_u32(o + dy_ + dx_)", 3)]
-        for ty, tx, dy, dx, flat, k in taps:
+
+        def read(k: int, chs: list[int]) -> list[str]:
+            ty, tx, dy, dx, flat, _ = taps[k]
             # one unsigned comparison per axis also rejects negative indices
-            lines.append(f"if _u({ty}) < _u(mh) and _u({tx}) < _u(mw):")
-            if sig.packed:
-                lines.append(f"    pk = src[{flat}]")
-            else:
-                lines += [f"    sy = by{dy}", f"    sx = bx{dx}"]
-            for c in chans:
-                lines.append(f"    t{c}_{k} = {load(c, 'sy', 'sx')}")
+            out = [f"t{c}_{k} = 0.0" for c in chs]
+            out.append(f"if _u({ty}) < _u(mh) and _u({tx}) < _u(mw):")
+            out += [f"    pk = src[{flat}]"] if sig.packed else [f"    sy = by{dy}",
+                                                                 f"    sx = bx{dx}"]
+            for c in chs:
+                out.append(f"    t{c}_{k} = {load(c, 'sy', 'sx')}")
                 if not lut and sig.pre:
-                    lines.append("    " + _chain(sig.pre, f"t{c}_{k}", c, "full", 0, cast, gates)
-                                 .replace("\n", "\n    "))
-        for c in chans:
-            lines += _blend(c, sig, cast or lut, gates)
+                    out.append("    " + _chain(sig.pre, f"t{c}_{k}", c, "full", 0, cast, gates)
+                               .replace("\n", "\n    "))
+            return out
+
+        def finish(c: int) -> list[str]:
+            out = _blend(c, sig, cast or lut, gates)
             if lut and sig.lut_stages[1]:
-                lines.append(f"v{c} = _b2f(lut[1, {c}, int(v{c})])")
+                out.append(f"v{c} = _b2f(lut[1, {c}, int(v{c})])")
             elif sig.post:
-                lines.append(_chain(sig.post, f"v{c}", c, "full", len(sig.pre), cast, gates))
+                out.append(_chain(sig.post, f"v{c}", c, "full", len(sig.pre), cast, gates))
+            return out
+
+        if sig.packed:  # one word holds every channel of a tap: read the four words first
+            for k in range(4):
+                lines += read(k, list(chans))
+            for c in chans:
+                lines += finish(c)
+        else:
+            # channel by channel, four taps each: 4 float64 taps live instead of 4 per
+            # channel (the kernels were held to a quarter occupancy by their registers);
+            # each channel's operations are the same, so the values are too
+            for c in chans:
+                for k in range(4):
+                    lines += read(k, [c])
+                lines += finish(c)
     return "\n".join(lines + _gather_tail(sig, gates, op_offsets(_chained(sig))))
 
 
