@@ -6,7 +6,7 @@ at once (``random.uniform01_array``, bit-identical to the per-output draws). Out
 coins (and zero-sigma blurs) agree form a *pattern*; the first output of each pattern ever
 seen is recorded as usual once (its *template*: the kernels ``graph.exec.batch`` would batch it
 with), and every output of that pattern then gets its kernel arguments (parameter rows,
-uint8 tables, taps) from the drawn arrays, computed as ``execute.gather_args`` computes them.
+uint8 tables, taps) from the drawn arrays, computed as ``exec.gather.gather_args`` computes them.
 The groups run through ``graph.exec.batch``'s batched kernels, one upload per batch.
 
 Outputs this cannot make (a rotation that needs scikit-image's data-dependent clip, a pattern
@@ -27,7 +27,7 @@ import numpy as np
 from . import batch_math
 from .batch_ops import Ctx, sample_round
 from .graph.codegen import gather_sig as codegen
-from .graph.exec import batch, execute
+from .graph.exec import batch, tables
 from .graph.plan.schedule import _affine3
 from .image import RECORDING_METHODS, _bounds, _range, gpuimage
 from .kernels import REGISTRY
@@ -425,7 +425,7 @@ def _recipe(t: _Template, i: int, k: Any, d: _Draws) -> _GatherRecipe:
         ran = [m for m in ops if not m.gated_off]
         varying = [(q, j) for q, m in enumerate(ran) if (j := d.op(t, m)) is not None]
         if varying:
-            fixed = np.array([execute._op_params(m) for m in ran]).reshape(len(ran), 3)
+            fixed = np.array([tables._op_params(m) for m in ran]).reshape(len(ran), 3)
             codes = np.array([m.op.code for m in ran], dtype=np.int64)
             stages.append((stage, codes, fixed, varying))
     return _GatherRecipe(p_t, np.ascontiguousarray(lut_t), flags, cols, smp, post_maps,
