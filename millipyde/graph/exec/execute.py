@@ -14,7 +14,8 @@ from . import replay
 
 #: A kernel kind's runner: (kernel, its source's buffer, device, the private reader) to the
 #: output buffer and whether it is partial (only the reader's footprint computed). Each kind's
-#: module registers its own (``runs``); the package imports them all.
+#: module registers its own (``runs``); the package imports them all. Registered, not imported
+#: here: the gather runner materializes reductions (the warp clip's bounds) through this driver.
 Runner = Callable[[Kernel, Any, int, "Gather | None"], "tuple[Any, bool]"]
 RUNNERS: dict[str, Runner] = {}
 
