@@ -15,7 +15,7 @@ import numpy as np
 import millipyde as mp
 from bench.smoke_gpu import copy_bandwidth, timed
 from millipyde.graph.codegen import gather
-from millipyde.graph.exec import execute
+from millipyde.graph.exec import gather as exec_gather
 
 
 def main() -> None:
@@ -26,7 +26,7 @@ def main() -> None:
     first = None
     for items in (1, 2, 4, 8, 16):
         gather.GATHER_ITEMS = items
-        execute._gather_fn.cache_clear()
+        exec_gather._gather_fn.cache_clear()
 
         def clone():
             x = base.clone()

@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import millipyde as mp  # noqa: E402
 from millipyde.backend import launcher, rawlaunch  # noqa: E402
-from millipyde.graph.exec import execute, replay  # noqa: E402
+from millipyde.graph.exec import gather as exec_gather  # noqa: E402
+from millipyde.graph.exec import replay  # noqa: E402
 
 
 def _per_call(fn, n: int) -> float:
@@ -77,10 +78,10 @@ def main() -> None:
     record_plan(1)  # cached on the second sighting
     (k,) = replay.plan(img._node)
     rows = {"record": record, "record + plan": record_plan,
-            "gather_args, table": lambda i: execute.gather_args(k)}
-    if "tables" in execute.gather_args.__code__.co_varnames:
-        rows["gather_args, inline"] = lambda i: execute.gather_args(k, False)
-    _, _, p = execute.gather_args(k)
+            "gather_args, table": lambda i: exec_gather.gather_args(k)}
+    if "tables" in exec_gather.gather_args.__code__.co_varnames:
+        rows["gather_args, inline"] = lambda i: exec_gather.gather_args(k, False)
+    _, _, p = exec_gather.gather_args(k)
     launch_args = (_fake_array((512, 512, 3)), _fake_array((512, 512, 3)),
                    _fake_array((2, 3, 256)), *p.tolist())
     rows["kind_key (20 args)"] = lambda i: launcher.kind_key(launch_args)

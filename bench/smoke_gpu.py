@@ -25,6 +25,9 @@ import millipyde as mp
 from millipyde.backend import ACTIVE as runtime
 from millipyde.graph.codegen import gpu as codegen_gpu
 from millipyde.graph.exec import execute
+from millipyde.graph.exec import gather as exec_gather
+from millipyde.graph.exec import stencil as exec_stencil
+from millipyde.graph.exec import variants as exec_variants
 from millipyde.graph.plan import schedule
 from millipyde.kernels import REGISTRY
 
@@ -97,13 +100,13 @@ def _stencil_rows(name: str, img, taps: np.ndarray, bw: float, reps: int) -> lis
     is_int = src3.dtype.kind in "ui"
     full = 255.0 if is_int else 1.0
     moved = float(src3.nbytes * 2)
-    rows_fn, cols_fn = execute._stencil_fns()
+    rows_fn, cols_fn = exec_stencil._stencil_fns()
 
     def tiled(_):
         for _ in range(reps):
-            execute.run_stencil_tiled(src3, tmp, dst, taps_d, r, is_int, full, 0)
+            exec_stencil.run_stencil_tiled(src3, tmp, dst, taps_d, r, is_int, full, 0)
 
-    trows, tcols = execute._stencil_tiled_fns(c, nc)
+    trows, tcols = exec_stencil._stencil_tiled_fns(c, nc)
     rb, cb = codegen_gpu.ROWS_BLOCK, codegen_gpu.COLS_BLOCK
     sw = codegen_gpu.rows_segment_width(rb[0], r)
 
@@ -138,12 +141,12 @@ def kernel_only(base, grey, bw: float) -> list[dict]:
     rows += _stencil_rows("gaussian_rgba", base, taps, bw, reps)
     src = base._materialize()
     n = H * W
-    flat, _ = execute._lut_rgba_fns()
+    flat, _ = exec_gather._lut_rgba_fns()
     lut = np.tile(np.arange(256, dtype=np.uint8), (2, 4, 1))
     lut[0, :3] = (255.0 * (np.arange(256) / 255.0) ** 2 + 0.5).astype(np.uint8)
     lut_d = runtime.upload_small(lut, 0)
     dst = runtime.empty(src.shape, src.dtype, 0)
-    s32, d32 = execute._words(src, flat=True), execute._words(dst, flat=True)
+    s32, d32 = exec_variants._words(src, flat=True), exec_variants._words(dst, flat=True)
     launch = codegen_gpu.lut_launch(n)  # as execute launches it
 
     def lutk(_):
@@ -206,7 +209,7 @@ def main() -> None:
     grey = mp.gpuimage(rng.random((H, W)))
     grey._materialize()
     bw = copy_bandwidth()
-    print(f"[{args.label}] variants={execute.gpu_variants_enabled()} "
+    print(f"[{args.label}] variants={exec_variants.gpu_variants_enabled()} "
           f"pool={runtime._cupy_pool() is not None} copy bandwidth {bw / 1e12:.2f} TB/s")
     results = []
     for name, src, op, moved in ops_table(base, grey):
@@ -236,9 +239,9 @@ def main() -> None:
                         "roofline_pct": pct, "kernels": nk})
         print(f"{name:14s} total {t:8.3f} ms  clone {tc:7.3f} ms  op {to:8.3f} ms  "
               f"{pct:5.1f}% roofline  {nk} kernel(s)", flush=True)
-    kern = kernel_only(base, grey, bw) if execute.gpu_variants_enabled() else []
-    for fn in (*execute._stencil_tiled_fns(1, 1), *execute._stencil_tiled_fns(4, 3),
-               *execute._lut_rgba_fns()):
+    kern = kernel_only(base, grey, bw) if exec_variants.gpu_variants_enabled() else []
+    for fn in (*exec_stencil._stencil_tiled_fns(1, 1), *exec_stencil._stencil_tiled_fns(4, 3),
+               *exec_gather._lut_rgba_fns()):
         for sig, kern_obj in list(getattr(fn, "overloads", {}).items()):
             try:
                 regs = kern_obj.regs_per_thread

@@ -4,7 +4,7 @@ For Operation chains that plan to one gather per output (geometry with at most o
 colour, noise and erasing ops, user ``@mp.elementwise`` / ``@mp.pixelwise`` ops; ``batch_ops``
 lists them) the whole batch is recorded with NumPy: coins and parameters drawn at once
 (``batch_ops``, bit-identical to the per-output draws), one parameter row per member
-(``batch_chain.VGather``, the values ``execute.gather_args`` gives each output), gates as
+(``batch_chain.VGather``, the values ``exec.gather.gather_args`` gives each output), gates as
 per-member flags. The Generator's distinct inputs are packed once per device into a flat
 *arena* (they are resident and do not change between batches); a member reads its source
 through its (offset, width) row, so inputs of different sizes share one launch

@@ -1,4 +1,4 @@
-"""One fused gather for many outputs at once: ``Gather.add`` and ``execute.gather_args`` as
+"""One fused gather for many outputs at once: ``Gather.add`` and ``exec.gather.gather_args`` as
 NumPy arrays with one row per output (``batch_arena`` records whole batches with it).
 
 :class:`VGather` holds, per batch member, what ``graph.plan.schedule.Gather`` holds for one
@@ -11,7 +11,7 @@ the kernel of an output that never recorded it.
 
 The matrices are the same 3x3 products, in the same order, as ``Gather.add`` takes one output
 at a time (``batch_math.compose``), and every parameter is the value the per-output recording
-computes (``batch_ops``), so each row equals ``execute.gather_args`` of that output's own plan
+computes (``batch_ops``), so each row equals ``exec.gather.gather_args`` of that output's own plan
 (tests compare the outputs bit for bit).
 """
 
@@ -185,7 +185,7 @@ class VGather:
         if self.phase == 0:
             self.npre += 1
 
-    # -- execute.gather_args ------------------------------------------------------------------
+    # -- exec.gather.gather_args -------------------------------------------------------------
     def sig(self) -> GatherSig:
         names = tuple(c.name for c in self.ops)
         return GatherSig(
@@ -196,7 +196,7 @@ class VGather:
 
     def rows(self) -> tuple[GatherSig, np.ndarray]:
         """The signature and per-member parameter rows (gate flags after them with
-        ``gates``): ``execute.gather_args``'s ``p`` of each member."""
+        ``gates``): ``exec.gather.gather_args``'s ``p`` of each member."""
         sig = self.sig()
         n = self.n
         p = np.zeros((n, gather_nparams(sig)))

@@ -6,7 +6,7 @@ per pattern; the patterns whose kernels have the same structure share a group
 a group with one NumPy operation per *distinct* recipe piece, not one per pattern: the
 templates' base parameter rows and tables are stacked and indexed by each member's pattern,
 then each drawn column, sampler map, table stage and Gaussian tap set is written for all
-the members (of any pattern) that share it. The values are those ``execute.gather_args``
+the members (of any pattern) that share it. The values are those ``exec.gather.gather_args``
 gives each member's own plan (tests compare the outputs bit for bit).
 """
 
@@ -19,7 +19,7 @@ import numpy as np
 
 from . import batch_math
 from .graph.codegen import gather_sig as codegen
-from .graph.exec import batch, execute
+from .graph.exec import batch, tables
 from .graph.plan.schedule import _affine3
 from .kernels import REGISTRY
 
@@ -86,7 +86,7 @@ def _recipe(t: Any, i: int, d: Draws) -> _GatherRecipe:
         return got
     k = t.kernels[i]
     lut_t, p_t, flags = t.args[i]
-    lut_mode = batch.tables(k)
+    lut_mode = k.lut_mode
     chained = ([] if lut_mode else k.pre + k.post) + k.grey_ops
     cols = [(codegen.OPS_OFF + 3 * c, j) for c, node in enumerate(chained)
             if not node.gated_off and (j := d.op(t, node)) is not None]
@@ -106,7 +106,7 @@ def _recipe(t: Any, i: int, d: Draws) -> _GatherRecipe:
         ran = [m for m in ops if not m.gated_off]
         varying = [(q, j) for q, m in enumerate(ran) if (j := d.op(t, m)) is not None]
         if varying:
-            fixed = np.array([execute._op_params(m) for m in ran]).reshape(len(ran), 3)
+            fixed = np.array([tables._op_params(m) for m in ran]).reshape(len(ran), 3)
             codes = np.array([m.op.code for m in ran], dtype=np.int64)
             # the template's own draws are overwritten per member: patterns whose stages
             # differ only there build their tables in one call
@@ -173,7 +173,7 @@ def _gather_arrays(ms: _Members, i: int, d: Draws, ok: np.ndarray,
                     a = a @ q
                 p[at, codegen.A_OFF:codegen.A_OFF + 6] = a[:2].ravel()
     k = ms.templates[0].kernels[i]
-    if batch.tables(k):
+    if k.lut_mode:
         lut = np.stack([r.lut for r in rs])[pat]
         stages = [(x[4], u) for u, r in enumerate(rs) for x in r.stages]
         for key, us in _by(stages).items():
@@ -251,7 +251,7 @@ def group_arrays(key: tuple, parts: list[tuple[Any, np.ndarray]],
         for name in ("p", "taps", "rad"):
             if name in a:
                 a[name] = a[name][ok]
-        if "p" in a and batch.tables(kernels[i]):  # per-member tables (else one for all)
+        if "p" in a and kernels[i].lut_mode:  # per-member tables (else one for all)
             a["lut"] = a["lut"][ok]
     return ms.rows[ok], arrays, ms.rows[~ok]
 

@@ -20,7 +20,7 @@ from .graph.plan.schedule import _affine3
 
 @functools.cache
 def lut_many():
-    """Host kernel ``build_many(codes, params, channels, full, out)``: ``execute.build_lut``
+    """Host kernel ``build_many(codes, params, channels, full, out)``: ``exec.tables.build_lut``
     for every row of ``params`` (n, K, 3) into ``out`` (n, C, 256), the same builder code."""
     src = _lut_source() + (
         "\n\n@njit(cache=True, nogil=True)\n"

@@ -6,7 +6,7 @@ at once (``random.uniform01_array``, bit-identical to the per-output draws). Out
 coins (and zero-sigma blurs) agree form a *pattern*; the first output of each pattern ever
 seen is recorded as usual once (its *template*: the kernels ``graph.exec.batch`` would batch it
 with), and every output of that pattern then gets its kernel arguments (parameter rows,
-uint8 tables, taps) from the drawn arrays, computed as ``execute.gather_args`` computes them.
+uint8 tables, taps) from the drawn arrays, computed as ``exec.gather.gather_args`` computes them.
 The groups run through ``graph.exec.batch``'s batched kernels, one upload per batch.
 
 Outputs this cannot make (a rotation that needs scikit-image's data-dependent clip, a pattern

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from .base import Backend, Capabilities, DeviceInfo
-from .cuda import _UNCHANGED, CudaBackend
+from .cuda import CudaBackend
+from .cuda_devices import _UNCHANGED
 
 
 class SimBackend(CudaBackend):

@@ -13,7 +13,7 @@ from pathlib import Path
 import networkx as nx
 
 from ..kernels import REGISTRY
-from .exec.execute import stencil_passes
+from .exec.variants import stencil_passes
 from .ir.node import Node
 from .plan.schedule import Kernel, pending_graph, plan
 

@@ -8,7 +8,7 @@ width). The kernels are the per-image gather's body text (``gather_body._gather_
 - every other array access given the member's index (``codegen.batch.batched``),
 - a per-image statistic (``adjust_contrast``'s grey mean) read from ``stat[b]``: the sum a
   reduction kernel (:func:`arena_mean_source`) left there on the device, divided by the pixel
-  count the host put in the op's statistic slot (the division ``execute.grey_mean`` does),
+  count the host put in the op's statistic slot (the division ``exec.gather.grey_mean`` does),
 - and, for :func:`arena_gather_source` with ``layout``, each store written converted into the
   training batch (``codegen.convert``), so a batch is one launch (two with a statistic).
 

@@ -27,7 +27,7 @@ class GatherSig:
     grey_ops: tuple[str, ...] = ()
     # uint8 RGBA source read as one uint32 per pixel: ``src`` is then the flat uint32 view and
     # ``dst`` flat too, indexed with 32-bit offsets, so callers keep both under 2**31 elements
-    # (``execute._packable``); the source width and output height and width follow the
+    # (``exec.gather._packable``); the source width and output height and width follow the
     # parameters (``PACKED_DIMS``)
     packed: bool = False
     # "lut" mode: which of the two table stages (before / after the sampler) hold any op; an

@@ -37,7 +37,7 @@ from ..codegen import gpu as codegen_gpu
 from ..ir.node import Node
 from ..plan import footprint
 from ..plan.schedule import Gather, Kernel, full_range, plan
-from . import execute
+from . import execute, gather, stencil, tables, variants
 
 # On the cpu backend the stencil step runs the per-image fused tiled kernel (codegen_cpu, the
 # same values) member by member: it is several times faster there than the generic two-pass
@@ -163,33 +163,24 @@ def _analyse(node: Node, index: int, stacks: dict) -> tuple[tuple, _Member] | No
     return tuple(key), member
 
 
-def tables(k: Gather) -> bool:
-    """Whether batched gather ``k`` folds its uint8 chain into per-member tables built on the
-    host (always, where the chain folds: a chain computed per pixel in a batched kernel can
-    contract multiply-adds differently from the per-image kernel on a real GPU, and uint8
-    samples must equal the per-output values bit for bit)."""
-    return k.lut_mode
-
-
 def _gather_member_args(k: Gather) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray | None]:
-    """``execute.gather_args`` of ``k`` for one member, and its gate flags (None: no flag set).
+    """``gather.gather_args`` of ``k`` for one member, and its gate flags (None: no flag set).
 
     Gated-off nodes keep the kernel's signature (so every coin pattern shares it) but not
     their effect: index maps already left the matrices alone (``Gather.add``), uint8 tables
     are rebuilt from the ops that ran, other chained ops and a sampler get a flag.
     """
-    lut_mode = tables(k)
-    sig, lut, p = execute.gather_args(k, lut_mode)
+    sig, lut, p = gather.gather_args(k)
     if not any(n.gated_off for n in k.nodes):
         return sig, lut, p, None
     c, full = k.channels, full_range(k.source.dtype)
-    if lut_mode and any(n.gated_off for n in k.pre + k.post):
-        lut = execute.IDENTITY_LUT[:, :c].copy()  # a stage left without ops: identity table
+    if k.lut_mode and any(n.gated_off for n in k.pre + k.post):
+        lut = tables.IDENTITY_LUT[:, :c].copy()  # a stage left without ops: identity table
         for stage, ops in enumerate((k.pre, k.post)):
             ran = [n for n in ops if not n.gated_off]
             if ran:
-                lut[stage] = execute.build_lut(ran, c, full)
-    chained = ([] if lut_mode else k.pre + k.post) + k.grey_ops
+                lut[stage] = tables.build_lut(ran, c, full)
+    chained = ([] if k.lut_mode else k.pre + k.post) + k.grey_ops
     flags = [n.gated_off for n in chained]
     flags.append(any(n.gated_off and n.op.kind == "sampler" for n in k.nodes))
     return sig, lut, p, np.array(flags, dtype=np.float64) if any(flags) else None
@@ -243,7 +234,7 @@ class _Group:
         self.gated = []
         for i, k in enumerate(ms[0].kernels):
             if k.kind == "gather":
-                lut = np.stack([m.args[i][0] for m in ms]) if tables(k) else \
+                lut = np.stack([m.args[i][0] for m in ms]) if k.lut_mode else \
                     ms[0].args[i][0][None]
                 p = np.stack([m.args[i][1] for m in ms])
                 flags = [m.args[i][2] for m in ms]
@@ -333,11 +324,11 @@ def _stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rm
     nb, h, w, c = dst.shape
     nc = min(c, 3)
     is_int, full = n.dtype.kind in "ui", full_range(n.dtype)
-    if execute.stencil_2d_fits(rmax) and 0 < nb <= 65535 and h > 0 and w > 0:
+    if variants.stencil_2d_fits(rmax) and 0 < nb <= 65535 and h > 0 and w > 0:
         geometry = codegen_gpu.tile_geometry(runtime.simulated)
         runtime.launch_grid(_stencil_2d_fn(c, nc), (*codegen_gpu.tile_grid(h, w, geometry), nb),
                             geometry[:2], device, src, sidx, dst, taps, rad, is_int, full,
-                            runtime.upload_small(execute.IDENTITY_LUT[:, :c].copy(), device),
+                            runtime.upload_small(tables.IDENTITY_LUT[:, :c].copy(), device),
                             runtime.upload_small(footprint.full_spans(
                                 h, w, codegen_gpu.tile_size(geometry)[0]), device),
                             shared=codegen_gpu.tile_shared_bytes(rmax, geometry))
@@ -346,7 +337,7 @@ def _stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rm
     rb, cb = codegen_gpu.ROWS_BLOCK, codegen_gpu.COLS_BLOCK
     shared = (codegen_gpu.rows_shared_bytes(rb, nc, rmax),
               codegen_gpu.cols_shared_bytes(cb, rmax))
-    if execute.gpu_variants_enabled() and max(shared) <= runtime.SHARED_DEFAULT and \
+    if variants.gpu_variants_enabled() and max(shared) <= runtime.SHARED_DEFAULT and \
             0 < nb <= 65535 and h > 0 and w > 0:
         rows, cols = _stencil_tiled_fns(c, nc)
         sw = codegen_gpu.rows_segment_width(rb[0], rmax)
@@ -364,7 +355,7 @@ def _stencil_cpu(n: Node, srcs: list[Any], dst: Any, taps: list[np.ndarray | Non
                  device: int) -> None:
     """The cpu backend's fused per-image stencil (``execute``'s), one call per member; a
     member whose stencil is gated off (taps None) is copied."""
-    fn, tiles = execute._stencil_cpu_fn()
+    fn, tiles = stencil._stencil_cpu_fn()
     h, w, c = dst.shape[1:]
     nc = min(c, 3)
     for m, src in enumerate(srcs):
@@ -373,7 +364,7 @@ def _stencil_cpu(n: Node, srcs: list[Any], dst: Any, taps: list[np.ndarray | Non
             continue
         band, strip = tiles(h, w, nc, len(taps[m]))
         runtime.launch_2d(fn, h, w, device, src, dst[m], taps[m], nc, n.dtype.kind in "ui",
-                          full_range(n.dtype), band, strip, execute.IDENTITY_LUT)
+                          full_range(n.dtype), band, strip, tables.IDENTITY_LUT)
 
 
 def materialize_batch(handles: list[Any], stacks: dict[int, tuple[Any, int]]) -> list:

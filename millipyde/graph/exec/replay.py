@@ -98,7 +98,7 @@ def _skeleton(kernels: list[Kernel], seq: list[Node]) -> tuple | None:
         shell = copy.copy(k)
         shell.source = None
         # what execute derives from the structure alone, worked out on the first replay and
-        # shared by every later one (``execute.gather_args``)
+        # shared by every later one (``gather.gather_args``)
         shell._memo = {}
         for name in lists:
             setattr(shell, name, None)

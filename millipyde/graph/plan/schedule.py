@@ -385,55 +385,44 @@ def plan(target: Node, fuse: bool | None = None, stencil_tables: bool = True) ->
                                         feeds_only_expressions(m)))
             continue
         (src,) = n.inputs
-        k = open_by_tail.pop(src.id, None)
-        if (
-            fuse
-            and k is not None
-            and isinstance(k, Gather)
-            and fusable(src)
-            and k.accepts(n)
-        ):
-            k.add(n)
-        elif (
-            fuse
-            and k is not None
-            and k.kind == "copy"
-            and fusable(src)
-            and src.device == k.source.device
-            and _kind(n) in GATHER_KINDS
-        ):
-            # a same-device copy followed by a gather: the gather reads the original and
-            # writes the new buffer, so the copy costs no pass of its own
-            g2 = Gather("gather", k.source)
-            g2.nodes.append(src)
-            if g2.accepts(n):
-                g2.add(n)
-                kernels[kernels.index(k)] = g2
-                k = g2
-            else:
-                k = _new_kernel(n, src)
-                kernels.append(k)
-        elif (
-            fuse
-            and stencil_tables
-            and _kind(n) == "stencil"
-            and fusable(src)
-            and (st := _stencil_with_prologue(k, n)) is not None
-        ):
-            kernels[kernels.index(k)] = st
-            k = st
-        elif (
-            fuse
-            and stencil_tables
-            and isinstance(k, Stencil)
-            and fusable(src)
-            and _table_op(n)
-        ):
-            k.post.append(n)
-            k.nodes.append(n)
-        else:
-            k = _new_kernel(n, src)
-            kernels.append(k)
+        k = _place(n, open_by_tail.pop(src.id, None), fusable(src), stencil_tables, kernels)
         _flush_stats(kernels, k)
         open_by_tail[n.id] = k
     return kernels
+
+
+def _place(n: Node, k: Kernel | None, src_fusable: bool, stencil_tables: bool,
+           kernels: list[Kernel]) -> Kernel:
+    """The kernel that runs ``n`` (not an expression), whose input's open kernel is ``k``.
+
+    ``n`` joins ``k`` where fusion allows (``src_fusable``: fusion is on and the input need not
+    be stored), which may replace ``k`` in ``kernels``; else a new kernel is appended.
+    """
+    (src,) = n.inputs
+    if src_fusable and isinstance(k, Gather) and k.accepts(n):
+        k.add(n)
+        return k
+    if (src_fusable and k is not None and k.kind == "copy" and src.device == k.source.device
+            and _kind(n) in GATHER_KINDS):
+        # a same-device copy followed by a gather: the gather reads the original and
+        # writes the new buffer, so the copy costs no pass of its own
+        g2 = Gather("gather", k.source)
+        g2.nodes.append(src)
+        if g2.accepts(n):
+            g2.add(n)
+            kernels[kernels.index(k)] = g2
+            return g2
+        k = _new_kernel(n, src)
+        kernels.append(k)
+        return k
+    if (src_fusable and stencil_tables and _kind(n) == "stencil"
+            and (st := _stencil_with_prologue(k, n)) is not None):
+        kernels[kernels.index(k)] = st
+        return st
+    if src_fusable and stencil_tables and isinstance(k, Stencil) and _table_op(n):
+        k.post.append(n)
+        k.nodes.append(n)
+        return k
+    k = _new_kernel(n, src)
+    kernels.append(k)
+    return k

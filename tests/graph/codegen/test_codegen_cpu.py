@@ -11,7 +11,7 @@ import pytest
 
 from millipyde.graph.codegen import cpu as codegen_cpu
 from millipyde.graph.codegen.stencil import stencil_kernels
-from millipyde.graph.exec import execute
+from millipyde.graph.exec import tables as exec_tables
 from millipyde.kernels import REGISTRY
 
 SHAPES = [(1, 1), (5, 7), (7, 5), (40, 3), (3, 40), (97, 131)]
@@ -37,7 +37,7 @@ def _fused(src: np.ndarray, dtype: np.dtype, taps: np.ndarray,
     band, strip = tiles or codegen_cpu.stencil_tiles(h, w, nc, len(taps))
     codegen_cpu.stencil_kernel()(src, dst, taps, nc, dtype.kind in "ui",
                                  255.0 if dtype.kind in "ui" else 1.0, band, strip,
-                                 execute.IDENTITY_LUT)
+                                 exec_tables.IDENTITY_LUT)
     return dst
 
 

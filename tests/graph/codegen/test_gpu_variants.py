@@ -12,7 +12,9 @@ import reference as ref
 
 import millipyde as mp
 from millipyde.backend import ACTIVE as runtime
-from millipyde.graph.exec import execute
+from millipyde.graph.exec import gather as exec_gather
+from millipyde.graph.exec import stencil as exec_stencil
+from millipyde.graph.exec import variants as exec_variants
 from millipyde.kernels import REGISTRY
 
 pytestmark = [
@@ -35,8 +37,8 @@ def test_tiled_stencil_matches_reference(kind: str, hw: tuple[int, int], sigma: 
     dst = runtime.empty(img.shape, img.dtype, 0)
     is_int = img.dtype.kind in "ui"
     small = {"rows_block": (2, 2), "cols_block": (4, 2)} if runtime.simulated else {}
-    execute.run_stencil_tiled(src3, tmp, runtime.as_3d(dst), runtime.upload_small(taps, 0),
-                              len(taps) // 2, is_int, 255.0 if is_int else 1.0, 0, **small)
+    exec_stencil.run_stencil_tiled(src3, tmp, runtime.as_3d(dst), runtime.upload_small(taps, 0),
+                                   len(taps) // 2, is_int, 255.0 if is_int else 1.0, 0, **small)
     ref.assert_matches(runtime.to_host(dst), ref.gaussian(img, sigma), ulp_uint8=1,
                        atol=ref.SKIMAGE_ATOL, what=f"tiled gaussian({sigma}) {kind}")
 
@@ -50,10 +52,10 @@ def test_tiled_stencil_matches_reference(kind: str, hw: tuple[int, int], sigma: 
 def test_rgba_lut_fast_path_matches_generic(ops, hw, monkeypatch) -> None:
     img = ref.photo("rgba", *hw)
     # tables, as large images have them: small ones compute their chain in the kernel
-    monkeypatch.setattr(execute, "INLINE_TABLE_MAX_PIXELS", -1)
+    monkeypatch.setattr(exec_gather, "INLINE_TABLE_MAX_PIXELS", -1)
 
     def run(variants: bool) -> np.ndarray:
-        monkeypatch.setattr(execute, "gpu_variants_enabled", lambda: variants)
+        monkeypatch.setattr(exec_variants, "gpu_variants_enabled", lambda: variants)
         x = mp.gpuimage(img)
         for name, *args in ops:
             getattr(x, name)(*args)
@@ -80,11 +82,12 @@ def test_2d_stencil_equals_generic_passes(kind: str, packed: bool, hw: tuple[int
     full = 255.0 if is_int else 1.0
     tiled = runtime.empty(img.shape, img.dtype, 0)
     # uint8 RGBA takes the staged-words kernel unless told otherwise
-    assert execute.stencil_2d_packs(src3, runtime.as_3d(tiled), len(taps) // 2) == (kind == "rgba")
-    execute.run_stencil_2d(src3, runtime.as_3d(tiled), taps_d, len(taps) // 2, is_int, full, 0,
-                           packed=packed)
+    packs = exec_variants.stencil_2d_packs(src3, runtime.as_3d(tiled), len(taps) // 2)
+    assert packs == (kind == "rgba")
+    exec_stencil.run_stencil_2d(src3, runtime.as_3d(tiled), taps_d, len(taps) // 2, is_int, full,
+                                0, packed=packed)
     generic = runtime.empty(img.shape, img.dtype, 0)
-    rows, cols = execute._stencil_fns()
+    rows, cols = exec_stencil._stencil_fns()
     tmp = runtime.empty((h, w, nc), np.float64, 0)
     runtime.launch_2d(rows, h, w * nc, 0, src3, tmp, taps_d, nc)
     runtime.launch_2d(cols, h, w * c, 0, src3, tmp, runtime.as_3d(generic), taps_d, nc,
@@ -110,15 +113,15 @@ def test_2d_stencil_tables_equal_generic_passes(kind: str, packed: bool, pre: bo
     taps = REGISTRY["gaussian"].fn(0.9)
     taps_d = runtime.upload_small(taps, 0)
     tiled = runtime.empty(img.shape, img.dtype, 0)
-    execute.run_stencil_2d(src3, runtime.as_3d(tiled), taps_d, len(taps) // 2, True, 255.0, 0,
-                           lut, pre, post, packed)
+    exec_stencil.run_stencil_2d(src3, runtime.as_3d(tiled), taps_d, len(taps) // 2, True, 255.0, 0,
+                                lut, pre, post, packed)
     generic = runtime.empty(img.shape, img.dtype, 0)
-    rows, cols = execute._stencil_fns(pre, post)
+    rows, cols = exec_stencil._stencil_fns(pre, post)
     tmp = runtime.empty((h, w, nc), np.float64, 0)
     runtime.launch_2d(rows, h, w * nc, 0, src3, tmp, taps_d, nc, lut_d)
     runtime.launch_2d(cols, h, w * c, 0, src3, tmp, runtime.as_3d(generic), taps_d, nc,
                       True, 255.0, lut_d)
     np.testing.assert_array_equal(runtime.to_host(tiled), runtime.to_host(generic))
     plain = runtime.empty(img.shape, img.dtype, 0)
-    execute.run_stencil_2d(src3, runtime.as_3d(plain), taps_d, len(taps) // 2, True, 255.0, 0)
+    exec_stencil.run_stencil_2d(src3, runtime.as_3d(plain), taps_d, len(taps) // 2, True, 255.0, 0)
     assert not np.array_equal(runtime.to_host(tiled), runtime.to_host(plain))

@@ -12,7 +12,8 @@ from millipyde import random as mprandom
 from millipyde.backend import ACTIVE as runtime
 from millipyde.graph.codegen import batch as codegen_batch
 from millipyde.graph.codegen import gpu as codegen_gpu
-from millipyde.graph.exec import batch, execute
+from millipyde.graph.exec import batch
+from millipyde.graph.exec import variants as exec_variants
 from millipyde.graph.ir.node import Node
 from millipyde.pipeline import PipelineError
 
@@ -118,9 +119,9 @@ def test_generic_batched_stencil_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> 
 def test_batched_tiled_stencil(one_pass: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     # real GPUs pick the tiled kernels themselves; the simulator runs them with small blocks
     for kind, h, w, seed in (("rgba", 7, 7, 8), ("grey8", 6, 9, 9), ("rgb", 13, 11, 3)):
-        monkeypatch.setattr(execute, "gpu_variants_enabled", lambda: True)
+        monkeypatch.setattr(exec_variants, "gpu_variants_enabled", lambda: True)
         if not one_pass:
-            monkeypatch.setattr(execute, "stencil_2d_fits", lambda radius: False)
+            monkeypatch.setattr(exec_variants, "stencil_2d_fits", lambda radius: False)
         if runtime.simulated:
             monkeypatch.setattr(codegen_gpu, "ROWS_BLOCK", (2, 2))
             monkeypatch.setattr(codegen_gpu, "COLS_BLOCK", (4, 2))

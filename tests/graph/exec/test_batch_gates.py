@@ -12,6 +12,7 @@ from millipyde import random as mprandom
 from millipyde.backend import ACTIVE as runtime
 from millipyde.graph.codegen import gpu as codegen_gpu
 from millipyde.graph.exec import batch, execute
+from millipyde.graph.exec import variants as exec_variants
 from millipyde.graph.ir import node
 from millipyde.kernels import REGISTRY
 
@@ -196,9 +197,9 @@ def test_generator_gated_batch_equals_unbatched_and_eager(kind: str,
 @pytest.mark.parametrize("variant", ["2d-tiles", "two-tiled-passes", "generic"])
 def test_gated_stencil_gpu_variants(variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # every batched stencil kernel copies a member whose stencil is gated off (radius -1)
-    monkeypatch.setattr(execute, "gpu_variants_enabled", lambda: variant != "generic")
+    monkeypatch.setattr(exec_variants, "gpu_variants_enabled", lambda: variant != "generic")
     if variant != "2d-tiles":
-        monkeypatch.setattr(execute, "stencil_2d_fits", lambda radius: False)
+        monkeypatch.setattr(exec_variants, "stencil_2d_fits", lambda radius: False)
     if runtime.simulated:
         monkeypatch.setattr(codegen_gpu, "ROWS_BLOCK", (2, 2))
         monkeypatch.setattr(codegen_gpu, "COLS_BLOCK", (4, 2))

@@ -1,4 +1,4 @@
-"""uint8 elementwise chains computed in the kernel from their scalars (``execute.tables_inline``)
+"""uint8 elementwise chains computed in the kernel from their scalars (``gather.tables_inline``)
 store what the host-built 256-entry tables store, bit for bit."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ import pytest
 
 import millipyde as mp
 from millipyde.backend import ACTIVE as runtime
-from millipyde.graph.exec import execute, replay
+from millipyde.graph.exec import gather as exec_gather
+from millipyde.graph.exec import replay
+from millipyde.graph.exec import tables as exec_tables
 
 pytestmark = pytest.mark.cudasim_ok
 
@@ -36,9 +38,9 @@ def test_inline_chain_stores_what_the_tables_store(name, channels, monkeypatch):
     host = np.random.default_rng(7).integers(0, 256, (9, 11, channels), dtype=np.uint8)
     host[0, :6, 0] = [0, 1, 127, 128, 254, 255]  # the ends and the middle of the range
     replay.clear()
-    monkeypatch.setattr(execute, "INLINE_TABLE_MAX_PIXELS", -1)  # tables everywhere
+    monkeypatch.setattr(exec_gather, "INLINE_TABLE_MAX_PIXELS", -1)  # tables everywhere
     tables = _run(host, name)
-    monkeypatch.setattr(execute, "INLINE_TABLE_MAX_PIXELS", 1 << 20)
+    monkeypatch.setattr(exec_gather, "INLINE_TABLE_MAX_PIXELS", 1 << 20)
     inline = _run(host, name)
     np.testing.assert_array_equal(inline, tables)
     if channels == 4:
@@ -64,22 +66,22 @@ def test_device_backends_inline_small_images_only(monkeypatch):
     img = mp.gpuimage(np.zeros((8, 8, 3), np.uint8))
     img.adjust_gamma(2.0)
     k = _gather_of(img)
-    assert execute.tables_inline(k) == runtime.caps.device_memory
-    monkeypatch.setattr(execute, "INLINE_TABLE_MAX_PIXELS", 63)
-    assert not execute.tables_inline(k)
+    assert exec_gather.tables_inline(k) == runtime.caps.device_memory
+    monkeypatch.setattr(exec_gather, "INLINE_TABLE_MAX_PIXELS", 63)
+    assert not exec_gather.tables_inline(k)
 
 
 def test_a_chain_without_elementwise_ops_has_no_table_to_inline():
     flip = mp.gpuimage(np.zeros((8, 8, 3), np.uint8))
     flip.fliplr()
-    assert not execute.tables_inline(_gather_of(flip))
+    assert not exec_gather.tables_inline(_gather_of(flip))
 
 
 @pytest.mark.skipif(not runtime.caps.device_memory, reason="device backends only")
 def test_an_inline_chain_uploads_nothing(monkeypatch):
     img = mp.gpuimage(np.random.default_rng(3).integers(0, 256, (6, 5, 3), dtype=np.uint8))
     img._materialize()
-    execute.identity_table(3, 0)  # made once per process
+    exec_tables.identity_table(3, 0)  # made once per process
     calls = []
     real = runtime.upload_small
     monkeypatch.setattr(runtime, "upload_small", lambda *a: calls.append(a) or real(*a))

@@ -1,4 +1,4 @@
-"""The gathers ``execute.tables_inline`` picks on GPUs (uint8, elementwise chains inlined, no
+"""The gathers ``exec_gather.tables_inline`` picks on GPUs (uint8, elementwise chains inlined, no
 table) compile to PTX for sm_90 without a GPU."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A replayed gather's parameters, worked out once per plan (``execute.gather_args``'s memo),
+"""A replayed gather's parameters, worked out once per plan (``exec_gather.gather_args``'s memo),
 are those a fresh plan of the same nodes gives, for every later call's new scalars."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import millipyde as mp
-from millipyde.graph.exec import execute, replay
+from millipyde.graph.exec import gather as exec_gather
+from millipyde.graph.exec import replay
 from millipyde.graph.plan import schedule
 
 CHAINS = {
@@ -45,8 +46,8 @@ def test_replayed_gather_args_are_a_fresh_plans(name, tables):
             if a.kind != "gather":
                 continue
             memoized += tables in a.__dict__.get("_memo", {})
-            sa, la, pa = execute.gather_args(a, tables)
-            sb, lb, pb = execute.gather_args(b, tables)
+            sa, la, pa = exec_gather.gather_args(a, tables)
+            sb, lb, pb = exec_gather.gather_args(b, tables)
             assert sa == sb
             np.testing.assert_array_equal(la, lb)
             np.testing.assert_array_equal(pa, pb)

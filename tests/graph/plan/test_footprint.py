@@ -16,6 +16,7 @@ import pytest
 import millipyde as mp
 from millipyde.backend import ACTIVE as runtime
 from millipyde.graph.exec import execute
+from millipyde.graph.exec import variants as exec_variants
 from millipyde.graph.plan import footprint, schedule
 from millipyde.graph.plan.schedule import Gather, Stencil
 
@@ -109,7 +110,7 @@ def _chain(img: np.ndarray, fuse: bool, angle: float, hold: bool = False) -> tup
 @pytest.mark.cudasim_ok
 @pytest.mark.parametrize("angle", [45, 20, -100])
 def test_partial_stencil_equals_fusion_off(angle: float, monkeypatch) -> None:
-    monkeypatch.setattr(execute, "gpu_variants_enabled", lambda: True)
+    monkeypatch.setattr(exec_variants, "gpu_variants_enabled", lambda: True)
     monkeypatch.setattr(execute, "FOOTPRINT_MIN_PIXELS", 0)
     calls = []
     real = footprint.spans
@@ -126,7 +127,7 @@ def test_partial_stencil_equals_fusion_off(angle: float, monkeypatch) -> None:
 @gpu
 @pytest.mark.cudasim_ok
 def test_a_second_reader_gets_the_whole_stencil(monkeypatch) -> None:
-    monkeypatch.setattr(execute, "gpu_variants_enabled", lambda: True)
+    monkeypatch.setattr(exec_variants, "gpu_variants_enabled", lambda: True)
     monkeypatch.setattr(execute, "FOOTPRINT_MIN_PIXELS", 0)
     calls = []
     monkeypatch.setattr(footprint, "spans", lambda k, band: calls.append(k))
@@ -143,7 +144,7 @@ def test_a_second_reader_gets_the_whole_stencil(monkeypatch) -> None:
 @pytest.mark.cudasim_ok
 def test_small_images_compute_the_whole_stencil(monkeypatch) -> None:
     # below FOOTPRINT_MIN_PIXELS the host time of the spans would cost more than they save
-    monkeypatch.setattr(execute, "gpu_variants_enabled", lambda: True)
+    monkeypatch.setattr(exec_variants, "gpu_variants_enabled", lambda: True)
     calls = []
     monkeypatch.setattr(footprint, "spans", lambda k, band: calls.append(k))
     img = np.random.default_rng(4).integers(0, 256, (21, 17, 4), dtype=np.uint8)

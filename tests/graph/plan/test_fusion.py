@@ -100,12 +100,12 @@ def test_copy_folds_into_the_stencil_that_reads_it(kind: str) -> None:
 def test_packed_gather_equals_the_two_index_gather(ops, monkeypatch) -> None:
     # packed RGBA gathers read flat words with 32-bit offsets; images of 2**31 or more
     # elements fall back to the two-index kernel, which must give the same bits
-    from millipyde.graph.exec import execute
+    from millipyde.graph.exec import gather as exec_gather
 
     img = ref.photo_rgba(11, 17)
 
     def run(limit: int) -> np.ndarray:
-        monkeypatch.setattr(execute, "PACKED_MAX_ELEMENTS", limit)
+        monkeypatch.setattr(exec_gather, "PACKED_MAX_ELEMENTS", limit)
         x = mp.gpuimage(img)
         for name, *args in ops:
             getattr(x, name)(*args)

@@ -1,0 +1,171 @@
+"""The cuda backend's devices, contexts and streams (a part of ``CudaBackend``).
+
+``on_device`` makes a device's context current for a block, at no cost when it already is;
+streams and events order the work queued on them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .base import DeviceInfo
+
+
+class _Unchanged:
+    """The context of ``on_device`` when the device is already current: nothing to do."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return False
+
+
+_UNCHANGED = _Unchanged()
+
+
+class _Adopted:
+    """The context of ``on_device`` when the thread's current context already is the device's:
+    only the thread's record of its device changes, for the block."""
+
+    __slots__ = ("_tls", "_device")
+
+    def __init__(self, tls: threading.local, device: int) -> None:
+        self._tls, self._device = tls, device
+
+    def __enter__(self) -> None:
+        self._tls.device = self._device
+
+    def __exit__(self, *exc: object) -> bool:
+        self._tls.device = None
+        return False
+
+
+class CudaDevices:
+    """Devices, peer access, the current context and streams of ``CudaBackend``."""
+
+    # -- devices -----------------------------------------------------------------------
+    def device_count(self) -> int:
+        return len(self.cuda.gpus)
+
+    def device_infos(self) -> list[DeviceInfo]:
+        cuda, infos = self.cuda, []
+        for i in range(self.device_count()):
+            with cuda.gpus[i]:
+                dev = cuda.get_current_device()
+                name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+                infos.append(
+                    DeviceInfo(i, name, int(dev.MULTIPROCESSOR_COUNT), int(dev.CLOCK_RATE)))
+        return infos
+
+    def peer_matrix(self, n: int) -> np.ndarray:
+        m = np.eye(n, dtype=bool)
+        for i in range(n):
+            for j in range(n):
+                if i != j:
+                    m[i, j] = self._enable_peer(i, j)
+        return m
+
+    def _enable_peer(self, i: int, j: int) -> bool:
+        cuda = self.cuda
+        try:
+            with cuda.gpus[i]:
+                ctx = cuda.current_context()
+                if not ctx.can_access_peer(j):
+                    return False
+            with cuda.gpus[j]:
+                peer = cuda.current_context()
+            with cuda.gpus[i]:
+                try:
+                    ctx.enable_peer_access(peer.handle)
+                except Exception as err:  # already enabled is fine
+                    if "ALREADY_ENABLED" not in str(err).upper().replace(" ", "_"):
+                        raise
+            return True
+        except Exception:
+            # no peer path: copies between these two devices are staged through the host
+            return False
+
+    def on_device(self, device: int) -> contextlib.AbstractContextManager[None]:
+        current = getattr(self._tls, "device", None)
+        if current == device:
+            # already current in this thread: pushing the context again costs numba-cuda a
+            # dozen driver calls, and a generator-based context manager ~6 us per launch
+            return _UNCHANGED
+        if current is None and self._is_current(device):
+            # the thread's own context (numba-cuda leaves the first device's current) is the
+            # one asked for: adopt it for the block instead of a push and pop per op
+            return _Adopted(self._tls, device)
+        return self._switch_device(device)
+
+    def _is_current(self, device: int) -> bool:
+        """Whether ``device``'s context is the current one of this thread."""
+        from numba.cuda.cudadrv.driver import driver
+
+        handle = self._ctx_handles.get(device)
+        if handle is None:
+            with self._switch_device(device):
+                handle = self._ctx_handles[device] = int(self.cuda.current_context().handle)
+        return int(driver.cuCtxGetCurrent()) == handle
+
+    @contextlib.contextmanager
+    def _switch_device(self, device: int) -> Iterator[None]:
+        prev = getattr(self._tls, "device", None)
+        with self.cuda.gpus[device]:
+            self._tls.device = device
+            try:
+                yield
+            finally:
+                self._tls.device = prev
+
+    def synchronize(self, device: int | None = None) -> None:
+        cuda = self.cuda
+        for d in range(len(cuda.gpus)) if device is None else [device]:
+            if self._sync_current(d):
+                continue
+            with cuda.gpus[d]:
+                cuda.synchronize()
+
+    def _sync_current(self, device: int) -> bool:
+        """Synchronize ``device`` without a context push when its context is already current
+        in this thread (the push and pop cost numba-cuda a dozen driver calls); False when not
+        current (the caller switches)."""
+        from numba.cuda.cudadrv.driver import driver
+
+        if not self._is_current(device):
+            return False
+        driver.cuCtxSynchronize()
+        return True
+
+    # -- streams and events ------------------------------------------------------------
+    def current_stream(self) -> Any:
+        s = getattr(self._tls, "stream", None)
+        if s is None:
+            device = getattr(self._tls, "device", None)
+            if device is None:
+                return self.cuda.default_stream()
+            # numba-cuda builds a new stream object, looking the context up, on every call
+            # (~10 us); a device's default stream is the same one every time
+            s = self._default_streams.get(device)
+            if s is None:
+                s = self._default_streams[device] = self.cuda.default_stream()
+        return s
+
+    def new_stream(self, device: int) -> Any:
+        with self.on_device(device):
+            return self.cuda.stream()
+
+    def record_event(self, stream: Any = None) -> Any:
+        event = self.cuda.event(timing=False)
+        event.record(self.current_stream() if stream is None else stream)
+        return event
+
+    def wait_event(self, event: Any, stream: Any = None) -> None:
+        event.wait(self.current_stream() if stream is None else stream)

@@ -1,0 +1,95 @@
+"""The cuda backend's kernel launches (a part of ``CudaBackend``): the cached fast path,
+first launches one at a time, shared memory past 48 KB, 1-D, 2-D and explicit grids."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import launcher
+
+
+def _type_key(args: tuple) -> tuple:
+    return tuple((a.dtype.str, a.ndim) if hasattr(a, "dtype") and hasattr(a, "ndim")
+                 else type(a).__name__ for a in args)
+
+
+class CudaLaunches:
+    """Launches and per-block limits of ``CudaBackend``."""
+
+    # -- launches and limits -----------------------------------------------------------
+    def shared_limit(self, device: int) -> int:
+        """Most dynamic shared memory one block may use on ``device`` (opting in past 48 KB)."""
+        if device not in self._shared_limits:
+            with self.on_device(device):
+                dev = self.cuda.get_current_device()
+                self._shared_limits[device] = int(dev.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        return self._shared_limits[device]
+
+    def _opt_in_shared(self, kernel: Any, device: int, args: tuple) -> None:
+        # the limit is an attribute of the compiled kernel on one device: compile (or load) it
+        # for these argument types and raise its dynamic shared memory ceiling to the device's
+        # opt-in maximum, less what the kernel declares statically
+        from numba.cuda.cudadrv.driver import binding, driver
+
+        compiled = kernel._compile_for_args(*args)
+        compiled.bind()
+        fn = compiled._codelibrary.get_cufunc()
+        attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        driver.cuKernelSetAttribute(attr, self.shared_limit(device)
+                                    - compiled.shared_mem_per_block, fn.handle, fn.device.id)
+
+    def _launch(self, kernel: Any, device: int, args: tuple, *config: Any) -> None:
+        if self._recorded(kernel, device, args):
+            return
+        shared = config[3] if len(config) > 3 else 0
+        fast = self.fast_launch and launcher.ENABLED  # ENABLED: MILLIPYDE_FAST_LAUNCH
+        if fast and launcher.launch(kernel, device, args, *config[:3], shared):
+            return
+        # numba-cuda compiles and loads a kernel's module on its first launch for a signature
+        # and device; two threads doing that at once trip its module table ("key already in
+        # dictionary"), so first launches go one at a time.
+        key = (id(kernel), device, _type_key(args))  # warm per device; the lock is global
+        big = shared > self.SHARED_DEFAULT
+        if key in self._warm and (not big or key in self._opted_in):
+            kernel[config](*args)
+        else:
+            with self._first_launch_lock:
+                if big and key not in self._opted_in:
+                    if shared > self.shared_limit(device):
+                        raise ValueError(
+                            f"kernel {getattr(kernel, '__name__', kernel)} asks for {shared} B "
+                            f"of shared memory per block; device {device} allows "
+                            f"{self.shared_limit(device)}")
+                    self._opt_in_shared(kernel, device, args)
+                    self._opted_in.add(key)
+                kernel[config](*args)
+                self._warm.add(key)
+        if fast and not launcher.known(kernel, device, args):
+            launcher.remember(kernel, device, args, self.shared_limit(device)
+                              if key in self._opted_in else self.SHARED_DEFAULT)
+
+    #: threads of a 2-D launch's block, (x, y)
+    BLOCK_2D = (32, 8)
+
+    def _grid_2d(self, h: int, w: int) -> tuple[tuple[int, int], tuple[int, int]]:
+        bx, by = self.BLOCK_2D
+        return (min((w + bx - 1) // bx, 65535), min((h + by - 1) // by, 65535)), (bx, by)
+
+    def launch_2d(self, kernel: Any, h: int, w: int, device: int, *args: Any) -> None:
+        if h == 0 or w == 0:
+            return
+        grid, block = self._grid_2d(h, w)
+        with self.on_device(device):
+            self._launch(kernel, device, args, grid, block, self.current_stream())
+
+    def launch_grid(self, kernel: Any, grid: tuple[int, ...], block: tuple[int, ...],
+                    device: int, *args: Any, shared: int = 0) -> None:
+        if 0 in grid:
+            return
+        with self.on_device(device):
+            self._launch(kernel, device, args, grid, block, self.current_stream(), shared)
+
+    def launch_blocks(self, kernel: Any, blocks: int, threads: int, device: int,
+                      *args: Any) -> None:
+        with self.on_device(device):
+            self._launch(kernel, device, args, blocks, threads, self.current_stream())

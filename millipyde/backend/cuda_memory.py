@@ -1,0 +1,150 @@
+"""The cuda backend's memory (a part of ``CudaBackend``): allocations from CuPy's pool or
+numba-cuda, copies between host and devices, small uploads shared and staged, array views."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .. import config, faults
+from .pool import CupyPool, stream_handle
+from .staging import StagingRing
+
+
+class CudaMemory:
+    """Allocation, copies, small uploads and views of ``CudaBackend``."""
+
+    # -- memory ------------------------------------------------------------------------
+    def _cupy_pool(self) -> CupyPool | None:
+        """CuPy's pool, when CuPy imports and ``MILLIPYDE_GPU_POOL`` allows it."""
+        if self._pool is False:
+            pool = None
+            if config.gpu_pool():
+                try:
+                    import cupy
+
+                    pool = CupyPool(cupy)
+                except Exception:  # no CuPy: plain cudaMalloc through Numba
+                    pool = None
+            self._pool = pool
+        return self._pool
+
+    def empty(self, shape: tuple[int, ...], dtype: Any, device: int) -> Any:
+        try:
+            faults.check("alloc", device)
+            pool = self._cupy_pool()
+            if pool is not None and math.prod(shape) > 0:
+                return pool.allocate(tuple(int(s) for s in shape), np.dtype(dtype), device,
+                                     self.current_stream(), self._context)
+            with self.on_device(device):
+                return self.cuda.device_array(shape, dtype=dtype, stream=self.current_stream())
+        except (MemoryError, faults.InjectedOutOfMemory) as err:
+            raise self._oom(shape, dtype, device, err) from err
+        except Exception as err:  # numba-cuda raises CudaAPIError for OOM
+            if "OUT_OF_MEMORY" in str(err).upper().replace(" ", "_"):
+                raise self._oom(shape, dtype, device, err) from err
+            raise
+
+    def _context(self, device: int) -> Any:
+        """numba-cuda's context of ``device``."""
+        with self.on_device(device):
+            return self.cuda.current_context()
+
+    def from_host(self, array: np.ndarray, device: int) -> Any:
+        array = np.ascontiguousarray(array)
+        buf = self.empty(array.shape, array.dtype, device)
+        with self.on_device(device):
+            buf.copy_to_device(array, stream=self.current_stream())
+        return buf
+
+    def to_host(self, buffer: Any) -> np.ndarray:
+        stream = self.current_stream()
+        out = buffer.copy_to_host(stream=stream)
+        stream.synchronize()
+        return out
+
+    def copy(self, buffer: Any, device: int, src_device: int, peer: bool = False) -> Any:
+        out = self.empty(buffer.shape, buffer.dtype, device)
+        if device == src_device:
+            with self.on_device(device):
+                out.copy_to_device(buffer, stream=self.current_stream())
+            return out
+        # work that produced the source on its device's default stream must be done: streams
+        # of two devices are not ordered with each other (Pipeline workers sync their own)
+        with self.on_device(src_device):
+            self.cuda.default_stream().synchronize()
+            host = None if peer else buffer.copy_to_host()
+        with self.on_device(device):
+            out.copy_to_device(buffer if host is None else host, stream=self.current_stream())
+        return out
+
+    def upload_small(self, array: np.ndarray, device: int) -> Any:
+        """Kernels only read these, so identical arrays uploaded on the same device and stream
+        are shared (a bounded cache; the stream in the key keeps the upload ordered before its
+        users)."""
+        array = np.ascontiguousarray(array)
+        stream = self.current_stream()
+        key = None
+        if array.nbytes <= self.SMALL_MAX:
+            key = (device, stream_handle(stream), array.dtype.str, array.shape, array.tobytes())
+            with self._small_lock:
+                hit = self._small_cache.get(key)
+            if hit is not None:
+                return hit
+        buf = self.empty(array.shape, array.dtype, device)
+        with self.on_device(device):
+            if self.staged_uploads and array.nbytes <= self.SMALL_MAX:
+                self._ring(device).copy(buf, array, stream)
+            else:
+                buf.copy_to_device(array, stream=stream)
+        if key is not None:
+            with self._small_lock:
+                if len(self._small_cache) >= self._SMALL_CACHE_MAX:
+                    self._small_cache.pop(next(iter(self._small_cache)))
+                self._small_cache[key] = buf
+        return buf
+
+    def _ring(self, device: int) -> StagingRing:
+        """The pinned staging ring of ``device`` (made on first use; its context current)."""
+        ring = self._rings.get(device)
+        if ring is None:
+            with self._small_lock:
+                ring = self._rings.get(device)
+                if ring is None:
+                    ring = self._rings[device] = StagingRing(self.cuda, 64, self.SMALL_MAX)
+        return ring
+
+    # -- views -------------------------------------------------------------------------
+    def part(self, buffer: Any, offset: int, dtype: Any, shape: tuple[int, ...]) -> Any:
+        """Built directly, without numba-cuda's context checks in slicing, ``view`` and
+        ``reshape`` (see :meth:`members`)."""
+        dtype = np.dtype(dtype)
+        nbytes = max(int(np.prod(shape, dtype=np.int64)), 1) * dtype.itemsize
+        strides = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) * dtype.itemsize
+                        for i in range(len(shape)))
+        return _device_view(buffer, shape, strides, dtype, offset, offset + nbytes)
+
+    def members(self, buffer: Any) -> list[Any]:
+        """Built as numba-cuda's own indexing builds them, without its context check per index.
+
+        With :meth:`part`, that took a 64-output Generator batch's launch phase from 11.3 to
+        7.9-8.4 ms on an H200 (bench/RESULTS.md).
+        """
+        if not buffer.is_c_contiguous() or buffer.ndim < 2:
+            return super().members(buffer)
+        step = buffer.strides[0]
+        return [_device_view(buffer, buffer.shape[1:], buffer.strides[1:], buffer.dtype,
+                             m * step, (m + 1) * step) for m in range(buffer.shape[0])]
+
+
+def _device_view(buffer: Any, shape: tuple[int, ...], strides: tuple[int, ...], dtype: Any,
+                 start: int, stop: int) -> Any:
+    # what numba-cuda's own indexing builds (``_do_getitem``): an array over a view of the
+    # parent's memory, which keeps the parent alive
+    from numba.cuda.cudadrv import devicearray
+
+    return devicearray.DeviceNDArray(shape=shape, strides=strides, dtype=dtype,
+                                     stream=buffer.stream,
+                                     gpu_data=buffer.gpu_data.view(start, stop))

@@ -1,0 +1,272 @@
+"""Run a fused gather kernel: its signature, tables and parameter block from the planned nodes
+(remembered across replays), the packed and RGBA-table variants, and the grey mean some ops
+read."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import numpy as np
+
+from ...backend import ACTIVE as runtime
+from ..codegen import gpu as codegen_gpu
+from ..codegen.gather import gather_items, gather_kernel, gather_mean_source
+from ..codegen.gather_sig import (
+    A_OFF,
+    CLIP_HI_OFF,
+    CLIP_OFF,
+    FULL_OFF,
+    MID_OFF,
+    P_OFF,
+    GatherSig,
+    gather_nparams,
+    op_offsets,
+)
+from ..codegen.loader import load
+from ..ir.node import Node
+from ..plan.schedule import Gather, Kernel, full_range
+from . import execute, variants
+from .tables import _STATS, IDENTITY_LUT, _op_params, build_lut, identity_table
+from .variants import _c_contiguous, _words
+
+
+@functools.cache
+def _gather_fn(sig: GatherSig):
+    return gather_kernel(sig, runtime.codegen_target, runtime.simulated)
+
+
+@functools.cache
+def _lut_rgba_fns():
+    return codegen_gpu.lut_rgba_kernels(runtime.simulated)
+
+
+def warp_clip(k: Gather) -> tuple[float, float]:
+    """scikit-image's warp clip: the bounds (input minimum, maximum) that can bind, else -inf
+    and +inf.
+
+    Only kernels whose sampler reads the stored source ask (``Gather.clip_check``); the
+    bounds are map-reduces over every channel, as ``np.min(image)`` in skimage. With a fill of
+    0, blends stay within [min(lo, 0), max(hi, 0)]: the minimum binds when positive, the
+    maximum only when negative (signed images whose values are all negative).
+    """
+    if not k.clip_check or 0 in k.source.shape:
+        return -np.inf, np.inf
+    from ..ir.lazy import REDUCE
+
+    def reduced(name: str) -> float:
+        node = Node(REDUCE[name], (k.source,), (), (), k.source.dtype, k.source.device)
+        return float(runtime.to_host(execute.materialize(node))[0])
+
+    lo = reduced("min")
+    if lo > 0:
+        return lo, np.inf
+    hi = reduced("max") if lo < 0 else 0.0
+    return -np.inf, (hi if hi < 0 else np.inf)
+
+
+def gather_args(k: Gather, tables: bool = True
+                ) -> tuple[GatherSig, np.ndarray, np.ndarray]:
+    """Signature, LUT array and parameter array of a fused gather kernel.
+
+    ``tables=False``: uint8 elementwise chains are inlined (``"chain"`` mode, their scalars in
+    the parameters) instead of folded into host-built tables (see ``tables_inline``).
+    """
+    lut_mode = k.lut_mode and tables
+    memo = k.__dict__.get("_memo")  # shared by a replayed plan's kernels (replay._skeleton)
+    got = None if memo is None else memo.get(tables)
+    if got is not None:
+        return _replayed_args(k, lut_mode, *got)
+    c = k.channels
+    full = full_range(k.source.dtype)
+    names = lambda ns: tuple(n.op.name for n in ns)  # noqa: E731
+    for node, prefix in k.stats:
+        if node not in _STATS:
+            _STATS[node] = grey_mean(prefix)
+    sig = GatherSig(
+        cin=c,
+        mode="lut" if lut_mode else "chain",
+        is_int=k.source.dtype.kind in "ui",
+        sampler=k.A is not None,
+        grey=k.phase == 2,
+        pre=() if lut_mode else names(k.pre),
+        post=() if lut_mode else names(k.post),
+        grey_ops=names(k.grey_ops),
+        lut_stages=(bool(k.pre), bool(k.post)) if lut_mode else (False, False),
+        clip=bool(k.clip_check),
+        bounded=k.fill is not None,
+        edge=k.edge,
+        umap="" if k.umap is None else k.umap.op.name,
+    )
+    if lut_mode and (k.pre or k.post):
+        lut = IDENTITY_LUT[:, :c].copy()
+        if k.pre:
+            lut[0] = build_lut(k.pre, c, full)
+        if k.post:
+            lut[1] = build_lut(k.post, c, full)
+    else:
+        lut = IDENTITY_LUT[:, :c]
+    chained = ([] if lut_mode else k.pre + k.post) + k.grey_ops
+    offsets = op_offsets(names(chained))
+    p = np.zeros(gather_nparams(sig))
+    p[P_OFF:P_OFF + 6] = k.P[:2].ravel()
+    if k.A is not None:
+        p[A_OFF:A_OFF + 6] = k.A[:2].ravel()
+        p[MID_OFF:MID_OFF + 2] = k.mid
+    p[FULL_OFF] = full
+    p[CLIP_OFF], p[CLIP_HI_OFF] = warp_clip(k)
+    for i, n in enumerate(chained):
+        p[offsets[i]:offsets[i + 1]] = _op_params(n)
+    e = offsets[-1]
+    if sig.bounded:
+        p[e:e + 2] = k.source.shape[:2]
+        fill = k.fill
+        for ch in range(c):
+            # uint8 tables apply to what is read: the fill goes through the first stage too
+            p[e + 2 + ch] = lut[0, ch, int(fill)] if lut_mode and k.pre else fill
+        e += 6
+    if k.umap is not None:
+        p[e:e + k.umap.op.nparams] = [float(v) for v in k.umap.params]
+    if memo is not None and _memoizable(k, lut_mode):
+        memo[tables] = (sig, p.copy(), offsets)
+    return sig, lut, p
+
+
+def _memoizable(k: Gather, lut_mode: bool) -> bool:
+    """Whether all but the chained ops' slots of ``k``'s parameters are fixed by its replay key.
+
+    The key holds every node's op, shape and dtype, and the parameters of all but elementwise
+    ops: the signature, the maps (P, A, mid) and ``full`` follow from it. Statistics, the warp
+    clip (data), fills and user maps are left to the full computation, and so are host-built
+    tables (made from the elementwise parameters).
+    """
+    return (not k.stats and not k.clip_check and k.umap is None and k.fill is None
+            and not (lut_mode and (k.pre or k.post)))
+
+
+def _replayed_args(k: Gather, lut_mode: bool, sig: GatherSig, base: np.ndarray,
+                   offsets: list[int]) -> tuple[GatherSig, np.ndarray, np.ndarray]:
+    """``gather_args`` of a replayed kernel: its plan's parameters with the chained ops' slots
+    taken from the bound nodes."""
+    p = base.copy()
+    chained = ([] if lut_mode else k.pre + k.post) + k.grey_ops
+    for i, n in enumerate(chained):
+        p[offsets[i]:offsets[i + 1]] = _op_params(n)
+    return sig, IDENTITY_LUT[:, :sig.cin], p
+
+
+@functools.cache
+def _mean_fn(sig: GatherSig):
+    source = gather_mean_source(sig, runtime.codegen_target, runtime.simulated)
+    return load(source, runtime.codegen_target).kernel
+
+
+def grey_mean(k: Gather) -> float:
+    """Mean of the (torchvision) grey values of what gather ``k`` would store: one reduction
+    kernel over ``k.source``, nothing stored; read back to the host (tables are built there)."""
+    sig, lut, p = gather_args(k)
+    h, w = k.cur
+    if h * w == 0:
+        return 0.0
+    device = k.source.device
+    p = np.concatenate([p, [h, w]])
+    with runtime.on_device(device):
+        src = runtime.as_3d(k.source.buffer)
+        rows = h if runtime.codegen_target == "cpu" else 1
+        acc = runtime.from_host(np.zeros(rows), device)
+        params = tuple(p.tolist()) if runtime.codegen_target == "cuda" else (p,)
+        runtime.launch_2d(_mean_fn(sig), h, w, device, src, acc,
+                          runtime.upload_small(np.ascontiguousarray(lut), device), *params)
+        total = float(np.sum(runtime.to_host(acc)))
+    return total / (h * w)
+
+
+def _rgba_lut_fast(sig: GatherSig, src: Any) -> bool:
+    return (sig.plain and sig.mode == "lut" and sig.cin == 4 and not sig.sampler and not sig.grey
+            and src.ndim == 3 and src.shape[2] == 4 and src.is_c_contiguous())
+
+
+def _run_gather_rgba(k: Gather, src: Any, dst: Any, lut: np.ndarray, p: np.ndarray,
+                     device: int) -> None:
+    """uint8 RGBA, LUT and/or integer index map only: one uint32 load/store per pixel."""
+    flat, mapped = _lut_rgba_fns()
+    use_lut = bool(k.pre)
+    lut_d = runtime.upload_small(np.ascontiguousarray(lut), device)
+    h, w = dst.shape[0], dst.shape[1]
+    if tuple(src.shape) == tuple(dst.shape) and np.array_equal(p[:6], [1, 0, 0, 0, 1, 0]):
+        runtime.launch_blocks(flat, *codegen_gpu.lut_launch(h * w, runtime.simulated), device,
+                              _words(src, flat=True), _words(dst, flat=True), lut_d, use_lut)
+        return
+    runtime.launch_grid(mapped, *codegen_gpu.mapped_launch(h, w, runtime.simulated), device,
+                        _words(src), _words(dst), lut_d, runtime.upload_small(p, device),
+                        use_lut)
+
+
+# The packed kernel's offsets are 32-bit (``GatherSig.packed``)
+PACKED_MAX_ELEMENTS = 2**31
+
+
+def _packable(sig: GatherSig, src: Any, out: Node) -> bool:
+    """uint8 RGBA read pixel by pixel as uint32: one load per tap instead of four."""
+    return (sig.plain and sig.mode == "lut" and sig.cin == 4 and (sig.sampler or sig.grey)
+            and src.ndim == 3 and src.shape[2] == 4 and _c_contiguous(src)
+            and src.shape[0] * src.shape[1] < PACKED_MAX_ELEMENTS
+            and out.shape[0] * out.shape[1] * sig.cout < PACKED_MAX_ELEMENTS)
+
+
+#: Output pixels up to which a device backend computes a uint8 elementwise chain per pixel
+#: (``tables_inline``). Above, the table pays: each channel value costs a ``pow`` or the
+#: like per pixel on the GPU (fp64), against 256 per channel built on the host.
+INLINE_TABLE_MAX_PIXELS = 1 << 20
+
+
+def tables_inline(k: Gather) -> bool:
+    """Whether gather ``k``'s uint8 table chain runs per pixel in the kernel, from the ops'
+    scalars, instead of a 256-entry table built on the host and uploaded per call.
+
+    On device backends, for outputs up to ``INLINE_TABLE_MAX_PIXELS``: there the host time of
+    building and uploading a table (tens of microseconds) outweighs the kernel's work. The
+    values are the same: the table is made by the same scalar functions, rounded after each
+    op as the inlined chain is (``chain._chain_all``).
+    """
+    if not (runtime.caps.device_memory and (k.pre or k.post) and k.lut_mode):
+        return False
+    shape = k.output.shape
+    return shape[0] * shape[1] <= INLINE_TABLE_MAX_PIXELS
+
+
+@execute.runs("gather")
+def run_gather(k: Gather, src: Any, device: int, reader: Gather | None = None
+               ) -> tuple[Any, bool]:
+    """Launch gather ``k`` on ``src``: its output buffer (never partial)."""
+    out = k.output
+    sig, lut, p = gather_args(k, not tables_inline(k))
+    dst = runtime.empty(out.shape, out.dtype, device)
+    if variants.gpu_variants_enabled() and _rgba_lut_fast(sig, src):
+        _run_gather_rgba(k, src, dst, lut, p, device)
+        return dst, False
+    h, w = out.shape[0], out.shape[1]
+    src_arg, dst_arg = runtime.as_3d(src), runtime.as_3d(dst)
+    if _packable(sig, src, out):
+        sig = dataclasses.replace(sig, packed=True)
+        src_arg, dst_arg = _words(src, flat=True), runtime.flat(dst)
+        p = np.concatenate([p, [src.shape[1], h, w]])
+    fn = _gather_fn(sig)
+    params = tuple(p.tolist()) if runtime.codegen_target == "cuda" else (p,)
+    # a thread takes `items` pixels of a row per trip: the grid covers w / items columns
+    items = gather_items(sig, runtime.codegen_target, runtime.simulated)
+    table = (identity_table(sig.cin, device) if not any(sig.lut_stages)
+             else runtime.upload_small(np.ascontiguousarray(lut), device))
+    runtime.launch_2d(fn, h, -(-w // items), device, src_arg, dst_arg, table, *params)
+    return dst, False
+
+
+@execute.runs("stat")
+def run_stat(k: Kernel, src: Any, device: int, reader: Gather | None = None
+             ) -> tuple[Any, bool]:
+    """The grey mean a fused op reads (``_STATS``): no buffer, no node stored."""
+    out = k.output
+    if not out.materialized and out not in _STATS:
+        _STATS[out] = grey_mean(k.prefix)
+    return None, False

@@ -1,0 +1,64 @@
+"""Host-side inputs of the kernels: uint8 tables composed from elementwise ops, the identity
+tables, each op's parameter slots and the per-image statistics some ops read."""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ...backend import ACTIVE as runtime
+from ...kernels import REGISTRY
+from ..codegen.lut import lut_builder
+from ..ir.node import Node
+from ..plan.schedule import Stencil
+
+IDENTITY_LUT = np.tile(np.arange(256, dtype=np.uint8), (2, 4, 1))
+
+
+@functools.cache
+def _lut_build(_registered: int = 0):
+    # keyed on the registry's size: a user op registered later needs a builder that knows it
+    return lut_builder()
+
+
+# per-image statistics (adjust_contrast's grey mean) computed by Stat kernels, by op node
+_STATS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _op_params(n: Node) -> list[float]:
+    vals = [float(v) for v in n.params]
+    if n.op.stat:
+        vals.append(_STATS.get(n, 0.0))
+    return (vals + [0.0] * n.op.slots)[:n.op.slots]
+
+
+def build_lut(nodes: list[Node], channels: int, full: float) -> np.ndarray:
+    """Compose uint8 elementwise ops into one (channels, 256) table, rounding after each op."""
+    out = np.empty((channels, 256), dtype=np.uint8)
+    codes = np.array([n.op.code for n in nodes], dtype=np.int64)
+    params = np.array([_op_params(n)[:3] for n in nodes], dtype=np.float64).reshape(
+        len(nodes), 3)
+    _lut_build(len(REGISTRY))(codes, params, channels, full, out)
+    return out
+
+
+def identity_table(channels: int, device: int) -> Any:
+    """The (2, channels, 256) identity tables on ``device``, uploaded once and kept: a kernel
+    whose table stages hold no op takes them unread, with no upload or cache lookup per call.
+    """
+    return runtime.constant(("identity_lut", channels), IDENTITY_LUT[:, :channels], device)
+
+
+def stencil_tables(k: Stencil, channels: int) -> np.ndarray | None:
+    """The (2, channels, 256) uint8 prologue/epilogue tables of a fused stencil, or None."""
+    if not (k.pre or k.post):
+        return None
+    lut = IDENTITY_LUT[:, :channels].copy()
+    if k.pre:
+        lut[0] = build_lut(k.pre, channels, 255.0)
+    if k.post:
+        lut[1] = build_lut(k.post, channels, 255.0)
+    return lut
