@@ -1,6 +1,6 @@
 """rgb2grey on 6000x8000 RGBA for several pixels-per-thread settings (GPU only).
 
-    source bench/gpu_env.sh; MILLIPYDE_BACKEND=cuda python3 bench/grey_items.py
+    source bench/gpu_env.sh; MILLIPYDE_BACKEND=cuda python3 bench/probes/grey_items.py
 
 Sets ``gather.GATHER_ITEMS`` (pixels of a row each thread takes per trip of a packed gather
 without a sampler), times the op (CUDA events, median of 20; host path included, the clone
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 import millipyde as mp
-from bench.smoke_gpu import copy_bandwidth, timed
+from bench.probes.smoke_gpu import copy_bandwidth, timed
 from millipyde.graph.codegen import gather
 from millipyde.graph.exec import gather as exec_gather
 

@@ -1,7 +1,7 @@
 """Run the thesis 5-op chain once after a warm-up (a target for ``ncu``, GPU only).
 
     ncu --clock-control none -k regex:'tile2d|kernel' --launch-skip 2 -c 2 \
-        python3 bench/ncu_chain.py [--unfused]
+        python3 bench/probes/ncu_chain.py [--unfused]
 
 ``--unfused`` runs it with fusion off (five kernels per chain).
 """

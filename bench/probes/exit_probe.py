@@ -1,6 +1,6 @@
 """Does the process exit cleanly after multi-device work? Prints 'done' then exits.
 
-Usage: python3 bench/exit_probe.py {pipeline|generator|generator-open|pipeline-nopool}
+Usage: python3 bench/probes/exit_probe.py {pipeline|generator|generator-open|pipeline-nopool}
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Where the fusion bench's time goes: GPU kernels (CUPTI, through torch.profiler) vs host.
 
-    source bench/gpu_env.sh; MILLIPYDE_BACKEND=cuda python3 bench/fusion_breakdown.py
+    source bench/gpu_env.sh; MILLIPYDE_BACKEND=cuda python3 bench/probes/fusion_breakdown.py
 
 Runs the thesis 5-op chain (bench_fusion's) fused and with fusion off, ``--repeat`` times each
 under torch.profiler, and prints per variant: the wall time per chain, the summed GPU kernel time

@@ -2,7 +2,7 @@
 ``ncu``, GPU only): twice each, so ``--launch-skip`` can pass over the warm-up.
 
     ncu --clock-control none -k regex:tile2d --launch-skip 1 -c 1 \
-        python3 bench/ncu_gaussian.py grey|rgba
+        python3 bench/probes/ncu_gaussian.py grey|rgba
 """
 
 from __future__ import annotations

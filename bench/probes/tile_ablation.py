@@ -1,6 +1,6 @@
 """Time the one-pass 2-D tiled Gaussian alone for several tile geometries (GPU only).
 
-    source bench/gpu_env.sh; MILLIPYDE_BACKEND=cuda python3 bench/tile_ablation.py
+    source bench/gpu_env.sh; MILLIPYDE_BACKEND=cuda python3 bench/probes/tile_ablation.py
 
 6000x8000 RGBA uint8 and float64 grey, sigma 2; kernels only (buffers allocated once), CUDA
 events, median of 20; output checked equal to the default geometry's. RGBA runs both the
@@ -15,7 +15,7 @@ import argparse
 
 import numpy as np
 
-from bench.smoke_gpu import timed
+from bench.probes.smoke_gpu import timed
 from millipyde.backend import ACTIVE as runtime
 from millipyde.graph.codegen import gpu as codegen_gpu
 from millipyde.graph.codegen.loader import load

@@ -1,6 +1,6 @@
 """Where a Generator batch's time goes: recording, the batched launches, GPU kernels (GPU only).
 
-    source bench/gpu_env.sh; MILLIPYDE_BACKEND=cuda python3 bench/generator_breakdown.py
+    source bench/gpu_env.sh; MILLIPYDE_BACKEND=cuda python3 bench/probes/generator_breakdown.py
 
 Does what one Generator worker does for a batch (``Generator._make_batch``: clone and record
 the figure-5.1 Operations for each output, then ``batch.materialize_batch``), on 512x512 RGB

@@ -11,7 +11,7 @@ On a resident 512x512 RGB uint8 image, ``img.adjust_gamma(g)`` with a new ``g`` 
 - ``pack``: the driver-level parameter block of that launch, packed (``rawlaunch``; no
   driver call).
 
-Best of 9 runs of N calls, microseconds per call. ``python3 bench/host_parts.py [--calls N]``
+Best of 9 runs of N calls, microseconds per call. ``python3 bench/probes/host_parts.py [--calls N]``
 (any ``MILLIPYDE_BACKEND``; the lead compares before/after on the same machine).
 """
 
@@ -25,7 +25,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import millipyde as mp  # noqa: E402
 from millipyde.backend import launcher, rawlaunch  # noqa: E402

@@ -1,6 +1,7 @@
 """Quick GPU smoke timing of single ops at 6000x8000 RGBA (device-resident, events, median).
 
-    source bench/gpu_env.sh; MILLIPYDE_BACKEND=cuda python3 -m bench.smoke_gpu [--check] [--json F]
+    source bench/gpu_env.sh; MILLIPYDE_BACKEND=cuda \
+        python3 -m bench.probes.smoke_gpu [--check] [--json F]
 
 Per op: ``total`` = clone + op (what the first smoke reported), ``clone`` = the device clone
 alone, ``op`` = the op alone on an already-stored input (allocation, parameter upload and Python

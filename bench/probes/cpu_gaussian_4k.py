@@ -1,6 +1,7 @@
 """CPU backend vs scikit-image: Gaussian (sigma 2, truncate 8) on a 4000x5333 float64 image,
 millipyde timed with its host copies (gpuimage construction and np.asarray), five runs in a row.
-``python bench/cpu_gaussian_4k.py mallopt`` first keeps large freed blocks in the heap (glibc)."""
+``python bench/probes/cpu_gaussian_4k.py mallopt`` first keeps large freed blocks in the heap
+(glibc)."""
 
 import ctypes
 import sys

@@ -4,7 +4,7 @@ CI has no torchvision: its tests compare with NumPy transcriptions (tests/refere
 This runs the real functions on astronaut/chelsea/coffee (RGB and RGBA, alpha untouched) and
 prints, per op and factor, the largest difference and the share of values that differ.
 
-    python -m bench.check_torchvision
+    python -m bench.probes.check_torchvision
 """
 
 from __future__ import annotations

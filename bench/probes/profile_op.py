@@ -8,7 +8,7 @@ On a resident 512x512 RGB uint8 image, ``img.adjust_gamma(g); img._materialize()
 - the same with one ``g`` for every call (the table is the same each time);
 - a cProfile of 2000 calls (new ``g`` each), top entries by internal and by cumulative time.
 
-Run from the repository root: ``python3 bench/profile_op.py [--calls N] [--no-profile]``.
+Run from the repository root: ``python3 bench/probes/profile_op.py [--calls N] [--no-profile]``.
 """
 
 from __future__ import annotations

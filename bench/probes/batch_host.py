@@ -1,6 +1,6 @@
 """Host time of recording a batch at once (``batch_record``, ``batch_arena``), any backend.
 
-    MILLIPYDE_BACKEND=cpu python bench/batch_host.py [--px 64] [--size 256] [--profile]
+    MILLIPYDE_BACKEND=cpu python bench/probes/batch_host.py [--px 64] [--size 256] [--profile]
         [--recipe thesis|imagenet]
 
 ``thesis``: figure-5.1 operations (``bench_batches.operations``) on six RGB inputs of
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import millipyde as mp  # noqa: E402
 from bench.bench_batches import operations  # noqa: E402
