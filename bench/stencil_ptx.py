@@ -96,16 +96,20 @@ def kernels() -> list[tuple[str, object, tuple]]:
     idx = arr(np.int64, 1)
     u8, f64, taps1, taps2 = arr(np.uint8, 3), arr(np.float64, 3), arr(np.float64, 1), arr(
         np.float64, 2)
-    w32 = arr(np.uint32, 2)
+    hw = (types.int64, types.int64)
+    flat = {np.uint8: arr(np.uint8, 1), np.float64: arr(np.float64, 1),
+            np.uint32: arr(np.uint32, 1)}
     tiled = codegen_gpu.stencil_tiled_kernels(3, 3)
     btiled = codegen_batch.stencil_tiled_batch_kernels(3, 3)
     return [
-        ("tile2d uint8 RGB", codegen_gpu.stencil_2d_kernel(3, 3), (u8, u8, taps1, *tail)),
-        ("tile2d float64 grey", codegen_gpu.stencil_2d_kernel(1, 1), (f64, f64, taps1, *tail)),
+        ("tile2d uint8 RGB", codegen_gpu.stencil_2d_kernel(3, 3),
+         (flat[np.uint8], flat[np.uint8], *hw, taps1, *tail)),
+        ("tile2d float64 grey", codegen_gpu.stencil_2d_kernel(1, 1),
+         (flat[np.float64], flat[np.float64], *hw, taps1, *tail)),
         ("tile2d packed RGBA", codegen_gpu.stencil_2d_kernel(4, 3, packed=True),
-         (w32, w32, taps1, *tail)),
+         (flat[np.uint32], flat[np.uint32], *hw, taps1, *tail)),
         ("batch tile2d uint8 RGB", codegen_batch.stencil_2d_batch_kernel(3, 3),
-         (arr(np.uint8, 4), idx, arr(np.uint8, 4), taps2, idx, *tail)),
+         (flat[np.uint8], idx, flat[np.uint8], *hw, taps2, idx, *tail)),
         ("rows uint8 RGB", tiled[0], (u8, f64, taps1, types.int64)),
         ("cols uint8 RGB", tiled[1], (u8, f64, u8, taps1, types.boolean, types.float64)),
         ("batch rows uint8 RGB", btiled[0],

@@ -322,10 +322,12 @@ def _stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rm
     nb, h, w, c = dst.shape
     nc = min(c, 3)
     is_int, full = n.dtype.kind in "ui", full_range(n.dtype)
-    if execute.stencil_2d_fits(rmax) and 0 < nb <= 65535 and h > 0 and w > 0:
+    if execute.stencil_2d_fits(rmax) and 0 < nb <= 65535 and h > 0 and w > 0 and \
+            execute.stencil_2d_reads(src, dst.shape[1:]):
         geometry = codegen_gpu.tile_geometry(runtime.simulated)
         runtime.launch_grid(_stencil_2d_fn(c, nc), (*codegen_gpu.tile_grid(h, w, geometry), nb),
-                            geometry[:2], device, src, sidx, dst, taps, rad, is_int, full,
+                            geometry[:2], device, runtime.flat(src), sidx, runtime.flat(dst),
+                            h, w, taps, rad, is_int, full,
                             runtime.upload_small(execute.IDENTITY_LUT[:, :c].copy(), device),
                             runtime.upload_small(footprint.full_spans(
                                 h, w, codegen_gpu.tile_size(geometry)[0]), device),

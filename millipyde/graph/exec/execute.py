@@ -369,7 +369,7 @@ def _run_stencil(k: Stencil, src: Any, device: int, reader: Gather | None = None
         return dst, False
     taps_d = runtime.upload_small(taps, device)
     radius = len(taps) // 2
-    if stencil_2d_fits(radius):
+    if stencil_2d_fits(radius) and stencil_2d_reads(src3, src3.shape):
         run_stencil_2d(src3, dst3, taps_d, radius, is_int, full, device, lut, pre, post,
                        reader=reader)
         return dst, reader is not None
@@ -400,6 +400,12 @@ def stencil_2d_fits(radius: int) -> bool:
             and codegen_gpu.tile_shared_bytes(radius, geometry) <= runtime.SHARED_DEFAULT)
 
 
+def stencil_2d_reads(buffer: Any, image: tuple[int, ...]) -> bool:
+    """Whether the one-pass stencil reads ``buffer`` as flat images of shape ``image`` (it
+    must be C-contiguous; offsets in one image are 32-bit)."""
+    return _c_contiguous(buffer) and codegen_gpu.indexable(image)
+
+
 def stencil_2d_packs(src3: Any, dst3: Any, radius: int) -> bool:
     """Whether the one-pass stencil runs on uint32 words (uint8 RGBA, contiguous, fits)."""
     geometry = codegen_gpu.tile_geometry(runtime.simulated)
@@ -427,14 +433,16 @@ def run_stencil_2d(src3: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool,
     table = IDENTITY_LUT[:, :c] if lut is None else lut
     if packed:
         shared = codegen_gpu.packed_shared_bytes(radius, geometry)
-        src3, dst3 = _words(src3), _words(dst3)
+        src1, dst1 = _words(src3, flat=True), _words(dst3, flat=True)
     else:
         shared = codegen_gpu.tile_shared_bytes(radius, geometry)
+        src1, dst1 = runtime.flat(src3), runtime.flat(dst3)
     band = codegen_gpu.tile_size(geometry)[0]
     span = (footprint.full_spans(h, w, band) if reader is None
             else footprint.spans(reader, band))
     runtime.launch_grid(fn, codegen_gpu.tile_grid(h, w, geometry), geometry[:2], device,
-                        src3, dst3, taps_d, is_int, full, runtime.upload_small(table, device),
+                        src1, dst1, h, w, taps_d, is_int, full,
+                        runtime.upload_small(table, device),
                         runtime.upload_small(span, device), shared=shared)
 
 
