@@ -45,12 +45,14 @@ PATTERNS = {
     "st_global": r"\bst\.global\.",
     "st_generic": r"\bst\.(?!global|shared|param|local)[a-z0-9]+\b",
     "fma_f64": r"\bfma\.rn\.f64\b",
+    "cvt_int_f64": r"\bcvt\.rn\.f64\.[su](?:8|16|32|64)\b",
 }
 
 
-# SASS opcode families counted with ``--sass`` (``IMAD`` includes ``IMAD.WIDE``, ``.HI``...)
-SASS_OPS = ("IMAD", "IADD3", "LEA", "SHF", "ISETP", "DFMA", "DADD", "DMUL", "I2F", "LDG", "LD",
-            "LDS", "STG", "ST", "STS")
+# SASS opcode families counted with ``--sass``: ``IMAD`` the multiplies (``.HI``, ``.SHL``...),
+# ``IMAD_WIDE`` the 32x32->64-bit ones, ``MOV`` includes ``IMAD.MOV`` (ptxas's register moves)
+SASS_OPS = ("IMAD", "IMAD_WIDE", "MOV", "IADD3", "LEA", "SHF", "ISETP", "DFMA", "DADD", "DMUL",
+            "I2F", "LDG", "LD", "LDS", "STG", "ST", "STS")
 
 
 def arr(dtype: type, ndim: int) -> types.Array:
@@ -60,6 +62,12 @@ def arr(dtype: type, ndim: int) -> types.Array:
 def counts(ptx: str) -> dict[str, int]:
     """Occurrences of each of ``PATTERNS`` in ``ptx``."""
     return {k: len(re.findall(p, ptx)) for k, p in PATTERNS.items()}
+
+
+def _family(op: str) -> str:
+    if op.startswith("IMAD.MOV"):
+        return "MOV"
+    return "IMAD_WIDE" if op.startswith("IMAD.WIDE") else op.split(".")[0]
 
 
 def sass_counts(ptx: str, ptxas: str, cuobjdump: str) -> dict[str, int]:
@@ -85,7 +93,7 @@ def sass_counts(ptx: str, ptxas: str, cuobjdump: str) -> dict[str, int]:
             raise RuntimeError(run.stderr)
         sass = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True,
                               check=True).stdout
-    ops = Counter(m.group(1).split(".")[0] for m in re.finditer(
+    ops = Counter(_family(m.group(1)) for m in re.finditer(
         r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[0-9T]+\s+)?([A-Z][A-Z0-9_.]*)", sass))
     return {f"sass_{k}": ops.get(k, 0) for k in SASS_OPS} | {"sass_total": sum(ops.values())}
 
@@ -102,13 +110,13 @@ def kernels() -> list[tuple[str, object, tuple]]:
     tiled = codegen_gpu.stencil_tiled_kernels(3, 3)
     btiled = codegen_batch.stencil_tiled_batch_kernels(3, 3)
     return [
-        ("tile2d uint8 RGB", codegen_gpu.stencil_2d_kernel(3, 3),
+        ("tile2d uint8 RGB", codegen_gpu.stencil_2d_kernel(3, 3, unsigned=True),
          (flat[np.uint8], flat[np.uint8], *hw, taps1, *tail)),
         ("tile2d float64 grey", codegen_gpu.stencil_2d_kernel(1, 1),
          (flat[np.float64], flat[np.float64], *hw, taps1, *tail)),
         ("tile2d packed RGBA", codegen_gpu.stencil_2d_kernel(4, 3, packed=True),
          (flat[np.uint32], flat[np.uint32], *hw, taps1, *tail)),
-        ("batch tile2d uint8 RGB", codegen_batch.stencil_2d_batch_kernel(3, 3),
+        ("batch tile2d uint8 RGB", codegen_batch.stencil_2d_batch_kernel(3, 3, unsigned=True),
          (flat[np.uint8], idx, flat[np.uint8], *hw, taps2, idx, *tail)),
         ("rows uint8 RGB", tiled[0], (u8, f64, taps1, types.int64)),
         ("cols uint8 RGB", tiled[1], (u8, f64, u8, taps1, types.boolean, types.float64)),

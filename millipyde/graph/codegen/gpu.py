@@ -40,6 +40,7 @@ from .tile2d import (  # noqa: F401 - the one-pass 2-D tile, registered here wit
     tile_grid,
     tile_shared_bytes,
     tile_size,
+    unsigned_source,
 )
 
 # Outputs per thread along the window (rows pass: pixels in x; columns pass: rows in y).

@@ -71,8 +71,8 @@ def _stencil_tiled_fns(c: int, nc: int):
 
 
 @functools.cache
-def _stencil_2d_fn(c: int, nc: int):
-    return codegen_batch.stencil_2d_batch_kernel(c, nc, runtime.simulated)
+def _stencil_2d_fn(c: int, nc: int, unsigned: bool = False):
+    return codegen_batch.stencil_2d_batch_kernel(c, nc, runtime.simulated, unsigned)
 
 
 class _Pack:
@@ -325,7 +325,8 @@ def _stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rm
     if execute.stencil_2d_fits(rmax) and 0 < nb <= 65535 and h > 0 and w > 0 and \
             execute.stencil_2d_reads(src, dst.shape[1:]):
         geometry = codegen_gpu.tile_geometry(runtime.simulated)
-        runtime.launch_grid(_stencil_2d_fn(c, nc), (*codegen_gpu.tile_grid(h, w, geometry), nb),
+        fn = _stencil_2d_fn(c, nc, codegen_gpu.unsigned_source(src.dtype))
+        runtime.launch_grid(fn, (*codegen_gpu.tile_grid(h, w, geometry), nb),
                             geometry[:2], device, runtime.flat(src), sidx, runtime.flat(dst),
                             h, w, taps, rad, is_int, full,
                             runtime.upload_small(execute.IDENTITY_LUT[:, :c].copy(), device),

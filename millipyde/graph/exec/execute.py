@@ -40,9 +40,9 @@ def _stencil_tiled_fns(c: int, nc: int):
 
 @functools.cache
 def _stencil_2d_fn(c: int, nc: int, pre: bool, post: bool, packed: bool,
-                   geometry: tuple[int, int, int, int, int]):
+                   geometry: tuple[int, int, int, int, int], unsigned: bool = False):
     return codegen_gpu.stencil_2d_kernel(c, nc, pre, post, runtime.simulated, packed,
-                                         geometry)
+                                         geometry, unsigned=unsigned)
 
 
 @functools.cache
@@ -429,7 +429,8 @@ def run_stencil_2d(src3: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool,
         packed = stencil_2d_packs(src3, dst3, radius)
     geometry = codegen_gpu.tile_geometry(runtime.simulated, radius, packed,
                                          runtime.SHARED_DEFAULT)
-    fn = _stencil_2d_fn(c, min(c, 3), pre, post, packed, geometry)
+    fn = _stencil_2d_fn(c, min(c, 3), pre, post, packed, geometry,
+                        codegen_gpu.unsigned_source(src3.dtype))
     table = IDENTITY_LUT[:, :c] if lut is None else lut
     if packed:
         shared = codegen_gpu.packed_shared_bytes(radius, geometry)

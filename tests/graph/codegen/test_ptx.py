@@ -201,11 +201,13 @@ def assert_direct_32bit(ptx: str, mul64_max: int) -> None:
 def test_batched_2d_stencil_kernel_compiles_to_ptx(c: int) -> None:
     from millipyde.graph.codegen import batch as codegen_batch
 
-    kernel = codegen_batch.stencil_2d_batch_kernel(c, min(c, 3))
+    kernel = codegen_batch.stencil_2d_batch_kernel(c, min(c, 3), unsigned=True)
     ptx, _ = cuda.compile_ptx(kernel.py_func, tile_argtys(arr(np.uint8, 1), True), cc=CC)
     assert ".entry" in ptx and "%ctaid.z" in ptx and ".local" not in ptx
     # a member's base offsets and the gated copy are 64-bit, nothing in the loops
     assert_direct_32bit(ptx, 48)
+    # bytes become float64 through _b2f, not the quarter-rate conversion
+    assert not re.search(r"cvt\.rn\.f64\.[su]", ptx)
 
 
 @pytest.mark.parametrize("c,packed", [(1, False), (3, False), (4, False), (4, True)])
