@@ -9,7 +9,9 @@ One JSON line per row:
 - ``batch``: a stack of 256 512x512x3 uint8 images, every member its own sigma drawn uniform
   in (0, 2] (taps ``gaussian(sigma, reach)``, as ``random_gaussian`` records them: truncate 8,
   radius up to 16), through ``graph.exec.batch._stencil_gpu``: the call a Generator batch makes
-  for its stencil (one one-pass tile launch where the tile fits).
+  for its stencil (one one-pass tile launch where the tile fits). ``batch base-tile``: the
+  same with the tile forced to the base geometry (``tile_geometry(sim)``, what batches took
+  before they took the taller tile where it fits, as per-image launches do).
 - ``kernel rgba`` / ``kernel grey``: ``execute.run_stencil_2d`` (the per-image one-pass tile
   launch ``gaussian`` takes) on 682x512 RGBA uint8 and 8000x6000 float64 grey, sigma 2.
 - ``op rgba`` / ``op grey``: ``img.gaussian(2)`` then ``_materialize()`` and a synchronize on a
@@ -39,6 +41,7 @@ import numpy as np
 
 import millipyde as mp
 from millipyde.backend import ACTIVE as runtime
+from millipyde.graph.codegen import gpu as codegen_gpu
 from millipyde.graph.exec import batch as exec_batch
 from millipyde.graph.exec import execute
 from millipyde.graph.plan.schedule import full_range
@@ -127,8 +130,17 @@ def batch_row(clock: _Clock, nb: int, h: int, w: int, reps: int) -> None:
     def go() -> None:
         exec_batch._stencil_gpu(node, *args)
 
-    _row("batch", clock, go, dst, reps, shape=list(host.shape), max_radius=int(rad.max()),
-         one_pass=execute.stencil_2d_fits(int(rad.max())))
+    extra = {"shape": list(host.shape), "max_radius": int(rad.max()),
+             "one_pass": execute.stencil_2d_fits(int(rad.max()))}
+    _row("batch", clock, go, dst, reps, **extra)
+    # the same with the tile forced to the base geometry (as before batches took the taller
+    # tile where it fits): tells the tile's share of a change from the kernel's own
+    choose = codegen_gpu.tile_geometry
+    codegen_gpu.tile_geometry = lambda sim, *_, **__: choose(sim)
+    try:
+        _row("batch base-tile", clock, go, dst, reps, **extra)
+    finally:
+        codegen_gpu.tile_geometry = choose
 
 
 def image_rows(clock: _Clock, kind: str, shape: tuple[int, ...], reps: int) -> None:
