@@ -2,7 +2,7 @@
 
     source bench/gpu_env.sh; MILLIPYDE_BACKEND=cuda python3 bench/grey_items.py
 
-Sets ``codegen.GATHER_ITEMS`` (pixels of a row each thread takes per trip of a packed gather
+Sets ``gather.GATHER_ITEMS`` (pixels of a row each thread takes per trip of a packed gather
 without a sampler), times the op (CUDA events, median of 20; host path included, the clone
 not) and reports it against the copy bandwidth for the bytes that must move (4 read + 8
 written per pixel). Every setting's output must equal the first's.
@@ -14,7 +14,7 @@ import numpy as np
 
 import millipyde as mp
 from bench.smoke_gpu import copy_bandwidth, timed
-from millipyde.graph.codegen import core as codegen
+from millipyde.graph.codegen import gather
 from millipyde.graph.exec import execute
 
 
@@ -25,7 +25,7 @@ def main() -> None:
     bw = copy_bandwidth()
     first = None
     for items in (1, 2, 4, 8, 16):
-        codegen.GATHER_ITEMS = items
+        gather.GATHER_ITEMS = items
         execute._gather_fn.cache_clear()
 
         def clone():

@@ -17,8 +17,8 @@ import numpy as np
 
 from bench.smoke_gpu import timed
 from millipyde.backend import ACTIVE as runtime
-from millipyde.graph.codegen import core as codegen
 from millipyde.graph.codegen import gpu as codegen_gpu
+from millipyde.graph.codegen.loader import load
 from millipyde.graph.plan import footprint
 from millipyde.kernels import REGISTRY
 
@@ -54,7 +54,7 @@ def main() -> None:
             src_text = codegen_gpu.stencil_2d_source(
                 c, min(c, 3), geometry=geom, packed=packed,
                 unsigned=codegen_gpu.unsigned_source(host.dtype))
-            fn = codegen.load(src_text, "cuda").tile2d
+            fn = load(src_text, "cuda").tile2d
             dst = runtime.empty(host.shape, host.dtype, 0)
             grid = codegen_gpu.tile_grid(8000, 6000, geom)
             # the kernels read flat buffers (codegen/tile2d.py)

@@ -22,7 +22,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import batch_math
-from .graph.codegen import core as codegen
+from .graph.codegen.gather_sig import (
+    A_OFF,
+    CLIP_HI_OFF,
+    CLIP_OFF,
+    FULL_OFF,
+    MID_OFF,
+    P_OFF,
+    GatherSig,
+    gather_nparams,
+    op_offsets,
+)
 from .graph.plan.schedule import needs_warp_clip
 from .kernels import REGISTRY
 
@@ -42,7 +52,7 @@ class _Chained:
 class Prefix:
     """The gather as it stood before the stat op (its reduction's kernel and rows)."""
 
-    sig: codegen.GatherSig
+    sig: GatherSig
     p: np.ndarray  # (n, params + flags + 2): the rows, then the output height and width
     hw: tuple[int, int]  # largest output height and width (the reduction's grid)
 
@@ -176,27 +186,27 @@ class VGather:
             self.npre += 1
 
     # -- execute.gather_args ------------------------------------------------------------------
-    def sig(self) -> codegen.GatherSig:
+    def sig(self) -> GatherSig:
         names = tuple(c.name for c in self.ops)
-        return codegen.GatherSig(
+        return GatherSig(
             cin=self.cin, mode="chain", is_int=self.dtype.kind in "ui",
             sampler=self.A is not None, grey=False, pre=names[:self.npre],
             post=names[self.npre:], lut_stages=(False, False), clip=False, edge=self.edge,
             bounded=self.fill is not None, umap=self.umap)
 
-    def rows(self) -> tuple[codegen.GatherSig, np.ndarray]:
+    def rows(self) -> tuple[GatherSig, np.ndarray]:
         """The signature and per-member parameter rows (gate flags after them with
         ``gates``): ``execute.gather_args``'s ``p`` of each member."""
         sig = self.sig()
         n = self.n
-        p = np.zeros((n, codegen.gather_nparams(sig)))
-        p[:, codegen.P_OFF:codegen.P_OFF + 6] = self.P[:, :2].reshape(n, 6)
+        p = np.zeros((n, gather_nparams(sig)))
+        p[:, P_OFF:P_OFF + 6] = self.P[:, :2].reshape(n, 6)
         if self.A is not None:
-            p[:, codegen.A_OFF:codegen.A_OFF + 6] = self.A[:, :2].reshape(n, 6)
-            p[:, codegen.MID_OFF:codegen.MID_OFF + 2] = self.mid
-        p[:, codegen.FULL_OFF] = self.full
-        p[:, codegen.CLIP_OFF], p[:, codegen.CLIP_HI_OFF] = -np.inf, np.inf
-        offs = codegen.op_offsets(tuple(c.name for c in self.ops))
+            p[:, A_OFF:A_OFF + 6] = self.A[:, :2].reshape(n, 6)
+            p[:, MID_OFF:MID_OFF + 2] = self.mid
+        p[:, FULL_OFF] = self.full
+        p[:, CLIP_OFF], p[:, CLIP_HI_OFF] = -np.inf, np.inf
+        offs = op_offsets(tuple(c.name for c in self.ops))
         for i, c in enumerate(self.ops):
             p[:, offs[i]:offs[i + 1]] = c.params
         if self.fill is not None:  # the source's bounds, then one fill per channel

@@ -12,7 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from .graph.codegen import core as codegen
+from .graph.codegen.loader import load
+from .graph.codegen.lut import _lut_source
+from .graph.codegen.target import _HEADER
 from .graph.plan.schedule import _affine3
 
 
@@ -20,12 +22,12 @@ from .graph.plan.schedule import _affine3
 def lut_many():
     """Host kernel ``build_many(codes, params, channels, full, out)``: ``execute.build_lut``
     for every row of ``params`` (n, K, 3) into ``out`` (n, C, 256), the same builder code."""
-    src = codegen._lut_source() + (
+    src = _lut_source() + (
         "\n\n@njit(cache=True, nogil=True)\n"
         "def build_many(codes, params, channels, full, out):\n"
         "    for m in range(params.shape[0]):\n"
         "        build(codes, params[m], channels, full, out[m])\n")
-    return codegen.load(src, "cpu").build_many
+    return load(src, "cpu").build_many
 
 
 @functools.cache
@@ -34,7 +36,7 @@ def _affine_many(name: str, nparams: int):
     ``name`` for every row of ``params`` into ``out`` (n, 6), the same float operations."""
     args = "".join(f", params[m, {i}]" for i in range(nparams))
     src = (f"# millipyde generated batched affine maps of sampler {name}\n"
-           + codegen._HEADER["cpu"] + f"_f = _dev(_R[{name!r}].fn)\n"
+           + _HEADER["cpu"] + f"_f = _dev(_R[{name!r}].fn)\n"
            "\n\n@njit(cache=True, nogil=True)\n"
            "def affine_many(params, h, w, out):\n"
            "    for m in range(params.shape[0]):\n"
@@ -44,7 +46,7 @@ def _affine_many(name: str, nparams: int):
            "        out[m, 0] = float(y1) - oy\n        out[m, 1] = float(y2) - oy\n"
            "        out[m, 2] = oy\n        out[m, 3] = float(x1) - ox\n"
            "        out[m, 4] = float(x2) - ox\n        out[m, 5] = ox\n")
-    return codegen.load(src, "cpu").affine_many
+    return load(src, "cpu").affine_many
 
 
 def sampler_maps(spec: Any, h: int, w: int, vals: np.ndarray) -> np.ndarray:
@@ -111,7 +113,7 @@ def _affine_rows(name: str, nparams: int):
     own input height and width (a resize after a random crop)."""
     args = "".join(f", params[m, {i}]" for i in range(nparams))
     src = (f"# millipyde generated per-row affine maps of index map or sampler {name}\n"
-           + codegen._HEADER["cpu"] + f"_f = _dev(_R[{name!r}].fn)\n"
+           + _HEADER["cpu"] + f"_f = _dev(_R[{name!r}].fn)\n"
            "\n\n@njit(cache=True, nogil=True)\n"
            "def affine_rows(params, hs, ws, out):\n"
            "    for m in range(hs.shape[0]):\n"
@@ -123,7 +125,7 @@ def _affine_rows(name: str, nparams: int):
            "        out[m, 0, 2] = oy\n        out[m, 1, 0] = float(x1) - ox\n"
            "        out[m, 1, 1] = float(x2) - ox\n        out[m, 1, 2] = ox\n"
            "        out[m, 2, 0] = 0.0\n        out[m, 2, 1] = 0.0\n        out[m, 2, 2] = 1.0\n")
-    return codegen.load(src, "cpu").affine_rows
+    return load(src, "cpu").affine_rows
 
 
 def affine_rows(spec: Any, hs: np.ndarray, ws: np.ndarray,
@@ -186,7 +188,7 @@ def uniforms(z, ts, out):
 
 @functools.cache
 def _mix_module():
-    return codegen.load(_MIX_SOURCE, "cpu")
+    return load(_MIX_SOURCE, "cpu")
 
 
 def mix_rounds(z: np.ndarray, ts: np.ndarray) -> np.ndarray:

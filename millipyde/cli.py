@@ -147,7 +147,7 @@ def info(args: argparse.Namespace) -> int:
 
     import millipyde as mp
 
-    from .graph.codegen import core as codegen
+    from .graph.codegen import loader
 
     print(f"millipyde {mp.__version__}")
     from .backend import selection
@@ -168,7 +168,7 @@ def info(args: argparse.Namespace) -> int:
     except Exception:
         versions["numba-cuda"] = "not installed"
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
-    print(f"kernel cache: {codegen.cache_dir()}")
+    print(f"kernel cache: {loader.cache_dir()}")
     return 0
 
 
@@ -201,7 +201,7 @@ def warmup(args: argparse.Namespace) -> int:
         print(f"warmup: {got['patterns']} outputs (coin patterns, clipped rotations), "
               f"{got['compiled']} kernels compiled "
               f"in {got['processes']} process(es), {got['seconds']:.1f} s")
-    from millipyde.graph.codegen.core import cache_dir
+    from millipyde.graph.codegen.loader import cache_dir
 
     print(f"backend {mp.backend()}, kernel cache {cache_dir()}")
     return 0

@@ -60,12 +60,12 @@ def _compile(path: str, target: str, name: str, argtypes: tuple,
     they register the user ops (``@mp.elementwise`` ...) the generated module reads."""
     import importlib
 
-    from .graph.codegen import core as codegen
+    from .graph.codegen import loader
 
     t0 = time.perf_counter()
     for m in modules:
         importlib.import_module(m)
-    mod = codegen.load(Path(path).read_text(), target)
+    mod = loader.load(Path(path).read_text(), target)
     getattr(mod, name).compile(tuple(argtypes))
     return time.perf_counter() - t0
 
@@ -81,11 +81,11 @@ def _in_disk_cache(kernel: Any, argtypes: tuple) -> bool:
 
 
 def _generated(kernel: Any) -> Any:
-    """The generated module (``codegen.load``) that defines ``kernel``, or None."""
-    from .graph.codegen import core as codegen
+    """The generated module (``loader.load``) that defines ``kernel``, or None."""
+    from .graph.codegen import loader
 
     fn = getattr(kernel, "py_func", None)
-    mod = codegen._modules.get(getattr(fn, "__module__", None))
+    mod = loader._modules.get(getattr(fn, "__module__", None))
     if mod is None or getattr(mod, fn.__name__, None) is not kernel:
         return None
     return mod
@@ -134,6 +134,7 @@ class _Workers:
         self.n = n
         self.jobs: queue.Queue = queue.Queue()
         self.results: list[tuple[bool, Any]] = []
+        self.timed: list[tuple[float, str, str]] = []  # seconds, module path, function
         self.procs: list[subprocess.Popen] = []
         self._lock = threading.Lock()
         self._env = {**os.environ,
@@ -185,6 +186,8 @@ class _Workers:
                 result = _ask(proc, got)
                 with self._lock:
                     self.results.append(result)
+                    if result[0]:
+                        self.timed.append((float(result[1]), got[0], got[2]))
                 if not result[0] and proc.poll() is not None:
                     for pipe in (proc.stdin, proc.stdout):
                         pipe.close()
@@ -202,6 +205,15 @@ class _Workers:
                     proc.wait()
                 for pipe in (proc.stdin, proc.stdout):
                     pipe.close()
+
+
+def _what(path: str) -> str:
+    """A generated module's first line (what it holds), for reports."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.readline().strip()[:120]
+    except OSError:
+        return Path(path).name
 
 
 def _ask(proc: subprocess.Popen, got: tuple) -> tuple[bool, Any]:
@@ -307,10 +319,10 @@ def _marker(key: tuple) -> Path:
     """The file saying this chain was compiled ahead into the current kernel cache."""
     import hashlib
 
-    from .graph.codegen import core as codegen
+    from .graph.codegen import loader
 
-    digest = hashlib.sha1((repr(key) + codegen._KERNEL_DIGEST).encode()).hexdigest()[:20]
-    return codegen.cache_dir() / f"precompiled-{digest}"
+    digest = hashlib.sha1((repr(key) + loader._KERNEL_DIGEST).encode()).hexdigest()[:20]
+    return loader.cache_dir() / f"precompiled-{digest}"
 
 
 def precompile(operations: list, inputs: list, *, size: int = 256, channels: int = 3,
@@ -322,7 +334,8 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
     ``channels``, ``layout``). Once per chain, input shapes and batch spec in a process.
     Returns ``jobs`` (kernels compiled in workers), ``failed`` (left to this process),
     ``processes``, ``record_seconds`` (making every pattern's outputs, launches recorded),
-    ``compile_seconds`` (the slowest job, in its worker) and ``seconds``.
+    ``compile_seconds`` (the slowest job, in its worker), ``slowest`` (the four slowest
+    jobs: seconds, function, the generated module's first line) and ``seconds``.
     """
     from . import warmup
 
@@ -332,7 +345,7 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
         if key in _done or marker.exists():
             _done.add(key)
             return {"jobs": 0, "failed": 0, "processes": 0, "record_seconds": 0.0,
-                    "compile_seconds": 0.0, "seconds": 0.0}
+                    "compile_seconds": 0.0, "slowest": [], "seconds": 0.0}
         _done.add(key)
     t0 = time.perf_counter()
     n = processes or max(1, min(os.cpu_count() or 1, MAX_PROCESSES))
@@ -362,6 +375,8 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
     last.update({"jobs": len(jobs.seen), "failed": len(jobs.seen) - len(ok), "processes": n,
                  "errors": sorted({str(r[1])[:200] for r in workers.results if not r[0]}),
                  "record_seconds": recorded, "compile_seconds": max(ok, default=0.0),
+                 "slowest": [(round(sec, 2), fn, _what(path))
+                             for sec, path, fn in sorted(workers.timed, reverse=True)[:4]],
                  "seconds": time.perf_counter() - t0})
     return dict(last)
 

@@ -33,10 +33,10 @@ def compiled_count() -> int:
     """Kernels compiled in this process (Numba's cache misses of every generated kernel;
     loading from the disk cache is no compile). Dispatchers without cache statistics count
     their specializations."""
-    from .graph.codegen import core as codegen
+    from .graph.codegen import loader
 
     n = 0
-    for mod in list(codegen._modules.values()):
+    for mod in list(loader._modules.values()):
         for value in vars(mod).values():
             misses = getattr(value, "_cache_misses", None)
             if misses is not None:

@@ -241,7 +241,7 @@ def test_one_compiled_gather_per_chain_whatever_the_coins() -> None:
     with gen.batches(4) as bs:
         for _ in bs:
             pass
-    from millipyde.graph.codegen.core import gather_ngates
+    from millipyde.graph.codegen.gather_sig import gather_ngates
 
     rec = batches._arena_recorder(gen._state)
     patterns = set()

@@ -68,6 +68,10 @@ def _run(mode: str, cache: Path) -> dict:
 def test_another_seed_compiles_nothing_after_compiling_ahead(tmp_path):
     got = _run("ahead", tmp_path / "cache")
     assert got["ahead"]["jobs"] > 0 and got["ahead"]["failed"] == 0, got
+    slowest = got["ahead"]["slowest"]  # the report names the kernels that cost the most
+    assert len(slowest) == min(4, got["ahead"]["jobs"]), got
+    assert [s[0] for s in slowest] == sorted((s[0] for s in slowest), reverse=True), got
+    assert all(s[1] and s[2].startswith("#") for s in slowest), got
     # the recording compiled nothing here: host functions ran as Python, kernels went out
     assert got["ahead"]["main"] <= 1, got  # (the pattern search's one host function)
     # the first Generator's own batch loaded what the workers compiled

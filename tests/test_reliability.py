@@ -70,7 +70,7 @@ def test_70000_by_10_image_through_grid_stride_kernels() -> None:
 def test_sixteen_threads_compiling_one_new_kernel(tmp_path) -> None:
     code = textwrap.dedent("""
         import threading, numpy as np, millipyde as mp
-        from millipyde.graph.codegen import core as codegen
+        from millipyde.graph.codegen.loader import cache_dir
         out, errors = [None] * 16, []
         def work(i):
             try:
@@ -83,7 +83,7 @@ def test_sixteen_threads_compiling_one_new_kernel(tmp_path) -> None:
         want = [float((((np.arange(64.0) + i) * 3.25 + 1.5) ** 2).sum()) for i in range(16)]
         assert not errors, errors
         assert out == want, (out, want)
-        print(len(list(codegen.cache_dir().glob("*.py"))))
+        print(len(list(cache_dir().glob("*.py"))))
     """)
     env = dict(os.environ, MILLIPYDE_CACHE_DIR=str(tmp_path))
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,

@@ -15,7 +15,9 @@ import pytest
 from millipyde.backend import selection
 from millipyde.backend.cuda import CudaBackend
 from millipyde.backend.hip import HipBackend
-from millipyde.graph.codegen import core as codegen
+from millipyde.graph.codegen.gather import gather_source
+from millipyde.graph.codegen.gather_sig import GatherSig, gather_nparams
+from millipyde.graph.codegen.loader import load
 
 
 def _fake_hip(monkeypatch: pytest.MonkeyPatch, devices: int) -> list[str]:
@@ -73,13 +75,13 @@ def test_kernels_generated_for_hip_are_the_cuda_dialect_and_compile(monkeypatch)
     from numba import types as nb
     from numba.np.numpy_support import from_dtype
 
-    sig = codegen.GatherSig(3, "lut", True, True, False)
-    source = codegen.gather_source(sig, HipBackend.codegen_target, HipBackend.simulated)
-    assert source == codegen.gather_source(sig, "cuda", False)
+    sig = GatherSig(3, "lut", True, True, False)
+    source = gather_source(sig, HipBackend.codegen_target, HipBackend.simulated)
+    assert source == gather_source(sig, "cuda", False)
     assert HipBackend.kernel_decorator in source
-    kernel = codegen.load(source, HipBackend.codegen_target).kernel
+    kernel = load(source, HipBackend.codegen_target).kernel
     arr = nb.Array(from_dtype(np.dtype(np.uint8)), 3, "C")
     # numba-hip compiles this source to AMDGPU code; here PTX stands in for "it compiles"
     ptx, _ = cuda.compile_ptx(kernel.py_func, (arr, arr, arr)
-                              + (nb.float64,) * codegen.gather_nparams(sig), cc=(9, 0))
+                              + (nb.float64,) * gather_nparams(sig), cc=(9, 0))
     assert ".entry" in ptx

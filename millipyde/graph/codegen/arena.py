@@ -2,7 +2,7 @@
 
 A Generator's distinct inputs are packed once into one flat device buffer; batch member ``b``
 reads its source at ``rows[b, 0]`` (the flat offset) with row stride ``rows[b, 1]`` (source
-width). The kernels are the per-image gather's body text (``core._gather_body``) with
+width). The kernels are the per-image gather's body text (``gather_body._gather_body``) with
 
 - each source read ``src[_u(sy), _u(sx), c]`` turned into a flat read of the member's source,
 - every other array access given the member's index (``codegen.batch.batched``),
@@ -21,23 +21,17 @@ import re
 
 from ...kernels import REGISTRY
 from .batch import _indent, _loop_3d, batched
-from .core import (
-    _HEADER,
-    _RINT_CLIP,
-    GatherSig,
-    _decorator,
+from .chain import gather_defs, op_def
+from .gather_body import (
     _gather_body,
     extras_prologue,
     gate_prologue,
-    gather_defs,
-    gather_ngates,
-    gather_nparams,
     gather_prologue,
     grey_sum_body,
-    load,
-    op_def,
-    op_offsets,
 )
+from .gather_sig import GatherSig, gather_ngates, gather_nparams, op_offsets
+from .loader import load
+from .target import _HEADER, _RINT_CLIP, _decorator
 
 _SRC = re.compile(r"src\[_u\((\w+)\), _u\((\w+)\), (\d+)\]")
 _INDEX = {"dst": "b", "lut": "b", "p": "b"}

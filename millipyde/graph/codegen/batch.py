@@ -18,21 +18,12 @@ from __future__ import annotations
 
 import re
 
-from .core import (
-    _HEADER,
-    _RINT_CLIP,
-    _STENCIL_COLS,
-    _STENCIL_ROWS,
-    GatherSig,
-    _decorator,
-    _gather_body,
-    extras_prologue,
-    gate_prologue,
-    gather_defs,
-    gather_prologue,
-    load,
-    replace_once,
-)
+from .chain import gather_defs
+from .gather_body import _gather_body, extras_prologue, gate_prologue, gather_prologue
+from .gather_sig import GatherSig
+from .loader import load
+from .stencil import _STENCIL_COLS, _STENCIL_ROWS
+from .target import _HEADER, _RINT_CLIP, _decorator, replace_once
 
 # An array access ``name[`` not preceded by a part of a longer name or an attribute dot.
 _ACCESS = re.compile(r"(?<![A-Za-z0-9_.])(src|dst|lut|p|tmp|taps)\[")

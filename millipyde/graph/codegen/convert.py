@@ -16,7 +16,8 @@ from typing import Any
 
 from ...kernels import convert as _convert_math
 from .batch import _loop_3d
-from .core import _HEADER, _decorator, load
+from .loader import load
+from .target import _HEADER, _decorator
 
 # the generated text names the scalar math's digest, so editing it makes new cache files
 _DIGEST = hashlib.sha1(inspect.getsource(_convert_math).encode()).hexdigest()[:12]

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import numba
 
-from .core import _HEADER, _RINT_CLIP, load, replace_once
+from .loader import load
+from .target import _HEADER, _RINT_CLIP, replace_once
 
 # Output rows per band (at least): each band recomputes ``2 * radius`` rows-pass rows to warm
 # its ring up, so bands should be tall, yet there must be enough of them to share out.

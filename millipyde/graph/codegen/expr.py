@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .core import _HEADER, load
+from .loader import load
+from .target import _HEADER
 
 _HELPERS = '''
 @_dev

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .core import _HEADER, _RINT_CLIP, load
+from .loader import load
+from .target import _HEADER, _RINT_CLIP
 from .tile2d import (  # noqa: F401 - the one-pass 2-D tile, registered here with the variants
     TILE_GEOMETRY,
     TILE_GEOMETRY_SIM,

@@ -36,7 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from .core import _HEADER, _RINT_CLIP, load
+from .loader import load
+from .target import _HEADER, _RINT_CLIP
 
 # (threads in x, threads in y, outputs per rows-window PX, per columns-window PY, column groups
 # per thread M): a block computes a tile TW = BX wide by TH = BY * M * PY tall.

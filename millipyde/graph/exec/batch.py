@@ -32,7 +32,7 @@ from ... import config, devices, faults
 from ...backend import ACTIVE as runtime  # the active backend: buffers, copies, launches
 from ...kernels import REGISTRY, OpSpec
 from ..codegen import batch as codegen_batch
-from ..codegen import core as codegen
+from ..codegen import gather_sig as codegen
 from ..codegen import gpu as codegen_gpu
 from ..ir.node import Node
 from ..plan import footprint
@@ -164,6 +164,14 @@ def _analyse(node: Node, index: int, stacks: dict) -> tuple[tuple, _Member] | No
     return tuple(key), member
 
 
+def tables(k: Gather) -> bool:
+    """Whether batched gather ``k`` folds its uint8 chain into per-member tables built on the
+    host (always, where the chain folds: a chain computed per pixel in a batched kernel can
+    contract multiply-adds differently from the per-image kernel on a real GPU, and uint8
+    samples must equal the per-output values bit for bit)."""
+    return k.lut_mode
+
+
 def _gather_member_args(k: Gather) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray | None]:
     """``execute.gather_args`` of ``k`` for one member, and its gate flags (None: no flag set).
 
@@ -171,17 +179,18 @@ def _gather_member_args(k: Gather) -> tuple[Any, np.ndarray, np.ndarray, np.ndar
     their effect: index maps already left the matrices alone (``Gather.add``), uint8 tables
     are rebuilt from the ops that ran, other chained ops and a sampler get a flag.
     """
-    sig, lut, p = execute.gather_args(k)
+    lut_mode = tables(k)
+    sig, lut, p = execute.gather_args(k, lut_mode)
     if not any(n.gated_off for n in k.nodes):
         return sig, lut, p, None
     c, full = k.channels, full_range(k.source.dtype)
-    if k.lut_mode and any(n.gated_off for n in k.pre + k.post):
+    if lut_mode and any(n.gated_off for n in k.pre + k.post):
         lut = execute.IDENTITY_LUT[:, :c].copy()  # a stage left without ops: identity table
         for stage, ops in enumerate((k.pre, k.post)):
             ran = [n for n in ops if not n.gated_off]
             if ran:
                 lut[stage] = execute.build_lut(ran, c, full)
-    chained = ([] if k.lut_mode else k.pre + k.post) + k.grey_ops
+    chained = ([] if lut_mode else k.pre + k.post) + k.grey_ops
     flags = [n.gated_off for n in chained]
     flags.append(any(n.gated_off and n.op.kind == "sampler" for n in k.nodes))
     return sig, lut, p, np.array(flags, dtype=np.float64) if any(flags) else None
@@ -235,7 +244,7 @@ class _Group:
         self.gated = []
         for i, k in enumerate(ms[0].kernels):
             if k.kind == "gather":
-                lut = np.stack([m.args[i][0] for m in ms]) if k.lut_mode else \
+                lut = np.stack([m.args[i][0] for m in ms]) if tables(k) else \
                     ms[0].args[i][0][None]
                 p = np.stack([m.args[i][1] for m in ms])
                 flags = [m.args[i][2] for m in ms]
@@ -278,6 +287,10 @@ class _Group:
         """Per member, the taps of stencil kernel ``i`` (None: gated off)."""
         return [m.args[i] for m in self.members]
 
+    def radius(self, i: int) -> int:
+        """The largest radius of stencil kernel ``i``'s taps over the members."""
+        return max((len(t) for t in self.taps_host(i) if t is not None), default=1) // 2
+
     def launch(self, pk: _Pack, fused: Any = None) -> Any:
         """Run the group's kernels; the last one's (M, ...) batch buffer, member m at m.
 
@@ -308,9 +321,7 @@ class _Group:
             elif not runtime.caps.shared_memory and CPU_FUSED_STENCIL:
                 _stencil_cpu(node, [src[j] for j in sidx_h], dst, self.taps_host(i), dev)
             else:
-                rmax = max((len(t) for t in self.taps_host(i) if t is not None),
-                           default=1) // 2
-                _stencil_gpu(node, src, sidx, dst, pk[a], pk[b], rmax, dev)
+                _stencil_gpu(node, src, sidx, dst, pk[a], pk[b], self.radius(i), dev)
             # later kernels read this kernel's batch buffer, member m at index m
             src, sidx, sidx_h = dst, pk[self.slots[1]], range(nb)
         return out

@@ -12,9 +12,23 @@ import numpy as np
 from ... import config, devices, faults
 from ...backend import ACTIVE as runtime  # the active backend: buffers, copies, launches
 from ...kernels import REGISTRY
-from ..codegen import core as codegen
 from ..codegen import gpu as codegen_gpu
 from ..codegen.expr import REDUCE_BLOCK, ExprSig, expr_kernel
+from ..codegen.gather import gather_items, gather_kernel, gather_mean_source
+from ..codegen.gather_sig import (
+    A_OFF,
+    CLIP_HI_OFF,
+    CLIP_OFF,
+    FULL_OFF,
+    MID_OFF,
+    P_OFF,
+    GatherSig,
+    gather_nparams,
+    op_offsets,
+)
+from ..codegen.loader import load
+from ..codegen.lut import lut_builder
+from ..codegen.stencil import stencil_kernels
 from ..ir.node import Node
 from ..plan import footprint
 from ..plan.schedule import Expr, Gather, Kernel, Stencil, full_range
@@ -24,13 +38,13 @@ IDENTITY_LUT = np.tile(np.arange(256, dtype=np.uint8), (2, 4, 1))
 
 
 @functools.cache
-def _gather_fn(sig: codegen.GatherSig):
-    return codegen.gather_kernel(sig, runtime.codegen_target, runtime.simulated)
+def _gather_fn(sig: GatherSig):
+    return gather_kernel(sig, runtime.codegen_target, runtime.simulated)
 
 
 @functools.cache
 def _stencil_fns(pre: bool = False, post: bool = False):
-    return codegen.stencil_kernels(runtime.codegen_target, runtime.simulated, pre, post)
+    return stencil_kernels(runtime.codegen_target, runtime.simulated, pre, post)
 
 
 @functools.cache
@@ -66,7 +80,7 @@ def _expr_fn(sig: ExprSig):
 @functools.cache
 def _lut_build(_registered: int = 0):
     # keyed on the registry's size: a user op registered later needs a builder that knows it
-    return codegen.lut_builder()
+    return lut_builder()
 
 
 # per-image statistics (adjust_contrast's grey mean) computed by Stat kernels, by op node
@@ -115,7 +129,7 @@ def warp_clip(k: Gather) -> tuple[float, float]:
 
 
 def gather_args(k: Gather, tables: bool = True
-                ) -> tuple[codegen.GatherSig, np.ndarray, np.ndarray]:
+                ) -> tuple[GatherSig, np.ndarray, np.ndarray]:
     """Signature, LUT array and parameter array of a fused gather kernel.
 
     ``tables=False``: uint8 elementwise chains are inlined (``"chain"`` mode, their scalars in
@@ -132,7 +146,7 @@ def gather_args(k: Gather, tables: bool = True
     for node, prefix in k.stats:
         if node not in _STATS:
             _STATS[node] = grey_mean(prefix)
-    sig = codegen.GatherSig(
+    sig = GatherSig(
         cin=c,
         mode="lut" if lut_mode else "chain",
         is_int=k.source.dtype.kind in "ui",
@@ -156,14 +170,14 @@ def gather_args(k: Gather, tables: bool = True
     else:
         lut = IDENTITY_LUT[:, :c]
     chained = ([] if lut_mode else k.pre + k.post) + k.grey_ops
-    offsets = codegen.op_offsets(names(chained))
-    p = np.zeros(codegen.gather_nparams(sig))
-    p[codegen.P_OFF:codegen.P_OFF + 6] = k.P[:2].ravel()
+    offsets = op_offsets(names(chained))
+    p = np.zeros(gather_nparams(sig))
+    p[P_OFF:P_OFF + 6] = k.P[:2].ravel()
     if k.A is not None:
-        p[codegen.A_OFF:codegen.A_OFF + 6] = k.A[:2].ravel()
-        p[codegen.MID_OFF:codegen.MID_OFF + 2] = k.mid
-    p[codegen.FULL_OFF] = full
-    p[codegen.CLIP_OFF], p[codegen.CLIP_HI_OFF] = warp_clip(k)
+        p[A_OFF:A_OFF + 6] = k.A[:2].ravel()
+        p[MID_OFF:MID_OFF + 2] = k.mid
+    p[FULL_OFF] = full
+    p[CLIP_OFF], p[CLIP_HI_OFF] = warp_clip(k)
     for i, n in enumerate(chained):
         p[offsets[i]:offsets[i + 1]] = _op_params(n)
     e = offsets[-1]
@@ -193,8 +207,8 @@ def _memoizable(k: Gather, lut_mode: bool) -> bool:
             and not (lut_mode and (k.pre or k.post)))
 
 
-def _replayed_args(k: Gather, lut_mode: bool, sig: codegen.GatherSig, base: np.ndarray,
-                   offsets: list[int]) -> tuple[codegen.GatherSig, np.ndarray, np.ndarray]:
+def _replayed_args(k: Gather, lut_mode: bool, sig: GatherSig, base: np.ndarray,
+                   offsets: list[int]) -> tuple[GatherSig, np.ndarray, np.ndarray]:
     """``gather_args`` of a replayed kernel: its plan's parameters with the chained ops' slots
     taken from the bound nodes."""
     p = base.copy()
@@ -205,9 +219,9 @@ def _replayed_args(k: Gather, lut_mode: bool, sig: codegen.GatherSig, base: np.n
 
 
 @functools.cache
-def _mean_fn(sig: codegen.GatherSig):
-    source = codegen.gather_mean_source(sig, runtime.codegen_target, runtime.simulated)
-    return codegen.load(source, runtime.codegen_target).kernel
+def _mean_fn(sig: GatherSig):
+    source = gather_mean_source(sig, runtime.codegen_target, runtime.simulated)
+    return load(source, runtime.codegen_target).kernel
 
 
 def grey_mean(k: Gather) -> float:
@@ -230,7 +244,7 @@ def grey_mean(k: Gather) -> float:
     return total / (h * w)
 
 
-def _rgba_lut_fast(sig: codegen.GatherSig, src: Any) -> bool:
+def _rgba_lut_fast(sig: GatherSig, src: Any) -> bool:
     return (sig.plain and sig.mode == "lut" and sig.cin == 4 and not sig.sampler and not sig.grey
             and src.ndim == 3 and src.shape[2] == 4 and src.is_c_contiguous())
 
@@ -261,11 +275,11 @@ def _words(a: Any, flat: bool = False) -> Any:
     return a.view(np.uint32).reshape(*shape)
 
 
-# The packed kernel's offsets are 32-bit (``codegen.GatherSig.packed``)
+# The packed kernel's offsets are 32-bit (``GatherSig.packed``)
 PACKED_MAX_ELEMENTS = 2**31
 
 
-def _packable(sig: codegen.GatherSig, src: Any, out: Node) -> bool:
+def _packable(sig: GatherSig, src: Any, out: Node) -> bool:
     """uint8 RGBA read pixel by pixel as uint32: one load per tap instead of four."""
     return (sig.plain and sig.mode == "lut" and sig.cin == 4 and (sig.sampler or sig.grey)
             and src.ndim == 3 and src.shape[2] == 4 and _c_contiguous(src)
@@ -286,7 +300,7 @@ def tables_inline(k: Gather) -> bool:
     On device backends, for outputs up to ``INLINE_TABLE_MAX_PIXELS``: there the host time of
     building and uploading a table (tens of microseconds) outweighs the kernel's work. The
     values are the same: the table is made by the same scalar functions, rounded after each
-    op as the inlined chain is (``codegen.core._chain_all``).
+    op as the inlined chain is (``chain._chain_all``).
     """
     if not (runtime.caps.device_memory and (k.pre or k.post) and k.lut_mode):
         return False
@@ -310,7 +324,7 @@ def _run_gather(k: Gather, src: Any, device: int) -> Any:
     fn = _gather_fn(sig)
     params = tuple(p.tolist()) if runtime.codegen_target == "cuda" else (p,)
     # a thread takes `items` pixels of a row per trip: the grid covers w / items columns
-    items = codegen.gather_items(sig, runtime.codegen_target, runtime.simulated)
+    items = gather_items(sig, runtime.codegen_target, runtime.simulated)
     table = (identity_table(sig.cin, device) if not any(sig.lut_stages)
              else runtime.upload_small(np.ascontiguousarray(lut), device))
     runtime.launch_2d(fn, h, -(-w // items), device, src_arg, dst_arg, table, *params)

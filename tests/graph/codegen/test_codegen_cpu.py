@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from millipyde.graph.codegen import core as codegen
 from millipyde.graph.codegen import cpu as codegen_cpu
+from millipyde.graph.codegen.stencil import stencil_kernels
 from millipyde.graph.exec import execute
 from millipyde.kernels import REGISTRY
 
@@ -19,7 +19,7 @@ CHANNELS = [(1, np.float64), (2, np.float64), (1, np.uint8), (3, np.uint8), (4, 
 
 
 def _generic(src: np.ndarray, dtype: np.dtype, taps: np.ndarray) -> np.ndarray:
-    rows, cols = codegen.stencil_kernels("cpu")
+    rows, cols = stencil_kernels("cpu")
     h, w, c = src.shape
     nc = min(c, 3)
     tmp = np.empty((h, w, nc))

@@ -11,7 +11,10 @@ import re
 import numpy as np
 import pytest
 
-from millipyde.graph.codegen import core as codegen
+from millipyde.graph.codegen.gather import gather_items, gather_source
+from millipyde.graph.codegen.gather_sig import GatherSig, gather_nparams
+from millipyde.graph.codegen.loader import load
+from millipyde.graph.codegen.stencil import stencil_kernels
 from millipyde.kernels import REGISTRY
 
 cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
@@ -28,27 +31,27 @@ def arr(dtype: np.dtype, ndim: int) -> types.Array:
     return types.Array(from_dtype(np.dtype(dtype)), ndim, "C")
 
 
-def gather_cases() -> list[tuple[codegen.GatherSig, np.dtype]]:
+def gather_cases() -> list[tuple[GatherSig, np.dtype]]:
     cases = []
     for cin, sampler, grey in itertools.product((1, 3, 4), (False, True), (False, True)):
         if grey and cin == 1:
             continue
-        cases.append((codegen.GatherSig(cin, "lut", True, sampler, grey,
+        cases.append((GatherSig(cin, "lut", True, sampler, grey,
                                         grey_ops=ELEMENTWISE if grey else ()), np.uint8))
     for dtype, sampler in itertools.product((np.float64, np.uint16), (False, True)):
         is_int = np.dtype(dtype).kind == "u"
-        cases.append((codegen.GatherSig(1, "chain", is_int, sampler, False, pre=ELEMENTWISE,
+        cases.append((GatherSig(1, "chain", is_int, sampler, False, pre=ELEMENTWISE,
                                         post=ELEMENTWISE if sampler else ()), dtype))
     return cases
 
 
 @pytest.mark.parametrize("sig,dtype", gather_cases(), ids=lambda v: str(v)[:60])
-def test_gather_kernel_compiles_to_ptx(sig: codegen.GatherSig, dtype: np.dtype) -> None:
-    mod = codegen.load(codegen.gather_source(sig, "cuda"), "cuda")
+def test_gather_kernel_compiles_to_ptx(sig: GatherSig, dtype: np.dtype) -> None:
+    mod = load(gather_source(sig, "cuda"), "cuda")
     out_dtype = np.float64 if sig.grey else dtype
-    # on CUDA the parameters are scalar arguments (codegen.gather_source)
+    # on CUDA the parameters are scalar arguments (gather_source)
     argtys = (arr(dtype, 3), arr(out_dtype, 3), arr(np.uint8, 3)) + (
-        types.float64,) * codegen.gather_nparams(sig)
+        types.float64,) * gather_nparams(sig)
     ptx, _ = cuda.compile_ptx(mod.kernel.py_func, argtys, cc=CC)
     assert ".target sm_90" in ptx
     assert ".entry" in ptx
@@ -58,11 +61,11 @@ def test_packed_sampler_gather_converts_no_integers_to_float64() -> None:
     # 64-bit conversions run at a quarter of the FMA rate: bytes become doubles through _b2f's
     # bit pattern and _rint_clip rounds with adds; the floors left are the six of the integer
     # map (once per thread) and the two of the sample position (four channels' rint added 8)
-    sig = codegen.GatherSig(4, "lut", True, True, True, packed=True)
-    mod = codegen.load(codegen.gather_source(sig, "cuda"), "cuda")
+    sig = GatherSig(4, "lut", True, True, True, packed=True)
+    mod = load(gather_source(sig, "cuda"), "cuda")
     # packed: flat source words and flat output
     argtys = (arr(np.uint32, 1), arr(np.float64, 1), arr(np.uint8, 3)) + (
-        types.float64,) * codegen.gather_nparams(sig)
+        types.float64,) * gather_nparams(sig)
     ptx, _ = cuda.compile_ptx(mod.kernel.py_func, argtys, cc=CC)
     assert "cvt.rn.f64.u32" not in ptx
     assert ptx.count("cvt.rmi.f64.f64") <= 8
@@ -73,14 +76,14 @@ def test_packed_sampler_gather_converts_no_integers_to_float64() -> None:
 
 def test_packed_grey_gather_issues_its_loads_first() -> None:
     # rgb2grey alone: each thread loads GATHER_ITEMS words of a row before it converts any
-    sig = codegen.GatherSig(4, "lut", True, False, True, lut_stages=(False, False), packed=True)
-    mod = codegen.load(codegen.gather_source(sig, "cuda"), "cuda")
+    sig = GatherSig(4, "lut", True, False, True, lut_stages=(False, False), packed=True)
+    mod = load(gather_source(sig, "cuda"), "cuda")
     argtys = (arr(np.uint32, 1), arr(np.float64, 1), arr(np.uint8, 3)) + (
-        types.float64,) * codegen.gather_nparams(sig)
+        types.float64,) * gather_nparams(sig)
     ptx, _ = cuda.compile_ptx(mod.kernel.py_func, argtys, cc=CC)
     lines = ptx.splitlines()
     loads = [i for i, line in enumerate(lines) if "ld.global" in line]
-    n = codegen.gather_items(sig, "cuda")
+    n = gather_items(sig, "cuda")
     assert n > 1 and len(loads) == n
     assert all("ld.global.u32" in lines[i] for i in loads)
     assert max(loads) < min(i for i, line in enumerate(lines) if "div.rn.f64" in line)
@@ -88,7 +91,7 @@ def test_packed_grey_gather_issues_its_loads_first() -> None:
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.float64, np.uint16])
 def test_stencil_kernels_compile_to_ptx(dtype: np.dtype) -> None:
-    rows, cols = codegen.stencil_kernels("cuda")
+    rows, cols = stencil_kernels("cuda")
     src, tmp, taps = arr(dtype, 3), arr(np.float64, 3), arr(np.float64, 1)
     ptx_rows, _ = cuda.compile_ptx(rows.py_func, (src, tmp, taps, types.int64), cc=CC)
     ptx_cols, _ = cuda.compile_ptx(
@@ -131,7 +134,7 @@ def test_rgba_lut_kernels_compile_to_ptx() -> None:
 
 @pytest.mark.parametrize("gates", [False, True], ids=["plain", "gated"])
 @pytest.mark.parametrize("sig,dtype", gather_cases(), ids=lambda v: str(v)[:60])
-def test_batched_gather_kernel_compiles_to_ptx(sig: codegen.GatherSig, dtype: np.dtype,
+def test_batched_gather_kernel_compiles_to_ptx(sig: GatherSig, dtype: np.dtype,
                                                gates: bool) -> None:
     from millipyde.graph.codegen import batch as codegen_batch
 

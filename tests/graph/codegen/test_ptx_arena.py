@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from millipyde.graph.codegen import arena
-from millipyde.graph.codegen import core as codegen
+from millipyde.graph.codegen.gather_sig import GatherSig
+from millipyde.graph.codegen.loader import load
 
 cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
 from numba import types  # noqa: E402
@@ -16,11 +17,11 @@ from numba.np.numpy_support import from_dtype  # noqa: E402
 pytestmark = pytest.mark.ptx
 
 CC = (9, 0)
-RECIPE = codegen.GatherSig(3, "chain", True, True, False,
+RECIPE = GatherSig(3, "chain", True, True, False,
                            post=("brightness", "adjust_contrast", "adjust_saturation",
                                  "adjust_hue", "gaussian_noise", "erase"),
                            lut_stages=(False, False), clip=False, edge=True)
-GREY = codegen.GatherSig(1, "chain", True, True, False, pre=("brightness",),
+GREY = GatherSig(1, "chain", True, True, False, pre=("brightness",),
                          post=("adjust_contrast",), lut_stages=(False, False), clip=False)
 
 
@@ -31,7 +32,7 @@ def arr(dtype, ndim: int) -> types.Array:
 @pytest.mark.parametrize("sig", [RECIPE, GREY], ids=["recipe", "grey"])
 @pytest.mark.parametrize("layout", ["NCHW", ""])
 def test_arena_gather_compiles_to_ptx(sig, layout) -> None:
-    mod = codegen.load(arena.arena_gather_source(sig, "cuda", False, True, layout, 3), "cuda")
+    mod = load(arena.arena_gather_source(sig, "cuda", False, True, layout, 3), "cuda")
     if layout:
         argtys = (arr(np.uint8, 1), arr(np.int64, 2), arr(np.float64, 2), arr(np.float64, 1),
                   arr(np.float32, 4), arr(np.int64, 1), arr(np.float64, 1),
@@ -44,9 +45,9 @@ def test_arena_gather_compiles_to_ptx(sig, layout) -> None:
 
 
 def test_arena_mean_compiles_to_ptx_with_one_atomic_per_warp() -> None:
-    prefix = codegen.GatherSig(3, "chain", True, True, False, post=("brightness",),
+    prefix = GatherSig(3, "chain", True, True, False, post=("brightness",),
                                lut_stages=(False, False), clip=False, edge=True)
-    mod = codegen.load(arena.arena_mean_source(prefix, "cuda", False, True), "cuda")
+    mod = load(arena.arena_mean_source(prefix, "cuda", False, True), "cuda")
     argtys = (arr(np.uint8, 1), arr(np.int64, 2), arr(np.float64, 2), arr(np.float64, 1))
     ptx, _ = cuda.compile_ptx(mod.kernel.py_func, argtys, cc=CC)
     assert "shfl.sync.down" in ptx and "atom.global.add.f64" in ptx

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import millipyde as mp
-from millipyde.graph.codegen import core as codegen
+from millipyde.graph.codegen.gather import gather_mean_source, gather_source
+from millipyde.graph.codegen.gather_sig import GatherSig, gather_nparams
+from millipyde.graph.codegen.loader import load
 
 cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
 from numba import types  # noqa: E402
@@ -38,47 +40,47 @@ COLOUR = ("adjust_saturation", "adjust_hue", "gaussian_noise", "erase",
           _ptx_user_curve.name, _ptx_user_mix.name)
 
 
-def _cases() -> list[tuple[codegen.GatherSig, np.dtype]]:
+def _cases() -> list[tuple[GatherSig, np.dtype]]:
     cases = []
     for cin in (3, 4):
         # a pad, table mode, no sampler; and before an edge sampler
-        cases.append((codegen.GatherSig(cin, "lut", True, False, False, bounded=True), np.uint8))
-        cases.append((codegen.GatherSig(cin, "lut", True, True, False, bounded=True, edge=True,
+        cases.append((GatherSig(cin, "lut", True, False, False, bounded=True), np.uint8))
+        cases.append((GatherSig(cin, "lut", True, True, False, bounded=True, edge=True,
                                         clip=False), np.uint8))
         # chained colour ops on uint8 after an edge sampler (the ImageNet chain), then grey
-        cases.append((codegen.GatherSig(cin, "chain", True, True, False, post=COLOUR,
+        cases.append((GatherSig(cin, "chain", True, True, False, post=COLOUR,
                                         edge=True, clip=False), np.uint8))
-        cases.append((codegen.GatherSig(cin, "chain", True, False, True,
+        cases.append((GatherSig(cin, "chain", True, False, True,
                                         pre=("adjust_contrast",) + COLOUR,
                                         grey_ops=("gaussian_noise",)), np.uint8))
-        cases.append((codegen.GatherSig(cin, "chain", True, True, False, post=COLOUR,
+        cases.append((GatherSig(cin, "chain", True, True, False, post=COLOUR,
                                         umap=_ptx_user_map.name, clip=False), np.uint8))
-    cases.append((codegen.GatherSig(1, "chain", False, True, False, post=("adjust_contrast",
+    cases.append((GatherSig(1, "chain", False, True, False, post=("adjust_contrast",
                                     "erase", "gaussian_noise"), bounded=True, edge=True,
                                     clip=False), np.float64))
     return cases
 
 
-def _argtys(sig: codegen.GatherSig, dtype: np.dtype, n: int, out: types.Array):
+def _argtys(sig: GatherSig, dtype: np.dtype, n: int, out: types.Array):
     return (types.Array(from_dtype(np.dtype(dtype)), 3, "C"), out,
             types.Array(from_dtype(np.dtype(np.uint8)), 3, "C")) + (types.float64,) * n
 
 
 @pytest.mark.parametrize("sig,dtype", _cases(), ids=lambda v: str(v)[:80])
-def test_gather_compiles_to_ptx(sig: codegen.GatherSig, dtype: np.dtype) -> None:
-    mod = codegen.load(codegen.gather_source(sig, "cuda"), "cuda")
+def test_gather_compiles_to_ptx(sig: GatherSig, dtype: np.dtype) -> None:
+    mod = load(gather_source(sig, "cuda"), "cuda")
     out = types.Array(from_dtype(np.dtype(np.float64 if sig.grey else dtype)), 3, "C")
     ptx, _ = cuda.compile_ptx(mod.kernel.py_func,
-                              _argtys(sig, dtype, codegen.gather_nparams(sig), out), cc=CC)
+                              _argtys(sig, dtype, gather_nparams(sig), out), cc=CC)
     assert ".target sm_90" in ptx and ".entry" in ptx
 
 
 @pytest.mark.parametrize("sig,dtype", _cases()[:4], ids=lambda v: str(v)[:80])
-def test_grey_mean_compiles_to_ptx_with_one_atomic_add(sig: codegen.GatherSig,
+def test_grey_mean_compiles_to_ptx_with_one_atomic_add(sig: GatherSig,
                                                        dtype: np.dtype) -> None:
-    mod = codegen.load(codegen.gather_mean_source(sig, "cuda"), "cuda")
+    mod = load(gather_mean_source(sig, "cuda"), "cuda")
     acc = types.Array(types.float64, 1, "C")
     ptx, _ = cuda.compile_ptx(mod.kernel.py_func,
-                              _argtys(sig, dtype, codegen.gather_nparams(sig) + 2, acc), cc=CC)
+                              _argtys(sig, dtype, gather_nparams(sig) + 2, acc), cc=CC)
     assert ".entry" in ptx
     assert ptx.count("atom.global.add.f64") == 1

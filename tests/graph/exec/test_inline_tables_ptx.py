@@ -8,7 +8,9 @@ import itertools
 import numpy as np
 import pytest
 
-from millipyde.graph.codegen import core as codegen
+from millipyde.graph.codegen.gather import gather_source
+from millipyde.graph.codegen.gather_sig import GatherSig, gather_nparams
+from millipyde.graph.codegen.loader import load
 from millipyde.kernels import REGISTRY
 
 cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
@@ -26,10 +28,10 @@ def _arr(dtype: np.dtype, ndim: int) -> types.Array:
 
 @pytest.mark.parametrize("cin, sampler", list(itertools.product((3, 4), (False, True))))
 def test_inline_uint8_chain_compiles_to_ptx(cin: int, sampler: bool) -> None:
-    sig = codegen.GatherSig(cin, "chain", True, sampler, False, pre=("adjust_gamma",),
+    sig = GatherSig(cin, "chain", True, sampler, False, pre=("adjust_gamma",),
                             post=ELEMENTWISE if sampler else (), lut_stages=(False, False))
-    mod = codegen.load(codegen.gather_source(sig, "cuda"), "cuda")
+    mod = load(gather_source(sig, "cuda"), "cuda")
     argtys = (_arr(np.uint8, 3), _arr(np.uint8, 3), _arr(np.uint8, 3)) + (
-        types.float64,) * codegen.gather_nparams(sig)
+        types.float64,) * gather_nparams(sig)
     ptx, _ = cuda.compile_ptx(mod.kernel.py_func, argtys, cc=(9, 0))
     assert ".target sm_90" in ptx and ".entry" in ptx

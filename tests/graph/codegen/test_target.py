@@ -9,12 +9,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from millipyde.graph.codegen import core as codegen
+from millipyde.graph.codegen import target
+from millipyde.graph.codegen.loader import load
 
 
 @pytest.fixture(scope="module")
 def rint_clip():
-    return codegen.load(codegen._HEADER["cpu"] + codegen._RINT_CLIP, "cpu")._rint_clip
+    return load(target._HEADER["cpu"] + target._RINT_CLIP, "cpu")._rint_clip
 
 
 def _values() -> np.ndarray:
@@ -52,15 +53,15 @@ def test_rint_clip_maps_nan_to_zero(rint_clip) -> None:
 def test_b2f_bit_pattern_is_the_integer() -> None:
     # the GPU _b2f, with the constants its source is generated from: the high word, b in the
     # low word, minus 2**52
-    assert f"{codegen.B2F_HIGH_WORD:#x}" in codegen._B2F_CUDA and repr(codegen.TWO52) in \
-        codegen._B2F_CUDA
+    assert f"{target.B2F_HIGH_WORD:#x}" in target._B2F_CUDA and repr(target.TWO52) in \
+        target._B2F_CUDA
     rng = np.random.default_rng(5)
     b = np.concatenate([np.arange(1 << 16), rng.integers(0, 1 << 32, 100000),
                         [(1 << 32) - 1, (1 << 31), (1 << 31) - 1]]).astype(np.uint64)
-    bits = (np.uint64(codegen.B2F_HIGH_WORD) << np.uint64(32)) | b
-    assert np.array_equal(bits.view(np.float64) - codegen.TWO52, b.astype(np.float64))
+    bits = (np.uint64(target.B2F_HIGH_WORD) << np.uint64(32)) | b
+    assert np.array_equal(bits.view(np.float64) - target.TWO52, b.astype(np.float64))
 
 
 def test_b2f_on_the_cpu_is_the_conversion() -> None:
-    mod = codegen.load(codegen._HEADER["cpu"], "cpu")
+    mod = load(target._HEADER["cpu"], "cpu")
     assert [mod._b2f(np.uint8(v)) for v in (0, 1, 128, 255)] == [0.0, 1.0, 128.0, 255.0]

@@ -1,0 +1,300 @@
+"""The per-member kernel arguments of a recorded batch, built for a whole group at once.
+
+``batch_record`` sorts a batch's outputs into coin *patterns* and records one template output
+per pattern; the patterns whose kernels have the same structure share a group
+(``graph.exec.batch``'s key). :func:`group_arrays` builds every member's arguments of such
+a group with one NumPy operation per *distinct* recipe piece, not one per pattern: the
+templates' base parameter rows and tables are stacked and indexed by each member's pattern,
+then each drawn column, sampler map, table stage and Gaussian tap set is written for all
+the members (of any pattern) that share it. The values are those ``execute.gather_args``
+gives each member's own plan (tests compare the outputs bit for bit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import batch_math
+from .graph.codegen import gather_sig as codegen
+from .graph.exec import batch, execute
+from .graph.plan.schedule import _affine3
+from .kernels import REGISTRY
+
+
+class Draws:
+    """A batch's drawn parameters, and what is computed from them for every output at once
+    (sampler maps, Gaussian taps), whatever pattern each output has."""
+
+    def __init__(self, params: list) -> None:
+        self.params = params
+        self.cache: dict[tuple, Any] = {}
+
+    def op(self, t: Any, node: Any) -> int | None:
+        """The Operation index whose drawn parameters ``node`` has (None: fixed ones)."""
+        j = t.op_of.get(node.id)
+        return None if j is None or self.params[j] is None else j
+
+    def maps(self, j: int, spec: Any, mid: tuple[int, int],
+             shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        """(N, 6) sampler maps of Operation ``j`` and whether each needs the warp clip."""
+        key = ("maps", j, mid, shape)
+        got = self.cache.get(key)
+        if got is None:
+            maps = batch_math.sampler_maps(spec, *mid, self.params[j])
+            got = self.cache[key] = (maps, batch_math.warp_clips(maps, mid, shape))
+        return got
+
+    def taps(self, j: int, reach: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """(N, T) Gaussian taps of Operation ``j`` (zero rows where sigma is 0), radii."""
+        got = self.cache.get(("taps", j, reach))
+        if got is None:
+            s = self.params[j][:, 0]
+            pos = np.flatnonzero(s > 0)
+            taps, radius = batch_math.gaussian_taps(s[pos], reach)
+            mat = np.zeros((len(s), taps.shape[1]))
+            rad = np.full(len(s), -1, dtype=np.int64)
+            mat[pos], rad[pos] = taps, radius
+            got = self.cache[("taps", j, reach)] = (mat, rad)
+        return got
+
+
+@dataclass
+class _GatherRecipe:
+    """What a template's gather kernel needs per batch, worked out once: its base row, where
+    drawn parameters go (``cols``: offset, op), the sampler's op, and per table stage its op
+    codes, fixed parameters, drawn ones (``varying``: slot, op) and a key equal for stages
+    that differ only in the drawn slots."""
+
+    p: np.ndarray
+    lut: np.ndarray
+    flags: Any
+    cols: list[tuple[int, int]]
+    sampler: tuple[int, Any, tuple, tuple] | None
+    post_maps: list[np.ndarray]  # index maps after the sampler that ran (``Gather.add``)
+    stages: list[tuple[int, np.ndarray, np.ndarray, list[tuple[int, int]], tuple]]
+    channels: int
+    full: float
+
+
+def _recipe(t: Any, i: int, d: Draws) -> _GatherRecipe:
+    """Template ``t``'s recipe of gather kernel ``i`` (worked out on its first batch)."""
+    got = t.recipes.get(i)
+    if got is not None:
+        return got
+    k = t.kernels[i]
+    lut_t, p_t, flags = t.args[i]
+    lut_mode = batch.tables(k)
+    chained = ([] if lut_mode else k.pre + k.post) + k.grey_ops
+    cols = [(codegen.OPS_OFF + 3 * c, j) for c, node in enumerate(chained)
+            if not node.gated_off and (j := d.op(t, node)) is not None]
+    sampler = next((m for m in k.nodes if getattr(m.op, "kind", "") == "sampler"), None)
+    smp = None
+    if sampler is not None and not sampler.gated_off and (j := d.op(t, sampler)) is not None:
+        smp = (j, sampler.op, tuple(k.mid), tuple(sampler.shape[:2]))
+    post_maps, seen, cur = [], False, tuple(k.source.shape[:2])
+    for m in k.nodes:  # as Gather.add composes them: A = A @ map, each at its input's shape
+        kind = getattr(m.op, "kind", "")
+        if kind == "index_map" and seen and not m.gated_off:
+            post_maps.append(_affine3(m.op, *cur))
+        seen = seen or kind == "sampler"
+        cur = tuple(m.shape[:2])
+    stages = []
+    for stage, ops in enumerate((k.pre, k.post) if lut_mode else ()):
+        ran = [m for m in ops if not m.gated_off]
+        varying = [(q, j) for q, m in enumerate(ran) if (j := d.op(t, m)) is not None]
+        if varying:
+            fixed = np.array([execute._op_params(m) for m in ran]).reshape(len(ran), 3)
+            codes = np.array([m.op.code for m in ran], dtype=np.int64)
+            # the template's own draws are overwritten per member: patterns whose stages
+            # differ only there build their tables in one call
+            shared = fixed.copy()
+            for q, j in varying:
+                shared[q, :d.params[j].shape[1]] = 0.0
+            stages.append((stage, codes, fixed, varying,
+                           (stage, codes.tobytes(), shared.tobytes(), tuple(varying))))
+    got = t.recipes[i] = _GatherRecipe(p_t, np.ascontiguousarray(lut_t), flags, cols, smp,
+                                       post_maps, stages, k.channels,
+                                       float(p_t[codegen.FULL_OFF]))
+    return got
+
+
+class _Members:
+    """A group's members: batch rows, the pattern of each, and masks of pattern sets."""
+
+    def __init__(self, parts: list[tuple[Any, np.ndarray]]) -> None:
+        self.templates = [t for t, _ in parts]
+        self.rows = np.concatenate([r for _, r in parts])
+        self.pattern = np.repeat(np.arange(len(parts)), [len(r) for _, r in parts])
+
+    def mask(self, patterns: list[int]) -> np.ndarray:
+        """Members whose pattern is one of ``patterns``."""
+        sel = np.zeros(len(self.templates), dtype=bool)
+        sel[patterns] = True
+        return sel[self.pattern]
+
+
+def _by(items: list[tuple[Any, int]]) -> dict[Any, list[int]]:
+    """Pattern indices per key, in first-seen order."""
+    out: dict[Any, list[int]] = {}
+    for key, u in items:
+        out.setdefault(key, []).append(u)
+    return out
+
+
+def _gather_arrays(ms: _Members, i: int, d: Draws, ok: np.ndarray,
+                   ngates: int) -> dict[str, Any]:
+    """Per member ``lut``, ``p`` (gate flags appended where any member has one) of gather
+    kernel ``i`` (``batch._gather_member_args`` of each member)."""
+    rs = [_recipe(t, i, d) for t in ms.templates]
+    rows, pat = ms.rows, ms.pattern
+    p = np.stack([r.p for r in rs])[pat]
+    for (o, j), us in _by([(c, u) for u, r in enumerate(rs) for c in r.cols]).items():
+        m = ms.mask(us)
+        vals = d.params[j]
+        p[m, o:o + vals.shape[1]] = vals[rows[m]]
+    samplers = [((r.sampler[0], id(r.sampler[1]), r.sampler[2], r.sampler[3]), u)
+                for u, r in enumerate(rs) if r.sampler is not None]
+    for us in _by(samplers).values():
+        maps, clips = d.maps(*rs[us[0]].sampler)
+        m = ms.mask(us)
+        ok[m] &= ~clips[rows[m]]
+        p[m, codegen.A_OFF:codegen.A_OFF + 6] = maps[rows[m]]
+        for u in us:  # index maps after the sampler: the same 3x3 products as Gather.add
+            r = rs[u]
+            if not r.post_maps:
+                continue
+            j, spec, mid, _ = r.sampler
+            for at in np.flatnonzero(pat == u).tolist():
+                a = _affine3(spec, *mid, tuple(d.params[j][rows[at]].tolist()))
+                for q in r.post_maps:
+                    a = a @ q
+                p[at, codegen.A_OFF:codegen.A_OFF + 6] = a[:2].ravel()
+    k = ms.templates[0].kernels[i]
+    if batch.tables(k):
+        lut = np.stack([r.lut for r in rs])[pat]
+        stages = [(x[4], u) for u, r in enumerate(rs) for x in r.stages]
+        for key, us in _by(stages).items():
+            stage, codes, fixed, varying, _ = next(x for x in rs[us[0]].stages if x[4] == key)
+            m = ms.mask(us)
+            prm = np.repeat(fixed[None], int(m.sum()), axis=0)
+            for q, j in varying:
+                vals = d.params[j]
+                prm[:, q, :vals.shape[1]] = vals[rows[m]]
+            out = np.empty((len(prm), rs[us[0]].channels, 256), dtype=np.uint8)
+            batch_math.lut_many()(codes, prm, rs[us[0]].channels, rs[us[0]].full, out)
+            lut[m, stage] = out
+    else:
+        lut = rs[0].lut[None]  # one table for every member (``_Group.pack``)
+    gated = any(r.flags is not None for r in rs)
+    if gated:
+        flags = np.stack([np.zeros(ngates) if r.flags is None else r.flags for r in rs])
+        p = np.concatenate([p, flags[pat]], axis=1)
+    return {"lut": lut, "p": p, "gated": gated}
+
+
+def _taps_arrays(ms: _Members, i: int, d: Draws) -> dict[str, Any]:
+    """Stencil kernel ``i``'s ``taps`` (n, T) and ``rad`` (n,) (-1: gated off, a copy)."""
+    rows = ms.rows
+    pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # mask, taps, radii
+    gauss: list[tuple[Any, int]] = []
+    for u, t in enumerate(ms.templates):
+        node = t.kernels[i].output
+        if node.gated_off:
+            continue  # radius -1
+        j = d.op(t, node)
+        if j is not None and node.op.name == "gaussian":
+            gauss.append(((j, int(node.params[1]) if len(node.params) > 1 else None), u))
+            continue
+        m = ms.mask([u])
+        vals = None if j is None else d.params[j][rows[m]]
+        if vals is None:
+            taps = [t.args[i]] * int(m.sum())
+        else:
+            fn, tail = REGISTRY[node.op.name].fn, tuple(node.params[vals.shape[1]:])
+            taps = [np.asarray(fn(*v, *tail), dtype=np.float64) for v in vals.tolist()]
+        mat = np.zeros((len(taps), max(len(a) for a in taps)))
+        for at, a in enumerate(taps):
+            mat[at, :len(a)] = a
+        pieces.append((m, mat, np.array([len(a) // 2 for a in taps], dtype=np.int64)))
+    for (j, reach), us in _by(gauss).items():
+        mat, rad = d.taps(j, reach)
+        m = ms.mask(us)
+        pieces.append((m, mat[rows[m]], rad[rows[m]]))
+    out = np.zeros((len(rows), max((t.shape[1] for _, t, _ in pieces), default=1)))
+    rad = np.full(len(rows), -1, dtype=np.int64)
+    for m, t, r in pieces:
+        out[m, :t.shape[1]] = t
+        rad[m] = r
+    return {"taps": out, "rad": rad}
+
+
+def group_arrays(key: tuple, parts: list[tuple[Any, np.ndarray]],
+                 d: Draws) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray]:
+    """The batch rows of a group's members (``parts``: per pattern its template and rows),
+    per kernel their arrays, and the rows the batch cannot make (a sampler that needs
+    scikit-image's data-dependent clip: per-output work)."""
+    ms = _Members(parts)
+    ok = np.ones(len(ms.rows), dtype=bool)
+    arrays = []
+    for i, k in enumerate(ms.templates[0].kernels):
+        if k.kind == "gather":
+            arrays.append(_gather_arrays(ms, i, d, ok, codegen.gather_ngates(key[2 + i][1])))
+        else:
+            arrays.append(_taps_arrays(ms, i, d))
+    if ok.all():
+        return ms.rows, arrays, ms.rows[:0]
+    kernels = ms.templates[0].kernels
+    for i, a in enumerate(arrays):
+        for name in ("p", "taps", "rad"):
+            if name in a:
+                a[name] = a[name][ok]
+        if "p" in a and batch.tables(kernels[i]):  # per-member tables (else one for all)
+            a["lut"] = a["lut"][ok]
+    return ms.rows[ok], arrays, ms.rows[~ok]
+
+
+class ArrayGroup(batch._Group):
+    """A ``graph.exec.batch`` group whose per-member arguments come as stacked arrays.
+
+    ``kernels``: the group's kernels (its first template's); ``index``: its members' batch
+    positions; ``arrays``: per kernel what :func:`group_arrays` built; ``sidx_rows``: per
+    batch position, its input's index in the stack.
+    """
+
+    def __init__(self, key: tuple, stack: Any, device: int, kernels: list, index: np.ndarray,
+                 arrays: list[dict[str, Any]], sidx_rows: np.ndarray) -> None:
+        super().__init__(key, stack, device)
+        self.index = index
+        self.arrays = arrays
+        self.sidx = sidx_rows[index]
+        self._kernels = kernels
+
+    def kernels(self) -> list:
+        return self._kernels
+
+    def sidx_host(self) -> list[int]:
+        return self.sidx.tolist()
+
+    def taps_host(self, i: int) -> list[Any]:
+        a = self.arrays[i]
+        return [None if r < 0 else a["taps"][m, :2 * r + 1]
+                for m, r in enumerate(a["rad"].tolist())]
+
+    def radius(self, i: int) -> int:
+        return int(self.arrays[i]["rad"].max(initial=0))
+
+    def pack(self, pk: batch._Pack) -> None:
+        """Lay the group's arrays out in ``pk`` (``_Group.pack``'s slots)."""
+        n = len(self.index)
+        self.slots = [pk.add(self.sidx), pk.add(np.arange(n, dtype=np.int64))]
+        self.gated = []
+        for a in self.arrays:
+            if "p" in a:
+                self.gated.append(a["gated"])
+                self.slots.append((pk.add(a["lut"]), pk.add(a["p"])))
+            else:
+                self.gated.append(False)
+                self.slots.append((pk.add(a["taps"]), pk.add(a["rad"])))

@@ -1,0 +1,149 @@
+"""Chained ops in generated text: the calls on a pixel's values and the device functions they
+call (built-in ops, user ops' adapters, the counter hash of ops that draw)."""
+
+from __future__ import annotations
+
+from ...kernels import REGISTRY, OpSpec
+from .gather_sig import OPS_OFF, GatherSig, _chained
+
+
+def _op_call(name: str, o: int, vars_: list[str], full: str, chan: int | None) -> list[str]:
+    """One chained op on the values ``vars_`` (one channel, or r, g, b for pixelwise)."""
+    spec = REGISTRY[name]
+    if spec.kind == "pixelwise":
+        args = ", ".join(f"p[{o + j}]" for j in range(3))
+        return [f"{vars_[0]}, {vars_[1]}, {vars_[2]} = _f_{name}({vars_[0]}, {vars_[1]}, "
+                f"{vars_[2]}, {full}, {args})"]
+    (v,) = vars_
+    if spec.kind == "positional":
+        lines = []
+        if spec.draws:
+            # the pixel's counter: (output pixel, channel, draw); keys are the op's first slots
+            n = f"((y * w + x) * 4 + {chan}) * 2"
+            lines += [f"u1_ = _u01(p[{o}], p[{o + 1}], {n})",
+                      f"u2_ = _u01(p[{o}], p[{o + 1}], {n} + 1)"]
+        else:
+            lines += ["u1_ = 0.5", "u2_ = 0.5"]
+        args = ", ".join(f"p[{o + j}]" for j in range(spec.nparams))
+        return lines + [f"{v} = _f_{name}({v}, {chan}, {full}, y, x, u1_, u2_, {args})"]
+    return [f"{v} = _f_{name}({v}, {chan}, {full}, p[{o}], p[{o + 1}], p[{o + 2}])"]
+
+
+def _chain_all(ops: tuple[str, ...], vars_: list[str], full: str, first: int,
+               offsets: list[int], cast: bool, gates: bool = False) -> str:
+    """Chained ops ``ops`` (global indices from ``first``) on a pixel's values ``vars_``.
+
+    Elementwise and positional ops run per channel (alpha, the fourth, only for ops that
+    say so), pixelwise ops on the first three; integer values are rounded after each op.
+    """
+    lines: list[str] = []
+    for i, name in enumerate(ops):
+        spec = REGISTRY[name]
+        o = offsets[first + i]
+        if spec.kind == "pixelwise":
+            step = _op_call(name, o, vars_[:3], full, None)
+            touched = vars_[:3]
+        else:
+            keep = 4 if spec.kind == "positional" and spec.alpha else 3
+            touched = vars_[:keep] if len(vars_) > 1 else vars_
+            step = []
+            for c, v in enumerate(touched):
+                step += _op_call(name, o, [v], full, c)
+        if cast:
+            step += [f"{v} = _rint_clip({v}, {full})" for v in touched]
+        if gates:
+            # an op gated off for this image is not called at all (not an identity call,
+            # whose arithmetic could move a value)
+            step = [f"if g{first + i}_ == 0.0:"] + ["    " + line for line in step]
+        lines += step
+    return "\n".join(lines)
+
+
+def _chain(ops: tuple[str, ...], var: str, chan: int, full: str, first: int, cast: bool,
+           gates: bool = False) -> str:
+    lines = []
+    for i, name in enumerate(ops):
+        o = OPS_OFF + 3 * (first + i)
+        step = [f"{var} = _f_{name}({var}, {chan}, {full}, p[{o}], p[{o + 1}], p[{o + 2}])"]
+        if cast:
+            step.append(f"{var} = _rint_clip({var}, {full})")
+        if gates:
+            # an op gated off for this image is not called at all (not an identity call,
+            # whose arithmetic could move a value)
+            step = [f"if g{first + i}_ == 0.0:"] + ["    " + line for line in step]
+        lines += step
+    return "\n".join(lines)
+
+
+_COUNTER = '''
+@_dev
+def _mix64(z):
+    # SplitMix64's finaliser, as millipyde.random._mix: integer arithmetic, the same bits on
+    # every backend
+    z = _u(z + _u(0x9E3779B97F4A7C15))
+    z = _u((z ^ (z >> _u(30))) * _u(0xBF58476D1CE4E5B9))
+    z = _u((z ^ (z >> _u(27))) * _u(0x94D049BB133111EB))
+    return z ^ (z >> _u(31))
+
+
+@_dev
+def _u01(key_hi, key_lo, n):
+    # a float in [0, 1) that depends only on the op's 64-bit key and the counter n
+    k = (_u(key_hi) << _u(32)) | _u(key_lo)
+    return float(_mix64(_u(k ^ _u(n))) >> _u(11)) * (1.0 / 9007199254740992.0)
+'''
+
+
+def gather_defs(sig: GatherSig) -> str:
+    """Device functions a gather of ``sig`` calls: its ops, the grey conversion, the counter
+    hash when an op draws, the user map."""
+    names = set(_chained(sig))
+    if sig.grey:
+        names.add("rgb2grey")
+    defs = "".join(op_def(n) for n in sorted(names))
+    if sig.umap:
+        defs += op_def(sig.umap, "_m_")
+    if any(REGISTRY[n].kind == "positional" and REGISTRY[n].draws for n in names):
+        defs += _COUNTER
+    return defs
+
+
+def op_def(name: str, prefix: str = "_f_") -> str:
+    """The device function of op ``name`` in generated text (user ops: their adapter)."""
+    spec = REGISTRY[name]
+    if spec.user is None:
+        return f"{prefix}{name} = _dev(_R[{name!r}].fn)\n"
+    return _user_adapter(spec, prefix)
+
+
+# parameters a user elementwise or pixelwise op takes at most (the slots of the call below)
+USER_VALUE_PARAMS = 3
+
+
+def _user_adapter(spec: OpSpec, prefix: str) -> str:
+    """Generated device functions of a user op: its function, and the adapter from the
+    built-in calling convention (values in [0, full], fixed slots) to the user's."""
+    name = spec.name
+    user = f"_uf{prefix}{name}"
+    head = (f"# {name}: user function, source digest {spec.digest}\n"
+            f"{user} = _dev(_R[{name!r}].user)\n")
+    args = ", ".join(f"a{j}_" for j in range(spec.nparams))
+    call = ", ".join(["v * s_", "c"] + ([args] if args else []))
+    if spec.kind == "user_map":
+        return head + f"{prefix}{name} = {user}\n"
+    slots = ", ".join(f"a{j}_" for j in range(USER_VALUE_PARAMS))
+    if spec.kind == "elementwise":
+        return head + (
+            f"\n\n@_dev\ndef {prefix}{name}(v, c, full, {slots}):\n"
+            "    s_ = 1.0 / full\n"
+            f"    r_ = {user}({call}) * full\n"
+            "    return min(max(r_, 0.0), full)\n"
+        )
+    pix = ", ".join(["r * s_", "g * s_", "b * s_"] + ([args] if args else []))
+    return head + (
+        f"\n\n@_dev\ndef {prefix}{name}(r, g, b, full, {slots}):\n"
+        "    s_ = 1.0 / full\n"
+        f"    r2_, g2_, b2_ = {user}({pix})\n"
+        "    return (min(max(r2_ * full, 0.0), full), min(max(g2_ * full, 0.0), full),\n"
+        "            min(max(b2_ * full, 0.0), full))\n"
+    )

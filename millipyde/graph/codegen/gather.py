@@ -1,0 +1,102 @@
+"""The fused gather kernel (and its grey-mean form) as one source text per target."""
+
+from __future__ import annotations
+
+import re
+
+from .chain import gather_defs, op_def
+from .gather_body import _gather_body, extras_prologue, gather_prologue, grey_sum_body
+from .gather_sig import PACKED_DIMS, GatherSig, gather_nparams
+from .loader import load
+from .target import _HEADER, _RINT_CLIP, _decorator, _loop_2d, _loop_2d_items
+
+
+def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
+    """Source of the fused gather kernel ``kernel(src, dst, lut, p)`` for ``target``."""
+    body = _gather_body(sig)
+    head = (f"# millipyde generated gather kernel: {sig}\n" + _HEADER[target] + gather_defs(sig)
+            + _RINT_CLIP)
+    params = "p"
+    if target == "cuda":
+        # on GPUs the parameters travel as scalar kernel arguments: no upload per launch
+        # (numba-cuda spends ~0.1 ms of host time on each small device array)
+        params = ", ".join(f"p_{i}" for i in range(gather_nparams(sig)))
+    if sig.packed:
+        # flat arrays: a tap's 32-bit offset is one multiply-add, where a two-index subscript
+        # costs 64-bit multiplies (three instructions each) per load and store. (Numba cannot
+        # reshape inside a CUDA kernel, so the views and their dimensions come from the host.)
+        n = gather_nparams(sig) - PACKED_DIMS
+        dims = f"sw_ = int(p[{n}])\nh = int(p[{n + 1}])\nw = int(p[{n + 2}])\n"
+        offsets = ("\ndy_ = _u32(q0 * sw_ + q3)\ndx_ = _u32(q1 * sw_ + q4)\n"
+                   "c0_ = _u32(q2 * sw_ + q5)")
+    else:
+        dims, offsets = "h = dst.shape[0]\nw = dst.shape[1]\n", ""
+    prologue = dims + gather_prologue() + offsets + extras_prologue(sig)
+    fn = (
+        f"\n\n{_decorator(target, sim)}\n"
+        f"def kernel(src, dst, lut, {params}):\n"
+        + "".join(f"    {line}\n" for line in prologue.splitlines())
+    )
+    items = gather_items(sig, target, sim)
+    if items > 1:
+        load, rest = body.split("\n", 1)
+        if not load.startswith("pk = src["):  # pragma: no cover - guards edits of _gather_body
+            raise RuntimeError(f"packed gather body does not start with its load: {load!r}")
+        source = head + fn + _loop_2d_items(target, "h", "w", load, rest, items)
+    else:
+        source = head + fn + _loop_2d(target, "h", "w", body)
+    if target == "cuda":
+        source = re.sub(r"\bp\[(\d+)\]", r"p_\1", source)
+    return source
+
+
+# Pixels per thread and trip of a packed gather without a sampler (uint8 RGBA to grey): on an
+# H200 one pixel a trip left rgb2grey at 27% of copy bandwidth, latency-bound (bench/RESULTS.md).
+GATHER_ITEMS = 4
+GATHER_ITEMS_SIM = 2
+
+
+def gather_items(sig: GatherSig, target: str, sim: bool = False) -> int:
+    """Pixels of a row each GPU thread takes per trip of ``sig``'s kernel (1 but for packed
+    gathers without a sampler, whose one load per pixel is all they wait for)."""
+    if target == "cpu" or not sig.packed or sig.sampler:
+        return 1
+    return GATHER_ITEMS_SIM if sim else GATHER_ITEMS
+
+
+def gather_mean_source(sig: GatherSig, target: str, sim: bool = False) -> str:
+    """Source of ``kernel(src, dst, lut, p)``: the sum of the grey values of what the gather
+    of ``sig`` would store (torchvision's floored grey for colour, the value for one channel).
+
+    The output height and width follow the parameters. On the CPU ``dst`` gets one sum per
+    row; on GPUs each thread adds its sum to ``dst[0]``. Colour sums are of whole numbers,
+    exact in float64 whatever the order, so every backend gets the same mean.
+    """
+    body = grey_sum_body(sig)
+    n = gather_nparams(sig)
+    prologue = (f"h = int(p[{n}])\nw = int(p[{n + 1}])\n" + gather_prologue()
+                + extras_prologue(sig))
+    head = (f"# millipyde generated grey-mean gather: {sig}\n" + _HEADER[target]
+            + gather_defs(sig) + op_def("tv_grey") + _RINT_CLIP)
+    params = "p"
+    if target == "cuda":
+        params = ", ".join(f"p_{i}" for i in range(n + 2))
+    fn = (f"\n\n{_decorator(target, sim)}\ndef kernel(src, dst, lut, {params}):\n"
+          + "".join(f"    {line}\n" for line in prologue.splitlines()))
+    text = "\n".join(body)
+    if target == "cpu":
+        loop = ("    for y in prange(h):\n        acc_ = 0.0\n        for x in range(w):\n"
+                + "".join(f"            {line}\n" for line in text.splitlines())
+                + "        dst[y] = acc_\n")
+    else:
+        loop = ("    acc_ = 0.0\n" + _loop_2d(target, "h", "w", text)
+                + "    cuda.atomic.add(dst, 0, acc_)\n")
+    source = head + fn + loop
+    if target == "cuda":
+        source = re.sub(r"\bp\[(\d+)\]", r"p_\1", source)
+    return source
+
+
+def gather_kernel(sig: GatherSig, target: str, sim: bool = False):
+    """The compiled (lazily, by Numba) gather kernel for ``sig``."""
+    return load(gather_source(sig, target, sim), target).kernel

@@ -1,0 +1,244 @@
+"""The body of a fused gather kernel: source reads (through tables, pads, samplers and user
+maps), the chained ops, the grey conversion and the stores; and its per-launch prologue."""
+
+from __future__ import annotations
+
+from ...kernels import REGISTRY
+from .chain import _chain, _chain_all
+from .gather_sig import (
+    A_OFF,
+    CLIP_HI_OFF,
+    CLIP_OFF,
+    FULL_OFF,
+    MID_OFF,
+    P_OFF,
+    GatherSig,
+    _chained,
+    extras_offset,
+    gather_nparams,
+    op_offsets,
+)
+
+
+def gate_prologue(sig: GatherSig) -> str:
+    """Per-image reads of the gate flags that follow ``sig``'s parameters (batched kernels).
+
+    ``g<i>_`` is nonzero when chained op ``i`` is gated off for the image, ``gs_`` when the
+    sampler is (it then reads one tap and blends nothing).
+    """
+    base = gather_nparams(sig)
+    n = len(sig.pre) + len(sig.post) + len(sig.grey_ops)
+    return "\n".join([f"g{i}_ = p[{base + i}]" for i in range(n)] + [f"gs_ = p[{base + n}]"])
+
+
+def _blend(c: int, sig: GatherSig, rounds: bool, gates: bool) -> list[str]:
+    """Lines giving ``v{c}`` from the four taps ``t{c}_0..3`` (skimage's bilinear_interpolation:
+    rows blended last), clipped as skimage's warp clips, rounded where the output is integer."""
+    mix = (f"(1.0 - dr) * ((1.0 - dc) * t{c}_0 + dc * t{c}_1) + "
+           f"dr * ((1.0 - dc) * t{c}_2 + dc * t{c}_3)")
+    # the upper bound binds only for images whose values are all negative
+    blend = [f"v{c} = min(max({mix}, clip_lo), clip_hi)"] if sig.clip else [f"v{c} = {mix}"]
+    if rounds:
+        blend.append(f"v{c} = _rint_clip(v{c}, full)")
+    if gates:
+        # a gated-off sampler has an identity map: its one tap is the value, exactly as with
+        # no sampler (blending in zero weights would turn -0.0 into +0.0)
+        blend = ["if gs_ != 0.0:", f"    v{c} = t{c}_0", "else:", *("    " + ln for ln in blend)]
+    return blend
+
+
+def _gather_body(sig: GatherSig, gates: bool = False) -> str:
+    if not sig.plain:
+        return _gather_body_general(sig, gates)
+    c_in = sig.cin
+    lut = sig.mode == "lut"
+    cast = sig.is_int
+    lines: list[str] = []
+    chans = range(c_in)
+
+    # Source indices are in bounds where they are read; as unsigned integers Numba does not
+    # add its negative-index wraparound to every load.
+    def load(c: int, sy: str, sx: str) -> str:
+        raw = f"((pk >> {8 * c}) & 255)" if sig.packed else f"src[_u({sy}), _u({sx}), {c}]"
+        if lut and sig.lut_stages[0]:
+            return f"_b2f(lut[0, {c}, {raw}])"
+        return f"_b2f({raw})" if sig.packed else f"float({raw})"
+
+    if not sig.sampler:
+        if sig.packed:
+            lines.append("pk = src[_u32(_u32(y) * dy_ + _u32(x) * dx_ + c0_)]")
+        else:
+            lines += ["sy = q0 * y + q1 * x + q2", "sx = q3 * y + q4 * x + q5"]
+        if lut and not sig.grey and not sig.packed:
+            # a pure table lookup: stay in uint8, no float round trip
+            def value(c: int) -> str:
+                raw = f"src[_u(sy), _u(sx), {c}]"
+                return f"lut[0, {c}, {raw}]" if sig.lut_stages[0] else raw
+
+            return "\n".join(lines + [f"dst[y, x, {c}] = {value(c)}" for c in chans])
+        for c in chans:
+            lines.append(f"v{c} = {load(c, 'sy', 'sx')}")
+            if not lut and sig.pre:
+                lines.append(_chain(sig.pre, f"v{c}", c, "full", 0, cast, gates))
+    else:
+        lines += [
+            "fy = a0_ * y + a1_ * x + a2_",
+            "fx = a3_ * y + a4_ * x + a5_",
+            "ty0 = math.floor(fy)",
+            "tx0 = math.floor(fx)",
+            "dr = fy - ty0",
+            "dc = fx - tx0",
+            "iy = int(ty0)",
+            "ix = int(tx0)",
+        ]
+        if sig.packed:
+            # the flat offset of the first tap; the others are one step away in y and/or x
+            lines.append("o = _u32(_u32(iy) * dy_ + _u32(ix) * dx_ + c0_)")
+        else:
+            lines += ["by = q0 * iy + q1 * ix + q2", "bx = q3 * iy + q4 * ix + q5"]
+        for c in chans:
+            lines += [f"t{c}_{k} = 0.0" for k in range(4)]
+        taps = [("iy", "ix", "", "", "o", 0),
+                ("iy", "ix + 1", " + q1", " + q4", "_u32(o + dx_)", 1),
+                ("iy + 1", "ix", " + q0", " + q3", "_u32(o + dy_)", 2),
+                ("iy + 1", "ix + 1", " + q0 + q1", " + q3 + q4", "_u32(o + dy_ + dx_)", 3)]
+        for ty, tx, dy, dx, flat, k in taps:
+            # one unsigned comparison per axis also rejects negative indices
+            lines.append(f"if _u({ty}) < _u(mh) and _u({tx}) < _u(mw):")
+            if sig.packed:
+                lines.append(f"    pk = src[{flat}]")
+            else:
+                lines += [f"    sy = by{dy}", f"    sx = bx{dx}"]
+            for c in chans:
+                lines.append(f"    t{c}_{k} = {load(c, 'sy', 'sx')}")
+                if not lut and sig.pre:
+                    lines.append("    " + _chain(sig.pre, f"t{c}_{k}", c, "full", 0, cast, gates)
+                                 .replace("\n", "\n    "))
+        for c in chans:
+            lines += _blend(c, sig, cast or lut, gates)
+            if lut and sig.lut_stages[1]:
+                lines.append(f"v{c} = _b2f(lut[1, {c}, int(v{c})])")
+            elif sig.post:
+                lines.append(_chain(sig.post, f"v{c}", c, "full", len(sig.pre), cast, gates))
+    return "\n".join(lines + _gather_tail(sig, gates, op_offsets(_chained(sig))))
+
+
+def _gather_tail(sig: GatherSig, gates: bool, offsets: list[int]) -> list[str]:
+    """The grey conversion, its chain and the stores (shared by both bodies)."""
+    lines = []
+    chans = range(sig.cin)
+    if sig.grey:
+        alpha = "v3" if sig.cin == 4 else "0.0"
+        has_alpha = "True" if sig.cin == 4 else "False"
+        lines.append(f"g = _f_rgb2grey(v0, v1, v2, {alpha}, {has_alpha})")
+        first = len(sig.pre) + len(sig.post)
+        if sig.grey_ops:
+            lines.append(_chain_all(sig.grey_ops, ["g"], "1.0", first, offsets, False, gates))
+        values = ["g"]
+    else:
+        values = [f"v{c}" for c in chans]
+    if sig.packed:
+        lines.append(f"od = _u32(_u32(y) * _u32(w) + _u32(x)) * {len(values)}")
+        lines += [f"dst[_u32(od + {c})] = {v}" for c, v in enumerate(values)]
+    else:
+        lines += [f"dst[y, x, {c}] = {v}" for c, v in enumerate(values)]
+    return lines
+
+
+def _gather_body_general(sig: GatherSig, gates: bool = False) -> str:
+    """The gather with pads (fills), edge-mode samplers, user maps and ops of every chained
+    kind: a value chain per pixel (or per tap) over all channels at once."""
+    chans = list(range(sig.cin))
+    lut = sig.mode == "lut"
+    cast = sig.is_int
+    offsets = op_offsets(_chained(sig))
+    lines: list[str] = []
+
+    def load(c: int) -> str:
+        raw = f"src[_u(sy), _u(sx), {c}]"
+        return f"_b2f(lut[0, {c}, {raw}])" if lut and sig.lut_stages[0] else f"float({raw})"
+
+    def read(vars_: list[str]) -> list[str]:
+        """Set ``vars_`` from source position (sy, sx): loaded, or the fills outside."""
+        out = [f"{v} = {load(c)}" for c, v in zip(chans, vars_, strict=True)]
+        if sig.bounded:
+            out = (["if _u(sy) < _u(srch) and _u(sx) < _u(srcw):"]
+                   + ["    " + line for line in out] + ["else:"]
+                   + [f"    {v} = fill{c}_" for c, v in zip(chans, vars_, strict=True)])
+        if not lut and sig.pre:
+            chain = _chain_all(sig.pre, vars_, "full", 0, offsets, cast, gates)
+            out += chain.splitlines()
+        return out
+
+    if not sig.sampler:
+        lines += ["sy = q0 * y + q1 * x + q2", "sx = q3 * y + q4 * x + q5"]
+        lines += read([f"v{c}" for c in chans])
+    else:
+        lines += ["fy = a0_ * y + a1_ * x + a2_", "fx = a3_ * y + a4_ * x + a5_"]
+        if sig.umap:
+            e = extras_offset(sig) + (6 if sig.bounded else 0)
+            args = "".join(f", p[{e + j}]" for j in range(REGISTRY[sig.umap].nparams))
+            lines.append(f"fy, fx = _m_{sig.umap}(fy, fx, mh, mw{args})")
+        lines += ["ty0 = math.floor(fy)", "tx0 = math.floor(fx)", "dr = fy - ty0",
+                  "dc = fx - tx0", "iy = int(ty0)", "ix = int(tx0)"]
+        if sig.edge:
+            # scipy's "nearest" mode: each tap index clamped into the input
+            lines += ["ya_ = min(max(iy, 0), mh - 1)", "yb_ = min(max(iy + 1, 0), mh - 1)",
+                      "xa_ = min(max(ix, 0), mw - 1)", "xb_ = min(max(ix + 1, 0), mw - 1)"]
+            taps = [("ya_", "xa_"), ("ya_", "xb_"), ("yb_", "xa_"), ("yb_", "xb_")]
+        else:
+            taps = [("iy", "ix"), ("iy", "ix + 1"), ("iy + 1", "ix"), ("iy + 1", "ix + 1")]
+        for c in chans:
+            lines += [f"t{c}_{k} = 0.0" for k in range(4)]
+        for k, (ty, tx) in enumerate(taps):
+            body = [f"sy = q0 * ({ty}) + q1 * ({tx}) + q2",
+                    f"sx = q3 * ({ty}) + q4 * ({tx}) + q5"] + read([f"t{c}_{k}" for c in chans])
+            if sig.edge:
+                lines += body
+            else:
+                lines.append(f"if _u({ty}) < _u(mh) and _u({tx}) < _u(mw):")
+                lines += ["    " + line for line in body]
+        for c in chans:
+            lines += _blend(c, sig, cast or lut, gates)
+            if lut and sig.lut_stages[1]:
+                lines.append(f"v{c} = _b2f(lut[1, {c}, int(v{c})])")
+        if not lut and sig.post:
+            lines += _chain_all(sig.post, [f"v{c}" for c in chans], "full", len(sig.pre),
+                                offsets, cast, gates).splitlines()
+    return "\n".join(lines + _gather_tail(sig, gates, offsets))
+
+
+def gather_prologue() -> str:
+    """Per-launch setup read from the parameter array (shared with the batched kernels)."""
+    # the integer map's entries are whole numbers: convert once, not per pixel; the sampler's
+    # map is read once too (per pixel, a load the compiler cannot hoist past the stores)
+    return (f"full = p[{FULL_OFF}]\nclip_lo = p[{CLIP_OFF}]\nclip_hi = p[{CLIP_HI_OFF}]\n"
+            + "".join(f"q{i} = int(math.floor(p[{P_OFF + i}] + 0.5))\n" for i in range(6))
+            + "".join(f"a{i}_ = p[{A_OFF + i}]\n" for i in range(6))
+            + f"mh = int(p[{MID_OFF}])\nmw = int(p[{MID_OFF + 1}])")
+
+
+def extras_prologue(sig: GatherSig) -> str:
+    """Per-launch reads of the source bounds and fill values of a bounded gather."""
+    if not sig.bounded:
+        return ""
+    e = extras_offset(sig)
+    return (f"\nsrch = int(p[{e}])\nsrcw = int(p[{e + 1}])"
+            + "".join(f"\nfill{c}_ = p[{e + 2 + c}]" for c in range(sig.cin)))
+
+
+def grey_sum_body(sig: GatherSig, gates: bool = False) -> list[str]:
+    """The gather body of ``sig`` with its stores replaced by ``acc_ +=`` the grey value it
+    would store (torchvision's floored grey for colour, the value for one channel): the body
+    of the grey-mean gathers (per image here, per batch member in ``codegen.arena``)."""
+    if sig.packed:
+        raise ValueError("the grey-mean gather reads unpacked images")
+    body = [line for line in _gather_body_general(sig, gates).splitlines()
+            if not line.lstrip().startswith("dst[")]
+    if sig.grey:
+        body.append("acc_ += g")
+    elif sig.cin == 1:
+        body.append("acc_ += v0")
+    else:
+        body.append("acc_ += _f_tv_grey(v0, v1, v2, 0.0, False)")
+    return body

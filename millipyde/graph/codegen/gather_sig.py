@@ -1,0 +1,102 @@
+"""The compile-time signature of a fused gather kernel and the layout of its parameters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...kernels import REGISTRY
+
+
+@dataclass(frozen=True)
+class GatherSig:
+    """Compile-time shape of a fused gather kernel (parameter values travel at run time).
+
+    ``mode`` is ``"lut"`` (uint8: per-channel 256-entry tables) or ``"chain"`` (the chained
+    ops inlined: other dtypes, and uint8 kernels with ops no table can stand for, which mix
+    channels or know their pixel). ``pre``/``post`` are the chain ops before/after the
+    sampler, ``grey_ops`` the ops after a colour-to-grey conversion.
+    """
+
+    cin: int
+    mode: str
+    is_int: bool
+    sampler: bool
+    grey: bool
+    pre: tuple[str, ...] = ()
+    post: tuple[str, ...] = ()
+    grey_ops: tuple[str, ...] = ()
+    # uint8 RGBA source read as one uint32 per pixel: ``src`` is then the flat uint32 view and
+    # ``dst`` flat too, indexed with 32-bit offsets, so callers keep both under 2**31 elements
+    # (``execute._packable``); the source width and output height and width follow the
+    # parameters (``PACKED_DIMS``)
+    packed: bool = False
+    # "lut" mode: which of the two table stages (before / after the sampler) hold any op; an
+    # identity stage is not read at all
+    lut_stages: tuple[bool, bool] = (True, True)
+    # scikit-image's warp clip may apply: the blend is clamped below at ``clip_lo``
+    clip: bool = True
+    # a pad is fused: source positions outside the source read per-channel fill values
+    bounded: bool = False
+    # the sampler repeats the edge outside its input (resize) instead of reading zero
+    edge: bool = False
+    # the sampler is this user map (``@mp.index_map``), called per output pixel
+    umap: str = ""
+
+    @property
+    def cout(self) -> int:
+        """Channels written."""
+        return 1 if self.grey else self.cin
+
+    @property
+    def plain(self) -> bool:
+        """Only the features the hand-tuned and batched kernels know (no pad, edge sampler,
+        user map, or ops other than elementwise ones)."""
+        ops = self.pre + self.post + self.grey_ops
+        return (not self.bounded and not self.edge and not self.umap
+                and (self.mode == "lut" or self.cin == 1)
+                and all(REGISTRY[n].kind == "elementwise" and not REGISTRY[n].stat
+                        for n in ops))
+
+
+# Parameter layout in the float64 array ``p``: P (src <- mid or src <- out), A (mid <- out),
+# mid_h, mid_w, full, clip_lo and clip_hi (scikit-image's warp clip; -inf / +inf when a bound
+# does not apply), then each chained op's slots (``OpSpec.slots``, three or more), then the
+# extras: source height and width and four fill values when ``bounded``, the user map's
+# parameters when ``umap``.
+P_OFF, A_OFF, MID_OFF, FULL_OFF, CLIP_OFF, CLIP_HI_OFF, OPS_OFF = 0, 6, 12, 14, 15, 16, 17
+
+
+def op_offsets(ops: tuple[str, ...]) -> list[int]:
+    """Offset in ``p`` of each chained op of ``ops`` (in order), and the end as last entry."""
+    out = [OPS_OFF]
+    for name in ops:
+        out.append(out[-1] + REGISTRY[name].slots)
+    return out
+
+
+def _chained(sig: GatherSig) -> tuple[str, ...]:
+    return sig.pre + sig.post + sig.grey_ops
+
+
+def extras_offset(sig: GatherSig) -> int:
+    """Where the extras (bounds, fills, user map parameters) start in ``p``."""
+    return op_offsets(_chained(sig))[-1]
+
+
+def _nextras(sig: GatherSig) -> int:
+    n = 6 if sig.bounded else 0
+    return n + (REGISTRY[sig.umap].nparams if sig.umap else 0)
+
+
+def gather_ngates(sig: GatherSig) -> int:
+    """Gate flags after the parameters of ``sig``: one per chained op, one for the sampler."""
+    return len(sig.pre) + len(sig.post) + len(sig.grey_ops) + 1
+
+
+PACKED_DIMS = 3  # source width, output height, output width
+
+
+def gather_nparams(sig: GatherSig) -> int:
+    """Length of the parameter array of ``sig``'s kernel."""
+    n = extras_offset(sig) + _nextras(sig)
+    return n + PACKED_DIMS if sig.packed else n

@@ -1,0 +1,44 @@
+"""The host LUT builder: uint8 elementwise chains composed into per-channel 256-entry tables."""
+
+from __future__ import annotations
+
+from ...kernels import REGISTRY
+from .chain import op_def
+from .loader import load
+from .target import _HEADER, _RINT_CLIP
+
+
+def _lut_source() -> str:
+    elementwise = [s for s in REGISTRY.values() if s.kind == "elementwise"]
+    defs = "".join(op_def(s.name) for s in elementwise)
+    branches = []
+    for s in elementwise:
+        kw = "if" if not branches else "elif"
+        branches.append(
+            f"                {kw} code == {s.code}:\n"
+            f"                    v = _f_{s.name}(v, c, full, a, b, d)"
+        )
+    return (
+        "# millipyde generated LUT builder: composes uint8 elementwise chains\n"
+        + _HEADER["cpu"] + defs + _RINT_CLIP.replace("@_dev", "@njit(cache=True)")
+        + "\n\n@njit(cache=True, nogil=True)\n"
+        "def build(codes, params, channels, full, out):\n"
+        "    for c in range(channels):\n"
+        "        for i in range(256):\n"
+        "            v = float(i)\n"
+        "            for k in range(codes.shape[0]):\n"
+        "                code = codes[k]\n"
+        "                a = params[k, 0]\n"
+        "                b = params[k, 1]\n"
+        "                d = params[k, 2]\n"
+        "                if c == 3:\n"
+        "                    continue\n"
+        + "\n".join(branches) + "\n"
+        "                v = _rint_clip(v, full)\n"
+        "            out[c, i] = np.uint8(v)\n"
+    )
+
+
+def lut_builder():
+    """Host function ``build(codes, params, channels, full, out)`` filling (C, 256) uint8 LUTs."""
+    return load(_lut_source(), "cpu").build

@@ -1,0 +1,139 @@
+"""The per-target pieces of generated kernel text: headers, kernel decorators, 2-D loops.
+
+One body text serves every target: only the loop header differs (``prange`` rows on the CPU,
+a grid-stride 2-D loop under ``@cuda.jit`` for CUDA, HIP and the simulator). ``_rint_clip``,
+the rounding every integer output goes through, is defined here once for all generators.
+"""
+
+from __future__ import annotations
+
+import re
+
+# ``_b2f(b)``: an unsigned integer below 2**32 (a uint8 value, a table entry) as float64. On a
+# GPU, a 64-bit conversion runs at a quarter of the FMA rate; writing b into the low word of
+# 2**52's bit pattern and subtracting 2**52 is a register move and one add, and exact. The
+# simulator has no libdevice, so there it is the plain conversion.
+B2F_HIGH_WORD = 0x43300000  # 2**52's high word: its low word is then the integer itself
+TWO52 = 4503599627370496.0
+_B2F_CUDA = (
+    "from numba import config as _config\n"
+    "from numba.cuda import libdevice as _ld\n"
+    "if _config.ENABLE_CUDASIM:\n"
+    "    @_dev\n"
+    "    def _b2f(b):\n"
+    "        return float(b)\n"
+    # the simulator runs these in Python, where numba's integer types refuse to wrap
+    "    def _u(v):\n"
+    "        return int(v) & 0xFFFFFFFFFFFFFFFF\n"
+    "    def _u32(v):\n"
+    "        return int(v) & 0xFFFFFFFF\n"
+    "else:\n"
+    "    @_dev\n"
+    "    def _b2f(b):\n"
+    f"        return _ld.hiloint2double({B2F_HIGH_WORD:#x}, b) - {TWO52!r}\n"
+)
+
+_HEADER = {
+    "cpu": (
+        "import math\n"
+        "import numpy as np\n"
+        "from numba import njit, prange\n"
+        "from numba import uint32 as _u32\n"
+        "from numba import uint64 as _u\n"
+        "from millipyde.kernels import REGISTRY as _R\n"
+        "_dev = njit(inline='always', cache=False)\n"
+        "\n@_dev\ndef _b2f(b):\n    return float(b)\n"
+    ),
+    "cuda": (
+        "import math\n"
+        "from numba import cuda\n"
+        "from numba import uint32 as _u32\n"
+        "from numba import uint64 as _u\n"
+        "from millipyde.kernels import REGISTRY as _R\n"
+        "_dev = cuda.jit(device=True, inline=True)\n"
+        + _B2F_CUDA
+    ),
+}
+
+
+def _decorator(target: str, sim: bool) -> str:
+    if target == "cpu":
+        return "@njit(parallel=True, nogil=True, cache=True)"
+    return "@cuda.jit" if sim else "@cuda.jit(cache=True)"
+
+
+def _loop_2d(target: str, h: str, w: str, body: str, step: str = "sx_") -> str:
+    """Wrap ``body`` (uses y, x) in the target's loop over an ``h`` x ``w`` output.
+
+    On GPUs ``x`` advances by ``step`` per trip (the grid's width unless a trip covers more).
+    """
+    ind = "            "
+    body = "".join(ind + line + "\n" if line else "\n" for line in body.splitlines())
+    if target == "cpu":
+        return f"    for y in prange({h}):\n        for x in range({w}):\n" + body
+    # grid-stride while loops: a range with a step costs a 64-bit division (its trip count)
+    # each time it starts, so once per row
+    return (
+        "    x0, y0 = cuda.grid(2)\n"
+        "    sx_, sy_ = cuda.gridsize(2)\n"
+        "    y = y0\n"
+        f"    while y < {h}:\n"
+        "        x = x0\n"
+        f"        while x < {w}:\n" + body
+        + f"            x += {step}\n"
+        "        y += sy_\n"
+    )
+
+
+def _loop_2d_items(target: str, h: str, w: str, load: str, body: str, n: int) -> str:
+    """GPU grid-stride loop over an ``h`` x ``w`` output, ``n`` pixels of a row per trip.
+
+    A trip issues the ``n`` loads (``load``, which sets ``pk`` from ``y``, ``x``) before any of
+    the ``n`` ``body`` copies (which read ``pk``, ``y``, ``x``) that use them: with one pixel a
+    trip, each thread had one load in flight and waited for it. The grid covers ``w / n``
+    columns (:func:`gather_items`).
+    """
+    def own(text: str, j: int) -> str:
+        return re.sub(r"\bpk\b", f"pk{j}_", re.sub(r"\bx\b", f"x{j}_", text))
+
+    lines = []
+    for j in range(n):
+        lines += [f"x{j}_ = x + {j} * sx_", f"pk{j}_ = _u32(0)", f"if x{j}_ < {w}:",
+                  "    " + own(load, j)]
+    for j in range(n):
+        lines.append(f"if x{j}_ < {w}:")
+        lines += ["    " + line for line in own(body, j).splitlines()]
+    return _loop_2d(target, h, w, "\n".join(lines), f"{n} * sx_")
+
+
+_RINT_CLIP = '''
+@_dev
+def _rint_clip(v, full):
+    # numpy.rint then clip to the integer range [lo, full], clipped first (the same: the bounds
+    # are whole numbers). lo is 0 for unsigned types and -full - 1 for signed ones, whose maxima
+    # (2**7-1, 2**15-1, 2**31-1, 2**63-1 as float64) are no unsigned type's: ``full`` names
+    # the type. Below 2**52 in magnitude, adding (subtracting) 2**52 leaves no fraction bits, so
+    # the FPU's own round half to even does rint: two adds instead of floors, which GPUs run at
+    # a quarter of the FMA rate. Comparisons, not min/max (whose NaN rules cost GPUs ten
+    # instructions each): NaN gives lo.
+    lo = 0.0
+    if (full == 127.0 or full == 32767.0 or full == 2147483647.0
+            or full == 9223372036854775808.0):
+        lo = -full - 1.0
+    c = v if v > lo else lo
+    if c > full:
+        c = full
+    if c >= 0.0:
+        if c < 4503599627370496.0:
+            c = (c + 4503599627370496.0) - 4503599627370496.0
+    elif c > -4503599627370496.0:
+        c = (c - 4503599627370496.0) + 4503599627370496.0
+    return c
+'''
+
+
+def replace_once(text: str, old: str, new: str) -> str:
+    """``text`` with its single occurrence of ``old`` replaced (a guard on generated code)."""
+    if text.count(old) != 1:  # pragma: no cover - guards edits of the kernel texts
+        raise RuntimeError(f"generated kernel text: expected {old!r} exactly once")
+    return text.replace(old, new)
