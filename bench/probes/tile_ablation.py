@@ -51,16 +51,19 @@ def main() -> None:
             if shared > runtime.shared_limit(0):
                 print(f"{name}: {shared} B shared, more than the device allows")
                 continue
-            src_text = codegen_gpu.stencil_2d_source(c, min(c, 3), geometry=geom, packed=packed)
+            src_text = codegen_gpu.stencil_2d_source(
+                c, min(c, 3), geometry=geom, packed=packed,
+                unsigned=codegen_gpu.unsigned_source(host.dtype))
             fn = load(src_text, "cuda").tile2d
             dst = runtime.empty(host.shape, host.dtype, 0)
             grid = codegen_gpu.tile_grid(8000, 6000, geom)
-            ends = (src, dst)
+            # the kernels read flat buffers (codegen/tile2d.py)
+            ends = tuple(a.reshape(a.size) for a in (src, dst))
             if packed:
-                ends = tuple(a.view(np.uint32).reshape(8000, 6000) for a in ends)
+                ends = tuple(a.view(np.uint32).reshape(8000 * 6000) for a in (src, dst))
             span = runtime.upload_small(footprint.full_spans(
                 8000, 6000, codegen_gpu.tile_size(geom)[0]), 0)
-            args = (*ends, taps_d, is_int, 255.0 if is_int else 1.0, lut, span)
+            args = (*ends, 8000, 6000, taps_d, is_int, 255.0 if is_int else 1.0, lut, span)
 
             def go(_=None, fn=fn, grid=grid, geom=geom, shared=shared, args=args):
                 runtime.launch_grid(fn, grid, geom[:2], 0, *args, shared=shared)

@@ -215,29 +215,23 @@ def stencil_tiled_batch_kernels(c: int, nc: int, sim: bool = False):
     return mod.rows, mod.cols
 
 
-def stencil_2d_batch_source(c: int, nc: int, sim: bool = False) -> str:
-    """``codegen_gpu``'s one-pass 2-D tiled stencil over a batch: the image is ``blockIdx.z``.
+def stencil_2d_batch_source(c: int, nc: int, sim: bool = False, unsigned: bool = False,
+                            geometry: tuple[int, int, int, int, int] | None = None) -> str:
+    """``tile2d``'s one-pass 2-D tiled stencil over a batch: the image is ``blockIdx.z``.
 
-    ``tile2d(src, sidx, dst, taps, rad, is_int, full, lut, span)``, arrays as in
-    :func:`stencil_batch_source` (``span``, shared by the batch: ``footprint.full_spans``); the
-    shared memory is sized for the batch's largest radius.
-    A member with ``rad[b] = -1`` is copied.
+    ``tile2d(src, sidx, dst, h_, w_, taps, rad, is_int, full, lut, span)`` over flat stacked
+    buffers (``tile2d.stencil_2d_source``, ``batch=True``; ``span`` shared by the batch:
+    ``footprint.full_spans``); the shared memory is sized for the batch's largest radius. A
+    member with ``rad[b] = -1`` is copied. ``unsigned`` and ``geometry``: as
+    ``tile2d.stencil_2d_source``'s.
     """
-    from . import gpu as codegen_gpu
+    from . import tile2d
 
-    text = codegen_gpu.stencil_2d_source(c, nc, sim=sim)
-    cut = text.index("\n\n")
-    head, body = text[:cut], text[cut:]
-    old = "def tile2d(src, dst, taps, is_int, full, lut, span):"
-    if old not in body or body.count(codegen_gpu.TILE_PROLOGUE) != 1:  # pragma: no cover
-        raise RuntimeError("codegen_gpu.stencil_2d_source changed: batch rewrite out of date")
-    body = batched(body.replace(old, "def tile2d(src, sidx, dst, taps, rad, is_int, full, lut, "
-                                     "span):"),
-                   _STENCIL_INDEX)
-    body = body.replace(codegen_gpu.TILE_PROLOGUE, _BATCH_PROLOGUE + _GATED_COPY + _BATCH_NTAPS)
-    return head.replace("generated one-pass", "generated batched one-pass", 1) + body
+    return tile2d.stencil_2d_source(c, nc, sim=sim, geometry=geometry, batch=True,
+                                    unsigned=unsigned)
 
 
-def stencil_2d_batch_kernel(c: int, nc: int, sim: bool = False):
+def stencil_2d_batch_kernel(c: int, nc: int, sim: bool = False, unsigned: bool = False,
+                            geometry: tuple[int, int, int, int, int] | None = None):
     """The batched one-pass 2-D tiled stencil for ``c``-channel images filtering ``nc``."""
-    return load(stencil_2d_batch_source(c, nc, sim), "cuda").tile2d
+    return load(stencil_2d_batch_source(c, nc, sim, unsigned, geometry), "cuda").tile2d

@@ -11,12 +11,12 @@ compute the same values:
   straight from global memory (coalesced across the warp, reused through L1/L2). Float64
   accumulation in tap order, zero padding, alpha copied, ``_rint_clip`` for integer outputs:
   the same arithmetic as the generic passes.
-- ``stencil_2d_kernel(c, nc, pre, post)``: both separable passes in one launch over 2-D tiles
-  (rows pass of the tile plus halo into shared memory, columns pass from it; no float64
-  temporary in DRAM), with optional uint8 tables on load and store (stencil prologue/epilogue).
-  On uint8 RGBA (``packed``) the block first stages its tile as three byte planes in shared
-  memory from coalesced word loads, and stores whole words. The two-pass kernels above remain
-  for radii whose tile does not fit in shared memory.
+- ``stencil_2d_kernel(c, nc, pre, post)`` (module ``tile2d``): both separable passes in one
+  launch over 2-D tiles (rows pass of the tile plus halo into shared memory, columns pass from
+  it; no float64 temporary in DRAM), with optional uint8 tables on load and store (stencil
+  prologue/epilogue). On uint8 RGBA (``packed``) the block first stages its tile as three byte
+  planes in shared memory from coalesced word loads, and stores whole words. The two-pass
+  kernels above remain for radii whose tile does not fit in shared memory.
 - ``lut_rgba_kernels()``: uint8 RGBA gathers with no sampler and no grey conversion. Pixels are
   read and written as one uint32; the four 256-entry tables sit pre-shifted in shared memory.
   ``flat`` is the identity index map (1-D grid-stride), ``mapped`` any integer affine index map
@@ -30,6 +30,19 @@ from collections.abc import Callable
 
 from .loader import load
 from .target import _HEADER, _RINT_CLIP
+from .tile2d import (  # noqa: F401 - the one-pass 2-D tile, registered here with the variants
+    TILE_GEOMETRY,
+    TILE_GEOMETRY_SIM,
+    indexable,
+    packed_shared_bytes,
+    stencil_2d_kernel,
+    stencil_2d_source,
+    tile_geometry,
+    tile_grid,
+    tile_shared_bytes,
+    tile_size,
+    unsigned_source,
+)
 
 # Outputs per thread along the window (rows pass: pixels in x; columns pass: rows in y).
 PX = 8
@@ -226,297 +239,6 @@ def cols_grid(h: int, w: int, c: int, block: tuple[int, int]) -> tuple[int, int]
     """Grid of the columns pass: flat columns x groups of ``PY`` rows."""
     rows = block[1] * PY
     return ((w * c + block[0] - 1) // block[0], (h + rows - 1) // rows)
-
-
-# --------------------------------------------------------------------------- one-pass 2-D tile
-
-# (threads in x, threads in y, outputs per rows-window PX, per columns-window PY, column groups
-# per thread M): a block computes a tile TW = BX wide by TH = BY * M * PY tall.
-TILE_GEOMETRY = (32, 4, 8, 8, 2)
-# Under the simulator every thread is a Python thread: small blocks, same code paths.
-TILE_GEOMETRY_SIM = (4, 2, 2, 2, 2)
-
-
-def tile_geometry(sim: bool, radius: int | None = None, packed: bool = False,
-                  limit: int | None = None) -> tuple[int, int, int, int, int]:
-    """The 2-D tile geometry for real GPUs or the simulator.
-
-    Given a ``radius`` and ``limit`` (bytes of shared memory a block may use), the tile twice
-    as tall (twice the column groups per thread) where it fits: its rows pass recomputes half
-    the share of halo rows. On an H200 it is 10-13% faster for the byte-loading and float64
-    kernels; the packed kernel's word staging never fits it within 48 KB.
-    """
-    base = TILE_GEOMETRY_SIM if sim else TILE_GEOMETRY
-    if radius is None or limit is None:
-        return base
-    tall = (*base[:4], 2 * base[4])
-    need = packed_shared_bytes if packed else tile_shared_bytes
-    return tall if need(radius, tall) <= limit else base
-
-
-def tile_size(geometry: tuple[int, int, int, int, int]) -> tuple[int, int]:
-    """``(TH, TW)``: output rows and columns of one block."""
-    bx, by, _, py, m = geometry
-    return by * m * py, bx
-
-
-def tile_shared_bytes(radius: int, geometry: tuple[int, int, int, int, int]) -> int:
-    """Dynamic shared memory of one block: its rows plus halo (one spare row) of one channel."""
-    th, tw = tile_size(geometry)
-    return (th + 2 * radius + 1) * tw * 8
-
-
-def tile_grid(h: int, w: int, geometry: tuple[int, int, int, int, int]) -> tuple[int, int]:
-    """Grid of the one-pass kernel: one block per tile."""
-    th, tw = tile_size(geometry)
-    return ((w + tw - 1) // tw, (h + th - 1) // th)
-
-
-def _zero(names: list[str]) -> str:
-    return f"{', '.join(names)} = {', '.join('0.0' for _ in names)}"
-
-
-def _slide(n: int, load, ind: str) -> str:
-    """Code adding ``sum_k taps[k] * v(j + k)`` to ``a0..a{n-1}``, window ``v0..v{n-1}``.
-
-    Whole blocks of ``n`` taps rotate the register names instead of moving values (element
-    ``k + m`` lives in ``v{m % n}``), so the inner loop is FMAs and one load per tap; the last
-    ``ntaps % n`` taps shift the window. ``load(dst, offset, indent)`` emits the load of window
-    element ``offset``. Each sum still runs in tap order.
-    """
-    lines = [f"{ind}k = 0", f"{ind}while k + {n} <= ntaps:"]
-    for s_ in range(n):
-        lines.append(f"{ind}    t = taps[k + {s_}]")
-        lines += [f"{ind}    a{j} += t * v{(j + s_) % n}" for j in range(n)]
-        lines.append(load(f"v{s_}", f"k + {s_ + n}", ind + "    ").rstrip("\n"))
-    lines += [f"{ind}    k += {n}", f"{ind}while k < ntaps:", f"{ind}    t = taps[k]"]
-    lines += [f"{ind}    a{j} += t * v{j}" for j in range(n)]
-    lines += [f"{ind}    v{j} = v{j + 1}" for j in range(n - 1)]
-    lines.append(load(f"v{n - 1}", f"k + {n}", ind + "    ").rstrip("\n"))
-    lines.append(f"{ind}    k += 1")
-    return "\n".join(lines) + "\n"
-
-
-def packed_shared_bytes(radius: int, geometry: tuple[int, int, int, int, int]) -> int:
-    """Dynamic shared memory of the packed kernel: three staged byte planes, the float64 rows.
-
-    A plane row holds the tile, its halo and the window's one spare read (``TW + 2 r + 1``).
-    """
-    th, tw = tile_size(geometry)
-    planes = 3 * (th + 2 * radius) * (tw + 2 * radius + 1)
-    return (planes + 7) // 8 * 8 + tile_shared_bytes(radius, geometry)
-
-
-def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
-                      sim: bool = False,
-                      geometry: tuple[int, int, int, int, int] | None = None,
-                      packed: bool = False) -> str:
-    """Source of ``tile2d(src, dst, taps, is_int, full, lut, span)``: both separable passes in one.
-
-    A block owns a TH x TW output tile. Per filtered channel it runs the rows pass over the
-    tile's rows plus halo (a window of PX outputs slides along a row) into shared memory, then
-    the columns pass (a window of PY outputs slides down a shared-memory column) and stores. No
-    float64 temporary goes through DRAM. Same arithmetic as the generic passes: float64, tap
-    order, zero padding (``taps[k] * 0.0`` terms add nothing to a sum started at +0.0),
-    ``_rint_clip`` for integer outputs.
-
-    ``packed`` (uint8 RGBA, ``nc`` = 3; ``src``/``dst`` are 2-D uint32 views): the block first
-    reads its tile plus halo as words (coalesced) into three byte planes in shared memory (zero
-    outside the image, prologue tables applied once per pixel), the rows pass reads those bytes
-    without bounds checks, the columns pass writes its bytes back into the planes' tile, and
-    the block stores whole words with the source's alpha: every global access is a coalesced
-    4-byte one. Otherwise the rows pass reads ``src`` through L1, one byte per tap and channel.
-
-    ``pre``/``post``: uint8 tables ``lut[0, ch]`` applied to each value loaded (a fused
-    elementwise prologue) and ``lut[1, ch]`` to each value stored (epilogue). ``geometry``
-    overrides ``tile_geometry(sim)`` (benchmarks compare shapes).
-    """
-    bx, by, px, py, m = geom = geometry or tile_geometry(sim)
-    th, tw = tile_size(geom)
-    segs, nt = tw // px, bx * by
-    hb0 = "HB + " if packed else ""
-    if packed and (c, nc) != (4, 3):
-        raise ValueError(f"packed stencil tiles are uint8 RGBA with 3 filtered channels, got "
-                         f"c={c} nc={nc}")
-
-    def load(dst: str, x: str, ch: int, ind: str, checked: bool) -> str:
-        raw = f"src[y, xx, {ch}]" if checked else f"rw[{x}]"
-        val = f"_b2f(lut[0, {ch}, {raw}])" if pre else f"float({raw})"
-        if not checked:
-            return f"{ind}{dst} = {val}\n"
-        x = f"xb + {x}"
-        return (f"{ind}xx = {x}\n{ind}{dst} = 0.0\n"
-                f"{ind}if xx >= 0 and xx < w:\n{ind}    {dst} = {val}\n")
-
-    def store(acc: str, j: int, ch: int) -> str:
-        # unsigned indices: Numba adds no negative-index wraparound to the address (v is a
-        # whole number in 0..255 wherever there is a table)
-        val = f"lut[1, {ch}, _u(v)]" if post else "v"
-        if packed:
-            # into the staged tile; rows past the image are never stored, so no bound check
-            ind, target = " " * 8, f"sb[_u(o + {j} * S)]"
-        else:
-            ind, target = " " * 16, f"dst[yb + {j}, x, {ch}]"
-        return ("" if packed else f"            if yb + {j} < h:\n") + (
-            f"{ind}v = {acc}\n{ind}if is_int:\n{ind}    v = _rint_clip(v, full)\n"
-            f"{ind}{target} = {val}\n")
-
-    def rows_item(ch: int, checked: bool, ind: str) -> str:
-        def ld(dst: str, off: str, ind2: str) -> str:
-            if packed:
-                return f"{ind2}{dst} = _b2f(rw[{off}])\n"
-            return load(dst, off, ch, ind2, checked)
-
-        # a view starting at the window: its indices are provably >= 0, so Numba drops the
-        # negative-index wraparound from every load of the tap loop
-        view = "" if checked else f"{ind}rw = src[y, xb:, {ch}]\n"
-        if packed:
-            view = f"{ind}rw = sb[{ch} * P + i * S + s_ * {px}:]\n"
-        return (view + "".join(ld(f"v{j}", str(j), ind) for j in range(px))
-                + _slide(px, ld, ind))
-
-    def rows(ch: int) -> str:
-        if packed:
-            return rows_item(ch, False, " " * 12)
-        return (
-            "            xb = x0 + s_ * " + str(px) + " - r\n"
-            # interior windows (most of them) load without bounds checks
-            f"            if xb >= 0 and xb + ntaps + {px - 1} < w:\n"
-            + rows_item(ch, False, " " * 16)
-            + "            else:\n"
-            + rows_item(ch, True, " " * 16))
-
-    def channel(ch: int) -> str:
-        ha = [f"a{j}" for j in range(px)]
-        va = [f"a{j}" for j in range(py)]
-
-        def hb_load(dst: str, off: str, ind2: str) -> str:
-            return f"{ind2}{dst} = cv[{off}]\n"
-
-        stores = "".join(store(va[j], j, ch) for j in range(py))
-        if packed:
-            stores = f"        o = {ch} * P + (r + q) * S + r + tx\n" + stores
-        else:
-            stores = "        if x < w:\n            yb = y0 + q\n" + stores
-        return (
-            f"    # channel {ch}: rows pass of the tile's rows plus halo into shared memory\n"
-            f"    for f in range(tid, (TH + 2 * r) * {segs}, {nt}):\n"
-            f"        i = f // {segs}\n"
-            f"        s_ = f - i * {segs}\n"
-            "        y = y0 - r + i\n"
-            f"        {_zero(ha)}\n"
-            "        if y >= 0 and y < h:\n"
-            + rows(ch)
-            # column-major (column stride R, odd): the columns pass reads a column as a
-            # contiguous view, two wavefronts per warp load
-            + f"        o = {hb0}s_ * {px} * R + i\n"
-            + "".join(f"        hb[_u(o + {j} * R)] = {ha[j]}\n" for j in range(px))
-            + "    cuda.syncthreads()\n"
-            f"    # channel {ch}: columns pass, a window sliding down column tx of the tile\n"
-            f"    for g in range(ty, {th // py}, {by}):\n"
-            f"        q = g * {py}\n"
-            f"        cv = hb[{hb0}tx * R + q:]\n"
-            + "".join(hb_load(f"v{j}", str(j), "        ") for j in range(py))
-            + f"        {_zero(va)}\n"
-            + _slide(py, hb_load, "        ")
-            + stores
-            + "    cuda.syncthreads()\n"
-        )
-
-    if packed:
-        head = (
-            "    sb = cuda.shared.array(0, dtype=uint8)\n"
-            "    hb = cuda.shared.array(0, dtype=float64)\n"
-        )
-    else:
-        head = "    hb = cuda.shared.array(0, dtype=float64)\n"
-    head += (
-        TILE_PROLOGUE
-        + "    r = ntaps // 2\n"
-        f"    TH = {th}\n"
-        "    R = TH + 2 * r + 1\n"
-        "    tx = cuda.threadIdx.x\n"
-        "    ty = cuda.threadIdx.y\n"
-        f"    tid = ty * {bx} + tx\n"
-        f"    x0 = cuda.blockIdx.x * {tw}\n"
-        f"    y0 = cuda.blockIdx.y * {th}\n"
-        "    x = x0 + tx\n"
-        "    # a tile no reader needs (graph/footprint.py): the block has nothing to do\n"
-        f"    if x0 >= span[cuda.blockIdx.y, 1] or x0 + {tw} <= span[cuda.blockIdx.y, 0]:\n"
-        "        return\n"
-    )
-    if packed:
-        stage = ("                wd = srow[_u(xx)]\n"
-                 + "".join(f"                sb[_u({ch} * P + e)] = "
-                           + (f"lut[0, {ch}, (wd >> {8 * ch}) & 255]\n" if pre
-                              else f"(wd >> {8 * ch}) & 255\n") for ch in range(3))
-                 + "            else:\n"
-                 + "".join(f"                sb[_u({ch} * P + e)] = 0\n" for ch in range(3)))
-        head += (
-            f"    S = {tw} + 2 * r + 1\n"
-            "    P = (TH + 2 * r) * S\n"
-            "    HB = (3 * P + 7) // 8\n"
-            "    # stage the tile plus halo (zero outside the image) as three byte planes; while\n"
-            "    # loops (a stepped range divides for its trip count) and unsigned indices (no\n"
-            "    # wraparound code) keep this to a few instructions per word\n"
-            "    i = ty\n"
-            "    while i < TH + 2 * r:\n"
-            "        y = y0 - r + i\n"
-            "        yok = y >= 0 and y < h\n"
-            "        srow = src[_u(y if yok else 0)]\n"
-            "        j = tx\n"
-            f"        while j < {tw} + 2 * r:\n"
-            "            xx = x0 - r + j\n"
-            "            e = i * S + j\n"
-            "            if yok and xx >= 0 and xx < w:\n"
-            + stage
-            + f"            j += {bx}\n"
-            + f"        i += {by}\n"
-            + "    cuda.syncthreads()\n"
-        )
-        # whole words: the planes' tile and the source's alpha
-        tail = (
-            "    if x < w:\n"
-            "        for i in range(ty, TH, " + str(by) + "):\n"
-            "            if y0 + i < h:\n"
-            "                e = _u((r + i) * S + r + tx)\n"
-            "                yi = _u(y0 + i)\n"
-            "                dst[yi, _u(x)] = (src[yi, _u(x)] & 0xFF000000) | uint32(sb[e])"
-            " | (uint32(sb[e + P]) << 8) | (uint32(sb[e + 2 * P]) << 16)\n"
-        )
-    else:
-        tail = ""
-        if c > nc:
-            tail = (
-                "    if x < w:\n"
-                f"        for g in range(ty, {th // py}, {by}):\n"
-                f"            for j in range({py}):\n"
-                f"                yy = y0 + g * {py} + j\n"
-                "                if yy < h:\n"
-                + "".join(f"                    dst[yy, x, {ch}] = src[yy, x, {ch}]\n"
-                          for ch in range(nc, c))
-            )
-    return (
-        f"# millipyde generated one-pass 2-D tiled separable stencil (GPU only): c={c} nc={nc}"
-        f" pre={pre} post={post} packed={packed} geometry={geom}\n"
-        + _HEADER["cuda"] + "from numba import float64, uint8, uint32\n" + _RINT_CLIP
-        + f"\n\n{_decorator(sim)}\ndef tile2d(src, dst, taps, is_int, full, lut, span):\n"
-        + head
-        + "".join(channel(ch) for ch in range(nc))
-        + tail
-    )
-
-
-# The per-image lines the batched version (codegen_batch) replaces.
-TILE_PROLOGUE = "    h = src.shape[0]\n    w = src.shape[1]\n    ntaps = taps.shape[0]\n"
-
-
-def stencil_2d_kernel(c: int, nc: int, pre: bool = False, post: bool = False,
-                      sim: bool = False, packed: bool = False,
-                      geometry: tuple[int, int, int, int, int] | None = None):
-    """The one-pass 2-D tiled stencil kernel (see ``stencil_2d_source``)."""
-    source = stencil_2d_source(c, nc, pre, post, sim, geometry, packed)
-    return load(source, "cuda").tile2d
 
 
 # --------------------------------------------------------------------------- uint8 RGBA LUT

@@ -71,8 +71,9 @@ def _stencil_tiled_fns(c: int, nc: int):
 
 
 @functools.cache
-def _stencil_2d_fn(c: int, nc: int):
-    return codegen_batch.stencil_2d_batch_kernel(c, nc, runtime.simulated)
+def _stencil_2d_fn(c: int, nc: int, unsigned: bool,
+                   geometry: tuple[int, int, int, int, int]):
+    return codegen_batch.stencil_2d_batch_kernel(c, nc, runtime.simulated, unsigned, geometry)
 
 
 class _Pack:
@@ -324,10 +325,15 @@ def _stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rm
     nb, h, w, c = dst.shape
     nc = min(c, 3)
     is_int, full = n.dtype.kind in "ui", full_range(n.dtype)
-    if variants.stencil_2d_fits(rmax) and 0 < nb <= 65535 and h > 0 and w > 0:
-        geometry = codegen_gpu.tile_geometry(runtime.simulated)
-        runtime.launch_grid(_stencil_2d_fn(c, nc), (*codegen_gpu.tile_grid(h, w, geometry), nb),
-                            geometry[:2], device, src, sidx, dst, taps, rad, is_int, full,
+    if variants.stencil_2d_fits(rmax) and 0 < nb <= 65535 and h > 0 and w > 0 and \
+            variants.stencil_2d_reads(src, dst.shape[1:]):
+        # the tile run_stencil_2d takes for this radius (taller where its shared memory fits)
+        geometry = codegen_gpu.tile_geometry(runtime.simulated, rmax, False,
+                                             runtime.SHARED_DEFAULT)
+        fn = _stencil_2d_fn(c, nc, codegen_gpu.unsigned_source(src.dtype), geometry)
+        runtime.launch_grid(fn, (*codegen_gpu.tile_grid(h, w, geometry), nb),
+                            geometry[:2], device, runtime.flat(src), sidx, runtime.flat(dst),
+                            h, w, taps, rad, is_int, full,
                             runtime.upload_small(tables.IDENTITY_LUT[:, :c].copy(), device),
                             runtime.upload_small(footprint.full_spans(
                                 h, w, codegen_gpu.tile_size(geometry)[0]), device),

@@ -31,9 +31,9 @@ def _stencil_tiled_fns(c: int, nc: int):
 
 @functools.cache
 def _stencil_2d_fn(c: int, nc: int, pre: bool, post: bool, packed: bool,
-                   geometry: tuple[int, int, int, int, int]):
+                   geometry: tuple[int, int, int, int, int], unsigned: bool = False):
     return codegen_gpu.stencil_2d_kernel(c, nc, pre, post, runtime.simulated, packed,
-                                         geometry)
+                                         geometry, unsigned=unsigned)
 
 
 @functools.cache
@@ -70,7 +70,7 @@ def run_stencil(k: Stencil, src: Any, device: int, reader: Gather | None = None
         return dst, False
     taps_d = runtime.upload_small(taps, device)
     radius = len(taps) // 2
-    if variants.stencil_2d_fits(radius):
+    if variants.stencil_2d_fits(radius) and variants.stencil_2d_reads(src3, src3.shape):
         run_stencil_2d(src3, dst3, taps_d, radius, is_int, full, device, lut, pre, post,
                        reader=reader)
         return dst, reader is not None
@@ -103,18 +103,21 @@ def run_stencil_2d(src3: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool,
         packed = variants.stencil_2d_packs(src3, dst3, radius)
     geometry = codegen_gpu.tile_geometry(runtime.simulated, radius, packed,
                                          runtime.SHARED_DEFAULT)
-    fn = _stencil_2d_fn(c, min(c, 3), pre, post, packed, geometry)
+    fn = _stencil_2d_fn(c, min(c, 3), pre, post, packed, geometry,
+                        codegen_gpu.unsigned_source(src3.dtype))
     table = IDENTITY_LUT[:, :c] if lut is None else lut
     if packed:
         shared = codegen_gpu.packed_shared_bytes(radius, geometry)
-        src3, dst3 = _words(src3), _words(dst3)
+        src1, dst1 = _words(src3, flat=True), _words(dst3, flat=True)
     else:
         shared = codegen_gpu.tile_shared_bytes(radius, geometry)
+        src1, dst1 = runtime.flat(src3), runtime.flat(dst3)
     band = codegen_gpu.tile_size(geometry)[0]
     span = (footprint.full_spans(h, w, band) if reader is None
             else footprint.spans(reader, band))
     runtime.launch_grid(fn, codegen_gpu.tile_grid(h, w, geometry), geometry[:2], device,
-                        src3, dst3, taps_d, is_int, full, runtime.upload_small(table, device),
+                        src1, dst1, h, w, taps_d, is_int, full,
+                        runtime.upload_small(table, device),
                         runtime.upload_small(span, device), shared=shared)
 
 

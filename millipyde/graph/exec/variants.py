@@ -43,6 +43,12 @@ def stencil_2d_fits(radius: int) -> bool:
             and codegen_gpu.tile_shared_bytes(radius, geometry) <= runtime.SHARED_DEFAULT)
 
 
+def stencil_2d_reads(buffer: Any, image: tuple[int, ...]) -> bool:
+    """Whether the one-pass stencil reads ``buffer`` as flat images of shape ``image`` (it
+    must be C-contiguous; offsets in one image are 32-bit)."""
+    return _c_contiguous(buffer) and codegen_gpu.indexable(image)
+
+
 def stencil_2d_packs(src3: Any, dst3: Any, radius: int) -> bool:
     """Whether the one-pass stencil runs on uint32 words (uint8 RGBA, contiguous, fits)."""
     geometry = codegen_gpu.tile_geometry(runtime.simulated)

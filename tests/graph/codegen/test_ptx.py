@@ -6,6 +6,7 @@ Runs in the cpu-backend process: ``numba.cuda.compile_ptx`` needs NVVM, not a de
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -175,17 +176,41 @@ def test_batched_tiled_stencil_kernels_compile_to_ptx(c: int) -> None:
     assert ".local" not in ptx_rows and ".local" not in ptx_cols
 
 
+# loads with no state space (generic: NVVM lost the pointer's address space) and 64-bit
+# integer multiplies (Numba's 64-bit index arithmetic, a view's run-time stride)
+GENERIC_LOAD = re.compile(r"\bld\.(?!global|shared|param|local|const)[a-z0-9]+\b")
+MUL64 = re.compile(r"\b(?:mul|mad)\.lo\.[su]64\b")
+
+
+def tile_argtys(img: types.Array, batch: bool) -> tuple:
+    """The argument types of a ``tile2d`` launch over flat ``img`` buffers."""
+    tail = (types.boolean, types.float64, arr(np.uint8, 3), arr(np.int32, 2))
+    hw = (types.int64, types.int64)
+    if batch:
+        idx = arr(np.int64, 1)
+        return (img, idx, img, *hw, arr(np.float64, 2), idx, *tail)
+    return (img, img, *hw, arr(np.float64, 1), *tail)
+
+
+def assert_direct_32bit(ptx: str, mul64_max: int) -> None:
+    # every load names its space, and the index math of the tap loops is 32-bit: before the
+    # kernels read flat buffers by 32-bit offsets, the RGB one had 66 generic loads and 184
+    # 64-bit multiplies (bench/RESULTS.md)
+    assert not GENERIC_LOAD.findall(ptx)
+    assert len(MUL64.findall(ptx)) <= mul64_max
+
+
 @pytest.mark.parametrize("c", [1, 3, 4])
 def test_batched_2d_stencil_kernel_compiles_to_ptx(c: int) -> None:
     from millipyde.graph.codegen import batch as codegen_batch
 
-    kernel = codegen_batch.stencil_2d_batch_kernel(c, min(c, 3))
-    idx = arr(np.int64, 1)
-    ptx, _ = cuda.compile_ptx(
-        kernel.py_func, (arr(np.uint8, 4), idx, arr(np.uint8, 4), arr(np.float64, 2), idx,
-                         types.boolean, types.float64, arr(np.uint8, 3), arr(np.int32, 2)),
-        cc=CC)
-    assert ".entry" in ptx and "%ctaid.z" in ptx
+    kernel = codegen_batch.stencil_2d_batch_kernel(c, min(c, 3), unsigned=True)
+    ptx, _ = cuda.compile_ptx(kernel.py_func, tile_argtys(arr(np.uint8, 1), True), cc=CC)
+    assert ".entry" in ptx and "%ctaid.z" in ptx and ".local" not in ptx
+    # a member's base offsets and the gated copy are 64-bit, nothing in the loops
+    assert_direct_32bit(ptx, 48)
+    # bytes become float64 through _b2f, not the quarter-rate conversion
+    assert not re.search(r"cvt\.rn\.f64\.[su]", ptx)
 
 
 @pytest.mark.parametrize("c,packed", [(1, False), (3, False), (4, False), (4, True)])
@@ -193,11 +218,10 @@ def test_2d_stencil_kernel_compiles_to_ptx(c: int, packed: bool) -> None:
     from millipyde.graph.codegen import gpu as codegen_gpu
 
     kernel = codegen_gpu.stencil_2d_kernel(c, min(c, 3), pre=True, post=True, packed=packed)
-    img = arr(np.uint32, 2) if packed else arr(np.uint8, 3)
-    ptx, _ = cuda.compile_ptx(
-        kernel.py_func, (img, img, arr(np.float64, 1), types.boolean, types.float64,
-                         arr(np.uint8, 3), arr(np.int32, 2)), cc=CC)
+    img = arr(np.uint32, 1) if packed else arr(np.uint8, 1)
+    ptx, _ = cuda.compile_ptx(kernel.py_func, tile_argtys(img, False), cc=CC)
     assert ".entry" in ptx and ".local" not in ptx
+    assert_direct_32bit(ptx, 32)
     if packed:
         # its staging and store loops are while loops: no 64-bit division for a trip count
         assert "div.s64" not in ptx
@@ -216,8 +240,5 @@ def test_tall_tiles_only_where_their_shared_memory_fits() -> None:
     assert codegen_gpu.tile_geometry(False, 16, True, limit) == base
     assert codegen_gpu.tile_geometry(False) == base
     kernel = codegen_gpu.stencil_2d_kernel(1, 1, geometry=tall)
-    img = arr(np.float64, 3)
-    ptx, _ = cuda.compile_ptx(
-        kernel.py_func, (img, img, arr(np.float64, 1), types.boolean, types.float64,
-                         arr(np.uint8, 3), arr(np.int32, 2)), cc=CC)
+    ptx, _ = cuda.compile_ptx(kernel.py_func, tile_argtys(arr(np.float64, 1), False), cc=CC)
     assert ".entry" in ptx and ".local" not in ptx

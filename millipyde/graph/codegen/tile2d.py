@@ -1,0 +1,434 @@
+"""The one-pass 2-D tiled separable stencil (GPU only), per image and over a batch: one template.
+
+A block owns a TH x TW output tile. Per filtered channel it runs the rows pass over the tile's
+rows plus halo (a window of PX outputs slides along a row) into shared memory, then the columns
+pass (a window of PY outputs slides down a shared-memory column) and stores. No float64
+temporary goes through DRAM. Same arithmetic as the generic passes: float64, tap order, zero
+padding (``taps[k] * 0.0`` terms add nothing to a sum started at +0.0), ``_rint_clip`` for
+integer outputs.
+
+Addressing: ``src`` and ``dst`` are the images' flat (1-D) C-contiguous buffers and every index
+into them, into shared memory and into the taps is a 32-bit integer computed from the kernel's
+own arguments (no array views inside the kernel). Numba types integer arithmetic as 64-bit and
+multiplies a view's index by its run-time stride; through views NVVM also loses the address
+space (generic loads). Here each index is one ``_i32(...)`` expression whose 64-bit arithmetic
+LLVM narrows to 32 bits, and its use is unsigned (``_u``/``_u32``: no negative-index
+wraparound code). So one image must have fewer than ``TILE_MAX_ELEMENTS`` elements; a batch
+member's base offset (``ib``, ``ob``) is 64-bit.
+
+``packed`` (uint8 RGBA, ``nc`` = 3; ``src``/``dst`` are flat uint32 words): the block first
+reads its tile plus halo as words (coalesced) into three byte planes in shared memory (zero
+outside the image, prologue tables applied once per pixel), the rows pass reads those bytes
+without bounds checks, the columns pass writes its bytes back into the planes' tile, and the
+block stores whole words with the source's alpha. Otherwise the rows pass reads ``src`` through
+L1, one element per tap and channel.
+
+``batch``: the image is ``blockIdx.z``; member ``b`` reads image ``sidx[b]`` of the stacked
+source, its own taps row ``taps[b]`` (``2 rad[b] + 1`` of them) and writes ``dst``'s image
+``b``; ``rad[b] = -1`` (the stencil gated off) copies the image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .loader import load
+from .target import _HEADER, _RINT_CLIP
+
+# (threads in x, threads in y, outputs per rows-window PX, per columns-window PY, column groups
+# per thread M): a block computes a tile TW = BX wide by TH = BY * M * PY tall.
+TILE_GEOMETRY = (32, 4, 8, 8, 2)
+# Under the simulator every thread is a Python thread: small blocks, same code paths.
+TILE_GEOMETRY_SIM = (4, 2, 2, 2, 2)
+# Elements of one image the kernel indexes with 32-bit offsets (``indexable``).
+TILE_MAX_ELEMENTS = 2**31
+
+Geometry = tuple[int, int, int, int, int]
+
+
+def tile_geometry(sim: bool, radius: int | None = None, packed: bool = False,
+                  limit: int | None = None) -> Geometry:
+    """The 2-D tile geometry for real GPUs or the simulator.
+
+    Given a ``radius`` and ``limit`` (bytes of shared memory a block may use), the tile twice
+    as tall (twice the column groups per thread) where it fits: its rows pass recomputes half
+    the share of halo rows. On an H200 it is 10-13% faster for the byte-loading and float64
+    kernels; the packed kernel's word staging never fits it within 48 KB.
+    """
+    base = TILE_GEOMETRY_SIM if sim else TILE_GEOMETRY
+    if radius is None or limit is None:
+        return base
+    tall = (*base[:4], 2 * base[4])
+    need = packed_shared_bytes if packed else tile_shared_bytes
+    return tall if need(radius, tall) <= limit else base
+
+
+def tile_size(geometry: Geometry) -> tuple[int, int]:
+    """``(TH, TW)``: output rows and columns of one block."""
+    bx, by, _, py, m = geometry
+    return by * m * py, bx
+
+
+def tile_shared_bytes(radius: int, geometry: Geometry) -> int:
+    """Dynamic shared memory of one block: its rows plus halo (one spare row) of one channel."""
+    th, tw = tile_size(geometry)
+    return (th + 2 * radius + 1) * tw * 8
+
+
+def tile_grid(h: int, w: int, geometry: Geometry) -> tuple[int, int]:
+    """Grid of the one-pass kernel: one block per tile."""
+    th, tw = tile_size(geometry)
+    return ((w + tw - 1) // tw, (h + th - 1) // th)
+
+
+def packed_shared_bytes(radius: int, geometry: Geometry) -> int:
+    """Dynamic shared memory of the packed kernel: three staged byte planes, the float64 rows.
+
+    A plane row holds the tile, its halo and the window's one spare read (``TW + 2 r + 1``).
+    """
+    th, tw = tile_size(geometry)
+    planes = 3 * (th + 2 * radius) * (tw + 2 * radius + 1)
+    return (planes + 7) // 8 * 8 + tile_shared_bytes(radius, geometry)
+
+
+def indexable(shape: tuple[int, ...]) -> bool:
+    """Whether an image of ``shape`` (one member of a batch) fits the kernel's 32-bit offsets."""
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n < TILE_MAX_ELEMENTS
+
+
+# ``_i32``: numba's int32 cast (the simulator runs Python ints, which need none)
+_I32 = (
+    "from numba import int32 as _i32\n"
+    "if _config.ENABLE_CUDASIM:\n"
+    "    def _i32(v):\n"
+    "        return int(v)\n"
+)
+
+
+@dataclass(frozen=True)
+class _Tile:
+    """What one generated kernel is: channels, tables, word staging, batch, geometry."""
+
+    c: int
+    nc: int
+    pre: bool
+    post: bool
+    packed: bool
+    batch: bool
+    geometry: Geometry
+    unsigned: bool = False
+
+    @property
+    def th(self) -> int:
+        return tile_size(self.geometry)[0]
+
+    @property
+    def tw(self) -> int:
+        return self.geometry[0]
+
+    @property
+    def px(self) -> int:
+        return self.geometry[2]
+
+    @property
+    def py(self) -> int:
+        return self.geometry[3]
+
+    def tap(self, k: str) -> str:
+        """Tap ``k`` (the member's own row of taps in a batch)."""
+        return f"taps[bt, _u32({k})]" if self.batch else f"taps[_u32({k})]"
+
+    def value(self, idx: str, ch: int) -> str:
+        """``src`` element at flat offset ``idx`` (of this image) as float64, table applied."""
+        raw = f"src[_u(ib + {idx})]"
+        if self.pre:
+            return f"_b2f(lut[0, {ch}, {raw}])"
+        # a 64-bit conversion runs at a quarter of the FMA rate; _b2f is a move and an add
+        return f"_b2f({raw})" if self.unsigned else f"float({raw})"
+
+
+def _zero(names: list[str]) -> str:
+    return f"{', '.join(names)} = {', '.join('0.0' for _ in names)}"
+
+
+Load = Callable[[str, str, str], str]
+
+
+def _slide(t: _Tile, n: int, load_: Load, ind: str) -> str:
+    """Code adding ``sum_k taps[k] * v(j + k)`` to ``a0..a{n-1}``, window ``v0..v{n-1}``.
+
+    Whole blocks of ``n`` taps rotate the register names instead of moving values (element
+    ``k + m`` lives in ``v{m % n}``), so the inner loop is FMAs and one load per tap; the last
+    ``ntaps % n`` taps shift the window. ``load_(dst, offset, indent)`` emits the load of window
+    element ``offset``. Each sum still runs in tap order.
+    """
+    lines = [f"{ind}k = _i32(0)", f"{ind}while k + {n} <= ntaps:"]
+    for s_ in range(n):
+        lines.append(f"{ind}    t = {t.tap(f'k + {s_}')}")
+        lines += [f"{ind}    a{j} += t * v{(j + s_) % n}" for j in range(n)]
+        lines.append(load_(f"v{s_}", f"k + {s_ + n}", ind + "    ").rstrip("\n"))
+    lines += [f"{ind}    k = _i32(k + {n})", f"{ind}while k < ntaps:",
+              f"{ind}    t = {t.tap('k')}"]
+    lines += [f"{ind}    a{j} += t * v{j}" for j in range(n)]
+    lines += [f"{ind}    v{j} = v{j + 1}" for j in range(n - 1)]
+    lines.append(load_(f"v{n - 1}", f"k + {n}", ind + "    ").rstrip("\n"))
+    lines.append(f"{ind}    k = _i32(k + 1)")
+    return "\n".join(lines) + "\n"
+
+
+def _window(t: _Tile, n: int, load_: Load, ind: str) -> str:
+    """The first ``n`` window loads, then the tap loop (``_slide``)."""
+    return "".join(load_(f"v{j}", str(j), ind) for j in range(n)) + _slide(t, n, load_, ind)
+
+
+def _rows_window(t: _Tile, ch: int) -> str:
+    """The rows pass of one window of channel ``ch`` into ``a0..a{PX-1}`` (row ``y`` in range).
+
+    Packed: from the staged byte plane. Otherwise from ``src``: interior windows (most of
+    them) load without bounds checks, edge windows test each column.
+    """
+    px, c = t.px, t.c
+    if t.packed:
+        def plane(dst: str, off: str, ind: str) -> str:
+            return f"{ind}{dst} = _b2f(sb[_u32(pb + {off})])\n"
+
+        ind = " " * 12
+        return (f"{ind}pb = _i32({ch} * P + i * S + s_ * {px})\n"
+                + _window(t, px, plane, ind))
+
+    def inner(dst: str, off: str, ind: str) -> str:
+        return f"{ind}{dst} = {t.value(f'_i32(rb + ({off}) * {c})', ch)}\n"
+
+    def edge(dst: str, off: str, ind: str) -> str:
+        return (f"{ind}xx = _i32(xb + {off})\n{ind}{dst} = 0.0\n"
+                f"{ind}if xx >= 0 and xx < w:\n"
+                f"{ind}    {dst} = {t.value(f'_i32(ry + xx * {c})', ch)}\n")
+
+    ind = " " * 16
+    return (f"            xb = _i32(x0 + s_ * {px} - r)\n"
+            f"            if xb >= 0 and xb + ntaps + {px - 1} < w:\n"
+            f"{ind}rb = _i32((y * w + xb) * {c} + {ch})\n"
+            + _window(t, px, inner, ind)
+            + "            else:\n"
+            f"{ind}ry = _i32(y * w * {c} + {ch})\n"
+            + _window(t, px, edge, ind))
+
+
+def _store(t: _Tile, acc: str, j: int, ch: int) -> str:
+    """Store output ``j`` of a columns window (rounded and clipped for integer outputs)."""
+    # unsigned indices: Numba adds no negative-index wraparound to the address (v is a whole
+    # number in 0..255 wherever there is a table)
+    val = f"lut[1, {ch}, _u(v)]" if t.post else "v"
+    if t.packed:
+        # into the staged tile; rows past the image are never stored, so no bound check
+        ind, head, target = " " * 8, "", f"sb[_u32(o + {j} * S)]"
+    else:
+        ind, head = " " * 16, f"            if yb + {j} < h:\n"
+        target = f"dst[_u(ob + _i32(od + {j} * WC))]"
+    return (head + f"{ind}v = {acc}\n{ind}if is_int:\n{ind}    v = _rint_clip(v, full)\n"
+            f"{ind}{target} = {val}\n")
+
+
+def _channel(t: _Tile, ch: int) -> str:
+    """Both passes of channel ``ch``: rows into shared memory, then columns and stores."""
+    px, py, segs = t.px, t.py, t.tw // t.px
+    hb0 = "HB + " if t.packed else ""
+    ha = [f"a{j}" for j in range(px)]
+    va = [f"a{j}" for j in range(py)]
+
+    def column(dst: str, off: str, ind: str) -> str:
+        return f"{ind}{dst} = hb[_u32(cb + {off})]\n"
+
+    if t.packed:
+        stores = f"        o = _i32({ch} * P + (r + q) * S + r + tx)\n"
+    else:
+        stores = ("        if x < w:\n            yb = _i32(y0 + q)\n"
+                  f"            od = _i32((yb * w + x) * {t.c} + {ch})\n")
+    stores += "".join(_store(t, va[j], j, ch) for j in range(py))
+    return (
+        f"    # channel {ch}: rows pass of the tile's rows plus halo into shared memory\n"
+        "    f = tid\n"
+        f"    while f < nrow * {segs}:\n"
+        f"        i = _i32(f // {segs})\n"
+        f"        s_ = _i32(f - i * {segs})\n"
+        "        y = _i32(y0 - r + i)\n"
+        f"        {_zero(ha)}\n"
+        "        if y >= 0 and y < h:\n"
+        + _rows_window(t, ch)
+        # column-major (column stride R, odd): the columns pass reads a column contiguously,
+        # two wavefronts per warp load
+        + f"        o = _i32({hb0}s_ * {px} * R + i)\n"
+        + "".join(f"        hb[_u32(o + {j} * R)] = {ha[j]}\n" for j in range(px))
+        + f"        f = _i32(f + {t.geometry[0] * t.geometry[1]})\n"
+        "    cuda.syncthreads()\n"
+        f"    # channel {ch}: columns pass, a window sliding down column tx of the tile\n"
+        "    g = ty\n"
+        f"    while g < {t.th // py}:\n"
+        f"        q = _i32(g * {py})\n"
+        f"        cb = _i32({hb0}tx * R + q)\n"
+        f"        {_zero(va)}\n"
+        + _window(t, py, column, "        ")
+        + stores
+        + f"        g = _i32(g + {t.geometry[1]})\n"
+        "    cuda.syncthreads()\n"
+    )
+
+
+# A member whose stencil is gated off (rad[b] = -1): every block of its image copies a share
+# of the image, all channels, and leaves before any barrier (``b`` is uniform in the block).
+_GATED_COPY = """    if rad[b] < 0:
+        nt_ = cuda.blockDim.x * cuda.blockDim.y
+        e_ = (cuda.blockIdx.y * cuda.gridDim.x + cuda.blockIdx.x) * nt_ + \\
+            cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x
+        while e_ < n_:
+            dst[_u(ob + e_)] = src[_u(ib + e_)]
+            e_ += cuda.gridDim.x * cuda.gridDim.y * nt_
+        return
+"""
+
+
+def _head(t: _Tile) -> str:
+    """Shared arrays, sizes, the image's base offsets and taps, the block's tile."""
+    bx, by = t.geometry[:2]
+    lines = ["    sb = cuda.shared.array(0, dtype=uint8)\n" if t.packed else "",
+             "    hb = cuda.shared.array(0, dtype=float64)\n",
+             "    h = _i32(h_)\n    w = _i32(w_)\n"]
+    if t.batch:
+        per_image = 1 if t.packed else t.c  # elements of one pixel in the flat buffers
+        lines += ["    b = cuda.blockIdx.z\n",
+                  f"    n_ = h_ * w_ * {per_image}\n",
+                  "    ib = sidx[b] * n_\n    ob = b * n_\n",
+                  _GATED_COPY,
+                  "    bt = _u32(b)\n    ntaps = _i32(2 * rad[b] + 1)\n"]
+    else:
+        lines.append("    ib = 0\n    ob = 0\n    ntaps = _i32(taps.shape[0])\n")
+    lines.append(
+        "    r = _i32(ntaps // 2)\n"
+        f"    nrow = _i32({t.th} + 2 * r)\n"
+        "    R = _i32(nrow + 1)\n"
+        "    tx = cuda.threadIdx.x\n"
+        "    ty = cuda.threadIdx.y\n"
+        f"    tid = _i32(ty * {bx} + tx)\n"
+        f"    x0 = _i32(cuda.blockIdx.x * {t.tw})\n"
+        f"    y0 = _i32(cuda.blockIdx.y * {t.th})\n"
+        "    x = _i32(x0 + tx)\n"
+        f"    WC = _i32(w * {t.c})\n"
+        "    # a tile no reader needs (graph/footprint.py): the block has nothing to do\n"
+        f"    if x0 >= span[cuda.blockIdx.y, 1] or x0 + {t.tw} <= span[cuda.blockIdx.y, 0]:\n"
+        "        return\n")
+    if t.packed:
+        lines.append(_packed_stage(t))
+    return "".join(lines)
+
+
+def _packed_stage(t: _Tile) -> str:
+    """Stage the tile plus halo (zero outside the image) as three byte planes."""
+    bx, by = t.geometry[:2]
+    put = "".join(f"                sb[_u32({ch} * P + e)] = "
+                  + (f"lut[0, {ch}, (wd >> {8 * ch}) & 255]\n" if t.pre
+                     else f"(wd >> {8 * ch}) & 255\n") for ch in range(3))
+    zero = "".join(f"                sb[_u32({ch} * P + e)] = 0\n" for ch in range(3))
+    return (
+        f"    S = _i32({t.tw} + 2 * r + 1)\n"
+        "    P = _i32(nrow * S)\n"
+        "    HB = _i32((3 * P + 7) // 8)\n"
+        "    # while loops: a stepped range divides for its trip count\n"
+        "    i = ty\n"
+        "    while i < nrow:\n"
+        "        y = _i32(y0 - r + i)\n"
+        "        yok = y >= 0 and y < h\n"
+        "        j = tx\n"
+        f"        while j < {t.tw} + 2 * r:\n"
+        "            xx = _i32(x0 - r + j)\n"
+        "            e = _i32(i * S + j)\n"
+        "            if yok and xx >= 0 and xx < w:\n"
+        "                wd = src[_u(ib + _i32(y * w + xx))]\n"
+        + put + "            else:\n" + zero
+        + f"            j = _i32(j + {bx})\n"
+        f"        i = _i32(i + {by})\n"
+        "    cuda.syncthreads()\n")
+
+
+def _tail(t: _Tile) -> str:
+    """After the channels: packed stores whole words; unfiltered channels are copied."""
+    by, py = t.geometry[1], t.py
+    if t.packed:
+        return (
+            "    if x < w:\n"
+            "        i = ty\n"
+            f"        while i < {t.th}:\n"
+            "            if y0 + i < h:\n"
+            "                e = _u32((r + i) * S + r + tx)\n"
+            "                o = _i32((y0 + i) * w + x)\n"
+            "                dst[_u(ob + o)] = (src[_u(ib + o)] & 0xFF000000) | uint32(sb[e])"
+            " | (uint32(sb[e + P]) << 8) | (uint32(sb[e + 2 * P]) << 16)\n"
+            f"            i = _i32(i + {by})\n")
+    if t.c == t.nc:
+        return ""
+    return (
+        "    if x < w:\n"
+        "        g = ty\n"
+        f"        while g < {t.th // py}:\n"
+        f"            for j in range({py}):\n"
+        f"                yy = _i32(y0 + g * {py} + j)\n"
+        "                if yy < h:\n"
+        f"                    o = _i32((yy * w + x) * {t.c})\n"
+        + "".join(f"                    dst[_u(ob + o + {ch})] = src[_u(ib + o + {ch})]\n"
+                  for ch in range(t.nc, t.c))
+        + f"            g = _i32(g + {by})\n")
+
+
+def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
+                      sim: bool = False, geometry: Geometry | None = None,
+                      packed: bool = False, batch: bool = False, unsigned: bool = False) -> str:
+    """Source of the one-pass 2-D tiled stencil ``tile2d`` (see the module docstring).
+
+    Per image: ``tile2d(src, dst, h_, w_, taps, is_int, full, lut, span)``; ``batch``:
+    ``tile2d(src, sidx, dst, h_, w_, taps, rad, is_int, full, lut, span)``. ``src``/``dst`` are
+    flat C-contiguous buffers of ``h_`` x ``w_`` images of ``c`` channels (packed: uint32
+    words; batch: stacked), ``taps`` float64 (batch: (B, T), member ``b``'s ``2 rad[b] + 1``
+    first), ``lut`` (2, C, 256) uint8 with the ``pre``/``post`` tables (a fused elementwise
+    prologue on each value loaded, epilogue on each stored), ``span`` (tile rows, 2) int32 the
+    columns each band of tile rows must compute (``footprint``). ``geometry`` overrides
+    ``tile_geometry(sim)`` (benchmarks compare shapes). ``unsigned``: ``src`` holds unsigned
+    integers below 2**32 (``unsigned_source``), converted to float64 exactly through ``_b2f``.
+    """
+    if packed and (c, nc) != (4, 3):
+        raise ValueError(f"packed stencil tiles are uint8 RGBA with 3 filtered channels, got "
+                         f"c={c} nc={nc}")
+    t = _Tile(c, nc, pre, post, packed, batch, geometry or tile_geometry(sim), unsigned)
+    args = ("src, sidx, dst, h_, w_, taps, rad, is_int, full, lut, span" if batch
+            else "src, dst, h_, w_, taps, is_int, full, lut, span")
+    dec = "@cuda.jit" if sim else "@cuda.jit(cache=True)"
+    return (
+        f"# millipyde generated {'batched ' if batch else ''}one-pass 2-D tiled separable "
+        f"stencil (GPU only): c={c} nc={nc} pre={pre} post={post} packed={packed} "
+        f"unsigned={unsigned} geometry={t.geometry}\n"
+        + _HEADER["cuda"] + _I32 + "from numba import float64, uint8, uint32\n" + _RINT_CLIP
+        + f"\n\n{dec}\ndef tile2d({args}):\n"
+        + _head(t)
+        + "".join(_channel(t, ch) for ch in range(nc))
+        + _tail(t)
+    )
+
+
+def stencil_2d_kernel(c: int, nc: int, pre: bool = False, post: bool = False,
+                      sim: bool = False, packed: bool = False,
+                      geometry: Geometry | None = None, batch: bool = False,
+                      unsigned: bool = False):
+    """The one-pass 2-D tiled stencil kernel (see ``stencil_2d_source``)."""
+    return load(stencil_2d_source(c, nc, pre, post, sim, geometry, packed, batch, unsigned),
+                "cuda").tile2d
+
+
+def unsigned_source(dtype: Any) -> bool:
+    """Whether images of ``dtype`` take the kernel with ``unsigned=True`` (uint8 to uint32)."""
+    dtype = np.dtype(dtype)
+    return dtype.kind == "u" and dtype.itemsize <= 4
