@@ -9,6 +9,7 @@ import itertools
 
 import numpy as np
 import pytest
+from source_lines import lines_within
 
 from millipyde.graph.codegen import core as codegen
 from millipyde.kernels import REGISTRY
@@ -172,7 +173,8 @@ def test_batched_tiled_stencil_kernels_compile_to_ptx(c: int) -> None:
     assert ".local" not in ptx_rows and ".local" not in ptx_cols
 
 
-@pytest.mark.parametrize("c", [1, 3, 4])
+# c=3 is compiled as part of c=4 (test_rgb_2d_stencils_are_the_rgba_ones_without_the_alpha_copy)
+@pytest.mark.parametrize("c", [1, 4])
 def test_batched_2d_stencil_kernel_compiles_to_ptx(c: int) -> None:
     from millipyde.graph.codegen import batch as codegen_batch
 
@@ -185,7 +187,8 @@ def test_batched_2d_stencil_kernel_compiles_to_ptx(c: int) -> None:
     assert ".entry" in ptx and "%ctaid.z" in ptx
 
 
-@pytest.mark.parametrize("c,packed", [(1, False), (3, False), (4, False), (4, True)])
+# c=3 is compiled as part of c=4 (the test below)
+@pytest.mark.parametrize("c,packed", [(1, False), (4, False), (4, True)])
 def test_2d_stencil_kernel_compiles_to_ptx(c: int, packed: bool) -> None:
     from millipyde.graph.codegen import gpu as codegen_gpu
 
@@ -198,6 +201,21 @@ def test_2d_stencil_kernel_compiles_to_ptx(c: int, packed: bool) -> None:
     if packed:
         # its staging and store loops are while loops: no 64-bit division for a trip count
         assert "div.s64" not in ptx
+
+
+def test_rgb_2d_stencils_are_the_rgba_ones_without_the_alpha_copy() -> None:
+    # why the two PTX tests above compile c=4 and not also c=3 (a minute of CI each): the RGB
+    # kernels are the RGBA ones less the alpha channel's copy. If that stops being so, put c=3
+    # back in their parametrisations.
+    from millipyde.graph.codegen import batch as codegen_batch
+    from millipyde.graph.codegen import gpu as codegen_gpu
+
+    rgb = codegen_gpu.stencil_2d_source(3, 3, pre=True, post=True)
+    rgba = codegen_gpu.stencil_2d_source(4, 3, pre=True, post=True)
+    assert lines_within(rgb, rgba) and not lines_within(rgba, rgb)
+    rgb = codegen_batch.stencil_2d_batch_source(3, 3)
+    rgba = codegen_batch.stencil_2d_batch_source(4, 3)
+    assert lines_within(rgb, rgba) and not lines_within(rgba, rgb)
 
 
 def test_tall_tiles_only_where_their_shared_memory_fits() -> None:
