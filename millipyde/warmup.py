@@ -33,11 +33,17 @@ def compiled_count() -> int:
     """Kernels compiled in this process (Numba's cache misses of every generated kernel;
     loading from the disk cache is no compile). Dispatchers without cache statistics count
     their specializations."""
+    from numba.core.caching import NullCache
+
     from .graph.codegen import loader
 
     n = 0
     for mod in list(loader._modules.values()):
         for value in vars(mod).values():
+            if isinstance(getattr(value, "_cache", None), NullCache):
+                # a device function (``_dev``, uncached): compiled only with a kernel that calls
+                # it, which counts
+                continue
             misses = getattr(value, "_cache_misses", None)
             if misses is not None:
                 n += sum(misses.values())

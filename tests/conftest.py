@@ -68,6 +68,10 @@ def pytest_collection_modifyitems(config, items):
         group = ONE_WORKER.get(item.path.name)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+    # The PTX compiles are the longest tests (up to a minute or two each on CI's two cores).
+    # xdist hands tests out in this order as workers free up: run them first, so that the last
+    # tests handed out are short ones and no worker waits alone on a long compile at the end.
+    items.sort(key=lambda item: item.get_closest_marker("ptx") is None)
 
 
 def image_sizes():

@@ -38,7 +38,7 @@ class CpuBackend(Backend):
     name = "cpu"
     codegen_target = "cpu"
     kernel_decorator = "@njit(parallel=True, nogil=True, cache=True)"
-    device_decorator = "njit(inline='always', cache=False)"
+    device_decorator = "njit(cache=False)"
 
     def __init__(self) -> None:
         super().__init__()

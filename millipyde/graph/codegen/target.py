@@ -41,7 +41,7 @@ _HEADER = {
         "from numba import uint32 as _u32\n"
         "from numba import uint64 as _u\n"
         "from millipyde.kernels import REGISTRY as _R\n"
-        "_dev = njit(inline='always', cache=False)\n"
+        "_dev = njit(cache=False)\n"
         "\n@_dev\ndef _b2f(b):\n    return float(b)\n"
     ),
     "cuda": (
