@@ -3,6 +3,8 @@ maps), the chained ops, the grey conversion and the stores; and its per-launch p
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...kernels import REGISTRY
 from .chain import _chain, _chain_all
 from .gather_sig import (
@@ -96,47 +98,62 @@ def _gather_body(sig: GatherSig, gates: bool = False) -> str:
             lines.append("o = _u32(_u32(iy) * dy_ + _u32(ix) * dx_ + c0_)")
         else:
             lines += ["by = q0 * iy + q1 * ix + q2", "bx = q3 * iy + q4 * ix + q5"]
-        taps = [("iy", "ix", "", "", "o", 0),
-                ("iy", "ix + 1", " + q1", " + q4", "_u32(o + dx_)", 1),
-                ("iy + 1", "ix", " + q0", " + q3", "_u32(o + dy_)", 2),
-                ("iy + 1", "ix + 1", " + q0 + q1", " + q3 + q4", "_u32(o + dy_ + dx_)", 3)]
-
-        def read(k: int, chs: list[int]) -> list[str]:
-            ty, tx, dy, dx, flat, _ = taps[k]
-            # one unsigned comparison per axis also rejects negative indices
-            out = [f"t{c}_{k} = 0.0" for c in chs]
-            out.append(f"if _u({ty}) < _u(mh) and _u({tx}) < _u(mw):")
-            out += [f"    pk = src[{flat}]"] if sig.packed else [f"    sy = by{dy}",
-                                                                 f"    sx = bx{dx}"]
-            for c in chs:
-                out.append(f"    t{c}_{k} = {load(c, 'sy', 'sx')}")
-                if not lut and sig.pre:
-                    out.append("    " + _chain(sig.pre, f"t{c}_{k}", c, "full", 0, cast, gates)
-                               .replace("\n", "\n    "))
-            return out
-
-        def finish(c: int) -> list[str]:
-            out = _blend(c, sig, cast or lut, gates)
-            if lut and sig.lut_stages[1]:
-                out.append(f"v{c} = _b2f(lut[1, {c}, int(v{c})])")
-            elif sig.post:
-                out.append(_chain(sig.post, f"v{c}", c, "full", len(sig.pre), cast, gates))
-            return out
-
-        if sig.packed:  # one word holds every channel of a tap: read the four words first
-            for k in range(4):
-                lines += read(k, list(chans))
-            for c in chans:
-                lines += finish(c)
-        else:
-            # channel by channel, four taps each: 4 float64 taps live instead of 4 per
-            # channel (the kernels were held to a quarter occupancy by their registers);
-            # each channel's operations are the same, so the values are too
-            for c in chans:
-                for k in range(4):
-                    lines += read(k, [c])
-                lines += finish(c)
+        lines += _sampler_taps(sig, gates, load)
     return "\n".join(lines + _gather_tail(sig, gates, op_offsets(_chained(sig))))
+
+
+# the four bilinear taps: (row, column, row step, column step, packed word offset, index)
+_TAPS = [("iy", "ix", "", "", "o", 0),
+         ("iy", "ix + 1", " + q1", " + q4", "_u32(o + dx_)", 1),
+         ("iy + 1", "ix", " + q0", " + q3", "_u32(o + dy_)", 2),
+         ("iy + 1", "ix + 1", " + q0 + q1", " + q3 + q4", "_u32(o + dy_ + dx_)", 3)]
+
+
+def _sampler_taps(sig: GatherSig, gates: bool,
+                  load: Callable[[int, str, str], str]) -> list[str]:
+    """The sampler's four taps read (through ``load``), blended and post-processed, per
+    channel."""
+    lut = sig.mode == "lut"
+    cast = sig.is_int
+    chans = range(sig.cin)
+    lines: list[str] = []
+
+    def read(k: int, chs: list[int]) -> list[str]:
+        ty, tx, dy, dx, flat, _ = _TAPS[k]
+        # one unsigned comparison per axis also rejects negative indices
+        out = [f"t{c}_{k} = 0.0" for c in chs]
+        out.append(f"if _u({ty}) < _u(mh) and _u({tx}) < _u(mw):")
+        out += [f"    pk = src[{flat}]"] if sig.packed else [f"    sy = by{dy}",
+                                                             f"    sx = bx{dx}"]
+        for c in chs:
+            out.append(f"    t{c}_{k} = {load(c, 'sy', 'sx')}")
+            if not lut and sig.pre:
+                out.append("    " + _chain(sig.pre, f"t{c}_{k}", c, "full", 0, cast, gates)
+                           .replace("\n", "\n    "))
+        return out
+
+    def finish(c: int) -> list[str]:
+        out = _blend(c, sig, cast or lut, gates)
+        if lut and sig.lut_stages[1]:
+            out.append(f"v{c} = _b2f(lut[1, {c}, int(v{c})])")
+        elif sig.post:
+            out.append(_chain(sig.post, f"v{c}", c, "full", len(sig.pre), cast, gates))
+        return out
+
+    if sig.packed:  # one word holds every channel of a tap: read the four words first
+        for k in range(4):
+            lines += read(k, list(chans))
+        for c in chans:
+            lines += finish(c)
+    else:
+        # channel by channel, four taps each: 4 float64 taps live instead of 4 per
+        # channel (the kernels were held to a quarter occupancy by their registers);
+        # each channel's operations are the same, so the values are too
+        for c in chans:
+            for k in range(4):
+                lines += read(k, [c])
+            lines += finish(c)
+    return lines
 
 
 def _gather_tail(sig: GatherSig, gates: bool, offsets: list[int]) -> list[str]:
