@@ -8,13 +8,18 @@ The 5-op Pipeline of ``bench_pipeline`` on ``--count`` 3500x4666 RGBA inputs mad
 launches; for an input on another device this includes the move) until its stream sync, and
 the wait in that sync. Per device: inputs taken, summed host and wait seconds, and the run's
 wall time; with one GIL for every worker, summed host time over all devices near the wall time
-means the host serialises the devices.
+means the host serialises the devices. ``--profile``: also a cProfile of every worker's
+``apply_operations`` in the pinned run (per-thread profiles, merged), top entries by internal
+and by cumulative time.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import cProfile
+import io
+import pstats
 import sys
 import threading
 import time
@@ -32,7 +37,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--count", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
+    profiles: list[cProfile.Profile] = []
     local = threading.local()
     rows: list[tuple[int, float, float]] = []  # (device, host s, wait s)
     plain_apply, plain_sync = pipeline.apply_operations, workers.sync
@@ -42,15 +49,24 @@ def main() -> None:
         return plain_sync(stream)
 
     def timed_apply(x, ops, seed, sample, device, stream, cancelled):
+        prof = getattr(local, "prof", None) if profiling else None
+        if profiling and prof is None:
+            prof = local.prof = cProfile.Profile()
+            profiles.append(prof)
         t0 = time.perf_counter()
         local.t_sync = None
+        if prof is not None:
+            prof.enable()
         try:
             return plain_apply(x, ops, seed, sample, device, stream, cancelled)
         finally:
+            if prof is not None:
+                prof.disable()
             t2 = time.perf_counter()
             t1 = local.t_sync or t2
             rows.append((device, t1 - t0, t2 - t1))
 
+    profiling = False
     pipeline.apply_operations, workers.sync = timed_apply, timed_sync
     ops = workloads()["5-op"]
     rng = __import__("numpy").random.default_rng(0)
@@ -76,6 +92,19 @@ def main() -> None:
         print(f"{mode}: wall {wall:.4f} s; " + "; ".join(
             f"device {d}: {n} inputs, host {h:.4f} s ({h / n * 1e3:.2f} ms each), "
             f"wait {w:.4f} s" for d, (n, h, w) in sorted(per.items())))
+        if mode == "one" and args.profile:
+            profiling = True
+            pipeline.Pipeline(_inputs(base, args.count), ops, device=0).run()
+            mp.synchronize()
+            profiling = False
+            stats = pstats.Stats(profiles[0])
+            for p in profiles[1:]:
+                stats.add(p)
+            for key in ("tottime", "cumulative"):
+                s = io.StringIO()
+                stats.stream = s
+                stats.sort_stats(key).print_stats(40)
+                print(s.getvalue())
 
 
 if __name__ == "__main__":
