@@ -9,8 +9,8 @@ launches; for an input on another device this includes the move) until its strea
 the wait in that sync. Per device: inputs taken, summed host and wait seconds, and the run's
 wall time; with one GIL for every worker, summed host time over all devices near the wall time
 means the host serialises the devices. ``--profile``: also a cProfile of every worker's
-``apply_operations`` in the pinned run (per-thread profiles, merged), top entries by internal
-and by cumulative time.
+pinned run (Python 3.12's cProfile sees every thread: the workers' calls, and the main
+thread's waits), top entries by internal and by cumulative time.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
-    profiles: list[cProfile.Profile] = []
     local = threading.local()
     rows: list[tuple[int, float, float]] = []  # (device, host s, wait s)
     plain_apply, plain_sync = pipeline.apply_operations, workers.sync
@@ -49,24 +48,15 @@ def main() -> None:
         return plain_sync(stream)
 
     def timed_apply(x, ops, seed, sample, device, stream, cancelled):
-        prof = getattr(local, "prof", None) if profiling else None
-        if profiling and prof is None:
-            prof = local.prof = cProfile.Profile()
-            profiles.append(prof)
         t0 = time.perf_counter()
         local.t_sync = None
-        if prof is not None:
-            prof.enable()
         try:
             return plain_apply(x, ops, seed, sample, device, stream, cancelled)
         finally:
-            if prof is not None:
-                prof.disable()
             t2 = time.perf_counter()
             t1 = local.t_sync or t2
             rows.append((device, t1 - t0, t2 - t1))
 
-    profiling = False
     pipeline.apply_operations, workers.sync = timed_apply, timed_sync
     ops = workloads()["5-op"]
     rng = __import__("numpy").random.default_rng(0)
@@ -93,13 +83,13 @@ def main() -> None:
             f"device {d}: {n} inputs, host {h:.4f} s ({h / n * 1e3:.2f} ms each), "
             f"wait {w:.4f} s" for d, (n, h, w) in sorted(per.items())))
         if mode == "one" and args.profile:
-            profiling = True
-            pipeline.Pipeline(_inputs(base, args.count), ops, device=0).run()
+            xs = _inputs(base, args.count)
+            prof = cProfile.Profile()
+            prof.enable()
+            pipeline.Pipeline(xs, ops, device=0).run()
             mp.synchronize()
-            profiling = False
-            stats = pstats.Stats(profiles[0])
-            for p in profiles[1:]:
-                stats.add(p)
+            prof.disable()
+            stats = pstats.Stats(prof)
             for key in ("tottime", "cumulative"):
                 s = io.StringIO()
                 stats.stream = s
