@@ -38,7 +38,11 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--switch-interval", type=float, default=None,
+                    help="sys.setswitchinterval for the run (seconds; Python's default 0.005)")
     args = ap.parse_args()
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     local = threading.local()
     rows: list[tuple[int, float, float]] = []  # (device, host s, wait s)
     plain_apply, plain_sync = pipeline.apply_operations, workers.sync
@@ -61,7 +65,9 @@ def main() -> None:
     ops = workloads()["5-op"]
     rng = __import__("numpy").random.default_rng(0)
     base = mp.gpuimage(rng.integers(0, 256, (H, W, 4), dtype="uint8"))
-    print(f"devices: {mp.device_count()}, workers per device: {workers.workers_per_device()}")
+    print(f"devices: {mp.device_count()}, workers per device: "
+          f"{workers.workers_per_device(mp.device_count())}, switch interval "
+          f"{sys.getswitchinterval()} s")
     for mode in ("one", "all"):
         best = None
         for r in range(args.repeat + 1):  # the first run warms up
