@@ -304,7 +304,7 @@ class _Run:
         self.lock = threading.Lock()
         self.errors: list[tuple[int, int, int, StepError | BaseException]] = []
         busy = len({d for stage in self.devices for d in stage})
-        self.per_device = workers_per_device(busy, deferred=True)
+        self.per_device = workers_per_device(busy)
         self.queues = [queue.SimpleQueue() for _ in chain]
         self.alive = [self.per_device * len(d) for d in self.devices]
 

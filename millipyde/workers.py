@@ -26,7 +26,7 @@ GPU_WORKERS = 4
 _MAX_IDLE_STREAMS = 16
 
 
-def workers_per_device(devices: int = 1, batched: bool = False, deferred: bool = False) -> int:
+def workers_per_device(devices: int = 1, batched: bool = False) -> int:
     """Worker threads per device: ``MILLIPYDE_WORKERS``, else about 4 in all on GPUs, 1-2 on cpu.
 
     Launching is Python work under the GIL: with one GPU, 4 threads keep it fed; with more GPUs
@@ -41,16 +41,12 @@ def workers_per_device(devices: int = 1, batched: bool = False, deferred: bool =
     a second thread only contends for the GIL: one worker per device (figure-5.1 Generator on
     an H200: 3540-3974 img/s with 1 worker, 2891-3211 with 2, 1722-2519 with 4;
     bench/RESULTS.md).
-
-    ``deferred``: workers that queue an input's kernels before waiting for the previous
-    input's (Pipeline): one thread per GPU keeps its GPU fed (5-op Pipeline, 100 inputs on
-    two H200s: 1 per device 0.066 s, 2 per device 0.101 s; bench/RESULTS.md s10-8).
     """
     n = config.workers()
     if n is not None:
         return n
     caps = ACTIVE.caps
-    if caps.launches_on_streams and (batched or deferred):
+    if caps.launches_on_streams and batched:
         return 1
     if caps.launches_on_streams:
         return max(1, GPU_WORKERS // max(1, devices))
