@@ -5,12 +5,10 @@ until it binds the computed value (commit); an image method holds it while it dr
 parameters and records its node. Every update of an array is therefore applied to the value the
 previous update left, exactly once, in some serial order, whatever threads and Pipelines race.
 
-Deadlock freedom: a thread waits for an array's commit lock only while it holds no other
-(nothing that runs under one takes another array's lock, and the run-wide locks taken under it
-are never held while waiting for a commit lock). A Pipeline worker that holds one input's lock
-while that input's kernels run takes the next input's lock only if it is free at once;
-otherwise it commits first. So no cycle of waits can form, whatever order two Pipelines claim
-overlapping inputs in. (A Python callable Operation that itself calls methods on
+Deadlock freedom: a thread holds at most one array's commit lock at a time (nothing that runs
+under it takes another array's lock, and the run-wide locks taken under it are never held
+while waiting for a commit lock), so no cycle of waits can form, whatever order two Pipelines
+claim overlapping inputs in. (A Python callable Operation that itself calls methods on
 *another* input of a running Pipeline steps outside this rule.)
 """
 

@@ -13,7 +13,6 @@ applied exactly once, in some serial order, and no lock order can deadlock.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 import queue
 import threading
@@ -33,7 +32,6 @@ from .workers import (
     apply_operations,
     private_handle,
     reraise_interrupt,
-    wait_applied,
     workers_per_device,
 )
 
@@ -262,19 +260,6 @@ class Pipeline:
             _Run(chain).execute(timeout)
 
 
-@dataclasses.dataclass
-class _Pending:
-    """An input whose stage kernels are queued (its commit lock held), not yet committed."""
-
-    stage: int
-    pos: int
-    device: int
-    x: gpuarray
-    y: gpuarray
-    event: Any
-    lock: Any
-
-
 class _Run:
     """One execution of a chain of pipelines (stage s = chain[s])."""
 
@@ -308,100 +293,56 @@ class _Run:
         self.queues = [queue.SimpleQueue() for _ in chain]
         self.alive = [self.per_device * len(d) for d in self.devices]
 
-    # -- workers ----------------------------------------------------------------------------
+    # -- workers --------------------------------------------------------------------------
     def _worker(self, stage: int, device: int, stream: Any) -> None:
         q = self.queues[stage]
-        # A worker queues input n's kernels before it waits for input n-1's and commits it, so
-        # the host records n while the GPU runs n-1 (with a wait per input, each device
-        # needed several threads, and their GIL contention cost more than the overlap won).
-        pending: _Pending | None = None
         try:
             while not self.cancel.is_set():
                 task = q.get()
                 if task is _STOP or self.cancel.is_set():
                     break
                 pos, x = task
-                lock = commit_lock(x)
-                if pending is not None and not lock.acquire(blocking=False):
-                    # never wait for a commit lock while holding another (locks.py)
-                    done, pending = self._commit(pending), None
-                    if not done:
-                        break
-                    lock.acquire()
-                elif pending is None:
-                    lock.acquire()
-                queued = self._claim_and_apply(stage, pos, x, lock, device, stream)
-                if pending is not None:
-                    done, pending = self._commit(pending), None
-                    if not done:
-                        if queued is not None:
-                            self._release(queued.x, queued.lock)
-                        break
-                if queued is None:
+                last_stage = stage + 1 == len(self.chain)
+                if not self._claim_and_commit(stage, pos, x, device, stream):
                     break
-                pending = queued
+                if not last_stage:
+                    self.queues[stage + 1].put((self.own[stage + 1] + pos, x))
         finally:
-            if pending is not None:
-                self._commit(pending)
             with self.lock:
                 self.alive[stage] -= 1
                 last = self.alive[stage] == 0
             if last and stage + 1 < len(self.chain):
                 self._stop_stage(stage + 1)
 
-    def _claim_and_apply(self, stage: int, pos: int, x: gpuarray, lock: Any, device: int,
-                         stream: Any) -> _Pending | None:
-        """Queue the stage's operations on ``x`` (its commit lock held): the commit to make
-        when they are done, or None (stop working; the lock released)."""
-        with self.lock:
-            if self.cancel.is_set():
-                lock.release()
-                return None
-            self.claimed.add(id(x))
-        try:
-            y = private_handle(x)
-            event = apply_operations(y, self.chain[stage].operations, self.seeds[stage], pos,
-                                     device, stream, self.cancel.is_set, wait=False)
-        except Cancelled:
-            self._release(x, lock)
-            return None
-        except StepError as err:
-            self._release(x, lock)
-            self._fail(stage, pos, device, err)
-            return None
-        except BaseException:
-            self._release(x, lock)
-            raise
-        return _Pending(stage, pos, device, x, y, event, lock)
-
-    def _commit(self, p: _Pending) -> bool:
-        """Wait for ``p``'s kernels, bind its result and hand it on; False: stop working.
-
-        Nothing is bound if they failed or the run was cancelled (and restored) meanwhile.
-        """
-        try:
-            try:
-                wait_applied(p.event, self.chain[p.stage].operations)
-            except StepError as err:
-                self._fail(p.stage, p.pos, p.device, err)
-                return False
+    def _claim_and_commit(self, stage: int, pos: int, x: gpuarray, device: int,
+                          stream: Any) -> bool:
+        """Apply the stage's operations to ``x`` under its commit lock; False: stop working."""
+        with commit_lock(x):  # claim: no other update of x can start or land until commit
             with self.lock:
                 if self.cancel.is_set():
                     return False
-                p.x._bind(p.y._node)
-                self.committed[id(p.x)] = p.y._node
-                if p.stage + 1 == len(self.chain):
-                    self.done.add(id(p.x))
-        finally:
-            self._release(p.x, p.lock)
-        if p.stage + 1 < len(self.chain):
-            self.queues[p.stage + 1].put((self.own[p.stage + 1] + p.pos, p.x))
+                self.claimed.add(id(x))
+            try:
+                y = private_handle(x)
+                try:
+                    apply_operations(y, self.chain[stage].operations, self.seeds[stage], pos,
+                                     device, stream, self.cancel.is_set)
+                except Cancelled:
+                    return False
+                except StepError as err:
+                    self._fail(stage, pos, device, err)
+                    return False
+                with self.lock:  # commit, unless the run was cancelled (and restored) meanwhile
+                    if self.cancel.is_set():
+                        return False
+                    x._bind(y._node)
+                    self.committed[id(x)] = y._node
+                    if stage + 1 == len(self.chain):
+                        self.done.add(id(x))
+            finally:
+                with self.lock:
+                    self.claimed.discard(id(x))
         return True
-
-    def _release(self, x: gpuarray, lock: Any) -> None:
-        with self.lock:
-            self.claimed.discard(id(x))
-        lock.release()
 
     def _stop_stage(self, stage: int) -> None:
         for _ in range(self.per_device * len(self.devices[stage])):

@@ -233,34 +233,17 @@ def kernels_failed(operations: Sequence[Operation], err: BaseException) -> StepE
 
 
 def apply_operations(x: gpuarray, operations: Sequence[Operation], seed: int, sample: int,
-                     device: int, stream: Any, cancelled: Callable[[], bool],
-                     wait: bool = True) -> Any:
+                     device: int, stream: Any, cancelled: Callable[[], bool]) -> None:
     """Apply every Operation to ``x`` on ``device``, run the fused kernels and wait for them.
 
     See :func:`record_operations`; errors from running the kernels raise a :class:`StepError`
-    naming the Operations whose fused kernels failed. ``wait=False``: return once the kernels
-    are queued, with an event marking their end on ``stream`` (None where launches are
-    synchronous); :func:`wait_applied` waits for it.
+    naming the Operations whose fused kernels failed.
     """
     record_operations(x, operations, seed, sample, device, cancelled)
     if cancelled():
         raise Cancelled()
     try:
         x._materialize()
-        if wait:
-            sync(stream)
-            return None
-        return None if stream is None else ACTIVE.record_event(stream)
-    except BaseException as err:
-        raise kernels_failed(operations, err) from err
-
-
-def wait_applied(event: Any, operations: Sequence[Operation]) -> None:
-    """Wait for the kernels :func:`apply_operations` queued (``wait=False``); their errors
-    raise a :class:`StepError`."""
-    if event is None:
-        return
-    try:
-        event.synchronize()
+        sync(stream)
     except BaseException as err:
         raise kernels_failed(operations, err) from err
