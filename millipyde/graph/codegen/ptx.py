@@ -60,11 +60,14 @@ def compile_ptx(pyfunc: Any, argtypes: tuple, cc: tuple[int, int] = CC) -> str:
 
 
 def calls(ptx: str) -> list[str]:
-    """The functions ``ptx`` calls (empty when NVVM inlined every device function)."""
+    """The Numba-compiled functions ``ptx`` calls: empty when NVVM inlined every device
+    function. (libdevice's own helpers, ``__internal_accurate_pow`` of ``pow``, may stay
+    calls: the same code in every kernel.)"""
     found = []
     for m in _CALL.finditer(ptx):
         # what is left without the parenthesised return value and arguments: call, its
         # modifiers (.uni), the callee
         rest = re.sub(r"\([^)]*\)", " ", m.group(0)[m.group(0).index("call") + 4:])
         found += [w for w in re.findall(r"[A-Za-z_$][\w$]*", rest) if w != "uni"][:1]
-    return found
+    # Numba mangles what it compiles (``_ZN`` + the qualified name)
+    return [name for name in found if name.startswith("_ZN")]
