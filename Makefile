@@ -6,7 +6,7 @@ export MILLIPYDE_CACHE_DIR ?= $(CURDIR)/.kernel-cache
 # pytest-xdist workers: one per core (PYTEST_JOBS=0 runs in this process). loadgroup keeps the tests
 # marked xdist_group(name) on one worker (a module-scoped Dask cluster, say).
 PYTEST_JOBS ?= auto
-PYTEST = $(PYTHON) -m pytest -q -p no:cacheprovider -n $(PYTEST_JOBS) --dist loadgroup
+PYTEST = $(PYTHON) -m pytest -q -p no:cacheprovider -n $(PYTEST_JOBS) --dist loadgroup --durations=25
 
 .PHONY: test test-cpu test-cudasim lint
 

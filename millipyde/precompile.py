@@ -125,34 +125,52 @@ class _Workers:
 
     Plain subprocesses (``python -c``), not ``multiprocessing``: its spawned children import
     the parent's ``__main__`` module again, which would rerun a user's script that has no
-    ``if __name__ == "__main__"`` guard. A worker starts with its first job (while the
-    recording goes on), so a warm cache starts none; each gets the parent's ``sys.path``
-    and environment.
+    ``if __name__ == "__main__"`` guard. Each gets the parent's ``sys.path`` and environment.
+    With ``warm`` (a codegen target) every worker starts at once and pays its imports, the
+    CUDA context and Numba's first compile (``_prepare``) while the recording goes on; else a
+    worker starts with its first job, so a warm cache starts none. Queued jobs go out largest
+    generated module first: the longest compiles start first and bound the wait alone.
     """
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, warm: str | None = None) -> None:
         self.n = n
-        self.jobs: queue.Queue = queue.Queue()
+        self.warm = warm
+        self.jobs: queue.PriorityQueue = queue.PriorityQueue()
         self.results: list[tuple[bool, Any]] = []
-        self.timed: list[tuple[float, str, str]] = []  # seconds, module path, function
+        #: per job run: seconds in its worker, module path, function, and the seconds since
+        #: ``t0`` when it was queued, sent to a worker and answered
+        self.timed: list[tuple[float, str, str, float, float, float]] = []
         self.procs: list[subprocess.Popen] = []
+        self.t0 = time.perf_counter()
+        self._seq = 0
         self._lock = threading.Lock()
         self._env = {**os.environ,
                      "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        self.threads = [threading.Thread(target=self._feed, name=f"millipyde-precompile-{i}",
-                                         daemon=True) for i in range(n)]
+        first = [self._start() if warm else None for _ in range(n)]
+        self.threads = [threading.Thread(target=self._feed, args=(proc,), daemon=True,
+                                         name=f"millipyde-precompile-{i}")
+                        for i, proc in enumerate(first)]
         for t in self.threads:
             t.start()
 
+    def _put(self, priority: float, got: tuple | None) -> None:
+        with self._lock:
+            self._seq += 1
+            self.jobs.put((priority, self._seq, time.perf_counter() - self.t0, got))
+
     def submit(self, got: tuple) -> None:
         """Queue one ``job``."""
-        self.jobs.put(got)
+        try:
+            size = os.path.getsize(got[0])
+        except OSError:
+            size = 0
+        self._put(-size, got)
 
     def close(self, timeout: float = 600.0) -> None:
         """Wait for every queued job; stop the workers and their threads (a worker still
         compiling after ``timeout`` seconds is killed, its job left undone)."""
         for _ in self.threads:
-            self.jobs.put(None)
+            self._put(float("inf"), None)
         deadline = time.monotonic() + timeout
         for t in self.threads:
             t.join(max(0.0, deadline - time.monotonic()))
@@ -166,28 +184,31 @@ class _Workers:
 
     def _start(self) -> subprocess.Popen:
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from millipyde.precompile import serve; serve()"],
+            [sys.executable, "-c",
+             f"from millipyde.precompile import serve; serve({self.warm!r})"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self._env)
         with self._lock:
             self.procs.append(proc)
         return proc
 
-    def _feed(self) -> None:
-        proc: subprocess.Popen | None = None
+    def _feed(self, proc: subprocess.Popen | None) -> None:
         used = False
         try:
             while True:
-                got = self.jobs.get()
+                _, _, queued, got = self.jobs.get()
                 if got is None:
                     return
                 if proc is None:
                     proc = self._start()
                 used = True
+                sent = time.perf_counter() - self.t0
                 result = _ask(proc, got)
+                done = time.perf_counter() - self.t0
                 with self._lock:
                     self.results.append(result)
                     if result[0]:
-                        self.timed.append((float(result[1]), got[0], got[2]))
+                        self.timed.append((float(result[1]), got[0], got[2], queued, sent,
+                                           done))
                 if not result[0] and proc.poll() is not None:
                     for pipe in (proc.stdin, proc.stdout):
                         pipe.close()
@@ -195,7 +216,7 @@ class _Workers:
         finally:
             if proc is not None:
                 if not used:
-                    proc.kill()  # no job came (a warm cache): not worth its imports
+                    proc.kill()  # no job came (a warm cache): not worth finishing its start
                 else:
                     proc.stdin.close()
                 try:
@@ -230,10 +251,42 @@ def _ask(proc: subprocess.Popen, got: tuple) -> tuple[bool, Any]:
         return False, repr(err)
 
 
-def serve() -> None:
-    """A worker process: compile the jobs read from stdin, answer each on stdout."""
+_PREPARE = "@{jit}\ndef kernel(src, dst):\n{loop}        dst[i] = _b2f(src[i])\n"
+
+
+def _prepare(target: str) -> None:
+    """A worker's one-time costs, paid before its first job: the imports of generated code,
+    the CUDA context, and Numba's first compile for ``target`` (its typing and target
+    contexts; on CUDA NVVM and libdevice) on a small kernel in the generated dialect."""
+    import numpy as np
+    from numba import typeof
+
+    from .graph.codegen import loader
+    from .graph.codegen.target import _HEADER
+
+    if target == "cuda":
+        from numba import cuda
+
+        cuda.current_context()
+        loop = "    i = cuda.grid(1)\n    if i < src.size:\n"
+        jit = "cuda.jit"
+    else:
+        loop = "    for i in range(src.size):\n"
+        jit = "njit"
+    mod = loader.load(_HEADER[target] + "\n" + _PREPARE.format(jit=jit, loop=loop), target)
+    mod.kernel.compile(tuple(typeof(np.zeros(1, t)) for t in (np.uint8, np.float64)))
+
+
+def serve(warm: str | None = None) -> None:
+    """A worker process: compile the jobs read from stdin, answer each on stdout; with
+    ``warm`` (a codegen target) ``_prepare`` for it first."""
     proto = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed goes to stderr, never into the answers
+    if warm:
+        try:
+            _prepare(warm)
+        except Exception as err:  # the jobs still run; their first one pays it
+            print(f"millipyde precompile worker: preparing failed: {err!r}", file=sys.stderr)
     inp = sys.stdin.buffer
     while True:
         head = inp.read(8)
@@ -255,6 +308,14 @@ class _Jobs:
     def __init__(self, workers: _Workers) -> None:
         self.workers = workers
         self.seen: set[tuple] = set()
+        #: what the recording makes now (``warmup._make_patterns``' phases), per job the
+        #: phase that first launched it
+        self.phase = ""
+        self.phases: dict[tuple, str] = {}
+
+    def enter(self, phase: str) -> None:
+        """The recording goes on with ``phase``."""
+        self.phase = phase
 
     def __call__(self, kernel: Any, device: int, args: tuple) -> None:
         self.submit(job(kernel, args))
@@ -264,6 +325,7 @@ class _Jobs:
         if got is None or got in self.seen:
             return
         self.seen.add(got)
+        self.phases[got] = self.phase
         self.workers.submit(got)
 
 
@@ -334,8 +396,8 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
     ``channels``, ``layout``). Once per chain, input shapes and batch spec in a process.
     Returns ``jobs`` (kernels compiled in workers), ``failed`` (left to this process),
     ``processes``, ``record_seconds`` (making every pattern's outputs, launches recorded),
-    ``compile_seconds`` (the slowest job, in its worker), ``slowest`` (the four slowest
-    jobs: seconds, function, the generated module's first line) and ``seconds``.
+    ``compile_seconds`` (the slowest job, in its worker), ``slowest``, ``last_job`` and
+    ``ready_seconds`` (``_timeline``) and ``seconds``.
     """
     from . import warmup
 
@@ -345,14 +407,16 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
         if key in _done or marker.exists():
             _done.add(key)
             return {"jobs": 0, "failed": 0, "processes": 0, "record_seconds": 0.0,
-                    "compile_seconds": 0.0, "slowest": [], "seconds": 0.0}
+                    "compile_seconds": 0.0, "slowest": [], "last_job": None,
+                    "ready_seconds": {}, "seconds": 0.0}
         _done.add(key)
     t0 = time.perf_counter()
     n = processes or max(1, min(os.cpu_count() or 1, MAX_PROCESSES))
     by_shape: dict[tuple, list] = {}
     for x in inputs:
         by_shape.setdefault(tuple(x.shape), []).append(x)
-    workers = _Workers(n)
+    # workers start now and prepare while the patterns are searched and recorded
+    workers = _Workers(n, warm=runtime.codegen_target)
     jobs = _Jobs(workers)
     try:
         # (outside the recording: the search maps 65536 draws through a host function, which
@@ -361,7 +425,7 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
         with runtime.recording(jobs), _host_functions_deferred(jobs):
             for shape, xs in by_shape.items():
                 warmup._make_patterns((xs * 2)[:2], operations, ks[shape], size, channels,
-                                      layout, spec)
+                                      layout, spec, jobs.enter)
         recorded = time.perf_counter() - t0
     finally:
         workers.close()
@@ -375,10 +439,28 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
     last.update({"jobs": len(jobs.seen), "failed": len(jobs.seen) - len(ok), "processes": n,
                  "errors": sorted({str(r[1])[:200] for r in workers.results if not r[0]}),
                  "record_seconds": recorded, "compile_seconds": max(ok, default=0.0),
-                 "slowest": [(round(sec, 2), fn, _what(path))
-                             for sec, path, fn in sorted(workers.timed, reverse=True)[:4]],
-                 "seconds": time.perf_counter() - t0})
+                 **_timeline(workers, jobs), "seconds": time.perf_counter() - t0})
     return dict(last)
+
+
+def _timeline(workers: _Workers, jobs: _Jobs) -> dict:
+    """``slowest``: the four slowest jobs (seconds, function, the generated module's first
+    line, the phase that launched it); ``last_job``: the job answered last (queued, sent and
+    answered, in seconds since the workers started; its seconds, function, module line);
+    ``ready_seconds``: per phase, when its last job was answered (what waiting for that
+    phase's kernels alone would have cost)."""
+    phase = {(path, fn): p for (path, _, fn, *_), p in jobs.phases.items()}
+    slowest = [(round(sec, 2), fn, _what(path), phase.get((path, fn), ""))
+               for sec, path, fn, *_ in sorted(workers.timed, reverse=True)[:4]]
+    ready: dict[str, float] = {}
+    for _, path, fn, _, _, done in workers.timed:
+        p = phase.get((path, fn), "")
+        ready[p] = round(max(ready.get(p, 0.0), done), 2)
+    end = max(workers.timed, key=lambda t: t[5], default=None)
+    last_job = None if end is None else {
+        "queued": round(end[3], 2), "sent": round(end[4], 2), "answered": round(end[5], 2),
+        "seconds": round(end[0], 2), "function": end[2], "module": _what(end[1])}
+    return {"slowest": slowest, "last_job": last_job, "ready_seconds": ready}
 
 
 def before_batches(generator: Any, spec: Any) -> None:

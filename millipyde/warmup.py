@@ -19,6 +19,7 @@ import concurrent.futures as cf
 import multiprocessing
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -135,12 +136,15 @@ def warm(specs: list[tuple], shape: tuple[int, ...], share: tuple[int, int] = (0
 
 
 def _make_patterns(imgs: list, ops: list, ks: list[int], size: int, channels: int,
-                   layout: str, spec: Any = None) -> None:
+                   layout: str, spec: Any = None,
+                   phase: Callable[[str], None] | None = None) -> None:
     """Outputs ``ks`` of a seed-0 Generator of ``ops`` on ``imgs``, through ``batches``' fused
     writer and the Generator's own batched path (every kernel either may launch).
 
     ``spec``: the ``BatchSpec`` of the batches to come (its size capped at ``len(ks)``);
-    default float32 batches of ``size``, ``channels`` and ``layout``.
+    default float32 batches of ``size``, ``channels`` and ``layout``. ``phase`` is told
+    ``"batches"`` before the fused writer's work and ``"outputs"`` before the Generator's
+    own (``precompile`` reports when each one's kernels were ready).
     """
     import dataclasses
 
@@ -151,6 +155,7 @@ def _make_patterns(imgs: list, ops: list, ks: list[int], size: int, channels: in
     from .batches import BatchSpec
     from .workers import sync
 
+    tell = phase or (lambda name: None)
     gen = mp.Generator(imgs, ops, seed=0)
     st = gen._state
     device = gen.device
@@ -165,6 +170,7 @@ def _make_patterns(imgs: list, ops: list, ks: list[int], size: int, channels: in
     try:
         for i in range(0, len(ks), spec.size):
             chunk = ks[i:i + spec.size]
+            tell("batches")
             try:
                 if rec is not None:
                     value, ready = runner._write_recorded(rec, chunk, device, stream)
@@ -175,6 +181,7 @@ def _make_patterns(imgs: list, ops: list, ks: list[int], size: int, channels: in
                     ready.synchronize()
             except ValueError:
                 pass  # samples of several shapes: batches need shape=, the kernels are made
+            tell("outputs")
             for _, err in st.make_many(chunk, device, stream):
                 if err is not None:
                     raise err

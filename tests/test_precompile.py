@@ -112,6 +112,37 @@ def test_workers_start_with_their_first_job_only():
     assert not any(t.is_alive() for t in workers.threads)
 
 
+def test_warm_workers_start_at_once_prepare_and_serve():
+    from millipyde import precompile
+
+    workers = precompile._Workers(2, warm="cpu")
+    assert len(workers.procs) == 2  # started before any job, preparing meanwhile
+    workers.submit(("/nonexistent/millipyde_gen_cpu_0.py", "cpu", "kernel", ()))
+    workers.close(timeout=120)
+    assert len(workers.results) == 1 and "FileNotFoundError" in workers.results[0][1]
+    assert not any(t.is_alive() for t in workers.threads)
+    assert all(p.poll() is not None for p in workers.procs)  # the idle one killed too
+
+
+def test_a_worker_prepares_with_a_kernel_in_the_generated_dialect():
+    from millipyde import precompile
+
+    precompile._prepare("cpu")  # in a worker a failure is only reported on stderr
+
+
+def test_queued_jobs_go_out_largest_module_first(tmp_path):
+    from millipyde import precompile
+
+    sizes = {"small": 10, "large": 1000, "middle": 100}
+    for name, n in sizes.items():
+        (tmp_path / name).write_text("#" * n)
+    workers = precompile._Workers(0)  # no worker takes them: the queue's order is seen
+    for name in sizes:
+        workers.submit((str(tmp_path / name), "cpu", "kernel", ()))
+    order = [workers.jobs.get()[3][0] for _ in sizes]
+    assert order == [str(tmp_path / n) for n in ("large", "middle", "small")]
+
+
 def test_the_hook_is_off_where_compiles_are_cheap_or_absent():
     from millipyde import precompile
     from millipyde.backend import ACTIVE

@@ -23,11 +23,12 @@ import tempfile
 from collections import Counter
 
 import numpy as np
-from numba import cuda, types
+from numba import types
 from numba.np.numpy_support import from_dtype
 
 from millipyde.graph.codegen import batch as codegen_batch
 from millipyde.graph.codegen import gpu as codegen_gpu
+from millipyde.graph.codegen.ptx import compile_ptx
 
 CC = (9, 0)
 
@@ -145,7 +146,7 @@ def main() -> None:
     for name, fn, argtys in kernels():
         if args.k not in name:
             continue
-        ptx, _ = cuda.compile_ptx(fn.py_func, argtys, cc=CC)
+        ptx = compile_ptx(fn.py_func, argtys, CC)
         row = {"kernel": name, **counts(ptx)}
         if tools:
             row |= sass_counts(ptx, *tools)

@@ -26,7 +26,7 @@ class CudaBackend(CudaDevices, CudaMemory, CudaLaunches, Backend):
     codegen_target = "cuda"
     visible_devices_var = "CUDA_VISIBLE_DEVICES"
     kernel_decorator = "@cuda.jit(cache=True)"
-    device_decorator = "cuda.jit(device=True, inline=True)"
+    device_decorator = "cuda.jit(device=True, forceinline=True)"
     #: bytes of kernel arguments (LUTs, taps) below which identical uploads are shared
     SMALL_MAX = 65536
     _SMALL_CACHE_MAX = 256

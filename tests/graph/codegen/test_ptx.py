@@ -1,6 +1,6 @@
 """Every generated CUDA kernel compiles to PTX for sm_90 without a GPU (numba-cuda + NVVM).
 
-Runs in the cpu-backend process: ``numba.cuda.compile_ptx`` needs NVVM, not a device.
+Runs in the cpu-backend process: ``millipyde.graph.codegen.ptx`` compiles with NVVM, no device.
 """
 
 from __future__ import annotations
@@ -10,11 +10,14 @@ import re
 
 import numpy as np
 import pytest
+from ptx_compile import ptx_of
 
+from millipyde.graph.codegen import ptx
 from millipyde.graph.codegen.gather import gather_items, gather_source
 from millipyde.graph.codegen.gather_sig import GatherSig, gather_nparams
 from millipyde.graph.codegen.loader import load
 from millipyde.graph.codegen.stencil import stencil_kernels
+from millipyde.graph.codegen.target import _HEADER, DEVICE_DECORATOR
 from millipyde.kernels import REGISTRY
 
 cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
@@ -23,12 +26,49 @@ from numba.np.numpy_support import from_dtype  # noqa: E402
 
 pytestmark = pytest.mark.ptx
 
-CC = (9, 0)
 ELEMENTWISE = tuple(s.name for s in REGISTRY.values() if s.kind == "elementwise")
 
 
 def arr(dtype: np.dtype, ndim: int) -> types.Array:
     return types.Array(from_dtype(np.dtype(dtype)), ndim, "C")
+
+
+def _twice_plus_one(x):
+    return x * 2.0 + 1.0
+
+
+_twice_device = cuda.jit(device=True)(_twice_plus_one)
+
+
+def _scaled(a):
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] = _twice_device(a[i])
+
+
+def test_calls_names_a_device_function_left_uninlined() -> None:
+    # without NVVM's optimiser (-opt=0) the device function stays a call: what ptx_of (every
+    # PTX test's compile) refuses
+    argtys = (arr(np.float64, 1),)
+    with ptx.device_compute_capability(ptx.CC):
+        unoptimised, _ = cuda.compile_ptx(_scaled, argtys, cc=ptx.CC, opt=False)
+    assert len(ptx.calls(unoptimised)) == 1 and "twice_plus_one" in ptx.calls(unoptimised)[0]
+    assert ptx.calls(ptx.compile_ptx(_scaled, argtys)) == []
+
+
+def test_compile_ptx_gives_the_device_lookup_back() -> None:
+    from numba.cuda import dispatcher
+
+    real = dispatcher.get_current_device
+    ptx.compile_ptx(_scaled, (arr(np.float32, 1),))
+    assert dispatcher.get_current_device is real
+
+
+def test_generated_cuda_device_functions_are_inlined_by_nvvm() -> None:
+    # the GPU's form (forceinline), the simulator's plain device functions
+    head = _HEADER["cuda"]
+    assert f"_dev = {DEVICE_DECORATOR}\n" in head and "forceinline=True" in DEVICE_DECORATOR
+    assert "inline=True)" not in head.replace("forceinline=True)", "")
 
 
 def gather_cases() -> list[tuple[GatherSig, np.dtype]]:
@@ -52,7 +92,7 @@ def test_gather_kernel_compiles_to_ptx(sig: GatherSig, dtype: np.dtype) -> None:
     # on CUDA the parameters are scalar arguments (gather_source)
     argtys = (arr(dtype, 3), arr(out_dtype, 3), arr(np.uint8, 3)) + (
         types.float64,) * gather_nparams(sig)
-    ptx, _ = cuda.compile_ptx(mod.kernel.py_func, argtys, cc=CC)
+    ptx = ptx_of(mod.kernel.py_func, argtys)
     assert ".target sm_90" in ptx
     assert ".entry" in ptx
 
@@ -66,7 +106,7 @@ def test_packed_sampler_gather_converts_no_integers_to_float64() -> None:
     # packed: flat source words and flat output
     argtys = (arr(np.uint32, 1), arr(np.float64, 1), arr(np.uint8, 3)) + (
         types.float64,) * gather_nparams(sig)
-    ptx, _ = cuda.compile_ptx(mod.kernel.py_func, argtys, cc=CC)
+    ptx = ptx_of(mod.kernel.py_func, argtys)
     assert "cvt.rn.f64.u32" not in ptx
     assert ptx.count("cvt.rmi.f64.f64") <= 8
     # rgb2grey scales the colours by multiplying, as skimage's img_as_float does: the one
@@ -80,7 +120,7 @@ def test_packed_grey_gather_issues_its_loads_first() -> None:
     mod = load(gather_source(sig, "cuda"), "cuda")
     argtys = (arr(np.uint32, 1), arr(np.float64, 1), arr(np.uint8, 3)) + (
         types.float64,) * gather_nparams(sig)
-    ptx, _ = cuda.compile_ptx(mod.kernel.py_func, argtys, cc=CC)
+    ptx = ptx_of(mod.kernel.py_func, argtys)
     lines = ptx.splitlines()
     loads = [i for i, line in enumerate(lines) if "ld.global" in line]
     n = gather_items(sig, "cuda")
@@ -93,10 +133,9 @@ def test_packed_grey_gather_issues_its_loads_first() -> None:
 def test_stencil_kernels_compile_to_ptx(dtype: np.dtype) -> None:
     rows, cols = stencil_kernels("cuda")
     src, tmp, taps = arr(dtype, 3), arr(np.float64, 3), arr(np.float64, 1)
-    ptx_rows, _ = cuda.compile_ptx(rows.py_func, (src, tmp, taps, types.int64), cc=CC)
-    ptx_cols, _ = cuda.compile_ptx(
-        cols.py_func, (src, tmp, arr(dtype, 3), taps, types.int64, types.boolean, types.float64),
-        cc=CC,
+    ptx_rows = ptx_of(rows.py_func, (src, tmp, taps, types.int64))
+    ptx_cols = ptx_of(
+        cols.py_func, (src, tmp, arr(dtype, 3), taps, types.int64, types.boolean, types.float64)
     )
     assert ".entry" in ptx_rows and ".entry" in ptx_cols
 
@@ -109,9 +148,9 @@ def test_tiled_stencil_kernels_compile_to_ptx(c: int, dtype: np.dtype) -> None:
     nc = min(c, 3)
     rows, cols = codegen_gpu.stencil_tiled_kernels(c, nc)
     src, tmp, taps = arr(dtype, 3), arr(np.float64, 3), arr(np.float64, 1)
-    ptx_rows, _ = cuda.compile_ptx(rows.py_func, (src, tmp, taps, types.int64), cc=CC)
-    ptx_cols, _ = cuda.compile_ptx(
-        cols.py_func, (src, tmp, arr(dtype, 3), taps, types.boolean, types.float64), cc=CC,
+    ptx_rows = ptx_of(rows.py_func, (src, tmp, taps, types.int64))
+    ptx_cols = ptx_of(
+        cols.py_func, (src, tmp, arr(dtype, 3), taps, types.boolean, types.float64)
     )
     assert ".entry" in ptx_rows and ".entry" in ptx_cols
     # the window lives in registers: no local-memory array
@@ -123,11 +162,11 @@ def test_rgba_lut_kernels_compile_to_ptx() -> None:
 
     flat, mapped = codegen_gpu.lut_rgba_kernels()
     lut = arr(np.uint8, 3)
-    ptx_flat, _ = cuda.compile_ptx(
-        flat.py_func, (arr(np.uint32, 1), arr(np.uint32, 1), lut, types.boolean), cc=CC)
-    ptx_mapped, _ = cuda.compile_ptx(
+    ptx_flat = ptx_of(
+        flat.py_func, (arr(np.uint32, 1), arr(np.uint32, 1), lut, types.boolean))
+    ptx_mapped = ptx_of(
         mapped.py_func,
-        (arr(np.uint32, 2), arr(np.uint32, 2), lut, arr(np.float64, 1), types.boolean), cc=CC)
+        (arr(np.uint32, 2), arr(np.uint32, 2), lut, arr(np.float64, 1), types.boolean))
     assert ".entry" in ptx_flat and ".entry" in ptx_mapped
     assert "ld.global.u32" in ptx_flat or "ld.global.nc.u32" in ptx_flat
 
@@ -142,7 +181,7 @@ def test_batched_gather_kernel_compiles_to_ptx(sig: GatherSig, dtype: np.dtype,
     out_dtype = np.float64 if sig.grey else dtype
     argtys = (arr(dtype, 4), arr(np.int64, 1), arr(out_dtype, 4), arr(np.uint8, 4),
               arr(np.float64, 2))
-    ptx, _ = cuda.compile_ptx(kernel.py_func, argtys, cc=CC)
+    ptx = ptx_of(kernel.py_func, argtys)
     assert ".entry" in ptx
     assert "%ctaid.z" in ptx  # the image index comes from the grid's z axis
 
@@ -154,10 +193,10 @@ def test_batched_stencil_kernels_compile_to_ptx(dtype: np.dtype) -> None:
     rows, cols = codegen_batch.stencil_batch_kernels("cuda")
     src, tmp, taps = arr(dtype, 4), arr(np.float64, 4), arr(np.float64, 2)
     idx = arr(np.int64, 1)
-    ptx_rows, _ = cuda.compile_ptx(rows.py_func, (src, idx, tmp, taps, idx, types.int64), cc=CC)
-    ptx_cols, _ = cuda.compile_ptx(
+    ptx_rows = ptx_of(rows.py_func, (src, idx, tmp, taps, idx, types.int64))
+    ptx_cols = ptx_of(
         cols.py_func, (src, idx, tmp, arr(dtype, 4), taps, idx, types.int64, types.boolean,
-                       types.float64), cc=CC)
+                       types.float64))
     assert ".entry" in ptx_rows and ".entry" in ptx_cols
 
 
@@ -168,10 +207,9 @@ def test_batched_tiled_stencil_kernels_compile_to_ptx(c: int) -> None:
     rows, cols = codegen_batch.stencil_tiled_batch_kernels(c, min(c, 3))
     src, tmp, taps, idx = arr(np.uint8, 4), arr(np.float64, 4), arr(np.float64, 2), arr(
         np.int64, 1)
-    ptx_rows, _ = cuda.compile_ptx(rows.py_func, (src, idx, tmp, taps, idx, types.int64), cc=CC)
-    ptx_cols, _ = cuda.compile_ptx(
-        cols.py_func, (src, idx, tmp, arr(np.uint8, 4), taps, idx, types.boolean, types.float64),
-        cc=CC)
+    ptx_rows = ptx_of(rows.py_func, (src, idx, tmp, taps, idx, types.int64))
+    ptx_cols = ptx_of(
+        cols.py_func, (src, idx, tmp, arr(np.uint8, 4), taps, idx, types.boolean, types.float64))
     assert ".entry" in ptx_rows and ".entry" in ptx_cols
     assert ".local" not in ptx_rows and ".local" not in ptx_cols
 
@@ -205,7 +243,7 @@ def test_batched_2d_stencil_kernel_compiles_to_ptx(c: int) -> None:
     from millipyde.graph.codegen import batch as codegen_batch
 
     kernel = codegen_batch.stencil_2d_batch_kernel(c, min(c, 3), unsigned=True)
-    ptx, _ = cuda.compile_ptx(kernel.py_func, tile_argtys(arr(np.uint8, 1), True), cc=CC)
+    ptx = ptx_of(kernel.py_func, tile_argtys(arr(np.uint8, 1), True))
     assert ".entry" in ptx and "%ctaid.z" in ptx and ".local" not in ptx
     # a member's base offsets and the gated copy are 64-bit, nothing in the loops
     assert_direct_32bit(ptx, 48)
@@ -219,7 +257,7 @@ def test_2d_stencil_kernel_compiles_to_ptx(c: int, packed: bool) -> None:
 
     kernel = codegen_gpu.stencil_2d_kernel(c, min(c, 3), pre=True, post=True, packed=packed)
     img = arr(np.uint32, 1) if packed else arr(np.uint8, 1)
-    ptx, _ = cuda.compile_ptx(kernel.py_func, tile_argtys(img, False), cc=CC)
+    ptx = ptx_of(kernel.py_func, tile_argtys(img, False))
     assert ".entry" in ptx and ".local" not in ptx
     assert_direct_32bit(ptx, 32)
     if packed:
@@ -240,5 +278,5 @@ def test_tall_tiles_only_where_their_shared_memory_fits() -> None:
     assert codegen_gpu.tile_geometry(False, 16, True, limit) == base
     assert codegen_gpu.tile_geometry(False) == base
     kernel = codegen_gpu.stencil_2d_kernel(1, 1, geometry=tall)
-    ptx, _ = cuda.compile_ptx(kernel.py_func, tile_argtys(arr(np.float64, 1), False), cc=CC)
+    ptx = ptx_of(kernel.py_func, tile_argtys(arr(np.float64, 1), False))
     assert ".entry" in ptx and ".local" not in ptx

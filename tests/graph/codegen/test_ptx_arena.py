@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ptx_compile import ptx_of
 
 from millipyde.graph.codegen import arena
 from millipyde.graph.codegen.gather_sig import GatherSig
 from millipyde.graph.codegen.loader import load
 
-cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
+pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
 from numba import types  # noqa: E402
 from numba.np.numpy_support import from_dtype  # noqa: E402
 
 pytestmark = pytest.mark.ptx
 
-CC = (9, 0)
 RECIPE = GatherSig(3, "chain", True, True, False,
                            post=("brightness", "adjust_contrast", "adjust_saturation",
                                  "adjust_hue", "gaussian_noise", "erase"),
@@ -40,7 +40,7 @@ def test_arena_gather_compiles_to_ptx(sig, layout) -> None:
     else:
         argtys = (arr(np.uint8, 1), arr(np.int64, 2), arr(np.uint8, 4), arr(np.float64, 2),
                   arr(np.float64, 1))
-    ptx, _ = cuda.compile_ptx(mod.kernel.py_func, argtys, cc=CC)
+    ptx = ptx_of(mod.kernel.py_func, argtys)
     assert ".entry" in ptx
 
 
@@ -49,5 +49,5 @@ def test_arena_mean_compiles_to_ptx_with_one_atomic_per_warp() -> None:
                                lut_stages=(False, False), clip=False, edge=True)
     mod = load(arena.arena_mean_source(prefix, "cuda", False, True), "cuda")
     argtys = (arr(np.uint8, 1), arr(np.int64, 2), arr(np.float64, 2), arr(np.float64, 1))
-    ptx, _ = cuda.compile_ptx(mod.kernel.py_func, argtys, cc=CC)
+    ptx = ptx_of(mod.kernel.py_func, argtys)
     assert "shfl.sync.down" in ptx and "atom.global.add.f64" in ptx

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ptx_compile import ptx_of
 from source_lines import lines_within
 
 import millipyde as mp
@@ -13,13 +14,12 @@ from millipyde.graph.codegen.gather import gather_mean_source, gather_source
 from millipyde.graph.codegen.gather_sig import GatherSig, gather_nparams
 from millipyde.graph.codegen.loader import load
 
-cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
+pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
 from numba import types  # noqa: E402
 from numba.np.numpy_support import from_dtype  # noqa: E402
 
 pytestmark = pytest.mark.ptx
 
-CC = (9, 0)
 
 
 @mp.elementwise
@@ -80,8 +80,8 @@ def _argtys(sig: GatherSig, dtype: np.dtype, n: int, out: types.Array):
 def test_gather_compiles_to_ptx(sig: GatherSig, dtype: np.dtype) -> None:
     mod = load(gather_source(sig, "cuda"), "cuda")
     out = types.Array(from_dtype(np.dtype(np.float64 if sig.grey else dtype)), 3, "C")
-    ptx, _ = cuda.compile_ptx(mod.kernel.py_func,
-                              _argtys(sig, dtype, gather_nparams(sig), out), cc=CC)
+    ptx = ptx_of(mod.kernel.py_func,
+                 _argtys(sig, dtype, gather_nparams(sig), out))
     assert ".target sm_90" in ptx and ".entry" in ptx
 
 
@@ -100,7 +100,7 @@ def test_grey_mean_compiles_to_ptx_with_one_atomic_add(sig: GatherSig,
                                                        dtype: np.dtype) -> None:
     mod = load(gather_mean_source(sig, "cuda"), "cuda")
     acc = types.Array(types.float64, 1, "C")
-    ptx, _ = cuda.compile_ptx(mod.kernel.py_func,
-                              _argtys(sig, dtype, gather_nparams(sig) + 2, acc), cc=CC)
+    ptx = ptx_of(mod.kernel.py_func,
+                 _argtys(sig, dtype, gather_nparams(sig) + 2, acc))
     assert ".entry" in ptx
     assert ptx.count("atom.global.add.f64") == 1
