@@ -77,6 +77,9 @@ class Backend:
     visible_devices_var: ClassVar[str | None] = None
     #: dynamic shared memory any block gets without opting in (bytes)
     SHARED_DEFAULT: ClassVar[int] = 48 * 1024
+    #: generated kernels take their scalar parameters as one float64 array (the cpu's loops)
+    #: instead of one argument each
+    scalars_in_array: ClassVar[bool] = False
 
     caps: Capabilities
 
@@ -252,6 +255,16 @@ class Backend:
         """Run a kernel with an explicit 1-D grid (the CPU runs the loop itself)."""
         raise NotImplementedError
 
+    def bind_2d(self, kernel: Any, h: int, w: int, device: int, src: Any, dst: Any,
+                fixed: tuple, params: tuple) -> Bound2D | None:
+        """Keep the launch ``launch_2d(kernel, h, w, device, as_3d(src), as_3d(dst), *fixed,
+        *params)`` for replays: a call of the result with a source of ``src``'s layout and new
+        scalars allocates an output of ``dst``'s layout, launches, and returns the output.
+
+        None when it cannot be kept (a backend's own launch path is not ready yet).
+        """
+        return Bound2D(self, kernel, h, w, device, tuple(dst.shape), dst.dtype, tuple(fixed))
+
     #: threads per block of a flat launch
     BLOCK_1D: ClassVar[int] = 256
 
@@ -264,3 +277,26 @@ class Backend:
 
     def shutdown(self) -> None:
         """At exit: finish queued work and drop cached device objects."""
+
+
+class Bound2D:
+    """A 2-D launch kept for replays (``Backend.bind_2d``): everything but the source, the
+    output and the scalar parameters is fixed. This one goes through the backend's own
+    ``empty`` and ``launch_2d``; a backend may bind a faster one."""
+
+    __slots__ = ("backend", "kernel", "h", "w", "device", "shape", "dtype", "fixed")
+
+    def __init__(self, backend: Backend, kernel: Any, h: int, w: int, device: int,
+                 shape: tuple[int, ...], dtype: np.dtype, fixed: tuple) -> None:
+        self.backend, self.kernel, self.h, self.w = backend, kernel, h, w
+        self.device, self.shape, self.dtype, self.fixed = device, shape, dtype, fixed
+
+    def __call__(self, src: Any, params: list[float]) -> Any:
+        """Launch on ``src`` with the scalar ``params``; the new output buffer."""
+        b = self.backend
+        with b.on_device(self.device):
+            dst = b.empty(self.shape, self.dtype, self.device)
+            scalars = (np.array(params, dtype=np.float64),) if b.scalars_in_array else params
+            b.launch_2d(self.kernel, self.h, self.w, self.device, b.as_3d(src), b.as_3d(dst),
+                        *self.fixed, *scalars)
+        return dst

@@ -1,5 +1,6 @@
 """Run planned kernels: each kernel kind's runner, the stored sources it reads, private
-intermediates, and ``materialize``, which plans a node and runs what it needs."""
+intermediates, and ``materialize``, which plans a node and runs what it needs (or, for a
+replayed one-kernel plan that learnt one, its replay launch: ``binds``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ from . import replay
 #: here: the gather runner materializes reductions (the warp clip's bounds) through this driver.
 Runner = Callable[[Kernel, Any, int, "Gather | None"], "tuple[Any, bool]"]
 RUNNERS: dict[str, Runner] = {}
+#: A kernel kind's binder: (a replayed kernel just run, its source's position in the chain,
+#: its node fields' positions, the chain's length) to a replay launch of the plan, or None
+#: (see ``replay.learn``).
+Binder = Callable[[Kernel, int, "dict[str, tuple[int, ...]]", int], "replay.Fast | None"]
+BINDERS: dict[str, Binder] = {}
 
 
 def runs(*kinds: str) -> Callable[[Runner], Runner]:
@@ -25,6 +31,15 @@ def runs(*kinds: str) -> Callable[[Runner], Runner]:
     def register(fn: Runner) -> Runner:
         for kind in kinds:
             RUNNERS[kind] = fn
+        return fn
+    return register
+
+
+def binds(*kinds: str) -> Callable[[Binder], Binder]:
+    """Register the decorated function as the binder of kernels of ``kinds``."""
+    def register(fn: Binder) -> Binder:
+        for kind in kinds:
+            BINDERS[kind] = fn
         return fn
     return register
 
@@ -106,11 +121,23 @@ def materialize(target: Node) -> Any:
     with target.lock:
         if target.materialized:
             return target.buffer
-        kernels = replay.plan(target)  # schedule.plan, or a cached plan bound to these nodes
-        private: dict[int, Any] = {}
-        for i, k in enumerate(kernels):
-            for src in getattr(k, "leaves", None) or [k.source]:
-                if src.buffer is None and src.id not in private:
-                    materialize(src)
-            run_kernel(k, private, private_reader(k, kernels[i + 1:], target))
+        # schedule.plan, or a cached plan of this chain's structure
+        kernels, seq, entry = replay.resolve(target)
+        if entry is None:
+            _run_all(kernels, target)
+        elif entry.fast is not None and entry.fast(seq):
+            pass  # the replay launch stored the output
+        else:
+            kernels = replay.bind(entry, seq)
+            _run_all(kernels, target)
+            replay.learn(entry, kernels, seq, BINDERS)
     return target.buffer
+
+
+def _run_all(kernels: list[Kernel], target: Node) -> None:
+    private: dict[int, Any] = {}
+    for i, k in enumerate(kernels):
+        for src in getattr(k, "leaves", None) or [k.source]:
+            if src.buffer is None and src.id not in private:
+                materialize(src)
+        run_kernel(k, private, private_reader(k, kernels[i + 1:], target))

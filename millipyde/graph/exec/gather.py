@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import faults
 from ...backend import ACTIVE as runtime
 from ..codegen import gpu as codegen_gpu
 from ..codegen.gather import gather_items, gather_kernel, gather_mean_source
@@ -241,7 +242,8 @@ def run_gather(k: Gather, src: Any, device: int, reader: Gather | None = None
                ) -> tuple[Any, bool]:
     """Launch gather ``k`` on ``src``: its output buffer (never partial)."""
     out = k.output
-    sig, lut, p = gather_args(k, not tables_inline(k))
+    tables = not tables_inline(k)
+    sig, lut, p = gather_args(k, tables)
     dst = runtime.empty(out.shape, out.dtype, device)
     if variants.gpu_variants_enabled() and _rgba_lut_fast(sig, src):
         _run_gather_rgba(k, src, dst, lut, p, device)
@@ -259,7 +261,50 @@ def run_gather(k: Gather, src: Any, device: int, reader: Gather | None = None
     table = (identity_table(sig.cin, device) if not any(sig.lut_stages)
              else runtime.upload_small(np.ascontiguousarray(lut), device))
     runtime.launch_2d(fn, h, -(-w // items), device, src_arg, dst_arg, table, *params)
+    memo = k.__dict__.get("_memo")
+    if (memo is not None and memo.get(tables) is not None and "bound" not in memo
+            and not sig.packed and not any(sig.lut_stages) and h * w > 0):
+        # a replayed plan whose parameters but the chained ops' are fixed: keep the launch
+        bound = runtime.bind_2d(fn, h, -(-w // items), device, src, dst, (table,), params)
+        if bound is not None:
+            memo["bound"] = (bound, tables)
     return dst, False
+
+
+class _Replayed:
+    """The replay launch of a one-gather plan (``replay.learn``): the parameters are the
+    plan's with the chained ops' slots taken from the bound nodes (``_replayed_args``), the
+    launch the one the gather runner kept (``Backend.bind_2d``)."""
+
+    __slots__ = ("bound", "src", "out", "base", "slots")
+
+    def __init__(self, bound: Any, src: int, out: int, base: list[float],
+                 slots: tuple[tuple[int, int, int], ...]) -> None:
+        self.bound, self.src, self.out, self.base, self.slots = bound, src, out, base, slots
+
+    def __call__(self, seq: list[Node]) -> bool:
+        if faults.ARMED:
+            return False  # the general path checks each op's fault point
+        p = self.base.copy()
+        for pos, a, b in self.slots:
+            p[a:b] = _op_params(seq[pos])
+        seq[self.out].settle(self.bound(seq[self.src].buffer, p))
+        return True
+
+
+@execute.binds("gather")
+def bind_gather(k: Gather, src: int, lists: dict[str, tuple[int, ...]], n: int
+                ) -> _Replayed | None:
+    """The replay launch of a replayed one-gather plan whose launch the runner kept."""
+    memo = k.__dict__.get("_memo")
+    got = None if memo is None else memo.get("bound")
+    if got is None or lists["nodes"][-1] != n - 1:
+        return None
+    bound, tables = got
+    _, base, offsets = memo[tables]
+    chained = (() if k.lut_mode and tables else lists["pre"] + lists["post"]) + lists["grey_ops"]
+    slots = tuple((pos, offsets[i], offsets[i + 1]) for i, pos in enumerate(chained))
+    return _Replayed(bound, src, n - 1, base.tolist(), slots)
 
 
 @execute.runs("stat")
