@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from . import rawlaunch
 from .base import DeviceInfo
 
 
@@ -107,13 +108,16 @@ class CudaDevices:
 
     def _is_current(self, device: int) -> bool:
         """Whether ``device``'s context is the current one of this thread."""
-        from numba.cuda.cudadrv.driver import driver
-
         handle = self._ctx_handles.get(device)
         if handle is None:
             with self._switch_device(device):
                 handle = self._ctx_handles[device] = int(self.cuda.current_context().handle)
-        return int(driver.cuCtxGetCurrent()) == handle
+        current = rawlaunch.current_context()
+        if current is None:
+            from numba.cuda.cudadrv.driver import driver
+
+            current = int(driver.cuCtxGetCurrent())
+        return current == handle
 
     @contextlib.contextmanager
     def _switch_device(self, device: int) -> Iterator[None]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import launcher
+from . import launcher, rawlaunch
+from .base import Bound2D
+from .cuda_bound import RawBound2D
 
 
 def _type_key(args: tuple) -> tuple:
@@ -81,6 +83,26 @@ class CudaLaunches:
         grid, block = self._grid_2d(h, w)
         with self.on_device(device):
             self._launch(kernel, device, args, grid, block, self.current_stream())
+
+    def bind_2d(self, kernel: Any, h: int, w: int, device: int, src: Any, dst: Any,
+                fixed: tuple, params: tuple) -> Bound2D | RawBound2D | None:
+        """Through the driver with a pre-flattened block (``cuda_bound``) where the cached
+        launch path holds a template of this launch; None until it has decided on one."""
+        generic = Bound2D(self, kernel, h, w, device, tuple(dst.shape), dst.dtype, tuple(fixed))
+        if not (self.fast_launch and launcher.ENABLED and launcher.DIRECT):
+            return generic
+        args = (self.as_3d(src), self.as_3d(dst), *fixed, *params)
+        if not launcher.known(kernel, device, args):
+            return None  # the kernel's first launch of these kinds is not kept yet
+        template = launcher.template_of(kernel, device, args)
+        pool = self._cupy_pool()
+        if (template is None or pool is None or 0 in dst.shape
+                or not RawBound2D.fits(template, len(args), len(params))):
+            return generic
+        grid, block = self._grid_2d(h, w)
+        alloc = pool.allocator(tuple(dst.shape), dst.dtype, device, self._context)
+        return RawBound2D(self, generic, template, alloc, device, rawlaunch.dims(grid),
+                          rawlaunch.dims(block), args, src, len(params))
 
     def launch_grid(self, kernel: Any, grid: tuple[int, ...], block: tuple[int, ...],
                     device: int, *args: Any, shared: int = 0) -> None:

@@ -57,6 +57,10 @@ class CupyPool:
 
         ``context(device)`` gives the device's numba-cuda context (called once per device).
         """
+        block = self._block(_LAYOUTS.nbytes(shape, dtype), device, stream)
+        return _LAYOUTS.stamp(shape, dtype, block.ptr, block, self._context(device, context))
+
+    def _block(self, nbytes: int, device: int, stream: Any) -> Any:
         cupy = self.cupy
         handle = stream_handle(stream)
         with cupy.cuda.Device(device):
@@ -65,11 +69,34 @@ class CupyPool:
                 cp_stream = _cupy_external(cupy, handle) if handle else cupy.cuda.Stream.null
                 self._streams[(device, handle)] = cp_stream
             with cp_stream:
-                block = cupy.cuda.alloc(_LAYOUTS.nbytes(shape, dtype))
+                return cupy.cuda.alloc(nbytes)
+
+    def _context(self, device: int, context: Callable[[int], Any]) -> Any:
         ctx = self._contexts.get(device)
         if ctx is None:
             ctx = self._contexts[device] = context(device)
-        return _LAYOUTS.stamp(shape, dtype, block.ptr, block, ctx)
+        return ctx
+
+    def allocator(self, shape: tuple[int, ...], dtype: np.dtype, device: int,
+                  context: Callable[[int], Any]) -> Callable[[Any], Any]:
+        """``allocate`` of one layout on one device, the stream given per call: its bytes,
+        prototype and context worked out once (a replay launch allocates its output so)."""
+        from numba.cuda.cudadrv import devicearray, driver
+
+        nbytes = _LAYOUTS.nbytes(shape, dtype)
+        ctx = self._context(device, context)
+        proto = _LAYOUTS.proto(shape, dtype, ctx)
+        block_of, array, pointer = self._block, devicearray.DeviceNDArray, driver.MemoryPointer
+        cu_ptr = driver.binding.CUdeviceptr
+
+        def allocate(stream: Any) -> Any:
+            block = block_of(nbytes, device, stream)
+            arr = object.__new__(array)
+            arr.__dict__.update(proto)
+            arr.gpu_data = pointer(ctx, cu_ptr(block.ptr), size=nbytes, owner=block)
+            return arr
+
+        return allocate
 
     @staticmethod
     def _wrap(arr: Any, ctx: Any) -> Any:
@@ -118,14 +145,13 @@ class _Layouts:
             self._sizes[(shape, dtype)] = got
         return got
 
-    def stamp(self, shape: tuple[int, ...], dtype: np.dtype, ptr: int, owner: Any,
-              ctx: Any) -> Any:
-        """A C-contiguous device array of ``shape`` and ``dtype`` over ``ptr`` (kept alive
-        by ``owner``) in numba-cuda context ``ctx``."""
-        from numba.cuda.cudadrv import devicearray, driver
-
+    def proto(self, shape: tuple[int, ...], dtype: np.dtype, ctx: Any) -> dict:
+        """The attributes, all but the memory, of a C-contiguous device array of ``shape`` and
+        ``dtype``."""
         proto = self._protos.get((shape, dtype))
         if proto is None:
+            from numba.cuda.cudadrv import devicearray, driver
+
             strides = _c_strides(shape, dtype.itemsize)
             a = devicearray.DeviceNDArray(shape=shape, strides=strides, dtype=dtype,
                                           gpu_data=_null(driver, ctx), stream=0)
@@ -133,6 +159,15 @@ class _Layouts:
             if len(self._protos) >= self._MAX:
                 self._protos.clear()
             self._protos[(shape, dtype)] = proto
+        return proto
+
+    def stamp(self, shape: tuple[int, ...], dtype: np.dtype, ptr: int, owner: Any,
+              ctx: Any) -> Any:
+        """A C-contiguous device array of ``shape`` and ``dtype`` over ``ptr`` (kept alive
+        by ``owner``) in numba-cuda context ``ctx``."""
+        from numba.cuda.cudadrv import devicearray, driver
+
+        proto = self.proto(shape, dtype, ctx)
         data = driver.MemoryPointer(ctx, driver.binding.CUdeviceptr(ptr),
                                     size=self.nbytes(shape, dtype), owner=owner)
         arr = object.__new__(devicearray.DeviceNDArray)

@@ -39,10 +39,28 @@ def libcuda() -> Any:
                     fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [
                         ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
                     fn.restype = ctypes.c_int
+                    get = lib.cuCtxGetCurrent
+                    get.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+                    get.restype = ctypes.c_int
                     _libcuda = lib
                 except (OSError, AttributeError):
                     _libcuda = False
     return _libcuda or None
+
+
+def current_context() -> int | None:
+    """The handle of this thread's current CUDA context (0: none), or None where the driver
+    library does not load: one ctypes call, where numba-cuda's wrapper costs a few us."""
+    lib = libcuda()
+    if lib is None:
+        return None
+    out = ctypes.c_void_p()
+    rc = lib.cuCtxGetCurrent(ctypes.byref(out))
+    if rc:
+        from numba.cuda.cudadrv.driver import CudaAPIError
+
+        raise CudaAPIError(rc, f"cuCtxGetCurrent failed with CUresult {rc}")
+    return out.value or 0
 
 
 def _codes(ty: Any) -> tuple[str, int] | None:
@@ -98,7 +116,19 @@ class Template:
     def launch(self, args: tuple, grid: tuple[int, int, int], block: tuple[int, int, int],
                shared: int, stream: int) -> None:
         """Queue one launch on ``stream`` (a raw handle) in the current context."""
-        vals = self.values(args)
+        self.launch_values(self.values(args), grid, block, shared, stream)
+
+    def slots(self) -> list[int]:
+        """The first slot of each argument (an array takes ``5 + 2 * ndim``, a scalar one)."""
+        out, at = [], 0
+        for ndim in self.kinds:
+            out.append(at)
+            at += 1 if ndim < 0 else 5 + 2 * ndim
+        return out
+
+    def launch_values(self, vals: list, grid: tuple[int, int, int],
+                      block: tuple[int, int, int], shared: int, stream: int) -> None:
+        """``launch`` of arguments already flattened in slot order (``values``)."""
         lib = libcuda()
         with self.lock:
             self.layout.pack_into(self.block, 0, *vals)

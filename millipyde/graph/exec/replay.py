@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import config
-
 from ...kernels import OpSpec
 from ..ir.node import Node
 from ..plan import schedule

@@ -1,0 +1,168 @@
+"""Replay launches (``replay.learn``, ``gather._Replayed``, ``Backend.bind_2d``): a replayed
+one-gather plan stores what the general path stores, honours fault points and launch
+recording, and counts as a hit."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import millipyde as mp
+from millipyde import faults
+from millipyde.backend import ACTIVE as runtime
+from millipyde.graph.exec import gather as exec_gather
+from millipyde.graph.exec import replay
+
+cudasim_ok = pytest.mark.cudasim_ok
+
+CHAINS = {
+    "gamma": lambda im, s: im.adjust_gamma(0.5 + s),
+    "gamma gain": lambda im, s: im.adjust_gamma(2 - s, 0.5 + s),
+    "fliplr": lambda im, s: im.fliplr(),
+    "grey": lambda im, s: im.rgb2grey(),
+    "brightness, fliplr, gamma": lambda im, s: (im.brightness(s / 3), im.fliplr(),
+                                                im.adjust_gamma(1 + s)),
+    "gamma, grey, brightness": lambda im, s: (im.adjust_gamma(2 - s), im.rgb2grey(),
+                                              im.brightness(-s / 3)),
+    "transpose, colorize": lambda im, s: (im.transpose(), im.colorize(s, 1 - s, 0.5)),
+    "rotate": lambda im, s: im.rotate(30),
+}
+STEPS = (0.1, 0.2, 0.35, 0.6, 0.8, 0.9)
+
+
+@pytest.fixture(autouse=True)
+def _fresh(monkeypatch):
+    # uint8 chains computed in the kernel on every backend (device backends do so for images
+    # this small): host-built tables are made per call and never take a replay launch
+    monkeypatch.setattr(exec_gather, "tables_inline",
+                        lambda k: bool((k.pre or k.post) and k.lut_mode))
+    replay.clear()
+    yield
+    replay.clear()
+
+
+def _host(shape=(9, 13, 3), seed=4) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8)
+
+
+def _replays(name: str, host: np.ndarray) -> list[np.ndarray]:
+    src = mp.gpuimage(host)
+    src._materialize()
+    out = []
+    for s in STEPS:
+        img = src.clone()
+        img._materialize()  # a stored source: the chain replays from it
+        CHAINS[name](img, s)
+        out.append(img.get())
+    return out
+
+
+def _fast_entries() -> list:
+    return [e for e in replay._cache.values() if e.fast is not None]
+
+
+@cudasim_ok
+@pytest.mark.parametrize("name", sorted(CHAINS))
+def test_a_replay_launch_stores_what_the_general_path_stores(name, monkeypatch):
+    host = _host()
+    ran = []
+    fast = _replays(name, host)
+    for e in _fast_entries():  # every later call of a learnt launch is counted
+        real = e.fast
+        e.fast = lambda seq, real=real: ran.append(1) or real(seq)
+    fast += _replays(name, host)
+    replay.clear()
+    monkeypatch.setattr(replay, "_FAST_TRIES", 0)  # the general path only
+    general = _replays(name, host) * 2
+    assert not _fast_entries()
+    for a, b in zip(fast, general, strict=True):
+        np.testing.assert_array_equal(a, b)
+    if name != "rotate":  # (a sampler's parameters include the data's warp clip: no memo)
+        assert len(ran) == len(STEPS)
+
+
+@cudasim_ok
+def test_a_replay_launch_runs_on_the_second_replay():
+    host = _host()
+    for i, s in enumerate(STEPS[:4]):
+        img = mp.gpuimage(host)
+        img.adjust_gamma(0.5 + s)
+        img._materialize()
+        # sightings 1-2: planned (cached on the second); 3: replayed, its launch learnt
+        assert bool(_fast_entries()) == (i >= 2)
+    assert replay.stats["hits"] == 2
+
+
+@cudasim_ok
+def test_an_armed_fault_point_still_fires():
+    img = mp.gpuimage(_host())
+    img._materialize()
+    for _ in STEPS[:4]:
+        img.fliplr()
+        img._materialize()
+    assert _fast_entries()
+    faults.inject("op:fliplr")
+    try:
+        img.fliplr()
+        with pytest.raises(faults.InjectedFault):
+            img._materialize()
+    finally:
+        faults.clear()
+    want = np.fliplr(np.asarray(img))
+    img.fliplr()
+    np.testing.assert_array_equal(np.asarray(img), want)
+
+
+@cudasim_ok
+def test_a_recording_thread_records_the_launch_instead():
+    img = mp.gpuimage(_host())
+    img._materialize()
+    for s in STEPS[:4]:
+        img.adjust_gamma(1 + s)
+        img._materialize()
+    assert _fast_entries()
+    seen = []
+    img.adjust_gamma(1.5)
+    with runtime.recording(lambda kernel, device, args: seen.append(kernel)):
+        img._materialize()
+    assert len(seen) == 1
+
+
+def test_threads_replaying_one_plan_store_their_own_values():
+    # (not under CUDASIM: its simulated kernels cannot be launched from two threads at once)
+    host = _host((17, 23, 3), seed=9)
+
+    def run(gammas: list[float], out: list) -> None:
+        img = mp.gpuimage(host)
+        img._materialize()
+        for g in gammas:
+            img.adjust_gamma(g)
+            img._materialize()
+        out.append(img.get())
+
+    gammas = [[0.9 + 0.01 * (t + i) for i in range(6)] for t in range(4)]
+    alone = []
+    for g in gammas:
+        run(g, alone)
+    got: list[list] = [[] for _ in gammas]
+    threads = [threading.Thread(target=run, args=(g, o)) for g, o in zip(gammas, got,
+                                                                        strict=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for a, b in zip(got, alone, strict=True):
+        np.testing.assert_array_equal(a[0], b)
+    assert _fast_entries()
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_replay_launch_goes_through_the_driver():
+    from millipyde.backend.cuda_bound import RawBound2D
+
+    host = _host((64, 80, 3), seed=11)
+    _replays("gamma", host)
+    (entry,) = _fast_entries()
+    assert isinstance(entry.fast.bound, RawBound2D)
