@@ -16,6 +16,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+#: (source buffer, output buffer) to the views of them a kernel takes (``Backend.bind_2d``)
+Views = Callable[[Any, Any], "tuple[Any, Any]"]
+
 
 class DeviceMemoryError(MemoryError):
     """A device allocation failed; the message names the device and the bytes asked."""
@@ -256,14 +259,17 @@ class Backend:
         raise NotImplementedError
 
     def bind_2d(self, kernel: Any, h: int, w: int, device: int, src: Any, dst: Any,
-                fixed: tuple, params: tuple) -> Bound2D | None:
-        """Keep the launch ``launch_2d(kernel, h, w, device, as_3d(src), as_3d(dst), *fixed,
-        *params)`` for replays: a call of the result with a source of ``src``'s layout and new
-        scalars allocates an output of ``dst``'s layout, launches, and returns the output.
+                args: tuple, fixed: int, views: Views) -> Bound2D | None:
+        """Keep the launch ``launch_2d(kernel, h, w, device, *args)`` for replays.
 
-        None when it cannot be kept (a backend's own launch path is not ready yet).
+        ``args`` are ``views(src, dst)`` (views of the source and output buffers that start
+        where they start), ``fixed`` arguments kept as they are, then the scalar parameters.
+        A call of the result with a source of ``src``'s layout and new scalars allocates an
+        output of ``dst``'s layout, launches, and returns the output. None when it cannot be
+        kept (a backend's own launch path is not ready yet).
         """
-        return Bound2D(self, kernel, h, w, device, tuple(dst.shape), dst.dtype, tuple(fixed))
+        return Bound2D(self, kernel, h, w, device, tuple(dst.shape), dst.dtype,
+                       tuple(args[2:2 + fixed]), views)
 
     #: threads per block of a flat launch
     BLOCK_1D: ClassVar[int] = 256
@@ -284,12 +290,13 @@ class Bound2D:
     output and the scalar parameters is fixed. This one goes through the backend's own
     ``empty`` and ``launch_2d``; a backend may bind a faster one."""
 
-    __slots__ = ("backend", "kernel", "h", "w", "device", "shape", "dtype", "fixed")
+    __slots__ = ("backend", "kernel", "h", "w", "device", "shape", "dtype", "fixed", "views")
 
     def __init__(self, backend: Backend, kernel: Any, h: int, w: int, device: int,
-                 shape: tuple[int, ...], dtype: np.dtype, fixed: tuple) -> None:
+                 shape: tuple[int, ...], dtype: np.dtype, fixed: tuple, views: Views) -> None:
         self.backend, self.kernel, self.h, self.w = backend, kernel, h, w
-        self.device, self.shape, self.dtype, self.fixed = device, shape, dtype, fixed
+        self.device, self.shape, self.dtype = device, shape, dtype
+        self.fixed, self.views = fixed, views
 
     def __call__(self, src: Any, params: list[float]) -> Any:
         """Launch on ``src`` with the scalar ``params``; the new output buffer."""
@@ -297,6 +304,6 @@ class Bound2D:
         with b.on_device(self.device):
             dst = b.empty(self.shape, self.dtype, self.device)
             scalars = (np.array(params, dtype=np.float64),) if b.scalars_in_array else params
-            b.launch_2d(self.kernel, self.h, self.w, self.device, b.as_3d(src), b.as_3d(dst),
+            b.launch_2d(self.kernel, self.h, self.w, self.device, *self.views(src, dst),
                         *self.fixed, *scalars)
         return dst

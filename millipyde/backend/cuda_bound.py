@@ -7,8 +7,10 @@ layouts again and again; only the source's address, the new output's and the sca
 argument values of the launch it was bound from, the positions of the two addresses and of the
 scalars among them, the grid, and an allocator of the output's layout (``CupyPool.allocator``).
 A call allocates, writes the three changing parts into a copy of the values and makes one
-``cuLaunchKernel``. Whatever it does not cover (another source layout, a recording thread, the
-cached path switched off, an allocation that fails) goes through the general ``Bound2D``.
+``cuLaunchKernel``. Instead of ``on_device`` it checks that the device's context is the
+thread's current one (one driver call); whatever it does not cover (another context current,
+another source layout, a recording thread, the cached path switched off, an allocation that
+fails) goes through the general ``Bound2D``.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import launcher
-from .base import Backend, Bound2D
+from . import launcher, rawlaunch
+from .base import Bound2D
 from .pool import stream_handle
 from .rawlaunch import Template
 
@@ -25,14 +27,16 @@ from .rawlaunch import Template
 class RawBound2D:
     """A 2-D launch through the driver with a pre-flattened parameter block."""
 
-    __slots__ = ("backend", "generic", "template", "alloc", "device", "grid", "block", "vals",
-                 "src_slot", "dst_slot", "first_scalar", "src_shape", "src_strides")
+    __slots__ = ("backend", "generic", "template", "alloc", "device", "context", "grid",
+                 "block", "vals", "src_slot", "dst_slot", "first_scalar", "src_shape",
+                 "src_strides")
 
-    def __init__(self, backend: Backend, generic: Bound2D, template: Template,
-                 alloc: Callable[[Any], Any], device: int, grid: tuple[int, int, int],
-                 block: tuple[int, int, int], args: tuple, src: Any, nscalars: int) -> None:
+    def __init__(self, backend: Any, generic: Bound2D, template: Template,
+                 alloc: Callable[[int], Any], device: int, context: int,
+                 grid: tuple[int, int, int], block: tuple[int, int, int], args: tuple,
+                 src: Any, nscalars: int) -> None:
         self.backend, self.generic, self.template, self.alloc = backend, generic, template, alloc
-        self.device, self.grid, self.block = device, grid, block
+        self.device, self.context, self.grid, self.block = device, context, grid, block
         self.vals = template.values(args)
         first = template.slots()
         # (numba-cuda's array ABI: meminfo, parent, nitems, itemsize, data, shape, strides)
@@ -53,18 +57,21 @@ class RawBound2D:
         b = self.backend
         if (src.shape != self.src_shape or src.strides != self.src_strides
                 or not (launcher.ENABLED and launcher.DIRECT)
-                or getattr(b._tls, "recording", None) is not None):
+                or getattr(b._tls, "recording", None) is not None
+                or rawlaunch.current_context() != self.context):
             return self.generic(src, params)
-        with b.on_device(self.device):
-            stream = b.current_stream()
-            try:
-                dst = self.alloc(stream)
-            except MemoryError:
-                # the general path allocates again and reports a failure as the backend does
-                return self.generic(src, params)
-            vals = self.vals.copy()
-            vals[self.src_slot] = int(src.gpu_data.device_pointer)
-            vals[self.dst_slot] = int(dst.gpu_data.device_pointer)
-            vals[self.first_scalar:] = params
-            self.template.launch_values(vals, self.grid, self.block, 0, stream_handle(stream))
+        stream = b.stream_on(self.device)
+        if stream is None:
+            return self.generic(src, params)
+        handle = stream_handle(stream)
+        try:
+            dst = self.alloc(handle)
+        except MemoryError:
+            # the general path allocates again and reports a failure as the backend does
+            return self.generic(src, params)
+        vals = self.vals.copy()
+        vals[self.src_slot] = int(src.gpu_data.device_pointer)
+        vals[self.dst_slot] = int(dst.gpu_data.device_pointer)
+        vals[self.first_scalar:] = params
+        self.template.launch_values(vals, self.grid, self.block, 0, handle)
         return dst

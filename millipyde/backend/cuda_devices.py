@@ -162,6 +162,12 @@ class CudaDevices:
                 s = self._default_streams[device] = self.cuda.default_stream()
         return s
 
+    def stream_on(self, device: int) -> Any:
+        """What ``current_stream()`` gives inside ``on_device(device)``, without entering it;
+        None where that stream is not known yet (before the device's first launch)."""
+        s = getattr(self._tls, "stream", None)
+        return self._default_streams.get(device) if s is None else s
+
     def new_stream(self, device: int) -> Any:
         with self.on_device(device):
             return self.cuda.stream()

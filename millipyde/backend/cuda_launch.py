@@ -6,13 +6,19 @@ from __future__ import annotations
 from typing import Any
 
 from . import launcher, rawlaunch
-from .base import Bound2D
+from .base import Bound2D, Views
 from .cuda_bound import RawBound2D
 
 
 def _type_key(args: tuple) -> tuple:
     return tuple((a.dtype.str, a.ndim) if hasattr(a, "dtype") and hasattr(a, "ndim")
                  else type(a).__name__ for a in args)
+
+
+def _same_start(view: Any, buffer: Any) -> bool:
+    """Whether ``view`` starts where ``buffer`` does (a replay launch passes the buffer's
+    address in the view's place)."""
+    return int(view.gpu_data.device_pointer) == int(buffer.gpu_data.device_pointer)
 
 
 class CudaLaunches:
@@ -85,24 +91,29 @@ class CudaLaunches:
             self._launch(kernel, device, args, grid, block, self.current_stream())
 
     def bind_2d(self, kernel: Any, h: int, w: int, device: int, src: Any, dst: Any,
-                fixed: tuple, params: tuple) -> Bound2D | RawBound2D | None:
+                args: tuple, fixed: int, views: Views) -> Bound2D | RawBound2D | None:
         """Through the driver with a pre-flattened block (``cuda_bound``) where the cached
         launch path holds a template of this launch; None until it has decided on one."""
-        generic = Bound2D(self, kernel, h, w, device, tuple(dst.shape), dst.dtype, tuple(fixed))
+        generic = Bound2D(self, kernel, h, w, device, tuple(dst.shape), dst.dtype,
+                          tuple(args[2:2 + fixed]), views)
         if not (self.fast_launch and launcher.ENABLED and launcher.DIRECT):
             return generic
-        args = (self.as_3d(src), self.as_3d(dst), *fixed, *params)
         if not launcher.known(kernel, device, args):
             return None  # the kernel's first launch of these kinds is not kept yet
         template = launcher.template_of(kernel, device, args)
         pool = self._cupy_pool()
+        nscalars = len(args) - 2 - fixed
         if (template is None or pool is None or 0 in dst.shape
-                or not RawBound2D.fits(template, len(args), len(params))):
+                or not RawBound2D.fits(template, len(args), nscalars)
+                or not _same_start(args[0], src) or not _same_start(args[1], dst)):
+            return generic
+        context = rawlaunch.current_context()  # (the runner has the device's current)
+        if context is None:
             return generic
         grid, block = self._grid_2d(h, w)
         alloc = pool.allocator(tuple(dst.shape), dst.dtype, device, self._context)
-        return RawBound2D(self, generic, template, alloc, device, rawlaunch.dims(grid),
-                          rawlaunch.dims(block), args, src, len(params))
+        return RawBound2D(self, generic, template, alloc, device, context, rawlaunch.dims(grid),
+                          rawlaunch.dims(block), args, src, nscalars)
 
     def launch_grid(self, kernel: Any, grid: tuple[int, ...], block: tuple[int, ...],
                     device: int, *args: Any, shared: int = 0) -> None:

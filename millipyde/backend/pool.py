@@ -57,12 +57,11 @@ class CupyPool:
 
         ``context(device)`` gives the device's numba-cuda context (called once per device).
         """
-        block = self._block(_LAYOUTS.nbytes(shape, dtype), device, stream)
+        block = self._block(_LAYOUTS.nbytes(shape, dtype), device, stream_handle(stream))
         return _LAYOUTS.stamp(shape, dtype, block.ptr, block, self._context(device, context))
 
-    def _block(self, nbytes: int, device: int, stream: Any) -> Any:
+    def _block(self, nbytes: int, device: int, handle: int) -> Any:
         cupy = self.cupy
-        handle = stream_handle(stream)
         with cupy.cuda.Device(device):
             cp_stream = self._streams.get((device, handle))
             if cp_stream is None:
@@ -78,9 +77,9 @@ class CupyPool:
         return ctx
 
     def allocator(self, shape: tuple[int, ...], dtype: np.dtype, device: int,
-                  context: Callable[[int], Any]) -> Callable[[Any], Any]:
-        """``allocate`` of one layout on one device, the stream given per call: its bytes,
-        prototype and context worked out once (a replay launch allocates its output so)."""
+                  context: Callable[[int], Any]) -> Callable[[int], Any]:
+        """``allocate`` of one layout on one device, the stream's raw handle given per call:
+        its bytes, prototype and context worked out once (a replay launch allocates so)."""
         from numba.cuda.cudadrv import devicearray, driver
 
         nbytes = _LAYOUTS.nbytes(shape, dtype)
@@ -89,8 +88,8 @@ class CupyPool:
         block_of, array, pointer = self._block, devicearray.DeviceNDArray, driver.MemoryPointer
         cu_ptr = driver.binding.CUdeviceptr
 
-        def allocate(stream: Any) -> Any:
-            block = block_of(nbytes, device, stream)
+        def allocate(handle: int) -> Any:
+            block = block_of(nbytes, device, handle)
             arr = object.__new__(array)
             arr.__dict__.update(proto)
             arr.gpu_data = pointer(ctx, cu_ptr(block.ptr), size=nbytes, owner=block)

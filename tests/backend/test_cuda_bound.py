@@ -4,7 +4,6 @@ what it does not cover goes through the general launch."""
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import threading
 from types import SimpleNamespace
@@ -24,6 +23,11 @@ class _FakeDriver:
 
     def __init__(self, layout) -> None:
         self.layout, self.calls = layout, []
+        self.context = 0xC7
+
+    def cuCtxGetCurrent(self, out):  # noqa: N802
+        out._obj.value = self.context
+        return 0
 
     def cuLaunchKernel(self, handle, gx, gy, gz, bx, by, bz, shared, stream, params, extra):  # noqa: N802
         block = ctypes.string_at(params[0], self.layout.size)
@@ -37,10 +41,7 @@ class _FakeBackend:
         self._tls = threading.local()
         self.stream = SimpleNamespace(handle=SimpleNamespace(value=0x77))
 
-    def on_device(self, device: int):
-        return contextlib.nullcontext()
-
-    def current_stream(self):
+    def stream_on(self, device: int):
         return self.stream
 
 
@@ -60,12 +61,13 @@ def bound(monkeypatch):
     ptrs = iter(range(1 << 30, 1 << 31, 1 << 20))
     generic = []
 
-    def alloc(stream):
+    def alloc(handle):
+        assert handle == 0x77
         return _arr((4, 5, 3), next(ptrs))
 
     src, dst, table = _arr((4, 5, 3), 4096), _arr((4, 5, 3), 8192), _arr((2, 3, 256), 512)
     b = RawBound2D(backend, lambda s, p: generic.append((s, p)) or "generic", template, alloc,
-                   0, (3, 2, 1), (32, 8, 1), (src, dst, table, 0.5, 1.0, 2.0), src, 3)
+                   0, 0xC7, (3, 2, 1), (32, 8, 1), (src, dst, table, 0.5, 1.0, 2.0), src, 3)
     return SimpleNamespace(b=b, template=template, driver=driver, backend=backend,
                            generic=generic, table=table)
 
@@ -92,13 +94,19 @@ def test_what_it_does_not_cover_goes_through_the_general_launch(bound, monkeypat
     monkeypatch.setattr(launcher, "DIRECT", False)
     assert bound.b(_arr((4, 5, 3), 1 << 16), [1.0, 2.0, 3.0]) == "generic"
     monkeypatch.setattr(launcher, "DIRECT", True)
+    bound.driver.context = 0xD8  # another device's context is current
+    assert bound.b(_arr((4, 5, 3), 1 << 16), [1.0, 2.0, 3.0]) == "generic"
+    bound.driver.context = 0xC7
+    bound.backend.stream = None  # the device's default stream not known yet
+    assert bound.b(_arr((4, 5, 3), 1 << 16), [1.0, 2.0, 3.0]) == "generic"
+    bound.backend.stream = SimpleNamespace(handle=SimpleNamespace(value=0x77))
 
-    def oom(stream):
+    def oom(handle):
         raise MemoryError("pool exhausted")
 
     bound.b.alloc = oom
     assert bound.b(_arr((4, 5, 3), 1 << 16), [1.0, 2.0, 3.0]) == "generic"
-    assert len(bound.generic) == 5 and bound.driver.calls == []
+    assert len(bound.generic) == 7 and bound.driver.calls == []
 
 
 def test_a_wrong_scalar_count_fails_loudly(bound):

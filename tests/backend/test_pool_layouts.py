@@ -98,7 +98,7 @@ def test_a_layouts_allocator_allocates_what_allocate_does(handle):
     want = pool.allocate(shape, dtype, 1, stream, lambda d: None)
     steps = list(cupy.entered)
     cupy.entered.clear()
-    got = pool.allocator(shape, dtype, 1, lambda d: None)(stream)
+    got = pool.allocator(shape, dtype, 1, lambda d: None)(handle)
     assert cupy.entered == steps == [("device", 1), ("stream", handle), ("alloc", 90),
                                      ("stream exit", handle), ("device exit", 1)]
     a, b = vars(got), vars(want)

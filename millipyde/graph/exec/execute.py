@@ -116,10 +116,10 @@ def _run_copy(k: Kernel, src: Any, device: int, reader: Gather | None) -> tuple[
 
 def materialize(target: Node) -> Any:
     """Compute ``target`` (and what it needs) and return its buffer; a no-op when stored."""
-    if target.materialized:
+    if target.buffer is not None:  # (``materialized``, without a call on the per-op path)
         return target.buffer
     with target.lock:
-        if target.materialized:
+        if target.buffer is not None:
             return target.buffer
         # schedule.plan, or a cached plan of this chain's structure
         kernels, seq, entry = replay.resolve(target)

@@ -249,32 +249,43 @@ def run_gather(k: Gather, src: Any, device: int, reader: Gather | None = None
         _run_gather_rgba(k, src, dst, lut, p, device)
         return dst, False
     h, w = out.shape[0], out.shape[1]
-    src_arg, dst_arg = runtime.as_3d(src), runtime.as_3d(dst)
+    views, extra = _plain_views, []
     if _packable(sig, src, out):
         sig = dataclasses.replace(sig, packed=True)
-        src_arg, dst_arg = _words(src, flat=True), runtime.flat(dst)
-        p = np.concatenate([p, [src.shape[1], h, w]])
+        views, extra = _packed_views, [src.shape[1], h, w]
+        p = np.concatenate([p, extra])
+    src_arg, dst_arg = views(src, dst)
     fn = _gather_fn(sig)
     params = tuple(p.tolist()) if runtime.codegen_target == "cuda" else (p,)
     # a thread takes `items` pixels of a row per trip: the grid covers w / items columns
     items = gather_items(sig, runtime.codegen_target, runtime.simulated)
     table = (identity_table(sig.cin, device) if not any(sig.lut_stages)
              else runtime.upload_small(np.ascontiguousarray(lut), device))
-    runtime.launch_2d(fn, h, -(-w // items), device, src_arg, dst_arg, table, *params)
+    args = (src_arg, dst_arg, table, *params)
+    runtime.launch_2d(fn, h, -(-w // items), device, *args)
     memo = k.__dict__.get("_memo")
     if (memo is not None and memo.get(tables) is not None and "bound" not in memo
-            and not sig.packed and not any(sig.lut_stages) and h * w > 0):
+            and not any(sig.lut_stages) and h * w > 0):
         # a replayed plan whose parameters but the chained ops' are fixed: keep the launch
-        bound = runtime.bind_2d(fn, h, -(-w // items), device, src, dst, (table,), params)
+        bound = runtime.bind_2d(fn, h, -(-w // items), device, src, dst, args, 1, views)
         if bound is not None:
-            memo["bound"] = (bound, tables)
+            memo["bound"] = (bound, tables, [float(v) for v in extra])
     return dst, False
+
+
+def _plain_views(src: Any, dst: Any) -> tuple[Any, Any]:
+    return runtime.as_3d(src), runtime.as_3d(dst)
+
+
+def _packed_views(src: Any, dst: Any) -> tuple[Any, Any]:
+    return _words(src, flat=True), runtime.flat(dst)
 
 
 class _Replayed:
     """The replay launch of a one-gather plan (``replay.learn``): the parameters are the
-    plan's with the chained ops' slots taken from the bound nodes (``_replayed_args``), the
-    launch the one the gather runner kept (``Backend.bind_2d``)."""
+    plan's with the chained ops' slots taken from the bound nodes (``_replayed_args``; a
+    packed kernel's three sizes after them), the launch the one the gather runner kept
+    (``Backend.bind_2d``)."""
 
     __slots__ = ("bound", "src", "out", "base", "slots")
 
@@ -287,7 +298,11 @@ class _Replayed:
             return False  # the general path checks each op's fault point
         p = self.base.copy()
         for pos, a, b in self.slots:
-            p[a:b] = _op_params(seq[pos])
+            n = seq[pos]
+            ps = n.params
+            # ``_op_params`` when the op's parameters fill its slots exactly (no statistic:
+            # a plan that reads one is never memoized)
+            p[a:b] = map(float, ps) if len(ps) == b - a else _op_params(n)
         seq[self.out].settle(self.bound(seq[self.src].buffer, p))
         return True
 
@@ -300,11 +315,11 @@ def bind_gather(k: Gather, src: int, lists: dict[str, tuple[int, ...]], n: int
     got = None if memo is None else memo.get("bound")
     if got is None or lists["nodes"][-1] != n - 1:
         return None
-    bound, tables = got
+    bound, tables, extra = got
     _, base, offsets = memo[tables]
     chained = (() if k.lut_mode and tables else lists["pre"] + lists["post"]) + lists["grey_ops"]
     slots = tuple((pos, offsets[i], offsets[i + 1]) for i, pos in enumerate(chained))
-    return _Replayed(bound, src, n - 1, base.tolist(), slots)
+    return _Replayed(bound, src, n - 1, base.tolist() + extra, slots)
 
 
 @execute.runs("stat")

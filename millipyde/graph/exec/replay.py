@@ -65,7 +65,7 @@ def _chain(target: Node) -> list[Node] | None:
     """The source then every pending node up to ``target``, or None when not a plain chain."""
     seq = []
     n = target
-    while not n.materialized:
+    while n.buffer is None:  # (``materialized``, without a call per node)
         if len(n.inputs) != 1 or n.gated_off or len(seq) >= _MAX_CHAIN:
             return None
         op = n.op
@@ -144,7 +144,7 @@ def plan(target: Node) -> list[Kernel]:
 def resolve(target: Node) -> tuple[list[Kernel], None, None] | tuple[None, list[Node], _Plan]:
     """``(kernels, None, None)`` planned afresh, or ``(None, chain, plan)`` for a hit: the
     caller binds the cached plan to the chain (``bind``) or runs its replay launch."""
-    if target.materialized:
+    if target.buffer is not None:
         return [], None, None
     seq = _chain(target)
     if seq is None:

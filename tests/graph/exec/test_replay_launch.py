@@ -65,8 +65,9 @@ def _fast_entries() -> list:
 
 @cudasim_ok
 @pytest.mark.parametrize("name", sorted(CHAINS))
-def test_a_replay_launch_stores_what_the_general_path_stores(name, monkeypatch):
-    host = _host()
+@pytest.mark.parametrize("channels", [3, 4])  # RGBA grey: the packed kernel (uint32 reads)
+def test_a_replay_launch_stores_what_the_general_path_stores(name, channels, monkeypatch):
+    host = _host((9, 13, channels))
     ran = []
     fast = _replays(name, host)
     for e in _fast_entries():  # every later call of a learnt launch is counted
