@@ -61,14 +61,18 @@ class CupyPool:
         return _LAYOUTS.stamp(shape, dtype, block.ptr, block, self._context(device, context))
 
     def _block(self, nbytes: int, device: int, handle: int) -> Any:
-        cupy = self.cupy
-        with cupy.cuda.Device(device):
-            cp_stream = self._streams.get((device, handle))
-            if cp_stream is None:
-                cp_stream = _cupy_external(cupy, handle) if handle else cupy.cuda.Stream.null
-                self._streams[(device, handle)] = cp_stream
-            with cp_stream:
-                return cupy.cuda.alloc(nbytes)
+        with self.cupy.cuda.Device(device):
+            return self._block_current(nbytes, device, handle)
+
+    def _block_current(self, nbytes: int, device: int, handle: int) -> Any:
+        # ``device`` is the runtime's current device (its context is the thread's current)
+        cp_stream = self._streams.get((device, handle))
+        if cp_stream is None:
+            cupy = self.cupy
+            cp_stream = _cupy_external(cupy, handle) if handle else cupy.cuda.Stream.null
+            self._streams[(device, handle)] = cp_stream
+        with cp_stream:
+            return self.cupy.cuda.alloc(nbytes)
 
     def _context(self, device: int, context: Callable[[int], Any]) -> Any:
         ctx = self._contexts.get(device)
@@ -79,13 +83,18 @@ class CupyPool:
     def allocator(self, shape: tuple[int, ...], dtype: np.dtype, device: int,
                   context: Callable[[int], Any]) -> Callable[[int], Any]:
         """``allocate`` of one layout on one device, the stream's raw handle given per call:
-        its bytes, prototype and context worked out once (a replay launch allocates so)."""
+        its bytes, prototype and context worked out once (a replay launch allocates so).
+
+        The caller must have the device's context current (a replay launch checks that
+        first): the runtime's current device is then ``device`` and is not set again.
+        """
         from numba.cuda.cudadrv import devicearray, driver
 
         nbytes = _LAYOUTS.nbytes(shape, dtype)
         ctx = self._context(device, context)
         proto = _LAYOUTS.proto(shape, dtype, ctx)
-        block_of, array, pointer = self._block, devicearray.DeviceNDArray, driver.MemoryPointer
+        block_of = self._block_current
+        array, pointer = devicearray.DeviceNDArray, driver.MemoryPointer
         cu_ptr = driver.binding.CUdeviceptr
 
         def allocate(handle: int) -> Any:

@@ -300,9 +300,12 @@ class _Replayed:
         for pos, a, b in self.slots:
             n = seq[pos]
             ps = n.params
-            # ``_op_params`` when the op's parameters fill its slots exactly (no statistic:
-            # a plan that reads one is never memoized)
-            p[a:b] = map(float, ps) if len(ps) == b - a else _op_params(n)
+            m = len(ps)
+            # ``_op_params``: the parameters, then zeros (already in ``base``) up to the slots
+            if m <= b - a:
+                p[a:a + m] = map(float, ps)
+            else:
+                p[a:b] = _op_params(n)
         seq[self.out].settle(self.bound(seq[self.src].buffer, p))
         return True
 
@@ -317,9 +320,15 @@ def bind_gather(k: Gather, src: int, lists: dict[str, tuple[int, ...]], n: int
         return None
     bound, tables, extra = got
     _, base, offsets = memo[tables]
-    chained = (() if k.lut_mode and tables else lists["pre"] + lists["post"]) + lists["grey_ops"]
+    lut_mode = k.lut_mode and tables
+    chained = (() if lut_mode else lists["pre"] + lists["post"]) + lists["grey_ops"]
+    if any(node.op.stat for node in ([] if lut_mode else k.pre + k.post) + k.grey_ops):
+        return None  # (its slots hold a statistic too; such a plan is not memoized anyway)
     slots = tuple((pos, offsets[i], offsets[i + 1]) for i, pos in enumerate(chained))
-    return _Replayed(bound, src, n - 1, base.tolist() + extra, slots)
+    params = base.tolist() + extra
+    for _, a, b in slots:
+        params[a:b] = [0.0] * (b - a)  # each call writes the op's parameters over the zeros
+    return _Replayed(bound, src, n - 1, params, slots)
 
 
 @execute.runs("stat")
