@@ -3,10 +3,10 @@ does not change between replays already worked out.
 
 A replayed one-gather plan launches the same kernel on the same device with arrays of the same
 layouts again and again; only the source's address, the new output's and the scalars change.
-``RawBound2D`` keeps the kernel's driver-level template (``rawlaunch``), the flattened
-argument values of the launch it was bound from, the positions of the two addresses and of the
-scalars among them, the grid, and an allocator of the output's layout (``CupyPool.allocator``).
-A call allocates, writes the three changing parts into a copy of the values and makes one
+``RawBound2D`` keeps the kernel's function handle, its own parameter block (``rawlaunch``'s
+layout) packed once from the launch it was bound from, the offsets of the two addresses and of
+the scalars in it, the grid, and an allocator of the output's layout (``CupyPool.allocator``).
+A call allocates, packs the three changing parts over the block and makes one
 ``cuLaunchKernel``. Instead of ``on_device`` it checks that the device's context is the
 thread's current one (one driver call); whatever it does not cover (another context current,
 another source layout, a recording thread, the cached path switched off, an allocation that
@@ -15,6 +15,9 @@ fails) goes through the general ``Bound2D``.
 
 from __future__ import annotations
 
+import ctypes
+import struct
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -25,23 +28,32 @@ from .rawlaunch import Template
 
 
 class RawBound2D:
-    """A 2-D launch through the driver with a pre-flattened parameter block."""
+    """A 2-D launch through the driver with its own pre-packed parameter block."""
 
-    __slots__ = ("backend", "generic", "template", "alloc", "device", "context", "grid",
-                 "block", "vals", "src_slot", "dst_slot", "first_scalar", "src_shape",
-                 "src_strides")
+    __slots__ = ("backend", "generic", "alloc", "device", "context", "lib", "handle", "config",
+                 "block", "pointers", "lock", "src_at", "dst_at", "scalars_at", "scalars",
+                 "src_shape", "src_strides")
 
     def __init__(self, backend: Any, generic: Bound2D, template: Template,
                  alloc: Callable[[int], Any], device: int, context: int,
                  grid: tuple[int, int, int], block: tuple[int, int, int], args: tuple,
                  src: Any, nscalars: int) -> None:
-        self.backend, self.generic, self.template, self.alloc = backend, generic, template, alloc
-        self.device, self.context, self.grid, self.block = device, context, grid, block
-        self.vals = template.values(args)
+        self.backend, self.generic, self.alloc = backend, generic, alloc
+        self.device, self.context = device, context
+        self.lib, self.handle, self.config = rawlaunch.libcuda(), template.handle, grid + block
         first = template.slots()
         # (numba-cuda's array ABI: meminfo, parent, nitems, itemsize, data, shape, strides)
-        self.src_slot, self.dst_slot = first[0] + 4, first[1] + 4
-        self.first_scalar = first[len(args) - nscalars] if nscalars else len(self.vals)
+        self.src_at, self.dst_at = 8 * (first[0] + 4), 8 * (first[1] + 4)
+        at = first[len(args) - nscalars] if nscalars else len(template.codes)
+        self.scalars_at = 8 * at
+        self.scalars = struct.Struct("<" + "".join(template.codes[at:]))
+        # every slot packed once; a call rewrites the two addresses and the scalars
+        self.block = ctypes.create_string_buffer(max(template.layout.size, 8))
+        template.layout.pack_into(self.block, 0, *template.values(args))
+        base = ctypes.addressof(self.block)
+        n = max(len(template.codes), 1)
+        self.pointers = (ctypes.c_void_p * n)(*[base + 8 * i for i in range(n)])
+        self.lock = threading.Lock()  # the driver copies the block before cuLaunchKernel returns
         self.src_shape, self.src_strides = tuple(src.shape), tuple(src.strides)
 
     @staticmethod
@@ -69,9 +81,18 @@ class RawBound2D:
         except MemoryError:
             # the general path allocates again and reports a failure as the backend does
             return self.generic(src, params)
-        vals = self.vals.copy()
-        vals[self.src_slot] = int(src.gpu_data.device_pointer)
-        vals[self.dst_slot] = int(dst.gpu_data.device_pointer)
-        vals[self.first_scalar:] = params
-        self.template.launch_values(vals, self.grid, self.block, 0, handle)
+        block = self.block
+        with self.lock:
+            _ADDRESS.pack_into(block, self.src_at, int(src.gpu_data.device_pointer))
+            _ADDRESS.pack_into(block, self.dst_at, int(dst.gpu_data.device_pointer))
+            self.scalars.pack_into(block, self.scalars_at, *params)
+            rc = self.lib.cuLaunchKernel(self.handle, *self.config, 0, handle, self.pointers,
+                                         None)
+        if rc:
+            from numba.cuda.cudadrv.driver import CudaAPIError
+
+            raise CudaAPIError(rc, f"cuLaunchKernel failed with CUresult {rc}")
         return dst
+
+
+_ADDRESS = struct.Struct("<q")  # an array's data slot ("q", as ``rawlaunch._codes``)

@@ -81,6 +81,7 @@ class Template:
     def __init__(self, handle: int, kinds: tuple[int, ...], fmt: str, slots: int) -> None:
         self.handle = ctypes.c_void_p(handle)
         self.kinds = kinds  # per argument: array ndim, or -1 for a scalar
+        self.codes: tuple[str, ...] = ()  # per slot: its struct code and padding
         self.layout = struct.Struct(fmt)
         self.block = ctypes.create_string_buffer(8 * max(slots, 1))
         base = ctypes.addressof(self.block)
@@ -157,17 +158,17 @@ def template(cufunc_handle: Any, argument_types: tuple) -> Template | None:
 def build(cufunc_handle: Any, argument_types: tuple) -> Template | None:
     """The template of ``argument_types`` for ``cufunc_handle`` (None: a type not supported);
     no driver needed, so tests and benches build the same layout as launches."""
-    fmt, kinds, slots = "<", [], 0
+    kinds, per_slot = [], []
     for ty in argument_types:
         got = _codes(ty)
         if got is None:
             return None
         codes, ndim = got
-        for c in codes:
-            fmt += c + "x" * (8 - struct.calcsize("<" + c))
-        slots += len(codes)
+        per_slot += [c + "x" * (8 - struct.calcsize("<" + c)) for c in codes]
         kinds.append(ndim)
-    return Template(int(cufunc_handle), tuple(kinds), fmt, slots)
+    t = Template(int(cufunc_handle), tuple(kinds), "<" + "".join(per_slot), len(per_slot))
+    t.codes = tuple(per_slot)
+    return t
 
 
 _dims: dict[Any, tuple[int, int, int]] = {}
