@@ -265,11 +265,11 @@ class Backend:
         ``args`` are ``views(src, dst)`` (views of the source and output buffers that start
         where they start), ``fixed`` arguments kept as they are, then the scalar parameters.
         A call of the result with a source of ``src``'s layout and new scalars allocates an
-        output of ``dst``'s layout, launches, and returns the output. None when it cannot be
-        kept (a backend's own launch path is not ready yet).
+        output of ``dst``'s layout, launches, and returns the output (None, nothing launched,
+        for a source of another layout). None when it cannot be kept (a backend's own launch
+        path is not ready yet).
         """
-        return Bound2D(self, kernel, h, w, device, tuple(dst.shape), dst.dtype,
-                       tuple(args[2:2 + fixed]), views)
+        return Bound2D(self, kernel, h, w, device, src, dst, tuple(args[2:2 + fixed]), views)
 
     #: threads per block of a flat launch
     BLOCK_1D: ClassVar[int] = 256
@@ -290,16 +290,21 @@ class Bound2D:
     output and the scalar parameters is fixed. This one goes through the backend's own
     ``empty`` and ``launch_2d``; a backend may bind a faster one."""
 
-    __slots__ = ("backend", "kernel", "h", "w", "device", "shape", "dtype", "fixed", "views")
+    __slots__ = ("backend", "kernel", "h", "w", "device", "shape", "dtype", "fixed", "views",
+                 "src_layout")
 
-    def __init__(self, backend: Backend, kernel: Any, h: int, w: int, device: int,
-                 shape: tuple[int, ...], dtype: np.dtype, fixed: tuple, views: Views) -> None:
+    def __init__(self, backend: Backend, kernel: Any, h: int, w: int, device: int, src: Any,
+                 dst: Any, fixed: tuple, views: Views) -> None:
         self.backend, self.kernel, self.h, self.w = backend, kernel, h, w
-        self.device, self.shape, self.dtype = device, shape, dtype
+        self.device, self.shape, self.dtype = device, tuple(dst.shape), dst.dtype
         self.fixed, self.views = fixed, views
+        self.src_layout = (tuple(src.shape), tuple(src.strides), src.dtype)
 
     def __call__(self, src: Any, params: list[float]) -> Any:
-        """Launch on ``src`` with the scalar ``params``; the new output buffer."""
+        """Launch on ``src`` with the scalar ``params``; the new output buffer, or None
+        (nothing launched) when ``src`` is not laid out as the source bound from."""
+        if (src.shape, src.strides, src.dtype) != self.src_layout:
+            return None  # the caller takes its general path (a kernel variant may differ)
         b = self.backend
         with b.on_device(self.device):
             dst = b.empty(self.shape, self.dtype, self.device)

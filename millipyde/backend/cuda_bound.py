@@ -9,8 +9,8 @@ the scalars in it, the grid, and an allocator of the output's layout (``CupyPool
 A call allocates, packs the three changing parts over the block and makes one
 ``cuLaunchKernel``. Instead of ``on_device`` it checks that the device's context is the
 thread's current one (one driver call); whatever it does not cover (another context current,
-another source layout, a recording thread, the cached path switched off, an allocation that
-fails) goes through the general ``Bound2D``.
+a recording thread, the cached path switched off, an allocation that fails) goes through the
+general ``Bound2D``, and a source of another layout is refused (None) as that refuses it.
 """
 
 from __future__ import annotations

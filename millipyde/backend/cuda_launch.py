@@ -94,8 +94,7 @@ class CudaLaunches:
                 args: tuple, fixed: int, views: Views) -> Bound2D | RawBound2D | None:
         """Through the driver with a pre-flattened block (``cuda_bound``) where the cached
         launch path holds a template of this launch; None until it has decided on one."""
-        generic = Bound2D(self, kernel, h, w, device, tuple(dst.shape), dst.dtype,
-                          tuple(args[2:2 + fixed]), views)
+        generic = Bound2D(self, kernel, h, w, device, src, dst, tuple(args[2:2 + fixed]), views)
         if not (self.fast_launch and launcher.ENABLED and launcher.DIRECT):
             return generic
         if not launcher.known(kernel, device, args):

@@ -306,7 +306,10 @@ class _Replayed:
                 p[a:a + m] = map(float, ps)
             else:
                 p[a:b] = _op_params(n)
-        seq[self.out].settle(self.bound(seq[self.src].buffer, p))
+        buf = self.bound(seq[self.src].buffer, p)
+        if buf is None:
+            return False  # a source of another layout: the general path picks its kernel
+        seq[self.out].settle(buf)
         return True
 
 

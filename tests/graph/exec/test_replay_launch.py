@@ -167,3 +167,26 @@ def test_on_the_gpu_the_replay_launch_goes_through_the_driver():
     _replays("gamma", host)
     (entry,) = _fast_entries()
     assert isinstance(entry.fast.bound, RawBound2D)
+
+
+@cudasim_ok
+def test_a_source_of_another_layout_takes_the_general_path():
+    from millipyde.graph.ir.node import leaf
+
+    host = _host()
+    img = mp.gpuimage(host)
+    for _ in range(4):
+        img.fliplr()
+        img._materialize()
+    (entry,) = _fast_entries()
+    wide = np.zeros((9, 26, 3), np.uint8)
+    wide[:, ::2] = host
+    strided = runtime.from_host(wide, 0)[:, ::2]  # same shape and dtype, other strides
+    assert strided.strides != runtime.from_host(host, 0).strides
+    img._bind(leaf(strided, host.shape, host.dtype, 0))
+    ran = []
+    real = entry.fast
+    entry.fast = lambda seq: ran.append(real(seq)) or ran[-1]
+    img.fliplr()
+    np.testing.assert_array_equal(img.get(), np.fliplr(host))
+    assert ran == [False]  # refused: the general path ran
