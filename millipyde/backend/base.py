@@ -271,6 +271,15 @@ class Backend:
         """
         return Bound2D(self, kernel, h, w, device, src, dst, tuple(args[2:2 + fixed]), views)
 
+    def bind_grid(self, kernel: Any, grid: tuple[int, ...], block: tuple[int, ...],
+                  device: int, src: Any, dst: Any, args: tuple, fixed: int, views: Views,
+                  shared: int = 0) -> Bound2D | None:
+        """``bind_2d`` of the launch ``launch_grid(kernel, grid, block, device, *args,
+        shared=shared)``. The fixed arguments are kept as they are: device buffers among them
+        must not change while the result lives (it holds them)."""
+        return Bound2D(self, kernel, 0, 0, device, src, dst, tuple(args[2:2 + fixed]), views,
+                       (grid, block, shared))
+
     #: threads per block of a flat launch
     BLOCK_1D: ClassVar[int] = 256
 
@@ -291,14 +300,16 @@ class Bound2D:
     ``empty`` and ``launch_2d``; a backend may bind a faster one."""
 
     __slots__ = ("backend", "kernel", "h", "w", "device", "shape", "dtype", "fixed", "views",
-                 "src_layout")
+                 "src_layout", "grid")
 
     def __init__(self, backend: Backend, kernel: Any, h: int, w: int, device: int, src: Any,
-                 dst: Any, fixed: tuple, views: Views) -> None:
+                 dst: Any, fixed: tuple, views: Views,
+                 grid: tuple[tuple[int, ...], tuple[int, ...], int] | None = None) -> None:
         self.backend, self.kernel, self.h, self.w = backend, kernel, h, w
         self.device, self.shape, self.dtype = device, tuple(dst.shape), dst.dtype
         self.fixed, self.views = fixed, views
         self.src_layout = (tuple(src.shape), tuple(src.strides), src.dtype)
+        self.grid = grid  # (grid, block, shared) of a ``launch_grid``; None: ``launch_2d``
 
     def __call__(self, src: Any, params: list[float]) -> Any:
         """Launch on ``src`` with the scalar ``params``; the new output buffer, or None
@@ -308,7 +319,13 @@ class Bound2D:
         b = self.backend
         with b.on_device(self.device):
             dst = b.empty(self.shape, self.dtype, self.device)
-            scalars = (np.array(params, dtype=np.float64),) if b.scalars_in_array else params
-            b.launch_2d(self.kernel, self.h, self.w, self.device, *self.views(src, dst),
-                        *self.fixed, *scalars)
+            scalars = ((np.array(params, dtype=np.float64),) if b.scalars_in_array and params
+                       else params)
+            if self.grid is None:
+                b.launch_2d(self.kernel, self.h, self.w, self.device, *self.views(src, dst),
+                            *self.fixed, *scalars)
+            else:
+                grid, block, shared = self.grid
+                b.launch_grid(self.kernel, grid, block, self.device, *self.views(src, dst),
+                              *self.fixed, *scalars, shared=shared)
         return dst

@@ -28,18 +28,19 @@ from .rawlaunch import Template
 
 
 class RawBound2D:
-    """A 2-D launch through the driver with its own pre-packed parameter block."""
+    """A launch (2-D, or an explicit grid with dynamic shared memory) through the driver with
+    its own pre-packed parameter block."""
 
     __slots__ = ("backend", "generic", "alloc", "device", "context", "lib", "handle", "config",
-                 "block", "pointers", "lock", "src_at", "dst_at", "scalars_at", "scalars",
-                 "src_shape", "src_strides")
+                 "shared", "block", "pointers", "lock", "src_at", "dst_at", "scalars_at",
+                 "scalars", "src_shape", "src_strides")
 
     def __init__(self, backend: Any, generic: Bound2D, template: Template,
                  alloc: Callable[[int], Any], device: int, context: int,
                  grid: tuple[int, int, int], block: tuple[int, int, int], args: tuple,
-                 src: Any, nscalars: int) -> None:
+                 src: Any, nscalars: int, shared: int = 0) -> None:
         self.backend, self.generic, self.alloc = backend, generic, alloc
-        self.device, self.context = device, context
+        self.device, self.context, self.shared = device, context, shared
         self.lib, self.handle, self.config = rawlaunch.libcuda(), template.handle, grid + block
         first = template.slots()
         # (numba-cuda's array ABI: meminfo, parent, nitems, itemsize, data, shape, strides)
@@ -86,8 +87,8 @@ class RawBound2D:
             _ADDRESS.pack_into(block, self.src_at, int(src.gpu_data.device_pointer))
             _ADDRESS.pack_into(block, self.dst_at, int(dst.gpu_data.device_pointer))
             self.scalars.pack_into(block, self.scalars_at, *params)
-            rc = self.lib.cuLaunchKernel(self.handle, *self.config, 0, handle, self.pointers,
-                                         None)
+            rc = self.lib.cuLaunchKernel(self.handle, *self.config, self.shared, handle,
+                                         self.pointers, None)
         if rc:
             from numba.cuda.cudadrv.driver import CudaAPIError
 

@@ -12,6 +12,7 @@ from ...backend import ACTIVE as runtime  # the active backend: buffers, copies,
 from ..ir.node import Node
 from ..plan.schedule import Gather, Kernel, Stencil
 from . import replay
+from .tables import _op_params
 
 #: A kernel kind's runner: (kernel, its source's buffer, device, the private reader) to the
 #: output buffer and whether it is partial (only the reader's footprint computed). Each kind's
@@ -42,6 +43,38 @@ def binds(*kinds: str) -> Callable[[Binder], Binder]:
             BINDERS[kind] = fn
         return fn
     return register
+
+
+class ReplayLaunch:
+    """The replay launch of a one-kernel plan (``replay.learn``): the kernel's parameters are
+    ``base`` with each chained op's slots (position in the chain, first slot, end) taken from
+    the bound nodes, as ``gather._replayed_args`` does; ``bound`` is the launch the kind's
+    runner kept (``Backend.bind_2d``), called with the source's buffer and those parameters."""
+
+    __slots__ = ("bound", "src", "out", "base", "slots")
+
+    def __init__(self, bound: Any, src: int, out: int, base: list[float],
+                 slots: tuple[tuple[int, int, int], ...]) -> None:
+        self.bound, self.src, self.out, self.base, self.slots = bound, src, out, base, slots
+
+    def __call__(self, seq: list[Node]) -> bool:
+        if faults.ARMED:
+            return False  # the general path checks each op's fault point
+        p = self.base.copy()
+        for pos, a, b in self.slots:
+            n = seq[pos]
+            ps = n.params
+            m = len(ps)
+            # ``_op_params``: the parameters, then zeros (already in ``base``) up to the slots
+            if m <= b - a:
+                p[a:a + m] = map(float, ps)
+            else:
+                p[a:b] = _op_params(n)
+        buf = self.bound(seq[self.src].buffer, p)
+        if buf is None:
+            return False  # a source of another layout: the general path picks its kernel
+        seq[self.out].settle(buf)
+        return True
 
 
 def run_kernel(k: Kernel, private: dict[int, Any] | None = None,

@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from ... import faults
 from ...backend import ACTIVE as runtime
 from ..codegen import gpu as codegen_gpu
 from ..codegen.gather import gather_items, gather_kernel, gather_mean_source
@@ -281,41 +280,9 @@ def _packed_views(src: Any, dst: Any) -> tuple[Any, Any]:
     return _words(src, flat=True), runtime.flat(dst)
 
 
-class _Replayed:
-    """The replay launch of a one-gather plan (``replay.learn``): the parameters are the
-    plan's with the chained ops' slots taken from the bound nodes (``_replayed_args``; a
-    packed kernel's three sizes after them), the launch the one the gather runner kept
-    (``Backend.bind_2d``)."""
-
-    __slots__ = ("bound", "src", "out", "base", "slots")
-
-    def __init__(self, bound: Any, src: int, out: int, base: list[float],
-                 slots: tuple[tuple[int, int, int], ...]) -> None:
-        self.bound, self.src, self.out, self.base, self.slots = bound, src, out, base, slots
-
-    def __call__(self, seq: list[Node]) -> bool:
-        if faults.ARMED:
-            return False  # the general path checks each op's fault point
-        p = self.base.copy()
-        for pos, a, b in self.slots:
-            n = seq[pos]
-            ps = n.params
-            m = len(ps)
-            # ``_op_params``: the parameters, then zeros (already in ``base``) up to the slots
-            if m <= b - a:
-                p[a:a + m] = map(float, ps)
-            else:
-                p[a:b] = _op_params(n)
-        buf = self.bound(seq[self.src].buffer, p)
-        if buf is None:
-            return False  # a source of another layout: the general path picks its kernel
-        seq[self.out].settle(buf)
-        return True
-
-
 @execute.binds("gather")
 def bind_gather(k: Gather, src: int, lists: dict[str, tuple[int, ...]], n: int
-                ) -> _Replayed | None:
+                ) -> execute.ReplayLaunch | None:
     """The replay launch of a replayed one-gather plan whose launch the runner kept."""
     memo = k.__dict__.get("_memo")
     got = None if memo is None else memo.get("bound")
@@ -331,7 +298,7 @@ def bind_gather(k: Gather, src: int, lists: dict[str, tuple[int, ...]], n: int
     params = base.tolist() + extra
     for _, a, b in slots:
         params[a:b] = [0.0] * (b - a)  # each call writes the op's parameters over the zeros
-    return _Replayed(bound, src, n - 1, params, slots)
+    return execute.ReplayLaunch(bound, src, n - 1, params, slots)
 
 
 @execute.runs("stat")
