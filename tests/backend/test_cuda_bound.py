@@ -123,3 +123,16 @@ def test_only_arrays_first_and_scalars_last_fit():
     assert not RawBound2D.fits(rawlaunch.build(0, (ARR3, f64, ARR3, f64)), 4, 1)
     assert not RawBound2D.fits(rawlaunch.build(0, (ARR3, ARR3, ARR3, f64)), 4, 2)
     assert not RawBound2D.fits(rawlaunch.build(0, (ARR3, ARR3, f64)), 4, 1)
+
+
+def test_an_explicit_grid_passes_its_shared_memory(monkeypatch):
+    template = rawlaunch.build(0x99, (ARR3, ARR3, types.int64))
+    driver = _FakeDriver(template.layout)
+    monkeypatch.setattr(rawlaunch, "_libcuda", driver)
+    src, dst = _arr((4, 5, 3), 4096), _arr((4, 5, 3), 8192)
+    b = RawBound2D(_FakeBackend(), None, template, lambda handle: dst, 0, 0xC7, (7, 1, 1),
+                   (128, 1, 1), (src, dst, 5), src, 0, 4096)
+    b(src, [])
+    ((grid, block, shared, stream, slots),) = driver.calls
+    assert (grid, block, shared) == ((7, 1, 1), (128, 1, 1), 4096)
+    assert slots == template.unpack((src, dst, 5))

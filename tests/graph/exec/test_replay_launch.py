@@ -163,13 +163,19 @@ def test_threads_replaying_one_plan_store_their_own_values():
 
 
 @pytest.mark.gpu
-def test_on_the_gpu_the_replay_launch_goes_through_the_driver():
+@pytest.mark.parametrize("name, channels", [("gamma", 3), ("gamma", 4), ("fliplr", 3),
+                                            ("grey", 3), ("grey", 4), ("gaussian", 4),
+                                            ("gamma gain", 3)])
+def test_on_the_gpu_the_replay_launch_goes_through_the_driver(name, channels):
     from millipyde.backend.cuda_bound import RawBound2D
 
-    host = _host((64, 80, 3), seed=11)
-    _replays("gamma", host)
+    host = _host((64, 80, channels), seed=11)
+    got = _replays(name, host)
     (entry,) = _fast_entries()
     assert isinstance(entry.fast.bound, RawBound2D)
+    replay.clear()
+    for a, b in zip(got, _replays(name, host), strict=True):  # fresh plans, then replays
+        np.testing.assert_array_equal(a, b)
 
 
 @cudasim_ok
