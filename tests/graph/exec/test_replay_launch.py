@@ -172,6 +172,7 @@ def test_threads_replaying_one_plan_store_their_own_values():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name, channels", [("gamma", 3), ("gamma", 4), ("fliplr", 3),
+                                            ("fliplr", 4),
                                             ("grey", 3), ("grey", 4), ("gaussian", 4),
                                             ("gamma gain", 3)])
 def test_on_the_gpu_the_replay_launch_goes_through_the_driver(name, channels):
@@ -227,3 +228,22 @@ def test_a_float_greyscale_gaussian_replays_its_launch(monkeypatch):
     assert len(ran) == 2
     for out in outs[1:]:
         np.testing.assert_array_equal(out, outs[0])
+
+
+@cudasim_ok
+@pytest.mark.skipif(not runtime.caps.grid_launches, reason="the RGBA word kernels are GPU ones")
+@pytest.mark.parametrize("op", ["fliplr", "transpose"])
+def test_the_rgba_word_kernel_replays_its_launch(op, monkeypatch):
+    monkeypatch.setattr(exec_variants, "gpu_variants_enabled", lambda: True)
+    host = _host((9, 13, 4), seed=6)
+    want = np.fliplr(host) if op == "fliplr" else host.transpose(1, 0, 2)
+    ran = []
+    for i in range(5):
+        img = mp.gpuimage(host)
+        getattr(img, op)()
+        np.testing.assert_array_equal(img.get(), want)
+        if i == 2:
+            (entry,) = _fast_entries()
+            real = entry.fast
+            entry.fast = lambda seq, real=real: ran.append(real(seq)) or ran[-1]
+    assert ran == [True, True]
