@@ -10,6 +10,8 @@ import numpy as np
 
 
 def _number(value: Any, name: str) -> float:
+    if type(value) is float and math.isfinite(value):
+        return value  # the common case, without the checks below
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ValueError(f"{name} must be a real number, got {type(value).__name__}")
     try:

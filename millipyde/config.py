@@ -3,14 +3,18 @@
 Each setting is a function that reads the environment when called, so a test that sets a
 variable (``monkeypatch.setenv``) sees its value at the next call. Settings read once per
 process (the backend, the cached launch path, the GPU pool) are read by their owner at import;
+the two the per-op path consults (fusion, GPU variants) are read once through :func:`once`
+(an environment read costs ~1 us, twice per op), and :func:`refresh` reads them again.
 README.md's table says which. A bad value raises ``ValueError`` naming the variable.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 BACKENDS = ("cuda", "hip", "cpu", "cudasim")
 
@@ -24,8 +28,9 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "MILLIPYDE_CPU_DEVICES": ("1", "virtual devices of the cpu backend (1-64); read at import"),
     "MILLIPYDE_WORKERS": ("auto", "worker threads per device (1-64)"),
     "MILLIPYDE_GENERATOR_BATCH": ("64", "outputs a Generator makes per batch (1-65535; 1: off)"),
-    "MILLIPYDE_FUSION": ("1", "0 turns kernel fusion off"),
-    "MILLIPYDE_GPU_VARIANTS": ("1", "0 forces the generic kernels on real GPUs"),
+    "MILLIPYDE_FUSION": ("1", "0 turns kernel fusion off; read once (config.refresh() again)"),
+    "MILLIPYDE_GPU_VARIANTS": ("1", "0 forces the generic kernels on real GPUs; read once "
+                               "(config.refresh() again)"),
     "MILLIPYDE_GPU_POOL": ("1", "0: plain cudaMalloc instead of CuPy's pool; read once"),
     "MILLIPYDE_FAST_LAUNCH": ("1", "0: every launch through numba-cuda's dispatcher; read at "
                               "import"),
@@ -133,3 +138,35 @@ def dask_chunk() -> int | None:
 def max_image_pixels() -> int | None:
     """``MILLIPYDE_MAX_IMAGE_PIXELS``: the decompression-bomb limit, or None for the default."""
     return integer("MILLIPYDE_MAX_IMAGE_PIXELS", None, 1, 2**62)
+
+
+# values of settings read through ``once``, by reader; ``refresh`` forgets them
+_once: dict[Callable[[], Any], Any] = {}
+_once_lock = threading.Lock()
+_on_refresh: list[Callable[[], None]] = []
+
+
+def once(read: Callable[[], Any]) -> Any:
+    """``read()`` (a setting above) on the first call, the same value after, until
+    :func:`refresh`: for the settings the per-op path consults."""
+    try:
+        return _once[read]
+    except KeyError:
+        value = read()  # a bad value raises here, each time it is asked for
+        with _once_lock:
+            _once[read] = value
+        return value
+
+
+def on_refresh(callback: Callable[[], None]) -> None:
+    """Call ``callback()`` after each :func:`refresh` (caches built from a setting's value)."""
+    _on_refresh.append(callback)
+
+
+def refresh() -> None:
+    """Read the settings kept by :func:`once` again at their next use (after changing
+    ``os.environ`` in a running process)."""
+    with _once_lock:
+        _once.clear()
+    for callback in list(_on_refresh):
+        callback()

@@ -16,7 +16,7 @@ from . import random as mprandom
 from . import targets
 from ._args import _between, _bounds, _number, _range
 from .array import gpuarray
-from .graph.ir.node import apply
+from .graph.ir.node import Node
 from .image_ops import AUGMENT_METHODS, AugmentMixin
 from .kernels import REGISTRY
 from .locks import commit_lock
@@ -116,7 +116,7 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
         old = self._node
         node = self._placed()
         dtype = np.dtype(np.float64) if spec.kind == "pixel" else node.dtype
-        new = apply(spec, node, params, spec.out_shape(node.shape, params), dtype)
+        new = Node(spec, (node,), params, spec.out_shape(node.shape, params), dtype, node.device)
         self._bind(new)
         if targets.of(old) is not None:
             targets.follow(old, new, spec, params)

@@ -85,3 +85,33 @@ def test_readme_documents_every_variable_in_one_table() -> None:
     readme = (ROOT / "README.md").read_text()
     rows = re.findall(r"^\| `(MILLIPYDE_[A-Z0-9_]+)` \|", readme, flags=re.M)
     assert sorted(rows) == sorted(config.VARIABLES)
+
+
+def test_once_keeps_a_value_until_refresh(monkeypatch) -> None:
+    monkeypatch.setenv("MILLIPYDE_FUSION", "0")
+    config.refresh()
+    assert config.once(config.fusion) is False
+    monkeypatch.setenv("MILLIPYDE_FUSION", "1")
+    assert config.once(config.fusion) is False  # read once: no environment read per op
+    seen = []
+    config.on_refresh(lambda: seen.append(True))
+    try:
+        config.refresh()
+        assert seen == [True]
+        assert config.once(config.fusion) is True
+    finally:
+        config._on_refresh.pop()
+        monkeypatch.delenv("MILLIPYDE_FUSION")
+        config.refresh()
+
+
+def test_once_raises_on_a_bad_value_each_time(monkeypatch) -> None:
+    monkeypatch.setenv("MILLIPYDE_GPU_VARIANTS", "maybe")
+    config.refresh()
+    try:
+        for _ in range(2):
+            with pytest.raises(ValueError, match="MILLIPYDE_GPU_VARIANTS='maybe'"):
+                config.once(config.gpu_variants)
+    finally:
+        monkeypatch.delenv("MILLIPYDE_GPU_VARIANTS")
+        config.refresh()

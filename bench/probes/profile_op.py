@@ -6,6 +6,9 @@ On a resident 512x512 RGB uint8 image, ``img.adjust_gamma(g); img._materialize()
 - ``host us/op``: wall time of N calls with no synchronize between them, divided by N (the
   kernels are a few microseconds, so the host is what the loop waits for); median of 5 runs;
 - the same with one ``g`` for every call (the table is the same each time);
+- ``py calls/op``: Python function calls per op (cProfile's count over 500 calls: the same on
+  any machine), and which replay launch each case ended on (``RawBound2D``: through the
+  driver; ``Bound2D``: the backend's general launch; none: the general path);
 - a cProfile of 2000 calls (new ``g`` each), top entries by internal and by cumulative time.
 
 Run from the repository root: ``python3 bench/probes/profile_op.py [--calls N] [--no-profile]``.
@@ -36,6 +39,24 @@ def _per_call(fn, n: int) -> float:
         runs.append((time.perf_counter() - t0) / n * 1e6)
         mp.synchronize()
     return statistics.median(runs)
+
+
+def _calls(fn, n: int = 500) -> float:
+    prof = cProfile.Profile()
+    prof.enable()
+    for i in range(n):
+        fn(i)
+    prof.disable()
+    mp.synchronize()
+    return pstats.Stats(prof).total_calls / n
+
+
+def _launches() -> str:
+    from millipyde.graph.exec import replay
+
+    kinds = sorted({type(getattr(e.fast, "bound", None)).__name__
+                    for e in replay._cache.values() if e.fast is not None})
+    return ",".join(kinds) or "none"
 
 
 def main() -> None:
@@ -69,7 +90,9 @@ def main() -> None:
     for name, fn in (("adjust_gamma, new g each call", new_gamma),
                      ("adjust_gamma, same g", same_gamma), ("fliplr", fliplr),
                      ("clone + rgb2grey", greyscale)):
-        print(f"host us/op  {name:32s} {_per_call(fn, args.calls):8.1f}", flush=True)
+        us = _per_call(fn, args.calls)
+        print(f"host us/op  {name:32s} {us:8.1f}   py calls/op {_calls(fn):6.1f}   "
+              f"replay launches: {_launches()}", flush=True)
     if args.no_profile:
         return
     prof = cProfile.Profile()

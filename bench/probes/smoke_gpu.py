@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 import millipyde as mp
+from millipyde import config
 from millipyde.backend import ACTIVE as runtime
 from millipyde.graph.codegen import gpu as codegen_gpu
 from millipyde.graph.exec import execute
@@ -188,10 +189,12 @@ def check(base, grey) -> list[str]:
         res = {}
         for flag in ("1", "0"):
             os.environ["MILLIPYDE_GPU_VARIANTS"] = flag
+            config.refresh()  # the variable is read once per process otherwise
             x = src.clone()
             op(x)
             res[flag] = np.asarray(x).astype(np.float64)
         os.environ.pop("MILLIPYDE_GPU_VARIANTS", None)
+        config.refresh()
         diff = float(np.max(np.abs(res["1"] - res["0"])))
         out.append(f"check {name:14s} variant vs generic max|diff| = {diff:.3g}")
     return out

@@ -16,6 +16,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+#: (source buffer, output buffer) to the views of them a kernel takes (``Backend.bind_2d``)
+Views = Callable[[Any, Any], "tuple[Any, Any]"]
+
 
 class DeviceMemoryError(MemoryError):
     """A device allocation failed; the message names the device and the bytes asked."""
@@ -77,6 +80,9 @@ class Backend:
     visible_devices_var: ClassVar[str | None] = None
     #: dynamic shared memory any block gets without opting in (bytes)
     SHARED_DEFAULT: ClassVar[int] = 48 * 1024
+    #: generated kernels take their scalar parameters as one float64 array (the cpu's loops)
+    #: instead of one argument each
+    scalars_in_array: ClassVar[bool] = False
 
     caps: Capabilities
 
@@ -252,6 +258,28 @@ class Backend:
         """Run a kernel with an explicit 1-D grid (the CPU runs the loop itself)."""
         raise NotImplementedError
 
+    def bind_2d(self, kernel: Any, h: int, w: int, device: int, src: Any, dst: Any,
+                args: tuple, fixed: int, views: Views) -> Bound2D | None:
+        """Keep the launch ``launch_2d(kernel, h, w, device, *args)`` for replays.
+
+        ``args`` are ``views(src, dst)`` (views of the source and output buffers that start
+        where they start), ``fixed`` arguments kept as they are, then the scalar parameters.
+        A call of the result with a source of ``src``'s layout and new scalars allocates an
+        output of ``dst``'s layout, launches, and returns the output (None, nothing launched,
+        for a source of another layout). None when it cannot be kept (a backend's own launch
+        path is not ready yet).
+        """
+        return Bound2D(self, kernel, h, w, device, src, dst, tuple(args[2:2 + fixed]), views)
+
+    def bind_grid(self, kernel: Any, grid: tuple[int, ...], block: tuple[int, ...],
+                  device: int, src: Any, dst: Any, args: tuple, fixed: int, views: Views,
+                  shared: int = 0) -> Bound2D | None:
+        """``bind_2d`` of the launch ``launch_grid(kernel, grid, block, device, *args,
+        shared=shared)``. The fixed arguments are kept as they are: device buffers among them
+        must not change while the result lives (it holds them)."""
+        return Bound2D(self, kernel, 0, 0, device, src, dst, tuple(args[2:2 + fixed]), views,
+                       (grid, block, shared))
+
     #: threads per block of a flat launch
     BLOCK_1D: ClassVar[int] = 256
 
@@ -264,3 +292,40 @@ class Backend:
 
     def shutdown(self) -> None:
         """At exit: finish queued work and drop cached device objects."""
+
+
+class Bound2D:
+    """A 2-D launch kept for replays (``Backend.bind_2d``): everything but the source, the
+    output and the scalar parameters is fixed. This one goes through the backend's own
+    ``empty`` and ``launch_2d``; a backend may bind a faster one."""
+
+    __slots__ = ("backend", "kernel", "h", "w", "device", "shape", "dtype", "fixed", "views",
+                 "src_layout", "grid")
+
+    def __init__(self, backend: Backend, kernel: Any, h: int, w: int, device: int, src: Any,
+                 dst: Any, fixed: tuple, views: Views,
+                 grid: tuple[tuple[int, ...], tuple[int, ...], int] | None = None) -> None:
+        self.backend, self.kernel, self.h, self.w = backend, kernel, h, w
+        self.device, self.shape, self.dtype = device, tuple(dst.shape), dst.dtype
+        self.fixed, self.views = fixed, views
+        self.src_layout = (tuple(src.shape), tuple(src.strides), src.dtype)
+        self.grid = grid  # (grid, block, shared) of a ``launch_grid``; None: ``launch_2d``
+
+    def __call__(self, src: Any, params: list[float]) -> Any:
+        """Launch on ``src`` with the scalar ``params``; the new output buffer, or None
+        (nothing launched) when ``src`` is not laid out as the source bound from."""
+        if (src.shape, src.strides, src.dtype) != self.src_layout:
+            return None  # the caller takes its general path (a kernel variant may differ)
+        b = self.backend
+        with b.on_device(self.device):
+            dst = b.empty(self.shape, self.dtype, self.device)
+            scalars = ((np.array(params, dtype=np.float64),) if b.scalars_in_array and params
+                       else params)
+            if self.grid is None:
+                b.launch_2d(self.kernel, self.h, self.w, self.device, *self.views(src, dst),
+                            *self.fixed, *scalars)
+            else:
+                grid, block, shared = self.grid
+                b.launch_grid(self.kernel, grid, block, self.device, *self.views(src, dst),
+                              *self.fixed, *scalars, shared=shared)
+        return dst

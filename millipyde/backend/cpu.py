@@ -39,6 +39,7 @@ class CpuBackend(Backend):
     codegen_target = "cpu"
     kernel_decorator = "@njit(parallel=True, nogil=True, cache=True)"
     device_decorator = "njit(cache=False)"
+    scalars_in_array = True
 
     def __init__(self) -> None:
         super().__init__()

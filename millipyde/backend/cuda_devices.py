@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from . import rawlaunch
 from .base import DeviceInfo
 
 
@@ -107,13 +108,16 @@ class CudaDevices:
 
     def _is_current(self, device: int) -> bool:
         """Whether ``device``'s context is the current one of this thread."""
-        from numba.cuda.cudadrv.driver import driver
-
         handle = self._ctx_handles.get(device)
         if handle is None:
             with self._switch_device(device):
                 handle = self._ctx_handles[device] = int(self.cuda.current_context().handle)
-        return int(driver.cuCtxGetCurrent()) == handle
+        current = rawlaunch.current_context()
+        if current is None:
+            from numba.cuda.cudadrv.driver import driver
+
+            current = int(driver.cuCtxGetCurrent())
+        return current == handle
 
     @contextlib.contextmanager
     def _switch_device(self, device: int) -> Iterator[None]:
@@ -157,6 +161,12 @@ class CudaDevices:
             if s is None:
                 s = self._default_streams[device] = self.cuda.default_stream()
         return s
+
+    def stream_on(self, device: int) -> Any:
+        """What ``current_stream()`` gives inside ``on_device(device)``, without entering it;
+        None where that stream is not known yet (before the device's first launch)."""
+        s = getattr(self._tls, "stream", None)
+        return self._default_streams.get(device) if s is None else s
 
     def new_stream(self, device: int) -> Any:
         with self.on_device(device):

@@ -5,12 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import launcher
+from . import launcher, rawlaunch
+from .base import Bound2D, Views
+from .cuda_bound import RawBound2D
 
 
 def _type_key(args: tuple) -> tuple:
     return tuple((a.dtype.str, a.ndim) if hasattr(a, "dtype") and hasattr(a, "ndim")
                  else type(a).__name__ for a in args)
+
+
+def _same_start(view: Any, buffer: Any) -> bool:
+    """Whether ``view`` starts where ``buffer`` does (a replay launch passes the buffer's
+    address in the view's place)."""
+    return int(view.gpu_data.device_pointer) == int(buffer.gpu_data.device_pointer)
 
 
 class CudaLaunches:
@@ -81,6 +89,45 @@ class CudaLaunches:
         grid, block = self._grid_2d(h, w)
         with self.on_device(device):
             self._launch(kernel, device, args, grid, block, self.current_stream())
+
+    def bind_2d(self, kernel: Any, h: int, w: int, device: int, src: Any, dst: Any,
+                args: tuple, fixed: int, views: Views) -> Bound2D | RawBound2D | None:
+        """Through the driver with a pre-packed block (``cuda_bound``) where the cached
+        launch path holds a template of this launch; None until it has decided on one."""
+        generic = Bound2D(self, kernel, h, w, device, src, dst, tuple(args[2:2 + fixed]), views)
+        return self._raw_bound(generic, kernel, *self._grid_2d(h, w), 0, device, src, dst, args,
+                               fixed)
+
+    def bind_grid(self, kernel: Any, grid: tuple[int, ...], block: tuple[int, ...],
+                  device: int, src: Any, dst: Any, args: tuple, fixed: int, views: Views,
+                  shared: int = 0) -> Bound2D | RawBound2D | None:
+        """``bind_2d`` of an explicit grid (``launch_grid``)."""
+        generic = Bound2D(self, kernel, 0, 0, device, src, dst, tuple(args[2:2 + fixed]), views,
+                          (grid, block, shared))
+        return self._raw_bound(generic, kernel, grid, block, shared, device, src, dst, args,
+                               fixed)
+
+    def _raw_bound(self, generic: Bound2D, kernel: Any, grid: Any, block: Any, shared: int,
+                   device: int, src: Any, dst: Any, args: tuple, fixed: int
+                   ) -> Bound2D | RawBound2D | None:
+        if not (self.fast_launch and launcher.ENABLED and launcher.DIRECT):
+            return generic
+        if not launcher.known(kernel, device, args):
+            return None  # the kernel's first launch of these kinds is not kept yet
+        template = launcher.template_of(kernel, device, args)
+        pool = self._cupy_pool()
+        nscalars = len(args) - 2 - fixed
+        if (template is None or pool is None or 0 in dst.shape
+                or shared > launcher.shared_max(kernel, device, args)
+                or not RawBound2D.fits(template, len(args), nscalars)
+                or not _same_start(args[0], src) or not _same_start(args[1], dst)):
+            return generic
+        context = rawlaunch.current_context()  # (the runner has the device's current)
+        if context is None:
+            return generic
+        alloc = pool.allocator(tuple(dst.shape), dst.dtype, device, self._context)
+        return RawBound2D(self, generic, template, alloc, device, context, rawlaunch.dims(grid),
+                          rawlaunch.dims(block), args, src, nscalars, shared)
 
     def launch_grid(self, kernel: Any, grid: tuple[int, ...], block: tuple[int, ...],
                     device: int, *args: Any, shared: int = 0) -> None:

@@ -219,6 +219,18 @@ def prepared_args(kernel: Any, args: tuple) -> list:
     return out
 
 
+def template_of(kernel: Any, device: int, args: tuple) -> rawlaunch.Template | None:
+    """The driver-level template kept for this kernel, device and argument kinds, or None."""
+    entry = _entry(kernel, device, args)
+    return None if entry is None else entry[3]
+
+
+def shared_max(kernel: Any, device: int, args: tuple) -> int:
+    """The most dynamic shared memory the cached path launches this kernel with (-1: none)."""
+    entry = _entry(kernel, device, args)
+    return -1 if entry is None else entry[2]
+
+
 def raw_args(kernel: Any, device: int, args: tuple) -> tuple | None:
     """The slots the driver-level launch passes for ``args`` (None without a template)."""
     entry = _entry(kernel, device, args)

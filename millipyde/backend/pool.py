@@ -57,19 +57,54 @@ class CupyPool:
 
         ``context(device)`` gives the device's numba-cuda context (called once per device).
         """
-        cupy = self.cupy
-        handle = stream_handle(stream)
-        with cupy.cuda.Device(device):
-            cp_stream = self._streams.get((device, handle))
-            if cp_stream is None:
-                cp_stream = _cupy_external(cupy, handle) if handle else cupy.cuda.Stream.null
-                self._streams[(device, handle)] = cp_stream
-            with cp_stream:
-                block = cupy.cuda.alloc(_LAYOUTS.nbytes(shape, dtype))
+        block = self._block(_LAYOUTS.nbytes(shape, dtype), device, stream_handle(stream))
+        return _LAYOUTS.stamp(shape, dtype, block.ptr, block, self._context(device, context))
+
+    def _block(self, nbytes: int, device: int, handle: int) -> Any:
+        with self.cupy.cuda.Device(device):
+            return self._block_current(nbytes, device, handle)
+
+    def _block_current(self, nbytes: int, device: int, handle: int) -> Any:
+        # ``device`` is the runtime's current device (its context is the thread's current)
+        cp_stream = self._streams.get((device, handle))
+        if cp_stream is None:
+            cupy = self.cupy
+            cp_stream = _cupy_external(cupy, handle) if handle else cupy.cuda.Stream.null
+            self._streams[(device, handle)] = cp_stream
+        with cp_stream:
+            return self.cupy.cuda.alloc(nbytes)
+
+    def _context(self, device: int, context: Callable[[int], Any]) -> Any:
         ctx = self._contexts.get(device)
         if ctx is None:
             ctx = self._contexts[device] = context(device)
-        return _LAYOUTS.stamp(shape, dtype, block.ptr, block, ctx)
+        return ctx
+
+    def allocator(self, shape: tuple[int, ...], dtype: np.dtype, device: int,
+                  context: Callable[[int], Any]) -> Callable[[int], Any]:
+        """``allocate`` of one layout on one device, the stream's raw handle given per call:
+        its bytes, prototype and context worked out once (a replay launch allocates so).
+
+        The caller must have the device's context current (a replay launch checks that
+        first): the runtime's current device is then ``device`` and is not set again.
+        """
+        from numba.cuda.cudadrv import devicearray, driver
+
+        nbytes = _LAYOUTS.nbytes(shape, dtype)
+        ctx = self._context(device, context)
+        proto = _LAYOUTS.proto(shape, dtype, ctx)
+        block_of = self._block_current
+        array, pointer = devicearray.DeviceNDArray, driver.MemoryPointer
+        cu_ptr = driver.binding.CUdeviceptr
+
+        def allocate(handle: int) -> Any:
+            block = block_of(nbytes, device, handle)
+            arr = object.__new__(array)
+            arr.__dict__.update(proto)
+            arr.gpu_data = pointer(ctx, cu_ptr(block.ptr), size=nbytes, owner=block)
+            return arr
+
+        return allocate
 
     @staticmethod
     def _wrap(arr: Any, ctx: Any) -> Any:
@@ -118,14 +153,13 @@ class _Layouts:
             self._sizes[(shape, dtype)] = got
         return got
 
-    def stamp(self, shape: tuple[int, ...], dtype: np.dtype, ptr: int, owner: Any,
-              ctx: Any) -> Any:
-        """A C-contiguous device array of ``shape`` and ``dtype`` over ``ptr`` (kept alive
-        by ``owner``) in numba-cuda context ``ctx``."""
-        from numba.cuda.cudadrv import devicearray, driver
-
+    def proto(self, shape: tuple[int, ...], dtype: np.dtype, ctx: Any) -> dict:
+        """The attributes, all but the memory, of a C-contiguous device array of ``shape`` and
+        ``dtype``."""
         proto = self._protos.get((shape, dtype))
         if proto is None:
+            from numba.cuda.cudadrv import devicearray, driver
+
             strides = _c_strides(shape, dtype.itemsize)
             a = devicearray.DeviceNDArray(shape=shape, strides=strides, dtype=dtype,
                                           gpu_data=_null(driver, ctx), stream=0)
@@ -133,6 +167,15 @@ class _Layouts:
             if len(self._protos) >= self._MAX:
                 self._protos.clear()
             self._protos[(shape, dtype)] = proto
+        return proto
+
+    def stamp(self, shape: tuple[int, ...], dtype: np.dtype, ptr: int, owner: Any,
+              ctx: Any) -> Any:
+        """A C-contiguous device array of ``shape`` and ``dtype`` over ``ptr`` (kept alive
+        by ``owner``) in numba-cuda context ``ctx``."""
+        from numba.cuda.cudadrv import devicearray, driver
+
+        proto = self.proto(shape, dtype, ctx)
         data = driver.MemoryPointer(ctx, driver.binding.CUdeviceptr(ptr),
                                     size=self.nbytes(shape, dtype), owner=owner)
         arr = object.__new__(devicearray.DeviceNDArray)

@@ -39,10 +39,28 @@ def libcuda() -> Any:
                     fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [
                         ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
                     fn.restype = ctypes.c_int
+                    get = lib.cuCtxGetCurrent
+                    get.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+                    get.restype = ctypes.c_int
                     _libcuda = lib
                 except (OSError, AttributeError):
                     _libcuda = False
     return _libcuda or None
+
+
+def current_context() -> int | None:
+    """The handle of this thread's current CUDA context (0: none), or None where the driver
+    library does not load: one ctypes call, where numba-cuda's wrapper costs a few us."""
+    lib = libcuda()
+    if lib is None:
+        return None
+    out = ctypes.c_void_p()
+    rc = lib.cuCtxGetCurrent(ctypes.byref(out))
+    if rc:
+        from numba.cuda.cudadrv.driver import CudaAPIError
+
+        raise CudaAPIError(rc, f"cuCtxGetCurrent failed with CUresult {rc}")
+    return out.value or 0
 
 
 def _codes(ty: Any) -> tuple[str, int] | None:
@@ -63,6 +81,7 @@ class Template:
     def __init__(self, handle: int, kinds: tuple[int, ...], fmt: str, slots: int) -> None:
         self.handle = ctypes.c_void_p(handle)
         self.kinds = kinds  # per argument: array ndim, or -1 for a scalar
+        self.codes: tuple[str, ...] = ()  # per slot: its struct code and padding
         self.layout = struct.Struct(fmt)
         self.block = ctypes.create_string_buffer(8 * max(slots, 1))
         base = ctypes.addressof(self.block)
@@ -98,7 +117,19 @@ class Template:
     def launch(self, args: tuple, grid: tuple[int, int, int], block: tuple[int, int, int],
                shared: int, stream: int) -> None:
         """Queue one launch on ``stream`` (a raw handle) in the current context."""
-        vals = self.values(args)
+        self.launch_values(self.values(args), grid, block, shared, stream)
+
+    def slots(self) -> list[int]:
+        """The first slot of each argument (an array takes ``5 + 2 * ndim``, a scalar one)."""
+        out, at = [], 0
+        for ndim in self.kinds:
+            out.append(at)
+            at += 1 if ndim < 0 else 5 + 2 * ndim
+        return out
+
+    def launch_values(self, vals: list, grid: tuple[int, int, int],
+                      block: tuple[int, int, int], shared: int, stream: int) -> None:
+        """``launch`` of arguments already flattened in slot order (``values``)."""
         lib = libcuda()
         with self.lock:
             self.layout.pack_into(self.block, 0, *vals)
@@ -127,17 +158,17 @@ def template(cufunc_handle: Any, argument_types: tuple) -> Template | None:
 def build(cufunc_handle: Any, argument_types: tuple) -> Template | None:
     """The template of ``argument_types`` for ``cufunc_handle`` (None: a type not supported);
     no driver needed, so tests and benches build the same layout as launches."""
-    fmt, kinds, slots = "<", [], 0
+    kinds, per_slot = [], []
     for ty in argument_types:
         got = _codes(ty)
         if got is None:
             return None
         codes, ndim = got
-        for c in codes:
-            fmt += c + "x" * (8 - struct.calcsize("<" + c))
-        slots += len(codes)
+        per_slot += [c + "x" * (8 - struct.calcsize("<" + c)) for c in codes]
         kinds.append(ndim)
-    return Template(int(cufunc_handle), tuple(kinds), fmt, slots)
+    t = Template(int(cufunc_handle), tuple(kinds), "<" + "".join(per_slot), len(per_slot))
+    t.codes = tuple(per_slot)
+    return t
 
 
 _dims: dict[Any, tuple[int, int, int]] = {}

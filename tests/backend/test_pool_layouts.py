@@ -45,3 +45,69 @@ def test_stamped_arrays_share_no_memory_object():
     b = CupyPool.stamp((4, 4), dtype, 8192, object(), None)
     assert a.gpu_data is not b.gpu_data
     assert int(a.gpu_data.device_pointer) != int(b.gpu_data.device_pointer)
+
+
+class _FakeCupy:
+    """Just what ``CupyPool`` asks of CuPy: device and stream blocks and raw allocations."""
+
+    def __init__(self) -> None:
+        self.entered: list = []
+        self.next_ptr = 1 << 20
+        fake = self
+
+        class Device:
+            def __init__(self, device: int) -> None:
+                self.device = device
+
+            def __enter__(self) -> None:
+                fake.entered.append(("device", self.device))
+
+            def __exit__(self, *exc: object) -> None:
+                fake.entered.append(("device exit", self.device))
+
+        class Stream:
+            def __init__(self, handle: int) -> None:
+                self.handle = handle
+
+            def __enter__(self) -> None:
+                fake.entered.append(("stream", self.handle))
+
+            def __exit__(self, *exc: object) -> None:
+                fake.entered.append(("stream exit", self.handle))
+
+            @staticmethod
+            def from_external(ref: object) -> Stream:
+                return Stream(ref.handle)
+
+        Stream.null = Stream(0)
+
+        def alloc(nbytes: int) -> SimpleNamespace:
+            fake.next_ptr += 4096
+            fake.entered.append(("alloc", nbytes))
+            return SimpleNamespace(ptr=fake.next_ptr, nbytes=nbytes)
+
+        self.cuda = SimpleNamespace(Device=Device, Stream=Stream, alloc=alloc)
+
+
+@pytest.mark.parametrize("handle", [0, 0x5000])
+def test_a_layouts_allocator_allocates_what_allocate_does(handle):
+    cupy = _FakeCupy()
+    pool = CupyPool(cupy)
+    stream = SimpleNamespace(handle=SimpleNamespace(value=handle))
+    shape, dtype = (6, 5, 3), np.dtype(np.uint8)
+    want = pool.allocate(shape, dtype, 1, stream, lambda d: None)
+    steps = list(cupy.entered)
+    cupy.entered.clear()
+    got = pool.allocator(shape, dtype, 1, lambda d: None)(handle)
+    assert steps == [("device", 1), ("stream", handle), ("alloc", 90),
+                     ("stream exit", handle), ("device exit", 1)]
+    # the caller has the device's context current: the runtime's device is not set again
+    assert cupy.entered == steps[1:-1]
+    a, b = vars(got), vars(want)
+    assert sorted(a) == sorted(b)
+    for name in b:
+        if name != "gpu_data":
+            assert a[name] is b[name] or a[name] == b[name], name
+    assert int(got.gpu_data.device_pointer) == int(want.gpu_data.device_pointer) + 4096
+    assert got.gpu_data.size == want.gpu_data.size == 90
+    assert got.gpu_data._owner.ptr == int(got.gpu_data.device_pointer)

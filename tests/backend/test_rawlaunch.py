@@ -71,3 +71,20 @@ def test_a_wrong_argument_count_is_refused(kinds):
     t = _layout(kinds)
     with pytest.raises(ValueError):
         t.values((_arr(64),))
+
+
+def test_the_current_context_is_read_through_the_driver(monkeypatch):
+    class Driver:
+        handle = 0xC0FFEE
+
+        def cuCtxGetCurrent(self, out):  # noqa: N802
+            out._obj.value = self.handle
+            return 0
+
+    driver = Driver()
+    monkeypatch.setattr(rawlaunch, "_libcuda", driver)
+    assert rawlaunch.current_context() == 0xC0FFEE
+    driver.handle = None  # no context current: NULL
+    assert rawlaunch.current_context() == 0
+    monkeypatch.setattr(rawlaunch, "_libcuda", False)  # no driver library here
+    assert rawlaunch.current_context() is None

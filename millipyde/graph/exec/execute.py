@@ -1,5 +1,6 @@
 """Run planned kernels: each kernel kind's runner, the stored sources it reads, private
-intermediates, and ``materialize``, which plans a node and runs what it needs."""
+intermediates, and ``materialize``, which plans a node and runs what it needs (or, for a
+replayed one-kernel plan that learnt one, its replay launch: ``binds``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from ...backend import ACTIVE as runtime  # the active backend: buffers, copies,
 from ..ir.node import Node
 from ..plan.schedule import Gather, Kernel, Stencil
 from . import replay
+from .tables import _op_params
 
 #: A kernel kind's runner: (kernel, its source's buffer, device, the private reader) to the
 #: output buffer and whether it is partial (only the reader's footprint computed). Each kind's
@@ -18,6 +20,11 @@ from . import replay
 #: here: the gather runner materializes reductions (the warp clip's bounds) through this driver.
 Runner = Callable[[Kernel, Any, int, "Gather | None"], "tuple[Any, bool]"]
 RUNNERS: dict[str, Runner] = {}
+#: A kernel kind's binder: (a replayed kernel just run, its source's position in the chain,
+#: its node fields' positions, the chain's length) to a replay launch of the plan, or None
+#: (see ``replay.learn``).
+Binder = Callable[[Kernel, int, "dict[str, tuple[int, ...]]", int], "replay.Fast | None"]
+BINDERS: dict[str, Binder] = {}
 
 
 def runs(*kinds: str) -> Callable[[Runner], Runner]:
@@ -27,6 +34,47 @@ def runs(*kinds: str) -> Callable[[Runner], Runner]:
             RUNNERS[kind] = fn
         return fn
     return register
+
+
+def binds(*kinds: str) -> Callable[[Binder], Binder]:
+    """Register the decorated function as the binder of kernels of ``kinds``."""
+    def register(fn: Binder) -> Binder:
+        for kind in kinds:
+            BINDERS[kind] = fn
+        return fn
+    return register
+
+
+class ReplayLaunch:
+    """The replay launch of a one-kernel plan (``replay.learn``): the kernel's parameters are
+    ``base`` with each chained op's slots (position in the chain, first slot, end) taken from
+    the bound nodes, as ``gather._replayed_args`` does; ``bound`` is the launch the kind's
+    runner kept (``Backend.bind_2d``), called with the source's buffer and those parameters."""
+
+    __slots__ = ("bound", "src", "out", "base", "slots")
+
+    def __init__(self, bound: Any, src: int, out: int, base: list[float],
+                 slots: tuple[tuple[int, int, int], ...]) -> None:
+        self.bound, self.src, self.out, self.base, self.slots = bound, src, out, base, slots
+
+    def __call__(self, seq: list[Node]) -> bool:
+        if faults.ARMED:
+            return False  # the general path checks each op's fault point
+        p = self.base.copy()
+        for pos, a, b in self.slots:
+            n = seq[pos]
+            ps = n.params
+            m = len(ps)
+            # ``_op_params``: the parameters, then zeros (already in ``base``) up to the slots
+            if m <= b - a:
+                p[a:a + m] = map(float, ps)
+            else:
+                p[a:b] = _op_params(n)
+        buf = self.bound(seq[self.src].buffer, p)
+        if buf is None:
+            return False  # a source of another layout: the general path picks its kernel
+        seq[self.out].settle(buf)
+        return True
 
 
 def run_kernel(k: Kernel, private: dict[int, Any] | None = None,
@@ -101,16 +149,28 @@ def _run_copy(k: Kernel, src: Any, device: int, reader: Gather | None) -> tuple[
 
 def materialize(target: Node) -> Any:
     """Compute ``target`` (and what it needs) and return its buffer; a no-op when stored."""
-    if target.materialized:
+    if target.buffer is not None:  # (``materialized``, without a call on the per-op path)
         return target.buffer
     with target.lock:
-        if target.materialized:
+        if target.buffer is not None:
             return target.buffer
-        kernels = replay.plan(target)  # schedule.plan, or a cached plan bound to these nodes
-        private: dict[int, Any] = {}
-        for i, k in enumerate(kernels):
-            for src in getattr(k, "leaves", None) or [k.source]:
-                if src.buffer is None and src.id not in private:
-                    materialize(src)
-            run_kernel(k, private, private_reader(k, kernels[i + 1:], target))
+        # schedule.plan, or a cached plan of this chain's structure
+        kernels, seq, entry = replay.resolve(target)
+        if entry is None:
+            _run_all(kernels, target)
+        elif entry.fast is not None and entry.fast(seq):
+            pass  # the replay launch stored the output
+        else:
+            kernels = replay.bind(entry, seq)
+            _run_all(kernels, target)
+            replay.learn(entry, kernels, seq, BINDERS)
     return target.buffer
+
+
+def _run_all(kernels: list[Kernel], target: Node) -> None:
+    private: dict[int, Any] = {}
+    for i, k in enumerate(kernels):
+        for src in getattr(k, "leaves", None) or [k.source]:
+            if src.buffer is None and src.id not in private:
+                materialize(src)
+        run_kernel(k, private, private_reader(k, kernels[i + 1:], target))

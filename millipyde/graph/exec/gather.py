@@ -188,19 +188,33 @@ def _rgba_lut_fast(sig: GatherSig, src: Any) -> bool:
 
 
 def _run_gather_rgba(k: Gather, src: Any, dst: Any, lut: np.ndarray, p: np.ndarray,
-                     device: int) -> None:
-    """uint8 RGBA, LUT and/or integer index map only: one uint32 load/store per pixel."""
+                     device: int) -> tuple:
+    """uint8 RGBA, LUT and/or integer index map only: one uint32 load/store per pixel.
+
+    Returns the launch: (kernel, grid, block, arguments, the views of source and output the
+    first two arguments are).
+    """
     flat, mapped = _lut_rgba_fns()
     use_lut = bool(k.pre)
     lut_d = runtime.upload_small(np.ascontiguousarray(lut), device)
     h, w = dst.shape[0], dst.shape[1]
     if tuple(src.shape) == tuple(dst.shape) and np.array_equal(p[:6], [1, 0, 0, 0, 1, 0]):
-        runtime.launch_blocks(flat, *codegen_gpu.lut_launch(h * w, runtime.simulated), device,
-                              _words(src, flat=True), _words(dst, flat=True), lut_d, use_lut)
-        return
-    runtime.launch_grid(mapped, *codegen_gpu.mapped_launch(h, w, runtime.simulated), device,
-                        _words(src), _words(dst), lut_d, runtime.upload_small(p, device),
-                        use_lut)
+        blocks, threads = codegen_gpu.lut_launch(h * w, runtime.simulated)
+        args = (*_flat_words(src, dst), lut_d, use_lut)
+        runtime.launch_blocks(flat, blocks, threads, device, *args)
+        return flat, (blocks,), (threads,), args, _flat_words
+    grid, block = codegen_gpu.mapped_launch(h, w, runtime.simulated)
+    args = (*_mapped_words(src, dst), lut_d, runtime.upload_small(p, device), use_lut)
+    runtime.launch_grid(mapped, grid, block, device, *args)
+    return mapped, grid, block, args, _mapped_words
+
+
+def _flat_words(src: Any, dst: Any) -> tuple[Any, Any]:
+    return _words(src, flat=True), _words(dst, flat=True)
+
+
+def _mapped_words(src: Any, dst: Any) -> tuple[Any, Any]:
+    return _words(src), _words(dst)
 
 
 # The packed kernel's offsets are 32-bit (``GatherSig.packed``)
@@ -241,25 +255,76 @@ def run_gather(k: Gather, src: Any, device: int, reader: Gather | None = None
                ) -> tuple[Any, bool]:
     """Launch gather ``k`` on ``src``: its output buffer (never partial)."""
     out = k.output
-    sig, lut, p = gather_args(k, not tables_inline(k))
+    tables = not tables_inline(k)
+    sig, lut, p = gather_args(k, tables)
     dst = runtime.empty(out.shape, out.dtype, device)
     if variants.gpu_variants_enabled() and _rgba_lut_fast(sig, src):
-        _run_gather_rgba(k, src, dst, lut, p, device)
+        fn, grid, block, args, views = _run_gather_rgba(k, src, dst, lut, p, device)
+        memo = k.__dict__.get("_memo")
+        if (memo is not None and memo.get(tables) is not None and "bound" not in memo
+                and not (k.pre or k.post) and 0 not in out.shape):
+            # no table: every argument follows from the replay key. Its uploads were made on
+            # this stream: done before any other stream's replay reads them (once per plan)
+            runtime.synchronize(device)
+            bound = runtime.bind_grid(fn, grid, block, device, src, dst, args, len(args) - 2,
+                                      views)
+            if bound is not None:
+                memo["bound"] = (bound, tables, None)  # None: no parameter per call
         return dst, False
     h, w = out.shape[0], out.shape[1]
-    src_arg, dst_arg = runtime.as_3d(src), runtime.as_3d(dst)
+    views, extra = _plain_views, []
     if _packable(sig, src, out):
         sig = dataclasses.replace(sig, packed=True)
-        src_arg, dst_arg = _words(src, flat=True), runtime.flat(dst)
-        p = np.concatenate([p, [src.shape[1], h, w]])
+        views, extra = _packed_views, [src.shape[1], h, w]
+        p = np.concatenate([p, extra])
+    src_arg, dst_arg = views(src, dst)
     fn = _gather_fn(sig)
     params = tuple(p.tolist()) if runtime.codegen_target == "cuda" else (p,)
     # a thread takes `items` pixels of a row per trip: the grid covers w / items columns
     items = gather_items(sig, runtime.codegen_target, runtime.simulated)
     table = (identity_table(sig.cin, device) if not any(sig.lut_stages)
              else runtime.upload_small(np.ascontiguousarray(lut), device))
-    runtime.launch_2d(fn, h, -(-w // items), device, src_arg, dst_arg, table, *params)
+    args = (src_arg, dst_arg, table, *params)
+    runtime.launch_2d(fn, h, -(-w // items), device, *args)
+    memo = k.__dict__.get("_memo")
+    if (memo is not None and memo.get(tables) is not None and "bound" not in memo
+            and not any(sig.lut_stages) and h * w > 0):
+        # a replayed plan whose parameters but the chained ops' are fixed: keep the launch
+        bound = runtime.bind_2d(fn, h, -(-w // items), device, src, dst, args, 1, views)
+        if bound is not None:
+            memo["bound"] = (bound, tables, [float(v) for v in extra])
     return dst, False
+
+
+def _plain_views(src: Any, dst: Any) -> tuple[Any, Any]:
+    return runtime.as_3d(src), runtime.as_3d(dst)
+
+
+def _packed_views(src: Any, dst: Any) -> tuple[Any, Any]:
+    return _words(src, flat=True), runtime.flat(dst)
+
+
+@execute.binds("gather")
+def bind_gather(k: Gather, src: int, lists: dict[str, tuple[int, ...]], n: int
+                ) -> execute.ReplayLaunch | None:
+    """The replay launch of a replayed one-gather plan whose launch the runner kept."""
+    memo = k.__dict__.get("_memo")
+    got = None if memo is None else memo.get("bound")
+    if got is None or lists["nodes"][-1] != n - 1:
+        return None
+    bound, tables, extra = got
+    if extra is None:  # (the RGBA word kernel: nothing changes between replays)
+        return execute.ReplayLaunch(bound, src, n - 1, [], ())
+    _, base, offsets = memo[tables]
+    lut_mode = k.lut_mode and tables
+    chained = (() if lut_mode else lists["pre"] + lists["post"]) + lists["grey_ops"]
+    if any(node.op.stat for node in ([] if lut_mode else k.pre + k.post) + k.grey_ops):
+        return None  # (its slots hold a statistic too; such a plan is not memoized anyway)
+    slots = tuple((pos, offsets[i], offsets[i + 1]) for i, pos in enumerate(chained))
+    params = base.tolist() + extra
+    for _, a, b in slots:
+        params[a:b] = [0.0] * (b - a)  # each call writes the op's parameters over the zeros
+    return execute.ReplayLaunch(bound, src, n - 1, params, slots)
 
 
 @execute.runs("stat")

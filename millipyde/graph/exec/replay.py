@@ -12,15 +12,21 @@ kernel's parameters, tables and buffers are still made by ``execute`` from those
 replay runs exactly what a fresh plan would.
 
 The cache holds positions in the chain, never nodes, so it keeps no buffer alive.
+
+A plan of one kernel may also learn a *replay launch* (``_Plan.fast``, made by the kernel
+kind's binder, see ``execute.binds``): on later hits ``execute.materialize`` hands it the
+chain and it allocates, launches and stores the output itself, without rebuilding kernels.
 """
 
 from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ... import config
 from ...kernels import OpSpec
 from ..ir.node import Node
 from ..plan import schedule
@@ -39,17 +45,27 @@ _lock = threading.Lock()
 stats = {"hits": 0, "misses": 0, "uncached": 0}
 
 
-@dataclass(frozen=True)
+#: a replay launch: run the plan on the bound chain, store the output; False: not run (the
+#: caller takes the general path)
+Fast = Callable[[list[Node]], bool]
+# how often a plan's first replays may try to learn a replay launch (a binder says None while
+# what it needs is not there yet: a kernel's first launch, say)
+_FAST_TRIES = 3
+
+
+@dataclass
 class _Plan:
     ops: tuple[Any, ...]  # the op objects keyed by id(), held so that no id is reused
     kernels: tuple[tuple[Kernel, int, dict[str, tuple[int, ...]]], ...]
+    fast: Fast | None = None  # set once, by ``learn``
+    tries: int = 0
 
 
 def _chain(target: Node) -> list[Node] | None:
     """The source then every pending node up to ``target``, or None when not a plain chain."""
     seq = []
     n = target
-    while not n.materialized:
+    while n.buffer is None:  # (``materialized``, without a call per node)
         if len(n.inputs) != 1 or n.gated_off or len(seq) >= _MAX_CHAIN:
             return None
         op = n.op
@@ -106,7 +122,8 @@ def _skeleton(kernels: list[Kernel], seq: list[Node]) -> tuple | None:
     return tuple(out)
 
 
-def _bind(entry: _Plan, seq: list[Node]) -> list[Kernel]:
+def bind(entry: _Plan, seq: list[Node]) -> list[Kernel]:
+    """The kernels of a cached plan around the nodes of ``seq`` (a hit of ``resolve``)."""
     kernels = []
     for shell, src, lists in entry.kernels:
         k = object.__new__(type(shell))  # a shallow copy, without copy.copy's protocol
@@ -120,34 +137,59 @@ def _bind(entry: _Plan, seq: list[Node]) -> list[Kernel]:
 
 def plan(target: Node) -> list[Kernel]:
     """``schedule.plan(target)``, from the cache when this chain's structure was planned."""
-    if target.materialized:
-        return []
+    kernels, seq, entry = resolve(target)
+    return kernels if entry is None else bind(entry, seq)
+
+
+def resolve(target: Node) -> tuple[list[Kernel], None, None] | tuple[None, list[Node], _Plan]:
+    """``(kernels, None, None)`` planned afresh, or ``(None, chain, plan)`` for a hit: the
+    caller binds the cached plan to the chain (``bind``) or runs its replay launch."""
+    if target.buffer is not None:
+        return [], None, None
     seq = _chain(target)
     if seq is None:
         stats["uncached"] += 1
-        return schedule.plan(target)
+        return schedule.plan(target), None, None
     key = _key(seq)
     try:
         entry = _cache.get(key)
     except TypeError:  # a parameter that cannot be hashed (an array): plan every time
         stats["uncached"] += 1
-        return schedule.plan(target)
+        return schedule.plan(target), None, None
     if entry is not None:
         # the key holds id() of each op; the entry holds the ops themselves, so no id in a
         # live entry's key can have been reused by another object
         stats["hits"] += 1
-        return _bind(entry, seq)
+        return None, seq, entry
     stats["misses"] += 1
     kernels = schedule.plan(target)
     if not _seen_before(key):
-        return kernels
+        return kernels, None, None
     skeleton = _skeleton(kernels, seq)
     if skeleton is not None:
         with _lock:
             if len(_cache) >= _MAX:
                 _cache.pop(next(iter(_cache)))
             _cache[key] = _Plan(tuple(n.op for n in seq[1:]), skeleton)
-    return kernels
+    return kernels, None, None
+
+
+def learn(entry: _Plan, kernels: list[Kernel], seq: list[Node],
+          binders: dict[str, Callable[..., Fast | None]]) -> None:
+    """After a hit ran through the general path: give a one-kernel plan its replay launch,
+    from the binder of its kernel's kind (``binders[kind](kernel, source position, node
+    positions by field, chain length)``), when the binder can make one."""
+    if entry.fast is not None or entry.tries >= _FAST_TRIES or len(entry.kernels) != 1:
+        return
+    entry.tries += 1
+    binder = binders.get(kernels[0].kind)
+    if binder is None:
+        entry.tries = _FAST_TRIES
+        return
+    _, src, lists = entry.kernels[0]
+    fast = binder(kernels[0], src, lists, len(seq))
+    if fast is not None:
+        entry.fast = fast
 
 
 def _seen_before(key: tuple) -> bool:
@@ -168,8 +210,16 @@ def _seen_before(key: tuple) -> bool:
 
 def clear() -> None:
     """Forget every cached plan (tests)."""
+    _forget()
+    for k in stats:
+        stats[k] = 0
+
+
+def _forget() -> None:
     with _lock:
         _cache.clear()
         _seen.clear()
-    for k in stats:
-        stats[k] = 0
+
+
+# replay launches are bound to the kernel variants the settings chose: re-read, plan again
+config.on_refresh(_forget)

@@ -65,14 +65,24 @@ def run_stencil(k: Stencil, src: Any, device: int, reader: Gather | None = None
     if not runtime.caps.shared_memory:
         fn, tiles = _stencil_cpu_fn(pre, post)
         band, strip = tiles(h, w, nc, len(taps))
-        runtime.launch_2d(fn, h, w, device, src3, dst3, taps, nc, is_int, full, band, strip,
-                          IDENTITY_LUT if lut is None else lut)
+        args = (src3, dst3, taps, nc, is_int, full, band, strip,
+                IDENTITY_LUT if lut is None else lut)
+        runtime.launch_2d(fn, h, w, device, *args)
+        if _keeps(k, lut, reader):
+            _keep(k, runtime.bind_2d(fn, h, w, device, src, dst, args, len(args) - 2, _views))
         return dst, False
     taps_d = runtime.upload_small(taps, device)
     radius = len(taps) // 2
     if variants.stencil_2d_fits(radius) and variants.stencil_2d_reads(src3, src3.shape):
-        run_stencil_2d(src3, dst3, taps_d, radius, is_int, full, device, lut, pre, post,
-                       reader=reader)
+        launch = run_stencil_2d(src3, dst3, taps_d, radius, is_int, full, device, lut, pre,
+                                post, reader=reader)
+        if _keeps(k, lut, reader):
+            fn, grid, block, args, shared, views = launch
+            # the taps, table and spans were uploaded on this stream: done before any other
+            # stream's replay reads them (once per plan)
+            runtime.synchronize(device)
+            _keep(k, runtime.bind_grid(fn, grid, block, device, src, dst, args, len(args) - 2,
+                                       views, shared))
         return dst, reader is not None
     tmp = runtime.empty((h, w, nc), np.float64, device)
     if variants.gpu_variants_enabled() and lut is None:
@@ -91,12 +101,14 @@ def run_stencil(k: Stencil, src: Any, device: int, reader: Gather | None = None
 def run_stencil_2d(src3: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool, full: float,
                    device: int, lut: np.ndarray | None = None, pre: bool = False,
                    post: bool = False, packed: bool | None = None,
-                   reader: Gather | None = None) -> None:
+                   reader: Gather | None = None) -> tuple:
     """The one-pass 2-D tiled stencil; ``lut`` (2, C, 256) uint8 holds the pre/post tables.
 
     ``packed`` (default: ``stencil_2d_packs``) picks the kernel that stages uint8 RGBA tiles as
     words; tests turn it off to compare the two. With a ``reader`` (``private_reader``) each
     band of tile rows computes only the columns that gather reads (``footprint.spans``).
+    Returns the launch: (kernel, grid, block, arguments, shared bytes, the views of source and
+    output buffers the first two arguments are).
     """
     h, w, c = src3.shape
     if packed is None:
@@ -108,17 +120,55 @@ def run_stencil_2d(src3: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool,
     table = IDENTITY_LUT[:, :c] if lut is None else lut
     if packed:
         shared = codegen_gpu.packed_shared_bytes(radius, geometry)
-        src1, dst1 = _words(src3, flat=True), _words(dst3, flat=True)
+        views = _word_views
     else:
         shared = codegen_gpu.tile_shared_bytes(radius, geometry)
-        src1, dst1 = runtime.flat(src3), runtime.flat(dst3)
+        views = _flat_views
     band = codegen_gpu.tile_size(geometry)[0]
     span = (footprint.full_spans(h, w, band) if reader is None
             else footprint.spans(reader, band))
-    runtime.launch_grid(fn, codegen_gpu.tile_grid(h, w, geometry), geometry[:2], device,
-                        src1, dst1, h, w, taps_d, is_int, full,
-                        runtime.upload_small(table, device),
-                        runtime.upload_small(span, device), shared=shared)
+    args = (*views(src3, dst3), h, w, taps_d, is_int, full, runtime.upload_small(table, device),
+            runtime.upload_small(span, device))
+    grid = codegen_gpu.tile_grid(h, w, geometry)
+    runtime.launch_grid(fn, grid, geometry[:2], device, *args, shared=shared)
+    return fn, grid, geometry[:2], args, shared, views
+
+
+def _views(src: Any, dst: Any) -> tuple[Any, Any]:
+    return runtime.as_3d(src), runtime.as_3d(dst)
+
+
+def _flat_views(src: Any, dst: Any) -> tuple[Any, Any]:
+    return runtime.flat(runtime.as_3d(src)), runtime.flat(runtime.as_3d(dst))
+
+
+def _word_views(src: Any, dst: Any) -> tuple[Any, Any]:
+    return _words(runtime.as_3d(src), flat=True), _words(runtime.as_3d(dst), flat=True)
+
+
+def _keeps(k: Stencil, lut: np.ndarray | None, reader: Gather | None) -> bool:
+    """Whether to keep this launch for replays of ``k``'s plan: a replayed kernel (``_memo``)
+    whose every argument but its source and output follows from the replay key (the stencil's
+    parameters are in it; tables made from elementwise ops' parameters are not), computing
+    its whole output."""
+    memo = k.__dict__.get("_memo")
+    return memo is not None and "bound" not in memo and lut is None and reader is None
+
+
+def _keep(k: Stencil, bound: Any) -> None:
+    if bound is not None:
+        k._memo["bound"] = bound
+
+
+@execute.binds("stencil")
+def bind_stencil(k: Stencil, src: int, lists: dict[str, tuple[int, ...]], n: int
+                 ) -> execute.ReplayLaunch | None:
+    """The replay launch of a replayed one-stencil plan whose launch the runner kept: no
+    parameter changes between replays (the stencil's are in the key)."""
+    bound = k.__dict__.get("_memo", {}).get("bound")
+    if bound is None or lists["nodes"][-1] != n - 1:
+        return None
+    return execute.ReplayLaunch(bound, src, n - 1, [], ())
 
 
 def run_stencil_tiled(src3: Any, tmp: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool,

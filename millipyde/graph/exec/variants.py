@@ -15,9 +15,10 @@ from ..codegen import gpu as codegen_gpu
 def gpu_variants_enabled() -> bool:
     """Hand-tuned GPU variants run on the real ``cuda``/``hip`` backends only.
 
-    ``MILLIPYDE_GPU_VARIANTS=0`` forces the generic kernels (benchmarks compare both).
+    ``MILLIPYDE_GPU_VARIANTS=0`` forces the generic kernels (benchmarks compare both); it is
+    read once (``config.refresh`` reads it again).
     """
-    return runtime.caps.tuned_kernels and config.gpu_variants()
+    return runtime.caps.tuned_kernels and config.once(config.gpu_variants)
 
 
 def _c_contiguous(a: Any) -> bool:

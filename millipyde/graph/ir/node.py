@@ -41,7 +41,9 @@ class Node:
         self.op = op
         self.inputs = inputs
         self.params = params
-        self.shape = tuple(int(s) for s in shape)
+        # an op that keeps its input's shape passes that tuple of ints: shared, not rebuilt
+        self.shape = (inputs[0].shape if inputs and type(shape) is tuple
+                      and shape == inputs[0].shape else tuple(int(s) for s in shape))
         self.dtype = np.dtype(dtype)
         self.device = device
         self.buffer = buffer

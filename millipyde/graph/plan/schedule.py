@@ -32,7 +32,7 @@ def fusion_enabled() -> bool:
     """Fusion is on unless ``MILLIPYDE_FUSION=0`` or inside ``with fusion(False)``."""
     if _fusion_override:
         return _fusion_override[-1]
-    return config.fusion()
+    return config.once(config.fusion)
 
 
 @contextlib.contextmanager

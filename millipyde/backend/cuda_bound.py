@@ -1,0 +1,99 @@
+"""The cuda backend's replay launches (``Backend.bind_2d``): one 2-D launch kept with all that
+does not change between replays already worked out.
+
+A replayed one-gather plan launches the same kernel on the same device with arrays of the same
+layouts again and again; only the source's address, the new output's and the scalars change.
+``RawBound2D`` keeps the kernel's function handle, its own parameter block (``rawlaunch``'s
+layout) packed once from the launch it was bound from, the offsets of the two addresses and of
+the scalars in it, the grid, and an allocator of the output's layout (``CupyPool.allocator``).
+A call allocates, packs the three changing parts over the block and makes one
+``cuLaunchKernel``. Instead of ``on_device`` it checks that the device's context is the
+thread's current one (one driver call); whatever it does not cover (another context current,
+a recording thread, the cached path switched off, an allocation that fails) goes through the
+general ``Bound2D``, and a source of another layout is refused (None) as that refuses it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from . import launcher, rawlaunch
+from .base import Bound2D
+from .pool import stream_handle
+from .rawlaunch import Template
+
+
+class RawBound2D:
+    """A launch (2-D, or an explicit grid with dynamic shared memory) through the driver with
+    its own pre-packed parameter block."""
+
+    __slots__ = ("backend", "generic", "alloc", "device", "context", "lib", "handle", "config",
+                 "shared", "block", "pointers", "lock", "src_at", "dst_at", "scalars_at",
+                 "scalars", "src_shape", "src_strides")
+
+    def __init__(self, backend: Any, generic: Bound2D, template: Template,
+                 alloc: Callable[[int], Any], device: int, context: int,
+                 grid: tuple[int, int, int], block: tuple[int, int, int], args: tuple,
+                 src: Any, nscalars: int, shared: int = 0) -> None:
+        self.backend, self.generic, self.alloc = backend, generic, alloc
+        self.device, self.context, self.shared = device, context, shared
+        self.lib, self.handle, self.config = rawlaunch.libcuda(), template.handle, grid + block
+        first = template.slots()
+        # (numba-cuda's array ABI: meminfo, parent, nitems, itemsize, data, shape, strides)
+        self.src_at, self.dst_at = 8 * (first[0] + 4), 8 * (first[1] + 4)
+        at = first[len(args) - nscalars] if nscalars else len(template.codes)
+        self.scalars_at = 8 * at
+        self.scalars = struct.Struct("<" + "".join(template.codes[at:]))
+        # every slot packed once; a call rewrites the two addresses and the scalars
+        self.block = ctypes.create_string_buffer(max(template.layout.size, 8))
+        template.layout.pack_into(self.block, 0, *template.values(args))
+        base = ctypes.addressof(self.block)
+        n = max(len(template.codes), 1)
+        self.pointers = (ctypes.c_void_p * n)(*[base + 8 * i for i in range(n)])
+        self.lock = threading.Lock()  # the driver copies the block before cuLaunchKernel returns
+        self.src_shape, self.src_strides = tuple(src.shape), tuple(src.strides)
+
+    @staticmethod
+    def fits(template: Template, nargs: int, nscalars: int) -> bool:
+        """Whether launches of ``template`` take two arrays first and ``nscalars`` scalars
+        last (of ``nargs`` arguments): what ``RawBound2D`` rewrites per call."""
+        kinds = template.kinds
+        return (len(kinds) == nargs and nargs >= 2 + nscalars and kinds[0] >= 0
+                and kinds[1] >= 0 and all(k < 0 for k in kinds[nargs - nscalars:]))
+
+    def __call__(self, src: Any, params: list[float]) -> Any:
+        """Launch on ``src`` with the scalar ``params``; the new output buffer."""
+        b = self.backend
+        if (src.shape != self.src_shape or src.strides != self.src_strides
+                or not (launcher.ENABLED and launcher.DIRECT)
+                or getattr(b._tls, "recording", None) is not None
+                or rawlaunch.current_context() != self.context):
+            return self.generic(src, params)
+        stream = b.stream_on(self.device)
+        if stream is None:
+            return self.generic(src, params)
+        handle = stream_handle(stream)
+        try:
+            dst = self.alloc(handle)
+        except MemoryError:
+            # the general path allocates again and reports a failure as the backend does
+            return self.generic(src, params)
+        block = self.block
+        with self.lock:
+            _ADDRESS.pack_into(block, self.src_at, int(src.gpu_data.device_pointer))
+            _ADDRESS.pack_into(block, self.dst_at, int(dst.gpu_data.device_pointer))
+            self.scalars.pack_into(block, self.scalars_at, *params)
+            rc = self.lib.cuLaunchKernel(self.handle, *self.config, self.shared, handle,
+                                         self.pointers, None)
+        if rc:
+            from numba.cuda.cudadrv.driver import CudaAPIError
+
+            raise CudaAPIError(rc, f"cuLaunchKernel failed with CUresult {rc}")
+        return dst
+
+
+_ADDRESS = struct.Struct("<q")  # an array's data slot ("q", as ``rawlaunch._codes``)

@@ -1,0 +1,138 @@
+"""The cuda backend's replay launch (``backend/cuda_bound.py``) with a fake driver: the block it
+hands ``cuLaunchKernel`` is the one the cached launch path packs for the same arguments, and
+what it does not cover goes through the general launch."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from numba.core import types
+
+from millipyde.backend import launcher, rawlaunch
+from millipyde.backend.cuda_bound import RawBound2D
+
+ARR3 = types.Array(types.uint8, 3, "C")
+
+
+class _FakeDriver:
+    """``cuLaunchKernel`` recording its configuration and the parameter block it was given."""
+
+    def __init__(self, layout) -> None:
+        self.layout, self.calls = layout, []
+        self.context = 0xC7
+
+    def cuCtxGetCurrent(self, out):  # noqa: N802
+        out._obj.value = self.context
+        return 0
+
+    def cuLaunchKernel(self, handle, gx, gy, gz, bx, by, bz, shared, stream, params, extra):  # noqa: N802
+        block = ctypes.string_at(params[0], self.layout.size)
+        self.calls.append(((gx, gy, gz), (bx, by, bz), shared, stream,
+                           self.layout.unpack(block)))
+        return 0
+
+
+class _FakeBackend:
+    def __init__(self) -> None:
+        self._tls = threading.local()
+        self.stream = SimpleNamespace(handle=SimpleNamespace(value=0x77))
+
+    def stream_on(self, device: int):
+        return self.stream
+
+
+def _arr(shape, ptr, dtype=np.uint8, strides=None) -> SimpleNamespace:
+    ref = np.empty(shape, dtype)
+    return SimpleNamespace(size=ref.size, dtype=ref.dtype, shape=ref.shape,
+                           strides=ref.strides if strides is None else strides, ndim=ref.ndim,
+                           gpu_data=SimpleNamespace(device_pointer=ptr))
+
+
+@pytest.fixture
+def bound(monkeypatch):
+    template = rawlaunch.build(0x1234, (ARR3, ARR3, ARR3) + (types.float64,) * 3)
+    driver = _FakeDriver(template.layout)
+    monkeypatch.setattr(rawlaunch, "_libcuda", driver)
+    backend = _FakeBackend()
+    ptrs = iter(range(1 << 30, 1 << 31, 1 << 20))
+    generic = []
+
+    def alloc(handle):
+        assert handle == 0x77
+        return _arr((4, 5, 3), next(ptrs))
+
+    src, dst, table = _arr((4, 5, 3), 4096), _arr((4, 5, 3), 8192), _arr((2, 3, 256), 512)
+    b = RawBound2D(backend, lambda s, p: generic.append((s, p)) or "generic", template, alloc,
+                   0, 0xC7, (3, 2, 1), (32, 8, 1), (src, dst, table, 0.5, 1.0, 2.0), src, 3)
+    return SimpleNamespace(b=b, template=template, driver=driver, backend=backend,
+                           generic=generic, table=table)
+
+
+def test_the_launch_passes_what_the_cached_path_packs(bound):
+    src = _arr((4, 5, 3), 1 << 16)
+    dst = bound.b(src, [0.25, -3.5, 7.0])
+    ((grid, block, shared, stream, slots),) = bound.driver.calls
+    assert (grid, block, shared, stream) == ((3, 2, 1), (32, 8, 1), 0, 0x77)
+    assert slots == bound.template.unpack((src, dst, bound.table, 0.25, -3.5, 7.0))
+    assert int(dst.gpu_data.device_pointer) == 1 << 30 and bound.generic == []
+    dst2 = bound.b(src, [1.0, 2.0, 3.0])  # a new output per call, the block rewritten
+    assert bound.driver.calls[1][4] == bound.template.unpack(
+        (src, dst2, bound.table, 1.0, 2.0, 3.0))
+
+
+def test_what_it_does_not_cover_goes_through_the_general_launch(bound, monkeypatch):
+    strided = _arr((4, 5, 3), 1 << 16, strides=(30, 6, 2))
+    assert bound.b(strided, [1.0, 2.0, 3.0]) == "generic"
+    assert bound.b(_arr((5, 4, 3), 1 << 16), [1.0, 2.0, 3.0]) == "generic"
+    bound.backend._tls.recording = lambda *a: None
+    assert bound.b(_arr((4, 5, 3), 1 << 16), [1.0, 2.0, 3.0]) == "generic"
+    bound.backend._tls.recording = None
+    monkeypatch.setattr(launcher, "DIRECT", False)
+    assert bound.b(_arr((4, 5, 3), 1 << 16), [1.0, 2.0, 3.0]) == "generic"
+    monkeypatch.setattr(launcher, "DIRECT", True)
+    bound.driver.context = 0xD8  # another device's context is current
+    assert bound.b(_arr((4, 5, 3), 1 << 16), [1.0, 2.0, 3.0]) == "generic"
+    bound.driver.context = 0xC7
+    bound.backend.stream = None  # the device's default stream not known yet
+    assert bound.b(_arr((4, 5, 3), 1 << 16), [1.0, 2.0, 3.0]) == "generic"
+    bound.backend.stream = SimpleNamespace(handle=SimpleNamespace(value=0x77))
+
+    def oom(handle):
+        raise MemoryError("pool exhausted")
+
+    bound.b.alloc = oom
+    assert bound.b(_arr((4, 5, 3), 1 << 16), [1.0, 2.0, 3.0]) == "generic"
+    assert len(bound.generic) == 7 and bound.driver.calls == []
+
+
+def test_a_wrong_scalar_count_fails_loudly(bound):
+    import struct
+
+    with pytest.raises(struct.error):
+        bound.b(_arr((4, 5, 3), 1 << 16), [1.0, 2.0])
+
+
+def test_only_arrays_first_and_scalars_last_fit():
+    f64 = types.float64
+    assert RawBound2D.fits(rawlaunch.build(0, (ARR3, ARR3, ARR3, f64, f64)), 5, 2)
+    assert RawBound2D.fits(rawlaunch.build(0, (ARR3, ARR3, ARR3)), 3, 0)
+    assert not RawBound2D.fits(rawlaunch.build(0, (ARR3, f64, ARR3, f64)), 4, 1)
+    assert not RawBound2D.fits(rawlaunch.build(0, (ARR3, ARR3, ARR3, f64)), 4, 2)
+    assert not RawBound2D.fits(rawlaunch.build(0, (ARR3, ARR3, f64)), 4, 1)
+
+
+def test_an_explicit_grid_passes_its_shared_memory(monkeypatch):
+    template = rawlaunch.build(0x99, (ARR3, ARR3, types.int64))
+    driver = _FakeDriver(template.layout)
+    monkeypatch.setattr(rawlaunch, "_libcuda", driver)
+    src, dst = _arr((4, 5, 3), 4096), _arr((4, 5, 3), 8192)
+    b = RawBound2D(_FakeBackend(), None, template, lambda handle: dst, 0, 0xC7, (7, 1, 1),
+                   (128, 1, 1), (src, dst, 5), src, 0, 4096)
+    b(src, [])
+    ((grid, block, shared, stream, slots),) = driver.calls
+    assert (grid, block, shared) == ((7, 1, 1), (128, 1, 1), 4096)
+    assert slots == template.unpack((src, dst, 5))
