@@ -77,6 +77,7 @@ class _GatherRecipe:
     stages: list[tuple[int, np.ndarray, np.ndarray, list[tuple[int, int]], tuple]]
     channels: int
     full: float
+    clip: bool  # the sampler's warp clip applies (its bounds are measured at launch)
 
 
 def _recipe(t: Any, i: int, d: Draws) -> _GatherRecipe:
@@ -117,7 +118,7 @@ def _recipe(t: Any, i: int, d: Draws) -> _GatherRecipe:
                            (stage, codes.tobytes(), shared.tobytes(), tuple(varying))))
     got = t.recipes[i] = _GatherRecipe(p_t, np.ascontiguousarray(lut_t), flags, cols, smp,
                                        post_maps, stages, k.channels,
-                                       float(p_t[codegen.FULL_OFF]))
+                                       float(p_t[codegen.FULL_OFF]), bool(k.clip_check))
     return got
 
 
@@ -160,7 +161,9 @@ def _gather_arrays(ms: _Members, i: int, d: Draws, ok: np.ndarray,
     for us in _by(samplers).values():
         maps, clips = d.maps(*rs[us[0]].sampler)
         m = ms.mask(us)
-        ok[m] &= ~clips[rows[m]]
+        # a member whose warp clip differs from its template's plans differently (the clip
+        # splits the kernel): it needs a template of its own (``Recorder.groups``)
+        ok[m] &= clips[rows[m]] == rs[us[0]].clip
         p[m, codegen.A_OFF:codegen.A_OFF + 6] = maps[rows[m]]
         for u in us:  # index maps after the sampler: the same 3x3 products as Gather.add
             r = rs[u]
@@ -234,8 +237,8 @@ def _taps_arrays(ms: _Members, i: int, d: Draws) -> dict[str, Any]:
 def group_arrays(key: tuple, parts: list[tuple[Any, np.ndarray]],
                  d: Draws) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray]:
     """The batch rows of a group's members (``parts``: per pattern its template and rows),
-    per kernel their arrays, and the rows the batch cannot make (a sampler that needs
-    scikit-image's data-dependent clip: per-output work)."""
+    per kernel their arrays, and the rows whose sampler's warp clip differs from their
+    template's (they plan another kernel structure)."""
     ms = _Members(parts)
     ok = np.ones(len(ms.rows), dtype=bool)
     arrays = []
@@ -277,6 +280,9 @@ class ArrayGroup(batch._Group):
 
     def sidx_host(self) -> list[int]:
         return self.sidx.tolist()
+
+    def size(self) -> int:
+        return len(self.index)
 
     def taps_host(self, i: int) -> list[Any]:
         a = self.arrays[i]

@@ -9,9 +9,11 @@ with), and every output of that pattern then gets its kernel arguments (paramete
 uint8 tables, taps) from the drawn arrays, computed as ``exec.gather.gather_args`` computes them.
 The groups run through ``graph.exec.batch``'s batched kernels, one upload per batch.
 
-Outputs this cannot make (a rotation that needs scikit-image's data-dependent clip, a pattern
-that does not batch) are made by the Generator's per-output path; the caller gets their
-output indices back. Callable Operations make the whole Generator use that path
+An output whose rotation needs scikit-image's data-dependent warp clip when its pattern's
+template's does not (or the reverse) plans another kernel structure: it joins the pattern's
+second template's group, whose clip bounds are measured on the device
+(``graph.exec.batch_group``). Outputs this cannot make (a pattern that does not batch) are
+made by the Generator's per-output path; the caller gets their output indices back. Callable Operations make the whole Generator use that path
 (documented in ``Generator.batches``).
 """
 
@@ -188,17 +190,21 @@ class Recorder:
         self.state = state
         self.rules = rules
         self.lock = threading.Lock()
-        self.templates: dict[tuple[int, bytes], _Template | None] = {}
-        self.failed: dict[tuple[int, bytes], int] = {}
+        self.templates: dict[tuple[int, bytes, int], _Template | None] = {}
+        self.failed: dict[tuple[int, bytes, int], int] = {}
 
     #: Outputs tried as a pattern's template before the pattern is left to per-output work
     #: (an output whose own rotation needs scikit-image's clip does not batch).
     TRIES = 4
 
     def template(self, device: int, pattern: np.ndarray, candidates: list[int],
-                 stacks: dict) -> Any:
-        """The pattern's template, recorded from the first candidate that batches."""
-        key = (device, pattern.tobytes())
+                 stacks: dict, variant: int = 0) -> Any:
+        """The pattern's template, recorded from the first candidate that batches.
+
+        ``variant`` 1: the pattern's other plan, for its outputs whose warp clip differs
+        from the first template's (``batch_groups.group_arrays``' lost rows).
+        """
+        key = (device, pattern.tobytes(), variant)
         with self.lock:
             if key in self.templates:
                 return self.templates[key]
@@ -246,11 +252,34 @@ class Recorder:
                 parts.setdefault(t.key, []).append((t, rows))
         stack = next(iter(stacks.values()))[0] if stacks else None
         sidx_rows = sidx_of[karr % len(inputs)]
-        groups = []
+        groups: list[ArrayGroup] = []
+        lost = self._grouped(parts, drawn, stack, device, sidx_rows, groups)
+        if len(lost):
+            # outputs whose warp clip differs from their pattern's template: the pattern's
+            # other plan (a template of their own), batched too
+            again: dict[tuple, list] = {}
+            lost_pat = inverse[lost]
+            for u in np.unique(lost_pat).tolist():
+                rows = lost[lost_pat == u]
+                t = self.template(device, pats[first[u]],
+                                  [ks[r] for r in rows[:self.TRIES].tolist()], stacks, 1)
+                if t is None:
+                    left.append(rows)
+                else:
+                    again.setdefault(t.key, []).append((t, rows))
+            left.append(self._grouped(again, drawn, stack, device, sidx_rows, groups))
+        return groups, sorted(np.concatenate(left).tolist()) if left else []
+
+    @staticmethod
+    def _grouped(parts: dict[tuple, list], drawn: Draws, stack: Any, device: int,
+                 sidx_rows: np.ndarray, groups: list) -> np.ndarray:
+        """Append the groups of ``parts`` (key -> per pattern its template and rows) to
+        ``groups``; the rows they leave (sorted)."""
+        lost = []
         for key, got in parts.items():
-            index, arrays, lost = group_arrays(key, got, drawn)
-            left.append(lost)
+            index, arrays, rest = group_arrays(key, got, drawn)
+            lost.append(rest)
             if len(index):
                 groups.append(ArrayGroup(key, stack, device, got[0][0].kernels, index, arrays,
                                          sidx_rows))
-        return groups, sorted(np.concatenate(left).tolist()) if left else []
+        return np.sort(np.concatenate(lost)) if lost else np.zeros(0, dtype=np.int64)

@@ -11,7 +11,7 @@ import millipyde as mp
 from millipyde import random as mprandom
 from millipyde.backend import ACTIVE as runtime
 from millipyde.graph.codegen import gpu as codegen_gpu
-from millipyde.graph.exec import batch, execute
+from millipyde.graph.exec import batch, batch_stencil, execute
 from millipyde.graph.exec import variants as exec_variants
 from millipyde.graph.ir import node
 from millipyde.kernels import REGISTRY
@@ -144,7 +144,7 @@ def _batch(hosts: list[np.ndarray], ops: list[mp.Operation], seed: int, n: int, 
 def test_gated_batch_is_one_group(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # the cpu backend's per-member stencil would make launches depend on the coins (a gated
     # member copies instead of launching): count the batched passes
-    monkeypatch.setattr(batch, "CPU_FUSED_STENCIL", False)
+    monkeypatch.setattr(batch_stencil, "CPU_FUSED_STENCIL", False)
     hosts, seed = _image(kind), 7
     ops = _gated_ops(kind == "rgba")
     _assert_mixed(ops, seed, OUTPUTS)
