@@ -13,8 +13,9 @@ An output whose rotation needs scikit-image's data-dependent warp clip when its 
 template's does not (or the reverse) plans another kernel structure: it joins the pattern's
 second template's group, whose clip bounds are measured on the device
 (``graph.exec.batch_group``). Outputs this cannot make (a pattern that does not batch) are
-made by the Generator's per-output path; the caller gets their output indices back. Callable Operations make the whole Generator use that path
-(documented in ``Generator.batches``).
+made by the Generator's per-output path; the caller gets their output indices back.
+Callable Operations make the whole Generator use that path (documented in
+``Generator.batches``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .batch_groups import ArrayGroup, Draws, group_arrays
+from .batch_groups import ArrayGroup, Draws, KeyPlan, group_arrays
 from .batch_ops import Ctx, sample_round
 from .graph.exec import batch
 from .image import RECORDING_METHODS, _bounds, _range, gpuimage
@@ -192,6 +193,7 @@ class Recorder:
         self.lock = threading.Lock()
         self.templates: dict[tuple[int, bytes, int], _Template | None] = {}
         self.failed: dict[tuple[int, bytes, int], int] = {}
+        self.plans: dict[tuple, KeyPlan] = {}  # per group key: its templates as arrays
 
     #: Outputs tried as a pattern's template before the pattern is left to per-output work
     #: (an output whose own rotation needs scikit-image's clip does not batch).
@@ -270,14 +272,17 @@ class Recorder:
             left.append(self._grouped(again, drawn, stack, device, sidx_rows, groups))
         return groups, sorted(np.concatenate(left).tolist()) if left else []
 
-    @staticmethod
-    def _grouped(parts: dict[tuple, list], drawn: Draws, stack: Any, device: int,
+    def _grouped(self, parts: dict[tuple, list], drawn: Draws, stack: Any, device: int,
                  sidx_rows: np.ndarray, groups: list) -> np.ndarray:
         """Append the groups of ``parts`` (key -> per pattern its template and rows) to
         ``groups``; the rows they leave (sorted)."""
         lost = []
         for key, got in parts.items():
-            index, arrays, rest = group_arrays(key, got, drawn)
+            plan = self.plans.get(key)
+            if plan is None:
+                with self.lock:
+                    plan = self.plans.setdefault(key, KeyPlan(key))
+            index, arrays, rest = group_arrays(plan, got, drawn)
             lost.append(rest)
             if len(index):
                 groups.append(ArrayGroup(key, stack, device, got[0][0].kernels, index, arrays,

@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--recipe", choices=("thesis", "imagenet"), default="thesis")
+    ap.add_argument("--full", action="store_true",
+                    help="thesis: the whole Batches._write_recorded (draws, groups, pack, "
+                    "upload, launches, conversion), kernels not run (cpu backend)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     if args.recipe == "imagenet":
@@ -57,12 +60,46 @@ def main(argv: list[str] | None = None) -> int:
             g.pack(pk)
         return groups, left
 
+    if args.full:
+        return _full(args, st, rec)
     for b in range(4):  # templates of the common patterns
         host(b)
     dt, (groups, left) = _timed(host, args)
     print(f"thesis: host per batch of {n}: {dt * 1e3:.2f} ms ({n / dt:,.0f} img/s bound); "
           f"{len(groups)} groups, {len(left)} outputs per output, "
           f"{len(rec.templates)} templates")
+    return 0
+
+
+def _full(args, st, rec) -> int:
+    """The worker's whole host path of a recorded batch on the cpu backend with every kernel
+    run skipped: what a GPU worker does per batch, less the driver's own costs. The stencil
+    step takes the batched passes (one launch each), as on GPUs."""
+    from millipyde.backend import ACTIVE as runtime
+    from millipyde.graph.exec import batch_stencil
+
+    if mp.backend() != "cpu":
+        raise SystemExit("--full runs on the cpu backend (MILLIPYDE_BACKEND=cpu)")
+    n = args.size
+    gen = mp.Generator(st.inputs, st.operations, seed=0)
+    bs = gen.batches(n)
+    made = []
+    bs._made = lambda ks, device, stream: made.extend(ks) or []  # counted, not made
+    batch_stencil.CPU_FUSED_STENCIL = False
+    runtime._run_cpu = lambda kernel, a: None
+    rec = batches._recorder(gen._state)
+
+    def host(b: int) -> tuple:
+        value = bs._write_recorded(rec, list(range(b * n, b * n + n)), 0, None)
+        return value, made
+
+    for b in range(4):
+        host(b)
+    made.clear()
+    dt, _ = _timed(host, args)
+    print(f"thesis full: host per batch of {n}: {dt * 1e3:.2f} ms ({n / dt:,.0f} img/s "
+          f"bound); {len(made)} outputs left per output (not made here)")
+    bs.close()
     return 0
 
 
@@ -78,6 +115,14 @@ def _timed(host, args) -> tuple[float, tuple]:
             one = min(one, time.perf_counter() - t1)
         dt = min(dt, (time.perf_counter() - t0) / args.batches)
     print(f"fastest single batch: {one * 1e3:.2f} ms")
+    # Python calls per batch of batches already seen (templates recorded): machine-independent
+    prof = cProfile.Profile()
+    prof.enable()
+    for b in range(4, 4 + args.batches):
+        host(b)
+    prof.disable()
+    calls = pstats.Stats(prof).total_calls
+    print(f"python calls per batch: {calls / args.batches:,.0f}")
     if args.profile:
         prof = cProfile.Profile()
         prof.enable()

@@ -34,7 +34,7 @@ from ...kernels import REGISTRY, OpSpec
 from ..ir.node import Node
 from ..plan.schedule import Gather, full_range, plan
 from . import execute, gather, tables
-from .batch_group import _as4, _gather_fn, _Group, _Member, _Pack  # noqa: F401  (re-exported)
+from .batch_group import _as4, _gather_fn, _Group, _Member, _Pack, tables_of  # noqa: F401
 from .batch_group import launch as _launch  # noqa: F401  (re-exported: batch_arena, batches)
 from .batch_stencil import stencil_gpu as _stencil_gpu  # noqa: F401  (re-exported: probes)
 
@@ -96,28 +96,30 @@ def _gather_member_args(k: Gather) -> tuple[Any, np.ndarray, np.ndarray, np.ndar
 
     Gated-off nodes keep the kernel's signature (so every coin pattern shares it) but not
     their effect: index maps already left the matrices alone (``Gather.add``), uint8 tables
-    are rebuilt from the ops that ran, other chained ops and a sampler get a flag.
+    (where the batch builds them: ``tables_of``) are rebuilt from the ops that ran, other
+    chained ops (inlined uint8 chains too) and a sampler get a flag.
     """
+    use_tables = tables_of(k)
     if k.clip_check:
         # the bounds are measured at launch (batch_group.clip_bounds): no reduction of an
         # intermediate here; the clip slots stay -inf / +inf until then
         k = copy.copy(k)
         k.__dict__.pop("_memo", None)
         k.clip_check = False
-        sig, lut, p = gather.gather_args(k)
+        sig, lut, p = gather.gather_args(k, use_tables)
         sig = dataclasses.replace(sig, clip=True)
     else:
-        sig, lut, p = gather.gather_args(k)
+        sig, lut, p = gather.gather_args(k, use_tables)
     if not any(n.gated_off for n in k.nodes):
         return sig, lut, p, None
     c, full = k.channels, full_range(k.source.dtype)
-    if k.lut_mode and any(n.gated_off for n in k.pre + k.post):
+    if use_tables and any(n.gated_off for n in k.pre + k.post):
         lut = tables.IDENTITY_LUT[:, :c].copy()  # a stage left without ops: identity table
         for stage, ops in enumerate((k.pre, k.post)):
             ran = [n for n in ops if not n.gated_off]
             if ran:
                 lut[stage] = tables.build_lut(ran, c, full)
-    chained = ([] if k.lut_mode else k.pre + k.post) + k.grey_ops
+    chained = ([] if use_tables else k.pre + k.post) + k.grey_ops
     flags = [n.gated_off for n in chained]
     flags.append(any(n.gated_off and n.op.kind == "sampler" for n in k.nodes))
     return sig, lut, p, np.array(flags, dtype=np.float64) if any(flags) else None

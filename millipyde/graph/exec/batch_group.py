@@ -21,13 +21,25 @@ from ..codegen import batch_bounds as codegen_bounds
 from ..codegen import gather_sig as codegen
 from ..ir.node import Node
 from ..plan.schedule import Kernel
-from . import batch_stencil
+from . import batch_stencil, gather
 
 
 @functools.cache
 def _gather_fn(sig: Any, gates: bool):
     return codegen_batch.gather_batch_kernel(sig, runtime.codegen_target, runtime.simulated,
                                              gates)
+
+
+def tables_of(k: Any) -> bool:
+    """Whether a batch gives gather ``k``'s uint8 elementwise chains per-member tables.
+
+    As per image (``gather.tables_inline``): on device backends an image of up to
+    ``INLINE_TABLE_MAX_PIXELS`` runs its chain per pixel from the members' scalars in their
+    parameter rows, so no table is built on the host or uploaded per member (a batch of 256
+    held ~400 KB of them); the values are the tables' (the same scalar functions, rounded
+    after each op).
+    """
+    return k.lut_mode and not gather.tables_inline(k)
 
 
 def _bounds_threads() -> int:
@@ -140,7 +152,7 @@ class _Group:
         self.gated = []
         for i, k in enumerate(ms[0].kernels):
             if k.kind == "gather":
-                lut = np.stack([m.args[i][0] for m in ms]) if k.lut_mode else \
+                lut = np.stack([m.args[i][0] for m in ms]) if tables_of(k) else \
                     ms[0].args[i][0][None]
                 p = np.stack([m.args[i][1] for m in ms])
                 flags = [m.args[i][2] for m in ms]
