@@ -198,6 +198,7 @@ class KeyPlan:
         self.index: dict[int, int] = {}  # id(template) -> its index
         self.kernels: list[Any] = []
         self.lock = threading.Lock()
+        self.memo: dict[Any, Any] = {}  # compiled launches of the key (``_Group.memo``)
 
     def ids(self, parts: list[tuple[Any, np.ndarray]],
             d: Draws) -> tuple[np.ndarray, list[Any], list[Any]]:
@@ -345,14 +346,16 @@ def group_arrays(plan: KeyPlan, parts: list[tuple[Any, np.ndarray]],
 class ArrayGroup(batch._Group):
     """A ``graph.exec.batch`` group whose per-member arguments come as stacked arrays.
 
-    ``kernels``: the group's kernels (its first template's); ``index``: its members' batch
+    ``plan``: its key's :class:`KeyPlan`; ``kernels``: the group's kernels (its first
+    template's); ``index``: its members' batch
     positions; ``arrays``: per kernel what :func:`group_arrays` built; ``sidx_rows``: per
     batch position, its input's index in the stack.
     """
 
-    def __init__(self, key: tuple, stack: Any, device: int, kernels: list, index: np.ndarray,
-                 arrays: list[dict[str, Any]], sidx_rows: np.ndarray) -> None:
-        super().__init__(key, stack, device)
+    def __init__(self, plan: KeyPlan, stack: Any, device: int, kernels: list,
+                 index: np.ndarray, arrays: list[dict[str, Any]], sidx_rows: np.ndarray) -> None:
+        super().__init__(plan.key, stack, device)
+        self.memo = plan.memo  # the key's compiled launches, across batches
         self.index = index
         self.arrays = arrays
         self.sidx = sidx_rows[index]
@@ -378,7 +381,7 @@ class ArrayGroup(batch._Group):
     def pack(self, pk: batch._Pack) -> None:
         """Lay the group's arrays out in ``pk`` (``_Group.pack``'s slots)."""
         n = len(self.index)
-        self.slots = [pk.add(self.sidx), pk.add(np.arange(n, dtype=np.int64))]
+        self.slots = [pk.add(self.sidx), pk.arange(n)]
         self.gated = []
         for a in self.arrays:
             if "p" in a:

@@ -110,6 +110,9 @@ def patterns(rules: list[_Rule], coins: np.ndarray, params: list) -> np.ndarray:
     return np.concatenate(bits, axis=1)
 
 
+_MISSING = object()
+
+
 class RecordError(Exception):
     """Recording output ``k`` failed: ``err`` (a ``workers.StepError``) says where."""
 
@@ -127,6 +130,7 @@ class _Template:
         self.args = member.args
         self.op_of = op_of
         self.recipes: dict[int, Any] = {}  # kernel index -> _GatherRecipe
+        self.plan: KeyPlan | None = None  # its group key's (``Recorder.template``)
 
 
 def record_template(state: Any, rules: list[_Rule], k: int, device: int,
@@ -214,6 +218,7 @@ class Recorder:
             for k in candidates[:max(0, self.TRIES - tried)]:
                 t = record_template(self.state, self.rules, k, device, stacks)
                 if t is not None:
+                    t.plan = self.plans.setdefault(t.key, KeyPlan(t.key))
                     self.templates[key] = t
                     return t
                 tried += 1
@@ -242,16 +247,19 @@ class Recorder:
         inputs = st.inputs
         sidx_of = np.array([stacks[n.id][1] for n in st.stacked_nodes[device]],
                            dtype=np.int64)
-        parts: dict[tuple, list] = {}
+        parts: dict[int, list] = {}  # id(KeyPlan) -> per pattern its template and rows
         left: list[np.ndarray] = []
+        known = self.templates
         for u, f in enumerate(first.tolist()):
             rows = order[bounds[u]:bounds[u + 1]]
-            t = self.template(device, pats[f], [ks[r] for r in rows[:self.TRIES].tolist()],
-                              stacks)
+            t = known.get((device, pats[f].tobytes(), 0), _MISSING)
+            if t is _MISSING:
+                t = self.template(device, pats[f],
+                                  [ks[r] for r in rows[:self.TRIES].tolist()], stacks)
             if t is None:
                 left.append(rows)
             else:
-                parts.setdefault(t.key, []).append((t, rows))
+                parts.setdefault(id(t.plan), []).append((t, rows))
         stack = next(iter(stacks.values()))[0] if stacks else None
         sidx_rows = sidx_of[karr % len(inputs)]
         groups: list[ArrayGroup] = []
@@ -259,7 +267,7 @@ class Recorder:
         if len(lost):
             # outputs whose warp clip differs from their pattern's template: the pattern's
             # other plan (a template of their own), batched too
-            again: dict[tuple, list] = {}
+            again: dict[int, list] = {}
             lost_pat = inverse[lost]
             for u in np.unique(lost_pat).tolist():
                 rows = lost[lost_pat == u]
@@ -268,23 +276,21 @@ class Recorder:
                 if t is None:
                     left.append(rows)
                 else:
-                    again.setdefault(t.key, []).append((t, rows))
+                    again.setdefault(id(t.plan), []).append((t, rows))
             left.append(self._grouped(again, drawn, stack, device, sidx_rows, groups))
         return groups, sorted(np.concatenate(left).tolist()) if left else []
 
-    def _grouped(self, parts: dict[tuple, list], drawn: Draws, stack: Any, device: int,
+    @staticmethod
+    def _grouped(parts: dict[int, list], drawn: Draws, stack: Any, device: int,
                  sidx_rows: np.ndarray, groups: list) -> np.ndarray:
-        """Append the groups of ``parts`` (key -> per pattern its template and rows) to
-        ``groups``; the rows they leave (sorted)."""
+        """Append the groups of ``parts`` (per group key, per pattern its template and rows)
+        to ``groups``; the rows they leave (sorted)."""
         lost = []
-        for key, got in parts.items():
-            plan = self.plans.get(key)
-            if plan is None:
-                with self.lock:
-                    plan = self.plans.setdefault(key, KeyPlan(key))
+        for got in parts.values():
+            plan = got[0][0].plan
             index, arrays, rest = group_arrays(plan, got, drawn)
             lost.append(rest)
             if len(index):
-                groups.append(ArrayGroup(key, stack, device, got[0][0].kernels, index, arrays,
+                groups.append(ArrayGroup(plan, stack, device, got[0][0].kernels, index, arrays,
                                          sidx_rows))
         return np.sort(np.concatenate(lost)) if lost else np.zeros(0, dtype=np.int64)

@@ -1,9 +1,10 @@
 """Batched warp-clip bounds: per batch member, its source's minimum and maximum made into the
 clip its sampler reads (``kernels.clip.warp_clip_bounds``), written into its parameter row.
 
-``kernel(src, sidx, p, off)``: ``src`` is (S, N), member ``b`` reads row ``sidx[b]``; the
-bounds go to ``p[b, off]`` and ``p[b, off + 1]`` (``gather_sig.CLIP_OFF``, ``CLIP_HI_OFF``), on
-the device, before the batched gather that reads them launches: no copy to the host, no wait.
+``kernel(src, sidx, p, off)``: ``src`` is (S, N), member ``b`` < ``p.shape[0]`` reads row
+``sidx[b]`` (``sidx`` may be longer); the bounds go to ``p[b, off]`` and ``p[b, off + 1]``
+(``gather_sig.CLIP_OFF``, ``CLIP_HI_OFF``), on the device, before the batched gather that
+reads them launches: no copy to the host, no wait.
 Minima and maxima are exact in any order, so the values are those of the per-output path's
 reductions (``graph.exec.gather.warp_clip``); NaN wins, as there.
 
@@ -91,7 +92,7 @@ def bounds_source(target: str, sim: bool = False, threads: int = 256) -> str:
             + _scalar_source() + "\n\n_bounds = _dev(warp_clip_bounds)\n")
     fn = f"\n\n{_decorator(target, sim)}\ndef kernel(src, sidx, p, off):\n    n = src.shape[1]\n"
     if target == "cpu":
-        body = ("    for b in prange(sidx.shape[0]):\n        s = sidx[b]\n"
+        body = ("    for b in prange(p.shape[0]):\n        s = sidx[b]\n"
                 + _indent(_SCAN.format(start="0", step="1"), 4)
                 + _indent(_STORE, 4))
         return head + fn + body

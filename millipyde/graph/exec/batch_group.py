@@ -70,10 +70,19 @@ class _Pack:
 
     ALIGN = 16
 
-    def __init__(self) -> None:
+    def __init__(self, members: int = 0) -> None:
         self.parts: list[tuple[int, np.ndarray]] = []
         self.size = 0
         self.views: list[Any] = []
+        # one 0, 1, 2, ... for every group of up to ``members`` (kernels read its first nb)
+        self._arange = self.add(np.arange(members, dtype=np.int64)) if members else None
+        self._members = members
+
+    def arange(self, n: int) -> int:
+        """The slot of an int64 array whose first ``n`` entries are 0 .. n - 1."""
+        if self._arange is not None and n <= self._members:
+            return self._arange
+        return self.add(np.arange(n, dtype=np.int64))
 
     def add(self, array: np.ndarray) -> int:
         array = np.ascontiguousarray(array)
@@ -144,11 +153,20 @@ class _Group:
         self.members: list[_Member] = []
         self.slots: list[Any] = []
         self.gated: list[bool] = []  # per kernel: a gather that reads gate flags
+        # compiled kernels by (what, ...): looked up without hashing the signatures again
+        self.memo: dict[Any, Any] = {}
+
+    def cached(self, key: Any, make: Any) -> Any:
+        """``make()``, remembered under ``key`` for the group (and a recorded group's key)."""
+        got = self.memo.get(key)
+        if got is None:
+            got = self.memo[key] = make()
+        return got
 
     def pack(self, pk: _Pack) -> None:
         ms = self.members
         self.slots = [pk.add(np.array([m.sidx for m in ms], dtype=np.int64)),
-                      pk.add(np.arange(len(ms), dtype=np.int64))]
+                      pk.arange(len(ms))]
         self.gated = []
         for i, k in enumerate(ms[0].kernels):
             if k.kind == "gather":
@@ -230,8 +248,9 @@ class _Group:
             dst = runtime.reshape(out, (nb, *_as4(node.shape)))
             h, w, c = dst.shape[1:]
             if k.kind == "gather":
-                launch(_gather_fn(sig, self.gated[i]), nb, h, w, dev, src, sidx, dst, pk[a],
-                       pk[b])
+                gated = self.gated[i]
+                fn = self.cached(("gather", i, gated), lambda s=sig, gt=gated: _gather_fn(s, gt))
+                launch(fn, nb, h, w, dev, src, sidx, dst, pk[a], pk[b])
             elif not runtime.caps.shared_memory and batch_stencil.CPU_FUSED_STENCIL:
                 sidx_h = self.sidx_host() if first else range(nb)
                 batch_stencil.stencil_cpu(node, [src[j] for j in sidx_h], dst,
