@@ -200,7 +200,7 @@ class Recorder:
         self.plans: dict[tuple, KeyPlan] = {}  # per group key: its templates as arrays
 
     #: Outputs tried as a pattern's template before the pattern is left to per-output work
-    #: (an output whose own rotation needs scikit-image's clip does not batch).
+    #: (an output whose recording does not batch: a plan ``batch._analyse`` refuses).
     TRIES = 4
 
     def template(self, device: int, pattern: np.ndarray, candidates: list[int],
