@@ -22,6 +22,7 @@ from ..codegen import gather_sig as codegen
 from ..ir.node import Node
 from ..plan.schedule import Kernel
 from . import batch_stencil, gather
+from .batch_launch import launch
 
 
 @functools.cache
@@ -118,29 +119,6 @@ class _Member:
 
 def _as4(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(shape) if len(shape) == 3 else (*shape, 1)
-
-
-#: Blocks a batched launch aims at: several waves of 256-thread blocks on a 132-SM GPU.
-_TARGET_BLOCKS = 2048
-
-
-def launch(kernel: Any, nb: int, h: int, w: int, device: int, *args: Any) -> None:
-    """Run a batched kernel over ``nb`` images of ``h`` x ``w`` (grid z = images on GPUs)."""
-    if nb == 0 or h == 0 or w == 0:
-        return
-    if not runtime.caps.grid_launches:
-        runtime.launch_2d(kernel, h, w, device, *args)
-        return
-    if runtime.simulated:
-        block = (min(8, w), min(4, h), 1)
-    else:
-        block = (32, 8, 1)
-    gx, gz = min(-(-w // block[0]), 65535), min(nb, 65535)
-    # Rows stride over the grid (the kernels loop): only enough blocks in y to fill the GPU,
-    # so each thread runs its image's prologue (parameters, index map, gates) once for many
-    # rows instead of once per pixel.
-    gy = max(1, min(-(-h // block[1]), -(-_TARGET_BLOCKS // (gx * gz)), 65535))
-    runtime.launch_grid(kernel, (gx, gy, gz), block, device, *args)
 
 
 class _Group:

@@ -19,6 +19,7 @@ from ..ir.node import Node
 from ..plan import footprint
 from ..plan.schedule import full_range
 from . import stencil, tables, variants
+from .batch_launch import launch
 
 # On the cpu backend the stencil step runs the per-image fused tiled kernel (codegen_cpu, the
 # same values) member by member: it is several times faster there than the generic two-pass
@@ -57,8 +58,6 @@ def stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rma
                 device: int) -> None:
     """Both separable passes over a batch: one-pass 2-D tiles or two tiled passes on real GPUs
     (as ``execute``), else the generic passes."""
-    from .batch_group import launch
-
     nb, h, w, c = dst.shape
     nc = min(c, 3)
     is_int, full = n.dtype.kind in "ui", full_range(n.dtype)
