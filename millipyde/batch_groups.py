@@ -12,6 +12,7 @@ gives each member's own plan (tests compare the outputs bit for bit).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +78,7 @@ class _GatherRecipe:
     stages: list[tuple[int, np.ndarray, np.ndarray, list[tuple[int, int]], tuple]]
     channels: int
     full: float
+    clip: bool  # the sampler's warp clip applies (its bounds are measured at launch)
 
 
 def _recipe(t: Any, i: int, d: Draws) -> _GatherRecipe:
@@ -86,7 +88,7 @@ def _recipe(t: Any, i: int, d: Draws) -> _GatherRecipe:
         return got
     k = t.kernels[i]
     lut_t, p_t, flags = t.args[i]
-    lut_mode = k.lut_mode
+    lut_mode = batch.tables_of(k)
     chained = ([] if lut_mode else k.pre + k.post) + k.grey_ops
     cols = [(codegen.OPS_OFF + 3 * c, j) for c, node in enumerate(chained)
             if not node.gated_off and (j := d.op(t, node)) is not None]
@@ -117,98 +119,180 @@ def _recipe(t: Any, i: int, d: Draws) -> _GatherRecipe:
                            (stage, codes.tobytes(), shared.tobytes(), tuple(varying))))
     got = t.recipes[i] = _GatherRecipe(p_t, np.ascontiguousarray(lut_t), flags, cols, smp,
                                        post_maps, stages, k.channels,
-                                       float(p_t[codegen.FULL_OFF]))
+                                       float(p_t[codegen.FULL_OFF]), bool(k.clip_check))
     return got
 
 
-class _Members:
-    """A group's members: batch rows, the pattern of each, and masks of pattern sets."""
-
-    def __init__(self, parts: list[tuple[Any, np.ndarray]]) -> None:
-        self.templates = [t for t, _ in parts]
-        self.rows = np.concatenate([r for _, r in parts])
-        self.pattern = np.repeat(np.arange(len(parts)), [len(r) for _, r in parts])
-
-    def mask(self, patterns: list[int]) -> np.ndarray:
-        """Members whose pattern is one of ``patterns``."""
-        sel = np.zeros(len(self.templates), dtype=bool)
-        sel[patterns] = True
-        return sel[self.pattern]
-
-
 def _by(items: list[tuple[Any, int]]) -> dict[Any, list[int]]:
-    """Pattern indices per key, in first-seen order."""
+    """Template indices per key, in first-seen order."""
     out: dict[Any, list[int]] = {}
     for key, u in items:
         out.setdefault(key, []).append(u)
     return out
 
 
-def _gather_arrays(ms: _Members, i: int, d: Draws, ok: np.ndarray,
-                   ngates: int) -> dict[str, Any]:
-    """Per member ``lut``, ``p`` (gate flags appended where any member has one) of gather
-    kernel ``i`` (``batch._gather_member_args`` of each member)."""
-    rs = [_recipe(t, i, d) for t in ms.templates]
-    rows, pat = ms.rows, ms.pattern
-    p = np.stack([r.p for r in rs])[pat]
-    for (o, j), us in _by([(c, u) for u, r in enumerate(rs) for c in r.cols]).items():
-        m = ms.mask(us)
-        vals = d.params[j]
-        p[m, o:o + vals.shape[1]] = vals[rows[m]]
-    samplers = [((r.sampler[0], id(r.sampler[1]), r.sampler[2], r.sampler[3]), u)
-                for u, r in enumerate(rs) if r.sampler is not None]
-    for us in _by(samplers).values():
-        maps, clips = d.maps(*rs[us[0]].sampler)
-        m = ms.mask(us)
-        ok[m] &= ~clips[rows[m]]
-        p[m, codegen.A_OFF:codegen.A_OFF + 6] = maps[rows[m]]
-        for u in us:  # index maps after the sampler: the same 3x3 products as Gather.add
-            r = rs[u]
-            if not r.post_maps:
-                continue
-            j, spec, mid, _ = r.sampler
-            for at in np.flatnonzero(pat == u).tolist():
-                a = _affine3(spec, *mid, tuple(d.params[j][rows[at]].tolist()))
-                for q in r.post_maps:
-                    a = a @ q
-                p[at, codegen.A_OFF:codegen.A_OFF + 6] = a[:2].ravel()
-    k = ms.templates[0].kernels[i]
-    if k.lut_mode:
-        lut = np.stack([r.lut for r in rs])[pat]
-        stages = [(x[4], u) for u, r in enumerate(rs) for x in r.stages]
-        for key, us in _by(stages).items():
+def _flags(us: list[int], n: int) -> np.ndarray:
+    """A (n,) mask with ``us`` set."""
+    m = np.zeros(n, dtype=bool)
+    m[us] = True
+    return m
+
+
+class _GatherPlan:
+    """Gather kernel ``i`` of every template of a group key, as arrays over the templates:
+    base rows and tables, and per recipe piece (drawn column, sampler, table stage) a mask
+    of the templates that have it."""
+
+    def __init__(self, rs: list[_GatherRecipe], lut_mode: bool, ngates: int) -> None:
+        n = len(rs)
+        self.p = np.stack([r.p for r in rs])
+        self.lut = np.stack([r.lut for r in rs]) if lut_mode else rs[0].lut[None]
+        self.lut_mode = lut_mode
+        self.cols = [(o, j, _flags(us, n)) for (o, j), us in
+                     _by([(c, u) for u, r in enumerate(rs) for c in r.cols]).items()]
+        smp = [((r.sampler[0], id(r.sampler[1]), r.sampler[2], r.sampler[3]), u)
+               for u, r in enumerate(rs) if r.sampler is not None]
+        self.samplers = [(rs[us[0]].sampler, rs[us[0]].clip, _flags(us, n))
+                         for us in _by(smp).values()]
+        # templates with index maps after their sampler: composed per member (rare)
+        self.post = [(u, r) for u, r in enumerate(rs) if r.sampler is not None and r.post_maps]
+        self.stages = []
+        for key, us in _by([(x[4], u) for u, r in enumerate(rs) for x in r.stages]).items():
             stage, codes, fixed, varying, _ = next(x for x in rs[us[0]].stages if x[4] == key)
-            m = ms.mask(us)
-            prm = np.repeat(fixed[None], int(m.sum()), axis=0)
+            self.stages.append((stage, codes, fixed, varying, rs[us[0]].channels,
+                                rs[us[0]].full, _flags(us, n)))
+        self.gated = any(r.flags is not None for r in rs)
+        if self.gated:
+            self.flags = np.stack([np.zeros(ngates) if r.flags is None else r.flags
+                                   for r in rs])
+
+
+class _TapsPlan:
+    """Stencil kernel ``i`` of every template of a group key: which templates are gated off
+    (radius -1), which draw Gaussian taps (per (op, reach)), and the others."""
+
+    def __init__(self, templates: list, i: int, d: Draws) -> None:
+        n = len(templates)
+        gauss: list[tuple[Any, int]] = []
+        self.other: list[int] = []
+        for u, t in enumerate(templates):
+            node = t.kernels[i].output
+            if node.gated_off:
+                continue  # radius -1
+            j = d.op(t, node)
+            if j is not None and node.op.name == "gaussian":
+                gauss.append(((j, int(node.params[1]) if len(node.params) > 1 else None), u))
+            else:
+                self.other.append(u)
+        self.gauss = [(j, reach, _flags(us, n)) for (j, reach), us in _by(gauss).items()]
+
+
+class KeyPlan:
+    """One group key's templates and, per kernel, their arrays (:class:`_GatherPlan`,
+    :class:`_TapsPlan`), rebuilt when a template joins: a batch then costs one NumPy
+    operation per recipe piece, however many patterns it holds."""
+
+    def __init__(self, key: tuple) -> None:
+        self.key = key
+        self.templates: list[Any] = []
+        self.index: dict[int, int] = {}  # id(template) -> its index
+        self.kernels: list[Any] = []
+        self.lock = threading.Lock()
+        self.memo: dict[Any, Any] = {}  # compiled launches of the key (``_Group.memo``)
+
+    def ids(self, parts: list[tuple[Any, np.ndarray]],
+            d: Draws) -> tuple[np.ndarray, list[Any], list[Any]]:
+        """Per member (``parts``' rows in order) its template's index, and the templates and
+        kernel plans those index (new templates join first)."""
+        with self.lock:
+            new = [t for t, _ in parts if id(t) not in self.index]
+            if new:
+                for t in new:
+                    self.index[id(t)] = len(self.templates)
+                    self.templates.append(t)
+                self.kernels = self._build(d)
+            at = [self.index[id(t)] for t, _ in parts]
+            got = self.templates[:], self.kernels
+        if len(parts) == 1:
+            return np.full(len(parts[0][1]), at[0], dtype=np.int64), *got
+        return np.repeat(np.asarray(at, dtype=np.int64), [len(r) for _, r in parts]), *got
+
+    def _build(self, d: Draws) -> list[Any]:
+        ts = self.templates
+        out: list[Any] = []
+        for i, k in enumerate(ts[0].kernels):
+            if k.kind == "gather":
+                out.append(_GatherPlan([_recipe(t, i, d) for t in ts], batch.tables_of(k),
+                                       codegen.gather_ngates(self.key[2 + i][1])))
+            else:
+                out.append(_TapsPlan(ts, i, d))
+        return out
+
+
+def _put(dst: np.ndarray, m: np.ndarray, cols: slice, vals: np.ndarray,
+         rows: np.ndarray) -> None:
+    """``dst[m, cols] = vals[rows[m]]`` (all members: no mask)."""
+    if m.all():
+        dst[:, cols] = vals[rows]
+    elif m.any():
+        dst[m, cols] = vals[rows[m]]
+
+
+def _gather_arrays(kp: _GatherPlan, tid: np.ndarray, rows: np.ndarray, d: Draws,
+                   ok: np.ndarray) -> dict[str, Any]:
+    """Per member ``lut``, ``p`` (gate flags appended where any template has one) of a gather
+    kernel (``batch._gather_member_args`` of each member)."""
+    p = kp.p[tid]
+    for o, j, sel in kp.cols:
+        vals = d.params[j]
+        _put(p, sel[tid], slice(o, o + vals.shape[1]), vals, rows)
+    for sampler, clip, sel in kp.samplers:
+        maps, clips = d.maps(*sampler)
+        m = sel[tid]
+        # a member whose warp clip differs from its template's plans differently (the clip
+        # splits the kernel): it needs a template of its own (``Recorder.groups``)
+        ok[m] &= clips[rows[m]] == clip
+        _put(p, m, slice(codegen.A_OFF, codegen.A_OFF + 6), maps, rows)
+    for u, r in kp.post:  # index maps after the sampler: the same 3x3 products as Gather.add
+        j, spec, mid, _ = r.sampler
+        for at in np.flatnonzero(tid == u).tolist():
+            a = _affine3(spec, *mid, tuple(d.params[j][rows[at]].tolist()))
+            for q in r.post_maps:
+                a = a @ q
+            p[at, codegen.A_OFF:codegen.A_OFF + 6] = a[:2].ravel()
+    if kp.lut_mode:
+        lut = kp.lut[tid]
+        for stage, codes, fixed, varying, channels, full, sel in kp.stages:
+            m = sel[tid]
+            cnt = int(m.sum())
+            if not cnt:
+                continue
+            prm = np.repeat(fixed[None], cnt, axis=0)
+            mrows = rows[m]
             for q, j in varying:
                 vals = d.params[j]
-                prm[:, q, :vals.shape[1]] = vals[rows[m]]
-            out = np.empty((len(prm), rs[us[0]].channels, 256), dtype=np.uint8)
-            batch_math.lut_many()(codes, prm, rs[us[0]].channels, rs[us[0]].full, out)
+                prm[:, q, :vals.shape[1]] = vals[mrows]
+            out = np.empty((cnt, channels, 256), dtype=np.uint8)
+            batch_math.lut_many()(codes, prm, channels, full, out)
             lut[m, stage] = out
     else:
-        lut = rs[0].lut[None]  # one table for every member (``_Group.pack``)
-    gated = any(r.flags is not None for r in rs)
-    if gated:
-        flags = np.stack([np.zeros(ngates) if r.flags is None else r.flags for r in rs])
-        p = np.concatenate([p, flags[pat]], axis=1)
-    return {"lut": lut, "p": p, "gated": gated}
+        lut = kp.lut  # one table for every member (``_Group.pack``)
+    if kp.gated:
+        p = np.concatenate([p, kp.flags[tid]], axis=1)
+    return {"lut": lut, "p": p, "gated": kp.gated}
 
 
-def _taps_arrays(ms: _Members, i: int, d: Draws) -> dict[str, Any]:
+def _taps_arrays(kp: _TapsPlan, templates: list, i: int, tid: np.ndarray, rows: np.ndarray,
+                 d: Draws) -> dict[str, Any]:
     """Stencil kernel ``i``'s ``taps`` (n, T) and ``rad`` (n,) (-1: gated off, a copy)."""
-    rows = ms.rows
     pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # mask, taps, radii
-    gauss: list[tuple[Any, int]] = []
-    for u, t in enumerate(ms.templates):
-        node = t.kernels[i].output
-        if node.gated_off:
-            continue  # radius -1
-        j = d.op(t, node)
-        if j is not None and node.op.name == "gaussian":
-            gauss.append(((j, int(node.params[1]) if len(node.params) > 1 else None), u))
+    for u in kp.other:
+        m = tid == u
+        if not m.any():
             continue
-        m = ms.mask([u])
+        t = templates[u]
+        node = t.kernels[i].output
+        j = d.op(t, node)
         vals = None if j is None else d.params[j][rows[m]]
         if vals is None:
             taps = [t.args[i]] * int(m.sum())
@@ -219,10 +303,13 @@ def _taps_arrays(ms: _Members, i: int, d: Draws) -> dict[str, Any]:
         for at, a in enumerate(taps):
             mat[at, :len(a)] = a
         pieces.append((m, mat, np.array([len(a) // 2 for a in taps], dtype=np.int64)))
-    for (j, reach), us in _by(gauss).items():
+    for j, reach, sel in kp.gauss:
         mat, rad = d.taps(j, reach)
-        m = ms.mask(us)
-        pieces.append((m, mat[rows[m]], rad[rows[m]]))
+        m = sel[tid]
+        if m.all():
+            pieces.append((m, mat[rows], rad[rows]))
+        elif m.any():
+            pieces.append((m, mat[rows[m]], rad[rows[m]]))
     out = np.zeros((len(rows), max((t.shape[1] for _, t, _ in pieces), default=1)))
     rad = np.full(len(rows), -1, dtype=np.int64)
     for m, t, r in pieces:
@@ -231,42 +318,44 @@ def _taps_arrays(ms: _Members, i: int, d: Draws) -> dict[str, Any]:
     return {"taps": out, "rad": rad}
 
 
-def group_arrays(key: tuple, parts: list[tuple[Any, np.ndarray]],
+def group_arrays(plan: KeyPlan, parts: list[tuple[Any, np.ndarray]],
                  d: Draws) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray]:
     """The batch rows of a group's members (``parts``: per pattern its template and rows),
-    per kernel their arrays, and the rows the batch cannot make (a sampler that needs
-    scikit-image's data-dependent clip: per-output work)."""
-    ms = _Members(parts)
-    ok = np.ones(len(ms.rows), dtype=bool)
+    per kernel their arrays, and the rows whose sampler's warp clip differs from their
+    template's (they plan another kernel structure)."""
+    tid, templates, kernels = plan.ids(parts, d)
+    rows = parts[0][1] if len(parts) == 1 else np.concatenate([r for _, r in parts])
+    ok = np.ones(len(rows), dtype=bool)
     arrays = []
-    for i, k in enumerate(ms.templates[0].kernels):
-        if k.kind == "gather":
-            arrays.append(_gather_arrays(ms, i, d, ok, codegen.gather_ngates(key[2 + i][1])))
+    for i, kp in enumerate(kernels):
+        if isinstance(kp, _GatherPlan):
+            arrays.append(_gather_arrays(kp, tid, rows, d, ok))
         else:
-            arrays.append(_taps_arrays(ms, i, d))
+            arrays.append(_taps_arrays(kp, templates, i, tid, rows, d))
     if ok.all():
-        return ms.rows, arrays, ms.rows[:0]
-    kernels = ms.templates[0].kernels
-    for i, a in enumerate(arrays):
+        return rows, arrays, rows[:0]
+    for kp, a in zip(kernels, arrays, strict=True):
         for name in ("p", "taps", "rad"):
             if name in a:
                 a[name] = a[name][ok]
-        if "p" in a and kernels[i].lut_mode:  # per-member tables (else one for all)
+        if isinstance(kp, _GatherPlan) and kp.lut_mode:  # per-member tables (else one)
             a["lut"] = a["lut"][ok]
-    return ms.rows[ok], arrays, ms.rows[~ok]
+    return rows[ok], arrays, rows[~ok]
 
 
 class ArrayGroup(batch._Group):
     """A ``graph.exec.batch`` group whose per-member arguments come as stacked arrays.
 
-    ``kernels``: the group's kernels (its first template's); ``index``: its members' batch
+    ``plan``: its key's :class:`KeyPlan`; ``kernels``: the group's kernels (its first
+    template's); ``index``: its members' batch
     positions; ``arrays``: per kernel what :func:`group_arrays` built; ``sidx_rows``: per
     batch position, its input's index in the stack.
     """
 
-    def __init__(self, key: tuple, stack: Any, device: int, kernels: list, index: np.ndarray,
-                 arrays: list[dict[str, Any]], sidx_rows: np.ndarray) -> None:
-        super().__init__(key, stack, device)
+    def __init__(self, plan: KeyPlan, stack: Any, device: int, kernels: list,
+                 index: np.ndarray, arrays: list[dict[str, Any]], sidx_rows: np.ndarray) -> None:
+        super().__init__(plan.key, stack, device)
+        self.memo = plan.memo  # the key's compiled launches, across batches
         self.index = index
         self.arrays = arrays
         self.sidx = sidx_rows[index]
@@ -277,6 +366,9 @@ class ArrayGroup(batch._Group):
 
     def sidx_host(self) -> list[int]:
         return self.sidx.tolist()
+
+    def size(self) -> int:
+        return len(self.index)
 
     def taps_host(self, i: int) -> list[Any]:
         a = self.arrays[i]
@@ -289,7 +381,7 @@ class ArrayGroup(batch._Group):
     def pack(self, pk: batch._Pack) -> None:
         """Lay the group's arrays out in ``pk`` (``_Group.pack``'s slots)."""
         n = len(self.index)
-        self.slots = [pk.add(self.sidx), pk.add(np.arange(n, dtype=np.int64))]
+        self.slots = [pk.add(self.sidx), pk.arange(n)]
         self.gated = []
         for a in self.arrays:
             if "p" in a:

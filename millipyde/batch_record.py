@@ -9,10 +9,13 @@ with), and every output of that pattern then gets its kernel arguments (paramete
 uint8 tables, taps) from the drawn arrays, computed as ``exec.gather.gather_args`` computes them.
 The groups run through ``graph.exec.batch``'s batched kernels, one upload per batch.
 
-Outputs this cannot make (a rotation that needs scikit-image's data-dependent clip, a pattern
-that does not batch) are made by the Generator's per-output path; the caller gets their
-output indices back. Callable Operations make the whole Generator use that path
-(documented in ``Generator.batches``).
+An output whose rotation needs scikit-image's data-dependent warp clip when its pattern's
+template's does not (or the reverse) plans another kernel structure: it joins the pattern's
+second template's group, whose clip bounds are measured on the device
+(``graph.exec.batch_group``). Outputs this cannot make (a pattern that does not batch) are
+made by the Generator's per-output path; the caller gets their output indices back.
+Callable Operations make the whole Generator use that path (documented in
+``Generator.batches``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .batch_groups import ArrayGroup, Draws, group_arrays
+from .batch_groups import ArrayGroup, Draws, KeyPlan, group_arrays
 from .batch_ops import Ctx, sample_round
 from .graph.exec import batch
 from .image import RECORDING_METHODS, _bounds, _range, gpuimage
@@ -107,6 +110,9 @@ def patterns(rules: list[_Rule], coins: np.ndarray, params: list) -> np.ndarray:
     return np.concatenate(bits, axis=1)
 
 
+_MISSING = object()
+
+
 class RecordError(Exception):
     """Recording output ``k`` failed: ``err`` (a ``workers.StepError``) says where."""
 
@@ -124,6 +130,7 @@ class _Template:
         self.args = member.args
         self.op_of = op_of
         self.recipes: dict[int, Any] = {}  # kernel index -> _GatherRecipe
+        self.plan: KeyPlan | None = None  # its group key's (``Recorder.template``)
 
 
 def record_template(state: Any, rules: list[_Rule], k: int, device: int,
@@ -188,17 +195,22 @@ class Recorder:
         self.state = state
         self.rules = rules
         self.lock = threading.Lock()
-        self.templates: dict[tuple[int, bytes], _Template | None] = {}
-        self.failed: dict[tuple[int, bytes], int] = {}
+        self.templates: dict[tuple[int, bytes, int], _Template | None] = {}
+        self.failed: dict[tuple[int, bytes, int], int] = {}
+        self.plans: dict[tuple, KeyPlan] = {}  # per group key: its templates as arrays
 
     #: Outputs tried as a pattern's template before the pattern is left to per-output work
-    #: (an output whose own rotation needs scikit-image's clip does not batch).
+    #: (an output whose recording does not batch: a plan ``batch._analyse`` refuses).
     TRIES = 4
 
     def template(self, device: int, pattern: np.ndarray, candidates: list[int],
-                 stacks: dict) -> Any:
-        """The pattern's template, recorded from the first candidate that batches."""
-        key = (device, pattern.tobytes())
+                 stacks: dict, variant: int = 0) -> Any:
+        """The pattern's template, recorded from the first candidate that batches.
+
+        ``variant`` 1: the pattern's other plan, for its outputs whose warp clip differs
+        from the first template's (``batch_groups.group_arrays``' lost rows).
+        """
+        key = (device, pattern.tobytes(), variant)
         with self.lock:
             if key in self.templates:
                 return self.templates[key]
@@ -206,6 +218,7 @@ class Recorder:
             for k in candidates[:max(0, self.TRIES - tried)]:
                 t = record_template(self.state, self.rules, k, device, stacks)
                 if t is not None:
+                    t.plan = self.plans.setdefault(t.key, KeyPlan(t.key))
                     self.templates[key] = t
                     return t
                 tried += 1
@@ -234,23 +247,50 @@ class Recorder:
         inputs = st.inputs
         sidx_of = np.array([stacks[n.id][1] for n in st.stacked_nodes[device]],
                            dtype=np.int64)
-        parts: dict[tuple, list] = {}
+        parts: dict[int, list] = {}  # id(KeyPlan) -> per pattern its template and rows
         left: list[np.ndarray] = []
+        known = self.templates
         for u, f in enumerate(first.tolist()):
             rows = order[bounds[u]:bounds[u + 1]]
-            t = self.template(device, pats[f], [ks[r] for r in rows[:self.TRIES].tolist()],
-                              stacks)
+            t = known.get((device, pats[f].tobytes(), 0), _MISSING)
+            if t is _MISSING:
+                t = self.template(device, pats[f],
+                                  [ks[r] for r in rows[:self.TRIES].tolist()], stacks)
             if t is None:
                 left.append(rows)
             else:
-                parts.setdefault(t.key, []).append((t, rows))
+                parts.setdefault(id(t.plan), []).append((t, rows))
         stack = next(iter(stacks.values()))[0] if stacks else None
         sidx_rows = sidx_of[karr % len(inputs)]
-        groups = []
-        for key, got in parts.items():
-            index, arrays, lost = group_arrays(key, got, drawn)
-            left.append(lost)
-            if len(index):
-                groups.append(ArrayGroup(key, stack, device, got[0][0].kernels, index, arrays,
-                                         sidx_rows))
+        groups: list[ArrayGroup] = []
+        lost = self._grouped(parts, drawn, stack, device, sidx_rows, groups)
+        if len(lost):
+            # outputs whose warp clip differs from their pattern's template: the pattern's
+            # other plan (a template of their own), batched too
+            again: dict[int, list] = {}
+            lost_pat = inverse[lost]
+            for u in np.unique(lost_pat).tolist():
+                rows = lost[lost_pat == u]
+                t = self.template(device, pats[first[u]],
+                                  [ks[r] for r in rows[:self.TRIES].tolist()], stacks, 1)
+                if t is None:
+                    left.append(rows)
+                else:
+                    again.setdefault(id(t.plan), []).append((t, rows))
+            left.append(self._grouped(again, drawn, stack, device, sidx_rows, groups))
         return groups, sorted(np.concatenate(left).tolist()) if left else []
+
+    @staticmethod
+    def _grouped(parts: dict[int, list], drawn: Draws, stack: Any, device: int,
+                 sidx_rows: np.ndarray, groups: list) -> np.ndarray:
+        """Append the groups of ``parts`` (per group key, per pattern its template and rows)
+        to ``groups``; the rows they leave (sorted)."""
+        lost = []
+        for got in parts.values():
+            plan = got[0][0].plan
+            index, arrays, rest = group_arrays(plan, got, drawn)
+            lost.append(rest)
+            if len(index):
+                groups.append(ArrayGroup(plan, stack, device, got[0][0].kernels, index, arrays,
+                                         sidx_rows))
+        return np.sort(np.concatenate(lost)) if lost else np.zeros(0, dtype=np.int64)

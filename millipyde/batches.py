@@ -169,7 +169,7 @@ class Batches:
         st, spec = self._st, self.spec
         j0 = b * spec.size
         n = spec.size if st.outputs is None else min(spec.size, st.outputs - j0)
-        ks = [st.global_index(j) for j in range(j0, j0 + n)]
+        ks = list(range(st.global_index(j0), st.global_index(j0 + n), st.world)) if n else []
         # chains batch_record takes (same-size inputs, thesis ops) keep it; the others, and
         # every chain over mixed sizes, go to arena gathers where their ops allow
         rec = _recorder(st)
@@ -192,18 +192,30 @@ class Batches:
             extra += (sample_targets(st, ks, device, tuple(hw)),)
         return ((value, *extra) if extra else value), ready
 
-    def _check_shapes(self, shapes: dict[int, tuple[int, ...]], ks: list[int]) -> tuple:
-        """(H, W) of the batch; ValueError naming the first output that does not fit."""
+    def _check_shapes(self, parts: list[tuple[Any, tuple[int, ...]]], ks: list[int]) -> tuple:
+        """(H, W) of the batch from ``parts`` (batch positions, their outputs' shape);
+        ValueError naming the first output (by position) that does not fit."""
         spec = self.spec
-        first = shapes[min(shapes)]
-        for pos in sorted(shapes):
-            shape = shapes[pos]
-            sample_channels(shape, spec.channels, ks[pos])
-            if spec.shape is None and tuple(shape[:2]) != tuple(first[:2]):
-                raise ValueError(
-                    f"batches: output {ks[pos]} has shape {tuple(shape)}, output "
-                    f"{ks[min(shapes)]} {tuple(first)}: pass shape=(height, width) to resize "
-                    "samples")
+        parts = [(np.asarray(rows).reshape(-1), tuple(shape)) for rows, shape in parts]
+        parts = [(rows, shape) for rows, shape in parts if len(rows)]
+        lead = min(int(rows.min()) for rows, _ in parts)
+        first = next(shape for rows, shape in parts if int(rows.min()) == lead)
+        bad = None
+        for rows, shape in parts:
+            try:
+                sample_channels(shape, spec.channels, 0)
+                fits = spec.shape is not None or shape[:2] == first[:2]
+            except ValueError:
+                fits = False
+            if not fits:
+                at = int(rows.min())
+                bad = at if bad is None else min(bad, at)
+        if bad is not None:
+            shape = next(shape for rows, shape in parts if bad in rows)
+            sample_channels(shape, spec.channels, ks[bad])
+            raise ValueError(
+                f"batches: output {ks[bad]} has shape {shape}, output "
+                f"{ks[lead]} {first}: pass shape=(height, width) to resize samples")
         return spec.shape or tuple(first[:2])
 
     def _made(self, ks: list[int], device: int, stream: Any) -> list[gpuarray]:
@@ -222,8 +234,8 @@ class Batches:
         spec = self.spec
         ys = self._made([ks[r] for r in rows], device, stream)
         if out is None:
-            hw = self._check_shapes({r: tuple(y.shape) for r, y in zip(rows, ys,
-                                                                        strict=True)}, ks)
+            hw = self._check_shapes([([r], tuple(y.shape)) for r, y in zip(rows, ys,
+                                                                           strict=True)], ks)
             out = runtime.empty(spec.batch_shape(len(ks), hw), np.float32, device)
         mean, std, pos = self._device_consts(device, len(ks))
         for r, y in zip(rows, ys, strict=True):
@@ -239,12 +251,11 @@ class Batches:
         spec = self.spec
         stacks = self._st.stacks_on(device, stream)
         groups, left = rec.groups(ks, device, stacks)
-        shapes = {r: tuple(g.kernels()[-1].output.shape) for g in groups
-                  for r in g.index.tolist()}
+        shapes = [(g.index, tuple(g.kernels()[-1].output.shape)) for g in groups]
         ys = self._made([ks[r] for r in left], device, stream) if left else []
-        shapes.update({r: tuple(y.shape) for r, y in zip(left, ys, strict=True)})
+        shapes += [([r], tuple(y.shape)) for r, y in zip(left, ys, strict=True)]
         hw = self._check_shapes(shapes, ks)
-        pk = batch._Pack()
+        pk = batch._Pack(len(ks))
         slots = []
         for g in groups:
             g.pack(pk)
@@ -271,9 +282,9 @@ class Batches:
 
         spec = self.spec
         launches, left = rec.record(ks)
-        shapes = {r: L.shape for L in launches for r in L.pos.tolist()}
+        shapes = [(L.pos, tuple(L.shape)) for L in launches]
         ys = self._made([ks[r] for r in left], device, stream) if left else []
-        shapes.update({r: tuple(y.shape) for r, y in zip(left, ys, strict=True)})
+        shapes += [([r], tuple(y.shape)) for r, y in zip(left, ys, strict=True)]
         hw = self._check_shapes(shapes, ks)
         out = runtime.empty(spec.batch_shape(len(ks), hw), np.float32, device)
         mean, std, pos = self._device_consts(device, len(ks))
@@ -300,7 +311,8 @@ class Batches:
         nb = len(g.index)
 
         def fused(sig: Any, gated: bool, src: Any, sidx: Any, lut: Any, p: Any) -> None:
-            fn = fused_writer(sig, gated, spec.channels, spec.layout)
+            fn = g.cached(("fused", gated, spec.channels, spec.layout),
+                          lambda: fused_writer(sig, gated, spec.channels, spec.layout))
             _launch(fn, nb, hw[0], hw[1], device, src, sidx, lut, p, out, pos, mean, std,
                     cfull)
 

@@ -60,8 +60,8 @@ def representatives(operations: list, seed: int = 0, search: int = SEARCH,
     """One output index per coin pattern of ``operations`` (zero sigmas included).
 
     With the input ``shape``, also one per pattern and random rotation whose angle needs
-    scikit-image's data-dependent clip (made one by one: their per-image kernels), for the
-    input's orientation and its transpose.
+    scikit-image's data-dependent clip (their batches' clipped groups plan other kernels), for
+    the input's orientation and its transpose.
     """
     from . import batch_math, batch_record
     from .kernels import REGISTRY

@@ -68,6 +68,20 @@ class _Recorded:
         return t1 - t0, 0.0, time.perf_counter() - t1
 
 
+def _count_calls(make, args) -> None:
+    """Python calls per batch of batches already made once (templates recorded): the host
+    work, independent of the machine's speed."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for b in range(args.batches):
+        make(b * args.batch, args.batch)
+    prof.disable()
+    print(f"python calls per batch: {pstats.Stats(prof).total_calls / args.batches:,.0f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--batch", type=int, default=64)
@@ -107,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, ds in sorted(per.items(), key=lambda kv: -sum(kv[1]))[:15]:
         print(f"  {sum(ds) / args.batches:8.3f} ms/batch  {len(ds) / args.batches:5.1f} "
               f"launches  {name[:90]}")
+    _count_calls(make, args)
     if args.profile:
         import cProfile
         import io

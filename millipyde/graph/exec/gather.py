@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ...backend import ACTIVE as runtime
+from ...kernels.clip import warp_clip_bounds
 from ..codegen import gpu as codegen_gpu
 from ..codegen.gather import gather_items, gather_kernel, gather_mean_source
 from ..codegen.gather_sig import (
@@ -47,9 +48,8 @@ def warp_clip(k: Gather) -> tuple[float, float]:
     and +inf.
 
     Only kernels whose sampler reads the stored source ask (``Gather.clip_check``); the
-    bounds are map-reduces over every channel, as ``np.min(image)`` in skimage. With a fill of
-    0, blends stay within [min(lo, 0), max(hi, 0)]: the minimum binds when positive, the
-    maximum only when negative (signed images whose values are all negative).
+    bounds are map-reduces over every channel, as ``np.min(image)`` in skimage, made bounds by
+    ``kernels.clip.warp_clip_bounds`` (the batched kernels' reduction compiles the same).
     """
     if not k.clip_check or 0 in k.source.shape:
         return -np.inf, np.inf
@@ -60,10 +60,7 @@ def warp_clip(k: Gather) -> tuple[float, float]:
         return float(runtime.to_host(execute.materialize(node))[0])
 
     lo = reduced("min")
-    if lo > 0:
-        return lo, np.inf
-    hi = reduced("max") if lo < 0 else 0.0
-    return -np.inf, (hi if hi < 0 else np.inf)
+    return warp_clip_bounds(lo, reduced("max") if lo < 0 else lo)
 
 
 def gather_args(k: Gather, tables: bool = True

@@ -12,7 +12,7 @@ from millipyde import random as mprandom
 from millipyde.backend import ACTIVE as runtime
 from millipyde.graph.codegen import batch as codegen_batch
 from millipyde.graph.codegen import gpu as codegen_gpu
-from millipyde.graph.exec import batch
+from millipyde.graph.exec import batch, batch_stencil
 from millipyde.graph.exec import variants as exec_variants
 from millipyde.graph.ir.node import Node
 from millipyde.pipeline import PipelineError
@@ -109,7 +109,7 @@ def test_batched_equals_unbatched(kind: str, h: int, w: int, seed: int,
 def test_generic_batched_stencil_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     # the cpu backend normally runs its fused per-image stencil inside batches
     for kind, h, w, seed in (("rgba", 8, 8, 5), ("grey8", 7, 10, 6)):
-        monkeypatch.setattr(batch, "CPU_FUSED_STENCIL", False)
+        monkeypatch.setattr(batch_stencil, "CPU_FUSED_STENCIL", False)
         _check_batched(kind, h, w, 6, seed, monkeypatch, max_alone=2)
 
 

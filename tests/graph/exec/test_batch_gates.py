@@ -11,7 +11,7 @@ import millipyde as mp
 from millipyde import random as mprandom
 from millipyde.backend import ACTIVE as runtime
 from millipyde.graph.codegen import gpu as codegen_gpu
-from millipyde.graph.exec import batch, execute
+from millipyde.graph.exec import batch, batch_stencil, execute
 from millipyde.graph.exec import variants as exec_variants
 from millipyde.graph.ir import node
 from millipyde.kernels import REGISTRY
@@ -144,7 +144,7 @@ def _batch(hosts: list[np.ndarray], ops: list[mp.Operation], seed: int, n: int, 
 def test_gated_batch_is_one_group(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # the cpu backend's per-member stencil would make launches depend on the coins (a gated
     # member copies instead of launching): count the batched passes
-    monkeypatch.setattr(batch, "CPU_FUSED_STENCIL", False)
+    monkeypatch.setattr(batch_stencil, "CPU_FUSED_STENCIL", False)
     hosts, seed = _image(kind), 7
     ops = _gated_ops(kind == "rgba")
     _assert_mixed(ops, seed, OUTPUTS)
@@ -214,22 +214,41 @@ def test_gated_stencil_gpu_variants(variant: str, monkeypatch: pytest.MonkeyPatc
             _assert_same(got[k], _eager(hosts[k % 3], ops, seed, k), f"{kind} output {k}")
 
 
+_CLIPPED = [mp.Operation("random_adjust_gamma", [0.5, 0.7], probability=0.5),
+            mp.Operation("fliplr", probability=0.5),
+            mp.Operation("rotate", 3.0),
+            mp.Operation("random_gaussian", 0.7, 0.9, probability=0.5)]
+
+
 @cudasim_ok
 def test_members_run_alone_without_their_gated_off_nodes(monkeypatch) -> None:
-    # a 3 degree rotation needs scikit-image's data-dependent clip: that output runs alone
-    # (execute.materialize), which must not run the ops its coins skipped
-    ops = [mp.Operation("random_adjust_gamma", [0.5, 0.7], probability=0.5),
-           mp.Operation("fliplr", probability=0.5),
-           mp.Operation("rotate", 3.0),
-           mp.Operation("random_gaussian", 0.7, 0.9, probability=0.5)]
+    # members that cannot batch (here: none may) run alone (execute.materialize), which must
+    # not run the ops their coins skipped
     seed, n = 3, 6
-    _assert_mixed(ops, seed, n)
+    _assert_mixed(_CLIPPED, seed, n)
+    monkeypatch.setattr(batch, "_analyse", lambda *a: None)
     for kind in ("rgba", "grey"):
         hosts = [a[:8, :8] for a in _image(kind)]
-        got, counts = _batch(hosts, ops, seed, n, True, monkeypatch)
+        got, counts = _batch(hosts, _CLIPPED, seed, n, True, monkeypatch)
         assert counts.alone >= n
         for k in range(n):
-            _assert_same(got[k], _eager(hosts[k % 3], ops, seed, k), f"{kind} output {k}")
+            _assert_same(got[k], _eager(hosts[k % 3], _CLIPPED, seed, k), f"{kind} output {k}")
+
+
+@cudasim_ok
+def test_warp_clipped_members_batch(monkeypatch) -> None:
+    # a 3 degree rotation needs scikit-image's data-dependent clip: its bounds are measured
+    # per member on the device (batch_group.clip_bounds), the members stay in their groups;
+    # inputs whose minimum is above 0 make the clip bind
+    seed, n = 3, 6
+    for kind in ("rgba", "grey"):
+        hosts = [a[:8, :8] for a in _image(kind)]
+        hosts = [np.maximum(a, a.dtype.type(40) if a.dtype == np.uint8 else 0.2)
+                 for a in hosts]
+        got, counts = _batch(hosts, _CLIPPED, seed, n, True, monkeypatch)
+        assert counts.alone == 0 and counts.groups <= 2
+        for k in range(n):
+            _assert_same(got[k], _eager(hosts[k % 3], _CLIPPED, seed, k), f"{kind} output {k}")
 
 
 @cudasim_ok

@@ -1,0 +1,241 @@
+"""A batched group's launches (``graph.exec.batch``): members of one structure, their stacked
+arguments in one upload (``_Pack``), one launch per kernel for all of them.
+
+A gather whose sampler needs scikit-image's data-dependent warp clip (``GatherSig.clip``) gets
+its members' bounds from a batched reduction over what it reads (``codegen.batch_bounds``),
+written into their parameter rows on the device right before it runs: the clip is data, not a
+reason to leave the batch, and nothing waits for the device.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...backend import ACTIVE as runtime  # the active backend: buffers, copies, launches
+from ..codegen import batch as codegen_batch
+from ..codegen import batch_bounds as codegen_bounds
+from ..codegen import gather_sig as codegen
+from ..ir.node import Node
+from ..plan.schedule import Kernel
+from . import batch_stencil, gather
+from .batch_launch import launch
+
+
+@functools.cache
+def _gather_fn(sig: Any, gates: bool):
+    return codegen_batch.gather_batch_kernel(sig, runtime.codegen_target, runtime.simulated,
+                                             gates)
+
+
+def tables_of(k: Any) -> bool:
+    """Whether a batch gives gather ``k``'s uint8 elementwise chains per-member tables.
+
+    As per image (``gather.tables_inline``): on device backends an image of up to
+    ``INLINE_TABLE_MAX_PIXELS`` runs its chain per pixel from the members' scalars in their
+    parameter rows, so no table is built on the host or uploaded per member (a batch of 256
+    held ~400 KB of them); the values are the tables' (the same scalar functions, rounded
+    after each op).
+    """
+    return k.lut_mode and not gather.tables_inline(k)
+
+
+def _bounds_threads() -> int:
+    # the simulator runs a thread per Python thread: a small block there
+    return 32 if runtime.simulated else 256
+
+
+@functools.cache
+def _bounds_fn():
+    return codegen_bounds.bounds_kernel(runtime.codegen_target, runtime.simulated,
+                                        _bounds_threads())
+
+
+def clip_bounds(src: Any, sidx: Any, p: Any, nb: int, device: int) -> None:
+    """Write each member's warp-clip bounds (from ``src[sidx[b]]``) into ``p[b]``'s clip slots."""
+    if nb == 0:
+        return
+    n = 1
+    for d in src.shape[1:]:
+        n *= int(d)
+    flat = runtime.reshape(src, (src.shape[0], n))
+    runtime.launch_blocks(_bounds_fn(), nb, _bounds_threads(), device, flat, sidx, p,
+                          codegen.CLIP_OFF)
+
+
+class _Pack:
+    """Host arrays laid out in one buffer, uploaded once, handed back as device views."""
+
+    ALIGN = 16
+
+    def __init__(self, members: int = 0) -> None:
+        self.parts: list[tuple[int, np.ndarray]] = []
+        self.size = 0
+        self.views: list[Any] = []
+        # one 0, 1, 2, ... for every group of up to ``members`` (kernels read its first nb)
+        self._arange = self.add(np.arange(members, dtype=np.int64)) if members else None
+        self._members = members
+
+    def arange(self, n: int) -> int:
+        """The slot of an int64 array whose first ``n`` entries are 0 .. n - 1."""
+        if self._arange is not None and n <= self._members:
+            return self._arange
+        return self.add(np.arange(n, dtype=np.int64))
+
+    def add(self, array: np.ndarray) -> int:
+        array = np.ascontiguousarray(array)
+        self.parts.append((self.size, array))
+        self.size += -(-max(array.nbytes, 1) // self.ALIGN) * self.ALIGN
+        return len(self.parts) - 1
+
+    def upload(self, device: int) -> None:
+        host = np.zeros(max(self.size, self.ALIGN), dtype=np.uint8)
+        for off, a in self.parts:
+            host[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
+        buf = runtime.from_host(host, device)
+        self.views = [runtime.part(buf, off, a.dtype, a.shape) if a.size
+                      else runtime.empty(a.shape, a.dtype, device) for off, a in self.parts]
+
+    def __getitem__(self, slot: int) -> Any:
+        return self.views[slot]
+
+
+@dataclass
+class _Member:
+    """One output: its handle, its kernels (in order) and what they need per member."""
+
+    index: int
+    node: Node
+    kernels: list[Kernel]
+    sidx: int
+    stack: Any
+    names: list[str]  # op names of every planned kernel, in order (fault points)
+    # per kernel: (lut, p, gate flags or None) or taps (None: the stencil is gated off)
+    args: list[Any] = field(default_factory=list)
+
+
+def _as4(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(shape) if len(shape) == 3 else (*shape, 1)
+
+
+class _Group:
+    """Members of one structure: their stacked arguments and the launches that make them."""
+
+    def __init__(self, key: tuple, stack: Any, device: int) -> None:
+        self.key = key
+        self.stack = stack
+        self.device = device
+        self.members: list[_Member] = []
+        self.slots: list[Any] = []
+        self.gated: list[bool] = []  # per kernel: a gather that reads gate flags
+        # compiled kernels by (what, ...): looked up without hashing the signatures again
+        self.memo: dict[Any, Any] = {}
+
+    def cached(self, key: Any, make: Any) -> Any:
+        """``make()``, remembered under ``key`` for the group (and a recorded group's key)."""
+        got = self.memo.get(key)
+        if got is None:
+            got = self.memo[key] = make()
+        return got
+
+    def pack(self, pk: _Pack) -> None:
+        ms = self.members
+        self.slots = [pk.add(np.array([m.sidx for m in ms], dtype=np.int64)),
+                      pk.arange(len(ms))]
+        self.gated = []
+        for i, k in enumerate(ms[0].kernels):
+            if k.kind == "gather":
+                lut = np.stack([m.args[i][0] for m in ms]) if tables_of(k) else \
+                    ms[0].args[i][0][None]
+                p = np.stack([m.args[i][1] for m in ms])
+                flags = [m.args[i][2] for m in ms]
+                # the flagged kernel only where some member needs it: ungated groups keep theirs
+                self.gated.append(any(f is not None for f in flags))
+                if self.gated[-1]:
+                    n = codegen.gather_ngates(self.key[2 + i][1])
+                    p = np.concatenate([p, np.stack([np.zeros(n) if f is None else f
+                                                     for f in flags])], axis=1)
+                self.slots.append((pk.add(lut), pk.add(p)))
+            else:
+                self.gated.append(False)
+                taps = [m.args[i] for m in ms]
+                arr = np.zeros((len(ms), max((len(t) for t in taps if t is not None),
+                                             default=1)))
+                for j, t in enumerate(taps):
+                    if t is not None:
+                        arr[j, :len(t)] = t
+                # radius -1: the stencil is gated off for that member and copies
+                rad = np.array([-1 if t is None else len(t) // 2 for t in taps], dtype=np.int64)
+                self.slots.append((pk.add(arr), pk.add(rad)))
+
+    def run(self, pk: _Pack) -> None:
+        out = self.launch(pk)
+        for member, view in zip(self.members, runtime.members(out), strict=True):
+            with member.node.lock:
+                if not member.node.materialized:
+                    member.node.settle(view)
+
+    # what launch reads of the members (a group made from arrays overrides these)
+    def kernels(self) -> list[Kernel]:
+        """The kernels every member runs."""
+        return self.members[0].kernels
+
+    def sidx_host(self) -> list[int]:
+        """Per member, its source's index in the stack."""
+        return [m.sidx for m in self.members]
+
+    def size(self) -> int:
+        """Members of the group."""
+        return len(self.members)
+
+    def taps_host(self, i: int) -> list[Any]:
+        """Per member, the taps of stencil kernel ``i`` (None: gated off)."""
+        return [m.args[i] for m in self.members]
+
+    def radius(self, i: int) -> int:
+        """The largest radius of stencil kernel ``i``'s taps over the members."""
+        return max((len(t) for t in self.taps_host(i) if t is not None), default=1) // 2
+
+    def launch(self, pk: _Pack, fused: Any = None) -> Any:
+        """Run the group's kernels; the last one's (M, ...) batch buffer, member m at m.
+
+        ``fused(sig, gated, src, sidx, lut, p)``, when given and the last kernel is a gather,
+        launches instead of it (a gather that writes elsewhere); None is then returned.
+        """
+        dev = self.device
+        kernels = self.kernels()
+        nb = self.size()
+        src = runtime.reshape(self.stack, (self.stack.shape[0], *_as4(self.stack.shape[1:])))
+        sidx = pk[self.slots[0]]
+        first = True  # src is the stack (sidx picks each member's input)
+        out = None
+        for i, k in enumerate(kernels):
+            a, b = self.slots[2 + i]
+            if k.kind == "gather":
+                sig = self.key[2 + i][1]
+                if sig.clip:
+                    clip_bounds(src, sidx, pk[b], nb, dev)
+                if fused is not None and i == len(kernels) - 1:
+                    fused(sig, self.gated[i], src, sidx, pk[a], pk[b])
+                    return None
+            node = k.output
+            out = runtime.empty((nb, *node.shape), node.dtype, dev)
+            dst = runtime.reshape(out, (nb, *_as4(node.shape)))
+            h, w, c = dst.shape[1:]
+            if k.kind == "gather":
+                gated = self.gated[i]
+                fn = self.cached(("gather", i, gated), lambda s=sig, gt=gated: _gather_fn(s, gt))
+                launch(fn, nb, h, w, dev, src, sidx, dst, pk[a], pk[b])
+            elif not runtime.caps.shared_memory and batch_stencil.CPU_FUSED_STENCIL:
+                sidx_h = self.sidx_host() if first else range(nb)
+                batch_stencil.stencil_cpu(node, [src[j] for j in sidx_h], dst,
+                                          self.taps_host(i), dev)
+            else:
+                batch_stencil.stencil_gpu(node, src, sidx, dst, pk[a], pk[b], self.radius(i),
+                                          dev)
+            # later kernels read this kernel's batch buffer, member m at index m
+            src, sidx, first = dst, pk[self.slots[1]], False
+        return out

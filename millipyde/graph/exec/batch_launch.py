@@ -1,0 +1,30 @@
+"""The launch of a batched kernel over ``nb`` same-size images (``batch_group``,
+``batch_stencil``, the batch writers)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...backend import ACTIVE as runtime
+
+#: Blocks a batched launch aims at: several waves of 256-thread blocks on a 132-SM GPU.
+_TARGET_BLOCKS = 2048
+
+
+def launch(kernel: Any, nb: int, h: int, w: int, device: int, *args: Any) -> None:
+    """Run a batched kernel over ``nb`` images of ``h`` x ``w`` (grid z = images on GPUs)."""
+    if nb == 0 or h == 0 or w == 0:
+        return
+    if not runtime.caps.grid_launches:
+        runtime.launch_2d(kernel, h, w, device, *args)
+        return
+    if runtime.simulated:
+        block = (min(8, w), min(4, h), 1)
+    else:
+        block = (32, 8, 1)
+    gx, gz = min(-(-w // block[0]), 65535), min(nb, 65535)
+    # Rows stride over the grid (the kernels loop): only enough blocks in y to fill the GPU,
+    # so each thread runs its image's prologue (parameters, index map, gates) once for many
+    # rows instead of once per pixel.
+    gy = max(1, min(-(-h // block[1]), -(-_TARGET_BLOCKS // (gx * gz)), 65535))
+    runtime.launch_grid(kernel, (gx, gy, gz), block, device, *args)

@@ -1,0 +1,107 @@
+"""The separable stencil step of a batched group (``batch_group``): both passes over a batch.
+
+Real GPUs run the one-pass 2-D tiles or the two tiled passes (as ``execute`` picks them per
+image), other device backends the generic batched passes, the cpu backend the per-image fused
+tiled kernel member by member (``CPU_FUSED_STENCIL``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from ...backend import ACTIVE as runtime
+from ..codegen import batch as codegen_batch
+from ..codegen import gpu as codegen_gpu
+from ..ir.node import Node
+from ..plan import footprint
+from ..plan.schedule import full_range
+from . import stencil, tables, variants
+from .batch_launch import launch
+
+# On the cpu backend the stencil step runs the per-image fused tiled kernel (codegen_cpu, the
+# same values) member by member: it is several times faster there than the generic two-pass
+# kernel and a CPU launch costs almost nothing. Tests turn this off to check the batched pass.
+CPU_FUSED_STENCIL = True
+
+
+@functools.cache
+def _stencil_fns():
+    return codegen_batch.stencil_batch_kernels(runtime.codegen_target, runtime.simulated)
+
+
+@functools.cache
+def _stencil_tiled_fns(c: int, nc: int):
+    return codegen_batch.stencil_tiled_batch_kernels(c, nc, runtime.simulated)
+
+
+@functools.cache
+def _stencil_2d_fn(c: int, nc: int, unsigned: bool,
+                   geometry: tuple[int, int, int, int, int]):
+    return codegen_batch.stencil_2d_batch_kernel(c, nc, runtime.simulated, unsigned, geometry)
+
+
+def _spans(device: int, h: int, w: int, tile_h: int) -> Any:
+    """``footprint.full_spans`` of an ``h`` x ``w`` image on ``device``, uploaded once (the same
+    for every batch of a Generator: no upload per launch)."""
+    return runtime.constant(("batch-stencil-spans", h, w, tile_h),
+                            footprint.full_spans(h, w, tile_h), device)
+
+
+def _identity_lut(device: int, c: int) -> Any:
+    return runtime.constant(("batch-stencil-lut", c), tables.IDENTITY_LUT[:, :c].copy(), device)
+
+
+def stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rmax: int,
+                device: int) -> None:
+    """Both separable passes over a batch: one-pass 2-D tiles or two tiled passes on real GPUs
+    (as ``execute``), else the generic passes."""
+    nb, h, w, c = dst.shape
+    nc = min(c, 3)
+    is_int, full = n.dtype.kind in "ui", full_range(n.dtype)
+    if variants.stencil_2d_fits(rmax) and 0 < nb <= 65535 and h > 0 and w > 0 and \
+            variants.stencil_2d_reads(src, dst.shape[1:]):
+        # the tile run_stencil_2d takes for this radius (taller where its shared memory fits)
+        geometry = codegen_gpu.tile_geometry(runtime.simulated, rmax, False,
+                                             runtime.SHARED_DEFAULT)
+        fn = _stencil_2d_fn(c, nc, codegen_gpu.unsigned_source(src.dtype), geometry)
+        runtime.launch_grid(fn, (*codegen_gpu.tile_grid(h, w, geometry), nb),
+                            geometry[:2], device, runtime.flat(src), sidx, runtime.flat(dst),
+                            h, w, taps, rad, is_int, full, _identity_lut(device, c),
+                            _spans(device, h, w, codegen_gpu.tile_size(geometry)[0]),
+                            shared=codegen_gpu.tile_shared_bytes(rmax, geometry))
+        return
+    tmp = runtime.empty((nb, h, w, nc), np.float64, device)
+    rb, cb = codegen_gpu.ROWS_BLOCK, codegen_gpu.COLS_BLOCK
+    shared = (codegen_gpu.rows_shared_bytes(rb, nc, rmax),
+              codegen_gpu.cols_shared_bytes(cb, rmax))
+    if variants.gpu_variants_enabled() and max(shared) <= runtime.SHARED_DEFAULT and \
+            0 < nb <= 65535 and h > 0 and w > 0:
+        rows, cols = _stencil_tiled_fns(c, nc)
+        sw = codegen_gpu.rows_segment_width(rb[0], rmax)
+        runtime.launch_grid(rows, (*codegen_gpu.rows_grid(h, w, rb), nb), rb, device,
+                            src, sidx, tmp, taps, rad, sw, shared=shared[0])
+        runtime.launch_grid(cols, (*codegen_gpu.cols_grid(h, w, c, cb), nb), cb, device,
+                            src, sidx, tmp, dst, taps, rad, is_int, full, shared=shared[1])
+        return
+    rows, cols = _stencil_fns()
+    launch(rows, nb, h, w * nc, device, src, sidx, tmp, taps, rad, nc)
+    launch(cols, nb, h, w * c, device, src, sidx, tmp, dst, taps, rad, nc, is_int, full)
+
+
+def stencil_cpu(n: Node, srcs: list[Any], dst: Any, taps: list[np.ndarray | None],
+                device: int) -> None:
+    """The cpu backend's fused per-image stencil (``execute``'s), one call per member; a
+    member whose stencil is gated off (taps None) is copied."""
+    fn, tiles = stencil._stencil_cpu_fn()
+    h, w, c = dst.shape[1:]
+    nc = min(c, 3)
+    for m, src in enumerate(srcs):
+        if taps[m] is None:
+            np.copyto(dst[m], src)
+            continue
+        band, strip = tiles(h, w, nc, len(taps[m]))
+        runtime.launch_2d(fn, h, w, device, src, dst[m], taps[m], nc, n.dtype.kind in "ui",
+                          full_range(n.dtype), band, strip, tables.IDENTITY_LUT)
