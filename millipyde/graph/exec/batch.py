@@ -32,6 +32,7 @@ from ... import config, devices, faults
 from ...backend import ACTIVE as runtime  # the active backend: buffers, copies, launches
 from ...kernels import REGISTRY, OpSpec
 from ..codegen import batch as codegen_batch
+from ..codegen import batch_gather
 from ..codegen import gather_sig as codegen
 from ..codegen import gpu as codegen_gpu
 from ..ir.node import Node
@@ -55,9 +56,9 @@ BATCH_BYTES = 1 << 30
 
 
 @functools.cache
-def _gather_fn(sig: Any, gates: bool):
+def _gather_fn(sig: Any, gates: bool, wide: bool = False):
     return codegen_batch.gather_batch_kernel(sig, runtime.codegen_target, runtime.simulated,
-                                             gates)
+                                             gates, wide)
 
 
 @functools.cache
@@ -307,8 +308,10 @@ class _Group:
             h, w, c = dst.shape[1:]
             if k.kind == "gather":
                 sig = self.key[2 + i][1]
-                _launch(_gather_fn(sig, self.gated[i]), nb, h, w, dev, src, sidx, dst, pk[a],
-                        pk[b])
+                args, wide = batch_gather.launch_args(sig, self.gated[i], src, sidx, pk[a],
+                                                      pk[b], (h, w), runtime.flat)
+                _launch(_gather_fn(sig, self.gated[i], wide), nb, h, w, dev, *args,
+                        runtime.flat(dst))
             elif not runtime.caps.shared_memory and CPU_FUSED_STENCIL:
                 _stencil_cpu(node, [src[j] for j in sidx_h], dst, self.taps_host(i), dev)
             else:
