@@ -138,7 +138,8 @@ def flat_accesses(text: str, sig: GatherSig) -> str:
 
     def lut(ps: list[str]) -> str:
         stage, c, v = ps
-        return f"_u(lb_ + _ix(({stage} * {cin} + {c}) * 256 + {v}))"
+        # the value converted first: under the simulator a uint8 plus an int stays uint8
+        return f"_u(lb_ + _ix(_ix({v}) + ({stage} * {cin} + {c}) * 256))"
 
     def dst(ps: list[str]) -> str:
         y, x, c = ps

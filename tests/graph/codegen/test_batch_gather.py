@@ -1,0 +1,98 @@
+"""Flat batched gathers (``codegen.batch_gather``): access rewriting, 32-bit index math, the
+batch writer's normalization table."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from millipyde.graph.codegen import batch_gather
+from millipyde.graph.codegen.gather_sig import GatherSig
+
+cudasim_ok = pytest.mark.cudasim_ok
+
+# the figure-5.1 batch kernels: the colour writer (table stage, rotation, gates), the grey
+# writer (float64 values), the first colour gather (tables only)
+WRITER_RGB = GatherSig(3, "lut", True, True, False, lut_stages=(True, False), clip=False)
+WRITER_GREY = GatherSig(1, "chain", False, True, False, lut_stages=(False, False), clip=False)
+FIRST_RGB = GatherSig(3, "lut", True, False, False, lut_stages=(True, False), clip=False)
+
+
+def test_rewrite_subscripts_touches_only_the_name() -> None:
+    text = "dst[y, x, 0] = lut[0, 1, src[a, b, 2]] + p[3] + xp[1] + a.p[2] + (q[1, 2])"
+    got = batch_gather.rewrite_subscripts(text, "p", lambda ps: f"F({'|'.join(ps)})")
+    assert got == "dst[y, x, 0] = lut[0, 1, src[a, b, 2]] + p[F(3)] + xp[1] + a.p[2] + (q[1, 2])"
+    got = batch_gather.rewrite_subscripts(text, "lut", lambda ps: "|".join(ps))
+    assert "lut[0|1|src[a, b, 2]]" in got
+
+
+def test_flat_accesses_of_a_body() -> None:
+    text = "dst[y, x, 1] = lut[1, 2, int(v2)] * p[7] + src[_u(sy), _u(sx), 1]"
+    got = batch_gather.flat_accesses(text, WRITER_RGB)
+    assert got == ("dst[_u(db_ + _ix((y * w + x) * 3 + 1))] = "
+                   "lut[_u(lb_ + _ix(_ix(int(v2)) + (1 * 3 + 2) * 256))] * p[_u(pb_ + 7)] + "
+                   "src[_u(ib_ + _ix((sy * sw_ + sx) * 3 + 1))]")
+
+
+def test_narrow_up_to_2_31_elements() -> None:
+    assert batch_gather.narrow((512, 512, 3), (1, 1, 1))
+    assert batch_gather.narrow((2**31 - 1,))
+    assert not batch_gather.narrow((8, 8), (2**16, 2**15))
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_writer_tables_only_whole_numbers_on_gpus(target: str) -> None:
+    rgb = batch_gather.gather_writer_source(WRITER_RGB, target, False, True, 3, "NCHW")
+    grey = batch_gather.gather_writer_source(WRITER_GREY, target, False, True, 3, "NCHW")
+    assert ("tab_[" in rgb) == (target == "cuda")
+    assert "tab_[" not in grey and "if same_:" in grey
+    for text in (rgb, grey):
+        # every source/output access is flat: one subscript, a member base and an offset
+        assert not re.search(r"\b(?:src|dst|out|lut)\[[^\]\[]*, ", text)
+
+
+def test_wide_kernels_index_with_64_bits() -> None:
+    narrow = batch_gather.gather_flat_source(FIRST_RGB, "cuda")
+    wide = batch_gather.gather_flat_source(FIRST_RGB, "cuda", wide=True)
+    assert "import int32 as _ix" in narrow and "import int64 as _ix" in wide
+
+
+class _Arr:
+    def __init__(self, *shape: int) -> None:
+        self.shape, self.ndim = shape, len(shape)
+
+
+def test_launch_args_check_the_arrays() -> None:
+    src, sidx, lut, p = _Arr(4, 8, 8, 3), _Arr(2), _Arr(2, 2, 3, 256), _Arr(2, 18)
+    args, wide = batch_gather.launch_args(WRITER_RGB, True, src, sidx, lut, p, (8, 8),
+                                          lambda a: a)
+    assert args[4:] == (2, 8, 8, 192, 8) and not wide
+    with pytest.raises(RuntimeError, match="do not fit"):
+        batch_gather.launch_args(WRITER_RGB, False, src, sidx, lut, p, (8, 8), lambda a: a)
+
+
+@cudasim_ok
+@pytest.mark.parametrize("mean,std", [(None, None), ([0.5, -0.0, 0.25], [0.25, 1.0, -2.0]),
+                                      (0.5, 0.25)])
+def test_batches_convert_whole_numbers_and_greys_exactly(mean, std) -> None:
+    """The writer's table (uint8 samples on GPUs) and its once-normalized grey equal the
+    reference conversion bit for bit (a mean of -0.0 keeps its sign)."""
+    from generator_reference import batch_spec, eager_outputs
+
+    import millipyde as mp
+    from millipyde.batches import convert_reference
+
+    rng = np.random.default_rng(3)
+    imgs = [mp.gpuimage(rng.integers(0, 256, (6, 7, 3), dtype=np.uint8)) for _ in range(2)]
+    ops = [mp.Operation("fliplr", probability=0.5), mp.Operation("rgb2grey", probability=0.5),
+           mp.Operation("random_rotate", 0, 60, probability=0.5)]
+    want = eager_outputs(imgs, ops, 6, 2)
+    spec = batch_spec(6, mean=mean, std=std)
+    with mp.Generator(imgs, ops, outputs=6, seed=2).batches(6, mean=mean, std=std) as bs:
+        (got,) = list(bs)
+    got = np.asarray(got)
+    for k in range(6):
+        ref = convert_reference(want[k], spec)
+        assert np.array_equal(got[k].view(np.uint32), ref.view(np.uint32)), f"sample {k}"
