@@ -14,6 +14,10 @@ batches are bit-identical), then CUPTI kernel time (torch.profiler) per batch, s
 kernel (mangled names differ between trees: compare by order and launches), over
 ``--batches`` batches after ``--warmup`` (which compile every coin pattern's kernels).
 ``--repeat`` runs the timed part again (the spread says how far to trust a difference).
+
+``--rows G,W [G,W ...]`` (this branch only): one process, one fresh Generator per setting of
+``codegen.batch_gather.ROWS_PER_TRIP`` (rows per trip of the gathers without a sampler, of the
+batch writers), each with its digest and kernel times: an A/B of that knob in one process.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import hashlib
 import os
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.getcwd())  # the tree under test, not this file's
 
@@ -61,20 +66,42 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", type=int, default=10)
     ap.add_argument("--digest", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--rows", nargs="*", default=[],
+                    help="settings 'G,W' of batch_gather.ROWS_PER_TRIP to compare")
     args = ap.parse_args(argv)
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
     print(f"[{args.label}] millipyde from {os.path.dirname(mp.__file__)}, backend "
           f"{mp.backend()}")
     rng = np.random.default_rng(0)
     imgs = [mp.gpuimage(rng.integers(0, 256, (args.px, args.px, 3), dtype=np.uint8))
             for _ in range(6)]
-    it = mp.Generator(imgs, operations(), seed=0).batches(args.size)
+    if not args.rows:
+        _run(imgs, args, args.label)
+    for setting in args.rows:
+        from millipyde import batch_convert
+        from millipyde.graph.codegen import batch_gather
+        from millipyde.graph.exec import batch as exec_batch
+
+        g, w = (int(v) for v in setting.split(","))
+        batch_gather.ROWS_PER_TRIP.update(gather=g, writer=w)
+        exec_batch._gather_fn.cache_clear()
+        batch_convert.fused_writer.cache_clear()
+        _run(imgs, args, f"{args.label} rows={g},{w}")
+    return 0
+
+
+def _run(imgs: list, args: argparse.Namespace, label: str) -> None:
+    with mp.Generator(imgs, operations(), seed=0).batches(args.size) as bs:
+        _timed(iter(bs), args, label)
+
+
+def _timed(it: Any, args: argparse.Namespace, label: str) -> None:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
     h = hashlib.sha256()
     for _ in range(args.digest):
         h.update(torch.as_tensor(next(it), device="cuda").cpu().numpy().tobytes())
-    print(f"[{args.label}] digest of batches 0..{args.digest - 1}: {h.hexdigest()}")
+    print(f"[{label}] digest of batches 0..{args.digest - 1}: {h.hexdigest()}")
     for _ in range(args.warmup):
         next(it)
     torch.cuda.synchronize()
@@ -90,13 +117,12 @@ def main(argv: list[str] | None = None) -> int:
             if ev.device_type.name == "CUDA":
                 per[ev.name].append(ev.device_time_total / 1e3)
         total = sum(sum(v) for v in per.values()) / args.batches
-        print(f"[{args.label}] run {rep}: kernels {total:.3f} ms per batch of {args.size} "
+        print(f"[{label}] run {rep}: kernels {total:.3f} ms per batch of {args.size} "
               f"({args.size / total * 1e3:,.0f} img/s if the kernels bound it); wall "
               f"{args.size * args.batches / wall:,.0f} img/s (profiled)")
         for name, ds in sorted(per.items(), key=lambda kv: -sum(kv[1]))[:12]:
-            print(f"[{args.label}]   {sum(ds) / args.batches:8.3f} ms  "
+            print(f"[{label}]   {sum(ds) / args.batches:8.3f} ms  "
                   f"{len(ds) / args.batches:4.1f} launches  {_short(name)}  {name[:70]}")
-    return 0
 
 
 if __name__ == "__main__":

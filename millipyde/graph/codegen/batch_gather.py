@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from .batch_rows import rows_body, split_stores
 from .chain import gather_defs
 from .gather_body import (
     _gather_body,
@@ -38,6 +39,11 @@ from .gather_body import (
 from .gather_sig import GatherSig, gather_ngates, gather_nparams
 from .loader import load
 from .target import _HEADER, _RINT_CLIP, _decorator
+
+#: Rows of a thread's grid-stride loop that one trip of a batched gather computes before it
+#: stores them (GPUs; ``batch_rows``): the kernels without a sampler, and the batch writers
+#: (whose registers bound their occupancy). Benchmarks set these to compare.
+ROWS_PER_TRIP = {"gather": 4, "writer": 1}
 
 # elements of one member that the 32-bit offsets index (``wide`` past it)
 NARROW_ELEMENTS = 2**31
@@ -156,9 +162,10 @@ def _indent(text: str, n: int) -> str:
     return "".join(pad + line + "\n" if line else "\n" for line in text.splitlines())
 
 
-def _loop(target: str, per_image: str, body: str, launch: str = "") -> str:
+def _loop(target: str, per_image: str, body: str, launch: str = "", rows: int = 1) -> str:
     """Members ``b`` < ``nb``, rows ``y`` < ``h``, columns ``x`` < ``w`` (``batch._loop_3d``'s
-    loops; ``launch`` runs once per thread before them)."""
+    loops; ``launch`` runs once per thread before them; on GPUs a trip of ``body`` covers
+    ``rows`` of the thread's rows, ``batch_rows``)."""
     if target == "cpu":
         return (_indent(launch, 4)
                 + "    for t_ in prange(nb * h):\n"
@@ -178,7 +185,7 @@ def _loop(target: str, per_image: str, body: str, launch: str = "") -> str:
             "            x = _ix(x0)\n"
             "            while x < w:\n" + _indent(body, 16)
             + "                x = _ix(x + sx_)\n"
-            "            y = _ix(y + sy_)\n"
+            f"            y = _ix(y + {rows} * sy_)\n"
             "        b += sb_\n")
 
 
@@ -203,11 +210,14 @@ def gather_flat_source(sig: GatherSig, target: str, sim: bool = False, gates: bo
     """Source of ``kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, dst)``: the fused gather of
     ``sig`` over a batch, flat buffers (module doc, :func:`launch_args`); ``wide``: 64-bit
     offsets."""
-    body = flat_accesses(_gather_body(sig, gates, flat=True), sig)
+    rows = 1 if target == "cpu" else ROWS_PER_TRIP["gather"]
+    compute, stores = split_stores(_gather_body(sig, gates, flat=True))
+    body = flat_accesses(rows_body(compute, stores, rows), sig)
     per = flat_accesses(_prologue(sig, gates), sig)
     fn = (f"\n\n{_decorator(target, sim)}\n"
           "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, dst):\n")
-    return _head(sig, target, wide, "gather") + fn + _loop(target, per, body)
+    return (_head(sig, target, wide, f"gather rows={rows}") + fn
+            + _loop(target, per, body, rows=rows))
 
 
 def gather_flat_kernel(sig: GatherSig, target: str, sim: bool = False, gates: bool = False,
@@ -223,9 +233,11 @@ _STORE = re.compile(r"^(?P<ind>\s*)dst\[y, x, (?P<c>\d+)\] = (?P<v>.+)$", re.M)
 # Whole-number values 0..255 (uint8 outputs, ``cfull`` 255) convert through a per-block
 # table of the ``channels`` x 256 normalized values: each entry is ``_norm`` of that value,
 # rounded to float32 as the direct store rounds it, so the samples are the same bits, and a
-# pixel's channels cost a shared-memory read each instead of two float64 divisions.
+# pixel's channels cost a shared-memory read each instead of two float64 divisions. Table-mode
+# gathers write uint8 (``cfull`` is 255 wherever they are fused): no check, and no direct
+# conversion compiled beside the table's.
 _TABLE = """tab_ = cuda.shared.array({n}, dtype=_f32)
-tabled_ = cfull == 255.0
+tabled_ = {cond}
 if tabled_:
     i_ = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x
     while i_ < {n}:
@@ -309,23 +321,25 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
     if sig.packed:
         raise ValueError("packed gathers are not fused with the batch conversion")
     table = _writes_table(sig, target)
-    body, n = _STORE.subn(_writer_store(sig, layout, channels, table),
-                          _gather_body(sig, gates, flat=True))
-    if n != sig.cout or "dst[" in body:
+    rows = 1 if target == "cpu" else ROWS_PER_TRIP["writer"]
+    compute, stores = split_stores(_gather_body(sig, gates, flat=True))
+    stores, n = _STORE.subn(_writer_store(sig, layout, channels, table), stores)
+    if n != sig.cout or "dst[" in stores:
         raise RuntimeError("gather_writer_source: stores not where expected")
-    body = flat_accesses(body, sig)
+    body = flat_accesses(rows_body(compute, stores, rows), sig)
     per = flat_accesses(_prologue(sig, gates), sig) + f"\nob_ = pos[b] * ({channels} * h * w)"
     launch = ""
     if table:
-        launch = _TABLE.format(n=channels * 256)
+        launch = _TABLE.format(n=channels * 256,
+                               cond="True" if sig.mode == "lut" else "cfull == 255.0")
     elif sig.cout == 1 and channels > 1:
         launch = _SAME.format(n=channels)
-    head = (_head(sig, target, wide,
-                  f"gather + batch writer {layout} channels={channels} math={_DIGEST}")
+    head = (_head(sig, target, wide, f"gather + batch writer {layout} channels={channels} "
+                  f"rows={rows} math={_DIGEST}")
             + _DEFS + "from numba import float32 as _f32\n" + _SAME_DEF)
     fn = (f"\n\n{_decorator(target, sim)}\n"
           "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, out, pos, mean, std, cfull):\n")
-    return head + fn + _loop(target, per, body, launch)
+    return head + fn + _loop(target, per, body, launch, rows)
 
 
 def gather_writer_kernel(sig: GatherSig, target: str, sim: bool, gates: bool, channels: int,

@@ -73,16 +73,40 @@ def test_launch_args_check_the_arrays() -> None:
         batch_gather.launch_args(WRITER_RGB, False, src, sidx, lut, p, (8, 8), lambda a: a)
 
 
+@pytest.fixture
+def rows_per_trip(monkeypatch: pytest.MonkeyPatch):
+    """Sets ``ROWS_PER_TRIP`` for the test, compiled kernels forgotten before and after."""
+    from millipyde import batch_convert
+    from millipyde.graph.exec import batch as exec_batch
+
+    def forget() -> None:
+        exec_batch._gather_fn.cache_clear()
+        batch_convert.fused_writer.cache_clear()
+
+    def set_rows(gather: int, writer: int) -> None:
+        monkeypatch.setitem(batch_gather.ROWS_PER_TRIP, "gather", gather)
+        monkeypatch.setitem(batch_gather.ROWS_PER_TRIP, "writer", writer)
+        forget()
+
+    yield set_rows
+    forget()
+
+
 @cudasim_ok
-@pytest.mark.parametrize("mean,std", [(None, None), ([0.5, -0.0, 0.25], [0.25, 1.0, -2.0]),
-                                      (0.5, 0.25)])
-def test_batches_convert_whole_numbers_and_greys_exactly(mean, std) -> None:
+@pytest.mark.parametrize("mean,std,rows", [
+    (None, None, (4, 1)), ([0.5, -0.0, 0.25], [0.25, 1.0, -2.0], (1, 2)),
+    (0.5, 0.25, (3, 3))])
+def test_batches_convert_whole_numbers_and_greys_exactly(mean, std, rows,
+                                                         rows_per_trip) -> None:
     """The writer's table (uint8 samples on GPUs) and its once-normalized grey equal the
-    reference conversion bit for bit (a mean of -0.0 keeps its sign)."""
+    reference conversion bit for bit (a mean of -0.0 keeps its sign), whatever the rows per
+    trip (rows past the image computed and not stored)."""
     from generator_reference import batch_spec, eager_outputs
 
     import millipyde as mp
     from millipyde.batches import convert_reference
+
+    rows_per_trip(*rows)
 
     rng = np.random.default_rng(3)
     imgs = [mp.gpuimage(rng.integers(0, 256, (6, 7, 3), dtype=np.uint8)) for _ in range(2)]
@@ -96,3 +120,16 @@ def test_batches_convert_whole_numbers_and_greys_exactly(mean, std) -> None:
     for k in range(6):
         ref = convert_reference(want[k], spec)
         assert np.array_equal(got[k].view(np.uint32), ref.view(np.uint32)), f"sample {k}"
+
+
+def test_rows_per_trip_computes_before_it_stores() -> None:
+    from millipyde.graph.codegen import batch_rows
+
+    compute, stores = batch_rows.split_stores("sy = y * 3 + x\ndst[y, x, 0] = src[sy]")
+    assert (compute, stores) == ("sy = y * 3 + x\nsv0_ = src[sy]", "dst[y, x, 0] = sv0_")
+    got = batch_rows.rows_body(compute, stores, 2).splitlines()
+    assert got == ["sy = y * 3 + x", "sv0_ = src[sy]",
+                   "y_r1 = min(_ix(y + 1 * sy_), _ix(h - 1))",
+                   "sy_r1 = y_r1 * 3 + x", "sv0__r1 = src[sy_r1]",
+                   "dst[y, x, 0] = sv0_",
+                   "if _ix(y + 1 * sy_) < h:", "    dst[y_r1, x, 0] = sv0__r1"]
