@@ -12,6 +12,9 @@ from millipyde.graph.codegen import batch_gather
 from millipyde.graph.codegen.gather_sig import GatherSig
 
 cudasim_ok = pytest.mark.cudasim_ok
+# loads with no state space, 64-bit integer multiplies (as tests/graph/codegen/test_ptx.py)
+GENERIC_LOAD = re.compile(r"\bld\.(?!global|shared|param|local|const)[a-z0-9]+\b")
+MUL64 = re.compile(r"\b(?:mul|mad)\.lo\.[su]64\b")
 
 # the figure-5.1 batch kernels: the colour writer (table stage, rotation, gates), the grey
 # writer (float64 values), the first colour gather (tables only)
@@ -93,10 +96,10 @@ def rows_per_trip(monkeypatch: pytest.MonkeyPatch):
 
 
 @cudasim_ok
-@pytest.mark.parametrize("mean,std,rows", [
-    (None, None, (4, 1)), ([0.5, -0.0, 0.25], [0.25, 1.0, -2.0], (1, 2)),
-    (0.5, 0.25, (3, 3))])
-def test_batches_convert_whole_numbers_and_greys_exactly(mean, std, rows,
+@pytest.mark.parametrize("mean,std,rows,layout", [
+    (None, None, (4, 1), "NCHW"), ([0.5, -0.0, 0.25], [0.25, 1.0, -2.0], (1, 2), "NHWC"),
+    (0.5, 0.25, (3, 3), "NCHW")])
+def test_batches_convert_whole_numbers_and_greys_exactly(mean, std, rows, layout,
                                                          rows_per_trip) -> None:
     """The writer's table (uint8 samples on GPUs) and its once-normalized grey equal the
     reference conversion bit for bit (a mean of -0.0 keeps its sign), whatever the rows per
@@ -110,13 +113,22 @@ def test_batches_convert_whole_numbers_and_greys_exactly(mean, std, rows,
 
     rng = np.random.default_rng(3)
     imgs = [mp.gpuimage(rng.integers(0, 256, (6, 7, 3), dtype=np.uint8)) for _ in range(2)]
-    ops = [mp.Operation("fliplr", probability=0.5), mp.Operation("rgb2grey", probability=0.5),
+    from millipyde import batch_convert
+    from millipyde.graph.exec import batch as exec_batch
+
+    # a stencil between two gathers: the batch is recorded (``batch_record``), a first gather,
+    # the stencil, and the last gather writing the batch (the arena takes gathers alone)
+    ops = [mp.Operation("fliplr", probability=0.5), mp.Operation("random_gaussian", 0, 1),
+           mp.Operation("rgb2grey", probability=0.5),
            mp.Operation("random_rotate", 0, 60, probability=0.5)]
     want = eager_outputs(imgs, ops, 6, 2)
-    spec = batch_spec(6, mean=mean, std=std)
-    with mp.Generator(imgs, ops, outputs=6, seed=2).batches(6, mean=mean, std=std) as bs:
+    spec = batch_spec(6, mean=mean, std=std, layout=layout)
+    with mp.Generator(imgs, ops, outputs=6, seed=2).batches(6, mean=mean, std=std,
+                                                            layout=layout) as bs:
         (got,) = list(bs)
     got = np.asarray(got)
+    assert exec_batch._gather_fn.cache_info().currsize >= 1
+    assert batch_convert.fused_writer.cache_info().currsize >= 1
     for k in range(6):
         ref = convert_reference(want[k], spec)
         assert np.array_equal(got[k].view(np.uint32), ref.view(np.uint32)), f"sample {k}"
@@ -133,3 +145,30 @@ def test_rows_per_trip_computes_before_it_stores() -> None:
                    "sy_r1 = y_r1 * 3 + x", "sv0__r1 = src[sy_r1]",
                    "dst[y, x, 0] = sv0_",
                    "if _ix(y + 1 * sy_) < h:", "    dst[y_r1, x, 0] = sv0__r1"]
+
+
+@pytest.mark.ptx
+def test_batch_writer_ptx_divides_only_for_its_table() -> None:
+    """The RGB writer's float64 divisions all build the per-block table (before the barrier):
+    none per pixel; every load names its space; the first gather's 64-bit multiplies are the
+    per-member prologue's."""
+    cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
+    from numba import types
+    from numba.np.numpy_support import from_dtype
+
+    def arr(dtype: type) -> types.Array:
+        return types.Array(from_dtype(np.dtype(dtype)), 1, "C")
+
+    lead = (arr(np.uint8), arr(np.int64), arr(np.uint8), arr(np.float64)) + (types.int64,) * 5
+    fn = batch_gather.gather_writer_kernel(WRITER_RGB, "cuda", False, True, 3, "NCHW")
+    ptx, _ = cuda.compile_ptx(fn.py_func, lead + (arr(np.float32), arr(np.int64),
+                                                  arr(np.float64), arr(np.float64),
+                                                  types.float64), cc=(9, 0))
+    barrier = ptx.index("bar.sync")
+    assert "div.rn.f64" in ptx[:barrier] and "div.rn.f64" not in ptx[barrier:]
+    assert "ld.shared.f32" in ptx[barrier:]
+    assert not GENERIC_LOAD.findall(ptx)
+    fn = batch_gather.gather_flat_kernel(FIRST_RGB, "cuda")
+    ptx, _ = cuda.compile_ptx(fn.py_func, lead + (arr(np.uint8),), cc=(9, 0))
+    assert not GENERIC_LOAD.findall(ptx)
+    assert len(MUL64.findall(ptx)) <= 16
