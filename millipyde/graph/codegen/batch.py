@@ -12,6 +12,10 @@ values to one launch per image; only the loops around the body differ:
 
 Per-image values the per-image kernel reads once per launch (the integer index map, the sampler
 bounds, ``full``, the clip) are read once per image (per row on the CPU).
+
+The batched gathers (and the batch writer fused into the last one) index flat buffers instead
+(``batch_gather``): a member's 64-bit base plus a 32-bit offset per access, the same body text
+with the same arithmetic.
 """
 
 from __future__ import annotations
