@@ -152,10 +152,10 @@ def write_sample(out: Any, pos: Any, src: Any, spec: BatchSpec, consts: tuple[An
 
 
 @functools.cache
-def fused_writer(sig: Any, gated: bool, channels: int, layout: str) -> Any:
+def fused_writer(sig: Any, gated: bool, channels: int, layout: str, wide: bool = False) -> Any:
     """The compiled gather of ``sig`` that writes the batch (``codegen_convert``), cached."""
     return codegen_convert.gather_convert_kernel(sig, runtime.codegen_target, runtime.simulated,
-                                                 gated, channels, layout)
+                                                 gated, channels, layout, wide)
 
 
 def cast_batch(out: Any, dtype: np.dtype, device: int) -> Any:

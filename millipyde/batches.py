@@ -299,6 +299,7 @@ class Batches:
                device: int) -> Any:
         """The launch that writes ``g``'s samples from its last gather (None: a separate
         conversion pass: resized samples, a stencil last, other stored dtypes)."""
+        from .graph.codegen.batch_gather import launch_args
         from .graph.exec.batch import _launch
         from .graph.plan.schedule import full_range
 
@@ -311,9 +312,11 @@ class Batches:
         nb = len(g.index)
 
         def fused(sig: Any, gated: bool, src: Any, sidx: Any, lut: Any, p: Any) -> None:
-            fn = g.cached(("fused", gated, spec.channels, spec.layout),
-                          lambda: fused_writer(sig, gated, spec.channels, spec.layout))
-            _launch(fn, nb, hw[0], hw[1], device, src, sidx, lut, p, out, pos, mean, std,
+            args, wide = launch_args(sig, gated, src, sidx, lut, p, hw, runtime.flat,
+                                     spec.channels)
+            fn = g.cached(("fused", gated, spec.channels, spec.layout, wide),
+                          lambda: fused_writer(sig, gated, spec.channels, spec.layout, wide))
+            _launch(fn, nb, hw[0], hw[1], device, *args, runtime.flat(out), pos, mean, std,
                     cfull)
 
         return fused

@@ -1,6 +1,10 @@
 """Count instruction kinds in the PTX of the GPU stencil kernels (no GPU needed: NVVM only).
 
-    MILLIPYDE_BACKEND=cpu python -m bench.probes.stencil_ptx [--json]
+    MILLIPYDE_BACKEND=cpu python -m bench.probes.stencil_ptx [--json] [--regs] [--sass]
+
+``--regs``: registers per thread as ``ptxas -v`` allocates them for sm_90 (the PTX's ``.reg``
+declarations are only an upper bound). The figure-5.1 batch gathers are listed too (``batch
+gather ...``, ``batch writer ...``: ``codegen.batch_gather``'s flat kernels).
 
 For each kernel (per-image one-pass 2-D tile: uint8 RGB, float64 grey, packed uint8 RGBA;
 batched 2-D tile uint8 RGB; tiled rows/cols passes, per image and batched) compiled for sm_90
@@ -47,6 +51,7 @@ PATTERNS = {
     "st_generic": r"\bst\.(?!global|shared|param|local)[a-z0-9]+\b",
     "fma_f64": r"\bfma\.rn\.f64\b",
     "cvt_int_f64": r"\bcvt\.rn\.f64\.[su](?:8|16|32|64)\b",
+    "div_f64": r"\bdiv\.rn\.f64\b",
 }
 
 
@@ -129,6 +134,54 @@ def kernels() -> list[tuple[str, object, tuple]]:
     ]
 
 
+def ptxas_registers(ptx: str, ptxas: str) -> int:
+    """Registers per thread that ``ptxas`` allocates for the (one) kernel of ``ptx``."""
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "k.ptx")
+        for _ in range(2):
+            with open(src, "w") as f:
+                f.write(ptx)
+            run = subprocess.run([ptxas, "-v", "-arch=sm_90", src, "-o", os.path.join(d, "k.o")],
+                                 capture_output=True, text=True)
+            if run.returncode == 0:
+                break
+            got = re.search(r"current version is '([0-9.]+)'", run.stderr)
+            if not got:
+                raise RuntimeError(run.stderr)
+            ptx = re.sub(r"^\.version [0-9.]+", f".version {got.group(1)}", ptx, flags=re.M)
+        used = re.search(r"Used (\d+) registers", run.stderr)
+        if not used:
+            raise RuntimeError(run.stderr)
+        return int(used.group(1))
+
+
+def gather_kernels() -> list[tuple[str, object, tuple]]:
+    """The figure-5.1 batch gathers (``Generator.batches``), with their flat launch types."""
+    from millipyde.graph.codegen import batch_gather
+    from millipyde.graph.codegen.gather_sig import GatherSig
+
+    i64, flat_u8, flat_f8 = arr(np.int64, 1), arr(np.uint8, 1), arr(np.float64, 1)
+    lead = (i64, flat_u8, flat_f8) + (types.int64,) * 5
+    writer_tail = (arr(np.float32, 1), i64, flat_f8, flat_f8, types.float64)
+    rgb = GatherSig(3, "lut", True, True, False, lut_stages=(True, False), clip=False)
+    grey = GatherSig(1, "chain", False, True, False, lut_stages=(False, False), clip=False)
+    first = GatherSig(3, "lut", True, False, False, lut_stages=(True, False), clip=False)
+    return [
+        ("batch gather first RGB", batch_gather.gather_flat_kernel(first, "cuda"),
+         (flat_u8, *lead, flat_u8)),
+        ("batch gather first grey",
+         batch_gather.gather_flat_kernel(GatherSig(3, "lut", True, False, True,
+                                                   lut_stages=(True, False), clip=False),
+                                         "cuda"), (flat_u8, *lead, flat_f8)),
+        ("batch writer RGB", batch_gather.gather_writer_kernel(rgb, "cuda", False, True, 3,
+                                                                "NCHW"),
+         (flat_u8, *lead, *writer_tail)),
+        ("batch writer grey", batch_gather.gather_writer_kernel(grey, "cuda", False, True, 3,
+                                                                 "NCHW"),
+         (flat_f8, *lead, *writer_tail)),
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--json", action="store_true", help="one JSON line per kernel")
@@ -136,18 +189,25 @@ def main() -> None:
     ap.add_argument("--sass", action="store_true",
                     help="also count SASS opcodes (needs ptxas and cuobjdump: PATH, or "
                          "$PTXAS / $CUOBJDUMP)")
+    ap.add_argument("--regs", action="store_true",
+                    help="also ptxas's registers per thread (needs ptxas: PATH or $PTXAS)")
     args = ap.parse_args()
+    ptxas = os.environ.get("PTXAS") or shutil.which("ptxas")
+    if args.regs and not ptxas:
+        raise SystemExit("--regs needs ptxas")
     tools = ()
     if args.sass:
         tools = (os.environ.get("PTXAS") or shutil.which("ptxas"),
                  os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump"))
         if not all(tools):
             raise SystemExit(f"--sass needs ptxas and cuobjdump, found {tools}")
-    for name, fn, argtys in kernels():
+    for name, fn, argtys in kernels() + gather_kernels():
         if args.k not in name:
             continue
         ptx = compile_ptx(fn.py_func, argtys, CC)
         row = {"kernel": name, **counts(ptx)}
+        if args.regs:
+            row["regs"] = ptxas_registers(ptx, ptxas)
         if tools:
             row |= sass_counts(ptx, *tools)
         print(json.dumps(row) if args.json else

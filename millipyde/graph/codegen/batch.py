@@ -12,14 +12,17 @@ values to one launch per image; only the loops around the body differ:
 
 Per-image values the per-image kernel reads once per launch (the integer index map, the sampler
 bounds, ``full``, the clip) are read once per image (per row on the CPU).
+
+The batched gathers (and the batch writer fused into the last one) index flat buffers instead
+(``batch_gather``): a member's 64-bit base plus a 32-bit offset per access, the same body text
+with the same arithmetic.
 """
 
 from __future__ import annotations
 
 import re
 
-from .chain import gather_defs
-from .gather_body import _gather_body, extras_prologue, gate_prologue, gather_prologue
+from .batch_gather import gather_flat_source
 from .gather_sig import GatherSig
 from .loader import load
 from .stencil import _STENCIL_COLS, _STENCIL_ROWS
@@ -78,38 +81,27 @@ def _loop_3d(target: str, nb: str, h: str, w: str, per_image: str, body: str) ->
 # --------------------------------------------------------------------------- gather
 
 
-_GATHER_INDEX = {"src": "s", "dst": "b", "lut": "b", "p": "b"}
-
-
 def gather_batch_source(sig: GatherSig, target: str, sim: bool = False,
-                        gates: bool = False) -> str:
-    """Source of ``kernel(src, sidx, dst, lut, p)``: the fused gather of ``sig`` over a batch.
+                        gates: bool = False, wide: bool = False) -> str:
+    """Source of ``kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, dst)``: the fused gather of
+    ``sig`` over a batch, on flat buffers (``batch_gather``; ``batch_gather.launch_args``).
 
-    ``src`` is (S, H, W, C), ``sidx`` (B,) int64 picks each member's source image, ``dst`` is
-    (B, h, w, cout), ``lut`` (B or 1, 2, C, 256) uint8 (read only in ``"lut"`` mode) and ``p``
-    (B, P) float64 holds each member's row of ``codegen``'s parameter layout.
+    ``src`` holds the stacked sources (S images of ``sn_`` elements, rows ``sw_`` pixels
+    wide), ``sidx`` (B,) int64 picks each member's source image, ``dst`` is (B, h, w, cout),
+    ``lut`` (B or 1, 2, C, 256) uint8 (read only in ``"lut"`` mode) and ``p`` (B, P) float64
+    holds each member's row of ``codegen``'s parameter layout; every array flat.
 
     With ``gates`` each row of ``p`` carries ``codegen.gather_ngates(sig)`` more flags
     (``codegen.gate_prologue``): a member whose probability coin skipped a chained op or the
     sampler does not run it, so members with different coins share one launch.
     """
-    # every kind the per-image gather knows (pads, edge samplers, user ops, noise): the same
-    # device functions and per-launch reads (for plain signatures the text is unchanged)
-    head = (f"# millipyde generated batched gather kernel: {sig}\n" + _HEADER[target]
-            + gather_defs(sig) + _RINT_CLIP)
-    prologue = (gather_prologue() + extras_prologue(sig)
-                + ("\n" + gate_prologue(sig) if gates else ""))
-    per_image = "s = sidx[b]\n" + batched(prologue, _GATHER_INDEX)
-    body = batched(_gather_body(sig, gates), _GATHER_INDEX)
-    fn = (f"\n\n{_decorator(target, sim)}\n"
-          "def kernel(src, sidx, dst, lut, p):\n"
-          "    nb = dst.shape[0]\n    h = dst.shape[1]\n    w = dst.shape[2]\n")
-    return head + fn + _loop_3d(target, "nb", "h", "w", per_image, body)
+    return gather_flat_source(sig, target, sim, gates, wide)
 
 
-def gather_batch_kernel(sig: GatherSig, target: str, sim: bool = False, gates: bool = False):
+def gather_batch_kernel(sig: GatherSig, target: str, sim: bool = False, gates: bool = False,
+                        wide: bool = False):
     """The compiled (lazily, by Numba) batched gather kernel for ``sig``."""
-    return load(gather_batch_source(sig, target, sim, gates), target).kernel
+    return load(gather_batch_source(sig, target, sim, gates, wide), target).kernel
 
 
 # --------------------------------------------------------------------------- separable stencil

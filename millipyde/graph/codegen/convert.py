@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import re
 from typing import Any
 
 from ...kernels import convert as _convert_math
@@ -82,57 +81,17 @@ def cast_kernel(sim: bool = False):
 
 # ----------------------------------------------------------------- fused into the last gather
 
-_STORE = re.compile(r"^(?P<ind>\s*)dst\[b, y, x, (?P<c>\d+)\] = (?P<v>.+)$", re.M)
-_SHAPES = "    nb = dst.shape[0]\n    h = dst.shape[1]\n    w = dst.shape[2]\n"
-
 
 def gather_convert_source(sig: Any, target: str, sim: bool, gates: bool, channels: int,
-                          layout: str) -> str:
-    """``codegen_batch``'s batched gather of ``sig`` writing the batch itself.
+                          layout: str, wide: bool = False) -> str:
+    """The batched gather of ``sig`` writing the batch itself (``batch_gather``'s writer)."""
+    from .batch_gather import gather_writer_source
 
-    ``kernel(src, sidx, lut, p, out, pos, mean, std, cfull)``: where the gather stores
-    channel ``c`` of member ``b``, this one stores ``normalize(v, cfull, mean, std)`` (the
-    value as stored, in float64) into sample ``pos[b]`` of ``out``: grey replicated to
-    ``channels``, alpha dropped. The arithmetic before the store is the gather's own, so the
-    samples equal converting the gather's output (uint8 or float64, whose stored value is the
-    computed one; callers fuse nothing else).
-    """
-    from .batch import gather_batch_source
-
-    if sig.packed:
-        raise ValueError("packed gathers are not fused with the batch conversion")
-    text = gather_batch_source(sig, target, sim, gates)
-    hw = ("out.shape[2]", "out.shape[3]") if layout == "NCHW" else ("out.shape[1]",
-                                                                   "out.shape[2]")
-    if text.count(_SHAPES) != 1 or "def kernel(src, sidx, dst, lut, p):" not in text:
-        raise RuntimeError("codegen_batch.gather_batch_source changed: fused writer out of date")
-    text = text.replace(_SHAPES, f"    nb = pos.shape[0]\n    h = {hw[0]}\n    w = {hw[1]}\n")
-    text = text.replace("def kernel(src, sidx, dst, lut, p):",
-                        "def kernel(src, sidx, lut, p, out, pos, mean, std, cfull):")
-    text = text.replace("        s = sidx[b]\n", "        s = sidx[b]\n        o_ = pos[b]\n", 1)
-    if "o_ = pos[b]" not in text:  # pragma: no cover - guards edits of codegen_batch
-        raise RuntimeError("codegen_batch: per-image prologue not found")
-
-    def store(m: re.Match) -> str:
-        ind, c, v = m.group("ind"), int(m.group("c")), m.group("v")
-        if c >= 3:
-            return ""  # alpha
-        targets = range(channels) if sig.cout == 1 else [c]
-        lines = [f"{ind}cv_ = float({v})"]
-        lines += [ind + _store(layout, t, "cv_", "o_", "cfull") for t in targets]
-        return "\n".join(lines)
-
-    text, n = _STORE.subn(store, text)
-    if n != sig.cout or "dst" in text.split("def kernel", 1)[1]:
-        raise RuntimeError("gather_convert_source: stores not where expected")
-    head = f"# fused batch writer: channels={channels} {layout} math={_DIGEST}\n"
-    dec = f"\n\n{_decorator(target, sim)}\ndef kernel("
-    if text.count(dec) != 1:  # pragma: no cover - guards edits of codegen_batch
-        raise RuntimeError("gather_convert_source: kernel decorator not found")
-    return head + text.replace(dec, "\n" + _DEFS + dec)
+    return gather_writer_source(sig, target, sim, gates, channels, layout, wide)
 
 
 def gather_convert_kernel(sig: Any, target: str, sim: bool, gates: bool, channels: int,
-                          layout: str):
+                          layout: str, wide: bool = False):
     """The compiled fused gather + batch writer (:func:`gather_convert_source`)."""
-    return load(gather_convert_source(sig, target, sim, gates, channels, layout), target).kernel
+    return load(gather_convert_source(sig, target, sim, gates, channels, layout, wide),
+                target).kernel

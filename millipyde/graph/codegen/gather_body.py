@@ -49,7 +49,14 @@ def _blend(c: int, sig: GatherSig, rounds: bool, gates: bool) -> list[str]:
     return blend
 
 
-def _gather_body(sig: GatherSig, gates: bool = False) -> str:
+def _gather_body(sig: GatherSig, gates: bool = False, flat: bool = False) -> str:
+    """The per-pixel body of the gather of ``sig`` (``y``, ``x``: the output pixel).
+
+    ``flat`` (plain signatures; the batched kernels of ``batch_gather``): the source is read
+    at ``_ix`` element offsets from the member's base ``ib_``, the index map stepping by the
+    per-member ``dy_``, ``dx_`` and ``c0_`` (:func:`flat_offsets`) as packed gathers step by
+    words; every other access stays indexed for ``batch_gather.flat_accesses``.
+    """
     if not sig.plain:
         return _gather_body_general(sig, gates)
     c_in = sig.cin
@@ -61,7 +68,12 @@ def _gather_body(sig: GatherSig, gates: bool = False) -> str:
     # Source indices are in bounds where they are read; as unsigned integers Numba does not
     # add its negative-index wraparound to every load.
     def load(c: int, sy: str, sx: str) -> str:
-        raw = f"((pk >> {8 * c}) & 255)" if sig.packed else f"src[_u({sy}), _u({sx}), {c}]"
+        if sig.packed:
+            raw = f"((pk >> {8 * c}) & 255)"
+        elif flat:  # ``sy`` names the pixel's element offset
+            raw = f"src[_u(ib_ + _ix({sy} + {c}))]"
+        else:
+            raw = f"src[_u({sy}), _u({sx}), {c}]"
         if lut and sig.lut_stages[0]:
             return f"_b2f(lut[0, {c}, {raw}])"
         return f"_b2f({raw})" if sig.packed else f"float({raw})"
@@ -69,12 +81,14 @@ def _gather_body(sig: GatherSig, gates: bool = False) -> str:
     if not sig.sampler:
         if sig.packed:
             lines.append("pk = src[_u32(_u32(y) * dy_ + _u32(x) * dx_ + c0_)]")
+        elif flat:
+            lines.append("sy = _ix(y * dy_ + x * dx_ + c0_)")
         else:
             lines += ["sy = q0 * y + q1 * x + q2", "sx = q3 * y + q4 * x + q5"]
         if lut and not sig.grey and not sig.packed:
             # a pure table lookup: stay in uint8, no float round trip
             def value(c: int) -> str:
-                raw = f"src[_u(sy), _u(sx), {c}]"
+                raw = f"src[_u(ib_ + _ix(sy + {c}))]" if flat else f"src[_u(sy), _u(sx), {c}]"
                 return f"lut[0, {c}, {raw}]" if sig.lut_stages[0] else raw
 
             return "\n".join(lines + [f"dst[y, x, {c}] = {value(c)}" for c in chans])
@@ -96,9 +110,11 @@ def _gather_body(sig: GatherSig, gates: bool = False) -> str:
         if sig.packed:
             # the flat offset of the first tap; the others are one step away in y and/or x
             lines.append("o = _u32(_u32(iy) * dy_ + _u32(ix) * dx_ + c0_)")
+        elif flat:
+            lines.append("o = _ix(_ix(iy) * dy_ + _ix(ix) * dx_ + c0_)")
         else:
             lines += ["by = q0 * iy + q1 * ix + q2", "bx = q3 * iy + q4 * ix + q5"]
-        lines += _sampler_taps(sig, gates, load)
+        lines += _sampler_taps(sig, gates, load, flat)
     return "\n".join(lines + _gather_tail(sig, gates, op_offsets(_chained(sig))))
 
 
@@ -109,22 +125,26 @@ _TAPS = [("iy", "ix", "", "", "o", 0),
          ("iy + 1", "ix + 1", " + q0 + q1", " + q3 + q4", "_u32(o + dy_ + dx_)", 3)]
 
 
-def _sampler_taps(sig: GatherSig, gates: bool,
-                  load: Callable[[int, str, str], str]) -> list[str]:
+def _sampler_taps(sig: GatherSig, gates: bool, load: Callable[[int, str, str], str],
+                  flat: bool = False) -> list[str]:
     """The sampler's four taps read (through ``load``), blended and post-processed, per
-    channel."""
+    channel (``flat``: ``load`` takes the tap's element offset)."""
     lut = sig.mode == "lut"
     cast = sig.is_int
     chans = range(sig.cin)
     lines: list[str] = []
 
     def read(k: int, chs: list[int]) -> list[str]:
-        ty, tx, dy, dx, flat, _ = _TAPS[k]
+        ty, tx, dy, dx, word, _ = _TAPS[k]
         # one unsigned comparison per axis also rejects negative indices
         out = [f"t{c}_{k} = 0.0" for c in chs]
         out.append(f"if _u({ty}) < _u(mh) and _u({tx}) < _u(mw):")
-        out += [f"    pk = src[{flat}]"] if sig.packed else [f"    sy = by{dy}",
-                                                             f"    sx = bx{dx}"]
+        if sig.packed:
+            out.append(f"    pk = src[{word}]")
+        elif flat:
+            out.append(f"    sy = {word.replace('_u32', '_ix')}")
+        else:
+            out += [f"    sy = by{dy}", f"    sx = bx{dx}"]
         for c in chs:
             out.append(f"    t{c}_{k} = {load(c, 'sy', 'sx')}")
             if not lut and sig.pre:
@@ -249,6 +269,14 @@ def gather_prologue() -> str:
             + "".join(f"q{i} = int(math.floor(p[{P_OFF + i}] + 0.5))\n" for i in range(6))
             + "".join(f"a{i}_ = p[{A_OFF + i}]\n" for i in range(6))
             + f"mh = int(p[{MID_OFF}])\nmw = int(p[{MID_OFF + 1}])")
+
+
+def flat_offsets(cin: int) -> str:
+    """Per-member element steps of the integer map over a flat source of ``cin`` channels and
+    rows ``sw_`` pixels wide: one output (or tap) row ``dy_``, one column ``dx_``, the
+    origin ``c0_`` (``_gather_body``'s ``flat`` form)."""
+    return "".join(f"\n{n} = _ix((q{a} * sw_ + q{b}) * {cin})"
+                   for n, a, b in (("dy_", 0, 3), ("dx_", 1, 4), ("c0_", 2, 5)))
 
 
 def extras_prologue(sig: GatherSig) -> str:

@@ -145,7 +145,7 @@ class _Tile:
         """Tap ``k`` (the member's own row of taps in a batch)."""
         return f"taps[bt, _u32({k})]" if self.batch else f"taps[_u32({k})]"
 
-    def value(self, idx: str, ch: int) -> str:
+    def value(self, idx: str, ch: int | str) -> str:
         """``src`` element at flat offset ``idx`` (of this image) as float64, table applied."""
         raw = f"src[_u(ib + {idx})]"
         if self.pre:
@@ -188,7 +188,7 @@ def _window(t: _Tile, n: int, load_: Load, ind: str) -> str:
     return "".join(load_(f"v{j}", str(j), ind) for j in range(n)) + _slide(t, n, load_, ind)
 
 
-def _rows_window(t: _Tile, ch: int) -> str:
+def _rows_window(t: _Tile, ch: int | str) -> str:
     """The rows pass of one window of channel ``ch`` into ``a0..a{PX-1}`` (row ``y`` in range).
 
     Packed: from the staged byte plane. Otherwise from ``src``: interior windows (most of
@@ -221,7 +221,7 @@ def _rows_window(t: _Tile, ch: int) -> str:
             + _window(t, px, edge, ind))
 
 
-def _store(t: _Tile, acc: str, j: int, ch: int) -> str:
+def _store(t: _Tile, acc: str, j: int, ch: int | str) -> str:
     """Store output ``j`` of a columns window (rounded and clipped for integer outputs)."""
     # unsigned indices: Numba adds no negative-index wraparound to the address (v is a whole
     # number in 0..255 wherever there is a table)
@@ -236,7 +236,7 @@ def _store(t: _Tile, acc: str, j: int, ch: int) -> str:
             f"{ind}{target} = {val}\n")
 
 
-def _channel(t: _Tile, ch: int) -> str:
+def _channel(t: _Tile, ch: int | str) -> str:
     """Both passes of channel ``ch``: rows into shared memory, then columns and stores."""
     px, py, segs = t.px, t.py, t.tw // t.px
     hb0 = "HB + " if t.packed else ""
@@ -414,9 +414,23 @@ def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
         + _HEADER["cuda"] + _I32 + "from numba import float64, uint8, uint32\n" + _RINT_CLIP
         + f"\n\n{dec}\ndef tile2d({args}):\n"
         + _head(t)
-        + "".join(_channel(t, ch) for ch in range(nc))
+        + _channels(t)
         + _tail(t)
     )
+
+
+def _channels(t: _Tile) -> str:
+    """Both passes of every filtered channel: unrolled for packed tiles (their channels are
+    planes of one staged tile), else one run-time loop over the channels, whose text is a
+    third of the unrolled one's (the batched RGB kernel stalled on instruction fetch: its
+    code did not fit the instruction caches, bench/RESULTS.md s9-3); the arithmetic is the
+    same."""
+    if t.packed or t.nc == 1:
+        return "".join(_channel(t, ch) for ch in range(t.nc))
+    body = "".join("    " + line + "\n" if line else "\n"
+                   for line in _channel(t, "ch").splitlines())
+    return (f"    ch = _i32(0)\n    while ch < {t.nc}:\n" + body
+            + "        ch = _i32(ch + 1)\n")
 
 
 def stencil_2d_kernel(c: int, nc: int, pre: bool = False, post: bool = False,

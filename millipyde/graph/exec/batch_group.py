@@ -18,6 +18,7 @@ import numpy as np
 from ...backend import ACTIVE as runtime  # the active backend: buffers, copies, launches
 from ..codegen import batch as codegen_batch
 from ..codegen import batch_bounds as codegen_bounds
+from ..codegen import batch_gather
 from ..codegen import gather_sig as codegen
 from ..ir.node import Node
 from ..plan.schedule import Kernel
@@ -26,9 +27,9 @@ from .batch_launch import launch
 
 
 @functools.cache
-def _gather_fn(sig: Any, gates: bool):
+def _gather_fn(sig: Any, gates: bool, wide: bool = False):
     return codegen_batch.gather_batch_kernel(sig, runtime.codegen_target, runtime.simulated,
-                                             gates)
+                                             gates, wide)
 
 
 def tables_of(k: Any) -> bool:
@@ -227,8 +228,11 @@ class _Group:
             h, w, c = dst.shape[1:]
             if k.kind == "gather":
                 gated = self.gated[i]
-                fn = self.cached(("gather", i, gated), lambda s=sig, gt=gated: _gather_fn(s, gt))
-                launch(fn, nb, h, w, dev, src, sidx, dst, pk[a], pk[b])
+                args, wide = batch_gather.launch_args(sig, gated, src, sidx, pk[a], pk[b],
+                                                      (h, w), runtime.flat)
+                fn = self.cached(("gather", i, gated, wide),
+                                 lambda s=sig, gt=gated, wd=wide: _gather_fn(s, gt, wd))
+                launch(fn, nb, h, w, dev, *args, runtime.flat(dst))
             elif not runtime.caps.shared_memory and batch_stencil.CPU_FUSED_STENCIL:
                 sidx_h = self.sidx_host() if first else range(nb)
                 batch_stencil.stencil_cpu(node, [src[j] for j in sidx_h], dst,

@@ -179,11 +179,13 @@ def test_batched_gather_kernel_compiles_to_ptx(sig: GatherSig, dtype: np.dtype,
 
     kernel = codegen_batch.gather_batch_kernel(sig, "cuda", gates=gates)
     out_dtype = np.float64 if sig.grey else dtype
-    argtys = (arr(dtype, 4), arr(np.int64, 1), arr(out_dtype, 4), arr(np.uint8, 4),
-              arr(np.float64, 2))
+    # flat buffers (batch_gather.launch_args): src, sidx, lut, p, nb, h, w, sn_, sw_, dst
+    argtys = (arr(dtype, 1), arr(np.int64, 1), arr(np.uint8, 1), arr(np.float64, 1),
+              *(types.int64,) * 5, arr(out_dtype, 1))
     ptx = ptx_of(kernel.py_func, argtys)
     assert ".entry" in ptx
     assert "%ctaid.z" in ptx  # the image index comes from the grid's z axis
+    assert not GENERIC_LOAD.findall(ptx)
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.float64, np.uint16])

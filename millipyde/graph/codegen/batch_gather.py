@@ -1,0 +1,349 @@
+"""Batched gathers over flat buffers: the per-image gather body with 32-bit offsets.
+
+The per-image gather body (``gather_body``) indexes 3-D arrays (``src[sy, sx, c]``,
+``dst[y, x, c]``, ``lut[stage, c, v]``). Numba indexes an array by its run-time shape in
+64-bit arithmetic, so a batched kernel over 4-D arrays kept every array's shape in registers
+and spent 64-bit multiplies on each load and store (the batched kernels ran at a quarter
+occupancy, held by 96-122 registers: bench/RESULTS.md, s9-3). Here every access of the body
+becomes a read or write of a flat C-contiguous buffer at
+
+    member base (64-bit, once per member) + one ``_ix(...)`` offset inside the member
+
+where ``_ix`` is ``int32`` (LLVM narrows the index arithmetic to 32 bits; the offset's use is
+unsigned, so Numba adds no negative-index wraparound) or, for members of ``2**31`` elements or
+more, ``int64`` (``wide``). The arithmetic on values is the body's own, so values are
+bit-identical to the per-image kernel's.
+
+Arguments: ``src`` the flat stacked sources (member ``b`` reads image ``sidx[b]`` of ``sn_``
+elements, rows ``sw_`` pixels wide), ``lut`` flat (B or 1, 2, cin, 256) uint8 (read in
+``"lut"`` mode only), ``p`` flat (B, P) float64 parameter rows (gate flags after them with
+``gates``); ``nb``, ``h``, ``w`` the members and the output size. Outputs: ``dst`` flat (B, h,
+w, cout), or with a writer (:func:`gather_writer_source`) the float32 training batch ``out``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from .batch_rows import rows_body, split_stores
+from .chain import gather_defs
+from .gather_body import (
+    _gather_body,
+    extras_prologue,
+    flat_offsets,
+    gate_prologue,
+    gather_prologue,
+)
+from .gather_sig import GatherSig, gather_ngates, gather_nparams
+from .loader import load
+from .target import _HEADER, _RINT_CLIP, _decorator
+
+#: Rows of a thread's grid-stride loop that one trip of a batched gather computes before it
+#: stores them (GPUs; ``batch_rows``): the kernels without a sampler, and the batch writers
+#: (whose registers bound their occupancy). Benchmarks set these to compare.
+ROWS_PER_TRIP = {"gather": 4, "writer": 1}
+
+# elements of one member that the 32-bit offsets index (``wide`` past it)
+NARROW_ELEMENTS = 2**31
+
+_IX = {
+    "cpu": "from numba import {t} as _ix\n",
+    "cuda": ("from numba import {t} as _ix\n"
+             "if _config.ENABLE_CUDASIM:\n"
+             "    def _ix(v):\n"
+             "        return int(v)\n"),
+}
+
+
+def narrow(*shapes: tuple[int, ...]) -> bool:
+    """Whether members of each of ``shapes`` fit 32-bit offsets (else the ``wide`` kernel)."""
+    for shape in shapes:
+        n = 1
+        for s in shape:
+            n *= int(s)
+        if n >= NARROW_ELEMENTS:
+            return False
+    return True
+
+
+def launch_args(sig: GatherSig, gates: bool, src: Any, sidx: Any, lut: Any, p: Any,
+                hw: tuple[int, int], flat: Callable[[Any], Any], channels: int = 0
+                ) -> tuple[tuple, bool]:
+    """The leading arguments of a flat batched gather's launch, and whether it needs the
+    ``wide`` kernel.
+
+    ``src`` (S, H, W, C), ``lut`` and ``p`` as the batch keeps them, ``hw`` the output size,
+    ``flat`` an array's 1-D view (``runtime.flat``), ``channels`` those a writer stores.
+    """
+    nb = int(sidx.shape[0])
+    pn = gather_nparams(sig) + (gather_ngates(sig) if gates else 0)
+    if tuple(p.shape) != (nb, pn) or src.ndim != 4 or (
+            sig.mode == "lut" and tuple(lut.shape) != (nb, 2, sig.cin, 256)):
+        raise RuntimeError(f"flat batched gather {sig}: arrays {src.shape}, {lut.shape}, "
+                           f"{p.shape} do not fit {nb} members")
+    h, w = (int(v) for v in hw)
+    wide = not narrow(src.shape[1:], (h, w, max(sig.cout, channels)))
+    sn = int(src.shape[1]) * int(src.shape[2]) * int(src.shape[3])
+    return (flat(src), sidx, flat(lut), flat(p), nb, h, w, sn, int(src.shape[2])), wide
+
+
+def _split(text: str, start: int) -> tuple[list[str], int]:
+    """The top-level comma-separated parts of the subscript opening at ``text[start - 1]``
+    and the index just past its closing bracket."""
+    parts, depth, k, first = [], 1, start, start
+    while depth:
+        ch = text[k]
+        if ch in "[(":
+            depth += 1
+        elif ch in "])":
+            depth -= 1
+        elif ch == "," and depth == 1:
+            parts.append(text[first:k].strip())
+            first = k + 1
+        k += 1
+    parts.append(text[first:k - 1].strip())
+    return parts, k
+
+
+def rewrite_subscripts(text: str, name: str, fn: Callable[[list[str]], str]) -> str:
+    """``text`` with each subscript ``name[a, b, ...]`` replaced by ``name[fn([a, b, ...])]``.
+
+    >>> rewrite_subscripts("x = lut[0, 1, src[a, b]] + p[2]", "lut", lambda ps: "+".join(ps))
+    'x = lut[0+1+src[a, b]] + p[2]'
+    """
+    out, i, n = [], 0, len(name)
+    while True:
+        k = text.find(name + "[", i)
+        if k < 0:
+            out.append(text[i:])
+            return "".join(out)
+        if k > 0 and (text[k - 1].isalnum() or text[k - 1] in "_."):
+            out.append(text[i:k + n + 1])
+            i = k + n + 1
+            continue
+        parts, end = _split(text, k + n + 1)
+        out.append(text[i:k] + f"{name}[{fn(parts)}]")
+        i = end
+
+
+def _unsigned(v: str) -> str:
+    return v[3:-1] if v.startswith("_u(") and v.endswith(")") else v
+
+
+def flat_accesses(text: str, sig: GatherSig) -> str:
+    """Every ``src``/``lut``/``dst``/``p`` access of a gather text as a flat access."""
+    cin, cout = sig.cin, sig.cout
+
+    def src(ps: list[str]) -> str:
+        if len(ps) == 1:  # already flat (``_gather_body``'s flat form)
+            return ps[0]
+        sy, sx, c = (_unsigned(v) for v in ps)
+        return f"_u(ib_ + _ix(({sy} * sw_ + {sx}) * {cin} + {c}))"
+
+    def lut(ps: list[str]) -> str:
+        stage, c, v = ps
+        # the value converted first: under the simulator a uint8 plus an int stays uint8
+        return f"_u(lb_ + _ix(_ix({v}) + ({stage} * {cin} + {c}) * 256))"
+
+    def dst(ps: list[str]) -> str:
+        y, x, c = ps
+        return f"_u(db_ + _ix(({y} * w + {x}) * {cout} + {c}))"
+
+    for name, fn in (("src", src), ("lut", lut), ("dst", dst),
+                     ("p", lambda ps: f"_u(pb_ + {ps[0]})")):
+        text = rewrite_subscripts(text, name, fn)
+    return text
+
+
+def _indent(text: str, n: int) -> str:
+    pad = " " * n
+    return "".join(pad + line + "\n" if line else "\n" for line in text.splitlines())
+
+
+def _loop(target: str, per_image: str, body: str, launch: str = "", rows: int = 1) -> str:
+    """Members ``b`` < ``nb``, rows ``y`` < ``h``, columns ``x`` < ``w`` (``batch._loop_3d``'s
+    loops; ``launch`` runs once per thread before them; on GPUs a trip of ``body`` covers
+    ``rows`` of the thread's rows, ``batch_rows``)."""
+    if target == "cpu":
+        return (_indent(launch, 4)
+                + "    for t_ in prange(nb * h):\n"
+                "        b = t_ // h\n"
+                "        y = t_ - b * h\n"
+                + _indent(per_image, 8)
+                + "        for x in range(w):\n" + _indent(body, 12))
+    return (_indent(launch, 4)
+            + "    x0, y0, b0 = cuda.grid(3)\n"
+            "    sx_, sy_, sb_ = cuda.gridsize(3)\n"
+            "    b = b0\n"
+            "    while b < nb:\n"
+            + _indent(per_image, 8)
+            # 32-bit rows and columns: the offsets made from them narrow to 32-bit math
+            + "        y = _ix(y0)\n"
+            "        while y < h:\n"
+            "            x = _ix(x0)\n"
+            "            while x < w:\n" + _indent(body, 16)
+            + "                x = _ix(x + sx_)\n"
+            f"            y = _ix(y + {rows} * sy_)\n"
+            "        b += sb_\n")
+
+
+def _prologue(sig: GatherSig, gates: bool) -> str:
+    """Per member: its base offsets, then the per-launch reads of the per-image kernel."""
+    pn = gather_nparams(sig) + (gather_ngates(sig) if gates else 0)
+    lb = f"b * {2 * sig.cin * 256}" if sig.mode == "lut" else "0"
+    text = (gather_prologue() + (flat_offsets(sig.cin) if sig.plain else "")
+            + extras_prologue(sig) + ("\n" + gate_prologue(sig) if gates else ""))
+    return (f"s = sidx[b]\nib_ = s * sn_\npb_ = b * {pn}\nlb_ = {lb}\n"
+            f"db_ = b * (h * w * {sig.cout})\n" + text)
+
+
+def _head(sig: GatherSig, target: str, wide: bool, what: str) -> str:
+    return (f"# millipyde generated flat batched {what}: {sig} wide={wide}\n"
+            + _HEADER[target] + _IX[target].format(t="int64" if wide else "int32")
+            + gather_defs(sig) + _RINT_CLIP)
+
+
+def gather_flat_source(sig: GatherSig, target: str, sim: bool = False, gates: bool = False,
+                       wide: bool = False) -> str:
+    """Source of ``kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, dst)``: the fused gather of
+    ``sig`` over a batch, flat buffers (module doc, :func:`launch_args`); ``wide``: 64-bit
+    offsets."""
+    rows = 1 if target == "cpu" else ROWS_PER_TRIP["gather"]
+    compute, stores = split_stores(_gather_body(sig, gates, flat=True))
+    body = flat_accesses(rows_body(compute, stores, rows), sig)
+    per = flat_accesses(_prologue(sig, gates), sig)
+    fn = (f"\n\n{_decorator(target, sim)}\n"
+          "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, dst):\n")
+    return (_head(sig, target, wide, f"gather rows={rows}") + fn
+            + _loop(target, per, body, rows=rows))
+
+
+def gather_flat_kernel(sig: GatherSig, target: str, sim: bool = False, gates: bool = False,
+                       wide: bool = False):
+    """The compiled flat batched gather (:func:`gather_flat_source`)."""
+    return load(gather_flat_source(sig, target, sim, gates, wide), target).kernel
+
+
+# --------------------------------------------------------------------------- fused batch writer
+
+_STORE = re.compile(r"^(?P<ind>\s*)dst\[y, x, (?P<c>\d+)\] = (?P<v>.+)$", re.M)
+
+# Whole-number values 0..255 (uint8 outputs, ``cfull`` 255) convert through a per-block
+# table of the ``channels`` x 256 normalized values: each entry is ``_norm`` of that value,
+# rounded to float32 as the direct store rounds it, so the samples are the same bits, and a
+# pixel's channels cost a shared-memory read each instead of two float64 divisions. Table-mode
+# gathers write uint8 (``cfull`` is 255 wherever they are fused): no check, and no direct
+# conversion compiled beside the table's.
+_TABLE = """tab_ = cuda.shared.array({n}, dtype=_f32)
+tabled_ = {cond}
+if tabled_:
+    i_ = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x
+    while i_ < {n}:
+        c_ = i_ // 256
+        tab_[i_] = _norm(float(i_ - c_ * 256), cfull, mean[c_], std[c_])
+        i_ += cuda.blockDim.x * cuda.blockDim.y
+cuda.syncthreads()
+"""
+
+# A grey value written to every channel is normalized once when every channel's mean and std
+# are the same (same bits: a zero's sign changes a difference's sign)
+_SAME = """same_ = True
+for c_ in range(1, {n}):
+    if not (_same(mean[c_], mean[0]) and _same(std[c_], std[0])):
+        same_ = False
+"""
+_SAME_DEF = """
+
+@_dev
+def _same(a, b):
+    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+"""
+
+
+def _writes_table(sig: GatherSig, target: str) -> bool:
+    """Whether the writer of ``sig`` converts through the table: GPUs (shared memory), values
+    that are whole numbers (integer or table outputs that are not grey)."""
+    return target != "cpu" and not sig.grey and (sig.is_int or sig.mode == "lut")
+
+
+def _out_index(layout: str, t: int, channels: int) -> str:
+    if layout == "NCHW":
+        return f"_u(ob_ + _ix({t} * h * w + y * w + x))"
+    return f"_u(ob_ + _ix((y * w + x) * {channels} + {t}))"
+
+
+def _writer_store(sig: GatherSig, layout: str, channels: int, table: bool
+                  ) -> Callable[[re.Match], str]:
+    def store(m: re.Match) -> str:
+        ind, c, v = m.group("ind"), int(m.group("c")), m.group("v")
+        if c >= 3:
+            return ""  # alpha
+        targets = range(channels) if sig.cout == 1 else [c]
+
+        def direct(t: int, mean: str, std: str) -> str:
+            return f"out[{_out_index(layout, t, channels)}] = _norm(cv_, cfull, {mean}, {std})"
+
+        lines = [f"cv_ = float({v})"]
+        if table:
+            lines += ["if tabled_:", "    iv_ = int(cv_)"]
+            lines += [f"    out[{_out_index(layout, t, channels)}] = tab_[_u({t * 256} + iv_)]"
+                      for t in targets]
+            lines += ["else:"] + [f"    {direct(t, f'mean[{t}]', f'std[{t}]')}"
+                                  for t in targets]
+        elif len(targets) > 1:
+            lines += ["if same_:", "    nv_ = _norm(cv_, cfull, mean[0], std[0])"]
+            lines += [f"    out[{_out_index(layout, t, channels)}] = nv_" for t in targets]
+            lines += ["else:"] + [f"    {direct(t, f'mean[{t}]', f'std[{t}]')}"
+                                  for t in targets]
+        else:
+            lines += [direct(t, f"mean[{t}]", f"std[{t}]") for t in targets]
+        return "\n".join(ind + line for line in lines)
+
+    return store
+
+
+def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, channels: int,
+                         layout: str, wide: bool = False) -> str:
+    """Source of ``kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, out, pos, mean, std,
+    cfull)``: the flat batched gather of ``sig`` writing the training batch itself.
+
+    Where the gather stores channel ``c`` of member ``b``, this one stores
+    ``normalize(v, cfull, mean, std)`` (the value as stored, in float64) into sample
+    ``pos[b]`` of the flat float32 batch ``out`` ((N, channels, h, w) or (N, h, w,
+    channels)): grey replicated to ``channels``, alpha dropped. The arithmetic before the
+    store is the gather's own, so the samples equal converting the gather's output (uint8 or
+    float64, whose stored value is the computed one).
+    """
+    from .convert import _DEFS, _DIGEST
+
+    if sig.packed:
+        raise ValueError("packed gathers are not fused with the batch conversion")
+    table = _writes_table(sig, target)
+    rows = 1 if target == "cpu" else ROWS_PER_TRIP["writer"]
+    compute, stores = split_stores(_gather_body(sig, gates, flat=True))
+    stores, n = _STORE.subn(_writer_store(sig, layout, channels, table), stores)
+    if n != sig.cout or "dst[" in stores:
+        raise RuntimeError("gather_writer_source: stores not where expected")
+    body = flat_accesses(rows_body(compute, stores, rows), sig)
+    per = flat_accesses(_prologue(sig, gates), sig) + f"\nob_ = pos[b] * ({channels} * h * w)"
+    launch = ""
+    if table:
+        launch = _TABLE.format(n=channels * 256,
+                               cond="True" if sig.mode == "lut" else "cfull == 255.0")
+    elif sig.cout == 1 and channels > 1:
+        launch = _SAME.format(n=channels)
+    head = (_head(sig, target, wide, f"gather + batch writer {layout} channels={channels} "
+                  f"rows={rows} math={_DIGEST}")
+            + _DEFS + "from numba import float32 as _f32\n" + _SAME_DEF)
+    fn = (f"\n\n{_decorator(target, sim)}\n"
+          "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, out, pos, mean, std, cfull):\n")
+    return head + fn + _loop(target, per, body, launch, rows)
+
+
+def gather_writer_kernel(sig: GatherSig, target: str, sim: bool, gates: bool, channels: int,
+                         layout: str, wide: bool = False):
+    """The compiled fused gather + batch writer (:func:`gather_writer_source`)."""
+    return load(gather_writer_source(sig, target, sim, gates, channels, layout, wide),
+                target).kernel

@@ -1,0 +1,174 @@
+"""Flat batched gathers (``codegen.batch_gather``): access rewriting, 32-bit index math, the
+batch writer's normalization table."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from millipyde.graph.codegen import batch_gather
+from millipyde.graph.codegen.gather_sig import GatherSig
+
+cudasim_ok = pytest.mark.cudasim_ok
+# loads with no state space, 64-bit integer multiplies (as tests/graph/codegen/test_ptx.py)
+GENERIC_LOAD = re.compile(r"\bld\.(?!global|shared|param|local|const)[a-z0-9]+\b")
+MUL64 = re.compile(r"\b(?:mul|mad)\.lo\.[su]64\b")
+
+# the figure-5.1 batch kernels: the colour writer (table stage, rotation, gates), the grey
+# writer (float64 values), the first colour gather (tables only)
+WRITER_RGB = GatherSig(3, "lut", True, True, False, lut_stages=(True, False), clip=False)
+WRITER_GREY = GatherSig(1, "chain", False, True, False, lut_stages=(False, False), clip=False)
+FIRST_RGB = GatherSig(3, "lut", True, False, False, lut_stages=(True, False), clip=False)
+
+
+def test_rewrite_subscripts_touches_only_the_name() -> None:
+    text = "dst[y, x, 0] = lut[0, 1, src[a, b, 2]] + p[3] + xp[1] + a.p[2] + (q[1, 2])"
+    got = batch_gather.rewrite_subscripts(text, "p", lambda ps: f"F({'|'.join(ps)})")
+    assert got == "dst[y, x, 0] = lut[0, 1, src[a, b, 2]] + p[F(3)] + xp[1] + a.p[2] + (q[1, 2])"
+    got = batch_gather.rewrite_subscripts(text, "lut", lambda ps: "|".join(ps))
+    assert "lut[0|1|src[a, b, 2]]" in got
+
+
+def test_flat_accesses_of_a_body() -> None:
+    text = "dst[y, x, 1] = lut[1, 2, int(v2)] * p[7] + src[_u(sy), _u(sx), 1]"
+    got = batch_gather.flat_accesses(text, WRITER_RGB)
+    assert got == ("dst[_u(db_ + _ix((y * w + x) * 3 + 1))] = "
+                   "lut[_u(lb_ + _ix(_ix(int(v2)) + (1 * 3 + 2) * 256))] * p[_u(pb_ + 7)] + "
+                   "src[_u(ib_ + _ix((sy * sw_ + sx) * 3 + 1))]")
+
+
+def test_narrow_up_to_2_31_elements() -> None:
+    assert batch_gather.narrow((512, 512, 3), (1, 1, 1))
+    assert batch_gather.narrow((2**31 - 1,))
+    assert not batch_gather.narrow((8, 8), (2**16, 2**15))
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_writer_tables_only_whole_numbers_on_gpus(target: str) -> None:
+    rgb = batch_gather.gather_writer_source(WRITER_RGB, target, False, True, 3, "NCHW")
+    grey = batch_gather.gather_writer_source(WRITER_GREY, target, False, True, 3, "NCHW")
+    assert ("tab_[" in rgb) == (target == "cuda")
+    assert "tab_[" not in grey and "if same_:" in grey
+    for text in (rgb, grey):
+        # every source/output access is flat: one subscript, a member base and an offset
+        assert not re.search(r"\b(?:src|dst|out|lut)\[[^\]\[]*, ", text)
+
+
+def test_wide_kernels_index_with_64_bits() -> None:
+    narrow = batch_gather.gather_flat_source(FIRST_RGB, "cuda")
+    wide = batch_gather.gather_flat_source(FIRST_RGB, "cuda", wide=True)
+    assert "import int32 as _ix" in narrow and "import int64 as _ix" in wide
+
+
+class _Arr:
+    def __init__(self, *shape: int) -> None:
+        self.shape, self.ndim = shape, len(shape)
+
+
+def test_launch_args_check_the_arrays() -> None:
+    src, sidx, lut, p = _Arr(4, 8, 8, 3), _Arr(2), _Arr(2, 2, 3, 256), _Arr(2, 18)
+    args, wide = batch_gather.launch_args(WRITER_RGB, True, src, sidx, lut, p, (8, 8),
+                                          lambda a: a)
+    assert args[4:] == (2, 8, 8, 192, 8) and not wide
+    with pytest.raises(RuntimeError, match="do not fit"):
+        batch_gather.launch_args(WRITER_RGB, False, src, sidx, lut, p, (8, 8), lambda a: a)
+
+
+@pytest.fixture
+def rows_per_trip(monkeypatch: pytest.MonkeyPatch):
+    """Sets ``ROWS_PER_TRIP`` for the test, compiled kernels forgotten before and after."""
+    from millipyde import batch_convert
+    from millipyde.graph.exec import batch as exec_batch
+
+    def forget() -> None:
+        exec_batch._gather_fn.cache_clear()
+        batch_convert.fused_writer.cache_clear()
+
+    def set_rows(gather: int, writer: int) -> None:
+        monkeypatch.setitem(batch_gather.ROWS_PER_TRIP, "gather", gather)
+        monkeypatch.setitem(batch_gather.ROWS_PER_TRIP, "writer", writer)
+        forget()
+
+    yield set_rows
+    forget()
+
+
+@cudasim_ok
+@pytest.mark.parametrize("mean,std,rows,layout", [
+    (None, None, (4, 1), "NCHW"), ([0.5, -0.0, 0.25], [0.25, 1.0, -2.0], (1, 2), "NHWC"),
+    (0.5, 0.25, (3, 3), "NCHW")])
+def test_batches_convert_whole_numbers_and_greys_exactly(mean, std, rows, layout,
+                                                         rows_per_trip) -> None:
+    """The writer's table (uint8 samples on GPUs) and its once-normalized grey equal the
+    reference conversion bit for bit (a mean of -0.0 keeps its sign), whatever the rows per
+    trip (rows past the image computed and not stored)."""
+    from generator_reference import batch_spec, eager_outputs
+
+    import millipyde as mp
+    from millipyde.batches import convert_reference
+
+    rows_per_trip(*rows)
+
+    rng = np.random.default_rng(3)
+    imgs = [mp.gpuimage(rng.integers(0, 256, (6, 7, 3), dtype=np.uint8)) for _ in range(2)]
+    from millipyde import batch_convert
+    from millipyde.graph.exec import batch as exec_batch
+
+    # a stencil between two gathers: the batch is recorded (``batch_record``), a first gather,
+    # the stencil, and the last gather writing the batch (the arena takes gathers alone)
+    ops = [mp.Operation("fliplr", probability=0.5), mp.Operation("random_gaussian", 0, 1),
+           mp.Operation("rgb2grey", probability=0.5),
+           mp.Operation("random_rotate", 0, 60, probability=0.5)]
+    want = eager_outputs(imgs, ops, 6, 2)
+    spec = batch_spec(6, mean=mean, std=std, layout=layout)
+    with mp.Generator(imgs, ops, outputs=6, seed=2).batches(6, mean=mean, std=std,
+                                                            layout=layout) as bs:
+        (got,) = list(bs)
+    got = np.asarray(got)
+    assert exec_batch._gather_fn.cache_info().currsize >= 1
+    assert batch_convert.fused_writer.cache_info().currsize >= 1
+    for k in range(6):
+        ref = convert_reference(want[k], spec)
+        assert np.array_equal(got[k].view(np.uint32), ref.view(np.uint32)), f"sample {k}"
+
+
+def test_rows_per_trip_computes_before_it_stores() -> None:
+    from millipyde.graph.codegen import batch_rows
+
+    compute, stores = batch_rows.split_stores("sy = y * 3 + x\ndst[y, x, 0] = src[sy]")
+    assert (compute, stores) == ("sy = y * 3 + x\nsv0_ = src[sy]", "dst[y, x, 0] = sv0_")
+    got = batch_rows.rows_body(compute, stores, 2).splitlines()
+    assert got == ["sy = y * 3 + x", "sv0_ = src[sy]",
+                   "y_r1 = min(_ix(y + 1 * sy_), _ix(h - 1))",
+                   "sy_r1 = y_r1 * 3 + x", "sv0__r1 = src[sy_r1]",
+                   "dst[y, x, 0] = sv0_",
+                   "if _ix(y + 1 * sy_) < h:", "    dst[y_r1, x, 0] = sv0__r1"]
+
+
+@pytest.mark.ptx
+def test_batch_writer_ptx_divides_only_for_its_table() -> None:
+    """The RGB writer's float64 divisions all build the per-block table (before the barrier):
+    none per pixel; every load names its space; the first gather's 64-bit multiplies are the
+    per-member prologue's."""
+    cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
+    from numba import types
+    from numba.np.numpy_support import from_dtype
+
+    def arr(dtype: type) -> types.Array:
+        return types.Array(from_dtype(np.dtype(dtype)), 1, "C")
+
+    lead = (arr(np.uint8), arr(np.int64), arr(np.uint8), arr(np.float64)) + (types.int64,) * 5
+    fn = batch_gather.gather_writer_kernel(WRITER_RGB, "cuda", False, True, 3, "NCHW")
+    ptx, _ = cuda.compile_ptx(fn.py_func, lead + (arr(np.float32), arr(np.int64),
+                                                  arr(np.float64), arr(np.float64),
+                                                  types.float64), cc=(9, 0))
+    barrier = ptx.index("bar.sync")
+    assert "div.rn.f64" in ptx[:barrier] and "div.rn.f64" not in ptx[barrier:]
+    assert "ld.shared.f32" in ptx[barrier:]
+    assert not GENERIC_LOAD.findall(ptx)
+    fn = batch_gather.gather_flat_kernel(FIRST_RGB, "cuda")
+    ptx, _ = cuda.compile_ptx(fn.py_func, lead + (arr(np.uint8),), cc=(9, 0))
+    assert not GENERIC_LOAD.findall(ptx)
+    assert len(MUL64.findall(ptx)) <= 16
