@@ -313,7 +313,7 @@ class Batches:
 
         def fused(sig: Any, gated: bool, src: Any, sidx: Any, lut: Any, p: Any) -> None:
             args, wide = launch_args(sig, gated, src, sidx, lut, p, hw, runtime.flat,
-                                     spec.channels)
+                                     spec.channels, nb=nb)
             fn = g.cached(("fused", gated, spec.channels, spec.layout, wide),
                           lambda: fused_writer(sig, gated, spec.channels, spec.layout, wide))
             _launch(fn, nb, hw[0], hw[1], device, *args, runtime.flat(out), pos, mean, std,

@@ -69,17 +69,18 @@ def narrow(*shapes: tuple[int, ...]) -> bool:
 
 
 def launch_args(sig: GatherSig, gates: bool, src: Any, sidx: Any, lut: Any, p: Any,
-                hw: tuple[int, int], flat: Callable[[Any], Any], channels: int = 0
-                ) -> tuple[tuple, bool]:
+                hw: tuple[int, int], flat: Callable[[Any], Any], channels: int = 0,
+                nb: int | None = None) -> tuple[tuple, bool]:
     """The leading arguments of a flat batched gather's launch, and whether it needs the
     ``wide`` kernel.
 
     ``src`` (S, H, W, C), ``lut`` and ``p`` as the batch keeps them, ``hw`` the output size,
-    ``flat`` an array's 1-D view (``runtime.flat``), ``channels`` those a writer stores.
+    ``flat`` an array's 1-D view (``runtime.flat``), ``channels`` those a writer stores,
+    ``nb`` the members (default: ``sidx``'s length; a batch may share one longer index).
     """
-    nb = int(sidx.shape[0])
+    nb = int(sidx.shape[0]) if nb is None else int(nb)
     pn = gather_nparams(sig) + (gather_ngates(sig) if gates else 0)
-    if tuple(p.shape) != (nb, pn) or src.ndim != 4 or (
+    if tuple(p.shape) != (nb, pn) or src.ndim != 4 or int(sidx.shape[0]) < nb or (
             sig.mode == "lut" and tuple(lut.shape) != (nb, 2, sig.cin, 256)):
         raise RuntimeError(f"flat batched gather {sig}: arrays {src.shape}, {lut.shape}, "
                            f"{p.shape} do not fit {nb} members")

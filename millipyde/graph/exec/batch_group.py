@@ -229,7 +229,7 @@ class _Group:
             if k.kind == "gather":
                 gated = self.gated[i]
                 args, wide = batch_gather.launch_args(sig, gated, src, sidx, pk[a], pk[b],
-                                                      (h, w), runtime.flat)
+                                                      (h, w), runtime.flat, nb=nb)
                 fn = self.cached(("gather", i, gated, wide),
                                  lambda s=sig, gt=gated, wd=wide: _gather_fn(s, gt, wd))
                 launch(fn, nb, h, w, dev, *args, runtime.flat(dst))
