@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+from ptx_compile import ptx_of
 
 from millipyde.graph.codegen import batch_gather
 from millipyde.graph.codegen.gather_sig import GatherSig
@@ -152,7 +153,7 @@ def test_batch_writer_ptx_divides_only_for_its_table() -> None:
     """The RGB writer's float64 divisions all build the per-block table (before the barrier):
     none per pixel; every load names its space; the first gather's 64-bit multiplies are the
     per-member prologue's."""
-    cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
+    pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
     from numba import types
     from numba.np.numpy_support import from_dtype
 
@@ -161,14 +162,13 @@ def test_batch_writer_ptx_divides_only_for_its_table() -> None:
 
     lead = (arr(np.uint8), arr(np.int64), arr(np.uint8), arr(np.float64)) + (types.int64,) * 5
     fn = batch_gather.gather_writer_kernel(WRITER_RGB, "cuda", False, True, 3, "NCHW")
-    ptx, _ = cuda.compile_ptx(fn.py_func, lead + (arr(np.float32), arr(np.int64),
-                                                  arr(np.float64), arr(np.float64),
-                                                  types.float64), cc=(9, 0))
+    ptx = ptx_of(fn.py_func, lead + (arr(np.float32), arr(np.int64), arr(np.float64),
+                                     arr(np.float64), types.float64))
     barrier = ptx.index("bar.sync")
     assert "div.rn.f64" in ptx[:barrier] and "div.rn.f64" not in ptx[barrier:]
     assert "ld.shared.f32" in ptx[barrier:]
     assert not GENERIC_LOAD.findall(ptx)
     fn = batch_gather.gather_flat_kernel(FIRST_RGB, "cuda")
-    ptx, _ = cuda.compile_ptx(fn.py_func, lead + (arr(np.uint8),), cc=(9, 0))
+    ptx = ptx_of(fn.py_func, lead + (arr(np.uint8),))
     assert not GENERIC_LOAD.findall(ptx)
     assert len(MUL64.findall(ptx)) <= 16
