@@ -17,6 +17,7 @@ import numpy as np
 
 from .array import ArgumentError
 from .backend import ACTIVE as runtime  # the active backend
+from .graph.codegen import batch_gather
 from .graph.codegen import convert as codegen_convert
 
 _DTYPES = {"float32": np.float32, "float16": np.float16}
@@ -153,9 +154,9 @@ def write_sample(out: Any, pos: Any, src: Any, spec: BatchSpec, consts: tuple[An
 
 @functools.cache
 def fused_writer(sig: Any, gated: bool, channels: int, layout: str, wide: bool = False) -> Any:
-    """The compiled gather of ``sig`` that writes the batch (``codegen_convert``), cached."""
-    return codegen_convert.gather_convert_kernel(sig, runtime.codegen_target, runtime.simulated,
-                                                 gated, channels, layout, wide)
+    """The compiled gather of ``sig`` that writes the batch (``batch_gather``), cached."""
+    return batch_gather.gather_writer_kernel(sig, runtime.codegen_target, runtime.simulated,
+                                             gated, channels, layout, wide)
 
 
 def cast_batch(out: Any, dtype: np.dtype, device: int) -> Any:

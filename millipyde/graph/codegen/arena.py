@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from ...kernels import REGISTRY
-from .batch import _indent, _loop_3d, batched
+from .batch import batched
 from .chain import gather_defs, op_def
 from .gather_body import (
     _gather_body,
@@ -31,7 +31,7 @@ from .gather_body import (
 )
 from .gather_sig import GatherSig, gather_ngates, gather_nparams, op_offsets
 from .loader import load
-from .target import _HEADER, _RINT_CLIP, _decorator
+from .target import _HEADER, _RINT_CLIP, _decorator, _indent, _loop_3d
 
 _SRC = re.compile(r"src\[_u\((\w+)\), _u\((\w+)\), (\d+)\]")
 _INDEX = {"dst": "b", "lut": "b", "p": "b"}

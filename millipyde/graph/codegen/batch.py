@@ -26,7 +26,7 @@ from .batch_gather import gather_flat_source
 from .gather_sig import GatherSig
 from .loader import load
 from .stencil import _STENCIL_COLS, _STENCIL_ROWS
-from .target import _HEADER, _RINT_CLIP, _decorator, replace_once
+from .target import _HEADER, _RINT_CLIP, _decorator, _loop_3d, replace_once
 
 # An array access ``name[`` not preceded by a part of a longer name or an attribute dot.
 _ACCESS = re.compile(r"(?<![A-Za-z0-9_.])(src|dst|lut|p|tmp|taps)\[")
@@ -44,38 +44,6 @@ def batched(text: str, index: dict[str, str]) -> str:
         return f"{name}[{index[name]}, " if name in index else m.group(0)
 
     return _ACCESS.sub(sub, text)
-
-
-def _indent(text: str, n: int) -> str:
-    pad = " " * n
-    return "".join(pad + line + "\n" if line else "\n" for line in text.splitlines())
-
-
-def _loop_3d(target: str, nb: str, h: str, w: str, per_image: str, body: str) -> str:
-    """Loops over images ``b`` < ``nb``, rows ``y`` < ``h`` and columns ``x`` < ``w``.
-
-    ``per_image`` (uses ``b``) runs before the rows of image ``b``: once per image on GPUs, once
-    per (image, row) on the CPU, whose single ``prange`` spans images and rows together.
-    """
-    if target == "cpu":
-        return (f"    for t_ in prange({nb} * {h}):\n"
-                f"        b = t_ // {h}\n"
-                f"        y = t_ - b * {h}\n"
-                + _indent(per_image, 8)
-                + f"        for x in range({w}):\n" + _indent(body, 12))
-    # while loops: a range with a step divides for its trip count each time it starts
-    return ("    x0, y0, b0 = cuda.grid(3)\n"
-            "    sx_, sy_, sb_ = cuda.gridsize(3)\n"
-            "    b = b0\n"
-            f"    while b < {nb}:\n"
-            + _indent(per_image, 8)
-            + "        y = y0\n"
-            f"        while y < {h}:\n"
-            "            x = x0\n"
-            f"            while x < {w}:\n" + _indent(body, 16)
-            + "                x += sx_\n"
-            "            y += sy_\n"
-            "        b += sb_\n")
 
 
 # --------------------------------------------------------------------------- gather

@@ -164,7 +164,7 @@ def _indent(text: str, n: int) -> str:
 
 
 def _loop(target: str, per_image: str, body: str, launch: str = "", rows: int = 1) -> str:
-    """Members ``b`` < ``nb``, rows ``y`` < ``h``, columns ``x`` < ``w`` (``batch._loop_3d``'s
+    """Members ``b`` < ``nb``, rows ``y`` < ``h``, columns ``x`` < ``w`` (``target._loop_3d``'s
     loops; ``launch`` runs once per thread before them; on GPUs a trip of ``body`` covers
     ``rows`` of the thread's rows, ``batch_rows``)."""
     if target == "cpu":

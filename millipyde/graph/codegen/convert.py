@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from typing import Any
 
 from ...kernels import convert as _convert_math
-from .batch import _loop_3d
 from .loader import load
-from .target import _HEADER, _decorator
+from .target import _HEADER, _decorator, _loop_3d
 
 # the generated text names the scalar math's digest, so editing it makes new cache files
 _DIGEST = hashlib.sha1(inspect.getsource(_convert_math).encode()).hexdigest()[:12]
@@ -77,21 +75,3 @@ def cast_source(target: str, sim: bool = False) -> str:
 def cast_kernel(sim: bool = False):
     """The compiled float32 -> float16 cast kernel for GPUs."""
     return load(cast_source("cuda", sim), "cuda").cast
-
-
-# ----------------------------------------------------------------- fused into the last gather
-
-
-def gather_convert_source(sig: Any, target: str, sim: bool, gates: bool, channels: int,
-                          layout: str, wide: bool = False) -> str:
-    """The batched gather of ``sig`` writing the batch itself (``batch_gather``'s writer)."""
-    from .batch_gather import gather_writer_source
-
-    return gather_writer_source(sig, target, sim, gates, channels, layout, wide)
-
-
-def gather_convert_kernel(sig: Any, target: str, sim: bool, gates: bool, channels: int,
-                          layout: str, wide: bool = False):
-    """The compiled fused gather + batch writer (:func:`gather_convert_source`)."""
-    return load(gather_convert_source(sig, target, sim, gates, channels, layout, wide),
-                target).kernel

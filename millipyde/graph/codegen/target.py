@@ -96,6 +96,38 @@ def _loop_2d(target: str, h: str, w: str, body: str, step: str = "sx_") -> str:
     )
 
 
+def _indent(text: str, n: int) -> str:
+    pad = " " * n
+    return "".join(pad + line + "\n" if line else "\n" for line in text.splitlines())
+
+
+def _loop_3d(target: str, nb: str, h: str, w: str, per_image: str, body: str) -> str:
+    """Loops over images ``b`` < ``nb``, rows ``y`` < ``h`` and columns ``x`` < ``w``.
+
+    ``per_image`` (uses ``b``) runs before the rows of image ``b``: once per image on GPUs, once
+    per (image, row) on the CPU, whose single ``prange`` spans images and rows together.
+    """
+    if target == "cpu":
+        return (f"    for t_ in prange({nb} * {h}):\n"
+                f"        b = t_ // {h}\n"
+                f"        y = t_ - b * {h}\n"
+                + _indent(per_image, 8)
+                + f"        for x in range({w}):\n" + _indent(body, 12))
+    # while loops: a range with a step divides for its trip count each time it starts
+    return ("    x0, y0, b0 = cuda.grid(3)\n"
+            "    sx_, sy_, sb_ = cuda.gridsize(3)\n"
+            "    b = b0\n"
+            f"    while b < {nb}:\n"
+            + _indent(per_image, 8)
+            + "        y = y0\n"
+            f"        while y < {h}:\n"
+            "            x = x0\n"
+            f"            while x < {w}:\n" + _indent(body, 16)
+            + "                x += sx_\n"
+            "            y += sy_\n"
+            "        b += sb_\n")
+
+
 def _loop_2d_items(target: str, h: str, w: str, load: str, body: str, n: int) -> str:
     """GPU grid-stride loop over an ``h`` x ``w`` output, ``n`` pixels of a row per trip.
 
