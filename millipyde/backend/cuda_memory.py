@@ -71,23 +71,13 @@ class CudaMemory:
             with self.on_device(device):
                 out.copy_to_device(buffer, stream=self.current_stream())
             return out
-        # work that produced the source, on any stream of its device, must be done first:
-        # streams of two devices are not ordered with each other. An event on the source
-        # device's legacy default stream completes after every blocking stream's earlier work
-        # there; the peer copy's stream waits for it on the GPU, so the host does not block
-        # (it did: a host sync there waited for every worker's queue on the source device).
+        # work that produced the source on its device's default stream must be done: streams
+        # of two devices are not ordered with each other (Pipeline workers sync their own)
         with self.on_device(src_device):
-            if peer:
-                done = self.record_event(self.cuda.legacy_default_stream())
-                host = None
-            else:
-                self.cuda.legacy_default_stream().synchronize()
-                host = buffer.copy_to_host()
+            self.cuda.default_stream().synchronize()
+            host = None if peer else buffer.copy_to_host()
         with self.on_device(device):
-            stream = self.current_stream()
-            if host is None:
-                self.wait_event(done, stream)
-            out.copy_to_device(buffer if host is None else host, stream=stream)
+            out.copy_to_device(buffer if host is None else host, stream=self.current_stream())
         return out
 
     def upload_small(self, array: np.ndarray, device: int) -> Any:
