@@ -35,19 +35,7 @@ sys.path.insert(0, os.getcwd())  # the tree under test, not this file's
 import numpy as np  # noqa: E402
 
 import millipyde as mp  # noqa: E402
-
-
-def operations() -> list:
-    """Figure 5.1 with ``random_colorize`` as a method (every input is colour)."""
-    return [
-        mp.Operation("transpose", probability=0.2),
-        mp.Operation("fliplr", probability=0.2),
-        mp.Operation("random_brightness", -0.2, 1),
-        mp.Operation("random_gaussian", 0, 2),
-        mp.Operation("random_colorize", [0.5, 1.5], [0.5, 1.5], [0.5, 1.5], probability=0.3),
-        mp.Operation("rgb2grey", probability=0.3),
-        mp.Operation("random_rotate", 0, 120, probability=0.5),
-    ]
+from bench.bench_batches import operations  # noqa: E402  (the tree under test's)
 
 
 def _short(name: str) -> str:

@@ -76,27 +76,32 @@ def _family(op: str) -> str:
     return "IMAD_WIDE" if op.startswith("IMAD.WIDE") else op.split(".")[0]
 
 
-def sass_counts(ptx: str, ptxas: str, cuobjdump: str) -> dict[str, int]:
-    """Static SASS opcode counts of ``ptx`` assembled for sm_90 by ``ptxas``.
+def _assemble(ptx: str, ptxas: str, out: str, *flags: str) -> subprocess.CompletedProcess:
+    """``ptxas`` of ``ptx`` for sm_90 into ``out``.
 
     NVVM may write a newer ``.version`` than an older ``ptxas`` accepts; the text is then
     labelled with the version that ``ptxas`` names (these kernels use nothing newer).
     """
-    with tempfile.TemporaryDirectory() as d:
-        src, cubin = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
-        for _ in range(2):
-            with open(src, "w") as f:
-                f.write(ptx)
-            run = subprocess.run([ptxas, "-arch=sm_90", src, "-o", cubin],
-                                 capture_output=True, text=True)
-            if run.returncode == 0:
-                break
-            got = re.search(r"current version is '([0-9.]+)'", run.stderr)
-            if not got:
-                raise RuntimeError(run.stderr)
-            ptx = re.sub(r"^\.version [0-9.]+", f".version {got.group(1)}", ptx, flags=re.M)
-        else:
+    src = out + ".ptx"
+    for _ in range(2):
+        with open(src, "w") as f:
+            f.write(ptx)
+        run = subprocess.run([ptxas, *flags, "-arch=sm_90", src, "-o", out],
+                             capture_output=True, text=True)
+        if run.returncode == 0:
+            return run
+        got = re.search(r"current version is '([0-9.]+)'", run.stderr)
+        if not got:
             raise RuntimeError(run.stderr)
+        ptx = re.sub(r"^\.version [0-9.]+", f".version {got.group(1)}", ptx, flags=re.M)
+    raise RuntimeError(run.stderr)
+
+
+def sass_counts(ptx: str, ptxas: str, cuobjdump: str) -> dict[str, int]:
+    """Static SASS opcode counts of ``ptx`` assembled for sm_90 by ``ptxas``."""
+    with tempfile.TemporaryDirectory() as d:
+        cubin = os.path.join(d, "k.cubin")
+        _assemble(ptx, ptxas, cubin)
         sass = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True,
                               check=True).stdout
     ops = Counter(_family(m.group(1)) for m in re.finditer(
@@ -137,22 +142,11 @@ def kernels() -> list[tuple[str, object, tuple]]:
 def ptxas_registers(ptx: str, ptxas: str) -> int:
     """Registers per thread that ``ptxas`` allocates for the (one) kernel of ``ptx``."""
     with tempfile.TemporaryDirectory() as d:
-        src = os.path.join(d, "k.ptx")
-        for _ in range(2):
-            with open(src, "w") as f:
-                f.write(ptx)
-            run = subprocess.run([ptxas, "-v", "-arch=sm_90", src, "-o", os.path.join(d, "k.o")],
-                                 capture_output=True, text=True)
-            if run.returncode == 0:
-                break
-            got = re.search(r"current version is '([0-9.]+)'", run.stderr)
-            if not got:
-                raise RuntimeError(run.stderr)
-            ptx = re.sub(r"^\.version [0-9.]+", f".version {got.group(1)}", ptx, flags=re.M)
-        used = re.search(r"Used (\d+) registers", run.stderr)
-        if not used:
-            raise RuntimeError(run.stderr)
-        return int(used.group(1))
+        run = _assemble(ptx, ptxas, os.path.join(d, "k.o"), "-v")
+    used = re.search(r"Used (\d+) registers", run.stderr)
+    if not used:
+        raise RuntimeError(run.stderr)
+    return int(used.group(1))
 
 
 def gather_kernels() -> list[tuple[str, object, tuple]]:
