@@ -6,7 +6,7 @@ The 5-op Pipeline of ``bench_pipeline`` on ``--count`` 3500x4666 RGBA inputs mad
 (as ``bench pipeline`` does), pinned to device 0 (``one``) and then unpinned over every device
 (``all``). Each worker's ``apply_operations`` is timed: host (record, planning, launches; for
 an input on another device this includes the move) until its stream sync, and the wait in
-that sync (a worker that waits later, in ``wait_applied``, has that wait counted instead).
+that sync.
 Per device: inputs taken, summed host and wait seconds, and the run's wall time; with one GIL
 for every worker, summed host time over all devices near the wall time
 means the host serialises the devices. ``--profile``: also a cProfile of every worker's
@@ -47,15 +47,6 @@ def main() -> None:
     local = threading.local()
     rows: list[tuple[int, float, float]] = []  # (device, host s, wait s)
     plain_apply, plain_sync = pipeline.apply_operations, workers.sync
-    plain_wait = getattr(pipeline, "wait_applied", None)  # workers that wait later (s10-deferred)
-    waits: dict = collections.defaultdict(float)  # device -> s in wait_applied (deferred waits)
-
-    def timed_wait(event, ops):
-        t = time.perf_counter()
-        try:
-            return plain_wait(event, ops)
-        finally:
-            waits[local.device] += time.perf_counter() - t
 
     def timed_sync(stream):
         local.t_sync = time.perf_counter()
@@ -64,7 +55,6 @@ def main() -> None:
     def timed_apply(x, ops, seed, sample, device, stream, cancelled, **kw):
         t0 = time.perf_counter()
         local.t_sync = None
-        local.device = device
         try:
             return plain_apply(x, ops, seed, sample, device, stream, cancelled, **kw)
         finally:
@@ -73,8 +63,6 @@ def main() -> None:
             rows.append((device, t1 - t0, t2 - t1))
 
     pipeline.apply_operations, workers.sync = timed_apply, timed_sync
-    if plain_wait is not None:
-        pipeline.wait_applied = timed_wait
     ops = workloads()["5-op"]
     rng = __import__("numpy").random.default_rng(0)
     base = mp.gpuimage(rng.integers(0, 256, (H, W, 4), dtype="uint8"))
@@ -86,20 +74,17 @@ def main() -> None:
         for r in range(args.repeat + 1):  # the first run warms up
             xs = _inputs(base, args.count)
             rows.clear()
-            waits.clear()
             t0 = time.perf_counter()
             pipeline.Pipeline(xs, ops, device=0 if mode == "one" else None).run()
             mp.synchronize()
             wall = time.perf_counter() - t0
             if r and (best is None or wall < best[0]):
-                best = (wall, list(rows), dict(waits))
-        wall, got, deferred = best
+                best = (wall, list(rows))
+        wall, got = best
         per: dict = collections.defaultdict(lambda: [0, 0.0, 0.0])
         for d, h, w in got:
             per[d][0] += 1
             per[d][1] += h
-            per[d][2] += w
-        for d, w in deferred.items():
             per[d][2] += w
         print(f"{mode}: wall {wall:.4f} s; " + "; ".join(
             f"device {d}: {n} inputs, host {h:.4f} s ({h / n * 1e3:.2f} ms each), "
