@@ -7,8 +7,10 @@ with the backend *recording* launches instead of running them (``Backend.recordi
 compiles, buffers are allocated, values are not computed). Each kernel launched that is not
 compiled yet, in memory or in the disk cache, becomes one job: a worker process imports
 the same generated module from the cache directory and compiles it for the recorded argument
-types, which numba saves to the disk cache. Jobs go out while the recording goes on, one
-process each, so the wait is about the slowest compile, not their sum. The real first batch
+types, which numba saves to the disk cache. Jobs go out while the recording goes on, to
+worker processes started with it (``precompile_workers``; each imports only what compiling
+needs, ``graph.codegen.compile_worker``), so the wait is about a worker's start and the
+slowest compile, not the sum of the compiles. The real first batch
 then loads every kernel from the disk cache; a second Generator of the same chain (another
 seed) finds all of them, every coin pattern included, and compiles nothing.
 
@@ -23,11 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pickle
-import queue
-import struct
-import subprocess
-import sys
 import threading
 import time
 import warnings
@@ -36,6 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from .backend import ACTIVE as runtime
+from .graph.codegen.compile_worker import compile_job as _compile  # noqa: F401
+from .graph.codegen.compile_worker import prepare as _prepare  # noqa: F401
+from .graph.codegen.compile_worker import serve  # noqa: F401  (the worker's loop)
+from .precompile_workers import _what, _Workers, startup_summary
 
 #: ``Generator.batches`` precompiles on backends whose compiles take seconds (real GPUs);
 #: False turns it off (benchmarks compare).
@@ -51,23 +52,6 @@ last: dict = {}
 def wanted() -> bool:
     """Whether ``Generator.batches`` precompiles here (``ENABLED`` on a real GPU backend)."""
     return ENABLED and runtime.caps.tuned_kernels
-
-
-def _compile(path: str, target: str, name: str, argtypes: tuple,
-             modules: tuple[str, ...] = ()) -> float:
-    """In a worker: compile ``name`` of the generated module at ``path`` for ``argtypes``
-    (numba writes it to the disk cache); the seconds it took. ``modules`` are imported first:
-    they register the user ops (``@mp.elementwise`` ...) the generated module reads."""
-    import importlib
-
-    from .graph.codegen import loader
-
-    t0 = time.perf_counter()
-    for m in modules:
-        importlib.import_module(m)
-    mod = loader.load(Path(path).read_text(), target)
-    getattr(mod, name).compile(tuple(argtypes))
-    return time.perf_counter() - t0
 
 
 def _in_disk_cache(kernel: Any, argtypes: tuple) -> bool:
@@ -118,188 +102,6 @@ def _user_op_modules(mod: Any) -> tuple[str, ...]:
     names = set(re.findall(r"_R\['(user_[A-Za-z0-9_]+)'\]", Path(mod.__file__).read_text()))
     found = {getattr(REGISTRY[n].fn, "__module__", None) for n in names if n in REGISTRY}
     return tuple(sorted(m for m in found if m and m != "__main__"))
-
-
-class _Workers:
-    """Compile jobs run by worker processes, one thread feeding each.
-
-    Plain subprocesses (``python -c``), not ``multiprocessing``: its spawned children import
-    the parent's ``__main__`` module again, which would rerun a user's script that has no
-    ``if __name__ == "__main__"`` guard. Each gets the parent's ``sys.path`` and environment.
-    With ``warm`` (a codegen target) every worker starts at once and pays its imports, the
-    CUDA context and Numba's first compile (``_prepare``) while the recording goes on; else a
-    worker starts with its first job, so a warm cache starts none. Queued jobs go out largest
-    generated module first: the longest compiles start first and bound the wait alone.
-    """
-
-    def __init__(self, n: int, warm: str | None = None) -> None:
-        self.n = n
-        self.warm = warm
-        self.jobs: queue.PriorityQueue = queue.PriorityQueue()
-        self.results: list[tuple[bool, Any]] = []
-        #: per job run: seconds in its worker, module path, function, and the seconds since
-        #: ``t0`` when it was queued, sent to a worker and answered
-        self.timed: list[tuple[float, str, str, float, float, float]] = []
-        self.procs: list[subprocess.Popen] = []
-        self.t0 = time.perf_counter()
-        self._seq = 0
-        self._lock = threading.Lock()
-        self._env = {**os.environ,
-                     "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        first = [self._start() if warm else None for _ in range(n)]
-        self.threads = [threading.Thread(target=self._feed, args=(proc,), daemon=True,
-                                         name=f"millipyde-precompile-{i}")
-                        for i, proc in enumerate(first)]
-        for t in self.threads:
-            t.start()
-
-    def _put(self, priority: float, got: tuple | None) -> None:
-        with self._lock:
-            self._seq += 1
-            self.jobs.put((priority, self._seq, time.perf_counter() - self.t0, got))
-
-    def submit(self, got: tuple) -> None:
-        """Queue one ``job``."""
-        try:
-            size = os.path.getsize(got[0])
-        except OSError:
-            size = 0
-        self._put(-size, got)
-
-    def close(self, timeout: float = 600.0) -> None:
-        """Wait for every queued job; stop the workers and their threads (a worker still
-        compiling after ``timeout`` seconds is killed, its job left undone)."""
-        for _ in self.threads:
-            self._put(float("inf"), None)
-        deadline = time.monotonic() + timeout
-        for t in self.threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-        if any(t.is_alive() for t in self.threads):
-            with self._lock:
-                for proc in self.procs:
-                    if proc.poll() is None:
-                        proc.kill()
-            for t in self.threads:
-                t.join(60)
-
-    def _start(self) -> subprocess.Popen:
-        proc = subprocess.Popen(
-            [sys.executable, "-c",
-             f"from millipyde.precompile import serve; serve({self.warm!r})"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self._env)
-        with self._lock:
-            self.procs.append(proc)
-        return proc
-
-    def _feed(self, proc: subprocess.Popen | None) -> None:
-        used = False
-        try:
-            while True:
-                _, _, queued, got = self.jobs.get()
-                if got is None:
-                    return
-                if proc is None:
-                    proc = self._start()
-                used = True
-                sent = time.perf_counter() - self.t0
-                result = _ask(proc, got)
-                done = time.perf_counter() - self.t0
-                with self._lock:
-                    self.results.append(result)
-                    if result[0]:
-                        self.timed.append((float(result[1]), got[0], got[2], queued, sent,
-                                           done))
-                if not result[0] and proc.poll() is not None:
-                    for pipe in (proc.stdin, proc.stdout):
-                        pipe.close()
-                    proc = None  # it died: the next job starts another
-        finally:
-            if proc is not None:
-                if not used:
-                    proc.kill()  # no job came (a warm cache): not worth finishing its start
-                else:
-                    proc.stdin.close()
-                try:
-                    proc.wait(60)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-                for pipe in (proc.stdin, proc.stdout):
-                    pipe.close()
-
-
-def _what(path: str) -> str:
-    """A generated module's first line (what it holds), for reports."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.readline().strip()[:120]
-    except OSError:
-        return Path(path).name
-
-
-def _ask(proc: subprocess.Popen, got: tuple) -> tuple[bool, Any]:
-    """Send one job to a worker and read its answer: (True, seconds) or (False, error)."""
-    try:
-        data = pickle.dumps(got)
-        proc.stdin.write(struct.pack("<Q", len(data)) + data)
-        proc.stdin.flush()
-        head = proc.stdout.read(8)
-        if len(head) < 8:
-            return False, "worker exited"
-        return pickle.loads(proc.stdout.read(struct.unpack("<Q", head)[0]))
-    except Exception as err:  # any failure leaves the job to the consuming process
-        return False, repr(err)
-
-
-_PREPARE = "@{jit}\ndef kernel(src, dst):\n{loop}        dst[i] = _b2f(src[i])\n"
-
-
-def _prepare(target: str) -> None:
-    """A worker's one-time costs, paid before its first job: the imports of generated code,
-    the CUDA context, and Numba's first compile for ``target`` (its typing and target
-    contexts; on CUDA NVVM and libdevice) on a small kernel in the generated dialect."""
-    import numpy as np
-    from numba import typeof
-
-    from .graph.codegen import loader
-    from .graph.codegen.target import _HEADER
-
-    if target == "cuda":
-        from numba import cuda
-
-        cuda.current_context()
-        loop = "    i = cuda.grid(1)\n    if i < src.size:\n"
-        jit = "cuda.jit"
-    else:
-        loop = "    for i in range(src.size):\n"
-        jit = "njit"
-    mod = loader.load(_HEADER[target] + "\n" + _PREPARE.format(jit=jit, loop=loop), target)
-    mod.kernel.compile(tuple(typeof(np.zeros(1, t)) for t in (np.uint8, np.float64)))
-
-
-def serve(warm: str | None = None) -> None:
-    """A worker process: compile the jobs read from stdin, answer each on stdout; with
-    ``warm`` (a codegen target) ``_prepare`` for it first."""
-    proto = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # anything printed goes to stderr, never into the answers
-    if warm:
-        try:
-            _prepare(warm)
-        except Exception as err:  # the jobs still run; their first one pays it
-            print(f"millipyde precompile worker: preparing failed: {err!r}", file=sys.stderr)
-    inp = sys.stdin.buffer
-    while True:
-        head = inp.read(8)
-        if len(head) < 8:
-            return
-        got = pickle.loads(inp.read(struct.unpack("<Q", head)[0]))
-        try:
-            answer: tuple[bool, Any] = (True, _compile(*got))
-        except Exception as err:
-            answer = (False, repr(err))
-        data = pickle.dumps(answer)
-        proto.write(struct.pack("<Q", len(data)) + data)
-        proto.flush()
 
 
 class _Jobs:
@@ -397,7 +199,8 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
     Returns ``jobs`` (kernels compiled in workers), ``failed`` (left to this process),
     ``processes``, ``record_seconds`` (making every pattern's outputs, launches recorded),
     ``compile_seconds`` (the slowest job, in its worker), ``slowest``, ``last_job`` and
-    ``ready_seconds`` (``_timeline``) and ``seconds``.
+    ``ready_seconds`` (``_timeline``), ``worker_start`` (per start-up step of the workers,
+    ``precompile_workers.startup_summary``) and ``seconds``.
     """
     from . import warmup
 
@@ -408,7 +211,7 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
             _done.add(key)
             return {"jobs": 0, "failed": 0, "processes": 0, "record_seconds": 0.0,
                     "compile_seconds": 0.0, "slowest": [], "last_job": None,
-                    "ready_seconds": {}, "seconds": 0.0}
+                    "ready_seconds": {}, "worker_start": {}, "seconds": 0.0}
         _done.add(key)
     t0 = time.perf_counter()
     n = processes or max(1, min(os.cpu_count() or 1, MAX_PROCESSES))
@@ -439,7 +242,8 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
     last.update({"jobs": len(jobs.seen), "failed": len(jobs.seen) - len(ok), "processes": n,
                  "errors": sorted({str(r[1])[:200] for r in workers.results if not r[0]}),
                  "record_seconds": recorded, "compile_seconds": max(ok, default=0.0),
-                 **_timeline(workers, jobs), "seconds": time.perf_counter() - t0})
+                 **_timeline(workers, jobs), "worker_start": startup_summary(workers.starts),
+                 "seconds": time.perf_counter() - t0})
     return dict(last)
 
 

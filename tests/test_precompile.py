@@ -122,6 +122,34 @@ def test_warm_workers_start_at_once_prepare_and_serve():
     assert len(workers.results) == 1 and "FileNotFoundError" in workers.results[0][1]
     assert not any(t.is_alive() for t in workers.threads)
     assert all(p.poll() is not None for p in workers.procs)  # the idle one killed too
+    # the worker that answered reported when it finished each step of its start
+    (steps,) = workers.starts
+    order = ["spawned", "started", "imported", "prepared"]
+    assert list(steps) == order and [steps[k] for k in order] == sorted(steps.values())
+    assert precompile.startup_summary(workers.starts) == {k: [v, v] for k, v in steps.items()}
+
+
+def test_a_worker_imports_only_what_compiling_needs():
+    """Not the framework (planner, networkx, backends) until a job names user-op modules,
+    which then find the public API (``import millipyde as mp``)."""
+    from millipyde.graph.codegen import compile_worker
+
+    code = compile_worker.BOOTSTRAP + textwrap.dedent('''
+        from millipyde.graph.codegen import compile_worker
+        compile_worker.prepare("cpu")
+        print(sorted(m for m in ("networkx", "millipyde.backend", "millipyde.array")
+                     if m in sys.modules))
+        compile_worker.complete_package()
+        import millipyde.recipes
+        print(sorted(m for m in ("millipyde.backend", "millipyde.array") if m in sys.modules),
+              hasattr(sys.modules["millipyde"], "Generator"))
+    ''')
+    env = {**os.environ, "MILLIPYDE_BACKEND": "cpu",
+           "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines() == ["[]", "['millipyde.array', 'millipyde.backend'] True"]
 
 
 def test_a_worker_prepares_with_a_kernel_in_the_generated_dialect():

@@ -1,0 +1,131 @@
+"""A compile worker process: compiles generated kernels for ``millipyde.precompile``.
+
+The parent starts ``python -c COMMAND`` and sends jobs (pickled, length-prefixed) on its stdin;
+each answer goes back on its stdout. A worker imports only what compiling a generated module
+needs: ``COMMAND`` registers the ``millipyde`` package without running its ``__init__`` (which
+imports the whole framework: the graph planner, networkx, the backends and their selection),
+then imports this module, the code generator's loader and Numba. A job naming user-op modules
+first completes the package (runs its ``__init__``): those modules use the public API.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+#: The start of a worker's command: the ``millipyde`` package module, registered without
+#: running its ``__init__``. ``_t`` is when the interpreter reached it (wall clock, reported).
+BOOTSTRAP = (
+    "import time; _t = time.time()\n"
+    "import importlib.util, sys\n"
+    "_s = importlib.util.find_spec('millipyde')\n"
+    "_p = importlib.util.module_from_spec(_s)\n"
+    "_p._lean_worker = True\n"
+    "sys.modules['millipyde'] = _p\n"
+)
+#: The worker's command line (``python -c``), formatted with the codegen target to prepare
+#: (``repr``, or None).
+COMMAND = BOOTSTRAP + (
+    "from millipyde.graph.codegen.compile_worker import serve\n"
+    "serve({warm}, _t)\n"
+)
+
+_PREPARE = "@{jit}\ndef kernel(src, dst):\n{loop}        dst[i] = _b2f(src[i])\n"
+
+
+def command(warm: str | None) -> str:
+    """The ``python -c`` text of a worker that prepares for codegen target ``warm``."""
+    return COMMAND.format(warm=repr(warm))
+
+
+def complete_package() -> None:
+    """Run ``millipyde/__init__`` in the lean worker's package module (once), so that user-op
+    modules (``import millipyde as mp``; ``@mp.elementwise``) find the public API."""
+    pkg = sys.modules.get("millipyde")
+    if pkg is not None and pkg.__dict__.pop("_lean_worker", False):
+        pkg.__spec__.loader.exec_module(pkg)
+
+
+def compile_job(path: str, target: str, name: str, argtypes: tuple,
+                modules: tuple[str, ...] = ()) -> float:
+    """Compile ``name`` of the generated module at ``path`` for ``argtypes`` (numba writes it
+    to the disk cache); the seconds it took. ``modules`` are imported first: they register
+    the user ops (``@mp.elementwise`` ...) the generated module reads."""
+    import importlib
+
+    from . import loader
+
+    t0 = time.perf_counter()
+    if modules:
+        complete_package()
+    for m in modules:
+        importlib.import_module(m)
+    mod = loader.load(Path(path).read_text(), target)
+    getattr(mod, name).compile(tuple(argtypes))
+    return time.perf_counter() - t0
+
+
+def prepare(target: str, times: dict[str, float] | None = None) -> None:
+    """A worker's one-time costs, paid before its first job: the imports of generated code,
+    the CUDA context, and Numba's first compile for ``target`` (its typing and target
+    contexts; on CUDA NVVM and libdevice) on a small kernel in the generated dialect.
+    ``times`` gets the wall-clock time at which each step ended."""
+    import numpy as np
+    from numba import typeof
+
+    from . import loader
+    from .target import _HEADER
+
+    times = {} if times is None else times
+    if target == "cuda":
+        from numba import cuda
+
+        times["imported"] = time.time()
+        cuda.current_context()
+        times["context"] = time.time()
+        loop = "    i = cuda.grid(1)\n    if i < src.size:\n"
+        jit = "cuda.jit"
+    else:
+        times["imported"] = time.time()
+        loop = "    for i in range(src.size):\n"
+        jit = "njit"
+    mod = loader.load(_HEADER[target] + "\n" + _PREPARE.format(jit=jit, loop=loop), target)
+    mod.kernel.compile(tuple(typeof(np.zeros(1, t)) for t in (np.uint8, np.float64)))
+    times["prepared"] = time.time()
+
+
+def serve(warm: str | None = None, started: float | None = None) -> None:
+    """The worker's loop: compile the jobs read from stdin, answer each on stdout; with
+    ``warm`` (a codegen target) ``prepare`` for it first.
+
+    An answer is (True, seconds, start-up) or (False, error, start-up); start-up maps the
+    worker's steps (``started``: the interpreter ran the command; ``imported``, ``context``,
+    ``prepared``) to wall-clock times, so the parent can tell where its start went.
+    """
+    proto = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything printed goes to stderr, never into the answers
+    times = {"started": started or time.time()}
+    if warm:
+        try:
+            prepare(warm, times)
+        except Exception as err:  # the jobs still run; their first one pays it
+            print(f"millipyde precompile worker: preparing failed: {err!r}", file=sys.stderr)
+    inp = sys.stdin.buffer
+    while True:
+        head = inp.read(8)
+        if len(head) < 8:
+            return
+        got = pickle.loads(inp.read(struct.unpack("<Q", head)[0]))
+        answer: tuple[bool, Any, dict]
+        try:
+            answer = (True, compile_job(*got), times)
+        except Exception as err:
+            answer = (False, repr(err), times)
+        data = pickle.dumps(answer)
+        proto.write(struct.pack("<Q", len(data)) + data)
+        proto.flush()

@@ -1,0 +1,181 @@
+"""The worker processes of ``millipyde.precompile``: a pool fed by one thread per worker.
+
+The worker side is ``millipyde.graph.codegen.compile_worker`` (it imports only what compiling
+needs, not the whole framework).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .graph.codegen import compile_worker
+
+
+class _Workers:
+    """Compile jobs run by worker processes, one thread feeding each.
+
+    Plain subprocesses (``python -c``), not ``multiprocessing``: its spawned children import
+    the parent's ``__main__`` module again, which would rerun a user's script that has no
+    ``if __name__ == "__main__"`` guard. Each gets the parent's ``sys.path`` and environment.
+    With ``warm`` (a codegen target) every worker starts at once and pays its imports, the
+    CUDA context and Numba's first compile (``compile_worker.prepare``) while the recording
+    goes on; else a worker starts with its first job, so a warm cache starts none. Queued jobs
+    go out largest generated module first: the longest compiles start first and bound the wait
+    alone.
+    """
+
+    def __init__(self, n: int, warm: str | None = None) -> None:
+        self.n = n
+        self.warm = warm
+        self.jobs: queue.PriorityQueue = queue.PriorityQueue()
+        self.results: list[tuple] = []
+        #: per job run: seconds in its worker, module path, function, and the seconds since
+        #: ``t0`` when it was queued, sent to a worker and answered
+        self.timed: list[tuple[float, str, str, float, float, float]] = []
+        #: per worker that answered: its start-up steps (``compile_worker.serve``) and
+        #: ``spawned``, in seconds since ``t0``
+        self.starts: list[dict[str, float]] = []
+        self.procs: list[subprocess.Popen] = []
+        self.t0 = time.perf_counter()
+        self.t0_wall = time.time()
+        self._seq = 0
+        self._lock = threading.Lock()
+        self._env = {**os.environ,
+                     "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        first = [self._start() if warm else None for _ in range(n)]
+        self.threads = [threading.Thread(target=self._feed, args=(proc,), daemon=True,
+                                         name=f"millipyde-precompile-{i}")
+                        for i, proc in enumerate(first)]
+        for t in self.threads:
+            t.start()
+
+    def _put(self, priority: float, got: tuple | None) -> None:
+        with self._lock:
+            self._seq += 1
+            self.jobs.put((priority, self._seq, time.perf_counter() - self.t0, got))
+
+    def submit(self, got: tuple) -> None:
+        """Queue one job (``precompile.job``)."""
+        try:
+            size = os.path.getsize(got[0])
+        except OSError:
+            size = 0
+        self._put(-size, got)
+
+    def close(self, timeout: float = 600.0) -> None:
+        """Wait for every queued job; stop the workers and their threads (a worker still
+        compiling after ``timeout`` seconds is killed, its job left undone)."""
+        for _ in self.threads:
+            self._put(float("inf"), None)
+        deadline = time.monotonic() + timeout
+        for t in self.threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        if any(t.is_alive() for t in self.threads):
+            with self._lock:
+                for proc in self.procs:
+                    if proc.poll() is None:
+                        proc.kill()
+            for t in self.threads:
+                t.join(60)
+
+    def _start(self) -> subprocess.Popen:
+        spawned = time.time()
+        proc = subprocess.Popen([sys.executable, "-c", compile_worker.command(self.warm)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self._env)
+        proc.spawned = spawned  # type: ignore[attr-defined]
+        with self._lock:
+            self.procs.append(proc)
+        return proc
+
+    def _started(self, proc: subprocess.Popen, times: Any) -> None:
+        """Keep a worker's start-up steps from its first answer, relative to ``t0``."""
+        if not isinstance(times, dict):
+            return
+        steps = {"spawned": getattr(proc, "spawned", self.t0_wall), **times}
+        with self._lock:
+            self.starts.append({k: round(v - self.t0_wall, 3) for k, v in steps.items()})
+
+    def _feed(self, proc: subprocess.Popen | None) -> None:
+        used = False
+        try:
+            while True:
+                _, _, queued, got = self.jobs.get()
+                if got is None:
+                    return
+                if proc is None:
+                    proc = self._start()
+                first = not used
+                used = True
+                sent = time.perf_counter() - self.t0
+                result = _ask(proc, got)
+                done = time.perf_counter() - self.t0
+                if first and len(result) > 2:
+                    self._started(proc, result[2])
+                with self._lock:
+                    self.results.append(result)
+                    if result[0]:
+                        self.timed.append((float(result[1]), got[0], got[2], queued, sent,
+                                           done))
+                if not result[0] and proc.poll() is not None:
+                    for pipe in (proc.stdin, proc.stdout):
+                        pipe.close()
+                    proc = None  # it died: the next job starts another
+                    used = False
+        finally:
+            if proc is not None:
+                if not used:
+                    proc.kill()  # no job came (a warm cache): not worth finishing its start
+                else:
+                    proc.stdin.close()
+                try:
+                    proc.wait(60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                for pipe in (proc.stdin, proc.stdout):
+                    pipe.close()
+
+
+def _what(path: str) -> str:
+    """A generated module's first line (what it holds), for reports."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.readline().strip()[:120]
+    except OSError:
+        return Path(path).name
+
+
+def _ask(proc: subprocess.Popen, got: tuple) -> tuple:
+    """Send one job to a worker and read its answer: (True, seconds, start-up) or (False,
+    error[, start-up])."""
+    try:
+        data = pickle.dumps(got)
+        proc.stdin.write(struct.pack("<Q", len(data)) + data)
+        proc.stdin.flush()
+        head = proc.stdout.read(8)
+        if len(head) < 8:
+            return False, "worker exited"
+        return pickle.loads(proc.stdout.read(struct.unpack("<Q", head)[0]))
+    except Exception as err:  # any failure leaves the job to the consuming process
+        return False, repr(err)
+
+
+def startup_summary(starts: list[dict[str, float]]) -> dict[str, list[float]]:
+    """Per start-up step (``spawned``, ``started``: the interpreter ran the worker's command;
+    ``imported``, ``context``, ``prepared``), the first and the last time a worker finished
+    it, in seconds since the workers were started."""
+    steps: dict[str, list[float]] = {}
+    for s in starts:
+        for k, v in s.items():
+            lo, hi = steps.get(k, [v, v])
+            steps[k] = [min(lo, v), max(hi, v)]
+    return steps
