@@ -41,8 +41,10 @@ from .precompile_workers import _what, _Workers, startup_summary
 #: ``Generator.batches`` precompiles on backends whose compiles take seconds (real GPUs);
 #: False turns it off (benchmarks compare).
 ENABLED = True
-#: At most this many worker processes (each holds a GPU context while it compiles).
-MAX_PROCESSES = 16
+#: At most this many worker processes. Each creates a GPU context, which the driver makes one
+#: at a time, and compiles beside the others: more processes start later and compile slower
+#: (the figure-5.1 chain's 17 jobs were done sooner in 8 than in 16 on a 16-core host).
+MAX_PROCESSES = 8
 _done: set[tuple] = set()
 _lock = threading.Lock()
 #: what the last ``precompile`` of this process returned (benchmarks report it)

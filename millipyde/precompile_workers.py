@@ -6,6 +6,7 @@ needs, not the whole framework).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import queue
@@ -28,9 +29,10 @@ class _Workers:
     ``if __name__ == "__main__"`` guard. Each gets the parent's ``sys.path`` and environment.
     With ``warm`` (a codegen target) every worker starts at once and pays its imports, the
     CUDA context and Numba's first compile (``compile_worker.prepare``) while the recording
-    goes on; else a worker starts with its first job, so a warm cache starts none. Queued jobs
-    go out largest generated module first: the longest compiles start first and bound the wait
-    alone.
+    goes on; else a worker starts with its first job, so a warm cache starts none. A worker
+    takes a job only once it has said it is ready, so each job goes to the first free worker;
+    queued jobs go out largest generated module first: the longest compiles start first and
+    bound the wait alone.
     """
 
     def __init__(self, n: int, warm: str | None = None) -> None:
@@ -41,7 +43,7 @@ class _Workers:
         #: per job run: seconds in its worker, module path, function, and the seconds since
         #: ``t0`` when it was queued, sent to a worker and answered
         self.timed: list[tuple[float, str, str, float, float, float]] = []
-        #: per worker that answered: its start-up steps (``compile_worker.serve``) and
+        #: per worker that said hello: its start-up steps (``compile_worker.serve``) and
         #: ``spawned``, in seconds since ``t0``
         self.starts: list[dict[str, float]] = []
         self.procs: list[subprocess.Popen] = []
@@ -96,53 +98,68 @@ class _Workers:
             self.procs.append(proc)
         return proc
 
-    def _started(self, proc: subprocess.Popen, times: Any) -> None:
-        """Keep a worker's start-up steps from its first answer, relative to ``t0``."""
+    def _hello(self, proc: subprocess.Popen) -> bool:
+        """Wait for a new worker's hello (it has prepared); keep its start-up steps, relative
+        to ``t0``. False when it died first."""
+        try:
+            times = _read(proc)
+        except Exception:  # a broken pipe or a garbled message: as if it died
+            times = None
         if not isinstance(times, dict):
-            return
+            return False
         steps = {"spawned": getattr(proc, "spawned", self.t0_wall), **times}
         with self._lock:
             self.starts.append({k: round(v - self.t0_wall, 3) for k, v in steps.items()})
+        return True
 
     def _feed(self, proc: subprocess.Popen | None) -> None:
         used = False
         try:
+            # a job is taken from the queue only once this worker can start it at once
+            if proc is not None and not self._hello(proc):
+                proc = _closed(proc)
             while True:
                 _, _, queued, got = self.jobs.get()
                 if got is None:
                     return
                 if proc is None:
                     proc = self._start()
-                first = not used
+                    if not self._hello(proc):
+                        proc = _closed(proc)
+                        with self._lock:
+                            self.results.append((False, "worker exited"))
+                        continue
                 used = True
                 sent = time.perf_counter() - self.t0
                 result = _ask(proc, got)
                 done = time.perf_counter() - self.t0
-                if first and len(result) > 2:
-                    self._started(proc, result[2])
                 with self._lock:
                     self.results.append(result)
                     if result[0]:
                         self.timed.append((float(result[1]), got[0], got[2], queued, sent,
                                            done))
                 if not result[0] and proc.poll() is not None:
-                    for pipe in (proc.stdin, proc.stdout):
-                        pipe.close()
-                    proc = None  # it died: the next job starts another
-                    used = False
+                    proc, used = _closed(proc), False  # it died: the next job starts another
         finally:
             if proc is not None:
                 if not used:
                     proc.kill()  # no job came (a warm cache): not worth finishing its start
                 else:
-                    proc.stdin.close()
+                    proc.stdin.close()  # it leaves at once (compile_worker.serve)
                 try:
                     proc.wait(60)
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-                for pipe in (proc.stdin, proc.stdout):
-                    pipe.close()
+                _closed(proc)
+
+
+def _closed(proc: subprocess.Popen) -> None:
+    """Close a worker's pipes (it exited or is being left); None, for ``proc = _closed(proc)``."""
+    for pipe in (proc.stdin, proc.stdout):
+        with contextlib.suppress(OSError):
+            pipe.close()
+    return None
 
 
 def _what(path: str) -> str:
@@ -154,17 +171,22 @@ def _what(path: str) -> str:
         return Path(path).name
 
 
-def _ask(proc: subprocess.Popen, got: tuple) -> tuple:
-    """Send one job to a worker and read its answer: (True, seconds, start-up) or (False,
-    error[, start-up])."""
+def _read(proc: subprocess.Popen) -> Any:
+    """One message from a worker, None if it exited first."""
+    head = proc.stdout.read(8)
+    if len(head) < 8:
+        return None
+    return pickle.loads(proc.stdout.read(struct.unpack("<Q", head)[0]))
+
+
+def _ask(proc: subprocess.Popen, got: tuple) -> tuple[bool, Any]:
+    """Send one job to a worker and read its answer: (True, seconds) or (False, error)."""
     try:
         data = pickle.dumps(got)
         proc.stdin.write(struct.pack("<Q", len(data)) + data)
         proc.stdin.flush()
-        head = proc.stdout.read(8)
-        if len(head) < 8:
-            return False, "worker exited"
-        return pickle.loads(proc.stdout.read(struct.unpack("<Q", head)[0]))
+        answer = _read(proc)
+        return (False, "worker exited") if answer is None else answer
     except Exception as err:  # any failure leaves the job to the consuming process
         return False, repr(err)
 

@@ -122,11 +122,15 @@ def test_warm_workers_start_at_once_prepare_and_serve():
     assert len(workers.results) == 1 and "FileNotFoundError" in workers.results[0][1]
     assert not any(t.is_alive() for t in workers.threads)
     assert all(p.poll() is not None for p in workers.procs)  # the idle one killed too
-    # the worker that answered reported when it finished each step of its start
-    (steps,) = workers.starts
+    # the worker that took the job said when it finished each step of its start (the idle
+    # one too if it got that far before it was killed)
+    assert 1 <= len(workers.starts) <= 2
     order = ["spawned", "started", "imported", "prepared"]
-    assert list(steps) == order and [steps[k] for k in order] == sorted(steps.values())
-    assert precompile.startup_summary(workers.starts) == {k: [v, v] for k, v in steps.items()}
+    for steps in workers.starts:
+        assert list(steps) == order and [steps[k] for k in order] == sorted(steps.values())
+    summary = precompile.startup_summary(workers.starts)
+    assert summary == {k: [min(s[k] for s in workers.starts), max(s[k] for s in workers.starts)]
+                       for k in order}
 
 
 def test_a_worker_imports_only_what_compiling_needs():

@@ -99,13 +99,22 @@ def prepare(target: str, times: dict[str, float] | None = None) -> None:
     times["prepared"] = time.time()
 
 
-def serve(warm: str | None = None, started: float | None = None) -> None:
-    """The worker's loop: compile the jobs read from stdin, answer each on stdout; with
-    ``warm`` (a codegen target) ``prepare`` for it first.
+def _send(out: Any, obj: Any) -> None:
+    data = pickle.dumps(obj)
+    out.write(struct.pack("<Q", len(data)) + data)
+    out.flush()
 
-    An answer is (True, seconds, start-up) or (False, error, start-up); start-up maps the
-    worker's steps (``started``: the interpreter ran the command; ``imported``, ``context``,
-    ``prepared``) to wall-clock times, so the parent can tell where its start went.
+
+def serve(warm: str | None = None, started: float | None = None) -> None:
+    """The worker's loop: with ``warm`` (a codegen target) ``prepare`` for it; then say hello
+    (its start-up steps: ``started``, the interpreter ran the command, ``imported``,
+    ``context``, ``prepared``, as wall-clock times); then compile the jobs read from stdin and
+    answer each on stdout, (True, seconds) or (False, error).
+
+    The parent sends a job only to a worker that said hello: a job waits in its queue for the
+    first worker ready rather than in the pipe of one still starting. At the end of stdin the
+    worker leaves at once (``os._exit``): what it compiled is on disk, and the interpreter's
+    and the CUDA context's teardown would only delay the parent's wait for it.
     """
     proto = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed goes to stderr, never into the answers
@@ -115,17 +124,18 @@ def serve(warm: str | None = None, started: float | None = None) -> None:
             prepare(warm, times)
         except Exception as err:  # the jobs still run; their first one pays it
             print(f"millipyde precompile worker: preparing failed: {err!r}", file=sys.stderr)
+    _send(proto, times)
     inp = sys.stdin.buffer
     while True:
         head = inp.read(8)
         if len(head) < 8:
-            return
+            break
         got = pickle.loads(inp.read(struct.unpack("<Q", head)[0]))
-        answer: tuple[bool, Any, dict]
+        answer: tuple[bool, Any]
         try:
-            answer = (True, compile_job(*got), times)
+            answer = (True, compile_job(*got))
         except Exception as err:
-            answer = (False, repr(err), times)
-        data = pickle.dumps(answer)
-        proto.write(struct.pack("<Q", len(data)) + data)
-        proto.flush()
+            answer = (False, repr(err))
+        _send(proto, answer)
+    sys.stderr.flush()
+    os._exit(0)
