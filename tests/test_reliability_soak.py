@@ -51,9 +51,12 @@ def _generator_growth(n: int, per_generator: int = 125) -> tuple[int, int]:
         finally:
             gen.close()
 
+    # warm-up: every kernel compiled, pools and caches filled. Before tracing starts: the
+    # samples are all taken after it either way, and Numba's compiles run several times
+    # slower under tracemalloc
+    one_generator(0)
     tracemalloc.start()
     try:
-        one_generator(0)  # warm-up: every kernel compiled, pools and caches filled
         samples = []
         for g in range(max(2, n // per_generator)):
             one_generator(g + 1)
@@ -71,16 +74,22 @@ def _method_growth(n: int) -> tuple[int, int]:
              lambda: image.brightness(0.01), lambda: image.gaussian(0.7),
              lambda: image.brightness(-0.01), lambda: image.adjust_gamma(1.0),
              lambda: image.rotate(-7.0)]
+
+    def call(i: int) -> None:
+        calls[i % len(calls)]()
+        if i % 10 == 9:
+            np.asarray(image)  # materialize now and then, as users read results
+
+    for i in range(80):  # warm-up, every kernel compiled; untraced (see _generator_growth)
+        call(i)
     tracemalloc.start()
     try:
         samples = []
-        for i in range(80 + n):
-            calls[i % len(calls)]()
-            if i % 10 == 9:
-                np.asarray(image)  # materialize now and then, as users read results
-                if i >= 80 and i % 50 == 49:  # after a warm-up that compiled every kernel
-                    gc.collect()
-                    samples.append(tracemalloc.get_traced_memory()[0])
+        for i in range(80, 80 + n):
+            call(i)
+            if i % 50 == 49:
+                gc.collect()
+                samples.append(tracemalloc.get_traced_memory()[0])
         return _floor_growth(samples), image.nbytes
     finally:
         tracemalloc.stop()
