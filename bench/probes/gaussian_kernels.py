@@ -11,7 +11,9 @@ One JSON line per row:
   radius up to 16), through ``graph.exec.batch._stencil_gpu``: the call a Generator batch makes
   for its stencil (one one-pass tile launch where the tile fits). ``batch base-tile``: the
   same with the tile forced to the base geometry (``tile_geometry(sim)``, what batches took
-  before they took the taller tile where it fits, as per-image launches do).
+  before they took the taller tile where it fits, as per-image launches do). ``batch
+  unstaged``: the rows pass reading the uint8 source through L1 instead of from its staged
+  bytes (``batch_stencil.STAGE_UINT8 = False``, what batches ran before staging).
 - ``kernel rgba`` / ``kernel grey``: ``stencil.run_stencil_2d`` (the per-image one-pass tile
   launch ``gaussian`` takes) on 682x512 RGBA uint8 and 8000x6000 float64 grey, sigma 2.
 - ``op rgba`` / ``op grey``: ``img.gaussian(2)`` then ``_materialize()`` and a synchronize on a
@@ -133,6 +135,14 @@ def batch_row(clock: _Clock, nb: int, h: int, w: int, reps: int) -> None:
     extra = {"shape": list(host.shape), "max_radius": int(rad.max()),
              "one_pass": variants.stencil_2d_fits(int(rad.max()))}
     _row("batch", clock, go, dst, reps, **extra)
+    # the same with uint8 sources read through L1 (not staged in shared memory): the staging's
+    # share of a change, in one process
+    from millipyde.graph.exec import batch_stencil
+    batch_stencil.STAGE_UINT8 = False
+    try:
+        _row("batch unstaged", clock, go, dst, reps, **extra)
+    finally:
+        batch_stencil.STAGE_UINT8 = True
     # the same with the tile forced to the base geometry (as before batches took the taller
     # tile where it fits): tells the tile's share of a change from the kernel's own
     choose = codegen_gpu.tile_geometry

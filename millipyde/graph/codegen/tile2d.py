@@ -39,69 +39,23 @@ import numpy as np
 from .loader import load
 from .target import _HEADER, _RINT_CLIP
 
-# (threads in x, threads in y, outputs per rows-window PX, per columns-window PY, column groups
-# per thread M): a block computes a tile TW = BX wide by TH = BY * M * PY tall.
-TILE_GEOMETRY = (32, 4, 8, 8, 2)
-# Under the simulator every thread is a Python thread: small blocks, same code paths.
-TILE_GEOMETRY_SIM = (4, 2, 2, 2, 2)
-# Elements of one image the kernel indexes with 32-bit offsets (``indexable``).
-TILE_MAX_ELEMENTS = 2**31
-
-Geometry = tuple[int, int, int, int, int]
-
-
-def tile_geometry(sim: bool, radius: int | None = None, packed: bool = False,
-                  limit: int | None = None) -> Geometry:
-    """The 2-D tile geometry for real GPUs or the simulator.
-
-    Given a ``radius`` and ``limit`` (bytes of shared memory a block may use), the tile twice
-    as tall (twice the column groups per thread) where it fits: its rows pass recomputes half
-    the share of halo rows. On an H200 it is 10-13% faster for the byte-loading and float64
-    kernels; the packed kernel's word staging never fits it within 48 KB.
-    """
-    base = TILE_GEOMETRY_SIM if sim else TILE_GEOMETRY
-    if radius is None or limit is None:
-        return base
-    tall = (*base[:4], 2 * base[4])
-    need = packed_shared_bytes if packed else tile_shared_bytes
-    return tall if need(radius, tall) <= limit else base
-
-
-def tile_size(geometry: Geometry) -> tuple[int, int]:
-    """``(TH, TW)``: output rows and columns of one block."""
-    bx, by, _, py, m = geometry
-    return by * m * py, bx
-
-
-def tile_shared_bytes(radius: int, geometry: Geometry) -> int:
-    """Dynamic shared memory of one block: its rows plus halo (one spare row) of one channel."""
-    th, tw = tile_size(geometry)
-    return (th + 2 * radius + 1) * tw * 8
-
-
-def tile_grid(h: int, w: int, geometry: Geometry) -> tuple[int, int]:
-    """Grid of the one-pass kernel: one block per tile."""
-    th, tw = tile_size(geometry)
-    return ((w + tw - 1) // tw, (h + th - 1) // th)
-
-
-def packed_shared_bytes(radius: int, geometry: Geometry) -> int:
-    """Dynamic shared memory of the packed kernel: three staged byte planes, the float64 rows.
-
-    A plane row holds the tile, its halo and the window's one spare read (``TW + 2 r + 1``).
-    """
-    th, tw = tile_size(geometry)
-    planes = 3 * (th + 2 * radius) * (tw + 2 * radius + 1)
-    return (planes + 7) // 8 * 8 + tile_shared_bytes(radius, geometry)
-
-
-def indexable(shape: tuple[int, ...]) -> bool:
-    """Whether an image of ``shape`` (one member of a batch) fits the kernel's 32-bit offsets."""
-    n = 1
-    for s in shape:
-        n *= int(s)
-    return n < TILE_MAX_ELEMENTS
-
+# geometry and shared-memory sizes (re-exported: ``codegen.gpu`` registers them)
+from .tile2d_geometry import (  # noqa: F401
+    TILE_GEOMETRY,
+    TILE_GEOMETRY_SIM,
+    TILE_MAX_ELEMENTS,
+    Geometry,
+    indexable,
+    packed_shared_bytes,
+    shared_bytes,
+    staged_row_bytes,
+    staged_shared_bytes,
+    tile_geometry,
+    tile_grid,
+    tile_shared_bytes,
+    tile_size,
+)
+from .tile2d_stage import byte_stage, packed_stage
 
 # ``_i32``: numba's int32 cast (the simulator runs Python ints, which need none)
 _I32 = (
@@ -124,6 +78,12 @@ class _Tile:
     batch: bool
     geometry: Geometry
     unsigned: bool = False
+    staged: bool = False
+
+    @property
+    def hb0(self) -> str:
+        """Start of the float64 rows in the dynamic shared memory (after any staged source)."""
+        return "HB + " if self.packed or self.staged else ""
 
     @property
     def th(self) -> int:
@@ -188,6 +148,58 @@ def _window(t: _Tile, n: int, load_: Load, ind: str) -> str:
     return "".join(load_(f"v{j}", str(j), ind) for j in range(n)) + _slide(t, n, load_, ind)
 
 
+def _rows(t: _Tile, ch: int | str) -> str:
+    """The rows pass of channel ``ch``: the block's threads take its windows row by row."""
+    px, segs = t.px, t.tw // t.px
+    ha = [f"a{j}" for j in range(px)]
+    return (
+        "    f = tid\n"
+        f"    while f < nrow * {segs}:\n"
+        f"        i = _i32(f // {segs})\n"
+        f"        s_ = _i32(f - i * {segs})\n"
+        "        y = _i32(y0 - r + i)\n"
+        f"        {_zero(ha)}\n"
+        "        if y >= 0 and y < h:\n"
+        + _rows_window(t, ch)
+        # column-major (column stride R, odd): the columns pass reads a column contiguously,
+        # two wavefronts per warp load
+        + f"        o = _i32({t.hb0}s_ * {px} * R + i)\n"
+        + "".join(f"        hb[_u32(o + {j} * R)] = {ha[j]}\n" for j in range(px))
+        + f"        f = _i32(f + {t.geometry[0] * t.geometry[1]})\n")
+
+
+def _staged_rows(t: _Tile, ch: int | str) -> str:
+    """The rows pass of channel ``ch`` from the staged bytes (``tile2d_stage.byte_stage``).
+
+    A run of ``BX`` lanes takes one window segment of ``BX`` consecutive rows: their byte
+    reads fall in distinct banks (rows ``staged_row_bytes`` apart, an odd number of words) and
+    their float64 results are consecutive in ``hb``. Rows outside the image are zero, as in
+    ``_rows``; columns outside it were staged as zeros (``_b2f(0)`` is +0.0, what the
+    unstaged edge windows load), so every window reads without bounds checks.
+    """
+    bx, px, segs = t.geometry[0], t.px, t.tw // t.px
+    ha = [f"a{j}" for j in range(px)]
+
+    def staged(dst: str, off: str, ind: str) -> str:
+        return f"{ind}{dst} = _b2f(sb[_u32(pb + ({off}) * {t.c})])\n"
+
+    return (
+        "    f = tid\n"
+        f"    while f < NR * {segs}:\n"
+        f"        u = _i32(f // {bx})\n"
+        f"        s_ = _i32(u % {segs})\n"
+        f"        i = _i32((u // {segs}) * {bx} + f - u * {bx})\n"
+        "        if i < nrow:\n"
+        "            y = _i32(y0 - r + i)\n"
+        f"            {_zero(ha)}\n"
+        "            if y >= 0 and y < h:\n"
+        f"                pb = _i32(i * S + s_ * {px * t.c} + {ch})\n"
+        + _window(t, px, staged, " " * 16)
+        + f"            o = _i32(HB + s_ * {px} * R + i)\n"
+        + "".join(f"            hb[_u32(o + {j} * R)] = {ha[j]}\n" for j in range(px))
+        + f"        f = _i32(f + {t.geometry[0] * t.geometry[1]})\n")
+
+
 def _rows_window(t: _Tile, ch: int | str) -> str:
     """The rows pass of one window of channel ``ch`` into ``a0..a{PX-1}`` (row ``y`` in range).
 
@@ -238,9 +250,7 @@ def _store(t: _Tile, acc: str, j: int, ch: int | str) -> str:
 
 def _channel(t: _Tile, ch: int | str) -> str:
     """Both passes of channel ``ch``: rows into shared memory, then columns and stores."""
-    px, py, segs = t.px, t.py, t.tw // t.px
-    hb0 = "HB + " if t.packed else ""
-    ha = [f"a{j}" for j in range(px)]
+    py, hb0 = t.py, t.hb0
     va = [f"a{j}" for j in range(py)]
 
     def column(dst: str, off: str, ind: str) -> str:
@@ -254,20 +264,8 @@ def _channel(t: _Tile, ch: int | str) -> str:
     stores += "".join(_store(t, va[j], j, ch) for j in range(py))
     return (
         f"    # channel {ch}: rows pass of the tile's rows plus halo into shared memory\n"
-        "    f = tid\n"
-        f"    while f < nrow * {segs}:\n"
-        f"        i = _i32(f // {segs})\n"
-        f"        s_ = _i32(f - i * {segs})\n"
-        "        y = _i32(y0 - r + i)\n"
-        f"        {_zero(ha)}\n"
-        "        if y >= 0 and y < h:\n"
-        + _rows_window(t, ch)
-        # column-major (column stride R, odd): the columns pass reads a column contiguously,
-        # two wavefronts per warp load
-        + f"        o = _i32({hb0}s_ * {px} * R + i)\n"
-        + "".join(f"        hb[_u32(o + {j} * R)] = {ha[j]}\n" for j in range(px))
-        + f"        f = _i32(f + {t.geometry[0] * t.geometry[1]})\n"
-        "    cuda.syncthreads()\n"
+        + (_staged_rows(t, ch) if t.staged else _rows(t, ch))
+        + "    cuda.syncthreads()\n"
         f"    # channel {ch}: columns pass, a window sliding down column tx of the tile\n"
         "    g = ty\n"
         f"    while g < {t.th // py}:\n"
@@ -297,7 +295,7 @@ _GATED_COPY = """    if rad[b] < 0:
 def _head(t: _Tile) -> str:
     """Shared arrays, sizes, the image's base offsets and taps, the block's tile."""
     bx, by = t.geometry[:2]
-    lines = ["    sb = cuda.shared.array(0, dtype=uint8)\n" if t.packed else "",
+    lines = ["    sb = cuda.shared.array(0, dtype=uint8)\n" if t.packed or t.staged else "",
              "    hb = cuda.shared.array(0, dtype=float64)\n",
              "    h = _i32(h_)\n    w = _i32(w_)\n"]
     if t.batch:
@@ -324,36 +322,10 @@ def _head(t: _Tile) -> str:
         f"    if x0 >= span[cuda.blockIdx.y, 1] or x0 + {t.tw} <= span[cuda.blockIdx.y, 0]:\n"
         "        return\n")
     if t.packed:
-        lines.append(_packed_stage(t))
+        lines.append(packed_stage(t))
+    if t.staged:
+        lines.append(byte_stage(t))
     return "".join(lines)
-
-
-def _packed_stage(t: _Tile) -> str:
-    """Stage the tile plus halo (zero outside the image) as three byte planes."""
-    bx, by = t.geometry[:2]
-    put = "".join(f"                sb[_u32({ch} * P + e)] = "
-                  + (f"lut[0, {ch}, (wd >> {8 * ch}) & 255]\n" if t.pre
-                     else f"(wd >> {8 * ch}) & 255\n") for ch in range(3))
-    zero = "".join(f"                sb[_u32({ch} * P + e)] = 0\n" for ch in range(3))
-    return (
-        f"    S = _i32({t.tw} + 2 * r + 1)\n"
-        "    P = _i32(nrow * S)\n"
-        "    HB = _i32((3 * P + 7) // 8)\n"
-        "    # while loops: a stepped range divides for its trip count\n"
-        "    i = ty\n"
-        "    while i < nrow:\n"
-        "        y = _i32(y0 - r + i)\n"
-        "        yok = y >= 0 and y < h\n"
-        "        j = tx\n"
-        f"        while j < {t.tw} + 2 * r:\n"
-        "            xx = _i32(x0 - r + j)\n"
-        "            e = _i32(i * S + j)\n"
-        "            if yok and xx >= 0 and xx < w:\n"
-        "                wd = src[_u(ib + _i32(y * w + xx))]\n"
-        + put + "            else:\n" + zero
-        + f"            j = _i32(j + {bx})\n"
-        f"        i = _i32(i + {by})\n"
-        "    cuda.syncthreads()\n")
 
 
 def _tail(t: _Tile) -> str:
@@ -387,7 +359,8 @@ def _tail(t: _Tile) -> str:
 
 def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
                       sim: bool = False, geometry: Geometry | None = None,
-                      packed: bool = False, batch: bool = False, unsigned: bool = False) -> str:
+                      packed: bool = False, batch: bool = False, unsigned: bool = False,
+                      staged: bool = False) -> str:
     """Source of the one-pass 2-D tiled stencil ``tile2d`` (see the module docstring).
 
     Per image: ``tile2d(src, dst, h_, w_, taps, is_int, full, lut, span)``; ``batch``:
@@ -399,18 +372,24 @@ def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
     columns each band of tile rows must compute (``footprint``). ``geometry`` overrides
     ``tile_geometry(sim)`` (benchmarks compare shapes). ``unsigned``: ``src`` holds unsigned
     integers below 2**32 (``unsigned_source``), converted to float64 exactly through ``_b2f``.
+    ``staged``: ``src`` is uint8; the block stages its tile plus halo in shared memory
+    (``staged_shared_bytes``) and the rows pass reads it there (same values).
     """
     if packed and (c, nc) != (4, 3):
         raise ValueError(f"packed stencil tiles are uint8 RGBA with 3 filtered channels, got "
                          f"c={c} nc={nc}")
-    t = _Tile(c, nc, pre, post, packed, batch, geometry or tile_geometry(sim), unsigned)
+    if staged and (packed or pre):
+        raise ValueError("a staged stencil tile reads plain uint8 sources (no packed words, "
+                         "no prologue table)")
+    t = _Tile(c, nc, pre, post, packed, batch, geometry or tile_geometry(sim), unsigned,
+              staged)
     args = ("src, sidx, dst, h_, w_, taps, rad, is_int, full, lut, span" if batch
             else "src, dst, h_, w_, taps, is_int, full, lut, span")
     dec = "@cuda.jit" if sim else "@cuda.jit(cache=True)"
     return (
         f"# millipyde generated {'batched ' if batch else ''}one-pass 2-D tiled separable "
         f"stencil (GPU only): c={c} nc={nc} pre={pre} post={post} packed={packed} "
-        f"unsigned={unsigned} geometry={t.geometry}\n"
+        f"unsigned={unsigned}{' staged=True' if staged else ''} geometry={t.geometry}\n"
         + _HEADER["cuda"] + _I32 + "from numba import float64, uint8, uint32\n" + _RINT_CLIP
         + f"\n\n{dec}\ndef tile2d({args}):\n"
         + _head(t)
@@ -436,10 +415,10 @@ def _channels(t: _Tile) -> str:
 def stencil_2d_kernel(c: int, nc: int, pre: bool = False, post: bool = False,
                       sim: bool = False, packed: bool = False,
                       geometry: Geometry | None = None, batch: bool = False,
-                      unsigned: bool = False):
+                      unsigned: bool = False, staged: bool = False):
     """The one-pass 2-D tiled stencil kernel (see ``stencil_2d_source``)."""
-    return load(stencil_2d_source(c, nc, pre, post, sim, geometry, packed, batch, unsigned),
-                "cuda").tile2d
+    return load(stencil_2d_source(c, nc, pre, post, sim, geometry, packed, batch, unsigned,
+                                  staged), "cuda").tile2d
 
 
 def unsigned_source(dtype: Any) -> bool:
