@@ -45,6 +45,11 @@ from .target import _HEADER, _RINT_CLIP, _decorator
 #: (whose registers bound their occupancy). Benchmarks set these to compare.
 ROWS_PER_TRIP = {"gather": 4, "writer": 1}
 
+#: Registers per thread the batch writers may use on GPUs (``None``: as many as the compiler
+#: takes). Their loads are chains (source byte, then its table entry, then the blend), so
+#: warps resident per SM are what hides the latency; benchmarks set this to compare.
+WRITER_MAX_REGISTERS: int | None = None
+
 # elements of one member that the 32-bit offsets index (``wide`` past it)
 NARROW_ELEMENTS = 2**31
 
@@ -338,7 +343,10 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
     head = (_head(sig, target, wide, f"gather + batch writer {layout} channels={channels} "
                   f"rows={rows} math={_DIGEST}")
             + _DEFS + "from numba import float32 as _f32\n" + _SAME_DEF)
-    fn = (f"\n\n{_decorator(target, sim)}\n"
+    dec = _decorator(target, sim)
+    if WRITER_MAX_REGISTERS and target != "cpu" and not sim:
+        dec = dec[:-1] + f", max_registers={int(WRITER_MAX_REGISTERS)})"
+    fn = (f"\n\n{dec}\n"
           "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, out, pos, mean, std, cfull):\n")
     return head + fn + _loop(target, per, body, launch, rows)
 
