@@ -126,9 +126,10 @@ def _slide(t: _Tile, n: int, load_: Load, ind: str) -> str:
 
     Whole blocks of ``n`` taps rotate the register names instead of moving values (element
     ``k + m`` lives in ``v{m % n}``), so the inner loop is FMAs and one load per tap. The last
-    ``ntaps % n`` taps run the same steps, each under its own test: no window shifts (a
-    shift is ``n - 1`` register moves per tap). ``load_(dst, offset, indent)`` emits the load
-    of window element ``offset``. Each sum still runs in tap order.
+    ``ntaps % n`` taps: batched kernels run the same steps, each under its own test (no window
+    shifts: a shift is ``n - 1`` register moves per tap); per-image kernels shift the window.
+    ``load_(dst, offset, indent)`` emits the load of window element ``offset``. Each sum still
+    runs in tap order.
     """
     lines = [f"{ind}k = _i32(0)", f"{ind}while k + {n} <= ntaps:"]
     for s_ in range(n):
@@ -136,6 +137,14 @@ def _slide(t: _Tile, n: int, load_: Load, ind: str) -> str:
         lines += [f"{ind}    a{j} += t * v{(j + s_) % n}" for j in range(n)]
         lines.append(load_(f"v{s_}", f"k + {s_ + n}", ind + "    ").rstrip("\n"))
     lines.append(f"{ind}    k = _i32(k + {n})")
+    if not t.batch:
+        # per-image kernels keep the shifting tail: a third of the text (their compile)
+        lines += [f"{ind}while k < ntaps:", f"{ind}    t = {t.tap('k')}"]
+        lines += [f"{ind}    a{j} += t * v{j}" for j in range(n)]
+        lines += [f"{ind}    v{j} = v{j + 1}" for j in range(n - 1)]
+        lines.append(load_(f"v{n - 1}", f"k + {n}", ind + "    ").rstrip("\n"))
+        lines.append(f"{ind}    k = _i32(k + 1)")
+        return "\n".join(lines) + "\n"
     for s_ in range(n - 1):
         # step s_ of the tail; element k + m (m >= n) is loaded into v{m % n} by the step
         # that first reads it, after v{m % n}'s last read (step m - n)
