@@ -35,8 +35,6 @@ from .tile2d import (  # noqa: F401 - the one-pass 2-D tile, registered here wit
     TILE_GEOMETRY_SIM,
     indexable,
     packed_shared_bytes,
-    shared_bytes,
-    staged_shared_bytes,
     stencil_2d_kernel,
     stencil_2d_source,
     tile_geometry,

@@ -47,15 +47,15 @@ from .tile2d_geometry import (  # noqa: F401
     Geometry,
     indexable,
     packed_shared_bytes,
-    shared_bytes,
-    staged_row_bytes,
-    staged_shared_bytes,
     tile_geometry,
     tile_grid,
     tile_shared_bytes,
     tile_size,
 )
-from .tile2d_stage import byte_stage, packed_stage
+
+#: Registers per thread the batched kernels may use on GPUs (``None``: as many as the compiler
+#: takes); benchmarks set it to compare (bench/probes/gaussian_kernels.py).
+BATCH_MAX_REGISTERS: int | None = None
 
 # ``_i32``: numba's int32 cast (the simulator runs Python ints, which need none)
 _I32 = (
@@ -78,12 +78,6 @@ class _Tile:
     batch: bool
     geometry: Geometry
     unsigned: bool = False
-    staged: bool = False
-
-    @property
-    def hb0(self) -> str:
-        """Start of the float64 rows in the dynamic shared memory (after any staged source)."""
-        return "HB + " if self.packed or self.staged else ""
 
     @property
     def th(self) -> int:
@@ -125,92 +119,27 @@ def _slide(t: _Tile, n: int, load_: Load, ind: str) -> str:
     """Code adding ``sum_k taps[k] * v(j + k)`` to ``a0..a{n-1}``, window ``v0..v{n-1}``.
 
     Whole blocks of ``n`` taps rotate the register names instead of moving values (element
-    ``k + m`` lives in ``v{m % n}``), so the inner loop is FMAs and one load per tap. The last
-    ``ntaps % n`` taps: batched kernels run the same steps, each under its own test (no window
-    shifts: a shift is ``n - 1`` register moves per tap); per-image kernels shift the window.
-    ``load_(dst, offset, indent)`` emits the load of window element ``offset``. Each sum still
-    runs in tap order.
+    ``k + m`` lives in ``v{m % n}``), so the inner loop is FMAs and one load per tap; the last
+    ``ntaps % n`` taps shift the window. ``load_(dst, offset, indent)`` emits the load of window
+    element ``offset``. Each sum still runs in tap order.
     """
     lines = [f"{ind}k = _i32(0)", f"{ind}while k + {n} <= ntaps:"]
     for s_ in range(n):
         lines.append(f"{ind}    t = {t.tap(f'k + {s_}')}")
         lines += [f"{ind}    a{j} += t * v{(j + s_) % n}" for j in range(n)]
         lines.append(load_(f"v{s_}", f"k + {s_ + n}", ind + "    ").rstrip("\n"))
-    lines.append(f"{ind}    k = _i32(k + {n})")
-    if not t.batch:
-        # per-image kernels keep the shifting tail: a third of the text (their compile)
-        lines += [f"{ind}while k < ntaps:", f"{ind}    t = {t.tap('k')}"]
-        lines += [f"{ind}    a{j} += t * v{j}" for j in range(n)]
-        lines += [f"{ind}    v{j} = v{j + 1}" for j in range(n - 1)]
-        lines.append(load_(f"v{n - 1}", f"k + {n}", ind + "    ").rstrip("\n"))
-        lines.append(f"{ind}    k = _i32(k + 1)")
-        return "\n".join(lines) + "\n"
-    for s_ in range(n - 1):
-        # step s_ of the tail; element k + m (m >= n) is loaded into v{m % n} by the step
-        # that first reads it, after v{m % n}'s last read (step m - n)
-        lines.append(f"{ind}if k + {s_} < ntaps:")
-        if s_:
-            lines.append(load_(f"v{s_ - 1}", f"k + {s_ - 1 + n}", ind + "    ").rstrip("\n"))
-        lines.append(f"{ind}    t = {t.tap(f'k + {s_}')}")
-        lines += [f"{ind}    a{j} += t * v{(j + s_) % n}" for j in range(n)]
+    lines += [f"{ind}    k = _i32(k + {n})", f"{ind}while k < ntaps:",
+              f"{ind}    t = {t.tap('k')}"]
+    lines += [f"{ind}    a{j} += t * v{j}" for j in range(n)]
+    lines += [f"{ind}    v{j} = v{j + 1}" for j in range(n - 1)]
+    lines.append(load_(f"v{n - 1}", f"k + {n}", ind + "    ").rstrip("\n"))
+    lines.append(f"{ind}    k = _i32(k + 1)")
     return "\n".join(lines) + "\n"
 
 
 def _window(t: _Tile, n: int, load_: Load, ind: str) -> str:
     """The first ``n`` window loads, then the tap loop (``_slide``)."""
     return "".join(load_(f"v{j}", str(j), ind) for j in range(n)) + _slide(t, n, load_, ind)
-
-
-def _rows(t: _Tile, ch: int | str) -> str:
-    """The rows pass of channel ``ch``: the block's threads take its windows row by row."""
-    px, segs = t.px, t.tw // t.px
-    ha = [f"a{j}" for j in range(px)]
-    return (
-        "    f = tid\n"
-        f"    while f < nrow * {segs}:\n"
-        f"        i = _i32(f // {segs})\n"
-        f"        s_ = _i32(f - i * {segs})\n"
-        "        y = _i32(y0 - r + i)\n"
-        f"        {_zero(ha)}\n"
-        "        if y >= 0 and y < h:\n"
-        + _rows_window(t, ch)
-        # column-major (column stride R, odd): the columns pass reads a column contiguously,
-        # two wavefronts per warp load
-        + f"        o = _i32({t.hb0}s_ * {px} * R + i)\n"
-        + "".join(f"        hb[_u32(o + {j} * R)] = {ha[j]}\n" for j in range(px))
-        + f"        f = _i32(f + {t.geometry[0] * t.geometry[1]})\n")
-
-
-def _staged_rows(t: _Tile, ch: int | str) -> str:
-    """The rows pass of channel ``ch`` from the staged bytes (``tile2d_stage.byte_stage``).
-
-    A run of ``BX`` lanes takes one window segment of ``BX`` consecutive rows: their byte
-    reads fall in distinct banks (rows ``staged_row_bytes`` apart, an odd number of words) and
-    their float64 results are consecutive in ``hb``. Rows outside the image are zero, as in
-    ``_rows``; columns outside it were staged as zeros (``_b2f(0)`` is +0.0, what the
-    unstaged edge windows load), so every window reads without bounds checks.
-    """
-    bx, px, segs = t.geometry[0], t.px, t.tw // t.px
-    ha = [f"a{j}" for j in range(px)]
-
-    def staged(dst: str, off: str, ind: str) -> str:
-        return f"{ind}{dst} = _b2f(sb[_u32(pb + ({off}) * {t.c})])\n"
-
-    return (
-        "    f = tid\n"
-        f"    while f < NR * {segs}:\n"
-        f"        u = _i32(f // {bx})\n"
-        f"        s_ = _i32(u % {segs})\n"
-        f"        i = _i32((u // {segs}) * {bx} + f - u * {bx})\n"
-        "        if i < nrow:\n"
-        "            y = _i32(y0 - r + i)\n"
-        f"            {_zero(ha)}\n"
-        "            if y >= 0 and y < h:\n"
-        f"                pb = _i32(i * S + s_ * {px * t.c} + {ch})\n"
-        + _window(t, px, staged, " " * 16)
-        + f"            o = _i32(HB + s_ * {px} * R + i)\n"
-        + "".join(f"            hb[_u32(o + {j} * R)] = {ha[j]}\n" for j in range(px))
-        + f"        f = _i32(f + {t.geometry[0] * t.geometry[1]})\n")
 
 
 def _rows_window(t: _Tile, ch: int | str) -> str:
@@ -263,7 +192,9 @@ def _store(t: _Tile, acc: str, j: int, ch: int | str) -> str:
 
 def _channel(t: _Tile, ch: int | str) -> str:
     """Both passes of channel ``ch``: rows into shared memory, then columns and stores."""
-    py, hb0 = t.py, t.hb0
+    px, py, segs = t.px, t.py, t.tw // t.px
+    hb0 = "HB + " if t.packed else ""
+    ha = [f"a{j}" for j in range(px)]
     va = [f"a{j}" for j in range(py)]
 
     def column(dst: str, off: str, ind: str) -> str:
@@ -277,8 +208,20 @@ def _channel(t: _Tile, ch: int | str) -> str:
     stores += "".join(_store(t, va[j], j, ch) for j in range(py))
     return (
         f"    # channel {ch}: rows pass of the tile's rows plus halo into shared memory\n"
-        + (_staged_rows(t, ch) if t.staged else _rows(t, ch))
-        + "    cuda.syncthreads()\n"
+        "    f = tid\n"
+        f"    while f < nrow * {segs}:\n"
+        f"        i = _i32(f // {segs})\n"
+        f"        s_ = _i32(f - i * {segs})\n"
+        "        y = _i32(y0 - r + i)\n"
+        f"        {_zero(ha)}\n"
+        "        if y >= 0 and y < h:\n"
+        + _rows_window(t, ch)
+        # column-major (column stride R, odd): the columns pass reads a column contiguously,
+        # two wavefronts per warp load
+        + f"        o = _i32({hb0}s_ * {px} * R + i)\n"
+        + "".join(f"        hb[_u32(o + {j} * R)] = {ha[j]}\n" for j in range(px))
+        + f"        f = _i32(f + {t.geometry[0] * t.geometry[1]})\n"
+        "    cuda.syncthreads()\n"
         f"    # channel {ch}: columns pass, a window sliding down column tx of the tile\n"
         "    g = ty\n"
         f"    while g < {t.th // py}:\n"
@@ -308,7 +251,7 @@ _GATED_COPY = """    if rad[b] < 0:
 def _head(t: _Tile) -> str:
     """Shared arrays, sizes, the image's base offsets and taps, the block's tile."""
     bx, by = t.geometry[:2]
-    lines = ["    sb = cuda.shared.array(0, dtype=uint8)\n" if t.packed or t.staged else "",
+    lines = ["    sb = cuda.shared.array(0, dtype=uint8)\n" if t.packed else "",
              "    hb = cuda.shared.array(0, dtype=float64)\n",
              "    h = _i32(h_)\n    w = _i32(w_)\n"]
     if t.batch:
@@ -335,10 +278,36 @@ def _head(t: _Tile) -> str:
         f"    if x0 >= span[cuda.blockIdx.y, 1] or x0 + {t.tw} <= span[cuda.blockIdx.y, 0]:\n"
         "        return\n")
     if t.packed:
-        lines.append(packed_stage(t))
-    if t.staged:
-        lines.append(byte_stage(t))
+        lines.append(_packed_stage(t))
     return "".join(lines)
+
+
+def _packed_stage(t: _Tile) -> str:
+    """Stage the tile plus halo (zero outside the image) as three byte planes."""
+    bx, by = t.geometry[:2]
+    put = "".join(f"                sb[_u32({ch} * P + e)] = "
+                  + (f"lut[0, {ch}, (wd >> {8 * ch}) & 255]\n" if t.pre
+                     else f"(wd >> {8 * ch}) & 255\n") for ch in range(3))
+    zero = "".join(f"                sb[_u32({ch} * P + e)] = 0\n" for ch in range(3))
+    return (
+        f"    S = _i32({t.tw} + 2 * r + 1)\n"
+        "    P = _i32(nrow * S)\n"
+        "    HB = _i32((3 * P + 7) // 8)\n"
+        "    # while loops: a stepped range divides for its trip count\n"
+        "    i = ty\n"
+        "    while i < nrow:\n"
+        "        y = _i32(y0 - r + i)\n"
+        "        yok = y >= 0 and y < h\n"
+        "        j = tx\n"
+        f"        while j < {t.tw} + 2 * r:\n"
+        "            xx = _i32(x0 - r + j)\n"
+        "            e = _i32(i * S + j)\n"
+        "            if yok and xx >= 0 and xx < w:\n"
+        "                wd = src[_u(ib + _i32(y * w + xx))]\n"
+        + put + "            else:\n" + zero
+        + f"            j = _i32(j + {bx})\n"
+        f"        i = _i32(i + {by})\n"
+        "    cuda.syncthreads()\n")
 
 
 def _tail(t: _Tile) -> str:
@@ -372,8 +341,7 @@ def _tail(t: _Tile) -> str:
 
 def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
                       sim: bool = False, geometry: Geometry | None = None,
-                      packed: bool = False, batch: bool = False, unsigned: bool = False,
-                      staged: bool = False) -> str:
+                      packed: bool = False, batch: bool = False, unsigned: bool = False) -> str:
     """Source of the one-pass 2-D tiled stencil ``tile2d`` (see the module docstring).
 
     Per image: ``tile2d(src, dst, h_, w_, taps, is_int, full, lut, span)``; ``batch``:
@@ -385,24 +353,20 @@ def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
     columns each band of tile rows must compute (``footprint``). ``geometry`` overrides
     ``tile_geometry(sim)`` (benchmarks compare shapes). ``unsigned``: ``src`` holds unsigned
     integers below 2**32 (``unsigned_source``), converted to float64 exactly through ``_b2f``.
-    ``staged``: ``src`` is uint8; the block stages its tile plus halo in shared memory
-    (``staged_shared_bytes``) and the rows pass reads it there (same values).
     """
     if packed and (c, nc) != (4, 3):
         raise ValueError(f"packed stencil tiles are uint8 RGBA with 3 filtered channels, got "
                          f"c={c} nc={nc}")
-    if staged and (packed or pre):
-        raise ValueError("a staged stencil tile reads plain uint8 sources (no packed words, "
-                         "no prologue table)")
-    t = _Tile(c, nc, pre, post, packed, batch, geometry or tile_geometry(sim), unsigned,
-              staged)
+    t = _Tile(c, nc, pre, post, packed, batch, geometry or tile_geometry(sim), unsigned)
     args = ("src, sidx, dst, h_, w_, taps, rad, is_int, full, lut, span" if batch
             else "src, dst, h_, w_, taps, is_int, full, lut, span")
     dec = "@cuda.jit" if sim else "@cuda.jit(cache=True)"
+    if batch and BATCH_MAX_REGISTERS and not sim:
+        dec = f"@cuda.jit(cache=True, max_registers={int(BATCH_MAX_REGISTERS)})"
     return (
         f"# millipyde generated {'batched ' if batch else ''}one-pass 2-D tiled separable "
         f"stencil (GPU only): c={c} nc={nc} pre={pre} post={post} packed={packed} "
-        f"unsigned={unsigned}{' staged=True' if staged else ''} geometry={t.geometry}\n"
+        f"unsigned={unsigned} geometry={t.geometry}\n"
         + _HEADER["cuda"] + _I32 + "from numba import float64, uint8, uint32\n" + _RINT_CLIP
         + f"\n\n{dec}\ndef tile2d({args}):\n"
         + _head(t)
@@ -428,10 +392,10 @@ def _channels(t: _Tile) -> str:
 def stencil_2d_kernel(c: int, nc: int, pre: bool = False, post: bool = False,
                       sim: bool = False, packed: bool = False,
                       geometry: Geometry | None = None, batch: bool = False,
-                      unsigned: bool = False, staged: bool = False):
+                      unsigned: bool = False):
     """The one-pass 2-D tiled stencil kernel (see ``stencil_2d_source``)."""
-    return load(stencil_2d_source(c, nc, pre, post, sim, geometry, packed, batch, unsigned,
-                                  staged), "cuda").tile2d
+    return load(stencil_2d_source(c, nc, pre, post, sim, geometry, packed, batch, unsigned),
+                "cuda").tile2d
 
 
 def unsigned_source(dtype: Any) -> bool:

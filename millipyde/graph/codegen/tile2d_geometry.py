@@ -1,9 +1,8 @@
 """Tile geometry and shared-memory sizes of the one-pass 2-D tiled stencil (``tile2d``).
 
 A block owns a TH x TW output tile (``tile_size``). Its dynamic shared memory holds the rows
-pass's float64 results for one channel (``tile_shared_bytes``), after the staged source where
-the kernel stages it: three byte planes of uint8 RGBA words (``packed_shared_bytes``) or the
-interleaved bytes of a uint8 tile plus halo (``staged_shared_bytes``).
+pass's float64 results for one channel (``tile_shared_bytes``), after the staged source in the
+packed kernel: three byte planes of uint8 RGBA words (``packed_shared_bytes``).
 """
 
 from __future__ import annotations
@@ -20,29 +19,20 @@ Geometry = tuple[int, int, int, int, int]
 
 
 def tile_geometry(sim: bool, radius: int | None = None, packed: bool = False,
-                  limit: int | None = None, staged: int = 0) -> Geometry:
+                  limit: int | None = None) -> Geometry:
     """The 2-D tile geometry for real GPUs or the simulator.
 
     Given a ``radius`` and ``limit`` (bytes of shared memory a block may use), the tile twice
     as tall (twice the column groups per thread) where it fits: its rows pass recomputes half
     the share of halo rows. On an H200 it is 10-13% faster for the byte-loading and float64
-    kernels; the packed kernel's word staging never fits it within 48 KB. ``staged``: the
-    channels of a uint8 source the kernel stages as bytes (0: none).
+    kernels; the packed kernel's word staging never fits it within 48 KB.
     """
     base = TILE_GEOMETRY_SIM if sim else TILE_GEOMETRY
     if radius is None or limit is None:
         return base
     tall = (*base[:4], 2 * base[4])
-    return tall if shared_bytes(radius, tall, packed, staged) <= limit else base
-
-
-def shared_bytes(radius: int, geometry: Geometry, packed: bool = False, staged: int = 0) -> int:
-    """Dynamic shared memory of one block of the kernel (packed, staged or neither)."""
-    if packed:
-        return packed_shared_bytes(radius, geometry)
-    if staged:
-        return staged_shared_bytes(radius, geometry, staged)
-    return tile_shared_bytes(radius, geometry)
+    need = packed_shared_bytes if packed else tile_shared_bytes
+    return tall if need(radius, tall) <= limit else base
 
 
 def tile_size(geometry: Geometry) -> tuple[int, int]:
@@ -71,21 +61,6 @@ def packed_shared_bytes(radius: int, geometry: Geometry) -> int:
     th, tw = tile_size(geometry)
     planes = 3 * (th + 2 * radius) * (tw + 2 * radius + 1)
     return (planes + 7) // 8 * 8 + tile_shared_bytes(radius, geometry)
-
-
-def staged_row_bytes(radius: int, tw: int, c: int) -> int:
-    """Bytes from one staged row to the next: ``TW + 2 r + 1`` pixels of ``c`` bytes, rounded
-    up to an odd number of 4-byte words (a warp reading one byte of each of 32 consecutive
-    rows then touches 32 distinct banks). The kernel computes the same from ``r``."""
-    return (((tw + 2 * radius + 1) * c + 3) // 4 | 1) * 4
-
-
-def staged_shared_bytes(radius: int, geometry: Geometry, c: int) -> int:
-    """Dynamic shared memory of the staged kernel: the tile plus halo of a uint8 source with
-    ``c`` interleaved channels (``staged_row_bytes`` apart), then the float64 rows."""
-    th, tw = tile_size(geometry)
-    stage = (th + 2 * radius) * staged_row_bytes(radius, tw, c)
-    return (stage + 7) // 8 * 8 + tile_shared_bytes(radius, geometry)
 
 
 def indexable(shape: tuple[int, ...]) -> bool:

@@ -25,9 +25,6 @@ from .batch_launch import launch
 # same values) member by member: it is several times faster there than the generic two-pass
 # kernel and a CPU launch costs almost nothing. Tests turn this off to check the batched pass.
 CPU_FUSED_STENCIL = True
-# uint8 sources of the one-pass 2-D tile staged in shared memory (``_staged``); benchmarks and
-# tests turn it off to compare with the unstaged kernel (same values).
-STAGE_UINT8 = True
 
 
 @functools.cache
@@ -42,19 +39,8 @@ def _stencil_tiled_fns(c: int, nc: int):
 
 @functools.cache
 def _stencil_2d_fn(c: int, nc: int, unsigned: bool,
-                   geometry: tuple[int, int, int, int, int], staged: bool):
-    return codegen_batch.stencil_2d_batch_kernel(c, nc, runtime.simulated, unsigned, geometry,
-                                                 staged)
-
-
-def _staged(dtype: Any, rmax: int, c: int) -> int:
-    """Channels of a uint8 source the one-pass tile stages in shared memory (0: it reads the
-    source through L1): the staged rows pass loads each byte from a bank, not one cache line
-    per row of a warp's windows. Staged where the base tile's staging fits the default shared
-    memory."""
-    geometry = codegen_gpu.tile_geometry(runtime.simulated)
-    fits = codegen_gpu.staged_shared_bytes(rmax, geometry, c) <= runtime.SHARED_DEFAULT
-    return c if STAGE_UINT8 and np.dtype(dtype) == np.uint8 and fits else 0
+                   geometry: tuple[int, int, int, int, int]):
+    return codegen_batch.stencil_2d_batch_kernel(c, nc, runtime.simulated, unsigned, geometry)
 
 
 def _spans(device: int, h: int, w: int, tile_h: int) -> Any:
@@ -77,17 +63,15 @@ def stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rma
     is_int, full = n.dtype.kind in "ui", full_range(n.dtype)
     if variants.stencil_2d_fits(rmax) and 0 < nb <= 65535 and h > 0 and w > 0 and \
             variants.stencil_2d_reads(src, dst.shape[1:]):
-        staged = _staged(src.dtype, rmax, c)
         # the tile run_stencil_2d takes for this radius (taller where its shared memory fits)
         geometry = codegen_gpu.tile_geometry(runtime.simulated, rmax, False,
-                                             runtime.SHARED_DEFAULT, staged)
-        fn = _stencil_2d_fn(c, nc, codegen_gpu.unsigned_source(src.dtype), geometry,
-                            bool(staged))
+                                             runtime.SHARED_DEFAULT)
+        fn = _stencil_2d_fn(c, nc, codegen_gpu.unsigned_source(src.dtype), geometry)
         runtime.launch_grid(fn, (*codegen_gpu.tile_grid(h, w, geometry), nb),
                             geometry[:2], device, runtime.flat(src), sidx, runtime.flat(dst),
                             h, w, taps, rad, is_int, full, _identity_lut(device, c),
                             _spans(device, h, w, codegen_gpu.tile_size(geometry)[0]),
-                            shared=codegen_gpu.shared_bytes(rmax, geometry, False, staged))
+                            shared=codegen_gpu.tile_shared_bytes(rmax, geometry))
         return
     tmp = runtime.empty((nb, h, w, nc), np.float64, device)
     rb, cb = codegen_gpu.ROWS_BLOCK, codegen_gpu.COLS_BLOCK
