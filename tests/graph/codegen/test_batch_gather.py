@@ -194,3 +194,17 @@ def test_register_caps_only_on_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "max_registers" not in plain
     # the rest of the kernel text is the same
     assert capped.replace(", max_registers=80", "") == plain
+
+
+def test_batched_tile_register_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tile2d.BATCH_MAX_REGISTERS`` (a benchmark knob) caps the batched GPU tile only."""
+    from millipyde.graph.codegen import tile2d
+
+    monkeypatch.setattr(tile2d, "BATCH_MAX_REGISTERS", 64)
+    capped = tile2d.stencil_2d_source(3, 3, batch=True, unsigned=True)
+    assert "@cuda.jit(cache=True, max_registers=64)\ndef tile2d(" in capped
+    assert "max_registers" not in tile2d.stencil_2d_source(3, 3, unsigned=True)
+    assert "max_registers" not in tile2d.stencil_2d_source(3, 3, batch=True, sim=True)
+    monkeypatch.setattr(tile2d, "BATCH_MAX_REGISTERS", None)
+    plain = tile2d.stencil_2d_source(3, 3, batch=True, unsigned=True)
+    assert capped.replace(", max_registers=64", "") == plain
