@@ -18,6 +18,8 @@ kernel (mangled names differ between trees: compare by order and launches), over
 ``--rows G,W [G,W ...]`` (this branch only): one process, one fresh Generator per setting of
 ``codegen.batch_gather.ROWS_PER_TRIP`` (rows per trip of the gathers without a sampler, of the
 batch writers), each with its digest and kernel times: an A/B of that knob in one process.
+``--caps G,W [G,W ...]``: the same for ``batch_gather.MAX_REGISTERS`` (registers per thread of
+the gathers and of the writers; 0: no cap).
 """
 
 from __future__ import annotations
@@ -56,14 +58,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--rows", nargs="*", default=[],
                     help="settings 'G,W' of batch_gather.ROWS_PER_TRIP to compare")
+    ap.add_argument("--caps", nargs="*", default=[],
+                    help="settings 'G,W' of batch_gather.MAX_REGISTERS to compare (0: none)")
     args = ap.parse_args(argv)
     print(f"[{args.label}] millipyde from {os.path.dirname(mp.__file__)}, backend "
           f"{mp.backend()}")
     rng = np.random.default_rng(0)
     imgs = [mp.gpuimage(rng.integers(0, 256, (args.px, args.px, 3), dtype=np.uint8))
             for _ in range(6)]
-    if not args.rows:
+    if not args.rows and not args.caps:
         _run(imgs, args, args.label)
+    for setting in args.caps:
+        from millipyde import batch_convert
+        from millipyde.graph.codegen import batch_gather
+        from millipyde.graph.exec import batch as exec_batch
+
+        g, w = (int(v) or None for v in setting.split(","))
+        batch_gather.MAX_REGISTERS.update(gather=g, writer=w)
+        exec_batch._gather_fn.cache_clear()
+        batch_convert.fused_writer.cache_clear()
+        _run(imgs, args, f"{args.label} caps={setting}")
     for setting in args.rows:
         from millipyde import batch_convert
         from millipyde.graph.codegen import batch_gather

@@ -12,6 +12,8 @@ One JSON line per row:
   for its stencil (one one-pass tile launch where the tile fits). ``batch base-tile``: the
   same with the tile forced to the base geometry (``tile_geometry(sim)``, what batches took
   before they took the taller tile where it fits, as per-image launches do).
+  ``batch base-tile regs=N``: that, with the kernel capped at N registers per thread
+  (``tile2d.BATCH_MAX_REGISTERS``; ``--regs``): more blocks per SM where registers bound them.
 - ``kernel rgba`` / ``kernel grey``: ``stencil.run_stencil_2d`` (the per-image one-pass tile
   launch ``gaussian`` takes) on 682x512 RGBA uint8 and 8000x6000 float64 grey, sigma 2.
 - ``op rgba`` / ``op grey``: ``img.gaussian(2)`` then ``_materialize()`` and a synchronize on a
@@ -110,7 +112,8 @@ def _row(name: str, clock: _Clock, fn: Callable[[], None], out: Any, reps: int,
     print(json.dumps(row), flush=True)
 
 
-def batch_row(clock: _Clock, nb: int, h: int, w: int, reps: int) -> None:
+def batch_row(clock: _Clock, nb: int, h: int, w: int, reps: int,
+              caps: tuple[int, ...] = ()) -> None:
     """The Generator's batched stencil: per-member sigma in (0, 2] over an (nb, h, w, 3) stack."""
     rng = np.random.default_rng(14)
     host = rng.integers(0, 256, (nb, h, w, 3), dtype=np.uint8)
@@ -139,8 +142,24 @@ def batch_row(clock: _Clock, nb: int, h: int, w: int, reps: int) -> None:
     codegen_gpu.tile_geometry = lambda sim, *_, **__: choose(sim)
     try:
         _row("batch base-tile", clock, go, dst, reps, **extra)
+        for regs in caps:
+            _capped_row(clock, go, dst, reps, regs, extra)
     finally:
         codegen_gpu.tile_geometry = choose
+
+
+def _capped_row(clock: _Clock, go: Callable[[], None], dst: Any, reps: int, regs: int,
+                extra: dict) -> None:
+    from millipyde.graph.codegen import tile2d
+    from millipyde.graph.exec import batch_stencil
+
+    tile2d.BATCH_MAX_REGISTERS = regs
+    batch_stencil._stencil_2d_fn.cache_clear()
+    try:
+        _row(f"batch base-tile regs={regs}", clock, go, dst, reps, **extra)
+    finally:
+        tile2d.BATCH_MAX_REGISTERS = None
+        batch_stencil._stencil_2d_fn.cache_clear()
 
 
 def image_rows(clock: _Clock, kind: str, shape: tuple[int, ...], reps: int) -> None:
@@ -198,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=None, help="timed repetitions (20; smoke 2)")
     ap.add_argument("--only", choices=("batch", "rgba", "grey"), action="append",
                     help="rows to run (repeatable; default all)")
+    ap.add_argument("--regs", type=int, nargs="*", default=[],
+                    help="register caps of extra 'batch base-tile regs=N' rows")
     args = ap.parse_args(argv)
     nb, h, w, rgba, grey = SIZES["smoke" if args.smoke else "full"]
     reps = args.reps or (2 if args.smoke else 20)
@@ -208,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         # then takes the tile kernels' launch paths, and its digests must equal the cpu's
         variants.gpu_variants_enabled = lambda: True
     if "batch" in only:
-        batch_row(clock, nb, h, w, reps)
+        batch_row(clock, nb, h, w, reps, tuple(args.regs))
     if "rgba" in only:
         image_rows(clock, "rgba", (*rgba, 4), reps)
     if "grey" in only:

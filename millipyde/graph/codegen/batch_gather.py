@@ -45,6 +45,21 @@ from .target import _HEADER, _RINT_CLIP, _decorator
 #: (whose registers bound their occupancy). Benchmarks set these to compare.
 ROWS_PER_TRIP = {"gather": 4, "writer": 1}
 
+#: Registers per thread the flat batched gathers and the batch writers may use on GPUs
+#: (``None``: as many as the compiler takes). The writers' loads are chains (source byte, its
+#: table entry, the blend): resident warps hide their latency, and at 80 registers three
+#: 256-thread blocks fit an SM where two did (bench/RESULTS.md, eleventh session). A link
+#: option: the PTX, so the arithmetic, is the same. Benchmarks set these to compare.
+MAX_REGISTERS: dict[str, int | None] = {"gather": None, "writer": 80}
+
+
+def _capped(target: str, sim: bool, kind: str) -> str:
+    """The kernel decorator, with ``MAX_REGISTERS[kind]`` on real GPUs."""
+    dec, regs = _decorator(target, sim), MAX_REGISTERS.get(kind)
+    if not regs or target == "cpu" or sim:
+        return dec
+    return dec[:-1] + f", max_registers={int(regs)})"
+
 # elements of one member that the 32-bit offsets index (``wide`` past it)
 NARROW_ELEMENTS = 2**31
 
@@ -215,7 +230,7 @@ def gather_flat_source(sig: GatherSig, target: str, sim: bool = False, gates: bo
     compute, stores = split_stores(_gather_body(sig, gates, flat=True))
     body = flat_accesses(rows_body(compute, stores, rows), sig)
     per = flat_accesses(_prologue(sig, gates), sig)
-    fn = (f"\n\n{_decorator(target, sim)}\n"
+    fn = (f"\n\n{_capped(target, sim, 'gather')}\n"
           "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, dst):\n")
     return (_head(sig, target, wide, f"gather rows={rows}") + fn
             + _loop(target, per, body, rows=rows))
@@ -338,7 +353,7 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
     head = (_head(sig, target, wide, f"gather + batch writer {layout} channels={channels} "
                   f"rows={rows} math={_DIGEST}")
             + _DEFS + "from numba import float32 as _f32\n" + _SAME_DEF)
-    fn = (f"\n\n{_decorator(target, sim)}\n"
+    fn = (f"\n\n{_capped(target, sim, 'writer')}\n"
           "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, out, pos, mean, std, cfull):\n")
     return head + fn + _loop(target, per, body, launch, rows)
 

@@ -19,9 +19,10 @@ def _arr(dtype, ndim: int) -> types.Array:
     return types.Array(from_dtype(np.dtype(dtype)), ndim, "C")
 
 
-@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float64, np.int16])
-def test_bounds_kernel_compiles_to_ptx(dtype) -> None:
-    kernel = batch_bounds.bounds_kernel("cuda", threads=256)
+@pytest.mark.parametrize("dtype,threads", [(np.uint8, 1024), (np.float32, 256),
+                                           (np.float64, 1024), (np.int16, 256)])
+def test_bounds_kernel_compiles_to_ptx(dtype, threads: int) -> None:
+    kernel = batch_bounds.bounds_kernel("cuda", threads=threads)
     argtys = (_arr(dtype, 2), _arr(np.int64, 1), _arr(np.float64, 2), types.int64)
     ptx = ptx_of(kernel.py_func, argtys)
     assert ".entry" in ptx

@@ -172,3 +172,39 @@ def test_batch_writer_ptx_divides_only_for_its_table() -> None:
     ptx = ptx_of(fn.py_func, lead + (arr(np.uint8),))
     assert not GENERIC_LOAD.findall(ptx)
     assert len(MUL64.findall(ptx)) <= 16
+
+
+def test_register_caps_only_on_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``MAX_REGISTERS`` caps the GPU writers (a link option: the kernel text is otherwise the
+    same); the simulator's and the cpu's kernels take no cap."""
+    pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
+    monkeypatch.setitem(batch_gather.MAX_REGISTERS, "writer", 80)
+    monkeypatch.setitem(batch_gather.MAX_REGISTERS, "gather", None)
+    capped = batch_gather.gather_writer_source(WRITER_RGB, "cuda", False, True, 3, "NCHW")
+    assert "@cuda.jit(cache=True, max_registers=80)\ndef kernel(" in capped
+    assert "max_registers" not in batch_gather.gather_writer_source(WRITER_RGB, "cuda", True,
+                                                                     True, 3, "NCHW")
+    assert "max_registers" not in batch_gather.gather_writer_source(WRITER_RGB, "cpu", False,
+                                                                     True, 3, "NCHW")
+    assert "max_registers" not in batch_gather.gather_flat_source(FIRST_RGB, "cuda")
+    fn = batch_gather.gather_writer_kernel(WRITER_RGB, "cuda", False, True, 3, "NCHW")
+    assert fn.targetoptions["max_registers"] == 80
+    monkeypatch.setitem(batch_gather.MAX_REGISTERS, "writer", None)
+    plain = batch_gather.gather_writer_source(WRITER_RGB, "cuda", False, True, 3, "NCHW")
+    assert "max_registers" not in plain
+    # the rest of the kernel text is the same
+    assert capped.replace(", max_registers=80", "") == plain
+
+
+def test_batched_tile_register_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tile2d.BATCH_MAX_REGISTERS`` (a benchmark knob) caps the batched GPU tile only."""
+    from millipyde.graph.codegen import tile2d
+
+    monkeypatch.setattr(tile2d, "BATCH_MAX_REGISTERS", 64)
+    capped = tile2d.stencil_2d_source(3, 3, batch=True, unsigned=True)
+    assert "@cuda.jit(cache=True, max_registers=64)\ndef tile2d(" in capped
+    assert "max_registers" not in tile2d.stencil_2d_source(3, 3, unsigned=True)
+    assert "max_registers" not in tile2d.stencil_2d_source(3, 3, batch=True, sim=True)
+    monkeypatch.setattr(tile2d, "BATCH_MAX_REGISTERS", None)
+    plain = tile2d.stencil_2d_source(3, 3, batch=True, unsigned=True)
+    assert capped.replace(", max_registers=64", "") == plain
