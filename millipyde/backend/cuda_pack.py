@@ -1,0 +1,64 @@
+"""The cuda backend's packed uploads (a part of ``CudaBackend``): a batch's per-member arrays
+in one asynchronous copy from pinned memory, handed back as views stamped from prototypes.
+
+``from_host`` copies from pageable NumPy memory: the driver stages the bytes and, for more than
+a few KB, waits for the stream to reach the copy. A training batch's pack (~150 KB for a batch
+of 256) then made the worker wait for the previous batch's kernels before it could launch the
+next batch's: host and GPU took turns instead of overlapping. Here the bytes go into a slot of
+a pinned ring (``staging.StagingRing``, slots sized for packs) and ``cuMemcpyHtoDAsync`` queues
+the copy on the caller's stream, so the host returns at once and stream order puts the copy
+before the kernels that read it. The views are stamped from per-layout prototypes
+(``pool.CupyPool.stamp``) instead of built by numba-cuda's constructor, one per part.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .staging import StagingRing
+
+#: slots of a device's pack ring: a slot is written again once the copy that last read it
+#: has run, so the host waits only when it is this many packs ahead of the GPU
+PACK_SLOTS = 8
+#: bytes of a pack slot at first (a larger pack makes a ring of larger slots)
+PACK_SLOT_BYTES = 1 << 20
+
+
+class CudaPacks:
+    """``upload_pack`` of ``CudaBackend``."""
+
+    def upload_pack(self, host: np.ndarray, parts: list[tuple[int, Any, tuple[int, ...]]],
+                    device: int) -> list[Any]:
+        """Views on ``device`` of the arrays laid out in the uint8 array ``host`` (one pinned
+        asynchronous copy on the current stream; ``host`` may change once this returns)."""
+        pool = self._cupy_pool()
+        if not self.staged_uploads or pool is None or host.nbytes == 0:
+            return super().upload_pack(host, parts, device)
+        with self.on_device(device):
+            stream = self.current_stream()
+            buf = self.empty((host.nbytes,), np.uint8, device)
+            self._pack_ring(device, host.nbytes).copy(buf, host, stream)
+            ctx = pool._context(device, self._context)
+            base = int(buf.gpu_data.device_pointer)
+            return [pool.stamp(shape, np.dtype(dtype), base + off, buf, ctx)
+                    if 0 not in shape else self.empty(shape, dtype, device)
+                    for off, dtype, shape in parts]
+
+    def _pack_ring(self, device: int, nbytes: int) -> StagingRing:
+        """The pinned pack ring of ``device`` with slots of at least ``nbytes`` (its context
+        current). A ring outgrown is kept: copies from it may still be queued."""
+        rings = self.__dict__.setdefault("_pack_rings", {})
+        ring = rings.get(device)
+        if ring is None or ring.slot_bytes < nbytes:
+            with self._small_lock:
+                ring = rings.get(device)
+                if ring is None or ring.slot_bytes < nbytes:
+                    size = PACK_SLOT_BYTES
+                    while size < nbytes:
+                        size *= 2
+                    if ring is not None:
+                        self.__dict__.setdefault("_pack_rings_old", []).append(ring)
+                    ring = rings[device] = StagingRing(self.cuda, PACK_SLOTS, size)
+        return ring
