@@ -13,10 +13,12 @@ before the kernels that read it. The views are stamped from per-layout prototype
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
+from .pool import _LAYOUTS
 from .staging import StagingRing
 
 #: slots of a device's pack ring: a slot is written again once the copy that last read it
@@ -26,8 +28,50 @@ PACK_SLOTS = 8
 PACK_SLOT_BYTES = 1 << 20
 
 
+_protos: dict[tuple, dict] = {}  # (shape, dtype) -> a prototype's attributes (``_Layouts``)
+_DEVICE_ARRAY: list[type] = []
+
+
+def _device_array() -> type:
+    """numba-cuda's ``DeviceNDArray`` (imported on first use)."""
+    if not _DEVICE_ARRAY:
+        from numba.cuda.cudadrv import devicearray
+
+        _DEVICE_ARRAY.append(devicearray.DeviceNDArray)
+    return _DEVICE_ARRAY[0]
+
+
 class CudaPacks:
-    """``upload_pack`` of ``CudaBackend``."""
+    """``upload_pack``, and ``flat`` / ``reshape`` without numba-cuda's constructor, of
+    ``CudaBackend``."""
+
+    def flat(self, buffer: Any) -> Any:
+        """A 1-D view of a contiguous buffer (``reshape``)."""
+        return buffer if buffer.ndim == 1 else self.reshape(buffer, (buffer.size,))
+
+    def reshape(self, buffer: Any, shape: tuple[int, ...]) -> Any:
+        """A view of a C-contiguous device array with another shape, stamped from its layout's
+        prototype over the same memory (numba-cuda's ``reshape`` builds its layout objects
+        anew: a batch's launches took ~30 of them); anything else as numba-cuda does it."""
+        shape = tuple(shape)
+        if buffer.shape == shape:
+            return buffer
+        d = buffer.__dict__
+        proto = _protos.get((shape, d.get("dtype")))
+        if (proto is None or type(buffer) is not _device_array() or d["stream"] != 0
+                or d["size"] != proto["size"] or not d["_dummy"].is_c_contig):
+            if (type(buffer) is not _device_array() or d["stream"] != 0
+                    or not d["_dummy"].is_c_contig or min(shape, default=0) < 0
+                    or math.prod(shape) != buffer.size):
+                return buffer.reshape(*shape)
+            proto = _LAYOUTS.proto(shape, buffer.dtype, buffer.gpu_data.context)
+            if len(_protos) >= 4096:
+                _protos.clear()
+            _protos[(shape, buffer.dtype)] = proto
+        arr = object.__new__(_device_array())
+        arr.__dict__.update(proto)
+        arr.gpu_data = d["gpu_data"]
+        return arr
 
     def upload_pack(self, host: np.ndarray, parts: list[tuple[int, Any, tuple[int, ...]]],
                     device: int) -> list[Any]:
