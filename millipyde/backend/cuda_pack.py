@@ -32,12 +32,17 @@ _protos: dict[tuple, dict] = {}  # (shape, dtype) -> a prototype's attributes (`
 _DEVICE_ARRAY: list[type] = []
 
 
+class _NoArray:
+    """Stands for ``DeviceNDArray`` where numba-cuda has none: no array is one."""
+
+
 def _device_array() -> type:
     """numba-cuda's ``DeviceNDArray`` (imported on first use)."""
     if not _DEVICE_ARRAY:
         from numba.cuda.cudadrv import devicearray
 
-        _DEVICE_ARRAY.append(devicearray.DeviceNDArray)
+        # (the CUDA simulator's module has none: its arrays take numba's own reshape)
+        _DEVICE_ARRAY.append(getattr(devicearray, "DeviceNDArray", _NoArray))
     return _DEVICE_ARRAY[0]
 
 
