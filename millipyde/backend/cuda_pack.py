@@ -61,13 +61,15 @@ class CudaPacks:
         shape = tuple(shape)
         if buffer.shape == shape:
             return buffer
+        if type(buffer) is not _device_array():
+            return buffer.reshape(*shape)
         d = buffer.__dict__
-        proto = _protos.get((shape, d.get("dtype")))
-        if (proto is None or type(buffer) is not _device_array() or d["stream"] != 0
-                or d["size"] != proto["size"] or not d["_dummy"].is_c_contig):
-            if (type(buffer) is not _device_array() or d["stream"] != 0
+        proto = _protos.get((shape, d["dtype"]))
+        if (proto is None or d["stream"] != 0 or d["size"] != proto["size"]
+                or not d["_dummy"].is_c_contig):
+            if (d["stream"] != 0 or d["size"] == 0
                     or not d["_dummy"].is_c_contig or min(shape, default=0) < 0
-                    or math.prod(shape) != buffer.size):
+                    or math.prod(shape) != d["size"]):
                 return buffer.reshape(*shape)
             proto = _LAYOUTS.proto(shape, buffer.dtype, buffer.gpu_data.context)
             if len(_protos) >= 4096:
