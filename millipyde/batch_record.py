@@ -252,10 +252,16 @@ class Recorder:
         except RecordError:
             pass  # reported by the batch that holds that output, if it comes
 
-    def groups(self, ks: list[int], device: int, stacks: dict) -> tuple[list, list[int]]:
+    def groups(self, ks: list[int], device: int, stacks: dict,
+               ahead: bool = False) -> tuple[list, list[int]]:
         """The batched groups (:class:`ArrayGroup`, ``index``: batch positions) of outputs
-        ``ks``, and the positions left to the per-output path."""
-        if device not in self.ahead and ks:
+        ``ks``, and the positions left to the per-output path.
+
+        ``ahead``: on the device's first call, also record the templates of the batches
+        ahead (:meth:`_record_ahead`; ``Generator.batches``, whose first batch is not a
+        single output's latency).
+        """
+        if ahead and device not in self.ahead and ks:
             self.ahead.add(device)
             self._record_ahead(ks, device, stacks)
         return self._groups(ks, device, stacks)
