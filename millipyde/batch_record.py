@@ -198,6 +198,7 @@ class Recorder:
         self.templates: dict[tuple[int, bytes, int], _Template | None] = {}
         self.failed: dict[tuple[int, bytes, int], int] = {}
         self.plans: dict[tuple, KeyPlan] = {}  # per group key: its templates as arrays
+        self.ahead: set[int] = set()  # devices whose first batch recorded templates ahead
 
     #: Outputs tried as a pattern's template before the pattern is left to per-output work
     #: (an output whose recording does not batch: a plan ``batch._analyse`` refuses).
@@ -227,9 +228,45 @@ class Recorder:
                 self.templates[key] = None
             return None
 
-    def groups(self, ks: list[int], device: int, stacks: dict) -> tuple[list, list[int]]:
+    #: Outputs whose patterns get their templates on a device's first batch (``AHEAD_BATCHES``
+    #: batches' worth, at most ``AHEAD_MAX``).
+    AHEAD_BATCHES = 32
+    AHEAD_MAX = 8192
+
+    def _record_ahead(self, ks: list[int], device: int, stacks: dict) -> None:
+        """Record the templates of every pattern (and warp-clip variant) among the next
+        ``AHEAD_BATCHES`` batches' outputs now, by grouping them all at once: a pattern's first
+        output would otherwise plan its template in the middle of a later batch (~1 ms each;
+        a figure-5.1 chain has ~60, the rare ones first seen dozens of batches later). The
+        grouping is vectorised: looking ahead costs about one large batch of NumPy work."""
+        st = self.state
+        step = st.world
+        count = min(self.AHEAD_MAX, self.AHEAD_BATCHES * len(ks))
+        if st.outputs is not None:  # this rank's outputs end at global_index(outputs)
+            count = min(count, max(0, (st.global_index(st.outputs) - ks[0]) // step))
+        if count <= len(ks):
+            return
+        try:
+            self._groups((ks[0] + step * np.arange(count, dtype=np.int64)).tolist(), device,
+                         stacks)
+        except RecordError:
+            pass  # reported by the batch that holds that output, if it comes
+
+    def groups(self, ks: list[int], device: int, stacks: dict,
+               ahead: bool = False) -> tuple[list, list[int]]:
         """The batched groups (:class:`ArrayGroup`, ``index``: batch positions) of outputs
-        ``ks``, and the positions left to the per-output path."""
+        ``ks``, and the positions left to the per-output path.
+
+        ``ahead``: on the device's first call, also record the templates of the batches
+        ahead (:meth:`_record_ahead`; ``Generator.batches``, whose first batch is not a
+        single output's latency).
+        """
+        if ahead and device not in self.ahead and ks:
+            self.ahead.add(device)
+            self._record_ahead(ks, device, stacks)
+        return self._groups(ks, device, stacks)
+
+    def _groups(self, ks: list[int], device: int, stacks: dict) -> tuple[list, list[int]]:
         st = self.state
         karr = np.asarray(ks, dtype=np.int64)
         coins, params = draw(self.rules, st.seed, karr)

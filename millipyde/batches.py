@@ -250,7 +250,7 @@ class Batches:
 
         spec = self.spec
         stacks = self._st.stacks_on(device, stream)
-        groups, left = rec.groups(ks, device, stacks)
+        groups, left = rec.groups(ks, device, stacks, ahead=True)
         shapes = [(g.index, tuple(g.kernels()[-1].output.shape)) for g in groups]
         ys = self._made([ks[r] for r in left], device, stream) if left else []
         shapes += [([r], tuple(y.shape)) for r, y in zip(left, ys, strict=True)]

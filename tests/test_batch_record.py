@@ -206,3 +206,36 @@ def test_next_reports_a_recording_error() -> None:
     gen = mp.Generator(greys, ops, outputs=8, seed=0)
     with pytest.raises(PipelineError, match=r"operation 0 \('random_colorize'\)"):
         list(gen)
+
+
+def test_first_batch_records_the_templates_of_the_batches_ahead(monkeypatch) -> None:
+    # Generator.batches: every pattern (and warp-clip variant) of the next AHEAD_BATCHES
+    # batches is planned on the first one, later batches within them plan none (no ~1 ms
+    # template mid-stream); without ``ahead`` (per-output Generators) only the batch's own
+    # patterns are recorded
+    gen = mp.Generator(_images(16, 16, low=1), _fig51(), seed=3)
+    st = gen._state
+    rec = batches._recorder(st)
+    stacks = st.stacks_on(0, None)
+    size = 32
+    calls = []
+    plain = batch_record.record_template
+    monkeypatch.setattr(batch_record, "record_template",
+                        lambda *a, **k: calls.append(a[2]) or plain(*a, **k))
+    rec.groups(list(range(size)), 0, stacks, ahead=True)
+    assert len(calls) >= 12  # most of the chain's patterns seen ahead
+    assert max(calls) >= size  # some from outputs of later batches
+    first = len(calls)
+    for b in range(1, rec.AHEAD_BATCHES):
+        groups, left = rec.groups(list(range(b * size, (b + 1) * size)), 0, stacks,
+                                  ahead=True)
+        assert sum(len(g.index) for g in groups) + len(left) == size
+    assert len(calls) == first
+    gen.close()
+    gen = mp.Generator(_images(16, 16, low=1), _fig51(), seed=3)
+    st = gen._state
+    rec = batches._recorder(st)
+    calls.clear()
+    rec.groups(list(range(size)), 0, st.stacks_on(0, None))
+    assert 0 < len(calls) < first and max(calls) < size
+    gen.close()

@@ -23,6 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("backend.impl", ("millipyde.backend.cpu", "millipyde.backend.cuda",
                       "millipyde.backend.cuda_devices", "millipyde.backend.cuda_memory",
                       "millipyde.backend.cuda_launch", "millipyde.backend.cuda_bound",
+                      "millipyde.backend.cuda_pack",
                       "millipyde.backend.hip",
                       "millipyde.backend.sim")),
     ("backend.active", ("millipyde.backend",)),

@@ -235,6 +235,15 @@ class Backend:
         nbytes = max(int(np.prod(shape, dtype=np.int64)), 1) * dtype.itemsize
         return buffer[offset:offset + nbytes].view(dtype).reshape(shape)
 
+    def upload_pack(self, host: np.ndarray, parts: list[tuple[int, Any, tuple[int, ...]]],
+                    device: int) -> list[Any]:
+        """Views on ``device`` of the arrays laid out in the uint8 array ``host``: per part
+        (byte offset, dtype, shape), a C-contiguous array. One upload; ``host`` may change once
+        this returns."""
+        buf = self.from_host(host, device)
+        return [self.part(buf, off, dtype, shape) if 0 not in shape
+                else self.empty(shape, dtype, device) for off, dtype, shape in parts]
+
     def members(self, buffer: Any) -> list[Any]:
         """Views ``buffer[0], buffer[1], ...`` of a C-contiguous batch buffer."""
         return [buffer[m] for m in range(buffer.shape[0])]

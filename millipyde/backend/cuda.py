@@ -1,9 +1,9 @@
 """The cuda backend: numba-cuda device arrays, CuPy's pool, the cached launch path, peer copies.
 
 ``CudaBackend`` is assembled from its parts: devices, contexts and streams
-(``cuda_devices``), memory (``cuda_memory``) and launches (``cuda_launch``). ``hip.py``
-(numba-hip posing as ``numba.cuda``) and ``sim.py`` (the CUDA simulator) derive from it and
-switch off what they lack.
+(``cuda_devices``), memory (``cuda_memory``), packed uploads (``cuda_pack``) and launches
+(``cuda_launch``). ``hip.py`` (numba-hip posing as ``numba.cuda``) and ``sim.py`` (the CUDA
+simulator) derive from it and switch off what they lack.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from .base import Backend, Capabilities
 from .cuda_devices import CudaDevices
 from .cuda_launch import CudaLaunches
 from .cuda_memory import CudaMemory
+from .cuda_pack import CudaPacks
 from .pool import CupyPool
 from .staging import StagingRing
 
 
-class CudaBackend(CudaDevices, CudaMemory, CudaLaunches, Backend):
+class CudaBackend(CudaDevices, CudaMemory, CudaPacks, CudaLaunches, Backend):
     """NVIDIA GPUs through numba-cuda."""
 
     name = "cuda"

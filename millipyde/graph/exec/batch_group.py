@@ -99,9 +99,10 @@ class _Pack:
         host = np.zeros(max(self.size, self.ALIGN), dtype=np.uint8)
         for off, a in self.parts:
             host[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
-        buf = runtime.from_host(host, device)
-        self.views = [runtime.part(buf, off, a.dtype, a.shape) if a.size
-                      else runtime.empty(a.shape, a.dtype, device) for off, a in self.parts]
+        # one copy (pinned and asynchronous on GPUs: the worker does not wait for the
+        # stream to reach it, so the previous batch's kernels still run while it launches)
+        self.views = runtime.upload_pack(host, [(off, a.dtype, a.shape) for off, a in self.parts],
+                                         device)
 
     def __getitem__(self, slot: int) -> Any:
         return self.views[slot]

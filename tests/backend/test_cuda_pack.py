@@ -1,0 +1,74 @@
+"""``backend/cuda_pack.py``: views stamped from a layout's prototype are numba-cuda's own
+``reshape`` (no device needed: the arrays are only described, never read), and the base
+``Backend.upload_pack`` hands back the packed arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba.cuda.cudadrv import devicearray, driver
+
+from millipyde.backend.base import Backend
+from millipyde.backend.cpu import CpuBackend
+from millipyde.backend.cuda_pack import CudaPacks
+
+if not hasattr(devicearray, "DeviceNDArray"):  # the CUDA simulator's module
+    pytest.skip("numba-cuda's DeviceNDArray", allow_module_level=True)
+
+
+def _array(shape: tuple[int, ...], dtype: np.dtype, ptr: int = 4096) -> object:
+    ref = np.empty(shape, dtype)
+    data = driver.MemoryPointer(None, driver.binding.CUdeviceptr(ptr), size=ref.nbytes)
+    return devicearray.DeviceNDArray(shape=ref.shape, strides=ref.strides, dtype=ref.dtype,
+                                     gpu_data=data, stream=0)
+
+
+@pytest.mark.parametrize("shape, new, dtype", [
+    ((256, 512, 512, 3), (256 * 512 * 512 * 3,), np.uint8),
+    ((177, 17), (177 * 17,), np.float64),
+    ((6, 512, 512, 3), (6, 512, 512 * 3), np.uint8),
+    ((4, 5), (5, 4), np.int64),
+])
+def test_a_stamped_reshape_is_numbas(shape, new, dtype):
+    backend = CudaPacks()
+    for _ in range(2):  # the second from the cached prototype
+        a = _array(shape, np.dtype(dtype))
+        got, want = backend.reshape(a, new), a.reshape(*new)
+        assert sorted(vars(got)) == sorted(vars(want))
+        for name, value in vars(want).items():
+            if name != "_dummy":
+                assert vars(got)[name] == value or (name == "gpu_data" and
+                                                    vars(got)[name] is a.gpu_data), name
+        assert got._dummy.shape == want._dummy.shape
+        assert got._dummy.strides == want._dummy.strides
+        assert got.is_c_contiguous()
+    assert backend.flat(a).shape == (a.size,) and backend.flat(backend.flat(a)).ndim == 1
+    assert backend.reshape(a, tuple(a.shape)) is a
+
+
+def test_what_does_not_fit_goes_to_numbas_reshape():
+    backend = CudaPacks()
+    a = _array((4, 6), np.dtype(np.float32))
+    with pytest.raises(ValueError):
+        backend.reshape(a, (5, 5))
+    # every other column: not C-contiguous, numba-cuda refuses as it would
+    strided = devicearray.DeviceNDArray(shape=(4, 3), strides=(24, 8), dtype=a.dtype,
+                                        gpu_data=a.gpu_data, stream=0)
+    with pytest.raises(NotImplementedError):
+        backend.reshape(strided, (12,))
+    host = np.arange(6)
+    assert np.array_equal(backend.reshape(host, (2, 3)), host.reshape(2, 3))
+
+
+def test_base_upload_pack_hands_back_the_parts():
+    parts = [np.arange(5, dtype=np.int64), np.linspace(0, 1, 12).reshape(3, 4),
+             np.zeros((0, 3)), np.arange(7, dtype=np.uint8)]
+    host, layout, at = np.zeros(256, dtype=np.uint8), [], 0
+    for a in parts:
+        host[at:at + a.nbytes] = a.reshape(-1).view(np.uint8)
+        layout.append((at, a.dtype, a.shape))
+        at += -(-max(a.nbytes, 1) // 16) * 16
+    views = Backend.upload_pack(CpuBackend(), host, layout, 0)
+    host[:] = 0  # the views do not read the host array
+    for a, v in zip(parts, views, strict=True):
+        assert v.shape == a.shape and v.dtype == a.dtype and np.array_equal(v, a)
