@@ -69,11 +69,12 @@ def _mp_run(op: Op, host_img: np.ndarray, kernel_only: bool = False) -> Runner:
         force = (lambda im: im._materialize()) if materialize else np.asarray
         force(base)
         sync = _mp_sync(mp)
+        settle = getattr(mp, "synchronize", None) or device_synchronize
 
         def setup():
             state["img"] = base.clone()
             force(state["img"])
-            sync()
+            settle()
 
         def run():
             getattr(state["img"], method)(*args)
