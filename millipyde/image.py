@@ -115,10 +115,15 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
         spec = REGISTRY[name]
         old = self._node
         node = self._placed()
-        dtype = np.dtype(np.float64) if spec.kind == "pixel" else node.dtype
-        new = Node(spec, (node,), params, spec.out_shape(node.shape, params), dtype, node.device)
+        if spec.kind == "elementwise" and spec.shape_fn is None and not spec.swaps_axes:
+            # what ``out_shape`` gives such an op, without its call on the per-op path
+            new = Node(spec, (node,), params, node.shape, node.dtype, node.device)
+        else:
+            dtype = np.dtype(np.float64) if spec.kind == "pixel" else node.dtype
+            new = Node(spec, (node,), params, spec.out_shape(node.shape, params), dtype,
+                       node.device)
         self._bind(new)
-        if targets.of(old) is not None:
+        if targets.ANY and targets.of(old) is not None:
             targets.follow(old, new, spec, params)
 
     # -- targets -------------------------------------------------------------------------
