@@ -1,9 +1,9 @@
 """Host time of one replayed small op on the cuda backend, taken apart on the real driver.
 
 On a resident 512x512 RGB uint8 image, once ``img.adjust_gamma(g); img._materialize()`` has
-learnt its replay launch (``RawBound2D``), each row times one part alone, N calls with no
-synchronize between them (a synchronize every 256 calls keeps the queue short), best of 5
-runs, microseconds per call, and Python calls per call (cProfile's count):
+learnt its replay launch (``RawBound2D``), each row times one part alone: the median over N
+calls of each call's host time (a synchronize, untimed, every 32 calls keeps the launch queue
+short), microseconds, and Python calls per call (cProfile's count):
 
 - ``op``: the whole op, a new ``g`` each call (what ``profile_op.py`` reports);
 - ``record``: ``img.adjust_gamma(g)`` alone (the node recorded, nothing runs);
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -36,18 +37,20 @@ from millipyde.graph.exec import replay  # noqa: E402
 
 
 def _per_call(fn, n: int) -> float:
+    """Median of each call's own host time over ``n`` calls; a synchronize (untimed) every
+    32 calls keeps the launch queue short, so a kernel slower than the host is not counted."""
     fn(0)
-    runs = []
-    for r in range(5):
-        mp.synchronize()
-        t0 = time.perf_counter()
-        for i in range(n):
-            fn(i + r * n)
-            if i & 255 == 255:
-                mp.synchronize()  # (counted: the same in every row, ~0.1 us per call)
-        runs.append((time.perf_counter() - t0) / n * 1e6)
     mp.synchronize()
-    return min(runs)
+    clock = time.perf_counter_ns
+    times = []
+    for i in range(n):
+        t0 = clock()
+        fn(i)
+        times.append(clock() - t0)
+        if i & 31 == 31:
+            mp.synchronize()
+    mp.synchronize()
+    return statistics.median(times) / 1e3
 
 
 def _calls(fn, n: int = 300) -> float:
@@ -62,7 +65,7 @@ def _calls(fn, n: int = 300) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--calls", type=int, default=3000)
+    ap.add_argument("--calls", type=int, default=10_000)
     args = ap.parse_args()
     img = mp.gpuimage(np.random.default_rng(0).integers(0, 256, (512, 512, 3), dtype=np.uint8))
     img._materialize()
