@@ -136,3 +136,16 @@ def test_an_explicit_grid_passes_its_shared_memory(monkeypatch):
     ((grid, block, shared, stream, slots),) = driver.calls
     assert (grid, block, shared) == ((7, 1, 1), (128, 1, 1), 4096)
     assert slots == template.unpack((src, dst, 5))
+
+
+def test_each_launch_goes_on_the_stream_of_its_call(bound):
+    """The last stream's handle is kept: a launch on another stream (a Pipeline worker's)
+    and one back on the first each get their own handle."""
+    streams = [SimpleNamespace(handle=SimpleNamespace(value=v)) for v in (0x77, 0x55, 0x77)]
+    seen = []
+    bound.b.alloc = lambda handle: seen.append(handle) or _arr((4, 5, 3), 1 << 20)
+    for stream in streams:
+        bound.backend.stream = stream
+        bound.b(_arr((4, 5, 3), 1 << 16), [1.0, 2.0, 3.0])
+    assert [c[3] for c in bound.driver.calls] == [0x77, 0x55, 0x77]
+    assert seen == [0x77, 0x55, 0x77] and bound.generic == []
