@@ -24,6 +24,7 @@ from ..codegen.gather_sig import (
     GatherSig,
     gather_nparams,
     op_offsets,
+    tabled_fits,
 )
 from ..codegen.loader import load
 from ..ir.node import Node
@@ -232,6 +233,11 @@ def _packable(sig: GatherSig, src: Any, out: Node) -> bool:
 INLINE_TABLE_MAX_PIXELS = 1 << 20
 
 
+#: Inlined uint8 chains run as ``tabled`` gathers where they fit (False: per pixel; tests
+#: compare the two)
+TABLED = True
+
+
 def tables_inline(k: Gather) -> bool:
     """Whether gather ``k``'s uint8 table chain runs per pixel in the kernel, from the ops'
     scalars, instead of a 256-entry table built on the host and uploaded per call.
@@ -254,6 +260,9 @@ def run_gather(k: Gather, src: Any, device: int, reader: Gather | None = None
     out = k.output
     tables = not tables_inline(k)
     sig, lut, p = gather_args(k, tables)
+    if not tables and TABLED and tabled_fits(sig):
+        # (``tables_inline``: a uint8 chain) each block builds the chain's table on the device
+        sig = dataclasses.replace(sig, tabled=True)
     dst = runtime.empty(out.shape, out.dtype, device)
     if variants.gpu_variants_enabled() and _rgba_lut_fast(sig, src):
         fn, grid, block, args, views = _run_gather_rgba(k, src, dst, lut, p, device)
