@@ -225,7 +225,8 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
     def adjust_gamma(self, gamma: float = 1, gain: float = 1) -> None:
         """skimage ``adjust_gamma``: ``gain * full * (v / full) ** gamma``; alpha untouched."""
         g, k = _number(gamma, "gamma"), _number(gain, "gain")
-        self._unsigned_only("adjust_gamma")
+        if self._node.dtype.kind == "i":  # (``_unsigned_only``'s test, without its calls)
+            self._unsigned_only("adjust_gamma")
         if g < 0:
             raise ValueError(f"adjust_gamma gamma must be >= 0, got {g}")
         if k < 0:
@@ -296,7 +297,8 @@ def _atomic(method: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(method)
     def locked(self: gpuimage, *args: object, **kwargs: object) -> None:
-        with commit_lock(self):
+        # (``commit_lock``'s lookup first: it makes the lock only on first use)
+        with self.__dict__.get("_commit_lock") or commit_lock(self):
             return method(self, *args, **kwargs)
 
     return locked
