@@ -33,7 +33,8 @@ class RawBound2D:
 
     __slots__ = ("backend", "generic", "alloc", "device", "context", "lib", "handle", "config",
                  "shared", "block", "pointers", "lock", "src_at", "dst_at", "scalars_at",
-                 "scalars", "src_shape", "src_strides", "current", "current_ref", "stream")
+                 "scalars", "src_shape", "src_strides", "current", "current_ref", "stream",
+                 "ex", "ex_config", "ex_args")
 
     def __init__(self, backend: Any, generic: Bound2D, template: Template,
                  alloc: Callable[[int], Any], device: int, context: int,
@@ -61,6 +62,12 @@ class RawBound2D:
         self.current_ref = ctypes.byref(self.current)
         # the last stream launched on and its handle, one tuple (read and replaced at once)
         self.stream: tuple[Any, int] = (None, 0)
+        # ``cuLaunchKernelEx`` where the driver has it: its configuration (the stream written
+        # under ``lock`` when it changes) and its four arguments, made once
+        self.ex = rawlaunch.launch_ex(self.lib)
+        self.ex_config = rawlaunch.LaunchConfig(*self.config, shared, None, None, 0)
+        self.ex_args = (ctypes.byref(self.ex_config), self.handle,
+                        self.pointers, None)
 
     @staticmethod
     def fits(template: Template, nargs: int, nscalars: int) -> bool:
@@ -103,8 +110,15 @@ class RawBound2D:
             _ADDRESS.pack_into(block, self.src_at, int(src.gpu_data.device_pointer))
             _ADDRESS.pack_into(block, self.dst_at, int(dst.gpu_data.device_pointer))
             self.scalars.pack_into(block, self.scalars_at, *params)
-            rc = self.lib.cuLaunchKernel(self.handle, *self.config, self.shared, handle,
-                                         self.pointers, None)
+            ex = self.ex
+            if ex is not None:
+                config = self.ex_config
+                if (config.hStream or 0) != handle:
+                    config.hStream = handle
+                rc = ex(*self.ex_args)
+            else:
+                rc = self.lib.cuLaunchKernel(self.handle, *self.config, self.shared, handle,
+                                             self.pointers, None)
         if rc:
             from numba.cuda.cudadrv.driver import CudaAPIError
 

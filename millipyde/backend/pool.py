@@ -98,6 +98,9 @@ class CupyPool:
         cu_ptr = driver.binding.CUdeviceptr
         alloc = self.cupy.cuda.alloc
         streams = self._streams
+        # CuPy's current stream (a C-level call): when it already is the one asked for (the
+        # same object: the null stream for the default one), it is not entered again
+        current = getattr(self.cupy.cuda, "get_current_stream", None)
         # what ``MemoryPointer(ctx, ptr, size=nbytes, owner=block)`` sets, but the pointer
         # and its owner: a new one is this and three attributes, without its ``__init__``
         memory = vars(pointer(ctx, cu_ptr(0), size=nbytes))
@@ -108,6 +111,8 @@ class CupyPool:
             cp_stream = streams.get((device, handle))
             if cp_stream is None:
                 block = block_of(nbytes, device, handle)  # (caches the stream)
+            elif current is not None and current() is cp_stream:
+                block = alloc(nbytes)
             else:
                 with cp_stream:
                     block = alloc(nbytes)

@@ -135,3 +135,22 @@ def test_an_allocators_memory_objects_are_the_constructed_ones():
         assert int(got.gpu_data.handle) == int(got.gpu_data.device_pointer)
         assert got.gpu_data._owner.ptr == int(got.gpu_data.device_pointer)
         assert got.gpu_data.owner is got.gpu_data._owner
+
+
+def test_an_allocator_enters_no_stream_already_current():
+    """Where CuPy's current stream already is the one asked for, the allocation is made
+    without entering it (the same pool arena: CuPy keys it on the current stream)."""
+    cupy = _FakeCupy()
+    current = []
+    cupy.cuda.get_current_stream = lambda: current[0]
+    pool = CupyPool(cupy)
+    allocate = pool.allocator((4, 3), np.dtype(np.uint8), 0, lambda d: None)
+    allocate(0x42)  # the first call on a stream caches it, through the general block
+    current.append(pool._streams[(0, 0x42)])
+    cupy.entered.clear()
+    allocate(0x42)
+    assert cupy.entered == [("alloc", 12)]
+    current[0] = cupy.cuda.Stream.null  # another stream current: entered as before
+    cupy.entered.clear()
+    allocate(0x42)
+    assert cupy.entered == [("stream", 0x42), ("alloc", 12), ("stream exit", 0x42)]
