@@ -10,7 +10,9 @@ short), microseconds, and Python calls per call (cProfile's count):
 - ``record + resolve``: that and ``replay.resolve`` (the cached plan found);
 - ``ctx check``: ``rawlaunch.current_context()`` (one ``cuCtxGetCurrent``);
 - ``alloc``: the replay launch's allocator (an output block and its array object, dropped);
-- ``cuLaunchKernel``: the driver call alone over the bound's packed block (same output);
+- ``cuLaunchKernel``: the driver call alone over the bound's packed block (same output),
+  eleven typed ctypes arguments; ``cuLaunchKernelEx``: the same launch as the replay launch
+  makes it where the driver has it (four ctypes objects made once);
 - ``bound call``: the replay launch's backend part (``RawBound2D.__call__``).
 
 ``python3 bench/probes/launch_parts.py [--calls N]`` with ``MILLIPYDE_BACKEND=cuda``.
@@ -102,6 +104,8 @@ def main() -> None:
         rows["alloc"] = lambda i: bound.alloc(handle)
         rows["cuLaunchKernel"] = lambda i: lib.cuLaunchKernel(
             bound.handle, *bound.config, bound.shared, handle, bound.pointers, None)
+        if getattr(bound, "ex", None) is not None:  # (the same launch, its arguments made once)
+            rows["cuLaunchKernelEx"] = lambda i: bound.ex(*bound.ex_args)
         rows["bound call"] = lambda i: bound(src, params)
     for name, fn in rows.items():
         print(f"  {name:20s} {_per_call(fn, args.calls):8.2f} us {_calls(fn):7.1f} calls",
