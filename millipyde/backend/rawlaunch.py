@@ -64,11 +64,16 @@ class LaunchConfig(ctypes.Structure):
                 ("attrs", ctypes.c_void_p), ("numAttrs", ctypes.c_uint)]
 
 
+#: replay launches through ``cuLaunchKernelEx`` where the driver has it (False: through
+#: ``cuLaunchKernel``, as before; read when a replay launch is bound)
+LAUNCH_EX = True
+
+
 def launch_ex(lib: Any) -> Any:
     """``lib``'s ``cuLaunchKernelEx`` (untyped: called with ctypes objects made once), or None
-    where the driver has none. Its four arguments cost ctypes a fraction of what
-    ``cuLaunchKernel``'s eleven typed ones do."""
-    return getattr(lib, "cuLaunchKernelEx", None)
+    where the driver has none or ``LAUNCH_EX`` is off. Its four arguments cost ctypes a
+    fraction of what ``cuLaunchKernel``'s eleven typed ones do."""
+    return getattr(lib, "cuLaunchKernelEx", None) if LAUNCH_EX else None
 
 
 def current_context() -> int | None:

@@ -167,3 +167,17 @@ def test_each_launch_goes_on_the_stream_of_its_call(bound):
         bound.b(_arr((4, 5, 3), 1 << 16), [1.0, 2.0, 3.0])
     assert [c[3] for c in bound.driver.calls] == [0x77, 0x55, 0x77]
     assert seen == [0x77, 0x55, 0x77] and bound.generic == []
+
+
+def test_the_driver_launch_without_ex_when_switched_off(monkeypatch):
+    """``rawlaunch.LAUNCH_EX = False``: a replay launch bound then calls ``cuLaunchKernel``
+    though the driver has ``cuLaunchKernelEx``."""
+    template = rawlaunch.build(0x99, (ARR3, ARR3, types.int64))
+    driver = _FakeDriverEx(template.layout)
+    monkeypatch.setattr(rawlaunch, "_libcuda", driver)
+    monkeypatch.setattr(rawlaunch, "LAUNCH_EX", False)
+    src, dst = _arr((4, 5, 3), 4096), _arr((4, 5, 3), 8192)
+    b = RawBound2D(_FakeBackend(), None, template, lambda handle: dst, 0, 0xC7, (7, 1, 1),
+                   (128, 1, 1), (src, dst, 5), src, 0)
+    b(src, [])
+    assert len(driver.calls) == 1 and driver.functions == []
