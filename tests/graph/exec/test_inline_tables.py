@@ -128,3 +128,22 @@ def test_a_tabled_replay_takes_each_new_parameter():
     for g, out in zip((0.5, 0.9, 1.7, 2.2), outs, strict=True):
         want = np.clip(np.rint(255.0 * (host / 255.0) ** g), 0, 255).astype(np.uint8)
         np.testing.assert_array_equal(out, want)
+
+
+def test_a_tabled_grey_image_stores_what_the_per_pixel_chain_stores(monkeypatch):
+    """A 2-D uint8 image (one channel, read through its 3-D view) through a tabled gather."""
+    host = np.random.default_rng(2).integers(0, 256, (5, 23), dtype=np.uint8)
+    replay.clear()
+    outs = {}
+    sigs = []
+    real = exec_gather._gather_fn
+    monkeypatch.setattr(exec_gather, "_gather_fn", lambda sig: sigs.append(sig) or real(sig))
+    for tabled in (False, True):
+        monkeypatch.setattr(exec_gather, "TABLED", tabled)
+        img = mp.gpuimage(host)
+        img.brightness(0.1)
+        img.adjust_gamma(1.3)
+        outs[tabled] = img.get()
+    assert outs[True].shape == host.shape
+    assert sigs[-1].tabled == runtime.caps.device_memory and sigs[-1].cin == 1
+    np.testing.assert_array_equal(outs[True], outs[False])
