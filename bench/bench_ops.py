@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,12 +51,13 @@ def _mp_run(op: Op, host_img: np.ndarray, kernel_only: bool = False) -> Runner:
     """How millipyde is driven and timed; the one place to adjust when its API moves.
 
     GPU backends: the input is uploaded once; before each timed call (untimed) a ``clone()`` is
-    made resident; the timed region is the method call + ``_materialize()`` (no host copy) +
-    ``mp.synchronize()`` (or a device synchronize). CPU backend: ``gpuimage(host)``, the method
-    and ``np.asarray`` are all timed: the figure includes the copies in and out. With
-    ``kernel_only`` (the ``mp-kernel`` row, CPU backend): as on a GPU, a resident clone made
-    untimed, and only the method + ``_materialize()`` timed, so the kernel shows apart from the
-    host copies that the ``millipyde`` row also pays.
+    made resident; the timed region is the method call + ``_materialize()`` (no host copy),
+    between CUDA events on the stream the other libraries are timed on: where millipyde
+    launches on another stream, ``mp.synchronize()`` is timed too (``_mp_sync``). CPU backend:
+    ``gpuimage(host)``, the method and ``np.asarray`` are all timed: the figure includes the
+    copies in and out. With ``kernel_only`` (the ``mp-kernel`` row, CPU backend): as on a
+    GPU, a resident clone made untimed, and only the method + ``_materialize()`` timed, so the
+    kernel shows apart from the host copies that the ``millipyde`` row also pays.
     """
     import millipyde as mp
 
@@ -66,18 +68,20 @@ def _mp_run(op: Op, host_img: np.ndarray, kernel_only: bool = False) -> Runner:
         materialize = getattr(base, "_materialize", None)
         force = (lambda im: im._materialize()) if materialize else np.asarray
         force(base)
-        sync = getattr(mp, "synchronize", None) or device_synchronize
+        sync = _mp_sync(mp)
+        settle = getattr(mp, "synchronize", None) or device_synchronize
 
         def setup():
             state["img"] = base.clone()
             force(state["img"])
-            sync()
+            settle()
 
         def run():
             getattr(state["img"], method)(*args)
             force(state["img"])
 
-        note = "device-resident input, clone untimed; method + _materialize + synchronize"
+        note = ("device-resident input, clone untimed; method + _materialize"
+                + (" + synchronize" if sync is not None else ", same stream as the events"))
         if not materialize:
             note = "NO _materialize: timed np.asarray (includes device->host copy)"
         if kernel_only and mp.backend() not in ("cuda", "hip"):
@@ -94,6 +98,30 @@ def _mp_run(op: Op, host_img: np.ndarray, kernel_only: bool = False) -> Runner:
 
     return Runner(run=run_cpu, result=lambda: state["out"],
                   note=f"{mp.backend()} backend: includes gpuimage() and np.asarray copies")
+
+
+def _mp_sync(mp) -> Callable[[], object] | None:
+    """What the timed region waits for after millipyde's call, beyond the end event.
+
+    The events of every GPU contender are recorded on CuPy's (or torch's) current stream: the
+    legacy default stream unless a per-thread default stream is configured. When millipyde
+    launches on that same stream (handle 0, and CuPy's current stream is 0 too), the end event
+    is already ordered after its kernel, as it is after cuCIM's: no synchronize, whose host
+    round trip cuCIM's figure does not pay either. Otherwise ``mp.synchronize()`` (or a device
+    synchronize) is timed so that the end event follows millipyde's work.
+    """
+    fallback = getattr(mp, "synchronize", None) or device_synchronize
+    try:
+        import cupy
+
+        from millipyde.backend import ACTIVE
+        from millipyde.backend.pool import stream_handle
+
+        ours = stream_handle(ACTIVE.current_stream())
+        theirs = int(cupy.cuda.get_current_stream().ptr)
+    except Exception:  # another layout of the package, or no CuPy: keep the synchronize
+        return fallback
+    return None if ours == 0 and theirs == 0 else fallback
 
 
 def _mp_kernel_run(op: Op, host_img: np.ndarray) -> Runner:

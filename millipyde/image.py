@@ -115,10 +115,15 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
         spec = REGISTRY[name]
         old = self._node
         node = self._placed()
-        dtype = np.dtype(np.float64) if spec.kind == "pixel" else node.dtype
-        new = Node(spec, (node,), params, spec.out_shape(node.shape, params), dtype, node.device)
+        if spec.kind == "elementwise" and spec.shape_fn is None and not spec.swaps_axes:
+            # what ``out_shape`` gives such an op, without its call on the per-op path
+            new = Node(spec, (node,), params, node.shape, node.dtype, node.device)
+        else:
+            dtype = np.dtype(np.float64) if spec.kind == "pixel" else node.dtype
+            new = Node(spec, (node,), params, spec.out_shape(node.shape, params), dtype,
+                       node.device)
         self._bind(new)
-        if targets.of(old) is not None:
+        if targets.ANY and targets.of(old) is not None:
             targets.follow(old, new, spec, params)
 
     # -- targets -------------------------------------------------------------------------
@@ -220,7 +225,8 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
     def adjust_gamma(self, gamma: float = 1, gain: float = 1) -> None:
         """skimage ``adjust_gamma``: ``gain * full * (v / full) ** gamma``; alpha untouched."""
         g, k = _number(gamma, "gamma"), _number(gain, "gain")
-        self._unsigned_only("adjust_gamma")
+        if self._node.dtype.kind == "i":  # (``_unsigned_only``'s test, without its calls)
+            self._unsigned_only("adjust_gamma")
         if g < 0:
             raise ValueError(f"adjust_gamma gamma must be >= 0, got {g}")
         if k < 0:
@@ -291,7 +297,8 @@ def _atomic(method: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(method)
     def locked(self: gpuimage, *args: object, **kwargs: object) -> None:
-        with commit_lock(self):
+        # (``commit_lock``'s lookup first: it makes the lock only on first use)
+        with self.__dict__.get("_commit_lock") or commit_lock(self):
             return method(self, *args, **kwargs)
 
     return locked

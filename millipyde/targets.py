@@ -30,6 +30,9 @@ from .kernels import OpSpec
 from .kernels.registry import affine_of
 
 _BY_NODE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: the mapping under ``_BY_NODE`` (weak references to targets): empty while no node has
+#: targets, which the per-op path checks without a call (``gpuimage._record``)
+ANY = _BY_NODE.data
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ class RawBound2D:
 
     __slots__ = ("backend", "generic", "alloc", "device", "context", "lib", "handle", "config",
                  "shared", "block", "pointers", "lock", "src_at", "dst_at", "scalars_at",
-                 "scalars", "src_shape", "src_strides")
+                 "scalars", "src_shape", "src_strides", "current", "current_ref", "stream",
+                 "ex", "ex_config", "ex_args")
 
     def __init__(self, backend: Any, generic: Bound2D, template: Template,
                  alloc: Callable[[int], Any], device: int, context: int,
@@ -56,6 +57,17 @@ class RawBound2D:
         self.pointers = (ctypes.c_void_p * n)(*[base + 8 * i for i in range(n)])
         self.lock = threading.Lock()  # the driver copies the block before cuLaunchKernel returns
         self.src_shape, self.src_strides = tuple(src.shape), tuple(src.strides)
+        # the context check's out-parameter, made once (written under ``lock``)
+        self.current = ctypes.c_void_p()
+        self.current_ref = ctypes.byref(self.current)
+        # the last stream launched on and its handle, one tuple (read and replaced at once)
+        self.stream: tuple[Any, int] = (None, 0)
+        # ``cuLaunchKernelEx`` where the driver has it: its configuration (the stream written
+        # under ``lock`` when it changes) and its four arguments, made once
+        self.ex = rawlaunch.launch_ex(self.lib)
+        self.ex_config = rawlaunch.LaunchConfig(*self.config, shared, None, None, 0)
+        self.ex_args = (ctypes.byref(self.ex_config), self.handle,
+                        self.pointers, None)
 
     @staticmethod
     def fits(template: Template, nargs: int, nscalars: int) -> bool:
@@ -70,25 +82,43 @@ class RawBound2D:
         b = self.backend
         if (src.shape != self.src_shape or src.strides != self.src_strides
                 or not (launcher.ENABLED and launcher.DIRECT)
-                or getattr(b._tls, "recording", None) is not None
-                or rawlaunch.current_context() != self.context):
+                or getattr(b._tls, "recording", None) is not None):
             return self.generic(src, params)
         stream = b.stream_on(self.device)
         if stream is None:
             return self.generic(src, params)
-        handle = stream_handle(stream)
+        last = self.stream
+        if last[0] is stream:
+            handle = last[1]
+        else:
+            handle = stream_handle(stream)
+            self.stream = (stream, handle)
+        lock = self.lock
+        with lock:
+            # (``rawlaunch.current_context``, its out-parameter made once)
+            other = (self.lib.cuCtxGetCurrent(self.current_ref)
+                     or self.current.value != self.context)
+        if other:
+            return self.generic(src, params)
         try:
             dst = self.alloc(handle)
         except MemoryError:
             # the general path allocates again and reports a failure as the backend does
             return self.generic(src, params)
         block = self.block
-        with self.lock:
+        with lock:
             _ADDRESS.pack_into(block, self.src_at, int(src.gpu_data.device_pointer))
             _ADDRESS.pack_into(block, self.dst_at, int(dst.gpu_data.device_pointer))
             self.scalars.pack_into(block, self.scalars_at, *params)
-            rc = self.lib.cuLaunchKernel(self.handle, *self.config, self.shared, handle,
-                                         self.pointers, None)
+            ex = self.ex
+            if ex is not None:
+                config = self.ex_config
+                if (config.hStream or 0) != handle:
+                    config.hStream = handle
+                rc = ex(*self.ex_args)
+            else:
+                rc = self.lib.cuLaunchKernel(self.handle, *self.config, self.shared, handle,
+                                             self.pointers, None)
         if rc:
             from numba.cuda.cudadrv.driver import CudaAPIError
 

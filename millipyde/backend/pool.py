@@ -96,12 +96,34 @@ class CupyPool:
         block_of = self._block_current
         array, pointer = devicearray.DeviceNDArray, driver.MemoryPointer
         cu_ptr = driver.binding.CUdeviceptr
+        alloc = self.cupy.cuda.alloc
+        streams = self._streams
+        # CuPy's current stream (a C-level call): when it already is the one asked for (the
+        # same object: the null stream for the default one), it is not entered again
+        current = getattr(self.cupy.cuda, "get_current_stream", None)
+        # what ``MemoryPointer(ctx, ptr, size=nbytes, owner=block)`` sets, but the pointer
+        # and its owner: a new one is this and three attributes, without its ``__init__``
+        memory = vars(pointer(ctx, cu_ptr(0), size=nbytes))
+        memory = {k: v for k, v in memory.items()
+                  if k not in ("device_pointer", "handle", "_owner")}
 
         def allocate(handle: int) -> Any:
-            block = block_of(nbytes, device, handle)
+            cp_stream = streams.get((device, handle))
+            if cp_stream is None:
+                block = block_of(nbytes, device, handle)  # (caches the stream)
+            elif current is not None and current() is cp_stream:
+                block = alloc(nbytes)
+            else:
+                with cp_stream:
+                    block = alloc(nbytes)
             arr = object.__new__(array)
             arr.__dict__.update(proto)
-            arr.gpu_data = pointer(ctx, cu_ptr(block.ptr), size=nbytes, owner=block)
+            ptr = object.__new__(pointer)
+            d = ptr.__dict__
+            d.update(memory)
+            d["device_pointer"] = d["handle"] = cu_ptr(block.ptr)
+            d["_owner"] = block
+            arr.gpu_data = ptr
             return arr
 
         return allocate

@@ -42,10 +42,38 @@ def libcuda() -> Any:
                     get = lib.cuCtxGetCurrent
                     get.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
                     get.restype = ctypes.c_int
+                    try:
+                        # untyped: its four arguments are passed as ready ctypes objects
+                        lib.cuLaunchKernelEx.restype = ctypes.c_int
+                    except AttributeError:  # a driver before CUDA 12
+                        pass
                     _libcuda = lib
                 except (OSError, AttributeError):
                     _libcuda = False
     return _libcuda or None
+
+
+class LaunchConfig(ctypes.Structure):
+    """The driver's ``CUlaunchConfig`` (``cuLaunchKernelEx``'s first argument), no
+    attributes: the same launch as ``cuLaunchKernel`` with these dimensions and stream."""
+
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint),
+                ("gridDimZ", ctypes.c_uint), ("blockDimX", ctypes.c_uint),
+                ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.c_void_p), ("numAttrs", ctypes.c_uint)]
+
+
+#: replay launches through ``cuLaunchKernelEx`` where the driver has it (False: through
+#: ``cuLaunchKernel``, as before; read when a replay launch is bound)
+LAUNCH_EX = True
+
+
+def launch_ex(lib: Any) -> Any:
+    """``lib``'s ``cuLaunchKernelEx`` (untyped: called with ctypes objects made once), or None
+    where the driver has none or ``LAUNCH_EX`` is off. Its four arguments cost ctypes a
+    fraction of what ``cuLaunchKernel``'s eleven typed ones do."""
+    return getattr(lib, "cuLaunchKernelEx", None) if LAUNCH_EX else None
 
 
 def current_context() -> int | None:

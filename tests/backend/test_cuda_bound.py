@@ -36,6 +36,22 @@ class _FakeDriver:
         return 0
 
 
+class _FakeDriverEx(_FakeDriver):
+    """A driver with ``cuLaunchKernelEx`` too (CUDA 12 on), which the replay launch prefers:
+    recorded as ``cuLaunchKernel`` records, from the configuration it is given."""
+
+    def __init__(self, layout) -> None:
+        super().__init__(layout)
+        self.functions = []
+
+    def cuLaunchKernelEx(self, config, f, params, extra):  # noqa: N802
+        c = config._obj
+        self.functions.append(f.value)
+        return self.cuLaunchKernel(f, c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX,
+                                   c.blockDimY, c.blockDimZ, c.sharedMemBytes, c.hStream or 0,
+                                   params, extra)
+
+
 class _FakeBackend:
     def __init__(self) -> None:
         self._tls = threading.local()
@@ -52,10 +68,10 @@ def _arr(shape, ptr, dtype=np.uint8, strides=None) -> SimpleNamespace:
                            gpu_data=SimpleNamespace(device_pointer=ptr))
 
 
-@pytest.fixture
-def bound(monkeypatch):
+@pytest.fixture(params=[_FakeDriver, _FakeDriverEx], ids=["cuLaunchKernel", "Ex"])
+def bound(monkeypatch, request):
     template = rawlaunch.build(0x1234, (ARR3, ARR3, ARR3) + (types.float64,) * 3)
-    driver = _FakeDriver(template.layout)
+    driver = request.param(template.layout)
     monkeypatch.setattr(rawlaunch, "_libcuda", driver)
     backend = _FakeBackend()
     ptrs = iter(range(1 << 30, 1 << 31, 1 << 20))
@@ -79,6 +95,7 @@ def test_the_launch_passes_what_the_cached_path_packs(bound):
     assert (grid, block, shared, stream) == ((3, 2, 1), (32, 8, 1), 0, 0x77)
     assert slots == bound.template.unpack((src, dst, bound.table, 0.25, -3.5, 7.0))
     assert int(dst.gpu_data.device_pointer) == 1 << 30 and bound.generic == []
+    assert getattr(bound.driver, "functions", [0x1234]) == [0x1234]
     dst2 = bound.b(src, [1.0, 2.0, 3.0])  # a new output per call, the block rewritten
     assert bound.driver.calls[1][4] == bound.template.unpack(
         (src, dst2, bound.table, 1.0, 2.0, 3.0))
@@ -125,9 +142,10 @@ def test_only_arrays_first_and_scalars_last_fit():
     assert not RawBound2D.fits(rawlaunch.build(0, (ARR3, ARR3, f64)), 4, 1)
 
 
-def test_an_explicit_grid_passes_its_shared_memory(monkeypatch):
+@pytest.mark.parametrize("fake", [_FakeDriver, _FakeDriverEx])
+def test_an_explicit_grid_passes_its_shared_memory(monkeypatch, fake):
     template = rawlaunch.build(0x99, (ARR3, ARR3, types.int64))
-    driver = _FakeDriver(template.layout)
+    driver = fake(template.layout)
     monkeypatch.setattr(rawlaunch, "_libcuda", driver)
     src, dst = _arr((4, 5, 3), 4096), _arr((4, 5, 3), 8192)
     b = RawBound2D(_FakeBackend(), None, template, lambda handle: dst, 0, 0xC7, (7, 1, 1),
@@ -136,3 +154,30 @@ def test_an_explicit_grid_passes_its_shared_memory(monkeypatch):
     ((grid, block, shared, stream, slots),) = driver.calls
     assert (grid, block, shared) == ((7, 1, 1), (128, 1, 1), 4096)
     assert slots == template.unpack((src, dst, 5))
+
+
+def test_each_launch_goes_on_the_stream_of_its_call(bound):
+    """The last stream's handle is kept: a launch on another stream (a Pipeline worker's)
+    and one back on the first each get their own handle."""
+    streams = [SimpleNamespace(handle=SimpleNamespace(value=v)) for v in (0x77, 0x55, 0x77)]
+    seen = []
+    bound.b.alloc = lambda handle: seen.append(handle) or _arr((4, 5, 3), 1 << 20)
+    for stream in streams:
+        bound.backend.stream = stream
+        bound.b(_arr((4, 5, 3), 1 << 16), [1.0, 2.0, 3.0])
+    assert [c[3] for c in bound.driver.calls] == [0x77, 0x55, 0x77]
+    assert seen == [0x77, 0x55, 0x77] and bound.generic == []
+
+
+def test_the_driver_launch_without_ex_when_switched_off(monkeypatch):
+    """``rawlaunch.LAUNCH_EX = False``: a replay launch bound then calls ``cuLaunchKernel``
+    though the driver has ``cuLaunchKernelEx``."""
+    template = rawlaunch.build(0x99, (ARR3, ARR3, types.int64))
+    driver = _FakeDriverEx(template.layout)
+    monkeypatch.setattr(rawlaunch, "_libcuda", driver)
+    monkeypatch.setattr(rawlaunch, "LAUNCH_EX", False)
+    src, dst = _arr((4, 5, 3), 4096), _arr((4, 5, 3), 8192)
+    b = RawBound2D(_FakeBackend(), None, template, lambda handle: dst, 0, 0xC7, (7, 1, 1),
+                   (128, 1, 1), (src, dst, 5), src, 0)
+    b(src, [])
+    assert len(driver.calls) == 1 and driver.functions == []

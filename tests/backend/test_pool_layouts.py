@@ -111,3 +111,46 @@ def test_a_layouts_allocator_allocates_what_allocate_does(handle):
     assert int(got.gpu_data.device_pointer) == int(want.gpu_data.device_pointer) + 4096
     assert got.gpu_data.size == want.gpu_data.size == 90
     assert got.gpu_data._owner.ptr == int(got.gpu_data.device_pointer)
+
+
+def test_an_allocators_memory_objects_are_the_constructed_ones():
+    """The allocator builds each ``MemoryPointer`` without its ``__init__``: the same
+    attributes as a constructed one, the block's address, the block as owner; the stream is
+    entered on every call, the first one and those after (cached)."""
+    cupy = _FakeCupy()
+    pool = CupyPool(cupy)
+    shape, dtype = (4, 3), np.dtype(np.float32)
+    want = pool.allocate(shape, dtype, 0, SimpleNamespace(handle=None), lambda d: None)
+    allocate = pool.allocator(shape, dtype, 0, lambda d: None)
+    for _ in range(3):
+        cupy.entered.clear()
+        got = allocate(0x42)
+        assert cupy.entered == [("stream", 0x42), ("alloc", 48), ("stream exit", 0x42)]
+        a, b = vars(got.gpu_data), vars(want.gpu_data)
+        assert sorted(a) == sorted(b)
+        for name in b:
+            if name not in ("device_pointer", "handle", "_owner"):
+                assert a[name] == b[name], name
+        assert type(got.gpu_data) is type(want.gpu_data)
+        assert int(got.gpu_data.handle) == int(got.gpu_data.device_pointer)
+        assert got.gpu_data._owner.ptr == int(got.gpu_data.device_pointer)
+        assert got.gpu_data.owner is got.gpu_data._owner
+
+
+def test_an_allocator_enters_no_stream_already_current():
+    """Where CuPy's current stream already is the one asked for, the allocation is made
+    without entering it (the same pool arena: CuPy keys it on the current stream)."""
+    cupy = _FakeCupy()
+    current = []
+    cupy.cuda.get_current_stream = lambda: current[0]
+    pool = CupyPool(cupy)
+    allocate = pool.allocator((4, 3), np.dtype(np.uint8), 0, lambda d: None)
+    allocate(0x42)  # the first call on a stream caches it, through the general block
+    current.append(pool._streams[(0, 0x42)])
+    cupy.entered.clear()
+    allocate(0x42)
+    assert cupy.entered == [("alloc", 12)]
+    current[0] = cupy.cuda.Stream.null  # another stream current: entered as before
+    cupy.entered.clear()
+    allocate(0x42)
+    assert cupy.entered == [("stream", 0x42), ("alloc", 12), ("stream exit", 0x42)]

@@ -88,3 +88,17 @@ def test_the_current_context_is_read_through_the_driver(monkeypatch):
     assert rawlaunch.current_context() == 0
     monkeypatch.setattr(rawlaunch, "_libcuda", False)  # no driver library here
     assert rawlaunch.current_context() is None
+
+
+def test_the_launch_configuration_is_laid_out_as_cuda_h_says():
+    """``CUlaunchConfig`` (cuda.h, CUDA 12 and 13): seven unsigned ints, the stream, the
+    attribute pointer, their count; offsets as a C compiler lays them out (LP64)."""
+    import ctypes
+
+    from millipyde.backend.rawlaunch import LaunchConfig
+
+    offsets = [getattr(LaunchConfig, name).offset for name, _ in LaunchConfig._fields_]
+    assert offsets == [0, 4, 8, 12, 16, 20, 24, 32, 40, 48]
+    assert ctypes.sizeof(LaunchConfig) == 56
+    c = LaunchConfig(3, 2, 1, 32, 8, 1, 4096, 0x77, None, 0)
+    assert (c.gridDimX, c.blockDimY, c.sharedMemBytes, c.hStream) == (3, 8, 4096, 0x77)

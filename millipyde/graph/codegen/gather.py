@@ -5,17 +5,27 @@ from __future__ import annotations
 import re
 
 from .chain import gather_defs, op_def
-from .gather_body import _gather_body, extras_prologue, gather_prologue, grey_sum_body
-from .gather_sig import PACKED_DIMS, GatherSig, gather_nparams
+from .gather_body import (
+    _gather_body,
+    extras_prologue,
+    gather_prologue,
+    grey_sum_body,
+    tabled_body,
+    tabled_prologue,
+)
+from .gather_sig import PACKED_DIMS, GatherSig, gather_nparams, tabled_fits
 from .loader import load
 from .target import _HEADER, _RINT_CLIP, _decorator, _loop_2d, _loop_2d_items
 
 
 def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
     """Source of the fused gather kernel ``kernel(src, dst, lut, p)`` for ``target``."""
-    body = _gather_body(sig)
+    tabled = sig.tabled and target != "cpu"
+    if sig.tabled and not tabled_fits(sig):
+        raise ValueError(f"a tabled gather needs an elementwise uint8 chain alone: {sig}")
+    body = tabled_body(sig) if tabled else _gather_body(sig)
     head = (f"# millipyde generated gather kernel: {sig}\n" + _HEADER[target] + gather_defs(sig)
-            + _RINT_CLIP)
+            + _RINT_CLIP + ("from numba import float64 as _f64\n" if tabled else ""))
     params = "p"
     if target == "cuda":
         # on GPUs the parameters travel as scalar kernel arguments: no upload per launch
@@ -32,13 +42,15 @@ def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
     else:
         dims, offsets = "h = dst.shape[0]\nw = dst.shape[1]\n", ""
     prologue = dims + gather_prologue() + offsets + extras_prologue(sig)
+    if tabled:
+        prologue += "\n" + tabled_prologue(sig)
     fn = (
         f"\n\n{_decorator(target, sim)}\n"
         f"def kernel(src, dst, lut, {params}):\n"
         + "".join(f"    {line}\n" for line in prologue.splitlines())
     )
     items = gather_items(sig, target, sim)
-    if items > 1:
+    if items > 1 and not tabled:
         load, rest = body.split("\n", 1)
         if not load.startswith("pk = src["):  # pragma: no cover - guards edits of _gather_body
             raise RuntimeError(f"packed gather body does not start with its load: {load!r}")
@@ -54,12 +66,22 @@ def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
 # H200 one pixel a trip left rgb2grey at 27% of copy bandwidth, latency-bound (bench/RESULTS.md).
 GATHER_ITEMS = 4
 GATHER_ITEMS_SIM = 2
+# Pixels of a row per thread of a tabled gather: the table's chain runs once per thread, the
+# pixels cost a load, a shared-memory read and a store per channel
+TABLED_ITEMS = 8
+TABLED_ITEMS_SIM = 2
 
 
 def gather_items(sig: GatherSig, target: str, sim: bool = False) -> int:
     """Pixels of a row each GPU thread takes per trip of ``sig``'s kernel (1 but for packed
     gathers without a sampler, whose one load per pixel is all they wait for)."""
-    if target == "cpu" or not sig.packed or sig.sampler:
+    if target == "cpu":
+        return 1
+    if sig.tabled:
+        # the table costs each thread one chain run: a thread's pixels share it (the
+        # grid-stride loop takes them, ``w / items`` apart)
+        return TABLED_ITEMS_SIM if sim else TABLED_ITEMS
+    if not sig.packed or sig.sampler:
         return 1
     return GATHER_ITEMS_SIM if sim else GATHER_ITEMS
 

@@ -303,3 +303,27 @@ def grey_sum_body(sig: GatherSig, gates: bool = False) -> list[str]:
     else:
         body.append("acc_ += _f_tv_grey(v0, v1, v2, 0.0, False)")
     return body
+
+
+def tabled_prologue(sig: GatherSig) -> str:
+    """A ``tabled`` gather's table: the block's threads run the chain on the 256 values of
+    each channel (the code every pixel runs when inlined), then wait for each other."""
+    chans = range(sig.cin)
+    vars_ = [f"v{c}" for c in chans]
+    chain = _chain_all(sig.pre, vars_, "full", 0, op_offsets(_chained(sig)), True)
+    return "\n".join(
+        [f"tab_ = cuda.shared.array(({sig.cin}, 256), _f64)",
+         "i_ = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x",
+         "n_ = cuda.blockDim.x * cuda.blockDim.y",
+         "while i_ < 256:"]
+        + [f"    {v} = float(i_)" for v in vars_]
+        + ["    " + line for line in chain.splitlines()]
+        + [f"    tab_[{c}, i_] = v{c}" for c in chans]
+        + ["    i_ += n_", "cuda.syncthreads()"])
+
+
+def tabled_body(sig: GatherSig) -> str:
+    """A ``tabled`` gather's pixel: each channel's value read through the block's table."""
+    return "\n".join(["sy = q0 * y + q1 * x + q2", "sx = q3 * y + q4 * x + q5"]
+                     + [f"dst[y, x, {c}] = tab_[{c}, src[_u(sy), _u(sx), {c}]]"
+                        for c in range(sig.cin)])

@@ -41,6 +41,10 @@ class GatherSig:
     edge: bool = False
     # the sampler is this user map (``@mp.index_map``), called per output pixel
     umap: str = ""
+    # "chain" mode, uint8, elementwise ``pre`` ops only, nothing else: each GPU block first
+    # runs the chain on the 256 values of every channel into a table in shared memory, then
+    # its pixels read that table (``tabled_fits``); each thread takes several pixels a row
+    tabled: bool = False
 
     @property
     def cout(self) -> int:
@@ -100,3 +104,12 @@ def gather_nparams(sig: GatherSig) -> int:
     """Length of the parameter array of ``sig``'s kernel."""
     n = extras_offset(sig) + _nextras(sig)
     return n + PACKED_DIMS if sig.packed else n
+
+
+def tabled_fits(sig: GatherSig) -> bool:
+    """Whether ``sig`` may be ``tabled``: a chain of elementwise ops before no sampler, no
+    grey conversion, pad, packing or user map (the caller knows the source is uint8)."""
+    return (sig.mode == "chain" and sig.is_int and bool(sig.pre) and not sig.post
+            and not sig.grey_ops and not sig.sampler and not sig.grey and not sig.packed
+            and not sig.bounded and not sig.edge and not sig.umap and sig.cin <= 4
+            and all(REGISTRY[n].kind == "elementwise" for n in sig.pre))

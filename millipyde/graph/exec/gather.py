@@ -24,6 +24,7 @@ from ..codegen.gather_sig import (
     GatherSig,
     gather_nparams,
     op_offsets,
+    tabled_fits,
 )
 from ..codegen.loader import load
 from ..ir.node import Node
@@ -226,15 +227,22 @@ def _packable(sig: GatherSig, src: Any, out: Node) -> bool:
             and out.shape[0] * out.shape[1] * sig.cout < PACKED_MAX_ELEMENTS)
 
 
-#: Output pixels up to which a device backend computes a uint8 elementwise chain per pixel
-#: (``tables_inline``). Above, the table pays: each channel value costs a ``pow`` or the
-#: like per pixel on the GPU (fp64), against 256 per channel built on the host.
+#: Output pixels up to which a device backend computes a uint8 elementwise chain in the
+#: kernel (``tables_inline``). Above, the host-built table pays: inlined per pixel, each
+#: channel value costs a ``pow`` or the like on the GPU (fp64), against 256 per channel on
+#: the host (a ``tabled`` gather pays 256 per channel per block; not measured above this).
 INLINE_TABLE_MAX_PIXELS = 1 << 20
 
 
+#: Inlined uint8 chains run as ``tabled`` gathers where they fit: each block runs the chain on
+#: the 256 values once, not on every pixel (False: per pixel; tests compare the two)
+TABLED = True
+
+
 def tables_inline(k: Gather) -> bool:
-    """Whether gather ``k``'s uint8 table chain runs per pixel in the kernel, from the ops'
-    scalars, instead of a 256-entry table built on the host and uploaded per call.
+    """Whether gather ``k``'s uint8 table chain runs in the kernel, from the ops' scalars (per
+    pixel, or per block into a shared table: ``TABLED``), instead of a 256-entry table built
+    on the host and uploaded per call.
 
     On device backends, for outputs up to ``INLINE_TABLE_MAX_PIXELS``: there the host time of
     building and uploading a table (tens of microseconds) outweighs the kernel's work. The
@@ -254,6 +262,9 @@ def run_gather(k: Gather, src: Any, device: int, reader: Gather | None = None
     out = k.output
     tables = not tables_inline(k)
     sig, lut, p = gather_args(k, tables)
+    if not tables and TABLED and tabled_fits(sig):
+        # (``tables_inline``: a uint8 chain) each block builds the chain's table on the device
+        sig = dataclasses.replace(sig, tabled=True)
     dst = runtime.empty(out.shape, out.dtype, device)
     if variants.gpu_variants_enabled() and _rgba_lut_fast(sig, src):
         fn, grid, block, args, views = _run_gather_rgba(k, src, dst, lut, p, device)

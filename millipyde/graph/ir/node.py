@@ -7,8 +7,8 @@ immutable once made and two handles can share history (``clone``) safely.
 
 from __future__ import annotations
 
+import _thread
 import itertools
-import threading
 from typing import Any
 
 import numpy as np
@@ -48,7 +48,7 @@ class Node:
         self.device = device
         self.buffer = buffer
         self.users = 0
-        self.lock = threading.RLock()
+        self.lock = _thread.RLock()  # (``threading.RLock`` is a Python call around it)
         self.label = label
         # A batched Generator records an Operation whose probability coin said skip as if it
         # ran, marked here: its value is then its input's (see graph/batch.py). Nothing else

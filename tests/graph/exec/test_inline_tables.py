@@ -89,3 +89,61 @@ def test_an_inline_chain_uploads_nothing(monkeypatch):
         img.adjust_gamma(g)
         img._materialize()
     assert calls == []
+
+
+@pytest.mark.parametrize("name", sorted(CHAINS))
+@pytest.mark.parametrize("channels", [3, 4])
+def test_a_tabled_chain_stores_what_the_inline_one_stores(name, channels, monkeypatch):
+    """Each block's table (``GatherSig.tabled``) holds what the chain gives every value, so
+    the outputs equal the per-pixel chain's, on the first run and on replays (a new
+    parameter each time), with several pixels of a row per thread."""
+    host = np.random.default_rng(11).integers(0, 256, (7, 41, channels), dtype=np.uint8)
+    host[0, :6, 0] = [0, 1, 127, 128, 254, 255]
+    replay.clear()
+    monkeypatch.setattr(exec_gather, "TABLED", False)
+    per_pixel = _run(host, name)
+    monkeypatch.setattr(exec_gather, "TABLED", True)
+    sigs = []
+    real = exec_gather._gather_fn
+    monkeypatch.setattr(exec_gather, "_gather_fn", lambda sig: sigs.append(sig) or real(sig))
+    for _ in range(3):  # planned, cached, replayed
+        np.testing.assert_array_equal(_run(host, name), per_pixel)
+    # (an integer index map, fliplr, reads through the table too; a sampler does not fit)
+    tabled = runtime.caps.device_memory and "rotate" not in name
+    assert any(s.tabled for s in sigs) == tabled
+    replay.clear()
+    monkeypatch.setattr(exec_gather, "INLINE_TABLE_MAX_PIXELS", -1)  # tables everywhere
+    np.testing.assert_array_equal(_run(host, name), per_pixel)
+
+
+def test_a_tabled_replay_takes_each_new_parameter():
+    """Replays of one tabled plan with a new gamma each call equal fresh per-value results."""
+    host = np.random.default_rng(5).integers(0, 256, (6, 19, 3), dtype=np.uint8)
+    replay.clear()
+    outs = []
+    for g in (0.5, 0.9, 1.7, 2.2):
+        img = mp.gpuimage(host)
+        img.adjust_gamma(g)
+        outs.append(img.get())
+    for g, out in zip((0.5, 0.9, 1.7, 2.2), outs, strict=True):
+        want = np.clip(np.rint(255.0 * (host / 255.0) ** g), 0, 255).astype(np.uint8)
+        np.testing.assert_array_equal(out, want)
+
+
+def test_a_tabled_grey_image_stores_what_the_per_pixel_chain_stores(monkeypatch):
+    """A 2-D uint8 image (one channel, read through its 3-D view) through a tabled gather."""
+    host = np.random.default_rng(2).integers(0, 256, (5, 23), dtype=np.uint8)
+    replay.clear()
+    outs = {}
+    sigs = []
+    real = exec_gather._gather_fn
+    monkeypatch.setattr(exec_gather, "_gather_fn", lambda sig: sigs.append(sig) or real(sig))
+    for tabled in (False, True):
+        monkeypatch.setattr(exec_gather, "TABLED", tabled)
+        img = mp.gpuimage(host)
+        img.brightness(0.1)
+        img.adjust_gamma(1.3)
+        outs[tabled] = img.get()
+    assert outs[True].shape == host.shape
+    assert sigs[-1].tabled == runtime.caps.device_memory and sigs[-1].cin == 1
+    np.testing.assert_array_equal(outs[True], outs[False])

@@ -3,6 +3,7 @@ table) compile to PTX for sm_90 without a GPU."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 from ptx_compile import ptx_of
 
 from millipyde.graph.codegen.gather import gather_source
-from millipyde.graph.codegen.gather_sig import GatherSig, gather_nparams
+from millipyde.graph.codegen.gather_sig import GatherSig, gather_nparams, tabled_fits
 from millipyde.graph.codegen.loader import load
 from millipyde.kernels import REGISTRY
 
@@ -36,3 +37,26 @@ def test_inline_uint8_chain_compiles_to_ptx(cin: int, sampler: bool) -> None:
         types.float64,) * gather_nparams(sig)
     ptx = ptx_of(mod.kernel.py_func, argtys)
     assert ".target sm_90" in ptx and ".entry" in ptx
+
+
+@pytest.mark.parametrize("cin", [1, 3, 4])
+def test_a_tabled_uint8_chain_compiles_to_ptx(cin: int) -> None:
+    """The table in shared memory, the barrier and the lookups compile for sm_90."""
+    sig = GatherSig(cin, "chain", True, False, False, pre=ELEMENTWISE,
+                    lut_stages=(False, False), clip=False, tabled=True)
+    mod = load(gather_source(sig, "cuda"), "cuda")
+    argtys = (_arr(np.uint8, 3), _arr(np.uint8, 3), _arr(np.uint8, 3)) + (
+        types.float64,) * gather_nparams(sig)
+    ptx = ptx_of(mod.kernel.py_func, argtys)
+    assert ".shared" in ptx and "bar.sync" in ptx and ".entry" in ptx
+
+
+def test_only_a_lone_elementwise_chain_is_tabled() -> None:
+    base = GatherSig(3, "chain", True, False, False, pre=("adjust_gamma",),
+                     lut_stages=(False, False), clip=False)
+    assert tabled_fits(base)
+    for change in ({"sampler": True}, {"grey": True}, {"post": ("brightness",)},
+                   {"mode": "lut"}, {"is_int": False}, {"pre": ()}, {"bounded": True}):
+        assert not tabled_fits(dataclasses.replace(base, **change)), change
+    with pytest.raises(ValueError):
+        gather_source(dataclasses.replace(base, sampler=True, tabled=True), "cuda")

@@ -1,0 +1,118 @@
+"""Host time of one replayed small op on the cuda backend, taken apart on the real driver.
+
+On a resident 512x512 RGB uint8 image, once ``img.adjust_gamma(g); img._materialize()`` has
+learnt its replay launch (``RawBound2D``), each row times one part alone: the median over N
+calls of each call's host time (a synchronize, untimed, every 32 calls keeps the launch queue
+short), microseconds, and Python calls per call (cProfile's count):
+
+- ``op``: the whole op, a new ``g`` each call (what ``profile_op.py`` reports);
+- ``record``: ``img.adjust_gamma(g)`` alone (the node recorded, nothing runs);
+- ``record + resolve``: that and ``replay.resolve`` (the cached plan found);
+- ``ctx check``: ``rawlaunch.current_context()`` (one ``cuCtxGetCurrent``);
+- ``alloc``: the replay launch's allocator (an output block and its array object, dropped);
+- ``cuLaunchKernel``: the driver call alone over the bound's packed block (same output),
+  eleven typed ctypes arguments; ``cuLaunchKernelEx``: the same launch as the replay launch
+  makes it where the driver has it (four ctypes objects made once);
+- ``bound call``: the replay launch's backend part (``RawBound2D.__call__``).
+
+``python3 bench/probes/launch_parts.py [--calls N]`` with ``MILLIPYDE_BACKEND=cuda``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import millipyde as mp  # noqa: E402
+from millipyde.backend import ACTIVE, rawlaunch  # noqa: E402
+from millipyde.backend.pool import stream_handle  # noqa: E402
+from millipyde.graph.exec import replay  # noqa: E402
+
+
+def _per_call(fn, n: int) -> float:
+    """Median of each call's own host time over ``n`` calls; a synchronize (untimed) every
+    32 calls keeps the launch queue short, so a kernel slower than the host is not counted."""
+    fn(0)
+    mp.synchronize()
+    clock = time.perf_counter_ns
+    times = []
+    for i in range(n):
+        t0 = clock()
+        fn(i)
+        times.append(clock() - t0)
+        if i & 31 == 31:
+            mp.synchronize()
+    mp.synchronize()
+    return statistics.median(times) / 1e3
+
+
+def _calls(fn, n: int = 300) -> float:
+    prof = cProfile.Profile()
+    prof.enable()
+    for i in range(n):
+        fn(i)
+    prof.disable()
+    mp.synchronize()
+    return pstats.Stats(prof).total_calls / n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=10_000)
+    args = ap.parse_args()
+    img = mp.gpuimage(np.random.default_rng(0).integers(0, 256, (512, 512, 3), dtype=np.uint8))
+    img._materialize()
+
+    def op(i: int) -> None:
+        img.adjust_gamma(0.5 + (i % 100_000) * 1e-5)
+        img._materialize()
+
+    for i in range(8):
+        op(i)
+    mp.synchronize()
+    fast = [e.fast for e in replay._cache.values() if e.fast is not None]
+    bound = getattr(fast[0], "bound", None) if fast else None
+    print(f"backend {mp.backend()}, replay launch: {type(bound).__name__}", flush=True)
+    source = img._node
+
+    def record(i: int) -> None:
+        img._bind(source)
+        img.adjust_gamma(0.5 + (i % 100_000) * 1e-5)
+
+    def record_resolve(i: int) -> None:
+        record(i)
+        replay.resolve(img._node)
+
+    rows = {"op": op, "record": record, "record + resolve": record_resolve,
+            "ctx check": lambda i: rawlaunch.current_context()}
+    dst = None
+    if type(bound).__name__ == "RawBound2D":
+        handle = stream_handle(ACTIVE.stream_on(bound.device))
+        src = source.buffer
+        dst = bound(src, list(fast[0].base))  # the block now writes into ``dst``, kept alive
+        params = list(fast[0].base)
+        lib = bound.lib
+        rows["alloc"] = lambda i: bound.alloc(handle)
+        rows["cuLaunchKernel"] = lambda i: lib.cuLaunchKernel(
+            bound.handle, *bound.config, bound.shared, handle, bound.pointers, None)
+        if getattr(bound, "ex", None) is not None:  # (the same launch, its arguments made once)
+            rows["cuLaunchKernelEx"] = lambda i: bound.ex(*bound.ex_args)
+        rows["bound call"] = lambda i: bound(src, params)
+    for name, fn in rows.items():
+        print(f"  {name:20s} {_per_call(fn, args.calls):8.2f} us {_calls(fn):7.1f} calls",
+              flush=True)
+    img._bind(source)
+    del dst
+
+
+if __name__ == "__main__":
+    main()
