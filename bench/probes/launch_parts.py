@@ -21,11 +21,7 @@ short), microseconds, and Python calls per call (cProfile's count):
 from __future__ import annotations
 
 import argparse
-import cProfile
-import pstats
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -33,36 +29,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import millipyde as mp  # noqa: E402
+from bench.probes.profile_op import _calls, _median_call  # noqa: E402
 from millipyde.backend import ACTIVE, rawlaunch  # noqa: E402
 from millipyde.backend.pool import stream_handle  # noqa: E402
 from millipyde.graph.exec import replay  # noqa: E402
-
-
-def _per_call(fn, n: int) -> float:
-    """Median of each call's own host time over ``n`` calls; a synchronize (untimed) every
-    32 calls keeps the launch queue short, so a kernel slower than the host is not counted."""
-    fn(0)
-    mp.synchronize()
-    clock = time.perf_counter_ns
-    times = []
-    for i in range(n):
-        t0 = clock()
-        fn(i)
-        times.append(clock() - t0)
-        if i & 31 == 31:
-            mp.synchronize()
-    mp.synchronize()
-    return statistics.median(times) / 1e3
-
-
-def _calls(fn, n: int = 300) -> float:
-    prof = cProfile.Profile()
-    prof.enable()
-    for i in range(n):
-        fn(i)
-    prof.disable()
-    mp.synchronize()
-    return pstats.Stats(prof).total_calls / n
 
 
 def main() -> None:
@@ -108,7 +78,7 @@ def main() -> None:
             rows["cuLaunchKernelEx"] = lambda i: bound.ex(*bound.ex_args)
         rows["bound call"] = lambda i: bound(src, params)
     for name, fn in rows.items():
-        print(f"  {name:20s} {_per_call(fn, args.calls):8.2f} us {_calls(fn):7.1f} calls",
+        print(f"  {name:20s} {_median_call(fn, args.calls):8.2f} us {_calls(fn, 300):7.1f} calls",
               flush=True)
     img._bind(source)
     del dst
