@@ -4,10 +4,9 @@ in one asynchronous copy from pinned memory, handed back as views stamped from p
 ``from_host`` copies from pageable NumPy memory: the driver stages the bytes and, for more than
 a few KB, can wait for the stream to reach the copy, so a training batch's pack (~150 KB for a
 batch of 256) can hold the worker until the previous batch's kernels have run. Here the bytes
-go into a slot of
-a pinned ring (``staging.StagingRing``, slots sized for packs) and ``cuMemcpyHtoDAsync`` queues
-the copy on the caller's stream, so the host returns at once and stream order puts the copy
-before the kernels that read it. The views are stamped from per-layout prototypes
+go into a slot of a pinned ring (``staging.StagingRing``, slots sized for packs) and
+``cuMemcpyHtoDAsync`` queues the copy on the caller's stream, so the host returns at once and
+stream order puts the copy before the kernels that read it. The views are stamped from per-layout prototypes
 (``pool.CupyPool.stamp``) instead of built by numba-cuda's constructor, one per part.
 """
 
