@@ -115,8 +115,7 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
         spec = REGISTRY[name]
         old = self._node
         node = self._placed()
-        if spec.kind == "elementwise" and spec.shape_fn is None and not spec.swaps_axes:
-            # what ``out_shape`` gives such an op, without its call on the per-op path
+        if spec.keeps_shape:  # (no ``out_shape`` call on the per-op path)
             new = Node(spec, (node,), params, node.shape, node.dtype, node.device)
         else:
             dtype = np.dtype(np.float64) if spec.kind == "pixel" else node.dtype
@@ -197,7 +196,7 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
         # scikit-image refuses negative values for its exposure corrections; a signed type
         # may hold them, so it is refused by type, when the op is recorded (not by value, which
         # would need the data)
-        if self.dtype.kind == "i":
+        if self._node.dtype.kind == "i":
             raise ValueError(f"{what} needs an unsigned integer or float image; this one is "
                              f"{self.dtype} (signed values may be negative, which scikit-image "
                              "refuses)")
@@ -225,8 +224,7 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
     def adjust_gamma(self, gamma: float = 1, gain: float = 1) -> None:
         """skimage ``adjust_gamma``: ``gain * full * (v / full) ** gamma``; alpha untouched."""
         g, k = _number(gamma, "gamma"), _number(gain, "gain")
-        if self._node.dtype.kind == "i":  # (``_unsigned_only``'s test, without its calls)
-            self._unsigned_only("adjust_gamma")
+        self._unsigned_only("adjust_gamma")
         if g < 0:
             raise ValueError(f"adjust_gamma gamma must be >= 0, got {g}")
         if k < 0:

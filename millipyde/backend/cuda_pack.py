@@ -6,8 +6,9 @@ a few KB, can wait for the stream to reach the copy, so a training batch's pack 
 batch of 256) can hold the worker until the previous batch's kernels have run. Here the bytes
 go into a slot of a pinned ring (``staging.StagingRing``, slots sized for packs) and
 ``cuMemcpyHtoDAsync`` queues the copy on the caller's stream, so the host returns at once and
-stream order puts the copy before the kernels that read it. The views are stamped from per-layout prototypes
-(``pool.CupyPool.stamp``) instead of built by numba-cuda's constructor, one per part.
+stream order puts the copy before the kernels that read it. The views are stamped from
+per-layout prototypes (``pool.CupyPool.stamp``) instead of built by numba-cuda's constructor,
+one per part.
 """
 
 from __future__ import annotations
@@ -63,13 +64,12 @@ class CudaPacks:
         if type(buffer) is not _device_array():
             return buffer.reshape(*shape)
         d = buffer.__dict__
+        if d["stream"] != 0 or d["size"] == 0 or not d["_dummy"].is_c_contig:
+            return buffer.reshape(*shape)
         proto = _protos.get((shape, d["dtype"]))
-        if (proto is None or d["stream"] != 0 or d["size"] != proto["size"]
-                or not d["_dummy"].is_c_contig):
-            if (d["stream"] != 0 or d["size"] == 0
-                    or not d["_dummy"].is_c_contig or min(shape, default=0) < 0
-                    or math.prod(shape) != d["size"]):
-                return buffer.reshape(*shape)
+        if proto is None or d["size"] != proto["size"]:
+            if min(shape, default=0) < 0 or math.prod(shape) != d["size"]:
+                return buffer.reshape(*shape)  # numba-cuda raises as it does
             proto = _LAYOUTS.proto(shape, buffer.dtype, buffer.gpu_data.context)
             if len(_protos) >= 4096:
                 _protos.clear()

@@ -28,6 +28,7 @@ import hashlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -60,6 +61,12 @@ class OpSpec:
     # public-decorator ops: the user's function, its value convention and its source digest
     user: Callable | None = field(default=None, compare=False)
     digest: str = ""
+
+    @cached_property
+    def keeps_shape(self) -> bool:
+        """Whether the output has its input's shape and dtype whatever the parameters (an
+        elementwise op with no shape rule that swaps no axes): ``out_shape`` is the identity."""
+        return self.kind == "elementwise" and self.shape_fn is None and not self.swaps_axes
 
     def out_shape(self, shape: tuple[int, ...], params: tuple = ()) -> tuple[int, ...]:
         """Shape of this op's output for an input of ``shape`` (and ``params``)."""

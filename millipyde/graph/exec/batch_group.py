@@ -46,9 +46,8 @@ def tables_of(k: Any) -> bool:
 
 def _bounds_threads() -> int:
     # One block per member scans its whole image: a clipped group of one member runs on one
-    # SM, its loop latency-bound (ncu, eleventh session: 0.33 ms for one 512x512x3 member at
-    # 256 threads, 0.6 instructions per cycle), so the block is as large as blocks go. The
-    # simulator runs a thread per Python thread: a small block there.
+    # SM, its loop latency-bound (ncu in bench/RESULTS.md, eleventh session), so the block is
+    # as large as blocks go. The simulator runs a thread per Python thread: a small block there.
     return 32 if runtime.simulated else 1024
 
 
