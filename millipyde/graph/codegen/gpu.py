@@ -78,6 +78,15 @@ def stencil_tiled_source(c: int, nc: int, sim: bool = False) -> str:
     ``c`` channels in the image, the first ``nc`` filtered (both compile-time constants).
     """
     dec = _decorator(sim)
+    head = (
+        f"# millipyde generated tiled separable stencil (GPU only): c={c} nc={nc}\n"
+        + _HEADER["cuda"] + "from numba import float64\n" + _RINT_CLIP
+    )
+    return head + _tiled_rows_source(c, nc, dec) + _tiled_cols_source(c, nc, dec)
+
+
+def _tiled_rows_source(c: int, nc: int, dec: str) -> str:
+    """The rows pass: a window of ``PX`` outputs slides along a shared-memory row segment."""
     accs = [f"a{i}" for i in range(PX)]
     wins = [f"v{i}" for i in range(PX)]
     fma_x = "\n".join(f"            {a} += t * {v}" for a, v in zip(accs, wins, strict=True))
@@ -149,6 +158,11 @@ def rows(src, tmp, taps, sw):
             j = p + r
             tmp[y, x, ch] = sh[rb + ch * sw + j + j // {PX}]
 '''
+    return rows
+
+
+def _tiled_cols_source(c: int, nc: int, dec: str) -> str:
+    """The columns pass: a window of ``PY`` outputs slides down a shared-memory column."""
     accs = [f"a{i}" for i in range(PY)]
     wins = [f"v{i}" for i in range(PY)]
     init_y = "\n".join(f"        {wins[i]} = sh[(q + {i}) * bx + tx]" for i in range(PY))
@@ -211,11 +225,7 @@ def cols(src, tmp, dst, taps, is_int, full):
             if y0 + i < h:
                 dst[y0 + i, p, ch] = src[y0 + i, p, ch]
 '''
-    head = (
-        f"# millipyde generated tiled separable stencil (GPU only): c={c} nc={nc}\n"
-        + _HEADER["cuda"] + "from numba import float64\n" + _RINT_CLIP
-    )
-    return head + rows + cols
+    return cols
 
 
 def stencil_tiled_kernels(c: int, nc: int, sim: bool = False):
