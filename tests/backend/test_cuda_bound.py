@@ -181,3 +181,29 @@ def test_the_driver_launch_without_ex_when_switched_off(monkeypatch):
                    (128, 1, 1), (src, dst, 5), src, 0)
     b(src, [])
     assert len(driver.calls) == 1 and driver.functions == []
+
+
+def test_a_table_per_call_is_written_into_the_first_fixed_slot(bound):
+    """``table``: the first fixed argument's address rewritten per call (a host-built table
+    uploaded per call, ``gather.TableLaunch``); a call without one leaves the last one."""
+    src = _arr((4, 5, 3), 1 << 16)
+    table = _arr((2, 3, 256), 1 << 12)
+    dst = bound.b(src, [0.25, -3.5, 7.0], table)
+    assert bound.driver.calls[0][4] == bound.template.unpack((src, dst, table, 0.25, -3.5, 7.0))
+    table2 = _arr((2, 3, 256), 1 << 13)
+    dst2 = bound.b(src, [0.25, -3.5, 7.0], table2)
+    assert bound.driver.calls[1][4] == bound.template.unpack(
+        (src, dst2, table2, 0.25, -3.5, 7.0))
+    assert bound.generic == []
+
+
+def test_a_table_without_an_array_slot_goes_through_the_general_launch(monkeypatch):
+    template = rawlaunch.build(0x99, (ARR3, ARR3, types.int64))
+    driver = _FakeDriver(template.layout)
+    monkeypatch.setattr(rawlaunch, "_libcuda", driver)
+    src, dst = _arr((4, 5, 3), 4096), _arr((4, 5, 3), 8192)
+    seen = []
+    b = RawBound2D(_FakeBackend(), lambda s, p, t: seen.append(t) or "generic", template,
+                   lambda handle: dst, 0, 0xC7, (7, 1, 1), (128, 1, 1), (src, dst, 5), src, 0)
+    table = _arr((2, 3, 256), 1 << 12)
+    assert b(src, [], table) == "generic" and seen == [table] and driver.calls == []

@@ -247,3 +247,64 @@ def test_the_rgba_word_kernel_replays_its_launch(op, monkeypatch):
             real = entry.fast
             entry.fast = lambda seq, real=real: ran.append(real(seq)) or ran[-1]
     assert ran == [True, True]
+
+
+TABLE_CHAINS = {
+    "gamma": lambda im, s: im.adjust_gamma(0.5 + s),
+    "brightness, gamma gain": lambda im, s: (im.brightness(s / 3),
+                                             im.adjust_gamma(2 - s, 0.5 + s)),
+}
+
+
+def _table_replays(name: str, host: np.ndarray) -> list[np.ndarray]:
+    src = mp.gpuimage(host)
+    src._materialize()
+    out = []
+    for s in STEPS:  # a new parameter each call: a new table each call
+        img = src.clone()
+        img._materialize()
+        TABLE_CHAINS[name](img, s)
+        out.append(img.get())
+    return out
+
+
+@cudasim_ok
+@pytest.mark.skipif(not runtime.caps.grid_launches, reason="the RGBA word kernels are GPU ones")
+@pytest.mark.parametrize("name", sorted(TABLE_CHAINS))
+def test_the_rgba_table_kernel_replays_its_launch_with_a_table_per_call(name, monkeypatch):
+    """Host-built tables (device backends do so above ``INLINE_TABLE_MAX_PIXELS``): the
+    ``flat`` RGBA kernel keeps its launch and gets the call's table (``TableLaunch``); what
+    it stores equals the general path's, call by call."""
+    monkeypatch.setattr(exec_variants, "gpu_variants_enabled", lambda: True)
+    monkeypatch.setattr(exec_gather, "tables_inline", lambda k: False)
+    host = _host((9, 13, 4), seed=8)
+    fast = _table_replays(name, host)
+    (entry,) = _fast_entries()
+    assert isinstance(entry.fast, exec_gather.TableLaunch)
+    ran = []
+    real = entry.fast
+    entry.fast = lambda seq: ran.append(real(seq)) or ran[-1]
+    fast += _table_replays(name, host)
+    assert ran == [True] * len(STEPS)
+    replay.clear()
+    monkeypatch.setattr(replay, "_FAST_TRIES", 0)  # the general path only
+    general = _table_replays(name, host) * 2
+    assert not _fast_entries()
+    for a, b in zip(fast, general, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_table_launch_goes_through_the_driver(monkeypatch):
+    from millipyde.backend.cuda_bound import RawBound2D
+
+    monkeypatch.setattr(exec_gather, "tables_inline", lambda k: False)
+    host = _host((64, 80, 4), seed=12)
+    got = _table_replays("gamma", host)
+    (entry,) = _fast_entries()
+    assert isinstance(entry.fast, exec_gather.TableLaunch)
+    assert isinstance(entry.fast.bound, RawBound2D)
+    replay.clear()
+    monkeypatch.setattr(replay, "_FAST_TRIES", 0)
+    for a, b in zip(got, _table_replays("gamma", host), strict=True):
+        np.testing.assert_array_equal(a, b)
