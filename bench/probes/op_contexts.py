@@ -47,6 +47,7 @@ from millipyde.graph.exec import replay  # noqa: E402
 from millipyde.graph.ir.node import Node  # noqa: E402
 
 clock = time.perf_counter_ns
+CONTEXTS = ("bench", "bench+spin", "bench+warm", "same image", "back-to-back")
 PARTS: dict[str, int] = collections.defaultdict(int)  # this call's parts, ns
 
 
@@ -96,8 +97,10 @@ class _Marked:
             PARTS["bound"] += clock() - t0
 
 
-def run_context(name: str, op, base, calls: int) -> dict[str, list[float]]:
-    """``calls`` ops in context ``name``: per part, each call's host us."""
+def run_context(name: str, op, base, calls: int, vary: bool = False
+                ) -> dict[str, list[float]]:
+    """``calls`` ops in context ``name``: per part, each call's host us (``vary``: the op's
+    first parameter a little different each call)."""
     method, args = op.method, op.args
     out: dict[str, list[float]] = collections.defaultdict(list)
     img = base.clone()
@@ -123,6 +126,8 @@ def run_context(name: str, op, base, calls: int) -> dict[str, list[float]]:
             spare._materialize()
             getattr(spare, method)(*args)
             spare._materialize()
+        if vary:
+            args = (op.args[0] + 1e-6 * i, *op.args[1:])
         PARTS.clear()
         t0 = clock()
         getattr(img, method)(*args)
@@ -145,6 +150,9 @@ def main() -> int:
     ap.add_argument("--width", type=int, default=512)
     ap.add_argument("--ops", nargs="+", default=["gamma", "fliplr"])
     ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--vary", action="store_true",
+                    help="a new first parameter each call (gamma: a new table each call)")
+    ap.add_argument("--contexts", nargs="+", default=list(CONTEXTS))
     args = ap.parse_args()
     h = args.width * 4 // 3
     host = np.random.default_rng(args.width).integers(0, 256, (h, args.width, 4), np.uint8)
@@ -155,8 +163,8 @@ def main() -> int:
     for name in args.ops:
         op = OPS[name]
         instrument(cls, op.method)
-        for ctx in ("bench", "bench+spin", "bench+warm", "same image", "back-to-back"):
-            got = run_context(ctx, op, base, args.calls)
+        for ctx in args.contexts:
+            got = run_context(ctx, op, base, args.calls, args.vary)
             parts = "  ".join(f"{k} {statistics.median(got[k]):5.1f}" for k in order if got[k])
             print(f"{name:<8} {ctx:<13} op {statistics.median(got['op']):6.1f} us "
                   f"(min {min(got['op']):5.1f})  {parts}", flush=True)
