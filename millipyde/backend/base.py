@@ -183,6 +183,12 @@ class Backend:
         devices can (``devices.can_peer``), else staged through the host."""
         raise NotImplementedError
 
+    def bind_copy(self, src: Any, device: int) -> Callable[[Any], Any] | None:
+        """A replayed same-device copy of buffers laid out as ``src``: called with a source,
+        its copy, or None where that call is not covered (the caller takes ``copy``). None:
+        this backend binds none."""
+        return None
+
     def upload_small(self, array: np.ndarray, device: int) -> Any:
         """Kernel arguments (LUTs, taps, parameters) where kernels on ``device`` read them."""
         raise NotImplementedError

@@ -140,3 +140,51 @@ class RawBound2D:
 
 
 _ADDRESS = struct.Struct("<q")  # an array's data slot ("q", as ``rawlaunch._codes``)
+
+
+class RawCopy:
+    """A replayed same-device copy (``clone()`` then ``_materialize()``) through the driver:
+    an output from the layout's allocator and one ``cuMemcpyDtoDAsync`` on the launches'
+    stream, where the general path goes through numba-cuda's ``copy_to_device`` (its context
+    lookups and checks, a Python footprint that also leaves the next op's code cold). A call
+    it does not cover (another layout, another context current, the stream not known yet,
+    a failed allocation) returns None: the caller takes the general path."""
+
+    __slots__ = ("backend", "alloc", "device", "context", "lib", "shape", "strides", "dtype",
+                 "nbytes", "current", "current_ref", "lock")
+
+    def __init__(self, backend: Any, alloc: Callable[[int], Any], device: int, context: int,
+                 src: Any) -> None:
+        self.backend, self.alloc, self.device, self.context = backend, alloc, device, context
+        self.lib = rawlaunch.libcuda()
+        self.shape, self.strides, self.dtype = tuple(src.shape), tuple(src.strides), src.dtype
+        self.nbytes = int(src.size) * src.dtype.itemsize
+        self.current = ctypes.c_void_p()
+        self.current_ref = ctypes.byref(self.current)
+        self.lock = threading.Lock()  # (the context check's out-parameter)
+
+    def __call__(self, src: Any) -> Any:
+        """A copy of ``src`` (the bound layout) on the device, or None (not covered)."""
+        if (src.shape != self.shape or src.strides != self.strides or src.dtype != self.dtype
+                or not (launcher.ENABLED and launcher.DIRECT)):
+            return None
+        stream = self.backend.stream_on(self.device)
+        if stream is None:
+            return None
+        with self.lock:
+            other = (self.lib.cuCtxGetCurrent(self.current_ref)
+                     or self.current.value != self.context)
+        if other:
+            return None
+        try:
+            dst = self.alloc(stream_handle(stream))
+        except MemoryError:
+            return None  # the general path allocates again and reports a failure
+        rc = self.lib.cuMemcpyDtoDAsync_v2(int(dst.gpu_data.device_pointer),
+                                           int(src.gpu_data.device_pointer), self.nbytes,
+                                           stream_handle(stream))
+        if rc:
+            from numba.cuda.cudadrv.driver import CudaAPIError
+
+            raise CudaAPIError(rc, f"cuMemcpyDtoDAsync failed with CUresult {rc}")
+        return dst

@@ -207,3 +207,62 @@ def test_a_table_without_an_array_slot_goes_through_the_general_launch(monkeypat
                    lambda handle: dst, 0, 0xC7, (7, 1, 1), (128, 1, 1), (src, dst, 5), src, 0)
     table = _arr((2, 3, 256), 1 << 12)
     assert b(src, [], table) == "generic" and seen == [table] and driver.calls == []
+
+
+class _CopyDriver(_FakeDriver):
+    """``cuMemcpyDtoDAsync`` recording (dst, src, bytes, stream)."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.copies = []
+
+    def cuMemcpyDtoDAsync_v2(self, dst, src, nbytes, stream):  # noqa: N802
+        self.copies.append((dst, src, nbytes, stream))
+        return 0
+
+
+@pytest.fixture
+def copier(monkeypatch):
+    from millipyde.backend.cuda_bound import RawCopy
+
+    driver = _CopyDriver()
+    monkeypatch.setattr(rawlaunch, "_libcuda", driver)
+    backend = _FakeBackend()
+    ptrs = iter(range(1 << 30, 1 << 31, 1 << 20))
+    made = []
+
+    def alloc(handle):
+        made.append(handle)
+        return _arr((4, 5, 3), next(ptrs))
+
+    return SimpleNamespace(c=RawCopy(backend, alloc, 0, 0xC7, _arr((4, 5, 3), 4096)),
+                           driver=driver, backend=backend, made=made)
+
+
+def test_a_bound_copy_is_one_driver_copy_on_the_launch_stream(copier):
+    src = _arr((4, 5, 3), 1 << 16)
+    dst = copier.c(src)
+    assert copier.driver.copies == [(1 << 30, 1 << 16, 60, 0x77)]
+    assert int(dst.gpu_data.device_pointer) == 1 << 30 and copier.made == [0x77]
+
+
+def test_a_bound_copy_refuses_what_it_does_not_cover(copier, monkeypatch):
+    assert copier.c(_arr((4, 5, 3), 1 << 16, strides=(30, 6, 2))) is None
+    assert copier.c(_arr((5, 4, 3), 1 << 16)) is None
+    assert copier.c(_arr((4, 5, 3), 1 << 16, dtype=np.int8)) is None
+    monkeypatch.setattr(launcher, "DIRECT", False)
+    assert copier.c(_arr((4, 5, 3), 1 << 16)) is None
+    monkeypatch.setattr(launcher, "DIRECT", True)
+    copier.driver.context = 0xD8  # another device's context is current
+    assert copier.c(_arr((4, 5, 3), 1 << 16)) is None
+    copier.driver.context = 0xC7
+    copier.backend.stream = None
+    assert copier.c(_arr((4, 5, 3), 1 << 16)) is None
+    copier.backend.stream = SimpleNamespace(handle=SimpleNamespace(value=0x77))
+
+    def oom(handle):
+        raise MemoryError("pool exhausted")
+
+    copier.c.alloc = oom
+    assert copier.c(_arr((4, 5, 3), 1 << 16)) is None
+    assert copier.driver.copies == []

@@ -308,3 +308,60 @@ def test_on_the_gpu_the_table_launch_goes_through_the_driver(monkeypatch):
     monkeypatch.setattr(replay, "_FAST_TRIES", 0)
     for a, b in zip(got, _table_replays("gamma", host), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def _clones(host: np.ndarray, n: int) -> list[np.ndarray]:
+    src = mp.gpuimage(host)
+    src._materialize()
+    out = []
+    for _ in range(n):
+        img = src.clone()
+        img._materialize()
+        out.append(img.get())
+    return out
+
+
+@cudasim_ok
+def test_a_replayed_clone_takes_the_backends_bound_copy(monkeypatch):
+    """``execute.CopyLaunch``: a replayed clone stores what the bound copy returns; where it
+    returns None (a call it does not cover) the general path copies."""
+    from millipyde.graph.exec import execute
+
+    calls = []
+
+    def bind_copy(src, device):
+        def bound(buf):
+            calls.append(buf.shape)
+            return None if len(calls) == 2 else runtime.copy(buf, device, device)
+        return bound
+
+    monkeypatch.setattr(runtime, "bind_copy", bind_copy)
+    host = _host((9, 13, 4), seed=13)
+    got = _clones(host, 6)
+    (entry,) = _fast_entries()
+    assert isinstance(entry.fast, execute.CopyLaunch)
+    assert len(calls) == 3  # (sightings 1-2 planned, 3 learns it on the general path)
+    for out in got:
+        np.testing.assert_array_equal(out, host)
+    faults.inject("op:copy")
+    try:
+        img = mp.gpuimage(host)
+        img._materialize()
+        clone = img.clone()
+        with pytest.raises(faults.InjectedFault):
+            clone._materialize()
+    finally:
+        faults.clear()
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_a_replayed_clone_copies_through_the_driver():
+    from millipyde.backend.cuda_bound import RawCopy
+    from millipyde.graph.exec import execute
+
+    host = _host((64, 80, 4), seed=14)
+    got = _clones(host, 6)
+    (entry,) = _fast_entries()
+    assert isinstance(entry.fast, execute.CopyLaunch) and isinstance(entry.fast.bound, RawCopy)
+    for out in got:
+        np.testing.assert_array_equal(out, host)
