@@ -14,19 +14,18 @@ claim overlapping inputs in. (A Python callable Operation that itself calls meth
 
 from __future__ import annotations
 
+import _thread
 import threading
 from typing import Any
-
-_create = threading.Lock()
 
 
 def commit_lock(x: Any) -> threading.RLock:
     """The commit lock of gpuarray ``x`` (made on first use; reentrant, for method aliases)."""
-    lock = x.__dict__.get("_commit_lock")
+    d = x.__dict__
+    lock = d.get("_commit_lock")
     if lock is None:
-        with _create:
-            lock = x.__dict__.get("_commit_lock")
-            if lock is None:
-                lock = threading.RLock()
-                x.__dict__["_commit_lock"] = lock
+        # ``setdefault`` is one atomic dict operation: two threads that race here both get
+        # the lock stored first (the other new one is dropped), with no global lock taken on
+        # every fresh array's first method (a bench's fresh clone per call)
+        lock = d.setdefault("_commit_lock", _thread.RLock())
     return lock

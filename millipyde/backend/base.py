@@ -183,6 +183,12 @@ class Backend:
         devices can (``devices.can_peer``), else staged through the host."""
         raise NotImplementedError
 
+    def bind_copy(self, src: Any, device: int) -> Callable[[Any], Any] | None:
+        """A replayed same-device copy of buffers laid out as ``src``: called with a source,
+        its copy, or None where that call is not covered (the caller takes ``copy``). None:
+        this backend binds none."""
+        return None
+
     def upload_small(self, array: np.ndarray, device: int) -> Any:
         """Kernel arguments (LUTs, taps, parameters) where kernels on ``device`` read them."""
         raise NotImplementedError
@@ -320,21 +326,25 @@ class Bound2D:
         self.src_layout = (tuple(src.shape), tuple(src.strides), src.dtype)
         self.grid = grid  # (grid, block, shared) of a ``launch_grid``; None: ``launch_2d``
 
-    def __call__(self, src: Any, params: list[float]) -> Any:
+    def __call__(self, src: Any, params: list[float], table: Any = None) -> Any:
         """Launch on ``src`` with the scalar ``params``; the new output buffer, or None
-        (nothing launched) when ``src`` is not laid out as the source bound from."""
+        (nothing launched) when ``src`` is not laid out as the source bound from.
+
+        ``table``: a device array of the bound one's layout in place of the first fixed
+        argument (a table made per call, ``gather.TableLaunch``)."""
         if (src.shape, src.strides, src.dtype) != self.src_layout:
             return None  # the caller takes its general path (a kernel variant may differ)
         b = self.backend
+        fixed = self.fixed if table is None else (table, *self.fixed[1:])
         with b.on_device(self.device):
             dst = b.empty(self.shape, self.dtype, self.device)
             scalars = ((np.array(params, dtype=np.float64),) if b.scalars_in_array and params
                        else params)
             if self.grid is None:
                 b.launch_2d(self.kernel, self.h, self.w, self.device, *self.views(src, dst),
-                            *self.fixed, *scalars)
+                            *fixed, *scalars)
             else:
                 grid, block, shared = self.grid
                 b.launch_grid(self.kernel, grid, block, self.device, *self.views(src, dst),
-                              *self.fixed, *scalars, shared=shared)
+                              *fixed, *scalars, shared=shared)
         return dst

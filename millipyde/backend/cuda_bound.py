@@ -34,7 +34,7 @@ class RawBound2D:
     __slots__ = ("backend", "generic", "alloc", "device", "context", "lib", "handle", "config",
                  "shared", "block", "pointers", "lock", "src_at", "dst_at", "scalars_at",
                  "scalars", "src_shape", "src_strides", "current", "current_ref", "stream",
-                 "ex", "ex_config", "ex_args")
+                 "ex", "ex_config", "ex_args", "table_at")
 
     def __init__(self, backend: Any, generic: Bound2D, template: Template,
                  alloc: Callable[[int], Any], device: int, context: int,
@@ -46,6 +46,9 @@ class RawBound2D:
         first = template.slots()
         # (numba-cuda's array ABI: meminfo, parent, nitems, itemsize, data, shape, strides)
         self.src_at, self.dst_at = 8 * (first[0] + 4), 8 * (first[1] + 4)
+        # the first fixed argument's address, where it is an array (a per-call table)
+        self.table_at = (8 * (first[2] + 4) if len(args) - nscalars > 2
+                         and template.kinds[2] >= 0 else None)
         at = first[len(args) - nscalars] if nscalars else len(template.codes)
         self.scalars_at = 8 * at
         self.scalars = struct.Struct("<" + "".join(template.codes[at:]))
@@ -69,6 +72,12 @@ class RawBound2D:
         self.ex_args = (ctypes.byref(self.ex_config), self.handle,
                         self.pointers, None)
 
+    def _general(self, src: Any, params: list[float], table: Any) -> Any:
+        """The general launch (``Bound2D``), given the table only where there is one."""
+        if table is None:
+            return self.generic(src, params)
+        return self.generic(src, params, table)
+
     @staticmethod
     def fits(template: Template, nargs: int, nscalars: int) -> bool:
         """Whether launches of ``template`` take two arrays first and ``nscalars`` scalars
@@ -77,16 +86,18 @@ class RawBound2D:
         return (len(kinds) == nargs and nargs >= 2 + nscalars and kinds[0] >= 0
                 and kinds[1] >= 0 and all(k < 0 for k in kinds[nargs - nscalars:]))
 
-    def __call__(self, src: Any, params: list[float]) -> Any:
-        """Launch on ``src`` with the scalar ``params``; the new output buffer."""
+    def __call__(self, src: Any, params: list[float], table: Any = None) -> Any:
+        """Launch on ``src`` with the scalar ``params`` (and ``table`` in place of the first
+        fixed argument, an array of the bound one's layout: ``Bound2D``); the new output."""
         b = self.backend
         if (src.shape != self.src_shape or src.strides != self.src_strides
                 or not (launcher.ENABLED and launcher.DIRECT)
-                or getattr(b._tls, "recording", None) is not None):
-            return self.generic(src, params)
+                or getattr(b._tls, "recording", None) is not None
+                or (table is not None and self.table_at is None)):
+            return self._general(src, params, table)
         stream = b.stream_on(self.device)
         if stream is None:
-            return self.generic(src, params)
+            return self._general(src, params, table)
         last = self.stream
         if last[0] is stream:
             handle = last[1]
@@ -99,16 +110,18 @@ class RawBound2D:
             other = (self.lib.cuCtxGetCurrent(self.current_ref)
                      or self.current.value != self.context)
         if other:
-            return self.generic(src, params)
+            return self._general(src, params, table)
         try:
             dst = self.alloc(handle)
         except MemoryError:
             # the general path allocates again and reports a failure as the backend does
-            return self.generic(src, params)
+            return self._general(src, params, table)
         block = self.block
         with lock:
             _ADDRESS.pack_into(block, self.src_at, int(src.gpu_data.device_pointer))
             _ADDRESS.pack_into(block, self.dst_at, int(dst.gpu_data.device_pointer))
+            if table is not None:
+                _ADDRESS.pack_into(block, self.table_at, int(table.gpu_data.device_pointer))
             self.scalars.pack_into(block, self.scalars_at, *params)
             ex = self.ex
             if ex is not None:
@@ -127,3 +140,51 @@ class RawBound2D:
 
 
 _ADDRESS = struct.Struct("<q")  # an array's data slot ("q", as ``rawlaunch._codes``)
+
+
+class RawCopy:
+    """A replayed same-device copy (``clone()`` then ``_materialize()``) through the driver:
+    an output from the layout's allocator and one ``cuMemcpyDtoDAsync`` on the launches'
+    stream, where the general path goes through numba-cuda's ``copy_to_device`` (its context
+    lookups and checks, a Python footprint that also leaves the next op's code cold). A call
+    it does not cover (another layout, another context current, the stream not known yet,
+    a failed allocation) returns None: the caller takes the general path."""
+
+    __slots__ = ("backend", "alloc", "device", "context", "lib", "shape", "strides", "dtype",
+                 "nbytes", "current", "current_ref", "lock")
+
+    def __init__(self, backend: Any, alloc: Callable[[int], Any], device: int, context: int,
+                 src: Any) -> None:
+        self.backend, self.alloc, self.device, self.context = backend, alloc, device, context
+        self.lib = rawlaunch.libcuda()
+        self.shape, self.strides, self.dtype = tuple(src.shape), tuple(src.strides), src.dtype
+        self.nbytes = int(src.size) * src.dtype.itemsize
+        self.current = ctypes.c_void_p()
+        self.current_ref = ctypes.byref(self.current)
+        self.lock = threading.Lock()  # (the context check's out-parameter)
+
+    def __call__(self, src: Any) -> Any:
+        """A copy of ``src`` (the bound layout) on the device, or None (not covered)."""
+        if (src.shape != self.shape or src.strides != self.strides or src.dtype != self.dtype
+                or not (launcher.ENABLED and launcher.DIRECT)):
+            return None
+        stream = self.backend.stream_on(self.device)
+        if stream is None:
+            return None
+        with self.lock:
+            other = (self.lib.cuCtxGetCurrent(self.current_ref)
+                     or self.current.value != self.context)
+        if other:
+            return None
+        try:
+            dst = self.alloc(stream_handle(stream))
+        except MemoryError:
+            return None  # the general path allocates again and reports a failure
+        rc = self.lib.cuMemcpyDtoDAsync_v2(int(dst.gpu_data.device_pointer),
+                                           int(src.gpu_data.device_pointer), self.nbytes,
+                                           stream_handle(stream))
+        if rc:
+            from numba.cuda.cudadrv.driver import CudaAPIError
+
+            raise CudaAPIError(rc, f"cuMemcpyDtoDAsync failed with CUresult {rc}")
+        return dst

@@ -7,7 +7,7 @@ from typing import Any
 
 from . import launcher, rawlaunch
 from .base import Bound2D, Views
-from .cuda_bound import RawBound2D
+from .cuda_bound import RawBound2D, RawCopy
 
 
 def _type_key(args: tuple) -> tuple:
@@ -128,6 +128,22 @@ class CudaLaunches:
         alloc = pool.allocator(tuple(dst.shape), dst.dtype, device, self._context)
         return RawBound2D(self, generic, template, alloc, device, context, rawlaunch.dims(grid),
                           rawlaunch.dims(block), args, src, nscalars, shared)
+
+    def bind_copy(self, src: Any, device: int) -> RawCopy | None:
+        """A replayed same-device copy of buffers laid out as ``src`` through the driver
+        (``cuda_bound.RawCopy``), where the cached launch path and CuPy's pool are on and
+        ``src`` is C-contiguous; else None (the general ``copy``)."""
+        if not (self.fast_launch and launcher.ENABLED and launcher.DIRECT):
+            return None
+        pool = self._cupy_pool()
+        if (pool is None or src.size == 0 or not src.is_c_contiguous()
+                or rawlaunch.libcuda() is None):
+            return None
+        context = rawlaunch.current_context()  # (the runner has the device's current)
+        if not context:
+            return None
+        alloc = pool.allocator(tuple(src.shape), src.dtype, device, self._context)
+        return RawCopy(self, alloc, device, context, src)
 
     def launch_grid(self, kernel: Any, grid: tuple[int, ...], block: tuple[int, ...],
                     device: int, *args: Any, shared: int = 0) -> None:

@@ -47,6 +47,10 @@ def libcuda() -> Any:
                         lib.cuLaunchKernelEx.restype = ctypes.c_int
                     except AttributeError:  # a driver before CUDA 12
                         pass
+                    copy = lib.cuMemcpyDtoDAsync_v2  # (replayed clones, ``RawCopy``)
+                    copy.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t,
+                                     ctypes.c_void_p]
+                    copy.restype = ctypes.c_int
                     _libcuda = lib
                 except (OSError, AttributeError):
                     _libcuda = False

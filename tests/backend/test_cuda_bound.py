@@ -181,3 +181,88 @@ def test_the_driver_launch_without_ex_when_switched_off(monkeypatch):
                    (128, 1, 1), (src, dst, 5), src, 0)
     b(src, [])
     assert len(driver.calls) == 1 and driver.functions == []
+
+
+def test_a_table_per_call_is_written_into_the_first_fixed_slot(bound):
+    """``table``: the first fixed argument's address rewritten per call (a host-built table
+    uploaded per call, ``gather.TableLaunch``); a call without one leaves the last one."""
+    src = _arr((4, 5, 3), 1 << 16)
+    table = _arr((2, 3, 256), 1 << 12)
+    dst = bound.b(src, [0.25, -3.5, 7.0], table)
+    assert bound.driver.calls[0][4] == bound.template.unpack((src, dst, table, 0.25, -3.5, 7.0))
+    table2 = _arr((2, 3, 256), 1 << 13)
+    dst2 = bound.b(src, [0.25, -3.5, 7.0], table2)
+    assert bound.driver.calls[1][4] == bound.template.unpack(
+        (src, dst2, table2, 0.25, -3.5, 7.0))
+    assert bound.generic == []
+
+
+def test_a_table_without_an_array_slot_goes_through_the_general_launch(monkeypatch):
+    template = rawlaunch.build(0x99, (ARR3, ARR3, types.int64))
+    driver = _FakeDriver(template.layout)
+    monkeypatch.setattr(rawlaunch, "_libcuda", driver)
+    src, dst = _arr((4, 5, 3), 4096), _arr((4, 5, 3), 8192)
+    seen = []
+    b = RawBound2D(_FakeBackend(), lambda s, p, t: seen.append(t) or "generic", template,
+                   lambda handle: dst, 0, 0xC7, (7, 1, 1), (128, 1, 1), (src, dst, 5), src, 0)
+    table = _arr((2, 3, 256), 1 << 12)
+    assert b(src, [], table) == "generic" and seen == [table] and driver.calls == []
+
+
+class _CopyDriver(_FakeDriver):
+    """``cuMemcpyDtoDAsync`` recording (dst, src, bytes, stream)."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.copies = []
+
+    def cuMemcpyDtoDAsync_v2(self, dst, src, nbytes, stream):  # noqa: N802
+        self.copies.append((dst, src, nbytes, stream))
+        return 0
+
+
+@pytest.fixture
+def copier(monkeypatch):
+    from millipyde.backend.cuda_bound import RawCopy
+
+    driver = _CopyDriver()
+    monkeypatch.setattr(rawlaunch, "_libcuda", driver)
+    backend = _FakeBackend()
+    ptrs = iter(range(1 << 30, 1 << 31, 1 << 20))
+    made = []
+
+    def alloc(handle):
+        made.append(handle)
+        return _arr((4, 5, 3), next(ptrs))
+
+    return SimpleNamespace(c=RawCopy(backend, alloc, 0, 0xC7, _arr((4, 5, 3), 4096)),
+                           driver=driver, backend=backend, made=made)
+
+
+def test_a_bound_copy_is_one_driver_copy_on_the_launch_stream(copier):
+    src = _arr((4, 5, 3), 1 << 16)
+    dst = copier.c(src)
+    assert copier.driver.copies == [(1 << 30, 1 << 16, 60, 0x77)]
+    assert int(dst.gpu_data.device_pointer) == 1 << 30 and copier.made == [0x77]
+
+
+def test_a_bound_copy_refuses_what_it_does_not_cover(copier, monkeypatch):
+    assert copier.c(_arr((4, 5, 3), 1 << 16, strides=(30, 6, 2))) is None
+    assert copier.c(_arr((5, 4, 3), 1 << 16)) is None
+    assert copier.c(_arr((4, 5, 3), 1 << 16, dtype=np.int8)) is None
+    monkeypatch.setattr(launcher, "DIRECT", False)
+    assert copier.c(_arr((4, 5, 3), 1 << 16)) is None
+    monkeypatch.setattr(launcher, "DIRECT", True)
+    copier.driver.context = 0xD8  # another device's context is current
+    assert copier.c(_arr((4, 5, 3), 1 << 16)) is None
+    copier.driver.context = 0xC7
+    copier.backend.stream = None
+    assert copier.c(_arr((4, 5, 3), 1 << 16)) is None
+    copier.backend.stream = SimpleNamespace(handle=SimpleNamespace(value=0x77))
+
+    def oom(handle):
+        raise MemoryError("pool exhausted")
+
+    copier.c.alloc = oom
+    assert copier.c(_arr((4, 5, 3), 1 << 16)) is None
+    assert copier.driver.copies == []

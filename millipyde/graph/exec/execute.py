@@ -77,6 +77,25 @@ class ReplayLaunch:
         return True
 
 
+class CopyLaunch:
+    """The replay launch of a replayed same-device copy plan (``clone()``): the backend's
+    bound copy (``Backend.bind_copy``) of the source's buffer, stored on the output node."""
+
+    __slots__ = ("bound", "src", "out")
+
+    def __init__(self, bound: Callable[[Any], Any], src: int, out: int) -> None:
+        self.bound, self.src, self.out = bound, src, out
+
+    def __call__(self, seq: list[Node]) -> bool:
+        if faults.ARMED:
+            return False  # the general path checks the op's fault point
+        buf = self.bound(seq[self.src].buffer)
+        if buf is None:
+            return False  # not covered (another layout, another context): the general path
+        seq[self.out].settle(buf)
+        return True
+
+
 def run_kernel(k: Kernel, private: dict[int, Any] | None = None,
                reader: Gather | None = None) -> None:
     """Launch one planned kernel and store its output node's value.
@@ -145,6 +164,16 @@ def _run_locked(k: Kernel, out: Node, private: dict[int, Any],
 def _run_copy(k: Kernel, src: Any, device: int, reader: Gather | None) -> tuple[Any, bool]:
     return runtime.copy(src, device, k.source.device,
                         devices.can_peer(k.source.device, device)), False
+
+
+@binds("copy")
+def _bind_copy(k: Kernel, src: int, lists: dict[str, tuple[int, ...]], n: int
+               ) -> CopyLaunch | None:
+    if lists["nodes"][-1] != n - 1 or k.source.device != k.output.device:
+        return None
+    with runtime.on_device(k.output.device):  # (the bound copy keeps that context)
+        bound = runtime.bind_copy(k.source.buffer, k.output.device)
+    return None if bound is None else CopyLaunch(bound, src, n - 1)
 
 
 def materialize(target: Node) -> Any:

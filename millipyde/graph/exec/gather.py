@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 from typing import Any
 
 import numpy as np
 
+from ... import faults
 from ...backend import ACTIVE as runtime
+from ...backend.pool import stream_handle
 from ...kernels.clip import warp_clip_bounds
 from ..codegen import gpu as codegen_gpu
 from ..codegen.gather import gather_items, gather_kernel, gather_mean_source
@@ -30,7 +33,7 @@ from ..codegen.loader import load
 from ..ir.node import Node
 from ..plan.schedule import Gather, Kernel, full_range
 from . import execute, variants
-from .tables import _STATS, IDENTITY_LUT, _op_params, build_lut, identity_table
+from .tables import _STATS, IDENTITY_LUT, _op_params, host_tables, identity_table
 from .variants import _c_contiguous, _words
 
 
@@ -98,11 +101,7 @@ def gather_args(k: Gather, tables: bool = True
         umap="" if k.umap is None else k.umap.op.name,
     )
     if lut_mode and (k.pre or k.post):
-        lut = IDENTITY_LUT[:, :c].copy()
-        if k.pre:
-            lut[0] = build_lut(k.pre, c, full)
-        if k.post:
-            lut[1] = build_lut(k.post, c, full)
+        lut = host_tables(k.pre, k.post, c, full)
     else:
         lut = IDENTITY_LUT[:, :c]
     chained = ([] if lut_mode else k.pre + k.post) + k.grey_ops
@@ -207,6 +206,65 @@ def _run_gather_rgba(k: Gather, src: Any, dst: Any, lut: np.ndarray, p: np.ndarr
     return mapped, grid, block, args, _mapped_words
 
 
+#: ``memo["bound"]``'s third field for a launch whose table is made per call
+TABLE = "table"
+
+
+def _table_replayable(k: Gather, tables: bool) -> bool:
+    """Whether the ``flat`` RGBA table kernel of ``k`` differs between replays only by its
+    table, made from the chained elementwise ops' parameters alone (no statistic, fill,
+    clip or user map)."""
+    return (tables and k.lut_mode and bool(k.pre or k.post) and not k.stats
+            and not k.clip_check and k.umap is None and k.fill is None and not k.grey_ops
+            and not any(n.op.stat for n in k.pre + k.post))
+
+
+_KEPT_LOCK = threading.Lock()
+
+
+class TableLaunch:
+    """The replay launch of a replayed ``flat`` RGBA table gather (above
+    ``INLINE_TABLE_MAX_PIXELS``): per call the table is built on the host from the bound
+    nodes, as ``gather_args`` builds it (``host_tables``), uploaded (``upload_small``: shared
+    by content, on the launch's stream) and its address written into the kept launch.
+
+    The tables of the last ``KEEP`` parameter sets are kept by (stream, parameters): a
+    repeated one (a bench's fixed gamma) is neither built nor looked up by content again.
+    """
+
+    KEEP = 16
+    __slots__ = ("bound", "src", "out", "pre", "post", "channels", "full", "device", "kept")
+
+    def __init__(self, bound: Any, src: int, out: int, pre: tuple[int, ...],
+                 post: tuple[int, ...], channels: int, full: float, device: int) -> None:
+        self.bound, self.src, self.out, self.pre, self.post = bound, src, out, pre, post
+        self.channels, self.full, self.device = channels, full, device
+        self.kept: dict[tuple, Any] = {}
+
+    def __call__(self, seq: list[Node]) -> bool:
+        if faults.ARMED:
+            return False  # the general path checks each op's fault point
+        pre, post = [seq[i] for i in self.pre], [seq[i] for i in self.post]
+        with runtime.on_device(self.device):
+            # the stream in the key: a table is read only after its upload on that stream
+            key = (stream_handle(runtime.current_stream()), tuple(n.params for n in pre),
+                   tuple(n.params for n in post))
+            table = self.kept.get(key)
+            if table is None:
+                lut = host_tables(pre, post, self.channels, self.full)
+                table = runtime.upload_small(lut, self.device)
+                with _KEPT_LOCK:  # (two threads' misses: the oldest dropped once)
+                    kept = self.kept
+                    if len(kept) >= self.KEEP:
+                        kept.pop(next(iter(kept)))
+                    kept[key] = table
+        buf = self.bound(seq[self.src].buffer, [], table)
+        if buf is None:
+            return False  # a source of another layout: the general path picks its kernel
+        seq[self.out].settle(buf)
+        return True
+
+
 def _flat_words(src: Any, dst: Any) -> tuple[Any, Any]:
     return _words(src, flat=True), _words(dst, flat=True)
 
@@ -269,8 +327,9 @@ def run_gather(k: Gather, src: Any, device: int, reader: Gather | None = None
     if variants.gpu_variants_enabled() and _rgba_lut_fast(sig, src):
         fn, grid, block, args, views = _run_gather_rgba(k, src, dst, lut, p, device)
         memo = k.__dict__.get("_memo")
-        if (memo is not None and memo.get(tables) is not None and "bound" not in memo
-                and not (k.pre or k.post) and 0 not in out.shape):
+        if memo is None or "bound" in memo or 0 in out.shape:
+            return dst, False
+        if memo.get(tables) is not None and not (k.pre or k.post):
             # no table: every argument follows from the replay key. Its uploads were made on
             # this stream: done before any other stream's replay reads them (once per plan)
             runtime.synchronize(device)
@@ -278,6 +337,12 @@ def run_gather(k: Gather, src: Any, device: int, reader: Gather | None = None
                                       views)
             if bound is not None:
                 memo["bound"] = (bound, tables, None)  # None: no parameter per call
+        elif fn is _lut_rgba_fns()[0] and _table_replayable(k, tables):
+            # a host-built table: all but the table follows from the key (``TableLaunch``)
+            bound = runtime.bind_grid(fn, grid, block, device, src, dst, args, len(args) - 2,
+                                      views)
+            if bound is not None:
+                memo["bound"] = (bound, tables, TABLE)
         return dst, False
     h, w = out.shape[0], out.shape[1]
     views, extra = _plain_views, []
@@ -323,6 +388,9 @@ def bind_gather(k: Gather, src: int, lists: dict[str, tuple[int, ...]], n: int
     bound, tables, extra = got
     if extra is None:  # (the RGBA word kernel: nothing changes between replays)
         return execute.ReplayLaunch(bound, src, n - 1, [], ())
+    if extra is TABLE:  # (the RGBA word kernel with a host-built table per call)
+        return TableLaunch(bound, src, n - 1, lists.get("pre", ()), lists.get("post", ()),
+                           k.channels, full_range(k.source.dtype), k.output.device)
     _, base, offsets = memo[tables]
     lut_mode = k.lut_mode and tables
     chained = (() if lut_mode else lists["pre"] + lists["post"]) + lists["grey_ops"]

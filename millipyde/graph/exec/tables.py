@@ -45,6 +45,17 @@ def build_lut(nodes: list[Node], channels: int, full: float) -> np.ndarray:
     return out
 
 
+def host_tables(pre: list[Node], post: list[Node], channels: int, full: float) -> np.ndarray:
+    """The (2, channels, 256) uint8 tables of a gather's ``pre`` and ``post`` chains (identity
+    where a stage holds no op), as the kernel reads them."""
+    lut = IDENTITY_LUT[:, :channels].copy()
+    if pre:
+        lut[0] = build_lut(pre, channels, full)
+    if post:
+        lut[1] = build_lut(post, channels, full)
+    return lut
+
+
 def identity_table(channels: int, device: int) -> Any:
     """The (2, channels, 256) identity tables on ``device``, uploaded once and kept: a kernel
     whose table stages hold no op takes them unread, with no upload or cache lookup per call.

@@ -12,8 +12,8 @@ import pytest
 import millipyde as mp
 from millipyde import faults
 from millipyde.backend import ACTIVE as runtime
+from millipyde.graph.exec import execute, replay
 from millipyde.graph.exec import gather as exec_gather
-from millipyde.graph.exec import replay
 from millipyde.graph.exec import variants as exec_variants
 
 cudasim_ok = pytest.mark.cudasim_ok
@@ -63,7 +63,14 @@ def _replays(name: str, host: np.ndarray) -> list[np.ndarray]:
 
 
 def _fast_entries() -> list:
-    return [e for e in replay._cache.values() if e.fast is not None]
+    """The learnt replay launches of the chains under test: not the clones' (``_replays``
+    materializes a clone per call; on the GPU those replay too, ``execute.CopyLaunch``)."""
+    return [e for e in replay._cache.values()
+            if e.fast is not None and not isinstance(e.fast, execute.CopyLaunch)]
+
+
+def _copy_entries() -> list:
+    return [e for e in replay._cache.values() if isinstance(e.fast, execute.CopyLaunch)]
 
 
 @cudasim_ok
@@ -247,3 +254,118 @@ def test_the_rgba_word_kernel_replays_its_launch(op, monkeypatch):
             real = entry.fast
             entry.fast = lambda seq, real=real: ran.append(real(seq)) or ran[-1]
     assert ran == [True, True]
+
+
+TABLE_CHAINS = {
+    "gamma": lambda im, s: im.adjust_gamma(0.5 + s),
+    "brightness, gamma gain": lambda im, s: (im.brightness(s / 3),
+                                             im.adjust_gamma(2 - s, 0.5 + s)),
+}
+
+
+def _table_replays(name: str, host: np.ndarray) -> list[np.ndarray]:
+    src = mp.gpuimage(host)
+    src._materialize()
+    out = []
+    for s in STEPS:  # a new parameter each call: a new table each call
+        img = src.clone()
+        img._materialize()
+        TABLE_CHAINS[name](img, s)
+        out.append(img.get())
+    return out
+
+
+@cudasim_ok
+@pytest.mark.skipif(not runtime.caps.grid_launches, reason="the RGBA word kernels are GPU ones")
+@pytest.mark.parametrize("name", sorted(TABLE_CHAINS))
+def test_the_rgba_table_kernel_replays_its_launch_with_a_table_per_call(name, monkeypatch):
+    """Host-built tables (device backends do so above ``INLINE_TABLE_MAX_PIXELS``): the
+    ``flat`` RGBA kernel keeps its launch and gets the call's table (``TableLaunch``); what
+    it stores equals the general path's, call by call."""
+    monkeypatch.setattr(exec_variants, "gpu_variants_enabled", lambda: True)
+    monkeypatch.setattr(exec_gather, "tables_inline", lambda k: False)
+    host = _host((9, 13, 4), seed=8)
+    fast = _table_replays(name, host)
+    (entry,) = _fast_entries()
+    assert isinstance(entry.fast, exec_gather.TableLaunch)
+    ran = []
+    real = entry.fast
+    entry.fast = lambda seq: ran.append(real(seq)) or ran[-1]
+    fast += _table_replays(name, host)
+    assert ran == [True] * len(STEPS)
+    replay.clear()
+    monkeypatch.setattr(replay, "_FAST_TRIES", 0)  # the general path only
+    general = _table_replays(name, host) * 2
+    assert not _fast_entries()
+    for a, b in zip(fast, general, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_table_launch_goes_through_the_driver(monkeypatch):
+    from millipyde.backend.cuda_bound import RawBound2D
+
+    monkeypatch.setattr(exec_gather, "tables_inline", lambda k: False)
+    host = _host((64, 80, 4), seed=12)
+    got = _table_replays("gamma", host)
+    (entry,) = _fast_entries()
+    assert isinstance(entry.fast, exec_gather.TableLaunch)
+    assert isinstance(entry.fast.bound, RawBound2D)
+    replay.clear()
+    monkeypatch.setattr(replay, "_FAST_TRIES", 0)
+    for a, b in zip(got, _table_replays("gamma", host), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def _clones(host: np.ndarray, n: int) -> list[np.ndarray]:
+    src = mp.gpuimage(host)
+    src._materialize()
+    out = []
+    for _ in range(n):
+        img = src.clone()
+        img._materialize()
+        out.append(img.get())
+    return out
+
+
+@cudasim_ok
+def test_a_replayed_clone_takes_the_backends_bound_copy(monkeypatch):
+    """``execute.CopyLaunch``: a replayed clone stores what the bound copy returns; where it
+    returns None (a call it does not cover) the general path copies."""
+    calls = []
+
+    def bind_copy(src, device):
+        def bound(buf):
+            calls.append(buf.shape)
+            return None if len(calls) == 2 else runtime.copy(buf, device, device)
+        return bound
+
+    monkeypatch.setattr(runtime, "bind_copy", bind_copy)
+    host = _host((9, 13, 4), seed=13)
+    got = _clones(host, 6)
+    (entry,) = _copy_entries()
+    assert not _fast_entries()
+    assert len(calls) == 3  # (sightings 1-2 planned, 3 learns it on the general path)
+    for out in got:
+        np.testing.assert_array_equal(out, host)
+    faults.inject("op:copy")
+    try:
+        img = mp.gpuimage(host)
+        img._materialize()
+        clone = img.clone()
+        with pytest.raises(faults.InjectedFault):
+            clone._materialize()
+    finally:
+        faults.clear()
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_a_replayed_clone_copies_through_the_driver():
+    from millipyde.backend.cuda_bound import RawCopy
+
+    host = _host((64, 80, 4), seed=14)
+    got = _clones(host, 6)
+    (entry,) = _copy_entries()
+    assert isinstance(entry.fast.bound, RawCopy)
+    for out in got:
+        np.testing.assert_array_equal(out, host)
