@@ -50,7 +50,7 @@ def batched(text: str, index: dict[str, str]) -> str:
 
 
 def gather_batch_source(sig: GatherSig, target: str, sim: bool = False,
-                        gates: bool = False, wide: bool = False) -> str:
+                        gates: bool = False, wide: bool = False, tabled: bool = False) -> str:
     """Source of ``kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, dst)``: the fused gather of
     ``sig`` over a batch, on flat buffers (``batch_gather``; ``batch_gather.launch_args``).
 
@@ -61,15 +61,16 @@ def gather_batch_source(sig: GatherSig, target: str, sim: bool = False,
 
     With ``gates`` each row of ``p`` carries ``codegen.gather_ngates(sig)`` more flags
     (``codegen.gate_prologue``): a member whose probability coin skipped a chained op or the
-    sampler does not run it, so members with different coins share one launch.
+    sampler does not run it, so members with different coins share one launch. ``tabled``:
+    through per-block tables of the chain (``batch_gather.tabled``).
     """
-    return gather_flat_source(sig, target, sim, gates, wide)
+    return gather_flat_source(sig, target, sim, gates, wide, tabled)
 
 
 def gather_batch_kernel(sig: GatherSig, target: str, sim: bool = False, gates: bool = False,
-                        wide: bool = False):
+                        wide: bool = False, tabled: bool = False):
     """The compiled (lazily, by Numba) batched gather kernel for ``sig``."""
-    return load(gather_batch_source(sig, target, sim, gates, wide), target).kernel
+    return load(gather_batch_source(sig, target, sim, gates, wide, tabled), target).kernel
 
 
 # --------------------------------------------------------------------------- separable stencil
