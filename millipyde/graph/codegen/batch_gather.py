@@ -27,10 +27,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
+from . import batch_tables
 from .batch_rows import rows_body, split_stores
-from .chain import _chain_all, gather_defs
+from .batch_tables import tabled  # noqa: F401  (batch_group asks here)
+from .chain import gather_defs
 from .gather_body import (
     _gather_body,
     extras_prologue,
@@ -38,14 +38,7 @@ from .gather_body import (
     gate_prologue,
     gather_prologue,
 )
-from .gather_sig import (
-    GatherSig,
-    _chained,
-    gather_ngates,
-    gather_nparams,
-    op_offsets,
-    tabled_fits,
-)
+from .gather_sig import GatherSig, gather_ngates, gather_nparams
 from .loader import load
 from .target import _HEADER, _RINT_CLIP, _decorator
 
@@ -230,56 +223,6 @@ def _head(sig: GatherSig, target: str, wide: bool, what: str) -> str:
             + gather_defs(sig) + _RINT_CLIP)
 
 
-#: Whether uint8 elementwise chains run as tabled batched gathers on GPUs (:func:`tabled`);
-#: benchmarks turn it off to compare.
-TABLED = True
-
-
-def tabled(sig: GatherSig, target: str, src_dtype: Any) -> bool:
-    """Whether the batched gather of ``sig`` over a ``src_dtype`` source runs ``tabled``.
-
-    Each block runs its member's chain once on the 256 values of each channel into a
-    shared-memory table, then its pixels read the table: the figure-5.1 batch's first gathers
-    (brightness, colorize chains per pixel in float64, from the members' scalars: ~170
-    instructions a pixel, bench/RESULTS.md) become loads and stores. The values are the
-    chain's own on each byte value, as per image (``gather.tabled``). GPUs only (shared
-    memory); uint8 RGB or grey sources (alpha would take the chain per channel here).
-    """
-    return (TABLED and target != "cpu" and tabled_fits(sig) and sig.cin <= 3
-            and np.dtype(src_dtype) == np.uint8)
-
-
-# the table's uint8 conversion (the simulator runs Python, where a numba type makes signatures)
-_TU8 = ("from numba import uint8 as _tu8t\n"
-        "_tu8 = _tu8t\n"
-        "if _config.ENABLE_CUDASIM:\n"
-        "    def _tu8(v):\n"
-        "        return int(v)\n")
-
-
-def _tabled_parts(sig: GatherSig, gates: bool) -> tuple[str, str, str]:
-    """(launch text, per-member table, pixel body) of a tabled batched gather."""
-    chans = range(sig.cin)
-    vars_ = [f"v{c}" for c in chans]
-    chain = _chain_all(sig.pre, vars_, "full", 0, op_offsets(_chained(sig)), True, gates)
-    launch = f"ct_ = cuda.shared.array({256 * sig.cin}, dtype=_tu8t)\n"
-    table = "\n".join(
-        # the block's pixels of the previous member have read its table
-        ["cuda.syncthreads()",
-         "i_ = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x",
-         "while i_ < 256:"]
-        + [f"    {v} = float(i_)" for v in vars_]
-        + ["    " + line for line in chain.splitlines()]
-        # whole numbers 0..255 (the chain rounds after each op)
-        + [f"    ct_[_u32({c * 256} + i_)] = _tu8(v{c})" for c in chans]
-        + ["    i_ += cuda.blockDim.x * cuda.blockDim.y", "cuda.syncthreads()"])
-    body = "\n".join(["sy = _ix(y * dy_ + x * dx_ + c0_)"]
-                     # the byte widened first: under the simulator a uint8 plus an int stays uint8
-                     + [f"dst[y, x, {c}] = ct_[_u32(_u32(src[_u(ib_ + _ix(sy + {c}))]) + "
-                        f"{c * 256})]" for c in chans])
-    return launch, table, body
-
-
 def gather_flat_source(sig: GatherSig, target: str, sim: bool = False, gates: bool = False,
                        wide: bool = False, tabled_: bool = False) -> str:
     """Source of ``kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, dst)``: the fused gather of
@@ -288,10 +231,10 @@ def gather_flat_source(sig: GatherSig, target: str, sim: bool = False, gates: bo
     rows = 1 if target == "cpu" else ROWS_PER_TRIP["gather"]
     launch, per, body = "", _prologue(sig, gates), _gather_body(sig, gates, flat=True)
     if tabled_:
-        if target == "cpu" or not tabled_fits(sig) or sig.cin > 3:
+        if not batch_tables.chain_tables(sig, target):
             raise ValueError(f"a tabled batched gather needs a uint8 RGB or grey chain: {sig}")
-        launch, table, body = _tabled_parts(sig, gates)
-        per += ("" if sig.plain else flat_offsets(sig.cin)) + "\n" + table
+        launch, body = batch_tables.launch_text(sig), batch_tables.fast_body(sig, gates)
+        per += "\n" + batch_tables.table_text(sig, gates)
     compute, stores = split_stores(body)
     body = flat_accesses(rows_body(compute, stores, rows), sig)
     per = flat_accesses(per, sig)
@@ -299,7 +242,7 @@ def gather_flat_source(sig: GatherSig, target: str, sim: bool = False, gates: bo
           "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, dst):\n")
     what = f"gather rows={rows}" + (" tabled" if tabled_ else "")
     return (_head(sig, target, wide, what)
-            + (_TU8 if tabled_ else "") + fn
+            + (batch_tables.HEAD if tabled_ else "") + fn
             + _loop(target, per, body, launch, rows=rows))
 
 
@@ -405,21 +348,28 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
         raise ValueError("packed gathers are not fused with the batch conversion")
     table = _writes_table(sig, target)
     rows = 1 if target == "cpu" else ROWS_PER_TRIP["writer"]
-    compute, stores = split_stores(_gather_body(sig, gates, flat=True))
+    # a uint8 member's chain through its block's table (batch_tables), others inline
+    chained = batch_tables.chain_tables(sig, target)
+    body = batch_tables.writer_body(sig, gates) if chained else _gather_body(sig, gates, True)
+    compute, stores = split_stores(body)
     stores, n = _STORE.subn(_writer_store(sig, layout, channels, table), stores)
     if n != sig.cout or "dst[" in stores:
         raise RuntimeError("gather_writer_source: stores not where expected")
     body = flat_accesses(rows_body(compute, stores, rows), sig)
-    per = flat_accesses(_prologue(sig, gates), sig) + f"\nob_ = pos[b] * ({channels} * h * w)"
-    launch = ""
+    per = _prologue(sig, gates)
+    if chained:
+        per += "\ncton_ = full == 255.0\n" + batch_tables.table_text(sig, gates, "cton_")
+    per = flat_accesses(per, sig) + f"\nob_ = pos[b] * ({channels} * h * w)"
+    launch = batch_tables.launch_text(sig) if chained else ""
     if table:
-        launch = _TABLE.format(n=channels * 256,
-                               cond="True" if sig.mode == "lut" else "cfull == 255.0")
+        launch += _TABLE.format(n=channels * 256,
+                                cond="True" if sig.mode == "lut" else "cfull == 255.0")
     elif sig.cout == 1 and channels > 1:
-        launch = _SAME.format(n=channels)
+        launch += _SAME.format(n=channels)
     head = (_head(sig, target, wide, f"gather + batch writer {layout} channels={channels} "
-                  f"rows={rows} math={_DIGEST}")
-            + _DEFS + "from numba import float32 as _f32\n" + _SAME_DEF)
+                  f"rows={rows} math={_DIGEST}" + (" chain-tables" if chained else ""))
+            + _DEFS + "from numba import float32 as _f32\n" + _SAME_DEF
+            + (batch_tables.HEAD if chained else ""))
     fn = (f"\n\n{_capped(target, sim, 'writer')}\n"
           "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, out, pos, mean, std, cfull):\n")
     return head + fn + _loop(target, per, body, launch, rows)
