@@ -50,7 +50,7 @@ def batched(text: str, index: dict[str, str]) -> str:
 
 
 def gather_batch_source(sig: GatherSig, target: str, sim: bool = False,
-                        gates: bool = False, wide: bool = False) -> str:
+                        gates: bool = False, wide: bool = False, tabled: bool = False) -> str:
     """Source of ``kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, dst)``: the fused gather of
     ``sig`` over a batch, on flat buffers (``batch_gather``; ``batch_gather.launch_args``).
 
@@ -61,15 +61,16 @@ def gather_batch_source(sig: GatherSig, target: str, sim: bool = False,
 
     With ``gates`` each row of ``p`` carries ``codegen.gather_ngates(sig)`` more flags
     (``codegen.gate_prologue``): a member whose probability coin skipped a chained op or the
-    sampler does not run it, so members with different coins share one launch.
+    sampler does not run it, so members with different coins share one launch. ``tabled``:
+    through per-block tables of the chain (``batch_gather.tabled``).
     """
-    return gather_flat_source(sig, target, sim, gates, wide)
+    return gather_flat_source(sig, target, sim, gates, wide, tabled)
 
 
 def gather_batch_kernel(sig: GatherSig, target: str, sim: bool = False, gates: bool = False,
-                        wide: bool = False):
+                        wide: bool = False, tabled: bool = False):
     """The compiled (lazily, by Numba) batched gather kernel for ``sig``."""
-    return load(gather_batch_source(sig, target, sim, gates, wide), target).kernel
+    return load(gather_batch_source(sig, target, sim, gates, wide, tabled), target).kernel
 
 
 # --------------------------------------------------------------------------- separable stencil
@@ -176,22 +177,25 @@ def stencil_tiled_batch_kernels(c: int, nc: int, sim: bool = False):
 
 
 def stencil_2d_batch_source(c: int, nc: int, sim: bool = False, unsigned: bool = False,
-                            geometry: tuple[int, int, int, int, int] | None = None) -> str:
+                            geometry: tuple[int, int, int, int, int] | None = None,
+                            u8: bool = False) -> str:
     """``tile2d``'s one-pass 2-D tiled stencil over a batch: the image is ``blockIdx.z``.
 
     ``tile2d(src, sidx, dst, h_, w_, taps, rad, is_int, full, lut, span)`` over flat stacked
     buffers (``tile2d.stencil_2d_source``, ``batch=True``; ``span`` shared by the batch:
     ``footprint.full_spans``); the shared memory is sized for the batch's largest radius. A
-    member with ``rad[b] = -1`` is copied. ``unsigned`` and ``geometry``: as
-    ``tile2d.stencil_2d_source``'s.
+    member with ``rad[b] = -1`` is copied. ``unsigned``, ``geometry`` and ``u8`` (uint8
+    ``dst``): as ``tile2d.stencil_2d_source``'s. Shared memory:
+    ``tile2d_batch.batch_shared_bytes``.
     """
     from . import tile2d
 
     return tile2d.stencil_2d_source(c, nc, sim=sim, geometry=geometry, batch=True,
-                                    unsigned=unsigned)
+                                    unsigned=unsigned, u8=u8)
 
 
 def stencil_2d_batch_kernel(c: int, nc: int, sim: bool = False, unsigned: bool = False,
-                            geometry: tuple[int, int, int, int, int] | None = None):
+                            geometry: tuple[int, int, int, int, int] | None = None,
+                            u8: bool = False):
     """The batched one-pass 2-D tiled stencil for ``c``-channel images filtering ``nc``."""
-    return load(stencil_2d_batch_source(c, nc, sim, unsigned, geometry), "cuda").tile2d
+    return load(stencil_2d_batch_source(c, nc, sim, unsigned, geometry, u8), "cuda").tile2d

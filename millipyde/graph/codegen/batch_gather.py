@@ -27,7 +27,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from . import batch_tables
 from .batch_rows import rows_body, split_stores
+from .batch_tables import tabled  # noqa: F401  (batch_group asks here)
 from .chain import gather_defs
 from .gather_body import (
     _gather_body,
@@ -222,24 +224,32 @@ def _head(sig: GatherSig, target: str, wide: bool, what: str) -> str:
 
 
 def gather_flat_source(sig: GatherSig, target: str, sim: bool = False, gates: bool = False,
-                       wide: bool = False) -> str:
+                       wide: bool = False, tabled_: bool = False) -> str:
     """Source of ``kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, dst)``: the fused gather of
     ``sig`` over a batch, flat buffers (module doc, :func:`launch_args`); ``wide``: 64-bit
-    offsets."""
+    offsets; ``tabled_``: through per-block tables (:func:`tabled` says where)."""
     rows = 1 if target == "cpu" else ROWS_PER_TRIP["gather"]
-    compute, stores = split_stores(_gather_body(sig, gates, flat=True))
+    launch, per, body = "", _prologue(sig, gates), _gather_body(sig, gates, flat=True)
+    if tabled_:
+        if not batch_tables.chain_tables(sig, target):
+            raise ValueError(f"a tabled batched gather needs a uint8 RGB or grey chain: {sig}")
+        launch, body = batch_tables.launch_text(sig), batch_tables.fast_body(sig, gates)
+        per += "\n" + batch_tables.table_text(sig, gates)
+    compute, stores = split_stores(body)
     body = flat_accesses(rows_body(compute, stores, rows), sig)
-    per = flat_accesses(_prologue(sig, gates), sig)
+    per = flat_accesses(per, sig)
     fn = (f"\n\n{_capped(target, sim, 'gather')}\n"
           "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, dst):\n")
-    return (_head(sig, target, wide, f"gather rows={rows}") + fn
-            + _loop(target, per, body, rows=rows))
+    what = f"gather rows={rows}" + (" tabled" if tabled_ else "")
+    return (_head(sig, target, wide, what)
+            + (batch_tables.HEAD if tabled_ else "") + fn
+            + _loop(target, per, body, launch, rows=rows))
 
 
 def gather_flat_kernel(sig: GatherSig, target: str, sim: bool = False, gates: bool = False,
-                       wide: bool = False):
+                       wide: bool = False, tabled_: bool = False):
     """The compiled flat batched gather (:func:`gather_flat_source`)."""
-    return load(gather_flat_source(sig, target, sim, gates, wide), target).kernel
+    return load(gather_flat_source(sig, target, sim, gates, wide, tabled_), target).kernel
 
 
 # --------------------------------------------------------------------------- fused batch writer
@@ -338,21 +348,28 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
         raise ValueError("packed gathers are not fused with the batch conversion")
     table = _writes_table(sig, target)
     rows = 1 if target == "cpu" else ROWS_PER_TRIP["writer"]
-    compute, stores = split_stores(_gather_body(sig, gates, flat=True))
+    # a uint8 member's chain through its block's table (batch_tables), others inline
+    chained = batch_tables.chain_tables(sig, target)
+    body = batch_tables.writer_body(sig, gates) if chained else _gather_body(sig, gates, True)
+    compute, stores = split_stores(body)
     stores, n = _STORE.subn(_writer_store(sig, layout, channels, table), stores)
     if n != sig.cout or "dst[" in stores:
         raise RuntimeError("gather_writer_source: stores not where expected")
     body = flat_accesses(rows_body(compute, stores, rows), sig)
-    per = flat_accesses(_prologue(sig, gates), sig) + f"\nob_ = pos[b] * ({channels} * h * w)"
-    launch = ""
+    per = _prologue(sig, gates)
+    if chained:
+        per += "\ncton_ = full == 255.0\n" + batch_tables.table_text(sig, gates, "cton_")
+    per = flat_accesses(per, sig) + f"\nob_ = pos[b] * ({channels} * h * w)"
+    launch = batch_tables.launch_text(sig) if chained else ""
     if table:
-        launch = _TABLE.format(n=channels * 256,
-                               cond="True" if sig.mode == "lut" else "cfull == 255.0")
+        launch += _TABLE.format(n=channels * 256,
+                                cond="True" if sig.mode == "lut" else "cfull == 255.0")
     elif sig.cout == 1 and channels > 1:
-        launch = _SAME.format(n=channels)
+        launch += _SAME.format(n=channels)
     head = (_head(sig, target, wide, f"gather + batch writer {layout} channels={channels} "
-                  f"rows={rows} math={_DIGEST}")
-            + _DEFS + "from numba import float32 as _f32\n" + _SAME_DEF)
+                  f"rows={rows} math={_DIGEST}" + (" chain-tables" if chained else ""))
+            + _DEFS + "from numba import float32 as _f32\n" + _SAME_DEF
+            + (batch_tables.HEAD if chained else ""))
     fn = (f"\n\n{_capped(target, sim, 'writer')}\n"
           "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, out, pos, mean, std, cfull):\n")
     return head + fn + _loop(target, per, body, launch, rows)

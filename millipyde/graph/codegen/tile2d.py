@@ -25,7 +25,11 @@ L1, one element per tap and channel.
 
 ``batch``: the image is ``blockIdx.z``; member ``b`` reads image ``sidx[b]`` of the stacked
 source, its own taps row ``taps[b]`` (``2 rad[b] + 1`` of them) and writes ``dst``'s image
-``b``; ``rad[b] = -1`` (the stencil gated off) copies the image.
+``b``; ``rad[b] = -1`` (the stencil gated off) copies the image. The block stages its taps in
+shared memory with zeros past the last one, and the tap loops run whole blocks of taps over
+those zeros where the remainder would take 3 or more of the shifting tail's steps
+(``tile2d_batch``); ``u8`` (uint8 outputs) rounds and stores without ``_rint_clip``'s general
+bounds. Neither changes a value (``tile2d_batch`` says why).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from . import tile2d_batch as _batch
 from .loader import load
 from .target import _HEADER, _RINT_CLIP
 
@@ -78,6 +83,7 @@ class _Tile:
     batch: bool
     geometry: Geometry
     unsigned: bool = False
+    u8: bool = False
 
     @property
     def th(self) -> int:
@@ -97,7 +103,7 @@ class _Tile:
 
     def tap(self, k: str) -> str:
         """Tap ``k`` (the member's own row of taps in a batch)."""
-        return f"taps[bt, _u32({k})]" if self.batch else f"taps[_u32({k})]"
+        return f"hb[_u32({k})]" if self.batch else f"taps[_u32({k})]"
 
     def value(self, idx: str, ch: int | str) -> str:
         """``src`` element at flat offset ``idx`` (of this image) as float64, table applied."""
@@ -115,15 +121,17 @@ def _zero(names: list[str]) -> str:
 Load = Callable[[str, str, str], str]
 
 
-def _slide(t: _Tile, n: int, load_: Load, ind: str) -> str:
+def _slide(t: _Tile, n: int, load_: Load, ind: str, kf: str) -> str:
     """Code adding ``sum_k taps[k] * v(j + k)`` to ``a0..a{n-1}``, window ``v0..v{n-1}``.
 
     Whole blocks of ``n`` taps rotate the register names instead of moving values (element
     ``k + m`` lives in ``v{m % n}``), so the inner loop is FMAs and one load per tap; the last
     ``ntaps % n`` taps shift the window. ``load_(dst, offset, indent)`` emits the load of window
-    element ``offset``. Each sum still runs in tap order.
+    element ``offset``. Each sum still runs in tap order. ``kf``: where the whole blocks end
+    (batches: past ``ntaps`` over zero taps, ``tile2d_batch.whole_taps``).
     """
-    lines = [f"{ind}k = _i32(0)", f"{ind}while k + {n} <= ntaps:"]
+    whole = f"k < {kf}" if t.batch else f"k + {n} <= ntaps"
+    lines = [f"{ind}k = _i32(0)", f"{ind}while {whole}:"]
     for s_ in range(n):
         lines.append(f"{ind}    t = {t.tap(f'k + {s_}')}")
         lines += [f"{ind}    a{j} += t * v{(j + s_) % n}" for j in range(n)]
@@ -137,9 +145,9 @@ def _slide(t: _Tile, n: int, load_: Load, ind: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _window(t: _Tile, n: int, load_: Load, ind: str) -> str:
+def _window(t: _Tile, n: int, load_: Load, ind: str, kf: str) -> str:
     """The first ``n`` window loads, then the tap loop (``_slide``)."""
-    return "".join(load_(f"v{j}", str(j), ind) for j in range(n)) + _slide(t, n, load_, ind)
+    return "".join(load_(f"v{j}", str(j), ind) for j in range(n)) + _slide(t, n, load_, ind, kf)
 
 
 def _rows_window(t: _Tile, ch: int | str) -> str:
@@ -155,7 +163,7 @@ def _rows_window(t: _Tile, ch: int | str) -> str:
 
         ind = " " * 12
         return (f"{ind}pb = _i32({ch} * P + i * S + s_ * {px})\n"
-                + _window(t, px, plane, ind))
+                + _window(t, px, plane, ind, "kfx"))
 
     def inner(dst: str, off: str, ind: str) -> str:
         return f"{ind}{dst} = {t.value(f'_i32(rb + ({off}) * {c})', ch)}\n"
@@ -166,13 +174,15 @@ def _rows_window(t: _Tile, ch: int | str) -> str:
                 f"{ind}    {dst} = {t.value(f'_i32(ry + xx * {c})', ch)}\n")
 
     ind = " " * 16
+    # the window's last load: element max(whole blocks, ntaps) + PX - 1
+    last = "kmx" if t.batch else "ntaps"
     return (f"            xb = _i32(x0 + s_ * {px} - r)\n"
-            f"            if xb >= 0 and xb + ntaps + {px - 1} < w:\n"
+            f"            if xb >= 0 and xb + {last} + {px - 1} < w:\n"
             f"{ind}rb = _i32((y * w + xb) * {c} + {ch})\n"
-            + _window(t, px, inner, ind)
+            + _window(t, px, inner, ind, "kfx")
             + "            else:\n"
             f"{ind}ry = _i32(y * w * {c} + {ch})\n"
-            + _window(t, px, edge, ind))
+            + _window(t, px, edge, ind, "kfx"))
 
 
 def _store(t: _Tile, acc: str, j: int, ch: int | str) -> str:
@@ -193,7 +203,7 @@ def _store(t: _Tile, acc: str, j: int, ch: int | str) -> str:
 def _channel(t: _Tile, ch: int | str) -> str:
     """Both passes of channel ``ch``: rows into shared memory, then columns and stores."""
     px, py, segs = t.px, t.py, t.tw // t.px
-    hb0 = "HB + " if t.packed else ""
+    hb0 = "HB + " if t.packed else "TB + " if t.batch else ""
     ha = [f"a{j}" for j in range(px)]
     va = [f"a{j}" for j in range(py)]
 
@@ -205,7 +215,15 @@ def _channel(t: _Tile, ch: int | str) -> str:
     else:
         stores = ("        if x < w:\n            yb = _i32(y0 + q)\n"
                   f"            od = _i32((yb * w + x) * {t.c} + {ch})\n")
-    stores += "".join(_store(t, va[j], j, ch) for j in range(py))
+    if t.u8:
+        # whole windows inside the image (all but a bottom tile's) store unchecked
+        put = [f"dst[_u(ob + _i32(od + {j} * WC))] = _rint_u8({va[j]})\n" for j in range(py)]
+        stores += (f"            if yb + {py} <= h:\n" + "".join(" " * 16 + p_ for p_ in put)
+                   + "            else:\n"
+                   + "".join(f"                if _i32(yb + {j}) < h:\n{' ' * 20}{p_}"
+                             for j, p_ in enumerate(put)))
+    else:
+        stores += "".join(_store(t, va[j], j, ch) for j in range(py))
     return (
         f"    # channel {ch}: rows pass of the tile's rows plus halo into shared memory\n"
         "    f = tid\n"
@@ -228,7 +246,7 @@ def _channel(t: _Tile, ch: int | str) -> str:
         f"        q = _i32(g * {py})\n"
         f"        cb = _i32({hb0}tx * R + q)\n"
         f"        {_zero(va)}\n"
-        + _window(t, py, column, "        ")
+        + _window(t, py, column, "        ", "kfy")
         + stores
         + f"        g = _i32(g + {t.geometry[1]})\n"
         "    cuda.syncthreads()\n"
@@ -279,6 +297,8 @@ def _head(t: _Tile) -> str:
         "        return\n")
     if t.packed:
         lines.append(_packed_stage(t))
+    if t.batch:
+        lines.append(_batch.stage_taps(t.tw, bx * by, t.px, t.py))
     return "".join(lines)
 
 
@@ -341,7 +361,8 @@ def _tail(t: _Tile) -> str:
 
 def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
                       sim: bool = False, geometry: Geometry | None = None,
-                      packed: bool = False, batch: bool = False, unsigned: bool = False) -> str:
+                      packed: bool = False, batch: bool = False, unsigned: bool = False,
+                      u8: bool = False) -> str:
     """Source of the one-pass 2-D tiled stencil ``tile2d`` (see the module docstring).
 
     Per image: ``tile2d(src, dst, h_, w_, taps, is_int, full, lut, span)``; ``batch``:
@@ -353,11 +374,14 @@ def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
     columns each band of tile rows must compute (``footprint``). ``geometry`` overrides
     ``tile_geometry(sim)`` (benchmarks compare shapes). ``unsigned``: ``src`` holds unsigned
     integers below 2**32 (``unsigned_source``), converted to float64 exactly through ``_b2f``.
+    ``u8`` (batch only): ``dst`` is uint8 (``is_int`` and ``full`` = 255 then go unread).
     """
     if packed and (c, nc) != (4, 3):
         raise ValueError(f"packed stencil tiles are uint8 RGBA with 3 filtered channels, got "
                          f"c={c} nc={nc}")
-    t = _Tile(c, nc, pre, post, packed, batch, geometry or tile_geometry(sim), unsigned)
+    if u8 and not batch:
+        raise ValueError("the uint8 store (u8) is for batched tiles")
+    t = _Tile(c, nc, pre, post, packed, batch, geometry or tile_geometry(sim), unsigned, u8)
     args = ("src, sidx, dst, h_, w_, taps, rad, is_int, full, lut, span" if batch
             else "src, dst, h_, w_, taps, is_int, full, lut, span")
     dec = "@cuda.jit" if sim else "@cuda.jit(cache=True)"
@@ -366,8 +390,9 @@ def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
     return (
         f"# millipyde generated {'batched ' if batch else ''}one-pass 2-D tiled separable "
         f"stencil (GPU only): c={c} nc={nc} pre={pre} post={post} packed={packed} "
-        f"unsigned={unsigned} geometry={t.geometry}\n"
+        f"unsigned={unsigned} u8={u8} geometry={t.geometry}\n"
         + _HEADER["cuda"] + _I32 + "from numba import float64, uint8, uint32\n" + _RINT_CLIP
+        + (_batch.RINT_U8 if u8 else "")
         + f"\n\n{dec}\ndef tile2d({args}):\n"
         + _head(t)
         + _channels(t)

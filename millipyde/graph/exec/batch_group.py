@@ -27,9 +27,9 @@ from .batch_launch import launch
 
 
 @functools.cache
-def _gather_fn(sig: Any, gates: bool, wide: bool = False):
+def _gather_fn(sig: Any, gates: bool, wide: bool = False, tabled: bool = False):
     return codegen_batch.gather_batch_kernel(sig, runtime.codegen_target, runtime.simulated,
-                                             gates, wide)
+                                             gates, wide, tabled)
 
 
 def tables_of(k: Any) -> bool:
@@ -233,8 +233,10 @@ class _Group:
                 gated = self.gated[i]
                 args, wide = batch_gather.launch_args(sig, gated, src, sidx, pk[a], pk[b],
                                                       (h, w), runtime.flat, nb=nb)
-                fn = self.cached(("gather", i, gated, wide),
-                                 lambda s=sig, gt=gated, wd=wide: _gather_fn(s, gt, wd))
+                tab = batch_gather.tabled(sig, runtime.codegen_target, src.dtype)
+                fn = self.cached(("gather", i, gated, wide, tab),
+                                 lambda s=sig, gt=gated, wd=wide, tb=tab: _gather_fn(s, gt, wd,
+                                                                                      tb))
                 launch(fn, nb, h, w, dev, *args, runtime.flat(dst))
             elif not runtime.caps.shared_memory and batch_stencil.CPU_FUSED_STENCIL:
                 sidx_h = self.sidx_host() if first else range(nb)

@@ -15,6 +15,7 @@ import numpy as np
 from ...backend import ACTIVE as runtime
 from ..codegen import batch as codegen_batch
 from ..codegen import gpu as codegen_gpu
+from ..codegen import tile2d_batch
 from ..ir.node import Node
 from ..plan import footprint
 from ..plan.schedule import full_range
@@ -39,8 +40,9 @@ def _stencil_tiled_fns(c: int, nc: int):
 
 @functools.cache
 def _stencil_2d_fn(c: int, nc: int, unsigned: bool,
-                   geometry: tuple[int, int, int, int, int]):
-    return codegen_batch.stencil_2d_batch_kernel(c, nc, runtime.simulated, unsigned, geometry)
+                   geometry: tuple[int, int, int, int, int], u8: bool = False):
+    return codegen_batch.stencil_2d_batch_kernel(c, nc, runtime.simulated, unsigned, geometry,
+                                                 u8)
 
 
 def _spans(device: int, h: int, w: int, tile_h: int) -> Any:
@@ -63,15 +65,21 @@ def stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rma
     is_int, full = n.dtype.kind in "ui", full_range(n.dtype)
     if variants.stencil_2d_fits(rmax) and 0 < nb <= 65535 and h > 0 and w > 0 and \
             variants.stencil_2d_reads(src, dst.shape[1:]):
-        # the tile run_stencil_2d takes for this radius (taller where its shared memory fits)
+        # the tile run_stencil_2d takes for this radius (taller where its shared memory fits,
+        # the staged taps included)
+        # (the tall tile differs from the base one only in height)
+        extra = tile2d_batch.taps_shared_bytes(taps.shape[1],
+                                               codegen_gpu.tile_geometry(runtime.simulated))
         geometry = codegen_gpu.tile_geometry(runtime.simulated, rmax, False,
-                                             runtime.SHARED_DEFAULT)
-        fn = _stencil_2d_fn(c, nc, codegen_gpu.unsigned_source(src.dtype), geometry)
+                                             runtime.SHARED_DEFAULT - extra)
+        fn = _stencil_2d_fn(c, nc, codegen_gpu.unsigned_source(src.dtype), geometry,
+                            np.dtype(n.dtype) == np.uint8)
         runtime.launch_grid(fn, (*codegen_gpu.tile_grid(h, w, geometry), nb),
                             geometry[:2], device, runtime.flat(src), sidx, runtime.flat(dst),
                             h, w, taps, rad, is_int, full, _identity_lut(device, c),
                             _spans(device, h, w, codegen_gpu.tile_size(geometry)[0]),
-                            shared=codegen_gpu.tile_shared_bytes(rmax, geometry))
+                            shared=tile2d_batch.batch_shared_bytes(rmax, geometry,
+                                                                   taps.shape[1]))
         return
     tmp = runtime.empty((nb, h, w, nc), np.float64, device)
     rb, cb = codegen_gpu.ROWS_BLOCK, codegen_gpu.COLS_BLOCK

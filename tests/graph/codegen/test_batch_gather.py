@@ -208,3 +208,27 @@ def test_batched_tile_register_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tile2d, "BATCH_MAX_REGISTERS", None)
     plain = tile2d.stencil_2d_source(3, 3, batch=True, unsigned=True)
     assert capped.replace(", max_registers=64", "") == plain
+
+
+def test_tabled_batched_gathers_only_for_uint8_rgb_or_grey_chains() -> None:
+    # (samplers after the chain are fine: their taps read the table, test_batch_tables)
+    import dataclasses
+
+    chain = GatherSig(3, "chain", True, False, False, pre=("brightness",),
+                      lut_stages=(False, False), clip=False)
+    assert batch_gather.tabled(chain, "cuda", np.uint8)
+    assert batch_gather.tabled(dataclasses.replace(chain, cin=1), "cuda", "uint8")
+    for sig, target, dtype in ((chain, "cpu", np.uint8), (chain, "cuda", np.uint16),
+                               (dataclasses.replace(chain, cin=4), "cuda", np.uint8),
+                               (dataclasses.replace(chain, post=("brightness",)), "cuda",
+                                np.uint8),
+                               (FIRST_RGB, "cuda", np.uint8)):
+        assert not batch_gather.tabled(sig, target, dtype), (sig, target, dtype)
+    # the chain runs once per table entry (three channels), not once per pixel of a trip
+    text = batch_gather.gather_flat_source(chain, "cuda", gates=True, tabled_=True)
+    assert text.count("_f_brightness(v") == 3
+    assert "ct_[_u32(_u32(src[_u(ib_ + _ix(sy + 2))]) + 2 * 256)]" in text
+    inline = batch_gather.gather_flat_source(chain, "cuda", gates=True)
+    assert inline.count("_f_brightness(v") == 3 * batch_gather.ROWS_PER_TRIP["gather"]
+    with pytest.raises(ValueError, match="tabled"):
+        batch_gather.gather_flat_source(FIRST_RGB, "cuda", tabled_=True)

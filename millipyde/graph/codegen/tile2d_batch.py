@@ -1,0 +1,97 @@
+"""Pieces of the batched ``tile2d`` kernel: staged zero-padded taps and the uint8 store.
+
+The batched Gaussian is issue-bound (bench/RESULTS.md, h-bkern): a window's whole blocks of
+taps rotate register names (``tile2d._slide``: one load and PX FMAs per tap), but the last
+``ntaps % PX`` taps shift the window (PX - 1 register moves per tap, the tap's own address
+and loop test), and odd tap counts always leave 1, 3, 5 or 7 of them. Here a block stages its
+member's taps in shared memory followed by zeros, and where the remainder is 3 or more the
+whole blocks run past ``ntaps`` over those zeros (``whole_taps``): a zero tap adds
+``0.0 * v = +0.0`` (every ``v`` it meets is finite: source bytes, zeros past the image, the
+rows pass's float64 sums, and the zeroed spare slots below) to a sum that started at +0.0 and
+so is never -0.0; the sum keeps its value bit for bit, its tap order unchanged.
+
+What the columns pass reads past a column's ``nrow`` rows of float64 (the windows' extra
+rows) is the column's spare slot (row ``nrow``, never written by the rows pass), then the next
+column's first rows, and past the last column ``max(PX, PY)`` doubles after the tile: both
+are zeroed once per block.
+
+``_rint_u8`` is ``_rint_clip`` then the uint8 conversion, for ``full`` = 255: clipped to
+[0, 255] first (NaN to 0, as there), then ``c + 2**52``, whose low word is ``rint(c)`` (the FPU
+rounds half to even) with no second add and no float-to-integer conversion.
+"""
+
+from __future__ import annotations
+
+from .tile2d_geometry import Geometry, tile_shared_bytes
+
+TWO52 = 4503599627370496.0
+
+RINT_U8 = f'''
+if _config.ENABLE_CUDASIM:
+    def _rint_u8(v):
+        c = v if v > 0.0 else 0.0
+        if c > 255.0:
+            c = 255.0
+        return int((c + {TWO52!r}) - {TWO52!r})
+else:
+    @_dev
+    def _rint_u8(v):
+        # comparisons, not min/max (their NaN rules cost GPUs several instructions each)
+        c = v if v > 0.0 else 0.0
+        if c > 255.0:
+            c = 255.0
+        return _ld.double2loint(c + {TWO52!r})
+'''
+
+
+def whole_taps(n: int) -> str:
+    """Expression for where a window of ``n`` outputs ends its whole blocks of taps.
+
+    ``ntaps`` rounded up to a multiple of ``n`` when that leaves 3 or more taps to the
+    shifting tail (a padded block costs about what 2 shifting steps cost), else down; windows
+    of fewer than 3 outputs never pad.
+    """
+    if n < 3:
+        return f"_i32(ntaps // {n} * {n})"
+    return f"_i32((ntaps + {n - 3}) // {n} * {n})"
+
+
+def stage_taps(tw: int, threads: int, px: int, py: int) -> str:
+    """Kernel text (after the block's tile is known): taps into ``hb[0:TB]`` with zeros past
+    ``ntaps``, the spare slots zeroed, the whole-block ends ``kfx``/``kfy``; a barrier."""
+    tail = max(px, py)
+    return (
+        "    # taps staged once per block, zero past ntaps: the tap loops' whole blocks may\n"
+        "    # run past ntaps over zeros (tile2d_batch)\n"
+        "    TB = _i32((taps.shape[1] + 15) // 8 * 8)\n"
+        f"    kfx = {whole_taps(px)}\n"
+        f"    kfy = {whole_taps(py)}\n"
+        "    kmx = kfx if kfx > ntaps else ntaps\n"
+        "    e_ = tid\n"
+        "    while e_ < TB:\n"
+        "        tv = 0.0\n"
+        "        if e_ < ntaps:\n"
+        "            tv = taps[bt, _u32(e_)]\n"
+        "        hb[_u32(e_)] = tv\n"
+        f"        e_ = _i32(e_ + {threads})\n"
+        "    # each column's spare slot and the doubles past the tile, read by padded windows\n"
+        "    e_ = tid\n"
+        f"    while e_ < {tw + tail}:\n"
+        f"        if e_ < {tw}:\n"
+        "            hb[_u32(TB + e_ * R + nrow)] = 0.0\n"
+        "        else:\n"
+        f"            hb[_u32(TB + {tw} * R + e_ - {tw})] = 0.0\n"
+        f"        e_ = _i32(e_ + {threads})\n"
+        "    cuda.syncthreads()\n"
+    )
+
+
+def taps_shared_bytes(tap_columns: int, geometry: Geometry) -> int:
+    """Shared memory the batched kernel takes besides the tile's float64 rows: the staged
+    taps (``taps.shape[1]`` columns, padded) and the zeroed doubles past the tile."""
+    return ((tap_columns + 15) // 8 * 8 + max(geometry[2], geometry[3])) * 8
+
+
+def batch_shared_bytes(radius: int, geometry: Geometry, tap_columns: int) -> int:
+    """Dynamic shared memory of the batched kernel for the batch's largest ``radius``."""
+    return taps_shared_bytes(tap_columns, geometry) + tile_shared_bytes(radius, geometry)
