@@ -83,9 +83,12 @@ def gaussian_taps(sigmas: np.ndarray, reach: int | None = None) -> tuple[np.ndar
     """``kernels.filters.gaussian(s, reach)`` for every sigma > 0: taps (n, 2 max(radius) + 1),
     row ``i`` starting with sigma ``i``'s, and the radii.
 
-    Sigmas whose radius fits the reach are vectorised per radius (elementwise ufuncs give each
-    element the value they give it in a 1-D array, and a sum along the contiguous last axis is
-    the same pairwise sum as a 1-D array's); the others call the scalar function.
+    Sigmas whose radius fits the reach: every row's arguments laid out flat (compiled, the same
+    products), one NumPy ``exp`` over all of them (an elementwise ufunc gives each element the
+    value it gives it in a 1-D array), then per row NumPy's own pairwise sum of its ``2 r + 1``
+    values and the division (compiled: ``_taps_module``), checked against ``phi.sum()`` on the
+    longest row (a NumPy that sums otherwise: the per-radius NumPy code). The others call the
+    scalar function.
     """
     from .kernels.filters import TRUNCATE, gaussian
 
@@ -96,15 +99,108 @@ def gaussian_taps(sigmas: np.ndarray, reach: int | None = None) -> tuple[np.ndar
     for i, taps in scalar.items():
         radius[i] = len(taps) // 2
     out = np.zeros((len(s), 2 * int(radius.max(initial=0)) + 1))
-    for r in np.unique(radius[~capped]).tolist():
-        idx = np.flatnonzero((radius == r) & ~capped)
-        x = np.arange(-r, r + 1, dtype=np.float64)
-        coef = (-0.5 / (s[idx] * s[idx]))[:, None]
-        phi = np.exp(coef * x * x)
-        out[idx, :2 * r + 1] = phi / phi.sum(axis=1)[:, None]
+    rows = np.flatnonzero(~capped) if scalar else np.arange(len(s))
+    if len(rows):
+        _fill_taps(s, radius, rows, out)
     for i, taps in scalar.items():
         out[i, :len(taps)] = taps
     return out, radius
+
+
+def _fill_taps(s: np.ndarray, radius: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
+    """``out[i, :2 r + 1]`` = the normalised taps of sigma ``s[i]`` (radius ``r``) for ``rows``."""
+    mod = _taps_module()
+    lens = 2 * radius[rows] + 1
+    starts = np.zeros(len(rows), dtype=np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    args = np.empty(int(starts[-1] + lens[-1]))
+    mod.taps_args(s, radius, rows, starts, args)
+    phi = np.exp(args)
+    mod.taps_norm(phi, rows, starts, lens, out)
+    # NumPy's pairwise sum, as the compiled one does it: the longest row checked, the
+    # per-radius NumPy code where they differ
+    at = int(np.argmax(lens))
+    seg = phi[starts[at]:starts[at] + lens[at]]
+    if (seg / seg.sum()).tolist() != out[rows[at], :lens[at]].tolist():  # pragma: no cover
+        for r in np.unique(radius[rows]).tolist():
+            idx = rows[radius[rows] == r]
+            x = np.arange(-r, r + 1, dtype=np.float64)
+            p = np.exp((-0.5 / (s[idx] * s[idx]))[:, None] * x * x)
+            out[idx, :2 * r + 1] = p / p.sum(axis=1)[:, None]
+
+
+_TAPS_SOURCE = '''# millipyde generated batched Gaussian taps (batch_math.gaussian_taps)
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def taps_args(s, radius, rows, starts, args):
+    # the arguments of ``filters.gaussian``'s exp, row after row: (-0.5 / s**2 * x) * x
+    for i in range(rows.shape[0]):
+        m = rows[i]
+        c = -0.5 / (s[m] * s[m])
+        r = radius[m]
+        at = starts[i]
+        for q in range(2 * r + 1):
+            x = float(q - r)
+            args[at + q] = c * x * x
+
+
+@njit(cache=True, nogil=True)
+def _pairwise(a, lo, n):
+    # NumPy's pairwise_sum of float64 (``phi.sum()``): 8 accumulators up to 128 values
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[lo + i]
+        return res
+    if n <= 128:
+        r0 = a[lo]
+        r1 = a[lo + 1]
+        r2 = a[lo + 2]
+        r3 = a[lo + 3]
+        r4 = a[lo + 4]
+        r5 = a[lo + 5]
+        r6 = a[lo + 6]
+        r7 = a[lo + 7]
+        i = 8
+        m = n - n % 8
+        while i < m:
+            r0 += a[lo + i]
+            r1 += a[lo + i + 1]
+            r2 += a[lo + i + 2]
+            r3 += a[lo + i + 3]
+            r4 += a[lo + i + 4]
+            r5 += a[lo + i + 5]
+            r6 += a[lo + i + 6]
+            r7 += a[lo + i + 7]
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            res += a[lo + i]
+            i += 1
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pairwise(a, lo, n2) + _pairwise(a, lo + n2, n - n2)
+
+
+@njit(cache=True, nogil=True)
+def taps_norm(phi, rows, starts, lens, out):
+    for i in range(rows.shape[0]):
+        at = starts[i]
+        n = lens[i]
+        total = _pairwise(phi, at, n)
+        m = rows[i]
+        for q in range(n):
+            out[m, q] = phi[at + q] / total
+'''
+
+
+@functools.cache
+def _taps_module():
+    return load(_TAPS_SOURCE, "cpu")
 
 
 @functools.cache
