@@ -246,6 +246,12 @@ class Batches:
 
     def _write_recorded(self, rec: Any, ks: list[int], device: int, stream: Any) -> Any:
         """Batch ``ks`` recorded at once (``batch_record``); the rest per output."""
+        # (a worker is inside already; a caller that is not gets the device once per batch,
+        # not once per launch)
+        with runtime.on_device(device):
+            return self._recorded_on(rec, ks, device, stream)
+
+    def _recorded_on(self, rec: Any, ks: list[int], device: int, stream: Any) -> Any:
         from .graph.exec import batch
 
         spec = self.spec

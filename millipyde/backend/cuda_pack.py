@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from .pool import _LAYOUTS
+from . import launcher
+from .pool import _LAYOUTS, stream_handle
 from .staging import StagingRing
 
 #: slots of a device's pack ring: a slot is written again once the copy that last read it
@@ -47,8 +48,54 @@ def _device_array() -> type:
 
 
 class CudaPacks:
-    """``upload_pack``, and ``flat`` / ``reshape`` without numba-cuda's constructor, of
-    ``CudaBackend``."""
+    """``upload_pack``, ``flat`` / ``reshape`` without numba-cuda's constructor, and the batch
+    engine's launches (``launch_batched``) of ``CudaBackend``."""
+
+    def launch_batched(self, kernel: Any, grid: tuple[int, int, int],
+                       block: tuple[int, int, int], device: int, args: tuple) -> bool:
+        """``launch_grid`` of a batched kernel (``graph.exec.batch_launch``) straight through
+        its driver template; False (nothing launched) where the general path must take it.
+
+        The batch engine launches the same few kernels with arrays it made C-contiguous itself
+        (pool allocations, stamped pack views, their ``flat`` views): per kernel, device and
+        argument types the template is looked up once (``launcher.template_of``, after the
+        kernel's first launch went through the general path), and a launch checks only each
+        array's dtype and rank against the first, not the general path's kinds per argument.
+        Taken only with ``device`` already this thread's (a worker inside ``on_device``) and
+        no launch recording.
+        """
+        tls = self._tls
+        if getattr(tls, "device", None) != device or \
+                getattr(tls, "recording", None) is not None or \
+                not (launcher.ENABLED and launcher.DIRECT):
+            return False
+        key = (id(kernel), device, tuple(map(type, args)))
+        got = _batched.get(key)
+        if got is None or got[0]() is not kernel:
+            got = _batched_entry(kernel, device, args, key)
+        template, layouts = got[1], got[2]
+        if template is None:
+            return False
+        for i, dt, nd in layouts:
+            a = args[i]
+            if a.dtype != dt or a.ndim != nd or a.size == 0:
+                return False
+        s = getattr(tls, "stream", None)
+        stream = self._default_streams.get(device) if s is None else s
+        if stream is None:
+            return False
+        m = template.lead
+        if m < 0:  # arrays after scalars: the template's own flattening
+            vals = template.values(args)
+        else:
+            vals = []
+            for a in args[:m]:
+                vals += (0, 0, a.size, a.dtype.itemsize, int(a.gpu_data.device_pointer))
+                vals += a.shape
+                vals += a.strides
+            vals += args[m:]
+        template.launch_values(vals, grid, block, 0, stream_handle(stream))
+        return True
 
     def flat(self, buffer: Any) -> Any:
         """A 1-D view of a contiguous buffer (``reshape``)."""
@@ -112,3 +159,27 @@ class CudaPacks:
                         self.__dict__.setdefault("_pack_rings_old", []).append(ring)
                     ring = rings[device] = StagingRing(self.cuda, PACK_SLOTS, size)
         return ring
+
+
+#: (id(kernel), device, argument types) -> ``_batched_entry`` of ``launch_batched``
+_batched: dict[tuple, tuple] = {}
+
+
+def _batched_entry(kernel: Any, device: int, args: tuple, key: tuple) -> tuple:
+    """What ``launch_batched`` keeps for ``key``: (the kernel's weak reference, its driver
+    template or None (the general path), per array argument (position, dtype, ndim))."""
+    import weakref
+
+    template = None
+    if launcher.ENABLED and launcher.kind_key(args) is not None and \
+            launcher.shared_max(kernel, device, args) >= 0:
+        template = launcher.template_of(kernel, device, args)
+    layouts = () if template is None else tuple(
+        (i, args[i].dtype, args[i].ndim) for i, k in enumerate(template.kinds) if k >= 0)
+    got = (weakref.ref(kernel), template, layouts)
+    if template is not None or launcher.known(kernel, device, args):
+        # (not known yet: its first launch through the general path is still to come)
+        if len(_batched) >= 1024:
+            _batched.clear()
+        _batched[key] = got
+    return got
