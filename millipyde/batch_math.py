@@ -275,6 +275,16 @@ def rounds(z, ts, out):
 
 
 @njit(cache=True, nogil=True)
+def op_uniforms(z, js, ts, out):
+    # per op j: the op's round (z ^ js[j]), then uniforms as ``uniforms`` of it
+    for j in range(js.shape[0]):
+        for i in range(z.shape[0]):
+            zj = _mix(z[i] ^ js[j])
+            for t in range(ts.shape[0]):
+                out[j, i, t] = float(_mix(zj ^ ts[t]) >> uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True, nogil=True)
 def uniforms(z, ts, out):
     for i in range(z.shape[0]):
         for t in range(ts.shape[0]):
@@ -300,4 +310,54 @@ def mix_uniforms(z: np.ndarray, ts: np.ndarray) -> np.ndarray:
     out = np.empty((len(z), len(ts)))
     _mix_module().uniforms(np.ascontiguousarray(z, dtype=np.uint64),
                            np.ascontiguousarray(ts, dtype=np.uint64), out)
+    return out
+
+
+def op_uniforms(z: np.ndarray, js: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """(J, n, T) ``mix_uniforms(mix_rounds(z, js[j:j + 1])[:, 0], ts)`` for every j, one call."""
+    out = np.empty((len(js), len(z), len(ts)))
+    _mix_module().op_uniforms(np.ascontiguousarray(z, dtype=np.uint64),
+                              np.ascontiguousarray(js, dtype=np.uint64),
+                              np.ascontiguousarray(ts, dtype=np.uint64), out)
+    return out
+
+
+_ROWS_SOURCE = '''# millipyde generated parameter rows of a recorded batch's gather (batch_groups)
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def fill_rows(out, base, flags, tid, rows, src, dst, width, at, sel, clip_at, clip, ok):
+    p = base.shape[1]
+    for i in range(tid.shape[0]):
+        t = tid[i]
+        r = rows[i]
+        for c in range(p):
+            out[i, c] = base[t, c]
+        for c in range(flags.shape[1]):
+            out[i, p + c] = flags[t, c]
+        for k in range(dst.shape[0]):
+            if sel[k, t]:
+                for c in range(width[k]):
+                    out[i, dst[k] + c] = src[r, at[k] + c]
+                if clip_at[k] >= 0 and src[r, clip_at[k]] != clip[k]:
+                    ok[i] = False
+'''
+
+
+@functools.cache
+def _rows_module():
+    return load(_ROWS_SOURCE, "cpu")
+
+
+def fill_rows(base: np.ndarray, flags: np.ndarray, tid: np.ndarray, rows: np.ndarray,
+              src: np.ndarray, pieces: tuple, ok: np.ndarray) -> np.ndarray:
+    """(n, P + G) rows: ``base[tid[i]]``, then ``flags[tid[i]]``, and each piece ``k`` that
+    template ``tid[i]`` has (``sel[k]``) copies ``width[k]`` values of ``src[rows[i]]`` from
+    column ``at[k]`` to column ``dst[k]``, in order (copies, no arithmetic: the values are the
+    drawn ones); a piece with a clip column clears ``ok[i]`` where that column is not its
+    ``clip``. ``pieces``: (dst, width, at, sel, clip_at, clip) arrays."""
+    out = np.empty((len(tid), base.shape[1] + flags.shape[1]))
+    _rows_module().fill_rows(out, base, flags, tid, rows, src, *pieces, ok)
     return out

@@ -27,10 +27,12 @@ from typing import Any
 
 import numpy as np
 
+from . import batch_math
 from .batch_groups import ArrayGroup, Draws, KeyPlan, group_arrays
-from .batch_ops import Ctx, sample_round
+from .batch_ops import _BLOCK_WORDS, BLOCK, Ctx, sample_round
 from .graph.exec import batch
 from .image import RECORDING_METHODS, _bounds, _range, gpuimage
+from .random import _MASK
 from .workers import StepError, private_handle
 
 #: Random recording methods: the recorded op and the draw ranges from the bound arguments,
@@ -81,11 +83,17 @@ def rules_for(inputs: list, operations: list) -> list[_Rule] | None:
 
 def draw(rules: list[_Rule], seed: int, ks: np.ndarray) -> tuple[np.ndarray, list]:
     """Coins (n, J) and per Operation its (n, nparams) parameters (None where fixed): the
-    streams' draws through ``batch_ops.Ctx`` (compiled SplitMix64 rounds, the same bits)."""
-    z1 = sample_round(seed, ks) if rules else None
-    ctxs = [Ctx(seed, ks, j, _z1=z1) for j in range(len(rules))]
-    coins = np.stack([c.coins(r.probability) for c, r in zip(ctxs, rules, strict=True)],
-                     axis=1) if rules else np.ones((len(ks), 0), dtype=bool)
+    streams' draws as ``batch_ops.Ctx`` makes them (compiled SplitMix64 rounds, the same
+    bits), every op's coin and first draws in one call (``batch_math.op_uniforms``)."""
+    if not rules:
+        return np.ones((len(ks), 0), dtype=bool), []
+    z1 = sample_round(seed, ks)
+    words = np.array([j & _MASK for j in range(len(rules))], dtype=np.uint64)
+    # (J, n, BLOCK): column t + 1 is draw t of op j (``Ctx.block``)
+    blocks = batch_math.op_uniforms(z1, words, _BLOCK_WORDS)
+    # no coin: always drawn (a uniform is below 1, so below 2)
+    probs = np.array([2.0 if r.probability is None else r.probability for r in rules])
+    coins = blocks[:, :, 0].T < probs
     params: list[np.ndarray | None] = []
     for j, r in enumerate(rules):
         if r.ranges is None:
@@ -96,7 +104,8 @@ def draw(rules: list[_Rule], seed: int, ks: np.ndarray) -> tuple[np.ndarray, lis
             if lo == hi:
                 cols.append(np.full(len(ks), lo))
             else:
-                cols.append(lo + (hi - lo) * ctxs[j].u(t))
+                u = blocks[j, :, t + 1] if t < BLOCK - 1 else Ctx(seed, ks, j, _z1=z1).u(t)
+                cols.append(lo + (hi - lo) * u)
         params.append(np.stack(cols, axis=1))
     return coins, params
 
