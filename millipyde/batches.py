@@ -267,10 +267,12 @@ class Batches:
             g.pack(pk)
             slots.append(pk.add(g.index.astype(np.int64)))
         pk.upload(device)
-        out = runtime.empty(spec.batch_shape(len(ks), hw), np.float32, device)
+        out = getattr(runtime, "empty_batched", runtime.empty)(
+            spec.batch_shape(len(ks), hw), np.float32, device)
         mean, std, pos = self._device_consts(device, len(ks))
+        flat_out = runtime.flat(out)
         for g, slot in zip(groups, slots, strict=True):
-            fused = self._fused(g, out, pk[slot], mean, std, hw, device)
+            fused = self._fused(g, flat_out, pk[slot], mean, std, hw, device)
             buf = g.launch(pk, fused)
             if buf is not None:
                 src = runtime.reshape(buf, (buf.shape[0], *buf.shape[1:3],
@@ -301,10 +303,11 @@ class Batches:
             write_sample(out, pos[r:r + 1], src, spec, (mean, std), hw, device)
         return self._finish(out, device, stream, (keep, ys))
 
-    def _fused(self, g: Any, out: Any, pos: Any, mean: Any, std: Any, hw: tuple,
+    def _fused(self, g: Any, flat_out: Any, pos: Any, mean: Any, std: Any, hw: tuple,
                device: int) -> Any:
-        """The launch that writes ``g``'s samples from its last gather (None: a separate
-        conversion pass: resized samples, a stencil last, other stored dtypes)."""
+        """The launch that writes ``g``'s samples (into the batch, ``flat_out`` its 1-D view)
+        from its last gather (None: a separate conversion pass: resized samples, a stencil
+        last, other stored dtypes)."""
         from .graph.codegen.batch_gather import launch_args
         from .graph.exec.batch import _launch
         from .graph.plan.schedule import full_range
@@ -322,8 +325,7 @@ class Batches:
                                      spec.channels, nb=nb)
             fn = g.cached(("fused", gated, spec.channels, spec.layout, wide),
                           lambda: fused_writer(sig, gated, spec.channels, spec.layout, wide))
-            _launch(fn, nb, hw[0], hw[1], device, *args, runtime.flat(out), pos, mean, std,
-                    cfull)
+            _launch(fn, nb, hw[0], hw[1], device, *args, flat_out, pos, mean, std, cfull)
 
         return fused
 

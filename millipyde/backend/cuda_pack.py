@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import faults
 from . import launcher
 from .pool import _LAYOUTS, stream_handle
 from .staging import StagingRing
@@ -138,10 +139,37 @@ class CudaPacks:
             buf = self.empty((host.nbytes,), np.uint8, device)
             self._pack_ring(device, host.nbytes).copy(buf, host, stream)
             ctx = pool._context(device, self._context)
-            base = int(buf.gpu_data.device_pointer)
-            return [pool.stamp(shape, np.dtype(dtype), base + off, buf, ctx)
-                    if 0 not in shape else self.empty(shape, dtype, device)
-                    for off, dtype, shape in parts]
+            views = stamp_parts(parts, int(buf.gpu_data.device_pointer), buf, ctx)
+            for i, (_, dtype, shape) in enumerate(parts):
+                if views[i] is None:
+                    views[i] = self.empty(shape, dtype, device)
+            return views
+
+    def empty_batched(self, shape: tuple[int, ...], dtype: Any, device: int) -> Any:
+        """``empty`` of the batch engine's buffers inside ``on_device(device)``: through the
+        pool's allocator of the layout (``CupyPool.allocator``, kept per layout) on the
+        thread's stream, without entering the device again; anything else (another device
+        current, no pool, an empty shape, an armed fault, a failed allocation) as ``empty``."""
+        tls = self._tls
+        pool = self._cupy_pool()
+        if pool is None or faults._armed or getattr(tls, "device", None) != device:
+            return self.empty(shape, dtype, device)
+        s = getattr(tls, "stream", None)
+        stream = self._default_streams.get(device) if s is None else s
+        key = (shape, dtype, device)
+        alloc = _allocators.get(key)
+        if alloc is None:
+            if stream is None or math.prod(shape) == 0:
+                return self.empty(shape, dtype, device)
+            alloc = pool.allocator(tuple(int(v) for v in shape), np.dtype(dtype), device,
+                                   self._context)
+            if len(_allocators) >= 1024:
+                _allocators.clear()
+            _allocators[key] = alloc
+        try:
+            return alloc(stream_handle(stream))
+        except MemoryError:
+            return self.empty(shape, dtype, device)  # fails as the backend reports it
 
     def _pack_ring(self, device: int, nbytes: int) -> StagingRing:
         """The pinned pack ring of ``device`` with slots of at least ``nbytes`` (its context
@@ -183,3 +211,38 @@ def _batched_entry(kernel: Any, device: int, args: tuple, key: tuple) -> tuple:
             _batched.clear()
         _batched[key] = got
     return got
+
+
+_allocators: dict[tuple, Any] = {}  # (shape, dtype, device) -> ``CupyPool.allocator``
+
+
+def stamp_parts(parts: list[tuple[int, Any, tuple[int, ...]]], base: int, owner: Any,
+                ctx: Any) -> list[Any]:
+    """Per part (byte offset, dtype, shape) a C-contiguous device array at ``base + offset``
+    kept alive by ``owner`` in numba-cuda context ``ctx``: what ``CupyPool.stamp`` builds,
+    the pointer's attributes set as ``MemoryPointer``'s constructor sets them (taken from
+    one it built), with no call per part but the driver pointer's; None for empty parts."""
+    from numba.cuda.cudadrv import devicearray, driver
+
+    new, array, pointer = object.__new__, devicearray.DeviceNDArray, driver.MemoryPointer
+    cu_ptr = driver.binding.CUdeviceptr
+    memory = vars(pointer(ctx, cu_ptr(0), size=0))
+    proto_of, nbytes_of = _LAYOUTS.proto, _LAYOUTS.nbytes
+    out: list[Any] = []
+    for off, dtype, shape in parts:
+        if 0 in shape:
+            out.append(None)
+            continue
+        nbytes = nbytes_of(shape, dtype)
+        dp = cu_ptr(base + off)
+        ptr = new(pointer)
+        d = ptr.__dict__
+        d.update(memory)
+        d["device_pointer"] = d["handle"] = dp
+        d["size"] = d["_cuda_memsize_"] = nbytes
+        d["_owner"] = owner
+        arr = new(array)
+        arr.__dict__.update(proto_of(shape, dtype, ctx))
+        arr.gpu_data = ptr
+        out.append(arr)
+    return out

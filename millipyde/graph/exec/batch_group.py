@@ -26,6 +26,12 @@ from . import batch_stencil, gather
 from .batch_launch import launch
 
 
+def _empty(shape: tuple[int, ...], dtype: Any, device: int) -> Any:
+    """A batch buffer (the pool's allocator of its layout on backends that have one)."""
+    make = getattr(runtime, "empty_batched", None)
+    return runtime.empty(shape, dtype, device) if make is None else make(shape, dtype, device)
+
+
 @functools.cache
 def _gather_fn(sig: Any, gates: bool, wide: bool = False):
     return codegen_batch.gather_batch_kernel(sig, runtime.codegen_target, runtime.simulated,
@@ -95,7 +101,8 @@ class _Pack:
         return len(self.parts) - 1
 
     def upload(self, device: int) -> None:
-        host = np.zeros(max(self.size, self.ALIGN), dtype=np.uint8)
+        # (the alignment gaps between parts are never read: left as they are)
+        host = np.empty(max(self.size, self.ALIGN), dtype=np.uint8)
         for off, a in self.parts:
             host[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
         # one copy (pinned and asynchronous on GPUs: the worker does not wait for the
@@ -203,6 +210,15 @@ class _Group:
         """The largest radius of stencil kernel ``i``'s taps over the members."""
         return max((len(t) for t in self.taps_host(i) if t is not None), default=1) // 2
 
+    def _stack4(self) -> Any:
+        """The stack as (S, H, W, C), made once per stack (kept in the group key's memo)."""
+        got = self.memo.get("stack4")
+        if got is None or got[0] is not self.stack:
+            st = self.stack
+            got = self.memo["stack4"] = (st, runtime.reshape(st, (st.shape[0],
+                                                                  *_as4(st.shape[1:]))))
+        return got[1]
+
     def launch(self, pk: _Pack, fused: Any = None) -> Any:
         """Run the group's kernels; the last one's (M, ...) batch buffer, member m at m.
 
@@ -212,7 +228,7 @@ class _Group:
         dev = self.device
         kernels = self.kernels()
         nb = self.size()
-        src = runtime.reshape(self.stack, (self.stack.shape[0], *_as4(self.stack.shape[1:])))
+        src = self._stack4()
         sidx = pk[self.slots[0]]
         first = True  # src is the stack (sidx picks each member's input)
         out = None
@@ -226,8 +242,11 @@ class _Group:
                     fused(sig, self.gated[i], src, sidx, pk[a], pk[b])
                     return None
             node = k.output
-            out = runtime.empty((nb, *node.shape), node.dtype, dev)
-            dst = runtime.reshape(out, (nb, *_as4(node.shape)))
+            if i == len(kernels) - 1:  # handed back: each member of its node's shape
+                out = _empty((nb, *node.shape), node.dtype, dev)
+                dst = runtime.reshape(out, (nb, *_as4(node.shape)))
+            else:  # read by the next kernel only
+                dst = _empty((nb, *_as4(node.shape)), node.dtype, dev)
             h, w, c = dst.shape[1:]
             if k.kind == "gather":
                 gated = self.gated[i]
