@@ -109,7 +109,7 @@ class CudaPacks:
         shape = tuple(shape)
         if buffer.shape == shape:
             return buffer
-        if type(buffer) is not _device_array():
+        if type(buffer) is not (_DEVICE_ARRAY[0] if _DEVICE_ARRAY else _device_array()):
             return buffer.reshape(*shape)
         d = buffer.__dict__
         if d["stream"] != 0 or d["size"] == 0 or not d["_dummy"].is_c_contig:
@@ -122,7 +122,7 @@ class CudaPacks:
             if len(_protos) >= 4096:
                 _protos.clear()
             _protos[(shape, buffer.dtype)] = proto
-        arr = object.__new__(_device_array())
+        arr = object.__new__(_DEVICE_ARRAY[0])
         arr.__dict__.update(proto)
         arr.gpu_data = d["gpu_data"]
         return arr
@@ -227,13 +227,13 @@ def stamp_parts(parts: list[tuple[int, Any, tuple[int, ...]]], base: int, owner:
     new, array, pointer = object.__new__, devicearray.DeviceNDArray, driver.MemoryPointer
     cu_ptr = driver.binding.CUdeviceptr
     memory = vars(pointer(ctx, cu_ptr(0), size=0))
-    proto_of, nbytes_of = _LAYOUTS.proto, _LAYOUTS.nbytes
+    protos, sizes = _LAYOUTS._protos, _LAYOUTS._sizes
     out: list[Any] = []
     for off, dtype, shape in parts:
         if 0 in shape:
             out.append(None)
             continue
-        nbytes = nbytes_of(shape, dtype)
+        nbytes = sizes.get((shape, dtype)) or _LAYOUTS.nbytes(shape, dtype)
         dp = cu_ptr(base + off)
         ptr = new(pointer)
         d = ptr.__dict__
@@ -242,7 +242,7 @@ def stamp_parts(parts: list[tuple[int, Any, tuple[int, ...]]], base: int, owner:
         d["size"] = d["_cuda_memsize_"] = nbytes
         d["_owner"] = owner
         arr = new(array)
-        arr.__dict__.update(proto_of(shape, dtype, ctx))
+        arr.__dict__.update(protos.get((shape, dtype)) or _LAYOUTS.proto(shape, dtype, ctx))
         arr.gpu_data = ptr
         out.append(arr)
     return out

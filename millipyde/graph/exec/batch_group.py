@@ -97,7 +97,7 @@ class _Pack:
     def add(self, array: np.ndarray) -> int:
         array = np.ascontiguousarray(array)
         self.parts.append((self.size, array))
-        self.size += -(-max(array.nbytes, 1) // self.ALIGN) * self.ALIGN
+        self.size += -(-(array.nbytes or 1) // self.ALIGN) * self.ALIGN
         return len(self.parts) - 1
 
     def upload(self, device: int) -> None:
