@@ -235,7 +235,7 @@ class KeyPlan:
     def __init__(self, key: tuple) -> None:
         self.key = key
         self.templates: list[Any] = []
-        self.index: dict[int, int] = {}  # id(template) -> its index
+        self.index: dict[Any, int] = {}  # template -> its index
         self.kernels: list[Any] = []
         self.lock = threading.Lock()
         self.memo: dict[Any, Any] = {}  # compiled launches of the key (``_Group.memo``)
@@ -244,18 +244,21 @@ class KeyPlan:
             d: Draws) -> tuple[np.ndarray, list[Any], list[Any]]:
         """Per member (``parts``' rows in order) its template's index, and the templates and
         kernel plans those index (new templates join first)."""
+        index = self.index  # (templates hash by identity)
         with self.lock:
-            new = [t for t, _ in parts if id(t) not in self.index]
-            if new:
-                for t in new:
-                    self.index[id(t)] = len(self.templates)
-                    self.templates.append(t)
+            try:
+                at = [index[t] for t, _ in parts]
+            except KeyError:  # new templates join, the kernel plans are rebuilt
+                for t, _ in parts:
+                    if t not in index:
+                        index[t] = len(self.templates)
+                        self.templates.append(t)
                 self.kernels = self._build(d)
-            at = [self.index[id(t)] for t, _ in parts]
+                at = [index[t] for t, _ in parts]
             got = self.templates[:], self.kernels
         if len(parts) == 1:
-            return np.full(len(parts[0][1]), at[0], dtype=np.int64), *got
-        return np.repeat(np.asarray(at, dtype=np.int64), [len(r) for _, r in parts]), *got
+            return np.full(parts[0][1].shape[0], at[0], dtype=np.int64), *got
+        return np.repeat(np.asarray(at, dtype=np.int64), [r.shape[0] for _, r in parts]), *got
 
     def _build(self, d: Draws) -> list[Any]:
         ts = self.templates

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -207,6 +208,9 @@ class Recorder:
         self.templates: dict[tuple[int, bytes, int], _Template | None] = {}
         self.failed: dict[tuple[int, bytes, int], int] = {}
         self.plans: dict[tuple, KeyPlan] = {}  # per group key: its templates as arrays
+        # (device, pattern as an integer) -> its template (or None): ``templates`` without
+        # the pattern's bytes made per batch
+        self.by_int: dict[tuple[int, int], _Template | None] = {}
         self.ahead: set[int] = set()  # devices whose first batch recorded templates ahead
 
     #: Outputs tried as a pattern's template before the pattern is left to per-output work
@@ -283,29 +287,31 @@ class Recorder:
         drawn = Draws(params)
         if pats.shape[1] <= 62:  # one integer per pattern: a 1-D unique is much faster
             pats_1d = pats.astype(np.int64) @ (np.int64(1) << np.arange(pats.shape[1]))
-            _, first, inverse = np.unique(pats_1d, return_index=True, return_inverse=True)
+            uniq, first, inverse = np.unique(pats_1d, return_index=True, return_inverse=True)
+            ints = uniq.tolist()
         else:
             _, first, inverse = np.unique(pats, axis=0, return_index=True,
                                           return_inverse=True)
+            ints = [None] * len(first)
         inverse = inverse.reshape(-1)
         order = np.argsort(inverse, kind="stable")
-        bounds = np.searchsorted(inverse[order], np.arange(len(first) + 1))
+        bounds = np.searchsorted(inverse[order], np.arange(len(first) + 1)).tolist()
         inputs = st.inputs
         sidx_of = np.array([stacks[n.id][1] for n in st.stacked_nodes[device]],
                            dtype=np.int64)
-        parts: dict[int, list] = {}  # id(KeyPlan) -> per pattern its template and rows
+        parts: dict[Any, list] = defaultdict(list)  # KeyPlan -> per pattern (template, rows)
         left: list[np.ndarray] = []
-        known = self.templates
-        for u, f in enumerate(first.tolist()):
+        by_int = self.by_int
+        for u, (f, key) in enumerate(zip(first.tolist(), ints, strict=True)):
             rows = order[bounds[u]:bounds[u + 1]]
-            t = known.get((device, pats[f].tobytes(), 0), _MISSING)
-            if t is _MISSING:
-                t = self.template(device, pats[f],
-                                  [ks[r] for r in rows[:self.TRIES].tolist()], stacks)
+            try:  # a pattern seen before: no call but the append (patterns x groups)
+                t = by_int[device, key]
+            except KeyError:
+                t = self._template_of(device, pats[f], key, ks, rows, stacks)
             if t is None:
                 left.append(rows)
             else:
-                parts.setdefault(id(t.plan), []).append((t, rows))
+                parts[t.plan].append((t, rows))
         stack = next(iter(stacks.values()))[0] if stacks else None
         sidx_rows = sidx_of[karr % len(inputs)]
         groups: list[ArrayGroup] = []
@@ -326,8 +332,21 @@ class Recorder:
             left.append(self._grouped(again, drawn, stack, device, sidx_rows, groups))
         return groups, sorted(np.concatenate(left).tolist()) if left else []
 
+    def _template_of(self, device: int, pattern: np.ndarray, key: int | None, ks: list[int],
+                     rows: np.ndarray, stacks: dict) -> Any:
+        """The template of ``pattern`` (``key``: its integer, None past 62 bits), recorded
+        if it is not yet; once decided it is also kept under ``key`` (``by_int``)."""
+        full = (device, pattern.tobytes(), 0)
+        t = self.templates.get(full, _MISSING)
+        if t is _MISSING:
+            t = self.template(device, pattern, [ks[r] for r in rows[:self.TRIES].tolist()],
+                              stacks)
+        if key is not None and full in self.templates:  # (not while tries are left)
+            self.by_int[device, key] = t
+        return t
+
     @staticmethod
-    def _grouped(parts: dict[int, list], drawn: Draws, stack: Any, device: int,
+    def _grouped(parts: dict[Any, list], drawn: Draws, stack: Any, device: int,
                  sidx_rows: np.ndarray, groups: list) -> np.ndarray:
         """Append the groups of ``parts`` (per group key, per pattern its template and rows)
         to ``groups``; the rows they leave (sorted)."""
