@@ -71,8 +71,12 @@ def clip_bounds(src: Any, sidx: Any, p: Any, nb: int, device: int) -> None:
     for d in src.shape[1:]:
         n *= int(d)
     flat = runtime.reshape(src, (src.shape[0], n))
-    runtime.launch_blocks(_bounds_fn(), nb, _bounds_threads(), device, flat, sidx, p,
-                          codegen.CLIP_OFF)
+    fn, threads = _bounds_fn(), _bounds_threads()
+    args = (flat, sidx, p, codegen.CLIP_OFF)
+    direct = getattr(runtime, "launch_batched", None)
+    if direct is None or not runtime.fast_launch or not direct(fn, (nb, 1, 1), (threads, 1, 1),
+                                                              device, args):
+        runtime.launch_blocks(fn, nb, threads, device, *args)
 
 
 class _Pack:
