@@ -272,12 +272,12 @@ class Batches:
         mean, std, pos = self._device_consts(device, len(ks))
         flat_out = runtime.flat(out)
         for g, slot in zip(groups, slots, strict=True):
-            fused = self._fused(g, flat_out, pk[slot], mean, std, hw, device)
+            fused = self._fused(g, flat_out, pk.views[slot], mean, std, hw, device)
             buf = g.launch(pk, fused)
             if buf is not None:
                 src = runtime.reshape(buf, (buf.shape[0], *buf.shape[1:3],
                                             buf.shape[3] if buf.ndim == 4 else 1))
-                write_sample(out, pk[slot], src, spec, (mean, std), hw, device)
+                write_sample(out, pk.views[slot], src, spec, (mean, std), hw, device)
         for r, y in zip(left, ys, strict=True):
             b = y._materialize()
             src = runtime.reshape(b, (1, *b.shape[:2], b.shape[2] if b.ndim == 3 else 1))

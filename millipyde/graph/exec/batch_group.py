@@ -233,7 +233,8 @@ class _Group:
         kernels = self.kernels()
         nb = self.size()
         src = self._stack4()
-        sidx = pk[self.slots[0]]
+        views = pk.views  # (indexed directly: no call per view)
+        sidx = views[self.slots[0]]
         first = True  # src is the stack (sidx picks each member's input)
         out = None
         for i, k in enumerate(kernels):
@@ -241,9 +242,9 @@ class _Group:
             if k.kind == "gather":
                 sig = self.key[2 + i][1]
                 if sig.clip:
-                    clip_bounds(src, sidx, pk[b], nb, dev)
+                    clip_bounds(src, sidx, views[b], nb, dev)
                 if fused is not None and i == len(kernels) - 1:
-                    fused(sig, self.gated[i], src, sidx, pk[a], pk[b])
+                    fused(sig, self.gated[i], src, sidx, views[a], views[b])
                     return None
             node = k.output
             if i == len(kernels) - 1:  # handed back: each member of its node's shape
@@ -254,7 +255,7 @@ class _Group:
             h, w, c = dst.shape[1:]
             if k.kind == "gather":
                 gated = self.gated[i]
-                args, wide = batch_gather.launch_args(sig, gated, src, sidx, pk[a], pk[b],
+                args, wide = batch_gather.launch_args(sig, gated, src, sidx, views[a], views[b],
                                                       (h, w), runtime.flat, nb=nb)
                 fn = self.cached(("gather", i, gated, wide),
                                  lambda s=sig, gt=gated, wd=wide: _gather_fn(s, gt, wd))
@@ -264,8 +265,8 @@ class _Group:
                 batch_stencil.stencil_cpu(node, [src[j] for j in sidx_h], dst,
                                           self.taps_host(i), dev)
             else:
-                batch_stencil.stencil_gpu(node, src, sidx, dst, pk[a], pk[b], self.radius(i),
+                batch_stencil.stencil_gpu(node, src, sidx, dst, views[a], views[b], self.radius(i),
                                           dev)
             # later kernels read this kernel's batch buffer, member m at index m
-            src, sidx, first = dst, pk[self.slots[1]], False
+            src, sidx, first = dst, views[self.slots[1]], False
         return out
