@@ -52,13 +52,8 @@ class Draws:
         """(N, T) Gaussian taps of Operation ``j`` (zero rows where sigma is 0), radii."""
         got = self.cache.get(("taps", j, reach))
         if got is None:
-            s = self.params[j][:, 0]
-            pos = np.flatnonzero(s > 0)
-            taps, radius = batch_math.gaussian_taps(s[pos], reach)
-            mat = np.zeros((len(s), taps.shape[1]))
-            rad = np.full(len(s), -1, dtype=np.int64)
-            mat[pos], rad[pos] = taps, radius
-            got = self.cache[("taps", j, reach)] = (mat, rad)
+            got = self.cache[("taps", j, reach)] = batch_math.gaussian_taps(
+                self.params[j][:, 0], reach)
         return got
 
 
