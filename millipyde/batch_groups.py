@@ -332,6 +332,8 @@ def _taps_arrays(kp: _TapsPlan, templates: list, i: int, tid: np.ndarray, rows: 
             pieces.append((m, mat[rows], rad[rows]))
         elif m.any():
             pieces.append((m, mat[rows[m]], rad[rows[m]]))
+    if len(pieces) == 1 and pieces[0][0].all():  # one tap set for every member
+        return {"taps": pieces[0][1], "rad": pieces[0][2]}
     out = np.zeros((len(rows), max((t.shape[1] for _, t, _ in pieces), default=1)))
     rad = np.full(len(rows), -1, dtype=np.int64)
     for m, t, r in pieces:
