@@ -343,6 +343,15 @@ def uniforms(z, ts, out):
     for i in range(z.shape[0]):
         for t in range(ts.shape[0]):
             out[i, t] = float(_mix(z[i] ^ ts[t]) >> uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True, nogil=True)
+def ranged(u, lo, span, fixed, out):
+    # column t: lo[t] + span[t] * u[:, t + 1] (an fmul, then an fadd: nothing contracted),
+    # or lo[t] itself where the range is one value
+    for i in range(out.shape[0]):
+        for t in range(out.shape[1]):
+            out[i, t] = lo[t] if fixed[t] else lo[t] + span[t] * u[i, t + 1]
 '''
 
 
@@ -414,4 +423,15 @@ def fill_rows(base: np.ndarray, flags: np.ndarray, tid: np.ndarray, rows: np.nda
     ``clip``. ``pieces``: (dst, width, at, sel, clip_at, clip) arrays."""
     out = np.empty((len(tid), base.shape[1] + flags.shape[1]))
     _rows_module().fill_rows(out, base, flags, tid, rows, src, *pieces, ok)
+    return out
+
+
+def ranged(block: np.ndarray, ranges: tuple[tuple[float, float], ...]) -> np.ndarray:
+    """(n, T) draws ``lo + (hi - lo) * block[:, t + 1]`` of each range ``(lo, hi)`` (``lo``
+    where ``lo == hi``), as ``batch_record.draw`` computes them column by column in NumPy."""
+    lo = np.array([a for a, _ in ranges], dtype=np.float64)
+    span = np.array([b - a for a, b in ranges], dtype=np.float64)  # (Python floats)
+    fixed = np.array([a == b for a, b in ranges], dtype=np.bool_)
+    out = np.empty((block.shape[0], len(ranges)))
+    _mix_module().ranged(block, lo, span, fixed, out)
     return out

@@ -100,6 +100,9 @@ def draw(rules: list[_Rule], seed: int, ks: np.ndarray) -> tuple[np.ndarray, lis
         if r.ranges is None:
             params.append(None)
             continue
+        if len(r.ranges) < BLOCK:  # every draw in the op's block: one compiled call
+            params.append(batch_math.ranged(blocks[j], r.ranges))
+            continue
         cols = []
         for t, (lo, hi) in enumerate(r.ranges):
             if lo == hi:
