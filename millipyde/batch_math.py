@@ -346,6 +346,23 @@ def uniforms(z, ts, out):
 
 
 @njit(cache=True, nogil=True)
+def group_ints(keys, order, uniq, first, inverse, bounds):
+    # ``order``: the stable argsort of ``keys``; per distinct key (ascending) its value, its
+    # first position and where its members start in ``order``; per member its key's rank
+    u = -1
+    for q in range(order.shape[0]):
+        i = order[q]
+        if q == 0 or keys[i] != keys[order[q - 1]]:
+            u += 1
+            uniq[u] = keys[i]
+            first[u] = i
+            bounds[u] = q
+        inverse[i] = u
+    bounds[u + 1] = order.shape[0]
+    return u + 1
+
+
+@njit(cache=True, nogil=True)
 def ranged(u, lo, span, fixed, out):
     # column t: lo[t] + span[t] * u[:, t + 1] (an fmul, then an fadd: nothing contracted),
     # or lo[t] itself where the range is one value
@@ -435,3 +452,20 @@ def ranged(block: np.ndarray, ranges: tuple[tuple[float, float], ...]) -> np.nda
     out = np.empty((block.shape[0], len(ranges)))
     _mix_module().ranged(block, lo, span, fixed, out)
     return out
+
+
+def group_ints(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                         np.ndarray]:
+    """``np.unique(keys, return_index=True, return_inverse=True)`` (first positions: the first
+    occurrence), the stable argsort of the inverse (members by key, in order) and where each
+    key's members start in it (one more entry: the end): what ``batch_record`` groups by."""
+    n = len(keys)
+    order = np.argsort(keys, kind="stable")
+    uniq = np.empty(n, dtype=np.int64)
+    first = np.empty(n, dtype=np.int64)
+    inverse = np.empty(n, dtype=np.int64)
+    bounds = np.empty(n + 1, dtype=np.int64)
+    m = _mix_module().group_ints(keys, order, uniq, first, inverse, bounds) if n else 0
+    if not n:
+        bounds[0] = 0
+    return uniq[:m], first[:m], inverse, order, bounds[:m + 1]

@@ -288,17 +288,18 @@ class Recorder:
         coins, params = draw(self.rules, st.seed, karr)
         pats = patterns(self.rules, coins, params)
         drawn = Draws(params)
-        if pats.shape[1] <= 62:  # one integer per pattern: a 1-D unique is much faster
+        if pats.shape[1] <= 62:  # one integer per pattern: grouped in one compiled pass
             pats_1d = pats.astype(np.int64) @ (np.int64(1) << np.arange(pats.shape[1]))
-            uniq, first, inverse = np.unique(pats_1d, return_index=True, return_inverse=True)
+            uniq, first, inverse, order, bounds = batch_math.group_ints(pats_1d)
             ints = uniq.tolist()
         else:
             _, first, inverse = np.unique(pats, axis=0, return_index=True,
                                           return_inverse=True)
             ints = [None] * len(first)
-        inverse = inverse.reshape(-1)
-        order = np.argsort(inverse, kind="stable")
-        bounds = np.searchsorted(inverse[order], np.arange(len(first) + 1)).tolist()
+            inverse = inverse.reshape(-1)
+            order = np.argsort(inverse, kind="stable")
+            bounds = np.searchsorted(inverse[order], np.arange(len(first) + 1))
+        bounds = bounds.tolist()
         inputs = st.inputs
         sidx_of = np.array([stacks[n.id][1] for n in st.stacked_nodes[device]],
                            dtype=np.int64)
