@@ -52,13 +52,8 @@ class Draws:
         """(N, T) Gaussian taps of Operation ``j`` (zero rows where sigma is 0), radii."""
         got = self.cache.get(("taps", j, reach))
         if got is None:
-            s = self.params[j][:, 0]
-            pos = np.flatnonzero(s > 0)
-            taps, radius = batch_math.gaussian_taps(s[pos], reach)
-            mat = np.zeros((len(s), taps.shape[1]))
-            rad = np.full(len(s), -1, dtype=np.int64)
-            mat[pos], rad[pos] = taps, radius
-            got = self.cache[("taps", j, reach)] = (mat, rad)
+            got = self.cache[("taps", j, reach)] = batch_math.gaussian_taps(
+                self.params[j][:, 0], reach)
         return got
 
 
@@ -143,7 +138,8 @@ class _GatherPlan:
     base rows and tables, and per recipe piece (drawn column, sampler, table stage) a mask
     of the templates that have it."""
 
-    def __init__(self, rs: list[_GatherRecipe], lut_mode: bool, ngates: int) -> None:
+    def __init__(self, rs: list[_GatherRecipe], lut_mode: bool, ngates: int,
+                 widths: dict[int, int]) -> None:
         n = len(rs)
         self.p = np.stack([r.p for r in rs])
         self.lut = np.stack([r.lut for r in rs]) if lut_mode else rs[0].lut[None]
@@ -162,9 +158,48 @@ class _GatherPlan:
             self.stages.append((stage, codes, fixed, varying, rs[us[0]].channels,
                                 rs[us[0]].full, _flags(us, n)))
         self.gated = any(r.flags is not None for r in rs)
-        if self.gated:
-            self.flags = np.stack([np.zeros(ngates) if r.flags is None else r.flags
-                                   for r in rs])
+        self.flags = np.stack([np.zeros(ngates) if r.flags is None else r.flags
+                               for r in rs]) if self.gated else np.zeros((n, 0))
+        self._pieces(widths)
+
+    def _pieces(self, widths: dict[int, int]) -> None:
+        """The drawn columns and sampler maps as ``batch_math.fill_rows`` pieces, over a
+        source of the drawn parameters and maps side by side (``sources``)."""
+        self.sources: list[Any] = []  # op j (its drawn columns) or a sampler (maps, clip)
+        at: dict[Any, int] = {}
+        width = 0
+        pieces: list[tuple] = []  # dst, width, at, sel, clip_at, clip
+        for o, j, sel in self.cols:
+            if j not in at:
+                at[j], width = width, width + widths[j]
+                self.sources.append(j)
+            pieces.append((o, widths[j], at[j], sel, -1, 0.0))
+        for sampler, clip, sel in self.samplers:
+            key = ("maps", sampler)
+            if key not in at:
+                at[key], width = width, width + 7  # six map values, then the clip (0 or 1)
+                self.sources.append(sampler)
+            pieces.append((codegen.A_OFF, 6, at[key], sel, at[key] + 6, float(clip)))
+        n = len(self.p)
+        self.pieces = (np.array([x[0] for x in pieces], dtype=np.int64),
+                       np.array([x[1] for x in pieces], dtype=np.int64),
+                       np.array([x[2] for x in pieces], dtype=np.int64),
+                       np.array([x[3] for x in pieces], dtype=bool).reshape(len(pieces), n),
+                       np.array([x[4] for x in pieces], dtype=np.int64),
+                       np.array([x[5] for x in pieces], dtype=np.float64))
+
+    def source(self, d: Draws) -> np.ndarray:
+        """(N, W) the batch's drawn columns and sampler maps that the pieces copy from."""
+        parts = []
+        for x in self.sources:
+            if isinstance(x, tuple):
+                maps, clips = d.maps(*x)
+                parts += [maps, clips[:, None].astype(np.float64)]
+            else:
+                parts.append(d.params[x])
+        if not parts:
+            return np.zeros((1, 0))
+        return np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
 
 
 class _TapsPlan:
@@ -195,7 +230,7 @@ class KeyPlan:
     def __init__(self, key: tuple) -> None:
         self.key = key
         self.templates: list[Any] = []
-        self.index: dict[int, int] = {}  # id(template) -> its index
+        self.index: dict[Any, int] = {}  # template -> its index
         self.kernels: list[Any] = []
         self.lock = threading.Lock()
         self.memo: dict[Any, Any] = {}  # compiled launches of the key (``_Group.memo``)
@@ -204,18 +239,21 @@ class KeyPlan:
             d: Draws) -> tuple[np.ndarray, list[Any], list[Any]]:
         """Per member (``parts``' rows in order) its template's index, and the templates and
         kernel plans those index (new templates join first)."""
+        index = self.index  # (templates hash by identity)
         with self.lock:
-            new = [t for t, _ in parts if id(t) not in self.index]
-            if new:
-                for t in new:
-                    self.index[id(t)] = len(self.templates)
-                    self.templates.append(t)
+            try:
+                at = [index[t] for t, _ in parts]
+            except KeyError:  # new templates join, the kernel plans are rebuilt
+                for t, _ in parts:
+                    if t not in index:
+                        index[t] = len(self.templates)
+                        self.templates.append(t)
                 self.kernels = self._build(d)
-            at = [self.index[id(t)] for t, _ in parts]
+                at = [index[t] for t, _ in parts]
             got = self.templates[:], self.kernels
         if len(parts) == 1:
-            return np.full(len(parts[0][1]), at[0], dtype=np.int64), *got
-        return np.repeat(np.asarray(at, dtype=np.int64), [len(r) for _, r in parts]), *got
+            return np.full(parts[0][1].shape[0], at[0], dtype=np.int64), *got
+        return np.repeat(np.asarray(at, dtype=np.int64), [r.shape[0] for _, r in parts]), *got
 
     def _build(self, d: Draws) -> list[Any]:
         ts = self.templates
@@ -223,36 +261,22 @@ class KeyPlan:
         for i, k in enumerate(ts[0].kernels):
             if k.kind == "gather":
                 out.append(_GatherPlan([_recipe(t, i, d) for t in ts], batch.tables_of(k),
-                                       codegen.gather_ngates(self.key[2 + i][1])))
+                                       codegen.gather_ngates(self.key[2 + i][1]),
+                                       {j: v.shape[1] for j, v in enumerate(d.params)
+                                        if v is not None}))
             else:
                 out.append(_TapsPlan(ts, i, d))
         return out
-
-
-def _put(dst: np.ndarray, m: np.ndarray, cols: slice, vals: np.ndarray,
-         rows: np.ndarray) -> None:
-    """``dst[m, cols] = vals[rows[m]]`` (all members: no mask)."""
-    if m.all():
-        dst[:, cols] = vals[rows]
-    elif m.any():
-        dst[m, cols] = vals[rows[m]]
 
 
 def _gather_arrays(kp: _GatherPlan, tid: np.ndarray, rows: np.ndarray, d: Draws,
                    ok: np.ndarray) -> dict[str, Any]:
     """Per member ``lut``, ``p`` (gate flags appended where any template has one) of a gather
     kernel (``batch._gather_member_args`` of each member)."""
-    p = kp.p[tid]
-    for o, j, sel in kp.cols:
-        vals = d.params[j]
-        _put(p, sel[tid], slice(o, o + vals.shape[1]), vals, rows)
-    for sampler, clip, sel in kp.samplers:
-        maps, clips = d.maps(*sampler)
-        m = sel[tid]
-        # a member whose warp clip differs from its template's plans differently (the clip
-        # splits the kernel): it needs a template of its own (``Recorder.groups``)
-        ok[m] &= clips[rows[m]] == clip
-        _put(p, m, slice(codegen.A_OFF, codegen.A_OFF + 6), maps, rows)
+    # base rows, gate flags, drawn columns and sampler maps in one compiled pass; a member
+    # whose warp clip differs from its template's plans differently (the clip splits the
+    # kernel): it needs a template of its own (``Recorder.groups``)
+    p = batch_math.fill_rows(kp.p, kp.flags, tid, rows, kp.source(d), kp.pieces, ok)
     for u, r in kp.post:  # index maps after the sampler: the same 3x3 products as Gather.add
         j, spec, mid, _ = r.sampler
         for at in np.flatnonzero(tid == u).tolist():
@@ -277,8 +301,6 @@ def _gather_arrays(kp: _GatherPlan, tid: np.ndarray, rows: np.ndarray, d: Draws,
             lut[m, stage] = out
     else:
         lut = kp.lut  # one table for every member (``_Group.pack``)
-    if kp.gated:
-        p = np.concatenate([p, kp.flags[tid]], axis=1)
     return {"lut": lut, "p": p, "gated": kp.gated}
 
 
@@ -310,6 +332,8 @@ def _taps_arrays(kp: _TapsPlan, templates: list, i: int, tid: np.ndarray, rows: 
             pieces.append((m, mat[rows], rad[rows]))
         elif m.any():
             pieces.append((m, mat[rows[m]], rad[rows[m]]))
+    if len(pieces) == 1 and pieces[0][0].all():  # one tap set for every member
+        return {"taps": pieces[0][1], "rad": pieces[0][2]}
     out = np.zeros((len(rows), max((t.shape[1] for _, t, _ in pieces), default=1)))
     rad = np.full(len(rows), -1, dtype=np.int64)
     for m, t, r in pieces:

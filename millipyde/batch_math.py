@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+# (Gaussian taps live in ``batch_taps``; named here with the rest of the batch host math)
+from .batch_taps import gaussian_taps  # noqa: F401
 from .graph.codegen.loader import load
 from .graph.codegen.lut import _lut_source
 from .graph.codegen.target import _HEADER
@@ -67,44 +69,44 @@ def sampler_maps(spec: Any, h: int, w: int, vals: np.ndarray) -> np.ndarray:
 
 
 def warp_clips(maps: np.ndarray, mid: tuple[int, int], shape: tuple[int, int]) -> np.ndarray:
-    """``schedule.needs_warp_clip`` of every (n, 6) row, vectorised with the same arithmetic."""
-    integer = np.all(np.abs(maps - np.round(maps)) <= 1e-12, axis=1)
-    mh, mw = mid
-    inside = np.ones(len(maps), dtype=bool)
-    for y in (0, shape[0] - 1):
-        for x in (0, shape[1] - 1):
-            fy = maps[:, 0] * y + maps[:, 1] * x + maps[:, 2]
-            fx = maps[:, 3] * y + maps[:, 4] * x + maps[:, 5]
-            inside &= ~((fy <= -1) | (fy >= mh) | (fx <= -1) | (fx >= mw))
-    return ~integer & inside
+    """``schedule.needs_warp_clip`` of every (n, 6) row: compiled, the same arithmetic in the
+    same order (IEEE operations, no fused multiply-add: Numba contracts nothing unless
+    ``fastmath``; ``rint`` is Python's ``round``, half to even)."""
+    maps = np.ascontiguousarray(maps, dtype=np.float64)
+    out = np.empty(len(maps), dtype=np.bool_)
+    _clip_module().warp_clips(maps, int(mid[0]), int(mid[1]), int(shape[0]) - 1,
+                              int(shape[1]) - 1, out)
+    return out
 
 
-def gaussian_taps(sigmas: np.ndarray, reach: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``kernels.filters.gaussian(s, reach)`` for every sigma > 0: taps (n, 2 max(radius) + 1),
-    row ``i`` starting with sigma ``i``'s, and the radii.
+_CLIP_SOURCE = '''# millipyde generated warp-clip decisions of sampler maps (batch_math.warp_clips)
+import numpy as np
+from numba import njit
 
-    Sigmas whose radius fits the reach are vectorised per radius (elementwise ufuncs give each
-    element the value they give it in a 1-D array, and a sum along the contiguous last axis is
-    the same pairwise sum as a 1-D array's); the others call the scalar function.
-    """
-    from .kernels.filters import TRUNCATE, gaussian
 
-    s = np.asarray(sigmas, dtype=np.float64)
-    radius = (TRUNCATE * s + 0.5).astype(np.int64)
-    capped = np.zeros(len(s), dtype=bool) if reach is None else radius > reach
-    scalar = {int(i): gaussian(float(s[i]), reach) for i in np.flatnonzero(capped)}
-    for i, taps in scalar.items():
-        radius[i] = len(taps) // 2
-    out = np.zeros((len(s), 2 * int(radius.max(initial=0)) + 1))
-    for r in np.unique(radius[~capped]).tolist():
-        idx = np.flatnonzero((radius == r) & ~capped)
-        x = np.arange(-r, r + 1, dtype=np.float64)
-        coef = (-0.5 / (s[idx] * s[idx]))[:, None]
-        phi = np.exp(coef * x * x)
-        out[idx, :2 * r + 1] = phi / phi.sum(axis=1)[:, None]
-    for i, taps in scalar.items():
-        out[i, :len(taps)] = taps
-    return out, radius
+@njit(cache=True, nogil=True)
+def warp_clips(maps, mh, mw, ylast, xlast, out):
+    for i in range(maps.shape[0]):
+        integer = True
+        for q in range(6):
+            v = maps[i, q]
+            if not abs(v - np.rint(v)) <= 1e-12:
+                integer = False
+        clip = not integer
+        if clip:
+            for y in (0, ylast):
+                for x in (0, xlast):
+                    fy = maps[i, 0] * y + maps[i, 1] * x + maps[i, 2]
+                    fx = maps[i, 3] * y + maps[i, 4] * x + maps[i, 5]
+                    if fy <= -1 or fy >= mh or fx <= -1 or fx >= mw:
+                        clip = False
+        out[i] = clip
+'''
+
+
+@functools.cache
+def _clip_module():
+    return load(_CLIP_SOURCE, "cpu")
 
 
 @functools.cache
@@ -179,10 +181,46 @@ def rounds(z, ts, out):
 
 
 @njit(cache=True, nogil=True)
+def op_uniforms(z, js, ts, out):
+    # per op j: the op's round (z ^ js[j]), then uniforms as ``uniforms`` of it
+    for j in range(js.shape[0]):
+        for i in range(z.shape[0]):
+            zj = _mix(z[i] ^ js[j])
+            for t in range(ts.shape[0]):
+                out[j, i, t] = float(_mix(zj ^ ts[t]) >> uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True, nogil=True)
 def uniforms(z, ts, out):
     for i in range(z.shape[0]):
         for t in range(ts.shape[0]):
             out[i, t] = float(_mix(z[i] ^ ts[t]) >> uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True, nogil=True)
+def group_ints(keys, order, uniq, first, inverse, bounds):
+    # ``order``: the stable argsort of ``keys``; per distinct key (ascending) its value, its
+    # first position and where its members start in ``order``; per member its key's rank
+    u = -1
+    for q in range(order.shape[0]):
+        i = order[q]
+        if q == 0 or keys[i] != keys[order[q - 1]]:
+            u += 1
+            uniq[u] = keys[i]
+            first[u] = i
+            bounds[u] = q
+        inverse[i] = u
+    bounds[u + 1] = order.shape[0]
+    return u + 1
+
+
+@njit(cache=True, nogil=True)
+def ranged(u, lo, span, fixed, out):
+    # column t: lo[t] + span[t] * u[:, t + 1] (an fmul, then an fadd: nothing contracted),
+    # or lo[t] itself where the range is one value
+    for i in range(out.shape[0]):
+        for t in range(out.shape[1]):
+            out[i, t] = lo[t] if fixed[t] else lo[t] + span[t] * u[i, t + 1]
 '''
 
 
@@ -205,3 +243,81 @@ def mix_uniforms(z: np.ndarray, ts: np.ndarray) -> np.ndarray:
     _mix_module().uniforms(np.ascontiguousarray(z, dtype=np.uint64),
                            np.ascontiguousarray(ts, dtype=np.uint64), out)
     return out
+
+
+def op_uniforms(z: np.ndarray, js: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """(J, n, T) ``mix_uniforms(mix_rounds(z, js[j:j + 1])[:, 0], ts)`` for every j, one call."""
+    out = np.empty((len(js), len(z), len(ts)))
+    _mix_module().op_uniforms(np.ascontiguousarray(z, dtype=np.uint64),
+                              np.ascontiguousarray(js, dtype=np.uint64),
+                              np.ascontiguousarray(ts, dtype=np.uint64), out)
+    return out
+
+
+_ROWS_SOURCE = '''# millipyde generated parameter rows of a recorded batch's gather (batch_groups)
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def fill_rows(out, base, flags, tid, rows, src, dst, width, at, sel, clip_at, clip, ok):
+    p = base.shape[1]
+    for i in range(tid.shape[0]):
+        t = tid[i]
+        r = rows[i]
+        for c in range(p):
+            out[i, c] = base[t, c]
+        for c in range(flags.shape[1]):
+            out[i, p + c] = flags[t, c]
+        for k in range(dst.shape[0]):
+            if sel[k, t]:
+                for c in range(width[k]):
+                    out[i, dst[k] + c] = src[r, at[k] + c]
+                if clip_at[k] >= 0 and src[r, clip_at[k]] != clip[k]:
+                    ok[i] = False
+'''
+
+
+@functools.cache
+def _rows_module():
+    return load(_ROWS_SOURCE, "cpu")
+
+
+def fill_rows(base: np.ndarray, flags: np.ndarray, tid: np.ndarray, rows: np.ndarray,
+              src: np.ndarray, pieces: tuple, ok: np.ndarray) -> np.ndarray:
+    """(n, P + G) rows: ``base[tid[i]]``, then ``flags[tid[i]]``, and each piece ``k`` that
+    template ``tid[i]`` has (``sel[k]``) copies ``width[k]`` values of ``src[rows[i]]`` from
+    column ``at[k]`` to column ``dst[k]``, in order (copies, no arithmetic: the values are the
+    drawn ones); a piece with a clip column clears ``ok[i]`` where that column is not its
+    ``clip``. ``pieces``: (dst, width, at, sel, clip_at, clip) arrays."""
+    out = np.empty((len(tid), base.shape[1] + flags.shape[1]))
+    _rows_module().fill_rows(out, base, flags, tid, rows, src, *pieces, ok)
+    return out
+
+
+def ranged(block: np.ndarray, ranges: tuple[tuple[float, float], ...]) -> np.ndarray:
+    """(n, T) draws ``lo + (hi - lo) * block[:, t + 1]`` of each range ``(lo, hi)`` (``lo``
+    where ``lo == hi``), as ``batch_record.draw`` computes them column by column in NumPy."""
+    lo = np.array([a for a, _ in ranges], dtype=np.float64)
+    span = np.array([b - a for a, b in ranges], dtype=np.float64)  # (Python floats)
+    fixed = np.array([a == b for a, b in ranges], dtype=np.bool_)
+    out = np.empty((block.shape[0], len(ranges)))
+    _mix_module().ranged(block, lo, span, fixed, out)
+    return out
+
+
+def group_ints(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                         np.ndarray]:
+    """``np.unique(keys, return_index=True, return_inverse=True)`` (first positions: the first
+    occurrence), the stable argsort of the inverse (members by key, in order) and where each
+    key's members start in it (one more entry: the end): what ``batch_record`` groups by."""
+    n = len(keys)
+    order = np.argsort(keys, kind="stable")
+    uniq = np.empty(n, dtype=np.int64)
+    first = np.empty(n, dtype=np.int64)
+    inverse = np.empty(n, dtype=np.int64)
+    bounds = np.empty(n + 1, dtype=np.int64)
+    m = _mix_module().group_ints(keys, order, uniq, first, inverse, bounds) if n else 0
+    if not n:
+        bounds[0] = 0
+    return uniq[:m], first[:m], inverse, order, bounds[:m + 1]

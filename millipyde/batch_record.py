@@ -22,15 +22,18 @@ from __future__ import annotations
 
 import inspect
 import threading
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from . import batch_math
 from .batch_groups import ArrayGroup, Draws, KeyPlan, group_arrays
-from .batch_ops import Ctx, sample_round
+from .batch_ops import _BLOCK_WORDS, BLOCK, Ctx, sample_round
 from .graph.exec import batch
 from .image import RECORDING_METHODS, _bounds, _range, gpuimage
+from .random import _MASK
 from .workers import StepError, private_handle
 
 #: Random recording methods: the recorded op and the draw ranges from the bound arguments,
@@ -81,22 +84,32 @@ def rules_for(inputs: list, operations: list) -> list[_Rule] | None:
 
 def draw(rules: list[_Rule], seed: int, ks: np.ndarray) -> tuple[np.ndarray, list]:
     """Coins (n, J) and per Operation its (n, nparams) parameters (None where fixed): the
-    streams' draws through ``batch_ops.Ctx`` (compiled SplitMix64 rounds, the same bits)."""
-    z1 = sample_round(seed, ks) if rules else None
-    ctxs = [Ctx(seed, ks, j, _z1=z1) for j in range(len(rules))]
-    coins = np.stack([c.coins(r.probability) for c, r in zip(ctxs, rules, strict=True)],
-                     axis=1) if rules else np.ones((len(ks), 0), dtype=bool)
+    streams' draws as ``batch_ops.Ctx`` makes them (compiled SplitMix64 rounds, the same
+    bits), every op's coin and first draws in one call (``batch_math.op_uniforms``)."""
+    if not rules:
+        return np.ones((len(ks), 0), dtype=bool), []
+    z1 = sample_round(seed, ks)
+    words = np.array([j & _MASK for j in range(len(rules))], dtype=np.uint64)
+    # (J, n, BLOCK): column t + 1 is draw t of op j (``Ctx.block``)
+    blocks = batch_math.op_uniforms(z1, words, _BLOCK_WORDS)
+    # no coin: always drawn (a uniform is below 1, so below 2)
+    probs = np.array([2.0 if r.probability is None else r.probability for r in rules])
+    coins = blocks[:, :, 0].T < probs
     params: list[np.ndarray | None] = []
     for j, r in enumerate(rules):
         if r.ranges is None:
             params.append(None)
+            continue
+        if len(r.ranges) < BLOCK:  # every draw in the op's block: one compiled call
+            params.append(batch_math.ranged(blocks[j], r.ranges))
             continue
         cols = []
         for t, (lo, hi) in enumerate(r.ranges):
             if lo == hi:
                 cols.append(np.full(len(ks), lo))
             else:
-                cols.append(lo + (hi - lo) * ctxs[j].u(t))
+                u = blocks[j, :, t + 1] if t < BLOCK - 1 else Ctx(seed, ks, j, _z1=z1).u(t)
+                cols.append(lo + (hi - lo) * u)
         params.append(np.stack(cols, axis=1))
     return coins, params
 
@@ -198,6 +211,9 @@ class Recorder:
         self.templates: dict[tuple[int, bytes, int], _Template | None] = {}
         self.failed: dict[tuple[int, bytes, int], int] = {}
         self.plans: dict[tuple, KeyPlan] = {}  # per group key: its templates as arrays
+        # (device, pattern as an integer) -> its template (or None): ``templates`` without
+        # the pattern's bytes made per batch
+        self.by_int: dict[tuple[int, int], _Template | None] = {}
         self.ahead: set[int] = set()  # devices whose first batch recorded templates ahead
 
     #: Outputs tried as a pattern's template before the pattern is left to per-output work
@@ -272,31 +288,34 @@ class Recorder:
         coins, params = draw(self.rules, st.seed, karr)
         pats = patterns(self.rules, coins, params)
         drawn = Draws(params)
-        if pats.shape[1] <= 62:  # one integer per pattern: a 1-D unique is much faster
+        if pats.shape[1] <= 62:  # one integer per pattern: grouped in one compiled pass
             pats_1d = pats.astype(np.int64) @ (np.int64(1) << np.arange(pats.shape[1]))
-            _, first, inverse = np.unique(pats_1d, return_index=True, return_inverse=True)
+            uniq, first, inverse, order, bounds = batch_math.group_ints(pats_1d)
+            ints = uniq.tolist()
         else:
             _, first, inverse = np.unique(pats, axis=0, return_index=True,
                                           return_inverse=True)
-        inverse = inverse.reshape(-1)
-        order = np.argsort(inverse, kind="stable")
-        bounds = np.searchsorted(inverse[order], np.arange(len(first) + 1))
+            ints = [None] * len(first)
+            inverse = inverse.reshape(-1)
+            order = np.argsort(inverse, kind="stable")
+            bounds = np.searchsorted(inverse[order], np.arange(len(first) + 1))
+        bounds = bounds.tolist()
         inputs = st.inputs
         sidx_of = np.array([stacks[n.id][1] for n in st.stacked_nodes[device]],
                            dtype=np.int64)
-        parts: dict[int, list] = {}  # id(KeyPlan) -> per pattern its template and rows
+        parts: dict[Any, list] = defaultdict(list)  # KeyPlan -> per pattern (template, rows)
         left: list[np.ndarray] = []
-        known = self.templates
-        for u, f in enumerate(first.tolist()):
+        by_int = self.by_int
+        for u, (f, key) in enumerate(zip(first.tolist(), ints, strict=True)):
             rows = order[bounds[u]:bounds[u + 1]]
-            t = known.get((device, pats[f].tobytes(), 0), _MISSING)
-            if t is _MISSING:
-                t = self.template(device, pats[f],
-                                  [ks[r] for r in rows[:self.TRIES].tolist()], stacks)
+            try:  # a pattern seen before: no call but the append (patterns x groups)
+                t = by_int[device, key]
+            except KeyError:
+                t = self._template_of(device, pats[f], key, ks, rows, stacks)
             if t is None:
                 left.append(rows)
             else:
-                parts.setdefault(id(t.plan), []).append((t, rows))
+                parts[t.plan].append((t, rows))
         stack = next(iter(stacks.values()))[0] if stacks else None
         sidx_rows = sidx_of[karr % len(inputs)]
         groups: list[ArrayGroup] = []
@@ -317,8 +336,21 @@ class Recorder:
             left.append(self._grouped(again, drawn, stack, device, sidx_rows, groups))
         return groups, sorted(np.concatenate(left).tolist()) if left else []
 
+    def _template_of(self, device: int, pattern: np.ndarray, key: int | None, ks: list[int],
+                     rows: np.ndarray, stacks: dict) -> Any:
+        """The template of ``pattern`` (``key``: its integer, None past 62 bits), recorded
+        if it is not yet; once decided it is also kept under ``key`` (``by_int``)."""
+        full = (device, pattern.tobytes(), 0)
+        t = self.templates.get(full, _MISSING)
+        if t is _MISSING:
+            t = self.template(device, pattern, [ks[r] for r in rows[:self.TRIES].tolist()],
+                              stacks)
+        if key is not None and full in self.templates:  # (not while tries are left)
+            self.by_int[device, key] = t
+        return t
+
     @staticmethod
-    def _grouped(parts: dict[int, list], drawn: Draws, stack: Any, device: int,
+    def _grouped(parts: dict[Any, list], drawn: Draws, stack: Any, device: int,
                  sidx_rows: np.ndarray, groups: list) -> np.ndarray:
         """Append the groups of ``parts`` (per group key, per pattern its template and rows)
         to ``groups``; the rows they leave (sorted)."""

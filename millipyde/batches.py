@@ -246,6 +246,12 @@ class Batches:
 
     def _write_recorded(self, rec: Any, ks: list[int], device: int, stream: Any) -> Any:
         """Batch ``ks`` recorded at once (``batch_record``); the rest per output."""
+        # (a worker is inside already; a caller that is not gets the device once per batch,
+        # not once per launch)
+        with runtime.on_device(device):
+            return self._recorded_on(rec, ks, device, stream)
+
+    def _recorded_on(self, rec: Any, ks: list[int], device: int, stream: Any) -> Any:
         from .graph.exec import batch
 
         spec = self.spec
@@ -261,15 +267,17 @@ class Batches:
             g.pack(pk)
             slots.append(pk.add(g.index.astype(np.int64)))
         pk.upload(device)
-        out = runtime.empty(spec.batch_shape(len(ks), hw), np.float32, device)
+        out = getattr(runtime, "empty_batched", runtime.empty)(
+            spec.batch_shape(len(ks), hw), np.float32, device)
         mean, std, pos = self._device_consts(device, len(ks))
+        flat_out = runtime.flat(out)
         for g, slot in zip(groups, slots, strict=True):
-            fused = self._fused(g, out, pk[slot], mean, std, hw, device)
+            fused = self._fused(g, flat_out, pk.views[slot], mean, std, hw, device)
             buf = g.launch(pk, fused)
             if buf is not None:
                 src = runtime.reshape(buf, (buf.shape[0], *buf.shape[1:3],
                                             buf.shape[3] if buf.ndim == 4 else 1))
-                write_sample(out, pk[slot], src, spec, (mean, std), hw, device)
+                write_sample(out, pk.views[slot], src, spec, (mean, std), hw, device)
         for r, y in zip(left, ys, strict=True):
             b = y._materialize()
             src = runtime.reshape(b, (1, *b.shape[:2], b.shape[2] if b.ndim == 3 else 1))
@@ -295,10 +303,11 @@ class Batches:
             write_sample(out, pos[r:r + 1], src, spec, (mean, std), hw, device)
         return self._finish(out, device, stream, (keep, ys))
 
-    def _fused(self, g: Any, out: Any, pos: Any, mean: Any, std: Any, hw: tuple,
+    def _fused(self, g: Any, flat_out: Any, pos: Any, mean: Any, std: Any, hw: tuple,
                device: int) -> Any:
-        """The launch that writes ``g``'s samples from its last gather (None: a separate
-        conversion pass: resized samples, a stencil last, other stored dtypes)."""
+        """The launch that writes ``g``'s samples (into the batch, ``flat_out`` its 1-D view)
+        from its last gather (None: a separate conversion pass: resized samples, a stencil
+        last, other stored dtypes)."""
         from .graph.codegen.batch_gather import launch_args
         from .graph.exec.batch import _launch
         from .graph.plan.schedule import full_range
@@ -316,8 +325,7 @@ class Batches:
                                      spec.channels, nb=nb)
             fn = g.cached(("fused", gated, spec.channels, spec.layout, wide),
                           lambda: fused_writer(sig, gated, spec.channels, spec.layout, wide))
-            _launch(fn, nb, hw[0], hw[1], device, *args, runtime.flat(out), pos, mean, std,
-                    cfull)
+            _launch(fn, nb, hw[0], hw[1], device, *args, flat_out, pos, mean, std, cfull)
 
         return fused
 

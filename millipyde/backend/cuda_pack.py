@@ -18,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from .pool import _LAYOUTS
+from .. import faults
+from . import launcher
+from .pool import _LAYOUTS, stream_handle
 from .staging import StagingRing
 
 #: slots of a device's pack ring: a slot is written again once the copy that last read it
@@ -47,8 +49,54 @@ def _device_array() -> type:
 
 
 class CudaPacks:
-    """``upload_pack``, and ``flat`` / ``reshape`` without numba-cuda's constructor, of
-    ``CudaBackend``."""
+    """``upload_pack``, ``flat`` / ``reshape`` without numba-cuda's constructor, and the batch
+    engine's launches (``launch_batched``) of ``CudaBackend``."""
+
+    def launch_batched(self, kernel: Any, grid: tuple[int, int, int],
+                       block: tuple[int, int, int], device: int, args: tuple) -> bool:
+        """``launch_grid`` of a batched kernel (``graph.exec.batch_launch``) straight through
+        its driver template; False (nothing launched) where the general path must take it.
+
+        The batch engine launches the same few kernels with arrays it made C-contiguous itself
+        (pool allocations, stamped pack views, their ``flat`` views): per kernel, device and
+        argument types the template is looked up once (``launcher.template_of``, after the
+        kernel's first launch went through the general path), and a launch checks only each
+        array's dtype and rank against the first, not the general path's kinds per argument.
+        Taken only with ``device`` already this thread's (a worker inside ``on_device``) and
+        no launch recording.
+        """
+        tls = self._tls
+        if getattr(tls, "device", None) != device or \
+                getattr(tls, "recording", None) is not None or \
+                not (launcher.ENABLED and launcher.DIRECT):
+            return False
+        key = (id(kernel), device, tuple(map(type, args)))
+        got = _batched.get(key)
+        if got is None or got[0]() is not kernel:
+            got = _batched_entry(kernel, device, args, key)
+        template, layouts = got[1], got[2]
+        if template is None:
+            return False
+        for i, dt, nd in layouts:
+            a = args[i]
+            if a.dtype != dt or a.ndim != nd or a.size == 0:
+                return False
+        s = getattr(tls, "stream", None)
+        stream = self._default_streams.get(device) if s is None else s
+        if stream is None:
+            return False
+        m = template.lead
+        if m < 0:  # arrays after scalars: the template's own flattening
+            vals = template.values(args)
+        else:
+            vals = []
+            for a in args[:m]:
+                vals += (0, 0, a.size, a.dtype.itemsize, int(a.gpu_data.device_pointer))
+                vals += a.shape
+                vals += a.strides
+            vals += args[m:]
+        template.launch_values(vals, grid, block, 0, stream_handle(stream))
+        return True
 
     def flat(self, buffer: Any) -> Any:
         """A 1-D view of a contiguous buffer (``reshape``)."""
@@ -61,7 +109,7 @@ class CudaPacks:
         shape = tuple(shape)
         if buffer.shape == shape:
             return buffer
-        if type(buffer) is not _device_array():
+        if type(buffer) is not (_DEVICE_ARRAY[0] if _DEVICE_ARRAY else _device_array()):
             return buffer.reshape(*shape)
         d = buffer.__dict__
         if d["stream"] != 0 or d["size"] == 0 or not d["_dummy"].is_c_contig:
@@ -74,7 +122,7 @@ class CudaPacks:
             if len(_protos) >= 4096:
                 _protos.clear()
             _protos[(shape, buffer.dtype)] = proto
-        arr = object.__new__(_device_array())
+        arr = object.__new__(_DEVICE_ARRAY[0])
         arr.__dict__.update(proto)
         arr.gpu_data = d["gpu_data"]
         return arr
@@ -91,10 +139,37 @@ class CudaPacks:
             buf = self.empty((host.nbytes,), np.uint8, device)
             self._pack_ring(device, host.nbytes).copy(buf, host, stream)
             ctx = pool._context(device, self._context)
-            base = int(buf.gpu_data.device_pointer)
-            return [pool.stamp(shape, np.dtype(dtype), base + off, buf, ctx)
-                    if 0 not in shape else self.empty(shape, dtype, device)
-                    for off, dtype, shape in parts]
+            views = stamp_parts(parts, int(buf.gpu_data.device_pointer), buf, ctx)
+            for i, (_, dtype, shape) in enumerate(parts):
+                if views[i] is None:
+                    views[i] = self.empty(shape, dtype, device)
+            return views
+
+    def empty_batched(self, shape: tuple[int, ...], dtype: Any, device: int) -> Any:
+        """``empty`` of the batch engine's buffers inside ``on_device(device)``: through the
+        pool's allocator of the layout (``CupyPool.allocator``, kept per layout) on the
+        thread's stream, without entering the device again; anything else (another device
+        current, no pool, an empty shape, an armed fault, a failed allocation) as ``empty``."""
+        tls = self._tls
+        pool = self._cupy_pool()
+        if pool is None or faults._armed or getattr(tls, "device", None) != device:
+            return self.empty(shape, dtype, device)
+        s = getattr(tls, "stream", None)
+        stream = self._default_streams.get(device) if s is None else s
+        key = (shape, dtype, device)
+        alloc = _allocators.get(key)
+        if alloc is None:
+            if stream is None or math.prod(shape) == 0:
+                return self.empty(shape, dtype, device)
+            alloc = pool.allocator(tuple(int(v) for v in shape), np.dtype(dtype), device,
+                                   self._context)
+            if len(_allocators) >= 1024:
+                _allocators.clear()
+            _allocators[key] = alloc
+        try:
+            return alloc(stream_handle(stream))
+        except MemoryError:
+            return self.empty(shape, dtype, device)  # fails as the backend reports it
 
     def _pack_ring(self, device: int, nbytes: int) -> StagingRing:
         """The pinned pack ring of ``device`` with slots of at least ``nbytes`` (its context
@@ -112,3 +187,62 @@ class CudaPacks:
                         self.__dict__.setdefault("_pack_rings_old", []).append(ring)
                     ring = rings[device] = StagingRing(self.cuda, PACK_SLOTS, size)
         return ring
+
+
+#: (id(kernel), device, argument types) -> ``_batched_entry`` of ``launch_batched``
+_batched: dict[tuple, tuple] = {}
+
+
+def _batched_entry(kernel: Any, device: int, args: tuple, key: tuple) -> tuple:
+    """What ``launch_batched`` keeps for ``key``: (the kernel's weak reference, its driver
+    template or None (the general path), per array argument (position, dtype, ndim))."""
+    import weakref
+
+    template = None
+    if launcher.ENABLED and launcher.kind_key(args) is not None and \
+            launcher.shared_max(kernel, device, args) >= 0:
+        template = launcher.template_of(kernel, device, args)
+    layouts = () if template is None else tuple(
+        (i, args[i].dtype, args[i].ndim) for i, k in enumerate(template.kinds) if k >= 0)
+    got = (weakref.ref(kernel), template, layouts)
+    if template is not None or launcher.known(kernel, device, args):
+        # (not known yet: its first launch through the general path is still to come)
+        if len(_batched) >= 1024:
+            _batched.clear()
+        _batched[key] = got
+    return got
+
+
+_allocators: dict[tuple, Any] = {}  # (shape, dtype, device) -> ``CupyPool.allocator``
+
+
+def stamp_parts(parts: list[tuple[int, Any, tuple[int, ...]]], base: int, owner: Any,
+                ctx: Any) -> list[Any]:
+    """Per part (byte offset, dtype, shape) a C-contiguous device array at ``base + offset``
+    kept alive by ``owner`` in numba-cuda context ``ctx``: what ``CupyPool.stamp`` builds,
+    the pointer's attributes set as ``MemoryPointer``'s constructor sets them (taken from
+    one it built), with no call per part but the driver pointer's; None for empty parts."""
+    from numba.cuda.cudadrv import devicearray, driver
+
+    new, array, pointer = object.__new__, devicearray.DeviceNDArray, driver.MemoryPointer
+    cu_ptr = driver.binding.CUdeviceptr
+    memory = vars(pointer(ctx, cu_ptr(0), size=0))
+    protos, sizes = _LAYOUTS._protos, _LAYOUTS._sizes
+    out: list[Any] = []
+    for off, dtype, shape in parts:
+        if 0 in shape:
+            out.append(None)
+            continue
+        nbytes = sizes.get((shape, dtype)) or _LAYOUTS.nbytes(shape, dtype)
+        dp = cu_ptr(base + off)
+        ptr = new(pointer)
+        d = ptr.__dict__
+        d.update(memory)
+        d["device_pointer"] = d["handle"] = dp
+        d["size"] = d["_cuda_memsize_"] = nbytes
+        d["_owner"] = owner
+        arr = new(array)
+        arr.__dict__.update(protos.get((shape, dtype)) or _LAYOUTS.proto(shape, dtype, ctx))
+        arr.gpu_data = ptr
+        out.append(arr)
+    return out

@@ -159,7 +159,10 @@ class _Layouts:
     memory, so a new one is the prototype's attributes and a new ``MemoryPointer``.
     """
 
-    _MAX = 1024
+    # a training batch's groups make a new layout for every member count they meet (pack
+    # views, kernel outputs): ~1,100 for the figure-5.1 chain, so at 1,024 the cache was
+    # cleared and rebuilt every few hundred batches (bench/RESULTS.md, twelfth session)
+    _MAX = 4096
 
     def __init__(self) -> None:
         self._protos: dict[tuple[tuple[int, ...], np.dtype], dict] = {}

@@ -72,3 +72,78 @@ def test_base_upload_pack_hands_back_the_parts():
     host[:] = 0  # the views do not read the host array
     for a, v in zip(parts, views, strict=True):
         assert v.shape == a.shape and v.dtype == a.dtype and np.array_equal(v, a)
+
+
+class _Tls:
+    device = 0
+    stream = None
+    recording = None
+
+
+class _Stream:
+    handle = None
+
+
+def test_a_batched_launch_passes_what_the_general_path_passes(monkeypatch):
+    """``launch_batched`` flattens the arguments as the cached path's template does, and
+    leaves to the general path what it does not know or what does not match its first
+    launch's kinds."""
+    from numba import typeof
+
+    from millipyde.backend import cuda_pack, launcher, rawlaunch
+
+    def kernel():  # stands for a compiled kernel (only its identity is used)
+        return None
+
+    args = (_array((6, 8, 8, 3), np.dtype(np.uint8)).reshape(6 * 8 * 8 * 3),
+            _array((5,), np.dtype(np.int64), 8192), 5, 8, 8, 192, 8.0,
+            _array((5 * 8 * 8 * 3,), np.dtype(np.uint8), 16384), 1.5)
+    types = tuple(getattr(a, "_numba_type_", None) or typeof(a) for a in args)
+    template = rawlaunch.build(1, types)
+    sent = []
+    monkeypatch.setattr(rawlaunch.Template, "launch_values",
+                        lambda self, vals, grid, block, shared, stream:
+                        sent.append((list(vals), grid, block, shared, stream)))
+    backend = CudaPacks()
+    backend._tls, backend._default_streams = _Tls(), {0: _Stream()}
+    monkeypatch.setattr(cuda_pack, "_batched", {})
+    assert not backend.launch_batched(kernel, (1, 2, 5), (32, 8, 1), 0, args)  # not known
+    monkeypatch.setitem(launcher._entries, (id(kernel), 0, launcher.kind_key(args)),
+                        (lambda: kernel, (None, (), 49152, template)))
+    monkeypatch.setattr(launcher, "ENABLED", True)
+    monkeypatch.setattr(launcher, "DIRECT", True)
+    assert backend.launch_batched(kernel, (1, 2, 5), (32, 8, 1), 0, args)
+    assert sent == [(template.values(args), (1, 2, 5), (32, 8, 1), 0, 0)]
+    # an array of another dtype, another device, a recording thread: the general path
+    other = (args[0], _array((5,), np.dtype(np.int32)), *args[2:])
+    assert not backend.launch_batched(kernel, (1, 2, 5), (32, 8, 1), 0, other)
+    assert not backend.launch_batched(kernel, (1, 2, 5), (32, 8, 1), 1, args)
+    backend._tls.recording = print
+    assert not backend.launch_batched(kernel, (1, 2, 5), (32, 8, 1), 0, args)
+    assert len(sent) == 1
+
+
+def test_stamped_parts_are_the_pools_stamps():
+    from millipyde.backend.cuda_pack import stamp_parts
+    from millipyde.backend.pool import CupyPool
+
+    owner = object()
+    parts = [(0, np.dtype(np.int64), (5,)), (48, np.dtype(np.float64), (3, 4)),
+             (160, np.dtype(np.uint8), (0, 3)), (176, np.dtype(np.uint8), (2, 2, 3, 256))]
+    got = stamp_parts(parts, 1 << 20, owner, None)
+    assert got[2] is None
+    for (off, dtype, shape), a in zip(parts, got, strict=True):
+        if 0 in shape:
+            continue
+        want = CupyPool.stamp(shape, dtype, (1 << 20) + off, owner, None)
+        assert vars(a).keys() == vars(want).keys()
+        for name, value in vars(want).items():
+            if name == "gpu_data":
+                mine = vars(a.gpu_data)
+                assert mine.keys() == vars(value).keys()
+                for k, v in vars(value).items():
+                    assert (int(mine[k]) == int(v)) if k in ("device_pointer", "handle") \
+                        else mine[k] is v or mine[k] == v, k
+            else:
+                assert vars(a)[name] is value, name
+        assert int(a.gpu_data.device_pointer) == (1 << 20) + off

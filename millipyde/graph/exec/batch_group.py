@@ -26,6 +26,12 @@ from . import batch_stencil, gather
 from .batch_launch import launch
 
 
+def _empty(shape: tuple[int, ...], dtype: Any, device: int) -> Any:
+    """A batch buffer (the pool's allocator of its layout on backends that have one)."""
+    make = getattr(runtime, "empty_batched", None)
+    return runtime.empty(shape, dtype, device) if make is None else make(shape, dtype, device)
+
+
 @functools.cache
 def _gather_fn(sig: Any, gates: bool, wide: bool = False, tabled: bool = False):
     return codegen_batch.gather_batch_kernel(sig, runtime.codegen_target, runtime.simulated,
@@ -65,8 +71,12 @@ def clip_bounds(src: Any, sidx: Any, p: Any, nb: int, device: int) -> None:
     for d in src.shape[1:]:
         n *= int(d)
     flat = runtime.reshape(src, (src.shape[0], n))
-    runtime.launch_blocks(_bounds_fn(), nb, _bounds_threads(), device, flat, sidx, p,
-                          codegen.CLIP_OFF)
+    fn, threads = _bounds_fn(), _bounds_threads()
+    args = (flat, sidx, p, codegen.CLIP_OFF)
+    direct = getattr(runtime, "launch_batched", None)
+    if direct is None or not runtime.fast_launch or not direct(fn, (nb, 1, 1), (threads, 1, 1),
+                                                              device, args):
+        runtime.launch_blocks(fn, nb, threads, device, *args)
 
 
 class _Pack:
@@ -91,11 +101,12 @@ class _Pack:
     def add(self, array: np.ndarray) -> int:
         array = np.ascontiguousarray(array)
         self.parts.append((self.size, array))
-        self.size += -(-max(array.nbytes, 1) // self.ALIGN) * self.ALIGN
+        self.size += -(-(array.nbytes or 1) // self.ALIGN) * self.ALIGN
         return len(self.parts) - 1
 
     def upload(self, device: int) -> None:
-        host = np.zeros(max(self.size, self.ALIGN), dtype=np.uint8)
+        # (the alignment gaps between parts are never read: left as they are)
+        host = np.empty(max(self.size, self.ALIGN), dtype=np.uint8)
         for off, a in self.parts:
             host[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
         # one copy (pinned and asynchronous on GPUs: the worker does not wait for the
@@ -203,6 +214,15 @@ class _Group:
         """The largest radius of stencil kernel ``i``'s taps over the members."""
         return max((len(t) for t in self.taps_host(i) if t is not None), default=1) // 2
 
+    def _stack4(self) -> Any:
+        """The stack as (S, H, W, C), made once per stack (kept in the group key's memo)."""
+        got = self.memo.get("stack4")
+        if got is None or got[0] is not self.stack:
+            st = self.stack
+            got = self.memo["stack4"] = (st, runtime.reshape(st, (st.shape[0],
+                                                                  *_as4(st.shape[1:]))))
+        return got[1]
+
     def launch(self, pk: _Pack, fused: Any = None) -> Any:
         """Run the group's kernels; the last one's (M, ...) batch buffer, member m at m.
 
@@ -212,8 +232,9 @@ class _Group:
         dev = self.device
         kernels = self.kernels()
         nb = self.size()
-        src = runtime.reshape(self.stack, (self.stack.shape[0], *_as4(self.stack.shape[1:])))
-        sidx = pk[self.slots[0]]
+        src = self._stack4()
+        views = pk.views  # (indexed directly: no call per view)
+        sidx = views[self.slots[0]]
         first = True  # src is the stack (sidx picks each member's input)
         out = None
         for i, k in enumerate(kernels):
@@ -221,17 +242,20 @@ class _Group:
             if k.kind == "gather":
                 sig = self.key[2 + i][1]
                 if sig.clip:
-                    clip_bounds(src, sidx, pk[b], nb, dev)
+                    clip_bounds(src, sidx, views[b], nb, dev)
                 if fused is not None and i == len(kernels) - 1:
-                    fused(sig, self.gated[i], src, sidx, pk[a], pk[b])
+                    fused(sig, self.gated[i], src, sidx, views[a], views[b])
                     return None
             node = k.output
-            out = runtime.empty((nb, *node.shape), node.dtype, dev)
-            dst = runtime.reshape(out, (nb, *_as4(node.shape)))
+            if i == len(kernels) - 1:  # handed back: each member of its node's shape
+                out = _empty((nb, *node.shape), node.dtype, dev)
+                dst = runtime.reshape(out, (nb, *_as4(node.shape)))
+            else:  # read by the next kernel only
+                dst = _empty((nb, *_as4(node.shape)), node.dtype, dev)
             h, w, c = dst.shape[1:]
             if k.kind == "gather":
                 gated = self.gated[i]
-                args, wide = batch_gather.launch_args(sig, gated, src, sidx, pk[a], pk[b],
+                args, wide = batch_gather.launch_args(sig, gated, src, sidx, views[a], views[b],
                                                       (h, w), runtime.flat, nb=nb)
                 tab = batch_gather.tabled(sig, runtime.codegen_target, src.dtype)
                 fn = self.cached(("gather", i, gated, wide, tab),
@@ -243,8 +267,8 @@ class _Group:
                 batch_stencil.stencil_cpu(node, [src[j] for j in sidx_h], dst,
                                           self.taps_host(i), dev)
             else:
-                batch_stencil.stencil_gpu(node, src, sidx, dst, pk[a], pk[b], self.radius(i),
+                batch_stencil.stencil_gpu(node, src, sidx, dst, views[a], views[b], self.radius(i),
                                           dev)
             # later kernels read this kernel's batch buffer, member m at index m
-            src, sidx, first = dst, pk[self.slots[1]], False
+            src, sidx, first = dst, views[self.slots[1]], False
         return out

@@ -90,10 +90,17 @@ def _pending(target: Node) -> tuple[list[Node], dict[int, list[Node]]]:
 
 def full_range(dtype: np.dtype) -> float:
     """The value of full intensity for an image dtype: 1.0 for floats, the max for integers."""
-    dtype = np.dtype(dtype)
-    if dtype.kind in "ui":
-        return float(np.iinfo(dtype).max)
-    return 1.0
+    got = _FULL.get(dtype)
+    if got is None:
+        d = np.dtype(dtype)
+        # (``np.iinfo`` builds an object per call: a batch asks ~5 times)
+        got = float(np.iinfo(d).max) if d.kind in "ui" else 1.0
+        if len(_FULL) < 64:
+            _FULL[dtype] = got
+    return got
+
+
+_FULL: dict[object, float] = {}
 
 
 def _affine3(spec: OpSpec, h: int, w: int, params: tuple = ()) -> np.ndarray:
