@@ -40,6 +40,7 @@ from .gather_body import (
 )
 from .gather_sig import GatherSig, gather_ngates, gather_nparams
 from .loader import load
+from .subscripts import rewrite_subscripts
 from .target import _HEADER, _RINT_CLIP, _decorator
 
 #: Rows of a thread's grid-stride loop that one trip of a batched gather computes before it
@@ -105,45 +106,6 @@ def launch_args(sig: GatherSig, gates: bool, src: Any, sidx: Any, lut: Any, p: A
     wide = not narrow(src.shape[1:], (h, w, max(sig.cout, channels)))
     sn = int(src.shape[1]) * int(src.shape[2]) * int(src.shape[3])
     return (flat(src), sidx, flat(lut), flat(p), nb, h, w, sn, int(src.shape[2])), wide
-
-
-def _split(text: str, start: int) -> tuple[list[str], int]:
-    """The top-level comma-separated parts of the subscript opening at ``text[start - 1]``
-    and the index just past its closing bracket."""
-    parts, depth, k, first = [], 1, start, start
-    while depth:
-        ch = text[k]
-        if ch in "[(":
-            depth += 1
-        elif ch in "])":
-            depth -= 1
-        elif ch == "," and depth == 1:
-            parts.append(text[first:k].strip())
-            first = k + 1
-        k += 1
-    parts.append(text[first:k - 1].strip())
-    return parts, k
-
-
-def rewrite_subscripts(text: str, name: str, fn: Callable[[list[str]], str]) -> str:
-    """``text`` with each subscript ``name[a, b, ...]`` replaced by ``name[fn([a, b, ...])]``.
-
-    >>> rewrite_subscripts("x = lut[0, 1, src[a, b]] + p[2]", "lut", lambda ps: "+".join(ps))
-    'x = lut[0+1+src[a, b]] + p[2]'
-    """
-    out, i, n = [], 0, len(name)
-    while True:
-        k = text.find(name + "[", i)
-        if k < 0:
-            out.append(text[i:])
-            return "".join(out)
-        if k > 0 and (text[k - 1].isalnum() or text[k - 1] in "_."):
-            out.append(text[i:k + n + 1])
-            i = k + n + 1
-            continue
-        parts, end = _split(text, k + n + 1)
-        out.append(text[i:k] + f"{name}[{fn(parts)}]")
-        i = end
 
 
 def _unsigned(v: str) -> str:

@@ -25,6 +25,7 @@ from ...kernels import REGISTRY
 from .chain import _chain_all
 from .gather_body import _gather_body, flat_offsets
 from .gather_sig import GatherSig, _chained, op_offsets
+from .subscripts import rewrite_subscripts
 
 #: Whether uint8 elementwise chains of batched gathers run through per-block tables on GPUs;
 #: benchmarks turn it off to compare.
@@ -81,13 +82,11 @@ def table_text(sig: GatherSig, gates: bool, guard: str = "") -> str:
 
 def fast_body(sig: GatherSig, gates: bool) -> str:
     """The gather of ``sig`` in table mode, its stage-0 table the block's ``ct_``."""
-    from .batch_gather import rewrite_subscripts
-
     table_sig = dataclasses.replace(sig, mode="lut", pre=(), lut_stages=(True, False))
     body = _gather_body(table_sig, gates, flat=True)
     # the byte widened first: under the simulator a uint8 plus an int stays uint8
-    body = rewrite_subscripts(body, "lut", lambda ps: f"_u32(_u32({ps[2]}) + {ps[1]} * 256)")
-    return body.replace("lut[_u32(", "ct_[_u32(")
+    return rewrite_subscripts(body, "lut", lambda ps: f"_u32(_u32({ps[2]}) + {ps[1]} * 256)",
+                              to="ct_")
 
 
 def writer_body(sig: GatherSig, gates: bool) -> str:

@@ -24,14 +24,6 @@ WRITER_GREY = GatherSig(1, "chain", False, True, False, lut_stages=(False, False
 FIRST_RGB = GatherSig(3, "lut", True, False, False, lut_stages=(True, False), clip=False)
 
 
-def test_rewrite_subscripts_touches_only_the_name() -> None:
-    text = "dst[y, x, 0] = lut[0, 1, src[a, b, 2]] + p[3] + xp[1] + a.p[2] + (q[1, 2])"
-    got = batch_gather.rewrite_subscripts(text, "p", lambda ps: f"F({'|'.join(ps)})")
-    assert got == "dst[y, x, 0] = lut[0, 1, src[a, b, 2]] + p[F(3)] + xp[1] + a.p[2] + (q[1, 2])"
-    got = batch_gather.rewrite_subscripts(text, "lut", lambda ps: "|".join(ps))
-    assert "lut[0|1|src[a, b, 2]]" in got
-
-
 def test_flat_accesses_of_a_body() -> None:
     text = "dst[y, x, 1] = lut[1, 2, int(v2)] * p[7] + src[_u(sy), _u(sx), 1]"
     got = batch_gather.flat_accesses(text, WRITER_RGB)
