@@ -26,6 +26,7 @@ def pytest_configure(config):
         "multigpu: needs at least two real GPUs; skipped otherwise",
         "slow: long-running test",
         "cudasim_ok: kernel test cheap enough to also run under CUDASIM",
+        # (with pytest 9.2 the mark groups nothing: groups go to xdist by node id, below)
         "xdist_group(name): run on one pytest-xdist worker with the rest of its group",
     ):
         config.addinivalue_line("markers", line)
@@ -62,16 +63,54 @@ ONE_WORKER = {
     "test_distributed.py": "dask_cluster",  # a LocalCluster of 2 worker processes
 }
 
+# Test modules whose tests compile the same generated kernels (the batch paths and their eager
+# references; almost all of their time is Numba compiling). On one worker each kernel compiles
+# once and the rest load it; handed out test by test, the two workers run neighbouring tests at
+# once and both compile the kernels they share, neither finding them in the disk cache yet
+# (14% of these modules' compile seconds, bench/RESULTS.md "twelfth session, branch h-ci2").
+SHARED_KERNELS = (
+    "tests/graph/exec/test_batch.py",
+    "tests/graph/exec/test_batch_gates.py",
+    "tests/graph/codegen/test_batch_gather.py",
+    "tests/test_batch_record.py",
+    "tests/test_generator_batches_ops.py",
+    "tests/test_generator_ops_batched.py",
+)
+
+
+def xdist_group(nodeid: str) -> str | None:
+    """The worker group of the test ``nodeid`` (relative to the repository root); None: any
+    worker."""
+    path = nodeid.split("::", 1)[0]
+    group = ONE_WORKER.get(path.rsplit("/", 1)[-1])
+    return group if group is not None else (path if path in SHARED_KERNELS else None)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    # The groups are given to xdist's loadgroup scheduler here, by node id, not as xdist_group
+    # marks: pytest-xdist 3.8 passes a mark on by appending it to the node id, which pytest 9.2
+    # no longer lets it change, so marked tests are spread over the workers like any other
+    # (pytest-xdist issue 1386). xdist hands out the groups before single tests, largest first.
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class ByGroup(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            group = xdist_group(nodeid)
+            return group if group is not None else super()._split_scope(nodeid)
+
+    return ByGroup(config, log)
+
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        group = ONE_WORKER.get(item.path.name)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-    # The PTX compiles are the longest tests (up to a minute or two each on CI's two cores).
-    # xdist hands tests out in this order as workers free up: run them first, so that the last
-    # tests handed out are short ones and no worker waits alone on a long compile at the end.
-    items.sort(key=lambda item: item.get_closest_marker("ptx") is None)
+    # xdist hands tests out in this order as workers free up: the long ones first (the
+    # subprocess compiles marked slow, then the PTX compiles, up to a minute or two each on CI's
+    # two cores), so that the last tests handed out are short ones and no worker waits alone on
+    # a long test at the end.
+    items.sort(key=lambda item: (item.get_closest_marker("slow") is None,
+                                 item.get_closest_marker("ptx") is None))
 
 
 def image_sizes():

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import millipyde as mp
 from millipyde import batch_record, warmup
@@ -60,6 +61,7 @@ print(json.dumps(warmup.warmup(SHARED_OPS, (10, 10, 3), size=64, processes={p}))
 """
 
 
+@pytest.mark.slow  # two fresh processes compile from an empty cache (~1.5 min on CI)
 def test_worker_processes_share_the_disk_cache(tmp_path) -> None:
     env = {**os.environ, "MILLIPYDE_CACHE_DIR": str(tmp_path)}
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
