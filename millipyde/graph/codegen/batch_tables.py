@@ -91,15 +91,25 @@ def fast_body(sig: GatherSig, gates: bool) -> str:
 
 def writer_body(sig: GatherSig, gates: bool) -> str:
     """The writer's body: the table's where the member's chain is tabled (``cton_``), else
-    the inline chain's; one set of stores after both."""
+    the inline chain's; one set of stores after both (the inline body's: ``dst[...] = v0``).
+
+    With a sampler both bodies store the same variables. Without one the table body stores
+    its lookups directly (``dst[...] = ct_[...]``): its branch assigns them to the variables
+    the stores write instead."""
     def split(body: str) -> tuple[list[str], list[str]]:
         lines = body.splitlines()
         return ([ln for ln in lines if not ln.startswith("dst[")],
                 [ln for ln in lines if ln.startswith("dst[")])
 
-    fast, stores = split(fast_body(sig, gates))
-    slow, stores_slow = split(_gather_body(sig, gates, flat=True))
-    if stores != stores_slow:  # pragma: no cover - guards edits of _gather_body
+    fast, fast_stores = split(fast_body(sig, gates))
+    slow, stores = split(_gather_body(sig, gates, flat=True))
+    pairs = ([(a.split(" = ", 1), b.split(" = ", 1))
+              for a, b in zip(fast_stores, stores, strict=True)]
+             if len(fast_stores) == len(stores) else None)
+    if pairs is None or any(
+            len(a) != 2 or len(b) != 2 or a[0] != b[0] or not b[1].isidentifier()
+            for a, b in pairs):  # pragma: no cover - guards edits of _gather_body
         raise RuntimeError(f"batch_tables: the two bodies store differently: {sig}")
+    fast += [f"{b[1]} = {a[1]}" for a, b in pairs if a[1] != b[1]]
     return "\n".join(["if cton_:"] + ["    " + ln for ln in fast] + ["else:"]
                      + ["    " + ln for ln in slow] + stores)

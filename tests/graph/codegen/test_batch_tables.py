@@ -35,17 +35,39 @@ def test_writers_choose_the_table_per_member() -> None:
     assert "ct_" not in batch_gather.gather_writer_source(lut, "cuda", False, True, 3, "NCHW")
 
 
+def test_writers_without_a_sampler_store_the_table_values() -> None:
+    # no sampler: the table body stores its lookups directly; in the writer its branch gives
+    # them to the variables the shared stores write
+    sig = dataclasses.replace(WRITER, sampler=False, pre=("brightness",))
+    body = batch_tables.writer_body(sig, True)
+    fast = body.split("else:")[0]
+    assert "dst[" not in fast
+    assert [ln.split(" = ")[0].strip() for ln in fast.splitlines() if "ct_[" in ln] == [
+        "v0", "v1", "v2"]
+    assert body.splitlines()[-3:] == [f"dst[y, x, {c}] = v{c}" for c in range(3)]
+    batch_gather.gather_writer_source(sig, "cuda", False, True, 3, "NCHW")
+
+
+# brightness alone first (a flat gather before the stencil), colorize before the rotation (the
+# writer's taps), every op gated by a coin; and a chain whose writer has no sampler
+CHAINS = {
+    "sampler": [mp.Operation("transpose", probability=0.3),
+                mp.Operation("fliplr", probability=0.5),
+                mp.Operation("random_brightness", -0.3, 0.6, probability=0.8),
+                mp.Operation("random_gaussian", 0, 1, probability=0.5),
+                mp.Operation("random_colorize", [0.5, 1.5], [0.5, 1.5], [0.5, 1.5],
+                             probability=0.6),
+                mp.Operation("random_rotate", 0, 120, probability=0.7)],
+    "no sampler": [mp.Operation("fliplr", probability=0.5),
+                   mp.Operation("random_brightness", -0.2, 0.2)],
+}
+
+
 @cudasim_ok
 @pytest.mark.skipif(not runtime.caps.grid_launches, reason="GPU kernels: cuda, hip or cudasim")
-def test_batches_through_chain_tables_equal_outputs() -> None:
-    # brightness alone first (a flat gather before the stencil), colorize before the rotation
-    # (the writer's taps), every op gated by a coin
-    ops = [mp.Operation("transpose", probability=0.3), mp.Operation("fliplr", probability=0.5),
-           mp.Operation("random_brightness", -0.3, 0.6, probability=0.8),
-           mp.Operation("random_gaussian", 0, 1, probability=0.5),
-           mp.Operation("random_colorize", [0.5, 1.5], [0.5, 1.5], [0.5, 1.5],
-                        probability=0.6),
-           mp.Operation("random_rotate", 0, 120, probability=0.7)]
+@pytest.mark.parametrize("chain", list(CHAINS))
+def test_batches_through_chain_tables_equal_outputs(chain: str) -> None:
+    ops = CHAINS[chain]
     rng = np.random.default_rng(3)
     imgs = [mp.gpuimage(rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)) for _ in range(3)]
     outputs, seed = 12, 11
@@ -57,6 +79,9 @@ def test_batches_through_chain_tables_equal_outputs() -> None:
             arr = np.asarray(batch)
             for i, k in enumerate(outs.tolist()):
                 assert np.array_equal(arr[i], convert_reference(want[k], spec)), k
-    sources = [inspect.getsource(m) for m in list(loader._modules.values())]
-    assert any("chain-tables" in s for s in sources), "no writer ran through chain tables"
-    assert any("gather rows=" in s and " tabled" in s.splitlines()[0] for s in sources)
+    heads = [inspect.getsource(m).splitlines()[0] for m in list(loader._modules.values())]
+    sampler = f"sampler={chain == 'sampler'}"
+    assert any("chain-tables" in h and sampler in h for h in heads), \
+        f"no writer with {sampler} ran through chain tables"
+    if chain == "sampler":
+        assert any("gather rows=" in h and " tabled" in h for h in heads)
