@@ -30,7 +30,6 @@ PACK_SLOTS = 8
 PACK_SLOT_BYTES = 1 << 20
 
 
-_protos: dict[tuple, dict] = {}  # (shape, dtype) -> a prototype's attributes (``_Layouts``)
 _DEVICE_ARRAY: list[type] = []
 
 
@@ -85,17 +84,7 @@ class CudaPacks:
         stream = self._default_streams.get(device) if s is None else s
         if stream is None:
             return False
-        m = template.lead
-        if m < 0:  # arrays after scalars: the template's own flattening
-            vals = template.values(args)
-        else:
-            vals = []
-            for a in args[:m]:
-                vals += (0, 0, a.size, a.dtype.itemsize, int(a.gpu_data.device_pointer))
-                vals += a.shape
-                vals += a.strides
-            vals += args[m:]
-        template.launch_values(vals, grid, block, 0, stream_handle(stream))
+        template.launch_values(template.values(args), grid, block, 0, stream_handle(stream))
         return True
 
     def flat(self, buffer: Any) -> Any:
@@ -114,14 +103,11 @@ class CudaPacks:
         d = buffer.__dict__
         if d["stream"] != 0 or d["size"] == 0 or not d["_dummy"].is_c_contig:
             return buffer.reshape(*shape)
-        proto = _protos.get((shape, d["dtype"]))
+        proto = _LAYOUTS._protos.get((shape, d["dtype"]))
         if proto is None or d["size"] != proto["size"]:
             if min(shape, default=0) < 0 or math.prod(shape) != d["size"]:
                 return buffer.reshape(*shape)  # numba-cuda raises as it does
             proto = _LAYOUTS.proto(shape, buffer.dtype, buffer.gpu_data.context)
-            if len(_protos) >= 4096:
-                _protos.clear()
-            _protos[(shape, buffer.dtype)] = proto
         arr = object.__new__(_DEVICE_ARRAY[0])
         arr.__dict__.update(proto)
         arr.gpu_data = d["gpu_data"]
@@ -139,7 +125,7 @@ class CudaPacks:
             buf = self.empty((host.nbytes,), np.uint8, device)
             self._pack_ring(device, host.nbytes).copy(buf, host, stream)
             ctx = pool._context(device, self._context)
-            views = stamp_parts(parts, int(buf.gpu_data.device_pointer), buf, ctx)
+            views = _LAYOUTS.stamp_parts(parts, int(buf.gpu_data.device_pointer), buf, ctx)
             for i, (_, dtype, shape) in enumerate(parts):
                 if views[i] is None:
                     views[i] = self.empty(shape, dtype, device)
@@ -214,35 +200,3 @@ def _batched_entry(kernel: Any, device: int, args: tuple, key: tuple) -> tuple:
 
 
 _allocators: dict[tuple, Any] = {}  # (shape, dtype, device) -> ``CupyPool.allocator``
-
-
-def stamp_parts(parts: list[tuple[int, Any, tuple[int, ...]]], base: int, owner: Any,
-                ctx: Any) -> list[Any]:
-    """Per part (byte offset, dtype, shape) a C-contiguous device array at ``base + offset``
-    kept alive by ``owner`` in numba-cuda context ``ctx``: what ``CupyPool.stamp`` builds,
-    the pointer's attributes set as ``MemoryPointer``'s constructor sets them (taken from
-    one it built), with no call per part but the driver pointer's; None for empty parts."""
-    from numba.cuda.cudadrv import devicearray, driver
-
-    new, array, pointer = object.__new__, devicearray.DeviceNDArray, driver.MemoryPointer
-    cu_ptr = driver.binding.CUdeviceptr
-    memory = vars(pointer(ctx, cu_ptr(0), size=0))
-    protos, sizes = _LAYOUTS._protos, _LAYOUTS._sizes
-    out: list[Any] = []
-    for off, dtype, shape in parts:
-        if 0 in shape:
-            out.append(None)
-            continue
-        nbytes = sizes.get((shape, dtype)) or _LAYOUTS.nbytes(shape, dtype)
-        dp = cu_ptr(base + off)
-        ptr = new(pointer)
-        d = ptr.__dict__
-        d.update(memory)
-        d["device_pointer"] = d["handle"] = dp
-        d["size"] = d["_cuda_memsize_"] = nbytes
-        d["_owner"] = owner
-        arr = new(array)
-        arr.__dict__.update(protos.get((shape, dtype)) or _LAYOUTS.proto(shape, dtype, ctx))
-        arr.gpu_data = ptr
-        out.append(arr)
-    return out

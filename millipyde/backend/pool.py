@@ -198,15 +198,37 @@ class _Layouts:
               ctx: Any) -> Any:
         """A C-contiguous device array of ``shape`` and ``dtype`` over ``ptr`` (kept alive
         by ``owner``) in numba-cuda context ``ctx``."""
+        return self.stamp_parts([(0, dtype, shape)], ptr, owner, ctx)[0]
+
+    def stamp_parts(self, parts: list[tuple[int, Any, tuple[int, ...]]], base: int,
+                    owner: Any, ctx: Any) -> list[Any]:
+        """Per part (byte offset, dtype, shape) a C-contiguous device array at ``base +
+        offset`` (``stamp``), None for an empty part. The pointer's attributes are set as
+        ``MemoryPointer``'s constructor sets them, taken from one it built: no call per part
+        but the driver pointer's (a batch's pack has ~10 parts)."""
         from numba.cuda.cudadrv import devicearray, driver
 
-        proto = self.proto(shape, dtype, ctx)
-        data = driver.MemoryPointer(ctx, driver.binding.CUdeviceptr(ptr),
-                                    size=self.nbytes(shape, dtype), owner=owner)
-        arr = object.__new__(devicearray.DeviceNDArray)
-        arr.__dict__.update(proto)
-        arr.gpu_data = data
-        return arr
+        new, array, pointer = object.__new__, devicearray.DeviceNDArray, driver.MemoryPointer
+        cu_ptr = driver.binding.CUdeviceptr
+        memory = vars(pointer(ctx, cu_ptr(0), size=0))
+        protos, sizes = self._protos, self._sizes
+        out: list[Any] = []
+        for off, dtype, shape in parts:
+            if 0 in shape:
+                out.append(None)
+                continue
+            nbytes = sizes.get((shape, dtype)) or self.nbytes(shape, dtype)
+            ptr = new(pointer)
+            d = ptr.__dict__
+            d.update(memory)
+            d["device_pointer"] = d["handle"] = cu_ptr(base + off)
+            d["size"] = d["_cuda_memsize_"] = nbytes
+            d["_owner"] = owner
+            arr = new(array)
+            arr.__dict__.update(protos.get((shape, dtype)) or self.proto(shape, dtype, ctx))
+            arr.gpu_data = ptr
+            out.append(arr)
+        return out
 
 
 def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

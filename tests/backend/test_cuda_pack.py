@@ -121,29 +121,3 @@ def test_a_batched_launch_passes_what_the_general_path_passes(monkeypatch):
     backend._tls.recording = print
     assert not backend.launch_batched(kernel, (1, 2, 5), (32, 8, 1), 0, args)
     assert len(sent) == 1
-
-
-def test_stamped_parts_are_the_pools_stamps():
-    from millipyde.backend.cuda_pack import stamp_parts
-    from millipyde.backend.pool import CupyPool
-
-    owner = object()
-    parts = [(0, np.dtype(np.int64), (5,)), (48, np.dtype(np.float64), (3, 4)),
-             (160, np.dtype(np.uint8), (0, 3)), (176, np.dtype(np.uint8), (2, 2, 3, 256))]
-    got = stamp_parts(parts, 1 << 20, owner, None)
-    assert got[2] is None
-    for (off, dtype, shape), a in zip(parts, got, strict=True):
-        if 0 in shape:
-            continue
-        want = CupyPool.stamp(shape, dtype, (1 << 20) + off, owner, None)
-        assert vars(a).keys() == vars(want).keys()
-        for name, value in vars(want).items():
-            if name == "gpu_data":
-                mine = vars(a.gpu_data)
-                assert mine.keys() == vars(value).keys()
-                for k, v in vars(value).items():
-                    assert (int(mine[k]) == int(v)) if k in ("device_pointer", "handle") \
-                        else mine[k] is v or mine[k] == v, k
-            else:
-                assert vars(a)[name] is value, name
-        assert int(a.gpu_data.device_pointer) == (1 << 20) + off

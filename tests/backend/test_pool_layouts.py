@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from millipyde.backend.pool import CupyPool
+from millipyde.backend.pool import _LAYOUTS, CupyPool
 
 
 def _fake_cupy_array(shape: tuple[int, ...], dtype: np.dtype, ptr: int) -> SimpleNamespace:
@@ -154,3 +154,34 @@ def test_an_allocator_enters_no_stream_already_current():
     cupy.entered.clear()
     allocate(0x42)
     assert cupy.entered == [("stream", 0x42), ("alloc", 12), ("stream exit", 0x42)]
+
+
+def test_stamped_parts_are_what_numbas_constructors_build():
+    from numba.cuda.cudadrv import devicearray, driver
+
+    if not hasattr(devicearray, "DeviceNDArray"):
+        pytest.skip("numba-cuda's DeviceNDArray (the CUDA simulator's module has none)")
+    owner, base = object(), 1 << 20
+    parts = [(0, np.dtype(np.int64), (5,)), (48, np.dtype(np.float64), (3, 4)),
+             (160, np.dtype(np.uint8), (0, 3)), (176, np.dtype(np.uint8), (2, 2, 3, 256))]
+    got = _LAYOUTS.stamp_parts(parts, base, owner, None)
+    assert got[2] is None
+    for (off, dtype, shape), a in zip(parts, got, strict=True):
+        if 0 in shape:
+            continue
+        ref = np.empty(shape, dtype)
+        data = driver.MemoryPointer(None, driver.binding.CUdeviceptr(base + off),
+                                    size=ref.nbytes, owner=owner)
+        want = devicearray.DeviceNDArray(shape=ref.shape, strides=ref.strides,
+                                         dtype=ref.dtype, gpu_data=data, stream=0)
+        assert vars(a).keys() == vars(want).keys()
+        mine, theirs = vars(a.gpu_data), vars(want.gpu_data)
+        assert mine.keys() == theirs.keys()
+        for k, v in theirs.items():
+            assert (int(mine[k]) == int(v)) if k in ("device_pointer", "handle") \
+                else mine[k] is v or mine[k] == v, k
+        for name, value in vars(want).items():
+            if name not in ("gpu_data", "_dummy"):
+                assert vars(a)[name] == value, name
+        assert (a._dummy.shape, a._dummy.strides) == (want._dummy.shape, want._dummy.strides)
+        assert a.is_c_contiguous() and int(a.gpu_data.device_pointer) == base + off
