@@ -12,6 +12,7 @@ constructor (shape checks, a layout object, sizes) runs once per layout, not per
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -172,7 +173,7 @@ class _Layouts:
         """Bytes of a C-contiguous array of ``shape`` and ``dtype``."""
         got = self._sizes.get((shape, dtype))
         if got is None:
-            got = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            got = math.prod(map(int, shape)) * dtype.itemsize
             if len(self._sizes) >= self._MAX:
                 self._sizes.clear()
             self._sizes[(shape, dtype)] = got
@@ -183,12 +184,9 @@ class _Layouts:
         ``dtype``."""
         proto = self._protos.get((shape, dtype))
         if proto is None:
-            from numba.cuda.cudadrv import devicearray, driver
-
-            strides = _c_strides(shape, dtype.itemsize)
-            a = devicearray.DeviceNDArray(shape=shape, strides=strides, dtype=dtype,
-                                          gpu_data=_null(driver, ctx), stream=0)
-            proto = {k: v for k, v in vars(a).items() if k != "gpu_data"}
+            proto = _described(shape, dtype) if _DESCRIBE and math.prod(shape) else None
+            if proto is None:
+                proto = _constructed(shape, dtype, ctx)
             if len(self._protos) >= self._MAX:
                 self._protos.clear()
             self._protos[(shape, dtype)] = proto
@@ -241,6 +239,84 @@ def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
 
 def _null(driver: Any, ctx: Any) -> Any:
     return driver.MemoryPointer(ctx, driver.binding.CUdeviceptr(0), size=0)
+
+
+def _constructed(shape: tuple[int, ...], dtype: np.dtype, ctx: Any) -> dict:
+    """A prototype (``_Layouts.proto``) from numba-cuda's own constructor."""
+    from numba.cuda.cudadrv import devicearray, driver
+
+    strides = _c_strides(shape, dtype.itemsize)
+    a = devicearray.DeviceNDArray(shape=shape, strides=strides, dtype=dtype,
+                                  gpu_data=_null(driver, ctx), stream=0)
+    return {k: v for k, v in vars(a).items() if k != "gpu_data"}
+
+
+#: Prototypes of non-empty layouts written out (``_described``) instead of constructed; set
+#: False on the first one if numba-cuda's constructor builds other attributes
+_DESCRIBE = True
+
+
+def _described(shape: tuple[int, ...], dtype: np.dtype) -> dict | None:
+    """What ``_constructed`` gives for a non-empty C-contiguous layout, written out: the
+    layout object (``dummyarray.Array``: its dims, extent and flags as ``from_desc``
+    computes them for a C-contiguous array at offset 0) and the array's attributes.
+
+    numba-cuda's constructor costs ~16 us (2-core dev machine; ~30-50 us on the GPU hosts)
+    and a training batch meets ~10 new layouts a batch in its first hundreds of batches
+    (every new member count of a group: bench/RESULTS.md, thirteenth session); this ~3 us.
+    None (and ``_constructed`` from then on) when the first one checked differs.
+    """
+    from numba.cuda.cudadrv import dummyarray
+
+    itemsize = dtype.itemsize
+    shape = tuple(map(int, shape))
+    strides = _c_strides(shape, itemsize)
+    nbytes = math.prod(shape) * itemsize
+    dims = tuple([dummyarray.Dim(0, n * st, n, st, False)
+                  for n, st in zip(shape, strides, strict=True)])
+    f_contig, step = True, itemsize  # (C-contiguous by construction; F as numba checks it)
+    for n, st in zip(shape, strides, strict=True):
+        if n != 1:
+            if st != step:
+                f_contig = False
+                break
+            step *= n
+    layout = object.__new__(dummyarray.Array)
+    layout.__dict__.update(dims=dims, ndim=len(shape), shape=shape, strides=strides,
+                           itemsize=itemsize, size=nbytes // itemsize,
+                           extent=dummyarray.Extent(0, nbytes),
+                           flags={"C_CONTIGUOUS": True, "F_CONTIGUOUS": f_contig})
+    proto = {"ndim": len(shape), "_dummy": layout, "shape": shape, "strides": strides,
+             "dtype": dtype, "size": nbytes // itemsize, "alloc_size": nbytes, "stream": 0}
+    if not _CHECKED:
+        _CHECKED.append(_same(proto, _constructed(shape, dtype, None)))
+    return proto if _CHECKED[0] else _off()
+
+
+_CHECKED: list[bool] = []  # whether the first written-out prototype equals the constructed
+
+
+def _same(mine: dict, theirs: dict) -> bool:
+    """Whether two prototypes hold equal attributes, their layout objects' too."""
+    if mine.keys() != theirs.keys():
+        return False
+    a, b = mine["_dummy"], theirs["_dummy"]
+    if type(a) is not type(b) or vars(a).keys() != vars(b).keys():
+        return False
+    for name, value in vars(b).items():
+        got = getattr(a, name)
+        if name == "dims":
+            if [tuple(getattr(d, s) for s in type(d).__slots__) for d in got] != \
+                    [tuple(getattr(d, s) for s in type(d).__slots__) for d in value]:
+                return False
+        elif got != value:
+            return False
+    return all(mine[k] == v for k, v in theirs.items() if k != "_dummy")
+
+
+def _off() -> None:
+    global _DESCRIBE
+    _DESCRIBE = False
 
 
 _LAYOUTS = _Layouts()

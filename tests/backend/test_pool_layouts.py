@@ -185,3 +185,29 @@ def test_stamped_parts_are_what_numbas_constructors_build():
                 assert vars(a)[name] == value, name
         assert (a._dummy.shape, a._dummy.strides) == (want._dummy.shape, want._dummy.strides)
         assert a.is_c_contiguous() and int(a.gpu_data.device_pointer) == base + off
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float64, np.int64, np.uint16])
+def test_written_out_prototypes_are_the_constructed_ones(dtype):
+    """``_Layouts.proto`` writes a non-empty layout's prototype out instead of calling
+    numba-cuda's constructor (a training batch meets ~10 new layouts a batch): every attribute,
+    the layout object's dims, extent and flags included, equals the constructed one's."""
+    from millipyde.backend import pool
+
+    dtype = np.dtype(dtype)
+    shapes = [(), (1,), (7,), (1, 1), (3, 1), (1, 5), (4, 6), (256, 3, 512, 512),
+              (17, 512, 512, 1), (1, 1, 1, 9), (2, 1, 3, 1), (5, 3, 2, 256), (np.int64(3), 4)]
+    for shape in shapes:
+        got = pool._described(shape, dtype)
+        want = pool._constructed(tuple(map(int, shape)), dtype, None)
+        assert got is not None and pool._same(got, want), shape
+        assert all(type(v) is int for v in got["shape"] + got["strides"])
+        assert got["_dummy"].is_c_contig and \
+            got["_dummy"].is_f_contig == want["_dummy"].is_f_contig
+    assert pool._DESCRIBE and pool._CHECKED == [True]
+    # the checker itself tells a difference
+    other = pool._constructed((4, 6), dtype, None)
+    assert not pool._same(pool._described((6, 4), dtype), other)
+    bad = dict(pool._described((4, 6), dtype))
+    bad["extra"] = 1
+    assert not pool._same(bad, other)
