@@ -52,7 +52,8 @@ class CudaPacks:
     engine's launches (``launch_batched``) of ``CudaBackend``."""
 
     def launch_batched(self, kernel: Any, grid: tuple[int, int, int],
-                       block: tuple[int, int, int], device: int, args: tuple) -> bool:
+                       block: tuple[int, int, int], device: int, args: tuple,
+                       shared: int = 0) -> bool:
         """``launch_grid`` of a batched kernel (``graph.exec.batch_launch``) straight through
         its driver template; False (nothing launched) where the general path must take it.
 
@@ -62,7 +63,8 @@ class CudaPacks:
         kernel's first launch went through the general path), and a launch checks only each
         array's dtype and rank against the first, not the general path's kinds per argument.
         Taken only with ``device`` already this thread's (a worker inside ``on_device``) and
-        no launch recording.
+        no launch recording; ``shared`` bytes of dynamic shared memory only up to what the
+        general path launches the kernel with (``launcher.shared_max``).
         """
         tls = self._tls
         if getattr(tls, "device", None) != device or \
@@ -74,7 +76,7 @@ class CudaPacks:
         if got is None or got[0]() is not kernel:
             got = _batched_entry(kernel, device, args, key)
         template, layouts = got[1], got[2]
-        if template is None:
+        if template is None or shared > got[3]:
             return False
         for i, dt, nd in layouts:
             a = args[i]
@@ -84,7 +86,8 @@ class CudaPacks:
         stream = self._default_streams.get(device) if s is None else s
         if stream is None:
             return False
-        template.launch_values(template.values(args), grid, block, 0, stream_handle(stream))
+        template.launch_values(template.values(args), grid, block, shared,
+                               stream_handle(stream))
         return True
 
     def flat(self, buffer: Any) -> Any:
@@ -181,16 +184,18 @@ _batched: dict[tuple, tuple] = {}
 
 def _batched_entry(kernel: Any, device: int, args: tuple, key: tuple) -> tuple:
     """What ``launch_batched`` keeps for ``key``: (the kernel's weak reference, its driver
-    template or None (the general path), per array argument (position, dtype, ndim))."""
+    template or None (the general path), per array argument (position, dtype, ndim), the most
+    dynamic shared memory it may be launched with)."""
     import weakref
 
-    template = None
-    if launcher.ENABLED and launcher.kind_key(args) is not None and \
-            launcher.shared_max(kernel, device, args) >= 0:
-        template = launcher.template_of(kernel, device, args)
+    template, shared = None, -1
+    if launcher.ENABLED and launcher.kind_key(args) is not None:
+        shared = launcher.shared_max(kernel, device, args)
+        if shared >= 0:
+            template = launcher.template_of(kernel, device, args)
     layouts = () if template is None else tuple(
         (i, args[i].dtype, args[i].ndim) for i, k in enumerate(template.kinds) if k >= 0)
-    got = (weakref.ref(kernel), template, layouts)
+    got = (weakref.ref(kernel), template, layouts, shared)
     if template is not None or launcher.known(kernel, device, args):
         # (not known yet: its first launch through the general path is still to come)
         if len(_batched) >= 1024:

@@ -114,6 +114,11 @@ def test_a_batched_launch_passes_what_the_general_path_passes(monkeypatch):
     monkeypatch.setattr(launcher, "DIRECT", True)
     assert backend.launch_batched(kernel, (1, 2, 5), (32, 8, 1), 0, args)
     assert sent == [(template.values(args), (1, 2, 5), (32, 8, 1), 0, 0)]
+    # dynamic shared memory up to what the general path launches it with (the stencil's)
+    assert backend.launch_batched(kernel, (1, 2, 5), (32, 8, 1), 0, args, 49152)
+    assert sent[-1] == (template.values(args), (1, 2, 5), (32, 8, 1), 49152, 0)
+    assert not backend.launch_batched(kernel, (1, 2, 5), (32, 8, 1), 0, args, 49153)
+    del sent[1:]
     # an array of another dtype, another device, a recording thread: the general path
     other = (args[0], _array((5,), np.dtype(np.int32)), *args[2:])
     assert not backend.launch_batched(kernel, (1, 2, 5), (32, 8, 1), 0, other)

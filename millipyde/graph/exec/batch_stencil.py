@@ -19,7 +19,7 @@ from ..codegen import tile2d_batch
 from ..ir.node import Node
 from ..plan import footprint
 from ..plan.schedule import full_range
-from . import stencil, tables, variants
+from . import batch_launch, stencil, tables, variants
 from .batch_launch import launch
 
 # On the cpu backend the stencil step runs the per-image fused tiled kernel (codegen_cpu, the
@@ -56,31 +56,52 @@ def _identity_lut(device: int, c: int) -> Any:
     return runtime.constant(("batch-stencil-lut", c), tables.IDENTITY_LUT[:, :c].copy(), device)
 
 
+@functools.lru_cache(maxsize=512)
+def _plan_2d(c: int, nc: int, src_dtype: np.dtype, dtype: np.dtype, h: int, w: int, rmax: int,
+             ntaps: int, variants_on: bool, limit: int, sim: bool) -> tuple | None:
+    """The one-pass 2-D launch of a batch's stencil step, worked out once per (channels,
+    dtypes, image size, radius, staged taps) and the settings it depends on: (kernel, grid
+    without its member axis, block, dynamic shared bytes, tile height, is_int, full), or None
+    where the tiles do not run (``stencil_gpu``'s generic passes then). ~25 us of geometry
+    and checks per call before (2-core dev machine), for the same few plans every batch."""
+    del variants_on, limit, sim  # (part of the key: what ``stencil_2d_fits`` reads)
+    if not variants.stencil_2d_fits(rmax) or not codegen_gpu.indexable((h, w, c)):
+        return None
+    # the tile run_stencil_2d takes for this radius (taller where its shared memory fits,
+    # the staged taps included; the tall tile differs from the base one only in height)
+    extra = tile2d_batch.taps_shared_bytes(ntaps, codegen_gpu.tile_geometry(runtime.simulated))
+    geometry = codegen_gpu.tile_geometry(runtime.simulated, rmax, False,
+                                         runtime.SHARED_DEFAULT - extra)
+    fn = _stencil_2d_fn(c, nc, codegen_gpu.unsigned_source(src_dtype), geometry,
+                        dtype == np.uint8)
+    return (fn, codegen_gpu.tile_grid(h, w, geometry), geometry[:2],
+            tile2d_batch.batch_shared_bytes(rmax, geometry, ntaps),
+            codegen_gpu.tile_size(geometry)[0], dtype.kind in "ui", full_range(dtype))
+
+
 def stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rmax: int,
                 device: int) -> None:
     """Both separable passes over a batch: one-pass 2-D tiles or two tiled passes on real GPUs
     (as ``execute``), else the generic passes."""
     nb, h, w, c = dst.shape
     nc = min(c, 3)
-    is_int, full = n.dtype.kind in "ui", full_range(n.dtype)
-    if variants.stencil_2d_fits(rmax) and 0 < nb <= 65535 and h > 0 and w > 0 and \
-            variants.stencil_2d_reads(src, dst.shape[1:]):
-        # the tile run_stencil_2d takes for this radius (taller where its shared memory fits,
-        # the staged taps included)
-        # (the tall tile differs from the base one only in height)
-        extra = tile2d_batch.taps_shared_bytes(taps.shape[1],
-                                               codegen_gpu.tile_geometry(runtime.simulated))
-        geometry = codegen_gpu.tile_geometry(runtime.simulated, rmax, False,
-                                             runtime.SHARED_DEFAULT - extra)
-        fn = _stencil_2d_fn(c, nc, codegen_gpu.unsigned_source(src.dtype), geometry,
-                            np.dtype(n.dtype) == np.uint8)
-        runtime.launch_grid(fn, (*codegen_gpu.tile_grid(h, w, geometry), nb),
-                            geometry[:2], device, runtime.flat(src), sidx, runtime.flat(dst),
-                            h, w, taps, rad, is_int, full, _identity_lut(device, c),
-                            _spans(device, h, w, codegen_gpu.tile_size(geometry)[0]),
-                            shared=tile2d_batch.batch_shared_bytes(rmax, geometry,
-                                                                   taps.shape[1]))
+    plan = None
+    if 0 < nb <= 65535 and h > 0 and w > 0 and variants._c_contiguous(src):
+        plan = _plan_2d(c, nc, np.dtype(src.dtype), np.dtype(n.dtype), h, w, rmax,
+                        taps.shape[1], variants.gpu_variants_enabled(),
+                        runtime.SHARED_DEFAULT, runtime.simulated)
+    if plan is not None:
+        fn, grid, block, shared, tile_h, is_int, full = plan
+        grid = (*grid, nb)
+        args = (runtime.flat(src), sidx, runtime.flat(dst), h, w, taps, rad, is_int, full,
+                _identity_lut(device, c), _spans(device, h, w, tile_h))
+        # straight through the kernel's driver template, as the batch's gathers launch
+        direct = getattr(runtime, "launch_batched", None) if batch_launch.REPLAY else None
+        if direct is None or not runtime.fast_launch or \
+                not direct(fn, grid, block, device, args, shared):
+            runtime.launch_grid(fn, grid, block, device, *args, shared=shared)
         return
+    is_int, full = n.dtype.kind in "ui", full_range(n.dtype)
     tmp = runtime.empty((nb, h, w, nc), np.float64, device)
     rb, cb = codegen_gpu.ROWS_BLOCK, codegen_gpu.COLS_BLOCK
     shared = (codegen_gpu.rows_shared_bytes(rb, nc, rmax),
