@@ -28,6 +28,8 @@ from .staging import StagingRing
 PACK_SLOTS = 8
 #: bytes of a pack slot at first (a larger pack makes a ring of larger slots)
 PACK_SLOT_BYTES = 1 << 20
+#: a pack's device buffer is a multiple of this many bytes
+PACK_ROUND = 1 << 16
 
 
 _DEVICE_ARRAY: list[type] = []
@@ -91,8 +93,19 @@ class CudaPacks:
         return True
 
     def flat(self, buffer: Any) -> Any:
-        """A 1-D view of a contiguous buffer (``reshape``)."""
-        return buffer if buffer.ndim == 1 else self.reshape(buffer, (buffer.size,))
+        """A 1-D view of a contiguous buffer (``reshape``), kept on a numba-cuda array once
+        made: a batch flattens its stack and each kernel output more than once (the kernel
+        that writes it, the one that reads it)."""
+        if buffer.ndim == 1:
+            return buffer
+        d = getattr(buffer, "__dict__", None)
+        got = None if d is None else d.get("_mp_flat")
+        if got is None:
+            got = self.reshape(buffer, (buffer.size,))
+            if got is not buffer and d is not None and \
+                    type(buffer) is (_DEVICE_ARRAY[0] if _DEVICE_ARRAY else _device_array()):
+                d["_mp_flat"] = got
+        return got
 
     def reshape(self, buffer: Any, shape: tuple[int, ...]) -> Any:
         """A view of a C-contiguous device array with another shape, stamped from its layout's
@@ -125,7 +138,10 @@ class CudaPacks:
             return super().upload_pack(host, parts, device)
         with self.on_device(device):
             stream = self.current_stream()
-            buf = self.empty((host.nbytes,), np.uint8, device)
+            # (rounded up: a batch's pack size varies, so an exact size would be a new
+            # layout and pool allocator nearly every batch; these are a few, kept)
+            buf = self.empty_batched((-(-host.nbytes // PACK_ROUND) * PACK_ROUND,), np.uint8,
+                                     device)
             self._pack_ring(device, host.nbytes).copy(buf, host, stream)
             ctx = pool._context(device, self._context)
             views = _LAYOUTS.stamp_parts(parts, int(buf.gpu_data.device_pointer), buf, ctx)

@@ -46,6 +46,18 @@ def test_a_stamped_reshape_is_numbas(shape, new, dtype):
     assert backend.reshape(a, tuple(a.shape)) is a
 
 
+def test_a_flat_view_is_made_once_per_array():
+    """A batch flattens its stack and each kernel output more than once: the 1-D view is kept
+    on the array, over the same memory; another array gets its own."""
+    backend = CudaPacks()
+    a, b = _array((6, 8, 3), np.dtype(np.uint8)), _array((6, 8, 3), np.dtype(np.uint8), 8192)
+    fa = backend.flat(a)
+    assert backend.flat(a) is fa and fa.gpu_data is a.gpu_data and fa.shape == (144,)
+    fb = backend.flat(b)
+    assert fb is not fa and int(fb.gpu_data.device_pointer) == 8192
+    assert backend.flat(fa) is fa
+
+
 def test_what_does_not_fit_goes_to_numbas_reshape():
     backend = CudaPacks()
     a = _array((4, 6), np.dtype(np.float32))
