@@ -1,7 +1,7 @@
 """The cuda backend's host path of a recorded batch, on a machine without a GPU (driver faked).
 
     MILLIPYDE_BACKEND=cpu python bench/probes/batch_host_gpu.py [--size 256] [--batches 20]
-        [--repeat 5] [--profile] [--sort tottime]
+        [--repeat 5] [--profile] [--sort tottime] [--fresh]
 
 ``batch_host.py --full`` runs ``Batches._write_recorded`` on the cpu backend, whose arrays,
 views and launches are not the cuda backend's: on an H200 the same batch makes about twice its
@@ -196,6 +196,32 @@ def _fake_cuda(runtime: Any) -> None:
     rawlaunch._libcuda = _Lib()
 
 
+def _fresh(batch: Any, args: argparse.Namespace) -> int:
+    """``--fresh``: batches 1 .. repeat x batches, each once; per batch its thread CPU."""
+    from millipyde.backend import pool
+
+    n, times = args.batches * args.repeat, []
+    layouts = len(pool._LAYOUTS._protos)
+    for b in range(1, 1 + n):
+        c0 = time.thread_time()
+        batch(b)
+        times.append(time.thread_time() - c0)
+    layouts = len(pool._LAYOUTS._protos) - layouts
+    prof = cProfile.Profile()
+    prof.enable()
+    for b in range(1 + n, 1 + n + args.batches):
+        batch(b)
+    prof.disable()
+    stats = pstats.Stats(prof)
+    print(f"cuda host path (driver faked), fresh batches of {args.size}: thread CPU median "
+          f"{np.median(times) * 1e3:.3f} ms, quartiles {np.percentile(times, 25) * 1e3:.3f} / "
+          f"{np.percentile(times, 75) * 1e3:.3f} ms over {n} batches; new layouts per batch "
+          f"{layouts / n:.2f}; python calls per batch {stats.total_calls / args.batches:,.0f}")
+    if args.profile:
+        stats.sort_stats(args.sort).print_stats(args.lines)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--size", type=int, default=256)
@@ -204,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--sort", default="tottime")
+    ap.add_argument("--fresh", action="store_true",
+                    help="every timed batch new outputs (as bench_batches and "
+                         "generator_breakdown make them: new group sizes, new layouts); "
+                         "the median batch's thread CPU")
     ap.add_argument("--lines", type=int, default=40)
     args = ap.parse_args(argv)
 
@@ -240,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     batch(0)
     print(f"batch 0 (templates ahead): {(time.perf_counter() - t0) * 1e3:.1f} ms")
+    if args.fresh:
+        return _fresh(batch, args)
     best = cpu = float("inf")
     for _ in range(args.repeat):
         t0, c0 = time.perf_counter(), time.thread_time()
