@@ -88,6 +88,10 @@ class _Lib:
 
     @staticmethod
     def cuLaunchKernel(*args: Any) -> int:  # noqa: N802 - the driver's name
+        # function, grid (3), block (3), shared bytes, stream, parameters, extra: as ctypes
+        # checks the real one's arity (a 2-D block passed through once failed only on a GPU)
+        if len(args) != 11:
+            raise TypeError(f"cuLaunchKernel takes 11 arguments ({len(args)} given)")
         return 0
 
     @staticmethod

@@ -74,7 +74,8 @@ def _plan_2d(c: int, nc: int, src_dtype: np.dtype, dtype: np.dtype, h: int, w: i
                                          runtime.SHARED_DEFAULT - extra)
     fn = _stencil_2d_fn(c, nc, codegen_gpu.unsigned_source(src_dtype), geometry,
                         dtype == np.uint8)
-    return (fn, codegen_gpu.tile_grid(h, w, geometry), geometry[:2],
+    # (the block as three dims: the driver template's launch takes them as they are)
+    return (fn, codegen_gpu.tile_grid(h, w, geometry), (*geometry[:2], 1),
             tile2d_batch.batch_shared_bytes(rmax, geometry, ntaps),
             codegen_gpu.tile_size(geometry)[0], dtype.kind in "ui", full_range(dtype))
 
