@@ -12,6 +12,8 @@ On a resident 512x512 RGB image, each row is the median over N calls of one call
 - ``bound call``: the replay launch (``RawBound2D.__call__``, compiled), and ``bound call
   (ctypes)`` its ctypes path, both allocating;
 - ``op``: ``img.adjust_gamma(g); img._materialize()``, a new ``g`` each call;
+- ``A/B ...``: the bound call, and the op, compiled and through ctypes taken in turns (one
+  of each per step: a drifting host favours neither);
 - ``cupy RawKernel``: a gamma ``cupy.RawKernel`` on a uint8 (512, 512, 3) array, a new
   float32 ``g`` each call, into a kept output; ``cupy ElementwiseKernel``: the same gamma
   as an ``ElementwiseKernel``, a new output each call; ``cupy.power``: float32 data,
@@ -66,6 +68,27 @@ def median_call(fn: Callable[[int], object], n: int, sync: Callable[[], object],
     return statistics.median(times) / 1e3 / per
 
 
+def ab_calls(fa: Callable[[int], object], fb: Callable[[int], object], n: int,
+             sync: Callable[[], object]) -> tuple[float, float]:
+    """``median_call`` of ``fa`` and ``fb`` taken in turns (one of each per step, ``n``
+    steps): neither gains from running second, on a host whose speed drifts."""
+    fa(0), fb(0)
+    sync()
+    clock = time.perf_counter_ns
+    ta, tb = [], []
+    for i in range(n):
+        t0 = clock()
+        fa(i)
+        t1 = clock()
+        fb(i)
+        tb.append(clock() - t1)
+        ta.append(t1 - t0)
+        if i & 15 == 15:
+            sync()
+    sync()
+    return statistics.median(ta) / 1e3, statistics.median(tb) / 1e3
+
+
 def _millipyde_rows(n: int) -> dict[str, float]:
     img = mp.gpuimage(np.random.default_rng(0).integers(0, 256, (512, 512, 3), dtype=np.uint8))
     img._materialize()
@@ -97,6 +120,19 @@ def _millipyde_rows(n: int) -> dict[str, float]:
     rows["bound call"] = median_call(lambda i: bound(src, params), n, sync)
     rows["bound call (ctypes)"] = median_call(
         lambda i: bound._ctypes_call(src, params, None, handle), n, sync)
+
+    def switched(on: object) -> Callable[[int], None]:
+        def run(i: int) -> None:
+            bound.jit = on  # (None: the ctypes path)
+            op(i)
+        return run
+
+    a, b = ab_calls(lambda i: bound(src, params),
+                    lambda i: bound._ctypes_call(src, params, None, handle), n, sync)
+    rows["A/B bound call: compiled"], rows["A/B bound call: ctypes"] = a, b
+    a, b = ab_calls(switched(jit), switched(None), n, sync)
+    bound.jit = jit
+    rows["A/B op: compiled"], rows["A/B op: ctypes"] = a, b
     del dst
     return rows
 
