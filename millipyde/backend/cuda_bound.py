@@ -11,6 +11,11 @@ A call allocates, packs the three changing parts over the block and makes one
 thread's current one (one driver call); whatever it does not cover (another context current,
 a recording thread, the cached path switched off, an allocation that fails) goes through the
 general ``Bound2D``, and a source of another layout is refused (None) as that refuses it.
+
+From its ``cuda_jit.AFTER``-th call a replay launch makes the context check, the block's writes
+and ``cuLaunchKernelEx`` as two compiled calls (``cuda_jit``) over its own ``State``, a copy of
+the block; ``RawCopy`` takes the compiled check and copy once those are loaded. Where they do
+not load (a fake driver, ``cuda_jit.ENABLED`` off) the ctypes calls stay.
 """
 
 from __future__ import annotations

@@ -26,9 +26,10 @@ import numpy as np
 ENABLED = True
 
 #: a replay launch's calls through ctypes before it takes the compiled call (read when it is
-#: bound): a process's first compiled call costs ~0.3 s (Numba's host target starting, with
-#: the compiled code on disk), which a script of a few ops should not pay
-AFTER = 16
+#: bound). The compiled call saves ~0.8 us per op (H200 host, A/B in one process); a process's
+#: first one costs 0.1-0.2 s (Numba's host target starting, the code loaded from disk), which
+#: pays back only after ~200,000 ops: a script of a few hundred ops never takes it
+AFTER = 1024
 
 _module: ModuleType | None = None
 _failed = False
