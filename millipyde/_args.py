@@ -8,10 +8,14 @@ from typing import Any
 
 import numpy as np
 
+_EXACT = 1 << 53  # ints up to this convert to float exactly (and are finite)
+
 
 def _number(value: Any, name: str) -> float:
     if type(value) is float and math.isfinite(value):
         return value  # the common case, without the checks below
+    if type(value) is int and -_EXACT <= value <= _EXACT:
+        return float(value)  # (a default such as ``gain=1``: what the checks below give)
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ValueError(f"{name} must be a real number, got {type(value).__name__}")
     try:

@@ -13,7 +13,8 @@ short), microseconds, and Python calls per call (cProfile's count):
 - ``cuLaunchKernel``: the driver call alone over the bound's packed block (same output),
   eleven typed ctypes arguments; ``cuLaunchKernelEx``: the same launch as the replay launch
   makes it where the driver has it (four ctypes objects made once);
-- ``bound call``: the replay launch's backend part (``RawBound2D.__call__``).
+- ``bound call``: the replay launch's backend part (``RawBound2D.__call__``: compiled, once
+  ``cuda_jit.AFTER`` calls have passed), and ``bound call (ctypes)`` its ctypes path.
 
 ``python3 bench/probes/launch_parts.py [--calls N]`` with ``MILLIPYDE_BACKEND=cuda``.
 """
@@ -30,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import millipyde as mp  # noqa: E402
 from bench.probes.profile_op import _calls, _median_call  # noqa: E402
-from millipyde.backend import ACTIVE, rawlaunch  # noqa: E402
+from millipyde.backend import ACTIVE, cuda_jit, rawlaunch  # noqa: E402
 from millipyde.backend.pool import stream_handle  # noqa: E402
 from millipyde.graph.exec import replay  # noqa: E402
 
@@ -46,6 +47,7 @@ def main() -> None:
         img.adjust_gamma(0.5 + (i % 100_000) * 1e-5)
         img._materialize()
 
+    cuda_jit.AFTER = 0  # (the compiled call taken from the replay launch's first call)
     for i in range(8):
         op(i)
     mp.synchronize()
@@ -77,6 +79,8 @@ def main() -> None:
         if getattr(bound, "ex", None) is not None:  # (the same launch, its arguments made once)
             rows["cuLaunchKernelEx"] = lambda i: bound.ex(*bound.ex_args)
         rows["bound call"] = lambda i: bound(src, params)
+        if getattr(bound, "jit", None) is not None:  # (the compiled call taken: both paths)
+            rows["bound call (ctypes)"] = lambda i: bound._ctypes_call(src, params, None, handle)
     for name, fn in rows.items():
         print(f"  {name:20s} {_median_call(fn, args.calls):8.2f} us {_calls(fn, 300):7.1f} calls",
               flush=True)

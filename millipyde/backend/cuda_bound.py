@@ -11,6 +11,11 @@ A call allocates, packs the three changing parts over the block and makes one
 thread's current one (one driver call); whatever it does not cover (another context current,
 a recording thread, the cached path switched off, an allocation that fails) goes through the
 general ``Bound2D``, and a source of another layout is refused (None) as that refuses it.
+
+From its ``cuda_jit.AFTER``-th call a replay launch makes the context check, the block's writes
+and ``cuLaunchKernelEx`` as two compiled calls (``cuda_jit``) over its own ``State``, a copy of
+the block; ``RawCopy`` takes the compiled check and copy once those are loaded. Where they do
+not load (a fake driver, ``cuda_jit.ENABLED`` off) the ctypes calls stay.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import launcher, rawlaunch
+import numpy as np
+
+from . import cuda_jit, launcher, rawlaunch
 from .base import Bound2D
 from .pool import stream_handle
 from .rawlaunch import Template
@@ -34,7 +41,8 @@ class RawBound2D:
     __slots__ = ("backend", "generic", "alloc", "device", "context", "lib", "handle", "config",
                  "shared", "block", "pointers", "lock", "src_at", "dst_at", "scalars_at",
                  "scalars", "src_shape", "src_strides", "current", "current_ref", "stream",
-                 "ex", "ex_config", "ex_args", "table_at")
+                 "ex", "ex_config", "ex_args", "table_at", "jit", "state", "scalars_in",
+                 "size", "warm")
 
     def __init__(self, backend: Any, generic: Bound2D, template: Template,
                  alloc: Callable[[int], Any], device: int, context: int,
@@ -71,6 +79,25 @@ class RawBound2D:
         self.ex_config = rawlaunch.LaunchConfig(*self.config, shared, None, None, 0)
         self.ex_args = (ctypes.byref(self.ex_config), self.handle,
                         self.pointers, None)
+        # the compiled call (``cuda_jit``) and its state, a copy of the block, from the
+        # ``cuda_jit.AFTER``-th call on (a process's first compiled call costs ~0.3 s)
+        self.jit = self.state = None
+        self.scalars_in, self.size = 0, template.layout.size
+        self.warm = cuda_jit.AFTER if self.ex is not None else -1
+        if self.warm == 0:
+            self._attach()
+
+    def _attach(self) -> None:
+        """Take the compiled call where it loads (else keep the ctypes one for good)."""
+        self.warm = -1
+        got = cuda_jit.launch_state(self.lib, self.context, self.handle.value or 0,
+                                    self.config, self.shared, self.size, len(self.pointers),
+                                    self.src_at, self.dst_at, self.table_at)
+        if got is not None:
+            jit, state, at = got
+            state.view(np.uint8)[at:at + self.size] = np.frombuffer(self.block, np.uint8,
+                                                                     self.size)
+            self.scalars_in, self.state, self.jit = at + self.scalars_at, state, jit
 
     def _general(self, src: Any, params: list[float], table: Any) -> Any:
         """The general launch (``Bound2D``), given the table only where there is one."""
@@ -104,6 +131,33 @@ class RawBound2D:
         else:
             handle = stream_handle(stream)
             self.stream = (stream, handle)
+        jit = self.jit
+        if jit is None:
+            if self.warm > 0:
+                self.warm -= 1
+                if self.warm == 0:
+                    with self.lock:  # (the block copied as a launch leaves it)
+                        self._attach()
+            return self._ctypes_call(src, params, table, handle)
+        state = self.state
+        if not jit.current_is(state):
+            return self._general(src, params, table)
+        try:
+            dst = self.alloc(handle)
+        except MemoryError:
+            # the general path allocates again and reports a failure as the backend does
+            return self._general(src, params, table)
+        with self.lock:
+            self.scalars.pack_into(state, self.scalars_in, *params)
+            rc = jit.launch(state, int(src.gpu_data.device_pointer),
+                            int(dst.gpu_data.device_pointer),
+                            0 if table is None else int(table.gpu_data.device_pointer), handle)
+        if rc:
+            _failed("cuLaunchKernelEx", rc)
+        return dst
+
+    def _ctypes_call(self, src: Any, params: list[float], table: Any, handle: int) -> Any:
+        """``__call__`` through ctypes calls (no compiled functions): the same steps."""
         lock = self.lock
         with lock:
             # (``rawlaunch.current_context``, its out-parameter made once)
@@ -133,13 +187,18 @@ class RawBound2D:
                 rc = self.lib.cuLaunchKernel(self.handle, *self.config, self.shared, handle,
                                              self.pointers, None)
         if rc:
-            from numba.cuda.cudadrv.driver import CudaAPIError
-
-            raise CudaAPIError(rc, f"cuLaunchKernel failed with CUresult {rc}")
+            _failed("cuLaunchKernel", rc)
         return dst
 
 
 _ADDRESS = struct.Struct("<q")  # an array's data slot ("q", as ``rawlaunch._codes``)
+
+
+def _failed(call: str, rc: int) -> None:
+    """Raise numba-cuda's error for a driver call that returned ``rc``."""
+    from numba.cuda.cudadrv.driver import CudaAPIError
+
+    raise CudaAPIError(rc, f"{call} failed with CUresult {rc}")
 
 
 class RawCopy:
@@ -151,7 +210,7 @@ class RawCopy:
     a failed allocation) returns None: the caller takes the general path."""
 
     __slots__ = ("backend", "alloc", "device", "context", "lib", "shape", "strides", "dtype",
-                 "nbytes", "current", "current_ref", "lock")
+                 "nbytes", "current", "current_ref", "lock", "jit", "state", "tried")
 
     def __init__(self, backend: Any, alloc: Callable[[int], Any], device: int, context: int,
                  src: Any) -> None:
@@ -162,6 +221,9 @@ class RawCopy:
         self.current = ctypes.c_void_p()
         self.current_ref = ctypes.byref(self.current)
         self.lock = threading.Lock()  # (the context check's out-parameter)
+        # the compiled copy, taken once a replay launch has loaded the compiled functions
+        self.jit = self.state = None
+        self.tried = False
 
     def __call__(self, src: Any) -> Any:
         """A copy of ``src`` (the bound layout) on the device, or None (not covered)."""
@@ -171,20 +233,31 @@ class RawCopy:
         stream = self.backend.stream_on(self.device)
         if stream is None:
             return None
-        with self.lock:
-            other = (self.lib.cuCtxGetCurrent(self.current_ref)
-                     or self.current.value != self.context)
+        jit = self.jit
+        if jit is None and not self.tried and cuda_jit.loaded():
+            self.tried = True
+            got = cuda_jit.copy_state(self.lib, self.context)
+            if got is not None:
+                jit, self.state = got
+                self.jit = jit
+        if jit is not None:
+            other = not jit.current_is(self.state)
+        else:
+            with self.lock:
+                other = (self.lib.cuCtxGetCurrent(self.current_ref)
+                         or self.current.value != self.context)
         if other:
             return None
+        handle = stream_handle(stream)
         try:
-            dst = self.alloc(stream_handle(stream))
+            dst = self.alloc(handle)
         except MemoryError:
             return None  # the general path allocates again and reports a failure
-        rc = self.lib.cuMemcpyDtoDAsync_v2(int(dst.gpu_data.device_pointer),
-                                           int(src.gpu_data.device_pointer), self.nbytes,
-                                           stream_handle(stream))
+        dst_ptr, src_ptr = int(dst.gpu_data.device_pointer), int(src.gpu_data.device_pointer)
+        if jit is not None:
+            rc = jit.copy(self.state, dst_ptr, src_ptr, self.nbytes, handle)
+        else:
+            rc = self.lib.cuMemcpyDtoDAsync_v2(dst_ptr, src_ptr, self.nbytes, handle)
         if rc:
-            from numba.cuda.cudadrv.driver import CudaAPIError
-
-            raise CudaAPIError(rc, f"cuMemcpyDtoDAsync failed with CUresult {rc}")
+            _failed("cuMemcpyDtoDAsync", rc)
         return dst

@@ -34,27 +34,31 @@ def libcuda() -> Any:
         with _lib_lock:
             if _libcuda is None:
                 try:
-                    lib = ctypes.CDLL("libcuda.so.1")
-                    fn = lib.cuLaunchKernel
-                    fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [
-                        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-                    fn.restype = ctypes.c_int
-                    get = lib.cuCtxGetCurrent
-                    get.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
-                    get.restype = ctypes.c_int
-                    try:
-                        # untyped: its four arguments are passed as ready ctypes objects
-                        lib.cuLaunchKernelEx.restype = ctypes.c_int
-                    except AttributeError:  # a driver before CUDA 12
-                        pass
-                    copy = lib.cuMemcpyDtoDAsync_v2  # (replayed clones, ``RawCopy``)
-                    copy.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t,
-                                     ctypes.c_void_p]
-                    copy.restype = ctypes.c_int
-                    _libcuda = lib
+                    _libcuda = typed(ctypes.CDLL("libcuda.so.1"))
                 except (OSError, AttributeError):
                     _libcuda = False
     return _libcuda or None
+
+
+def typed(lib: Any) -> Any:
+    """``lib`` (a driver library, or a fake one in tests) with the functions the launches
+    call typed."""
+    fn = lib.cuLaunchKernel
+    fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [
+        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    get = lib.cuCtxGetCurrent
+    get.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+    get.restype = ctypes.c_int
+    try:
+        # untyped: its four arguments are passed as ready ctypes objects
+        lib.cuLaunchKernelEx.restype = ctypes.c_int
+    except AttributeError:  # a driver before CUDA 12
+        pass
+    copy = lib.cuMemcpyDtoDAsync_v2  # (replayed clones, ``RawCopy``)
+    copy.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
+    copy.restype = ctypes.c_int
+    return lib
 
 
 class LaunchConfig(ctypes.Structure):

@@ -80,7 +80,10 @@ def _chain(target: Node) -> list[Node] | None:
 
 def _key(seq: list[Node]) -> tuple:
     src = seq[0]
-    parts: list[Any] = [schedule.fusion_enabled(), src.shape, src.dtype, src.device]
+    # (``schedule.fusion_enabled()``, its two calls inlined: this runs on every op)
+    override = schedule._fusion_override
+    fused = override[-1] if override else config.once(config.fusion)
+    parts: list[Any] = [fused, src.shape, src.dtype, src.device]
     last = len(seq) - 1
     for i in range(1, len(seq)):
         n = seq[i]
