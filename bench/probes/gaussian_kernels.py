@@ -14,6 +14,8 @@ One JSON line per row:
   before they took the taller tile where it fits, as per-image launches do).
   ``batch base-tile regs=N``: that, with the kernel capped at N registers per thread
   (``tile2d.BATCH_MAX_REGISTERS``; ``--regs``): more blocks per SM where registers bound them.
+  ``batch geometry=BX,BY,PX,PY,M[:REGS]`` (``--geometries``): the tile forced to that geometry
+  (shared memory past 48 KB opted in by the launch), capped at REGS registers where given.
 - ``kernel rgba`` / ``kernel grey``: ``stencil.run_stencil_2d`` (the per-image one-pass tile
   launch ``gaussian`` takes) on 682x512 RGBA uint8 and 8000x6000 float64 grey, sigma 2.
 - ``op rgba`` / ``op grey``: ``img.gaussian(2)`` then ``_materialize()`` and a synchronize on a
@@ -113,8 +115,7 @@ def _row(name: str, clock: _Clock, fn: Callable[[], None], out: Any, reps: int,
 
 
 def batch_row(clock: _Clock, nb: int, h: int, w: int, reps: int,
-              caps: tuple[int, ...] = (), geometries: tuple[str, ...] = (),
-              unstaged: bool = False) -> None:
+              caps: tuple[int, ...] = (), geometries: tuple[str, ...] = ()) -> None:
     """The Generator's batched stencil: per-member sigma in (0, 2] over an (nb, h, w, 3) stack."""
     rng = np.random.default_rng(14)
     host = rng.integers(0, 256, (nb, h, w, 3), dtype=np.uint8)
@@ -147,15 +148,6 @@ def batch_row(clock: _Clock, nb: int, h: int, w: int, reps: int,
             _capped_row(clock, go, dst, reps, regs, extra)
         for spec in geometries:
             _geometry_row(clock, go, dst, reps, spec, extra)
-        if unstaged:
-            from millipyde.graph.exec import batch_stencil
-
-            codegen_gpu.tile_geometry = choose
-            batch_stencil.STAGED = False
-            try:
-                _row("batch unstaged", clock, go, dst, reps, **extra)
-            finally:
-                batch_stencil.STAGED = True
     finally:
         codegen_gpu.tile_geometry = choose
 
@@ -252,8 +244,6 @@ def main(argv: list[str] | None = None) -> int:
                     help="register caps of extra 'batch base-tile regs=N' rows")
     ap.add_argument("--geometries", nargs="*", default=[],
                     help="extra 'batch geometry=BX,BY,PX,PY,M[:REGS]' rows: the tile forced")
-    ap.add_argument("--unstaged", action="store_true",
-                    help="an extra 'batch unstaged' row: the rows pass reading src (L1)")
     args = ap.parse_args(argv)
     nb, h, w, rgba, grey = SIZES["smoke" if args.smoke else "full"]
     reps = args.reps or (2 if args.smoke else 20)
@@ -264,8 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         # then takes the tile kernels' launch paths, and its digests must equal the cpu's
         variants.gpu_variants_enabled = lambda: True
     if "batch" in only:
-        batch_row(clock, nb, h, w, reps, tuple(args.regs), tuple(args.geometries),
-                  args.unstaged)
+        batch_row(clock, nb, h, w, reps, tuple(args.regs), tuple(args.geometries))
     if "rgba" in only:
         image_rows(clock, "rgba", (*rgba, 4), reps)
     if "grey" in only:

@@ -178,26 +178,24 @@ def stencil_tiled_batch_kernels(c: int, nc: int, sim: bool = False):
 
 def stencil_2d_batch_source(c: int, nc: int, sim: bool = False, unsigned: bool = False,
                             geometry: tuple[int, int, int, int, int] | None = None,
-                            u8: bool = False, staged: bool = False) -> str:
+                            u8: bool = False) -> str:
     """``tile2d``'s one-pass 2-D tiled stencil over a batch: the image is ``blockIdx.z``.
 
     ``tile2d(src, sidx, dst, h_, w_, taps, rad, is_int, full, lut, span)`` over flat stacked
     buffers (``tile2d.stencil_2d_source``, ``batch=True``; ``span`` shared by the batch:
     ``footprint.full_spans``); the shared memory is sized for the batch's largest radius. A
     member with ``rad[b] = -1`` is copied. ``unsigned``, ``geometry`` and ``u8`` (uint8
-    ``dst``), ``staged`` (uint8 ``src`` staged per channel in shared memory): as
-    ``tile2d.stencil_2d_source``'s. Shared memory:
+    ``dst``): as ``tile2d.stencil_2d_source``'s. Shared memory:
     ``tile2d_batch.batch_shared_bytes``.
     """
     from . import tile2d
 
     return tile2d.stencil_2d_source(c, nc, sim=sim, geometry=geometry, batch=True,
-                                    unsigned=unsigned, u8=u8, staged=staged)
+                                    unsigned=unsigned, u8=u8)
 
 
 def stencil_2d_batch_kernel(c: int, nc: int, sim: bool = False, unsigned: bool = False,
                             geometry: tuple[int, int, int, int, int] | None = None,
-                            u8: bool = False, staged: bool = False):
+                            u8: bool = False):
     """The batched one-pass 2-D tiled stencil for ``c``-channel images filtering ``nc``."""
-    return load(stencil_2d_batch_source(c, nc, sim, unsigned, geometry, u8, staged),
-                "cuda").tile2d
+    return load(stencil_2d_batch_source(c, nc, sim, unsigned, geometry, u8), "cuda").tile2d

@@ -84,7 +84,6 @@ class _Tile:
     geometry: Geometry
     unsigned: bool = False
     u8: bool = False
-    staged: bool = False
 
     @property
     def th(self) -> int:
@@ -158,13 +157,12 @@ def _rows_window(t: _Tile, ch: int | str) -> str:
     them) load without bounds checks, edge windows test each column.
     """
     px, c = t.px, t.c
-    if t.packed or t.staged:
+    if t.packed:
         def plane(dst: str, off: str, ind: str) -> str:
             return f"{ind}{dst} = _b2f(sb[_u32(pb + {off})])\n"
 
         ind = " " * 12
-        base = "SB0 + i * S1" if t.staged else f"{ch} * P + i * S"
-        return (f"{ind}pb = _i32({base} + s_ * {px})\n"
+        return (f"{ind}pb = _i32({ch} * P + i * S + s_ * {px})\n"
                 + _window(t, px, plane, ind, "kfx"))
 
     def inner(dst: str, off: str, ind: str) -> str:
@@ -226,11 +224,8 @@ def _channel(t: _Tile, ch: int | str) -> str:
                              for j, p_ in enumerate(put)))
     else:
         stores += "".join(_store(t, va[j], j, ch) for j in range(py))
-    stage = (_batch.stage_plane(t.tw, t.c, t.geometry[0], t.geometry[1], str(ch))
-             if t.staged else "")
     return (
-        stage
-        + f"    # channel {ch}: rows pass of the tile's rows plus halo into shared memory\n"
+        f"    # channel {ch}: rows pass of the tile's rows plus halo into shared memory\n"
         "    f = tid\n"
         f"    while f < nrow * {segs}:\n"
         f"        i = _i32(f // {segs})\n"
@@ -274,7 +269,7 @@ _GATED_COPY = """    if rad[b] < 0:
 def _head(t: _Tile) -> str:
     """Shared arrays, sizes, the image's base offsets and taps, the block's tile."""
     bx, by = t.geometry[:2]
-    lines = ["    sb = cuda.shared.array(0, dtype=uint8)\n" if t.packed or t.staged else "",
+    lines = ["    sb = cuda.shared.array(0, dtype=uint8)\n" if t.packed else "",
              "    hb = cuda.shared.array(0, dtype=float64)\n",
              "    h = _i32(h_)\n    w = _i32(w_)\n"]
     if t.batch:
@@ -304,8 +299,6 @@ def _head(t: _Tile) -> str:
         lines.append(_packed_stage(t))
     if t.batch:
         lines.append(_batch.stage_taps(t.tw, bx * by, t.px, t.py))
-    if t.staged:
-        lines.append(_batch.plane_text(t.tw, max(t.px, t.py)))
     return "".join(lines)
 
 
@@ -369,7 +362,7 @@ def _tail(t: _Tile) -> str:
 def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
                       sim: bool = False, geometry: Geometry | None = None,
                       packed: bool = False, batch: bool = False, unsigned: bool = False,
-                      u8: bool = False, staged: bool = False) -> str:
+                      u8: bool = False) -> str:
     """Source of the one-pass 2-D tiled stencil ``tile2d`` (see the module docstring).
 
     Per image: ``tile2d(src, dst, h_, w_, taps, is_int, full, lut, span)``; ``batch``:
@@ -382,16 +375,13 @@ def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
     ``tile_geometry(sim)`` (benchmarks compare shapes). ``unsigned``: ``src`` holds unsigned
     integers below 2**32 (``unsigned_source``), converted to float64 exactly through ``_b2f``.
     ``u8`` (batch only): ``dst`` is uint8 (``is_int`` and ``full`` = 255 then go unread).
-    ``staged`` (batch only): ``src`` is uint8; each channel's tile plus halo is staged as bytes
-    in shared memory for the rows pass (``tile2d_batch.stage_plane``).
     """
     if packed and (c, nc) != (4, 3):
         raise ValueError(f"packed stencil tiles are uint8 RGBA with 3 filtered channels, got "
                          f"c={c} nc={nc}")
-    if (u8 or staged) and not batch:
-        raise ValueError("the uint8 store (u8) and staged planes are for batched tiles")
-    t = _Tile(c, nc, pre, post, packed, batch, geometry or tile_geometry(sim), unsigned, u8,
-              staged)
+    if u8 and not batch:
+        raise ValueError("the uint8 store (u8) is for batched tiles")
+    t = _Tile(c, nc, pre, post, packed, batch, geometry or tile_geometry(sim), unsigned, u8)
     args = ("src, sidx, dst, h_, w_, taps, rad, is_int, full, lut, span" if batch
             else "src, dst, h_, w_, taps, is_int, full, lut, span")
     dec = "@cuda.jit" if sim else "@cuda.jit(cache=True)"
@@ -400,7 +390,7 @@ def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
     return (
         f"# millipyde generated {'batched ' if batch else ''}one-pass 2-D tiled separable "
         f"stencil (GPU only): c={c} nc={nc} pre={pre} post={post} packed={packed} "
-        f"unsigned={unsigned} u8={u8} staged={staged} geometry={t.geometry}\n"
+        f"unsigned={unsigned} u8={u8} geometry={t.geometry}\n"
         + _HEADER["cuda"] + _I32 + "from numba import float64, uint8, uint32\n" + _RINT_CLIP
         + (_batch.RINT_U8 if u8 else "")
         + f"\n\n{dec}\ndef tile2d({args}):\n"

@@ -86,64 +86,12 @@ def stage_taps(tw: int, threads: int, px: int, py: int) -> str:
     )
 
 
-def plane_text(t_tw: int, tail: int) -> str:
-    """Kernel text (after ``stage_taps``): the staged plane's row length ``SW`` (pixels a rows
-    window may read: the tile, its halo and the padded taps' overrun), its row stride ``S1``
-    (bytes: 4 m with m = 21 mod 32, so the 8 rows x 4 windows of a warp's loads fall on
-    distinct banks but for 2-way conflicts) and its byte offset ``SB0`` after the doubles."""
-    return (
-        f"    SW = _i32({t_tw} + kmx)\n"
-        "    S1 = _i32(((SW + 3) // 4 + 10) // 32 * 128 + 84)\n"
-        f"    SB0 = _i32((TB + {t_tw} * R + {tail}) * 8)\n"
-    )
-
-
-def stage_plane(t_tw: int, c: int, bx: int, by: int, ch: str) -> str:
-    """Kernel text: channel ``ch`` of the tile's rows plus halo (``SW`` pixels from ``x0 - r``)
-    as bytes at ``sb[SB0 + i * S1 + j]``, zero outside the image; rows outside the image are
-    skipped (the rows pass skips them too); a barrier.
-
-    The rows pass then reads bytes from shared memory: a warp's load from ``src`` touched 8
-    rows' cache lines (its 32 windows are 8 rows x 4), and the L1 pipeline was the batched
-    Gaussian's bound (bench/RESULTS.md, thirteenth session).
-    """
-    return (
-        f"    # channel {ch} staged as bytes: the rows pass reads banks, not 8 rows of lines\n"
-        "    i = ty\n"
-        "    while i < nrow:\n"
-        "        y = _i32(y0 - r + i)\n"
-        "        if y >= 0 and y < h:\n"
-        "            j = tx\n"
-        "            while j < SW:\n"
-        "                xx = _i32(x0 - r + j)\n"
-        "                sv = uint8(0)\n"
-        "                if xx >= 0 and xx < w:\n"
-        f"                    sv = src[_u(ib + _i32((y * w + xx) * {c} + {ch}))]\n"
-        "                sb[_u32(SB0 + i * S1 + j)] = sv\n"
-        f"                j = _i32(j + {bx})\n"
-        f"        i = _i32(i + {by})\n"
-        "    cuda.syncthreads()\n"
-    )
-
-
-def plane_shared_bytes(radius: int, geometry: Geometry) -> int:
-    """Bytes of the staged plane for ``radius`` (as ``plane_text`` strides it)."""
-    tw, _, px = geometry[0], geometry[1], geometry[2]
-    th = geometry[1] * geometry[3] * geometry[4]
-    sw = tw + 2 * radius + 1 + max(px - 3, 0)
-    stride = ((sw + 3) // 4 + 10) // 32 * 128 + 84
-    return (th + 2 * radius) * stride
-
-
 def taps_shared_bytes(tap_columns: int, geometry: Geometry) -> int:
     """Shared memory the batched kernel takes besides the tile's float64 rows: the staged
     taps (``taps.shape[1]`` columns, padded) and the zeroed doubles past the tile."""
     return ((tap_columns + 15) // 8 * 8 + max(geometry[2], geometry[3])) * 8
 
 
-def batch_shared_bytes(radius: int, geometry: Geometry, tap_columns: int,
-                       staged: bool = False) -> int:
-    """Dynamic shared memory of the batched kernel for the batch's largest ``radius`` (with
-    the staged byte plane where ``staged``)."""
-    return (taps_shared_bytes(tap_columns, geometry) + tile_shared_bytes(radius, geometry)
-            + (plane_shared_bytes(radius, geometry) if staged else 0))
+def batch_shared_bytes(radius: int, geometry: Geometry, tap_columns: int) -> int:
+    """Dynamic shared memory of the batched kernel for the batch's largest ``radius``."""
+    return taps_shared_bytes(tap_columns, geometry) + tile_shared_bytes(radius, geometry)

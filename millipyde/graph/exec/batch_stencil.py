@@ -27,10 +27,6 @@ from .batch_launch import launch
 # kernel and a CPU launch costs almost nothing. Tests turn this off to check the batched pass.
 CPU_FUSED_STENCIL = True
 
-# uint8 sources of the one-pass tiles are staged per channel as bytes in shared memory for the
-# rows pass (``tile2d_batch.stage_plane``; the same values); benchmarks turn it off to compare.
-STAGED = True
-
 
 @functools.cache
 def _stencil_fns():
@@ -44,10 +40,9 @@ def _stencil_tiled_fns(c: int, nc: int):
 
 @functools.cache
 def _stencil_2d_fn(c: int, nc: int, unsigned: bool,
-                   geometry: tuple[int, int, int, int, int], u8: bool = False,
-                   staged: bool = False):
+                   geometry: tuple[int, int, int, int, int], u8: bool = False):
     return codegen_batch.stencil_2d_batch_kernel(c, nc, runtime.simulated, unsigned, geometry,
-                                                 u8, staged)
+                                                 u8)
 
 
 def _spans(device: int, h: int, w: int, tile_h: int) -> Any:
@@ -77,15 +72,14 @@ def stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rma
                                                codegen_gpu.tile_geometry(runtime.simulated))
         geometry = codegen_gpu.tile_geometry(runtime.simulated, rmax, False,
                                              runtime.SHARED_DEFAULT - extra)
-        staged = STAGED and np.dtype(src.dtype) == np.uint8
         fn = _stencil_2d_fn(c, nc, codegen_gpu.unsigned_source(src.dtype), geometry,
-                            np.dtype(n.dtype) == np.uint8, staged)
+                            np.dtype(n.dtype) == np.uint8)
         runtime.launch_grid(fn, (*codegen_gpu.tile_grid(h, w, geometry), nb),
                             geometry[:2], device, runtime.flat(src), sidx, runtime.flat(dst),
                             h, w, taps, rad, is_int, full, _identity_lut(device, c),
                             _spans(device, h, w, codegen_gpu.tile_size(geometry)[0]),
                             shared=tile2d_batch.batch_shared_bytes(rmax, geometry,
-                                                                   taps.shape[1], staged))
+                                                                   taps.shape[1]))
         return
     tmp = runtime.empty((nb, h, w, nc), np.float64, device)
     rb, cb = codegen_gpu.ROWS_BLOCK, codegen_gpu.COLS_BLOCK

@@ -47,12 +47,6 @@ def test_whole_taps_pad_remainders_of_three_or_more() -> None:
     geometry = (32, 4, 8, 8, 4)
     assert tile2d_batch.batch_shared_bytes(16, geometry, 33) == \
         (48 + 8) * 8 + tile2d_geometry.tile_shared_bytes(16, geometry)
-    # the staged byte plane: rows plus halo, a row stride of 4 m bytes with m = 21 mod 32
-    # covering the tile, its halo and the padded taps' overrun (32 + 33 + 5 pixels)
-    assert tile2d_batch.plane_shared_bytes(16, (32, 4, 8, 8, 2)) == (64 + 32) * 84
-    assert tile2d_batch.plane_shared_bytes(40, (32, 4, 8, 8, 2)) == (64 + 80) * 212
-    assert tile2d_batch.batch_shared_bytes(16, geometry, 33, staged=True) == \
-        tile2d_batch.batch_shared_bytes(16, geometry, 33) + (128 + 32) * 84
 
 
 @cudasim_ok
