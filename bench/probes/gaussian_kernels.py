@@ -14,6 +14,8 @@ One JSON line per row:
   before they took the taller tile where it fits, as per-image launches do).
   ``batch base-tile regs=N``: that, with the kernel capped at N registers per thread
   (``tile2d.BATCH_MAX_REGISTERS``; ``--regs``): more blocks per SM where registers bound them.
+  ``batch geometry=BX,BY,PX,PY,M[:REGS]`` (``--geometries``): the tile forced to that geometry
+  (shared memory past 48 KB opted in by the launch), capped at REGS registers where given.
 - ``kernel rgba`` / ``kernel grey``: ``stencil.run_stencil_2d`` (the per-image one-pass tile
   launch ``gaussian`` takes) on 682x512 RGBA uint8 and 8000x6000 float64 grey, sigma 2.
 - ``op rgba`` / ``op grey``: ``img.gaussian(2)`` then ``_materialize()`` and a synchronize on a
@@ -113,7 +115,7 @@ def _row(name: str, clock: _Clock, fn: Callable[[], None], out: Any, reps: int,
 
 
 def batch_row(clock: _Clock, nb: int, h: int, w: int, reps: int,
-              caps: tuple[int, ...] = ()) -> None:
+              caps: tuple[int, ...] = (), geometries: tuple[str, ...] = ()) -> None:
     """The Generator's batched stencil: per-member sigma in (0, 2] over an (nb, h, w, 3) stack."""
     rng = np.random.default_rng(14)
     host = rng.integers(0, 256, (nb, h, w, 3), dtype=np.uint8)
@@ -144,6 +146,8 @@ def batch_row(clock: _Clock, nb: int, h: int, w: int, reps: int,
         _row("batch base-tile", clock, go, dst, reps, **extra)
         for regs in caps:
             _capped_row(clock, go, dst, reps, regs, extra)
+        for spec in geometries:
+            _geometry_row(clock, go, dst, reps, spec, extra)
     finally:
         codegen_gpu.tile_geometry = choose
 
@@ -157,6 +161,25 @@ def _capped_row(clock: _Clock, go: Callable[[], None], dst: Any, reps: int, regs
     batch_stencil._stencil_2d_fn.cache_clear()
     try:
         _row(f"batch base-tile regs={regs}", clock, go, dst, reps, **extra)
+    finally:
+        tile2d.BATCH_MAX_REGISTERS = None
+        batch_stencil._stencil_2d_fn.cache_clear()
+
+
+def _geometry_row(clock: _Clock, go: Callable[[], None], dst: Any, reps: int, spec: str,
+                  extra: dict) -> None:
+    """``go`` with the tile forced to ``spec`` = ``BX,BY,PX,PY,M[:REGS]`` (shared memory past
+    48 KB is opted in by the launch), capped at REGS registers where given."""
+    from millipyde.graph.codegen import tile2d
+    from millipyde.graph.exec import batch_stencil
+
+    shape, _, regs = spec.partition(":")
+    geometry = tuple(int(v) for v in shape.split(","))
+    codegen_gpu.tile_geometry = lambda sim, *_, **__: geometry
+    tile2d.BATCH_MAX_REGISTERS = int(regs) if regs else None
+    batch_stencil._stencil_2d_fn.cache_clear()
+    try:
+        _row(f"batch geometry={spec}", clock, go, dst, reps, **extra)
     finally:
         tile2d.BATCH_MAX_REGISTERS = None
         batch_stencil._stencil_2d_fn.cache_clear()
@@ -219,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="rows to run (repeatable; default all)")
     ap.add_argument("--regs", type=int, nargs="*", default=[],
                     help="register caps of extra 'batch base-tile regs=N' rows")
+    ap.add_argument("--geometries", nargs="*", default=[],
+                    help="extra 'batch geometry=BX,BY,PX,PY,M[:REGS]' rows: the tile forced")
     args = ap.parse_args(argv)
     nb, h, w, rgba, grey = SIZES["smoke" if args.smoke else "full"]
     reps = args.reps or (2 if args.smoke else 20)
@@ -229,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         # then takes the tile kernels' launch paths, and its digests must equal the cpu's
         variants.gpu_variants_enabled = lambda: True
     if "batch" in only:
-        batch_row(clock, nb, h, w, reps, tuple(args.regs))
+        batch_row(clock, nb, h, w, reps, tuple(args.regs), tuple(args.geometries))
     if "rgba" in only:
         image_rows(clock, "rgba", (*rgba, 4), reps)
     if "grey" in only:

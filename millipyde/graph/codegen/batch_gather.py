@@ -312,12 +312,9 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
     rows = 1 if target == "cpu" else ROWS_PER_TRIP["writer"]
     # a uint8 member's chain through its block's table (batch_tables), others inline
     chained = batch_tables.chain_tables(sig, target)
-    body = batch_tables.writer_body(sig, gates) if chained else _gather_body(sig, gates, True)
-    compute, stores = split_stores(body)
-    stores, n = _STORE.subn(_writer_store(sig, layout, channels, table), stores)
-    if n != sig.cout or "dst[" in stores:
-        raise RuntimeError("gather_writer_source: stores not where expected")
-    body = flat_accesses(rows_body(compute, stores, rows), sig)
+    bodies = [_writer_body(b, sig, layout, channels, table, rows) for b in
+              ([batch_tables.fast_body(sig, gates)] if chained else [])
+              + [_gather_body(sig, gates, True)]]
     per = _prologue(sig, gates)
     if chained:
         per += "\ncton_ = full == 255.0\n" + batch_tables.table_text(sig, gates, "cton_")
@@ -334,7 +331,43 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
             + (batch_tables.HEAD if chained else ""))
     fn = (f"\n\n{_capped(target, sim, 'writer')}\n"
           "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, out, pos, mean, std, cfull):\n")
-    return head + fn + _loop(target, per, body, launch, rows)
+    if chained:
+        return head + fn + _loop_by("cton_", per, bodies, launch, rows)
+    return head + fn + _loop(target, per, bodies[0], launch, rows)
+
+
+def _writer_body(body: str, sig: GatherSig, layout: str, channels: int, table: bool,
+                 rows: int) -> str:
+    """A gather body of ``sig`` with its stores made the batch writer's."""
+    compute, stores = split_stores(body)
+    stores, n = _STORE.subn(_writer_store(sig, layout, channels, table), stores)
+    if n != sig.cout or "dst[" in stores:
+        raise RuntimeError("gather_writer_source: stores not where expected")
+    return flat_accesses(rows_body(compute, stores, rows), sig)
+
+
+def _loop_by(cond: str, per_image: str, bodies: list[str], launch: str, rows: int) -> str:
+    """``_loop`` on GPUs with the member's pixel loops twice: over ``bodies[0]`` where
+    ``cond`` (uniform per member, set by ``per_image``) holds, else over ``bodies[1]``.
+
+    The writers' table and inline bodies were one loop branching per pixel: the registers
+    of both stayed live in it and the 80-register cap spilled in the pixel loop (7 local
+    loads per pixel; bench/RESULTS.md, thirteenth session). The pixels and values are the
+    same."""
+    def pixels(body: str) -> str:
+        return ("y = _ix(y0)\nwhile y < h:\n    x = _ix(x0)\n    while x < w:\n"
+                + _indent(body, 8) + "        x = _ix(x + sx_)\n"
+                f"    y = _ix(y + {rows} * sy_)\n")
+
+    return (_indent(launch, 4)
+            + "    x0, y0, b0 = cuda.grid(3)\n"
+            "    sx_, sy_, sb_ = cuda.gridsize(3)\n"
+            "    b = b0\n"
+            "    while b < nb:\n"
+            + _indent(per_image, 8)
+            + f"        if {cond}:\n" + _indent(pixels(bodies[0]), 12)
+            + "        else:\n" + _indent(pixels(bodies[1]), 12)
+            + "        b += sb_\n")
 
 
 def gather_writer_kernel(sig: GatherSig, target: str, sim: bool, gates: bool, channels: int,

@@ -11,7 +11,8 @@ is the chain's value on that byte, so every value is the inline chain's.
 
 Flat gathers know their source is uint8 when they are generated (:func:`tabled`). The batch
 writers are generated without the source's type: theirs is a run-time choice per member,
-``full == 255.0`` (uint8), with the inline body kept for other sources (:func:`writer_body`).
+``full == 255.0`` (uint8), with the inline body kept for other sources (the writer runs the
+member's pixels through one or the other: ``batch_gather._loop_by``).
 """
 
 from __future__ import annotations
@@ -87,29 +88,3 @@ def fast_body(sig: GatherSig, gates: bool) -> str:
     # the byte widened first: under the simulator a uint8 plus an int stays uint8
     return rewrite_subscripts(body, "lut", lambda ps: f"_u32(_u32({ps[2]}) + {ps[1]} * 256)",
                               to="ct_")
-
-
-def writer_body(sig: GatherSig, gates: bool) -> str:
-    """The writer's body: the table's where the member's chain is tabled (``cton_``), else
-    the inline chain's; one set of stores after both (the inline body's: ``dst[...] = v0``).
-
-    With a sampler both bodies store the same variables. Without one the table body stores
-    its lookups directly (``dst[...] = ct_[...]``): its branch assigns them to the variables
-    the stores write instead."""
-    def split(body: str) -> tuple[list[str], list[str]]:
-        lines = body.splitlines()
-        return ([ln for ln in lines if not ln.startswith("dst[")],
-                [ln for ln in lines if ln.startswith("dst[")])
-
-    fast, fast_stores = split(fast_body(sig, gates))
-    slow, stores = split(_gather_body(sig, gates, flat=True))
-    pairs = ([(a.split(" = ", 1), b.split(" = ", 1))
-              for a, b in zip(fast_stores, stores, strict=True)]
-             if len(fast_stores) == len(stores) else None)
-    if pairs is None or any(
-            len(a) != 2 or len(b) != 2 or a[0] != b[0] or not b[1].isidentifier()
-            for a, b in pairs):  # pragma: no cover - guards edits of _gather_body
-        raise RuntimeError(f"batch_tables: the two bodies store differently: {sig}")
-    fast += [f"{b[1]} = {a[1]}" for a, b in pairs if a[1] != b[1]]
-    return "\n".join(["if cton_:"] + ["    " + ln for ln in fast] + ["else:"]
-                     + ["    " + ln for ln in slow] + stores)

@@ -36,16 +36,15 @@ def test_writers_choose_the_table_per_member() -> None:
 
 
 def test_writers_without_a_sampler_store_the_table_values() -> None:
-    # no sampler: the table body stores its lookups directly; in the writer its branch gives
-    # them to the variables the shared stores write
+    # no sampler: the table body stores its lookups directly; the writer runs the member's
+    # pixels through the table loop or the inline loop, chosen once per member
     sig = dataclasses.replace(WRITER, sampler=False, pre=("brightness",))
-    body = batch_tables.writer_body(sig, True)
-    fast = body.split("else:")[0]
-    assert "dst[" not in fast
-    assert [ln.split(" = ")[0].strip() for ln in fast.splitlines() if "ct_[" in ln] == [
-        "v0", "v1", "v2"]
-    assert body.splitlines()[-3:] == [f"dst[y, x, {c}] = v{c}" for c in range(3)]
-    batch_gather.gather_writer_source(sig, "cuda", False, True, 3, "NCHW")
+    text = batch_gather.gather_writer_source(sig, "cuda", False, True, 3, "NCHW")
+    loops = text.rsplit("\n        if cton_:\n", 1)[1]
+    fast, slow = loops.split("\n        else:\n", 1)
+    assert fast.count("_ = ct_[_u32(") == 3 and "_f_brightness(" not in fast
+    assert "ct_[" not in slow and slow.count("_f_brightness(") == 3
+    assert fast.count("while x < w:") == slow.count("while x < w:") == 1
 
 
 # brightness alone first (a flat gather before the stencil), colorize before the rotation (the
