@@ -174,11 +174,11 @@ def _host_functions_deferred(jobs: _Jobs) -> Iterator[None]:
 
 
 def _key(operations: list, inputs: list, size: int, channels: int, layout: str,
-         spec: Any) -> tuple:
+         spec: Any, outputs: bool = True) -> tuple:
     ops = tuple(repr((op.method or op.function, op.args, op.kwargs, op.probability))
                 for op in operations)
     shapes = tuple(sorted({(tuple(x.shape), str(x.dtype)) for x in inputs}))
-    return ops, shapes, size, channels, layout, repr(spec), runtime.name
+    return ops, shapes, size, channels, layout, repr(spec), runtime.name, outputs
 
 
 def _marker(key: tuple) -> Path:
@@ -192,12 +192,15 @@ def _marker(key: tuple) -> Path:
 
 
 def precompile(operations: list, inputs: list, *, size: int = 256, channels: int = 3,
-               layout: str = "NCHW", spec: Any = None, processes: int | None = None) -> dict:
+               layout: str = "NCHW", spec: Any = None, processes: int | None = None,
+               outputs: bool = True) -> dict:
     """Compile every kernel a Generator of ``operations`` on ``inputs`` may launch, in
     ``processes`` worker processes (default: CPU count, at most ``MAX_PROCESSES``).
 
     ``spec``: the ``BatchSpec`` of the batches to come (else float32 batches of ``size``,
-    ``channels``, ``layout``). Once per chain, input shapes and batch spec in a process.
+    ``channels``, ``layout``). ``outputs=False``: only what the batches launch, not the
+    Generator's ``next()`` outputs. Once per chain, input shapes, batch spec and ``outputs``
+    in a process.
     Returns ``jobs`` (kernels compiled in workers), ``failed`` (left to this process),
     ``processes``, ``record_seconds`` (making every pattern's outputs, launches recorded),
     ``compile_seconds`` (the slowest job, in its worker), ``slowest``, ``last_job`` and
@@ -206,7 +209,7 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
     """
     from . import warmup
 
-    key = _key(operations, inputs, size, channels, layout, spec)
+    key = _key(operations, inputs, size, channels, layout, spec, outputs)
     marker = _marker(key)
     with _lock:
         if key in _done or marker.exists():
@@ -230,7 +233,7 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
         with runtime.recording(jobs), _host_functions_deferred(jobs):
             for shape, xs in by_shape.items():
                 warmup._make_patterns((xs * 2)[:2], operations, ks[shape], size, channels,
-                                      layout, spec, jobs.enter)
+                                      layout, spec, jobs.enter, outputs)
         recorded = time.perf_counter() - t0
     finally:
         workers.close()
@@ -277,7 +280,10 @@ def before_batches(generator: Any, spec: Any) -> None:
         return
     st = generator._state
     try:
-        precompile(list(st.operations), list(st.inputs), spec=spec)
+        # the batches' kernels only: the first batch waits for no kernel of next()'s own
+        # outputs (on the H200 those were the critical path, 10.4 s against 7.8 s,
+        # bench/RESULTS.md, thirteenth session)
+        precompile(list(st.operations), list(st.inputs), spec=spec, outputs=False)
     except Exception as err:
         warnings.warn(f"millipyde: compiling ahead in worker processes failed ({err!r}); "
                       "kernels compile on first use", RuntimeWarning, stacklevel=3)

@@ -137,14 +137,16 @@ def warm(specs: list[tuple], shape: tuple[int, ...], share: tuple[int, int] = (0
 
 def _make_patterns(imgs: list, ops: list, ks: list[int], size: int, channels: int,
                    layout: str, spec: Any = None,
-                   phase: Callable[[str], None] | None = None) -> None:
+                   phase: Callable[[str], None] | None = None, outputs: bool = True) -> None:
     """Outputs ``ks`` of a seed-0 Generator of ``ops`` on ``imgs``, through ``batches``' fused
     writer and the Generator's own batched path (every kernel either may launch).
 
     ``spec``: the ``BatchSpec`` of the batches to come (its size capped at ``len(ks)``);
     default float32 batches of ``size``, ``channels`` and ``layout``. ``phase`` is told
     ``"batches"`` before the fused writer's work and ``"outputs"`` before the Generator's
-    own (``precompile`` reports when each one's kernels were ready).
+    own (``precompile`` reports when each one's kernels were ready). ``outputs=False`` makes
+    only the batches (what ``Generator.batches`` launches: the samples its recorder leaves
+    go through the per-output path inside them), not ``next()``'s own outputs.
     """
     import dataclasses
 
@@ -181,6 +183,8 @@ def _make_patterns(imgs: list, ops: list, ks: list[int], size: int, channels: in
                     ready.synchronize()
             except ValueError:
                 pass  # samples of several shapes: batches need shape=, the kernels are made
+            if not outputs:
+                continue
             tell("outputs")
             for _, err in st.make_many(chunk, device, stream):
                 if err is not None:

@@ -84,3 +84,23 @@ def test_cli_warmup(capsys) -> None:
     out = capsys.readouterr().out
     assert out.count("coin patterns") == 2 and out.count("kernels compiled") == 2
     assert "backend" in out
+
+
+@pytest.mark.parametrize("outputs", [True, False])
+def test_patterns_make_next_outputs_only_when_asked(outputs: bool, monkeypatch) -> None:
+    # Generator.batches compiles ahead with outputs=False: the batches alone, not next()'s
+    from millipyde import generator_state
+
+    made = []
+    real = generator_state._State.make_many
+
+    def counted(self, ks, *a, **kw):
+        made.append(list(ks))
+        return real(self, ks, *a, **kw)
+
+    monkeypatch.setattr(generator_state._State, "make_many", counted)
+    rng = np.random.default_rng(2)
+    imgs = [mp.gpuimage(rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)) for _ in range(2)]
+    ks = warmup.representatives(OPS)[:4]
+    warmup._make_patterns(imgs, OPS, ks, 4, 3, "NCHW", outputs=outputs)
+    assert (ks in made) if outputs else (made == [])
