@@ -37,9 +37,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import millipyde as mp  # noqa: E402
-from millipyde.backend import ACTIVE, cuda_jit  # noqa: E402
+from bench.probes.launch_parts import replayed_gamma  # noqa: E402
+from millipyde.backend import ACTIVE  # noqa: E402
 from millipyde.backend.pool import stream_handle  # noqa: E402
-from millipyde.graph.exec import replay  # noqa: E402
 
 _GAMMA = r"""
 extern "C" __global__ void gamma(const unsigned char* x, unsigned char* y, float g, int n) {
@@ -90,26 +90,15 @@ def ab_calls(fa: Callable[[int], object], fb: Callable[[int], object], n: int,
 
 
 def _millipyde_rows(n: int) -> dict[str, float]:
-    img = mp.gpuimage(np.random.default_rng(0).integers(0, 256, (512, 512, 3), dtype=np.uint8))
-    img._materialize()
-
-    def op(i: int) -> None:
-        img.adjust_gamma(0.5 + (i % 100_000) * 1e-5)
-        img._materialize()
-
-    cuda_jit.AFTER = 0  # (the compiled call taken from the replay launch's first call)
-    for i in range(8):
-        op(i)
-    mp.synchronize()
-    fast = [e.fast for e in replay._cache.values() if e.fast is not None]
-    bound = getattr(fast[0], "bound", None) if fast else None
+    img, op, entry = replayed_gamma()
+    bound = getattr(entry, "bound", None)
     sync = mp.synchronize
     rows = {"op": median_call(op, n, sync)}
     jit = getattr(bound, "jit", None)
     print(f"replay launch: {type(bound).__name__}, compiled: {jit is not None}", flush=True)
     if jit is None:
         return rows
-    src, params = img._node.buffer, list(fast[0].base)
+    src, params = img._node.buffer, list(entry.base)
     handle = stream_handle(ACTIVE.stream_on(bound.device))
     dst = bound(src, params)
     state = bound.state

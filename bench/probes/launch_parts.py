@@ -36,10 +36,10 @@ from millipyde.backend.pool import stream_handle  # noqa: E402
 from millipyde.graph.exec import replay  # noqa: E402
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--calls", type=int, default=10_000)
-    args = ap.parse_args()
+def replayed_gamma() -> tuple:
+    """(a resident 512x512 RGB image, ``op(i)``: its gamma with a new value, materialized, the
+    op's replay entry or None) once ``op`` has replayed a few times, the compiled call taken
+    from the replay launch's first call."""
     img = mp.gpuimage(np.random.default_rng(0).integers(0, 256, (512, 512, 3), dtype=np.uint8))
     img._materialize()
 
@@ -47,12 +47,20 @@ def main() -> None:
         img.adjust_gamma(0.5 + (i % 100_000) * 1e-5)
         img._materialize()
 
-    cuda_jit.AFTER = 0  # (the compiled call taken from the replay launch's first call)
+    cuda_jit.AFTER = 0
     for i in range(8):
         op(i)
     mp.synchronize()
     fast = [e.fast for e in replay._cache.values() if e.fast is not None]
-    bound = getattr(fast[0], "bound", None) if fast else None
+    return img, op, (fast[0] if fast else None)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=10_000)
+    args = ap.parse_args()
+    img, op, entry = replayed_gamma()
+    bound = getattr(entry, "bound", None)
     print(f"backend {mp.backend()}, replay launch: {type(bound).__name__}", flush=True)
     source = img._node
 
@@ -70,8 +78,8 @@ def main() -> None:
     if type(bound).__name__ == "RawBound2D":
         handle = stream_handle(ACTIVE.stream_on(bound.device))
         src = source.buffer
-        dst = bound(src, list(fast[0].base))  # the block now writes into ``dst``, kept alive
-        params = list(fast[0].base)
+        dst = bound(src, list(entry.base))  # the block now writes into ``dst``, kept alive
+        params = list(entry.base)
         lib = bound.lib
         rows["alloc"] = lambda i: bound.alloc(handle)
         rows["cuLaunchKernel"] = lambda i: lib.cuLaunchKernel(

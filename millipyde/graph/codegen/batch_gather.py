@@ -153,20 +153,28 @@ def _loop(target: str, per_image: str, body: str, launch: str = "", rows: int = 
                 "        y = t_ - b * h\n"
                 + _indent(per_image, 8)
                 + "        for x in range(w):\n" + _indent(body, 12))
+    return _members(launch, per_image, _indent(_pixels(body, rows), 8))
+
+
+def _members(launch: str, per_image: str, pixels: str) -> str:
+    """The GPU grid-stride loop over members ``b`` < ``nb``: ``per_image``, then ``pixels``
+    (indented to the member's level)."""
     return (_indent(launch, 4)
             + "    x0, y0, b0 = cuda.grid(3)\n"
             "    sx_, sy_, sb_ = cuda.gridsize(3)\n"
             "    b = b0\n"
             "    while b < nb:\n"
-            + _indent(per_image, 8)
-            # 32-bit rows and columns: the offsets made from them narrow to 32-bit math
-            + "        y = _ix(y0)\n"
-            "        while y < h:\n"
-            "            x = _ix(x0)\n"
-            "            while x < w:\n" + _indent(body, 16)
-            + "                x = _ix(x + sx_)\n"
-            f"            y = _ix(y + {rows} * sy_)\n"
-            "        b += sb_\n")
+            + _indent(per_image, 8) + pixels
+            + "        b += sb_\n")
+
+
+def _pixels(body: str, rows: int) -> str:
+    """A member's rows ``y`` < ``h`` and columns ``x`` < ``w``, ``rows`` rows a trip of
+    ``body``."""
+    # 32-bit rows and columns: the offsets made from them narrow to 32-bit math
+    return ("y = _ix(y0)\nwhile y < h:\n    x = _ix(x0)\n    while x < w:\n"
+            + _indent(body, 8) + "        x = _ix(x + sx_)\n"
+            f"    y = _ix(y + {rows} * sy_)\n")
 
 
 def _prologue(sig: GatherSig, gates: bool) -> str:
@@ -354,20 +362,9 @@ def _loop_by(cond: str, per_image: str, bodies: list[str], launch: str, rows: in
     of both stayed live in it and the 80-register cap spilled in the pixel loop (7 local
     loads per pixel; bench/RESULTS.md, thirteenth session). The pixels and values are the
     same."""
-    def pixels(body: str) -> str:
-        return ("y = _ix(y0)\nwhile y < h:\n    x = _ix(x0)\n    while x < w:\n"
-                + _indent(body, 8) + "        x = _ix(x + sx_)\n"
-                f"    y = _ix(y + {rows} * sy_)\n")
-
-    return (_indent(launch, 4)
-            + "    x0, y0, b0 = cuda.grid(3)\n"
-            "    sx_, sy_, sb_ = cuda.gridsize(3)\n"
-            "    b = b0\n"
-            "    while b < nb:\n"
-            + _indent(per_image, 8)
-            + f"        if {cond}:\n" + _indent(pixels(bodies[0]), 12)
-            + "        else:\n" + _indent(pixels(bodies[1]), 12)
-            + "        b += sb_\n")
+    return _members(launch, per_image,
+                    f"        if {cond}:\n" + _indent(_pixels(bodies[0], rows), 12)
+                    + "        else:\n" + _indent(_pixels(bodies[1], rows), 12))
 
 
 def gather_writer_kernel(sig: GatherSig, target: str, sim: bool, gates: bool, channels: int,
