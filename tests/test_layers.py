@@ -16,13 +16,15 @@ ROOT = Path(__file__).resolve().parents[1] / "millipyde"
 
 # (layer name, module-name prefixes); a module belongs to the first layer whose prefix matches
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("millipyde.version", "millipyde.config", "millipyde.kernels")),
+    ("base", ("millipyde.version", "millipyde.config", "millipyde.source_cache",
+              "millipyde.kernels")),
     ("backend", ("millipyde.faults", "millipyde.backend.base", "millipyde.backend.selection",
                  "millipyde.backend.launcher", "millipyde.backend.pool",
                  "millipyde.backend.rawlaunch", "millipyde.backend.staging")),
     ("backend.impl", ("millipyde.backend.cpu", "millipyde.backend.cuda",
                       "millipyde.backend.cuda_devices", "millipyde.backend.cuda_memory",
                       "millipyde.backend.cuda_launch", "millipyde.backend.cuda_bound",
+                      "millipyde.backend.cuda_jit", "millipyde.backend.jit_launch",
                       "millipyde.backend.cuda_pack",
                       "millipyde.backend.hip",
                       "millipyde.backend.sim")),

@@ -46,10 +46,13 @@ def functions() -> ModuleType | None:
         with _lock:
             if _module is None and not _failed:
                 try:
-                    from ..graph.codegen.loader import load
+                    import hashlib
+
+                    from ..source_cache import import_source
 
                     text = (Path(__file__).parent / "jit_launch.py").read_text()
-                    _module = load(text, "host")
+                    digest = hashlib.sha1(text.encode()).hexdigest()[:20]
+                    _module = import_source(f"millipyde_host_jit_launch_{digest}", text)
                 except Exception:  # noqa: BLE001 - no compiled path: the ctypes one stays
                     _failed = True
     return _module

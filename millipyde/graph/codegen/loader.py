@@ -7,25 +7,19 @@ the target) and compiled with ``cache=True``, so a second process pays no compil
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import inspect
-import os
-import sys
-import threading
 from pathlib import Path
 from types import ModuleType
 
-from ... import config
+from ... import source_cache
 from ...kernels import color, filters, geometry, intensity, noise
-from ...version import __version__
 
-_lock = threading.RLock()
 _modules: dict[str, ModuleType] = {}
 
 
 def cache_dir() -> Path:
     """Where generated kernel sources live (``MILLIPYDE_CACHE_DIR`` or the user cache)."""
-    return config.cache_dir() / f"gen-{__version__}"
+    return source_cache.cache_dir()
 
 
 def _kernel_sources_digest() -> str:
@@ -43,22 +37,7 @@ def load(source: str, target: str) -> ModuleType:
     """Write ``source`` to the cache dir (once) and import it; thread-safe, one compile."""
     digest = hashlib.sha1((source + _KERNEL_DIGEST + target).encode()).hexdigest()
     name = f"millipyde_gen_{target}_{digest[:20]}"
-    with _lock:
-        mod = _modules.get(name)
-        if mod is not None:
-            return mod
-        d = cache_dir()
-        d.mkdir(parents=True, exist_ok=True)
-        path = d / f"{name}.py"
-        if not path.exists() or path.read_text() != source:
-            tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-            tmp.write_text(source)
-            os.replace(tmp, path)
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot import generated kernel module {path}")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-        _modules[name] = mod
-        return mod
+    mod = _modules.get(name)
+    if mod is None:
+        mod = _modules.setdefault(name, source_cache.import_source(name, source))
+    return mod
