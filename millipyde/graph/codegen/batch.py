@@ -178,7 +178,7 @@ def stencil_tiled_batch_kernels(c: int, nc: int, sim: bool = False):
 
 def stencil_2d_batch_source(c: int, nc: int, sim: bool = False, unsigned: bool = False,
                             geometry: tuple[int, int, int, int, int] | None = None,
-                            u8: bool = False) -> str:
+                            u8: bool = False, words: bool = False) -> str:
     """``tile2d``'s one-pass 2-D tiled stencil over a batch: the image is ``blockIdx.z``.
 
     ``tile2d(src, sidx, dst, h_, w_, taps, rad, is_int, full, lut, span)`` over flat stacked
@@ -191,11 +191,12 @@ def stencil_2d_batch_source(c: int, nc: int, sim: bool = False, unsigned: bool =
     from . import tile2d
 
     return tile2d.stencil_2d_source(c, nc, sim=sim, geometry=geometry, batch=True,
-                                    unsigned=unsigned, u8=u8)
+                                    unsigned=unsigned, u8=u8, words=words)
 
 
 def stencil_2d_batch_kernel(c: int, nc: int, sim: bool = False, unsigned: bool = False,
                             geometry: tuple[int, int, int, int, int] | None = None,
-                            u8: bool = False):
+                            u8: bool = False, words: bool = False):
     """The batched one-pass 2-D tiled stencil for ``c``-channel images filtering ``nc``."""
-    return load(stencil_2d_batch_source(c, nc, sim, unsigned, geometry, u8), "cuda").tile2d
+    return load(stencil_2d_batch_source(c, nc, sim, unsigned, geometry, u8, words),
+                "cuda").tile2d

@@ -84,6 +84,7 @@ class _Tile:
     geometry: Geometry
     unsigned: bool = False
     u8: bool = False
+    words: bool = False
 
     @property
     def th(self) -> int:
@@ -121,21 +122,25 @@ def _zero(names: list[str]) -> str:
 Load = Callable[[str, str, str], str]
 
 
-def _slide(t: _Tile, n: int, load_: Load, ind: str, kf: str) -> str:
+def _slide(t: _Tile, n: int, load_: Load, ind: str, kf: str, head: str = "",
+           bload: Load | None = None) -> str:
     """Code adding ``sum_k taps[k] * v(j + k)`` to ``a0..a{n-1}``, window ``v0..v{n-1}``.
 
     Whole blocks of ``n`` taps rotate the register names instead of moving values (element
     ``k + m`` lives in ``v{m % n}``), so the inner loop is FMAs and one load per tap; the last
     ``ntaps % n`` taps shift the window. ``load_(dst, offset, indent)`` emits the load of window
     element ``offset``. Each sum still runs in tap order. ``kf``: where the whole blocks end
-    (batches: past ``ntaps`` over zero taps, ``tile2d_batch.whole_taps``).
+    (batches: past ``ntaps`` over zero taps, ``tile2d_batch.whole_taps``). ``head``: code
+    opening each whole block (``ind`` + 4 spaces deep); ``bload``: the whole blocks' loads.
     """
     whole = f"k < {kf}" if t.batch else f"k + {n} <= ntaps"
     lines = [f"{ind}k = _i32(0)", f"{ind}while {whole}:"]
+    if head:
+        lines.append(head.rstrip("\n"))
     for s_ in range(n):
         lines.append(f"{ind}    t = {t.tap(f'k + {s_}')}")
         lines += [f"{ind}    a{j} += t * v{(j + s_) % n}" for j in range(n)]
-        lines.append(load_(f"v{s_}", f"k + {s_ + n}", ind + "    ").rstrip("\n"))
+        lines.append((bload or load_)(f"v{s_}", f"k + {s_ + n}", ind + "    ").rstrip("\n"))
     lines += [f"{ind}    k = _i32(k + {n})", f"{ind}while k < ntaps:",
               f"{ind}    t = {t.tap('k')}"]
     lines += [f"{ind}    a{j} += t * v{j}" for j in range(n)]
@@ -145,9 +150,11 @@ def _slide(t: _Tile, n: int, load_: Load, ind: str, kf: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _window(t: _Tile, n: int, load_: Load, ind: str, kf: str) -> str:
-    """The first ``n`` window loads, then the tap loop (``_slide``)."""
-    return "".join(load_(f"v{j}", str(j), ind) for j in range(n)) + _slide(t, n, load_, ind, kf)
+def _window(t: _Tile, n: int, load_: Load, ind: str, kf: str, pre: str = "", head: str = "",
+            bload: Load | None = None) -> str:
+    """The first ``n`` window loads, ``pre``, then the tap loop (``_slide``)."""
+    return ("".join(load_(f"v{j}", str(j), ind) for j in range(n)) + pre
+            + _slide(t, n, load_, ind, kf, head, bload))
 
 
 def _rows_window(t: _Tile, ch: int | str) -> str:
@@ -176,10 +183,11 @@ def _rows_window(t: _Tile, ch: int | str) -> str:
     ind = " " * 16
     # the window's last load: element max(whole blocks, ntaps) + PX - 1
     last = "kmx" if t.batch else "ntaps"
+    words = _batch.word_loads(c, ind) if t.words else ("", "", None)
     return (f"            xb = _i32(x0 + s_ * {px} - r)\n"
             f"            if xb >= 0 and xb + {last} + {px - 1} < w:\n"
             f"{ind}rb = _i32((y * w + xb) * {c} + {ch})\n"
-            + _window(t, px, inner, ind, "kfx")
+            + _window(t, px, inner, ind, "kfx", *words)
             + "            else:\n"
             f"{ind}ry = _i32(y * w * {c} + {ch})\n"
             + _window(t, px, edge, ind, "kfx"))
@@ -362,7 +370,7 @@ def _tail(t: _Tile) -> str:
 def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
                       sim: bool = False, geometry: Geometry | None = None,
                       packed: bool = False, batch: bool = False, unsigned: bool = False,
-                      u8: bool = False) -> str:
+                      u8: bool = False, words: bool = False) -> str:
     """Source of the one-pass 2-D tiled stencil ``tile2d`` (see the module docstring).
 
     Per image: ``tile2d(src, dst, h_, w_, taps, is_int, full, lut, span)``; ``batch``:
@@ -375,23 +383,31 @@ def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
     ``tile_geometry(sim)`` (benchmarks compare shapes). ``unsigned``: ``src`` holds unsigned
     integers below 2**32 (``unsigned_source``), converted to float64 exactly through ``_b2f``.
     ``u8`` (batch only): ``dst`` is uint8 (``is_int`` and ``full`` = 255 then go unread).
+    ``words`` (batch only, uint8 ``src``, windows of 8): a last argument ``srcw``, the same
+    buffer as uint64 words, feeds the interior windows' whole blocks (``tile2d_batch``).
     """
     if packed and (c, nc) != (4, 3):
         raise ValueError(f"packed stencil tiles are uint8 RGBA with 3 filtered channels, got "
                          f"c={c} nc={nc}")
     if u8 and not batch:
         raise ValueError("the uint8 store (u8) is for batched tiles")
-    t = _Tile(c, nc, pre, post, packed, batch, geometry or tile_geometry(sim), unsigned, u8)
+    t = _Tile(c, nc, pre, post, packed, batch, geometry or tile_geometry(sim), unsigned, u8,
+              words)
+    if words and not (batch and not packed and t.px == _batch.WORD_BLOCK):
+        raise ValueError(f"word loads are for batched windows of {_batch.WORD_BLOCK}")
     args = ("src, sidx, dst, h_, w_, taps, rad, is_int, full, lut, span" if batch
             else "src, dst, h_, w_, taps, is_int, full, lut, span")
+    args += ", srcw" if words else ""
     dec = "@cuda.jit" if sim else "@cuda.jit(cache=True)"
     if batch and BATCH_MAX_REGISTERS and not sim:
         dec = f"@cuda.jit(cache=True, max_registers={int(BATCH_MAX_REGISTERS)})"
     return (
         f"# millipyde generated {'batched ' if batch else ''}one-pass 2-D tiled separable "
         f"stencil (GPU only): c={c} nc={nc} pre={pre} post={post} packed={packed} "
-        f"unsigned={unsigned} u8={u8} geometry={t.geometry}\n"
-        + _HEADER["cuda"] + _I32 + "from numba import float64, uint8, uint32\n" + _RINT_CLIP
+        f"unsigned={unsigned} u8={u8} geometry={t.geometry}"
+        + (" words=True" if words else "") + "\n"
+        + _HEADER["cuda"] + _I32 + "from numba import float64, uint8, uint32, uint64\n"
+        + _RINT_CLIP
         + (_batch.RINT_U8 if u8 else "")
         + f"\n\n{dec}\ndef tile2d({args}):\n"
         + _head(t)

@@ -22,6 +22,8 @@ rounds half to even) with no second add and no float-to-integer conversion.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .tile2d_geometry import Geometry, tile_shared_bytes
 
 TWO52 = 4503599627370496.0
@@ -95,3 +97,38 @@ def taps_shared_bytes(tap_columns: int, geometry: Geometry) -> int:
 def batch_shared_bytes(radius: int, geometry: Geometry, tap_columns: int) -> int:
     """Dynamic shared memory of the batched kernel for the batch's largest ``radius``."""
     return taps_shared_bytes(tap_columns, geometry) + tile_shared_bytes(radius, geometry)
+
+
+# Elements per whole block of the word loads: 8 elements of a ``c``-byte pixel are 8 c bytes,
+# a whole number of uint64 words, so a window's blocks keep one alignment.
+WORD_BLOCK = 8
+
+
+def word_loads(c: int, ind: str) -> tuple[str, str, Any]:
+    """``(pre, head, bload)`` for ``tile2d._window``: an interior window of uint8 ``src`` (the
+    rows pass's L1-bound byte loads, bench/RESULTS.md h-bkern3) loads each whole block of 8
+    elements (``8 c`` bytes at element ``k + 8``) as ``c + 1`` aligned uint64 words of
+    ``srcw`` (the same buffer), instead of 8 byte loads; funnel shifts by the window's byte
+    alignment ``wa`` (the same for every block) leave element ``j`` in byte ``c j % 8`` of
+    ``u{c j // 8}``. The values, so the sums, are the bytes the byte loads read. Word ``c`` is
+    read only where it holds a needed byte (``wl``; else word ``c - 1`` again): every word read
+    holds a byte of the image, so it lies in the (8-byte aligned) buffer.
+    """
+    i2 = ind + "    "
+    pre = (f"{ind}wa = _i32((ib + rb) & 7)\n"
+           f"{ind}sh = uint64(wa * 8)\n"
+           f"{ind}sl = uint64(63) - sh\n"
+           f"{ind}wl = _i32((wa + {7 * c}) >> 3)\n"
+           f"{ind}wq = (ib + rb + {8 * c}) >> 3\n")
+    head = [f"{i2}q_ = wq + (k >> 3) * {c}"]
+    head += [f"{i2}w{i} = srcw[_u(q_ + {i})]" for i in range(c)]
+    head.append(f"{i2}w{c} = srcw[_u(q_ + wl)]")
+    # (w << 63 - sh) << 1: no shift by 64 where the alignment is 0
+    head += [f"{i2}u{i} = (w{i} >> sh) | ((w{i + 1} << sl) << uint64(1))" for i in range(c)]
+
+    def bload(dst: str, off: str, ind_: str) -> str:
+        j = int(off.rpartition("+")[2]) - WORD_BLOCK  # element k + 8 + j
+        u, b = divmod(c * j, 8)
+        return f"{ind_}{dst} = _b2f(_i32((u{u} >> uint64({8 * b})) & uint64(255)))\n"
+
+    return pre, "\n".join(head) + "\n", bload

@@ -40,9 +40,37 @@ def _stencil_tiled_fns(c: int, nc: int):
 
 @functools.cache
 def _stencil_2d_fn(c: int, nc: int, unsigned: bool,
-                   geometry: tuple[int, int, int, int, int], u8: bool = False):
+                   geometry: tuple[int, int, int, int, int], u8: bool = False,
+                   words: bool = False):
     return codegen_batch.stencil_2d_batch_kernel(c, nc, runtime.simulated, unsigned, geometry,
-                                                 u8)
+                                                 u8, words)
+
+
+# The batched tile's interior windows load uint8 sources as uint64 words
+# (``tile2d_batch.word_loads``: the rows pass was bound by L1 wavefronts of its byte loads).
+WORD_LOADS = True
+
+
+def _word_view(flat: Any) -> Any:
+    """``flat`` (a uint8 device buffer) as uint64 words, or None where it is not a whole
+    number of 8-byte aligned words; kept on the buffer once made (one per batch stack)."""
+    d = getattr(flat, "__dict__", None)
+    got = None if d is None else d.get("_mp_words")
+    if got is not None:
+        return got
+    try:
+        ptr = flat.__cuda_array_interface__["data"][0]
+    except (AttributeError, KeyError, TypeError):
+        host = getattr(flat, "_ary", None)  # the simulator's arrays wrap a numpy array
+        if not isinstance(host, np.ndarray):
+            return None
+        ptr = host.ctypes.data
+    if flat.size % 8 or ptr % 8:
+        return None
+    got = flat.view(np.uint64)
+    if d is not None:
+        d["_mp_words"] = got
+    return got
 
 
 def _spans(device: int, h: int, w: int, tile_h: int) -> Any:
@@ -72,10 +100,15 @@ def _plan_2d(c: int, nc: int, src_dtype: np.dtype, dtype: np.dtype, h: int, w: i
     extra = tile2d_batch.taps_shared_bytes(ntaps, codegen_gpu.tile_geometry(runtime.simulated))
     geometry = codegen_gpu.tile_geometry(runtime.simulated, rmax, False,
                                          runtime.SHARED_DEFAULT - extra)
-    fn = _stencil_2d_fn(c, nc, codegen_gpu.unsigned_source(src_dtype), geometry,
-                        dtype == np.uint8)
+    unsigned, u8 = codegen_gpu.unsigned_source(src_dtype), dtype == np.uint8
+    fn = _stencil_2d_fn(c, nc, unsigned, geometry, u8)
+    # the word-loading kernel, where it applies (``fn`` then serves buffers not in words)
+    words = None
+    if WORD_LOADS and src_dtype == np.uint8 and c <= 8 and \
+            geometry[2] == tile2d_batch.WORD_BLOCK:
+        words = _stencil_2d_fn(c, nc, unsigned, geometry, u8, True)
     # (the block as three dims: the driver template's launch takes them as they are)
-    return (fn, codegen_gpu.tile_grid(h, w, geometry), (*geometry[:2], 1),
+    return (fn, words, codegen_gpu.tile_grid(h, w, geometry), (*geometry[:2], 1),
             tile2d_batch.batch_shared_bytes(rmax, geometry, ntaps),
             codegen_gpu.tile_size(geometry)[0], dtype.kind in "ui", full_range(dtype))
 
@@ -92,10 +125,14 @@ def stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rma
                         taps.shape[1], variants.gpu_variants_enabled(),
                         runtime.SHARED_DEFAULT, runtime.simulated)
     if plan is not None:
-        fn, grid, block, shared, tile_h, is_int, full = plan
+        fn, words, grid, block, shared, tile_h, is_int, full = plan
         grid = (*grid, nb)
-        args = (runtime.flat(src), sidx, runtime.flat(dst), h, w, taps, rad, is_int, full,
+        flat = runtime.flat(src)
+        args = (flat, sidx, runtime.flat(dst), h, w, taps, rad, is_int, full,
                 _identity_lut(device, c), _spans(device, h, w, tile_h))
+        srcw = None if words is None else _word_view(flat)
+        if srcw is not None:
+            fn, args = words, (*args, srcw)
         # straight through the kernel's driver template, as the batch's gathers launch
         direct = getattr(runtime, "launch_batched", None) if batch_launch.REPLAY else None
         if direct is None or not runtime.fast_launch or \

@@ -282,3 +282,19 @@ def test_tall_tiles_only_where_their_shared_memory_fits() -> None:
     kernel = codegen_gpu.stencil_2d_kernel(1, 1, geometry=tall)
     ptx = ptx_of(kernel.py_func, tile_argtys(arr(np.float64, 1), False))
     assert ".entry" in ptx and ".local" not in ptx
+
+
+@pytest.mark.parametrize("c", [1, 3])
+def test_batched_2d_stencil_word_loads_compile_to_ptx(c: int) -> None:
+    """The word-loading batched tile (``tile2d_batch.word_loads``): its interior windows'
+    whole blocks read ``c + 1`` uint64 words, not 8 bytes; the same guarantees otherwise."""
+    from millipyde.graph.codegen import batch as codegen_batch
+
+    kernel = codegen_batch.stencil_2d_batch_kernel(c, min(c, 3), unsigned=True, u8=True,
+                                                   words=True)
+    img = arr(np.uint8, 1)
+    ptx = ptx_of(kernel.py_func, (*tile_argtys(img, True), arr(np.uint64, 1)))
+    assert ".entry" in ptx and ".local" not in ptx
+    assert_direct_32bit(ptx, 48)
+    assert not re.search(r"cvt\.rn\.f64\.[su]", ptx)
+    assert len(re.findall(r"\bld\.global(?:\.nc)?\.u64\b", ptx)) >= c + 1

@@ -51,12 +51,20 @@ def test_whole_taps_pad_remainders_of_three_or_more() -> None:
 
 @cudasim_ok
 @pytest.mark.skipif(not runtime.caps.grid_launches, reason="GPU kernels: cuda, hip or cudasim")
-def test_padded_taps_and_uint8_store_bit_for_bit(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("w", "c", "words"), [(21, 3, False), (24, 3, True), (40, 1, True)])
+def test_padded_taps_and_uint8_store_bit_for_bit(monkeypatch: pytest.MonkeyPatch, w: int,
+                                                 c: int, words: bool) -> None:
+    """``words``: the stack is a whole number of uint64 words, so the interior windows load
+    words (``tile2d_batch.word_loads``); 4 x 19 x 21 x 3 bytes are not (byte loads)."""
     monkeypatch.setattr(exec_variants, "gpu_variants_enabled", lambda: True)
     if runtime.simulated:
         monkeypatch.setattr(tile2d_geometry, "TILE_GEOMETRY_SIM", GEOMETRY)
+    batch_stencil._plan_2d.cache_clear()
+    took = []
+    view = batch_stencil._word_view
+    monkeypatch.setattr(batch_stencil, "_word_view", lambda f: took.append(view(f)) or took[-1])
     rng = np.random.default_rng(7)
-    h, w, c = 19, 21, 3  # a bottom tile and a right tile cut by the image
+    h = 19  # a bottom tile and a right tile cut by the image
     # radii 0..9: tap counts 1..19, remainders 1, 3, 5, 7 of 8; the last member gated off
     rads = list(range(10)) + [-1]
     rmax = max(rads)
@@ -77,3 +85,4 @@ def test_padded_taps_and_uint8_store_bit_for_bit(monkeypatch: pytest.MonkeyPatch
     for b, r in enumerate(rads):
         want = imgs[sidx[b]] if r < 0 else _reference(imgs[sidx[b]], taps[b, :2 * r + 1])
         np.testing.assert_array_equal(got[b], want, err_msg=f"member {b}, radius {r}")
+    assert [t is not None for t in took] == [words]
