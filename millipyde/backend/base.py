@@ -220,6 +220,28 @@ class Backend:
         """A 1-D view of a contiguous buffer."""
         return buffer.reshape(buffer.size) if buffer.ndim != 1 else buffer
 
+    def words(self, buffer: Any) -> Any:
+        """A 1-D uint8 ``buffer`` as uint64 words over the same memory, or None where it is not
+        a whole number of 8-byte aligned words; kept on the buffer once made (a batch's
+        stack is read so every batch)."""
+        d = getattr(buffer, "__dict__", None)
+        got = None if d is None else d.get("_mp_words")
+        if got is None:
+            at = self._address(buffer)
+            if at is None or buffer.size % 8 or at % 8:
+                return None
+            got = buffer.view(np.uint64)
+            if d is not None:
+                d["_mp_words"] = got
+        return got
+
+    @staticmethod
+    def _address(buffer: Any) -> int | None:
+        """Where ``buffer``'s data starts (device or host), or None where it does not say."""
+        face = (getattr(buffer, "__cuda_array_interface__", None)
+                or getattr(buffer, "__array_interface__", None))
+        return None if face is None else face["data"][0]
+
     @staticmethod
     def as_3d(buffer: Any) -> Any:
         """View a 2-D buffer as (h, w, 1) so every kernel sees (h, w, channels)."""

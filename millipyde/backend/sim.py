@@ -70,6 +70,12 @@ class SimBackend(CudaBackend):
     part = Backend.part
     members = Backend.members
 
+    @staticmethod
+    def _address(buffer: Any) -> int | None:
+        # (the simulator's arrays wrap a NumPy array and have no CUDA array interface)
+        host = getattr(buffer, "_ary", None)
+        return host.ctypes.data if isinstance(host, np.ndarray) else None
+
     def shared_limit(self, device: int) -> int:
         return self.SHARED_DEFAULT
 

@@ -142,3 +142,17 @@ def test_launch_shapes_of_the_grid_backends() -> None:
     assert sim._grid_2d(3, 5) == ((1, 1), (5, 3))
     assert sim._grid_2d(9, 40) == ((3, 3), (16, 4))
     assert (CudaBackend.BLOCK_1D, SimBackend.BLOCK_1D) == (256, 64)
+
+
+def test_words_view_whole_aligned_word_buffers_only() -> None:
+    from millipyde.backend import ACTIVE
+
+    dev = ACTIVE.from_host(np.arange(64, dtype=np.uint8), 0)
+    flat = ACTIVE.flat(dev)
+    got = ACTIVE.words(flat)
+    assert got is not None and got.dtype == np.uint64 and got.shape == (8,)
+    np.testing.assert_array_equal(np.asarray(got).view(np.uint8), np.arange(64, dtype=np.uint8))
+    if hasattr(flat, "__dict__"):  # (device arrays; a NumPy array keeps no attributes)
+        assert ACTIVE.words(flat) is got
+    assert ACTIVE.words(flat[:60]) is None  # not a whole number of words
+    assert ACTIVE.words(flat[1:57]) is None  # whole words, but not 8-byte aligned

@@ -51,28 +51,6 @@ def _stencil_2d_fn(c: int, nc: int, unsigned: bool,
 WORD_LOADS = True
 
 
-def _word_view(flat: Any) -> Any:
-    """``flat`` (a uint8 device buffer) as uint64 words, or None where it is not a whole
-    number of 8-byte aligned words; kept on the buffer once made (one per batch stack)."""
-    d = getattr(flat, "__dict__", None)
-    got = None if d is None else d.get("_mp_words")
-    if got is not None:
-        return got
-    try:
-        ptr = flat.__cuda_array_interface__["data"][0]
-    except (AttributeError, KeyError, TypeError):
-        host = getattr(flat, "_ary", None)  # the simulator's arrays wrap a numpy array
-        if not isinstance(host, np.ndarray):
-            return None
-        ptr = host.ctypes.data
-    if flat.size % 8 or ptr % 8:
-        return None
-    got = flat.view(np.uint64)
-    if d is not None:
-        d["_mp_words"] = got
-    return got
-
-
 def _spans(device: int, h: int, w: int, tile_h: int) -> Any:
     """``footprint.full_spans`` of an ``h`` x ``w`` image on ``device``, uploaded once (the same
     for every batch of a Generator: no upload per launch)."""
@@ -130,7 +108,7 @@ def stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rma
         flat = runtime.flat(src)
         args = (flat, sidx, runtime.flat(dst), h, w, taps, rad, is_int, full,
                 _identity_lut(device, c), _spans(device, h, w, tile_h))
-        srcw = None if words is None else _word_view(flat)
+        srcw = None if words is None else runtime.words(flat)
         if srcw is not None:
             fn, args = words, (*args, srcw)
         # straight through the kernel's driver template, as the batch's gathers launch

@@ -61,8 +61,8 @@ def test_padded_taps_and_uint8_store_bit_for_bit(monkeypatch: pytest.MonkeyPatch
         monkeypatch.setattr(tile2d_geometry, "TILE_GEOMETRY_SIM", GEOMETRY)
     batch_stencil._plan_2d.cache_clear()
     took = []
-    view = batch_stencil._word_view
-    monkeypatch.setattr(batch_stencil, "_word_view", lambda f: took.append(view(f)) or took[-1])
+    view = runtime.words
+    monkeypatch.setattr(runtime, "words", lambda f: took.append(view(f)) or took[-1])
     rng = np.random.default_rng(7)
     h = 19  # a bottom tile and a right tile cut by the image
     # radii 0..9: tap counts 1..19, remainders 1, 3, 5, 7 of 8; the last member gated off
