@@ -5,6 +5,7 @@ recording, and counts as a hit."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -50,6 +51,17 @@ def _host(shape=(9, 13, 3), seed=4) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8)
 
 
+def _equal_on_the_general_path(monkeypatch: pytest.MonkeyPatch, fast: list[np.ndarray],
+                               again: Callable[[], list[np.ndarray]]) -> None:
+    """``again()``, with plans cleared and no replay launch learnt, gives ``fast``."""
+    replay.clear()
+    monkeypatch.setattr(replay, "_FAST_TRIES", 0)  # the general path only
+    general = again()
+    assert not _fast_entries()
+    for a, b in zip(fast, general, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def _replays(name: str, host: np.ndarray) -> list[np.ndarray]:
     src = mp.gpuimage(host)
     src._materialize()
@@ -84,12 +96,7 @@ def test_a_replay_launch_stores_what_the_general_path_stores(name, channels, mon
         real = e.fast
         e.fast = lambda seq, real=real: ran.append(1) or real(seq)
     fast += _replays(name, host)
-    replay.clear()
-    monkeypatch.setattr(replay, "_FAST_TRIES", 0)  # the general path only
-    general = _replays(name, host) * 2
-    assert not _fast_entries()
-    for a, b in zip(fast, general, strict=True):
-        np.testing.assert_array_equal(a, b)
+    _equal_on_the_general_path(monkeypatch, fast, lambda: _replays(name, host) * 2)
     if name not in ("rotate", "fliplr twice, gaussian") and (
             name != "gaussian" or _one_launch_stencil(12)):
         # (a sampler's parameters include the data's warp clip: no memo; two kernels: none)
@@ -293,12 +300,7 @@ def test_the_rgba_table_kernel_replays_its_launch_with_a_table_per_call(name, mo
     entry.fast = lambda seq: ran.append(real(seq)) or ran[-1]
     fast += _table_replays(name, host)
     assert ran == [True] * len(STEPS)
-    replay.clear()
-    monkeypatch.setattr(replay, "_FAST_TRIES", 0)  # the general path only
-    general = _table_replays(name, host) * 2
-    assert not _fast_entries()
-    for a, b in zip(fast, general, strict=True):
-        np.testing.assert_array_equal(a, b)
+    _equal_on_the_general_path(monkeypatch, fast, lambda: _table_replays(name, host) * 2)
 
 
 @pytest.mark.gpu
