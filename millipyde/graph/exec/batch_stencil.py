@@ -64,10 +64,12 @@ def _identity_lut(device: int, c: int) -> Any:
 
 @functools.lru_cache(maxsize=512)
 def _plan_2d(c: int, nc: int, src_dtype: np.dtype, dtype: np.dtype, h: int, w: int, rmax: int,
-             ntaps: int, variants_on: bool, limit: int, sim: bool) -> tuple | None:
+             ntaps: int, variants_on: bool, limit: int, sim: bool,
+             word_loads: bool) -> tuple | None:
     """The one-pass 2-D launch of a batch's stencil step, worked out once per (channels,
-    dtypes, image size, radius, staged taps) and the settings it depends on: (kernel, grid
-    without its member axis, block, dynamic shared bytes, tile height, is_int, full), or None
+    dtypes, image size, radius, staged taps) and the settings it depends on: (kernel, its
+    word-loading form or None, grid without its member axis, block, dynamic shared bytes, tile
+    height, is_int, full), or None
     where the tiles do not run (``stencil_gpu``'s generic passes then). ~25 us of geometry
     and checks per call before (2-core dev machine), for the same few plans every batch."""
     del variants_on, limit, sim  # (part of the key: what ``stencil_2d_fits`` reads)
@@ -82,7 +84,7 @@ def _plan_2d(c: int, nc: int, src_dtype: np.dtype, dtype: np.dtype, h: int, w: i
     fn = _stencil_2d_fn(c, nc, unsigned, geometry, u8)
     # the word-loading kernel, where it applies (``fn`` then serves buffers not in words)
     words = None
-    if WORD_LOADS and src_dtype == np.uint8 and c <= 8 and \
+    if word_loads and src_dtype == np.uint8 and c <= 8 and \
             geometry[2] == tile2d_batch.WORD_BLOCK:
         words = _stencil_2d_fn(c, nc, unsigned, geometry, u8, True)
     # (the block as three dims: the driver template's launch takes them as they are)
@@ -101,7 +103,7 @@ def stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rma
     if 0 < nb <= 65535 and h > 0 and w > 0 and variants._c_contiguous(src):
         plan = _plan_2d(c, nc, np.dtype(src.dtype), np.dtype(n.dtype), h, w, rmax,
                         taps.shape[1], variants.gpu_variants_enabled(),
-                        runtime.SHARED_DEFAULT, runtime.simulated)
+                        runtime.SHARED_DEFAULT, runtime.simulated, WORD_LOADS)
     if plan is not None:
         fn, words, grid, block, shared, tile_h, is_int, full = plan
         grid = (*grid, nb)
