@@ -33,12 +33,13 @@ output's sha256 prefix: runs of two branches compare bit for bit.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import statistics
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -141,48 +142,41 @@ def batch_row(clock: _Clock, nb: int, h: int, w: int, reps: int,
     # the same with the tile forced to the base geometry (as before batches took the taller
     # tile where it fits): tells the tile's share of a change from the kernel's own
     choose = codegen_gpu.tile_geometry
-    codegen_gpu.tile_geometry = lambda sim, *_, **__: choose(sim)
-    try:
+    with _forced(lambda sim, *_, **__: choose(sim)):
         _row("batch base-tile", clock, go, dst, reps, **extra)
-        for regs in caps:
-            _capped_row(clock, go, dst, reps, regs, extra)
-        for spec in geometries:
-            _geometry_row(clock, go, dst, reps, spec, extra)
+    for regs in caps:
+        with _forced(lambda sim, *_, **__: choose(sim), regs):
+            _row(f"batch base-tile regs={regs}", clock, go, dst, reps, **extra)
+    for spec in geometries:
+        # ``BX,BY,PX,PY,M[:REGS]`` (shared memory past 48 KB is opted in by the launch)
+        shape, _, regs = spec.partition(":")
+        geometry = tuple(int(v) for v in shape.split(","))
+        with _forced(lambda sim, *_, g=geometry, **__: g, int(regs) if regs else None):
+            _row(f"batch geometry={spec}", clock, go, dst, reps, **extra)
+
+
+@contextlib.contextmanager
+def _forced(geometry: Callable[..., tuple], regs: int | None = None) -> Iterator[None]:
+    """The batched tile's geometry chosen by ``geometry`` and its kernel capped at ``regs``
+    registers (None: no cap) inside; the stencil's cached plans and kernels dropped on the
+    way in and out (a plan keeps its geometry and kernel: ``batch_stencil._plan_2d``)."""
+    from millipyde.graph.codegen import tile2d
+    from millipyde.graph.exec import batch_stencil
+
+    def drop() -> None:
+        batch_stencil._plan_2d.cache_clear()
+        batch_stencil._stencil_2d_fn.cache_clear()
+
+    choose = codegen_gpu.tile_geometry
+    codegen_gpu.tile_geometry = geometry
+    tile2d.BATCH_MAX_REGISTERS = regs
+    drop()
+    try:
+        yield
     finally:
         codegen_gpu.tile_geometry = choose
-
-
-def _capped_row(clock: _Clock, go: Callable[[], None], dst: Any, reps: int, regs: int,
-                extra: dict) -> None:
-    from millipyde.graph.codegen import tile2d
-    from millipyde.graph.exec import batch_stencil
-
-    tile2d.BATCH_MAX_REGISTERS = regs
-    batch_stencil._stencil_2d_fn.cache_clear()
-    try:
-        _row(f"batch base-tile regs={regs}", clock, go, dst, reps, **extra)
-    finally:
         tile2d.BATCH_MAX_REGISTERS = None
-        batch_stencil._stencil_2d_fn.cache_clear()
-
-
-def _geometry_row(clock: _Clock, go: Callable[[], None], dst: Any, reps: int, spec: str,
-                  extra: dict) -> None:
-    """``go`` with the tile forced to ``spec`` = ``BX,BY,PX,PY,M[:REGS]`` (shared memory past
-    48 KB is opted in by the launch), capped at REGS registers where given."""
-    from millipyde.graph.codegen import tile2d
-    from millipyde.graph.exec import batch_stencil
-
-    shape, _, regs = spec.partition(":")
-    geometry = tuple(int(v) for v in shape.split(","))
-    codegen_gpu.tile_geometry = lambda sim, *_, **__: geometry
-    tile2d.BATCH_MAX_REGISTERS = int(regs) if regs else None
-    batch_stencil._stencil_2d_fn.cache_clear()
-    try:
-        _row(f"batch geometry={spec}", clock, go, dst, reps, **extra)
-    finally:
-        tile2d.BATCH_MAX_REGISTERS = None
-        batch_stencil._stencil_2d_fn.cache_clear()
+        drop()
 
 
 def image_rows(clock: _Clock, kind: str, shape: tuple[int, ...], reps: int) -> None:
