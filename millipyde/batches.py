@@ -36,12 +36,6 @@ AHEAD_BYTES = 1 << 30
 #: Batches kept alive after they were handed out (GPUs): their memory is reused only after the
 #: consumer took this many more (see ``__next__``).
 QUARANTINE = 3
-#: Streams a recorded batch's groups are spread over (GPUs; 1: all on the worker's stream).
-#: Groups are independent until they write their samples into the batch, and their kernels
-#: leave each other room: the batched Gaussian is bound by the L1 pipeline, the writers by
-#: latency at 37.5% occupancy (bench/RESULTS.md, h-bkern3), so one group's kernels fill the
-#: SMs the other's leave idle. Benchmarks set this to compare.
-LANES = 2
 
 
 class Batches:
@@ -76,7 +70,6 @@ class Batches:
         self._group: WorkerGroup | None = None
         self._consts: dict[int, tuple[Any, Any, Any]] = {}
         self._inflight: dict[int, int] = {}  # device -> batch index its worker makes
-        self._side: dict[int, list] = {}  # device -> the worker's extra streams (``_lanes``)
         self._handed: collections.deque = collections.deque(maxlen=QUARANTINE)
 
     # -- consumer ------------------------------------------------------------------------
@@ -278,52 +271,18 @@ class Batches:
             spec.batch_shape(len(ks), hw), np.float32, device)
         mean, std, pos = self._device_consts(device, len(ks))
         flat_out = runtime.flat(out)
-        lanes = self._lanes(groups, device, stream)
-        for g, slot, lane in zip(groups, slots, lanes, strict=True):
-            with runtime.using_stream(lane):
-                fused = self._fused(g, flat_out, pk.views[slot], mean, std, hw, device)
-                buf = g.launch(pk, fused)
-                if buf is not None:
-                    src = runtime.reshape(buf, (buf.shape[0], *buf.shape[1:3],
-                                                buf.shape[3] if buf.ndim == 4 else 1))
-                    write_sample(out, pk.views[slot], src, spec, (mean, std), hw, device)
-        self._join(lanes, stream)
+        for g, slot in zip(groups, slots, strict=True):
+            fused = self._fused(g, flat_out, pk.views[slot], mean, std, hw, device)
+            buf = g.launch(pk, fused)
+            if buf is not None:
+                src = runtime.reshape(buf, (buf.shape[0], *buf.shape[1:3],
+                                            buf.shape[3] if buf.ndim == 4 else 1))
+                write_sample(out, pk.views[slot], src, spec, (mean, std), hw, device)
         for r, y in zip(left, ys, strict=True):
             b = y._materialize()
             src = runtime.reshape(b, (1, *b.shape[:2], b.shape[2] if b.ndim == 3 else 1))
             write_sample(out, pos[r:r + 1], src, spec, (mean, std), hw, device)
         return self._finish(out, device, stream, (pk, groups, ys))
-
-    def _lanes(self, groups: list, device: int, stream: Any) -> list:
-        """Per group, the stream it runs on: the largest groups first, each on the stream with
-        the fewest members so far (its kernels' time grows with its members).
-
-        The extra streams first wait for what ``stream`` has queued (the pack's upload, the
-        batch buffer's earlier use); :meth:`_join` makes ``stream`` wait for them.
-        """
-        n = min(LANES, len(groups)) if runtime.caps.launches_on_streams else 1
-        if n <= 1:
-            return [stream] * len(groups)
-        side = self._side.setdefault(device, [])
-        while len(side) < n - 1:
-            side.append(runtime.new_stream(device))
-        streams = [stream, *side[:n - 1]]
-        start = runtime.record_event(stream)
-        for s in streams[1:]:
-            runtime.wait_event(start, s)
-        load = [0] * n
-        lanes = [stream] * len(groups)
-        for i in sorted(range(len(groups)), key=lambda i: -groups[i].size()):
-            j = load.index(min(load))
-            load[j] += groups[i].size()
-            lanes[i] = streams[j]
-        return lanes
-
-    @staticmethod
-    def _join(lanes: list, stream: Any) -> None:
-        """Make ``stream`` wait for the work ``_lanes`` put on other streams."""
-        for s in {id(s): s for s in lanes if s is not stream}.values():
-            runtime.wait_event(runtime.record_event(s), stream)
 
     def _write_arena(self, rec: Any, ks: list[int], device: int, stream: Any) -> Any:
         """Batch ``ks`` as arena gathers (``batch_arena``); the members it leaves per output."""

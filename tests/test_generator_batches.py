@@ -45,28 +45,6 @@ def test_batches_equal_outputs_converted() -> None:
     assert [b.shape for b, _, _ in got] == [(4, 3, 16, 16), (4, 3, 16, 16), (2, 3, 16, 16)]
 
 
-@pytest.mark.cudasim_ok
-def test_groups_spread_over_streams_equal_outputs(monkeypatch) -> None:
-    """Groups of a recorded batch on two streams (``batches.LANES``): samples unchanged."""
-    from millipyde import batches
-    from millipyde.backend import ACTIVE as runtime
-
-    if not runtime.caps.launches_on_streams:
-        pytest.skip("one stream: launches are synchronous on this backend")
-    spread = []
-    lanes = batches.Batches._lanes
-
-    def spy(self, groups, device, stream):
-        got = lanes(self, groups, device, stream)
-        spread.append(len({id(s) for s in got}))
-        return got
-
-    monkeypatch.setattr(batches, "LANES", 2)
-    monkeypatch.setattr(batches.Batches, "_lanes", spy)
-    _check(_images(), OPS, 10, 4, mean=[0.5, 0.4, 0.3], std=[0.25, 0.5, 2.0])
-    assert max(spread) == 2, spread  # some batch had groups on both streams
-
-
 def test_batches_nhwc_float16_drop_last() -> None:
     got, ks = _check(_images(), OPS, 10, 4, layout="NHWC", dtype="float16", mean=0.5,
                      drop_last=True)
