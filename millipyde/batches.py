@@ -252,7 +252,7 @@ class Batches:
             return self._recorded_on(rec, ks, device, stream)
 
     def _recorded_on(self, rec: Any, ks: list[int], device: int, stream: Any) -> Any:
-        from .graph.exec import batch
+        from .graph.exec import batch, batch_prefix
 
         spec = self.spec
         stacks = self._st.stacks_on(device, stream)
@@ -266,14 +266,19 @@ class Batches:
         for g in groups:
             g.pack(pk)
             slots.append(pk.add(g.index.astype(np.int64)))
+        heads = [batch_prefix.PrefixGroup(gs, k) for gs, k in batch_prefix.prefixes(groups)]
+        for h in heads:
+            h.pack(pk)
         pk.upload(device)
         out = getattr(runtime, "empty_batched", runtime.empty)(
             spec.batch_shape(len(ks), hw), np.float32, device)
         mean, std, pos = self._device_consts(device, len(ks))
         flat_out = runtime.flat(out)
+        # a shared prefix's kernels once for its groups, which go on from its buffer
+        after = {id(g): rest for h in heads for g, *rest in h.run_prefix(pk)}
         for g, slot in zip(groups, slots, strict=True):
             fused = self._fused(g, flat_out, pk.views[slot], mean, std, hw, device)
-            buf = g.launch(pk, fused)
+            buf = g.launch(pk, fused, *after.get(id(g), ()))
             if buf is not None:
                 src = runtime.reshape(buf, (buf.shape[0], *buf.shape[1:3],
                                             buf.shape[3] if buf.ndim == 4 else 1))

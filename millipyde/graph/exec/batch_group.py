@@ -223,21 +223,25 @@ class _Group:
                                                                   *_as4(st.shape[1:]))))
         return got[1]
 
-    def launch(self, pk: _Pack, fused: Any = None) -> Any:
+    def launch(self, pk: _Pack, fused: Any = None, start: int = 0, src: Any = None,
+               sidx: Any = None) -> Any:
         """Run the group's kernels; the last one's (M, ...) batch buffer, member m at m.
 
         ``fused(sig, gated, src, sidx, lut, p)``, when given and the last kernel is a gather,
         launches instead of it (a gather that writes elsewhere); None is then returned.
+        ``start`` > 0: kernels ``start ..`` only, reading member m at ``src[sidx[m]]`` (a
+        shared prefix's batch buffer, ``batch_prefix``), not the stack.
         """
         dev = self.device
         kernels = self.kernels()
         nb = self.size()
-        src = self._stack4()
         views = pk.views  # (indexed directly: no call per view)
-        sidx = views[self.slots[0]]
-        first = True  # src is the stack (sidx picks each member's input)
+        if not start:
+            src, sidx = self._stack4(), views[self.slots[0]]
+        first = not start  # src is the stack (sidx picks each member's input)
         out = None
-        for i, k in enumerate(kernels):
+        for i in range(start, len(kernels)):
+            k = kernels[i]
             a, b = self.slots[2 + i]
             if k.kind == "gather":
                 sig = self.key[2 + i][1]

@@ -1,0 +1,140 @@
+"""Kernels that several groups of a recorded batch begin with, launched once for all of them.
+
+A figure-5.1 batch splits into groups by what follows the batched Gaussian (colour writer,
+grey conversion then grey writer, a rotation whose warp clip plans its own writer), but the
+groups' first kernels have the same key: the brightness gather and the Gaussian run for every
+member with per-member parameters. Launched per group, each is a separate, smaller launch
+with its own partial last wave (two or three ``tile2d`` launches per batch, h-bkern3's ncu in
+bench/RESULTS.md). Here the groups whose keys agree on their first ``k`` kernels (their
+arguments stacked alike: gate flags on the same gathers, one shared table equal) run those
+``k`` kernels as one group of all their members (:class:`PrefixGroup`); each group then goes
+on from kernel ``k``, its member m reading the prefix's buffer at its offset plus m
+(``_Group.launch(start=k)``). Every member's kernels and arguments are its own, so values are
+those of the groups launched apart (tests compare).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...backend import ACTIVE as runtime
+from .batch_group import _as4, _Group, _Pack, tables_of
+
+#: Shared prefixes launched once (False: every group launches all its kernels; benchmarks and
+#: tests set this to compare).
+ENABLED = True
+
+
+def _arrays_fit(groups: list[Any], i: int, kernel: Any) -> bool:
+    """Whether kernel ``i``'s arrays of ``groups`` stack into one launch's arguments."""
+    arrays = [g.arrays[i] for g in groups]
+    if "p" not in arrays[0]:
+        return True  # taps and radii: padded to the widest
+    if len({a["gated"] for a in arrays}) > 1 or len({a["p"].shape[1] for a in arrays}) > 1:
+        return False
+    if tables_of(kernel):
+        return True  # a table per member: stacked
+    first = arrays[0]["lut"]
+    return all(np.array_equal(a["lut"], first) for a in arrays[1:])
+
+
+def shared_prefix(groups: list[Any]) -> int:
+    """How many first kernels ``groups`` (two or more) can run as one group (0: none).
+
+    Keys equal up to there, every group keeping a kernel after it, arguments that stack.
+    """
+    key0, kernels0 = groups[0].key, groups[0].kernels()
+    n = min(len(g.kernels()) for g in groups) - 1
+    k = 0
+    while k < n and all(g.key[:3 + k] == key0[:3 + k] for g in groups[1:]) and \
+            _arrays_fit(groups, k, kernels0[k]):
+        k += 1
+    return k
+
+
+def prefixes(groups: list[Any]) -> list[tuple[list[Any], int]]:
+    """The runs of ``groups`` (array groups of one batch) that share a prefix, and its length.
+
+    Only on backends that launch grids (the cpu backend runs a batch member by member).
+    """
+    if not ENABLED or not runtime.caps.grid_launches:
+        return []
+    by_first: dict[Any, list[Any]] = {}
+    for g in groups:
+        if hasattr(g, "arrays") and len(g.key) > 3:
+            by_first.setdefault(g.key[:3], []).append(g)
+    runs = []
+    for gs in by_first.values():
+        k = shared_prefix(gs) if len(gs) > 1 else 0
+        if k:
+            runs.append((gs, k))
+    return runs
+
+
+class PrefixGroup(_Group):
+    """The first ``k`` kernels of ``groups`` as one group of all their members, in order."""
+
+    def __init__(self, groups: list[Any], k: int) -> None:
+        g0 = groups[0]
+        super().__init__(g0.key[:2 + k], g0.stack, g0.device)
+        self.memo = g0.memo  # the same compiled kernels as the groups' first k
+        self.groups = groups
+        self._kernels = g0.kernels()[:k]
+        self.sidx = np.concatenate([g.sidx for g in groups])
+        sizes = [g.size() for g in groups]
+        self.offsets = np.cumsum([0, *sizes[:-1]]).tolist()
+        self.arrays = [self._stacked(i) for i in range(k)]
+        self._starts: list[int] = []
+
+    def _stacked(self, i: int) -> dict[str, Any]:
+        arrays = [g.arrays[i] for g in self.groups]
+        if "p" in arrays[0]:
+            lut = np.concatenate([a["lut"] for a in arrays]) if tables_of(self._kernels[i]) \
+                else arrays[0]["lut"]
+            return {"lut": lut, "p": np.concatenate([a["p"] for a in arrays]),
+                    "gated": arrays[0]["gated"]}
+        taps = np.zeros((len(self.sidx), max(a["taps"].shape[1] for a in arrays)))
+        at = 0
+        for a in arrays:
+            t = a["taps"]
+            taps[at:at + t.shape[0], :t.shape[1]] = t
+            at += t.shape[0]
+        return {"taps": taps, "rad": np.concatenate([a["rad"] for a in arrays])}
+
+    def kernels(self) -> list:
+        return self._kernels
+
+    def sidx_host(self) -> list[int]:
+        return self.sidx.tolist()
+
+    def size(self) -> int:
+        return len(self.sidx)
+
+    def radius(self, i: int) -> int:
+        return int(self.arrays[i]["rad"].max(initial=0))
+
+    def pack(self, pk: _Pack) -> None:
+        """The union's slots (as ``ArrayGroup.pack``), and each group's offsets into it."""
+        n = len(self.sidx)
+        self.slots = [pk.add(self.sidx), pk.arange(n)]
+        self.gated = []
+        for a in self.arrays:
+            if "p" in a:
+                self.gated.append(a["gated"])
+                self.slots.append((pk.add(a["lut"]), pk.add(a["p"])))
+            else:
+                self.gated.append(False)
+                self.slots.append((pk.add(a["taps"]), pk.add(a["rad"])))
+        self._starts = [pk.add(np.arange(o, o + g.size(), dtype=np.int64))
+                        for o, g in zip(self.offsets, self.groups, strict=True)]
+
+    def run_prefix(self, pk: _Pack) -> list[tuple[Any, int, Any, Any]]:
+        """Launch the prefix; per group ``(group, k, src, sidx)`` for ``launch(start=k)``."""
+        out = self.launch(pk)
+        node = self._kernels[-1].output
+        buf = runtime.reshape(out, (len(self.sidx), *_as4(node.shape)))
+        k = len(self._kernels)
+        return [(g, k, buf, pk.views[s]) for g, s in zip(self.groups, self._starts,
+                                                          strict=True)]
