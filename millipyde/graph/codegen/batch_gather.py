@@ -318,7 +318,7 @@ def _writer_store(sig: GatherSig, layout: str, channels: int, table: bool
 
 
 def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, channels: int,
-                         layout: str, wide: bool = False) -> str:
+                         layout: str, wide: bool = False, u8: bool | None = None) -> str:
     """Source of ``kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, out, pos, mean, std,
     cfull)``: the flat batched gather of ``sig`` writing the training batch itself.
 
@@ -328,6 +328,15 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
     channels)): grey replicated to ``channels``, alpha dropped. The arithmetic before the
     store is the gather's own, so the samples equal converting the gather's output (uint8 or
     float64, whose stored value is the computed one).
+
+    ``u8``: whether the source is uint8, where the caller knows (None: not known). A chain
+    through per-block tables (``batch_tables``) is taken by the members whose ``full`` is
+    255, the uint8 sources' (``plan.schedule.full_range``, which sets every member's
+    ``full``): with ``u8`` known, every member or none of them, so the kernel holds only
+    the table loops or only the inline ones. Compiled together, the inline loops' registers
+    (108: a chain per tap and channel) made ptxas spill in the table loops at the
+    80-register cap, which alone take 72 (sm_90, ptxas 13.0; bench/RESULTS.md, fourteenth
+    session). The values are the same either way.
     """
     from .convert import _DEFS, _DIGEST
 
@@ -337,16 +346,19 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
     rows = 1 if target == "cpu" else ROWS_PER_TRIP["writer"]
     # a uint8 member's chain through its block's table (batch_tables), others inline; with a
     # gated sampler, members whose sampler is gated off read one tap (``_gated_sampler``)
-    chained = batch_tables.chain_tables(sig, target)
+    chained = batch_tables.chain_tables(sig, target) and u8 is not False
+    only = chained and u8 is True  # every member through the table
     split = _gated_sampler(sig, gates, target)
     samplers = [(_SAMPLER_ON, "on"), ("", "off")] if split else [("", "pixel")]
+    makes = ([("" if only else "cton_", batch_tables.fast_body)] if chained else []) + (
+        [] if only else [("", lambda s, g, m: _gather_body(s, g, True, m))])
     bodies = [(" and ".join(c for c in (cond, on) if c),
                _writer_body(make(sig, gates, sampler), sig, layout, channels, table, rows))
-              for cond, make in ([("cton_", batch_tables.fast_body)] if chained else [])
-              + [("", lambda s, g, m: _gather_body(s, g, True, m))]
-              for on, sampler in samplers]
+              for cond, make in makes for on, sampler in samplers]
     per = _prologue(sig, gates)
-    if chained:
+    if only:
+        per += "\n" + batch_tables.table_text(sig, gates)
+    elif chained:
         per += "\ncton_ = full == 255.0\n" + batch_tables.table_text(sig, gates, "cton_")
     per = flat_accesses(per, sig) + f"\nob_ = pos[b] * ({channels} * h * w)"
     launch = batch_tables.launch_text(sig) if chained else ""
@@ -356,7 +368,8 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
     elif sig.cout == 1 and channels > 1:
         launch += _SAME.format(n=channels)
     head = (_head(sig, target, wide, f"gather + batch writer {layout} channels={channels} "
-                  f"rows={rows} math={_DIGEST}" + (" chain-tables" if chained else ""))
+                  f"rows={rows} math={_DIGEST}" + (" chain-tables" if chained else "")
+                  + (" uint8" if only else ""))
             + _DEFS + "from numba import float32 as _f32\n" + _SAME_DEF
             + (batch_tables.HEAD if chained else ""))
     fn = (f"\n\n{_capped(target, sim, 'writer')}\n"
@@ -394,7 +407,7 @@ def _loop_by(per_image: str, bodies: list[tuple[str, str]], launch: str, rows: i
 
 
 def gather_writer_kernel(sig: GatherSig, target: str, sim: bool, gates: bool, channels: int,
-                         layout: str, wide: bool = False):
+                         layout: str, wide: bool = False, u8: bool | None = None):
     """The compiled fused gather + batch writer (:func:`gather_writer_source`)."""
-    return load(gather_writer_source(sig, target, sim, gates, channels, layout, wide),
+    return load(gather_writer_source(sig, target, sim, gates, channels, layout, wide, u8),
                 target).kernel

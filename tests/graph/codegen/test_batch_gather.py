@@ -275,15 +275,37 @@ def _members(sig: GatherSig, n: int, rng: np.random.Generator, full: list[float]
     return p
 
 
+def test_uint8_writers_hold_only_the_table_loops() -> None:
+    """A chained writer over a known uint8 source runs every member through the table; over
+    another source, none (``gather_writer_source``'s ``u8``)."""
+    u8 = batch_gather.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
+                                           u8=True)
+    assert "cton_" not in u8 and u8.count("while x < w:") == 2 and " uint8:" in u8
+    assert u8.count("_f_colorize(") == 3  # the table's fill only
+    other = batch_gather.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
+                                              u8=False)
+    assert "ct_" not in other and "cton_" not in other and other.count("while x < w:") == 2
+    assert other.count("_f_colorize(") == 12 + 3
+    # writers without a chain table are the same whatever the source
+    for u in (True, False):
+        assert batch_gather.gather_writer_source(WRITER_GREY, "cuda", False, True, 3, "NCHW",
+                                                 u8=u) == batch_gather.gather_writer_source(
+            WRITER_GREY, "cuda", False, True, 3, "NCHW")
+
+
 @cudasim_ok
-@pytest.mark.parametrize("sig,cfull", [(WRITER_CHAIN, 255.0), (WRITER_CHAIN, 65535.0),
-                                       (WRITER_RGB, 255.0), (WRITER_GREY, 1.0)],
-                         ids=["chain-tables", "chain-inline", "lut", "grey"])
+@pytest.mark.parametrize("sig,cfull,u8", [(WRITER_CHAIN, 255.0, None),
+                                          (WRITER_CHAIN, 255.0, True),
+                                          (WRITER_CHAIN, 65535.0, None),
+                                          (WRITER_RGB, 255.0, None), (WRITER_GREY, 1.0, None)],
+                         ids=["chain-tables", "chain-uint8", "chain-inline", "lut", "grey"])
 def test_gated_off_samplers_write_the_per_pixel_branchs_values(
-        sig: GatherSig, cfull: float, monkeypatch: pytest.MonkeyPatch) -> None:
+        sig: GatherSig, cfull: float, u8: bool | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The writer and the flat gather with one loop per member's sampler gate equal the
     kernels that branch per pixel, bit for bit, every gate combination (members whose
-    sampler is on or off, chain on or off, through the table or inline)."""
+    sampler is on or off, chain on or off, through the table or inline; the uint8 writer
+    with the table loops alone)."""
     from millipyde.backend import ACTIVE as runtime
 
     if runtime.codegen_target != "cuda":
@@ -308,10 +330,11 @@ def test_gated_off_samplers_write_the_per_pixel_branchs_values(
     def run(split: bool) -> list[np.ndarray]:
         monkeypatch.setattr(batch_gather, "_gated_sampler",
                             lambda s, g, t: split and t != "cpu" and g and s.sampler)
-        text = batch_gather.gather_writer_source(sig, "cuda", sim, True, 3, "NCHW")
+        u = u8 if split else None
+        text = batch_gather.gather_writer_source(sig, "cuda", sim, True, 3, "NCHW", u8=u)
         assert ("if gs_ != 0.0:" not in text) == split
         out = cuda.to_device(np.full(n * 3 * hw * hw, np.nan, np.float32))
-        kernel = batch_gather.gather_writer_kernel(sig, "cuda", sim, True, 3, "NCHW")
+        kernel = batch_gather.gather_writer_kernel(sig, "cuda", sim, True, 3, "NCHW", u8=u)
         kernel[(1, 1, n), (4, 4, 1)](*args, out, cuda.to_device(pos), cuda.to_device(mean),
                                      cuda.to_device(std), cfull)
         got = [out.copy_to_host()]
