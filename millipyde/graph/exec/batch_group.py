@@ -51,9 +51,9 @@ def tables_of(k: Any) -> bool:
 
 
 def _bounds_threads() -> int:
-    # One block per member scans its whole image: a clipped group of one member runs on one
-    # SM, its loop latency-bound (ncu in bench/RESULTS.md, eleventh session), so the block is
-    # as large as blocks go. The simulator runs a thread per Python thread: a small block there.
+    # The one-block kernel (members too small to split, SPLIT_BOUNDS off) scans a member's
+    # whole image in one block: as large as blocks go. The simulator runs a thread per Python
+    # thread: a small block there.
     return 32 if runtime.simulated else 1024
 
 
