@@ -328,8 +328,11 @@ class Batches:
         def fused(sig: Any, gated: bool, src: Any, sidx: Any, lut: Any, p: Any) -> None:
             args, wide = launch_args(sig, gated, src, sidx, lut, p, hw, runtime.flat,
                                      spec.channels, nb=nb)
-            fn = g.cached(("fused", gated, spec.channels, spec.layout, wide),
-                          lambda: fused_writer(sig, gated, spec.channels, spec.layout, wide))
+            # the source's dtype picks the writer's loops (``gather_writer_source``'s u8)
+            u8 = np.dtype(src.dtype) == np.uint8
+            fn = g.cached(("fused", gated, spec.channels, spec.layout, wide, u8),
+                          lambda: fused_writer(sig, gated, spec.channels, spec.layout, wide,
+                                               u8))
             _launch(fn, nb, hw[0], hw[1], device, *args, flat_out, pos, mean, std, cfull)
 
         return fused

@@ -11,6 +11,17 @@ reductions (``graph.exec.gather.warp_clip``); NaN wins, as there.
 - CPU: one ``prange`` over members, each a plain loop.
 - CUDA (and HIP, CUDASIM): one block of ``threads`` per member (launch with
   ``launch_blocks(kernel, B, threads, ...)``), a shared-memory tree at the end.
+
+A member's image in one block runs on one SM: a clipped group of one member (the figure-5.1
+batch) took 0.107 ms of the batch's stream, its loop latency-bound (ncu in bench/RESULTS.md,
+thirteenth session). The GPU source also holds a split form over ``parts`` blocks per member:
+``partial(src, sidx, part, parts)`` (``B * parts`` blocks of ``threads``; block ``j`` of
+member ``b`` scans elements ``j * threads + t`` in steps of ``parts * threads`` and writes its
+minimum, maximum and NaN flag to ``part[3 (b parts + j) ...]``), then ``finish(part, p, off,
+parts)`` (``B`` blocks of ``PARTS_MAX`` threads; ``parts <= PARTS_MAX``) reduces each member's
+``parts`` triples as the one-block tree does and writes the bounds. Minima, maxima and the
+NaN flag do not depend on how the elements are grouped, so the bounds are the one-block
+kernel's (a zero's sign, which the grouping can change, binds no bound: ``warp_clip_bounds``).
 """
 
 from __future__ import annotations
@@ -69,6 +80,42 @@ _STORE = """    if nan:
 """
 
 
+_PARTIAL = """    i = cuda.blockIdx.x
+    b = i // parts
+    j = i - b * parts
+    t = cuda.threadIdx.x
+    s = sidx[b]
+"""
+
+_PART_STORE = """    if t == 0:
+        part[3 * i] = lo
+        part[3 * i + 1] = hi
+        part[3 * i + 2] = nan
+"""
+
+_FINISH = """    b = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    lo = math.inf
+    hi = -math.inf
+    nan = 0
+    if t < parts:
+        i = b * parts + t
+        lo = part[3 * i]
+        hi = part[3 * i + 1]
+        if part[3 * i + 2] != 0.0:
+            nan = 1
+"""
+
+#: Blocks per member of the split bounds at most (``finish`` runs this many threads), and on
+#: the simulator (a Python thread per GPU thread).
+PARTS_MAX = {"gpu": 128, "sim": 8}
+
+
+def parts_max(sim: bool) -> int:
+    """The most blocks per member of the split bounds (``finish``'s threads)."""
+    return PARTS_MAX["sim" if sim else "gpu"]
+
+
 def _indent(text: str, n: int) -> str:
     pad = " " * n
     return "".join(pad + line + "\n" if line else "\n" for line in text.splitlines())
@@ -101,9 +148,32 @@ def bounds_source(target: str, sim: bool = False, threads: int = 256) -> str:
             + _SCAN.format(start="t", step=str(threads))
             + _TREE.format(t=threads, half=threads // 2)
             + _indent(_STORE, 4))
-    return head + fn + body
+    # the split form (module doc): the same scan over a member's share, the same tree
+    m = parts_max(sim)
+    dec = _decorator(target, sim)
+    partial = (f"\n\n{dec}\ndef partial(src, sidx, part, parts):\n    n = src.shape[1]\n"
+               + _PARTIAL + _SCAN.format(start=f"j * {threads} + t", step=f"parts * {threads}")
+               + _TREE.format(t=threads, half=threads // 2) + _PART_STORE)
+    finish = (f"\n\n{dec}\ndef finish(part, p, off, parts):\n" + _FINISH
+              + _TREE.format(t=m, half=m // 2) + _indent(_STORE, 4))
+    return head + fn + body + partial + finish
 
 
 def bounds_kernel(target: str, sim: bool = False, threads: int = 256):
     """The compiled (lazily, by Numba) batched bounds kernel (:func:`bounds_source`)."""
     return load(bounds_source(target, sim, threads), target).kernel
+
+
+def split_kernels(target: str, sim: bool = False, threads: int = 256) -> tuple:
+    """The split form's ``(partial, finish)`` kernels on GPUs (module doc)."""
+    if target == "cpu":
+        raise ValueError("the split bounds are GPU kernels")
+    mod = load(bounds_source(target, sim, threads), target)
+    return mod.partial, mod.finish
+
+
+def parts_of(n: int, threads: int, sim: bool = False) -> int:
+    """Blocks per member of the split bounds of members of ``n`` elements: each thread
+    scans about 32 of them (a member's blocks spread over the SMs), at most
+    :func:`parts_max`."""
+    return max(1, min(parts_max(sim), -(-n // (threads * 32))))

@@ -199,21 +199,38 @@ def gather_flat_source(sig: GatherSig, target: str, sim: bool = False, gates: bo
     ``sig`` over a batch, flat buffers (module doc, :func:`launch_args`); ``wide``: 64-bit
     offsets; ``tabled_``: through per-block tables (:func:`tabled` says where)."""
     rows = 1 if target == "cpu" else ROWS_PER_TRIP["gather"]
-    launch, per, body = "", _prologue(sig, gates), _gather_body(sig, gates, flat=True)
+    launch, per = "", _prologue(sig, gates)
     if tabled_:
         if not batch_tables.chain_tables(sig, target):
             raise ValueError(f"a tabled batched gather needs a uint8 RGB or grey chain: {sig}")
-        launch, body = batch_tables.launch_text(sig), batch_tables.fast_body(sig, gates)
+        launch = batch_tables.launch_text(sig)
         per += "\n" + batch_tables.table_text(sig, gates)
-    compute, stores = split_stores(body)
-    body = flat_accesses(rows_body(compute, stores, rows), sig)
+
+    def body(sampler: str) -> str:
+        text = (batch_tables.fast_body(sig, gates, sampler) if tabled_
+                else _gather_body(sig, gates, flat=True, sampler=sampler))
+        compute, stores = split_stores(text)
+        return flat_accesses(rows_body(compute, stores, rows), sig)
+
     per = flat_accesses(per, sig)
     fn = (f"\n\n{_capped(target, sim, 'gather')}\n"
           "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, dst):\n")
     what = f"gather rows={rows}" + (" tabled" if tabled_ else "")
-    return (_head(sig, target, wide, what)
-            + (batch_tables.HEAD if tabled_ else "") + fn
-            + _loop(target, per, body, launch, rows=rows))
+    head = _head(sig, target, wide, what) + (batch_tables.HEAD if tabled_ else "") + fn
+    if _gated_sampler(sig, gates, target):
+        return head + _loop_by(per, [(_SAMPLER_ON, body("on")), ("", body("off"))], launch,
+                               rows)
+    return head + _loop(target, per, body("pixel"), launch, rows=rows)
+
+
+# the per-member condition (``gate_prologue``'s flag) under which a gated sampler blends
+_SAMPLER_ON = "gs_ == 0.0"
+
+
+def _gated_sampler(sig: GatherSig, gates: bool, target: str) -> bool:
+    """Whether a batched kernel of ``sig`` gives members whose sampler is gated off their own
+    pixel loop, which reads one tap (GPUs: ``_loop_by``; ``gather_body._gather_body``)."""
+    return target != "cpu" and gates and sig.sampler
 
 
 def gather_flat_kernel(sig: GatherSig, target: str, sim: bool = False, gates: bool = False,
@@ -301,7 +318,7 @@ def _writer_store(sig: GatherSig, layout: str, channels: int, table: bool
 
 
 def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, channels: int,
-                         layout: str, wide: bool = False) -> str:
+                         layout: str, wide: bool = False, u8: bool | None = None) -> str:
     """Source of ``kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, out, pos, mean, std,
     cfull)``: the flat batched gather of ``sig`` writing the training batch itself.
 
@@ -311,6 +328,15 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
     channels)): grey replicated to ``channels``, alpha dropped. The arithmetic before the
     store is the gather's own, so the samples equal converting the gather's output (uint8 or
     float64, whose stored value is the computed one).
+
+    ``u8``: whether the source is uint8, where the caller knows (None: not known). A chain
+    through per-block tables (``batch_tables``) is taken by the members whose ``full`` is
+    255, the uint8 sources' (``plan.schedule.full_range``, which sets every member's
+    ``full``): with ``u8`` known, every member or none of them, so the kernel holds only
+    the table loops or only the inline ones. Compiled together, the inline loops' registers
+    (108: a chain per tap and channel) made ptxas spill in the table loops at the
+    80-register cap, which alone take 72 (sm_90, ptxas 13.0; bench/RESULTS.md, fourteenth
+    session). The values are the same either way.
     """
     from .convert import _DEFS, _DIGEST
 
@@ -318,13 +344,21 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
         raise ValueError("packed gathers are not fused with the batch conversion")
     table = _writes_table(sig, target)
     rows = 1 if target == "cpu" else ROWS_PER_TRIP["writer"]
-    # a uint8 member's chain through its block's table (batch_tables), others inline
-    chained = batch_tables.chain_tables(sig, target)
-    bodies = [_writer_body(b, sig, layout, channels, table, rows) for b in
-              ([batch_tables.fast_body(sig, gates)] if chained else [])
-              + [_gather_body(sig, gates, True)]]
+    # a uint8 member's chain through its block's table (batch_tables), others inline; with a
+    # gated sampler, members whose sampler is gated off read one tap (``_gated_sampler``)
+    chained = batch_tables.chain_tables(sig, target) and u8 is not False
+    only = chained and u8 is True  # every member through the table
+    split = _gated_sampler(sig, gates, target)
+    samplers = [(_SAMPLER_ON, "on"), ("", "off")] if split else [("", "pixel")]
+    makes = ([("" if only else "cton_", batch_tables.fast_body)] if chained else []) + (
+        [] if only else [("", lambda s, g, m: _gather_body(s, g, True, m))])
+    bodies = [(" and ".join(c for c in (cond, on) if c),
+               _writer_body(make(sig, gates, sampler), sig, layout, channels, table, rows))
+              for cond, make in makes for on, sampler in samplers]
     per = _prologue(sig, gates)
-    if chained:
+    if only:
+        per += "\n" + batch_tables.table_text(sig, gates)
+    elif chained:
         per += "\ncton_ = full == 255.0\n" + batch_tables.table_text(sig, gates, "cton_")
     per = flat_accesses(per, sig) + f"\nob_ = pos[b] * ({channels} * h * w)"
     launch = batch_tables.launch_text(sig) if chained else ""
@@ -334,14 +368,15 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
     elif sig.cout == 1 and channels > 1:
         launch += _SAME.format(n=channels)
     head = (_head(sig, target, wide, f"gather + batch writer {layout} channels={channels} "
-                  f"rows={rows} math={_DIGEST}" + (" chain-tables" if chained else ""))
+                  f"rows={rows} math={_DIGEST}" + (" chain-tables" if chained else "")
+                  + (" uint8" if only else ""))
             + _DEFS + "from numba import float32 as _f32\n" + _SAME_DEF
             + (batch_tables.HEAD if chained else ""))
     fn = (f"\n\n{_capped(target, sim, 'writer')}\n"
           "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, out, pos, mean, std, cfull):\n")
-    if chained:
-        return head + fn + _loop_by("cton_", per, bodies, launch, rows)
-    return head + fn + _loop(target, per, bodies[0], launch, rows)
+    if len(bodies) > 1:
+        return head + fn + _loop_by(per, bodies, launch, rows)
+    return head + fn + _loop(target, per, bodies[0][1], launch, rows)
 
 
 def _writer_body(body: str, sig: GatherSig, layout: str, channels: int, table: bool,
@@ -354,21 +389,25 @@ def _writer_body(body: str, sig: GatherSig, layout: str, channels: int, table: b
     return flat_accesses(rows_body(compute, stores, rows), sig)
 
 
-def _loop_by(cond: str, per_image: str, bodies: list[str], launch: str, rows: int) -> str:
-    """``_loop`` on GPUs with the member's pixel loops twice: over ``bodies[0]`` where
-    ``cond`` (uniform per member, set by ``per_image``) holds, else over ``bodies[1]``.
+def _loop_by(per_image: str, bodies: list[tuple[str, str]], launch: str, rows: int) -> str:
+    """``_loop`` on GPUs with one pixel loop per ``(condition, body)`` of ``bodies``: a member
+    runs the first whose condition (uniform per member, set by ``per_image``) holds; the
+    last's condition is not read (``else``).
 
     The writers' table and inline bodies were one loop branching per pixel: the registers
     of both stayed live in it and the 80-register cap spilled in the pixel loop (7 local
-    loads per pixel; bench/RESULTS.md, thirteenth session). The pixels and values are the
-    same."""
-    return _members(launch, per_image,
-                    f"        if {cond}:\n" + _indent(_pixels(bodies[0], rows), 12)
-                    + "        else:\n" + _indent(_pixels(bodies[1], rows), 12))
+    loads per pixel; bench/RESULTS.md, thirteenth session). A member whose sampler is gated
+    off loads one tap in its own loop, not four and a branch per pixel. The pixels and
+    values are the same."""
+    text = ""
+    for i, (cond, body) in enumerate(bodies):
+        head = ("if" if i == 0 else "elif") + f" {cond}:" if i < len(bodies) - 1 else "else:"
+        text += f"        {head}\n" + _indent(_pixels(body, rows), 12)
+    return _members(launch, per_image, text)
 
 
 def gather_writer_kernel(sig: GatherSig, target: str, sim: bool, gates: bool, channels: int,
-                         layout: str, wide: bool = False):
+                         layout: str, wide: bool = False, u8: bool | None = None):
     """The compiled fused gather + batch writer (:func:`gather_writer_source`)."""
-    return load(gather_writer_source(sig, target, sim, gates, channels, layout, wide),
+    return load(gather_writer_source(sig, target, sim, gates, channels, layout, wide, u8),
                 target).kernel

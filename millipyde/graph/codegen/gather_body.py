@@ -33,32 +33,53 @@ def gate_prologue(sig: GatherSig) -> str:
     return "\n".join([f"g{i}_ = p[{base + i}]" for i in range(n)] + [f"gs_ = p[{base + n}]"])
 
 
-def _blend(c: int, sig: GatherSig, rounds: bool, gates: bool) -> list[str]:
+#: How a body treats its sampler's gate (``gs_``, with ``gates``): ``"pixel"`` branches on it
+#: per pixel; ``"on"`` and ``"off"`` are the bodies of members whose sampler is known on or
+#: gated off (the batched kernels choose one per member: ``batch_gather``).
+SAMPLER_GATES = ("pixel", "on", "off")
+
+
+def _blend(c: int, sig: GatherSig, rounds: bool, gates: bool, sampler: str = "pixel"
+           ) -> list[str]:
     """Lines giving ``v{c}`` from the four taps ``t{c}_0..3`` (skimage's bilinear_interpolation:
-    rows blended last), clipped as skimage's warp clips, rounded where the output is integer."""
+    rows blended last), clipped as skimage's warp clips, rounded where the output is integer;
+    ``sampler`` (:data:`SAMPLER_GATES`) says how a gated sampler's gate is taken."""
+    if gates and sampler == "off":
+        return [f"v{c} = t{c}_0"]  # tap 0 alone: the lines of the ``gs_ != 0.0`` branch below
     mix = (f"(1.0 - dr) * ((1.0 - dc) * t{c}_0 + dc * t{c}_1) + "
            f"dr * ((1.0 - dc) * t{c}_2 + dc * t{c}_3)")
     # the upper bound binds only for images whose values are all negative
     blend = [f"v{c} = min(max({mix}, clip_lo), clip_hi)"] if sig.clip else [f"v{c} = {mix}"]
     if rounds:
         blend.append(f"v{c} = _rint_clip(v{c}, full)")
-    if gates:
+    if gates and sampler == "pixel":
         # a gated-off sampler has an identity map: its one tap is the value, exactly as with
         # no sampler (blending in zero weights would turn -0.0 into +0.0)
         blend = ["if gs_ != 0.0:", f"    v{c} = t{c}_0", "else:", *("    " + ln for ln in blend)]
     return blend
 
 
-def _gather_body(sig: GatherSig, gates: bool = False, flat: bool = False) -> str:
+def _gather_body(sig: GatherSig, gates: bool = False, flat: bool = False,
+                 sampler: str = "pixel") -> str:
     """The per-pixel body of the gather of ``sig`` (``y``, ``x``: the output pixel).
 
     ``flat`` (plain signatures; the batched kernels of ``batch_gather``): the source is read
     at ``_ix`` element offsets from the member's base ``ib_``, the index map stepping by the
     per-member ``dy_``, ``dx_`` and ``c0_`` (:func:`flat_offsets`) as packed gathers step by
     words; every other access stays indexed for ``batch_gather.flat_accesses``.
+
+    ``sampler`` (with ``gates`` and a sampler; :data:`SAMPLER_GATES`): ``"off"`` is the body
+    of a member whose sampler is gated off. Its value is tap 0 (``_blend``), so it reads tap 0
+    alone: where the per-pixel branch read all four taps of every channel and kept one, it
+    loads a quarter of the bytes (and table entries), with the same values. ``"on"`` drops
+    the per-pixel branch (the member's blend always runs).
     """
+    if sampler not in SAMPLER_GATES:
+        raise ValueError(f"sampler must be one of {SAMPLER_GATES}, got {sampler!r}")
+    if not (gates and sig.sampler):
+        sampler = "pixel"
     if not sig.plain:
-        return _gather_body_general(sig, gates)
+        return _gather_body_general(sig, gates, sampler)
     c_in = sig.cin
     lut = sig.mode == "lut"
     cast = sig.is_int
@@ -114,7 +135,7 @@ def _gather_body(sig: GatherSig, gates: bool = False, flat: bool = False) -> str
             lines.append("o = _ix(_ix(iy) * dy_ + _ix(ix) * dx_ + c0_)")
         else:
             lines += ["by = q0 * iy + q1 * ix + q2", "bx = q3 * iy + q4 * ix + q5"]
-        lines += _sampler_taps(sig, gates, load, flat)
+        lines += _sampler_taps(sig, gates, load, flat, sampler)
     return "\n".join(lines + _gather_tail(sig, gates, op_offsets(_chained(sig))))
 
 
@@ -126,13 +147,15 @@ _TAPS = [("iy", "ix", "", "", "o", 0),
 
 
 def _sampler_taps(sig: GatherSig, gates: bool, load: Callable[[int, str, str], str],
-                  flat: bool = False) -> list[str]:
+                  flat: bool = False, sampler: str = "pixel") -> list[str]:
     """The sampler's four taps read (through ``load``), blended and post-processed, per
-    channel (``flat``: ``load`` takes the tap's element offset)."""
+    channel (``flat``: ``load`` takes the tap's element offset; ``sampler`` ``"off"``: tap 0
+    alone, ``_gather_body``)."""
     lut = sig.mode == "lut"
     cast = sig.is_int
     chans = range(sig.cin)
     lines: list[str] = []
+    taps = range(1) if sampler == "off" else range(4)
 
     def read(k: int, chs: list[int]) -> list[str]:
         ty, tx, dy, dx, word, _ = _TAPS[k]
@@ -153,7 +176,7 @@ def _sampler_taps(sig: GatherSig, gates: bool, load: Callable[[int, str, str], s
         return out
 
     def finish(c: int) -> list[str]:
-        out = _blend(c, sig, cast or lut, gates)
+        out = _blend(c, sig, cast or lut, gates, sampler)
         if lut and sig.lut_stages[1]:
             out.append(f"v{c} = _b2f(lut[1, {c}, int(v{c})])")
         elif sig.post:
@@ -161,7 +184,7 @@ def _sampler_taps(sig: GatherSig, gates: bool, load: Callable[[int, str, str], s
         return out
 
     if sig.packed:  # one word holds every channel of a tap: read the four words first
-        for k in range(4):
+        for k in taps:
             lines += read(k, list(chans))
         for c in chans:
             lines += finish(c)
@@ -170,7 +193,7 @@ def _sampler_taps(sig: GatherSig, gates: bool, load: Callable[[int, str, str], s
         # channel (the kernels were held to a quarter occupancy by their registers);
         # each channel's operations are the same, so the values are too
         for c in chans:
-            for k in range(4):
+            for k in taps:
                 lines += read(k, [c])
             lines += finish(c)
     return lines
@@ -198,9 +221,10 @@ def _gather_tail(sig: GatherSig, gates: bool, offsets: list[int]) -> list[str]:
     return lines
 
 
-def _gather_body_general(sig: GatherSig, gates: bool = False) -> str:
+def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pixel") -> str:
     """The gather with pads (fills), edge-mode samplers, user maps and ops of every chained
-    kind: a value chain per pixel (or per tap) over all channels at once."""
+    kind: a value chain per pixel (or per tap) over all channels at once (``sampler``: as
+    ``_gather_body``'s)."""
     chans = list(range(sig.cin))
     lut = sig.mode == "lut"
     cast = sig.is_int
@@ -241,8 +265,10 @@ def _gather_body_general(sig: GatherSig, gates: bool = False) -> str:
             taps = [("ya_", "xa_"), ("ya_", "xb_"), ("yb_", "xa_"), ("yb_", "xb_")]
         else:
             taps = [("iy", "ix"), ("iy", "ix + 1"), ("iy + 1", "ix"), ("iy + 1", "ix + 1")]
+        if sampler == "off":
+            taps = taps[:1]
         for c in chans:
-            lines += [f"t{c}_{k} = 0.0" for k in range(4)]
+            lines += [f"t{c}_{k} = 0.0" for k in range(len(taps))]
         for k, (ty, tx) in enumerate(taps):
             body = [f"sy = q0 * ({ty}) + q1 * ({tx}) + q2",
                     f"sx = q3 * ({ty}) + q4 * ({tx}) + q5"] + read([f"t{c}_{k}" for c in chans])
@@ -252,7 +278,7 @@ def _gather_body_general(sig: GatherSig, gates: bool = False) -> str:
                 lines.append(f"if _u({ty}) < _u(mh) and _u({tx}) < _u(mw):")
                 lines += ["    " + line for line in body]
         for c in chans:
-            lines += _blend(c, sig, cast or lut, gates)
+            lines += _blend(c, sig, cast or lut, gates, sampler)
             if lut and sig.lut_stages[1]:
                 lines.append(f"v{c} = _b2f(lut[1, {c}, int(v{c})])")
         if not lut and sig.post:

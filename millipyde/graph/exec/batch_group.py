@@ -51,16 +51,39 @@ def tables_of(k: Any) -> bool:
 
 
 def _bounds_threads() -> int:
-    # One block per member scans its whole image: a clipped group of one member runs on one
-    # SM, its loop latency-bound (ncu in bench/RESULTS.md, eleventh session), so the block is
-    # as large as blocks go. The simulator runs a thread per Python thread: a small block there.
+    # The one-block kernel (members too small to split, SPLIT_BOUNDS off) scans a member's
+    # whole image in one block: as large as blocks go. The simulator runs a thread per Python
+    # thread: a small block there.
     return 32 if runtime.simulated else 1024
+
+
+#: Whether GPU bounds spread each member over several blocks (``codegen.batch_bounds``'s split
+#: form; its bounds are the one-block kernel's); benchmarks turn it off to compare.
+SPLIT_BOUNDS = True
+
+
+def _split_threads() -> int:
+    # a member's image over many blocks: blocks of 256 threads fill the SMs' slots in any mix
+    return 32 if runtime.simulated else 256
 
 
 @functools.cache
 def _bounds_fn():
     return codegen_bounds.bounds_kernel(runtime.codegen_target, runtime.simulated,
                                         _bounds_threads())
+
+
+@functools.cache
+def _split_fns() -> tuple:
+    return codegen_bounds.split_kernels(runtime.codegen_target, runtime.simulated,
+                                        _split_threads())
+
+
+def _launch_1d(fn: Any, blocks: int, threads: int, device: int, args: tuple) -> None:
+    direct = getattr(runtime, "launch_batched", None)
+    if direct is None or not runtime.fast_launch or not direct(fn, (blocks, 1, 1),
+                                                              (threads, 1, 1), device, args):
+        runtime.launch_blocks(fn, blocks, threads, device, *args)
 
 
 def clip_bounds(src: Any, sidx: Any, p: Any, nb: int, device: int) -> None:
@@ -71,12 +94,18 @@ def clip_bounds(src: Any, sidx: Any, p: Any, nb: int, device: int) -> None:
     for d in src.shape[1:]:
         n *= int(d)
     flat = runtime.reshape(src, (src.shape[0], n))
-    fn, threads = _bounds_fn(), _bounds_threads()
-    args = (flat, sidx, p, codegen.CLIP_OFF)
-    direct = getattr(runtime, "launch_batched", None)
-    if direct is None or not runtime.fast_launch or not direct(fn, (nb, 1, 1), (threads, 1, 1),
-                                                              device, args):
-        runtime.launch_blocks(fn, nb, threads, device, *args)
+    sim = runtime.simulated
+    parts = codegen_bounds.parts_of(n, _split_threads(), sim)
+    if SPLIT_BOUNDS and runtime.codegen_target != "cpu" and parts > 1:
+        # each member over ``parts`` blocks, then one block per member reduces their triples
+        # (the scratch is stream-ordered: the pool hands it out again only after both ran)
+        partial, finish = _split_fns()
+        part = _empty((nb * parts * 3,), np.float64, device)
+        _launch_1d(partial, nb * parts, _split_threads(), device, (flat, sidx, part, parts))
+        _launch_1d(finish, nb, codegen_bounds.parts_max(sim), device,
+                   (part, p, codegen.CLIP_OFF, parts))
+        return
+    _launch_1d(_bounds_fn(), nb, _bounds_threads(), device, (flat, sidx, p, codegen.CLIP_OFF))
 
 
 class _Pack:

@@ -28,3 +28,22 @@ def test_bounds_kernel_compiles_to_ptx(dtype, threads: int) -> None:
     assert ".entry" in ptx
     assert "bar.sync" in ptx  # the block's tree reduction in shared memory
     assert "%ctaid.x" in ptx  # one block per member
+
+
+def test_split_bounds_compile_to_ptx() -> None:
+    partial, finish = batch_bounds.split_kernels("cuda", threads=256)
+    ptx = ptx_of(partial.py_func, (_arr(np.uint8, 2), _arr(np.int64, 1),
+                                   _arr(np.float64, 1), types.int64))
+    assert "bar.sync" in ptx and "%ctaid.x" in ptx
+    ptx = ptx_of(finish.py_func, (_arr(np.float64, 1), _arr(np.float64, 2), types.int64,
+                                  types.int64))
+    assert "bar.sync" in ptx
+    with pytest.raises(ValueError, match="GPU"):
+        batch_bounds.split_kernels("cpu")
+
+
+def test_parts_spread_a_member_over_the_sms() -> None:
+    assert batch_bounds.parts_of(512 * 512 * 3, 256) == 96
+    assert batch_bounds.parts_of(100, 256) == 1
+    assert batch_bounds.parts_of(2**30, 256) == batch_bounds.PARTS_MAX["gpu"]
+    assert batch_bounds.parts_of(2**30, 32, sim=True) == batch_bounds.PARTS_MAX["sim"]

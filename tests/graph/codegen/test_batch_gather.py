@@ -224,3 +224,129 @@ def test_tabled_batched_gathers_only_for_uint8_rgb_or_grey_chains() -> None:
     assert inline.count("_f_brightness(v") == 3 * batch_gather.ROWS_PER_TRIP["gather"]
     with pytest.raises(ValueError, match="tabled"):
         batch_gather.gather_flat_source(FIRST_RGB, "cuda", tabled_=True)
+
+
+# --------------------------------------------------------------------- gated-off samplers
+
+WRITER_CHAIN = GatherSig(3, "chain", True, True, False, pre=("colorize",),
+                         lut_stages=(False, False), clip=False)
+
+
+def test_gated_samplers_get_a_one_tap_loop() -> None:
+    """GPU kernels with a gated sampler run a member whose sampler is gated off through its
+    own pixel loop, which reads tap 0 alone; the cpu's keep the per-pixel branch."""
+    text = batch_gather.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW")
+    loops = text.split("\n        if cton_ and gs_ == 0.0:\n", 1)[1]
+    table_on, rest = loops.split("\n        elif cton_:\n", 1)
+    table_off, rest = rest.split("\n        elif gs_ == 0.0:\n", 1)
+    inline_on, inline_off = rest.split("\n        else:\n", 1)
+    for on, off in ((table_on, table_off), (inline_on, inline_off)):
+        assert "gs_" not in on and "gs_" not in off  # no branch per pixel
+        assert all(f"t{c}_3 " in on for c in range(3)) and "dr * (" in on
+        assert "_1" not in off and "t0_0 =" in off and "dr * (" not in off
+    assert table_off.count("ct_[") == 3 and inline_off.count("_f_colorize(") == 3
+    flat = batch_gather.gather_flat_source(WRITER_GREY, "cuda", gates=True)
+    assert "if gs_ == 0.0:\n" in flat and flat.count("while x < w:") == 2
+    cpu = batch_gather.gather_writer_source(WRITER_CHAIN, "cpu", False, True, 3, "NCHW")
+    assert "if gs_ != 0.0:" in cpu and cpu.count("for x in range(w):") == 1
+    # without gates there is one loop
+    assert batch_gather.gather_flat_source(WRITER_GREY, "cuda").count("while x < w:") == 1
+
+
+def _members(sig: GatherSig, n: int, rng: np.random.Generator, full: list[float]
+             ) -> np.ndarray:
+    """Parameter rows of ``n`` members of ``sig``: integer maps (identity or a flip), affine
+    maps (rotations, also for members whose sampler is gated off: the one-tap loop must read
+    tap 0 of any map), chain gains, and every combination of gate flags."""
+    from millipyde.graph.codegen import gather_sig as gs
+
+    np_ = gs.gather_nparams(sig)
+    p = np.zeros((n, np_ + gs.gather_ngates(sig)))
+    for b in range(n):
+        p[b, gs.P_OFF:gs.P_OFF + 6] = (1, 0, 0, 0, 1, 0) if b % 2 else (1, 0, 0, 0, -1, 8)
+        t = rng.uniform(0, 2 * np.pi)
+        c, s = np.cos(t), np.sin(t)
+        p[b, gs.A_OFF:gs.A_OFF + 6] = (c, -s, 4 - 4 * c + 4 * s, s, c, 4 - 4 * s - 4 * c)
+        p[b, gs.MID_OFF:gs.MID_OFF + 2] = 9, 9
+        p[b, gs.FULL_OFF] = full[b % len(full)]
+        p[b, gs.CLIP_OFF:gs.CLIP_HI_OFF + 1] = -np.inf, np.inf
+        p[b, gs.OPS_OFF:np_] = rng.uniform(0.5, 1.5, np_ - gs.OPS_OFF)
+        p[b, np_:] = [(b >> k) & 1 for k in range(p.shape[1] - np_)]
+    return p
+
+
+def test_uint8_writers_hold_only_the_table_loops() -> None:
+    """A chained writer over a known uint8 source runs every member through the table; over
+    another source, none (``gather_writer_source``'s ``u8``)."""
+    u8 = batch_gather.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
+                                           u8=True)
+    assert "cton_" not in u8 and u8.count("while x < w:") == 2 and " uint8:" in u8
+    assert u8.count("_f_colorize(") == 3  # the table's fill only
+    other = batch_gather.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
+                                              u8=False)
+    assert "ct_" not in other and "cton_" not in other and other.count("while x < w:") == 2
+    assert other.count("_f_colorize(") == 12 + 3
+    # writers without a chain table are the same whatever the source
+    for u in (True, False):
+        assert batch_gather.gather_writer_source(WRITER_GREY, "cuda", False, True, 3, "NCHW",
+                                                 u8=u) == batch_gather.gather_writer_source(
+            WRITER_GREY, "cuda", False, True, 3, "NCHW")
+
+
+@cudasim_ok
+@pytest.mark.parametrize("sig,cfull,u8", [(WRITER_CHAIN, 255.0, None),
+                                          (WRITER_CHAIN, 255.0, True),
+                                          (WRITER_CHAIN, 65535.0, None),
+                                          (WRITER_RGB, 255.0, None), (WRITER_GREY, 1.0, None)],
+                         ids=["chain-tables", "chain-uint8", "chain-inline", "lut", "grey"])
+def test_gated_off_samplers_write_the_per_pixel_branchs_values(
+        sig: GatherSig, cfull: float, u8: bool | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer and the flat gather with one loop per member's sampler gate equal the
+    kernels that branch per pixel, bit for bit, every gate combination (members whose
+    sampler is on or off, chain on or off, through the table or inline; the uint8 writer
+    with the table loops alone)."""
+    from millipyde.backend import ACTIVE as runtime
+
+    if runtime.codegen_target != "cuda":
+        pytest.skip("CUDA kernels (cuda or cudasim)")
+    from numba import cuda
+
+    rng = np.random.default_rng(5)
+    n, hw, sim = 8, 9, runtime.simulated
+    grey = sig.cin == 1
+    src = (rng.uniform(0, 1, (2, hw, hw, 1)) if grey
+           else rng.integers(0, 256, (2, hw, hw, 3), dtype=np.uint8))
+    p = _members(sig, n, rng, [255.0, 65535.0] if cfull == 65535.0 else [cfull])
+    lut = rng.integers(0, 256, (n, 2, sig.cin, 256), dtype=np.uint8)
+    sidx = np.arange(n, dtype=np.int64) % 2
+    pos = rng.permutation(n).astype(np.int64)
+    mean, std = np.array([0.4, 0.5, 0.6]), np.array([0.2, 0.25, 0.3])
+    src_, sidx_, lut_, p_ = (cuda.to_device(a.reshape(-1)) for a in (src, sidx, lut, p))
+    args = (src_, sidx_, lut_, p_, n, hw, hw, src[0].size, hw)
+    # the flat gather stores the values themselves: uint8 ones only where they fit
+    flat_too, tabled = cfull != 65535.0, bool(sig.pre)
+
+    def run(split: bool) -> list[np.ndarray]:
+        monkeypatch.setattr(batch_gather, "_gated_sampler",
+                            lambda s, g, t: split and t != "cpu" and g and s.sampler)
+        u = u8 if split else None
+        text = batch_gather.gather_writer_source(sig, "cuda", sim, True, 3, "NCHW", u8=u)
+        assert ("if gs_ != 0.0:" not in text) == split
+        out = cuda.to_device(np.full(n * 3 * hw * hw, np.nan, np.float32))
+        kernel = batch_gather.gather_writer_kernel(sig, "cuda", sim, True, 3, "NCHW", u8=u)
+        kernel[(1, 1, n), (4, 4, 1)](*args, out, cuda.to_device(pos), cuda.to_device(mean),
+                                     cuda.to_device(std), cfull)
+        got = [out.copy_to_host()]
+        if flat_too:
+            dst = cuda.to_device(np.zeros(n * hw * hw * sig.cin,
+                                          np.float64 if grey else np.uint8))
+            flat = batch_gather.gather_flat_kernel(sig, "cuda", sim, True, tabled_=tabled)
+            flat[(1, 1, n), (4, 4, 1)](*args, dst)
+            got.append(dst.copy_to_host())
+        return got
+
+    split, branch = run(True), run(False)
+    assert not np.isnan(split[0]).any()
+    for a, b in zip(split, branch, strict=True):
+        assert np.array_equal(a.view(np.uint8), b.view(np.uint8))

@@ -27,9 +27,10 @@ def test_writers_choose_the_table_per_member() -> None:
     assert not batch_tables.chain_tables(dataclasses.replace(WRITER, cin=4), "cuda")
     assert not batch_tables.chain_tables(dataclasses.replace(WRITER, pre=()), "cuda")
     text = batch_gather.gather_writer_source(WRITER, "cuda", False, True, 3, "NCHW")
-    # the chain once per table entry and once per tap of the inline body (4 taps, 3 channels)
-    assert text.count("_f_colorize(") == 3 + 12
-    assert "cton_ = full == 255.0" in text and "if cton_:" in text
+    # the chain once per table entry, once per tap of the inline body (4 taps, 3 channels)
+    # and once per channel of the inline body of members whose rotation is gated off
+    assert text.count("_f_colorize(") == 3 + 12 + 3
+    assert "cton_ = full == 255.0" in text and "if cton_ and gs_ == 0.0:" in text
     # the other writers are unchanged
     lut = dataclasses.replace(WRITER, mode="lut", pre=(), lut_stages=(True, False))
     assert "ct_" not in batch_gather.gather_writer_source(lut, "cuda", False, True, 3, "NCHW")

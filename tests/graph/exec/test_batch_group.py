@@ -74,3 +74,37 @@ def test_bounds_source_compiles_the_scalar_function_once() -> None:
         assert text.count(body) == 1 and "_bounds = _dev(warp_clip_bounds)" in text
     with pytest.raises(ValueError, match="threads"):
         bounds_source("cuda", threads=100)
+
+
+@cudasim_ok
+@pytest.mark.parametrize("dtype", [np.uint8, np.float64])
+def test_split_bounds_of_large_members(dtype, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Members large enough to spread over several blocks (``batch_bounds``' split form):
+    the host's bounds, as with one block per member."""
+    if runtime.codegen_target == "cpu":
+        pytest.skip("the split form is the GPUs'")
+    from millipyde.graph.codegen import batch_bounds
+
+    rng = np.random.default_rng(2)
+    shape = (24, 24, 3) if mp.backend() == "cudasim" else (100, 90, 3)
+    n = int(np.prod(shape))
+    assert batch_bounds.parts_of(n, batch_group._split_threads(), runtime.simulated) > 1
+    imgs = [rng.integers(1, 200, shape), rng.integers(0, 200, shape),
+            rng.integers(30, 200, shape)]
+    stack = np.stack(imgs).astype(dtype)
+    stack[2].reshape(-1)[n - 5] = 3  # the minimum in the last block's share
+    if dtype == np.float64:
+        stack[1].reshape(-1)[n // 2] = np.nan
+    sidx = [2, 0, 1, 2]
+    calls = []
+    fns = batch_group._split_fns
+    monkeypatch.setattr(batch_group, "_split_fns", lambda: calls.append(1) or fns())
+    got = _device(stack, sidx)
+    assert calls, "the split bounds did not run"
+    monkeypatch.setattr(batch_group, "SPLIT_BOUNDS", False)
+    one = _device(stack, sidx)
+    assert np.array_equal(got, one)
+    for b, s in enumerate(sidx):
+        lo, hi = gather_sig.CLIP_OFF, gather_sig.CLIP_HI_OFF
+        assert (got[b, lo], got[b, hi]) == _host(stack[s]), (dtype, s)
+    assert got[0, gather_sig.CLIP_OFF] == 3
