@@ -151,10 +151,11 @@ def _slide(t: _Tile, n: int, load_: Load, ind: str, kf: str, head: str = "",
 
 
 def _window(t: _Tile, n: int, load_: Load, ind: str, kf: str, pre: str = "", head: str = "",
-            bload: Load | None = None) -> str:
-    """The first ``n`` window loads, ``pre``, then the tap loop (``_slide``)."""
-    return ("".join(load_(f"v{j}", str(j), ind) for j in range(n)) + pre
-            + _slide(t, n, load_, ind, kf, head, bload))
+            bload: Load | None = None, first: str = "") -> str:
+    """``pre``, the first ``n`` window elements (``first``, else ``n`` loads), then the tap
+    loop (``_slide``)."""
+    first = first or "".join(load_(f"v{j}", str(j), ind) for j in range(n))
+    return pre + first + _slide(t, n, load_, ind, kf, head, bload)
 
 
 def _rows_window(t: _Tile, ch: int | str) -> str:
@@ -183,7 +184,7 @@ def _rows_window(t: _Tile, ch: int | str) -> str:
     ind = " " * 16
     # the window's last load: element max(whole blocks, ntaps) + PX - 1
     last = "kmx" if t.batch else "ntaps"
-    words = _batch.word_loads(c, ind) if t.words else ("", "", None)
+    words = _batch.word_loads(c, ind) if t.words else ("", "", None, "")
     return (f"            xb = _i32(x0 + s_ * {px} - r)\n"
             f"            if xb >= 0 and xb + {last} + {px - 1} < w:\n"
             f"{ind}rb = _i32((y * w + xb) * {c} + {ch})\n"
