@@ -51,11 +51,14 @@ def test_whole_taps_pad_remainders_of_three_or_more() -> None:
 
 @cudasim_ok
 @pytest.mark.skipif(not runtime.caps.grid_launches, reason="GPU kernels: cuda, hip or cudasim")
-@pytest.mark.parametrize(("w", "c", "words"), [(21, 3, False), (24, 3, True), (40, 1, True)])
+@pytest.mark.parametrize(("w", "c", "words"), [(21, 3, False), (24, 3, True), (40, 1, True),
+                                                 (48, 3, True)])
 def test_padded_taps_and_uint8_store_bit_for_bit(monkeypatch: pytest.MonkeyPatch, w: int,
                                                  c: int, words: bool) -> None:
     """``words``: the stack is a whole number of uint64 words, so the interior windows load
-    words (``tile2d_batch.word_loads``); 4 x 19 x 21 x 3 bytes are not (byte loads)."""
+    words (``tile2d_batch.word_loads``); 4 x 19 x 21 x 3 bytes are not (byte loads). RGB 48
+    wide: interior windows of up to three whole blocks (the words carried from block to
+    block), at every alignment of a window in its words."""
     monkeypatch.setattr(exec_variants, "gpu_variants_enabled", lambda: True)
     if runtime.simulated:
         monkeypatch.setattr(tile2d_geometry, "TILE_GEOMETRY_SIM", GEOMETRY)
