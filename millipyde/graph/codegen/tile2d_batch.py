@@ -104,22 +104,17 @@ def batch_shared_bytes(radius: int, geometry: Geometry, tap_columns: int) -> int
 WORD_BLOCK = 8
 
 
-def _fetch(q: str, c: int, ind: str, more: str) -> list[str]:
-    """Lines loading words ``q + 1 .. q + c`` into ``w1..w{c}`` (word ``q`` is ``w0``,
-    carried from the block before). Word ``q + c`` is read where ``more`` (a next block: its
-    first byte is there) or where it holds a byte of this block (``wl``); else word
+def _words(q: str, c: int, ind: str, more: str) -> list[str]:
+    """Lines loading words ``q + 1 .. q + c`` (word ``q`` is ``w0``, carried from the block
+    before) and funnel-shifting ``w0..w{c}`` into ``u0..u{c-1}`` by the alignment; ``w0`` then
+    takes word ``q + c``, the next block's first. Word ``q + c`` is read where ``more`` (a next
+    block: its first byte is there) or where it holds a byte of this block (``wl``); else word
     ``q + c - 1`` again, unused."""
     lines = [f"{ind}q_ = {q}"]
     lines += [f"{ind}w{i} = srcw[_u(q_ + {i})]" for i in range(1, c)]
     lines.append(f"{ind}w{c} = srcw[_u(q_ + (_i32({c}) if {more} else wl))]")
-    return lines
-
-
-def _shift(c: int, ind: str) -> list[str]:
-    """``w0..w{c}`` funnel-shifted into ``u0..u{c-1}`` by the alignment; ``w0`` then takes
-    ``w{c}``, the next block's first word."""
     # (w << 63 - sh) << 1: no shift by 64 where the alignment is 0
-    lines = [f"{ind}u{i} = (w{i} >> sh) | ((w{i + 1} << sl) << uint64(1))" for i in range(c)]
+    lines += [f"{ind}u{i} = (w{i} >> sh) | ((w{i + 1} << sl) << uint64(1))" for i in range(c)]
     lines.append(f"{ind}w0 = w{c}")
     return lines
 
@@ -139,8 +134,7 @@ def word_loads(c: int, ind: str) -> tuple[str, str, Any, str]:
     ``wa`` (the same for every block: ``8 c`` bytes are whole words) leave element ``j`` in
     byte ``c j % 8`` of ``u{c j // 8}``. A block spans words ``q .. q + c`` and the next one
     starts at word ``q + c``: it is carried (``w0``), so the first 8 elements take ``c + 1``
-    loads and each block ``c``, issued a block ahead (while the block before runs its taps).
-    The values, so the sums, are the bytes the byte loads read.
+    loads and each block ``c``. The values, so the sums, are the bytes the byte loads read.
     Every word read holds a byte the window needs (``_words``), a byte of the image, so it
     lies in the (8-byte aligned) buffer.
     """
@@ -149,19 +143,14 @@ def word_loads(c: int, ind: str) -> tuple[str, str, Any, str]:
            f"{ind}sl = uint64(63) - sh\n"
            f"{ind}wl = _i32((wa + {7 * c}) >> 3)\n"
            f"{ind}wq = (ib + rb + {8 * c}) >> 3\n")
-    # the first window: elements 0..7, from the words before block 0's; then block 0's
-    # words, fetched a block ahead (their loads in flight while the block before runs)
-    i2 = ind + "    "
-    first = [f"{ind}w0 = srcw[_u(wq - {c})]", *_fetch(f"wq - {c}", c, ind, "kfx > 0"),
-             *_shift(c, ind), f"{ind}if kfx > 0:", *_fetch("wq", c, i2, f"{WORD_BLOCK} < kfx")]
-    head = [*_shift(c, i2), f"{i2}if k + {WORD_BLOCK} < kfx:",
-            *_fetch(f"wq + ((k >> 3) + 1) * {c}", c, i2 + "    ",
-                    f"k + {2 * WORD_BLOCK} < kfx")]
-    head_ = "\n".join(head) + "\n"
-    first_ = "\n".join(first) + "\n" + "".join(_element(c, f"v{j}", j, ind)
-                                               for j in range(WORD_BLOCK))
+    # the first window: elements 0..7, from the words before block 0's
+    first = f"{ind}w0 = srcw[_u(wq - {c})]\n"
+    first += "\n".join(_words(f"wq - {c}", c, ind, "kfx > 0")) + "\n"
+    first += "".join(_element(c, f"v{j}", j, ind) for j in range(WORD_BLOCK))
+    head = "\n".join(_words(f"wq + (k >> 3) * {c}", c, ind + "    ",
+                            f"k + {WORD_BLOCK} < kfx")) + "\n"
 
     def bload(dst: str, off: str, ind_: str) -> str:
         return _element(c, dst, int(off.rpartition("+")[2]) - WORD_BLOCK, ind_)  # k + 8 + j
 
-    return pre, head_, bload, first_
+    return pre, head, bload, first
