@@ -124,3 +124,21 @@ def test_rows_pass_groups_cover_every_window_once_without_bank_conflicts(nrow: i
                 assert len({(s * 8 * R + i) % 16 for i, s in half}) == 16
             seen += [(i, s) for i, s in half if i < nrow]
     assert sorted(seen) == [(i, s) for i in range(nrow) for s in range(4)]
+
+
+def test_rint_u8_is_rint_then_clip_on_every_kind_of_value() -> None:
+    """``tile2d_batch._rint_u8`` (the simulator's text: the GPU's is the same arithmetic on
+    the same words) against ``clip(rint(v), 0, 255)``, NaN to 0, as ``_rint_clip`` does."""
+    ns: dict = {"_config": types.SimpleNamespace(ENABLE_CUDASIM=True)}
+    exec(tile2d_batch.RINT_U8, ns)
+    rint_u8 = ns["_rint_u8"]
+    rng = np.random.default_rng(3)
+    special = [0.0, -0.0, 0.5, 1.5, 2.5, -0.5, -0.49, -1.5, 254.5, 255.49, 255.5, 256.0,
+               2.0**31 - 0.5, 2.0**31, 2.0**32 - 0.5, 2.0**32, 2.0**51 - 1, 2.0**51, 2.0**52,
+               -(2.0**31), -(2.0**32), -(2.0**51), -(2.0**52), 1e300, -1e300, 5e-324,
+               np.inf, -np.inf, np.nan, -np.nan]
+    values = special + list(rng.uniform(-300.0, 600.0, 2000)) + \
+        list(np.arange(-4.0, 260.0, 0.25))
+    for v in values:
+        want = 0 if np.isnan(v) else int(np.clip(np.rint(v), 0, 255))
+        assert rint_u8(float(v)) == want, v
