@@ -151,11 +151,10 @@ def _slide(t: _Tile, n: int, load_: Load, ind: str, kf: str, head: str = "",
 
 
 def _window(t: _Tile, n: int, load_: Load, ind: str, kf: str, pre: str = "", head: str = "",
-            bload: Load | None = None, first: str = "") -> str:
-    """``pre``, the first ``n`` window elements (``first``, else ``n`` loads), then the tap
-    loop (``_slide``)."""
-    first = first or "".join(load_(f"v{j}", str(j), ind) for j in range(n))
-    return pre + first + _slide(t, n, load_, ind, kf, head, bload)
+            bload: Load | None = None) -> str:
+    """The first ``n`` window loads, ``pre``, then the tap loop (``_slide``)."""
+    return ("".join(load_(f"v{j}", str(j), ind) for j in range(n)) + pre
+            + _slide(t, n, load_, ind, kf, head, bload))
 
 
 def _rows_window(t: _Tile, ch: int | str) -> str:
@@ -184,7 +183,7 @@ def _rows_window(t: _Tile, ch: int | str) -> str:
     ind = " " * 16
     # the window's last load: element max(whole blocks, ntaps) + PX - 1
     last = "kmx" if t.batch else "ntaps"
-    words = _batch.word_loads(c, ind) if t.words else ("", "", None, "")
+    words = _batch.word_loads(c, ind) if t.words else ("", "", None)
     return (f"            xb = _i32(x0 + s_ * {px} - r)\n"
             f"            if xb >= 0 and xb + {last} + {px - 1} < w:\n"
             f"{ind}rb = _i32((y * w + xb) * {c} + {ch})\n"
@@ -209,62 +208,11 @@ def _store(t: _Tile, acc: str, j: int, ch: int | str) -> str:
             f"{ind}{target} = {val}\n")
 
 
-def _row_groups(t: _Tile) -> int:
-    """Rows of one group of ``min(32, threads)`` consecutive threads in the batched rows pass
-    (0: one thread after the other along the rows, as per-image tiles run it).
-
-    With 4 windows of 8 per row, consecutive threads along the rows put a half-warp on 4 rows
-    x 4 windows, whose float64 stores to the column-major rows (column stride ``R`` odd,
-    window stride ``8 R``) meet two by two in the 16 double-wide banks: 4 wavefronts per warp
-    store where 2 would do (ncu, bench/RESULTS.md h-tile). A group of G rows x 4 windows with
-    the rows fastest puts a half-warp on 8 rows x 2 windows: 16 banks, 2 wavefronts. The warp
-    spans the same rows and windows, so its global loads touch the same lines."""
-    segs, threads = t.tw // t.px, t.geometry[0] * t.geometry[1]
-    group = min(32, threads)
-    if not t.batch or t.packed or group % segs or threads % group:
-        return 0
-    g = group // segs
-    return g if g & (g - 1) == 0 else 0
-
-
-def _rows_loop(t: _Tile, ch: int | str, hb0: str) -> str:
-    """The rows pass's loop: every window of the tile's rows plus halo, one per thread a trip,
-    its sums stored into the column-major rows in shared memory."""
-    px, segs, threads = t.px, t.tw // t.px, t.geometry[0] * t.geometry[1]
-    ha = [f"a{j}" for j in range(px)]
-    g = _row_groups(t)
-    body = (f"        {_zero(ha)}\n"
-            "        if y >= 0 and y < h:\n"
-            + _rows_window(t, ch)
-            # column-major (column stride R, odd): the columns pass reads a column
-            # contiguously, two wavefronts per warp load
-            + f"        o = _i32({hb0}s_ * {px} * R + i)\n"
-            + "".join(f"        hb[_u32(o + {j} * R)] = {ha[j]}\n" for j in range(px)))
-    if not g:
-        return ("    f = tid\n"
-                f"    while f < nrow * {segs}:\n"
-                f"        i = _i32(f // {segs})\n"
-                f"        s_ = _i32(f - i * {segs})\n"
-                "        y = _i32(y0 - r + i)\n"
-                + body
-                + f"        f = _i32(f + {threads})\n")
-    group, shift = g * segs, g.bit_length() - 1
-    # groups of g rows, the rows fastest; the last group's rows past nrow have no window
-    body = "".join("    " + line + "\n" if line else "\n" for line in body.splitlines())
-    return ("    f = tid\n"
-            f"    while f < (nrow + {g - 1}) // {g} * {group}:\n"
-            f"        i = _i32(f // {group} * {g} + (f & {g - 1}))\n"
-            f"        s_ = _i32((f & {group - 1}) >> {shift})\n"
-            "        y = _i32(y0 - r + i)\n"
-            "        if i < nrow:\n"
-            + body
-            + f"        f = _i32(f + {threads})\n")
-
-
 def _channel(t: _Tile, ch: int | str) -> str:
     """Both passes of channel ``ch``: rows into shared memory, then columns and stores."""
-    py = t.py
+    px, py, segs = t.px, t.py, t.tw // t.px
     hb0 = "HB + " if t.packed else "TB + " if t.batch else ""
+    ha = [f"a{j}" for j in range(px)]
     va = [f"a{j}" for j in range(py)]
 
     def column(dst: str, off: str, ind: str) -> str:
@@ -286,8 +234,20 @@ def _channel(t: _Tile, ch: int | str) -> str:
         stores += "".join(_store(t, va[j], j, ch) for j in range(py))
     return (
         f"    # channel {ch}: rows pass of the tile's rows plus halo into shared memory\n"
-        + _rows_loop(t, ch, hb0)
-        + "    cuda.syncthreads()\n"
+        "    f = tid\n"
+        f"    while f < nrow * {segs}:\n"
+        f"        i = _i32(f // {segs})\n"
+        f"        s_ = _i32(f - i * {segs})\n"
+        "        y = _i32(y0 - r + i)\n"
+        f"        {_zero(ha)}\n"
+        "        if y >= 0 and y < h:\n"
+        + _rows_window(t, ch)
+        # column-major (column stride R, odd): the columns pass reads a column contiguously,
+        # two wavefronts per warp load
+        + f"        o = _i32({hb0}s_ * {px} * R + i)\n"
+        + "".join(f"        hb[_u32(o + {j} * R)] = {ha[j]}\n" for j in range(px))
+        + f"        f = _i32(f + {t.geometry[0] * t.geometry[1]})\n"
+        "    cuda.syncthreads()\n"
         f"    # channel {ch}: columns pass, a window sliding down column tx of the tile\n"
         "    g = ty\n"
         f"    while g < {t.th // py}:\n"

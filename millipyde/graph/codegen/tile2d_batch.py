@@ -119,53 +119,31 @@ def batch_shared_bytes(radius: int, geometry: Geometry, tap_columns: int) -> int
 WORD_BLOCK = 8
 
 
-def _words(q: str, c: int, ind: str, more: str) -> list[str]:
-    """Lines loading words ``q + 1 .. q + c`` (word ``q`` is ``w0``, carried from the block
-    before) and funnel-shifting ``w0..w{c}`` into ``u0..u{c-1}`` by the alignment; ``w0`` then
-    takes word ``q + c``, the next block's first. Word ``q + c`` is read where ``more`` (a next
-    block: its first byte is there) or where it holds a byte of this block (``wl``); else word
-    ``q + c - 1`` again, unused."""
-    lines = [f"{ind}q_ = {q}"]
-    lines += [f"{ind}w{i} = srcw[_u(q_ + {i})]" for i in range(1, c)]
-    lines.append(f"{ind}w{c} = srcw[_u(q_ + (_i32({c}) if {more} else wl))]")
-    # (w << 63 - sh) << 1: no shift by 64 where the alignment is 0
-    lines += [f"{ind}u{i} = (w{i} >> sh) | ((w{i + 1} << sl) << uint64(1))" for i in range(c)]
-    lines.append(f"{ind}w0 = w{c}")
-    return lines
-
-
-def _element(c: int, dst: str, j: int, ind: str) -> str:
-    """``dst`` = element ``j`` of the funnel-shifted words (byte ``c j % 8`` of ``u{c j // 8}``)."""
-    u, b = divmod(c * j, 8)
-    return f"{ind}{dst} = _b2f(_i32((u{u} >> uint64({8 * b})) & uint64(255)))\n"
-
-
-def word_loads(c: int, ind: str) -> tuple[str, str, Any, str]:
-    """``(pre, head, bload, first)`` for ``tile2d._window`` (the rows pass, whole blocks ending
-    at ``kfx``): an interior window of uint8 ``src`` (the rows pass's L1-bound byte loads,
-    bench/RESULTS.md h-bkern3) loads its first 8 elements (``first``) and each whole block of
-    8 elements (``8 c`` bytes at element ``k + 8``) from aligned uint64 words of ``srcw`` (the
-    same buffer) instead of 8 byte loads each. Funnel shifts by the window's byte alignment
-    ``wa`` (the same for every block: ``8 c`` bytes are whole words) leave element ``j`` in
-    byte ``c j % 8`` of ``u{c j // 8}``. A block spans words ``q .. q + c`` and the next one
-    starts at word ``q + c``: it is carried (``w0``), so the first 8 elements take ``c + 1``
-    loads and each block ``c``. The values, so the sums, are the bytes the byte loads read.
-    Every word read holds a byte the window needs (``_words``), a byte of the image, so it
-    lies in the (8-byte aligned) buffer.
+def word_loads(c: int, ind: str) -> tuple[str, str, Any]:
+    """``(pre, head, bload)`` for ``tile2d._window``: an interior window of uint8 ``src`` (the
+    rows pass's L1-bound byte loads, bench/RESULTS.md h-bkern3) loads each whole block of 8
+    elements (``8 c`` bytes at element ``k + 8``) as ``c + 1`` aligned uint64 words of
+    ``srcw`` (the same buffer), instead of 8 byte loads; funnel shifts by the window's byte
+    alignment ``wa`` (the same for every block) leave element ``j`` in byte ``c j % 8`` of
+    ``u{c j // 8}``. The values, so the sums, are the bytes the byte loads read. Word ``c`` is
+    read only where it holds a needed byte (``wl``; else word ``c - 1`` again): every word read
+    holds a byte of the image, so it lies in the (8-byte aligned) buffer.
     """
+    i2 = ind + "    "
     pre = (f"{ind}wa = _i32((ib + rb) & 7)\n"
            f"{ind}sh = uint64(wa * 8)\n"
            f"{ind}sl = uint64(63) - sh\n"
            f"{ind}wl = _i32((wa + {7 * c}) >> 3)\n"
            f"{ind}wq = (ib + rb + {8 * c}) >> 3\n")
-    # the first window: elements 0..7, from the words before block 0's
-    first = f"{ind}w0 = srcw[_u(wq - {c})]\n"
-    first += "\n".join(_words(f"wq - {c}", c, ind, "kfx > 0")) + "\n"
-    first += "".join(_element(c, f"v{j}", j, ind) for j in range(WORD_BLOCK))
-    head = "\n".join(_words(f"wq + (k >> 3) * {c}", c, ind + "    ",
-                            f"k + {WORD_BLOCK} < kfx")) + "\n"
+    head = [f"{i2}q_ = wq + (k >> 3) * {c}"]
+    head += [f"{i2}w{i} = srcw[_u(q_ + {i})]" for i in range(c)]
+    head.append(f"{i2}w{c} = srcw[_u(q_ + wl)]")
+    # (w << 63 - sh) << 1: no shift by 64 where the alignment is 0
+    head += [f"{i2}u{i} = (w{i} >> sh) | ((w{i + 1} << sl) << uint64(1))" for i in range(c)]
 
     def bload(dst: str, off: str, ind_: str) -> str:
-        return _element(c, dst, int(off.rpartition("+")[2]) - WORD_BLOCK, ind_)  # k + 8 + j
+        j = int(off.rpartition("+")[2]) - WORD_BLOCK  # element k + 8 + j
+        u, b = divmod(c * j, 8)
+        return f"{ind_}{dst} = _b2f(_i32((u{u} >> uint64({8 * b})) & uint64(255)))\n"
 
-    return pre, head, bload, first
+    return pre, "\n".join(head) + "\n", bload

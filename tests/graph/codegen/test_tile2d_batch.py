@@ -17,8 +17,6 @@ cudasim_ok = pytest.mark.cudasim_ok
 # windows of 8 outputs as on GPUs (the simulator's own geometry has windows of 2, which never
 # pad): 8 x 16 tiles, 16 threads per block
 GEOMETRY = (8, 2, 8, 8, 1)
-# a warp of 32 threads, 4 windows of 8 per row: the rows pass in groups of 8 rows x 4 windows
-GEOMETRY_WARP = (32, 1, 8, 8, 1)
 
 
 def _reference(img: np.ndarray, taps: np.ndarray) -> np.ndarray:
@@ -53,20 +51,16 @@ def test_whole_taps_pad_remainders_of_three_or_more() -> None:
 
 @cudasim_ok
 @pytest.mark.skipif(not runtime.caps.grid_launches, reason="GPU kernels: cuda, hip or cudasim")
-@pytest.mark.parametrize(("w", "c", "words", "geometry"),
-                         [(21, 3, False, GEOMETRY), (24, 3, True, GEOMETRY),
-                          (40, 1, True, GEOMETRY), (48, 3, True, GEOMETRY),
-                          (48, 3, True, GEOMETRY_WARP)])
+@pytest.mark.parametrize(("w", "c", "words"), [(21, 3, False), (24, 3, True), (40, 1, True),
+                                                 (48, 3, True)])
 def test_padded_taps_and_uint8_store_bit_for_bit(monkeypatch: pytest.MonkeyPatch, w: int,
-                                                 c: int, words: bool,
-                                                 geometry: tuple[int, ...]) -> None:
+                                                 c: int, words: bool) -> None:
     """``words``: the stack is a whole number of uint64 words, so the interior windows load
     words (``tile2d_batch.word_loads``); 4 x 19 x 21 x 3 bytes are not (byte loads). RGB 48
-    wide: interior windows of up to three whole blocks (the words carried from block to
-    block), at every alignment of a window in its words."""
+    wide: interior windows of up to three whole blocks of words."""
     monkeypatch.setattr(exec_variants, "gpu_variants_enabled", lambda: True)
     if runtime.simulated:
-        monkeypatch.setattr(tile2d_geometry, "TILE_GEOMETRY_SIM", geometry)
+        monkeypatch.setattr(tile2d_geometry, "TILE_GEOMETRY_SIM", GEOMETRY)
     batch_stencil._plan_2d.cache_clear()
     took = []
     view = runtime.words
@@ -94,36 +88,6 @@ def test_padded_taps_and_uint8_store_bit_for_bit(monkeypatch: pytest.MonkeyPatch
         want = imgs[sidx[b]] if r < 0 else _reference(imgs[sidx[b]], taps[b, :2 * r + 1])
         np.testing.assert_array_equal(got[b], want, err_msg=f"member {b}, radius {r}")
     assert [t is not None for t in took] == [words]
-
-
-@pytest.mark.parametrize("nrow", [128, 130, 134, 160])
-def test_rows_pass_groups_cover_every_window_once_without_bank_conflicts(nrow: int) -> None:
-    """The batched rows pass's thread-to-window map (``tile2d._row_groups``), read from the
-    generated source: every window of ``nrow`` rows x 4 once, and each half-warp's float64
-    stores to the column-major rows (odd column stride R) in 16 distinct double-wide banks."""
-    from millipyde.graph.codegen import tile2d
-
-    geometry = (32, 4, 8, 8, 4)
-    assert tile2d._row_groups(tile2d._Tile(3, 3, False, False, False, True, geometry)) == 8
-    assert tile2d._row_groups(tile2d._Tile(3, 3, False, False, False, False, geometry)) == 0
-    src = tile2d.stencil_2d_source(3, 3, batch=True, unsigned=True, u8=True, words=True,
-                                   geometry=geometry)
-    lines = src[src.index("rows pass of the tile"):].splitlines()
-    bound = next(s for s in lines if s.strip().startswith("while f <")).split("<", 1)[1]
-    i_expr = next(s for s in lines if s.strip().startswith("i = ")).split("=", 1)[1]
-    s_expr = next(s for s in lines if s.strip().startswith("s_ = ")).split("=", 1)[1]
-    env = {"_i32": int, "nrow": nrow}
-    stop = eval(bound.rstrip(":"), env)
-    threads = geometry[0] * geometry[1]
-    seen = []
-    for f in range(0, stop, threads):  # one trip of the block: its warps, their half-warps
-        for h0 in range(f, f + threads, 16):
-            half = [(eval(i_expr, {**env, "f": g}), eval(s_expr, {**env, "f": g}))
-                    for g in range(h0, h0 + 16)]
-            for R in (nrow + 1, nrow + 3):  # any odd stride: 8 R = 8 (mod 16)
-                assert len({(s * 8 * R + i) % 16 for i, s in half}) == 16
-            seen += [(i, s) for i, s in half if i < nrow]
-    assert sorted(seen) == [(i, s) for i in range(nrow) for s in range(4)]
 
 
 def test_rint_u8_is_rint_then_clip_on_every_kind_of_value() -> None:
