@@ -15,9 +15,11 @@ rows) is the column's spare slot (row ``nrow``, never written by the rows pass),
 column's first rows, and past the last column ``max(PX, PY)`` doubles after the tile: both
 are zeroed once per block.
 
-``_rint_u8`` is ``_rint_clip`` then the uint8 conversion, for ``full`` = 255: clipped to
-[0, 255] first (NaN to 0, as there), then ``c + 2**52``, whose low word is ``rint(c)`` (the FPU
-rounds half to even) with no second add and no float-to-integer conversion.
+``_rint_u8`` is ``_rint_clip`` then the uint8 conversion, for ``full`` = 255, with no
+float64 clip: ``v + 1.5 * 2**52`` rounds ``v`` to an integer (the FPU's round half to even =
+``rint``) in the low word where ``0 <= rint(v) < 2**31`` (the high word says so), then an
+integer min with 255; anything else is 255 for ``v > 0`` and 0 otherwise (negative, NaN).
+``clip(rint(v), 0, 255) = rint(clip(v, 0, 255))`` (rint is monotone, the bounds are integers).
 """
 
 from __future__ import annotations
@@ -26,23 +28,36 @@ from typing import Any
 
 from .tile2d_geometry import Geometry, tile_shared_bytes
 
-TWO52 = 4503599627370496.0
+# 1.5 * 2**52: for |v| < 2**51, v + BIAS lies in [2**52, 2**53), where doubles are the
+# integers, so the add rounds v to an integer (half to even, as rint) and leaves it, two's
+# complement, in the low bits: BIAS's high word, then rint(v), for 0 <= rint(v) < 2**31
+BIAS = 6755399441055744.0
+BIAS_HIGH_WORD = 0x43380000
 
 RINT_U8 = f'''
 if _config.ENABLE_CUDASIM:
+    import struct as _struct
+
     def _rint_u8(v):
-        c = v if v > 0.0 else 0.0
-        if c > 255.0:
-            c = 255.0
-        return int((c + {TWO52!r}) - {TWO52!r})
+        x = v + {BIAS!r}
+        bits = _struct.unpack("<q", _struct.pack("<d", x))[0]
+        hi = bits >> 32
+        lo = bits & 0xFFFFFFFF
+        lo = lo - 0x100000000 if lo >= 0x80000000 else lo
+        if hi == {BIAS_HIGH_WORD:#x} and lo >= 0:
+            return lo if lo < 255 else 255
+        return 255 if v > 0.0 else 0
 else:
     @_dev
     def _rint_u8(v):
-        # comparisons, not min/max (their NaN rules cost GPUs several instructions each)
-        c = v if v > 0.0 else 0.0
-        if c > 255.0:
-            c = 255.0
-        return _ld.double2loint(c + {TWO52!r})
+        # integer compares and a min on the rounded value's words, where the clip in float64
+        # took two compares and five selects (the max's NaN rules) per output
+        x = v + {BIAS!r}
+        hi = _ld.double2hiint(x)
+        lo = _ld.double2loint(x)
+        if hi == {BIAS_HIGH_WORD:#x} and lo >= 0:
+            return lo if lo < 255 else 255
+        return 255 if v > 0.0 else 0
 '''
 
 

@@ -51,11 +51,13 @@ def test_whole_taps_pad_remainders_of_three_or_more() -> None:
 
 @cudasim_ok
 @pytest.mark.skipif(not runtime.caps.grid_launches, reason="GPU kernels: cuda, hip or cudasim")
-@pytest.mark.parametrize(("w", "c", "words"), [(21, 3, False), (24, 3, True), (40, 1, True)])
+@pytest.mark.parametrize(("w", "c", "words"), [(21, 3, False), (24, 3, True), (40, 1, True),
+                                                 (48, 3, True)])
 def test_padded_taps_and_uint8_store_bit_for_bit(monkeypatch: pytest.MonkeyPatch, w: int,
                                                  c: int, words: bool) -> None:
     """``words``: the stack is a whole number of uint64 words, so the interior windows load
-    words (``tile2d_batch.word_loads``); 4 x 19 x 21 x 3 bytes are not (byte loads)."""
+    words (``tile2d_batch.word_loads``); 4 x 19 x 21 x 3 bytes are not (byte loads). RGB 48
+    wide: interior windows of up to three whole blocks of words."""
     monkeypatch.setattr(exec_variants, "gpu_variants_enabled", lambda: True)
     if runtime.simulated:
         monkeypatch.setattr(tile2d_geometry, "TILE_GEOMETRY_SIM", GEOMETRY)
@@ -86,3 +88,21 @@ def test_padded_taps_and_uint8_store_bit_for_bit(monkeypatch: pytest.MonkeyPatch
         want = imgs[sidx[b]] if r < 0 else _reference(imgs[sidx[b]], taps[b, :2 * r + 1])
         np.testing.assert_array_equal(got[b], want, err_msg=f"member {b}, radius {r}")
     assert [t is not None for t in took] == [words]
+
+
+def test_rint_u8_is_rint_then_clip_on_every_kind_of_value() -> None:
+    """``tile2d_batch._rint_u8`` (the simulator's text: the GPU's is the same arithmetic on
+    the same words) against ``clip(rint(v), 0, 255)``, NaN to 0, as ``_rint_clip`` does."""
+    ns: dict = {"_config": types.SimpleNamespace(ENABLE_CUDASIM=True)}
+    exec(tile2d_batch.RINT_U8, ns)
+    rint_u8 = ns["_rint_u8"]
+    rng = np.random.default_rng(3)
+    special = [0.0, -0.0, 0.5, 1.5, 2.5, -0.5, -0.49, -1.5, 254.5, 255.49, 255.5, 256.0,
+               2.0**31 - 0.5, 2.0**31, 2.0**32 - 0.5, 2.0**32, 2.0**51 - 1, 2.0**51, 2.0**52,
+               -(2.0**31), -(2.0**32), -(2.0**51), -(2.0**52), 1e300, -1e300, 5e-324,
+               np.inf, -np.inf, np.nan, -np.nan]
+    values = special + list(rng.uniform(-300.0, 600.0, 2000)) + \
+        list(np.arange(-4.0, 260.0, 0.25))
+    for v in values:
+        want = 0 if np.isnan(v) else int(np.clip(np.rint(v), 0, 255))
+        assert rint_u8(float(v)) == want, v
