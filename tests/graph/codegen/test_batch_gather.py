@@ -484,3 +484,26 @@ def test_batches_read_whole_word_stacks_as_words(monkeypatch: pytest.MonkeyPatch
     for k in range(8):
         ref = convert_reference(want[k], spec)
         assert np.array_equal(got[k].view(np.uint32), ref.view(np.uint32)), f"sample {k}"
+
+
+@pytest.mark.ptx
+def test_word_taps_ptx_loads_words() -> None:
+    """The word-tap writer's four tap words are global uint64 loads (named space), and it
+    adds no byte load to the byte-tap writer's (those at the edges)."""
+    pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
+    from numba import types
+    from numba.np.numpy_support import from_dtype
+
+    def arr(dtype: type) -> types.Array:
+        return types.Array(from_dtype(np.dtype(dtype)), 1, "C")
+
+    sig = (arr(np.uint8), arr(np.int64), arr(np.uint8), arr(np.float64)) + (types.int64,) * 5
+    sig += (arr(np.float32), arr(np.int64), arr(np.float64), arr(np.float64), types.float64)
+    got = {}
+    for words in (False, True):
+        fn = batch_gather.gather_writer_kernel(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
+                                               u8=True, words=words)
+        ptx = ptx_of(fn.py_func, sig + ((arr(np.uint64),) if words else ()))
+        assert not GENERIC_LOAD.findall(ptx)
+        got[words] = [len(re.findall(rf"\bld\.global\.{t}\b", ptx)) for t in ("u8", "u64")]
+    assert got[True][0] == got[False][0] and got[True][1] == got[False][1] + 4
