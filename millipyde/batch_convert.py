@@ -154,11 +154,12 @@ def write_sample(out: Any, pos: Any, src: Any, spec: BatchSpec, consts: tuple[An
 
 @functools.cache
 def fused_writer(sig: Any, gated: bool, channels: int, layout: str, wide: bool = False,
-                 u8: bool | None = None) -> Any:
+                 u8: bool | None = None, words: bool = False) -> Any:
     """The compiled gather of ``sig`` that writes the batch (``batch_gather``; ``u8``:
-    whether its source is uint8, None if not known), cached."""
+    whether its source is uint8, None if not known; ``words``: it takes the source's uint64
+    view last and reads its taps as words), cached."""
     return batch_gather.gather_writer_kernel(sig, runtime.codegen_target, runtime.simulated,
-                                             gated, channels, layout, wide, u8)
+                                             gated, channels, layout, wide, u8, words)
 
 
 def cast_batch(out: Any, dtype: np.dtype, device: int) -> Any:

@@ -313,6 +313,7 @@ class Batches:
         """The launch that writes ``g``'s samples (into the batch, ``flat_out`` its 1-D view)
         from its last gather (None: a separate conversion pass: resized samples, a stencil
         last, other stored dtypes)."""
+        from .graph.codegen import batch_gather
         from .graph.codegen.batch_gather import launch_args
         from .graph.exec.batch import _launch
         from .graph.plan.schedule import full_range
@@ -328,12 +329,17 @@ class Batches:
         def fused(sig: Any, gated: bool, src: Any, sidx: Any, lut: Any, p: Any) -> None:
             args, wide = launch_args(sig, gated, src, sidx, lut, p, hw, runtime.flat,
                                      spec.channels, nb=nb)
-            # the source's dtype picks the writer's loops (``gather_writer_source``'s u8)
+            # the source's dtype picks the writer's loops (``gather_writer_source``'s u8),
+            # and the stack's uint64 view (where it is whole aligned words) its word taps
             u8 = np.dtype(src.dtype) == np.uint8
-            fn = g.cached(("fused", gated, spec.channels, spec.layout, wide, u8),
+            srcw = (runtime.words(args[0]) if batch_gather.WORD_TAPS and
+                    batch_gather.word_taps(sig, runtime.codegen_target, u8) else None)
+            words = srcw is not None
+            fn = g.cached(("fused", gated, spec.channels, spec.layout, wide, u8, words),
                           lambda: fused_writer(sig, gated, spec.channels, spec.layout, wide,
-                                               u8))
-            _launch(fn, nb, hw[0], hw[1], device, *args, flat_out, pos, mean, std, cfull)
+                                               u8, words))
+            _launch(fn, nb, hw[0], hw[1], device, *args, flat_out, pos, mean, std, cfull,
+                    *((srcw,) if words else ()))
 
         return fused
 

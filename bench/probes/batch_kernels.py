@@ -19,7 +19,8 @@ kernel (mangled names differ between trees: compare by order and launches), over
 ``codegen.batch_gather.ROWS_PER_TRIP`` (rows per trip of the gathers without a sampler, of the
 batch writers), each with its digest and kernel times: an A/B of that knob in one process.
 ``--caps G,W [G,W ...]``: the same for ``batch_gather.MAX_REGISTERS`` (registers per thread of
-the gathers and of the writers; 0: no cap).
+the gathers and of the writers; 0: no cap). ``--words 0 1``: the same for
+``batch_gather.WORD_TAPS`` (the colour writer's taps as bytes, as words).
 """
 
 from __future__ import annotations
@@ -60,14 +61,23 @@ def main(argv: list[str] | None = None) -> int:
                     help="settings 'G,W' of batch_gather.ROWS_PER_TRIP to compare")
     ap.add_argument("--caps", nargs="*", default=[],
                     help="settings 'G,W' of batch_gather.MAX_REGISTERS to compare (0: none)")
+    ap.add_argument("--words", nargs="*", default=[],
+                    help="settings 0/1 of batch_gather.WORD_TAPS to compare")
     args = ap.parse_args(argv)
     print(f"[{args.label}] millipyde from {os.path.dirname(mp.__file__)}, backend "
           f"{mp.backend()}")
     rng = np.random.default_rng(0)
     imgs = [mp.gpuimage(rng.integers(0, 256, (args.px, args.px, 3), dtype=np.uint8))
             for _ in range(6)]
-    if not args.rows and not args.caps:
+    if not args.rows and not args.caps and not args.words:
         _run(imgs, args, args.label)
+    for setting in args.words:
+        from millipyde import batch_convert
+        from millipyde.graph.codegen import batch_gather
+
+        batch_gather.WORD_TAPS = bool(int(setting))
+        batch_convert.fused_writer.cache_clear()
+        _run(imgs, args, f"{args.label} words={setting}")
     for setting in args.caps:
         from millipyde import batch_convert
         from millipyde.graph.codegen import batch_gather

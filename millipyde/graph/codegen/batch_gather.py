@@ -32,6 +32,7 @@ from .batch_rows import rows_body, split_stores
 from .batch_tables import tabled  # noqa: F401  (batch_group asks here)
 from .chain import gather_defs
 from .gather_body import (
+    WORD_TAPS_DEF,
     _gather_body,
     extras_prologue,
     flat_offsets,
@@ -318,7 +319,8 @@ def _writer_store(sig: GatherSig, layout: str, channels: int, table: bool
 
 
 def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, channels: int,
-                         layout: str, wide: bool = False, u8: bool | None = None) -> str:
+                         layout: str, wide: bool = False, u8: bool | None = None,
+                         words: bool = False) -> str:
     """Source of ``kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, out, pos, mean, std,
     cfull)``: the flat batched gather of ``sig`` writing the training batch itself.
 
@@ -337,8 +339,15 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
     (108: a chain per tap and channel) made ptxas spill in the table loops at the
     80-register cap, which alone take 72 (sm_90, ptxas 13.0; bench/RESULTS.md, fourteenth
     session). The values are the same either way.
+
+    ``words`` (where :func:`word_taps` holds): the kernel takes a last argument ``srcw``,
+    ``src``'s uint64 view (``Backend.words``: a whole number of aligned words), and reads
+    the rotated taps of interior pixels as words (``gather_body.word_taps_head``).
     """
     from .convert import _DEFS, _DIGEST
+
+    if words and not word_taps(sig, target, u8):
+        raise ValueError(f"word taps need a uint8 RGB source, a sampler, GPUs: {sig}")
 
     if sig.packed:
         raise ValueError("packed gathers are not fused with the batch conversion")
@@ -350,8 +359,9 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
     only = chained and u8 is True  # every member through the table
     split = _gated_sampler(sig, gates, target)
     samplers = [(_SAMPLER_ON, "on"), ("", "off")] if split else [("", "pixel")]
-    makes = ([("" if only else "cton_", batch_tables.fast_body)] if chained else []) + (
-        [] if only else [("", lambda s, g, m: _gather_body(s, g, True, m))])
+    makes = ([("" if only else "cton_",
+                lambda s, g, m: batch_tables.fast_body(s, g, m, words))] if chained else []) + (
+        [] if only else [("", lambda s, g, m: _gather_body(s, g, True, m, words))])
     bodies = [(" and ".join(c for c in (cond, on) if c),
                _writer_body(make(sig, gates, sampler), sig, layout, channels, table, rows))
               for cond, make in makes for on, sampler in samplers]
@@ -369,11 +379,12 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
         launch += _SAME.format(n=channels)
     head = (_head(sig, target, wide, f"gather + batch writer {layout} channels={channels} "
                   f"rows={rows} math={_DIGEST}" + (" chain-tables" if chained else "")
-                  + (" uint8" if only else ""))
+                  + (" uint8" if only else "") + (" words" if words else ""))
             + _DEFS + "from numba import float32 as _f32\n" + _SAME_DEF
-            + (batch_tables.HEAD if chained else ""))
+            + (batch_tables.HEAD if chained else "") + (WORD_TAPS_DEF if words else ""))
     fn = (f"\n\n{_capped(target, sim, 'writer')}\n"
-          "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, out, pos, mean, std, cfull):\n")
+          "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, out, pos, mean, std, cfull"
+          + (", srcw" if words else "") + "):\n")
     if len(bodies) > 1:
         return head + fn + _loop_by(per, bodies, launch, rows)
     return head + fn + _loop(target, per, bodies[0][1], launch, rows)
@@ -407,7 +418,22 @@ def _loop_by(per_image: str, bodies: list[tuple[str, str]], launch: str, rows: i
 
 
 def gather_writer_kernel(sig: GatherSig, target: str, sim: bool, gates: bool, channels: int,
-                         layout: str, wide: bool = False, u8: bool | None = None):
+                         layout: str, wide: bool = False, u8: bool | None = None,
+                         words: bool = False):
     """The compiled fused gather + batch writer (:func:`gather_writer_source`)."""
-    return load(gather_writer_source(sig, target, sim, gates, channels, layout, wide, u8),
-                target).kernel
+    return load(gather_writer_source(sig, target, sim, gates, channels, layout, wide, u8,
+                                     words), target).kernel
+
+
+#: Whether batch writers over uint8 RGB stacks of whole aligned words read their rotated
+#: taps as uint64 words (:func:`word_taps`); benchmarks turn it off to compare.
+WORD_TAPS = True
+
+
+def word_taps(sig: GatherSig, target: str, u8: bool | None) -> bool:
+    """Whether the batch writer of ``sig`` can read its sampler's taps as words
+    (``gather_writer_source``'s ``words``): GPUs, a known uint8 (``u8``) three-channel
+    source, a sampler in a flat body (a plain gather, or a chain the uint8 writer runs
+    through its tables alone: no pads, edge modes, user maps or packing)."""
+    return (target != "cpu" and u8 is True and sig.cin == 3 and sig.sampler
+            and not sig.packed and (sig.plain or batch_tables.chain_tables(sig, target)))

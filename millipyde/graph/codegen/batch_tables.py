@@ -81,11 +81,12 @@ def table_text(sig: GatherSig, gates: bool, guard: str = "") -> str:
         + [ind + line for line in fill] + ["cuda.syncthreads()"])
 
 
-def fast_body(sig: GatherSig, gates: bool, sampler: str = "pixel") -> str:
+def fast_body(sig: GatherSig, gates: bool, sampler: str = "pixel", words: bool = False
+              ) -> str:
     """The gather of ``sig`` in table mode, its stage-0 table the block's ``ct_``
-    (``sampler``: ``gather_body._gather_body``'s)."""
+    (``sampler``, ``words``: ``gather_body._gather_body``'s)."""
     table_sig = dataclasses.replace(sig, mode="lut", pre=(), lut_stages=(True, False))
-    body = _gather_body(table_sig, gates, flat=True, sampler=sampler)
+    body = _gather_body(table_sig, gates, flat=True, sampler=sampler, words=words)
     # the byte widened first: under the simulator a uint8 plus an int stays uint8
     return rewrite_subscripts(body, "lut", lambda ps: f"_u32(_u32({ps[2]}) + {ps[1]} * 256)",
                               to="ct_")

@@ -60,7 +60,7 @@ def _blend(c: int, sig: GatherSig, rounds: bool, gates: bool, sampler: str = "pi
 
 
 def _gather_body(sig: GatherSig, gates: bool = False, flat: bool = False,
-                 sampler: str = "pixel") -> str:
+                 sampler: str = "pixel", words: bool = False) -> str:
     """The per-pixel body of the gather of ``sig`` (``y``, ``x``: the output pixel).
 
     ``flat`` (plain signatures; the batched kernels of ``batch_gather``): the source is read
@@ -73,6 +73,10 @@ def _gather_body(sig: GatherSig, gates: bool = False, flat: bool = False,
     alone: where the per-pixel branch read all four taps of every channel and kept one, it
     loads a quarter of the bytes (and table entries), with the same values. ``"on"`` drops
     the per-pixel branch (the member's blend always runs).
+
+    ``words`` (``flat``, a sampler, three channels, uint8 source, GPUs): the kernel takes
+    the source's uint64 view ``srcw`` too, and a pixel whose four taps are in the image reads
+    each row's tap pair as two words (:func:`word_taps_head`).
     """
     if sampler not in SAMPLER_GATES:
         raise ValueError(f"sampler must be one of {SAMPLER_GATES}, got {sampler!r}")
@@ -88,8 +92,10 @@ def _gather_body(sig: GatherSig, gates: bool = False, flat: bool = False,
 
     # Source indices are in bounds where they are read; as unsigned integers Numba does not
     # add its negative-index wraparound to every load.
-    def load(c: int, sy: str, sx: str) -> str:
-        if sig.packed:
+    def load(c: int, sy: str, sx: str, byte: str = "") -> str:
+        if byte:  # the value of a byte already read (a word tap)
+            raw = byte
+        elif sig.packed:
             raw = f"((pk >> {8 * c}) & 255)"
         elif flat:  # ``sy`` names the pixel's element offset
             raw = f"src[_u(ib_ + _ix({sy} + {c}))]"
@@ -135,7 +141,7 @@ def _gather_body(sig: GatherSig, gates: bool = False, flat: bool = False,
             lines.append("o = _ix(_ix(iy) * dy_ + _ix(ix) * dx_ + c0_)")
         else:
             lines += ["by = q0 * iy + q1 * ix + q2", "bx = q3 * iy + q4 * ix + q5"]
-        lines += _sampler_taps(sig, gates, load, flat, sampler)
+        lines += _sampler_taps(sig, gates, load, flat, sampler, words)
     return "\n".join(lines + _gather_tail(sig, gates, op_offsets(_chained(sig))))
 
 
@@ -146,16 +152,36 @@ _TAPS = [("iy", "ix", "", "", "o", 0),
          ("iy + 1", "ix + 1", " + q0 + q1", " + q3 + q4", "_u32(o + dy_ + dx_)", 3)]
 
 
-def _sampler_taps(sig: GatherSig, gates: bool, load: Callable[[int, str, str], str],
-                  flat: bool = False, sampler: str = "pixel") -> list[str]:
+def _sampler_taps(sig: GatherSig, gates: bool, load: Callable[..., str],
+                  flat: bool = False, sampler: str = "pixel", words: bool = False
+                  ) -> list[str]:
     """The sampler's four taps read (through ``load``), blended and post-processed, per
     channel (``flat``: ``load`` takes the tap's element offset; ``sampler`` ``"off"``: tap 0
-    alone, ``_gather_body``)."""
+    alone; ``words``: word taps where they apply; ``_gather_body``)."""
     lut = sig.mode == "lut"
     cast = sig.is_int
     chans = range(sig.cin)
     lines: list[str] = []
     taps = range(1) if sampler == "off" else range(4)
+    # a gated-off member's one tap costs 3 byte loads: no words there
+    words = words and flat and sig.cin == 3 and not sig.packed and sampler != "off"
+    if words:
+        lines += word_taps_head(sig.cin).splitlines()
+
+    def chained(k: int, c: int, ind: str) -> list[str]:
+        if lut or not sig.pre:
+            return []
+        return [ind + _chain(sig.pre, f"t{c}_{k}", c, "full", 0, cast, gates)
+                .replace("\n", "\n" + ind)]
+
+    def from_words(c: int) -> list[str]:
+        """Channel ``c`` of the four taps out of the rows' words (``wi_``'s branch)."""
+        out = []
+        for k in taps:
+            r, b = ("r0_", "r1_")[k // 2], c + sig.cin * (k % 2)
+            out.append(f"    t{c}_{k} = {load(c, '', '', _word_byte(r, b))}")
+            out += chained(k, c, "    ")
+        return out
 
     def read(k: int, chs: list[int]) -> list[str]:
         ty, tx, dy, dx, word, _ = _TAPS[k]
@@ -170,9 +196,7 @@ def _sampler_taps(sig: GatherSig, gates: bool, load: Callable[[int, str, str], s
             out += [f"    sy = by{dy}", f"    sx = bx{dx}"]
         for c in chs:
             out.append(f"    t{c}_{k} = {load(c, 'sy', 'sx')}")
-            if not lut and sig.pre:
-                out.append("    " + _chain(sig.pre, f"t{c}_{k}", c, "full", 0, cast, gates)
-                           .replace("\n", "\n    "))
+            out += chained(k, c, "    ")
         return out
 
     def finish(c: int) -> list[str]:
@@ -193,10 +217,52 @@ def _sampler_taps(sig: GatherSig, gates: bool, load: Callable[[int, str, str], s
         # channel (the kernels were held to a quarter occupancy by their registers);
         # each channel's operations are the same, so the values are too
         for c in chans:
-            for k in taps:
-                lines += read(k, [c])
-            lines += finish(c)
+            reads = [ln for k in taps for ln in read(k, [c])]
+            if words:  # the same taps, their bytes out of the words; at the edges as before
+                reads = ["if wi_:", *from_words(c), "else:", *("    " + ln for ln in reads)]
+            lines += reads + finish(c)
     return lines
+
+
+def word_taps_head(cin: int) -> str:
+    """Per pixel of a ``words`` body (before its channels): ``wi_``, whether all four taps
+    are in the image and a row's tap pair is adjacent in the source (``dx_``: the member's
+    integer map keeps columns), and then ``r0_``, ``r1_``: the pair's ``2 cin`` bytes of
+    rows ``iy`` and ``iy + 1`` in their low bytes (:data:`WORD_TAPS_DEF`'s ``_w6``).
+
+    A batch writer's rotated pixel read each tap's channels as bytes (12 ``ld.global.u8``
+    per pixel, the writer bound by its L1 pipeline: bench/RESULTS.md, fourteenth session);
+    here 4 uint64 loads. The bytes are the ones the byte loads read, so the values are.
+    ``wi_`` is the four taps' bounds checks together: every byte the words are read for is
+    one the byte loads read (in the buffer), and so is each word read (``_w6``).
+    """
+    inside = " and ".join(f"_u({v}) < _u({n})" for v, n in (
+        ("iy", "mh"), ("iy + 1", "mh"), ("ix", "mw"), ("ix + 1", "mw")))
+    return "\n".join([f"wi_ = dx_ == {cin} and {inside}",
+                      "r0_ = _u(0)", "r1_ = _u(0)", "if wi_:",
+                      "    r0_ = _w6(srcw, ib_ + o)",
+                      "    r1_ = _w6(srcw, ib_ + _ix(o + dy_))"])
+
+
+def _word_byte(r: str, b: int) -> str:
+    """Byte ``b`` of uint64 ``r`` (unsigned operands: numba makes a mixed-sign shift
+    float64)."""
+    return f"(({r} >> _u({8 * b})) & _u(255))" if b else f"({r} & _u(255))"
+
+
+#: ``_w6(srcw, e)``: the six bytes at byte ``e`` of a whole-word 8-byte-aligned buffer (its
+#: uint64 view ``srcw``) in the low bytes of a uint64. The words holding the first and the
+#: last of them (the same word or the next) are funnel-shifted by ``e``'s alignment, as
+#: ``tile2d_batch.word_loads`` does; ``(hi << 63 - sh) << 1`` shifts by 64 as zero.
+WORD_TAPS_DEF = """
+
+@_dev
+def _w6(srcw, e):
+    sh = _u((e & 7) * 8)
+    lo = srcw[_u(e >> 3)]
+    hi = srcw[_u((e + 5) >> 3)]
+    return (lo >> sh) | ((hi << (_u(63) - sh)) << _u(1))
+"""
 
 
 def _gather_tail(sig: GatherSig, gates: bool, offsets: list[int]) -> list[str]:

@@ -350,3 +350,160 @@ def test_gated_off_samplers_write_the_per_pixel_branchs_values(
     assert not np.isnan(split[0]).any()
     for a, b in zip(split, branch, strict=True):
         assert np.array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+# --------------------------------------------------------------------- word taps
+
+def test_word_taps_only_for_uint8_rgb_samplers_on_gpus() -> None:
+    """The writers read their taps as words for a known uint8 RGB source with a sampler on
+    GPUs; a member's four word reads replace its 12 byte reads inside the image, and the
+    gated-off loop (one tap) keeps its bytes."""
+    for sig in (WRITER_CHAIN, WRITER_RGB):
+        assert batch_gather.word_taps(sig, "cuda", True)
+        assert not batch_gather.word_taps(sig, "cuda", None)
+        assert not batch_gather.word_taps(sig, "cpu", True)
+    assert not batch_gather.word_taps(WRITER_GREY, "cuda", True)
+    assert not batch_gather.word_taps(FIRST_RGB, "cuda", True)
+    with pytest.raises(ValueError, match="word taps"):
+        batch_gather.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
+                                          u8=None, words=True)
+    text = batch_gather.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
+                                             u8=True, words=True)
+    assert "cfull, srcw):" in text and " words" in text
+    on, off = text.split("\n        if gs_ == 0.0:\n", 1)[1].split("\n        else:\n", 1)
+    assert on.count("_w6(srcw") == 2 and on.count("if wi_:") == 4
+    # the words' 12 bytes, and the 12 byte loads at the edges
+    assert len(re.findall(r"r[01]_ >> _u\(\d+\)\) & _u\(255\)|r[01]_ & _u\(255\)", on)) == 12
+    assert on.count("src[") == 12 and "wi_" not in off and off.count("src[") == 3
+    plain = batch_gather.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
+                                              u8=True)
+    assert "srcw" not in plain and "_w6" not in plain
+
+
+def _word_members(sig: GatherSig, n: int, rng: np.random.Generator, h: int, w: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Parameter rows and source images of ``n`` members of ``sig`` over ``h`` x ``w``
+    sources: integer maps keeping columns (the word taps), flipping them or transposing
+    (byte taps); affine maps shifting by half a pixel either way (the taps reach the last
+    row and column, or start before the first), an identity (whole-number taps), rotations;
+    a gated-off sampler every 8th member, other gates at random."""
+    from millipyde.graph.codegen import gather_sig as gs
+
+    np_ = gs.gather_nparams(sig)
+    p = np.zeros((n, np_ + gs.gather_ngates(sig)))
+    sidx = np.zeros(n, np.int64)
+    for b in range(n):
+        q, mid = [((1, 0, 0, 0, 1, 0), (h, w)), ((1, 0, 0, 0, 1, 0), (h, w)),
+                  ((1, 0, 0, 0, -1, w - 1), (h, w)), ((0, 1, 0, 1, 0, 0), (w, h))][b % 4]
+        t = rng.uniform(0, 2 * np.pi)
+        c, s = np.cos(t), np.sin(t)
+        cy, cx = (mid[0] - 1) / 2, (mid[1] - 1) / 2
+        a = [(1, 0, 0.5, 0, 1, 0.5), (1, 0, -0.5, 0, 1, -0.5), (1, 0, 0, 0, 1, 0),
+             (c, -s, cy - c * cy + s * cx, s, c, cx - s * cy - c * cx)][(b // 4) % 4]
+        p[b, gs.P_OFF:gs.P_OFF + 6] = q
+        p[b, gs.A_OFF:gs.A_OFF + 6] = a
+        p[b, gs.MID_OFF:gs.MID_OFF + 2] = mid
+        p[b, gs.FULL_OFF] = 255.0
+        p[b, gs.CLIP_OFF:gs.CLIP_HI_OFF + 1] = -np.inf, np.inf
+        p[b, gs.OPS_OFF:np_] = rng.uniform(0.5, 1.5, np_ - gs.OPS_OFF)
+        p[b, np_:-1] = rng.integers(0, 2, p.shape[1] - np_ - 1)
+        p[b, -1] = b % 8 == 7  # the sampler's gate
+        # members keeping columns read the last image: its last pair ends the buffer
+        sidx[b] = 7 if b % 4 == 0 else b % 8
+    return p, sidx
+
+
+@cudasim_ok
+@pytest.mark.parametrize("hw", [(9, 9), (6, 11), (5, 13)])
+@pytest.mark.parametrize("sig", [WRITER_CHAIN, WRITER_RGB], ids=["chain", "lut"])
+def test_word_taps_write_the_byte_taps_values(sig: GatherSig, hw: tuple[int, int]) -> None:
+    """The writer reading its taps as words equals the one reading bytes, bit for bit: every
+    member base's byte alignment (odd widths), taps at every edge, the last image's last
+    pixel pair at the buffer's end (the simulator bounds-checks each word read), members
+    whose integer map flips or transposes columns, gated members."""
+    from millipyde.backend import ACTIVE as runtime
+
+    if runtime.codegen_target != "cuda":
+        pytest.skip("CUDA kernels (cuda or cudasim)")
+    from numba import cuda
+
+    rng = np.random.default_rng(11)
+    n, (h, w), sim = 32, hw, runtime.simulated
+    src = rng.integers(0, 256, (8, h, w, 3), dtype=np.uint8)  # 8 h w 3 bytes: whole words
+    p, sidx = _word_members(sig, n, rng, h, w)
+    lut = rng.integers(0, 256, (n, 2, sig.cin, 256), dtype=np.uint8)
+    pos = rng.permutation(n).astype(np.int64)
+    mean, std = np.array([0.4, 0.5, 0.6]), np.array([0.2, 0.25, 0.3])
+    src_, sidx_, lut_, p_ = (cuda.to_device(a.reshape(-1)) for a in (src, sidx, lut, p))
+    srcw = runtime.words(src_)
+    assert srcw is not None and srcw.shape[0] * 8 == src.size
+    args = (src_, sidx_, lut_, p_, n, h, w, src[0].size, w)
+
+    def run(words: bool) -> np.ndarray:
+        out = cuda.to_device(np.full(n * 3 * h * w, np.nan, np.float32))
+        kernel = batch_gather.gather_writer_kernel(sig, "cuda", sim, True, 3, "NCHW", u8=True,
+                                                   words=words)
+        kernel[(2, 2, n), (4, 4, 1)](*args, out, cuda.to_device(pos), cuda.to_device(mean),
+                                     cuda.to_device(std), 255.0, *((srcw,) if words else ()))
+        return out.copy_to_host()
+
+    got, want = run(True), run(False)
+    assert not np.isnan(want).any()
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@cudasim_ok
+def test_batches_read_whole_word_stacks_as_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch whose colour writer reads a uint8 RGB stack of whole words takes the word
+    taps, and its samples equal the per-output Generator's, converted."""
+    from generator_reference import batch_spec, eager_outputs
+
+    import millipyde as mp
+    from millipyde import batch_convert
+    from millipyde.backend import ACTIVE as runtime
+    from millipyde.batches import convert_reference
+
+    if runtime.codegen_target != "cuda":
+        pytest.skip("the word taps are the GPU writers'")
+    took: list[bool] = []
+    make = batch_convert.fused_writer
+    monkeypatch.setattr(batch_convert, "fused_writer",
+                        lambda *a, **k: took.append(a[-1]) or make(*a, **k))
+    monkeypatch.setattr("millipyde.batches.fused_writer", batch_convert.fused_writer)
+    rng = np.random.default_rng(4)
+    imgs = [mp.gpuimage(rng.integers(0, 256, (8, 7, 3), dtype=np.uint8)) for _ in range(2)]
+    ops = [mp.Operation("random_gaussian", 0, 1), mp.Operation("random_colorize", [0.5, 1.5],
+                                                                [0.5, 1.5], [0.5, 1.5]),
+           mp.Operation("random_rotate", 0, 60, probability=0.7)]
+    want = eager_outputs(imgs, ops, 8, 3)
+    spec = batch_spec(8)
+    with mp.Generator(imgs, ops, outputs=8, seed=3).batches(8) as bs:
+        (got,) = list(bs)
+    got = np.asarray(got)
+    assert True in took
+    for k in range(8):
+        ref = convert_reference(want[k], spec)
+        assert np.array_equal(got[k].view(np.uint32), ref.view(np.uint32)), f"sample {k}"
+
+
+@pytest.mark.ptx
+def test_word_taps_ptx_loads_words() -> None:
+    """The word-tap writer's four tap words are global uint64 loads (named space), and it
+    adds no byte load to the byte-tap writer's (those at the edges)."""
+    pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
+    from numba import types
+    from numba.np.numpy_support import from_dtype
+
+    def arr(dtype: type) -> types.Array:
+        return types.Array(from_dtype(np.dtype(dtype)), 1, "C")
+
+    sig = (arr(np.uint8), arr(np.int64), arr(np.uint8), arr(np.float64)) + (types.int64,) * 5
+    sig += (arr(np.float32), arr(np.int64), arr(np.float64), arr(np.float64), types.float64)
+    got = {}
+    for words in (False, True):
+        fn = batch_gather.gather_writer_kernel(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
+                                               u8=True, words=words)
+        ptx = ptx_of(fn.py_func, sig + ((arr(np.uint64),) if words else ()))
+        assert not GENERIC_LOAD.findall(ptx)
+        got[words] = [len(re.findall(rf"\bld\.global\.{t}\b", ptx)) for t in ("u8", "u64")]
+    assert got[True][0] == got[False][0] and got[True][1] == got[False][1] + 4
