@@ -39,6 +39,10 @@ HEAD = "from numba import uint32 as _w32t\n"
 #: Output pixels per side of an axis-map member's tile (a multiple of 8: the store unit).
 TILE = 64
 
+#: Words a thread loads before it stores them (contiguous members, tile loads): enough
+#: loads in flight per thread to cover the memory's latency. Benchmarks set it to compare.
+WORDS_PER_TRIP = 4
+
 #: Whether the flat batched gathers take this kernel where it applies (benchmarks compare).
 ENABLED = True
 
@@ -78,24 +82,32 @@ def _bytes_of(c: int) -> list[tuple[int, int, int]]:
 
 
 def _contiguous(c: int) -> str:
-    """The contiguous member: word ``wr`` of the member from source word ``wr + sq_``."""
+    """The contiguous member: word ``wr`` of the member from source word ``wr + sq_``,
+    ``WORDS_PER_TRIP`` words of a thread's grid-stride loop loaded before any is stored."""
+    n = WORDS_PER_TRIP
     lines = ["nw_ = _ix(h * w * " + str(c) + " // 8)",
+             "st_ = _ix(nbl_ * nt_)",
              "wr = _ix(bl_ * nt_ + tid_)",
-             "while wr < nw_:",
-             "    wv_ = _u(srcw[_u(sq_ + wr)])",
-             "    ov_ = _u(0)"]
-    if c == 1:
-        offs = ["0"] * 3
-    else:
-        # the channel of the word's first byte: member byte 8 wr, 8 = 2 (mod 3)
-        lines += ["    k0_ = _ix((wr + wr) % 3)",
-                  "    k1_ = _ix(k0_ - 2 if k0_ == 2 else k0_ + 1)",
-                  "    k2_ = _ix(k1_ - 2 if k1_ == 2 else k1_ + 1)"]
-        offs = ["k0_ * 256", "k1_ * 256", "k2_ * 256"]
-    for j in range(8):
-        byte = f"_u32((wv_ >> _u({8 * j})) & _u(255))"
-        lines.append(f"    ov_ = ov_ | (_u(ct_[_u32({offs[j % 3]} + {byte})]) << _u({8 * j}))")
-    lines += ["    dstw[_u(dq_ + wr)] = ov_", "    wr = _ix(wr + nbl_ * nt_)"]
+             "while wr < nw_:"]
+    # a word past the member is loaded at the member's last word and not stored
+    lines += [f"    wq{i}_ = _ix(min(wr + {i} * st_, nw_ - 1))" for i in range(n)]
+    lines += [f"    wv{i}_ = _u(srcw[_u(sq_ + wq{i}_)])" for i in range(n)]
+    for i in range(n):
+        if c == 1:
+            offs = ["0"] * 3
+        else:
+            # the channel of the word's first byte: member byte 8 wr, 8 = 2 (mod 3)
+            lines += [f"    k0_ = _ix((wq{i}_ + wq{i}_) % 3)",
+                      "    k1_ = _ix(k0_ - 2 if k0_ == 2 else k0_ + 1)",
+                      "    k2_ = _ix(k1_ - 2 if k1_ == 2 else k1_ + 1)"]
+            offs = ["k0_ * 256", "k1_ * 256", "k2_ * 256"]
+        terms = [f"(_u(ct_[_u32({offs[j % 3]} + _u32((wv{i}_ >> _u({8 * j})) & _u(255)))])"
+                 f" << _u({8 * j}))" for j in range(8)]
+        lines.append(f"    ov{i}_ = " + " | ".join(terms))
+    lines.append("    dstw[_u(dq_ + wr)] = ov0_")
+    for i in range(1, n):
+        lines += [f"    if wr + {i} * st_ < nw_:", f"        dstw[_u(dq_ + wq{i}_)] = ov{i}_"]
+    lines.append(f"    wr = _ix(wr + {n} * st_)")
     return "\n".join(lines) + "\n"
 
 
@@ -127,13 +139,7 @@ while tt_ < ntt_:
     aw_ = a_ >> 3
     e_ = _ix(tid_)
     while e_ < nu_ * {nwr}:
-        u = _ix(e_ // {nwr})
-        k = _ix(e_ - u * {nwr})
-        if k * 8 < am_ + nv_ * {c}:
-            wv_ = _u(srcw[_u(aw_ + _ix(u * ws_ + k))])
-            tl_[_u32(u * {rsw} + 2 * k)] = _u32(wv_ & _u(0xFFFFFFFF))
-            tl_[_u32(u * {rsw} + 2 * k + 1)] = _u32(wv_ >> _u(32))
-        e_ = _ix(e_ + nt_)
+{_tile_loads(c)}        e_ = _ix(e_ + {WORDS_PER_TRIP} * nt_)
     # output pixel (y0_ + r, x0_ + i) reads shared byte ob_ + r rs_ + i xs_ (+ its channel)
     ob_ = _ix((m0_ * y0_ + m1_ * x0_ + m2_ - sl_) * {4 * rsw} + am_
               + (m3_ * y0_ + m4_ * x0_ + m5_ - vl_) * {c})
@@ -161,6 +167,26 @@ while tt_ < ntt_:
     body += [f"dstw[_u(ow_ + {wd})] = ov{wd}_" for wd in range(c)]
     tail = "        e_ = _ix(e_ + nt_)\n    cuda.syncthreads()\n    tt_ = _ix(tt_ + nbl_)\n"
     return load + "".join(" " * 12 + line + "\n" for line in body) + tail
+
+
+def _tile_loads(c: int) -> str:
+    """One trip of the tile's loads: ``WORDS_PER_TRIP`` of the thread's source words (row
+    ``u``, word ``k``) loaded, then stored to shared memory."""
+    t, rsw, n = TILE, _row_words(c), WORDS_PER_TRIP
+    nwr = (t * c + 7) // 8 + 1
+    lines = []
+    for i in range(n):
+        lines += [f"e{i}_ = _ix(e_ + {i} * nt_)",
+                  f"u{i}_ = _ix(e{i}_ // {nwr})",
+                  f"k{i}_ = _ix(e{i}_ - u{i}_ * {nwr})",
+                  # a word of the row's bytes (of the tile's rows)
+                  f"l{i}_ = e{i}_ < nu_ * {nwr} and k{i}_ * 8 < am_ + nv_ * {c}",
+                  f"wv{i}_ = _u(srcw[_u(aw_ + _ix(u{i}_ * ws_ + k{i}_))]) if l{i}_ else _u(0)"]
+    for i in range(n):
+        lines += [f"if l{i}_:",
+                  f"    tl_[_u32(u{i}_ * {rsw} + 2 * k{i}_)] = _u32(wv{i}_ & _u(0xFFFFFFFF))",
+                  f"    tl_[_u32(u{i}_ * {rsw} + 2 * k{i}_ + 1)] = _u32(wv{i}_ >> _u(32))"]
+    return "".join(" " * 8 + line + "\n" for line in lines)
 
 
 def _row_words(c: int) -> int:

@@ -159,10 +159,15 @@ def test_axis_kernel_equals_the_general_gather(n: int, sh: int, sw: int, cin: in
 
 @cudasim_ok
 @gpu_kernels
-def test_batches_take_the_axis_kernel_and_equal_outputs() -> None:
+def test_batches_take_the_axis_kernel_and_equal_outputs(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
     from generator_reference import batch_spec, eager_outputs
 
+    from millipyde import precompile
     from millipyde.batches import convert_reference
+
+    # the batches compile as they go (the kernels are the test's, not the worker processes')
+    monkeypatch.setattr(precompile, "ENABLED", False)
 
     ops = [mp.Operation("transpose", probability=0.5), mp.Operation("fliplr", probability=0.5),
            mp.Operation("random_brightness", -0.3, 0.6, probability=0.8),
