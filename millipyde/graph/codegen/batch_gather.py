@@ -50,12 +50,13 @@ from .target import _HEADER, _RINT_CLIP, _decorator
 #: (whose registers bound their occupancy). Benchmarks set these to compare.
 ROWS_PER_TRIP = {"gather": 4, "writer": 1}
 
-#: Registers per thread the flat batched gathers and the batch writers may use on GPUs
-#: (``None``: as many as the compiler takes). The writers' loads are chains (source byte, its
-#: table entry, the blend): resident warps hide their latency, and at 80 registers three
-#: 256-thread blocks fit an SM where two did (bench/RESULTS.md, eleventh session). A link
-#: option: the PTX, so the arithmetic, is the same. Benchmarks set these to compare.
-MAX_REGISTERS: dict[str, int | None] = {"gather": None, "writer": 80}
+#: Registers per thread the flat batched gathers, the batch writers and the axis-map gathers
+#: (``batch_perm``) may use on GPUs (``None``: as many as the compiler takes). The writers'
+#: loads are chains (source byte, its table entry, the blend): resident warps hide their
+#: latency, and at 80 registers three 256-thread blocks fit an SM where two did
+#: (bench/RESULTS.md, eleventh session). A link option: the PTX, so the arithmetic, is the
+#: same. Benchmarks set these to compare.
+MAX_REGISTERS: dict[str, int | None] = {"gather": None, "writer": 80, "axis": None}
 
 
 def _capped(target: str, sim: bool, kind: str) -> str:
@@ -235,7 +236,7 @@ def gather_axis_source(sig: GatherSig, target: str, sim: bool = False,
     per = flat_accesses(_prologue(sig, gates) + "\n" + batch_tables.table_text(sig, gates), sig)
     general = flat_accesses(batch_tables.fast_body(sig, gates), sig)
     launch = batch_tables.launch_text(sig) + batch_perm.launch_text(sig.cin)
-    fn = (f"\n\n{_capped(target, sim, 'gather')}\n"
+    fn = (f"\n\n{_capped(target, sim, 'axis')}\n"
           "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, dst, srcw, dstw):\n")
     what = f"gather axis-map words tile={batch_perm.TILE}"
     return (_head(sig, target, False, what) + batch_tables.HEAD + batch_perm.HEAD + fn

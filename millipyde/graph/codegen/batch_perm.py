@@ -39,9 +39,10 @@ HEAD = "from numba import uint32 as _w32t\n"
 #: Output pixels per side of an axis-map member's tile (a multiple of 8: the store unit).
 TILE = 64
 
-#: Words a thread loads before it stores them (contiguous members, tile loads): enough
-#: loads in flight per thread to cover the memory's latency. Benchmarks set it to compare.
-WORDS_PER_TRIP = 4
+#: Words a thread loads before it stores them (contiguous members, tile loads). 4 took 90
+#: registers (2 blocks an SM) and ran the figure-5.1 first gathers slower than 1 (0.205
+#: against 0.182 ms a batch: bench/RESULTS.md, h-gather). Benchmarks set it to compare.
+WORDS_PER_TRIP = 1
 
 #: Whether the flat batched gathers take this kernel where it applies (benchmarks compare).
 ENABLED = True
