@@ -114,14 +114,18 @@ def _run(fn, args: tuple) -> None:
 
 @cudasim_ok
 @gpu_kernels
-@pytest.mark.parametrize("n,sh,sw,cin", [(72, 72, 72, 3), (16, 40, 32, 3), (24, 48, 48, 1),
-                                         (8, 9, 8, 3)])
-def test_axis_kernel_equals_the_general_gather(n: int, sh: int, sw: int, cin: int) -> None:
+@pytest.mark.parametrize("n,sh,sw,cin,words", [
+    (72, 72, 72, 3, 1), (72, 72, 72, 3, 3), (16, 40, 32, 3, 1), (16, 40, 32, 3, 2),
+    (24, 48, 48, 1, 1), (8, 9, 8, 3, 1)])
+def test_axis_kernel_equals_the_general_gather(n: int, sh: int, sw: int, cin: int, words: int,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Each member's branch (contiguous, tiles of an axis map, general) stores what the
     general tabled gather stores, bit for bit: all 8 axis maps at offsets that misalign the
     source's words, sizes that are not multiples of the tile, gated members, every member
-    through a grid smaller than its work (the loops stride)."""
+    through a grid smaller than its work (the loops stride), ``words`` words a trip."""
     from numba import cuda
+
+    monkeypatch.setattr(batch_perm, "WORDS_PER_TRIP", words)
 
     # per-channel gains after the brightness: each channel's table is its own
     sig = dataclasses.replace(FIRST, cin=cin, pre=("brightness", "colorize"))
