@@ -12,9 +12,9 @@ ways, chosen per member from its map (data: one kernel serves every member of a 
   of ``srcw``, looking its bytes up in the table and storing the word to ``dstw``.
 - *axis map* (every ``|q|`` entry 0 or 1 with one per row and column: transpose, flips,
   rot90, and their offsets): ``TILE`` x ``TILE`` output tiles; the block loads the tile's
-  source rectangle a source row at a time as uint64 words into shared memory (the rows'
-  8-byte misalignment kept), then each thread builds 8 output pixels (``cin`` words) of an
-  output row from shared bytes through the table and stores them as words.
+  source rectangle a source row at a time as uint64 words into shared memory (every row at
+  the rectangle's one byte alignment), then each thread builds 8 output pixels (``cin``
+  words) of an output row from shared bytes through the table and stores them as words.
 - *general*: the per-pixel table body (``batch_tables.fast_body``) over the member's pixels.
 
 Every output byte is the table's entry for the source byte the general gather reads for it
@@ -22,8 +22,8 @@ Every output byte is the table's entry for the source byte the general gather re
 (:func:`launch_words`) source and output rows of whole words (both widths multiples of 8: a
 tile's source rows share one alignment) and both buffers as whole aligned uint64 words
 (``backend.words``); a source word read may hold bytes of a neighbouring row or image, never
-past the buffer. Launches that do not fit, other
-signatures, the cpu and wide members take the general kernel (``batch_gather``).
+past the buffer. Launches that do not fit, other signatures, the cpu and wide members take
+the general kernel (``batch_gather``).
 """
 
 from __future__ import annotations
