@@ -20,7 +20,9 @@ kernel (mangled names differ between trees: compare by order and launches), over
 batch writers), each with its digest and kernel times: an A/B of that knob in one process.
 ``--caps G,W [G,W ...]``: the same for ``batch_gather.MAX_REGISTERS`` (registers per thread of
 the gathers and of the writers; 0: no cap). ``--words 0 1``: the same for
-``batch_gather.WORD_TAPS`` (the colour writer's taps as bytes, as words).
+``batch_gather.WORD_TAPS`` (the colour writer's taps as bytes, as words). ``--axis K,R
+[K,R ...]``: the same for the axis-map gathers' ``batch_perm.WORDS_PER_TRIP`` and register cap
+``MAX_REGISTERS['axis']``.
 """
 
 from __future__ import annotations
@@ -63,13 +65,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="settings 'G,W' of batch_gather.MAX_REGISTERS to compare (0: none)")
     ap.add_argument("--words", nargs="*", default=[],
                     help="settings 0/1 of batch_gather.WORD_TAPS to compare")
+    ap.add_argument("--axis", nargs="*", default=[],
+                    help="settings 'K,R' of codegen.batch_perm.WORDS_PER_TRIP and "
+                         "batch_gather.MAX_REGISTERS['axis'] (0: none) to compare")
     args = ap.parse_args(argv)
     print(f"[{args.label}] millipyde from {os.path.dirname(mp.__file__)}, backend "
           f"{mp.backend()}")
     rng = np.random.default_rng(0)
     imgs = [mp.gpuimage(rng.integers(0, 256, (args.px, args.px, 3), dtype=np.uint8))
             for _ in range(6)]
-    if not args.rows and not args.caps and not args.words:
+    if not args.rows and not args.caps and not args.words and not args.axis:
         _run(imgs, args, args.label)
     for setting in args.words:
         from millipyde import batch_convert
@@ -78,6 +83,15 @@ def main(argv: list[str] | None = None) -> int:
         batch_gather.WORD_TAPS = bool(int(setting))
         batch_convert.fused_writer.cache_clear()
         _run(imgs, args, f"{args.label} words={setting}")
+    for setting in args.axis:
+        from millipyde.graph.codegen import batch_gather, batch_perm
+        from millipyde.graph.exec import batch_group
+
+        k, r = (int(v) for v in setting.split(","))
+        batch_perm.WORDS_PER_TRIP = k
+        batch_gather.MAX_REGISTERS["axis"] = r or None
+        batch_group._axis_fn.cache_clear()
+        _run(imgs, args, f"{args.label} axis={setting}")
     for setting in args.caps:
         from millipyde import batch_convert
         from millipyde.graph.codegen import batch_gather

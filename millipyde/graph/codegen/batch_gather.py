@@ -27,7 +27,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from . import batch_tables
+import numpy as np
+
+from . import batch_perm, batch_tables
 from .batch_rows import rows_body, split_stores
 from .batch_tables import tabled  # noqa: F401  (batch_group asks here)
 from .chain import gather_defs
@@ -49,12 +51,13 @@ from .target import _HEADER, _RINT_CLIP, _decorator
 #: (whose registers bound their occupancy). Benchmarks set these to compare.
 ROWS_PER_TRIP = {"gather": 4, "writer": 1}
 
-#: Registers per thread the flat batched gathers and the batch writers may use on GPUs
-#: (``None``: as many as the compiler takes). The writers' loads are chains (source byte, its
-#: table entry, the blend): resident warps hide their latency, and at 80 registers three
-#: 256-thread blocks fit an SM where two did (bench/RESULTS.md, eleventh session). A link
-#: option: the PTX, so the arithmetic, is the same. Benchmarks set these to compare.
-MAX_REGISTERS: dict[str, int | None] = {"gather": None, "writer": 80}
+#: Registers per thread the flat batched gathers, the batch writers and the axis-map gathers
+#: (``batch_perm``) may use on GPUs (``None``: as many as the compiler takes). The writers'
+#: loads are chains (source byte, its table entry, the blend): resident warps hide their
+#: latency, and at 80 registers three 256-thread blocks fit an SM where two did
+#: (bench/RESULTS.md, eleventh session). A link option: the PTX, so the arithmetic, is the
+#: same. Benchmarks set these to compare.
+MAX_REGISTERS: dict[str, int | None] = {"gather": None, "writer": 80, "axis": None}
 
 
 def _capped(target: str, sim: bool, kind: str) -> str:
@@ -238,6 +241,40 @@ def gather_flat_kernel(sig: GatherSig, target: str, sim: bool = False, gates: bo
                        wide: bool = False, tabled_: bool = False):
     """The compiled flat batched gather (:func:`gather_flat_source`)."""
     return load(gather_flat_source(sig, target, sim, gates, wide, tabled_), target).kernel
+
+
+def gather_axis_source(sig: GatherSig, target: str, sim: bool = False,
+                       gates: bool = False) -> str:
+    """Source of ``kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, dst, srcw, dstw)``: the
+    tabled flat batched gather of ``sig`` (:func:`gather_flat_source` with ``tabled_``) with
+    its members' contiguous and axis-map branches (``batch_perm``); ``srcw``, ``dstw`` are
+    ``src`` and ``dst`` as uint64 words (``batch_perm.launch_words``)."""
+    if not batch_perm.applies(sig, target, np.uint8):
+        raise ValueError(f"the axis-map batched gather takes tabled gathers of whole pixels: {sig}")
+    per = flat_accesses(_prologue(sig, gates) + "\n" + batch_tables.table_text(sig, gates), sig)
+    general = flat_accesses(batch_tables.fast_body(sig, gates), sig)
+    launch = batch_tables.launch_text(sig) + batch_perm.launch_text(sig.cin)
+    fn = (f"\n\n{_capped(target, sim, 'axis')}\n"
+          "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, dst, srcw, dstw):\n")
+    what = f"gather axis-map words tile={batch_perm.TILE}"
+    return (_head(sig, target, False, what) + batch_tables.HEAD + batch_perm.HEAD + fn
+            + _members(launch, per + "\n" + batch_perm.member_text(sig.cin, general), ""))
+
+
+def gather_axis_kernel(sig: GatherSig, target: str, sim: bool = False, gates: bool = False):
+    """The compiled axis-map batched gather (:func:`gather_axis_source`)."""
+    return load(gather_axis_source(sig, target, sim, gates), target).kernel
+
+
+def axis_words(sig: GatherSig, target: str, src: Any, dst_flat: Any, w: int, wide: bool,
+               runtime: Any) -> tuple | None:
+    """``(srcw, dstw)`` where the flat batched gather of ``sig`` from ``src`` into
+    ``dst_flat`` (``w`` pixels wide) launches :func:`gather_axis_kernel`, else None (the
+    gather of :func:`gather_flat_source`): the signature (``batch_perm.applies``), 32-bit
+    offsets, and the buffers as words (``batch_perm.launch_words``)."""
+    if wide or not batch_perm.applies(sig, target, src.dtype):
+        return None
+    return batch_perm.launch_words(runtime, runtime.flat(src), dst_flat, int(src.shape[2]), w)
 
 
 # --------------------------------------------------------------------------- fused batch writer

@@ -38,6 +38,11 @@ def _gather_fn(sig: Any, gates: bool, wide: bool = False, tabled: bool = False):
                                              gates, wide, tabled)
 
 
+@functools.cache
+def _axis_fn(sig: Any, gates: bool):
+    return batch_gather.gather_axis_kernel(sig, runtime.codegen_target, runtime.simulated, gates)
+
+
 def tables_of(k: Any) -> bool:
     """Whether a batch gives gather ``k``'s uint8 elementwise chains per-member tables.
 
@@ -290,11 +295,21 @@ class _Group:
                 gated = self.gated[i]
                 args, wide = batch_gather.launch_args(sig, gated, src, sidx, views[a], views[b],
                                                       (h, w), runtime.flat, nb=nb)
-                tab = batch_gather.tabled(sig, runtime.codegen_target, src.dtype)
-                fn = self.cached(("gather", i, gated, wide, tab),
-                                 lambda s=sig, gt=gated, wd=wide, tb=tab: _gather_fn(s, gt, wd,
-                                                                                      tb))
-                launch(fn, nb, h, w, dev, *args, runtime.flat(dst))
+                dflat = runtime.flat(dst)
+                # whole pixels through a table: the words-and-tiles kernel where the buffers
+                # are whole words (batch_perm), else the general gather
+                words = batch_gather.axis_words(sig, runtime.codegen_target, src, dflat, w,
+                                                wide, runtime)
+                if words is not None:
+                    fn = self.cached(("axis", i, gated),
+                                     lambda s=sig, gt=gated: _axis_fn(s, gt))
+                    launch(fn, nb, h, w, dev, *args, dflat, *words)
+                else:
+                    tab = batch_gather.tabled(sig, runtime.codegen_target, src.dtype)
+                    fn = self.cached(("gather", i, gated, wide, tab),
+                                     lambda s=sig, gt=gated, wd=wide, tb=tab: _gather_fn(
+                                         s, gt, wd, tb))
+                    launch(fn, nb, h, w, dev, *args, dflat)
             elif not runtime.caps.shared_memory and batch_stencil.CPU_FUSED_STENCIL:
                 sidx_h = self.sidx_host() if first else range(nb)
                 batch_stencil.stencil_cpu(node, [src[j] for j in sidx_h], dst,
