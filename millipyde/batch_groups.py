@@ -404,13 +404,4 @@ class ArrayGroup(batch._Group):
 
     def pack(self, pk: batch._Pack) -> None:
         """Lay the group's arrays out in ``pk`` (``_Group.pack``'s slots)."""
-        n = len(self.index)
-        self.slots = [pk.add(self.sidx), pk.arange(n)]
-        self.gated = []
-        for a in self.arrays:
-            if "p" in a:
-                self.gated.append(a["gated"])
-                self.slots.append((pk.add(a["lut"]), pk.add(a["p"])))
-            else:
-                self.gated.append(False)
-                self.slots.append((pk.add(a["taps"]), pk.add(a["rad"])))
+        self.pack_arrays(pk, self.sidx, self.arrays)

@@ -220,6 +220,19 @@ class _Group:
                 rad = np.array([-1 if t is None else len(t) // 2 for t in taps], dtype=np.int64)
                 self.slots.append((pk.add(arr), pk.add(rad)))
 
+    def pack_arrays(self, pk: _Pack, sidx: np.ndarray, arrays: list[dict[str, Any]]) -> None:
+        """``pack``'s slots from stacked per-kernel arrays (``batch_groups.group_arrays``'
+        dicts: ``lut``/``p``/``gated`` of a gather, ``taps``/``rad`` of a stencil)."""
+        self.slots = [pk.add(sidx), pk.arange(len(sidx))]
+        self.gated = []
+        for a in arrays:
+            if "p" in a:
+                self.gated.append(a["gated"])
+                self.slots.append((pk.add(a["lut"]), pk.add(a["p"])))
+            else:
+                self.gated.append(False)
+                self.slots.append((pk.add(a["taps"]), pk.add(a["rad"])))
+
     def run(self, pk: _Pack) -> None:
         out = self.launch(pk)
         for member, view in zip(self.members, runtime.members(out), strict=True):

@@ -117,16 +117,7 @@ class PrefixGroup(_Group):
 
     def pack(self, pk: _Pack) -> None:
         """The union's slots (as ``ArrayGroup.pack``), and each group's offsets into it."""
-        n = len(self.sidx)
-        self.slots = [pk.add(self.sidx), pk.arange(n)]
-        self.gated = []
-        for a in self.arrays:
-            if "p" in a:
-                self.gated.append(a["gated"])
-                self.slots.append((pk.add(a["lut"]), pk.add(a["p"])))
-            else:
-                self.gated.append(False)
-                self.slots.append((pk.add(a["taps"]), pk.add(a["rad"])))
+        self.pack_arrays(pk, self.sidx, self.arrays)
         self._starts = [pk.add(np.arange(o, o + g.size(), dtype=np.int64))
                         for o, g in zip(self.offsets, self.groups, strict=True)]
 
