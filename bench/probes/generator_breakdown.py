@@ -104,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
         (lambda k0, n: _batch(imgs, ops, stacks, k0, n))
     for b in range(4):  # warm-up: compile every structure the coins give
         make(10_000 + b * args.batch, args.batch)
+    # the host's own time first: CUPTI (below) makes every launch dearer
+    plain = [make(20_000 + b * args.batch, args.batch)[0] for b in range(args.batches)]
+    print(f"record without the profiler: median {float(np.median(plain)) * 1e3:.2f} ms, "
+          f"min {min(plain) * 1e3:.2f} ms per batch of {args.batch}")
     times = []
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for b in range(args.batches):
