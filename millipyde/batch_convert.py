@@ -17,7 +17,7 @@ import numpy as np
 
 from .array import ArgumentError
 from .backend import ACTIVE as runtime  # the active backend
-from .graph.codegen import batch_gather
+from .graph.codegen import batch_writer
 from .graph.codegen import convert as codegen_convert
 
 _DTYPES = {"float32": np.float32, "float16": np.float16}
@@ -155,10 +155,10 @@ def write_sample(out: Any, pos: Any, src: Any, spec: BatchSpec, consts: tuple[An
 @functools.cache
 def fused_writer(sig: Any, gated: bool, channels: int, layout: str, wide: bool = False,
                  u8: bool | None = None, words: bool = False) -> Any:
-    """The compiled gather of ``sig`` that writes the batch (``batch_gather``; ``u8``:
+    """The compiled gather of ``sig`` that writes the batch (``batch_writer``; ``u8``:
     whether its source is uint8, None if not known; ``words``: it takes the source's uint64
     view last and reads its taps as words), cached."""
-    return batch_gather.gather_writer_kernel(sig, runtime.codegen_target, runtime.simulated,
+    return batch_writer.gather_writer_kernel(sig, runtime.codegen_target, runtime.simulated,
                                              gated, channels, layout, wide, u8, words)
 
 

@@ -313,7 +313,7 @@ class Batches:
         """The launch that writes ``g``'s samples (into the batch, ``flat_out`` its 1-D view)
         from its last gather (None: a separate conversion pass: resized samples, a stencil
         last, other stored dtypes)."""
-        from .graph.codegen import batch_gather
+        from .graph.codegen import batch_writer
         from .graph.codegen.batch_gather import launch_args
         from .graph.exec.batch import _launch
         from .graph.plan.schedule import full_range
@@ -332,8 +332,8 @@ class Batches:
             # the source's dtype picks the writer's loops (``gather_writer_source``'s u8),
             # and the stack's uint64 view (where it is whole aligned words) its word taps
             u8 = np.dtype(src.dtype) == np.uint8
-            srcw = (runtime.words(args[0]) if batch_gather.WORD_TAPS and
-                    batch_gather.word_taps(sig, runtime.codegen_target, u8) else None)
+            srcw = (runtime.words(args[0]) if batch_writer.WORD_TAPS and
+                    batch_writer.word_taps(sig, runtime.codegen_target, u8) else None)
             words = srcw is not None
             fn = g.cached(("fused", gated, spec.channels, spec.layout, wide, u8, words),
                           lambda: fused_writer(sig, gated, spec.channels, spec.layout, wide,

@@ -20,7 +20,7 @@ kernel (mangled names differ between trees: compare by order and launches), over
 batch writers), each with its digest and kernel times: an A/B of that knob in one process.
 ``--caps G,W [G,W ...]``: the same for ``batch_gather.MAX_REGISTERS`` (registers per thread of
 the gathers and of the writers; 0: no cap). ``--words 0 1``: the same for
-``batch_gather.WORD_TAPS`` (the colour writer's taps as bytes, as words). ``--axis K,R
+``batch_writer.WORD_TAPS`` (the colour writer's taps as bytes, as words). ``--axis K,R
 [K,R ...]``: the same for the axis-map gathers' ``batch_perm.WORDS_PER_TRIP`` and register cap
 ``MAX_REGISTERS['axis']``.
 """
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--caps", nargs="*", default=[],
                     help="settings 'G,W' of batch_gather.MAX_REGISTERS to compare (0: none)")
     ap.add_argument("--words", nargs="*", default=[],
-                    help="settings 0/1 of batch_gather.WORD_TAPS to compare")
+                    help="settings 0/1 of batch_writer.WORD_TAPS to compare")
     ap.add_argument("--axis", nargs="*", default=[],
                     help="settings 'K,R' of codegen.batch_perm.WORDS_PER_TRIP and "
                          "batch_gather.MAX_REGISTERS['axis'] (0: none) to compare")
@@ -78,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         _run(imgs, args, args.label)
     for setting in args.words:
         from millipyde import batch_convert
-        from millipyde.graph.codegen import batch_gather
+        from millipyde.graph.codegen import batch_writer
 
-        batch_gather.WORD_TAPS = bool(int(setting))
+        batch_writer.WORD_TAPS = bool(int(setting))
         batch_convert.fused_writer.cache_clear()
         _run(imgs, args, f"{args.label} words={setting}")
     for setting in args.axis:

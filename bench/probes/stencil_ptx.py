@@ -154,7 +154,7 @@ def ptxas_registers(ptx: str, ptxas: str) -> int:
 
 def gather_kernels() -> list[tuple[str, object, tuple]]:
     """The figure-5.1 batch gathers (``Generator.batches``), with their flat launch types."""
-    from millipyde.graph.codegen import batch_gather
+    from millipyde.graph.codegen import batch_gather, batch_writer
     from millipyde.graph.codegen.gather_sig import GatherSig
 
     i64, flat_u8, flat_f8 = arr(np.int64, 1), arr(np.uint8, 1), arr(np.float64, 1)
@@ -170,10 +170,10 @@ def gather_kernels() -> list[tuple[str, object, tuple]]:
          batch_gather.gather_flat_kernel(GatherSig(3, "lut", True, False, True,
                                                    lut_stages=(True, False), clip=False),
                                          "cuda"), (flat_u8, *lead, flat_f8)),
-        ("batch writer RGB", batch_gather.gather_writer_kernel(rgb, "cuda", False, True, 3,
+        ("batch writer RGB", batch_writer.gather_writer_kernel(rgb, "cuda", False, True, 3,
                                                                 "NCHW"),
          (flat_u8, *lead, *writer_tail)),
-        ("batch writer grey", batch_gather.gather_writer_kernel(grey, "cuda", False, True, 3,
+        ("batch writer grey", batch_writer.gather_writer_kernel(grey, "cuda", False, True, 3,
                                                                  "NCHW"),
          (flat_f8, *lead, *writer_tail)),
     ]

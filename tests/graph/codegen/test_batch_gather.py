@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from ptx_compile import ptx_of
 
-from millipyde.graph.codegen import batch_gather
+from millipyde.graph.codegen import batch_gather, batch_writer
 from millipyde.graph.codegen.gather_sig import GatherSig
 
 cudasim_ok = pytest.mark.cudasim_ok
@@ -40,8 +40,8 @@ def test_narrow_up_to_2_31_elements() -> None:
 
 @pytest.mark.parametrize("target", ["cpu", "cuda"])
 def test_writer_tables_only_whole_numbers_on_gpus(target: str) -> None:
-    rgb = batch_gather.gather_writer_source(WRITER_RGB, target, False, True, 3, "NCHW")
-    grey = batch_gather.gather_writer_source(WRITER_GREY, target, False, True, 3, "NCHW")
+    rgb = batch_writer.gather_writer_source(WRITER_RGB, target, False, True, 3, "NCHW")
+    grey = batch_writer.gather_writer_source(WRITER_GREY, target, False, True, 3, "NCHW")
     assert ("tab_[" in rgb) == (target == "cuda")
     assert "tab_[" not in grey and "if same_:" in grey
     for text in (rgb, grey):
@@ -153,7 +153,7 @@ def test_batch_writer_ptx_divides_only_for_its_table() -> None:
         return types.Array(from_dtype(np.dtype(dtype)), 1, "C")
 
     lead = (arr(np.uint8), arr(np.int64), arr(np.uint8), arr(np.float64)) + (types.int64,) * 5
-    fn = batch_gather.gather_writer_kernel(WRITER_RGB, "cuda", False, True, 3, "NCHW")
+    fn = batch_writer.gather_writer_kernel(WRITER_RGB, "cuda", False, True, 3, "NCHW")
     ptx = ptx_of(fn.py_func, lead + (arr(np.float32), arr(np.int64), arr(np.float64),
                                      arr(np.float64), types.float64))
     barrier = ptx.index("bar.sync")
@@ -172,17 +172,17 @@ def test_register_caps_only_on_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
     monkeypatch.setitem(batch_gather.MAX_REGISTERS, "writer", 80)
     monkeypatch.setitem(batch_gather.MAX_REGISTERS, "gather", None)
-    capped = batch_gather.gather_writer_source(WRITER_RGB, "cuda", False, True, 3, "NCHW")
+    capped = batch_writer.gather_writer_source(WRITER_RGB, "cuda", False, True, 3, "NCHW")
     assert "@cuda.jit(cache=True, max_registers=80)\ndef kernel(" in capped
-    assert "max_registers" not in batch_gather.gather_writer_source(WRITER_RGB, "cuda", True,
+    assert "max_registers" not in batch_writer.gather_writer_source(WRITER_RGB, "cuda", True,
                                                                      True, 3, "NCHW")
-    assert "max_registers" not in batch_gather.gather_writer_source(WRITER_RGB, "cpu", False,
+    assert "max_registers" not in batch_writer.gather_writer_source(WRITER_RGB, "cpu", False,
                                                                      True, 3, "NCHW")
     assert "max_registers" not in batch_gather.gather_flat_source(FIRST_RGB, "cuda")
-    fn = batch_gather.gather_writer_kernel(WRITER_RGB, "cuda", False, True, 3, "NCHW")
+    fn = batch_writer.gather_writer_kernel(WRITER_RGB, "cuda", False, True, 3, "NCHW")
     assert fn.targetoptions["max_registers"] == 80
     monkeypatch.setitem(batch_gather.MAX_REGISTERS, "writer", None)
-    plain = batch_gather.gather_writer_source(WRITER_RGB, "cuda", False, True, 3, "NCHW")
+    plain = batch_writer.gather_writer_source(WRITER_RGB, "cuda", False, True, 3, "NCHW")
     assert "max_registers" not in plain
     # the rest of the kernel text is the same
     assert capped.replace(", max_registers=80", "") == plain
@@ -235,7 +235,7 @@ WRITER_CHAIN = GatherSig(3, "chain", True, True, False, pre=("colorize",),
 def test_gated_samplers_get_a_one_tap_loop() -> None:
     """GPU kernels with a gated sampler run a member whose sampler is gated off through its
     own pixel loop, which reads tap 0 alone; the cpu's keep the per-pixel branch."""
-    text = batch_gather.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW")
+    text = batch_writer.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW")
     loops = text.split("\n        if cton_ and gs_ == 0.0:\n", 1)[1]
     table_on, rest = loops.split("\n        elif cton_:\n", 1)
     table_off, rest = rest.split("\n        elif gs_ == 0.0:\n", 1)
@@ -247,7 +247,7 @@ def test_gated_samplers_get_a_one_tap_loop() -> None:
     assert table_off.count("ct_[") == 3 and inline_off.count("_f_colorize(") == 3
     flat = batch_gather.gather_flat_source(WRITER_GREY, "cuda", gates=True)
     assert "if gs_ == 0.0:\n" in flat and flat.count("while x < w:") == 2
-    cpu = batch_gather.gather_writer_source(WRITER_CHAIN, "cpu", False, True, 3, "NCHW")
+    cpu = batch_writer.gather_writer_source(WRITER_CHAIN, "cpu", False, True, 3, "NCHW")
     assert "if gs_ != 0.0:" in cpu and cpu.count("for x in range(w):") == 1
     # without gates there is one loop
     assert batch_gather.gather_flat_source(WRITER_GREY, "cuda").count("while x < w:") == 1
@@ -278,18 +278,18 @@ def _members(sig: GatherSig, n: int, rng: np.random.Generator, full: list[float]
 def test_uint8_writers_hold_only_the_table_loops() -> None:
     """A chained writer over a known uint8 source runs every member through the table; over
     another source, none (``gather_writer_source``'s ``u8``)."""
-    u8 = batch_gather.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
+    u8 = batch_writer.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
                                            u8=True)
     assert "cton_" not in u8 and u8.count("while x < w:") == 2 and " uint8:" in u8
     assert u8.count("_f_colorize(") == 3  # the table's fill only
-    other = batch_gather.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
+    other = batch_writer.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
                                               u8=False)
     assert "ct_" not in other and "cton_" not in other and other.count("while x < w:") == 2
     assert other.count("_f_colorize(") == 12 + 3
     # writers without a chain table are the same whatever the source
     for u in (True, False):
-        assert batch_gather.gather_writer_source(WRITER_GREY, "cuda", False, True, 3, "NCHW",
-                                                 u8=u) == batch_gather.gather_writer_source(
+        assert batch_writer.gather_writer_source(WRITER_GREY, "cuda", False, True, 3, "NCHW",
+                                                 u8=u) == batch_writer.gather_writer_source(
             WRITER_GREY, "cuda", False, True, 3, "NCHW")
 
 
@@ -328,13 +328,14 @@ def test_gated_off_samplers_write_the_per_pixel_branchs_values(
     flat_too, tabled = cfull != 65535.0, bool(sig.pre)
 
     def run(split: bool) -> list[np.ndarray]:
-        monkeypatch.setattr(batch_gather, "_gated_sampler",
-                            lambda s, g, t: split and t != "cpu" and g and s.sampler)
+        for mod in (batch_gather, batch_writer):  # (the writer imports it by name)
+            monkeypatch.setattr(mod, "_gated_sampler",
+                                lambda s, g, t: split and t != "cpu" and g and s.sampler)
         u = u8 if split else None
-        text = batch_gather.gather_writer_source(sig, "cuda", sim, True, 3, "NCHW", u8=u)
+        text = batch_writer.gather_writer_source(sig, "cuda", sim, True, 3, "NCHW", u8=u)
         assert ("if gs_ != 0.0:" not in text) == split
         out = cuda.to_device(np.full(n * 3 * hw * hw, np.nan, np.float32))
-        kernel = batch_gather.gather_writer_kernel(sig, "cuda", sim, True, 3, "NCHW", u8=u)
+        kernel = batch_writer.gather_writer_kernel(sig, "cuda", sim, True, 3, "NCHW", u8=u)
         kernel[(1, 1, n), (4, 4, 1)](*args, out, cuda.to_device(pos), cuda.to_device(mean),
                                      cuda.to_device(std), cfull)
         got = [out.copy_to_host()]
@@ -359,15 +360,15 @@ def test_word_taps_only_for_uint8_rgb_samplers_on_gpus() -> None:
     GPUs; a member's four word reads replace its 12 byte reads inside the image, and the
     gated-off loop (one tap) keeps its bytes."""
     for sig in (WRITER_CHAIN, WRITER_RGB):
-        assert batch_gather.word_taps(sig, "cuda", True)
-        assert not batch_gather.word_taps(sig, "cuda", None)
-        assert not batch_gather.word_taps(sig, "cpu", True)
-    assert not batch_gather.word_taps(WRITER_GREY, "cuda", True)
-    assert not batch_gather.word_taps(FIRST_RGB, "cuda", True)
+        assert batch_writer.word_taps(sig, "cuda", True)
+        assert not batch_writer.word_taps(sig, "cuda", None)
+        assert not batch_writer.word_taps(sig, "cpu", True)
+    assert not batch_writer.word_taps(WRITER_GREY, "cuda", True)
+    assert not batch_writer.word_taps(FIRST_RGB, "cuda", True)
     with pytest.raises(ValueError, match="word taps"):
-        batch_gather.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
+        batch_writer.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
                                           u8=None, words=True)
-    text = batch_gather.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
+    text = batch_writer.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
                                              u8=True, words=True)
     assert "cfull, srcw):" in text and " words" in text
     on, off = text.split("\n        if gs_ == 0.0:\n", 1)[1].split("\n        else:\n", 1)
@@ -375,7 +376,7 @@ def test_word_taps_only_for_uint8_rgb_samplers_on_gpus() -> None:
     # the words' 12 bytes, and the 12 byte loads at the edges
     assert len(re.findall(r"r[01]_ >> _u\(\d+\)\) & _u\(255\)|r[01]_ & _u\(255\)", on)) == 12
     assert on.count("src[") == 12 and "wi_" not in off and off.count("src[") == 3
-    plain = batch_gather.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
+    plain = batch_writer.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
                                               u8=True)
     assert "srcw" not in plain and "_w6" not in plain
 
@@ -441,7 +442,7 @@ def test_word_taps_write_the_byte_taps_values(sig: GatherSig, hw: tuple[int, int
 
     def run(words: bool) -> np.ndarray:
         out = cuda.to_device(np.full(n * 3 * h * w, np.nan, np.float32))
-        kernel = batch_gather.gather_writer_kernel(sig, "cuda", sim, True, 3, "NCHW", u8=True,
+        kernel = batch_writer.gather_writer_kernel(sig, "cuda", sim, True, 3, "NCHW", u8=True,
                                                    words=words)
         kernel[(2, 2, n), (4, 4, 1)](*args, out, cuda.to_device(pos), cuda.to_device(mean),
                                      cuda.to_device(std), 255.0, *((srcw,) if words else ()))
@@ -501,7 +502,7 @@ def test_word_taps_ptx_loads_words() -> None:
     sig += (arr(np.float32), arr(np.int64), arr(np.float64), arr(np.float64), types.float64)
     got = {}
     for words in (False, True):
-        fn = batch_gather.gather_writer_kernel(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
+        fn = batch_writer.gather_writer_kernel(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
                                                u8=True, words=words)
         ptx = ptx_of(fn.py_func, sig + ((arr(np.uint64),) if words else ()))
         assert not GENERIC_LOAD.findall(ptx)

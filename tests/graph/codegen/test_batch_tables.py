@@ -13,7 +13,7 @@ from generator_reference import batch_spec, eager_outputs
 import millipyde as mp
 from millipyde.backend import ACTIVE as runtime
 from millipyde.batches import convert_reference
-from millipyde.graph.codegen import batch_gather, batch_tables, loader
+from millipyde.graph.codegen import batch_tables, batch_writer, loader
 from millipyde.graph.codegen.gather_sig import GatherSig
 
 cudasim_ok = pytest.mark.cudasim_ok
@@ -26,21 +26,21 @@ def test_writers_choose_the_table_per_member() -> None:
     assert not batch_tables.chain_tables(WRITER, "cpu")
     assert not batch_tables.chain_tables(dataclasses.replace(WRITER, cin=4), "cuda")
     assert not batch_tables.chain_tables(dataclasses.replace(WRITER, pre=()), "cuda")
-    text = batch_gather.gather_writer_source(WRITER, "cuda", False, True, 3, "NCHW")
+    text = batch_writer.gather_writer_source(WRITER, "cuda", False, True, 3, "NCHW")
     # the chain once per table entry, once per tap of the inline body (4 taps, 3 channels)
     # and once per channel of the inline body of members whose rotation is gated off
     assert text.count("_f_colorize(") == 3 + 12 + 3
     assert "cton_ = full == 255.0" in text and "if cton_ and gs_ == 0.0:" in text
     # the other writers are unchanged
     lut = dataclasses.replace(WRITER, mode="lut", pre=(), lut_stages=(True, False))
-    assert "ct_" not in batch_gather.gather_writer_source(lut, "cuda", False, True, 3, "NCHW")
+    assert "ct_" not in batch_writer.gather_writer_source(lut, "cuda", False, True, 3, "NCHW")
 
 
 def test_writers_without_a_sampler_store_the_table_values() -> None:
     # no sampler: the table body stores its lookups directly; the writer runs the member's
     # pixels through the table loop or the inline loop, chosen once per member
     sig = dataclasses.replace(WRITER, sampler=False, pre=("brightness",))
-    text = batch_gather.gather_writer_source(sig, "cuda", False, True, 3, "NCHW")
+    text = batch_writer.gather_writer_source(sig, "cuda", False, True, 3, "NCHW")
     loops = text.rsplit("\n        if cton_:\n", 1)[1]
     fast, slow = loops.split("\n        else:\n", 1)
     assert fast.count("_ = ct_[_u32(") == 3 and "_f_brightness(" not in fast

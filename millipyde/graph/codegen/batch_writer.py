@@ -1,0 +1,205 @@
+"""The batch writers: a flat batched gather (``batch_gather``) fused with the training batch's
+conversion, writing float32 (n, C, H, W) / (n, H, W, C) samples straight from its last gather
+(``Generator.batches``; ``batch_convert.fused_writer``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from . import batch_tables
+from .batch_gather import (
+    _SAMPLER_ON,
+    ROWS_PER_TRIP,
+    _capped,
+    _gated_sampler,
+    _head,
+    _loop,
+    _loop_by,
+    _prologue,
+    flat_accesses,
+)
+from .batch_rows import rows_body, split_stores
+from .gather_body import WORD_TAPS_DEF, _gather_body
+from .gather_sig import GatherSig
+from .loader import load
+
+_STORE = re.compile(r"^(?P<ind>\s*)dst\[y, x, (?P<c>\d+)\] = (?P<v>.+)$", re.M)
+
+# Whole-number values 0..255 (uint8 outputs, ``cfull`` 255) convert through a per-block
+# table of the ``channels`` x 256 normalized values: each entry is ``_norm`` of that value,
+# rounded to float32 as the direct store rounds it, so the samples are the same bits, and a
+# pixel's channels cost a shared-memory read each instead of two float64 divisions. Table-mode
+# gathers write uint8 (``cfull`` is 255 wherever they are fused): no check, and no direct
+# conversion compiled beside the table's.
+_TABLE = """tab_ = cuda.shared.array({n}, dtype=_f32)
+tabled_ = {cond}
+if tabled_:
+    i_ = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x
+    while i_ < {n}:
+        c_ = i_ // 256
+        tab_[i_] = _norm(float(i_ - c_ * 256), cfull, mean[c_], std[c_])
+        i_ += cuda.blockDim.x * cuda.blockDim.y
+cuda.syncthreads()
+"""
+
+# A grey value written to every channel is normalized once when every channel's mean and std
+# are the same (same bits: a zero's sign changes a difference's sign)
+_SAME = """same_ = True
+for c_ in range(1, {n}):
+    if not (_same(mean[c_], mean[0]) and _same(std[c_], std[0])):
+        same_ = False
+"""
+_SAME_DEF = """
+
+@_dev
+def _same(a, b):
+    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+"""
+
+
+def _writes_table(sig: GatherSig, target: str) -> bool:
+    """Whether the writer of ``sig`` converts through the table: GPUs (shared memory), values
+    that are whole numbers (integer or table outputs that are not grey)."""
+    return target != "cpu" and not sig.grey and (sig.is_int or sig.mode == "lut")
+
+
+def _out_index(layout: str, t: int, channels: int) -> str:
+    if layout == "NCHW":
+        return f"_u(ob_ + _ix({t} * h * w + y * w + x))"
+    return f"_u(ob_ + _ix((y * w + x) * {channels} + {t}))"
+
+
+def _writer_store(sig: GatherSig, layout: str, channels: int, table: bool
+                  ) -> Callable[[re.Match], str]:
+    def store(m: re.Match) -> str:
+        ind, c, v = m.group("ind"), int(m.group("c")), m.group("v")
+        if c >= 3:
+            return ""  # alpha
+        targets = range(channels) if sig.cout == 1 else [c]
+
+        def direct(t: int, mean: str, std: str) -> str:
+            return f"out[{_out_index(layout, t, channels)}] = _norm(cv_, cfull, {mean}, {std})"
+
+        lines = [f"cv_ = float({v})"]
+        if table:
+            lines += ["if tabled_:", "    iv_ = int(cv_)"]
+            lines += [f"    out[{_out_index(layout, t, channels)}] = tab_[_u({t * 256} + iv_)]"
+                      for t in targets]
+            lines += ["else:"] + [f"    {direct(t, f'mean[{t}]', f'std[{t}]')}"
+                                  for t in targets]
+        elif len(targets) > 1:
+            lines += ["if same_:", "    nv_ = _norm(cv_, cfull, mean[0], std[0])"]
+            lines += [f"    out[{_out_index(layout, t, channels)}] = nv_" for t in targets]
+            lines += ["else:"] + [f"    {direct(t, f'mean[{t}]', f'std[{t}]')}"
+                                  for t in targets]
+        else:
+            lines += [direct(t, f"mean[{t}]", f"std[{t}]") for t in targets]
+        return "\n".join(ind + line for line in lines)
+
+    return store
+
+
+def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, channels: int,
+                         layout: str, wide: bool = False, u8: bool | None = None,
+                         words: bool = False) -> str:
+    """Source of ``kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, out, pos, mean, std,
+    cfull)``: the flat batched gather of ``sig`` writing the training batch itself.
+
+    Where the gather stores channel ``c`` of member ``b``, this one stores
+    ``normalize(v, cfull, mean, std)`` (the value as stored, in float64) into sample
+    ``pos[b]`` of the flat float32 batch ``out`` ((N, channels, h, w) or (N, h, w,
+    channels)): grey replicated to ``channels``, alpha dropped. The arithmetic before the
+    store is the gather's own, so the samples equal converting the gather's output (uint8 or
+    float64, whose stored value is the computed one).
+
+    ``u8``: whether the source is uint8, where the caller knows (None: not known). A chain
+    through per-block tables (``batch_tables``) is taken by the members whose ``full`` is
+    255, the uint8 sources' (``plan.schedule.full_range``, which sets every member's
+    ``full``): with ``u8`` known, every member or none of them, so the kernel holds only
+    the table loops or only the inline ones. Compiled together, the inline loops' registers
+    (108: a chain per tap and channel) made ptxas spill in the table loops at the
+    80-register cap, which alone take 72 (sm_90, ptxas 13.0; bench/RESULTS.md, fourteenth
+    session). The values are the same either way.
+
+    ``words`` (where :func:`word_taps` holds): the kernel takes a last argument ``srcw``,
+    ``src``'s uint64 view (``Backend.words``: a whole number of aligned words), and reads
+    the rotated taps of interior pixels as words (``gather_body.word_taps_head``).
+    """
+    from .convert import _DEFS, _DIGEST
+
+    if words and not word_taps(sig, target, u8):
+        raise ValueError(f"word taps need a uint8 RGB source, a sampler, GPUs: {sig}")
+
+    if sig.packed:
+        raise ValueError("packed gathers are not fused with the batch conversion")
+    table = _writes_table(sig, target)
+    rows = 1 if target == "cpu" else ROWS_PER_TRIP["writer"]
+    # a uint8 member's chain through its block's table (batch_tables), others inline; with a
+    # gated sampler, members whose sampler is gated off read one tap (``_gated_sampler``)
+    chained = batch_tables.chain_tables(sig, target) and u8 is not False
+    only = chained and u8 is True  # every member through the table
+    split = _gated_sampler(sig, gates, target)
+    samplers = [(_SAMPLER_ON, "on"), ("", "off")] if split else [("", "pixel")]
+    makes = ([("" if only else "cton_",
+                lambda s, g, m: batch_tables.fast_body(s, g, m, words))] if chained else []) + (
+        [] if only else [("", lambda s, g, m: _gather_body(s, g, True, m, words))])
+    bodies = [(" and ".join(c for c in (cond, on) if c),
+               _writer_body(make(sig, gates, sampler), sig, layout, channels, table, rows))
+              for cond, make in makes for on, sampler in samplers]
+    per = _prologue(sig, gates)
+    if only:
+        per += "\n" + batch_tables.table_text(sig, gates)
+    elif chained:
+        per += "\ncton_ = full == 255.0\n" + batch_tables.table_text(sig, gates, "cton_")
+    per = flat_accesses(per, sig) + f"\nob_ = pos[b] * ({channels} * h * w)"
+    launch = batch_tables.launch_text(sig) if chained else ""
+    if table:
+        launch += _TABLE.format(n=channels * 256,
+                                cond="True" if sig.mode == "lut" else "cfull == 255.0")
+    elif sig.cout == 1 and channels > 1:
+        launch += _SAME.format(n=channels)
+    head = (_head(sig, target, wide, f"gather + batch writer {layout} channels={channels} "
+                  f"rows={rows} math={_DIGEST}" + (" chain-tables" if chained else "")
+                  + (" uint8" if only else "") + (" words" if words else ""))
+            + _DEFS + "from numba import float32 as _f32\n" + _SAME_DEF
+            + (batch_tables.HEAD if chained else "") + (WORD_TAPS_DEF if words else ""))
+    fn = (f"\n\n{_capped(target, sim, 'writer')}\n"
+          "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, out, pos, mean, std, cfull"
+          + (", srcw" if words else "") + "):\n")
+    if len(bodies) > 1:
+        return head + fn + _loop_by(per, bodies, launch, rows)
+    return head + fn + _loop(target, per, bodies[0][1], launch, rows)
+
+
+def _writer_body(body: str, sig: GatherSig, layout: str, channels: int, table: bool,
+                 rows: int) -> str:
+    """A gather body of ``sig`` with its stores made the batch writer's."""
+    compute, stores = split_stores(body)
+    stores, n = _STORE.subn(_writer_store(sig, layout, channels, table), stores)
+    if n != sig.cout or "dst[" in stores:
+        raise RuntimeError("gather_writer_source: stores not where expected")
+    return flat_accesses(rows_body(compute, stores, rows), sig)
+
+
+def gather_writer_kernel(sig: GatherSig, target: str, sim: bool, gates: bool, channels: int,
+                         layout: str, wide: bool = False, u8: bool | None = None,
+                         words: bool = False):
+    """The compiled fused gather + batch writer (:func:`gather_writer_source`)."""
+    return load(gather_writer_source(sig, target, sim, gates, channels, layout, wide, u8,
+                                     words), target).kernel
+
+
+#: Whether batch writers over uint8 RGB stacks of whole aligned words read their rotated
+#: taps as uint64 words (:func:`word_taps`); benchmarks turn it off to compare.
+WORD_TAPS = True
+
+
+def word_taps(sig: GatherSig, target: str, u8: bool | None) -> bool:
+    """Whether the batch writer of ``sig`` can read its sampler's taps as words
+    (``gather_writer_source``'s ``words``): GPUs, a known uint8 (``u8``) three-channel
+    source, a sampler in a flat body (a plain gather, or a chain the uint8 writer runs
+    through its tables alone: no pads, edge modes, user maps or packing)."""
+    return (target != "cpu" and u8 is True and sig.cin == 3 and sig.sampler
+            and not sig.packed and (sig.plain or batch_tables.chain_tables(sig, target)))
