@@ -19,8 +19,10 @@ Figure-5.1 operations (``random_colorize`` as a method: the inputs are all colou
   chain ahead in worker processes (``millipyde.precompile``, its numbers as ``precompile``)
   unless ``--no-precompile``; with ``--warm-processes N`` also a child
   that first runs ``millipyde.warmup`` in N processes (its time reported).
-- ``--ranks N``: N processes, one per GPU (``CUDA_VISIBLE_DEVICES``), each
-  ``Generator(rank=r, world_size=N)``; the summed rate against one GPU's.
+- ``--ranks N``: one rank process alone (``Generator(rank=0, world_size=1)``), then N
+  processes at once, one per GPU (``CUDA_VISIBLE_DEVICES``), each ``Generator(rank=r,
+  world_size=N)``, their timed windows started together (a file barrier); the summed rate
+  against the one alone and against this process's ``drop``.
 """
 
 from __future__ import annotations
@@ -78,6 +80,14 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
+def _steady(bs: object) -> None:
+    """Take the batches made ahead while the consumer was away (a sync, a barrier), untimed:
+    the timed window then starts as it ends, with the workers as far ahead as they keep up
+    (two batches of 256 on a GPU; at most four, for the small batches of a cpu smoke run)."""
+    for _ in range(min(bs._ahead, 4)):
+        _tensor(next(bs))
+
+
 def rate(imgs: list, size: int, batches: int, hold: int, seed: int = 0) -> float:
     """img/s of ``batches`` batches taken as torch tensors, keeping the last ``hold``."""
     kept: collections.deque = collections.deque(maxlen=max(hold, 1))
@@ -85,6 +95,7 @@ def rate(imgs: list, size: int, batches: int, hold: int, seed: int = 0) -> float
     with gen.batches(size) as bs:
         next(bs)  # workers started, first batch made
         _sync()
+        _steady(bs)
         t0 = time.perf_counter()
         for _ in range(batches):
             t = _tensor(next(bs))
@@ -152,19 +163,55 @@ def cold_child(size: int, px: int, warm_processes: int, precompile: bool = True)
     return out
 
 
-def ranks_child(rank: int, world: int, size: int, batches: int, px: int) -> float:
-    """img/s of one data-parallel process (its GPU only: ``CUDA_VISIBLE_DEVICES``)."""
+def _barrier(directory: str | None, rank: int, world: int) -> None:
+    """Wait until every rank has written its file in ``directory`` (no-op without one)."""
+    if not directory:
+        return
+    Path(directory, f"ready{rank}").touch()
+    deadline = time.monotonic() + 600
+    while sum(Path(directory, f"ready{r}").exists() for r in range(world)) < world:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"rank {rank}: the other ranks never got ready in {directory}")
+        time.sleep(0.001)
+
+
+def ranks_child(rank: int, world: int, size: int, batches: int, px: int,
+                barrier: str | None = None) -> dict:
+    """img/s of one data-parallel process (its GPU only: ``CUDA_VISIBLE_DEVICES``), timed
+    from the moment every rank is ready (``barrier``, a directory) so the windows overlap."""
     imgs = _images(px)
     gen = mp.Generator(imgs, operations(), seed=0, rank=rank, world_size=world)
     with gen.batches(size) as bs:
         for _ in range(2):
             next(bs)
         _sync()
+        _barrier(barrier, rank, world)
+        _steady(bs)
+        start = time.time()
         t0 = time.perf_counter()
         for _ in range(batches):
             _tensor(next(bs))
         _sync()
-        return batches * size / (time.perf_counter() - t0)
+        dt = time.perf_counter() - t0
+        return {"rate": batches * size / dt, "start": start, "end": start + dt}
+
+
+def run_ranks(n: int, size: int, batches: int, px: int) -> list[dict]:
+    """Run ``n`` rank processes at once, one GPU each, their timed windows started together."""
+    with tempfile.TemporaryDirectory() as d:
+        procs = [subprocess.Popen([sys.executable, __file__, "--child", f"rank{r}/{n}",
+                                   "--size", str(size), "--batches", str(batches),
+                                   "--px", str(px), "--barrier", d],
+                                  env={**os.environ, "CUDA_VISIBLE_DEVICES": str(r)},
+                                  stdout=subprocess.PIPE, text=True)
+                 for r in range(n)]
+        got = []
+        for r, p in enumerate(procs):
+            out, _ = p.communicate(timeout=900)
+            if p.returncode:
+                raise RuntimeError(f"rank {r} of {n} failed (exit {p.returncode})")
+            got.append(json.loads(out.strip().splitlines()[-1]))
+    return got
 
 
 def _spawn(args: list[str], env: dict) -> dict:
@@ -188,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-precompile", action="store_true",
                     help="with --cold: batches() compiles as it goes (no worker processes)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--barrier", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child == "cold":
         print(json.dumps(cold_child(args.size, args.px, args.warm_processes,
@@ -195,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.child and args.child.startswith("rank"):
         r, w = (int(v) for v in args.child[4:].split("/"))
-        print(json.dumps({"rate": ranks_child(r, w, args.size, args.batches, args.px)}))
+        print(json.dumps(ranks_child(r, w, args.size, args.batches, args.px, args.barrier)))
         return 0
     rows: dict = {}
     if args.cold:
@@ -236,19 +284,20 @@ def main(argv: list[str] | None = None) -> int:
                      else ""))
     print(f"hold16 vs drop: {rows['hold16'] / rows['drop'] - 1:+.1%}")
     if args.ranks:
-        rates = []
-        procs = [subprocess.Popen([sys.executable, __file__, "--child",
-                                   f"rank{r}/{args.ranks}", "--size", str(args.size),
-                                   "--batches", str(args.batches), "--px", str(args.px)],
-                                  env={**os.environ, "CUDA_VISIBLE_DEVICES": str(r)},
-                                  stdout=subprocess.PIPE, text=True)
-                 for r in range(args.ranks)]
-        for p in procs:
-            out, _ = p.communicate(timeout=900)
-            rates.append(json.loads(out.strip().splitlines()[-1])["rate"])
+        # one rank process alone, then all of them at once: the same code on each side
+        alone = run_ranks(1, args.size, args.batches, args.px)[0]["rate"]
+        got = run_ranks(args.ranks, args.size, args.batches, args.px)
+        rates = [g["rate"] for g in got]
+        overlap = min(g["end"] for g in got) - max(g["start"] for g in got)
+        span = max(g["end"] for g in got) - min(g["start"] for g in got)
+        rows["rank_alone"] = alone
         rows["ranks"] = rates
-        print(f"{args.ranks} processes: {sum(rates):,.0f} img/s ({rates}), "
-              f"{sum(rates) / rows['drop']:.2f}x one GPU")
+        rows["ranks_overlap"] = overlap / span
+        print(f"1 process alone: {alone:,.0f} img/s")
+        print(f"{args.ranks} processes at once: {sum(rates):,.0f} img/s "
+              f"({', '.join(f'{r:,.0f}' for r in rates)}; timed windows overlap "
+              f"{overlap / span:.0%}), {sum(rates) / alone:.2f}x one process alone, "
+              f"{sum(rates) / rows['drop']:.2f}x this process's drop")
     rows["floor"] = floor
     out = Path(f"bench/results/batches_{mp.backend()}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
