@@ -180,6 +180,10 @@ class _GatherPlan:
                 at[key], width = width, width + 7  # six map values, then the clip (0 or 1)
                 self.sources.append(sampler)
             pieces.append((codegen.A_OFF, 6, at[key], sel, at[key] + 6, float(clip)))
+        # equal for plans whose sources are (ops by index, samplers by their op's identity,
+        # middle and output shapes: what ``Draws.maps`` is keyed by)
+        self.skey = tuple(x if not isinstance(x, tuple) else (x[0], id(x[1]), x[2], x[3])
+                          for x in self.sources)
         n = len(self.p)
         self.pieces = (np.array([x[0] for x in pieces], dtype=np.int64),
                        np.array([x[1] for x in pieces], dtype=np.int64),
@@ -189,7 +193,15 @@ class _GatherPlan:
                        np.array([x[5] for x in pieces], dtype=np.float64))
 
     def source(self, d: Draws) -> np.ndarray:
-        """(N, W) the batch's drawn columns and sampler maps that the pieces copy from."""
+        """(N, W) the batch's drawn columns and sampler maps that the pieces copy from (one
+        per batch for the plans whose sources are the same: kept in ``d``)."""
+        key = ("source", self.skey)
+        got = d.cache.get(key)
+        if got is None:
+            got = d.cache[key] = self._source(d)
+        return got
+
+    def _source(self, d: Draws) -> np.ndarray:
         parts = []
         for x in self.sources:
             if isinstance(x, tuple):
@@ -402,6 +414,7 @@ class ArrayGroup(batch._Group):
     def radius(self, i: int) -> int:
         return int(self.arrays[i]["rad"].max(initial=0))
 
-    def pack(self, pk: batch._Pack) -> None:
-        """Lay the group's arrays out in ``pk`` (``_Group.pack``'s slots)."""
-        self.pack_arrays(pk, self.sidx, self.arrays)
+    def pack(self, pk: batch._Pack, start: int = 0) -> None:
+        """Lay the group's arrays out in ``pk`` (``_Group.pack``'s slots); ``start``: those of
+        kernels ``start ..`` only (``pack_arrays``)."""
+        self.pack_arrays(pk, self.sidx, self.arrays, start)

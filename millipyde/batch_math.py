@@ -298,12 +298,22 @@ def fill_rows(base: np.ndarray, flags: np.ndarray, tid: np.ndarray, rows: np.nda
 def ranged(block: np.ndarray, ranges: tuple[tuple[float, float], ...]) -> np.ndarray:
     """(n, T) draws ``lo + (hi - lo) * block[:, t + 1]`` of each range ``(lo, hi)`` (``lo``
     where ``lo == hi``), as ``batch_record.draw`` computes them column by column in NumPy."""
-    lo = np.array([a for a, _ in ranges], dtype=np.float64)
-    span = np.array([b - a for a, b in ranges], dtype=np.float64)  # (Python floats)
-    fixed = np.array([a == b for a, b in ranges], dtype=np.bool_)
+    lo, span, fixed = _range_arrays(tuple(ranges))
     out = np.empty((block.shape[0], len(ranges)))
     _mix_module().ranged(block, lo, span, fixed, out)
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _range_arrays(ranges: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, ...]:
+    """``ranged``'s per-column ``lo``, ``span`` and ``fixed`` (an op's ranges are the same
+    every batch: made once; read only)."""
+    lo = np.array([a for a, _ in ranges], dtype=np.float64)
+    span = np.array([b - a for a, b in ranges], dtype=np.float64)  # (Python floats)
+    fixed = np.array([a == b for a, b in ranges], dtype=np.bool_)
+    for a in (lo, span, fixed):
+        a.flags.writeable = False
+    return lo, span, fixed
 
 
 def group_ints(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,

@@ -27,7 +27,12 @@ from .batch_convert import (  # noqa: F401  (BatchSpec, convert_reference: publi
     write_sample,
 )
 from .batch_record import RecordError
+from .graph.codegen import batch_writer
+from .graph.codegen.batch_gather import launch_args
+from .graph.exec import batch, batch_prefix
+from .graph.exec.batch import _launch
 from .graph.ir.node import leaf
+from .graph.plan.schedule import full_range
 from .pipeline import PipelineError
 from .workers import Cancelled, WorkerGroup
 
@@ -252,8 +257,6 @@ class Batches:
             return self._recorded_on(rec, ks, device, stream)
 
     def _recorded_on(self, rec: Any, ks: list[int], device: int, stream: Any) -> Any:
-        from .graph.exec import batch, batch_prefix
-
         spec = self.spec
         stacks = self._st.stacks_on(device, stream)
         groups, left = rec.groups(ks, device, stacks, ahead=True)
@@ -262,11 +265,13 @@ class Batches:
         shapes += [([r], tuple(y.shape)) for r, y in zip(left, ys, strict=True)]
         hw = self._check_shapes(shapes, ks)
         pk = batch._Pack(len(ks))
+        heads = [batch_prefix.PrefixGroup(gs, k) for gs, k in batch_prefix.prefixes(groups)]
+        # a group after a shared prefix uploads the arrays of its own kernels only
+        start = {id(g): len(h.kernels()) for h in heads for g in h.groups}
         slots = []
         for g in groups:
-            g.pack(pk)
+            g.pack(pk, start.get(id(g), 0))
             slots.append(pk.add(g.index.astype(np.int64)))
-        heads = [batch_prefix.PrefixGroup(gs, k) for gs, k in batch_prefix.prefixes(groups)]
         for h in heads:
             h.pack(pk)
         pk.upload(device)
@@ -313,11 +318,6 @@ class Batches:
         """The launch that writes ``g``'s samples (into the batch, ``flat_out`` its 1-D view)
         from its last gather (None: a separate conversion pass: resized samples, a stencil
         last, other stored dtypes)."""
-        from .graph.codegen import batch_writer
-        from .graph.codegen.batch_gather import launch_args
-        from .graph.exec.batch import _launch
-        from .graph.plan.schedule import full_range
-
         last = g.kernels()[-1].output
         if not FUSE or last.dtype not in (np.uint8, np.float64) or \
                 tuple(last.shape[:2]) != tuple(hw):

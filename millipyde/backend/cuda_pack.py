@@ -33,6 +33,7 @@ PACK_ROUND = 1 << 16
 
 
 _DEVICE_ARRAY: list[type] = []
+_U64 = np.dtype(np.uint64)
 
 
 class _NoArray:
@@ -128,6 +129,30 @@ class CudaPacks:
         arr.__dict__.update(proto)
         arr.gpu_data = d["gpu_data"]
         return arr
+
+    def words(self, buffer: Any) -> Any:
+        """``Backend.words`` (a 1-D uint8 buffer as uint64 words, kept on it), the view
+        stamped from its layout's prototype over the same memory as ``reshape`` stamps it
+        (numba-cuda's ``view`` constructs one: a batch's writers and first gathers view their
+        new output buffers so every batch); anything else as the base does it."""
+        d = getattr(buffer, "__dict__", None)
+        got = None if d is None else d.get("_mp_words")
+        if got is not None:
+            return got
+        if type(buffer) is not (_DEVICE_ARRAY[0] if _DEVICE_ARRAY else _device_array()) or \
+                d["stream"] != 0 or d["ndim"] != 1 or d["dtype"] != np.uint8 or \
+                d["size"] == 0 or not d["_dummy"].is_c_contig:
+            return super().words(buffer)
+        if d["size"] % 8 or int(d["gpu_data"].device_pointer) % 8:
+            return None
+        shape = (d["size"] // 8,)
+        proto = _LAYOUTS._protos.get((shape, _U64)) or \
+            _LAYOUTS.proto(shape, _U64, buffer.gpu_data.context)
+        got = object.__new__(_DEVICE_ARRAY[0])
+        got.__dict__.update(proto)
+        got.gpu_data = d["gpu_data"]
+        d["_mp_words"] = got
+        return got
 
     def upload_pack(self, host: np.ndarray, parts: list[tuple[int, Any, tuple[int, ...]]],
                     device: int) -> list[Any]:

@@ -58,6 +58,24 @@ def test_a_flat_view_is_made_once_per_array():
     assert backend.flat(fa) is fa
 
 
+def test_stamped_words_are_numbas_view():
+    """``words``: a 1-D uint8 array as uint64 words, stamped, equals numba-cuda's ``view``
+    (every attribute), over the same memory, kept on the array; misaligned or ragged: None."""
+    backend = CudaPacks()
+    for ptr in (4096, 8192):  # the second from the cached prototype
+        a = _array((6 * 8 * 8,), np.dtype(np.uint8), ptr)
+        got, want = backend.words(a), a.view(np.uint64)
+        assert sorted(vars(got)) == sorted(vars(want)) and got.gpu_data is a.gpu_data
+        for name, value in vars(want).items():
+            if name not in ("_dummy", "gpu_data"):
+                assert vars(got)[name] == value, name
+        assert got._dummy.shape == want._dummy.shape == (48,)
+        assert got._dummy.strides == want._dummy.strides
+        assert got.is_c_contiguous() and backend.words(a) is got
+    assert backend.words(_array((44,), np.dtype(np.uint8))) is None
+    assert backend.words(_array((48,), np.dtype(np.uint8), 4100)) is None
+
+
 def test_what_does_not_fit_goes_to_numbas_reshape():
     backend = CudaPacks()
     a = _array((4, 6), np.dtype(np.float32))

@@ -18,7 +18,7 @@ import numpy as np
 from ...backend import ACTIVE as runtime  # the active backend: buffers, copies, launches
 from ..codegen import batch as codegen_batch
 from ..codegen import batch_bounds as codegen_bounds
-from ..codegen import batch_gather
+from ..codegen import batch_gather, batch_perm, batch_tables
 from ..codegen import gather_sig as codegen
 from ..ir.node import Node
 from ..plan.schedule import Kernel
@@ -220,13 +220,21 @@ class _Group:
                 rad = np.array([-1 if t is None else len(t) // 2 for t in taps], dtype=np.int64)
                 self.slots.append((pk.add(arr), pk.add(rad)))
 
-    def pack_arrays(self, pk: _Pack, sidx: np.ndarray, arrays: list[dict[str, Any]]) -> None:
+    def pack_arrays(self, pk: _Pack, sidx: np.ndarray, arrays: list[dict[str, Any]],
+                    start: int = 0) -> None:
         """``pack``'s slots from stacked per-kernel arrays (``batch_groups.group_arrays``'
-        dicts: ``lut``/``p``/``gated`` of a gather, ``taps``/``rad`` of a stencil)."""
-        self.slots = [pk.add(sidx), pk.arange(len(sidx))]
+        dicts: ``lut``/``p``/``gated`` of a gather, ``taps``/``rad`` of a stencil).
+
+        ``start`` > 0: the group runs from kernel ``start`` on (``launch(start=...)``, after
+        a shared prefix that has its own arrays): its first kernels' arrays and its stack
+        indices are not read, so not uploaded (their slots are None)."""
+        self.slots = [pk.add(sidx) if not start else None, pk.arange(len(sidx))]
         self.gated = []
-        for a in arrays:
-            if "p" in a:
+        for i, a in enumerate(arrays):
+            if i < start:
+                self.gated.append(a.get("gated", False))
+                self.slots.append(None)
+            elif "p" in a:
                 self.gated.append(a["gated"])
                 self.slots.append((pk.add(a["lut"]), pk.add(a["p"])))
             else:
@@ -310,15 +318,24 @@ class _Group:
                                                       (h, w), runtime.flat, nb=nb)
                 dflat = runtime.flat(dst)
                 # whole pixels through a table: the words-and-tiles kernel where the buffers
-                # are whole words (batch_perm), else the general gather
-                words = batch_gather.axis_words(sig, runtime.codegen_target, src, dflat, w,
-                                                wide, runtime)
+                # are whole words (batch_perm), else the general gather; which one the
+                # signature allows is worked out once per key and kernel (the source's dtype
+                # is in the key)
+                rkey = ("route", i, wide, batch_perm.ENABLED, batch_tables.TABLED)
+                route = self.memo.get(rkey)
+                if route is None:
+                    target = runtime.codegen_target
+                    route = self.memo[rkey] = (
+                        not wide and batch_perm.applies(sig, target, src.dtype),
+                        batch_gather.tabled(sig, target, src.dtype))
+                words = batch_perm.launch_words(runtime, runtime.flat(src), dflat,
+                                                int(src.shape[2]), w) if route[0] else None
                 if words is not None:
                     fn = self.cached(("axis", i, gated),
                                      lambda s=sig, gt=gated: _axis_fn(s, gt))
                     launch(fn, nb, h, w, dev, *args, dflat, *words)
                 else:
-                    tab = batch_gather.tabled(sig, runtime.codegen_target, src.dtype)
+                    tab = route[1]
                     fn = self.cached(("gather", i, gated, wide, tab),
                                      lambda s=sig, gt=gated, wd=wide, tb=tab: _gather_fn(
                                          s, gt, wd, tb))
