@@ -143,6 +143,8 @@ class _GatherPlan:
         n = len(rs)
         self.p = np.stack([r.p for r in rs])
         self.lut = np.stack([r.lut for r in rs]) if lut_mode else rs[0].lut[None]
+        if not lut_mode:  # the members' one table: a constant of every batch's pack
+            self.lut.flags.writeable = False
         self.lut_mode = lut_mode
         self.cols = [(o, j, _flags(us, n)) for (o, j), us in
                      _by([(c, u) for u, r in enumerate(rs) for c in r.cols]).items()]
@@ -311,9 +313,10 @@ def _gather_arrays(kp: _GatherPlan, tid: np.ndarray, rows: np.ndarray, d: Draws,
             out = np.empty((cnt, channels, 256), dtype=np.uint8)
             batch_math.lut_many()(codes, prm, channels, full, out)
             lut[m, stage] = out
-    else:
-        lut = kp.lut  # one table for every member (``_Group.pack``)
-    return {"lut": lut, "p": p, "gated": kp.gated}
+        return {"lut": lut, "p": p, "gated": kp.gated}
+    # one table for every member (``_Group.pack``), the plan's own array every batch: a
+    # constant of the pack (``_Pack.constant``)
+    return {"lut": kp.lut, "p": p, "gated": kp.gated, "fixed_lut": True}
 
 
 def _taps_arrays(kp: _TapsPlan, templates: list, i: int, tid: np.ndarray, rows: np.ndarray,

@@ -100,15 +100,28 @@ def launch_args(sig: GatherSig, gates: bool, src: Any, sidx: Any, lut: Any, p: A
     ``nb`` the members (default: ``sidx``'s length; a batch may share one longer index).
     """
     nb = int(sidx.shape[0]) if nb is None else int(nb)
-    pn = gather_nparams(sig) + (gather_ngates(sig) if gates else 0)
-    if tuple(p.shape) != (nb, pn) or src.ndim != 4 or int(sidx.shape[0]) < nb or (
+    # what depends on the signature and shapes only, worked out once per combination (a
+    # batch launches the same few; the signature is kept with it, so its id is not reused)
+    key = (id(sig), gates, tuple(src.shape), tuple(hw), channels)
+    got = _ARGS.get(key)
+    if got is None or got[0] is not sig:
+        h, w = (int(v) for v in hw)
+        got = (sig, gather_nparams(sig) + (gather_ngates(sig) if gates else 0),
+               not narrow(src.shape[1:], (h, w, max(sig.cout, channels))), h, w,
+               int(src.shape[1]) * int(src.shape[2]) * int(src.shape[3]), int(src.shape[2]))
+        if len(_ARGS) >= 1024:
+            _ARGS.clear()
+        _ARGS[key] = got
+    _, pn, wide, h, w, sn, sw = got
+    if tuple(p.shape) != (nb, pn) or src.ndim != 4 or sidx.shape[0] < nb or (
             sig.mode == "lut" and tuple(lut.shape) != (nb, 2, sig.cin, 256)):
         raise RuntimeError(f"flat batched gather {sig}: arrays {src.shape}, {lut.shape}, "
                            f"{p.shape} do not fit {nb} members")
-    h, w = (int(v) for v in hw)
-    wide = not narrow(src.shape[1:], (h, w, max(sig.cout, channels)))
-    sn = int(src.shape[1]) * int(src.shape[2]) * int(src.shape[3])
-    return (flat(src), sidx, flat(lut), flat(p), nb, h, w, sn, int(src.shape[2])), wide
+    return (flat(src), sidx, flat(lut), flat(p), nb, h, w, sn, sw), wide
+
+
+#: ``launch_args``' per-signature-and-shape values: key -> (sig, pn, wide, h, w, sn, sw)
+_ARGS: dict[tuple, tuple] = {}
 
 
 def _unsigned(v: str) -> str:

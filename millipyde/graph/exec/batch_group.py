@@ -114,16 +114,21 @@ def clip_bounds(src: Any, sidx: Any, p: Any, nb: int, device: int) -> None:
 
 
 class _Pack:
-    """Host arrays laid out in one buffer, uploaded once, handed back as device views."""
+    """Host arrays laid out in one buffer, uploaded once, handed back as device views.
+
+    Arrays that are the same object every batch (a group key's one shared table, the
+    members' 0, 1, 2, ...) are :meth:`constant` slots instead: uploaded once per device and
+    kept there (``_constant``), not copied into every batch's pack.
+    """
 
     ALIGN = 16
 
     def __init__(self, members: int = 0) -> None:
-        self.parts: list[tuple[int, np.ndarray]] = []
+        self.parts: list[tuple[int, np.ndarray]] = []  # offset (-1: a constant), array
         self.size = 0
         self.views: list[Any] = []
         # one 0, 1, 2, ... for every group of up to ``members`` (kernels read its first nb)
-        self._arange = self.add(np.arange(members, dtype=np.int64)) if members else None
+        self._arange = self.constant(_arange(members)) if members else None
         self._members = members
 
     def arange(self, n: int) -> int:
@@ -138,18 +143,65 @@ class _Pack:
         self.size += -(-(array.nbytes or 1) // self.ALIGN) * self.ALIGN
         return len(self.parts) - 1
 
+    def constant(self, array: np.ndarray) -> int:
+        """The slot of ``array``, which the caller hands in as the same object, unchanged,
+        every batch: its device copy is made once per device and kept while the array
+        lives (keyed by identity, so never modify it)."""
+        self.parts.append((-1, array))
+        return len(self.parts) - 1
+
     def upload(self, device: int) -> None:
         # (the alignment gaps between parts are never read: left as they are)
         host = np.empty(max(self.size, self.ALIGN), dtype=np.uint8)
+        packed = []
         for off, a in self.parts:
-            host[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
+            if off >= 0:
+                host[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
+                packed.append((off, a.dtype, a.shape))
         # one copy (pinned and asynchronous on GPUs: the worker does not wait for the
         # stream to reach it, so the previous batch's kernels still run while it launches)
-        self.views = runtime.upload_pack(host, [(off, a.dtype, a.shape) for off, a in self.parts],
-                                         device)
+        views = runtime.upload_pack(host, packed, device)
+        if len(packed) < len(self.parts):
+            it = iter(views)
+            views = [next(it) if off >= 0 else _constant(a, device) for off, a in self.parts]
+        self.views = views
 
     def __getitem__(self, slot: int) -> Any:
         return self.views[slot]
+
+
+#: device copies of ``_Pack.constant`` arrays: (device, id) -> (the host array, its copy);
+#: the host array is held, so its id is not reused while the entry lives
+_CONSTANTS: dict[tuple[int, int], tuple[np.ndarray, Any]] = {}
+
+
+def _constant(array: np.ndarray, device: int) -> Any:
+    got = _CONSTANTS.get((device, id(array)))
+    if got is None or got[0] is not array:
+        if len(_CONSTANTS) >= 512:
+            _CONSTANTS.clear()
+        with runtime.on_device(device):
+            buf = runtime.from_host(np.ascontiguousarray(array), device)
+            # read from other streams of the device too (another iterator's worker): the
+            # copy is complete before any of them may launch a kernel that reads it
+            runtime.synchronize(device)
+        got = _CONSTANTS[(device, id(array))] = (array, buf)
+    return got[1]
+
+
+_ARANGES: dict[int, np.ndarray] = {}
+
+
+def _arange(n: int) -> np.ndarray:
+    """0 .. n - 1 as int64, the same (read-only) array for every ``n``."""
+    got = _ARANGES.get(n)
+    if got is None:
+        got = np.arange(n, dtype=np.int64)
+        got.flags.writeable = False
+        if len(_ARANGES) >= 64:
+            _ARANGES.clear()
+        _ARANGES[n] = got
+    return got
 
 
 @dataclass
@@ -236,7 +288,8 @@ class _Group:
                 self.slots.append(None)
             elif "p" in a:
                 self.gated.append(a["gated"])
-                self.slots.append((pk.add(a["lut"]), pk.add(a["p"])))
+                lut = pk.constant(a["lut"]) if a.get("fixed_lut") else pk.add(a["lut"])
+                self.slots.append((lut, pk.add(a["p"])))
             else:
                 self.gated.append(False)
                 self.slots.append((pk.add(a["taps"]), pk.add(a["rad"])))

@@ -37,7 +37,7 @@ def _arrays_fit(groups: list[Any], i: int, kernel: Any) -> bool:
     if tables_of(kernel):
         return True  # a table per member: stacked
     first = arrays[0]["lut"]
-    return all(np.array_equal(a["lut"], first) for a in arrays[1:])
+    return all(a["lut"] is first or np.array_equal(a["lut"], first) for a in arrays[1:])
 
 
 def shared_prefix(groups: list[Any]) -> int:
@@ -91,10 +91,14 @@ class PrefixGroup(_Group):
     def _stacked(self, i: int) -> dict[str, Any]:
         arrays = [g.arrays[i] for g in self.groups]
         if "p" in arrays[0]:
-            lut = np.concatenate([a["lut"] for a in arrays]) if tables_of(self._kernels[i]) \
-                else arrays[0]["lut"]
-            return {"lut": lut, "p": np.concatenate([a["p"] for a in arrays]),
-                    "gated": arrays[0]["gated"]}
+            p = np.concatenate([a["p"] for a in arrays])
+            if tables_of(self._kernels[i]):
+                return {"lut": np.concatenate([a["lut"] for a in arrays]), "p": p,
+                        "gated": arrays[0]["gated"]}
+            # one table (equal in every group: ``_arrays_fit``), a constant where all are
+            fixed = all(a.get("fixed_lut") and a["lut"] is arrays[0]["lut"] for a in arrays)
+            return {"lut": arrays[0]["lut"], "p": p, "gated": arrays[0]["gated"],
+                    "fixed_lut": fixed}
         taps = np.zeros((len(self.sidx), max(a["taps"].shape[1] for a in arrays)))
         at = 0
         for a in arrays:
