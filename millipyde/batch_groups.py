@@ -248,6 +248,11 @@ class KeyPlan:
         self.kernels: list[Any] = []
         self.lock = threading.Lock()
         self.memo: dict[Any, Any] = {}  # compiled launches of the key (``_Group.memo``)
+        # what a batch whose templates all joined already reads without the lock
+        # (``batch_record``'s fast path): (templates, kernel plans), set before ``ready``
+        # (template -> its index) names the templates they cover
+        self.state: tuple[list[Any], list[Any]] = ([], [])
+        self.ready: dict[Any, int] = {}
 
     def ids(self, parts: list[tuple[Any, np.ndarray]],
             d: Draws) -> tuple[np.ndarray, list[Any], list[Any]]:
@@ -264,6 +269,8 @@ class KeyPlan:
                         self.templates.append(t)
                 self.kernels = self._build(d)
                 at = [index[t] for t, _ in parts]
+                self.state = (self.templates[:], self.kernels)
+                self.ready = dict(index)
             got = self.templates[:], self.kernels
         if len(parts) == 1:
             return np.full(parts[0][1].shape[0], at[0], dtype=np.int64), *got
@@ -364,6 +371,13 @@ def group_arrays(plan: KeyPlan, parts: list[tuple[Any, np.ndarray]],
     template's (they plan another kernel structure)."""
     tid, templates, kernels = plan.ids(parts, d)
     rows = parts[0][1] if len(parts) == 1 else np.concatenate([r for _, r in parts])
+    return member_arrays(templates, kernels, tid, rows, d)
+
+
+def member_arrays(templates: list[Any], kernels: list[Any], tid: np.ndarray, rows: np.ndarray,
+                  d: Draws) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray]:
+    """:func:`group_arrays` of members given as their templates' indices ``tid`` into
+    ``templates`` (a key plan's, with its ``kernels``) and their batch ``rows``."""
     ok = np.ones(len(rows), dtype=bool)
     arrays = []
     for i, kp in enumerate(kernels):

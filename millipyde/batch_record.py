@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from . import batch_math
-from .batch_groups import ArrayGroup, Draws, KeyPlan, group_arrays
+from .batch_groups import ArrayGroup, Draws, KeyPlan, group_arrays, member_arrays
 from .batch_ops import _BLOCK_WORDS, BLOCK, Ctx, sample_round
 from .graph.exec import batch
 from .image import RECORDING_METHODS, _bounds, _range, gpuimage
@@ -214,6 +214,7 @@ class Recorder:
         # (device, pattern as an integer) -> its template (or None): ``templates`` without
         # the pattern's bytes made per batch
         self.by_int: dict[tuple[int, int], _Template | None] = {}
+        self.by_dev: dict[int, dict[int, _Template | None]] = {}  # by_int per device
         self.ahead: set[int] = set()  # devices whose first batch recorded templates ahead
 
     #: Outputs tried as a pattern's template before the pattern is left to per-output work
@@ -299,27 +300,37 @@ class Recorder:
             inverse = inverse.reshape(-1)
             order = np.argsort(inverse, kind="stable")
             bounds = np.searchsorted(inverse[order], np.arange(len(first) + 1))
-        bounds = bounds.tolist()
         inputs = st.inputs
         sidx_of = np.array([stacks[n.id][1] for n in st.stacked_nodes[device]],
                            dtype=np.int64)
-        parts: dict[Any, list] = defaultdict(list)  # KeyPlan -> per pattern (template, rows)
-        left: list[np.ndarray] = []
-        by_int = self.by_int
-        for u, (f, key) in enumerate(zip(first.tolist(), ints, strict=True)):
-            rows = order[bounds[u]:bounds[u + 1]]
-            try:  # a pattern seen before: no call but the append (patterns x groups)
-                t = by_int[device, key]
-            except KeyError:
-                t = self._template_of(device, pats[f], key, ks, rows, stacks)
-            if t is None:
-                left.append(rows)
-            else:
-                parts[t.plan].append((t, rows))
         stack = next(iter(stacks.values()))[0] if stacks else None
         sidx_rows = sidx_of[karr % len(inputs)]
         groups: list[ArrayGroup] = []
-        lost = self._grouped(parts, drawn, stack, device, sidx_rows, groups)
+        left: list[np.ndarray] = []
+        seen = self.by_dev.get(device)
+        try:  # every pattern seen before, every template in its plan: no loop over patterns
+            ts = [seen[key] for key in ints] if seen is not None else None
+        except KeyError:
+            ts = None
+        lost = None
+        if ts is not None and None not in ts:
+            lost = self._grouped_fast(ts, inverse, order, drawn, stack, device, sidx_rows,
+                                      groups)
+        if lost is None:
+            bounds = bounds.tolist()
+            parts: dict[Any, list] = defaultdict(list)  # KeyPlan -> per pattern (template, rows)
+            by_int = self.by_int
+            for u, (f, key) in enumerate(zip(first.tolist(), ints, strict=True)):
+                rows = order[bounds[u]:bounds[u + 1]]
+                try:  # a pattern seen before: no call but the append (patterns x groups)
+                    t = by_int[device, key]
+                except KeyError:
+                    t = self._template_of(device, pats[f], key, ks, rows, stacks)
+                if t is None:
+                    left.append(rows)
+                else:
+                    parts[t.plan].append((t, rows))
+            lost = self._grouped(parts, drawn, stack, device, sidx_rows, groups)
         if len(lost):
             # outputs whose warp clip differs from their pattern's template: the pattern's
             # other plan (a template of their own), batched too
@@ -347,7 +358,49 @@ class Recorder:
                               stacks)
         if key is not None and full in self.templates:  # (not while tries are left)
             self.by_int[device, key] = t
+            self.by_dev.setdefault(device, {})[key] = t
         return t
+
+    @staticmethod
+    def _grouped_fast(ts: list[Any], inverse: np.ndarray, order: np.ndarray, drawn: Draws,
+                      stack: Any, device: int, sidx_rows: np.ndarray,
+                      groups: list) -> np.ndarray | None:
+        """``_grouped`` of a batch whose patterns (``ts``: per pattern its template, by
+        pattern rank) all have templates that joined their plans: per plan its members'
+        template indices and rows by array operations over the members, in the order the
+        per-pattern loop gives them (patterns ascending, members in order within each).
+        None (nothing appended) where a template has not joined yet."""
+        plans: dict[Any, Any] = {}  # plan -> its first pattern's template (its kernels)
+        number: dict[Any, int] = {}
+        pu, tu = [], []
+        for t in ts:
+            plan = t.plan
+            at = plan.ready.get(t)
+            if at is None:
+                return None
+            q = number.get(plan)
+            if q is None:
+                q = number[plan] = len(number)
+                plans[plan] = t
+            pu.append(q)
+            tu.append(at)
+        seq = inverse[order]  # each member's pattern rank, members sorted by pattern
+        lost = []
+        if len(plans) == 1:
+            masks: list[Any] = [None]
+        else:
+            member_plan = np.asarray(pu, dtype=np.int64)[seq]
+            masks = [member_plan == q for q in range(len(plans))]
+        tid_all = np.asarray(tu, dtype=np.int64)[seq]
+        for (plan, first), m in zip(plans.items(), masks, strict=True):
+            templates, kernels = plan.state
+            rows, tid = (order, tid_all) if m is None else (order[m], tid_all[m])
+            index, arrays, rest = member_arrays(templates, kernels, tid, rows, drawn)
+            lost.append(rest)
+            if len(index):
+                groups.append(ArrayGroup(plan, stack, device, first.kernels, index, arrays,
+                                         sidx_rows))
+        return np.sort(np.concatenate(lost)) if lost else np.zeros(0, dtype=np.int64)
 
     @staticmethod
     def _grouped(parts: dict[Any, list], drawn: Draws, stack: Any, device: int,
