@@ -136,18 +136,14 @@ class Template:
             if len(args) != len(self.kinds):
                 raise ValueError(f"{len(args)} arguments for a kernel of {len(self.kinds)}")
             for a in args[:m]:
-                out += (0, 0, a.size, a.dtype.itemsize, int(a.gpu_data.device_pointer))
-                out += a.shape
-                out += a.strides
+                out += getattr(a, "__dict__", _NONE).get("_mp_slots") or array_values(a)
             out += args[m:]
             return out
         for ndim, a in zip(self.kinds, args, strict=True):
             if ndim < 0:
                 out.append(a)
             else:
-                out += (0, 0, a.size, a.dtype.itemsize, int(a.gpu_data.device_pointer))
-                out += a.shape
-                out += a.strides
+                out += array_values(a)
         return out
 
     def launch(self, args: tuple, grid: tuple[int, int, int], block: tuple[int, int, int],
@@ -181,6 +177,24 @@ class Template:
         block = bytearray(self.layout.size)
         self.layout.pack_into(block, 0, *self.values(args))
         return self.layout.unpack(bytes(block))
+
+
+_NONE: dict = {}
+
+
+def array_values(a: Any) -> tuple:
+    """An array argument's slots (meminfo, parent, nitems, itemsize, data, shape...,
+    strides...), kept on the array once made: a device array's memory and layout are fixed
+    when it is made, and a batch passes the same arrays (the stack, the constants, a
+    kernel's output to the next kernel) to several launches."""
+    d = getattr(a, "__dict__", None)
+    got = None if d is None else d.get("_mp_slots")
+    if got is None:
+        got = (0, 0, a.size, a.dtype.itemsize, int(a.gpu_data.device_pointer), *a.shape,
+               *a.strides)
+        if d is not None:
+            d["_mp_slots"] = got
+    return got
 
 
 def template(cufunc_handle: Any, argument_types: tuple) -> Template | None:
