@@ -113,6 +113,10 @@ class _Ring:
     def copy(self, dst: Any, array: np.ndarray, stream: Any) -> None:
         self._host[:array.nbytes] = array.reshape(-1).view(np.uint8)
 
+    def copy_parts(self, dst: Any, parts: list, nbytes: int, stream: Any) -> None:
+        for at, a in parts:
+            self._host[at:at + a.nbytes] = a.reshape(-1).view(np.uint8)
+
 
 class _Stream:
     handle = None

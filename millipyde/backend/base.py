@@ -272,6 +272,16 @@ class Backend:
         return [self.part(buf, off, dtype, shape) if 0 not in shape
                 else self.empty(shape, dtype, device) for off, dtype, shape in parts]
 
+    def upload_parts(self, parts: list[tuple[int, np.ndarray]], nbytes: int,
+                     device: int) -> list[Any]:
+        """``upload_pack`` of C-contiguous arrays laid out at their byte offsets in a
+        buffer of ``nbytes`` (``graph.exec.batch_group._Pack``); views in ``parts``' order.
+        Here through a host buffer; a backend with a staging ring writes them into it."""
+        host = np.empty(max(nbytes, 16), dtype=np.uint8)
+        for off, a in parts:
+            host[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
+        return self.upload_pack(host, [(off, a.dtype, a.shape) for off, a in parts], device)
+
     def members(self, buffer: Any) -> list[Any]:
         """Views ``buffer[0], buffer[1], ...`` of a C-contiguous batch buffer."""
         return [buffer[m] for m in range(buffer.shape[0])]

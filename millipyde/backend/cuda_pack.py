@@ -175,6 +175,26 @@ class CudaPacks:
                     views[i] = self.empty(shape, dtype, device)
             return views
 
+    def upload_parts(self, parts: list[tuple[int, np.ndarray]], nbytes: int,
+                     device: int) -> list[Any]:
+        """``Backend.upload_parts``: the arrays written straight into a slot of the pinned
+        pack ring (``StagingRing.copy_parts``), then as ``upload_pack``."""
+        pool = self._cupy_pool()
+        if not self.staged_uploads or pool is None or nbytes == 0:
+            return super().upload_parts(parts, nbytes, device)
+        layout = [(off, a.dtype, a.shape) for off, a in parts]
+        with self.on_device(device):
+            stream = self.current_stream()
+            buf = self.empty_batched((-(-nbytes // PACK_ROUND) * PACK_ROUND,), np.uint8,
+                                     device)
+            self._pack_ring(device, nbytes).copy_parts(buf, parts, nbytes, stream)
+            ctx = pool._context(device, self._context)
+            views = _LAYOUTS.stamp_parts(layout, int(buf.gpu_data.device_pointer), buf, ctx)
+            for i, (_, dtype, shape) in enumerate(layout):
+                if views[i] is None:
+                    views[i] = self.empty(shape, dtype, device)
+            return views
+
     def empty_batched(self, shape: tuple[int, ...], dtype: Any, device: int) -> Any:
         """``empty`` of the batch engine's buffers inside ``on_device(device)``: through the
         pool's allocator of the layout (``CupyPool.allocator``, kept per layout) on the

@@ -36,7 +36,15 @@ class StagingRing:
     def copy(self, dst: Any, array: np.ndarray, stream: Any) -> None:
         """Queue a copy of C-contiguous ``array`` into device array ``dst`` on ``stream``
         (the device's context current); ``array`` may change as soon as this returns."""
-        n = array.nbytes
+        self.copy_parts(dst, [(0, array)], array.nbytes, stream)
+
+    def copy_parts(self, dst: Any, parts: list[tuple[int, np.ndarray]], nbytes: int,
+                   stream: Any) -> None:
+        """Queue a copy of ``nbytes`` into device array ``dst`` on ``stream`` (the device's
+        context current), each C-contiguous array of ``parts`` at its byte offset (written
+        straight into the pinned slot: no host buffer of their own first); bytes no part
+        covers are left as they are. The arrays may change as soon as this returns."""
+        n = nbytes
         if n > self.slot_bytes:
             raise ValueError(f"array of {n} B does not fit a {self.slot_bytes} B staging slot")
         if n == 0:
@@ -51,7 +59,9 @@ class StagingRing:
             else:
                 event = self._events[i] = self._cuda.event(timing=False)
             off = i * self.slot_bytes
-            self._host[off:off + n] = array.reshape(-1).view(np.uint8)
+            host = self._host
+            for at, a in parts:
+                host[off + at:off + at + a.nbytes] = a.reshape(-1).view(np.uint8)
             drv.driver.cuMemcpyHtoDAsync(drv.device_pointer(dst), self._base + off, n,
                                          drv._stream_handle(stream))
             event.record(stream)

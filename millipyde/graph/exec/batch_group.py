@@ -152,15 +152,11 @@ class _Pack:
 
     def upload(self, device: int) -> None:
         # (the alignment gaps between parts are never read: left as they are)
-        host = np.empty(max(self.size, self.ALIGN), dtype=np.uint8)
-        packed = []
-        for off, a in self.parts:
-            if off >= 0:
-                host[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
-                packed.append((off, a.dtype, a.shape))
-        # one copy (pinned and asynchronous on GPUs: the worker does not wait for the
-        # stream to reach it, so the previous batch's kernels still run while it launches)
-        views = runtime.upload_pack(host, packed, device)
+        packed = [(off, a) for off, a in self.parts if off >= 0]
+        # one copy (pinned and asynchronous on GPUs, the parts written straight into the
+        # pinned slot: the worker does not wait for the stream to reach it, so the previous
+        # batch's kernels still run while it launches)
+        views = runtime.upload_parts(packed, max(self.size, self.ALIGN), device)
         if len(packed) < len(self.parts):
             it = iter(views)
             views = [next(it) if off >= 0 else _constant(a, device) for off, a in self.parts]
