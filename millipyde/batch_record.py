@@ -20,6 +20,7 @@ Callable Operations make the whole Generator use that path (documented in
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 from collections import defaultdict
@@ -89,9 +90,10 @@ def draw(rules: list[_Rule], seed: int, ks: np.ndarray) -> tuple[np.ndarray, lis
     if not rules:
         return np.ones((len(ks), 0), dtype=bool), []
     z1 = sample_round(seed, ks)
-    words = np.array([j & _MASK for j in range(len(rules))], dtype=np.uint64)
-    # (J, n, BLOCK): column t + 1 is draw t of op j (``Ctx.block``)
-    blocks = batch_math.op_uniforms(z1, words, _BLOCK_WORDS)
+    words, cols = _draw_words(tuple(len(r.ranges) if r.ranges else 0 for r in rules))
+    # (J, n, cols): column t + 1 is draw t of op j (``Ctx.block``); only the block's first
+    # columns that some op reads (each uniform is its own SplitMix64 round: the same bits)
+    blocks = batch_math.op_uniforms(z1, words, _BLOCK_WORDS[:cols])
     # no coin: always drawn (a uniform is below 1, so below 2)
     probs = np.array([2.0 if r.probability is None else r.probability for r in rules])
     coins = blocks[:, :, 0].T < probs
@@ -112,6 +114,15 @@ def draw(rules: list[_Rule], seed: int, ks: np.ndarray) -> tuple[np.ndarray, lis
                 cols.append(lo + (hi - lo) * u)
         params.append(np.stack(cols, axis=1))
     return coins, params
+
+
+@functools.lru_cache(maxsize=64)
+def _draw_words(nranges: tuple[int, ...]) -> tuple[np.ndarray, int]:
+    """``draw``'s per-op words (read only) and how many of an op block's columns (the coin,
+    then the draws) it reads, for ops with these numbers of draw ranges."""
+    words = np.array([j & _MASK for j in range(len(nranges))], dtype=np.uint64)
+    words.flags.writeable = False
+    return words, min(BLOCK, 1 + max(nranges, default=0))
 
 
 def patterns(rules: list[_Rule], coins: np.ndarray, params: list) -> np.ndarray:
