@@ -201,6 +201,17 @@ class Batches:
         """(H, W) of the batch from ``parts`` (batch positions, their outputs' shape);
         ValueError naming the first output (by position) that does not fit."""
         spec = self.spec
+        # a few distinct shapes (a recorded batch's groups: colour and grey samples), all
+        # fitting: checked once each; anything else is found and reported below
+        shapes = {tuple(shape) for _, shape in parts}
+        hws = {shape[:2] for shape in shapes}
+        try:
+            if shapes and (spec.shape is not None or len(hws) == 1):
+                for shape in shapes:
+                    sample_channels(shape, spec.channels, 0)
+                return spec.shape or hws.pop()
+        except ValueError:
+            pass
         parts = [(np.asarray(rows).reshape(-1), tuple(shape)) for rows, shape in parts]
         parts = [(rows, shape) for rows, shape in parts if len(rows)]
         lead = min(int(rows.min()) for rows, _ in parts)

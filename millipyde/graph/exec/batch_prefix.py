@@ -83,8 +83,10 @@ class PrefixGroup(_Group):
         self.groups = groups
         self._kernels = g0.kernels()[:k]
         self.sidx = np.concatenate([g.sidx for g in groups])
-        sizes = [g.size() for g in groups]
-        self.offsets = np.cumsum([0, *sizes[:-1]]).tolist()
+        self.offsets, at = [], 0
+        for g in groups:
+            self.offsets.append(at)
+            at += g.size()
         self.arrays = [self._stacked(i) for i in range(k)]
         self._starts: list[int] = []
 
@@ -99,13 +101,17 @@ class PrefixGroup(_Group):
             fixed = all(a.get("fixed_lut") and a["lut"] is arrays[0]["lut"] for a in arrays)
             return {"lut": arrays[0]["lut"], "p": p, "gated": arrays[0]["gated"],
                     "fixed_lut": fixed}
-        taps = np.zeros((len(self.sidx), max(a["taps"].shape[1] for a in arrays)))
+        rad = np.concatenate([a["rad"] for a in arrays])
+        widths = {a["taps"].shape[1] for a in arrays}
+        if len(widths) == 1:  # (the usual case: one reach) stacked as they are
+            return {"taps": np.concatenate([a["taps"] for a in arrays]), "rad": rad}
+        taps = np.zeros((len(self.sidx), max(widths)))
         at = 0
         for a in arrays:
             t = a["taps"]
             taps[at:at + t.shape[0], :t.shape[1]] = t
             at += t.shape[0]
-        return {"taps": taps, "rad": np.concatenate([a["rad"] for a in arrays])}
+        return {"taps": taps, "rad": rad}
 
     def kernels(self) -> list:
         return self._kernels
