@@ -282,7 +282,7 @@ class Batches:
         slots = []
         for g in groups:
             g.pack(pk, start.get(id(g), 0))
-            slots.append(pk.add(g.index.astype(np.int64)))
+            slots.append(pk.add(np.asarray(g.index, dtype=np.int64)))
         for h in heads:
             h.pack(pk)
         pk.upload(device)

@@ -168,6 +168,7 @@ class _Layouts:
     def __init__(self) -> None:
         self._protos: dict[tuple[tuple[int, ...], np.dtype], dict] = {}
         self._sizes: dict[tuple[tuple[int, ...], np.dtype], int] = {}
+        self._memory: dict[int, tuple[Any, dict]] = {}  # id(context) -> (it, pointer attrs)
 
     def nbytes(self, shape: tuple[int, ...], dtype: np.dtype) -> int:
         """Bytes of a C-contiguous array of ``shape`` and ``dtype``."""
@@ -208,7 +209,11 @@ class _Layouts:
 
         new, array, pointer = object.__new__, devicearray.DeviceNDArray, driver.MemoryPointer
         cu_ptr = driver.binding.CUdeviceptr
-        memory = vars(pointer(ctx, cu_ptr(0), size=0))
+        # what the constructor sets, made once per context (a pack is stamped every batch)
+        got = self._memory.get(id(ctx))
+        if got is None or got[0] is not ctx:
+            got = self._memory[id(ctx)] = (ctx, vars(pointer(ctx, cu_ptr(0), size=0)))
+        memory = got[1]
         protos, sizes = self._protos, self._sizes
         out: list[Any] = []
         for off, dtype, shape in parts:
