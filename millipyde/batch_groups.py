@@ -143,7 +143,9 @@ class _GatherPlan:
         n = len(rs)
         self.p = np.stack([r.p for r in rs])
         self.lut = np.stack([r.lut for r in rs]) if lut_mode else rs[0].lut[None]
-        if not lut_mode:  # the members' one table: a constant of every batch's pack
+        # the members' one table: a constant of every batch's pack, its device copies here
+        self.lut_held: dict[int, Any] = {}
+        if not lut_mode:
             self.lut.flags.writeable = False
         self.lut_mode = lut_mode
         self.cols = [(o, j, _flags(us, n)) for (o, j), us in
@@ -322,8 +324,8 @@ def _gather_arrays(kp: _GatherPlan, tid: np.ndarray, rows: np.ndarray, d: Draws,
             lut[m, stage] = out
         return {"lut": lut, "p": p, "gated": kp.gated}
     # one table for every member (``_Group.pack``), the plan's own array every batch: a
-    # constant of the pack (``_Pack.constant``)
-    return {"lut": kp.lut, "p": p, "gated": kp.gated, "fixed_lut": True}
+    # constant of the pack whose device copies the plan keeps (``_Pack.constant``)
+    return {"lut": kp.lut, "p": p, "gated": kp.gated, "lut_held": kp.lut_held}
 
 
 def _taps_arrays(kp: _TapsPlan, templates: list, i: int, tid: np.ndarray, rows: np.ndarray,

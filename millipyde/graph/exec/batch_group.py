@@ -116,19 +116,20 @@ def clip_bounds(src: Any, sidx: Any, p: Any, nb: int, device: int) -> None:
 class _Pack:
     """Host arrays laid out in one buffer, uploaded once, handed back as device views.
 
-    Arrays that are the same object every batch (a group key's one shared table, the
-    members' 0, 1, 2, ...) are :meth:`constant` slots instead: uploaded once per device and
-    kept there (``_constant``), not copied into every batch's pack.
+    Arrays that are the same every batch (a group key's one shared table, the members'
+    0, 1, 2, ...) are :meth:`constant` slots instead: their device copies are made once per
+    device and kept by their owner, not copied into every batch's pack.
     """
 
     ALIGN = 16
 
     def __init__(self, members: int = 0) -> None:
-        self.parts: list[tuple[int, np.ndarray]] = []  # offset (-1: a constant), array
+        # offset and array; a constant: -1 and (array, where its device copies are kept)
+        self.parts: list[tuple[int, Any]] = []
         self.size = 0
         self.views: list[Any] = []
         # one 0, 1, 2, ... for every group of up to ``members`` (kernels read its first nb)
-        self._arange = self.constant(_arange(members)) if members else None
+        self._arange = self.constant(*_arange(members)) if members else None
         self._members = members
 
     def arange(self, n: int) -> int:
@@ -143,11 +144,11 @@ class _Pack:
         self.size += -(-(array.nbytes or 1) // self.ALIGN) * self.ALIGN
         return len(self.parts) - 1
 
-    def constant(self, array: np.ndarray) -> int:
-        """The slot of ``array``, which the caller hands in as the same object, unchanged,
-        every batch: its device copy is made once per device and kept while the array
-        lives (keyed by identity, so never modify it)."""
-        self.parts.append((-1, array))
+    def constant(self, array: np.ndarray, held: Any) -> int:
+        """The slot of ``array``, a value that does not change: its device copy is
+        ``held[device]`` (a dict its owner keeps, made here on first use), or
+        ``runtime.constant(held, ...)`` where ``held`` is a key (the backend keeps it)."""
+        self.parts.append((-1, (array, held)))
         return len(self.parts) - 1
 
     def upload(self, device: int) -> None:
@@ -159,45 +160,31 @@ class _Pack:
         views = runtime.upload_parts(packed, max(self.size, self.ALIGN), device)
         if len(packed) < len(self.parts):
             it = iter(views)
-            views = [next(it) if off >= 0 else _constant(a, device) for off, a in self.parts]
+            views = [next(it) if off >= 0 else _constant(*a, device) for off, a in self.parts]
         self.views = views
 
     def __getitem__(self, slot: int) -> Any:
         return self.views[slot]
 
 
-#: device copies of ``_Pack.constant`` arrays: (device, id) -> (the host array, its copy);
-#: the host array is held, so its id is not reused while the entry lives
-_CONSTANTS: dict[tuple[int, int], tuple[np.ndarray, Any]] = {}
-
-
-def _constant(array: np.ndarray, device: int) -> Any:
-    got = _CONSTANTS.get((device, id(array)))
-    if got is None or got[0] is not array:
-        if len(_CONSTANTS) >= 512:
-            _CONSTANTS.clear()
+def _constant(array: np.ndarray, held: Any, device: int) -> Any:
+    """The device copy of a ``_Pack.constant``."""
+    if not isinstance(held, dict):
+        return runtime.constant(held, array, device)
+    got = held.get(device)
+    if got is None:
         with runtime.on_device(device):
-            buf = runtime.from_host(np.ascontiguousarray(array), device)
+            got = runtime.from_host(np.ascontiguousarray(array), device)
             # read from other streams of the device too (another iterator's worker): the
             # copy is complete before any of them may launch a kernel that reads it
             runtime.synchronize(device)
-        got = _CONSTANTS[(device, id(array))] = (array, buf)
-    return got[1]
-
-
-_ARANGES: dict[int, np.ndarray] = {}
-
-
-def _arange(n: int) -> np.ndarray:
-    """0 .. n - 1 as int64, the same (read-only) array for every ``n``."""
-    got = _ARANGES.get(n)
-    if got is None:
-        got = np.arange(n, dtype=np.int64)
-        got.flags.writeable = False
-        if len(_ARANGES) >= 64:
-            _ARANGES.clear()
-        _ARANGES[n] = got
+        held[device] = got
     return got
+
+
+def _arange(n: int) -> tuple[np.ndarray, tuple]:
+    """0 .. n - 1 as int64 and its ``runtime.constant`` key (``_Pack.constant``)."""
+    return np.arange(n, dtype=np.int64), ("batch-pack-arange", n)
 
 
 @dataclass
@@ -284,7 +271,8 @@ class _Group:
                 self.slots.append(None)
             elif "p" in a:
                 self.gated.append(a["gated"])
-                lut = pk.constant(a["lut"]) if a.get("fixed_lut") else pk.add(a["lut"])
+                held = a.get("lut_held")  # (the plan's one table: a constant)
+                lut = pk.add(a["lut"]) if held is None else pk.constant(a["lut"], held)
                 self.slots.append((lut, pk.add(a["p"])))
             else:
                 self.gated.append(False)

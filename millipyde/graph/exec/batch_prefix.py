@@ -97,10 +97,9 @@ class PrefixGroup(_Group):
             if tables_of(self._kernels[i]):
                 return {"lut": np.concatenate([a["lut"] for a in arrays]), "p": p,
                         "gated": arrays[0]["gated"]}
-            # one table (equal in every group: ``_arrays_fit``), a constant where all are
-            fixed = all(a.get("fixed_lut") and a["lut"] is arrays[0]["lut"] for a in arrays)
+            # one table (equal in every group: ``_arrays_fit``), the first group's constant
             return {"lut": arrays[0]["lut"], "p": p, "gated": arrays[0]["gated"],
-                    "fixed_lut": fixed}
+                    "lut_held": arrays[0].get("lut_held")}
         rad = np.concatenate([a["rad"] for a in arrays])
         widths = {a["taps"].shape[1] for a in arrays}
         if len(widths) == 1:  # (the usual case: one reach) stacked as they are
