@@ -114,8 +114,10 @@ class _Ring:
         self._host[:array.nbytes] = array.reshape(-1).view(np.uint8)
 
     def copy_parts(self, dst: Any, parts: list, nbytes: int, stream: Any) -> None:
+        from millipyde.backend.staging import put
+
         for at, a in parts:
-            self._host[at:at + a.nbytes] = a.reshape(-1).view(np.uint8)
+            put(self._host, at, a)
 
 
 class _Stream:

@@ -277,9 +277,11 @@ class Backend:
         """``upload_pack`` of C-contiguous arrays laid out at their byte offsets in a
         buffer of ``nbytes`` (``graph.exec.batch_group._Pack``); views in ``parts``' order.
         Here through a host buffer; a backend with a staging ring writes them into it."""
+        from .staging import put
+
         host = np.empty(max(nbytes, 16), dtype=np.uint8)
         for off, a in parts:
-            host[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
+            put(host, off, a)
         return self.upload_pack(host, [(off, a.dtype, a.shape) for off, a in parts], device)
 
     def members(self, buffer: Any) -> list[Any]:

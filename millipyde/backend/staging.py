@@ -61,7 +61,16 @@ class StagingRing:
             off = i * self.slot_bytes
             host = self._host
             for at, a in parts:
-                host[off + at:off + at + a.nbytes] = a.reshape(-1).view(np.uint8)
+                put(host, off + at, a)
             drv.driver.cuMemcpyHtoDAsync(drv.device_pointer(dst), self._base + off, n,
                                          drv._stream_handle(stream))
             event.record(stream)
+
+
+def put(host: np.ndarray, at: int, a: np.ndarray) -> None:
+    """Copy array ``a`` into the uint8 buffer ``host`` from byte ``at`` on, in C order (a
+    strided ``a``, columns of a wider array, in one copy, not through a contiguous one)."""
+    if a.flags.c_contiguous:
+        host[at:at + a.nbytes] = a.reshape(-1).view(np.uint8)
+    else:
+        host[at:at + a.nbytes].view(a.dtype).reshape(a.shape)[...] = a

@@ -139,7 +139,9 @@ class _Pack:
         return self.add(np.arange(n, dtype=np.int64))
 
     def add(self, array: np.ndarray) -> int:
-        array = np.ascontiguousarray(array)
+        # (columns of a wider array, ``batch_groups._RowsFill``, are copied as they are into
+        # the upload: ``staging.put``)
+        array = np.asarray(array)
         self.parts.append((self.size, array))
         self.size += -(-(array.nbytes or 1) // self.ALIGN) * self.ALIGN
         return len(self.parts) - 1
