@@ -193,14 +193,18 @@ class Backend:
         """Kernel arguments (LUTs, taps, parameters) where kernels on ``device`` read them."""
         raise NotImplementedError
 
-    def constant(self, key: Any, array: np.ndarray, device: int) -> Any:
+    def constant(self, key: Any, array: np.ndarray | Callable[[], np.ndarray],
+                 device: int) -> Any:
         """A device copy of ``array``, a value that never changes, made once per ``key`` and
-        device and kept until ``shutdown``: no upload or content hash per call.
+        device and kept until ``shutdown``: no upload or content hash per call. ``array`` may
+        be a function that makes it, called only when the copy is made.
 
         The copy is complete before this returns, so kernels on any stream may read it.
         """
         got = self._constants.get((key, device))
         if got is None:
+            if callable(array):  # made only when the copy is missing (per call: no array)
+                array = array()
             got = self.from_host(array, device)
             self.synchronize(device)
             self._constants[(key, device)] = got

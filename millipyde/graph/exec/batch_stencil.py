@@ -54,12 +54,15 @@ WORD_LOADS = True
 def _spans(device: int, h: int, w: int, tile_h: int) -> Any:
     """``footprint.full_spans`` of an ``h`` x ``w`` image on ``device``, uploaded once (the same
     for every batch of a Generator: no upload per launch)."""
+    # (the host spans made only when the device copy is missing)
     return runtime.constant(("batch-stencil-spans", h, w, tile_h),
-                            footprint.full_spans(h, w, tile_h), device)
+                            lambda: footprint.full_spans(h, w, tile_h), device)
 
 
 def _identity_lut(device: int, c: int) -> Any:
-    return runtime.constant(("batch-stencil-lut", c), tables.IDENTITY_LUT[:, :c].copy(), device)
+    # (the host table made only when the device copy is missing)
+    return runtime.constant(("batch-stencil-lut", c),
+                            lambda: tables.IDENTITY_LUT[:, :c].copy(), device)
 
 
 @functools.lru_cache(maxsize=512)
