@@ -468,13 +468,13 @@ def _taps_arrays(kp: _TapsPlan, templates: list, i: int, tid: np.ndarray, rows: 
 
 
 def group_arrays(plan: KeyPlan, parts: list[tuple[Any, np.ndarray]],
-                 d: Draws) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray]:
+                 d: Draws) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray, list[Any]]:
     """The batch rows of a group's members (``parts``: per pattern its template and rows),
-    per kernel their arrays, and the rows whose sampler's warp clip differs from their
-    template's (they plan another kernel structure)."""
+    per kernel their arrays, the rows whose sampler's warp clip differs from their
+    template's (they plan another kernel structure), and the kernel plans they came from."""
     tid, templates, kernels = plan.ids(parts, d)
     rows = parts[0][1] if len(parts) == 1 else np.concatenate([r for _, r in parts])
-    return member_arrays(templates, kernels, tid, rows, d)
+    return (*member_arrays(templates, kernels, tid, rows, d), kernels)
 
 
 def member_arrays(templates: list[Any], kernels: list[Any], tid: np.ndarray, rows: np.ndarray,
@@ -511,8 +511,12 @@ class ArrayGroup(batch._Group):
     """
 
     def __init__(self, plan: KeyPlan, stack: Any, device: int, kernels: list,
-                 index: np.ndarray, arrays: list[dict[str, Any]], sidx_rows: np.ndarray) -> None:
+                 index: np.ndarray, arrays: list[dict[str, Any]], sidx_rows: np.ndarray,
+                 plans: Any = None) -> None:
         super().__init__(plan.key, stack, device)
+        # the key plan's kernel plans the arrays came from (what decides a shared prefix:
+        # ``batch_prefix``), None where not known
+        self.plans = plans
         self.memo = plan.memo  # the key's compiled launches, across batches
         self.index = index
         self.arrays = arrays

@@ -410,7 +410,7 @@ class Recorder:
             lost.append(rest)
             if len(index):
                 groups.append(ArrayGroup(plan, stack, device, first.kernels, index, arrays,
-                                         sidx_rows))
+                                         sidx_rows, kernels))
         return np.sort(np.concatenate(lost)) if lost else np.zeros(0, dtype=np.int64)
 
     @staticmethod
@@ -421,9 +421,9 @@ class Recorder:
         lost = []
         for got in parts.values():
             plan = got[0][0].plan
-            index, arrays, rest = group_arrays(plan, got, drawn)
+            index, arrays, rest, kernels = group_arrays(plan, got, drawn)
             lost.append(rest)
             if len(index):
                 groups.append(ArrayGroup(plan, stack, device, got[0][0].kernels, index, arrays,
-                                         sidx_rows))
+                                         sidx_rows, kernels))
         return np.sort(np.concatenate(lost)) if lost else np.zeros(0, dtype=np.int64)

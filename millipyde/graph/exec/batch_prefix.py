@@ -67,10 +67,30 @@ def prefixes(groups: list[Any]) -> list[tuple[list[Any], int]]:
             by_first.setdefault(g.key[:3], []).append(g)
     runs = []
     for gs in by_first.values():
-        k = shared_prefix(gs) if len(gs) > 1 else 0
+        k = _shared_prefix(gs) if len(gs) > 1 else 0
         if k:
             runs.append((gs, k))
     return runs
+
+
+def _shared_prefix(groups: list[Any]) -> int:
+    """``shared_prefix``, kept per combination of the groups' key plans: what it compares
+    (keys, gate flags, row widths, shared tables) is the plans', not the batch's (groups
+    without their plans' snapshot, ``ArrayGroup.plans``, are compared every time)."""
+    plans = [getattr(g, "plans", None) for g in groups]
+    if any(p is None for p in plans):
+        return shared_prefix(groups)
+    key = tuple(map(id, plans))
+    got = _PREFIXES.get(key)
+    if got is None or any(a is not b for a, b in zip(got[0], plans, strict=True)):
+        if len(_PREFIXES) >= 1024:
+            _PREFIXES.clear()
+        got = _PREFIXES[key] = (plans, shared_prefix(groups))
+    return got[1]
+
+
+#: ``_shared_prefix``: the plans' ids -> (the plans, held so the ids stay theirs; the length)
+_PREFIXES: dict[tuple[int, ...], tuple[list[Any], int]] = {}
 
 
 class PrefixGroup(_Group):
