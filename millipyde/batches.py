@@ -27,7 +27,7 @@ from .batch_convert import (  # noqa: F401  (BatchSpec, convert_reference: publi
     write_sample,
 )
 from .batch_record import RecordError
-from .graph.codegen import batch_writer
+from .graph.codegen import batch_tables, batch_writer
 from .graph.codegen.batch_gather import launch_args
 from .graph.exec import batch, batch_prefix
 from .graph.exec.batch import _launch
@@ -343,8 +343,13 @@ class Batches:
             # the source's dtype picks the writer's loops (``gather_writer_source``'s u8),
             # and the stack's uint64 view (where it is whole aligned words) its word taps
             u8 = np.dtype(src.dtype) == np.uint8
-            srcw = (runtime.words(args[0]) if batch_writer.WORD_TAPS and
-                    batch_writer.word_taps(sig, runtime.codegen_target, u8) else None)
+            # (whether the signature has word taps: worked out once per key plan)
+            tkey = ("word_taps", u8, batch_writer.WORD_TAPS, batch_tables.TABLED)
+            taps = g.memo.get(tkey)
+            if taps is None:
+                taps = g.memo[tkey] = bool(batch_writer.WORD_TAPS and batch_writer.word_taps(
+                    sig, runtime.codegen_target, u8))
+            srcw = runtime.words(args[0]) if taps else None
             words = srcw is not None
             fn = g.cached(("fused", gated, spec.channels, spec.layout, wide, u8, words),
                           lambda: fused_writer(sig, gated, spec.channels, spec.layout, wide,
