@@ -226,6 +226,7 @@ class Recorder:
         # the pattern's bytes made per batch
         self.by_int: dict[tuple[int, int], _Template | None] = {}
         self.by_dev: dict[int, dict[int, _Template | None]] = {}  # by_int per device
+        self._sidx: dict[int, tuple[dict, np.ndarray]] = {}  # device -> (stacks, indices)
         self.ahead: set[int] = set()  # devices whose first batch recorded templates ahead
 
     #: Outputs tried as a pattern's template before the pattern is left to per-output work
@@ -312,8 +313,11 @@ class Recorder:
             order = np.argsort(inverse, kind="stable")
             bounds = np.searchsorted(inverse[order], np.arange(len(first) + 1))
         inputs = st.inputs
-        sidx_of = np.array([stacks[n.id][1] for n in st.stacked_nodes[device]],
-                           dtype=np.int64)
+        got = self._sidx.get(device)  # (per stack: the stacks are made once per device)
+        if got is None or got[0] is not stacks:
+            got = self._sidx[device] = (stacks, np.array(
+                [stacks[n.id][1] for n in st.stacked_nodes[device]], dtype=np.int64))
+        sidx_of = got[1]
         stack = next(iter(stacks.values()))[0] if stacks else None
         sidx_rows = sidx_of[karr % len(inputs)]
         groups: list[ArrayGroup] = []
