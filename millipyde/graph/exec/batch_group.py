@@ -170,17 +170,21 @@ class _Pack:
 
 
 def _constant(array: np.ndarray, held: Any, device: int) -> Any:
-    """The device copy of a ``_Pack.constant``."""
+    """The device copy of a ``_Pack.constant``.
+
+    A held array's copy is the backend's constant of its contents (``runtime.constant``:
+    complete before it returns, so any stream may read it; it waits for the device once
+    per distinct contents in the process): a plan rebuilt, or another Generator's plan,
+    with the same table finds it there without waiting for the device again (the queued
+    batches' kernels: a ~5 ms stall of the worker)."""
     if not isinstance(held, dict):
         return runtime.constant(held, array, device)
     got = held.get(device)
     if got is None:
+        a = np.ascontiguousarray(array)
+        key = ("batch-pack-constant", a.dtype.str, a.shape, a.tobytes())
         with runtime.on_device(device):
-            got = runtime.from_host(np.ascontiguousarray(array), device)
-            # read from other streams of the device too (another iterator's worker): the
-            # copy is complete before any of them may launch a kernel that reads it
-            runtime.synchronize(device)
-        held[device] = got
+            got = held[device] = runtime.constant(key, a, device)
     return got
 
 
