@@ -335,7 +335,10 @@ class Batches:
             srcw = (runtime.words(args[0]) if batch_writer.WORD_TAPS and
                     batch_writer.word_taps(sig, runtime.codegen_target, u8) else None)
             words = srcw is not None
-            fn = g.cached(("fused", gated, spec.channels, spec.layout, wide, u8, words),
+            # the writer's text settings too (benchmarks flip them in one process)
+            fn = g.cached(("fused", gated, spec.channels, spec.layout, wide, u8, words,
+                           batch_writer.INT_INDEX, batch_writer.UNIT_DIVISIONS,
+                           batch_writer.F64_TAPS, batch_writer.INT32_TAPS),
                           lambda: fused_writer(sig, gated, spec.channels, spec.layout, wide,
                                                u8, words))
             _launch(fn, nb, hw[0], hw[1], device, *args, flat_out, pos, mean, std, cfull,

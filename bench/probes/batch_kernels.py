@@ -20,7 +20,8 @@ kernel (mangled names differ between trees: compare by order and launches), over
 batch writers), each with its digest and kernel times: an A/B of that knob in one process.
 ``--caps G,W [G,W ...]``: the same for ``batch_gather.MAX_REGISTERS`` (registers per thread of
 the gathers and of the writers; 0: no cap). ``--words 0 1``: the same for
-``batch_writer.WORD_TAPS`` (the colour writer's taps as bytes, as words). ``--axis K,R
+``batch_writer.WORD_TAPS`` (the colour writer's taps as bytes, as words). ``--writer NAME=0|1,...
+[...]``: the same for ``batch_writer``'s text flags (``all=1``: every one). ``--axis K,R
 [K,R ...]``: the same for the axis-map gathers' ``batch_perm.WORDS_PER_TRIP`` and register cap
 ``MAX_REGISTERS['axis']``.
 """
@@ -65,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="settings 'G,W' of batch_gather.MAX_REGISTERS to compare (0: none)")
     ap.add_argument("--words", nargs="*", default=[],
                     help="settings 0/1 of batch_writer.WORD_TAPS to compare")
+    ap.add_argument("--writer", nargs="*", default=[],
+                    help="settings 'NAME=0|1,...' of batch_writer's text flags (INT_INDEX, "
+                         "UNIT_DIVISIONS, F64_TAPS, INT32_TAPS; 'all=0|1' for every one)")
     ap.add_argument("--axis", nargs="*", default=[],
                     help="settings 'K,R' of codegen.batch_perm.WORDS_PER_TRIP and "
                          "batch_gather.MAX_REGISTERS['axis'] (0: none) to compare")
@@ -74,8 +78,22 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     imgs = [mp.gpuimage(rng.integers(0, 256, (args.px, args.px, 3), dtype=np.uint8))
             for _ in range(6)]
-    if not args.rows and not args.caps and not args.words and not args.axis:
+    if not args.rows and not args.caps and not args.words and not args.axis \
+            and not args.writer:
         _run(imgs, args, args.label)
+    for setting in args.writer:
+        from millipyde import batch_convert
+        from millipyde.graph.codegen import batch_writer
+
+        flags = ("INT_INDEX", "UNIT_DIVISIONS", "F64_TAPS", "INT32_TAPS")
+        for item in setting.split(","):
+            name, value = item.split("=")
+            for flag in flags if name == "all" else (name,):
+                if flag not in flags:
+                    raise SystemExit(f"--writer: no flag {flag} (one of {flags})")
+                setattr(batch_writer, flag, bool(int(value)))
+        batch_convert.fused_writer.cache_clear()
+        _run(imgs, args, f"{args.label} writer {setting}")
     for setting in args.words:
         from millipyde import batch_convert
         from millipyde.graph.codegen import batch_writer
