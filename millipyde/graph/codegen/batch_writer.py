@@ -318,7 +318,7 @@ INT_INDEX = True
 
 #: Whether the writers' sampler taps read a float64 copy of the chain table (``_f64_taps``);
 #: benchmarks turn it off to compare.
-F64_TAPS = True
+F64_TAPS = False
 
 #: Whether GPU writers index their sampler taps in 32 bits (``_int32_taps``); benchmarks
 #: turn it off to compare.
