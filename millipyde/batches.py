@@ -338,7 +338,7 @@ class Batches:
             # the writer's text settings too (benchmarks flip them in one process)
             fn = g.cached(("fused", gated, spec.channels, spec.layout, wide, u8, words,
                            batch_writer.INT_INDEX, batch_writer.UNIT_DIVISIONS,
-                           batch_writer.F64_TAPS, batch_writer.INT32_TAPS),
+                           batch_writer.INT32_TAPS),
                           lambda: fused_writer(sig, gated, spec.channels, spec.layout, wide,
                                                u8, words))
             _launch(fn, nb, hw[0], hw[1], device, *args, flat_out, pos, mean, std, cfull,

@@ -56,20 +56,13 @@ def tabled(sig: GatherSig, target: str, src_dtype: Any) -> bool:
     return chain_tables(sig, target) and np.dtype(src_dtype) == np.uint8
 
 
-def launch_text(sig: GatherSig, f64: bool = False) -> str:
-    """The kernel's table, declared once per thread before its loops (``f64``: and its
-    float64 copy ``cf_``, :data:`F64_HEAD`)."""
-    return (f"ct_ = cuda.shared.array({256 * sig.cin}, dtype=_tu8t)\n"
-            + (f"cf_ = cuda.shared.array({256 * sig.cin}, dtype=_tf64t)\n" if f64 else ""))
+def launch_text(sig: GatherSig) -> str:
+    """The kernel's table, declared once per thread before its loops."""
+    return f"ct_ = cuda.shared.array({256 * sig.cin}, dtype=_tu8t)\n"
 
 
-# the float64 table's type (``launch_text``'s ``f64``)
-F64_HEAD = "from numba import float64 as _tf64t\n"
-
-
-def table_text(sig: GatherSig, gates: bool, guard: str = "", f64: bool = False) -> str:
-    """Per member (after its prologue): the block fills ``ct_`` (where ``guard`` holds);
-    ``f64``: and ``cf_`` (:data:`F64_LAUNCH`), each entry ``_b2f`` of ``ct_``'s."""
+def table_text(sig: GatherSig, gates: bool, guard: str = "") -> str:
+    """Per member (after its prologue): the block fills ``ct_`` (where ``guard`` holds)."""
     chans = range(sig.cin)
     vars_ = [f"v{c}" for c in chans]
     chain = _chain_all(sig.pre, vars_, "full", 0, op_offsets(_chained(sig)), True, gates)
@@ -79,7 +72,6 @@ def table_text(sig: GatherSig, gates: bool, guard: str = "", f64: bool = False) 
             + ["    " + line for line in chain.splitlines()]
             # whole numbers 0..255 (the chain rounds after each op)
             + [f"    ct_[_u32({c * 256} + i_)] = _tu8(v{c})" for c in chans]
-            + [f"    cf_[_u32({c * 256} + i_)] = _b2f(_tu8(v{c}))" for c in chans if f64]
             + ["    i_ += cuda.blockDim.x * cuda.blockDim.y"])
     return "\n".join(
         # flat offsets for the table body; the block's pixels of the previous member have

@@ -90,24 +90,6 @@ _OFF_TAP = re.compile(r"^(?P<ind>\s*)t(?P<c>\d+)_0 = _b2f\((?P<e>ct_\[.*\])\)$",
 _OFF_ZERO = re.compile(r"^(?P<ind>\s*)t(?P<c>\d+)_0 = 0\.0$", re.M)
 
 
-def _f64_taps(body: str) -> str:
-    """``body`` with each tap ``_b2f(ct_[i])`` read as ``cf_[i]``, the block's float64 copy
-    of its chain table (``batch_tables.table_text``'s ``f64``): one shared load per tap
-    where a byte load, a move and a float64 add were (the same value: ``cf_`` holds
-    ``_b2f`` of each byte of ``ct_``)."""
-    out, key, at = [], "_b2f(ct_[", 0
-    while (i := body.find(key, at)) >= 0:
-        depth, j = 1, i + len(key)
-        while depth:
-            depth += {"[": 1, "]": -1}.get(body[j], 0)
-            j += 1
-        if body[j] != ")":
-            raise RuntimeError("gather_writer_source: a table tap not where expected")
-        out += [body[at:i], "cf_[", body[i + len(key):j]]
-        at = j + 1
-    return "".join(out) + body[at:]
-
-
 # Tap indices as 32-bit integers: ``int`` of the floored coordinate made each bounds check
 # two 64-bit compares and each ``+ 1`` a 64-bit add (registers in pairs). The conversion
 # saturates (``_fi``; the simulator's as the GPU's), so a coordinate outside the int32 range
@@ -235,7 +217,8 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
     if sig.packed:
         raise ValueError("packed gathers are not fused with the batch conversion")
     table = _writes_table(sig, target)
-    rows = 1 if target == "cpu" else ROWS_PER_TRIP["writer"]
+    rows = 1 if target == "cpu" else ROWS_PER_TRIP["grey writer" if sig.cout == 1
+                                                   else "writer"]
     # a uint8 member's chain through its block's table (batch_tables), others inline; with a
     # gated sampler, members whose sampler is gated off read one tap (``_gated_sampler``)
     chained = batch_tables.chain_tables(sig, target) and u8 is not False
@@ -245,34 +228,28 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
     # the uint8 table writer's values as table indices (every member's ``full`` is 255)
     ints = only and table and split and INT_INDEX
     unit = target != "cpu" and UNIT_DIVISIONS
-    f64 = chained and F64_TAPS
     i32 = target != "cpu" and not wide and sig.sampler and INT32_TAPS
 
     def made(make: Callable[..., str], sampler: str) -> str:
         body = make(sig, gates, sampler)
         if ints:
             body = _int_body(body, sig.cin, sampler)
-        if f64 and "cf_" not in body:
-            body = _f64_taps(body) if make is not _inline else body
         return _int32_taps(body) if i32 else body
-
-    def _inline(s: GatherSig, g: bool, m: str) -> str:
-        return _gather_body(s, g, True, m, words)
 
     makes = ([("" if only else "cton_",
                lambda s, g, m: batch_tables.fast_body(s, g, m, words))] if chained else []) + (
-        [] if only else [("", _inline)])
+        [] if only else [("", lambda s, g, m: _gather_body(s, g, True, m, words))])
     bodies = [(" and ".join(c for c in (cond, on) if c),
                _writer_body(made(make, sampler), sig, layout, channels, table, rows, ints,
                             unit))
               for cond, make in makes for on, sampler in samplers]
     per = _prologue(sig, gates)
     if only:
-        per += "\n" + batch_tables.table_text(sig, gates, f64=f64)
+        per += "\n" + batch_tables.table_text(sig, gates)
     elif chained:
-        per += "\ncton_ = full == 255.0\n" + batch_tables.table_text(sig, gates, "cton_", f64)
+        per += "\ncton_ = full == 255.0\n" + batch_tables.table_text(sig, gates, "cton_")
     per = flat_accesses(per, sig) + f"\nob_ = pos[b] * ({channels} * h * w)"
-    launch = batch_tables.launch_text(sig, f64) if chained else ""
+    launch = batch_tables.launch_text(sig) if chained else ""
     if table:
         launch += _TABLE.format(n=channels * 256,
                                 cond="True" if sig.mode == "lut" else "cfull == 255.0")
@@ -284,7 +261,7 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
             + _DEFS + "from numba import float32 as _f32\n" + _SAME_DEF
             + (batch_tables.HEAD if chained else "") + (WORD_TAPS_DEF if words else "")
             + (RINT_U8 if ints else "") + (_NORMU_DEF if unit else "")
-            + (batch_tables.F64_HEAD if f64 else "") + (_FI if i32 else ""))
+            + (_FI if i32 else ""))
     fn = (f"\n\n{_capped(target, sim, 'writer')}\n"
           "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, out, pos, mean, std, cfull"
           + (", srcw" if words else "") + "):\n")
@@ -315,10 +292,6 @@ def gather_writer_kernel(sig: GatherSig, target: str, sim: bool, gates: bool, ch
 #: Whether the uint8 table writers round their blends straight to table indices
 #: (``_int_body``); benchmarks turn it off to compare.
 INT_INDEX = True
-
-#: Whether the writers' sampler taps read a float64 copy of the chain table (``_f64_taps``);
-#: benchmarks turn it off to compare.
-F64_TAPS = False
 
 #: Whether GPU writers index their sampler taps in 32 bits (``_int32_taps``); benchmarks
 #: turn it off to compare.

@@ -82,6 +82,7 @@ def rows_per_trip(monkeypatch: pytest.MonkeyPatch):
     def set_rows(gather: int, writer: int) -> None:
         monkeypatch.setitem(batch_gather.ROWS_PER_TRIP, "gather", gather)
         monkeypatch.setitem(batch_gather.ROWS_PER_TRIP, "writer", writer)
+        monkeypatch.setitem(batch_gather.ROWS_PER_TRIP, "grey writer", writer)
         forget()
 
     yield set_rows
@@ -512,33 +513,32 @@ def test_word_taps_ptx_loads_words() -> None:
 
 # --------------------------------------------------------------------- writer text flags
 
-_WRITER_FLAGS = ("INT_INDEX", "UNIT_DIVISIONS", "F64_TAPS", "INT32_TAPS")
+_WRITER_FLAGS = ("INT_INDEX", "UNIT_DIVISIONS", "INT32_TAPS")
 
 
 def test_writer_text_flags_shape_the_uint8_and_grey_writers() -> None:
     """The uint8 table writer rounds its blends to table indices, a gated-off member's tap
-    is its table byte, the rotated taps read the float64 table, tap indices are 32-bit; the
+    is its table byte, tap indices are 32-bit; the
     grey writer normalizes through ``_normu`` with the launch's first statistics; the cpu's
     writers keep their text."""
     u8 = batch_writer.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
                                            u8=True, words=True)
     on, off = u8.split("\n        if gs_ == 0.0:\n", 1)[1].split("\n        else:\n", 1)
     assert on.count("_rint_u8(v") == 3 and "_rint_clip(v" not in on
-    assert "_b2f(ct_[" not in u8 and on.count("cf_[") == 24 and "cf_[" not in off
+    assert on.count("_b2f(ct_[") == 24 and "_b2f(" not in off
     assert off.count("_ix(ct_[") == 3 and off.count("= _ix(0)") == 3
     assert on.count("tab_[_u(256 + sv1_)]") == 1 and "iv_" not in on + off
     assert "int(ty0)" not in u8 and on.count("_fi(t") == 2 and "_u(iy" not in u8
-    assert "cf_[_u32(256 + i_)] = _b2f(_tu8(v1))" in u8
     grey = batch_writer.gather_writer_source(WRITER_GREY, "cuda", False, True, 3, "NCHW")
     assert "m0_ = mean[0]" in grey and grey.count("_normu(cv_, cfull, m0_, s0_)") == 2
     assert "_norm(cv_" not in grey
     # inline chains (another source) keep their float values and conversion
     other = batch_writer.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
                                               u8=False)
-    assert "_rint_u8" not in other and "cf_" not in other and "_rint_clip(v" in other
+    assert "_rint_u8" not in other and "_rint_clip(v" in other
     for sig in (WRITER_CHAIN, WRITER_GREY):
         cpu = batch_writer.gather_writer_source(sig, "cpu", False, True, 3, "NCHW")
-        assert not any(k in cpu for k in ("_normu", "_rint_u8", "cf_", "_fi("))
+        assert not any(k in cpu for k in ("_normu", "_rint_u8", "_fi("))
 
 
 def _flags(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
