@@ -119,8 +119,9 @@ def _int_body(body: str, cin: int, sampler: str) -> str:
     elif sampler == "off":
         body, n = _OFF_TAP.subn(lambda m: f"{m['ind']}t{m['c']}_0 = _ix({m['e']})", body)
         body, z = _OFF_ZERO.subn(lambda m: f"{m['ind']}t{m['c']}_0 = _ix(0)", body)
-        n = n if z == n and all(f"\nv{c} = t{c}_0\n" in f"\n{body}\n" for c in range(cin)) \
-            else -1
+        # each channel's value is its one tap (``gather_body._blend``'s gated-off form)
+        taken = all(f"\nv{c} = t{c}_0\n" in f"\n{body}\n" for c in range(cin))
+        n = n if z == n and taken else -1
     else:
         raise ValueError(f"integer writer bodies are per sampler gate, got {sampler!r}")
     if n != cin:
