@@ -351,7 +351,10 @@ class Batches:
                     sig, runtime.codegen_target, u8))
             srcw = runtime.words(args[0]) if taps else None
             words = srcw is not None
-            fn = g.cached(("fused", gated, spec.channels, spec.layout, wide, u8, words),
+            # the writer's text settings too (benchmarks flip them in one process)
+            fn = g.cached(("fused", gated, spec.channels, spec.layout, wide, u8, words,
+                           batch_writer.INT_INDEX, batch_writer.UNIT_DIVISIONS,
+                           batch_writer.INT32_TAPS),
                           lambda: fused_writer(sig, gated, spec.channels, spec.layout, wide,
                                                u8, words))
             _launch(fn, nb, hw[0], hw[1], device, *args, flat_out, pos, mean, std, cfull,

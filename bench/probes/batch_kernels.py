@@ -15,12 +15,14 @@ kernel (mangled names differ between trees: compare by order and launches), over
 ``--batches`` batches after ``--warmup`` (which compile every coin pattern's kernels).
 ``--repeat`` runs the timed part again (the spread says how far to trust a difference).
 
-``--rows G,W [G,W ...]`` (this branch only): one process, one fresh Generator per setting of
-``codegen.batch_gather.ROWS_PER_TRIP`` (rows per trip of the gathers without a sampler, of the
-batch writers), each with its digest and kernel times: an A/B of that knob in one process.
+``--rows G,W[,GW] [G,W ...]`` (this branch only): one process, one fresh Generator per setting
+of ``codegen.batch_gather.ROWS_PER_TRIP`` (rows per trip of the gathers without a sampler, of
+the batch writers, of the one-channel writers), each with its digest and kernel times: an
+A/B of that knob in one process.
 ``--caps G,W [G,W ...]``: the same for ``batch_gather.MAX_REGISTERS`` (registers per thread of
 the gathers and of the writers; 0: no cap). ``--words 0 1``: the same for
-``batch_writer.WORD_TAPS`` (the colour writer's taps as bytes, as words). ``--axis K,R
+``batch_writer.WORD_TAPS`` (the colour writer's taps as bytes, as words). ``--writer NAME=0|1,...
+[...]``: the same for ``batch_writer``'s text flags (``all=1``: every one). ``--axis K,R
 [K,R ...]``: the same for the axis-map gathers' ``batch_perm.WORDS_PER_TRIP`` and register cap
 ``MAX_REGISTERS['axis']``.
 """
@@ -60,11 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--digest", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--rows", nargs="*", default=[],
-                    help="settings 'G,W' of batch_gather.ROWS_PER_TRIP to compare")
+                    help="settings 'G,W[,GW]' of batch_gather.ROWS_PER_TRIP to compare")
     ap.add_argument("--caps", nargs="*", default=[],
                     help="settings 'G,W' of batch_gather.MAX_REGISTERS to compare (0: none)")
     ap.add_argument("--words", nargs="*", default=[],
                     help="settings 0/1 of batch_writer.WORD_TAPS to compare")
+    ap.add_argument("--writer", nargs="*", default=[],
+                    help="settings 'NAME=0|1,...' of batch_writer's text flags (INT_INDEX, "
+                         "UNIT_DIVISIONS, INT32_TAPS; 'all=0|1' for every one)")
     ap.add_argument("--axis", nargs="*", default=[],
                     help="settings 'K,R' of codegen.batch_perm.WORDS_PER_TRIP and "
                          "batch_gather.MAX_REGISTERS['axis'] (0: none) to compare")
@@ -74,8 +79,22 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     imgs = [mp.gpuimage(rng.integers(0, 256, (args.px, args.px, 3), dtype=np.uint8))
             for _ in range(6)]
-    if not args.rows and not args.caps and not args.words and not args.axis:
+    if not args.rows and not args.caps and not args.words and not args.axis \
+            and not args.writer:
         _run(imgs, args, args.label)
+    for setting in args.writer:
+        from millipyde import batch_convert
+        from millipyde.graph.codegen import batch_writer
+
+        flags = ("INT_INDEX", "UNIT_DIVISIONS", "INT32_TAPS")
+        for item in setting.split(","):
+            name, value = item.split("=")
+            for flag in flags if name == "all" else (name,):
+                if flag not in flags:
+                    raise SystemExit(f"--writer: no flag {flag} (one of {flags})")
+                setattr(batch_writer, flag, bool(int(value)))
+        batch_convert.fused_writer.cache_clear()
+        _run(imgs, args, f"{args.label} writer {setting}")
     for setting in args.words:
         from millipyde import batch_convert
         from millipyde.graph.codegen import batch_writer
@@ -107,8 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         from millipyde.graph.codegen import batch_gather
         from millipyde.graph.exec import batch as exec_batch
 
-        g, w = (int(v) for v in setting.split(","))
+        g, w, *grey = (int(v) for v in setting.split(","))
         batch_gather.ROWS_PER_TRIP.update(gather=g, writer=w)
+        if grey:
+            batch_gather.ROWS_PER_TRIP["grey writer"] = grey[0]
         exec_batch._gather_fn.cache_clear()
         batch_convert.fused_writer.cache_clear()
         _run(imgs, args, f"{args.label} rows={g},{w}")

@@ -47,16 +47,21 @@ from .target import _HEADER, _RINT_CLIP, _decorator
 
 #: Rows of a thread's grid-stride loop that one trip of a batched gather computes before it
 #: stores them (GPUs; ``batch_rows``): the kernels without a sampler, and the batch writers
-#: (whose registers bound their occupancy). Benchmarks set these to compare.
-ROWS_PER_TRIP = {"gather": 4, "writer": 1}
+#: (whose registers bound their occupancy), apart: the one-channel ("grey") writers, whose
+#: float64 tap loads the warps wait for (two rows: 0.19 -> 0.18 ms a batch, while the
+#: colour writer's 0.523 went to 0.537; bench/RESULTS.md, fifteenth session, h-writer3).
+#: Benchmarks set these to compare.
+ROWS_PER_TRIP = {"gather": 4, "writer": 1, "grey writer": 2}
 
 #: Registers per thread the flat batched gathers, the batch writers and the axis-map gathers
 #: (``batch_perm``) may use on GPUs (``None``: as many as the compiler takes). The writers'
 #: loads are chains (source byte, its table entry, the blend): resident warps hide their
 #: latency, and at 80 registers three 256-thread blocks fit an SM where two did
-#: (bench/RESULTS.md, eleventh session). A link option: the PTX, so the arithmetic, is the
-#: same. Benchmarks set these to compare.
-MAX_REGISTERS: dict[str, int | None] = {"gather": None, "writer": 80, "axis": None}
+#: (bench/RESULTS.md, eleventh session); at 64 four do, which the writers bound by their
+#: tap loads (L1TEX waits, half their stalls) take over the few spills (colour writer
+#: 0.555 -> 0.523 ms, grey 0.21 -> 0.19 a batch; fifteenth session, h-writer3). A link
+#: option: the PTX, so the arithmetic, is the same. Benchmarks set these to compare.
+MAX_REGISTERS: dict[str, int | None] = {"gather": None, "writer": 64, "axis": None}
 
 
 def _capped(target: str, sim: bool, kind: str) -> str:

@@ -24,6 +24,7 @@ from .batch_rows import rows_body, split_stores
 from .gather_body import WORD_TAPS_DEF, _gather_body
 from .gather_sig import GatherSig
 from .loader import load
+from .tile2d_batch import RINT_U8
 
 _STORE = re.compile(r"^(?P<ind>\s*)dst\[y, x, (?P<c>\d+)\] = (?P<v>.+)$", re.M)
 
@@ -58,6 +59,75 @@ def _same(a, b):
     return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
 """
 
+# ``x / 1.0`` is ``x`` for every float64 but NaN (whose bits a division may change), so a
+# writer over float64 sources (``cfull`` 1.0) with the default ``std`` (1.0) divides by
+# neither: the grey writer's two float64 divisions per pixel were most of its instructions
+# (bench/RESULTS.md, fifteenth session). Otherwise it divides as ``_norm`` does.
+_NORMU_DEF = """
+
+@_dev
+def _normu(v, full, mean, std):
+    a = v
+    if not (full == 1.0 and v == v):
+        a = v / full
+    a = a - mean
+    if not (std == 1.0 and a == a):
+        a = a / std
+    return a
+"""
+# the launch's first channel statistics, read once (per pixel, a load the compiler cannot
+# hoist past the float32 stores)
+_UNIT = "m0_ = mean[0]\ns0_ = std[0]\n"
+
+# A member's integer values in the uint8 table writer (every member's ``full`` is 255): the
+# blend rounds straight to its table index (``tile2d_batch.RINT_U8``: ``_rint_clip`` to 255
+# then ``int``, in integers), and a gated-off member's tap is its chain table's byte, where
+# each went to float64 and back per channel (``_rint_clip``'s compares and selects, ``_b2f``,
+# ``int``). ``float`` of the index is the value ``_rint_clip`` gave (a whole number 0..255,
+# +0.0 for zero), which the inline conversion takes.
+_RINT_LINE = re.compile(r"^(?P<ind>\s*)v(?P<c>\d+) = _rint_clip\(v(?P=c), full\)$", re.M)
+_OFF_TAP = re.compile(r"^(?P<ind>\s*)t(?P<c>\d+)_0 = _b2f\((?P<e>ct_\[.*\])\)$", re.M)
+_OFF_ZERO = re.compile(r"^(?P<ind>\s*)t(?P<c>\d+)_0 = 0\.0$", re.M)
+
+
+# Tap indices as 32-bit integers: ``int`` of the floored coordinate made each bounds check
+# two 64-bit compares and each ``+ 1`` a 64-bit add (registers in pairs). The conversion
+# saturates (``_fi``; the simulator's as the GPU's), so a coordinate outside the int32 range
+# stays outside the image, and the checks take the same taps.
+_FI = ("from numba import int32 as _fi\n"
+       "if _config.ENABLE_CUDASIM:\n"
+       "    def _fi(v):\n"
+       "        return max(-2147483648, min(2147483647, int(v)))\n")
+_TAP_INDEX = re.compile(r"^(?P<ind>\s*)(?P<v>i(?P<a>[yx])) = int\(t(?P=a)0\)$", re.M)
+_TAP_CHECK = re.compile(r"_u\((?=(?:iy|ix|mh|mw)\b)")
+
+
+def _int32_taps(body: str) -> str:
+    """``body`` with its sampler's tap indices and bounds checks in 32 bits (``_FI``)."""
+    body, n = _TAP_INDEX.subn(lambda m: f"{m['ind']}{m['v']} = _fi(t{m['a']}0)", body)
+    if n != 2:
+        raise RuntimeError("gather_writer_source: tap indices not where expected")
+    return _TAP_CHECK.sub("_u32(", body)
+
+
+def _int_body(body: str, cin: int, sampler: str) -> str:
+    """A table writer's body (``batch_tables.fast_body``, sampler ``"on"`` or ``"off"``)
+    whose channel values ``v<c>`` are table indices (module comment above)."""
+    if sampler == "on":
+        body, n = _RINT_LINE.subn(lambda m: f"{m['ind']}v{m['c']} = _rint_u8(v{m['c']})",
+                                  body)
+    elif sampler == "off":
+        body, n = _OFF_TAP.subn(lambda m: f"{m['ind']}t{m['c']}_0 = _ix({m['e']})", body)
+        body, z = _OFF_ZERO.subn(lambda m: f"{m['ind']}t{m['c']}_0 = _ix(0)", body)
+        # each channel's value is its one tap (``gather_body._blend``'s gated-off form)
+        taken = all(f"\nv{c} = t{c}_0\n" in f"\n{body}\n" for c in range(cin))
+        n = n if z == n and taken else -1
+    else:
+        raise ValueError(f"integer writer bodies are per sampler gate, got {sampler!r}")
+    if n != cin:
+        raise RuntimeError("gather_writer_source: channel values not where expected")
+    return body
+
 
 def _writes_table(sig: GatherSig, target: str) -> bool:
     """Whether the writer of ``sig`` converts through the table: GPUs (shared memory), values
@@ -71,8 +141,13 @@ def _out_index(layout: str, t: int, channels: int) -> str:
     return f"_u(ob_ + _ix((y * w + x) * {channels} + {t}))"
 
 
-def _writer_store(sig: GatherSig, layout: str, channels: int, table: bool
-                  ) -> Callable[[re.Match], str]:
+def _writer_store(sig: GatherSig, layout: str, channels: int, table: bool,
+                  ints: bool = False, unit: bool = False) -> Callable[[re.Match], str]:
+    """The writer's stores of channel values (``ints``: whole-number indices 0..255 of the
+    table, :func:`_int_body`; ``unit``: through ``_normu`` and the launch's ``m0_``, ``s0_``
+    where a grey value is normalized once)."""
+    norm = "_normu" if unit else "_norm"
+
     def store(m: re.Match) -> str:
         ind, c, v = m.group("ind"), int(m.group("c")), m.group("v")
         if c >= 3:
@@ -80,8 +155,15 @@ def _writer_store(sig: GatherSig, layout: str, channels: int, table: bool
         targets = range(channels) if sig.cout == 1 else [c]
 
         def direct(t: int, mean: str, std: str) -> str:
-            return f"out[{_out_index(layout, t, channels)}] = _norm(cv_, cfull, {mean}, {std})"
+            return f"out[{_out_index(layout, t, channels)}] = {norm}(cv_, cfull, {mean}, {std})"
 
+        if table and ints:
+            lines = ["if tabled_:"]
+            lines += [f"    out[{_out_index(layout, t, channels)}] = tab_[_u({t * 256} + {v})]"
+                      for t in targets]
+            lines += ["else:", f"    cv_ = float({v})"] + [
+                f"    {direct(t, f'mean[{t}]', f'std[{t}]')}" for t in targets]
+            return "\n".join(ind + line for line in lines)
         lines = [f"cv_ = float({v})"]
         if table:
             lines += ["if tabled_:", "    iv_ = int(cv_)"]
@@ -90,7 +172,8 @@ def _writer_store(sig: GatherSig, layout: str, channels: int, table: bool
             lines += ["else:"] + [f"    {direct(t, f'mean[{t}]', f'std[{t}]')}"
                                   for t in targets]
         elif len(targets) > 1:
-            lines += ["if same_:", "    nv_ = _norm(cv_, cfull, mean[0], std[0])"]
+            m0, s0 = ("m0_", "s0_") if unit else ("mean[0]", "std[0]")
+            lines += ["if same_:", f"    nv_ = {norm}(cv_, cfull, {m0}, {s0})"]
             lines += [f"    out[{_out_index(layout, t, channels)}] = nv_" for t in targets]
             lines += ["else:"] + [f"    {direct(t, f'mean[{t}]', f'std[{t}]')}"
                                   for t in targets]
@@ -135,18 +218,31 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
     if sig.packed:
         raise ValueError("packed gathers are not fused with the batch conversion")
     table = _writes_table(sig, target)
-    rows = 1 if target == "cpu" else ROWS_PER_TRIP["writer"]
+    rows = 1 if target == "cpu" else ROWS_PER_TRIP["grey writer" if sig.cout == 1
+                                                   else "writer"]
     # a uint8 member's chain through its block's table (batch_tables), others inline; with a
     # gated sampler, members whose sampler is gated off read one tap (``_gated_sampler``)
     chained = batch_tables.chain_tables(sig, target) and u8 is not False
     only = chained and u8 is True  # every member through the table
     split = _gated_sampler(sig, gates, target)
     samplers = [(_SAMPLER_ON, "on"), ("", "off")] if split else [("", "pixel")]
+    # the uint8 table writer's values as table indices (every member's ``full`` is 255)
+    ints = only and table and split and INT_INDEX
+    unit = target != "cpu" and UNIT_DIVISIONS
+    i32 = target != "cpu" and not wide and sig.sampler and INT32_TAPS
+
+    def made(make: Callable[..., str], sampler: str) -> str:
+        body = make(sig, gates, sampler)
+        if ints:
+            body = _int_body(body, sig.cin, sampler)
+        return _int32_taps(body) if i32 else body
+
     makes = ([("" if only else "cton_",
-                lambda s, g, m: batch_tables.fast_body(s, g, m, words))] if chained else []) + (
+               lambda s, g, m: batch_tables.fast_body(s, g, m, words))] if chained else []) + (
         [] if only else [("", lambda s, g, m: _gather_body(s, g, True, m, words))])
     bodies = [(" and ".join(c for c in (cond, on) if c),
-               _writer_body(make(sig, gates, sampler), sig, layout, channels, table, rows))
+               _writer_body(made(make, sampler), sig, layout, channels, table, rows, ints,
+                            unit))
               for cond, make in makes for on, sampler in samplers]
     per = _prologue(sig, gates)
     if only:
@@ -159,12 +255,14 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
         launch += _TABLE.format(n=channels * 256,
                                 cond="True" if sig.mode == "lut" else "cfull == 255.0")
     elif sig.cout == 1 and channels > 1:
-        launch += _SAME.format(n=channels)
+        launch += _SAME.format(n=channels) + (_UNIT if unit else "")
     head = (_head(sig, target, wide, f"gather + batch writer {layout} channels={channels} "
                   f"rows={rows} math={_DIGEST}" + (" chain-tables" if chained else "")
                   + (" uint8" if only else "") + (" words" if words else ""))
             + _DEFS + "from numba import float32 as _f32\n" + _SAME_DEF
-            + (batch_tables.HEAD if chained else "") + (WORD_TAPS_DEF if words else ""))
+            + (batch_tables.HEAD if chained else "") + (WORD_TAPS_DEF if words else "")
+            + (RINT_U8 if ints else "") + (_NORMU_DEF if unit else "")
+            + (_FI if i32 else ""))
     fn = (f"\n\n{_capped(target, sim, 'writer')}\n"
           "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, out, pos, mean, std, cfull"
           + (", srcw" if words else "") + "):\n")
@@ -174,10 +272,11 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
 
 
 def _writer_body(body: str, sig: GatherSig, layout: str, channels: int, table: bool,
-                 rows: int) -> str:
-    """A gather body of ``sig`` with its stores made the batch writer's."""
+                 rows: int, ints: bool = False, unit: bool = False) -> str:
+    """A gather body of ``sig`` with its stores made the batch writer's (``ints``, ``unit``:
+    :func:`_writer_store`'s)."""
     compute, stores = split_stores(body)
-    stores, n = _STORE.subn(_writer_store(sig, layout, channels, table), stores)
+    stores, n = _STORE.subn(_writer_store(sig, layout, channels, table, ints, unit), stores)
     if n != sig.cout or "dst[" in stores:
         raise RuntimeError("gather_writer_source: stores not where expected")
     return flat_accesses(rows_body(compute, stores, rows), sig)
@@ -190,6 +289,18 @@ def gather_writer_kernel(sig: GatherSig, target: str, sim: bool, gates: bool, ch
     return load(gather_writer_source(sig, target, sim, gates, channels, layout, wide, u8,
                                      words), target).kernel
 
+
+#: Whether the uint8 table writers round their blends straight to table indices
+#: (``_int_body``); benchmarks turn it off to compare.
+INT_INDEX = True
+
+#: Whether GPU writers index their sampler taps in 32 bits (``_int32_taps``); benchmarks
+#: turn it off to compare.
+INT32_TAPS = True
+
+#: Whether GPU writers skip divisions by 1.0 (``_NORMU_DEF``); benchmarks turn it off to
+#: compare.
+UNIT_DIVISIONS = True
 
 #: Whether batch writers over uint8 RGB stacks of whole aligned words read their rotated
 #: taps as uint64 words (:func:`word_taps`); benchmarks turn it off to compare.

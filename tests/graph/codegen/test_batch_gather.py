@@ -82,6 +82,7 @@ def rows_per_trip(monkeypatch: pytest.MonkeyPatch):
     def set_rows(gather: int, writer: int) -> None:
         monkeypatch.setitem(batch_gather.ROWS_PER_TRIP, "gather", gather)
         monkeypatch.setitem(batch_gather.ROWS_PER_TRIP, "writer", writer)
+        monkeypatch.setitem(batch_gather.ROWS_PER_TRIP, "grey writer", writer)
         forget()
 
     yield set_rows
@@ -508,3 +509,119 @@ def test_word_taps_ptx_loads_words() -> None:
         assert not GENERIC_LOAD.findall(ptx)
         got[words] = [len(re.findall(rf"\bld\.global\.{t}\b", ptx)) for t in ("u8", "u64")]
     assert got[True][0] == got[False][0] and got[True][1] == got[False][1] + 4
+
+
+# --------------------------------------------------------------------- writer text flags
+
+_WRITER_FLAGS = ("INT_INDEX", "UNIT_DIVISIONS", "INT32_TAPS")
+
+
+def test_writer_text_flags_shape_the_uint8_and_grey_writers() -> None:
+    """The uint8 table writer rounds its blends to table indices, a gated-off member's tap
+    is its table byte, tap indices are 32-bit; the
+    grey writer normalizes through ``_normu`` with the launch's first statistics; the cpu's
+    writers keep their text."""
+    u8 = batch_writer.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
+                                           u8=True, words=True)
+    on, off = u8.split("\n        if gs_ == 0.0:\n", 1)[1].split("\n        else:\n", 1)
+    assert on.count("_rint_u8(v") == 3 and "_rint_clip(v" not in on
+    assert on.count("_b2f(ct_[") == 24 and "_b2f(" not in off
+    assert off.count("_ix(ct_[") == 3 and off.count("= _ix(0)") == 3
+    assert on.count("tab_[_u(256 + sv1_)]") == 1 and "iv_" not in on + off
+    assert "int(ty0)" not in u8 and on.count("_fi(t") == 2 and "_u(iy" not in u8
+    grey = batch_writer.gather_writer_source(WRITER_GREY, "cuda", False, True, 3, "NCHW")
+    assert "m0_ = mean[0]" in grey and grey.count("_normu(cv_, cfull, m0_, s0_)") == 2
+    assert "_norm(cv_" not in grey
+    # inline chains (another source) keep their float values and conversion
+    other = batch_writer.gather_writer_source(WRITER_CHAIN, "cuda", False, True, 3, "NCHW",
+                                              u8=False)
+    assert "_rint_u8" not in other and "_rint_clip(v" in other
+    for sig in (WRITER_CHAIN, WRITER_GREY):
+        cpu = batch_writer.gather_writer_source(sig, "cpu", False, True, 3, "NCHW")
+        assert not any(k in cpu for k in ("_normu", "_rint_u8", "_fi("))
+
+
+def _flags(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
+    for name in _WRITER_FLAGS:
+        monkeypatch.setattr(batch_writer, name, on)
+
+
+@cudasim_ok
+@pytest.mark.parametrize("words", [True, False], ids=["words", "bytes"])
+def test_uint8_writer_flags_keep_the_values(words: bool, monkeypatch: pytest.MonkeyPatch
+                                            ) -> None:
+    """The uint8 chain writer with its text flags on equals the one with them off, bit for
+    bit: taps at every edge and half-pixel shifts (blends on ties), rotations, flipped and
+    transposed members, gated-off samplers; the table conversion and the inline one (a
+    ``cfull`` other than 255)."""
+    from millipyde.backend import ACTIVE as runtime
+
+    if runtime.codegen_target != "cuda":
+        pytest.skip("CUDA kernels (cuda or cudasim)")
+    from numba import cuda
+
+    rng = np.random.default_rng(21)
+    n, (h, w), sim = 32, (6, 11), runtime.simulated
+    src = rng.integers(0, 256, (8, h, w, 3), dtype=np.uint8)
+    p, sidx = _word_members(WRITER_CHAIN, n, rng, h, w)
+    lut = np.zeros((n, 2, 3, 256), np.uint8)
+    pos = rng.permutation(n).astype(np.int64)
+    mean, std = np.array([0.4, 0.5, 0.6]), np.array([0.2, 1.0, 0.3])
+    src_, sidx_, lut_, p_ = (cuda.to_device(a.reshape(-1)) for a in (src, sidx, lut, p))
+    args = (src_, sidx_, lut_, p_, n, h, w, src[0].size, w)
+    srcw = (runtime.words(src_),) if words else ()
+
+    def run(on: bool, cfull: float) -> np.ndarray:
+        _flags(monkeypatch, on)
+        out = cuda.to_device(np.full(n * 3 * h * w, np.nan, np.float32))
+        kernel = batch_writer.gather_writer_kernel(WRITER_CHAIN, "cuda", sim, True, 3, "NCHW",
+                                                   u8=True, words=words)
+        kernel[(2, 2, n), (4, 4, 1)](*args, out, cuda.to_device(pos), cuda.to_device(mean),
+                                     cuda.to_device(std), cfull, *srcw)
+        return out.copy_to_host()
+
+    for cfull in (255.0, 1.0):
+        got, want = run(True, cfull), run(False, cfull)
+        assert not np.isnan(want).any()
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), cfull
+
+
+@cudasim_ok
+@pytest.mark.parametrize("cfull,std", [(1.0, (1.0, 1.0, 1.0)), (1.0, (0.5, 0.5, 0.5)),
+                                       (255.0, (1.0, 1.0, 1.0)), (1.0, (1.0, 0.5, 1.0))],
+                         ids=["unit", "std", "full", "mixed"])
+def test_grey_writer_flags_keep_the_values(cfull: float, std: tuple,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grey writer with its text flags on equals the one with them off, bit for bit:
+    divisions by 1.0 skipped or not, the one normalization or per channel, -0.0 and NaN
+    among the values."""
+    from millipyde.backend import ACTIVE as runtime
+
+    if runtime.codegen_target != "cuda":
+        pytest.skip("CUDA kernels (cuda or cudasim)")
+    from numba import cuda
+
+    rng = np.random.default_rng(22)
+    n, hw, sim = 8, 9, runtime.simulated
+    src = rng.uniform(-1, 2, (2, hw, hw, 1))
+    src.reshape(-1)[:3] = -0.0, np.nan, -0.0  # (infinities: the simulator's blend warns)
+    p = _members(WRITER_GREY, n, rng, [cfull])
+    lut = np.zeros((n, 2, 1, 256), np.uint8)
+    sidx = np.arange(n, dtype=np.int64) % 2
+    pos = rng.permutation(n).astype(np.int64)
+    mean = np.array([0.0, -0.0, 0.0]) if std[1] == 1.0 else np.array([0.25, 0.25, 0.25])
+    src_, sidx_, lut_, p_ = (cuda.to_device(a.reshape(-1)) for a in (src, sidx, lut, p))
+    args = (src_, sidx_, lut_, p_, n, hw, hw, src[0].size, hw)
+
+    def run(on: bool) -> np.ndarray:
+        _flags(monkeypatch, on)
+        out = cuda.to_device(np.full(n * 3 * hw * hw, 7.0, np.float32))
+        kernel = batch_writer.gather_writer_kernel(WRITER_GREY, "cuda", sim, True, 3, "NCHW")
+        kernel[(1, 1, n), (4, 4, 1)](*args, out, cuda.to_device(pos), cuda.to_device(mean),
+                                     cuda.to_device(np.array(std)), cfull)
+        return out.copy_to_host()
+
+    got, want = run(True), run(False)
+    assert (want != 7.0).all() and np.isnan(want).any()
+    assert (want == 0.0).any() or mean[0] != 0.0  # the zeros' signs
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
