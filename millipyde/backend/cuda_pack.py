@@ -168,12 +168,7 @@ class CudaPacks:
             buf = self.empty_batched((-(-host.nbytes // PACK_ROUND) * PACK_ROUND,), np.uint8,
                                      device)
             self._pack_ring(device, host.nbytes).copy(buf, host, stream)
-            ctx = pool._context(device, self._context)
-            views = _LAYOUTS.stamp_parts(parts, int(buf.gpu_data.device_pointer), buf, ctx)
-            for i, (_, dtype, shape) in enumerate(parts):
-                if views[i] is None:
-                    views[i] = self.empty(shape, dtype, device)
-            return views
+            return self._views(pool, buf, parts, device)
 
     def upload_parts(self, parts: list[tuple[int, np.ndarray]], nbytes: int,
                      device: int) -> list[Any]:
@@ -188,12 +183,18 @@ class CudaPacks:
             buf = self.empty_batched((-(-nbytes // PACK_ROUND) * PACK_ROUND,), np.uint8,
                                      device)
             self._pack_ring(device, nbytes).copy_parts(buf, parts, nbytes, stream)
-            ctx = pool._context(device, self._context)
-            views = _LAYOUTS.stamp_parts(layout, int(buf.gpu_data.device_pointer), buf, ctx)
-            for i, (_, dtype, shape) in enumerate(layout):
-                if views[i] is None:
-                    views[i] = self.empty(shape, dtype, device)
-            return views
+            return self._views(pool, buf, layout, device)
+
+    def _views(self, pool: Any, buf: Any, layout: list[tuple[int, Any, Any]],
+               device: int) -> list[Any]:
+        """Arrays of ``layout`` (offset, dtype, shape) over the uploaded ``buf``, stamped from
+        their layouts; an empty part gets an array of its own."""
+        ctx = pool._context(device, self._context)
+        views = _LAYOUTS.stamp_parts(layout, int(buf.gpu_data.device_pointer), buf, ctx)
+        for i, (_, dtype, shape) in enumerate(layout):
+            if views[i] is None:
+                views[i] = self.empty(shape, dtype, device)
+        return views
 
     def empty_batched(self, shape: tuple[int, ...], dtype: Any, device: int) -> Any:
         """``empty`` of the batch engine's buffers inside ``on_device(device)``: through the
