@@ -22,6 +22,8 @@ OPS = [mp.Operation("random_rotate", -20, 20), mp.Operation("random_brightness",
        mp.Operation("fliplr", probability=0.5), mp.Operation("gaussian", 0.8)]
 # Python's own bookkeeping (dict and free-list growth, interned ids) between two measurements
 SLACK = 64 * 1024
+# Generators made before memory is traced (``_generator_growth``)
+WARM_GENERATORS = 6
 
 
 def _full_soak_requested(config) -> bool:
@@ -53,8 +55,12 @@ def _generator_growth(n: int, per_generator: int = 125) -> tuple[int, int]:
 
     # warm-up: every kernel compiled, pools and caches filled. Before tracing starts: the
     # samples are all taken after it either way, and Numba's compiles run several times
-    # slower under tracemalloc
-    one_generator(0)
+    # slower under tracemalloc. Several Generators: on GPUs a batch's groups make a device
+    # array layout per member count they meet (``backend.pool._Layouts``, bounded at 4096),
+    # and those fill over the first few (an H200: +185 KB over Generators 1-5, then +64 B;
+    # bench/RESULTS.md, fifteenth session)
+    for seed in range(WARM_GENERATORS):
+        one_generator(1000 + seed)
     tracemalloc.start()
     try:
         samples = []
