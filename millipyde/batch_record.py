@@ -222,10 +222,9 @@ class Recorder:
         self.templates: dict[tuple[int, bytes, int], _Template | None] = {}
         self.failed: dict[tuple[int, bytes, int], int] = {}
         self.plans: dict[tuple, KeyPlan] = {}  # per group key: its templates as arrays
-        # (device, pattern as an integer) -> its template (or None): ``templates`` without
+        # device -> pattern as an integer -> its template (or None): ``templates`` without
         # the pattern's bytes made per batch
-        self.by_int: dict[tuple[int, int], _Template | None] = {}
-        self.by_dev: dict[int, dict[int, _Template | None]] = {}  # by_int per device
+        self.by_dev: dict[int, dict[int, _Template | None]] = {}
         self._sidx: dict[int, tuple[dict, np.ndarray]] = {}  # device -> (stacks, indices)
         self.ahead: set[int] = set()  # devices whose first batch recorded templates ahead
 
@@ -322,9 +321,9 @@ class Recorder:
         sidx_rows = sidx_of[karr % len(inputs)]
         groups: list[ArrayGroup] = []
         left: list[np.ndarray] = []
-        seen = self.by_dev.get(device)
+        seen = self.by_dev.setdefault(device, {})
         try:  # every pattern seen before, every template in its plan: no loop over patterns
-            ts = [seen[key] for key in ints] if seen is not None else None
+            ts = [seen[key] for key in ints]
         except KeyError:
             ts = None
         lost = None
@@ -334,11 +333,10 @@ class Recorder:
         if lost is None:
             bounds = bounds.tolist()
             parts: dict[Any, list] = defaultdict(list)  # KeyPlan -> per pattern (template, rows)
-            by_int = self.by_int
             for u, (f, key) in enumerate(zip(first.tolist(), ints, strict=True)):
                 rows = order[bounds[u]:bounds[u + 1]]
                 try:  # a pattern seen before: no call but the append (patterns x groups)
-                    t = by_int[device, key]
+                    t = seen[key]
                 except KeyError:
                     t = self._template_of(device, pats[f], key, ks, rows, stacks)
                 if t is None:
@@ -365,14 +363,13 @@ class Recorder:
     def _template_of(self, device: int, pattern: np.ndarray, key: int | None, ks: list[int],
                      rows: np.ndarray, stacks: dict) -> Any:
         """The template of ``pattern`` (``key``: its integer, None past 62 bits), recorded
-        if it is not yet; once decided it is also kept under ``key`` (``by_int``)."""
+        if it is not yet; once decided it is also kept under ``key`` (``by_dev``)."""
         full = (device, pattern.tobytes(), 0)
         t = self.templates.get(full, _MISSING)
         if t is _MISSING:
             t = self.template(device, pattern, [ks[r] for r in rows[:self.TRIES].tolist()],
                               stacks)
         if key is not None and full in self.templates:  # (not while tries are left)
-            self.by_int[device, key] = t
             self.by_dev.setdefault(device, {})[key] = t
         return t
 
