@@ -9,7 +9,7 @@ Python calls (bench/RESULTS.md). Here the active backend object becomes a ``Cuda
 driver-facing ends are stand-ins: CuPy's pool hands out addresses (``_FakeCupy``), the pinned
 pack ring copies into host memory, a kernel's first launch builds its driver template from the
 argument types instead of compiling it (``rawlaunch.build``), and ``cuLaunchKernel`` /
-``cuLaunchKernelEx`` return at once. Everything between (``upload_pack``'s views, ``reshape``,
+``cuLaunchKernelEx`` return at once. Everything between (``upload_parts``' views, ``reshape``,
 ``empty``, the cached launch path, ``launch_args``, the fused writer, ``_finish``) is the cuda
 backend's own code, so the call counts and their shares are what the GPU's host runs; the
 times are this machine's and miss the driver's own (~4-6 us per launch on an H200).
@@ -109,9 +109,6 @@ class _Ring:
     def __init__(self, slot_bytes: int) -> None:
         self.slot_bytes = slot_bytes
         self._host = np.empty(slot_bytes, dtype=np.uint8)
-
-    def copy(self, dst: Any, array: np.ndarray, stream: Any) -> None:
-        self._host[:array.nbytes] = array.reshape(-1).view(np.uint8)
 
     def copy_parts(self, dst: Any, parts: list, nbytes: int, stream: Any) -> None:
         from millipyde.backend.staging import put

@@ -51,8 +51,8 @@ def _device_array() -> type:
 
 
 class CudaPacks:
-    """``upload_pack``, ``flat`` / ``reshape`` without numba-cuda's constructor, and the batch
-    engine's launches (``launch_batched``) of ``CudaBackend``."""
+    """``upload_parts``, ``flat`` / ``reshape`` without numba-cuda's constructor, and the
+    batch engine's launches (``launch_batched``) of ``CudaBackend``."""
 
     def launch_batched(self, kernel: Any, grid: tuple[int, int, int],
                        block: tuple[int, int, int], device: int, args: tuple,
@@ -154,47 +154,28 @@ class CudaPacks:
         d["_mp_words"] = got
         return got
 
-    def upload_pack(self, host: np.ndarray, parts: list[tuple[int, Any, tuple[int, ...]]],
-                    device: int) -> list[Any]:
-        """Views on ``device`` of the arrays laid out in the uint8 array ``host`` (one pinned
-        asynchronous copy on the current stream; ``host`` may change once this returns)."""
+    def upload_parts(self, parts: list[tuple[int, np.ndarray]], nbytes: int,
+                     device: int) -> list[Any]:
+        """``Backend.upload_parts`` with one pinned asynchronous copy on the current stream:
+        the arrays written straight into a slot of the pack ring (``StagingRing.copy_parts``;
+        they may change once this returns), their views stamped from their layouts."""
         pool = self._cupy_pool()
-        if not self.staged_uploads or pool is None or host.nbytes == 0:
-            return super().upload_pack(host, parts, device)
+        if not self.staged_uploads or pool is None or nbytes == 0:
+            return super().upload_parts(parts, nbytes, device)
         with self.on_device(device):
             stream = self.current_stream()
             # (rounded up: a batch's pack size varies, so an exact size would be a new
             # layout and pool allocator nearly every batch; these are a few, kept)
-            buf = self.empty_batched((-(-host.nbytes // PACK_ROUND) * PACK_ROUND,), np.uint8,
-                                     device)
-            self._pack_ring(device, host.nbytes).copy(buf, host, stream)
-            return self._views(pool, buf, parts, device)
-
-    def upload_parts(self, parts: list[tuple[int, np.ndarray]], nbytes: int,
-                     device: int) -> list[Any]:
-        """``Backend.upload_parts``: the arrays written straight into a slot of the pinned
-        pack ring (``StagingRing.copy_parts``), then as ``upload_pack``."""
-        pool = self._cupy_pool()
-        if not self.staged_uploads or pool is None or nbytes == 0:
-            return super().upload_parts(parts, nbytes, device)
-        layout = [(off, a.dtype, a.shape) for off, a in parts]
-        with self.on_device(device):
-            stream = self.current_stream()
             buf = self.empty_batched((-(-nbytes // PACK_ROUND) * PACK_ROUND,), np.uint8,
                                      device)
             self._pack_ring(device, nbytes).copy_parts(buf, parts, nbytes, stream)
-            return self._views(pool, buf, layout, device)
-
-    def _views(self, pool: Any, buf: Any, layout: list[tuple[int, Any, Any]],
-               device: int) -> list[Any]:
-        """Arrays of ``layout`` (offset, dtype, shape) over the uploaded ``buf``, stamped from
-        their layouts; an empty part gets an array of its own."""
-        ctx = pool._context(device, self._context)
-        views = _LAYOUTS.stamp_parts(layout, int(buf.gpu_data.device_pointer), buf, ctx)
-        for i, (_, dtype, shape) in enumerate(layout):
-            if views[i] is None:
-                views[i] = self.empty(shape, dtype, device)
-        return views
+            ctx = pool._context(device, self._context)
+            layout = [(off, a.dtype, a.shape) for off, a in parts]
+            views = _LAYOUTS.stamp_parts(layout, int(buf.gpu_data.device_pointer), buf, ctx)
+            for i, (_, dtype, shape) in enumerate(layout):
+                if views[i] is None:  # an empty part: an array of its own
+                    views[i] = self.empty(shape, dtype, device)
+            return views
 
     def empty_batched(self, shape: tuple[int, ...], dtype: Any, device: int) -> Any:
         """``empty`` of the batch engine's buffers inside ``on_device(device)``: through the
