@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from . import batch_math
+from .batch_fill import KernelPlans, RowsFill, source_columns
 from .graph.codegen import gather_sig as codegen
 from .graph.exec import batch, tables
 from .graph.plan.schedule import _affine3
@@ -202,23 +203,7 @@ class _GatherPlan:
     def source(self, d: Draws) -> np.ndarray:
         """(N, W) the batch's drawn columns and sampler maps that the pieces copy from (one
         per batch for the plans whose sources are the same: kept in ``d``)."""
-        key = ("source", self.skey)
-        got = d.cache.get(key)
-        if got is None:
-            got = d.cache[key] = self._source(d)
-        return got
-
-    def _source(self, d: Draws) -> np.ndarray:
-        parts = []
-        for x in self.sources:
-            if isinstance(x, tuple):
-                maps, clips = d.maps(*x)
-                parts += [maps, clips[:, None].astype(np.float64)]
-            else:
-                parts.append(d.params[x])
-        if not parts:
-            return np.zeros((1, 0))
-        return np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
+        return source_columns(self.sources, self.skey, d)
 
 
 class _TapsPlan:
@@ -283,7 +268,7 @@ class KeyPlan:
 
     def _build(self, d: Draws) -> list[Any]:
         ts = self.templates
-        out = _KernelPlans()
+        out = KernelPlans()
         for i, k in enumerate(ts[0].kernels):
             if k.kind == "gather":
                 out.append(_GatherPlan([_recipe(t, i, d) for t in ts], batch.tables_of(k),
@@ -292,110 +277,16 @@ class KeyPlan:
                                         if v is not None}))
             else:
                 out.append(_TapsPlan(ts, i, d))
-        out.fill = _RowsFill.of(out)
+        out.fill = RowsFill.of([(i, kp) for i, kp in enumerate(out)
+                                if isinstance(kp, _GatherPlan)])
         return out
-
-
-class _KernelPlans(list):
-    """A key plan's kernel plans, and their gathers' parameter rows as one fill
-    (``_RowsFill``, None where there are fewer than two gathers)."""
-
-    fill: Any = None
-
-
-class _RowsFill:
-    """The parameter rows of a key plan's gathers (``_GatherPlan``) side by side, filled by
-    one ``batch_math.fill_rows`` call per batch instead of one per gather: each gather's base
-    row and gate flags are base columns at its offset, its pieces copy the same drawn columns
-    and sampler maps (from the gathers' sources side by side) into its own columns, in its
-    own order (the gathers' columns do not overlap). Each gather's rows are then a view of
-    its columns: the values one call per gather gives."""
-
-    def __init__(self, gathers: list[tuple[int, _GatherPlan]]) -> None:
-        plans = [kp for _, kp in gathers]
-        widths = [kp.p.shape[1] + kp.flags.shape[1] for kp in plans]
-        self.cols = [(i, o, o + w) for (i, _), o, w in
-                     zip(gathers, np.cumsum([0, *widths[:-1]]).tolist(), widths, strict=True)]
-        self.base = np.concatenate([np.concatenate([kp.p, kp.flags], axis=1) for kp in plans],
-                                   axis=1)
-        self.flags = np.zeros((self.base.shape[0], 0))
-        # the gathers' sources, each once, side by side
-        self.sources: list[Any] = []
-        at: dict[Any, int] = {}
-        moved = []  # per gather: its source column -> the combined one
-        width = 0
-        for kp in plans:
-            cols, own = [], 0
-            for x, key, n in zip(kp.sources, kp.skey, kp.source_widths, strict=True):
-                if key not in at:
-                    at[key] = width
-                    self.sources.append((x, key))
-                    width += n
-                cols.append((own, n, at[key]))
-                own += n
-            moved.append(cols)
-        self.skey = ("rows-fill", *(key for _, key in self.sources))
-        parts = [[], [], [], [], [], []]
-        for (_, o, _), kp, cols in zip(self.cols, plans, moved, strict=True):
-            dst, wid, src_at, sel, clip_at, clip = kp.pieces
-            for q in range(len(dst)):
-                shift = _moved(cols, int(src_at[q]))
-                parts[0].append(int(dst[q]) + o)
-                parts[1].append(int(wid[q]))
-                parts[2].append(shift)
-                parts[3].append(sel[q])
-                parts[4].append(-1 if clip_at[q] < 0 else
-                                _moved(cols, int(clip_at[q])))
-                parts[5].append(float(clip[q]))
-        n = self.base.shape[0]
-        self.pieces = (np.array(parts[0], dtype=np.int64), np.array(parts[1], dtype=np.int64),
-                       np.array(parts[2], dtype=np.int64),
-                       np.array(parts[3], dtype=bool).reshape(len(parts[0]), n),
-                       np.array(parts[4], dtype=np.int64),
-                       np.array(parts[5], dtype=np.float64))
-
-    @classmethod
-    def of(cls, kernels: list[Any]) -> _RowsFill | None:
-        gathers = [(i, kp) for i, kp in enumerate(kernels) if isinstance(kp, _GatherPlan)]
-        return cls(gathers) if len(gathers) > 1 else None
-
-    def source(self, d: Draws) -> np.ndarray:
-        """(N, W) the gathers' sources side by side (kept in ``d``, as ``_GatherPlan``'s)."""
-        key = ("source", self.skey)
-        got = d.cache.get(key)
-        if got is None:
-            parts = []
-            for x, _ in self.sources:
-                if isinstance(x, tuple):
-                    maps, clips = d.maps(*x)
-                    parts += [maps, clips[:, None].astype(np.float64)]
-                else:
-                    parts.append(d.params[x])
-            got = d.cache[key] = (np.concatenate(parts, axis=1) if len(parts) > 1 else
-                                  parts[0]) if parts else np.zeros((1, 0))
-        return got
-
-    def rows(self, tid: np.ndarray, rows: np.ndarray, d: Draws,
-             ok: np.ndarray) -> dict[int, np.ndarray]:
-        """Per gather (kernel index) its members' parameter rows: views of one fill."""
-        p = batch_math.fill_rows(self.base, self.flags, tid, rows, self.source(d),
-                                 self.pieces, ok)
-        return {i: p[:, a:b] for i, a, b in self.cols}
-
-
-def _moved(cols: list[tuple[int, int, int]], column: int) -> int:
-    """Where a gather's source ``column`` is in the combined source."""
-    for own, n, at in cols:
-        if own <= column < own + n:
-            return at + column - own
-    raise AssertionError(f"source column {column} outside the gather's sources")
 
 
 def _gather_arrays(kp: _GatherPlan, tid: np.ndarray, rows: np.ndarray, d: Draws,
                    ok: np.ndarray, p: np.ndarray | None = None) -> dict[str, Any]:
     """Per member ``lut``, ``p`` (gate flags appended where any template has one) of a gather
     kernel (``batch._gather_member_args`` of each member); ``p`` given: its rows, filled
-    already (``_RowsFill``)."""
+    already (``batch_fill.RowsFill``)."""
     # base rows, gate flags, drawn columns and sampler maps in one compiled pass; a member
     # whose warp clip differs from its template's plans differently (the clip splits the
     # kernel): it needs a template of its own (``Recorder.groups``)

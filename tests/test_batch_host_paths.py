@@ -1,13 +1,14 @@
 """The shortcuts of a recorded batch's host path give what the general paths give: a key plan's
-gathers' rows in one fill (``batch_groups._RowsFill``), a batch grouped without a loop over
+gathers' rows in one fill (``batch_fill.RowsFill``), a batch grouped without a loop over
 patterns (``Recorder._grouped_fast``), strided parts copied into a pack (``staging.put``)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import millipyde as mp
-from millipyde import batch_groups, batch_record
+from millipyde import batch_fill, batch_record
 from millipyde.backend.staging import put
 
 
@@ -23,10 +24,21 @@ def _fig51() -> list:
     ]
 
 
-def _recorder():
+def _two_samplers() -> list:
+    """Two gathers with drawn maps of their own (rotations on either side of the stencil):
+    the second one's source columns sit after the first one's in the combined fill."""
+    return [
+        mp.Operation("random_rotate", -30, 30, probability=0.5),
+        mp.Operation("random_brightness", -0.2, 0.2),
+        mp.Operation("random_gaussian", 0.0, 1.0),
+        mp.Operation("random_rotate", 0, 120, probability=0.5),
+    ]
+
+
+def _recorder(ops: list):
     rng = np.random.default_rng(5)
     imgs = [mp.gpuimage(rng.integers(30, 256, (24, 24, 3), dtype=np.uint8)) for _ in range(3)]
-    gen = mp.Generator(imgs, _fig51(), seed=11)
+    gen = mp.Generator(imgs, ops, seed=11)
     st = gen._state
     rec = batch_record.Recorder(st, batch_record.rules_for(st.inputs, st.operations))
     return gen, rec, st.stacks_on(0, None)
@@ -47,16 +59,17 @@ def _same_groups(a: list, b: list) -> None:
                     assert v == y[name] or v is y[name], name
 
 
-def test_fast_grouping_and_one_fill_equal_the_general_paths(monkeypatch) -> None:
-    gen, rec, stacks = _recorder()
+@pytest.mark.parametrize("ops", [_fig51, _two_samplers])
+def test_fast_grouping_and_one_fill_equal_the_general_paths(monkeypatch, ops) -> None:
+    gen, rec, stacks = _recorder(ops())
     fills = []
-    real = batch_groups._RowsFill.rows
+    real = batch_fill.RowsFill.rows
 
     def counted(self, *args):
         fills.append(len(self.cols))
         return real(self, *args)
 
-    monkeypatch.setattr(batch_groups._RowsFill, "rows", counted)
+    monkeypatch.setattr(batch_fill.RowsFill, "rows", counted)
     fast_paths = []
     real_fast = batch_record.Recorder._grouped_fast
 
@@ -78,15 +91,24 @@ def test_fast_grouping_and_one_fill_equal_the_general_paths(monkeypatch) -> None
         # the general paths: patterns looked up one by one, and one fill per gather
         with monkeypatch.context() as m:
             m.setattr(rec, "by_dev", {})
-            m.setattr(batch_groups._RowsFill, "of", classmethod(lambda cls, kernels: None))
+            m.setattr(batch_fill.RowsFill, "of", classmethod(lambda cls, kernels: None))
             for plan in {id(t.plan): t.plan for t in rec.templates.values() if t}.values():
                 if plan.kernels:
-                    m.setattr(plan, "kernels", batch_groups._KernelPlans(plan.kernels))
+                    m.setattr(plan, "kernels", batch_fill.KernelPlans(plan.kernels))
                     m.setattr(plan, "state", (plan.templates[:], plan.kernels))
             slow, left2 = rec.groups(ks, 0, stacks)
         assert not fills and not any(fast_paths[1:])  # the general paths only
         assert left == left2
         _same_groups(fast, slow)
+    # whether a gather reads its source columns elsewhere in the combined fill than in its
+    # own (``batch_fill._moved``): the second chain's do, the first's do not
+    shifted = []
+    for plan in rec.plans.values():
+        fill = getattr(plan.kernels, "fill", None)
+        if fill is not None:
+            own = np.concatenate([plan.kernels[i].pieces[2] for i, _, _ in fill.cols])
+            shifted.append(bool((own != fill.pieces[2]).any()))
+    assert shifted and any(shifted) == (ops is _two_samplers)
     gen.close()
 
 

@@ -139,7 +139,7 @@ class _Pack:
         return self.add(np.arange(n, dtype=np.int64))
 
     def add(self, array: np.ndarray) -> int:
-        # (columns of a wider array, ``batch_groups._RowsFill``, are copied as they are into
+        # (columns of a wider array, ``batch_fill.RowsFill``, are copied as they are into
         # the upload: ``staging.put``)
         array = np.asarray(array)
         self.parts.append((self.size, array))
