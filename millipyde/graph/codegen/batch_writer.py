@@ -244,18 +244,8 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
                _writer_body(made(make, sampler), sig, layout, channels, table, rows, ints,
                             unit))
               for cond, make in makes for on, sampler in samplers]
-    per = _prologue(sig, gates)
-    if only:
-        per += "\n" + batch_tables.table_text(sig, gates)
-    elif chained:
-        per += "\ncton_ = full == 255.0\n" + batch_tables.table_text(sig, gates, "cton_")
-    per = flat_accesses(per, sig) + f"\nob_ = pos[b] * ({channels} * h * w)"
-    launch = batch_tables.launch_text(sig) if chained else ""
-    if table:
-        launch += _TABLE.format(n=channels * 256,
-                                cond="True" if sig.mode == "lut" else "cfull == 255.0")
-    elif sig.cout == 1 and channels > 1:
-        launch += _SAME.format(n=channels) + (_UNIT if unit else "")
+    per = _member_text(sig, gates, channels, chained, only)
+    launch = _launch_text(sig, channels, chained, table, unit)
     head = (_head(sig, target, wide, f"gather + batch writer {layout} channels={channels} "
                   f"rows={rows} math={_DIGEST}" + (" chain-tables" if chained else "")
                   + (" uint8" if only else "") + (" words" if words else ""))
@@ -269,6 +259,33 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
     if len(bodies) > 1:
         return head + fn + _loop_by(per, bodies, launch, rows)
     return head + fn + _loop(target, per, bodies[0][1], launch, rows)
+
+
+def _member_text(sig: GatherSig, gates: bool, channels: int, chained: bool,
+                 only: bool) -> str:
+    """The writer's per-member prologue: the gather's, the member's chain table where its
+    chain goes through one (``only``: every member's; ``chained``: the members with
+    ``full`` 255, ``cton_``), and its sample's offset ``ob_`` in the batch."""
+    per = _prologue(sig, gates)
+    if only:
+        per += "\n" + batch_tables.table_text(sig, gates)
+    elif chained:
+        per += "\ncton_ = full == 255.0\n" + batch_tables.table_text(sig, gates, "cton_")
+    return flat_accesses(per, sig) + f"\nob_ = pos[b] * ({channels} * h * w)"
+
+
+def _launch_text(sig: GatherSig, channels: int, chained: bool, table: bool,
+                 unit: bool) -> str:
+    """What the writer's blocks read once per launch: the chain tables' set-up, the
+    conversion table (``table``) or, for grey values replicated to ``channels``, whether
+    the channels' statistics are the same (and the first channel's, ``unit``)."""
+    launch = batch_tables.launch_text(sig) if chained else ""
+    if table:
+        launch += _TABLE.format(n=channels * 256,
+                                cond="True" if sig.mode == "lut" else "cfull == 255.0")
+    elif sig.cout == 1 and channels > 1:
+        launch += _SAME.format(n=channels) + (_UNIT if unit else "")
+    return launch
 
 
 def _writer_body(body: str, sig: GatherSig, layout: str, channels: int, table: bool,
