@@ -37,8 +37,8 @@ class CpuBackend(Backend):
 
     name = "cpu"
     codegen_target = "cpu"
-    kernel_decorator = "@njit(parallel=True, nogil=True, cache=True)"
-    device_decorator = "njit(cache=False)"
+    kernel_decorator = "@njit(parallel=True, nogil=True, cache=True, error_model='numpy')"
+    device_decorator = "njit(cache=False, error_model='numpy')"
     scalars_in_array = True
 
     def __init__(self) -> None:

@@ -24,8 +24,6 @@ the output's height and width when an op changes them (resize, crop, pad).
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -58,9 +56,12 @@ class OpSpec:
     # elementwise ops whose last parameter is a per-image statistic computed at run time (the
     # grey mean of its input, adjust_contrast): one reduction kernel before the gather
     stat: bool = False
-    # public-decorator ops: the user's function, its value convention and its source digest
+    # public-decorator ops: the user's (frozen) function, the key of what it computes
+    # (``millipyde.user_functions``) and the values a partial binds before / after the
+    # parameters the kernels pass
     user: Callable | None = field(default=None, compare=False)
     digest: str = ""
+    user_args: tuple = field(default=((), ()), compare=False)
 
     @cached_property
     def keeps_shape(self) -> bool:
@@ -86,15 +87,6 @@ class OpSpec:
 
 
 REGISTRY: dict[str, OpSpec] = {}
-
-
-def source_digest(fn: Callable) -> str:
-    """SHA-1 (12 hex digits) of a function's source: generated kernels that call it embed it."""
-    try:
-        text = inspect.getsource(fn)
-    except (OSError, TypeError):
-        text = repr(getattr(fn, "__code__", fn))
-    return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
 def register(spec: OpSpec, replace_existing: bool = False) -> OpSpec:
