@@ -16,6 +16,7 @@ import numpy as np
 from . import devices
 from . import random as mprandom
 from .array import ArgumentError, gpuarray
+from .backend import ACTIVE as runtime  # the active backend
 from .generator_state import AHEAD_BYTES, _State  # noqa: F401  (tests reach _State here)
 from .pipeline import (
     check_device_arg,
@@ -24,6 +25,7 @@ from .pipeline import (
     check_operations,
     check_seed,
 )
+from .workers import private_handle
 
 
 def _check_rank(rank: Any, world_size: Any) -> tuple[int, int]:
@@ -122,6 +124,9 @@ class Generator:
         for x in items:
             # Settle pending work once, here, so workers only ever clone stored values.
             x._materialize()
+        # the inputs as they are now: an op recorded on one later (or a Pipeline's commit)
+        # rebinds the caller's handle, never these (nodes are immutable values: no copy)
+        items = [private_handle(x) for x in items]
         self.device: int = dev
         # batches() spread over every device unless one is chosen; a data-parallel rank keeps
         # to its own (the current) device, as its training process does
@@ -137,8 +142,10 @@ class Generator:
 
     @property
     def inputs(self) -> list[gpuarray]:
-        """The inputs outputs are copied from (a new list; the arrays themselves)."""
-        return list(self._state.inputs)
+        """The inputs outputs are copied from, as they were when the Generator was made (new
+        handles on those values: recording on them changes neither the Generator nor the
+        arrays it was given)."""
+        return [private_handle(x) for x in self._state.inputs]
 
     @property
     def operations(self) -> list:
@@ -227,6 +234,12 @@ class Generator:
 
             check_operations(self._state.operations)
         devs = [self.device] if self._pinned else list(range(devices.get_device_count()))
+        st = self._state
+        largest = max(st.inputs, key=lambda a: a.shape[0] * a.shape[1])
+        samples = spec.size if st.outputs is None else min(spec.size, st.outputs)
+        for d in devs:
+            spec.check_fits(samples, spec.shape or largest.shape[:2], runtime.memory_bytes(d),
+                            d)
         # a cold kernel cache: every kernel of the chain compiled at once in worker processes
         from .precompile import before_batches
 

@@ -114,6 +114,10 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
     def _record(self, name: str, params: tuple[float, ...] = ()) -> None:
         spec = REGISTRY[name]
         old = self._node
+        entry = None
+        if targets.ANY and targets.of(old) is not None:
+            # before anything is recorded: an op the targets cannot follow changes nothing
+            entry = targets.following(old, spec, params, spec.out_shape(old.shape, params))
         node = self._placed()
         if spec.keeps_shape:  # (no ``out_shape`` call on the per-op path)
             new = Node(spec, (node,), params, node.shape, node.dtype, node.device)
@@ -122,8 +126,8 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
             new = Node(spec, (node,), params, spec.out_shape(node.shape, params), dtype,
                        node.device)
         self._bind(new)
-        if targets.ANY and targets.of(old) is not None:
-            targets.follow(old, new, spec, params)
+        if entry is not None:
+            targets.store(new, entry)
 
     # -- targets -------------------------------------------------------------------------
     def set_targets(self, boxes: Any = None, labels: Any = None, keypoints: Any = None,

@@ -66,6 +66,10 @@ class CudaDevices:
                     DeviceInfo(i, name, int(dev.MULTIPROCESSOR_COUNT), int(dev.CLOCK_RATE)))
         return infos
 
+    def memory_bytes(self, device: int) -> int | None:
+        with self.cuda.gpus[device]:
+            return int(self.cuda.current_context().get_memory_info().total)
+
     def peer_matrix(self, n: int) -> np.ndarray:
         m = np.eye(n, dtype=bool)
         for i in range(n):
