@@ -62,12 +62,23 @@ def augment(args: argparse.Namespace) -> int:
 
     import millipyde as mp
 
-    from .io import to_uint8
+    from .io import check_outputs_apart, iter_image_files, to_uint8
 
     if args.n < 1:
         raise SystemExit("millipyde augment: -n must be at least 1")
     if args.cluster is not None:
         return augment_on_cluster(args)
+    width = len(str(args.n - 1))
+    names = [f"aug_{i:0{width}d}.png" for i in range(args.n)] + ["contact_sheet.png"]
+    try:
+        # before anything is read, written or deleted: no output may land on an input
+        sources = [] if args.input is None else iter_image_files(args.input)
+        check_outputs_apart(sources, args.output, names, "millipyde augment",
+                            folder=args.input)
+    except (ValueError, OSError) as err:
+        msg = str(err)
+        raise SystemExit(msg if msg.startswith("millipyde augment:") else
+                         f"millipyde augment: {msg}") from err
     from .recipes import DETECTION_SAMPLES, detection_samples, operations
 
     if args.input is None and args.recipe == "detection":
@@ -87,7 +98,6 @@ def augment(args: argparse.Namespace) -> int:
                        return_to_host=not with_targets, seed=args.seed)
     paths: list[Path] = []
     boxes: list = []
-    width = len(str(args.n - 1))
     start = time.perf_counter()
     try:
         for i, img in enumerate(tqdm(gen, total=args.n, desc="augment", unit="img",
@@ -185,12 +195,27 @@ def bench(args: argparse.Namespace) -> int:
     return subprocess.call([sys.executable, "-m", "bench", *args.rest], cwd=Path.cwd())
 
 
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``HxW`` or ``HxWxC`` (C 3 or 4) as a tuple of ints; ``SystemExit`` naming ``--shape``
+    when it is not one."""
+    parts = text.lower().split("x")
+    try:
+        shape = tuple(int(v) for v in parts)
+    except ValueError:
+        shape = ()
+    if len(shape) not in (2, 3) or any(v < 0 for v in shape) or (
+            len(shape) == 3 and shape[2] not in (3, 4)):
+        raise SystemExit(f"millipyde warmup: --shape must be HxW or HxWxC (C 3 or 4), whole "
+                         f"numbers >= 0, like 512x512x3; got {text!r}")
+    return shape
+
+
 def warmup(args: argparse.Namespace) -> int:
     """``millipyde warmup``: compile the figure-5.1 kernels ahead (``millipyde.warmup``)."""
     import millipyde as mp
     from millipyde import warmup as wu
 
-    shape = tuple(int(v) for v in args.shape.lower().split("x"))
+    shape = parse_shape(args.shape)
     recipes = [figure_5_1_operations()]
     # its twin with the method form (colour inputs): the batches recorded at once
     recipes.append([mp.Operation("random_colorize", *op.args, probability=op.probability)
