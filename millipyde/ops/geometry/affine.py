@@ -8,15 +8,7 @@ from typing import Any
 import numpy as np
 
 from ...kernels.registry import sampler
-from ..base import (
-    Draws,
-    Emit,
-    ImageKind,
-    between,
-    define,
-    pair,
-    span,
-)
+from ..base import Draws, Emit, ImageKind, between, define, number, pair, span
 
 
 @sampler(nparams=6, name="warp_affine")
@@ -107,7 +99,16 @@ def random_affine(kind: ImageKind, degrees: Any, translate: Any = None, scale: A
     deg = pair(degrees, "degrees", symmetric=True)
     tr = None
     if translate is not None:
-        tr = span(translate, "translate")
+        # torchvision's (a, b): the largest horizontal and vertical shifts, as fractions of the
+        # width and height (each its own maximum, not a range)
+        if isinstance(translate, (str, bytes)) or not isinstance(translate,
+                                                                 (Sequence, np.ndarray)):
+            raise ValueError(f"translate must be a pair (horizontal, vertical), got "
+                             f"{translate!r}")
+        if len(translate) != 2:
+            raise ValueError(f"translate must be a pair (horizontal, vertical), got "
+                             f"{len(translate)} values")
+        tr = (number(translate[0], "translate[0]"), number(translate[1], "translate[1]"))
         if not (0 <= tr[0] <= 1 and 0 <= tr[1] <= 1):
             raise ValueError(f"translate values must lie in [0, 1], got {tr}")
     sc = None if scale is None else pair(scale, "scale")

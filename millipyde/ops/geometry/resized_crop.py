@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..base import Draws, Emit, ImageKind, define, integer, span
-from .crop import crop_window
+from .crop import CROP, crop_window
 from .resize import resize_map, resize_to
 
 
@@ -78,7 +78,7 @@ def _sample(args: tuple, d: Draws, hw: np.ndarray, kind: ImageKind) -> list:
     win, pending = random_windows(hw, sc, ra, d, erasing=False)
     for r in pending.tolist():  # ten misses: torchvision's central fallback, per image
         win[r] = crop_params(int(hw[r, 0]), int(hw[r, 1]), sc, ra, d.member(r))
-    return [Emit("crop", win.astype(np.float64)), resize_to(oh, ow, len(hw))]
+    return [Emit(CROP.kernels[0], win.astype(np.float64)), resize_to(oh, ow, len(hw))]
 
 
 RRC = define("random_resized_crop", "geometry", [crop_window, resize_map],
