@@ -20,7 +20,7 @@ from .array import gpuarray
 from .graph.ir.node import Node
 from .kernels import REGISTRY
 from .locks import commit_lock
-from .ops import FORMS, Emit, Form, Reject
+from .ops import FORMS, Emit, Form, Ranges, Reject
 from .ops.base import kind_of
 
 
@@ -223,10 +223,12 @@ def _method(form: Form) -> Callable[..., None]:
         def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
             a = parse(kind_of(self.shape, self.dtype), *args, **kwargs)
             key = self._key()
-            if a is not None:
+            if isinstance(a, Ranges):
                 self._record(kernel, tuple(
                     _between(lo, hi, mprandom.uniform01(key.seed, key.sample, key.op, t))
                     for t, (lo, hi) in enumerate(a)))
+            elif a is not None:
+                self._record(kernel, a)
     else:
         def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
             kind = kind_of(self.shape, self.dtype)
