@@ -37,9 +37,10 @@ from .image import gpuimage
 
 
 @dataclass
-class _Step:
+class _UserStep:
+    """A user op's Operation (``@mp.elementwise`` ...): drawn by ``batch_ops.user_op``."""
+
     op: Any
-    args: dict | None  # a method's bound arguments (None: a user op)
     reshapes: bool
 
 
@@ -66,7 +67,7 @@ class Launch:
 class ArenaRecorder:
     """Records a Generator's batches as arena gathers (see the module doc)."""
 
-    def __init__(self, state: Any, steps: list[_Step]) -> None:
+    def __init__(self, state: Any, steps: list) -> None:
         self.state = state
         self.steps = steps
         xs = state.inputs
@@ -82,7 +83,7 @@ class ArenaRecorder:
             self.offset[i] = at
             self.arena_size[x.dtype.str] = at + int(x.size)
         self.gates = any(s.op.probability is not None and not s.reshapes for s in steps) or \
-            any(s.op.method == "random_erasing" for s in steps)
+            any(isinstance(s, batch_ops.Step) and s.form.skips for s in steps)
         self.lock = threading.Lock()
         self.arenas: dict[int, dict[str, Any]] = {}
 
@@ -153,10 +154,10 @@ class ArenaRecorder:
             if s.reshapes and not on.any():
                 continue  # skipped by every member of this structure
             c = ctxs[j].sub(rows)
-            if s.args is None:
-                batch_ops.user_op(g, c, s.op.function, s.op.args, on)
+            if isinstance(s, batch_ops.Step):
+                batch_ops.record_step(g, c, s, on)
             else:
-                batch_ops.HANDLERS[s.op.method](g, c, s.args, on)
+                batch_ops.user_op(g, c, s.op.function, s.op.args, on)
         lost = [rows[g.left]]
         ok = ~g.left
         cur = g.cur
@@ -203,19 +204,16 @@ def make(state: Any) -> ArenaRecorder | None:
             if not isinstance(op.function, UserOp) or op.kwargs:
                 return None
             # a user map may change the size, and has no gated-off form: its coins split
-            steps.append(_Step(op, None, op.function.kind == "index_map"))
+            steps.append(_UserStep(op, op.function.kind == "index_map"))
             continue
         # a subclass that overrides the method makes it Python: per output
         if not all(getattr(type(x), op.method, None) is getattr(gpuimage, op.method, 0)
                    for x in xs):
             return None
-        try:
-            args = batch_ops.bound_args(op)
-        except TypeError:
+        step = batch_ops.step_of(op)
+        if step is None:
             return None
-        if args is None:
-            return None
-        steps.append(_Step(op, args, op.method in batch_ops.RESHAPES))
+        steps.append(step)
     # each input records every Operation without error (the per-output path reports them)
     for x in xs:
         y = x.clone()

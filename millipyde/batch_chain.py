@@ -124,16 +124,11 @@ class VGather:
             if not on.all():
                 raise Unsupported("a shape-changing op gated off")
             vals = np.zeros((self.n, 0)) if params is None else params
-            if name == "crop":  # (top, left, height, width)
-                self.cur = vals[:, 2:4].astype(np.int64)
-                return
-            if name == "pad":  # (top, bottom, left, right, value)
-                self.cur = self.cur + np.stack([vals[:, 0] + vals[:, 1],
-                                                vals[:, 2] + vals[:, 3]], axis=1).astype(np.int64)
-                return
-            self.cur = np.array([spec.out_shape((int(h), int(w)), tuple(v))[:2] for (h, w), v
-                                 in zip(self.cur.tolist(), vals.tolist(), strict=True)],
-                                dtype=np.int64).reshape(self.n, 2)
+            # a built-in shape rule is arithmetic: evaluated on the members' arrays at once
+            h, w = spec.shape_fn(self.cur[:, 0], self.cur[:, 1], *vals.T)
+            self.cur = np.stack([np.broadcast_to(np.asarray(h), (self.n,)),
+                                 np.broadcast_to(np.asarray(w), (self.n,))],
+                                axis=1).astype(np.int64)
 
     def sampler(self, name: str, params: np.ndarray, on: np.ndarray,
                 out: np.ndarray | None = None) -> None:
@@ -196,7 +191,7 @@ class VGather:
         names = tuple(c.name for c in self.ops)
         return GatherSig(
             cin=self.cin, mode="chain", is_int=self.dtype.kind in "ui",
-            sampler=self.A is not None, grey=False, pre=names[:self.npre],
+            sampler=self.A is not None, grey="", pre=names[:self.npre],
             post=names[self.npre:], lut_stages=(False, False), clip=False, edge=self.edge,
             bounded=self.fill is not None, umap=self.umap)
 

@@ -219,7 +219,7 @@ class _TapsPlan:
             if node.gated_off:
                 continue  # radius -1
             j = d.op(t, node)
-            if j is not None and node.op.name == "gaussian":
+            if j is not None and node.op.kind == "stencil":  # (the Gaussian's taps)
                 gauss.append(((j, int(node.params[1]) if len(node.params) > 1 else None), u))
             else:
                 self.other.append(u)

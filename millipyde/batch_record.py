@@ -1,13 +1,14 @@
 """A Generator batch recorded once: vectorised draws, per-member arrays, no graph per output.
 
-For Operations that are gpuimage recording methods (``image.RECORDING_METHODS``, the random
-ones in :data:`RANGES`) on inputs of one shape, every coin and parameter of N outputs is drawn
-at once (``random.uniform01_array``, bit-identical to the per-output draws). Outputs whose
-coins (and zero-sigma blurs) agree form a *pattern*; the first output of each pattern ever
-seen is recorded as usual once (its *template*: the kernels ``graph.exec.batch`` would batch it
-with), and every output of that pattern then gets its kernel arguments (parameter rows,
-uint8 tables, taps) from the drawn arrays, computed as ``exec.gather.gather_args`` computes them.
-The groups run through ``graph.exec.batch``'s batched kernels, one upload per batch.
+For Operations that are op forms the same-size recorder takes (``Form.template``: the random
+ones draw plain ranges, ``ops.Ranges``) on inputs of one shape, every coin and parameter of N
+outputs is drawn at once (``random.uniform01_array``, bit-identical to the per-output draws).
+Outputs whose coins (and zero-sigma blurs) agree form a *pattern*; the first output of each
+pattern ever seen is recorded as usual once (its *template*: the kernels ``graph.exec.batch``
+would batch it with), and every output of that pattern then gets its kernel arguments
+(parameter rows, uint8 tables, taps) from the drawn arrays, computed as
+``exec.gather.gather_args`` computes them. The groups run through ``graph.exec.batch``'s
+batched kernels, one upload per batch.
 
 An output whose rotation needs scikit-image's data-dependent warp clip when its pattern's
 template's does not (or the reverse) plans another kernel structure: it joins the pattern's
@@ -21,7 +22,6 @@ Callable Operations make the whole Generator use that path (documented in
 from __future__ import annotations
 
 import functools
-import inspect
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
@@ -33,19 +33,11 @@ from . import batch_math
 from .batch_groups import ArrayGroup, Draws, KeyPlan, group_arrays, member_arrays
 from .batch_ops import _BLOCK_WORDS, BLOCK, Ctx, sample_round
 from .graph.exec import batch
-from .image import RECORDING_METHODS, _bounds, _range, gpuimage
+from .image import gpuimage
+from .ops import FORMS, Ranges
+from .ops.base import kind_of
 from .random import _MASK
 from .workers import StepError, private_handle
-
-#: Random recording methods: the recorded op and the draw ranges from the bound arguments,
-#: exactly as the method computes them (``gpuimage._uniform``).
-RANGES = {
-    "random_brightness": lambda a: [_bounds(a["min_delta"], a["max_delta"], "", "")],
-    "random_rotate": lambda a: [_bounds(a["min_angle"], a["max_angle"], "", "")],
-    "random_gaussian": lambda a: [_bounds(a["min_sigma"], a["max_sigma"], "", "")],
-    "random_colorize": lambda a: [_range(a[n], n) for n in ("r_range", "g_range", "b_range")],
-    "random_adjust_gamma": lambda a: [_range(a["gamma_range"], ""), _range(a["gain_range"], "")],
-}
 
 
 @dataclass(frozen=True)
@@ -64,22 +56,21 @@ def rules_for(inputs: list, operations: list) -> list[_Rule] | None:
                for x in inputs):
         return None
     rules = []
+    kind = kind_of(first.shape, first.dtype)
     for op in operations:
-        if op.method not in RECORDING_METHODS or not op._records_only(first):
+        form = FORMS.get(op.method)
+        if form is None or not form.template or not op._records_only(first):
             return None
         ranges = None
-        if op.method.startswith("random_"):
-            make = RANGES.get(op.method)
-            if make is None:
-                return None
-            sig = inspect.signature(getattr(gpuimage, op.method))
-            bound = sig.bind(None, *op.args, **op.kwargs)
-            bound.apply_defaults()
+        if form.random:
             try:
-                ranges = tuple(make(bound.arguments))
-            except (ValueError, KeyError):
+                args = form.parse(kind, *op.args, **op.kwargs)
+            except (TypeError, ValueError):
                 return None  # the per-output path reports the error
-        rules.append(_Rule(op.probability, ranges, op.method == "random_gaussian"))
+            if not isinstance(args, Ranges):
+                return None
+            ranges = tuple(args)
+        rules.append(_Rule(op.probability, ranges, form.skips))
     return rules
 
 

@@ -1,6 +1,7 @@
 """Gaussian taps of many sigmas at once for a batch recorded at once (``batch_math``,
-``batch_groups.Draws.taps``): the values ``kernels.filters.gaussian`` gives each sigma, bit
-for bit (``tests/test_batch_math.py``, ``tests/test_batch_record.py``)."""
+``batch_groups.Draws.taps``): the values the op definition's ``gaussian_taps``
+(``ops/filters/gaussian.py``) gives each sigma, bit for bit (``tests/test_batch_math.py``,
+``tests/test_batch_record.py``)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from .graph.codegen.loader import load
 
 
 def gaussian_taps(sigmas: np.ndarray, reach: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``kernels.filters.gaussian(s, reach)`` for every sigma > 0: taps (n, 2 max(radius) + 1),
-    row ``i`` starting with sigma ``i``'s, and the radii (-1 and zero taps where a sigma is
-    not > 0: not blurred).
+    """The op definition's ``gaussian_taps(s, reach)`` for every sigma > 0: taps
+    (n, 2 max(radius) + 1), row ``i`` starting with sigma ``i``'s, and the radii (-1 and zero
+    taps where a sigma is not > 0: not blurred).
 
     Sigmas whose radius fits the reach: radii and every row's exp arguments laid out flat
     (compiled, the same products), one NumPy ``exp`` over all of them (an elementwise ufunc
@@ -23,7 +24,8 @@ def gaussian_taps(sigmas: np.ndarray, reach: int | None = None) -> tuple[np.ndar
     checked against ``phi.sum()`` on the longest row (a NumPy that sums otherwise: the
     per-radius NumPy code). The others call the scalar function.
     """
-    from .kernels.filters import TRUNCATE, gaussian
+    from .ops.filters.gaussian import TRUNCATE
+    from .ops.filters.gaussian import gaussian_taps as gaussian
 
     s = np.ascontiguousarray(sigmas, dtype=np.float64)
     mod = _taps_module()

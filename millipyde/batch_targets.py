@@ -4,8 +4,9 @@ The batch path records no graph per output, so nothing carries a sample's target
 ``millipyde.targets``). Here each sample whose input has targets is recorded once more on a lazy
 clone of its input, by the Generator's own recording (``workers.record_operations``: the same
 draws for the same seed and output index), and the clone's targets are read; the clone is
-never materialized, so no kernel runs. A batch resized to ``shape`` moves them once more, as the
-``resize`` op does. Inputs without targets give ``None``.
+never materialized, so no kernel runs. A batch resized to ``shape`` moves them once more, by
+the batch conversion's resize map (``kernels.convert.resize_map``). Inputs without targets
+give ``None``.
 
 Only method Operations record without side effects, so Generators with callable Operations
 refuse ``with_targets`` (:func:`check_operations`).
@@ -17,8 +18,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import targets
-from .kernels import REGISTRY
+from .kernels import OpSpec
+from .kernels.convert import resize_map
 from .workers import record_operations
+
+#: the batch's resize to ``shape`` as a sampler (not a registered op: targets read its map)
+_BATCH_RESIZE = OpSpec("batch_resize", "sampler", resize_map, 2, mode="edge")
 
 
 def check_operations(operations: Sequence[Any]) -> None:
@@ -44,6 +49,6 @@ def sample_targets(state: Any, ks: Sequence[int], device: int,
         t = targets.of(y._node)
         shape = tuple(y.shape)
         if t is not None and tuple(shape[:2]) != tuple(hw):
-            t = t.moved(REGISTRY["resize"], (hw[0], hw[1]), shape, (hw[0], hw[1]))
+            t = t.moved(_BATCH_RESIZE, (hw[0], hw[1]), shape, (hw[0], hw[1]))
         out.append(t)
     return out

@@ -7,19 +7,21 @@ value is needed. Random variants draw their parameters from the image's counter-
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from . import random as mprandom
 from . import targets
-from ._args import _between, _bounds, _number, _range
+from ._args import _between
 from .array import gpuarray
 from .graph.ir.node import Node
-from .image_ops import AUGMENT_METHODS, AugmentMixin
 from .kernels import REGISTRY
 from .locks import commit_lock
+from .ops import FORMS, Emit, Form, Ranges, Reject
+from .ops.base import kind_of
 
 
 def _colour_to_uint8(host: np.ndarray) -> np.ndarray:
@@ -66,16 +68,7 @@ def _grey(host: np.ndarray) -> np.ndarray:
     raise ValueError(f"gpuimage greyscale data must be real, got {host.dtype}")
 
 
-#: gpuimage methods that only record graph nodes and never read a value: a batched Generator
-#: may record them gated off, and after gated-off nodes (``Operation.apply``).
-RECORDING_METHODS = frozenset({
-    "rgb2grey", "rgb2gray", "rgba2grey", "rgba2gray", "colorize", "random_colorize",
-    "brightness", "random_brightness", "adjust_gamma", "random_adjust_gamma", "transpose",
-    "fliplr", "rotate", "random_rotate", "gaussian", "random_gaussian",
-})
-
-
-class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name)
+class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
     """An image on the device: 2-D greyscale, or H x W x 3 (RGB) / H x W x 4 (RGBA) uint8.
 
     Colour data of other integer dtypes in 0..255 is converted to uint8, float colour in [0, 1]
@@ -154,136 +147,30 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
                                  doc="Which keypoints are inside the image, or None.")
     mask = property(lambda self: self._target("mask"), doc="The H x W mask, or None.")
 
-    def _draws(self, n: int) -> list[float]:
+    def _key(self) -> mprandom.StreamKey:
+        """The stream of this image's next random op: the executor's (``operation_stream``),
+        else (global seed, this image's sample, its next op index)."""
         key = mprandom.current_key()
         if key is None:
             key = mprandom.StreamKey(mprandom.global_seed(), self._sample, self._opcount)
             self._opcount += 1
-        return [mprandom.uniform01(key.seed, key.sample, key.op, k) for k in range(n)]
+        return key
 
-    def _uniform(self, ranges: list[tuple[float, float]]) -> list[float]:
-        us = self._draws(len(ranges))
-        return [_between(lo, hi, u) for (lo, hi), u in zip(ranges, us, strict=True)]
+    def _drawer(self) -> Callable[[int], float]:
+        """``u(t)``: draw t of this op's stream (drawn only when asked for)."""
+        key = self._key()
+        return lambda t: mprandom.uniform01(key.seed, key.sample, key.op, t)
 
-    # -- colour --------------------------------------------------------------------------
-    def rgb2grey(self) -> None:
-        """Convert RGB/RGBA to float64 greyscale (alpha blended onto white); no-op on grey."""
-        if self.is_colour:
-            self._record("rgb2grey")
-
-    rgb2gray = rgb2grey
-    rgba2grey = rgb2grey
-    rgba2gray = rgb2grey
-
-    def colorize(self, r_mult: float, g_mult: float, b_mult: float) -> None:
-        """Multiply the R, G and B channels (clipped to 0..255); colour images only."""
-        gains = tuple(_number(v, n) for v, n in ((r_mult, "r_mult"), (g_mult, "g_mult"),
-                                                 (b_mult, "b_mult")))
-        self._colour_only("colorize")
-        for g, n in zip(gains, ("r_mult", "g_mult", "b_mult"), strict=True):
-            if g < 0:
-                raise ValueError(f"colorize {n} must be >= 0, got {g}")
-        self._record("colorize", gains)
-
-    def random_colorize(self, r_range: Sequence[float], g_range: Sequence[float],
-                        b_range: Sequence[float]) -> None:
-        """``colorize`` with gains drawn uniformly from the three ranges."""
-        ranges = [_range(r, n) for r, n in ((r_range, "r_range"), (g_range, "g_range"),
-                                            (b_range, "b_range"))]
-        self._colour_only("random_colorize")
-        for (lo, _), n in zip(ranges, ("r_range", "g_range", "b_range"), strict=True):
-            if lo < 0:
-                raise ValueError(f"random_colorize {n} must be >= 0, got low bound {lo}")
-        self._record("colorize", tuple(self._uniform(ranges)))
-
-    def _unsigned_only(self, what: str) -> None:
-        # scikit-image refuses negative values for its exposure corrections; a signed type
-        # may hold them, so it is refused by type, when the op is recorded (not by value, which
-        # would need the data)
-        if self._node.dtype.kind == "i":
-            raise ValueError(f"{what} needs an unsigned integer or float image; this one is "
-                             f"{self.dtype} (signed values may be negative, which scikit-image "
-                             "refuses)")
-
-    def _colour_only(self, what: str) -> None:
-        if not self.is_colour:
-            raise ValueError(f"{what} needs an RGB/RGBA image; this one is greyscale {self.shape}")
-
-    # -- intensity -----------------------------------------------------------------------
-    def brightness(self, delta: float) -> None:
-        """Add ``delta`` (fraction of full range, in [-1, 1]) and clip; alpha untouched."""
-        d = _number(delta, "delta")
-        if not -1.0 <= d <= 1.0:
-            raise ValueError(f"brightness delta must be in [-1, 1], got {d}")
-        self._record("brightness", (d,))
-
-    def random_brightness(self, min_delta: float, max_delta: float) -> None:
-        """``brightness`` with ``delta`` drawn uniformly from [min_delta, max_delta]."""
-        lo, hi = _bounds(min_delta, max_delta, "min_delta", "max_delta")
-        if lo < -1.0 or hi > 1.0:
-            raise ValueError(f"random_brightness min_delta and max_delta must lie in [-1, 1], "
-                             f"got [{lo}, {hi}]")
-        self._record("brightness", tuple(self._uniform([(lo, hi)])))
-
-    def adjust_gamma(self, gamma: float = 1, gain: float = 1) -> None:
-        """skimage ``adjust_gamma``: ``gain * full * (v / full) ** gamma``; alpha untouched."""
-        g, k = _number(gamma, "gamma"), _number(gain, "gain")
-        if self._node.dtype.kind == "i":  # (``_unsigned_only``'s test: no call per op)
-            self._unsigned_only("adjust_gamma")
-        if g < 0:
-            raise ValueError(f"adjust_gamma gamma must be >= 0, got {g}")
-        if k < 0:
-            raise ValueError(f"adjust_gamma gain must be >= 0, got {k}")
-        self._record("adjust_gamma", (g, k))
-
-    def random_adjust_gamma(self, gamma_range: Sequence[float],
-                            gain_range: Sequence[float] = (1.0, 1.0)) -> None:
-        """``adjust_gamma`` with gamma and gain drawn uniformly from their ranges."""
-        gr, kr = _range(gamma_range, "gamma_range"), _range(gain_range, "gain_range")
-        self._unsigned_only("random_adjust_gamma")
-        if gr[0] < 0 or kr[0] < 0:
-            raise ValueError("random_adjust_gamma ranges must be >= 0")
-        self._record("adjust_gamma", tuple(self._uniform([gr, kr])))
-
-    # -- geometry ------------------------------------------------------------------------
-    def transpose(self) -> None:
-        """Swap the two spatial axes (axes (1, 0, 2) for colour)."""
-        self._record("transpose")
-
-    def fliplr(self) -> None:
-        """Mirror left to right (``np.fliplr``)."""
-        self._record("fliplr")
-
-    def rotate(self, angle: float) -> None:
-        """Rotate counter-clockwise by ``angle`` degrees about the centre (bilinear, 0 fill)."""
-        self._record("rotate", (_number(angle, "angle"),))
-
-    def random_rotate(self, min_angle: float, max_angle: float) -> None:
-        """``rotate`` by an angle drawn uniformly from [min_angle, max_angle]."""
-        lo, hi = _bounds(min_angle, max_angle, "min_angle", "max_angle")
-        self._record("rotate", tuple(self._uniform([(lo, hi)])))
-
-    # -- filters -------------------------------------------------------------------------
-    def gaussian(self, sigma: float = 1) -> None:
-        """Gaussian blur (``mode="constant"``, ``truncate=8``); colour per channel, alpha kept."""
-        s = _number(sigma, "sigma")
-        if s <= 0:
-            raise ValueError(f"gaussian sigma must be > 0, got {s}")
-        self._record("gaussian", (s, self._reach()))
-
-    def _reach(self) -> int:
-        # the furthest any pixel is from another along one axis: a Gaussian's taps beyond it
-        # only meet the zero padding (kernels/filters.py bounds the taps by it)
-        return max(max(self.shape[:2]) - 1, 0)
-
-    def random_gaussian(self, min_sigma: float, max_sigma: float) -> None:
-        """``gaussian`` with sigma drawn from [min_sigma, max_sigma]; sigma 0 leaves it as is."""
-        lo, hi = _bounds(min_sigma, max_sigma, "min_sigma", "max_sigma")
-        if lo < 0:
-            raise ValueError(f"random_gaussian min_sigma must be >= 0, got {lo}")
-        (s,) = self._uniform([(lo, hi)])
-        if s > 0:
-            self._record("gaussian", (s, self._reach()))
+    def _emit(self, entries: list) -> None:
+        """Record an op form's :class:`~millipyde.ops.Emit` rows for this one image, after
+        checking its :class:`~millipyde.ops.Reject` entries (nothing is recorded if one
+        refuses the image)."""
+        for e in entries:
+            if isinstance(e, Reject) and e.mask[0]:
+                raise ValueError(e.message(0))
+        for e in entries:
+            if isinstance(e, Emit) and (e.skip is None or not e.skip[0]):
+                self._record(e.kernel, tuple(e.params[0].tolist()))
 
     def clone(self) -> gpuimage:
         """Deep copy on the current target device (targets too); a gpuimage."""
@@ -292,6 +179,75 @@ class gpuimage(AugmentMixin, gpuarray):  # noqa: N801  (the thesis's public name
         if t is not None:
             targets.attach(out._node, t)
         return out
+
+
+class _OneImage:
+    """The :class:`~millipyde.ops.Draws` of one image: its op's stream ``key``."""
+
+    n = 1
+
+    def __init__(self, key: mprandom.StreamKey) -> None:
+        self.key = key
+
+    def u(self, t: int) -> np.ndarray:
+        return np.array([mprandom.uniform01(*self.key, t)])
+
+    def key64(self, t: int) -> np.ndarray:
+        return np.array([mprandom.key64(*self.key, t)], dtype=np.uint64)
+
+    def member(self, i: int) -> Callable[[int], float]:
+        return lambda t: mprandom.uniform01(*self.key, t)
+
+
+class _NoDraws:
+    """The :class:`~millipyde.ops.Draws` of a form that draws nothing."""
+
+    n = 1
+
+    def u(self, t: int) -> np.ndarray:  # pragma: no cover - a form that says it draws nothing
+        raise RuntimeError("this op form takes no draws (declare draws=True)")
+
+    key64 = u
+    member = u
+
+
+_NO_DRAWS = _NoDraws()
+
+
+def _method(form: Form) -> Callable[..., None]:
+    """The gpuimage method of an op form: parse (validate) its arguments, then record it on
+    this image (one image's ``sample``; tuples as they are, ranges drawn one by one)."""
+    parse, kernel = form.parse, form.kernel
+    if form.sample is None and not form.draws:
+        def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
+            a = parse(kind_of(self.shape, self.dtype), *args, **kwargs)
+            if a is not None:
+                self._record(kernel, a)
+    elif form.sample is None:
+        def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
+            a = parse(kind_of(self.shape, self.dtype), *args, **kwargs)
+            key = self._key()
+            if isinstance(a, Ranges):
+                self._record(kernel, tuple(
+                    _between(lo, hi, mprandom.uniform01(key.seed, key.sample, key.op, t))
+                    for t, (lo, hi) in enumerate(a)))
+            elif a is not None:
+                self._record(kernel, a)
+    else:
+        def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
+            kind = kind_of(self.shape, self.dtype)
+            a = parse(kind, *args, **kwargs)
+            d = _OneImage(self._key()) if form.draws else _NO_DRAWS
+            self._emit(form.emits(a, d, np.array([self.shape[:2]], dtype=np.int64), kind))
+    sig = inspect.signature(parse)
+    params = list(sig.parameters.values())
+    params[0] = params[0].replace(name="self", annotation=inspect.Parameter.empty)
+    method.__signature__ = sig.replace(parameters=params,  # type: ignore[attr-defined]
+                                       return_annotation=None)
+    method.__name__ = method.__qualname__ = form.name
+    method.__doc__ = parse.__doc__
+    method.__module__ = parse.__module__
+    return method
 
 
 def _atomic(method: Callable[..., None]) -> Callable[..., None]:
@@ -307,5 +263,13 @@ def _atomic(method: Callable[..., None]) -> Callable[..., None]:
     return locked
 
 
-for _name in sorted(RECORDING_METHODS | AUGMENT_METHODS):
-    setattr(gpuimage, _name, _atomic(getattr(gpuimage, _name)))
+#: gpuimage methods that only record graph nodes and never read a value, and that the
+#: same-size batch recorder records through templates: a batched Generator may record them
+#: gated off, and after gated-off nodes (``Operation.apply``).
+RECORDING_METHODS = frozenset(name for name, f in FORMS.items() if f.template)
+
+for _name, _form in sorted(FORMS.items()):
+    _m = _atomic(_method(_form))
+    if _name != _form.name:  # an alias: the form's own name in messages and help
+        _m.__name__ = _name
+    setattr(gpuimage, _name, _m)

@@ -63,8 +63,9 @@ def representatives(operations: list, seed: int = 0, search: int = SEARCH,
     scikit-image's data-dependent clip (their batches' clipped groups plan other kernels), for
     the input's orientation and its transpose.
     """
-    from . import batch_math, batch_record
+    from . import batch_math
     from .kernels import REGISTRY
+    from .ops import FORMS
 
     ks = np.arange(search, dtype=np.int64)
     coins = np.stack([mprandom.gate_array(seed, ks, j, op.probability)
@@ -72,8 +73,9 @@ def representatives(operations: list, seed: int = 0, search: int = SEARCH,
         np.ones((search, 0), dtype=bool)
     bits = [coins]
     for j, op in enumerate(operations):
-        if op.method == "random_gaussian":
-            (lo, hi) = batch_record.RANGES["random_gaussian"](_bound(op))[0]
+        form = FORMS.get(op.method)
+        if form is not None and form.template and form.skips:
+            (lo, hi) = _parse(form, op)[0]
             s = lo + (hi - lo) * mprandom.uniform01_array(seed, ks, j, 0) if lo != hi else \
                 np.full(search, lo)
             bits.append(((s > 0) & coins[:, j])[:, None])
@@ -81,13 +83,16 @@ def representatives(operations: list, seed: int = 0, search: int = SEARCH,
     _, first = np.unique(pats, axis=0, return_index=True)
     found = set(first.tolist())
     for j, op in enumerate(operations if shape is not None else ()):
-        if op.method != "random_rotate":
+        form = FORMS.get(op.method)
+        spec = None if form is None else REGISTRY[form.kernel]
+        if not (form is not None and form.template and form.random and spec.kind == "sampler"
+                and spec.mode == "constant"):
             continue
-        (lo, hi) = batch_record.RANGES["random_rotate"](_bound(op))[0]
+        (lo, hi) = _parse(form, op)[0]
         angle = lo + (hi - lo) * mprandom.uniform01_array(seed, ks, j, 0) if lo != hi else \
             np.full(search, lo)
         for h, w in {tuple(shape[:2]), tuple(shape[1::-1])}:
-            maps = batch_math.sampler_maps(REGISTRY["rotate"], h, w, angle[:, None])
+            maps = batch_math.sampler_maps(spec, h, w, angle[:, None])
             clip = coins[:, j] & batch_math.warp_clips(maps, (h, w), (h, w))
             rows = np.flatnonzero(clip)
             if len(rows):
@@ -96,14 +101,12 @@ def representatives(operations: list, seed: int = 0, search: int = SEARCH,
     return sorted(found)
 
 
-def _bound(op: Any) -> dict:
-    import inspect
+def _parse(form: Any, op: Any) -> Any:
+    """A template form's parsed arguments (its draw ranges; the image kind does not enter a
+    random template form's ranges)."""
+    from .ops.base import kind_for
 
-    from .image import gpuimage
-
-    bound = inspect.signature(getattr(gpuimage, op.method)).bind(None, *op.args, **op.kwargs)
-    bound.apply_defaults()
-    return bound.arguments
+    return form.parse(kind_for(3, np.uint8), *op.args, **op.kwargs)
 
 
 def _spec(op: Any) -> tuple:

@@ -180,6 +180,23 @@ def crop_params(height, width, scale, ratio, draws):
     return (height - h) // 2, (width - w) // 2, h, w
 
 
+def erasing_params(height, width, scale, ratio, draws):
+    """torchvision RandomErasing.get_params with uniform draws ``draws[k]``: (i, j, h, w), or
+    None when ten tries find no window (torchvision then leaves the image as it is)."""
+    area = height * width
+    lr = (math.log(ratio[0]), math.log(ratio[1]))
+    for t in range(10):
+        target = area * (scale[0] + (scale[1] - scale[0]) * draws[4 * t])
+        aspect = math.exp(lr[0] + (lr[1] - lr[0]) * draws[4 * t + 1])
+        h = int(round(math.sqrt(target * aspect)))
+        w = int(round(math.sqrt(target / aspect)))
+        if not (h < height and w < width):
+            continue
+        return (int(draws[4 * t + 2] * (height - h + 1)),
+                int(draws[4 * t + 3] * (width - w + 1)), h, w)
+    return None
+
+
 def tv_affine_matrix(h, w, angle, translate, scale, shear):
     """torchvision ``_get_inverse_affine_matrix(center=[0, 0], ...)`` as used by ``F.affine`` on
     tensors, moved from its centred grid (pixel centres at ``j - (w - 1) / 2``) to pixels:

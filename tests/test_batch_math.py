@@ -10,7 +10,7 @@ from millipyde import batch_math
 from millipyde.batch_ops import _BLOCK_WORDS, Ctx, sample_round
 from millipyde.graph.plan.schedule import _affine3, needs_warp_clip
 from millipyde.kernels import REGISTRY
-from millipyde.kernels.filters import gaussian
+from millipyde.ops.filters.gaussian import gaussian_taps as gaussian
 
 
 def test_op_uniforms_are_each_ops_block() -> None:

@@ -138,7 +138,7 @@ def test_callables_fall_back_per_output(monkeypatch) -> None:
 def test_vectorised_host_math_equals_scalar() -> None:
     from millipyde.graph.plan.schedule import _affine3, needs_warp_clip
     from millipyde.kernels import REGISTRY
-    from millipyde.kernels.filters import gaussian
+    from millipyde.ops.filters.gaussian import gaussian_taps as gaussian
 
     rng = np.random.default_rng(3)
     sig = np.concatenate([rng.uniform(0, 2, 500), [1e-3, 0.0624, 0.0625, 0.5, 1.99]])

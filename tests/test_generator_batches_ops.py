@@ -204,22 +204,30 @@ def test_contrast_batch_has_no_host_sync(monkeypatch) -> None:
     assert calls["to_host"] == 0 and calls["synchronize"] == 0, calls
 
 
-def test_vectorised_crop_windows_match_the_method() -> None:
+def test_vectorised_windows_are_torchvisions() -> None:
+    # the op definitions' windows for 400 members at once, against scalar transcriptions of
+    # torchvision's get_params fed each member's own draws
+    import reference_aug as tv
+
     from millipyde import batch_ops
     from millipyde import random as mprandom
-    from millipyde.image_ops import crop_params, erasing_params
+    from millipyde.ops.geometry.resized_crop import crop_params, random_windows
 
     ks = np.arange(400, dtype=np.int64)
     hw = np.array([[(7 + k) % 50 + 3, (11 * k) % 61 + 2] for k in ks.tolist()])
     c = batch_ops.Ctx(9, ks, 2)
-    win = batch_ops.crop_windows(hw, (0.08, 1.0), (3 / 4, 4 / 3), c)
-    ewin, found = batch_ops.erasing_windows(hw, (0.02, 0.33), (0.3, 3.3), c)
+    win, pending = random_windows(hw, (0.08, 1.0), (3 / 4, 4 / 3), c, erasing=False)
+    for r in pending.tolist():
+        win[r] = crop_params(int(hw[r, 0]), int(hw[r, 1]), (0.08, 1.0), (3 / 4, 4 / 3),
+                             c.member(r))
+    ewin, epending = random_windows(hw, (0.02, 0.33), (0.3, 3.3), c, erasing=True)
+    found = np.ones(len(ks), dtype=bool)
+    found[epending] = False
     for m, k in enumerate(ks.tolist()):
-        def u(t, k=k):
-            return mprandom.uniform01(9, k, 2, t)
-        assert tuple(win[m]) == crop_params(int(hw[m, 0]), int(hw[m, 1]), (0.08, 1.0),
-                                            (3 / 4, 4 / 3), u)
-        e = erasing_params(int(hw[m, 0]), int(hw[m, 1]), (0.02, 0.33), (0.3, 3.3), u)
+        draws = [mprandom.uniform01(9, k, 2, t) for t in range(40)]
+        assert tuple(win[m]) == tv.crop_params(int(hw[m, 0]), int(hw[m, 1]), (0.08, 1.0),
+                                               (3 / 4, 4 / 3), draws)
+        e = tv.erasing_params(int(hw[m, 0]), int(hw[m, 1]), (0.02, 0.33), (0.3, 3.3), draws)
         assert found[m] == (e is not None)
         if e is not None:
             assert tuple(ewin[m]) == e

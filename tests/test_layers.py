@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1] / "millipyde"
 # (layer name, module-name prefixes); a module belongs to the first layer whose prefix matches
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("millipyde.version", "millipyde.config", "millipyde.source_cache",
-              "millipyde.kernels")),
+              "millipyde.kernels", "millipyde._args")),
     ("backend", ("millipyde.faults", "millipyde.backend.base", "millipyde.backend.selection",
                  "millipyde.backend.launcher", "millipyde.backend.pool",
                  "millipyde.backend.rawlaunch", "millipyde.backend.staging")),
@@ -35,6 +35,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("graph.plan", ("millipyde.graph.plan",)),
     ("graph.exec", ("millipyde.graph.exec",)),
     ("graph.explain", ("millipyde.graph.explain", "millipyde.graph")),
+    # the op definitions: read by the api (methods, batches), never by the graph or backends
+    # (generated kernels name them in their text; the graph reads kernels through the nodes)
+    ("ops", ("millipyde.ops",)),
     ("api", ("millipyde",)),
 ]
 

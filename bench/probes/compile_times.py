@@ -45,10 +45,10 @@ def gathers() -> list[tuple[str, object, tuple]]:
     """(name, dispatcher, argument types): a per-image and a batched RGB sampler gather."""
     from numba import types
 
-    sig = GatherSig(3, "lut", True, True, False)
+    sig = GatherSig(3, "lut", True, True, "")
     u8 = arr(np.uint8, 3)
     per_image = (u8, u8, u8) + (types.float64,) * gather_nparams(sig)
-    bsig = GatherSig(3, "lut", True, True, False)
+    bsig = GatherSig(3, "lut", True, True, "")
     batched = (arr(np.uint8, 4), arr(np.int64, 1), arr(np.uint8, 4), arr(np.uint8, 4),
                arr(np.float64, 2))
     return [("gather uint8 RGB sampler", gather_kernel(sig, "cuda"), per_image),
@@ -67,7 +67,7 @@ def main() -> None:
     use_form(args.form)
     todo = gathers() + stencil_kernels()
     # Numba's start-up, untimed: a kernel none of the timed ones shares device functions with
-    warm = GatherSig(1, "lut", True, False, False)
+    warm = GatherSig(1, "lut", True, False, "")
     compile_ptx(gather_kernel(warm, "cuda").py_func, (arr(np.uint8, 3),) * 3
                 + (types.float64,) * gather_nparams(warm))
     total = 0.0

@@ -160,14 +160,14 @@ def gather_kernels() -> list[tuple[str, object, tuple]]:
     i64, flat_u8, flat_f8 = arr(np.int64, 1), arr(np.uint8, 1), arr(np.float64, 1)
     lead = (i64, flat_u8, flat_f8) + (types.int64,) * 5
     writer_tail = (arr(np.float32, 1), i64, flat_f8, flat_f8, types.float64)
-    rgb = GatherSig(3, "lut", True, True, False, lut_stages=(True, False), clip=False)
-    grey = GatherSig(1, "chain", False, True, False, lut_stages=(False, False), clip=False)
-    first = GatherSig(3, "lut", True, False, False, lut_stages=(True, False), clip=False)
+    rgb = GatherSig(3, "lut", True, True, "", lut_stages=(True, False), clip=False)
+    grey = GatherSig(1, "chain", False, True, "", lut_stages=(False, False), clip=False)
+    first = GatherSig(3, "lut", True, False, "", lut_stages=(True, False), clip=False)
     return [
         ("batch gather first RGB", batch_gather.gather_flat_kernel(first, "cuda"),
          (flat_u8, *lead, flat_u8)),
         ("batch gather first grey",
-         batch_gather.gather_flat_kernel(GatherSig(3, "lut", True, False, True,
+         batch_gather.gather_flat_kernel(GatherSig(3, "lut", True, False, "rgb2grey",
                                                    lut_stages=(True, False), clip=False),
                                          "cuda"), (flat_u8, *lead, flat_f8)),
         ("batch writer RGB", batch_writer.gather_writer_kernel(rgb, "cuda", False, True, 3,

@@ -1,9 +1,10 @@
-"""Built-in kernels, declared once as scalar Python and registered by kind.
+"""The kernel registry and the engine's own scalar math.
 
-Importing this package registers every built-in op in :data:`REGISTRY`.
+Ops register their kernels here from their own modules (``millipyde.ops``); the code
+generators read them by name through the recorded graph nodes. ``clip`` and ``convert`` are
+engine math that no op owns (scikit-image's warp clip; the training batch's conversion).
 """
 
-from . import color, filters, geometry, intensity, noise  # noqa: F401  (registration side effects)
 from .registry import REGISTRY, OpSpec, affine_of
 
 __all__ = ["REGISTRY", "OpSpec", "affine_of"]

@@ -20,6 +20,12 @@ def grid_coordinate(o, scale):
     return (o + 0.5) * scale - 0.5
 
 
+def resize_map(y, x, h, w, height, width):
+    """Where output pixel ``(y, x)`` of the resize to ``height`` x ``width`` samples an
+    ``h`` x ``w`` input (what the batch kernels compute per axis with ``grid_coordinate``)."""
+    return grid_coordinate(y, h / height), grid_coordinate(x, w / width)
+
+
 def edge(i, n):
     """Index ``i`` clamped to ``0 .. n - 1`` (mode edge)."""
     if i < 0:

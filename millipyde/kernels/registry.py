@@ -91,6 +91,8 @@ REGISTRY: dict[str, OpSpec] = {}
 
 def register(spec: OpSpec, replace_existing: bool = False) -> OpSpec:
     """Add ``spec`` to the registry (its ``code`` numbers it within its kind)."""
+    if not spec.digest:
+        spec = replace(spec, digest=source_digest(spec.fn))
     if spec.kind not in KINDS:
         raise ValueError(f"kernel kind must be one of {KINDS}, got {spec.kind!r}")
     old = REGISTRY.get(spec.name)
@@ -108,71 +110,80 @@ def register(spec: OpSpec, replace_existing: bool = False) -> OpSpec:
 _register = register
 
 
-def elementwise(nparams: int, stat: bool = False) -> Callable[[Callable], Callable]:
-    """Register ``f(v, c, full, a, b, d)``: a per-channel value map (channels 0..2, or grey)."""
+def elementwise(nparams: int, stat: bool = False,
+                name: str | None = None) -> Callable[[Callable], Callable]:
+    """Register ``f(v, c, full, a, b, d)``: a per-channel value map (channels 0..2, or grey).
+
+    ``name``: the kernel's registered name (default: the function's)."""
 
     def deco(fn: Callable) -> Callable:
-        _register(OpSpec(fn.__name__, "elementwise", fn, nparams, stat=stat))
+        _register(OpSpec(name or fn.__name__, "elementwise", fn, nparams, stat=stat))
         return fn
 
     return deco
 
 
-def pixelwise(nparams: int) -> Callable[[Callable], Callable]:
+def pixelwise(nparams: int, name: str | None = None) -> Callable[[Callable], Callable]:
     """Register ``f(r, g, b, full, a, b, d) -> (r, g, b)``: a colour pixel map."""
 
     def deco(fn: Callable) -> Callable:
-        _register(OpSpec(fn.__name__, "pixelwise", fn, nparams))
+        _register(OpSpec(name or fn.__name__, "pixelwise", fn, nparams))
         return fn
 
     return deco
 
 
-def positional(nparams: int, draws: bool = False,
-               alpha: bool = False) -> Callable[[Callable], Callable]:
+def positional(nparams: int, draws: bool = False, alpha: bool = False,
+               name: str | None = None) -> Callable[[Callable], Callable]:
     """Register ``f(v, c, full, y, x, u1, u2, *params)``: a value map that knows its pixel."""
 
     def deco(fn: Callable) -> Callable:
-        _register(OpSpec(fn.__name__, "positional", fn, nparams, draws=draws, alpha=alpha))
+        _register(OpSpec(name or fn.__name__, "positional", fn, nparams, draws=draws,
+                         alpha=alpha))
         return fn
 
     return deco
 
 
-def pixel(fn: Callable) -> Callable:
+def pixel(name: str | None = None) -> Callable[[Callable], Callable]:
     """Register ``f(r, g, b, alpha, has_alpha) -> float``: colour pixel to a grey value."""
-    _register(OpSpec(fn.__name__, "pixel", fn))
-    return fn
+
+    def deco(fn: Callable) -> Callable:
+        _register(OpSpec(name or fn.__name__, "pixel", fn))
+        return fn
+
+    return deco
 
 
 def index_map(swaps_axes: bool = False, nparams: int = 0, shape: Callable | None = None,
-              fills: bool = False) -> Callable[[Callable], Callable]:
+              fills: bool = False, name: str | None = None) -> Callable[[Callable], Callable]:
     """Register ``f(y, x, h, w, *params) -> (sy, sx)``: where output pixel (y, x) reads from."""
 
     def deco(fn: Callable) -> Callable:
-        _register(OpSpec(fn.__name__, "index_map", fn, nparams, swaps_axes, shape_fn=shape,
-                         fills=fills))
+        _register(OpSpec(name or fn.__name__, "index_map", fn, nparams, swaps_axes,
+                         shape_fn=shape, fills=fills))
         return fn
 
     return deco
 
 
-def sampler(nparams: int, shape: Callable | None = None,
-            mode: str = "constant") -> Callable[[Callable], Callable]:
+def sampler(nparams: int, shape: Callable | None = None, mode: str = "constant",
+            name: str | None = None) -> Callable[[Callable], Callable]:
     """Register ``f(y, x, h, w, *params) -> (sy, sx)``: a real map sampled bilinearly."""
 
     def deco(fn: Callable) -> Callable:
-        _register(OpSpec(fn.__name__, "sampler", fn, nparams, shape_fn=shape, mode=mode))
+        _register(OpSpec(name or fn.__name__, "sampler", fn, nparams, shape_fn=shape,
+                         mode=mode))
         return fn
 
     return deco
 
 
-def stencil(nparams: int) -> Callable[[Callable], Callable]:
+def stencil(nparams: int, name: str | None = None) -> Callable[[Callable], Callable]:
     """Register ``f(*params) -> taps``: a separable stencil whose 1-D taps come from the host."""
 
     def deco(fn: Callable) -> Callable:
-        _register(OpSpec(fn.__name__, "stencil", fn, nparams))
+        _register(OpSpec(name or fn.__name__, "stencil", fn, nparams))
         return fn
 
     return deco

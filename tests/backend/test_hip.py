@@ -76,7 +76,7 @@ def test_kernels_generated_for_hip_are_the_cuda_dialect_and_compile(monkeypatch)
     from numba import types as nb
     from numba.np.numpy_support import from_dtype
 
-    sig = GatherSig(3, "lut", True, True, False)
+    sig = GatherSig(3, "lut", True, True, "")
     source = gather_source(sig, HipBackend.codegen_target, HipBackend.simulated)
     assert source == gather_source(sig, "cuda", False)
     assert HipBackend.kernel_decorator in source

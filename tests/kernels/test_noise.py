@@ -9,8 +9,8 @@ import reference_aug as tv
 from reference import assert_matches, on_gpu
 
 import millipyde as mp
-from millipyde import image_ops
 from millipyde import random as mprandom
+from millipyde.ops.noise.gaussian_noise import NOISE_KEY
 
 pytestmark = pytest.mark.cudasim_ok
 
@@ -47,7 +47,7 @@ def test_gaussian_noise_zero_sigma_is_identity(size):
 
 def _reference_noise(img, sigma, seed, sample=0, op=0):
     """The counter-based draws in NumPy/Python: SplitMix64 of (op key ^ counter), Box-Muller."""
-    key = mprandom.key64(seed, sample, op, image_ops._NOISE_KEY)
+    key = mprandom.key64(seed, sample, op, NOISE_KEY)
     full = 255.0 if img.dtype == np.uint8 else 1.0
     h, w = img.shape[:2]
     chans = 3 if img.ndim == 3 else 1
@@ -99,8 +99,8 @@ def test_random_erasing_is_torchvision_window(kind):
     g = mp.gpuimage(img)
     key = mprandom.StreamKey(mprandom.global_seed(), g._sample, g._opcount)
     g.random_erasing(value=0)
-    u = lambda k: mprandom.uniform01(key.seed, key.sample, key.op, k)  # noqa: E731
-    win = image_ops.erasing_params(30, 40, (0.02, 0.33), (0.3, 3.3), u)
+    draws = [mprandom.uniform01(key.seed, key.sample, key.op, k) for k in range(40)]
+    win = tv.erasing_params(30, 40, (0.02, 0.33), (0.3, 3.3), draws)
     assert win is not None
     i, j, h, w = win
     # torchvision: h from sqrt(area * ratio), w from sqrt(area / ratio); both inside

@@ -99,7 +99,7 @@ def gather_defs(sig: GatherSig) -> str:
     hash when an op draws, the user map."""
     names = set(_chained(sig))
     if sig.grey:
-        names.add("rgb2grey")
+        names.add(sig.grey)
     defs = "".join(op_def(n) for n in sorted(names))
     if sig.umap:
         defs += op_def(sig.umap, "_m_")

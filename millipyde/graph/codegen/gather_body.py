@@ -273,7 +273,7 @@ def _gather_tail(sig: GatherSig, gates: bool, offsets: list[int]) -> list[str]:
     if sig.grey:
         alpha = "v3" if sig.cin == 4 else "0.0"
         has_alpha = "True" if sig.cin == 4 else "False"
-        lines.append(f"g = _f_rgb2grey(v0, v1, v2, {alpha}, {has_alpha})")
+        lines.append(f"g = _f_{sig.grey}(v0, v1, v2, {alpha}, {has_alpha})")
         first = len(sig.pre) + len(sig.post)
         if sig.grey_ops:
             lines.append(_chain_all(sig.grey_ops, ["g"], "1.0", first, offsets, False, gates))

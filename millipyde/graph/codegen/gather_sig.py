@@ -14,14 +14,15 @@ class GatherSig:
     ``mode`` is ``"lut"`` (uint8: per-channel 256-entry tables) or ``"chain"`` (the chained
     ops inlined: other dtypes, and uint8 kernels with ops no table can stand for, which mix
     channels or know their pixel). ``pre``/``post`` are the chain ops before/after the
-    sampler, ``grey_ops`` the ops after a colour-to-grey conversion.
+    sampler, ``grey`` the colour-to-grey conversion's kernel ("": none), ``grey_ops`` the ops
+    after it.
     """
 
     cin: int
     mode: str
     is_int: bool
     sampler: bool
-    grey: bool
+    grey: str
     pre: tuple[str, ...] = ()
     post: tuple[str, ...] = ()
     grey_ops: tuple[str, ...] = ()

@@ -7,12 +7,14 @@ the target) and compiled with ``cache=True``, so a second process pays no compil
 from __future__ import annotations
 
 import hashlib
-import inspect
 from pathlib import Path
 from types import ModuleType
 
 from ... import source_cache
-from ...kernels import color, filters, geometry, intensity, noise
+
+#: the op definitions, whose scalar kernels generated text calls by name (read as files: code
+#: generation never imports the op definitions)
+_OPS_DIR = Path(__file__).resolve().parents[2] / "ops"
 
 _modules: dict[str, ModuleType] = {}
 
@@ -25,8 +27,9 @@ def cache_dir() -> Path:
 def _kernel_sources_digest() -> str:
     # Generated files embed calls to the scalar kernels: their text is part of the cache key.
     h = hashlib.sha1()
-    for mod in (color, filters, geometry, intensity, noise):
-        h.update(inspect.getsource(mod).encode())
+    for path in sorted(_OPS_DIR.rglob("*.py")):
+        h.update(path.relative_to(_OPS_DIR).as_posix().encode())
+        h.update(path.read_bytes())
     return h.hexdigest()[:12]
 
 

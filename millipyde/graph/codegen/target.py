@@ -41,6 +41,7 @@ _HEADER = {
         "from numba import njit, prange\n"
         "from numba import uint32 as _u32\n"
         "from numba import uint64 as _u\n"
+        "import millipyde.ops  # registers the built-in kernels\n"
         "from millipyde.kernels import REGISTRY as _R\n"
         # NumPy's error model, as on GPUs: a division by zero in a kernel (a user op's too)
         # gives inf or NaN, never a Python exception raised inside a parallel loop
@@ -52,6 +53,7 @@ _HEADER = {
         "from numba import cuda\n"
         "from numba import uint32 as _u32\n"
         "from numba import uint64 as _u\n"
+        "import millipyde.ops  # registers the built-in kernels\n"
         "from millipyde.kernels import REGISTRY as _R\n"
         "from numba import config as _config\n"
         "from numba.cuda import libdevice as _ld\n"

@@ -91,7 +91,7 @@ def gather_args(k: Gather, tables: bool = True
         mode="lut" if lut_mode else "chain",
         is_int=k.source.dtype.kind in "ui",
         sampler=k.A is not None,
-        grey=k.phase == 2,
+        grey=k.grey if k.phase == 2 else "",
         pre=() if lut_mode else names(k.pre),
         post=() if lut_mode else names(k.post),
         grey_ops=names(k.grey_ops),

@@ -184,6 +184,7 @@ class Gather(Kernel):
     pre: list[Node] = field(default_factory=list)
     post: list[Node] = field(default_factory=list)
     grey_ops: list[Node] = field(default_factory=list)
+    grey: str = ""  # the colour-to-grey conversion's kernel (phase 2)
     cur: tuple[int, int] = (0, 0)
     # a fill-reading index map (pad) is fused: pixels mapped outside ``window`` (top, left,
     # height, width in source coordinates: the pad's input, narrowed by any crop before it)
@@ -289,6 +290,7 @@ class Gather(Kernel):
             self.clip_check = not self.edge and needs_warp_clip(self.A, (h, w), n.shape[:2])
         elif spec.kind == "pixel":
             self.phase = 2
+            self.grey = spec.name
         self.cur = n.shape[:2]
         self.nodes.append(n)
 

@@ -19,9 +19,9 @@ MUL64 = re.compile(r"\b(?:mul|mad)\.lo\.[su]64\b")
 
 # the figure-5.1 batch kernels: the colour writer (table stage, rotation, gates), the grey
 # writer (float64 values), the first colour gather (tables only)
-WRITER_RGB = GatherSig(3, "lut", True, True, False, lut_stages=(True, False), clip=False)
-WRITER_GREY = GatherSig(1, "chain", False, True, False, lut_stages=(False, False), clip=False)
-FIRST_RGB = GatherSig(3, "lut", True, False, False, lut_stages=(True, False), clip=False)
+WRITER_RGB = GatherSig(3, "lut", True, True, "", lut_stages=(True, False), clip=False)
+WRITER_GREY = GatherSig(1, "chain", False, True, "", lut_stages=(False, False), clip=False)
+FIRST_RGB = GatherSig(3, "lut", True, False, "", lut_stages=(True, False), clip=False)
 
 
 def test_flat_accesses_of_a_body() -> None:
@@ -207,7 +207,7 @@ def test_tabled_batched_gathers_only_for_uint8_rgb_or_grey_chains() -> None:
     # (samplers after the chain are fine: their taps read the table, test_batch_tables)
     import dataclasses
 
-    chain = GatherSig(3, "chain", True, False, False, pre=("brightness",),
+    chain = GatherSig(3, "chain", True, False, "", pre=("brightness",),
                       lut_stages=(False, False), clip=False)
     assert batch_gather.tabled(chain, "cuda", np.uint8)
     assert batch_gather.tabled(dataclasses.replace(chain, cin=1), "cuda", "uint8")
@@ -229,7 +229,7 @@ def test_tabled_batched_gathers_only_for_uint8_rgb_or_grey_chains() -> None:
 
 # --------------------------------------------------------------------- gated-off samplers
 
-WRITER_CHAIN = GatherSig(3, "chain", True, True, False, pre=("colorize",),
+WRITER_CHAIN = GatherSig(3, "chain", True, True, "", pre=("colorize",),
                          lut_stages=(False, False), clip=False)
 
 

@@ -18,7 +18,7 @@ cudasim_ok = pytest.mark.cudasim_ok
 gpu_kernels = pytest.mark.skipif(not runtime.caps.grid_launches,
                                  reason="GPU kernels: cuda or cudasim")
 # the figure-5.1 first gather: brightness through the per-block table, no sampler
-FIRST = gs.GatherSig(3, "chain", True, False, False, pre=("brightness",),
+FIRST = gs.GatherSig(3, "chain", True, False, "", pre=("brightness",),
                      lut_stages=(False, False), clip=False)
 
 # the 8 axis maps of an n x n image as (q0, q1, q3, q4) with the offsets (q2, q5) that keep

@@ -17,7 +17,7 @@ from millipyde.graph.codegen import batch_tables, batch_writer, loader
 from millipyde.graph.codegen.gather_sig import GatherSig
 
 cudasim_ok = pytest.mark.cudasim_ok
-WRITER = GatherSig(3, "chain", True, True, False, pre=("colorize",),
+WRITER = GatherSig(3, "chain", True, True, "", pre=("colorize",),
                    lut_stages=(False, False), clip=False)
 
 

@@ -73,14 +73,14 @@ def test_generated_cuda_device_functions_are_inlined_by_nvvm() -> None:
 
 def gather_cases() -> list[tuple[GatherSig, np.dtype]]:
     cases = []
-    for cin, sampler, grey in itertools.product((1, 3, 4), (False, True), (False, True)):
+    for cin, sampler, grey in itertools.product((1, 3, 4), (False, True), ("", "rgb2grey")):
         if grey and cin == 1:
             continue
         cases.append((GatherSig(cin, "lut", True, sampler, grey,
                                         grey_ops=ELEMENTWISE if grey else ()), np.uint8))
     for dtype, sampler in itertools.product((np.float64, np.uint16), (False, True)):
         is_int = np.dtype(dtype).kind == "u"
-        cases.append((GatherSig(1, "chain", is_int, sampler, False, pre=ELEMENTWISE,
+        cases.append((GatherSig(1, "chain", is_int, sampler, "", pre=ELEMENTWISE,
                                         post=ELEMENTWISE if sampler else ()), dtype))
     return cases
 
@@ -101,7 +101,7 @@ def test_packed_sampler_gather_converts_no_integers_to_float64() -> None:
     # 64-bit conversions run at a quarter of the FMA rate: bytes become doubles through _b2f's
     # bit pattern and _rint_clip rounds with adds; the floors left are the six of the integer
     # map (once per thread) and the two of the sample position (four channels' rint added 8)
-    sig = GatherSig(4, "lut", True, True, True, packed=True)
+    sig = GatherSig(4, "lut", True, True, "rgb2grey", packed=True)
     mod = load(gather_source(sig, "cuda"), "cuda")
     # packed: flat source words and flat output
     argtys = (arr(np.uint32, 1), arr(np.float64, 1), arr(np.uint8, 3)) + (
@@ -116,7 +116,7 @@ def test_packed_sampler_gather_converts_no_integers_to_float64() -> None:
 
 def test_packed_grey_gather_issues_its_loads_first() -> None:
     # rgb2grey alone: each thread loads GATHER_ITEMS words of a row before it converts any
-    sig = GatherSig(4, "lut", True, False, True, lut_stages=(False, False), packed=True)
+    sig = GatherSig(4, "lut", True, False, "rgb2grey", lut_stages=(False, False), packed=True)
     mod = load(gather_source(sig, "cuda"), "cuda")
     argtys = (arr(np.uint32, 1), arr(np.float64, 1), arr(np.uint8, 3)) + (
         types.float64,) * gather_nparams(sig)

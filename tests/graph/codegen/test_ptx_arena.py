@@ -17,11 +17,11 @@ from numba.np.numpy_support import from_dtype  # noqa: E402
 
 pytestmark = pytest.mark.ptx
 
-RECIPE = GatherSig(3, "chain", True, True, False,
+RECIPE = GatherSig(3, "chain", True, True, "",
                            post=("brightness", "adjust_contrast", "adjust_saturation",
                                  "adjust_hue", "gaussian_noise", "erase"),
                            lut_stages=(False, False), clip=False, edge=True)
-GREY = GatherSig(1, "chain", True, True, False, pre=("brightness",),
+GREY = GatherSig(1, "chain", True, True, "", pre=("brightness",),
                          post=("adjust_contrast",), lut_stages=(False, False), clip=False)
 
 
@@ -45,7 +45,7 @@ def test_arena_gather_compiles_to_ptx(sig, layout) -> None:
 
 
 def test_arena_mean_compiles_to_ptx_with_one_atomic_per_warp() -> None:
-    prefix = GatherSig(3, "chain", True, True, False, post=("brightness",),
+    prefix = GatherSig(3, "chain", True, True, "", post=("brightness",),
                                lut_stages=(False, False), clip=False, edge=True)
     mod = load(arena.arena_mean_source(prefix, "cuda", False, True), "cuda")
     argtys = (arr(np.uint8, 1), arr(np.int64, 2), arr(np.float64, 2), arr(np.float64, 1))

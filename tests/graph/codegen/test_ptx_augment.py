@@ -45,15 +45,15 @@ def _shapes(cin: int) -> list[tuple[GatherSig, np.dtype]]:
     """The uint8 gather shapes of ``cin`` channels."""
     return [
         # a pad, table mode, no sampler; and before an edge sampler
-        (GatherSig(cin, "lut", True, False, False, bounded=True), np.uint8),
-        (GatherSig(cin, "lut", True, True, False, bounded=True, edge=True, clip=False),
+        (GatherSig(cin, "lut", True, False, "", bounded=True), np.uint8),
+        (GatherSig(cin, "lut", True, True, "", bounded=True, edge=True, clip=False),
          np.uint8),
         # chained colour ops on uint8 after an edge sampler (the ImageNet chain), then grey
-        (GatherSig(cin, "chain", True, True, False, post=COLOUR, edge=True, clip=False),
+        (GatherSig(cin, "chain", True, True, "", post=COLOUR, edge=True, clip=False),
          np.uint8),
-        (GatherSig(cin, "chain", True, False, True, pre=("adjust_contrast",) + COLOUR,
+        (GatherSig(cin, "chain", True, False, "rgb2grey", pre=("adjust_contrast",) + COLOUR,
                            grey_ops=("gaussian_noise",)), np.uint8),
-        (GatherSig(cin, "chain", True, True, False, post=COLOUR,
+        (GatherSig(cin, "chain", True, True, "", post=COLOUR,
                            umap=_ptx_user_map.name, clip=False), np.uint8),
     ]
 
@@ -66,7 +66,7 @@ RGB_WITHIN_RGBA = (0, 1, 2, 4)
 def _cases() -> list[tuple[GatherSig, np.dtype]]:
     rgb = [case for i, case in enumerate(_shapes(3)) if i not in RGB_WITHIN_RGBA]
     return rgb + _shapes(4) + [
-        (GatherSig(1, "chain", False, True, False, post=("adjust_contrast", "erase",
+        (GatherSig(1, "chain", False, True, "", post=("adjust_contrast", "erase",
                                                                  "gaussian_noise"),
                            bounded=True, edge=True, clip=False), np.float64)]
 

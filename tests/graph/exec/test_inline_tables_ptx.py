@@ -30,7 +30,7 @@ def _arr(dtype: np.dtype, ndim: int) -> types.Array:
 
 @pytest.mark.parametrize("cin, sampler", list(itertools.product((3, 4), (False, True))))
 def test_inline_uint8_chain_compiles_to_ptx(cin: int, sampler: bool) -> None:
-    sig = GatherSig(cin, "chain", True, sampler, False, pre=("adjust_gamma",),
+    sig = GatherSig(cin, "chain", True, sampler, "", pre=("adjust_gamma",),
                             post=ELEMENTWISE if sampler else (), lut_stages=(False, False))
     mod = load(gather_source(sig, "cuda"), "cuda")
     argtys = (_arr(np.uint8, 3), _arr(np.uint8, 3), _arr(np.uint8, 3)) + (
@@ -42,7 +42,7 @@ def test_inline_uint8_chain_compiles_to_ptx(cin: int, sampler: bool) -> None:
 @pytest.mark.parametrize("cin", [1, 3, 4])
 def test_a_tabled_uint8_chain_compiles_to_ptx(cin: int) -> None:
     """The table in shared memory, the barrier and the lookups compile for sm_90."""
-    sig = GatherSig(cin, "chain", True, False, False, pre=ELEMENTWISE,
+    sig = GatherSig(cin, "chain", True, False, "", pre=ELEMENTWISE,
                     lut_stages=(False, False), clip=False, tabled=True)
     mod = load(gather_source(sig, "cuda"), "cuda")
     argtys = (_arr(np.uint8, 3), _arr(np.uint8, 3), _arr(np.uint8, 3)) + (
@@ -52,7 +52,7 @@ def test_a_tabled_uint8_chain_compiles_to_ptx(cin: int) -> None:
 
 
 def test_only_a_lone_elementwise_chain_is_tabled() -> None:
-    base = GatherSig(3, "chain", True, False, False, pre=("adjust_gamma",),
+    base = GatherSig(3, "chain", True, False, "", pre=("adjust_gamma",),
                      lut_stages=(False, False), clip=False)
     assert tabled_fits(base)
     for change in ({"sampler": True}, {"grey": True}, {"post": ("brightness",)},

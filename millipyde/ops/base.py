@@ -1,0 +1,295 @@
+"""What an op is: one definition that the method, the Operation, batches and warmup all read.
+
+An op (:class:`OpDef`) owns its scalar kernels (registered with ``millipyde.kernels``'s
+decorators, in the op's own module) and one or more *forms*: the public methods that record
+it, such as ``adjust_gamma`` and its random form ``random_adjust_gamma``. A :class:`Form` is
+
+- ``parse(kind, *args, **kwargs)``: the method's signature and argument validation
+  (``ValueError`` naming the argument), given only what every image of a batch shares (its
+  :class:`ImageKind`: channels and dtype). It returns the validated arguments: a tuple of the
+  kernel's parameters, a :class:`Ranges` of uniform draws that are the kernel's parameters, or
+  None (nothing to record, such as saturation on a grey image);
+- ``sample(args, draws, hw, kind)``, optional: the per-sample parameters of ``n`` images at
+  once (``hw``: their (n, 2) sizes; ``draws``: their counter-based streams, :class:`Draws`) as
+  a list of :class:`Emit` (a kernel and its (n, k) parameter rows) and :class:`Reject` (images
+  the arguments do not fit). Without one, a tuple is recorded as it is and a :class:`Ranges`
+  is drawn uniformly.
+
+A method call on one image is ``sample`` over one image (``millipyde.image``); a batch of
+outputs is ``sample`` over all of them (``millipyde.batch_ops``): the same code, so the same
+bits. This module imports nothing above ``millipyde.kernels``: code generation reads kernels
+through the recorded graph nodes, never through the op definitions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, NamedTuple, Protocol
+
+import numpy as np
+
+from .._args import _between, _bounds, _int, _number, _range
+from ..kernels.registry import REGISTRY, OpSpec
+
+__all__ = [
+    "FAMILIES", "FORMS", "OPS", "Draws", "Emit", "Form", "ImageKind", "OpDef", "Ranges",
+    "Reject", "between", "bounds", "columns", "integer", "kind_for", "kind_of", "number",
+    "pair",
+    "span",
+]
+
+#: the op families, in the order the documentation lists them
+FAMILIES = ("colour", "intensity", "geometry", "noise", "filters")
+
+number = _number
+integer = _int
+span = _range
+bounds = _bounds
+
+
+class ImageKind(NamedTuple):
+    """What every image of a batch shares: its channel count (1 grey, 3 RGB, 4 RGBA) and
+    dtype. Argument validation sees only this; sizes are per image (``Form.sample``)."""
+
+    channels: int
+    dtype: np.dtype
+
+    @property
+    def is_colour(self) -> bool:
+        """RGB or RGBA."""
+        return self.channels >= 3
+
+    @property
+    def full(self) -> float:
+        """The value of full intensity: the integer type's largest, or 1.0 for floats."""
+        return float(np.iinfo(self.dtype).max) if self.dtype.kind in "ui" else 1.0
+
+
+@lru_cache(maxsize=64)
+def _kind(channels: int, dtype: np.dtype) -> ImageKind:
+    return ImageKind(channels, dtype)
+
+
+def kind_of(shape: tuple[int, ...], dtype: np.dtype) -> ImageKind:
+    """The :class:`ImageKind` of an image of ``shape`` and ``dtype`` (cached)."""
+    return _kind(shape[2] if len(shape) == 3 else 1, dtype)
+
+
+def kind_for(channels: int, dtype: Any) -> ImageKind:
+    """The :class:`ImageKind` of images of ``channels`` channels and ``dtype`` (cached)."""
+    return _kind(int(channels), np.dtype(dtype))
+
+
+class Ranges(tuple):
+    """Uniform draw ranges ``((lo, hi), ...)``: draw ``t`` of the op's stream, mapped to range
+    ``t``, is the kernel's parameter ``t`` (what a :class:`Form`'s parse returns for a random
+    form whose parameters are plain uniform draws)."""
+
+
+class Draws(Protocol):
+    """The counter-based streams of ``n`` images for one op (``millipyde.random``): draw ``t``
+    of image ``i`` is a pure function of (seed, sample, op index, t)."""
+
+    @property
+    def n(self) -> int:
+        """How many images."""
+
+    def u(self, t: int) -> np.ndarray:
+        """Draw ``t`` of every image: (n,) floats in [0, 1)."""
+
+    def key64(self, t: int) -> np.ndarray:
+        """The 64-bit key of draw ``t`` of every image: (n,) uint64."""
+
+    def member(self, i: int) -> Callable[[int], float]:
+        """``u(t)`` of image ``i`` alone, as a Python float (for per-image fallbacks)."""
+
+
+@dataclass(frozen=True)
+class Emit:
+    """One kernel node to record on each image: ``params`` (n, k) its parameters per image,
+    ``skip`` (n,) the images it is not recorded on, ``out`` (n, 2) the output sizes of a
+    sampler that resizes (None: its shape rule's)."""
+
+    kernel: str
+    params: np.ndarray
+    skip: np.ndarray | None = None
+    out: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Reject:
+    """Images the arguments do not fit (``mask``, (n,) bool): a method call raises
+    ``ValueError(message(i))``; a batch leaves them to the per-output path, which raises."""
+
+    mask: np.ndarray
+    message: Callable[[int], str]
+
+
+Sample = Callable[[Any, Draws, np.ndarray, ImageKind], list]
+
+
+def columns(*values: Any, n: int) -> np.ndarray:
+    """(n, len(values)) float64 rows from scalars and (n,) arrays."""
+    if not values:
+        return np.zeros((n, 0))
+    return np.stack([np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)) for v in values],
+                    axis=1)
+
+
+def between(lo: float, hi: float, u: np.ndarray) -> np.ndarray:
+    """``u`` in [0, 1) mapped to [lo, hi] for every image, as ``_args._between`` maps one
+    (also for bounds whose difference overflows)."""
+    if lo == hi:
+        return np.full(len(u), lo)
+    width = hi - lo
+    if math.isfinite(width):
+        return lo + width * u
+    return np.minimum(np.maximum(lo * (1.0 - u) + hi * u, lo), hi)
+
+
+def between1(lo: float, hi: float, u: float) -> float:
+    """:func:`between` of one draw."""
+    return _between(lo, hi, u)
+
+
+def pair(value: Any, name: str, symmetric: bool = False,
+         low: float | None = None) -> tuple[float, float]:
+    """A number ``v`` as ``(-v, v)`` (``symmetric``) or a [low, high] pair."""
+    if symmetric and not isinstance(value, (Sequence, np.ndarray)):
+        v = _number(value, name)
+        if v < 0:
+            raise ValueError(f"{name} must be >= 0 when a single number, got {v}")
+        return -v, v
+    lo, hi = _range(value, name)
+    if low is not None and lo < low:
+        raise ValueError(f"{name} must be >= {low}, got low bound {lo}")
+    return lo, hi
+
+
+def colour_only(kind: ImageKind, what: str) -> None:
+    """``ValueError`` unless the image is RGB/RGBA."""
+    if not kind.is_colour:
+        raise ValueError(f"{what} needs an RGB/RGBA image; this one is greyscale")
+
+
+def unsigned_only(kind: ImageKind, what: str) -> None:
+    """``ValueError`` for a signed-integer image: scikit-image refuses negative values for its
+    exposure corrections, and a signed type may hold them (refused by type, when the op is
+    recorded, not by value, which would need the data)."""
+    if kind.dtype.kind == "i":
+        raise ValueError(f"{what} needs an unsigned integer or float image; this one is "
+                         f"{kind.dtype} (signed values may be negative, which scikit-image "
+                         "refuses)")
+
+
+def image_value(kind: ImageKind, value: Any, name: str) -> float:
+    """A fill value in the image's own units: a whole number in 0..255 for uint8, [0, 1] for
+    float images."""
+    v = _number(value, name)
+    if kind.dtype == np.uint8 and not (0 <= v <= 255 and v == int(v)):
+        raise ValueError(f"{name} must be a whole number in 0..255 for uint8 images, got {v}")
+    if kind.dtype.kind == "f" and not 0.0 <= v <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1] for float images, got {v}")
+    return v
+
+
+# --------------------------------------------------------------------------- definitions
+
+
+@dataclass(eq=False)
+class Form:
+    """A public method that records an op (see the module doc).
+
+    ``random``: its parameters are drawn per image; ``draws``: it takes a key of the image's
+    stream (random forms, and ops with per-pixel draws); ``template``: the same-size batch
+    recorder records it through a template (it has a gated-off form and plain-range draws);
+    ``skips``: its ``sample`` may leave images unrecorded (a zero sigma, no window found).
+    """
+
+    name: str
+    op: OpDef
+    parse: Callable[..., Any]
+    sample: Sample | None
+    kernel: str
+    random: bool
+    draws: bool
+    template: bool
+    skips: bool
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def reshapes(self) -> bool:
+        """Whether it may change the image's size (its kernels have a shape rule)."""
+        return any(REGISTRY[k].shape_fn is not None for k in self.op.kernels)
+
+    def emits(self, args: Any, draws: Draws, hw: np.ndarray, kind: ImageKind) -> list:
+        """The :class:`Emit` and :class:`Reject` entries for ``n`` images (``hw``: their
+        sizes), the default rules applied where the form has no ``sample``."""
+        if self.sample is not None:
+            return self.sample(args, draws, hw, kind)
+        if args is None:
+            return []
+        n = len(hw)
+        if isinstance(args, Ranges):
+            cols = [between(lo, hi, draws.u(t)) for t, (lo, hi) in enumerate(args)]
+            return [Emit(self.kernel, columns(*cols, n=n))]
+        return [Emit(self.kernel, columns(*args, n=n))]
+
+
+@dataclass(eq=False)
+class OpDef:
+    """One op: its name, family, kernels and forms (see the module doc)."""
+
+    name: str
+    family: str
+    kernels: tuple[str, ...]
+    reference: str = ""
+    forms: dict[str, Form] = field(default_factory=dict)
+
+    def form(self, *, random: bool = False, draws: bool | None = None, template: bool = False,
+             skips: bool = False, kernel: str | None = None, sample: Sample | None = None,
+             aliases: tuple[str, ...] = ()) -> Callable[[Callable], Form]:
+        """Decorate ``parse`` (named as the public method, first parameter the image kind) as a
+        form of this op."""
+
+        def deco(parse: Callable) -> Form:
+            f = Form(parse.__name__, self, parse, sample, kernel or self.kernels[0], random,
+                     random if draws is None else draws, template, skips, aliases)
+            for name in (f.name, *aliases):
+                if name in FORMS:
+                    raise ValueError(f"op form {name!r} is defined twice")
+                FORMS[name] = f
+            self.forms[f.name] = f
+            return f
+
+        return deco
+
+    @property
+    def specs(self) -> tuple[OpSpec, ...]:
+        """Its registered kernels."""
+        return tuple(REGISTRY[k] for k in self.kernels)
+
+
+#: every op by name
+OPS: dict[str, OpDef] = {}
+#: every form by public method name (aliases included)
+FORMS: dict[str, Form] = {}
+
+
+def define(name: str, family: str, kernels: Sequence[Any], reference: str = "") -> OpDef:
+    """Declare an op: ``kernels`` are its kernel functions (or registered names)."""
+    if family not in FAMILIES:
+        raise ValueError(f"op family must be one of {FAMILIES}, got {family!r}")
+    if name in OPS:
+        raise ValueError(f"op {name!r} is defined twice")
+    by_fn = {id(spec.fn): spec.name for spec in REGISTRY.values()}
+    names = tuple(k if isinstance(k, str) else by_fn.get(id(k), getattr(k, "__name__", k))
+                  for k in kernels)
+    for k in names:
+        if k not in REGISTRY:
+            raise ValueError(f"op {name!r}: kernel {k!r} is not registered")
+    op = OPS[name] = OpDef(name, family, names, reference)
+    return op

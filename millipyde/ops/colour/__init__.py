@@ -1,0 +1,3 @@
+"""Colour ops: greyscale, gains, contrast, saturation, hue."""
+
+from . import colorize, contrast, grey, hue, saturation  # noqa: F401  (definitions)

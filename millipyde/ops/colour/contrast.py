@@ -1,0 +1,50 @@
+"""``adjust_contrast`` / ``random_contrast``: torchvision's blend with the grey mean.
+
+The mean is a per-image statistic: one reduction kernel (``tv_grey`` summed over the image)
+runs before the fused gather, which reads it from the op's last parameter slot.
+"""
+
+import math
+
+from ...kernels.registry import elementwise, pixel
+from ..base import ImageKind, Ranges, bounds, define, number
+
+
+@elementwise(nparams=1, stat=True, name="adjust_contrast")
+def contrast_blend(v, c, full, factor, mean, _d):
+    """torchvision ``adjust_contrast``: blend with the image's grey mean, clamp, truncate."""
+    s = factor * v + (1.0 - factor) * mean
+    s = min(max(s, 0.0), full)
+    # torchvision converts back to integers with a cast (truncation); floats stay as they are
+    return math.floor(s) if full != 1.0 else s
+
+
+@pixel(name="tv_grey")
+def tv_grey(r, g, b, a, has_alpha):
+    """torchvision's grey of a uint8 pixel (``_rgb_to_grayscale_image``), floored: the values
+    whose mean ``adjust_contrast`` blends with."""
+    # whole-number sums over 10000: exact, so a grey that is a whole number floors to itself
+    # (0.2989 * 20 + 0.587 * 18 + 0.114 * 4 is 17, but 16.999999999999996 in float64)
+    return math.floor((2989.0 * r + 5870.0 * g + 1140.0 * b) / 10000.0)
+
+
+CONTRAST = define("adjust_contrast", "colour", [contrast_blend, tv_grey],
+                  reference="torchvision.transforms.v2.functional.adjust_contrast")
+
+
+@CONTRAST.form()
+def adjust_contrast(kind: ImageKind, factor: float) -> tuple:
+    """torchvision ``adjust_contrast``: blend with the grey mean (alpha untouched)."""
+    f = number(factor, "factor")
+    if f < 0:
+        raise ValueError(f"adjust_contrast factor must be >= 0, got {f}")
+    return (f,)
+
+
+@CONTRAST.form(random=True)
+def random_contrast(kind: ImageKind, min_factor: float, max_factor: float) -> Ranges:
+    """``adjust_contrast`` by a factor drawn uniformly from [min_factor, max_factor]."""
+    lo, hi = bounds(min_factor, max_factor, "min_factor", "max_factor")
+    if lo < 0:
+        raise ValueError(f"random_contrast min_factor must be >= 0, got {lo}")
+    return Ranges([(lo, hi)])

@@ -1,0 +1,44 @@
+"""``adjust_saturation`` / ``random_saturation``: torchvision's blend with each pixel's grey."""
+
+import math
+
+from ...kernels.registry import pixelwise
+from ..base import ImageKind, Ranges, bounds, define, number
+
+
+@pixelwise(nparams=1, name="adjust_saturation")
+def saturation_blend(r, g, b, full, factor, _b, _d):
+    """torchvision ``adjust_saturation``: blend each channel with the pixel's grey value."""
+    s = (2989.0 * r + 5870.0 * g + 1140.0 * b) / 10000.0  # exact on whole numbers (tv_grey)
+    if full != 1.0:
+        s = math.floor(s)
+    k = 1.0 - factor
+    r2 = min(max(factor * r + k * s, 0.0), full)
+    g2 = min(max(factor * g + k * s, 0.0), full)
+    b2 = min(max(factor * b + k * s, 0.0), full)
+    if full != 1.0:
+        return math.floor(r2), math.floor(g2), math.floor(b2)
+    return r2, g2, b2
+
+
+SATURATION = define("adjust_saturation", "colour", [saturation_blend],
+                    reference="torchvision.transforms.v2.functional.adjust_saturation")
+
+
+@SATURATION.form()
+def adjust_saturation(kind: ImageKind, factor: float) -> tuple | None:
+    """torchvision ``adjust_saturation`` (alpha untouched; a no-op on grey images)."""
+    f = number(factor, "factor")
+    if f < 0:
+        raise ValueError(f"adjust_saturation factor must be >= 0, got {f}")
+    return (f,) if kind.is_colour else None
+
+
+@SATURATION.form(random=True)
+def random_saturation(kind: ImageKind, min_factor: float, max_factor: float) -> Ranges | None:
+    """``adjust_saturation`` by a factor drawn uniformly from [min_factor, max_factor] (the
+    draw is taken on grey images too, where nothing is recorded)."""
+    lo, hi = bounds(min_factor, max_factor, "min_factor", "max_factor")
+    if lo < 0:
+        raise ValueError(f"random_saturation min_factor must be >= 0, got {lo}")
+    return Ranges([(lo, hi)]) if kind.is_colour else None

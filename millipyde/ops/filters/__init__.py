@@ -1,0 +1,3 @@
+"""Filters: stencils whose taps are computed on the host."""
+
+from . import gaussian  # noqa: F401  (definitions)

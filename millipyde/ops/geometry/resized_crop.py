@@ -1,0 +1,99 @@
+"""``random_resized_crop``: torchvision's ``RandomResizedCrop`` window, then ``crop`` and
+``resize`` (scikit-image's)."""
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..base import Draws, Emit, ImageKind, define, integer, span
+from .crop import CROP, crop_window
+from .resize import resize_map, resize_to
+
+
+def crop_params(height: int, width: int, scale: tuple[float, float],
+                ratio: tuple[float, float], u: Callable[[int], float]) -> tuple[int, int, int, int]:
+    """torchvision ``RandomResizedCrop.get_params`` with uniform draws ``u(k)``: (i, j, h, w)."""
+    area = height * width
+    lr = (math.log(ratio[0]), math.log(ratio[1]))
+    for t in range(10):
+        target = area * (scale[0] + (scale[1] - scale[0]) * u(4 * t))
+        aspect = math.exp(lr[0] + (lr[1] - lr[0]) * u(4 * t + 1))
+        w = int(round(math.sqrt(target * aspect)))
+        h = int(round(math.sqrt(target / aspect)))
+        if 0 < w <= width and 0 < h <= height:
+            i = int(u(4 * t + 2) * (height - h + 1))
+            j = int(u(4 * t + 3) * (width - w + 1))
+            return i, j, h, w
+    in_ratio = width / height
+    if in_ratio < min(ratio):
+        w, h = width, int(round(width / min(ratio)))
+    elif in_ratio > max(ratio):
+        h, w = height, int(round(height * max(ratio)))
+    else:
+        w, h = width, height
+    return (height - h) // 2, (width - w) // 2, h, w
+
+
+def _exp(x: np.ndarray) -> np.ndarray:
+    # math.exp per value: NumPy's exp may differ from CPython's in the last bit
+    return np.array([math.exp(v) for v in x.tolist()])
+
+
+def random_windows(hw: np.ndarray, scale: tuple, ratio: tuple, d: Draws,
+                   erasing: bool) -> tuple[np.ndarray, np.ndarray]:
+    """torchvision's ten tries of a random window for every image at once: (n, 4) windows
+    (top, left, height, width) and the images no try fitted. RandomResizedCrop takes the
+    aspect as width / height and accepts windows inside the image; RandomErasing takes it as
+    height / width and accepts windows strictly smaller than it."""
+    n = len(hw)
+    H, W = hw[:, 0], hw[:, 1]
+    area = H * W
+    lr = (math.log(ratio[0]), math.log(ratio[1]))
+    out = np.zeros((n, 4), dtype=np.int64)
+    pending = np.arange(n)
+    for t in range(10):
+        if not len(pending):
+            break
+        target = area[pending] * (scale[0] + (scale[1] - scale[0]) * d.u(4 * t)[pending])
+        aspect = _exp(lr[0] + (lr[1] - lr[0]) * d.u(4 * t + 1)[pending])
+        a = np.rint(np.sqrt(target * aspect)).astype(np.int64)
+        b = np.rint(np.sqrt(target / aspect)).astype(np.int64)
+        if erasing:
+            h, w = a, b
+            ok = (h < H[pending]) & (w < W[pending])
+        else:
+            w, h = a, b
+            ok = (w > 0) & (w <= W[pending]) & (h > 0) & (h <= H[pending])
+        rows = pending[ok]
+        i = (d.u(4 * t + 2)[rows] * (H[rows] - h[ok] + 1)).astype(np.int64)
+        j = (d.u(4 * t + 3)[rows] * (W[rows] - w[ok] + 1)).astype(np.int64)
+        out[rows] = np.stack([i, j, h[ok], w[ok]], axis=1)
+        pending = pending[~ok]
+    return out, pending
+
+
+def _sample(args: tuple, d: Draws, hw: np.ndarray, kind: ImageKind) -> list:
+    oh, ow, sc, ra = args
+    win, pending = random_windows(hw, sc, ra, d, erasing=False)
+    for r in pending.tolist():  # ten misses: torchvision's central fallback, per image
+        win[r] = crop_params(int(hw[r, 0]), int(hw[r, 1]), sc, ra, d.member(r))
+    return [Emit(CROP.kernels[0], win.astype(np.float64)), resize_to(oh, ow, len(hw))]
+
+
+RRC = define("random_resized_crop", "geometry", [crop_window, resize_map],
+             reference="torchvision RandomResizedCrop.get_params, then skimage resize")
+
+
+@RRC.form(random=True, sample=_sample)
+def random_resized_crop(kind: ImageKind, height: int, width: int,
+                        scale: Sequence[float] = (0.08, 1.0),
+                        ratio: Sequence[float] = (3 / 4, 4 / 3)) -> tuple:
+    """torchvision ``RandomResizedCrop`` window sampling, then ``crop`` and ``resize``."""
+    oh, ow = integer(height, "height", 1), integer(width, "width", 1)
+    sc, ra = span(scale, "scale"), span(ratio, "ratio")
+    if sc[0] < 0:
+        raise ValueError(f"scale must be >= 0, got {sc}")
+    if ra[0] <= 0:
+        raise ValueError(f"ratio must be > 0, got {ra}")
+    return oh, ow, sc, ra

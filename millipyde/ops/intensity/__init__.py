@@ -1,0 +1,3 @@
+"""Intensity ops: brightness and gamma."""
+
+from . import brightness, gamma  # noqa: F401  (definitions)
