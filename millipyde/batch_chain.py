@@ -34,7 +34,7 @@ from .graph.codegen.gather_sig import (
     gather_nparams,
     op_offsets,
 )
-from .graph.plan.schedule import axis_aligned, fill_window, needs_warp_clip
+from .graph.plan.schedule import axis_aligned, fill_window, needs_warp_clip, wide_map
 from .kernels import REGISTRY
 
 
@@ -147,10 +147,16 @@ class VGather:
         self.soff = ~on
         if out is not None:
             self.cur = np.asarray(out, dtype=np.int64).reshape(self.n, 2)
-        if not self.edge:
-            # scikit-image's data-dependent clip: those members go per output
+        if self.edge:
+            # an empty input has no edge to repeat: those members go per output, whose plan
+            # reads the zero outside it
+            self.left |= on & ((self.mid[:, 0] == 0) | (self.mid[:, 1] == 0))
+        else:
+            # scikit-image's data-dependent clip, and maps reaching positions this kernel
+            # does not test (``schedule.wide_map``): those members go per output
             for i in np.flatnonzero(on).tolist():
-                if needs_warp_clip(self.A[i], tuple(self.mid[i]), tuple(self.cur[i])):
+                if needs_warp_clip(self.A[i], tuple(self.mid[i]), tuple(self.cur[i])) or \
+                        wide_map(self.A[i], tuple(self.cur[i])):
                     self.left[i] = True
 
     def user_map(self, name: str, params: np.ndarray, out: np.ndarray) -> None:

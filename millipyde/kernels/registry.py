@@ -24,6 +24,8 @@ the output's height and width when an op changes them (resize, crop, pad).
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -87,6 +89,16 @@ class OpSpec:
 
 
 REGISTRY: dict[str, OpSpec] = {}
+
+
+def source_digest(fn: Callable) -> str:
+    """SHA-1 (12 hex digits) of a built-in kernel's source (a user op's key is made by
+    ``millipyde.user_functions`` instead)."""
+    try:
+        text = inspect.getsource(fn)
+    except (OSError, TypeError):
+        text = repr(getattr(fn, "__code__", fn))
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
 def register(spec: OpSpec, replace_existing: bool = False) -> OpSpec:
