@@ -81,6 +81,14 @@ class BatchSpec:
         s = _per_channel(std, "std", channels, 1.0)
         if np.any(s == 0):
             raise ArgumentError(f"batches std must be nonzero, got {std!r}")
+        # values in [0, 1] converted: (x - mean) / std must fit the batch's dtype (else inf)
+        with np.errstate(over="ignore"):  # (an overflow here is the refusal below)
+            top = float(np.max(np.maximum(np.abs(m), np.abs(1.0 - m)) / np.abs(s)))
+        largest = float(np.finfo(_DTYPES[key]).max)
+        if not top <= largest:
+            raise ArgumentError(f"batches mean and std: (x - mean) / std reaches {top:.3g} for "
+                                f"x in [0, 1], beyond {key}'s largest {largest:.6g} (a std "
+                                f"that small overflows); got mean={mean!r}, std={std!r}")
         for v, name in ((drop_last, "drop_last"), (with_indices, "with_indices")):
             if not isinstance(v, (bool, np.bool_)):
                 raise ArgumentError(f"batches {name} must be a bool, got {type(v).__name__}")

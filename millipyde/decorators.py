@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ._args import _number, _range
+from ._args import MAX_SIDE, _number, _range
 from .kernels.registry import OpSpec, register
 from .locks import commit_lock
 from .user_functions import UserFunctionError, check_compiles, freeze, key, resolve
@@ -147,11 +147,6 @@ def index_map(fn: Callable | None = None, *,
     if fn is None:
         return deco
     return deco(fn)
-
-
-#: the largest side a user map's shape rule may give (an output beyond it could not be
-#: allocated; the built-in ops' sizes are bounded the same way)
-MAX_SIDE = 2**31 - 1
 
 
 def _checked_shape(rule: Callable, name: str) -> Callable:

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ._args import _number
 from .kernels import OpSpec
 from .kernels.registry import affine_of
 
@@ -124,7 +125,7 @@ def _nearest(mask: np.ndarray, m: np.ndarray, oh: int, ow: int, edge: bool,
 def make(shape: tuple[int, ...], boxes: Any = None, labels: Any = None, keypoints: Any = None,
          mask: Any = None, min_area: float = 1.0) -> Targets:
     """Checked :class:`Targets` for an image of ``shape`` (ValueError naming the argument)."""
-    b = np.zeros((0, 4)) if boxes is None else np.array(boxes, dtype=np.float64, ndmin=2)
+    b = np.zeros((0, 4)) if boxes is None else _floats(boxes, "boxes", "(N, 4) xyxy")
     if b.size == 0:
         b = np.zeros((0, 4))
     if b.ndim != 2 or b.shape[1] != 4 or not np.isfinite(b).all():
@@ -133,11 +134,14 @@ def make(shape: tuple[int, ...], boxes: Any = None, labels: Any = None, keypoint
     if (b[:, 2] < b[:, 0]).any() or (b[:, 3] < b[:, 1]).any():
         raise ValueError("boxes must be xyxy with x0 <= x1 and y0 <= y1")
     # copies: the caller's arrays stay theirs (and writable), these become read-only
-    lab = np.arange(len(b)) if labels is None else np.array(labels).reshape(-1)
+    try:
+        lab = np.arange(len(b)) if labels is None else np.array(labels).reshape(-1)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"labels must be an array of one label per box: {err}") from None
     if len(lab) != len(b):
         raise ValueError(f"labels must have one entry per box: {len(lab)} for {len(b)} boxes")
-    k = np.zeros((0, 2)) if keypoints is None else np.array(keypoints, dtype=np.float64,
-                                                             ndmin=2)
+    k = np.zeros((0, 2)) if keypoints is None else _floats(keypoints, "keypoints",
+                                                            "(K, 2) (x, y)")
     if k.size == 0:
         k = np.zeros((0, 2))
     if k.ndim != 2 or k.shape[1] != 2 or not np.isfinite(k).all():
@@ -145,13 +149,30 @@ def make(shape: tuple[int, ...], boxes: Any = None, labels: Any = None, keypoint
                          f"{k.shape}")
     mk = None
     if mask is not None:
-        mk = np.array(mask)
+        try:
+            mk = np.array(mask)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"mask must be an integer array: {err}") from None
         if mk.shape != tuple(shape[:2]) or mk.dtype.kind not in "iub":
             raise ValueError(f"mask must be an integer array of the image's height x width "
                              f"{tuple(shape[:2])}, got {mk.dtype} {mk.shape}")
-    if not min_area >= 0:
-        raise ValueError(f"min_area must be >= 0, got {min_area}")
-    return Targets(b, lab, k, _inside(k, shape[0], shape[1]), mk, float(min_area))
+    area = _number(min_area, "min_area")
+    if not area >= 0:
+        raise ValueError(f"min_area must be >= 0, got {area}")
+    return Targets(b, lab, k, _inside(k, shape[0], shape[1]), mk, area)
+
+
+def _floats(value: Any, name: str, form: str) -> np.ndarray:
+    """``value`` as a 2-D float64 array (a copy); ``ValueError`` naming ``name`` when it is
+    not numbers (strings, objects, ragged lists, complex numbers)."""
+    try:
+        raw = np.array(value, ndmin=2)
+        if raw.dtype.kind not in "biuf":
+            raise TypeError(f"of {raw.dtype}")
+        return raw.astype(np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be an {form} array of real numbers, got "
+                         f"{type(value).__name__} ({err})") from None
 
 
 def attach(node: Any, targets: Targets) -> None:

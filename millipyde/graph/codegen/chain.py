@@ -143,18 +143,23 @@ def _user_adapter(spec: OpSpec, prefix: str) -> str:
         return head + (f"\n\n@_dev\ndef {prefix}{name}({margs}):\n"
                        f"    return {user}({', '.join(first + [margs] + last)})\n")
     slots = ", ".join(f"a{j}_" for j in range(USER_VALUE_PARAMS))
+    # the user's result clipped to [0, full] by comparisons: NaN gives 0, never NaN in an image
     if spec.kind == "elementwise":
         return head + (
             f"\n\n@_dev\ndef {prefix}{name}(v, c, full, {slots}):\n"
             "    s_ = 1.0 / full\n"
             f"    r_ = {user}({call}) * full\n"
-            "    return min(max(r_, 0.0), full)\n"
+            "    r_ = r_ if r_ > 0.0 else 0.0\n"
+            "    return r_ if r_ < full else full\n"
         )
     pix = ", ".join(first + ["r * s_", "g * s_", "b * s_"] + ([args] if args else []) + last)
     return head + (
         f"\n\n@_dev\ndef {prefix}{name}(r, g, b, full, {slots}):\n"
         "    s_ = 1.0 / full\n"
         f"    r2_, g2_, b2_ = {user}({pix})\n"
-        "    return (min(max(r2_ * full, 0.0), full), min(max(g2_ * full, 0.0), full),\n"
-        "            min(max(b2_ * full, 0.0), full))\n"
+        "    r2_ = r2_ * full if r2_ * full > 0.0 else 0.0\n"
+        "    g2_ = g2_ * full if g2_ * full > 0.0 else 0.0\n"
+        "    b2_ = b2_ * full if b2_ * full > 0.0 else 0.0\n"
+        "    return (r2_ if r2_ < full else full, g2_ if g2_ < full else full,\n"
+        "            b2_ if b2_ < full else full)\n"
     )
