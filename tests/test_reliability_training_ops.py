@@ -23,7 +23,9 @@ from hypothesis import strategies as st
 import millipyde as mp
 
 INT_DTYPES = [np.uint8, np.uint16, np.uint32, np.uint64, np.int8, np.int16, np.int32, np.int64]
-SIGNED = [np.int8, np.int16, np.int32, np.int64]
+# the dtypes whose results are computed in the explicit tests (each a kernel compile on the
+# cpu backend): the issue's and the 64-bit extremes; the property test draws every dtype
+MATERIALIZED = (np.uint16, np.int16, np.int64)
 SIM = mp.backend() == "cudasim"
 
 
@@ -114,6 +116,8 @@ def test_values_an_integer_type_cannot_hold_are_refused(dtype, method):
         with pytest.raises(ValueError, match=r"value must be a whole number in"):
             getattr(img, method)(*args, value=bad)
         np.testing.assert_array_equal(np.asarray(img), host)
+    if dtype not in MATERIALIZED:
+        return  # (a kernel compile per dtype: the property test covers the others)
     for good in (lo, hi):
         out = _run(host, lambda g, v=good: getattr(g, method)(*args, value=v))
         if method == "pad":
@@ -124,7 +128,7 @@ def test_values_an_integer_type_cannot_hold_are_refused(dtype, method):
         np.testing.assert_array_equal(out, want)
 
 
-@pytest.mark.parametrize("dtype", SIGNED)
+@pytest.mark.parametrize("dtype", [np.int16, np.int64])
 def test_signed_grey_keeps_negative_values_through_noise_and_contrast(dtype):
     """On int16 grey, ``gaussian_noise(0)`` and ``adjust_contrast(1.0)`` turned -2000 into 0
     (clamped to [0, max]); the rule of the last sweep: the type's range, negatives kept."""
