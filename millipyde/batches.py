@@ -350,11 +350,18 @@ class Batches:
                 f"{ks[lead]} {first}: pass shape=(height, width) to resize samples")
         return spec.shape or tuple(first[:2])
 
-    def _made(self, ks: list[int], device: int, stream: Any,
-              st: Any = None) -> list[gpuarray]:
-        """Outputs ``ks`` by the Generator's own per-output machinery (errors raised); ``st``:
-        the state that makes them (default the Generator's)."""
-        made = (st or self._st).make_many(ks, device, stream, recorded=False)
+    def _made(self, ks: list[int], device: int, stream: Any) -> list[gpuarray]:
+        """Outputs ``ks`` by the Generator's own per-output machinery (errors raised)."""
+        return self._made_in(self._st, ks, device, stream)
+
+    def _made_by(self, st: Any, ks: list[int], device: int, stream: Any) -> list[gpuarray]:
+        """:meth:`_made` by state ``st`` (None: the Generator's; else a streamed batch's)."""
+        if st is None or st is self._st:
+            return self._made(ks, device, stream)
+        return self._made_in(st, ks, device, stream)
+
+    def _made_in(self, st: Any, ks: list[int], device: int, stream: Any) -> list[gpuarray]:
+        made = st.make_many(ks, device, stream, recorded=False)
         for k, (_, err) in zip(ks, made, strict=False):
             if err is not None:
                 raise _SampleError(k, err)
@@ -366,7 +373,7 @@ class Batches:
                        stream: Any, hw: tuple | None = None, st: Any = None) -> Any:
         """Make outputs ``ks[r]`` for ``rows`` per output and write them at ``rows``."""
         spec = self.spec
-        ys = self._made([ks[r] for r in rows], device, stream, st)
+        ys = self._made_by(st, [ks[r] for r in rows], device, stream)
         if out is None:
             hw = self._check_shapes([([r], tuple(y.shape)) for r, y in zip(rows, ys,
                                                                            strict=True)], ks)
@@ -392,7 +399,7 @@ class Batches:
         stacks = st.stacks_on(device, stream)
         groups, left = rec.groups(ks, device, stacks, ahead=st.plan_ahead)
         shapes = [(g.index, tuple(g.kernels()[-1].output.shape)) for g in groups]
-        ys = self._made([ks[r] for r in left], device, stream, st) if left else []
+        ys = self._made_by(st, [ks[r] for r in left], device, stream) if left else []
         shapes += [([r], tuple(y.shape)) for r, y in zip(left, ys, strict=True)]
         hw = self._check_shapes(shapes, ks)
         pk = batch._Pack(len(ks))
@@ -448,7 +455,7 @@ class Batches:
 
                 st = self._st.for_batch(images_of(db, left, device), [ks[r] for r in left])
         shapes = [(L.pos, tuple(L.shape)) for L in launches]
-        ys = self._made([ks[r] for r in left], device, stream, st) if left else []
+        ys = self._made_by(st, [ks[r] for r in left], device, stream) if left else []
         shapes += [([r], tuple(y.shape)) for r, y in zip(left, ys, strict=True)]
         hw = self._check_shapes(shapes, ks)
         out = runtime.empty(spec.batch_shape(len(ks), hw), np.float32, device)
