@@ -311,6 +311,10 @@ class Batches:
         else:
             rec, unclean = got
             value, ready = self._write_arena(rec, ks, device, stream, None, db, unclean)
+        if ready is not None:
+            # the decoded images are read by the batch's kernels (and copies): they live until
+            # its event has fired, as its temporaries do
+            ready.keep = (ready.keep, db, whole)
         return self._extras(value, whole, ks, db.samples, db.labels, device), ready
 
     def _check_shapes(self, parts: list[tuple[Any, tuple[int, ...]]], ks: list[int]) -> tuple:

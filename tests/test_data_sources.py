@@ -321,7 +321,7 @@ class _FakeNv:
     class Decoder:
         calls: list = []
 
-        def __init__(self, device_id: int) -> None:
+        def __init__(self, device_id: int, max_num_cpu_threads: int = 0) -> None:
             pass
 
         def decode(self, streams, params=None, cuda_stream=0):

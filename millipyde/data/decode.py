@@ -124,7 +124,10 @@ class NvImageCodecDecoder:
         self.device = device
         self.fallback = fallback
         with runtime.on_device(device):
-            self._dec = self.nv.Decoder(device_id=device)
+            # its CPU stages (parsing; Huffman decoding where no hardware decoder takes an
+            # image) on this process's cores: one process per GPU shares the machine
+            self._dec = self.nv.Decoder(device_id=device,
+                                        max_num_cpu_threads=fallback.threads)
         self._params = self.nv.DecodeParams(apply_exif_orientation=True,
                                             color_spec=self.nv.ColorSpec.SRGB)
         #: samples decoded on the GPU and by the fallback (reports)
