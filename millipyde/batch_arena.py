@@ -267,8 +267,12 @@ def pack(rec: ArenaRecorder, buffers: list, device: int) -> dict[str, Any]:
     arena = {key: runtime.empty((max(size, 1),), np.dtype(key), device)
              for key, size in rec.arena_size.items()}
     for i, buf in enumerate(buffers):
-        runtime.copy_into(arena[np.dtype(buf.dtype).str], int(rec.offset[i]), buf,
-                          int(np.prod(buf.shape, dtype=np.int64)))
+        dst, o = arena[np.dtype(buf.dtype).str], int(rec.offset[i])
+        ptr = getattr(buf, "device_ptr", None)  # memory of another library, by address
+        if ptr is not None:
+            runtime.copy_from_pointer(dst, o, ptr, int(buf.size) * np.dtype(buf.dtype).itemsize)
+        else:
+            runtime.copy_into(dst, o, buf, int(np.prod(buf.shape, dtype=np.int64)))
     with rec.lock:
         rec.arenas[device] = arena
     return arena

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from . import batch_arena
-from .data.decode import make_decoder
+from .data.decode import as_buffer, make_decoder
 from .data.loader import BadSamples, DecodedBatch, Loader
 from .data.readahead import READ_THREADS, WINDOW_BYTES
 from .image import gpuimage
@@ -77,7 +77,7 @@ class Stream:
             ok = self._clean.get(key)
             if ok is None:
                 ok = a.ndim in (2, 3) and batch_arena.records_cleanly(
-                    gpuimage.from_buffer(a, device), self.operations, self.seed)
+                    gpuimage.from_buffer(as_buffer(a), device), self.operations, self.seed)
                 with self._lock:
                     self._clean[key] = ok
             if not ok:
@@ -99,7 +99,7 @@ def images_of(db: DecodedBatch, rows: list[int], device: int) -> list[gpuimage]:
     detection targets attached where the source has them."""
     out = []
     for r in rows:
-        img = gpuimage.from_buffer(db.arrays[r], device)
+        img = gpuimage.from_buffer(as_buffer(db.arrays[r]), device)
         if db.targets is not None and db.targets[r] is not None:
             t = db.targets[r]
             img.set_targets(boxes=t["boxes"], labels=t["labels"], mask=t["mask"])

@@ -185,17 +185,49 @@ class NvImageCodecDecoder:
         self.fallback.close()
 
 
-def _wrap(img: Any) -> Any:
-    """An nvImageCodec device image as a numba device array over its memory (no copy); the
-    array keeps the image alive. None where it is not a contiguous (H, W, 3) uint8 image."""
-    from numba import cuda
+class DeviceImage:
+    """A decoded nvImageCodec image on the device, described without numba-cuda: shape,
+    dtype and the address of its (contiguous) memory; it keeps the image alive. The batch
+    engine copies it by address (``Backend.copy_from_pointer``); :meth:`buffer` makes the
+    numba device array over it for the per-output path (no copy)."""
 
+    __slots__ = ("image", "shape", "dtype", "ndim", "size", "device_ptr", "_buffer")
+
+    def __init__(self, image: Any, shape: tuple[int, ...], ptr: int) -> None:
+        self.image = image
+        self.shape = shape
+        self.dtype = np.dtype(np.uint8)
+        self.ndim = len(shape)
+        self.size = int(np.prod(shape))
+        self.device_ptr = int(ptr)
+        self._buffer = None
+
+    def buffer(self) -> Any:
+        """The numba device array over the image's memory (made once)."""
+        if self._buffer is None:
+            from numba import cuda
+
+            self._buffer = cuda.from_cuda_array_interface(
+                self.image.__cuda_array_interface__, owner=self.image, sync=False)
+        return self._buffer
+
+
+def as_buffer(a: Any) -> Any:
+    """A decoded sample as a device buffer of the backend (a :class:`DeviceImage`'s array)."""
+    return a.buffer() if isinstance(a, DeviceImage) else a
+
+
+def _wrap(img: Any) -> Any:
+    """An nvImageCodec device image as a :class:`DeviceImage` (no copy); None where it is not
+    a contiguous (H, W, 3) uint8 image."""
     face = img.__cuda_array_interface__
-    shape = tuple(face["shape"])
+    shape = tuple(int(d) for d in face["shape"])
     if len(shape) != 3 or shape[2] != 3 or np.dtype(face["typestr"]) != np.uint8:
         return None
-    arr = cuda.from_cuda_array_interface(face, owner=img, sync=False)
-    return arr if arr.is_c_contiguous() else None
+    strides = face.get("strides")
+    if strides is not None and tuple(strides) != (shape[1] * 3, 3, 1):
+        return None
+    return DeviceImage(img, shape, face["data"][0])
 
 
 def import_nvimgcodec() -> Any:
