@@ -26,6 +26,10 @@ Rows (``gpu``):
 - ``shards``: the same from the tar shards.
 - ``rank1`` / ``ranks4``: one process per GPU (``CUDA_VISIBLE_DEVICES``, 16 cores each),
   ``Generator(rank=r, world_size=N)``, their timed windows started together; the summed rate.
+- ``coco``: ``data.Coco`` over the first 2000 files with 1-3 synthetic boxes and polygon
+  masks each, through detection-style method Operations (random affine always, flip p = 0.5,
+  random saturation always: two coin patterns to compile), batches of 64 resized to 384 x 384
+  with their targets (boxes, labels, masks): the per-output path that targets take.
 - ``augment``: ``millipyde augment DIR -n 1000 --recipe imagenet`` (PNG) over the 1000-file
   folder, this tree against ``--baseline`` (a checkout of 7c57e62), each after a warm-up run of
   64 outputs that compiles its kernels; the rate each prints, and the command's wall time.
@@ -272,6 +276,50 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
     return out
 
 
+def coco_rate(folder: str, work: Path, images: int, batches: int, size: int = 64) -> dict:
+    """The COCO source (synthetic boxes and polygon masks on the dataset's first files)
+    through the detection recipe's method Operations, batches with targets."""
+    import millipyde as mp
+    import millipyde.data as mdata
+
+    src = mdata.Folder(folder)
+    rng = np.random.default_rng(2)
+    doc: dict = {"images": [], "annotations": [],
+                 "categories": [{"id": c, "name": f"c{c}"} for c in range(1, 81)]}
+    for i in range(min(images, len(src))):
+        rel = os.path.relpath(src.paths[i], folder)
+        h, w = (375, 500) if i % 4 else (500, 375)
+        doc["images"].append({"id": i, "file_name": rel, "height": h, "width": w})
+        for _ in range(int(rng.integers(1, 4))):
+            x0, y0 = rng.uniform(0, w - 60), rng.uniform(0, h - 60)
+            bw, bh = rng.uniform(30, min(200, w - x0)), rng.uniform(30, min(200, h - y0))
+            poly = [x0, y0, x0 + bw, y0, x0 + bw, y0 + bh, x0, y0 + bh]
+            doc["annotations"].append({"image_id": i, "bbox": [x0, y0, bw, bh],
+                                       "category_id": int(rng.integers(1, 81)),
+                                       "segmentation": [poly]})
+    ann = work / "coco.json"
+    ann.write_text(json.dumps(doc))
+    # every op but the flip always on: two coin patterns, so two chains compile
+    ops = [mp.Operation("random_affine", 10, (0.1, 0.1), (0.9, 1.1)),
+           mp.Operation("fliplr", probability=0.5),
+           mp.Operation("random_saturation", 0.6, 1.4)]
+    gen = mp.Generator(mdata.Coco(folder, ann), ops, shuffle=True, seed=0)
+    with gen.batches(size, with_targets=True, shape=(384, 384), mean=MEAN, std=STD) as bs:
+        t = time.perf_counter()
+        x, targets = next(bs)
+        t_first = time.perf_counter() - t
+        t = time.perf_counter()
+        boxes = masks = 0
+        for _ in range(batches):
+            x, targets = next(bs)
+            boxes += sum(len(tg.boxes) for tg in targets)
+            masks += sum(tg.mask is not None and tg.mask.shape == (384, 384) for tg in targets)
+        dt = time.perf_counter() - t
+    gen.close()
+    return {"rate": batches * size / dt, "first_s": t_first, "batches": batches, "size": size,
+            "boxes": boxes, "masks": masks, "shape": list(x.shape)}
+
+
 def _barrier(directory: str, rank: int, world: int) -> None:
     Path(directory, f"ready{rank}").touch()
     deadline = time.monotonic() + 300
@@ -327,6 +375,12 @@ def run_augment(tree: Path, folder: str, out: Path, n: int, cache: Path | None,
 # ---------------------------------------------------------------------------- gpu run
 
 
+def _save(out: dict, args: argparse.Namespace) -> None:
+    """The numbers so far, in ``--out`` (a run cut short still leaves them)."""
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / f"data_{args.mode}.json").write_text(json.dumps(out, indent=1))
+
+
 def gpu(args: argparse.Namespace) -> dict:
     import torch
 
@@ -339,6 +393,7 @@ def gpu(args: argparse.Namespace) -> dict:
     log(f"dataset: {info['files']} files ({info['mean_kb']:.1f} KB each), {info['classes']} "
         f"classes, {info['shards']} shards; files {info['seconds_files']:.1f} s, shards "
         f"{info['seconds_shards']:.1f} s")
+    _save(out, args)
     baseline = None
     cores = out["cores"] or 1
     if args.baseline:
@@ -360,12 +415,15 @@ def gpu(args: argparse.Namespace) -> dict:
                                     preexec_fn=lambda: os.sched_setaffinity(0, bcores))
         os.sched_setaffinity(0, range(max(1, cores - 8)))
         log(f"baseline augment started on GPU {gpu_b}, cores {bcores}")
+        _save(out, args)
     try:
         out["decode"] = decode_alone(info["folder"], args.decode_batches)
         log(f"decode alone: {out['decode']['rate']:.0f} img/s")
+        _save(out, args)
     except Exception as err:
         out["decode"] = {"error": repr(err)}
         log(f"decode alone FAILED: {err!r}")
+        _save(out, args)
     for name, src, nb in (("folder", info["folder"], args.batches),
                           ("shards", info["shards_glob"], args.shard_batches)):
         try:
@@ -375,9 +433,11 @@ def gpu(args: argparse.Namespace) -> dict:
                 f"{r['on_host']} by Pillow); open {r['open_s']:.1f} s, warm-up "
                 f"{r['warmup_s']:.1f} s; RSS {r['rss_mb'][0]:.0f} -> {r['rss_mb'][1]:.0f} MB, "
                 f"device {r['device_mb'][0]:.0f} -> {r['device_mb'][1]:.0f} MB")
+            _save(out, args)
         except Exception as err:
             out[name] = {"error": repr(err)}
             log(f"{name} FAILED: {err!r}")
+            _save(out, args)
     if baseline is not None:
         try:
             bout, berr = baseline.communicate(timeout=max(10, args.budget - 60 -
@@ -386,10 +446,12 @@ def gpu(args: argparse.Namespace) -> dict:
                 raise RuntimeError(berr[-1500:])
             out["augment_baseline"] = json.loads(bout.strip().splitlines()[-1])
             log(f"baseline augment: {out['augment_baseline']['timed']}")
+            _save(out, args)
         except Exception as err:
             baseline.kill()
             out["augment_baseline"] = {"error": repr(err)}
             log(f"baseline augment FAILED: {err!r}")
+            _save(out, args)
         os.sched_setaffinity(0, range(cores))
     n = min(args.ranks, max(1, torch.cuda.device_count()))
     each = max(1, cores // max(n, 1))
@@ -402,9 +464,11 @@ def gpu(args: argparse.Namespace) -> dict:
                                         max(g["start"] for g in got)}
                 log(f"{world} rank(s): {out[f'ranks{world}']['rate']:.0f} img/s "
                     f"({[round(g['rate']) for g in got]})")
+                _save(out, args)
             except Exception as err:
                 out[f"ranks{world}"] = {"error": repr(err)}
                 log(f"{world} rank(s) FAILED: {err!r}")
+                _save(out, args)
     if args.baseline and time.perf_counter() - T0 < args.budget - 40:
         try:
             tree = Path(__file__).resolve().parent.parent
@@ -413,9 +477,20 @@ def gpu(args: argparse.Namespace) -> dict:
             t = run_augment(tree, info["aug1000"], work / "aug_new", args.augment_n, None, {})
             out["augment"] = {"warm": w, "timed": t}
             log(f"augment: {t}")
+            _save(out, args)
         except Exception as err:
             out["augment"] = {"error": repr(err)}
             log(f"augment FAILED: {err!r}")
+            _save(out, args)
+    if args.coco and time.perf_counter() - T0 < args.budget - 45:
+        try:
+            out["coco"] = coco_rate(info["folder"], work, 2000, args.coco)
+            log(f"coco: {out['coco']}")
+            _save(out, args)
+        except Exception as err:
+            out["coco"] = {"error": repr(err)}
+            log(f"coco FAILED: {err!r}")
+            _save(out, args)
     return out
 
 
@@ -445,6 +520,10 @@ def table(out: dict) -> str:
     if "rate" in out.get("ranks1", {}) and "rate" in out.get("ranks4", {}):
         ratio = out["ranks4"]["rate"] / out["ranks1"]["rate"]
         rows.append(("4 ranks / 1 rank", f"{ratio:.2f}x", ""))
+    c = out.get("coco", {})
+    if "rate" in c:
+        rows.append(("coco -> detection ops, targets (64)", f"{c['rate']:.0f}",
+                     f"{c['boxes']} boxes, {c['masks']} masks; first batch {c['first_s']:.1f} s"))
     a, b = out.get("augment", {}).get("timed"), out.get("augment_baseline", {}).get("timed")
     if a:
         rows.append(("augment (this tree)", f"{a['rate']:.1f}", f"wall {a['wall_s']:.1f} s"))
@@ -532,6 +611,7 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--ranks", type=int, default=4)
     g.add_argument("--baseline", default=None, help="a checkout of the baseline commit")
     g.add_argument("--augment-n", type=int, default=1000)
+    g.add_argument("--coco", type=int, default=10, help="COCO batches (0: no COCO row)")
     g.add_argument("--budget", type=float, default=400, help="seconds the run may take")
     g.add_argument("--out", default=os.environ.get("OUT", "."))
     c = sub.add_parser("cpu")
