@@ -263,6 +263,10 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
         dt = time.perf_counter() - t
         rss1, dev1 = rss_mb(), device_used_mb()
         dec = bs._loader.decoder
+        # where the time of the whole run went (warm-up included): the decode thread's waits
+        # for bytes, its decode calls and the rest; the batch worker's time on streamed
+        # batches; the consumer's waits
+        load, made = dict(bs._loader.stats), dict(bs.stats)
         out = {"rate": batches * size / dt, "batches": batches, "size": size,
                "open_s": t_open, "warmup_s": t_warm, "warmup_batches": warmup,
                "rss_mb": [rss0, rss1], "device_mb": [dev0, dev1],
@@ -271,7 +275,8 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
                "on_host": getattr(dec, "on_host", None),
                "read_peak_mb": bs._loader.reader.peak / 2**20,
                "bad": len(gen.bad_samples), "start": start, "end": start + dt,
-               "samples": len(gen.source), "check": float(acc)}
+               "samples": len(gen.source), "check": float(acc), "loader": load,
+               "batches_stats": made}
     gen.close()
     return out
 
@@ -433,6 +438,11 @@ def gpu(args: argparse.Namespace) -> dict:
                 f"{r['on_host']} by Pillow); open {r['open_s']:.1f} s, warm-up "
                 f"{r['warmup_s']:.1f} s; RSS {r['rss_mb'][0]:.0f} -> {r['rss_mb'][1]:.0f} MB, "
                 f"device {r['device_mb'][0]:.0f} -> {r['device_mb'][1]:.0f} MB")
+            ld, bm = r["loader"], r["batches_stats"]
+            log(f"  {name} time: decode thread over {ld['batches']} batches: decode "
+                f"{ld['decode_s']:.2f} s, waiting for bytes {ld['read_wait_s']:.2f} s, rest "
+                f"{ld['other_s']:.2f} s; batch worker {bm['make_s']:.2f} s; consumer waited "
+                f"{bm['wait_s']:.2f} s")
             _save(out, args)
         except Exception as err:
             out[name] = {"error": repr(err)}

@@ -74,6 +74,9 @@ class Batches:
             self._count = n // spec.size if spec.drop_last else -(-n // spec.size)
         self._stream = getattr(generator, "_stream", None)
         self._loader: Any = None
+        #: seconds the consumer waited for batches, and the workers spent making streamed
+        #: ones (bench/bench_data.py says where time goes)
+        self.stats = {"wait_s": 0.0, "make_s": 0.0}
         if state.inputs:
             x = max(state.inputs, key=lambda a: a.size)
             hw = spec.shape or x.shape[:2]
@@ -114,6 +117,7 @@ class Batches:
             b = self._next
             self._next += 1
             self._cond.notify_all()
+            t0 = time.perf_counter()
             while b not in self._results:
                 if self._stopped:
                     raise StopIteration
@@ -124,6 +128,7 @@ class Batches:
                     break
                 self._cond.wait(0.5)
             value, err, device, k = self._results.pop(b)
+            self.stats["wait_s"] += time.perf_counter() - t0
         if err is None:
             value, ready = value
             if ready is not None:
@@ -301,6 +306,7 @@ class Batches:
         db = self._loader.get(b)
         if db is None:
             raise Cancelled()
+        t0 = time.perf_counter()
         wait_ready(db, stream)
         ks = db.ks.tolist()
         got = None if self._with_targets else self._stream.arena(db, device)
@@ -315,7 +321,9 @@ class Batches:
             # the decoded images are read by the batch's kernels (and copies): they live until
             # its event has fired, as its temporaries do
             ready.keep = (ready.keep, db, whole)
-        return self._extras(value, whole, ks, db.samples, db.labels, device), ready
+        got = self._extras(value, whole, ks, db.samples, db.labels, device), ready
+        self.stats["make_s"] += time.perf_counter() - t0
+        return got
 
     def _check_shapes(self, parts: list[tuple[Any, tuple[int, ...]]], ks: list[int]) -> tuple:
         """(H, W) of the batch from ``parts`` (batch positions, their outputs' shape);

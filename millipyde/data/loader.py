@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -123,6 +124,9 @@ class Loader:
         self._want = self.first  # the batch the consumer asks for next
         self._end: int | None = None  # first batch index past the plan
         self._stopped = False
+        #: seconds the decode thread spent waiting for read bytes, decoding, and on the rest
+        #: (refills, labels), and the batches it made: where time goes (bench/bench_data.py)
+        self.stats = {"read_wait_s": 0.0, "decode_s": 0.0, "other_s": 0.0, "batches": 0}
         self._thread = threading.Thread(target=self._run, name="millipyde-decode-batches",
                                         daemon=True)
         self._thread.start()
@@ -167,6 +171,7 @@ class Loader:
     def _make(self, ks: np.ndarray, stream: Any) -> DecodedBatch:
         src = self.source
         n = len(ks)
+        t0 = time.perf_counter()
         samples = np.empty(n, dtype=np.int64)
         datas: list[Any] = []
         for r in range(n):
@@ -175,7 +180,9 @@ class Loader:
             datas.append(data)
         rows = [r for r in range(n) if not isinstance(datas[r], BaseException)]
         arrays: list[Any] = [None] * n
+        t1 = time.perf_counter()
         got = self.decoder.decode([(datas[r], src.name(int(samples[r]))) for r in rows], stream)
+        t2 = time.perf_counter()
         for r, a in zip(rows, got, strict=True):
             arrays[r] = a
         for r in range(n):
@@ -188,6 +195,11 @@ class Loader:
         if src.has_targets:
             targets = [src.targets(int(s), tuple(a.shape[:2]))
                        for s, a in zip(samples.tolist(), arrays, strict=True)]
+        st = self.stats
+        st["read_wait_s"] += t1 - t0
+        st["decode_s"] += t2 - t1
+        st["other_s"] += time.perf_counter() - t2
+        st["batches"] += 1
         return DecodedBatch(ks, samples, arrays, labels, targets, ready)
 
     def _refill(self, k: int, sample: int, err: BaseException, stream: Any) -> tuple[int, Any]:
