@@ -342,8 +342,8 @@ def test_nvimgcodec_routing_and_fallback(monkeypatch) -> None:
     Image.fromarray(rgb).save(png, "PNG")
     refused = _jpeg(rgb) + b"!"  # the GPU decoder gives None: Pillow decodes it
     _FakeNv.Decoder.calls.clear()
-    got = dec.decode([(_jpeg(rgb), "a.jpg"), (grey, "g.jpg"), (png.getvalue(), "p.png"),
-                      (refused, "r.jpg"), (b"junk", "j.jpg")])
+    names = ["a.jpg", "g.jpg", "p.png", "r.jpg", "j.jpg"]
+    got = dec.decode([_jpeg(rgb), grey, png.getvalue(), refused, b"junk"], names.__getitem__)
     assert _FakeNv.Decoder.calls == [2]  # one batched call for the colour JPEGs
     assert got[0].shape == (7, 9, 3)
     assert got[1].shape == (7, 9)  # grey JPEG by Pillow: 2-D, as io.py maps it
@@ -352,6 +352,6 @@ def test_nvimgcodec_routing_and_fallback(monkeypatch) -> None:
     assert isinstance(got[4], ValueError) and "j.jpg" in str(got[4])
     assert (dec.on_gpu, dec.on_host) == (1, 4)
     monkeypatch.setattr(mio, "pixel_limit", lambda: 10)
-    bomb = dec.decode([(_jpeg(rgb), "big.jpg")])[0]
+    bomb = dec.decode([_jpeg(rgb)], lambda r: "big.jpg")[0]
     assert isinstance(bomb, ValueError) and "decompression bomb" in str(bomb)
     dec.close()

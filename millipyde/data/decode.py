@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -75,8 +76,11 @@ class PillowDecoder:
             return [_decode_one(d, n) for d, n in items]
         return list(self._executor().map(lambda it: _decode_one(*it), items))
 
-    def decode(self, items: list[tuple[bytes, str]], stream: Any = None) -> list[Any]:
-        """Per item its device buffer, or its error."""
+    def decode(self, datas: list[bytes], name_of: Callable[[int], str],
+               stream: Any = None) -> list[Any]:
+        """Per encoded sample its device buffer, or its error (``name_of(r)`` names sample
+        ``r`` of the list)."""
+        items = [(d, name_of(r)) for r, d in enumerate(datas)]
         return [upload(a, self.device) for a in self.decode_host(items)]
 
     def close(self) -> None:
@@ -140,13 +144,15 @@ class NvImageCodecDecoder:
         return cs.codec_name == "jpeg" and cs.num_channels == 3 and \
             cs.color_spec in (nv.ColorSpec.SYCC, nv.ColorSpec.SRGB, nv.ColorSpec.UNKNOWN)
 
-    def decode(self, items: list[tuple[bytes, str]], stream: Any = None) -> list[Any]:
-        """Per item its device buffer (an (H, W, 3) uint8 array on the device), or its
-        error. The GPU's images are complete on ``stream`` (queued behind the decode)."""
-        out: list[Any] = [None] * len(items)
+    def decode(self, datas: list[bytes], name_of: Callable[[int], str],
+               stream: Any = None) -> list[Any]:
+        """Per encoded sample its device buffer (a :class:`DeviceImage`), or its error
+        (``name_of(r)`` names sample ``r``). The GPU's images are complete on ``stream``
+        (queued behind the decode)."""
+        out: list[Any] = [None] * len(datas)
         gpu_rows, streams = [], []
         limit = mio.pixel_limit()
-        for r, (data, name) in enumerate(items):
+        for r, data in enumerate(datas):
             try:
                 cs = self.nv.CodeStream(data)
                 take = self.takes(cs)
@@ -154,7 +160,7 @@ class NvImageCodecDecoder:
             except Exception:  # not parsed: Pillow says why
                 take, pixels = False, 0
             if take and pixels > limit:
-                out[r] = ValueError(f"cannot load image {name!r}: refused as a possible "
+                out[r] = ValueError(f"cannot load image {name_of(r)!r}: refused as a possible "
                                     f"decompression bomb ({pixels} pixels, over the limit of "
                                     f"{limit})")
             elif take:
@@ -171,11 +177,12 @@ class NvImageCodecDecoder:
                     images = [None] * len(gpu_rows)
                 for r, img in zip(gpu_rows, images, strict=True):
                     out[r] = None if img is None else _wrap(img)
-        rest = [r for r in range(len(items)) if out[r] is None]
-        self.on_gpu += len(items) - len(rest)
+        rest = [r for r in range(len(datas)) if out[r] is None]
+        self.on_gpu += len(datas) - len(rest)
         self.on_host += len(rest)
         if rest:
-            for r, v in zip(rest, self.fallback.decode([items[r] for r in rest]), strict=True):
+            got = self.fallback.decode([datas[r] for r in rest], lambda j: name_of(rest[j]))
+            for r, v in zip(rest, got, strict=True):
                 out[r] = v
         return out
 

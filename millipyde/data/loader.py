@@ -172,16 +172,14 @@ class Loader:
         src = self.source
         n = len(ks)
         t0 = time.perf_counter()
-        samples = np.empty(n, dtype=np.int64)
-        datas: list[Any] = []
-        for r in range(n):
-            i, data = self.reader.take()
-            samples[r] = i
-            datas.append(data)
+        taken = self.reader.take_many(n)
+        samples = np.fromiter((i for i, _ in taken), dtype=np.int64, count=n)
+        datas = [d for _, d in taken]
         rows = [r for r in range(n) if not isinstance(datas[r], BaseException)]
         arrays: list[Any] = [None] * n
         t1 = time.perf_counter()
-        got = self.decoder.decode([(datas[r], src.name(int(samples[r]))) for r in rows], stream)
+        got = self.decoder.decode([datas[r] for r in rows],
+                                  lambda j: src.name(int(samples[rows[j]])), stream)
         t2 = time.perf_counter()
         for r, a in zip(rows, got, strict=True):
             arrays[r] = a
@@ -223,7 +221,8 @@ class Loader:
             except (OSError, ValueError) as e:
                 self.bad.add(s2, src.name(s2), e)
                 continue
-            a = self.decoder.decode([(data, src.name(s2))], stream)[0]
+            name2 = src.name(s2)
+            a = self.decoder.decode([data], lambda _, n=name2: n, stream)[0]
             if isinstance(a, BaseException):
                 self.bad.add(s2, src.name(s2), a)
                 continue
