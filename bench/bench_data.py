@@ -14,6 +14,9 @@ photograph per file), in ``--classes`` class folders; the same samples as WebDat
 (1000 samples per shard); and a flat folder of the first 1000 files for ``millipyde augment``.
 It is made by a process pool over every core.
 
+``host`` (any machine): the read-ahead alone over the files, samples a second and CPU time per
+sample, against another commit's ``readahead.py`` (``--readahead FILE``).
+
 Rows (``gpu``):
 
 - ``decode``: nvImageCodec's full decode of the same bytes (read from the page cache into
@@ -547,7 +550,7 @@ def table(out: dict) -> str:
     if a and b:
         rows.append(("augment speed-up", f"{a['rate'] / b['rate']:.1f}x",
                      f"wall {b['wall_s'] / a['wall_s']:.1f}x"))
-    for name in ("millipyde", "torchvision"):
+    for name in ("pillow_decode", "millipyde", "torchvision"):
         r = out.get(name)
         if r:
             rows.append((f"cpu: {name}", f"{r['rate']:.1f}", r.get("note", "")))
@@ -573,6 +576,22 @@ def cpu(args: argparse.Namespace) -> dict:
     out: dict = {"dataset": info, "cores": os.cpu_count(), "backend": mp.backend()}
     log(f"dataset: {info['files']} files in {info['classes']} classes")
     size = args.size
+    # the bound: Pillow's decode alone, on the threads the cpu backend decodes with
+    from millipyde.data.decode import PillowDecoder, decode_threads
+
+    src = mp.data.Folder(info["folder"])
+    blobs = [src.read(i) for i in range(len(src))]
+    dec = PillowDecoder(0)
+    rates = []
+    for _ in range(args.epochs):
+        t = time.perf_counter()
+        for b in range(0, len(blobs), size):
+            dec.decode(blobs[b:b + size], lambda r: "sample")
+        rates.append(len(blobs) / (time.perf_counter() - t))
+    dec.close()
+    out["pillow_decode"] = {"rate": max(rates), "runs": rates, "threads": decode_threads(),
+                            "note": "Pillow decode alone, bytes in memory"}
+    log(f"Pillow decode alone ({decode_threads()} threads): {rates}")
     gen = mp.Generator(info["folder"], operations("imagenet"), shuffle=True, seed=0)
     rates = []
     for epoch in range(args.epochs + 1):  # epoch 0 compiles
@@ -584,8 +603,12 @@ def cpu(args: argparse.Namespace) -> dict:
                 xt = torch.from_dlpack(x)
                 torch.from_dlpack(y)
                 n += xt.shape[0]
+            split = {**bs._loader.stats, **bs.stats}
         rates.append(n / (time.perf_counter() - t))
-        log(f"millipyde epoch {epoch}: {rates[-1]:.1f} img/s")
+        log(f"millipyde epoch {epoch}: {rates[-1]:.1f} img/s; decode thread "
+            f"{split['decode_s']:.1f} s in Pillow over {split['batches']} batches, batch "
+            f"worker {split['make_s']:.1f} s, consumer waited {split['wait_s']:.1f} s")
+    out["millipyde_split"] = split
     out["millipyde"] = {"rate": max(rates[1:]), "epochs": rates,
                         "note": f"best of {args.epochs} warm epochs"}
     gen.close()
@@ -608,6 +631,50 @@ def cpu(args: argparse.Namespace) -> dict:
     out["torchvision"] = {"rate": max(rates[1:]), "epochs": rates,
                           "note": f"DataLoader(2 workers), best of {args.epochs} warm epochs"}
     return out
+
+
+def host(args: argparse.Namespace) -> dict:
+    """The read-ahead alone over the dataset's files (page cache): samples a second and CPU
+    seconds (all threads) per 1000 samples, the consumer taking batches of 256 as the decode
+    thread does. ``--readahead FILE`` loads another ``readahead.py`` (an earlier commit's)."""
+    import importlib.util
+
+    import millipyde.data as mdata
+
+    work = Path(args.work)
+    info = make_dataset(work, args.files, args.classes)
+    src = mdata.Folder(info["folder"])
+    mod = None
+    if args.readahead:
+        spec = importlib.util.spec_from_file_location("readahead_other", args.readahead)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    else:
+        from millipyde.data import readahead as mod
+    n = args.samples
+    rows = []
+    for rep in range(args.repeat):
+        plan = iter(np.random.default_rng(rep).integers(0, len(src), n).tolist())
+        ra = mod.ReadAhead(src, plan, threads=8)
+        c0, t0 = os.times(), time.perf_counter()
+        left = n
+        while left:
+            k = min(256, left)
+            if hasattr(ra, "take_many"):
+                ra.take_many(k)
+            else:
+                for _ in range(k):
+                    ra.take()
+            left -= k
+        dt = time.perf_counter() - t0
+        c1 = os.times()
+        ra.close()
+        cpu_s = (c1.user - c0.user) + (c1.system - c0.system)
+        rows.append({"rate": n / dt, "cpu_ms_per_1000": 1000 * cpu_s / n * 1000})
+        log(f"read-ahead {args.readahead or 'this tree'}: {rows[-1]}")
+    return {"readahead": args.readahead or "this tree", "runs": rows,
+            "rate": max(r["rate"] for r in rows),
+            "cpu_ms_per_1000": min(r["cpu_ms_per_1000"] for r in rows)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -636,6 +703,14 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--size", type=int, default=256)
     c.add_argument("--epochs", type=int, default=2)
     c.add_argument("--out", default=".")
+    h = sub.add_parser("host")
+    h.add_argument("--work", default="/tmp/mpdata-cpu")
+    h.add_argument("--files", type=int, default=2000)
+    h.add_argument("--classes", type=int, default=20)
+    h.add_argument("--samples", type=int, default=20000)
+    h.add_argument("--repeat", type=int, default=3)
+    h.add_argument("--readahead", default=None)
+    h.add_argument("--out", default=".")
     ch = sub.add_parser("child")
     for name in ("source", "rank", "world", "batches", "warmup", "barrier", "cores"):
         ch.add_argument(name)
@@ -651,7 +726,7 @@ def main(argv: list[str] | None = None) -> int:
         # the numbers are out: no native library's teardown at exit can lose them (on
         # 2026-11-28 every rank child exited non-zero after its run, without a traceback)
         os._exit(0)
-    out = gpu(args) if args.mode == "gpu" else cpu(args)
+    out = {"gpu": gpu, "cpu": cpu, "host": host}[args.mode](args)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / f"data_{args.mode}.json").write_text(json.dumps(out, indent=1))
     print(table(out), flush=True)

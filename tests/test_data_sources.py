@@ -334,7 +334,7 @@ class _FakeNv:
 def test_nvimgcodec_routing_and_fallback(monkeypatch) -> None:
     from millipyde.data import decode as dmod
 
-    monkeypatch.setattr(dmod, "_wrap", lambda img: img)  # the fake's images are host arrays
+    monkeypatch.setattr(dmod, "_wrap", lambda img, dec: img)  # the fake's are host arrays
     dec = NvImageCodecDecoder(0, PillowDecoder(0, threads=1), module=_FakeNv)
     rgb = _rgb(7, 9)
     grey = _jpeg(rgb[..., 0])

@@ -176,7 +176,7 @@ class NvImageCodecDecoder:
                 except Exception:  # the whole batch refused: each one by Pillow below
                     images = [None] * len(gpu_rows)
                 for r, img in zip(gpu_rows, images, strict=True):
-                    out[r] = None if img is None else _wrap(img)
+                    out[r] = None if img is None else _wrap(img, self._dec)
         rest = [r for r in range(len(datas)) if out[r] is None]
         self.on_gpu += len(datas) - len(rest)
         self.on_host += len(rest)
@@ -187,8 +187,8 @@ class NvImageCodecDecoder:
         return out
 
     def close(self) -> None:
-        """Release the decoder and stop the fallback's threads."""
-        self._dec = None
+        """Stop the fallback's threads (nvImageCodec's decoder goes with its last image: the
+        images decoded by it keep it)."""
         self.fallback.close()
 
 
@@ -198,10 +198,12 @@ class DeviceImage:
     engine copies it by address (``Backend.copy_from_pointer``); :meth:`buffer` makes the
     numba device array over it for the per-output path (no copy)."""
 
-    __slots__ = ("image", "shape", "dtype", "ndim", "size", "device_ptr", "_buffer")
+    __slots__ = ("image", "decoder", "shape", "dtype", "ndim", "size", "device_ptr", "_buffer")
 
-    def __init__(self, image: Any, shape: tuple[int, ...], ptr: int) -> None:
+    def __init__(self, image: Any, shape: tuple[int, ...], ptr: int, decoder: Any = None) -> None:
         self.image = image
+        # the decoder outlives its images (their memory and stream are its allocator's)
+        self.decoder = decoder
         self.shape = shape
         self.dtype = np.dtype(np.uint8)
         self.ndim = len(shape)
@@ -214,8 +216,12 @@ class DeviceImage:
         if self._buffer is None:
             from numba import cuda
 
+            # without its stream: the array would keep nvImageCodec's stream as its default
+            # one, which need not outlive the decoder; readers order themselves on events
+            face = {k: v for k, v in self.image.__cuda_array_interface__.items()
+                    if k != "stream"}
             self._buffer = cuda.from_cuda_array_interface(
-                self.image.__cuda_array_interface__, owner=self.image, sync=False)
+                face, owner=(self.image, self.decoder), sync=False)
         return self._buffer
 
 
@@ -224,7 +230,7 @@ def as_buffer(a: Any) -> Any:
     return a.buffer() if isinstance(a, DeviceImage) else a
 
 
-def _wrap(img: Any) -> Any:
+def _wrap(img: Any, decoder: Any = None) -> Any:
     """An nvImageCodec device image as a :class:`DeviceImage` (no copy); None where it is not
     a contiguous (H, W, 3) uint8 image."""
     face = img.__cuda_array_interface__
@@ -234,7 +240,7 @@ def _wrap(img: Any) -> Any:
     strides = face.get("strides")
     if strides is not None and tuple(strides) != (shape[1] * 3, 3, 1):
         return None
-    return DeviceImage(img, shape, face["data"][0])
+    return DeviceImage(img, shape, face["data"][0], decoder)
 
 
 def import_nvimgcodec() -> Any:
