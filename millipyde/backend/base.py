@@ -183,6 +183,15 @@ class Backend:
         devices can (``devices.can_peer``), else staged through the host."""
         raise NotImplementedError
 
+    def copy_into(self, dst: Any, offset: int, src: Any, n: int) -> None:
+        """Copy the ``n`` elements of the contiguous buffer ``src`` into the 1-D buffer ``dst``
+        (same dtype, same device) from element ``offset``, on this thread's stream."""
+        if self.caps.device_memory:
+            dst[offset:offset + n].copy_to_device(self.reshape(src, (n,)),
+                                                  stream=self.current_stream())
+        else:
+            dst[offset:offset + n] = src.reshape(n)
+
     def bind_copy(self, src: Any, device: int) -> Callable[[Any], Any] | None:
         """A replayed same-device copy of buffers laid out as ``src``: called with a source,
         its copy, or None where that call is not covered (the caller takes ``copy``). None:
