@@ -325,10 +325,14 @@ class _FakeNv:
             pass
 
         def decode(self, streams, params=None, cuda_stream=0):
-            _FakeNv.Decoder.calls.append(len(streams))
-            return [None if cs.data[-1:] == b"!" else
-                    np.asarray(Image.open(io.BytesIO(cs.data)).convert("RGB"))
-                    for cs in streams]
+            # as nvidia.nvimgcodec's: a list leaves out what failed to decode; one code
+            # stream alone gives None
+            one = not isinstance(streams, list)
+            batch = [streams] if one else streams
+            _FakeNv.Decoder.calls.append(len(batch))
+            got = [None if cs.data[-1:] == b"!" else
+                   np.asarray(Image.open(io.BytesIO(cs.data)).convert("RGB")) for cs in batch]
+            return got[0] if one else [g for g in got if g is not None]
 
 
 def test_nvimgcodec_routing_and_fallback(monkeypatch) -> None:
@@ -340,17 +344,21 @@ def test_nvimgcodec_routing_and_fallback(monkeypatch) -> None:
     grey = _jpeg(rgb[..., 0])
     png = io.BytesIO()
     Image.fromarray(rgb).save(png, "PNG")
-    refused = _jpeg(rgb) + b"!"  # the GPU decoder gives None: Pillow decodes it
+    refused = _jpeg(rgb) + b"!"  # the GPU decoder fails it: Pillow decodes it
     _FakeNv.Decoder.calls.clear()
     names = ["a.jpg", "g.jpg", "p.png", "r.jpg", "j.jpg"]
     got = dec.decode([_jpeg(rgb), grey, png.getvalue(), refused, b"junk"], names.__getitem__)
-    assert _FakeNv.Decoder.calls == [2]  # one batched call for the colour JPEGs
+    # one batched call for the colour JPEGs; the list came back one short, so each alone
+    assert _FakeNv.Decoder.calls == [2, 1, 1]
     assert got[0].shape == (7, 9, 3)
     assert got[1].shape == (7, 9)  # grey JPEG by Pillow: 2-D, as io.py maps it
     assert np.array_equal(got[2], rgb)
     assert got[3].shape == (7, 9, 3)
     assert isinstance(got[4], ValueError) and "j.jpg" in str(got[4])
     assert (dec.on_gpu, dec.on_host) == (1, 4)
+    _FakeNv.Decoder.calls.clear()
+    both = dec.decode([_jpeg(rgb), _jpeg(rgb)], "ab".__getitem__)
+    assert _FakeNv.Decoder.calls == [2] and all(g.shape == (7, 9, 3) for g in both)
     monkeypatch.setattr(mio, "pixel_limit", lambda: 10)
     bomb = dec.decode([_jpeg(rgb)], lambda r: "big.jpg")[0]
     assert isinstance(bomb, ValueError) and "decompression bomb" in str(bomb)

@@ -170,11 +170,17 @@ class NvImageCodecDecoder:
             from ..backend.pool import stream_handle
 
             with runtime.on_device(self.device):
+                handle = stream_handle(stream)
                 try:
                     images = self._dec.decode(streams, params=self._params,
-                                              cuda_stream=stream_handle(stream))
+                                              cuda_stream=handle)
                 except Exception:  # the whole batch refused: each one by Pillow below
                     images = [None] * len(gpu_rows)
+                if len(images) != len(gpu_rows):
+                    # nvImageCodec leaves out of its list the images it failed to decode:
+                    # which ones is only known one by one (rare: a stream that parsed but
+                    # did not decode)
+                    images = [self._one(cs, handle) for cs in streams]
                 for r, img in zip(gpu_rows, images, strict=True):
                     out[r] = None if img is None else _wrap(img, self._dec)
         rest = [r for r in range(len(datas)) if out[r] is None]
@@ -185,6 +191,13 @@ class NvImageCodecDecoder:
             for r, v in zip(rest, got, strict=True):
                 out[r] = v
         return out
+
+    def _one(self, cs: Any, handle: int) -> Any:
+        """One code stream decoded alone: its image, or None where nvImageCodec fails it."""
+        try:
+            return self._dec.decode(cs, params=self._params, cuda_stream=handle)
+        except Exception:
+            return None
 
     def close(self) -> None:
         """Stop the fallback's threads (nvImageCodec's decoder goes with its last image: the
