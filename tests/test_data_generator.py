@@ -250,3 +250,21 @@ def test_memory_flat_over_many_windows(tmp_path) -> None:
     assert grown < 512 * 1024, grown
     bs.close()
     gen.close()
+
+
+def test_streaming_shortens_the_switch_interval_while_it_runs(tree) -> None:
+    # a C call that releases the GIL (nvImageCodec's decode) must not wait CPython's default
+    # 5 ms for each take-back while the readers run; the setting comes back with the last
+    # stream
+    import sys
+
+    from millipyde.data import loader
+
+    before = sys.getswitchinterval()
+    gen = mp.Generator(tree, OPS, seed=0)
+    with gen.batches(4, epochs=1, shape=(8, 8)) as bs:
+        next(iter(bs))
+        now = sys.getswitchinterval()  # (kept in microseconds by CPython)
+        assert now == pytest.approx(loader.SWITCH_INTERVAL, abs=1e-6) and now < before
+    gc.collect()
+    assert sys.getswitchinterval() == pytest.approx(before, abs=1e-6)

@@ -19,6 +19,7 @@ at most ``MAX_REFILLS`` samples that were not known to be bad; nothing is retrie
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 import time
 import warnings
@@ -35,6 +36,34 @@ from .readahead import READ_THREADS, WINDOW_BYTES, ReadAhead
 AHEAD = 2
 #: samples tried (not known bad) to refill one bad sample
 MAX_REFILLS = 64
+#: the interpreter's thread switch interval (seconds) while a Loader runs. A C call that
+#: releases the GIL (nvImageCodec releases it per image, twice, inside one batched decode)
+#: waits up to the switch interval to take it back from the Python threads beside it (the
+#: readers, the batch worker, the consumer); CPython's default of 5 ms stretched a 10.9 ms
+#: decode of 256 images to 38 ms in the pipeline (bench/RESULTS.md, datasets). Restored when
+#: the last Loader closes.
+SWITCH_INTERVAL = 0.0002
+
+_switch_lock = threading.Lock()
+_switch = {"loaders": 0, "saved": None}
+
+
+def _enter_streaming() -> None:
+    with _switch_lock:
+        if _switch["loaders"] == 0:
+            saved = sys.getswitchinterval()
+            if saved > SWITCH_INTERVAL:
+                _switch["saved"] = saved
+                sys.setswitchinterval(SWITCH_INTERVAL)
+        _switch["loaders"] += 1
+
+
+def _leave_streaming() -> None:
+    with _switch_lock:
+        _switch["loaders"] -= 1
+        if _switch["loaders"] == 0 and _switch["saved"] is not None:
+            sys.setswitchinterval(_switch["saved"])
+            _switch["saved"] = None
 
 
 class BadSampleError(ValueError):
@@ -129,6 +158,8 @@ class Loader:
         self.stats = {"read_wait_s": 0.0, "decode_s": 0.0, "other_s": 0.0, "batches": 0}
         self._thread = threading.Thread(target=self._run, name="millipyde-decode-batches",
                                         daemon=True)
+        _enter_streaming()
+        self._streaming = True
         self._thread.start()
 
     def _samples(self) -> Iterator[int]:
@@ -267,6 +298,9 @@ class Loader:
             self._stopped = True
             self._ready.clear()
             self._cond.notify_all()
+            leave, self._streaming = getattr(self, "_streaming", False), False
+        if leave:
+            _leave_streaming()
         self.reader.close(join)
         if not join:
             return
