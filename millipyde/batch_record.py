@@ -157,14 +157,23 @@ class _Template:
         self.plan: KeyPlan | None = None  # its group key's (``Recorder.template``)
 
 
+def input_rows(state: Any, ks: np.ndarray) -> np.ndarray:
+    """Per output ``k`` of ``ks`` the index of its input in ``state.inputs``: ``k % n`` for a
+    Generator; a state with an ``input_rows`` of its own maps them itself (a Pipeline chunk,
+    whose outputs are its inputs' positions in the Pipeline: ``pipeline_chunks``)."""
+    rows = getattr(state, "input_rows", None)
+    return ks % len(state.inputs) if rows is None else rows(ks)
+
+
 def record_template(state: Any, rules: list[_Rule], k: int, device: int,
                     stacks: dict) -> _Template | None:
     """Record output ``k`` as the Generator does; its batch analysis (None: not batchable)."""
-    x = state.inputs[k % len(state.inputs)]
+    i = int(input_rows(state, np.array([k], dtype=np.int64))[0])
+    x = state.inputs[i]
     nodes = state.stacked_nodes.get(device)
     if nodes is not None:  # the value that was stacked, even if the input changed since
         x = private_handle(x)
-        x._bind(nodes[k % len(nodes)])
+        x._bind(nodes[i])
     y = x.clone()
     op_of: dict[int, int] = {}
     y._pinned = device
@@ -311,14 +320,13 @@ class Recorder:
             inverse = inverse.reshape(-1)
             order = np.argsort(inverse, kind="stable")
             bounds = np.searchsorted(inverse[order], np.arange(len(first) + 1))
-        inputs = st.inputs
         got = self._sidx.get(device)  # (per stack: the stacks are made once per device)
         if got is None or got[0] is not stacks:
             got = self._sidx[device] = (stacks, np.array(
                 [stacks[n.id][1] for n in st.stacked_nodes[device]], dtype=np.int64))
         sidx_of = got[1]
         stack = next(iter(stacks.values()))[0] if stacks else None
-        sidx_rows = sidx_of[karr % len(inputs)]
+        sidx_rows = sidx_of[input_rows(st, karr)]
         groups: list[ArrayGroup] = []
         left: list[np.ndarray] = []
         seen = self.by_dev.setdefault(device, {})

@@ -183,6 +183,17 @@ class Backend:
         devices can (``devices.can_peer``), else staged through the host."""
         raise NotImplementedError
 
+    def stack_into(self, dst: Any, sources: list[Any], stream: Any = None) -> None:
+        """Copy each C-contiguous buffer of ``sources`` (``dst[0]``'s bytes each, on this
+        device or another) into ``dst[i]`` of the C-contiguous batch buffer ``dst``, queued on
+        ``stream`` (the current one when None): a Pipeline chunk's inputs stacked for its
+        batched kernels. The sources' producers must be done (other devices' streams are not
+        ordered with ``stream``)."""
+        s = self.current_stream() if stream is None else stream
+        for i, src in enumerate(sources):
+            part = dst[i]
+            part.copy_to_device(self.reshape(src, tuple(part.shape)), stream=s)
+
     def bind_copy(self, src: Any, device: int) -> Callable[[Any], Any] | None:
         """A replayed same-device copy of buffers laid out as ``src``: called with a source,
         its copy, or None where that call is not covered (the caller takes ``copy``). None:
