@@ -74,14 +74,17 @@ def check_operations(operations: Any, owner: str) -> list[Operation]:
 def check_methods(inputs: Sequence[gpuarray], operations: Sequence[Operation],
                   owner: str) -> None:
     """Every method-name Operation must exist on every input's type (a gpuarray has no rotate)."""
+    first: dict[type, int] = {}  # each input type once, at its first index
+    for i, x in enumerate(inputs):
+        first.setdefault(type(x), i)
     for j, op in enumerate(operations):
         if op.method is None:
             continue
-        for i, x in enumerate(inputs):
-            if not callable(getattr(type(x), op.method, None)):
+        for t, i in sorted(first.items(), key=lambda e: e[1]):
+            if not callable(getattr(t, op.method, None)):
                 raise ArgumentError(
                     f"{owner} operations[{j}] {op.method!r} is not a method of inputs[{i}] "
-                    f"({type(x).__name__})"
+                    f"({t.__name__})"
                 )
 
 

@@ -210,16 +210,19 @@ class StageChunks:
 
     def _check_faults(self, groups: list, positions: list[int], device: int,
                       cancelled: Callable[[], bool]) -> None:
-        """The fault points the per-input path checks, per input in position order: each
-        Operation's (``operation:<name>``), then each planned kernel node's (``op:<name>``, of
-        its group's first template). Inputs left to the per-input path check their own."""
-        names: dict[int, list[str]] = {}
+        """The fault points the per-input path meets, per input in position order (as
+        ``graph.exec.batch.materialize_batch`` checks them per member): each Operation's
+        (``operation:<name>``), then per planned kernel (its group's first template's) its
+        nodes' (``op:<name>``) and its output's allocation (``alloc``: made and dropped, so an
+        armed out-of-memory fault fires at the input the per-input path would have reached).
+        Inputs left to the per-input path check their own. Only with a fault armed (tests)."""
+        kernels: dict[int, list] = {}
         for g in groups:
-            kn = [m.name for k in g.kernels() for m in k.nodes if not m.gated_off]
+            ks = g.kernels()
             for r in g.index.tolist():
-                names[r] = kn
+                kernels[r] = ks
         for r, pos in enumerate(positions):
-            if r not in names:
+            if r not in kernels:
                 continue
             for j, op in enumerate(self.operations):
                 try:
@@ -229,11 +232,14 @@ class StageChunks:
                         from err
                 if cancelled():
                     raise Cancelled()
-            for name in names[r]:
-                try:
-                    faults.check(f"op:{name}", device)
-                except BaseException as err:
-                    raise ChunkFailure(pos, kernels_failed(self.operations, err)) from err
+            try:
+                for k in kernels[r]:
+                    for m in k.nodes:
+                        if not m.gated_off:
+                            faults.check(f"op:{m.name}", device)
+                    runtime.empty(k.output.shape, k.output.dtype, device)
+            except Exception as err:
+                raise ChunkFailure(pos, kernels_failed(self.operations, err)) from err
 
 
 def _stack(nodes: list[Node], device: int, stream: Any, copy_stream: Callable[[], Any]) -> Any:

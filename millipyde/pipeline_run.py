@@ -96,8 +96,10 @@ class _StageQueue:
                 own = self.queues[device]
                 if own:
                     return own.popleft()
+                # an idle worker takes from the back of the longest other queue, but leaves a
+                # busy device its next unit (no peer copies for work its owner is about to do)
                 other = max(self.queues.values(), key=len)
-                if other:
+                if len(other) > 1:
                     return other.pop()
                 if self.closed:
                     return _STOP
