@@ -156,8 +156,10 @@ class CudaMemory:
         call per member."""
         fn = _memcpy_async()
         step = dst.strides[0] if dst.ndim else 0
-        if fn is None or not dst.is_c_contiguous() or not step or any(
-                int(s.size) * s.dtype.itemsize != step for s in sources):
+        # (the sources are of one shape and dtype, the caller's contract: the first checked)
+        if fn is None or not dst.is_c_contiguous() or not step or not sources or \
+                len(sources) > dst.shape[0] or \
+                int(sources[0].size) * sources[0].dtype.itemsize != step:
             return super().stack_into(dst, sources, stream)
         handle = stream_handle(self.current_stream() if stream is None else stream)
         base = int(dst.gpu_data.device_pointer)
