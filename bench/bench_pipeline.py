@@ -641,8 +641,8 @@ def engine_main(argv: list[str]) -> int:
             got.append(_child(label, path, "B", out, t_tree - time.monotonic(),
                               [*extra, "--b-gpus", "2"], visible="0,1"))
         results[label] = got
+        (out / "engine.json").write_text(json.dumps(results, indent=1))
     engine_table(results)
-    (out / "engine.json").write_text(json.dumps(results, indent=1))
     return 0
 
 
@@ -685,7 +685,14 @@ def engine_table(results: dict[str, list[dict]]) -> None:
 
 
 def _engine_table_cmd(argv: list[str]) -> int:
-    engine_table(json.loads(Path(argv[0]).read_text()))
+    """``engine-table DIR``: the table of the children's results in DIR (what a stopped run
+    left), trees in the order given after DIR (default: as found)."""
+    where = Path(argv[0])
+    results: dict[str, list[dict]] = {label: [] for label in argv[1:]}
+    for f in sorted(where.glob("engine_*.json")):
+        res = json.loads(f.read_text())
+        results.setdefault(res["tree"], []).append(res)
+    engine_table({k: v for k, v in results.items() if v})
     return 0
 
 

@@ -4,7 +4,7 @@ callables that read the value or record more fall back to the per-output path.""
 
 import numpy as np
 import pytest
-from multidevice import crops
+from multidevice import assert_same, crops
 
 import millipyde as mp
 from millipyde import batches, generator_callables, recipes
@@ -51,10 +51,10 @@ def test_figure_5_1_recipe_equals_the_per_output_path(monkeypatch, captured, per
     got = _outputs(monkeypatch, ops, True, size=per)
     assert sum(n for n, _ in captured) == N and all(left == 0 for _, left in captured)
     if per is not None:
-        np.testing.assert_array_equal(got, want)
+        assert_same(got, want)
         return
     for k, (a, b) in enumerate(zip(got, want, strict=True)):
-        np.testing.assert_array_equal(a, b, err_msg=f"output {k}")
+        assert_same(a, b, err_msg=f"output {k}")
 
 
 def _reads(img):
@@ -81,7 +81,7 @@ def test_callables_the_capture_does_not_take_run_per_output(monkeypatch, capture
     got = _outputs(monkeypatch, ops, True)
     assert captured and sum(left for _, left in captured) > 0
     for k, (a, b) in enumerate(zip(got, want, strict=True)):
-        np.testing.assert_array_equal(a, b, err_msg=f"output {k}")
+        assert_same(a, b, err_msg=f"output {k}")
 
 
 def _brightness_or_colorize(img):
@@ -101,7 +101,7 @@ def test_outputs_recording_another_op_than_the_batch_run_per_output(monkeypatch,
     got = _outputs(monkeypatch, ops, True)
     assert sum(left for _, left in captured) > 0 and sum(n - left for n, left in captured) > 0
     for k, (a, b) in enumerate(zip(got, want, strict=True)):
-        np.testing.assert_array_equal(a, b, err_msg=f"output {k}")
+        assert_same(a, b, err_msg=f"output {k}")
 
 
 def test_a_callable_that_fails_is_reported_for_its_output(monkeypatch):

@@ -6,7 +6,14 @@ import threading
 
 import numpy as np
 import pytest
-from multidevice import crops, reference, run_with_devices, standard_ops, wait_for_workers
+from multidevice import (
+    assert_same,
+    crops,
+    reference,
+    run_with_devices,
+    standard_ops,
+    wait_for_workers,
+)
 
 import millipyde as mp
 from millipyde import faults, pipeline_chunks
@@ -74,8 +81,8 @@ def test_chunks_equal_the_per_input_path(monkeypatch, chunks, name):
     mp.Pipeline(imgs, ops, seed=5).run()
     assert sum(n for n, _, _ in chunks) == N and all(left == 0 for _, left, _ in chunks)
     for i, (x, w) in enumerate(zip(imgs, want, strict=True)):
-        np.testing.assert_array_equal(np.asarray(x), w, err_msg=f"input {i}")
-        np.testing.assert_array_equal(np.asarray(x), reference(hosts[i], ops, 5, i))
+        assert_same(np.asarray(x), w, err_msg=f"input {i}")
+        assert_same(np.asarray(x), reference(hosts[i], ops, 5, i))
 
 
 @pytest.mark.cudasim_ok
