@@ -466,8 +466,9 @@ def _part_c(res: dict, batches: int, outputs: int) -> None:
                         "ok": ulps <= 2})
     print(f"C batches: {n / t:,.0f} img/s, cpu/wall {cpu:.2f}, max ulp vs per output {ulps}",
           flush=True)
-    # next() per output, each taken by torch as it comes
-    with gen(3, 64) as g:
+    # next() per output, each taken by torch as it comes (warmed up with as many outputs of
+    # another seed: the coin patterns a run meets compile their kernels on first sight)
+    with gen(3, outputs) as g:
         for x in g:
             take(x)
     got = []

@@ -79,6 +79,9 @@ def chunk_sizes(n: int, shape: tuple[int, ...], spread: int) -> list[int]:
     return [base + (i < extra) for i in range(parts)]
 
 
+_UNSET = object()
+
+
 class ChunkFailure(Exception):
     """A chunk failed: ``err`` (a ``workers.StepError``) at the input at ``position``; ``span``
     (first, last, count) where the failure is the whole chunk's, not one input's."""
@@ -145,10 +148,13 @@ class StageChunks:
         """Whether the group ``key`` (of input ``x``) records chunks."""
         if not self.enabled or key is None:
             return False
-        with self._lock:
-            if key not in self._rules:
-                self._rules[key] = rules_for([x], self.operations)
-            return self._rules[key] is not None
+        got = self._rules.get(key, _UNSET)  # (decided once per group: no lock per input)
+        if got is _UNSET:
+            with self._lock:
+                got = self._rules.get(key, _UNSET)
+                if got is _UNSET:
+                    got = self._rules[key] = rules_for([x], self.operations)
+        return got is not None
 
     def _recorder(self, key: tuple, device: int) -> Recorder:
         # one per worker thread: a recorder's state holds the chunk it records
