@@ -188,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
 #   two visible GPUs) and all GPUs; (2) all made on GPU 0, on all GPUs, with its copy bound
 #   (the bytes that must leave GPU 0 over the measured peer bandwidth);
 # - C: ``recipes.figure_5_1_operations()`` (its colorize an opaque callable) over six 512x512
-#   RGB photographs: ``batches(256)`` float32 NCHW taken by torch, and ``next()`` per output.
+#   RGB photographs: ``batches(256)`` float32 NCHW taken by torch, and ``next()`` per output;
+# - D (``--parts D``, the cpu backend's case): the chain over 1000 32x32 inputs, a Pipeline and
+#   plain method calls one input after another.
 # Each row also gives the process's CPU seconds per wall second during the timed runs (about
 # 1.0 where one thread's host work under the GIL bounds the run).
 # ------------------------------------------------------------------------------------------
@@ -496,6 +498,57 @@ def _part_c(res: dict, batches: int, outputs: int) -> None:
           flush=True)
 
 
+def _part_d(res: dict, n_inputs: int, reps: int) -> None:
+    """The 5-op chain over ``n_inputs`` 32x32 RGB inputs (the cpu backend's case): a Pipeline,
+    and plain method calls one input after another (each materialized), best of ``reps``."""
+    from skimage import data, transform
+
+    host = np.clip(np.rint(transform.resize(data.astronaut(), (32, 32, 3),
+                                            preserve_range=True)), 0, 255).astype(np.uint8)
+    ops = _five_ops()
+    state: dict = {}
+
+    def make() -> list:
+        xs = [mp.gpuimage(host) for _ in range(n_inputs)]
+        for x in xs:
+            x._materialize()
+        _sync_all()
+        return xs
+
+    def pipeline(r, prepare=False):
+        if prepare:
+            state["xs"] = make()
+            return
+        mp.Pipeline(state["xs"], ops).run()
+        for x in state["xs"]:
+            x._materialize()
+        _sync_all()
+
+    def methods(r, prepare=False):
+        if prepare:
+            state["xs"] = make()
+            return
+        for x in state["xs"]:
+            _methods(x)
+            x._materialize()
+        _sync_all()
+
+    ref = mp.gpuimage(host)
+    _methods(ref)
+    want = np.asarray(ref)
+    for tag, fn in (("Pipeline", pipeline), ("method calls", methods)):
+        fn(0, prepare=True)
+        fn(0)  # warm-up
+        best, cpu, times = _timed(fn, reps)
+        ulps = max(_max_ulp(np.asarray(x), want) for x in state["xs"][::max(1, n_inputs // 8)])
+        res["rows"].append({"part": "D", "case": f"{n_inputs} x 32x32, {tag}", "inputs": n_inputs,
+                            "seconds": best, "img_s": n_inputs / best, "us_per_input":
+                            best / n_inputs * 1e6, "cpu_per_wall": cpu, "runs": times,
+                            "max_ulp": ulps, "ok": ulps <= 2})
+        print(f"D {tag}: {best / n_inputs * 1e6:.1f} us per input (runs {times}), cpu/wall "
+              f"{cpu:.2f}, max ulp {ulps}", flush=True)
+
+
 def _host_breakdown(res: dict, n_inputs: int) -> None:
     """Where a chunked Pipeline's host time goes (new tree only): per phase of the workers,
     thread CPU seconds, for A on one GPU and on every GPU (inputs on GPU 0)."""
@@ -562,6 +615,7 @@ def engine_child(argv: list[str]) -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--c-batches", type=int, default=20)
     ap.add_argument("--c-outputs", type=int, default=1024)
+    ap.add_argument("--d-inputs", type=int, default=1000)
     ap.add_argument("--json", required=True)
     args = ap.parse_args(argv)
     res = {"tree": args.tree, "millipyde": mp.__file__, "backend": mp.backend(),
@@ -583,6 +637,8 @@ def engine_child(argv: list[str]) -> int:
                 _part_c(res, args.c_batches, args.c_outputs)
             elif part == "H":
                 _host_breakdown(res, args.a_inputs)
+            elif part == "D":
+                _part_d(res, args.d_inputs, args.reps)
         except Exception as exc:  # reported in the table; the other parts still run
             import traceback
 
@@ -636,7 +692,7 @@ def engine_main(argv: list[str]) -> int:
     for i, (label, path) in enumerate(trees):
         share = (t_end - time.monotonic()) / (len(trees) - i)
         t_tree = time.monotonic() + share
-        parts = args.parts + (",H" if i == 0 else "")
+        parts = args.parts + (",H" if i == 0 and "A" in args.parts else "")
         got = [_child(label, path, parts, out, share * 0.8, extra)]
         if "B" in args.parts and ngpu > 2:
             got.append(_child(label, path, "B", out, t_tree - time.monotonic(),
