@@ -12,7 +12,7 @@ from millipyde.backend import ACTIVE as runtime
 from millipyde.pipeline import PipelineError
 
 SIM = runtime.simulated
-N = 12 if SIM else 40
+N = 8 if SIM else 40
 
 
 @pytest.fixture
@@ -42,8 +42,7 @@ def _outputs(monkeypatch, ops, recorded, n=N, size=None, **kwargs):
     return [np.asarray(x) for x in gen]
 
 
-@pytest.mark.cudasim_ok
-@pytest.mark.parametrize("per", [None, 8])
+@pytest.mark.parametrize("per", [None, pytest.param(4, marks=pytest.mark.cudasim_ok)])
 def test_figure_5_1_recipe_equals_the_per_output_path(monkeypatch, captured, per):
     ops = recipes.figure_5_1_operations()
     want = _outputs(monkeypatch, ops, False, size=per)

@@ -70,8 +70,9 @@ def _small(n, h=None, w=None, alpha=False):
     return out
 
 
-@pytest.mark.cudasim_ok
-@pytest.mark.parametrize("name", ["standard", "thesis", "thesis-rgba"])
+@pytest.mark.parametrize("name", [pytest.param("standard", marks=pytest.mark.cudasim_ok),
+                                  pytest.param("thesis", marks=pytest.mark.cudasim_ok),
+                                  "thesis-rgba"])
 def test_chunks_equal_the_per_input_path(monkeypatch, chunks, name):
     ops = standard_ops() if name == "standard" else THESIS
     hosts = _small(N, alpha=name == "thesis-rgba")
@@ -85,7 +86,6 @@ def test_chunks_equal_the_per_input_path(monkeypatch, chunks, name):
         assert_same(np.asarray(x), reference(hosts[i], ops, 5, i))
 
 
-@pytest.mark.cudasim_ok
 def test_groups_by_shape_dtype_and_pending_work(chunks):
     """Two shapes, a grey input and an input with pending work (per input: its pending op
     fuses with the Operations there) in one Pipeline: each input its own reference."""
@@ -169,10 +169,10 @@ def _assert_untouched_or_done(imgs, hosts, ops, seed):
     return done
 
 
-@pytest.mark.cudasim_ok
 @pytest.mark.parametrize("point, at, what", [
     ("operation:rotate", 3, "operation 1 \\('rotate'\\)"),
-    ("op:gaussian", 3, "fused kernels of operations 'gaussian', 'rotate'"),
+    pytest.param("op:gaussian", 3, "fused kernels of operations 'gaussian', 'rotate'",
+                 marks=pytest.mark.cudasim_ok),
 ])
 def test_fault_in_the_middle_of_a_chunk_changes_none_of_it(chunks, point, at, what):
     hosts = _small(N)
