@@ -590,13 +590,16 @@ def _arena_recorder(state: Any) -> Any:
 
 
 def _recorder(state: Any) -> Any:
-    """The Generator state's ``batch_record.Recorder``, or None (per-output batches)."""
+    """The Generator state's ``batch_record.Recorder`` (a ``generator_callables``
+    recorder where one callable sits among recording methods), or None (per-output
+    batches)."""
     if not RECORD_AT_ONCE or state.batch <= 1:
         return None
     rec = getattr(state, "recorder", False)
     if rec is False:
-        from . import batch_record
+        from . import batch_record, generator_callables
 
         rules = batch_record.rules_for(state.inputs, state.operations)
-        rec = state.recorder = None if rules is None else batch_record.Recorder(state, rules)
+        rec = state.recorder = generator_callables.make(state) if rules is None else \
+            batch_record.Recorder(state, rules)
     return rec

@@ -274,12 +274,12 @@ def make_decoder(choice: str, device: int, threads: int | None = None) -> Any:
     if choice not in DECODERS:
         raise ValueError(f"decoder must be one of {DECODERS}, got {choice!r}")
     pillow = PillowDecoder(device, threads)
-    gpu = runtime.caps.external_memory and runtime.name == "cuda"
+    gpu = runtime.caps.nvidia_codecs
     if choice == "pillow" or (choice == "auto" and not gpu):
         return pillow
     if not gpu:
-        raise ValueError(f"decoder='nvimgcodec' needs the cuda backend (active: "
-                         f"{runtime.name})")
+        raise ValueError("decoder='nvimgcodec' needs the cuda backend on an NVIDIA GPU "
+                         "(mp.backend() says which backend is active)")
     nv = import_nvimgcodec()
     if nv is None:
         if choice == "nvimgcodec":
