@@ -28,7 +28,6 @@ import numpy as np
 
 from . import batch_ops
 from . import random as mprandom
-from . import targets as mptargets
 from .backend import ACTIVE as runtime  # the active backend
 from .batch_chain import Prefix, Unsupported, VGather
 from .decorators import UserOp
@@ -197,8 +196,8 @@ def make(state: Any) -> ArenaRecorder | None:
     xs = state.inputs
     if not xs or not all(isinstance(x, gpuimage) and x.ndim in (2, 3) for x in xs):
         return None
-    if any(mptargets.of(x._node) is not None for x in xs):
-        return None
+    # (inputs' targets do not enter the pixels: whoever needs them records them apart,
+    # ``batch_targets``)
     # a subclass that overrides a method makes it Python: per output
     if any(op.method is not None and
            not all(getattr(type(x), op.method, None) is getattr(gpuimage, op.method, 0)
@@ -291,15 +290,12 @@ def _mean_fn(sig: Any, gates: bool) -> Any:
                                            gates)
 
 
-def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
-          consts: tuple[Any, Any], hw: tuple[int, int], device: int) -> list[Any]:
-    """Run ``launches`` into the batch ``out`` (one upload of every per-member array); the
-    uploaded pack and temporaries (kept alive by the caller until the kernels are done)."""
-    from .batch_convert import write_sample
-    from .graph.exec.batch import _launch, _Pack
-    from .graph.plan.schedule import full_range
+def _upload(launches: list[Launch], device: int) -> tuple[Any, list[tuple]]:
+    """Every launch's per-member arrays in one pack, uploaded: the pack and per launch its
+    slots (parameters, rows, positions, statistics, the statistic's prefix rows)."""
+    from .graph.exec.batch import Pack
 
-    pk = _Pack()
+    pk = Pack()
     slots = []
     for L in launches:
         m = len(L.pos)
@@ -307,16 +303,37 @@ def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
         slots.append((pk.add(L.p), pk.add(L.rows), pk.add(L.pos.astype(np.int64)),
                       pk.add(np.zeros(m)), pre))
     pk.upload(device)
+    return pk, slots
+
+
+def _statistic(L: Launch, pk: Any, slot: tuple, src: Any, device: int) -> None:
+    """The launch's grey-mean reduction into its statistics slot (a chain with a statistic)."""
+    from .graph.exec.batch import _launch
+
+    _, rows, _, stat, pre = slot
+    if pre is None:
+        return
+    h, w = (min(a, b) for a, b in zip(L.prefix.hw, codegen_arena.MEAN_GRID, strict=True))
+    _launch(_mean_fn(L.prefix.sig, L.gates), len(L.pos), h, w, device, src, pk[rows],
+            pk[pre], pk[stat])
+
+
+def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
+          consts: tuple[Any, Any], hw: tuple[int, int], device: int) -> list[Any]:
+    """Run ``launches`` into the batch ``out`` (one upload of every per-member array); the
+    uploaded pack and temporaries (kept alive by the caller until the kernels are done)."""
+    from .batch_convert import write_sample
+    from .graph.exec.batch import _launch
+    from .graph.plan.schedule import full_range
+
+    pk, slots = _upload(launches, device)
     keep: list[Any] = [pk]
     mean, std = consts
-    for L, (p, rows, pos, stat, pre) in zip(launches, slots, strict=True):
+    for L, slot in zip(launches, slots, strict=True):
+        p, rows, pos, stat, _ = slot
         src = arena[L.dtype.str]
         m = len(L.pos)
-        if pre is not None:
-            h, w = (min(a, b) for a, b in zip(L.prefix.hw, codegen_arena.MEAN_GRID,
-                                               strict=True))
-            _launch(_mean_fn(L.prefix.sig, L.gates), m, h, w, device, src, pk[rows], pk[pre],
-                    pk[stat])
+        _statistic(L, pk, slot, src, device)
         if L.hw == tuple(hw) and L.dtype in (np.uint8, np.float64):
             _launch(_gather_fn(L.sig, L.gates, spec.layout, spec.channels), m, *hw, device,
                     src, pk[rows], pk[p], pk[stat], out, pk[pos], mean, std,
@@ -328,3 +345,25 @@ def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
                 pk[rows], tmp, pk[p], pk[stat])
         write_sample(out, pk[pos], tmp, spec, consts, hw, device)
     return keep
+
+
+def native(launches: list[Launch], arena: dict[str, Any],
+           device: int) -> tuple[list[Any], list[Any]]:
+    """Run ``launches`` into outputs of the images' own dtype and size (``next()``'s outputs,
+    not a training batch): per launch its (m, H, W, C) buffer, and what must stay alive until
+    the kernels are done."""
+    from .graph.exec.batch import _launch
+
+    pk, slots = _upload(launches, device)
+    outs = []
+    for L, slot in zip(launches, slots, strict=True):
+        p, rows, _, stat, _ = slot
+        src = arena[L.dtype.str]
+        _statistic(L, pk, slot, src, device)
+        tmp = runtime.empty((len(L.pos), *L.hw, L.cout), L.dtype, device)
+        # (channels only names a training batch's layout: 3, the compiled kernel that a
+        # batch's own-size temporaries use too)
+        _launch(_gather_fn(L.sig, L.gates, "", 3), len(L.pos), *L.hw, device, src,
+                pk[rows], tmp, pk[p], pk[stat])
+        outs.append(tmp)
+    return outs, [pk]

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import faults
+from . import config, faults, targets
 from .array import gpuarray
 from .backend import ACTIVE as runtime  # the active backend
 from .graph.exec import batch
@@ -35,6 +35,22 @@ from .workers import (
 
 #: Bound on the bytes of the outputs a batched Generator makes ahead of ``next()``.
 AHEAD_BYTES = 1 << 30
+
+
+#: outputs a worker makes at once from inputs of several sizes (arena gathers)
+MIXED_BATCH = 32
+
+
+def _arena_candidate(inputs: list, operations: list) -> bool:
+    """Whether an arena gather may record these Operations on these inputs: images, and
+    Operations that are op forms or user ops (``batch_arena.make`` decides at first use)."""
+    from .decorators import UserOp
+    from .image import gpuimage
+    from .ops import FORMS
+
+    return all(isinstance(x, gpuimage) and x.ndim in (2, 3) for x in inputs) and all(
+        op.method in FORMS if op.method is not None
+        else isinstance(op.function, UserOp) and not op.kwargs for op in operations)
 
 
 class _State:
@@ -61,8 +77,17 @@ class _State:
         self.return_to_host = return_to_host
         # same-shape inputs: a worker makes `batch` outputs at once, one launch per kernel
         self.batch = batch.batch_size([x._node for x in inputs]) if inputs else 1
+        # inputs of several sizes whose Operations an arena gather may record: a worker makes
+        # up to MIXED_BATCH outputs at once as arena gathers (``_make_arena``), gates as data,
+        # so every coin pattern shares one compiled kernel
+        self.mixed = self.batch == 1 and len(inputs) > 1 and _arena_candidate(inputs,
+                                                                              operations)
+        if self.mixed:
+            self.batch = min(MIXED_BATCH, config.generator_batch(batch.BATCH))
+            self.mixed = self.batch > 1
         self.workers = workers_per_device(batched=self.batch > 1)
-        self.ramp = any(op.method not in RECORDING_METHODS for op in operations)
+        # a mixed chunk's first outputs may be made one by one (ramped like callables)
+        self.ramp = self.mixed or any(op.method not in RECORDING_METHODS for op in operations)
         self.depth = 2 * self.workers  # outputs made ahead of next(): bounded memory
         if self.batch > 1:
             # a worker starts the next batch while next() hands out the last one, within
@@ -173,7 +198,13 @@ class _State:
         skipped as gated off where they have an identity form (one group for every coin
         pattern); the kernels then run batched (``batch.materialize_batch``).
         """
-        if self.batch <= 1:
+        if self.mixed:
+            from .batches import _arena_recorder
+
+            rec = _arena_recorder(self) if recorded else None
+            if rec is not None:
+                return self._make_arena(rec, ks, device, stream, to_host)
+        if self.batch <= 1 or self.mixed:
             return self._make_each(ks, device, stream, to_host)
         stacks = self.stacks_on(device, stream)
         # armed faults count checks per output and operation: only the per-output path has them
@@ -261,6 +292,45 @@ class _State:
                     return out
             else:
                 y = self.inputs[self.input_index(k)]._new_like(values[r])
+            out.append((np.asarray(y) if to_host else y, None))
+        return out
+
+    def _make_arena(self, rec: Any, ks: list[int], device: int, stream: Any,
+                    to_host: bool) -> list[tuple[Any, Any]]:
+        """:meth:`make_many` of inputs of several sizes as arena gathers (``batch_arena``):
+        outputs of one size share a launch and a buffer (their views); the outputs the arena
+        leaves (a warp clip, a crop outside the image) are made one by one, as before. Inputs
+        with targets get theirs as ``Generator.batches`` computes them (``batch_targets``)."""
+        from . import batch_arena, batch_targets
+
+        values: list[Any] = [None] * len(ks)
+        try:
+            launches, left = rec.record(ks)
+            if launches:
+                outs, keep = batch_arena.native(launches, rec.arena(device), device)
+                for L, buf in zip(launches, outs, strict=True):
+                    for r, view in zip(L.pos.tolist(), runtime.members(buf), strict=True):
+                        values[r] = leaf(runtime.reshape(view, L.shape), L.shape, L.dtype,
+                                         device)
+                sync(stream)
+                del keep
+        except Exception as err:
+            return [(None, kernels_failed(self.operations, err))]
+        made = dict(zip(left, self._make_each([ks[r] for r in left], device, stream, False),
+                        strict=False))
+        out: list[tuple[Any, Any]] = []
+        for r, k in enumerate(ks):
+            if values[r] is None:
+                y, err = made.get(r, (None, None))
+                if err is not None or y is None:
+                    out.append((None, err or RuntimeError(f"output {k} was not made")))
+                    return out
+            else:
+                src = self.inputs[self.input_index(k)]
+                y = src._new_like(values[r])
+                if targets.of(src._node) is not None:
+                    (t,) = batch_targets.sample_targets(self, [k], device, y.shape[:2])
+                    targets.attach(y._node, t)
             out.append((np.asarray(y) if to_host else y, None))
         return out
 
