@@ -3,6 +3,7 @@
 The backend (cuda, hip, cpu or cudasim) is chosen once, at import; see :func:`backend`.
 """
 
+from . import data
 from .array import gpuarray
 from .backend import backend
 from .decorators import elementwise, index_map, pixelwise
@@ -28,6 +29,7 @@ __all__ = [
     "Generator",
     "Operation",
     "Pipeline",
+    "data",
     "backend",
     "device_count",
     "elementwise",

@@ -247,13 +247,18 @@ def _batched(xs: dict, items: Sequence[tuple[int, Any]], operations: list, seed:
     return out
 
 
-def _read(paths: Sequence[str]) -> tuple[dict, dict[str, str]]:
-    from .io import load_array
+def _read(paths: Sequence[Any], source: Any = None) -> tuple[dict, dict[Any, str]]:
+    """Decoded inputs by key: file paths, or a data source's sample indices (read and decoded
+    as the Generator does: ``io.decode_array`` with the EXIF orientation)."""
+    from .io import decode_array, load_array
 
     sources, bad = {}, {}
     for p in dict.fromkeys(paths):
         try:
-            sources[p] = (load_array(p), True)
+            if source is None:
+                sources[p] = (load_array(p), True)
+            else:
+                sources[p] = (decode_array(source.read(p), source.name(p), exif=True), True)
         except Exception as err:  # named in the client's error; other files go on
             bad[p] = f"{type(err).__name__}: {err}"
     return sources, bad
@@ -261,8 +266,9 @@ def _read(paths: Sequence[str]) -> tuple[dict, dict[str, str]]:
 
 def process_chunk(items: list[tuple[int, int, str, str]], operations: list, seed: int,
                   out_dir: str, fmt: str, backend: str, to_uint8: bool = False,
-                  batch_size: int = 1) -> dict[str, Any]:
-    """Make the files of one chunk; ``items`` are ``(position, sample, source, name)``.
+                  batch_size: int = 1, source: Any = None) -> dict[str, Any]:
+    """Make the files of one chunk; ``items`` are ``(position, sample, source, name)``
+    (``source`` a file path, or the index of a sample of the data source `source`).
 
     Files that already exist are not written again (a re-run, or a task retried after its
     worker died); with ``batch_size`` > 1 (see :func:`compute`) the other outputs of their
@@ -283,20 +289,20 @@ def process_chunk(items: list[tuple[int, int, str, str]], operations: list, seed
     else:
         work = [it for it in items if it[0] in todo]
     t0, c0 = time.time(), time.thread_time()
-    sources, bad = _read([it[2] for it in work])
+    sources, bad = _read([it[2] for it in work], source)
     t1, c1 = time.time(), time.thread_time()
     ready = [it for it in work if it[2] in sources]
     made = compute(sources, [(it[1], it[2]) for it in ready], operations, seed,
                    batch_size) if ready else []
     t2, c2 = time.time(), time.thread_time()
-    errors = [(pos, src, "read", bad[src]) for pos, _, src, _ in work
-              if src in bad and pos in todo]
+    errors = [(pos, src if source is None else source.name(src), "read", bad[src])
+              for pos, _, src, _ in work if src in bad and pos in todo]
     written = 0
     for (pos, _, src, name), (arr, err) in zip(ready, made, strict=True):
         if pos not in todo:
             continue
         if err is not None:
-            errors.append((pos, src, "compute", err))
+            errors.append((pos, src if source is None else source.name(src), "compute", err))
             continue
         if to_uint8 and arr.dtype != np.uint8:
             from .io import to_uint8

@@ -150,6 +150,14 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
         """A plain gpuarray handle on ``node`` (results of arithmetic are not images)."""
         return gpuarray._new_like(gpuarray.__new__(gpuarray), node)
 
+    @classmethod
+    def from_buffer(cls, buffer: Any, device: int) -> gpuarray:
+        """An array of this class whose stored value is ``buffer``, a device buffer of the
+        active backend on ``device`` (no copy; its shape and dtype). Nothing is checked: the
+        caller passes what the constructor would store (a streamed source's decoded image)."""
+        return cls.__new__(cls)._new_like(leaf(buffer, tuple(int(d) for d in buffer.shape),
+                                               np.dtype(buffer.dtype), device))
+
     def _new_like(self, node: Node) -> gpuarray:
         out = type(self).__new__(type(self))
         out._node = None

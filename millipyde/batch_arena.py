@@ -28,7 +28,6 @@ import numpy as np
 
 from . import batch_ops
 from . import random as mprandom
-from . import targets as mptargets
 from .backend import ACTIVE as runtime  # the active backend
 from .batch_chain import Prefix, Unsupported, VGather
 from .decorators import UserOp
@@ -115,11 +114,12 @@ class ArenaRecorder:
             return got
 
     # -- recording --------------------------------------------------------------------------------
-    def record(self, ks: list[int]) -> tuple[list[Launch], list[int]]:
-        """The launches making outputs ``ks`` and the batch positions left per output."""
+    def record(self, ks: list[int], inp: Any = None) -> tuple[list[Launch], list[int]]:
+        """The launches making outputs ``ks`` and the batch positions left per output;
+        ``inp``: the input each output reads (default: the state's ``input_index``)."""
         st = self.state
         karr = np.asarray(ks, dtype=np.int64)
-        inp = karr % len(st.inputs)
+        inp = st.input_index(karr) if inp is None else np.asarray(inp, dtype=np.int64)
         z1 = batch_ops.sample_round(st.seed, karr)
         ctxs = [batch_ops.Ctx(st.seed, karr, j, _z1=z1) for j in range(len(self.steps))]
         coins = [c.coins(s.op.probability) for c, s in zip(ctxs, self.steps, strict=True)]
@@ -196,43 +196,83 @@ def make(state: Any) -> ArenaRecorder | None:
     xs = state.inputs
     if not xs or not all(isinstance(x, gpuimage) and x.ndim in (2, 3) for x in xs):
         return None
-    if any(mptargets.of(x._node) is not None for x in xs):
+    # (inputs' targets do not enter the pixels: whoever needs them records them apart,
+    # ``batch_targets``)
+    # a subclass that overrides a method makes it Python: per output
+    if any(op.method is not None and
+           not all(getattr(type(x), op.method, None) is getattr(gpuimage, op.method, 0)
+                   for x in xs) for op in state.operations):
         return None
+    steps = arena_steps(state.operations)
+    if steps is None:
+        return None
+    # each input records every Operation without error (the per-output path reports them)
+    if not all(records_cleanly(x, state.operations, state.seed) for x in xs):
+        return None
+    rec = ArenaRecorder(state, steps)
+    k = np.array([state.global_index(0)], dtype=np.int64)
+    return rec if plans_one_gather(rec, k, state.input_index(k)) else None
+
+
+def arena_steps(operations: list) -> list | None:
+    """The steps of an arena recording of ``operations`` on plain gpuimages, or None where an
+    Operation needs the per-output path (a callable, a method without a batch handler)."""
     steps = []
-    for op in state.operations:
+    for op in operations:
         if op.method is None:
             if not isinstance(op.function, UserOp) or op.kwargs:
                 return None
             # a user map may change the size, and has no gated-off form: its coins split
             steps.append(_UserStep(op, op.function.kind == "index_map"))
             continue
-        # a subclass that overrides the method makes it Python: per output
-        if not all(getattr(type(x), op.method, None) is getattr(gpuimage, op.method, 0)
-                   for x in xs):
-            return None
         step = batch_ops.step_of(op)
         if step is None:
             return None
         steps.append(step)
-    # each input records every Operation without error (the per-output path reports them)
-    for x in xs:
-        y = x.clone()
-        try:
-            for j, op in enumerate(state.operations):
-                with mprandom.operation_stream(state.seed, 0, j):
-                    op._bound(y)()
-        except Exception:
-            return None
-    rec = ArenaRecorder(state, steps)
-    k = np.array([state.global_index(0)], dtype=np.int64)
-    inp = k % len(xs)
-    try:  # the chain plans to one gather (the structure does not depend on the member)
+    return steps
+
+
+def records_cleanly(x: Any, operations: list, seed: int) -> bool:
+    """Whether input ``x`` records every Operation without an argument error (with sample 0's
+    draws; the per-output path reports the errors)."""
+    y = x.clone()
+    try:
+        for j, op in enumerate(operations):
+            with mprandom.operation_stream(seed, 0, j):
+                op._bound(y)()
+    except Exception:
+        return False
+    return True
+
+
+def plans_one_gather(rec: ArenaRecorder, k: np.ndarray, inp: np.ndarray) -> bool:
+    """Whether the recorder's chain plans to one gather for output ``k`` (of input ``inp``):
+    the structure does not depend on the member."""
+    try:
         rec._group(np.zeros(1, dtype=np.int64), inp,
-                   [batch_ops.Ctx(state.seed, k, j) for j in range(len(steps))],
-                   [np.ones(1, dtype=bool) for _ in steps])
+                   [batch_ops.Ctx(rec.state.seed, k, j) for j in range(len(rec.steps))],
+                   [np.ones(1, dtype=bool) for _ in rec.steps])
     except Unsupported:
-        return None
-    return rec
+        return False
+    return True
+
+
+def pack(rec: ArenaRecorder, buffers: list, device: int) -> dict[str, Any]:
+    """The arena of ``buffers`` (the recorder's inputs, as device buffers) on ``device``: one
+    flat buffer per dtype at the recorder's offsets, copied on the current stream (device to
+    device; host copies on the cpu backend). Set as the recorder's arena there."""
+    arena = {key: runtime.empty((max(size, 1),), np.dtype(key), device)
+             for key, size in rec.arena_size.items()}
+    for i, buf in enumerate(buffers):
+        dst, o = arena[np.dtype(buf.dtype).str], int(rec.offset[i])
+        ptr = getattr(buf, "device_ptr", None)  # memory of another library, by address
+        if ptr is not None:
+            runtime.copy_from_pointer(dst, o, ptr, int(buf.size) * np.dtype(buf.dtype).itemsize)
+        else:
+            runtime.copy_into(dst, o, buf, int(np.prod(buf.shape, dtype=np.int64)))
+    with rec.lock:
+        rec.arenas[device] = arena
+    return arena
 
 
 # --------------------------------------------------------------------------- launching
@@ -250,15 +290,12 @@ def _mean_fn(sig: Any, gates: bool) -> Any:
                                            gates)
 
 
-def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
-          consts: tuple[Any, Any], hw: tuple[int, int], device: int) -> list[Any]:
-    """Run ``launches`` into the batch ``out`` (one upload of every per-member array); the
-    uploaded pack and temporaries (kept alive by the caller until the kernels are done)."""
-    from .batch_convert import write_sample
-    from .graph.exec.batch import _launch, _Pack
-    from .graph.plan.schedule import full_range
+def _upload(launches: list[Launch], device: int) -> tuple[Any, list[tuple]]:
+    """Every launch's per-member arrays in one pack, uploaded: the pack and per launch its
+    slots (parameters, rows, positions, statistics, the statistic's prefix rows)."""
+    from .graph.exec.batch import Pack
 
-    pk = _Pack()
+    pk = Pack()
     slots = []
     for L in launches:
         m = len(L.pos)
@@ -266,16 +303,37 @@ def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
         slots.append((pk.add(L.p), pk.add(L.rows), pk.add(L.pos.astype(np.int64)),
                       pk.add(np.zeros(m)), pre))
     pk.upload(device)
+    return pk, slots
+
+
+def _statistic(L: Launch, pk: Any, slot: tuple, src: Any, device: int) -> None:
+    """The launch's grey-mean reduction into its statistics slot (a chain with a statistic)."""
+    from .graph.exec.batch import _launch
+
+    _, rows, _, stat, pre = slot
+    if pre is None:
+        return
+    h, w = (min(a, b) for a, b in zip(L.prefix.hw, codegen_arena.MEAN_GRID, strict=True))
+    _launch(_mean_fn(L.prefix.sig, L.gates), len(L.pos), h, w, device, src, pk[rows],
+            pk[pre], pk[stat])
+
+
+def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
+          consts: tuple[Any, Any], hw: tuple[int, int], device: int) -> list[Any]:
+    """Run ``launches`` into the batch ``out`` (one upload of every per-member array); the
+    uploaded pack and temporaries (kept alive by the caller until the kernels are done)."""
+    from .batch_convert import write_sample
+    from .graph.exec.batch import _launch
+    from .graph.plan.schedule import full_range
+
+    pk, slots = _upload(launches, device)
     keep: list[Any] = [pk]
     mean, std = consts
-    for L, (p, rows, pos, stat, pre) in zip(launches, slots, strict=True):
+    for L, slot in zip(launches, slots, strict=True):
+        p, rows, pos, stat, _ = slot
         src = arena[L.dtype.str]
         m = len(L.pos)
-        if pre is not None:
-            h, w = (min(a, b) for a, b in zip(L.prefix.hw, codegen_arena.MEAN_GRID,
-                                               strict=True))
-            _launch(_mean_fn(L.prefix.sig, L.gates), m, h, w, device, src, pk[rows], pk[pre],
-                    pk[stat])
+        _statistic(L, pk, slot, src, device)
         if L.hw == tuple(hw) and L.dtype in (np.uint8, np.float64):
             _launch(_gather_fn(L.sig, L.gates, spec.layout, spec.channels), m, *hw, device,
                     src, pk[rows], pk[p], pk[stat], out, pk[pos], mean, std,
@@ -287,3 +345,25 @@ def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
                 pk[rows], tmp, pk[p], pk[stat])
         write_sample(out, pk[pos], tmp, spec, consts, hw, device)
     return keep
+
+
+def native(launches: list[Launch], arena: dict[str, Any],
+           device: int) -> tuple[list[Any], list[Any]]:
+    """Run ``launches`` into outputs of the images' own dtype and size (``next()``'s outputs,
+    not a training batch): per launch its (m, H, W, C) buffer, and what must stay alive until
+    the kernels are done."""
+    from .graph.exec.batch import _launch
+
+    pk, slots = _upload(launches, device)
+    outs = []
+    for L, slot in zip(launches, slots, strict=True):
+        p, rows, _, stat, _ = slot
+        src = arena[L.dtype.str]
+        _statistic(L, pk, slot, src, device)
+        tmp = runtime.empty((len(L.pos), *L.hw, L.cout), L.dtype, device)
+        # (channels only names a training batch's layout: 3, the compiled kernel that a
+        # batch's own-size temporaries use too)
+        _launch(_gather_fn(L.sig, L.gates, "", 3), len(L.pos), *L.hw, device, src,
+                pk[rows], tmp, pk[p], pk[stat])
+        outs.append(tmp)
+    return outs, [pk]

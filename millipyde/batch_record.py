@@ -107,6 +107,20 @@ def draw(rules: list[_Rule], seed: int, ks: np.ndarray) -> tuple[np.ndarray, lis
     return coins, params
 
 
+def state_draw(state: Any, rules: list[_Rule], ks: np.ndarray) -> tuple[np.ndarray, list]:
+    """:func:`draw` for the outputs ``ks`` of ``state``, or the state's own ``draw(rules, ks)``
+    where it has one (a Generator with a callable: the callable's slot holds what each output
+    recorded, not draws; ``generator_callables``)."""
+    own = getattr(state, "draw", None)
+    return draw(rules, state.seed, ks) if own is None else own(rules, ks)
+
+
+def given_rule(params: int) -> _Rule:
+    """The rule of an Operation whose ``params`` parameters per output are given by the
+    state's ``draw`` (no coin of its own: the state's coins say where it recorded)."""
+    return _Rule(None, ((0.0, 1.0),) * params if params else None, False)
+
+
 @functools.lru_cache(maxsize=64)
 def _draw_words(nranges: tuple[int, ...]) -> tuple[np.ndarray, int]:
     """``draw``'s per-op words (read only) and how many of an op block's columns (the coin,
@@ -151,11 +165,12 @@ class _Template:
 def record_template(state: Any, rules: list[_Rule], k: int, device: int,
                     stacks: dict) -> _Template | None:
     """Record output ``k`` as the Generator does; its batch analysis (None: not batchable)."""
-    x = state.inputs[k % len(state.inputs)]
+    i = state.input_index(k)
+    x = state.inputs[i]
     nodes = state.stacked_nodes.get(device)
     if nodes is not None:  # the value that was stacked, even if the input changed since
         x = private_handle(x)
-        x._bind(nodes[k % len(nodes)])
+        x._bind(nodes[i])
     y = x.clone()
     op_of: dict[int, int] = {}
     y._pinned = device
@@ -177,7 +192,7 @@ def record_template(state: Any, rules: list[_Rule], k: int, device: int,
     if got is None:
         return None
     t = _Template(got[0], got[1], op_of)
-    _check_draws(t, rules, state.seed, k)
+    _check_draws(t, rules, state, k)
     for kern in t.kernels:
         for node in kern.nodes:
             j = op_of.get(node.id)
@@ -187,9 +202,9 @@ def record_template(state: Any, rules: list[_Rule], k: int, device: int,
     return t
 
 
-def _check_draws(t: _Template, rules: list[_Rule], seed: int, k: int) -> None:
+def _check_draws(t: _Template, rules: list[_Rule], state: Any, k: int) -> None:
     """The vectorised draws of output ``k`` must be the parameters its recording drew."""
-    _, params = draw(rules, seed, np.array([k], dtype=np.int64))
+    _, params = state_draw(state, rules, np.array([k], dtype=np.int64))
     for kern in t.kernels:
         for node in kern.nodes:
             j = t.op_of.get(node.id)
@@ -288,7 +303,7 @@ class Recorder:
     def _groups(self, ks: list[int], device: int, stacks: dict) -> tuple[list, list[int]]:
         st = self.state
         karr = np.asarray(ks, dtype=np.int64)
-        coins, params = draw(self.rules, st.seed, karr)
+        coins, params = state_draw(st, self.rules, karr)
         pats = patterns(self.rules, coins, params)
         drawn = Draws(params)
         if pats.shape[1] <= 62:  # one integer per pattern: grouped in one compiled pass
@@ -302,14 +317,13 @@ class Recorder:
             inverse = inverse.reshape(-1)
             order = np.argsort(inverse, kind="stable")
             bounds = np.searchsorted(inverse[order], np.arange(len(first) + 1))
-        inputs = st.inputs
         got = self._sidx.get(device)  # (per stack: the stacks are made once per device)
         if got is None or got[0] is not stacks:
             got = self._sidx[device] = (stacks, np.array(
                 [stacks[n.id][1] for n in st.stacked_nodes[device]], dtype=np.int64))
         sidx_of = got[1]
         stack = next(iter(stacks.values()))[0] if stacks else None
-        sidx_rows = sidx_of[karr % len(inputs)]
+        sidx_rows = sidx_of[st.input_index(karr)]
         groups: list[ArrayGroup] = []
         left: list[np.ndarray] = []
         seen = self.by_dev.setdefault(device, {})

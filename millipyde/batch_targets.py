@@ -40,7 +40,7 @@ def sample_targets(state: Any, ks: Sequence[int], device: int,
     """Per output index in ``ks``, its targets in the batch's ``hw`` (None: its input has none)."""
     out: list[targets.Targets | None] = []
     for k in ks:
-        src = state.inputs[k % len(state.inputs)]
+        src = state.inputs[state.input_index(k)]
         if targets.of(src._node) is None:
             out.append(None)
             continue

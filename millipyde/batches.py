@@ -52,22 +52,39 @@ class Batches:
     """
 
     def __init__(self, generator: Any, spec: BatchSpec, devices: list[int],
-                 with_targets: bool = False) -> None:
+                 with_targets: bool = False, *, with_labels: bool = False,
+                 epochs: int | None = None, epoch: int = 0) -> None:
         self._gen = generator  # kept alive: its state stops when it is collected
         state = self._st = generator._state
         self.spec = spec
         self._with_targets = with_targets
+        self._with_labels = with_labels
         self.devices = list(devices)
+        self._sampler = state.sampler
+        self._epochs, self._epoch0 = epochs, int(epoch)
+        # the output index of this rank's first output (the start of epoch `epoch`)
+        self._start = state.rank if self._sampler is None else self._sampler.start(epoch)
         n = state.outputs
-        if n is None:
-            self._count: int | None = None
+        if epochs is not None:
+            self._count: int | None = epochs * self._sampler.batches_per_epoch(
+                spec.size, spec.drop_last)
+        elif n is None:
+            self._count = None
         else:
             self._count = n // spec.size if spec.drop_last else -(-n // spec.size)
         # samples in the largest batch: a finite Generator's whole share at most, whatever
         # ``size`` asks (``Generator.batches`` checked that it fits)
         self._largest = spec.size if n is None else max(1, min(spec.size, n))
-        x = max(state.inputs, key=lambda a: a.size)
-        hw = spec.shape or x.shape[:2]
+        self._stream = getattr(generator, "_stream", None)
+        self._loader: Any = None
+        #: seconds the consumer waited for batches, and the workers spent making streamed
+        #: ones (bench/bench_data.py says where time goes)
+        self.stats = {"wait_s": 0.0, "make_s": 0.0}
+        if state.inputs:
+            x = max(state.inputs, key=lambda a: a.size)
+            hw = spec.shape or x.shape[:2]
+        else:  # a streamed source: its samples' size is not known before they are read
+            hw = spec.shape or (512, 512)
         per = spec.size * spec.channels * hw[0] * hw[1] * 4
         self._ahead = len(self.devices) + max(1, AHEAD_BYTES // max(per, 1))
         self._cond = threading.Condition()
@@ -86,14 +103,24 @@ class Batches:
 
     def __next__(self) -> Any:
         if self._group is None and not self._stopped:
+            if self._stream is not None:
+                self._loader = self._stream.loader(self._ks, self.devices[0], self._next)
             self._group = WorkerGroup("batches", self._worker, self._crash)
             self._group.start(self.devices, 1)
+        try:
+            return self._take()
+        finally:
+            if self._stream is not None:
+                self._stream.bad.warn_pending(stacklevel=3)
+
+    def _take(self) -> Any:
         with self._cond:
             if self._stopped or (self._count is not None and self._next >= self._count):
                 raise StopIteration
             b = self._next
             self._next += 1
             self._cond.notify_all()
+            t0 = time.perf_counter()
             while b not in self._results:
                 if self._stopped:
                     raise StopIteration
@@ -104,6 +131,7 @@ class Batches:
                     break
                 self._cond.wait(0.5)
             value, err, device, k = self._results.pop(b)
+            self.stats["wait_s"] += time.perf_counter() - t0
         if err is None:
             value, ready = value
             if ready is not None:
@@ -116,6 +144,9 @@ class Batches:
         self.close()
         if isinstance(err, (ValueError, PipelineError)):
             raise err
+        if self._stream is not None:
+            raise PipelineError(f"Generator batches: batch {b} failed on device {device}: "
+                                f"{type(err).__name__}: {err}") from err
         raise self._st.failure(k, err, device)
 
     def close(self) -> None:
@@ -127,6 +158,8 @@ class Batches:
             self._cond.notify_all()
         if self._group is not None and threading.current_thread() not in self._group.threads:
             self._group.join(time.monotonic() + 30.0)
+        if self._loader is not None:
+            self._loader.close()
 
     def __enter__(self) -> Batches:
         return self
@@ -138,6 +171,47 @@ class Batches:
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
+        loader = getattr(self, "_loader", None)
+        if loader is not None:
+            loader.close(join=False)
+
+    # -- resuming --------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Where this stream is: the batches handed out and what they were drawn from.
+
+        :meth:`load_state_dict` on a new stream of the same Generator settings (source,
+        seed, ranks, shuffle, ``batches`` arguments) resumes it: it yields exactly the batches
+        the uninterrupted stream would have yielded next.
+        """
+        return {"version": 1, "batch": self._next, "epoch": self._epoch0,
+                "epochs": self._epochs, "start": self._start, "size": self.spec.size,
+                "drop_last": self.spec.drop_last, "outputs": self._st.outputs,
+                "seed": self._st.seed, "rank": self._st.rank, "world": self._st.world,
+                "sampler": None if self._sampler is None else self._sampler.state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from :meth:`state_dict`'s ``state`` (before the first ``next()``).
+
+        Raises
+        ------
+        ValueError
+            This stream has started, or ``state`` was taken from a stream with other
+            settings (naming the first that differs).
+        """
+        if self._group is not None or self._next:
+            raise ValueError("load_state_dict: this stream has started already")
+        if not isinstance(state, dict) or state.get("version") != 1:
+            raise ValueError("load_state_dict: not a state_dict() of Generator batches")
+        mine = self.state_dict()
+        for key in ("epoch", "epochs", "start", "size", "drop_last", "outputs", "seed", "rank",
+                    "world", "sampler"):
+            if state.get(key) != mine[key]:
+                raise ValueError(f"load_state_dict: {key} differs (saved {state.get(key)!r}, "
+                                 f"this stream {mine[key]!r})")
+        b = int(state["batch"])
+        if b < 0 or (self._count is not None and b > self._count):
+            raise ValueError(f"load_state_dict: batch {b} is out of range")
+        self._next = self._claimed = b
 
     # -- workers -------------------------------------------------------------------------
     def _crash(self, err: BaseException, device: int) -> None:
@@ -173,32 +247,86 @@ class Batches:
             if err is not None:
                 return
 
+    def _ks(self, b: int) -> np.ndarray | None:
+        """Output indices of batch ``b`` (None past the last batch)."""
+        if self._count is not None and b >= self._count:
+            return None
+        size = self.spec.size
+        if self._epochs is not None:
+            return self._sampler.epoch_batch(self._epoch0, b, size, self.spec.drop_last)
+        j0 = b * size
+        outputs = self._st.outputs
+        n = size if outputs is None else min(size, outputs - j0)
+        return self._start + self._st.world * (j0 + np.arange(max(n, 0), dtype=np.int64))
+
     def _make(self, b: int, device: int, stream: Any) -> Any:
-        st, spec = self._st, self.spec
-        j0 = b * spec.size
-        n = spec.size if st.outputs is None else min(spec.size, st.outputs - j0)
-        ks = list(range(st.global_index(j0), st.global_index(j0 + n), st.world)) if n else []
+        st = self._st
+        if self._loader is not None:
+            return self._make_streamed(b, device, stream)
+        ks = self._ks(b).tolist()
+        value, ready = self._make_outputs(st, ks, device, stream)
+        k_arr = np.array(ks, dtype=np.int64)
+        inputs = np.atleast_1d(st.input_index(k_arr)) if len(ks) else k_arr
+        labels = None
+        if self._with_labels:
+            labels = self._gen.labels[inputs]
+        return self._extras(value, st, ks, inputs, labels, device), ready
+
+    def _make_outputs(self, st: Any, ks: list[int], device: int, stream: Any) -> Any:
+        """Batch of outputs ``ks`` of state ``st`` (the Generator's, or a decoded batch's)."""
         # chains batch_record takes (same-size inputs, thesis ops) keep it; the others, and
         # every chain over mixed sizes, go to arena gathers where their ops allow
         rec = _recorder(st)
         arena = _arena_recorder(st) if rec is None else None
         if arena is not None:
-            value = self._write_arena(arena, ks, device, stream)
-        elif rec is None:
-            value = self._write_outputs(ks, list(range(n)), None, device, stream)
-        else:
-            value = self._write_recorded(rec, ks, device, stream)
-        value, ready = value
+            return self._write_arena(arena, ks, device, stream, st)
+        if rec is None:
+            return self._write_outputs(ks, list(range(len(ks))), None, device, stream, st=st)
+        return self._write_recorded(rec, ks, device, stream, st)
+
+    def _extras(self, value: Any, st: Any, ks: list[int], inputs: np.ndarray,
+                labels: np.ndarray | None, device: int) -> Any:
+        """The batch with what ``batches`` was asked to yield beside it."""
+        spec = self.spec
         extra: tuple = ()
         if spec.with_indices:
-            k_arr = np.array(ks, dtype=np.int64)
-            extra = (k_arr, k_arr % len(st.inputs))
+            extra = (np.array(ks, dtype=np.int64), np.asarray(inputs, dtype=np.int64))
+        if self._with_labels:
+            buf = runtime.from_host(np.ascontiguousarray(labels, dtype=np.int64), device)
+            extra += (gpuarray.from_buffer(buf, device),)
         if self._with_targets:
             from .batch_targets import sample_targets
 
             hw = value.shape[2:4] if spec.layout == "NCHW" else value.shape[1:3]
             extra += (sample_targets(st, ks, device, tuple(hw)),)
-        return ((value, *extra) if extra else value), ready
+        return (value, *extra) if extra else value
+
+    def _make_streamed(self, b: int, device: int, stream: Any) -> Any:
+        """Batch ``b`` of a streamed source, from its decoded samples (``batch_stream``)."""
+        from .batch_stream import images_of
+        from .data.loader import wait_ready
+
+        db = self._loader.get(b)
+        if db is None:
+            raise Cancelled()
+        t0 = time.perf_counter()
+        wait_ready(db, stream)
+        ks = db.ks.tolist()
+        got = None if self._with_targets else self._stream.arena(db, device)
+        whole = None
+        if got is None:
+            whole = self._st.for_batch(images_of(db, list(range(len(ks))), device), ks)
+            value, ready = self._make_outputs(whole, ks, device, stream)
+        else:
+            rec, unclean = got
+            value, ready = self._write_arena(rec, ks, device, stream, None, db, unclean)
+        if ready is not None:
+            # the decoded images are read by the batch's kernels (and copies): they live until
+            # its event has fired, as its temporaries do
+            ready.keep = (ready.keep, db, whole)
+        got = self._extras(value, whole, ks, db.samples, db.labels, device), ready
+        self.stats["make_s"] += time.perf_counter() - t0
+        return got
 
     def _check_shapes(self, parts: list[tuple[Any, tuple[int, ...]]], ks: list[int]) -> tuple:
         """(H, W) of the batch from ``parts`` (batch positions, their outputs' shape);
@@ -239,7 +367,16 @@ class Batches:
 
     def _made(self, ks: list[int], device: int, stream: Any) -> list[gpuarray]:
         """Outputs ``ks`` by the Generator's own per-output machinery (errors raised)."""
-        made = self._st.make_many(ks, device, stream, recorded=False)
+        return self._made_in(self._st, ks, device, stream)
+
+    def _made_by(self, st: Any, ks: list[int], device: int, stream: Any) -> list[gpuarray]:
+        """:meth:`_made` by state ``st`` (None: the Generator's; else a streamed batch's)."""
+        if st is None or st is self._st:
+            return self._made(ks, device, stream)
+        return self._made_in(st, ks, device, stream)
+
+    def _made_in(self, st: Any, ks: list[int], device: int, stream: Any) -> list[gpuarray]:
+        made = st.make_many(ks, device, stream, recorded=False)
         for k, (_, err) in zip(ks, made, strict=False):
             if err is not None:
                 raise _SampleError(k, err)
@@ -248,10 +385,10 @@ class Batches:
         return [y for y, _ in made]
 
     def _write_outputs(self, ks: list[int], rows: list[int], out: Any, device: int,
-                       stream: Any, hw: tuple | None = None) -> Any:
+                       stream: Any, hw: tuple | None = None, st: Any = None) -> Any:
         """Make outputs ``ks[r]`` for ``rows`` per output and write them at ``rows``."""
         spec = self.spec
-        ys = self._made([ks[r] for r in rows], device, stream)
+        ys = self._made_by(st, [ks[r] for r in rows], device, stream)
         if out is None:
             hw = self._check_shapes([([r], tuple(y.shape)) for r, y in zip(rows, ys,
                                                                            strict=True)], ks)
@@ -263,19 +400,21 @@ class Batches:
             write_sample(out, pos[r:r + 1], src, spec, (mean, std), hw, device)
         return self._finish(out, device, stream, ys)
 
-    def _write_recorded(self, rec: Any, ks: list[int], device: int, stream: Any) -> Any:
+    def _write_recorded(self, rec: Any, ks: list[int], device: int, stream: Any,
+                        st: Any = None) -> Any:
         """Batch ``ks`` recorded at once (``batch_record``); the rest per output."""
         # (a worker is inside already; a caller that is not gets the device once per batch,
         # not once per launch)
         with runtime.on_device(device):
-            return self._recorded_on(rec, ks, device, stream)
+            return self._recorded_on(rec, ks, device, stream, st or self._st)
 
-    def _recorded_on(self, rec: Any, ks: list[int], device: int, stream: Any) -> Any:
+    def _recorded_on(self, rec: Any, ks: list[int], device: int, stream: Any,
+                     st: Any) -> Any:
         spec = self.spec
-        stacks = self._st.stacks_on(device, stream)
-        groups, left = rec.groups(ks, device, stacks, ahead=True)
+        stacks = st.stacks_on(device, stream)
+        groups, left = rec.groups(ks, device, stacks, ahead=st.plan_ahead)
         shapes = [(g.index, tuple(g.kernels()[-1].output.shape)) for g in groups]
-        ys = self._made([ks[r] for r in left], device, stream) if left else []
+        ys = self._made_by(st, [ks[r] for r in left], device, stream) if left else []
         shapes += [([r], tuple(y.shape)) for r, y in zip(left, ys, strict=True)]
         hw = self._check_shapes(shapes, ks)
         pk = batch._Pack(len(ks))
@@ -308,14 +447,30 @@ class Batches:
             write_sample(out, pos[r:r + 1], src, spec, (mean, std), hw, device)
         return self._finish(out, device, stream, (pk, groups, ys))
 
-    def _write_arena(self, rec: Any, ks: list[int], device: int, stream: Any) -> Any:
-        """Batch ``ks`` as arena gathers (``batch_arena``); the members it leaves per output."""
+    def _write_arena(self, rec: Any, ks: list[int], device: int, stream: Any,
+                     st: Any = None, db: Any = None, unclean: list[int] | None = None) -> Any:
+        """Batch ``ks`` as arena gathers (``batch_arena``); the members it leaves per output.
+
+        ``db``: a streamed batch's decoded samples, row ``r`` the recorder's input ``r``
+        (except the ``unclean`` rows, made per output with the rest it leaves).
+        """
         from .batch_arena import write
 
         spec = self.spec
-        launches, left = rec.record(ks)
+        if db is None:
+            launches, left = rec.record(ks)
+        else:
+            rows = np.setdiff1d(np.arange(len(ks)), np.asarray(unclean or [], dtype=np.int64))
+            launches, kept_left = rec.record([ks[r] for r in rows.tolist()], rows)
+            for L in launches:  # positions within the recorded rows -> batch rows
+                L.pos = rows[L.pos]
+            left = sorted({*(rows[kept_left].tolist() if kept_left else []), *(unclean or [])})
+            if left:
+                from .batch_stream import images_of
+
+                st = self._st.for_batch(images_of(db, left, device), [ks[r] for r in left])
         shapes = [(L.pos, tuple(L.shape)) for L in launches]
-        ys = self._made([ks[r] for r in left], device, stream) if left else []
+        ys = self._made_by(st, [ks[r] for r in left], device, stream) if left else []
         shapes += [([r], tuple(y.shape)) for r, y in zip(left, ys, strict=True)]
         hw = self._check_shapes(shapes, ks)
         out = runtime.empty(spec.batch_shape(len(ks), hw), np.float32, device)
@@ -438,13 +593,16 @@ def _arena_recorder(state: Any) -> Any:
 
 
 def _recorder(state: Any) -> Any:
-    """The Generator state's ``batch_record.Recorder``, or None (per-output batches)."""
+    """The Generator state's ``batch_record.Recorder`` (a ``generator_callables``
+    recorder where one callable sits among recording methods), or None (per-output
+    batches)."""
     if not RECORD_AT_ONCE or state.batch <= 1:
         return None
     rec = getattr(state, "recorder", False)
     if rec is False:
-        from . import batch_record
+        from . import batch_record, generator_callables
 
         rules = batch_record.rules_for(state.inputs, state.operations)
-        rec = state.recorder = None if rules is None else batch_record.Recorder(state, rules)
+        rec = state.recorder = generator_callables.make(state) if rules is None else \
+            batch_record.Recorder(state, rules)
     return rec

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,64 +56,188 @@ def contact_sheet(paths: list[Path], out: Path, thumb: int = 160, columns: int =
     return out
 
 
+#: outputs shown on the contact sheet
+SHEET_MAX = 64
+
+
+def check_output_folder(src: Path, out: Path) -> None:
+    """SystemExit where the output folder is, contains or lies inside the input folder (its
+    outputs would be read back as inputs, or overwrite them); checked before anything is
+    written."""
+    a = Path(os.path.realpath(src))
+    b = Path(os.path.realpath(out))
+    if a == b or b.is_relative_to(a) or a.is_relative_to(b):
+        raise SystemExit(f"millipyde augment: the output folder {str(out)!r} overlaps the input "
+                         f"folder {str(src)!r}: choose one outside it")
+
+
+class EncoderPool:
+    """Writes images through a pool of encoder threads (Pillow's encoders release the GIL),
+    at most ``4 * threads`` waiting: memory stays flat however many outputs.
+
+    Parameters
+    ----------
+    fmt : {"png", "jpeg"}
+    quality : int
+        JPEG quality.
+    threads : int
+    """
+
+    def __init__(self, fmt: str, quality: int, threads: int) -> None:
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.fmt, self.quality = fmt, quality
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="millipyde-encode")
+        self.pending: deque = deque()
+        self.limit = 4 * threads
+
+    def submit(self, path: Path, image: np.ndarray, scaled: bool = False) -> None:
+        """Write ``image`` (uint8, or float in 0..255 where ``scaled``) to ``path``."""
+        while len(self.pending) >= self.limit:
+            self.pending.popleft().result()
+        self.pending.append(self.pool.submit(self._write, path, image, scaled))
+
+    def _write(self, path: Path, image: np.ndarray, scaled: bool) -> None:
+        from PIL import Image
+
+        from .io import to_uint8
+
+        arr = np.rint(image).clip(0, 255).astype(np.uint8) if scaled else to_uint8(image)
+        if scaled and arr.ndim == 3 and arr.shape[2] == 3 and \
+                (arr[..., 0] == arr[..., 1]).all() and (arr[..., 1] == arr[..., 2]).all():
+            arr = arr[..., 0]  # a grey output (replicated in the batch) is written grey
+        if arr.ndim == 3 and arr.shape[2] == 1:
+            arr = arr[..., 0]
+        img = Image.fromarray(arr)
+        if self.fmt == "jpeg":
+            if img.mode == "RGBA":
+                img = img.convert("RGB")
+            img.save(path, "JPEG", quality=self.quality)
+        else:
+            img.save(path, "PNG", compress_level=1)
+
+    def close(self) -> None:
+        """Wait for every write (raising the first failure) and stop the threads."""
+        try:
+            while self.pending:
+                self.pending.popleft().result()
+        finally:
+            self.pool.shutdown(wait=True)
+
+
+def _compiling_notice(recipe: str) -> Path:
+    """Say that kernels compile on this recipe's first run here; the marker written after a
+    run (its path returned) says the cache holds them."""
+    import millipyde as mp
+    from millipyde.graph.codegen.loader import cache_dir
+
+    marker = cache_dir() / f"augment-{recipe}-{mp.backend()}.done"
+    if not marker.exists():
+        print(f"first run of recipe {recipe!r} on {mp.backend()}: compiling its kernels (they "
+              f"are cached in {cache_dir()} for the next runs)", flush=True)
+    return marker
+
+
 def augment(args: argparse.Namespace) -> int:
-    """Augment a folder of images (scikit-image samples by default) through a Generator."""
-    from PIL import Image
+    """Augment a folder of images (scikit-image samples by default) through a Generator.
+
+    A folder streams: its files are read and decoded in batches as they are needed (on a GPU
+    by nvImageCodec where installed), augmented in batches, and written by a pool of encoder
+    threads (PNG, or JPEG with ``--format jpeg``).
+    """
     from tqdm import tqdm
 
     import millipyde as mp
 
-    from .io import check_outputs_apart, iter_image_files, to_uint8
+    from .io import check_outputs_apart, iter_image_files
 
     if args.n < 1:
         raise SystemExit("millipyde augment: -n must be at least 1")
+    if args.batch < 1 or args.writers < 1 or not 1 <= args.quality <= 100:
+        raise SystemExit("millipyde augment: --batch and --writers must be at least 1, "
+                         "--quality in 1..100")
     if args.cluster is not None:
         return augment_on_cluster(args)
+    from .recipes import DETECTION_SAMPLES, detection_samples, operations
+
+    out_dir = Path(args.output)
+    ext = "jpg" if args.format == "jpeg" else "png"
     width = len(str(args.n - 1))
-    names = [f"aug_{i:0{width}d}.png" for i in range(args.n)] + ["contact_sheet.png"]
+    names = [f"aug_{i:0{width}d}.{ext}" for i in range(args.n)] + ["contact_sheet.png"]
+    # before anything is read, written or deleted: no output may land on an input (the
+    # folders apart, the output folder not a file, no output file an input through a link)
+    if args.input is not None:
+        if not Path(args.input).is_dir():
+            raise SystemExit(f"millipyde augment: input folder {args.input!r} is not a folder")
+        check_output_folder(Path(args.input), out_dir)
     try:
-        # before anything is read, written or deleted: no output may land on an input
-        sources = [] if args.input is None else iter_image_files(args.input)
-        check_outputs_apart(sources, args.output, names, "millipyde augment",
-                            folder=args.input)
+        sources = [] if args.input is None else iter_image_files(args.input, allow_empty=True)
+        check_outputs_apart(sources, out_dir, names, "millipyde augment")
     except (ValueError, OSError) as err:
         msg = str(err)
         raise SystemExit(msg if msg.startswith("millipyde augment:") else
                          f"millipyde augment: {msg}") from err
-    from .recipes import DETECTION_SAMPLES, detection_samples, operations
-
     if args.input is None and args.recipe == "detection":
-        inputs = detection_samples()
+        inputs: Any = detection_samples()
         source = "detection samples with boxes (" + ", ".join(DETECTION_SAMPLES) + ")"
     elif args.input is None:
         inputs = sample_images()
         source = "scikit-image samples (" + ", ".join(SAMPLES) + ")"
     else:
-        inputs = mp.images_from_path(args.input)
+        inputs = str(args.input)
         source = str(args.input)
-    out_dir = Path(args.output)
-    out_dir.mkdir(parents=True, exist_ok=True)
     # outputs stay gpuimages when they carry targets (boxes are read from them)
-    with_targets = any(x.targets is not None for x in inputs)
-    gen = mp.Generator(inputs, operations(args.recipe), outputs=args.n,
-                       return_to_host=not with_targets, seed=args.seed)
-    paths: list[Path] = []
-    boxes: list = []
-    start = time.perf_counter()
+    with_targets = not isinstance(inputs, str) and any(x.targets is not None for x in inputs)
+    marker = _compiling_notice(args.recipe)
     try:
-        for i, img in enumerate(tqdm(gen, total=args.n, desc="augment", unit="img",
-                                     disable=args.quiet)):
-            path = out_dir / f"aug_{i:0{width}d}.png"
-            boxes.append(img.boxes if with_targets else None)
-            Image.fromarray(to_uint8(np.asarray(img))).save(path)
-            paths.append(path)
+        gen = mp.Generator(inputs, operations(args.recipe), outputs=args.n,
+                           return_to_host=not with_targets, seed=args.seed)
+    except ValueError as err:
+        raise SystemExit(f"millipyde augment: {err}") from err
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / name for name in names[:-1]]
+    boxes: list = []
+    writer = EncoderPool(args.format, args.quality, args.writers)
+    start = time.perf_counter()
+    bar = tqdm(total=args.n, desc="augment", unit="img", disable=args.quiet)
+    try:
+        if args.recipe == "imagenet":
+            # every output is a 224 x 224 crop: batches, converted to 0..255 floats (uint8
+            # values exactly) in HWC order, encoded by the pool
+            i = 0
+            with gen.batches(args.batch, layout="NHWC", std=1 / 255) as bs:
+                for batch in bs:
+                    host = np.asarray(batch)
+                    for x in host:
+                        writer.submit(paths[i], x, scaled=True)
+                        i += 1
+                    bar.update(len(host))
+        else:
+            for i, img in enumerate(gen):
+                boxes.append(img.boxes if with_targets else None)
+                writer.submit(paths[i], np.asarray(img))
+                bar.update(1)
+    except BaseException:
+        writer.pool.shutdown(wait=True, cancel_futures=True)
+        raise
     finally:
+        bar.close()
         gen.close()
+    writer.close()
     elapsed = time.perf_counter() - start
-    sheet = contact_sheet(paths, out_dir / "contact_sheet.png", boxes=boxes)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+    shown = paths[:SHEET_MAX]
+    sheet = contact_sheet(shown, out_dir / "contact_sheet.png",
+                          boxes=boxes[:SHEET_MAX] if with_targets else None)
     names = ", ".join(d.name for d in mp.devices.DEVICES)
-    print(f"inputs: {len(inputs)} from {source}; recipe {args.recipe}; outputs in {out_dir}; "
-          f"contact sheet {sheet}")
+    n_in = len(gen.source)
+    print(f"inputs: {n_in} from {source}; recipe {args.recipe}; outputs in {out_dir} "
+          f"({args.format}); contact sheet {sheet} (first {len(shown)})")
+    if gen.bad_samples is not None and len(gen.bad_samples):
+        print(f"skipped {len(gen.bad_samples)} bad file(s): "
+              f"{', '.join(list(gen.bad_samples.names)[:5])}")
     print(
         f"backend {mp.backend()}, device(s) {names}: {len(paths)} images in {elapsed:.2f} s, "
         f"{len(paths) / elapsed:.1f} images/s"
@@ -248,6 +373,12 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     a.add_argument("--cluster", default=None, metavar="local[:WORKERS]|tcp://HOST:PORT",
                    help="make and write the outputs on a Dask cluster (the dask extra)")
+    a.add_argument("--format", choices=("png", "jpeg"), default="png",
+                   help="output format (default png)")
+    a.add_argument("--quality", type=int, default=90, help="JPEG quality (default 90)")
+    a.add_argument("--batch", type=int, default=64, help="outputs per batch (default 64)")
+    a.add_argument("--writers", type=int, default=min(16, os.cpu_count() or 1),
+                   help="encoder threads (default: the cores, at most 16)")
     a.set_defaults(func=augment)
     i = sub.add_parser("info", help="backend, devices and versions")
     i.set_defaults(func=info)

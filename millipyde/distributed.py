@@ -63,9 +63,14 @@ def _chunk_size(items: int, slots: int, batch: int = 1) -> int:
 
 
 # -- arguments ------------------------------------------------------------------------------
-def _sources(src: Any) -> list[str]:
+def _sources(src: Any) -> list[Any]:
+    """File paths of ``src``; a ``millipyde.data`` source gives its sample indices, and a tar
+    glob or list of ``.tar`` paths its shards' samples (:func:`_as_data_source`)."""
     from .io import iter_image_files
 
+    data_src = _as_data_source(src)
+    if data_src is not None:
+        return list(range(len(data_src)))
     if isinstance(src, (str, os.PathLike)):
         try:
             return [str(p) for p in iter_image_files(src)]
@@ -80,8 +85,33 @@ def _sources(src: Any) -> list[str]:
     return [str(p) for p in src]
 
 
-def _items(sources: list[str], outputs: int | None, fmt: str) -> list[tuple[int, int, str, str]]:
-    """``(position, sample, source, file name)`` of every output, in order."""
+def _as_data_source(src: Any) -> Any:
+    """``src`` as a streamed ``millipyde.data`` source where it is one (a Source, tar shards),
+    else None (a folder or list of files: read by path as before)."""
+    from .data import Source
+    from .data.sources import is_pathlike, is_tar
+
+    if isinstance(src, Source):
+        if src.resident:
+            raise ArgumentError("process src: in-memory inputs (data.Arrays) are not files; "
+                                "use Generator(..., client=)")
+        return src
+    if (is_pathlike(src) and is_tar(src)) or (isinstance(src, (list, tuple)) and src and
+                                             all(is_pathlike(x) and is_tar(x) for x in src)):
+        from .data import Shards
+
+        try:
+            return Shards(src)
+        except (OSError, ValueError) as err:
+            raise ArgumentError(f"process src: {err}") from err
+    return None
+
+
+def _items(sources: list[Any], outputs: int | None, fmt: str) -> list[tuple[int, int, Any, str]]:
+    """``(position, sample, source, file name)`` of every output, in order; a data source's
+    samples (ints) are written ``{i:06d}.<fmt>`` (their names need not have distinct stems)."""
+    if outputs is None and sources and isinstance(sources[0], int):
+        return [(i, i, i, f"{i:06d}.{fmt}") for i in sources]
     if outputs is None:
         seen: dict[str, str] = {}
         items = []
@@ -154,8 +184,13 @@ def process(src: Any, operations: Any, out_dir: Any, *, outputs: int | None = No
 
     Parameters
     ----------
-    src : str, os.PathLike or list of paths
-        A directory (its image files in sorted order, as ``images_from_path``) or files.
+    src : str, os.PathLike, list of paths, or millipyde.data.Source
+        A directory (its image files in sorted order, as ``images_from_path``) or files;
+        or a streamed source of :mod:`millipyde.data` (``Folder``, ``Paths``, ``Shards``,
+        ``Coco``; a ``.tar`` path, glob or list of them is made ``Shards``), whose sample
+        ``i`` is read by the workers as the Generator reads it (EXIF orientation applied)
+        and written ``{i:06d}.<fmt>`` with ``outputs=None``. A source's tasks follow its
+        groups (a tar shard per task, read in order), so shards spread over the workers.
     operations : list of Operation
         Applied in order (callables must be importable or picklable on the workers).
     out_dir : str or os.PathLike
@@ -221,14 +256,16 @@ def run_files(src: Any, operations: Any, out_dir: Any, *, outputs: int | None = 
         raise ArgumentError(f"process overwrite must be a bool, got {type(overwrite).__name__}")
     seed = check_seed(seed, "process")
     seed = mprandom.global_seed() if seed is None else seed
-    sources = _sources(src)
+    data_src = _as_data_source(src)
+    sources = _sources(data_src if data_src is not None else src)
     items = _items(sources, outputs, fmt)
     out = Path(out_dir)
     # before anything is written or deleted (overwrite=True deletes this run's names first)
     check_outputs_apart(sources, out, [it[3] for it in items] + [MANIFEST], "process",
                         folder=src if isinstance(src, (str, os.PathLike)) else None)
     out.mkdir(parents=True, exist_ok=True)
-    record = _manifest(sources, ops, seed, outputs, fmt, backend())
+    record = _manifest([str(x) for x in sources] if data_src is None else
+                       [data_src.name(i) for i in sources], ops, seed, outputs, fmt, backend())
     if to_uint8:
         record["to_uint8"] = True
     _settle_manifest(out, record, [it[3] for it in items], overwrite)
@@ -238,14 +275,19 @@ def run_files(src: Any, operations: Any, out_dir: Any, *, outputs: int | None = 
         with _client_or_local(client) as c:
             # Pipeline semantics: one output at a time, as Pipeline; Generator semantics:
             # the Generator's batches (its batched path where it would take it)
-            size = 1 if outputs is None else _generator_batch(c, sources)
-            step = _chunk_size(len(pending), _slots(c), size)
-            blocks = [items[i:i + step] for i in range(0, len(items), step)]
+            if data_src is not None:
+                size = 1
+                blocks = _source_blocks(data_src, items, _slots(c))
+            else:
+                size = 1 if outputs is None else _generator_batch(c, sources)
+                step = _chunk_size(len(pending), _slots(c), size)
+                blocks = [items[i:i + step] for i in range(0, len(items), step)]
             if size == 1:
                 blocks = [[it for it in b if it[0] in pending] for b in blocks]
             blocks = [b for b in blocks if any(it[0] in pending for it in b)]
+            shared = None if data_src is None else c.scatter(data_src, broadcast=True)
             reports = _run_chunks(c, blocks, len(items) - len(pending), len(items), ops, seed,
-                                  out, fmt, backend(), to_uint8, size)
+                                  out, fmt, backend(), to_uint8, size, shared)
     return [out / it[3] for it in items], reports
 
 
@@ -273,15 +315,31 @@ def _batch_for(shapes: list) -> int:
     return batch.batch_size(nodes)  # the Generator's own rule, on the inputs' shapes
 
 
+def _source_blocks(source: Any, items: list, slots: int) -> list[list]:
+    """Tasks of a data source's outputs: its groups (a tar shard each, read in order) cut to
+    at most ``_MAX_CHUNK`` outputs, at least about 4 tasks per worker thread."""
+    group_of = {}
+    for g, members in enumerate(source.groups()):
+        for i in members:
+            group_of[i] = g
+    step = _chunk_size(len(items), slots)
+    by_group: dict[int, list] = {}
+    for it in items:
+        by_group.setdefault(group_of[it[2]], []).append(it)
+    return [part[i:i + step] for part in by_group.values()
+            for i in range(0, len(part), step)]
+
+
 def _run_chunks(client: Any, blocks: list, done: int, total: int, ops: list, seed: int,
-                out: Path, fmt: str, backend: str, to_uint8: bool, size: int) -> list[dict]:
+                out: Path, fmt: str, backend: str, to_uint8: bool, size: int,
+                source: Any = None) -> list[dict]:
     """Submit one task per block, follow them, then raise for the items that failed."""
     from distributed import as_completed
     from tqdm import tqdm
 
     token = uuid.uuid4().hex[:12]
     futures = [client.submit(process_chunk, b, ops, seed, str(out), fmt, backend, to_uint8,
-                             size, key=f"millipyde-process-{token}-{i}", pure=False)
+                             size, source, key=f"millipyde-process-{token}-{i}", pure=False)
                for i, b in enumerate(blocks)]
     results, errors = [], []
     try:

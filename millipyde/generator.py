@@ -8,7 +8,6 @@ delivered strictly in order and the inputs are never modified.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -17,7 +16,8 @@ from . import devices
 from . import random as mprandom
 from .array import ArgumentError, gpuarray
 from .backend import ACTIVE as runtime  # the active backend
-from .generator_state import AHEAD_BYTES, _State  # noqa: F401  (tests reach _State here)
+from .generator_state import AHEAD_BYTES, StreamState, _State  # noqa: F401  (tests: _State)
+from .image import gpuimage
 from .pipeline import (
     check_device_arg,
     check_inputs,
@@ -44,12 +44,16 @@ def _check_rank(rank: Any, world_size: Any) -> tuple[int, int]:
 
 
 class Generator:
-    """Iterator of augmented copies of `inputs`, cycling through them in order.
+    """Iterator of augmented copies of its source's samples, epoch after epoch.
 
     Parameters
     ----------
-    inputs : list of gpuarray, or str / os.PathLike
-        Arrays/images (never modified), or a directory of images (``mp.images_from_path``).
+    inputs : list of gpuarray, str / os.PathLike, list of paths, or millipyde.data.Source
+        Arrays/images in memory (never modified); a folder (recursive: class subfolders give
+        ``labels`` and ``classes``, as torchvision's ImageFolder); a list of image paths; tar
+        shards in the WebDataset layout (a ``.tar`` path, a glob, or a list of them); or a
+        source of :mod:`millipyde.data` (``Coco``, ...). Folders, paths and shards stream:
+        nothing is decoded before it is needed, memory is bounded by a read-ahead window.
     operations : list of Operation
         Applied in order to each copy.
     device : int, optional
@@ -67,9 +71,26 @@ class Generator:
         gpuarray inputs are scattered to them once, here. `device` must then be None.
     rank, world_size : int, optional
         Data-parallel shares: this Generator yields only the outputs ``k`` with
-        ``k % world_size == rank`` (same values as a Generator without them makes for those
-        ``k``); ``outputs`` counts every rank's outputs. Give both or neither; not with
-        `client`.
+        ``k % world_size == rank``; ``outputs`` counts every rank's outputs. Give both or
+        neither; not with `client`.
+    shuffle : bool, default False
+        Draw each epoch's order from ``(seed, epoch)`` (:meth:`set_epoch`), as torch's
+        ``DistributedSampler``; every rank's share of an epoch has the same length (padded
+        with its own samples), disjoint before padding, complete together.
+    drop_last : bool, default False
+        Cut every rank's share of an epoch to ``n // world_size`` instead of padding it.
+    strict : bool, default False
+        A file that cannot be read or decoded raises ``millipyde.data.BadSampleError``;
+        by default it is skipped with one ``UserWarning`` naming it, counted in
+        :attr:`bad_samples`, and its place refilled from this rank's share.
+    labels : sequence of int, optional
+        One label per input (in-memory inputs, or a list of paths).
+    decoder : {"auto", "pillow", "nvimgcodec"}, default "auto"
+        How streamed sources decode: nvImageCodec on CUDA GPUs where it is installed, Pillow
+        on a thread pool otherwise.
+    read_ahead : int, optional
+        Bound in bytes on a streamed source's encoded samples read ahead of the decoder
+        (default 256 MiB; at least one sample is always read).
 
     Raises
     ------
@@ -86,30 +107,54 @@ class Generator:
 
     def __init__(self, inputs: Any, operations: Any, device: Any = None, outputs: Any = None,
                  return_to_host: Any = False, seed: Any = None, client: Any = None,
-                 rank: Any = None, world_size: Any = None, **kwargs: Any) -> None:
+                 rank: Any = None, world_size: Any = None, *, shuffle: Any = False,
+                 drop_last: Any = False, strict: Any = False, labels: Any = None,
+                 decoder: Any = "auto", read_ahead: Any = None, **kwargs: Any) -> None:
         self._state: _State | None = None
+        self._stream: Any = None
         if kwargs:
             raise ArgumentError(f"Generator got unknown keyword argument(s): {', '.join(kwargs)}")
+        for v, name in ((shuffle, "shuffle"), (drop_last, "drop_last"), (strict, "strict")):
+            if not isinstance(v, (bool, np.bool_)):
+                raise ArgumentError(f"Generator {name} must be True or False, got {v!r}")
+        from . import data
+
+        if read_ahead is not None and (isinstance(read_ahead, bool) or not isinstance(
+                read_ahead, (int, np.integer)) or read_ahead < 1):
+            raise ArgumentError(f"Generator read_ahead must be an int >= 1 (bytes) or None, "
+                                f"got {read_ahead!r}")
+        if decoder not in data.DECODERS:
+            raise ArgumentError(f"Generator decoder must be one of {data.DECODERS}, got "
+                                f"{decoder!r}")
         if client is not None:  # outputs made on a Dask cluster (millipyde.distributed)
             from ._distributed_generator import attach_generator
 
             if rank is not None or world_size is not None:
                 raise ArgumentError("Generator rank/world_size cannot be combined with client")
+            if shuffle or drop_last or labels is not None:
+                raise ArgumentError("Generator shuffle/drop_last/labels cannot be combined "
+                                    "with client")
             attach_generator(self, inputs, operations, device, outputs, return_to_host, seed,
                              client)
             return
-        if isinstance(inputs, (str, os.PathLike)):
-            from .io import images_from_path
-
-            try:
-                inputs = images_from_path(inputs)
-            except (FileNotFoundError, NotADirectoryError) as err:
-                raise ArgumentError(f"Generator inputs: {err}") from err
-        items = check_inputs(inputs, "Generator")
-        if not items:
-            raise ArgumentError("Generator needs at least one input")
+        try:
+            source = data.as_source(inputs, labels)
+        except (FileNotFoundError, NotADirectoryError, PermissionError) as err:
+            raise ArgumentError(f"Generator inputs: {err}") from err
+        except ValueError as err:
+            raise ArgumentError(f"Generator inputs: {err}") from err
+        streamed = source is not None and not source.resident
+        if source is not None and source.resident:  # data.Arrays: in memory
+            labels = source.labels
+            inputs = [x if isinstance(x, gpuarray) else gpuimage(x) for x in source.items]
+        items: list = []
+        if not streamed:
+            items = check_inputs(inputs, "Generator")
+            if not items:
+                raise ArgumentError("Generator needs at least one input")
         ops = check_operations(operations, "Generator")
-        check_methods(items, ops, "Generator")
+        if not streamed:
+            check_methods(items, ops, "Generator")
         dev = check_device_arg(device, "Generator")
         if dev is None:
             dev = devices.get_current_device()  # the `with Device` target, else the best device
@@ -129,23 +174,115 @@ class Generator:
         items = [private_handle(x) for x in items]
         self.device: int = dev
         # batches() spread over every device unless one is chosen; a data-parallel rank keeps
-        # to its own (the current) device, as its training process does
+        # to its own (the current) device, as its training process does; a streamed source
+        # decodes on one device (one process per GPU: rank=, world_size=)
         self._pinned = device is not None or devices.target_device() is not None or \
-            world > 1
+            world > 1 or streamed
         self.rank: int = rank
         self.world_size: int = world
         self.outputs: int | None = None if outputs is None else int(outputs)
         self.return_to_host: bool = bool(return_to_host)
         self.seed: int = mprandom.global_seed() if seed is None else seed
-        self._state = _State(items, ops, dev, self.seed, self.outputs, self.return_to_host,
-                             rank, world)
+        self._epoch = 0
+        #: the source's classes (folders of classes), else None
+        self.classes: list[str] | None = None
+        #: one int64 label per sample (or input), else None
+        self.labels: np.ndarray | None = None
+        n = len(source) if streamed else len(items)
+        # in-memory inputs in order with a count of outputs keep the thesis's cycle (output k
+        # is input k % n) where world_size does not divide them (EpochSampler's cycle)
+        cycle = not streamed and not shuffle and not drop_last and outputs is not None and \
+            n % world != 0
+        try:
+            self.sampler = data.EpochSampler(n, world, rank, bool(shuffle), self.seed,
+                                             bool(drop_last), cycle)
+        except ValueError as err:
+            raise ArgumentError(f"Generator: {err}") from None
+        if streamed:
+            from .batch_stream import Stream
+
+            self.source = source
+            self.classes, self.labels = source.classes, source.labels
+            self._stream = Stream(source, self.sampler, ops, self.seed, decoder, bool(strict),
+                                  **({} if read_ahead is None else {"window": int(read_ahead)}))
+        else:
+            from .data import Arrays
+
+            if labels is not None:
+                labels = data.sources.check_labels(labels, n, "Generator")
+            self.labels = labels
+            self.source = Arrays(items, labels)
+        self._ops = ops
+        self._state = self._new_state(0)
+
+    def _new_state(self, epoch: int) -> _State:
+        """The state ``next()`` runs on, from the start of ``epoch``."""
+        start = self.sampler.start(epoch)
+        if self._stream is not None:
+            return StreamState(self._stream, list(self._ops), self.device, self.seed,
+                               self.outputs, self.return_to_host, self.rank, self.world_size,
+                               start)
+        return _State(self.source.items, list(self._ops), self.device, self.seed,
+                      self.outputs, self.return_to_host, self.rank, self.world_size,
+                      self.sampler, start)
 
     @property
     def inputs(self) -> list[gpuarray]:
-        """The inputs outputs are copied from, as they were when the Generator was made (new
-        handles on those values: recording on them changes neither the Generator nor the
-        arrays it was given)."""
+        """The in-memory inputs outputs are copied from, as they were when the Generator was
+        made (new handles on those values: recording on them changes neither the Generator
+        nor the arrays it was given).
+
+        Raises
+        ------
+        TypeError
+            The Generator streams its source (see :attr:`source`): nothing is in memory.
+        """
+        if self._stream is not None:
+            raise TypeError(f"a Generator over {self.source!r} streams its samples: it has no "
+                            "in-memory inputs (see Generator.source)")
         return [private_handle(x) for x in self._state.inputs]
+
+    @property
+    def epoch(self) -> int:
+        """The epoch that ``next()`` and new ``batches()`` start from (:meth:`set_epoch`)."""
+        return self._epoch
+
+    def set_epoch(self, epoch: Any) -> None:
+        """Start ``next()`` and the ``batches()`` made from now on at epoch ``epoch``, as
+        torch's ``DistributedSampler.set_epoch``: its order (``shuffle=True``) and every
+        draw depend on ``(seed, epoch)``. ``next()`` restarts there (outputs made ahead are
+        dropped).
+
+        Raises
+        ------
+        ValueError
+            `epoch` is not an int >= 0, or the Generator cycles its in-memory inputs in order
+            with a count of ``outputs`` that ``world_size`` does not divide (no epochs).
+        """
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
+            raise ArgumentError(f"set_epoch needs an int >= 0, got {epoch!r}")
+        if not isinstance(self._state, _State):
+            raise ArgumentError("set_epoch needs a Generator of this process (no client=)")
+        try:
+            self.sampler.start(int(epoch))
+        except ValueError as err:
+            raise ArgumentError(f"set_epoch: {err}") from None
+        self._epoch = int(epoch)
+        old = self._state
+        self._state = self._new_state(self._epoch)
+        old.stop(join=old.group is not None)
+
+    @property
+    def epoch_length(self) -> int:
+        """This rank's outputs per epoch (``ceil(n / world_size)``, or ``n // world_size``
+        with ``drop_last``)."""
+        return self.sampler.length
+
+    @property
+    def bad_samples(self) -> Any:
+        """The files a streamed source skipped (``millipyde.data.BadSamples``: ``names``, a
+        dict of file to reason, and ``skipped``, the outputs refilled); None in memory."""
+        return None if self._stream is None else self._stream.bad
 
     @property
     def operations(self) -> list:
@@ -156,15 +293,16 @@ class Generator:
         """The fused plan (kernels, devices, bytes) that produces output number ``output``."""
         from .graph.explain import explain_operations
 
-        items = self._state.inputs
-        x = items[output % len(items)]
+        items = self.inputs
+        x = items[self._state.input_index(output)]
         return explain_operations(x, self._state.operations, self.seed, output, copy=True,
                                   title=f"Generator output {output}")
 
     def batches(self, size: Any, *, shape: Any = None, layout: Any = "NCHW",
                 dtype: Any = "float32", mean: Any = None, std: Any = None, channels: Any = 3,
                 drop_last: Any = False, with_indices: Any = False,
-                with_targets: Any = False) -> Any:
+                with_targets: Any = False, with_labels: Any = False,
+                epochs: Any = None) -> Any:
         """Stacked, converted training batches of this Generator's outputs (an iterator).
 
         Batch ``b`` holds this rank's outputs ``b * size .. b * size + size - 1`` (a fresh
@@ -196,6 +334,16 @@ class Generator:
             Also yield, last, a list with each sample's :class:`millipyde.targets.Targets`
             (boxes, labels, keypoints, mask) moved through its operations and the resize to
             ``shape``; None for samples whose input has no targets. Method Operations only.
+        with_labels : bool
+            Also yield each sample's label (the Generator's ``labels``, or its source's): an
+            int64 gpuarray of shape (n,) on the batch's device, after the indices and before
+            the targets. ``with_labels=True`` alone yields ``(batch, labels)``.
+        epochs : int, optional
+            Yield this many whole epochs from :attr:`epoch`, each ending with its own last
+            batch (smaller, or dropped with `drop_last`): ``len()`` is then ``epochs`` times
+            the batches of one epoch. Default: batches run on from :attr:`epoch` across epoch
+            ends (``outputs=None``: for ever), batch ``b`` holding this rank's outputs
+            ``b * size ..`` from the start of the epoch.
 
         Returns
         -------
@@ -227,24 +375,40 @@ class Generator:
                                 "client=)")
         spec = BatchSpec.check(size, shape, layout, dtype, mean, std, channels, drop_last,
                                with_indices)
-        if not isinstance(with_targets, (bool, np.bool_)):
-            raise ValueError(f"with_targets must be True or False, got {with_targets!r}")
+        for v, name in ((with_targets, "with_targets"), (with_labels, "with_labels")):
+            if not isinstance(v, (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {v!r}")
         if with_targets:
             from .batch_targets import check_operations
 
             check_operations(self._state.operations)
+        if with_labels and self.labels is None:
+            raise ArgumentError("with_labels=True needs labels: class subfolders, tar "
+                                "members' .cls/.json, or Generator(..., labels=)")
+        if epochs is not None:
+            if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or \
+                    epochs < 1:
+                raise ArgumentError(f"epochs must be an int >= 1 or None, got {epochs!r}")
+            if self.outputs is not None:
+                raise ArgumentError("epochs= counts whole epochs: give it with outputs=None")
+            if self.sampler.cycle:
+                raise ArgumentError("epochs= needs equal shares (shuffle=True, drop_last, "
+                                    "or a world_size dividing the inputs)")
         devs = [self.device] if self._pinned else list(range(devices.get_device_count()))
         st = self._state
-        largest = max(st.inputs, key=lambda a: a.shape[0] * a.shape[1])
+        # a sample's size: shape=, else the largest in-memory input (a streamed source's
+        # samples are known when decoded: its batches are checked as they are allocated)
+        hw = spec.shape or (max((a.shape[:2] for a in st.inputs), key=lambda s: s[0] * s[1])
+                            if st.inputs else None)
         samples = spec.size if st.outputs is None else min(spec.size, st.outputs)
-        for d in devs:
-            spec.check_fits(samples, spec.shape or largest.shape[:2], runtime.memory_bytes(d),
-                            d)
+        for d in devs if hw is not None else ():
+            spec.check_fits(samples, hw, runtime.memory_bytes(d), d)
         # a cold kernel cache: every kernel of the chain compiled at once in worker processes
         from .precompile import before_batches
 
         before_batches(self, spec)
-        return Batches(self, spec, devs, bool(with_targets))
+        return Batches(self, spec, devs, bool(with_targets), with_labels=bool(with_labels),
+                       epochs=None if epochs is None else int(epochs), epoch=self._epoch)
 
     def __iter__(self) -> Generator:
         return self
@@ -284,6 +448,7 @@ class Generator:
     def __repr__(self) -> str:
         st = self._state
         n = "infinite" if self.outputs is None else self.outputs
-        return (f"<Generator: {len(st.inputs)} inputs, "
+        what = f"{self.source!r}" if self._stream is not None else f"{len(st.inputs)} inputs"
+        return (f"<Generator: {what}, "
                 f"[{', '.join(op.name for op in st.operations)}], device={self.device}, "
                 f"outputs={n}>")

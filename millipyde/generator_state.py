@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import faults, targets
+from . import config, faults, targets
 from .array import gpuarray
 from .backend import ACTIVE as runtime  # the active backend
 from .batch_targets import sample_targets
@@ -38,24 +38,57 @@ from .workers import (
 AHEAD_BYTES = 1 << 30
 
 
+#: outputs a worker makes at once from inputs of several sizes (arena gathers)
+MIXED_BATCH = 32
+
+
+def _arena_candidate(inputs: list, operations: list) -> bool:
+    """Whether an arena gather may record these Operations on these inputs: images, and
+    Operations that are op forms or user ops (``batch_arena.make`` decides at first use)."""
+    from .decorators import UserOp
+    from .image import gpuimage
+    from .ops import FORMS
+
+    return all(isinstance(x, gpuimage) and x.ndim in (2, 3) for x in inputs) and all(
+        op.method in FORMS if op.method is not None
+        else isinstance(op.function, UserOp) and not op.kwargs for op in operations)
+
+
 class _State:
     """What the workers share with the Generator (kept apart so ``__del__`` can run)."""
 
+    #: a batch's recording may plan the templates of the batches after it (its outputs ahead
+    #: are outputs of this state)
+    plan_ahead = True
+
     def __init__(self, inputs: list[gpuarray], operations: list, device: int, seed: int,
                  outputs: int | None, return_to_host: bool, rank: int = 0,
-                 world: int = 1) -> None:
+                 world: int = 1, sampler: Any = None, start: int | None = None) -> None:
         self.inputs = inputs
         self.operations = operations
         self.device = device
         self.seed = seed
         self.rank, self.world = rank, world
+        # which input output k shows (``data.EpochSampler``; None: input k % n), and the
+        # output index of this rank's first output (the start of an epoch)
+        self.sampler = sampler
+        self.start_k = rank if start is None else int(start)
         # this rank's share of the outputs: global output k belongs to rank k % world
         self.outputs = None if outputs is None else len(range(rank, outputs, world))
         self.return_to_host = return_to_host
         # same-shape inputs: a worker makes `batch` outputs at once, one launch per kernel
-        self.batch = batch.batch_size([x._node for x in inputs])
+        self.batch = batch.batch_size([x._node for x in inputs]) if inputs else 1
+        # inputs of several sizes whose Operations an arena gather may record: a worker makes
+        # up to MIXED_BATCH outputs at once as arena gathers (``_make_arena``), gates as data,
+        # so every coin pattern shares one compiled kernel
+        self.mixed = self.batch == 1 and len(inputs) > 1 and _arena_candidate(inputs,
+                                                                              operations)
+        if self.mixed:
+            self.batch = min(MIXED_BATCH, config.generator_batch(batch.BATCH))
+            self.mixed = self.batch > 1
         self.workers = workers_per_device(batched=self.batch > 1)
-        self.ramp = any(op.method not in RECORDING_METHODS for op in operations)
+        # a mixed chunk's first outputs may be made one by one (ramped like callables)
+        self.ramp = self.mixed or any(op.method not in RECORDING_METHODS for op in operations)
         self.depth = 2 * self.workers  # outputs made ahead of next(): bounded memory
         if self.batch > 1:
             # a worker starts the next batch while next() hands out the last one, within
@@ -89,7 +122,18 @@ class _State:
 
     def global_index(self, j: int) -> int:
         """The Generator-wide output index of this rank's ``j``-th output."""
-        return self.rank + self.world * j
+        return self.start_k + self.world * j
+
+    def for_batch(self, inputs: list[gpuarray], ks: Any) -> BatchState:
+        """A state over some decoded samples of a streamed batch: output ``ks[r]`` shows
+        ``inputs[r]`` (:class:`BatchState`)."""
+        return BatchState(self, inputs, ks)
+
+    def input_index(self, k: Any) -> Any:
+        """The input output ``k`` shows (an int, or an int64 array for an array of ``k``)."""
+        if self.sampler is not None:
+            return self.sampler.sample_of(k)
+        return k % len(self.inputs)
 
     def _want(self) -> int:
         """Outputs the next claim takes: a whole batch, or what is left of ``outputs``.
@@ -132,7 +176,7 @@ class _State:
 
     def _make(self, j: int, device: int, stream: Any) -> Any:
         k = self.global_index(j)
-        src = self.inputs[k % len(self.inputs)]
+        src = self.inputs[self.input_index(k)]
         y = src.clone()  # this thread targets `device`, so the copy is made there
         apply_operations(y, self.operations, self.seed, k, device, stream, lambda: self.stopped)
         if self.return_to_host:
@@ -155,7 +199,13 @@ class _State:
         skipped as gated off where they have an identity form (one group for every coin
         pattern); the kernels then run batched (``batch.materialize_batch``).
         """
-        if self.batch <= 1:
+        if self.mixed:
+            from .batches import _arena_recorder
+
+            rec = _arena_recorder(self) if recorded else None
+            if rec is not None:
+                return self._make_arena(rec, ks, device, stream, to_host)
+        if self.batch <= 1 or self.mixed:
             return self._make_each(ks, device, stream, to_host)
         stacks = self.stacks_on(device, stream)
         # armed faults count checks per output and operation: only the per-output path has them
@@ -167,7 +217,7 @@ class _State:
                 return self._make_recorded(rec, ks, device, stream, to_host, stacks)
         ys, late = [], None
         for k in ks:
-            y = self.inputs[k % len(self.inputs)].clone()
+            y = self.inputs[self.input_index(k)].clone()
             try:
                 record_operations(y, self.operations, self.seed, k, device,
                                   lambda: self.stopped, batch.LIFT_GATES)
@@ -242,7 +292,7 @@ class _State:
                     out.append((None, err or RuntimeError(f"output {k} was not made")))
                     return out
             else:
-                src = self.inputs[k % len(self.inputs)]
+                src = self.inputs[self.input_index(k)]
                 y = src._new_like(values[r])
                 if not to_host and targets.ANY and targets.of(src._node) is not None:
                     # no graph carried them here: the output's targets by recording its
@@ -252,12 +302,51 @@ class _State:
             out.append((np.asarray(y) if to_host else y, None))
         return out
 
+    def _make_arena(self, rec: Any, ks: list[int], device: int, stream: Any,
+                    to_host: bool) -> list[tuple[Any, Any]]:
+        """:meth:`make_many` of inputs of several sizes as arena gathers (``batch_arena``):
+        outputs of one size share a launch and a buffer (their views); the outputs the arena
+        leaves (a warp clip, a crop outside the image) are made one by one, as before. Inputs
+        with targets get theirs as ``Generator.batches`` computes them (``batch_targets``)."""
+        from . import batch_arena, batch_targets
+
+        values: list[Any] = [None] * len(ks)
+        try:
+            launches, left = rec.record(ks)
+            if launches:
+                outs, keep = batch_arena.native(launches, rec.arena(device), device)
+                for L, buf in zip(launches, outs, strict=True):
+                    for r, view in zip(L.pos.tolist(), runtime.members(buf), strict=True):
+                        values[r] = leaf(runtime.reshape(view, L.shape), L.shape, L.dtype,
+                                         device)
+                sync(stream)
+                del keep
+        except Exception as err:
+            return [(None, kernels_failed(self.operations, err))]
+        made = dict(zip(left, self._make_each([ks[r] for r in left], device, stream, False),
+                        strict=False))
+        out: list[tuple[Any, Any]] = []
+        for r, k in enumerate(ks):
+            if values[r] is None:
+                y, err = made.get(r, (None, None))
+                if err is not None or y is None:
+                    out.append((None, err or RuntimeError(f"output {k} was not made")))
+                    return out
+            else:
+                src = self.inputs[self.input_index(k)]
+                y = src._new_like(values[r])
+                if targets.of(src._node) is not None:
+                    (t,) = batch_targets.sample_targets(self, [k], device, y.shape[:2])
+                    targets.attach(y._node, t)
+            out.append((np.asarray(y) if to_host else y, None))
+        return out
+
     def _make_each(self, ks: list[int], device: int, stream: Any,
                    to_host: bool) -> list[tuple[Any, Any]]:
         """``make_many`` one output at a time (inputs of several shapes)."""
         made: list[tuple[Any, Any]] = []
         for k in ks:
-            y = self.inputs[k % len(self.inputs)].clone()
+            y = self.inputs[self.input_index(k)].clone()
             try:
                 apply_operations(y, self.operations, self.seed, k, device, stream,
                                  lambda: self.stopped)
@@ -296,7 +385,7 @@ class _State:
     def failure(self, k: int, err: BaseException, device: int) -> PipelineError:
         """The PipelineError that reports ``err`` for global output ``k`` (chained); a
         KeyboardInterrupt in a worker is raised here as a KeyboardInterrupt."""
-        i = k % len(self.inputs)
+        i = self.input_index(k) if self.inputs else -1
         reraise_interrupt(getattr(err, "cause", err), f"Generator output {k} (input {i})")
         if isinstance(err, StepError):
             out = PipelineError(
@@ -318,3 +407,93 @@ class _State:
                 self.group.threads:
             # Workers check `stopped` between operations; a hung one is abandoned (daemon).
             self.group.join(time.monotonic() + 30.0)
+
+
+class BatchState(_State):
+    """Samples of one decoded batch of a streamed Generator as in-memory inputs, made by the
+    machinery above: output ``ks[r]`` shows ``inputs[r]``, with its own draws."""
+
+    plan_ahead = False  # the outputs after this batch are not its own
+
+    def __init__(self, parent: _State, inputs: list[gpuarray], ks: Any) -> None:
+        super().__init__(inputs, parent.operations, parent.device, parent.seed, None,
+                         parent.return_to_host, parent.rank, parent.world)
+        karr = np.asarray(ks, dtype=np.int64).reshape(-1)
+        order = np.argsort(karr, kind="stable")
+        self._sorted, self._rows = karr[order], order
+
+    def input_index(self, k: Any) -> Any:
+        at = self._rows[np.searchsorted(self._sorted, k)]
+        return int(at) if np.ndim(at) == 0 else at
+
+
+class StreamState(_State):
+    """``next()`` over a streamed source: chunks of ``CHUNK`` outputs, read and decoded ahead
+    by a Loader (``batch_stream``), each made as a :class:`BatchState`."""
+
+    CHUNK = 32
+
+    def __init__(self, stream: Any, operations: list, device: int, seed: int,
+                 outputs: int | None, return_to_host: bool, rank: int, world: int,
+                 start: int) -> None:
+        super().__init__([], operations, device, seed, outputs, return_to_host, rank, world,
+                         stream.sampler, start)
+        self.stream = stream
+        self.batch = self.CHUNK
+        self.workers = 1  # one decode thread feeds it; outputs are made in order
+        self.ramp = False
+        self.depth = 2 * self.CHUNK
+        self.loader: Any = None
+
+    def _plan(self, b: int) -> Any:
+        j0 = b * self.CHUNK
+        n = self.CHUNK if self.outputs is None else min(self.CHUNK, self.outputs - j0)
+        if n <= 0:
+            return None
+        return self.start_k + self.world * (j0 + np.arange(n, dtype=np.int64))
+
+    def start(self) -> None:
+        if self.loader is None:
+            self.loader = self.stream.loader(self._plan, self.device)
+        super().start()
+
+    def _make_batch(self, j0: int, n: int, device: int, stream: Any) -> list[tuple[Any, Any]]:
+        from .batch_stream import images_of
+        from .data.loader import wait_ready
+
+        db = self.loader.get(j0 // self.CHUNK)
+        if db is None:
+            raise Cancelled()
+        wait_ready(db, stream)
+        ks = db.ks.tolist()
+        part = self.for_batch(images_of(db, list(range(len(ks))), device), ks)
+        return part.make_many(ks, device, stream, self.return_to_host)
+
+    def take(self) -> Any:
+        try:
+            return super().take()
+        finally:
+            self.stream.bad.warn_pending(stacklevel=4)
+
+    def failure(self, k: int, err: BaseException, device: int) -> BaseException:
+        from .data.loader import BadSampleError
+
+        if isinstance(err, BadSampleError):  # strict=True, or nothing could refill
+            return err
+        name = self.stream.source.name(int(self.sampler.sample_of(k)))
+        reraise_interrupt(getattr(err, "cause", err), f"Generator output {k} ({name})")
+        if isinstance(err, StepError):
+            out = PipelineError(
+                f"Generator: {err.what} failed on output {k} (sample {name!r}) on device "
+                f"{device}: {type(err.cause).__name__}: {err.cause}")
+            out.__cause__ = err.cause
+            return out
+        out = PipelineError(f"Generator failed on output {k} (sample {name!r}) on device "
+                            f"{device}: {type(err).__name__}: {err}")
+        out.__cause__ = err
+        return out
+
+    def stop(self, join: bool = True) -> None:
+        super().stop(join)
+        if self.loader is not None:
+            self.loader.close(join)

@@ -57,11 +57,12 @@ import os
 import stat
 import threading
 import warnings
+from io import BytesIO as _BytesIO
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, BinaryIO, Union
 
 import numpy as np
-from PIL import Image, ImageFile, UnidentifiedImageError
+from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from . import config
 
@@ -70,11 +71,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IMAGE_EXTENSIONS",
+    "decode_array",
     "image_from_path",
     "images_from_path",
     "iter_image_files",
     "load_array",
     "max_image_pixels",
+    "open_regular",
+    "pixel_limit",
+    "read_regular",
     "set_max_image_pixels",
 ]
 
@@ -260,38 +265,159 @@ def load_array(path: PathType) -> np.ndarray:
     """
     p = _as_path(path, "path")
     fh = _open_regular(p)
+    with fh:
+        return _decode_named(fh, str(p), exif=False, locked=True)
+
+
+def _decode_open(fh: BinaryIO, exif: bool) -> np.ndarray:
+    """Decode the image in ``fh`` (Pillow's errors propagate): the size refused above the
+    pixel limit before any pixel is decoded, every pixel decoded, EXIF orientation applied
+    where ``exif``."""
+    with Image.open(fh) as img:
+        limit = _pixel_limit()
+        width, height = img.size
+        if width * height > limit:
+            raise Image.DecompressionBombError(
+                f"Image size ({width * height} pixels) exceeds limit of "
+                f"{limit} pixels, could be decompression bomb DOS attack."
+            )
+        img.load()  # full decode: truncated / corrupt data fails here
+        if exif and img.getexif().get(_EXIF_ORIENTATION, 1) in range(2, 9):
+            with ImageOps.exif_transpose(img) as upright:
+                return _to_array(upright)
+        return _to_array(img)
+
+
+def _decode_named(fh: BinaryIO, name: str, exif: bool, locked: bool) -> np.ndarray:
+    """:func:`_decode_open` with its errors as the ValueErrors of :func:`load_array`, naming
+    ``name``. ``locked``: under the module lock, with Pillow's switches held safe (else only
+    where a caller turned ``LOAD_TRUNCATED_IMAGES`` on, which the lock turns off)."""
     try:
-        with fh, _LOAD_LOCK, warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            saved_truncated = ImageFile.LOAD_TRUNCATED_IMAGES
-            ImageFile.LOAD_TRUNCATED_IMAGES = False
-            try:
-                with Image.open(fh) as img:
-                    limit = _pixel_limit()
-                    width, height = img.size
-                    if width * height > limit:
-                        raise Image.DecompressionBombError(
-                            f"Image size ({width * height} pixels) exceeds limit of "
-                            f"{limit} pixels, could be decompression bomb DOS attack."
-                        )
-                    img.load()  # full decode: truncated / corrupt data fails here
-                    return _to_array(img)
-            finally:
-                ImageFile.LOAD_TRUNCATED_IMAGES = saved_truncated
+        if locked or ImageFile.LOAD_TRUNCATED_IMAGES:
+            with _LOAD_LOCK, warnings.catch_warnings():
+                warnings.simplefilter("error", Image.DecompressionBombWarning)
+                saved_truncated = ImageFile.LOAD_TRUNCATED_IMAGES
+                ImageFile.LOAD_TRUNCATED_IMAGES = False
+                try:
+                    return _decode_open(fh, exif)
+                finally:
+                    ImageFile.LOAD_TRUNCATED_IMAGES = saved_truncated
+        # Pillow's defaults hold: decoders release the GIL, so threads decode in parallel
+        return _decode_open(fh, exif)
     except (FileNotFoundError, PermissionError, MemoryError):
         raise
     except _ModeError as exc:
-        raise ValueError(f"cannot load image {str(p)!r}: {exc}") from exc
+        raise ValueError(f"cannot load image {name!r}: {exc}") from exc
     except UnidentifiedImageError as exc:
-        raise ValueError(f"cannot load image {str(p)!r}: not an image file") from exc
+        raise ValueError(f"cannot load image {name!r}: not an image file") from exc
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise ValueError(
-            f"cannot load image {str(p)!r}: refused as a possible decompression bomb ({exc})"
+            f"cannot load image {name!r}: refused as a possible decompression bomb ({exc})"
         ) from exc
     except Exception as exc:  # Pillow raises many kinds on corrupt data
         raise ValueError(
-            f"cannot load image {str(p)!r}: truncated or corrupt ({type(exc).__name__}: {exc})"
+            f"cannot load image {name!r}: truncated or corrupt ({type(exc).__name__}: {exc})"
         ) from exc
+
+
+#: the EXIF tag of the orientation (1 = upright; 2..8 flips and rotations)
+_EXIF_ORIENTATION = 0x0112
+
+
+def open_regular(path: PathType) -> BinaryIO:
+    """Open a regular file for binary reading, never blocking (the rules of the module doc).
+
+    Raises
+    ------
+    FileNotFoundError
+        `path` does not exist (a dangling symlink is also a ValueError).
+    ValueError
+        `path` is a directory, FIFO, socket, device file or symlink loop (naming it).
+    PermissionError
+        It cannot be read.
+    """
+    return _open_regular(_as_path(path, "path"))
+
+
+def read_regular(path: PathType, max_bytes: int | None = None) -> bytes:
+    """The bytes of a regular file, opened as :func:`open_regular` opens it (non-blocking,
+    the descriptor checked with ``fstat``), in few system calls: a dataset reads many.
+
+    Raises
+    ------
+    ValueError
+        As :func:`open_regular`, and for a file of more than ``max_bytes`` bytes (naming it
+        and its size; nothing of it is read).
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        # the checked opening says why (missing, a dangling link, a loop, permissions)
+        with open_regular(path):
+            pass
+        fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_regular(Path(os.fspath(path)), st.st_mode)
+        size = st.st_size
+        if max_bytes is not None and size > max_bytes:
+            raise ValueError(f"cannot load image {os.fspath(path)!r}: {size} bytes, over the "
+                             f"limit of {max_bytes} bytes for one file")
+        limit = size + 1 if max_bytes is None else min(size + 1, max_bytes + 1)
+        parts = []
+        got = 0
+        while got < limit:
+            part = os.read(fd, limit - got)
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+    finally:
+        os.close(fd)
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
+    if max_bytes is not None and len(data) > max_bytes:  # it grew since fstat
+        raise ValueError(f"cannot load image {os.fspath(path)!r}: over the limit of "
+                         f"{max_bytes} bytes for one file")
+    return data
+
+
+def decode_array(data: bytes | memoryview, name: str, *, exif: bool = True) -> np.ndarray:
+    """Decode one encoded image (a whole file's bytes) as :func:`load_array` decodes a file.
+
+    Parameters
+    ----------
+    data : bytes
+        The encoded image (PNG, JPEG, TIFF, ...).
+    name : str
+        What error messages call it (its path, or ``shard.tar:member``).
+    exif : bool, default True
+        Apply the EXIF orientation (a photograph taken sideways comes out upright, as
+        torchvision's and Pillow's ``exif_transpose``).
+
+    Returns
+    -------
+    numpy.ndarray
+        The array of :func:`load_array` (the mode table of the module doc).
+
+    Raises
+    ------
+    ValueError
+        Not an image, truncated, corrupt, empty, or a decompression bomb; naming `name`.
+
+    Notes
+    -----
+    Unlike :func:`load_array` this does not serialize decodes: while Pillow's
+    ``LOAD_TRUNCATED_IMAGES`` keeps its default (off), threads decode in parallel.
+    """
+    return _decode_named(_BytesIO(data), name, exif=exif, locked=False)
+
+
+def pixel_limit() -> int:
+    """The number of pixels above which an image is refused as a decompression bomb:
+    :func:`max_image_pixels`, or Pillow's ``MAX_IMAGE_PIXELS`` where a caller set it lower."""
+    return _pixel_limit()
 
 
 def image_from_path(path: PathType) -> gpuimage:

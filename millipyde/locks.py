@@ -1,9 +1,12 @@
 """One commit lock per gpuarray: what makes concurrent updates of one array serial.
 
-A Pipeline worker holds an input's lock from the moment it reads the input's value (claim)
-until it binds the computed value (commit); an image method holds it while it draws its
-parameters and records its node. Every update of an array is therefore applied to the value the
-previous update left, exactly once, in some serial order, whatever threads and Pipelines race.
+A Pipeline worker processing one input holds its lock from the moment it reads the input's
+value (claim) until it binds the computed value (commit); a worker processing a chunk of
+inputs at once (``pipeline_run``) reads their values without it and binds each output under
+the input's lock only if the input still holds the value read (else that input is processed
+again, claimed as above); an image method holds it while it draws its parameters and records
+its node. Every update of an array is therefore applied to the value the previous update
+left, exactly once, in some serial order, whatever threads and Pipelines race.
 
 Deadlock freedom: a thread holds at most one array's commit lock at a time (nothing that runs
 under it takes another array's lock, and the run-wide locks taken under it are never held

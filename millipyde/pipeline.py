@@ -1,46 +1,42 @@
 """``Pipeline``: apply a list of Operations to a list of inputs, in place, over the devices.
 
-Thesis sections 4.4.2 / 9.5. One shared work queue per stage feeds every worker of every device
-the stage uses, so faster devices take more inputs; an input keeps one worker (and its stream)
-for all of a stage's operations. Connected pipelines form stages of one run: each finished input
-is handed to the next stage at once, on the device thesis Algorithm 2 gives that stage.
+Thesis sections 4.4.2 / 9.5. A run (``pipeline_run``) groups each stage's inputs by (type,
+device, shape, dtype) and records each chunk of a group once, as a batch (``pipeline_chunks``,
+the engine of ``Generator.batches``): one launch per kernel for the chunk, per-input
+parameters and probability coins as data drawn from the same streams as per input, so the
+outputs are the per-input ones. What a chunk cannot record (callable Operations, inputs with
+pending work) runs per input. Chunks and inputs are spread over the stage's devices, a queue
+per device; connected pipelines form stages of one run, and each finished chunk or input is
+handed to the next stage at once, on the device thesis Algorithm 2 gives that stage.
 Failures are all-or-nothing per input: an input is either untouched or fully processed.
-Pipelines may run at once from several threads over shared inputs: a worker holds the input's
-commit lock (``locks.py``) from reading its value to binding the result, so every update is
-applied exactly once, in some serial order, and no lock order can deadlock.
+Pipelines may run at once from several threads over shared inputs: every update lands on the
+value the input holds when it is bound (``locks.py``), exactly once, and no lock order can
+deadlock.
+
+Where outputs live: on the device that computed them, which is the input's own device when
+that device is one of the stage's; otherwise (a ``device=`` pin, or a chunk taken by another
+device's idle worker) the input has moved to the computing device (``x.device`` says which).
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import queue
 import threading
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from . import devices
 from . import random as mprandom
 from .array import ArgumentError, gpuarray
-from .locks import commit_lock
 from .operation import Operation
-from .workers import (
-    Cancelled,
-    StepError,
-    WorkerGroup,
-    apply_operations,
-    private_handle,
-    reraise_interrupt,
-    workers_per_device,
-)
+from .pipeline_run import Run
+from .workers import PipelineError
+
+__all__ = ["Pipeline", "PipelineError", "assign_devices", "check_device_arg", "check_inputs",
+           "check_methods", "check_operations", "check_seed"]
 
 _serials = itertools.count(1)
-_STOP = object()
-
-
-class PipelineError(RuntimeError):
-    """An Operation failed in a Pipeline or Generator worker (chained to the original error)."""
 
 
 def check_inputs(inputs: Any, owner: str) -> list[gpuarray]:
@@ -78,14 +74,17 @@ def check_operations(operations: Any, owner: str) -> list[Operation]:
 def check_methods(inputs: Sequence[gpuarray], operations: Sequence[Operation],
                   owner: str) -> None:
     """Every method-name Operation must exist on every input's type (a gpuarray has no rotate)."""
+    first: dict[type, int] = {}  # each input type once, at its first index
+    for i, x in enumerate(inputs):
+        first.setdefault(type(x), i)
     for j, op in enumerate(operations):
         if op.method is None:
             continue
-        for i, x in enumerate(inputs):
-            if not callable(getattr(type(x), op.method, None)):
+        for t, i in sorted(first.items(), key=lambda e: e[1]):
+            if not callable(getattr(t, op.method, None)):
                 raise ArgumentError(
                     f"{owner} operations[{j}] {op.method!r} is not a method of inputs[{i}] "
-                    f"({type(x).__name__})"
+                    f"({t.__name__})"
                 )
 
 
@@ -257,178 +256,21 @@ class Pipeline:
         with contextlib.ExitStack() as stack:
             for p in chain:  # chains are linear, so locking in chain order cannot deadlock
                 stack.enter_context(p._lock)
-            _Run(chain).execute(timeout)
+            _run_of(chain).execute(timeout)
 
 
-class _Run:
-    """One execution of a chain of pipelines (stage s = chain[s])."""
-
-    def __init__(self, chain: list[Pipeline]) -> None:
-        self.chain = chain
-        self.devices = assign_devices(chain, devices.target_device())
-        self.seeds = [p.seed if p.seed is not None else mprandom.global_seed() for p in chain]
-        # Stage s processes its own inputs, then the previous stage's items in their order.
-        # Items an upstream stage delivered on an earlier run are not counted as "own" again.
-        self.items: list[list[gpuarray]] = []
-        self.own: list[int] = []
-        upstream: list[gpuarray] = []
-        for p in chain:
-            ids = {id(x) for x in upstream}
-            own = [x for x in check_inputs(p.inputs, "Pipeline") if id(x) not in ids]
-            self.own.append(len(own))
-            upstream = own + upstream
-            check_methods(upstream, p.operations, "Pipeline")  # fail before anything runs
-            self.items.append(upstream)
-        self.original = {id(x): x._node for stage in self.items for x in stage}
-        self.done: set[int] = set()
-        # what this run last bound to each input (rollback restores only its own commits) and
-        # the inputs one of its workers holds the commit lock of
-        self.committed: dict[int, Any] = {}
-        self.claimed: set[int] = set()
-        self.cancel = threading.Event()
-        self.lock = threading.Lock()
-        self.errors: list[tuple[int, int, int, StepError | BaseException]] = []
-        busy = len({d for stage in self.devices for d in stage})
-        self.per_device = workers_per_device(busy)
-        self.queues = [queue.SimpleQueue() for _ in chain]
-        self.alive = [self.per_device * len(d) for d in self.devices]
-
-    # -- workers --------------------------------------------------------------------------
-    def _worker(self, stage: int, device: int, stream: Any) -> None:
-        q = self.queues[stage]
-        try:
-            while not self.cancel.is_set():
-                task = q.get()
-                if task is _STOP or self.cancel.is_set():
-                    break
-                pos, x = task
-                last_stage = stage + 1 == len(self.chain)
-                if not self._claim_and_commit(stage, pos, x, device, stream):
-                    break
-                if not last_stage:
-                    self.queues[stage + 1].put((self.own[stage + 1] + pos, x))
-        finally:
-            with self.lock:
-                self.alive[stage] -= 1
-                last = self.alive[stage] == 0
-            if last and stage + 1 < len(self.chain):
-                self._stop_stage(stage + 1)
-
-    def _claim_and_commit(self, stage: int, pos: int, x: gpuarray, device: int,
-                          stream: Any) -> bool:
-        """Apply the stage's operations to ``x`` under its commit lock; False: stop working."""
-        with commit_lock(x):  # claim: no other update of x can start or land until commit
-            with self.lock:
-                if self.cancel.is_set():
-                    return False
-                self.claimed.add(id(x))
-            try:
-                y = private_handle(x)
-                try:
-                    apply_operations(y, self.chain[stage].operations, self.seeds[stage], pos,
-                                     device, stream, self.cancel.is_set)
-                except Cancelled:
-                    return False
-                except StepError as err:
-                    self._fail(stage, pos, device, err)
-                    return False
-                with self.lock:  # commit, unless the run was cancelled (and restored) meanwhile
-                    if self.cancel.is_set():
-                        return False
-                    x._bind(y._node)
-                    self.committed[id(x)] = y._node
-                    if stage + 1 == len(self.chain):
-                        self.done.add(id(x))
-            finally:
-                with self.lock:
-                    self.claimed.discard(id(x))
-        return True
-
-    def _stop_stage(self, stage: int) -> None:
-        for _ in range(self.per_device * len(self.devices[stage])):
-            self.queues[stage].put(_STOP)
-
-    def _fail(self, stage: int, pos: int, device: int, err: BaseException) -> None:
-        with self.lock:
-            self.errors.append((stage, pos, device, err))
-        self.cancel.set()
-        for s in range(len(self.chain)):  # wake every waiting worker
-            self._stop_stage(s)
-
-    # -- driver ---------------------------------------------------------------------------
-    def execute(self, timeout: float | None) -> None:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for pos, x in enumerate(self.items[0]):
-            self.queues[0].put((pos, x))
-        self._stop_stage(0)
-        for s in range(1, len(self.chain)):  # own inputs of later stages can start at once
-            for pos in range(self.own[s]):
-                self.queues[s].put((pos, self.items[s][pos]))
-        groups = []
-        try:
-            for s, devs in enumerate(self.devices):
-                g = WorkerGroup(f"pipeline{self.chain[s]._serial}",
-                                lambda d, st, s=s: self._worker(s, d, st),
-                                lambda err, d, s=s: self._fail(s, -1, d, err))
-                groups.append(g)
-                g.start(devs, self.per_device)
-            finished = all(g.join(deadline) for g in groups)
-        except BaseException:  # KeyboardInterrupt while waiting: stop, restore, re-raise
-            self.cancel.set()
-            self._rollback(groups)
-            raise
-        if not finished:
-            self.cancel.set()
-            for s in range(len(self.chain)):
-                self._stop_stage(s)
-            left = self._rollback(groups)
-            raise TimeoutError(
-                f"{self.chain[0]!r} did not finish within {timeout} s: {len(self.done)} of "
-                f"{len(self.original)} inputs done, the others restored; {left} stuck worker "
-                "thread(s) abandoned"
-            )
-        if self.errors:
-            self._rollback(groups)
-            self._raise_first()
-        for s in range(1, len(self.chain)):
-            self.chain[s].inputs[:] = self.items[s]
-
-    def _rollback(self, groups: list[WorkerGroup]) -> int:
-        """Restore every input not fully done; join what can be joined; threads left behind.
-
-        Workers commit under ``self.lock`` only while not cancelled, so after this no worker,
-        however late, can touch an input again: stuck ones are safely abandoned. Only this run's
-        own commits are undone, under the input's commit lock (another run's later update is
-        left alone), except where one of this run's stuck workers holds that lock: it will
-        never commit, so the input is restored without it.
-        """
-        with self.lock:
-            self.cancel.set()
-            pending = [x for stage in self.items for x in stage if id(x) not in self.done
-                       and id(x) in self.committed]
-        for x in pending:
-            with self.lock:
-                ours = id(x) in self.claimed
-            lock = contextlib.nullcontext() if ours else commit_lock(x)
-            with lock:
-                if x._node is self.committed[id(x)]:
-                    x._bind(self.original[id(x)])
-        grace = time.monotonic() + 0.5  # workers notice `cancel` between operations
-        for g in groups:
-            g.join(grace)
-        return sum(len(g.alive()) for g in groups)
-
-    def _raise_first(self) -> None:
-        stage, pos, device, err = self.errors[0]
-        where = f" (stage {stage + 1} of {len(self.chain)})" if len(self.chain) > 1 else ""
-        p = self.chain[stage]
-        more = f"; {len(self.errors) - 1} more failure(s)" if len(self.errors) > 1 else ""
-        if isinstance(err, StepError):
-            cause = err.cause
-            msg = (f"{p!r}{where}: {err.what} failed on input {pos} on device {device}: "
-                   f"{type(cause).__name__}: {cause}{more}")
-        else:
-            cause = err
-            msg = f"{p!r}{where}: a worker on device {device} failed: {err!r}{more}"
-        reraise_interrupt(cause, msg)
-        raise PipelineError(msg) from cause
+def _run_of(chain: list[Pipeline]) -> Run:
+    """The run of ``chain``: its devices (thesis Algorithm 2), and per stage its items (own
+    inputs first, then the previous stage's items in their order; items an upstream stage
+    delivered on an earlier run are not counted as own again), checked before anything runs."""
+    items: list[list[gpuarray]] = []
+    own: list[int] = []
+    upstream: list[gpuarray] = []
+    for p in chain:
+        ids = {id(x) for x in upstream}
+        mine = [x for x in check_inputs(p.inputs, "Pipeline") if id(x) not in ids]
+        own.append(len(mine))
+        upstream = mine + upstream
+        check_methods(upstream, p.operations, "Pipeline")  # fail before anything runs
+        items.append(upstream)
+    return Run(chain, assign_devices(chain, devices.target_device()), items, own)

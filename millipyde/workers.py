@@ -162,6 +162,10 @@ class WorkerGroup:
         return [t for t in self.threads if t.is_alive()]
 
 
+class PipelineError(RuntimeError):
+    """An Operation failed in a Pipeline or Generator worker (chained to the original error)."""
+
+
 class StepError(Exception):
     """An operation failed on an item: ``what`` names the operation(s), ``__cause__`` the error."""
 

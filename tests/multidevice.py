@@ -46,6 +46,18 @@ def reference(host: np.ndarray, ops, seed: int, sample: int) -> np.ndarray:
     return np.asarray(x)
 
 
+def assert_same(got: np.ndarray, want: np.ndarray, err_msg: str = "") -> None:
+    """Equal bit for bit; on a real GPU float results within 2 ulp (API.md: batched and
+    per-image kernels may contract multiply-adds differently there), uint8 ones exactly."""
+    from millipyde.backend import ACTIVE
+
+    if ACTIVE.caps.launches_on_streams and not ACTIVE.simulated and \
+            np.asarray(want).dtype.kind == "f":
+        np.testing.assert_array_max_ulp(got, want, maxulp=2)
+        return
+    np.testing.assert_array_equal(got, want, err_msg=err_msg)
+
+
 def wait_for_workers(timeout: float = 10.0) -> None:
     """Wait until no millipyde worker thread is alive (abandoned ones included)."""
     end = time.monotonic() + timeout

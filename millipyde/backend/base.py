@@ -46,6 +46,8 @@ class Capabilities:
     peer_copies: bool
     #: two threads may launch at once (else launches are serialized)
     concurrent_launches: bool
+    #: NVIDIA's codec libraries (nvImageCodec) can decode straight into its device memory
+    nvidia_codecs: bool = False
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,26 @@ class Backend:
         """A deep copy of ``buffer`` on ``device``: a peer copy where ``peer`` says the two
         devices can (``devices.can_peer``), else staged through the host."""
         raise NotImplementedError
+
+    def copy_into(self, dst: Any, offset: int, src: Any, n: int) -> None:
+        """Copy the ``n`` elements of the contiguous buffer ``src`` into the 1-D buffer ``dst``
+        (same dtype, same device) from element ``offset``, on this thread's stream."""
+        if self.caps.device_memory:
+            dst[offset:offset + n].copy_to_device(self.reshape(src, (n,)),
+                                                  stream=self.current_stream())
+        else:
+            dst[offset:offset + n] = src.reshape(n)
+
+    def stack_into(self, dst: Any, sources: list[Any], stream: Any = None) -> None:
+        """Copy each C-contiguous buffer of ``sources`` (``dst[0]``'s bytes each, on this
+        device or another) into ``dst[i]`` of the C-contiguous batch buffer ``dst``, queued on
+        ``stream`` (the current one when None): a Pipeline chunk's inputs stacked for its
+        batched kernels. The sources' producers must be done (other devices' streams are not
+        ordered with ``stream``)."""
+        s = self.current_stream() if stream is None else stream
+        for i, src in enumerate(sources):
+            part = dst[i]
+            part.copy_to_device(self.reshape(src, tuple(part.shape)), stream=s)
 
     def bind_copy(self, src: Any, device: int) -> Callable[[Any], Any] | None:
         """A replayed same-device copy of buffers laid out as ``src``: called with a source,

@@ -90,6 +90,10 @@ class CpuBackend(Backend):
     def upload_small(self, array: np.ndarray, device: int) -> Any:
         return array
 
+    def stack_into(self, dst: Any, sources: list[Any], stream: Any = None) -> None:
+        for i, src in enumerate(sources):
+            dst[i] = src.reshape(dst.shape[1:])
+
     def _run_cpu(self, kernel: Any, args: tuple) -> None:
         if self._launch_lock is None:
             kernel(*args)

@@ -3,13 +3,15 @@ numba-cuda, copies between host and devices, small uploads shared and staged, ar
 
 from __future__ import annotations
 
+import ctypes
 import math
 from typing import Any
 
 import numpy as np
 
 from .. import config, faults
-from .pool import CupyPool, stream_handle
+from . import rawlaunch
+from .pool import _LAYOUTS, CupyPool, stream_handle
 from .staging import StagingRing
 
 
@@ -80,6 +82,31 @@ class CudaMemory:
             out.copy_to_device(buffer if host is None else host, stream=self.current_stream())
         return out
 
+    def copy_into(self, dst: Any, offset: int, src: Any, n: int) -> None:
+        """One driver copy, without numba-cuda's slicing and checks (a streamed batch packs
+        hundreds of decoded images per batch); the simulator and HIP take the generic copy."""
+        if self.simulated or self.name != "cuda":
+            super().copy_into(dst, offset, src, n)
+            return
+        from numba.cuda.cudadrv import driver
+
+        item = np.dtype(dst.dtype).itemsize
+        view = self.part(dst, offset * item, dst.dtype, (n,))
+        stream = self.current_stream()
+        driver.device_to_device(view, src, n * item, stream=stream if stream else 0)
+
+    def copy_from_pointer(self, dst: Any, offset: int, ptr: int, nbytes: int) -> None:
+        """Copy ``nbytes`` from device address ``ptr`` (memory another library owns: a
+        decoded image) into ``dst`` at element ``offset``, on the current stream."""
+        from numba.cuda.cudadrv import driver
+
+        at = driver.device_pointer(dst) + offset * np.dtype(dst.dtype).itemsize
+        stream = self.current_stream()
+        if stream:
+            driver.driver.cuMemcpyDtoDAsync(at, ptr, nbytes, driver._stream_handle(stream))
+        else:
+            driver.driver.cuMemcpyDtoD(at, ptr, nbytes)
+
     def upload_small(self, array: np.ndarray, device: int) -> Any:
         """Kernels only read these, so identical arrays uploaded on the same device and stream
         are shared (a bounded cache; the stream in the key keeps the upload ordered before its
@@ -130,13 +157,43 @@ class CudaMemory:
         """Built as numba-cuda's own indexing builds them, without its context check per index.
 
         With :meth:`part`, that took a 64-output Generator batch's launch phase from 11.3 to
-        7.9-8.4 ms on an H200 (bench/RESULTS.md).
+        7.9-8.4 ms on an H200 (bench/RESULTS.md). A pool buffer's members are stamped from
+        their layout's prototype (``pool._Layouts.stamp_parts``: no numba-cuda constructor
+        per member; a Pipeline chunk hands every member to an input).
         """
         if not buffer.is_c_contiguous() or buffer.ndim < 2:
             return super().members(buffer)
         step = buffer.strides[0]
+        shape = tuple(buffer.shape[1:])
+        data = buffer.gpu_data
+        if buffer.stream == 0 and step and 0 not in shape and self._cupy_pool() is not None:
+            # (each member's memory keeps the buffer's, as numba-cuda's views do)
+            base = int(data.device_pointer)
+            return _LAYOUTS.stamp_parts([(m * step, buffer.dtype, shape)
+                                         for m in range(buffer.shape[0])], base, data,
+                                        data.context)
         return [_device_view(buffer, buffer.shape[1:], buffer.strides[1:], buffer.dtype,
                              m * step, (m + 1) * step) for m in range(buffer.shape[0])]
+
+    def stack_into(self, dst: Any, sources: list[Any], stream: Any = None) -> None:
+        """``Backend.stack_into`` through the driver: one ``cuMemcpyAsync`` per source (the
+        driver infers a peer copy from the unified addresses), no numba-cuda view or copy
+        call per member."""
+        fn = _memcpy_async()
+        step = dst.strides[0] if dst.ndim else 0
+        # (the sources are of one shape and dtype, the caller's contract: the first checked)
+        if fn is None or not dst.is_c_contiguous() or not step or not sources or \
+                len(sources) > dst.shape[0] or \
+                int(sources[0].size) * sources[0].dtype.itemsize != step:
+            return super().stack_into(dst, sources, stream)
+        handle = stream_handle(self.current_stream() if stream is None else stream)
+        base = int(dst.gpu_data.device_pointer)
+        for i, src in enumerate(sources):
+            rc = fn(base + i * step, int(src.gpu_data.device_pointer), step, handle)
+            if rc:
+                from numba.cuda.cudadrv.driver import CudaAPIError
+
+                raise CudaAPIError(rc, f"cuMemcpyAsync failed with CUresult {rc}")
 
 
 def _device_view(buffer: Any, shape: tuple[int, ...], strides: tuple[int, ...], dtype: Any,
@@ -148,3 +205,18 @@ def _device_view(buffer: Any, shape: tuple[int, ...], strides: tuple[int, ...], 
     return devicearray.DeviceNDArray(shape=shape, strides=strides, dtype=dtype,
                                      stream=buffer.stream,
                                      gpu_data=buffer.gpu_data.view(start, stop))
+
+
+_MEMCPY: list[Any] = []
+
+
+def _memcpy_async() -> Any:
+    """The driver's ``cuMemcpyAsync`` typed (dst, src, bytes, stream), or None (no driver)."""
+    if not _MEMCPY:
+        lib = rawlaunch.libcuda()
+        fn = None if lib is None else getattr(lib, "cuMemcpyAsync", None)
+        if fn is not None:
+            fn.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
+            fn.restype = ctypes.c_int
+        _MEMCPY.append(fn)
+    return _MEMCPY[0]

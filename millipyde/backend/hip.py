@@ -9,6 +9,9 @@ generation are tested without AMD hardware; nothing here has run on an AMD GPU.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from .base import Capabilities
 from .cuda import CudaBackend
 
 
@@ -21,6 +24,9 @@ class HipBackend(CudaBackend):
 
     def _wants_fast_launch(self) -> bool:
         return False
+
+    def _capabilities(self) -> Capabilities:
+        return replace(super()._capabilities(), nvidia_codecs=False)
 
     def _is_current(self, device: int) -> bool:
         return False  # always through numba-hip's own context switch

@@ -73,6 +73,7 @@ class SimBackend(CudaBackend):
     # the simulator's arrays slice as NumPy's do
     part = Backend.part
     members = Backend.members
+    stack_into = Backend.stack_into
 
     @staticmethod
     def _address(buffer: Any) -> int | None:

@@ -152,6 +152,70 @@ def stencil_source(pre: bool = False, post: bool = False) -> str:
             + _KERNEL.format(rows=_indent(rows, 16), cols=_indent(cols, 16)))
 
 
+_BATCH_KERNEL = """
+
+@njit(parallel=True, nogil=True, cache=True)
+def stencil(srcs, sidx, dsts, tapss, rad, nc, is_int, full, band, strip, lut):
+    nb = dsts.shape[0]
+    h = dsts.shape[1]
+    w = dsts.shape[2]
+    c = dsts.shape[3]
+    nstrips = (w + strip - 1) // strip
+    tiles = ((h + band - 1) // band) * nstrips
+    for mt in prange(nb * tiles):
+        m = mt // tiles
+        t = mt % tiles
+        src = srcs[sidx[m]]
+        dst = dsts[m]
+        y0 = (t // nstrips) * band
+        y1 = min(h, y0 + band)
+        x0 = (t % nstrips) * strip
+        x1 = min(w, x0 + strip)
+        sw = x1 - x0
+        r = rad[m]
+        if r < 0:
+            # gated off for this member: its tile copied
+            for y in range(y0, y1):
+                for x in range(x0, x1):
+                    for ch in range(c):
+                        dst[y, x, ch] = src[y, x, ch]
+            continue
+        ntaps = 2 * r + 1
+        taps = tapss[m, :ntaps]
+        ring = np.empty((ntaps, nc * sw))
+        pad = np.zeros(sw + 2 * r)
+        acc = np.empty(nc * sw)
+        for yy in range(max(0, y0 - r), y1 + r):
+            if yy < h:
+{rows}\
+            y = yy - r
+            if y >= y0:
+{cols}\
+"""
+
+
+def stencil_batch_source() -> str:
+    """Source of the batched ``stencil(srcs, sidx, dsts, tapss, rad, nc, is_int, full, band,
+    strip, lut)``: ``stencil_source``'s tiles, one ``prange`` over every member's tiles of a
+    batch (member ``m`` reads ``srcs[sidx[m]]`` with taps ``tapss[m, :2 rad[m] + 1]``,
+    ``rad[m] < 0``: copied), so a batch of small images is one parallel loop, not a call (and
+    a thread pool's start) per member. Same arithmetic per member as ``stencil_source``."""
+    rows = _ROWS.format(U=UNROLL, rows_unrolled=_indent(_unrolled(
+        "oc", "p{j}[i]", "".join(f"    p{j} = pad[k + {j}:k + {j} + sw]\n"
+                                 for j in range(UNROLL))), 4))
+    cols = _COLS.format(U=UNROLL, cols_unrolled=_unrolled(
+        "acc", "q{j}[i]", "".join(f"    q{j} = ring[(yc + {j}) % ntaps]\n"
+                                  for j in range(UNROLL))).replace("range(sw)", "range(n)"))
+    return ("# millipyde generated batched fused separable stencil (CPU only)\n"
+            + _HEADER["cpu"] + _RINT_CLIP
+            + _BATCH_KERNEL.format(rows=_indent(rows, 16), cols=_indent(cols, 16)))
+
+
+def stencil_batch_kernel():
+    """The compiled (lazily, by Numba) batched fused stencil (``stencil_batch_source``)."""
+    return load(stencil_batch_source(), "cpu").stencil
+
+
 def _indent(text: str, n: int) -> str:
     pad = " " * n
     return "".join(pad + line + "\n" if line else "\n" for line in text.splitlines())

@@ -38,6 +38,10 @@ from .batch_group import _as4, _gather_fn, _Group, _Member, _Pack, tables_of  # 
 from .batch_group import launch as _launch  # noqa: F401  (re-exported: batch_arena, batches)
 from .batch_stencil import stencil_gpu as _stencil_gpu  # noqa: F401  (re-exported: probes)
 
+#: The one upload of a batch's per-member arrays (``batch_group._Pack``), for callers outside
+#: graph.exec (a Pipeline chunk, ``pipeline_chunks``).
+Pack = _Pack
+
 #: Outputs a Generator makes per batch (``MILLIPYDE_GENERATOR_BATCH``; 1 turns batches off).
 BATCH = 64
 #: Batched Generators record gated-off Operations as per-member identities (one group for all

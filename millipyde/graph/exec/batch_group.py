@@ -336,7 +336,6 @@ class _Group:
         views = pk.views  # (indexed directly: no call per view)
         if not start:
             src, sidx = self._stack4(), views[self.slots[0]]
-        first = not start  # src is the stack (sidx picks each member's input)
         out = None
         for i in range(start, len(kernels)):
             k = kernels[i]
@@ -384,12 +383,11 @@ class _Group:
                                          s, gt, wd, tb))
                     launch(fn, nb, h, w, dev, *args, dflat)
             elif not runtime.caps.shared_memory and batch_stencil.CPU_FUSED_STENCIL:
-                sidx_h = self.sidx_host() if first else range(nb)
-                batch_stencil.stencil_cpu(node, [src[j] for j in sidx_h], dst,
-                                          self.taps_host(i), dev)
+                batch_stencil.stencil_cpu_batch(node, src, sidx, dst, views[a], views[b],
+                                                self.radius(i), dev)
             else:
                 batch_stencil.stencil_gpu(node, src, sidx, dst, views[a], views[b], self.radius(i),
                                           dev)
             # later kernels read this kernel's batch buffer, member m at index m
-            src, sidx, first = dst, views[self.slots[1]], False
+            src, sidx = dst, views[self.slots[1]]
         return out

@@ -1,8 +1,8 @@
 """The separable stencil step of a batched group (``batch_group``): both passes over a batch.
 
 Real GPUs run the one-pass 2-D tiles or the two tiled passes (as ``execute`` picks them per
-image), other device backends the generic batched passes, the cpu backend the per-image fused
-tiled kernel member by member (``CPU_FUSED_STENCIL``).
+image), other device backends the generic batched passes, the cpu backend the fused tiled
+kernel over the whole batch (``CPU_FUSED_STENCIL``).
 """
 
 from __future__ import annotations
@@ -19,12 +19,14 @@ from ..codegen import tile2d_batch
 from ..ir.node import Node
 from ..plan import footprint
 from ..plan.schedule import full_range
-from . import batch_launch, stencil, tables, variants
+from . import batch_launch, tables, variants
 from .batch_launch import launch
 
-# On the cpu backend the stencil step runs the per-image fused tiled kernel (codegen_cpu, the
-# same values) member by member: it is several times faster there than the generic two-pass
-# kernel and a CPU launch costs almost nothing. Tests turn this off to check the batched pass.
+# On the cpu backend the stencil step runs the fused tiled kernel (codegen_cpu, the same
+# values) over every member's tiles in one parallel loop: several times faster there than the
+# generic two-pass kernel, and one thread-pool start per batch instead of one per member (a
+# batch of 32 x 32 images spent most of its time starting them). Tests turn this off to check
+# the generic batched pass.
 CPU_FUSED_STENCIL = True
 
 
@@ -141,17 +143,32 @@ def stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rma
     launch(cols, nb, h, w * c, device, src, sidx, tmp, dst, taps, rad, nc, is_int, full)
 
 
-def stencil_cpu(n: Node, srcs: list[Any], dst: Any, taps: list[np.ndarray | None],
-                device: int) -> None:
-    """The cpu backend's fused per-image stencil (``execute``'s), one call per member; a
-    member whose stencil is gated off (taps None) is copied."""
-    fn, tiles = stencil._stencil_cpu_fn()
-    h, w, c = dst.shape[1:]
+@functools.cache
+def _stencil_cpu_batch_fn():
+    # imported here: only the cpu backend uses the fused CPU stencil
+    from ..codegen import cpu as codegen_cpu
+
+    return codegen_cpu.stencil_batch_kernel()
+
+
+def stencil_cpu_batch(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rmax: int,
+                      device: int) -> None:
+    """The cpu backend's fused stencil over a whole batch: one parallel loop over every
+    member's tiles (``codegen.cpu.stencil_batch_source``; member ``m`` reads
+    ``src[sidx[m]]``, radius ``rad[m]``, -1 copies). The values of ``execute``'s per-image
+    fused stencil."""
+    import numba
+
+    from ..codegen import cpu as codegen_cpu
+
+    nb, h, w, c = dst.shape
+    if nb == 0 or h == 0 or w == 0:
+        return
     nc = min(c, 3)
-    for m, src in enumerate(srcs):
-        if taps[m] is None:
-            np.copyto(dst[m], src)
-            continue
-        band, strip = tiles(h, w, nc, len(taps[m]))
-        runtime.launch_2d(fn, h, w, device, src, dst[m], taps[m], nc, n.dtype.kind in "ui",
-                          full_range(n.dtype), band, strip, tables.IDENTITY_LUT)
+    # about four tiles a thread over the whole batch (many small members: a tile each)
+    threads = max(1, -(-numba.get_num_threads() // nb))
+    band, strip = codegen_cpu.stencil_tiles(h, w, nc, 2 * max(rmax, 0) + 1, threads)
+    runtime.launch_2d(_stencil_cpu_batch_fn(), h, w, device, src, sidx, dst,
+                      np.ascontiguousarray(taps, dtype=np.float64),
+                      np.ascontiguousarray(rad, dtype=np.int64), nc, n.dtype.kind in "ui",
+                      full_range(n.dtype), band, strip, tables.IDENTITY_LUT)

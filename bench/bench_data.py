@@ -1,0 +1,745 @@
+"""Datasets: streaming from disk, decoding on the GPU, epochs (issue 30), measured in one run.
+
+GPU machine (one call: the dataset is made here, then every row runs on it)::
+
+    source bench/gpu_env.sh && python3 bench/bench_data.py gpu --baseline baseline/
+
+CPU machine (the cpu backend against torchvision v2 + DataLoader(2 workers))::
+
+    MILLIPYDE_BACKEND=cpu python3 bench/bench_data.py cpu
+
+The dataset: ImageNet-like JPEGs, 500 x 375 (a quarter of them 375 x 500), quality 90, cut
+from the scikit-image photographs (a random window of a randomly scaled, flipped and tinted
+photograph per file), in ``--classes`` class folders; the same samples as WebDataset tar shards
+(1000 samples per shard); and a flat folder of the first 1000 files for ``millipyde augment``.
+It is made by a process pool over every core.
+
+``host`` (any machine): the read-ahead alone over the files, samples a second and CPU time per
+sample, against another commit's ``readahead.py`` (``--readahead FILE``).
+
+Rows (``gpu``):
+
+- ``decode``: nvImageCodec's full decode of the same bytes (read from the page cache into
+  memory first, not timed) in batches of 256 on GPU 0: the decoder alone.
+- ``folder``: ``Generator(folder, imagenet recipe, shuffle=True)`` -> ``batches(256,
+  with_labels=True, mean, std)`` float32 NCHW, each batch and its labels taken by torch
+  (``torch.as_tensor``) and reduced; img/s over ``--batches`` batches after a warm-up that
+  compiles the kernels, and that rate as a share of ``decode``; host RSS and device memory
+  (``torch.cuda.mem_get_info``) at the start and end of the timed window.
+- ``shards``: the same from the tar shards.
+- ``rank1`` / ``ranks4``: one process per GPU (``CUDA_VISIBLE_DEVICES``, 16 cores each),
+  ``Generator(rank=r, world_size=N)``, their timed windows started together; the summed rate.
+- ``coco``: ``data.Coco`` over the first 2000 files with 1-3 synthetic boxes and polygon
+  masks each, through detection-style method Operations (random affine always, flip p = 0.5,
+  random saturation always: two coin patterns to compile), batches of 64 resized to 384 x 384
+  with their targets (boxes, labels, masks): the per-output path that targets take.
+- ``augment``: ``millipyde augment DIR -n 1000 --recipe imagenet`` (PNG) over the 1000-file
+  folder, this tree against ``--baseline`` (a checkout of 7c57e62), each after a warm-up run of
+  64 outputs that compiles its kernels; the rate each prints, and the command's wall time.
+
+The recipe is ``millipyde.recipes.operations("imagenet")``: random resized crop 224, flip
+p = 0.5, brightness/contrast/saturation factors in [0.6, 1.4] and hue in [-0.1, 0.1], each
+p = 0.8, then ``normalize`` (ImageNet mean and std) in the batch conversion.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+MEAN = [0.485, 0.456, 0.406]
+STD = [0.229, 0.224, 0.225]
+PHOTOS = ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field",
+          "immunohistochemistry", "retina")
+T0 = time.perf_counter()
+
+
+def log(msg: str) -> None:
+    print(f"[{time.perf_counter() - T0:7.1f} s] {msg}", flush=True)
+
+
+# ---------------------------------------------------------------------------- the dataset
+
+_photos: list = []
+
+
+def _load_photos() -> None:
+    import skimage.data
+    from PIL import Image
+
+    for name in PHOTOS:
+        try:
+            a = getattr(skimage.data, name)()
+        except Exception:  # one that needs a download
+            continue
+        if a.ndim == 3 and a.shape[2] == 3:
+            img = Image.fromarray(a)
+            # at most ~1.3x the largest cut, so cutting a window costs little
+            f = min(img.width, img.height) / 650
+            if f > 1:
+                img = img.resize((round(img.width / f), round(img.height / f)), Image.BILINEAR)
+            _photos.append(img)
+
+
+def _make_files(args: tuple) -> int:
+    """Write files ``lo .. hi-1``; their bytes in all."""
+    root, lo, hi, classes = args
+    from PIL import Image
+
+    if not _photos:
+        _load_photos()
+    total = 0
+    for i in range(lo, hi):
+        rng = np.random.default_rng(i)
+        photo = _photos[i % len(_photos)]
+        w, h = (500, 375) if rng.random() < 0.75 else (375, 500)
+        # a window of the photograph (at most all of it, at least ~1/2 of each side) scaled
+        # to w x h: every file another cut
+        f = min(photo.width / w, photo.height / h) * rng.uniform(0.55, 1.0)
+        cw, chh = w * f, h * f
+        x0 = rng.uniform(0, photo.width - cw)
+        y0 = rng.uniform(0, photo.height - chh)
+        img = photo.resize((w, h), Image.BILINEAR, box=(x0, y0, x0 + cw, y0 + chh))
+        if rng.random() < 0.5:
+            img = img.transpose(Image.FLIP_LEFT_RIGHT)
+        gains = rng.uniform(0.8, 1.2, 3)  # a tint: per-channel gains through one table
+        lut = np.concatenate([np.clip(np.arange(256) * g, 0, 255) for g in gains])
+        img = img.point(lut.astype(np.uint8).tolist())
+        d = Path(root) / f"n{i % classes:05d}"
+        d.mkdir(exist_ok=True)
+        p = d / f"{i:07d}.JPEG"
+        img.save(p, "JPEG", quality=90)
+        total += p.stat().st_size
+    return total
+
+
+def _make_shard(args: tuple) -> int:
+    """Tar shard of the files ``members`` (``key.jpg`` + ``key.cls``)."""
+    path, members = args
+    with tarfile.open(path, "w") as tf:
+        for f, label in members:
+            key = Path(f).stem
+            tf.add(f, arcname=f"{key}.jpg")
+            data = f"{label}\n".encode()
+            ti = tarfile.TarInfo(f"{key}.cls")
+            ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+    return len(members)
+
+
+def make_dataset(work: Path, files: int, classes: int, per_shard: int = 1000) -> dict:
+    """The folder, the shards and the 1000-file folder under ``work`` (made once)."""
+    folder, shards, small = work / "folder", work / "shards", work / "aug1000"
+    done = work / "done.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    shutil.rmtree(work, ignore_errors=True)
+    folder.mkdir(parents=True)
+    shards.mkdir()
+    small.mkdir()
+    cores = os.cpu_count() or 1
+    t = time.perf_counter()
+    step = max(1, files // (cores * 8))
+    jobs = [(str(folder), lo, min(files, lo + step), classes) for lo in range(0, files, step)]
+    with ProcessPoolExecutor(cores) as pool:
+        nbytes = sum(pool.map(_make_files, jobs))
+    t_files = time.perf_counter() - t
+    import millipyde.data as mdata
+
+    src = mdata.Folder(folder)
+    t = time.perf_counter()
+    order = np.random.default_rng(0).permutation(len(src))  # shards hold shuffled samples
+    members = [(str(src.paths[i]), int(src.labels[i])) for i in order]
+    jobs = [(str(shards / f"train-{s:05d}.tar"), members[s * per_shard:(s + 1) * per_shard])
+            for s in range(-(-len(members) // per_shard))]
+    with ProcessPoolExecutor(cores) as pool:
+        list(pool.map(_make_shard, jobs))
+    t_shards = time.perf_counter() - t
+    for i in range(min(1000, len(src))):
+        os.link(src.paths[i], small / f"{i:04d}.JPEG")
+    info = {"files": len(src), "classes": len(src.classes), "bytes": nbytes,
+            "mean_kb": nbytes / len(src) / 1024, "shards": len(jobs),
+            "seconds_files": t_files, "seconds_shards": t_shards, "folder": str(folder),
+            "shards_glob": str(shards / "train-*.tar"), "aug1000": str(small)}
+    done.write_text(json.dumps(info))
+    return info
+
+
+# ---------------------------------------------------------------------------- measurements
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def device_used_mb() -> float:
+    import torch
+
+    if not torch.cuda.is_available():
+        return float("nan")
+    free, total = torch.cuda.mem_get_info()
+    return (total - free) / 2**20
+
+
+def decode_alone(folder: str, batches: int, size: int = 256) -> dict:
+    """nvImageCodec's decode of bytes in memory, batches of ``size`` (GPU 0)."""
+    import torch
+    from nvidia import nvimgcodec
+
+    import millipyde.data as mdata
+    from millipyde.data.decode import decode_threads
+
+    src = mdata.Folder(folder)
+    pick = np.random.default_rng(1).permutation(len(src))[:(batches + 2) * size]
+    blobs = [src.read(int(i)) for i in pick]
+    dec = nvimgcodec.Decoder(device_id=0, max_num_cpu_threads=decode_threads())
+    params = nvimgcodec.DecodeParams(apply_exif_orientation=True,
+                                     color_spec=nvimgcodec.ColorSpec.SRGB)
+
+    def run(b: int) -> list:
+        part = blobs[b * size:(b + 1) * size]
+        return dec.decode([nvimgcodec.CodeStream(d) for d in part], params=params)
+
+    for b in range(2):
+        got = run(b)
+    torch.cuda.synchronize()
+    assert all(g is not None for g in got), "nvImageCodec failed on a JPEG of the dataset"
+    t = time.perf_counter()
+    for b in range(2, batches + 2):
+        got = run(b)
+    torch.cuda.synchronize()
+    dt = time.perf_counter() - t
+    return {"rate": batches * size / dt, "batches": batches, "size": size,
+            "mean_kb": sum(map(len, blobs)) / len(blobs) / 1024}
+
+
+def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: int = 0,
+                world: int = 1, barrier: str | None = None) -> dict:
+    """img/s of the recipe's float32 NCHW batches from ``source`` taken by torch."""
+    import torch
+
+    import millipyde as mp
+    from millipyde.recipes import operations
+    from millipyde.torch import to_tensor
+
+    t = time.perf_counter()
+    gen = mp.Generator(source, operations("imagenet"), shuffle=True, seed=0,
+                       **({"rank": rank, "world_size": world} if world > 1 else {}))
+    t_open = time.perf_counter() - t
+    cuda = torch.cuda.is_available()
+    acc = torch.zeros((), device="cuda" if cuda else "cpu")
+    with gen.batches(size, with_labels=True, mean=MEAN, std=STD) as bs:
+        t = time.perf_counter()
+        for _ in range(warmup):
+            x, y = next(bs)
+            acc += to_tensor(x).mean() + to_tensor(y).sum()
+        if cuda:
+            torch.cuda.synchronize()
+        t_warm = time.perf_counter() - t
+        if barrier is not None:
+            _barrier(barrier, rank, world)
+        rss0, dev0 = rss_mb(), device_used_mb()
+        start = time.time()
+        t = time.perf_counter()
+        for _ in range(batches):
+            x, y = next(bs)
+            acc += to_tensor(x).mean() + to_tensor(y).sum()
+        if cuda:
+            torch.cuda.synchronize()
+        dt = time.perf_counter() - t
+        rss1, dev1 = rss_mb(), device_used_mb()
+        dec = bs._loader.decoder
+        # where the time of the whole run went (warm-up included): the decode thread's waits
+        # for bytes, its decode calls and the rest; the batch worker's time on streamed
+        # batches; the consumer's waits
+        load, made = dict(bs._loader.stats), dict(bs.stats)
+        out = {"rate": batches * size / dt, "batches": batches, "size": size,
+               "open_s": t_open, "warmup_s": t_warm, "warmup_batches": warmup,
+               "rss_mb": [rss0, rss1], "device_mb": [dev0, dev1],
+               "rss_growth_mb": rss1 - rss0, "device_growth_mb": dev1 - dev0,
+               "decoder": dec.name, "on_gpu": getattr(dec, "on_gpu", None),
+               "on_host": getattr(dec, "on_host", None),
+               "read_peak_mb": bs._loader.reader.peak / 2**20,
+               "bad": len(gen.bad_samples), "start": start, "end": start + dt,
+               "samples": len(gen.source), "check": float(acc), "loader": load,
+               "batches_stats": made}
+    gen.close()
+    return out
+
+
+def coco_rate(folder: str, work: Path, images: int, batches: int, size: int = 64) -> dict:
+    """The COCO source (synthetic boxes and polygon masks on the dataset's first files)
+    through the detection recipe's method Operations, batches with targets."""
+    import millipyde as mp
+    import millipyde.data as mdata
+
+    src = mdata.Folder(folder)
+    rng = np.random.default_rng(2)
+    doc: dict = {"images": [], "annotations": [],
+                 "categories": [{"id": c, "name": f"c{c}"} for c in range(1, 81)]}
+    for i in range(min(images, len(src))):
+        rel = os.path.relpath(src.paths[i], folder)
+        h, w = (375, 500) if i % 4 else (500, 375)
+        doc["images"].append({"id": i, "file_name": rel, "height": h, "width": w})
+        for _ in range(int(rng.integers(1, 4))):
+            x0, y0 = rng.uniform(0, w - 60), rng.uniform(0, h - 60)
+            bw, bh = rng.uniform(30, min(200, w - x0)), rng.uniform(30, min(200, h - y0))
+            poly = [x0, y0, x0 + bw, y0, x0 + bw, y0 + bh, x0, y0 + bh]
+            doc["annotations"].append({"image_id": i, "bbox": [x0, y0, bw, bh],
+                                       "category_id": int(rng.integers(1, 81)),
+                                       "segmentation": [poly]})
+    ann = work / "coco.json"
+    ann.write_text(json.dumps(doc))
+    # every op but the flip always on: two coin patterns, so two chains compile (on
+    # 2026-11-28 the run ended in this row without a Python traceback: not measured)
+    ops = [mp.Operation("random_affine", 10, (0.1, 0.1), (0.9, 1.1)),
+           mp.Operation("fliplr", probability=0.5),
+           mp.Operation("random_saturation", 0.6, 1.4)]
+    gen = mp.Generator(mdata.Coco(folder, ann), ops, shuffle=True, seed=0)
+    with gen.batches(size, with_targets=True, shape=(384, 384), mean=MEAN, std=STD) as bs:
+        t = time.perf_counter()
+        x, targets = next(bs)
+        t_first = time.perf_counter() - t
+        t = time.perf_counter()
+        boxes = masks = 0
+        for _ in range(batches):
+            x, targets = next(bs)
+            boxes += sum(len(tg.boxes) for tg in targets)
+            masks += sum(tg.mask is not None and tg.mask.shape == (384, 384) for tg in targets)
+        dt = time.perf_counter() - t
+    gen.close()
+    return {"rate": batches * size / dt, "first_s": t_first, "batches": batches, "size": size,
+            "boxes": boxes, "masks": masks, "shape": list(x.shape)}
+
+
+def _barrier(directory: str, rank: int, world: int) -> None:
+    Path(directory, f"ready{rank}").touch()
+    deadline = time.monotonic() + 300
+    while sum(Path(directory, f"ready{r}").exists() for r in range(world)) < world:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"rank {rank}: the other ranks never got ready")
+        time.sleep(0.001)
+
+
+def run_ranks(source: str, n: int, batches: int, warmup: int, cores_each: int) -> list[dict]:
+    """``n`` rank processes, one GPU and ``cores_each`` cores each, timed together."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        procs = []
+        for r in range(n):
+            cores = ",".join(str(c) for c in range(r * cores_each, (r + 1) * cores_each))
+            cmd = [sys.executable, __file__, "child", source, str(r), str(n), str(batches),
+                   str(warmup), d, cores]
+            procs.append(subprocess.Popen(cmd, env={**os.environ, "CUDA_VISIBLE_DEVICES": str(r)},
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True))
+        got = []
+        for r, p in enumerate(procs):
+            out, err = p.communicate(timeout=400)
+            lines = [x for x in out.strip().splitlines() if x.startswith("{")]
+            if not lines:  # (its numbers, where it printed them, count: see child's exit)
+                raise RuntimeError(f"rank {r} of {n} failed (exit {p.returncode}): "
+                                   f"{err[-1500:]}")
+            one = json.loads(lines[-1])
+            one["exit"] = p.returncode
+            got.append(one)
+    return got
+
+
+def run_augment(tree: Path, folder: str, out: Path, n: int, cache: Path | None,
+                env: dict) -> dict:
+    """``millipyde augment`` of the tree ``tree`` (``cache``: its own kernel cache, else this
+    process's), wall time and the rate it prints."""
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [sys.executable, "-m", "millipyde", "augment", folder, "-o", str(out), "-n", str(n),
+           "--recipe", "imagenet", "-q"]
+    full = {**os.environ, **env, "PYTHONPATH": os.pathsep.join([str(tree), "/tmp/site"])}
+    if cache is not None:
+        full["MILLIPYDE_CACHE_DIR"] = str(cache)
+    t = time.perf_counter()
+    r = subprocess.run(cmd, cwd=tree, env=full, capture_output=True, text=True, timeout=400)
+    wall = time.perf_counter() - t
+    if r.returncode:
+        raise RuntimeError(f"augment in {tree} failed: {r.stderr[-1500:]}")
+    line = [x for x in r.stdout.splitlines() if "images/s" in x][-1]
+    rate = float(line.rsplit(",", 1)[1].split()[0])
+    written = len(list(out.glob("aug_*")))
+    return {"rate": rate, "wall_s": wall, "written": written, "line": line}
+
+
+# ---------------------------------------------------------------------------- gpu run
+
+
+def _save(out: dict, args: argparse.Namespace) -> None:
+    """The numbers so far, in ``--out`` (a run cut short still leaves them)."""
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / f"data_{args.mode}.json").write_text(json.dumps(out, indent=1))
+
+
+def gpu(args: argparse.Namespace) -> dict:
+    import torch
+
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    out: dict = {"date": time.strftime("%Y-%m-%d"), "gpus": gpus, "cores": os.cpu_count()}
+    log(f"GPUs {out['gpus']}, {out['cores']} cores")
+    work = Path(args.work)
+    info = make_dataset(work, args.files, args.classes)
+    out["dataset"] = info
+    log(f"dataset: {info['files']} files ({info['mean_kb']:.1f} KB each), {info['classes']} "
+        f"classes, {info['shards']} shards; files {info['seconds_files']:.1f} s, shards "
+        f"{info['seconds_shards']:.1f} s")
+    _save(out, args)
+    baseline = None
+    cores = out["cores"] or 1
+    if args.baseline:
+        # the baseline's augment runs meanwhile on the last GPU and the last cores
+        bcores = list(range(max(0, cores - 8), cores))
+        gpu_b = str(max(0, torch.cuda.device_count() - 1))
+        script = (f"import json,sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+                  f"from bench_data import run_augment; from pathlib import Path; "
+                  f"w = run_augment(Path({args.baseline!r}), {info['aug1000']!r}, "
+                  f"Path({str(work / 'aug_base_w')!r}), 64, Path({str(work / 'cache_base')!r}), "
+                  f"{{}}); "
+                  f"t = run_augment(Path({args.baseline!r}), {info['aug1000']!r}, "
+                  f"Path({str(work / 'aug_base')!r}), {args.augment_n}, "
+                  f"Path({str(work / 'cache_base')!r}), {{}}); "
+                  f"print(json.dumps({{'warm': w, 'timed': t}}))")
+        baseline = subprocess.Popen([sys.executable, "-c", script],
+                                    env={**os.environ, "CUDA_VISIBLE_DEVICES": gpu_b},
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    preexec_fn=lambda: os.sched_setaffinity(0, bcores))
+        os.sched_setaffinity(0, range(max(1, cores - 8)))
+        log(f"baseline augment started on GPU {gpu_b}, cores {bcores}")
+        _save(out, args)
+    try:
+        out["decode"] = decode_alone(info["folder"], args.decode_batches)
+        log(f"decode alone: {out['decode']['rate']:.0f} img/s")
+        _save(out, args)
+    except Exception as err:
+        out["decode"] = {"error": repr(err)}
+        log(f"decode alone FAILED: {err!r}")
+        _save(out, args)
+    for name, src, nb in (("folder", info["folder"], args.batches),
+                          ("shards", info["shards_glob"], args.shard_batches)):
+        try:
+            out[name] = stream_rate(src, nb, args.warmup)
+            r = out[name]
+            log(f"{name}: {r['rate']:.0f} img/s ({r['decoder']}: {r['on_gpu']} on the GPU, "
+                f"{r['on_host']} by Pillow); open {r['open_s']:.1f} s, warm-up "
+                f"{r['warmup_s']:.1f} s; RSS {r['rss_mb'][0]:.0f} -> {r['rss_mb'][1]:.0f} MB, "
+                f"device {r['device_mb'][0]:.0f} -> {r['device_mb'][1]:.0f} MB")
+            ld, bm = r["loader"], r["batches_stats"]
+            log(f"  {name} time: decode thread over {ld['batches']} batches: decode "
+                f"{ld['decode_s']:.2f} s, waiting for bytes {ld['read_wait_s']:.2f} s, rest "
+                f"{ld['other_s']:.2f} s; batch worker {bm['make_s']:.2f} s; consumer waited "
+                f"{bm['wait_s']:.2f} s")
+            _save(out, args)
+        except Exception as err:
+            out[name] = {"error": repr(err)}
+            log(f"{name} FAILED: {err!r}")
+            _save(out, args)
+    if baseline is not None:
+        try:
+            bout, berr = baseline.communicate(timeout=max(10, args.budget - 60 -
+                                                          (time.perf_counter() - T0)))
+            if baseline.returncode:
+                raise RuntimeError(berr[-1500:])
+            out["augment_baseline"] = json.loads(bout.strip().splitlines()[-1])
+            log(f"baseline augment: {out['augment_baseline']['timed']}")
+            _save(out, args)
+        except Exception as err:
+            baseline.kill()
+            out["augment_baseline"] = {"error": repr(err)}
+            log(f"baseline augment FAILED: {err!r}")
+            _save(out, args)
+        os.sched_setaffinity(0, range(cores))
+    n = min(args.ranks, max(1, torch.cuda.device_count()))
+    each = max(1, cores // max(n, 1))
+    if n > 1 and time.perf_counter() - T0 < args.budget - 120:
+        for world in (1, n):
+            try:
+                got = run_ranks(info["folder"], world, args.rank_batches, args.warmup, each)
+                out[f"ranks{world}"] = {"per_rank": got, "rate": sum(g["rate"] for g in got),
+                                        "overlap_s": min(g["end"] for g in got) -
+                                        max(g["start"] for g in got)}
+                log(f"{world} rank(s): {out[f'ranks{world}']['rate']:.0f} img/s "
+                    f"({[round(g['rate']) for g in got]})")
+                _save(out, args)
+            except Exception as err:
+                out[f"ranks{world}"] = {"error": repr(err)}
+                log(f"{world} rank(s) FAILED: {err!r}")
+                _save(out, args)
+    if args.baseline and time.perf_counter() - T0 < args.budget - 40:
+        try:
+            tree = Path(__file__).resolve().parent.parent
+            # this tree's kernels are in this process's cache already (the rows above)
+            w = run_augment(tree, info["aug1000"], work / "aug_new_w", 64, None, {})
+            t = run_augment(tree, info["aug1000"], work / "aug_new", args.augment_n, None, {})
+            out["augment"] = {"warm": w, "timed": t}
+            log(f"augment: {t}")
+            _save(out, args)
+        except Exception as err:
+            out["augment"] = {"error": repr(err)}
+            log(f"augment FAILED: {err!r}")
+            _save(out, args)
+    if args.coco and time.perf_counter() - T0 < args.budget - 45:
+        try:
+            out["coco"] = coco_rate(info["folder"], work, 2000, args.coco)
+            log(f"coco: {out['coco']}")
+            _save(out, args)
+        except Exception as err:
+            out["coco"] = {"error": repr(err)}
+            log(f"coco FAILED: {err!r}")
+            _save(out, args)
+    return out
+
+
+def table(out: dict) -> str:
+    """The run's numbers as a table."""
+    rows = [("row", "img/s", "note")]
+    dec = out.get("decode", {}).get("rate")
+    if dec:
+        rows.append(("decode alone (nvImageCodec, 256)", f"{dec:.0f}", "bytes in memory"))
+    for name in ("folder", "shards"):
+        r = out.get(name, {})
+        if "rate" in r:
+            share = f"{100 * r['rate'] / dec:.0f}% of decode" if dec else ""
+            rows.append((f"{name} -> recipe -> torch (256)", f"{r['rate']:.0f}",
+                         f"{share}; RSS +{r['rss_growth_mb']:.0f} MB, device "
+                         f"+{r['device_growth_mb']:.0f} MB over {r['batches']} batches"))
+        elif r:
+            rows.append((name, "FAILED", r.get("error", "")[:60]))
+    if "rate" in out.get("shards", {}) and "rate" in out.get("folder", {}):
+        rows.append(("shards / folder", f"{out['shards']['rate'] / out['folder']['rate']:.3f}",
+                     ""))
+    for k in sorted(x for x in out if x.startswith("ranks")):
+        r = out[k]
+        if "rate" in r:
+            each = [round(g["rate"]) for g in r["per_rank"]]
+            rows.append((k, f"{r['rate']:.0f}", f"per rank {each}"))
+    if "rate" in out.get("ranks1", {}) and "rate" in out.get("ranks4", {}):
+        ratio = out["ranks4"]["rate"] / out["ranks1"]["rate"]
+        rows.append(("4 ranks / 1 rank", f"{ratio:.2f}x", ""))
+    c = out.get("coco", {})
+    if "rate" in c:
+        rows.append(("coco -> detection ops, targets (64)", f"{c['rate']:.0f}",
+                     f"{c['boxes']} boxes, {c['masks']} masks; first batch {c['first_s']:.1f} s"))
+    a, b = out.get("augment", {}).get("timed"), out.get("augment_baseline", {}).get("timed")
+    if a:
+        rows.append(("augment (this tree)", f"{a['rate']:.1f}", f"wall {a['wall_s']:.1f} s"))
+    if b:
+        rows.append(("augment (7c57e62)", f"{b['rate']:.1f}", f"wall {b['wall_s']:.1f} s"))
+    if a and b:
+        rows.append(("augment speed-up", f"{a['rate'] / b['rate']:.1f}x",
+                     f"wall {b['wall_s'] / a['wall_s']:.1f}x"))
+    for name in ("pillow_decode", "millipyde", "torchvision"):
+        r = out.get(name)
+        if r:
+            rows.append((f"cpu: {name}", f"{r['rate']:.1f}", r.get("note", "")))
+    if out.get("millipyde") and out.get("torchvision"):
+        rows.append(("cpu: millipyde / torchvision",
+                     f"{out['millipyde']['rate'] / out['torchvision']['rate']:.2f}x", ""))
+    w = [max(len(str(r[i])) for r in rows) for i in range(3)]
+    return "\n".join(f"{r[0]:<{w[0]}}  {r[1]:>{w[1]}}  {r[2]}" for r in rows)
+
+
+# ---------------------------------------------------------------------------- cpu run
+
+
+def cpu(args: argparse.Namespace) -> dict:
+    """The recipe on the cpu backend against torchvision v2 + DataLoader(2 workers)."""
+    import torch
+
+    import millipyde as mp
+    from millipyde.recipes import operations
+
+    work = Path(args.work)
+    info = make_dataset(work, args.files, args.classes)
+    out: dict = {"dataset": info, "cores": os.cpu_count(), "backend": mp.backend()}
+    log(f"dataset: {info['files']} files in {info['classes']} classes")
+    size = args.size
+    # the bound: Pillow's decode alone, on the threads the cpu backend decodes with
+    from millipyde.data.decode import PillowDecoder, decode_threads
+
+    src = mp.data.Folder(info["folder"])
+    blobs = [src.read(i) for i in range(len(src))]
+    dec = PillowDecoder(0)
+    rates = []
+    for _ in range(args.epochs):
+        t = time.perf_counter()
+        for b in range(0, len(blobs), size):
+            dec.decode(blobs[b:b + size], lambda r: "sample")
+        rates.append(len(blobs) / (time.perf_counter() - t))
+    dec.close()
+    out["pillow_decode"] = {"rate": max(rates), "runs": rates, "threads": decode_threads(),
+                            "note": "Pillow decode alone, bytes in memory"}
+    log(f"Pillow decode alone ({decode_threads()} threads): {rates}")
+    gen = mp.Generator(info["folder"], operations("imagenet"), shuffle=True, seed=0)
+    rates = []
+    for epoch in range(args.epochs + 1):  # epoch 0 compiles
+        gen.set_epoch(epoch)
+        t = time.perf_counter()
+        n = 0
+        with gen.batches(size, with_labels=True, mean=MEAN, std=STD, epochs=1) as bs:
+            for x, y in bs:
+                xt = torch.from_dlpack(x)
+                torch.from_dlpack(y)
+                n += xt.shape[0]
+            split = {**bs._loader.stats, **bs.stats}
+        rates.append(n / (time.perf_counter() - t))
+        log(f"millipyde epoch {epoch}: {rates[-1]:.1f} img/s; decode thread "
+            f"{split['decode_s']:.1f} s in Pillow over {split['batches']} batches, batch "
+            f"worker {split['make_s']:.1f} s, consumer waited {split['wait_s']:.1f} s")
+    out["millipyde_split"] = split
+    out["millipyde"] = {"rate": max(rates[1:]), "epochs": rates,
+                        "note": f"best of {args.epochs} warm epochs"}
+    gen.close()
+    from torchvision import datasets
+    from torchvision.transforms import v2
+
+    tf = v2.Compose([v2.RandomResizedCrop(224), v2.RandomHorizontalFlip(),
+                     v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8),
+                     v2.PILToTensor(), v2.ToDtype(torch.float32, scale=True),
+                     v2.Normalize(MEAN, STD)])
+    ds = datasets.ImageFolder(info["folder"], transform=tf)
+    loader = torch.utils.data.DataLoader(ds, batch_size=size, shuffle=True, num_workers=2,
+                                         persistent_workers=True)
+    rates = []
+    for epoch in range(args.epochs + 1):  # epoch 0 starts the workers
+        t = time.perf_counter()
+        n = sum(x.shape[0] for x, _ in loader)
+        rates.append(n / (time.perf_counter() - t))
+        log(f"torchvision epoch {epoch}: {rates[-1]:.1f} img/s")
+    out["torchvision"] = {"rate": max(rates[1:]), "epochs": rates,
+                          "note": f"DataLoader(2 workers), best of {args.epochs} warm epochs"}
+    return out
+
+
+def host(args: argparse.Namespace) -> dict:
+    """The read-ahead alone over the dataset's files (page cache): samples a second and CPU
+    seconds (all threads) per 1000 samples, the consumer taking batches of 256 as the decode
+    thread does. ``--readahead FILE`` loads another ``readahead.py`` (an earlier commit's)."""
+    import importlib.util
+
+    import millipyde.data as mdata
+
+    work = Path(args.work)
+    info = make_dataset(work, args.files, args.classes)
+    src = mdata.Folder(info["folder"])
+    mod = None
+    if args.readahead:
+        spec = importlib.util.spec_from_file_location("readahead_other", args.readahead)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    else:
+        from millipyde.data import readahead as mod
+    n = args.samples
+    rows = []
+    for rep in range(args.repeat):
+        plan = iter(np.random.default_rng(rep).integers(0, len(src), n).tolist())
+        ra = mod.ReadAhead(src, plan, threads=8)
+        c0, t0 = os.times(), time.perf_counter()
+        left = n
+        while left:
+            k = min(256, left)
+            if hasattr(ra, "take_many"):
+                ra.take_many(k)
+            else:
+                for _ in range(k):
+                    ra.take()
+            left -= k
+        dt = time.perf_counter() - t0
+        c1 = os.times()
+        ra.close()
+        cpu_s = (c1.user - c0.user) + (c1.system - c0.system)
+        rows.append({"rate": n / dt, "cpu_ms_per_1000": 1000 * cpu_s / n * 1000})
+        log(f"read-ahead {args.readahead or 'this tree'}: {rows[-1]}")
+    return {"readahead": args.readahead or "this tree", "runs": rows,
+            "rate": max(r["rate"] for r in rows),
+            "cpu_ms_per_1000": min(r["cpu_ms_per_1000"] for r in rows)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="mode", required=True)
+    g = sub.add_parser("gpu")
+    g.add_argument("--work", default="/tmp/mpdata")
+    g.add_argument("--files", type=int, default=100_000)
+    g.add_argument("--classes", type=int, default=1000)
+    g.add_argument("--batches", type=int, default=400)
+    g.add_argument("--shard-batches", type=int, default=200)
+    g.add_argument("--rank-batches", type=int, default=150)
+    g.add_argument("--decode-batches", type=int, default=40)
+    g.add_argument("--warmup", type=int, default=8)
+    g.add_argument("--ranks", type=int, default=4)
+    g.add_argument("--baseline", default=None, help="a checkout of the baseline commit")
+    g.add_argument("--augment-n", type=int, default=1000)
+    g.add_argument("--coco", type=int, default=10, help="COCO batches (0: no COCO row)")
+    g.add_argument("--budget", type=float, default=400, help="seconds the run may take")
+    g.add_argument("--out", default=os.environ.get("OUT", "."))
+    c = sub.add_parser("cpu")
+    c.add_argument("--work", default="/tmp/mpdata-cpu")
+    c.add_argument("--files", type=int, default=2000)
+    c.add_argument("--classes", type=int, default=20)
+    c.add_argument("--size", type=int, default=256)
+    c.add_argument("--epochs", type=int, default=2)
+    c.add_argument("--out", default=".")
+    h = sub.add_parser("host")
+    h.add_argument("--work", default="/tmp/mpdata-cpu")
+    h.add_argument("--files", type=int, default=2000)
+    h.add_argument("--classes", type=int, default=20)
+    h.add_argument("--samples", type=int, default=20000)
+    h.add_argument("--repeat", type=int, default=3)
+    h.add_argument("--readahead", default=None)
+    h.add_argument("--out", default=".")
+    ch = sub.add_parser("child")
+    for name in ("source", "rank", "world", "batches", "warmup", "barrier", "cores"):
+        ch.add_argument(name)
+    args = ap.parse_args(argv)
+    if args.mode == "child":
+        cores = [int(c) for c in args.cores.split(",") if c]
+        avail = os.sched_getaffinity(0)
+        if cores and set(cores) <= avail:
+            os.sched_setaffinity(0, cores)
+        got = stream_rate(args.source, int(args.batches), int(args.warmup), rank=int(args.rank),
+                          world=int(args.world), barrier=args.barrier)
+        print(json.dumps(got), flush=True)
+        # the numbers are out: no native library's teardown at exit can lose them (on
+        # 2026-11-28 every rank child exited non-zero after its run, without a traceback)
+        os._exit(0)
+    out = {"gpu": gpu, "cpu": cpu, "host": host}[args.mode](args)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / f"data_{args.mode}.json").write_text(json.dumps(out, indent=1))
+    print(table(out), flush=True)
+    return 0
+
+
+def table_of(path: str) -> int:
+    """Print the table of a saved run (``data_gpu.json`` / ``data_cpu.json``)."""
+    print(table(json.loads(Path(path).read_text())))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "table":
+        raise SystemExit(table_of(sys.argv[2]))
+    raise SystemExit(main())

@@ -1,0 +1,107 @@
+"""A streamed Generator's batches through the batch engine (sources of ``millipyde.data``).
+
+A :class:`Stream` is what a Generator over a folder, paths, shards or a COCO source keeps: its
+source and sampler, the decode choice, the bad samples met, and what it works out once for the
+batch engine. Each iterator of the Generator (``batches()``, ``next()``) gets its own
+:class:`~millipyde.data.loader.Loader`, which reads and decodes its batches ahead.
+
+A decoded batch's samples are, for that batch, the inputs of the engine's arena gathers
+(``batch_arena``): :meth:`Stream.arena` packs them into one flat buffer per dtype (one device
+copy per sample, no host copy) and returns a recorder over them, so a batch of mixed-size
+photographs is one launch per kernel of the chain, as for resident inputs. Samples whose input
+kind fails to record the chain cleanly, and chains the arena does not take, go the per-output
+way (:func:`images_of` wraps decoded buffers as gpuimages, without a copy).
+"""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from . import batch_arena
+from .data.decode import as_buffer, make_decoder
+from .data.loader import BadSamples, DecodedBatch, Loader
+from .data.readahead import READ_THREADS, WINDOW_BYTES
+from .image import gpuimage
+
+
+class Stream:
+    """A Generator's streamed source and what its iterators share (see the module doc).
+
+    Parameters
+    ----------
+    source : millipyde.data.Source
+    sampler : millipyde.data.EpochSampler
+    operations : list of Operation
+    seed : int
+    decoder : str
+        ``"auto"``, ``"pillow"`` or ``"nvimgcodec"`` (``data.decode.make_decoder``).
+    strict : bool
+        A bad sample raises instead of being skipped.
+    read_threads, window : int
+        The read-ahead's threads and bound in bytes.
+    """
+
+    def __init__(self, source: Any, sampler: Any, operations: list, seed: int,
+                 decoder: str = "auto", strict: bool = False, read_threads: int = READ_THREADS,
+                 window: int = WINDOW_BYTES) -> None:
+        self.source, self.sampler = source, sampler
+        self.operations, self.seed = operations, seed
+        self.decoder, self.strict = decoder, strict
+        self.read_threads, self.window = read_threads, window
+        self.bad = BadSamples()
+        self.steps = batch_arena.arena_steps(operations) if not source.has_targets else None
+        self._clean: dict[tuple, bool] = {}
+        self._one_gather: bool | None = None
+        self._lock = threading.Lock()
+
+    def loader(self, plan: Any, device: int, first: int = 0) -> Loader:
+        """A Loader of ``plan``'s batches from batch ``first`` on, decoding on ``device``."""
+        return Loader(self.source, self.sampler, plan, make_decoder(self.decoder, device),
+                      device, self.bad, strict=self.strict, threads=self.read_threads,
+                      window=self.window, first=first)
+
+    def arena(self, db: DecodedBatch, device: int) -> tuple[Any, list[int]] | None:
+        """A recorder over ``db``'s samples, with their arena packed on ``device``, and the
+        batch rows it leaves (their kind does not record the chain cleanly); None where the
+        chain needs the per-output path."""
+        if self.steps is None:
+            return None
+        arrays = db.arrays
+        left = []
+        for r, a in enumerate(arrays):
+            key = (tuple(a.shape), np.dtype(a.dtype).str)
+            ok = self._clean.get(key)
+            if ok is None:
+                ok = a.ndim in (2, 3) and batch_arena.records_cleanly(
+                    gpuimage.from_buffer(as_buffer(a), device), self.operations, self.seed)
+                with self._lock:
+                    self._clean[key] = ok
+            if not ok:
+                left.append(r)
+        rec = batch_arena.ArenaRecorder(SimpleNamespace(inputs=arrays, seed=self.seed),
+                                        self.steps)
+        if self._one_gather is None:
+            k = db.ks[:1]
+            self._one_gather = plans_ok = batch_arena.plans_one_gather(rec, k, np.zeros(1, int))
+            if not plans_ok:
+                self.steps = None
+                return None
+        batch_arena.pack(rec, arrays, device)
+        return rec, left
+
+
+def images_of(db: DecodedBatch, rows: list[int], device: int) -> list[gpuimage]:
+    """The decoded samples at ``rows`` as gpuimages over their buffers (no copy), with their
+    detection targets attached where the source has them."""
+    out = []
+    for r in rows:
+        img = gpuimage.from_buffer(as_buffer(db.arrays[r]), device)
+        if db.targets is not None and db.targets[r] is not None:
+            t = db.targets[r]
+            img.set_targets(boxes=t["boxes"], labels=t["labels"], mask=t["mask"])
+        out.append(img)
+    return out

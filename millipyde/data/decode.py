@@ -1,0 +1,294 @@
+"""Decoding encoded samples into device buffers, in batches.
+
+- :class:`PillowDecoder`: Pillow on a pool of threads (Pillow's decoders release the GIL), with
+  io.py's rules (:func:`millipyde.io.decode_array`: decompression bombs refused, every pixel
+  decoded, grey / RGBA / CMYK / palette as ``load_array`` maps them) and the EXIF orientation
+  applied. On the cpu backend its arrays are the device buffers; on a GPU they are uploaded.
+- :class:`NvImageCodecDecoder`: nvImageCodec (nvJPEG, and the hardware JPEG decoder where the GPU
+  has one) decodes a batch of colour JPEGs straight into device memory, which is wrapped as
+  device buffers without a host copy; EXIF orientation applied by nvImageCodec. What it does not
+  take (grey and CMYK JPEGs, PNG and the other formats, a JPEG it fails on) goes to Pillow, so
+  the pixels of every format follow one set of rules. Optional: ``pip install
+  nvidia-nvimgcodec-cu13`` (in millipyde's ``cuda`` extra); without it GPUs decode with Pillow,
+  said once in a warning.
+
+:func:`make_decoder` picks one for the backend.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from .. import io as mio
+from ..backend import ACTIVE as runtime
+
+#: decoder choices of ``mp.Generator(decoder=...)``
+DECODERS = ("auto", "pillow", "nvimgcodec")
+
+_warned_missing = [False]
+
+
+def decode_threads() -> int:
+    """Pillow decode threads: the cores this process may use, at most 32."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        n = os.cpu_count() or 1
+    return max(1, min(32, n))
+
+
+class PillowDecoder:
+    """Pillow on a thread pool (see the module doc).
+
+    Parameters
+    ----------
+    device : int
+        Where the decoded buffers go (uploaded on a GPU backend).
+    threads : int, optional
+        Decode threads (default :func:`decode_threads`).
+    """
+
+    name = "pillow"
+
+    def __init__(self, device: int, threads: int | None = None) -> None:
+        self.device = device
+        self.threads = threads or decode_threads()
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads,
+                                                thread_name_prefix="millipyde-decode")
+            return self._pool
+
+    def decode_host(self, items: list[tuple[bytes, str]]) -> list[Any]:
+        """Per item ``(data, name)``: its array, or the ValueError naming it."""
+        if len(items) == 1 or self.threads == 1:
+            return [_decode_one(d, n) for d, n in items]
+        return list(self._executor().map(lambda it: _decode_one(*it), items))
+
+    def decode(self, datas: list[bytes], name_of: Callable[[int], str],
+               stream: Any = None) -> list[Any]:
+        """Per encoded sample its device buffer, or its error (``name_of(r)`` names sample
+        ``r`` of the list)."""
+        items = [(d, name_of(r)) for r, d in enumerate(datas)]
+        return [upload(a, self.device) for a in self.decode_host(items)]
+
+    def close(self) -> None:
+        """Stop the threads."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+
+def _decode_one(data: bytes, name: str) -> Any:
+    try:
+        return mio.decode_array(data, name, exif=True)
+    except (ValueError, MemoryError) as err:
+        return err
+
+
+def upload(a: Any, device: int) -> Any:
+    """A decoded host array as a device buffer (itself on the cpu backend); errors pass."""
+    if isinstance(a, BaseException) or not runtime.caps.device_memory:
+        return a
+    try:
+        return runtime.from_host(a, device)
+    except Exception as err:  # out of device memory, say: a bad sample, not the end
+        return err
+
+
+class NvImageCodecDecoder:
+    """nvImageCodec's batched decode into device memory (see the module doc).
+
+    Parameters
+    ----------
+    device : int
+        The GPU that decodes and keeps the images.
+    fallback : PillowDecoder
+        Decodes what nvImageCodec does not take.
+    """
+
+    name = "nvimgcodec"
+
+    def __init__(self, device: int, fallback: PillowDecoder, module: Any = None) -> None:
+        self.nv = module if module is not None else import_nvimgcodec()
+        if self.nv is None:
+            raise ImportError("nvImageCodec is not installed (pip install nvidia-nvimgcodec-cu13)")
+        self.device = device
+        self.fallback = fallback
+        with runtime.on_device(device):
+            # its CPU stages (parsing; Huffman decoding where no hardware decoder takes an
+            # image) on this process's cores: one process per GPU shares the machine
+            self._dec = self.nv.Decoder(device_id=device,
+                                        max_num_cpu_threads=fallback.threads)
+        self._params = self.nv.DecodeParams(apply_exif_orientation=True,
+                                            color_spec=self.nv.ColorSpec.SRGB)
+        #: samples decoded on the GPU and by the fallback (reports)
+        self.on_gpu = 0
+        self.on_host = 0
+
+    def takes(self, cs: Any) -> bool:
+        """Whether the GPU decodes this code stream: a colour (YCbCr / RGB) JPEG."""
+        nv = self.nv
+        return cs.codec_name == "jpeg" and cs.num_channels == 3 and \
+            cs.color_spec in (nv.ColorSpec.SYCC, nv.ColorSpec.SRGB, nv.ColorSpec.UNKNOWN)
+
+    def decode(self, datas: list[bytes], name_of: Callable[[int], str],
+               stream: Any = None) -> list[Any]:
+        """Per encoded sample its device buffer (a :class:`DeviceImage`), or its error
+        (``name_of(r)`` names sample ``r``). The GPU's images are complete on ``stream``
+        (queued behind the decode)."""
+        out: list[Any] = [None] * len(datas)
+        gpu_rows, streams = [], []
+        limit = mio.pixel_limit()
+        for r, data in enumerate(datas):
+            try:
+                cs = self.nv.CodeStream(data)
+                take = self.takes(cs)
+                pixels = int(cs.width) * int(cs.height)
+            except Exception:  # not parsed: Pillow says why
+                take, pixels = False, 0
+            if take and pixels > limit:
+                out[r] = ValueError(f"cannot load image {name_of(r)!r}: refused as a possible "
+                                    f"decompression bomb ({pixels} pixels, over the limit of "
+                                    f"{limit})")
+            elif take:
+                gpu_rows.append(r)
+                streams.append(cs)
+        if gpu_rows:
+            from ..backend.pool import stream_handle
+
+            with runtime.on_device(self.device):
+                handle = stream_handle(stream)
+                try:
+                    images = self._dec.decode(streams, params=self._params,
+                                              cuda_stream=handle)
+                except Exception:  # the whole batch refused: each one by Pillow below
+                    images = [None] * len(gpu_rows)
+                if len(images) != len(gpu_rows):
+                    # nvImageCodec leaves out of its list the images it failed to decode:
+                    # which ones is only known one by one (rare: a stream that parsed but
+                    # did not decode)
+                    images = [self._one(cs, handle) for cs in streams]
+                for r, img in zip(gpu_rows, images, strict=True):
+                    out[r] = None if img is None else _wrap(img, self._dec)
+        rest = [r for r in range(len(datas)) if out[r] is None]
+        self.on_gpu += len(datas) - len(rest)
+        self.on_host += len(rest)
+        if rest:
+            got = self.fallback.decode([datas[r] for r in rest], lambda j: name_of(rest[j]))
+            for r, v in zip(rest, got, strict=True):
+                out[r] = v
+        return out
+
+    def _one(self, cs: Any, handle: int) -> Any:
+        """One code stream decoded alone: its image, or None where nvImageCodec fails it."""
+        try:
+            return self._dec.decode(cs, params=self._params, cuda_stream=handle)
+        except Exception:
+            return None
+
+    def close(self) -> None:
+        """Stop the fallback's threads (nvImageCodec's decoder goes with its last image: the
+        images decoded by it keep it)."""
+        self.fallback.close()
+
+
+class DeviceImage:
+    """A decoded nvImageCodec image on the device, described without numba-cuda: shape,
+    dtype and the address of its (contiguous) memory; it keeps the image alive. The batch
+    engine copies it by address (``Backend.copy_from_pointer``); :meth:`buffer` makes the
+    numba device array over it for the per-output path (no copy)."""
+
+    __slots__ = ("image", "decoder", "shape", "dtype", "ndim", "size", "device_ptr", "_buffer")
+
+    def __init__(self, image: Any, shape: tuple[int, ...], ptr: int, decoder: Any = None) -> None:
+        self.image = image
+        # the decoder outlives its images (their memory and stream are its allocator's)
+        self.decoder = decoder
+        self.shape = shape
+        self.dtype = np.dtype(np.uint8)
+        self.ndim = len(shape)
+        self.size = int(np.prod(shape))
+        self.device_ptr = int(ptr)
+        self._buffer = None
+
+    def buffer(self) -> Any:
+        """The numba device array over the image's memory (made once)."""
+        if self._buffer is None:
+            from numba import cuda
+
+            # without its stream: the array would keep nvImageCodec's stream as its default
+            # one, which need not outlive the decoder; readers order themselves on events
+            face = {k: v for k, v in self.image.__cuda_array_interface__.items()
+                    if k != "stream"}
+            self._buffer = cuda.from_cuda_array_interface(
+                face, owner=(self.image, self.decoder), sync=False)
+        return self._buffer
+
+
+def as_buffer(a: Any) -> Any:
+    """A decoded sample as a device buffer of the backend (a :class:`DeviceImage`'s array)."""
+    return a.buffer() if isinstance(a, DeviceImage) else a
+
+
+def _wrap(img: Any, decoder: Any = None) -> Any:
+    """An nvImageCodec device image as a :class:`DeviceImage` (no copy); None where it is not
+    a contiguous (H, W, 3) uint8 image."""
+    face = img.__cuda_array_interface__
+    shape = tuple(int(d) for d in face["shape"])
+    if len(shape) != 3 or shape[2] != 3 or np.dtype(face["typestr"]) != np.uint8:
+        return None
+    strides = face.get("strides")
+    if strides is not None and tuple(strides) != (shape[1] * 3, 3, 1):
+        return None
+    return DeviceImage(img, shape, face["data"][0], decoder)
+
+
+def import_nvimgcodec() -> Any:
+    """The ``nvidia.nvimgcodec`` module, or None where it is not installed or cannot load."""
+    try:
+        from nvidia import nvimgcodec
+    except Exception:
+        return None
+    return nvimgcodec
+
+
+def make_decoder(choice: str, device: int, threads: int | None = None) -> Any:
+    """The decoder for ``choice`` (:data:`DECODERS`) on this backend.
+
+    ``"auto"``: nvImageCodec on CUDA GPUs where it is installed (else Pillow, said once in a
+    warning), Pillow on the cpu backend. ``"nvimgcodec"`` where it cannot run: ValueError.
+    """
+    if choice not in DECODERS:
+        raise ValueError(f"decoder must be one of {DECODERS}, got {choice!r}")
+    pillow = PillowDecoder(device, threads)
+    gpu = runtime.caps.nvidia_codecs
+    if choice == "pillow" or (choice == "auto" and not gpu):
+        return pillow
+    if not gpu:
+        raise ValueError("decoder='nvimgcodec' needs the cuda backend on an NVIDIA GPU "
+                         "(mp.backend() says which backend is active)")
+    nv = import_nvimgcodec()
+    if nv is None:
+        if choice == "nvimgcodec":
+            raise ValueError("decoder='nvimgcodec': nvImageCodec is not installed (pip install "
+                             "nvidia-nvimgcodec-cu13, or millipyde[cuda])")
+        if not _warned_missing[0]:
+            _warned_missing[0] = True
+            warnings.warn("nvImageCodec is not installed (pip install millipyde[cuda]): "
+                          "images are decoded with Pillow on the host, then uploaded",
+                          UserWarning, stacklevel=3)
+        return pillow
+    return NvImageCodecDecoder(device, pillow, nv)

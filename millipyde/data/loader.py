@@ -1,0 +1,319 @@
+"""Decoded batches of a rank's outputs: read ahead, decoded ahead, bad samples refilled.
+
+A :class:`Loader` serves one iterator of a Generator (a ``batches()`` stream, or ``next()``'s
+outputs): ``plan(b)`` gives the output indices of its batch ``b`` (None past the end), the
+sampler which sample each output shows. A :class:`~millipyde.data.readahead.ReadAhead` reads
+the samples' bytes in that order; one decode thread per Loader decodes whole batches
+(``decode.py``) a bounded number of batches ahead of :meth:`Loader.get`, on its own stream of
+the device, so decoding overlaps the augmentation of the batch before.
+
+A sample that cannot be read or decoded is a bad sample: counted in :class:`BadSamples` (named
+once in a warning, in the consumer's thread), remembered so it is not decoded again, and its
+place is taken by the next sample of the same rank's share of the epoch that decodes
+(``EpochSampler.refills``), keeping that output's random draws: every rank still makes exactly
+its share, whatever files are bad, and the choice depends only on which files are bad, so a
+resumed run refills alike. ``strict=True`` raises :class:`BadSampleError` instead. A refill tries
+at most ``MAX_REFILLS`` samples that were not known to be bad; nothing is retried forever.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..backend import ACTIVE as runtime
+from .readahead import READ_THREADS, WINDOW_BYTES, ReadAhead
+
+#: decoded batches kept ready ahead of the consumer
+AHEAD = 2
+#: samples tried (not known bad) to refill one bad sample
+MAX_REFILLS = 64
+#: the interpreter's thread switch interval (seconds) while a Loader runs. A C call that
+#: releases the GIL (nvImageCodec releases it per image, twice, inside one batched decode)
+#: waits up to the switch interval to take it back from the Python threads beside it (the
+#: readers, the batch worker, the consumer); CPython's default of 5 ms stretched a 10.9 ms
+#: decode of 256 images to 38 ms in the pipeline (bench/RESULTS.md, datasets). Restored when
+#: the last Loader closes.
+SWITCH_INTERVAL = 0.0002
+
+_switch_lock = threading.Lock()
+_switch = {"loaders": 0, "saved": None}
+
+
+def _enter_streaming() -> None:
+    with _switch_lock:
+        if _switch["loaders"] == 0:
+            saved = sys.getswitchinterval()
+            if saved > SWITCH_INTERVAL:
+                _switch["saved"] = saved
+                sys.setswitchinterval(SWITCH_INTERVAL)
+        _switch["loaders"] += 1
+
+
+def _leave_streaming() -> None:
+    with _switch_lock:
+        _switch["loaders"] -= 1
+        if _switch["loaders"] == 0 and _switch["saved"] is not None:
+            sys.setswitchinterval(_switch["saved"])
+            _switch["saved"] = None
+
+
+class BadSampleError(ValueError):
+    """A sample could not be read or decoded (``strict=True``), or no sample of the rank's
+    share could take a bad one's place; the message names the file(s)."""
+
+
+class BadSamples:
+    """The bad samples one Generator met: each named once in a warning, all counted.
+
+    Attributes
+    ----------
+    names : dict of str to str
+        File (or ``shard:member``) to why it was skipped, in the order met.
+    skipped : int
+        Outputs whose sample was replaced (a file met twice counts twice).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.names: dict[str, str] = {}
+        self.known: set[int] = set()
+        self.skipped = 0
+        self._warned = 0
+
+    def add(self, sample: int, name: str, err: BaseException) -> None:
+        with self._lock:
+            self.names.setdefault(name, f"{type(err).__name__}: {err}")
+            self.known.add(int(sample))
+            self.skipped += 1
+
+    def warn_pending(self, stacklevel: int = 3) -> None:
+        """One UserWarning per bad file not yet warned about (call from the consumer)."""
+        with self._lock:
+            items = list(self.names.items())[self._warned:]
+            self._warned += len(items)
+        for name, why in items:
+            warnings.warn(f"skipped bad sample {name!r} (its place refilled from this rank's "
+                          f"share): {why}", UserWarning, stacklevel=stacklevel)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+@dataclass
+class DecodedBatch:
+    """One batch's decoded samples, in batch order."""
+
+    ks: np.ndarray  # (n,) int64 output indices
+    samples: np.ndarray  # (n,) int64 the sample each shows (refills included)
+    arrays: list  # per row its decoded device buffer, (H, W) or (H, W, C)
+    labels: np.ndarray | None  # (n,) int64, or None without labels
+    targets: list | None  # per row a dict (boxes, labels, mask), or None
+    ready: Any  # event: the decode is complete (GPUs), or None
+
+
+class Loader:
+    """Decoded batches of ``plan`` (see the module doc).
+
+    Parameters
+    ----------
+    source : Source
+    sampler : EpochSampler
+    plan : callable
+        ``plan(b)``: int64 output indices of batch ``b``, or None past the last batch.
+    decoder : PillowDecoder or NvImageCodecDecoder
+        Closed with the Loader.
+    device : int
+    bad : BadSamples
+    strict : bool
+        Raise :class:`BadSampleError` at the first bad sample.
+    first : int
+        The first batch asked for (a resumed stream starts past 0).
+    """
+
+    def __init__(self, source: Any, sampler: Any, plan: Callable[[int], Any], decoder: Any,
+                 device: int, bad: BadSamples, *, strict: bool = False, ahead: int = AHEAD,
+                 threads: int = READ_THREADS, window: int = WINDOW_BYTES,
+                 first: int = 0) -> None:
+        self.source, self.sampler, self.plan = source, sampler, plan
+        self.first = int(first)
+        self.decoder, self.device, self.bad, self.strict = decoder, device, bad, strict
+        self.ahead = max(1, int(ahead))
+        self.reader = ReadAhead(source, self._samples(), threads=threads, window=window)
+        self._cond = threading.Condition()
+        self._ready: dict[int, Any] = {}
+        self._want = self.first  # the batch the consumer asks for next
+        self._end: int | None = None  # first batch index past the plan
+        self._stopped = False
+        #: seconds the decode thread spent waiting for read bytes, decoding, and on the rest
+        #: (refills, labels), and the batches it made: where time goes (bench/bench_data.py)
+        self.stats = {"read_wait_s": 0.0, "decode_s": 0.0, "other_s": 0.0, "batches": 0}
+        self._thread = threading.Thread(target=self._run, name="millipyde-decode-batches",
+                                        daemon=True)
+        _enter_streaming()
+        self._streaming = True
+        self._thread.start()
+
+    def _samples(self) -> Iterator[int]:
+        for b in itertools.count(self.first):
+            ks = self.plan(b)
+            if ks is None:
+                return
+            yield from np.atleast_1d(self.sampler.sample_of(ks)).tolist()
+
+    # -- the decode thread -------------------------------------------------------------
+    def _run(self) -> None:
+        with runtime.on_device(self.device):
+            stream = runtime.new_stream(self.device) if runtime.caps.launches_on_streams \
+                else None
+            with runtime.using_stream(stream):
+                self._loop(stream)
+
+    def _loop(self, stream: Any) -> None:
+        for b in itertools.count(self.first):
+            with self._cond:
+                while not self._stopped and b >= self._want + self.ahead:
+                    self._cond.wait()
+                if self._stopped:
+                    return
+            try:
+                ks = self.plan(b)
+                made: Any = None if ks is None else self._make(np.asarray(ks, np.int64),
+                                                               stream)
+            except BaseException as err:  # handed to the consumer of batch b
+                made = err
+            with self._cond:
+                if made is None:
+                    self._end = b
+                else:
+                    self._ready[b] = made
+                self._cond.notify_all()
+            if made is None or isinstance(made, BaseException):
+                return
+
+    def _make(self, ks: np.ndarray, stream: Any) -> DecodedBatch:
+        src = self.source
+        n = len(ks)
+        t0 = time.perf_counter()
+        taken = self.reader.take_many(n)
+        samples = np.fromiter((i for i, _ in taken), dtype=np.int64, count=n)
+        datas = [d for _, d in taken]
+        rows = [r for r in range(n) if not isinstance(datas[r], BaseException)]
+        arrays: list[Any] = [None] * n
+        t1 = time.perf_counter()
+        got = self.decoder.decode([datas[r] for r in rows],
+                                  lambda j: src.name(int(samples[rows[j]])), stream)
+        t2 = time.perf_counter()
+        for r, a in zip(rows, got, strict=True):
+            arrays[r] = a
+        for r in range(n):
+            err = datas[r] if arrays[r] is None else arrays[r]
+            if isinstance(err, BaseException):
+                samples[r], arrays[r] = self._refill(int(ks[r]), int(samples[r]), err, stream)
+        ready = runtime.record_event(stream) if stream is not None else None
+        labels = None if src.labels is None else src.labels[samples]
+        targets = None
+        if src.has_targets:
+            targets = [src.targets(int(s), tuple(a.shape[:2]))
+                       for s, a in zip(samples.tolist(), arrays, strict=True)]
+        st = self.stats
+        st["read_wait_s"] += t1 - t0
+        st["decode_s"] += t2 - t1
+        st["other_s"] += time.perf_counter() - t2
+        st["batches"] += 1
+        return DecodedBatch(ks, samples, arrays, labels, targets, ready)
+
+    def _refill(self, k: int, sample: int, err: BaseException, stream: Any) -> tuple[int, Any]:
+        """The sample (and its decoded buffer) taking output ``k``'s place (see the module
+        doc)."""
+        src = self.source
+        name = src.name(sample)
+        if self.strict:
+            raise BadSampleError(f"bad sample {name!r}: {type(err).__name__}: {err}") from err
+        self.bad.add(sample, name, err)
+        tried = 0
+        for k2 in self.sampler.refills(k):
+            s2 = int(self.sampler.sample_of(k2))
+            if s2 in self.bad.known:
+                continue
+            tried += 1
+            if tried > MAX_REFILLS:
+                break
+            try:
+                data = src.read(s2)
+            except (OSError, ValueError) as e:
+                self.bad.add(s2, src.name(s2), e)
+                continue
+            name2 = src.name(s2)
+            a = self.decoder.decode([data], lambda _, n=name2: n, stream)[0]
+            if isinstance(a, BaseException):
+                self.bad.add(s2, src.name(s2), a)
+                continue
+            return s2, a
+        raise BadSampleError(
+            f"bad sample {name!r} and no sample of this rank's share could take its place "
+            f"({tried} more tried; {len(self.bad)} bad files so far): {err}") from err
+
+    # -- the consumer --------------------------------------------------------------------
+    def get(self, b: int) -> DecodedBatch | None:
+        """Decoded batch ``b`` (asked in order), or None past the end of the plan.
+
+        Raises
+        ------
+        BadSampleError
+            ``strict`` and a bad sample, or a bad sample nothing could replace.
+        """
+        with self._cond:
+            self._want = max(self._want, b)
+            self._cond.notify_all()
+            while b not in self._ready:
+                if self._end is not None and b >= self._end:
+                    return None
+                if self._stopped:
+                    raise RuntimeError("the loader was closed")
+                if not self._thread.is_alive():
+                    raise RuntimeError("the decode thread exited")
+                self._cond.wait(0.5)
+            got = self._ready.pop(b)
+            self._want = max(self._want, b + 1)
+            self._cond.notify_all()
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
+    def close(self, join: bool = True) -> None:
+        """Stop the decode thread and the readers and release the decoder; ``join``: wait
+        for the threads (else they exit on their own)."""
+        with self._cond:
+            if self._stopped and not join:
+                return
+            self._stopped = True
+            self._ready.clear()
+            self._cond.notify_all()
+            leave, self._streaming = getattr(self, "_streaming", False), False
+        if leave:
+            _leave_streaming()
+        self.reader.close(join)
+        if not join:
+            return
+        if self._thread is not threading.current_thread():
+            self._thread.join(30.0)
+        self.decoder.close()
+
+    def __del__(self) -> None:
+        self.close(join=False)
+
+
+def wait_ready(db: DecodedBatch, stream: Any) -> None:
+    """Make later work on ``stream`` wait for the batch's decode (GPUs); else nothing."""
+    if db.ready is not None:
+        runtime.wait_event(db.ready, stream)
+

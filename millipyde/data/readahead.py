@@ -1,0 +1,209 @@
+"""Encoded bytes read ahead of the decoder by a bounded pool of threads, in a bounded window.
+
+A :class:`ReadAhead` reads the samples a plan names, in the plan's order, with ``threads``
+reader threads (file reads release the GIL), and hands them out in that order (:meth:`take`,
+:meth:`take_many`). What it holds is bounded: samples read but not taken stay under ``window``
+bytes (one run of samples at least, so a large one still goes through) and ``max_items``
+samples; a reader reserves a sample's size before it reads it (the source's size where it knows
+it, else the mean so far), so the bytes in flight exceed the window by at most one sample per
+reader. Memory therefore does not grow with the dataset, however large.
+
+Readers claim runs of up to ``RUN`` consecutive samples, and a thread is woken only when there
+is something for it (a reader when the window has room, the consumer when the sample it waits
+for has arrived): at tens of thousands of samples a second, waking every thread on every sample
+would spend the GIL on wake-ups.
+
+A sample that cannot be read is handed out as its error (the caller skips and refills it); the
+readers never retry. :meth:`close` stops the readers and joins them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+#: default bound on the bytes read ahead
+WINDOW_BYTES = 256 << 20
+#: default reader threads
+READ_THREADS = 8
+#: samples a reader claims at once
+RUN = 8
+
+
+class ReadAhead:
+    """Bytes of ``plan``'s samples, read ahead (see the module doc).
+
+    Parameters
+    ----------
+    source : Source
+        Where samples are read from (``read``, ``size``).
+    plan : iterator of int
+        Sample indices to read, in the order :meth:`take` hands them out.
+    threads : int
+        Reader threads.
+    window : int
+        Bound on the bytes read and not yet taken.
+    max_items : int
+        Bound on the samples read and not yet taken.
+    """
+
+    def __init__(self, source: Any, plan: Iterator[int], *, threads: int = READ_THREADS,
+                 window: int = WINDOW_BYTES, max_items: int = 4096) -> None:
+        self.source = source
+        self._plan = plan
+        self.window = int(window)
+        self.max_items = max(1, int(max_items))
+        self._lock = threading.Lock()
+        self._space = threading.Condition(self._lock)  # readers wait for room
+        self._arrived = threading.Condition(self._lock)  # the consumer waits for a sample
+        self._claimed = 0  # next plan position a reader takes
+        self._taken = 0  # next plan position take() hands out
+        self._results: dict[int, tuple[int, Any, int]] = {}
+        self._held = 0  # bytes reserved or read, not yet taken
+        self._done = False  # the plan is exhausted
+        self._stopped = False
+        self._waiting_for = -1  # the position the consumer waits for (-1: none)
+        self._idle = 0  # readers waiting for room
+        self._read_bytes = 0
+        self._read_count = 0
+        #: the most bytes held at once (reports and tests)
+        self.peak = 0
+        self._threads = [threading.Thread(target=self._reader, name=f"millipyde-read-{t}",
+                                          daemon=True) for t in range(max(1, int(threads)))]
+        for t in self._threads:
+            t.start()
+
+    def _estimate(self, i: int) -> int:
+        size = self.source.size(i)
+        if size is not None:
+            return int(size)
+        return self._read_bytes // self._read_count if self._read_count else 1 << 20
+
+    def _full(self) -> bool:
+        return self._claimed - self._taken >= self.max_items or \
+            (self._held >= self.window and self._claimed > self._taken)
+
+    def _claim(self) -> list[tuple[int, int, int]] | None:
+        """Under the lock: a run of ``(position, sample, reserved bytes)``, None at the end."""
+        while not self._stopped and not self._done and self._full():
+            self._idle += 1
+            self._space.wait()
+            self._idle -= 1
+        if self._stopped or self._done:
+            return None
+        run = []
+        while len(run) < RUN and not self._full():
+            try:
+                i = next(self._plan)
+            except StopIteration:
+                self._done = True
+                self._arrived.notify_all()
+                break
+            except BaseException as err:  # a plan that fails: handed out, then the end
+                self._results[self._claimed] = (-1, err, 0)
+                self._claimed += 1
+                self._done = True
+                self._arrived.notify_all()
+                break
+            est = self._estimate(i)
+            run.append((self._claimed, i, est))
+            self._claimed += 1
+            self._held += est
+        return run or None
+
+    def _reader(self) -> None:
+        while True:
+            with self._lock:
+                run = self._claim()
+            if run is None:
+                return
+            got_all = []
+            for q, i, est in run:
+                try:
+                    value: Any = self.source.read(i)
+                    got = len(value)
+                except Exception as err:  # a bad sample: the caller names it and refills it
+                    value, got = err, 0
+                got_all.append((q, i, value, got, est))
+            with self._lock:
+                for q, i, value, got, est in got_all:
+                    self._held += got - est
+                    self._read_bytes += got
+                    self._read_count += 1
+                    if not self._stopped:
+                        self._results[q] = (i, value, got)
+                    else:
+                        self._held -= got
+                self.peak = max(self.peak, self._held)
+                if self._stopped:
+                    return
+                if any(q == self._waiting_for for q, *_ in got_all):
+                    self._arrived.notify()
+
+    def take(self) -> tuple[int, Any]:
+        """The next sample of the plan: ``(index, bytes)``, or ``(index, error)`` where it
+        could not be read.
+
+        Raises
+        ------
+        StopIteration
+            The plan is exhausted, or the reader was closed.
+        """
+        return self.take_many(1)[0]
+
+    def take_many(self, n: int) -> list[tuple[int, Any]]:
+        """The next ``n`` samples of the plan (as :meth:`take`), under one lock.
+
+        Raises
+        ------
+        StopIteration
+            The plan ends before them, or the reader was closed.
+        """
+        out = []
+        with self._lock:
+            for _ in range(n):
+                q = self._taken
+                while q not in self._results:
+                    if self._stopped or (self._done and q >= self._claimed):
+                        raise StopIteration
+                    if not any(t.is_alive() for t in self._threads) and q >= self._claimed:
+                        raise StopIteration
+                    self._waiting_for = q
+                    self._arrived.wait(0.5)
+                self._waiting_for = -1
+                i, value, got = self._results.pop(q)
+                self._taken += 1
+                self._held -= got
+                if i < 0:
+                    raise value
+                out.append((i, value))
+                if self._idle and not self._full():
+                    self._space.notify()
+        return out
+
+    @property
+    def held(self) -> int:
+        """Bytes read (or reserved) and not yet taken."""
+        return self._held
+
+    def close(self, join: bool = True) -> None:
+        """Stop the readers and drop what they read; ``join``: wait for them to exit."""
+        with self._lock:
+            self._stopped = True
+            self._results.clear()
+            self._space.notify_all()
+            self._arrived.notify_all()
+        if not join:
+            return
+        deadline = time.monotonic() + 30.0
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(max(0.0, deadline - time.monotonic()))
+
+    def __enter__(self) -> ReadAhead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

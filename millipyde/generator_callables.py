@@ -1,0 +1,253 @@
+"""A Generator whose Operations hold one Python callable: the methods around it recorded as one
+batch, the callable run per output (DESIGN.md "Execution: one engine": callables are the
+documented exception, per output).
+
+Per output, the callable runs on a stand-in of the image it would get: a handle of the type,
+shape, dtype and device the output has at that point (the Operations before it, recorded once
+per input and coin pattern for their shape), whose value cannot be read. What it records
+there is kept: nothing (its coin said skip, or it chose to do nothing: a grey image for
+``recipes.colorize_if_colour``), or one op node (``colorize`` with the gains it drew). The
+batch is then recorded at once by ``batch_record.Recorder`` as a batch of recording methods,
+the callable's slot replayed from those captures (its coin: whether the output recorded a
+node; its parameters: the recorded ones, through the state's ``draw``). Every output's plan is
+the one its per-output recording gives, so its values are too.
+
+An output whose callable reads the value, returns a new one, records more than one node or
+another op than the batch's keeps the per-output path (the callable then runs a second time
+for it); so does every output while a fault is armed (the per-output path meets the fault
+points).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from . import faults, targets
+from . import random as mprandom
+from .batch_record import Recorder, given_rule, patterns, rules_for
+from .batch_record import draw as draw_rules
+from .decorators import UserOp
+from .graph.ir.node import Node, apply, leaf
+from .image import gpuimage
+from .kernels import OpSpec
+from .operation import Operation
+
+
+class ValueRead(RuntimeError):
+    """A callable read the value of an output's stand-in (it then runs per output)."""
+
+
+class _Unreadable:
+    """The stand-in's buffer: any use of it (a host copy, a kernel argument) raises."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise ValueRead(f"a callable Operation read its image's value ({name})")
+
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        raise ValueRead("a callable Operation read its image's value")
+
+    def __len__(self) -> int:
+        raise ValueRead("a callable Operation read its image's value")
+
+
+_UNREADABLE = _Unreadable()
+
+
+class _Capture:
+    """What the callable recorded for one output: one op node's op, parameters and result."""
+
+    __slots__ = ("op", "params", "shape", "dtype", "label")
+
+    def __init__(self, node: Node) -> None:
+        self.op, self.params = node.op, tuple(node.params)
+        self.shape, self.dtype, self.label = node.shape, node.dtype, node.label
+
+    @property
+    def sig(self) -> tuple:
+        return (id(self.op), len(self.params))
+
+
+class _Replayed:
+    """The callable's slot in the recorder's Operations: records output ``k``'s capture."""
+
+    method = None
+
+    def __init__(self, op: Operation, captures: dict[int, _Capture | None]) -> None:
+        self.op = op
+        self.name = op.name
+        self.probability = None
+        self.captures = captures
+
+    def apply(self, x: Any, seed: int, sample: int, index: int, lift: bool = False) -> bool:
+        cap = self.captures.get(sample)
+        if cap is None:
+            return False
+        node = x._placed()
+        x._bind(apply(cap.op, node, cap.params, cap.shape, cap.dtype, label=cap.label))
+        return True
+
+
+class _State:
+    """The Generator state as the recorder reads it: its Operations with the callable's slot
+    replayed, and the draws with that slot's coins and parameters taken from the captures."""
+
+    def __init__(self, base: Any, operations: list, slot: int, width: int,
+                 captures: dict[int, _Capture | None]) -> None:
+        self._base = base
+        self.operations = operations
+        self.slot, self.width = slot, width
+        self.captures = captures
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._base, name)
+
+    def draw(self, rules: list, ks: np.ndarray) -> tuple[np.ndarray, list]:
+        coins, params = draw_rules(rules, self._base.seed, ks)
+        caps = [self.captures.get(k) for k in ks.tolist()]
+        coins[:, self.slot] = [c is not None for c in caps]
+        if self.width:
+            got = np.zeros((len(caps), self.width))
+            for r, c in enumerate(caps):
+                if c is not None:
+                    got[r] = c.params
+            params[self.slot] = got
+        return coins, params
+
+
+class CallableRecorder:
+    """``batch_record.Recorder``'s ``groups`` for a Generator with one callable Operation
+    (see the module doc): one recorder per shape of capture (op, parameter count) met."""
+
+    def __init__(self, state: Any, slot: int, rules: list) -> None:
+        self.state = state
+        self.slot = slot
+        self.op: Operation = state.operations[slot]
+        self.rules = rules  # of the other Operations, in order
+        self.captures: dict[int, _Capture | None] = {}
+        self._recorders: dict[tuple | None, Recorder] = {}
+        self._shapes: dict[tuple, tuple] = {}
+        self._lock = threading.Lock()
+
+    def _recorder(self, sig: tuple | None) -> Recorder:
+        with self._lock:
+            rec = self._recorders.get(sig)
+            if rec is None:
+                width = 0 if sig is None else sig[1]
+                ops = list(self.state.operations)
+                ops[self.slot] = _Replayed(self.op, self.captures)
+                rules = self.rules[:self.slot] + [given_rule(width)] + self.rules[self.slot:]
+                rec = self._recorders[sig] = Recorder(
+                    _State(self.state, ops, self.slot, width, self.captures), rules)
+            return rec
+
+    def groups(self, ks: list[int], device: int, stacks: dict,
+               ahead: bool = False) -> tuple[list, list[int]]:
+        """The batched groups of outputs ``ks`` (``index``: their positions in ``ks``) and
+        the positions left to the per-output path."""
+        if faults.ARMED or not ks:
+            return [], list(range(len(ks)))
+        caps, left = self._capture(ks, device)
+        sigs = Counter(c.sig for c in caps.values() if c is not None)
+        sig = sigs.most_common(1)[0][0] if sigs else None
+        use = [r for r, c in sorted(caps.items()) if c is None or c.sig == sig]
+        left += [r for r, c in caps.items() if c is not None and c.sig != sig]
+        if not use:
+            return [], sorted(left)
+        sub = [ks[r] for r in use]
+        with self._lock:
+            for r, k in zip(use, sub, strict=True):
+                self.captures[k] = caps[r]
+        try:
+            groups, lost = self._recorder(sig).groups(sub, device, stacks)
+        finally:
+            with self._lock:
+                for k in sub:
+                    self.captures.pop(k, None)
+        at = np.asarray(use, dtype=np.int64)
+        for g in groups:  # positions in ``sub`` to positions in ``ks``
+            g.index = at[g.index]
+        return groups, sorted(left + [use[r] for r in lost])
+
+    def _capture(self, ks: list[int], device: int) -> tuple[dict[int, _Capture | None],
+                                                           list[int]]:
+        """Per position of ``ks`` what the callable recorded (None: nothing), and the
+        positions whose callable did something else."""
+        st, j = self.state, self.slot
+        karr = np.asarray(ks, dtype=np.int64)
+        on = mprandom.gate_array(st.seed, karr, j, self.op.probability)
+        caps: dict[int, _Capture | None] = {}
+        left: list[int] = []
+        before = None
+        inputs = st.inputs
+        n = len(inputs)
+        for r in np.flatnonzero(~on).tolist():
+            caps[r] = None
+        rows = np.flatnonzero(on)
+        if len(rows):
+            # the shape each output has when the callable gets it: per input and coin pattern
+            # of the Operations before it
+            coins, params = draw_rules(self.rules[:j], st.seed, karr[rows])
+            before = patterns(self.rules[:j], coins, params)
+        for at, r in enumerate(rows.tolist()):
+            k = ks[r]
+            i = k % n
+            x = inputs[i]
+            shape, dtype = self._shape_before(i, k, before[at].tobytes(), device)
+            y = type(x).__new__(type(x))
+            y._node = None
+            y._pinned = None
+            y._sample = x._sample
+            y._opcount = 0
+            stand_in = leaf(_UNREADABLE, shape, dtype, device)
+            y._bind(stand_in)
+            try:
+                self.op.apply(y, st.seed, k, j)
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException:  # the per-output path runs it again (and reports it)
+                left.append(r)
+                continue
+            node = y._node
+            if node is stand_in:
+                caps[r] = None
+            elif (isinstance(node.op, OpSpec) and node.inputs == (stand_in,)
+                  and not node.gated_off and targets.of(node) is None):
+                caps[r] = _Capture(node)
+            else:
+                left.append(r)
+        return caps, left
+
+    def _shape_before(self, i: int, k: int, pattern: bytes, device: int) -> tuple:
+        """(shape, dtype) of input ``i`` after the Operations before the callable, for the
+        coin pattern ``pattern`` (recorded once, on a private copy: nothing runs)."""
+        key = (i, pattern)
+        got = self._shapes.get(key)
+        if got is None:
+            y = self.state.inputs[i].clone()
+            for j, op in enumerate(self.state.operations[:self.slot]):
+                op.apply(y, self.state.seed, k, j)
+            got = self._shapes[key] = (y.shape, y.dtype)
+        return got
+
+
+def make(state: Any) -> CallableRecorder | None:
+    """A :class:`CallableRecorder` for the Generator state, or None: not exactly one plain
+    callable (user kernel ops keep ``batch_arena``), another Operation that is not a recording
+    method, inputs of several shapes, or inputs with targets."""
+    ops = state.operations
+    slots = [j for j, op in enumerate(ops) if op.method is None]
+    if len(slots) != 1 or isinstance(ops[slots[0]].function, UserOp):
+        return None
+    xs = state.inputs
+    if not xs or not all(isinstance(x, gpuimage) for x in xs) or \
+            any(targets.of(x._node) is not None for x in xs):
+        return None
+    others = [op for op in ops if op.method is not None]
+    rules = rules_for(xs, others) if others else []
+    if rules is None:
+        return None
+    return CallableRecorder(state, slots[0], rules)

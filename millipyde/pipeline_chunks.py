@@ -1,0 +1,272 @@
+"""A Pipeline stage's inputs recorded as batches (DESIGN.md "Execution: one engine").
+
+A stage groups its inputs by (type, device, shape, dtype) (:func:`group_key`) and cuts each
+group into chunks (:func:`chunk_sizes`). A chunk is recorded at once by
+``batch_record.Recorder``, exactly as a Generator's batch is: the chunk's output ``k`` is the
+stage's input at position ``k``, every coin and parameter of the chunk is drawn in one call from
+the counter-based streams ``(seed, position, operation index)`` that the per-input path draws
+from (so the values are the same), one template is recorded per coin pattern, and each kernel
+runs once for the whole chunk. The chunk's inputs are first copied into one stack on the
+worker's device (``Backend.stack_into``; inputs that live on another device come by peer
+copies on the worker's copy stream, which the kernels' stream waits for); each output is a view
+of the chunk's batch buffer. ``pipeline_run`` binds the outputs to their inputs once the
+chunk's kernels are done.
+
+What a chunk cannot record is left to the per-input path: a callable Operation or a method
+that is not a recording one (:func:`batchable`), an input with pending work (it would fuse with
+the Operations per input) or with targets, a coin pattern whose plan does not batch.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import faults, targets
+from .array import gpuarray
+from .backend import ACTIVE as runtime  # the active backend
+from .batch_record import Recorder, RecordError, rules_for
+from .graph.exec import batch
+from .graph.ir.node import Node, leaf
+from .image import RECORDING_METHODS, gpuimage
+from .operation import Operation
+from .workers import Cancelled, StepError, kernels_failed
+
+#: Most inputs one chunk records at once.
+CHUNK = 256
+#: Bound on a chunk's working set, its inputs counted at 8 bytes a value (float64: what a
+#: stencil's temporaries hold at most). Two chunks a device may be in flight.
+CHUNK_BYTES = 4 << 30
+#: Chunks per device a group on one device is cut into at least, when other devices may take
+#: some (balance and overlap of one chunk's copies with another's kernels).
+CHUNKS_PER_DEVICE = 3
+#: Record Pipeline inputs as chunks (False: every input per input, as before; tests and
+#: benchmarks compare the two).
+ENABLED = True
+
+
+def batchable(operations: Sequence[Operation]) -> bool:
+    """Whether a stage with these Operations may record chunks (its inputs permitting)."""
+    return ENABLED and bool(operations) and all(op.method in RECORDING_METHODS
+                                                for op in operations)
+
+
+def group_key(x: gpuarray, node: Node | None = None) -> tuple | None:
+    """The group ``x`` (its value ``node``, else its current one) records in: (type, device,
+    shape, dtype); None where it must go per input (not a gpuimage, pending work, targets)."""
+    node = x._node if node is None else node
+    if not isinstance(x, gpuimage) or node is None or node.buffer is None or \
+            len(node.shape) not in (2, 3):
+        return None
+    if targets.ANY and targets.of(node) is not None:
+        return None
+    return (type(x), node.device, node.shape, node.dtype)
+
+
+def chunk_sizes(n: int, shape: tuple[int, ...], spread: int) -> list[int]:
+    """Sizes of the chunks a group of ``n`` inputs of ``shape`` is cut into: at most
+    :data:`CHUNK` and :data:`CHUNK_BYTES` each, and at least ``CHUNKS_PER_DEVICE * spread``
+    chunks (``spread``: devices that may share the group) where there are inputs enough."""
+    per = 8 * max(1, math.prod(shape))
+    cap = max(1, min(CHUNK, CHUNK_BYTES // per))
+    parts = max(-(-n // cap), min(n, CHUNKS_PER_DEVICE * spread if spread > 1 else 1))
+    base, extra = divmod(n, max(parts, 1))
+    return [base + (i < extra) for i in range(parts)]
+
+
+_UNSET = object()
+
+
+class ChunkFailure(Exception):
+    """A chunk failed: ``err`` (a ``workers.StepError``) at the input at ``position``; ``span``
+    (first, last, count) where the failure is the whole chunk's, not one input's."""
+
+    def __init__(self, position: int, err: BaseException,
+                 span: tuple[int, int, int] | None = None) -> None:
+        super().__init__(position, err)
+        self.position, self.err, self.span = position, err, span
+
+
+class _ChunkState:
+    """What ``batch_record.Recorder`` reads of a Generator's state, for the chunk being
+    recorded: its inputs in position order, their stacked values and positions."""
+
+    rank, world, outputs = 0, 1, None
+
+    def __init__(self, operations: list[Operation], seed: int) -> None:
+        self.operations = operations
+        self.seed = seed
+        self.inputs: list[gpuarray] = []
+        self.stacked_nodes: dict[int, list[Node]] = {}
+        self.positions = np.zeros(0, dtype=np.int64)
+
+    def global_index(self, j: int) -> int:
+        return j
+
+    def input_index(self, k: Any) -> Any:
+        """Per position in ``k`` (an int or an int64 array) its input's index in the chunk
+        (the Generator states' ``input_index``, which the recorder reads)."""
+        at = np.searchsorted(self.positions, k)
+        return int(at) if np.ndim(at) == 0 else at
+
+
+@dataclass
+class Launched:
+    """A chunk whose kernels are queued: per input its output value (None: left to the
+    per-input path, ``left``), and what must live until they are done."""
+
+    values: list[Node | None]
+    left: list[int]
+    event: Any
+    keep: tuple
+    nodes: list[Node]  # the inputs' values the chunk read (a commit checks them)
+
+    def wait(self) -> None:
+        """Wait for the chunk's kernels (nothing to wait for on the cpu backend)."""
+        if self.event is not None:
+            self.event.synchronize()
+        self.keep = ()
+
+
+class StageChunks:
+    """The recorders of one stage's Operations: per group key its draw rules (None: the group
+    goes per input), per group key, device and worker one ``batch_record.Recorder``, its
+    templates kept for every chunk of the run."""
+
+    def __init__(self, operations: list[Operation], seed: int) -> None:
+        self.operations = operations
+        self.seed = seed
+        self.enabled = batchable(operations)
+        self._rules: dict[tuple, Any] = {}
+        self._recorders: dict[tuple, Recorder] = {}
+        self._lock = threading.Lock()
+
+    def takes(self, key: tuple | None, x: gpuarray) -> bool:
+        """Whether the group ``key`` (of input ``x``) records chunks."""
+        if not self.enabled or key is None:
+            return False
+        got = self._rules.get(key, _UNSET)  # (decided once per group: no lock per input)
+        if got is _UNSET:
+            with self._lock:
+                got = self._rules.get(key, _UNSET)
+                if got is _UNSET:
+                    got = self._rules[key] = rules_for([x], self.operations)
+        return got is not None
+
+    def _recorder(self, key: tuple, device: int) -> Recorder:
+        # one per worker thread: a recorder's state holds the chunk it records
+        at = (key, device, threading.get_ident())
+        with self._lock:
+            rec = self._recorders.get(at)
+            if rec is None:
+                rec = self._recorders[at] = Recorder(_ChunkState(self.operations, self.seed),
+                                                     self._rules[key])
+            return rec
+
+    def launch(self, key: tuple, positions: list[int], xs: list[gpuarray], nodes: list[Node],
+               device: int, stream: Any, copy_stream: Callable[[], Any],
+               cancelled: Callable[[], bool]) -> Launched:
+        """Queue the kernels of the chunk ``xs`` (at ``positions``, values ``nodes``) on
+        ``device``. ``copy_stream()`` gives the stream for peer copies. Raises
+        :class:`ChunkFailure` or ``workers.Cancelled``."""
+        rec = self._recorder(key, device)
+        n = len(xs)
+        span = (positions[0], positions[-1], n)
+        try:
+            stack = _stack(nodes, device, stream, copy_stream)
+        except Exception as err:
+            raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
+                from err
+        stacks: dict[int, tuple[Any, int]] = {}
+        for i, node in enumerate(nodes):
+            stacks.setdefault(node.id, (stack, i))
+        st = rec.state
+        st.inputs, st.stacked_nodes = xs, {device: nodes}
+        st.positions = np.asarray(positions, dtype=np.int64)
+        try:
+            groups, left = rec.groups(list(positions), device, stacks)
+        except RecordError as err:
+            raise ChunkFailure(err.k, err.err) from err
+        finally:
+            st.inputs, st.stacked_nodes = [], {}
+        if faults.ARMED:
+            self._check_faults(groups, positions, device, cancelled)
+        if cancelled():
+            raise Cancelled()
+        values: list[Node | None] = [None] * n
+        try:
+            pk = batch.Pack(n)
+            for g in groups:
+                g.pack(pk)
+            pk.upload(device)
+            for g in groups:
+                node = g.kernels()[-1].output
+                shape, dtype = node.shape, node.dtype
+                out = g.launch(pk)
+                for r, view in zip(g.index.tolist(), runtime.members(out), strict=True):
+                    values[r] = leaf(view, shape, dtype, device)
+            event = runtime.record_event(stream) if runtime.caps.launches_on_streams else None
+        except Exception as err:
+            raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
+                from err
+        return Launched(values, left, event, (pk, stack, groups), nodes)
+
+    def _check_faults(self, groups: list, positions: list[int], device: int,
+                      cancelled: Callable[[], bool]) -> None:
+        """The fault points the per-input path meets, per input in position order (as
+        ``graph.exec.batch.materialize_batch`` checks them per member): each Operation's
+        (``operation:<name>``), then per planned kernel (its group's first template's) its
+        nodes' (``op:<name>``) and its output's allocation (``alloc``: made and dropped, so an
+        armed out-of-memory fault fires at the input the per-input path would have reached).
+        Inputs left to the per-input path check their own. Only with a fault armed (tests)."""
+        kernels: dict[int, list] = {}
+        for g in groups:
+            ks = g.kernels()
+            for r in g.index.tolist():
+                kernels[r] = ks
+        for r, pos in enumerate(positions):
+            if r not in kernels:
+                continue
+            for j, op in enumerate(self.operations):
+                try:
+                    faults.check(f"operation:{op.name}", device)
+                except BaseException as err:
+                    raise ChunkFailure(pos, StepError(f"operation {j} ({op.name!r})", err)) \
+                        from err
+                if cancelled():
+                    raise Cancelled()
+            try:
+                for k in kernels[r]:
+                    for m in k.nodes:
+                        if not m.gated_off:
+                            faults.check(f"op:{m.name}", device)
+                    runtime.empty(k.output.shape, k.output.dtype, device)
+            except Exception as err:
+                raise ChunkFailure(pos, kernels_failed(self.operations, err)) from err
+
+
+def _stack(nodes: list[Node], device: int, stream: Any, copy_stream: Callable[[], Any]) -> Any:
+    """The values of ``nodes`` (stored, one shape and dtype) copied into one (n, ...) buffer on
+    ``device``, ready for work queued on ``stream`` next.
+
+    Values on another device come by peer copies on the copy stream, the stack taken from that
+    stream's pool (it is given back only after the chunk's kernels are done, so no later copy
+    can overwrite a block the kernels still read), and ``stream`` waits for them.
+    """
+    first = nodes[0]
+    remote = runtime.caps.launches_on_streams and any(n.device != device for n in nodes)
+    if not remote:
+        stack = runtime.empty((len(nodes), *first.shape), first.dtype, device)
+        runtime.stack_into(stack, [n.buffer for n in nodes], stream)
+        return stack
+    cs = copy_stream()
+    with runtime.using_stream(cs):
+        stack = runtime.empty((len(nodes), *first.shape), first.dtype, device)
+        runtime.stack_into(stack, [n.buffer for n in nodes], cs)
+        runtime.wait_event(runtime.record_event(cs), stream)
+    return stack

@@ -1,0 +1,427 @@
+"""One run of a chain of connected Pipelines: work units, device workers, commits, rollback.
+
+Each stage's inputs become work units: chunks of inputs that record as one batch
+(``pipeline_chunks``: inputs of one type, device, shape and dtype, Operations that are
+recording methods) and single inputs that go the per-input way (callables, pending work,
+anything a chunk cannot record). Units wait in one queue per device of the stage: a unit
+whose inputs live on one of the stage's devices goes to that device's queue, and a worker
+whose queue is empty takes units from the back of the longest other one (its inputs then come
+by peer copies). On GPUs a stage of recording methods has one worker a device: it queues one
+chunk's copies and kernels, then waits for the chunk before it and commits it, so the host
+records a chunk while the device runs the last one. Other stages keep several workers a
+device (``workers.workers_per_device``).
+
+Commits are atomic per input. A chunk reads its inputs' values when it starts; when its
+kernels are done, each input takes its output under its commit lock (``locks.py``) only if
+it still holds the value the chunk read; an input something else changed meanwhile is
+processed again, per input, from its new value. A single input is processed under its commit
+lock from reading to binding, as before. Either way every update lands exactly once, in some
+serial order, and a thread holds at most one commit lock at a time. An input is untouched or
+fully processed whatever fails: a failed chunk binds nothing, and a failed run restores every
+input it bound that the last stage did not finish.
+
+Connected pipelines: each committed chunk or input is handed to the next stage at once (its
+position there is after that stage's own inputs), where it is grouped again.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+import time
+from typing import Any
+
+from . import devices
+from . import random as mprandom
+from .backend import ACTIVE as runtime  # the active backend
+from .locks import commit_lock
+from .pipeline_chunks import ChunkFailure, Launched, StageChunks, chunk_sizes, group_key
+from .workers import (
+    STREAMS,
+    Cancelled,
+    PipelineError,
+    StepError,
+    WorkerGroup,
+    apply_operations,
+    kernels_failed,
+    private_handle,
+    reraise_interrupt,
+    workers_per_device,
+)
+
+_STOP = object()
+
+
+class _Unit:
+    """Work of one stage: inputs at their positions; ``key`` their group (None: one input,
+    per input); ``home`` the device their values live on."""
+
+    __slots__ = ("positions", "items", "key", "home")
+
+    def __init__(self, positions: list[int], items: list[Any], key: tuple | None,
+                 home: int | None) -> None:
+        self.positions, self.items, self.key, self.home = positions, items, key, home
+
+
+class _StageQueue:
+    """Units of one stage, a queue per device; empty queues take from the longest other."""
+
+    def __init__(self, device_list: list[int], cancel: threading.Event) -> None:
+        self.queues: dict[int, collections.deque] = {d: collections.deque()
+                                                     for d in device_list}
+        self.cond = threading.Condition()
+        self.cancel = cancel
+        self.closed = False
+        self._next = 0
+
+    def put(self, units: list[_Unit]) -> None:
+        with self.cond:
+            order = list(self.queues)
+            for u in units:
+                q = self.queues.get(u.home)
+                if q is None:  # inputs on a device this stage does not use: round robin
+                    q = self.queues[order[self._next % len(order)]]
+                    self._next += 1
+                q.append(u)
+            self.cond.notify_all()
+
+    def take(self, device: int, block: bool) -> Any:
+        """The next unit for ``device``'s worker; ``_STOP`` when the stage is over or
+        cancelled; None when nothing is there now and not ``block``."""
+        with self.cond:
+            while True:
+                if self.cancel.is_set():
+                    return _STOP
+                own = self.queues[device]
+                if own:
+                    return own.popleft()
+                # an idle worker takes from the back of the longest other queue, but leaves a
+                # busy device its next unit (no peer copies for work its owner is about to do)
+                other = max(self.queues.values(), key=len)
+                if len(other) > 1:
+                    return other.pop()
+                if self.closed:
+                    return _STOP
+                if not block:
+                    return None
+                self.cond.wait()
+
+    def close(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+
+    def wake(self) -> None:
+        with self.cond:
+            self.cond.notify_all()
+
+
+class Run:
+    """One execution of a chain of pipelines (stage s = chain[s]; ``device_lists[s]`` its
+    devices)."""
+
+    def __init__(self, chain: list[Any], device_lists: list[list[int]],
+                 items: list[list[Any]], own: list[int]) -> None:
+        self.chain = chain
+        self.devices = device_lists
+        self.seeds = [p.seed if p.seed is not None else mprandom.global_seed() for p in chain]
+        # stage s processes its own inputs, then the previous stage's items in their order
+        self.items = items
+        self.own = own
+        self.original = {id(x): x._node for stage in self.items for x in stage}
+        self.done: set[int] = set()
+        # what this run last bound to each input (rollback restores only its own commits) and
+        # the inputs one of its workers holds the commit lock of
+        self.committed: dict[int, Any] = {}
+        self.claimed: set[int] = set()
+        self.cancel = threading.Event()
+        self.lock = threading.Lock()
+        self.errors: list[tuple[int, int, int, BaseException, tuple | None]] = []
+        self.chunks = [StageChunks(p.operations, seed)
+                       for p, seed in zip(chain, self.seeds, strict=True)]
+        busy = len({d for stage in self.devices for d in stage})
+        per = workers_per_device(busy)
+        # one worker a device records chunks best (more only contend for the GIL); stages
+        # that work per input keep the per-input count
+        self.per_device = [1 if c.enabled and runtime.caps.launches_on_streams else per
+                           for c in self.chunks]
+        self.queues = [_StageQueue(d, self.cancel) for d in self.devices]
+        self.alive = [n * len(d) for n, d in zip(self.per_device, self.devices, strict=True)]
+
+    # -- units ----------------------------------------------------------------------------
+    def units(self, stage: int, positions: list[int], xs: list[Any]) -> list[_Unit]:
+        """``xs`` (at ``positions`` of ``stage``) as chunks of their groups and single inputs."""
+        chunks = self.chunks[stage]
+        devs = self.devices[stage]
+        groups: dict[tuple, tuple[list[int], list[Any]]] = {}
+        singles: list[_Unit] = []
+        for pos, x in zip(positions, xs, strict=True):
+            key = group_key(x)
+            if chunks.takes(key, x):
+                got = groups.get(key)
+                if got is None:
+                    got = groups[key] = ([], [])
+                got[0].append(pos)
+                got[1].append(x)
+            else:
+                singles.append(_Unit([pos], [x], None, x._node.device))
+        homes = {key[1] for key in groups if key[1] in devs}
+        spread = max(1, len(devs) // max(1, len(homes)))
+        out: list[_Unit] = []
+        for key, (ps, gx) in groups.items():
+            at = 0
+            for n in chunk_sizes(len(ps), key[2], spread):
+                out.append(_Unit(ps[at:at + n], gx[at:at + n], key, key[1]))
+                at += n
+        return out + singles
+
+    # -- workers --------------------------------------------------------------------------
+    def _worker(self, stage: int, device: int, stream: Any) -> None:
+        q = self.queues[stage]
+        copy: list[Any] = []  # the copy stream of peer copies, acquired on first use
+        pending: Launched | None = None
+        pending_unit: _Unit | None = None
+        try:
+            while True:
+                unit = q.take(device, block=pending is None)
+                if unit is None:  # nothing queued now: finish the chunk in flight first
+                    self._finish(stage, pending_unit, pending, device, stream)
+                    pending = pending_unit = None
+                    continue
+                if unit is _STOP:
+                    break
+                if unit.key is None:
+                    self._finish(stage, pending_unit, pending, device, stream)
+                    pending = pending_unit = None
+                    if not self._single(stage, unit.positions[0], unit.items[0], device,
+                                        stream):
+                        break
+                    continue
+                launched = self._launch(stage, unit, device, stream, copy)
+                self._finish(stage, pending_unit, pending, device, stream)
+                pending, pending_unit = launched, (unit if launched is not None else None)
+                if launched is None and self.cancel.is_set():
+                    break
+            self._finish(stage, pending_unit, pending, device, stream)
+        finally:
+            if copy:
+                STREAMS.release(device, *copy[0])
+            with self.lock:
+                self.alive[stage] -= 1
+                last = self.alive[stage] == 0
+            if last and stage + 1 < len(self.chain):
+                self.queues[stage + 1].close()
+
+    def _copy_stream(self, device: int, copy: list[Any]) -> Any:
+        if not copy:
+            copy.append(STREAMS.acquire(device))
+        return copy[0][0]
+
+    def _launch(self, stage: int, unit: _Unit, device: int, stream: Any,
+                copy: list[Any]) -> Launched | None:
+        """Queue a chunk's kernels; None when it failed (reported), was cancelled, or went
+        per input. Inputs whose value changed since they were grouped go per input first."""
+        if self.cancel.is_set():
+            return None
+        positions, xs, nodes = [], [], []
+        for pos, x in zip(unit.positions, unit.items, strict=True):
+            node = x._node
+            if group_key(x, node) == unit.key:
+                positions.append(pos)
+                xs.append(x)
+                nodes.append(node)
+            elif not self._single(stage, pos, x, device, stream):
+                return None
+        if not xs:
+            return None
+        unit.positions, unit.items = positions, xs
+        try:
+            launched = self.chunks[stage].launch(unit.key, positions, xs, nodes, device, stream,
+                                                 lambda: self._copy_stream(device, copy),
+                                                 self.cancel.is_set)
+        except Cancelled:
+            return None
+        except ChunkFailure as err:
+            self._fail(stage, err.position, device, err.err, err.span)
+            return None
+        return launched
+
+    def _finish(self, stage: int, unit: _Unit | None, launched: Launched | None,
+                device: int, stream: Any) -> None:
+        """Wait for a chunk's kernels, bind each input its output (if it still holds the value
+        the chunk read), hand them on; inputs left or changed meanwhile go per input."""
+        if launched is None or unit is None:
+            return
+        try:
+            launched.wait()
+        except Exception as err:
+            ops = self.chain[stage].operations
+            self._fail(stage, unit.positions[0], device, kernels_failed(ops, err),
+                       (unit.positions[0], unit.positions[-1], len(unit.positions)))
+            return
+        last = stage + 1 == len(self.chain)
+        again = [launched.values[r] is None for r in range(len(unit.items))]
+        nodes = launched.nodes
+        handed_pos, handed = [], []
+        for r, (pos, x, value) in enumerate(zip(unit.positions, unit.items, launched.values,
+                                                strict=True)):
+            if value is None:
+                continue
+            with commit_lock(x):
+                with self.lock:
+                    if self.cancel.is_set():
+                        return
+                    if x._node is not nodes[r]:
+                        again[r] = True
+                        continue
+                    x._bind(value)
+                    self.committed[id(x)] = value
+                    if last:
+                        self.done.add(id(x))
+            handed_pos.append(pos)
+            handed.append(x)
+        if not last and handed:
+            self._hand_on(stage, handed_pos, handed)
+        for r, redo in enumerate(again):
+            if redo and not self._single(stage, unit.positions[r], unit.items[r], device,
+                                         stream):
+                return
+
+    def _hand_on(self, stage: int, positions: list[int], xs: list[Any]) -> None:
+        """Queue committed inputs of ``stage`` for the next stage (grouped again there)."""
+        off = self.own[stage + 1]
+        self.queues[stage + 1].put(self.units(stage + 1, [off + p for p in positions], xs))
+
+    def _single(self, stage: int, pos: int, x: Any, device: int, stream: Any) -> bool:
+        """Apply the stage's operations to ``x`` per input, under its commit lock; False: stop
+        working (the run failed or was cancelled)."""
+        with commit_lock(x):  # claim: no other update of x can start or land until commit
+            with self.lock:
+                if self.cancel.is_set():
+                    return False
+                self.claimed.add(id(x))
+            try:
+                y = private_handle(x)
+                try:
+                    apply_operations(y, self.chain[stage].operations, self.seeds[stage], pos,
+                                     device, stream, self.cancel.is_set)
+                except Cancelled:
+                    return False
+                except StepError as err:
+                    self._fail(stage, pos, device, err)
+                    return False
+                with self.lock:  # commit, unless the run was cancelled (and restored) meanwhile
+                    if self.cancel.is_set():
+                        return False
+                    x._bind(y._node)
+                    self.committed[id(x)] = y._node
+                    if stage + 1 == len(self.chain):
+                        self.done.add(id(x))
+            finally:
+                with self.lock:
+                    self.claimed.discard(id(x))
+        if stage + 1 < len(self.chain):
+            self._hand_on(stage, [pos], [x])
+        return True
+
+    def _fail(self, stage: int, pos: int, device: int, err: BaseException,
+              span: tuple | None = None) -> None:
+        with self.lock:
+            self.errors.append((stage, pos, device, err, span))
+        self.cancel.set()
+        for q in self.queues:  # wake every waiting worker
+            q.wake()
+
+    # -- driver ---------------------------------------------------------------------------
+    def execute(self, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._settle_sources()
+        for s in range(len(self.chain)):  # own inputs of later stages can start at once
+            n = len(self.items[s]) if s == 0 else self.own[s]
+            self.queues[s].put(self.units(s, list(range(n)), self.items[s][:n]))
+        self.queues[0].close()
+        groups = []
+        try:
+            for s, devs in enumerate(self.devices):
+                g = WorkerGroup(f"pipeline{self.chain[s]._serial}",
+                                lambda d, st, s=s: self._worker(s, d, st),
+                                lambda err, d, s=s: self._fail(s, -1, d, err))
+                groups.append(g)
+                g.start(devs, self.per_device[s])
+            finished = all(g.join(deadline) for g in groups)
+        except BaseException:  # KeyboardInterrupt while waiting: stop, restore, re-raise
+            self.cancel.set()
+            self._rollback(groups)
+            raise
+        if not finished:
+            self.cancel.set()
+            for q in self.queues:
+                q.wake()
+            left = self._rollback(groups)
+            raise TimeoutError(
+                f"{self.chain[0]!r} did not finish within {timeout} s: {len(self.done)} of "
+                f"{len(self.original)} inputs done, the others restored; {left} stuck worker "
+                "thread(s) abandoned"
+            )
+        if self.errors:
+            self._rollback(groups)
+            self._raise_first()
+        for s in range(1, len(self.chain)):
+            self.chain[s].inputs[:] = self.items[s]
+
+    def _settle_sources(self) -> None:
+        """Wait for the devices that hold stage inputs another device may take: streams of
+        two devices are not ordered, and a chunk's peer copies read the values directly."""
+        if not runtime.caps.launches_on_streams:
+            return
+        every = {d for devs in self.devices for d in devs}
+        homes = {x._node.device for stage in self.items for x in stage
+                 if x._node is not None and x._node.buffer is not None}
+        if len(every) > 1 or homes - every:
+            for d in sorted(homes):
+                devices.synchronize(d)
+
+    def _rollback(self, groups: list[WorkerGroup]) -> int:
+        """Restore every input not fully done; join what can be joined; threads left behind.
+
+        Workers commit under ``self.lock`` only while not cancelled, so after this no worker,
+        however late, can touch an input again: stuck ones are safely abandoned. Only this run's
+        own commits are undone, under the input's commit lock (another run's later update is
+        left alone), except where one of this run's stuck workers holds that lock: it will
+        never commit, so the input is restored without it.
+        """
+        with self.lock:
+            self.cancel.set()
+            pending = [x for stage in self.items for x in stage if id(x) not in self.done
+                       and id(x) in self.committed]
+        for q in self.queues:
+            q.wake()
+        for x in pending:
+            with self.lock:
+                ours = id(x) in self.claimed
+            lock = contextlib.nullcontext() if ours else commit_lock(x)
+            with lock:
+                if x._node is self.committed[id(x)]:
+                    x._bind(self.original[id(x)])
+        grace = time.monotonic() + 0.5  # workers notice `cancel` between operations
+        for g in groups:
+            g.join(grace)
+        return sum(len(g.alive()) for g in groups)
+
+    def _raise_first(self) -> None:
+        stage, pos, device, err, span = self.errors[0]
+        where = f" (stage {stage + 1} of {len(self.chain)})" if len(self.chain) > 1 else ""
+        p = self.chain[stage]
+        more = f"; {len(self.errors) - 1} more failure(s)" if len(self.errors) > 1 else ""
+        batch = "" if span is None else \
+            f" (a batch of {span[2]} inputs, {span[0]}..{span[1]}, none of them changed)"
+        if isinstance(err, StepError):
+            cause = err.cause
+            msg = (f"{p!r}{where}: {err.what} failed on input {pos}{batch} on device {device}: "
+                   f"{type(cause).__name__}: {cause}{more}")
+        else:
+            cause = err
+            msg = f"{p!r}{where}: a worker on device {device} failed: {err!r}{more}"
+        reraise_interrupt(cause, msg)
+        raise PipelineError(msg) from cause

@@ -1,0 +1,365 @@
+"""``millipyde.data`` sources, read-ahead and decoders (no Generator; cpu backend)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+import threading
+import warnings
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from millipyde import io as mio
+from millipyde.data import Coco, Folder, Paths, Shards, as_source
+from millipyde.data.decode import NvImageCodecDecoder, PillowDecoder
+from millipyde.data.readahead import ReadAhead
+
+
+def _jpeg(arr: np.ndarray, **kw) -> bytes:
+    b = io.BytesIO()
+    Image.fromarray(arr).save(b, "JPEG", quality=90, **kw)
+    return b.getvalue()
+
+
+def _rgb(h: int = 6, w: int = 5, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
+
+
+# --------------------------------------------------------------------------- folders, paths
+
+
+def test_folder_classes_as_image_folder(tmp_path) -> None:
+    for cls, names in {"dog": ["b.png", "a.png"], "cat": ["x.png"], "empty": []}.items():
+        (tmp_path / cls).mkdir()
+        for name in names:
+            Image.fromarray(_rgb()).save(tmp_path / cls / name)
+    (tmp_path / "dog" / "deep").mkdir()
+    Image.fromarray(_rgb()).save(tmp_path / "dog" / "deep" / "c.png")
+    (tmp_path / "cat" / "notes.txt").write_text("not an image")
+    os.symlink("/etc", tmp_path / "dog" / "outside")  # a link leaving the root: not followed
+    src = Folder(tmp_path)
+    assert src.classes == ["cat", "dog"]  # sorted; a folder without images is no class
+    names = [os.path.relpath(src.name(i), tmp_path) for i in range(len(src))]
+    assert names == ["cat/x.png", "dog/a.png", "dog/b.png", "dog/deep/c.png"]
+    assert src.labels.tolist() == [0, 1, 1, 1]
+    assert src.read(0) == (tmp_path / "cat" / "x.png").read_bytes()
+
+
+def test_flat_folder_has_no_labels_and_root_files_beside_classes_warn(tmp_path) -> None:
+    Image.fromarray(_rgb()).save(tmp_path / "a.png")
+    src = Folder(tmp_path)
+    assert len(src) == 1 and src.labels is None and src.classes is None
+    (tmp_path / "c").mkdir()
+    Image.fromarray(_rgb()).save(tmp_path / "c" / "b.png")
+    with pytest.warns(UserWarning, match="no class folder"):
+        src = Folder(tmp_path)
+    assert len(src) == 1 and src.classes == ["c"]
+
+
+def test_folder_errors(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError):
+        Folder(tmp_path / "missing")
+    with pytest.raises(ValueError, match="no image files"):
+        Folder(tmp_path)
+
+
+def test_paths_labels_and_a_fifo_never_blocks(tmp_path) -> None:
+    p = tmp_path / "a.jpg"
+    p.write_bytes(_jpeg(_rgb()))
+    fifo = tmp_path / "f.jpg"
+    os.mkfifo(fifo)
+    src = Paths([p, fifo], labels=[3, 4])
+    assert src.labels.tolist() == [3, 4]
+    with pytest.raises(ValueError, match="FIFO"):
+        src.read(1)  # refused on the descriptor, never a blocking read
+    with pytest.raises(ValueError, match="labels"):
+        Paths([p], labels=[1, 2])
+    big = Paths([p], max_bytes=10)
+    with pytest.raises(ValueError, match="over the limit"):
+        big.read(0)
+
+
+def test_as_source(tmp_path) -> None:
+    (tmp_path / "a.png").write_bytes(b"x")
+    assert isinstance(as_source(str(tmp_path)), Folder)
+    assert isinstance(as_source([tmp_path / "a.png"], labels=[1]), Paths)
+    assert as_source([np.zeros(3)]) is None
+    with pytest.raises(ValueError, match="labels"):
+        as_source(str(tmp_path), labels=[1])
+
+
+# --------------------------------------------------------------------------- tar shards
+
+
+def _add(tf: tarfile.TarFile, name: str, data: bytes = b"", **kw) -> None:
+    ti = tarfile.TarInfo(name)
+    ti.size = len(data)
+    for k, v in kw.items():
+        setattr(ti, k, v)
+    tf.addfile(ti, io.BytesIO(data) if data else None)
+
+
+def test_shards_group_members_and_labels(tmp_path) -> None:
+    jpg = _jpeg(_rgb())
+    with tarfile.open(tmp_path / "s0.tar", "w") as tf:
+        _add(tf, "dir/", type=tarfile.DIRTYPE)
+        _add(tf, "dir/k0.jpg", jpg)
+        _add(tf, "dir/k0.cls", b"7\n")
+        _add(tf, "dir/k1.png", b"png-bytes")
+        _add(tf, "dir/k1.json", json.dumps({"label": 2}).encode())
+    with tarfile.open(tmp_path / "s1.tar", "w") as tf:
+        _add(tf, "k2.jpg", jpg)  # no label
+    src = Shards(str(tmp_path / "s*.tar"))
+    assert len(src) == 3 and src.labels.tolist() == [7, 2, -1]
+    assert src.read(0) == jpg and src.read(1) == b"png-bytes"
+    assert src.name(1).endswith("s0.tar:dir/k1.png")
+    assert src.groups() == [[0, 1], [2]]
+    src.close()
+
+
+def test_hostile_tar_members_refused_with_warnings(tmp_path) -> None:
+    jpg = _jpeg(_rgb())
+    shard = tmp_path / "evil.tar"
+    with tarfile.open(shard, "w") as tf:
+        _add(tf, "ok.jpg", jpg)
+        _add(tf, "link.jpg", type=tarfile.SYMTYPE, linkname="/etc/passwd")
+        _add(tf, "hard.jpg", type=tarfile.LNKTYPE, linkname="ok.jpg")
+        _add(tf, "dev.jpg", type=tarfile.CHRTYPE, devmajor=1, devminor=3)
+        _add(tf, "fifo.jpg", type=tarfile.FIFOTYPE)
+        _add(tf, "/abs.jpg", jpg)
+        _add(tf, "../up.jpg", jpg)
+        _add(tf, "a/../../b.jpg", jpg)
+        _add(tf, "huge.jpg", b"x" * 5000)
+        _add(tf, "ok2.jpg", jpg)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        src = Shards(shard, max_bytes=4000)
+    msgs = [str(w.message) for w in got]
+    for member, why in [("link.jpg", "symbolic link"), ("hard.jpg", "hard link"),
+                        ("dev.jpg", "device"), ("fifo.jpg", "FIFO"), ("/abs.jpg", "absolute"),
+                        ("../up.jpg", ".."), ("a/../../b.jpg", ".."), ("huge.jpg", "limit")]:
+        hits = [m for m in msgs if repr(member) in m]
+        assert len(hits) == 1 and str(shard) in hits[0] and why in hits[0], (member, msgs)
+    assert [src.name(i).rsplit(":", 1)[1] for i in range(len(src))] == ["ok.jpg", "ok2.jpg"]
+    assert src.read(1) == jpg
+    assert not (tmp_path / "etc").exists() and not (tmp_path.parent / "up.jpg").exists()
+
+
+def test_truncated_and_not_a_tar(tmp_path) -> None:
+    jpg = _jpeg(_rgb())
+    shard = tmp_path / "cut.tar"
+    with tarfile.open(shard, "w") as tf:
+        _add(tf, "a.jpg", jpg)
+        _add(tf, "b.jpg", b"y" * 3000)
+    data = shard.read_bytes()
+    shard.write_bytes(data[:512 + 1024 + 512 + 1000])  # b.jpg's data cut
+    with pytest.warns(UserWarning, match="b.jpg"):
+        src = Shards(shard)
+    assert len(src) == 1
+    (tmp_path / "junk.tar").write_bytes(b"not a tar" * 100)
+    with pytest.raises(ValueError, match="tar"):
+        Shards(tmp_path / "junk.tar")
+
+
+# --------------------------------------------------------------------------- COCO
+
+
+def test_coco_boxes_labels_and_masks(tmp_path) -> None:
+    (tmp_path / "img").mkdir()
+    Image.fromarray(_rgb(10, 12)).save(tmp_path / "img" / "a.png")
+    Image.fromarray(_rgb(8, 8)).save(tmp_path / "img" / "b.png")
+    doc = {"images": [{"id": 5, "file_name": "a.png", "height": 10, "width": 12},
+                      {"id": 6, "file_name": "b.png", "height": 8, "width": 8}],
+           "categories": [{"id": 1, "name": "cat"}, {"id": 2, "name": "dog"}],
+           "annotations": [
+               {"image_id": 5, "bbox": [1, 2, 4, 3], "category_id": 2,
+                "segmentation": [[1, 2, 5, 2, 5, 5, 1, 5]]},
+               {"image_id": 5, "bbox": [0, 0, 2, 2], "category_id": 1,
+                "segmentation": {"size": [10, 12], "counts": [0, 2, 8, 2, 108]}}]}
+    (tmp_path / "ann.json").write_text(json.dumps(doc))
+    src = Coco(tmp_path / "img", tmp_path / "ann.json")
+    assert len(src) == 2 and src.categories == {1: "cat", 2: "dog"}
+    t = src.targets(0)
+    assert t["boxes"].tolist() == [[1, 2, 5, 5], [0, 0, 2, 2]]
+    assert t["labels"].tolist() == [2, 1]
+    assert t["mask"].shape == (10, 12)
+    assert (t["mask"][2:6, 1:6] == 1).all() and (t["mask"][:2, :2] == 2).all()
+    assert src.targets(1)["boxes"].shape == (0, 4)
+    bad = dict(doc, images=[{"id": 1, "file_name": "../x.png"}])
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="leaves"):
+        Coco(tmp_path / "img", tmp_path / "bad.json")
+
+
+def test_coco_compressed_rle() -> None:
+    from millipyde.data.coco import rle_counts
+
+    # pycocotools' encoding of the runs [3, 5, 100, 2]
+    def encode(counts):
+        out = bytearray()
+        for i, x in enumerate(counts):
+            if i > 2:
+                x -= counts[i - 2]
+            more = True
+            while more:
+                c = x & 0x1F
+                x >>= 5
+                more = (x != -1) if (c & 0x10) else (x != 0)
+                if more:
+                    c |= 0x20
+                out.append(c + 48)
+        return bytes(out)
+
+    runs = [3, 5, 100, 2, 1, 40]
+    assert rle_counts(encode(runs)) == runs
+
+
+# --------------------------------------------------------------------------- read-ahead
+
+
+class _Fake:
+    """A source of ``n`` samples of ``size`` bytes that counts reads."""
+
+    labels = None
+
+    def __init__(self, n: int, size: int, bad: set | None = None) -> None:
+        self.n, self.sz, self.bad = n, size, bad or set()
+        self.reads = 0
+        self.lock = threading.Lock()
+
+    def size(self, i: int) -> int:
+        return self.sz
+
+    def name(self, i: int) -> str:
+        return f"s{i}"
+
+    def read(self, i: int) -> bytes:
+        with self.lock:
+            self.reads += 1
+        if i in self.bad:
+            raise ValueError(f"cannot read s{i}")
+        return bytes([i % 256]) * self.sz
+
+
+def test_read_ahead_in_order_and_bounded() -> None:
+    src = _Fake(500, 1000, bad={7})
+    window = 8000
+    with ReadAhead(src, iter(range(500)), threads=4, window=window) as ra:
+        got = []
+        for _ in range(500):
+            i, data = ra.take()
+            got.append(i)
+            assert isinstance(data, ValueError) if i == 7 else data[0] == i % 256
+            assert ra.held <= window + 4 * 1000
+        with pytest.raises(StopIteration):
+            ra.take()
+    assert got == list(range(500))
+    assert ra.peak <= window + 4 * 1000  # 500 samples through a window of 8
+
+
+def test_read_ahead_close_stops_readers() -> None:
+    src = _Fake(10_000, 100)
+    ra = ReadAhead(src, iter(range(10_000)), threads=3, window=1000)
+    ra.take()
+    ra.close()
+    assert not any(t.is_alive() for t in ra._threads)
+    assert src.reads < 100  # nothing read far beyond the window
+
+
+# --------------------------------------------------------------------------- decoders
+
+
+def test_pillow_decoder_modes_exif_and_errors() -> None:
+    dec = PillowDecoder(0, threads=2)
+    rgb = _rgb(6, 4)
+    grey = _rgb(5, 5)[..., 0]
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotated: 90 degrees clockwise to be upright
+    rotated = _jpeg(rgb, exif=exif.tobytes())
+    cmyk = io.BytesIO()
+    Image.new("CMYK", (3, 2), (0, 255, 0, 0)).save(cmyk, "JPEG")
+    png = io.BytesIO()
+    Image.fromarray(grey).save(png, "PNG")
+    got = dec.decode_host([(rotated, "r.jpg"), (cmyk.getvalue(), "c.jpg"),
+                           (png.getvalue(), "g.png"), (b"", "zero.jpg"),
+                           (png.getvalue()[:40], "cut.png")])
+    plain = mio.decode_array(_jpeg(rgb), "p.jpg", exif=False)
+    assert got[0].shape == (4, 6, 3)  # EXIF orientation applied
+    assert np.array_equal(got[0], np.rot90(plain, k=-1))
+    assert got[1].shape == (2, 3, 3) and got[1].dtype == np.uint8  # CMYK as RGB
+    assert np.array_equal(got[2], grey)
+    assert isinstance(got[3], ValueError) and "zero.jpg" in str(got[3])
+    assert isinstance(got[4], ValueError) and "cut.png" in str(got[4])
+    dec.close()
+
+
+class _FakeNv:
+    """nvImageCodec's Python interface as the decoder uses it, decoding with Pillow (the real
+    decode runs on the GPU machine, bench/bench_data.py)."""
+
+    class ColorSpec:
+        SYCC, SRGB, UNKNOWN, GRAY, CMYK = range(5)
+
+    class CodeStream:
+        def __init__(self, data: bytes) -> None:
+            img = Image.open(io.BytesIO(data))
+            self.data = data
+            self.codec_name = img.format.lower()
+            self.num_channels = len(img.getbands())
+            self.width, self.height = img.size
+            cs = _FakeNv.ColorSpec
+            self.color_spec = {"L": cs.GRAY, "CMYK": cs.CMYK}.get(img.mode, cs.SYCC)
+
+    class DecodeParams:
+        def __init__(self, **kw) -> None:
+            self.kw = kw
+
+    class Decoder:
+        calls: list = []
+
+        def __init__(self, device_id: int, max_num_cpu_threads: int = 0) -> None:
+            pass
+
+        def decode(self, streams, params=None, cuda_stream=0):
+            # as nvidia.nvimgcodec's: a list leaves out what failed to decode; one code
+            # stream alone gives None
+            one = not isinstance(streams, list)
+            batch = [streams] if one else streams
+            _FakeNv.Decoder.calls.append(len(batch))
+            got = [None if cs.data[-1:] == b"!" else
+                   np.asarray(Image.open(io.BytesIO(cs.data)).convert("RGB")) for cs in batch]
+            return got[0] if one else [g for g in got if g is not None]
+
+
+def test_nvimgcodec_routing_and_fallback(monkeypatch) -> None:
+    from millipyde.data import decode as dmod
+
+    monkeypatch.setattr(dmod, "_wrap", lambda img, dec: img)  # the fake's are host arrays
+    dec = NvImageCodecDecoder(0, PillowDecoder(0, threads=1), module=_FakeNv)
+    rgb = _rgb(7, 9)
+    grey = _jpeg(rgb[..., 0])
+    png = io.BytesIO()
+    Image.fromarray(rgb).save(png, "PNG")
+    refused = _jpeg(rgb) + b"!"  # the GPU decoder fails it: Pillow decodes it
+    _FakeNv.Decoder.calls.clear()
+    names = ["a.jpg", "g.jpg", "p.png", "r.jpg", "j.jpg"]
+    got = dec.decode([_jpeg(rgb), grey, png.getvalue(), refused, b"junk"], names.__getitem__)
+    # one batched call for the colour JPEGs; the list came back one short, so each alone
+    assert _FakeNv.Decoder.calls == [2, 1, 1]
+    assert got[0].shape == (7, 9, 3)
+    assert got[1].shape == (7, 9)  # grey JPEG by Pillow: 2-D, as io.py maps it
+    assert np.array_equal(got[2], rgb)
+    assert got[3].shape == (7, 9, 3)
+    assert isinstance(got[4], ValueError) and "j.jpg" in str(got[4])
+    assert (dec.on_gpu, dec.on_host) == (1, 4)
+    _FakeNv.Decoder.calls.clear()
+    both = dec.decode([_jpeg(rgb), _jpeg(rgb)], "ab".__getitem__)
+    assert _FakeNv.Decoder.calls == [2] and all(g.shape == (7, 9, 3) for g in both)
+    monkeypatch.setattr(mio, "pixel_limit", lambda: 10)
+    bomb = dec.decode([_jpeg(rgb)], lambda r: "big.jpg")[0]
+    assert isinstance(bomb, ValueError) and "decompression bomb" in str(bomb)
+    dec.close()

@@ -1,0 +1,129 @@
+"""A Generator with one callable Operation among recording methods (``generator_callables``):
+the methods recorded as one batch, the callable per output, the per-output values bit for bit;
+callables that read the value or record more fall back to the per-output path."""
+
+import numpy as np
+import pytest
+from multidevice import assert_same, crops
+
+import millipyde as mp
+from millipyde import batches, generator_callables, recipes
+from millipyde.backend import ACTIVE as runtime
+from millipyde.pipeline import PipelineError
+
+SIM = runtime.simulated
+N = 8 if SIM else 40
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """Per recorded batch: (outputs, outputs left to the per-output path)."""
+    seen = []
+    groups = generator_callables.CallableRecorder.groups
+
+    def spy(self, ks, *args, **kwargs):
+        got = groups(self, ks, *args, **kwargs)
+        seen.append((len(ks), len(got[1])))
+        return got
+
+    monkeypatch.setattr(generator_callables.CallableRecorder, "groups", spy)
+    return seen
+
+
+def _hosts(n=4):
+    return crops(n, 6, 6) if SIM else crops(n, 10, 10)
+
+
+def _outputs(monkeypatch, ops, recorded, n=N, size=None, **kwargs):
+    monkeypatch.setattr(batches, "RECORD_AT_ONCE", recorded)
+    gen = mp.Generator([mp.gpuimage(h) for h in _hosts()], ops, outputs=n, seed=21, **kwargs)
+    if size is not None:
+        return np.concatenate([np.asarray(b) for b in gen.batches(size)])
+    return [np.asarray(x) for x in gen]
+
+
+@pytest.mark.parametrize("per", [None, pytest.param(4, marks=pytest.mark.cudasim_ok)])
+def test_figure_5_1_recipe_equals_the_per_output_path(monkeypatch, captured, per):
+    ops = recipes.figure_5_1_operations()
+    want = _outputs(monkeypatch, ops, False, size=per)
+    assert not captured
+    got = _outputs(monkeypatch, ops, True, size=per)
+    assert sum(n for n, _ in captured) == N and all(left == 0 for _, left in captured)
+    if per is not None:
+        assert_same(got, want)
+        return
+    for k, (a, b) in enumerate(zip(got, want, strict=True)):
+        assert_same(a, b, err_msg=f"output {k}")
+
+
+def _reads(img):
+    if float(np.asarray(img).mean()) > 0:  # reads the value: the per-output path
+        img.brightness(0.1)
+
+
+def _two(img):
+    img.brightness(0.05)
+    img.adjust_gamma(1.2)
+
+
+def _returns(img):
+    out = img.clone()
+    out.fliplr()
+    return out
+
+
+@pytest.mark.parametrize("fn", [_reads, _two, _returns])
+def test_callables_the_capture_does_not_take_run_per_output(monkeypatch, captured, fn):
+    ops = [mp.Operation("random_rotate", -20, 20), mp.Operation(fn, probability=0.5),
+           mp.Operation("fliplr", probability=0.5)]
+    want = _outputs(monkeypatch, ops, False)
+    got = _outputs(monkeypatch, ops, True)
+    assert captured and sum(left for _, left in captured) > 0
+    for k, (a, b) in enumerate(zip(got, want, strict=True)):
+        assert_same(a, b, err_msg=f"output {k}")
+
+
+def _brightness_or_colorize(img):
+    from millipyde import random as mprandom
+
+    # two different ops across outputs: a batch takes the more frequent, the rest per output
+    if mprandom.current_key().sample % 3 == 0:
+        img.brightness(0.1)
+    else:
+        img.colorize(1.1, 0.9, 1.0)
+
+
+def test_outputs_recording_another_op_than_the_batch_run_per_output(monkeypatch, captured):
+    ops = [mp.Operation("transpose", probability=0.5), mp.Operation(_brightness_or_colorize),
+           mp.Operation("random_rotate", -20, 20)]
+    want = _outputs(monkeypatch, ops, False)
+    got = _outputs(monkeypatch, ops, True)
+    assert sum(left for _, left in captured) > 0 and sum(n - left for n, left in captured) > 0
+    for k, (a, b) in enumerate(zip(got, want, strict=True)):
+        assert_same(a, b, err_msg=f"output {k}")
+
+
+def test_a_callable_that_fails_is_reported_for_its_output(monkeypatch):
+    from millipyde import random as mprandom
+
+    def boom(img):
+        if mprandom.current_key().sample == 5:
+            raise KeyError("boom at 5")
+        img.brightness(0.1)
+
+    monkeypatch.setattr(batches, "RECORD_AT_ONCE", True)
+    gen = mp.Generator([mp.gpuimage(h) for h in _hosts()],
+                       [mp.Operation("fliplr"), mp.Operation(boom)], outputs=10, seed=1)
+    with pytest.raises(PipelineError, match=r"'boom'.*output 5 \(input 1\)") as info:
+        list(gen)
+    assert isinstance(info.value.__cause__, KeyError)
+
+
+def test_user_kernels_keep_their_own_route():
+    @mp.elementwise
+    def halve(v, c):
+        return v * 0.5
+
+    gen = mp.Generator([mp.gpuimage(h) for h in _hosts()],
+                       [mp.Operation("fliplr"), mp.Operation(halve)], outputs=2)
+    assert generator_callables.make(gen._state) is None

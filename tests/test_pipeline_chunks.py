@@ -1,0 +1,295 @@
+"""A Pipeline's inputs recorded as batches (``pipeline_chunks``, ``pipeline_run``): the values of
+the per-input path bit for bit, a kernel count per chunk that does not grow with its inputs,
+all-or-nothing per input on a fault in the middle of a chunk, chunks over several devices."""
+
+import threading
+
+import numpy as np
+import pytest
+from multidevice import (
+    assert_same,
+    crops,
+    reference,
+    run_with_devices,
+    standard_ops,
+    wait_for_workers,
+)
+
+import millipyde as mp
+from millipyde import faults, pipeline_chunks
+from millipyde.backend import ACTIVE as runtime
+from millipyde.pipeline import PipelineError
+
+THESIS = [mp.Operation("gaussian", 2), mp.Operation("adjust_gamma", 2), mp.Operation("fliplr"),
+          mp.Operation("rotate", 45), mp.Operation("rgb2grey")]
+
+
+@pytest.fixture(autouse=True)
+def _clean():
+    faults.clear()
+    yield
+    faults.clear()
+
+
+@pytest.fixture
+def chunks(monkeypatch):
+    """Every chunk the test's Pipelines launch: (inputs, inputs left per input, device)."""
+    seen = []
+    launch = pipeline_chunks.StageChunks.launch
+
+    def spy(self, key, positions, xs, nodes, device, *args, **kwargs):
+        at = len(seen)
+        seen.append((len(positions), None, device))  # (a chunk that raises: left None)
+        got = launch(self, key, positions, xs, nodes, device, *args, **kwargs)
+        seen[at] = (len(positions), len(got.left), device)
+        return got
+
+    monkeypatch.setattr(pipeline_chunks.StageChunks, "launch", spy)
+    return seen
+
+
+def _per_input(monkeypatch, hosts, ops, seed, **kwargs):
+    monkeypatch.setattr(pipeline_chunks, "ENABLED", False)
+    if runtime.simulated:  # (the simulator runs one kernel at a time: one worker)
+        monkeypatch.setenv("MILLIPYDE_WORKERS", "1")
+    imgs = [mp.gpuimage(h) for h in hosts]
+    mp.Pipeline(imgs, ops, seed=seed, **kwargs).run()
+    monkeypatch.setattr(pipeline_chunks, "ENABLED", True)
+    return [np.asarray(x) for x in imgs]
+
+
+# (the simulator runs every GPU thread as a Python thread: fewer, smaller images there)
+SIM = runtime.simulated
+N = 4 if SIM else 6
+
+
+def _small(n, h=None, w=None, alpha=False):
+    out = crops(n, h or (6 if SIM else 8), w or (8 if SIM else 12))
+    if alpha:
+        out = [np.dstack([c, np.full(c.shape[:2], 200, np.uint8)]) for c in out]
+    return out
+
+
+@pytest.mark.parametrize("name", [pytest.param("standard", marks=pytest.mark.cudasim_ok),
+                                  pytest.param("thesis", marks=pytest.mark.cudasim_ok),
+                                  "thesis-rgba"])
+def test_chunks_equal_the_per_input_path(monkeypatch, chunks, name):
+    ops = standard_ops() if name == "standard" else THESIS
+    hosts = _small(N, alpha=name == "thesis-rgba")
+    want = _per_input(monkeypatch, hosts, ops, 5)
+    assert not chunks  # (the per-input path made those)
+    imgs = [mp.gpuimage(h) for h in hosts]
+    mp.Pipeline(imgs, ops, seed=5).run()
+    assert sum(n for n, _, _ in chunks) == N and all(left == 0 for _, left, _ in chunks)
+    for i, (x, w) in enumerate(zip(imgs, want, strict=True)):
+        assert_same(np.asarray(x), w, err_msg=f"input {i}")
+        assert_same(np.asarray(x), reference(hosts[i], ops, 5, i))
+
+
+def test_groups_by_shape_dtype_and_pending_work(chunks):
+    """Two shapes, a grey input and an input with pending work (per input: its pending op
+    fuses with the Operations there) in one Pipeline: each input its own reference."""
+    hosts = _small(3) + _small(2, 10, 6) + [np.linspace(0, 1, 80).reshape(8, 10)]
+    ops = [mp.Operation("random_rotate", -30, 30), mp.Operation("fliplr", probability=0.5),
+           mp.Operation("random_brightness", -0.2, 0.2)]
+    imgs = [mp.gpuimage(h) for h in hosts]
+    pending = mp.gpuimage(hosts[0])
+    pending.transpose()  # not stored yet
+    # (one device: with several, a group of inputs on one device is cut into a chunk each)
+    mp.Pipeline(imgs + [pending], ops, seed=3, device=0).run()
+    assert sorted(n for n, _, _ in chunks) == [1, 2, 3]  # grey, (10, 6), (8, 12)
+    for i, h in enumerate(hosts):
+        np.testing.assert_array_equal(np.asarray(imgs[i]), reference(h, ops, 3, i))
+    x = mp.gpuimage(hosts[0])
+    x.transpose()
+    for j, op in enumerate(ops):
+        op.apply(x, 3, len(hosts), j)
+    np.testing.assert_array_equal(np.asarray(pending), np.asarray(x))
+
+
+def test_connected_pipelines_hand_chunks_on(chunks):
+    # (not under the simulator: its kernels can not run from two stages' threads at once)
+    hosts = _small(5)
+    own = _small(2, 6, 6)
+    p1 = mp.Pipeline([mp.gpuimage(h) for h in hosts], [mp.Operation("random_rotate", -10, 10)],
+                     seed=4)
+    p2 = mp.Pipeline([mp.gpuimage(h) for h in own], [mp.Operation("fliplr", probability=0.5),
+                                                     mp.Operation("adjust_gamma", 1.5)], seed=4)
+    p1.connect_to(p2)
+    p1.run()
+    # stage 1: one chunk of 5; stage 2: its own 2, then the 5 handed on as a chunk
+    assert sorted(n for n, _, _ in chunks) == [2, 5, 5]
+    for i, h in enumerate(own):
+        np.testing.assert_array_equal(np.asarray(p2.inputs[i]),
+                                      reference(h, p2.operations, 4, i))
+    for i, h in enumerate(hosts):
+        ref = reference(reference(h, p1.operations, 4, i), p2.operations, 4, 2 + i)
+        np.testing.assert_array_equal(np.asarray(p1.inputs[i]), ref)
+
+
+def _launches(patch):
+    """Count the kernel launches (every launch of the cpu backend and the simulator goes
+    through one of these)."""
+    count = [0]
+    for name in ("launch_2d", "launch_blocks", "launch_grid", "launch_1d"):
+        orig = getattr(runtime, name)
+
+        def counted(*args, _orig=orig, **kwargs):
+            count[0] += 1
+            return _orig(*args, **kwargs)
+
+        patch.setattr(runtime, name, counted)
+    return count
+
+
+@pytest.mark.cudasim_ok
+def test_kernel_count_per_chunk_does_not_grow_with_inputs(chunks):
+    counts = []
+    for n in ((2, 5) if SIM else (2, 4, 12)):
+        imgs = [mp.gpuimage(h) for h in _small(n)]
+        mp.Pipeline([mp.gpuimage(h) for h in _small(1)], THESIS, device=0).run()  # compiled
+        with pytest.MonkeyPatch.context() as patch:
+            count = _launches(patch)
+            mp.Pipeline(imgs, THESIS, device=0).run()
+        counts.append(count[0])
+    assert [n for n, _, _ in chunks][-1] == (5 if SIM else 12)  # one chunk
+    # the chain plans to a stencil and one gather (gamma, flip, rotate, grey), plus a bounds
+    # reduction where the warp clip binds
+    assert len(set(counts)) == 1 and counts[0] <= 3, counts
+
+
+def _assert_untouched_or_done(imgs, hosts, ops, seed):
+    done = []
+    for i, (x, h) in enumerate(zip(imgs, hosts, strict=True)):
+        got = np.asarray(x)
+        if np.array_equal(got, reference(h, ops, seed, i)):
+            done.append(i)
+        else:
+            np.testing.assert_array_equal(got, h, err_msg=f"input {i} half-written")
+    return done
+
+
+@pytest.mark.parametrize("point, at, what", [
+    ("operation:rotate", 3, "operation 1 \\('rotate'\\)"),
+    pytest.param("op:gaussian", 3, "fused kernels of operations 'gaussian', 'rotate'",
+                 marks=pytest.mark.cudasim_ok),
+])
+def test_fault_in_the_middle_of_a_chunk_changes_none_of_it(chunks, point, at, what):
+    hosts = _small(N)
+    ops = [mp.Operation("gaussian", 0.5), mp.Operation("rotate", 20)]
+    imgs = [mp.gpuimage(h) for h in hosts]
+    mp.Pipeline([mp.gpuimage(h) for h in hosts], ops, device=0).run()  # compiled before
+    chunks.clear()
+    base = threading.active_count()
+    faults.inject(point, "raise", at_call=at)
+    with pytest.raises(PipelineError, match=f"{what} failed on input {at - 1} on device 0") \
+            as info:
+        mp.Pipeline(imgs, ops, device=0).run()
+    assert isinstance(info.value.__cause__, faults.InjectedFault)
+    assert [n for n, _, _ in chunks] == [N]  # the fault was met inside one chunk
+    assert _assert_untouched_or_done(imgs, hosts, ops, 0) == []  # none of it bound
+    assert threading.active_count() == base
+    faults.clear()
+    mp.Pipeline(imgs, ops, device=0).run()  # usable afterwards
+    assert len(_assert_untouched_or_done(imgs, hosts, ops, 0)) == N
+
+
+@pytest.mark.cudasim_ok
+def test_failed_chunk_launch_binds_nothing_and_names_the_batch(chunks):
+    hosts = _small(N)
+    ops = [mp.Operation("adjust_gamma", 2), mp.Operation("fliplr")]
+    imgs = [mp.gpuimage(h) for h in hosts]
+    mp.Pipeline([mp.gpuimage(h) for h in hosts], ops, device=0).run()
+    # the stack, each input's output as the per-input path allocates it (fault points are
+    # met per input), then the chunk's own buffers
+    faults.inject("alloc", "oom", at_call=N + 2)
+    with pytest.raises(PipelineError, match=rf"a batch of {N} inputs, 0\.\.{N - 1}, none of "
+                                            r"them changed\) on device 0") as info:
+        mp.Pipeline(imgs, ops, device=0).run()
+    assert "out of memory on device 0" in str(info.value)
+    assert _assert_untouched_or_done(imgs, hosts, ops, 0) == []
+
+
+def test_input_changed_during_its_chunk_gets_the_update_on_its_new_value(monkeypatch):
+    """A chunk binds an output only to an input that still holds the value it read; one that
+    changed meanwhile is processed again from its new value (no update lost or doubled)."""
+    hosts = _small(4)
+    imgs = [mp.gpuimage(h) for h in hosts]
+    launch = pipeline_chunks.StageChunks.launch
+
+    def meddle(self, key, positions, xs, nodes, *args, **kwargs):
+        got = launch(self, key, positions, xs, nodes, *args, **kwargs)
+        imgs[2].fliplr()  # between the chunk's read and its commit
+        return got
+
+    monkeypatch.setattr(pipeline_chunks.StageChunks, "launch", meddle)
+    mp.Pipeline(imgs, [mp.Operation("adjust_gamma", 2)], device=0).run()
+    for i, h in enumerate(hosts):
+        want = mp.gpuimage(np.fliplr(h) if i == 2 else h)
+        want.adjust_gamma(2)
+        np.testing.assert_array_equal(np.asarray(imgs[i]), np.asarray(want))
+
+
+def test_timeout_while_a_chunk_hangs_restores_it():
+    hosts = _small(6)
+    imgs = [mp.gpuimage(h) for h in hosts]
+    ops = [mp.Operation("fliplr")]
+    faults.inject("operation:fliplr", "hang", at_call=2, seconds=1.0)
+    with pytest.raises(TimeoutError):
+        mp.Pipeline(imgs, ops, device=0).run(timeout=0.3)
+    faults.clear()
+    wait_for_workers()
+    assert _assert_untouched_or_done(imgs, hosts, ops, 0) == []
+
+
+SPREAD = """
+import json
+import numpy as np
+import millipyde as mp
+from millipyde import pipeline_chunks
+from multidevice import crops
+seen = []
+launch = pipeline_chunks.StageChunks.launch
+def spy(self, key, positions, xs, nodes, device, *a, **k):
+    seen.append((device, key[1], len(positions)))
+    return launch(self, key, positions, xs, nodes, device, *a, **k)
+pipeline_chunks.StageChunks.launch = spy
+ops = [mp.Operation("random_rotate", -20, 20), mp.Operation("gaussian", 1.0, probability=0.5),
+       mp.Operation("fliplr", probability=0.5)]
+hosts = crops(36, 8, 12)
+res = {}
+def run(tag, made_on, **kw):
+    seen.clear()
+    imgs = []
+    for i, h in enumerate(hosts):
+        with mp.Device(made_on(i)):
+            imgs.append(mp.gpuimage(h))
+    mp.Pipeline(imgs, ops, seed=6, **kw).run()
+    np.save(f"{OUT}/{tag}.npy", np.stack([np.asarray(x) for x in imgs]))
+    res[tag] = {"chunks": seen[:], "devices": [x.device for x in imgs]}
+run("spread", lambda i: i % 3)
+run("on0", lambda i: 0)
+run("pinned", lambda i: i % 3, device=2)
+print(json.dumps(res))
+"""
+
+
+def test_chunks_over_three_virtual_devices(tmp_path):
+    res = run_with_devices(SPREAD, 3, tmp_path)
+    ops = [mp.Operation("random_rotate", -20, 20), mp.Operation("gaussian", 1.0, probability=0.5),
+           mp.Operation("fliplr", probability=0.5)]
+    hosts = crops(36, 8, 12)
+    for tag in ("spread", "on0", "pinned"):
+        got = np.load(tmp_path / f"{tag}.npy")
+        for i, h in enumerate(hosts):
+            np.testing.assert_array_equal(got[i], reference(h, ops, 6, i), err_msg=f"{tag} {i}")
+        assert sum(n for _, _, n in res[tag]["chunks"]) == 36
+    # inputs made on every device: each chunk runs where its inputs live, and stays there
+    assert all(d == home for d, home, _ in res["spread"]["chunks"])
+    assert res["spread"]["devices"] == [i % 3 for i in range(36)]
+    # all made on device 0: one group cut into chunks that every device takes
+    assert {home for _, home, _ in res["on0"]["chunks"]} == {0}
+    assert len(res["on0"]["chunks"]) == 9
+    # a pinned Pipeline computes on its device: outputs live there
+    assert {d for d, _, _ in res["pinned"]["chunks"]} == {2}
+    assert set(res["pinned"]["devices"]) == {2}
