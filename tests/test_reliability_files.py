@@ -35,15 +35,22 @@ def _digests(d: Path) -> dict[str, str]:
 
 # -------------------------------------------------- class 7: outputs never over inputs
 def test_cli_refuses_its_input_folder_as_output(tmp_path):
-    """``millipyde augment D -o D`` overwrote an input named ``aug_0.png`` and exited 0."""
+    """``millipyde augment D -o D`` overwrote an input named ``aug_0.png`` and exited 0; an
+    output file that is a link to an input would have been written through."""
     d = tmp_path / "d"
     before = _write(d, ["aug_0.png", "x.png"])
-    with pytest.raises(SystemExit, match=r"millipyde augment: .* is the input folder"):
+    with pytest.raises(SystemExit, match=r"millipyde augment: .* overlaps the input folder"):
         cli.main(["augment", str(d), "-o", str(d), "-n", "2", "-q"])
     assert _digests(d) == before  # nothing written, nothing deleted
-    with pytest.raises(SystemExit, match="inside it"):
+    with pytest.raises(SystemExit, match="overlaps the input folder"):
         cli.main(["augment", str(d), "-o", str(d / "sub"), "-n", "2", "-q"])
     assert not (d / "sub").exists() and _digests(d) == before
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "aug_1.png").symlink_to(d / "x.png")
+    with pytest.raises(SystemExit, match=r"aug_1.png' would overwrite the input .*x.png"):
+        cli.main(["augment", str(d), "-o", str(out), "-n", "2", "-q"])
+    assert _digests(d) == before and sorted(p.name for p in out.iterdir()) == ["aug_1.png"]
 
 
 def test_cli_output_path_that_is_a_file_is_named(tmp_path):
