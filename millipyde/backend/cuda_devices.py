@@ -67,8 +67,11 @@ class CudaDevices:
         return infos
 
     def memory_bytes(self, device: int) -> int | None:
-        with self.cuda.gpus[device]:
-            return int(self.cuda.current_context().get_memory_info().total)
+        try:
+            with self.cuda.gpus[device]:
+                return int(self.cuda.current_context().get_memory_info().total)
+        except Exception:  # a driver (or numba-hip) without the query: unknown, not refused
+            return None
 
     def peer_matrix(self, n: int) -> np.ndarray:
         m = np.eye(n, dtype=bool)
