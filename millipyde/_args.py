@@ -10,6 +10,10 @@ import numpy as np
 
 _EXACT = 1 << 53  # ints up to this convert to float exactly (and are finite)
 
+#: the largest image side an op may make (an output's size is checked when the op is
+#: recorded: this, and the bytes against the device's memory)
+MAX_SIDE = 2**31 - 1
+
 
 def _number(value: Any, name: str) -> float:
     if type(value) is float and math.isfinite(value):

@@ -97,12 +97,25 @@ def cluster_client(spec: str | None = None) -> Iterator[Any]:
         cluster.close()
 
 
+def check_client(client: Any, what: str) -> None:
+    """``ValueError`` naming ``client`` unless it is None, a cluster spec string
+    (:func:`cluster_client`'s) or a ``distributed.Client``."""
+    if client is None or isinstance(client, str):
+        return
+    from distributed import Client
+
+    if not isinstance(client, Client):
+        raise ArgumentError(f"{what} client must be a distributed.Client, 'local', "
+                            f"'local:WORKERS' or 'tcp://HOST:PORT', got "
+                            f"{type(client).__name__} {client!r:.80}")
+
+
 @contextlib.contextmanager
 def _client_or_local(client: Any) -> Iterator[Any]:
-    if client is not None:
+    if client is not None and not isinstance(client, str):
         yield client
         return
-    with cluster_client("local") as c:
+    with cluster_client("local" if client is None else client) as c:
         yield c
 
 

@@ -11,7 +11,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from . import random as mprandom
+from ._distributed_cluster import check_client
 from ._distributed_tasks import generate_chunk
 from .array import ArgumentError
 from .distributed import _batch_for, _chunk_size, _generator_batch, _slots, _sources
@@ -119,10 +122,15 @@ def attach_generator(gen: Any, inputs: Any, operations: Any, device: Any, output
     if device is not None:
         raise ArgumentError("Generator device cannot be combined with client: each worker "
                             "uses its own device")
-    if outputs is not None and (isinstance(outputs, bool) or not isinstance(outputs, int)
-                                or outputs < 0):
+    if outputs is not None and (isinstance(outputs, (bool, np.bool_))
+                                or not isinstance(outputs, (int, np.integer)) or outputs < 0):
         raise ArgumentError(f"Generator outputs must be an int >= 0 or None, got {outputs!r}")
-    if not isinstance(return_to_host, bool):
+    outputs = None if outputs is None else int(outputs)
+    if isinstance(client, str):  # (process() takes a spec; a Generator outlives a call)
+        raise ArgumentError(f"Generator client must be a distributed.Client, got {client!r} "
+                            "(make one with millipyde.distributed.cluster_client)")
+    check_client(client, "Generator")
+    if not isinstance(return_to_host, (bool, np.bool_)):
         raise ArgumentError(f"Generator return_to_host must be a bool, got "
                             f"{type(return_to_host).__name__}")
     seed = check_seed(seed, "Generator")

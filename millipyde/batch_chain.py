@@ -24,6 +24,7 @@ import numpy as np
 from . import batch_math
 from .graph.codegen.gather_sig import (
     A_OFF,
+    BOUNDED_SLOTS,
     CLIP_HI_OFF,
     CLIP_OFF,
     FULL_OFF,
@@ -33,7 +34,7 @@ from .graph.codegen.gather_sig import (
     gather_nparams,
     op_offsets,
 )
-from .graph.plan.schedule import needs_warp_clip
+from .graph.plan.schedule import axis_aligned, fill_window, needs_warp_clip, wide_map
 from .kernels import REGISTRY
 
 
@@ -79,13 +80,15 @@ class VGather:
     umap: str = ""  # a user index map standing for the sampler (``@mp.index_map``)
     uparams: np.ndarray | None = None  # (n, k) its parameters
     left: np.ndarray = field(init=False)  # (n,) bool: members the per-output path makes
-    src: np.ndarray = field(init=False)  # (n, 2) the sources' sizes (a pad's bounds)
+    # (n, 4) what a fused pad reads (top, left, height, width in source coordinates;
+    # ``schedule.fill_window``): the sources, narrowed to each pad's input
+    window: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
         n = len(self.cur)
         self.P = np.broadcast_to(np.eye(3), (n, 3, 3)).copy()
         self.left = np.zeros(n, dtype=bool)
-        self.src = self.cur.copy()
+        self.window = np.concatenate([np.zeros_like(self.cur), self.cur], axis=1)
 
     @property
     def n(self) -> int:
@@ -106,9 +109,12 @@ class VGather:
         if spec.fills:
             # Gather.accepts: a pad joins only before a sampler and any chained op, one value
             value = float(params[0, -1])
-            if self.phase != 0 or self.ops or (self.fill is not None and self.fill != value):
+            if (self.phase != 0 or self.ops or (self.fill is not None and self.fill != value)
+                    or not axis_aligned(self.P).all()):
                 raise Unsupported("a pad the per-output plan puts in another kernel")
             self.fill = value
+            self.window = np.where(on[:, None], fill_window(self.window, self.P, self.cur),
+                                   self.window)
         m = batch_math.affine_rows(spec, self.cur[:, 0], self.cur[:, 1], params)
         if self.A is None:
             self.P = batch_math.compose(self.P, m, on)
@@ -141,10 +147,16 @@ class VGather:
         self.soff = ~on
         if out is not None:
             self.cur = np.asarray(out, dtype=np.int64).reshape(self.n, 2)
-        if not self.edge:
-            # scikit-image's data-dependent clip: those members go per output
+        if self.edge:
+            # an empty input has no edge to repeat: those members go per output, whose plan
+            # reads the zero outside it
+            self.left |= on & ((self.mid[:, 0] == 0) | (self.mid[:, 1] == 0))
+        else:
+            # scikit-image's data-dependent clip, and maps reaching positions this kernel
+            # does not test (``schedule.wide_map``): those members go per output
             for i in np.flatnonzero(on).tolist():
-                if needs_warp_clip(self.A[i], tuple(self.mid[i]), tuple(self.cur[i])):
+                if needs_warp_clip(self.A[i], tuple(self.mid[i]), tuple(self.cur[i])) or \
+                        wide_map(self.A[i], tuple(self.cur[i])):
                     self.left[i] = True
 
     def user_map(self, name: str, params: np.ndarray, out: np.ndarray) -> None:
@@ -204,12 +216,12 @@ class VGather:
         offs = op_offsets(tuple(c.name for c in self.ops))
         for i, c in enumerate(self.ops):
             p[:, offs[i]:offs[i + 1]] = c.params
-        if self.fill is not None:  # the source's bounds, then one fill per channel
+        if self.fill is not None:  # the window a pad reads, then one fill per channel
             e = offs[-1]
-            p[:, e:e + 2] = self.src
-            p[:, e + 2:e + 2 + self.cin] = self.fill
+            p[:, e:e + 4] = self.window
+            p[:, e + 4:e + 4 + self.cin] = self.fill
         if self.umap:
-            e = offs[-1] + (6 if self.fill is not None else 0)
+            e = offs[-1] + (BOUNDED_SLOTS if self.fill is not None else 0)
             p[:, e:e + self.uparams.shape[1]] = self.uparams
         if not self.gates:
             if any(c.off.any() for c in self.ops) or (self.soff is not None and self.soff.any()):
@@ -228,7 +240,7 @@ class VGather:
         out.soff = None if self.soff is None else self.soff[keep]
         out.edge, out.phase, out.positional, out.npre = (self.edge, self.phase,
                                                          self.positional, self.npre)
-        out.fill, out.src = self.fill, self.src[keep]
+        out.fill, out.window = self.fill, self.window[keep]
         out.umap = self.umap
         out.uparams = None if self.uparams is None else self.uparams[keep]
         out.ops = [_Chained(c.name, c.params[keep], c.off[keep]) for c in self.ops]

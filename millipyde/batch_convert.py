@@ -72,19 +72,42 @@ class BatchSpec:
         if layout not in ("NCHW", "NHWC"):
             raise ArgumentError(f"batches layout must be 'NCHW' or 'NHWC', got {layout!r}")
         key = np.dtype(dtype).name if isinstance(dtype, (type, np.dtype)) else dtype
-        if key not in _DTYPES:
+        if not isinstance(key, str) or key not in _DTYPES:
             raise ArgumentError(f"batches dtype must be 'float32' or 'float16', got {dtype!r}")
-        if channels not in (1, 3) or isinstance(channels, bool):
-            raise ArgumentError(f"batches channels must be 1 or 3, got {channels!r}")
+        if (isinstance(channels, (bool, np.bool_)) or not isinstance(channels, (int, np.integer))
+                or channels not in (1, 3)):
+            raise ArgumentError(f"batches channels must be the int 1 or 3, got {channels!r}")
         m = _per_channel(mean, "mean", channels, 0.0)
         s = _per_channel(std, "std", channels, 1.0)
         if np.any(s == 0):
             raise ArgumentError(f"batches std must be nonzero, got {std!r}")
+        # values in [0, 1] converted: (x - mean) / std must fit the batch's dtype (else inf)
+        with np.errstate(over="ignore"):  # (an overflow here is the refusal below)
+            top = float(np.max(np.maximum(np.abs(m), np.abs(1.0 - m)) / np.abs(s)))
+        largest = float(np.finfo(_DTYPES[key]).max)
+        if not top <= largest:
+            raise ArgumentError(f"batches mean and std: (x - mean) / std reaches {top:.3g} for "
+                                f"x in [0, 1], beyond {key}'s largest {largest:.6g} (a std "
+                                f"that small overflows); got mean={mean!r}, std={std!r}")
         for v, name in ((drop_last, "drop_last"), (with_indices, "with_indices")):
             if not isinstance(v, (bool, np.bool_)):
                 raise ArgumentError(f"batches {name} must be a bool, got {type(v).__name__}")
         return cls(size, shape, layout, np.dtype(_DTYPES[key]), m, s, int(channels),
                    bool(drop_last), bool(with_indices))
+
+    def check_fits(self, samples: int, hw: tuple[int, int], memory: int | None,
+                   device: int) -> None:
+        """``ValueError`` naming ``size`` (or ``shape``) when a batch of ``samples`` samples
+        of ``hw`` pixels needs more bytes than ``device`` has (``memory``; None: unknown),
+        before anything is allocated: memory follows the data, not the argument."""
+        need = samples * self.channels * int(hw[0]) * int(hw[1]) * self.dtype.itemsize
+        if memory is not None and need > memory:
+            what = f"size {self.size}" if self.shape is None else \
+                f"size {self.size} and shape {self.shape}"
+            raise ArgumentError(
+                f"batches {what}: a batch of {samples} samples of {self.channels} x "
+                f"{hw[0]} x {hw[1]} {self.dtype.name} needs {need} bytes, more than device "
+                f"{device} has ({memory} bytes)")
 
     def batch_shape(self, n: int, hw: tuple[int, int]) -> tuple[int, int, int, int]:
         """Shape of a batch of ``n`` samples of ``hw`` pixels."""
@@ -146,7 +169,14 @@ def write_sample(out: Any, pos: Any, src: Any, spec: BatchSpec, consts: tuple[An
     if pos.shape[0] != nb:  # the kernel checks no bounds
         raise ValueError(f"write_sample: {nb} images for {pos.shape[0]} positions")
     H, W = hw
+    if H * W == 0:
+        return  # empty samples: nothing to write (nor scale factors to divide by)
     resize = (H, W) != (h, w)
+    if resize and h * w == 0:
+        # an empty sample has no edge to repeat: every position reads the zero outside it
+        # (as ``resize`` does), here from a one-pixel zero image
+        src = runtime.from_host(np.zeros((nb, 1, 1, cin), dtype=np.dtype(src.dtype)), device)
+        h = w = 1
     fn = _convert_fn(int(cin), spec.channels, spec.layout, resize)
     _launch(fn, nb, H, W, device, src, pos, out, consts[0], consts[1],
             full_range(src.dtype), h / H, w / W)

@@ -23,7 +23,8 @@ from .graph.plan.schedule import _affine3
 @functools.cache
 def lut_many():
     """Host kernel ``build_many(codes, params, channels, full, out)``: ``exec.tables.build_lut``
-    for every row of ``params`` (n, K, 3) into ``out`` (n, C, 256), the same builder code."""
+    for every row of ``params`` (n, K, 3) into ``out`` (n, C, 256), the same builder code
+    (built-in ops: ``batch_record`` records gpuimage methods only)."""
     src = _lut_source() + (
         "\n\n@njit(cache=True, nogil=True)\n"
         "def build_many(codes, params, channels, full, out):\n"

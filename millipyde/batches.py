@@ -72,6 +72,9 @@ class Batches:
             self._count = None
         else:
             self._count = n // spec.size if spec.drop_last else -(-n // spec.size)
+        # samples in the largest batch: a finite Generator's whole share at most, whatever
+        # ``size`` asks (``Generator.batches`` checked that it fits)
+        self._largest = spec.size if n is None else max(1, min(spec.size, n))
         self._stream = getattr(generator, "_stream", None)
         self._loader: Any = None
         #: seconds the consumer waited for batches, and the workers spent making streamed
@@ -536,7 +539,7 @@ class Batches:
         if got is None or got[2].shape[0] < n:
             got = (runtime.from_host(self.spec.mean, device),
                    runtime.from_host(self.spec.std, device),
-                   runtime.from_host(np.arange(max(n, self.spec.size), dtype=np.int64), device))
+                   runtime.from_host(np.arange(max(n, self._largest), dtype=np.int64), device))
             self._consts[device] = got
         return got
 

@@ -150,6 +150,8 @@ def augment(args: argparse.Namespace) -> int:
 
     import millipyde as mp
 
+    from .io import check_outputs_apart, iter_image_files
+
     if args.n < 1:
         raise SystemExit("millipyde augment: -n must be at least 1")
     if args.batch < 1 or args.writers < 1 or not 1 <= args.quality <= 100:
@@ -160,10 +162,22 @@ def augment(args: argparse.Namespace) -> int:
     from .recipes import DETECTION_SAMPLES, detection_samples, operations
 
     out_dir = Path(args.output)
+    ext = "jpg" if args.format == "jpeg" else "png"
+    width = len(str(args.n - 1))
+    names = [f"aug_{i:0{width}d}.{ext}" for i in range(args.n)] + ["contact_sheet.png"]
+    # before anything is read, written or deleted: no output may land on an input (the
+    # folders apart, the output folder not a file, no output file an input through a link)
     if args.input is not None:
         if not Path(args.input).is_dir():
             raise SystemExit(f"millipyde augment: input folder {args.input!r} is not a folder")
         check_output_folder(Path(args.input), out_dir)
+    try:
+        sources = [] if args.input is None else iter_image_files(args.input, allow_empty=True)
+        check_outputs_apart(sources, out_dir, names, "millipyde augment")
+    except (ValueError, OSError) as err:
+        msg = str(err)
+        raise SystemExit(msg if msg.startswith("millipyde augment:") else
+                         f"millipyde augment: {msg}") from err
     if args.input is None and args.recipe == "detection":
         inputs: Any = detection_samples()
         source = "detection samples with boxes (" + ", ".join(DETECTION_SAMPLES) + ")"
@@ -182,9 +196,7 @@ def augment(args: argparse.Namespace) -> int:
     except ValueError as err:
         raise SystemExit(f"millipyde augment: {err}") from err
     out_dir.mkdir(parents=True, exist_ok=True)
-    ext = "jpg" if args.format == "jpeg" else "png"
-    width = len(str(args.n - 1))
-    paths = [out_dir / f"aug_{i:0{width}d}.{ext}" for i in range(args.n)]
+    paths = [out_dir / name for name in names[:-1]]
     boxes: list = []
     writer = EncoderPool(args.format, args.quality, args.writers)
     start = time.perf_counter()
@@ -308,12 +320,27 @@ def bench(args: argparse.Namespace) -> int:
     return subprocess.call([sys.executable, "-m", "bench", *args.rest], cwd=Path.cwd())
 
 
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``HxW`` or ``HxWxC`` (C 3 or 4) as a tuple of ints; ``SystemExit`` naming ``--shape``
+    when it is not one."""
+    parts = text.lower().split("x")
+    try:
+        shape = tuple(int(v) for v in parts)
+    except ValueError:
+        shape = ()
+    if len(shape) not in (2, 3) or any(v < 0 for v in shape) or (
+            len(shape) == 3 and shape[2] not in (3, 4)):
+        raise SystemExit(f"millipyde warmup: --shape must be HxW or HxWxC (C 3 or 4), whole "
+                         f"numbers >= 0, like 512x512x3; got {text!r}")
+    return shape
+
+
 def warmup(args: argparse.Namespace) -> int:
     """``millipyde warmup``: compile the figure-5.1 kernels ahead (``millipyde.warmup``)."""
     import millipyde as mp
     from millipyde import warmup as wu
 
-    shape = tuple(int(v) for v in args.shape.lower().split("x"))
+    shape = parse_shape(args.shape)
     recipes = [figure_5_1_operations()]
     # its twin with the method form (colour inputs): the batches recorded at once
     recipes.append([mp.Operation("random_colorize", *op.args, probability=op.probability)

@@ -23,60 +23,69 @@ Value conventions (what the function sees and returns):
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from ._args import _number, _range
-from .kernels.registry import OpSpec, register, source_digest
+from ._args import MAX_SIDE, _number, _range
+from .kernels.registry import OpSpec, register
 from .locks import commit_lock
+from .user_functions import UserFunctionError, check_compiles, freeze, key, resolve
 
 #: parameters a user elementwise or pixelwise op may take (a fused kernel's slots per op)
 MAX_VALUE_PARAMS = 3
 
-
-def _params_of(fn: Callable, leading: int, what: str) -> int:
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        raise ValueError(f"@mp.{what} needs a Python function, got {fn!r}") from None
-    ps = list(sig.parameters.values())
-    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in ps):
-        raise ValueError(f"@mp.{what} function {fn.__name__} must take positional "
-                         "parameters only")
-    if len(ps) < leading:
-        raise ValueError(f"@mp.{what} function {fn.__name__} must take at least {leading} "
-                         f"parameters, got {len(ps)}")
-    return len(ps) - leading
+#: the parameters each kind's function takes before the user's own
+_LEADING = {"elementwise": 2, "pixelwise": 3, "index_map": 4}
 
 
 class UserOp:
-    """A user's scalar function registered as a fusable op; call it on a gpuimage."""
+    """A user's scalar function registered as a fusable op; call it on a gpuimage.
 
-    def __init__(self, fn: Callable, kind: str, nparams: int,
-                 shape: Callable | None = None, digest: str | None = None) -> None:
+    The op's name holds the key of what the function computes (``user_functions``): the
+    kernels it is fused into are cached under it, in memory and on disk.
+    """
+
+    def __init__(self, fn: Callable, kind: str, nparams: int | None = None,
+                 shape: Callable | None = None) -> None:
+        what = kind
+        uf = resolve(fn, what)
+        leading = _LEADING[kind]
+        if len(uf.params) < leading:
+            raise UserFunctionError(f"@mp.{what} function {uf.name} must take at least "
+                                    f"{leading} parameters, got {len(uf.params)}")
+        n = len(uf.params) - leading
+        if kind != "index_map" and n > MAX_VALUE_PARAMS:
+            raise UserFunctionError(f"@mp.{what} function {uf.name} takes {n} parameters; "
+                                    f"at most {MAX_VALUE_PARAMS}")
+        if nparams is not None and nparams != n:
+            raise UserFunctionError(f"@mp.{what} function {uf.name} takes {n} parameters, "
+                                    f"not {nparams}")
         self.fn = fn
         self.kind = kind
-        self.nparams = nparams
+        self.nparams = n
         self.shape = shape
-        digest = source_digest(fn) if digest is None else digest
-        self.name = f"user_{fn.__name__}_{digest}"
-        spec = OpSpec(self.name, "user_map" if kind == "index_map" else kind, fn, nparams,
-                      shape_fn=shape, user=fn, digest=digest)
-        # the same source twice (a re-run cell, a re-imported module) is the same op
+        digest = key(uf, kind, shape, what)
+        frozen = freeze(uf.fn)
+        resolved = type(uf)(frozen, uf.params, uf.before, uf.after, uf.name)
+        check_compiles(resolved, kind, what)
+        self.name = f"user_{uf.name}_{digest}"
+        spec = OpSpec(self.name, "user_map" if kind == "index_map" else kind, frozen, n,
+                      shape_fn=None if shape is None else _checked_shape(shape, uf.name),
+                      user=frozen, digest=digest, user_args=(uf.before, uf.after))
+        # the same computation twice (a re-run cell, a re-imported module) is the same op
         self.spec = register(spec, replace_existing=True)
-        self.__name__ = fn.__name__
-        self.__qualname__ = getattr(fn, "__qualname__", fn.__name__)
-        self.__doc__ = fn.__doc__
+        self.__name__ = getattr(fn, "__name__", uf.name)
+        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
+        self.__doc__ = getattr(fn, "__doc__", None)
 
     def __repr__(self) -> str:
         return f"<millipyde {self.kind} op {self.__qualname__}>"
 
     def __reduce__(self) -> tuple:
-        # unpickled in another process (a Dask worker), the op registers itself there
-        return (UserOp, (self.fn, self.kind, self.nparams, self.shape, self.spec.digest))
+        # unpickled in another process (a Dask worker), the op keys and registers itself there
+        return (UserOp, (self.fn, self.kind, self.nparams, self.shape))
 
     def __call__(self, img: Any, *params: Any) -> None:
         """Record this op on ``img`` (a gpuimage) with ``params``; ranges are drawn."""
@@ -91,9 +100,15 @@ class UserOp:
         if self.kind == "pixelwise" and not img.is_colour:
             raise ValueError(f"{self.__name__} is pixelwise: it needs an RGB/RGBA image; this "
                              f"one is greyscale {img.shape}")
+        if self.kind == "index_map" and img.targets is not None:
+            # before any draw or record (``targets``: its inverse is unknown)
+            raise ValueError(f"{self.__name__}: targets cannot follow a user index map; set "
+                             "them after it")
         # draws and record land together (the built-in methods' commit lock, ``locks.py``)
         with commit_lock(img):
             values = self._values(img, params)
+            if self.spec.shape_fn is not None:
+                self.spec.out_shape(tuple(img.shape), tuple(values))  # checked before recording
             img._record(self.name, tuple(values))
 
     def _values(self, img: Any, params: Sequence[Any]) -> list[float]:
@@ -113,20 +128,12 @@ class UserOp:
 
 def elementwise(fn: Callable) -> UserOp:
     """Decorate ``f(v, c, *params) -> v``: a per-channel value map (see the module doc)."""
-    n = _params_of(fn, 2, "elementwise")
-    if n > MAX_VALUE_PARAMS:
-        raise ValueError(f"@mp.elementwise function {fn.__name__} takes {n} parameters; at "
-                         f"most {MAX_VALUE_PARAMS}")
-    return UserOp(fn, "elementwise", n)
+    return UserOp(fn, "elementwise")
 
 
 def pixelwise(fn: Callable) -> UserOp:
     """Decorate ``f(r, g, b, *params) -> (r, g, b)``: a colour pixel map (see the module doc)."""
-    n = _params_of(fn, 3, "pixelwise")
-    if n > MAX_VALUE_PARAMS:
-        raise ValueError(f"@mp.pixelwise function {fn.__name__} takes {n} parameters; at "
-                         f"most {MAX_VALUE_PARAMS}")
-    return UserOp(fn, "pixelwise", n)
+    return UserOp(fn, "pixelwise")
 
 
 def index_map(fn: Callable | None = None, *,
@@ -135,8 +142,38 @@ def index_map(fn: Callable | None = None, *,
     reads (bilinear, zero outside); ``shape`` optionally gives the output height and width."""
 
     def deco(f: Callable) -> UserOp:
-        return UserOp(f, "index_map", _params_of(f, 4, "index_map"), shape)
+        return UserOp(f, "index_map", shape=shape)
 
     if fn is None:
         return deco
     return deco(fn)
+
+
+def _checked_shape(rule: Callable, name: str) -> Callable:
+    """``rule`` with its errors and results checked: a ``ValueError`` naming the op when it
+    raises or gives anything but two whole numbers in [0, MAX_SIDE]."""
+
+    def shape_fn(h: int, w: int, *params: float) -> tuple[int, int]:
+        try:
+            out = rule(h, w, *params)
+            hh, ww = out
+        except Exception as err:  # noqa: BLE001 - the user's code: any error, named
+            raise ValueError(f"the shape rule of @mp.index_map {name} failed for a {h}x{w} "
+                             f"input with parameters {list(params)}: "
+                             f"{type(err).__name__}: {err}") from err
+        sides = []
+        for v in (hh, ww):
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer, float,
+                                                                     np.floating)):
+                raise ValueError(f"the shape rule of @mp.index_map {name} must give two whole "
+                                 f"numbers, got {out!r}")
+            if v != v or v in (float("inf"), float("-inf")) or int(v) != v:
+                raise ValueError(f"the shape rule of @mp.index_map {name} must give two whole "
+                                 f"numbers, got {out!r}")
+            if not 0 <= int(v) <= MAX_SIDE:
+                raise ValueError(f"the shape rule of @mp.index_map {name} gave {out!r}: each "
+                                 f"side must lie in [0, {MAX_SIDE}]")
+            sides.append(int(v))
+        return sides[0], sides[1]
+
+    return shape_fn

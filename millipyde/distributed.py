@@ -23,17 +23,21 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
+
 from . import __version__
 from . import random as mprandom
 from ._distributed_cluster import (
     _client_or_local,
     _slots,
+    check_client,
     cluster_client,
     local_cluster,
     pinned_cluster,
 )
 from ._distributed_tasks import FORMATS, TEMP_SUFFIX, process_chunk, reduce_operation
 from .array import ArgumentError
+from .io import check_outputs_apart
 from .operation import Operation
 from .pipeline import PipelineError, check_operations, check_seed
 
@@ -197,9 +201,10 @@ def process(src: Any, operations: Any, out_dir: Any, *, outputs: int | None = No
         ``{k:06d}.<fmt>``.
     seed : int, optional
         Seed of the random streams; the global seed (``mp.seed``) if None.
-    client : distributed.Client, optional
-        The cluster; None starts an embedded LocalCluster (LocalCUDACluster on CUDA GPUs with
-        dask-cuda) for this call and closes it.
+    client : distributed.Client or str, optional
+        The cluster; None (or ``"local"``, ``"local:WORKERS"``) starts an embedded
+        LocalCluster (LocalCUDACluster on CUDA GPUs with dask-cuda) for this call and closes
+        it; ``"tcp://HOST:PORT"`` connects to a scheduler for the call.
     fmt : {"png", "jpg", "tiff", "npy"}
         png/jpg/tiff for uint8 images, npy (and tiff, through tifffile) for float greyscale.
         jpg is lossy: the array before encoding is the single-process one.
@@ -215,7 +220,10 @@ def process(src: Any, operations: Any, out_dir: Any, *, outputs: int | None = No
     Raises
     ------
     ValueError
-        An invalid argument, two inputs with one stem, a manifest of another run, a format
+        An invalid argument, an output that could overwrite an input (`out_dir` the input
+        folder or inside it, or an output file name that is an input file: refused before
+        anything is written or deleted), two inputs with one stem, a manifest of another run,
+        a format
         that cannot hold an output exactly (before the rest is cancelled), or input files
         that cannot be read (named; every other output is written first).
     PipelineError
@@ -239,9 +247,11 @@ def run_files(src: Any, operations: Any, out_dir: Any, *, outputs: int | None = 
     ops = check_operations(operations, "process")
     if fmt not in FORMATS:
         raise ArgumentError(f"process fmt must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    if outputs is not None and (isinstance(outputs, bool) or not isinstance(outputs, int)
-                                or outputs < 0):
+    if outputs is not None and (isinstance(outputs, (bool, np.bool_))
+                                or not isinstance(outputs, (int, np.integer)) or outputs < 0):
         raise ArgumentError(f"process outputs must be an int >= 0 or None, got {outputs!r}")
+    outputs = None if outputs is None else int(outputs)  # (NumPy integers too, as Generator)
+    check_client(client, "process")
     if not isinstance(overwrite, bool):
         raise ArgumentError(f"process overwrite must be a bool, got {type(overwrite).__name__}")
     seed = check_seed(seed, "process")
@@ -250,6 +260,9 @@ def run_files(src: Any, operations: Any, out_dir: Any, *, outputs: int | None = 
     sources = _sources(data_src if data_src is not None else src)
     items = _items(sources, outputs, fmt)
     out = Path(out_dir)
+    # before anything is written or deleted (overwrite=True deletes this run's names first)
+    check_outputs_apart(sources, out, [it[3] for it in items] + [MANIFEST], "process",
+                        folder=src if isinstance(src, (str, os.PathLike)) else None)
     out.mkdir(parents=True, exist_ok=True)
     record = _manifest([str(x) for x in sources] if data_src is None else
                        [data_src.name(i) for i in sources], ops, seed, outputs, fmt, backend())

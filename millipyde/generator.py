@@ -15,6 +15,7 @@ import numpy as np
 from . import devices
 from . import random as mprandom
 from .array import ArgumentError, gpuarray
+from .backend import ACTIVE as runtime  # the active backend
 from .generator_state import AHEAD_BYTES, StreamState, _State  # noqa: F401  (tests: _State)
 from .image import gpuimage
 from .pipeline import (
@@ -24,6 +25,7 @@ from .pipeline import (
     check_operations,
     check_seed,
 )
+from .workers import private_handle
 
 
 def _check_rank(rank: Any, world_size: Any) -> tuple[int, int]:
@@ -167,6 +169,9 @@ class Generator:
         for x in items:
             # Settle pending work once, here, so workers only ever clone stored values.
             x._materialize()
+        # the inputs as they are now: an op recorded on one later (or a Pipeline's commit)
+        # rebinds the caller's handle, never these (nodes are immutable values: no copy)
+        items = [private_handle(x) for x in items]
         self.device: int = dev
         # batches() spread over every device unless one is chosen; a data-parallel rank keeps
         # to its own (the current) device, as its training process does; a streamed source
@@ -223,7 +228,9 @@ class Generator:
 
     @property
     def inputs(self) -> list[gpuarray]:
-        """The in-memory inputs outputs are copied from (a new list; the arrays themselves).
+        """The in-memory inputs outputs are copied from, as they were when the Generator was
+        made (new handles on those values: recording on them changes neither the Generator
+        nor the arrays it was given).
 
         Raises
         ------
@@ -233,7 +240,7 @@ class Generator:
         if self._stream is not None:
             raise TypeError(f"a Generator over {self.source!r} streams its samples: it has no "
                             "in-memory inputs (see Generator.source)")
-        return list(self._state.inputs)
+        return [private_handle(x) for x in self._state.inputs]
 
     @property
     def epoch(self) -> int:
@@ -388,6 +395,14 @@ class Generator:
                 raise ArgumentError("epochs= needs equal shares (shuffle=True, drop_last, "
                                     "or a world_size dividing the inputs)")
         devs = [self.device] if self._pinned else list(range(devices.get_device_count()))
+        st = self._state
+        # a sample's size: shape=, else the largest in-memory input (a streamed source's
+        # samples are known when decoded: its batches are checked as they are allocated)
+        hw = spec.shape or (max((a.shape[:2] for a in st.inputs), key=lambda s: s[0] * s[1])
+                            if st.inputs else None)
+        samples = spec.size if st.outputs is None else min(spec.size, st.outputs)
+        for d in devs if hw is not None else ():
+            spec.check_fits(samples, hw, runtime.memory_bytes(d), d)
         # a cold kernel cache: every kernel of the chain compiled at once in worker processes
         from .precompile import before_batches
 

@@ -17,6 +17,7 @@ import numpy as np
 from . import config, faults, targets
 from .array import gpuarray
 from .backend import ACTIVE as runtime  # the active backend
+from .batch_targets import sample_targets
 from .graph.exec import batch
 from .graph.ir.node import leaf
 from .image import RECORDING_METHODS
@@ -92,7 +93,7 @@ class _State:
         if self.batch > 1:
             # a worker starts the next batch while next() hands out the last one, within
             # AHEAD_BYTES (an output is counted at 8 bytes per input value: float64 at most)
-            per = 8 * max(x.size for x in inputs)
+            per = 8 * max(1, max(x.size for x in inputs))  # (empty inputs: a byte each)
             self.depth = max(self.depth, min((self.workers + 1) * self.batch,
                                              max(self.batch, AHEAD_BYTES // per)))
         self.stacks: dict[int, dict] = {}  # per device: the inputs stacked there
@@ -291,7 +292,13 @@ class _State:
                     out.append((None, err or RuntimeError(f"output {k} was not made")))
                     return out
             else:
-                y = self.inputs[self.input_index(k)]._new_like(values[r])
+                src = self.inputs[self.input_index(k)]
+                y = src._new_like(values[r])
+                if not to_host and targets.ANY and targets.of(src._node) is not None:
+                    # no graph carried them here: the output's targets by recording its
+                    # operations once more, lazily (no kernel runs; ``batch_targets``)
+                    (t,) = sample_targets(self, [k], device, tuple(y.shape[:2]))
+                    targets.attach(y._node, t)
             out.append((np.asarray(y) if to_host else y, None))
         return out
 

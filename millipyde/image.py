@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -15,8 +16,9 @@ import numpy as np
 
 from . import random as mprandom
 from . import targets
-from ._args import _between
+from ._args import MAX_SIDE, _between
 from .array import gpuarray
+from .backend import ACTIVE as runtime  # the active backend
 from .graph.ir.node import Node
 from .kernels import REGISTRY
 from .locks import commit_lock
@@ -107,16 +109,26 @@ class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
     def _record(self, name: str, params: tuple[float, ...] = ()) -> None:
         spec = REGISTRY[name]
         old = self._node
+        # checked before anything is recorded (or a target moved): what the output needs
+        shape = None
+        if not spec.keeps_shape:  # (no ``out_shape`` call on the per-op path)
+            shape = spec.out_shape(old.shape, params)
+            if shape[:2] != old.shape[:2]:
+                dtype = np.dtype(np.float64) if spec.kind == "pixel" else old.dtype
+                _check_output_size(spec.name, params, shape, dtype, old.device)
+        entry = None
+        if targets.ANY and targets.of(old) is not None:
+            # an op the targets cannot follow changes nothing
+            entry = targets.following(old, spec, params, shape or old.shape)
         node = self._placed()
-        if spec.keeps_shape:  # (no ``out_shape`` call on the per-op path)
+        if shape is None:
             new = Node(spec, (node,), params, node.shape, node.dtype, node.device)
         else:
             dtype = np.dtype(np.float64) if spec.kind == "pixel" else node.dtype
-            new = Node(spec, (node,), params, spec.out_shape(node.shape, params), dtype,
-                       node.device)
+            new = Node(spec, (node,), params, shape, dtype, node.device)
         self._bind(new)
-        if targets.ANY and targets.of(old) is not None:
-            targets.follow(old, new, spec, params)
+        if entry is not None:
+            targets.store(new, entry)
 
     # -- targets -------------------------------------------------------------------------
     def set_targets(self, boxes: Any = None, labels: Any = None, keypoints: Any = None,
@@ -164,6 +176,19 @@ class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
         for e in entries:
             if isinstance(e, Reject) and e.mask[0]:
                 raise ValueError(e.message(0))
+        # every output's size before the first is recorded (random_resized_crop is a crop,
+        # then a resize: a refused resize must not leave the crop recorded)
+        shape = tuple(self.shape)
+        for e in entries:
+            if isinstance(e, Emit) and (e.skip is None or not e.skip[0]):
+                spec = REGISTRY[e.kernel]
+                if not spec.keeps_shape:
+                    params = tuple(e.params[0].tolist())
+                    out = spec.out_shape(shape, params)
+                    if out[:2] != shape[:2]:
+                        dtype = np.dtype(np.float64) if spec.kind == "pixel" else self.dtype
+                        _check_output_size(spec.name, params, out, dtype, self._node.device)
+                    shape = out
         for e in entries:
             if isinstance(e, Emit) and (e.skip is None or not e.skip[0]):
                 self._record(e.kernel, tuple(e.params[0].tolist()))
@@ -175,6 +200,27 @@ class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
         if t is not None:
             targets.attach(out._node, t)
         return out
+
+
+#: outputs up to this many bytes are recorded without asking the device for its memory
+_SMALL_OUTPUT = 1 << 30
+
+
+def _check_output_size(op: str, params: tuple, shape: tuple[int, ...], dtype: np.dtype,
+                       device: int) -> None:
+    """``ValueError`` naming the op and its arguments when the output it would record has a
+    side beyond ``MAX_SIDE`` or needs more bytes than the device has: memory follows the
+    image, never an argument (``resize(10**30, 4)`` and ``pad(10**12, ...)`` were recorded,
+    then left the image unreadable)."""
+    need = math.prod(shape) * np.dtype(dtype).itemsize
+    if max(shape[:2]) <= MAX_SIDE and need <= _SMALL_OUTPUT:
+        return  # (no device query on the per-op path: every device holds this much)
+    memory = runtime.memory_bytes(device)
+    if max(shape[:2]) > MAX_SIDE or (memory is not None and need > memory):
+        args = ", ".join(repr(p) for p in params)
+        raise ValueError(f"{op}({args}) would make a {' x '.join(map(str, shape))} "
+                         f"{np.dtype(dtype)} image ({need} bytes): more than device {device} "
+                         f"holds ({memory} bytes; each side at most {MAX_SIDE})")
 
 
 class _OneImage:

@@ -446,9 +446,17 @@ def image_from_path(path: PathType) -> gpuimage:
     >>> import millipyde as mp
     >>> img = mp.image_from_path("astronaut.png")  # doctest: +SKIP
     """
+    return _image_of(path, load_array(path))
+
+
+def _image_of(path: PathType, host: np.ndarray) -> gpuimage:
+    """``gpuimage(host)``, its refusal (a float image beyond [0, 1], say) naming the file."""
     from .image import gpuimage
 
-    return gpuimage(load_array(path))
+    try:
+        return gpuimage(host)
+    except ValueError as err:
+        raise ValueError(f"cannot load image {str(path)!r}: {err}") from err
 
 
 def _is_identified_image(path: Path) -> bool:
@@ -558,16 +566,61 @@ def images_from_path(directory: PathType) -> list[gpuimage]:
     >>> import millipyde as mp
     >>> images = mp.images_from_path("examples/images/")  # doctest: +SKIP
     """
-    from .image import gpuimage
-
-    return [gpuimage(load_array(p)) for p in iter_image_files(directory)]
+    return [_image_of(p, load_array(p)) for p in iter_image_files(directory)]
 
 
 def to_uint8(img: np.ndarray) -> np.ndarray:
-    """An output as uint8 for an 8-bit file: float greyscale in [0, 1] scaled by 255 and rounded,
-    other integers clipped to 0..255."""
+    """An output as uint8 for an 8-bit file, scaled from its type's full range as
+    ``skimage.img_as_ubyte`` scales (rounded here): float greyscale in [0, 1] by 255, other
+    integer types by ``255 / max`` of the type (a 16-bit PNG at 30000 -> 117, not 255),
+    negative values to 0."""
     if img.dtype == np.uint8:
         return img
     if img.dtype.kind == "f":
         return np.clip(np.rint(img * 255.0), 0, 255).astype(np.uint8)
-    return np.clip(img, 0, 255).astype(np.uint8)
+    if img.dtype.kind == "b":
+        return img.astype(np.uint8) * np.uint8(255)
+    scale = 255.0 / float(np.iinfo(img.dtype).max)
+    return np.clip(np.rint(img.astype(np.float64) * scale), 0, 255).astype(np.uint8)
+
+
+def check_outputs_apart(sources: list[PathType], out_dir: PathType, names: list[str],
+                        what: str, folder: PathType | None = None) -> None:
+    """Refuse, before anything is written or deleted, outputs that could overwrite an input.
+
+    ``ValueError`` naming the paths when ``out_dir`` is a file, is the input ``folder`` or
+    inside it, or when an output file ``out_dir / name`` (of ``names``) is one of ``sources``
+    (the same path after symlinks, or the same file through a hard link).
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise _PathArgumentError(f"{what}: the output folder {str(out)!r} is a file")
+    real_out = os.path.realpath(out)
+    if folder is not None:
+        real_in = os.path.realpath(folder)
+        if real_out == real_in or real_out.startswith(real_in.rstrip(os.sep) + os.sep):
+            raise _PathArgumentError(
+                f"{what}: the output folder {str(out)!r} is the input folder {str(folder)!r} or "
+                "inside it: outputs would be written among the inputs (and read as inputs by "
+                "the next run); choose another output folder")
+    by_path = {os.path.realpath(s): str(s) for s in sources}
+    by_inode = {}
+    for s in sources:
+        try:
+            st = os.stat(s)
+            by_inode[(st.st_dev, st.st_ino)] = str(s)
+        except OSError:
+            pass
+    for name in names:
+        p = out / name
+        hit = by_path.get(os.path.realpath(p))
+        if hit is None and by_inode:
+            try:
+                st = os.stat(p)
+                hit = by_inode.get((st.st_dev, st.st_ino))
+            except OSError:
+                pass
+        if hit is not None:
+            raise _PathArgumentError(
+                f"{what}: output {str(p)!r} would overwrite the input {hit!r}; choose another "
+                "output folder (inputs are never overwritten)")

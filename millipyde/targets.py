@@ -15,7 +15,9 @@ numbers); those that leave the image stay in the list, marked invisible. The mas
 integer ``H x W`` array resampled nearest-neighbour (0 outside), untouched by colour ops.
 
 Targets are kept per recorded value (a weak map from graph node to targets): a clone shares
-them, which is how a Generator's outputs inherit their input's targets.
+them, which is how a Generator's outputs inherit their input's targets. So their arrays are
+read-only (each is the library's own copy): writing ``out.boxes[:] = 0`` raises instead of
+changing the input's boxes and every later output's; set new targets with ``set_targets``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ._args import _number
 from .kernels import OpSpec
 from .kernels.registry import affine_of
 
@@ -46,6 +49,12 @@ class Targets:
     mask: np.ndarray | None
     min_area: float = 1.0
 
+    def __post_init__(self) -> None:
+        # shared by clones and Generator outputs (module doc): never written in place
+        for a in (self.boxes, self.labels, self.keypoints, self.visible, self.mask):
+            if a is not None:
+                a.flags.writeable = False
+
     def moved(self, spec: OpSpec, params: tuple, shape: tuple[int, ...],
               out_shape: tuple[int, ...]) -> Targets:
         """These targets after geometric op ``spec`` from ``shape`` to ``out_shape``."""
@@ -56,7 +65,12 @@ class Targets:
         oh, ow = out_shape[0], out_shape[1]
         m = np.eye(3)
         m[:2] = affine_of(spec, h, w, tuple(float(p) for p in params[:spec.nparams]))
-        fwd = np.linalg.inv(m)  # input (y, x) -> output (y, x), pixel centres
+        try:
+            fwd = np.linalg.inv(m)  # input (y, x) -> output (y, x), pixel centres
+        except np.linalg.LinAlgError:
+            raise ValueError(f"{spec.name}: targets cannot follow a map that is not "
+                             f"invertible (it sends the image to a line or a point); "
+                             f"parameters {list(params)}") from None
         boxes, labels = _boxes(self.boxes, self.labels, fwd, oh, ow, self.min_area)
         kp = self.keypoints
         if len(kp):
@@ -111,7 +125,7 @@ def _nearest(mask: np.ndarray, m: np.ndarray, oh: int, ow: int, edge: bool,
 def make(shape: tuple[int, ...], boxes: Any = None, labels: Any = None, keypoints: Any = None,
          mask: Any = None, min_area: float = 1.0) -> Targets:
     """Checked :class:`Targets` for an image of ``shape`` (ValueError naming the argument)."""
-    b = np.zeros((0, 4)) if boxes is None else np.array(boxes, dtype=np.float64, ndmin=2)
+    b = np.zeros((0, 4)) if boxes is None else _floats(boxes, "boxes", "(N, 4) xyxy")
     if b.size == 0:
         b = np.zeros((0, 4))
     if b.ndim != 2 or b.shape[1] != 4 or not np.isfinite(b).all():
@@ -119,11 +133,15 @@ def make(shape: tuple[int, ...], boxes: Any = None, labels: Any = None, keypoint
                          f"{b.shape}")
     if (b[:, 2] < b[:, 0]).any() or (b[:, 3] < b[:, 1]).any():
         raise ValueError("boxes must be xyxy with x0 <= x1 and y0 <= y1")
-    lab = np.arange(len(b)) if labels is None else np.asarray(labels).reshape(-1)
+    # copies: the caller's arrays stay theirs (and writable), these become read-only
+    try:
+        lab = np.arange(len(b)) if labels is None else np.array(labels).reshape(-1)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"labels must be an array of one label per box: {err}") from None
     if len(lab) != len(b):
         raise ValueError(f"labels must have one entry per box: {len(lab)} for {len(b)} boxes")
-    k = np.zeros((0, 2)) if keypoints is None else np.array(keypoints, dtype=np.float64,
-                                                             ndmin=2)
+    k = np.zeros((0, 2)) if keypoints is None else _floats(keypoints, "keypoints",
+                                                            "(K, 2) (x, y)")
     if k.size == 0:
         k = np.zeros((0, 2))
     if k.ndim != 2 or k.shape[1] != 2 or not np.isfinite(k).all():
@@ -131,13 +149,30 @@ def make(shape: tuple[int, ...], boxes: Any = None, labels: Any = None, keypoint
                          f"{k.shape}")
     mk = None
     if mask is not None:
-        mk = np.array(mask)
+        try:
+            mk = np.array(mask)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"mask must be an integer array: {err}") from None
         if mk.shape != tuple(shape[:2]) or mk.dtype.kind not in "iub":
             raise ValueError(f"mask must be an integer array of the image's height x width "
                              f"{tuple(shape[:2])}, got {mk.dtype} {mk.shape}")
-    if not min_area >= 0:
-        raise ValueError(f"min_area must be >= 0, got {min_area}")
-    return Targets(b, lab, k, _inside(k, shape[0], shape[1]), mk, float(min_area))
+    area = _number(min_area, "min_area")
+    if not area >= 0:
+        raise ValueError(f"min_area must be >= 0, got {area}")
+    return Targets(b, lab, k, _inside(k, shape[0], shape[1]), mk, area)
+
+
+def _floats(value: Any, name: str, form: str) -> np.ndarray:
+    """``value`` as a 2-D float64 array (a copy); ``ValueError`` naming ``name`` when it is
+    not numbers (strings, objects, ragged lists, complex numbers)."""
+    try:
+        raw = np.array(value, ndmin=2)
+        if raw.dtype.kind not in "biuf":
+            raise TypeError(f"of {raw.dtype}")
+        return raw.astype(np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be an {form} array of real numbers, got "
+                         f"{type(value).__name__} ({err})") from None
 
 
 def attach(node: Any, targets: Targets) -> None:
@@ -154,12 +189,20 @@ def of(node: Any) -> Targets | None:
     return entry[1] if node.gated_off else entry[0]
 
 
-def follow(old: Any, new: Any, spec: OpSpec, params: tuple) -> None:
-    """Carry the targets of ``old`` to ``new``, the value of ``spec`` applied to it."""
+def following(old: Any, spec: OpSpec, params: tuple, out_shape: tuple[int, ...]
+              ) -> tuple[Targets, Targets] | None:
+    """The targets entry of ``spec`` applied to the value ``old`` (giving ``out_shape``), or
+    None when ``old`` has none; computed before the op is recorded, so an op the targets
+    cannot follow (``ValueError``) leaves the image as it was."""
     t = of(old)
     if t is None:
-        return
+        return None
     if spec.kind in ("index_map", "sampler", "user_map"):
-        _BY_NODE[new] = (t.moved(spec, params, old.shape, new.shape), t)
-    else:
-        _BY_NODE[new] = (t, t)
+        return t.moved(spec, params, old.shape, out_shape), t
+    return t, t
+
+
+def store(new: Any, entry: tuple[Targets, Targets]) -> None:
+    """Make ``entry`` (from :func:`following`) the targets of the recorded value ``new``."""
+    _BY_NODE[new] = entry
+

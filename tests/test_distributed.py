@@ -293,6 +293,21 @@ def test_two_inputs_with_one_stem_refuse_before_any_work(cluster, tmp_path) -> N
     assert writes(log, out) == []
 
 
+def test_numpy_integer_outputs_and_16_bit_inputs_on_the_cluster(cluster, tmp_path) -> None:
+    """Issue 32: ``process(outputs=np.int64(2))`` was refused (Generator accepts it), and a
+    16-bit PNG at 30000 was written (``augment --cluster``: ``to_uint8``) as 255 everywhere."""
+    client, _ = cluster
+    d = tmp_path / "deep"
+    d.mkdir()
+    Image.fromarray(np.full((6, 7), 30000, np.uint16)).save(d / "deep.png")
+    paths, _ = md.run_files(d, [mp.Operation("fliplr")], tmp_path / "out",
+                            outputs=np.int64(2), seed=SEED, client=client, to_uint8=True)
+    assert [p.name for p in paths] == ["000000.png", "000001.png"]
+    for p in paths:
+        got = read(p)
+        assert got.dtype == np.uint8 and (got == 117).all(), np.unique(got)
+
+
 def test_cli_augment_on_a_local_cluster_writes_the_local_images(tmp_path) -> None:
     d = make_images(tmp_path / "src", 4, 2)
     assert cli.main(["augment", str(d), "-o", str(tmp_path / "local"), "-n", "12", "--seed",

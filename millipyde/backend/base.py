@@ -108,6 +108,11 @@ class Backend:
         """(n, n) bools: ``[i, j]`` when device ``j`` reads ``i``'s memory directly."""
         return np.eye(n, dtype=bool)
 
+    def memory_bytes(self, device: int) -> int | None:
+        """Total memory of ``device`` in bytes (None: unknown): what no single allocation
+        there can exceed, so arguments asking for more are refused when given."""
+        return None
+
     def on_device(self, device: int) -> contextlib.AbstractContextManager[None]:
         """Make ``device`` current for allocations and launches in this thread."""
         return contextlib.nullcontext()

@@ -32,13 +32,21 @@ def _threadsafe_layer() -> bool:
     return False
 
 
+def host_memory_bytes() -> int | None:
+    """The host's physical memory in bytes (None where the system does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 class CpuBackend(Backend):
     """NumPy buffers and parallel Numba loops on the host."""
 
     name = "cpu"
     codegen_target = "cpu"
-    kernel_decorator = "@njit(parallel=True, nogil=True, cache=True)"
-    device_decorator = "njit(cache=False)"
+    kernel_decorator = "@njit(parallel=True, nogil=True, cache=True, error_model='numpy')"
+    device_decorator = "njit(cache=False, error_model='numpy')"
     scalars_in_array = True
 
     def __init__(self) -> None:
@@ -59,6 +67,9 @@ class CpuBackend(Backend):
         n = self.device_count()
         cores = max(1, (os.cpu_count() or 1) // n)
         return [DeviceInfo(i, f"cpu:{i}", cores, 1) for i in range(n)]
+
+    def memory_bytes(self, device: int) -> int | None:
+        return host_memory_bytes()  # the logical devices share the host's memory
 
     def empty(self, shape: tuple[int, ...], dtype: Any, device: int) -> Any:
         try:

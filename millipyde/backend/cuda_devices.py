@@ -31,6 +31,9 @@ class _Unchanged:
 
 _UNCHANGED = _Unchanged()
 
+#: each device's total memory in bytes (None: the driver does not say), asked once
+_TOTAL_MEMORY: dict[int, int | None] = {}
+
 
 class _Adopted:
     """The context of ``on_device`` when the thread's current context already is the device's:
@@ -65,6 +68,17 @@ class CudaDevices:
                 infos.append(
                     DeviceInfo(i, name, int(dev.MULTIPROCESSOR_COUNT), int(dev.CLOCK_RATE)))
         return infos
+
+    def memory_bytes(self, device: int) -> int | None:
+        got = _TOTAL_MEMORY.get(device, False)
+        if got is False:
+            try:
+                with self.cuda.gpus[device]:
+                    got = int(self.cuda.current_context().get_memory_info().total)
+            except Exception:  # a driver (or numba-hip) without the query: unknown, no bound
+                got = None
+            _TOTAL_MEMORY[device] = got  # (a device's total does not change)
+        return got
 
     def peer_matrix(self, n: int) -> np.ndarray:
         m = np.eye(n, dtype=bool)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .base import Backend, Capabilities, DeviceInfo
+from .cpu import host_memory_bytes
 from .cuda import CudaBackend
 from .cuda_devices import _UNCHANGED
 
@@ -42,6 +43,9 @@ class SimBackend(CudaBackend):
 
     def peer_matrix(self, n: int) -> np.ndarray:
         return np.eye(n, dtype=bool)
+
+    def memory_bytes(self, device: int) -> int | None:
+        return host_memory_bytes()  # simulated arrays are host arrays
 
     def on_device(self, device: int) -> contextlib.AbstractContextManager[None]:
         return _UNCHANGED

@@ -58,9 +58,12 @@ class OpSpec:
     # elementwise ops whose last parameter is a per-image statistic computed at run time (the
     # grey mean of its input, adjust_contrast): one reduction kernel before the gather
     stat: bool = False
-    # public-decorator ops: the user's function, its value convention and its source digest
+    # public-decorator ops: the user's (frozen) function, the key of what it computes
+    # (``millipyde.user_functions``) and the values a partial binds before / after the
+    # parameters the kernels pass
     user: Callable | None = field(default=None, compare=False)
     digest: str = ""
+    user_args: tuple = field(default=((), ()), compare=False)
 
     @cached_property
     def keeps_shape(self) -> bool:
@@ -89,7 +92,8 @@ REGISTRY: dict[str, OpSpec] = {}
 
 
 def source_digest(fn: Callable) -> str:
-    """SHA-1 (12 hex digits) of a function's source: generated kernels that call it embed it."""
+    """SHA-1 (12 hex digits) of a built-in kernel's source (a user op's key is made by
+    ``millipyde.user_functions`` instead)."""
     try:
         text = inspect.getsource(fn)
     except (OSError, TypeError):

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from .._args import _between, _bounds, _int, _number, _range
+from .._args import _EXACT, _between, _bounds, _int, _number, _range
 from ..kernels.registry import REGISTRY, OpSpec
 
 __all__ = [
@@ -186,11 +186,19 @@ def unsigned_only(kind: ImageKind, what: str) -> None:
 
 
 def image_value(kind: ImageKind, value: Any, name: str) -> float:
-    """A fill value in the image's own units: a whole number in 0..255 for uint8, [0, 1] for
-    float images."""
+    """A fill value in the image's own units: a whole number the image's integer type holds
+    (0..255 for uint8, -32768..32767 for int16, ...), or in [0, 1] for float images. What the
+    type cannot hold is refused (a pad wrapped it, uint16 -5 -> 65531, where erase clipped)."""
     v = _number(value, name)
-    if kind.dtype == np.uint8 and not (0 <= v <= 255 and v == int(v)):
-        raise ValueError(f"{name} must be a whole number in 0..255 for uint8 images, got {v}")
+    if kind.dtype.kind in "ui":
+        info = np.iinfo(kind.dtype)
+        # values travel as float64: the 64-bit types hold only what it holds exactly
+        lo, hi = max(int(info.min), -_EXACT), min(int(info.max), _EXACT)
+        # (a Python or NumPy integer compared as itself: its float may round into the range)
+        whole = int(value) if isinstance(value, (int, np.integer)) else v
+        if whole != math.floor(v) or not lo <= whole <= hi:
+            raise ValueError(f"{name} must be a whole number in {lo}..{hi} for "
+                             f"{kind.dtype} images, got {value!r}")
     if kind.dtype.kind == "f" and not 0.0 <= v <= 1.0:
         raise ValueError(f"{name} must lie in [0, 1] for float images, got {v}")
     return v

@@ -122,28 +122,44 @@ USER_VALUE_PARAMS = 3
 
 def _user_adapter(spec: OpSpec, prefix: str) -> str:
     """Generated device functions of a user op: its function, and the adapter from the
-    built-in calling convention (values in [0, full], fixed slots) to the user's."""
+    built-in calling convention (values in [0, full], fixed slots) to the user's; the values
+    a ``functools.partial`` binds are module constants passed around the user's arguments."""
     name = spec.name
     user = f"_uf{prefix}{name}"
-    head = (f"# {name}: user function, source digest {spec.digest}\n"
+    head = (f"# {name}: user function, key {spec.digest}\n"
             f"{user} = _dev(_R[{name!r}].user)\n")
+    before, after = spec.user_args
+    for side, values in (("b", before), ("a", after)):
+        head += "".join(f"_{side}{j}{user} = _R[{name!r}].user_args[{int(side == 'a')}][{j}]\n"
+                        for j in range(len(values)))
+    first = [f"_b{j}{user}" for j in range(len(before))]
+    last = [f"_a{j}{user}" for j in range(len(after))]
     args = ", ".join(f"a{j}_" for j in range(spec.nparams))
-    call = ", ".join(["v * s_", "c"] + ([args] if args else []))
+    call = ", ".join(first + ["v * s_", "c"] + ([args] if args else []) + last)
     if spec.kind == "user_map":
-        return head + f"{prefix}{name} = {user}\n"
+        if not (first or last):
+            return head + f"{prefix}{name} = {user}\n"
+        margs = ", ".join(["row", "col", "h", "w"] + [f"a{j}_" for j in range(spec.nparams)])
+        return head + (f"\n\n@_dev\ndef {prefix}{name}({margs}):\n"
+                       f"    return {user}({', '.join(first + [margs] + last)})\n")
     slots = ", ".join(f"a{j}_" for j in range(USER_VALUE_PARAMS))
+    # the user's result clipped to [0, full] by comparisons: NaN gives 0, never NaN in an image
     if spec.kind == "elementwise":
         return head + (
             f"\n\n@_dev\ndef {prefix}{name}(v, c, full, {slots}):\n"
             "    s_ = 1.0 / full\n"
             f"    r_ = {user}({call}) * full\n"
-            "    return min(max(r_, 0.0), full)\n"
+            "    r_ = r_ if r_ > 0.0 else 0.0\n"
+            "    return r_ if r_ < full else full\n"
         )
-    pix = ", ".join(["r * s_", "g * s_", "b * s_"] + ([args] if args else []))
+    pix = ", ".join(first + ["r * s_", "g * s_", "b * s_"] + ([args] if args else []) + last)
     return head + (
         f"\n\n@_dev\ndef {prefix}{name}(r, g, b, full, {slots}):\n"
         "    s_ = 1.0 / full\n"
         f"    r2_, g2_, b2_ = {user}({pix})\n"
-        "    return (min(max(r2_ * full, 0.0), full), min(max(g2_ * full, 0.0), full),\n"
-        "            min(max(b2_ * full, 0.0), full))\n"
+        "    r2_ = r2_ * full if r2_ * full > 0.0 else 0.0\n"
+        "    g2_ = g2_ * full if g2_ * full > 0.0 else 0.0\n"
+        "    b2_ = b2_ * full if b2_ * full > 0.0 else 0.0\n"
+        "    return (r2_ if r2_ < full else full, g2_ if g2_ < full else full,\n"
+        "            b2_ if b2_ < full else full)\n"
     )

@@ -236,6 +236,8 @@ def stencil_tiles(h: int, w: int, nc: int, ntaps: int,
     """
     if threads is None:
         threads = numba.get_num_threads()
+    if h <= 0 or w <= 0:
+        return 1, 1  # an empty image: no tile (and no division by its width)
     strip = max(64, RING_BYTES // (8 * ntaps * max(1, nc)))
     strip = -(-w // -(-w // strip))  # even strips
     nstrips = -(-w // strip)

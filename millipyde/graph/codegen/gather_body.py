@@ -9,6 +9,7 @@ from ...kernels import REGISTRY
 from .chain import _chain, _chain_all
 from .gather_sig import (
     A_OFF,
+    BOUNDED_SLOTS,
     CLIP_HI_OFF,
     CLIP_OFF,
     FULL_OFF,
@@ -305,7 +306,7 @@ def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pi
         """Set ``vars_`` from source position (sy, sx): loaded, or the fills outside."""
         out = [f"{v} = {load(c)}" for c, v in zip(chans, vars_, strict=True)]
         if sig.bounded:
-            out = (["if _u(sy) < _u(srch) and _u(sx) < _u(srcw):"]
+            out = (["if _u(sy - wy_) < _u(wh_) and _u(sx - wx_) < _u(ww_):"]
                    + ["    " + line for line in out] + ["else:"]
                    + [f"    {v} = fill{c}_" for c, v in zip(chans, vars_, strict=True)])
         if not lut and sig.pre:
@@ -319,9 +320,11 @@ def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pi
     else:
         lines += ["fy = a0_ * y + a1_ * x + a2_", "fx = a3_ * y + a4_ * x + a5_"]
         if sig.umap:
-            e = extras_offset(sig) + (6 if sig.bounded else 0)
+            e = extras_offset(sig) + (BOUNDED_SLOTS if sig.bounded else 0)
             args = "".join(f", p[{e + j}]" for j in range(REGISTRY[sig.umap].nparams))
             lines.append(f"fy, fx = _m_{sig.umap}(fy, fx, mh, mw{args})")
+        if sig.umap or sig.guard:
+            lines += guarded_coordinates()
         lines += ["ty0 = math.floor(fy)", "tx0 = math.floor(fx)", "dr = fy - ty0",
                   "dc = fx - tx0", "iy = int(ty0)", "ix = int(tx0)"]
         if sig.edge:
@@ -353,6 +356,19 @@ def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pi
     return "\n".join(lines + _gather_tail(sig, gates, offsets))
 
 
+#: sample coordinates at or beyond this magnitude read as outside (``int`` of a larger float,
+#: or of NaN or infinity, is undefined in compiled code)
+COORD_LIMIT = 2.0 ** 30
+
+
+def guarded_coordinates() -> list[str]:
+    """Lines sending a non-finite or out-of-range sample position ``(fy, fx)`` outside every
+    input (where all four taps read the zero outside): a NaN fails both comparisons."""
+    return [f"if not (-{COORD_LIMIT!r} < fy < {COORD_LIMIT!r} "
+            f"and -{COORD_LIMIT!r} < fx < {COORD_LIMIT!r}):",
+            "    fy = -2.0", "    fx = -2.0"]
+
+
 def gather_prologue() -> str:
     """Per-launch setup read from the parameter array (shared with the batched kernels)."""
     # the integer map's entries are whole numbers: convert once, not per pixel; the sampler's
@@ -372,12 +388,13 @@ def flat_offsets(cin: int) -> str:
 
 
 def extras_prologue(sig: GatherSig) -> str:
-    """Per-launch reads of the source bounds and fill values of a bounded gather."""
+    """Per-launch reads of the window and fill values of a bounded gather."""
     if not sig.bounded:
         return ""
     e = extras_offset(sig)
-    return (f"\nsrch = int(p[{e}])\nsrcw = int(p[{e + 1}])"
-            + "".join(f"\nfill{c}_ = p[{e + 2 + c}]" for c in range(sig.cin)))
+    return ("".join(f"\n{v} = int(p[{e + i}])" for i, v in enumerate(("wy_", "wx_", "wh_",
+                                                                         "ww_")))
+            + "".join(f"\nfill{c}_ = p[{e + 4 + c}]" for c in range(sig.cin)))
 
 
 def grey_sum_body(sig: GatherSig, gates: bool = False) -> list[str]:

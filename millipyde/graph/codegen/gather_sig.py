@@ -42,6 +42,9 @@ class GatherSig:
     edge: bool = False
     # the sampler is this user map (``@mp.index_map``), called per output pixel
     umap: str = ""
+    # the sampler's coordinates may be non-finite or beyond the integer range (a user map
+    # always; an affine map whose corners reach 2**30): they are tested, and read as outside
+    guard: bool = False
     # "chain" mode, uint8, elementwise ``pre`` ops only, nothing else: each GPU block first
     # runs the chain on the 256 values of every channel into a table in shared memory, then
     # its pixels read that table (``tabled_fits``); each thread takes several pixels a row
@@ -57,7 +60,7 @@ class GatherSig:
         """Only the features the hand-tuned and batched kernels know (no pad, edge sampler,
         user map, or ops other than elementwise ones)."""
         ops = self.pre + self.post + self.grey_ops
-        return (not self.bounded and not self.edge and not self.umap
+        return (not self.bounded and not self.edge and not self.umap and not self.guard
                 and (self.mode == "lut" or self.cin == 1)
                 and all(REGISTRY[n].kind == "elementwise" and not REGISTRY[n].stat
                         for n in ops))
@@ -66,8 +69,9 @@ class GatherSig:
 # Parameter layout in the float64 array ``p``: P (src <- mid or src <- out), A (mid <- out),
 # mid_h, mid_w, full, clip_lo and clip_hi (scikit-image's warp clip; -inf / +inf when a bound
 # does not apply), then each chained op's slots (``OpSpec.slots``, three or more), then the
-# extras: source height and width and four fill values when ``bounded``, the user map's
-# parameters when ``umap``.
+# extras: when ``bounded``, the window a pad reads (top, left, height, width in source
+# coordinates; outside it the fills) and four fill values, then the user map's parameters
+# when ``umap``.
 P_OFF, A_OFF, MID_OFF, FULL_OFF, CLIP_OFF, CLIP_HI_OFF, OPS_OFF = 0, 6, 12, 14, 15, 16, 17
 
 
@@ -88,8 +92,12 @@ def extras_offset(sig: GatherSig) -> int:
     return op_offsets(_chained(sig))[-1]
 
 
+#: parameter slots of a ``bounded`` gather's window and fills
+BOUNDED_SLOTS = 8
+
+
 def _nextras(sig: GatherSig) -> int:
-    n = 6 if sig.bounded else 0
+    n = BOUNDED_SLOTS if sig.bounded else 0
     return n + (REGISTRY[sig.umap].nparams if sig.umap else 0)
 
 

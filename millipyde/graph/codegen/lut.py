@@ -8,8 +8,11 @@ from .loader import load
 from .target import _HEADER, _RINT_CLIP
 
 
-def _lut_source() -> str:
-    elementwise = [s for s in REGISTRY.values() if s.kind == "elementwise"]
+def _lut_source(users: tuple[str, ...] = ()) -> str:
+    # the built-ins, and of the user ops only those asked for: one that does not compile
+    # must not break the tables of every other chain
+    elementwise = [s for s in REGISTRY.values()
+                   if s.kind == "elementwise" and (s.user is None or s.name in users)]
     defs = "".join(op_def(s.name) for s in elementwise)
     branches = []
     for s in elementwise:
@@ -21,7 +24,7 @@ def _lut_source() -> str:
     return (
         "# millipyde generated LUT builder: composes uint8 elementwise chains\n"
         + _HEADER["cpu"] + defs + _RINT_CLIP.replace("@_dev", "@njit(cache=True)")
-        + "\n\n@njit(cache=True, nogil=True)\n"
+        + "\n\n@njit(cache=True, nogil=True, error_model='numpy')\n"
         "def build(codes, params, channels, full, out):\n"
         "    for c in range(channels):\n"
         "        for i in range(256):\n"
@@ -39,6 +42,7 @@ def _lut_source() -> str:
     )
 
 
-def lut_builder():
-    """Host function ``build(codes, params, channels, full, out)`` filling (C, 256) uint8 LUTs."""
-    return load(_lut_source(), "cpu").build
+def lut_builder(users: tuple[str, ...] = ()):
+    """Host function ``build(codes, params, channels, full, out)`` filling (C, 256) uint8 LUTs
+    of chains of built-in ops and the user ops named ``users``."""
+    return load(_lut_source(users), "cpu").build

@@ -43,7 +43,9 @@ _HEADER = {
         "from numba import uint64 as _u\n"
         "import millipyde.ops  # registers the built-in kernels\n"
         "from millipyde.kernels import REGISTRY as _R\n"
-        "_dev = njit(cache=False)\n"
+        # NumPy's error model, as on GPUs: a division by zero in a kernel (a user op's too)
+        # gives inf or NaN, never a Python exception raised inside a parallel loop
+        "_dev = njit(cache=False, error_model='numpy')\n"
         "\n@_dev\ndef _b2f(b):\n    return float(b)\n"
     ),
     "cuda": (
@@ -71,7 +73,7 @@ _HEADER = {
 
 def _decorator(target: str, sim: bool) -> str:
     if target == "cpu":
-        return "@njit(parallel=True, nogil=True, cache=True)"
+        return "@njit(parallel=True, nogil=True, cache=True, error_model='numpy')"
     return "@cuda.jit" if sim else "@cuda.jit(cache=True)"
 
 

@@ -133,7 +133,7 @@ def private_reader(k: Kernel, later: list[Kernel], target: Node) -> Gather | Non
         return None
     if out is target or nxt.source is not out or out.users != 1 or nxt.clip_check:
         return None
-    if nxt.umap is not None or nxt.edge:
+    if nxt.umap is not None or nxt.edge or nxt.guard:
         return None  # reads where no matrix says (footprint knows affine zero-fill maps)
     if any(out in (getattr(m, "leaves", None) or [m.source]) for m in later[1:]):
         return None

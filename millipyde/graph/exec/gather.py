@@ -19,6 +19,7 @@ from ..codegen import gpu as codegen_gpu
 from ..codegen.gather import gather_items, gather_kernel, gather_mean_source
 from ..codegen.gather_sig import (
     A_OFF,
+    BOUNDED_SLOTS,
     CLIP_HI_OFF,
     CLIP_OFF,
     FULL_OFF,
@@ -99,6 +100,7 @@ def gather_args(k: Gather, tables: bool = True
         bounded=k.fill is not None,
         edge=k.edge,
         umap="" if k.umap is None else k.umap.op.name,
+        guard=k.guard,
     )
     if lut_mode and (k.pre or k.post):
         lut = host_tables(k.pre, k.post, c, full)
@@ -117,12 +119,12 @@ def gather_args(k: Gather, tables: bool = True
         p[offsets[i]:offsets[i + 1]] = _op_params(n)
     e = offsets[-1]
     if sig.bounded:
-        p[e:e + 2] = k.source.shape[:2]
+        p[e:e + 4] = k.window or (0, 0) + tuple(k.source.shape[:2])
         fill = k.fill
         for ch in range(c):
             # uint8 tables apply to what is read: the fill goes through the first stage too
-            p[e + 2 + ch] = lut[0, ch, int(fill)] if lut_mode and k.pre else fill
-        e += 6
+            p[e + 4 + ch] = lut[0, ch, int(fill)] if lut_mode and k.pre else fill
+        e += BOUNDED_SLOTS
     if k.umap is not None:
         p[e:e + k.umap.op.nparams] = [float(v) for v in k.umap.params]
     if memo is not None and _memoizable(k, lut_mode):

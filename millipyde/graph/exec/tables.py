@@ -19,9 +19,10 @@ IDENTITY_LUT = np.tile(np.arange(256, dtype=np.uint8), (2, 4, 1))
 
 
 @functools.cache
-def _lut_build(_registered: int = 0):
-    # keyed on the registry's size: a user op registered later needs a builder that knows it
-    return lut_builder()
+def _lut_build(users: tuple[str, ...], _codes: tuple[int, ...]):
+    # one builder per set of user ops (their names hold the key of what they compute) and
+    # their codes (a name re-registered under another kind is renumbered)
+    return lut_builder(users)
 
 
 # per-image statistics (adjust_contrast's grey mean) computed by Stat kernels, by op node
@@ -41,7 +42,9 @@ def build_lut(nodes: list[Node], channels: int, full: float) -> np.ndarray:
     codes = np.array([n.op.code for n in nodes], dtype=np.int64)
     params = np.array([_op_params(n)[:3] for n in nodes], dtype=np.float64).reshape(
         len(nodes), 3)
-    _lut_build(len(REGISTRY))(codes, params, channels, full, out)
+    users = tuple(sorted({n.op.name for n in nodes if n.op.user is not None}))
+    _lut_build(users, tuple(REGISTRY[u].code for u in users))(codes, params, channels, full,
+                                                              out)
     return out
 
 

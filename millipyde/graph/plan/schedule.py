@@ -17,6 +17,7 @@ import numpy as np
 
 from ... import config
 from ...kernels import OpSpec, affine_of
+from ..codegen.gather_body import COORD_LIMIT
 from ..ir.node import Node
 
 GATHER_KINDS = ("elementwise", "pixelwise", "positional", "index_map", "sampler", "user_map",
@@ -109,6 +110,50 @@ def _affine3(spec: OpSpec, h: int, w: int, params: tuple = ()) -> np.ndarray:
     return m
 
 
+def wide_map(a: np.ndarray, out: tuple[int, int]) -> bool:
+    """Whether the affine sampler map ``a`` (3x3, input <- output) sends a pixel of an
+    ``out``-sized output to a non-finite position or one beyond ``COORD_LIMIT`` (its
+    extremes are at the corners): its kernel must test each position (``GatherSig.guard``)."""
+    ys = np.array([0.0, 0.0, out[0] - 1.0, out[0] - 1.0])
+    xs = np.array([0.0, out[1] - 1.0, 0.0, out[1] - 1.0])
+    with np.errstate(all="ignore"):
+        pos = a[:2, :2] @ np.stack([ys, xs]) + a[:2, 2:3]
+    return not bool((np.abs(pos) < COORD_LIMIT).all())
+
+
+def axis_aligned(p: np.ndarray) -> np.ndarray:
+    """Whether integer maps ``p`` (..., 3, 3) send rows and columns to rows and columns (flips,
+    transposes, crops, pads): then the pixels a rectangle reads form a rectangle."""
+    lin = np.abs(np.asarray(p)[..., :2, :2])
+    return ((np.sort(lin, axis=-1) == [0.0, 1.0]).all(axis=(-1, -2))
+            & (lin.sum(axis=-2) == 1.0).all(axis=-1))
+
+
+def fill_window(window: np.ndarray, p: np.ndarray, hw: np.ndarray) -> np.ndarray:
+    """A fused pad's readable window: ``window`` (..., 4: top, left, height, width, in source
+    coordinates) narrowed to the pixels that the pad's input, (..., 2) ``hw`` pixels reached
+    through the axis-aligned integer map ``p`` (..., 3, 3), reads.
+
+    The pad's input may be smaller than the source (a crop before it): positions outside it
+    must read the fill even where the source has pixels, so the kernel tests the window, not
+    the source's bounds.
+    """
+    p = np.asarray(p, dtype=np.float64)
+    hw = np.asarray(hw, dtype=np.float64)
+    ys = np.stack([np.zeros_like(hw[..., 0]), hw[..., 0] - 1], axis=-1)[..., [0, 0, 1, 1]]
+    xs = np.stack([np.zeros_like(hw[..., 1]), hw[..., 1] - 1], axis=-1)[..., [0, 1, 0, 1]]
+    sy = p[..., 0, 0, None] * ys + p[..., 0, 1, None] * xs + p[..., 0, 2, None]
+    sx = p[..., 1, 0, None] * ys + p[..., 1, 1, None] * xs + p[..., 1, 2, None]
+    w = np.asarray(window, dtype=np.float64)
+    top = np.maximum(w[..., 0], sy.min(axis=-1))
+    left = np.maximum(w[..., 1], sx.min(axis=-1))
+    bottom = np.minimum(w[..., 0] + w[..., 2], sy.max(axis=-1) + 1)
+    right = np.minimum(w[..., 1] + w[..., 3], sx.max(axis=-1) + 1)
+    empty = (hw[..., 0] <= 0) | (hw[..., 1] <= 0) | (bottom <= top) | (right <= left)
+    out = np.stack([top, left, bottom - top, right - left], axis=-1)
+    return np.where(empty[..., None], 0.0, out).astype(np.int64)
+
+
 @dataclass
 class Kernel:
     """One launch: ``nodes`` fused in order, reading ``source``, storing the last node."""
@@ -141,11 +186,16 @@ class Gather(Kernel):
     grey_ops: list[Node] = field(default_factory=list)
     grey: str = ""  # the colour-to-grey conversion's kernel (phase 2)
     cur: tuple[int, int] = (0, 0)
-    # a fill-reading index map (pad) is fused: pixels mapped outside the source read ``fill``
+    # a fill-reading index map (pad) is fused: pixels mapped outside ``window`` (top, left,
+    # height, width in source coordinates: the pad's input, narrowed by any crop before it)
+    # read ``fill``
     fill: float | None = None
+    window: tuple[int, int, int, int] | None = None
     # the sampler is a user's map called in the kernel (``user_map``), not the matrix ``A``
     umap: Node | None = None
     edge: bool = False
+    # the sampler's positions may leave the integer range: tested per pixel (``wide_map``)
+    guard: bool = False
     # a positional op is fused: nothing geometric may follow it here
     positional: bool = False
     # (stat op, this gather as it was before the op): each needs a reduction before the launch
@@ -177,8 +227,9 @@ class Gather(Kernel):
         if self.positional and kind in ("index_map", "sampler", "user_map"):
             return False
         if kind == "index_map" and n.op.fills:
-            # the fill enters the chain here: only ops after it may change it, and one value
-            return (self.phase == 0 and not self.pre
+            # the fill enters the chain here: only ops after it may change it, and one value;
+            # what the pad's input covers must be a rectangle of the source (its window)
+            return (self.phase == 0 and not self.pre and bool(axis_aligned(self.P))
                     and (self.fill is None or self.fill == float(n.params[-1])))
         if kind == "pixelwise":
             return self.phase < 2 and self.channels >= 3
@@ -218,6 +269,9 @@ class Gather(Kernel):
         elif spec.kind == "index_map":
             if spec.fills:
                 self.fill = float(n.params[-1])
+                if not n.gated_off:
+                    whole = self.window or (0, 0) + tuple(self.source.shape[:2])
+                    self.window = tuple(int(v) for v in fill_window(whole, self.P, (h, w)))
             # a gated-off map (batch.py) leaves the matrices as if it were never recorded
             if not n.gated_off:
                 m = _affine3(spec, h, w, n.params)
@@ -230,7 +284,9 @@ class Gather(Kernel):
             self.A = np.eye(3) if n.gated_off else _affine3(spec, h, w, n.params)
             self.mid = (h, w)
             self.phase = 1
-            self.edge = spec.mode == "edge"
+            # an empty input has no edge to repeat: every position reads the zero outside it
+            self.edge = spec.mode == "edge" and h > 0 and w > 0
+            self.guard = not self.edge and wide_map(self.A, n.shape[:2])
             self.clip_check = not self.edge and needs_warp_clip(self.A, (h, w), n.shape[:2])
         elif spec.kind == "pixel":
             self.phase = 2
@@ -428,7 +484,10 @@ def _place(n: Node, k: Kernel | None, src_fusable: bool, stencil_tables: bool,
             and (st := _stencil_with_prologue(k, n)) is not None):
         kernels[kernels.index(k)] = st
         return st
-    if src_fusable and stencil_tables and isinstance(k, Stencil) and _table_op(n):
+    if (src_fusable and stencil_tables and isinstance(k, Stencil) and _table_op(n)
+            and not n.op.stat):
+        # (a statistic's op reads its input's mean, which only a Stat kernel before a gather
+        # measures: its table cannot be built when planned)
         k.post.append(n)
         k.nodes.append(n)
         return k

@@ -14,7 +14,18 @@ from ..base import ImageKind, Ranges, bounds, define, number
 def contrast_blend(v, c, full, factor, mean, _d):
     """torchvision ``adjust_contrast``: blend with the image's grey mean, clamp, truncate."""
     s = factor * v + (1.0 - factor) * mean
-    s = min(max(s, 0.0), full)
+    if s != s:
+        # a factor near float64's largest: the two products overflowed to opposite
+        # infinities (their sum NaN); the blend's limit is the mean where v is the mean, else
+        # an infinity of v - mean's sign (clamped below)
+        d = v - mean
+        s = mean if d == 0.0 else (full if d > 0.0 else -full - 1.0)
+    # the type's range: signed images keep their negative values (``_rint_clip``'s rule)
+    lo = 0.0
+    if (full == 127.0 or full == 32767.0 or full == 2147483647.0
+            or full == 9223372036854775808.0):
+        lo = -full - 1.0
+    s = min(max(s, lo), full)
     # torchvision converts back to integers with a cast (truncation); floats stay as they are
     return math.floor(s) if full != 1.0 else s
 

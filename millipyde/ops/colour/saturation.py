@@ -13,9 +13,21 @@ def saturation_blend(r, g, b, full, factor, _b, _d):
     if full != 1.0:
         s = math.floor(s)
     k = 1.0 - factor
-    r2 = min(max(factor * r + k * s, 0.0), full)
-    g2 = min(max(factor * g + k * s, 0.0), full)
-    b2 = min(max(factor * b + k * s, 0.0), full)
+    r2 = factor * r + k * s
+    g2 = factor * g + k * s
+    b2 = factor * b + k * s
+    # a factor near float64's largest: the products overflow to opposite infinities (NaN);
+    # the blend's limit is the grey where the channel is the grey, else an infinity of the
+    # channel's side of it (clamped below)
+    if r2 != r2:
+        r2 = s if r == s else (full if r > s else 0.0)
+    if g2 != g2:
+        g2 = s if g == s else (full if g > s else 0.0)
+    if b2 != b2:
+        b2 = s if b == s else (full if b > s else 0.0)
+    r2 = min(max(r2, 0.0), full)
+    g2 = min(max(g2, 0.0), full)
+    b2 = min(max(b2, 0.0), full)
     if full != 1.0:
         return math.floor(r2), math.floor(g2), math.floor(b2)
     return r2, g2, b2

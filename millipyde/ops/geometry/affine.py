@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ...kernels.registry import sampler
-from ..base import Draws, Emit, ImageKind, between, define, number, pair, span
+from ..base import Draws, Emit, ImageKind, between, between1, define, number, pair, span
 
 
 @sampler(nparams=6, name="warp_affine")
@@ -48,10 +48,15 @@ def warp_affine(kind: ImageKind, matrix: Any) -> tuple:
     """skimage ``warp(AffineTransform(matrix=M), order=1, cval=0)``; M (2x3 or 3x3) maps
     output (col, row) to input (col, row)."""
     try:
-        m = np.asarray(matrix, dtype=np.float64)
+        raw = np.asarray(matrix)
+        if raw.dtype.kind not in "biuf":  # complex (its imaginary part was dropped), objects
+            raise TypeError(raw.dtype)
+        m = raw.astype(np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"matrix must be a 2x3 or 3x3 array of numbers, got "
-                         f"{type(matrix).__name__}") from None
+        raise ValueError(f"matrix must be a 2x3 or 3x3 array of real numbers, got "
+                         f"{type(matrix).__name__}"
+                         f"{'' if not hasattr(matrix, 'dtype') else ' of ' + str(matrix.dtype)}"
+                         ) from None
     if m.shape not in ((2, 3), (3, 3)):
         raise ValueError(f"matrix must be 2x3 or 3x3, got shape {m.shape}")
     if not np.isfinite(m).all():
@@ -71,9 +76,15 @@ def _shear(shear: Any) -> tuple[float, ...] | None:
     return span(shear, "shear")
 
 
+#: the map of a draw whose matrix overflows float64 (a scale near 0, a shear near 90 degrees
+#: with one near float64's largest): every output pixel reads outside the image (zero)
+OUTSIDE = (0.0, 0.0, -2.0, 0.0, 0.0, -2.0)
+
+
 def _sample_affine(args: tuple, d: Draws, hw: np.ndarray, kind: ImageKind) -> list:
     deg, tr, sc, sh = args
-    # per image, in Python: cos, sin and tan as CPython computes them
+    # per image, in Python: cos, sin and tan as CPython computes them; every draw through
+    # ``between``, whose bounds may be float64's largest (their difference overflows)
     angle = between(deg[0], deg[1], d.u(0)).tolist()
     u = [d.u(t).tolist() for t in range(1, 6)]
     rows = []
@@ -82,13 +93,18 @@ def _sample_affine(args: tuple, d: Draws, hw: np.ndarray, kind: ImageKind) -> li
         if tr is not None:
             tx = float(round((2 * u[0][m] - 1) * tr[0] * w))
             ty = float(round((2 * u[1][m] - 1) * tr[1] * h))
-        s = 1.0 if sc is None else sc[0] + (sc[1] - sc[0]) * u[2][m]
+        s = 1.0 if sc is None else between1(sc[0], sc[1], u[2][m])
         shx = shy = 0.0
         if sh is not None:
-            shx = sh[0] + (sh[1] - sh[0]) * u[3][m]
+            shx = between1(sh[0], sh[1], u[3][m])
             if len(sh) == 4:
-                shy = sh[2] + (sh[3] - sh[2]) * u[4][m]
-        rows.append(affine_matrix(h, w, angle[m], (tx, ty), s, (shx, shy)).ravel())
+                shy = between1(sh[2], sh[3], u[4][m])
+        with np.errstate(all="ignore"):
+            try:
+                row = affine_matrix(h, w, angle[m], (tx, ty), s, (shx, shy)).ravel()
+            except (OverflowError, ZeroDivisionError):
+                row = np.array(OUTSIDE)
+        rows.append(row if np.isfinite(row).all() else np.array(OUTSIDE))
     return [Emit("warp_affine", np.array(rows).reshape(len(hw), 6))]
 
 

@@ -6,21 +6,30 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..base import Draws, Emit, ImageKind, define, integer, span
+from ..base import Draws, Emit, ImageKind, between, between1, define, integer, span
 from .crop import CROP, crop_window
 from .resize import resize_map, resize_to
 
 
 def crop_params(height: int, width: int, scale: tuple[float, float],
                 ratio: tuple[float, float], u: Callable[[int], float]) -> tuple[int, int, int, int]:
-    """torchvision ``RandomResizedCrop.get_params`` with uniform draws ``u(k)``: (i, j, h, w)."""
+    """torchvision ``RandomResizedCrop.get_params`` with uniform draws ``u(k)``: (i, j, h, w).
+
+    An empty image's window is the whole (empty) image: its resize reads only the zero
+    outside it. Draws beyond float64 (``scale=(0, 1e308)``) are windows that do not fit.
+    """
+    if height <= 0 or width <= 0:
+        return 0, 0, height, width
     area = height * width
     lr = (math.log(ratio[0]), math.log(ratio[1]))
     for t in range(10):
-        target = area * (scale[0] + (scale[1] - scale[0]) * u(4 * t))
-        aspect = math.exp(lr[0] + (lr[1] - lr[0]) * u(4 * t + 1))
-        w = int(round(math.sqrt(target * aspect)))
-        h = int(round(math.sqrt(target / aspect)))
+        target = area * between1(scale[0], scale[1], u(4 * t))
+        aspect = _exp1(between1(lr[0], lr[1], u(4 * t + 1)))
+        fw, fh = math.sqrt(target * aspect), math.sqrt(target / aspect)
+        if not (fw <= width + 1 and fh <= height + 1):  # (also NaN and infinities)
+            continue
+        w = int(round(fw))
+        h = int(round(fh))
         if 0 < w <= width and 0 < h <= height:
             i = int(u(4 * t + 2) * (height - h + 1))
             j = int(u(4 * t + 3) * (width - w + 1))
@@ -35,9 +44,17 @@ def crop_params(height: int, width: int, scale: tuple[float, float],
     return (height - h) // 2, (width - w) // 2, h, w
 
 
+def _exp1(v: float) -> float:
+    """``math.exp``, infinite where it overflows (an extreme ``ratio``: no window fits)."""
+    try:
+        return math.exp(v)
+    except OverflowError:
+        return math.inf
+
+
 def _exp(x: np.ndarray) -> np.ndarray:
     # math.exp per value: NumPy's exp may differ from CPython's in the last bit
-    return np.array([math.exp(v) for v in x.tolist()])
+    return np.array([_exp1(v) for v in x.tolist()])
 
 
 def random_windows(hw: np.ndarray, scale: tuple, ratio: tuple, d: Draws,
@@ -52,13 +69,20 @@ def random_windows(hw: np.ndarray, scale: tuple, ratio: tuple, d: Draws,
     lr = (math.log(ratio[0]), math.log(ratio[1]))
     out = np.zeros((n, 4), dtype=np.int64)
     pending = np.arange(n)
+    # an empty image has no window (the resized crop then reads its whole, empty, self)
+    pending = pending[area[pending] > 0]
     for t in range(10):
         if not len(pending):
             break
-        target = area[pending] * (scale[0] + (scale[1] - scale[0]) * d.u(4 * t)[pending])
-        aspect = _exp(lr[0] + (lr[1] - lr[0]) * d.u(4 * t + 1)[pending])
-        a = np.rint(np.sqrt(target * aspect)).astype(np.int64)
-        b = np.rint(np.sqrt(target / aspect)).astype(np.int64)
+        aspect = _exp(between(lr[0], lr[1], d.u(4 * t + 1)[pending]))
+        with np.errstate(all="ignore"):  # extreme scale or ratio: inf or 0, no fit below
+            target = area[pending] * between(scale[0], scale[1], d.u(4 * t)[pending])
+            fa, fb = np.rint(np.sqrt(target * aspect)), np.rint(np.sqrt(target / aspect))
+        # sides beyond the image never fit: clipped (beyond either side) before the integer
+        # cast, NaN and infinities too
+        big = np.maximum(H[pending], W[pending]) + 1
+        a = np.where(np.isfinite(fa), np.minimum(fa, big), big).astype(np.int64)
+        b = np.where(np.isfinite(fb), np.minimum(fb, big), big).astype(np.int64)
         if erasing:
             h, w = a, b
             ok = (h < H[pending]) & (w < W[pending])

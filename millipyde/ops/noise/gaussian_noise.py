@@ -21,7 +21,12 @@ def add_noise(v, c, full, y, x, u1, u2, key_hi, key_lo, sigma):
     """
     z = math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
     s = v + sigma * z * full
-    return min(max(s, 0.0), full)
+    # the type's range: signed images keep their negative values (``_rint_clip``'s rule)
+    lo = 0.0
+    if (full == 127.0 or full == 32767.0 or full == 2147483647.0
+            or full == 9223372036854775808.0):
+        lo = -full - 1.0
+    return min(max(s, lo), full)
 
 
 def _noise(d: Draws, sigma: np.ndarray | float) -> list:
