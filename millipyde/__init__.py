@@ -5,6 +5,7 @@ The backend (cuda, hip, cpu or cudasim) is chosen once, at import; see :func:`ba
 
 from .array import gpuarray
 from .backend import backend
+from .compose import OneOf, RandomChoice, SomeOf
 from .decorators import elementwise, index_map, pixelwise
 from .devices import (
     DEVICE_COUNT,
@@ -26,8 +27,11 @@ __all__ = [
     "DEVICE_COUNT",
     "Device",
     "Generator",
+    "OneOf",
     "Operation",
     "Pipeline",
+    "RandomChoice",
+    "SomeOf",
     "backend",
     "device_count",
     "elementwise",

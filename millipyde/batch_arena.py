@@ -31,6 +31,7 @@ from . import random as mprandom
 from . import targets as mptargets
 from .backend import ACTIVE as runtime  # the active backend
 from .batch_chain import Prefix, Unsupported, VGather
+from .compose import Choice
 from .decorators import UserOp
 from .graph.codegen import arena as codegen_arena
 from .image import gpuimage
@@ -83,7 +84,8 @@ class ArenaRecorder:
             self.offset[i] = at
             self.arena_size[x.dtype.str] = at + int(x.size)
         self.gates = any(s.op.probability is not None and not s.reshapes for s in steps) or \
-            any(isinstance(s, batch_ops.Step) and s.form.skips for s in steps)
+            any(isinstance(s, batch_ops.Step) and s.form.skips for s in steps) or \
+            any(isinstance(s, batch_ops.ChoiceStep) for s in steps)
         self.lock = threading.Lock()
         self.arenas: dict[int, dict[str, Any]] = {}
 
@@ -154,7 +156,7 @@ class ArenaRecorder:
             if s.reshapes and not on.any():
                 continue  # skipped by every member of this structure
             c = ctxs[j].sub(rows)
-            if isinstance(s, batch_ops.Step):
+            if isinstance(s, (batch_ops.Step, batch_ops.ChoiceStep)):
                 batch_ops.record_step(g, c, s, on)
             else:
                 batch_ops.user_op(g, c, s.op.function, s.op.args, on)
@@ -200,6 +202,12 @@ def make(state: Any) -> ArenaRecorder | None:
         return None
     steps = []
     for op in state.operations:
+        if isinstance(op, Choice):  # a per-sample choice: gates as data (batch_ops)
+            choice = batch_ops.choice_step(op, xs)
+            if choice is None:
+                return None
+            steps.append(choice)
+            continue
         if op.method is None:
             if not isinstance(op.function, UserOp) or op.kwargs:
                 return None
