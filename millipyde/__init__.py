@@ -5,7 +5,7 @@ The backend (cuda, hip, cpu or cudasim) is chosen once, at import; see :func:`ba
 
 from .array import gpuarray
 from .backend import backend
-from .compose import OneOf, RandomChoice, SomeOf
+from .compose import OneOf, RandomChoice, RandomOrder, SomeOf
 from .decorators import elementwise, index_map, pixelwise
 from .devices import (
     DEVICE_COUNT,
@@ -31,6 +31,7 @@ __all__ = [
     "Operation",
     "Pipeline",
     "RandomChoice",
+    "RandomOrder",
     "SomeOf",
     "backend",
     "device_count",

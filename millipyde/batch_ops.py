@@ -160,13 +160,16 @@ def choice_step(op: Any, inputs: list) -> ChoiceStep | None:
 
 
 def record_choice(g: VGather, c: Ctx, step: ChoiceStep, on: np.ndarray) -> None:
-    """A choice on every member of ``g``: the choice drawn for all at once (``Choice.choose``,
-    the code one image's call runs), then each child with its own stream and coin."""
-    chosen = step.op.choose(c.u, c.n)
-    for i, child in enumerate(step.children):
-        cc = Ctx(c.seed, c.ks, child_index(c.j, i))
-        con = on & chosen[:, i] & cc.coins(child.op.probability)
-        record_step(g, cc, child, con)
+    """A choice on every member of ``g``: the choice drawn for all at once
+    (``Choice.sequence``, the code one image's call runs), then each child with its own
+    stream and coin, gated where the member's choice skips it."""
+    ctxs: dict[int, Ctx] = {}
+    for i, chosen in step.op.sequence(c.u, c.n):
+        child = step.children[i]
+        cc = ctxs.get(i)
+        if cc is None:
+            cc = ctxs[i] = Ctx(c.seed, c.ks, child_index(c.j, i))
+        record_step(g, cc, child, on & chosen & cc.coins(child.op.probability))
 
 
 def record_step(g: VGather, c: Ctx, step: Step | ChoiceStep, on: np.ndarray) -> None:

@@ -24,7 +24,7 @@ from . import random as mprandom
 from .array import ArgumentError
 from .operation import Operation, check_p
 
-__all__ = ["Choice", "OneOf", "RandomChoice", "SomeOf", "child_index"]
+__all__ = ["Choice", "OneOf", "RandomChoice", "RandomOrder", "SomeOf", "child_index"]
 
 # a constant mixed into the children's stream indices (their own namespace of op indices)
 _CHILD = 0x51B1_C0DE
@@ -93,10 +93,22 @@ class Choice(Operation):
         """(n, k) bool: which children run for each of ``n`` samples."""
         raise NotImplementedError
 
+    def sequence(self, u: Callable[[int], np.ndarray], n: int) -> list[tuple[int, np.ndarray]]:
+        """The children in recording order, each with the (n,) mask of the samples it runs
+        on: every child once, in list order, where :meth:`choose` says (``RandomOrder``
+        repeats each child per position instead)."""
+        chosen = self.choose(u, n)
+        return [(i, chosen[:, i]) for i in range(len(self.operations))]
+
     def _member(self, seed: int, sample: int, index: int) -> np.ndarray:
         """The (k,) mask of one sample."""
         return self.choose(lambda t: np.array([mprandom.uniform01(seed, sample, index, t)]),
                            1)[0]
+
+    def _member_sequence(self, seed: int, sample: int, index: int) -> list[tuple[int, bool]]:
+        """:meth:`sequence` of one sample."""
+        seq = self.sequence(lambda t: np.array([mprandom.uniform01(seed, sample, index, t)]), 1)
+        return [(i, bool(m[0])) for i, m in seq]
 
     # -- Operation ----------------------------------------------------------------------
     @property
@@ -110,10 +122,9 @@ class Choice(Operation):
         if not mprandom.gate(seed, sample, index, self.probability):
             self.skip(x, seed, sample, index, lift)
             return False
-        chosen = self._member(seed, sample, index)
-        for i, op in enumerate(self.operations):
-            sub = child_index(index, i)
-            if chosen[i]:
+        for i, runs in self._member_sequence(seed, sample, index):
+            op, sub = self.operations[i], child_index(index, i)
+            if runs:
                 op.apply(x, seed, sample, sub, lift)
             else:
                 op.skip(x, seed, sample, sub, lift)
@@ -137,8 +148,9 @@ class Choice(Operation):
         return None
 
     def __call__(self, image: Any) -> Any:
-        """Apply to ``image`` in place (:meth:`run_on`); returns None."""
-        return self.run_on(image)
+        """Apply to ``image`` in place (:meth:`run_on`); returns it."""
+        self.run_on(image)
+        return image
 
     def run(self) -> Any:
         raise ArgumentError(f"{self.name} applies to an image: call it on one, or use it in "
@@ -295,3 +307,36 @@ class SomeOf(Choice):
     def _state_args(self) -> dict:
         return {"operations": list(self.operations), "n": self.n, "p": _p_of(self),
                 "weights": self.weights.tolist()}
+
+
+class RandomOrder(Choice):
+    """torchvision's ``RandomOrder``: every one of ``operations``, in an order drawn per sample
+    (every order equally likely, as ``torch.randperm``).
+
+    In a batch the order is data too: position ``s`` holds every Operation, each gated on
+    being the sample's ``s``-th (``k * k`` gated ops for ``k`` Operations, one kernel), and
+    each Operation's parameters are drawn once from its own stream whatever its position.
+
+    Parameters
+    ----------
+    operations : list of Operation
+    """
+
+    def __init__(self, operations: Any) -> None:
+        super().__init__(operations, 1.0, type(self).__name__)
+
+    def order(self, u: Callable[[int], np.ndarray], n: int) -> np.ndarray:
+        """(n, k): each sample's order of the children (sorting k uniform draws)."""
+        keys = np.stack([u(i) for i in range(len(self.operations))], axis=1)
+        return np.argsort(keys, axis=1, kind="stable")
+
+    def choose(self, u: Callable[[int], np.ndarray], n: int) -> np.ndarray:
+        return np.ones((n, len(self.operations)), dtype=bool)
+
+    def sequence(self, u: Callable[[int], np.ndarray], n: int) -> list[tuple[int, np.ndarray]]:
+        perm = self.order(u, n)
+        k = len(self.operations)
+        return [(i, perm[:, s] == i) for s in range(k) for i in range(k)]
+
+    def _state_args(self) -> dict:
+        return {"operations": list(self.operations)}

@@ -188,3 +188,35 @@ def test_operation_p_is_torchvisions_and_probability_the_thesiss():
     assert op.probability is None and op.kwargs == {"p": 0.3}
     with pytest.raises(ValueError, match="p must lie"):
         mp.gpuimage(_img()).random_invert(p=3)
+
+
+def test_random_order_draws_every_order_and_applies_it():
+    order = mp.RandomOrder([mp.Operation("invert"), mp.Operation("posterize", 1),
+                            mp.Operation("solarize", 60)])
+    perms = [tuple(order.order(lambda t, k=k: np.array([
+        __import__("millipyde").random.uniform01(3, k, 4, t)]), 1)[0]) for k in range(600)]
+    counts = {p: perms.count(p) for p in set(perms)}
+    assert len(counts) == 6 and all(60 < c < 140 for c in counts.values()), counts
+    img = _img(6)
+    steps = {0: lambda a: 255 - a, 1: lambda a: a & 128,
+             2: lambda a: np.where(a >= 60, 255 - a, a)}
+    for k in range(6):
+        g = mp.gpuimage(img)
+        order.apply(g, 3, k, 4)
+        want = img
+        for i in perms[k]:
+            want = steps[i](want)
+        assert np.array_equal(np.asarray(g), want), (k, perms[k])
+
+
+def test_random_order_in_a_batch_is_one_gather(monkeypatch):
+    from test_generator_batches_ops import _one_batch
+
+    imgs = [mp.gpuimage(_img(s, shape)) for s, shape in ((7, (12, 14, 3)), (8, (15, 11, 3)))]
+    ops = [mp.RandomOrder([mp.Operation("random_adjust_brightness", 0.6, 1.4),
+                           mp.Operation("random_saturation", 0.6, 1.4),
+                           mp.Operation("random_hue", -0.1, 0.1)]),
+           mp.Operation("resize", 9, 9)]
+    _check_batches(imgs, ops, 8, 4, True)
+    _, calls, n, launches = _one_batch(imgs, ops, 6, monkeypatch)
+    assert len(launches) == 1 and n == 1, calls

@@ -217,6 +217,21 @@ def image_value(kind: ImageKind, value: Any, name: str) -> float:
     return v
 
 
+def channel_values(kind: ImageKind, value: Any, name: str) -> tuple[float, float, float, float]:
+    """A fill of every channel in the image's units (:func:`image_value`): one number for all,
+    or one per channel (torchvision's sequence ``value``); four slots, the unused repeated."""
+    if isinstance(value, (Sequence, np.ndarray)) and not isinstance(value, (str, bytes)):
+        vals = [image_value(kind, v, f"{name}[{i}]") for i, v in enumerate(value)]
+        if len(vals) == 1:
+            vals = vals * kind.channels
+        if len(vals) != kind.channels:
+            raise ValueError(f"{name} must be one number or one per channel ({kind.channels}), "
+                             f"got {len(vals)} values")
+        return tuple((vals + [vals[-1]] * 4)[:4])  # type: ignore[return-value]
+    v = image_value(kind, value, name)
+    return v, v, v, v
+
+
 # --------------------------------------------------------------------------- definitions
 
 

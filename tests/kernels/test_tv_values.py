@@ -192,3 +192,14 @@ def test_signed_images_are_refused_by_the_inverting_ops():
     for method, args in (("invert", ()), ("solarize", (3,)), ("posterize", (2,))):
         with pytest.raises(ValueError, match="signed"):
             getattr(g, method)(*args)
+
+
+@pytest.mark.parametrize("kind", ["rgb", "rgba"])
+def test_erase_takes_one_value_per_channel(kind):
+    # torchvision's erase value: one number or one per channel
+    img = tv.photo("coffee", kind, 9, 10)
+    value = (10, 20, 30) if kind == "rgb" else (10, 20, 30, 40)
+    assert_matches(on_gpu(img, "erase", 2, 3, 4, 5, value), tv.erase(img, 2, 3, 4, 5,
+                                                                     list(value)))
+    with pytest.raises(ValueError, match="one per channel"):
+        mp.gpuimage(img).erase(0, 0, 2, 2, (1, 2))

@@ -17,8 +17,10 @@ from millipyde.ops.base import kind_for
 
 PACKAGE = Path(mp.__file__).resolve().parent
 README = PACKAGE.parent / "README.md"
-#: modules that use ops without defining them (a recipe names the ops it strings together)
-USERS = {PACKAGE / "recipes.py", PACKAGE / "cli.py"}
+#: modules that use ops without defining them (a recipe names the ops it strings together; a
+#: torchvision-named transform the op it stands for)
+USERS = {PACKAGE / "recipes.py", PACKAGE / "cli.py",
+         *(PACKAGE / "transforms").glob("*.py")}
 
 
 def _own_module(name: str) -> Path:
