@@ -5,6 +5,7 @@ The backend (cuda, hip, cpu or cudasim) is chosen once, at import; see :func:`ba
 
 from .array import gpuarray
 from .backend import backend
+from .batch_mix import CutMix, MixUp
 from .compose import OneOf, RandomChoice, RandomOrder, SomeOf
 from .decorators import elementwise, index_map, pixelwise
 from .devices import (
@@ -24,9 +25,11 @@ from .random import seed
 from .version import __version__ as __version__
 
 __all__ = [
+    "CutMix",
     "DEVICE_COUNT",
     "Device",
     "Generator",
+    "MixUp",
     "OneOf",
     "Operation",
     "Pipeline",

@@ -24,7 +24,8 @@ from . import random as mprandom
 from .array import ArgumentError
 from .operation import Operation, check_p
 
-__all__ = ["Choice", "OneOf", "RandomChoice", "RandomOrder", "SomeOf", "child_index"]
+__all__ = ["Choice", "OneOf", "RandomChoice", "RandomOrder", "SomeOf", "child_index",
+           "weights_of"]
 
 # a constant mixed into the children's stream indices (their own namespace of op indices)
 _CHILD = 0x51B1_C0DE
@@ -50,7 +51,7 @@ def _operations(operations: Any, owner: str) -> tuple[Operation, ...]:
     return tuple(operations)
 
 
-def _weights(weights: Any, k: int, owner: str, name: str) -> np.ndarray:
+def weights_of(weights: Any, k: int, owner: str, name: str) -> np.ndarray:
     """Non-negative weights of the ``k`` Operations, normalised (None: equal)."""
     if weights is None:
         return np.full(k, 1.0 / k)
@@ -211,7 +212,7 @@ class OneOf(Choice):
     def __init__(self, operations: Any, p: Any = 1.0, weights: Any = None) -> None:
         owner = type(self).__name__
         super().__init__(operations, p, owner)
-        self.weights = _weights(weights, len(self.operations), owner, self._weights_name)
+        self.weights = weights_of(weights, len(self.operations), owner, self._weights_name)
         cum = np.cumsum(self.weights)
         cum[-1] = 1.0  # a draw below 1 always finds a candidate
         self._cum = cum
@@ -287,7 +288,7 @@ class SomeOf(Choice):
         if not 0 <= lo <= hi <= k:
             raise ArgumentError(f"{owner} n must lie in 0..{k} (low <= high), got {n!r}")
         self.n = (lo, hi)
-        self.weights = _weights(weights, k, owner, "weights")
+        self.weights = weights_of(weights, k, owner, "weights")
 
     def choose(self, u: Callable[[int], np.ndarray], n: int) -> np.ndarray:
         lo, hi = self.n

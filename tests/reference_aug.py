@@ -349,3 +349,35 @@ def rotate(img, angle, expand=False, center=None):
     out = transform.rotate(img, angle, resize=expand, center=center, order=1,
                            mode="constant", cval=0, preserve_range=True)
     return _back(out, img.dtype)
+
+
+# --------------------------------------------------------------------------- issue 31: batch mixes
+def mixup(images, labels, lam, num_classes):
+    """torchvision v2 ``MixUp._transform`` with its ``lam``: images and one-hot labels blended
+    with themselves rolled by one along the batch."""
+    # torch on a float32 batch: ``roll(1, 0).mul_(1.0 - lam).add_(inpt.mul(lam))``
+    out = (np.roll(images, 1, 0) * _F(1.0 - lam) + images * _F(lam)).astype(images.dtype)
+    return out, _mix_label(labels, lam, num_classes)
+
+
+def _mix_label(labels, lam, num_classes):
+    one = np.eye(num_classes)[labels]
+    return (np.roll(one, 1, 0) * (1.0 - lam) + one * lam).astype(np.float32)
+
+
+def cutmix_box(lam, r_x, r_y, h, w):
+    """torchvision v2 ``CutMix.make_params`` given ``lam`` and the box centre: (box, lam
+    adjusted to the pasted area)."""
+    r = 0.5 * math.sqrt(1.0 - lam)
+    r_w_half, r_h_half = int(r * w), int(r * h)
+    x1, y1 = max(r_x - r_w_half, 0), max(r_y - r_h_half, 0)
+    x2, y2 = min(r_x + r_w_half, w), min(r_y + r_h_half, h)
+    return (x1, y1, x2, y2), float(1.0 - (x2 - x1) * (y2 - y1) / (w * h))
+
+
+def cutmix(images, labels, box, lam_adjusted, num_classes):
+    """torchvision v2 ``CutMix._transform`` (NCHW): the box of the rolled batch pasted."""
+    x1, y1, x2, y2 = box
+    out = images.copy()
+    out[..., y1:y2, x1:x2] = np.roll(images, 1, 0)[..., y1:y2, x1:x2]
+    return out, _mix_label(labels, lam_adjusted, num_classes)

@@ -41,6 +41,7 @@ from .geometry import (
     Resize,
 )
 from .misc import Lambda
+from .mix import CutMix, MixUp
 from .options import (
     ConvertImageDtype,
     Normalize,
@@ -54,8 +55,8 @@ from .unsupported import *  # noqa: F403  (classes that raise NotImplementedErro
 from .unsupported import PENDING
 
 __all__ = [
-    "CenterCrop", "ColorJitter", "Compose", "ConvertImageDtype", "Grayscale",
-    "InterpolationMode", "Lambda", "Normalize", "PILToTensor", "Pad", "RandomAffine",
+    "CenterCrop", "ColorJitter", "Compose", "ConvertImageDtype", "CutMix", "Grayscale",
+    "InterpolationMode", "Lambda", "MixUp", "Normalize", "PILToTensor", "Pad", "RandomAffine",
     "RandomApply", "RandomChannelPermutation", "RandomChoice", "RandomCrop", "RandomErasing",
     "RandomGrayscale", "RandomHorizontalFlip", "RandomInvert", "RandomOrder",
     "RandomPosterize", "RandomResizedCrop", "RandomRotation", "RandomSolarize",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import compose
+from .. import batch_mix, compose
 from ..array import ArgumentError
 from ..operation import Operation
 from .base import coin
@@ -73,7 +73,15 @@ class RandomApply(compose.SomeOf):
 
 
 class RandomChoice(compose.RandomChoice):
-    """torchvision ``RandomChoice``: one of ``transforms`` per sample, ``p`` their weights."""
+    """torchvision ``RandomChoice``: one of ``transforms`` per sample, ``p`` their weights.
+    Of batch mixers (``MixUp``, ``CutMix``): one of them per batch (``batch_mix.MixChoice``).
+    """
+
+    def __new__(cls, transforms: Any, p: Any = None) -> Any:
+        if isinstance(transforms, (list, tuple)) and transforms and \
+                all(isinstance(t, batch_mix.BatchMix) for t in transforms):
+            return batch_mix.MixChoice(list(transforms), p)
+        return super().__new__(cls)
 
     def __init__(self, transforms: Any, p: Any = None) -> None:
         if isinstance(transforms, Operation) or not isinstance(transforms, (list, tuple)):
