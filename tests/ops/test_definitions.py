@@ -138,3 +138,17 @@ def test_readme_op_table_is_the_generated_one():
     text = README.read_text()
     assert catalog.replace_in(text) == text, (
         "README's op table is stale: run python -m millipyde.ops.catalog --write README.md")
+
+
+def test_every_op_has_a_contact_sheet_example():
+    # docs/contact_sheets.py draws every op of a family (docs/ops/<family>.png)
+    import importlib.util
+
+    path = PACKAGE.parent / "docs" / "contact_sheets.py"
+    spec = importlib.util.spec_from_file_location("contact_sheets", path)
+    sheets = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sheets)
+    assert set(OPS) <= set(sheets.EXAMPLES), set(OPS) - set(sheets.EXAMPLES)
+    for name, (method, _, _) in sheets.EXAMPLES.items():
+        assert FORMS[method].op.name == name, name
+    assert all((PACKAGE.parent / "docs" / "ops" / f"{f}.png").is_file() for f in sheets.FAMILIES)
