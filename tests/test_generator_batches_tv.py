@@ -122,3 +122,30 @@ def test_pad_fill_through_a_gated_off_table_op():
     gen = mp.Generator(imgs, ops, outputs=8, seed=5)
     for k, out in enumerate(gen):
         assert np.array_equal(np.asarray(out), want[k]), f"output {k}"
+
+
+def test_the_same_batches_on_any_device_count(tmp_path):
+    # three virtual devices making the batches between them, or one making them all: the
+    # same samples (every draw is a function of (seed, sample, operation))
+    from multidevice import run_with_devices
+
+    got = run_with_devices("""
+        import json
+        import numpy as np
+        import millipyde as mp
+        import millipyde.transforms as T
+        rng = np.random.default_rng(0)
+        imgs = [mp.gpuimage(rng.integers(0, 256, (10, 12, 3), dtype=np.uint8))
+                for _ in range(3)]
+        ops = [T.RandomCrop(8, padding=2), T.RandomVerticalFlip(),
+               mp.OneOf([mp.Operation("invert"), mp.Operation("random_solarize", 100)]),
+               T.ColorJitter(0.3, saturation=0.3), mp.Operation("channel_shuffle")]
+        with mp.Generator(imgs, ops, outputs=24, seed=4).batches(4) as bs:
+            every = [(b.device, np.asarray(b)) for b in bs]
+        with mp.Generator(imgs, ops, outputs=24, seed=4, device=0).batches(4) as bs:
+            one = [np.asarray(b) for b in bs]
+        print(json.dumps({"devices": sorted({d for d, _ in every}),
+                          "equal": all(np.array_equal(a, b) for (_, a), b
+                                       in zip(every, one, strict=True))}))
+    """, 3, tmp_path)
+    assert got["devices"] == [0, 1, 2] and got["equal"]
