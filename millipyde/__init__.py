@@ -6,6 +6,8 @@ The backend (cuda, hip, cpu or cudasim) is chosen once, at import; see :func:`ba
 from . import data
 from .array import gpuarray
 from .backend import backend
+from .batch_mix import CutMix, MixUp
+from .compose import OneOf, RandomChoice, RandomOrder, SomeOf
 from .decorators import elementwise, index_map, pixelwise
 from .devices import (
     DEVICE_COUNT,
@@ -24,11 +26,17 @@ from .random import seed
 from .version import __version__ as __version__
 
 __all__ = [
+    "CutMix",
     "DEVICE_COUNT",
     "Device",
     "Generator",
+    "MixUp",
+    "OneOf",
     "Operation",
     "Pipeline",
+    "RandomChoice",
+    "RandomOrder",
+    "SomeOf",
     "data",
     "backend",
     "device_count",

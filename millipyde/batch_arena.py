@@ -30,6 +30,7 @@ from . import batch_ops
 from . import random as mprandom
 from .backend import ACTIVE as runtime  # the active backend
 from .batch_chain import Prefix, Unsupported, VGather
+from .compose import Choice
 from .decorators import UserOp
 from .graph.codegen import arena as codegen_arena
 from .image import gpuimage
@@ -82,7 +83,8 @@ class ArenaRecorder:
             self.offset[i] = at
             self.arena_size[x.dtype.str] = at + int(x.size)
         self.gates = any(s.op.probability is not None and not s.reshapes for s in steps) or \
-            any(isinstance(s, batch_ops.Step) and s.form.skips for s in steps)
+            any(isinstance(s, batch_ops.Step) and s.form.skips for s in steps) or \
+            any(isinstance(s, batch_ops.ChoiceStep) for s in steps)
         self.lock = threading.Lock()
         self.arenas: dict[int, dict[str, Any]] = {}
 
@@ -154,7 +156,7 @@ class ArenaRecorder:
             if s.reshapes and not on.any():
                 continue  # skipped by every member of this structure
             c = ctxs[j].sub(rows)
-            if isinstance(s, batch_ops.Step):
+            if isinstance(s, (batch_ops.Step, batch_ops.ChoiceStep)):
                 batch_ops.record_step(g, c, s, on)
             else:
                 batch_ops.user_op(g, c, s.op.function, s.op.args, on)
@@ -203,7 +205,7 @@ def make(state: Any) -> ArenaRecorder | None:
            not all(getattr(type(x), op.method, None) is getattr(gpuimage, op.method, 0)
                    for x in xs) for op in state.operations):
         return None
-    steps = arena_steps(state.operations)
+    steps = arena_steps(state.operations, xs)
     if steps is None:
         return None
     # each input records every Operation without error (the per-output path reports them)
@@ -214,11 +216,18 @@ def make(state: Any) -> ArenaRecorder | None:
     return rec if plans_one_gather(rec, k, state.input_index(k)) else None
 
 
-def arena_steps(operations: list) -> list | None:
-    """The steps of an arena recording of ``operations`` on plain gpuimages, or None where an
-    Operation needs the per-output path (a callable, a method without a batch handler)."""
+def arena_steps(operations: list, inputs: list = ()) -> list | None:
+    """The steps of an arena recording of ``operations`` on ``inputs`` (plain gpuimages where
+    not given), or None where an Operation needs the per-output path (a callable, a method
+    without a batch handler, a choice among methods an input's class overrides)."""
     steps = []
     for op in operations:
+        if isinstance(op, Choice):  # a per-sample choice: gates as data (batch_ops)
+            choice = batch_ops.choice_step(op, list(inputs))
+            if choice is None:
+                return None
+            steps.append(choice)
+            continue
         if op.method is None:
             if not isinstance(op.function, UserOp) or op.kwargs:
                 return None

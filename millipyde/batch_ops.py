@@ -19,7 +19,9 @@ from . import batch_math
 from . import random as mprandom
 from ._args import _number, _range
 from .batch_chain import Unsupported, VGather
+from .compose import Choice, child_index
 from .decorators import UserOp
+from .image import gpuimage
 from .kernels import REGISTRY
 from .ops import FORMS, Emit, Form, Reject
 from .ops.base import columns, kind_for
@@ -128,10 +130,55 @@ def step_of(op: Any) -> Step | None:
     return None if form is None else Step(op, form)
 
 
-def record_step(g: VGather, c: Ctx, step: Step, on: np.ndarray) -> None:
+class ChoiceStep:
+    """A ``compose.Choice`` of method Operations that keep the size: each child recorded on
+    every member, gated where the member's choice (or the child's own coin) skips it."""
+
+    reshapes = False
+
+    def __init__(self, op: Any, children: list) -> None:
+        self.op, self.children = op, children
+
+
+def choice_step(op: Any, inputs: list) -> ChoiceStep | None:
+    """The :class:`ChoiceStep` of a choice whose children (nested choices included) are
+    built-in op forms that keep the size, on gpuimage's own methods; else None."""
+    children: list = []
+    for child in op.operations:
+        if isinstance(child, Choice):
+            got = choice_step(child, inputs)
+        elif child.method is None or not all(
+                getattr(type(x), child.method, None) is getattr(gpuimage, child.method, 0)
+                for x in inputs):
+            got = None
+        else:
+            got = step_of(child)
+        if got is None or got.reshapes:
+            return None
+        children.append(got)
+    return ChoiceStep(op, children)
+
+
+def record_choice(g: VGather, c: Ctx, step: ChoiceStep, on: np.ndarray) -> None:
+    """A choice on every member of ``g``: the choice drawn for all at once
+    (``Choice.sequence``, the code one image's call runs), then each child with its own
+    stream and coin, gated where the member's choice skips it."""
+    ctxs: dict[int, Ctx] = {}
+    for i, chosen in step.op.sequence(c.u, c.n):
+        child = step.children[i]
+        cc = ctxs.get(i)
+        if cc is None:
+            cc = ctxs[i] = Ctx(c.seed, c.ks, child_index(c.j, i))
+        record_step(g, cc, child, on & chosen & cc.coins(child.op.probability))
+
+
+def record_step(g: VGather, c: Ctx, step: Step | ChoiceStep, on: np.ndarray) -> None:
     """Record a built-in op's form on every member of ``g`` (``on``: the members whose coin
     ran it): its entries applied by kernel kind; a kind the gather cannot take raises
-    ``Unsupported``."""
+    ``Unsupported``. A :class:`ChoiceStep` records its children."""
+    if isinstance(step, ChoiceStep):
+        record_choice(g, c, step, on)
+        return
     form = step.form
     args = step.args_for(g.cin, g.dtype)
     for e in form.emits(args, c, g.cur, kind_for(g.cin, g.dtype)):

@@ -153,6 +153,10 @@ class Generator:
             if not items:
                 raise ArgumentError("Generator needs at least one input")
         ops = check_operations(operations, "Generator")
+        # torchvision's ToDtype / Normalize (millipyde.transforms): settings of batches()
+        from .transforms.options import split_options
+
+        ops, self._batch_options = split_options(ops)
         if not streamed:
             check_methods(items, ops, "Generator")
         dev = check_device_arg(device, "Generator")
@@ -322,7 +326,9 @@ class Generator:
         layout : {"NCHW", "NHWC"}
         dtype : {"float32", "float16"}
         mean, std : float or sequence of `channels` floats, optional
-            Per-channel normalization (defaults 0 and 1; every std must be nonzero).
+            Per-channel normalization (defaults 0 and 1; every std must be nonzero). Where not
+            given, a ``millipyde.transforms.Normalize`` among the operations sets them (and a
+            ``ToDtype`` the default `dtype`).
         channels : {3, 1}
             Channels per sample; 1 accepts grey outputs only.
         drop_last : bool
@@ -373,6 +379,11 @@ class Generator:
         if not isinstance(self._state, _State):
             raise ArgumentError("Generator.batches needs a Generator of this process (no "
                                 "client=)")
+        # ToDtype / Normalize among the operations (millipyde.transforms) where not given here
+        opts = getattr(self, "_batch_options", {})
+        mean = opts.get("mean") if mean is None else mean
+        std = opts.get("std") if std is None else std
+        dtype = opts.get("dtype", dtype) if dtype == "float32" else dtype
         spec = BatchSpec.check(size, shape, layout, dtype, mean, std, channels, drop_last,
                                with_indices)
         for v, name in ((with_targets, "with_targets"), (with_labels, "with_labels")):

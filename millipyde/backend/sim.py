@@ -8,6 +8,7 @@ and launches small blocks (each simulated thread costs ~200 us).
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,15 @@ class SimBackend(CudaBackend):
 
     def _wants_fast_launch(self) -> bool:
         return False
+
+    #: numba's simulator runs one kernel at a time (its kernel context is a global: a kernel
+    #: launched while another runs is called as a device function, and fails); launches from
+    #: several threads (a Generator's workers, a batch mixer beside them) take turns
+    _one_kernel = threading.Lock()
+
+    def _launch(self, kernel: Any, device: int, args: tuple, *config: Any) -> None:
+        with self._one_kernel:
+            super()._launch(kernel, device, args, *config)
 
     def device_infos(self) -> list[DeviceInfo]:
         return [DeviceInfo(i, "cudasim", 1, 1) for i in range(self.device_count())]

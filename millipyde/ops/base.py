@@ -36,9 +36,8 @@ from ..kernels.registry import REGISTRY, OpSpec
 
 __all__ = [
     "FAMILIES", "FORMS", "OPS", "Draws", "Emit", "Form", "ImageKind", "OpDef", "Ranges",
-    "Reject", "between", "bounds", "columns", "integer", "kind_for", "kind_of", "number",
-    "pair",
-    "span",
+    "Reject", "between", "bounds", "chance", "coin", "columns", "integer", "kind_for",
+    "kind_of", "number", "pair", "span",
 ]
 
 #: the op families, in the order the documentation lists them
@@ -175,14 +174,36 @@ def colour_only(kind: ImageKind, what: str) -> None:
         raise ValueError(f"{what} needs an RGB/RGBA image; this one is greyscale")
 
 
-def unsigned_only(kind: ImageKind, what: str) -> None:
+def unsigned_only(kind: ImageKind, what: str,
+                  why: str = "signed values may be negative, which scikit-image refuses"
+                  ) -> None:
     """``ValueError`` for a signed-integer image: scikit-image refuses negative values for its
     exposure corrections, and a signed type may hold them (refused by type, when the op is
-    recorded, not by value, which would need the data)."""
+    recorded, not by value, which would need the data); ``why`` says so in the message."""
     if kind.dtype.kind == "i":
         raise ValueError(f"{what} needs an unsigned integer or float image; this one is "
-                         f"{kind.dtype} (signed values may be negative, which scikit-image "
-                         "refuses)")
+                         f"{kind.dtype} ({why})")
+
+
+def chance(p: Any, name: str = "p") -> float:
+    """torchvision's probability ``p``: a real number in [0, 1], both ends included."""
+    v = _number(p, name)
+    if not 0.0 <= v <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1], got {v}")
+    return v
+
+
+#: the parameters of an op's own coin that always runs it (``u = 0 < p = 1``)
+ALWAYS = (0.0, 1.0)
+
+
+def coin(p: Any, name: str = "p") -> list[tuple[float, float]]:
+    """The draw ranges of a kernel's own coin: a uniform ``u`` and the fixed ``p``; the kernel
+    runs its op where ``u < p``. A per-image coin carried as two parameters (a gate as data):
+    the op keeps one kernel whatever the coins, and its plain-range draws let the same-size
+    batch recorder take it (``Form.template``). Deterministic forms pass :data:`ALWAYS`."""
+    v = chance(p, name)
+    return [(0.0, 1.0), (v, v)]
 
 
 def image_value(kind: ImageKind, value: Any, name: str) -> float:
@@ -202,6 +223,21 @@ def image_value(kind: ImageKind, value: Any, name: str) -> float:
     if kind.dtype.kind == "f" and not 0.0 <= v <= 1.0:
         raise ValueError(f"{name} must lie in [0, 1] for float images, got {v}")
     return v
+
+
+def channel_values(kind: ImageKind, value: Any, name: str) -> tuple[float, float, float, float]:
+    """A fill of every channel in the image's units (:func:`image_value`): one number for all,
+    or one per channel (torchvision's sequence ``value``); four slots, the unused repeated."""
+    if isinstance(value, (Sequence, np.ndarray)) and not isinstance(value, (str, bytes)):
+        vals = [image_value(kind, v, f"{name}[{i}]") for i, v in enumerate(value)]
+        if len(vals) == 1:
+            vals = vals * kind.channels
+        if len(vals) != kind.channels:
+            raise ValueError(f"{name} must be one number or one per channel ({kind.channels}), "
+                             f"got {len(vals)} values")
+        return tuple((vals + [vals[-1]] * 4)[:4])  # type: ignore[return-value]
+    v = image_value(kind, value, name)
+    return v, v, v, v
 
 
 # --------------------------------------------------------------------------- definitions

@@ -12,13 +12,15 @@ import pytest
 import millipyde as mp
 from millipyde import batch_ops
 from millipyde.kernels import REGISTRY
-from millipyde.ops import FORMS, OPS, catalog
+from millipyde.ops import FORMS, OPS, Emit, catalog
 from millipyde.ops.base import kind_for
 
 PACKAGE = Path(mp.__file__).resolve().parent
 README = PACKAGE.parent / "README.md"
-#: modules that use ops without defining them (a recipe names the ops it strings together)
-USERS = {PACKAGE / "recipes.py", PACKAGE / "cli.py"}
+#: modules that use ops without defining them (a recipe names the ops it strings together; a
+#: torchvision-named transform the op it stands for)
+USERS = {PACKAGE / "recipes.py", PACKAGE / "cli.py",
+         *(PACKAGE / "transforms").glob("*.py")}
 
 
 def _own_module(name: str) -> Path:
@@ -100,7 +102,7 @@ def test_a_method_call_is_its_form_sampled_over_one_image(name):
             n = n.inputs[0]
         nodes.reverse()
         want = [(e.kernel, e.params[k].tolist()) for e in batch
-                if e.skip is None or not e.skip[k]]
+                if isinstance(e, Emit) and (e.skip is None or not e.skip[k])]
         assert [(n.op.name, [float(v) for v in n.params]) for n in nodes] == want, k
 
 
@@ -117,6 +119,14 @@ _ARGS = {
     "random_erasing": (),
     "random_gaussian_noise": (0.0, 0.2),
     "random_gaussian": (0.0, 3.0),
+    "random_invert": (0.5,),
+    "random_vflip": (0.5,),
+    "random_grayscale": (0.5,),
+    "random_solarize": (100, 0.5),
+    "random_posterize": (3, 0.5),
+    "random_adjust_brightness": (0.5, 1.5),
+    "channel_shuffle": (),
+    "random_crop": (20, 30, (4, 2), True, 9),
 }
 
 
@@ -128,3 +138,17 @@ def test_readme_op_table_is_the_generated_one():
     text = README.read_text()
     assert catalog.replace_in(text) == text, (
         "README's op table is stale: run python -m millipyde.ops.catalog --write README.md")
+
+
+def test_every_op_has_a_contact_sheet_example():
+    # docs/contact_sheets.py draws every op of a family (docs/ops/<family>.png)
+    import importlib.util
+
+    path = PACKAGE.parent / "docs" / "contact_sheets.py"
+    spec = importlib.util.spec_from_file_location("contact_sheets", path)
+    sheets = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sheets)
+    assert set(OPS) <= set(sheets.EXAMPLES), set(OPS) - set(sheets.EXAMPLES)
+    for name, (method, _, _) in sheets.EXAMPLES.items():
+        assert FORMS[method].op.name == name, name
+    assert all((PACKAGE.parent / "docs" / "ops" / f"{f}.png").is_file() for f in sheets.FAMILIES)

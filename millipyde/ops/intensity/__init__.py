@@ -1,3 +1,3 @@
-"""Intensity ops: brightness and gamma."""
+"""Intensity ops: value maps per channel (brightness, gamma, invert, solarize, posterize)."""
 
-from . import brightness, gamma  # noqa: F401  (definitions)
+from . import adjust_brightness, brightness, gamma, invert, posterize, solarize  # noqa: F401

@@ -1,0 +1,111 @@
+"""MixUp / CutMix's share of a training batch's time (issue 31: at most 5%).
+
+    MILLIPYDE_BACKEND=cpu python3 bench/bench_mix.py [--size 64] [--hw 224] [--batches 8]
+
+A Generator over the six scikit-image photographs of bench_recipes (in memory, their own
+sizes) with RandomResizedCrop(hw) and a flip makes float32 NCHW batches of ``size``. Rows:
+
+- ``batch``: the Generator's rate alone, ``batches`` batches taken in a row (each synced),
+  per batch;
+- ``MixUp`` / ``CutMix``: one mixer call on a made batch, in place (``num_classes=1000``,
+  labels the inputs' indices; the soft labels stored), per call;
+- ``... in the loop``: the Generator's batches taken with the mixer applied to each (the
+  consumer's work beside the workers'), per batch; its share is what it adds to ``batch``.
+
+The rows are measured in ``rounds`` interleaved rounds (the machine's load moves under all of
+them alike); medians. Shares are of ``batch``. On GPU backends every time ends with a sync.
+``--chain imagenet``: millipyde.recipes' ImageNet chain instead of the crop and flip.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import millipyde as mp  # noqa: E402
+from millipyde.backend import ACTIVE as runtime  # noqa: E402
+
+
+def _photos() -> list:
+    from skimage import data
+
+    from bench.bench_recipes import PHOTOS as names
+    return [mp.gpuimage(np.ascontiguousarray(getattr(data, n)()[..., :3])) for n in names]
+
+
+def _run(gen_args: tuple, size: int, batches: int, mix: object | None) -> float:
+    """Seconds per batch of a fresh Generator's ``batches`` taken in a row."""
+    imgs, ops = gen_args
+    gen = mp.Generator(imgs, ops, seed=0)
+    with gen.batches(size, with_indices=True) as bs:
+        it = iter(bs)
+        next(it)  # warm-up: compiles, workers started
+        t0 = time.perf_counter()
+        for step in range(batches):
+            batch, _, inputs = next(it)
+            if mix is not None:
+                batch, soft = mix(batch, inputs.astype(np.int64), step=step)
+                soft._materialize()
+            batch._materialize()
+            runtime.synchronize(batch.device)
+        return (time.perf_counter() - t0) / batches
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", type=int, default=64)
+    ap.add_argument("--hw", type=int, default=224)
+    ap.add_argument("--batches", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--chain", choices=("crop", "imagenet"), default="crop",
+                    help="crop: RandomResizedCrop + flip; imagenet: millipyde.recipes' chain")
+    args = ap.parse_args(argv)
+    imgs = _photos()
+    if args.chain == "crop":
+        ops = [mp.Operation("random_resized_crop", args.hw, args.hw),
+               mp.Operation("fliplr", p=0.5)]
+    else:
+        from millipyde import recipes
+
+        ops = recipes.operations("imagenet", size=args.hw)
+    mixers = {"MixUp": mp.MixUp(num_classes=1000, seed=0),
+              "CutMix": mp.CutMix(num_classes=1000, seed=0)}
+    gen = mp.Generator(imgs, ops, seed=0)
+    with gen.batches(args.size, with_indices=True) as bs:
+        batch, _, inputs = next(iter(bs))
+        runtime.synchronize(batch.device)
+    labels = inputs.astype(np.int64)
+    rows: dict[str, list[float]] = {}
+    for _ in range(args.rounds):  # interleaved: the machine's load changes under every row
+        rows.setdefault("batch", []).append(_run((imgs, ops), args.size, args.batches, None))
+        for name, mix in mixers.items():
+            for step in range(args.batches + 1):
+                t0 = time.perf_counter()
+                out, soft = mix(batch, labels, step=step)
+                out._materialize()
+                soft._materialize()
+                runtime.synchronize(batch.device)
+                if step:
+                    rows.setdefault(name, []).append(time.perf_counter() - t0)
+            rows.setdefault(f"{name} in the loop", []).append(
+                _run((imgs, ops), args.size, args.batches, mix))
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    print(f"backend {mp.backend()}, chain {args.chain}, batches of {args.size} x 3 x "
+          f"{args.hw} x {args.hw} float32; {args.batches} batches a run, {args.rounds} rounds")
+    print(f"{'what':18s} {'ms':>9s} {'of a batch':>11s}")
+    base = med["batch"]
+    for name, v in med.items():
+        extra = v if "loop" not in name else v - base
+        share = "" if name == "batch" else f"{100 * extra / base:10.1f}%"
+        print(f"{name:18s} {v * 1e3:9.2f} {share}")
+
+
+if __name__ == "__main__":
+    main()

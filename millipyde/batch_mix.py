@@ -1,0 +1,284 @@
+"""``MixUp`` and ``CutMix``: torchvision v2's batch mixers on ``(images, labels)`` batches.
+
+Each call mixes a whole batch on its device with one generated kernel (and one for the soft
+labels, ``graph.codegen.mix``): sample ``b`` with sample ``b - 1`` (the batch rolled by one,
+as torchvision's ``roll(1, 0)``). ``lam`` (and CutMix's box) are drawn per batch from the
+counter-based streams: draw ``t`` of (seed, ``step``, the mixer's stream index), ``step`` the
+batch's number (by default the mixer's call count), so the same seed and step give the same
+mix on any device or rank.
+
+``lam`` is ``Beta(alpha, alpha)`` by the inverse of its CDF (``scipy.special.betaincinv``) at
+one uniform draw: torchvision's distribution, not its bits (torch's sampler draws Gammas).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any
+
+import numpy as np
+
+from . import random as mprandom
+from .array import ArgumentError, gpuarray
+from .backend import ACTIVE as runtime
+
+__all__ = ["BatchMix", "CutMix", "MixChoice", "MixUp"]
+
+#: stream indices of the mixers' draws (apart from any Operation's)
+_MIXUP, _CUTMIX, _CHOICE = (mprandom.key64(0x6D1C, i, 0, 0) for i in range(3))
+
+
+def _kernels() -> tuple:
+    from .graph.codegen.mix import mix_kernels
+
+    got = _KERNELS.get(runtime.name)
+    if got is None:
+        got = _KERNELS[runtime.name] = mix_kernels(runtime.codegen_target, runtime.simulated)
+    return got
+
+
+_KERNELS: dict[str, tuple] = {}
+
+
+def _alpha(alpha: Any, owner: str) -> float:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(alpha)) or float(alpha) <= 0:
+        raise ArgumentError(f"{owner} alpha must be a number > 0, got {alpha!r}")
+    return float(alpha)
+
+
+def beta_of(u: float, alpha: float) -> float:
+    """``Beta(alpha, alpha)`` at the uniform draw ``u`` (inverse CDF)."""
+    from scipy.special import betaincinv
+
+    return float(betaincinv(alpha, alpha, u))
+
+
+class BatchMix:
+    """A batch mixer (``MixUp``, ``CutMix``): ``mixer(images, labels, step=None)`` gives the
+    mixed images and soft labels (see the module doc).
+
+    Parameters
+    ----------
+    alpha : float
+        ``Beta(alpha, alpha)`` of ``lam`` (torchvision's default 1.0: uniform).
+    num_classes : int, optional
+        Classes of the one-hot labels; needed for integer labels (soft labels (n, K) are
+        mixed as they are).
+    layout : {"NCHW", "NHWC"}
+        The images' layout (``Generator.batches``' ``layout``).
+    seed : int, optional
+        Seed of the draws; the global seed (``mp.seed``) at construction if None.
+    """
+
+    _stream = 0
+
+    def __init__(self, *, alpha: float = 1.0, num_classes: int | None = None,
+                 layout: str = "NCHW", seed: int | None = None) -> None:
+        owner = type(self).__name__
+        self.alpha = _alpha(alpha, owner)
+        if num_classes is not None and (isinstance(num_classes, bool) or
+                                        not isinstance(num_classes, (int, np.integer))
+                                        or num_classes < 1):
+            raise ArgumentError(f"{owner} num_classes must be an int >= 1, got {num_classes!r}")
+        self.num_classes = None if num_classes is None else int(num_classes)
+        if layout not in ("NCHW", "NHWC"):
+            raise ArgumentError(f"{owner} layout must be 'NCHW' or 'NHWC', got {layout!r}")
+        self.layout = layout
+        self.seed = mprandom.global_seed() if seed is None else mprandom.as_seed(seed)
+        self._lock = threading.Lock()
+        self._calls = 0
+
+    # -- draws --------------------------------------------------------------------------
+    def _step(self, step: Any) -> int:
+        if step is not None:
+            return mprandom.as_seed(step, f"{type(self).__name__} step")
+        with self._lock:
+            s = self._calls
+            self._calls += 1
+        return s
+
+    def u(self, step: int, t: int) -> float:
+        """Draw ``t`` of batch ``step``."""
+        return mprandom.uniform01(self.seed, step, self._stream, t)
+
+    def params(self, step: int, h: int, w: int) -> tuple[float, tuple[int, int, int, int],
+                                                           float]:
+        """(the blend's ``lam`` inside the box, the box (x1, y1, x2, y2), the labels' lam)."""
+        raise NotImplementedError
+
+    # -- mixing -------------------------------------------------------------------------
+    def __call__(self, images: Any, labels: Any, step: Any = None) -> tuple[Any, Any]:
+        """Mix a batch in place: ``images`` (n, C, H, W) or (n, H, W, C) float (a gpuarray:
+        on its device, one kernel; a writable ndarray: with NumPy), ``labels`` (n,) class
+        indices (int) or (n, K) soft labels. Returns (``images``, soft labels (n, K) float32
+        of the images' kind)."""
+        owner = type(self).__name__
+        if not isinstance(images, gpuarray) and not (isinstance(images, np.ndarray)
+                                                     and images.flags.writeable):
+            raise ArgumentError(f"{owner} mixes in place: images must be a gpuarray or a "
+                                f"writable ndarray, got {type(images).__name__}")
+        shape = tuple(images.shape)
+        if len(shape) != 4:
+            raise ArgumentError(f"{owner} images must be a batch (n, C, H, W) or (n, H, W, C), "
+                                f"got shape {shape}")
+        n = shape[0]
+        h, w = (shape[2], shape[3]) if self.layout == "NCHW" else (shape[1], shape[2])
+        c = shape[1] if self.layout == "NCHW" else shape[3]
+        lshape = tuple(labels.shape)
+        if lshape[:1] != (n,) or len(lshape) not in (1, 2):
+            raise ArgumentError(f"{owner} labels must be (n,) class indices or (n, K) soft "
+                                f"labels for a batch of {n}, got shape {lshape}")
+        soft = len(lshape) == 2
+        if not soft and self.num_classes is None:
+            raise ArgumentError(f"{owner} needs num_classes for class-index labels")
+        k = lshape[1] if soft else self.num_classes
+        lam, box, lam_labels = self.params(self._step(step), h, w)
+        if isinstance(images, gpuarray):
+            return self._on_device(images, labels, soft, n, h, w, c, k, lam, box, lam_labels)
+        return self._on_host(images, np.asarray(labels), soft, k, lam, box, lam_labels)
+
+    def _on_host(self, images: np.ndarray, labels: np.ndarray, soft: bool, k: int,
+                 lam: float, box: tuple, lam_labels: float) -> tuple[np.ndarray, np.ndarray]:
+        x1, y1, x2, y2 = box
+        sl = (slice(None), slice(None), slice(y1, y2), slice(x1, x2)) if self.layout == "NCHW" \
+            else (slice(None), slice(y1, y2), slice(x1, x2))
+        # torchvision's float32 arithmetic: the rolled batch times (1 - lam), plus it times lam
+        part = images[sl].astype(np.float32)
+        images[sl] = (np.roll(part, 1, axis=0) * np.float32(1.0 - lam)
+                      + part * np.float32(lam)).astype(images.dtype)
+        return images, _soft(labels, soft, k, lam_labels)
+
+    def _on_device(self, images: gpuarray, labels: Any, soft: bool, n: int, h: int, w: int,
+                   c: int, k: int, lam: float, box: tuple, lam_labels: float) -> tuple:
+        from .graph.ir.node import leaf
+
+        dev = images.device
+        mix_images, mix_labels = _kernels()
+        x = runtime.reshape(images._materialize(), (images.size,))
+        # (n, P, R, Q): NCHW planes of H x W, or NHWC as one plane of H x (W * C)
+        P, R, Q = (c, h, w) if self.layout == "NCHW" else (1, h, w * c)
+        x1, y1, x2, y2 = box
+        q1, q2 = (x1, x2) if self.layout == "NCHW" else (x1 * c, x2 * c)
+        if runtime.codegen_target == "cpu" and images.dtype == np.float16:
+            # (Numba's CPU target has no float16 arithmetic; the cpu backend's buffers are
+            # NumPy arrays: mixed with NumPy, as the cpu backend casts float16 batches)
+            self._on_host(np.asarray(x).reshape(images.shape), np.zeros(n, np.int64), False,
+                          1, lam, box, lam_labels)
+        elif y2 > y1 and q2 > q1 and n:
+            with runtime.on_device(dev):
+                if runtime.codegen_target == "cpu":
+                    runtime.launch_blocks(mix_images, 1, 1, dev, x, n, P, R, Q, lam, y1, y2,
+                                          q1, q2)
+                else:
+                    _launch_box(mix_images, dev, (P, y2 - y1, q2 - q1),
+                                (x, n, P, R, Q, lam, y1, y2, q1, q2))
+        out = images  # mixed in place
+        if soft:  # soft labels: a (n, K) blend of the labels with themselves rolled
+            lab = np.asarray(labels, dtype=np.float64)
+            host = (lam_labels * lab + (1.0 - lam_labels) * np.roll(lab, 1, axis=0))
+            return out, gpuarray(host.astype(np.float32))
+        if isinstance(labels, gpuarray):
+            lab = runtime.reshape(labels._materialize(), (n,))
+            if labels.dtype != np.int64:
+                raise ArgumentError(f"{type(self).__name__} labels must be int64, got "
+                                    f"{labels.dtype}")
+        else:
+            host = np.asarray(labels)
+            if host.dtype.kind not in "iu":
+                raise ArgumentError(f"{type(self).__name__} labels must be integers, got "
+                                    f"{host.dtype}")
+            _check_range(host, k)
+            lab = runtime.from_host(np.ascontiguousarray(host, dtype=np.int64), dev)
+        soft_out = runtime.empty((n * k,), np.float32, dev)
+        with runtime.on_device(dev):
+            runtime.launch_1d(mix_labels, n * k, dev, lab, soft_out, k, lam_labels)
+        return out, gpuarray._wrap(leaf(soft_out, (n, k), np.dtype(np.float32), dev))
+
+
+def _launch_box(kernel: Any, device: int, extent: tuple[int, int, int], args: tuple) -> None:
+    """A GPU launch over (planes, rows, columns) of the box: x = columns, y = rows, z =
+    planes (the kernels stride over what the grid does not cover)."""
+    p, r, q = extent
+    block = (min(32, q), min(8, r), 1) if runtime.simulated else (128, 2, 1)
+    grid = (min(-(-q // block[0]), 65535), min(-(-r // block[1]), 1024), min(p, 65535))
+    runtime.launch_grid(kernel, grid, block, device, *args)
+
+
+def _soft(labels: np.ndarray, soft: bool, k: int, lam: float) -> np.ndarray:
+    """torchvision's ``_mixup_label``: one-hot (float) blended with itself rolled by one."""
+    if soft:
+        lab = labels.astype(np.float64)
+    else:
+        if labels.dtype.kind not in "iu":
+            raise ArgumentError(f"labels must be integers, got {labels.dtype}")
+        _check_range(labels, k)
+        lab = np.eye(k)[labels]
+    return (lam * lab + (1.0 - lam) * np.roll(lab, 1, axis=0)).astype(np.float32)
+
+
+def _check_range(labels: np.ndarray, k: int) -> None:
+    if len(labels) and (labels.min() < 0 or labels.max() >= k):
+        raise ArgumentError(f"labels must lie in 0..{k - 1} (num_classes {k}), got "
+                            f"{int(labels.min())}..{int(labels.max())}")
+
+
+class MixUp(BatchMix):
+    """torchvision v2's ``MixUp``: ``lam * x[b] + (1 - lam) * x[b - 1]``, labels likewise,
+    ``lam ~ Beta(alpha, alpha)`` per batch (see :class:`BatchMix`)."""
+
+    _stream = _MIXUP
+
+    def params(self, step: int, h: int, w: int) -> tuple[float, tuple[int, int, int, int],
+                                                           float]:
+        lam = beta_of(self.u(step, 0), self.alpha)
+        return lam, (0, 0, w, h), lam
+
+
+class CutMix(BatchMix):
+    """torchvision v2's ``CutMix``: a box of sample ``b - 1`` pasted into sample ``b``: centre
+    uniform over the image, sides ``sqrt(1 - lam)`` of the image's (clipped to it); the labels
+    blended by the pasted area (``lam_adjusted``) (see :class:`BatchMix`)."""
+
+    _stream = _CUTMIX
+
+    def params(self, step: int, h: int, w: int) -> tuple[float, tuple[int, int, int, int],
+                                                           float]:
+        lam = beta_of(self.u(step, 0), self.alpha)
+        r_x = min(int(self.u(step, 1) * w), w - 1)  # torch.randint(W)
+        r_y = min(int(self.u(step, 2) * h), h - 1)
+        r = 0.5 * math.sqrt(1.0 - lam)
+        r_w_half, r_h_half = int(r * w), int(r * h)
+        x1, y1 = max(r_x - r_w_half, 0), max(r_y - r_h_half, 0)
+        x2, y2 = min(r_x + r_w_half, w), min(r_y + r_h_half, h)
+        lam_adjusted = float(1.0 - (x2 - x1) * (y2 - y1) / (w * h))
+        return 0.0, (x1, y1, x2, y2), lam_adjusted
+
+
+class MixChoice:
+    """torchvision's ``RandomChoice([CutMix(...), MixUp(...)], p)`` of batch mixers: one of
+    them per batch, drawn from (seed, step); ``p`` their weights (equal by default)."""
+
+    def __init__(self, mixers: list, p: Any = None, seed: int | None = None) -> None:
+        if not mixers or not all(isinstance(m, BatchMix) for m in mixers):
+            raise ArgumentError("MixChoice needs a list of MixUp / CutMix")
+        from .compose import weights_of
+
+        self.mixers = list(mixers)
+        w = weights_of(p, len(self.mixers), "RandomChoice", "p")
+        self._cum = np.cumsum(w)
+        self._cum[-1] = 1.0
+        self.seed = mprandom.global_seed() if seed is None else mprandom.as_seed(seed)
+        self._lock = threading.Lock()
+        self._calls = 0
+
+    def __call__(self, images: Any, labels: Any, step: Any = None) -> tuple[Any, Any]:
+        """One mixer's call, chosen for this batch (its own draws at the same ``step``)."""
+        if step is None:
+            with self._lock:
+                step = self._calls
+                self._calls += 1
+        u = mprandom.uniform01(self.seed, mprandom.as_seed(step, "step"), _CHOICE, 0)
+        i = min(int(np.searchsorted(self._cum, u, side="right")), len(self.mixers) - 1)
+        return self.mixers[i](images, labels, step=step)

@@ -1,0 +1,134 @@
+"""mp.MixUp / mp.CutMix (torchvision v2's batch mixers): in place on the device, one kernel each,
+equal to NumPy transcriptions of torchvision's formulas (tests/reference_aug.py) at the
+mixer's own draws, lam ~ Beta(alpha, alpha), the same mix for the same seed and step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import reference_aug as tv
+from scipy import stats
+
+import millipyde as mp
+import millipyde.transforms as T
+
+pytestmark = pytest.mark.cudasim_ok
+
+
+def _batch(n=6, c=3, h=9, w=11, seed=0, layout="NCHW"):
+    x = np.random.default_rng(seed).random((n, c, h, w)).astype(np.float32)
+    return x if layout == "NCHW" else np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+
+
+LABELS = np.array([0, 1, 2, 3, 4, 0])
+
+
+@pytest.mark.parametrize("device", [False, True], ids=["host", "device"])
+@pytest.mark.parametrize("step", [0, 5, 17])
+def test_mixup_is_torchvisions(device, step):
+    mix = mp.MixUp(alpha=0.4, num_classes=5, seed=3)
+    x = _batch(seed=step)
+    lam = mix.params(step, 9, 11)[0]
+    got, soft = mix(mp.gpuarray(x) if device else x.copy(),
+                    mp.gpuarray(LABELS) if device else LABELS, step=step)
+    want, want_soft = tv.mixup(x, LABELS, lam, 5)
+    np.testing.assert_allclose(np.asarray(got), want, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(soft), want_soft, atol=1e-6)
+    assert np.asarray(soft).dtype == np.float32 and np.allclose(np.asarray(soft).sum(1), 1)
+
+
+@pytest.mark.parametrize("device", [False, True], ids=["host", "device"])
+@pytest.mark.parametrize("step", [0, 3, 11, 40])
+def test_cutmix_is_torchvisions(device, step):
+    mix = mp.CutMix(num_classes=5, seed=2)
+    x = _batch(seed=step)
+    lam = mp.batch_mix.beta_of(mix.u(step, 0), 1.0)
+    r_x, r_y = int(mix.u(step, 1) * 11), int(mix.u(step, 2) * 9)
+    box, lam_adj = tv.cutmix_box(lam, r_x, r_y, 9, 11)
+    assert mix.params(step, 9, 11) == (0.0, box, lam_adj)
+    got, soft = mix(mp.gpuarray(x) if device else x.copy(), LABELS, step=step)
+    want, want_soft = tv.cutmix(x, LABELS, box, lam_adj, 5)
+    assert np.array_equal(np.asarray(got), want)
+    np.testing.assert_allclose(np.asarray(soft), want_soft, atol=1e-6)
+
+
+def test_nhwc_batches_and_soft_labels():
+    x = _batch(layout="NHWC")
+    soft_in = np.eye(5, dtype=np.float32)[LABELS]
+    for mix in (mp.MixUp(num_classes=5, layout="NHWC", seed=1),
+                mp.CutMix(layout="NHWC", seed=1)):
+        got, soft = mix(mp.gpuarray(x), soft_in, step=2)
+        nchw = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+        lam, box, lam_l = mix.params(2, 9, 11)
+        want = (tv.mixup(nchw, LABELS, lam, 5) if isinstance(mix, mp.MixUp)
+                else tv.cutmix(nchw, LABELS, box, lam_l, 5))
+        np.testing.assert_allclose(np.asarray(got).transpose(0, 3, 1, 2), want[0], atol=1e-6)
+        np.testing.assert_allclose(np.asarray(soft), want[1], atol=1e-6)
+
+
+def test_lam_follows_beta_alpha_alpha():
+    for alpha in (0.2, 1.0):
+        mix = mp.MixUp(alpha=alpha, num_classes=2, seed=9)
+        lams = np.array([mix.params(s, 4, 4)[0] for s in range(4000)])
+        # Kolmogorov-Smirnov against Beta(alpha, alpha): 4000 draws, p far from rejection
+        assert stats.kstest(lams, stats.beta(alpha, alpha).cdf).pvalue > 1e-3, alpha
+
+
+def test_cutmix_box_centre_is_uniform_and_lam_is_the_pasted_area():
+    mix = mp.CutMix(num_classes=2, seed=4)
+    centres, lams = [], []
+    for s in range(3000):
+        _, (x1, y1, x2, y2), lam = mix.params(s, 20, 30)
+        assert 0 <= x1 <= x2 <= 30 and 0 <= y1 <= y2 <= 20
+        assert lam == pytest.approx(1 - (x2 - x1) * (y2 - y1) / 600)
+        centres.append(int(mix.u(s, 1) * 30))
+        lams.append(lam)
+    counts = np.bincount(centres, minlength=30)
+    assert counts.min() > 60 and counts.max() < 145, counts  # 100 expected
+
+
+def test_same_seed_and_step_same_mix_and_the_call_count_steps():
+    x = _batch()
+    a = mp.MixUp(num_classes=5, seed=7)
+    b = mp.MixUp(num_classes=5, seed=7)
+    first = [np.asarray(a(x.copy(), LABELS)[0]) for _ in range(3)]
+    assert np.array_equal(first[2], np.asarray(b(x.copy(), LABELS, step=2)[0]))
+    assert not np.array_equal(first[0], first[1])
+
+
+def test_random_choice_of_mixers_picks_both():
+    c = T.RandomChoice([T.CutMix(num_classes=5, seed=1), T.MixUp(num_classes=5, seed=1)])
+    x = _batch()
+    kinds = set()
+    for s in range(20):
+        got, _ = c(x.copy(), LABELS, step=s)
+        kinds.add(bool((np.asarray(got) == x).any()))  # CutMix keeps values outside its box
+    assert kinds == {True, False}
+
+
+def test_with_generator_batches():
+    rng = np.random.default_rng(3)
+    imgs = [mp.gpuimage(rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)) for _ in range(3)]
+    gen = mp.Generator(imgs, [mp.Operation("fliplr", p=0.5)], outputs=6, seed=0)
+    mix = mp.CutMix(num_classes=3, seed=0)
+    with gen.batches(3, with_indices=True) as bs:
+        for b, _, inputs in bs:
+            got, soft = mix(b, inputs.astype(np.int64))
+            assert got.shape == b.shape and np.asarray(soft).shape == (3, 3)
+
+
+BAD = [(lambda: mp.MixUp(alpha=0), "alpha"), (lambda: mp.MixUp(num_classes=0), "num_classes"),
+       (lambda: mp.CutMix(layout="CHW"), "layout"),
+       (lambda: mp.MixUp()(_batch(), LABELS), "num_classes"),
+       (lambda: mp.MixUp(num_classes=5)(_batch()[0], LABELS), "batch"),
+       (lambda: mp.MixUp(num_classes=5)(_batch(), LABELS[:3]), "labels"),
+       (lambda: mp.MixUp(num_classes=3)(_batch(), LABELS), "0..2"),
+       (lambda: T.MixUp(labels_getter=len), "labels_getter"),
+       (lambda: mp.MixUp(num_classes=6)(np.zeros((2, 1, 2, 2)).tolist(), LABELS[:2]),
+        "in place")]
+
+
+@pytest.mark.parametrize(("make", "match"), BAD, ids=[b[1] for b in BAD])
+def test_bad_arguments_raise_naming_them(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
