@@ -129,7 +129,7 @@ def _gather_member_args(k: Gather) -> tuple[Any, np.ndarray, np.ndarray, np.ndar
             # the ops that ran, not the template's full table
             e = extras_offset(sig)
             p = p.copy()
-            p[e + 2:e + 2 + c] = lut[0, np.arange(c), int(k.fill)]
+            p[e + 4:e + 4 + c] = lut[0, np.arange(c), int(k.fill)]  # after the window
     chained = ([] if use_tables else k.pre + k.post) + k.grey_ops
     flags = [n.gated_off for n in chained]
     flags.append(any(n.gated_off and n.op.kind == "sampler" for n in k.nodes))
