@@ -35,10 +35,12 @@ from .graph.codegen.gather_sig import (
 )
 from .graph.plan.schedule import needs_warp_clip
 from .kernels import REGISTRY
+from .kernels.stats import STATISTICS
 
 
 class Unsupported(Exception):
-    """The chain does not plan to one gather (with at most one statistic) for every member."""
+    """The chain does not plan to one gather (and its statistics' reductions) for every
+    member."""
 
 
 @dataclass
@@ -50,10 +52,14 @@ class _Chained:
 
 @dataclass
 class Prefix:
-    """The gather as it stood before the stat op (its reduction's kernel and rows)."""
+    """The gather as it stood before a stat op: the reduction of the op's statistic
+    (``stat``, ``kernels.stats``) runs it with ``sig`` and rows ``p``."""
 
+    stat: str
     sig: GatherSig
-    p: np.ndarray  # (n, params + flags + 2): the rows, then the output height and width
+    # (n, params + flags + 3): the rows, then the output height and width, then 1 where the
+    # op is gated off for the member (nothing to measure)
+    p: np.ndarray
     hw: tuple[int, int]  # largest output height and width (the reduction's grid)
 
 
@@ -74,7 +80,8 @@ class VGather:
     ops: list[_Chained] = field(default_factory=list)
     npre: int = 0
     soff: np.ndarray | None = None  # (n,) bool: the sampler gated off
-    prefix: Prefix | None = None
+    # one per stat op, in chain order: each reduction reads the rows of those before it
+    prefixes: list[Prefix] = field(default_factory=list)
     fill: float | None = None  # a fused pad's value
     umap: str = ""  # a user index map standing for the sampler (``@mp.index_map``)
     uparams: np.ndarray | None = None  # (n, k) its parameters
@@ -166,15 +173,16 @@ class VGather:
         slots = np.zeros((self.n, spec.slots))
         slots[:, :params.shape[1]] = params
         if spec.stat:
-            if self.prefix is not None or self.dtype.kind not in "ui":
-                # float sums are not exact in any order: the per-output mean is the reference
-                raise Unsupported("a second statistic, or one of a float image")
+            if self.dtype.kind not in "ui" and not STATISTICS[spec.stat].exact_on_floats:
+                # float sums are not exact in any order: the per-output row is the reference
+                raise Unsupported(f"a {spec.stat} of a float image")
             sig, p = self.rows()
             hw = self.cur
-            self.prefix = Prefix(sig, np.concatenate([p, hw.astype(np.float64)], axis=1),
-                                 (int(hw[:, 0].max(initial=0)), int(hw[:, 1].max(initial=0))))
-            # the statistic slot holds the pixel count: the kernel divides the device sum by it
-            slots[:, spec.nparams] = (hw[:, 0] * hw[:, 1]).astype(np.float64)
+            self.prefixes.append(Prefix(
+                spec.stat, sig,
+                np.concatenate([p, hw.astype(np.float64), (~on).astype(np.float64)[:, None]],
+                               axis=1),
+                (int(hw[:, 0].max(initial=0)), int(hw[:, 1].max(initial=0)))))
         self.positional = self.positional or spec.kind == "positional"
         self.ops.append(_Chained(name, slots, ~on))  # the pre ops all come before the sampler
         if self.phase == 0:
@@ -233,9 +241,8 @@ class VGather:
         out.uparams = None if self.uparams is None else self.uparams[keep]
         out.ops = [_Chained(c.name, c.params[keep], c.off[keep]) for c in self.ops]
         out.left = self.left[keep]
-        if self.prefix is not None:
-            pr = self.prefix
-            hw = pr.p[keep, -2:]
-            out.prefix = Prefix(pr.sig, pr.p[keep],
-                                (int(hw[:, 0].max(initial=0)), int(hw[:, 1].max(initial=0))))
+        for pr in self.prefixes:
+            hw = pr.p[keep, -3:-1]
+            out.prefixes.append(Prefix(pr.stat, pr.sig, pr.p[keep], (
+                int(hw[:, 0].max(initial=0)), int(hw[:, 1].max(initial=0)))))
         return out

@@ -3,6 +3,8 @@
 Kinds (what the fuser and code generator need to know about an op):
 
 - ``elementwise``: ``f(v, c, full, a, b, d) -> v`` per channel value; alpha passes through.
+  An op that reads a per-image statistic (``stat``, one of ``kernels.stats.STATISTICS``) is
+  ``f(v, c, full, a, b, st, o) -> v``: ``st[o:]`` is the statistic of the image it sees.
 - ``pixelwise``: ``f(r, g, b, full, a, b, d) -> (r, g, b)``: a colour pixel to a colour pixel
   (channels mixed: saturation, hue); alpha passes through; colour images only.
 - ``positional``: ``f(v, c, full, y, x, u1, u2, *params) -> v``: a value map that depends on
@@ -32,6 +34,8 @@ from functools import cached_property
 
 import numpy as np
 
+from .stats import STATISTICS
+
 KINDS = ("elementwise", "pixelwise", "positional", "pixel", "index_map", "sampler", "user_map",
          "stencil")
 #: kinds whose ops change where pixels are (a positional op may not be followed by one)
@@ -55,9 +59,10 @@ class OpSpec:
     draws: bool = False
     # positional ops: whether alpha is changed too (erase, like torchvision on 4 channels)
     alpha: bool = False
-    # elementwise ops whose last parameter is a per-image statistic computed at run time (the
-    # grey mean of its input, adjust_contrast): one reduction kernel before the gather
-    stat: bool = False
+    # elementwise ops that read a per-image statistic of their input (``kernels.stats``: the
+    # grey sum of adjust_contrast, the channel ranges of autocontrast...): its name; one
+    # reduction kernel runs before the gather that holds the op
+    stat: str = ""
     # public-decorator ops: the user's function, its value convention and its source digest
     user: Callable | None = field(default=None, compare=False)
     digest: str = ""
@@ -82,7 +87,7 @@ class OpSpec:
     @property
     def slots(self) -> int:
         """Parameter slots this op takes in a fused kernel's parameter array."""
-        return max(3, self.nparams + (1 if self.stat else 0))
+        return max(3, self.nparams)
 
 
 REGISTRY: dict[str, OpSpec] = {}
@@ -118,13 +123,21 @@ def register(spec: OpSpec, replace_existing: bool = False) -> OpSpec:
 _register = register
 
 
-def elementwise(nparams: int, stat: bool = False,
+def elementwise(nparams: int, stat: str = "",
                 name: str | None = None) -> Callable[[Callable], Callable]:
     """Register ``f(v, c, full, a, b, d)``: a per-channel value map (channels 0..2, or grey).
 
-    ``name``: the kernel's registered name (default: the function's)."""
+    ``stat``: the per-image statistic it reads (``kernels.stats.STATISTICS``); it is then
+    ``f(v, c, full, a, b, st, o)``, with at most two parameters. ``name``: the kernel's
+    registered name (default: the function's)."""
 
     def deco(fn: Callable) -> Callable:
+        if stat:
+            if stat not in STATISTICS:
+                raise ValueError(f"statistic must be one of {sorted(STATISTICS)}, got {stat!r}")
+            if nparams > 2:
+                raise ValueError("an elementwise op that reads a statistic takes at most two "
+                                 f"parameters, got {nparams}")
         _register(OpSpec(name or fn.__name__, "elementwise", fn, nparams, stat=stat))
         return fn
 

@@ -10,6 +10,7 @@ import argparse
 import re
 from pathlib import Path
 
+from ..kernels.stats import STATISTICS
 from . import OPS
 from .base import FAMILIES, OpDef
 
@@ -30,8 +31,9 @@ _FUSES = {
 
 def _fusion(op: OpDef) -> str:
     specs = op.specs
-    if any(s.stat for s in specs):
-        return "into the gather, after one reduction (the image's grey mean)"
+    stats = [STATISTICS[s.stat] for s in specs if s.stat]
+    if stats:
+        return f"into the gather, after one reduction ({stats[0].doc})"
     kinds = [s.kind for s in specs]
     return _FUSES["sampler" if "sampler" in kinds else kinds[0]]
 

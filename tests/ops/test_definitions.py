@@ -117,6 +117,8 @@ _ARGS = {
     "random_erasing": (),
     "random_gaussian_noise": (0.0, 0.2),
     "random_gaussian": (0.0, 3.0),
+    "random_autocontrast": (0.5,),
+    "random_equalize": (0.5,),
 }
 
 

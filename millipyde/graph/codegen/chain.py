@@ -7,8 +7,10 @@ from ...kernels import REGISTRY, OpSpec
 from .gather_sig import OPS_OFF, GatherSig, _chained
 
 
-def _op_call(name: str, o: int, vars_: list[str], full: str, chan: int | None) -> list[str]:
-    """One chained op on the values ``vars_`` (one channel, or r, g, b for pixelwise)."""
+def _op_call(name: str, o: int, vars_: list[str], full: str, chan: int | None,
+             stat: int | None = None) -> list[str]:
+    """One chained op on the values ``vars_`` (one channel, or r, g, b for pixelwise);
+    ``stat``: the offset of an op's statistic in the kernel's row ``st_``."""
     spec = REGISTRY[name]
     if spec.kind == "pixelwise":
         args = ", ".join(f"p[{o + j}]" for j in range(3))
@@ -26,20 +28,28 @@ def _op_call(name: str, o: int, vars_: list[str], full: str, chan: int | None) -
             lines += ["u1_ = 0.5", "u2_ = 0.5"]
         args = ", ".join(f"p[{o + j}]" for j in range(spec.nparams))
         return lines + [f"{v} = _f_{name}({v}, {chan}, {full}, y, x, u1_, u2_, {args})"]
+    if spec.stat:
+        if stat is None:
+            raise RuntimeError(f"{name} reads a statistic, but no row offset was given")
+        return [f"{v} = _f_{name}({v}, {chan}, {full}, p[{o}], p[{o + 1}], st_, {stat})"]
     return [f"{v} = _f_{name}({v}, {chan}, {full}, p[{o}], p[{o + 1}], p[{o + 2}])"]
 
 
 def _chain_all(ops: tuple[str, ...], vars_: list[str], full: str, first: int,
-               offsets: list[int], cast: bool, gates: bool = False) -> str:
+               offsets: list[int], cast: bool, gates: bool = False,
+               stats: dict[int, tuple[int, int]] | None = None) -> str:
     """Chained ops ``ops`` (global indices from ``first``) on a pixel's values ``vars_``.
 
     Elementwise and positional ops run per channel (alpha, the fourth, only for ops that
     say so), pixelwise ops on the first three; integer values are rounded after each op.
+    ``stats``: the kernel's statistic layout (``gather_sig.stat_layout``), for ops that read
+    one.
     """
     lines: list[str] = []
     for i, name in enumerate(ops):
         spec = REGISTRY[name]
         o = offsets[first + i]
+        so = None if not spec.stat or stats is None else stats[first + i][0]
         if spec.kind == "pixelwise":
             step = _op_call(name, o, vars_[:3], full, None)
             touched = vars_[:3]
@@ -48,7 +58,7 @@ def _chain_all(ops: tuple[str, ...], vars_: list[str], full: str, first: int,
             touched = vars_[:keep] if len(vars_) > 1 else vars_
             step = []
             for c, v in enumerate(touched):
-                step += _op_call(name, o, [v], full, c)
+                step += _op_call(name, o, [v], full, c, so)
         if cast:
             step += [f"{v} = _rint_clip({v}, {full})" for v in touched]
         if gates:
@@ -63,6 +73,8 @@ def _chain(ops: tuple[str, ...], var: str, chan: int, full: str, first: int, cas
            gates: bool = False) -> str:
     lines = []
     for i, name in enumerate(ops):
+        if REGISTRY[name].stat:
+            raise RuntimeError(f"{name} reads a statistic: not a plain chain op")
         o = OPS_OFF + 3 * (first + i)
         step = [f"{var} = _f_{name}({var}, {chan}, {full}, p[{o}], p[{o + 1}], p[{o + 2}])"]
         if cast:

@@ -19,6 +19,7 @@ from .gather_sig import (
     extras_offset,
     gather_nparams,
     op_offsets,
+    stat_layout,
 )
 
 
@@ -275,7 +276,8 @@ def _gather_tail(sig: GatherSig, gates: bool, offsets: list[int]) -> list[str]:
         lines.append(f"g = _f_{sig.grey}(v0, v1, v2, {alpha}, {has_alpha})")
         first = len(sig.pre) + len(sig.post)
         if sig.grey_ops:
-            lines.append(_chain_all(sig.grey_ops, ["g"], "1.0", first, offsets, False, gates))
+            lines.append(_chain_all(sig.grey_ops, ["g"], "1.0", first, offsets, False, gates,
+                                    stat_layout(sig)))
         values = ["g"]
     else:
         values = [f"v{c}" for c in chans]
@@ -295,6 +297,7 @@ def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pi
     lut = sig.mode == "lut"
     cast = sig.is_int
     offsets = op_offsets(_chained(sig))
+    stats = stat_layout(sig)
     lines: list[str] = []
 
     def load(c: int) -> str:
@@ -309,7 +312,7 @@ def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pi
                    + ["    " + line for line in out] + ["else:"]
                    + [f"    {v} = fill{c}_" for c, v in zip(chans, vars_, strict=True)])
         if not lut and sig.pre:
-            chain = _chain_all(sig.pre, vars_, "full", 0, offsets, cast, gates)
+            chain = _chain_all(sig.pre, vars_, "full", 0, offsets, cast, gates, stats)
             out += chain.splitlines()
         return out
 
@@ -349,7 +352,7 @@ def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pi
                 lines.append(f"v{c} = _b2f(lut[1, {c}, int(v{c})])")
         if not lut and sig.post:
             lines += _chain_all(sig.post, [f"v{c}" for c in chans], "full", len(sig.pre),
-                                offsets, cast, gates).splitlines()
+                                offsets, cast, gates, stats).splitlines()
     return "\n".join(lines + _gather_tail(sig, gates, offsets))
 
 
@@ -380,21 +383,13 @@ def extras_prologue(sig: GatherSig) -> str:
             + "".join(f"\nfill{c}_ = p[{e + 2 + c}]" for c in range(sig.cin)))
 
 
-def grey_sum_body(sig: GatherSig, gates: bool = False) -> list[str]:
-    """The gather body of ``sig`` with its stores replaced by ``acc_ +=`` the grey value it
-    would store (torchvision's floored grey for colour, the value for one channel): the body
-    of the grey-mean gathers (per image here, per batch member in ``codegen.arena``)."""
+def stat_body(sig: GatherSig, gates: bool = False) -> list[str]:
+    """The gather body of ``sig`` without its stores: the values a statistic of its output
+    measures (``codegen.stat``; per image, or per batch member with ``gates``)."""
     if sig.packed:
-        raise ValueError("the grey-mean gather reads unpacked images")
-    body = [line for line in _gather_body_general(sig, gates).splitlines()
+        raise ValueError("a statistic's reduction reads unpacked images")
+    return [line for line in _gather_body_general(sig, gates).splitlines()
             if not line.lstrip().startswith("dst[")]
-    if sig.grey:
-        body.append("acc_ += g")
-    elif sig.cin == 1:
-        body.append("acc_ += v0")
-    else:
-        body.append("acc_ += _f_tv_grey(v0, v1, v2, 0.0, False)")
-    return body
 
 
 def tabled_prologue(sig: GatherSig) -> str:
@@ -402,7 +397,8 @@ def tabled_prologue(sig: GatherSig) -> str:
     each channel (the code every pixel runs when inlined), then wait for each other."""
     chans = range(sig.cin)
     vars_ = [f"v{c}" for c in chans]
-    chain = _chain_all(sig.pre, vars_, "full", 0, op_offsets(_chained(sig)), True)
+    chain = _chain_all(sig.pre, vars_, "full", 0, op_offsets(_chained(sig)), True,
+                       stats=stat_layout(sig))
     return "\n".join(
         [f"tab_ = cuda.shared.array(({sig.cin}, 256), _f64)",
          "i_ = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x",

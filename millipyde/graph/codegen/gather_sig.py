@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...kernels import REGISTRY
+from ...kernels.stats import STATISTICS, stat_channels
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,33 @@ def op_offsets(ops: tuple[str, ...]) -> list[int]:
 
 def _chained(sig: GatherSig) -> tuple[str, ...]:
     return sig.pre + sig.post + sig.grey_ops
+
+
+def stat_layout(sig: GatherSig) -> dict[int, tuple[int, int]]:
+    """Per chained op that reads a statistic (its index in ``pre + post + grey_ops``): its
+    offset in the kernel's statistic row and the channels the statistic measures. The rows of
+    a kernel's statistic ops are laid end to end in chain order, so the layout of a gather's
+    prefix (the gather before one of its ops) is the start of the gather's own."""
+    out = {}
+    at = 0
+    first_grey = len(sig.pre) + len(sig.post)
+    for i, name in enumerate(_chained(sig)):
+        stat = REGISTRY[name].stat
+        if stat:
+            ch = stat_channels(sig.cin, bool(sig.grey) and i >= first_grey)
+            out[i] = (at, ch)
+            at += STATISTICS[stat].width(ch)
+    return out
+
+
+def stat_width(sig: GatherSig) -> int:
+    """Slots of the statistic row of ``sig``'s kernel (0: it reads no statistic)."""
+    layout = stat_layout(sig)
+    if not layout:
+        return 0
+    last = max(layout)
+    at, ch = layout[last]
+    return at + STATISTICS[REGISTRY[_chained(sig)[last]].stat].width(ch)
 
 
 def extras_offset(sig: GatherSig) -> int:

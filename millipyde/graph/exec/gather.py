@@ -1,6 +1,6 @@
 """Run a fused gather kernel: its signature, tables and parameter block from the planned nodes
-(remembered across replays), the packed and RGBA-table variants, and the grey mean some ops
-read."""
+(remembered across replays), the packed and RGBA-table variants, and the per-image statistics
+some ops read (one reduction each, ``codegen.stat``)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from ... import faults
 from ...backend import ACTIVE as runtime
 from ...backend.pool import stream_handle
 from ...kernels.clip import warp_clip_bounds
+from ...kernels.stats import STATISTICS, stat_channels
 from ..codegen import gpu as codegen_gpu
-from ..codegen.gather import gather_items, gather_kernel, gather_mean_source
+from ..codegen.gather import gather_items, gather_kernel
 from ..codegen.gather_sig import (
     A_OFF,
     CLIP_HI_OFF,
@@ -27,13 +28,14 @@ from ..codegen.gather_sig import (
     GatherSig,
     gather_nparams,
     op_offsets,
+    stat_width,
     tabled_fits,
 )
-from ..codegen.loader import load
+from ..codegen.stat import CPU_CHUNKS, STAT_GRID, gather_stat_kernel
 from ..ir.node import Node
 from ..plan.schedule import Gather, Kernel, full_range
 from . import execute, variants
-from .tables import _STATS, IDENTITY_LUT, _op_params, host_tables, identity_table
+from .tables import IDENTITY_LUT, STAT_ROWS, _op_params, host_tables, identity_table, stat_row
 from .variants import _c_contiguous, _words
 
 
@@ -83,8 +85,8 @@ def gather_args(k: Gather, tables: bool = True
     full = full_range(k.source.dtype)
     names = lambda ns: tuple(n.op.name for n in ns)  # noqa: E731
     for node, prefix in k.stats:
-        if node not in _STATS:
-            _STATS[node] = grey_mean(prefix)
+        if node not in STAT_ROWS:
+            STAT_ROWS[node] = statistic_row(prefix, node.op.stat)
     sig = GatherSig(
         cin=c,
         mode="lut" if lut_mode else "chain",
@@ -154,29 +156,46 @@ def _replayed_args(k: Gather, lut_mode: bool, sig: GatherSig, base: np.ndarray,
 
 
 @functools.cache
-def _mean_fn(sig: GatherSig):
-    source = gather_mean_source(sig, runtime.codegen_target, runtime.simulated)
-    return load(source, runtime.codegen_target).kernel
+def _stat_fn(sig: GatherSig, stat_name: str):
+    return gather_stat_kernel(sig, stat_name, runtime.codegen_target, runtime.simulated)
 
 
-def grey_mean(k: Gather) -> float:
-    """Mean of the (torchvision) grey values of what gather ``k`` would store: one reduction
-    kernel over ``k.source``, nothing stored; read back to the host (tables are built there)."""
+def stat_rows(k: Gather, lut_mode: bool) -> np.ndarray:
+    """The statistic rows the chained ops of gather ``k`` read, end to end as its kernel's
+    ``stat`` (``gather_sig.stat_layout``; uint8 tables hold the rest)."""
+    chained = ([] if lut_mode else k.pre + k.post) + k.grey_ops
+    first_grey = len(chained) - len(k.grey_ops)
+    rows = [stat_row(n, stat_channels(k.channels, i >= first_grey and k.phase == 2))
+            for i, n in enumerate(chained) if n.op.stat]
+    return np.concatenate(rows) if rows else np.zeros(1)
+
+
+def statistic_row(k: Gather, stat_name: str) -> np.ndarray:
+    """Statistic ``stat_name`` (``kernels.stats``) of what gather ``k`` would store: one
+    reduction kernel over ``k.source``, nothing stored; read back to the host (uint8 tables
+    are built there) as the row the op reads."""
     sig, lut, p = gather_args(k)
+    stat = STATISTICS[stat_name]
+    init = stat.init(stat_channels(k.channels, k.phase == 2))
     h, w = k.cur
     if h * w == 0:
-        return 0.0
+        return init
     device = k.source.device
     p = np.concatenate([p, [h, w]])
+    cpu = runtime.codegen_target == "cpu"
     with runtime.on_device(device):
         src = runtime.as_3d(k.source.buffer)
-        rows = h if runtime.codegen_target == "cpu" else 1
-        acc = runtime.from_host(np.zeros(rows), device)
+        # the CPU's chunks each fill a partial row, merged here; GPU threads merge into one
+        acc = runtime.from_host(np.tile(init, (min(h, CPU_CHUNKS), 1)) if cpu else init,
+                                device)
+        args = [src, acc, runtime.upload_small(np.ascontiguousarray(lut), device)]
+        if stat_width(sig):
+            args.append(runtime.from_host(stat_rows(k, sig.mode == "lut"), device))
         params = tuple(p.tolist()) if runtime.codegen_target == "cuda" else (p,)
-        runtime.launch_2d(_mean_fn(sig), h, w, device, src, acc,
-                          runtime.upload_small(np.ascontiguousarray(lut), device), *params)
-        total = float(np.sum(runtime.to_host(acc)))
-    return total / (h * w)
+        grid = (h, w) if cpu else (min(h, STAT_GRID[0]), min(w, STAT_GRID[1]))
+        runtime.launch_2d(_stat_fn(sig, stat_name), *grid, device, *args, *params)
+        got = runtime.to_host(acc)
+    return stat.merge(np.asarray(got).reshape(-1, len(init)))
 
 
 def _rgba_lut_fast(sig: GatherSig, src: Any) -> bool:
@@ -357,7 +376,11 @@ def run_gather(k: Gather, src: Any, device: int, reader: Gather | None = None
     items = gather_items(sig, runtime.codegen_target, runtime.simulated)
     table = (identity_table(sig.cin, device) if not any(sig.lut_stages)
              else runtime.upload_small(np.ascontiguousarray(lut), device))
-    args = (src_arg, dst_arg, table, *params)
+    if stat_width(sig):  # the rows its ops read (never a replayed launch: ``_memoizable``)
+        table = (table, runtime.from_host(stat_rows(k, sig.mode == "lut"), device))
+    else:
+        table = (table,)
+    args = (src_arg, dst_arg, *table, *params)
     runtime.launch_2d(fn, h, -(-w // items), device, *args)
     memo = k.__dict__.get("_memo")
     if (memo is not None and memo.get(tables) is not None and "bound" not in memo
@@ -406,8 +429,8 @@ def bind_gather(k: Gather, src: int, lists: dict[str, tuple[int, ...]], n: int
 @execute.runs("stat")
 def run_stat(k: Kernel, src: Any, device: int, reader: Gather | None = None
              ) -> tuple[Any, bool]:
-    """The grey mean a fused op reads (``_STATS``): no buffer, no node stored."""
+    """The statistic row a fused op reads (``STAT_ROWS``): no buffer, no node stored."""
     out = k.output
-    if not out.materialized and out not in _STATS:
-        _STATS[out] = grey_mean(k.prefix)
+    if not out.materialized and out not in STAT_ROWS:
+        STAT_ROWS[out] = statistic_row(k.prefix, out.op.stat)
     return None, False

@@ -241,8 +241,9 @@ class Gather(Kernel):
 
 @dataclass
 class Stat(Kernel):
-    """The per-image statistic (grey mean) an op of ``gather`` needs: ``prefix`` is that gather
-    as it was before the op, run as a reduction. Stores no node value (``execute``)."""
+    """The per-image statistic (``kernels.stats``: a grey sum, channel ranges, histograms) an
+    op of a gather reads: ``prefix`` is that gather as it was before the op, run as a
+    reduction. Stores no node value (``execute``)."""
 
     prefix: Gather | None = None
 
@@ -272,8 +273,10 @@ class Stencil(Kernel):
 
 
 def _table_op(n: Node) -> bool:
-    """An elementwise op on uint8 values: a 256-entry table can stand for it."""
-    return _kind(n) == "elementwise" and n.dtype == np.uint8 and n.inputs[0].dtype == np.uint8
+    """An elementwise op on uint8 values: a 256-entry table can stand for it (not one that
+    reads a statistic of its input: a stencil's tables run no reduction first)."""
+    return (_kind(n) == "elementwise" and n.dtype == np.uint8 and n.inputs[0].dtype == np.uint8
+            and not n.op.stat)
 
 
 def _stencil_with_prologue(k: Kernel | None, n: Node) -> Stencil | None:

@@ -1,3 +1,4 @@
-"""Intensity ops: brightness and gamma."""
+"""Intensity ops: brightness, gamma, and the per-channel statistic ops autocontrast and
+equalize."""
 
-from . import brightness, gamma  # noqa: F401  (definitions)
+from . import autocontrast, brightness, equalize, gamma  # noqa: F401  (definitions)
