@@ -81,3 +81,95 @@ def equalize(img: np.ndarray) -> np.ndarray:
     if img.dtype.kind == "f":
         out = out.astype(img.dtype) * (1.0 / 255)
     return _back(img, out)
+
+
+# --------------------------------------------------------------------------- filters
+def _conv2d_valid(x: np.ndarray, k2: np.ndarray) -> np.ndarray:
+    """torch's ``conv2d`` (a correlation) of each channel of (C, H, W) ``x`` with ``k2``, no
+    padding, summed in the kernel's row-major order in ``x``'s dtype."""
+    kh, kw = k2.shape
+    h, w = x.shape[1] - kh + 1, x.shape[2] - kw + 1
+    out = np.zeros((x.shape[0], h, w), dtype=x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            out += k2[i, j] * x[:, i:i + h, j:j + w]
+    return out
+
+
+def adjust_sharpness(img: np.ndarray, factor: float) -> np.ndarray:
+    """``adjust_sharpness_image``: the 3x3 kernel (1 1 1 / 1 5 1 / 1 1 1) / 13 on the interior
+    (rounded on integer images), blended ``v + (1 - f)(blurred - v)``, clamped, cast; images
+    of 2 or fewer rows or columns and the border pixels as they are."""
+    chw, _ = _channels(img)
+    h, w = chw.shape[1:]
+    if h <= 2 or w <= 2:
+        return img.copy()
+    fp = img.dtype.kind == "f"
+    dt = img.dtype if fp else np.dtype(_F)
+    a, b = dt.type(1.0 / 13.0), dt.type(5.0 / 13.0)
+    k2 = np.array([[a, a, a], [a, b, a], [a, a, a]], dtype=dt)
+    out = chw.astype(dt)
+    blurred = _conv2d_valid(out, k2)
+    if not fp:
+        blurred = np.round(blurred)
+    view = out[:, 1:-1, 1:-1]
+    view += (blurred - view) * dt.type(1.0 - factor)
+    out = np.clip(out, 0, bound(img.dtype))
+    return _back(img, out.astype(img.dtype))
+
+
+def gaussian_kernel1d(k: int, sigma: float, dtype=np.float32) -> np.ndarray:
+    """``_get_gaussian_kernel1d``: ``softmax(-(x / sigma)**2)``, x evenly in [-lim, lim]."""
+    lim = (k - 1) / (2.0 * np.sqrt(2.0))
+    x = np.linspace(-lim, lim, k).astype(dtype)
+    e = -((x / dtype(sigma)) ** 2)
+    p = np.exp(e - e.max())
+    return (p / p.sum()).astype(dtype)
+
+
+def gaussian_blur(img: np.ndarray, kernel_size, sigma=None) -> np.ndarray:
+    """``gaussian_blur_image``: reflect padding, the 2-D kernel (outer product of the 1-D ones,
+    x first as torchvision orders them), a correlation; integer images in float32, rounded."""
+    kx, ky = (kernel_size, kernel_size) if np.isscalar(kernel_size) else kernel_size
+    if sigma is None:
+        sx, sy = kx * 0.15 + 0.35, ky * 0.15 + 0.35
+    else:
+        sx, sy = (sigma, sigma) if np.isscalar(sigma) else sigma
+    chw, _ = _channels(img)
+    fp = img.dtype.kind == "f"
+    dt = img.dtype.type if fp else _F
+    k2 = gaussian_kernel1d(ky, sy, dt)[:, None] * gaussian_kernel1d(kx, sx, dt)[None, :]
+    x = np.pad(chw.astype(dt), ((0, 0), (ky // 2, ky // 2), (kx // 2, kx // 2)), mode="reflect")
+    out = _conv2d_valid(x, k2)
+    if not fp:
+        out = np.round(out)
+    return _back(img, out.astype(img.dtype))
+
+
+SCIPY_MODES = {"reflect": "mirror", "symmetric": "reflect", "edge": "nearest",
+               "constant": "constant"}
+
+
+def _scipy_filter(img: np.ndarray, fn, mode: str, **kw) -> np.ndarray:
+    """A scipy.ndimage filter of each measured channel in float64, rounded back on integers
+    (millipyde's border names mapped to SciPy's)."""
+    chw, c = _channels(img)
+    out = np.stack([fn(chw[k].astype(np.float64), mode=SCIPY_MODES[mode], **kw)
+                    for k in range(c)])
+    if img.dtype.kind in "iu":
+        out = np.clip(np.rint(out), 0, bound(img.dtype))
+    return _back(img, out.astype(img.dtype))
+
+
+def box_blur(img: np.ndarray, size, mode: str = "reflect") -> np.ndarray:
+    """scipy.ndimage.uniform_filter (``size`` one or (rows, columns))."""
+    from scipy import ndimage
+
+    return _scipy_filter(img, ndimage.uniform_filter, mode, size=size)
+
+
+def median_blur(img: np.ndarray, size: int, mode: str = "reflect") -> np.ndarray:
+    """scipy.ndimage.median_filter of a ``size`` x ``size`` window."""
+    from scipy import ndimage
+
+    return _scipy_filter(img, ndimage.median_filter, mode, size=size)

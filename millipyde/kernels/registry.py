@@ -18,7 +18,11 @@ Kinds (what the fuser and code generator need to know about an op):
   ``mode`` says what lies outside the input: ``"constant"`` zero, ``"edge"`` the nearest edge.
 - ``user_map``: ``f(y, x, h, w, *params) -> (sy, sx)``, any map (not checked affine), called
   in the kernel and sampled bilinearly with zero outside (``@mp.index_map``).
-- ``stencil``: separable taps computed on the host from the parameters.
+- ``stencil``: separable taps computed on the host from the parameters: ``f(*params) ->
+  taps`` (one 1-D array for both axes, zero outside the image: the tuned kernels), or a
+  :class:`Window` (taps per axis, a border mode from :data:`BORDERS`, or a median window:
+  the generic window passes), with an optional ``finish(acc, v, full, a, b)`` applied to each
+  output (``v`` the value at the window's centre) before it is stored.
 
 ``h`` and ``w`` are the height and width of the op's input. ``shape_fn(h, w, *params)`` gives
 the output's height and width when an op changes them (resize, crop, pad).
@@ -63,6 +67,8 @@ class OpSpec:
     # grey sum of adjust_contrast, the channel ranges of autocontrast...): its name; one
     # reduction kernel runs before the gather that holds the op
     stat: str = ""
+    # stencils: ``finish(acc, v, full, a, b)`` of each output (``Window`` stencils only)
+    finish: Callable | None = field(default=None, compare=False)
     # public-decorator ops: the user's function, its value convention and its source digest
     user: Callable | None = field(default=None, compare=False)
     digest: str = ""
@@ -200,11 +206,42 @@ def sampler(nparams: int, shape: Callable | None = None, mode: str = "constant",
     return deco
 
 
-def stencil(nparams: int, name: str | None = None) -> Callable[[Callable], Callable]:
-    """Register ``f(*params) -> taps``: a separable stencil whose 1-D taps come from the host."""
+#: what a stencil's window reads outside the image (``numpy.pad``'s and torchvision's names):
+#: zero, the nearest edge, a mirror about the edge pixel (d c b | a b c d | c b a), a mirror
+#: about the edge (d c b a | a b c d | d c b a); ``keep``: an output whose window leaves the
+#: image is its input value (torchvision's ``adjust_sharpness``)
+BORDERS = ("constant", "edge", "reflect", "symmetric", "keep")
+
+
+@dataclass(frozen=True)
+class Window:
+    """A stencil's window for the generic window passes (what its taps function returns):
+    ``ty`` the taps along rows' direction y, ``tx`` along x (each of odd length, centred;
+    ``median``: their length is the window's and their values unused), ``border`` one of
+    :data:`BORDERS`, ``median`` whether the output is the window's median (a sort) instead of
+    its weighted sum (two separable passes)."""
+
+    ty: np.ndarray
+    tx: np.ndarray
+    border: str = "constant"
+    median: bool = False
+
+    def __post_init__(self) -> None:
+        if self.border not in BORDERS:
+            raise ValueError(f"border must be one of {BORDERS}, got {self.border!r}")
+        for t in (self.ty, self.tx):
+            if t.ndim != 1 or len(t) % 2 != 1:
+                raise ValueError("window taps must be 1-D, of odd length")
+
+
+def stencil(nparams: int, name: str | None = None,
+            finish: Callable | None = None) -> Callable[[Callable], Callable]:
+    """Register ``f(*params) -> taps``: a separable stencil whose 1-D taps come from the host
+    (or a :class:`Window`); ``finish(acc, v, full, a, b)``: each output of a window stencil
+    from its weighted sum ``acc``, its centre value ``v`` and the first two parameters."""
 
     def deco(fn: Callable) -> Callable:
-        _register(OpSpec(name or fn.__name__, "stencil", fn, nparams))
+        _register(OpSpec(name or fn.__name__, "stencil", fn, nparams, finish=finish))
         return fn
 
     return deco

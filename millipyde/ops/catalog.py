@@ -25,7 +25,8 @@ _FUSES = {
     "pixel": "into the gather",
     "index_map": "into the gather's index map",
     "sampler": "into the gather's sampler (one per kernel)",
-    "stencil": "own tiled kernel; neighbours fuse on its loads and stores",
+    "stencil": ("own kernel (separable passes, or a median); neighbours fuse on its loads "
+                "and stores"),
 }
 
 

@@ -119,6 +119,8 @@ _ARGS = {
     "random_gaussian": (0.0, 3.0),
     "random_autocontrast": (0.5,),
     "random_equalize": (0.5,),
+    "random_gaussian_blur": (5, (0.3, 2.0)),
+    "random_adjust_sharpness": (1.8, 0.5),
 }
 
 
