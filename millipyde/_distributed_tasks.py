@@ -30,7 +30,7 @@ def rebuild_operation(function: Any, args: tuple, kwargs: dict, probability: Any
     """An Operation from its parts (the other side of :func:`reduce_operation`)."""
     from .operation import Operation
 
-    return Operation(function, *args, probability=probability, **kwargs)
+    return Operation.rebuild(function, args, kwargs, probability)
 
 
 def reduce_operation(op: Any) -> tuple:

@@ -83,6 +83,7 @@ class VGather:
     # one per stat op, in chain order: each reduction reads the rows of those before it
     prefixes: list[Prefix] = field(default_factory=list)
     fill: float | None = None  # a fused pad's value
+    windowed: bool = False  # a crop was composed (``Gather.windowed``)
     umap: str = ""  # a user index map standing for the sampler (``@mp.index_map``)
     uparams: np.ndarray | None = None  # (n, k) its parameters
     left: np.ndarray = field(init=False)  # (n,) bool: members the per-output path makes
@@ -113,9 +114,12 @@ class VGather:
         if spec.fills:
             # Gather.accepts: a pad joins only before a sampler and any chained op, one value
             value = float(params[0, -1])
-            if self.phase != 0 or self.ops or (self.fill is not None and self.fill != value):
+            if self.phase != 0 or self.ops or self.windowed or (self.fill is not None and
+                                                                self.fill != value):
                 raise Unsupported("a pad the per-output plan puts in another kernel")
             self.fill = value
+        elif spec.shape_fn is not None:
+            self.windowed = True  # (Gather.windowed: no fill-reading map after a crop)
         m = batch_math.affine_rows(spec, self.cur[:, 0], self.cur[:, 1], params)
         if self.A is None:
             self.P = batch_math.compose(self.P, m, on)
@@ -236,7 +240,7 @@ class VGather:
         out.soff = None if self.soff is None else self.soff[keep]
         out.edge, out.phase, out.positional, out.npre = (self.edge, self.phase,
                                                          self.positional, self.npre)
-        out.fill, out.src = self.fill, self.src[keep]
+        out.fill, out.src, out.windowed = self.fill, self.src[keep], self.windowed
         out.umap = self.umap
         out.uparams = None if self.uparams is None else self.uparams[keep]
         out.ops = [_Chained(c.name, c.params[keep], c.off[keep]) for c in self.ops]

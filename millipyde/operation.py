@@ -44,6 +44,27 @@ def _check_probability(probability: Any) -> float | None:
     return p
 
 
+def check_p(p: Any, owner: str = "Operation") -> float | None:
+    """torchvision's ``p``: a real number in [0, 1], both ends included (1: always, stored as
+    None, the same draws as no probability), else ``ValueError``."""
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)):
+        raise ArgumentError(f"{owner} p must be a number in [0, 1], got "
+                            f"{type(p).__name__} {p!r}")
+    v = float(p)
+    if not (math.isfinite(v) and 0.0 <= v <= 1.0):
+        raise ArgumentError(f"{owner} p must lie in [0, 1], got {v}")
+    return None if v == 1.0 else v
+
+
+def _takes_p(method: Any) -> bool:
+    """Whether a gpuimage method has a parameter named ``p`` (its own coin, as
+    ``random_invert``'s): an Operation's ``p=`` is then that argument."""
+    try:
+        return "p" in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def _check_finite(method: str, args: tuple, kwargs: dict) -> None:
     """NaN or infinity in a method Operation's arguments: refused now, not in a worker later
     (no image method computes with them; a callable's arguments are its own business)."""
@@ -78,7 +99,13 @@ class Operation:
         Positional arguments for the call (after the instance, for method names and when the
         Operation runs inside a Pipeline or Generator).
     probability : float, optional
-        Chance, strictly between 0 and 1, that the call happens each time the Operation is used.
+        Chance, strictly between 0 and 1, that the call happens each time the Operation is used
+        (the thesis's contract).
+    p : float, optional
+        The same chance with torchvision's meaning: a number in [0, 1], both ends included
+        (1: always, 0: never). Give `probability` or `p`, not both. For a method that takes a
+        ``p`` of its own (``random_invert``, ``random_vflip``...: torchvision's ``p`` of
+        ``RandomInvert``...), ``p=`` is that argument.
     **kwargs
         Keyword arguments for the call.
 
@@ -98,18 +125,28 @@ class Operation:
     """
 
     def __init__(self, function: Any = _MISSING, *args: Any, probability: Any = None,
-                 **kwargs: Any) -> None:
+                 p: Any = _MISSING, **kwargs: Any) -> None:
         if function is _MISSING or function is None:
             raise ArgumentError("Operation needs a function: a callable or a method name (str)")
         self.probability: float | None = _check_probability(probability)
         self.args = tuple(args)
         self.kwargs = dict(kwargs)
+        method = None
         if isinstance(function, str):
             method = getattr(gpuimage, function, None) if not function.startswith("_") else None
             if method is None or not callable(method) or isinstance(method, property):
                 raise ArgumentError(
                     f"Operation method name {function!r} is not a gpuimage/gpuarray method"
                 )
+        self._p = p is not _MISSING
+        if self._p and method is not None and _takes_p(method):
+            self.kwargs["p"] = p  # the method's own coin (validated with its arguments)
+            self._p = False
+        elif self._p:
+            if probability is not None:
+                raise ArgumentError("Operation takes probability= or p=, not both")
+            self.probability = check_p(p)
+        if isinstance(function, str):
             try:  # catch a wrong argument count now rather than deep inside a worker
                 signature = inspect.signature(method)
             except (TypeError, ValueError):  # builtins may have no signature: check at call
@@ -145,8 +182,19 @@ class Operation:
         parts += [repr(a) for a in self.args]
         parts += [f"{k}={v!r}" for k, v in self.kwargs.items()]
         if self.probability is not None:
-            parts.append(f"probability={self.probability}")
+            parts.append(f"{'p' if self._p else 'probability'}={self.probability}")
         return f"Operation({', '.join(parts)})"
+
+    @classmethod
+    def rebuild(cls, function: Any, args: tuple, kwargs: dict,
+                probability: float | None) -> Operation:
+        """An Operation from the parts of another (``function``, ``args``, ``kwargs`` and its
+        stored ``probability``, which ``p=`` may have set to 0): pickling, warmup workers."""
+        op = cls(function, *args, **kwargs)
+        if probability is not None:
+            v = check_p(probability)
+            op.probability, op._p = v, v is not None and not 0.0 < v < 1.0
+        return op
 
     # -- outside executors ----------------------------------------------------------------
     def _coin(self) -> bool:
@@ -239,10 +287,7 @@ class Operation:
         """
         records = lift and self._records_only(x)
         if not mprandom.gate(seed, sample, index, self.probability):
-            if records:
-                bound = self._bound(x)
-                with mprandom.operation_stream(seed, sample, index):
-                    batch.record_gated_off(x, bound)
+            self.skip(x, seed, sample, index, lift)
             return False
         if lift and not records:
             # this call may read x's value, which the per-image path would compute with the
@@ -257,6 +302,15 @@ class Operation:
         if self.method is None and result is not None and result is not x:
             _use_result(x, result, self.name)
         return True
+
+
+    def skip(self, x: gpuarray, seed: int, sample: int, index: int, lift: bool = False) -> None:
+        """What :meth:`apply` does when its coin (or a choice, ``millipyde.compose``) skips
+        it: nothing, or with ``lift`` the method recorded gated off where it can be."""
+        if lift and self._records_only(x):
+            bound = self._bound(x)
+            with mprandom.operation_stream(seed, sample, index):
+                batch.record_gated_off(x, bound)
 
 
 def _use_result(x: gpuarray, result: Any, name: str) -> None:

@@ -116,7 +116,7 @@ def _spec(op: Any) -> tuple:
 def _operations(specs: list[tuple]) -> list:
     from .operation import Operation
 
-    return [Operation(f, *a, probability=p, **kw) for f, a, kw, p in specs]
+    return [Operation.rebuild(f, a, kw, p) for f, a, kw, p in specs]
 
 
 def warm(specs: list[tuple], shape: tuple[int, ...], share: tuple[int, int] = (0, 1),

@@ -212,3 +212,140 @@ def tv_affine_matrix(h, w, angle, translate, scale, shear):
     forward = t @ rss  # centred output <- centred input
     centre = np.array([[1.0, 0.0, (w - 1) / 2], [0.0, 1.0, (h - 1) / 2], [0.0, 0.0, 1.0]])
     return (centre @ np.linalg.inv(forward) @ np.linalg.inv(centre))[:2]
+
+
+# --------------------------------------------------------------------------- issue 31: value ops
+# torchvision v2's functional formulas on the colour channels (alpha kept, as millipyde's
+# elementwise and pixelwise ops keep it; torchvision takes 1 or 3 channels for most of them)
+def _rgb_only(img: np.ndarray, fn) -> np.ndarray:
+    if img.ndim == 2:
+        return fn(img)
+    out = img.copy()
+    out[..., :3] = fn(img[..., :3])
+    return out
+
+
+def invert(img):
+    """``invert_image``: ``bitwise_not`` on uint8, ``1 - v`` on floats."""
+    return _rgb_only(img, lambda v: ~v if v.dtype == np.uint8 else 1.0 - v)
+
+
+def solarize(img, threshold):
+    """``solarize_image``: ``where(v >= threshold, invert(v), v)``."""
+    return _rgb_only(img, lambda v: np.where(v >= threshold, invert(v), v))
+
+
+def posterize(img, bits):
+    """``posterize_image``: ``v & mask`` on uint8; ``floor(v * 2**bits)`` clamped to
+    ``2**bits - 1``, times ``1 / 2**bits``, on floats."""
+    def post(v):
+        if v.dtype == np.uint8:
+            return v & np.uint8(((1 << bits) - 1) << (8 - bits))
+        levels = 1 << bits
+        return np.clip(np.floor(v * levels), 0, levels - 1) * (1.0 / levels)
+    return _rgb_only(img, post)
+
+
+def adjust_brightness(img, factor):
+    """``adjust_brightness_image``: ``v * factor`` clamped to the range, uint8 in float32 and
+    truncated back."""
+    def scale(v):
+        if v.dtype == np.uint8:
+            return np.clip(v.astype(_F) * _F(factor), 0, 255).astype(np.uint8)
+        return np.clip(v * factor, 0.0, 1.0)
+    return _rgb_only(img, scale)
+
+
+def _tv_grey_f32(rgb: np.ndarray) -> np.ndarray:
+    """``_rgb_to_grayscale_image`` on uint8 as torch computes it: float32
+    ``r * 0.2989 + g * 0.587 + b * 0.114``, truncated to uint8."""
+    r, g, b = (rgb[..., i].astype(_F) for i in range(3))
+    return (r * _F(0.2989) + g * _F(0.587) + b * _F(0.114)).astype(np.uint8)
+
+
+def grayscale(img, channels):
+    """``rgb_to_grayscale(num_output_channels=channels)`` on uint8 RGB(A): 3 channels keep the
+    image's (alpha too), 1 channel is millipyde's grey form, float64 ``grey / 255``."""
+    if img.ndim == 2:
+        return img.copy()
+    g = _tv_grey_f32(img[..., :3])
+    if channels == 1:
+        return g.astype(np.float64) / 255.0
+    out = img.copy()
+    out[..., :3] = g[..., None]
+    return out
+
+
+def permute_channels(img, permutation):
+    """``permute_channels_image``: output channel ``i`` is input channel ``permutation[i]``
+    (of R, G, B; alpha kept)."""
+    if img.ndim == 2:
+        return img.copy()
+    return _rgb_only(img, lambda v: np.ascontiguousarray(v[..., list(permutation)]))
+
+
+# --------------------------------------------------------------------------- issue 31: geometry
+def vflip(img):
+    """``vertical_flip``: ``np.flipud``."""
+    return np.ascontiguousarray(img[::-1])
+
+
+def _pad_ltrb(img, left, top, right, bottom, mode="constant", value=0):
+    widths = ((top, bottom), (left, right)) + (((0, 0),) if img.ndim == 3 else ())
+    if mode == "constant":
+        return np.pad(img, widths, mode="constant", constant_values=value).astype(img.dtype)
+    return np.pad(img, widths, mode=mode)
+
+
+def center_crop(img, height, width):
+    """``center_crop_image``: zero padding (left/top half rounded down) where the crop is
+    larger, then the window at ``round((H - h) / 2)``, ``round((W - w) / 2)``."""
+    H, W = img.shape[:2]
+    if height > H or width > W:
+        pad = [(width - W) // 2 if width > W else 0, (height - H) // 2 if height > H else 0,
+               (width - W + 1) // 2 if width > W else 0,
+               (height - H + 1) // 2 if height > H else 0]
+        img = _pad_ltrb(img, *pad)
+        H, W = img.shape[:2]
+        if (H, W) == (height, width):
+            return img
+    top, left = int(round((H - height) / 2.0)), int(round((W - width) / 2.0))
+    return np.ascontiguousarray(img[top:top + height, left:left + width])
+
+
+def random_crop_params(height, width, size, padding, pad_if_needed, draws):
+    """``RandomCrop.make_params`` with uniform draws ``draws[0]`` (top) and ``draws[1]``
+    (left) for ``torch.randint``: (top, left, (left, top, right, bottom) padding), or None
+    when the crop is larger than the padded image."""
+    pl, pt, pr, pb = padding
+    ph, pw = height + pt + pb, width + pl + pr
+    h, w = size
+    if pad_if_needed:
+        if ph < h:
+            d = h - ph
+            pt, pb, ph = pt + d, pb + d, ph + 2 * d
+        if pw < w:
+            d = w - pw
+            pl, pr, pw = pl + d, pr + d, pw + 2 * d
+    if ph < h or pw < w:
+        return None
+    top = int(draws[0] * (ph - h + 1)) if ph > h else 0
+    left = int(draws[1] * (pw - w + 1)) if pw > w else 0
+    return top, left, (pl, pt, pr, pb)
+
+
+def random_crop(img, size, padding, pad_if_needed, fill, mode, draws):
+    """``RandomCrop``: pad (``F.pad`` with ``fill``, or edge), then crop the drawn window."""
+    got = random_crop_params(img.shape[0], img.shape[1], size, padding, pad_if_needed, draws)
+    top, left, pad = got
+    if any(pad):
+        img = _pad_ltrb(img, *pad, mode=mode, value=fill)
+    return np.ascontiguousarray(img[top:top + size[0], left:left + size[1]])
+
+
+def rotate(img, angle, expand=False, center=None):
+    """``skimage.transform.rotate(order=1, mode="constant", cval=0, resize=expand,
+    center=center)`` back in the image's dtype."""
+    out = transform.rotate(img, angle, resize=expand, center=center, order=1,
+                           mode="constant", cval=0, preserve_range=True)
+    return _back(out, img.dtype)

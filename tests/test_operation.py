@@ -34,7 +34,8 @@ def test_unknown_or_private_method_name(name):
         mp.Operation(name)
 
 
-@pytest.mark.parametrize("args,kwargs", [((), {}), ((1, 2), {}), ((30,), {"spin": 1})])
+@pytest.mark.parametrize("args,kwargs", [((), {}), ((1, False, 0, None, 2), {}),
+                                         ((30,), {"spin": 1})])
 def test_method_arguments_checked_against_signature(args, kwargs):
     with pytest.raises(ValueError, match="rotate"):
         mp.Operation("rotate", *args, **kwargs)

@@ -17,6 +17,10 @@ OPS = [
     ("warp_affine", ([[0.9, 0.3, -4.0], [-0.2, 1.1, 3.0]],)),
     ("random_affine", (25, (0.1, 0.1), (0.8, 1.2), (-8, 8))),
     ("random_resized_crop", (32, 32, (0.5, 1.0))),
+    ("vflip", ()), ("center_crop", (30, 40)), ("center_crop", (44, 60)),
+    ("random_crop", (36, 50, 2)), ("random_crop", (44, 60, None, True, 0, "edge")),
+    ("rotate", (30, True)), ("rotate", (20, False, 0, (20, 15))),
+    ("random_rotate", (-60, 60, True)),
 ]
 
 

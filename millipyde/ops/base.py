@@ -36,9 +36,8 @@ from ..kernels.registry import REGISTRY, OpSpec
 
 __all__ = [
     "FAMILIES", "FORMS", "OPS", "Draws", "Emit", "Form", "ImageKind", "OpDef", "Ranges",
-    "Reject", "between", "bounds", "columns", "integer", "kind_for", "kind_of", "number",
-    "pair",
-    "span",
+    "Reject", "between", "bounds", "chance", "coin", "columns", "integer", "kind_for",
+    "kind_of", "number", "pair", "span",
 ]
 
 #: the op families, in the order the documentation lists them
@@ -175,14 +174,36 @@ def colour_only(kind: ImageKind, what: str) -> None:
         raise ValueError(f"{what} needs an RGB/RGBA image; this one is greyscale")
 
 
-def unsigned_only(kind: ImageKind, what: str) -> None:
+def unsigned_only(kind: ImageKind, what: str,
+                  why: str = "signed values may be negative, which scikit-image refuses"
+                  ) -> None:
     """``ValueError`` for a signed-integer image: scikit-image refuses negative values for its
     exposure corrections, and a signed type may hold them (refused by type, when the op is
-    recorded, not by value, which would need the data)."""
+    recorded, not by value, which would need the data); ``why`` says so in the message."""
     if kind.dtype.kind == "i":
         raise ValueError(f"{what} needs an unsigned integer or float image; this one is "
-                         f"{kind.dtype} (signed values may be negative, which scikit-image "
-                         "refuses)")
+                         f"{kind.dtype} ({why})")
+
+
+def chance(p: Any, name: str = "p") -> float:
+    """torchvision's probability ``p``: a real number in [0, 1], both ends included."""
+    v = _number(p, name)
+    if not 0.0 <= v <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1], got {v}")
+    return v
+
+
+#: the parameters of an op's own coin that always runs it (``u = 0 < p = 1``)
+ALWAYS = (0.0, 1.0)
+
+
+def coin(p: Any, name: str = "p") -> list[tuple[float, float]]:
+    """The draw ranges of a kernel's own coin: a uniform ``u`` and the fixed ``p``; the kernel
+    runs its op where ``u < p``. A per-image coin carried as two parameters (a gate as data):
+    the op keeps one kernel whatever the coins, and its plain-range draws let the same-size
+    batch recorder take it (``Form.template``). Deterministic forms pass :data:`ALWAYS`."""
+    v = chance(p, name)
+    return [(0.0, 1.0), (v, v)]
 
 
 def image_value(kind: ImageKind, value: Any, name: str) -> float:

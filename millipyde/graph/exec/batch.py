@@ -32,6 +32,7 @@ from ... import config, devices, faults
 from ...backend import ACTIVE as runtime  # the active backend: buffers, copies, launches
 from ...kernels import REGISTRY, OpSpec
 from ...kernels.registry import Window
+from ..codegen.gather_sig import extras_offset
 from ..ir.node import Node
 from ..plan.schedule import Gather, full_range, plan
 from . import execute, gather, tables
@@ -123,6 +124,12 @@ def _gather_member_args(k: Gather) -> tuple[Any, np.ndarray, np.ndarray, np.ndar
             ran = [n for n in ops if not n.gated_off]
             if ran:
                 lut[stage] = tables.build_lut(ran, c, full)
+        if sig.bounded and k.pre:
+            # a fused pad's fill goes through the first table (``gather.gather_args``): through
+            # the ops that ran, not the template's full table
+            e = extras_offset(sig)
+            p = p.copy()
+            p[e + 2:e + 2 + c] = lut[0, np.arange(c), int(k.fill)]
     chained = ([] if use_tables else k.pre + k.post) + k.grey_ops
     flags = [n.gated_off for n in chained]
     flags.append(any(n.gated_off and n.op.kind == "sampler" for n in k.nodes))

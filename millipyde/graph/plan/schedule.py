@@ -148,6 +148,10 @@ class Gather(Kernel):
     edge: bool = False
     # a positional op is fused: nothing geometric may follow it here
     positional: bool = False
+    # a window of the source was cut (crop): a fill-reading map after it would read the
+    # source outside that window instead of its fill, so none may join (fills compare the
+    # composed map's position with the source's bounds)
+    windowed: bool = False
     # (stat op, this gather as it was before the op): each needs a reduction before the launch
     stats: list[tuple[Node, Gather]] = field(default_factory=list)
     new_stats: list[tuple[Node, Gather]] = field(default_factory=list)
@@ -178,7 +182,7 @@ class Gather(Kernel):
             return False
         if kind == "index_map" and n.op.fills:
             # the fill enters the chain here: only ops after it may change it, and one value
-            return (self.phase == 0 and not self.pre
+            return (self.phase == 0 and not self.pre and not self.windowed
                     and (self.fill is None or self.fill == float(n.params[-1])))
         if kind == "pixelwise":
             return self.phase < 2 and self.channels >= 3
@@ -218,6 +222,8 @@ class Gather(Kernel):
         elif spec.kind == "index_map":
             if spec.fills:
                 self.fill = float(n.params[-1])
+            elif spec.shape_fn is not None and not n.gated_off:
+                self.windowed = True
             # a gated-off map (batch.py) leaves the matrices as if it were never recorded
             if not n.gated_off:
                 m = _affine3(spec, h, w, n.params)

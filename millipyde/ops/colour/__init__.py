@@ -1,3 +1,11 @@
-"""Colour ops: greyscale, gains, contrast, saturation, hue."""
+"""Colour ops: greyscale, gains, contrast, saturation, hue, channel orders."""
 
-from . import colorize, contrast, grey, hue, saturation  # noqa: F401  (definitions)
+from . import (  # noqa: F401  (definitions)
+    channel_shuffle,
+    colorize,
+    contrast,
+    grayscale,
+    grey,
+    hue,
+    saturation,
+)

@@ -1,3 +1,15 @@
 """Geometric ops: index maps and bilinear samplers that fuse into one gather."""
 
-from . import affine, crop, fliplr, pad, resize, resized_crop, rotate, transpose  # noqa: F401
+from . import (  # noqa: F401  (definitions)
+    affine,
+    center_crop,
+    crop,
+    fliplr,
+    pad,
+    random_crop,
+    resize,
+    resized_crop,
+    rotate,
+    transpose,
+    vflip,
+)

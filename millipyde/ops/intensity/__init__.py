@@ -1,4 +1,13 @@
-"""Intensity ops: brightness, gamma, and the per-channel statistic ops autocontrast and
-equalize."""
+"""Intensity ops: value maps per channel (brightness, gamma, invert, solarize, posterize) and
+the per-channel statistic ops autocontrast and equalize."""
 
-from . import autocontrast, brightness, equalize, gamma  # noqa: F401  (definitions)
+from . import (  # noqa: F401  (definitions)
+    adjust_brightness,
+    autocontrast,
+    brightness,
+    equalize,
+    gamma,
+    invert,
+    posterize,
+    solarize,
+)
