@@ -6,8 +6,7 @@ import math
 import numpy as np
 
 from ...kernels.registry import Window, stencil
-from ..base import Draws, Emit, ImageKind, columns, define, number
-from ..intensity.autocontrast import probability
+from ..base import Draws, Emit, ImageKind, chance, columns, define, number
 
 
 def sharpness_finish(acc, v, full, factor, _b):
@@ -60,5 +59,4 @@ def _sample_random(args: tuple, d: Draws, hw: np.ndarray, kind: ImageKind) -> li
 def random_adjust_sharpness(kind: ImageKind, factor: float, p: float = 0.5) -> tuple:
     """torchvision ``RandomAdjustSharpness``: ``adjust_sharpness(factor)`` with probability
     ``p`` (in [0, 1], both ends included)."""
-    return _factor(factor, "random_adjust_sharpness"), probability(p,
-                                                                   "random_adjust_sharpness")
+    return _factor(factor, "random_adjust_sharpness"), chance(p)

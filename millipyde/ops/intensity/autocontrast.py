@@ -5,12 +5,11 @@ Each channel's minimum and maximum over the image the op sees are a per-image st
 """
 
 import math
-from typing import Any
 
 import numpy as np
 
 from ...kernels.registry import elementwise
-from ..base import Draws, Emit, ImageKind, columns, define, number
+from ..base import Draws, Emit, ImageKind, chance, columns, define
 
 
 @elementwise(nparams=0, stat="channel_range", name="autocontrast")
@@ -30,14 +29,6 @@ def autocontrast_value(v, c, full, _a, _b, st, o):
 
 AUTOCONTRAST = define("autocontrast", "intensity", [autocontrast_value],
                       reference="torchvision.transforms.v2.functional.autocontrast")
-
-
-def probability(p: Any, what: str) -> float:
-    """torchvision's ``p``: a number in [0, 1], both ends included."""
-    v = number(p, "p")
-    if not 0.0 <= v <= 1.0:
-        raise ValueError(f"{what} p must lie in [0, 1], got {v}")
-    return v
 
 
 def sample_coin(kernel: str):
@@ -62,4 +53,4 @@ def autocontrast(kind: ImageKind) -> tuple:
 def random_autocontrast(kind: ImageKind, p: float = 0.5) -> tuple:
     """torchvision ``RandomAutocontrast``: ``autocontrast`` with probability ``p`` (in [0, 1],
     both ends included)."""
-    return (probability(p, "random_autocontrast"),)
+    return (chance(p),)

@@ -8,8 +8,8 @@ value's new value is torchvision's (Pillow's) table entry, computed from that ro
 import math
 
 from ...kernels.registry import elementwise
-from ..base import ImageKind, define
-from .autocontrast import probability, sample_coin
+from ..base import ImageKind, chance, define
+from .autocontrast import sample_coin
 
 
 @elementwise(nparams=0, stat="channel_hist", name="equalize")
@@ -60,4 +60,4 @@ def random_equalize(kind: ImageKind, p: float = 0.5) -> tuple:
     """torchvision ``RandomEqualize``: ``equalize`` with probability ``p`` (in [0, 1], both
     ends included)."""
     _uint8_or_float(kind, "random_equalize")
-    return (probability(p, "random_equalize"),)
+    return (chance(p),)
