@@ -75,6 +75,7 @@ class VGather:
     A: np.ndarray | None = None
     mid: np.ndarray | None = None
     edge: bool = False
+    nearest: bool = False
     phase: int = 0
     positional: bool = False
     ops: list[_Chained] = field(default_factory=list)
@@ -149,10 +150,11 @@ class VGather:
         self.mid = self.cur.copy()
         self.phase = 1
         self.edge = spec.mode == "edge"
+        self.nearest = spec.nearest
         self.soff = ~on
         if out is not None:
             self.cur = np.asarray(out, dtype=np.int64).reshape(self.n, 2)
-        if not self.edge:
+        if not self.edge and spec.warp_clip:
             # scikit-image's data-dependent clip: those members go per output
             for i in np.flatnonzero(on).tolist():
                 if needs_warp_clip(self.A[i], tuple(self.mid[i]), tuple(self.cur[i])):
@@ -170,10 +172,13 @@ class VGather:
         self.cur = np.asarray(out, dtype=np.int64).reshape(self.n, 2)
 
     def chain(self, name: str, params: np.ndarray, on: np.ndarray) -> None:
-        """A chained op (elementwise, pixelwise, positional) with per-member parameters."""
+        """A chained op (elementwise, pixelwise, positional, neighbourhood) with per-member
+        parameters."""
         spec = REGISTRY[name]
         if spec.kind == "pixelwise" and self.cin < 3:
             raise Unsupported("a pixelwise op on grey images")
+        if spec.kind == "neighbourhood" and self.umap:
+            raise Unsupported("a neighbourhood op with a user map")
         slots = np.zeros((self.n, spec.slots))
         slots[:, :params.shape[1]] = params
         if spec.stat:
@@ -187,7 +192,7 @@ class VGather:
                 np.concatenate([p, hw.astype(np.float64), (~on).astype(np.float64)[:, None]],
                                axis=1),
                 (int(hw[:, 0].max(initial=0)), int(hw[:, 1].max(initial=0)))))
-        self.positional = self.positional or spec.kind == "positional"
+        self.positional = self.positional or spec.kind in ("positional", "neighbourhood")
         self.ops.append(_Chained(name, slots, ~on))  # the pre ops all come before the sampler
         if self.phase == 0:
             self.npre += 1
@@ -199,7 +204,7 @@ class VGather:
             cin=self.cin, mode="chain", is_int=self.dtype.kind in "ui",
             sampler=self.A is not None, grey="", pre=names[:self.npre],
             post=names[self.npre:], lut_stages=(False, False), clip=False, edge=self.edge,
-            bounded=self.fill is not None, umap=self.umap)
+            bounded=self.fill is not None, umap=self.umap, nearest=self.nearest)
 
     def rows(self) -> tuple[GatherSig, np.ndarray]:
         """The signature and per-member parameter rows (gate flags after them with
@@ -240,6 +245,7 @@ class VGather:
         out.soff = None if self.soff is None else self.soff[keep]
         out.edge, out.phase, out.positional, out.npre = (self.edge, self.phase,
                                                          self.positional, self.npre)
+        out.nearest = self.nearest
         out.fill, out.src, out.windowed = self.fill, self.src[keep], self.windowed
         out.umap = self.umap
         out.uparams = None if self.uparams is None else self.uparams[keep]

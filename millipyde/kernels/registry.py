@@ -10,19 +10,25 @@ Kinds (what the fuser and code generator need to know about an op):
 - ``positional``: ``f(v, c, full, y, x, u1, u2, *params) -> v``: a value map that depends on
   where the pixel is (erase) or on two uniform draws of the pixel's counter (noise). Nothing
   geometric may follow it in a fused kernel: ``(y, x)`` are the kernel's output coordinates.
+- ``neighbourhood``: ``f(acc, v, full, a, b) -> v`` per channel value: ``acc`` the sum of its
+  input's 3x3 neighbourhood (``v`` its centre); pixels on the image's border keep ``v``
+  (torchvision's ``adjust_sharpness``). The fused kernel computes the neighbours' values by
+  running what comes before the op at each of them, so nothing geometric may follow it.
 - ``pixel``: ``f(r, g, b, alpha, has_alpha) -> grey`` colour pixel to one float value.
 - ``index_map``: ``f(y, x, h, w, *params) -> (sy, sx)``, an integer affine gather (flip,
   transpose, crop, pad); with ``fills`` the map may leave its input and reads the fill value
   (the last parameter) there.
-- ``sampler``: ``f(y, x, h, w, *params) -> (sy, sx)``, a real affine map sampled bilinearly;
-  ``mode`` says what lies outside the input: ``"constant"`` zero, ``"edge"`` the nearest edge.
+- ``sampler``: ``f(y, x, h, w, *params) -> (sy, sx)``, a real affine map sampled bilinearly
+  (``nearest``: at the nearest pixel, halves to even, as torch's ``grid_sample``); ``mode``
+  says what lies outside the input: ``"constant"`` zero, ``"edge"`` the nearest edge;
+  ``warp_clip``: scikit-image's clip to the input's range may apply (torchvision's samplers
+  have none).
 - ``user_map``: ``f(y, x, h, w, *params) -> (sy, sx)``, any map (not checked affine), called
   in the kernel and sampled bilinearly with zero outside (``@mp.index_map``).
 - ``stencil``: separable taps computed on the host from the parameters: ``f(*params) ->
   taps`` (one 1-D array for both axes, zero outside the image: the tuned kernels), or a
-  :class:`Window` (taps per axis, a border mode from :data:`BORDERS`, or a median window:
-  the generic window passes), with an optional ``finish(acc, v, full, a, b)`` applied to each
-  output (``v`` the value at the window's centre) before it is stored.
+  :class:`Window` (taps per axis and a border mode from :data:`BORDERS`, or a median window:
+  the generic window passes).
 
 ``h`` and ``w`` are the height and width of the op's input. ``shape_fn(h, w, *params)`` gives
 the output's height and width when an op changes them (resize, crop, pad).
@@ -40,8 +46,8 @@ import numpy as np
 
 from .stats import STATISTICS
 
-KINDS = ("elementwise", "pixelwise", "positional", "pixel", "index_map", "sampler", "user_map",
-         "stencil")
+KINDS = ("elementwise", "pixelwise", "positional", "neighbourhood", "pixel", "index_map",
+         "sampler", "user_map", "stencil")
 #: kinds whose ops change where pixels are (a positional op may not be followed by one)
 GEOMETRIC = ("index_map", "sampler", "user_map")
 
@@ -58,6 +64,10 @@ class OpSpec:
     code: int = field(default=-1, compare=False)
     shape_fn: Callable | None = field(default=None, compare=False)
     mode: str = "constant"
+    # samplers: the nearest pixel instead of a bilinear blend; whether scikit-image's clip may
+    # apply
+    nearest: bool = False
+    warp_clip: bool = True
     fills: bool = False
     # positional ops: whether the kernel draws (u1, u2) for it (keys are its first two params)
     draws: bool = False
@@ -67,8 +77,6 @@ class OpSpec:
     # grey sum of adjust_contrast, the channel ranges of autocontrast...): its name; one
     # reduction kernel runs before the gather that holds the op
     stat: str = ""
-    # stencils: ``finish(acc, v, full, a, b)`` of each output (``Window`` stencils only)
-    finish: Callable | None = field(default=None, compare=False)
     # public-decorator ops: the user's function, its value convention and its source digest
     user: Callable | None = field(default=None, compare=False)
     digest: str = ""
@@ -195,12 +203,28 @@ def index_map(swaps_axes: bool = False, nparams: int = 0, shape: Callable | None
 
 
 def sampler(nparams: int, shape: Callable | None = None, mode: str = "constant",
-            name: str | None = None) -> Callable[[Callable], Callable]:
-    """Register ``f(y, x, h, w, *params) -> (sy, sx)``: a real map sampled bilinearly."""
+            name: str | None = None, nearest: bool = False,
+            warp_clip: bool = True) -> Callable[[Callable], Callable]:
+    """Register ``f(y, x, h, w, *params) -> (sy, sx)``: a real map sampled bilinearly (or at
+    the ``nearest`` pixel); ``warp_clip``: scikit-image's clip to the input's range may apply
+    (see the module doc)."""
 
     def deco(fn: Callable) -> Callable:
         _register(OpSpec(name or fn.__name__, "sampler", fn, nparams, shape_fn=shape,
-                         mode=mode))
+                         mode=mode, nearest=nearest, warp_clip=warp_clip))
+        return fn
+
+    return deco
+
+
+def neighbourhood(nparams: int, name: str | None = None) -> Callable[[Callable], Callable]:
+    """Register ``f(acc, v, full, a, b) -> v``: a value from the sum ``acc`` of its input's 3x3
+    neighbourhood and its centre ``v`` (at most two parameters; see the module doc)."""
+
+    def deco(fn: Callable) -> Callable:
+        if nparams > 2:
+            raise ValueError(f"a neighbourhood op takes at most two parameters, got {nparams}")
+        _register(OpSpec(name or fn.__name__, "neighbourhood", fn, nparams))
         return fn
 
     return deco
@@ -208,9 +232,8 @@ def sampler(nparams: int, shape: Callable | None = None, mode: str = "constant",
 
 #: what a stencil's window reads outside the image (``numpy.pad``'s and torchvision's names):
 #: zero, the nearest edge, a mirror about the edge pixel (d c b | a b c d | c b a), a mirror
-#: about the edge (d c b a | a b c d | d c b a); ``keep``: an output whose window leaves the
-#: image is its input value (torchvision's ``adjust_sharpness``)
-BORDERS = ("constant", "edge", "reflect", "symmetric", "keep")
+#: about the edge (d c b a | a b c d | d c b a)
+BORDERS = ("constant", "edge", "reflect", "symmetric")
 
 
 @dataclass(frozen=True)
@@ -234,14 +257,12 @@ class Window:
                 raise ValueError("window taps must be 1-D, of odd length")
 
 
-def stencil(nparams: int, name: str | None = None,
-            finish: Callable | None = None) -> Callable[[Callable], Callable]:
+def stencil(nparams: int, name: str | None = None) -> Callable[[Callable], Callable]:
     """Register ``f(*params) -> taps``: a separable stencil whose 1-D taps come from the host
-    (or a :class:`Window`); ``finish(acc, v, full, a, b)``: each output of a window stencil
-    from its weighted sum ``acc``, its centre value ``v`` and the first two parameters."""
+    (or a :class:`Window`)."""
 
     def deco(fn: Callable) -> Callable:
-        _register(OpSpec(name or fn.__name__, "stencil", fn, nparams, finish=finish))
+        _register(OpSpec(name or fn.__name__, "stencil", fn, nparams))
         return fn
 
     return deco

@@ -22,6 +22,7 @@ _FUSES = {
     "elementwise": "into the gather (uint8: a 256-entry table)",
     "pixelwise": "into the gather",
     "positional": "into the gather (no geometry after it)",
+    "neighbourhood": "into the gather (its 3x3 input recomputed per pixel; no geometry after it)",
     "pixel": "into the gather",
     "index_map": "into the gather's index map",
     "sampler": "into the gather's sampler (one per kernel)",

@@ -70,16 +70,18 @@ def test_reflect_wraps_windows_wider_than_the_image():
 
 def test_kernel_and_launch_counts():
     # one stencil kernel each; two separable passes, one for the median; uint8 elementwise
-    # ops before and after join it as tables (no kernel of their own)
+    # ops before and after join it as tables (no kernel of their own). Sharpness is a
+    # neighbourhood op: it joins the gather of the ops around it (one launch)
     img = tv.photo("coffee", "rgb", 12, 13)
-    for method, args, launches in (("box_blur", (3,), 2), ("gaussian_blur", (5,), 2),
-                                   ("adjust_sharpness", (1.5,), 2), ("median_blur", (3,), 1)):
+    for method, args, kind, launches in (
+            ("box_blur", (3,), "stencil", 2), ("gaussian_blur", (5,), "stencil", 2),
+            ("adjust_sharpness", (1.5,), "gather", 1), ("median_blur", (3,), "stencil", 1)):
         g = mp.gpuimage(img)
         g.brightness(0.1)
         getattr(g, method)(*args)
         g.adjust_gamma(1.2)
         plan = g.explain()
-        assert [k.kind for k in plan.kernels] == ["stencil"], (method, str(plan))
+        assert [k.kind for k in plan.kernels] == [kind], (method, str(plan))
         assert plan.kernels[0].launches == launches, method
         ref = mp.gpuimage(img)
         ref.brightness(0.1)
@@ -129,3 +131,31 @@ def test_bad_arguments_raise_naming_them(method, args, name):
     with pytest.raises(ValueError, match=name):
         getattr(g, method)(*args)
     assert_matches(g, img)
+
+
+def _stepwise(img, steps):
+    """Each op on the stored value of the one before (no fusion)."""
+    out = img
+    for method, args in steps:
+        g = mp.gpuimage(out)
+        getattr(g, method)(*args)
+        out = np.asarray(g)
+    return out
+
+
+@pytest.mark.parametrize("steps", [
+    [("fliplr", ()), ("adjust_sharpness", (2.0,))],
+    [("rotate", (17.0,)), ("adjust_saturation", (0.5,)), ("adjust_sharpness", (0.3,))],
+    [("adjust_sharpness", (2.0,)), ("adjust_sharpness", (0.0,)), ("equalize", ())],
+    [("adjust_contrast", (1.5,)), ("adjust_sharpness", (1.7,)), ("autocontrast", ())],
+], ids=["flip", "rotate-saturation", "twice-equalize", "contrast-autocontrast"])
+def test_sharpness_fuses_with_what_comes_before_and_after(steps):
+    # its neighbours are the fused ops before it run at each of them; two nest; statistics
+    # before it are read inside, after it measure it
+    img = tv.photo("astronaut", "rgb", 9, 11)
+    g = mp.gpuimage(img)
+    for method, args in steps:
+        getattr(g, method)(*args)
+    kinds = [k.kind for k in g.explain().kernels]
+    assert kinds.count("gather") == 1 and "stencil" not in kinds, kinds
+    _check(np.asarray(g), _stepwise(img, steps), str(steps), tol=0)

@@ -9,11 +9,19 @@ from .chain import gather_defs
 from .gather_body import (
     _gather_body,
     extras_prologue,
+    gate_prologue,
     gather_prologue,
     tabled_body,
     tabled_prologue,
 )
-from .gather_sig import PACKED_DIMS, GatherSig, gather_nparams, stat_width, tabled_fits
+from .gather_sig import (
+    PACKED_DIMS,
+    GatherSig,
+    gather_ngates,
+    gather_nparams,
+    stat_width,
+    tabled_fits,
+)
 from .loader import load
 from .target import _HEADER, _RINT_CLIP, _decorator, _loop_2d, _loop_2d_items
 
@@ -25,14 +33,14 @@ def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
     tabled = sig.tabled and target != "cpu"
     if sig.tabled and not tabled_fits(sig):
         raise ValueError(f"a tabled gather needs an elementwise uint8 chain alone: {sig}")
-    body = tabled_body(sig) if tabled else _gather_body(sig)
+    body = tabled_body(sig) if tabled else _gather_body(sig, gates=sig.gates)
     head = (f"# millipyde generated gather kernel: {sig}\n" + _HEADER[target] + gather_defs(sig)
             + _RINT_CLIP + ("from numba import float64 as _f64\n" if tabled else ""))
     params = "p"
     if target == "cuda":
         # on GPUs the parameters travel as scalar kernel arguments: no upload per launch
         # (numba-cuda spends ~0.1 ms of host time on each small device array)
-        params = ", ".join(f"p_{i}" for i in range(gather_nparams(sig)))
+        params = ", ".join(f"p_{i}" for i in range(gather_nargs(sig)))
     if sig.packed:
         # flat arrays: a tap's 32-bit offset is one multiply-add, where a two-index subscript
         # costs 64-bit multiplies (three instructions each) per load and store. (Numba cannot
@@ -44,6 +52,8 @@ def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
     else:
         dims, offsets = "h = dst.shape[0]\nw = dst.shape[1]\n", ""
     prologue = dims + gather_prologue() + offsets + extras_prologue(sig)
+    if sig.gates:
+        prologue += "\n" + gate_prologue(sig)
     stats = stat_width(sig) > 0
     if stats:
         prologue += "\nst_ = stat"
@@ -89,6 +99,12 @@ def gather_items(sig: GatherSig, target: str, sim: bool = False) -> int:
     if not sig.packed or sig.sampler:
         return 1
     return GATHER_ITEMS_SIM if sim else GATHER_ITEMS
+
+
+def gather_nargs(sig: GatherSig) -> int:
+    """Length of the parameter array of ``sig``'s one-image kernel: its parameters, then its
+    gate flags where it has them."""
+    return gather_nparams(sig) + (gather_ngates(sig) if sig.gates else 0)
 
 
 def gather_kernel(sig: GatherSig, target: str, sim: bool = False):

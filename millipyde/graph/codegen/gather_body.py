@@ -3,6 +3,7 @@ maps), the chained ops, the grey conversion and the stores; and its per-launch p
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from ...kernels import REGISTRY
@@ -290,15 +291,18 @@ def _gather_tail(sig: GatherSig, gates: bool, offsets: list[int]) -> list[str]:
 
 
 def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pixel") -> str:
-    """The gather with pads (fills), edge-mode samplers, user maps and ops of every chained
-    kind: a value chain per pixel (or per tap) over all channels at once (``sampler``: as
-    ``_gather_body``'s)."""
+    """The gather with pads (fills), edge-mode and nearest samplers, user maps and ops of every
+    chained kind: a value chain per pixel (or per tap) over all channels at once
+    (``sampler``: as ``_gather_body``'s)."""
     chans = list(range(sig.cin))
     lut = sig.mode == "lut"
     cast = sig.is_int
     offsets = op_offsets(_chained(sig))
     stats = stat_layout(sig)
     lines: list[str] = []
+
+    def local(i: int) -> list[str]:
+        return prefix_lines(sig, i, gates)
 
     def load(c: int) -> str:
         raw = f"src[_u(sy), _u(sx), {c}]"
@@ -312,7 +316,7 @@ def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pi
                    + ["    " + line for line in out] + ["else:"]
                    + [f"    {v} = fill{c}_" for c, v in zip(chans, vars_, strict=True)])
         if not lut and sig.pre:
-            chain = _chain_all(sig.pre, vars_, "full", 0, offsets, cast, gates, stats)
+            chain = _chain_all(sig.pre, vars_, "full", 0, offsets, cast, gates, stats, local)
             out += chain.splitlines()
         return out
 
@@ -325,8 +329,12 @@ def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pi
             e = extras_offset(sig) + (6 if sig.bounded else 0)
             args = "".join(f", p[{e + j}]" for j in range(REGISTRY[sig.umap].nparams))
             lines.append(f"fy, fx = _m_{sig.umap}(fy, fx, mh, mw{args})")
-        lines += ["ty0 = math.floor(fy)", "tx0 = math.floor(fx)", "dr = fy - ty0",
-                  "dc = fx - tx0", "iy = int(ty0)", "ix = int(tx0)"]
+        if sig.nearest:
+            # one tap: the nearest pixel (torch's grid_sample, halves to even)
+            lines += ["iy = int(_rne(fy))", "ix = int(_rne(fx))"]
+        else:
+            lines += ["ty0 = math.floor(fy)", "tx0 = math.floor(fx)", "dr = fy - ty0",
+                      "dc = fx - tx0", "iy = int(ty0)", "ix = int(tx0)"]
         if sig.edge:
             # scipy's "nearest" mode: each tap index clamped into the input
             lines += ["ya_ = min(max(iy, 0), mh - 1)", "yb_ = min(max(iy + 1, 0), mh - 1)",
@@ -334,7 +342,7 @@ def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pi
             taps = [("ya_", "xa_"), ("ya_", "xb_"), ("yb_", "xa_"), ("yb_", "xb_")]
         else:
             taps = [("iy", "ix"), ("iy", "ix + 1"), ("iy + 1", "ix"), ("iy + 1", "ix + 1")]
-        if sampler == "off":
+        if sampler == "off" or sig.nearest:
             taps = taps[:1]
         for c in chans:
             lines += [f"t{c}_{k} = 0.0" for k in range(len(taps))]
@@ -347,13 +355,30 @@ def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pi
                 lines.append(f"if _u({ty}) < _u(mh) and _u({tx}) < _u(mw):")
                 lines += ["    " + line for line in body]
         for c in chans:
-            lines += _blend(c, sig, cast or lut, gates, sampler)
+            if sig.nearest:
+                lines.append(f"v{c} = t{c}_0")  # (a value read: no blend, nothing to round)
+            else:
+                lines += _blend(c, sig, cast or lut, gates, sampler)
             if lut and sig.lut_stages[1]:
                 lines.append(f"v{c} = _b2f(lut[1, {c}, int(v{c})])")
         if not lut and sig.post:
             lines += _chain_all(sig.post, [f"v{c}" for c in chans], "full", len(sig.pre),
-                                offsets, cast, gates, stats).splitlines()
+                                offsets, cast, gates, stats, local).splitlines()
     return "\n".join(lines + _gather_tail(sig, gates, offsets))
+
+
+def prefix_lines(sig: GatherSig, i: int, gates: bool = False) -> list[str]:
+    """The body of ``sig``'s gather up to its chained op ``i`` (its values left in ``v0 ..``,
+    nothing stored): what a neighbourhood op runs at each of its neighbours. The prefix's
+    parameters, gate flags and statistic rows are the start of the kernel's own."""
+    npre = len(sig.pre)
+    if i <= npre:
+        pre, post = sig.pre[:i], ()
+    else:
+        pre, post = sig.pre, sig.post[:i - npre]
+    if sig.umap:  # (its parameters follow every chained op's: not a prefix's layout)
+        raise ValueError("a neighbourhood op fuses with no user map")
+    return stat_body(dataclasses.replace(sig, pre=pre, post=post, grey="", grey_ops=()), gates)
 
 
 def gather_prologue() -> str:

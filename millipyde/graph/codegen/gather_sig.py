@@ -43,6 +43,11 @@ class GatherSig:
     edge: bool = False
     # the sampler is this user map (``@mp.index_map``), called per output pixel
     umap: str = ""
+    # the sampler reads the nearest pixel (torch's ``grid_sample`` nearest: halves to even)
+    nearest: bool = False
+    # chained ops (and the sampler) may be gated off per image: flags follow the parameters
+    # (``gather_body.gate_prologue``; the batched kernels take gates as an argument instead)
+    gates: bool = False
     # "chain" mode, uint8, elementwise ``pre`` ops only, nothing else: each GPU block first
     # runs the chain on the 256 values of every channel into a table in shared memory, then
     # its pixels read that table (``tabled_fits``); each thread takes several pixels a row
@@ -58,7 +63,7 @@ class GatherSig:
         """Only the features the hand-tuned and batched kernels know (no pad, edge sampler,
         user map, or ops other than elementwise ones)."""
         ops = self.pre + self.post + self.grey_ops
-        return (not self.bounded and not self.edge and not self.umap
+        return (not self.bounded and not self.edge and not self.umap and not self.nearest
                 and (self.mode == "lut" or self.cin == 1)
                 and all(REGISTRY[n].kind == "elementwise" and not REGISTRY[n].stat
                         for n in ops))
@@ -139,6 +144,7 @@ def tabled_fits(sig: GatherSig) -> bool:
     """Whether ``sig`` may be ``tabled``: a chain of elementwise ops before no sampler, no
     grey conversion, pad, packing or user map (the caller knows the source is uint8)."""
     return (sig.mode == "chain" and sig.is_int and bool(sig.pre) and not sig.post
+            and not sig.gates
             and not sig.grey_ops and not sig.sampler and not sig.grey and not sig.packed
             and not sig.bounded and not sig.edge and not sig.umap and sig.cin <= 4
             and all(REGISTRY[n].kind == "elementwise" for n in sig.pre))

@@ -204,14 +204,15 @@ def gather_stat_source(sig: GatherSig, stat_name: str, target: str, sim: bool = 
     ``acc`` starts at the statistic's ``init`` row(s): (chunks, width) on the CPU, (width,)
     on GPUs."""
     stat = _statistic(stat_name)
-    n = gather_nparams(sig)
+    n = gather_nparams(sig) + (gather_ngates(sig) if sig.gates else 0)
     reads = stat_width(sig) > 0
     prologue = (f"h = int(p[{n}])\nw = int(p[{n + 1}])\n" + gather_prologue()
-                + extras_prologue(sig) + ("\nst_ = stat" if reads else ""))
+                + extras_prologue(sig) + ("\n" + gate_prologue(sig) if sig.gates else "")
+                + ("\nst_ = stat" if reads else ""))
     params = "p" if target != "cuda" else ", ".join(f"p_{i}" for i in range(n + 2))
     args = "src, acc, lut, " + ("stat, " if reads else "") + params
     fn = (f"\n\n{_decorator(target, sim)}\ndef kernel({args}):\n" + _indent(prologue, 4))
-    body = stat_body(sig) + _bins(stat, sig)
+    body = stat_body(sig, sig.gates) + _bins(stat, sig)
     if target == "cpu":
         pixel = "\n".join(body + _accumulate(stat, sig)
                           + _cpu_hist_count(stat, sig, "acc[r_]", "0"))

@@ -82,22 +82,22 @@ def stencil_kernels(target: str, sim: bool = False, pre: bool = False, post: boo
 # --------------------------------------------------------------------------- window passes
 #
 # The generic passes of a ``Window`` stencil (``kernels.registry.Window``): taps per axis and a
-# border mode, or a median window, and an op's ``finish``. One text for every such op; the
-# border is a run-time argument (``BORDER_CODES``), the window size of a median a compile-time
-# one (its values live in a local array).
+# border mode, or a median window. One text for every such op; the border is a run-time
+# argument (``BORDER_CODES``), the window size of a median a compile-time one (its values live
+# in a local array).
 
 #: ``Window.border`` as the passes' run-time ``mode``
-BORDER_CODES = {"constant": 0, "edge": 1, "reflect": 2, "symmetric": 3, "keep": 4}
+BORDER_CODES = {"constant": 0, "edge": 1, "reflect": 2, "symmetric": 3}
 
 _FOLD = '''
 @_dev
 def _fold(i, n, mode):
-    # where index i (of an axis of n) reads: itself inside; outside, -1 for a zero (constant,
-    # and keep, whose outputs near the border are not computed), the nearest edge, a mirror
-    # about the edge pixel (period 2n - 2) or about the edge (period 2n)
+    # where index i (of an axis of n) reads: itself inside; outside, -1 for a zero (constant),
+    # the nearest edge, a mirror about the edge pixel (period 2n - 2) or about the edge
+    # (period 2n)
     if i >= 0 and i < n:
         return i
-    if mode == 0 or mode == 4:
+    if mode == 0:
         return -1
     if mode == 1:
         return 0 if i < 0 else n - 1
@@ -123,16 +123,11 @@ tmp[y, xi, c] = acc
 
 _WINDOW_COLS = """
 if c < nc:
-    v = LOAD(y, xi)
-    if mode == 4 and (y < ry or y >= h - ry or xi < rx or xi >= w - rx):
-        acc = v
-    else:
-        acc = 0.0
-        for k in range(nty):
-            yy = _fold(y + k - ry, h, mode)
-            if yy >= 0:
-                acc += ty[k] * tmp[yy, xi, c]
-        FINISH
+    acc = 0.0
+    for k in range(nty):
+        yy = _fold(y + k - ry, h, mode)
+        if yy >= 0:
+            acc += ty[k] * tmp[yy, xi, c]
     if is_int:
         acc = _rint_clip(acc, full)
     STORE
@@ -166,14 +161,12 @@ else:
 
 
 def window_source(target: str, sim: bool = False, pre: bool = False, post: bool = False,
-                  finish: str = "", median: int = 0) -> str:
+                  median: int = 0) -> str:
     """Source of a window stencil's passes (see above), channels folded into x (x * C + c):
 
     - linear: ``rows(src, tmp, tx, nc, mode, lut)`` (each value's weighted sum along x into
-      the float64 ``tmp``) and ``cols(src, tmp, dst, ty, rx, nc, is_int, full, mode, fa, fb,
-      lut)`` (along y, then op ``finish``'s ``_fin(acc, v, full, fa, fb)`` where given, ``v``
-      the centre value; with ``mode`` keep, outputs whose window leaves the image, ``rx``
-      the x taps' radius, keep ``v``);
+      the float64 ``tmp``) and ``cols(src, tmp, dst, ty, nc, is_int, full, mode, lut)``
+      (along y);
     - ``median`` (the window's side): ``median(src, dst, nc, is_int, full, mode, lut)``.
 
     ``lut`` (2, C, 256) uint8: with ``pre`` each value loaded goes through ``lut[0, c]`` (an
@@ -182,8 +175,6 @@ def window_source(target: str, sim: bool = False, pre: bool = False, post: bool 
     """
     head = ("# millipyde generated window stencil passes\n" + _HEADER[target] + _RINT_CLIP
             + _FOLD)
-    if finish:
-        head += f"_fin = _dev(_R[{finish!r}].finish)\n"
     if median and target != "cpu":
         head += "from numba import float64 as _f64\n"
     dec = _decorator(target, sim)
@@ -193,7 +184,6 @@ def window_source(target: str, sim: bool = False, pre: bool = False, post: bool 
     def body(text: str) -> str:
         text = re.sub(r"LOAD\((\w+), (\w+)\)", lambda m: load_.format(m[1], m[2]), text)
         text = text.replace("STORE", store)
-        text = text.replace("FINISH", "acc = _fin(acc, v, full, fa, fb)" if finish else "")
         return "c = x % nc_all\nxi = x // nc_all\n" + text.strip("\n")
 
     if median:
@@ -211,7 +201,7 @@ def window_source(target: str, sim: bool = False, pre: bool = False, post: bool 
             "    h = src.shape[0]\n    w = src.shape[1]\n    nc_all = nc\n"
             "    ntx = tx.shape[0]\n    rx = ntx // 2\n"
             + _loop_2d(target, "h", "w * nc", body(_WINDOW_ROWS)))
-    cols = (f"\n\n{dec}\ndef cols(src, tmp, dst, ty, rx, nc, is_int, full, mode, fa, fb, lut):\n"
+    cols = (f"\n\n{dec}\ndef cols(src, tmp, dst, ty, nc, is_int, full, mode, lut):\n"
             "    h = src.shape[0]\n    w = src.shape[1]\n    nc_all = src.shape[2]\n"
             "    nty = ty.shape[0]\n    ry = nty // 2\n"
             + _loop_2d(target, "h", "w * nc_all", body(_WINDOW_COLS)))
@@ -219,7 +209,7 @@ def window_source(target: str, sim: bool = False, pre: bool = False, post: bool 
 
 
 def window_kernels(target: str, sim: bool = False, pre: bool = False, post: bool = False,
-                   finish: str = "", median: int = 0):
+                   median: int = 0):
     """The window passes (``window_source``): ``(rows, cols)``, or ``(median,)``."""
-    mod = load(window_source(target, sim, pre, post, finish, median), target)
+    mod = load(window_source(target, sim, pre, post, median), target)
     return (mod.median,) if median else (mod.rows, mod.cols)

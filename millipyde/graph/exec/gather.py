@@ -69,12 +69,15 @@ def warp_clip(k: Gather) -> tuple[float, float]:
     return warp_clip_bounds(lo, reduced("max") if lo < 0 else lo)
 
 
-def gather_args(k: Gather, tables: bool = True
+def gather_args(k: Gather, tables: bool = True, gates: bool = False
                 ) -> tuple[GatherSig, np.ndarray, np.ndarray]:
     """Signature, LUT array and parameter array of a fused gather kernel.
 
     ``tables=False``: uint8 elementwise chains are inlined (``"chain"`` mode, their scalars in
     the parameters) instead of folded into host-built tables (see ``tables_inline``).
+    ``gates``: nodes recorded gated off (a policy's ops not drawn for this image) are left
+    out of the tables and, when chained, flagged after the parameters (``GatherSig.gates``),
+    so the kernel does not call them; without, the caller handles them (the batch paths).
     """
     lut_mode = k.lut_mode and tables
     memo = k.__dict__.get("_memo")  # shared by a replayed plan's kernels (replay._skeleton)
@@ -87,8 +90,11 @@ def gather_args(k: Gather, tables: bool = True
     for node, prefix in k.stats:
         if node not in STAT_ROWS:
             STAT_ROWS[node] = statistic_row(prefix, node.op.stat)
+    chained = ([] if lut_mode else k.pre + k.post) + k.grey_ops
     sig = GatherSig(
         cin=c,
+        gates=gates and any(n.gated_off for n in chained),
+        nearest=k.nearest,
         mode="lut" if lut_mode else "chain",
         is_int=k.source.dtype.kind in "ui",
         sampler=k.A is not None,
@@ -103,10 +109,10 @@ def gather_args(k: Gather, tables: bool = True
         umap="" if k.umap is None else k.umap.op.name,
     )
     if lut_mode and (k.pre or k.post):
-        lut = host_tables(k.pre, k.post, c, full)
+        ran = (lambda ns: [n for n in ns if not n.gated_off]) if gates else list  # noqa: E731
+        lut = host_tables(ran(k.pre), ran(k.post), c, full)
     else:
         lut = IDENTITY_LUT[:, :c]
-    chained = ([] if lut_mode else k.pre + k.post) + k.grey_ops
     offsets = op_offsets(names(chained))
     p = np.zeros(gather_nparams(sig))
     p[P_OFF:P_OFF + 6] = k.P[:2].ravel()
@@ -127,6 +133,8 @@ def gather_args(k: Gather, tables: bool = True
         e += 6
     if k.umap is not None:
         p[e:e + k.umap.op.nparams] = [float(v) for v in k.umap.params]
+    if sig.gates:  # one flag per chained op, then the sampler's (never gated here)
+        p = np.concatenate([p, [float(n.gated_off) for n in chained], [0.0]])
     if memo is not None and _memoizable(k, lut_mode):
         memo[tables] = (sig, p.copy(), offsets)
     return sig, lut, p
@@ -174,7 +182,7 @@ def statistic_row(k: Gather, stat_name: str) -> np.ndarray:
     """Statistic ``stat_name`` (``kernels.stats``) of what gather ``k`` would store: one
     reduction kernel over ``k.source``, nothing stored; read back to the host (uint8 tables
     are built there) as the row the op reads."""
-    sig, lut, p = gather_args(k)
+    sig, lut, p = gather_args(k, gates=True)
     stat = STATISTICS[stat_name]
     init = stat.init(stat_channels(k.channels, k.phase == 2))
     h, w = k.cur
@@ -338,7 +346,7 @@ def run_gather(k: Gather, src: Any, device: int, reader: Gather | None = None
     """Launch gather ``k`` on ``src``: its output buffer (never partial)."""
     out = k.output
     tables = not tables_inline(k)
-    sig, lut, p = gather_args(k, tables)
+    sig, lut, p = gather_args(k, tables, gates=True)
     if not tables and TABLED and tabled_fits(sig):
         # (``tables_inline``: a uint8 chain) each block builds the chain's table on the device
         sig = dataclasses.replace(sig, tabled=True)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...backend import ACTIVE as runtime
 from ...kernels import REGISTRY
-from ...kernels.registry import OpSpec, Window
+from ...kernels.registry import Window
 from ..codegen import gpu as codegen_gpu
 from ..codegen.stencil import BORDER_CODES, stencil_kernels, window_kernels
 from ..plan import footprint
@@ -48,14 +48,14 @@ def _stencil_cpu_fn(pre: bool = False, post: bool = False):
 
 
 @functools.cache
-def _window_fns(pre: bool, post: bool, finish: str, median: int):
-    return window_kernels(runtime.codegen_target, runtime.simulated, pre, post, finish, median)
+def _window_fns(pre: bool, post: bool, median: int):
+    return window_kernels(runtime.codegen_target, runtime.simulated, pre, post, median)
 
 
-def run_window(k: Stencil, src: Any, device: int, win: Window, spec: OpSpec) -> Any:
+def run_window(k: Stencil, src: Any, device: int, win: Window) -> Any:
     """A ``Window`` stencil's output: its two separable passes (or its median pass) with the
-    border mode as an argument and its op's ``finish``."""
-    n, out = k.stencil, k.output
+    border mode as an argument."""
+    out = k.output
     src3 = runtime.as_3d(src)
     h, w, c = src3.shape
     nc = min(c, 3)
@@ -70,17 +70,16 @@ def run_window(k: Stencil, src: Any, device: int, win: Window, spec: OpSpec) -> 
                                                       else lut), device)
     pre, post = bool(k.pre), bool(k.post)
     if win.median:
-        (fn,) = _window_fns(pre, post, "", len(win.ty))
+        (fn,) = _window_fns(pre, post, len(win.ty))
         runtime.launch_2d(fn, h, w * c, device, src3, dst3, nc, is_int, full, mode, table)
         return dst
-    rows, cols = _window_fns(pre, post, spec.name if spec.finish is not None else "", 0)
+    rows, cols = _window_fns(pre, post, 0)
     tmp = runtime.empty((h, w, nc), np.float64, device)
     tx = runtime.upload_small(np.ascontiguousarray(win.tx, dtype=np.float64), device)
     ty = runtime.upload_small(np.ascontiguousarray(win.ty, dtype=np.float64), device)
-    fa, fb = ([float(v) for v in n.params] + [0.0, 0.0])[:2]
     runtime.launch_2d(rows, h, w * nc, device, src3, tmp, tx, nc, mode, table)
-    runtime.launch_2d(cols, h, w * c, device, src3, tmp, dst3, ty, len(win.tx) // 2, nc,
-                      is_int, full, mode, fa, fb, table)
+    runtime.launch_2d(cols, h, w * c, device, src3, tmp, dst3, ty, nc, is_int, full, mode,
+                      table)
     return dst
 
 
@@ -91,10 +90,9 @@ def run_stencil(k: Stencil, src: Any, device: int, reader: Gather | None = None
     ``footprint``: the one-pass GPU tile kernel skips the rest)."""
     n = k.stencil
     out = k.output
-    spec = REGISTRY[n.op.name]
-    taps = spec.fn(*n.params)
+    taps = REGISTRY[n.op.name].fn(*n.params)
     if isinstance(taps, Window):
-        return run_window(k, src, device, taps, spec), False
+        return run_window(k, src, device, taps), False
     taps = np.ascontiguousarray(taps, dtype=np.float64)
     src3 = runtime.as_3d(src)
     h, w, c = src3.shape

@@ -19,10 +19,10 @@ from ... import config
 from ...kernels import OpSpec, affine_of
 from ..ir.node import Node
 
-GATHER_KINDS = ("elementwise", "pixelwise", "positional", "index_map", "sampler", "user_map",
-                "pixel")
+GATHER_KINDS = ("elementwise", "pixelwise", "positional", "neighbourhood", "index_map",
+                "sampler", "user_map", "pixel")
 # ops held in a gather's value chains (pre/post/grey_ops), in recording order
-CHAIN_KINDS = ("elementwise", "pixelwise", "positional")
+CHAIN_KINDS = ("elementwise", "pixelwise", "positional", "neighbourhood")
 
 
 _fusion_override: list[bool] = []
@@ -146,8 +146,10 @@ class Gather(Kernel):
     # the sampler is a user's map called in the kernel (``user_map``), not the matrix ``A``
     umap: Node | None = None
     edge: bool = False
-    # a positional op is fused: nothing geometric may follow it here
+    # a positional (or neighbourhood) op is fused: nothing geometric may follow it here
     positional: bool = False
+    # the sampler reads the nearest pixel
+    nearest: bool = False
     # a window of the source was cut (crop): a fill-reading map after it would read the
     # source outside that window instead of its fill, so none may join (fills compare the
     # composed map's position with the source's bounds)
@@ -186,9 +188,13 @@ class Gather(Kernel):
                     and (self.fill is None or self.fill == float(n.params[-1])))
         if kind == "pixelwise":
             return self.phase < 2 and self.channels >= 3
+        if kind == "neighbourhood":
+            # its neighbours are what the kernel computes before it, at other output pixels:
+            # not after a grey conversion (the tail), nor with a user map (``prefix_lines``)
+            return self.phase < 2 and self.umap is None
         if kind == "user_map":
             return self.phase == 0
-        if kind == "sampler" and n.op.mode == "edge":
+        if kind == "sampler" and (n.op.mode == "edge" or not n.op.warp_clip):
             return self.phase == 0
         if kind == "sampler":
             # a sampler that may need scikit-image's data-dependent clip reads a stored value,
@@ -212,7 +218,7 @@ class Gather(Kernel):
                     setattr(snap, name, list(getattr(self, name)))
                 self.stats.append((n, snap))
                 self.new_stats.append((n, snap))
-            self.positional = self.positional or spec.kind == "positional"
+            self.positional = self.positional or spec.kind in ("positional", "neighbourhood")
             (self.pre, self.post, self.grey_ops)[self.phase].append(n)
         elif spec.kind == "user_map":
             self.A = np.eye(3)
@@ -237,7 +243,9 @@ class Gather(Kernel):
             self.mid = (h, w)
             self.phase = 1
             self.edge = spec.mode == "edge"
-            self.clip_check = not self.edge and needs_warp_clip(self.A, (h, w), n.shape[:2])
+            self.nearest = spec.nearest
+            self.clip_check = (spec.warp_clip and not self.edge
+                               and needs_warp_clip(self.A, (h, w), n.shape[:2]))
         elif spec.kind == "pixel":
             self.phase = 2
             self.grey = spec.name

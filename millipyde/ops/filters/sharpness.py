@@ -1,15 +1,17 @@
 """``adjust_sharpness`` / ``random_adjust_sharpness``: torchvision's blend with a 3x3
-smoothing, its border pixels kept (a window stencil with the ``keep`` border)."""
+smoothing, its border pixels kept: a ``neighbourhood`` op, fused into the gather (its
+neighbours' values are what comes before it, run at each of them)."""
 
 import math
 
 import numpy as np
 
-from ...kernels.registry import Window, stencil
+from ...kernels.registry import neighbourhood
 from ..base import Draws, Emit, ImageKind, chance, columns, define, number
 
 
-def sharpness_finish(acc, v, full, factor, _b):
+@neighbourhood(nparams=1, name="adjust_sharpness")
+def sharpness_value(acc, v, full, factor, _b):
     """torchvision ``adjust_sharpness`` of one value: ``acc`` the 3x3 sum around it, so the
     smoothed value is ``(acc + 4 v) / 13`` (kernel 1 1 1 / 1 5 1 / 1 1 1, over 13), rounded
     on integer images; then ``v + (1 - factor) (smoothed - v)``, clamped and truncated."""
@@ -25,14 +27,7 @@ def sharpness_finish(acc, v, full, factor, _b):
     return math.floor(s) if full != 1.0 else s
 
 
-@stencil(nparams=1, name="adjust_sharpness", finish=sharpness_finish)
-def sharpness_window(factor):
-    """A 3x3 box sum, border pixels kept."""
-    ones = np.ones(3)
-    return Window(ones, ones, "keep")
-
-
-SHARPNESS = define("adjust_sharpness", "filters", [sharpness_window],
+SHARPNESS = define("adjust_sharpness", "filters", [sharpness_value],
                    reference="torchvision.transforms.v2.functional.adjust_sharpness")
 
 

@@ -1,5 +1,5 @@
-"""What the window filters share (``box_blur``, ``gaussian_blur``, ``adjust_sharpness``,
-``median_blur``): their border modes and kernel sizes, checked once.
+"""What the window filters share (``box_blur``, ``gaussian_blur``, ``median_blur``): their
+border modes and kernel sizes, checked once.
 
 Their kernels are ``stencil`` kernels whose taps function returns a
 ``kernels.registry.Window``: taps per axis and a border mode (``BORDERS``: numpy.pad's and
@@ -15,8 +15,8 @@ from typing import Any
 from ...kernels.registry import BORDERS
 from ..base import integer
 
-#: the border modes a filter takes (``keep`` is ``adjust_sharpness``'s own)
-MODES = tuple(b for b in BORDERS if b != "keep")
+#: the border modes a filter takes
+MODES = BORDERS
 
 
 def border_code(mode: Any, what: str) -> float:
