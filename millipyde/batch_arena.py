@@ -8,8 +8,9 @@ lists them) the whole batch is recorded with NumPy: coins and parameters drawn a
 per-member flags. The Generator's distinct inputs are packed once per device into a flat
 *arena* (they are resident and do not change between batches); a member reads its source
 through its (offset, width) row, so inputs of different sizes share one launch
-(``graph.codegen.arena``). A chain with ``adjust_contrast`` adds one reduction kernel that
-leaves each member's grey sum on the device, where the gather reads it: no host sync.
+(``graph.codegen.arena``). Each op that reads a per-image statistic (``adjust_contrast``,
+``autocontrast``, ``equalize``) adds one reduction kernel that leaves each member's row on the
+device, where the gather (and later reductions) read it: no host sync.
 
 Members are split only where the structure must differ: inputs of another channel count or
 dtype, a size-changing op a coin skipped, outputs of different sizes. Members this cannot make
@@ -33,6 +34,7 @@ from .batch_chain import Prefix, Unsupported, VGather
 from .compose import Choice
 from .decorators import UserOp
 from .graph.codegen import arena as codegen_arena
+from .graph.codegen import stat as codegen_stat
 from .image import gpuimage
 
 
@@ -56,7 +58,7 @@ class Launch:
     hw: tuple[int, int]
     cout: int
     dtype: np.dtype
-    prefix: Prefix | None
+    prefixes: list[Prefix]
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -180,7 +182,7 @@ class ArenaRecorder:
             sig, p = sub.rows()
             launches.append(Launch(sig, self.gates, rows[mask], p,
                                    np.stack([base[mask], widths[mask]], axis=1),
-                                   (int(h), int(w)), sig.cout, g.dtype, sub.prefix))
+                                   (int(h), int(w)), sig.cout, g.dtype, sub.prefixes))
         return launches, np.concatenate(lost)
 
 
@@ -286,6 +288,9 @@ def pack(rec: ArenaRecorder, buffers: list, device: int) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- launching
 
+#: the ``stat`` argument of a gather that reads no statistic (never read)
+_NO_STATS = np.zeros((1, 1))
+
 
 @functools.cache
 def _gather_fn(sig: Any, gates: bool, layout: str, channels: int) -> Any:
@@ -294,9 +299,9 @@ def _gather_fn(sig: Any, gates: bool, layout: str, channels: int) -> Any:
 
 
 @functools.cache
-def _mean_fn(sig: Any, gates: bool) -> Any:
-    return codegen_arena.arena_mean_kernel(sig, runtime.codegen_target, runtime.simulated,
-                                           gates)
+def _stat_fn(sig: Any, stat: str, gates: bool) -> Any:
+    return codegen_stat.arena_stat_kernel(sig, stat, runtime.codegen_target, runtime.simulated,
+                                          gates)
 
 
 def _upload(launches: list[Launch], device: int) -> tuple[Any, list[tuple]]:
@@ -308,23 +313,26 @@ def _upload(launches: list[Launch], device: int) -> tuple[Any, list[tuple]]:
     slots = []
     for L in launches:
         m = len(L.pos)
-        pre = None if L.prefix is None else pk.add(L.prefix.p)
+        # the statistic rows start at their rules' values (sums 0, minima +inf...)
+        init = codegen_stat.stat_init(L.sig)
+        stat = np.tile(init, (m, 1)) if len(init) else _NO_STATS
+        pres = [pk.add(pr.p) for pr in L.prefixes]
         slots.append((pk.add(L.p), pk.add(L.rows), pk.add(L.pos.astype(np.int64)),
-                      pk.add(np.zeros(m)), pre))
+                      pk.add(stat), pres))
     pk.upload(device)
     return pk, slots
 
 
-def _statistic(L: Launch, pk: Any, slot: tuple, src: Any, device: int) -> None:
-    """The launch's grey-mean reduction into its statistics slot (a chain with a statistic)."""
+def _statistics(L: Launch, pk: Any, slot: tuple, src: Any, device: int) -> None:
+    """The launch's per-member statistic reductions into its statistics slot, one per stat op
+    in chain order (each reads the rows of those before it)."""
     from .graph.exec.batch import _launch
 
-    _, rows, _, stat, pre = slot
-    if pre is None:
-        return
-    h, w = (min(a, b) for a, b in zip(L.prefix.hw, codegen_arena.MEAN_GRID, strict=True))
-    _launch(_mean_fn(L.prefix.sig, L.gates), len(L.pos), h, w, device, src, pk[rows],
-            pk[pre], pk[stat])
+    _, rows, _, stat, pres = slot
+    for pr, pre in zip(L.prefixes, pres, strict=True):
+        h, w = (min(a, b) for a, b in zip(pr.hw, codegen_stat.ARENA_STAT_GRID, strict=True))
+        _launch(_stat_fn(pr.sig, pr.stat, L.gates), len(L.pos), h, w, device, src, pk[rows],
+                pk[pre], pk[stat])
 
 
 def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
@@ -342,7 +350,7 @@ def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
         p, rows, pos, stat, _ = slot
         src = arena[L.dtype.str]
         m = len(L.pos)
-        _statistic(L, pk, slot, src, device)
+        _statistics(L, pk, slot, src, device)
         if L.hw == tuple(hw) and L.dtype in (np.uint8, np.float64):
             _launch(_gather_fn(L.sig, L.gates, spec.layout, spec.channels), m, *hw, device,
                     src, pk[rows], pk[p], pk[stat], out, pk[pos], mean, std,
@@ -368,7 +376,7 @@ def native(launches: list[Launch], arena: dict[str, Any],
     for L, slot in zip(launches, slots, strict=True):
         p, rows, _, stat, _ = slot
         src = arena[L.dtype.str]
-        _statistic(L, pk, slot, src, device)
+        _statistics(L, pk, slot, src, device)
         tmp = runtime.empty((len(L.pos), *L.hw, L.cout), L.dtype, device)
         # (channels only names a training batch's layout: 3, the compiled kernel that a
         # batch's own-size temporaries use too)

@@ -36,10 +36,12 @@ from .graph.codegen.gather_sig import (
 )
 from .graph.plan.schedule import axis_aligned, fill_window, needs_warp_clip, wide_map
 from .kernels import REGISTRY
+from .kernels.stats import STATISTICS
 
 
 class Unsupported(Exception):
-    """The chain does not plan to one gather (with at most one statistic) for every member."""
+    """The chain does not plan to one gather (and its statistics' reductions) for every
+    member."""
 
 
 @dataclass
@@ -51,10 +53,14 @@ class _Chained:
 
 @dataclass
 class Prefix:
-    """The gather as it stood before the stat op (its reduction's kernel and rows)."""
+    """The gather as it stood before a stat op: the reduction of the op's statistic
+    (``stat``, ``kernels.stats``) runs it with ``sig`` and rows ``p``."""
 
+    stat: str
     sig: GatherSig
-    p: np.ndarray  # (n, params + flags + 2): the rows, then the output height and width
+    # (n, params + flags + 3): the rows, then the output height and width, then 1 where the
+    # op is gated off for the member (nothing to measure)
+    p: np.ndarray
     hw: tuple[int, int]  # largest output height and width (the reduction's grid)
 
 
@@ -70,12 +76,14 @@ class VGather:
     A: np.ndarray | None = None
     mid: np.ndarray | None = None
     edge: bool = False
+    nearest: bool = False
     phase: int = 0
     positional: bool = False
     ops: list[_Chained] = field(default_factory=list)
     npre: int = 0
     soff: np.ndarray | None = None  # (n,) bool: the sampler gated off
-    prefix: Prefix | None = None
+    # one per stat op, in chain order: each reduction reads the rows of those before it
+    prefixes: list[Prefix] = field(default_factory=list)
     fill: float | None = None  # a fused pad's value
     umap: str = ""  # a user index map standing for the sampler (``@mp.index_map``)
     uparams: np.ndarray | None = None  # (n, k) its parameters
@@ -144,6 +152,7 @@ class VGather:
         self.mid = self.cur.copy()
         self.phase = 1
         self.edge = spec.mode == "edge"
+        self.nearest = spec.nearest
         self.soff = ~on
         if out is not None:
             self.cur = np.asarray(out, dtype=np.int64).reshape(self.n, 2)
@@ -152,10 +161,12 @@ class VGather:
             # reads the zero outside it
             self.left |= on & ((self.mid[:, 0] == 0) | (self.mid[:, 1] == 0))
         else:
-            # scikit-image's data-dependent clip, and maps reaching positions this kernel
-            # does not test (``schedule.wide_map``): those members go per output
+            # scikit-image's data-dependent clip (where the sampler has it), and maps reaching
+            # positions this kernel does not test (``schedule.wide_map``): those members go
+            # per output
             for i in np.flatnonzero(on).tolist():
-                if needs_warp_clip(self.A[i], tuple(self.mid[i]), tuple(self.cur[i])) or \
+                if (spec.warp_clip and needs_warp_clip(self.A[i], tuple(self.mid[i]),
+                                                       tuple(self.cur[i]))) or \
                         wide_map(self.A[i], tuple(self.cur[i])):
                     self.left[i] = True
 
@@ -171,23 +182,27 @@ class VGather:
         self.cur = np.asarray(out, dtype=np.int64).reshape(self.n, 2)
 
     def chain(self, name: str, params: np.ndarray, on: np.ndarray) -> None:
-        """A chained op (elementwise, pixelwise, positional) with per-member parameters."""
+        """A chained op (elementwise, pixelwise, positional, neighbourhood) with per-member
+        parameters."""
         spec = REGISTRY[name]
         if spec.kind == "pixelwise" and self.cin < 3:
             raise Unsupported("a pixelwise op on grey images")
+        if spec.kind == "neighbourhood" and self.umap:
+            raise Unsupported("a neighbourhood op with a user map")
         slots = np.zeros((self.n, spec.slots))
         slots[:, :params.shape[1]] = params
         if spec.stat:
-            if self.prefix is not None or self.dtype.kind not in "ui":
-                # float sums are not exact in any order: the per-output mean is the reference
-                raise Unsupported("a second statistic, or one of a float image")
+            if self.dtype.kind not in "ui" and not STATISTICS[spec.stat].exact_on_floats:
+                # float sums are not exact in any order: the per-output row is the reference
+                raise Unsupported(f"a {spec.stat} of a float image")
             sig, p = self.rows()
             hw = self.cur
-            self.prefix = Prefix(sig, np.concatenate([p, hw.astype(np.float64)], axis=1),
-                                 (int(hw[:, 0].max(initial=0)), int(hw[:, 1].max(initial=0))))
-            # the statistic slot holds the pixel count: the kernel divides the device sum by it
-            slots[:, spec.nparams] = (hw[:, 0] * hw[:, 1]).astype(np.float64)
-        self.positional = self.positional or spec.kind == "positional"
+            self.prefixes.append(Prefix(
+                spec.stat, sig,
+                np.concatenate([p, hw.astype(np.float64), (~on).astype(np.float64)[:, None]],
+                               axis=1),
+                (int(hw[:, 0].max(initial=0)), int(hw[:, 1].max(initial=0)))))
+        self.positional = self.positional or spec.kind in ("positional", "neighbourhood")
         self.ops.append(_Chained(name, slots, ~on))  # the pre ops all come before the sampler
         if self.phase == 0:
             self.npre += 1
@@ -199,7 +214,7 @@ class VGather:
             cin=self.cin, mode="chain", is_int=self.dtype.kind in "ui",
             sampler=self.A is not None, grey="", pre=names[:self.npre],
             post=names[self.npre:], lut_stages=(False, False), clip=False, edge=self.edge,
-            bounded=self.fill is not None, umap=self.umap)
+            bounded=self.fill is not None, umap=self.umap, nearest=self.nearest)
 
     def rows(self) -> tuple[GatherSig, np.ndarray]:
         """The signature and per-member parameter rows (gate flags after them with
@@ -240,14 +255,14 @@ class VGather:
         out.soff = None if self.soff is None else self.soff[keep]
         out.edge, out.phase, out.positional, out.npre = (self.edge, self.phase,
                                                          self.positional, self.npre)
+        out.nearest = self.nearest
         out.fill, out.window = self.fill, self.window[keep]
         out.umap = self.umap
         out.uparams = None if self.uparams is None else self.uparams[keep]
         out.ops = [_Chained(c.name, c.params[keep], c.off[keep]) for c in self.ops]
         out.left = self.left[keep]
-        if self.prefix is not None:
-            pr = self.prefix
-            hw = pr.p[keep, -2:]
-            out.prefix = Prefix(pr.sig, pr.p[keep],
-                                (int(hw[:, 0].max(initial=0)), int(hw[:, 1].max(initial=0))))
+        for pr in self.prefixes:
+            hw = pr.p[keep, -3:-1]
+            out.prefixes.append(Prefix(pr.stat, pr.sig, pr.p[keep], (
+                int(hw[:, 0].max(initial=0)), int(hw[:, 1].max(initial=0)))))
         return out

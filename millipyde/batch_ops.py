@@ -196,7 +196,7 @@ def apply_emit(g: VGather, e: Emit, on: np.ndarray) -> None:
         g.index_map(e.kernel, e.params if e.params.shape[1] else None, eon)
     elif kind == "sampler":
         g.sampler(e.kernel, e.params, eon, e.out)
-    elif kind in ("elementwise", "pixelwise", "positional"):
+    elif kind in ("elementwise", "pixelwise", "positional", "neighbourhood"):
         g.chain(e.kernel, e.params, eon)
     else:
         raise Unsupported(f"a {kind} op ({e.kernel})")

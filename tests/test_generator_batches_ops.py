@@ -91,7 +91,6 @@ OPS = {
     "random_affine": [mp.Operation("random_affine", 20, (0.1, 0.1), (0.8, 1.2), 5,
                                    probability=0.5)],
     "random_resized_crop": [mp.Operation("random_resized_crop", 10, 8, probability=0.5)],
-    # one per-image statistic per gather (two contrasts: per output, tested below)
     "adjust_contrast": [mp.Operation("adjust_contrast", 1.5, probability=0.5)],
     "random_contrast": [mp.Operation("fliplr"),
                         mp.Operation("random_contrast", 0.5, 1.5, probability=0.5)],
@@ -143,8 +142,15 @@ def test_unhandled_op_keeps_the_other_paths() -> None:
     imgs = _mixed(5, ((12, 12, 3),) * 2)
     ops = [mp.Operation("random_resized_crop", 8, 8), mp.Operation("gaussian", 1.0)]
     _check(imgs, ops, 4, 4, arena=False)
+
+
+def test_two_statistics_in_one_gather(monkeypatch) -> None:
+    # each statistic op its own reduction (the second measures the first's output), one gather
+    imgs = _mixed(5, ((12, 12, 3),) * 2)
     two = [mp.Operation("adjust_contrast", 1.5), mp.Operation("random_contrast", 0.5, 1.5)]
-    _check(imgs, two, 4, 4, arena=False)
+    _check(imgs, two, 4, 4)
+    _, calls, n, launches = _one_batch(imgs, two, 4, monkeypatch)
+    assert len(launches) == 1 and n == 3, calls
 
 
 class _Count:
@@ -243,7 +249,7 @@ def test_one_compiled_gather_per_chain_whatever_the_coins() -> None:
     # five coins per output (flip, four colour ops), 32 batches of 4: one gather and one
     # reduction compiled, both gated variants of every member's pattern
     batch_arena._gather_fn.cache_clear()
-    batch_arena._mean_fn.cache_clear()
+    batch_arena._stat_fn.cache_clear()
     imgs = _mixed(9)
     gen = mp.Generator(imgs, recipes.operations("imagenet", size=6), outputs=64, seed=1)
     with gen.batches(4) as bs:
@@ -261,7 +267,7 @@ def test_one_compiled_gather_per_chain_whatever_the_coins() -> None:
                                                      strict=True)}
     assert len(patterns) >= 8  # many gate patterns were made
     assert batch_arena._gather_fn.cache_info().currsize == 1
-    assert batch_arena._mean_fn.cache_info().currsize == 1
+    assert batch_arena._stat_fn.cache_info().currsize == 1
 
 
 def test_vectorised_draws_equal_the_scalar_streams() -> None:

@@ -13,6 +13,8 @@ from pathlib import Path
 import networkx as nx
 
 from ..kernels import REGISTRY
+from ..kernels.registry import Window
+from ..kernels.stats import STATISTICS, stat_channels
 from .exec.variants import stencil_passes
 from .ir.node import Node
 from .plan.schedule import Kernel, pending_graph, plan
@@ -45,16 +47,26 @@ class KernelInfo:
                 f"read {self.bytes_read / 1e6:9.3f} MB  write {self.bytes_written / 1e6:9.3f} MB")
 
 
+def _stat_slots(k: Kernel) -> int:
+    """Slots of the statistic row a stat kernel stores (``kernels.stats``)."""
+    prefix = k.prefix  # type: ignore[attr-defined]
+    return STATISTICS[k.output.op.stat].width(stat_channels(prefix.channels, prefix.phase == 2))
+
+
 def _info(i: int, k: Kernel) -> KernelInfo:
     out = k.output
     sources = getattr(k, "leaves", None) or [k.source]
     read = sum(_nbytes(s) for s in sources)
-    # a stat kernel (a grey mean for a fused op) stores one number, not its op's value
-    written = 8 if k.kind == "stat" else _nbytes(out)
+    # a stat kernel (a statistic row for a fused op) stores its row, not its op's value
+    written = 8 * _stat_slots(k) if k.kind == "stat" else _nbytes(out)
     launches = 1
     if k.kind == "stencil":
         n = k.stencil
-        launches = stencil_passes(len(REGISTRY[n.op.name].fn(*n.params)) // 2)
+        taps = REGISTRY[n.op.name].fn(*n.params)
+        if isinstance(taps, Window):  # the window passes: two, or one for a median
+            launches = 1 if taps.median else 2
+        else:
+            launches = stencil_passes(len(taps) // 2)
         if launches == 2:
             # the rows pass writes a float64 temporary that the cols pass reads back
             c = out.shape[2] if len(out.shape) == 3 else 1

@@ -3,20 +3,32 @@
 Kinds (what the fuser and code generator need to know about an op):
 
 - ``elementwise``: ``f(v, c, full, a, b, d) -> v`` per channel value; alpha passes through.
+  An op that reads a per-image statistic (``stat``, one of ``kernels.stats.STATISTICS``) is
+  ``f(v, c, full, a, b, st, o) -> v``: ``st[o:]`` is the statistic of the image it sees.
 - ``pixelwise``: ``f(r, g, b, full, a, b, d) -> (r, g, b)``: a colour pixel to a colour pixel
   (channels mixed: saturation, hue); alpha passes through; colour images only.
 - ``positional``: ``f(v, c, full, y, x, u1, u2, *params) -> v``: a value map that depends on
   where the pixel is (erase) or on two uniform draws of the pixel's counter (noise). Nothing
   geometric may follow it in a fused kernel: ``(y, x)`` are the kernel's output coordinates.
+- ``neighbourhood``: ``f(acc, v, full, a, b) -> v`` per channel value: ``acc`` the sum of its
+  input's 3x3 neighbourhood (``v`` its centre); pixels on the image's border keep ``v``
+  (torchvision's ``adjust_sharpness``). The fused kernel computes the neighbours' values by
+  running what comes before the op at each of them, so nothing geometric may follow it.
 - ``pixel``: ``f(r, g, b, alpha, has_alpha) -> grey`` colour pixel to one float value.
 - ``index_map``: ``f(y, x, h, w, *params) -> (sy, sx)``, an integer affine gather (flip,
   transpose, crop, pad); with ``fills`` the map may leave its input and reads the fill value
   (the last parameter) there.
-- ``sampler``: ``f(y, x, h, w, *params) -> (sy, sx)``, a real affine map sampled bilinearly;
-  ``mode`` says what lies outside the input: ``"constant"`` zero, ``"edge"`` the nearest edge.
+- ``sampler``: ``f(y, x, h, w, *params) -> (sy, sx)``, a real affine map sampled bilinearly
+  (``nearest``: at the nearest pixel, halves to even, as torch's ``grid_sample``); ``mode``
+  says what lies outside the input: ``"constant"`` zero, ``"edge"`` the nearest edge;
+  ``warp_clip``: scikit-image's clip to the input's range may apply (torchvision's samplers
+  have none).
 - ``user_map``: ``f(y, x, h, w, *params) -> (sy, sx)``, any map (not checked affine), called
   in the kernel and sampled bilinearly with zero outside (``@mp.index_map``).
-- ``stencil``: separable taps computed on the host from the parameters.
+- ``stencil``: separable taps computed on the host from the parameters: ``f(*params) ->
+  taps`` (one 1-D array for both axes, zero outside the image: the tuned kernels), or a
+  :class:`Window` (taps per axis and a border mode from :data:`BORDERS`, or a median window:
+  the generic window passes).
 
 ``h`` and ``w`` are the height and width of the op's input. ``shape_fn(h, w, *params)`` gives
 the output's height and width when an op changes them (resize, crop, pad).
@@ -32,8 +44,10 @@ from functools import cached_property
 
 import numpy as np
 
-KINDS = ("elementwise", "pixelwise", "positional", "pixel", "index_map", "sampler", "user_map",
-         "stencil")
+from .stats import STATISTICS
+
+KINDS = ("elementwise", "pixelwise", "positional", "neighbourhood", "pixel", "index_map",
+         "sampler", "user_map", "stencil")
 #: kinds whose ops change where pixels are (a positional op may not be followed by one)
 GEOMETRIC = ("index_map", "sampler", "user_map")
 
@@ -50,14 +64,19 @@ class OpSpec:
     code: int = field(default=-1, compare=False)
     shape_fn: Callable | None = field(default=None, compare=False)
     mode: str = "constant"
+    # samplers: the nearest pixel instead of a bilinear blend; whether scikit-image's clip may
+    # apply
+    nearest: bool = False
+    warp_clip: bool = True
     fills: bool = False
     # positional ops: whether the kernel draws (u1, u2) for it (keys are its first two params)
     draws: bool = False
     # positional ops: whether alpha is changed too (erase, like torchvision on 4 channels)
     alpha: bool = False
-    # elementwise ops whose last parameter is a per-image statistic computed at run time (the
-    # grey mean of its input, adjust_contrast): one reduction kernel before the gather
-    stat: bool = False
+    # elementwise ops that read a per-image statistic of their input (``kernels.stats``: the
+    # grey sum of adjust_contrast, the channel ranges of autocontrast...): its name; one
+    # reduction kernel runs before the gather that holds the op
+    stat: str = ""
     # public-decorator ops: the user's (frozen) function, the key of what it computes
     # (``millipyde.user_functions``) and the values a partial binds before / after the
     # parameters the kernels pass
@@ -85,7 +104,7 @@ class OpSpec:
     @property
     def slots(self) -> int:
         """Parameter slots this op takes in a fused kernel's parameter array."""
-        return max(3, self.nparams + (1 if self.stat else 0))
+        return max(3, self.nparams)
 
 
 REGISTRY: dict[str, OpSpec] = {}
@@ -122,13 +141,21 @@ def register(spec: OpSpec, replace_existing: bool = False) -> OpSpec:
 _register = register
 
 
-def elementwise(nparams: int, stat: bool = False,
+def elementwise(nparams: int, stat: str = "",
                 name: str | None = None) -> Callable[[Callable], Callable]:
     """Register ``f(v, c, full, a, b, d)``: a per-channel value map (channels 0..2, or grey).
 
-    ``name``: the kernel's registered name (default: the function's)."""
+    ``stat``: the per-image statistic it reads (``kernels.stats.STATISTICS``); it is then
+    ``f(v, c, full, a, b, st, o)``, with at most two parameters. ``name``: the kernel's
+    registered name (default: the function's)."""
 
     def deco(fn: Callable) -> Callable:
+        if stat:
+            if stat not in STATISTICS:
+                raise ValueError(f"statistic must be one of {sorted(STATISTICS)}, got {stat!r}")
+            if nparams > 2:
+                raise ValueError("an elementwise op that reads a statistic takes at most two "
+                                 f"parameters, got {nparams}")
         _register(OpSpec(name or fn.__name__, "elementwise", fn, nparams, stat=stat))
         return fn
 
@@ -180,19 +207,63 @@ def index_map(swaps_axes: bool = False, nparams: int = 0, shape: Callable | None
 
 
 def sampler(nparams: int, shape: Callable | None = None, mode: str = "constant",
-            name: str | None = None) -> Callable[[Callable], Callable]:
-    """Register ``f(y, x, h, w, *params) -> (sy, sx)``: a real map sampled bilinearly."""
+            name: str | None = None, nearest: bool = False,
+            warp_clip: bool = True) -> Callable[[Callable], Callable]:
+    """Register ``f(y, x, h, w, *params) -> (sy, sx)``: a real map sampled bilinearly (or at
+    the ``nearest`` pixel); ``warp_clip``: scikit-image's clip to the input's range may apply
+    (see the module doc)."""
 
     def deco(fn: Callable) -> Callable:
         _register(OpSpec(name or fn.__name__, "sampler", fn, nparams, shape_fn=shape,
-                         mode=mode))
+                         mode=mode, nearest=nearest, warp_clip=warp_clip))
         return fn
 
     return deco
 
 
+def neighbourhood(nparams: int, name: str | None = None) -> Callable[[Callable], Callable]:
+    """Register ``f(acc, v, full, a, b) -> v``: a value from the sum ``acc`` of its input's 3x3
+    neighbourhood and its centre ``v`` (at most two parameters; see the module doc)."""
+
+    def deco(fn: Callable) -> Callable:
+        if nparams > 2:
+            raise ValueError(f"a neighbourhood op takes at most two parameters, got {nparams}")
+        _register(OpSpec(name or fn.__name__, "neighbourhood", fn, nparams))
+        return fn
+
+    return deco
+
+
+#: what a stencil's window reads outside the image (``numpy.pad``'s and torchvision's names):
+#: zero, the nearest edge, a mirror about the edge pixel (d c b | a b c d | c b a), a mirror
+#: about the edge (d c b a | a b c d | d c b a)
+BORDERS = ("constant", "edge", "reflect", "symmetric")
+
+
+@dataclass(frozen=True)
+class Window:
+    """A stencil's window for the generic window passes (what its taps function returns):
+    ``ty`` the taps along rows' direction y, ``tx`` along x (each of odd length, centred;
+    ``median``: their length is the window's and their values unused), ``border`` one of
+    :data:`BORDERS`, ``median`` whether the output is the window's median (a sort) instead of
+    its weighted sum (two separable passes)."""
+
+    ty: np.ndarray
+    tx: np.ndarray
+    border: str = "constant"
+    median: bool = False
+
+    def __post_init__(self) -> None:
+        if self.border not in BORDERS:
+            raise ValueError(f"border must be one of {BORDERS}, got {self.border!r}")
+        for t in (self.ty, self.tx):
+            if t.ndim != 1 or len(t) % 2 != 1:
+                raise ValueError("window taps must be 1-D, of odd length")
+
+
 def stencil(nparams: int, name: str | None = None) -> Callable[[Callable], Callable]:
-    """Register ``f(*params) -> taps``: a separable stencil whose 1-D taps come from the host."""
+    """Register ``f(*params) -> taps``: a separable stencil whose 1-D taps come from the host
+    (or a :class:`Window`)."""
 
     def deco(fn: Callable) -> Callable:
         _register(OpSpec(name or fn.__name__, "stencil", fn, nparams))

@@ -10,6 +10,7 @@ import argparse
 import re
 from pathlib import Path
 
+from ..kernels.stats import STATISTICS
 from . import OPS
 from .base import FAMILIES, OpDef
 
@@ -21,17 +22,20 @@ _FUSES = {
     "elementwise": "into the gather (uint8: a 256-entry table)",
     "pixelwise": "into the gather",
     "positional": "into the gather (no geometry after it)",
+    "neighbourhood": "into the gather (its 3x3 input recomputed per pixel; no geometry after it)",
     "pixel": "into the gather",
     "index_map": "into the gather's index map",
     "sampler": "into the gather's sampler (one per kernel)",
-    "stencil": "own tiled kernel; neighbours fuse on its loads and stores",
+    "stencil": ("own kernel (separable passes, or a median); neighbours fuse on its loads "
+                "and stores"),
 }
 
 
 def _fusion(op: OpDef) -> str:
     specs = op.specs
-    if any(s.stat for s in specs):
-        return "into the gather, after one reduction (the image's grey mean)"
+    stats = [STATISTICS[s.stat] for s in specs if s.stat]
+    if stats:
+        return f"into the gather, after one reduction ({stats[0].doc})"
     kinds = [s.kind for s in specs]
     return _FUSES["sampler" if "sampler" in kinds else kinds[0]]
 

@@ -3,12 +3,17 @@ call (built-in ops, user ops' adapters, the counter hash of ops that draw)."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
 from ...kernels import REGISTRY, OpSpec
 from .gather_sig import OPS_OFF, GatherSig, _chained
 
 
-def _op_call(name: str, o: int, vars_: list[str], full: str, chan: int | None) -> list[str]:
-    """One chained op on the values ``vars_`` (one channel, or r, g, b for pixelwise)."""
+def _op_call(name: str, o: int, vars_: list[str], full: str, chan: int | None,
+             stat: int | None = None) -> list[str]:
+    """One chained op on the values ``vars_`` (one channel, or r, g, b for pixelwise);
+    ``stat``: the offset of an op's statistic in the kernel's row ``st_``."""
     spec = REGISTRY[name]
     if spec.kind == "pixelwise":
         args = ", ".join(f"p[{o + j}]" for j in range(3))
@@ -26,20 +31,65 @@ def _op_call(name: str, o: int, vars_: list[str], full: str, chan: int | None) -
             lines += ["u1_ = 0.5", "u2_ = 0.5"]
         args = ", ".join(f"p[{o + j}]" for j in range(spec.nparams))
         return lines + [f"{v} = _f_{name}({v}, {chan}, {full}, y, x, u1_, u2_, {args})"]
+    if spec.stat:
+        if stat is None:
+            raise RuntimeError(f"{name} reads a statistic, but no row offset was given")
+        return [f"{v} = _f_{name}({v}, {chan}, {full}, p[{o}], p[{o + 1}], st_, {stat})"]
     return [f"{v} = _f_{name}({v}, {chan}, {full}, p[{o}], p[{o + 1}], p[{o + 2}])"]
 
 
+def _neighbourhood_call(name: str, o: int, vars_: list[str], full: str, j: int,
+                        prefix: list[str], cast: bool) -> list[str]:
+    """Neighbourhood op ``name`` (global index ``j``) on ``vars_``: off the image's border,
+    ``prefix`` (the kernel's body up to the op, as a function of ``y``, ``x``, leaving the
+    values in ``v0 ..``) run at each of the 3x3 positions around the pixel, summed per
+    channel. Its names are made the op's own (``yy<j>_``, ``nv<j>_<c>``...), so a prefix that
+    holds another neighbourhood op nests."""
+    nv = [f"nv{j}_{c}" for c in range(len(vars_))]
+    na = [f"na{j}_{c}" for c in range(len(vars_))]
+    text = "\n".join(prefix)
+    text = re.sub(r"\by\b", f"yy{j}_", re.sub(r"\bx\b", f"xx{j}_", text))
+    text = re.sub(r"\bv(\d)\b", lambda m: f"nv{j}_{m[1]}", text)
+    body = [f"{a} = 0.0" for a in na]
+    body += [f"for dy{j}_ in range(-1, 2):", f"    for dx{j}_ in range(-1, 2):",
+             f"        yy{j}_ = y + dy{j}_", f"        xx{j}_ = x + dx{j}_"]
+    body += ["        " + ln for ln in text.splitlines()]
+    body += [f"        {a} += {v}" for a, v in zip(na, nv, strict=True)]
+    for a, v in zip(na, vars_, strict=True):
+        body.append(f"{v} = _f_{name}({a}, {v}, {full}, p[{o}], p[{o + 1}])")
+        if cast:
+            body.append(f"{v} = _rint_clip({v}, {full})")
+    return (["if y >= 1 and y < h - 1 and x >= 1 and x < w - 1:"]
+            + ["    " + ln for ln in body])
+
+
 def _chain_all(ops: tuple[str, ...], vars_: list[str], full: str, first: int,
-               offsets: list[int], cast: bool, gates: bool = False) -> str:
+               offsets: list[int], cast: bool, gates: bool = False,
+               stats: dict[int, tuple[int, int]] | None = None,
+               local: Callable[[int], list[str]] | None = None) -> str:
     """Chained ops ``ops`` (global indices from ``first``) on a pixel's values ``vars_``.
 
     Elementwise and positional ops run per channel (alpha, the fourth, only for ops that
     say so), pixelwise ops on the first three; integer values are rounded after each op.
+    ``stats``: the kernel's statistic layout (``gather_sig.stat_layout``), for ops that read
+    one; ``local(i)``: the body before op ``i`` (``gather_body.prefix_lines``), for
+    neighbourhood ops.
     """
     lines: list[str] = []
     for i, name in enumerate(ops):
         spec = REGISTRY[name]
         o = offsets[first + i]
+        so = None if not spec.stat or stats is None else stats[first + i][0]
+        if spec.kind == "neighbourhood":
+            if local is None:
+                raise RuntimeError(f"{name} reads its neighbours: no prefix was given")
+            touched = vars_[:3] if len(vars_) > 1 else vars_
+            step = _neighbourhood_call(name, o, touched, full, first + i, local(first + i),
+                                       cast)
+            if gates:
+                step = [f"if g{first + i}_ == 0.0:"] + ["    " + line for line in step]
+            lines += step
+            continue
         if spec.kind == "pixelwise":
             step = _op_call(name, o, vars_[:3], full, None)
             touched = vars_[:3]
@@ -48,7 +98,7 @@ def _chain_all(ops: tuple[str, ...], vars_: list[str], full: str, first: int,
             touched = vars_[:keep] if len(vars_) > 1 else vars_
             step = []
             for c, v in enumerate(touched):
-                step += _op_call(name, o, [v], full, c)
+                step += _op_call(name, o, [v], full, c, so)
         if cast:
             step += [f"{v} = _rint_clip({v}, {full})" for v in touched]
         if gates:
@@ -63,6 +113,8 @@ def _chain(ops: tuple[str, ...], var: str, chan: int, full: str, first: int, cas
            gates: bool = False) -> str:
     lines = []
     for i, name in enumerate(ops):
+        if REGISTRY[name].stat:
+            raise RuntimeError(f"{name} reads a statistic: not a plain chain op")
         o = OPS_OFF + 3 * (first + i)
         step = [f"{var} = _f_{name}({var}, {chan}, {full}, p[{o}], p[{o + 1}], p[{o + 2}])"]
         if cast:
@@ -94,6 +146,20 @@ def _u01(key_hi, key_lo, n):
 '''
 
 
+_RNE = '''
+@_dev
+def _rne(v):
+    # to the nearest whole number, halves to even (torch's nearbyint), as _rint_clip rounds:
+    # adding and subtracting 2**52 leaves no fraction bits below it
+    if v >= 0.0:
+        if v < 4503599627370496.0:
+            return (v + 4503599627370496.0) - 4503599627370496.0
+    elif v > -4503599627370496.0:
+        return (v - 4503599627370496.0) + 4503599627370496.0
+    return v
+'''
+
+
 def gather_defs(sig: GatherSig) -> str:
     """Device functions a gather of ``sig`` calls: its ops, the grey conversion, the counter
     hash when an op draws, the user map."""
@@ -105,6 +171,8 @@ def gather_defs(sig: GatherSig) -> str:
         defs += op_def(sig.umap, "_m_")
     if any(REGISTRY[n].kind == "positional" and REGISTRY[n].draws for n in names):
         defs += _COUNTER
+    if sig.nearest:
+        defs += _RNE
     return defs
 
 

@@ -1,36 +1,46 @@
-"""The fused gather kernel (and its grey-mean form) as one source text per target."""
+"""The fused gather kernel as one source text per target (its statistics' reductions:
+``codegen.stat``)."""
 
 from __future__ import annotations
 
 import re
 
-from .chain import gather_defs, op_def
+from .chain import gather_defs
 from .gather_body import (
     _gather_body,
     extras_prologue,
+    gate_prologue,
     gather_prologue,
-    grey_sum_body,
     tabled_body,
     tabled_prologue,
 )
-from .gather_sig import PACKED_DIMS, GatherSig, gather_nparams, tabled_fits
+from .gather_sig import (
+    PACKED_DIMS,
+    GatherSig,
+    gather_ngates,
+    gather_nparams,
+    stat_width,
+    tabled_fits,
+)
 from .loader import load
 from .target import _HEADER, _RINT_CLIP, _decorator, _loop_2d, _loop_2d_items
 
 
 def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
-    """Source of the fused gather kernel ``kernel(src, dst, lut, p)`` for ``target``."""
+    """Source of the fused gather kernel ``kernel(src, dst, lut, p)`` for ``target``;
+    ``kernel(src, dst, lut, stat, p)`` where chained ops read statistics (``stat``: their
+    rows end to end, ``gather_sig.stat_layout``)."""
     tabled = sig.tabled and target != "cpu"
     if sig.tabled and not tabled_fits(sig):
         raise ValueError(f"a tabled gather needs an elementwise uint8 chain alone: {sig}")
-    body = tabled_body(sig) if tabled else _gather_body(sig)
+    body = tabled_body(sig) if tabled else _gather_body(sig, gates=sig.gates)
     head = (f"# millipyde generated gather kernel: {sig}\n" + _HEADER[target] + gather_defs(sig)
             + _RINT_CLIP + ("from numba import float64 as _f64\n" if tabled else ""))
     params = "p"
     if target == "cuda":
         # on GPUs the parameters travel as scalar kernel arguments: no upload per launch
         # (numba-cuda spends ~0.1 ms of host time on each small device array)
-        params = ", ".join(f"p_{i}" for i in range(gather_nparams(sig)))
+        params = ", ".join(f"p_{i}" for i in range(gather_nargs(sig)))
     if sig.packed:
         # flat arrays: a tap's 32-bit offset is one multiply-add, where a two-index subscript
         # costs 64-bit multiplies (three instructions each) per load and store. (Numba cannot
@@ -42,11 +52,16 @@ def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
     else:
         dims, offsets = "h = dst.shape[0]\nw = dst.shape[1]\n", ""
     prologue = dims + gather_prologue() + offsets + extras_prologue(sig)
+    if sig.gates:
+        prologue += "\n" + gate_prologue(sig)
+    stats = stat_width(sig) > 0
+    if stats:
+        prologue += "\nst_ = stat"
     if tabled:
         prologue += "\n" + tabled_prologue(sig)
     fn = (
         f"\n\n{_decorator(target, sim)}\n"
-        f"def kernel(src, dst, lut, {params}):\n"
+        f"def kernel(src, dst, lut, {'stat, ' if stats else ''}{params}):\n"
         + "".join(f"    {line}\n" for line in prologue.splitlines())
     )
     items = gather_items(sig, target, sim)
@@ -86,37 +101,10 @@ def gather_items(sig: GatherSig, target: str, sim: bool = False) -> int:
     return GATHER_ITEMS_SIM if sim else GATHER_ITEMS
 
 
-def gather_mean_source(sig: GatherSig, target: str, sim: bool = False) -> str:
-    """Source of ``kernel(src, dst, lut, p)``: the sum of the grey values of what the gather
-    of ``sig`` would store (torchvision's floored grey for colour, the value for one channel).
-
-    The output height and width follow the parameters. On the CPU ``dst`` gets one sum per
-    row; on GPUs each thread adds its sum to ``dst[0]``. Colour sums are of whole numbers,
-    exact in float64 whatever the order, so every backend gets the same mean.
-    """
-    body = grey_sum_body(sig)
-    n = gather_nparams(sig)
-    prologue = (f"h = int(p[{n}])\nw = int(p[{n + 1}])\n" + gather_prologue()
-                + extras_prologue(sig))
-    head = (f"# millipyde generated grey-mean gather: {sig}\n" + _HEADER[target]
-            + gather_defs(sig) + op_def("tv_grey") + _RINT_CLIP)
-    params = "p"
-    if target == "cuda":
-        params = ", ".join(f"p_{i}" for i in range(n + 2))
-    fn = (f"\n\n{_decorator(target, sim)}\ndef kernel(src, dst, lut, {params}):\n"
-          + "".join(f"    {line}\n" for line in prologue.splitlines()))
-    text = "\n".join(body)
-    if target == "cpu":
-        loop = ("    for y in prange(h):\n        acc_ = 0.0\n        for x in range(w):\n"
-                + "".join(f"            {line}\n" for line in text.splitlines())
-                + "        dst[y] = acc_\n")
-    else:
-        loop = ("    acc_ = 0.0\n" + _loop_2d(target, "h", "w", text)
-                + "    cuda.atomic.add(dst, 0, acc_)\n")
-    source = head + fn + loop
-    if target == "cuda":
-        source = re.sub(r"\bp\[(\d+)\]", r"p_\1", source)
-    return source
+def gather_nargs(sig: GatherSig) -> int:
+    """Length of the parameter array of ``sig``'s one-image kernel: its parameters, then its
+    gate flags where it has them."""
+    return gather_nparams(sig) + (gather_ngates(sig) if sig.gates else 0)
 
 
 def gather_kernel(sig: GatherSig, target: str, sim: bool = False):

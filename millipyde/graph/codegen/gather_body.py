@@ -3,6 +3,7 @@ maps), the chained ops, the grey conversion and the stores; and its per-launch p
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from ...kernels import REGISTRY
@@ -20,6 +21,7 @@ from .gather_sig import (
     extras_offset,
     gather_nparams,
     op_offsets,
+    stat_layout,
 )
 
 
@@ -276,7 +278,8 @@ def _gather_tail(sig: GatherSig, gates: bool, offsets: list[int]) -> list[str]:
         lines.append(f"g = _f_{sig.grey}(v0, v1, v2, {alpha}, {has_alpha})")
         first = len(sig.pre) + len(sig.post)
         if sig.grey_ops:
-            lines.append(_chain_all(sig.grey_ops, ["g"], "1.0", first, offsets, False, gates))
+            lines.append(_chain_all(sig.grey_ops, ["g"], "1.0", first, offsets, False, gates,
+                                    stat_layout(sig)))
         values = ["g"]
     else:
         values = [f"v{c}" for c in chans]
@@ -289,14 +292,18 @@ def _gather_tail(sig: GatherSig, gates: bool, offsets: list[int]) -> list[str]:
 
 
 def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pixel") -> str:
-    """The gather with pads (fills), edge-mode samplers, user maps and ops of every chained
-    kind: a value chain per pixel (or per tap) over all channels at once (``sampler``: as
-    ``_gather_body``'s)."""
+    """The gather with pads (fills), edge-mode and nearest samplers, user maps and ops of every
+    chained kind: a value chain per pixel (or per tap) over all channels at once
+    (``sampler``: as ``_gather_body``'s)."""
     chans = list(range(sig.cin))
     lut = sig.mode == "lut"
     cast = sig.is_int
     offsets = op_offsets(_chained(sig))
+    stats = stat_layout(sig)
     lines: list[str] = []
+
+    def local(i: int) -> list[str]:
+        return prefix_lines(sig, i, gates)
 
     def load(c: int) -> str:
         raw = f"src[_u(sy), _u(sx), {c}]"
@@ -310,7 +317,7 @@ def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pi
                    + ["    " + line for line in out] + ["else:"]
                    + [f"    {v} = fill{c}_" for c, v in zip(chans, vars_, strict=True)])
         if not lut and sig.pre:
-            chain = _chain_all(sig.pre, vars_, "full", 0, offsets, cast, gates)
+            chain = _chain_all(sig.pre, vars_, "full", 0, offsets, cast, gates, stats, local)
             out += chain.splitlines()
         return out
 
@@ -325,8 +332,12 @@ def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pi
             lines.append(f"fy, fx = _m_{sig.umap}(fy, fx, mh, mw{args})")
         if sig.umap or sig.guard:
             lines += guarded_coordinates()
-        lines += ["ty0 = math.floor(fy)", "tx0 = math.floor(fx)", "dr = fy - ty0",
-                  "dc = fx - tx0", "iy = int(ty0)", "ix = int(tx0)"]
+        if sig.nearest:
+            # one tap: the nearest pixel (torch's grid_sample, halves to even)
+            lines += ["iy = int(_rne(fy))", "ix = int(_rne(fx))"]
+        else:
+            lines += ["ty0 = math.floor(fy)", "tx0 = math.floor(fx)", "dr = fy - ty0",
+                      "dc = fx - tx0", "iy = int(ty0)", "ix = int(tx0)"]
         if sig.edge:
             # scipy's "nearest" mode: each tap index clamped into the input
             lines += ["ya_ = min(max(iy, 0), mh - 1)", "yb_ = min(max(iy + 1, 0), mh - 1)",
@@ -334,7 +345,7 @@ def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pi
             taps = [("ya_", "xa_"), ("ya_", "xb_"), ("yb_", "xa_"), ("yb_", "xb_")]
         else:
             taps = [("iy", "ix"), ("iy", "ix + 1"), ("iy + 1", "ix"), ("iy + 1", "ix + 1")]
-        if sampler == "off":
+        if sampler == "off" or sig.nearest:
             taps = taps[:1]
         for c in chans:
             lines += [f"t{c}_{k} = 0.0" for k in range(len(taps))]
@@ -347,12 +358,15 @@ def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pi
                 lines.append(f"if _u({ty}) < _u(mh) and _u({tx}) < _u(mw):")
                 lines += ["    " + line for line in body]
         for c in chans:
-            lines += _blend(c, sig, cast or lut, gates, sampler)
+            if sig.nearest:
+                lines.append(f"v{c} = t{c}_0")  # (a value read: no blend, nothing to round)
+            else:
+                lines += _blend(c, sig, cast or lut, gates, sampler)
             if lut and sig.lut_stages[1]:
                 lines.append(f"v{c} = _b2f(lut[1, {c}, int(v{c})])")
         if not lut and sig.post:
             lines += _chain_all(sig.post, [f"v{c}" for c in chans], "full", len(sig.pre),
-                                offsets, cast, gates).splitlines()
+                                offsets, cast, gates, stats, local).splitlines()
     return "\n".join(lines + _gather_tail(sig, gates, offsets))
 
 
@@ -367,6 +381,20 @@ def guarded_coordinates() -> list[str]:
     return [f"if not (-{COORD_LIMIT!r} < fy < {COORD_LIMIT!r} "
             f"and -{COORD_LIMIT!r} < fx < {COORD_LIMIT!r}):",
             "    fy = -2.0", "    fx = -2.0"]
+
+
+def prefix_lines(sig: GatherSig, i: int, gates: bool = False) -> list[str]:
+    """The body of ``sig``'s gather up to its chained op ``i`` (its values left in ``v0 ..``,
+    nothing stored): what a neighbourhood op runs at each of its neighbours. The prefix's
+    parameters, gate flags and statistic rows are the start of the kernel's own."""
+    npre = len(sig.pre)
+    if i <= npre:
+        pre, post = sig.pre[:i], ()
+    else:
+        pre, post = sig.pre, sig.post[:i - npre]
+    if sig.umap:  # (its parameters follow every chained op's: not a prefix's layout)
+        raise ValueError("a neighbourhood op fuses with no user map")
+    return stat_body(dataclasses.replace(sig, pre=pre, post=post, grey="", grey_ops=()), gates)
 
 
 def gather_prologue() -> str:
@@ -397,21 +425,13 @@ def extras_prologue(sig: GatherSig) -> str:
             + "".join(f"\nfill{c}_ = p[{e + 4 + c}]" for c in range(sig.cin)))
 
 
-def grey_sum_body(sig: GatherSig, gates: bool = False) -> list[str]:
-    """The gather body of ``sig`` with its stores replaced by ``acc_ +=`` the grey value it
-    would store (torchvision's floored grey for colour, the value for one channel): the body
-    of the grey-mean gathers (per image here, per batch member in ``codegen.arena``)."""
+def stat_body(sig: GatherSig, gates: bool = False) -> list[str]:
+    """The gather body of ``sig`` without its stores: the values a statistic of its output
+    measures (``codegen.stat``; per image, or per batch member with ``gates``)."""
     if sig.packed:
-        raise ValueError("the grey-mean gather reads unpacked images")
-    body = [line for line in _gather_body_general(sig, gates).splitlines()
+        raise ValueError("a statistic's reduction reads unpacked images")
+    return [line for line in _gather_body_general(sig, gates).splitlines()
             if not line.lstrip().startswith("dst[")]
-    if sig.grey:
-        body.append("acc_ += g")
-    elif sig.cin == 1:
-        body.append("acc_ += v0")
-    else:
-        body.append("acc_ += _f_tv_grey(v0, v1, v2, 0.0, False)")
-    return body
 
 
 def tabled_prologue(sig: GatherSig) -> str:
@@ -419,7 +439,8 @@ def tabled_prologue(sig: GatherSig) -> str:
     each channel (the code every pixel runs when inlined), then wait for each other."""
     chans = range(sig.cin)
     vars_ = [f"v{c}" for c in chans]
-    chain = _chain_all(sig.pre, vars_, "full", 0, op_offsets(_chained(sig)), True)
+    chain = _chain_all(sig.pre, vars_, "full", 0, op_offsets(_chained(sig)), True,
+                       stats=stat_layout(sig))
     return "\n".join(
         [f"tab_ = cuda.shared.array(({sig.cin}, 256), _f64)",
          "i_ = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x",

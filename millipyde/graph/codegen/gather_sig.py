@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...kernels import REGISTRY
+from ...kernels.stats import STATISTICS, stat_channels
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,11 @@ class GatherSig:
     # the sampler's coordinates may be non-finite or beyond the integer range (a user map
     # always; an affine map whose corners reach 2**30): they are tested, and read as outside
     guard: bool = False
+    # the sampler reads the nearest pixel (torch's ``grid_sample`` nearest: halves to even)
+    nearest: bool = False
+    # chained ops (and the sampler) may be gated off per image: flags follow the parameters
+    # (``gather_body.gate_prologue``; the batched kernels take gates as an argument instead)
+    gates: bool = False
     # "chain" mode, uint8, elementwise ``pre`` ops only, nothing else: each GPU block first
     # runs the chain on the 256 values of every channel into a table in shared memory, then
     # its pixels read that table (``tabled_fits``); each thread takes several pixels a row
@@ -61,6 +67,7 @@ class GatherSig:
         user map, or ops other than elementwise ones)."""
         ops = self.pre + self.post + self.grey_ops
         return (not self.bounded and not self.edge and not self.umap and not self.guard
+                and not self.nearest
                 and (self.mode == "lut" or self.cin == 1)
                 and all(REGISTRY[n].kind == "elementwise" and not REGISTRY[n].stat
                         for n in ops))
@@ -85,6 +92,33 @@ def op_offsets(ops: tuple[str, ...]) -> list[int]:
 
 def _chained(sig: GatherSig) -> tuple[str, ...]:
     return sig.pre + sig.post + sig.grey_ops
+
+
+def stat_layout(sig: GatherSig) -> dict[int, tuple[int, int]]:
+    """Per chained op that reads a statistic (its index in ``pre + post + grey_ops``): its
+    offset in the kernel's statistic row and the channels the statistic measures. The rows of
+    a kernel's statistic ops are laid end to end in chain order, so the layout of a gather's
+    prefix (the gather before one of its ops) is the start of the gather's own."""
+    out = {}
+    at = 0
+    first_grey = len(sig.pre) + len(sig.post)
+    for i, name in enumerate(_chained(sig)):
+        stat = REGISTRY[name].stat
+        if stat:
+            ch = stat_channels(sig.cin, bool(sig.grey) and i >= first_grey)
+            out[i] = (at, ch)
+            at += STATISTICS[stat].width(ch)
+    return out
+
+
+def stat_width(sig: GatherSig) -> int:
+    """Slots of the statistic row of ``sig``'s kernel (0: it reads no statistic)."""
+    layout = stat_layout(sig)
+    if not layout:
+        return 0
+    last = max(layout)
+    at, ch = layout[last]
+    return at + STATISTICS[REGISTRY[_chained(sig)[last]].stat].width(ch)
 
 
 def extras_offset(sig: GatherSig) -> int:
@@ -119,6 +153,7 @@ def tabled_fits(sig: GatherSig) -> bool:
     """Whether ``sig`` may be ``tabled``: a chain of elementwise ops before no sampler, no
     grey conversion, pad, packing or user map (the caller knows the source is uint8)."""
     return (sig.mode == "chain" and sig.is_int and bool(sig.pre) and not sig.post
+            and not sig.gates
             and not sig.grey_ops and not sig.sampler and not sig.grey and not sig.packed
             and not sig.bounded and not sig.edge and not sig.umap and sig.cin <= 4
             and all(REGISTRY[n].kind == "elementwise" for n in sig.pre))

@@ -17,15 +17,18 @@ def _lut_source(users: tuple[str, ...] = ()) -> str:
     branches = []
     for s in elementwise:
         kw = "if" if not branches else "elif"
+        # an op that reads a statistic: its row is in ``stats``, at the offset in its third slot
+        call = (f"_f_{s.name}(v, c, full, a, b, stats, int(d))" if s.stat
+                else f"_f_{s.name}(v, c, full, a, b, d)")
         branches.append(
             f"                {kw} code == {s.code}:\n"
-            f"                    v = _f_{s.name}(v, c, full, a, b, d)"
+            f"                    v = {call}"
         )
     return (
         "# millipyde generated LUT builder: composes uint8 elementwise chains\n"
         + _HEADER["cpu"] + defs + _RINT_CLIP.replace("@_dev", "@njit(cache=True)")
         + "\n\n@njit(cache=True, nogil=True, error_model='numpy')\n"
-        "def build(codes, params, channels, full, out):\n"
+        "def build(codes, params, stats, channels, full, out):\n"
         "    for c in range(channels):\n"
         "        for i in range(256):\n"
         "            v = float(i)\n"
@@ -43,6 +46,8 @@ def _lut_source(users: tuple[str, ...] = ()) -> str:
 
 
 def lut_builder(users: tuple[str, ...] = ()):
-    """Host function ``build(codes, params, channels, full, out)`` filling (C, 256) uint8 LUTs
-    of chains of built-in ops and the user ops named ``users``."""
+    """Host function ``build(codes, params, stats, channels, full, out)`` filling (C, 256)
+    uint8 LUTs of chains of built-in ops and the user ops named ``users`` (``stats``: the
+    statistic rows of the ops that read one, end to end; such an op's third parameter is its
+    row's offset)."""
     return load(_lut_source(users), "cpu").build

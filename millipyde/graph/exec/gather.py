@@ -1,6 +1,6 @@
 """Run a fused gather kernel: its signature, tables and parameter block from the planned nodes
-(remembered across replays), the packed and RGBA-table variants, and the grey mean some ops
-read."""
+(remembered across replays), the packed and RGBA-table variants, and the per-image statistics
+some ops read (one reduction each, ``codegen.stat``)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from ... import faults
 from ...backend import ACTIVE as runtime
 from ...backend.pool import stream_handle
 from ...kernels.clip import warp_clip_bounds
+from ...kernels.stats import STATISTICS, stat_channels
 from ..codegen import gpu as codegen_gpu
-from ..codegen.gather import gather_items, gather_kernel, gather_mean_source
+from ..codegen.gather import gather_items, gather_kernel
 from ..codegen.gather_sig import (
     A_OFF,
     BOUNDED_SLOTS,
@@ -28,13 +29,14 @@ from ..codegen.gather_sig import (
     GatherSig,
     gather_nparams,
     op_offsets,
+    stat_width,
     tabled_fits,
 )
-from ..codegen.loader import load
+from ..codegen.stat import CPU_CHUNKS, STAT_GRID, gather_stat_kernel
 from ..ir.node import Node
 from ..plan.schedule import Gather, Kernel, full_range
 from . import execute, variants
-from .tables import _STATS, IDENTITY_LUT, _op_params, host_tables, identity_table
+from .tables import IDENTITY_LUT, STAT_ROWS, _op_params, host_tables, identity_table, stat_row
 from .variants import _c_contiguous, _words
 
 
@@ -68,12 +70,15 @@ def warp_clip(k: Gather) -> tuple[float, float]:
     return warp_clip_bounds(lo, reduced("max") if lo < 0 else lo)
 
 
-def gather_args(k: Gather, tables: bool = True
+def gather_args(k: Gather, tables: bool = True, gates: bool = False
                 ) -> tuple[GatherSig, np.ndarray, np.ndarray]:
     """Signature, LUT array and parameter array of a fused gather kernel.
 
     ``tables=False``: uint8 elementwise chains are inlined (``"chain"`` mode, their scalars in
     the parameters) instead of folded into host-built tables (see ``tables_inline``).
+    ``gates``: nodes recorded gated off (a policy's ops not drawn for this image) are left
+    out of the tables and, when chained, flagged after the parameters (``GatherSig.gates``),
+    so the kernel does not call them; without, the caller handles them (the batch paths).
     """
     lut_mode = k.lut_mode and tables
     memo = k.__dict__.get("_memo")  # shared by a replayed plan's kernels (replay._skeleton)
@@ -84,10 +89,13 @@ def gather_args(k: Gather, tables: bool = True
     full = full_range(k.source.dtype)
     names = lambda ns: tuple(n.op.name for n in ns)  # noqa: E731
     for node, prefix in k.stats:
-        if node not in _STATS:
-            _STATS[node] = grey_mean(prefix)
+        if node not in STAT_ROWS:
+            STAT_ROWS[node] = statistic_row(prefix, node.op.stat)
+    chained = ([] if lut_mode else k.pre + k.post) + k.grey_ops
     sig = GatherSig(
         cin=c,
+        gates=gates and any(n.gated_off for n in chained),
+        nearest=k.nearest,
         mode="lut" if lut_mode else "chain",
         is_int=k.source.dtype.kind in "ui",
         sampler=k.A is not None,
@@ -103,10 +111,10 @@ def gather_args(k: Gather, tables: bool = True
         guard=k.guard,
     )
     if lut_mode and (k.pre or k.post):
-        lut = host_tables(k.pre, k.post, c, full)
+        ran = (lambda ns: [n for n in ns if not n.gated_off]) if gates else list  # noqa: E731
+        lut = host_tables(ran(k.pre), ran(k.post), c, full)
     else:
         lut = IDENTITY_LUT[:, :c]
-    chained = ([] if lut_mode else k.pre + k.post) + k.grey_ops
     offsets = op_offsets(names(chained))
     p = np.zeros(gather_nparams(sig))
     p[P_OFF:P_OFF + 6] = k.P[:2].ravel()
@@ -127,6 +135,8 @@ def gather_args(k: Gather, tables: bool = True
         e += BOUNDED_SLOTS
     if k.umap is not None:
         p[e:e + k.umap.op.nparams] = [float(v) for v in k.umap.params]
+    if sig.gates:  # one flag per chained op, then the sampler's (never gated here)
+        p = np.concatenate([p, [float(n.gated_off) for n in chained], [0.0]])
     if memo is not None and _memoizable(k, lut_mode):
         memo[tables] = (sig, p.copy(), offsets)
     return sig, lut, p
@@ -156,29 +166,46 @@ def _replayed_args(k: Gather, lut_mode: bool, sig: GatherSig, base: np.ndarray,
 
 
 @functools.cache
-def _mean_fn(sig: GatherSig):
-    source = gather_mean_source(sig, runtime.codegen_target, runtime.simulated)
-    return load(source, runtime.codegen_target).kernel
+def _stat_fn(sig: GatherSig, stat_name: str):
+    return gather_stat_kernel(sig, stat_name, runtime.codegen_target, runtime.simulated)
 
 
-def grey_mean(k: Gather) -> float:
-    """Mean of the (torchvision) grey values of what gather ``k`` would store: one reduction
-    kernel over ``k.source``, nothing stored; read back to the host (tables are built there)."""
-    sig, lut, p = gather_args(k)
+def stat_rows(k: Gather, lut_mode: bool) -> np.ndarray:
+    """The statistic rows the chained ops of gather ``k`` read, end to end as its kernel's
+    ``stat`` (``gather_sig.stat_layout``; uint8 tables hold the rest)."""
+    chained = ([] if lut_mode else k.pre + k.post) + k.grey_ops
+    first_grey = len(chained) - len(k.grey_ops)
+    rows = [stat_row(n, stat_channels(k.channels, i >= first_grey and k.phase == 2))
+            for i, n in enumerate(chained) if n.op.stat]
+    return np.concatenate(rows) if rows else np.zeros(1)
+
+
+def statistic_row(k: Gather, stat_name: str) -> np.ndarray:
+    """Statistic ``stat_name`` (``kernels.stats``) of what gather ``k`` would store: one
+    reduction kernel over ``k.source``, nothing stored; read back to the host (uint8 tables
+    are built there) as the row the op reads."""
+    sig, lut, p = gather_args(k, gates=True)
+    stat = STATISTICS[stat_name]
+    init = stat.init(stat_channels(k.channels, k.phase == 2))
     h, w = k.cur
     if h * w == 0:
-        return 0.0
+        return init
     device = k.source.device
     p = np.concatenate([p, [h, w]])
+    cpu = runtime.codegen_target == "cpu"
     with runtime.on_device(device):
         src = runtime.as_3d(k.source.buffer)
-        rows = h if runtime.codegen_target == "cpu" else 1
-        acc = runtime.from_host(np.zeros(rows), device)
+        # the CPU's chunks each fill a partial row, merged here; GPU threads merge into one
+        acc = runtime.from_host(np.tile(init, (min(h, CPU_CHUNKS), 1)) if cpu else init,
+                                device)
+        args = [src, acc, runtime.upload_small(np.ascontiguousarray(lut), device)]
+        if stat_width(sig):
+            args.append(runtime.from_host(stat_rows(k, sig.mode == "lut"), device))
         params = tuple(p.tolist()) if runtime.codegen_target == "cuda" else (p,)
-        runtime.launch_2d(_mean_fn(sig), h, w, device, src, acc,
-                          runtime.upload_small(np.ascontiguousarray(lut), device), *params)
-        total = float(np.sum(runtime.to_host(acc)))
-    return total / (h * w)
+        grid = (h, w) if cpu else (min(h, STAT_GRID[0]), min(w, STAT_GRID[1]))
+        runtime.launch_2d(_stat_fn(sig, stat_name), *grid, device, *args, *params)
+        got = runtime.to_host(acc)
+    return stat.merge(np.asarray(got).reshape(-1, len(init)))
 
 
 def _rgba_lut_fast(sig: GatherSig, src: Any) -> bool:
@@ -321,7 +348,7 @@ def run_gather(k: Gather, src: Any, device: int, reader: Gather | None = None
     """Launch gather ``k`` on ``src``: its output buffer (never partial)."""
     out = k.output
     tables = not tables_inline(k)
-    sig, lut, p = gather_args(k, tables)
+    sig, lut, p = gather_args(k, tables, gates=True)
     if not tables and TABLED and tabled_fits(sig):
         # (``tables_inline``: a uint8 chain) each block builds the chain's table on the device
         sig = dataclasses.replace(sig, tabled=True)
@@ -359,7 +386,11 @@ def run_gather(k: Gather, src: Any, device: int, reader: Gather | None = None
     items = gather_items(sig, runtime.codegen_target, runtime.simulated)
     table = (identity_table(sig.cin, device) if not any(sig.lut_stages)
              else runtime.upload_small(np.ascontiguousarray(lut), device))
-    args = (src_arg, dst_arg, table, *params)
+    if stat_width(sig):  # the rows its ops read (never a replayed launch: ``_memoizable``)
+        table = (table, runtime.from_host(stat_rows(k, sig.mode == "lut"), device))
+    else:
+        table = (table,)
+    args = (src_arg, dst_arg, *table, *params)
     runtime.launch_2d(fn, h, -(-w // items), device, *args)
     memo = k.__dict__.get("_memo")
     if (memo is not None and memo.get(tables) is not None and "bound" not in memo
@@ -408,8 +439,8 @@ def bind_gather(k: Gather, src: int, lists: dict[str, tuple[int, ...]], n: int
 @execute.runs("stat")
 def run_stat(k: Kernel, src: Any, device: int, reader: Gather | None = None
              ) -> tuple[Any, bool]:
-    """The grey mean a fused op reads (``_STATS``): no buffer, no node stored."""
+    """The statistic row a fused op reads (``STAT_ROWS``): no buffer, no node stored."""
     out = k.output
-    if not out.materialized and out not in _STATS:
-        _STATS[out] = grey_mean(k.prefix)
+    if not out.materialized and out not in STAT_ROWS:
+        STAT_ROWS[out] = statistic_row(k.prefix, out.op.stat)
     return None, False

@@ -1,5 +1,7 @@
 """Run a separable stencil kernel: the fused CPU kernel, the one-pass 2-D tiled GPU kernel,
-the tiled two-pass GPU kernels or the generic passes (``variants`` picks)."""
+the tiled two-pass GPU kernels or the generic passes (``variants`` picks); a stencil whose
+taps function gives a ``Window`` (taps per axis, border modes, medians) runs the generic
+window passes."""
 
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ import numpy as np
 
 from ...backend import ACTIVE as runtime
 from ...kernels import REGISTRY
+from ...kernels.registry import Window
 from ..codegen import gpu as codegen_gpu
-from ..codegen.stencil import stencil_kernels
+from ..codegen.stencil import BORDER_CODES, stencil_kernels, window_kernels
 from ..plan import footprint
 from ..plan.schedule import Gather, Stencil, full_range
 from . import execute, variants
@@ -44,6 +47,42 @@ def _stencil_cpu_fn(pre: bool = False, post: bool = False):
     return codegen_cpu.stencil_kernel(pre, post), codegen_cpu.stencil_tiles
 
 
+@functools.cache
+def _window_fns(pre: bool, post: bool, median: int):
+    return window_kernels(runtime.codegen_target, runtime.simulated, pre, post, median)
+
+
+def run_window(k: Stencil, src: Any, device: int, win: Window) -> Any:
+    """A ``Window`` stencil's output: its two separable passes (or its median pass) with the
+    border mode as an argument."""
+    out = k.output
+    src3 = runtime.as_3d(src)
+    h, w, c = src3.shape
+    nc = min(c, 3)
+    lut = stencil_tables(k, c)
+    dst = runtime.empty(out.shape, out.dtype, device)
+    dst3 = runtime.as_3d(dst)
+    if h == 0 or w == 0:
+        return dst
+    is_int, full = out.dtype.kind in "ui", full_range(out.dtype)
+    mode = BORDER_CODES[win.border]
+    table = runtime.upload_small(np.ascontiguousarray(IDENTITY_LUT[:, :c] if lut is None
+                                                      else lut), device)
+    pre, post = bool(k.pre), bool(k.post)
+    if win.median:
+        (fn,) = _window_fns(pre, post, len(win.ty))
+        runtime.launch_2d(fn, h, w * c, device, src3, dst3, nc, is_int, full, mode, table)
+        return dst
+    rows, cols = _window_fns(pre, post, 0)
+    tmp = runtime.empty((h, w, nc), np.float64, device)
+    tx = runtime.upload_small(np.ascontiguousarray(win.tx, dtype=np.float64), device)
+    ty = runtime.upload_small(np.ascontiguousarray(win.ty, dtype=np.float64), device)
+    runtime.launch_2d(rows, h, w * nc, device, src3, tmp, tx, nc, mode, table)
+    runtime.launch_2d(cols, h, w * c, device, src3, tmp, dst3, ty, nc, is_int, full, mode,
+                      table)
+    return dst
+
+
 @execute.runs("stencil")
 def run_stencil(k: Stencil, src: Any, device: int, reader: Gather | None = None
                 ) -> tuple[Any, bool]:
@@ -51,7 +90,10 @@ def run_stencil(k: Stencil, src: Any, device: int, reader: Gather | None = None
     ``footprint``: the one-pass GPU tile kernel skips the rest)."""
     n = k.stencil
     out = k.output
-    taps = np.ascontiguousarray(REGISTRY[n.op.name].fn(*n.params), dtype=np.float64)
+    taps = REGISTRY[n.op.name].fn(*n.params)
+    if isinstance(taps, Window):
+        return run_window(k, src, device, taps), False
+    taps = np.ascontiguousarray(taps, dtype=np.float64)
     src3 = runtime.as_3d(src)
     h, w, c = src3.shape
     nc = min(c, 3)

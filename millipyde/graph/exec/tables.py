@@ -11,6 +11,7 @@ import numpy as np
 
 from ...backend import ACTIVE as runtime
 from ...kernels import REGISTRY
+from ...kernels.stats import STATISTICS
 from ..codegen.lut import lut_builder
 from ..ir.node import Node
 from ..plan.schedule import Stencil
@@ -25,15 +26,23 @@ def _lut_build(users: tuple[str, ...], _codes: tuple[int, ...]):
     return lut_builder(users)
 
 
-# per-image statistics (adjust_contrast's grey mean) computed by Stat kernels, by op node
-_STATS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: per-image statistic rows (``kernels.stats``) computed by Stat kernels, by the op node that
+#: reads them (host arrays: uint8 tables are built on the host)
+STAT_ROWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _op_params(n: Node) -> list[float]:
     vals = [float(v) for v in n.params]
-    if n.op.stat:
-        vals.append(_STATS.get(n, 0.0))
     return (vals + [0.0] * n.op.slots)[:n.op.slots]
+
+
+def stat_row(n: Node, channels: int) -> np.ndarray:
+    """The statistic row op node ``n`` reads (measured over ``channels`` channels); zeros for a
+    node none was measured for (gated off: its op is not called)."""
+    row = STAT_ROWS.get(n)
+    if row is None:
+        return np.zeros(STATISTICS[n.op.stat].width(channels))
+    return row
 
 
 def build_lut(nodes: list[Node], channels: int, full: float) -> np.ndarray:
@@ -42,9 +51,18 @@ def build_lut(nodes: list[Node], channels: int, full: float) -> np.ndarray:
     codes = np.array([n.op.code for n in nodes], dtype=np.int64)
     params = np.array([_op_params(n)[:3] for n in nodes], dtype=np.float64).reshape(
         len(nodes), 3)
+    rows = []
+    at = 0
+    for i, n in enumerate(nodes):
+        if n.op.stat:  # its row's offset in its third slot (``codegen.lut``)
+            row = stat_row(n, min(channels, 3))
+            params[i, 2] = at
+            rows.append(row)
+            at += len(row)
+    stats = np.concatenate(rows) if rows else np.zeros(1)
     users = tuple(sorted({n.op.name for n in nodes if n.op.user is not None}))
-    _lut_build(users, tuple(REGISTRY[u].code for u in users))(codes, params, channels, full,
-                                                              out)
+    _lut_build(users, tuple(REGISTRY[u].code for u in users))(codes, params, stats, channels,
+                                                              full, out)
     return out
 
 

@@ -20,10 +20,10 @@ from ...kernels import OpSpec, affine_of
 from ..codegen.gather_body import COORD_LIMIT
 from ..ir.node import Node
 
-GATHER_KINDS = ("elementwise", "pixelwise", "positional", "index_map", "sampler", "user_map",
-                "pixel")
+GATHER_KINDS = ("elementwise", "pixelwise", "positional", "neighbourhood", "index_map",
+                "sampler", "user_map", "pixel")
 # ops held in a gather's value chains (pre/post/grey_ops), in recording order
-CHAIN_KINDS = ("elementwise", "pixelwise", "positional")
+CHAIN_KINDS = ("elementwise", "pixelwise", "positional", "neighbourhood")
 
 
 _fusion_override: list[bool] = []
@@ -196,8 +196,10 @@ class Gather(Kernel):
     edge: bool = False
     # the sampler's positions may leave the integer range: tested per pixel (``wide_map``)
     guard: bool = False
-    # a positional op is fused: nothing geometric may follow it here
+    # a positional (or neighbourhood) op is fused: nothing geometric may follow it here
     positional: bool = False
+    # the sampler reads the nearest pixel
+    nearest: bool = False
     # (stat op, this gather as it was before the op): each needs a reduction before the launch
     stats: list[tuple[Node, Gather]] = field(default_factory=list)
     new_stats: list[tuple[Node, Gather]] = field(default_factory=list)
@@ -233,9 +235,13 @@ class Gather(Kernel):
                     and (self.fill is None or self.fill == float(n.params[-1])))
         if kind == "pixelwise":
             return self.phase < 2 and self.channels >= 3
+        if kind == "neighbourhood":
+            # its neighbours are what the kernel computes before it, at other output pixels:
+            # not after a grey conversion (the tail), nor with a user map (``prefix_lines``)
+            return self.phase < 2 and self.umap is None
         if kind == "user_map":
             return self.phase == 0
-        if kind == "sampler" and n.op.mode == "edge":
+        if kind == "sampler" and (n.op.mode == "edge" or not n.op.warp_clip):
             return self.phase == 0
         if kind == "sampler":
             # a sampler that may need scikit-image's data-dependent clip reads a stored value,
@@ -259,7 +265,7 @@ class Gather(Kernel):
                     setattr(snap, name, list(getattr(self, name)))
                 self.stats.append((n, snap))
                 self.new_stats.append((n, snap))
-            self.positional = self.positional or spec.kind == "positional"
+            self.positional = self.positional or spec.kind in ("positional", "neighbourhood")
             (self.pre, self.post, self.grey_ops)[self.phase].append(n)
         elif spec.kind == "user_map":
             self.A = np.eye(3)
@@ -286,8 +292,10 @@ class Gather(Kernel):
             self.phase = 1
             # an empty input has no edge to repeat: every position reads the zero outside it
             self.edge = spec.mode == "edge" and h > 0 and w > 0
+            self.nearest = spec.nearest
             self.guard = not self.edge and wide_map(self.A, n.shape[:2])
-            self.clip_check = not self.edge and needs_warp_clip(self.A, (h, w), n.shape[:2])
+            self.clip_check = (spec.warp_clip and not self.edge
+                               and needs_warp_clip(self.A, (h, w), n.shape[:2]))
         elif spec.kind == "pixel":
             self.phase = 2
             self.grey = spec.name
@@ -297,8 +305,9 @@ class Gather(Kernel):
 
 @dataclass
 class Stat(Kernel):
-    """The per-image statistic (grey mean) an op of ``gather`` needs: ``prefix`` is that gather
-    as it was before the op, run as a reduction. Stores no node value (``execute``)."""
+    """The per-image statistic (``kernels.stats``: a grey sum, channel ranges, histograms) an
+    op of a gather reads: ``prefix`` is that gather as it was before the op, run as a
+    reduction. Stores no node value (``execute``)."""
 
     prefix: Gather | None = None
 
@@ -328,8 +337,10 @@ class Stencil(Kernel):
 
 
 def _table_op(n: Node) -> bool:
-    """An elementwise op on uint8 values: a 256-entry table can stand for it."""
-    return _kind(n) == "elementwise" and n.dtype == np.uint8 and n.inputs[0].dtype == np.uint8
+    """An elementwise op on uint8 values: a 256-entry table can stand for it (not one that
+    reads a statistic of its input: a stencil's tables run no reduction first)."""
+    return (_kind(n) == "elementwise" and n.dtype == np.uint8 and n.inputs[0].dtype == np.uint8
+            and not n.op.stat)
 
 
 def _stencil_with_prologue(k: Kernel | None, n: Node) -> Stencil | None:

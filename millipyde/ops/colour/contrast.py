@@ -1,7 +1,7 @@
 """``adjust_contrast`` / ``random_contrast``: torchvision's blend with the grey mean.
 
-The mean is a per-image statistic: one reduction kernel (``tv_grey`` summed over the image)
-runs before the fused gather, which reads it from the op's last parameter slot.
+The mean is a per-image statistic (``kernels.stats.GREY_SUM``: ``tv_grey`` summed over the
+image the op sees, and the pixel count): one reduction kernel runs before the fused gather.
 """
 
 import math
@@ -10,9 +10,10 @@ from ...kernels.registry import elementwise, pixel
 from ..base import ImageKind, Ranges, bounds, define, number
 
 
-@elementwise(nparams=1, stat=True, name="adjust_contrast")
-def contrast_blend(v, c, full, factor, mean, _d):
+@elementwise(nparams=1, stat="grey_sum", name="adjust_contrast")
+def contrast_blend(v, c, full, factor, _b, st, o):
     """torchvision ``adjust_contrast``: blend with the image's grey mean, clamp, truncate."""
+    mean = st[o] / st[o + 1]  # (the sum of the grey values over their count)
     s = factor * v + (1.0 - factor) * mean
     if s != s:
         # a factor near float64's largest: the two products overflowed to opposite

@@ -1,3 +1,4 @@
-"""Filters: stencils whose taps are computed on the host."""
+"""Filters: stencils whose taps are computed on the host (scikit-image's Gaussian; the window
+filters with border modes: box, Gaussian blur, sharpness, median)."""
 
-from . import gaussian  # noqa: F401  (definitions)
+from . import box_blur, gaussian, gaussian_blur, median_blur, sharpness  # noqa: F401

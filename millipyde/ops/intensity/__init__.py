@@ -1,3 +1,13 @@
-"""Intensity ops: value maps per channel (brightness, gamma, invert, solarize, posterize)."""
+"""Intensity ops: value maps per channel (brightness, gamma, invert, solarize, posterize) and
+the per-channel statistic ops autocontrast and equalize."""
 
-from . import adjust_brightness, brightness, gamma, invert, posterize, solarize  # noqa: F401
+from . import (  # noqa: F401  (definitions)
+    adjust_brightness,
+    autocontrast,
+    brightness,
+    equalize,
+    gamma,
+    invert,
+    posterize,
+    solarize,
+)

@@ -1,4 +1,4 @@
-"""The arena gathers and grey-mean reduction of ``Generator.batches`` compile to PTX for sm_90
+"""The arena gathers and statistic reductions of ``Generator.batches`` compile to PTX for sm_90
 without a GPU (numba-cuda + NVVM), with the ImageNet recipe's chain and every new op kind."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from ptx_compile import ptx_of
 
-from millipyde.graph.codegen import arena
+from millipyde.graph.codegen import arena, stat
 from millipyde.graph.codegen.gather_sig import GatherSig
 from millipyde.graph.codegen.loader import load
 
@@ -21,8 +21,9 @@ RECIPE = GatherSig(3, "chain", True, True, "",
                            post=("brightness", "adjust_contrast", "adjust_saturation",
                                  "adjust_hue", "gaussian_noise", "erase"),
                            lut_stages=(False, False), clip=False, edge=True)
-GREY = GatherSig(1, "chain", True, True, "", pre=("brightness",),
-                         post=("adjust_contrast",), lut_stages=(False, False), clip=False)
+GREY = GatherSig(1, "chain", True, True, "", pre=("brightness", "equalize"),
+                         post=("adjust_contrast", "autocontrast"), lut_stages=(False, False),
+                         clip=False)
 
 
 def arr(dtype, ndim: int) -> types.Array:
@@ -34,20 +35,25 @@ def arr(dtype, ndim: int) -> types.Array:
 def test_arena_gather_compiles_to_ptx(sig, layout) -> None:
     mod = load(arena.arena_gather_source(sig, "cuda", False, True, layout, 3), "cuda")
     if layout:
-        argtys = (arr(np.uint8, 1), arr(np.int64, 2), arr(np.float64, 2), arr(np.float64, 1),
+        argtys = (arr(np.uint8, 1), arr(np.int64, 2), arr(np.float64, 2), arr(np.float64, 2),
                   arr(np.float32, 4), arr(np.int64, 1), arr(np.float64, 1),
                   arr(np.float64, 1), types.float64)
     else:
         argtys = (arr(np.uint8, 1), arr(np.int64, 2), arr(np.uint8, 4), arr(np.float64, 2),
-                  arr(np.float64, 1))
+                  arr(np.float64, 2))
     ptx = ptx_of(mod.kernel.py_func, argtys)
     assert ".entry" in ptx
 
 
-def test_arena_mean_compiles_to_ptx_with_one_atomic_per_warp() -> None:
-    prefix = GatherSig(3, "chain", True, True, "", post=("brightness",),
+@pytest.mark.parametrize("name", ["grey_sum", "channel_range", "channel_hist"])
+def test_arena_statistics_compile_to_ptx(name) -> None:
+    # after a statistic op (its row read as ``st_``), with gates
+    prefix = GatherSig(3, "chain", True, True, "", post=("brightness", "equalize"),
                                lut_stages=(False, False), clip=False, edge=True)
-    mod = load(arena.arena_mean_source(prefix, "cuda", False, True), "cuda")
-    argtys = (arr(np.uint8, 1), arr(np.int64, 2), arr(np.float64, 2), arr(np.float64, 1))
+    mod = load(stat.arena_stat_source(prefix, name, "cuda", False, True), "cuda")
+    argtys = (arr(np.uint8, 1), arr(np.int64, 2), arr(np.float64, 2), arr(np.float64, 2))
     ptx = ptx_of(mod.kernel.py_func, argtys)
-    assert "shfl.sync.down" in ptx and "atom.global.add.f64" in ptx
+    if name == "grey_sum":  # one atomic per warp and slot
+        assert "shfl.sync.down" in ptx and "atom.global.add.f64" in ptx
+    if name == "channel_hist":
+        assert "atom.shared.add.u32" in ptx and "bar.sync" in ptx

@@ -1,6 +1,7 @@
 """The new gather shapes of issue 15 compile to PTX for sm_90 without a GPU: pads (bounded
 reads with fills), edge-mode samplers (resize), chained pixelwise/positional ops on uint8
-colour, user maps and ops, and the grey-mean reduction (test_ptx.py's style)."""
+colour, user maps and ops, and the reductions of every per-image statistic (test_ptx.py's
+style)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from ptx_compile import ptx_of
 from source_lines import lines_within
 
 import millipyde as mp
-from millipyde.graph.codegen.gather import gather_mean_source, gather_source
-from millipyde.graph.codegen.gather_sig import GatherSig, gather_nparams
+from millipyde.graph.codegen.gather import gather_source
+from millipyde.graph.codegen.gather_sig import GatherSig, gather_nparams, stat_width
 from millipyde.graph.codegen.loader import load
+from millipyde.graph.codegen.stat import gather_stat_source
+from millipyde.kernels.stats import STATISTICS
 
 pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
 from numba import types  # noqa: E402
@@ -51,8 +54,9 @@ def _shapes(cin: int) -> list[tuple[GatherSig, np.dtype]]:
         # chained colour ops on uint8 after an edge sampler (the ImageNet chain), then grey
         (GatherSig(cin, "chain", True, True, "", post=COLOUR, edge=True, clip=False),
          np.uint8),
-        (GatherSig(cin, "chain", True, False, "rgb2grey", pre=("adjust_contrast",) + COLOUR,
-                           grey_ops=("gaussian_noise",)), np.uint8),
+        (GatherSig(cin, "chain", True, False, "rgb2grey",
+                   pre=("adjust_contrast", "equalize") + COLOUR,
+                   grey_ops=("gaussian_noise", "autocontrast")), np.uint8),
         (GatherSig(cin, "chain", True, True, "", post=COLOUR,
                            umap=_ptx_user_map.name, clip=False), np.uint8),
     ]
@@ -72,8 +76,10 @@ def _cases() -> list[tuple[GatherSig, np.dtype]]:
 
 
 def _argtys(sig: GatherSig, dtype: np.dtype, n: int, out: types.Array):
+    # (a kernel whose ops read statistics takes their rows after the tables)
+    stat = (types.Array(types.float64, 1, "C"),) if stat_width(sig) else ()
     return (types.Array(from_dtype(np.dtype(dtype)), 3, "C"), out,
-            types.Array(from_dtype(np.dtype(np.uint8)), 3, "C")) + (types.float64,) * n
+            types.Array(from_dtype(np.dtype(np.uint8)), 3, "C")) + stat + (types.float64,) * n
 
 
 @pytest.mark.parametrize("sig,dtype", _cases(), ids=lambda v: str(v)[:80])
@@ -95,12 +101,25 @@ def test_rgb_gathers_are_the_rgba_ones_without_alpha() -> None:
         assert within == (i in RGB_WITHIN_RGBA), rgb
 
 
-@pytest.mark.parametrize("sig,dtype", _shapes(3)[:4], ids=lambda v: str(v)[:80])
-def test_grey_mean_compiles_to_ptx_with_one_atomic_add(sig: GatherSig,
-                                                       dtype: np.dtype) -> None:
-    mod = load(gather_mean_source(sig, "cuda"), "cuda")
+#: (prefix shape, statistic): every statistic over a table-mode prefix, and each over a
+#: chain-mode prefix whose own ops read statistics (grey sum after a grey conversion)
+_STAT_CASES = ([(_shapes(3)[0], s) for s in STATISTICS]
+               + [(_shapes(3)[3], s) for s in STATISTICS]
+               + [(_shapes(3)[2], "channel_hist")])
+
+
+@pytest.mark.parametrize("case,stat", _STAT_CASES, ids=lambda v: str(v)[:60])
+def test_statistic_reductions_compile_to_ptx(case, stat) -> None:
+    sig, dtype = case
+    mod = load(gather_stat_source(sig, stat, "cuda"), "cuda")
     acc = types.Array(types.float64, 1, "C")
     ptx = ptx_of(mod.kernel.py_func,
                  _argtys(sig, dtype, gather_nparams(sig) + 2, acc))
     assert ".entry" in ptx
-    assert ptx.count("atom.global.add.f64") == 1
+    # registers merged once per warp (sums: one add per slot); histograms counted in shared
+    # memory, then one running sum per bin and block added into the row
+    atoms = {"grey_sum": ["atom.global.add.f64"], "channel_range": ["atom.global.cas.b64"],
+             "channel_hist": ["atom.shared.add.u32", "atom.global.add.f64"]}[stat]
+    assert all(a in ptx for a in atoms), (stat, atoms)
+    if stat == "grey_sum":
+        assert ptx.count("atom.global.add.f64") == 2 and "shfl.sync.down" in ptx

@@ -1,0 +1,327 @@
+"""The reduction kernels of per-image statistics (``kernels.stats``): the gather body of an op's
+*prefix* (the fused gather as it stands before the op) with its stores replaced by the
+accumulation of the statistic the op reads.
+
+Two forms, from one body text and one accumulation text:
+
+- :func:`gather_stat_source`, one image (``exec.gather``): ``kernel(src, acc, lut, [stat,] p)``.
+  On the CPU ``acc`` holds one partial row per chunk of rows (``prange`` over chunks); on GPUs
+  one row that every thread merges into with atomics. The host merges the CPU's partial rows
+  (``Statistic.merge``) and keeps the row (uint8 tables are built there).
+- :func:`arena_stat_source`, a batch over an arena (``batch_arena``):
+  ``kernel(src, rows, p, stat)`` writes member ``b``'s row at offset ``K`` of ``stat[b]``
+  (``stat`` (B, S): the rows of all the gather's statistic ops, end to end in chain order),
+  where the gather reads it: no host sync. A member whose op is gated off is skipped.
+
+Scalar slots accumulate in registers (``s<k>_``) and merge once per thread (on GPUs across
+the warp first, then one atomic per warp); histograms count in a per-block shared array (per
+chunk on the CPU), turned into running sums before they are added to the row
+(``kernels.stats``: the row is cumulative). A prefix that reads statistics of earlier ops gets
+them as ``st_`` (``stat``), as its gather does.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ...kernels import REGISTRY
+from ...kernels.stats import BINS, STATISTICS, Statistic, stat_channels
+from .batch import batched
+from .chain import gather_defs, op_def
+from .gather_body import extras_prologue, gate_prologue, gather_prologue, stat_body
+from .gather_sig import (
+    GatherSig,
+    gather_ngates,
+    gather_nparams,
+    stat_layout,
+    stat_width,
+)
+from .loader import load
+from .target import _HEADER, _RINT_CLIP, _decorator, _indent
+
+#: array accesses of a per-image body given the member index ``b`` (``codegen.batch.batched``)
+MEMBER_INDEX = {"dst": "b", "lut": "b", "p": "b"}
+_SRC = re.compile(r"src\[_u\((\w+)\), _u\((\w+)\), (\d+)\]")
+
+#: threads a GPU reduction runs over one image: (rows, columns) of the one-image grid, capped
+#: (each thread strides over many pixels, so few partials merge into the row); the arena
+#: reduction's per member (``batch_arena``)
+STAT_GRID = (256, 1024)
+ARENA_STAT_GRID = (32, 32)
+#: row chunks of a one-image reduction on the CPU (the partial rows the host merges)
+CPU_CHUNKS = 64
+
+
+def stat_values(sig: GatherSig) -> list[str]:
+    """The names of the values a statistic of ``sig``'s output measures (alpha never)."""
+    if sig.grey:
+        return ["g"]
+    return [f"v{c}" for c in range(stat_channels(sig.cin))]
+
+
+def _statistic(name: str) -> Statistic:
+    if name not in STATISTICS:
+        raise ValueError(f"statistic must be one of {sorted(STATISTICS)}, got {name!r}")
+    return STATISTICS[name]
+
+
+def _scalars(stat: Statistic, sig: GatherSig) -> list[tuple[int, str, str]]:
+    """(row slot, merge rule, per-pixel value) of each slot accumulated in a register."""
+    vals = stat_values(sig)
+    if stat.name == "grey_sum":
+        if sig.grey:
+            grey = "g"
+        elif sig.cin == 1:
+            grey = "v0"
+        else:  # torchvision's floored grey of the pixel
+            grey = "_f_tv_grey(v0, v1, v2, 0.0, False)"
+        return [(0, "sum", grey), (1, "sum", "1.0")]
+    if stat.name == "channel_range":
+        return [s for j, v in enumerate(vals) for s in ((2 * j, "min", v), (2 * j + 1, "max", v))]
+    if stat.hist:
+        per = len(stat.merges)
+        return [(per * j + BINS, "max", f"float(hb{j}_)") for j in range(len(vals))]
+    raise ValueError(f"no accumulation for statistic {stat.name!r}")  # pragma: no cover
+
+
+def _bins(stat: Statistic, sig: GatherSig) -> list[str]:
+    """Each measured value's histogram bin ``hb<j>_`` (``kernels.stats.hist_bin``: torchvision's
+    float-to-uint8 conversion on float values), kept in range."""
+    if not stat.hist:
+        return []
+    # a grey conversion's values are floats in [0, 1] whatever the source (``_gather_tail``)
+    full = "1.0" if sig.grey else "full"
+    return [f"hb{j}_ = min(max(int({v} * (255.0 + 1.0 - 1e-3)) if {full} == 1.0 else int({v}), "
+            f"0), {BINS - 1})" for j, v in enumerate(stat_values(sig))]
+
+
+def _init(stat: Statistic, sig: GatherSig) -> list[str]:
+    start = {"sum": "0.0", "min": "math.inf", "max": "-math.inf"}
+    return [f"s{k}_ = {start[m]}" for k, m, _ in _scalars(stat, sig)]
+
+
+def _accumulate(stat: Statistic, sig: GatherSig) -> list[str]:
+    out = []
+    for k, m, v in _scalars(stat, sig):
+        out.append(f"s{k}_ += {v}" if m == "sum" else f"s{k}_ = {m}(s{k}_, {v})")
+    return out
+
+
+def _head(sig: GatherSig, stat: Statistic, target: str, what: str) -> str:
+    head = (f"# millipyde generated {what} ({stat.name}): {sig}\n" + _HEADER[target]
+            + gather_defs(sig) + _RINT_CLIP + "from numba import int32 as _i32\n")
+    if stat.name == "grey_sum":
+        head += op_def("tv_grey")
+    return head
+
+
+# --------------------------------------------------------------------------- GPU merges
+
+
+def _warp_merge(stat: Statistic, sig: GatherSig, sim: bool, target_row: str) -> str:
+    """Each thread's registers merged into the row (``target_row(k)``: the atomic's array and
+    index of slot ``k``): across the warp first on GPUs (every lane of a block shares the
+    image), so an image takes one atomic per warp and slot; the simulator, one per thread."""
+    lines = []
+    atomic = {"sum": "add", "min": "min", "max": "max"}
+    for k, m, _ in _scalars(stat, sig):
+        if not sim:
+            for d in (16, 8, 4, 2, 1):
+                other = f"cuda.shfl_down_sync(0xFFFFFFFF, s{k}_, {d})"
+                lines.append(f"s{k}_ += {other}" if m == "sum" else f"s{k}_ = {m}(s{k}_, {other})")
+    merges = [f"cuda.atomic.{atomic[m]}({target_row(k)}, s{k}_)" for k, m, _ in _scalars(stat, sig)]
+    if sim:
+        return "\n".join(merges)
+    return "\n".join(lines + ["if cuda.laneid == 0:"] + ["    " + ln for ln in merges])
+
+
+def _block_hist_head(stat: Statistic, sig: GatherSig) -> str:
+    """The block's shared counts ``sh_`` (per channel ``BINS``) and its thread numbering."""
+    n = len(stat_values(sig)) * BINS
+    return (f"sh_ = cuda.shared.array({n}, _i32)\n"
+            "t_ = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x\n"
+            "nt_ = cuda.blockDim.x * cuda.blockDim.y")
+
+
+def _block_hist_zero(stat: Statistic, sig: GatherSig) -> str:
+    n = len(stat_values(sig)) * BINS
+    return (f"i_ = t_\nwhile i_ < {n}:\n    sh_[i_] = 0\n    i_ += nt_\ncuda.syncthreads()")
+
+
+def _block_hist_flush(stat: Statistic, sig: GatherSig, target_row: str) -> str:
+    """The block's counts as running sums per channel, added into the row's histogram slots
+    (``target_row``: the atomic's array and index, of ``j_`` the channel and ``k_`` the
+    bin); then the block waits, so the counts may be zeroed for the next image."""
+    n = len(stat_values(sig)) * BINS
+    return (f"cuda.syncthreads()\ni_ = t_\nwhile i_ < {n}:\n"
+            f"    j_ = i_ // {BINS}\n    k_ = i_ - j_ * {BINS}\n    c_ = 0\n    m_ = j_ * {BINS}\n"
+            "    while m_ <= i_:\n        c_ += sh_[m_]\n        m_ += 1\n"
+            f"    if c_ != 0:\n        cuda.atomic.add({target_row}, float(c_))\n"
+            "    i_ += nt_\ncuda.syncthreads()")
+
+
+def _gpu_hist_count(stat: Statistic, sig: GatherSig) -> list[str]:
+    return [f"cuda.atomic.add(sh_, {j * BINS} + hb{j}_, 1)"
+            for j in range(len(stat_values(sig)))] if stat.hist else []
+
+
+# --------------------------------------------------------------------------- CPU merges
+
+
+def _cpu_flush(stat: Statistic, sig: GatherSig, row: str, at: str) -> str:
+    """Registers merged into ``row`` (one the loop owns: a chunk's partial, a member's row) at
+    slot ``at + k``, then its histograms turned into running sums."""
+    lines = []
+    for k, m, _ in _scalars(stat, sig):
+        cell = f"{row}[{at} + {k}]"
+        lines.append(f"{cell} += s{k}_" if m == "sum" else f"{cell} = {m}({cell}, s{k}_)")
+    if stat.hist:
+        per = len(stat.merges)
+        for j in range(len(stat_values(sig))):
+            base = f"{at} + {per * j}"
+            lines += [f"for i_ in range(1, {BINS}):",
+                      f"    {row}[{base} + i_] += {row}[{base} + i_ - 1]"]
+    return "\n".join(lines)
+
+
+def _cpu_hist_count(stat: Statistic, sig: GatherSig, row: str, at: str) -> list[str]:
+    per = len(stat.merges)
+    return [f"{row}[{at} + {per * j} + hb{j}_] += 1.0"
+            for j in range(len(stat_values(sig)))] if stat.hist else []
+
+
+# --------------------------------------------------------------------------- one image
+
+
+def gather_stat_source(sig: GatherSig, stat_name: str, target: str, sim: bool = False) -> str:
+    """Source of ``kernel(src, acc, lut, [stat,] p)``: statistic ``stat_name`` of what the
+    gather of ``sig`` would store, over one image (see the module doc). ``stat`` (the
+    statistic rows the prefix's own ops read) is an argument only where ``sig`` has such ops.
+
+    The output height and width are ``p[n]``, ``p[n + 1]`` (``n`` the gather's parameters);
+    ``acc`` starts at the statistic's ``init`` row(s): (chunks, width) on the CPU, (width,)
+    on GPUs."""
+    stat = _statistic(stat_name)
+    n = gather_nparams(sig) + (gather_ngates(sig) if sig.gates else 0)
+    reads = stat_width(sig) > 0
+    prologue = (f"h = int(p[{n}])\nw = int(p[{n + 1}])\n" + gather_prologue()
+                + extras_prologue(sig) + ("\n" + gate_prologue(sig) if sig.gates else "")
+                + ("\nst_ = stat" if reads else ""))
+    params = "p" if target != "cuda" else ", ".join(f"p_{i}" for i in range(n + 2))
+    args = "src, acc, lut, " + ("stat, " if reads else "") + params
+    fn = (f"\n\n{_decorator(target, sim)}\ndef kernel({args}):\n" + _indent(prologue, 4))
+    body = stat_body(sig, sig.gates) + _bins(stat, sig)
+    if target == "cpu":
+        pixel = "\n".join(body + _accumulate(stat, sig)
+                          + _cpu_hist_count(stat, sig, "acc[r_]", "0"))
+        loop = ("nr_ = acc.shape[0]\nfor r_ in prange(nr_):\n"
+                + _indent("\n".join(_init(stat, sig)), 4)
+                + "    for y in range(r_ * h // nr_, (r_ + 1) * h // nr_):\n"
+                + "        for x in range(w):\n" + _indent(pixel, 12)
+                + _indent(_cpu_flush(stat, sig, "acc[r_]", "0"), 4))
+    else:
+        pixel = "\n".join(body + _accumulate(stat, sig) + _gpu_hist_count(stat, sig))
+        loop = ""
+        if stat.hist:
+            loop += _block_hist_head(stat, sig) + "\n" + _block_hist_zero(stat, sig) + "\n"
+        loop += ("\n".join(_init(stat, sig)) + "\nx0, y0 = cuda.grid(2)\n"
+                 "sx_, sy_ = cuda.gridsize(2)\ny = y0\nwhile y < h:\n    x = x0\n"
+                 "    while x < w:\n" + _indent(pixel, 8) + "        x += sx_\n    y += sy_\n"
+                 + _warp_merge(stat, sig, sim, lambda k: f"acc, {k}"))
+        if stat.hist:
+            per = len(stat.merges)
+            loop += "\n" + _block_hist_flush(stat, sig, f"acc, j_ * {per} + k_")
+    source = _head(sig, stat, target, "statistic gather") + fn + _indent(loop, 4)
+    if target == "cuda":
+        source = re.sub(r"\bp\[(\d+)\]", r"p_\1", source)
+    return source
+
+
+def gather_stat_kernel(sig: GatherSig, stat_name: str, target: str, sim: bool = False):
+    """The compiled one-image reduction (:func:`gather_stat_source`)."""
+    return load(gather_stat_source(sig, stat_name, target, sim), target).kernel
+
+
+# --------------------------------------------------------------------------- arena batches
+
+
+def arena_reads(text: str, cin: int) -> str:
+    """Source reads of the per-image body as flat reads of the member's source."""
+    out, n = _SRC.subn(lambda m: f"src[_u(so_ + ({m[1]} * sw_ + {m[2]}) * {cin} + {m[3]})]",
+                       text)
+    if n == 0 or out.count("src[") != n:
+        raise RuntimeError("arena: gather body reads its source in an unexpected form")
+    return out
+
+
+def arena_per_image(sig: GatherSig, gates: bool, extra: str = "") -> str:
+    """Per member ``b`` of an arena kernel: its source's offset and width, the gather's
+    per-launch reads (gate flags with ``gates``) from its parameter row, and its statistic
+    row ``st_`` where ``sig``'s ops read one."""
+    text = gather_prologue() + extras_prologue(sig) + ("\n" + gate_prologue(sig) if gates else "")
+    st = "st_ = stat[b]\n" if stat_width(sig) else ""
+    return "so_ = rows[b, 0]\nsw_ = rows[b, 1]\n" + st + extra + batched(text, MEMBER_INDEX)
+
+
+def arena_stat_source(sig: GatherSig, stat_name: str, target: str, sim: bool = False,
+                      gates: bool = False) -> str:
+    """Source of ``kernel(src, rows, p, stat)``: per member ``b``, statistic ``stat_name`` of
+    what the arena gather of ``sig`` would store, into ``stat[b, K:]`` (``K`` the width of the
+    rows ``sig``'s own ops read, which come first; the caller starts them at ``init``).
+
+    ``p[b]`` is the member's parameter row (gate flags after it with ``gates``), then its
+    output height and width and a flag: nonzero where the op is gated off for the member
+    (nothing is measured). On the CPU one ``prange`` over members; on GPUs each block
+    measures part of one member (launch it over ``ARENA_STAT_GRID`` per member)."""
+    stat = _statistic(stat_name)
+    K = stat_width(sig)
+    n = gather_nparams(sig) + (gather_ngates(sig) if gates else 0)
+    per = (arena_per_image(sig, gates) + f"\nh = int(p[b, {n}])\nw = int(p[b, {n + 1}])"
+           + f"\noff_ = p[b, {n + 2}]")
+    body = batched(arena_reads("\n".join(stat_body(sig, gates) + _bins(stat, sig)), sig.cin),
+                   MEMBER_INDEX)
+    fn = (f"\n\n{_decorator(target, sim)}\ndef kernel(src, rows, p, stat):\n"
+          "    nb = stat.shape[0]\n")
+    if target == "cpu":
+        pixel = "\n".join([body] + _accumulate(stat, sig)
+                          + _cpu_hist_count(stat, sig, "stat[b]", str(K)))
+        member = ("\n".join(_init(stat, sig)) + "\nfor y in range(h):\n    for x in range(w):\n"
+                  + _indent(pixel, 8) + _cpu_flush(stat, sig, "stat[b]", str(K)))
+        loop = ("    for b in prange(nb):\n" + _indent(per, 8) + "        if off_ == 0.0:\n"
+                + _indent(member, 12))
+    else:
+        pixel = "\n".join([body] + _accumulate(stat, sig) + _gpu_hist_count(stat, sig))
+        member = ""
+        if stat.hist:
+            member += _block_hist_zero(stat, sig) + "\n"
+        member += ("\n".join(_init(stat, sig)) + "\ny = y0\nwhile y < h:\n    x = x0\n"
+                   "    while x < w:\n" + _indent(pixel, 8) + "        x += sx_\n    y += sy_\n"
+                   + _warp_merge(stat, sig, sim, lambda k: f"stat, (b, {K + k})"))
+        if stat.hist:
+            pslots = len(stat.merges)
+            member += "\n" + _block_hist_flush(stat, sig, f"stat, (b, {K} + j_ * {pslots} + k_)")
+        head = "x0, y0, b0 = cuda.grid(3)\nsx_, sy_, sb_ = cuda.gridsize(3)\n"
+        if stat.hist:
+            head += _block_hist_head(stat, sig) + "\n"
+        # ``off_`` is the member's, so the same for every thread of a block (they share ``b``):
+        # the block's barriers are reached by all of its threads or by none
+        loop = (_indent(head, 4) + "    b = b0\n    while b < nb:\n" + _indent(per, 8)
+                + "        if off_ == 0.0:\n" + _indent(member, 12) + "        b += sb_\n")
+    return _head(sig, stat, target, "arena statistic gather") + fn + loop
+
+
+def arena_stat_kernel(sig: GatherSig, stat_name: str, target: str, sim: bool = False,
+                      gates: bool = False):
+    """The compiled arena reduction (:func:`arena_stat_source`)."""
+    return load(arena_stat_source(sig, stat_name, target, sim, gates), target).kernel
+
+
+def stat_init(sig: GatherSig) -> np.ndarray:
+    """The statistic row of ``sig``'s kernel before anything is measured (each op's
+    statistic's ``init``, end to end as ``gather_sig.stat_layout`` lays them)."""
+    ops = sig.pre + sig.post + sig.grey_ops
+    parts = [STATISTICS[REGISTRY[ops[i]].stat].init(ch)
+             for i, (_, ch) in sorted(stat_layout(sig).items())]
+    return np.concatenate(parts) if parts else np.zeros(0)
