@@ -4,7 +4,8 @@
 #
 #   source bench/gpu_env.sh && bash bench/compare_gpu.sh PART BASELINE_TREE
 #
-# PART "engine": GPU tests of the new paths, single ops (bench_single), figure-5.1 and ImageNet
+# PART "tests": GPU tests of the op library, the recorded paths and the sources.
+# PART "engine": single ops (bench_single), figure-5.1 and ImageNet
 # batches (bench_batches, bench_recipes), Pipelines A/B and the callable recipe
 # (bench_pipeline engine), each in both trees.
 # PART "data": the streamed dataset rows (bench_data gpu, the baseline's augment beside),
@@ -30,10 +31,15 @@ in_base() {  # the same command with the baseline tree first on the path
 }
 export MILLIPYDE_CACHE_DIR=/tmp/cache-new
 
-if [ "$part" = engine ]; then
-    step tests 150 python3 -m pytest -q -p no:cacheprovider -n "$((nproc_ < 16 ? nproc_ : 16))" \
-        tests/ops tests/test_pipeline_chunks.py tests/test_generator_callables.py \
-        tests/test_generator_batches_ops.py tests/test_data_sources.py
+if [ "$part" = tests ]; then
+    # the GPU tests of the op library, the recorded paths and the sources (no baseline)
+    step tests 480 python3 -m pytest -q -p no:cacheprovider -n "$((nproc_ < 16 ? nproc_ : 16))" \
+        -rf tests/ops tests/kernels tests/test_pipeline_chunks.py tests/test_generator_callables.py \
+        tests/test_generator_batches_ops.py tests/test_generator_batches_tv.py \
+        tests/test_generator_mixed.py tests/test_compose.py tests/test_batch_mix.py \
+        tests/test_transforms.py tests/test_data_sources.py tests/test_reliability_fusion.py
+    echo "== tests"; grep -E "^FAILED|passed|failed" "$out/tests.log" | tail -25
+elif [ "$part" = engine ]; then
     step single_base 60 in_base python3 "$new/bench/bench_single.py" --repeat 300
     step single_new 60 python3 bench/bench_single.py --repeat 300
     step batches_base 70 in_base python3 bench/bench_batches.py --batches 40
@@ -57,7 +63,6 @@ print(f"imagenet batches(256): {b['img_s']:.0f} img/s; kornia {res['kornia_img_s
 PY
     done
     echo "== pipeline"; tail -25 "$out/pipeline.log"
-    echo "== tests"; tail -3 "$out/tests.log"
 elif [ "$part" = data ]; then
     step data 330 python3 bench/bench_data.py gpu --baseline "$base" --budget 310 \
         --batches 300 --shard-batches 150 --rank-batches 120 --out "$out"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 
 from .batch_gather import gather_flat_source
-from .gather_sig import GatherSig
+from .gather_sig import GatherSig, stat_width
 from .loader import load
 from .stencil import _STENCIL_COLS, _STENCIL_ROWS
 from .target import _HEADER, _RINT_CLIP, _decorator, _loop_3d, replace_once
@@ -69,7 +69,14 @@ def gather_batch_source(sig: GatherSig, target: str, sim: bool = False,
 
 def gather_batch_kernel(sig: GatherSig, target: str, sim: bool = False, gates: bool = False,
                         wide: bool = False, tabled: bool = False):
-    """The compiled (lazily, by Numba) batched gather kernel for ``sig``."""
+    """The compiled (lazily, by Numba) batched gather kernel for ``sig``.
+
+    Ops that read a per-image statistic (``OpSpec.stat``) are not batched here: their images
+    take the per-output path (``exec.batch``) or the arena's gathers (``codegen.arena``).
+    """
+    if stat_width(sig):
+        raise ValueError("a batched gather kernel reads no per-image statistic; "
+                         f"{sig.pre + sig.post + sig.grey_ops} has one")
     return load(gather_batch_source(sig, target, sim, gates, wide, tabled), target).kernel
 
 

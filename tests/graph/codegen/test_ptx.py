@@ -5,6 +5,7 @@ Runs in the cpu-backend process: ``millipyde.graph.codegen.ptx`` compiles with N
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 
@@ -14,7 +15,7 @@ from ptx_compile import ptx_of
 
 from millipyde.graph.codegen import ptx
 from millipyde.graph.codegen.gather import gather_items, gather_source
-from millipyde.graph.codegen.gather_sig import GatherSig, gather_nparams
+from millipyde.graph.codegen.gather_sig import GatherSig, gather_nparams, stat_width
 from millipyde.graph.codegen.loader import load
 from millipyde.graph.codegen.stencil import stencil_kernels
 from millipyde.graph.codegen.target import _HEADER, DEVICE_DECORATOR
@@ -89,8 +90,10 @@ def gather_cases() -> list[tuple[GatherSig, np.dtype]]:
 def test_gather_kernel_compiles_to_ptx(sig: GatherSig, dtype: np.dtype) -> None:
     mod = load(gather_source(sig, "cuda"), "cuda")
     out_dtype = np.float64 if sig.grey else dtype
-    # on CUDA the parameters are scalar arguments (gather_source)
-    argtys = (arr(dtype, 3), arr(out_dtype, 3), arr(np.uint8, 3)) + (
+    # on CUDA the parameters are scalar arguments (gather_source); ops reading a per-image
+    # statistic (equalize, autocontrast, adjust_contrast) add its row
+    stat = (arr(np.float64, 1),) if stat_width(sig) else ()
+    argtys = (arr(dtype, 3), arr(out_dtype, 3), arr(np.uint8, 3)) + stat + (
         types.float64,) * gather_nparams(sig)
     ptx = ptx_of(mod.kernel.py_func, argtys)
     assert ".target sm_90" in ptx
@@ -177,6 +180,11 @@ def test_batched_gather_kernel_compiles_to_ptx(sig: GatherSig, dtype: np.dtype,
                                                gates: bool) -> None:
     from millipyde.graph.codegen import batch as codegen_batch
 
+    # (ops reading a per-image statistic are never in a batched gather: exec.batch)
+    no_stat = tuple(n for n in ELEMENTWISE if not REGISTRY[n].stat)
+    sig = dataclasses.replace(sig, pre=no_stat if sig.pre else (),
+                              post=no_stat if sig.post else (),
+                              grey_ops=no_stat if sig.grey_ops else ())
     kernel = codegen_batch.gather_batch_kernel(sig, "cuda", gates=gates)
     out_dtype = np.float64 if sig.grey else dtype
     # flat buffers (batch_gather.launch_args): src, sidx, lut, p, nb, h, w, sn_, sw_, dst
@@ -186,6 +194,14 @@ def test_batched_gather_kernel_compiles_to_ptx(sig: GatherSig, dtype: np.dtype,
     assert ".entry" in ptx
     assert "%ctaid.z" in ptx  # the image index comes from the grid's z axis
     assert not GENERIC_LOAD.findall(ptx)
+
+
+def test_batched_gather_refuses_a_statistic() -> None:
+    from millipyde.graph.codegen import batch as codegen_batch
+
+    sig = GatherSig(3, "chain", True, False, "", pre=("equalize",))
+    with pytest.raises(ValueError, match="statistic"):
+        codegen_batch.gather_batch_kernel(sig, "cuda")
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.float64, np.uint16])
