@@ -33,7 +33,7 @@ export MILLIPYDE_CACHE_DIR=/tmp/cache-new
 
 if [ "$part" = tests ]; then
     # the GPU tests of the op library, the recorded paths and the sources (no baseline)
-    step tests 480 python3 -m pytest -q -p no:cacheprovider -n "$((nproc_ < 16 ? nproc_ : 16))" \
+    step tests 480 python3 -m pytest -q -p no:cacheprovider -p no:benchmark -n "$((nproc_ < 16 ? nproc_ : 16))" \
         -rf tests/ops tests/kernels/test_window_filters.py tests/kernels/test_stat_ops.py \
         tests/kernels/test_tv_values.py tests/kernels/test_tv_geometry.py tests/test_pipeline_chunks.py tests/test_generator_callables.py \
         tests/test_generator_batches_ops.py tests/test_generator_batches_tv.py \
