@@ -56,6 +56,12 @@ EXAMPLES: dict[str, tuple[str, tuple, dict]] = {
     "erase": ("random_erasing", (), {}),
     "gaussian_noise": ("gaussian_noise", (0.12,), {}),
     "gaussian": ("gaussian", (2.0,), {}),
+    "gaussian_blur": ("gaussian_blur", (9, 3.0), {}),
+    "box_blur": ("box_blur", (7,), {}),
+    "median_blur": ("median_blur", (7,), {}),
+    "adjust_sharpness": ("adjust_sharpness", (4.0,), {}),
+    "autocontrast": ("autocontrast", (), {}),
+    "equalize": ("equalize", (), {}),
 }
 
 

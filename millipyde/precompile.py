@@ -230,9 +230,12 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
         # (outside the recording: the search maps 65536 draws through a host function, which
         # compiles here once rather than run as Python)
         ks = {shape: warmup.representatives(operations, shape=shape) for shape in by_shape}
+        # two distinct inputs per shape (a Generator refuses one object twice)
+        pairs = {shape: xs[:2] if len(xs) > 1 else [xs[0], xs[0].clone()]
+                 for shape, xs in by_shape.items()}
         with runtime.recording(jobs), _host_functions_deferred(jobs):
-            for shape, xs in by_shape.items():
-                warmup._make_patterns((xs * 2)[:2], operations, ks[shape], size, channels,
+            for shape, pair in pairs.items():
+                warmup._make_patterns(pair, operations, ks[shape], size, channels,
                                       layout, spec, jobs.enter, outputs)
         recorded = time.perf_counter() - t0
     finally:
