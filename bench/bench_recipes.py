@@ -89,7 +89,7 @@ def millipyde_batches(hosts: list[np.ndarray], n: int, size: int = 256) -> dict:
     if rec is not None:
         got, left = rec.record(list(range(size)))
         launches = {"arena_gathers": len(got), "per_output": len(left),
-                    "reductions": sum(L.prefix is not None for L in got)}
+                    "reductions": sum(len(L.prefixes) for L in got)}
     per = 224 * 224 * 3 * 4
     floor = copy_bandwidth() / per
     rate = nb * size / dt

@@ -26,9 +26,9 @@ step() {  # step NAME TIMEOUT COMMAND...: run, log to $OUT/NAME.log, say how lon
     timeout "$limit" "$@" >"$out/$name.log" 2>&1
     echo "[$name] rc=$? $((SECONDS - t0)) s"
 }
-in_base() {  # the same command with the baseline tree first on the path
-    (cd "$base" && PYTHONPATH=/tmp/site:$base MILLIPYDE_CACHE_DIR=/tmp/cache-base "$@")
-}
+# the same command run in the baseline tree, first on the path (``env -C``: timeout runs
+# programs, not shell functions)
+in_base=(env -C "$base" PYTHONPATH="/tmp/site:$base" MILLIPYDE_CACHE_DIR=/tmp/cache-base)
 export MILLIPYDE_CACHE_DIR=/tmp/cache-new
 
 if [ "$part" = tests ]; then
@@ -41,16 +41,16 @@ if [ "$part" = tests ]; then
         tests/test_transforms.py tests/test_data_sources.py tests/test_reliability_fusion.py
     echo "== tests"; grep -E "^FAILED|passed|failed" "$out/tests.log" | tail -25
 elif [ "$part" = engine ]; then
-    step single_base 60 in_base python3 "$new/bench/bench_single.py" --repeat 300
+    step single_base 60 "${in_base[@]}" python3 "$new/bench/bench_single.py" --repeat 300
     step single_new 60 python3 bench/bench_single.py --repeat 300
-    step batches_base 70 in_base python3 bench/bench_batches.py --batches 40
+    step batches_base 70 "${in_base[@]}" python3 bench/bench_batches.py --batches 40
     step batches_new 70 python3 bench/bench_batches.py --batches 40
-    step recipes_base 60 in_base python3 -m bench.bench_recipes --outputs 1024 --repeat 3 \
+    step recipes_base 60 "${in_base[@]}" python3 -m bench.bench_recipes --outputs 1024 --repeat 3 \
         --batch-outputs 51200
     step recipes_new 60 python3 -m bench.bench_recipes --outputs 1024 --repeat 3 \
         --batch-outputs 51200
     step pipeline 200 python3 bench/bench_pipeline.py engine --tree new=. --tree "base=$base" \
-        --out "$out" --budget 180
+        --out "$out" --budget 320
     for f in single_base single_new; do echo "== $f"; tail -6 "$out/$f.log"; done
     for f in batches_base batches_new; do echo "== $f"; tail -8 "$out/$f.log"; done
     for f in recipes_base recipes_new; do

@@ -51,14 +51,14 @@ def test_mixed_sizes_are_made_as_arena_gathers_equal_to_one_by_one(monkeypatch):
 
 def test_every_coin_pattern_shares_one_compiled_gather():
     batch_arena._gather_fn.cache_clear()
-    batch_arena._mean_fn.cache_clear()
+    batch_arena._stat_fn.cache_clear()
     gen = mp.Generator(_mixed(1), OPS, outputs=64, seed=2)
     list(gen)
     # 64 outputs, five coins each: one gather (and one grey-mean reduction for the
     # contrast) per channel count, whatever the coins drew
     kinds = {(1,), (3,)}
     assert 1 <= batch_arena._gather_fn.cache_info().currsize <= len(kinds)
-    assert 1 <= batch_arena._mean_fn.cache_info().currsize <= len(kinds)
+    assert 1 <= batch_arena._stat_fn.cache_info().currsize <= len(kinds)
 
 
 def test_targets_follow_the_arena_outputs(monkeypatch):
