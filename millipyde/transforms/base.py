@@ -104,21 +104,11 @@ def jitter(value: Any, owner: str, name: str, centre: float = 1.0,
     return None if lo == hi == centre else (lo, hi)
 
 
-class Transform(Operation):
-    """A torchvision-named transform: one method Operation of the op library (its
-    ``p``, where torchvision's class has one, the Operation's coin or the method's own)."""
+class TorchvisionArgs:
+    """The constructor's arguments of a torchvision-named class, kept for its repr and
+    pickling (``_tv_args``, set by the constructor)."""
 
-    def __init__(self, method: str, *args: Any, p: Any = None, **kwargs: Any) -> None:
-        if p is None:
-            super().__init__(method, *args, **kwargs)
-        else:
-            super().__init__(method, *args, p=p, **kwargs)
-
-    def __call__(self, image: Any) -> Any:
-        """Apply to ``image`` in place (``run_on``: the global seed's stream); returns it, as
-        a torchvision transform returns its output."""
-        self.run_on(image)
-        return image
+    _tv_args: dict
 
     def _remember(self, **kwargs: Any) -> None:
         """The constructor's arguments (repr, pickling)."""
@@ -134,6 +124,23 @@ class Transform(Operation):
 
 def _rebuild(cls: type, kwargs: dict) -> Any:
     return cls(**kwargs)
+
+
+class Transform(TorchvisionArgs, Operation):
+    """A torchvision-named transform: one method Operation of the op library (its
+    ``p``, where torchvision's class has one, the Operation's coin or the method's own)."""
+
+    def __init__(self, method: str, *args: Any, p: Any = None, **kwargs: Any) -> None:
+        if p is None:
+            super().__init__(method, *args, **kwargs)
+        else:
+            super().__init__(method, *args, p=p, **kwargs)
+
+    def __call__(self, image: Any) -> Any:
+        """Apply to ``image`` in place (``run_on``: the global seed's stream); returns it, as
+        a torchvision transform returns its output."""
+        self.run_on(image)
+        return image
 
 
 def coin(p: Any, owner: str) -> float:

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..array import ArgumentError
 from ..operation import Operation
+from .base import TorchvisionArgs
 
 #: torchvision dtype names (``str(torch.float32)`` is "torch.float32") to batches' dtypes
 _DTYPES = {"float32": "float32", "float": "float32", "float16": "float16", "half": "float16"}
@@ -22,7 +23,7 @@ def _nothing(image: Any) -> None:
     """A batch option does no per-image work."""
 
 
-class BatchOption(Operation):
+class BatchOption(TorchvisionArgs, Operation):
     """A conversion of torchvision's transforms: a setting of ``Generator.batches`` (``dtype``,
     ``mean``, ``std``), no per-image work (in a Pipeline or on one image it does nothing)."""
 
@@ -34,17 +35,6 @@ class BatchOption(Operation):
     def __call__(self, image: Any) -> Any:
         """Nothing per image (a batch setting): returns ``image``."""
         return image
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in getattr(self, "_tv_args", {}).items())
-        return f"{type(self).__name__}({args})"
-
-    def __reduce__(self) -> tuple:
-        return _rebuild, (type(self), getattr(self, "_tv_args", {}))
-
-
-def _rebuild(cls: type, kwargs: dict) -> Any:
-    return cls(**kwargs)
 
 
 class ToImage(BatchOption):
