@@ -50,6 +50,7 @@ EXAMPLES: dict[str, tuple[str, tuple, dict]] = {
     "random_resized_crop": ("random_resized_crop", ("{s}", "{s}"), {}),
     "resize": ("resize", ("{h}", "{s}"), {}),
     "rotate": ("rotate", (30,), {"expand": True}),
+    "rot90": ("rot90", (1,), {}),
     "transpose": ("transpose", (), {}),
     "vflip": ("vflip", (), {}),
     "warp_affine": ("random_affine", (25, (0.1, 0.1), (0.8, 1.1), 10), {}),

@@ -131,6 +131,8 @@ _ARGS = {
     "random_adjust_brightness": (0.5, 1.5),
     "channel_shuffle": (),
     "random_crop": (20, 30, (4, 2), True, 9),
+    # geometry, second wave
+    "random_rot90": (0.75,),
 }
 
 

@@ -9,6 +9,7 @@ from . import (  # noqa: F401  (definitions)
     random_crop,
     resize,
     resized_crop,
+    rot90,
     rotate,
     transpose,
     vflip,

