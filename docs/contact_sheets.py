@@ -51,6 +51,8 @@ EXAMPLES: dict[str, tuple[str, tuple, dict]] = {
     "resize": ("resize", ("{h}", "{s}"), {}),
     "rotate": ("rotate", (30,), {"expand": True}),
     "rot90": ("rot90", (1,), {}),
+    "translate": ("random_translate", (0.2, 0.2), {}),
+    "shear": ("random_shear", (25,), {}),
     "transpose": ("transpose", (), {}),
     "vflip": ("vflip", (), {}),
     "warp_affine": ("random_affine", (25, (0.1, 0.1), (0.8, 1.1), 10), {}),

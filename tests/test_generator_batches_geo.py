@@ -13,8 +13,11 @@ pytestmark = pytest.mark.cudasim_ok
 
 OPS = {
     "rot90": [mp.Operation("random_rot90"), mp.Operation("random_invert")],
+    "translate": [mp.Operation("random_translate", 0.2, 0.1, p=0.7),
+                  mp.Operation("vflip", p=0.5), mp.Operation("random_invert")],
+    "shear": [mp.Operation("random_rot90"), mp.Operation("random_shear", 20)],
 }
-ROUTE = {"rot90": "arena"}
+ROUTE = {"rot90": "arena", "translate": "arena", "shear": "arena"}
 SHAPE = {"rot90": None}
 
 

@@ -133,6 +133,8 @@ _ARGS = {
     "random_crop": (20, 30, (4, 2), True, 9),
     # geometry, second wave
     "random_rot90": (0.75,),
+    "random_translate": ((-0.2, 0.3), 0.1),
+    "random_shear": ((-10, 20, 5, 30),),
 }
 
 

@@ -11,6 +11,8 @@ from . import (  # noqa: F401  (definitions)
     resized_crop,
     rot90,
     rotate,
+    shear,
+    translate,
     transpose,
     vflip,
 )

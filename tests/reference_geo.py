@@ -1,0 +1,81 @@
+"""NumPy transcriptions of kornia's and torchvision v2's geometric transforms added with the
+second wave of issue 31's op library (translate, shear, perspective): CI has neither library.
+Each follows the library's own pipeline (kornia: ``normalize_homography``, ``affine_grid``,
+``grid_sample``), not millipyde's formulas; uint8 images are computed in float64 and rounded back
+(the libraries take float tensors), compared within one level."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def _to_dtype(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    if np.dtype(dtype).kind in "ui":
+        info = np.iinfo(dtype)
+        return np.clip(np.rint(values), info.min, info.max).astype(dtype)
+    return values.astype(dtype)
+
+
+def grid_sample_zeros(img: np.ndarray, sx: np.ndarray, sy: np.ndarray) -> np.ndarray:
+    """``grid_sample(mode="bilinear", padding_mode="zeros")`` at pixel positions (``sx``,
+    ``sy``) (arrays of the output's shape): each of the four taps outside the image reads 0."""
+    x = img.astype(np.float64)
+    if x.ndim == 2:
+        x = x[..., None]
+    h, w = x.shape[:2]
+    x0 = np.floor(sx).astype(np.int64)
+    y0 = np.floor(sy).astype(np.int64)
+    fx = (sx - x0)[..., None]
+    fy = (sy - y0)[..., None]
+    out = np.zeros(sx.shape + (x.shape[2],))
+    for dy, wy in ((0, 1 - fy), (1, fy)):
+        for dx, wx in ((0, 1 - fx), (1, fx)):
+            yy, xx = y0 + dy, x0 + dx
+            ok = (yy >= 0) & (yy < h) & (xx >= 0) & (xx < w)
+            tap = np.zeros_like(out)
+            tap[ok] = x[yy[ok], xx[ok]]
+            out += wy * wx * tap
+    if img.ndim == 2:
+        out = out[..., 0]
+    return _to_dtype(out, img.dtype)
+
+
+def _normal(h: int, w: int) -> np.ndarray:
+    """kornia ``normal_transform_pixel``: pixels to [-1, 1] by the corners' (size - 1)."""
+    eps = 1e-14
+    wd = eps if w == 1 else w - 1.0
+    hd = eps if h == 1 else h - 1.0
+    return np.array([[2.0 / wd, 0.0, -1.0], [0.0, 2.0 / hd, -1.0], [0.0, 0.0, 1.0]])
+
+
+def kornia_warp_affine(img: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """kornia ``warp_affine(src, M, dsize=(h, w), align_corners=False)`` (bilinear, zeros)."""
+    h, w = img.shape[:2]
+    m3 = np.vstack([np.asarray(m, dtype=np.float64)[:2], [0.0, 0.0, 1.0]])
+    n = _normal(h, w)
+    dst_from_src = n @ m3 @ np.linalg.inv(n)
+    src_from_dst = np.linalg.inv(dst_from_src)
+    # affine_grid(align_corners=False): pixel centres ((2 j + 1) / w - 1)
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
+    gx = (2 * xx + 1) / w - 1
+    gy = (2 * yy + 1) / h - 1
+    px = src_from_dst[0, 0] * gx + src_from_dst[0, 1] * gy + src_from_dst[0, 2]
+    py = src_from_dst[1, 0] * gx + src_from_dst[1, 1] * gy + src_from_dst[1, 2]
+    # grid_sample(align_corners=False): back to pixels
+    return grid_sample_zeros(img, ((px + 1) * w - 1) / 2, ((py + 1) * h - 1) / 2)
+
+
+def translation_matrix(dx: float, dy: float) -> np.ndarray:
+    """kornia ``get_translation_matrix2d``."""
+    return np.array([[1.0, 0.0, dx], [0.0, 1.0, dy], [0.0, 0.0, 1.0]])
+
+
+def shear_matrix(h: int, w: int, shx: float, shy: float) -> np.ndarray:
+    """kornia ``RandomShear``'s ``get_shear_matrix2d(center, deg2rad(sx), deg2rad(sy))`` about
+    ``center = (w, h) / 2 - 0.5``."""
+    x, y = w / 2.0 - 0.5, h / 2.0 - 0.5
+    tx, ty = math.tan(math.radians(shx)), math.tan(math.radians(shy))
+    return np.array([[1.0, -tx, tx * y], [-ty, 1.0 + tx * ty, ty * (tx * y + x)],
+                     [0.0, 0.0, 1.0]])
