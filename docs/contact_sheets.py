@@ -53,6 +53,7 @@ EXAMPLES: dict[str, tuple[str, tuple, dict]] = {
     "rot90": ("rot90", (1,), {}),
     "translate": ("random_translate", (0.2, 0.2), {}),
     "shear": ("random_shear", (25,), {}),
+    "perspective": ("random_perspective", (0.6, 1.0), {}),
     "transpose": ("transpose", (), {}),
     "vflip": ("vflip", (), {}),
     "warp_affine": ("random_affine", (25, (0.1, 0.1), (0.8, 1.1), 10), {}),

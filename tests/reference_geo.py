@@ -79,3 +79,46 @@ def shear_matrix(h: int, w: int, shx: float, shy: float) -> np.ndarray:
     tx, ty = math.tan(math.radians(shx)), math.tan(math.radians(shy))
     return np.array([[1.0, -tx, tx * y], [-ty, 1.0 + tx * ty, ty * (tx * y + x)],
                      [0.0, 0.0, 1.0]])
+
+
+def perspective_coeffs(startpoints, endpoints) -> list[float]:
+    """torchvision ``_get_perspective_coeffs``: least squares in float64, then float32."""
+    a = np.zeros((8, 8))
+    for i, (p1, p2) in enumerate(zip(endpoints, startpoints, strict=True)):
+        a[2 * i] = [p1[0], p1[1], 1, 0, 0, 0, -p2[0] * p1[0], -p2[0] * p1[1]]
+        a[2 * i + 1] = [0, 0, 0, p1[0], p1[1], 1, -p2[1] * p1[0], -p2[1] * p1[1]]
+    b = np.asarray(startpoints, dtype=np.float64).reshape(8)
+    res = np.linalg.lstsq(a, b, rcond=None)[0]
+    return res.astype(np.float32).astype(np.float64).tolist()
+
+
+def perspective(img: np.ndarray, coeffs) -> np.ndarray:
+    """torchvision v2 ``perspective_image(..., interpolation=BILINEAR, fill=None)``:
+    ``_perspective_grid`` (pixel centres ``j + 0.5``, the division, then ``/ (size / 2) - 1``)
+    and ``grid_sample(align_corners=False, padding_mode="zeros")``, in float32 for integer
+    images as there (``img.dtype`` for float ones)."""
+    dt = np.float32 if img.dtype.kind in "ui" else img.dtype.type
+    h, w = img.shape[:2]
+    c = np.asarray(coeffs, dtype=dt)
+    xs = np.linspace(0.5, w - 0.5, w, dtype=dt)[None, :]
+    ys = np.linspace(0.5, h - 0.5, h, dtype=dt)[:, None]
+    den = c[6] * xs + c[7] * ys + dt(1.0)
+    gx = (c[0] * xs + c[1] * ys + c[2]) / dt(0.5 * w) / den - dt(1.0)
+    gy = (c[3] * xs + c[4] * ys + c[5]) / dt(0.5 * h) / den - dt(1.0)
+    px = ((gx.astype(np.float64) + 1) * w - 1) / 2
+    py = ((gy.astype(np.float64) + 1) * h - 1) / 2
+    return grid_sample_zeros(img, px, py)
+
+
+def random_perspective_endpoints(h: int, w: int, scale: float, draws) -> list[list[int]]:
+    """torchvision ``RandomPerspective.make_params``'s end points, ``torch.randint(lo, hi)`` of
+    draw ``t`` as ``lo + int(u * (hi - lo))``."""
+    bh = int(scale * (h // 2)) + 1
+    bw = int(scale * (w // 2)) + 1
+
+    def randint(lo, hi, t):
+        return lo + min(int(draws[t] * (hi - lo)), hi - lo - 1)
+
+    return [[randint(0, bw, 0), randint(0, bh, 1)], [randint(w - bw, w, 2), randint(0, bh, 3)],
+            [randint(w - bw, w, 4), randint(h - bh, h, 5)],
+            [randint(0, bw, 6), randint(h - bh, h, 7)]]

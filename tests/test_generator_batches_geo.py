@@ -9,18 +9,19 @@ from test_generator_batches_tv import SAME, _check, _imgs
 
 import millipyde as mp
 
-pytestmark = pytest.mark.cudasim_ok
-
 OPS = {
     "rot90": [mp.Operation("random_rot90"), mp.Operation("random_invert")],
     "translate": [mp.Operation("random_translate", 0.2, 0.1, p=0.7),
                   mp.Operation("vflip", p=0.5), mp.Operation("random_invert")],
     "shear": [mp.Operation("random_rot90"), mp.Operation("random_shear", 20)],
+    "perspective": [mp.Operation("vflip", p=0.5), mp.Operation("random_perspective", 0.5, 0.8),
+                    mp.Operation("random_rot90"), mp.Operation("invert", p=0.5)],
 }
-ROUTE = {"rot90": "arena", "translate": "arena", "shear": "arena"}
+ROUTE = {"rot90": "arena", "translate": "arena", "shear": "arena", "perspective": "arena"}
 SHAPE = {"rot90": None}
 
 
-@pytest.mark.parametrize("name", sorted(OPS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.cudasim_ok)
+                                  if n == "perspective" else n for n in sorted(OPS)])
 def test_same_size_batches_equal_outputs(name):
     _check(_imgs(1, SAME), OPS[name], 8, 4, ROUTE[name], shape=SHAPE.get(name))

@@ -11,7 +11,8 @@ from reference import assert_matches, on_gpu
 import millipyde as mp
 from millipyde import random as mprandom
 
-pytestmark = pytest.mark.cudasim_ok
+#: the simulator runs the fused-chain tests only (tiny images): each new kernel text once
+sim = pytest.mark.cudasim_ok
 
 
 def _keyed(g, n=2):
@@ -41,6 +42,7 @@ def test_random_rot90_draws_a_quarter_turn_per_image():
     assert 60 < seen[0] < 110 and all(20 < s < 60 for s in seen[1:]), seen
 
 
+@sim
 def test_rot90_fuses_with_its_neighbours():
     img = tv.photo("coffee", "rgb", 9, 14)
     g = mp.gpuimage(img)
@@ -75,7 +77,10 @@ def test_rot90_moves_boxes_keypoints_and_mask():
     ("rot90", (1.5,), "k"), ("rot90", (True,), "k"), ("random_rot90", (1.5,), "p"),
     ("translate", ("1",), "dx"), ("random_translate", (1.5,), "translate_x"),
     ("random_translate", (None, (0.3, 0.1)), "translate_y"), ("shear", (90,), "shear_x"),
-    ("random_shear", ((1, 2, 3),), "shear"), ("random_shear", (-4,), "shear")])
+    ("random_shear", ((1, 2, 3),), "shear"), ("random_shear", (-4,), "shear"),
+    ("perspective", ([[0, 0]] * 3, [[0, 0]] * 4), "startpoints"),
+    ("perspective", ([[0, 0], [1, 0], [2, 0], [3, 0]],) * 2, "homography"),
+    ("random_perspective", (1.5,), "distortion_scale"), ("random_perspective", (0.5, -1), "p")])
 def test_bad_arguments_raise_naming_them(method, args, match):
     img = tv.photo("chelsea", "rgb", 7, 6)
     g = mp.gpuimage(img)
@@ -121,6 +126,7 @@ def test_random_translate_and_shear_draw_kornias_parameters():
                        ulp_uint8=1)
 
 
+@sim
 def test_translate_and_shear_fuse_with_their_neighbours():
     img = tv.photo("coffee", "rgb", 12, 12)
     g = mp.gpuimage(img)
@@ -142,3 +148,81 @@ def test_translate_moves_boxes():
     g.translate(4, 2)  # kornia's grid moves the content by 4 * 21 / 20 and 2 * 10 / 9
     assert np.allclose(g.boxes, [[2 + 4.2, 1 + 20 / 9, 5 + 4.2, 3 + 20 / 9]])
     assert np.allclose(g.keypoints, [[3 + 4.2, 2 + 20 / 9]])
+
+
+# --------------------------------------------------------------------------- perspective
+def _corners(h, w):
+    return [[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]]
+
+
+ENDS = [lambda h, w: _corners(h, w),
+        lambda h, w: [[1, 2], [w - 3, 0], [w - 1, h - 2], [2, h - 1]],
+        lambda h, w: [[3, 3], [w - 4, 2], [w - 2, h - 4], [1, h - 2]],
+        lambda h, w: [[-2, 1], [w + 3, -1], [w - 1, h + 2], [0, h - 3]]]
+
+
+@pytest.mark.parametrize("kind", tv.KINDS)
+@pytest.mark.parametrize("end", range(len(ENDS)))
+def test_perspective_is_torchvisions(kind, end):
+    img = tv.photo("astronaut", kind, 13, 16)
+    starts, ends = _corners(13, 16), ENDS[end](13, 16)
+    want = geo.perspective(img, geo.perspective_coeffs(starts, ends))
+    assert_matches(on_gpu(img, "perspective", starts, ends), want, ulp_uint8=1, atol=1e-5,
+                   what=f"perspective {ends} {kind}")
+
+
+def test_random_perspective_draws_torchvisions_corners():
+    img = tv.photo("chelsea", "rgb", 12, 15)
+    ran = 0
+    for seed in range(6):
+        mp.seed(seed)
+        g = mp.gpuimage(img)
+        u = _keyed(g, 9)
+        g.random_perspective(0.6, p=0.7)
+        if u[8] < 0.7:
+            ran += 1
+            ends = geo.random_perspective_endpoints(12, 15, 0.6, u)
+            want = geo.perspective(img, geo.perspective_coeffs(_corners(12, 15), ends))
+        else:
+            want = img
+        assert_matches(g, want, ulp_uint8=1, what=f"seed {seed}")
+    assert 0 < ran < 6
+
+
+@sim
+def test_perspective_fuses_with_index_maps_and_values_in_one_kernel():
+    img = tv.photo("coffee", "rgb", 14, 14)
+    ends = ENDS[2](12, 12)
+    g = mp.gpuimage(img)
+    g.crop(1, 1, 12, 12)
+    g.vflip()
+    g.invert()
+    g.perspective(_corners(12, 12), ends)
+    g.rot90()
+    g.solarize(100)
+    assert len(g.explain().kernels) == 1, str(g.explain())
+    want = geo.perspective(tv.invert(img[1:13, 1:13][::-1]),
+                           geo.perspective_coeffs(_corners(12, 12), ends))
+    assert_matches(g, tv.solarize(np.rot90(want), 100), ulp_uint8=1)
+
+
+def test_perspective_moves_boxes_and_keypoints():
+    img = np.zeros((20, 20), np.uint8)
+    starts, ends = _corners(20, 20), [[2, 0], [19, 3], [17, 19], [0, 16]]
+    g = mp.gpuimage(img)
+    g.set_targets(boxes=[[4, 2, 12, 9]], keypoints=[[0, 0], [19, 0], [7.5, 11]])
+    g.perspective(starts, ends)
+    # torchvision's homography works on pixel edges (X = x + 1/2): an input point goes to
+    # H^-1 of it, H the map from output to input of perspective_coeffs
+    c = geo.perspective_coeffs(starts, ends)
+    fwd = np.linalg.inv(np.array([c[0:3], c[3:6], [c[6], c[7], 1.0]]))
+
+    def moved(x, y):
+        v = fwd @ [x, y, 1.0]
+        return v[0] / v[2], v[1] / v[2]
+
+    kp = [np.subtract(moved(x + 0.5, y + 0.5), 0.5) for x, y in ([0, 0], [19, 0], [7.5, 11])]
+    assert np.allclose(g.keypoints, kp, atol=1e-4)
+    corners = np.array([moved(x, y) for x in (4, 12) for y in (2, 9)])
+    box = [*corners.min(0), *corners.max(0)]
+    assert np.allclose(g.boxes, [box], atol=1e-4)

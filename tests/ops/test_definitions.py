@@ -135,6 +135,7 @@ _ARGS = {
     "random_rot90": (0.75,),
     "random_translate": ((-0.2, 0.3), 0.1),
     "random_shear": ((-10, 20, 5, 30),),
+    "random_perspective": (0.6, 0.7),
 }
 
 

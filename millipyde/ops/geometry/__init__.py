@@ -6,6 +6,7 @@ from . import (  # noqa: F401  (definitions)
     crop,
     fliplr,
     pad,
+    perspective,
     random_crop,
     resize,
     resized_crop,
