@@ -54,6 +54,8 @@ EXAMPLES: dict[str, tuple[str, tuple, dict]] = {
     "translate": ("random_translate", (0.2, 0.2), {}),
     "shear": ("random_shear", (25,), {}),
     "perspective": ("random_perspective", (0.6, 1.0), {}),
+    "pad_to": ("pad_to", ("{s}", 96, "top_left", 255), {}),
+    "zoom_out": ("random_zoom_out", (128, (1.5, 2.5), 1.0), {}),
     "transpose": ("transpose", (), {}),
     "vflip": ("vflip", (), {}),
     "warp_affine": ("random_affine", (25, (0.1, 0.1), (0.8, 1.1), 10), {}),

@@ -122,3 +122,42 @@ def random_perspective_endpoints(h: int, w: int, scale: float, draws) -> list[li
     return [[randint(0, bw, 0), randint(0, bh, 1)], [randint(w - bw, w, 2), randint(0, bh, 3)],
             [randint(w - bw, w, 4), randint(h - bh, h, 5)],
             [randint(0, bw, 6), randint(h - bh, h, 7)]]
+
+
+def pad_if_needed_sides(h: int, w: int, min_height: int, min_width: int, position: str,
+                        draws=(0.0, 0.0)) -> tuple[int, int, int, int]:
+    """albumentations ``PadIfNeeded``'s (top, bottom, left, right): ``get_pad_dims`` (the
+    shortfall's floor half on top / left) and ``adjust_padding_by_position``; ``random``:
+    ``random.randint(0, pad)`` of each draw."""
+    dh, dw = max(min_height - h, 0), max(min_width - w, 0)
+    top, bottom, left, right = dh // 2, dh - dh // 2, dw // 2, dw - dw // 2
+    if position == "top_left":
+        top, bottom, left, right = 0, top + bottom, 0, left + right
+    elif position == "top_right":
+        top, bottom, left, right = 0, top + bottom, left + right, 0
+    elif position == "bottom_left":
+        top, bottom, left, right = top + bottom, 0, 0, left + right
+    elif position == "bottom_right":
+        top, bottom, left, right = top + bottom, 0, left + right, 0
+    elif position == "random":
+        top = min(int(draws[0] * (dh + 1)), dh)
+        left = min(int(draws[1] * (dw + 1)), dw)
+        bottom, right = dh - top, dw - left
+    return top, bottom, left, right
+
+
+def zoom_out_sides(h: int, w: int, side_range, p: float, draws) -> tuple[int, int, int, int]:
+    """torchvision ``RandomZoomOut.make_params``' padding as (top, bottom, left, right) (zeros
+    where its coin, draw 3, says no)."""
+    if not draws[3] < p:
+        return 0, 0, 0, 0
+    r = side_range[0] + draws[0] * (side_range[1] - side_range[0])
+    cw, ch = int(w * r), int(h * r)
+    left = int((cw - w) * draws[1])
+    top = int((ch - h) * draws[2])
+    return top, ch - (top + h), left, cw - (left + w)
+
+
+def pad(img: np.ndarray, top: int, bottom: int, left: int, right: int, fill=0) -> np.ndarray:
+    widths = ((top, bottom), (left, right)) + (((0, 0),) if img.ndim == 3 else ())
+    return np.pad(img, widths, mode="constant", constant_values=fill).astype(img.dtype)

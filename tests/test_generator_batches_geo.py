@@ -16,8 +16,13 @@ OPS = {
     "shear": [mp.Operation("random_rot90"), mp.Operation("random_shear", 20)],
     "perspective": [mp.Operation("vflip", p=0.5), mp.Operation("random_perspective", 0.5, 0.8),
                     mp.Operation("random_rot90"), mp.Operation("invert", p=0.5)],
+    "pad_to": [mp.Operation("random_pad_to", 20, 18, 30), mp.Operation("vflip", p=0.5),
+               mp.Operation("random_invert")],
+    "zoom_out": [mp.Operation("random_zoom_out", 60, (1.0, 2.0), 0.7),
+                 mp.Operation("resize", 12, 12), mp.Operation("random_invert")],
 }
-ROUTE = {"rot90": "arena", "translate": "arena", "shear": "arena", "perspective": "arena"}
+ROUTE = {"rot90": "arena", "translate": "arena", "shear": "arena", "perspective": "arena",
+         "pad_to": "arena", "zoom_out": "arena"}
 SHAPE = {"rot90": None}
 
 

@@ -142,6 +142,31 @@ class RandomAffine(Transform):
                        interpolation=interpolation, fill=fill, center=center)
 
 
+class RandomPerspective(Transform):
+    """torchvision ``RandomPerspective``: ``random_perspective`` (bilinear; ``fill`` must be
+    0, and pixels straddling the border are blended with zero once, where torchvision's
+    ``fill=0`` also scales them by the sampled mask; nearest warns)."""
+
+    def __init__(self, distortion_scale: float = 0.5, p: float = 0.5,
+                 interpolation: Any = _BILINEAR, fill: Any = 0) -> None:
+        _interp(interpolation, "RandomPerspective")
+        if _number_fill(fill, "RandomPerspective") != 0:
+            raise ArgumentError("RandomPerspective fill must be 0 (the sampler reads 0 outside "
+                                "the image)")
+        super().__init__("random_perspective", distortion_scale, p)
+        self._remember(distortion_scale=distortion_scale, p=p, interpolation=interpolation,
+                       fill=fill)
+
+
+class RandomZoomOut(Transform):
+    """torchvision ``RandomZoomOut``: ``random_zoom_out`` (one ``fill`` for every channel)."""
+
+    def __init__(self, fill: Any = 0, side_range: Any = (1.0, 4.0), p: float = 0.5) -> None:
+        super().__init__("random_zoom_out", _number_fill(fill, "RandomZoomOut"),
+                         tuple(side_range), p)
+        self._remember(fill=fill, side_range=side_range, p=p)
+
+
 # the module-level names, not the parameters of the same name
 _interp = interpolation
 _antialias = antialias

@@ -80,7 +80,11 @@ def test_rot90_moves_boxes_keypoints_and_mask():
     ("random_shear", ((1, 2, 3),), "shear"), ("random_shear", (-4,), "shear"),
     ("perspective", ([[0, 0]] * 3, [[0, 0]] * 4), "startpoints"),
     ("perspective", ([[0, 0], [1, 0], [2, 0], [3, 0]],) * 2, "homography"),
-    ("random_perspective", (1.5,), "distortion_scale"), ("random_perspective", (0.5, -1), "p")])
+    ("random_perspective", (1.5,), "distortion_scale"), ("random_perspective", (0.5, -1), "p"),
+    ("pad_to", (0, 4), "min_height"), ("pad_to", (4, 4, "middle"), "position"),
+    ("pad_to", (4, 4, "random"), "random_pad_to"), ("pad_to", (9, 9, "center", 256), "fill"),
+    ("random_pad_to", (4, 2.5), "min_width"), ("random_zoom_out", (0, (0.5, 2)), "side_range"),
+    ("random_zoom_out", (-1,), "fill"), ("random_zoom_out", (0, (1, 2), 2), "p")])
 def test_bad_arguments_raise_naming_them(method, args, match):
     img = tv.photo("chelsea", "rgb", 7, 6)
     g = mp.gpuimage(img)
@@ -226,3 +230,75 @@ def test_perspective_moves_boxes_and_keypoints():
     corners = np.array([moved(x, y) for x in (4, 12) for y in (2, 9)])
     box = [*corners.min(0), *corners.max(0)]
     assert np.allclose(g.boxes, [box], atol=1e-4)
+
+
+# --------------------------------------------------------------------------- pad_to, zoom out
+@pytest.mark.parametrize("kind", tv.KINDS)
+@pytest.mark.parametrize("position", ["center", "top_left", "top_right", "bottom_left",
+                                      "bottom_right"])
+@pytest.mark.parametrize("minimum", [(4, 4), (9, 7), (12, 15)])
+def test_pad_to_is_albumentations_pad_if_needed(kind, position, minimum):
+    img = tv.photo("astronaut", kind, 6, 7)
+    fill = 0.25 if kind == "grey" else 77
+    want = geo.pad(img, *geo.pad_if_needed_sides(6, 7, *minimum, position), fill)
+    assert_matches(on_gpu(img, "pad_to", *minimum, position, fill), want,
+                   what=f"pad_to{minimum} {position} {kind}")
+
+
+def test_random_pad_to_and_zoom_out_draw_their_placements():
+    img = tv.photo("coffee", "rgb", 6, 5)
+    for seed in range(8):
+        mp.seed(seed)
+        g = mp.gpuimage(img)
+        u = _keyed(g)
+        g.random_pad_to(11, 8, fill=3)
+        assert_matches(g, geo.pad(img, *geo.pad_if_needed_sides(6, 5, 11, 8, "random", u), 3))
+        g = mp.gpuimage(img)
+        u = _keyed(g, 4)
+        g.random_zoom_out(9, (1.0, 3.0), p=0.8)
+        assert_matches(g, geo.pad(img, *geo.zoom_out_sides(6, 5, (1.0, 3.0), 0.8, u), 9),
+                       what=f"seed {seed}")
+
+
+@sim
+def test_pad_to_and_zoom_out_fuse_with_the_maps_after_them():
+    img = tv.photo("chelsea", "rgb", 7, 9)
+    g = mp.gpuimage(img)
+    g.pad_to(10, 10, "top_left", 5)
+    g.vflip()
+    g.rot90()
+    g.invert()
+    assert len(g.explain().kernels) == 1, str(g.explain())
+    assert_matches(g, tv.invert(np.rot90(geo.pad(img, 0, 3, 0, 1, 5)[::-1])))
+    g = mp.gpuimage(img)
+    g.random_zoom_out(0, (1.5, 2.0), p=1.0)
+    g.random_crop(8, 8)
+    g.perspective(_corners(8, 8), ENDS[1](8, 8))
+    assert len(g.explain().kernels) == 1, str(g.explain())
+
+
+def test_pad_to_moves_boxes():
+    g = mp.gpuimage(np.zeros((4, 6), np.uint8))
+    g.set_targets(boxes=[[1, 1, 3, 2]])
+    g.pad_to(8, 8)  # 2 rows on top, 1 column on the left
+    assert np.allclose(g.boxes, [[2, 3, 4, 4]])
+
+
+def test_torchvision_named_transforms_record_the_ops():
+    import millipyde.transforms as T
+
+    img = tv.photo("chelsea", "rgb", 10, 12)
+    mp.seed(3)
+    g = mp.gpuimage(img)
+    u = _keyed(g, 9)
+    T.RandomPerspective(0.5, p=1.0)(g)
+    ends = geo.random_perspective_endpoints(10, 12, 0.5, u)
+    assert_matches(g, geo.perspective(img, geo.perspective_coeffs(_corners(10, 12), ends)),
+                   ulp_uint8=1)
+    g = mp.gpuimage(img)
+    u = _keyed(g, 4)
+    T.RandomZoomOut(fill=7, side_range=(1.0, 2.0), p=1.0)(g)
+    assert_matches(g, geo.pad(img, *geo.zoom_out_sides(10, 12, (1.0, 2.0), 1.0, u), 7))
+    assert "RandomPerspective" not in T.NOT_SUPPORTED and "RandomZoomOut" in T.__all__
+    with pytest.raises(ValueError, match="fill"):
+        T.RandomPerspective(fill=3)

@@ -136,6 +136,8 @@ _ARGS = {
     "random_translate": ((-0.2, 0.3), 0.1),
     "random_shear": ((-10, 20, 5, 30),),
     "random_perspective": (0.6, 0.7),
+    "random_pad_to": (50, 60, 9),
+    "random_zoom_out": (4, (1.0, 2.5), 0.8),
 }
 
 

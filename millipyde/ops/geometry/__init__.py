@@ -6,6 +6,7 @@ from . import (  # noqa: F401  (definitions)
     crop,
     fliplr,
     pad,
+    pad_to,
     perspective,
     random_crop,
     resize,
@@ -16,4 +17,5 @@ from . import (  # noqa: F401  (definitions)
     translate,
     transpose,
     vflip,
+    zoom_out,
 )
