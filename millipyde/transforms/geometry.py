@@ -36,25 +36,29 @@ class RandomResizedCrop(Transform):
 
 class Resize(Transform):
     """torchvision ``Resize``: an int ``size`` sets the shorter side (``resize_shorter``,
-    ``max_size`` bounding the longer), an (h, w) pair the size (``resize``); bilinear,
-    without anti-aliasing (``antialias=True``, torchvision's default, warns)."""
+    ``max_size`` bounding the longer), an (h, w) pair the size (``resize``); bilinear.
+    ``antialias=True`` (torchvision's default) blurs each shrunk axis first with
+    scikit-image's Gaussian prefilter (``resize(antialias=True)``), where torchvision
+    widens its triangle filter: both remove the aliasing, their values differ."""
 
     def __init__(self, size: Any, interpolation: Any = _BILINEAR, max_size: Any = None,
                  antialias: Any = True) -> None:
         _interp(interpolation, "Resize")
-        _antialias(antialias, "Resize")
+        if antialias not in (True, False, None):
+            raise ArgumentError(f"Resize antialias must be True or False, got {antialias!r}")
+        smooth = bool(antialias)
         if size is None:
             raise ArgumentError("Resize size=None (max_size only) is not supported yet")
         one = isinstance(size, int) or (not isinstance(size, (str, bytes)) and
                                         hasattr(size, "__len__") and len(size) == 1)
         if one:
             s = size_hw(size, "Resize")[0]
-            super().__init__("resize_shorter", s, max_size)
+            super().__init__("resize_shorter", s, max_size, smooth)
         else:
             if max_size is not None:
                 raise ArgumentError("Resize max_size needs an int size (the shorter side), as "
                                     "torchvision's")
-            super().__init__("resize", *size_hw(size, "Resize"))
+            super().__init__("resize", *size_hw(size, "Resize"), smooth)
         self._remember(size=size, interpolation=interpolation, max_size=max_size,
                        antialias=antialias)
 

@@ -302,3 +302,32 @@ def test_torchvision_named_transforms_record_the_ops():
     assert "RandomPerspective" not in T.NOT_SUPPORTED and "RandomZoomOut" in T.__all__
     with pytest.raises(ValueError, match="fill"):
         T.RandomPerspective(fill=3)
+
+
+# --------------------------------------------------------------------------- resize antialias
+@pytest.mark.parametrize("kind", tv.KINDS)
+@pytest.mark.parametrize("out", [(5, 7), (11, 30), (30, 30)])
+def test_resize_antialias_is_skimages(kind, out):
+    from skimage import transform
+
+    img = tv.photo("astronaut", kind, 24, 26)
+    want = transform.resize(img, out, order=1, mode="edge", anti_aliasing=True,
+                            preserve_range=True)
+    if kind == "rgba":  # alpha resized without the prefilter (stencils keep alpha)
+        want[..., 3] = transform.resize(img[..., 3], out, order=1, mode="edge",
+                                        anti_aliasing=False, preserve_range=True)
+    assert_matches(on_gpu(img, "resize", *out, antialias=True), tv._back(want, img.dtype),
+                   ulp_uint8=1, atol=1e-9, what=f"resize{out} antialias {kind}")
+
+
+def test_resize_antialias_adds_one_stencil_and_keeps_the_default():
+    # pixel noise shrunk 6x: kept as noise without the prefilter, near its mean with it
+    img = (np.random.default_rng(0).integers(0, 2, (60, 60)) * 255).astype(np.uint8)
+    g = mp.gpuimage(img)
+    g.resize(10, 10, antialias=True)
+    assert [k.kind for k in g.explain().kernels] == ["stencil", "gather"], str(g.explain())
+    smooth = np.asarray(g).astype(float)
+    g = mp.gpuimage(img)
+    g.resize(10, 10)
+    assert len(g.explain().kernels) == 1
+    assert smooth.std() < 25 < np.asarray(g).astype(float).std()
