@@ -54,7 +54,7 @@ EXAMPLES: dict[str, tuple[str, tuple, dict]] = {
     "translate": ("random_translate", (0.2, 0.2), {}),
     "shear": ("random_shear", (25,), {}),
     "perspective": ("random_perspective", (0.6, 1.0), {}),
-    "pad_to": ("pad_to", ("{s}", 96, "top_left", 255), {}),
+    "pad_to": ("pad_to", (80, 96, "top_left", 128), {}),
     "zoom_out": ("random_zoom_out", (128, (1.5, 2.5), 1.0), {}),
     "transpose": ("transpose", (), {}),
     "vflip": ("vflip", (), {}),
