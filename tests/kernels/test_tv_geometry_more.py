@@ -275,6 +275,14 @@ def test_pad_to_and_zoom_out_fuse_with_the_maps_after_them():
     g.random_crop(8, 8)
     g.perspective(_corners(8, 8), ENDS[1](8, 8))
     assert len(g.explain().kernels) == 1, str(g.explain())
+    # a fused pad's fill read through the homography (bounded and projective at once)
+    g = mp.gpuimage(img)
+    g.pad_to(10, 12, "center", 200)
+    g.perspective(_corners(10, 12), ENDS[3](10, 12))
+    assert len(g.explain().kernels) == 1, str(g.explain())
+    want = geo.perspective(geo.pad(img, 1, 2, 1, 2, 200),
+                           geo.perspective_coeffs(_corners(10, 12), ENDS[3](10, 12)))
+    assert_matches(g, want, ulp_uint8=1)
 
 
 def test_pad_to_moves_boxes():
