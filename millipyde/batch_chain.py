@@ -30,6 +30,7 @@ from .graph.codegen.gather_sig import (
     FULL_OFF,
     MID_OFF,
     P_OFF,
+    PROJECTIVE_SLOTS,
     GatherSig,
     gather_nparams,
     op_offsets,
@@ -77,6 +78,7 @@ class VGather:
     mid: np.ndarray | None = None
     edge: bool = False
     nearest: bool = False
+    projective: bool = False  # the sampler is a homography (``GatherSig.projective``)
     phase: int = 0
     positional: bool = False
     ops: list[_Chained] = field(default_factory=list)
@@ -153,6 +155,7 @@ class VGather:
         self.phase = 1
         self.edge = spec.mode == "edge"
         self.nearest = spec.nearest
+        self.projective = spec.projective
         self.soff = ~on
         if out is not None:
             self.cur = np.asarray(out, dtype=np.int64).reshape(self.n, 2)
@@ -163,8 +166,8 @@ class VGather:
         else:
             # scikit-image's data-dependent clip (where the sampler has it), and maps reaching
             # positions this kernel does not test (``schedule.wide_map``): those members go
-            # per output
-            for i in np.flatnonzero(on).tolist():
+            # per output (a homography's kernel tests every position: ``GatherSig.guard``)
+            for i in np.flatnonzero(on & (not self.projective)).tolist():
                 if (spec.warp_clip and needs_warp_clip(self.A[i], tuple(self.mid[i]),
                                                        tuple(self.cur[i]))) or \
                         wide_map(self.A[i], tuple(self.cur[i])):
@@ -214,7 +217,8 @@ class VGather:
             cin=self.cin, mode="chain", is_int=self.dtype.kind in "ui",
             sampler=self.A is not None, grey="", pre=names[:self.npre],
             post=names[self.npre:], lut_stages=(False, False), clip=False, edge=self.edge,
-            bounded=self.fill is not None, umap=self.umap, nearest=self.nearest)
+            bounded=self.fill is not None, umap=self.umap, nearest=self.nearest,
+            projective=self.projective, guard=self.projective)
 
     def rows(self) -> tuple[GatherSig, np.ndarray]:
         """The signature and per-member parameter rows (gate flags after them with
@@ -235,8 +239,11 @@ class VGather:
             e = offs[-1]
             p[:, e:e + 4] = self.window
             p[:, e + 4:e + 4 + self.cin] = self.fill
+        e = offs[-1] + (BOUNDED_SLOTS if self.fill is not None else 0)
+        if self.projective:  # the homography's third row (gated-off members: 0, 0, 1)
+            p[:, e:e + PROJECTIVE_SLOTS] = self.A[:, 2]
+            e += PROJECTIVE_SLOTS
         if self.umap:
-            e = offs[-1] + (BOUNDED_SLOTS if self.fill is not None else 0)
             p[:, e:e + self.uparams.shape[1]] = self.uparams
         if not self.gates:
             if any(c.off.any() for c in self.ops) or (self.soff is not None and self.soff.any()):
@@ -256,6 +263,7 @@ class VGather:
         out.edge, out.phase, out.positional, out.npre = (self.edge, self.phase,
                                                          self.positional, self.npre)
         out.nearest = self.nearest
+        out.projective = self.projective
         out.fill, out.window = self.fill, self.window[keep]
         out.umap = self.umap
         out.uparams = None if self.uparams is None else self.uparams[keep]

@@ -138,6 +138,10 @@ def affine_rows(spec: Any, hs: np.ndarray, ws: np.ndarray,
     n = len(hs)
     vals = np.zeros((n, 0)) if vals is None else np.ascontiguousarray(vals, dtype=np.float64)
     out = np.empty((n, 3, 3))
+    if n and spec.projective:  # homogeneous coordinates (a homography): in Python, per row
+        for m in range(n):
+            out[m] = _affine3(spec, int(hs[m]), int(ws[m]), tuple(vals[m].tolist()))
+        return out
     if n:
         # integer sizes as Python ints would pass them: int64 (the map divides in float64)
         hs = np.ascontiguousarray(hs, dtype=np.int64)

@@ -30,7 +30,7 @@ import numpy as np
 
 from ._args import _number
 from .kernels import OpSpec
-from .kernels.registry import affine_of
+from .kernels.registry import matrix_of
 
 _BY_NODE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 #: the mapping under ``_BY_NODE`` (weak references to targets): empty while no node has
@@ -63,8 +63,8 @@ class Targets:
                              "inverse is unknown); set them after it")
         h, w = shape[0], shape[1]
         oh, ow = out_shape[0], out_shape[1]
-        m = np.eye(3)
-        m[:2] = affine_of(spec, h, w, tuple(float(p) for p in params[:spec.nparams]))
+        # (a homography's third row is not (0, 0, 1): positions are divided by it)
+        m = matrix_of(spec, h, w, tuple(float(p) for p in params[:spec.nparams]))
         try:
             fwd = np.linalg.inv(m)  # input (y, x) -> output (y, x), pixel centres
         except np.linalg.LinAlgError:
@@ -74,8 +74,8 @@ class Targets:
         boxes, labels = _boxes(self.boxes, self.labels, fwd, oh, ow, self.min_area)
         kp = self.keypoints
         if len(kp):
-            yx = fwd[:2, :2] @ kp[:, ::-1].T + fwd[:2, 2:]
-            kp = yx[::-1].T.copy()
+            yx = fwd @ np.vstack([kp[:, ::-1].T, np.ones(len(kp))])
+            kp = (yx[:2] / yx[2])[::-1].T.copy()
         visible = self.visible & _inside(kp, oh, ow)
         mask = None
         if self.mask is not None:
@@ -99,8 +99,10 @@ def _boxes(boxes: np.ndarray, labels: np.ndarray, fwd: np.ndarray, h: int, w: in
     # corners of the covered pixels' squares, in pixel-centre coordinates
     cy = np.stack([y0, y0, y1, y1], 1) - 0.5
     cx = np.stack([x0, x1, x0, x1], 1) - 0.5
-    ty = fwd[0, 0] * cy + fwd[0, 1] * cx + fwd[0, 2] + 0.5
-    tx = fwd[1, 0] * cy + fwd[1, 1] * cx + fwd[1, 2] + 0.5
+    # (a homography divides by its third row; an affine map's is 1: the same numbers)
+    tz = fwd[2, 0] * cy + fwd[2, 1] * cx + fwd[2, 2]
+    ty = (fwd[0, 0] * cy + fwd[0, 1] * cx + fwd[0, 2]) / tz + 0.5
+    tx = (fwd[1, 0] * cy + fwd[1, 1] * cx + fwd[1, 2]) / tz + 0.5
     out = np.stack([np.clip(tx.min(1), 0, w), np.clip(ty.min(1), 0, h),
                     np.clip(tx.max(1), 0, w), np.clip(ty.max(1), 0, h)], 1)
     keep = (out[:, 2] - out[:, 0]) * (out[:, 3] - out[:, 1]) >= min_area
@@ -112,8 +114,15 @@ def _nearest(mask: np.ndarray, m: np.ndarray, oh: int, ow: int, edge: bool,
     """``mask`` resampled at ``m @ (y, x, 1)`` per output pixel, nearest neighbour."""
     h, w = mask.shape
     yy, xx = np.mgrid[0:oh, 0:ow].astype(np.float64)
-    sy = np.floor(m[0, 0] * yy + m[0, 1] * xx + m[0, 2] + 0.5).astype(np.int64)
-    sx = np.floor(m[1, 0] * yy + m[1, 1] * xx + m[1, 2] + 0.5).astype(np.int64)
+    with np.errstate(all="ignore"):
+        sz = m[2, 0] * yy + m[2, 1] * xx + m[2, 2]
+        fy = (m[0, 0] * yy + m[0, 1] * xx + m[0, 2]) / sz + 0.5
+        fx = (m[1, 0] * yy + m[1, 1] * xx + m[1, 2]) / sz + 0.5
+    # a homography's far positions (or its line at infinity) read outside
+    far = ~(np.isfinite(fy) & np.isfinite(fx) & (np.abs(fy) < 2.0 ** 40)
+            & (np.abs(fx) < 2.0 ** 40))
+    sy = np.floor(np.where(far, -2.0, fy)).astype(np.int64)
+    sx = np.floor(np.where(far, -2.0, fx)).astype(np.int64)
     if edge:
         return mask[np.clip(sy, 0, h - 1), np.clip(sx, 0, w - 1)]
     ok = (sy >= 0) & (sy < h) & (sx >= 0) & (sx < w)

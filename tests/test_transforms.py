@@ -41,6 +41,8 @@ SAME = [
      mp.Operation("random_resized_crop", 10, 14, (0.5, 1.0), (3 / 4, 4 / 3))),
     (lambda: T.Resize((9, 11), antialias=False), mp.Operation("resize", 9, 11)),
     (lambda: T.Resize(10, antialias=False), mp.Operation("resize_shorter", 10)),
+    (lambda: T.Resize((9, 11)), mp.Operation("resize", 9, 11, antialias=True)),
+    (lambda: T.Resize(10, max_size=13), mp.Operation("resize_shorter", 10, 13, True)),
     (lambda: T.CenterCrop(8), mp.Operation("center_crop", 8, 8)),
     (lambda: T.CenterCrop((30, 6)), mp.Operation("center_crop", 30, 6)),
     (lambda: T.RandomCrop(16, padding=4, fill=3),
@@ -89,8 +91,6 @@ def test_resize_int_sets_the_shorter_side_as_torchvision():
 def test_interpolation_and_antialias_differences_warn():
     with pytest.warns(UserWarning, match="antialias"):
         T.RandomResizedCrop(8)
-    with pytest.warns(UserWarning, match="antialias"):
-        T.Resize(8)
     with pytest.warns(UserWarning, match="bilinearly"):
         T.RandomRotation(10)  # torchvision's default: nearest
     with warnings.catch_warnings():
@@ -98,6 +98,7 @@ def test_interpolation_and_antialias_differences_warn():
         T.RandomRotation(10, interpolation=T.InterpolationMode.BILINEAR)
         T.RandomResizedCrop(8, antialias=False)
         T.Resize(8, interpolation="bilinear", antialias=False)
+        T.Resize(8)  # anti-aliased (scikit-image's prefilter): no warning
     with pytest.raises(ValueError, match="interpolation"):
         T.Resize(8, interpolation=T.InterpolationMode.BICUBIC, antialias=False)
 

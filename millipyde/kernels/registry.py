@@ -22,7 +22,9 @@ Kinds (what the fuser and code generator need to know about an op):
   (``nearest``: at the nearest pixel, halves to even, as torch's ``grid_sample``); ``mode``
   says what lies outside the input: ``"constant"`` zero, ``"edge"`` the nearest edge;
   ``warp_clip``: scikit-image's clip to the input's range may apply (torchvision's samplers
-  have none).
+  have none). A ``projective`` sampler returns homogeneous coordinates ``(sy, sx, sz)``, each
+  affine in (y, x): it samples at ``(sy / sz, sx / sz)`` (a homography: ``perspective``), and
+  composes with its neighbours' maps as a 3x3 matrix whose third row the gather divides by.
 - ``user_map``: ``f(y, x, h, w, *params) -> (sy, sx)``, any map (not checked affine), called
   in the kernel and sampled bilinearly with zero outside (``@mp.index_map``).
 - ``stencil``: separable taps computed on the host from the parameters: ``f(*params) ->
@@ -68,6 +70,8 @@ class OpSpec:
     # apply
     nearest: bool = False
     warp_clip: bool = True
+    # samplers: homogeneous coordinates (sy, sx, sz), sampled at (sy / sz, sx / sz)
+    projective: bool = False
     fills: bool = False
     # positional ops: whether the kernel draws (u1, u2) for it (keys are its first two params)
     draws: bool = False
@@ -208,14 +212,19 @@ def index_map(swaps_axes: bool = False, nparams: int = 0, shape: Callable | None
 
 def sampler(nparams: int, shape: Callable | None = None, mode: str = "constant",
             name: str | None = None, nearest: bool = False,
-            warp_clip: bool = True) -> Callable[[Callable], Callable]:
+            warp_clip: bool = True, projective: bool = False) -> Callable[[Callable], Callable]:
     """Register ``f(y, x, h, w, *params) -> (sy, sx)``: a real map sampled bilinearly (or at
-    the ``nearest`` pixel); ``warp_clip``: scikit-image's clip to the input's range may apply
-    (see the module doc)."""
+    the ``nearest`` pixel); ``warp_clip``: scikit-image's clip to the input's range may apply;
+    ``projective``: ``f`` returns homogeneous ``(sy, sx, sz)`` (see the module doc)."""
 
     def deco(fn: Callable) -> Callable:
+        if projective and (mode != "constant" or nearest or warp_clip):
+            raise ValueError("a projective sampler reads zero outside, blends bilinearly and "
+                             "has no scikit-image clip (mode='constant', nearest=False, "
+                             "warp_clip=False)")
         _register(OpSpec(name or fn.__name__, "sampler", fn, nparams, shape_fn=shape,
-                         mode=mode, nearest=nearest, warp_clip=warp_clip))
+                         mode=mode, nearest=nearest, warp_clip=warp_clip,
+                         projective=projective))
         return fn
 
     return deco
@@ -270,6 +279,25 @@ def stencil(nparams: int, name: str | None = None) -> Callable[[Callable], Calla
         return fn
 
     return deco
+
+
+def matrix_of(spec: OpSpec, h: int, w: int, params: tuple[float, ...] = ()) -> np.ndarray:
+    """The 3x3 matrix ``M`` of an index map or sampler: ``(sy, sx, sz) = M @ (y, x, 1)``, the
+    position read ``(sy / sz, sx / sz)``; the third row is (0, 0, 1) unless ``projective``."""
+    if not spec.projective:
+        m = np.eye(3)
+        m[:2] = affine_of(spec, h, w, params)
+        return m
+    f = spec.fn
+    o = [float(v) for v in f(0.0, 0.0, h, w, *params)]
+    a = [float(v) - b for v, b in zip(f(1.0, 0.0, h, w, *params), o, strict=True)]
+    b = [float(v) - c for v, c in zip(f(0.0, 1.0, h, w, *params), o, strict=True)]
+    p = [float(v) for v in f(3.0, 7.0, h, w, *params)]
+    for i in range(3):
+        if abs(3.0 * a[i] + 7.0 * b[i] + o[i] - p[i]) > 1e-9 * max(1.0, abs(p[i])):
+            raise ValueError(f"{spec.name} is registered as a projective map but its "
+                             "homogeneous coordinates are not affine")
+    return np.array([[a[i], b[i], o[i]] for i in range(3)])
 
 
 def affine_of(spec: OpSpec, h: int, w: int, params: tuple[float, ...] = ()) -> np.ndarray:

@@ -35,9 +35,11 @@ from .geometry import (
     RandomAffine,
     RandomCrop,
     RandomHorizontalFlip,
+    RandomPerspective,
     RandomResizedCrop,
     RandomRotation,
     RandomVerticalFlip,
+    RandomZoomOut,
     Resize,
 )
 from .misc import Lambda
@@ -59,8 +61,9 @@ __all__ = [
     "InterpolationMode", "Lambda", "MixUp", "Normalize", "PILToTensor", "Pad", "RandomAffine",
     "RandomApply", "RandomChannelPermutation", "RandomChoice", "RandomCrop", "RandomErasing",
     "RandomGrayscale", "RandomHorizontalFlip", "RandomInvert", "RandomOrder",
-    "RandomPosterize", "RandomResizedCrop", "RandomRotation", "RandomSolarize",
-    "RandomVerticalFlip", "Resize", "ToDtype", "ToImage", "ToPureTensor", "ToTensor",
+    "RandomPerspective", "RandomPosterize", "RandomResizedCrop", "RandomRotation",
+    "RandomSolarize", "RandomVerticalFlip", "RandomZoomOut", "Resize", "ToDtype", "ToImage",
+    "ToPureTensor", "ToTensor",
 ]
 #: torchvision v2 classes that raise NotImplementedError here (and what each needs)
 NOT_SUPPORTED = dict(PENDING)

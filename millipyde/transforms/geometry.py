@@ -36,25 +36,29 @@ class RandomResizedCrop(Transform):
 
 class Resize(Transform):
     """torchvision ``Resize``: an int ``size`` sets the shorter side (``resize_shorter``,
-    ``max_size`` bounding the longer), an (h, w) pair the size (``resize``); bilinear,
-    without anti-aliasing (``antialias=True``, torchvision's default, warns)."""
+    ``max_size`` bounding the longer), an (h, w) pair the size (``resize``); bilinear.
+    ``antialias=True`` (torchvision's default) blurs each shrunk axis first with
+    scikit-image's Gaussian prefilter (``resize(antialias=True)``), where torchvision
+    widens its triangle filter: both remove the aliasing, their values differ."""
 
     def __init__(self, size: Any, interpolation: Any = _BILINEAR, max_size: Any = None,
                  antialias: Any = True) -> None:
         _interp(interpolation, "Resize")
-        _antialias(antialias, "Resize")
+        if antialias not in (True, False, None):
+            raise ArgumentError(f"Resize antialias must be True or False, got {antialias!r}")
+        smooth = bool(antialias)
         if size is None:
             raise ArgumentError("Resize size=None (max_size only) is not supported yet")
         one = isinstance(size, int) or (not isinstance(size, (str, bytes)) and
                                         hasattr(size, "__len__") and len(size) == 1)
         if one:
             s = size_hw(size, "Resize")[0]
-            super().__init__("resize_shorter", s, max_size)
+            super().__init__("resize_shorter", s, max_size, smooth)
         else:
             if max_size is not None:
                 raise ArgumentError("Resize max_size needs an int size (the shorter side), as "
                                     "torchvision's")
-            super().__init__("resize", *size_hw(size, "Resize"))
+            super().__init__("resize", *size_hw(size, "Resize"), smooth)
         self._remember(size=size, interpolation=interpolation, max_size=max_size,
                        antialias=antialias)
 
@@ -140,6 +144,31 @@ class RandomAffine(Transform):
         super().__init__("random_affine", degrees, translate, scale, shear)
         self._remember(degrees=degrees, translate=translate, scale=scale, shear=shear,
                        interpolation=interpolation, fill=fill, center=center)
+
+
+class RandomPerspective(Transform):
+    """torchvision ``RandomPerspective``: ``random_perspective`` (bilinear; ``fill`` must be
+    0, and pixels straddling the border are blended with zero once, where torchvision's
+    ``fill=0`` also scales them by the sampled mask; nearest warns)."""
+
+    def __init__(self, distortion_scale: float = 0.5, p: float = 0.5,
+                 interpolation: Any = _BILINEAR, fill: Any = 0) -> None:
+        _interp(interpolation, "RandomPerspective")
+        if _number_fill(fill, "RandomPerspective") != 0:
+            raise ArgumentError("RandomPerspective fill must be 0 (the sampler reads 0 outside "
+                                "the image)")
+        super().__init__("random_perspective", distortion_scale, p)
+        self._remember(distortion_scale=distortion_scale, p=p, interpolation=interpolation,
+                       fill=fill)
+
+
+class RandomZoomOut(Transform):
+    """torchvision ``RandomZoomOut``: ``random_zoom_out`` (one ``fill`` for every channel)."""
+
+    def __init__(self, fill: Any = 0, side_range: Any = (1.0, 4.0), p: float = 0.5) -> None:
+        super().__init__("random_zoom_out", _number_fill(fill, "RandomZoomOut"),
+                         tuple(side_range), p)
+        self._remember(fill=fill, side_range=side_range, p=p)
 
 
 # the module-level names, not the parameters of the same name

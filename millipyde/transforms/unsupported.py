@@ -15,13 +15,11 @@ PENDING = {
     "GaussianBlur": "a blur with a kernel size and a reflected border (millipyde's gaussian "
                     "pads with zeros, as scikit-image)",
     "GaussianNoise": "noise on float images (use mp.Operation('random_gaussian_noise', ...))",
-    "RandomPerspective": "non-affine maps",
     "ElasticTransform": "non-affine maps",
     "RandomEqualize": "per-image histograms",
     "RandomAutocontrast": "per-image minima and maxima",
     "RandomAdjustSharpness": "a 3 x 3 stencil with an unblurred border",
     "JPEG": "a JPEG round trip on the device",
-    "RandomZoomOut": "a canvas larger than the image with a per-sample placement",
     "RandomIoUCrop": "box-aware crops",
     "ScaleJitter": "per-sample resize targets",
     "RandomShortestSize": "per-sample resize targets",

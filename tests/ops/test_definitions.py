@@ -131,6 +131,13 @@ _ARGS = {
     "random_adjust_brightness": (0.5, 1.5),
     "channel_shuffle": (),
     "random_crop": (20, 30, (4, 2), True, 9),
+    # geometry, second wave
+    "random_rot90": (0.75,),
+    "random_translate": ((-0.2, 0.3), 0.1),
+    "random_shear": ((-10, 20, 5, 30),),
+    "random_perspective": (0.6, 0.7),
+    "random_pad_to": (50, 60, 9),
+    "random_zoom_out": (4, (1.0, 2.5), 0.8),
 }
 
 

@@ -16,11 +16,13 @@ from .gather_sig import (
     FULL_OFF,
     MID_OFF,
     P_OFF,
+    PROJECTIVE_SLOTS,
     GatherSig,
     _chained,
     extras_offset,
     gather_nparams,
     op_offsets,
+    projective_offset,
     stat_layout,
 )
 
@@ -326,11 +328,14 @@ def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pi
         lines += read([f"v{c}" for c in chans])
     else:
         lines += ["fy = a0_ * y + a1_ * x + a2_", "fx = a3_ * y + a4_ * x + a5_"]
+        if sig.projective:
+            lines += projective_lines()
         if sig.umap:
             e = extras_offset(sig) + (BOUNDED_SLOTS if sig.bounded else 0)
+            e += PROJECTIVE_SLOTS if sig.projective else 0
             args = "".join(f", p[{e + j}]" for j in range(REGISTRY[sig.umap].nparams))
             lines.append(f"fy, fx = _m_{sig.umap}(fy, fx, mh, mw{args})")
-        if sig.umap or sig.guard:
+        if sig.umap or sig.guard or sig.projective:
             lines += guarded_coordinates()
         if sig.nearest:
             # one tap: the nearest pixel (torch's grid_sample, halves to even)
@@ -375,6 +380,14 @@ def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pi
 COORD_LIMIT = 2.0 ** 30
 
 
+def projective_lines() -> list[str]:
+    """Lines dividing the sample position ``(fy, fx)`` by the homography's third row (read
+    once per launch, ``extras_prologue``); where it is 0 (the line at infinity) the position
+    is sent outside, as the guard sends every non-finite one (``guarded_coordinates``)."""
+    return ["fz = z0_ * y + z1_ * x + z2_", "if fz != 0.0:", "    fy = fy / fz",
+            "    fx = fx / fz", "else:", "    fy = -2.0", "    fx = -2.0"]
+
+
 def guarded_coordinates() -> list[str]:
     """Lines sending a non-finite or out-of-range sample position ``(fy, fx)`` outside every
     input (where all four taps read the zero outside): a NaN fails both comparisons."""
@@ -416,12 +429,17 @@ def flat_offsets(cin: int) -> str:
 
 
 def extras_prologue(sig: GatherSig) -> str:
-    """Per-launch reads of the window and fill values of a bounded gather."""
+    """Per-launch reads of the window and fill values of a bounded gather, and of a
+    projective one's third map row."""
+    text = ""
+    if sig.projective:
+        z = projective_offset(sig)
+        text = "".join(f"\nz{i}_ = p[{z + i}]" for i in range(PROJECTIVE_SLOTS))
     if not sig.bounded:
-        return ""
+        return text
     e = extras_offset(sig)
-    return ("".join(f"\n{v} = int(p[{e + i}])" for i, v in enumerate(("wy_", "wx_", "wh_",
-                                                                         "ww_")))
+    return (text + "".join(f"\n{v} = int(p[{e + i}])"
+                           for i, v in enumerate(("wy_", "wx_", "wh_", "ww_")))
             + "".join(f"\nfill{c}_ = p[{e + 4 + c}]" for c in range(sig.cin)))
 
 

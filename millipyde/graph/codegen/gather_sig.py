@@ -48,6 +48,9 @@ class GatherSig:
     guard: bool = False
     # the sampler reads the nearest pixel (torch's ``grid_sample`` nearest: halves to even)
     nearest: bool = False
+    # the sampler is a homography (``perspective``): its position is divided by the third row
+    # of its 3x3 map, read from the extras (``projective_offset``); implies ``guard``
+    projective: bool = False
     # chained ops (and the sampler) may be gated off per image: flags follow the parameters
     # (``gather_body.gate_prologue``; the batched kernels take gates as an argument instead)
     gates: bool = False
@@ -67,7 +70,7 @@ class GatherSig:
         user map, or ops other than elementwise ones)."""
         ops = self.pre + self.post + self.grey_ops
         return (not self.bounded and not self.edge and not self.umap and not self.guard
-                and not self.nearest
+                and not self.nearest and not self.projective
                 and (self.mode == "lut" or self.cin == 1)
                 and all(REGISTRY[n].kind == "elementwise" and not REGISTRY[n].stat
                         for n in ops))
@@ -77,8 +80,8 @@ class GatherSig:
 # mid_h, mid_w, full, clip_lo and clip_hi (scikit-image's warp clip; -inf / +inf when a bound
 # does not apply), then each chained op's slots (``OpSpec.slots``, three or more), then the
 # extras: when ``bounded``, the window a pad reads (top, left, height, width in source
-# coordinates; outside it the fills) and four fill values, then the user map's parameters
-# when ``umap``.
+# coordinates; outside it the fills) and four fill values, then the third row of the sampler's
+# map when ``projective``, then the user map's parameters when ``umap``.
 P_OFF, A_OFF, MID_OFF, FULL_OFF, CLIP_OFF, CLIP_HI_OFF, OPS_OFF = 0, 6, 12, 14, 15, 16, 17
 
 
@@ -130,8 +133,18 @@ def extras_offset(sig: GatherSig) -> int:
 BOUNDED_SLOTS = 8
 
 
+#: parameter slots of a ``projective`` gather's third map row
+PROJECTIVE_SLOTS = 3
+
+
+def projective_offset(sig: GatherSig) -> int:
+    """Where a ``projective`` gather's third map row (z <- y, x, 1) is in ``p``."""
+    return extras_offset(sig) + (BOUNDED_SLOTS if sig.bounded else 0)
+
+
 def _nextras(sig: GatherSig) -> int:
     n = BOUNDED_SLOTS if sig.bounded else 0
+    n += PROJECTIVE_SLOTS if sig.projective else 0
     return n + (REGISTRY[sig.umap].nparams if sig.umap else 0)
 
 

@@ -26,6 +26,7 @@ from ..codegen.gather_sig import (
     FULL_OFF,
     MID_OFF,
     P_OFF,
+    PROJECTIVE_SLOTS,
     GatherSig,
     gather_nparams,
     op_offsets,
@@ -109,6 +110,7 @@ def gather_args(k: Gather, tables: bool = True, gates: bool = False
         edge=k.edge,
         umap="" if k.umap is None else k.umap.op.name,
         guard=k.guard,
+        projective=k.projective,
     )
     if lut_mode and (k.pre or k.post):
         ran = (lambda ns: [n for n in ns if not n.gated_off]) if gates else list  # noqa: E731
@@ -133,6 +135,9 @@ def gather_args(k: Gather, tables: bool = True, gates: bool = False
             # uint8 tables apply to what is read: the fill goes through the first stage too
             p[e + 4 + ch] = lut[0, ch, int(fill)] if lut_mode and k.pre else fill
         e += BOUNDED_SLOTS
+    if sig.projective:
+        p[e:e + PROJECTIVE_SLOTS] = k.A[2]
+        e += PROJECTIVE_SLOTS
     if k.umap is not None:
         p[e:e + k.umap.op.nparams] = [float(v) for v in k.umap.params]
     if sig.gates:  # one flag per chained op, then the sampler's (never gated here)

@@ -16,7 +16,8 @@ import networkx as nx
 import numpy as np
 
 from ... import config
-from ...kernels import OpSpec, affine_of
+from ...kernels import OpSpec
+from ...kernels.registry import matrix_of
 from ..codegen.gather_body import COORD_LIMIT
 from ..ir.node import Node
 
@@ -105,9 +106,8 @@ _FULL: dict[object, float] = {}
 
 
 def _affine3(spec: OpSpec, h: int, w: int, params: tuple = ()) -> np.ndarray:
-    m = np.eye(3)
-    m[:2] = affine_of(spec, h, w, tuple(float(p) for p in params[:spec.nparams]))
-    return m
+    # (a projective sampler's third row is its homography's: ``matrix_of``)
+    return matrix_of(spec, h, w, tuple(float(p) for p in params[:spec.nparams]))
 
 
 def wide_map(a: np.ndarray, out: tuple[int, int]) -> bool:
@@ -200,6 +200,8 @@ class Gather(Kernel):
     positional: bool = False
     # the sampler reads the nearest pixel
     nearest: bool = False
+    # the sampler is a homography: positions are divided by the third row of ``A``
+    projective: bool = False
     # (stat op, this gather as it was before the op): each needs a reduction before the launch
     stats: list[tuple[Node, Gather]] = field(default_factory=list)
     new_stats: list[tuple[Node, Gather]] = field(default_factory=list)
@@ -293,7 +295,9 @@ class Gather(Kernel):
             # an empty input has no edge to repeat: every position reads the zero outside it
             self.edge = spec.mode == "edge" and h > 0 and w > 0
             self.nearest = spec.nearest
-            self.guard = not self.edge and wide_map(self.A, n.shape[:2])
+            self.projective = spec.projective and not n.gated_off
+            # a homography's positions go to infinity where its third row is 0: tested
+            self.guard = self.projective or (not self.edge and wide_map(self.A, n.shape[:2]))
             self.clip_check = (spec.warp_clip and not self.edge
                                and needs_warp_clip(self.A, (h, w), n.shape[:2]))
         elif spec.kind == "pixel":

@@ -66,14 +66,19 @@ def warp_affine(kind: ImageKind, matrix: Any) -> tuple:
     return tuple(float(v) for v in m[:2].ravel())
 
 
+#: how argument errors name ``random_affine``'s shear (not the bare word: that is the name of
+#: the ``shear`` op, which only its own module spells)
+_SHEAR_ARG = "random_affine shear"
+
+
 def _shear(shear: Any) -> tuple[float, ...] | None:
     if shear is None:
         return None
     if not isinstance(shear, (Sequence, np.ndarray)) or isinstance(shear, (str, bytes)):
-        return pair(shear, "shear", symmetric=True)
+        return pair(shear, _SHEAR_ARG, symmetric=True)
     if len(shear) == 4:
-        return span(shear[:2], "shear") + span(shear[2:], "shear")
-    return span(shear, "shear")
+        return span(shear[:2], _SHEAR_ARG) + span(shear[2:], _SHEAR_ARG)
+    return span(shear, _SHEAR_ARG)
 
 
 #: the map of a draw whose matrix overflows float64 (a scale near 0, a shear near 90 degrees
