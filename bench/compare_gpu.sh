@@ -4,6 +4,7 @@
 #
 #   source bench/gpu_env.sh && bash bench/compare_gpu.sh PART BASELINE_TREE
 #
+# PART "suite": CI's suite (cpu backend and CUDASIM) on the machine's cores, then "tests".
 # PART "tests": GPU tests of the op library, the recorded paths and the sources.
 # PART "engine": single ops (bench_single), figure-5.1 and ImageNet
 # batches (bench_batches, bench_recipes), Pipelines A/B and the callable recipe
@@ -31,7 +32,19 @@ step() {  # step NAME TIMEOUT COMMAND...: run, log to $OUT/NAME.log, say how lon
 in_base=(env -C "$base" PYTHONPATH="/tmp/site:$base" MILLIPYDE_CACHE_DIR=/tmp/cache-base)
 export MILLIPYDE_CACHE_DIR=/tmp/cache-new
 
-if [ "$part" = tests ]; then
+if [ "$part" = suite ]; then
+    # the CI suite (cpu backend, and the simulator's kernel tests) on this machine's cores
+    jobs=$((nproc_ < 16 ? nproc_ : 16))
+    step suite_cpu 300 env MILLIPYDE_BACKEND=cpu MILLIPYDE_CACHE_DIR=/tmp/cache-cpu \
+        python3 -m pytest -q -p no:cacheprovider -p no:benchmark -n "$jobs" --dist loadgroup -rf tests
+    step suite_sim 200 env MILLIPYDE_BACKEND=cudasim NUMBA_ENABLE_CUDASIM=1 \
+        MILLIPYDE_CACHE_DIR=/tmp/cache-sim python3 -m pytest -q -p no:cacheprovider \
+        -p no:benchmark -n "$jobs" --dist loadgroup -rf -m cudasim_ok tests
+    for f in suite_cpu suite_sim; do
+        echo "== $f"; grep -E "^FAILED|^ERROR| passed| failed" "$out/$f.log" | tail -15
+    done
+fi
+if [ "$part" = tests ] || [ "$part" = suite ]; then
     # the GPU tests of the op library, the recorded paths and the sources (no baseline)
     step tests 480 python3 -m pytest -q -p no:cacheprovider -p no:benchmark -n "$((nproc_ < 16 ? nproc_ : 16))" \
         -rf tests/ops tests/kernels/test_window_filters.py tests/kernels/test_stat_ops.py \
