@@ -36,6 +36,7 @@ from .decorators import UserOp
 from .graph.codegen import arena as codegen_arena
 from .graph.codegen import stat as codegen_stat
 from .image import gpuimage
+from .policies import Policy
 
 
 @dataclass
@@ -86,7 +87,7 @@ class ArenaRecorder:
             self.arena_size[x.dtype.str] = at + int(x.size)
         self.gates = any(s.op.probability is not None and not s.reshapes for s in steps) or \
             any(isinstance(s, batch_ops.Step) and s.form.skips for s in steps) or \
-            any(isinstance(s, batch_ops.ChoiceStep) for s in steps)
+            any(isinstance(s, (batch_ops.ChoiceStep, batch_ops.PolicyStep)) for s in steps)
         self.lock = threading.Lock()
         self.arenas: dict[int, dict[str, Any]] = {}
 
@@ -131,6 +132,9 @@ class ArenaRecorder:
         cols = [self.kind[inp]] + [c.astype(np.int64) for c, s in zip(coins, self.steps,
                                                                       strict=True)
                                    if s.reshapes and s.op.probability is not None]
+        # a policy records two structures: with and without its sampler slot
+        cols += [s.structure(c) for c, s in zip(ctxs, self.steps, strict=True)
+                 if isinstance(s, batch_ops.PolicyStep)]
         code = cols[0]
         for col in cols[1:]:  # one integer per structure: a 1-D unique is much faster
             code = code * 2 + col
@@ -158,7 +162,7 @@ class ArenaRecorder:
             if s.reshapes and not on.any():
                 continue  # skipped by every member of this structure
             c = ctxs[j].sub(rows)
-            if isinstance(s, (batch_ops.Step, batch_ops.ChoiceStep)):
+            if isinstance(s, (batch_ops.Step, batch_ops.ChoiceStep, batch_ops.PolicyStep)):
                 batch_ops.record_step(g, c, s, on)
             else:
                 batch_ops.user_op(g, c, s.op.function, s.op.args, on)
@@ -214,8 +218,13 @@ def make(state: Any) -> ArenaRecorder | None:
     if not all(records_cleanly(x, state.operations, state.seed) for x in xs):
         return None
     rec = ArenaRecorder(state, steps)
-    k = np.array([state.global_index(0)], dtype=np.int64)
-    return rec if plans_one_gather(rec, k, state.input_index(k)) else None
+    # (a policy's structure depends on the draws: the first outputs are tried until one plans)
+    tries = 16 if any(isinstance(s, batch_ops.PolicyStep) for s in steps) else 1
+    for i in range(tries):
+        k = np.array([state.global_index(i)], dtype=np.int64)
+        if plans_one_gather(rec, k, state.input_index(k)):
+            return rec
+    return None
 
 
 def arena_steps(operations: list, inputs: list = ()) -> list | None:
@@ -224,6 +233,12 @@ def arena_steps(operations: list, inputs: list = ()) -> list | None:
     without a batch handler, a choice among methods an input's class overrides)."""
     steps = []
     for op in operations:
+        if isinstance(op, Policy):  # a per-sample policy: its entries as gates (batch_ops)
+            policy = batch_ops.policy_step(op, list(inputs))
+            if policy is None:
+                return None
+            steps.append(policy)
+            continue
         if isinstance(op, Choice):  # a per-sample choice: gates as data (batch_ops)
             choice = batch_ops.choice_step(op, list(inputs))
             if choice is None:

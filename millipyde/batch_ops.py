@@ -25,6 +25,7 @@ from .image import gpuimage
 from .kernels import REGISTRY
 from .ops import FORMS, Emit, Form, Reject
 from .ops.base import columns, kind_for
+from .policies import GEOMETRIC, Policy, entry_call
 
 
 def sample_round(seed: int, ks: np.ndarray) -> np.ndarray:
@@ -172,12 +173,162 @@ def record_choice(g: VGather, c: Ctx, step: ChoiceStep, on: np.ndarray) -> None:
         record_step(g, cc, child, on & chosen & cc.coins(child.op.probability))
 
 
-def record_step(g: VGather, c: Ctx, step: Step | ChoiceStep, on: np.ndarray) -> None:
+class PolicyStep:
+    """A ``policies.Policy`` in a batch: every op of its space recorded on every member,
+    gated where the member did not draw it (:func:`record_policy`)."""
+
+    reshapes = False
+
+    def __init__(self, op: Policy) -> None:
+        self.op = op
+        self.geometric = np.array([name in GEOMETRIC for name in op.names])
+        self._parsed: dict[Any, Any] = {}
+
+    def structure(self, c: Ctx) -> np.ndarray:
+        """(n,) 1 where the member draws a geometric entry (its gather holds the sampler
+        slot), else 0: the two structures a policy records."""
+        has = np.zeros(c.n, dtype=np.int64)
+        for d in self.op.plan(c.u, c.n):
+            has |= (d.runs & self.geometric[d.op]).astype(np.int64)
+        return has
+
+    def parsed(self, method: str, kind: Any, args: tuple) -> Any:
+        """The form's parsed arguments (cached: policies repeat a few values)."""
+        key = (method, kind, _key(args))
+        got = self._parsed.get(key)
+        if got is None:
+            got = self._parsed[key] = (FORMS[method].parse(kind, *args),)
+        return got[0]
+
+
+def policy_step(op: Policy, inputs: list) -> PolicyStep | None:
+    """The :class:`PolicyStep` of a policy, or None where an input's class overrides one of
+    the methods its entries call."""
+    methods = {"warp_affine", "adjust_brightness", "adjust_saturation", "adjust_contrast",
+               "adjust_sharpness", "posterize", "solarize", "autocontrast", "equalize",
+               "invert"}
+    if not all(getattr(type(x), m, None) is getattr(gpuimage, m, 0) for x in inputs
+               for m in methods):
+        return None
+    return PolicyStep(op)
+
+
+def _key(args: tuple) -> tuple:
+    return tuple(tuple(a.ravel().tolist()) if isinstance(a, np.ndarray) else a for a in args)
+
+
+def _record_entries(g: VGather, c: Ctx, step: PolicyStep, name: str, mags: np.ndarray,
+                    on: np.ndarray) -> None:
+    """Entry ``name`` on the members ``on`` (their magnitudes ``mags``): the op's form
+    sampled per distinct argument value, its parameter rows gathered into one gated emit per
+    kernel (every member gets a row; those not ``on`` are gated off)."""
+    kind = kind_for(g.cin, g.dtype)
+    rows_on = np.flatnonzero(on)
+    h0, w0 = (int(v) for v in g.cur[0])
+    call0 = entry_call(name, 0.0, h0, w0, g.full)
+    if call0 is None:
+        return
+    method = call0[0]
+    groups: dict[tuple, tuple[tuple, list[int]]] = {}
+    for r in rows_on.tolist():
+        h, w = (int(v) for v in g.cur[r])
+        args = entry_call(name, float(mags[r]), h, w, g.full)[1]
+        key = _key(args)
+        got = groups.get(key)
+        if got is None:
+            groups[key] = (args, [r])
+        else:
+            got[1].append(r)
+    if not groups:  # no member draws it: the entry recorded gated off (the same structure)
+        groups[()] = (call0[1], [])
+    params: dict[str, np.ndarray] = {}
+    order: list[str] = []
+    for key, (args, members) in groups.items():
+        parsed = step.parsed(method, kind, args)
+        rows = np.array(members if members else [0], dtype=np.int64)
+        for e in FORMS[method].emits(parsed, c.sub(rows), g.cur[rows], kind):
+            if isinstance(e, Reject):
+                if members:
+                    bad = np.zeros(g.n, dtype=bool)
+                    bad[rows[e.mask]] = True
+                    g.left |= bad
+                continue
+            if e.skip is not None or e.out is not None:
+                raise Unsupported(f"a policy entry {name} that skips or resizes")
+            p = params.get(e.kernel)
+            if p is None:
+                p = params[e.kernel] = np.zeros((g.n, e.params.shape[1]))
+                order.append(e.kernel)
+            if members:
+                p[rows] = e.params
+    for kernel in order:
+        apply_emit(g, Emit(kernel, params[kernel]), on)
+
+
+def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
+    """A policy on every member of ``g``: the entries drawn for all at once
+    (``Policy.plan``, the code one image's call runs), then every op of its space recorded
+    per position, gated where the member did not draw it.
+
+    One gather holds one sampler: a member's geometric entry takes the gather's sampler slot,
+    its entries before it are recorded before the slot and those after it after the slot.
+    Members drawing two geometric entries, or sharpness (a neighbourhood op, after which
+    nothing geometric fuses) before one, are left to the per-output path.
+    """
+    pol = step.op
+    plan = pol.plan(c.u, c.n)
+    hw = g.cur.copy()
+    npos = len(plan)
+    geo = np.stack([d.runs & step.geometric[d.op] for d in plan], axis=1) if npos else \
+        np.zeros((c.n, 0), dtype=bool)
+    ngeo = geo.sum(axis=1)
+    first = np.where(ngeo > 0, np.argmax(geo, axis=1) if npos else 0, npos)
+    slot = bool((on & (ngeo > 0)).any())
+    sharp = pol.names.index("Sharpness") if "Sharpness" in pol.names else -1
+    left = on & (ngeo > 1)
+    for i, d in enumerate(plan):
+        left |= on & d.runs & (d.op == sharp) & (i < first) & (ngeo > 0)
+    if slot:
+        g.left |= left
+    run = on & ~left
+    mags = [pol.magnitudes(d, hw) for d in plan]
+
+    def colour(after: bool) -> None:
+        for i, d in enumerate(plan):
+            placed = (i > first) if after else (i < first)
+            for k, name in enumerate(pol.names):
+                if name in GEOMETRIC or name == "Identity" or \
+                        (slot and not after and k == sharp):
+                    continue
+                _record_entries(g, c, step, name, mags[i], run & d.runs & (d.op == k) & placed)
+
+    colour(after=False)
+    if not slot:
+        return
+    # the sampler slot: each member's one geometric entry (warp_affine), gated elsewhere
+    mat = np.zeros((g.n, 6))
+    has = run & (ngeo == 1)
+    for r in np.flatnonzero(has).tolist():
+        i = int(first[r])
+        name = pol.names[int(plan[i].op[r])]
+        h, w = (int(v) for v in hw[r])
+        (m,) = entry_call(name, float(mags[i][r]), h, w, g.full)[1]
+        mat[r] = step.parsed("warp_affine", kind_for(g.cin, g.dtype), (m,))
+    apply_emit(g, Emit("warp_affine", mat), has)
+    colour(after=True)
+
+
+def record_step(g: VGather, c: Ctx, step: Step | ChoiceStep | PolicyStep,
+                on: np.ndarray) -> None:
     """Record a built-in op's form on every member of ``g`` (``on``: the members whose coin
     ran it): its entries applied by kernel kind; a kind the gather cannot take raises
-    ``Unsupported``. A :class:`ChoiceStep` records its children."""
+    ``Unsupported``. A :class:`ChoiceStep` records its children, a :class:`PolicyStep` its
+    entries."""
     if isinstance(step, ChoiceStep):
         record_choice(g, c, step, on)
+        return
+    if isinstance(step, PolicyStep):
+        record_policy(g, c, step, on)
         return
     form = step.form
     args = step.args_for(g.cin, g.dtype)

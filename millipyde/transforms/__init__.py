@@ -41,6 +41,7 @@ from .geometry import (
     Resize,
 )
 from .misc import Lambda
+from .policies import AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide
 from .mix import CutMix, MixUp
 from .options import (
     ConvertImageDtype,
@@ -55,7 +56,7 @@ from .unsupported import *  # noqa: F403  (classes that raise NotImplementedErro
 from .unsupported import PENDING
 
 __all__ = [
-    "CenterCrop", "ColorJitter", "Compose", "ConvertImageDtype", "CutMix", "Grayscale",
+    "AutoAugment", "AutoAugmentPolicy", "RandAugment", "TrivialAugmentWide", "CenterCrop", "ColorJitter", "Compose", "ConvertImageDtype", "CutMix", "Grayscale",
     "InterpolationMode", "Lambda", "MixUp", "Normalize", "PILToTensor", "Pad", "RandomAffine",
     "RandomApply", "RandomChannelPermutation", "RandomChoice", "RandomCrop", "RandomErasing",
     "RandomGrayscale", "RandomHorizontalFlip", "RandomInvert", "RandomOrder",
