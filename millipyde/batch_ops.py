@@ -243,7 +243,7 @@ def _record_entries(g: VGather, c: Ctx, step: PolicyStep, name: str, mags: np.nd
         groups[()] = (call0[1], [])
     params: dict[str, np.ndarray] = {}
     order: list[str] = []
-    for key, (args, members) in groups.items():
+    for args, members in groups.values():
         parsed = step.parsed(method, kind, args)
         rows = np.array(members if members else [0], dtype=np.int64)
         for e in FORMS[method].emits(parsed, c.sub(rows), g.cur[rows], kind):

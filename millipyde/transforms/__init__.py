@@ -41,7 +41,6 @@ from .geometry import (
     Resize,
 )
 from .misc import Lambda
-from .policies import AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide
 from .mix import CutMix, MixUp
 from .options import (
     ConvertImageDtype,
@@ -52,11 +51,13 @@ from .options import (
     ToPureTensor,
     ToTensor,
 )
+from .policies import AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide
 from .unsupported import *  # noqa: F403  (classes that raise NotImplementedError)
 from .unsupported import PENDING
 
 __all__ = [
-    "AutoAugment", "AutoAugmentPolicy", "RandAugment", "TrivialAugmentWide", "CenterCrop", "ColorJitter", "Compose", "ConvertImageDtype", "CutMix", "Grayscale",
+    "AutoAugment", "AutoAugmentPolicy", "RandAugment", "TrivialAugmentWide",
+    "CenterCrop", "ColorJitter", "Compose", "ConvertImageDtype", "CutMix", "Grayscale",
     "InterpolationMode", "Lambda", "MixUp", "Normalize", "PILToTensor", "Pad", "RandomAffine",
     "RandomApply", "RandomChannelPermutation", "RandomChoice", "RandomCrop", "RandomErasing",
     "RandomGrayscale", "RandomHorizontalFlip", "RandomInvert", "RandomOrder",
