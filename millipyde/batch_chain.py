@@ -91,12 +91,28 @@ class VGather:
     # (n, 4) what a fused pad reads (top, left, height, width in source coordinates;
     # ``schedule.fill_window``): the sources, narrowed to each pad's input
     window: np.ndarray = field(init=False)
+    # the gathers before this one (``cut``), in order: each writes an image of its own
+    # dtype that the next reads, as the per-output plan's kernels do
+    stages: list[VGather] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         n = len(self.cur)
         self.P = np.broadcast_to(np.eye(3), (n, 3, 3)).copy()
         self.left = np.zeros(n, dtype=bool)
         self.window = np.concatenate([np.zeros_like(self.cur), self.cur], axis=1)
+
+    def cut(self) -> None:
+        """End this gather here (a stage, kept in ``stages``) and go on in a new one that reads
+        its output, where the per-output plan starts its next kernel (a second sampler, a
+        geometric op after a neighbourhood op)."""
+        keep = np.ones(self.n, dtype=bool)
+        done = self.take(keep)
+        done.stages = []
+        stages = self.stages + [done]
+        left = self.left
+        fresh = VGather(self.cur.copy(), self.cin, self.dtype, self.gates)
+        self.__dict__.update(fresh.__dict__)
+        self.stages, self.left = stages, left
 
     @property
     def n(self) -> int:
@@ -261,6 +277,7 @@ class VGather:
         out.uparams = None if self.uparams is None else self.uparams[keep]
         out.ops = [_Chained(c.name, c.params[keep], c.off[keep]) for c in self.ops]
         out.left = self.left[keep]
+        out.stages = [st.take(keep) for st in self.stages]
         for pr in self.prefixes:
             hw = pr.p[keep, -3:-1]
             out.prefixes.append(Prefix(pr.stat, pr.sig, pr.p[keep], (

@@ -185,12 +185,12 @@ class PolicyStep:
         self._parsed: dict[Any, Any] = {}
 
     def structure(self, c: Ctx) -> np.ndarray:
-        """(n,) 1 where the member draws a geometric entry (its gather holds the sampler
-        slot), else 0: the two structures a policy records."""
-        has = np.zeros(c.n, dtype=np.int64)
+        """(n,) how many geometric entries the member draws (its gather's sampler slots):
+        the structures a policy records, at most its positions + 1."""
+        count = np.zeros(c.n, dtype=np.int64)
         for d in self.op.plan(c.u, c.n):
-            has |= (d.runs & self.geometric[d.op]).astype(np.int64)
-        return has
+            count += (d.runs & self.geometric[d.op]).astype(np.int64)
+        return count
 
     def parsed(self, method: str, kind: Any, args: tuple) -> Any:
         """The form's parsed arguments (cached: policies repeat a few values)."""
@@ -270,52 +270,47 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
     (``Policy.plan``, the code one image's call runs), then every op of its space recorded
     per position, gated where the member did not draw it.
 
-    One gather holds one sampler: a member's geometric entry takes the gather's sampler slot,
-    its entries before it are recorded before the slot and those after it after the slot.
-    Members drawing two geometric entries, or sharpness (a neighbourhood op, after which
-    nothing geometric fuses) before one, are left to the per-output path.
+    The members of ``g`` draw the same number ``s`` of geometric entries (``structure``):
+    each is a sampler *slot* (the member's ``j``-th geometric entry, a ``warp_affine``), and
+    the other entries are recorded between the slots where they can fall (entry ``i`` lies
+    after slot ``j`` where ``j`` geometric entries precede it). A slot that cannot join the
+    gather (a sampler or a neighbourhood op before it) starts the next stage of the gather
+    (``VGather.cut``), where the per-output plan starts its next kernel.
     """
     pol = step.op
     plan = pol.plan(c.u, c.n)
-    hw = g.cur.copy()
     npos = len(plan)
-    geo = np.stack([d.runs & step.geometric[d.op] for d in plan], axis=1) if npos else \
-        np.zeros((c.n, 0), dtype=bool)
-    ngeo = geo.sum(axis=1)
-    first = np.where(ngeo > 0, np.argmax(geo, axis=1) if npos else 0, npos)
-    slot = bool((on & (ngeo > 0)).any())
-    sharp = pol.names.index("Sharpness") if "Sharpness" in pol.names else -1
-    left = on & (ngeo > 1)
-    for i, d in enumerate(plan):
-        left |= on & d.runs & (d.op == sharp) & (i < first) & (ngeo > 0)
-    if slot:
-        g.left |= left
-    run = on & ~left
-    mags = [pol.magnitudes(d, hw) for d in plan]
-
-    def colour(after: bool) -> None:
-        for i, d in enumerate(plan):
-            placed = (i > first) if after else (i < first)
-            for k, name in enumerate(pol.names):
-                if name in GEOMETRIC or name == "Identity" or \
-                        (slot and not after and k == sharp):
-                    continue
-                _record_entries(g, c, step, name, mags[i], run & d.runs & (d.op == k) & placed)
-
-    colour(after=False)
-    if not slot:
+    if not npos:
         return
-    # the sampler slot: each member's one geometric entry (warp_affine), gated elsewhere
-    mat = np.zeros((g.n, 6))
-    has = run & (ngeo == 1)
-    for r in np.flatnonzero(has).tolist():
-        i = int(first[r])
-        name = pol.names[int(plan[i].op[r])]
-        h, w = (int(v) for v in hw[r])
-        (m,) = entry_call(name, float(mags[i][r]), h, w, g.full)[1]
-        mat[r] = step.parsed("warp_affine", kind_for(g.cin, g.dtype), (m,))
-    apply_emit(g, Emit("warp_affine", mat), has)
-    colour(after=True)
+    hw = g.cur.copy()
+    geo = np.stack([d.runs & step.geometric[d.op] for d in plan], axis=1)
+    before = np.cumsum(geo, axis=1) - geo  # geometric entries before each position
+    slots = int(geo[on].sum(axis=1).max(initial=0))
+    mags = [pol.magnitudes(d, hw) for d in plan]
+    kind = kind_for(g.cin, g.dtype)
+    for j in range(slots + 1):
+        if j:
+            # slot j: each member's j-th geometric entry
+            if g.phase != 0 or g.positional:
+                g.cut()
+            mat = np.zeros((g.n, 6))
+            has = on & (geo & (before == j - 1)).any(axis=1)
+            for r in np.flatnonzero(has).tolist():
+                i = int(np.flatnonzero(geo[r] & (before[r] == j - 1))[0])
+                h, w = (int(v) for v in hw[r])
+                (m,) = entry_call(pol.names[int(plan[i].op[r])], float(mags[i][r]), h, w,
+                                  g.full)[1]
+                mat[r] = step.parsed("warp_affine", kind, (m,))
+            apply_emit(g, Emit("warp_affine", mat), has)
+        for i, d in enumerate(plan):
+            # entry i after slot j: j geometric entries before it, slots - j from it on
+            if not (j <= i and slots - j <= npos - i):
+                continue
+            placed = on & d.runs & ~geo[:, i] & (before[:, i] == j)
+            for k, name in enumerate(pol.names):
+                if name in GEOMETRIC or name == "Identity":
+                    continue
+                _record_entries(g, c, step, name, mags[i], placed & (d.op == k))
 
 
 def record_step(g: VGather, c: Ctx, step: Step | ChoiceStep | PolicyStep,
