@@ -128,17 +128,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hw", type=int, default=224)
     ap.add_argument("--tv", type=int, default=512, help="torchvision images (0: skip)")
     ap.add_argument("--only-millipyde", action="store_true")
+    ap.add_argument("--no-mix", action="store_true", help="skip the MixUp / CutMix rows")
+    ap.add_argument("--no-trivial", action="store_true", help="skip TrivialAugmentWide")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     hosts = _photos()
     res: dict = {"backend": mp.backend(), "size": args.size, "batches": args.batches}
     mixers = {"MixUp": lambda: mp.MixUp(num_classes=1000, seed=0),
               "CutMix": lambda: mp.CutMix(num_classes=1000, seed=0)}
-    for name, make in (("RandAugment(2, 9)", lambda: mp.RandAugment(2, 9)),
-                       ("TrivialAugmentWide", mp.TrivialAugmentWide)):
+    policies = [("RandAugment(2, 9)", lambda: mp.RandAugment(2, 9))]
+    if not args.no_trivial:
+        policies.append(("TrivialAugmentWide", mp.TrivialAugmentWide))
+    for name, make in policies:
         rate, route = millipyde_rate(hosts, make(), args.size, args.batches, args.hw)
         row = {"img_s": rate, "route": route}
-        for mname, mk in mixers.items():
+        for mname, mk in ({} if args.no_mix else mixers).items():
             mrate, _ = millipyde_rate(hosts, make(), args.size, args.batches, args.hw, mk())
             row[f"+{mname} img_s"] = mrate
             row[f"+{mname} added"] = rate / mrate - 1.0
@@ -156,11 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     k = res.get("kornia RandAugment(2, 9) 512x512 img_s")
     print(f"\n{'row':40s} {'img/s':>10s}")
     print(f"{'millipyde RandAugment(2, 9) recipe':40s} {ra['img_s']:10.0f}")
-    for m in mixers:
+    for m in ({} if args.no_mix else mixers):
         print(f"{'  + ' + m + ' (added)':40s} {ra[f'+{m} img_s']:10.0f} "
               f"({100 * ra[f'+{m} added']:+.1f}%)")
-    ta = res["TrivialAugmentWide"]
-    print(f"{'millipyde TrivialAugmentWide recipe':40s} {ta['img_s']:10.0f}")
+    ta = res.get("TrivialAugmentWide")
+    if ta is not None:
+        print(f"{'millipyde TrivialAugmentWide recipe':40s} {ta['img_s']:10.0f}")
     if isinstance(k, float):
         print(f"{'kornia RandAugment(2, 9), 512x512':40s} {k:10.0f}  "
               f"(millipyde {ra['img_s'] / k:.1f}x)")

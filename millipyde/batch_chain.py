@@ -17,6 +17,7 @@ computes (``batch_ops``), so each row equals ``exec.gather.gather_args`` of that
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -105,8 +106,7 @@ class VGather:
         """End this gather here (a stage, kept in ``stages``) and go on in a new one that reads
         its output, where the per-output plan starts its next kernel (a second sampler, a
         geometric op after a neighbourhood op)."""
-        keep = np.ones(self.n, dtype=bool)
-        done = self.take(keep)
+        done = copy.copy(self)  # this gather as it stands (its lists are not changed again)
         done.stages = []
         stages = self.stages + [done]
         left = self.left

@@ -219,39 +219,37 @@ def _key(args: tuple) -> tuple:
 
 def _record_entries(g: VGather, c: Ctx, step: PolicyStep, name: str, mags: np.ndarray,
                     on: np.ndarray) -> None:
-    """Entry ``name`` on the members ``on`` (their magnitudes ``mags``): the op's form
-    sampled per distinct argument value, its parameter rows gathered into one gated emit per
-    kernel (every member gets a row; those not ``on`` are gated off)."""
+    """Entry ``name`` (a value op: its arguments depend on the magnitude alone) on the members
+    ``on`` (their magnitudes ``mags``): its deterministic form sampled once per distinct
+    magnitude, the rows gathered into one gated emit per kernel (every member gets a row;
+    those not ``on`` are gated off)."""
     kind = kind_for(g.cin, g.dtype)
-    rows_on = np.flatnonzero(on)
     h0, w0 = (int(v) for v in g.cur[0])
     call0 = entry_call(name, 0.0, h0, w0, g.full)
     if call0 is None:
         return
     method = call0[0]
-    groups: dict[tuple, tuple[tuple, list[int]]] = {}
-    for r in rows_on.tolist():
-        h, w = (int(v) for v in g.cur[r])
-        args = entry_call(name, float(mags[r]), h, w, g.full)[1]
-        key = _key(args)
-        got = groups.get(key)
-        if got is None:
-            groups[key] = (args, [r])
-        else:
-            got[1].append(r)
-    if not groups:  # no member draws it: the entry recorded gated off (the same structure)
-        groups[()] = (call0[1], [])
+    form = FORMS[method]
+    if form.draws or name in GEOMETRIC:  # pragma: no cover - the policy tables' invariant
+        raise Unsupported(f"a policy entry {name} whose parameters are per member")
+    rows_on = np.flatnonzero(on)
+    if len(rows_on):
+        vals, inv = np.unique(mags[rows_on], return_inverse=True)
+        inv = inv.reshape(-1)
+        groups = [(entry_call(name, float(v), h0, w0, g.full)[1], rows_on[inv == i])
+                  for i, v in enumerate(vals.tolist())]
+    else:  # no member draws it: recorded gated off (the same structure)
+        groups = [(call0[1], rows_on)]
     params: dict[str, np.ndarray] = {}
     order: list[str] = []
-    for args, members in groups.values():
+    one = np.zeros(1, dtype=np.int64)
+    for args, rows in groups:
         parsed = step.parsed(method, kind, args)
-        rows = np.array(members if members else [0], dtype=np.int64)
-        for e in FORMS[method].emits(parsed, c.sub(rows), g.cur[rows], kind):
+        # a deterministic form's parameters are the same on every member: sampled on one
+        for e in form.emits(parsed, c.sub(one), g.cur[:1], kind):
             if isinstance(e, Reject):
-                if members:
-                    bad = np.zeros(g.n, dtype=bool)
-                    bad[rows[e.mask]] = True
-                    g.left |= bad
+                if len(rows):
+                    raise Unsupported(f"a policy entry {name} the image refuses")
                 continue
             if e.skip is not None or e.out is not None:
                 raise Unsupported(f"a policy entry {name} that skips or resizes")
@@ -259,10 +257,29 @@ def _record_entries(g: VGather, c: Ctx, step: PolicyStep, name: str, mags: np.nd
             if p is None:
                 p = params[e.kernel] = np.zeros((g.n, e.params.shape[1]))
                 order.append(e.kernel)
-            if members:
-                p[rows] = e.params
+            p[rows] = e.params[0]
     for kernel in order:
         apply_emit(g, Emit(kernel, params[kernel]), on)
+
+
+def _slot_matrices(g: VGather, step: PolicyStep, names: np.ndarray, mags: np.ndarray,
+                   hw: np.ndarray, has: np.ndarray) -> np.ndarray:
+    """(n, 6) the ``warp_affine`` parameters of each member's geometric entry (``names`` its
+    op index, ``mags`` its magnitude, ``hw`` its size; zeros where not ``has``): computed
+    once per distinct (op, magnitude, size)."""
+    kind = kind_for(g.cin, g.dtype)
+    mat = np.zeros((g.n, 6))
+    rows = np.flatnonzero(has)
+    if not len(rows):
+        return mat
+    key = np.stack([names[rows].astype(np.float64), mags[rows], hw[rows, 0].astype(np.float64),
+                    hw[rows, 1].astype(np.float64)], axis=1)
+    uniq, inv = np.unique(key, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    for i, (op, m, h, w) in enumerate(uniq.tolist()):
+        (matrix,) = entry_call(step.op.names[int(op)], m, int(h), int(w), g.full)[1]
+        mat[rows[inv == i]] = step.parsed("warp_affine", kind, (matrix,))
+    return mat
 
 
 def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
@@ -287,21 +304,17 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
     before = np.cumsum(geo, axis=1) - geo  # geometric entries before each position
     slots = int(geo[on].sum(axis=1).max(initial=0))
     mags = [pol.magnitudes(d, hw) for d in plan]
-    kind = kind_for(g.cin, g.dtype)
     for j in range(slots + 1):
         if j:
             # slot j: each member's j-th geometric entry
             if g.phase != 0 or g.positional:
                 g.cut()
-            mat = np.zeros((g.n, 6))
-            has = on & (geo & (before == j - 1)).any(axis=1)
-            for r in np.flatnonzero(has).tolist():
-                i = int(np.flatnonzero(geo[r] & (before[r] == j - 1))[0])
-                h, w = (int(v) for v in hw[r])
-                (m,) = entry_call(pol.names[int(plan[i].op[r])], float(mags[i][r]), h, w,
-                                  g.full)[1]
-                mat[r] = step.parsed("warp_affine", kind, (m,))
-            apply_emit(g, Emit("warp_affine", mat), has)
+            at = geo & (before == j - 1)  # (n, positions): the j-th geometric entry
+            has = on & at.any(axis=1)
+            i = np.argmax(at, axis=1)
+            ops = np.stack([d.op for d in plan], axis=1)[np.arange(g.n), i]
+            ms = np.stack(mags, axis=1)[np.arange(g.n), i]
+            apply_emit(g, Emit("warp_affine", _slot_matrices(g, step, ops, ms, hw, has)), has)
         for i, d in enumerate(plan):
             # entry i after slot j: j geometric entries before it, slots - j from it on
             if not (j <= i and slots - j <= npos - i):

@@ -232,8 +232,10 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
         ks = {shape: warmup.representatives(operations, shape=shape) for shape in by_shape}
         with runtime.recording(jobs), _host_functions_deferred(jobs):
             for shape, xs in by_shape.items():
-                warmup._make_patterns((xs * 2)[:2], operations, ks[shape], size, channels,
-                                      layout, spec, jobs.enter, outputs)
+                # two distinct inputs of the shape (a Generator refuses one object twice)
+                two = (xs + [x.clone() for x in xs])[:2]
+                warmup._make_patterns(two, operations, ks[shape], size, channels, layout, spec,
+                                      jobs.enter, outputs)
         recorded = time.perf_counter() - t0
     finally:
         workers.close()
