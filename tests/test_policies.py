@@ -151,19 +151,20 @@ def test_batches_equal_the_drawn_ops_as_method_calls(make, crop):
     """A batch (arena gathers, with stages after the crop's sampler) equals each output's
     drawn entries applied one by one as method calls."""
     pol = make()
-    imgs = [_img(1, (12, 14, 3)), _img(2, (15, 11, 3))]
+    imgs = [_img(1, (28, 30, 3)), _img(2, (31, 26, 3))]
     outputs, seed = 16, 7
     spec = batch_spec(8)
-    pre = [mp.Operation("random_resized_crop", 10, 10), mp.Operation("fliplr", p=0.5)] \
-        if crop else [mp.Operation("resize", 10, 10)]
+    pre = [mp.Operation("random_resized_crop", 24, 24), mp.Operation("fliplr", p=0.5)] \
+        if crop else [mp.Operation("resize", 24, 24)]
     gen = mp.Generator([mp.gpuimage(i) for i in imgs], pre + [pol], outputs=outputs, seed=seed)
     with gen.batches(8) as bs:
         got = np.concatenate([np.asarray(b) for b in bs])
     rec = batches._arena_recorder(gen._state)
     assert rec is not None  # recorded as arena gathers, not per output
     launches, left = rec.record(list(range(outputs)))
-    # (left: scikit-image's data-dependent warp clip, where no output pixel is wholly outside)
-    assert len(left) < outputs // 2 and len(launches) >= 2
+    # (left: scikit-image's data-dependent warp clip, where no output pixel is wholly
+    # outside: rare at 24 x 24, common on tinier images)
+    assert len(left) <= outputs // 4 and len(launches) >= 2, left
     if crop:
         assert any(L.stages for L in launches)  # the policy's slot after the crop's sampler
     for k in range(outputs):
