@@ -187,10 +187,7 @@ class PolicyStep:
     def structure(self, c: Ctx) -> np.ndarray:
         """(n,) how many geometric entries the member draws (its gather's sampler slots):
         the structures a policy records, at most its positions + 1."""
-        count = np.zeros(c.n, dtype=np.int64)
-        for d in self.op.plan(c.u, c.n):
-            count += (d.runs & self.geometric[d.op]).astype(np.int64)
-        return count
+        return self.op.geometric_count(c.u, c.n)
 
     def parsed(self, method: str, kind: Any, args: tuple) -> Any:
         """The form's parsed arguments (cached: policies repeat a few values)."""

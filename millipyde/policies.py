@@ -281,6 +281,15 @@ class Policy(Operation):
         """Per position, the draws of ``n`` samples (``u(t)``: draw ``t`` of each)."""
         raise NotImplementedError
 
+    def geometric_count(self, u: Callable[[int], np.ndarray], n: int) -> np.ndarray:
+        """(n,) how many geometric entries each sample draws: its batch structure (the
+        gather's sampler slots), one of at most ``positions + 1``."""
+        geo = np.array([name in GEOMETRIC for name in self.names])
+        count = np.zeros(n, dtype=np.int64)
+        for d in self.plan(u, n):
+            count += (d.runs & geo[d.op]).astype(np.int64)
+        return count
+
     def magnitudes(self, d: Draw, hw: np.ndarray) -> np.ndarray:
         """(n,) the magnitude of each sample's entry at one position (0 where the op has no
         table), signed as drawn; ``hw`` the (n, 2) sizes the entry sees."""

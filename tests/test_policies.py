@@ -243,15 +243,18 @@ def test_pickle_repr_and_bad_arguments():
         T.AugMix()
 
 
-def test_a_torchvision_recipe_runs_with_only_the_import_changed():
-    recipe = T.Compose([T.RandomResizedCrop(8), T.RandomHorizontalFlip(),
-                        T.TrivialAugmentWide(),
-                        T.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])])
-    gen = mp.Generator([mp.gpuimage(_img(s, (14, 12, 3))) for s in (1, 2)], recipe,
+@pytest.mark.parametrize("policy", [T.TrivialAugmentWide, T.RandAugment])
+def test_a_torchvision_recipe_runs_with_only_the_import_changed(policy):
+    with pytest.warns(UserWarning, match="antialias"):  # torchvision's default, not ours
+        recipe = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), policy(),
+                            T.Normalize(mean=[0.485, 0.456, 0.406],
+                                        std=[0.229, 0.224, 0.225])])
+    gen = mp.Generator([mp.gpuimage(_img(s, (28, 30, 3))) for s in (1, 2)], recipe,
                        outputs=8, seed=0)
     with gen.batches(4) as bs:
         got = [np.asarray(b) for b in bs]
-    assert [b.shape for b in got] == [(4, 3, 8, 8)] * 2 and np.isfinite(got[0]).all()
+    assert batches._arena_recorder(gen._state) is not None
+    assert [b.shape for b in got] == [(4, 3, 24, 24)] * 2 and np.isfinite(got[0]).all()
 
 
 @pytest.mark.cudasim_ok
