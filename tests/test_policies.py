@@ -272,3 +272,14 @@ def test_policy_batch_under_the_simulator_equals_method_calls():
             assert np.abs(got[k] - want).max() <= 1 / 255 + 1e-6, k
         else:
             assert np.array_equal(got[k], want), k
+
+
+def test_warmup_finds_one_output_per_policy_structure():
+    from millipyde import warmup
+
+    pol = mp.RandAugment(2, 9)
+    ops = [mp.Operation("random_resized_crop", 24, 24), pol]
+    ks = warmup.representatives(ops)
+    counts = {int(pol.geometric_count(lambda t, k=k: np.array(
+        [mp.random.uniform01(0, k, 1, t)]), 1)[0]) for k in ks}
+    assert counts == {0, 1, 2}  # every structure a batch may record, precompiled
