@@ -208,21 +208,26 @@ def test_same_seed_bit_identical_batches():
 
 
 def test_kernel_count_is_bounded_whatever_is_drawn():
-    """Over many seeds, a policy's batches record a fixed set of gathers and reductions:
-    one structure without the sampler slot and one with it (per output size)."""
+    """Over many seeds, a policy's batches record a fixed set of gathers and reductions: one
+    structure per count of geometric entries drawn (at most ``positions + 1``; a second
+    slot runs as a stage), the same set after 20 seeds as after 40."""
     imgs = [mp.gpuimage(_img(s, (16, 16, 3))) for s in (1, 2)]
     for pol in (mp.RandAugment(2, 9), mp.TrivialAugmentWide(), mp.AutoAugment()):
-        sigs, stat_sigs = set(), set()
+        structures, kernels, seen_at_20 = set(), set(), None
         for seed in range(40):
             gen = mp.Generator(imgs, [pol], outputs=32, seed=seed)
             rec = batch_arena.make(gen._state)
             assert rec is not None
             launches, _ = rec.record(list(range(32)))
             for L in launches:
-                sigs.add(L.sig)
-                stat_sigs |= {(p.sig, p.stat) for p in L.prefixes}
-        assert len(sigs) == 2, (pol, len(sigs))
-        assert len(stat_sigs) <= 2 * 3 * 2 * pol.positions, len(stat_sigs)
+                structures.add((tuple(st.sig for st in L.stages), L.sig))
+                kernels |= {L.sig, *(st.sig for st in L.stages)}
+                kernels |= {(p.sig, p.stat) for st in [L, *L.stages] for p in st.prefixes}
+            if seed == 19:
+                seen_at_20 = set(kernels)
+        assert len(structures) <= pol.positions + 1, (pol, len(structures))
+        assert kernels == seen_at_20, pol
+        assert len(kernels) <= (pol.positions + 1) * (1 + 3 * 2 * pol.positions), len(kernels)
 
 
 def test_pickle_repr_and_bad_arguments():
