@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from . import random as mprandom
+from . import targets
 from .array import ArgumentError
 from .graph.exec import batch as exec_batch
 from .operation import Operation
@@ -331,8 +332,12 @@ class Policy(Operation):
     def apply(self, x: Any, seed: int, sample: int, index: int, lift: bool = False) -> bool:
         """Draw this sample's entries and apply them in order, as method calls."""
         if lift:
-            # the calls read x's value as the per-image path computes it (no gated-off ops)
+            # the calls read x's value as the per-image path computes it (no gated-off ops;
+            # the rebuilt value keeps x's targets, as ``Operation.apply``)
+            kept = targets.of(x._node)
             exec_batch.drop_gated_off(x)
+            if kept is not None and targets.of(x._node) is None:
+                targets.attach(x._node, kept)
         h, w = x.shape[:2]
         full = float(np.iinfo(x.dtype).max) if x.dtype.kind in "ui" else 1.0
         for name, m in self.entries(seed, sample, index, (h, w)):
