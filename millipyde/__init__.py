@@ -22,10 +22,13 @@ from .image import gpuimage
 from .io import image_from_path, images_from_path, max_image_pixels, set_max_image_pixels
 from .operation import Operation
 from .pipeline import Pipeline
+from .policies import AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide
 from .random import seed
 from .version import __version__ as __version__
 
 __all__ = [
+    "AutoAugment",
+    "AutoAugmentPolicy",
     "CutMix",
     "DEVICE_COUNT",
     "Device",
@@ -34,9 +37,11 @@ __all__ = [
     "OneOf",
     "Operation",
     "Pipeline",
+    "RandAugment",
     "RandomChoice",
     "RandomOrder",
     "SomeOf",
+    "TrivialAugmentWide",
     "data",
     "backend",
     "device_count",

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,7 @@ from .decorators import UserOp
 from .graph.codegen import arena as codegen_arena
 from .graph.codegen import stat as codegen_stat
 from .image import gpuimage
+from .policies import Policy
 
 
 @dataclass
@@ -47,8 +48,21 @@ class _UserStep:
 
 
 @dataclass
+class Stage:
+    """A gather before a launch's last one (``VGather.cut``): it writes every member's image
+    of ``hw`` (its own dtype, ``cout`` channels) that the next stage reads."""
+
+    sig: Any
+    p: np.ndarray
+    hw: tuple[int, int]
+    cout: int
+    prefixes: list[Prefix]
+
+
+@dataclass
 class Launch:
-    """One arena gather of a batch: its members' batch positions and arrays."""
+    """One arena gather of a batch (after its ``stages``, if any): its members' batch
+    positions and arrays."""
 
     sig: Any
     gates: bool
@@ -59,6 +73,7 @@ class Launch:
     cout: int
     dtype: np.dtype
     prefixes: list[Prefix]
+    stages: list[Stage] = field(default_factory=list)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -86,7 +101,7 @@ class ArenaRecorder:
             self.arena_size[x.dtype.str] = at + int(x.size)
         self.gates = any(s.op.probability is not None and not s.reshapes for s in steps) or \
             any(isinstance(s, batch_ops.Step) and s.form.skips for s in steps) or \
-            any(isinstance(s, batch_ops.ChoiceStep) for s in steps)
+            any(isinstance(s, (batch_ops.ChoiceStep, batch_ops.PolicyStep)) for s in steps)
         self.lock = threading.Lock()
         self.arenas: dict[int, dict[str, Any]] = {}
 
@@ -131,9 +146,12 @@ class ArenaRecorder:
         cols = [self.kind[inp]] + [c.astype(np.int64) for c, s in zip(coins, self.steps,
                                                                       strict=True)
                                    if s.reshapes and s.op.probability is not None]
+        # a policy records two structures: with and without its sampler slot
+        cols += [s.structure(c) for c, s in zip(ctxs, self.steps, strict=True)
+                 if isinstance(s, batch_ops.PolicyStep)]
         code = cols[0]
         for col in cols[1:]:  # one integer per structure: a 1-D unique is much faster
-            code = code * 2 + col
+            code = code * (int(col.max(initial=0)) + 1) + col
         inverse = _groups_of(code)
         launches: list[Launch] = []
         left: list[np.ndarray] = []
@@ -158,7 +176,7 @@ class ArenaRecorder:
             if s.reshapes and not on.any():
                 continue  # skipped by every member of this structure
             c = ctxs[j].sub(rows)
-            if isinstance(s, (batch_ops.Step, batch_ops.ChoiceStep)):
+            if isinstance(s, (batch_ops.Step, batch_ops.ChoiceStep, batch_ops.PolicyStep)):
                 batch_ops.record_step(g, c, s, on)
             else:
                 batch_ops.user_op(g, c, s.op.function, s.op.args, on)
@@ -166,7 +184,12 @@ class ArenaRecorder:
         ok = ~g.left
         cur = g.cur
         okrows = np.flatnonzero(ok)
-        which = _groups_of(cur[ok, 0] * (1 << 31) + cur[ok, 1])
+        if g.stages:  # every stage's size is shared by a launch's members
+            allsz = np.concatenate([cur] + [st.cur for st in g.stages], axis=1)[ok]
+            which = np.unique(allsz, axis=0, return_inverse=True)[1].reshape(-1) \
+                if len(allsz) else np.zeros(0, dtype=np.int64)
+        else:
+            which = _groups_of(cur[ok, 0] * (1 << 31) + cur[ok, 1])
         sizes = np.zeros((int(which.max(initial=-1)) + 1, 2), dtype=np.int64)
         sizes[which] = cur[ok]
         launches = []
@@ -180,9 +203,14 @@ class ArenaRecorder:
                 mask[okrows[which == v]] = True
                 sub = g.take(mask)
             sig, p = sub.rows()
+            stages = []
+            for st in sub.stages:
+                ssig, sp = st.rows()
+                stages.append(Stage(ssig, sp, (int(st.cur[0, 0]), int(st.cur[0, 1])),
+                                    ssig.cout, st.prefixes))
             launches.append(Launch(sig, self.gates, rows[mask], p,
                                    np.stack([base[mask], widths[mask]], axis=1),
-                                   (int(h), int(w)), sig.cout, g.dtype, sub.prefixes))
+                                   (int(h), int(w)), sig.cout, g.dtype, sub.prefixes, stages))
         return launches, np.concatenate(lost)
 
 
@@ -214,8 +242,13 @@ def make(state: Any) -> ArenaRecorder | None:
     if not all(records_cleanly(x, state.operations, state.seed) for x in xs):
         return None
     rec = ArenaRecorder(state, steps)
-    k = np.array([state.global_index(0)], dtype=np.int64)
-    return rec if plans_one_gather(rec, k, state.input_index(k)) else None
+    # (a policy's structure depends on the draws: the first outputs are tried until one plans)
+    tries = 16 if any(isinstance(s, batch_ops.PolicyStep) for s in steps) else 1
+    for i in range(tries):
+        k = np.array([state.global_index(i)], dtype=np.int64)
+        if plans_one_gather(rec, k, state.input_index(k)):
+            return rec
+    return None
 
 
 def arena_steps(operations: list, inputs: list = ()) -> list | None:
@@ -224,6 +257,12 @@ def arena_steps(operations: list, inputs: list = ()) -> list | None:
     without a batch handler, a choice among methods an input's class overrides)."""
     steps = []
     for op in operations:
+        if isinstance(op, Policy):  # a per-sample policy: its entries as gates (batch_ops)
+            policy = batch_ops.policy_step(op, list(inputs))
+            if policy is None:
+                return None
+            steps.append(policy)
+            continue
         if isinstance(op, Choice):  # a per-sample choice: gates as data (batch_ops)
             choice = batch_ops.choice_step(op, list(inputs))
             if choice is None:
@@ -317,10 +356,49 @@ def _upload(launches: list[Launch], device: int) -> tuple[Any, list[tuple]]:
         init = codegen_stat.stat_init(L.sig)
         stat = np.tile(init, (m, 1)) if len(init) else _NO_STATS
         pres = [pk.add(pr.p) for pr in L.prefixes]
-        slots.append((pk.add(L.p), pk.add(L.rows), pk.add(L.pos.astype(np.int64)),
-                      pk.add(stat), pres))
+        stages = []
+        for i, st in enumerate(L.stages):
+            sinit = codegen_stat.stat_init(st.sig)
+            # a stage after the first reads the one before: member r's image at r * size
+            prev = L.stages[i - 1] if i else None
+            srows = L.rows if prev is None else _stage_rows(m, prev)
+            stages.append((pk.add(st.p), pk.add(srows),
+                           pk.add(np.tile(sinit, (m, 1)) if len(sinit) else _NO_STATS),
+                           [pk.add(pr.p) for pr in st.prefixes]))
+        rows = L.rows if not L.stages else _stage_rows(m, L.stages[-1])
+        slots.append((pk.add(L.p), pk.add(rows), pk.add(L.pos.astype(np.int64)),
+                      pk.add(stat), pres, stages))
     pk.upload(device)
     return pk, slots
+
+
+def _stage_rows(m: int, st: Stage) -> np.ndarray:
+    """(m, 2) arena rows of a stage's output: member ``r``'s image at ``r * h * w * c``."""
+    h, w = st.hw
+    size = h * w * st.cout
+    return np.stack([np.arange(m, dtype=np.int64) * size, np.full(m, w, dtype=np.int64)],
+                    axis=1)
+
+
+def _run_stages(L: Launch, pk: Any, slot: tuple, src: Any, device: int,
+                keep: list) -> Any:
+    """Run the launch's stages (each into a buffer of its own, kept in ``keep``); the flat
+    source the last gather reads (``src`` where there are none)."""
+    from .graph.exec.batch import _launch
+
+    m = len(L.pos)
+    for st, (sp, srows, sstat, spres) in zip(L.stages, slot[5], strict=True):
+        for pr, pre in zip(st.prefixes, spres, strict=True):
+            h, w = (min(a, b) for a, b in zip(pr.hw, codegen_stat.ARENA_STAT_GRID,
+                                              strict=True))
+            _launch(_stat_fn(pr.sig, pr.stat, L.gates), m, h, w, device, src, pk[srows],
+                    pk[pre], pk[sstat])
+        tmp = runtime.empty((m, *st.hw, st.cout), L.dtype, device)
+        keep.append(tmp)
+        _launch(_gather_fn(st.sig, L.gates, "", 3), m, *st.hw, device, src, pk[srows], tmp,
+                pk[sp], pk[sstat])
+        src = runtime.reshape(tmp, (m * st.hw[0] * st.hw[1] * st.cout,))
+    return src
 
 
 def _statistics(L: Launch, pk: Any, slot: tuple, src: Any, device: int) -> None:
@@ -328,7 +406,7 @@ def _statistics(L: Launch, pk: Any, slot: tuple, src: Any, device: int) -> None:
     in chain order (each reads the rows of those before it)."""
     from .graph.exec.batch import _launch
 
-    _, rows, _, stat, pres = slot
+    _, rows, _, stat, pres, _ = slot
     for pr, pre in zip(L.prefixes, pres, strict=True):
         h, w = (min(a, b) for a, b in zip(pr.hw, codegen_stat.ARENA_STAT_GRID, strict=True))
         _launch(_stat_fn(pr.sig, pr.stat, L.gates), len(L.pos), h, w, device, src, pk[rows],
@@ -347,8 +425,8 @@ def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
     keep: list[Any] = [pk]
     mean, std = consts
     for L, slot in zip(launches, slots, strict=True):
-        p, rows, pos, stat, _ = slot
-        src = arena[L.dtype.str]
+        p, rows, pos, stat, _, _ = slot
+        src = _run_stages(L, pk, slot, arena[L.dtype.str], device, keep)
         m = len(L.pos)
         _statistics(L, pk, slot, src, device)
         if L.hw == tuple(hw) and L.dtype in (np.uint8, np.float64):
@@ -373,9 +451,10 @@ def native(launches: list[Launch], arena: dict[str, Any],
 
     pk, slots = _upload(launches, device)
     outs = []
+    keep: list[Any] = [pk]
     for L, slot in zip(launches, slots, strict=True):
-        p, rows, _, stat, _ = slot
-        src = arena[L.dtype.str]
+        p, rows, _, stat, _, _ = slot
+        src = _run_stages(L, pk, slot, arena[L.dtype.str], device, keep)
         _statistics(L, pk, slot, src, device)
         tmp = runtime.empty((len(L.pos), *L.hw, L.cout), L.dtype, device)
         # (channels only names a training batch's layout: 3, the compiled kernel that a
@@ -383,4 +462,4 @@ def native(launches: list[Launch], arena: dict[str, Any],
         _launch(_gather_fn(L.sig, L.gates, "", 3), len(L.pos), *L.hw, device, src,
                 pk[rows], tmp, pk[p], pk[stat])
         outs.append(tmp)
-    return outs, [pk]
+    return outs, keep

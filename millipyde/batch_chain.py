@@ -17,11 +17,13 @@ computes (``batch_ops``), so each row equals ``exec.gather.gather_args`` of that
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import batch_math
+from .graph.codegen.gather_body import COORD_LIMIT
 from .graph.codegen.gather_sig import (
     A_OFF,
     BOUNDED_SLOTS,
@@ -35,9 +37,31 @@ from .graph.codegen.gather_sig import (
     gather_nparams,
     op_offsets,
 )
-from .graph.plan.schedule import axis_aligned, fill_window, needs_warp_clip, wide_map
+from .graph.plan.schedule import axis_aligned, fill_window
 from .kernels import REGISTRY
 from .kernels.stats import STATISTICS
+
+
+def _leaves(a: np.ndarray, mid: np.ndarray, out: np.ndarray, warp_clip: bool) -> np.ndarray:
+    """(n,) ``schedule.needs_warp_clip`` (where ``warp_clip``) or ``schedule.wide_map`` of each
+    member's sampler map ``a`` (n, 3, 3), its input size ``mid`` and output size ``out``: the
+    same corner tests, on every member at once."""
+    n = len(a)
+    zero = np.zeros(n)
+    h1, w1 = out[:, 0] - 1.0, out[:, 1] - 1.0
+    ys = np.stack([zero, zero, h1, h1], axis=1)
+    xs = np.stack([zero, w1, zero, w1], axis=1)
+    with np.errstate(all="ignore"):
+        fy = a[:, 0, 0, None] * ys + a[:, 0, 1, None] * xs + a[:, 0, 2, None]
+        fx = a[:, 1, 0, None] * ys + a[:, 1, 1, None] * xs + a[:, 1, 2, None]
+        wide = ~((np.abs(fy) < COORD_LIMIT) & (np.abs(fx) < COORD_LIMIT)).all(axis=1)
+        if not warp_clip:
+            return wide
+        lin = a[:, :2]
+        integer = (np.abs(lin - np.round(lin)) <= 1e-12).all(axis=(1, 2))
+        outside = ((fy <= -1) | (fy >= mid[:, 0, None]) | (fx <= -1)
+                   | (fx >= mid[:, 1, None])).any(axis=1)
+    return wide | (~integer & ~outside)
 
 
 class Unsupported(Exception):
@@ -93,12 +117,27 @@ class VGather:
     # (n, 4) what a fused pad reads (top, left, height, width in source coordinates;
     # ``schedule.fill_window``): the sources, narrowed to each pad's input
     window: np.ndarray = field(init=False)
+    # the gathers before this one (``cut``), in order: each writes an image of its own
+    # dtype that the next reads, as the per-output plan's kernels do
+    stages: list[VGather] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         n = len(self.cur)
         self.P = np.broadcast_to(np.eye(3), (n, 3, 3)).copy()
         self.left = np.zeros(n, dtype=bool)
         self.window = np.concatenate([np.zeros_like(self.cur), self.cur], axis=1)
+
+    def cut(self) -> None:
+        """End this gather here (a stage, kept in ``stages``) and go on in a new one that reads
+        its output, where the per-output plan starts its next kernel (a second sampler, a
+        geometric op after a neighbourhood op)."""
+        done = copy.copy(self)  # this gather as it stands (its lists are not changed again)
+        done.stages = []
+        stages = self.stages + [done]
+        left = self.left
+        fresh = VGather(self.cur.copy(), self.cin, self.dtype, self.gates)
+        self.__dict__.update(fresh.__dict__)
+        self.stages, self.left = stages, left
 
     @property
     def n(self) -> int:
@@ -167,11 +206,8 @@ class VGather:
             # scikit-image's data-dependent clip (where the sampler has it), and maps reaching
             # positions this kernel does not test (``schedule.wide_map``): those members go
             # per output (a homography's kernel tests every position: ``GatherSig.guard``)
-            for i in np.flatnonzero(on & (not self.projective)).tolist():
-                if (spec.warp_clip and needs_warp_clip(self.A[i], tuple(self.mid[i]),
-                                                       tuple(self.cur[i]))) or \
-                        wide_map(self.A[i], tuple(self.cur[i])):
-                    self.left[i] = True
+            if not self.projective:
+                self.left |= on & _leaves(self.A, self.mid, self.cur, spec.warp_clip)
 
     def user_map(self, name: str, params: np.ndarray, out: np.ndarray) -> None:
         """A user ``@mp.index_map`` (``Gather.add``: the sampler's place, ``A`` the identity);
@@ -269,6 +305,7 @@ class VGather:
         out.uparams = None if self.uparams is None else self.uparams[keep]
         out.ops = [_Chained(c.name, c.params[keep], c.off[keep]) for c in self.ops]
         out.left = self.left[keep]
+        out.stages = [st.take(keep) for st in self.stages]
         for pr in self.prefixes:
             hw = pr.p[keep, -3:-1]
             out.prefixes.append(Prefix(pr.stat, pr.sig, pr.p[keep], (

@@ -25,6 +25,7 @@ from .image import gpuimage
 from .kernels import REGISTRY
 from .ops import FORMS, Emit, Form, Reject
 from .ops.base import columns, kind_for
+from .policies import GEOMETRIC, Policy, entry_call
 
 
 def sample_round(seed: int, ks: np.ndarray) -> np.ndarray:
@@ -172,12 +173,167 @@ def record_choice(g: VGather, c: Ctx, step: ChoiceStep, on: np.ndarray) -> None:
         record_step(g, cc, child, on & chosen & cc.coins(child.op.probability))
 
 
-def record_step(g: VGather, c: Ctx, step: Step | ChoiceStep, on: np.ndarray) -> None:
+class PolicyStep:
+    """A ``policies.Policy`` in a batch: every op of its space recorded on every member,
+    gated where the member did not draw it (:func:`record_policy`)."""
+
+    reshapes = False
+
+    def __init__(self, op: Policy) -> None:
+        self.op = op
+        self.geometric = np.array([name in GEOMETRIC for name in op.names])
+        self._parsed: dict[Any, Any] = {}
+
+    def structure(self, c: Ctx) -> np.ndarray:
+        """(n,) how many geometric entries the member draws (its gather's sampler slots):
+        the structures a policy records, at most its positions + 1."""
+        return self.op.geometric_count(c.u, c.n)
+
+    def parsed(self, method: str, kind: Any, args: tuple) -> Any:
+        """The form's parsed arguments (cached: policies repeat a few values)."""
+        key = (method, kind, _key(args))
+        got = self._parsed.get(key)
+        if got is None:
+            got = self._parsed[key] = (FORMS[method].parse(kind, *args),)
+        return got[0]
+
+
+def policy_step(op: Policy, inputs: list) -> PolicyStep | None:
+    """The :class:`PolicyStep` of a policy, or None where an input's class overrides one of
+    the methods its entries call."""
+    methods = {"warp_affine", "adjust_brightness", "adjust_saturation", "adjust_contrast",
+               "adjust_sharpness", "posterize", "solarize", "autocontrast", "equalize",
+               "invert"}
+    if not all(getattr(type(x), m, None) is getattr(gpuimage, m, 0) for x in inputs
+               for m in methods):
+        return None
+    return PolicyStep(op)
+
+
+def _key(args: tuple) -> tuple:
+    return tuple(tuple(a.ravel().tolist()) if isinstance(a, np.ndarray) else a for a in args)
+
+
+def _record_entries(g: VGather, c: Ctx, step: PolicyStep, name: str, mags: np.ndarray,
+                    on: np.ndarray) -> None:
+    """Entry ``name`` (a value op: its arguments depend on the magnitude alone) on the members
+    ``on`` (their magnitudes ``mags``): its deterministic form sampled once per distinct
+    magnitude, the rows gathered into one gated emit per kernel (every member gets a row;
+    those not ``on`` are gated off)."""
+    kind = kind_for(g.cin, g.dtype)
+    h0, w0 = (int(v) for v in g.cur[0])
+    call0 = entry_call(name, 0.0, h0, w0, g.full)
+    if call0 is None:
+        return
+    method = call0[0]
+    form = FORMS[method]
+    if form.draws or name in GEOMETRIC:  # pragma: no cover - the policy tables' invariant
+        raise Unsupported(f"a policy entry {name} whose parameters are per member")
+    rows_on = np.flatnonzero(on)
+    if len(rows_on):
+        vals, inv = np.unique(mags[rows_on], return_inverse=True)
+        inv = inv.reshape(-1)
+        groups = [(entry_call(name, float(v), h0, w0, g.full)[1], rows_on[inv == i])
+                  for i, v in enumerate(vals.tolist())]
+    else:  # no member draws it: recorded gated off (the same structure)
+        groups = [(call0[1], rows_on)]
+    params: dict[str, np.ndarray] = {}
+    order: list[str] = []
+    one = np.zeros(1, dtype=np.int64)
+    for args, rows in groups:
+        parsed = step.parsed(method, kind, args)
+        # a deterministic form's parameters are the same on every member: sampled on one
+        for e in form.emits(parsed, c.sub(one), g.cur[:1], kind):
+            if isinstance(e, Reject):
+                if len(rows):
+                    raise Unsupported(f"a policy entry {name} the image refuses")
+                continue
+            if e.skip is not None or e.out is not None:
+                raise Unsupported(f"a policy entry {name} that skips or resizes")
+            p = params.get(e.kernel)
+            if p is None:
+                p = params[e.kernel] = np.zeros((g.n, e.params.shape[1]))
+                order.append(e.kernel)
+            p[rows] = e.params[0]
+    for kernel in order:
+        apply_emit(g, Emit(kernel, params[kernel]), on)
+
+
+def _slot_matrices(g: VGather, step: PolicyStep, names: np.ndarray, mags: np.ndarray,
+                   hw: np.ndarray, has: np.ndarray) -> np.ndarray:
+    """(n, 6) the ``warp_affine`` parameters of each member's geometric entry (``names`` its
+    op index, ``mags`` its magnitude, ``hw`` its size; zeros where not ``has``): computed
+    once per distinct (op, magnitude, size)."""
+    kind = kind_for(g.cin, g.dtype)
+    mat = np.zeros((g.n, 6))
+    rows = np.flatnonzero(has)
+    if not len(rows):
+        return mat
+    key = np.stack([names[rows].astype(np.float64), mags[rows], hw[rows, 0].astype(np.float64),
+                    hw[rows, 1].astype(np.float64)], axis=1)
+    uniq, inv = np.unique(key, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    for i, (op, m, h, w) in enumerate(uniq.tolist()):
+        (matrix,) = entry_call(step.op.names[int(op)], m, int(h), int(w), g.full)[1]
+        mat[rows[inv == i]] = step.parsed("warp_affine", kind, (matrix,))
+    return mat
+
+
+def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
+    """A policy on every member of ``g``: the entries drawn for all at once
+    (``Policy.plan``, the code one image's call runs), then every op of its space recorded
+    per position, gated where the member did not draw it.
+
+    The members of ``g`` draw the same number ``s`` of geometric entries (``structure``):
+    each is a sampler *slot* (the member's ``j``-th geometric entry, a ``warp_affine``), and
+    the other entries are recorded between the slots where they can fall (entry ``i`` lies
+    after slot ``j`` where ``j`` geometric entries precede it). A slot that cannot join the
+    gather (a sampler or a neighbourhood op before it) starts the next stage of the gather
+    (``VGather.cut``), where the per-output plan starts its next kernel.
+    """
+    pol = step.op
+    plan = pol.plan(c.u, c.n)
+    npos = len(plan)
+    if not npos:
+        return
+    hw = g.cur.copy()
+    geo = np.stack([d.runs & step.geometric[d.op] for d in plan], axis=1)
+    before = np.cumsum(geo, axis=1) - geo  # geometric entries before each position
+    slots = int(geo[on].sum(axis=1).max(initial=0))
+    mags = [pol.magnitudes(d, hw) for d in plan]
+    for j in range(slots + 1):
+        if j:
+            # slot j: each member's j-th geometric entry
+            if g.phase != 0 or g.positional:
+                g.cut()
+            at = geo & (before == j - 1)  # (n, positions): the j-th geometric entry
+            has = on & at.any(axis=1)
+            i = np.argmax(at, axis=1)
+            ops = np.stack([d.op for d in plan], axis=1)[np.arange(g.n), i]
+            ms = np.stack(mags, axis=1)[np.arange(g.n), i]
+            apply_emit(g, Emit("warp_affine", _slot_matrices(g, step, ops, ms, hw, has)), has)
+        for i, d in enumerate(plan):
+            # entry i after slot j: j geometric entries before it, slots - j from it on
+            if not (j <= i and slots - j <= npos - i):
+                continue
+            placed = on & d.runs & ~geo[:, i] & (before[:, i] == j)
+            for k, name in enumerate(pol.names):
+                if name in GEOMETRIC or name == "Identity":
+                    continue
+                _record_entries(g, c, step, name, mags[i], placed & (d.op == k))
+
+
+def record_step(g: VGather, c: Ctx, step: Step | ChoiceStep | PolicyStep,
+                on: np.ndarray) -> None:
     """Record a built-in op's form on every member of ``g`` (``on``: the members whose coin
     ran it): its entries applied by kernel kind; a kind the gather cannot take raises
-    ``Unsupported``. A :class:`ChoiceStep` records its children."""
+    ``Unsupported``. A :class:`ChoiceStep` records its children, a :class:`PolicyStep` its
+    entries."""
     if isinstance(step, ChoiceStep):
         record_choice(g, c, step, on)
+        return
+    if isinstance(step, PolicyStep):
+        record_policy(g, c, step, on)
         return
     form = step.form
     args = step.args_for(g.cin, g.dtype)

@@ -79,6 +79,12 @@ def representatives(operations: list, seed: int = 0, search: int = SEARCH,
             s = lo + (hi - lo) * mprandom.uniform01_array(seed, ks, j, 0) if lo != hi else \
                 np.full(search, lo)
             bits.append(((s > 0) & coins[:, j])[:, None])
+    from .policies import Policy
+
+    for j, op in enumerate(operations):
+        if isinstance(op, Policy):  # one output per batch structure of the policy
+            bits.append(op.geometric_count(
+                lambda t, j=j: mprandom.uniform01_array(seed, ks, j, t), search)[:, None])
     pats = np.concatenate(bits, axis=1)
     _, first = np.unique(pats, axis=0, return_index=True)
     found = set(first.tolist())

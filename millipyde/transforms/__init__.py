@@ -53,10 +53,12 @@ from .options import (
     ToPureTensor,
     ToTensor,
 )
+from .policies import AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide
 from .unsupported import *  # noqa: F403  (classes that raise NotImplementedError)
 from .unsupported import PENDING
 
 __all__ = [
+    "AutoAugment", "AutoAugmentPolicy", "RandAugment", "TrivialAugmentWide",
     "CenterCrop", "ColorJitter", "Compose", "ConvertImageDtype", "CutMix", "Grayscale",
     "InterpolationMode", "Lambda", "MixUp", "Normalize", "PILToTensor", "Pad", "RandomAffine",
     "RandomApply", "RandomChannelPermutation", "RandomChoice", "RandomCrop", "RandomErasing",

@@ -7,11 +7,7 @@ from typing import Any
 
 #: class name -> what it waits for
 PENDING = {
-    "RandAugment": "per-sample op choices as data over the equalize/autocontrast/sharpness "
-                   "ops (issue 31's policy work)",
-    "TrivialAugmentWide": "per-sample op choices as data (issue 31's policy work)",
-    "AutoAugment": "per-sample op choices as data (issue 31's policy work)",
-    "AugMix": "per-sample op choices as data (issue 31's policy work)",
+    "AugMix": "a weighted mix of several augmented chains of one image per sample",
     "GaussianBlur": "a blur with a kernel size and a reflected border (millipyde's gaussian "
                     "pads with zeros, as scikit-image)",
     "GaussianNoise": "noise on float images (use mp.Operation('random_gaussian_noise', ...))",

@@ -1,0 +1,292 @@
+"""mp.RandAugment / mp.TrivialAugmentWide / mp.AutoAugment: torchvision v2's policies drawn from
+the counter-based streams, the same per image and for a whole batch (where every op of the
+policy is a gated entry of one fused gather per structure)."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from generator_reference import batch_spec
+from scipy import stats
+
+import millipyde as mp
+import millipyde.transforms as T
+from millipyde import batch_arena, batch_ops, batches
+from millipyde.batches import convert_reference
+from millipyde.policies import entry_call
+
+# torchvision v2's tables (torchvision/transforms/v2/_auto_augment.py), written out: the op
+# lists in their dict order, the magnitude of a few bins, which ops draw a sign
+TV_RAND_AUGMENT_OPS = ["Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate",
+                       "Brightness", "Color", "Contrast", "Sharpness", "Posterize", "Solarize",
+                       "AutoContrast", "Equalize"]
+TV_SIGNED = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color",
+             "Contrast", "Sharpness"}
+# RandAugment(magnitude=9, num_magnitude_bins=31) on a 224 x 224 image: linspace(0, end, 31)[9]
+TV_RA_9_OF_31 = {"ShearX": 0.09, "ShearY": 0.09, "TranslateX": 150 / 331 * 224 * 9 / 30,
+                 "TranslateY": 150 / 331 * 224 * 9 / 30, "Rotate": 9.0, "Brightness": 0.27,
+                 "Color": 0.27, "Contrast": 0.27, "Sharpness": 0.27,
+                 "Posterize": 7.0,  # round(8 - 9 / 7.5)
+                 "Solarize": 0.7, "Identity": 0.0, "AutoContrast": 0.0, "Equalize": 0.0}
+# TrivialAugmentWide's 31 posterize bins: (8 - arange(31) / 5).round() (half to even)
+TV_TA_POSTERIZE = [8, 8, 8, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 3, 3,
+                   3, 3, 3, 2, 2, 2]
+TV_AA_IMAGENET_FIRST = (("Posterize", 0.4, 8), ("Rotate", 0.6, 9))
+
+
+def _ctx(n, seed=11, index=2):
+    return batch_ops.Ctx(seed, np.arange(n, dtype=np.int64), index)
+
+
+def _img(seed=0, shape=(12, 14, 3)):
+    return np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8)
+
+
+# --------------------------------------------------------------------------- the draws
+
+def test_op_lists_and_magnitude_tables_are_torchvisions():
+    ra = mp.RandAugment()
+    assert list(ra.names) == TV_RAND_AUGMENT_OPS
+    assert list(mp.TrivialAugmentWide().names) == TV_RAND_AUGMENT_OPS
+    assert list(mp.AutoAugment().names) == TV_RAND_AUGMENT_OPS[1:] + ["Invert"]
+    for name, (fn, signed) in ra.space.items():
+        assert signed == (name in TV_SIGNED), name
+        table = fn(31, 224, 224)
+        got = 0.0 if table is None else table[9]
+        assert got == pytest.approx(TV_RA_9_OF_31[name], rel=1e-6, abs=1e-7), name
+    fn, _ = mp.TrivialAugmentWide().space["Posterize"]
+    assert fn(31, 8, 8).astype(int).tolist() == TV_TA_POSTERIZE
+    assert mp.TrivialAugmentWide().space["Rotate"][0](31, 8, 8)[-1] == 135.0
+
+
+def test_one_sample_draws_equal_the_batch_draws():
+    for pol in (mp.RandAugment(3, 5), mp.TrivialAugmentWide(), mp.AutoAugment()):
+        c = _ctx(20)
+        plan = pol.plan(c.u, c.n)
+        hw = np.full((20, 2), 16)
+        for k in range(20):
+            want = [(pol.names[int(d.op[k])], float(pol.magnitudes(d, hw)[k]))
+                    for d in plan if d.runs[k]]
+            assert pol.entries(11, k, 2, (16, 16)) == want
+
+
+def _chi2_ok(counts, expected):
+    counts, expected = np.asarray(counts, float), np.asarray(expected, float)
+    return stats.chisquare(counts, expected * counts.sum() / expected.sum()).pvalue > 1e-3
+
+
+def test_rand_augment_op_and_sign_frequencies_over_10k_draws():
+    n = 10_000
+    c = _ctx(n)
+    pol = mp.RandAugment(num_ops=2, magnitude=9)
+    for d in pol.plan(c.u, n):
+        assert _chi2_ok(np.bincount(d.op, minlength=14), np.ones(14))  # uniform over 14
+        signed = np.isin(np.array(pol.names)[d.op], list(TV_SIGNED))
+        mags = pol.magnitudes(d, np.full((n, 2), 224))
+        neg = (mags < 0)[signed]
+        assert _chi2_ok([neg.sum(), (~neg).sum()], [1, 1])  # torch.rand() <= 0.5
+        assert (mags[~signed] >= 0).all()
+        for k, name in enumerate(pol.names):  # the one magnitude of bin 9, signed
+            got = np.unique(np.abs(mags[d.op == k]))
+            assert got == pytest.approx([TV_RA_9_OF_31[name]], rel=1e-6, abs=1e-7), name
+
+
+def test_trivial_augment_op_bin_and_sign_frequencies_over_10k_draws():
+    n = 10_000
+    c = _ctx(n, seed=5)
+    (d,) = mp.TrivialAugmentWide().plan(c.u, n)
+    assert _chi2_ok(np.bincount(d.op, minlength=14), np.ones(14))
+    assert _chi2_ok(np.bincount(d.bin, minlength=31), np.ones(31))  # torch.randint(31)
+    assert _chi2_ok([d.negative.sum(), (~d.negative).sum()], [1, 1])
+    # the op and the bin are drawn independently: the (op, bin) table is uniform too
+    assert _chi2_ok(np.bincount(d.op * 31 + d.bin, minlength=14 * 31), np.ones(14 * 31))
+
+
+def test_auto_augment_sub_policy_and_coin_frequencies_over_10k_draws():
+    n = 10_000
+    c = _ctx(n, seed=9)
+    pol = mp.AutoAugment("imagenet")
+    first, second = pol.plan(c.u, n)
+    sub = np.minimum((c.u(0) * 25).astype(int), 24)
+    assert _chi2_ok(np.bincount(sub, minlength=25), np.ones(25))
+    names = np.array(pol.names)
+    assert (names[first.op[sub == 0]] == TV_AA_IMAGENET_FIRST[0][0]).all()
+    assert (names[second.op[sub == 0]] == TV_AA_IMAGENET_FIRST[1][0]).all()
+    from millipyde.policies import IMAGENET_POLICY
+    for i, d in enumerate((first, second)):
+        # each entry runs with its sub-policy's probability: expected count per sub-policy
+        p = np.array([s[i][1] for s in IMAGENET_POLICY])
+        ran = np.bincount(sub[d.runs], minlength=25)
+        total = np.bincount(sub, minlength=25)
+        for s in range(25):
+            if p[s] in (0.0, 1.0):
+                assert ran[s] == total[s] * p[s], s
+        mid = (p > 0) & (p < 1)
+        r, t, q = ran[mid], total[mid], p[mid]
+        chi = (((r - t * q) ** 2) / (t * q * (1 - q))).sum()
+        assert stats.chi2.sf(chi, mid.sum()) > 1e-3
+    # Posterize at bin 8 of the 10-long table: round(8 - 8 / 2.25) = 4
+    mags = pol.magnitudes(first, np.full((n, 2), 32))
+    assert set(np.unique(mags[sub == 0]).tolist()) == {4.0}
+
+
+# --------------------------------------------------------------------------- on images
+
+def _by_methods(pol, img, seed, sample, index):
+    """The policy's drawn entries applied one by one as method calls."""
+    x = mp.gpuimage(img)
+    h, w = img.shape[:2]
+    for name, m in pol.entries(seed, sample, index, (h, w)):
+        call = entry_call(name, m, h, w, 255.0)
+        if call is not None:
+            getattr(x, call[0])(*call[1])
+    return np.asarray(x)
+
+
+@pytest.mark.parametrize("make, crop", [(lambda: mp.RandAugment(2, 9), True),
+                                        (mp.TrivialAugmentWide, False)])
+def test_batches_equal_the_drawn_ops_as_method_calls(make, crop):
+    """A batch (arena gathers, with stages after the crop's sampler) equals each output's
+    drawn entries applied one by one as method calls."""
+    pol = make()
+    imgs = [_img(1, (28, 30, 3)), _img(2, (31, 26, 3))]
+    outputs, seed = 16, 7
+    spec = batch_spec(8)
+    pre = [mp.Operation("random_resized_crop", 24, 24), mp.Operation("fliplr", p=0.5)] \
+        if crop else [mp.Operation("resize", 24, 24)]
+    gen = mp.Generator([mp.gpuimage(i) for i in imgs], pre + [pol], outputs=outputs, seed=seed)
+    with gen.batches(8) as bs:
+        got = np.concatenate([np.asarray(b) for b in bs])
+    rec = batches._arena_recorder(gen._state)
+    assert rec is not None  # recorded as arena gathers, not per output
+    launches, left = rec.record(list(range(outputs)))
+    # (left: scikit-image's data-dependent warp clip, where no output pixel is wholly
+    # outside: rare at 24 x 24, common on tinier images)
+    assert len(left) <= outputs // 4 and len(launches) >= 2, left
+    if crop:
+        assert any(L.stages for L in launches)  # the policy's slot after the crop's sampler
+    for k in range(outputs):
+        x = mp.gpuimage(imgs[k % 2])
+        for j, op in enumerate(pre):
+            op.apply(x, seed, k, j)
+        h, w = x.shape[:2]
+        for name, m in pol.entries(seed, k, len(pre), (h, w)):
+            call = entry_call(name, m, h, w, 255.0)
+            if call is not None:
+                getattr(x, call[0])(*call[1])
+        want = convert_reference(np.asarray(x), spec)
+        if mp.backend() in ("cuda", "hip"):
+            assert np.abs(got[k] - want).max() <= 1 / 255 + 1e-6, k
+        else:
+            assert np.array_equal(got[k], want), k
+
+
+def test_policy_on_an_image_is_seeded_and_torchvision_named():
+    img = _img(3)
+    pol = T.RandAugment()
+    outs = []
+    for _ in range(2):
+        mp.seed(4)  # restarts the policy's call count: the same draws
+        outs.append([np.asarray(pol(mp.gpuimage(img))) for _ in range(3)])
+    assert all(np.array_equal(a, b) for a, b in zip(*outs, strict=True))
+    assert len({o.tobytes() for o in outs[0]}) > 1  # successive calls draw anew
+    assert T.RandAugment is mp.RandAugment and T.TrivialAugmentWide is mp.TrivialAugmentWide
+    assert T.AutoAugment(T.AutoAugmentPolicy.IMAGENET).policy is mp.AutoAugmentPolicy.IMAGENET
+
+
+def test_same_seed_bit_identical_batches():
+    imgs = [mp.gpuimage(_img(s, (10, 13, 3))) for s in (5, 6)]
+
+    def run(seed):
+        gen = mp.Generator(imgs, [mp.TrivialAugmentWide(), mp.Operation("resize", 8, 8)],
+                           outputs=8, seed=seed)
+        with gen.batches(8) as bs:
+            return np.concatenate([np.asarray(b) for b in bs])
+
+    a, b, c = run(3), run(3), run(4)
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+
+
+def test_kernel_count_is_bounded_whatever_is_drawn():
+    """Over many seeds, a policy's batches record a fixed set of gathers and reductions: one
+    structure per count of geometric entries drawn (at most ``positions + 1``; a second
+    slot runs as a stage), the same set after 20 seeds as after 40."""
+    imgs = [mp.gpuimage(_img(s, (16, 16, 3))) for s in (1, 2)]
+    for pol in (mp.RandAugment(2, 9), mp.TrivialAugmentWide(), mp.AutoAugment()):
+        structures, kernels, seen_at_20 = set(), set(), None
+        for seed in range(40):
+            gen = mp.Generator(imgs, [pol], outputs=32, seed=seed)
+            rec = batch_arena.make(gen._state)
+            assert rec is not None
+            launches, _ = rec.record(list(range(32)))
+            for L in launches:
+                structures.add((tuple(st.sig for st in L.stages), L.sig))
+                kernels |= {L.sig, *(st.sig for st in L.stages)}
+                kernels |= {(p.sig, p.stat) for st in [L, *L.stages] for p in st.prefixes}
+            if seed == 19:
+                seen_at_20 = set(kernels)
+        assert len(structures) <= pol.positions + 1, (pol, len(structures))
+        assert kernels == seen_at_20, pol
+        assert len(kernels) <= (pol.positions + 1) * (1 + 3 * 2 * pol.positions), len(kernels)
+
+
+def test_pickle_repr_and_bad_arguments():
+    for pol in (mp.RandAugment(3, 4, 11), mp.TrivialAugmentWide(21), mp.AutoAugment()):
+        back = pickle.loads(pickle.dumps(pol))
+        assert repr(back) == repr(pol)
+        assert [back.entries(1, k, 0, (9, 9)) for k in range(5)] == \
+            [pol.entries(1, k, 0, (9, 9)) for k in range(5)]
+    with pytest.raises(ValueError, match="num_ops"):
+        mp.RandAugment(num_ops=-1)
+    with pytest.raises(ValueError, match="magnitude"):
+        mp.RandAugment(magnitude=31)
+    with pytest.raises(ValueError, match="fill"):
+        mp.RandAugment(fill=128)
+    with pytest.raises(NotImplementedError, match="cifar10"):
+        mp.AutoAugment("cifar10")
+    with pytest.raises(NotImplementedError, match="AugMix"):
+        T.AugMix()
+
+
+@pytest.mark.parametrize("policy", [T.TrivialAugmentWide, T.RandAugment])
+def test_a_torchvision_recipe_runs_with_only_the_import_changed(policy):
+    with pytest.warns(UserWarning, match="antialias"):  # torchvision's default, not ours
+        recipe = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), policy(),
+                            T.Normalize(mean=[0.485, 0.456, 0.406],
+                                        std=[0.229, 0.224, 0.225])])
+    gen = mp.Generator([mp.gpuimage(_img(s, (28, 30, 3))) for s in (1, 2)], recipe,
+                       outputs=8, seed=0)
+    with gen.batches(4) as bs:
+        got = [np.asarray(b) for b in bs]
+    assert batches._arena_recorder(gen._state) is not None
+    assert [b.shape for b in got] == [(4, 3, 24, 24)] * 2 and np.isfinite(got[0]).all()
+
+
+@pytest.mark.cudasim_ok
+def test_policy_batch_under_the_simulator_equals_method_calls():
+    pol = mp.RandAugment(1, 9)
+    imgs = [_img(4, (8, 8, 3))]
+    gen = mp.Generator([mp.gpuimage(imgs[0])], [pol], outputs=4, seed=2)
+    spec = batch_spec(4)
+    with gen.batches(4) as bs:
+        got = np.asarray(next(iter(bs)))
+    assert batches._arena_recorder(gen._state) is not None
+    for k in range(4):
+        want = convert_reference(_by_methods(pol, imgs[0], 2, k, 0), spec)
+        if mp.backend() in ("cuda", "hip"):
+            assert np.abs(got[k] - want).max() <= 1 / 255 + 1e-6, k
+        else:
+            assert np.array_equal(got[k], want), k
+
+
+def test_warmup_finds_one_output_per_policy_structure():
+    from millipyde import warmup
+
+    pol = mp.RandAugment(2, 9)
+    ops = [mp.Operation("random_resized_crop", 24, 24), pol]
+    ks = warmup.representatives(ops)
+    counts = {int(pol.geometric_count(lambda t, k=k: np.array(
+        [mp.random.uniform01(0, k, 1, t)]), 1)[0]) for k in ks}
+    assert counts == {0, 1, 2}  # every structure a batch may record, precompiled
