@@ -5,9 +5,12 @@ from . import (  # noqa: F401  (definitions)
     adjust_brightness,
     autocontrast,
     brightness,
+    brightness_contrast,
     equalize,
     gamma,
     invert,
     posterize,
     solarize,
+    solarize_add,
+    tone_curve,
 )
