@@ -1,0 +1,47 @@
+"""``Generator.batches`` of the albumentations / kornia value, colour, noise and filter ops
+(rgb_shift, to_sepia, channel_dropout, solarize_add, brightness_contrast, tone_curve,
+salt_and_pepper, pixel_dropout, multiplicative_noise, sharpen): recorded for whole batches
+from their definitions, each sample equal to the Generator's own output (``next()``)."""
+
+from __future__ import annotations
+
+import pytest
+from test_generator_batches_tv import MIXED, SAME, _check, _imgs
+
+import millipyde as mp
+
+pytestmark = pytest.mark.cudasim_ok
+
+OPS = {
+    # plain-range forms the same-size recorder takes through a template
+    "values": [mp.Operation("random_rgb_shift", 30), mp.Operation("random_solarize_add", 0, 90),
+               mp.Operation("random_brightness_contrast", p=0.7),
+               mp.Operation("rgb_shift", 5, 0, -5, p=0.5)],
+    "colour": [mp.Operation("random_sepia", 0.5), mp.Operation("channel_dropout", (1, 2)),
+               mp.Operation("random_tone_curve", 0.2, True), mp.Operation("vflip", p=0.5)],
+    "noise": [mp.Operation("random_salt_and_pepper"), mp.Operation("pixel_dropout", 0.1),
+              mp.Operation("multiplicative_noise", per_channel=True, p=0.6),
+              mp.Operation("multiplicative_noise", (0.7, 1.3), elementwise=True)],
+    "sharpen": [mp.Operation("random_sharpen"), mp.Operation("random_rgb_shift", p=0.5)],
+}
+ROUTE = {"values": "template", "colour": "arena", "noise": "arena", "sharpen": "arena"}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_same_size_batches_equal_outputs(name):
+    _check(_imgs(11, SAME), OPS[name], 6, 3, ROUTE[name])
+
+
+@pytest.mark.parametrize("name", ["colour", "noise"])
+def test_mixed_size_batches_equal_outputs(name):
+    _check(_imgs(12, MIXED), OPS[name], 6, 3, "arena", shape=(12, 12))
+
+
+def test_no_template_form_reads_a_statistic():
+    # the same-size recorder's table builder (batch_math.lut_many) passes no statistic row
+    from millipyde.kernels import REGISTRY
+    from millipyde.ops import FORMS
+
+    assert any(f.template for f in FORMS.values())
+    assert not [n for n, f in FORMS.items()
+                if f.template and any(REGISTRY[k].stat for k in f.op.kernels)]
