@@ -179,3 +179,58 @@ def multiply(img, m):
     else:
         out = np.clip(out * (m[..., 0] if m.ndim == 3 else m.ravel()[0]), 0, full)
     return _store(out, img.dtype) if img.dtype == np.uint8 else out
+
+
+# --------------------------------------------------------------------------- HSV (OpenCV uint8)
+def _cv_round(x):
+    return np.rint(x)  # cvRound / saturate_cast: to the nearest, halves to even
+
+
+_SDIV = np.array([0] + [_cv_round((255 << 12) / i) for i in range(1, 256)], dtype=np.int64)
+_HDIV = np.array([0] + [_cv_round((180 << 12) / (6.0 * i)) for i in range(1, 256)],
+                 dtype=np.int64)
+
+
+def rgb2hsv_u8(rgb: np.ndarray) -> np.ndarray:
+    """``cv2.cvtColor(rgb, cv2.COLOR_RGB2HSV)`` on uint8 (OpenCV's RGB2HSV_b: fixed-point
+    tables, 12 fraction bits, hue 0..179)."""
+    r, g, b = (rgb[..., i].astype(np.int64) for i in range(3))
+    v = np.maximum(np.maximum(r, g), b)
+    vmin = np.minimum(np.minimum(r, g), b)
+    diff = v - vmin
+    s = (diff * _SDIV[v] + (1 << 11)) >> 12
+    h = np.where(v == r, g - b, np.where(v == g, b - r + 2 * diff, r - g + 4 * diff))
+    h = (h * _HDIV[diff] + (1 << 11)) >> 12
+    h = np.where(h < 0, h + 180, h)
+    return np.stack([h, s, v], axis=-1).astype(np.uint8)
+
+
+def hsv2rgb_u8(hsv: np.ndarray) -> np.ndarray:
+    """``cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)`` on uint8 (HSV2RGB_b: float32 h * 6 / 180,
+    s / 255, v / 255, the sector formulas, ``saturate_cast`` of x * 255)."""
+    h = hsv[..., 0].astype(_F) * _F(6.0 / 180.0)
+    s = hsv[..., 1].astype(_F) * _F(1 / 255)
+    v = hsv[..., 2].astype(_F) * _F(1 / 255)
+    sector = np.floor(h).astype(np.int64) % 6
+    f = h - np.floor(h)
+    tab = np.stack([v, v * (1 - s), v * (1 - s * f), v * (1 - s * (1 - f))], axis=-1)
+    # OpenCV's sector_data gives (b, g, r) as tab indices
+    sector_data = np.array([[1, 3, 0], [1, 0, 2], [3, 0, 1], [0, 2, 1], [0, 1, 3], [2, 1, 0]])
+    idx = sector_data[sector]
+    bgr = np.take_along_axis(tab, idx, axis=-1)
+    rgb = bgr[..., ::-1]
+    rgb = np.where((s == 0)[..., None], v[..., None], rgb)
+    return np.clip(np.rint(rgb * 255), 0, 255).astype(np.uint8)
+
+
+def hsv_shift(img, hue_shift, sat_shift, val_shift):
+    """albumentations ``shift_hsv`` on uint8 RGB(A): its hue, saturation and value tables
+    (``mod(h + dh, 180)``, ``clip(x + d, 0, 255)``, cast to uint8) between OpenCV's
+    conversions; alpha kept."""
+    hsv = rgb2hsv_u8(img[..., :3]).astype(np.float64)
+    hsv[..., 0] = np.mod(hsv[..., 0] + hue_shift, 180)
+    hsv[..., 1] = np.clip(hsv[..., 1] + sat_shift, 0, 255)
+    hsv[..., 2] = np.clip(hsv[..., 2] + val_shift, 0, 255)
+    out = np.array(img, copy=True)
+    out[..., :3] = hsv2rgb_u8(hsv.astype(np.uint8))
+    return out

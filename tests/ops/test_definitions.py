@@ -131,6 +131,16 @@ _ARGS = {
     "random_adjust_brightness": (0.5, 1.5),
     "channel_shuffle": (),
     "random_crop": (20, 30, (4, 2), True, 9),
+    "random_rgb_shift": (30, (-10, 40), 5),
+    "random_sepia": (0.5,),
+    "channel_dropout": ((1, 2), 7),
+    "random_solarize_add": (0, 110),
+    "random_brightness_contrast": (0.2, (-0.3, 0.1)),
+    "random_tone_curve": (0.2, True),
+    "random_salt_and_pepper": ((0.05, 0.2), (0.3, 0.7)),
+    "multiplicative_noise": ((0.8, 1.2), True),
+    "random_sharpen": ((0.2, 0.6), (0.5, 1.0)),
+    "random_hsv_shift": (20, (-30, 10), 15),
 }
 
 

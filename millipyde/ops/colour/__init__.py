@@ -7,6 +7,7 @@ from . import (  # noqa: F401  (definitions)
     contrast,
     grayscale,
     grey,
+    hsv_shift,
     hue,
     rgb_shift,
     saturation,
