@@ -45,6 +45,8 @@ EXAMPLES: dict[str, tuple[str, tuple, dict]] = {
     "autocontrast": ("autocontrast", (), {}),
     "brightness": ("brightness", (-0.3,), {}),
     "brightness_contrast": ("brightness_contrast", (1.5, -0.15), {}),
+    "corner_illumination": ("corner_illumination", (0.4,), {}),
+    "linear_illumination": ("linear_illumination", (-0.4,), {}),
     "equalize": ("equalize", (), {}),
     "invert": ("invert", (), {}),
     "posterize": ("posterize", (2,), {}),

@@ -234,3 +234,37 @@ def hsv_shift(img, hue_shift, sat_shift, val_shift):
     out = np.array(img, copy=True)
     out[..., :3] = hsv2rgb_u8(hsv.astype(np.uint8))
     return out
+
+
+# --------------------------------------------------------------------------- kornia illumination
+def _add_gradient(img, gradient):
+    """kornia: ``input.add(gradient).clamp(0, 1)`` on the image as [0, 1] floats; alpha kept."""
+    full = _full(img)
+    out = np.array(img, dtype=np.float64, copy=True) / full
+    if img.ndim == 3:
+        out[..., :3] = np.clip(out[..., :3] + gradient[..., None], 0, 1)
+    else:
+        out = np.clip(out + gradient, 0, 1)
+    out = out * full
+    return _store(out, img.dtype) if img.dtype == np.uint8 else out
+
+
+def linear_illumination(img, amp, direction):
+    """kornia ``RandomLinearIllumination``'s gradient (its four ramps) for a signed gain."""
+    h, w = img.shape[:2]
+    ry = np.linspace(0, 1, h)[:, None] * np.ones((1, w))
+    rx = np.linspace(0, 1, w)[None, :] * np.ones((h, 1))
+    ramps = [ry, np.linspace(1, 0, h)[:, None] * np.ones((1, w)), rx,
+             np.linspace(1, 0, w)[None, :] * np.ones((h, 1))]
+    return _add_gradient(img, amp * ramps[direction])
+
+
+def corner_illumination(img, amp, corner):
+    """kornia ``RandomLinearCornerIllumination``: its four diagonal bases, each through
+    ``normalize_min_max`` (eps 1e-6)."""
+    h, w = img.shape[:2]
+    yg = np.linspace(0, 1, h)[:, None] * np.ones((1, w))
+    xg = np.linspace(0, 1, w)[None, :] * np.ones((h, 1))
+    base = [xg + yg, -xg + yg, xg - yg, 1 - (xg + yg)][corner]
+    g = (base - base.min()) / (base.max() - base.min() + 1e-6)
+    return _add_gradient(img, amp * g)

@@ -280,6 +280,8 @@ def test_value_noise_and_sharpen_chain_is_one_kernel(kind):
     g.pixel_dropout(0.05)
     g.random_salt_and_pepper()
     g.multiplicative_noise(per_channel=True, elementwise=True)
+    g.random_linear_illumination()
+    g.random_corner_illumination()
     g.sharpen()
     if kind != "grey":
         g.drop_channels([1])
@@ -375,3 +377,42 @@ def test_hsv_shift_arguments():
 
     with pytest.raises(ValueError, match="uint8"):
         FORMS["hsv_shift"].parse(kind_for(3, np.uint16), 10)
+
+
+# --------------------------------------------------------------------------- illumination
+@pytest.mark.parametrize(("photo", "kind"), CASES, ids=IDS)
+@pytest.mark.parametrize("direction", [0, 1, 2, 3])
+def test_linear_and_corner_illumination(photo, kind, direction, crop):
+    img = tv.photo(photo, kind, *crop)
+    amp = 0.3 if direction % 2 else -0.25
+    _check(on_gpu(img, "linear_illumination", amp, direction),
+           al.linear_illumination(img, amp, direction), f"linear {direction} {kind}")
+    _check(on_gpu(img, "corner_illumination", amp, direction),
+           al.corner_illumination(img, amp, direction), f"corner {direction} {kind}")
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 7), (6, 1)])
+def test_illumination_on_one_pixel_wide_images(shape):
+    img = tv.photo("coffee", "rgb", *shape)
+    for d in range(4):
+        _check(on_gpu(img, "linear_illumination", 0.4, d), al.linear_illumination(img, 0.4, d),
+               f"linear {d} {shape}")
+        _check(on_gpu(img, "corner_illumination", 0.4, d), al.corner_illumination(img, 0.4, d),
+               f"corner {d} {shape}")
+
+
+@pytest.mark.parametrize("method", ["random_linear_illumination", "random_corner_illumination"])
+def test_random_illumination_draws_kornias_parameters(method):
+    img = tv.photo("chelsea", "rgb", 10, 12)
+    ref = al.linear_illumination if "linear" in method else al.corner_illumination
+    for seed in range(4):
+        mp.seed(seed)
+        g = mp.gpuimage(img)
+        u, _ = _stream(g)
+        getattr(g, method)((0.1, 0.3))
+        amp = (0.1 + 0.2 * u(0)) * (1.0 if -1 + 2 * u(1) >= 0 else -1.0)
+        _check(np.asarray(g), ref(img, amp, int(u(2) * 4)), f"{method} seed {seed}")
+    with pytest.raises(ValueError, match="gain"):
+        getattr(mp.gpuimage(img), method)((0.1, 1.5))
+    with pytest.raises(ValueError, match="sign"):
+        getattr(mp.gpuimage(img), method)(0.1, (-2, 1))

@@ -141,6 +141,8 @@ _ARGS = {
     "multiplicative_noise": ((0.8, 1.2), True),
     "random_sharpen": ((0.2, 0.6), (0.5, 1.0)),
     "random_hsv_shift": (20, (-30, 10), 15),
+    "random_linear_illumination": ((0.1, 0.3), (-1, 1)),
+    "random_corner_illumination": ((0.1, 0.3), (-1, 1)),
 }
 
 

@@ -1,8 +1,9 @@
 """The kernels of the albumentations / kornia value, colour, noise and filter ops (rgb_shift,
 to_sepia, drop_channels, solarize_add, brightness_contrast, tone_curve, multiply_channels,
-hsv_shift; salt_and_pepper, pixel_dropout and multiplicative_noise, whose draws may be shared
-across a pixel's channels; sharpen, a neighbourhood op) compile to PTX for sm_90 without a
-GPU, inlined in one chained gather (test_ptx_tv.py's style)."""
+hsv_shift; kornia's linear and corner illuminations; salt_and_pepper, pixel_dropout and
+multiplicative_noise, whose draws may be shared across a pixel's channels; sharpen, a
+neighbourhood op) compile to PTX for sm_90 without a GPU, inlined in one chained gather
+(test_ptx_tv.py's style)."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ pytestmark = pytest.mark.ptx
 
 VALUES = ("rgb_shift", "to_sepia", "drop_channels", "solarize_add", "brightness_contrast",
           "tone_curve", "multiply_channels", "hsv_shift")
-NOISE = ("salt_and_pepper", "pixel_dropout", "pixel_dropout_values", "multiplicative_noise",
-         "multiplicative_noise_pixel")
+NOISE = ("linear_illumination", "corner_illumination", "salt_and_pepper", "pixel_dropout",
+         "pixel_dropout_values", "multiplicative_noise", "multiplicative_noise_pixel")
 
 
 def arr(dtype, ndim: int) -> types.Array:
