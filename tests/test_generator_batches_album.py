@@ -23,9 +23,14 @@ OPS = {
     "noise": [mp.Operation("random_salt_and_pepper"), mp.Operation("pixel_dropout", 0.1),
               mp.Operation("multiplicative_noise", per_channel=True, p=0.6),
               mp.Operation("multiplicative_noise", (0.7, 1.3), elementwise=True)],
+    # the illuminations read the size of the image they see (here a crop's)
+    "illumination": [mp.Operation("random_crop", 10, 11),
+                     mp.Operation("random_linear_illumination", (0.1, 0.4)),
+                     mp.Operation("random_corner_illumination", (0.1, 0.4), p=0.7)],
     "sharpen": [mp.Operation("random_sharpen"), mp.Operation("random_rgb_shift", p=0.5)],
 }
-ROUTE = {"values": "template", "colour": "arena", "noise": "arena", "sharpen": "arena"}
+ROUTE = {"values": "template", "colour": "arena", "noise": "arena", "sharpen": "arena",
+         "illumination": "arena"}
 
 
 @pytest.mark.parametrize("name", sorted(OPS))
@@ -33,9 +38,10 @@ def test_same_size_batches_equal_outputs(name):
     _check(_imgs(11, SAME), OPS[name], 6, 3, ROUTE[name])
 
 
-@pytest.mark.parametrize("name", ["colour", "noise"])
+@pytest.mark.parametrize("name", ["colour", "noise", "illumination"])
 def test_mixed_size_batches_equal_outputs(name):
-    _check(_imgs(12, MIXED), OPS[name], 6, 3, "arena", shape=(12, 12))
+    _check(_imgs(12, MIXED), OPS[name], 6, 3, "arena",
+           shape=None if name == "illumination" else (12, 12))
 
 
 def test_no_template_form_reads_a_statistic():

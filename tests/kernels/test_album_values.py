@@ -416,3 +416,16 @@ def test_random_illumination_draws_kornias_parameters(method):
         getattr(mp.gpuimage(img), method)((0.1, 1.5))
     with pytest.raises(ValueError, match="sign"):
         getattr(mp.gpuimage(img), method)(0.1, (-2, 1))
+
+
+@SIM
+def test_illumination_after_a_crop_spans_the_crop():
+    # the ramp spans the image the op sees (the crop, fused in the same kernel), not its source
+    img = tv.photo("astronaut", "rgb", 14, 16)
+    g = mp.gpuimage(img)
+    g.crop(2, 3, 9, 11)
+    g.linear_illumination(0.5, "right")
+    g.corner_illumination(-0.3, "top_left")
+    assert len(g.explain().kernels) == 1, str(g.explain())
+    want = al.corner_illumination(al.linear_illumination(img[2:11, 3:14], 0.5, 2), -0.3, 3)
+    _check(np.asarray(g), want, "illumination after a crop")
