@@ -46,6 +46,7 @@ EXAMPLES: dict[str, tuple[str, tuple, dict]] = {
     "brightness": ("brightness", (-0.3,), {}),
     "brightness_contrast": ("brightness_contrast", (1.5, -0.15), {}),
     "corner_illumination": ("corner_illumination", (0.4,), {}),
+    "gaussian_illumination": ("gaussian_illumination", (0.5, (0.3, 0.6), 0.3), {}),
     "linear_illumination": ("linear_illumination", (-0.4,), {}),
     "equalize": ("equalize", (), {}),
     "invert": ("invert", (), {}),

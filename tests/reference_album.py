@@ -268,3 +268,24 @@ def corner_illumination(img, amp, corner):
     base = [xg + yg, -xg + yg, xg - yg, 1 - (xg + yg)][corner]
     g = (base - base.min()) / (base.max() - base.min() + 1e-6)
     return _add_gradient(img, amp * g)
+
+
+def _kornia_gaussian(n, sigma, mean):
+    """kornia ``gaussian(n, sigma, mean=mean)``: ``exp(-x**2 / (2 sigma**2))`` of ``x =
+    arange(n) - mean`` (+ 0.5 for an even ``n``), over its sum."""
+    x = np.arange(n, dtype=np.float64) - mean
+    if n % 2 == 0:
+        x = x + 0.5
+    g = np.exp(-x**2 / (2 * sigma**2))
+    return g / g.sum()
+
+
+def gaussian_illumination(img, amp, cfy, cfx, sfy, sfx):
+    """kornia ``RandomGaussianIllumination`` given its draws: sigmas ``size * sf``, centres
+    ``round(size * cf)``, the outer product min-max normalised (eps 1e-6)."""
+    h, w = img.shape[:2]
+    gy = _kornia_gaussian(h, h * sfy, np.rint(h * cfy))
+    gx = _kornia_gaussian(w, w * sfx, np.rint(w * cfx))
+    g = gy[:, None] @ gx[None, :]
+    g = (g - g.min()) / (g.max() - g.min() + 1e-6)
+    return _add_gradient(img, amp * g)

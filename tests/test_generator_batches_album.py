@@ -26,7 +26,8 @@ OPS = {
     # the illuminations read the size of the image they see (here a crop's)
     "illumination": [mp.Operation("random_crop", 10, 11),
                      mp.Operation("random_linear_illumination", (0.1, 0.4)),
-                     mp.Operation("random_corner_illumination", (0.1, 0.4), p=0.7)],
+                     mp.Operation("random_corner_illumination", (0.1, 0.4), p=0.7),
+                     mp.Operation("random_gaussian_illumination")],
     "sharpen": [mp.Operation("random_sharpen"), mp.Operation("random_rgb_shift", p=0.5)],
 }
 ROUTE = {"values": "template", "colour": "arena", "noise": "arena", "sharpen": "arena",

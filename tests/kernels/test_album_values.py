@@ -282,6 +282,7 @@ def test_value_noise_and_sharpen_chain_is_one_kernel(kind):
     g.multiplicative_noise(per_channel=True, elementwise=True)
     g.random_linear_illumination()
     g.random_corner_illumination()
+    g.random_gaussian_illumination()
     g.sharpen()
     if kind != "grey":
         g.drop_channels([1])
@@ -429,3 +430,31 @@ def test_illumination_after_a_crop_spans_the_crop():
     assert len(g.explain().kernels) == 1, str(g.explain())
     want = al.corner_illumination(al.linear_illumination(img[2:11, 3:14], 0.5, 2), -0.3, 3)
     _check(np.asarray(g), want, "illumination after a crop")
+
+
+@pytest.mark.parametrize(("photo", "kind"), CASES, ids=IDS)
+@pytest.mark.parametrize(("amp", "center", "sigma"), [(0.4, (0.5, 0.5), (0.5, 0.5)),
+                                                      (-0.3, (0.1, 0.8), (0.2, 1.0))])
+def test_gaussian_illumination(photo, kind, amp, center, sigma, crop):
+    img = tv.photo(photo, kind, *crop)
+    _check(on_gpu(img, "gaussian_illumination", amp, center, sigma),
+           al.gaussian_illumination(img, amp, *center, *sigma), f"gaussian {center} {kind}")
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 6), (7, 1), (16, 15)])
+def test_random_gaussian_illumination_draws_kornias_parameters(shape):
+    img = tv.photo("coffee", "rgb", *shape)
+    for seed in range(3):
+        mp.seed(seed)
+        g = mp.gpuimage(img)
+        u, _ = _stream(g)
+        g.random_gaussian_illumination((0.1, 0.5))
+        amp = (0.1 + 0.4 * u(0)) * (1.0 if -1 + 2 * u(5) >= 0 else -1.0)
+        sfx, cfx, sfy, cfy = (0.2 + 0.8 * u(1), 0.1 + 0.8 * u(2), 0.2 + 0.8 * u(3),
+                              0.1 + 0.8 * u(4))
+        _check(np.asarray(g), al.gaussian_illumination(img, amp, cfy, cfx, sfy, sfx),
+               f"random_gaussian_illumination {shape} seed {seed}")
+    with pytest.raises(ValueError, match="sigma"):
+        mp.gpuimage(img).gaussian_illumination(0.2, 0.5, 0.0)
+    with pytest.raises(ValueError, match="center"):
+        mp.gpuimage(img).random_gaussian_illumination(0.1, (0.2, 1.4))

@@ -143,6 +143,7 @@ _ARGS = {
     "random_hsv_shift": (20, (-30, 10), 15),
     "random_linear_illumination": ((0.1, 0.3), (-1, 1)),
     "random_corner_illumination": ((0.1, 0.3), (-1, 1)),
+    "random_gaussian_illumination": ((0.1, 0.3), (0.2, 0.8), (0.3, 0.9)),
 }
 
 

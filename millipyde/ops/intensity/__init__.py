@@ -9,6 +9,7 @@ from . import (  # noqa: F401  (definitions)
     corner_illumination,
     equalize,
     gamma,
+    gaussian_illumination,
     invert,
     linear_illumination,
     posterize,

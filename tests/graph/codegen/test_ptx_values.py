@@ -23,7 +23,8 @@ pytestmark = pytest.mark.ptx
 
 VALUES = ("rgb_shift", "to_sepia", "drop_channels", "solarize_add", "brightness_contrast",
           "tone_curve", "multiply_channels", "hsv_shift")
-NOISE = ("linear_illumination", "corner_illumination", "salt_and_pepper", "pixel_dropout",
+NOISE = ("linear_illumination", "corner_illumination", "gaussian_illumination",
+         "salt_and_pepper", "pixel_dropout",
          "pixel_dropout_values", "multiplicative_noise", "multiplicative_noise_pixel")
 
 
