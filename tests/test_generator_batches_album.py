@@ -53,3 +53,17 @@ def test_no_template_form_reads_a_statistic():
     assert any(f.template for f in FORMS.values())
     assert not [n for n, f in FORMS.items()
                 if f.template and any(REGISTRY[k].stat for k in f.op.kernels)]
+
+
+def test_grey_batches_leave_out_the_colour_ops():
+    # on grey images the colour forms record nothing (their draws are still taken), in the
+    # plain-range forms and the pixelwise ones
+    import numpy as np
+
+    rng = np.random.default_rng(13)
+    imgs = [mp.gpuimage(rng.random((16, 16))) for _ in range(2)]
+    ops = [mp.Operation("random_rgb_shift"), mp.Operation("rgb_shift", 10, 0, 0),
+           mp.Operation("random_solarize_add", 0, 0.3, 0.5)]
+    _check(imgs, ops, 4, 2, "arena")
+    _check(imgs, ops + [mp.Operation("random_sepia"), mp.Operation("random_hsv_shift")], 4, 2,
+           "arena")
