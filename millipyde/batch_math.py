@@ -24,12 +24,15 @@ from .graph.plan.schedule import _affine3
 def lut_many():
     """Host kernel ``build_many(codes, params, channels, full, out)``: ``exec.tables.build_lut``
     for every row of ``params`` (n, K, 3) into ``out`` (n, C, 256), the same builder code
-    (built-in ops: ``batch_record`` records gpuimage methods only)."""
+    (built-in ops: ``batch_record`` records gpuimage methods only). The recorded templates
+    hold no op that reads a statistic (their forms are not template forms), so the builder's
+    statistic row is an unused zero."""
     src = _lut_source() + (
         "\n\n@njit(cache=True, nogil=True)\n"
         "def build_many(codes, params, channels, full, out):\n"
+        "    stats = np.zeros(1)\n"
         "    for m in range(params.shape[0]):\n"
-        "        build(codes, params[m], channels, full, out[m])\n")
+        "        build(codes, params[m], stats, channels, full, out[m])\n")
     return load(src, "cpu").build_many
 
 

@@ -8,7 +8,8 @@ Kinds (what the fuser and code generator need to know about an op):
 - ``pixelwise``: ``f(r, g, b, full, a, b, d) -> (r, g, b)``: a colour pixel to a colour pixel
   (channels mixed: saturation, hue); alpha passes through; colour images only.
 - ``positional``: ``f(v, c, full, y, x, u1, u2, *params) -> v``: a value map that depends on
-  where the pixel is (erase) or on two uniform draws of the pixel's counter (noise). Nothing
+  where the pixel is (erase) or on two uniform draws of the pixel's counter (noise; one pair
+  per channel, or with ``shared`` one pair per pixel, the same in every channel). Nothing
   geometric may follow it in a fused kernel: ``(y, x)`` are the kernel's output coordinates.
 - ``neighbourhood``: ``f(acc, v, full, a, b) -> v`` per channel value: ``acc`` the sum of its
   input's 3x3 neighbourhood (``v`` its centre); pixels on the image's border keep ``v``
@@ -75,6 +76,9 @@ class OpSpec:
     fills: bool = False
     # positional ops: whether the kernel draws (u1, u2) for it (keys are its first two params)
     draws: bool = False
+    # positional ops that draw: one pair of draws per pixel, the same in every channel (salt
+    # and pepper, pixel dropout), instead of one pair per channel
+    shared: bool = False
     # positional ops: whether alpha is changed too (erase, like torchvision on 4 channels)
     alpha: bool = False
     # elementwise ops that read a per-image statistic of their input (``kernels.stats``: the
@@ -176,13 +180,16 @@ def pixelwise(nparams: int, name: str | None = None) -> Callable[[Callable], Cal
     return deco
 
 
-def positional(nparams: int, draws: bool = False, alpha: bool = False,
+def positional(nparams: int, draws: bool = False, alpha: bool = False, shared: bool = False,
                name: str | None = None) -> Callable[[Callable], Callable]:
-    """Register ``f(v, c, full, y, x, u1, u2, *params)``: a value map that knows its pixel."""
+    """Register ``f(v, c, full, y, x, u1, u2, *params)``: a value map that knows its pixel
+    (``shared``: its draws are the pixel's, the same in every channel)."""
 
     def deco(fn: Callable) -> Callable:
+        if shared and not draws:
+            raise ValueError("a positional op shares draws across channels only if it draws")
         _register(OpSpec(name or fn.__name__, "positional", fn, nparams, draws=draws,
-                         alpha=alpha))
+                         alpha=alpha, shared=shared))
         return fn
 
     return deco

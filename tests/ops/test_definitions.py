@@ -138,6 +138,19 @@ _ARGS = {
     "random_perspective": (0.6, 0.7),
     "random_pad_to": (50, 60, 9),
     "random_zoom_out": (4, (1.0, 2.5), 0.8),
+    "random_rgb_shift": (30, (-10, 40), 5),
+    "random_sepia": (0.5,),
+    "channel_dropout": ((1, 2), 7),
+    "random_solarize_add": (0, 110),
+    "random_brightness_contrast": (0.2, (-0.3, 0.1)),
+    "random_tone_curve": (0.2, True),
+    "random_salt_and_pepper": ((0.05, 0.2), (0.3, 0.7)),
+    "multiplicative_noise": ((0.8, 1.2), True),
+    "random_sharpen": ((0.2, 0.6), (0.5, 1.0)),
+    "random_hsv_shift": (20, (-30, 10), 15),
+    "random_linear_illumination": ((0.1, 0.3), (-1, 1)),
+    "random_corner_illumination": ((0.1, 0.3), (-1, 1)),
+    "random_gaussian_illumination": ((0.1, 0.3), (0.2, 0.8), (0.3, 0.9)),
 }
 
 

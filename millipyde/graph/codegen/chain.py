@@ -23,8 +23,9 @@ def _op_call(name: str, o: int, vars_: list[str], full: str, chan: int | None,
     if spec.kind == "positional":
         lines = []
         if spec.draws:
-            # the pixel's counter: (output pixel, channel, draw); keys are the op's first slots
-            n = f"((y * w + x) * 4 + {chan}) * 2"
+            # the pixel's counter: (output pixel, channel, draw); keys are the op's first slots.
+            # Shared draws are channel 0's in every channel (one outcome per pixel)
+            n = f"((y * w + x) * 4 + {0 if spec.shared else chan}) * 2"
             lines += [f"u1_ = _u01(p[{o}], p[{o + 1}], {n})",
                       f"u2_ = _u01(p[{o}], p[{o + 1}], {n} + 1)"]
         else:

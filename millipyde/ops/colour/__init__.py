@@ -1,11 +1,15 @@
 """Colour ops: greyscale, gains, contrast, saturation, hue, channel orders."""
 
 from . import (  # noqa: F401  (definitions)
+    channel_dropout,
     channel_shuffle,
     colorize,
     contrast,
     grayscale,
     grey,
+    hsv_shift,
     hue,
+    rgb_shift,
     saturation,
+    sepia,
 )

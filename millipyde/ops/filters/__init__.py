@@ -1,4 +1,11 @@
 """Filters: stencils whose taps are computed on the host (scikit-image's Gaussian; the window
 filters with border modes: box, Gaussian blur, sharpness, median)."""
 
-from . import box_blur, gaussian, gaussian_blur, median_blur, sharpness  # noqa: F401
+from . import (  # noqa: F401  (definitions)
+    box_blur,
+    gaussian,
+    gaussian_blur,
+    median_blur,
+    sharpen,
+    sharpness,
+)

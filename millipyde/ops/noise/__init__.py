@@ -1,3 +1,9 @@
 """Noise and erasing: ops whose values depend on where the pixel is or on its own draws."""
 
-from . import erasing, gaussian_noise  # noqa: F401  (definitions)
+from . import (  # noqa: F401  (definitions)
+    erasing,
+    gaussian_noise,
+    multiplicative_noise,
+    pixel_dropout,
+    salt_and_pepper,
+)

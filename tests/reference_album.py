@@ -1,0 +1,291 @@
+"""NumPy transcriptions of albumentations', kornia's and AutoAugment's value, colour, noise and
+filter formulas (CI has none of those libraries), for the ops of those families that
+torchvision lacks: RGBShift, ToSepia, ChannelDropout, SolarizeAdd, RandomBrightnessContrast,
+RandomToneCurve, MultiplicativeNoise, PixelDropout, Sharpen (albumentations, which computes
+uint8 images through float32 tables and OpenCV) and RandomSaltAndPepperNoise (kornia).
+
+The noise references take the pixel draws of millipyde's counter-based streams
+(:func:`pixel_draws`): the libraries' own generators are not reproducible across devices, so
+the formulas are checked given the draws, and the draws' distributions separately.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import reference as ref
+
+from millipyde import random as mprandom
+
+_F = np.float32
+
+
+def _full(img: np.ndarray) -> float:
+    return 255.0 if img.dtype == np.uint8 else 1.0
+
+
+def _store(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """float results back to the image's dtype (uint8: rounded and saturated, as OpenCV's
+    ``saturate_cast`` and albucore's clipped tables)."""
+    return ref._to_dtype(values, dtype)
+
+
+def _colour(img: np.ndarray, fn) -> np.ndarray:
+    """``fn`` on the (h, w, 3) float32 R, G, B of a colour image; alpha kept."""
+    out = np.array(img, copy=True)
+    out[..., :3] = _store(fn(img[..., :3].astype(_F)), img.dtype)
+    return out
+
+
+def _values(img: np.ndarray, fn) -> np.ndarray:
+    """``fn`` on every colour value (grey images whole), through albumentations' uint8 table
+    (``fn`` of 0..255 in float32, clipped, then looked up) or directly on float images."""
+    out = np.array(img, copy=True)
+    sl = (Ellipsis, slice(0, 3)) if img.ndim == 3 else (Ellipsis,)
+    if img.dtype == np.uint8:
+        chans = img.shape[2] if img.ndim == 3 else 1
+        for c in range(min(chans, 3)):
+            lut = _store(np.clip(fn(np.arange(256, dtype=_F), c), 0, 255), np.uint8)
+            if img.ndim == 3:
+                out[..., c] = lut[img[..., c]]
+            else:
+                out[...] = lut[img]
+        return out
+    out[sl] = np.clip(fn(img[sl], 0), 0.0, 1.0)
+    return out
+
+
+def rgb_shift(img, r, g, b):
+    shifts = np.array([r, g, b], dtype=_F)
+    return _colour(img, lambda x: np.clip(x + shifts, 0, _full(img)))
+
+
+SEPIA = np.array([[0.393, 0.769, 0.189], [0.349, 0.686, 0.168], [0.272, 0.534, 0.131]],
+                 dtype=_F)
+
+
+def to_sepia(img):
+    return _colour(img, lambda x: np.clip(x @ SEPIA.T, 0, _full(img)))
+
+
+def drop_channels(img, channels, fill=0):
+    out = np.array(img, copy=True)
+    out[..., list(channels)] = fill
+    return out
+
+
+def solarize_add(img, addition, threshold=128):
+    """AutoAugment (tensorflow/tpu): ``where(image < threshold, clip(image + addition), image)``
+    (integer addition on uint8)."""
+    def fn(x, c):
+        return np.where(x < threshold, np.clip(x + _F(addition), 0, _full(img)), x)
+    return _values(img, fn)
+
+
+def brightness_contrast(img, alpha, beta):
+    """albumentations ``brightness_contrast_adjust`` with ``beta_by_max`` (its uint8 table is
+    cast by truncation)."""
+    if img.dtype == np.uint8:
+        out = np.array(img, copy=True)
+        lut = np.clip(np.arange(256, dtype=_F) * _F(alpha) + _F(beta) * 255, 0, 255)
+        lut = lut.astype(np.uint8)
+        sl = (Ellipsis, slice(0, 3)) if img.ndim == 3 else (Ellipsis,)
+        out[sl] = lut[img[sl]]
+        return out
+    return _values(img, lambda x, c: x * alpha + beta)
+
+
+def bezier(t, low, high):
+    """albumentations ``move_tone_curve``'s curve."""
+    s = 1 - t
+    return 3 * s**2 * t * low + 3 * s * t**2 * high + t**3
+
+
+def tone_curve(img, lows, highs):
+    """``lows``, ``highs``: one pair per channel (albumentations' per_channel) or one pair."""
+    lows, highs = np.broadcast_to(lows, (3,)), np.broadcast_to(highs, (3,))
+    if img.dtype == np.uint8:
+        t = np.linspace(0.0, 1.0, 256)
+        return _values(img, lambda x, c: np.rint(bezier(t, lows[c], highs[c]) * 255))
+    return _values(img, lambda x, c: bezier(x, lows[0], highs[0]))
+
+
+def sharpen(img, alpha, lightness):
+    """albumentations ``Sharpen`` (kernel method): ``cv2.filter2D`` of the blended kernel,
+    border ``BORDER_REFLECT_101`` (numpy's "reflect"), saturated on uint8."""
+    k = ((1 - alpha) * np.array([[0, 0, 0], [0, 1, 0], [0, 0, 0]], dtype=_F)
+         + alpha * np.array([[-1, -1, -1], [-1, 8 + lightness, -1], [-1, -1, -1]], dtype=_F))
+    def fn(x):
+        h, w = x.shape[:2]
+        pad = ((1, 1), (1, 1)) + (((0, 0),) if x.ndim == 3 else ())
+        p = np.pad(x, pad, mode="reflect")
+        acc = np.zeros(x.shape, dtype=np.float64)
+        for dy in range(3):
+            for dx in range(3):
+                acc += k[dy, dx] * p[dy:dy + h, dx:dx + w]
+        return np.clip(acc, 0, _full(img))
+    if img.ndim == 3:
+        return _colour(img, fn)
+    return fn(img.astype(np.float64))
+
+
+# --------------------------------------------------------------------------- per-pixel draws
+def pixel_draws(key: int, h: int, w: int, shared: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The two uniform draws of every (pixel, channel) of an op whose per-pixel key is
+    ``key`` (millipyde's counter ``((y w + x) 4 + c) 2``; ``shared``: channel 0's in every
+    channel), as (h, w, 3) arrays."""
+    y, x, c = np.meshgrid(np.arange(h), np.arange(w), np.arange(3), indexing="ij")
+    if shared:
+        c = np.zeros_like(c)
+    n = (((y * w + x) * 4 + c) * 2).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        u1, u2 = ((mprandom._mix_array(np.uint64(key) ^ m) >> np.uint64(11)).astype(np.float64)
+                  * 2.0 ** -53 for m in (n, n + np.uint64(1)))
+    return u1, u2
+
+
+def _per_value(img, fn, u1, u2):
+    """``fn(values, u1, u2)`` on the colour values (grey: channel 0's draws); alpha kept."""
+    out = np.array(img, dtype=np.float64, copy=True)
+    if img.ndim == 3:
+        out[..., :3] = fn(out[..., :3], u1, u2)
+    else:
+        out = fn(out, u1[..., 0], u2[..., 0])
+    return _store(out, img.dtype) if img.dtype == np.uint8 else out
+
+
+def salt_and_pepper(img, amount, salt, u1, u2):
+    """kornia: ``mask_noise = u < amount``, ``mask_salt = u' < salt``, repeated over the
+    channels; salt is full intensity, pepper 0."""
+    full = _full(img)
+    return _per_value(img, lambda v, a, b: np.where(a < amount, np.where(b < salt, full, 0.0),
+                                                    v), u1, u2)
+
+
+def pixel_dropout(img, prob, values, u1, u2):
+    vals = np.asarray(values, dtype=np.float64)[:3]
+    if img.ndim == 2:
+        vals = vals[0]
+    return _per_value(img, lambda v, a, b: np.where(a < prob, vals, v), u1, u2)
+
+
+def multiply(img, m):
+    """albumentations ``multiply``: values times ``m`` (one multiplier per channel, (3,), or
+    one per value, (h, w, 3)), clipped; alpha kept."""
+    out = np.array(img, dtype=np.float64, copy=True)
+    full = _full(img)
+    m = np.asarray(m, dtype=np.float64)
+    if img.ndim == 3:
+        out[..., :3] = np.clip(out[..., :3] * m, 0, full)
+    else:
+        out = np.clip(out * (m[..., 0] if m.ndim == 3 else m.ravel()[0]), 0, full)
+    return _store(out, img.dtype) if img.dtype == np.uint8 else out
+
+
+# --------------------------------------------------------------------------- HSV (OpenCV uint8)
+def _cv_round(x):
+    return np.rint(x)  # cvRound / saturate_cast: to the nearest, halves to even
+
+
+_SDIV = np.array([0] + [_cv_round((255 << 12) / i) for i in range(1, 256)], dtype=np.int64)
+_HDIV = np.array([0] + [_cv_round((180 << 12) / (6.0 * i)) for i in range(1, 256)],
+                 dtype=np.int64)
+
+
+def rgb2hsv_u8(rgb: np.ndarray) -> np.ndarray:
+    """``cv2.cvtColor(rgb, cv2.COLOR_RGB2HSV)`` on uint8 (OpenCV's RGB2HSV_b: fixed-point
+    tables, 12 fraction bits, hue 0..179)."""
+    r, g, b = (rgb[..., i].astype(np.int64) for i in range(3))
+    v = np.maximum(np.maximum(r, g), b)
+    vmin = np.minimum(np.minimum(r, g), b)
+    diff = v - vmin
+    s = (diff * _SDIV[v] + (1 << 11)) >> 12
+    h = np.where(v == r, g - b, np.where(v == g, b - r + 2 * diff, r - g + 4 * diff))
+    h = (h * _HDIV[diff] + (1 << 11)) >> 12
+    h = np.where(h < 0, h + 180, h)
+    return np.stack([h, s, v], axis=-1).astype(np.uint8)
+
+
+def hsv2rgb_u8(hsv: np.ndarray) -> np.ndarray:
+    """``cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)`` on uint8 (HSV2RGB_b: float32 h * 6 / 180,
+    s / 255, v / 255, the sector formulas, ``saturate_cast`` of x * 255)."""
+    h = hsv[..., 0].astype(_F) * _F(6.0 / 180.0)
+    s = hsv[..., 1].astype(_F) * _F(1 / 255)
+    v = hsv[..., 2].astype(_F) * _F(1 / 255)
+    sector = np.floor(h).astype(np.int64) % 6
+    f = h - np.floor(h)
+    tab = np.stack([v, v * (1 - s), v * (1 - s * f), v * (1 - s * (1 - f))], axis=-1)
+    # OpenCV's sector_data gives (b, g, r) as tab indices
+    sector_data = np.array([[1, 3, 0], [1, 0, 2], [3, 0, 1], [0, 2, 1], [0, 1, 3], [2, 1, 0]])
+    idx = sector_data[sector]
+    bgr = np.take_along_axis(tab, idx, axis=-1)
+    rgb = bgr[..., ::-1]
+    rgb = np.where((s == 0)[..., None], v[..., None], rgb)
+    return np.clip(np.rint(rgb * 255), 0, 255).astype(np.uint8)
+
+
+def hsv_shift(img, hue_shift, sat_shift, val_shift):
+    """albumentations ``shift_hsv`` on uint8 RGB(A): its hue, saturation and value tables
+    (``mod(h + dh, 180)``, ``clip(x + d, 0, 255)``, cast to uint8) between OpenCV's
+    conversions; alpha kept."""
+    hsv = rgb2hsv_u8(img[..., :3]).astype(np.float64)
+    hsv[..., 0] = np.mod(hsv[..., 0] + hue_shift, 180)
+    hsv[..., 1] = np.clip(hsv[..., 1] + sat_shift, 0, 255)
+    hsv[..., 2] = np.clip(hsv[..., 2] + val_shift, 0, 255)
+    out = np.array(img, copy=True)
+    out[..., :3] = hsv2rgb_u8(hsv.astype(np.uint8))
+    return out
+
+
+# --------------------------------------------------------------------------- kornia illumination
+def _add_gradient(img, gradient):
+    """kornia: ``input.add(gradient).clamp(0, 1)`` on the image as [0, 1] floats; alpha kept."""
+    full = _full(img)
+    out = np.array(img, dtype=np.float64, copy=True) / full
+    if img.ndim == 3:
+        out[..., :3] = np.clip(out[..., :3] + gradient[..., None], 0, 1)
+    else:
+        out = np.clip(out + gradient, 0, 1)
+    out = out * full
+    return _store(out, img.dtype) if img.dtype == np.uint8 else out
+
+
+def linear_illumination(img, amp, direction):
+    """kornia ``RandomLinearIllumination``'s gradient (its four ramps) for a signed gain."""
+    h, w = img.shape[:2]
+    ry = np.linspace(0, 1, h)[:, None] * np.ones((1, w))
+    rx = np.linspace(0, 1, w)[None, :] * np.ones((h, 1))
+    ramps = [ry, np.linspace(1, 0, h)[:, None] * np.ones((1, w)), rx,
+             np.linspace(1, 0, w)[None, :] * np.ones((h, 1))]
+    return _add_gradient(img, amp * ramps[direction])
+
+
+def corner_illumination(img, amp, corner):
+    """kornia ``RandomLinearCornerIllumination``: its four diagonal bases, each through
+    ``normalize_min_max`` (eps 1e-6)."""
+    h, w = img.shape[:2]
+    yg = np.linspace(0, 1, h)[:, None] * np.ones((1, w))
+    xg = np.linspace(0, 1, w)[None, :] * np.ones((h, 1))
+    base = [xg + yg, -xg + yg, xg - yg, 1 - (xg + yg)][corner]
+    g = (base - base.min()) / (base.max() - base.min() + 1e-6)
+    return _add_gradient(img, amp * g)
+
+
+def _kornia_gaussian(n, sigma, mean):
+    """kornia ``gaussian(n, sigma, mean=mean)``: ``exp(-x**2 / (2 sigma**2))`` of ``x =
+    arange(n) - mean`` (+ 0.5 for an even ``n``), over its sum."""
+    x = np.arange(n, dtype=np.float64) - mean
+    if n % 2 == 0:
+        x = x + 0.5
+    g = np.exp(-x**2 / (2 * sigma**2))
+    return g / g.sum()
+
+
+def gaussian_illumination(img, amp, cfy, cfx, sfy, sfx):
+    """kornia ``RandomGaussianIllumination`` given its draws: sigmas ``size * sf``, centres
+    ``round(size * cf)``, the outer product min-max normalised (eps 1e-6)."""
+    h, w = img.shape[:2]
+    gy = _kornia_gaussian(h, h * sfy, np.rint(h * cfy))
+    gx = _kornia_gaussian(w, w * sfx, np.rint(w * cfx))
+    g = gy[:, None] @ gx[None, :]
+    g = (g - g.min()) / (g.max() - g.min() + 1e-6)
+    return _add_gradient(img, amp * g)

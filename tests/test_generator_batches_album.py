@@ -1,0 +1,69 @@
+"""``Generator.batches`` of the albumentations / kornia value, colour, noise and filter ops
+(rgb_shift, to_sepia, channel_dropout, solarize_add, brightness_contrast, tone_curve,
+salt_and_pepper, pixel_dropout, multiplicative_noise, sharpen): recorded for whole batches
+from their definitions, each sample equal to the Generator's own output (``next()``)."""
+
+from __future__ import annotations
+
+import pytest
+from test_generator_batches_tv import MIXED, SAME, _check, _imgs
+
+import millipyde as mp
+
+pytestmark = pytest.mark.cudasim_ok
+
+OPS = {
+    # plain-range forms the same-size recorder takes through a template
+    "values": [mp.Operation("random_rgb_shift", 30), mp.Operation("random_solarize_add", 0, 90),
+               mp.Operation("random_brightness_contrast", p=0.7),
+               mp.Operation("rgb_shift", 5, 0, -5, p=0.5)],
+    "colour": [mp.Operation("random_sepia", 0.5), mp.Operation("channel_dropout", (1, 2)),
+               mp.Operation("random_tone_curve", 0.2, True), mp.Operation("vflip", p=0.5),
+               mp.Operation("random_hsv_shift", p=0.7)],
+    "noise": [mp.Operation("random_salt_and_pepper"), mp.Operation("pixel_dropout", 0.1),
+              mp.Operation("multiplicative_noise", per_channel=True, p=0.6),
+              mp.Operation("multiplicative_noise", (0.7, 1.3), elementwise=True)],
+    # the illuminations read the size of the image they see (here a crop's)
+    "illumination": [mp.Operation("random_crop", 10, 11),
+                     mp.Operation("random_linear_illumination", (0.1, 0.4)),
+                     mp.Operation("random_corner_illumination", (0.1, 0.4), p=0.7),
+                     mp.Operation("random_gaussian_illumination")],
+    "sharpen": [mp.Operation("random_sharpen"), mp.Operation("random_rgb_shift", p=0.5)],
+}
+ROUTE = {"values": "template", "colour": "arena", "noise": "arena", "sharpen": "arena",
+         "illumination": "arena"}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_same_size_batches_equal_outputs(name):
+    _check(_imgs(11, SAME), OPS[name], 6, 3, ROUTE[name])
+
+
+@pytest.mark.parametrize("name", ["colour", "noise", "illumination"])
+def test_mixed_size_batches_equal_outputs(name):
+    _check(_imgs(12, MIXED), OPS[name], 6, 3, "arena",
+           shape=None if name == "illumination" else (12, 12))
+
+
+def test_no_template_form_reads_a_statistic():
+    # the same-size recorder's table builder (batch_math.lut_many) passes no statistic row
+    from millipyde.kernels import REGISTRY
+    from millipyde.ops import FORMS
+
+    assert any(f.template for f in FORMS.values())
+    assert not [n for n, f in FORMS.items()
+                if f.template and any(REGISTRY[k].stat for k in f.op.kernels)]
+
+
+def test_grey_batches_leave_out_the_colour_ops():
+    # on grey images the colour forms record nothing (their draws are still taken), in the
+    # plain-range forms and the pixelwise ones
+    import numpy as np
+
+    rng = np.random.default_rng(13)
+    imgs = [mp.gpuimage(rng.random((16, 16))) for _ in range(2)]
+    ops = [mp.Operation("random_rgb_shift"), mp.Operation("rgb_shift", 10, 0, 0),
+           mp.Operation("random_solarize_add", 0, 0.3, 0.5)]
+    _check(imgs, ops, 4, 2, "arena")
+    _check(imgs, ops + [mp.Operation("random_sepia"), mp.Operation("random_hsv_shift")], 4, 2,
+           "arena")
