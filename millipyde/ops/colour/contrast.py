@@ -14,13 +14,17 @@ from ..base import ImageKind, Ranges, bounds, define, number
 def contrast_blend(v, c, full, factor, _b, st, o):
     """torchvision ``adjust_contrast``: blend with the image's grey mean, clamp, truncate."""
     mean = st[o] / st[o + 1]  # (the sum of the grey values over their count)
-    s = factor * v + (1.0 - factor) * mean
-    if s != s:
-        # a factor near float64's largest: the two products overflowed to opposite
-        # infinities (their sum NaN); the blend's limit is the mean where v is the mean, else
-        # an infinity of v - mean's sign (clamped below)
-        d = v - mean
+    d = v - mean
+    if factor > 4.4e307 / max(abs(v), abs(mean), 1.0):
+        # a factor near float64's largest, whose products would overflow: the blend's limit,
+        # the mean where v is the mean, else an infinity of v - mean's sign (clamped below);
+        # tested by division, so no infinity is made (the CUDA simulator's NumPy scalars
+        # warn on one)
         s = mean if d == 0.0 else (full if d > 0.0 else -full - 1.0)
+    else:
+        s = factor * v + (1.0 - factor) * mean
+        if s != s:  # a NaN value: the same rule
+            s = mean if d == 0.0 else (full if d > 0.0 else -full - 1.0)
     # the type's range: signed images keep their negative values (``_rint_clip``'s rule)
     lo = 0.0
     if (full == 127.0 or full == 32767.0 or full == 2147483647.0

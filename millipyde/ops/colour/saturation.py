@@ -13,12 +13,17 @@ def saturation_blend(r, g, b, full, factor, _b, _d):
     if full != 1.0:
         s = math.floor(s)
     k = 1.0 - factor
-    r2 = factor * r + k * s
-    g2 = factor * g + k * s
-    b2 = factor * b + k * s
-    # a factor near float64's largest: the products overflow to opposite infinities (NaN);
-    # the blend's limit is the grey where the channel is the grey, else an infinity of the
-    # channel's side of it (clamped below)
+    if factor > 4.4e307 / max(abs(r), abs(g), abs(b), 1.0):
+        # a factor near float64's largest, whose products would overflow: the blend's limit
+        # below (tested by division, so no infinity is made: the CUDA simulator's NumPy
+        # scalars warn on one)
+        r2 = g2 = b2 = math.nan
+    else:
+        r2 = factor * r + k * s
+        g2 = factor * g + k * s
+        b2 = factor * b + k * s
+    # (overflowed, or a NaN value): the blend's limit is the grey where the channel is the
+    # grey, else an infinity of the channel's side of it (clamped below)
     if r2 != r2:
         r2 = s if r == s else (full if r > s else 0.0)
     if g2 != g2:
