@@ -6,8 +6,8 @@ unblocking them when all wait in ``syncthreads``. That loop never waits: each ti
 GIL it keeps it for the whole switch interval (5 ms), while the simulated threads it waits for
 cannot run. :func:`run` below is the same loop, with the same checks in the same order, that
 hands the GIL on (``time.sleep(0)``) after each pass over the threads. The simulated kernels run
-the same code in the same threads; only the poller gives up its time slices. On CI's 2 cores it
-takes a quarter to a third off the simulator tests' CPU seconds (bench/RESULTS.md, "CI time
+the same code in the same threads; only the poller gives up its time slices. On the 2-core
+dev machine it took 23% off the CPU seconds of simulator tests (bench/RESULTS.md, "CI time
 (2026-11-28)").
 """
 

@@ -389,8 +389,7 @@ def _word_members(sig: GatherSig, n: int, rng: np.random.Generator, h: int, w: i
     (byte taps); affine maps shifting by half a pixel either way (the taps reach the last
     row and column, or start before the first), an identity (whole-number taps), rotations;
     a gated-off sampler every 8th member, other gates at random. Every 16 members hold each
-    integer map with each affine map once (16 is all the kinds; the simulator runs a thread of
-    each member's grid at a time)."""
+    integer map with each affine map once (members 16-31 would repeat the kinds)."""
     from millipyde.graph.codegen import gather_sig as gs
 
     np_ = gs.gather_nparams(sig)
