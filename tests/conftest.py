@@ -30,6 +30,21 @@ def pytest_configure(config):
         "xdist_group(name): run on one pytest-xdist worker with the rest of its group",
     ):
         config.addinivalue_line("markers", line)
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        # the simulator's block poller hands the GIL on between its polls (simulator_poll.py)
+        import simulator_poll
+
+        config.stash[_SIM_POLL] = simulator_poll.install()
+
+
+_SIM_POLL = pytest.StashKey[bool]()
+
+
+def pytest_report_header(config):
+    if _SIM_POLL in config.stash:
+        return ("CUDA simulator: block poller yields the GIL (tests/simulator_poll.py): "
+                + ("yes" if config.stash[_SIM_POLL] else "NO, another numba-cuda's runner"))
+    return None
 
 
 def _backend():

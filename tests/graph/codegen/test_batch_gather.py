@@ -388,7 +388,8 @@ def _word_members(sig: GatherSig, n: int, rng: np.random.Generator, h: int, w: i
     sources: integer maps keeping columns (the word taps), flipping them or transposing
     (byte taps); affine maps shifting by half a pixel either way (the taps reach the last
     row and column, or start before the first), an identity (whole-number taps), rotations;
-    a gated-off sampler every 8th member, other gates at random."""
+    a gated-off sampler every 8th member, other gates at random. Every 16 members hold each
+    integer map with each affine map once (members 16-31 would repeat the kinds)."""
     from millipyde.graph.codegen import gather_sig as gs
 
     np_ = gs.gather_nparams(sig)
@@ -430,7 +431,7 @@ def test_word_taps_write_the_byte_taps_values(sig: GatherSig, hw: tuple[int, int
     from numba import cuda
 
     rng = np.random.default_rng(11)
-    n, (h, w), sim = 32, hw, runtime.simulated
+    n, (h, w), sim = 16, hw, runtime.simulated
     src = rng.integers(0, 256, (8, h, w, 3), dtype=np.uint8)  # 8 h w 3 bytes: whole words
     p, sidx = _word_members(sig, n, rng, h, w)
     lut = rng.integers(0, 256, (n, 2, sig.cin, 256), dtype=np.uint8)
@@ -561,7 +562,7 @@ def test_uint8_writer_flags_keep_the_values(words: bool, monkeypatch: pytest.Mon
     from numba import cuda
 
     rng = np.random.default_rng(21)
-    n, (h, w), sim = 32, (6, 11), runtime.simulated
+    n, (h, w), sim = 16, (6, 11), runtime.simulated
     src = rng.integers(0, 256, (8, h, w, 3), dtype=np.uint8)
     p, sidx = _word_members(WRITER_CHAIN, n, rng, h, w)
     lut = np.zeros((n, 2, 3, 256), np.uint8)

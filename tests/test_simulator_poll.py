@@ -1,0 +1,49 @@
+"""The simulator's block runner of tests/simulator_poll.py: blocks that wait in syncthreads
+still meet there, and an exception in one simulated thread still stops the launch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import millipyde as mp
+
+pytestmark = [pytest.mark.cudasim_ok,
+              pytest.mark.skipif(mp.backend() != "cudasim", reason="the CUDA simulator's runner")]
+
+cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
+from numba import int64  # noqa: E402
+
+# (kernels at module level: the simulator swaps the ``cuda`` of the kernel's globals)
+
+
+@cuda.jit
+def _reverse(a):
+    tile = cuda.shared.array(8, dtype=int64)
+    i = cuda.threadIdx.x
+    tile[i] = a[cuda.blockIdx.x * 8 + i]
+    cuda.syncthreads()  # every thread's store before any thread's load
+    a[cuda.blockIdx.x * 8 + i] = tile[7 - i]
+
+
+@cuda.jit
+def _out_of_bounds(a):
+    a[cuda.threadIdx.x + 1] = 1  # the last thread writes past the end
+
+
+def test_the_yielding_runner_is_installed() -> None:
+    import simulator_poll
+    from numba.cuda.simulator import kernel
+
+    assert simulator_poll.install() and kernel.BlockManager.run is simulator_poll.run
+
+
+def test_threads_meet_at_syncthreads() -> None:
+    d = cuda.to_device(np.arange(16, dtype=np.int64))
+    _reverse[2, 8](d)
+    assert d.copy_to_host().tolist() == [7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8]
+
+
+def test_an_error_in_one_thread_stops_the_launch() -> None:
+    with pytest.raises(IndexError):
+        _out_of_bounds[1, 4](cuda.to_device(np.zeros(4, np.int64)))
