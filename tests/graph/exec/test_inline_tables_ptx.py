@@ -11,7 +11,7 @@ import pytest
 from ptx_compile import ptx_of
 
 from millipyde.graph.codegen.gather import gather_source
-from millipyde.graph.codegen.gather_sig import GatherSig, gather_nparams, tabled_fits
+from millipyde.graph.codegen.gather_sig import GatherSig, gather_nparams, stat_width, tabled_fits
 from millipyde.graph.codegen.loader import load
 from millipyde.kernels import REGISTRY
 
@@ -28,13 +28,20 @@ def _arr(dtype: np.dtype, ndim: int) -> types.Array:
     return types.Array(from_dtype(np.dtype(dtype)), ndim, "C")
 
 
+def _args(sig: GatherSig) -> tuple:
+    """The kernel's argument types: source, output, tables, the statistic row where an op
+    reads a per-image statistic (equalize, autocontrast, adjust_contrast), the parameters."""
+    stat = (_arr(np.float64, 1),) if stat_width(sig) else ()
+    return (_arr(np.uint8, 3), _arr(np.uint8, 3), _arr(np.uint8, 3)) + stat + (
+        types.float64,) * gather_nparams(sig)
+
+
 @pytest.mark.parametrize("cin, sampler", list(itertools.product((3, 4), (False, True))))
 def test_inline_uint8_chain_compiles_to_ptx(cin: int, sampler: bool) -> None:
     sig = GatherSig(cin, "chain", True, sampler, "", pre=("adjust_gamma",),
                             post=ELEMENTWISE if sampler else (), lut_stages=(False, False))
     mod = load(gather_source(sig, "cuda"), "cuda")
-    argtys = (_arr(np.uint8, 3), _arr(np.uint8, 3), _arr(np.uint8, 3)) + (
-        types.float64,) * gather_nparams(sig)
+    argtys = _args(sig)
     ptx = ptx_of(mod.kernel.py_func, argtys)
     assert ".target sm_90" in ptx and ".entry" in ptx
 
@@ -45,8 +52,7 @@ def test_a_tabled_uint8_chain_compiles_to_ptx(cin: int) -> None:
     sig = GatherSig(cin, "chain", True, False, "", pre=ELEMENTWISE,
                     lut_stages=(False, False), clip=False, tabled=True)
     mod = load(gather_source(sig, "cuda"), "cuda")
-    argtys = (_arr(np.uint8, 3), _arr(np.uint8, 3), _arr(np.uint8, 3)) + (
-        types.float64,) * gather_nparams(sig)
+    argtys = _args(sig)
     ptx = ptx_of(mod.kernel.py_func, argtys)
     assert ".shared" in ptx and "bar.sync" in ptx and ".entry" in ptx
 
