@@ -4,7 +4,7 @@
 #
 #   source bench/gpu_env.sh && bash bench/compare_gpu.sh PART BASELINE_TREE
 #
-# PART "suite": CI's suite (cpu backend and CUDASIM) on the machine's cores, then "tests".
+# PART "suite": CI's suite (cpu backend and CUDASIM) on the machine's cores.
 # PART "tests": GPU tests of the op library, the recorded paths and the sources.
 # PART "engine": single ops (bench_single), figure-5.1 and ImageNet
 # batches (bench_batches, bench_recipes), Pipelines A/B and the callable recipe
@@ -44,7 +44,7 @@ if [ "$part" = suite ]; then
         echo "== $f"; grep -E "^FAILED|^ERROR| passed| failed" "$out/$f.log" | tail -15
     done
 fi
-if [ "$part" = tests ] || [ "$part" = suite ]; then
+if [ "$part" = tests ]; then
     # the GPU tests of the op library, the recorded paths and the sources (no baseline)
     step tests 480 python3 -m pytest -q -p no:cacheprovider -p no:benchmark -n "$((nproc_ < 16 ? nproc_ : 16))" \
         -rf tests/ops tests/kernels/test_window_filters.py tests/kernels/test_stat_ops.py \
