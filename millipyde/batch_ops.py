@@ -25,7 +25,7 @@ from .image import gpuimage
 from .kernels import REGISTRY
 from .ops import FORMS, Emit, Form, Reject
 from .ops.base import columns, kind_for
-from .policies import GEOMETRIC, Policy, entry_call
+from .policies import ENTRY_METHODS, GEOMETRIC, GEOMETRIC_METHOD, Policy, entry_call
 
 
 def sample_round(seed: int, ks: np.ndarray) -> np.ndarray:
@@ -201,11 +201,8 @@ class PolicyStep:
 def policy_step(op: Policy, inputs: list) -> PolicyStep | None:
     """The :class:`PolicyStep` of a policy, or None where an input's class overrides one of
     the methods its entries call."""
-    methods = {"warp_affine", "adjust_brightness", "adjust_saturation", "adjust_contrast",
-               "adjust_sharpness", "posterize", "solarize", "autocontrast", "equalize",
-               "invert"}
     if not all(getattr(type(x), m, None) is getattr(gpuimage, m, 0) for x in inputs
-               for m in methods):
+               for m in ENTRY_METHODS):
         return None
     return PolicyStep(op)
 
@@ -275,7 +272,7 @@ def _slot_matrices(g: VGather, step: PolicyStep, names: np.ndarray, mags: np.nda
     inv = inv.reshape(-1)
     for i, (op, m, h, w) in enumerate(uniq.tolist()):
         (matrix,) = entry_call(step.op.names[int(op)], m, int(h), int(w), g.full)[1]
-        mat[rows[inv == i]] = step.parsed("warp_affine", kind, (matrix,))
+        mat[rows[inv == i]] = step.parsed(GEOMETRIC_METHOD, kind, (matrix,))
     return mat
 
 
@@ -311,7 +308,7 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
             i = np.argmax(at, axis=1)
             ops = np.stack([d.op for d in plan], axis=1)[np.arange(g.n), i]
             ms = np.stack(mags, axis=1)[np.arange(g.n), i]
-            apply_emit(g, Emit("warp_affine", _slot_matrices(g, step, ops, ms, hw, has)), has)
+            apply_emit(g, Emit(GEOMETRIC_METHOD, _slot_matrices(g, step, ops, ms, hw, has)), has)
         for i, d in enumerate(plan):
             # entry i after slot j: j geometric entries before it, slots - j from it on
             if not (j <= i and slots - j <= npos - i):

@@ -217,6 +217,14 @@ def entry_call(name: str, magnitude: float, h: int, w: int,
     raise ArgumentError(f"no policy entry named {name!r}")
 
 
+#: the method every geometric entry calls (its matrix is a member's sampler slot in a batch)
+GEOMETRIC_METHOD = "warp_affine"
+#: the gpuimage methods ``entry_call`` may call (a batch checks no input's class overrides one)
+ENTRY_METHODS = frozenset({"warp_affine", "adjust_brightness", "adjust_saturation",
+                           "adjust_contrast", "adjust_sharpness", "posterize", "solarize",
+                           "autocontrast", "equalize", "invert"})
+
+
 class Draw:
     """One position of ``n`` samples' draws: the op index (into the policy's ``names``), its
     magnitude bin, its sign and whether it runs."""

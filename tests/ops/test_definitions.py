@@ -19,7 +19,8 @@ PACKAGE = Path(mp.__file__).resolve().parent
 README = PACKAGE.parent / "README.md"
 #: modules that use ops without defining them (a recipe names the ops it strings together; a
 #: torchvision-named transform the op it stands for)
-USERS = {PACKAGE / "recipes.py", PACKAGE / "cli.py",
+# modules that use ops by name (recipes, the CLI, torchvision's names, the policies' tables)
+USERS = {PACKAGE / "recipes.py", PACKAGE / "cli.py", PACKAGE / "policies.py",
          *(PACKAGE / "transforms").glob("*.py")}
 
 
