@@ -9,6 +9,7 @@ from . import (  # noqa: F401  (definitions)
     grey,
     hsv_shift,
     hue,
+    planckian_jitter,
     rgb_shift,
     saturation,
     sepia,
