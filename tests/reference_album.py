@@ -289,3 +289,84 @@ def gaussian_illumination(img, amp, cfy, cfx, sfy, sfx):
     g = gy[:, None] @ gx[None, :]
     g = (g - g.min()) / (g.max() - g.min() + 1e-6)
     return _add_gradient(img, amp * g)
+
+
+# --------------------------------------------------------------------------- second wave
+def planckian_jitter(img, r_gain, b_gain):
+    """kornia ``RandomPlanckianJitter.apply_transform`` on [0, 1] float32 values: R times
+    ``r_gain``, B times ``b_gain``, ``clamp(max=1)``; alpha kept."""
+    def fn(x):
+        out = x / _F(255.0)
+        out[..., 0] *= _F(r_gain)
+        out[..., 2] *= _F(b_gain)
+        return np.minimum(out, _F(1.0)) * _F(255.0)
+
+    return _colour(img, fn)
+
+
+def grid_dropout(img, unit_h, unit_w, ratio, shift_y, shift_x, fill):
+    """albumentations ``GridDropout.get_params_dependent_on_data`` (its holes list) and
+    ``cutout`` (each hole filled); alpha kept."""
+    height, width = img.shape[:2]
+    hole_w = min(max(int(unit_w * ratio), 1), unit_w - 1)
+    hole_h = min(max(int(unit_h * ratio), 1), unit_h - 1)
+    shift_x = min(max(0, shift_x), unit_w - hole_w)
+    shift_y = min(max(0, shift_y), unit_h - hole_h)
+    out = np.array(img, copy=True)
+    for i in range(width // unit_w + 1):
+        for j in range(height // unit_h + 1):
+            x1 = min(shift_x + unit_w * i, width)
+            y1 = min(shift_y + unit_h * j, height)
+            x2 = min(x1 + hole_w, width)
+            y2 = min(y1 + hole_h, height)
+            if img.ndim == 3:
+                out[y1:y2, x1:x2, :3] = fill
+            else:
+                out[y1:y2, x1:x2] = fill
+    return out
+
+
+def _cv_nearest(img, out_h, out_w, ify, ifx):
+    """OpenCV ``resizeNN``: source ``min(floor(x * ifx), w - 1)`` per axis."""
+    h, w = img.shape[:2]
+    sy = np.minimum(np.floor(np.arange(out_h) * ify).astype(int), h - 1)
+    sx = np.minimum(np.floor(np.arange(out_w) * ifx).astype(int), w - 1)
+    return img[sy][:, sx]
+
+
+def _cv_linear_taps(n_out, n_in, scale):
+    """OpenCV ``resize(INTER_LINEAR)``'s source index and weight per output position:
+    ``f = (x + 0.5) * scale - 0.5``, clamped to the edges."""
+    f = (np.arange(n_out) + 0.5) * scale - 0.5
+    s = np.floor(f).astype(int)
+    t = f - s
+    low = s < 0
+    s[low], t[low] = 0, 0.0
+    high = s >= n_in - 1
+    s[high], t[high] = n_in - 1, 0.0
+    return s, np.minimum(s + 1, n_in - 1), t
+
+
+def _cv_linear(img, out_h, out_w, ify, ifx):
+    h, w = img.shape[:2]
+    y0, y1, ty = _cv_linear_taps(out_h, h, ify)
+    x0, x1, tx = _cv_linear_taps(out_w, w, ifx)
+    tx = tx[None, :, None] if img.ndim == 3 else tx[None, :]
+    ty = ty[:, None, None] if img.ndim == 3 else ty[:, None]
+    rows = img[y0] * (1 - ty) + img[y1] * ty
+    return rows[:, x0] * (1 - tx) + rows[:, x1] * tx
+
+
+def downscale(img, scale, interpolation="nearest"):
+    """albumentations ``downscale``: ``cv2.resize(img, None, fx=scale, fy=scale)`` (sides
+    ``rint(side * scale)``, mapped with ``1 / scale``) then ``cv2.resize(small, (w, h))``;
+    with linear steps uint8 images go through float32 [0, 1] (``to_float``)."""
+    h, w = img.shape[:2]
+    sh, sw = max(int(np.rint(h * scale)), 1), max(int(np.rint(w * scale)), 1)
+    if interpolation == "nearest":
+        small = _cv_nearest(img, sh, sw, 1.0 / scale, 1.0 / scale)
+        return _cv_nearest(small, h, w, sh / h, sw / w)
+    x = img.astype(_F) / _F(255.0) if img.dtype == np.uint8 else img
+    small = _cv_linear(x, sh, sw, 1.0 / scale, 1.0 / scale)
+    out = _cv_linear(small, h, w, sh / h, sw / w)
+    return _store(np.clip(out, 0, 1) * 255.0, img.dtype) if img.dtype == np.uint8 else out
