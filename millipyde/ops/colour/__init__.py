@@ -13,4 +13,5 @@ from . import (  # noqa: F401  (definitions)
     rgb_shift,
     saturation,
     sepia,
+    snow,
 )
