@@ -41,6 +41,7 @@ EXAMPLES: dict[str, tuple[str, tuple, dict]] = {
     "to_sepia": ("to_sepia", (), {}),
     "hsv_shift": ("hsv_shift", (30, 40, -20), {}),
     "planckian_jitter": ("planckian_jitter", (2,), {}),
+    "snow": ("snow", (0.3, 2.0), {}),
     "adjust_brightness": ("adjust_brightness", (1.6,), {}),
     "adjust_gamma": ("adjust_gamma", (0.5,), {}),
     "autocontrast": ("autocontrast", (), {}),

@@ -370,3 +370,57 @@ def downscale(img, scale, interpolation="nearest"):
     small = _cv_linear(x, sh, sw, 1.0 / scale, 1.0 / scale)
     out = _cv_linear(small, h, w, sh / h, sw / w)
     return _store(np.clip(out, 0, 1) * 255.0, img.dtype) if img.dtype == np.uint8 else out
+
+
+def _rgb2hls_u8(rgb):
+    """OpenCV ``RGB2HLS`` of uint8 (``RGB2HLS_b``: float32 [0, 1] values, ``RGB2HLS_f`` with
+    hue range 180, then ``saturate_cast<uchar>``) as float32 (h, l, s) planes; values times
+    the float32 ``1 / 255`` (not divided: halves of L round as OpenCV's do)."""
+    x = rgb.astype(_F) * _F(1.0 / 255.0)
+    r, g, b = x[..., 0], x[..., 1], x[..., 2]
+    vmax, vmin = x.max(axis=-1), x.min(axis=-1)
+    diff = vmax - vmin
+    light = (vmax + vmin) * _F(0.5)
+    ok = diff > np.finfo(np.float32).eps
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = np.where(light < 0.5, diff / (vmax + vmin), diff / (_F(2) - vmax - vmin))
+        d = _F(60.0) / diff
+        h = np.where(vmax == r, (g - b) * d,
+                     np.where(vmax == g, (b - r) * d + _F(120), (r - g) * d + _F(240)))
+    h = np.where(h < 0, h + _F(360), h)
+    h, s = np.where(ok, h, 0).astype(_F), np.where(ok, s, 0).astype(_F)
+    return (np.clip(np.rint(h * _F(0.5)), 0, 255), np.clip(np.rint(light * _F(255)), 0, 255),
+            np.clip(np.rint(s * _F(255)), 0, 255))
+
+
+def _hls2rgb_u8(h, light, s):
+    """OpenCV ``HLS2RGB`` to uint8 (``HLS2RGB_b``: l, s over 255, ``HLS2RGB_f`` with hue
+    range 180, ``saturate_cast<uchar>(x * 255)``)."""
+    light, s = light.astype(_F) / _F(255), s.astype(_F) / _F(255)
+    p2 = np.where(light <= 0.5, light * (1 + s), light + s - light * s).astype(_F)
+    p1 = (2 * light - p2).astype(_F)
+    hh = h.astype(_F) * _F(6.0 / 180.0)
+    hh = np.where(hh >= 6, hh - 6, hh)
+    sector = np.floor(hh).astype(int)
+    f = hh - sector
+    tab = np.stack([p2, p1, p1 + (p2 - p1) * (1 - f), p1 + (p2 - p1) * f], axis=-1)
+    # OpenCV's sector_data, (b, g, r) entries of tab
+    data = np.array([[1, 3, 0], [1, 0, 2], [3, 0, 1], [0, 2, 1], [0, 1, 3], [2, 1, 0]])
+    pick = data[sector]
+    bgr = np.take_along_axis(tab, pick, axis=-1)
+    rgb = bgr[..., ::-1]
+    rgb = np.where((s == 0)[..., None], light[..., None], rgb)
+    return np.clip(np.rint(rgb * _F(255)), 0, 255).astype(np.uint8)
+
+
+def snow_bleach(img, snow_point, coeff):
+    """albumentations ``add_snow_bleach``: HLS lightness below ``snow_point * 127.5 + 85``
+    times ``coeff``, clipped, cast to uint8 (truncation); alpha kept."""
+    h, light, s = _rgb2hls_u8(img[..., :3])
+    light = light.astype(_F)
+    low = light < _F(snow_point * 127.5 + 85)
+    light[low] *= _F(coeff)
+    light = np.clip(light, 0, 255).astype(np.uint8)
+    out = np.array(img, copy=True)
+    out[..., :3] = _hls2rgb_u8(h, light, s)
+    return out

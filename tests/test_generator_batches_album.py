@@ -35,7 +35,8 @@ OPS = {
                  mp.Operation("random_adjust_sigmoid", p=0.7), mp.Operation("adjust_log", 0.9)],
     "planckian": [mp.Operation("random_planckian_jitter"),
                   mp.Operation("random_grid_dropout", (3, 6), p=0.7),
-                  mp.Operation("rescale_intensity", (20, 230), p=0.5)],
+                  mp.Operation("rescale_intensity", (20, 230), p=0.5),
+                  mp.Operation("random_snow", p=0.6)],
     "downscale": [mp.Operation("random_downscale", (0.3, 0.7), "linear", p=0.7),
                   mp.Operation("random_downscale", (0.4, 0.6))],
 }

@@ -1,8 +1,8 @@
 """The second wave of ops after scikit-image, kornia and albumentations: adjust_log,
 adjust_sigmoid and rescale_intensity (scikit-image itself), planckian_jitter (kornia's
-formula and table), grid_dropout and downscale (albumentations' formulas,
-tests/reference_album.py), with their random forms; +-1 on uint8; the value maps fuse into
-their neighbours' gather."""
+formula and table), grid_dropout, downscale and snow (albumentations' formulas, OpenCV's
+resizes and uint8 HLS transcribed in tests/reference_album.py), with their random forms;
++-1 on uint8; the value maps fuse into their neighbours' gather."""
 
 import numpy as np
 import pytest
@@ -223,6 +223,8 @@ def test_new_value_maps_chain_is_one_kernel(kind):
     if not grey:
         g.planckian_jitter(7)
         g.random_planckian_jitter()
+        g.snow(0.3, 1.5)
+        g.random_snow()
     assert len(g.explain().kernels) == 1, str(g.explain())
     out = np.asarray(g)
     assert out.shape[:2] == (13, 14)
@@ -287,3 +289,44 @@ def test_planckian_jitter_refuses_grey_images():
     for method, args in (("planckian_jitter", (3,)), ("random_planckian_jitter", ())):
         with pytest.raises(ValueError, match="RGB"):
             getattr(g, method)(*args)
+
+
+# --------------------------------------------------------------------------- snow (HLS)
+@pytest.mark.parametrize(("photo", "kind"), COLOUR, ids=[f"{p}-{k}" for p, k in COLOUR])
+@pytest.mark.parametrize(("point", "coeff"), [(0.2, 2.5), (0.0, 1.0), (0.9, 1.7), (0.5, 0.4)])
+def test_snow_is_albumentations_bleach(photo, kind, point, coeff, crop):
+    img = tv.photo(photo, kind, *crop)
+    _check(on_gpu(img, "snow", point, coeff), al.snow_bleach(img, point, coeff),
+           f"snow({point}, {coeff}) {photo} {kind}")
+
+
+def test_hls_round_trip_is_near_the_identity():
+    # an independent check of the uint8 HLS transcription: with a coefficient of 1 the
+    # OpenCV round trip moves a value by a few levels at most (hue in 2-degree steps)
+    img = tv.photo("astronaut", "rgb", 40, 50)
+    got = al.snow_bleach(img, 0.5, 1.0).astype(np.int64)
+    assert np.abs(got - img).max() <= 4, np.abs(got - img).max()
+    assert np.abs(got - img).mean() < 0.6
+
+
+def test_random_snow_draws_its_point():
+    img = tv.photo("coffee", "rgba", 9, 10)
+    for seed in range(3):
+        mp.seed(seed)
+        g = mp.gpuimage(img)
+        u = _u(g)
+        g.random_snow((0.1, 0.6), 2.0)
+        _check(np.asarray(g), al.snow_bleach(img, 0.1 + 0.5 * u(0), 2.0),
+               f"random_snow seed {seed}")
+
+
+def test_snow_arguments():
+    g = mp.gpuimage(tv.photo("coffee", "rgb", 4, 5))
+    with pytest.raises(ValueError, match="snow_point"):
+        g.snow(1.5)
+    with pytest.raises(ValueError, match="brightness_coeff"):
+        g.snow(0.2, -1)
+    with pytest.raises(ValueError, match="snow_point_range"):
+        g.random_snow((0.5, 0.1))
+    with pytest.raises(ValueError, match="RGB"):
+        mp.gpuimage(np.zeros((4, 5))).snow()
