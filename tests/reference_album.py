@@ -2,7 +2,10 @@
 filter formulas (CI has none of those libraries), for the ops of those families that
 torchvision lacks: RGBShift, ToSepia, ChannelDropout, SolarizeAdd, RandomBrightnessContrast,
 RandomToneCurve, MultiplicativeNoise, PixelDropout, Sharpen (albumentations, which computes
-uint8 images through float32 tables and OpenCV) and RandomSaltAndPepperNoise (kornia).
+uint8 images through float32 tables and OpenCV) and RandomSaltAndPepperNoise (kornia); then
+kornia's RandomPlanckianJitter and albumentations' GridDropout, Downscale (OpenCV's nearest
+and linear resize maps) and RandomSnow "bleach" (OpenCV's uint8 HLS in float32; the resizes
+and the HLS round trip were checked against OpenCV 5.0's ``cv2`` when written).
 
 The noise references take the pixel draws of millipyde's counter-based streams
 (:func:`pixel_draws`): the libraries' own generators are not reproducible across devices, so
