@@ -2,7 +2,10 @@
 filter formulas (CI has none of those libraries), for the ops of those families that
 torchvision lacks: RGBShift, ToSepia, ChannelDropout, SolarizeAdd, RandomBrightnessContrast,
 RandomToneCurve, MultiplicativeNoise, PixelDropout, Sharpen (albumentations, which computes
-uint8 images through float32 tables and OpenCV) and RandomSaltAndPepperNoise (kornia).
+uint8 images through float32 tables and OpenCV) and RandomSaltAndPepperNoise (kornia); then
+kornia's RandomPlanckianJitter and albumentations' GridDropout, Downscale (OpenCV's nearest
+and linear resize maps) and RandomSnow "bleach" (OpenCV's uint8 HLS in float32; the resizes
+and the HLS round trip were checked against OpenCV 5.0's ``cv2`` when written).
 
 The noise references take the pixel draws of millipyde's counter-based streams
 (:func:`pixel_draws`): the libraries' own generators are not reproducible across devices, so
@@ -289,3 +292,138 @@ def gaussian_illumination(img, amp, cfy, cfx, sfy, sfx):
     g = gy[:, None] @ gx[None, :]
     g = (g - g.min()) / (g.max() - g.min() + 1e-6)
     return _add_gradient(img, amp * g)
+
+
+# --------------------------------------------------------------------------- second wave
+def planckian_jitter(img, r_gain, b_gain):
+    """kornia ``RandomPlanckianJitter.apply_transform`` on [0, 1] float32 values: R times
+    ``r_gain``, B times ``b_gain``, ``clamp(max=1)``; alpha kept."""
+    def fn(x):
+        out = x / _F(255.0)
+        out[..., 0] *= _F(r_gain)
+        out[..., 2] *= _F(b_gain)
+        return np.minimum(out, _F(1.0)) * _F(255.0)
+
+    return _colour(img, fn)
+
+
+def grid_dropout(img, unit_h, unit_w, ratio, shift_y, shift_x, fill):
+    """albumentations ``GridDropout.get_params_dependent_on_data`` (its holes list) and
+    ``cutout`` (each hole filled); alpha kept."""
+    height, width = img.shape[:2]
+    hole_w = min(max(int(unit_w * ratio), 1), unit_w - 1)
+    hole_h = min(max(int(unit_h * ratio), 1), unit_h - 1)
+    shift_x = min(max(0, shift_x), unit_w - hole_w)
+    shift_y = min(max(0, shift_y), unit_h - hole_h)
+    out = np.array(img, copy=True)
+    for i in range(width // unit_w + 1):
+        for j in range(height // unit_h + 1):
+            x1 = min(shift_x + unit_w * i, width)
+            y1 = min(shift_y + unit_h * j, height)
+            x2 = min(x1 + hole_w, width)
+            y2 = min(y1 + hole_h, height)
+            if img.ndim == 3:
+                out[y1:y2, x1:x2, :3] = fill
+            else:
+                out[y1:y2, x1:x2] = fill
+    return out
+
+
+def _cv_nearest(img, out_h, out_w, ify, ifx):
+    """OpenCV ``resizeNN``: source ``min(floor(x * ifx), w - 1)`` per axis."""
+    h, w = img.shape[:2]
+    sy = np.minimum(np.floor(np.arange(out_h) * ify).astype(int), h - 1)
+    sx = np.minimum(np.floor(np.arange(out_w) * ifx).astype(int), w - 1)
+    return img[sy][:, sx]
+
+
+def _cv_linear_taps(n_out, n_in, scale):
+    """OpenCV ``resize(INTER_LINEAR)``'s source index and weight per output position:
+    ``f = (x + 0.5) * scale - 0.5``, clamped to the edges."""
+    f = (np.arange(n_out) + 0.5) * scale - 0.5
+    s = np.floor(f).astype(int)
+    t = f - s
+    low = s < 0
+    s[low], t[low] = 0, 0.0
+    high = s >= n_in - 1
+    s[high], t[high] = n_in - 1, 0.0
+    return s, np.minimum(s + 1, n_in - 1), t
+
+
+def _cv_linear(img, out_h, out_w, ify, ifx):
+    h, w = img.shape[:2]
+    y0, y1, ty = _cv_linear_taps(out_h, h, ify)
+    x0, x1, tx = _cv_linear_taps(out_w, w, ifx)
+    tx = tx[None, :, None] if img.ndim == 3 else tx[None, :]
+    ty = ty[:, None, None] if img.ndim == 3 else ty[:, None]
+    rows = img[y0] * (1 - ty) + img[y1] * ty
+    return rows[:, x0] * (1 - tx) + rows[:, x1] * tx
+
+
+def downscale(img, scale, interpolation="nearest"):
+    """albumentations ``downscale``: ``cv2.resize(img, None, fx=scale, fy=scale)`` (sides
+    ``rint(side * scale)``, mapped with ``1 / scale``) then ``cv2.resize(small, (w, h))``;
+    with linear steps uint8 images go through float32 [0, 1] (``to_float``)."""
+    h, w = img.shape[:2]
+    sh, sw = max(int(np.rint(h * scale)), 1), max(int(np.rint(w * scale)), 1)
+    if interpolation == "nearest":
+        small = _cv_nearest(img, sh, sw, 1.0 / scale, 1.0 / scale)
+        return _cv_nearest(small, h, w, sh / h, sw / w)
+    x = img.astype(_F) / _F(255.0) if img.dtype == np.uint8 else img
+    small = _cv_linear(x, sh, sw, 1.0 / scale, 1.0 / scale)
+    out = _cv_linear(small, h, w, sh / h, sw / w)
+    return _store(np.clip(out, 0, 1) * 255.0, img.dtype) if img.dtype == np.uint8 else out
+
+
+def _rgb2hls_u8(rgb):
+    """OpenCV ``RGB2HLS`` of uint8 (``RGB2HLS_b``: float32 [0, 1] values, ``RGB2HLS_f`` with
+    hue range 180, then ``saturate_cast<uchar>``) as float32 (h, l, s) planes; values times
+    the float32 ``1 / 255`` (not divided: halves of L round as OpenCV's do)."""
+    x = rgb.astype(_F) * _F(1.0 / 255.0)
+    r, g, b = x[..., 0], x[..., 1], x[..., 2]
+    vmax, vmin = x.max(axis=-1), x.min(axis=-1)
+    diff = vmax - vmin
+    light = (vmax + vmin) * _F(0.5)
+    ok = diff > np.finfo(np.float32).eps
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = np.where(light < 0.5, diff / (vmax + vmin), diff / (_F(2) - vmax - vmin))
+        d = _F(60.0) / diff
+        h = np.where(vmax == r, (g - b) * d,
+                     np.where(vmax == g, (b - r) * d + _F(120), (r - g) * d + _F(240)))
+    h = np.where(h < 0, h + _F(360), h)
+    h, s = np.where(ok, h, 0).astype(_F), np.where(ok, s, 0).astype(_F)
+    return (np.clip(np.rint(h * _F(0.5)), 0, 255), np.clip(np.rint(light * _F(255)), 0, 255),
+            np.clip(np.rint(s * _F(255)), 0, 255))
+
+
+def _hls2rgb_u8(h, light, s):
+    """OpenCV ``HLS2RGB`` to uint8 (``HLS2RGB_b``: l, s over 255, ``HLS2RGB_f`` with hue
+    range 180, ``saturate_cast<uchar>(x * 255)``)."""
+    light, s = light.astype(_F) / _F(255), s.astype(_F) / _F(255)
+    p2 = np.where(light <= 0.5, light * (1 + s), light + s - light * s).astype(_F)
+    p1 = (2 * light - p2).astype(_F)
+    hh = h.astype(_F) * _F(6.0 / 180.0)
+    hh = np.where(hh >= 6, hh - 6, hh)
+    sector = np.floor(hh).astype(int)
+    f = hh - sector
+    tab = np.stack([p2, p1, p1 + (p2 - p1) * (1 - f), p1 + (p2 - p1) * f], axis=-1)
+    # OpenCV's sector_data, (b, g, r) entries of tab
+    data = np.array([[1, 3, 0], [1, 0, 2], [3, 0, 1], [0, 2, 1], [0, 1, 3], [2, 1, 0]])
+    pick = data[sector]
+    bgr = np.take_along_axis(tab, pick, axis=-1)
+    rgb = bgr[..., ::-1]
+    rgb = np.where((s == 0)[..., None], light[..., None], rgb)
+    return np.clip(np.rint(rgb * _F(255)), 0, 255).astype(np.uint8)
+
+
+def snow_bleach(img, snow_point, coeff):
+    """albumentations ``add_snow_bleach``: HLS lightness below ``snow_point * 127.5 + 85``
+    times ``coeff``, clipped, cast to uint8 (truncation); alpha kept."""
+    h, light, s = _rgb2hls_u8(img[..., :3])
+    light = light.astype(_F)
+    low = light < _F(snow_point * 127.5 + 85)
+    light[low] *= _F(coeff)
+    light = np.clip(light, 0, 255).astype(np.uint8)
+    out = np.array(img, copy=True)
+    out[..., :3] = _hls2rgb_u8(h, light, s)
+    return out

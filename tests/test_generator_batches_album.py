@@ -1,6 +1,7 @@
 """``Generator.batches`` of the albumentations / kornia value, colour, noise and filter ops
 (rgb_shift, to_sepia, channel_dropout, solarize_add, brightness_contrast, tone_curve,
-salt_and_pepper, pixel_dropout, multiplicative_noise, sharpen): recorded for whole batches
+salt_and_pepper, pixel_dropout, multiplicative_noise, sharpen; adjust_log, adjust_sigmoid,
+planckian_jitter, grid_dropout, rescale_intensity, downscale): recorded for whole batches
 from their definitions, each sample equal to the Generator's own output (``next()``)."""
 
 from __future__ import annotations
@@ -29,9 +30,20 @@ OPS = {
                      mp.Operation("random_corner_illumination", (0.1, 0.4), p=0.7),
                      mp.Operation("random_gaussian_illumination")],
     "sharpen": [mp.Operation("random_sharpen"), mp.Operation("random_rgb_shift", p=0.5)],
+    # second wave: plain-range value maps (template), a table row, a grid, two resizes
+    "exposure": [mp.Operation("random_adjust_log", (0.6, 1.0)),
+                 mp.Operation("random_adjust_sigmoid", p=0.7), mp.Operation("adjust_log", 0.9)],
+    "planckian": [mp.Operation("random_planckian_jitter"),
+                  mp.Operation("random_grid_dropout", (3, 6), p=0.7),
+                  mp.Operation("rescale_intensity", (20, 230), p=0.5),
+                  mp.Operation("random_snow", p=0.6)],
+    "downscale": [mp.Operation("random_downscale", (0.3, 0.7), "linear", p=0.7),
+                  mp.Operation("random_downscale", (0.4, 0.6))],
 }
 ROUTE = {"values": "template", "colour": "arena", "noise": "arena", "sharpen": "arena",
-         "illumination": "arena"}
+         "illumination": "arena", "exposure": "template", "planckian": "arena",
+         # two resizes plan two kernels, which the arena's one gather does not hold
+         "downscale": "per-output"}
 
 
 @pytest.mark.parametrize("name", sorted(OPS))
@@ -39,7 +51,7 @@ def test_same_size_batches_equal_outputs(name):
     _check(_imgs(11, SAME), OPS[name], 6, 3, ROUTE[name])
 
 
-@pytest.mark.parametrize("name", ["colour", "noise", "illumination"])
+@pytest.mark.parametrize("name", ["colour", "noise", "illumination", "planckian"])
 def test_mixed_size_batches_equal_outputs(name):
     _check(_imgs(12, MIXED), OPS[name], 6, 3, "arena",
            shape=None if name == "illumination" else (12, 12))

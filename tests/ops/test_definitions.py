@@ -152,6 +152,12 @@ _ARGS = {
     "random_linear_illumination": ((0.1, 0.3), (-1, 1)),
     "random_corner_illumination": ((0.1, 0.3), (-1, 1)),
     "random_gaussian_illumination": ((0.1, 0.3), (0.2, 0.8), (0.3, 0.9)),
+    "random_adjust_log": ((0.6, 1.0), True),
+    "random_adjust_sigmoid": ((0.3, 0.7), (4, 12)),
+    "random_planckian_jitter": ("CIED", [1, 4, 9]),
+    "random_grid_dropout": ((4, 9), 0.4, True, 17),
+    "random_downscale": ((0.3, 0.7), "linear"),
+    "random_snow": ((0.1, 0.5), 2.0),
 }
 
 

@@ -9,7 +9,9 @@ from . import (  # noqa: F401  (definitions)
     grey,
     hsv_shift,
     hue,
+    planckian_jitter,
     rgb_shift,
     saturation,
     sepia,
+    snow,
 )

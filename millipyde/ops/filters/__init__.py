@@ -3,6 +3,7 @@ filters with border modes: box, Gaussian blur, sharpness, median)."""
 
 from . import (  # noqa: F401  (definitions)
     box_blur,
+    downscale,
     gaussian,
     gaussian_blur,
     median_blur,

@@ -3,6 +3,7 @@
 from . import (  # noqa: F401  (definitions)
     erasing,
     gaussian_noise,
+    grid_dropout,
     multiplicative_noise,
     pixel_dropout,
     salt_and_pepper,

@@ -42,3 +42,17 @@ def test_chained_gather_with_the_new_ops_compiles_to_ptx() -> None:
         (types.float64,) * gather_nparams(sig)
     ptx = ptx_of(mod.kernel.py_func, argtys)
     assert ".target sm_90" in ptx and ".entry" in ptx
+
+
+def test_chained_gather_with_the_second_wave_compiles_to_ptx() -> None:
+    # the exposure curves, the Planckian gains, the grid's holes (a positional map that
+    # draws nothing) and the snow's HLS round trip (float32 arithmetic) in one RGBA gather
+    sig = GatherSig(4, "chain", True, False, "",
+                    pre=("adjust_log", "adjust_sigmoid", "planckian_jitter", "grid_dropout",
+                         "snow_bleach"),
+                    bounded=False, clip=False)
+    mod = load(gather_source(sig, "cuda"), "cuda")
+    argtys = (arr(np.uint8, 3), arr(np.uint8, 3), arr(np.uint8, 3)) + \
+        (types.float64,) * gather_nparams(sig)
+    ptx = ptx_of(mod.kernel.py_func, argtys)
+    assert ".target sm_90" in ptx and ".entry" in ptx
