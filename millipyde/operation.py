@@ -197,17 +197,23 @@ class Operation:
         return op
 
     # -- outside executors ----------------------------------------------------------------
+    def _next_call(self) -> int:
+        """This Operation's next call index outside executors (its draws are keyed on the
+        global seed and it); ``mp.seed()`` restarts the count: deterministic reruns."""
+        with self._lock:
+            epoch = mprandom.seed_epoch()
+            if epoch != self._epoch:
+                self._epoch, self._calls = epoch, 0
+            call = self._calls
+            self._calls += 1
+        return call
+
     def _coin(self) -> bool:
         """The coin for run()/run_on(): global seed and this Operation's call counter."""
         if self.probability is None:
             return True
-        with self._lock:
-            epoch = mprandom.seed_epoch()
-            if epoch != self._epoch:  # mp.seed() restarts the sequence: deterministic reruns
-                self._epoch, self._calls = epoch, 0
-            call = self._calls
-            self._calls += 1
-        return mprandom.gate(mprandom.global_seed(), call, self._serial, self.probability)
+        return mprandom.gate(mprandom.global_seed(), self._next_call(), self._serial,
+                             self.probability)
 
     def run(self) -> Any:
         """Call the function with the stored arguments.

@@ -360,13 +360,7 @@ class Policy(Operation):
     def run_on(self, instance: Any) -> Any:
         """Apply to ``instance`` outside executors: the draws keyed on the global seed and this
         policy's call count (as :meth:`Operation.run_on`)."""
-        with self._lock:
-            epoch = mprandom.seed_epoch()
-            if epoch != self._epoch:
-                self._epoch, self._calls = epoch, 0
-            call = self._calls
-            self._calls += 1
-        self.apply(instance, mprandom.global_seed(), call, self._serial)
+        self.apply(instance, mprandom.global_seed(), self._next_call(), self._serial)
         return None
 
     def __call__(self, image: Any) -> Any:
