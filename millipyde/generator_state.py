@@ -54,6 +54,15 @@ def _arena_candidate(inputs: list, operations: list) -> bool:
         else isinstance(op.function, UserOp) and not op.kwargs for op in operations)
 
 
+def step_failure(err: StepError, k: int, where: str, device: int) -> PipelineError:
+    """The PipelineError of an Operation's failure on output ``k`` (``where``: its input or
+    sample), chained to the Operation's own error."""
+    out = PipelineError(f"Generator: {err.what} failed on output {k} {where} on device "
+                        f"{device}: {type(err.cause).__name__}: {err.cause}")
+    out.__cause__ = err.cause
+    return out
+
+
 class _State:
     """What the workers share with the Generator (kept apart so ``__del__`` can run)."""
 
@@ -388,11 +397,7 @@ class _State:
         i = self.input_index(k) if self.inputs else -1
         reraise_interrupt(getattr(err, "cause", err), f"Generator output {k} (input {i})")
         if isinstance(err, StepError):
-            out = PipelineError(
-                f"Generator: {err.what} failed on output {k} (input {i}) on device {device}: "
-                f"{type(err.cause).__name__}: {err.cause}")
-            out.__cause__ = err.cause
-            return out
+            return step_failure(err, k, f"(input {i})", device)
         out = PipelineError(f"Generator worker on device {device} failed on output {k} "
                             f"(input {i}): {err!r}")
         out.__cause__ = err
@@ -483,11 +488,7 @@ class StreamState(_State):
         name = self.stream.source.name(int(self.sampler.sample_of(k)))
         reraise_interrupt(getattr(err, "cause", err), f"Generator output {k} ({name})")
         if isinstance(err, StepError):
-            out = PipelineError(
-                f"Generator: {err.what} failed on output {k} (sample {name!r}) on device "
-                f"{device}: {type(err.cause).__name__}: {err.cause}")
-            out.__cause__ = err.cause
-            return out
+            return step_failure(err, k, f"(sample {name!r})", device)
         out = PipelineError(f"Generator failed on output {k} (sample {name!r}) on device "
                             f"{device}: {type(err).__name__}: {err}")
         out.__cause__ = err
