@@ -261,7 +261,9 @@ def run_files(src: Any, operations: Any, out_dir: Any, *, outputs: int | None = 
     items = _items(sources, outputs, fmt)
     out = Path(out_dir)
     # before anything is written or deleted (overwrite=True deletes this run's names first)
-    check_outputs_apart(sources, out, [it[3] for it in items] + [MANIFEST], "process",
+    # (a data source's samples are indices: its files are what outputs must not overwrite)
+    check_outputs_apart(sources if data_src is None else data_src.files(), out,
+                        [it[3] for it in items] + [MANIFEST], "process",
                         folder=src if isinstance(src, (str, os.PathLike)) else None)
     out.mkdir(parents=True, exist_ok=True)
     record = _manifest([str(x) for x in sources] if data_src is None else

@@ -136,6 +136,9 @@ class Shards(Source):
             os.close(fd)
         return old, False
 
+    def files(self) -> list[Path]:
+        return list(self.shards)
+
     def groups(self) -> list[list[int]]:
         ends = [*self._first[1:], len(self)]
         return [list(range(a, b)) for a, b in zip(self._first, ends, strict=True) if b > a]

@@ -76,6 +76,11 @@ class Source:
         """Detection targets of sample ``i`` (``Coco``): ``boxes``, ``labels``, ``mask``."""
         return None
 
+    def files(self) -> list[Path]:
+        """The files on disk the samples are read from (none for samples in memory): what an
+        output must never overwrite."""
+        return []
+
     def groups(self) -> list[list[int]]:
         """The samples in groups read together (a shard each; one group for files): how the
         cluster path spreads work over its workers."""
@@ -101,6 +106,9 @@ class FileSource(Source):
 
     def read(self, i: int) -> bytes:
         return mio.read_regular(self.paths[i], self.max_bytes)
+
+    def files(self) -> list[Path]:
+        return list(self.paths)
 
 
 class Folder(FileSource):
