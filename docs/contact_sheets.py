@@ -38,6 +38,7 @@ EXAMPLES: dict[str, tuple[str, tuple, dict]] = {
     "permute_channels": ("permute_channels", ((2, 0, 1),), {}),
     "rgb2grey": ("rgb2grey", (), {}),
     "rgb_shift": ("rgb_shift", (60, -20, -40), {}),
+    "fancy_pca": ("fancy_pca", ((1.0, 6.0, 0.0),), {}),
     "to_sepia": ("to_sepia", (), {}),
     "hsv_shift": ("hsv_shift", (30, 40, -20), {}),
     "planckian_jitter": ("planckian_jitter", (2,), {}),

@@ -427,3 +427,22 @@ def snow_bleach(img, snow_point, coeff):
     out = np.array(img, copy=True)
     out[..., :3] = _hls2rgb_u8(h, light, s)
     return out
+
+
+# --------------------------------------------------------------------------- PCA lighting
+#: ImageNet's PCA of RGB values in [0, 1] (fb.resnet.torch's ``Lighting`` constants, as the
+#: PyTorch ImageNet recipes copy them): eigenvalues, eigenvectors one per column
+IMAGENET_PCA = (np.array([0.2175, 0.0188, 0.0045]),
+                np.array([[-0.5675, 0.7192, 0.4009],
+                          [-0.5808, -0.0045, -0.8140],
+                          [-0.5836, -0.6948, 0.4203]]))
+
+
+def fancy_pca(img, alpha, eigvals=None, eigvecs=None):
+    """AlexNet's PCA lighting: ``eigvecs @ (alpha * eigvals)`` added to every RGB pixel of
+    values in [0, 1] (times 255 on uint8, as albumentations' ``FancyPCA``), clipped."""
+    vals = IMAGENET_PCA[0] if eigvals is None else np.asarray(eigvals, dtype=np.float64)
+    vecs = IMAGENET_PCA[1] if eigvecs is None else np.asarray(eigvecs, dtype=np.float64)
+    delta = vecs @ (np.broadcast_to(np.asarray(alpha, dtype=np.float64), (3,)) * vals)
+    full = _full(img)
+    return _colour(img, lambda x: np.clip(x + delta * full, 0, full))

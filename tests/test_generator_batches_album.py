@@ -37,11 +37,13 @@ OPS = {
                   mp.Operation("random_grid_dropout", (3, 6), p=0.7),
                   mp.Operation("rescale_intensity", (20, 230), p=0.5),
                   mp.Operation("random_snow", p=0.6)],
+    # third wave: per-image offsets drawn as normals (a sample function: the arena)
+    "pca": [mp.Operation("random_fancy_pca", 0.2), mp.Operation("fancy_pca", 0.5, p=0.5)],
     "downscale": [mp.Operation("random_downscale", (0.3, 0.7), "linear", p=0.7),
                   mp.Operation("random_downscale", (0.4, 0.6))],
 }
 ROUTE = {"values": "template", "colour": "arena", "noise": "arena", "sharpen": "arena",
-         "illumination": "arena", "exposure": "template", "planckian": "arena",
+         "illumination": "arena", "exposure": "template", "planckian": "arena", "pca": "arena",
          # two resizes plan two kernels, which the arena's one gather does not hold
          "downscale": "per-output"}
 

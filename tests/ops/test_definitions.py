@@ -158,6 +158,7 @@ _ARGS = {
     "random_grid_dropout": ((4, 9), 0.4, True, 17),
     "random_downscale": ((0.3, 0.7), "linear"),
     "random_snow": ((0.1, 0.5), 2.0),
+    "random_fancy_pca": (0.3,),
 }
 
 

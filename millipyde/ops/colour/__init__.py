@@ -5,6 +5,7 @@ from . import (  # noqa: F401  (definitions)
     channel_shuffle,
     colorize,
     contrast,
+    fancy_pca,
     grayscale,
     grey,
     hsv_shift,

@@ -1,0 +1,107 @@
+"""Third wave of the ops after albumentations, kornia and torchvision-era recipes: fancy_pca
+(AlexNet's PCA lighting, ImageNet's basis), with its random form; +-1 on uint8 against the
+NumPy transcriptions of tests/reference_album.py, on tiny crops (the formulas are per value
+or per pixel)."""
+
+import numpy as np
+import pytest
+import reference_album as al
+import reference_aug as tv
+from reference import assert_matches, on_gpu
+
+import millipyde as mp
+from millipyde import random as mprandom
+
+SIM = pytest.mark.cudasim_ok
+COLOUR = ["rgb", "rgba"]
+
+
+def _check(out, expected, what, ulp=1):
+    assert_matches(out, expected, ulp_uint8=ulp, atol=1e-6, what=what)
+    if out.ndim == 3 and out.shape[2] == 4:
+        assert np.array_equal(out[..., 3], expected[..., 3]), f"{what}: alpha changed"
+
+
+def _u(g):
+    """The draws ``u(t)`` of the next op recorded on ``g``."""
+    seed, sample, op = mprandom.global_seed(), g._sample, g._opcount
+    return lambda t: mprandom.uniform01(seed, sample, op, t)
+
+
+# --------------------------------------------------------------------------- fancy_pca
+@SIM
+@pytest.mark.parametrize("kind", COLOUR)
+@pytest.mark.parametrize("alpha", [0.3, (1.0, -2.0, 3.0), (-0.4, 0.0, 0.0)])
+def test_fancy_pca_is_alexnets_lighting(kind, alpha):
+    img = tv.photo("coffee", kind, 9, 11)
+    _check(on_gpu(img, "fancy_pca", alpha), al.fancy_pca(img, alpha), f"fancy_pca {alpha}")
+
+
+def test_fancy_pca_with_a_datasets_own_basis():
+    rng = np.random.default_rng(3)
+    img = tv.photo("chelsea", "rgb", 5, 6)
+    vals = (0.3, 0.1, 0.05)
+    vecs = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+    out = on_gpu(img, "fancy_pca", (0.5, -1.0, 2.0), vals, vecs)
+    _check(out, al.fancy_pca(img, (0.5, -1.0, 2.0), vals, vecs), "fancy_pca own basis")
+    assert not np.array_equal(out, img)
+
+
+def test_random_fancy_pca_draws_three_normal_weights():
+    img = tv.photo("astronaut", "rgba", 6, 7)
+    for seed in range(3):
+        mp.seed(seed)
+        g = mp.gpuimage(img)
+        u = _u(g)
+        g.random_fancy_pca(0.4)
+        r0, r1 = np.sqrt(-2 * np.log1p(-u(0))), np.sqrt(-2 * np.log1p(-u(2)))
+        alpha = 0.4 * np.array([r0 * np.cos(2 * np.pi * u(1)), r0 * np.sin(2 * np.pi * u(1)),
+                                r1 * np.cos(2 * np.pi * u(3))])
+        _check(np.asarray(g), al.fancy_pca(img, alpha), f"random_fancy_pca seed {seed}")
+
+
+def test_random_fancy_pca_weights_are_normal():
+    # the three weights of 4000 images: mean 0, standard deviation alpha_std, uncorrelated
+    from millipyde import batch_ops
+    from millipyde.ops import FORMS
+    from millipyde.ops.base import kind_for
+    from millipyde.ops.colour.fancy_pca import normals
+
+    z = normals(batch_ops.Ctx(7, np.arange(4000, dtype=np.int64), 0))
+    assert np.all(np.abs(z.mean(axis=0)) < 0.06), z.mean(axis=0)
+    assert np.all(np.abs(z.std(axis=0) - 1) < 0.04), z.std(axis=0)
+    assert np.all(np.abs(np.corrcoef(z.T) - np.eye(3)) < 0.06)
+    form = FORMS["random_fancy_pca"]
+    assert form.parse(kind_for(3, np.uint8), 0.1)[0] == 0.1
+
+
+@SIM
+def test_fancy_pca_fuses_into_its_neighbours():
+    img = tv.photo("chelsea", "rgb", 9, 10)
+    g = mp.gpuimage(img)
+    g.vflip()
+    g.fancy_pca(0.5)
+    g.random_fancy_pca()
+    g.rgb_shift(10, 0, -10)
+    assert len(g.explain().kernels) == 1, str(g.explain())
+
+
+BAD = [("fancy_pca", ("x",), "alpha"), ("fancy_pca", ((1, 2),), "alpha"),
+       ("fancy_pca", (0.1, (1, 2, -3)), "eigvals"), ("fancy_pca", (0.1, None, np.eye(2)),
+                                                     "eigvecs"),
+       ("random_fancy_pca", (-0.1,), "alpha_std"), ("random_fancy_pca", (0.1, "abc"), "eigvals")]
+
+
+@pytest.mark.parametrize(("method", "args", "name"), BAD, ids=[f"{b[0]}-{b[2]}" for b in BAD])
+def test_bad_arguments_raise_naming_them(method, args, name):
+    img = tv.photo("chelsea", "rgb", 5, 6)
+    g = mp.gpuimage(img)
+    with pytest.raises(ValueError, match=name):
+        getattr(g, method)(*args)
+    assert_matches(g, img)
+
+
+def test_colour_only_ops_refuse_grey_images():
+    for method in ("fancy_pca", "random_fancy_pca"):
+        with pytest.raises(ValueError, match="RGB"):
+            getattr(mp.gpuimage(np.zeros((4, 5))), method)()
