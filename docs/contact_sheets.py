@@ -79,6 +79,7 @@ EXAMPLES: dict[str, tuple[str, tuple, dict]] = {
     "warp_affine": ("random_affine", (25, (0.1, 0.1), (0.8, 1.1), 10), {}),
     "erase": ("random_erasing", (), {}),
     "gaussian_noise": ("gaussian_noise", (0.12,), {}),
+    "iso_noise": ("iso_noise", (0.1, 1.0), {}),
     "multiplicative_noise": ("multiplicative_noise", ((0.5, 1.5), True, True), {}),
     "pixel_dropout": ("pixel_dropout", (0.1,), {}),
     "grid_dropout": ("grid_dropout", (16, 0.4, (4, 4)), {}),

@@ -241,7 +241,7 @@ class VGather:
                 np.concatenate([p, hw.astype(np.float64), (~on).astype(np.float64)[:, None]],
                                axis=1),
                 (int(hw[:, 0].max(initial=0)), int(hw[:, 1].max(initial=0)))))
-        self.positional = self.positional or spec.kind in ("positional", "neighbourhood")
+        self.positional = self.positional or spec.reads_position
         self.ops.append(_Chained(name, slots, ~on))  # the pre ops all come before the sampler
         if self.phase == 0:
             self.npre += 1

@@ -446,3 +446,70 @@ def fancy_pca(img, alpha, eigvals=None, eigvecs=None):
     delta = vecs @ (np.broadcast_to(np.asarray(alpha, dtype=np.float64), (3,)) * vals)
     full = _full(img)
     return _colour(img, lambda x: np.clip(x + delta * full, 0, full))
+
+
+# --------------------------------------------------------------------------- ISO noise
+def poisson_inverse(lam, u):
+    """Poisson counts of mean ``lam`` by inverting its distribution function at ``u``: the
+    smallest ``k`` whose cumulative probability exceeds ``u`` (float64, term by term)."""
+    u = np.asarray(u, dtype=np.float64)
+    k = np.zeros(u.shape)
+    pk = np.full(u.shape, np.exp(-lam))
+    cdf = pk.copy()
+    more = u >= cdf
+    while more.any() and k.max() < 4096:
+        k[more] += 1
+        pk[more] *= lam / k[more]
+        cdf[more] += pk[more]
+        more = u >= cdf
+    return k
+
+
+def _rgb2hls(x):
+    """OpenCV's float ``RGB2HLS`` (float32; hue in degrees)."""
+    vmax, vmin = x.max(axis=-1), x.min(axis=-1)
+    diff = vmax - vmin
+    light = (vmax + vmin) * _F(0.5)
+    grey = ~(diff > np.finfo(_F).eps)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sat = np.where(light < 0.5, diff / (vmax + vmin), diff / (_F(2) - vmax - vmin))
+        d = _F(60) / diff
+        r, g, b = x[..., 0], x[..., 1], x[..., 2]
+        hue = np.where(vmax == r, (g - b) * d,
+                       np.where(vmax == g, (b - r) * d + _F(120), (r - g) * d + _F(240)))
+    hue = np.where(hue < 0, hue + _F(360), hue)
+    return (np.where(grey, _F(0), hue).astype(_F), light.astype(_F),
+            np.where(grey, _F(0), sat).astype(_F))
+
+
+def _hls2rgb(hue, light, sat):
+    """OpenCV's float ``HLS2RGB`` (hue in degrees)."""
+    p2 = np.where(light <= 0.5, light * (1 + sat), light + sat - light * sat)
+    p1 = 2 * light - p2
+    hh = hue / _F(60)
+    sector = np.floor(hh).astype(int) % 6
+    f = hh - np.floor(hh)
+    tab = np.stack([p2, p1, p1 + (p2 - p1) * (1 - f), p1 + (p2 - p1) * f], axis=-1)
+    # OpenCV's sector_data: the table entries of (b, g, r) per sector
+    order = np.array([[1, 3, 0], [1, 0, 2], [3, 0, 1], [0, 2, 1], [0, 1, 3], [2, 1, 0]])
+    idx = order[sector]
+    b, g, r = (np.take_along_axis(tab, idx[..., j:j + 1], axis=-1)[..., 0] for j in range(3))
+    rgb = np.stack([r, g, b], axis=-1)
+    return np.where((sat == 0)[..., None], light[..., None], rgb)
+
+
+def iso_noise(img, color_shift, intensity, u1, u2, u3):
+    """albumentations 1.x ``iso_noise`` of a uint8 RGB(A) image given each pixel's uniform
+    draws ``u1`` (the Poisson count), ``u2``, ``u3`` (the hue's Box-Muller normal): float32 HLS
+    of ``img / 255``, ``cv2.meanStdDev``'s lightness deviation, clipped and truncated back."""
+    out = np.array(img, copy=True)
+    x = img[..., :3].astype(_F) * _F(1.0 / 255.0)
+    hue, light, sat = _rgb2hls(x)
+    std = light.astype(np.float64).std()
+    k = poisson_inverse(std * intensity * 255, u1)
+    noise = np.sqrt(-2 * np.log1p(-u2)) * np.cos(2 * np.pi * u3) * color_shift * 360 * intensity
+    hue = np.mod(hue + noise, 360).astype(_F)
+    light = (light + (k / 255) * (1 - light)).astype(_F)
+    rgb = _hls2rgb(hue, light, sat) * 255
+    out[..., :3] = np.clip(rgb, 0, 255).astype(np.uint8)
+    return out

@@ -6,7 +6,11 @@ Kinds (what the fuser and code generator need to know about an op):
   An op that reads a per-image statistic (``stat``, one of ``kernels.stats.STATISTICS``) is
   ``f(v, c, full, a, b, st, o) -> v``: ``st[o:]`` is the statistic of the image it sees.
 - ``pixelwise``: ``f(r, g, b, full, a, b, d) -> (r, g, b)``: a colour pixel to a colour pixel
-  (channels mixed: saturation, hue); alpha passes through; colour images only.
+  (channels mixed: saturation, hue); alpha passes through; colour images only. One that draws
+  (``draws``) is ``f(r, g, b, full, u1, u2, u3, u4, *params)``: four uniform draws of the
+  pixel's counter (those a positional op's channels 0 and 1 would get; keys its first two
+  parameters), and, like a positional op, nothing geometric may follow it in a fused kernel.
+  One that reads a per-image statistic (``stat``) gets ``st, o`` after the draws.
 - ``positional``: ``f(v, c, full, y, x, u1, u2, *params) -> v``: a value map that depends on
   where the pixel is (erase) or on two uniform draws of the pixel's counter (noise; one pair
   per channel, or with ``shared`` one pair per pixel, the same in every channel). Nothing
@@ -93,6 +97,14 @@ class OpSpec:
     user_args: tuple = field(default=((), ()), compare=False)
 
     @cached_property
+    def reads_position(self) -> bool:
+        """Whether its values depend on the output pixel it computes (positional and
+        neighbourhood ops, and pixelwise ops that draw per pixel): nothing geometric may
+        follow it in a fused kernel."""
+        return self.kind in ("positional", "neighbourhood") or (self.kind == "pixelwise"
+                                                                 and self.draws)
+
+    @cached_property
     def keeps_shape(self) -> bool:
         """Whether the output has its input's shape and dtype whatever the parameters (an
         elementwise op with no shape rule that swaps no axes): ``out_shape`` is the identity."""
@@ -170,11 +182,17 @@ def elementwise(nparams: int, stat: str = "",
     return deco
 
 
-def pixelwise(nparams: int, name: str | None = None) -> Callable[[Callable], Callable]:
-    """Register ``f(r, g, b, full, a, b, d) -> (r, g, b)``: a colour pixel map."""
+def pixelwise(nparams: int, name: str | None = None, draws: bool = False,
+              stat: str = "") -> Callable[[Callable], Callable]:
+    """Register ``f(r, g, b, full, a, b, d) -> (r, g, b)``: a colour pixel map (``draws``:
+    four uniform draws of the pixel before the parameters; ``stat``: the per-image statistic
+    it reads, ``st, o`` after the draws; see the module doc)."""
 
     def deco(fn: Callable) -> Callable:
-        _register(OpSpec(name or fn.__name__, "pixelwise", fn, nparams))
+        if stat and stat not in STATISTICS:
+            raise ValueError(f"statistic must be one of {sorted(STATISTICS)}, got {stat!r}")
+        _register(OpSpec(name or fn.__name__, "pixelwise", fn, nparams, draws=draws,
+                         stat=stat))
         return fn
 
     return deco

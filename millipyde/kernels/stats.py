@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["CHANNEL_HIST", "CHANNEL_RANGE", "GREY_SUM", "STATISTICS", "Statistic",
+__all__ = ["CHANNEL_HIST", "CHANNEL_RANGE", "GREY_SUM", "LIGHTNESS_MOMENTS", "STATISTICS",
+           "Statistic",
            "hist_bin", "stat_channels"]
 
 #: bins of a histogram statistic: the values of a uint8 image
@@ -99,7 +100,14 @@ CHANNEL_RANGE = Statistic("channel_range", ("min", "max"), per_channel=True,
 CHANNEL_HIST = Statistic("channel_hist", ("sum",) * BINS + ("max",), per_channel=True,
                          hist=True, doc="each channel's 256-bin histogram")
 
-STATISTICS = {s.name: s for s in (GREY_SUM, CHANNEL_RANGE, CHANNEL_HIST)}
+#: ``iso_noise``: the sum of ``max + min`` of each pixel's R, G, B (twice its HLS lightness,
+#: in image units), the sum of its square and the pixel count: the lightness's mean and
+#: standard deviation (whole numbers on integer images, exact in any order)
+LIGHTNESS_MOMENTS = Statistic("lightness_moments", ("sum", "sum", "sum"), per_channel=False,
+                              exact_on_floats=False,
+                              doc="the HLS lightness's sum and sum of squares")
+
+STATISTICS = {s.name: s for s in (GREY_SUM, CHANNEL_RANGE, CHANNEL_HIST, LIGHTNESS_MOMENTS)}
 
 
 def stat_channels(cin: int, grey: bool = False) -> int:

@@ -1,5 +1,6 @@
 """Third wave of the ops after albumentations, kornia and torchvision-era recipes: fancy_pca
-(AlexNet's PCA lighting, ImageNet's basis), with its random form; +-1 on uint8 against the
+(AlexNet's PCA lighting, ImageNet's basis) and iso_noise (albumentations' ISONoise), with
+their random forms; +-1 on uint8 against the
 NumPy transcriptions of tests/reference_album.py, on tiny crops (the formulas are per value
 or per pixel)."""
 
@@ -11,6 +12,7 @@ from reference import assert_matches, on_gpu
 
 import millipyde as mp
 from millipyde import random as mprandom
+from millipyde.ops.noise.gaussian_noise import NOISE_KEY
 
 SIM = pytest.mark.cudasim_ok
 COLOUR = ["rgb", "rgba"]
@@ -89,7 +91,10 @@ def test_fancy_pca_fuses_into_its_neighbours():
 BAD = [("fancy_pca", ("x",), "alpha"), ("fancy_pca", ((1, 2),), "alpha"),
        ("fancy_pca", (0.1, (1, 2, -3)), "eigvals"), ("fancy_pca", (0.1, None, np.eye(2)),
                                                      "eigvecs"),
-       ("random_fancy_pca", (-0.1,), "alpha_std"), ("random_fancy_pca", (0.1, "abc"), "eigvals")]
+       ("random_fancy_pca", (-0.1,), "alpha_std"), ("random_fancy_pca", (0.1, "abc"), "eigvals"),
+       ("iso_noise", (1.5,), "color_shift"), ("iso_noise", (0.1, 6), "intensity"),
+       ("random_iso_noise", ((0.1, 0.01),), "color_shift"),
+       ("random_iso_noise", ((0.01, 0.05), (-1, 0.5)), "intensity")]
 
 
 @pytest.mark.parametrize(("method", "args", "name"), BAD, ids=[f"{b[0]}-{b[2]}" for b in BAD])
@@ -105,3 +110,66 @@ def test_colour_only_ops_refuse_grey_images():
     for method in ("fancy_pca", "random_fancy_pca"):
         with pytest.raises(ValueError, match="RGB"):
             getattr(mp.gpuimage(np.zeros((4, 5))), method)()
+
+
+# --------------------------------------------------------------------------- iso_noise
+def _iso_draws(key, h, w):
+    # the pixel's four draws: counters of channel slots 0 and 1 (u1, u2 of slot 0, u1 of 1)
+    u1, u2 = al.pixel_draws(key, h, w, shared=False)
+    return u1[..., 0], u2[..., 0], u1[..., 1]
+
+
+@SIM
+@pytest.mark.parametrize("kind", COLOUR)
+@pytest.mark.parametrize(("shift", "intensity"), [(0.05, 0.5), (0.3, 2.0)])
+def test_iso_noise_is_albumentations_given_the_draws(kind, shift, intensity):
+    img = tv.photo("astronaut", kind, 12, 13)
+    mp.seed(3)
+    g = mp.gpuimage(img)
+    key = mprandom.key64(mprandom.global_seed(), g._sample, g._opcount, NOISE_KEY)
+    g.iso_noise(shift, intensity)
+    want = al.iso_noise(img, shift, intensity, *_iso_draws(key, 12, 13))
+    _check(np.asarray(g), want, f"iso_noise({shift}, {intensity}) {kind}")
+    assert not np.array_equal(np.asarray(g), img)
+
+
+def test_random_iso_noise_draws_its_arguments():
+    img = tv.photo("coffee", "rgb", 9, 8)
+    mp.seed(8)
+    g = mp.gpuimage(img)
+    u = _u(g)
+    key = mprandom.key64(mprandom.global_seed(), g._sample, g._opcount, NOISE_KEY)
+    g.random_iso_noise((0.1, 0.2), (0.5, 1.5))
+    want = al.iso_noise(img, 0.1 + 0.1 * u(0), 0.5 + u(1), *_iso_draws(key, 9, 8))
+    _check(np.asarray(g), want, "random_iso_noise")
+
+
+def test_poisson_inversion_has_the_poisson_moments():
+    # the count the kernel and its reference compute from one uniform: mean and variance lam
+    u = (np.arange(20000) + 0.5) / 20000
+    for lam in (0.0, 3.5, 60.0):
+        k = al.poisson_inverse(lam, u)
+        assert abs(k.mean() - lam) < 0.01 + 0.01 * lam
+        assert abs(k.var() - lam) < 0.02 + 0.02 * lam
+
+
+@SIM
+def test_iso_noise_adds_one_reduction_and_fuses():
+    img = tv.photo("chelsea", "rgb", 9, 10)
+    g = mp.gpuimage(img)
+    g.fliplr()
+    g.rgb_shift(5, 0, 0)
+    g.iso_noise()
+    g.fancy_pca(0.2)
+    kernels = g.explain().kernels
+    assert len(kernels) == 2, str(g.explain())  # the lightness reduction, then the gather
+
+
+def test_iso_noise_needs_rgb_unsigned():
+    with pytest.raises(ValueError, match="RGB"):
+        mp.gpuimage(np.zeros((4, 5))).iso_noise()
+    from millipyde.ops import FORMS
+    from millipyde.ops.base import kind_for
+
+    with pytest.raises(ValueError, match="int16"):  # (gpuimage makes RGB uint8; a batch may not)
+        FORMS["random_iso_noise"].parse(kind_for(3, np.int16))

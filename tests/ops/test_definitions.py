@@ -159,6 +159,7 @@ _ARGS = {
     "random_downscale": ((0.3, 0.7), "linear"),
     "random_snow": ((0.1, 0.5), 2.0),
     "random_fancy_pca": (0.3,),
+    "random_iso_noise": ((0.02, 0.1), (0.2, 0.9)),
 }
 
 

@@ -16,9 +16,20 @@ def _op_call(name: str, o: int, vars_: list[str], full: str, chan: int | None,
     ``stat``: the offset of an op's statistic in the kernel's row ``st_``."""
     spec = REGISTRY[name]
     if spec.kind == "pixelwise":
-        args = ", ".join(f"p[{o + j}]" for j in range(3))
-        return [f"{vars_[0]}, {vars_[1]}, {vars_[2]} = _f_{name}({vars_[0]}, {vars_[1]}, "
-                f"{vars_[2]}, {full}, {args})"]
+        lines, extra = [], []
+        if spec.draws:
+            # the counters a positional op's channels 0 and 1 would use at this pixel
+            lines = [f"u{j + 1}_ = _u01(p[{o}], p[{o + 1}], (y * w + x) * 8 + {j})"
+                     for j in range(4)]
+            extra = ["u1_", "u2_", "u3_", "u4_"]
+        if spec.stat:
+            if stat is None:
+                raise RuntimeError(f"{name} reads a statistic, but no row offset was given")
+            extra += ["st_", str(stat)]
+        n = spec.nparams if extra else 3
+        args = ", ".join(extra + [f"p[{o + j}]" for j in range(n)])
+        return lines + [f"{vars_[0]}, {vars_[1]}, {vars_[2]} = _f_{name}({vars_[0]}, "
+                        f"{vars_[1]}, {vars_[2]}, {full}, {args})"]
     (v,) = vars_
     if spec.kind == "positional":
         lines = []
@@ -92,7 +103,7 @@ def _chain_all(ops: tuple[str, ...], vars_: list[str], full: str, first: int,
             lines += step
             continue
         if spec.kind == "pixelwise":
-            step = _op_call(name, o, vars_[:3], full, None)
+            step = _op_call(name, o, vars_[:3], full, None, so)
             touched = vars_[:3]
         else:
             keep = 4 if spec.kind == "positional" and spec.alpha else 3
@@ -170,7 +181,7 @@ def gather_defs(sig: GatherSig) -> str:
     defs = "".join(op_def(n) for n in sorted(names))
     if sig.umap:
         defs += op_def(sig.umap, "_m_")
-    if any(REGISTRY[n].kind == "positional" and REGISTRY[n].draws for n in names):
+    if any(REGISTRY[n].draws for n in names):
         defs += _COUNTER
     if sig.nearest:
         defs += _RNE

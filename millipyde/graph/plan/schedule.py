@@ -267,7 +267,7 @@ class Gather(Kernel):
                     setattr(snap, name, list(getattr(self, name)))
                 self.stats.append((n, snap))
                 self.new_stats.append((n, snap))
-            self.positional = self.positional or spec.kind in ("positional", "neighbourhood")
+            self.positional = self.positional or spec.reads_position
             (self.pre, self.post, self.grey_ops)[self.phase].append(n)
         elif spec.kind == "user_map":
             self.A = np.eye(3)

@@ -4,6 +4,7 @@ from . import (  # noqa: F401  (definitions)
     erasing,
     gaussian_noise,
     grid_dropout,
+    iso_noise,
     multiplicative_noise,
     pixel_dropout,
     salt_and_pepper,
