@@ -513,3 +513,52 @@ def iso_noise(img, color_shift, intensity, u1, u2, u3):
     rgb = _hls2rgb(hue, light, sat) * 255
     out[..., :3] = np.clip(rgb, 0, 255).astype(np.uint8)
     return out
+
+
+# --------------------------------------------------------------------------- motion blur
+def motion_kernel(k, angle, direction):
+    """kornia's ``get_motion_kernel2d(k, angle, direction, mode="nearest")``: the ramp
+    ``d + (1 - 2 d) i / (k - 1)`` in the middle row, then kornia's ``rotate`` (OpenCV's
+    ``getRotationMatrix2D`` about the centre, ``warp_affine`` through normalised coordinates
+    with ``align_corners=True``, nearest sampling halves to even, zeros outside), normalised."""
+    d = (np.clip(direction, -1, 1) + 1) / 2
+    src = np.zeros((k, k))
+    src[k // 2] = [d + (1 - 2 * d) / (k - 1) * i for i in range(k)]
+    c = (k - 1) / 2
+    a, b = np.cos(np.deg2rad(angle)), np.sin(np.deg2rad(angle))
+    fwd = np.array([[a, b, (1 - a) * c - b * c], [-b, a, b * c + (1 - a) * c], [0, 0, 1]])
+    norm = np.array([[2 / (k - 1), 0, -1], [0, 2 / (k - 1), -1], [0, 0, 1]])
+    inv = np.linalg.inv(norm @ fwd @ np.linalg.inv(norm))  # normalised dst -> src
+    out = np.zeros((k, k))
+    for y in range(k):
+        for x in range(k):
+            gx, gy, _ = inv @ [2 * x / (k - 1) - 1, 2 * y / (k - 1) - 1, 1]
+            sx, sy = int(np.rint((gx + 1) / 2 * (k - 1))), int(np.rint((gy + 1) / 2 * (k - 1)))
+            if 0 <= sx < k and 0 <= sy < k:
+                out[y, x] = src[sy, sx]
+    return out / out.sum()
+
+
+def correlate(img, taps, mode="constant"):
+    """kornia's ``filter2d`` (a correlation, ``behaviour="corr"``) of every colour channel with
+    the (k, k) ``taps``, the border padded as ``numpy.pad``'s ``mode``; alpha kept; stored as
+    the image's dtype (uint8 rounded)."""
+    k = len(taps)
+    r = k // 2
+    x = np.asarray(img, dtype=np.float64)
+    grey = x.ndim == 2
+    x = x[..., None] if grey else x
+    nc = min(x.shape[2], 3)
+    pad = np.pad(x[..., :nc], ((r, r), (r, r), (0, 0)), mode=mode)
+    h, w = x.shape[:2]
+    acc = np.zeros((h, w, nc))
+    for i in range(k):
+        for j in range(k):
+            if taps[i, j]:
+                acc += taps[i, j] * pad[i:i + h, j:j + w]
+    out = np.array(img, copy=True)
+    vals = ref._to_dtype(acc, np.asarray(img).dtype)
+    if grey:
+        return vals[..., 0]
+    out[..., :nc] = vals
+    return out

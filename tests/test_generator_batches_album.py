@@ -41,11 +41,14 @@ OPS = {
     # op with per-pixel draws and a statistic (its reduction per member). No coins: each
     # pattern of coins is one more kernel to compile, and coins are the other entries' case
     "pca_iso": [mp.Operation("random_fancy_pca", 0.2), mp.Operation("random_iso_noise")],
+    "motion": [mp.Operation("random_motion_blur", (3, 5), 45, 0.5)],
     "downscale": [mp.Operation("random_downscale", (0.3, 0.7), "linear", p=0.7),
                   mp.Operation("random_downscale", (0.4, 0.6))],
 }
 ROUTE = {"values": "template", "colour": "arena", "noise": "arena", "sharpen": "arena",
          "illumination": "arena", "exposure": "template", "planckian": "arena", "pca_iso": "arena",
+         # a plane window: each output's own taps
+         "motion": "per-output",
          # two resizes plan two kernels, which the arena's one gather does not hold
          "downscale": "per-output"}
 

@@ -63,8 +63,8 @@ def _info(i: int, k: Kernel) -> KernelInfo:
     if k.kind == "stencil":
         n = k.stencil
         taps = REGISTRY[n.op.name].fn(*n.params)
-        if isinstance(taps, Window):  # the window passes: two, or one for a median
-            launches = 1 if taps.median else 2
+        if isinstance(taps, Window):  # the window passes: two, or one (a median, a plane)
+            launches = 1 if taps.median or taps.plane is not None else 2
         else:
             launches = stencil_passes(len(taps) // 2)
         if launches == 2:

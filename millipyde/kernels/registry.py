@@ -278,14 +278,17 @@ BORDERS = ("constant", "edge", "reflect", "symmetric")
 class Window:
     """A stencil's window for the generic window passes (what its taps function returns):
     ``ty`` the taps along rows' direction y, ``tx`` along x (each of odd length, centred;
-    ``median``: their length is the window's and their values unused), ``border`` one of
-    :data:`BORDERS`, ``median`` whether the output is the window's median (a sort) instead of
-    its weighted sum (two separable passes)."""
+    ``median`` or ``plane``: their length is the window's and their values unused), ``border``
+    one of :data:`BORDERS`, ``median`` whether the output is the window's median (a sort)
+    instead of its weighted sum (two separable passes); ``plane`` a square (k, k) array of
+    taps that is not separable (a line at an angle: motion blur), summed in one pass:
+    ``out(y, x) = sum plane[i, j] in(y + i - k // 2, x + j - k // 2)`` (a correlation)."""
 
     ty: np.ndarray
     tx: np.ndarray
     border: str = "constant"
     median: bool = False
+    plane: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.border not in BORDERS:
@@ -293,6 +296,9 @@ class Window:
         for t in (self.ty, self.tx):
             if t.ndim != 1 or len(t) % 2 != 1:
                 raise ValueError("window taps must be 1-D, of odd length")
+        if self.plane is not None and (self.plane.shape != (len(self.ty), len(self.tx))
+                                       or len(self.ty) != len(self.tx)):
+            raise ValueError("a plane window's taps must be square, of the window's side")
 
 
 def stencil(nparams: int, name: str | None = None) -> Callable[[Callable], Callable]:

@@ -1,6 +1,6 @@
 """Third wave of the ops after albumentations, kornia and torchvision-era recipes: fancy_pca
-(AlexNet's PCA lighting, ImageNet's basis) and iso_noise (albumentations' ISONoise), with
-their random forms; +-1 on uint8 against the
+(AlexNet's PCA lighting, ImageNet's basis), iso_noise (albumentations' ISONoise) and
+motion_blur (kornia's), with their random forms; +-1 on uint8 against the
 NumPy transcriptions of tests/reference_album.py, on tiny crops (the formulas are per value
 or per pixel)."""
 
@@ -94,7 +94,12 @@ BAD = [("fancy_pca", ("x",), "alpha"), ("fancy_pca", ((1, 2),), "alpha"),
        ("random_fancy_pca", (-0.1,), "alpha_std"), ("random_fancy_pca", (0.1, "abc"), "eigvals"),
        ("iso_noise", (1.5,), "color_shift"), ("iso_noise", (0.1, 6), "intensity"),
        ("random_iso_noise", ((0.1, 0.01),), "color_shift"),
-       ("random_iso_noise", ((0.01, 0.05), (-1, 0.5)), "intensity")]
+       ("random_iso_noise", ((0.01, 0.05), (-1, 0.5)), "intensity"),
+       ("motion_blur", (4, 30), "kernel_size"), ("motion_blur", (5, 30, 2), "direction"),
+       ("motion_blur", (5, 30, 0, "wrap"), "mode"),
+       ("random_motion_blur", ((7, 3), 30, 0.5), "kernel_size"),
+       ("random_motion_blur", (5, -3, 0.5), "angle"),
+       ("random_motion_blur", (5, 30, (-2, 0)), "direction")]
 
 
 @pytest.mark.parametrize(("method", "args", "name"), BAD, ids=[f"{b[0]}-{b[2]}" for b in BAD])
@@ -173,3 +178,50 @@ def test_iso_noise_needs_rgb_unsigned():
 
     with pytest.raises(ValueError, match="int16"):  # (gpuimage makes RGB uint8; a batch may not)
         FORMS["random_iso_noise"].parse(kind_for(3, np.int16))
+
+
+# --------------------------------------------------------------------------- motion_blur
+@pytest.mark.parametrize(("k", "angle", "direction"),
+                         [(3, 0, 0), (5, 45, 1), (7, 100, -0.6), (9, -20, 0.3), (5, 90, 0.5)])
+def test_motion_taps_are_kornias(k, angle, direction):
+    from millipyde.ops.filters.motion_blur import motion_taps
+
+    np.testing.assert_allclose(motion_taps(k, angle, direction),
+                               al.motion_kernel(k, angle, direction), atol=1e-12)
+
+
+@SIM
+@pytest.mark.parametrize("kind", tv.KINDS)
+@pytest.mark.parametrize(("k", "angle", "direction", "mode"),
+                         [(5, 45, 1, "constant"), (7, 100, -0.6, "reflect")])
+def test_motion_blur_is_kornias(kind, k, angle, direction, mode):
+    img = tv.photo("coffee", kind, 11, 12)
+    out = on_gpu(img, "motion_blur", k, angle, direction, mode)
+    _check(out, al.correlate(img, al.motion_kernel(k, angle, direction), mode),
+           f"motion_blur({k}, {angle}, {direction}, {mode}) {kind}")
+
+
+def test_random_motion_blur_draws_size_angle_direction():
+    img = tv.photo("chelsea", "rgb", 10, 11)
+    sizes = set()
+    for seed in range(6):
+        mp.seed(seed)
+        g = mp.gpuimage(img)
+        u = _u(g)
+        g.random_motion_blur((3, 7), 30, (0.2, 0.6), "edge")
+        k = 3 + 2 * int(u(0) * 3)
+        sizes.add(k)
+        taps = al.motion_kernel(k, -30 + 60 * u(1), 0.2 + 0.4 * u(2))
+        _check(np.asarray(g), al.correlate(img, taps, "edge"), f"random_motion_blur {seed}")
+    assert len(sizes) > 1, sizes
+
+
+@SIM
+def test_motion_blur_is_one_pass_with_its_neighbours_on_its_loads():
+    img = tv.photo("astronaut", "rgb", 9, 10)
+    g = mp.gpuimage(img)
+    g.adjust_gamma(0.8)
+    g.motion_blur(5, 30, 0.2)
+    g.invert()
+    info = g.explain()
+    assert len(info.kernels) == 1 and info.kernels[0].launches == 1, str(info)

@@ -160,14 +160,36 @@ else:
 """
 
 
+_WINDOW_PLANE = """
+if c < nc:
+    acc = 0.0
+    for dy in range(nk):
+        yy = _fold(y + dy - rk, h, mode)
+        if yy >= 0:
+            for dx in range(nk):
+                t_ = k2[dy * nk + dx]
+                if t_ != 0.0:
+                    xx = _fold(xi + dx - rk, w, mode)
+                    if xx >= 0:
+                        acc += t_ * LOAD(yy, xx)
+    if is_int:
+        acc = _rint_clip(acc, full)
+    STORE
+else:
+    dst[y, xi, c] = src[y, xi, c]
+"""
+
+
 def window_source(target: str, sim: bool = False, pre: bool = False, post: bool = False,
-                  median: int = 0) -> str:
+                  median: int = 0, plane: bool = False) -> str:
     """Source of a window stencil's passes (see above), channels folded into x (x * C + c):
 
     - linear: ``rows(src, tmp, tx, nc, mode, lut)`` (each value's weighted sum along x into
       the float64 ``tmp``) and ``cols(src, tmp, dst, ty, nc, is_int, full, mode, lut)``
       (along y);
-    - ``median`` (the window's side): ``median(src, dst, nc, is_int, full, mode, lut)``.
+    - ``median`` (the window's side): ``median(src, dst, nc, is_int, full, mode, lut)``;
+    - ``plane``: ``plane(src, dst, k2, nk, nc, is_int, full, mode, lut)``, the (nk, nk) taps
+      ``k2`` (flattened, row-major) summed in one pass, zero taps skipped.
 
     ``lut`` (2, C, 256) uint8: with ``pre`` each value loaded goes through ``lut[0, c]`` (an
     elementwise prologue), with ``post`` each value stored through ``lut[1, c]``. Channels
@@ -186,6 +208,11 @@ def window_source(target: str, sim: bool = False, pre: bool = False, post: bool 
         text = text.replace("STORE", store)
         return "c = x % nc_all\nxi = x // nc_all\n" + text.strip("\n")
 
+    if plane:
+        loop = _loop_2d(target, "h", "w * nc_all", body(_WINDOW_PLANE))
+        return (head + f"\n\n{dec}\ndef plane(src, dst, k2, nk, nc, is_int, full, mode, lut):\n"
+                "    h = src.shape[0]\n    w = src.shape[1]\n    nc_all = src.shape[2]\n"
+                "    rk = nk // 2\n" + loop)
     if median:
         if median % 2 != 1:
             raise ValueError(f"a median window's side must be odd, got {median}")
@@ -209,7 +236,10 @@ def window_source(target: str, sim: bool = False, pre: bool = False, post: bool 
 
 
 def window_kernels(target: str, sim: bool = False, pre: bool = False, post: bool = False,
-                   median: int = 0):
-    """The window passes (``window_source``): ``(rows, cols)``, or ``(median,)``."""
-    mod = load(window_source(target, sim, pre, post, median), target)
+                   median: int = 0, plane: bool = False):
+    """The window passes (``window_source``): ``(rows, cols)``, ``(median,)`` or
+    ``(plane,)``."""
+    mod = load(window_source(target, sim, pre, post, median, plane), target)
+    if plane:
+        return (mod.plane,)
     return (mod.median,) if median else (mod.rows, mod.cols)

@@ -48,13 +48,13 @@ def _stencil_cpu_fn(pre: bool = False, post: bool = False):
 
 
 @functools.cache
-def _window_fns(pre: bool, post: bool, median: int):
-    return window_kernels(runtime.codegen_target, runtime.simulated, pre, post, median)
+def _window_fns(pre: bool, post: bool, median: int, plane: bool = False):
+    return window_kernels(runtime.codegen_target, runtime.simulated, pre, post, median, plane)
 
 
 def run_window(k: Stencil, src: Any, device: int, win: Window) -> Any:
-    """A ``Window`` stencil's output: its two separable passes (or its median pass) with the
-    border mode as an argument."""
+    """A ``Window`` stencil's output: its two separable passes (or its median or plane pass)
+    with the border mode as an argument."""
     out = k.output
     src3 = runtime.as_3d(src)
     h, w, c = src3.shape
@@ -69,6 +69,13 @@ def run_window(k: Stencil, src: Any, device: int, win: Window) -> Any:
     table = runtime.upload_small(np.ascontiguousarray(IDENTITY_LUT[:, :c] if lut is None
                                                       else lut), device)
     pre, post = bool(k.pre), bool(k.post)
+    if win.plane is not None:
+        (fn,) = _window_fns(pre, post, 0, True)
+        k2 = runtime.upload_small(np.ascontiguousarray(win.plane, dtype=np.float64).ravel(),
+                                  device)
+        runtime.launch_2d(fn, h, w * c, device, src3, dst3, k2, len(win.ty), nc, is_int, full,
+                          mode, table)
+        return dst
     if win.median:
         (fn,) = _window_fns(pre, post, len(win.ty))
         runtime.launch_2d(fn, h, w * c, device, src3, dst3, nc, is_int, full, mode, table)

@@ -7,6 +7,7 @@ from . import (  # noqa: F401  (definitions)
     gaussian,
     gaussian_blur,
     median_blur,
+    motion_blur,
     sharpen,
     sharpness,
 )
