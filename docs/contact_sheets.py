@@ -63,6 +63,7 @@ EXAMPLES: dict[str, tuple[str, tuple, dict]] = {
     "center_crop": ("center_crop", ("{h}", "{w}"), {}),
     "crop": ("crop", (8, 16, "{h}", "{w}"), {}),
     "fliplr": ("fliplr", (), {}),
+    "elastic_grid": ("random_elastic_grid", (0.35,), {}),
     "pad": ("pad", (8, 8, 8, 8, 255), {}),
     "random_crop": ("random_crop", ("{s}", "{s}", 12), {}),
     "random_resized_crop": ("random_resized_crop", ("{s}", "{s}"), {}),

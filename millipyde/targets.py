@@ -59,8 +59,9 @@ class Targets:
               out_shape: tuple[int, ...]) -> Targets:
         """These targets after geometric op ``spec`` from ``shape`` to ``out_shape``."""
         if spec.kind == "user_map":
-            raise ValueError(f"{spec.name}: targets cannot follow a user index map (its "
-                             "inverse is unknown); set them after it")
+            what = "a user index map" if spec.user is not None else "a non-affine map"
+            raise ValueError(f"{spec.name}: targets cannot follow {what} (its inverse is "
+                             "unknown); set them after it")
         h, w = shape[0], shape[1]
         oh, ow = out_shape[0], out_shape[1]
         # (a homography's third row is not (0, 0, 1): positions are divided by it)

@@ -562,3 +562,39 @@ def correlate(img, taps, mode="constant"):
         return vals[..., 0]
     out[..., :nc] = vals
     return out
+
+
+# --------------------------------------------------------------------------- grid warp
+def elastic_grid(img, disp):
+    """The smooth warp of a (2, G, G) grid of displacements in cells (``elastic_grid``):
+    control point (i, j) at pixel (i (h - 1) / (G - 1), j (w - 1) / (G - 1)); the field
+    between them blended with smoothstep weights; each pixel reads its position plus the field
+    bilinearly, each tap outside the image zero (``grid_sample``'s ``padding_mode="zeros"``)."""
+    disp = np.asarray(disp, dtype=np.float64)
+    g = disp.shape[1]
+    x = np.asarray(img, dtype=np.float64)
+    grey = x.ndim == 2
+    x = x[..., None] if grey else x
+    h, w = x.shape[:2]
+    cy, cx = (h - 1) / (g - 1), (w - 1) / (g - 1)
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
+    gy, gx = yy / cy, xx / cx
+    iy, ix = np.minimum(gy.astype(int), g - 2), np.minimum(gx.astype(int), g - 2)
+    sy, sx = (lambda t: t * t * (3 - 2 * t))(gy - iy), (lambda t: t * t * (3 - 2 * t))(gx - ix)
+
+    def field(d):
+        return ((1 - sy) * ((1 - sx) * d[iy, ix] + sx * d[iy, ix + 1])
+                + sy * ((1 - sx) * d[iy + 1, ix] + sx * d[iy + 1, ix + 1]))
+
+    fy, fx = yy + field(disp[0]) * cy, xx + field(disp[1]) * cx
+    y0, x0 = np.floor(fy).astype(int), np.floor(fx).astype(int)
+    dy, dx = fy - y0, fx - x0
+    acc = np.zeros(x.shape)
+    for oy, ox, wt in ((0, 0, (1 - dy) * (1 - dx)), (0, 1, (1 - dy) * dx),
+                       (1, 0, dy * (1 - dx)), (1, 1, dy * dx)):
+        ty, tx = y0 + oy, x0 + ox
+        inside = (ty >= 0) & (ty < h) & (tx >= 0) & (tx < w)
+        vals = x[np.clip(ty, 0, h - 1), np.clip(tx, 0, w - 1)]
+        acc += np.where(inside, wt, 0.0)[..., None] * vals
+    out = ref._to_dtype(acc, np.asarray(img).dtype)
+    return out[..., 0] if grey else out

@@ -42,13 +42,15 @@ OPS = {
     # pattern of coins is one more kernel to compile, and coins are the other entries' case
     "pca_iso": [mp.Operation("random_fancy_pca", 0.2), mp.Operation("random_iso_noise")],
     "motion": [mp.Operation("random_motion_blur", (3, 5), 45, 0.5)],
+    # a non-affine map (the user_map kind): per output
+    "elastic": [mp.Operation("random_elastic_grid", 0.3), mp.Operation("random_fancy_pca")],
     "downscale": [mp.Operation("random_downscale", (0.3, 0.7), "linear", p=0.7),
                   mp.Operation("random_downscale", (0.4, 0.6))],
 }
 ROUTE = {"values": "template", "colour": "arena", "noise": "arena", "sharpen": "arena",
          "illumination": "arena", "exposure": "template", "planckian": "arena", "pca_iso": "arena",
          # a plane window: each output's own taps
-         "motion": "per-output",
+         "motion": "per-output", "elastic": "per-output",
          # two resizes plan two kernels, which the arena's one gather does not hold
          "downscale": "per-output"}
 

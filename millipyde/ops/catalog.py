@@ -26,6 +26,7 @@ _FUSES = {
     "pixel": "into the gather",
     "index_map": "into the gather's index map",
     "sampler": "into the gather's sampler (one per kernel)",
+    "user_map": "into the gather as its map (computed per pixel; one per kernel)",
     "stencil": ("own kernel (separable passes, or a median); neighbours fuse on its loads "
                 "and stores"),
 }
@@ -41,8 +42,10 @@ def _fusion(op: OpDef) -> str:
 
 
 def _targets(op: OpDef) -> str:
-    geometric = [s for s in op.specs if s.kind in ("index_map", "sampler")]
-    return "moved by its map" if geometric else "unchanged"
+    kinds = {s.kind for s in op.specs}
+    if "user_map" in kinds:
+        return "refused (a non-affine map)"
+    return "moved by its map" if kinds & {"index_map", "sampler"} else "unchanged"
 
 
 def rows() -> list[tuple[str, str, str, str, str]]:

@@ -11,7 +11,9 @@ PENDING = {
     "GaussianBlur": "a blur with a kernel size and a reflected border (millipyde's gaussian "
                     "pads with zeros, as scikit-image)",
     "GaussianNoise": "noise on float images (use mp.Operation('random_gaussian_noise', ...))",
-    "ElasticTransform": "non-affine maps",
+    "ElasticTransform": "a per-pixel smoothed displacement field (a gather holds per-image "
+                        "parameters, not a field; mp.Operation('random_elastic_grid', "
+                        "magnitude) is a smooth warp on a coarse 5 x 5 grid)",
     "RandomEqualize": "per-image histograms",
     "RandomAutocontrast": "per-image minima and maxima",
     "RandomAdjustSharpness": "a 3 x 3 stencil with an unblurred border",

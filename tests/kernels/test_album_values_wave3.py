@@ -1,6 +1,7 @@
 """Third wave of the ops after albumentations, kornia and torchvision-era recipes: fancy_pca
-(AlexNet's PCA lighting, ImageNet's basis), iso_noise (albumentations' ISONoise) and
-motion_blur (kornia's), with their random forms; +-1 on uint8 against the
+(AlexNet's PCA lighting, ImageNet's basis), iso_noise (albumentations' ISONoise),
+motion_blur (kornia's) and elastic_grid (torchvision's ElasticTransform on a coarse grid),
+with their random forms; +-1 on uint8 against the
 NumPy transcriptions of tests/reference_album.py, on tiny crops (the formulas are per value
 or per pixel)."""
 
@@ -99,7 +100,9 @@ BAD = [("fancy_pca", ("x",), "alpha"), ("fancy_pca", ((1, 2),), "alpha"),
        ("motion_blur", (5, 30, 0, "wrap"), "mode"),
        ("random_motion_blur", ((7, 3), 30, 0.5), "kernel_size"),
        ("random_motion_blur", (5, -3, 0.5), "angle"),
-       ("random_motion_blur", (5, 30, (-2, 0)), "direction")]
+       ("random_motion_blur", (5, 30, (-2, 0)), "direction"),
+       ("elastic_grid", (np.zeros((2, 4, 4)),), "displacement"),
+       ("elastic_grid", ("x",), "displacement"), ("random_elastic_grid", (1.5,), "magnitude")]
 
 
 @pytest.mark.parametrize(("method", "args", "name"), BAD, ids=[f"{b[0]}-{b[2]}" for b in BAD])
@@ -225,3 +228,45 @@ def test_motion_blur_is_one_pass_with_its_neighbours_on_its_loads():
     g.invert()
     info = g.explain()
     assert len(info.kernels) == 1 and info.kernels[0].launches == 1, str(info)
+
+
+# --------------------------------------------------------------------------- elastic_grid
+@SIM
+@pytest.mark.parametrize("kind", tv.KINDS)
+def test_elastic_grid_is_the_smooth_grid_warp(kind):
+    img = tv.photo("chelsea", kind, 11, 13)
+    disp = np.random.default_rng(2).uniform(-0.4, 0.4, (2, 5, 5))
+    out = on_gpu(img, "elastic_grid", disp)
+    _check(out, al.elastic_grid(img, disp), f"elastic_grid {kind}")
+    assert not np.array_equal(out, img)
+
+
+def test_elastic_grid_of_zero_is_the_identity_and_random_draws_its_grid():
+    img = tv.photo("coffee", "rgb", 9, 12)
+    assert np.array_equal(on_gpu(img, "elastic_grid", np.zeros((2, 5, 5))), img)
+    mp.seed(6)
+    g = mp.gpuimage(img)
+    u = _u(g)
+    g.random_elastic_grid(0.25)
+    disp = np.array([-0.25 + 0.5 * u(t) for t in range(50)]).reshape(2, 5, 5)
+    _check(np.asarray(g), al.elastic_grid(img, disp), "random_elastic_grid")
+
+
+@SIM
+def test_elastic_grid_is_one_kernel_with_its_neighbours():
+    img = tv.photo("astronaut", "rgb", 10, 11)
+    g = mp.gpuimage(img)
+    g.rgb_shift(10, 0, 0)
+    g.random_elastic_grid()
+    g.fancy_pca(0.3)
+    assert len(g.explain().kernels) == 1, str(g.explain())
+
+
+def test_targets_cannot_follow_elastic_grid_and_the_image_is_unchanged():
+    img = tv.photo("coffee", "rgb", 8, 9)
+    g = mp.gpuimage(img)
+    g.set_targets(boxes=[[1, 1, 5, 5]], keypoints=[[2, 3]])
+    with pytest.raises(ValueError, match="elastic_grid: targets cannot follow a non-affine map"):
+        g.random_elastic_grid()
+    assert_matches(g, img)
+    assert np.array_equal(g.targets.boxes, [[1, 1, 5, 5]])

@@ -161,6 +161,7 @@ _ARGS = {
     "random_fancy_pca": (0.3,),
     "random_iso_noise": ((0.02, 0.1), (0.2, 0.9)),
     "random_motion_blur": ((3, 9), 60, (-0.5, 1.0), "reflect"),
+    "random_elastic_grid": (0.4,),
 }
 
 

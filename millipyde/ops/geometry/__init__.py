@@ -4,6 +4,7 @@ from . import (  # noqa: F401  (definitions)
     affine,
     center_crop,
     crop,
+    elastic_grid,
     fliplr,
     pad,
     pad_to,
