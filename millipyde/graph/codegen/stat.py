@@ -79,7 +79,8 @@ def _scalars(stat: Statistic, sig: GatherSig) -> list[tuple[int, str, str]]:
             grey = "_f_tv_grey(v0, v1, v2, 0.0, False)"
         return [(0, "sum", grey), (1, "sum", "1.0")]
     if stat.name == "lightness_moments":  # twice the HLS lightness: max + min of R, G, B
-        two_l = "(max(v0, max(v1, v2)) + min(v0, min(v1, v2)))"
+        two_l = (f"(2.0 * {vals[0]})" if len(vals) == 1
+                 else "(max(v0, max(v1, v2)) + min(v0, min(v1, v2)))")
         return [(0, "sum", two_l), (1, "sum", f"{two_l} * {two_l}"), (2, "sum", "1.0")]
     if stat.name == "channel_range":
         return [s for j, v in enumerate(vals) for s in ((2 * j, "min", v), (2 * j + 1, "max", v))]

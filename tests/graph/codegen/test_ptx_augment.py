@@ -72,7 +72,11 @@ def _cases() -> list[tuple[GatherSig, np.dtype]]:
     return rgb + _shapes(4) + [
         (GatherSig(1, "chain", False, True, "", post=("adjust_contrast", "erase",
                                                                  "gaussian_noise"),
-                           bounded=True, edge=True, clip=False), np.float64)]
+                           bounded=True, edge=True, clip=False), np.float64),
+        # a built-in non-affine map, then a pixelwise op that draws per pixel and reads a
+        # statistic (elastic_grid, iso_noise)
+        (GatherSig(4, "chain", True, True, "", post=("iso_noise",), umap="elastic_grid",
+                   clip=False), np.uint8)]
 
 
 def _argtys(sig: GatherSig, dtype: np.dtype, n: int, out: types.Array):
@@ -119,7 +123,8 @@ def test_statistic_reductions_compile_to_ptx(case, stat) -> None:
     # registers merged once per warp (sums: one add per slot); histograms counted in shared
     # memory, then one running sum per bin and block added into the row
     atoms = {"grey_sum": ["atom.global.add.f64"], "channel_range": ["atom.global.cas.b64"],
-             "channel_hist": ["atom.shared.add.u32", "atom.global.add.f64"]}[stat]
+             "channel_hist": ["atom.shared.add.u32", "atom.global.add.f64"],
+             "lightness_moments": ["atom.global.add.f64"]}[stat]
     assert all(a in ptx for a in atoms), (stat, atoms)
     if stat == "grey_sum":
         assert ptx.count("atom.global.add.f64") == 2 and "shfl.sync.down" in ptx

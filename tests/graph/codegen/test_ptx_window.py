@@ -1,5 +1,6 @@
 """The window stencil passes (box_blur, gaussian_blur, adjust_sharpness, median_blur: taps per
-axis, border modes, an op's finish, medians) compile to PTX for sm_90 without a GPU."""
+axis, border modes, an op's finish, medians; motion_blur's plane of taps) compile to PTX for
+sm_90 without a GPU."""
 
 from __future__ import annotations
 
@@ -43,3 +44,13 @@ def test_median_window_compiles_with_a_local_array(dtype) -> None:
     ptx = ptx_of(mod.median.py_func, (img, img, types.int64, types.boolean, types.float64,
                                       types.int64, arr(np.uint8, 3)))
     assert ".entry" in ptx and ".local" in ptx
+
+
+def test_plane_window_pass_compiles() -> None:
+    # motion_blur's one pass over a (k, k) plane of taps, uint8 with tables on both sides
+    mod = load(window_source("cuda", False, True, True, plane=True), "cuda")
+    img = arr(np.uint8, 3)
+    ptx = ptx_of(mod.plane.py_func, (img, img, arr(np.float64, 1), types.int64, types.int64,
+                                     types.boolean, types.float64, types.int64,
+                                     arr(np.uint8, 3)))
+    assert ".entry" in ptx
