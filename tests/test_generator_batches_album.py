@@ -43,7 +43,7 @@ OPS = {
     "pca_iso": [mp.Operation("random_fancy_pca", 0.2), mp.Operation("random_iso_noise")],
     "motion": [mp.Operation("random_motion_blur", (3, 5), 45, 0.5)],
     # a non-affine map (the user_map kind): per output
-    "elastic": [mp.Operation("random_elastic_grid", 0.3), mp.Operation("random_fancy_pca")],
+    "elastic": [mp.Operation("random_elastic_grid", 0.3), mp.Operation("fancy_pca", 0.3)],
     "downscale": [mp.Operation("random_downscale", (0.3, 0.7), "linear", p=0.7),
                   mp.Operation("random_downscale", (0.4, 0.6))],
 }
@@ -57,6 +57,10 @@ ROUTE = {"values": "template", "colour": "arena", "noise": "arena", "sharpen": "
 
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_same_size_batches_equal_outputs(name):
+    if name in ("motion", "elastic") and mp.backend() == "cudasim":
+        # (their batches are the method calls, per output: the same kernels, which
+        # test_album_values_wave3 runs under the simulator; this one costs half a minute)
+        pytest.skip("a per-output route under the simulator")
     _check(_imgs(11, SAME), OPS[name], 6, 3, ROUTE[name])
 
 
