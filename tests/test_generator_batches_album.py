@@ -1,7 +1,8 @@
 """``Generator.batches`` of the albumentations / kornia value, colour, noise and filter ops
 (rgb_shift, to_sepia, channel_dropout, solarize_add, brightness_contrast, tone_curve,
 salt_and_pepper, pixel_dropout, multiplicative_noise, sharpen; adjust_log, adjust_sigmoid,
-planckian_jitter, grid_dropout, rescale_intensity, downscale): recorded for whole batches
+planckian_jitter, grid_dropout, rescale_intensity, downscale; fancy_pca, iso_noise, motion_blur,
+elastic_grid): recorded for whole batches
 from their definitions, each sample equal to the Generator's own output (``next()``)."""
 
 from __future__ import annotations

@@ -115,9 +115,9 @@ def test_bad_arguments_raise_naming_them(method, args, name):
 
 
 def test_colour_only_ops_refuse_grey_images():
-    for method in ("fancy_pca", "random_fancy_pca"):
+    for method, args in (("fancy_pca", (0.1,)), ("random_fancy_pca", ())):
         with pytest.raises(ValueError, match="RGB"):
-            getattr(mp.gpuimage(np.zeros((4, 5))), method)()
+            getattr(mp.gpuimage(np.zeros((4, 5))), method)(*args)
 
 
 # --------------------------------------------------------------------------- iso_noise

@@ -71,11 +71,12 @@ def _sample_fixed(args: tuple, d: Draws, hw: np.ndarray, kind: ImageKind) -> lis
 
 
 @FANCY_PCA.form(sample=_sample_fixed)
-def fancy_pca(kind: ImageKind, alpha: Any = 0.1, eigvals: Any = None,
+def fancy_pca(kind: ImageKind, alpha: Any, eigvals: Any = None,
               eigvecs: Any = None) -> tuple:
     """Add ``eigvecs @ (alpha * eigvals)`` (values in [0, 1], so times 255 on uint8) to every
     RGB pixel and clamp: AlexNet's PCA lighting with the weights ``alpha`` given (one number
-    for all three components, as albumentations' ``alpha``, or one per component). The basis
+    for all three components, as albumentations' drawn ``alpha``, or one per component;
+    ``random_fancy_pca`` draws them). The basis
     is ImageNet's (``IMAGENET_EIGVALS``, ``IMAGENET_EIGVECS``) unless ``eigvals`` (3,) and
     ``eigvecs`` (3, 3, one eigenvector per column) give a dataset's own. RGB(A) images only;
     alpha untouched; integer images rounded."""
