@@ -27,7 +27,8 @@ import numpy as np
 from ...kernels.registry import OpSpec, register
 from ..base import Draws, Emit, ImageKind, between, columns, define, number
 
-#: control points per axis (the kernel's 2 * GRID**2 parameters: every dy, then every dx)
+#: control points per axis (the kernel's 2 * GRID**2 parameters: every dy, then every dx; its
+#: blend is written out for 5)
 GRID = 5
 
 
@@ -38,11 +39,12 @@ def elastic_grid_map(y, x, h, w, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a1
     """Where output pixel ``(y, x)`` reads: ``(y + dy * cy, x + dx * cx)``, ``dy``, ``dx`` the
     control displacements (in cells: ``cy = (h - 1) / (GRID - 1)`` pixels) of the cell around
     it blended with smoothstep weights; control point ``(i, j)`` (row-major, ``a`` its dy,
-    ``b`` its dx) sits at pixel ``(i cy, j cx)``."""
-    dys = (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18,
-           a19, a20, a21, a22, a23, a24)
-    dxs = (b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16, b17, b18,
-           b19, b20, b21, b22, b23, b24)
+    ``b`` its dx) sits at pixel ``(i cy, j cx)``.
+
+    The blend is written as a weighted sum over every control point, the weights zero outside
+    the pixel's cell: straight-line arithmetic, where picking four of 50 parameters by a
+    computed index would be a tuple in a GPU thread's local memory or a chain of branches.
+    Zero weights add exact zeros, so the value is the four-point blend's, bit for bit."""
     cy = (h - 1.0) / (GRID - 1.0) if h > 1 else 1.0
     cx = (w - 1.0) / (GRID - 1.0) if w > 1 else 1.0
     gy = min(max(y / cy, 0.0), GRID - 1.0)
@@ -53,11 +55,31 @@ def elastic_grid_map(y, x, h, w, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a1
     tx = gx - ix
     sy = ty * ty * (3.0 - 2.0 * ty)
     sx = tx * tx * (3.0 - 2.0 * tx)
-    k = iy * GRID + ix
-    dy = ((1.0 - sy) * ((1.0 - sx) * dys[k] + sx * dys[k + 1])
-          + sy * ((1.0 - sx) * dys[k + GRID] + sx * dys[k + GRID + 1]))
-    dx = ((1.0 - sy) * ((1.0 - sx) * dxs[k] + sx * dxs[k + 1])
-          + sy * ((1.0 - sx) * dxs[k + GRID] + sx * dxs[k + GRID + 1]))
+    # each row's and column's weight: 1 - s and s on the cell's two, zero elsewhere
+    wy0 = (1.0 - sy) * (iy == 0)
+    wy1 = (1.0 - sy) * (iy == 1) + sy * (iy == 0)
+    wy2 = (1.0 - sy) * (iy == 2) + sy * (iy == 1)
+    wy3 = (1.0 - sy) * (iy == 3) + sy * (iy == 2)
+    wy4 = sy * (iy == 3)
+    wx0 = (1.0 - sx) * (ix == 0)
+    wx1 = (1.0 - sx) * (ix == 1) + sx * (ix == 0)
+    wx2 = (1.0 - sx) * (ix == 2) + sx * (ix == 1)
+    wx3 = (1.0 - sx) * (ix == 3) + sx * (ix == 2)
+    wx4 = sx * (ix == 3)
+    dy = (
+        wy0 * (wx0 * a0 + wx1 * a1 + wx2 * a2 + wx3 * a3 + wx4 * a4)
+        + wy1 * (wx0 * a5 + wx1 * a6 + wx2 * a7 + wx3 * a8 + wx4 * a9)
+        + wy2 * (wx0 * a10 + wx1 * a11 + wx2 * a12 + wx3 * a13 + wx4 * a14)
+        + wy3 * (wx0 * a15 + wx1 * a16 + wx2 * a17 + wx3 * a18 + wx4 * a19)
+        + wy4 * (wx0 * a20 + wx1 * a21 + wx2 * a22 + wx3 * a23 + wx4 * a24)
+    )
+    dx = (
+        wy0 * (wx0 * b0 + wx1 * b1 + wx2 * b2 + wx3 * b3 + wx4 * b4)
+        + wy1 * (wx0 * b5 + wx1 * b6 + wx2 * b7 + wx3 * b8 + wx4 * b9)
+        + wy2 * (wx0 * b10 + wx1 * b11 + wx2 * b12 + wx3 * b13 + wx4 * b14)
+        + wy3 * (wx0 * b15 + wx1 * b16 + wx2 * b17 + wx3 * b18 + wx4 * b19)
+        + wy4 * (wx0 * b20 + wx1 * b21 + wx2 * b22 + wx3 * b23 + wx4 * b24)
+    )
     return y + dy * cy, x + dx * cx
 
 
