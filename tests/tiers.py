@@ -43,3 +43,18 @@ def tiered(cases: Iterable[Any], ci: Callable[[Any], bool] | Iterable[int], *,
         out.append(pytest.param(*values, marks=() if in_ci else (EXHAUSTIVE,),
                                 id=None if ids is None else ids(case)))
     return out
+
+
+def cpu_backend() -> bool:
+    """The suite runs on the cpu backend, where each distinct generated kernel compiles for
+    seconds (CUDASIM compiles nothing: its cases cost simulated threads instead)."""
+    import millipyde as mp
+
+    return mp.backend() == "cpu"
+
+
+def exhaustive_on_cpu(test: Any) -> Any:
+    """Mark ``test`` exhaustive on the cpu backend only: a batch-path check whose recording
+    CUDASIM runs in the CI tier at a fraction of the cost (the cpu backend compiles every
+    distinct kernel it meets), while the CI tier's other cases compile the cpu forms."""
+    return EXHAUSTIVE(test) if cpu_backend() else test

@@ -12,6 +12,7 @@ import re
 import numpy as np
 import pytest
 from ptx_compile import ptx_of
+from tiers import tiered
 
 from millipyde.graph.codegen import ptx
 from millipyde.graph.codegen.gather import gather_items, gather_source
@@ -86,7 +87,25 @@ def gather_cases() -> list[tuple[GatherSig, np.dtype]]:
     return cases
 
 
-@pytest.mark.parametrize("sig,dtype", gather_cases(), ids=lambda v: str(v)[:60])
+def gather_ci(case: tuple[GatherSig, np.dtype]) -> bool:
+    """The CI tier's gather cases: every elementwise op through a table (RGB, sampler, grey
+    ops) and through float64 and uint16 chains, RGBA without a sampler, one-channel with one;
+    each case compiles every elementwise kernel, so the rest vary channels and samplers only."""
+    sig, dtype = case
+    if sig.mode == "chain":
+        return sig.sampler == (np.dtype(dtype) == np.float64)
+    return (sig.cin, sig.sampler, sig.grey) in ((3, True, "rgb2grey"), (4, False, ""),
+                                                (1, True, ""))
+
+
+def gather_id(case: tuple[GatherSig, np.dtype]) -> str:
+    sig, dtype = case
+    return (f"{sig.mode}-c{sig.cin}-{'sampler' if sig.sampler else 'nosampler'}-"
+            f"{sig.grey or 'colour'}-{np.dtype(dtype).name}")
+
+
+@pytest.mark.parametrize("sig,dtype", tiered(gather_cases(), gather_ci, several=True,
+                                                     ids=gather_id))
 def test_gather_kernel_compiles_to_ptx(sig: GatherSig, dtype: np.dtype) -> None:
     mod = load(gather_source(sig, "cuda"), "cuda")
     out_dtype = np.float64 if sig.grey else dtype
@@ -143,8 +162,10 @@ def test_stencil_kernels_compile_to_ptx(dtype: np.dtype) -> None:
     assert ".entry" in ptx_rows and ".entry" in ptx_cols
 
 
-@pytest.mark.parametrize("c", [1, 2, 3, 4])
-@pytest.mark.parametrize("dtype", [np.uint8, np.float64, np.uint16])
+@pytest.mark.parametrize("c, dtype", tiered(
+    itertools.product([1, 2, 3, 4], [np.uint8, np.float64, np.uint16]),
+    lambda case: case in ((1, np.uint16), (2, np.uint8), (3, np.uint8), (4, np.float64)),
+    several=True))
 def test_tiled_stencil_kernels_compile_to_ptx(c: int, dtype: np.dtype) -> None:
     from millipyde.graph.codegen import gpu as codegen_gpu
 
@@ -174,8 +195,12 @@ def test_rgba_lut_kernels_compile_to_ptx() -> None:
     assert "ld.global.u32" in ptx_flat or "ld.global.nc.u32" in ptx_flat
 
 
-@pytest.mark.parametrize("gates", [False, True], ids=["plain", "gated"])
-@pytest.mark.parametrize("sig,dtype", gather_cases(), ids=lambda v: str(v)[:60])
+@pytest.mark.parametrize("sig, dtype, gates", tiered(
+    [(*case, gates) for gates in (False, True) for case in gather_cases()],
+    # gated kernels hold the plain ones' code and the gates: one plain case beside them
+    lambda case: gather_ci(case[:2]) and (case[2] or case[0].sampler and case[0].mode == "chain"),
+    several=True,
+    ids=lambda case: f"{gather_id(case[:2])}-{'gated' if case[2] else 'plain'}"))
 def test_batched_gather_kernel_compiles_to_ptx(sig: GatherSig, dtype: np.dtype,
                                                gates: bool) -> None:
     from millipyde.graph.codegen import batch as codegen_batch
