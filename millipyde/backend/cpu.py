@@ -68,7 +68,8 @@ class CpuBackend(Backend):
     codegen_target = "cpu"
     # what the generators write; ``cpu_parts`` compiles it serial, run in parts
     kernel_decorator = "@njit(parallel=True, nogil=True, cache=True, error_model='numpy')"
-    device_decorator = "njit(cache=False, error_model='numpy')"
+    # (one shared dispatcher per function: ``graph.codegen.cpu_devices``)
+    device_decorator = "cpu_devices.device"
     scalars_in_array = True
 
     def __init__(self) -> None:
