@@ -40,11 +40,11 @@ def _stencil_2d_fn(c: int, nc: int, pre: bool, post: bool, packed: bool,
 
 
 @functools.cache
-def _stencil_cpu_fn(pre: bool = False, post: bool = False):
+def _stencil_cpu_fn():
     # imported here: only the cpu backend uses the fused CPU stencil
     from ..codegen import cpu as codegen_cpu
 
-    return codegen_cpu.stencil_kernel(pre, post), codegen_cpu.stencil_tiles
+    return codegen_cpu.stencil_kernel(), codegen_cpu.stencil_tiles
 
 
 @functools.cache
@@ -105,10 +105,10 @@ def run_stencil(k: Stencil, src: Any, device: int, reader: Gather | None = None
     if h == 0 or w == 0:  # empty in, empty out: no tiling or launch can divide by it
         return dst, False
     if not runtime.caps.shared_memory:
-        fn, tiles = _stencil_cpu_fn(pre, post)
+        fn, tiles = _stencil_cpu_fn()
         band, strip = tiles(h, w, nc, len(taps))
         args = (src3, dst3, taps, nc, is_int, full, band, strip,
-                IDENTITY_LUT if lut is None else lut)
+                IDENTITY_LUT if lut is None else lut, pre, post)
         runtime.launch_2d(fn, h, w, device, *args)
         if _keeps(k, lut, reader):
             _keep(k, runtime.bind_2d(fn, h, w, device, src, dst, args, len(args) - 2, _views))
