@@ -58,3 +58,10 @@ def exhaustive_on_cpu(test: Any) -> Any:
     CUDASIM runs in the CI tier at a fraction of the cost (the cpu backend compiles every
     distinct kernel it meets), while the CI tier's other cases compile the cpu forms."""
     return EXHAUSTIVE(test) if cpu_backend() else test
+
+
+def simulator() -> bool:
+    """The suite runs under the CUDA simulator (every simulated GPU thread a Python thread)."""
+    import millipyde as mp
+
+    return mp.backend() == "cudasim"
