@@ -308,6 +308,9 @@ def test_numpy_integer_outputs_and_16_bit_inputs_on_the_cluster(cluster, tmp_pat
         assert got.dtype == np.uint8 and (got == 117).all(), np.unique(got)
 
 
+# (~55 CPU-s: the CLI's local run, then two fresh worker processes; the CI tier's cluster runs
+# are process()'s on the module's cluster above)
+@pytest.mark.exhaustive
 def test_cli_augment_on_a_local_cluster_writes_the_local_images(tmp_path) -> None:
     # (6 outputs: each coin pattern of the recipe a kernel the workers compile or load)
     d = make_images(tmp_path / "src", 4, 2)
@@ -319,6 +322,9 @@ def test_cli_augment_on_a_local_cluster_writes_the_local_images(tmp_path) -> Non
         assert np.array_equal(read(tmp_path / "dist" / f"{k:06d}.png"),
                               read(tmp_path / "local" / f"aug_{k:02d}.png")), k
     assert (tmp_path / "dist" / "contact_sheet.png").exists()
+
+
+def test_a_bad_cluster_address_names_the_form() -> None:
     with pytest.raises(ValueError, match="local:WORKERS"):
         with md.cluster_client("local:zero"):
             pass
