@@ -17,8 +17,9 @@ JPEG's round trip as libjpeg(-turbo) does it, with a float DCT in place of its i
 
 Each pass is one output per thread with no shared memory, one text for every target; the
 tables (quantisation by quality, DCT basis) are run-time arguments, so every quality runs the
-same compiled passes. With ``pre`` / ``post`` a uint8 elementwise chain fused before / after
-the codec goes through ``lut[0, c]`` on each value loaded / ``lut[1, c]`` on each stored.
+same compiled passes. Every value loaded goes through ``lut[0, c]`` and every value stored
+through ``lut[1, c]``: uint8 elementwise chains fused before and after the codec, or identity
+tables, so one compiled set of passes serves both (each compile of the four costs seconds).
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ else:
 """
 
 
-def codec_source(target: str, sim: bool = False, pre: bool = False, post: bool = False) -> str:
+def codec_source(target: str, sim: bool = False) -> str:
     """Source of the four passes (see the module doc):
 
     - ``samples(src, smp, h, w, ch, hc, wc, ncomp, lut)`` over the padded luma plane;
@@ -181,13 +182,13 @@ def codec_source(target: str, sim: bool = False, pre: bool = False, post: bool =
     # the CPU's prange row index is unsigned, and unsigned with signed integers types as a
     # float in Numba: the bodies index with a signed copy
     row = "yr = np.int64(y)\n" if target == "cpu" else "yr = y\n"
-    load_ = "lut[0, {2}, src[{0}, {1}, {2}]]" if pre else "src[{0}, {1}, {2}]"
+    load_ = "lut[0, {2}, src[{0}, {1}, {2}]]"
 
     def loads(text: str) -> str:
         return re.sub(r"LOAD\((\w+), (\w+), (\w+)\)", lambda m: load_.format(m[1], m[2], m[3]),
                       text)
 
-    store = "dst[y, xi, c] = lut[1, c, int(acc)]" if post else "dst[y, xi, c] = acc"
+    store = "dst[y, xi, c] = lut[1, c, int(acc)]"
     colour = (_COLOUR.replace("STORE", store).replace("RED", str(_fix(1.402)))
               .replace("BLUE", str(_fix(1.772))).replace("GCB", str(_fix(0.34414)))
               .replace("GCR", str(_fix(0.71414))))
@@ -205,7 +206,7 @@ def codec_source(target: str, sim: bool = False, pre: bool = False, post: bool =
     )
 
 
-def codec_kernels(target: str, sim: bool = False, pre: bool = False, post: bool = False):
+def codec_kernels(target: str, sim: bool = False):
     """The (samples, coefficients, decode, colour) passes for ``target`` (``codec_source``)."""
-    mod = load(codec_source(target, sim, pre, post), target)
+    mod = load(codec_source(target, sim), target)
     return mod.samples, mod.coefficients, mod.decode, mod.colour

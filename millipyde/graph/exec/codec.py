@@ -19,8 +19,8 @@ PASSES = 4
 
 
 @functools.cache
-def _codec_fns(pre: bool, post: bool):
-    return codec_kernels(runtime.codegen_target, runtime.simulated, pre, post)
+def _codec_fns():
+    return codec_kernels(runtime.codegen_target, runtime.simulated)
 
 
 @functools.cache
@@ -59,7 +59,7 @@ def run_codec(k: Stencil, src: Any, device: int, codec: BlockCodec) -> Any:
     basis = runtime.upload_small(dct_basis(), device)
     smp = runtime.empty((hb, wb, ncomp), np.float64, device)
     coef = runtime.empty((hb, wb, ncomp), np.float64, device)
-    samples, coefficients, decode, colour = _codec_fns(bool(k.pre), bool(k.post))
+    samples, coefficients, decode, colour = _codec_fns()
     runtime.launch_2d(samples, hb, wb, device, src3, smp, h, w, ch, hc, wc, ncomp, table)
     runtime.launch_2d(coefficients, hb, wb * ncomp, device, smp, coef, quant, basis, hc, wc,
                       ncomp)
