@@ -42,7 +42,7 @@ from .geometry import (
     RandomZoomOut,
     Resize,
 )
-from .misc import Lambda
+from .misc import JPEG, Lambda
 from .mix import CutMix, MixUp
 from .options import (
     ConvertImageDtype,
@@ -60,7 +60,7 @@ from .unsupported import PENDING
 __all__ = [
     "AutoAugment", "AutoAugmentPolicy", "RandAugment", "TrivialAugmentWide",
     "CenterCrop", "ColorJitter", "Compose", "ConvertImageDtype", "CutMix", "Grayscale",
-    "InterpolationMode", "Lambda", "MixUp", "Normalize", "PILToTensor", "Pad", "RandomAffine",
+    "InterpolationMode", "JPEG", "Lambda", "MixUp", "Normalize", "PILToTensor", "Pad", "RandomAffine",
     "RandomApply", "RandomChannelPermutation", "RandomChoice", "RandomCrop", "RandomErasing",
     "RandomGrayscale", "RandomHorizontalFlip", "RandomInvert", "RandomOrder",
     "RandomPerspective", "RandomPosterize", "RandomResizedCrop", "RandomRotation",

@@ -15,7 +15,6 @@ PENDING = {
     "RandomEqualize": "per-image histograms",
     "RandomAutocontrast": "per-image minima and maxima",
     "RandomAdjustSharpness": "a 3 x 3 stencil with an unblurred border",
-    "JPEG": "a JPEG round trip on the device",
     "RandomIoUCrop": "box-aware crops",
     "ScaleJitter": "per-sample resize targets",
     "RandomShortestSize": "per-sample resize targets",

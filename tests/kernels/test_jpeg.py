@@ -160,6 +160,25 @@ def test_generator_batches_equal_its_outputs():
            2, 2, "per-output")
 
 
+@pytest.mark.cudasim_ok
+def test_torchvision_jpeg_is_the_operation():
+    import pickle
+
+    import millipyde.distributed  # noqa: F401  (registers Operation pickling)
+    import millipyde.transforms as T
+
+    img = _img("coffee", "rgb", 6, 7)
+    for t, op in ((T.JPEG(40), mp.Operation("jpeg", 40)),
+                  (T.JPEG((20, 90)), mp.Operation("random_jpeg", (20, 90)))):
+        assert isinstance(t, mp.Operation)
+        assert repr(pickle.loads(pickle.dumps(t))) == repr(t)
+        for k in range(2):
+            a, b = mp.gpuimage(img), mp.gpuimage(img)
+            t.apply(a, 11, k, 2)
+            op.apply(b, 11, k, 2)
+            assert np.array_equal(np.asarray(a), np.asarray(b)), (t, k)
+
+
 BAD = [("jpeg", (0,), "quality"), ("jpeg", (101,), "quality"), ("jpeg", (7.5,), "quality"),
        ("random_jpeg", ((90, 80),), "min <= max"), ("random_jpeg", ((1, 2, 3),), "quality"),
        ("random_jpeg", ((0, 50),), r"quality\[0\]")]
