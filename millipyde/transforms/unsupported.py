@@ -7,7 +7,6 @@ from typing import Any
 
 #: class name -> what it waits for
 PENDING = {
-    "AugMix": "a weighted mix of several augmented chains of one image per sample",
     "GaussianBlur": "a blur with a kernel size and a reflected border (millipyde's gaussian "
                     "pads with zeros, as scikit-image)",
     "GaussianNoise": "noise on float images (use mp.Operation('random_gaussian_noise', ...))",
