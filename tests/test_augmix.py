@@ -105,8 +105,8 @@ def test_generator_batches_equal_its_outputs():
     # per-output path there, as AugMix reads its image's value (its chains are materialised)
     from test_generator_batches_tv import _check, _imgs
 
-    _check(_imgs(4, ((6, 7, 3), (6, 7, 3))), [mp.AugMix(mixture_width=2, all_ops=False)],
-           2, 2, "template")
+    _check(_imgs(4, ((6, 7, 3), (6, 7, 3))),
+           [mp.AugMix(mixture_width=1, chain_depth=1, all_ops=False)], 2, 2, "template")
 
 
 def test_transforms_augmix_is_augmix_and_pickles_by_its_arguments():

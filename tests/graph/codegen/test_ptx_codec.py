@@ -1,5 +1,5 @@
-"""The block codec passes (``jpeg``: samples, coefficients, decode, colour) compile to PTX for
-sm_90 without a GPU."""
+"""The block codec passes (``jpeg``: samples, coefficients, decode, colour) and the weighted
+sum (``AugMix``'s mix) compile to PTX for sm_90 without a GPU."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from ptx_compile import ptx_of
 
 from millipyde.graph.codegen.codec import codec_source
 from millipyde.graph.codegen.loader import load
+from millipyde.graph.codegen.weighted import weighted_source
 
 pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
 from numba import types  # noqa: E402
@@ -33,3 +34,11 @@ def test_codec_passes_compile() -> None:
         ptx_of(mod.colour.py_func, (img, f3, img, i, i, i, i, lut)),
     ]
     assert all(".entry" in p for p in ptxs)
+
+
+def test_weighted_sum_compiles() -> None:
+    mod = load(weighted_source("cuda", False), "cuda")
+    img, f3 = arr(np.uint8, 3), arr(np.float64, 3)
+    acc = ptx_of(mod.accumulate.py_func, (f3, img, types.float64, types.boolean))
+    fin = ptx_of(mod.finish.py_func, (f3, img, img, types.int64, types.boolean, types.float64))
+    assert ".entry" in acc and ".entry" in fin
