@@ -63,21 +63,32 @@ def test_magnitude_tables_are_torchvisions():
     assert AUGMIX_SPACE["Solarize"][0](10, 1, 1)[[0, -1]].tolist() == [1.0, 0.0]
 
 
+def _image(arr: np.ndarray) -> mp.gpuimage:
+    """A gpuimage holding ``arr`` as it is (the constructor would convert a float image to
+    uint8)."""
+    from millipyde.backend import ACTIVE
+
+    return mp.gpuimage.from_buffer(ACTIVE.from_host(np.ascontiguousarray(arr), 0), 0)
+
+
 def _reference(img: np.ndarray, a: mp.AugMix, seed: int, sample: int, index: int):
     """The chains as method calls (materialised entry by entry), summed in NumPy float64 in
     torchvision's order, truncated as its ``.to(uint8)``."""
     h, w = img.shape[:2]
+    full = 255.0 if img.dtype == np.uint8 else 1.0
     weights, chains = a.sample_draws(seed, sample, index, (h, w))
     acc = weights[0] * img.astype(np.float64)
     for wt, chain in zip(weights[1:], chains, strict=True):
         y = img
         for name, m in chain:
-            call = entry_call(name, m, h, w, 255.0)
+            call = entry_call(name, m, h, w, full)
             if call is not None:
-                g = mp.gpuimage(y)
+                g = _image(y)
                 getattr(g, call[0])(*call[1])
                 y = np.asarray(g)
         acc = acc + wt * y.astype(np.float64)
+    if full == 1.0:  # float images: the sum as it is
+        return acc
     out = np.minimum(np.floor(np.maximum(acc, 0.0)), 255.0).astype(np.uint8)
     if img.ndim == 3 and img.shape[2] == 4:
         out[..., 3] = img[..., 3]
@@ -96,6 +107,21 @@ def test_augmix_is_the_weighted_sum_of_its_chains(channels, width, depth):
         out = np.asarray(g)
         assert out.dtype == np.uint8 and out.shape == img.shape
         assert np.array_equal(out, _reference(img, a, 5, sample, 1)), sample
+
+
+@pytest.mark.cudasim_ok
+def test_float_grey_images_mix_without_rounding():
+    # rgb2gray's float64 grey: the entries' float forms, the sum kept as it is
+    rgb = np.random.default_rng(9).integers(0, 256, (6, 7, 3), dtype=np.uint8)
+    g = mp.gpuimage(rgb)
+    g.rgb2gray()
+    grey = np.asarray(g)
+    a = mp.AugMix(mixture_width=1, chain_depth=1, all_ops=False)
+    x = _image(grey)
+    a.apply(x, 2, 0, 0)
+    out = np.asarray(x)
+    assert out.dtype == np.float64 and out.shape == grey.shape
+    assert np.array_equal(out, _reference(grey, a, 2, 0, 0))
 
 
 @pytest.mark.cudasim_ok
