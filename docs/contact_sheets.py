@@ -87,6 +87,7 @@ EXAMPLES: dict[str, tuple[str, tuple, dict]] = {
     "box_blur": ("box_blur", (7,), {}),
     "downscale": ("downscale", (0.2,), {}),
     "median_blur": ("median_blur", (7,), {}),
+    "jpeg": ("jpeg", (8,), {}),
     "adjust_sharpness": ("adjust_sharpness", (4.0,), {}),
     "sharpen": ("sharpen", (0.8, 0.5), {}),
 }

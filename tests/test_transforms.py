@@ -229,7 +229,8 @@ BAD = [(lambda: T.ToDtype("float32"), "scale=True"), (lambda: T.ToDtype("uint8",
        (lambda: T.RandomAffine(10, center=(1, 1)), "center"),
        (lambda: T.CenterCrop((1, 2, 3)), "size"), (lambda: T.RandomInvert(1.5), "p"),
        (lambda: T.Compose(T.CenterCrop(3)), "list of transforms"),
-       (lambda: T.Resize((8, 8), max_size=10, antialias=False), "max_size")]
+       (lambda: T.Resize((8, 8), max_size=10, antialias=False), "max_size"),
+       (lambda: T.JPEG(0), "quality"), (lambda: T.JPEG((50, 20)), "min <= max")]
 
 
 @pytest.mark.parametrize(("make", "match"), BAD, ids=[b[1] for b in BAD])

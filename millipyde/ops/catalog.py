@@ -26,8 +26,8 @@ _FUSES = {
     "pixel": "into the gather",
     "index_map": "into the gather's index map",
     "sampler": "into the gather's sampler (one per kernel)",
-    "stencil": ("own kernel (separable passes, or a median); neighbours fuse on its loads "
-                "and stores"),
+    "stencil": ("own kernel (separable passes, a median, or JPEG's four block passes); "
+                "neighbours fuse on its loads and stores"),
 }
 
 

@@ -1,7 +1,8 @@
 """Run a separable stencil kernel: the fused CPU kernel, the one-pass 2-D tiled GPU kernel,
 the tiled two-pass GPU kernels or the generic passes (``variants`` picks); a stencil whose
 taps function gives a ``Window`` (taps per axis, border modes, medians) runs the generic
-window passes."""
+window passes, one that gives a ``BlockCodec`` (``jpeg``) the block codec passes
+(``codec``)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ import numpy as np
 
 from ...backend import ACTIVE as runtime
 from ...kernels import REGISTRY
-from ...kernels.registry import Window
+from ...kernels.registry import BlockCodec, Window
 from ..codegen import gpu as codegen_gpu
 from ..codegen.stencil import BORDER_CODES, stencil_kernels, window_kernels
 from ..plan import footprint
 from ..plan.schedule import Gather, Stencil, full_range
 from . import execute, variants
+from .codec import run_codec
 from .tables import IDENTITY_LUT, stencil_tables
 from .variants import _words
 
@@ -93,6 +95,8 @@ def run_stencil(k: Stencil, src: Any, device: int, reader: Gather | None = None
     taps = REGISTRY[n.op.name].fn(*n.params)
     if isinstance(taps, Window):
         return run_window(k, src, device, taps), False
+    if isinstance(taps, BlockCodec):
+        return run_codec(k, src, device, taps), False
     taps = np.ascontiguousarray(taps, dtype=np.float64)
     src3 = runtime.as_3d(src)
     h, w, c = src3.shape
