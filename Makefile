@@ -1,6 +1,7 @@
-# The test command of README.md: the whole suite on the cpu backend (PTX compile of every CUDA
-# kernel included), and the kernel tests (marked cudasim_ok, wherever they are) under the CUDA
-# simulator.
+# The test command of README.md (what CI runs): the CI tier of the suite on the cpu backend (PTX
+# compile of every CUDA kernel kind included), and its kernel tests (marked cudasim_ok, wherever
+# they are) under the CUDA simulator. `make test-full` runs every test, those marked exhaustive too
+# (tests/tiers.py says what goes where).
 PYTHON ?= python
 export MILLIPYDE_CACHE_DIR ?= $(CURDIR)/.kernel-cache
 # pytest-xdist workers: one per core (PYTEST_JOBS=0 runs in this process). loadgroup keeps each test
@@ -8,20 +9,34 @@ export MILLIPYDE_CACHE_DIR ?= $(CURDIR)/.kernel-cache
 PYTEST_JOBS ?= auto
 PYTEST = $(PYTHON) -m pytest -q -p no:cacheprovider -n $(PYTEST_JOBS) --dist loadgroup --durations=25
 
-.PHONY: test test-cpu test-cudasim lint
+# the tier: "ci" leaves out the tests marked exhaustive, "full" runs them all
+TIER ?= ci
+ifeq ($(TIER),full)
+CPU_MARKS :=
+SIM_MARKS := cudasim_ok
+else
+CPU_MARKS := not exhaustive
+SIM_MARKS := cudasim_ok and not exhaustive
+endif
+
+.PHONY: test test-full test-cpu test-cudasim lint
 
 # The two parts run side by side, each on its own workers: a simulator worker keeps well under a
 # core busy (each simulated GPU thread is a Python thread, and they hand the GIL to each other all
-# the time), and the cpu part's compiles use the rest (bench/RESULTS.md, twelfth session, h-ci2).
+# the time), and the cpu part's compiles use the rest (bench/RESULTS.md, "CI time: xdist groups
+# that group again", 2026-11-23).
 # -Otarget prints each part's output whole, once it is done.
 test: lint
 	$(MAKE) -j2 -Otarget test-cpu test-cudasim
+
+test-full:
+	$(MAKE) test TIER=full
 
 lint:
 	$(PYTHON) -m ruff check millipyde tests bench
 
 test-cpu:
-	MILLIPYDE_BACKEND=cpu $(PYTEST)
+	MILLIPYDE_BACKEND=cpu $(PYTEST) -m "$(CPU_MARKS)"
 
 test-cudasim:
-	MILLIPYDE_BACKEND=cudasim NUMBA_ENABLE_CUDASIM=1 $(PYTEST) -m cudasim_ok tests
+	MILLIPYDE_BACKEND=cudasim NUMBA_ENABLE_CUDASIM=1 $(PYTEST) -m "$(SIM_MARKS)" tests

@@ -10,11 +10,12 @@ COMMANDS = {
     "pipeline": ("bench.bench_pipeline", "5-op / 20-op Pipelines, thesis tables 6.4-6.6"),
     "augment": ("bench.bench_augment", "Generator throughput, thesis figure 5.1"),
     "fusion": ("bench.bench_fusion", "thesis 5-op chain: fused vs fusion off vs cuCIM"),
+    "compile": ("bench.bench_compile", "cold start of `millipyde augment` per recipe"),
 }
 
 
 def _usage() -> str:
-    lines = ["usage: python -m bench {ops,pipeline,augment,fusion} [options]", ""]
+    lines = ["usage: python -m bench {ops,pipeline,augment,fusion,compile} [options]", ""]
     lines += [f"  {name:<9} {help_}" for name, (_, help_) in COMMANDS.items()]
     lines += ["", "`python -m bench COMMAND --help` lists a command's options."]
     return "\n".join(lines)

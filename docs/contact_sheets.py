@@ -91,6 +91,7 @@ EXAMPLES: dict[str, tuple[str, tuple, dict]] = {
     "downscale": ("downscale", (0.2,), {}),
     "median_blur": ("median_blur", (7,), {}),
     "motion_blur": ("motion_blur", (11, 30, 0.0), {}),
+    "jpeg": ("jpeg", (8,), {}),
     "adjust_sharpness": ("adjust_sharpness", (4.0,), {}),
     "sharpen": ("sharpen", (0.8, 0.5), {}),
 }

@@ -5,6 +5,7 @@ The backend (cuda, hip, cpu or cudasim) is chosen once, at import; see :func:`ba
 
 from . import data
 from .array import gpuarray
+from .augmix import AugMix
 from .backend import backend
 from .batch_mix import CutMix, MixUp
 from .compose import OneOf, RandomChoice, RandomOrder, SomeOf
@@ -27,6 +28,7 @@ from .random import seed
 from .version import __version__ as __version__
 
 __all__ = [
+    "AugMix",
     "AutoAugment",
     "AutoAugmentPolicy",
     "CutMix",

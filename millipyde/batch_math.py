@@ -15,25 +15,36 @@ import numpy as np
 # (Gaussian taps live in ``batch_taps``; named here with the rest of the batch host math)
 from .batch_taps import gaussian_taps  # noqa: F401
 from .graph.codegen.loader import load
-from .graph.codegen.lut import _lut_source
+from .graph.codegen.lut import compose_tables
 from .graph.codegen.target import _HEADER
 from .graph.plan.schedule import _affine3
+from .kernels import REGISTRY
+
+
+def lut_many():
+    """Host function ``build_many(codes, params, channels, full, out)``: ``exec.tables.build_lut``
+    for every row of ``params`` (n, K, 3) into ``out`` (n, C, 256), the same table passes
+    (built-in ops: ``batch_record`` records gpuimage methods only). The recorded templates
+    hold no op that reads a statistic (their forms are not template forms), so the passes'
+    statistic row is an unused zero."""
+    return _build_many
+
+
+_NO_STATS = np.zeros(1)
+
+
+def _build_many(codes: np.ndarray, params: np.ndarray, channels: int, full: float,
+                out: np.ndarray) -> None:
+    names = [_name_of(int(c)) for c in codes]
+    compose_tables(names, params, _NO_STATS, channels, full, out)
 
 
 @functools.cache
-def lut_many():
-    """Host kernel ``build_many(codes, params, channels, full, out)``: ``exec.tables.build_lut``
-    for every row of ``params`` (n, K, 3) into ``out`` (n, C, 256), the same builder code
-    (built-in ops: ``batch_record`` records gpuimage methods only). The recorded templates
-    hold no op that reads a statistic (their forms are not template forms), so the builder's
-    statistic row is an unused zero."""
-    src = _lut_source() + (
-        "\n\n@njit(cache=True, nogil=True)\n"
-        "def build_many(codes, params, channels, full, out):\n"
-        "    stats = np.zeros(1)\n"
-        "    for m in range(params.shape[0]):\n"
-        "        build(codes, params[m], stats, channels, full, out[m])\n")
-    return load(src, "cpu").build_many
+def _name_of(code: int) -> str:
+    for spec in REGISTRY.values():
+        if spec.code == code:
+            return spec.name
+    raise KeyError(f"no op has code {code}")
 
 
 @functools.cache

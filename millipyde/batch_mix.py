@@ -169,8 +169,10 @@ class BatchMix:
         elif y2 > y1 and q2 > q1 and n:
             with runtime.on_device(dev):
                 if runtime.codegen_target == "cpu":
-                    runtime.launch_blocks(mix_images, 1, 1, dev, x, n, P, R, Q, lam, y1, y2,
-                                          q1, q2)
+                    # (one loop over the box's rows; blocks x threads: its values, which
+                    # size the cpu's parts)
+                    runtime.launch_blocks(mix_images, P * (y2 - y1), n * (q2 - q1), dev, x, n,
+                                          P, R, Q, lam, y1, y2, q1, q2)
                 else:
                     _launch_box(mix_images, dev, (P, y2 - y1, q2 - q1),
                                 (x, n, P, R, Q, lam, y1, y2, q1, q2))

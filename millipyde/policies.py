@@ -248,7 +248,7 @@ class AutoAugmentPolicy(enum.Enum):
     SVHN = "svhn"
 
 
-def _fill(fill: Any, owner: str) -> None:
+def check_fill(fill: Any, owner: str) -> None:
     """torchvision's ``fill`` (None: 0): the sampler reads 0 outside the image."""
     if fill is None:
         return
@@ -281,7 +281,7 @@ class Policy(Operation):
 
         if interpolation is not None:
             check_interpolation(interpolation, owner)
-        _fill(fill, owner)
+        check_fill(fill, owner)
         super().__init__(self)  # a callable Operation: this object (a stable repr)
         self.names = tuple(self.space)
 

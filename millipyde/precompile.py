@@ -287,7 +287,7 @@ def before_batches(generator: Any, spec: Any) -> None:
     try:
         # the batches' kernels only: the first batch waits for no kernel of next()'s own
         # outputs (on the H200 those were the critical path, 10.4 s against 7.8 s,
-        # bench/RESULTS.md, thirteenth session)
+        # bench/RESULTS.md, 2026-11-23)
         precompile(list(st.operations), list(st.inputs), spec=spec, outputs=False)
     except Exception as err:
         warnings.warn(f"millipyde: compiling ahead in worker processes failed ({err!r}); "

@@ -25,6 +25,7 @@ def pytest_configure(config):
         "gpu: needs a real GPU (backend cuda or hip); skipped otherwise",
         "multigpu: needs at least two real GPUs; skipped otherwise",
         "slow: long-running test",
+        "exhaustive: a further case of a check the CI tier makes; runs in make test-full only",
         "cudasim_ok: kernel test cheap enough to also run under CUDASIM",
         # (with pytest 9.2 the mark groups nothing: groups go to xdist by node id, below)
         "xdist_group(name): run on one pytest-xdist worker with the rest of its group",
@@ -82,7 +83,8 @@ ONE_WORKER = {
 # references; almost all of their time is Numba compiling). On one worker each kernel compiles
 # once and the rest load it; handed out test by test, the two workers run neighbouring tests at
 # once and both compile the kernels they share, neither finding them in the disk cache yet
-# (14% of these modules' compile seconds, bench/RESULTS.md "twelfth session, branch h-ci2").
+# (14% of these modules' compile seconds, bench/RESULTS.md "CI time: xdist groups that group
+# again", 2026-11-23).
 SHARED_KERNELS = (
     "tests/graph/exec/test_batch.py",
     "tests/graph/exec/test_batch_gates.py",

@@ -308,16 +308,23 @@ def test_numpy_integer_outputs_and_16_bit_inputs_on_the_cluster(cluster, tmp_pat
         assert got.dtype == np.uint8 and (got == 117).all(), np.unique(got)
 
 
+# (~55 CPU-s: the CLI's local run, then two fresh worker processes; the CI tier's cluster runs
+# are process()'s on the module's cluster above)
+@pytest.mark.exhaustive
 def test_cli_augment_on_a_local_cluster_writes_the_local_images(tmp_path) -> None:
+    # (6 outputs: each coin pattern of the recipe a kernel the workers compile or load)
     d = make_images(tmp_path / "src", 4, 2)
-    assert cli.main(["augment", str(d), "-o", str(tmp_path / "local"), "-n", "12", "--seed",
+    assert cli.main(["augment", str(d), "-o", str(tmp_path / "local"), "-n", "6", "--seed",
                      "3", "-q"]) == 0
-    assert cli.main(["augment", str(d), "-o", str(tmp_path / "dist"), "-n", "12", "--seed",
+    assert cli.main(["augment", str(d), "-o", str(tmp_path / "dist"), "-n", "6", "--seed",
                      "3", "-q", "--cluster", "local:2"]) == 0
-    for k in range(12):
+    for k in range(6):
         assert np.array_equal(read(tmp_path / "dist" / f"{k:06d}.png"),
                               read(tmp_path / "local" / f"aug_{k:02d}.png")), k
     assert (tmp_path / "dist" / "contact_sheet.png").exists()
+
+
+def test_a_bad_cluster_address_names_the_form() -> None:
     with pytest.raises(ValueError, match="local:WORKERS"):
         with md.cluster_client("local:zero"):
             pass

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from generator_reference import batch_spec, eager_outputs
+from tiers import cpu_backend, exhaustive_on_cpu, tiered
 
 import millipyde as mp
 from millipyde import batch_arena, batches, recipes
@@ -111,7 +112,9 @@ OPS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(OPS))
+# (cpu backend, CI tier: per-pixel draws, a user index map and a pad through a gated table op)
+@pytest.mark.parametrize("name", tiered(sorted(OPS), lambda name: not cpu_backend()
+                                        or name in ("noise", "user_map", "pad")))
 def test_new_op_alone_with_gates_equal_outputs(name) -> None:
     # same-size inputs (ops that keep the size leave mixed-size batches of mixed shapes)
     imgs = _mixed(2, ((16, 16, 3), (16, 16, 3)))
@@ -119,6 +122,7 @@ def test_new_op_alone_with_gates_equal_outputs(name) -> None:
         "resize", "crop", "pad", "random_resized_crop", "user_map") else None)
 
 
+@exhaustive_on_cpu
 def test_grey_and_rgba_inputs_split_by_kind() -> None:
     rng = np.random.default_rng(4)
     imgs = [mp.gpuimage(rng.integers(0, 256, (14, 15), dtype=np.uint8)),

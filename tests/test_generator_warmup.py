@@ -61,7 +61,10 @@ print(json.dumps(warmup.warmup(SHARED_OPS, (10, 10, 3), size=64, processes={p}))
 """
 
 
-@pytest.mark.slow  # two fresh processes compile from an empty cache (~1.5 min on CI)
+# two fresh processes compile from an empty cache (~100 CPU-s); the CI tier's fresh processes
+# sharing a disk cache are test_precompile.py's
+@pytest.mark.slow
+@pytest.mark.exhaustive
 def test_worker_processes_share_the_disk_cache(tmp_path) -> None:
     env = {**os.environ, "MILLIPYDE_CACHE_DIR": str(tmp_path)}
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

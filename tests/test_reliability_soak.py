@@ -58,7 +58,7 @@ def _generator_growth(n: int, per_generator: int = 125) -> tuple[int, int]:
     # slower under tracemalloc. Several Generators: on GPUs a batch's groups make a device
     # array layout per member count they meet (``backend.pool._Layouts``, bounded at 4096),
     # and those fill over the first few (an H200: +185 KB over Generators 1-5, then +64 B;
-    # bench/RESULTS.md, fifteenth session)
+    # bench/RESULTS.md, 2026-11-24)
     for seed in range(WARM_GENERATORS):
         one_generator(1000 + seed)
     tracemalloc.start()

@@ -162,7 +162,7 @@ class _Layouts:
 
     # a training batch's groups make a new layout for every member count they meet (pack
     # views, kernel outputs): ~1,100 for the figure-5.1 chain, so at 1,024 the cache was
-    # cleared and rebuilt every few hundred batches (bench/RESULTS.md, twelfth session)
+    # cleared and rebuilt every few hundred batches (bench/RESULTS.md, 2026-11-23)
     _MAX = 4096
 
     def __init__(self) -> None:
@@ -268,7 +268,7 @@ def _described(shape: tuple[int, ...], dtype: np.dtype) -> dict | None:
 
     numba-cuda's constructor costs ~16 us (2-core dev machine; ~30-50 us on the GPU hosts)
     and a training batch meets ~10 new layouts a batch in its first hundreds of batches
-    (every new member count of a group: bench/RESULTS.md, thirteenth session); this ~3 us.
+    (every new member count of a group: bench/RESULTS.md, 2026-11-23); this ~3 us.
     None (and ``_constructed`` from then on) when the first one checked differs.
     """
     from numba.cuda.cudadrv import dummyarray

@@ -13,8 +13,9 @@ from pathlib import Path
 import networkx as nx
 
 from ..kernels import REGISTRY
-from ..kernels.registry import Window
+from ..kernels.registry import BlockCodec, Window
 from ..kernels.stats import STATISTICS, stat_channels
+from .exec.codec import PASSES as CODEC_PASSES
 from .exec.variants import stencil_passes
 from .ir.node import Node
 from .plan.schedule import Kernel, pending_graph, plan
@@ -65,6 +66,8 @@ def _info(i: int, k: Kernel) -> KernelInfo:
         taps = REGISTRY[n.op.name].fn(*n.params)
         if isinstance(taps, Window):  # the window passes: two, or one (a median, a plane)
             launches = 1 if taps.median or taps.plane is not None else 2
+        elif isinstance(taps, BlockCodec):  # samples, coefficients, decode, colour
+            launches = CODEC_PASSES
         else:
             launches = stencil_passes(len(taps) // 2)
         if launches == 2:

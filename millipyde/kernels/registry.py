@@ -35,7 +35,7 @@ Kinds (what the fuser and code generator need to know about an op):
 - ``stencil``: separable taps computed on the host from the parameters: ``f(*params) ->
   taps`` (one 1-D array for both axes, zero outside the image: the tuned kernels), or a
   :class:`Window` (taps per axis and a border mode from :data:`BORDERS`, or a median window:
-  the generic window passes).
+  the generic window passes), or a :class:`BlockCodec` (the JPEG round trip's block passes).
 
 ``h`` and ``w`` are the height and width of the op's input. ``shape_fn(h, w, *params)`` gives
 the output's height and width when an op changes them (resize, crop, pad).
@@ -301,9 +301,22 @@ class Window:
             raise ValueError("a plane window's taps must be square, of the window's side")
 
 
+@dataclass(frozen=True)
+class BlockCodec:
+    """What a stencil's taps function returns for a JPEG round trip (``jpeg``): ``quant``
+    (2, 64) the luma and chroma quantisation tables, row-major; run by the block codec
+    passes (``graph.codegen.codec``), not by taps."""
+
+    quant: np.ndarray
+
+    def __post_init__(self) -> None:
+        if self.quant.shape != (2, 64) or (self.quant < 1).any():
+            raise ValueError("a block codec's quantisation tables are (2, 64), every step >= 1")
+
+
 def stencil(nparams: int, name: str | None = None) -> Callable[[Callable], Callable]:
     """Register ``f(*params) -> taps``: a separable stencil whose 1-D taps come from the host
-    (or a :class:`Window`)."""
+    (or a :class:`Window`, or a :class:`BlockCodec`)."""
 
     def deco(fn: Callable) -> Callable:
         _register(OpSpec(name or fn.__name__, "stencil", fn, nparams))

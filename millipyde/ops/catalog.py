@@ -27,8 +27,8 @@ _FUSES = {
     "index_map": "into the gather's index map",
     "sampler": "into the gather's sampler (one per kernel)",
     "user_map": "into the gather as its map (computed per pixel; one per kernel)",
-    "stencil": ("own kernel (separable passes, or a median); neighbours fuse on its loads "
-                "and stores"),
+    "stencil": ("own kernel (separable passes, a median, a plane of taps, or JPEG's four block "
+                "passes); neighbours fuse on its loads and stores"),
 }
 
 

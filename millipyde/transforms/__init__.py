@@ -42,7 +42,7 @@ from .geometry import (
     RandomZoomOut,
     Resize,
 )
-from .misc import Lambda
+from .misc import JPEG, Lambda
 from .mix import CutMix, MixUp
 from .options import (
     ConvertImageDtype,
@@ -53,15 +53,16 @@ from .options import (
     ToPureTensor,
     ToTensor,
 )
-from .policies import AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide
+from .policies import AugMix, AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide
 from .unsupported import *  # noqa: F403  (classes that raise NotImplementedError)
 from .unsupported import PENDING
 
 __all__ = [
-    "AutoAugment", "AutoAugmentPolicy", "RandAugment", "TrivialAugmentWide",
+    "AugMix", "AutoAugment", "AutoAugmentPolicy", "RandAugment", "TrivialAugmentWide",
     "CenterCrop", "ColorJitter", "Compose", "ConvertImageDtype", "CutMix", "Grayscale",
-    "InterpolationMode", "Lambda", "MixUp", "Normalize", "PILToTensor", "Pad", "RandomAffine",
-    "RandomApply", "RandomChannelPermutation", "RandomChoice", "RandomCrop", "RandomErasing",
+    "InterpolationMode", "JPEG", "Lambda", "MixUp", "Normalize", "PILToTensor", "Pad",
+    "RandomAffine", "RandomApply", "RandomChannelPermutation", "RandomChoice", "RandomCrop",
+    "RandomErasing",
     "RandomGrayscale", "RandomHorizontalFlip", "RandomInvert", "RandomOrder",
     "RandomPerspective", "RandomPosterize", "RandomResizedCrop", "RandomRotation",
     "RandomSolarize", "RandomVerticalFlip", "RandomZoomOut", "Resize", "ToDtype", "ToImage",

@@ -1,12 +1,17 @@
-"""torchvision's ``Lambda``: a callable Operation."""
+"""torchvision's ``Lambda`` (a callable Operation) and ``JPEG``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from ..array import ArgumentError
 from ..operation import Operation
+from ..ops import FORMS
+from ..ops.base import kind_for
+from .base import Transform
 
 
 class Lambda(Operation):
@@ -23,3 +28,19 @@ class Lambda(Operation):
         """``fn(image)``: what it returns, or ``image`` (changed in place) if None."""
         got = self.run_on(image)
         return image if got is None else got
+
+
+class JPEG(Transform):
+    """torchvision ``JPEG(quality)``: the JPEG round trip on the device (``jpeg``) at
+    ``quality`` (an int in [1, 100]), or with an integer quality drawn per sample from
+    ``quality = (min, max)`` (``random_jpeg``). uint8 images (as torchvision's); a float DCT
+    where libjpeg's is integer: within a few levels of Pillow's round trip."""
+
+    def __init__(self, quality: int | Sequence[int]) -> None:
+        ranged = isinstance(quality, Sequence) and not isinstance(quality, str)
+        method = "random_jpeg" if ranged else "jpeg"
+        arg = tuple(quality) if ranged else quality
+        # the op's own checks, now rather than at the first image (ValueError naming quality)
+        FORMS[method].parse(kind_for(3, np.uint8), arg)
+        super().__init__(method, arg)
+        self._remember(quality=quality)

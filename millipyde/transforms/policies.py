@@ -1,7 +1,9 @@
 """torchvision v2's augmentation policies: ``RandAugment``, ``TrivialAugmentWide`` and
 ``AutoAugment`` (``millipyde.policies``: the same constructor arguments; drawn per sample as
-torchvision draws them, recorded as gates in ``Generator.batches``)."""
+torchvision draws them, recorded as gates in ``Generator.batches``), and ``AugMix``
+(``millipyde.augmix``: per output)."""
 
+from ..augmix import AugMix
 from ..policies import AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide
 
-__all__ = ["AutoAugment", "AutoAugmentPolicy", "RandAugment", "TrivialAugmentWide"]
+__all__ = ["AugMix", "AutoAugment", "AutoAugmentPolicy", "RandAugment", "TrivialAugmentWide"]

@@ -7,7 +7,6 @@ from typing import Any
 
 #: class name -> what it waits for
 PENDING = {
-    "AugMix": "a weighted mix of several augmented chains of one image per sample",
     "GaussianBlur": "a blur with a kernel size and a reflected border (millipyde's gaussian "
                     "pads with zeros, as scikit-image)",
     "GaussianNoise": "noise on float images (use mp.Operation('random_gaussian_noise', ...))",
@@ -17,7 +16,6 @@ PENDING = {
     "RandomEqualize": "per-image histograms",
     "RandomAutocontrast": "per-image minima and maxima",
     "RandomAdjustSharpness": "a 3 x 3 stencil with an unblurred border",
-    "JPEG": "a JPEG round trip on the device",
     "RandomIoUCrop": "box-aware crops",
     "ScaleJitter": "per-sample resize targets",
     "RandomShortestSize": "per-sample resize targets",

@@ -14,7 +14,7 @@ reductions (``graph.exec.gather.warp_clip``); NaN wins, as there.
 
 A member's image in one block runs on one SM: a clipped group of one member (the figure-5.1
 batch) took 0.107 ms of the batch's stream, its loop latency-bound (ncu in bench/RESULTS.md,
-thirteenth session). The GPU source also holds a split form over ``parts`` blocks per member:
+2026-11-23). The GPU source also holds a split form over ``parts`` blocks per member:
 ``partial(src, sidx, part, parts)`` (``B * parts`` blocks of ``threads``; block ``j`` of
 member ``b`` scans elements ``j * threads + t`` in steps of ``parts * threads`` and writes its
 minimum, maximum and NaN flag to ``part[3 (b parts + j) ...]``), then ``finish(part, p, off,

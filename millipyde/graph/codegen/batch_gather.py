@@ -49,7 +49,7 @@ from .target import _HEADER, _RINT_CLIP, _decorator
 #: stores them (GPUs; ``batch_rows``): the kernels without a sampler, and the batch writers
 #: (whose registers bound their occupancy), apart: the one-channel ("grey") writers, whose
 #: float64 tap loads the warps wait for (two rows: 0.19 -> 0.18 ms a batch, while the
-#: colour writer's 0.523 went to 0.537; bench/RESULTS.md, fifteenth session, h-writer3).
+#: colour writer's 0.523 went to 0.537; bench/RESULTS.md, 2026-11-24).
 #: Benchmarks set these to compare.
 ROWS_PER_TRIP = {"gather": 4, "writer": 1, "grey writer": 2}
 
@@ -57,9 +57,9 @@ ROWS_PER_TRIP = {"gather": 4, "writer": 1, "grey writer": 2}
 #: (``batch_perm``) may use on GPUs (``None``: as many as the compiler takes). The writers'
 #: loads are chains (source byte, its table entry, the blend): resident warps hide their
 #: latency, and at 80 registers three 256-thread blocks fit an SM where two did
-#: (bench/RESULTS.md, eleventh session); at 64 four do, which the writers bound by their
+#: (bench/RESULTS.md, 2026-11-23); at 64 four do, which the writers bound by their
 #: tap loads (L1TEX waits, half their stalls) take over the few spills (colour writer
-#: 0.555 -> 0.523 ms, grey 0.21 -> 0.19 a batch; fifteenth session, h-writer3). A link
+#: 0.555 -> 0.523 ms, grey 0.21 -> 0.19 a batch; bench/RESULTS.md, 2026-11-24). A link
 #: option: the PTX, so the arithmetic, is the same. Benchmarks set these to compare.
 MAX_REGISTERS: dict[str, int | None] = {"gather": None, "writer": 64, "axis": None}
 
@@ -301,7 +301,7 @@ def _loop_by(per_image: str, bodies: list[tuple[str, str]], launch: str, rows: i
 
     The writers' table and inline bodies were one loop branching per pixel: the registers
     of both stayed live in it and the 80-register cap spilled in the pixel loop (7 local
-    loads per pixel; bench/RESULTS.md, thirteenth session). A member whose sampler is gated
+    loads per pixel; bench/RESULTS.md, 2026-11-23). A member whose sampler is gated
     off loads one tap in its own loop, not four and a branch per pixel. The pixels and
     values are the same."""
     text = ""

@@ -4,7 +4,7 @@ per byte value, its pixels (or sampler taps) reading the table.
 A batch records no host tables for images up to ``gather.INLINE_TABLE_MAX_PIXELS``: its
 gathers ran each member's chain (brightness, colorize: float64 calls, each rounded) on every
 loaded value, per pixel and per sampler tap (the figure-5.1 first gathers and colour writer,
-bench/RESULTS.md, twelfth session). Here each block first runs its member's chain on the 256
+bench/RESULTS.md, 2026-11-23). Here each block first runs its member's chain on the 256
 values of each channel into shared memory (``ct_``), as the per-image ``tabled`` gather does,
 and the body is the same gather in table mode (``lut`` stage 0) reading ``ct_``: a table entry
 is the chain's value on that byte, so every value is the inline chain's.

@@ -62,7 +62,7 @@ def _same(a, b):
 # ``x / 1.0`` is ``x`` for every float64 but NaN (whose bits a division may change), so a
 # writer over float64 sources (``cfull`` 1.0) with the default ``std`` (1.0) divides by
 # neither: the grey writer's two float64 divisions per pixel were most of its instructions
-# (bench/RESULTS.md, fifteenth session). Otherwise it divides as ``_norm`` does.
+# (bench/RESULTS.md, 2026-11-24). Otherwise it divides as ``_norm`` does.
 _NORMU_DEF = """
 
 @_dev
@@ -203,8 +203,8 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
     ``full``): with ``u8`` known, every member or none of them, so the kernel holds only
     the table loops or only the inline ones. Compiled together, the inline loops' registers
     (108: a chain per tap and channel) made ptxas spill in the table loops at the
-    80-register cap, which alone take 72 (sm_90, ptxas 13.0; bench/RESULTS.md, fourteenth
-    session). The values are the same either way.
+    80-register cap, which alone take 72 (sm_90, ptxas 13.0; bench/RESULTS.md,
+    2026-11-23/24). The values are the same either way.
 
     ``words`` (where :func:`word_taps` holds): the kernel takes a last argument ``srcw``,
     ``src``'s uint64 view (``Backend.words``: a whole number of aligned words), and reads

@@ -100,7 +100,7 @@ for ch in range(nc, c):
 _KERNEL = """
 
 @njit(parallel=True, nogil=True, cache=True)
-def stencil(src, dst, taps, nc, is_int, full, band, strip, lut):
+def stencil(src, dst, taps, nc, is_int, full, band, strip, lut, pre, post):
     h = src.shape[0]
     w = src.shape[1]
     c = src.shape[2]
@@ -128,12 +128,13 @@ def stencil(src, dst, taps, nc, is_int, full, band, strip, lut):
 """
 
 
-def stencil_source(pre: bool = False, post: bool = False) -> str:
-    """Source of ``stencil(src, dst, taps, nc, is_int, full, band, strip, lut)``.
+def stencil_source() -> str:
+    """Source of ``stencil(src, dst, taps, nc, is_int, full, band, strip, lut, pre, post)``.
 
     ``src``/``dst`` are (h, w, c) with the first ``nc`` channels filtered; the output is cut
     into tiles of ``band`` rows by ``strip`` columns, one ``prange`` iteration each. ``pre``/
-    ``post`` fuse uint8 tables: ``lut[0, ch]`` on each value loaded, ``lut[1, ch]`` on each
+    ``post`` (arguments, so that one kernel serves the four combinations: a compile each cost
+    4-8 CPU-s) fuse uint8 tables: ``lut[0, ch]`` on each value loaded, ``lut[1, ch]`` on each
     value stored (``lut`` is read only then).
     """
     rows = _ROWS.format(U=UNROLL, rows_unrolled=_indent(_unrolled(
@@ -142,12 +143,16 @@ def stencil_source(pre: bool = False, post: bool = False) -> str:
     cols = _COLS.format(U=UNROLL, cols_unrolled=_unrolled(
         "acc", "q{j}[i]", "".join(f"    q{j} = ring[(yc + {j}) % ntaps]\n"
                                   for j in range(UNROLL))).replace("range(sw)", "range(n)"))
-    if pre:
-        rows = replace_once(rows, "= src[yy, x, ch]", "= lut[0, ch, src[yy, x, ch]]")
-    if post:
-        cols = replace_once(cols, "dst[y, x0 + i, ch] = v",
-                            "dst[y, x0 + i, ch] = lut[1, ch, int(v)]")
-    return (f"# millipyde generated fused separable stencil (CPU only): pre={pre} post={post}\n"
+    load = ("    for x in range(max(0, x0 - r), min(w, x1 + r)):\n"
+            "        pad[x - x0 + r] = src[yy, x, ch]\n")
+    # (int(): a float source, never with ``pre``, still has to type)
+    rows = replace_once(rows, load, "    if pre:\n" + _indent(load.replace(
+        "= src[yy, x, ch]", "= lut[0, ch, int(src[yy, x, ch])]"), 4)
+        + "    else:\n" + _indent(load, 4))
+    cols = replace_once(cols, "        dst[y, x0 + i, ch] = v\n",
+                        "        if post:\n            dst[y, x0 + i, ch] = lut[1, ch, int(v)]\n"
+                        "        else:\n            dst[y, x0 + i, ch] = v\n")
+    return ("# millipyde generated fused separable stencil (CPU only)\n"
             + _HEADER["cpu"] + _RINT_CLIP
             + _KERNEL.format(rows=_indent(rows, 16), cols=_indent(cols, 16)))
 
@@ -221,9 +226,9 @@ def _indent(text: str, n: int) -> str:
     return "".join(pad + line + "\n" if line else "\n" for line in text.splitlines())
 
 
-def stencil_kernel(pre: bool = False, post: bool = False):
+def stencil_kernel():
     """The compiled (lazily, by Numba) fused stencil (see ``stencil_source``)."""
-    return load(stencil_source(pre, post), "cpu").stencil
+    return load(stencil_source(), "cpu").stencil
 
 
 def stencil_tiles(h: int, w: int, nc: int, ntaps: int,

@@ -236,7 +236,7 @@ def word_taps_head(cin: int) -> str:
     rows ``iy`` and ``iy + 1`` in their low bytes (:data:`WORD_TAPS_DEF`'s ``_w6``).
 
     A batch writer's rotated pixel read each tap's channels as bytes (12 ``ld.global.u8``
-    per pixel, the writer bound by its L1 pipeline: bench/RESULTS.md, fourteenth session);
+    per pixel, the writer bound by its L1 pipeline: bench/RESULTS.md, 2026-11-23/24);
     here 4 uint64 loads. The bytes are the ones the byte loads read, so the values are.
     ``wi_`` is the four taps' bounds checks together: every byte the words are read for is
     one the byte loads read (in the buffer), and so is each word read (``_w6``).

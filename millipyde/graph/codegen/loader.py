@@ -11,6 +11,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ... import source_cache
+from .cpu_parts import split_loops
 
 #: the op definitions, whose scalar kernels generated text calls by name (read as files: code
 #: generation never imports the op definitions)
@@ -37,7 +38,11 @@ _KERNEL_DIGEST = _kernel_sources_digest()
 
 
 def load(source: str, target: str) -> ModuleType:
-    """Write ``source`` to the cache dir (once) and import it; thread-safe, one compile."""
+    """Write ``source`` to the cache dir (once) and import it; thread-safe, one compile.
+
+    On the cpu target parallel kernels become serial ones run in parts (``cpu_parts``)."""
+    if target == "cpu":
+        source = split_loops(source)
     digest = hashlib.sha1((source + _KERNEL_DIGEST + target).encode()).hexdigest()
     name = f"millipyde_gen_{target}_{digest[:20]}"
     mod = _modules.get(name)

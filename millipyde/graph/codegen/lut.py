@@ -1,6 +1,18 @@
-"""The host LUT builder: uint8 elementwise chains composed into per-channel 256-entry tables."""
+"""The host LUT builder: uint8 elementwise chains composed into per-channel 256-entry tables.
+
+Each op has a table pass of its own (``table_pass``): a host function that maps rows of 256
+values through the op and rounds (``_rint_clip``), as a chain's kernel does after each op. A
+chain's tables are its ops' passes one after another (``compose_tables``). A single builder
+dispatching over every registered op compiled all of them (~20 scalar kernels, 6 CPU-s) for a
+chain of one; a pass compiles only its op, once per process (and once on disk).
+"""
 
 from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
 
 from ...kernels import REGISTRY
 from .chain import op_def
@@ -8,46 +20,62 @@ from .loader import load
 from .target import _HEADER, _RINT_CLIP
 
 
-def _lut_source(users: tuple[str, ...] = ()) -> str:
-    # the built-ins, and of the user ops only those asked for: one that does not compile
-    # must not break the tables of every other chain
-    elementwise = [s for s in REGISTRY.values()
-                   if s.kind == "elementwise" and (s.user is None or s.name in users)]
-    defs = "".join(op_def(s.name) for s in elementwise)
-    branches = []
-    for s in elementwise:
-        kw = "if" if not branches else "elif"
-        # an op that reads a statistic: its row is in ``stats``, at the offset in its third slot
-        call = (f"_f_{s.name}(v, c, full, a, b, stats, int(d))" if s.stat
-                else f"_f_{s.name}(v, c, full, a, b, d)")
-        branches.append(
-            f"                {kw} code == {s.code}:\n"
-            f"                    v = {call}"
-        )
+def pass_source(name: str) -> str:
+    """Source of ``apply(vals, chan, p, stats, full)`` for elementwise op ``name``: row ``r``
+    of ``vals`` (R, 256) float64, of channel ``chan[r]`` with parameters ``p[r]`` (3 slots),
+    mapped through the op and rounded in place. An op that reads a statistic finds its row in
+    ``stats`` at the offset in its third slot."""
+    spec = REGISTRY[name]
+    if spec.kind != "elementwise":
+        raise ValueError(f"op {name!r} is {spec.kind}: only elementwise ops have uint8 tables")
+    call = (f"_f_{name}(vals[r, i], c, full, a, b, stats, int(d))" if spec.stat
+            else f"_f_{name}(vals[r, i], c, full, a, b, d)")
     return (
-        "# millipyde generated LUT builder: composes uint8 elementwise chains\n"
-        + _HEADER["cpu"] + defs + _RINT_CLIP.replace("@_dev", "@njit(cache=True)")
+        f"# millipyde generated LUT pass of {name}\n"
+        + _HEADER["cpu"] + op_def(name) + _RINT_CLIP.replace("@_dev", "@njit(cache=True)")
         + "\n\n@njit(cache=True, nogil=True, error_model='numpy')\n"
-        "def build(codes, params, stats, channels, full, out):\n"
-        "    for c in range(channels):\n"
+        "def apply(vals, chan, p, stats, full):\n"
+        "    for r in range(vals.shape[0]):\n"
+        "        c = chan[r]\n"
+        "        a = p[r, 0]\n"
+        "        b = p[r, 1]\n"
+        "        d = p[r, 2]\n"
         "        for i in range(256):\n"
-        "            v = float(i)\n"
-        "            for k in range(codes.shape[0]):\n"
-        "                code = codes[k]\n"
-        "                a = params[k, 0]\n"
-        "                b = params[k, 1]\n"
-        "                d = params[k, 2]\n"
-        "                if c == 3:\n"
-        "                    continue\n"
-        + "\n".join(branches) + "\n"
-        "                v = _rint_clip(v, full)\n"
-        "            out[c, i] = np.uint8(v)\n"
+        f"            v = {call}\n"
+        "            vals[r, i] = _rint_clip(v, full)\n"
     )
 
 
-def lut_builder(users: tuple[str, ...] = ()):
-    """Host function ``build(codes, params, stats, channels, full, out)`` filling (C, 256)
-    uint8 LUTs of chains of built-in ops and the user ops named ``users`` (``stats``: the
-    statistic rows of the ops that read one, end to end; such an op's third parameter is its
-    row's offset)."""
-    return load(_lut_source(users), "cpu").build
+@functools.cache
+def _pass(name: str, digest: str) -> Any:
+    # keyed by what the op computes too: a user op re-registered under its name is another op
+    return load(pass_source(name), "cpu").apply
+
+
+def table_pass(name: str) -> Any:
+    """The compiled (lazily, by Numba) ``apply`` of ``pass_source(name)``."""
+    return _pass(name, REGISTRY[name].digest)
+
+
+_RAMP = np.arange(256, dtype=np.float64)
+
+
+def compose_tables(names: list[str], params: np.ndarray, stats: np.ndarray, channels: int,
+            full: float, out: np.ndarray) -> None:
+    """Fill ``out`` (n, channels, 256) uint8 with the tables of the chain of ops ``names``,
+    member ``m``'s parameters ``params[m]`` (len(names), 3): each value of each of the first
+    three channels through every op in turn, rounded after each; a fourth (alpha) channel is
+    the identity. ``stats``: the statistic rows the ops read, end to end."""
+    n = params.shape[0]
+    nc = min(channels, 3)
+    vals = np.empty((n * nc, 256), dtype=np.float64)
+    vals[:] = _RAMP
+    chan = np.tile(np.arange(nc, dtype=np.int64), n)
+    for k, name in enumerate(names):
+        # row m * nc + c holds channel c of member m
+        p = np.ascontiguousarray(np.repeat(params[:, k, :3], nc, axis=0), dtype=np.float64)
+        table_pass(name)(vals, chan, p, stats, full)
+    # whole numbers in [0, 255]: the cast is exact
+    out[:, :nc] = vals.reshape(n, nc, 256)
+    if channels > nc:
+        out[:, nc:] = _RAMP.astype(np.uint8)

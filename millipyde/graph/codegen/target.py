@@ -43,9 +43,10 @@ _HEADER = {
         "from numba import uint64 as _u\n"
         "import millipyde.ops  # registers the built-in kernels\n"
         "from millipyde.kernels import REGISTRY as _R\n"
-        # NumPy's error model, as on GPUs: a division by zero in a kernel (a user op's too)
-        # gives inf or NaN, never a Python exception raised inside a parallel loop
-        "_dev = njit(cache=False, error_model='numpy')\n"
+        # one dispatcher per function and process, NumPy's error model as on GPUs (a
+        # division by zero in a kernel, a user op's too, gives inf or NaN, never an exception)
+        "from millipyde.graph.codegen import cpu_devices\n"
+        "_dev = cpu_devices.device\n"
         "\n@_dev\ndef _b2f(b):\n    return float(b)\n"
     ),
     "cuda": (

@@ -31,7 +31,7 @@ import numpy as np
 from ... import config, devices, faults
 from ...backend import ACTIVE as runtime  # the active backend: buffers, copies, launches
 from ...kernels import REGISTRY, OpSpec
-from ...kernels.registry import Window
+from ...kernels.registry import BlockCodec, Window
 from ..codegen.gather_sig import extras_offset
 from ..ir.node import Node
 from ..plan.schedule import Gather, full_range, plan
@@ -88,8 +88,8 @@ def _analyse(node: Node, index: int, stacks: dict) -> tuple[tuple, _Member] | No
                 member.args.append(None)
             else:
                 taps = REGISTRY[out.op.name].fn(*out.params)
-                if isinstance(taps, Window):
-                    return None  # (the window passes run per output)
+                if isinstance(taps, (Window, BlockCodec)):
+                    return None  # (the window and codec passes run per output)
                 taps = np.asarray(taps, dtype=np.float64)
                 if taps.ndim != 1 or len(taps) % 2 != 1:
                     return None

@@ -16,7 +16,8 @@ def launch(kernel: Any, nb: int, h: int, w: int, device: int, *args: Any) -> Non
     if nb == 0 or h == 0 or w == 0:
         return
     if not runtime.caps.grid_launches:
-        runtime.launch_2d(kernel, h, w, device, *args)
+        # (the cpu: its kernels loop over every row of every image; the count sizes its parts)
+        runtime.launch_2d(kernel, nb * h, w, device, *args)
         return
     if runtime.simulated:
         block = (min(8, w), min(4, h), 1)

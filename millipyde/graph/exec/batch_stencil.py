@@ -168,7 +168,7 @@ def stencil_cpu_batch(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: An
     # about four tiles a thread over the whole batch (many small members: a tile each)
     threads = max(1, -(-numba.get_num_threads() // nb))
     band, strip = codegen_cpu.stencil_tiles(h, w, nc, 2 * max(rmax, 0) + 1, threads)
-    runtime.launch_2d(_stencil_cpu_batch_fn(), h, w, device, src, sidx, dst,
+    runtime.launch_2d(_stencil_cpu_batch_fn(), nb * h, w, device, src, sidx, dst,
                       np.ascontiguousarray(taps, dtype=np.float64),
                       np.ascontiguousarray(rad, dtype=np.int64), nc, n.dtype.kind in "ui",
                       full_range(n.dtype), band, strip, tables.IDENTITY_LUT)

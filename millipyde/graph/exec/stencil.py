@@ -1,7 +1,8 @@
 """Run a separable stencil kernel: the fused CPU kernel, the one-pass 2-D tiled GPU kernel,
 the tiled two-pass GPU kernels or the generic passes (``variants`` picks); a stencil whose
 taps function gives a ``Window`` (taps per axis, border modes, medians) runs the generic
-window passes."""
+window passes, one that gives a ``BlockCodec`` (``jpeg``) the block codec passes
+(``codec``)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ import numpy as np
 
 from ...backend import ACTIVE as runtime
 from ...kernels import REGISTRY
-from ...kernels.registry import Window
+from ...kernels.registry import BlockCodec, Window
 from ..codegen import gpu as codegen_gpu
 from ..codegen.stencil import BORDER_CODES, stencil_kernels, window_kernels
 from ..plan import footprint
 from ..plan.schedule import Gather, Stencil, full_range
 from . import execute, variants
+from .codec import run_codec
 from .tables import IDENTITY_LUT, stencil_tables
 from .variants import _words
 
@@ -40,11 +42,11 @@ def _stencil_2d_fn(c: int, nc: int, pre: bool, post: bool, packed: bool,
 
 
 @functools.cache
-def _stencil_cpu_fn(pre: bool = False, post: bool = False):
+def _stencil_cpu_fn():
     # imported here: only the cpu backend uses the fused CPU stencil
     from ..codegen import cpu as codegen_cpu
 
-    return codegen_cpu.stencil_kernel(pre, post), codegen_cpu.stencil_tiles
+    return codegen_cpu.stencil_kernel(), codegen_cpu.stencil_tiles
 
 
 @functools.cache
@@ -100,6 +102,8 @@ def run_stencil(k: Stencil, src: Any, device: int, reader: Gather | None = None
     taps = REGISTRY[n.op.name].fn(*n.params)
     if isinstance(taps, Window):
         return run_window(k, src, device, taps), False
+    if isinstance(taps, BlockCodec):
+        return run_codec(k, src, device, taps), False
     taps = np.ascontiguousarray(taps, dtype=np.float64)
     src3 = runtime.as_3d(src)
     h, w, c = src3.shape
@@ -112,10 +116,10 @@ def run_stencil(k: Stencil, src: Any, device: int, reader: Gather | None = None
     if h == 0 or w == 0:  # empty in, empty out: no tiling or launch can divide by it
         return dst, False
     if not runtime.caps.shared_memory:
-        fn, tiles = _stencil_cpu_fn(pre, post)
+        fn, tiles = _stencil_cpu_fn()
         band, strip = tiles(h, w, nc, len(taps))
         args = (src3, dst3, taps, nc, is_int, full, band, strip,
-                IDENTITY_LUT if lut is None else lut)
+                IDENTITY_LUT if lut is None else lut, pre, post)
         runtime.launch_2d(fn, h, w, device, *args)
         if _keeps(k, lut, reader):
             _keep(k, runtime.bind_2d(fn, h, w, device, src, dst, args, len(args) - 2, _views))

@@ -3,27 +3,18 @@ tables, each op's parameter slots and the per-image statistics some ops read."""
 
 from __future__ import annotations
 
-import functools
 import weakref
 from typing import Any
 
 import numpy as np
 
 from ...backend import ACTIVE as runtime
-from ...kernels import REGISTRY
 from ...kernels.stats import STATISTICS
-from ..codegen.lut import lut_builder
+from ..codegen.lut import compose_tables
 from ..ir.node import Node
 from ..plan.schedule import Stencil
 
 IDENTITY_LUT = np.tile(np.arange(256, dtype=np.uint8), (2, 4, 1))
-
-
-@functools.cache
-def _lut_build(users: tuple[str, ...], _codes: tuple[int, ...]):
-    # one builder per set of user ops (their names hold the key of what they compute) and
-    # their codes (a name re-registered under another kind is renumbered)
-    return lut_builder(users)
 
 
 #: per-image statistic rows (``kernels.stats``) computed by Stat kernels, by the op node that
@@ -48,7 +39,6 @@ def stat_row(n: Node, channels: int) -> np.ndarray:
 def build_lut(nodes: list[Node], channels: int, full: float) -> np.ndarray:
     """Compose uint8 elementwise ops into one (channels, 256) table, rounding after each op."""
     out = np.empty((channels, 256), dtype=np.uint8)
-    codes = np.array([n.op.code for n in nodes], dtype=np.int64)
     params = np.array([_op_params(n)[:3] for n in nodes], dtype=np.float64).reshape(
         len(nodes), 3)
     rows = []
@@ -60,9 +50,7 @@ def build_lut(nodes: list[Node], channels: int, full: float) -> np.ndarray:
             rows.append(row)
             at += len(row)
     stats = np.concatenate(rows) if rows else np.zeros(1)
-    users = tuple(sorted({n.op.name for n in nodes if n.op.user is not None}))
-    _lut_build(users, tuple(REGISTRY[u].code for u in users))(codes, params, stats, channels,
-                                                              full, out)
+    compose_tables([n.op.name for n in nodes], params[None], stats, channels, full, out[None])
     return out
 
 

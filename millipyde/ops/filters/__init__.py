@@ -6,6 +6,7 @@ from . import (  # noqa: F401  (definitions)
     downscale,
     gaussian,
     gaussian_blur,
+    jpeg,
     median_blur,
     motion_blur,
     sharpen,

@@ -37,7 +37,7 @@ def _fused(src: np.ndarray, dtype: np.dtype, taps: np.ndarray,
     band, strip = tiles or codegen_cpu.stencil_tiles(h, w, nc, len(taps))
     codegen_cpu.stencil_kernel()(src, dst, taps, nc, dtype.kind in "ui",
                                  255.0 if dtype.kind in "ui" else 1.0, band, strip,
-                                 exec_tables.IDENTITY_LUT)
+                                 exec_tables.IDENTITY_LUT, False, False)
     return dst
 
 

@@ -12,6 +12,7 @@ import re
 import numpy as np
 import pytest
 from ptx_compile import ptx_of
+from tiers import tiered
 
 from millipyde.graph.codegen import ptx
 from millipyde.graph.codegen.gather import gather_items, gather_source
@@ -86,7 +87,25 @@ def gather_cases() -> list[tuple[GatherSig, np.dtype]]:
     return cases
 
 
-@pytest.mark.parametrize("sig,dtype", gather_cases(), ids=lambda v: str(v)[:60])
+def gather_ci(case: tuple[GatherSig, np.dtype]) -> bool:
+    """The CI tier's gather cases: every elementwise op through a table (RGB, sampler, grey
+    ops) and through float64 and uint16 chains, RGBA without a sampler, one-channel with one;
+    each case compiles every elementwise kernel, so the rest vary channels and samplers only."""
+    sig, dtype = case
+    if sig.mode == "chain":
+        return sig.sampler == (np.dtype(dtype) == np.float64)
+    return (sig.cin, sig.sampler, sig.grey) in ((3, True, "rgb2grey"), (4, False, ""),
+                                                (1, True, ""))
+
+
+def gather_id(case: tuple[GatherSig, np.dtype]) -> str:
+    sig, dtype = case
+    return (f"{sig.mode}-c{sig.cin}-{'sampler' if sig.sampler else 'nosampler'}-"
+            f"{sig.grey or 'colour'}-{np.dtype(dtype).name}")
+
+
+@pytest.mark.parametrize("sig,dtype", tiered(gather_cases(), gather_ci, several=True,
+                                                     ids=gather_id))
 def test_gather_kernel_compiles_to_ptx(sig: GatherSig, dtype: np.dtype) -> None:
     mod = load(gather_source(sig, "cuda"), "cuda")
     out_dtype = np.float64 if sig.grey else dtype
@@ -143,8 +162,10 @@ def test_stencil_kernels_compile_to_ptx(dtype: np.dtype) -> None:
     assert ".entry" in ptx_rows and ".entry" in ptx_cols
 
 
-@pytest.mark.parametrize("c", [1, 2, 3, 4])
-@pytest.mark.parametrize("dtype", [np.uint8, np.float64, np.uint16])
+@pytest.mark.parametrize("c, dtype", tiered(
+    itertools.product([1, 2, 3, 4], [np.uint8, np.float64, np.uint16]),
+    lambda case: case in ((1, np.uint16), (2, np.uint8), (3, np.uint8), (4, np.float64)),
+    several=True))
 def test_tiled_stencil_kernels_compile_to_ptx(c: int, dtype: np.dtype) -> None:
     from millipyde.graph.codegen import gpu as codegen_gpu
 
@@ -174,17 +195,34 @@ def test_rgba_lut_kernels_compile_to_ptx() -> None:
     assert "ld.global.u32" in ptx_flat or "ld.global.nc.u32" in ptx_flat
 
 
-@pytest.mark.parametrize("gates", [False, True], ids=["plain", "gated"])
-@pytest.mark.parametrize("sig,dtype", gather_cases(), ids=lambda v: str(v)[:60])
+def batched_cases() -> list[tuple[GatherSig, np.dtype, bool, bool]]:
+    """(sig, dtype, gates, every_op): the full tier compiles every form with every op; the CI
+    tier the gated forms of ``gather_ci`` with a few ops (each op's device code is the one
+    test_gather_kernel_compiles_to_ptx compiles: with every op a batched sampler kernel costs
+    60-90 CPU-s of NVVM) and one table form with every op."""
+    full = [(*case, gates, True) for gates in (False, True) for case in gather_cases()]
+    few = [(*case, True, False) for case in gather_cases() if gather_ci(case)]
+    return full + few
+
+
+def batched_ci(case: tuple[GatherSig, np.dtype, bool, bool]) -> bool:
+    sig, _, gates, every_op = case
+    return not every_op or (gates and (sig.cin, sig.sampler, sig.grey) == (4, False, ""))
+
+
+@pytest.mark.parametrize("sig, dtype, gates, every_op", tiered(
+    batched_cases(), batched_ci, several=True,
+    ids=lambda case: (f"{gather_id(case[:2])}-{'gated' if case[2] else 'plain'}-"
+                      f"{'every-op' if case[3] else 'few-ops'}")))
 def test_batched_gather_kernel_compiles_to_ptx(sig: GatherSig, dtype: np.dtype,
-                                               gates: bool) -> None:
+                                               gates: bool, every_op: bool) -> None:
     from millipyde.graph.codegen import batch as codegen_batch
 
     # (ops reading a per-image statistic are never in a batched gather: exec.batch)
     no_stat = tuple(n for n in ELEMENTWISE if not REGISTRY[n].stat)
-    sig = dataclasses.replace(sig, pre=no_stat if sig.pre else (),
-                              post=no_stat if sig.post else (),
-                              grey_ops=no_stat if sig.grey_ops else ())
+    ops = no_stat if every_op else no_stat[:4]
+    sig = dataclasses.replace(sig, pre=ops if sig.pre else (), post=ops if sig.post else (),
+                              grey_ops=ops if sig.grey_ops else ())
     kernel = codegen_batch.gather_batch_kernel(sig, "cuda", gates=gates)
     out_dtype = np.float64 if sig.grey else dtype
     # flat buffers (batch_gather.launch_args): src, sidx, lut, p, nb, h, w, sn_, sw_, dst
@@ -256,7 +294,8 @@ def assert_direct_32bit(ptx: str, mul64_max: int) -> None:
     assert len(MUL64.findall(ptx)) <= mul64_max
 
 
-@pytest.mark.parametrize("c", [1, 3, 4])
+# (each case 10-16 CPU-s of NVVM: the CI tier takes RGB batched, RGBA per image plain and packed)
+@pytest.mark.parametrize("c", tiered([1, 3, 4], [1]))
 def test_batched_2d_stencil_kernel_compiles_to_ptx(c: int) -> None:
     from millipyde.graph.codegen import batch as codegen_batch
 
@@ -269,7 +308,8 @@ def test_batched_2d_stencil_kernel_compiles_to_ptx(c: int) -> None:
     assert not re.search(r"cvt\.rn\.f64\.[su]", ptx)
 
 
-@pytest.mark.parametrize("c,packed", [(1, False), (3, False), (4, False), (4, True)])
+@pytest.mark.parametrize("c,packed", tiered([(1, False), (3, False), (4, False), (4, True)],
+                                            [2, 3], several=True))
 def test_2d_stencil_kernel_compiles_to_ptx(c: int, packed: bool) -> None:
     from millipyde.graph.codegen import gpu as codegen_gpu
 

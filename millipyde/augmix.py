@@ -1,0 +1,274 @@
+"""``AugMix``: torchvision v2's ``AugMix(severity, mixture_width, chain_depth, alpha)`` (the
+AugMix paper's augmentation): per sample, ``mixture_width`` chains of 1-3 ops drawn from
+AugMix's op list, mixed with Dirichlet(alpha) weights, then mixed with the original image by
+Beta(alpha, alpha).
+
+The chains' ops are the policies' entries (``policies.entry_call``: shears, translations and
+rotation as ``warp_affine``; posterize, solarize, autocontrast, equalize; with ``all_ops``
+brightness, colour, contrast, sharpness), each a method call on a copy of the image; the mix
+is one generated weighted-sum kernel pass per term (``graph.codegen.weighted``), on the
+device. AugMix runs per output: in ``Generator.batches`` its samples are made one by one (its
+``k + 1`` images per sample are not a gather the batch recorders hold), as a callable
+Operation's are.
+
+Draws, from the counter-based stream of (seed, sample, its index): ``t = 0, 1`` the two
+Gamma(alpha) variables of the Beta weight, ``t = 2 .. 1 + k`` the Dirichlet's ``k`` Gammas
+(each by the inverse of its CDF, ``scipy.special.gammaincinv``, at one uniform draw:
+torchvision's distributions, not its bits), then per chain ``i`` from ``t = 2 + k + 10 i``: its
+depth (``1 + floor(3 u)`` unless ``chain_depth > 0``), and per position ``j`` the op
+(``+ 1 + 3 j``, torch's ``randint`` over the op list in torchvision's order), its magnitude bin
+(``+ 2 + 3 j``, uniform in ``[0, severity)`` of 10-long tables) and its sign (``+ 3 + 3 j``,
+negative where ``u <= 0.5`` for the signed ops).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from scipy.special import gammaincinv
+
+from . import random as mprandom
+from . import targets
+from .array import ArgumentError
+from .backend import ACTIVE as runtime
+from .graph.exec import batch as exec_batch
+from .operation import Operation
+from .policies import check_fill, entry_call, linspace32
+
+__all__ = ["AugMix", "AUGMIX_SPACE", "AUGMIX_PARTIAL_SPACE"]
+
+#: torchvision's ``AugMix._PARAMETER_MAX``: the magnitude tables' length
+PARAMETER_MAX = 10
+#: draws per chain in the stream: its depth, then (op, bin, sign) for up to three positions
+CHAIN_DRAWS = 10
+MAX_DEPTH = 3
+
+
+def _lin(end: float) -> Callable[[int, int, int], np.ndarray]:
+    return lambda n, h, w: linspace32(0.0, end, n)
+
+
+def _posterize_bits(n: int, h: int, w: int) -> np.ndarray:
+    # torchvision: (4 - arange(n) / ((n - 1) / 4)).round().int(), in float32, half to even
+    d = np.float32((n - 1) / 4)
+    v = np.float32(4) - np.arange(n).astype(np.float32) / d
+    return np.round(v).astype(np.int64).astype(np.float64)
+
+
+def _none(n: int, h: int, w: int) -> None:
+    return None
+
+
+#: torchvision v2 ``AugMix._PARTIAL_AUGMENTATION_SPACE`` (name: (magnitudes(n, h, w), signed))
+AUGMIX_PARTIAL_SPACE: dict[str, tuple[Callable, bool]] = {
+    "ShearX": (_lin(0.3), True),
+    "ShearY": (_lin(0.3), True),
+    "TranslateX": (lambda n, h, w: linspace32(0.0, w / 3.0, n), True),
+    "TranslateY": (lambda n, h, w: linspace32(0.0, h / 3.0, n), True),
+    "Rotate": (_lin(30.0), True),
+    "Posterize": (_posterize_bits, False),
+    "Solarize": (lambda n, h, w: linspace32(1.0, 0.0, n), False),
+    "AutoContrast": (_none, False),
+    "Equalize": (_none, False),
+}
+#: torchvision v2 ``AugMix._AUGMENTATION_SPACE`` (``all_ops=True``)
+AUGMIX_SPACE: dict[str, tuple[Callable, bool]] = {
+    **AUGMIX_PARTIAL_SPACE,
+    "Brightness": (_lin(0.9), True),
+    "Color": (_lin(0.9), True),
+    "Contrast": (_lin(0.9), True),
+    "Sharpness": (_lin(0.9), True),
+}
+
+
+@functools.cache
+def _kernels(name: str) -> tuple:
+    from .graph.codegen.weighted import weighted_kernels
+
+    return weighted_kernels(runtime.codegen_target, runtime.simulated)
+
+
+def _normalised(g: np.ndarray) -> np.ndarray:
+    s = g.sum()
+    # (every Gamma draw zero: only where all uniforms are 0, a measure-zero event)
+    return g / s if s > 0 else np.full(len(g), 1.0 / len(g))
+
+
+class AugMix(Operation):
+    """torchvision v2 ``AugMix``: per sample, ``mixture_width`` chains of ``chain_depth``
+    ops (``-1``: 1 to 3, drawn per chain) from AugMix's op list at magnitude bins below
+    ``severity``, mixed by Dirichlet(``alpha``) weights, then with the original image by
+    Beta(``alpha``, ``alpha``); uint8 images truncated as torchvision's ``.to(uint8)``.
+
+    Parameters
+    ----------
+    severity : int, default 3
+        1..10: magnitude bins drawn from ``[0, severity)`` of 10-long tables.
+    mixture_width : int, default 3
+        Chains per sample (>= 1).
+    chain_depth : int, default -1
+        Ops per chain; <= 0 draws 1..3 per chain (torchvision's).
+    alpha : float, default 1.0
+        The Dirichlet's and Beta's concentration (> 0).
+    all_ops : bool, default True
+        Also brightness, colour, contrast and sharpness (torchvision's ``all_ops``).
+    interpolation, fill
+        As :class:`~millipyde.RandAugment` (bilinear sampling; fill 0 only).
+
+    Notes
+    -----
+    Runs per output (each sample's chains are method calls, then one weighted-sum kernel
+    pass per term): ``Generator.batches`` makes its samples one by one. Boxes and masks are
+    refused, as torchvision's AugMix refuses them.
+
+    Examples
+    --------
+    >>> import millipyde as mp
+    >>> augmix = mp.AugMix(severity=3, mixture_width=3)
+    """
+
+    def __init__(self, severity: int = 3, mixture_width: int = 3, chain_depth: int = -1,
+                 alpha: float = 1.0, all_ops: bool = True, interpolation: Any = None,
+                 fill: Any = None) -> None:
+        from .transforms.base import interpolation as check_interpolation
+
+        owner = "AugMix"
+        self.severity = _int(severity, owner, "severity", 1, PARAMETER_MAX)
+        self.mixture_width = _int(mixture_width, owner, "mixture_width", 1)
+        self.chain_depth = _int(chain_depth, owner, "chain_depth", None, MAX_DEPTH)
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer,
+                                                             np.floating)) \
+                or not np.isfinite(alpha) or alpha <= 0:
+            raise ArgumentError(f"AugMix alpha must be a number > 0, got {alpha!r}")
+        self.alpha = float(alpha)
+        if not isinstance(all_ops, (bool, np.bool_)):
+            raise ArgumentError(f"AugMix all_ops must be a bool, got {all_ops!r}")
+        self.all_ops = bool(all_ops)
+        if interpolation is not None:
+            check_interpolation(interpolation, owner)
+        check_fill(fill, owner)
+        self.space = AUGMIX_SPACE if self.all_ops else AUGMIX_PARTIAL_SPACE
+        self.names = tuple(self.space)
+        self._tv = dict(severity=severity, mixture_width=mixture_width, chain_depth=chain_depth,
+                        alpha=alpha, all_ops=all_ops, interpolation=interpolation, fill=fill)
+        super().__init__(self)  # a callable Operation: this object (a stable repr)
+
+    # -- the draws ------------------------------------------------------------------------
+    def draws(self, u: Callable[[int], float],
+              hw: tuple[int, int]) -> tuple[np.ndarray, list[list[tuple[str, float]]]]:
+        """One sample's mixing weights (the original's first, then each chain's: they sum to
+        one) and chains (each a list of (op name, signed magnitude)); ``u(t)`` its draw ``t``
+        (see the module doc), ``hw`` the image's size."""
+        k = self.mixture_width
+        beta = _normalised(gammaincinv(self.alpha, np.array([u(0), u(1)])))
+        mix = _normalised(gammaincinv(self.alpha, np.array([u(2 + i) for i in range(k)])))
+        weights = np.concatenate([[beta[0]], mix * beta[1]])
+        h, w = hw
+        chains = []
+        for i in range(k):
+            t = 2 + k + CHAIN_DRAWS * i
+            depth = self.chain_depth if self.chain_depth > 0 else \
+                1 + min(int(u(t) * MAX_DEPTH), MAX_DEPTH - 1)
+            chain = []
+            for j in range(depth):
+                name = self.names[min(int(u(t + 1 + 3 * j) * len(self.names)),
+                                      len(self.names) - 1)]
+                fn, signed = self.space[name]
+                table = fn(PARAMETER_MAX, h, w)
+                m = 0.0
+                if table is not None:
+                    m = float(table[min(int(u(t + 2 + 3 * j) * self.severity),
+                                        self.severity - 1)])
+                    if signed and u(t + 3 + 3 * j) <= 0.5:
+                        m = -m
+                chain.append((name, m))
+            chains.append(chain)
+        return weights, chains
+
+    def sample_draws(self, seed: int, sample: int, index: int,
+                     hw: tuple[int, int]) -> tuple[np.ndarray, list[list[tuple[str, float]]]]:
+        """:meth:`draws` from the stream of (seed, sample, index)."""
+        return self.draws(lambda t: mprandom.uniform01(seed, sample, index, t), hw)
+
+    # -- Operation ------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return "AugMix"
+
+    def apply(self, x: Any, seed: int, sample: int, index: int, lift: bool = False) -> bool:
+        """Draw this sample's weights and chains; run each chain on a copy of ``x`` and store
+        the weighted sum in ``x``."""
+        if lift:
+            exec_batch.drop_gated_off(x)
+        if targets.of(x._node) is not None:
+            raise ArgumentError("AugMix does not move boxes, masks or keypoints (torchvision's "
+                                "AugMix refuses them too)")
+        h, w = x.shape[:2]
+        full = float(np.iinfo(x.dtype).max) if x.dtype.kind in "ui" else 1.0
+        weights, chains = self.sample_draws(seed, sample, index, (h, w))
+        terms = [x]
+        for chain in chains:
+            y = x.clone()
+            for name, m in chain:
+                call = entry_call(name, m, h, w, full)
+                if call is not None:
+                    getattr(y, call[0])(*call[1])
+                    # one kernel per entry: fused, every (op, op, op) chain drawn would
+                    # compile a kernel of its own (13 + 13^2 + 13^3 of them); entry by entry
+                    # the kernels are the ops' own, a bounded set
+                    y._materialize()
+            terms.append(y)
+        device = x.device
+        accumulate, finish = _kernels(runtime.name)
+        shape3 = (h, w, x.shape[2] if x.ndim == 3 else 1)
+        acc = runtime.empty(shape3, np.float64, device)
+        bufs = [runtime.as_3d(t._materialize()) for t in terms]
+        for i, (buf, wt) in enumerate(zip(bufs, weights, strict=True)):
+            runtime.launch_2d(accumulate, h, w * shape3[2], device, acc, buf, float(wt), i == 0)
+        dst = runtime.empty(tuple(x.shape), x.dtype, device)
+        runtime.launch_2d(finish, h, w * shape3[2], device, acc, bufs[0], runtime.as_3d(dst),
+                          min(shape3[2], 3), x.dtype.kind in "ui", full)
+        x._bind(type(x).from_buffer(dst, device)._node)
+        return True
+
+    def skip(self, x: Any, seed: int, sample: int, index: int, lift: bool = False) -> None:
+        """Nothing (AugMix has no coin of its own)."""
+
+    def run_on(self, instance: Any) -> Any:
+        """Apply to ``instance`` outside executors: the draws keyed on the global seed and this
+        Operation's call count (as :meth:`Operation.run_on`)."""
+        self.apply(instance, mprandom.global_seed(), self._next_call(), self._serial)
+        return None
+
+    def __call__(self, image: Any) -> Any:
+        """Apply to ``image`` in place (:meth:`run_on`); returns it."""
+        self.run_on(image)
+        return image
+
+    def run(self) -> Any:
+        raise ArgumentError("AugMix applies to an image: call it on one, or use it in a "
+                            "Pipeline or Generator")
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self._tv.items())
+        return f"AugMix({args})"
+
+    def __reduce__(self) -> tuple:
+        # rebuilt from its arguments (an Operation's lock and call count are per process)
+        return _rebuild, (self._tv,)
+
+
+def _rebuild(kwargs: dict) -> AugMix:
+    return AugMix(**kwargs)
+
+
+def _int(v: Any, owner: str, name: str, low: int | None, high: int | None = None) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or \
+            (low is not None and v < low) or (high is not None and v > high):
+        rng = (f"in {low}..{high}" if low is not None and high is not None
+               else f">= {low}" if low is not None else f"<= {high}")
+        raise ArgumentError(f"{owner} {name} must be an int {rng}, got {v!r}")
+    return int(v)

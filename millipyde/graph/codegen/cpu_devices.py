@@ -1,0 +1,66 @@
+"""The cpu target's device functions: one Numba dispatcher per function and process, compiled
+for plain argument types.
+
+Generated cpu modules wrap the scalar kernels they call (``_dev(_R[name].fn)``) and define
+helpers of their own (``_rint_clip``, ``_b2f``, user-op adapters). With a dispatcher per module
+each was compiled again in every module, and once more for each integer literal a call site
+passed (the channel ``0``, ``1``, ``2`` of a per-channel op: three compiles of 0.1-0.6 CPU-s);
+in the ImageNet recipe's cold start these were 13.6 of 32 CPU-s. Here ``device`` returns one
+dispatcher for every function of the same code and the same global objects it reads (so a
+helper defined in many generated modules is compiled once), and its calls are typed with
+integer literals as plain integers (one compile for every channel). LLVM still inlines the
+function into each kernel and folds the constant channel there: the kernels compute what they
+did.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from numba import types
+from numba.core.registry import CPUDispatcher
+
+
+def _plain(t: Any) -> Any:
+    return types.unliteral(t) if isinstance(t, types.IntegerLiteral) else t
+
+
+class PlainArgsDispatcher(CPUDispatcher):
+    """A Numba CPU dispatcher that compiles for the non-literal type of integer literal
+    arguments (one overload serves every constant a call site passes)."""
+
+    def get_call_template(self, args: Any, kws: Any) -> Any:
+        return super().get_call_template(tuple(_plain(a) for a in args),
+                                         {k: _plain(v) for k, v in kws.items()})
+
+
+#: what ``njit(cache=False, error_model='numpy')`` gives its dispatcher: NumPy's error model,
+#: as on GPUs (a division by zero gives inf or NaN, never an exception in a kernel)
+_OPTIONS = {"nopython": True, "error_model": "numpy"}
+_shared: dict[Hashable, PlainArgsDispatcher] = {}
+_lock = threading.Lock()
+
+
+def _key(fn: Callable) -> Hashable:
+    """Functions of equal keys compute the same: the same code (not its file or line) and
+    defaults, reading the same global objects. A closure is keyed by itself."""
+    if fn.__closure__ or fn.__kwdefaults__:
+        return fn
+    code = fn.__code__
+    reads = tuple((n, id(fn.__globals__[n])) for n in code.co_names if n in fn.__globals__)
+    return (code.co_name, code.co_code, code.co_consts, code.co_names, code.co_varnames,
+            code.co_argcount, code.co_flags, fn.__defaults__, reads)
+
+
+def device(fn: Callable) -> PlainArgsDispatcher:
+    """The process's dispatcher of ``fn`` (or of a function computing the same, see ``_key``)
+    as a cpu device function (``target._HEADER["cpu"]``'s ``_dev``)."""
+    key = _key(fn)
+    with _lock:
+        disp = _shared.get(key)
+        if disp is None:
+            disp = PlainArgsDispatcher(py_func=fn, locals={}, targetoptions=dict(_OPTIONS))
+            _shared[key] = disp
+        return disp
