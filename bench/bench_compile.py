@@ -54,7 +54,9 @@ rc = main(sys.argv[1:])
 wall = time.perf_counter() - t0
 ru = resource.getrusage(resource.RUSAGE_SELF)
 with open(os.environ["BENCH_COMPILE_OUT"], "w") as f:
+    import millipyde
     json.dump({"rc": rc, "wall_in_process": wall, "compiles": compiles,
+               "package": millipyde.__file__,
                "cpu": ru.ru_utime + ru.ru_stime}, f)
 """
 
@@ -64,16 +66,19 @@ def run(tree: Path, recipe: str, n: int, work: Path) -> dict:
     import time
 
     cache, out, stats = work / "cache", work / "out", work / "stats.json"
+    work.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, MILLIPYDE_CACHE_DIR=str(cache), BENCH_COMPILE_OUT=str(stats),
                PYTHONPATH=str(tree.resolve()))
     t0 = time.perf_counter()
     before = os.times()
     subprocess.run([sys.executable, "-c", CHILD, "augment", "-o", str(out), "-n", str(n),
                     "--seed", "0", "--recipe", recipe, "-q"], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, cwd=work)  # (not a tree: ``-c`` puts cwd first)
     after = os.times()
     wall = time.perf_counter() - t0
     got = json.loads(stats.read_text())
+    if not got["package"].startswith(str(tree.resolve())):
+        raise RuntimeError(f"the child imported {got['package']}, not the tree {tree}")
     return {"wall": wall,
             "cpu": (after.children_user - before.children_user)
             + (after.children_system - before.children_system),

@@ -41,10 +41,11 @@ def _build_many(codes: np.ndarray, params: np.ndarray, channels: int, full: floa
 
 @functools.cache
 def _name_of(code: int) -> str:
+    # (codes are numbered per kind: the built-in elementwise op of this one)
     for spec in REGISTRY.values():
-        if spec.code == code:
+        if spec.kind == "elementwise" and spec.user is None and spec.code == code:
             return spec.name
-    raise KeyError(f"no op has code {code}")
+    raise KeyError(f"no built-in elementwise op has code {code}")
 
 
 @functools.cache

@@ -22,6 +22,8 @@ from typing import Any
 from numba import types
 from numba.core.registry import CPUDispatcher
 
+from .target import _RINT_CLIP
+
 
 def _plain(t: Any) -> Any:
     return types.unliteral(t) if isinstance(t, types.IntegerLiteral) else t
@@ -56,11 +58,29 @@ def _key(fn: Callable) -> Hashable:
 
 def device(fn: Callable) -> PlainArgsDispatcher:
     """The process's dispatcher of ``fn`` (or of a function computing the same, see ``_key``)
-    as a cpu device function (``target._HEADER["cpu"]``'s ``_dev``)."""
+    as a cpu device function (``target._HEADER["cpu"]``'s ``_dev``).
+
+    A function of a generated module is shared only with one of an importable module (the
+    helpers defined below): a kernel loaded from Numba's disk cache in another process
+    imports the modules of the functions it calls, and a generated module is imported only
+    by the loader, when a kernel of its own is asked for."""
     key = _key(fn)
+    generated = fn.__module__.startswith(GENERATED)
     with _lock:
         disp = _shared.get(key)
+        if disp is None and generated:
+            disp = _shared.get(fn)
         if disp is None:
             disp = PlainArgsDispatcher(py_func=fn, locals={}, targetoptions=dict(_OPTIONS))
-            _shared[key] = disp
+            _shared[fn if generated else key] = disp
         return disp
+
+
+#: the names of generated modules start so (``loader.load``)
+GENERATED = "millipyde_gen_"
+
+
+_dev = device
+# The helpers every generated cpu module defines, defined once here, in an importable module:
+# the generated modules' copies (the same code) get these dispatchers.
+exec(compile("@_dev\ndef _b2f(b):\n    return float(b)\n" + _RINT_CLIP, __file__, "exec"))
