@@ -294,7 +294,7 @@ def gaussian_illumination(img, amp, cfy, cfx, sfy, sfx):
     return _add_gradient(img, amp * g)
 
 
-# --------------------------------------------------------------------------- second wave
+# ------------------------------------------- log, sigmoid, intensity rescale and their kin
 def planckian_jitter(img, r_gain, b_gain):
     """kornia ``RandomPlanckianJitter.apply_transform`` on [0, 1] float32 values: R times
     ``r_gain``, B times ``b_gain``, ``clamp(max=1)``; alpha kept."""

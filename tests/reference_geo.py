@@ -1,5 +1,5 @@
 """NumPy transcriptions of kornia's and torchvision v2's geometric transforms added with the
-second wave of issue 31's op library (translate, shear, perspective): CI has neither library.
+geometric ops (translate, shear, perspective): CI has neither library.
 Each follows the library's own pipeline (kornia: ``normalize_homography``, ``affine_grid``,
 ``grid_sample``), not millipyde's formulas; uint8 images are computed in float64 and rounded back
 (the libraries take float tensors), compared within one level."""

@@ -1,6 +1,6 @@
-"""mp.OneOf / mp.RandomChoice / mp.SomeOf (API.md "This wave"): per-sample choices drawn from
-the counter-based streams, the same on an image, per output and for a whole batch (where a
-choice among size-keeping method Operations is gates in one fused gather)."""
+"""mp.OneOf / mp.RandomChoice / mp.SomeOf (the torchvision-style compositions): per-sample
+choices drawn from the counter-based streams, the same on an image, per output and for a
+whole batch (where a choice among size-keeping method Operations is gates in one fused gather)."""
 
 from __future__ import annotations
 

@@ -32,16 +32,17 @@ OPS = {
                      mp.Operation("random_corner_illumination", (0.1, 0.4), p=0.7),
                      mp.Operation("random_gaussian_illumination")],
     "sharpen": [mp.Operation("random_sharpen"), mp.Operation("random_rgb_shift", p=0.5)],
-    # second wave: plain-range value maps (template), a table row, a grid, two resizes
+    # plain-range value maps (template), a table row, a grid, two resizes
     "exposure": [mp.Operation("random_adjust_log", (0.6, 1.0)),
                  mp.Operation("random_adjust_sigmoid", p=0.7), mp.Operation("adjust_log", 0.9)],
     "planckian": [mp.Operation("random_planckian_jitter"),
                   mp.Operation("random_grid_dropout", (3, 6), p=0.7),
                   mp.Operation("rescale_intensity", (20, 230), p=0.5),
                   mp.Operation("random_snow", p=0.6)],
-    # third wave: per-image offsets drawn as normals (a sample function: the arena); a pixelwise
-    # op with per-pixel draws and a statistic (its reduction per member). No coins: each
-    # pattern of coins is one more kernel to compile, and coins are the other entries' case
+    # fancy_pca, iso_noise: per-image offsets drawn as normals (a sample function: the
+    # arena); a pixelwise op with per-pixel draws and a statistic (its reduction per member).
+    # No coins: each pattern of coins is one more kernel to compile, and coins are the other
+    # entries' case
     "pca_iso": [mp.Operation("random_fancy_pca", 0.2), mp.Operation("random_iso_noise")],
     "motion": [mp.Operation("random_motion_blur", (3, 5), 45, 0.5)],
     # a non-affine map (the user_map kind): per output
@@ -58,9 +59,9 @@ ROUTE = {"values": "template", "colour": "arena", "noise": "arena", "sharpen": "
 
 
 def _in_ci(name: str) -> bool:
-    # the third wave's: the arena's iso_noise recording (two kernels of its own to compile on
-    # the cpu backend) in the CI tier under CUDASIM; the per-output routes (their batches are
-    # the method calls: the kernels test_album_values_wave3 runs) on the cpu backend only
+    # the arena's iso_noise recording (two kernels of its own to compile on the cpu backend)
+    # in the CI tier under CUDASIM; the per-output routes (their batches are the method calls:
+    # the kernels test_album_values_lighting_blur_warp runs) on the cpu backend only
     if name == "pca_iso":
         return not cpu_backend()
     return name not in ("motion", "elastic") or not simulator()

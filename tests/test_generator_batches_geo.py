@@ -1,4 +1,4 @@
-"""``Generator.batches`` of issue 31's second-wave geometric ops (rot90, translate, shear,
+"""``Generator.batches`` of the geometric ops (rot90, translate, shear,
 pad_to, zoom_out, perspective): recorded for whole batches from their definitions, each sample
 equal to the Generator's own output (``next()``)."""
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from generator_reference import batch_spec
 from scipy import stats
+from tiers import cpu_backend
 
 import millipyde as mp
 import millipyde.transforms as T
@@ -168,7 +169,9 @@ def test_batches_equal_the_drawn_ops_as_method_calls(make, crop):
     assert len(left) <= outputs // 4 and len(launches) >= 2, left
     if crop:
         assert any(L.stages for L in launches)  # the policy's slot after the crop's sampler
-    for k in range(outputs):
+    # (on the cpu backend outputs 0, 1, 4, 5 against their reference chains, both images: each
+    # chain is a kernel of its own, a compile of seconds there)
+    for k in [k for k in range(outputs) if not cpu_backend() or k % 4 < 2]:
         x = mp.gpuimage(imgs[k % 2])
         for j, op in enumerate(pre):
             op.apply(x, seed, k, j)

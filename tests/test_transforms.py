@@ -1,5 +1,5 @@
 """millipyde.transforms: torchvision.transforms.v2's class names and arguments over the op
-library (API.md "This wave"): each class is the documented Operation, a Compose is a list of
+library: each class is the documented Operation, a Compose is a list of
 them usable wherever operations are, ToDtype / Normalize become the batches' settings, and
 classes not supported yet raise naming what they need."""
 

@@ -1,4 +1,4 @@
-"""The second wave of ops after scikit-image, kornia and albumentations: adjust_log,
+"""Ops after scikit-image, kornia and albumentations: adjust_log,
 adjust_sigmoid and rescale_intensity (scikit-image itself), planckian_jitter (kornia's
 formula and table), grid_dropout, downscale and snow (albumentations' formulas, OpenCV's
 resizes and uint8 HLS transcribed in tests/reference_album.py), with their random forms;

@@ -1,4 +1,4 @@
-"""Geometric ops of issue 31's second wave (rot90, translate, shear, pad_to, zoom_out,
+"""Geometric ops (rot90, translate, shear, pad_to, zoom_out,
 perspective) against NumPy transcriptions (tests/reference_aug.py, tests/reference_tv2.py):
 each fuses with its neighbours into one gather, and its targets follow it."""
 

@@ -137,7 +137,7 @@ _ARGS = {
     "random_adjust_brightness": (0.5, 1.5),
     "channel_shuffle": (),
     "random_crop": (20, 30, (4, 2), True, 9),
-    # geometry, second wave
+    # geometry: rot90, translate, shear and their kin
     "random_rot90": (0.75,),
     "random_translate": ((-0.2, 0.3), 0.1),
     "random_shear": ((-10, 20, 5, 30),),

@@ -3,7 +3,7 @@
 The figure-5.1 first gathers (transpose, fliplr, then a uint8 table: ``batch_tables``) read
 and stored one byte per channel per thread. A transposed member's warp read one source
 column, 32 cache lines per byte load, and every load and store was a byte: the kernels were
-bound by the L1 pipeline (bench/RESULTS.md, h-bkern3). Here the same gather (no sampler, the
+bound by the L1 pipeline (bench/RESULTS.md, 2026-11-23/24). Here the same gather (no sampler, the
 chain a per-block table, ``cin`` = ``cout`` bytes per pixel) runs each member one of three
 ways, chosen per member from its map (data: one kernel serves every member of a batch):
 

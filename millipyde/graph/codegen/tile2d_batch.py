@@ -1,6 +1,6 @@
 """Pieces of the batched ``tile2d`` kernel: staged zero-padded taps and the uint8 store.
 
-The batched Gaussian is issue-bound (bench/RESULTS.md, h-bkern): a window's whole blocks of
+The batched Gaussian is issue-bound (bench/RESULTS.md, 2026-11-23): a window's whole blocks of
 taps rotate register names (``tile2d._slide``: one load and PX FMAs per tap), but the last
 ``ntaps % PX`` taps shift the window (PX - 1 register moves per tap, the tap's own address
 and loop test), and odd tap counts always leave 1, 3, 5 or 7 of them. Here a block stages its
@@ -121,7 +121,7 @@ WORD_BLOCK = 8
 
 def word_loads(c: int, ind: str) -> tuple[str, str, Any]:
     """``(pre, head, bload)`` for ``tile2d._window``: an interior window of uint8 ``src`` (the
-    rows pass's L1-bound byte loads, bench/RESULTS.md h-bkern3) loads each whole block of 8
+    rows pass's L1-bound byte loads, bench/RESULTS.md, 2026-11-23/24) loads each whole block of 8
     elements (``8 c`` bytes at element ``k + 8``) as ``c + 1`` aligned uint64 words of
     ``srcw`` (the same buffer), instead of 8 byte loads; funnel shifts by the window's byte
     alignment ``wa`` (the same for every block) leave element ``j`` in byte ``c j % 8`` of

@@ -4,7 +4,7 @@ A figure-5.1 batch splits into groups by what follows the batched Gaussian (colo
 grey conversion then grey writer, a rotation whose warp clip plans its own writer), but the
 groups' first kernels have the same key: the brightness gather and the Gaussian run for every
 member with per-member parameters. Launched per group, each is a separate, smaller launch
-with its own partial last wave (two or three ``tile2d`` launches per batch, h-bkern3's ncu in
+with its own partial last wave (two or three ``tile2d`` launches per batch, the ncu in
 bench/RESULTS.md). Here the groups whose keys agree on their first ``k`` kernels (their
 arguments stacked alike: gate flags on the same gathers, one shared table equal) run those
 ``k`` kernels as one group of all their members (:class:`PrefixGroup`); each group then goes

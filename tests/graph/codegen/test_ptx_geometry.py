@@ -1,4 +1,5 @@
-"""The gathers of issue 31's second-wave geometric ops compile to PTX for sm_90 without a GPU:
+"""The gathers of the geometric ops rot90, translate, shear and their kin compile to PTX for
+sm_90 without a GPU:
 the projective sampler (``perspective``: its third map row read once per launch, positions
 divided and guarded) with a fused pad's bounded reads and chained ops, in the per-image gather
 and in the arena gather that writes a training batch (test_ptx_tv.py's style)."""

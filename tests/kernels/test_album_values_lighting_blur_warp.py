@@ -1,4 +1,4 @@
-"""Third wave of the ops after albumentations, kornia and torchvision-era recipes: fancy_pca
+"""The ops after albumentations, kornia and torchvision-era recipes: fancy_pca
 (AlexNet's PCA lighting, ImageNet's basis), iso_noise (albumentations' ISONoise),
 motion_blur (kornia's) and elastic_grid (torchvision's ElasticTransform on a coarse grid),
 with their random forms; +-1 on uint8 against the
