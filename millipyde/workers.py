@@ -33,8 +33,8 @@ def workers_per_device(devices: int = 1, batched: bool = False) -> int:
     the threads compete for the GIL instead (measured on 4 H200s: 1 worker per device 0.224 s,
     4 per device 0.308 s for 100 5-op inputs; bench/RESULTS.md), so the total stays near 4.
     On the cpu backend a large launch already runs in a part per core, so a second thread only
-    helps to overlap Python work (and small launches, one part each); when launches are serialized (no thread-safe Numba layer) one
-    thread per virtual device is enough.
+    helps to overlap Python work (and small launches, one part each); when launches are
+    serialized (no thread-safe Numba layer) one thread per virtual device is enough.
 
     ``batched``: a Generator whose worker makes a whole batch of outputs with one launch per
     kernel. On GPUs its kernels take a tenth of a batch's time and the rest is Python, so
