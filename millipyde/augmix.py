@@ -35,8 +35,7 @@ from . import targets
 from .array import ArgumentError
 from .backend import ACTIVE as runtime
 from .graph.exec import batch as exec_batch
-from .operation import Operation
-from .policies import check_fill, entry_call, linspace32
+from .policies import ImageOperation, check_fill, entry_call, linspace32
 
 __all__ = ["AugMix", "AUGMIX_SPACE", "AUGMIX_PARTIAL_SPACE"]
 
@@ -97,7 +96,7 @@ def _normalised(g: np.ndarray) -> np.ndarray:
     return g / s if s > 0 else np.full(len(g), 1.0 / len(g))
 
 
-class AugMix(Operation):
+class AugMix(ImageOperation):
     """torchvision v2 ``AugMix``: per sample, ``mixture_width`` chains of ``chain_depth``
     ops (``-1``: 1 to 3, drawn per chain) from AugMix's op list at magnitude bins below
     ``severity``, mixed by Dirichlet(``alpha``) weights, then with the original image by
@@ -234,23 +233,6 @@ class AugMix(Operation):
         x._bind(type(x).from_buffer(dst, device)._node)
         return True
 
-    def skip(self, x: Any, seed: int, sample: int, index: int, lift: bool = False) -> None:
-        """Nothing (AugMix has no coin of its own)."""
-
-    def run_on(self, instance: Any) -> Any:
-        """Apply to ``instance`` outside executors: the draws keyed on the global seed and this
-        Operation's call count (as :meth:`Operation.run_on`)."""
-        self.apply(instance, mprandom.global_seed(), self._next_call(), self._serial)
-        return None
-
-    def __call__(self, image: Any) -> Any:
-        """Apply to ``image`` in place (:meth:`run_on`); returns it."""
-        self.run_on(image)
-        return image
-
-    def run(self) -> Any:
-        raise ArgumentError("AugMix applies to an image: call it on one, or use it in a "
-                            "Pipeline or Generator")
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self._tv.items())

@@ -263,7 +263,31 @@ def check_fill(fill: Any, owner: str) -> None:
                                     f"got {fill!r}")
 
 
-class Policy(Operation):
+class ImageOperation(Operation):
+    """An Operation that draws per sample and applies to an image as a whole, with no coin of
+    its own (the policies, :class:`millipyde.augmix.AugMix`): called on an image, it applies
+    in place with the draws of the global seed and its call count."""
+
+    def skip(self, x: Any, seed: int, sample: int, index: int, lift: bool = False) -> None:
+        """Nothing (no coin of its own)."""
+
+    def run_on(self, instance: Any) -> Any:
+        """Apply to ``instance`` outside executors: the draws keyed on the global seed and this
+        Operation's call count (as :meth:`Operation.run_on`)."""
+        self.apply(instance, mprandom.global_seed(), self._next_call(), self._serial)
+        return None
+
+    def __call__(self, image: Any) -> Any:
+        """Apply to ``image`` in place (:meth:`run_on`); returns it."""
+        self.run_on(image)
+        return image
+
+    def run(self) -> Any:
+        raise ArgumentError(f"{self.name} applies to an image: call it on one, or use it in "
+                            "a Pipeline or Generator")
+
+
+class Policy(ImageOperation):
     """An augmentation policy drawn per sample (the base of :class:`RandAugment`,
     :class:`TrivialAugmentWide` and :class:`AutoAugment`; see the module doc).
 
@@ -354,23 +378,6 @@ class Policy(Operation):
                 getattr(x, call[0])(*call[1])
         return True
 
-    def skip(self, x: Any, seed: int, sample: int, index: int, lift: bool = False) -> None:
-        """Nothing (a policy has no coin of its own)."""
-
-    def run_on(self, instance: Any) -> Any:
-        """Apply to ``instance`` outside executors: the draws keyed on the global seed and this
-        policy's call count (as :meth:`Operation.run_on`)."""
-        self.apply(instance, mprandom.global_seed(), self._next_call(), self._serial)
-        return None
-
-    def __call__(self, image: Any) -> Any:
-        """Apply to ``image`` in place (:meth:`run_on`); returns it."""
-        self.run_on(image)
-        return image
-
-    def run(self) -> Any:
-        raise ArgumentError(f"{self.name} applies to an image: call it on one, or use it in "
-                            "a Pipeline or Generator")
 
     def _bound(self, instance: Any) -> Callable[[], Any]:
         # every op of the space once, at its largest magnitude: what a batch may record on
