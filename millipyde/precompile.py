@@ -24,6 +24,7 @@ always did.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 import time
@@ -133,6 +134,24 @@ class _Jobs:
         self.workers.submit(got)
 
 
+def _as_numba_would(fn: Any, compiled: Any, *args: Any) -> Any:
+    """``fn`` run as Python with compiled code's arithmetic: integers wrap and floats reach
+    inf or NaN silently (NumPy scalars warn on both; the random streams' uint64 rounds
+    overflow by design, and a warning filter set to raise made that a failure).
+
+    A recording reads buffers whose kernels it skipped (a statistic's, say): garbage, which
+    Python refuses where compiled code goes on (``int(inf)``: OverflowError). Then the function
+    is compiled here (``compiled(*args)`` returns numba's entry point) and run as compiled.
+    """
+    import numpy as np
+
+    try:
+        with np.errstate(all="ignore"):
+            return fn(*args)
+    except (ArithmeticError, ValueError):
+        return compiled(*args)(*args)
+
+
 @contextlib.contextmanager
 def _host_functions_deferred(jobs: _Jobs) -> Iterator[None]:
     """While this thread records into ``jobs``, a numba host function called without a
@@ -164,7 +183,8 @@ def _host_functions_deferred(jobs: _Jobs) -> Iterator[None]:
             if kinds not in seen:
                 seen.add(kinds)
                 jobs.submit(job(self, args))
-        return self.py_func
+        return functools.partial(_as_numba_would, self.py_func,
+                                 functools.partial(real, self))
 
     Dispatcher._compile_for_args = deferred
     try:

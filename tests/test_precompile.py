@@ -214,3 +214,63 @@ def test_a_job_names_the_modules_of_its_user_ops(tmp_path) -> None:
     f.write_text(f"a = _R[{recipes.scale_brightness.name!r}].fn\nb = _R['user_unknown_0'].fn\n")
     mod = types.SimpleNamespace(__file__=str(f))
     assert precompile._user_op_modules(mod) == ("millipyde.recipes",)
+
+
+def test_a_deferred_host_function_runs_with_compiled_arithmetic() -> None:
+    """While a chain is recorded ahead, a host function without a compiled version runs as
+    Python; the random streams' uint64 rounds overflow by design, which NumPy scalars warn
+    about: under an error filter that failed every Generator's batches on GPUs."""
+    import warnings
+
+    import numpy as np
+
+    from millipyde import batch_math, precompile
+    from millipyde.backend import ACTIVE
+    from millipyde.graph.codegen.loader import load
+
+    # a text of its own: no compiled version in memory or on disk, so the call is deferred
+    mod = load(batch_math._MIX_SOURCE + "\n# (a copy run as Python by the deferred test)\n",
+               "cpu")
+    submitted: list = []
+
+    class Jobs:
+        def submit(self, got):
+            submitted.append(got)
+
+    jobs = Jobs()
+    z = np.array([2**64 - 1, 12345], dtype=np.uint64)
+    ts = np.array([0, 2**63 + 7], dtype=np.uint64)
+    out = np.empty((2, 2), dtype=np.uint64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with ACTIVE.recording(jobs), precompile._host_functions_deferred(jobs):
+            mod.rounds(z, ts, out)
+    assert submitted, "the host function went to the workers as a job"
+    assert mod.rounds.signatures == [], "it was not compiled here"
+    np.testing.assert_array_equal(out, batch_math.mix_rounds(z, ts))
+
+
+def test_a_deferred_host_function_given_garbage_runs_compiled() -> None:
+    """A recording reads buffers of kernels it skipped; Python refuses ``int(inf)`` where the
+    compiled function goes on (a statistic's table pass failed every Generator of equalize
+    after adjust_contrast on an H200): the function is then compiled and run as compiled."""
+    import numpy as np
+
+    from millipyde import precompile
+    from millipyde.backend import ACTIVE
+    from millipyde.graph.codegen.loader import load
+
+    mod = load("from numba import njit\n\n\n@njit(cache=True)\n"
+               "def top(st, out):\n    out[0] = int(st[0]) + 1\n", "cpu")
+
+    class Jobs:
+        def submit(self, got):
+            pass
+
+    jobs = Jobs()
+    out = np.zeros(1, dtype=np.int64)
+    with ACTIVE.recording(jobs), precompile._host_functions_deferred(jobs):
+        mod.top(np.array([np.inf]), out)  # no OverflowError
+    assert len(mod.top.signatures) == 1, "compiled here, as it was given garbage"
+    mod.top(np.array([41.0]), out)
+    assert out[0] == 42
