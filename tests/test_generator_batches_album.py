@@ -50,6 +50,11 @@ OPS = {
     "downscale": [mp.Operation("random_downscale", (0.3, 0.7), "linear", p=0.7),
                   mp.Operation("random_downscale", (0.4, 0.6))],
 }
+# uint8 levels allowed on a real GPU against the chain applied image by image: snow's uint8
+# HLS round trip turns a one-level contraction difference before it into two (an H200,
+# 2026-11-28: one pixel of 768); exact on the cpu backend and CUDASIM
+LEVELS = {"planckian": 2}
+
 ROUTE = {"values": "template", "colour": "arena", "noise": "arena", "sharpen": "arena",
          "illumination": "arena", "exposure": "template", "planckian": "arena", "pca_iso": "arena",
          # a plane window: each output's own taps
@@ -69,12 +74,12 @@ def _in_ci(name: str) -> bool:
 
 @pytest.mark.parametrize("name", tiered(sorted(OPS), _in_ci))
 def test_same_size_batches_equal_outputs(name):
-    _check(_imgs(11, SAME), OPS[name], 6, 3, ROUTE[name])
+    _check(_imgs(11, SAME), OPS[name], 6, 3, ROUTE[name], levels=LEVELS.get(name, 1))
 
 
 @pytest.mark.parametrize("name", ["colour", "noise", "illumination", "planckian"])
 def test_mixed_size_batches_equal_outputs(name):
-    _check(_imgs(12, MIXED), OPS[name], 6, 3, "arena",
+    _check(_imgs(12, MIXED), OPS[name], 6, 3, "arena", levels=LEVELS.get(name, 1),
            shape=None if name == "illumination" else (12, 12))
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from generator_reference import batch_spec, eager_outputs
+from generator_reference import assert_device_same, batch_spec, eager_outputs
 
 import millipyde as mp
 from millipyde import batches
@@ -48,7 +48,7 @@ def _check(imgs, ops, outputs, size, arena=True, seed=5, **kw):
         return  # (the simulator runs one kernel at a time: the Generator's workers would not)
     gen = mp.Generator(imgs, ops, outputs=outputs, seed=seed)
     for k, out in enumerate(gen):
-        assert np.array_equal(np.asarray(out), want[k]), f"next() output {k}"
+        assert_device_same(out, want[k], f"next() output {k}")
 
 
 MIXED = ((20, 26, 3), (24, 18, 3), (17, 17, 3))
