@@ -91,7 +91,9 @@ class PillowDecoder:
             pool.shutdown(wait=True)
 
 
-def _decode_one(data: bytes, name: str) -> Any:
+def _decode_one(data: Any, name: str) -> Any:
+    if isinstance(data, BaseException):  # it could not be read
+        return data
     try:
         return mio.decode_array(data, name, exif=True)
     except (ValueError, MemoryError) as err:
@@ -144,6 +146,59 @@ class NvImageCodecDecoder:
         return cs.codec_name == "jpeg" and cs.num_channels == 3 and \
             cs.color_spec in (nv.ColorSpec.SYCC, nv.ColorSpec.SRGB, nv.ColorSpec.UNKNOWN)
 
+    def reader(self, source: Any) -> Callable[[int], Any]:
+        """``read(i)`` for the read-ahead's threads: sample ``i`` as a :class:`Coded` (its
+        code stream parsed, checked as one the GPU decodes) where nvImageCodec takes it, else
+        its bytes (Pillow decodes them, or says why not).
+
+        Every per-sample Python call before the batched decode runs here, in the reader
+        threads, so the decode thread makes one call a batch. A file (``source.paths``) is
+        opened as ``io.open_regular_fd`` opens it (non-blocking, a regular file, at most
+        ``source.max_bytes``) and nvImageCodec maps and parses it by itself through the
+        open descriptor (``/proc/self/fd``): no bytes of it pass through Python. Other
+        sources' bytes (``source.read``) are wrapped without a copy.
+
+        Raises (from ``read``)
+        ----------------------
+        OSError or ValueError
+            The sample cannot be read, or is a decompression bomb (naming it).
+        """
+        paths = getattr(source, "paths", None) if _PROC_FD else None
+        max_bytes = getattr(source, "max_bytes", None)
+        nv, limit = self.nv, mio.pixel_limit()
+        colour = (nv.ColorSpec.SYCC, nv.ColorSpec.SRGB, nv.ColorSpec.UNKNOWN)
+
+        def read(i: int) -> Any:
+            data = None
+            if paths is not None:
+                # unreadable, not a regular file, too large: raises, naming the file
+                fd, nbytes = mio.open_regular_fd(paths[i], max_bytes)
+            else:
+                data = source.read(i)
+                nbytes = len(data)
+            try:
+                if data is None:
+                    try:
+                        cs = nv.CodeStream(f"/proc/self/fd/{fd}")
+                    finally:
+                        os.close(fd)
+                else:
+                    cs = nv.CodeStream(data)
+                take = cs.codec_name == "jpeg" and cs.num_channels == 3 and \
+                    cs.color_spec in colour
+                pixels = int(cs.width) * int(cs.height) if take else 0
+            except Exception:  # nvImageCodec does not parse it: Pillow says why
+                take, pixels = False, 0
+            if not take:
+                return data if data is not None else source.read(i)
+            if pixels > limit:
+                raise ValueError(f"cannot load image {source.name(i)!r}: refused as a possible "
+                                 f"decompression bomb ({pixels} pixels, over the limit of "
+                                 f"{limit})")
+            return Coded(cs, nbytes, source, i)
+
+        return read
+
     def decode(self, datas: list[bytes], name_of: Callable[[int], str],
                stream: Any = None) -> list[Any]:
         """Per encoded sample its device buffer (a :class:`DeviceImage`), or its error
@@ -153,6 +208,10 @@ class NvImageCodecDecoder:
         gpu_rows, streams = [], []
         limit = mio.pixel_limit()
         for r, data in enumerate(datas):
+            if type(data) is Coded:  # parsed and checked by a reader thread
+                gpu_rows.append(r)
+                streams.append(data.stream)
+                continue
             try:
                 cs = self.nv.CodeStream(data)
                 take = self.takes(cs)
@@ -187,7 +246,8 @@ class NvImageCodecDecoder:
         self.on_gpu += len(datas) - len(rest)
         self.on_host += len(rest)
         if rest:
-            got = self.fallback.decode([datas[r] for r in rest], lambda j: name_of(rest[j]))
+            got = self.fallback.decode([_bytes_of(datas[r]) for r in rest],
+                                       lambda j: name_of(rest[j]))
             for r, v in zip(rest, got, strict=True):
                 out[r] = v
         return out
@@ -205,6 +265,34 @@ class NvImageCodecDecoder:
         self.fallback.close()
 
 
+#: nvImageCodec can open a file through a descriptor this process holds (Linux)
+_PROC_FD = os.path.isdir("/proc/self/fd")
+
+
+class Coded:
+    """A sample a reader thread parsed for nvImageCodec: its code stream (a colour JPEG
+    under the pixel limit), the bytes it holds (``len``), and where to read it again for
+    Pillow should nvImageCodec fail to decode it."""
+
+    __slots__ = ("stream", "nbytes", "source", "index")
+
+    def __init__(self, stream: Any, nbytes: int, source: Any, index: int) -> None:
+        self.stream, self.nbytes, self.source, self.index = stream, int(nbytes), source, index
+
+    def __len__(self) -> int:
+        return self.nbytes
+
+
+def _bytes_of(data: Any) -> Any:
+    """Encoded bytes for Pillow: a :class:`Coded` sample is read again (or its error)."""
+    if type(data) is not Coded:
+        return data
+    try:
+        return data.source.read(data.index)
+    except (OSError, ValueError) as err:
+        return err
+
+
 class DeviceImage:
     """A decoded nvImageCodec image on the device, described without numba-cuda: shape,
     dtype and the address of its (contiguous) memory; it keeps the image alive. The batch
@@ -220,7 +308,10 @@ class DeviceImage:
         self.shape = shape
         self.dtype = np.dtype(np.uint8)
         self.ndim = len(shape)
-        self.size = int(np.prod(shape))
+        size = 1
+        for d in shape:
+            size *= int(d)
+        self.size = size
         self.device_ptr = int(ptr)
         self._buffer = None
 
@@ -247,8 +338,8 @@ def _wrap(img: Any, decoder: Any = None) -> Any:
     """An nvImageCodec device image as a :class:`DeviceImage` (no copy); None where it is not
     a contiguous (H, W, 3) uint8 image."""
     face = img.__cuda_array_interface__
-    shape = tuple(int(d) for d in face["shape"])
-    if len(shape) != 3 or shape[2] != 3 or np.dtype(face["typestr"]) != np.uint8:
+    shape = tuple(face["shape"])
+    if len(shape) != 3 or shape[2] != 3 or face["typestr"] != "|u1":
         return None
     strides = face.get("strides")
     if strides is not None and tuple(strides) != (shape[1] * 3, 3, 1):

@@ -147,7 +147,11 @@ class Loader:
         self.first = int(first)
         self.decoder, self.device, self.bad, self.strict = decoder, device, bad, strict
         self.ahead = max(1, int(ahead))
-        self.reader = ReadAhead(source, self._samples(), threads=threads, window=window)
+        # a decoder that prepares samples itself (nvImageCodec parses them in the reader
+        # threads) gives the readers what to do with each
+        prepare = getattr(decoder, "reader", None)
+        self.reader = ReadAhead(source, self._samples(), threads=threads, window=window,
+                                read=prepare(source) if prepare is not None else None)
         self._cond = threading.Condition()
         self._ready: dict[int, Any] = {}
         self._want = self.first  # the batch the consumer asks for next
