@@ -200,9 +200,9 @@ class CudaMemory:
         """Device-to-device copies ``dsts[k] <- srcs[k]`` of ``sizes[k]`` bytes (device
         addresses, uint64, on ``device``) on the current stream, none overlapping: one
         driver call for all (``cuMemcpyBatchAsync``, CUDA >= 12.8) where the driver has it
-        and the stream is not the legacy default one, else one ``cuMemcpyAsync`` each. A streamed batch packs 256
-        decoded images into its arena: one call instead of 256, each of which hands the GIL
-        over.
+        and the stream is not the legacy default one, else one ``cuMemcpyAsync`` each. A
+        streamed batch packs 256 decoded images into its arena: one call instead of 256, each
+        of which hands the GIL over.
 
         Raises
         ------
