@@ -147,57 +147,8 @@ class NvImageCodecDecoder:
             cs.color_spec in (nv.ColorSpec.SYCC, nv.ColorSpec.SRGB, nv.ColorSpec.UNKNOWN)
 
     def reader(self, source: Any) -> Callable[[int], Any]:
-        """``read(i)`` for the read-ahead's threads: sample ``i`` as a :class:`Coded` (its
-        code stream parsed, checked as one the GPU decodes) where nvImageCodec takes it, else
-        its bytes (Pillow decodes them, or says why not).
-
-        Every per-sample Python call before the batched decode runs here, in the reader
-        threads, so the decode thread makes one call a batch. A file (``source.paths``) is
-        opened as ``io.open_regular_fd`` opens it (non-blocking, a regular file, at most
-        ``source.max_bytes``) and nvImageCodec maps and parses it by itself through the
-        open descriptor (``/proc/self/fd``): no bytes of it pass through Python. Other
-        sources' bytes (``source.read``) are wrapped without a copy.
-
-        Raises (from ``read``)
-        ----------------------
-        OSError or ValueError
-            The sample cannot be read, or is a decompression bomb (naming it).
-        """
-        paths = getattr(source, "paths", None) if _PROC_FD else None
-        max_bytes = getattr(source, "max_bytes", None)
-        nv, limit = self.nv, mio.pixel_limit()
-        colour = (nv.ColorSpec.SYCC, nv.ColorSpec.SRGB, nv.ColorSpec.UNKNOWN)
-
-        def read(i: int) -> Any:
-            data = None
-            if paths is not None:
-                # unreadable, not a regular file, too large: raises, naming the file
-                fd, nbytes = mio.open_regular_fd(paths[i], max_bytes)
-            else:
-                data = source.read(i)
-                nbytes = len(data)
-            try:
-                if data is None:
-                    try:
-                        cs = nv.CodeStream(f"/proc/self/fd/{fd}")
-                    finally:
-                        os.close(fd)
-                else:
-                    cs = nv.CodeStream(data)
-                take = cs.codec_name == "jpeg" and cs.num_channels == 3 and \
-                    cs.color_spec in colour
-                pixels = int(cs.width) * int(cs.height) if take else 0
-            except Exception:  # nvImageCodec does not parse it: Pillow says why
-                take, pixels = False, 0
-            if not take:
-                return data if data is not None else source.read(i)
-            if pixels > limit:
-                raise ValueError(f"cannot load image {source.name(i)!r}: refused as a possible "
-                                 f"decompression bomb ({pixels} pixels, over the limit of "
-                                 f"{limit})")
-            return Coded(cs, nbytes, source, i)
-
-        return read
+        """``read(i)`` for the read-ahead's threads (:func:`nvimgcodec_reader`)."""
+        return nvimgcodec_reader(self.nv, source)
 
     def decode(self, datas: list[bytes], name_of: Callable[[int], str],
                stream: Any = None) -> list[Any]:
@@ -267,6 +218,64 @@ class NvImageCodecDecoder:
 
 #: nvImageCodec can open a file through a descriptor this process holds (Linux)
 _PROC_FD = os.path.isdir("/proc/self/fd")
+#: files are mapped and parsed by nvImageCodec itself (False: read by Python as other
+#: sources are, then parsed; read when a reader is made: the bench compares the two)
+NATIVE_FILES = True
+
+
+def nvimgcodec_reader(nv: Any, source: Any) -> Callable[[int], Any]:
+    """``read(i)`` for the read-ahead's threads of ``source`` (``nv``: the nvImageCodec
+    module): sample ``i`` as a :class:`Coded` (its code stream parsed, checked as one the
+    GPU decodes) where nvImageCodec takes it, else its bytes (Pillow decodes them, or says
+    why not).
+
+    Every per-sample Python call before the batched decode runs here, in the reader
+    threads, so the decode thread makes one call a batch. A file (``source.paths``) is
+    opened as ``io.open_regular_fd`` opens it (non-blocking, a regular file, at most
+    ``source.max_bytes``) and nvImageCodec maps and parses it by itself through the
+    open descriptor (``/proc/self/fd``): no bytes of it pass through Python. Other
+    sources' bytes (``source.read``) are wrapped without a copy.
+
+    Raises (from ``read``)
+    ----------------------
+    OSError or ValueError
+        The sample cannot be read, or is a decompression bomb (naming it).
+    """
+    paths = getattr(source, "paths", None) if _PROC_FD and NATIVE_FILES else None
+    max_bytes = getattr(source, "max_bytes", None)
+    limit = mio.pixel_limit()
+    colour = (nv.ColorSpec.SYCC, nv.ColorSpec.SRGB, nv.ColorSpec.UNKNOWN)
+
+    def read(i: int) -> Any:
+        data = None
+        if paths is not None:
+            # unreadable, not a regular file, too large: raises, naming the file
+            fd, nbytes = mio.open_regular_fd(paths[i], max_bytes)
+        else:
+            data = source.read(i)
+            nbytes = len(data)
+        try:
+            if data is None:
+                try:
+                    cs = nv.CodeStream(f"/proc/self/fd/{fd}")
+                finally:
+                    os.close(fd)
+            else:
+                cs = nv.CodeStream(data)
+            take = cs.codec_name == "jpeg" and cs.num_channels == 3 and \
+                cs.color_spec in colour
+            pixels = int(cs.width) * int(cs.height) if take else 0
+        except Exception:  # nvImageCodec does not parse it: Pillow says why
+            take, pixels = False, 0
+        if not take:
+            return data if data is not None else source.read(i)
+        if pixels > limit:
+            raise ValueError(f"cannot load image {source.name(i)!r}: refused as a possible "
+                             f"decompression bomb ({pixels} pixels, over the limit of "
+                             f"{limit})")
+        return Coded(cs, nbytes, source, i)
+
+    return read
 
 
 class Coded:
