@@ -456,6 +456,8 @@ def gpu(args: argparse.Namespace) -> dict:
             out[name] = {"error": repr(err)}
             log(f"{name} FAILED: {err!r}")
             _save(out, args)
+    if args.variants:
+        _variants(out, info, args)
     if baseline is not None:
         try:
             bout, berr = baseline.communicate(timeout=max(10, args.budget - 60 -
@@ -512,13 +514,77 @@ def gpu(args: argparse.Namespace) -> dict:
     return out
 
 
+def check_pack() -> dict:
+    """The arena copies of a streamed batch in one driver call (``copy_addresses``) against
+    the bytes copied: images of mixed sizes uploaded, packed, read back."""
+    from numba.cuda.cudadrv import driver
+
+    from millipyde.backend import ACTIVE as runtime
+    from millipyde.backend import cuda_memory as cm
+
+    rng = np.random.default_rng(3)
+    imgs = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+            for h, w in ((375, 500), (500, 375), (7, 9), (224, 224))] * 64
+    with runtime.on_device(0):
+        stream = runtime.new_stream(0)
+        with runtime.using_stream(stream):
+            bufs = [runtime.from_host(a, 0) for a in imgs]
+            sizes = np.array([a.size for a in imgs], np.uint64)
+            offs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.uint64)
+            arena = runtime.empty((int(sizes.sum()),), np.uint8, 0)
+            base = int(driver.device_pointer(arena))
+            srcs = np.array([int(driver.device_pointer(b)) for b in bufs], np.uint64)
+            t = time.perf_counter()
+            runtime.copy_addresses(base + offs, srcs, sizes, 0)
+            stream.synchronize()
+            dt = time.perf_counter() - t
+            got = arena.copy_to_host()
+    want = np.concatenate([a.reshape(-1) for a in imgs])
+    return {"equal": bool(np.array_equal(got, want)), "copies": len(imgs),
+            "one_call": bool(cm._BATCH and cm._BATCH[0] is not None), "seconds": dt}
+
+
+def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
+    """This tree only: the folder row with the files read by Python (parsed in the readers
+    all the same), and with CPython's 5 ms switch interval; the arena copy check."""
+    from millipyde.backend import cuda_memory as cm
+    from millipyde.data import decode as dmod
+    from millipyde.data import loader as lmod
+
+    out["arena_copy_batches"] = dict(cm.COPY_BATCHES)
+    log(f"arena copies of the rows above: {out['arena_copy_batches']}")
+    try:
+        out["pack_check"] = check_pack()
+        log(f"arena copies in one call: {out['pack_check']}")
+    except Exception as err:
+        out["pack_check"] = {"error": repr(err)}
+        log(f"pack check FAILED: {err!r}")
+    for name, mod, attr, value in (("folder_python_read", dmod, "NATIVE_FILES", False),
+                                   ("folder_switch_5ms", lmod, "SWITCH_INTERVAL", 0.005)):
+        if time.perf_counter() - T0 > args.budget - 30:
+            break
+        saved = getattr(mod, attr)
+        setattr(mod, attr, value)
+        try:
+            out[name] = stream_rate(info["folder"], args.batches, args.warmup)
+            r, ld = out[name], out[name]["loader"]
+            log(f"{name}: {r['rate']:.0f} img/s; decode {ld['decode_s']:.2f} s over "
+                f"{ld['batches']} batches, worker {r['batches_stats']['make_s']:.2f} s")
+        except Exception as err:
+            out[name] = {"error": repr(err)}
+            log(f"{name} FAILED: {err!r}")
+        finally:
+            setattr(mod, attr, saved)
+        _save(out, args)
+
+
 def table(out: dict) -> str:
     """The run's numbers as a table."""
     rows = [("row", "img/s", "note")]
     dec = out.get("decode", {}).get("rate")
     if dec:
         rows.append(("decode alone (nvImageCodec, 256)", f"{dec:.0f}", "bytes in memory"))
-    for name in ("folder", "shards"):
+    for name in ("folder", "shards", "folder_python_read", "folder_switch_5ms"):
         r = out.get(name, {})
         if "rate" in r:
             share = f"{100 * r['rate'] / dec:.0f}% of decode" if dec else ""
@@ -634,9 +700,16 @@ def cpu(args: argparse.Namespace) -> dict:
 
 
 def host(args: argparse.Namespace) -> dict:
-    """The read-ahead alone over the dataset's files (page cache): samples a second and CPU
-    seconds (all threads) per 1000 samples, the consumer taking batches of 256 as the decode
-    thread does. ``--readahead FILE`` loads another ``readahead.py`` (an earlier commit's)."""
+    """The read path alone over the dataset's files (page cache): samples a second, CPU
+    seconds (all threads) per 1000 samples, and the taking thread's CPU and wall per batch
+    (the decode thread's share before its decode call), taking batches of 256 as the decode
+    thread does. ``--readahead FILE`` loads another ``readahead.py`` (an earlier commit's).
+
+    ``--parse``: what is done per sample for nvImageCodec (needs it installed; no GPU):
+    ``none`` bytes only; ``taker`` bytes read by the readers, then parsed in the taking thread
+    as the decode thread did up to 81bda28 (``CodeStream(bytes)`` and its properties);
+    ``readers`` parsed in the reader threads, files mapped by nvImageCodec
+    (``decode.nvimgcodec_reader``); ``readers-python`` the same, files read by Python."""
     import importlib.util
 
     import millipyde.data as mdata
@@ -651,30 +724,60 @@ def host(args: argparse.Namespace) -> dict:
         spec.loader.exec_module(mod)
     else:
         from millipyde.data import readahead as mod
+    read = None
+    nv = None
+    if args.parse != "none":
+        from millipyde.data import decode as dmod
+
+        nv = dmod.import_nvimgcodec()
+        if nv is None:
+            raise SystemExit("--parse needs nvImageCodec (pip install nvidia-nvimgcodec-cu13)")
+        if args.parse.startswith("readers"):
+            dmod.NATIVE_FILES = args.parse == "readers"
+            read = dmod.nvimgcodec_reader(nv, src)
+    colour = None if nv is None else (nv.ColorSpec.SYCC, nv.ColorSpec.SRGB,
+                                      nv.ColorSpec.UNKNOWN)
+
+    def parse_in_taker(datas: list) -> None:
+        # the decode thread's per-image calls before its decode call, up to 81bda28
+        for data in datas:
+            cs = nv.CodeStream(data)
+            if cs.codec_name == "jpeg" and cs.num_channels == 3 and cs.color_spec in colour:
+                int(cs.width) * int(cs.height)
+
     n = args.samples
     rows = []
     for rep in range(args.repeat):
         plan = iter(np.random.default_rng(rep).integers(0, len(src), n).tolist())
-        ra = mod.ReadAhead(src, plan, threads=8)
+        ra = mod.ReadAhead(src, plan, threads=8, **({"read": read} if read else {}))
         c0, t0 = os.times(), time.perf_counter()
+        taker_cpu = taker_wall = 0.0
         left = n
         while left:
             k = min(256, left)
+            tc, tw = time.thread_time(), time.perf_counter()
             if hasattr(ra, "take_many"):
-                ra.take_many(k)
+                got = ra.take_many(k)
             else:
-                for _ in range(k):
-                    ra.take()
+                got = [ra.take() for _ in range(k)]
+            if args.parse == "taker":
+                parse_in_taker([d for _, d in got])
+            taker_cpu += time.thread_time() - tc
+            taker_wall += time.perf_counter() - tw
             left -= k
         dt = time.perf_counter() - t0
         c1 = os.times()
         ra.close()
         cpu_s = (c1.user - c0.user) + (c1.system - c0.system)
-        rows.append({"rate": n / dt, "cpu_ms_per_1000": 1000 * cpu_s / n * 1000})
-        log(f"read-ahead {args.readahead or 'this tree'}: {rows[-1]}")
-    return {"readahead": args.readahead or "this tree", "runs": rows,
+        nb = -(-n // 256)
+        rows.append({"rate": n / dt, "cpu_ms_per_1000": 1000 * cpu_s / n * 1000,
+                     "taker_cpu_ms_per_batch": 1000 * taker_cpu / nb,
+                     "taker_wall_ms_per_batch": 1000 * taker_wall / nb})
+        log(f"read path {args.readahead or 'this tree'}, parse {args.parse}: {rows[-1]}")
+    return {"readahead": args.readahead or "this tree", "parse": args.parse, "runs": rows,
             "rate": max(r["rate"] for r in rows),
-            "cpu_ms_per_1000": min(r["cpu_ms_per_1000"] for r in rows)}
+            "cpu_ms_per_1000": min(r["cpu_ms_per_1000"] for r in rows),
+            "taker_cpu_ms_per_batch": min(r["taker_cpu_ms_per_batch"] for r in rows)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -695,6 +798,9 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--augment-n", type=int, default=1000)
     g.add_argument("--coco", type=int, default=10, help="COCO batches (0: no COCO row)")
     g.add_argument("--budget", type=float, default=400, help="seconds the run may take")
+    g.add_argument("--variants", action="store_true",
+                   help="also the folder row with files read by Python and with a 5 ms switch "
+                        "interval, and the arena copy check (this tree only)")
     g.add_argument("--out", default=os.environ.get("OUT", "."))
     c = sub.add_parser("cpu")
     c.add_argument("--work", default="/tmp/mpdata-cpu")
@@ -710,6 +816,8 @@ def main(argv: list[str] | None = None) -> int:
     h.add_argument("--samples", type=int, default=20000)
     h.add_argument("--repeat", type=int, default=3)
     h.add_argument("--readahead", default=None)
+    h.add_argument("--parse", default="none", choices=("none", "taker", "readers",
+                                                        "readers-python"))
     h.add_argument("--out", default=".")
     ch = sub.add_parser("child")
     for name in ("source", "rank", "world", "batches", "warmup", "barrier", "cores"):

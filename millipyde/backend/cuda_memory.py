@@ -229,11 +229,13 @@ class CudaMemory:
                 args.append(ctypes.byref(ctypes.c_size_t(0)))
             rc = fn(*args, ctypes.c_void_p(handle))
             if not rc:
+                COPY_BATCHES["one_call"] += 1
                 return
             # refused as a whole (a driver or stream it does not serve): one call each
             # below, which raises where a copy itself is at fault; not tried again
             _BATCH[:] = [None]
         fn = _memcpy_async()
+        COPY_BATCHES["each"] += 1
         for k in range(n):
             rc = fn(int(dsts[k]), int(srcs[k]), int(sizes[k]), handle)
             if rc:
@@ -257,6 +259,9 @@ class _CopyAttributes(ctypes.Structure):
 
 
 _BATCH: list[Any] = []
+#: batches of :meth:`CudaMemory.copy_addresses` made in one driver call, and one call each
+#: (reports: bench/bench_data.py)
+COPY_BATCHES = {"one_call": 0, "each": 0}
 
 
 def _memcpy_batch() -> tuple[Any, bool] | None:
