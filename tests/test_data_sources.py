@@ -341,7 +341,7 @@ class _FakeNv:
 def test_nvimgcodec_routing_and_fallback(monkeypatch) -> None:
     from millipyde.data import decode as dmod
 
-    monkeypatch.setattr(dmod, "_wrap", lambda img, dec: img)  # the fake's are host arrays
+    monkeypatch.setattr(dmod, "_wrap", lambda img, dec, st: img)  # the fake's: host arrays
     dec = NvImageCodecDecoder(0, PillowDecoder(0, threads=1), module=_FakeNv)
     rgb = _rgb(7, 9)
     grey = _jpeg(rgb[..., 0])
@@ -374,7 +374,7 @@ def test_nvimgcodec_readers_parse_samples_off_the_decode_thread(tmp_path, monkey
     and the bytes of the rest; bad files raise in the reader, naming the file."""
     from millipyde.data import decode as dmod
 
-    monkeypatch.setattr(dmod, "_wrap", lambda img, dec: img)
+    monkeypatch.setattr(dmod, "_wrap", lambda img, dec, st: img)
     dec = NvImageCodecDecoder(0, PillowDecoder(0, threads=1), module=_FakeNv)
     rgb = _rgb(7, 9)
     files = {"c.jpg": _jpeg(rgb), "g.jpg": _jpeg(rgb[..., 0]), "j.jpg": b"junk",
@@ -421,3 +421,36 @@ def test_nvimgcodec_readers_parse_samples_off_the_decode_thread(tmp_path, monkey
     r = dec.reader(sh)
     assert type(r(0)) is dmod.Coded and r(1) == files["g.jpg"]
     dec.close()
+
+
+def test_decoded_image_keeps_its_stream_and_is_released_first() -> None:
+    """nvImageCodec frees an image's memory on the stream it was decoded on: the image keeps
+    that stream (and its decoder) alive and goes before them."""
+    import gc
+    import weakref
+
+    from millipyde.data import decode as dmod
+
+    gone = []
+
+    class _Obj:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def __del__(self) -> None:
+            gone.append(self.name)
+
+    class _Img(_Obj):
+        __cuda_array_interface__ = {"shape": (2, 3, 3), "typestr": "|u1", "data": (64, False),
+                                    "strides": None, "version": 3}
+
+    img, dec, stream = _Img("image"), _Obj("decoder"), _Obj("stream")
+    wrapped = dmod._wrap(img, dec, stream)
+    ref = weakref.ref(stream)
+    del img, dec, stream
+    gc.collect()
+    assert ref() is not None and gone == []  # the stream lives while its image does
+    assert wrapped.shape == (2, 3, 3) and wrapped.device_ptr == 64
+    del wrapped
+    gc.collect()
+    assert gone == ["image", "decoder", "stream"]

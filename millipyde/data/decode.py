@@ -192,7 +192,7 @@ class NvImageCodecDecoder:
                     # did not decode)
                     images = [self._one(cs, handle) for cs in streams]
                 for r, img in zip(gpu_rows, images, strict=True):
-                    out[r] = None if img is None else _wrap(img, self._dec)
+                    out[r] = None if img is None else _wrap(img, self._dec, stream)
         rest = [r for r in range(len(datas)) if out[r] is None]
         self.on_gpu += len(datas) - len(rest)
         self.on_host += len(rest)
@@ -306,14 +306,21 @@ class DeviceImage:
     """A decoded nvImageCodec image on the device, described without numba-cuda: shape,
     dtype and the address of its (contiguous) memory; it keeps the image alive. The batch
     engine copies it by address (``Backend.copy_from_pointer``); :meth:`buffer` makes the
-    numba device array over it for the per-output path (no copy)."""
+    numba device array over it for the per-output path (no copy).
 
-    __slots__ = ("image", "decoder", "shape", "dtype", "ndim", "size", "device_ptr", "_buffer")
+    The image's memory was allocated on the stream it was decoded on (``cudaMallocAsync``)
+    and is freed on that stream (``cudaFreeAsync``) when the image goes: the image keeps
+    that stream (and its decoder) alive, and is released before them. A stream destroyed
+    first (a Loader's, once its thread ends) left the free to a dead stream handle: the
+    segmentation faults after a streamed run (bench/RESULTS.md, datasets)."""
 
-    def __init__(self, image: Any, shape: tuple[int, ...], ptr: int, decoder: Any = None) -> None:
-        self.image = image
-        # the decoder outlives its images (their memory and stream are its allocator's)
-        self.decoder = decoder
+    __slots__ = ("_held", "shape", "dtype", "ndim", "size", "device_ptr", "_buffer")
+
+    def __init__(self, image: Any, shape: tuple[int, ...], ptr: int, decoder: Any = None,
+                 stream: Any = None) -> None:
+        # one tuple holds all three: a tuple releases its items last to first, so the image
+        # goes before its decoder and its stream (slots are released in no promised order)
+        self._held = (stream, decoder, image)
         self.shape = shape
         self.dtype = np.dtype(np.uint8)
         self.ndim = len(shape)
@@ -324,6 +331,11 @@ class DeviceImage:
         self.device_ptr = int(ptr)
         self._buffer = None
 
+    @property
+    def image(self) -> Any:
+        """The nvImageCodec image."""
+        return self._held[2]
+
     def buffer(self) -> Any:
         """The numba device array over the image's memory (made once)."""
         if self._buffer is None:
@@ -333,8 +345,7 @@ class DeviceImage:
             # one, which need not outlive the decoder; readers order themselves on events
             face = {k: v for k, v in self.image.__cuda_array_interface__.items()
                     if k != "stream"}
-            self._buffer = cuda.from_cuda_array_interface(
-                face, owner=(self.image, self.decoder), sync=False)
+            self._buffer = cuda.from_cuda_array_interface(face, owner=self._held, sync=False)
         return self._buffer
 
 
@@ -343,9 +354,9 @@ def as_buffer(a: Any) -> Any:
     return a.buffer() if isinstance(a, DeviceImage) else a
 
 
-def _wrap(img: Any, decoder: Any = None) -> Any:
-    """An nvImageCodec device image as a :class:`DeviceImage` (no copy); None where it is not
-    a contiguous (H, W, 3) uint8 image."""
+def _wrap(img: Any, decoder: Any = None, stream: Any = None) -> Any:
+    """An nvImageCodec device image (decoded on ``stream``) as a :class:`DeviceImage` (no
+    copy); None where it is not a contiguous (H, W, 3) uint8 image."""
     face = img.__cuda_array_interface__
     shape = tuple(face["shape"])
     if len(shape) != 3 or shape[2] != 3 or face["typestr"] != "|u1":
@@ -353,7 +364,7 @@ def _wrap(img: Any, decoder: Any = None) -> Any:
     strides = face.get("strides")
     if strides is not None and tuple(strides) != (shape[1] * 3, 3, 1):
         return None
-    return DeviceImage(img, shape, face["data"][0], decoder)
+    return DeviceImage(img, shape, face["data"][0], decoder, stream)
 
 
 def import_nvimgcodec() -> Any:
