@@ -198,13 +198,24 @@ def device_used_mb() -> float:
     return (total - free) / 2**20
 
 
-def decode_alone(folder: str, batches: int, size: int = 256) -> dict:
-    """nvImageCodec's decode of bytes in memory, batches of ``size`` (GPU 0)."""
+def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool = False,
+                 readers: int = 0) -> dict:
+    """nvImageCodec's decode of bytes in memory, batches of ``size`` (GPU 0).
+
+    ``on_stream``: onto a stream of its own (``cuda_stream=``, as the loader decodes: its
+    images then come from ``cudaMallocAsync`` on it) instead of the legacy default one.
+    ``readers``: meanwhile that many read-ahead threads read the folder's files, their bytes
+    taken and dropped by another thread (the Python beside the decode call in the pipeline).
+    """
+    import itertools
+    import threading
+
     import torch
     from nvidia import nvimgcodec
 
     import millipyde.data as mdata
     from millipyde.data.decode import decode_threads
+    from millipyde.data.readahead import ReadAhead
 
     src = mdata.Folder(folder)
     pick = np.random.default_rng(1).permutation(len(src))[:(batches + 2) * size]
@@ -212,21 +223,43 @@ def decode_alone(folder: str, batches: int, size: int = 256) -> dict:
     dec = nvimgcodec.Decoder(device_id=0, max_num_cpu_threads=decode_threads())
     params = nvimgcodec.DecodeParams(apply_exif_orientation=True,
                                      color_spec=nvimgcodec.ColorSpec.SRGB)
+    stream = torch.cuda.Stream() if on_stream else None
+    handle = stream.cuda_stream if stream is not None else 0
 
     def run(b: int) -> list:
         part = blobs[b * size:(b + 1) * size]
-        return dec.decode([nvimgcodec.CodeStream(d) for d in part], params=params)
+        return dec.decode([nvimgcodec.CodeStream(d) for d in part], params=params,
+                          cuda_stream=handle)
 
     for b in range(2):
         got = run(b)
     torch.cuda.synchronize()
     assert all(g is not None for g in got), "nvImageCodec failed on a JPEG of the dataset"
+    stop = threading.Event()
+    taker = None
+    if readers:
+        plan = itertools.cycle(np.random.default_rng(2).permutation(len(src)).tolist())
+        ra = ReadAhead(src, plan, threads=readers)
+
+        def take() -> None:
+            while not stop.is_set():
+                ra.take_many(256)
+
+        taker = threading.Thread(target=take, daemon=True)
+        taker.start()
+        time.sleep(0.2)
     t = time.perf_counter()
     for b in range(2, batches + 2):
         got = run(b)
     torch.cuda.synchronize()
     dt = time.perf_counter() - t
+    if taker is not None:
+        stop.set()
+        taker.join(5)
+        ra.close()
+    del got
     return {"rate": batches * size / dt, "batches": batches, "size": size,
+            "on_stream": on_stream, "readers": readers,
             "mean_kb": sum(map(len, blobs)) / len(blobs) / 1024}
 
 
@@ -551,9 +584,9 @@ def check_pack() -> dict:
 
 
 def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
-    """This tree only: the folder row with the files read by Python (parsed in the readers
-    all the same), with one copy call per image into the arena, and with CPython's 5 ms
-    switch interval; the arena copy check."""
+    """This tree only: the folder row with the samples parsed in the reader threads (files
+    mapped by nvImageCodec, or read by Python), with one copy call per image into the arena,
+    and with CPython's 5 ms switch interval; the arena copy check."""
     from millipyde.backend import cuda_memory as cm
     from millipyde.data import decode as dmod
     from millipyde.data import loader as lmod
@@ -566,13 +599,25 @@ def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
     except Exception as err:
         out["pack_check"] = {"error": repr(err)}
         log(f"pack check FAILED: {err!r}")
-    for name, mod, attr, value in (("folder_python_read", dmod, "NATIVE_FILES", False),
-                                   ("folder_copy_each", cm, "_BATCH", [None]),
-                                   ("folder_switch_5ms", lmod, "SWITCH_INTERVAL", 0.005)):
+    for name, kw in (("decode_on_stream", {"on_stream": True}),
+                     ("decode_beside_8_readers", {"readers": 8})):
+        try:
+            out[name] = decode_alone(info["folder"], args.decode_batches, **kw)
+            log(f"{name}: {out[name]['rate']:.0f} img/s")
+        except Exception as err:
+            out[name] = {"error": repr(err)}
+            log(f"{name} FAILED: {err!r}")
+        _save(out, args)
+    for name, changes in (("folder_parsed_in_readers", ((lmod, "PARSE_IN_READERS", True),)),
+                          ("folder_parsed_in_readers_python_read",
+                           ((lmod, "PARSE_IN_READERS", True), (dmod, "NATIVE_FILES", False))),
+                          ("folder_copy_each", ((cm, "_BATCH", [None]),)),
+                          ("folder_switch_5ms", ((lmod, "SWITCH_INTERVAL", 0.005),))):
         if time.perf_counter() - T0 > args.budget - 30:
             break
-        saved = getattr(mod, attr)
-        setattr(mod, attr, value)
+        saved = [(mod, attr, getattr(mod, attr)) for mod, attr, _ in changes]
+        for mod, attr, value in changes:
+            setattr(mod, attr, value)
         try:
             out[name] = stream_rate(info["folder"], args.batches, args.warmup)
             r, ld = out[name], out[name]["loader"]
@@ -582,7 +627,8 @@ def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
             out[name] = {"error": repr(err)}
             log(f"{name} FAILED: {err!r}")
         finally:
-            setattr(mod, attr, saved)
+            for mod, attr, value in saved:
+                setattr(mod, attr, value)
         _save(out, args)
 
 
@@ -592,7 +638,11 @@ def table(out: dict) -> str:
     dec = out.get("decode", {}).get("rate")
     if dec:
         rows.append(("decode alone (nvImageCodec, 256)", f"{dec:.0f}", "bytes in memory"))
-    for name in ("folder", "shards", "folder_python_read", "folder_copy_each",
+    for name in ("decode_on_stream", "decode_beside_8_readers"):
+        if "rate" in out.get(name, {}):
+            rows.append((name, f"{out[name]['rate']:.0f}", ""))
+    for name in ("folder", "shards", "folder_parsed_in_readers",
+                 "folder_parsed_in_readers_python_read", "folder_copy_each",
                  "folder_switch_5ms"):
         r = out.get(name, {})
         if "rate" in r:
@@ -810,8 +860,8 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--no-batched-copy", action="store_true",
                    help="pack streamed batches with one copy call per image (this tree)")
     g.add_argument("--variants", action="store_true",
-                   help="also the folder row with files read by Python and with a 5 ms switch "
-                        "interval, and the arena copy check (this tree only)")
+                   help="also the folder row with samples parsed in the readers, with one copy "
+                        "call per image, with a 5 ms switch interval; the arena copy check")
     g.add_argument("--out", default=os.environ.get("OUT", "."))
     c = sub.add_parser("cpu")
     c.add_argument("--work", default="/tmp/mpdata-cpu")
