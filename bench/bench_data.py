@@ -583,10 +583,34 @@ def check_pack() -> dict:
             "one_call": cm.COPY_BATCHES["one_call"] > before["one_call"], "seconds": dt}
 
 
+def keep_pool(device: int = 0, nbytes: int = 4 << 30) -> int:
+    """Raise the release threshold of ``device``'s default memory pool to ``nbytes`` (the
+    pool ``cudaMallocAsync`` draws nvImageCodec's images from when it decodes onto a stream:
+    at the default of 0 the pool gives its memory back at every synchronisation, and the
+    next batch maps it again). The threshold before. A diagnostic: not the library's."""
+    import ctypes
+
+    lib = ctypes.CDLL("libcuda.so.1")
+    pool = ctypes.c_void_p()
+    rc = lib.cuDeviceGetDefaultMemPool(ctypes.byref(pool), ctypes.c_int(device))
+    if rc:
+        raise RuntimeError(f"cuDeviceGetDefaultMemPool failed with CUresult {rc}")
+    attr = 4  # CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+    old = ctypes.c_uint64()
+    rc = lib.cuMemPoolGetAttribute(pool, ctypes.c_int(attr), ctypes.byref(old))
+    new = ctypes.c_uint64(nbytes)
+    rc = rc or lib.cuMemPoolSetAttribute(pool, ctypes.c_int(attr), ctypes.byref(new))
+    if rc:
+        raise RuntimeError(f"cuMemPool attribute failed with CUresult {rc}")
+    return int(old.value)
+
+
 def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
-    """This tree only: the folder row with the samples parsed in the reader threads (files
-    mapped by nvImageCodec, or read by Python), with one copy call per image into the arena,
-    and with CPython's 5 ms switch interval; the arena copy check."""
+    """This tree only: decode alone on a stream of its own and beside 8 read-ahead threads;
+    the folder row with the default memory pool kept (:func:`keep_pool`, and decode alone on
+    a stream with it; it stays raised for the rows after), then with the samples parsed in the
+    reader threads (files mapped by nvImageCodec, or read by Python), with one copy call per
+    image into the arena, and with CPython's 5 ms switch interval; the arena copy check."""
     from millipyde.backend import cuda_memory as cm
     from millipyde.data import decode as dmod
     from millipyde.data import loader as lmod
@@ -608,7 +632,8 @@ def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
             out[name] = {"error": repr(err)}
             log(f"{name} FAILED: {err!r}")
         _save(out, args)
-    for name, changes in (("folder_parsed_in_readers", ((lmod, "PARSE_IN_READERS", True),)),
+    for name, changes in (("folder_pool_kept", ()),
+                          ("folder_parsed_in_readers", ((lmod, "PARSE_IN_READERS", True),)),
                           ("folder_parsed_in_readers_python_read",
                            ((lmod, "PARSE_IN_READERS", True), (dmod, "NATIVE_FILES", False))),
                           ("folder_copy_each", ((cm, "_BATCH", [None]),)),
@@ -619,6 +644,14 @@ def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
         for mod, attr, value in changes:
             setattr(mod, attr, value)
         try:
+            if name == "folder_pool_kept":
+                # the decode-alone rows first, with the pool kept, then the pipeline; the
+                # threshold stays raised for the rows after (said in their names' order)
+                out["pool_threshold_before"] = keep_pool(0)
+                out["decode_on_stream_pool_kept"] = decode_alone(
+                    info["folder"], args.decode_batches, on_stream=True)
+                log(f"decode on a stream, pool kept: "
+                    f"{out['decode_on_stream_pool_kept']['rate']:.0f} img/s")
             out[name] = stream_rate(info["folder"], args.batches, args.warmup)
             r, ld = out[name], out[name]["loader"]
             log(f"{name}: {r['rate']:.0f} img/s; decode {ld['decode_s']:.2f} s over "
@@ -638,10 +671,10 @@ def table(out: dict) -> str:
     dec = out.get("decode", {}).get("rate")
     if dec:
         rows.append(("decode alone (nvImageCodec, 256)", f"{dec:.0f}", "bytes in memory"))
-    for name in ("decode_on_stream", "decode_beside_8_readers"):
+    for name in ("decode_on_stream", "decode_beside_8_readers", "decode_on_stream_pool_kept"):
         if "rate" in out.get(name, {}):
             rows.append((name, f"{out[name]['rate']:.0f}", ""))
-    for name in ("folder", "shards", "folder_parsed_in_readers",
+    for name in ("folder", "shards", "folder_pool_kept", "folder_parsed_in_readers",
                  "folder_parsed_in_readers_python_read", "folder_copy_each",
                  "folder_switch_5ms"):
         r = out.get(name, {})
