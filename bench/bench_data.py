@@ -264,8 +264,10 @@ def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool = F
 
 
 def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: int = 0,
-                world: int = 1, barrier: str | None = None) -> dict:
-    """img/s of the recipe's float32 NCHW batches from ``source`` taken by torch."""
+                world: int = 1, barrier: str | None = None,
+                read_threads: int | None = None) -> dict:
+    """img/s of the recipe's float32 NCHW batches from ``source`` taken by torch
+    (``read_threads``: the read-ahead's threads, else the default)."""
     import torch
 
     import millipyde as mp
@@ -276,6 +278,8 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
     gen = mp.Generator(source, operations("imagenet"), shuffle=True, seed=0,
                        **({"rank": rank, "world_size": world} if world > 1 else {}))
     t_open = time.perf_counter() - t
+    if read_threads is not None:
+        gen._stream.read_threads = read_threads
     cuda = torch.cuda.is_available()
     acc = torch.zeros((), device="cuda" if cuda else "cpu")
     with gen.batches(size, with_labels=True, mean=MEAN, std=STD) as bs:
@@ -606,11 +610,12 @@ def keep_pool(device: int = 0, nbytes: int = 4 << 30) -> int:
 
 
 def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
-    """This tree only: decode alone on a stream of its own and beside 8 read-ahead threads;
-    the folder row with the default memory pool kept (:func:`keep_pool`, and decode alone on
-    a stream with it; it stays raised for the rows after), then with the samples parsed in the
-    reader threads (files mapped by nvImageCodec, or read by Python), with one copy call per
-    image into the arena, and with CPython's 5 ms switch interval; the arena copy check."""
+    """This tree only: decode alone on a stream of its own and beside 8 and 2 read-ahead
+    threads; the folder row with 2 read-ahead threads, then with the default memory pool kept
+    (:func:`keep_pool`, and decode alone on a stream with it; it stays raised for the rows
+    after), with the samples parsed in the reader threads (files mapped by nvImageCodec, or
+    read by Python), with one copy call per image into the arena, and with CPython's 5 ms
+    switch interval; the arena copy check."""
     from millipyde.backend import cuda_memory as cm
     from millipyde.data import decode as dmod
     from millipyde.data import loader as lmod
@@ -624,7 +629,8 @@ def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
         out["pack_check"] = {"error": repr(err)}
         log(f"pack check FAILED: {err!r}")
     for name, kw in (("decode_on_stream", {"on_stream": True}),
-                     ("decode_beside_8_readers", {"readers": 8})):
+                     ("decode_beside_8_readers", {"readers": 8}),
+                     ("decode_beside_2_readers", {"readers": 2})):
         try:
             out[name] = decode_alone(info["folder"], args.decode_batches, **kw)
             log(f"{name}: {out[name]['rate']:.0f} img/s")
@@ -632,7 +638,8 @@ def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
             out[name] = {"error": repr(err)}
             log(f"{name} FAILED: {err!r}")
         _save(out, args)
-    for name, changes in (("folder_pool_kept", ()),
+    for name, changes in (("folder_2_readers", ()),
+                          ("folder_pool_kept", ()),
                           ("folder_parsed_in_readers", ((lmod, "PARSE_IN_READERS", True),)),
                           ("folder_parsed_in_readers_python_read",
                            ((lmod, "PARSE_IN_READERS", True), (dmod, "NATIVE_FILES", False))),
@@ -652,7 +659,8 @@ def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
                     info["folder"], args.decode_batches, on_stream=True)
                 log(f"decode on a stream, pool kept: "
                     f"{out['decode_on_stream_pool_kept']['rate']:.0f} img/s")
-            out[name] = stream_rate(info["folder"], args.batches, args.warmup)
+            out[name] = stream_rate(info["folder"], args.batches, args.warmup,
+                                    read_threads=2 if name == "folder_2_readers" else None)
             r, ld = out[name], out[name]["loader"]
             log(f"{name}: {r['rate']:.0f} img/s; decode {ld['decode_s']:.2f} s over "
                 f"{ld['batches']} batches, worker {r['batches_stats']['make_s']:.2f} s")
@@ -671,10 +679,12 @@ def table(out: dict) -> str:
     dec = out.get("decode", {}).get("rate")
     if dec:
         rows.append(("decode alone (nvImageCodec, 256)", f"{dec:.0f}", "bytes in memory"))
-    for name in ("decode_on_stream", "decode_beside_8_readers", "decode_on_stream_pool_kept"):
+    for name in ("decode_on_stream", "decode_beside_8_readers", "decode_beside_2_readers",
+                 "decode_on_stream_pool_kept"):
         if "rate" in out.get(name, {}):
             rows.append((name, f"{out[name]['rate']:.0f}", ""))
-    for name in ("folder", "shards", "folder_pool_kept", "folder_parsed_in_readers",
+    for name in ("folder", "shards", "folder_2_readers", "folder_pool_kept",
+                 "folder_parsed_in_readers",
                  "folder_parsed_in_readers_python_read", "folder_copy_each",
                  "folder_switch_5ms"):
         r = out.get(name, {})
