@@ -313,6 +313,36 @@ def pack(rec: ArenaRecorder, buffers: list, device: int) -> dict[str, Any]:
     device; host copies on the cpu backend). Set as the recorder's arena there."""
     arena = {key: runtime.empty((max(size, 1),), np.dtype(key), device)
              for key, size in rec.arena_size.items()}
+    if getattr(runtime, "copy_addresses", None) is not None and not runtime.simulated \
+            and runtime.name == "cuda":
+        _pack_by_address(rec, arena, buffers, device)
+    else:
+        _pack_each(rec, arena, buffers)
+    with rec.lock:
+        rec.arenas[device] = arena
+    return arena
+
+
+def _pack_by_address(rec: ArenaRecorder, arena: dict, buffers: list, device: int) -> None:
+    """Every buffer's copy into the arena in one driver call (``copy_addresses``)."""
+    from numba.cuda.cudadrv import driver
+
+    n = len(buffers)
+    dsts = np.empty(n, np.uint64)
+    srcs = np.empty(n, np.uint64)
+    sizes = np.empty(n, np.uint64)
+    base = {key: int(driver.device_pointer(a)) for key, a in arena.items()}
+    for i, buf in enumerate(buffers):
+        dt = np.dtype(buf.dtype)
+        ptr = getattr(buf, "device_ptr", None)  # memory of another library, by address
+        dsts[i] = base[dt.str] + int(rec.offset[i]) * dt.itemsize
+        srcs[i] = ptr if ptr is not None else int(driver.device_pointer(buf))
+        sizes[i] = int(buf.size) * dt.itemsize
+    runtime.copy_addresses(dsts, srcs, sizes, device)
+
+
+def _pack_each(rec: ArenaRecorder, arena: dict, buffers: list) -> None:
+    """One copy call per buffer (the cpu backend, the simulator, HIP)."""
     for i, buf in enumerate(buffers):
         dst, o = arena[np.dtype(buf.dtype).str], int(rec.offset[i])
         ptr = getattr(buf, "device_ptr", None)  # memory of another library, by address
@@ -320,9 +350,6 @@ def pack(rec: ArenaRecorder, buffers: list, device: int) -> dict[str, Any]:
             runtime.copy_from_pointer(dst, o, ptr, int(buf.size) * np.dtype(buf.dtype).itemsize)
         else:
             runtime.copy_into(dst, o, buf, int(np.prod(buf.shape, dtype=np.int64)))
-    with rec.lock:
-        rec.arenas[device] = arena
-    return arena
 
 
 # --------------------------------------------------------------------------- launching

@@ -339,15 +339,16 @@ def open_regular(path: PathType) -> BinaryIO:
     return _open_regular(_as_path(path, "path"))
 
 
-def read_regular(path: PathType, max_bytes: int | None = None) -> bytes:
-    """The bytes of a regular file, opened as :func:`open_regular` opens it (non-blocking,
-    the descriptor checked with ``fstat``), in few system calls: a dataset reads many.
+def open_regular_fd(path: PathType, max_bytes: int | None = None) -> tuple[int, int]:
+    """A descriptor of a regular file and its size, opened as :func:`open_regular` opens it
+    (non-blocking, so a FIFO never blocks; the descriptor checked with ``fstat``). The caller
+    closes it.
 
     Raises
     ------
     ValueError
         As :func:`open_regular`, and for a file of more than ``max_bytes`` bytes (naming it
-        and its size; nothing of it is read).
+        and its size).
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
@@ -365,6 +366,24 @@ def read_regular(path: PathType, max_bytes: int | None = None) -> bytes:
         if max_bytes is not None and size > max_bytes:
             raise ValueError(f"cannot load image {os.fspath(path)!r}: {size} bytes, over the "
                              f"limit of {max_bytes} bytes for one file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, size
+
+
+def read_regular(path: PathType, max_bytes: int | None = None) -> bytes:
+    """The bytes of a regular file, opened as :func:`open_regular` opens it (non-blocking,
+    the descriptor checked with ``fstat``), in few system calls: a dataset reads many.
+
+    Raises
+    ------
+    ValueError
+        As :func:`open_regular`, and for a file of more than ``max_bytes`` bytes (naming it
+        and its size; nothing of it is read).
+    """
+    fd, size = open_regular_fd(path, max_bytes)
+    try:
         limit = size + 1 if max_bytes is None else min(size + 1, max_bytes + 1)
         parts = []
         got = 0

@@ -305,7 +305,10 @@ class _FakeNv:
         SYCC, SRGB, UNKNOWN, GRAY, CMYK = range(5)
 
     class CodeStream:
-        def __init__(self, data: bytes) -> None:
+        def __init__(self, data: bytes | str) -> None:
+            if isinstance(data, str):  # a path: nvImageCodec maps the file itself
+                with open(data, "rb") as fh:
+                    data = fh.read()
             img = Image.open(io.BytesIO(data))
             self.data = data
             self.codec_name = img.format.lower()
@@ -338,7 +341,7 @@ class _FakeNv:
 def test_nvimgcodec_routing_and_fallback(monkeypatch) -> None:
     from millipyde.data import decode as dmod
 
-    monkeypatch.setattr(dmod, "_wrap", lambda img, dec: img)  # the fake's are host arrays
+    monkeypatch.setattr(dmod, "_wrap", lambda img, dec, st: img)  # the fake's: host arrays
     dec = NvImageCodecDecoder(0, PillowDecoder(0, threads=1), module=_FakeNv)
     rgb = _rgb(7, 9)
     grey = _jpeg(rgb[..., 0])
@@ -363,3 +366,91 @@ def test_nvimgcodec_routing_and_fallback(monkeypatch) -> None:
     bomb = dec.decode([_jpeg(rgb)], lambda r: "big.jpg")[0]
     assert isinstance(bomb, ValueError) and "decompression bomb" in str(bomb)
     dec.close()
+
+
+def test_nvimgcodec_readers_parse_samples_off_the_decode_thread(tmp_path, monkeypatch) -> None:
+    """The read-ahead's threads open each file (non-blocking, a regular file, within
+    ``max_bytes``) and parse it for nvImageCodec; the decode thread gets parsed colour JPEGs
+    and the bytes of the rest; bad files raise in the reader, naming the file."""
+    from millipyde.data import decode as dmod
+
+    monkeypatch.setattr(dmod, "_wrap", lambda img, dec, st: img)
+    dec = NvImageCodecDecoder(0, PillowDecoder(0, threads=1), module=_FakeNv)
+    rgb = _rgb(7, 9)
+    files = {"c.jpg": _jpeg(rgb), "g.jpg": _jpeg(rgb[..., 0]), "j.jpg": b"junk",
+             "r.jpg": _jpeg(rgb) + b"!"}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    Image.fromarray(rgb).save(tmp_path / "p.png")
+    (tmp_path / "big.jpg").write_bytes(_jpeg(rgb) + bytes(4096))
+    os.mkfifo(tmp_path / "f.jpg")
+    names = ["c.jpg", "g.jpg", "p.png", "j.jpg", "r.jpg", "f.jpg", "big.jpg", "gone.jpg"]
+    src = Paths([tmp_path / n for n in names], max_bytes=len(files["r.jpg"]) + 16)
+    read = dec.reader(src)
+    got = {}
+    for i, n in enumerate(names):
+        try:
+            got[n] = read(i)
+        except (OSError, ValueError) as err:
+            got[n] = err
+    assert type(got["c.jpg"]) is dmod.Coded and len(got["c.jpg"]) == len(files["c.jpg"])
+    assert type(got["r.jpg"]) is dmod.Coded  # parses; the GPU fails it below
+    assert got["g.jpg"] == files["g.jpg"] and got["j.jpg"] == b"junk"  # bytes for Pillow
+    assert got["p.png"] == (tmp_path / "p.png").read_bytes()
+    for n in ("f.jpg", "big.jpg", "gone.jpg"):  # a FIFO never blocks
+        assert isinstance(got[n], (OSError, ValueError)) and n in str(got[n]), n
+    _FakeNv.Decoder.calls.clear()
+    out = dec.decode([got[n] for n in names[:5]], names.__getitem__)
+    assert _FakeNv.Decoder.calls[0] == 2  # one batched call for the two parsed JPEGs
+    assert out[0].shape == (7, 9, 3) and out[1].shape == (7, 9) and out[4].shape == (7, 9, 3)
+    assert np.array_equal(out[2], rgb)
+    assert isinstance(out[3], ValueError) and "j.jpg" in str(out[3])
+    monkeypatch.setattr(mio, "pixel_limit", lambda: 10)
+    with pytest.raises(ValueError, match="decompression bomb") as info:
+        dec.reader(src)(0)
+    assert "c.jpg" in str(info.value)
+    # shards (no paths): their bytes are parsed in the reader too
+    tar = tmp_path / "s.tar"
+    with tarfile.open(tar, "w") as tf:
+        for key, data in (("a", files["c.jpg"]), ("b", files["g.jpg"])):
+            ti = tarfile.TarInfo(f"{key}.jpg")
+            ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+    monkeypatch.setattr(mio, "pixel_limit", lambda: 1 << 30)
+    sh = Shards(tar)
+    r = dec.reader(sh)
+    assert type(r(0)) is dmod.Coded and r(1) == files["g.jpg"]
+    dec.close()
+
+
+def test_decoded_image_keeps_its_stream_and_is_released_first() -> None:
+    """nvImageCodec frees an image's memory on the stream it was decoded on: the image keeps
+    that stream (and its decoder) alive and goes before them."""
+    import gc
+    import weakref
+
+    from millipyde.data import decode as dmod
+
+    gone = []
+
+    class _Obj:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def __del__(self) -> None:
+            gone.append(self.name)
+
+    class _Img(_Obj):
+        __cuda_array_interface__ = {"shape": (2, 3, 3), "typestr": "|u1", "data": (64, False),
+                                    "strides": None, "version": 3}
+
+    img, dec, stream = _Img("image"), _Obj("decoder"), _Obj("stream")
+    wrapped = dmod._wrap(img, dec, stream)
+    ref = weakref.ref(stream)
+    del img, dec, stream
+    gc.collect()
+    assert ref() is not None and gone == []  # the stream lives while its image does
+    assert wrapped.shape == (2, 3, 3) and wrapped.device_ptr == 64
+    del wrapped
+    gc.collect()
+    assert gone == ["image", "decoder", "stream"]

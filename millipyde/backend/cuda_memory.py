@@ -195,6 +195,90 @@ class CudaMemory:
 
                 raise CudaAPIError(rc, f"cuMemcpyAsync failed with CUresult {rc}")
 
+    def copy_addresses(self, dsts: np.ndarray, srcs: np.ndarray, sizes: np.ndarray,
+                       device: int) -> None:
+        """Device-to-device copies ``dsts[k] <- srcs[k]`` of ``sizes[k]`` bytes (device
+        addresses, uint64, on ``device``) on the current stream, none overlapping: one
+        driver call for all (``cuMemcpyBatchAsync``, CUDA >= 12.8) where the driver has it
+        and the stream is not the legacy default one, else one ``cuMemcpyAsync`` each. A
+        streamed batch packs 256 decoded images into its arena: one call instead of 256, each
+        of which hands the GIL over.
+
+        Raises
+        ------
+        CudaAPIError
+            A copy the driver refuses.
+        """
+        n = len(dsts)
+        if not n:
+            return
+        handle = stream_handle(self.current_stream())
+        dsts = np.ascontiguousarray(dsts, dtype=np.uint64)
+        srcs = np.ascontiguousarray(srcs, dtype=np.uint64)
+        sizes = np.ascontiguousarray(sizes, dtype=np.uint64)
+        batch = _memcpy_batch() if handle and n > 1 else None
+        if batch is not None:
+            fn, fail_idx = batch
+            here = _MemLocation(1, int(device))
+            attrs = _CopyAttributes(1, here, here, 0)
+            idx = ctypes.c_size_t(0)
+            args = [dsts.ctypes.data_as(ctypes.c_void_p), srcs.ctypes.data_as(ctypes.c_void_p),
+                    sizes.ctypes.data_as(ctypes.c_void_p), ctypes.c_size_t(n),
+                    ctypes.byref(attrs), ctypes.byref(idx), ctypes.c_size_t(1)]
+            if fail_idx:  # CUDA 12.8's first form: the index of a failed copy
+                args.append(ctypes.byref(ctypes.c_size_t(0)))
+            rc = fn(*args, ctypes.c_void_p(handle))
+            if not rc:
+                COPY_BATCHES["one_call"] += 1
+                return
+            # refused as a whole (a driver or stream it does not serve): one call each
+            # below, which raises where a copy itself is at fault; not tried again
+            _BATCH[:] = [None]
+        fn = _memcpy_async()
+        COPY_BATCHES["each"] += 1
+        for k in range(n):
+            rc = fn(int(dsts[k]), int(srcs[k]), int(sizes[k]), handle)
+            if rc:
+                from numba.cuda.cudadrv.driver import CudaAPIError
+
+                raise CudaAPIError(rc, f"cuMemcpyAsync failed with CUresult {rc}")
+
+
+class _MemLocation(ctypes.Structure):
+    """The driver's ``CUmemLocation``: type (1: a device) and id."""
+
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+
+class _CopyAttributes(ctypes.Structure):
+    """The driver's ``CUmemcpyAttributes``: the source read in stream order (1), location
+    hints, flags."""
+
+    _fields_ = [("srcAccessOrder", ctypes.c_int), ("srcLocHint", _MemLocation),
+                ("dstLocHint", _MemLocation), ("flags", ctypes.c_uint)]
+
+
+_BATCH: list[Any] = []
+#: batches of :meth:`CudaMemory.copy_addresses` made in one driver call, and one call each
+#: (reports: bench/bench_data.py)
+COPY_BATCHES = {"one_call": 0, "each": 0}
+
+
+def _memcpy_batch() -> tuple[Any, bool] | None:
+    """The driver's ``cuMemcpyBatchAsync`` and whether it is CUDA 12.8's form (with a
+    failure index before the stream), or None where the driver has none."""
+    if not _BATCH:
+        lib = rawlaunch.libcuda()
+        got = None
+        for name, fail_idx in (("cuMemcpyBatchAsync_v2", False), ("cuMemcpyBatchAsync", True)):
+            fn = None if lib is None else getattr(lib, name, None)
+            if fn is not None:
+                fn.restype = ctypes.c_int
+                got = (fn, fail_idx)
+                break
+        _BATCH.append(got)
+    return _BATCH[0]
+
 
 def _device_view(buffer: Any, shape: tuple[int, ...], strides: tuple[int, ...], dtype: Any,
                  start: int, stop: int) -> Any:

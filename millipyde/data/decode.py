@@ -91,7 +91,9 @@ class PillowDecoder:
             pool.shutdown(wait=True)
 
 
-def _decode_one(data: bytes, name: str) -> Any:
+def _decode_one(data: Any, name: str) -> Any:
+    if isinstance(data, BaseException):  # it could not be read
+        return data
     try:
         return mio.decode_array(data, name, exif=True)
     except (ValueError, MemoryError) as err:
@@ -144,6 +146,10 @@ class NvImageCodecDecoder:
         return cs.codec_name == "jpeg" and cs.num_channels == 3 and \
             cs.color_spec in (nv.ColorSpec.SYCC, nv.ColorSpec.SRGB, nv.ColorSpec.UNKNOWN)
 
+    def reader(self, source: Any) -> Callable[[int], Any]:
+        """``read(i)`` for the read-ahead's threads (:func:`nvimgcodec_reader`)."""
+        return nvimgcodec_reader(self.nv, source)
+
     def decode(self, datas: list[bytes], name_of: Callable[[int], str],
                stream: Any = None) -> list[Any]:
         """Per encoded sample its device buffer (a :class:`DeviceImage`), or its error
@@ -153,6 +159,10 @@ class NvImageCodecDecoder:
         gpu_rows, streams = [], []
         limit = mio.pixel_limit()
         for r, data in enumerate(datas):
+            if type(data) is Coded:  # parsed and checked by a reader thread
+                gpu_rows.append(r)
+                streams.append(data.stream)
+                continue
             try:
                 cs = self.nv.CodeStream(data)
                 take = self.takes(cs)
@@ -182,12 +192,13 @@ class NvImageCodecDecoder:
                     # did not decode)
                     images = [self._one(cs, handle) for cs in streams]
                 for r, img in zip(gpu_rows, images, strict=True):
-                    out[r] = None if img is None else _wrap(img, self._dec)
+                    out[r] = None if img is None else _wrap(img, self._dec, stream)
         rest = [r for r in range(len(datas)) if out[r] is None]
         self.on_gpu += len(datas) - len(rest)
         self.on_host += len(rest)
         if rest:
-            got = self.fallback.decode([datas[r] for r in rest], lambda j: name_of(rest[j]))
+            got = self.fallback.decode([_bytes_of(datas[r]) for r in rest],
+                                       lambda j: name_of(rest[j]))
             for r, v in zip(rest, got, strict=True):
                 out[r] = v
         return out
@@ -205,24 +216,125 @@ class NvImageCodecDecoder:
         self.fallback.close()
 
 
+#: nvImageCodec can open a file through a descriptor this process holds (Linux)
+_PROC_FD = os.path.isdir("/proc/self/fd")
+#: files are mapped and parsed by nvImageCodec itself (False: read by Python as other
+#: sources are, then parsed; read when a reader is made: the bench compares the two)
+NATIVE_FILES = True
+
+
+def nvimgcodec_reader(nv: Any, source: Any) -> Callable[[int], Any]:
+    """``read(i)`` for the read-ahead's threads of ``source`` (``nv``: the nvImageCodec
+    module): sample ``i`` as a :class:`Coded` (its code stream parsed, checked as one the
+    GPU decodes) where nvImageCodec takes it, else its bytes (Pillow decodes them, or says
+    why not).
+
+    Every per-sample Python call before the batched decode runs here, in the reader
+    threads, so the decode thread makes one call a batch. A file (``source.paths``) is
+    opened as ``io.open_regular_fd`` opens it (non-blocking, a regular file, at most
+    ``source.max_bytes``) and nvImageCodec maps and parses it by itself through the
+    open descriptor (``/proc/self/fd``): no bytes of it pass through Python. Other
+    sources' bytes (``source.read``) are wrapped without a copy.
+
+    Raises (from ``read``)
+    ----------------------
+    OSError or ValueError
+        The sample cannot be read, or is a decompression bomb (naming it).
+    """
+    paths = getattr(source, "paths", None) if _PROC_FD and NATIVE_FILES else None
+    max_bytes = getattr(source, "max_bytes", None)
+    limit = mio.pixel_limit()
+    colour = (nv.ColorSpec.SYCC, nv.ColorSpec.SRGB, nv.ColorSpec.UNKNOWN)
+
+    def read(i: int) -> Any:
+        data = None
+        if paths is not None:
+            # unreadable, not a regular file, too large: raises, naming the file
+            fd, nbytes = mio.open_regular_fd(paths[i], max_bytes)
+        else:
+            data = source.read(i)
+            nbytes = len(data)
+        try:
+            if data is None:
+                try:
+                    cs = nv.CodeStream(f"/proc/self/fd/{fd}")
+                finally:
+                    os.close(fd)
+            else:
+                cs = nv.CodeStream(data)
+            take = cs.codec_name == "jpeg" and cs.num_channels == 3 and \
+                cs.color_spec in colour
+            pixels = int(cs.width) * int(cs.height) if take else 0
+        except Exception:  # nvImageCodec does not parse it: Pillow says why
+            take, pixels = False, 0
+        if not take:
+            return data if data is not None else source.read(i)
+        if pixels > limit:
+            raise ValueError(f"cannot load image {source.name(i)!r}: refused as a possible "
+                             f"decompression bomb ({pixels} pixels, over the limit of "
+                             f"{limit})")
+        return Coded(cs, nbytes, source, i)
+
+    return read
+
+
+class Coded:
+    """A sample a reader thread parsed for nvImageCodec: its code stream (a colour JPEG
+    under the pixel limit), the bytes it holds (``len``), and where to read it again for
+    Pillow should nvImageCodec fail to decode it."""
+
+    __slots__ = ("stream", "nbytes", "source", "index")
+
+    def __init__(self, stream: Any, nbytes: int, source: Any, index: int) -> None:
+        self.stream, self.nbytes, self.source, self.index = stream, int(nbytes), source, index
+
+    def __len__(self) -> int:
+        return self.nbytes
+
+
+def _bytes_of(data: Any) -> Any:
+    """Encoded bytes for Pillow: a :class:`Coded` sample is read again (or its error)."""
+    if type(data) is not Coded:
+        return data
+    try:
+        return data.source.read(data.index)
+    except (OSError, ValueError) as err:
+        return err
+
+
 class DeviceImage:
     """A decoded nvImageCodec image on the device, described without numba-cuda: shape,
     dtype and the address of its (contiguous) memory; it keeps the image alive. The batch
     engine copies it by address (``Backend.copy_from_pointer``); :meth:`buffer` makes the
-    numba device array over it for the per-output path (no copy)."""
+    numba device array over it for the per-output path (no copy).
 
-    __slots__ = ("image", "decoder", "shape", "dtype", "ndim", "size", "device_ptr", "_buffer")
+    The image's memory was allocated on the stream it was decoded on (``cudaMallocAsync``)
+    and is freed on that stream (``cudaFreeAsync``) when the image goes: the image keeps
+    that stream (and its decoder) alive, and is released before them. A stream destroyed
+    first (a Loader's, once its thread ends) left the free to a dead stream handle: the
+    segmentation faults after a streamed run (bench/RESULTS.md, datasets)."""
 
-    def __init__(self, image: Any, shape: tuple[int, ...], ptr: int, decoder: Any = None) -> None:
-        self.image = image
-        # the decoder outlives its images (their memory and stream are its allocator's)
-        self.decoder = decoder
+    __slots__ = ("_held", "shape", "dtype", "ndim", "size", "device_ptr", "_buffer")
+
+    def __init__(self, image: Any, shape: tuple[int, ...], ptr: int, decoder: Any = None,
+                 stream: Any = None) -> None:
+        # one tuple holds all three: a tuple releases its items last to first, so the image
+        # goes before its decoder and its stream (slots are released in no promised order)
+        self._held = (stream, decoder, image)
         self.shape = shape
         self.dtype = np.dtype(np.uint8)
         self.ndim = len(shape)
-        self.size = int(np.prod(shape))
+        size = 1
+        for d in shape:
+            size *= int(d)
+        self.size = size
         self.device_ptr = int(ptr)
         self._buffer = None
+
+    @property
+    def image(self) -> Any:
+        """The nvImageCodec image."""
+        return self._held[2]
 
     def buffer(self) -> Any:
         """The numba device array over the image's memory (made once)."""
@@ -233,8 +345,7 @@ class DeviceImage:
             # one, which need not outlive the decoder; readers order themselves on events
             face = {k: v for k, v in self.image.__cuda_array_interface__.items()
                     if k != "stream"}
-            self._buffer = cuda.from_cuda_array_interface(
-                face, owner=(self.image, self.decoder), sync=False)
+            self._buffer = cuda.from_cuda_array_interface(face, owner=self._held, sync=False)
         return self._buffer
 
 
@@ -243,17 +354,17 @@ def as_buffer(a: Any) -> Any:
     return a.buffer() if isinstance(a, DeviceImage) else a
 
 
-def _wrap(img: Any, decoder: Any = None) -> Any:
-    """An nvImageCodec device image as a :class:`DeviceImage` (no copy); None where it is not
-    a contiguous (H, W, 3) uint8 image."""
+def _wrap(img: Any, decoder: Any = None, stream: Any = None) -> Any:
+    """An nvImageCodec device image (decoded on ``stream``) as a :class:`DeviceImage` (no
+    copy); None where it is not a contiguous (H, W, 3) uint8 image."""
     face = img.__cuda_array_interface__
-    shape = tuple(int(d) for d in face["shape"])
-    if len(shape) != 3 or shape[2] != 3 or np.dtype(face["typestr"]) != np.uint8:
+    shape = tuple(face["shape"])
+    if len(shape) != 3 or shape[2] != 3 or face["typestr"] != "|u1":
         return None
     strides = face.get("strides")
     if strides is not None and tuple(strides) != (shape[1] * 3, 3, 1):
         return None
-    return DeviceImage(img, shape, face["data"][0], decoder)
+    return DeviceImage(img, shape, face["data"][0], decoder, stream)
 
 
 def import_nvimgcodec() -> Any:

@@ -44,6 +44,14 @@ MAX_REFILLS = 64
 #: the last Loader closes.
 SWITCH_INTERVAL = 0.0002
 
+#: nvImageCodec's code streams made and checked in the reader threads (files mapped by
+#: nvImageCodec itself, ``decode.nvimgcodec_reader``) instead of in the decode thread before
+#: its decode call. Off: on one H200 (bench/RESULTS.md, "the read path without Python per
+#: file") it left the decode call inside the pipeline as slow (38-44 ms a batch of 256
+#: against 8.6 alone) and shards 18% slower; kept to be measured again (bench_data.py gpu
+#: --variants). Read when a Loader is made.
+PARSE_IN_READERS = False
+
 _switch_lock = threading.Lock()
 _switch = {"loaders": 0, "saved": None}
 
@@ -147,7 +155,11 @@ class Loader:
         self.first = int(first)
         self.decoder, self.device, self.bad, self.strict = decoder, device, bad, strict
         self.ahead = max(1, int(ahead))
-        self.reader = ReadAhead(source, self._samples(), threads=threads, window=window)
+        # PARSE_IN_READERS: a decoder that prepares samples itself (nvImageCodec parses
+        # them) gives the readers what to do with each
+        prepare = getattr(decoder, "reader", None) if PARSE_IN_READERS else None
+        self.reader = ReadAhead(source, self._samples(), threads=threads, window=window,
+                                read=prepare(source) if prepare is not None else None)
         self._cond = threading.Condition()
         self._ready: dict[int, Any] = {}
         self._want = self.first  # the batch the consumer asks for next

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 #: default bound on the bytes read ahead
@@ -47,11 +47,17 @@ class ReadAhead:
         Bound on the bytes read and not yet taken.
     max_items : int
         Bound on the samples read and not yet taken.
+    read : callable, optional
+        ``read(i)``: what is handed out for sample ``i`` (default ``source.read``): bytes, or
+        a decoder's prepared sample (``decode.NvImageCodecDecoder.reader``); ``len()`` of it
+        is the bytes it holds. It raises for a bad sample.
     """
 
     def __init__(self, source: Any, plan: Iterator[int], *, threads: int = READ_THREADS,
-                 window: int = WINDOW_BYTES, max_items: int = 4096) -> None:
+                 window: int = WINDOW_BYTES, max_items: int = 4096,
+                 read: Callable[[int], Any] | None = None) -> None:
         self.source = source
+        self._read = read if read is not None else source.read
         self._plan = plan
         self.window = int(window)
         self.max_items = max(1, int(max_items))
@@ -122,7 +128,7 @@ class ReadAhead:
             got_all = []
             for q, i, est in run:
                 try:
-                    value: Any = self.source.read(i)
+                    value: Any = self._read(i)
                     got = len(value)
                 except Exception as err:  # a bad sample: the caller names it and refills it
                     value, got = err, 0
