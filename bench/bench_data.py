@@ -198,12 +198,13 @@ def device_used_mb() -> float:
     return (total - free) / 2**20
 
 
-def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool = False,
+def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool | str = False,
                  readers: int = 0) -> dict:
     """nvImageCodec's decode of bytes in memory, batches of ``size`` (GPU 0).
 
     ``on_stream``: onto a stream of its own (``cuda_stream=``, as the loader decodes: its
-    images then come from ``cudaMallocAsync`` on it) instead of the legacy default one.
+    images then come from ``cudaMallocAsync`` on it) instead of the legacy default one: True
+    a torch stream (non-blocking), ``"blocking"`` numba-cuda's kind (the loader's default).
     ``readers``: meanwhile that many read-ahead threads read the folder's files, their bytes
     taken and dropped by another thread (the Python beside the decode call in the pipeline).
     """
@@ -223,8 +224,15 @@ def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool = F
     dec = nvimgcodec.Decoder(device_id=0, max_num_cpu_threads=decode_threads())
     params = nvimgcodec.DecodeParams(apply_exif_orientation=True,
                                      color_spec=nvimgcodec.ColorSpec.SRGB)
-    stream = torch.cuda.Stream() if on_stream else None
-    handle = stream.cuda_stream if stream is not None else 0
+    if on_stream == "blocking":  # the loader's kind: numba-cuda's, ordered with stream 0
+        from millipyde.backend import ACTIVE as runtime
+        from millipyde.backend.pool import stream_handle
+
+        nstream = runtime.new_stream(0)
+        handle = stream_handle(nstream)
+    else:  # torch's streams do not wait for the legacy default stream
+        stream = torch.cuda.Stream() if on_stream else None
+        handle = stream.cuda_stream if stream is not None else 0
 
     def run(b: int) -> list:
         part = blobs[b * size:(b + 1) * size]
@@ -610,14 +618,13 @@ def keep_pool(device: int = 0, nbytes: int = 4 << 30) -> int:
 
 
 def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
-    """This tree only: decode alone on a stream of its own and beside 8 and 2 read-ahead
-    threads; the folder row with 2 read-ahead threads, then with the default memory pool kept
-    (:func:`keep_pool`, and decode alone on a stream with it; it stays raised for the rows
-    after), with the samples parsed in the reader threads (files mapped by nvImageCodec, or
-    read by Python), with one copy call per image into the arena, and with CPython's 5 ms
-    switch interval; the arena copy check."""
+    """This tree only: decode alone on a (torch, non-blocking) stream, on a numba-cuda
+    (blocking) stream, beside 8 and 2 read-ahead threads, and on a stream with the memory pool
+    kept (:func:`keep_pool`, restored after); the folder row with 2 read-ahead threads, with
+    one copy call per image into the arena, with CPython's 5 ms switch interval, with the
+    decode stream non-blocking (``loader.NONBLOCKING_STREAM``), with the pool kept
+    (``loader.POOL_KEEP_BYTES``), with both, with both and 2 readers; the arena copy check."""
     from millipyde.backend import cuda_memory as cm
-    from millipyde.data import decode as dmod
     from millipyde.data import loader as lmod
 
     out["arena_copy_batches"] = dict(cm.COPY_BATCHES)
@@ -629,6 +636,7 @@ def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
         out["pack_check"] = {"error": repr(err)}
         log(f"pack check FAILED: {err!r}")
     for name, kw in (("decode_on_stream", {"on_stream": True}),
+                     ("decode_on_blocking_stream", {"on_stream": "blocking"}),
                      ("decode_beside_8_readers", {"readers": 8}),
                      ("decode_beside_2_readers", {"readers": 2})):
         try:
@@ -638,32 +646,40 @@ def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
             out[name] = {"error": repr(err)}
             log(f"{name} FAILED: {err!r}")
         _save(out, args)
+    kept = (lmod, "POOL_KEEP_BYTES", 4 << 30)
+    free = (lmod, "NONBLOCKING_STREAM", True)
     for name, changes in (("folder_2_readers", ()),
-                          ("folder_pool_kept", ()),
-                          ("folder_parsed_in_readers", ((lmod, "PARSE_IN_READERS", True),)),
-                          ("folder_parsed_in_readers_python_read",
-                           ((lmod, "PARSE_IN_READERS", True), (dmod, "NATIVE_FILES", False))),
                           ("folder_copy_each", ((cm, "_BATCH", [None]),)),
-                          ("folder_switch_5ms", ((lmod, "SWITCH_INTERVAL", 0.005),))):
-        if time.perf_counter() - T0 > args.budget - 30:
+                          ("folder_switch_5ms", ((lmod, "SWITCH_INTERVAL", 0.005),)),
+                          ("folder_nonblocking", (free,)),
+                          ("folder_pool_kept", (kept,)),
+                          ("folder_both", (free, kept)),
+                          ("folder_both_2_readers", (free, kept))):
+        if time.perf_counter() - T0 > args.budget - 15:
             break
         saved = [(mod, attr, getattr(mod, attr)) for mod, attr, _ in changes]
         for mod, attr, value in changes:
             setattr(mod, attr, value)
         try:
             if name == "folder_pool_kept":
-                # the decode-alone rows first, with the pool kept, then the pipeline; the
-                # threshold stays raised for the rows after (said in their names' order)
-                out["pool_threshold_before"] = keep_pool(0)
-                out["decode_on_stream_pool_kept"] = decode_alone(
-                    info["folder"], args.decode_batches, on_stream=True)
+                # decode alone on a stream with the pool kept first (restored after)
+                old = keep_pool(0)
+                out["pool_threshold_before"] = old
+                try:
+                    out["decode_on_stream_pool_kept"] = decode_alone(
+                        info["folder"], args.decode_batches, on_stream=True)
+                finally:
+                    keep_pool(0, old)
                 log(f"decode on a stream, pool kept: "
                     f"{out['decode_on_stream_pool_kept']['rate']:.0f} img/s")
             out[name] = stream_rate(info["folder"], args.batches, args.warmup,
-                                    read_threads=2 if name == "folder_2_readers" else None)
+                                    read_threads=2 if name.endswith("_2_readers") else None)
             r, ld = out[name], out[name]["loader"]
             log(f"{name}: {r['rate']:.0f} img/s; decode {ld['decode_s']:.2f} s over "
-                f"{ld['batches']} batches, worker {r['batches_stats']['make_s']:.2f} s")
+                f"{ld['batches']} batches ({1000 * ld['decode_s'] / ld['batches']:.1f} ms "
+                f"each), waiting for bytes {ld['read_wait_s']:.2f} s, worker "
+                f"{r['batches_stats']['make_s']:.2f} s, consumer waited "
+                f"{r['batches_stats']['wait_s']:.2f} s")
         except Exception as err:
             out[name] = {"error": repr(err)}
             log(f"{name} FAILED: {err!r}")
@@ -679,14 +695,15 @@ def table(out: dict) -> str:
     dec = out.get("decode", {}).get("rate")
     if dec:
         rows.append(("decode alone (nvImageCodec, 256)", f"{dec:.0f}", "bytes in memory"))
-    for name in ("decode_on_stream", "decode_beside_8_readers", "decode_beside_2_readers",
-                 "decode_on_stream_pool_kept"):
+    for name in ("decode_on_stream", "decode_on_blocking_stream", "decode_beside_8_readers",
+                 "decode_beside_2_readers", "decode_on_stream_pool_kept"):
         if "rate" in out.get(name, {}):
             rows.append((name, f"{out[name]['rate']:.0f}", ""))
     for name in ("folder", "shards", "folder_2_readers", "folder_pool_kept",
                  "folder_parsed_in_readers",
                  "folder_parsed_in_readers_python_read", "folder_copy_each",
-                 "folder_switch_5ms"):
+                 "folder_switch_5ms", "folder_nonblocking", "folder_both",
+                 "folder_both_2_readers"):
         r = out.get(name, {})
         if "rate" in r:
             share = f"{100 * r['rate'] / dec:.0f}% of decode" if dec else ""

@@ -52,8 +52,20 @@ SWITCH_INTERVAL = 0.0002
 #: --variants). Read when a Loader is made.
 PARSE_IN_READERS = False
 
+#: the decode thread's stream does not wait for the legacy default stream (where the batch
+#: engine's kernels and torch's work go) nor makes it wait: nvImageCodec's work on it is
+#: otherwise ordered behind every kernel queued there before it. Read when a Loader starts.
+NONBLOCKING_STREAM = False
+
+#: while a Loader runs, its device's stream-ordered memory pool (nvImageCodec's decoded
+#: images come from ``cudaMallocAsync`` on the decode stream) keeps up to this many bytes of
+#: free memory across synchronisations instead of the driver's 0 (which gives it all back at
+#: each one, to be mapped again for the next batch); restored when the device's last Loader
+#: closes. 0: left as it is. Read when a Loader starts.
+POOL_KEEP_BYTES = 0
+
 _switch_lock = threading.Lock()
-_switch = {"loaders": 0, "saved": None}
+_switch: dict[str, Any] = {"loaders": 0, "saved": None, "pools": {}}
 
 
 def _enter_streaming() -> None:
@@ -72,6 +84,35 @@ def _leave_streaming() -> None:
         if _switch["loaders"] == 0 and _switch["saved"] is not None:
             sys.setswitchinterval(_switch["saved"])
             _switch["saved"] = None
+
+
+def _keep_pool(device: int) -> bool:
+    """Raise ``device``'s pool release threshold to :data:`POOL_KEEP_BYTES` (counted per
+    device); whether this Loader holds a count to give back."""
+    if POOL_KEEP_BYTES <= 0:
+        return False
+    with _switch_lock:
+        held = _switch["pools"].get(device)
+        if held is None:
+            old = runtime.pool_release_threshold(device)
+            if old is None:
+                return False
+            if old < POOL_KEEP_BYTES:
+                runtime.pool_release_threshold(device, POOL_KEEP_BYTES)
+            held = _switch["pools"][device] = [0, old]
+        held[0] += 1
+    return True
+
+
+def _release_pool(device: int) -> None:
+    with _switch_lock:
+        held = _switch["pools"].get(device)
+        if held is None:
+            return
+        held[0] -= 1
+        if held[0] == 0:
+            del _switch["pools"][device]
+            runtime.pool_release_threshold(device, held[1])
 
 
 class BadSampleError(ValueError):
@@ -184,10 +225,16 @@ class Loader:
     # -- the decode thread -------------------------------------------------------------
     def _run(self) -> None:
         with runtime.on_device(self.device):
-            stream = runtime.new_stream(self.device) if runtime.caps.launches_on_streams \
-                else None
-            with runtime.using_stream(stream):
-                self._loop(stream)
+            stream = None
+            if runtime.caps.launches_on_streams:
+                stream = runtime.new_stream(self.device, blocking=not NONBLOCKING_STREAM)
+            kept = _keep_pool(self.device)
+            try:
+                with runtime.using_stream(stream):
+                    self._loop(stream)
+            finally:
+                if kept:
+                    _release_pool(self.device)
 
     def _loop(self, stream: Any) -> None:
         for b in itertools.count(self.first):
