@@ -199,7 +199,7 @@ def device_used_mb() -> float:
 
 
 def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool | str = False,
-                 readers: int = 0) -> dict:
+                 readers: int = 0, busy: float = 0.0, switch: float | None = None) -> dict:
     """nvImageCodec's decode of bytes in memory, batches of ``size`` (GPU 0).
 
     ``on_stream``: onto a stream of its own (``cuda_stream=``, as the loader decodes: its
@@ -207,6 +207,10 @@ def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool | s
     a torch stream (non-blocking), ``"blocking"`` numba-cuda's kind (the loader's default).
     ``readers``: meanwhile that many read-ahead threads read the folder's files, their bytes
     taken and dropped by another thread (the Python beside the decode call in the pipeline).
+    ``busy``: meanwhile a thread runs Python (holding the GIL but for the interpreter's
+    switches) that share of the time, in 18 ms turns (the batch worker's ~19 ms a batch).
+    ``switch``: the interpreter's switch interval during the timed batches (the loader's
+    0.2 ms; else CPython's, 5 ms).
     """
     import itertools
     import threading
@@ -256,18 +260,36 @@ def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool | s
         taker = threading.Thread(target=take, daemon=True)
         taker.start()
         time.sleep(0.2)
+    spinner = None
+    if busy:
+        def spin() -> None:
+            while not stop.is_set():
+                end = time.perf_counter() + 0.018
+                x = 0
+                while time.perf_counter() < end:
+                    x += 1
+                time.sleep(0.018 * (1 - busy) / busy)
+
+        spinner = threading.Thread(target=spin, daemon=True)
+        spinner.start()
+    saved_switch = sys.getswitchinterval()
+    if switch is not None:
+        sys.setswitchinterval(switch)
     t = time.perf_counter()
     for b in range(2, batches + 2):
         got = run(b)
     torch.cuda.synchronize()
     dt = time.perf_counter() - t
+    sys.setswitchinterval(saved_switch)
+    stop.set()
+    if spinner is not None:
+        spinner.join(5)
     if taker is not None:
-        stop.set()
         taker.join(5)
         ra.close()
     del got
     return {"rate": batches * size / dt, "batches": batches, "size": size,
-            "on_stream": on_stream, "readers": readers,
+            "on_stream": on_stream, "readers": readers, "busy": busy, "switch": switch,
             "mean_kb": sum(map(len, blobs)) / len(blobs) / 1024}
 
 
@@ -423,7 +445,7 @@ def run_augment(tree: Path, folder: str, out: Path, n: int, cache: Path | None,
     r = subprocess.run(cmd, cwd=tree, env=full, capture_output=True, text=True, timeout=400)
     wall = time.perf_counter() - t
     if r.returncode:
-        raise RuntimeError(f"augment in {tree} failed: {r.stderr[-1500:]}")
+        raise RuntimeError(f"augment in {tree} exited {r.returncode}: {r.stderr[-1500:]}")
     line = [x for x in r.stdout.splitlines() if "images/s" in x][-1]
     rate = float(line.rsplit(",", 1)[1].split()[0])
     written = len(list(out.glob("aug_*")))
@@ -635,10 +657,14 @@ def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
     except Exception as err:
         out["pack_check"] = {"error": repr(err)}
         log(f"pack check FAILED: {err!r}")
+    sw = 0.0002  # the loader's switch interval
     for name, kw in (("decode_on_stream", {"on_stream": True}),
-                     ("decode_on_blocking_stream", {"on_stream": "blocking"}),
-                     ("decode_beside_8_readers", {"readers": 8}),
-                     ("decode_beside_2_readers", {"readers": 2})):
+                     ("decode_beside_8_readers", {"readers": 8, "switch": sw}),
+                     ("decode_beside_2_readers", {"readers": 2, "switch": sw}),
+                     ("decode_beside_busy_half", {"busy": 0.5, "switch": sw}),
+                     ("decode_beside_busy_half_20us", {"busy": 0.5, "switch": 2e-5}),
+                     ("decode_beside_8_readers_busy_half",
+                      {"readers": 8, "busy": 0.5, "switch": sw})):
         try:
             out[name] = decode_alone(info["folder"], args.decode_batches, **kw)
             log(f"{name}: {out[name]['rate']:.0f} img/s")
@@ -648,13 +674,15 @@ def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
         _save(out, args)
     kept = (lmod, "POOL_KEEP_BYTES", 4 << 30)
     free = (lmod, "NONBLOCKING_STREAM", True)
+    fast = (lmod, "SWITCH_INTERVAL", 2e-5)
     for name, changes in (("folder_2_readers", ()),
-                          ("folder_copy_each", ((cm, "_BATCH", [None]),)),
-                          ("folder_switch_5ms", ((lmod, "SWITCH_INTERVAL", 0.005),)),
+                          ("folder_switch_20us", (fast,)),
                           ("folder_nonblocking", (free,)),
                           ("folder_pool_kept", (kept,)),
                           ("folder_both", (free, kept)),
-                          ("folder_both_2_readers", (free, kept))):
+                          ("folder_all_2_readers", (free, kept, fast)),
+                          ("folder_switch_5ms", ((lmod, "SWITCH_INTERVAL", 0.005),)),
+                          ("folder_copy_each", ((cm, "_BATCH", [None]),))):
         if time.perf_counter() - T0 > args.budget - 15:
             break
         saved = [(mod, attr, getattr(mod, attr)) for mod, attr, _ in changes]
@@ -696,14 +724,16 @@ def table(out: dict) -> str:
     if dec:
         rows.append(("decode alone (nvImageCodec, 256)", f"{dec:.0f}", "bytes in memory"))
     for name in ("decode_on_stream", "decode_on_blocking_stream", "decode_beside_8_readers",
-                 "decode_beside_2_readers", "decode_on_stream_pool_kept"):
+                 "decode_beside_2_readers", "decode_beside_busy_half",
+                 "decode_beside_busy_half_20us", "decode_beside_8_readers_busy_half",
+                 "decode_on_stream_pool_kept"):
         if "rate" in out.get(name, {}):
             rows.append((name, f"{out[name]['rate']:.0f}", ""))
     for name in ("folder", "shards", "folder_2_readers", "folder_pool_kept",
                  "folder_parsed_in_readers",
                  "folder_parsed_in_readers_python_read", "folder_copy_each",
                  "folder_switch_5ms", "folder_nonblocking", "folder_both",
-                 "folder_both_2_readers"):
+                 "folder_switch_20us", "folder_all_2_readers"):
         r = out.get(name, {})
         if "rate" in r:
             share = f"{100 * r['rate'] / dec:.0f}% of decode" if dec else ""
@@ -940,6 +970,13 @@ def main(argv: list[str] | None = None) -> int:
     h.add_argument("--parse", default="none", choices=("none", "taker", "readers",
                                                         "readers-python"))
     h.add_argument("--out", default=".")
+    au = sub.add_parser("augment", help="millipyde augment of a tree over a folder (64 "
+                                         "outputs to warm up, then N timed), as JSON")
+    au.add_argument("tree")
+    au.add_argument("folder")
+    au.add_argument("n", type=int)
+    au.add_argument("--work", default="/tmp/mpdata")
+    au.add_argument("--cache", default=None, help="the tree's own kernel cache")
     ch = sub.add_parser("child")
     for name in ("source", "rank", "world", "batches", "warmup", "barrier", "cores"):
         ch.add_argument(name)
@@ -955,6 +992,18 @@ def main(argv: list[str] | None = None) -> int:
         # the numbers are out: no native library's teardown at exit can lose them (on
         # 2026-11-28 every rank child exited non-zero after its run, without a traceback)
         os._exit(0)
+    if args.mode == "augment":
+        tree, work = Path(args.tree).resolve(), Path(args.work)
+        cache = Path(args.cache) if args.cache else None
+        got: dict = {"tree": str(tree)}
+        for part, n in (("warm", 64), ("timed", args.n)):
+            try:
+                got[part] = run_augment(tree, args.folder, work / f"aug_{tree.name}_{part}", n,
+                                        cache, {})
+            except Exception as err:
+                got[part] = {"error": repr(err)}
+            print(json.dumps({part: got[part]}), flush=True)
+        return 0
     out = {"gpu": gpu, "cpu": cpu, "host": host}[args.mode](args)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / f"data_{args.mode}.json").write_text(json.dumps(out, indent=1))
