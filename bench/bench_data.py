@@ -681,6 +681,7 @@ def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
                           ("folder_pool_kept", (kept,)),
                           ("folder_both", (free, kept)),
                           ("folder_all_2_readers", (free, kept, fast)),
+                          ("shards_all_2_readers", (free, kept, fast)),
                           ("folder_switch_5ms", ((lmod, "SWITCH_INTERVAL", 0.005),)),
                           ("folder_copy_each", ((cm, "_BATCH", [None]),))):
         if time.perf_counter() - T0 > args.budget - 15:
@@ -700,7 +701,10 @@ def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
                     keep_pool(0, old)
                 log(f"decode on a stream, pool kept: "
                     f"{out['decode_on_stream_pool_kept']['rate']:.0f} img/s")
-            out[name] = stream_rate(info["folder"], args.batches, args.warmup,
+            shards = name.startswith("shards")
+            out[name] = stream_rate(info["shards_glob" if shards else "folder"],
+                                    args.shard_batches if shards else args.batches,
+                                    args.warmup,
                                     read_threads=2 if name.endswith("_2_readers") else None)
             r, ld = out[name], out[name]["loader"]
             log(f"{name}: {r['rate']:.0f} img/s; decode {ld['decode_s']:.2f} s over "
@@ -733,7 +737,7 @@ def table(out: dict) -> str:
                  "folder_parsed_in_readers",
                  "folder_parsed_in_readers_python_read", "folder_copy_each",
                  "folder_switch_5ms", "folder_nonblocking", "folder_both",
-                 "folder_switch_20us", "folder_all_2_readers"):
+                 "folder_switch_20us", "folder_all_2_readers", "shards_all_2_readers"):
         r = out.get(name, {})
         if "rate" in r:
             share = f"{100 * r['rate'] / dec:.0f}% of decode" if dec else ""
