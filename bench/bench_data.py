@@ -658,13 +658,15 @@ def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
         out["pack_check"] = {"error": repr(err)}
         log(f"pack check FAILED: {err!r}")
     sw = 0.0002  # the loader's switch interval
-    for name, kw in (("decode_on_stream", {"on_stream": True}),
-                     ("decode_beside_8_readers", {"readers": 8, "switch": sw}),
+    for name, kw in (("decode_beside_8_readers", {"readers": 8, "switch": sw}),
                      ("decode_beside_2_readers", {"readers": 2, "switch": sw}),
                      ("decode_beside_busy_half", {"busy": 0.5, "switch": sw}),
                      ("decode_beside_busy_half_20us", {"busy": 0.5, "switch": 2e-5}),
+                     ("decode_on_stream", {"on_stream": True}),
                      ("decode_beside_8_readers_busy_half",
                       {"readers": 8, "busy": 0.5, "switch": sw})):
+        if time.perf_counter() - T0 > args.budget - 60:
+            break
         try:
             out[name] = decode_alone(info["folder"], args.decode_batches, **kw)
             log(f"{name}: {out[name]['rate']:.0f} img/s")
@@ -679,9 +681,9 @@ def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
                           ("folder_switch_20us", (fast,)),
                           ("folder_nonblocking", (free,)),
                           ("folder_pool_kept", (kept,)),
-                          ("folder_both", (free, kept)),
                           ("folder_all_2_readers", (free, kept, fast)),
                           ("shards_all_2_readers", (free, kept, fast)),
+                          ("folder_both", (free, kept)),
                           ("folder_switch_5ms", ((lmod, "SWITCH_INTERVAL", 0.005),)),
                           ("folder_copy_each", ((cm, "_BATCH", [None]),))):
         if time.perf_counter() - T0 > args.budget - 15:
