@@ -665,7 +665,7 @@ def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
                      ("decode_on_stream", {"on_stream": True}),
                      ("decode_beside_8_readers_busy_half",
                       {"readers": 8, "busy": 0.5, "switch": sw})):
-        if time.perf_counter() - T0 > args.budget - 60:
+        if time.perf_counter() - T0 > args.budget - 45:
             break
         try:
             out[name] = decode_alone(info["folder"], args.decode_batches, **kw)
