@@ -18,6 +18,7 @@ at most ``MAX_REFILLS`` samples that were not known to be bad; nothing is retrie
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import sys
 import threading
@@ -51,6 +52,15 @@ SWITCH_INTERVAL = 0.0002
 #: against 8.6 alone) and shards 18% slower; kept to be measured again (bench_data.py gpu
 #: --variants). Read when a Loader is made.
 PARSE_IN_READERS = False
+
+#: the read-ahead's threads start no new read while the decode thread is inside its decode
+#: call (``ReadAhead.held_back``). nvImageCodec's batched call takes the GIL back many times
+#: (about twice an image); each time another thread runs Python it waits up to the switch
+#: interval. On one H200, 30 batches of 256 decoded alone took 12.2 ms a batch, 36.7 beside
+#: 2 reading threads, 97 beside 8, 34.6 beside one thread running Python half the time
+#: (bench/RESULTS.md, "the decode call inside the pipeline"); each batch taken frees room
+#: for 256 samples, which the readers otherwise read during the call. Read per batch.
+HOLD_READERS = True
 
 #: the decode thread's stream does not wait for the legacy default stream (where the batch
 #: engine's kernels and torch's work go) nor makes it wait: nvImageCodec's work on it is
@@ -268,8 +278,9 @@ class Loader:
         rows = [r for r in range(n) if not isinstance(datas[r], BaseException)]
         arrays: list[Any] = [None] * n
         t1 = time.perf_counter()
-        got = self.decoder.decode([datas[r] for r in rows],
-                                  lambda j: src.name(int(samples[rows[j]])), stream)
+        with self.reader.held_back() if HOLD_READERS else contextlib.nullcontext():
+            got = self.decoder.decode([datas[r] for r in rows],
+                                      lambda j: src.name(int(samples[rows[j]])), stream)
         t2 = time.perf_counter()
         for r, a in zip(rows, got, strict=True):
             arrays[r] = a
