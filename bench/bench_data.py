@@ -677,7 +677,8 @@ def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
     kept = (lmod, "POOL_KEEP_BYTES", 4 << 30)
     free = (lmod, "NONBLOCKING_STREAM", True)
     fast = (lmod, "SWITCH_INTERVAL", 2e-5)
-    for name, changes in (("folder_2_readers", ()),
+    for name, changes in (("folder_readers_not_held", ((lmod, "HOLD_READERS", False),)),
+                          ("folder_2_readers", ()),
                           ("folder_switch_20us", (fast,)),
                           ("folder_nonblocking", (free,)),
                           ("folder_pool_kept", (kept,)),
@@ -739,7 +740,8 @@ def table(out: dict) -> str:
                  "folder_parsed_in_readers",
                  "folder_parsed_in_readers_python_read", "folder_copy_each",
                  "folder_switch_5ms", "folder_nonblocking", "folder_both",
-                 "folder_switch_20us", "folder_all_2_readers", "shards_all_2_readers"):
+                 "folder_switch_20us", "folder_all_2_readers", "shards_all_2_readers",
+                 "folder_readers_not_held"):
         r = out.get(name, {})
         if "rate" in r:
             share = f"{100 * r['rate'] / dec:.0f}% of decode" if dec else ""
