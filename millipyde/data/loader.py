@@ -272,16 +272,18 @@ class Loader:
         src = self.source
         n = len(ks)
         t0 = time.perf_counter()
-        taken = self.reader.take_many(n)
-        samples = np.fromiter((i for i, _ in taken), dtype=np.int64, count=n)
-        datas = [d for _, d in taken]
-        rows = [r for r in range(n) if not isinstance(datas[r], BaseException)]
-        arrays: list[Any] = [None] * n
-        t1 = time.perf_counter()
+        # held from before the take: the room it makes wakes no reader until the call is over
+        # (a sample not read yet ends the hold, see ReadAhead.held_back)
         with self.reader.held_back() if HOLD_READERS else contextlib.nullcontext():
+            taken = self.reader.take_many(n)
+            samples = np.fromiter((i for i, _ in taken), dtype=np.int64, count=n)
+            datas = [d for _, d in taken]
+            rows = [r for r in range(n) if not isinstance(datas[r], BaseException)]
+            t1 = time.perf_counter()
             got = self.decoder.decode([datas[r] for r in rows],
                                       lambda j: src.name(int(samples[rows[j]])), stream)
         t2 = time.perf_counter()
+        arrays: list[Any] = [None] * n
         for r, a in zip(rows, got, strict=True):
             arrays[r] = a
         for r in range(n):
