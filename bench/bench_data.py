@@ -198,14 +198,19 @@ def device_used_mb() -> float:
     return (total - free) / 2**20
 
 
-def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool = False,
-                 readers: int = 0) -> dict:
+def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool | str = False,
+                 readers: int = 0, busy: float = 0.0, switch: float | None = None) -> dict:
     """nvImageCodec's decode of bytes in memory, batches of ``size`` (GPU 0).
 
     ``on_stream``: onto a stream of its own (``cuda_stream=``, as the loader decodes: its
-    images then come from ``cudaMallocAsync`` on it) instead of the legacy default one.
+    images then come from ``cudaMallocAsync`` on it) instead of the legacy default one: True
+    a torch stream (non-blocking), ``"blocking"`` numba-cuda's kind (the loader's default).
     ``readers``: meanwhile that many read-ahead threads read the folder's files, their bytes
     taken and dropped by another thread (the Python beside the decode call in the pipeline).
+    ``busy``: meanwhile a thread runs Python (holding the GIL but for the interpreter's
+    switches) that share of the time, in 18 ms turns (the batch worker's ~19 ms a batch).
+    ``switch``: the interpreter's switch interval during the timed batches (the loader's
+    0.2 ms; else CPython's, 5 ms).
     """
     import itertools
     import threading
@@ -223,8 +228,15 @@ def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool = F
     dec = nvimgcodec.Decoder(device_id=0, max_num_cpu_threads=decode_threads())
     params = nvimgcodec.DecodeParams(apply_exif_orientation=True,
                                      color_spec=nvimgcodec.ColorSpec.SRGB)
-    stream = torch.cuda.Stream() if on_stream else None
-    handle = stream.cuda_stream if stream is not None else 0
+    if on_stream == "blocking":  # the loader's kind: numba-cuda's, ordered with stream 0
+        from millipyde.backend import ACTIVE as runtime
+        from millipyde.backend.pool import stream_handle
+
+        nstream = runtime.new_stream(0)
+        handle = stream_handle(nstream)
+    else:  # torch's streams do not wait for the legacy default stream
+        stream = torch.cuda.Stream() if on_stream else None
+        handle = stream.cuda_stream if stream is not None else 0
 
     def run(b: int) -> list:
         part = blobs[b * size:(b + 1) * size]
@@ -248,18 +260,36 @@ def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool = F
         taker = threading.Thread(target=take, daemon=True)
         taker.start()
         time.sleep(0.2)
+    spinner = None
+    if busy:
+        def spin() -> None:
+            while not stop.is_set():
+                end = time.perf_counter() + 0.018
+                x = 0
+                while time.perf_counter() < end:
+                    x += 1
+                time.sleep(0.018 * (1 - busy) / busy)
+
+        spinner = threading.Thread(target=spin, daemon=True)
+        spinner.start()
+    saved_switch = sys.getswitchinterval()
+    if switch is not None:
+        sys.setswitchinterval(switch)
     t = time.perf_counter()
     for b in range(2, batches + 2):
         got = run(b)
     torch.cuda.synchronize()
     dt = time.perf_counter() - t
+    sys.setswitchinterval(saved_switch)
+    stop.set()
+    if spinner is not None:
+        spinner.join(5)
     if taker is not None:
-        stop.set()
         taker.join(5)
         ra.close()
     del got
     return {"rate": batches * size / dt, "batches": batches, "size": size,
-            "on_stream": on_stream, "readers": readers,
+            "on_stream": on_stream, "readers": readers, "busy": busy, "switch": switch,
             "mean_kb": sum(map(len, blobs)) / len(blobs) / 1024}
 
 
@@ -415,7 +445,7 @@ def run_augment(tree: Path, folder: str, out: Path, n: int, cache: Path | None,
     r = subprocess.run(cmd, cwd=tree, env=full, capture_output=True, text=True, timeout=400)
     wall = time.perf_counter() - t
     if r.returncode:
-        raise RuntimeError(f"augment in {tree} failed: {r.stderr[-1500:]}")
+        raise RuntimeError(f"augment in {tree} exited {r.returncode}: {r.stderr[-1500:]}")
     line = [x for x in r.stdout.splitlines() if "images/s" in x][-1]
     rate = float(line.rsplit(",", 1)[1].split()[0])
     written = len(list(out.glob("aug_*")))
@@ -610,14 +640,13 @@ def keep_pool(device: int = 0, nbytes: int = 4 << 30) -> int:
 
 
 def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
-    """This tree only: decode alone on a stream of its own and beside 8 and 2 read-ahead
-    threads; the folder row with 2 read-ahead threads, then with the default memory pool kept
-    (:func:`keep_pool`, and decode alone on a stream with it; it stays raised for the rows
-    after), with the samples parsed in the reader threads (files mapped by nvImageCodec, or
-    read by Python), with one copy call per image into the arena, and with CPython's 5 ms
-    switch interval; the arena copy check."""
+    """This tree only: decode alone on a (torch, non-blocking) stream, on a numba-cuda
+    (blocking) stream, beside 8 and 2 read-ahead threads, and on a stream with the memory pool
+    kept (:func:`keep_pool`, restored after); the folder row with 2 read-ahead threads, with
+    one copy call per image into the arena, with CPython's 5 ms switch interval, with the
+    decode stream non-blocking (``loader.NONBLOCKING_STREAM``), with the pool kept
+    (``loader.POOL_KEEP_BYTES``), with both, with both and 2 readers; the arena copy check."""
     from millipyde.backend import cuda_memory as cm
-    from millipyde.data import decode as dmod
     from millipyde.data import loader as lmod
 
     out["arena_copy_batches"] = dict(cm.COPY_BATCHES)
@@ -628,9 +657,16 @@ def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
     except Exception as err:
         out["pack_check"] = {"error": repr(err)}
         log(f"pack check FAILED: {err!r}")
-    for name, kw in (("decode_on_stream", {"on_stream": True}),
-                     ("decode_beside_8_readers", {"readers": 8}),
-                     ("decode_beside_2_readers", {"readers": 2})):
+    sw = 0.0002  # the loader's switch interval
+    for name, kw in (("decode_beside_8_readers", {"readers": 8, "switch": sw}),
+                     ("decode_beside_2_readers", {"readers": 2, "switch": sw}),
+                     ("decode_beside_busy_half", {"busy": 0.5, "switch": sw}),
+                     ("decode_beside_busy_half_20us", {"busy": 0.5, "switch": 2e-5}),
+                     ("decode_on_stream", {"on_stream": True}),
+                     ("decode_beside_8_readers_busy_half",
+                      {"readers": 8, "busy": 0.5, "switch": sw})):
+        if time.perf_counter() - T0 > args.budget - 45:
+            break
         try:
             out[name] = decode_alone(info["folder"], args.decode_batches, **kw)
             log(f"{name}: {out[name]['rate']:.0f} img/s")
@@ -638,32 +674,47 @@ def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
             out[name] = {"error": repr(err)}
             log(f"{name} FAILED: {err!r}")
         _save(out, args)
-    for name, changes in (("folder_2_readers", ()),
-                          ("folder_pool_kept", ()),
-                          ("folder_parsed_in_readers", ((lmod, "PARSE_IN_READERS", True),)),
-                          ("folder_parsed_in_readers_python_read",
-                           ((lmod, "PARSE_IN_READERS", True), (dmod, "NATIVE_FILES", False))),
-                          ("folder_copy_each", ((cm, "_BATCH", [None]),)),
-                          ("folder_switch_5ms", ((lmod, "SWITCH_INTERVAL", 0.005),))):
-        if time.perf_counter() - T0 > args.budget - 30:
+    kept = (lmod, "POOL_KEEP_BYTES", 4 << 30)
+    free = (lmod, "NONBLOCKING_STREAM", True)
+    fast = (lmod, "SWITCH_INTERVAL", 2e-5)
+    for name, changes in (("folder_readers_not_held", ((lmod, "HOLD_READERS", False),)),
+                          ("folder_2_readers", ()),
+                          ("folder_switch_20us", (fast,)),
+                          ("folder_nonblocking", (free,)),
+                          ("folder_pool_kept", (kept,)),
+                          ("folder_all_2_readers", (free, kept, fast)),
+                          ("shards_all_2_readers", (free, kept, fast)),
+                          ("folder_both", (free, kept)),
+                          ("folder_switch_5ms", ((lmod, "SWITCH_INTERVAL", 0.005),)),
+                          ("folder_copy_each", ((cm, "_BATCH", [None]),))):
+        if time.perf_counter() - T0 > args.budget - 15:
             break
         saved = [(mod, attr, getattr(mod, attr)) for mod, attr, _ in changes]
         for mod, attr, value in changes:
             setattr(mod, attr, value)
         try:
             if name == "folder_pool_kept":
-                # the decode-alone rows first, with the pool kept, then the pipeline; the
-                # threshold stays raised for the rows after (said in their names' order)
-                out["pool_threshold_before"] = keep_pool(0)
-                out["decode_on_stream_pool_kept"] = decode_alone(
-                    info["folder"], args.decode_batches, on_stream=True)
+                # decode alone on a stream with the pool kept first (restored after)
+                old = keep_pool(0)
+                out["pool_threshold_before"] = old
+                try:
+                    out["decode_on_stream_pool_kept"] = decode_alone(
+                        info["folder"], args.decode_batches, on_stream=True)
+                finally:
+                    keep_pool(0, old)
                 log(f"decode on a stream, pool kept: "
                     f"{out['decode_on_stream_pool_kept']['rate']:.0f} img/s")
-            out[name] = stream_rate(info["folder"], args.batches, args.warmup,
-                                    read_threads=2 if name == "folder_2_readers" else None)
+            shards = name.startswith("shards")
+            out[name] = stream_rate(info["shards_glob" if shards else "folder"],
+                                    args.shard_batches if shards else args.batches,
+                                    args.warmup,
+                                    read_threads=2 if name.endswith("_2_readers") else None)
             r, ld = out[name], out[name]["loader"]
             log(f"{name}: {r['rate']:.0f} img/s; decode {ld['decode_s']:.2f} s over "
-                f"{ld['batches']} batches, worker {r['batches_stats']['make_s']:.2f} s")
+                f"{ld['batches']} batches ({1000 * ld['decode_s'] / ld['batches']:.1f} ms "
+                f"each), waiting for bytes {ld['read_wait_s']:.2f} s, worker "
+                f"{r['batches_stats']['make_s']:.2f} s, consumer waited "
+                f"{r['batches_stats']['wait_s']:.2f} s")
         except Exception as err:
             out[name] = {"error": repr(err)}
             log(f"{name} FAILED: {err!r}")
@@ -679,14 +730,18 @@ def table(out: dict) -> str:
     dec = out.get("decode", {}).get("rate")
     if dec:
         rows.append(("decode alone (nvImageCodec, 256)", f"{dec:.0f}", "bytes in memory"))
-    for name in ("decode_on_stream", "decode_beside_8_readers", "decode_beside_2_readers",
+    for name in ("decode_on_stream", "decode_on_blocking_stream", "decode_beside_8_readers",
+                 "decode_beside_2_readers", "decode_beside_busy_half",
+                 "decode_beside_busy_half_20us", "decode_beside_8_readers_busy_half",
                  "decode_on_stream_pool_kept"):
         if "rate" in out.get(name, {}):
             rows.append((name, f"{out[name]['rate']:.0f}", ""))
     for name in ("folder", "shards", "folder_2_readers", "folder_pool_kept",
                  "folder_parsed_in_readers",
                  "folder_parsed_in_readers_python_read", "folder_copy_each",
-                 "folder_switch_5ms"):
+                 "folder_switch_5ms", "folder_nonblocking", "folder_both",
+                 "folder_switch_20us", "folder_all_2_readers", "shards_all_2_readers",
+                 "folder_readers_not_held"):
         r = out.get(name, {})
         if "rate" in r:
             share = f"{100 * r['rate'] / dec:.0f}% of decode" if dec else ""
@@ -923,6 +978,13 @@ def main(argv: list[str] | None = None) -> int:
     h.add_argument("--parse", default="none", choices=("none", "taker", "readers",
                                                         "readers-python"))
     h.add_argument("--out", default=".")
+    au = sub.add_parser("augment", help="millipyde augment of a tree over a folder (64 "
+                                         "outputs to warm up, then N timed), as JSON")
+    au.add_argument("tree")
+    au.add_argument("folder")
+    au.add_argument("n", type=int)
+    au.add_argument("--work", default="/tmp/mpdata")
+    au.add_argument("--cache", default=None, help="the tree's own kernel cache")
     ch = sub.add_parser("child")
     for name in ("source", "rank", "world", "batches", "warmup", "barrier", "cores"):
         ch.add_argument(name)
@@ -938,6 +1000,18 @@ def main(argv: list[str] | None = None) -> int:
         # the numbers are out: no native library's teardown at exit can lose them (on
         # 2026-11-28 every rank child exited non-zero after its run, without a traceback)
         os._exit(0)
+    if args.mode == "augment":
+        tree, work = Path(args.tree).resolve(), Path(args.work)
+        cache = Path(args.cache) if args.cache else None
+        got: dict = {"tree": str(tree)}
+        for part, n in (("warm", 64), ("timed", args.n)):
+            try:
+                got[part] = run_augment(tree, args.folder, work / f"aug_{tree.name}_{part}", n,
+                                        cache, {})
+            except Exception as err:
+                got[part] = {"error": repr(err)}
+            print(json.dumps({part: got[part]}), flush=True)
+        return 0
     out = {"gpu": gpu, "cpu": cpu, "host": host}[args.mode](args)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / f"data_{args.mode}.json").write_text(json.dumps(out, indent=1))

@@ -7,6 +7,7 @@ import json
 import os
 import tarfile
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -268,6 +269,61 @@ def test_read_ahead_close_stops_readers() -> None:
     ra.close()
     assert not any(t.is_alive() for t in ra._threads)
     assert src.reads < 100  # nothing read far beyond the window
+
+
+def _until(cond, seconds: float = 10.0) -> None:
+    end = time.monotonic() + seconds
+    while not cond():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.001)
+
+
+def test_read_ahead_held_back_reads_nothing_new_and_a_wait_ends_the_hold() -> None:
+    src = _Fake(1000, 10)
+    with ReadAhead(src, iter(range(1000)), threads=3, window=1 << 20, max_items=64) as ra:
+        _until(lambda: src.reads == 64 and len(ra._results) == 64)
+        with ra.held_back():
+            got = ra.take_many(32)  # read already: the hold stays
+            time.sleep(0.05)  # room for 32: readers that were not held would read now
+            assert src.reads == 64
+            got += ra.take_many(40)  # 8 not read yet: waiting for them ends the hold
+        assert [i for i, _ in got] == list(range(72))
+        _until(lambda: src.reads == 72 + 64)  # caught up after the block
+        assert [i for i, _ in ra.take_many(10)] == list(range(72, 82))
+
+
+def test_loader_holds_the_readers_back_during_the_decode_call() -> None:
+    from millipyde.data.loader import BadSamples, Loader
+    from millipyde.data.sampler import EpochSampler
+
+    src = _Fake(400, 10)
+    src.has_targets = False
+    made = threading.Event()
+    held = []
+    box = {}
+
+    class Noting:  # a decoder that notes whether the readers are held while it decodes
+        def decode(self, datas, name_of, stream=None):
+            made.wait(10)
+            held.append(box["loader"].reader._held_back)
+            return [np.frombuffer(d, np.uint8) for d in datas]
+
+        def close(self) -> None:
+            pass
+
+    plan = lambda b: np.arange(b * 32, b * 32 + 32) if b < 10 else None  # noqa: E731
+    box["loader"] = loader = Loader(src, EpochSampler(400), plan, Noting(), 0, BadSamples(),
+                                    threads=4, window=1 << 20)
+    made.set()
+    try:
+        got = [loader.get(b) for b in range(10)]
+        assert loader.get(10) is None
+    finally:
+        loader.close()
+    assert [list(g.samples) for g in got] == [list(range(b * 32, b * 32 + 32))
+                                              for b in range(10)]
+    assert held == [True] * 10
+    assert not loader.reader._held_back
 
 
 # --------------------------------------------------------------------------- decoders

@@ -135,8 +135,15 @@ class Backend:
         finally:
             self._tls.stream = prev
 
-    def new_stream(self, device: int) -> Any:
-        """A fresh stream on ``device`` (None where launches are synchronous)."""
+    def new_stream(self, device: int, blocking: bool = True) -> Any:
+        """A fresh stream on ``device`` (None where launches are synchronous); ``blocking``:
+        ordered with the legacy default stream as CUDA's default streams are (False: runs
+        beside it)."""
+        return None
+
+    def pool_release_threshold(self, device: int, nbytes: int | None = None) -> int | None:
+        """The release threshold of ``device``'s stream-ordered memory pool, set to
+        ``nbytes`` where given; the value before (None: no such pool)."""
         return None
 
     def record_event(self, stream: Any = None) -> Any:

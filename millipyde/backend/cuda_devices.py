@@ -182,9 +182,40 @@ class CudaDevices:
         s = getattr(self._tls, "stream", None)
         return self._default_streams.get(device) if s is None else s
 
-    def new_stream(self, device: int) -> Any:
+    def new_stream(self, device: int, blocking: bool = True) -> Any:
         with self.on_device(device):
-            return self.cuda.stream()
+            if blocking:
+                return self.cuda.stream()
+            # numba-cuda makes only streams that wait for the legacy default stream (and
+            # that it waits for); a non-blocking one runs beside the work queued there
+            from numba.cuda.cudadrv import driver as drv
+
+            ctx = self.cuda.current_context()
+            flags = drv.binding.CUstream_flags.CU_STREAM_NON_BLOCKING.value
+            handle = drv.driver.cuStreamCreate(flags)
+            return drv.Stream(handle, finalizer=drv._stream_finalizer(ctx.deallocations,
+                                                                      handle))
+
+    def pool_release_threshold(self, device: int, nbytes: int | None = None) -> int:
+        """The release threshold of ``device``'s current memory pool (the pool
+        ``cudaMallocAsync`` draws from: nvImageCodec's decoded images), set to ``nbytes``
+        where given; the value before. At the driver's default of 0 the pool gives all its
+        free memory back to the device at every synchronisation, and the next allocations
+        map it again."""
+        import ctypes
+
+        lib = ctypes.CDLL("libcuda.so.1")
+        pool = ctypes.c_void_p()
+        rc = lib.cuDeviceGetMemPool(ctypes.byref(pool), ctypes.c_int(device))
+        attr = ctypes.c_int(4)  # CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+        old = ctypes.c_uint64()
+        rc = rc or lib.cuMemPoolGetAttribute(pool, attr, ctypes.byref(old))
+        if not rc and nbytes is not None:
+            rc = lib.cuMemPoolSetAttribute(pool, attr, ctypes.byref(ctypes.c_uint64(nbytes)))
+        if rc:
+            raise RuntimeError(f"device {device}: the memory pool's release threshold could "
+                               f"not be read or set (CUresult {rc})")
+        return int(old.value)
 
     def record_event(self, stream: Any = None) -> Any:
         event = self.cuda.event(timing=False)

@@ -18,6 +18,7 @@ at most ``MAX_REFILLS`` samples that were not known to be bad; nothing is retrie
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import sys
 import threading
@@ -52,8 +53,29 @@ SWITCH_INTERVAL = 0.0002
 #: --variants). Read when a Loader is made.
 PARSE_IN_READERS = False
 
+#: the read-ahead's threads start no new read while the decode thread is inside its decode
+#: call (``ReadAhead.held_back``). nvImageCodec's batched call takes the GIL back many times
+#: (about twice an image); each time another thread runs Python it waits up to the switch
+#: interval. On one H200, 30 batches of 256 decoded alone took 12.2 ms a batch, 36.7 beside
+#: 2 reading threads, 97 beside 8, 34.6 beside one thread running Python half the time
+#: (bench/RESULTS.md, "the decode call inside the pipeline"); each batch taken frees room
+#: for 256 samples, which the readers otherwise read during the call. Read per batch.
+HOLD_READERS = True
+
+#: the decode thread's stream does not wait for the legacy default stream (where the batch
+#: engine's kernels and torch's work go) nor makes it wait: nvImageCodec's work on it is
+#: otherwise ordered behind every kernel queued there before it. Read when a Loader starts.
+NONBLOCKING_STREAM = False
+
+#: while a Loader runs, its device's stream-ordered memory pool (nvImageCodec's decoded
+#: images come from ``cudaMallocAsync`` on the decode stream) keeps up to this many bytes of
+#: free memory across synchronisations instead of the driver's 0 (which gives it all back at
+#: each one, to be mapped again for the next batch); restored when the device's last Loader
+#: closes. 0: left as it is. Read when a Loader starts.
+POOL_KEEP_BYTES = 0
+
 _switch_lock = threading.Lock()
-_switch = {"loaders": 0, "saved": None}
+_switch: dict[str, Any] = {"loaders": 0, "saved": None, "pools": {}}
 
 
 def _enter_streaming() -> None:
@@ -72,6 +94,35 @@ def _leave_streaming() -> None:
         if _switch["loaders"] == 0 and _switch["saved"] is not None:
             sys.setswitchinterval(_switch["saved"])
             _switch["saved"] = None
+
+
+def _keep_pool(device: int) -> bool:
+    """Raise ``device``'s pool release threshold to :data:`POOL_KEEP_BYTES` (counted per
+    device); whether this Loader holds a count to give back."""
+    if POOL_KEEP_BYTES <= 0:
+        return False
+    with _switch_lock:
+        held = _switch["pools"].get(device)
+        if held is None:
+            old = runtime.pool_release_threshold(device)
+            if old is None:
+                return False
+            if old < POOL_KEEP_BYTES:
+                runtime.pool_release_threshold(device, POOL_KEEP_BYTES)
+            held = _switch["pools"][device] = [0, old]
+        held[0] += 1
+    return True
+
+
+def _release_pool(device: int) -> None:
+    with _switch_lock:
+        held = _switch["pools"].get(device)
+        if held is None:
+            return
+        held[0] -= 1
+        if held[0] == 0:
+            del _switch["pools"][device]
+            runtime.pool_release_threshold(device, held[1])
 
 
 class BadSampleError(ValueError):
@@ -184,10 +235,16 @@ class Loader:
     # -- the decode thread -------------------------------------------------------------
     def _run(self) -> None:
         with runtime.on_device(self.device):
-            stream = runtime.new_stream(self.device) if runtime.caps.launches_on_streams \
-                else None
-            with runtime.using_stream(stream):
-                self._loop(stream)
+            stream = None
+            if runtime.caps.launches_on_streams:
+                stream = runtime.new_stream(self.device, blocking=not NONBLOCKING_STREAM)
+            kept = _keep_pool(self.device)
+            try:
+                with runtime.using_stream(stream):
+                    self._loop(stream)
+            finally:
+                if kept:
+                    _release_pool(self.device)
 
     def _loop(self, stream: Any) -> None:
         for b in itertools.count(self.first):
@@ -215,15 +272,18 @@ class Loader:
         src = self.source
         n = len(ks)
         t0 = time.perf_counter()
-        taken = self.reader.take_many(n)
-        samples = np.fromiter((i for i, _ in taken), dtype=np.int64, count=n)
-        datas = [d for _, d in taken]
-        rows = [r for r in range(n) if not isinstance(datas[r], BaseException)]
-        arrays: list[Any] = [None] * n
-        t1 = time.perf_counter()
-        got = self.decoder.decode([datas[r] for r in rows],
-                                  lambda j: src.name(int(samples[rows[j]])), stream)
+        # held from before the take: the room it makes wakes no reader until the call is over
+        # (a sample not read yet ends the hold, see ReadAhead.held_back)
+        with self.reader.held_back() if HOLD_READERS else contextlib.nullcontext():
+            taken = self.reader.take_many(n)
+            samples = np.fromiter((i for i, _ in taken), dtype=np.int64, count=n)
+            datas = [d for _, d in taken]
+            rows = [r for r in range(n) if not isinstance(datas[r], BaseException)]
+            t1 = time.perf_counter()
+            got = self.decoder.decode([datas[r] for r in rows],
+                                      lambda j: src.name(int(samples[rows[j]])), stream)
         t2 = time.perf_counter()
+        arrays: list[Any] = [None] * n
         for r, a in zip(rows, got, strict=True):
             arrays[r] = a
         for r in range(n):

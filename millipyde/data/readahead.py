@@ -13,12 +13,19 @@ is something for it (a reader when the window has room, the consumer when the sa
 for has arrived): at tens of thousands of samples a second, waking every thread on every sample
 would spend the GIL on wake-ups.
 
+While :meth:`held_back` is entered (the decode thread's decode call), readers finish the run
+they are reading and claim no new one: a thread that runs Python during nvImageCodec's decode
+call makes that call wait for the GIL at each of its hand-overs (bench/RESULTS.md, "the decode
+call inside the pipeline"). The window is thousands of samples deep, so the readers catch up
+after the call.
+
 A sample that cannot be read is handed out as its error (the caller skips and refills it); the
 readers never retry. :meth:`close` stops the readers and joins them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -71,7 +78,8 @@ class ReadAhead:
         self._done = False  # the plan is exhausted
         self._stopped = False
         self._waiting_for = -1  # the position the consumer waits for (-1: none)
-        self._idle = 0  # readers waiting for room
+        self._idle = 0  # readers waiting for room (or for the hold to end)
+        self._held_back = False  # readers claim no new run (held_back())
         self._read_bytes = 0
         self._read_count = 0
         #: the most bytes held at once (reports and tests)
@@ -93,7 +101,7 @@ class ReadAhead:
 
     def _claim(self) -> list[tuple[int, int, int]] | None:
         """Under the lock: a run of ``(position, sample, reserved bytes)``, None at the end."""
-        while not self._stopped and not self._done and self._full():
+        while not self._stopped and not self._done and (self._held_back or self._full()):
             self._idle += 1
             self._space.wait()
             self._idle -= 1
@@ -174,6 +182,9 @@ class ReadAhead:
                 while q not in self._results:
                     if self._stopped or (self._done and q >= self._claimed):
                         raise StopIteration
+                    if self._held_back:  # a sample is needed now: the hold ends
+                        self._held_back = False
+                        self._space.notify_all()
                     if not any(t.is_alive() for t in self._threads) and q >= self._claimed:
                         raise StopIteration
                     self._waiting_for = q
@@ -188,6 +199,20 @@ class ReadAhead:
                 if self._idle and not self._full():
                     self._space.notify()
         return out
+
+    @contextlib.contextmanager
+    def held_back(self) -> Iterator[None]:
+        """Inside the block the readers start no new read (each finishes the run it is
+        reading); a :meth:`take_many` that has to wait for a sample ends the hold."""
+        with self._lock:
+            self._held_back = True
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held_back = False
+                if self._idle:
+                    self._space.notify_all()
 
     @property
     def held(self) -> int:
