@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--warm", type=int, default=8)
     ap.add_argument("--hw", type=int, default=224)
-    ap.add_argument("--only", default="", help="comma-separated row names (default: all)")
+    ap.add_argument("--only", default="", help="row names separated by ; (default: all)")
     ap.add_argument("--profile", default="", help="print the cProfile listing of this row")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         "rrc + flip": lambda: _arena_host(hosts, None, args.hw, args.size),
         "figure 5.1": lambda: _thesis_host(args.size),
     }
-    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    only = [s.strip() for s in args.only.split(";") if s.strip()]
     res: dict = {"backend": mp.backend(), "size": args.size, "batches": args.batches}
     for name, make in rows.items():
         if only and name not in only:

@@ -146,19 +146,39 @@ class ArenaRecorder:
         cols = [self.kind[inp]] + [c.astype(np.int64) for c, s in zip(coins, self.steps,
                                                                       strict=True)
                                    if s.reshapes and s.op.probability is not None]
+        first = _code(cols)
         # a policy records two structures: with and without its sampler slot
         cols += [s.structure(c) for c, s in zip(ctxs, self.steps, strict=True)
                  if isinstance(s, batch_ops.PolicyStep)]
-        code = cols[0]
-        for col in cols[1:]:  # one integer per structure: a 1-D unique is much faster
-            code = code * (int(col.max(initial=0)) + 1) + col
-        inverse = _groups_of(code)
+        inverse = _groups_of(_code(cols))
+        # the steps before the first policy are recorded once for the members that share
+        # their structure, then taken per policy structure (the same rows: each member's are
+        # its own)
+        cut = next((j for j, s in enumerate(self.steps) if isinstance(s, batch_ops.PolicyStep)),
+                   0)
+        heads = _groups_of(first) if cut else None
+        head: dict[int, Any] = {}  # head group -> (its rows, its gather) or None: unsupported
         launches: list[Launch] = []
         left: list[np.ndarray] = []
         for u in range(int(inverse.max(initial=-1)) + 1):
             rows = np.flatnonzero(inverse == u)
+            g = None
+            if heads is not None:
+                h = int(heads[rows[0]])
+                if h not in head:
+                    hrows = np.flatnonzero(heads == h)
+                    try:
+                        head[h] = (hrows, self._record(self._gather(hrows, inp), hrows, ctxs,
+                                                       coins, 0, cut))
+                    except Unsupported:
+                        head[h] = None
+                if head[h] is None:
+                    left.append(rows)
+                    continue
+                hrows, g0 = head[h]
+                g = g0 if len(hrows) == len(rows) else g0.take(inverse[hrows] == u)
             try:
-                got, lost = self._group(rows, inp, ctxs, coins)
+                got, lost = self._group(rows, inp, ctxs, coins, g, cut)
             except Unsupported:
                 left.append(rows)
                 continue
@@ -167,11 +187,16 @@ class ArenaRecorder:
         out_left = np.sort(np.concatenate(left)) if left else np.zeros(0, dtype=np.int64)
         return launches, out_left.tolist()
 
-    def _group(self, rows: np.ndarray, inp: np.ndarray, ctxs: list,
-               coins: list) -> tuple[list[Launch], np.ndarray]:
+    def _gather(self, rows: np.ndarray, inp: np.ndarray) -> VGather:
+        """An empty gather of the members ``rows`` (of one input kind)."""
         cin, dt = self.kinds[int(self.kind[inp[rows[0]]])]
-        g = VGather(self.hw[inp[rows]], cin, np.dtype(dt), self.gates)
-        for j, s in enumerate(self.steps):
+        return VGather(self.hw[inp[rows]], cin, np.dtype(dt), self.gates)
+
+    def _record(self, g: VGather, rows: np.ndarray, ctxs: list, coins: list, start: int,
+                stop: int) -> VGather:
+        """Steps ``start`` .. ``stop - 1`` recorded on ``g`` (the members ``rows``)."""
+        for j in range(start, stop):
+            s = self.steps[j]
             on = coins[j][rows]
             if s.reshapes and not on.any():
                 continue  # skipped by every member of this structure
@@ -180,6 +205,15 @@ class ArenaRecorder:
                 batch_ops.record_step(g, c, s, on)
             else:
                 batch_ops.user_op(g, c, s.op.function, s.op.args, on)
+        return g
+
+    def _group(self, rows: np.ndarray, inp: np.ndarray, ctxs: list, coins: list,
+               g: VGather | None = None, start: int = 0) -> tuple[list[Launch], np.ndarray]:
+        """The launches of the members ``rows`` (one structure) and the rows they leave;
+        ``g``: their gather with the steps before ``start`` recorded (None: a new one)."""
+        if g is None:
+            g, start = self._gather(rows, inp), 0
+        self._record(g, rows, ctxs, coins, start, len(self.steps))
         lost = [rows[g.left]]
         ok = ~g.left
         cur = g.cur
@@ -212,6 +246,14 @@ class ArenaRecorder:
                                    np.stack([base[mask], widths[mask]], axis=1),
                                    (int(h), int(w)), sig.cout, g.dtype, sub.prefixes, stages))
         return launches, np.concatenate(lost)
+
+
+def _code(cols: list[np.ndarray]) -> np.ndarray:
+    """One integer per distinct row of the columns ``cols`` (non-negative integers)."""
+    code = cols[0]
+    for col in cols[1:]:  # one integer per structure: a 1-D unique is much faster
+        code = code * (int(col.max(initial=0)) + 1) + col
+    return code
 
 
 def _groups_of(code: np.ndarray) -> np.ndarray:
@@ -354,7 +396,8 @@ def _upload(launches: list[Launch], device: int) -> tuple[Any, list[tuple]]:
         m = len(L.pos)
         # the statistic rows start at their rules' values (sums 0, minima +inf...)
         init = codegen_stat.stat_init(L.sig)
-        stat = np.tile(init, (m, 1)) if len(init) else _NO_STATS
+        # (a broadcast view: written into the upload as it is, no tiled copy first)
+        stat = np.broadcast_to(init, (m, len(init))) if len(init) else _NO_STATS
         pres = [pk.add(pr.p) for pr in L.prefixes]
         stages = []
         for i, st in enumerate(L.stages):
@@ -363,7 +406,8 @@ def _upload(launches: list[Launch], device: int) -> tuple[Any, list[tuple]]:
             prev = L.stages[i - 1] if i else None
             srows = L.rows if prev is None else _stage_rows(m, prev)
             stages.append((pk.add(st.p), pk.add(srows),
-                           pk.add(np.tile(sinit, (m, 1)) if len(sinit) else _NO_STATS),
+                           pk.add(np.broadcast_to(sinit, (m, len(sinit))) if len(sinit)
+                                  else _NO_STATS),
                            [pk.add(pr.p) for pr in st.prefixes]))
         rows = L.rows if not L.stages else _stage_rows(m, L.stages[-1])
         slots.append((pk.add(L.p), pk.add(rows), pk.add(L.pos.astype(np.int64)),

@@ -31,6 +31,7 @@ from .graph.codegen.gather_sig import (
     CLIP_OFF,
     FULL_OFF,
     MID_OFF,
+    OPS_OFF,
     P_OFF,
     PROJECTIVE_SLOTS,
     GatherSig,
@@ -62,6 +63,14 @@ def _leaves(a: np.ndarray, mid: np.ndarray, out: np.ndarray, warp_clip: bool) ->
         outside = ((fy <= -1) | (fy >= mid[:, 0, None]) | (fx <= -1)
                    | (fx >= mid[:, 1, None])).any(axis=1)
     return wide | (~integer & ~outside)
+
+
+def _full(dtype: np.dtype, _known: dict = {}) -> float:  # noqa: B006 - a cache by dtype
+    """The full intensity of ``dtype`` (its largest integer; 1.0 for floats)."""
+    got = _known.get(dtype)
+    if got is None:
+        got = _known[dtype] = float(np.iinfo(dtype).max) if dtype.kind in "ui" else 1.0
+    return got
 
 
 class Unsupported(Exception):
@@ -145,7 +154,7 @@ class VGather:
 
     @property
     def full(self) -> float:
-        return float(np.iinfo(self.dtype).max) if self.dtype.kind in "ui" else 1.0
+        return _full(self.dtype)
 
     # -- Gather.add, per kind ---------------------------------------------------------------
     def index_map(self, name: str, params: np.ndarray | None, on: np.ndarray) -> None:
@@ -228,8 +237,11 @@ class VGather:
             raise Unsupported("a pixelwise op on grey images")
         if spec.kind == "neighbourhood" and self.umap:
             raise Unsupported("a neighbourhood op with a user map")
-        slots = np.zeros((self.n, spec.slots))
-        slots[:, :params.shape[1]] = params
+        if params.shape[1] == spec.slots and params.dtype == np.float64:
+            slots = params  # (never written: kept as it is)
+        else:
+            slots = np.zeros((self.n, spec.slots))
+            slots[:, :params.shape[1]] = params
         if spec.stat:
             if self.dtype.kind not in "ui" and not STATISTICS[spec.stat].exact_on_floats:
                 # float sums are not exact in any order: the per-output row is the reference
@@ -261,26 +273,29 @@ class VGather:
         ``gates``): ``exec.gather.gather_args``'s ``p`` of each member."""
         sig = self.sig()
         n = self.n
-        p = np.zeros((n, gather_nparams(sig)))
-        p[:, P_OFF:P_OFF + 6] = self.P[:, :2].reshape(n, 6)
+        # the fixed slots, each op's slots and the extras side by side: one concatenation
+        head = np.empty((n, OPS_OFF))
+        head[:, P_OFF:P_OFF + 6] = self.P[:, :2].reshape(n, 6)
         if self.A is not None:
-            p[:, A_OFF:A_OFF + 6] = self.A[:, :2].reshape(n, 6)
-            p[:, MID_OFF:MID_OFF + 2] = self.mid
-        p[:, FULL_OFF] = self.full
-        p[:, CLIP_OFF], p[:, CLIP_HI_OFF] = -np.inf, np.inf
-        offs = op_offsets(tuple(c.name for c in self.ops))
-        for i, c in enumerate(self.ops):
-            p[:, offs[i]:offs[i + 1]] = c.params
+            head[:, A_OFF:A_OFF + 6] = self.A[:, :2].reshape(n, 6)
+            head[:, MID_OFF:MID_OFF + 2] = self.mid
+        else:
+            head[:, A_OFF:MID_OFF + 2] = 0.0
+        head[:, FULL_OFF] = self.full
+        head[:, CLIP_OFF], head[:, CLIP_HI_OFF] = -np.inf, np.inf
+        end = op_offsets(tuple(c.name for c in self.ops))[-1]
+        tail = np.zeros((n, gather_nparams(sig) - end))
+        e = 0
         if self.fill is not None:  # the window a pad reads, then one fill per channel
-            e = offs[-1]
-            p[:, e:e + 4] = self.window
-            p[:, e + 4:e + 4 + self.cin] = self.fill
-        e = offs[-1] + (BOUNDED_SLOTS if self.fill is not None else 0)
+            tail[:, :4] = self.window
+            tail[:, 4:4 + self.cin] = self.fill
+            e = BOUNDED_SLOTS
         if self.projective:  # the homography's third row (gated-off members: 0, 0, 1)
-            p[:, e:e + PROJECTIVE_SLOTS] = self.A[:, 2]
+            tail[:, e:e + PROJECTIVE_SLOTS] = self.A[:, 2]
             e += PROJECTIVE_SLOTS
         if self.umap:
-            p[:, e:e + self.uparams.shape[1]] = self.uparams
+            tail[:, e:e + self.uparams.shape[1]] = self.uparams
+        p = np.concatenate([head, *(c.params for c in self.ops), tail], axis=1)
         if not self.gates:
             if any(c.off.any() for c in self.ops) or (self.soff is not None and self.soff.any()):
                 raise RuntimeError("VGather: members gated off in a kernel without gates")
