@@ -13,7 +13,11 @@ memory at their own sizes, ``random_resized_crop(224)``, ``fliplr(p=0.5)``, the 
   host copy);
 - ``rrc + flip``: the same recipe with no policy (the arena's floor);
 - ``figure 5.1``: ``bench_batches.operations()`` on six 512x512 RGB inputs (the chain that
-  makes ~100k img/s on an H100/H200): ``batch_record.Recorder.groups`` and the groups' pack.
+  makes ~100k img/s on an H100/H200): ``batch_record.Recorder.groups`` and the groups' pack;
+- ``MixUp`` / ``CutMix``: one mixer call (``num_classes=1000``, int64 class labels on the
+  host, as ``bench_policies`` passes them) on a float32 NCHW batch of 224x224, its two kernel
+  launches replaced by no-ops: the mixer's own host work per batch ("record" is the whole
+  call, "pack" 0).
 
 Per row: ms per batch (best of ``--repeat`` runs of ``--batches`` batches, after warm-up
 batches that record every structure's template), the thread's CPU ms per batch (what the
@@ -87,6 +91,23 @@ def _thesis_host(n: int) -> Callable:
     return host
 
 
+def _mix_host(mixer: object, n: int, hw: int) -> Callable:
+    """One call of ``mixer`` on a float32 NCHW batch, its kernels not run."""
+    from millipyde.backend import ACTIVE as runtime
+
+    batch = mp.gpuarray(np.zeros((n, 3, hw, hw), dtype=np.float32))
+    labels = np.arange(n, dtype=np.int64) % 6
+    runtime.launch_blocks = runtime.launch_1d = runtime.launch_grid = \
+        lambda *a, **k: None  # (this process times no kernel after this row)
+
+    def host(b: int) -> tuple[float, float]:
+        t0 = time.perf_counter()
+        mixer(batch, labels, step=b)
+        return time.perf_counter() - t0, 0.0
+
+    return host
+
+
 def measure(host: Callable, batches_: int, repeat: int, warm: int,
             profile: bool = False) -> dict:
     """ms per batch (record, pack, both; best of ``repeat``), thread CPU ms and Python calls
@@ -138,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         "AutoAugment": lambda: _arena_host(hosts, mp.AutoAugment(), args.hw, args.size),
         "rrc + flip": lambda: _arena_host(hosts, None, args.hw, args.size),
         "figure 5.1": lambda: _thesis_host(args.size),
+        "MixUp": lambda: _mix_host(mp.MixUp(num_classes=1000, seed=0), args.size, args.hw),
+        "CutMix": lambda: _mix_host(mp.CutMix(num_classes=1000, seed=0), args.size, args.hw),
     }
     only = [s.strip() for s in args.only.split(";") if s.strip()]
     res: dict = {"backend": mp.backend(), "size": args.size, "batches": args.batches}
