@@ -246,12 +246,12 @@ class VGather:
             if self.dtype.kind not in "ui" and not STATISTICS[spec.stat].exact_on_floats:
                 # float sums are not exact in any order: the per-output row is the reference
                 raise Unsupported(f"a {spec.stat} of a float image")
-            sig, p = self.rows()
+            sig, p = self.rows(spare=3)
             hw = self.cur
+            p[:, -3:-1] = hw
+            p[:, -1] = ~on
             self.prefixes.append(Prefix(
-                spec.stat, sig,
-                np.concatenate([p, hw.astype(np.float64), (~on).astype(np.float64)[:, None]],
-                               axis=1),
+                spec.stat, sig, p,
                 (int(hw[:, 0].max(initial=0)), int(hw[:, 1].max(initial=0)))))
         self.positional = self.positional or spec.reads_position
         self.ops.append(_Chained(name, slots, ~on))  # the pre ops all come before the sampler
@@ -268,23 +268,30 @@ class VGather:
             bounded=self.fill is not None, umap=self.umap, nearest=self.nearest,
             projective=self.projective, guard=self.projective)
 
-    def rows(self) -> tuple[GatherSig, np.ndarray]:
+    def rows(self, spare: int = 0) -> tuple[GatherSig, np.ndarray]:
         """The signature and per-member parameter rows (gate flags after them with
-        ``gates``): ``exec.gather.gather_args``'s ``p`` of each member."""
+        ``gates``): ``exec.gather.gather_args``'s ``p`` of each member; ``spare`` more
+        columns after them, left for the caller to fill."""
         sig = self.sig()
         n = self.n
-        # the fixed slots, each op's slots and the extras side by side: one concatenation
-        head = np.empty((n, OPS_OFF))
-        head[:, P_OFF:P_OFF + 6] = self.P[:, :2].reshape(n, 6)
+        ops = self.ops
+        end = op_offsets(tuple(c.name for c in ops))[-1]
+        width = gather_nparams(sig)
+        nflags = len(ops) + 1 if self.gates else 0
+        # one array: the fixed slots, each op's slots, the extras, the flags, the spare
+        p = np.empty((n, width + nflags + spare))
+        p[:, P_OFF:P_OFF + 6] = self.P[:, :2].reshape(n, 6)
         if self.A is not None:
-            head[:, A_OFF:A_OFF + 6] = self.A[:, :2].reshape(n, 6)
-            head[:, MID_OFF:MID_OFF + 2] = self.mid
+            p[:, A_OFF:A_OFF + 6] = self.A[:, :2].reshape(n, 6)
+            p[:, MID_OFF:MID_OFF + 2] = self.mid
         else:
-            head[:, A_OFF:MID_OFF + 2] = 0.0
-        head[:, FULL_OFF] = self.full
-        head[:, CLIP_OFF], head[:, CLIP_HI_OFF] = -np.inf, np.inf
-        end = op_offsets(tuple(c.name for c in self.ops))[-1]
-        tail = np.zeros((n, gather_nparams(sig) - end))
+            p[:, A_OFF:MID_OFF + 2] = 0.0
+        p[:, FULL_OFF] = self.full
+        p[:, CLIP_OFF], p[:, CLIP_HI_OFF] = -np.inf, np.inf
+        if ops:
+            np.concatenate([c.params for c in ops], axis=1, out=p[:, OPS_OFF:end])
+        tail = p[:, end:width]
+        tail[...] = 0.0
         e = 0
         if self.fill is not None:  # the window a pad reads, then one fill per channel
             tail[:, :4] = self.window
@@ -295,14 +302,14 @@ class VGather:
             e += PROJECTIVE_SLOTS
         if self.umap:
             tail[:, e:e + self.uparams.shape[1]] = self.uparams
-        p = np.concatenate([head, *(c.params for c in self.ops), tail], axis=1)
         if not self.gates:
-            if any(c.off.any() for c in self.ops) or (self.soff is not None and self.soff.any()):
+            if any(c.off.any() for c in ops) or (self.soff is not None and self.soff.any()):
                 raise RuntimeError("VGather: members gated off in a kernel without gates")
             return sig, p
-        flags = [c.off for c in self.ops]
-        flags.append(np.zeros(n, dtype=bool) if self.soff is None else self.soff)
-        return sig, np.concatenate([p, np.stack(flags, axis=1).astype(np.float64)], axis=1)
+        if ops:
+            p[:, width:width + len(ops)] = np.stack([c.off for c in ops], axis=1)
+        p[:, width + len(ops)] = 0.0 if self.soff is None else self.soff
+        return sig, p
 
     def take(self, keep: np.ndarray) -> VGather:
         """The members ``keep`` (a boolean mask) only."""
