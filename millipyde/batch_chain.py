@@ -129,6 +129,9 @@ class VGather:
     # the gathers before this one (``cut``), in order: each writes an image of its own
     # dtype that the next reads, as the per-output plan's kernels do
     stages: list[VGather] = field(default_factory=list)
+    # ``rows``' last concatenation: (the ops list it read, how many of its ops, their slots
+    # side by side, their gate flags side by side); the ops list only grows
+    _joined: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         n = len(self.cur)
@@ -288,8 +291,8 @@ class VGather:
             p[:, A_OFF:MID_OFF + 2] = 0.0
         p[:, FULL_OFF] = self.full
         p[:, CLIP_OFF], p[:, CLIP_HI_OFF] = -np.inf, np.inf
-        if ops:
-            np.concatenate([c.params for c in ops], axis=1, out=p[:, OPS_OFF:end])
+        params, offs = self._joined_ops()
+        p[:, OPS_OFF:end] = params
         tail = p[:, end:width]
         tail[...] = 0.0
         e = 0
@@ -306,10 +309,30 @@ class VGather:
             if any(c.off.any() for c in ops) or (self.soff is not None and self.soff.any()):
                 raise RuntimeError("VGather: members gated off in a kernel without gates")
             return sig, p
-        if ops:
-            p[:, width:width + len(ops)] = np.stack([c.off for c in ops], axis=1)
+        p[:, width:width + len(ops)] = offs
         p[:, width + len(ops)] = 0.0 if self.soff is None else self.soff
         return sig, p
+
+    def _joined_ops(self) -> tuple[np.ndarray, np.ndarray]:
+        """(n, slots) every chained op's slots side by side and (n, ops) their gate-off flags:
+        the last call's arrays extended by the ops added since (a gather's statistic ops ask
+        for its rows as it grows)."""
+        ops = self.ops
+        got = self._joined
+        if got is not None and got[0] is ops and got[1] == len(ops):
+            return got[2], got[3]
+        k = 0 if got is None or got[0] is not ops else got[1]
+        new = ops[k:]
+        params = [c.params for c in new]
+        offs = [c.off[:, None] for c in new]
+        if k:
+            params.insert(0, got[2])
+            offs.insert(0, got[3])
+        n = self.n
+        joined = (np.concatenate(params, axis=1) if params else np.zeros((n, 0)),
+                  np.concatenate(offs, axis=1) if offs else np.zeros((n, 0), dtype=bool))
+        self._joined = (ops, len(ops), *joined)
+        return joined
 
     def take(self, keep: np.ndarray) -> VGather:
         """The members ``keep`` (a boolean mask) only."""
