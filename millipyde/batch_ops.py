@@ -270,14 +270,15 @@ def _key(args: tuple) -> tuple:
 
 
 def _record_entries(g: VGather, c: Ctx, step: PolicyStep, name: str,
-                    groups: list[tuple[float, np.ndarray]], on: np.ndarray) -> None:
+                    groups: list[tuple[float, np.ndarray]], on: np.ndarray,
+                    sized: tuple[Any, int, int]) -> None:
     """Entry ``name`` (a value op: its arguments depend on the magnitude alone) on the members
     ``on``, ``groups`` their distinct magnitudes (ascending) and the rows of each: its
     deterministic form sampled once per distinct magnitude (and kept:
     :meth:`PolicyStep.entry_rows`), the rows gathered into one gated emit per kernel (every
-    member gets a row; those not ``on`` are gated off)."""
-    kind = kind_for(g.cin, g.dtype)
-    h0, w0 = (int(v) for v in g.cur[0])
+    member gets a row; those not ``on`` are gated off). ``sized``: the members' image kind and
+    the first member's height and width (a value entry's rows do not depend on the size)."""
+    kind, h0, w0 = sized
     if not groups:  # no member draws it: recorded gated off (the same structure)
         groups = [(None, np.zeros(0, dtype=np.int64))]
     params: dict[str, np.ndarray] = {}
@@ -370,6 +371,8 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
     if not npos:
         return
     hw = g.cur.copy()
+    # (the entries keep the size: every value entry's rows are made at the first member's)
+    sized = (kind_for(g.cin, g.dtype), int(hw[0, 0]), int(hw[0, 1]))
     geo = np.stack([d.runs & step.geometric[d.op] for d in plan], axis=1)
     before = np.cumsum(geo, axis=1) - geo  # geometric entries before each position
     slots = int(geo[on].sum(axis=1).max(initial=0))
@@ -394,7 +397,7 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
             for k, name in enumerate(pol.names):
                 if name in GEOMETRIC or name == "Identity":
                     continue
-                _record_entries(g, c, step, name, drawn.get(k, []), placed & (d.op == k))
+                _record_entries(g, c, step, name, drawn.get(k, []), placed & (d.op == k), sized)
 
 
 def record_step(g: VGather, c: Ctx, step: Step | ChoiceStep | PolicyStep,
