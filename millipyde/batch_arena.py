@@ -146,19 +146,39 @@ class ArenaRecorder:
         cols = [self.kind[inp]] + [c.astype(np.int64) for c, s in zip(coins, self.steps,
                                                                       strict=True)
                                    if s.reshapes and s.op.probability is not None]
+        first = _code(cols)
         # a policy records two structures: with and without its sampler slot
         cols += [s.structure(c) for c, s in zip(ctxs, self.steps, strict=True)
                  if isinstance(s, batch_ops.PolicyStep)]
-        code = cols[0]
-        for col in cols[1:]:  # one integer per structure: a 1-D unique is much faster
-            code = code * (int(col.max(initial=0)) + 1) + col
-        inverse = _groups_of(code)
+        inverse = _groups_of(_code(cols))
+        # the steps before the first policy are recorded once for the members that share
+        # their structure, then taken per policy structure (the same rows: each member's are
+        # its own)
+        cut = next((j for j, s in enumerate(self.steps) if isinstance(s, batch_ops.PolicyStep)),
+                   0)
+        heads = _groups_of(first) if cut else None
+        head: dict[int, Any] = {}  # head group -> (its rows, its gather) or None: unsupported
         launches: list[Launch] = []
         left: list[np.ndarray] = []
         for u in range(int(inverse.max(initial=-1)) + 1):
             rows = np.flatnonzero(inverse == u)
+            g = None
+            if heads is not None:
+                h = int(heads[rows[0]])
+                if h not in head:
+                    hrows = np.flatnonzero(heads == h)
+                    try:
+                        head[h] = (hrows, self._record(self._gather(hrows, inp), hrows, ctxs,
+                                                       coins, 0, cut))
+                    except Unsupported:
+                        head[h] = None
+                if head[h] is None:
+                    left.append(rows)
+                    continue
+                hrows, g0 = head[h]
+                g = g0 if len(hrows) == len(rows) else g0.take(inverse[hrows] == u)
             try:
-                got, lost = self._group(rows, inp, ctxs, coins)
+                got, lost = self._group(rows, inp, ctxs, coins, g, cut)
             except Unsupported:
                 left.append(rows)
                 continue
@@ -167,11 +187,16 @@ class ArenaRecorder:
         out_left = np.sort(np.concatenate(left)) if left else np.zeros(0, dtype=np.int64)
         return launches, out_left.tolist()
 
-    def _group(self, rows: np.ndarray, inp: np.ndarray, ctxs: list,
-               coins: list) -> tuple[list[Launch], np.ndarray]:
+    def _gather(self, rows: np.ndarray, inp: np.ndarray) -> VGather:
+        """An empty gather of the members ``rows`` (of one input kind)."""
         cin, dt = self.kinds[int(self.kind[inp[rows[0]]])]
-        g = VGather(self.hw[inp[rows]], cin, np.dtype(dt), self.gates)
-        for j, s in enumerate(self.steps):
+        return VGather(self.hw[inp[rows]], cin, np.dtype(dt), self.gates)
+
+    def _record(self, g: VGather, rows: np.ndarray, ctxs: list, coins: list, start: int,
+                stop: int) -> VGather:
+        """Steps ``start`` .. ``stop - 1`` recorded on ``g`` (the members ``rows``)."""
+        for j in range(start, stop):
+            s = self.steps[j]
             on = coins[j][rows]
             if s.reshapes and not on.any():
                 continue  # skipped by every member of this structure
@@ -180,6 +205,15 @@ class ArenaRecorder:
                 batch_ops.record_step(g, c, s, on)
             else:
                 batch_ops.user_op(g, c, s.op.function, s.op.args, on)
+        return g
+
+    def _group(self, rows: np.ndarray, inp: np.ndarray, ctxs: list, coins: list,
+               g: VGather | None = None, start: int = 0) -> tuple[list[Launch], np.ndarray]:
+        """The launches of the members ``rows`` (one structure) and the rows they leave;
+        ``g``: their gather with the steps before ``start`` recorded (None: a new one)."""
+        if g is None:
+            g, start = self._gather(rows, inp), 0
+        self._record(g, rows, ctxs, coins, start, len(self.steps))
         lost = [rows[g.left]]
         ok = ~g.left
         cur = g.cur
@@ -212,6 +246,14 @@ class ArenaRecorder:
                                    np.stack([base[mask], widths[mask]], axis=1),
                                    (int(h), int(w)), sig.cout, g.dtype, sub.prefixes, stages))
         return launches, np.concatenate(lost)
+
+
+def _code(cols: list[np.ndarray]) -> np.ndarray:
+    """One integer per distinct row of the columns ``cols`` (non-negative integers)."""
+    code = cols[0]
+    for col in cols[1:]:  # one integer per structure: a 1-D unique is much faster
+        code = code * (int(col.max(initial=0)) + 1) + col
+    return code
 
 
 def _groups_of(code: np.ndarray) -> np.ndarray:
@@ -372,31 +414,47 @@ def _stat_fn(sig: Any, stat: str, gates: bool) -> Any:
 
 def _upload(launches: list[Launch], device: int) -> tuple[Any, list[tuple]]:
     """Every launch's per-member arrays in one pack, uploaded: the pack and per launch its
-    slots (parameters, rows, positions, statistics, the statistic's prefix rows)."""
+    slots (parameters, rows, positions, the statistics' buffer, the statistic's prefix
+    rows); the statistics' buffers are made on the device (:func:`_stat_rows`)."""
     from .graph.exec.batch import Pack
 
     pk = Pack()
     slots = []
     for L in launches:
         m = len(L.pos)
-        # the statistic rows start at their rules' values (sums 0, minima +inf...)
-        init = codegen_stat.stat_init(L.sig)
-        stat = np.tile(init, (m, 1)) if len(init) else _NO_STATS
+        stat = _stat_rows(codegen_stat.stat_init(L.sig), L.sig, m, device)
         pres = [pk.add(pr.p) for pr in L.prefixes]
         stages = []
         for i, st in enumerate(L.stages):
-            sinit = codegen_stat.stat_init(st.sig)
             # a stage after the first reads the one before: member r's image at r * size
             prev = L.stages[i - 1] if i else None
             srows = L.rows if prev is None else _stage_rows(m, prev)
             stages.append((pk.add(st.p), pk.add(srows),
-                           pk.add(np.tile(sinit, (m, 1)) if len(sinit) else _NO_STATS),
+                           _stat_rows(codegen_stat.stat_init(st.sig), st.sig, m, device),
                            [pk.add(pr.p) for pr in st.prefixes]))
         rows = L.rows if not L.stages else _stage_rows(m, L.stages[-1])
         slots.append((pk.add(L.p), pk.add(rows), pk.add(L.pos.astype(np.int64)),
-                      pk.add(stat), pres, stages))
+                      stat, pres, stages))
     pk.upload(device)
     return pk, slots
+
+
+def _stat_rows(init: np.ndarray, sig: Any, m: int, device: int) -> Any:
+    """(m, len(init)) statistic rows on ``device``, each at ``init`` (its rules' starting
+    values: sums 0, minima +inf...), for ``m`` members of a launch of ``sig``: copied on the
+    device from a kept constant of such rows, not written into every batch's upload (an
+    equalize's rows are 6 KB a member). A launch without statistics gets a kept (1, 1)
+    buffer it never reads."""
+    if not len(init):
+        return runtime.constant(("arena-no-stats",), _NO_STATS, device)
+    width = len(init)
+    size = 1 << max(0, m - 1).bit_length()  # (constants for a few sizes: powers of two)
+    src = runtime.constant(("arena-stat-init", sig, size),
+                           lambda: np.tile(init, size), device)
+    buf = runtime.empty((m * width,), init.dtype, device)
+    if m:
+        runtime.copy_into(buf, 0, src[:m * width], m * width)
+    return runtime.reshape(buf, (m, width))
 
 
 def _stage_rows(m: int, st: Stage) -> np.ndarray:
@@ -419,11 +477,11 @@ def _run_stages(L: Launch, pk: Any, slot: tuple, src: Any, device: int,
             h, w = (min(a, b) for a, b in zip(pr.hw, codegen_stat.ARENA_STAT_GRID,
                                               strict=True))
             _launch(_stat_fn(pr.sig, pr.stat, L.gates), m, h, w, device, src, pk[srows],
-                    pk[pre], pk[sstat])
+                    pk[pre], sstat)
         tmp = runtime.empty((m, *st.hw, st.cout), L.dtype, device)
         keep.append(tmp)
         _launch(_gather_fn(st.sig, L.gates, "", 3), m, *st.hw, device, src, pk[srows], tmp,
-                pk[sp], pk[sstat])
+                pk[sp], sstat)
         src = runtime.reshape(tmp, (m * st.hw[0] * st.hw[1] * st.cout,))
     return src
 
@@ -437,7 +495,7 @@ def _statistics(L: Launch, pk: Any, slot: tuple, src: Any, device: int) -> None:
     for pr, pre in zip(L.prefixes, pres, strict=True):
         h, w = (min(a, b) for a, b in zip(pr.hw, codegen_stat.ARENA_STAT_GRID, strict=True))
         _launch(_stat_fn(pr.sig, pr.stat, L.gates), len(L.pos), h, w, device, src, pk[rows],
-                pk[pre], pk[stat])
+                pk[pre], stat)
 
 
 def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
@@ -449,7 +507,7 @@ def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
     from .graph.plan.schedule import full_range
 
     pk, slots = _upload(launches, device)
-    keep: list[Any] = [pk]
+    keep: list[Any] = [pk, slots]  # (slots: the statistics' buffers)
     mean, std = consts
     for L, slot in zip(launches, slots, strict=True):
         p, rows, pos, stat, _, _ = slot
@@ -458,13 +516,13 @@ def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
         _statistics(L, pk, slot, src, device)
         if L.hw == tuple(hw) and L.dtype in (np.uint8, np.float64):
             _launch(_gather_fn(L.sig, L.gates, spec.layout, spec.channels), m, *hw, device,
-                    src, pk[rows], pk[p], pk[stat], out, pk[pos], mean, std,
+                    src, pk[rows], pk[p], stat, out, pk[pos], mean, std,
                     full_range(L.dtype))
             continue
         tmp = runtime.empty((m, *L.hw, L.cout), L.dtype, device)
         keep.append(tmp)
         _launch(_gather_fn(L.sig, L.gates, "", spec.channels), m, *L.hw, device, src,
-                pk[rows], tmp, pk[p], pk[stat])
+                pk[rows], tmp, pk[p], stat)
         write_sample(out, pk[pos], tmp, spec, consts, hw, device)
     return keep
 
@@ -478,7 +536,7 @@ def native(launches: list[Launch], arena: dict[str, Any],
 
     pk, slots = _upload(launches, device)
     outs = []
-    keep: list[Any] = [pk]
+    keep: list[Any] = [pk, slots]  # (slots: the statistics' buffers)
     for L, slot in zip(launches, slots, strict=True):
         p, rows, _, stat, _, _ = slot
         src = _run_stages(L, pk, slot, arena[L.dtype.str], device, keep)
@@ -487,6 +545,6 @@ def native(launches: list[Launch], arena: dict[str, Any],
         # (channels only names a training batch's layout: 3, the compiled kernel that a
         # batch's own-size temporaries use too)
         _launch(_gather_fn(L.sig, L.gates, "", 3), len(L.pos), *L.hw, device, src,
-                pk[rows], tmp, pk[p], pk[stat])
+                pk[rows], tmp, pk[p], stat)
         outs.append(tmp)
     return outs, keep

@@ -31,6 +31,7 @@ from .graph.codegen.gather_sig import (
     CLIP_OFF,
     FULL_OFF,
     MID_OFF,
+    OPS_OFF,
     P_OFF,
     PROJECTIVE_SLOTS,
     GatherSig,
@@ -62,6 +63,14 @@ def _leaves(a: np.ndarray, mid: np.ndarray, out: np.ndarray, warp_clip: bool) ->
         outside = ((fy <= -1) | (fy >= mid[:, 0, None]) | (fx <= -1)
                    | (fx >= mid[:, 1, None])).any(axis=1)
     return wide | (~integer & ~outside)
+
+
+def _full(dtype: np.dtype, _known: dict = {}) -> float:  # noqa: B006 - a cache by dtype
+    """The full intensity of ``dtype`` (its largest integer; 1.0 for floats)."""
+    got = _known.get(dtype)
+    if got is None:
+        got = _known[dtype] = float(np.iinfo(dtype).max) if dtype.kind in "ui" else 1.0
+    return got
 
 
 class Unsupported(Exception):
@@ -120,6 +129,9 @@ class VGather:
     # the gathers before this one (``cut``), in order: each writes an image of its own
     # dtype that the next reads, as the per-output plan's kernels do
     stages: list[VGather] = field(default_factory=list)
+    # ``rows``' last concatenation: (the ops list it read, how many of its ops, their slots
+    # side by side, their gate flags side by side); the ops list only grows
+    _joined: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         n = len(self.cur)
@@ -145,7 +157,7 @@ class VGather:
 
     @property
     def full(self) -> float:
-        return float(np.iinfo(self.dtype).max) if self.dtype.kind in "ui" else 1.0
+        return _full(self.dtype)
 
     # -- Gather.add, per kind ---------------------------------------------------------------
     def index_map(self, name: str, params: np.ndarray | None, on: np.ndarray) -> None:
@@ -228,18 +240,21 @@ class VGather:
             raise Unsupported("a pixelwise op on grey images")
         if spec.kind == "neighbourhood" and self.umap:
             raise Unsupported("a neighbourhood op with a user map")
-        slots = np.zeros((self.n, spec.slots))
-        slots[:, :params.shape[1]] = params
+        if params.shape[1] == spec.slots and params.dtype == np.float64:
+            slots = params  # (never written: kept as it is)
+        else:
+            slots = np.zeros((self.n, spec.slots))
+            slots[:, :params.shape[1]] = params
         if spec.stat:
             if self.dtype.kind not in "ui" and not STATISTICS[spec.stat].exact_on_floats:
                 # float sums are not exact in any order: the per-output row is the reference
                 raise Unsupported(f"a {spec.stat} of a float image")
-            sig, p = self.rows()
+            sig, p = self.rows(spare=3)
             hw = self.cur
+            p[:, -3:-1] = hw
+            p[:, -1] = ~on
             self.prefixes.append(Prefix(
-                spec.stat, sig,
-                np.concatenate([p, hw.astype(np.float64), (~on).astype(np.float64)[:, None]],
-                               axis=1),
+                spec.stat, sig, p,
                 (int(hw[:, 0].max(initial=0)), int(hw[:, 1].max(initial=0)))))
         self.positional = self.positional or spec.reads_position
         self.ops.append(_Chained(name, slots, ~on))  # the pre ops all come before the sampler
@@ -256,38 +271,68 @@ class VGather:
             bounded=self.fill is not None, umap=self.umap, nearest=self.nearest,
             projective=self.projective, guard=self.projective)
 
-    def rows(self) -> tuple[GatherSig, np.ndarray]:
+    def rows(self, spare: int = 0) -> tuple[GatherSig, np.ndarray]:
         """The signature and per-member parameter rows (gate flags after them with
-        ``gates``): ``exec.gather.gather_args``'s ``p`` of each member."""
+        ``gates``): ``exec.gather.gather_args``'s ``p`` of each member; ``spare`` more
+        columns after them, left for the caller to fill."""
         sig = self.sig()
         n = self.n
-        p = np.zeros((n, gather_nparams(sig)))
+        ops = self.ops
+        end = op_offsets(tuple(c.name for c in ops))[-1]
+        width = gather_nparams(sig)
+        nflags = len(ops) + 1 if self.gates else 0
+        # one array: the fixed slots, each op's slots, the extras, the flags, the spare
+        p = np.empty((n, width + nflags + spare))
         p[:, P_OFF:P_OFF + 6] = self.P[:, :2].reshape(n, 6)
         if self.A is not None:
             p[:, A_OFF:A_OFF + 6] = self.A[:, :2].reshape(n, 6)
             p[:, MID_OFF:MID_OFF + 2] = self.mid
+        else:
+            p[:, A_OFF:MID_OFF + 2] = 0.0
         p[:, FULL_OFF] = self.full
         p[:, CLIP_OFF], p[:, CLIP_HI_OFF] = -np.inf, np.inf
-        offs = op_offsets(tuple(c.name for c in self.ops))
-        for i, c in enumerate(self.ops):
-            p[:, offs[i]:offs[i + 1]] = c.params
+        params, offs = self._joined_ops()
+        p[:, OPS_OFF:end] = params
+        tail = p[:, end:width]
+        tail[...] = 0.0
+        e = 0
         if self.fill is not None:  # the window a pad reads, then one fill per channel
-            e = offs[-1]
-            p[:, e:e + 4] = self.window
-            p[:, e + 4:e + 4 + self.cin] = self.fill
-        e = offs[-1] + (BOUNDED_SLOTS if self.fill is not None else 0)
+            tail[:, :4] = self.window
+            tail[:, 4:4 + self.cin] = self.fill
+            e = BOUNDED_SLOTS
         if self.projective:  # the homography's third row (gated-off members: 0, 0, 1)
-            p[:, e:e + PROJECTIVE_SLOTS] = self.A[:, 2]
+            tail[:, e:e + PROJECTIVE_SLOTS] = self.A[:, 2]
             e += PROJECTIVE_SLOTS
         if self.umap:
-            p[:, e:e + self.uparams.shape[1]] = self.uparams
+            tail[:, e:e + self.uparams.shape[1]] = self.uparams
         if not self.gates:
-            if any(c.off.any() for c in self.ops) or (self.soff is not None and self.soff.any()):
+            if any(c.off.any() for c in ops) or (self.soff is not None and self.soff.any()):
                 raise RuntimeError("VGather: members gated off in a kernel without gates")
             return sig, p
-        flags = [c.off for c in self.ops]
-        flags.append(np.zeros(n, dtype=bool) if self.soff is None else self.soff)
-        return sig, np.concatenate([p, np.stack(flags, axis=1).astype(np.float64)], axis=1)
+        p[:, width:width + len(ops)] = offs
+        p[:, width + len(ops)] = 0.0 if self.soff is None else self.soff
+        return sig, p
+
+    def _joined_ops(self) -> tuple[np.ndarray, np.ndarray]:
+        """(n, slots) every chained op's slots side by side and (n, ops) their gate-off flags:
+        the last call's arrays extended by the ops added since (a gather's statistic ops ask
+        for its rows as it grows)."""
+        ops = self.ops
+        got = self._joined
+        if got is not None and got[0] is ops and got[1] == len(ops):
+            return got[2], got[3]
+        k = 0 if got is None or got[0] is not ops else got[1]
+        new = ops[k:]
+        params = [c.params for c in new]
+        offs = [c.off[:, None] for c in new]
+        if k:
+            params.insert(0, got[2])
+            offs.insert(0, got[3])
+        n = self.n
+        joined = (np.concatenate(params, axis=1) if params else np.zeros((n, 0)),
+                  np.concatenate(offs, axis=1) if offs else np.zeros((n, 0), dtype=bool))
+        self._joined = (ops, len(ops), *joined)
+        return joined
 
     def take(self, keep: np.ndarray) -> VGather:
         """The members ``keep`` (a boolean mask) only."""

@@ -10,6 +10,7 @@ bits. :class:`Ctx` is the members' :class:`~millipyde.ops.Draws`: the counter-ba
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -183,11 +184,65 @@ class PolicyStep:
         self.op = op
         self.geometric = np.array([name in GEOMETRIC for name in op.names])
         self._parsed: dict[Any, Any] = {}
+        self._entries: dict[tuple, list | None] = {}  # ``entry_rows``
+        self._slots: dict[tuple, tuple] = {}  # ``slot_row``
 
     def structure(self, c: Ctx) -> np.ndarray:
         """(n,) how many geometric entries the member draws (its gather's sampler slots):
         the structures a policy records, at most its positions + 1."""
         return self.op.geometric_count(c.u, c.n)
+
+    def entry_rows(self, name: str, magnitude: float | None, kind: Any, h: int, w: int,
+                   full: float, c: Ctx) -> list | None:
+        """Value entry ``name`` at ``magnitude`` (None: at 0, recorded gated off) on an
+        ``h`` x ``w`` image of ``kind``: per kernel its name and its one parameter row (a
+        deterministic form's parameters are the same on every member: sampled on one), a
+        kernel None where the image refuses it; None for an entry that records nothing.
+        Made once per (entry, magnitude, kind, size) and kept."""
+        # (the sign too: -0.0 and 0.0 are one dict key)
+        key = (name, magnitude, None if magnitude is None else math.copysign(1.0, magnitude),
+               kind, h, w, full)
+        got = self._entries.get(key, _NOTHING)
+        if got is not _NOTHING:
+            return got
+        call = entry_call(name, 0.0 if magnitude is None else magnitude, h, w, full)
+        if call is None:
+            got = None
+        else:
+            method, args = call
+            form = FORMS[method]
+            if form.draws or name in GEOMETRIC:  # pragma: no cover - the tables' invariant
+                raise Unsupported(f"a policy entry {name} whose parameters are per member")
+            got = []
+            one = np.zeros(1, dtype=np.int64)
+            cur = np.array([[h, w]], dtype=np.int64)
+            for e in form.emits(self.parsed(method, kind, args), c.sub(one), cur, kind):
+                if isinstance(e, Reject):
+                    got.append((None, None))
+                    continue
+                if e.skip is not None or e.out is not None:
+                    raise Unsupported(f"a policy entry {name} that skips or resizes")
+                row = np.array(e.params[0], dtype=np.float64)
+                row.flags.writeable = False
+                got.append((e.kernel, row))
+        if len(self._entries) >= 4096:  # (many sizes or magnitudes: kept bounded)
+            self._entries.clear()
+        self._entries[key] = got
+        return got
+
+    def slot_row(self, op: int, magnitude: float, h: int, w: int, full: float,
+                 kind: Any) -> tuple:
+        """The ``warp_affine`` parameters of geometric entry ``op`` (an index into the
+        policy's names) at ``magnitude`` on an ``h`` x ``w`` image: made once and kept."""
+        key = (op, magnitude, math.copysign(1.0, magnitude), h, w, full, kind)
+        got = self._slots.get(key)
+        if got is None:
+            (matrix,) = entry_call(self.op.names[op], magnitude, h, w, full)[1]
+            got = self.parsed(GEOMETRIC_METHOD, kind, (matrix,))
+            if len(self._slots) >= 4096:  # (many sizes: kept bounded)
+                self._slots.clear()
+            self._slots[key] = got
+        return got
 
     def parsed(self, method: str, kind: Any, args: tuple) -> Any:
         """The form's parsed arguments (cached: policies repeat a few values)."""
@@ -207,72 +262,94 @@ def policy_step(op: Policy, inputs: list) -> PolicyStep | None:
     return PolicyStep(op)
 
 
+_NOTHING = object()
+
+
 def _key(args: tuple) -> tuple:
     return tuple(tuple(a.ravel().tolist()) if isinstance(a, np.ndarray) else a for a in args)
 
 
-def _record_entries(g: VGather, c: Ctx, step: PolicyStep, name: str, mags: np.ndarray,
-                    on: np.ndarray) -> None:
+def _record_entries(g: VGather, c: Ctx, step: PolicyStep, name: str,
+                    groups: list[tuple[float, np.ndarray]], on: np.ndarray,
+                    sized: tuple[Any, int, int]) -> None:
     """Entry ``name`` (a value op: its arguments depend on the magnitude alone) on the members
-    ``on`` (their magnitudes ``mags``): its deterministic form sampled once per distinct
-    magnitude, the rows gathered into one gated emit per kernel (every member gets a row;
-    those not ``on`` are gated off)."""
-    kind = kind_for(g.cin, g.dtype)
-    h0, w0 = (int(v) for v in g.cur[0])
-    call0 = entry_call(name, 0.0, h0, w0, g.full)
-    if call0 is None:
-        return
-    method = call0[0]
-    form = FORMS[method]
-    if form.draws or name in GEOMETRIC:  # pragma: no cover - the policy tables' invariant
-        raise Unsupported(f"a policy entry {name} whose parameters are per member")
-    rows_on = np.flatnonzero(on)
-    if len(rows_on):
-        vals, inv = np.unique(mags[rows_on], return_inverse=True)
-        inv = inv.reshape(-1)
-        groups = [(entry_call(name, float(v), h0, w0, g.full)[1], rows_on[inv == i])
-                  for i, v in enumerate(vals.tolist())]
-    else:  # no member draws it: recorded gated off (the same structure)
-        groups = [(call0[1], rows_on)]
+    ``on``, ``groups`` their distinct magnitudes (ascending) and the rows of each: its
+    deterministic form sampled once per distinct magnitude (and kept:
+    :meth:`PolicyStep.entry_rows`), the rows gathered into one gated emit per kernel (every
+    member gets a row; those not ``on`` are gated off). ``sized``: the members' image kind and
+    the first member's height and width (a value entry's rows do not depend on the size)."""
+    kind, h0, w0 = sized
+    if not groups:  # no member draws it: recorded gated off (the same structure)
+        groups = [(None, np.zeros(0, dtype=np.int64))]
     params: dict[str, np.ndarray] = {}
     order: list[str] = []
-    one = np.zeros(1, dtype=np.int64)
-    for args, rows in groups:
-        parsed = step.parsed(method, kind, args)
-        # a deterministic form's parameters are the same on every member: sampled on one
-        for e in form.emits(parsed, c.sub(one), g.cur[:1], kind):
-            if isinstance(e, Reject):
+    for m, rows in groups:
+        emitted = step.entry_rows(name, m, kind, h0, w0, g.full, c)
+        if emitted is None:
+            return  # Identity: nothing recorded
+        for kernel, row in emitted:
+            if kernel is None:  # the image refuses this entry
                 if len(rows):
                     raise Unsupported(f"a policy entry {name} the image refuses")
                 continue
-            if e.skip is not None or e.out is not None:
-                raise Unsupported(f"a policy entry {name} that skips or resizes")
-            p = params.get(e.kernel)
+            p = params.get(kernel)
             if p is None:
-                p = params[e.kernel] = np.zeros((g.n, e.params.shape[1]))
-                order.append(e.kernel)
-            p[rows] = e.params[0]
+                # (as wide as the kernel's slots: the gather keeps it as it is)
+                p = params[kernel] = np.zeros((g.n, max(len(row), REGISTRY[kernel].slots)))
+                order.append(kernel)
+            p[rows, :len(row)] = row
     for kernel in order:
         apply_emit(g, Emit(kernel, params[kernel]), on)
+
+
+def _position_groups(ops: np.ndarray, mags: np.ndarray,
+                     placed: np.ndarray) -> dict[int, list[tuple[float, np.ndarray]]]:
+    """Per op index drawn by the members ``placed`` at one position (``ops`` each member's
+    op, ``mags`` its magnitude): its distinct magnitudes, ascending, and the rows drawing
+    each (one 1-D unique for the position, not one per op of the space)."""
+    rows = np.flatnonzero(placed)
+    if not len(rows):
+        return {}
+    ops_on, m_on = ops[rows].astype(np.int64), mags[rows]
+    mvals, minv = np.unique(m_on, return_inverse=True)  # (-0.0 and 0.0 as one value)
+    code = ops_on * len(mvals) + minv.reshape(-1)
+    uniq, first, inv = np.unique(code, return_index=True, return_inverse=True)
+    order = np.argsort(inv.reshape(-1), kind="stable")
+    bounds = np.searchsorted(inv.reshape(-1)[order], np.arange(len(uniq) + 1)).tolist()
+    out: dict[int, list[tuple[float, np.ndarray]]] = {}
+    for u, (op, f) in enumerate(zip((uniq // len(mvals)).tolist(), first.tolist(),
+                                    strict=True)):
+        out.setdefault(op, []).append((float(m_on[f]), rows[order[bounds[u]:bounds[u + 1]]]))
+    return out
 
 
 def _slot_matrices(g: VGather, step: PolicyStep, names: np.ndarray, mags: np.ndarray,
                    hw: np.ndarray, has: np.ndarray) -> np.ndarray:
     """(n, 6) the ``warp_affine`` parameters of each member's geometric entry (``names`` its
     op index, ``mags`` its magnitude, ``hw`` its size; zeros where not ``has``): computed
-    once per distinct (op, magnitude, size)."""
+    once per distinct (op, magnitude, size) and kept (:meth:`PolicyStep.slot_row`)."""
     kind = kind_for(g.cin, g.dtype)
     mat = np.zeros((g.n, 6))
     rows = np.flatnonzero(has)
     if not len(rows):
         return mat
-    key = np.stack([names[rows].astype(np.float64), mags[rows], hw[rows, 0].astype(np.float64),
-                    hw[rows, 1].astype(np.float64)], axis=1)
-    uniq, inv = np.unique(key, axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
-    for i, (op, m, h, w) in enumerate(uniq.tolist()):
-        (matrix,) = entry_call(step.op.names[int(op)], m, int(h), int(w), g.full)[1]
-        mat[rows[inv == i]] = step.parsed(GEOMETRIC_METHOD, kind, (matrix,))
+    # one integer per distinct (op, magnitude, size): a 1-D unique (magnitudes by their
+    # bits: each member's own, -0.0 included)
+    mvals, minv = np.unique(np.ascontiguousarray(mags[rows], dtype=np.float64).view(np.int64),
+                            return_inverse=True)
+    h, w = hw[rows, 0], hw[rows, 1]
+    if (h == h[0]).all() and (w == w[0]).all():
+        sinv, nsz = np.zeros(len(rows), dtype=np.int64), 1
+    else:
+        svals, sinv = np.unique(h * (1 << 31) + w, return_inverse=True)
+        nsz = len(svals)
+    code = (names[rows].astype(np.int64) * len(mvals) + minv.reshape(-1)) * nsz + \
+        sinv.reshape(-1)
+    _, first, inv = np.unique(code, return_index=True, return_inverse=True)
+    table = np.array([step.slot_row(int(names[r]), float(mags[r]), int(hw[r, 0]),
+                                    int(hw[r, 1]), g.full, kind)
+                      for r in rows[first].tolist()]).reshape(len(first), 6)
+    mat[rows] = table[inv.reshape(-1)]
     return mat
 
 
@@ -294,6 +371,8 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
     if not npos:
         return
     hw = g.cur.copy()
+    # (the entries keep the size: every value entry's rows are made at the first member's)
+    sized = (kind_for(g.cin, g.dtype), int(hw[0, 0]), int(hw[0, 1]))
     geo = np.stack([d.runs & step.geometric[d.op] for d in plan], axis=1)
     before = np.cumsum(geo, axis=1) - geo  # geometric entries before each position
     slots = int(geo[on].sum(axis=1).max(initial=0))
@@ -314,10 +393,11 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
             if not (j <= i and slots - j <= npos - i):
                 continue
             placed = on & d.runs & ~geo[:, i] & (before[:, i] == j)
+            drawn = _position_groups(d.op, mags[i], placed)
             for k, name in enumerate(pol.names):
                 if name in GEOMETRIC or name == "Identity":
                     continue
-                _record_entries(g, c, step, name, mags[i], placed & (d.op == k))
+                _record_entries(g, c, step, name, drawn.get(k, []), placed & (d.op == k), sized)
 
 
 def record_step(g: VGather, c: Ctx, step: Step | ChoiceStep | PolicyStep,

@@ -308,6 +308,8 @@ class Policy(ImageOperation):
         check_fill(fill, owner)
         super().__init__(self)  # a callable Operation: this object (a stable repr)
         self.names = tuple(self.space)
+        self._signed = np.array([self.space[name][1] for name in self.names])
+        self._tables: dict[tuple[int, int], np.ndarray] = {}  # (h, w) -> ``tables``
 
     # -- the draws --------------------------------------------------------------------------
     def plan(self, u: Callable[[int], np.ndarray], n: int) -> list[Draw]:
@@ -326,23 +328,38 @@ class Policy(ImageOperation):
     def magnitudes(self, d: Draw, hw: np.ndarray) -> np.ndarray:
         """(n,) the magnitude of each sample's entry at one position (0 where the op has no
         table), signed as drawn; ``hw`` the (n, 2) sizes the entry sees."""
-        out = np.zeros(len(d.op))
-        for k, name in enumerate(self.names):
-            rows = np.flatnonzero(d.op == k)
-            if not len(rows):
-                continue
-            fn, signed = self.space[name]
-            sizes = hw[rows]
-            for (h, w) in np.unique(sizes, axis=0).tolist():
-                at = rows[(sizes[:, 0] == h) & (sizes[:, 1] == w)]
-                table = fn(self.bins, h, w)
-                if table is None:
-                    continue
-                m = table[d.bin[at]]
-                if signed:
-                    m = np.where(d.negative[at], -m, m)
-                out[at] = m
-        return out
+        n = len(d.op)
+        out = np.zeros(n)
+        if not n:
+            return out
+        hw = np.asarray(hw, dtype=np.int64).reshape(n, 2)
+        # (the sizes a policy sees are few: one after a resized crop)
+        if (hw == hw[0]).all():
+            sizes, which = [tuple(hw[0].tolist())], None
+        else:
+            uniq, which = np.unique(hw, axis=0, return_inverse=True)
+            sizes, which = [tuple(v) for v in uniq.tolist()], which.reshape(-1)
+        for u, (h, w) in enumerate(sizes):
+            at = slice(None) if which is None else np.flatnonzero(which == u)
+            out[at] = self.tables(h, w)[d.op[at], d.bin[at]]
+        # signed: negative where drawn so (a table's 0 too: -0.0, as ``np.where(neg, -m, m)``)
+        return np.where(self._signed[d.op] & d.negative, -out, out)
+
+    def tables(self, h: int, w: int) -> np.ndarray:
+        """(ops, bins) every op's magnitude table for an ``h`` x ``w`` image (0 where it has
+        none), made once per size: the values ``space``'s functions give."""
+        got = self._tables.get((h, w))
+        if got is None:
+            got = np.zeros((len(self.names), self.bins))
+            for k, name in enumerate(self.names):
+                table = self.space[name][0](self.bins, h, w)
+                if table is not None:
+                    got[k] = table
+            got.flags.writeable = False
+            if len(self._tables) >= 256:  # (many input sizes: kept bounded)
+                self._tables.clear()
+            self._tables[(h, w)] = got
+        return got
 
     def entries(self, seed: int, sample: int, index: int,
                 hw: tuple[int, int]) -> list[tuple[str, float]]:

@@ -140,6 +140,11 @@ def source_digest(fn: Callable) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
+#: how many times an op was registered: what is worked out from the registry's specs and kept
+#: (``gather_sig.op_offsets``) is keyed on it, so a replaced op is never read stale
+GENERATION = [0]
+
+
 def register(spec: OpSpec, replace_existing: bool = False) -> OpSpec:
     """Add ``spec`` to the registry (its ``code`` numbers it within its kind)."""
     if not spec.digest:
@@ -155,6 +160,7 @@ def register(spec: OpSpec, replace_existing: bool = False) -> OpSpec:
         code = sum(1 for s in REGISTRY.values() if s.kind == spec.kind)
     spec = replace(spec, code=code)
     REGISTRY[spec.name] = spec
+    GENERATION[0] += 1
     return spec
 
 

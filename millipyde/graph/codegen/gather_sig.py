@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from ...kernels import REGISTRY
+from ...kernels.registry import GENERATION
 from ...kernels.stats import STATISTICS, stat_channels
 
 
@@ -87,10 +89,16 @@ P_OFF, A_OFF, MID_OFF, FULL_OFF, CLIP_OFF, CLIP_HI_OFF, OPS_OFF = 0, 6, 12, 14, 
 
 def op_offsets(ops: tuple[str, ...]) -> list[int]:
     """Offset in ``p`` of each chained op of ``ops`` (in order), and the end as last entry."""
+    return list(_op_offsets(tuple(ops), GENERATION[0]))
+
+
+@functools.lru_cache(maxsize=4096)
+def _op_offsets(ops: tuple[str, ...], generation: int) -> tuple[int, ...]:
+    # (a batch's recording asks for the same chains' offsets many times)
     out = [OPS_OFF]
     for name in ops:
         out.append(out[-1] + REGISTRY[name].slots)
-    return out
+    return tuple(out)
 
 
 def _chained(sig: GatherSig) -> tuple[str, ...]:

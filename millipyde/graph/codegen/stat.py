@@ -22,11 +22,13 @@ them as ``st_`` (``stat``), as its gather does.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
 
 from ...kernels import REGISTRY
+from ...kernels.registry import GENERATION
 from ...kernels.stats import BINS, STATISTICS, Statistic, stat_channels
 from .batch import batched
 from .chain import gather_defs, op_def
@@ -324,7 +326,19 @@ def arena_stat_kernel(sig: GatherSig, stat_name: str, target: str, sim: bool = F
 
 def stat_init(sig: GatherSig) -> np.ndarray:
     """The statistic row of ``sig``'s kernel before anything is measured (each op's
-    statistic's ``init``, end to end as ``gather_sig.stat_layout`` lays them)."""
+    statistic's ``init``, end to end as ``gather_sig.stat_layout`` lays them); read only."""
+    return _stat_init(sig, GENERATION[0])
+
+
+@functools.lru_cache(maxsize=1024)
+def _stat_init(sig: GatherSig, generation: int) -> np.ndarray:
+    # (a batch asks for every launch's and stage's row: made once per signature)
+    out = _make_stat_init(sig)
+    out.flags.writeable = False
+    return out
+
+
+def _make_stat_init(sig: GatherSig) -> np.ndarray:
     ops = sig.pre + sig.post + sig.grey_ops
     parts = [STATISTICS[REGISTRY[ops[i]].stat].init(ch)
              for i, (_, ch) in sorted(stat_layout(sig).items())]
