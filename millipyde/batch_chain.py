@@ -18,6 +18,7 @@ computes (``batch_ops``), so each row equals ``exec.gather.gather_args`` of that
 from __future__ import annotations
 
 import copy
+import operator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -85,6 +86,9 @@ class _Chained:
     off: np.ndarray  # (n,) bool: gated off for the member
 
 
+_NAME = operator.attrgetter("name")
+
+
 @dataclass
 class Prefix:
     """The gather as it stood before a stat op: the reduction of the op's statistic
@@ -134,6 +138,8 @@ class VGather:
     _joined: tuple | None = field(default=None, init=False, repr=False, compare=False)
     # ``_fixed``'s last rows: (the objects they were made of, the fixed slots, the extras)
     _fixed_rows: tuple | None = field(default=None, init=False, repr=False, compare=False)
+    # (``cur``, its largest height and width): a statistic prefix's grid, per ``cur`` array
+    _largest: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         n = len(self.cur)
@@ -254,18 +260,22 @@ class VGather:
             sig, p = self.rows(spare=3)
             hw = self.cur
             p[:, -3:-1] = hw
-            p[:, -1] = ~on
-            self.prefixes.append(Prefix(
-                spec.stat, sig, p,
-                (int(hw[:, 0].max(initial=0)), int(hw[:, 1].max(initial=0)))))
+            p[:, -1] = off = ~on
+            largest = self._largest
+            if largest is None or largest[0] is not hw:  # (the size changes at samplers only)
+                largest = self._largest = (hw, (int(hw[:, 0].max(initial=0)),
+                                                int(hw[:, 1].max(initial=0))))
+            self.prefixes.append(Prefix(spec.stat, sig, p, largest[1]))
+        else:
+            off = ~on
         self.positional = self.positional or spec.reads_position
-        self.ops.append(_Chained(name, slots, ~on))  # the pre ops all come before the sampler
+        self.ops.append(_Chained(name, slots, off))  # the pre ops all come before the sampler
         if self.phase == 0:
             self.npre += 1
 
     # -- exec.gather.gather_args -------------------------------------------------------------
     def sig(self) -> GatherSig:
-        names = tuple(c.name for c in self.ops)
+        names = tuple(map(_NAME, self.ops))  # (no Python call per op)
         return GatherSig(
             cin=self.cin, mode="chain", is_int=self.dtype.kind in "ui",
             sampler=self.A is not None, grey="", pre=names[:self.npre],
@@ -280,7 +290,7 @@ class VGather:
         sig = self.sig()
         n = self.n
         ops = self.ops
-        end = op_offsets(tuple(c.name for c in ops))[-1]
+        end = op_offsets(tuple(map(_NAME, ops)))[-1]
         width = gather_nparams(sig)
         if not self.gates and (any(c.off.any() for c in ops)
                                or (self.soff is not None and self.soff.any())):
@@ -308,8 +318,7 @@ class VGather:
         key = (self.P, self.A, self.mid, self.window, self.uparams, self.fill,
                self.projective, self.umap, self.dtype, self.cin)
         got = self._fixed_rows
-        if got is not None and len(got[0]) == len(key) and all(
-                a is b for a, b in zip(got[0], key, strict=True)):
+        if got is not None and all(map(operator.is_, got[0], key)):  # (no Python call each)
             return got[1], got[2]
         n = self.n
         head = np.empty((n, OPS_OFF))
@@ -351,7 +360,7 @@ class VGather:
         _, _, buf, flags, cols = got
         new = ops[k:]
         if new:
-            need = cols + sum(c.params.shape[1] for c in new)
+            need = cols + sum([c.params.shape[1] for c in new])
             if need > buf.shape[1]:
                 grown = np.empty((self.n, max(need, 2 * buf.shape[1])))
                 grown[:, :cols] = buf[:, :cols]
