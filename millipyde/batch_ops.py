@@ -393,6 +393,8 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
     before = np.cumsum(geo, axis=1) - geo  # geometric entries before each position
     slots = int(geo[on].sum(axis=1).max(initial=0))
     mags = [pol.magnitudes(d, hw) for d in plan]
+    if slots:  # (n, positions) each member's op and magnitude per position
+        ops_at, mags_at = np.stack([d.op for d in plan], axis=1), np.stack(mags, axis=1)
     for j in range(slots + 1):
         if j:
             # slot j: each member's j-th geometric entry
@@ -401,8 +403,8 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
             at = geo & (before == j - 1)  # (n, positions): the j-th geometric entry
             has = on & at.any(axis=1)
             i = np.argmax(at, axis=1)
-            ops = np.stack([d.op for d in plan], axis=1)[np.arange(g.n), i]
-            ms = np.stack(mags, axis=1)[np.arange(g.n), i]
+            ops = ops_at[np.arange(g.n), i]
+            ms = mags_at[np.arange(g.n), i]
             apply_emit(g, Emit(GEOMETRIC_METHOD, _slot_matrices(g, step, ops, ms, hw, has)), has)
         for i, d in enumerate(plan):
             # entry i after slot j: j geometric entries before it, slots - j from it on
