@@ -18,6 +18,7 @@ computes (``batch_ops``), so each row equals ``exec.gather.gather_args`` of that
 from __future__ import annotations
 
 import copy
+import operator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -85,6 +86,9 @@ class _Chained:
     off: np.ndarray  # (n,) bool: gated off for the member
 
 
+_NAME = operator.attrgetter("name")
+
+
 @dataclass
 class Prefix:
     """The gather as it stood before a stat op: the reduction of the op's statistic
@@ -129,9 +133,13 @@ class VGather:
     # the gathers before this one (``cut``), in order: each writes an image of its own
     # dtype that the next reads, as the per-output plan's kernels do
     stages: list[VGather] = field(default_factory=list)
-    # ``rows``' last concatenation: (the ops list it read, how many of its ops, their slots
-    # side by side, their gate flags side by side); the ops list only grows
+    # ``_joined_ops``' buffers: (the ops list they hold, how many of its ops, their slots side
+    # by side, their gate flags side by side, the columns used); the ops list only grows
     _joined: tuple | None = field(default=None, init=False, repr=False, compare=False)
+    # ``_fixed``'s last rows: (the objects they were made of, the fixed slots, the extras)
+    _fixed_rows: tuple | None = field(default=None, init=False, repr=False, compare=False)
+    # (``cur``, its largest height and width): a statistic prefix's grid, per ``cur`` array
+    _largest: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         n = len(self.cur)
@@ -252,18 +260,22 @@ class VGather:
             sig, p = self.rows(spare=3)
             hw = self.cur
             p[:, -3:-1] = hw
-            p[:, -1] = ~on
-            self.prefixes.append(Prefix(
-                spec.stat, sig, p,
-                (int(hw[:, 0].max(initial=0)), int(hw[:, 1].max(initial=0)))))
+            p[:, -1] = off = ~on
+            largest = self._largest
+            if largest is None or largest[0] is not hw:  # (the size changes at samplers only)
+                largest = self._largest = (hw, (int(hw[:, 0].max(initial=0)),
+                                                int(hw[:, 1].max(initial=0))))
+            self.prefixes.append(Prefix(spec.stat, sig, p, largest[1]))
+        else:
+            off = ~on
         self.positional = self.positional or spec.reads_position
-        self.ops.append(_Chained(name, slots, ~on))  # the pre ops all come before the sampler
+        self.ops.append(_Chained(name, slots, off))  # the pre ops all come before the sampler
         if self.phase == 0:
             self.npre += 1
 
     # -- exec.gather.gather_args -------------------------------------------------------------
     def sig(self) -> GatherSig:
-        names = tuple(c.name for c in self.ops)
+        names = tuple(map(_NAME, self.ops))  # (no Python call per op)
         return GatherSig(
             cin=self.cin, mode="chain", is_int=self.dtype.kind in "ui",
             sampler=self.A is not None, grey="", pre=names[:self.npre],
@@ -278,23 +290,49 @@ class VGather:
         sig = self.sig()
         n = self.n
         ops = self.ops
-        end = op_offsets(tuple(c.name for c in ops))[-1]
+        end = op_offsets(tuple(map(_NAME, ops)))[-1]
         width = gather_nparams(sig)
+        if not self.gates and (any(c.off.any() for c in ops)
+                               or (self.soff is not None and self.soff.any())):
+            raise RuntimeError("VGather: members gated off in a kernel without gates")
         nflags = len(ops) + 1 if self.gates else 0
+        head, tail = self._fixed()
+        params, offs = self._joined_ops()
         # one array: the fixed slots, each op's slots, the extras, the flags, the spare
         p = np.empty((n, width + nflags + spare))
-        p[:, P_OFF:P_OFF + 6] = self.P[:, :2].reshape(n, 6)
-        if self.A is not None:
-            p[:, A_OFF:A_OFF + 6] = self.A[:, :2].reshape(n, 6)
-            p[:, MID_OFF:MID_OFF + 2] = self.mid
-        else:
-            p[:, A_OFF:MID_OFF + 2] = 0.0
-        p[:, FULL_OFF] = self.full
-        p[:, CLIP_OFF], p[:, CLIP_HI_OFF] = -np.inf, np.inf
-        params, offs = self._joined_ops()
+        p[:, :OPS_OFF] = head
         p[:, OPS_OFF:end] = params
-        tail = p[:, end:width]
-        tail[...] = 0.0
+        p[:, end:width] = tail
+        if not self.gates:
+            return sig, p
+        p[:, width:width + len(ops)] = offs
+        p[:, width + len(ops)] = 0.0 if self.soff is None else self.soff
+        return sig, p
+
+    def _fixed(self) -> tuple[np.ndarray, np.ndarray]:
+        """(n, OPS_OFF) the fixed slots (the maps, the middle size, the full intensity, the
+        clip) and (n, extras) the extras after the chained ops (a pad's window and fills, a
+        homography's third row, a user map's parameters): kept while the arrays and values
+        they are made of are the same objects (a statistic op's prefix asks for them once per
+        op; the chained ops leave them as they are)."""
+        key = (self.P, self.A, self.mid, self.window, self.uparams, self.fill,
+               self.projective, self.umap, self.dtype, self.cin)
+        got = self._fixed_rows
+        if got is not None and all(map(operator.is_, got[0], key)):  # (no Python call each)
+            return got[1], got[2]
+        n = self.n
+        head = np.empty((n, OPS_OFF))
+        head[:, P_OFF:P_OFF + 6] = self.P[:, :2].reshape(n, 6)
+        if self.A is not None:
+            head[:, A_OFF:A_OFF + 6] = self.A[:, :2].reshape(n, 6)
+            head[:, MID_OFF:MID_OFF + 2] = self.mid
+        else:
+            head[:, A_OFF:MID_OFF + 2] = 0.0
+        head[:, FULL_OFF] = self.full
+        head[:, CLIP_OFF], head[:, CLIP_HI_OFF] = -np.inf, np.inf
+        tail = np.zeros((n, (BOUNDED_SLOTS if self.fill is not None else 0)
+                         + (PROJECTIVE_SLOTS if self.projective else 0)
+                         + (REGISTRY[self.umap].nparams if self.umap else 0)))
         e = 0
         if self.fill is not None:  # the window a pad reads, then one fill per channel
             tail[:, :4] = self.window
@@ -305,34 +343,39 @@ class VGather:
             e += PROJECTIVE_SLOTS
         if self.umap:
             tail[:, e:e + self.uparams.shape[1]] = self.uparams
-        if not self.gates:
-            if any(c.off.any() for c in ops) or (self.soff is not None and self.soff.any()):
-                raise RuntimeError("VGather: members gated off in a kernel without gates")
-            return sig, p
-        p[:, width:width + len(ops)] = offs
-        p[:, width + len(ops)] = 0.0 if self.soff is None else self.soff
-        return sig, p
+        self._fixed_rows = (key, head, tail)
+        return head, tail
 
     def _joined_ops(self) -> tuple[np.ndarray, np.ndarray]:
-        """(n, slots) every chained op's slots side by side and (n, ops) their gate-off flags:
-        the last call's arrays extended by the ops added since (a gather's statistic ops ask
-        for its rows as it grows)."""
+        """(n, slots) every chained op's slots side by side and (n, ops) their gate-off flags
+        (views of kept buffers whose filled columns are never written again): the ops added
+        since the last call written after the others, the buffers doubled when full (a
+        gather's statistic ops ask for its rows as it grows: each op's columns are copied
+        once, not once per prefix)."""
         ops = self.ops
         got = self._joined
-        if got is not None and got[0] is ops and got[1] == len(ops):
-            return got[2], got[3]
         k = 0 if got is None or got[0] is not ops else got[1]
+        if got is None or got[0] is not ops:
+            got = (ops, 0, np.empty((self.n, 16)), np.empty((self.n, 4), dtype=bool), 0)
+        _, _, buf, flags, cols = got
         new = ops[k:]
-        params = [c.params for c in new]
-        offs = [c.off[:, None] for c in new]
-        if k:
-            params.insert(0, got[2])
-            offs.insert(0, got[3])
-        n = self.n
-        joined = (np.concatenate(params, axis=1) if params else np.zeros((n, 0)),
-                  np.concatenate(offs, axis=1) if offs else np.zeros((n, 0), dtype=bool))
-        self._joined = (ops, len(ops), *joined)
-        return joined
+        if new:
+            need = cols + sum([c.params.shape[1] for c in new])
+            if need > buf.shape[1]:
+                grown = np.empty((self.n, max(need, 2 * buf.shape[1])))
+                grown[:, :cols] = buf[:, :cols]
+                buf = grown
+            if len(ops) > flags.shape[1]:
+                grown = np.empty((self.n, max(len(ops), 2 * flags.shape[1])), dtype=bool)
+                grown[:, :k] = flags[:, :k]
+                flags = grown
+            for i, c in enumerate(new, k):
+                w = c.params.shape[1]
+                buf[:, cols:cols + w] = c.params
+                flags[:, i] = c.off
+                cols += w
+        self._joined = (ops, len(ops), buf, flags, cols)
+        return buf[:, :cols], flags[:, :len(ops)]
 
     def take(self, keep: np.ndarray) -> VGather:
         """The members ``keep`` (a boolean mask) only."""

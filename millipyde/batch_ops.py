@@ -24,6 +24,7 @@ from .compose import Choice, child_index
 from .decorators import UserOp
 from .image import gpuimage
 from .kernels import REGISTRY
+from .kernels.registry import GENERATION
 from .ops import FORMS, Emit, Form, Reject
 from .ops.base import columns, kind_for
 from .policies import ENTRY_METHODS, GEOMETRIC, GEOMETRIC_METHOD, Policy, entry_call
@@ -198,10 +199,13 @@ class PolicyStep:
         ``h`` x ``w`` image of ``kind``: per kernel its name and its one parameter row (a
         deterministic form's parameters are the same on every member: sampled on one), a
         kernel None where the image refuses it; None for an entry that records nothing.
-        Made once per (entry, magnitude, kind, size) and kept."""
-        # (the sign too: -0.0 and 0.0 are one dict key)
+        Made once per (entry, magnitude, kind, size) and kept. Each kernel comes with the width
+        of its rows in the gather (its row, at least the kernel's slots) and whether it is a
+        chained op (``VGather.chain``)."""
+        # (the sign too: -0.0 and 0.0 are one dict key; the registry's generation: a replaced
+        # op's slots are never read stale)
         key = (name, magnitude, None if magnitude is None else math.copysign(1.0, magnitude),
-               kind, h, w, full)
+               kind, h, w, full, GENERATION[0])
         got = self._entries.get(key, _NOTHING)
         if got is not _NOTHING:
             return got
@@ -218,13 +222,14 @@ class PolicyStep:
             cur = np.array([[h, w]], dtype=np.int64)
             for e in form.emits(self.parsed(method, kind, args), c.sub(one), cur, kind):
                 if isinstance(e, Reject):
-                    got.append((None, None))
+                    got.append((None, None, 0, False))
                     continue
                 if e.skip is not None or e.out is not None:
                     raise Unsupported(f"a policy entry {name} that skips or resizes")
                 row = np.array(e.params[0], dtype=np.float64)
                 row.flags.writeable = False
-                got.append((e.kernel, row))
+                spec = REGISTRY[e.kernel]
+                got.append((e.kernel, row, max(len(row), spec.slots), spec.kind in CHAINED))
         if len(self._entries) >= 4096:  # (many sizes or magnitudes: kept bounded)
             self._entries.clear()
         self._entries[key] = got
@@ -271,23 +276,24 @@ def _key(args: tuple) -> tuple:
 
 def _record_entries(g: VGather, c: Ctx, step: PolicyStep, name: str,
                     groups: list[tuple[float, np.ndarray]], on: np.ndarray,
-                    sized: tuple[Any, int, int]) -> None:
+                    sized: tuple[Any, int, int, float, int]) -> None:
     """Entry ``name`` (a value op: its arguments depend on the magnitude alone) on the members
     ``on``, ``groups`` their distinct magnitudes (ascending) and the rows of each: its
     deterministic form sampled once per distinct magnitude (and kept:
     :meth:`PolicyStep.entry_rows`), the rows gathered into one gated emit per kernel (every
     member gets a row; those not ``on`` are gated off). ``sized``: the members' image kind and
-    the first member's height and width (a value entry's rows do not depend on the size)."""
-    kind, h0, w0 = sized
+    the first member's height and width (a value entry's rows do not depend on the size),
+    the gather's full intensity and its member count."""
+    kind, h0, w0, full, n = sized
     if not groups:  # no member draws it: recorded gated off (the same structure)
-        groups = [(None, np.zeros(0, dtype=np.int64))]
+        groups = _GATED_OFF
     params: dict[str, np.ndarray] = {}
-    order: list[str] = []
+    order: list[tuple[str, bool]] = []
     for m, rows in groups:
-        emitted = step.entry_rows(name, m, kind, h0, w0, g.full, c)
+        emitted = step.entry_rows(name, m, kind, h0, w0, full, c)
         if emitted is None:
             return  # Identity: nothing recorded
-        for kernel, row in emitted:
+        for kernel, row, width, chained in emitted:
             if kernel is None:  # the image refuses this entry
                 if len(rows):
                     raise Unsupported(f"a policy entry {name} the image refuses")
@@ -295,11 +301,21 @@ def _record_entries(g: VGather, c: Ctx, step: PolicyStep, name: str,
             p = params.get(kernel)
             if p is None:
                 # (as wide as the kernel's slots: the gather keeps it as it is)
-                p = params[kernel] = np.zeros((g.n, max(len(row), REGISTRY[kernel].slots)))
-                order.append(kernel)
+                p = params[kernel] = np.zeros((n, width))
+                order.append((kernel, chained))
             p[rows, :len(row)] = row
-    for kernel in order:
-        apply_emit(g, Emit(kernel, params[kernel]), on)
+    for kernel, chained in order:
+        if chained:  # (``apply_emit``'s choice, made once per entry and kept)
+            g.chain(kernel, params[kernel], on)
+        else:
+            apply_emit(g, Emit(kernel, params[kernel]), on)
+
+
+#: an entry no member draws: recorded once, at magnitude 0, gated off for all
+_GATED_OFF = ((None, np.zeros(0, dtype=np.int64)),)
+
+#: the kernel kinds ``apply_emit`` gives to ``VGather.chain``
+CHAINED = frozenset(("elementwise", "pixelwise", "positional", "neighbourhood"))
 
 
 def _position_groups(ops: np.ndarray, mags: np.ndarray,
@@ -372,11 +388,13 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
         return
     hw = g.cur.copy()
     # (the entries keep the size: every value entry's rows are made at the first member's)
-    sized = (kind_for(g.cin, g.dtype), int(hw[0, 0]), int(hw[0, 1]))
+    sized = (kind_for(g.cin, g.dtype), int(hw[0, 0]), int(hw[0, 1]), g.full, g.n)
     geo = np.stack([d.runs & step.geometric[d.op] for d in plan], axis=1)
     before = np.cumsum(geo, axis=1) - geo  # geometric entries before each position
     slots = int(geo[on].sum(axis=1).max(initial=0))
     mags = [pol.magnitudes(d, hw) for d in plan]
+    if slots:  # (n, positions) each member's op and magnitude per position
+        ops_at, mags_at = np.stack([d.op for d in plan], axis=1), np.stack(mags, axis=1)
     for j in range(slots + 1):
         if j:
             # slot j: each member's j-th geometric entry
@@ -385,8 +403,8 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
             at = geo & (before == j - 1)  # (n, positions): the j-th geometric entry
             has = on & at.any(axis=1)
             i = np.argmax(at, axis=1)
-            ops = np.stack([d.op for d in plan], axis=1)[np.arange(g.n), i]
-            ms = np.stack(mags, axis=1)[np.arange(g.n), i]
+            ops = ops_at[np.arange(g.n), i]
+            ms = mags_at[np.arange(g.n), i]
             apply_emit(g, Emit(GEOMETRIC_METHOD, _slot_matrices(g, step, ops, ms, hw, has)), has)
         for i, d in enumerate(plan):
             # entry i after slot j: j geometric entries before it, slots - j from it on
@@ -429,7 +447,7 @@ def apply_emit(g: VGather, e: Emit, on: np.ndarray) -> None:
         g.index_map(e.kernel, e.params if e.params.shape[1] else None, eon)
     elif kind == "sampler":
         g.sampler(e.kernel, e.params, eon, e.out)
-    elif kind in ("elementwise", "pixelwise", "positional", "neighbourhood"):
+    elif kind in CHAINED:
         g.chain(e.kernel, e.params, eon)
     else:
         raise Unsupported(f"a {kind} op ({e.kernel})")

@@ -53,8 +53,13 @@ def _exp1(v: float) -> float:
 
 
 def _exp(x: np.ndarray) -> np.ndarray:
-    # math.exp per value: NumPy's exp may differ from CPython's in the last bit
-    return np.array([_exp1(v) for v in x.tolist()])
+    # math.exp per value: NumPy's exp may differ from CPython's in the last bit (mapped:
+    # no Python call per value; the per-value path only where one overflows)
+    vals = x.tolist()
+    try:
+        return np.array(list(map(math.exp, vals)), dtype=np.float64)
+    except OverflowError:
+        return np.array([_exp1(v) for v in vals], dtype=np.float64)
 
 
 def random_windows(hw: np.ndarray, scale: tuple, ratio: tuple, d: Draws,
