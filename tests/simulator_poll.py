@@ -46,6 +46,7 @@ class PooledThread(BlockThread):
     def __init__(self) -> None:
         threading.Thread.__init__(self, daemon=True)  # (BlockThread's fields: in assign)
         self._go = threading.Event()
+        self._paused = threading.Event()  # set when its call has returned or waits in syncthreads
         self.done = True
         self.syncthreads_event = threading.Event()
         self.syncthreads_blocked = False
@@ -68,6 +69,7 @@ class PooledThread(BlockThread):
         self.syncthreads_event.clear()
         self.debug = manager._debug
         self.done = False
+        self._paused.clear()
         self._go.set()
 
     def run(self) -> None:
@@ -79,8 +81,20 @@ class PooledThread(BlockThread):
             finally:  # (a BaseException ends the thread here, out of the pool)
                 self._job = self._manager = None
                 self.done = True
+                self._paused.set()
             with _idle_lock:
                 _idle.append(self)
+
+    def syncthreads(self) -> None:
+        """``BlockThread.syncthreads``, telling the runner that this thread now waits."""
+        if self.abort:
+            raise RuntimeError("abort flag set on syncthreads call")
+        self.syncthreads_blocked = True
+        self._paused.set()
+        self.syncthreads_event.wait()
+        self.syncthreads_event.clear()
+        if self.abort:
+            raise RuntimeError("abort flag set on syncthreads clear")
 
     def _call(self) -> None:
         f, args = self._job
@@ -125,6 +139,11 @@ def run(self: object, grid_point: tuple, *args: object) -> None:
     blockedthreads = set()
     for t, block_point in zip(_threads(len(points)), points, strict=True):
         t.assign(self._f, args, self, grid_point, block_point)
+        # the next thread starts once this one has returned or waits in syncthreads: the
+        # threads of a block run in the order numba-cuda's started them in, as they did there
+        # (each started thread held the GIL for its whole call), so a float sum of atomics adds
+        # in one order from run to run
+        t._paused.wait()
         threads.add(t)
         livethreads.add(t)
 
