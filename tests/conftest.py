@@ -32,7 +32,8 @@ def pytest_configure(config):
     ):
         config.addinivalue_line("markers", line)
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
-        # the simulator's block poller hands the GIL on between its polls (simulator_poll.py)
+        # the simulator's block runner: pooled threads, a poller handing the GIL on
+        # (simulator_poll.py)
         import simulator_poll
 
         config.stash[_SIM_POLL] = simulator_poll.install()
@@ -43,7 +44,8 @@ _SIM_POLL = pytest.StashKey[bool]()
 
 def pytest_report_header(config):
     if _SIM_POLL in config.stash:
-        return ("CUDA simulator: block poller yields the GIL (tests/simulator_poll.py): "
+        return ("CUDA simulator: block runner on pooled threads, yielding the GIL "
+                "(tests/simulator_poll.py): "
                 + ("yes" if config.stash[_SIM_POLL] else "NO, another numba-cuda's runner"))
     return None
 
@@ -92,6 +94,10 @@ SHARED_KERNELS = (
     "tests/test_batch_record.py",
     "tests/test_generator_batches_ops.py",
     "tests/test_generator_ops_batched.py",
+    # the RandAugment / TrivialAugmentWide batches: the torchvision-recipe tests record the
+    # same structures as the batch-equality test (0 compiles after it on one worker; 75 CPU-s
+    # when the two ran at once on CI's two workers, 2026-11-28)
+    "tests/test_policies.py",
 )
 
 

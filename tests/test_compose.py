@@ -63,7 +63,12 @@ def test_choice_on_an_image_applies_the_drawn_child_and_is_seeded():
     img = _img()
     one = mp.OneOf([mp.Operation("invert"), mp.Operation("vflip")])
     seen = set()
-    for seed in range(8):
+    # (the draws are keyed on the choice's serial, how many Operations the process made before
+    # it: for ~1% of serials seeds 0-7 all draw one child, so the seeds go on, up to 64, until
+    # both are seen: 2000 serials tried needed 13 at most)
+    for seed in range(64):
+        if seen == {True, False} and seed >= 8:
+            break
         mp.seed(seed)
         outs = []
         for _ in range(2):

@@ -1,5 +1,6 @@
 """The simulator's block runner of tests/simulator_poll.py: blocks that wait in syncthreads
-still meet there, and an exception in one simulated thread still stops the launch."""
+still meet there, an exception in one simulated thread still stops the launch and names the
+thread, and the runner's pooled threads run the launches after it whole."""
 
 from __future__ import annotations
 
@@ -47,3 +48,11 @@ def test_threads_meet_at_syncthreads() -> None:
 def test_an_error_in_one_thread_stops_the_launch() -> None:
     with pytest.raises(IndexError):
         _out_of_bounds[1, 4](cuda.to_device(np.zeros(4, np.int64)))
+
+
+def test_an_error_names_its_thread_and_the_next_launches_run_whole() -> None:
+    # (numba-cuda's message; the runner's threads are taken again by the launches after it)
+    with pytest.raises(IndexError, match=r"^tid=\[3, 0, 0\] ctaid=\[0, 0, 0\]: "):
+        _out_of_bounds[1, 4](cuda.to_device(np.zeros(4, np.int64)))
+    for _ in range(3):
+        test_threads_meet_at_syncthreads()
