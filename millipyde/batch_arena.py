@@ -355,8 +355,7 @@ def pack(rec: ArenaRecorder, buffers: list, device: int) -> dict[str, Any]:
     device; host copies on the cpu backend). Set as the recorder's arena there."""
     arena = {key: runtime.empty((max(size, 1),), np.dtype(key), device)
              for key, size in rec.arena_size.items()}
-    if getattr(runtime, "copy_addresses", None) is not None and not runtime.simulated \
-            and runtime.name == "cuda":
+    if runtime.caps.batched_copies:
         _pack_by_address(rec, arena, buffers, device)
     else:
         _pack_each(rec, arena, buffers)

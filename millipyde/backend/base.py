@@ -48,6 +48,8 @@ class Capabilities:
     concurrent_launches: bool
     #: NVIDIA's codec libraries (nvImageCodec) can decode straight into its device memory
     nvidia_codecs: bool = False
+    #: device-to-device copies given by address, many in one driver call (``copy_addresses``)
+    batched_copies: bool = False
 
 
 @dataclass(frozen=True)

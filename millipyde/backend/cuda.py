@@ -57,7 +57,8 @@ class CudaBackend(CudaDevices, CudaMemory, CudaPacks, CudaLaunches, Backend):
             device_memory=True, grid_launches=True, shared_memory=True,
             launches_on_streams=True,
             kernel_language="numba-cuda", tuned_kernels=True, external_memory=True,
-            peer_copies=True, concurrent_launches=True, nvidia_codecs=True)
+            peer_copies=True, concurrent_launches=True, nvidia_codecs=True,
+            batched_copies=True)
 
     def _wants_fast_launch(self) -> bool:
         # the cached path drives numba-cuda's own launch internals (``launcher.py``)
