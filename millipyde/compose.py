@@ -22,7 +22,7 @@ import numpy as np
 
 from . import random as mprandom
 from .array import ArgumentError
-from .operation import Operation, check_p
+from .operation import Operation, WholeImageOperation, check_p
 
 __all__ = ["Choice", "OneOf", "RandomChoice", "RandomOrder", "SomeOf", "child_index",
            "weights_of"]
@@ -73,7 +73,7 @@ def weights_of(weights: Any, k: int, owner: str, name: str) -> np.ndarray:
     return np.array(w) / total
 
 
-class Choice(Operation):
+class Choice(WholeImageOperation):
     """A per-sample choice among Operations (the base of :class:`OneOf` and :class:`SomeOf`).
 
     ``choose(u)`` gives, from a function ``u(t)`` returning draw ``t`` of each of ``n``
@@ -135,21 +135,6 @@ class Choice(Operation):
         """Every child skipped (recorded gated off where it can be, with ``lift``)."""
         for i, op in enumerate(self.operations):
             op.skip(x, seed, sample, child_index(index, i), lift)
-
-    def run_on(self, instance: Any) -> Any:
-        """Apply to ``instance`` outside executors: the coin and choice keyed on the global
-        seed and this choice's call count (as :meth:`Operation.run_on`)."""
-        self.apply(instance, mprandom.global_seed(), self._next_call(), self._serial)
-        return None
-
-    def __call__(self, image: Any) -> Any:
-        """Apply to ``image`` in place (:meth:`run_on`); returns it."""
-        self.run_on(image)
-        return image
-
-    def run(self) -> Any:
-        raise ArgumentError(f"{self.name} applies to an image: call it on one, or use it in "
-                            "a Pipeline or Generator")
 
     def _bound(self, instance: Any) -> Callable[[], Any]:
         # every child's call, unconditionally: what a batch may record on each input (the

@@ -319,6 +319,27 @@ class Operation:
                 batch.record_gated_off(x, bound)
 
 
+class WholeImageOperation(Operation):
+    """An Operation that applies to an image as a whole with draws of its own (the choices of
+    ``compose``, the policies, ``AugMix``): called on an image it applies in place, its draws
+    keyed on the global seed and its call count; it has no call without an image."""
+
+    def run_on(self, instance: Any) -> Any:
+        """Apply to ``instance`` outside executors: the draws keyed on the global seed and this
+        Operation's call count (as :meth:`Operation.run_on`)."""
+        self.apply(instance, mprandom.global_seed(), self._next_call(), self._serial)
+        return None
+
+    def __call__(self, image: Any) -> Any:
+        """Apply to ``image`` in place (:meth:`run_on`); returns it."""
+        self.run_on(image)
+        return image
+
+    def run(self) -> Any:
+        raise ArgumentError(f"{self.name} applies to an image: call it on one, or use it in "
+                            "a Pipeline or Generator")
+
+
 def _use_result(x: gpuarray, result: Any, name: str) -> None:
     """Bind ``x`` to a callable's gpuarray / ndarray result; warn that anything else is unused."""
     if isinstance(result, np.ndarray):

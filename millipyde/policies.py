@@ -37,7 +37,7 @@ from . import random as mprandom
 from . import targets
 from .array import ArgumentError
 from .graph.exec import batch as exec_batch
-from .operation import Operation
+from .operation import WholeImageOperation
 from .ops.geometry.affine import affine_matrix
 
 __all__ = ["AutoAugment", "AutoAugmentPolicy", "Policy", "RandAugment", "TrivialAugmentWide",
@@ -263,28 +263,12 @@ def check_fill(fill: Any, owner: str) -> None:
                                     f"got {fill!r}")
 
 
-class ImageOperation(Operation):
+class ImageOperation(WholeImageOperation):
     """An Operation that draws per sample and applies to an image as a whole, with no coin of
-    its own (the policies, :class:`millipyde.augmix.AugMix`): called on an image, it applies
-    in place with the draws of the global seed and its call count."""
+    its own (the policies, :class:`millipyde.augmix.AugMix`)."""
 
     def skip(self, x: Any, seed: int, sample: int, index: int, lift: bool = False) -> None:
         """Nothing (no coin of its own)."""
-
-    def run_on(self, instance: Any) -> Any:
-        """Apply to ``instance`` outside executors: the draws keyed on the global seed and this
-        Operation's call count (as :meth:`Operation.run_on`)."""
-        self.apply(instance, mprandom.global_seed(), self._next_call(), self._serial)
-        return None
-
-    def __call__(self, image: Any) -> Any:
-        """Apply to ``image`` in place (:meth:`run_on`); returns it."""
-        self.run_on(image)
-        return image
-
-    def run(self) -> Any:
-        raise ArgumentError(f"{self.name} applies to an image: call it on one, or use it in "
-                            "a Pipeline or Generator")
 
 
 class Policy(ImageOperation):
