@@ -40,6 +40,20 @@ def photo(name: str, kind: str, h: int, w: int) -> np.ndarray:
     return np.ascontiguousarray(np.dstack([rgb, alpha])).astype(np.uint8)
 
 
+def assert_refused(method: str, args: tuple, name: str) -> None:
+    """``gpuimage.<method>(*args)`` on a 5x6 RGB photograph raises ValueError naming ``name``
+    and leaves the image as it was (the bad-argument tests of the op families)."""
+    import pytest
+
+    import millipyde as mp
+
+    img = photo("chelsea", "rgb", 5, 6)
+    g = mp.gpuimage(img)
+    with pytest.raises(ValueError, match=name):
+        getattr(g, method)(*args)
+    ref.assert_matches(g, img)
+
+
 def _back(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return ref._to_dtype(values, dtype)
 
