@@ -1,0 +1,108 @@
+"""Where a chunked Pipeline's host time goes, function by function (any backend).
+
+    source bench/gpu_env.sh; MILLIPYDE_BACKEND=cuda python3 bench/probes/pipeline_profile.py
+
+The 5-op chain of ``bench_pipeline`` (part A) over ``--inputs`` copies of a ``--size`` RGB
+image, run once to compile and record, then timed (best of ``--repeat``), then once under a
+cProfile per thread: the main thread's and every Pipeline worker's (``pipeline_run.Run._worker``
+wrapped), for one device and, where there are several, for every device with the inputs made on
+device 0. Prints wall time, microseconds an input, and the top entries by internal time of the
+workers (summed) and of the main thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import millipyde as mp  # noqa: E402
+from millipyde import pipeline_run  # noqa: E402
+
+FIVE = [("gaussian", (2,)), ("adjust_gamma", (2,)), ("fliplr", ()), ("rotate", (45,)),
+        ("rgb2grey", ())]
+
+
+def _inputs(base: mp.gpuimage, n: int) -> list:
+    xs = [base.clone() for _ in range(n)]
+    for x in xs:
+        x._materialize()
+    mp.synchronize()
+    return xs
+
+
+def _top(stats: pstats.Stats, n: int) -> str:
+    s = io.StringIO()
+    stats.stream = s
+    stats.sort_stats("tottime").print_stats(n)
+    return s.getvalue()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--inputs", type=int, default=2000)
+    ap.add_argument("--size", type=int, default=512)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--top", type=int, default=40)
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    host = rng.integers(0, 256, (args.size, args.size, 3), dtype=np.uint8)
+    base = mp.gpuimage(host)
+    base._materialize()
+    ops = [mp.Operation(name, *a) for name, a in FIVE]
+    ngpu = mp.get_device_count()
+    cases = [("1 device", 0)] + ([(f"{ngpu} devices, inputs on 0", None)] if ngpu > 1 else [])
+    for tag, device in cases:
+        mp.Pipeline(_inputs(base, max(16, 4 * ngpu)), ops, device=device).run()
+        mp.synchronize()
+        times = []
+        for _ in range(args.repeat):
+            xs = _inputs(base, args.inputs)
+            t0 = time.perf_counter()
+            mp.Pipeline(xs, ops, device=device).run()
+            mp.synchronize()
+            times.append(time.perf_counter() - t0)
+            del xs
+        best = min(times)
+        print(f"== {tag}: best {best:.4f} s = {args.inputs / best:,.0f} img/s, "
+              f"{best / args.inputs * 1e6:.1f} us an input (runs {[round(t, 4) for t in times]})",
+              flush=True)
+        profs: list[cProfile.Profile] = []
+        orig = pipeline_run.Run._worker
+
+        def worker(self, *a, _orig=orig):
+            p = cProfile.Profile()
+            profs.append(p)
+            p.enable()
+            try:
+                return _orig(self, *a)
+            finally:
+                p.disable()
+
+        pipeline_run.Run._worker = worker
+        xs = _inputs(base, args.inputs)
+        main_prof = cProfile.Profile()
+        t0 = time.perf_counter()
+        main_prof.enable()
+        try:
+            mp.Pipeline(xs, ops, device=device).run()
+            mp.synchronize()
+        finally:
+            main_prof.disable()
+            pipeline_run.Run._worker = orig
+        print(f"   profiled run {time.perf_counter() - t0:.4f} s, {len(profs)} worker(s)")
+        print(f"-- workers, {tag}\n" + _top(pstats.Stats(*profs), args.top))
+        print(f"-- main thread, {tag}\n" + _top(pstats.Stats(main_prof), args.top // 2),
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
