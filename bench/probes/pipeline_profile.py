@@ -5,9 +5,10 @@
 The 5-op chain of ``bench_pipeline`` (part A) over ``--inputs`` copies of a ``--size`` RGB
 image, run once to compile and record, then timed (best of ``--repeat``), then once under a
 cProfile per thread: the main thread's and every Pipeline worker's (``pipeline_run.Run._worker``
-wrapped), for one device and, where there are several, for every device with the inputs made on
-device 0. Prints wall time, microseconds an input, and the top entries by internal time of the
-workers (summed) and of the main thread.
+wrapped; from Python 3.12 on, one profile sees every thread: then one table of all), for
+one device and, where there are several, for every device with the inputs made on device 0.
+Prints wall time, microseconds an input, and the top entries by internal time of the workers
+(summed) and of the main thread.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def main() -> None:
         profs: list[cProfile.Profile] = []
         orig = pipeline_run.Run._worker
 
-        def worker(self, *a, _orig=orig):
+        def worker(self, *a, _orig=orig, profs=profs):
             p = cProfile.Profile()
             profs.append(p)
             p.enable()
@@ -87,7 +88,9 @@ def main() -> None:
             finally:
                 p.disable()
 
-        pipeline_run.Run._worker = worker
+        every_thread = sys.version_info >= (3, 12)  # (sys.monitoring: one profiler a process)
+        if not every_thread:
+            pipeline_run.Run._worker = worker
         xs = _inputs(base, args.inputs)
         main_prof = cProfile.Profile()
         t0 = time.perf_counter()
@@ -99,6 +102,10 @@ def main() -> None:
             main_prof.disable()
             pipeline_run.Run._worker = orig
         print(f"   profiled run {time.perf_counter() - t0:.4f} s, {len(profs)} worker(s)")
+        if every_thread:
+            print(f"-- every thread, {tag}\n" + _top(pstats.Stats(main_prof), args.top),
+                  flush=True)
+            continue
         print(f"-- workers, {tag}\n" + _top(pstats.Stats(*profs), args.top))
         print(f"-- main thread, {tag}\n" + _top(pstats.Stats(main_prof), args.top // 2),
               flush=True)
