@@ -32,7 +32,7 @@ from .array import gpuarray
 from .backend import ACTIVE as runtime  # the active backend
 from .batch_record import Recorder, RecordError, rules_for
 from .graph.exec import batch
-from .graph.ir.node import Node, leaf
+from .graph.ir.node import Node, leaves
 from .image import RECORDING_METHODS, gpuimage
 from .operation import Operation
 from .workers import Cancelled, StepError, kernels_failed
@@ -208,8 +208,10 @@ class StageChunks:
                 node = g.kernels()[-1].output
                 shape, dtype = node.shape, node.dtype
                 out = g.launch(pk)
-                for r, view in zip(g.index.tolist(), runtime.members(out), strict=True):
-                    values[r] = leaf(view, shape, dtype, device)
+                for r, value in zip(g.index.tolist(),
+                                    leaves(runtime.members(out), shape, dtype, device),
+                                    strict=True):
+                    values[r] = value
             event = runtime.record_event(stream) if runtime.caps.launches_on_streams else None
         except Exception as err:
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \

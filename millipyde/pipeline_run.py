@@ -55,13 +55,15 @@ _STOP = object()
 
 class _Unit:
     """Work of one stage: inputs at their positions; ``key`` their group (None: one input,
-    per input); ``home`` the device their values live on."""
+    per input); ``home`` the device their values live on; ``nodes`` the values they were
+    grouped by (a value unchanged since keeps its group: no key to compute again)."""
 
-    __slots__ = ("positions", "items", "key", "home")
+    __slots__ = ("positions", "items", "key", "home", "nodes")
 
     def __init__(self, positions: list[int], items: list[Any], key: tuple | None,
-                 home: int | None) -> None:
+                 home: int | None, nodes: list[Any] | None = None) -> None:
         self.positions, self.items, self.key, self.home = positions, items, key, home
+        self.nodes = nodes
 
 
 class _StageQueue:
@@ -154,25 +156,27 @@ class Run:
         """``xs`` (at ``positions`` of ``stage``) as chunks of their groups and single inputs."""
         chunks = self.chunks[stage]
         devs = self.devices[stage]
-        groups: dict[tuple, tuple[list[int], list[Any]]] = {}
+        groups: dict[tuple, tuple[list[int], list[Any], list[Any]]] = {}
         singles: list[_Unit] = []
         for pos, x in zip(positions, xs, strict=True):
-            key = group_key(x)
+            node = x._node
+            key = group_key(x, node)
             if chunks.takes(key, x):
                 got = groups.get(key)
                 if got is None:
-                    got = groups[key] = ([], [])
+                    got = groups[key] = ([], [], [])
                 got[0].append(pos)
                 got[1].append(x)
+                got[2].append(node)
             else:
                 singles.append(_Unit([pos], [x], None, x._node.device))
         homes = {key[1] for key in groups if key[1] in devs}
         spread = max(1, len(devs) // max(1, len(homes)))
         out: list[_Unit] = []
-        for key, (ps, gx) in groups.items():
+        for key, (ps, gx, gn) in groups.items():
             at = 0
             for n in chunk_sizes(len(ps), key[2], spread):
-                out.append(_Unit(ps[at:at + n], gx[at:at + n], key, key[1]))
+                out.append(_Unit(ps[at:at + n], gx[at:at + n], key, key[1], gn[at:at + n]))
                 at += n
         return out + singles
 
@@ -225,9 +229,10 @@ class Run:
         if self.cancel.is_set():
             return None
         positions, xs, nodes = [], [], []
-        for pos, x in zip(unit.positions, unit.items, strict=True):
+        key = unit.key
+        for pos, x, grouped in zip(unit.positions, unit.items, unit.nodes, strict=True):
             node = x._node
-            if group_key(x, node) == unit.key:
+            if node is grouped or group_key(x, node) == key:
                 positions.append(pos)
                 xs.append(x)
                 nodes.append(node)
@@ -235,7 +240,7 @@ class Run:
                 return None
         if not xs:
             return None
-        unit.positions, unit.items = positions, xs
+        unit.positions, unit.items, unit.nodes = positions, xs, nodes
         try:
             launched = self.chunks[stage].launch(unit.key, positions, xs, nodes, device, stream,
                                                  lambda: self._copy_stream(device, copy),
@@ -261,31 +266,30 @@ class Run:
                        (unit.positions[0], unit.positions[-1], len(unit.positions)))
             return
         last = stage + 1 == len(self.chain)
-        again = [launched.values[r] is None for r in range(len(unit.items))]
-        nodes = launched.nodes
+        values, nodes = launched.values, launched.nodes
+        again = [r for r, value in enumerate(values) if value is None]
         handed_pos, handed = [], []
-        for r, (pos, x, value) in enumerate(zip(unit.positions, unit.items, launched.values,
+        lock, cancel, committed, done = self.lock, self.cancel, self.committed, self.done
+        for r, (pos, x, value) in enumerate(zip(unit.positions, unit.items, values,
                                                 strict=True)):
             if value is None:
                 continue
-            with commit_lock(x):
-                with self.lock:
-                    if self.cancel.is_set():
-                        return
-                    if x._node is not nodes[r]:
-                        again[r] = True
-                        continue
-                    x._bind(value)
-                    self.committed[id(x)] = value
-                    if last:
-                        self.done.add(id(x))
+            with commit_lock(x), lock:
+                if cancel.is_set():
+                    return
+                if x._node is not nodes[r]:
+                    again.append(r)
+                    continue
+                x._bind(value)
+                committed[id(x)] = value
+                if last:
+                    done.add(id(x))
             handed_pos.append(pos)
             handed.append(x)
         if not last and handed:
             self._hand_on(stage, handed_pos, handed)
-        for r, redo in enumerate(again):
-            if redo and not self._single(stage, unit.positions[r], unit.items[r], device,
-                                         stream):
+        for r in sorted(again):
+            if not self._single(stage, unit.positions[r], unit.items[r], device, stream):
                 return
 
     def _hand_on(self, stage: int, positions: list[int], xs: list[Any]) -> None:

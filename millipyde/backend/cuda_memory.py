@@ -176,29 +176,31 @@ class CudaMemory:
                              m * step, (m + 1) * step) for m in range(buffer.shape[0])]
 
     def stack_into(self, dst: Any, sources: list[Any], stream: Any = None) -> None:
-        """``Backend.stack_into`` through the driver: one ``cuMemcpyAsync`` per source (the
-        driver infers a peer copy from the unified addresses), no numba-cuda view or copy
-        call per member."""
-        fn = _memcpy_async()
+        """``Backend.stack_into`` through the driver: the copies in one call
+        (:meth:`copy_addresses`; the driver infers a peer copy from the unified addresses), no
+        numba-cuda view or copy call per member. A Pipeline chunk stacks 256 inputs: one call
+        instead of 256, each of which handed the GIL to another device's worker and waited
+        to get it back."""
         step = dst.strides[0] if dst.ndim else 0
         # (the sources are of one shape and dtype, the caller's contract: the first checked)
-        if fn is None or not dst.is_c_contiguous() or not step or not sources or \
+        if _memcpy_async() is None or not dst.is_c_contiguous() or not step or not sources or \
                 len(sources) > dst.shape[0] or \
                 int(sources[0].size) * sources[0].dtype.itemsize != step:
             return super().stack_into(dst, sources, stream)
-        handle = stream_handle(self.current_stream() if stream is None else stream)
+        n = len(sources)
         base = int(dst.gpu_data.device_pointer)
-        for i, src in enumerate(sources):
-            rc = fn(base + i * step, int(src.gpu_data.device_pointer), step, handle)
-            if rc:
-                from numba.cuda.cudadrv.driver import CudaAPIError
-
-                raise CudaAPIError(rc, f"cuMemcpyAsync failed with CUresult {rc}")
+        dsts = np.arange(base, base + n * step, step, dtype=np.uint64)
+        srcs = np.fromiter((int(src.gpu_data.device_pointer) for src in sources),
+                           dtype=np.uint64, count=n)
+        sizes = np.full(n, step, dtype=np.uint64)
+        self.copy_addresses(dsts, srcs, sizes, None,
+                            self.current_stream() if stream is None else stream)
 
     def copy_addresses(self, dsts: np.ndarray, srcs: np.ndarray, sizes: np.ndarray,
-                       device: int) -> None:
+                       device: int | None, stream: Any = None) -> None:
         """Device-to-device copies ``dsts[k] <- srcs[k]`` of ``sizes[k]`` bytes (device
-        addresses, uint64, on ``device``) on the current stream, none overlapping: one
+        addresses, uint64; on ``device``, or None: anywhere, peer copies included) on
+        ``stream`` (default: the current one), none overlapping: one
         driver call for all (``cuMemcpyBatchAsync``, CUDA >= 12.8) where the driver has it
         and the stream is not the legacy default one, else one ``cuMemcpyAsync`` each. A
         streamed batch packs 256 decoded images into its arena: one call instead of 256, each
@@ -212,14 +214,16 @@ class CudaMemory:
         n = len(dsts)
         if not n:
             return
-        handle = stream_handle(self.current_stream())
+        handle = stream_handle(self.current_stream() if stream is None else stream)
         dsts = np.ascontiguousarray(dsts, dtype=np.uint64)
         srcs = np.ascontiguousarray(srcs, dtype=np.uint64)
         sizes = np.ascontiguousarray(sizes, dtype=np.uint64)
         batch = _memcpy_batch() if handle and n > 1 else None
         if batch is not None:
             fn, fail_idx = batch
-            here = _MemLocation(1, int(device))
+            # (location hints: the driver ignores them for memory it allocated, which every
+            # address here is; a copy between two devices is a peer copy by its addresses)
+            here = _MemLocation(1, 0 if device is None else int(device))
             attrs = _CopyAttributes(1, here, here, 0)
             idx = ctypes.c_size_t(0)
             args = [dsts.ctypes.data_as(ctypes.c_void_p), srcs.ctypes.data_as(ctypes.c_void_p),

@@ -89,6 +89,26 @@ def leaf(buffer: Any, shape: tuple[int, ...], dtype: np.dtype, device: int) -> N
     return Node(None, (), (), shape, dtype, device, buffer=buffer)
 
 
+def leaves(buffers: list[Any], shape: tuple[int, ...], dtype: np.dtype,
+           device: int) -> list[Node]:
+    """Materialized nodes around ``buffers``, all of one ``shape`` and ``dtype`` (a Pipeline
+    chunk's outputs, one per input): :func:`leaf` each, the shape and dtype normalised once
+    and the attributes set directly (a chunk makes 256 of them per batch on a worker thread,
+    under the GIL every other device's worker needs)."""
+    shape = tuple(int(s) for s in shape)
+    dtype = np.dtype(dtype)
+    new, ids, rlock = Node.__new__, _ids, _thread.RLock
+    out = []
+    for buffer in buffers:
+        n = new(Node)
+        n.id = next(ids)
+        n.op, n.inputs, n.params, n.label = None, (), (), None
+        n.shape, n.dtype, n.device, n.buffer = shape, dtype, device, buffer
+        n.users, n.lock, n.gated_off = 0, rlock(), False
+        out.append(n)
+    return out
+
+
 def apply(op: OpSpec | str, x: Node, params: tuple[Any, ...], shape: tuple[int, ...],
           dtype: np.dtype, device: int | None = None, label: str | None = None) -> Node:
     """Record ``op`` on ``x`` (nothing runs)."""
