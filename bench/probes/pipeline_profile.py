@@ -53,6 +53,8 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--phases", action="store_true",
+                    help="thread CPU and wall seconds of each phase of a chunk instead")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     host = rng.integers(0, 256, (args.size, args.size, 3), dtype=np.uint8)
@@ -73,6 +75,9 @@ def main() -> None:
             times.append(time.perf_counter() - t0)
             del xs
         best = min(times)
+        if args.phases:
+            _phases(base, ops, device, args.inputs, tag)
+            continue
         print(f"== {tag}: best {best:.4f} s = {args.inputs / best:,.0f} img/s, "
               f"{best / args.inputs * 1e6:.1f} us an input (runs {[round(t, 4) for t in times]})",
               flush=True)
@@ -109,6 +114,61 @@ def main() -> None:
         print(f"-- workers, {tag}\n" + _top(pstats.Stats(*profs), args.top))
         print(f"-- main thread, {tag}\n" + _top(pstats.Stats(main_prof), args.top // 2),
               flush=True)
+
+
+def _phases(base: mp.gpuimage, ops: list, device: int | None, n: int, tag: str) -> None:
+    """Thread CPU and wall seconds summed over the run's chunks, per phase: the stack of
+    inputs, the record (draws, groups), the pack upload, the launches, the member views, the
+    leaf nodes, the commits; and the grouping into units on the main thread."""
+    import collections
+    import threading
+
+    from millipyde import pipeline_chunks
+    from millipyde.backend import ACTIVE as runtime
+    from millipyde.batch_record import Recorder
+    from millipyde.graph.exec import batch, batch_group
+
+    acc: dict = collections.defaultdict(lambda: [0.0, 0.0, 0])
+    lock = threading.Lock()
+
+    def timed(fn, label):
+        def wrapper(*a, **k):
+            c0, t0 = time.thread_time(), time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                with lock:
+                    got = acc[label]
+                    got[0] += time.thread_time() - c0
+                    got[1] += time.perf_counter() - t0
+                    got[2] += 1
+        return wrapper
+
+    patches = [(pipeline_chunks, "_stack"), (pipeline_chunks, "leaves"), (Recorder, "groups"),
+               (batch.Pack, "upload"), (batch_group._Group, "launch"),
+               (batch_group._Group, "pack"), (pipeline_run.Run, "_finish"),
+               (pipeline_run.Run, "units"), (pipeline_chunks.StageChunks, "launch")]
+    saved = [(obj, name, getattr(obj, name)) for obj, name in patches]
+    members = runtime.members
+    try:
+        for obj, name, fn in saved:
+            setattr(obj, name, timed(fn, f"{getattr(obj, '__name__', obj)}.{name}"))
+        runtime.members = timed(members, "runtime.members")
+        for _ in range(2):
+            acc.clear()
+            xs = _inputs(base, n)
+            t0 = time.perf_counter()
+            mp.Pipeline(xs, ops, device=device).run()
+            mp.synchronize()
+            wall = time.perf_counter() - t0
+        print(f"== {tag}, phases: wall {wall:.4f} s ({n / wall:,.0f} img/s)")
+        for label, (cpu, w, calls) in sorted(acc.items(), key=lambda kv: -kv[1][0]):
+            print(f"   {label:38s} {calls:5d} calls  thread CPU {cpu * 1e3:8.2f} ms "
+                  f"({cpu / n * 1e6:5.2f} us an input)  wall {w * 1e3:8.2f} ms")
+    finally:
+        for obj, name, fn in saved:
+            setattr(obj, name, fn)
+        del runtime.members
 
 
 if __name__ == "__main__":
