@@ -264,7 +264,8 @@ def _stack(nodes: list[Node], device: int, stream: Any, copy_stream: Callable[[]
     remote = runtime.caps.launches_on_streams and any(n.device != device for n in nodes)
     if not remote:
         stack = runtime.empty((len(nodes), *first.shape), first.dtype, device)
-        runtime.stack_into(stack, [n.buffer for n in nodes], stream)
+        runtime.stack_into(stack, [n.buffer for n in nodes], stream,
+                           device=device if runtime.caps.launches_on_streams else None)
         return stack
     cs = copy_stream()
     with runtime.using_stream(cs):

@@ -208,11 +208,13 @@ class Backend:
         else:
             dst[offset:offset + n] = src.reshape(n)
 
-    def stack_into(self, dst: Any, sources: list[Any], stream: Any = None) -> None:
+    def stack_into(self, dst: Any, sources: list[Any], stream: Any = None,
+                   device: int | None = None) -> None:
         """Copy each C-contiguous buffer of ``sources`` (``dst[0]``'s bytes each, on this
         device or another) into ``dst[i]`` of the C-contiguous batch buffer ``dst``, queued on
         ``stream`` (the current one when None): a Pipeline chunk's inputs stacked for its
-        batched kernels. The sources' producers must be done (other devices' streams are not
+        batched kernels. ``device``, where given, says that ``dst`` and every source live on
+        that device. The sources' producers must be done (other devices' streams are not
         ordered with ``stream``)."""
         s = self.current_stream() if stream is None else stream
         for i, src in enumerate(sources):

@@ -116,7 +116,8 @@ class CpuBackend(Backend):
     def upload_small(self, array: np.ndarray, device: int) -> Any:
         return array
 
-    def stack_into(self, dst: Any, sources: list[Any], stream: Any = None) -> None:
+    def stack_into(self, dst: Any, sources: list[Any], stream: Any = None,
+                   device: int | None = None) -> None:
         for i, src in enumerate(sources):
             dst[i] = src.reshape(dst.shape[1:])
 

@@ -175,12 +175,16 @@ class CudaMemory:
         return [_device_view(buffer, buffer.shape[1:], buffer.strides[1:], buffer.dtype,
                              m * step, (m + 1) * step) for m in range(buffer.shape[0])]
 
-    def stack_into(self, dst: Any, sources: list[Any], stream: Any = None) -> None:
-        """``Backend.stack_into`` through the driver: the copies in one call
-        (:meth:`copy_addresses`; the driver infers a peer copy from the unified addresses), no
-        numba-cuda view or copy call per member. A Pipeline chunk stacks 256 inputs: one call
-        instead of 256, each of which handed the GIL to another device's worker and waited
-        to get it back."""
+    def stack_into(self, dst: Any, sources: list[Any], stream: Any = None,
+                   device: int | None = None) -> None:
+        """``Backend.stack_into`` without a numba-cuda view or copy call per member: where
+        every source lives on ``dst``'s device (``device``, given), one kernel that reads each
+        source through a table of addresses (:func:`_stack_kernel`); else the copies in one
+        driver call (:meth:`copy_addresses`; a copy between two devices is a peer copy by its
+        addresses).
+        A Pipeline chunk stacks 256 inputs: one call instead of 256, each of which handed the
+        GIL to another device's worker and waited to get it back; and one launch instead of
+        256 copies the driver spends ~5 us of CPU on each (bench/RESULTS.md)."""
         step = dst.strides[0] if dst.ndim else 0
         # (the sources are of one shape and dtype, the caller's contract: the first checked)
         if _memcpy_async() is None or not dst.is_c_contiguous() or not step or not sources or \
@@ -188,13 +192,22 @@ class CudaMemory:
                 int(sources[0].size) * sources[0].dtype.itemsize != step:
             return super().stack_into(dst, sources, stream)
         n = len(sources)
-        base = int(dst.gpu_data.device_pointer)
-        dsts = np.arange(base, base + n * step, step, dtype=np.uint64)
+        stream = self.current_stream() if stream is None else stream
         srcs = np.fromiter((int(src.gpu_data.device_pointer) for src in sources),
                            dtype=np.uint64, count=n)
+        if device is not None and self.name == "cuda" and not self.simulated and step % 4 == 0 and \
+                n <= 65535 and not (srcs % 4).any():
+            words = step // 4
+            with self.using_stream(stream):
+                table = self.upload_small(srcs, device)
+            out = self.part(dst, 0, np.uint32, (n, words))
+            blocks = max(1, min(-(-words // 256), 64))
+            _stack_kernel()[(blocks, n), 256, stream](table, out)
+            return
+        base = int(dst.gpu_data.device_pointer)
+        dsts = np.arange(base, base + n * step, step, dtype=np.uint64)
         sizes = np.full(n, step, dtype=np.uint64)
-        self.copy_addresses(dsts, srcs, sizes, None,
-                            self.current_stream() if stream is None else stream)
+        self.copy_addresses(dsts, srcs, sizes, None, stream)
 
     def copy_addresses(self, dsts: np.ndarray, srcs: np.ndarray, sizes: np.ndarray,
                        device: int | None, stream: Any = None) -> None:
@@ -293,6 +306,41 @@ def _device_view(buffer: Any, shape: tuple[int, ...], strides: tuple[int, ...], 
     return devicearray.DeviceNDArray(shape=shape, strides=strides, dtype=dtype,
                                      stream=buffer.stream,
                                      gpu_data=buffer.gpu_data.view(start, stop))
+
+
+_STACK: list[Any] = []
+
+
+def _stack_kernel() -> Any:
+    """``stack_words(table, out)``: ``out[m, i] = word i at address table[m]`` (uint32
+    words; a block row per member, blocks striding over its words); compiled on first use."""
+    if not _STACK:
+        from numba import cuda, types
+        from numba.core.extending import intrinsic
+
+        @intrinsic
+        def words_at(typingctx, address):
+            sig = types.CPointer(types.uint32)(types.uint64)
+
+            def codegen(context, builder, signature, args):
+                return builder.inttoptr(args[0],
+                                        context.get_value_type(signature.return_type))
+
+            return sig, codegen
+
+        @cuda.jit("void(uint64[::1], uint32[:, ::1])")
+        def stack_words(table, out):
+            m = cuda.blockIdx.y
+            src = words_at(table[m])
+            i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+            stride = cuda.gridDim.x * cuda.blockDim.x
+            n = out.shape[1]
+            while i < n:
+                out[m, i] = src[i]
+                i += stride
+
+        _STACK.append(stack_words)
+    return _STACK[0]
 
 
 _MEMCPY: list[Any] = []
