@@ -270,21 +270,45 @@ class Run:
         again = [r for r, value in enumerate(values) if value is None]
         handed_pos, handed = [], []
         lock, cancel, committed, done = self.lock, self.cancel, self.committed, self.done
-        for r, (pos, x, value) in enumerate(zip(unit.positions, unit.items, values,
-                                                strict=True)):
-            if value is None:
-                continue
+        rows = [r for r, value in enumerate(values) if value is not None]
+        # under the run's lock once, each input's commit lock only tried: one another thread
+        # holds is waited for below, without the run's lock (which is never held while
+        # waiting for a commit lock: locks.py)
+        busy = []
+        with lock:
+            for r in rows:
+                if cancel.is_set():
+                    return
+                x = unit.items[r]
+                held = commit_lock(x)
+                if not held.acquire(blocking=False):
+                    busy.append(r)
+                    continue
+                try:
+                    if x._node is not nodes[r]:
+                        again.append(r)
+                        continue
+                    x._bind(values[r])
+                    committed[id(x)] = values[r]
+                    if last:
+                        done.add(id(x))
+                finally:
+                    held.release()
+                handed_pos.append(unit.positions[r])
+                handed.append(x)
+        for r in busy:
+            x = unit.items[r]
             with commit_lock(x), lock:
                 if cancel.is_set():
                     return
                 if x._node is not nodes[r]:
                     again.append(r)
                     continue
-                x._bind(value)
-                committed[id(x)] = value
+                x._bind(values[r])
+                committed[id(x)] = values[r]
                 if last:
                     done.add(id(x))
-            handed_pos.append(pos)
+            handed_pos.append(unit.positions[r])
             handed.append(x)
         if not last and handed:
             self._hand_on(stage, handed_pos, handed)

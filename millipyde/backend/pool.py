@@ -168,7 +168,7 @@ class _Layouts:
     def __init__(self) -> None:
         self._protos: dict[tuple[tuple[int, ...], np.dtype], dict] = {}
         self._sizes: dict[tuple[tuple[int, ...], np.dtype], int] = {}
-        self._memory: dict[int, tuple[Any, dict]] = {}  # id(context) -> (it, pointer attrs)
+        self._memory: dict[int, tuple[Any, tuple]] = {}  # id(context) -> (it, stamp kinds)
 
     def nbytes(self, shape: tuple[int, ...], dtype: np.dtype) -> int:
         """Bytes of a C-contiguous array of ``shape`` and ``dtype``."""
@@ -205,15 +205,7 @@ class _Layouts:
         offset`` (``stamp``), None for an empty part. The pointer's attributes are set as
         ``MemoryPointer``'s constructor sets them, taken from one it built: no call per part
         but the driver pointer's (a batch's pack has ~10 parts)."""
-        from numba.cuda.cudadrv import devicearray, driver
-
-        new, array, pointer = object.__new__, devicearray.DeviceNDArray, driver.MemoryPointer
-        cu_ptr = driver.binding.CUdeviceptr
-        # what the constructor sets, made once per context (a pack is stamped every batch)
-        got = self._memory.get(id(ctx))
-        if got is None or got[0] is not ctx:
-            got = self._memory[id(ctx)] = (ctx, vars(pointer(ctx, cu_ptr(0), size=0)))
-        memory = got[1]
+        memory = self._memory_of(ctx)
         protos, sizes = self._protos, self._sizes
         out: list[Any] = []
         for off, dtype, shape in parts:
@@ -221,17 +213,49 @@ class _Layouts:
                 out.append(None)
                 continue
             nbytes = sizes.get((shape, dtype)) or self.nbytes(shape, dtype)
-            ptr = new(pointer)
-            d = ptr.__dict__
-            d.update(memory)
-            d["device_pointer"] = d["handle"] = cu_ptr(base + off)
-            d["size"] = d["_cuda_memsize_"] = nbytes
-            d["_owner"] = owner
-            arr = new(array)
-            arr.__dict__.update(protos.get((shape, dtype)) or self.proto(shape, dtype, ctx))
-            arr.gpu_data = ptr
-            out.append(arr)
+            proto = protos.get((shape, dtype)) or self.proto(shape, dtype, ctx)
+            out.append(_stamped(memory, proto, base + off, nbytes, owner))
         return out
+
+    def stamp_members(self, n: int, step: int, dtype: np.dtype, shape: tuple[int, ...],
+                      base: int, owner: Any, ctx: Any) -> list[Any]:
+        """``stamp_parts`` of ``n`` parts of one non-empty ``shape`` and ``dtype``, ``step``
+        bytes apart from ``base``: the members of a batch buffer (a Pipeline chunk hands one
+        to each of its 256 inputs), the layout looked up once."""
+        memory = self._memory_of(ctx)
+        nbytes = self.nbytes(shape, dtype)
+        proto = self.proto(shape, dtype, ctx)
+        return [_stamped(memory, proto, base + m * step, nbytes, owner) for m in range(n)]
+
+    def _memory_of(self, ctx: Any) -> tuple:
+        """What ``MemoryPointer``'s constructor sets in context ``ctx`` and the classes a
+        stamp makes (``_stamped``), made once per context (a pack is stamped every batch)."""
+        from numba.cuda.cudadrv import devicearray, driver
+
+        got = self._memory.get(id(ctx))
+        if got is None or got[0] is not ctx:
+            cu_ptr = driver.binding.CUdeviceptr
+            memory = vars(driver.MemoryPointer(ctx, cu_ptr(0), size=0))
+            got = self._memory[id(ctx)] = (ctx, (memory, driver.MemoryPointer,
+                                                 devicearray.DeviceNDArray, cu_ptr))
+        return got[1]
+
+
+def _stamped(kinds: tuple, proto: dict, address: int, nbytes: int, owner: Any) -> Any:
+    """A device array of ``proto``'s layout over ``address`` (``nbytes``), kept alive by
+    ``owner``; ``kinds`` from ``_Layouts._memory_of``: the pointer's attributes, the
+    pointer's and the array's classes, the driver pointer's."""
+    memory, pointer, array, cu_ptr = kinds
+    ptr = object.__new__(pointer)
+    d = ptr.__dict__
+    d.update(memory)
+    d["device_pointer"] = d["handle"] = cu_ptr(address)
+    d["size"] = d["_cuda_memsize_"] = nbytes
+    d["_owner"] = owner
+    arr = object.__new__(array)
+    arr.__dict__.update(proto)
+    arr.gpu_data = ptr
+    return arr
 
 
 def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

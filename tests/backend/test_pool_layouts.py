@@ -187,6 +187,31 @@ def test_stamped_parts_are_what_numbas_constructors_build():
         assert a.is_c_contiguous() and int(a.gpu_data.device_pointer) == base + off
 
 
+def test_stamped_members_are_the_stamped_parts_of_one_layout():
+    from numba.cuda.cudadrv import devicearray
+
+    if not hasattr(devicearray, "DeviceNDArray"):
+        pytest.skip("numba-cuda's DeviceNDArray (the CUDA simulator's module has none)")
+    owner, base, shape, dtype = object(), 1 << 24, (6, 5, 3), np.dtype(np.float64)
+    step = 6 * 5 * 3 * 8 + 64  # members need not be packed
+    got = _LAYOUTS.stamp_members(4, step, dtype, shape, base, owner, None)
+    want = _LAYOUTS.stamp_parts([(m * step, dtype, shape) for m in range(4)], base, owner,
+                                None)
+    assert len(got) == 4
+    for a, b in zip(got, want, strict=True):
+        assert a is not b and a.gpu_data is not b.gpu_data
+        assert vars(a).keys() == vars(b).keys()
+        for k, v in vars(b).items():
+            if k not in ("gpu_data", "_dummy"):
+                assert vars(a)[k] == v, k
+        pa, pb = vars(a.gpu_data), vars(b.gpu_data)
+        assert pa.keys() == pb.keys()
+        for k, v in pb.items():
+            assert (int(pa[k]) == int(v)) if k in ("device_pointer", "handle") \
+                else pa[k] is v or pa[k] == v, k
+    assert [int(a.gpu_data.device_pointer) for a in got] == [base + m * step for m in range(4)]
+
+
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float64, np.int64, np.uint16])
 def test_written_out_prototypes_are_the_constructed_ones(dtype):
     """``_Layouts.proto`` writes a non-empty layout's prototype out instead of calling
