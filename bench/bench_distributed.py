@@ -70,7 +70,7 @@ def _median_ms(fn, repeat: int = 15) -> float:
 
 def codec_costs(path: Path) -> dict[str, float]:
     """One thread's ms per image: decode the PNG, encode PNG, encode npy."""
-    from millipyde._distributed_tasks import encode
+    from millipyde.distributed.tasks import encode
     from millipyde.io import load_array
 
     arr = load_array(path)
@@ -131,7 +131,7 @@ def cpu_ms(reports: list[dict]) -> dict[str, float]:
 
 def _warm(paths: list[str], fmt: str, backend: str) -> str:
     """Load (compile) this worker's kernels: one batch of outputs, and two alone."""
-    from millipyde._distributed_tasks import process_chunk
+    from millipyde.distributed.tasks import process_chunk
 
     d = tempfile.mkdtemp(prefix="mp-warm-")
     try:

@@ -553,9 +553,13 @@ def _host_breakdown(res: dict, n_inputs: int) -> None:
     """Where a chunked Pipeline's host time goes (new tree only): per phase of the workers,
     thread CPU seconds, for A on one GPU and on every GPU (inputs on GPU 0)."""
     try:
-        from millipyde import pipeline_chunks, pipeline_run
-    except ImportError:
-        return
+        from millipyde.pipeline import chunks as pipeline_chunks
+        from millipyde.pipeline import run as pipeline_run
+    except ImportError:  # trees before millipyde.pipeline was a package
+        try:
+            from millipyde import pipeline_chunks, pipeline_run
+        except ImportError:  # trees before chunks
+            return
     import threading
     from collections import defaultdict
 

@@ -127,7 +127,7 @@ class Generator:
             raise ArgumentError(f"Generator decoder must be one of {data.DECODERS}, got "
                                 f"{decoder!r}")
         if client is not None:  # outputs made on a Dask cluster (millipyde.distributed)
-            from ._distributed_generator import attach_generator
+            from .distributed.generator import attach_generator
 
             if rank is not None or world_size is not None:
                 raise ArgumentError("Generator rank/world_size cannot be combined with client")

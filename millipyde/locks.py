@@ -2,7 +2,7 @@
 
 A Pipeline worker processing one input holds its lock from the moment it reads the input's
 value (claim) until it binds the computed value (commit); a worker processing a chunk of
-inputs at once (``pipeline_run``) reads their values without it and binds each output under
+inputs at once (``pipeline.run``) reads their values without it and binds each output under
 the input's lock only if the input still holds the value read (else that input is processed
 again, claimed as above); an image method holds it while it draws its parameters and records
 its node. Every update of an array is therefore applied to the value the previous update

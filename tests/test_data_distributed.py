@@ -44,9 +44,11 @@ def test_shards_pickle_without_descriptors(tmp_path) -> None:
     again = pickle.loads(pickle.dumps(src))
     assert again._fds == {} and again.read(0) == first
     # tasks follow the shards: no task reads two of them
-    items = md._items(list(range(len(src))), None, "png")
+    from millipyde.distributed import jobs
+
+    items = jobs._items(list(range(len(src))), None, "png")
     for slots in (1, 2, 8):
-        for block in md._source_blocks(src, items, slots):
+        for block in jobs._source_blocks(src, items, slots):
             assert len({int(src._shard[it[2]]) for it in block}) == 1
 
 

@@ -1,4 +1,4 @@
-"""A Pipeline's inputs recorded as batches (``pipeline_chunks``, ``pipeline_run``): the values of
+"""A Pipeline's inputs recorded as batches (``pipeline.chunks``, ``pipeline.run``): the values of
 the per-input path bit for bit, a kernel count per chunk that does not grow with its inputs,
 all-or-nothing per input on a fault in the middle of a chunk, chunks over several devices."""
 
@@ -16,9 +16,10 @@ from multidevice import (
 )
 
 import millipyde as mp
-from millipyde import faults, pipeline_chunks
+from millipyde import faults
 from millipyde.backend import ACTIVE as runtime
 from millipyde.pipeline import PipelineError
+from millipyde.pipeline import chunks as pipeline_chunks
 
 THESIS = [mp.Operation("gaussian", 2), mp.Operation("adjust_gamma", 2), mp.Operation("fliplr"),
           mp.Operation("rotate", 45), mp.Operation("rgb2grey")]
@@ -248,7 +249,7 @@ SPREAD = """
 import json
 import numpy as np
 import millipyde as mp
-from millipyde import pipeline_chunks
+from millipyde.pipeline import chunks as pipeline_chunks
 from multidevice import crops
 seen = []
 launch = pipeline_chunks.StageChunks.launch

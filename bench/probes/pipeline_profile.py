@@ -4,7 +4,7 @@
 
 The 5-op chain of ``bench_pipeline`` (part A) over ``--inputs`` copies of a ``--size`` RGB
 image, run once to compile and record, then timed (best of ``--repeat``), then once under a
-cProfile per thread: the main thread's and every Pipeline worker's (``pipeline_run.Run._worker``
+cProfile per thread: the main thread's and every Pipeline worker's (``pipeline.run.Run._worker``
 wrapped; from Python 3.12 on, one profile sees every thread: then one table of all), for
 one device and, where there are several, for every device with the inputs made on device 0.
 Prints wall time, microseconds an input, and the top entries by internal time of the workers
@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import millipyde as mp  # noqa: E402
-from millipyde import pipeline_run  # noqa: E402
+from millipyde.pipeline import run as pipeline_run  # noqa: E402
 
 FIVE = [("gaussian", (2,)), ("adjust_gamma", (2,)), ("fliplr", ()), ("rotate", (45,)),
         ("rgb2grey", ())]
@@ -123,10 +123,10 @@ def _phases(base: mp.gpuimage, ops: list, device: int | None, n: int, tag: str) 
     import collections
     import threading
 
-    from millipyde import pipeline_chunks
     from millipyde.backend import ACTIVE as runtime
     from millipyde.batch_record import Recorder
     from millipyde.graph.exec import batch, batch_group
+    from millipyde.pipeline import chunks as pipeline_chunks
 
     acc: dict = collections.defaultdict(lambda: [0.0, 0.0, 0])
     lock = threading.Lock()

@@ -41,7 +41,7 @@ from .batch_group import launch as _launch  # noqa: F401  (re-exported: batch_ar
 from .batch_stencil import stencil_gpu as _stencil_gpu  # noqa: F401  (re-exported: probes)
 
 #: The one upload of a batch's per-member arrays (``batch_group._Pack``), for callers outside
-#: graph.exec (a Pipeline chunk, ``pipeline_chunks``).
+#: graph.exec (a Pipeline chunk, ``pipeline.chunks``).
 Pack = _Pack
 
 #: Outputs a Generator makes per batch (``MILLIPYDE_GENERATOR_BATCH``; 1 turns batches off).

@@ -1,7 +1,7 @@
 """One run of a chain of connected Pipelines: work units, device workers, commits, rollback.
 
 Each stage's inputs become work units: chunks of inputs that record as one batch
-(``pipeline_chunks``: inputs of one type, device, shape and dtype, Operations that are
+(``pipeline.chunks``: inputs of one type, device, shape and dtype, Operations that are
 recording methods) and single inputs that go the per-input way (callables, pending work,
 anything a chunk cannot record). Units wait in one queue per device of the stage: a unit
 whose inputs live on one of the stage's devices goes to that device's queue, and a worker
@@ -32,12 +32,11 @@ import threading
 import time
 from typing import Any
 
-from . import devices
-from . import random as mprandom
-from .backend import ACTIVE as runtime  # the active backend
-from .locks import commit_lock
-from .pipeline_chunks import ChunkFailure, Launched, StageChunks, chunk_sizes, group_key
-from .workers import (
+from .. import devices
+from .. import random as mprandom
+from ..backend import ACTIVE as runtime  # the active backend
+from ..locks import commit_lock
+from ..workers import (
     STREAMS,
     Cancelled,
     PipelineError,
@@ -49,6 +48,7 @@ from .workers import (
     reraise_interrupt,
     workers_per_device,
 )
+from .chunks import ChunkFailure, Launched, StageChunks, chunk_sizes, group_key
 
 _STOP = object()
 

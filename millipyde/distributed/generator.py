@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from . import random as mprandom
-from ._distributed_cluster import check_client
-from ._distributed_tasks import generate_chunk
-from .array import ArgumentError
-from .distributed import _batch_for, _chunk_size, _generator_batch, _slots, _sources
-from .pipeline import PipelineError, check_operations, check_seed
+from .. import random as mprandom
+from ..array import ArgumentError
+from ..pipeline import PipelineError, check_operations, check_seed
+from .cluster import check_client, worker_slots
+from .jobs import batch_for, chunk_size, generator_batch, source_list
+from .tasks import generate_chunk
 
 
 class ClusterGenerator:
@@ -32,9 +32,9 @@ class ClusterGenerator:
 
     def __init__(self, inputs: Any, operations: list, seed: int, outputs: int | None,
                  client: Any) -> None:
-        from . import backend
-        from .image import gpuimage
-        from .pipeline import check_inputs
+        from .. import backend
+        from ..image import gpuimage
+        from ..pipeline import check_inputs
 
         self.client = client
         self.operations = operations
@@ -42,7 +42,7 @@ class ClusterGenerator:
         self.outputs = outputs
         self.backend = backend()
         if isinstance(inputs, (str, os.PathLike)):
-            self.inputs: list = [Path(p) for p in _sources(inputs)]
+            self.inputs: list = [Path(p) for p in source_list(inputs)]
             self.sources: list[tuple[Any, bool]] = [(str(p), True) for p in self.inputs]
         else:
             self.inputs = check_inputs(inputs, "Generator")
@@ -55,11 +55,11 @@ class ClusterGenerator:
             self.sources = [(f, isinstance(x, gpuimage)) for f, x in
                             zip(futures, self.inputs, strict=True)]
         if isinstance(inputs, (str, os.PathLike)):
-            self.batch = _generator_batch(client, [str(p) for p in self.inputs])
+            self.batch = generator_batch(client, [str(p) for p in self.inputs])
         else:
-            self.batch = _batch_for([(x.shape, x.dtype) for x in self.inputs])
-        slots = _slots(client)
-        self.chunk = _chunk_size(outputs if outputs is not None else 16 * slots, slots,
+            self.batch = batch_for([(x.shape, x.dtype) for x in self.inputs])
+        slots = worker_slots(client)
+        self.chunk = chunk_size(outputs if outputs is not None else 16 * slots, slots,
                                  self.batch)
         self.window = 2 * slots
         self.futures: dict[int, Any] = {}

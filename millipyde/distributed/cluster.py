@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from .array import ArgumentError
+from ..array import ArgumentError
 
 
 def local_cluster(workers: int | None = None, threads: int | None = None,
@@ -23,8 +23,8 @@ def local_cluster(workers: int | None = None, threads: int | None = None,
     """
     import logging
 
-    from . import config, devices
-    from .backend import ACTIVE
+    from .. import config, devices
+    from ..backend import ACTIVE
 
     threads = threads or config.dask_threads()
     var = ACTIVE.visible_devices_var
@@ -111,7 +111,7 @@ def check_client(client: Any, what: str) -> None:
 
 
 @contextlib.contextmanager
-def _client_or_local(client: Any) -> Iterator[Any]:
+def client_or_local(client: Any) -> Iterator[Any]:
     if client is not None and not isinstance(client, str):
         yield client
         return
@@ -119,6 +119,6 @@ def _client_or_local(client: Any) -> Iterator[Any]:
         yield c
 
 
-def _slots(client: Any) -> int:
+def worker_slots(client: Any) -> int:
     """Worker threads of the cluster (at least 1)."""
     return max(1, sum(client.nthreads().values()))

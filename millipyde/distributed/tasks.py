@@ -28,7 +28,7 @@ TEMP_SUFFIX = ".millipyde-part"
 
 def rebuild_operation(function: Any, args: tuple, kwargs: dict, probability: Any) -> Any:
     """An Operation from its parts (the other side of :func:`reduce_operation`)."""
-    from .operation import Operation
+    from ..operation import Operation
 
     return Operation.rebuild(function, args, kwargs, probability)
 
@@ -122,10 +122,10 @@ def compute(sources: dict[Any, Any], items: Sequence[tuple[int, Any]], operation
     batches). Runs on device 0 (a worker pinned to one GPU sees it first) with a stream of
     its own, as a Pipeline or Generator worker does.
     """
-    from . import devices
-    from .backend import ACTIVE as runtime
-    from .graph.exec import batch
-    from .workers import STREAMS
+    from .. import devices
+    from ..backend import ACTIVE as runtime
+    from ..graph.exec import batch
+    from ..workers import STREAMS
 
     device = 0
     stream, generation = STREAMS.acquire(device)
@@ -173,7 +173,7 @@ def probe(paths: Sequence[str]) -> list[tuple[tuple[int, ...], str] | None]:
                 continue
             import millipyde as mp
 
-            from .io import load_array
+            from ..io import load_array
 
             x = mp.gpuimage(load_array(p))
             out.append((tuple(x.shape), str(x.dtype)))
@@ -187,7 +187,7 @@ def _never() -> bool:
 
 
 def _describe(err: BaseException) -> str:
-    from .workers import StepError
+    from ..workers import StepError
 
     if isinstance(err, StepError):
         return f"{err.what} failed: {type(err.cause).__name__}: {err.cause}"
@@ -196,7 +196,7 @@ def _describe(err: BaseException) -> str:
 
 def _one(x: Any, operations: list, seed: int, k: int, device: int,
          stream: Any) -> tuple[np.ndarray | None, str | None]:
-    from .workers import apply_operations
+    from ..workers import apply_operations
 
     y = x.clone()
     try:
@@ -209,8 +209,8 @@ def _one(x: Any, operations: list, seed: int, k: int, device: int,
 def _batched(xs: dict, items: Sequence[tuple[int, Any]], operations: list, seed: int,
              device: int, stream: Any, stacks: dict) -> list[tuple[np.ndarray | None, str | None]]:
     """As ``Generator._make_batch``: record each output, then one launch per kernel."""
-    from .graph.exec import batch
-    from .workers import StepError, kernels_failed, record_operations, sync
+    from ..graph.exec import batch
+    from ..workers import StepError, kernels_failed, record_operations, sync
 
     sync(stream)  # the stack was filled on this stream
     ys: list[Any] = []
@@ -250,7 +250,7 @@ def _batched(xs: dict, items: Sequence[tuple[int, Any]], operations: list, seed:
 def _read(paths: Sequence[Any], source: Any = None) -> tuple[dict, dict[Any, str]]:
     """Decoded inputs by key: file paths, or a data source's sample indices (read and decoded
     as the Generator does: ``io.decode_array`` with the EXIF orientation)."""
-    from .io import decode_array, load_array
+    from ..io import decode_array, load_array
 
     sources, bad = {}, {}
     for p in dict.fromkeys(paths):
@@ -305,7 +305,7 @@ def process_chunk(items: list[tuple[int, int, str, str]], operations: list, seed
             errors.append((pos, src if source is None else source.name(src), "compute", err))
             continue
         if to_uint8 and arr.dtype != np.uint8:
-            from .io import to_uint8
+            from ..io import to_uint8
 
             arr = to_uint8(arr)
         try:
@@ -328,7 +328,7 @@ def generate_chunk(sources: list[tuple[Any, bool]], items: list[tuple[int, int]]
     A source is ``(path, True)`` (read here) or ``(ndarray, is_image)`` (scattered inputs).
     """
     check_backend(backend)
-    from .io import load_array
+    from ..io import load_array
 
     loaded = {}
     for i, (value, is_image) in enumerate(sources):

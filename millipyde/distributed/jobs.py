@@ -1,15 +1,7 @@
-"""Pipelines and Generators on a Dask cluster: :func:`process` and ``Generator(client=...)``.
+"""``process`` and ``run_files``: every output of a chain of Operations over a source, made
+in chunks by the workers of a Dask cluster and written atomically, with a manifest that lets a
+run resume; and the chunk sizes and sources the distributed Generator shares."""
 
-Needs the ``dask`` extra (``dask[distributed]``; dask-cuda where GPUs are); millipyde itself
-imports without it. Every output is the one a single-process Pipeline or Generator with the
-same seed makes on the same backend and GPU model: a worker runs an output through the same
-code (``workers.apply_operations`` / the Generator's batched path) with the random stream of
-``(seed, sample)``, so neither the worker, the chunk nor the order changes a value.
-
-``src`` and ``out_dir`` must be visible under the same paths from the client and every worker
-(one host, or a shared filesystem). Files are read and written by the workers; only paths,
-Operations and timings travel through the scheduler. docs/DISTRIBUTED.md has the scale model.
-"""
 
 from __future__ import annotations
 
@@ -25,36 +17,30 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
-from . import random as mprandom
-from ._distributed_cluster import (
-    _client_or_local,
-    _slots,
+from .. import __version__
+from .. import random as mprandom
+from ..array import ArgumentError
+from ..io import check_outputs_apart
+from ..operation import Operation
+from ..pipeline import PipelineError, check_operations, check_seed
+from .cluster import (
     check_client,
-    cluster_client,
-    local_cluster,
-    pinned_cluster,
+    client_or_local,
+    worker_slots,
 )
-from ._distributed_tasks import FORMATS, TEMP_SUFFIX, process_chunk, reduce_operation
-from .array import ArgumentError
-from .io import check_outputs_apart
-from .operation import Operation
-from .pipeline import PipelineError, check_operations, check_seed
+from .tasks import FORMATS, TEMP_SUFFIX, process_chunk, reduce_operation
 
 copyreg.pickle(Operation, reduce_operation)  # Operations hold a lock: send them by their parts
-
-__all__ = ["MANIFEST", "cluster_client", "local_cluster", "pinned_cluster", "process",
-           "run_files"]
 
 #: The manifest :func:`process` keeps in ``out_dir``.
 MANIFEST = "millipyde-manifest.json"
 _MAX_CHUNK = 64  # the Generator's batch: one batched launch per kernel per chunk on a GPU
 
 
-def _chunk_size(items: int, slots: int, batch: int = 1) -> int:
+def chunk_size(items: int, slots: int, batch: int = 1) -> int:
     """Outputs per task: about 4 tasks per worker thread, at most 64 (``MILLIPYDE_DASK_CHUNK``
     decides when set), rounded to whole batches of ``batch`` outputs."""
-    from . import config
+    from .. import config
 
     size = config.dask_chunk()
     if size is None:
@@ -63,10 +49,10 @@ def _chunk_size(items: int, slots: int, batch: int = 1) -> int:
 
 
 # -- arguments ------------------------------------------------------------------------------
-def _sources(src: Any) -> list[Any]:
+def source_list(src: Any) -> list[Any]:
     """File paths of ``src``; a ``millipyde.data`` source gives its sample indices, and a tar
     glob or list of ``.tar`` paths its shards' samples (:func:`_as_data_source`)."""
-    from .io import iter_image_files
+    from ..io import iter_image_files
 
     data_src = _as_data_source(src)
     if data_src is not None:
@@ -88,8 +74,8 @@ def _sources(src: Any) -> list[Any]:
 def _as_data_source(src: Any) -> Any:
     """``src`` as a streamed ``millipyde.data`` source where it is one (a Source, tar shards),
     else None (a folder or list of files: read by path as before)."""
-    from .data import Source
-    from .data.sources import is_pathlike, is_tar
+    from ..data import Source
+    from ..data.sources import is_pathlike, is_tar
 
     if isinstance(src, Source):
         if src.resident:
@@ -98,7 +84,7 @@ def _as_data_source(src: Any) -> Any:
         return src
     if (is_pathlike(src) and is_tar(src)) or (isinstance(src, (list, tuple)) and src and
                                              all(is_pathlike(x) and is_tar(x) for x in src)):
-        from .data import Shards
+        from ..data import Shards
 
         try:
             return Shards(src)
@@ -242,7 +228,7 @@ def run_files(src: Any, operations: Any, out_dir: Any, *, outputs: int | None = 
     ``to_uint8`` saves non-uint8 outputs scaled to uint8, as ``millipyde augment`` does (the
     manifest records it).
     """
-    from . import backend
+    from .. import backend
 
     ops = check_operations(operations, "process")
     if fmt not in FORMATS:
@@ -257,7 +243,7 @@ def run_files(src: Any, operations: Any, out_dir: Any, *, outputs: int | None = 
     seed = check_seed(seed, "process")
     seed = mprandom.global_seed() if seed is None else seed
     data_src = _as_data_source(src)
-    sources = _sources(data_src if data_src is not None else src)
+    sources = source_list(data_src if data_src is not None else src)
     items = _items(sources, outputs, fmt)
     out = Path(out_dir)
     # before anything is written or deleted (overwrite=True deletes this run's names first)
@@ -274,15 +260,15 @@ def run_files(src: Any, operations: Any, out_dir: Any, *, outputs: int | None = 
     pending = {it[0] for it in items if not (out / it[3]).exists()}
     reports: list[dict] = []
     if pending:
-        with _client_or_local(client) as c:
+        with client_or_local(client) as c:
             # Pipeline semantics: one output at a time, as Pipeline; Generator semantics:
             # the Generator's batches (its batched path where it would take it)
             if data_src is not None:
                 size = 1
-                blocks = _source_blocks(data_src, items, _slots(c))
+                blocks = _source_blocks(data_src, items, worker_slots(c))
             else:
-                size = 1 if outputs is None else _generator_batch(c, sources)
-                step = _chunk_size(len(pending), _slots(c), size)
+                size = 1 if outputs is None else generator_batch(c, sources)
+                step = chunk_size(len(pending), worker_slots(c), size)
                 blocks = [items[i:i + step] for i in range(0, len(items), step)]
             if size == 1:
                 blocks = [[it for it in b if it[0] in pending] for b in blocks]
@@ -293,22 +279,22 @@ def run_files(src: Any, operations: Any, out_dir: Any, *, outputs: int | None = 
     return [out / it[3] for it in items], reports
 
 
-def _generator_batch(client: Any, sources: list[str]) -> int:
+def generator_batch(client: Any, sources: list[str]) -> int:
     """The batch size ``Generator(sources)`` would use (1: per output), from the files' shapes.
 
     The workers read the shapes (headers where the pixel mode is plain).
     """
-    from ._distributed_tasks import probe
+    from .tasks import probe
 
     parts = [sources[i:i + 256] for i in range(0, len(sources), 256)]
     shapes = [s for part in client.gather(client.map(probe, parts, pure=False)) for s in part]
-    return _batch_for(shapes)
+    return batch_for(shapes)
 
 
-def _batch_for(shapes: list) -> int:
+def batch_for(shapes: list) -> int:
     import numpy as np
 
-    from .graph.exec import batch
+    from ..graph.exec import batch
 
     if any(s is None for s in shapes):
         return 1  # an unreadable input: the run reports it
@@ -324,7 +310,7 @@ def _source_blocks(source: Any, items: list, slots: int) -> list[list]:
     for g, members in enumerate(source.groups()):
         for i in members:
             group_of[i] = g
-    step = _chunk_size(len(items), slots)
+    step = chunk_size(len(items), slots)
     by_group: dict[int, list] = {}
     for it in items:
         by_group.setdefault(group_of[it[2]], []).append(it)

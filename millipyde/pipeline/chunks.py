@@ -9,7 +9,7 @@ from (so the values are the same), one template is recorded per coin pattern, an
 runs once for the whole chunk. The chunk's inputs are first copied into one stack on the
 worker's device (``Backend.stack_into``; inputs that live on another device come by peer
 copies on the worker's copy stream, which the kernels' stream waits for); each output is a view
-of the chunk's batch buffer. ``pipeline_run`` binds the outputs to their inputs once the
+of the chunk's batch buffer. ``pipeline.run`` binds the outputs to their inputs once the
 chunk's kernels are done.
 
 What a chunk cannot record is left to the per-input path: a callable Operation or a method
@@ -27,15 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from . import faults, targets
-from .array import gpuarray
-from .backend import ACTIVE as runtime  # the active backend
-from .batch_record import Recorder, RecordError, rules_for
-from .graph.exec import batch
-from .graph.ir.node import Node, leaves
-from .image import RECORDING_METHODS, gpuimage
-from .operation import Operation
-from .workers import Cancelled, StepError, kernels_failed
+from .. import faults, targets
+from ..array import gpuarray
+from ..backend import ACTIVE as runtime  # the active backend
+from ..batch_record import Recorder, RecordError, rules_for
+from ..graph.exec import batch
+from ..graph.ir.node import Node, leaves
+from ..image import RECORDING_METHODS, gpuimage
+from ..operation import Operation
+from ..workers import Cancelled, StepError, kernels_failed
 
 #: Most inputs one chunk records at once.
 CHUNK = 256

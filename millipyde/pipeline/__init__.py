@@ -1,7 +1,7 @@
 """``Pipeline``: apply a list of Operations to a list of inputs, in place, over the devices.
 
-Thesis sections 4.4.2 / 9.5. A run (``pipeline_run``) groups each stage's inputs by (type,
-device, shape, dtype) and records each chunk of a group once, as a batch (``pipeline_chunks``,
+Thesis sections 4.4.2 / 9.5. A run (``pipeline.run``) groups each stage's inputs by (type,
+device, shape, dtype) and records each chunk of a group once, as a batch (``chunks``,
 the engine of ``Generator.batches``): one launch per kernel for the chunk, per-input
 parameters and probability coins as data drawn from the same streams as per input, so the
 outputs are the per-input ones. What a chunk cannot record (callable Operations, inputs with
@@ -26,12 +26,12 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from . import devices
-from . import random as mprandom
-from .array import ArgumentError, gpuarray
-from .operation import Operation
-from .pipeline_run import Run
-from .workers import PipelineError
+from .. import devices
+from .. import random as mprandom
+from ..array import ArgumentError, gpuarray
+from ..operation import Operation
+from ..workers import PipelineError
+from .run import Run
 
 __all__ = ["Pipeline", "PipelineError", "assign_devices", "check_device_arg", "check_inputs",
            "check_methods", "check_operations", "check_seed"]
@@ -184,7 +184,7 @@ class Pipeline:
         Records the operations on a private handle of ``inputs[sample]`` with that input's
         random draws; nothing runs (Python-callable Operations excepted) and no input changes.
         """
-        from .graph.explain import explain_operations
+        from ..graph.explain import explain_operations
 
         if not 0 <= sample < len(self.inputs):
             raise ArgumentError(f"Pipeline.explain sample must be in 0..{len(self.inputs) - 1}")
