@@ -16,9 +16,9 @@ Figure-5.1 operations (``random_colorize`` as a method: the inputs are all colou
 - ``--cold``: a child process with an empty kernel cache: seconds to the first batch, kernel
   files written and kernels compiled (in this process), then a second Generator with another
   seed: the same (0 files, 0 compiles when it compiles nothing); ``batches`` compiles the
-  chain ahead in worker processes (``millipyde.precompile``, its numbers as ``precompile``)
+  chain ahead in worker processes (``millipyde.training.precompile``, its numbers as ``precompile``)
   unless ``--no-precompile``; with ``--warm-processes N`` also a child
-  that first runs ``millipyde.warmup`` in N processes (its time reported).
+  that first runs ``millipyde.training.warmup`` in N processes (its time reported).
 - ``--ranks N``: one rank process alone (``Generator(rank=0, world_size=1)``), then N
   processes at once, one per GPU (``CUDA_VISIBLE_DEVICES``), each ``Generator(rank=r,
   world_size=N)``, their timed windows started together (a file barrier); the summed rate
@@ -135,11 +135,11 @@ def _files(d: Path) -> int:
 
 def cold_child(size: int, px: int, warm_processes: int, precompile: bool = True) -> dict:
     """In a fresh process with an empty cache: first batch, then another seed's (after
-    ``millipyde.warmup`` in ``warm_processes`` processes, if > 0). ``batches`` compiles the
-    chain ahead in worker processes (``millipyde.precompile``) unless ``precompile`` is
+    ``millipyde.training.warmup`` in ``warm_processes`` processes, if > 0). ``batches`` compiles the
+    chain ahead in worker processes (``millipyde.training.precompile``) unless ``precompile`` is
     False; what that took is reported as ``precompile``."""
-    from millipyde import precompile as ahead
-    from millipyde import warmup
+    from millipyde.training import precompile as ahead
+    from millipyde.training import warmup
 
     ahead.ENABLED = precompile
     cache = Path(os.environ["MILLIPYDE_CACHE_DIR"])
@@ -179,7 +179,7 @@ def ranks_child(rank: int, world: int, size: int, batches: int, px: int,
                 barrier: str | None = None) -> dict:
     """img/s of one data-parallel process (its GPU only: ``CUDA_VISIBLE_DEVICES``), timed
     from the moment every rank is ready (``barrier``, a directory) so the windows overlap."""
-    from millipyde import warmup
+    from millipyde.training import warmup
 
     imgs = _images(px)
     # every kernel of the chain loaded in this process (from the warm disk cache): none loads
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
                                     {"MILLIPYDE_CACHE_DIR": d})
             print(f"{name}:", rows[name])
     imgs = _images(args.px)
-    from millipyde import warmup
+    from millipyde.training import warmup
 
     # every kernel the chain needs (clipped rotations included), in this process: nothing
     # compiles while rates are measured

@@ -37,7 +37,7 @@ Rows (``gpu``):
   folder, this tree against ``--baseline`` (a checkout of 7c57e62), each after a warm-up run of
   64 outputs that compiles its kernels; the rate each prints, and the command's wall time.
 
-The recipe is ``millipyde.recipes.operations("imagenet")``: random resized crop 224, flip
+The recipe is ``millipyde.training.recipes.operations("imagenet")``: random resized crop 224, flip
 p = 0.5, brightness/contrast/saturation factors in [0.6, 1.4] and hue in [-0.1, 0.1], each
 p = 0.8, then ``normalize`` (ImageNet mean and std) in the batch conversion.
 """
@@ -301,8 +301,8 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
     import torch
 
     import millipyde as mp
-    from millipyde.recipes import operations
     from millipyde.torch import to_tensor
+    from millipyde.training.recipes import operations
 
     t = time.perf_counter()
     gen = mp.Generator(source, operations("imagenet"), shuffle=True, seed=0,
@@ -792,7 +792,7 @@ def cpu(args: argparse.Namespace) -> dict:
     import torch
 
     import millipyde as mp
-    from millipyde.recipes import operations
+    from millipyde.training.recipes import operations
 
     work = Path(args.work)
     info = make_dataset(work, args.files, args.classes)

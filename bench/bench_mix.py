@@ -14,7 +14,7 @@ sizes) with RandomResizedCrop(hw) and a flip makes float32 NCHW batches of ``siz
 
 The rows are measured in ``rounds`` interleaved rounds (the machine's load moves under all of
 them alike); medians. Shares are of ``batch``. On GPU backends every time ends with a sync.
-``--chain imagenet``: millipyde.recipes' ImageNet chain instead of the crop and flip.
+``--chain imagenet``: millipyde.training.recipes' ImageNet chain instead of the crop and flip.
 """
 
 from __future__ import annotations
@@ -65,14 +65,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batches", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--chain", choices=("crop", "imagenet"), default="crop",
-                    help="crop: RandomResizedCrop + flip; imagenet: millipyde.recipes' chain")
+                    help="crop: RandomResizedCrop + flip; imagenet: training.recipes' chain")
     args = ap.parse_args(argv)
     imgs = _photos()
     if args.chain == "crop":
         ops = [mp.Operation("random_resized_crop", args.hw, args.hw),
                mp.Operation("fliplr", p=0.5)]
     else:
-        from millipyde import recipes
+        from millipyde.training import recipes
 
         ops = recipes.operations("imagenet", size=args.hw)
     mixers = {"MixUp": mp.MixUp(num_classes=1000, seed=0),

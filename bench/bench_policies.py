@@ -42,7 +42,7 @@ def _recipe(policy: object, hw: int) -> list:
 
 
 def _route(gen: object, size: int) -> dict:
-    from millipyde.batches import _arena_recorder
+    from millipyde.training.batches import _arena_recorder
 
     rec = _arena_recorder(gen._state)
     if rec is None:

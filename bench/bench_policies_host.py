@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import millipyde as mp  # noqa: E402
 from bench.bench_policies import _recipe  # noqa: E402
 from bench.bench_recipes import _photos  # noqa: E402
-from millipyde import batches  # noqa: E402
+from millipyde.training import batches  # noqa: E402
 
 
 def _host_only() -> None:
@@ -83,7 +83,7 @@ def _host_only() -> None:
 
 def _arena_host(hosts: list, policy: object | None, hw: int, n: int) -> Callable:
     """One batch's host work of the arena recipe with ``policy`` (None: rrc + flip only)."""
-    from millipyde.batch_arena import _upload
+    from millipyde.training.batch_arena import _upload
 
     ops = _recipe(policy, hw)[:2 if policy is None else 3]
     st = mp.Generator([mp.gpuimage(h) for h in hosts], ops, seed=0)._state

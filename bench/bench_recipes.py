@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 import millipyde as mp
-from millipyde import recipes
+from millipyde.training import recipes
 
 PHOTOS = ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field",
           "immunohistochemistry")
@@ -69,7 +69,7 @@ def millipyde_batches(hosts: list[np.ndarray], n: int, size: int = 256) -> dict:
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from bench.bench_batches import _sync, _tensor, copy_bandwidth
-    from millipyde.batches import _arena_recorder
+    from millipyde.training.batches import _arena_recorder
 
     imgs = [mp.gpuimage(h) for h in hosts]
     ops = recipes.operations("imagenet")

@@ -7,7 +7,6 @@ from . import data
 from .array import gpuarray
 from .augmix import AugMix
 from .backend import backend
-from .batch_mix import CutMix, MixUp
 from .compose import OneOf, RandomChoice, RandomOrder, SomeOf
 from .decorators import elementwise, index_map, pixelwise
 from .devices import (
@@ -18,13 +17,14 @@ from .devices import (
     get_device_count,
     synchronize,
 )
-from .generator import Generator
 from .image import gpuimage
 from .io import image_from_path, images_from_path, max_image_pixels, set_max_image_pixels
 from .operation import Operation
 from .pipeline import Pipeline
 from .policies import AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide
 from .random import seed
+from .training.batch_mix import CutMix, MixUp
+from .training.generator import Generator
 from .version import __version__ as __version__
 
 __all__ = [

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .recipes import colorize_if_colour, figure_5_1_operations  # noqa: F401  (public here too)
+from .training.recipes import colorize_if_colour, figure_5_1_operations  # noqa: F401  (public here too)
 
 SAMPLES = ("astronaut", "chelsea", "coffee", "rocket", "logo", "camera")
 
@@ -159,7 +159,7 @@ def augment(args: argparse.Namespace) -> int:
                          "--quality in 1..100")
     if args.cluster is not None:
         return augment_on_cluster(args)
-    from .recipes import DETECTION_SAMPLES, detection_samples, operations
+    from .training.recipes import DETECTION_SAMPLES, detection_samples, operations
 
     out_dir = Path(args.output)
     ext = "jpg" if args.format == "jpeg" else "png"
@@ -253,7 +253,7 @@ def augment_on_cluster(args: argparse.Namespace) -> int:
     import millipyde as mp
     from millipyde.distributed import cluster_client, run_files
 
-    from .recipes import operations
+    from .training.recipes import operations
 
     if args.input is None:
         raise SystemExit("millipyde augment --cluster needs an input folder (workers read it)")
@@ -336,9 +336,9 @@ def parse_shape(text: str) -> tuple[int, ...]:
 
 
 def warmup(args: argparse.Namespace) -> int:
-    """``millipyde warmup``: compile the figure-5.1 kernels ahead (``millipyde.warmup``)."""
+    """``millipyde warmup``: compile the figure-5.1 kernels ahead (``training.warmup``)."""
     import millipyde as mp
-    from millipyde import warmup as wu
+    from millipyde.training import warmup as wu
 
     shape = parse_shape(args.shape)
     recipes = [figure_5_1_operations()]

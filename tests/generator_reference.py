@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import millipyde as mp
-from millipyde.batches import BatchSpec
+from millipyde.training.batches import BatchSpec
 
 
 def eager_outputs(imgs, ops, outputs, seed):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import millipyde as mp
-from millipyde import batch_fill, batch_record
 from millipyde.backend.staging import put
+from millipyde.training import batch_fill, batch_record
 
 
 def _fig51() -> list:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from millipyde import batch_math
-from millipyde.batch_ops import _BLOCK_WORDS, Ctx, sample_round
 from millipyde.graph.plan.schedule import _affine3, needs_warp_clip
 from millipyde.kernels import REGISTRY
 from millipyde.ops.filters.gaussian import gaussian_taps as gaussian
+from millipyde.training import batch_math
+from millipyde.training.batch_ops import _BLOCK_WORDS, Ctx, sample_round
 
 
 def test_op_uniforms_are_each_ops_block() -> None:

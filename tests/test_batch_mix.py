@@ -42,7 +42,9 @@ def test_mixup_is_torchvisions(device, step):
 def test_cutmix_is_torchvisions(device, step):
     mix = mp.CutMix(num_classes=5, seed=2)
     x = _batch(seed=step)
-    lam = mp.batch_mix.beta_of(mix.u(step, 0), 1.0)
+    from millipyde.training import batch_mix
+
+    lam = batch_mix.beta_of(mix.u(step, 0), 1.0)
     r_x, r_y = int(mix.u(step, 1) * 11), int(mix.u(step, 2) * 9)
     box, lam_adj = tv.cutmix_box(lam, r_x, r_y, 9, 11)
     assert mix.params(step, 9, 11) == (0.0, box, lam_adj)

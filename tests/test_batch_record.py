@@ -7,10 +7,10 @@ import pytest
 from generator_reference import eager_outputs
 
 import millipyde as mp
-from millipyde import batch_math, batch_record, batches, precompile
-from millipyde.batches import BatchSpec, convert_reference
 from millipyde.graph.exec import batch
 from millipyde.kernels import REGISTRY
+from millipyde.training import batch_math, batch_record, batches, precompile
+from millipyde.training.batches import BatchSpec, convert_reference
 
 cudasim_ok = pytest.mark.cudasim_ok
 _MADE = batches.Batches._made

@@ -11,8 +11,8 @@ import pytest
 from generator_reference import batch_spec, eager_outputs
 
 import millipyde as mp
-from millipyde import batches
-from millipyde.batches import convert_reference
+from millipyde.training import batches
+from millipyde.training.batches import convert_reference
 
 pytestmark = pytest.mark.cudasim_ok
 

@@ -78,7 +78,7 @@ def test_batched_generators_take_one_worker_per_gpu(monkeypatch):
 
 
 def test_generator_window_holds_a_batch_beyond_the_worker(monkeypatch):
-    from millipyde.generator import _State
+    from millipyde.training.generator import _State
 
     monkeypatch.delenv("MILLIPYDE_WORKERS", raising=False)
     imgs = [mp.gpuimage(np.zeros((8, 8, 3), np.uint8)) for _ in range(2)]

@@ -7,7 +7,7 @@ import pytest
 from generator_reference import batch_spec, eager_outputs
 
 import millipyde as mp
-from millipyde.batches import convert_reference
+from millipyde.training.batches import convert_reference
 
 OPS = [mp.Operation("fliplr", probability=0.5), mp.Operation("random_brightness", -0.2, 0.2),
        mp.Operation("rgb2grey", probability=0.3),

@@ -11,9 +11,9 @@ from generator_reference import batch_spec, eager_outputs
 from tiers import cpu_backend, exhaustive_on_cpu, tiered
 
 import millipyde as mp
-from millipyde import batch_arena, batches, recipes
 from millipyde.backend import ACTIVE as runtime
-from millipyde.batches import convert_reference
+from millipyde.training import batch_arena, batches, recipes
+from millipyde.training.batches import convert_reference
 
 pytestmark = pytest.mark.cudasim_ok
 
@@ -219,9 +219,9 @@ def test_vectorised_windows_are_torchvisions() -> None:
     # torchvision's get_params fed each member's own draws
     import reference_aug as tv
 
-    from millipyde import batch_ops
     from millipyde import random as mprandom
     from millipyde.ops.geometry.resized_crop import crop_params, random_windows
+    from millipyde.training import batch_ops
 
     ks = np.arange(400, dtype=np.int64)
     hw = np.array([[(7 + k) % 50 + 3, (11 * k) % 61 + 2] for k in ks.tolist()])
@@ -275,8 +275,8 @@ def test_one_compiled_gather_per_chain_whatever_the_coins() -> None:
 
 
 def test_vectorised_draws_equal_the_scalar_streams() -> None:
-    from millipyde import batch_ops
     from millipyde import random as mprandom
+    from millipyde.training import batch_ops
 
     ks = np.arange(-5, 300, dtype=np.int64)
     z1 = batch_ops.sample_round(7, ks)

@@ -10,9 +10,9 @@ import pytest
 from generator_reference import assert_device_same, batch_spec, eager_outputs
 
 import millipyde as mp
-from millipyde import batches
 from millipyde.backend import ACTIVE as runtime
-from millipyde.batches import convert_reference
+from millipyde.training import batches
+from millipyde.training.batches import convert_reference
 
 pytestmark = pytest.mark.cudasim_ok
 

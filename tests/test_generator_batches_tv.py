@@ -10,8 +10,8 @@ import pytest
 from generator_reference import assert_device_same, batch_spec, eager_outputs
 
 import millipyde as mp
-from millipyde import batch_arena, batches
-from millipyde.batches import convert_reference
+from millipyde.training import batch_arena, batches
+from millipyde.training.batches import convert_reference
 
 pytestmark = pytest.mark.cudasim_ok
 

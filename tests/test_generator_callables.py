@@ -7,9 +7,9 @@ import pytest
 from multidevice import assert_same, crops
 
 import millipyde as mp
-from millipyde import batches, generator_callables, recipes
 from millipyde.backend import ACTIVE as runtime
 from millipyde.pipeline import PipelineError
+from millipyde.training import batches, generator_callables, recipes
 
 SIM = runtime.simulated
 N = 8 if SIM else 40

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 import millipyde as mp
-from millipyde import batch_arena, generator_state, recipes
+from millipyde.training import batch_arena, generator_state, recipes
 
 OPS = [mp.Operation("random_resized_crop", 12, 10), mp.Operation("fliplr", probability=0.5),
        mp.Operation("random_brightness", -0.2, 0.2, probability=0.5),

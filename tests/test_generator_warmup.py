@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import millipyde as mp
-from millipyde import batch_record, warmup
+from millipyde.training import batch_record, warmup
 
 OPS = [mp.Operation("transpose", probability=0.3), mp.Operation("fliplr", probability=0.4),
        mp.Operation("random_brightness", -0.2, 0.2),
@@ -92,7 +92,7 @@ def test_cli_warmup(capsys) -> None:
 @pytest.mark.parametrize("outputs", [True, False])
 def test_patterns_make_next_outputs_only_when_asked(outputs: bool, monkeypatch) -> None:
     # Generator.batches compiles ahead with outputs=False: the batches alone, not next()'s
-    from millipyde import generator_state
+    from millipyde.training import generator_state
 
     made = []
     real = generator_state._State.make_many

@@ -14,9 +14,9 @@ from tiers import cpu_backend
 
 import millipyde as mp
 import millipyde.transforms as T
-from millipyde import batch_arena, batch_ops, batches
-from millipyde.batches import convert_reference
 from millipyde.policies import entry_call
+from millipyde.training import batch_arena, batch_ops, batches
+from millipyde.training.batches import convert_reference
 
 # torchvision v2's tables (torchvision/transforms/v2/_auto_augment.py), written out: the op
 # lists in their dict order, the magnitude of a few bins, which ops draw a sign
@@ -284,7 +284,7 @@ def test_policy_batch_under_the_simulator_equals_method_calls():
 
 
 def test_warmup_finds_one_output_per_policy_structure():
-    from millipyde import warmup
+    from millipyde.training import warmup
 
     pol = mp.RandAugment(2, 9)
     ops = [mp.Operation("random_resized_crop", 24, 24), pol]

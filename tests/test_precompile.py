@@ -1,4 +1,4 @@
-"""Compiling a chain ahead in worker processes (``millipyde.precompile``): a Generator's
+"""Compiling a chain ahead in worker processes (``millipyde.training.precompile``): a Generator's
 batches then compile nothing, for its seed or another (cpu backend, fresh processes and a
 fresh kernel cache each)."""
 
@@ -26,7 +26,7 @@ SCRIPT = textwrap.dedent('''
     import json, sys
     import numpy as np
     import millipyde as mp
-    from millipyde import batches, precompile, warmup
+    from millipyde.training import batches, precompile, warmup
     # one batch ahead of the consumer: the workers' run-ahead would otherwise make (and compile
     # for) a timing-dependent number of the first Generator's later batches
     batches.AHEAD_BYTES = 1
@@ -113,7 +113,7 @@ def test_without_compiling_ahead_another_seed_compiles_its_coin_patterns(tmp_pat
 
 
 def test_a_job_that_fails_in_its_worker_is_reported_and_nothing_is_left_running():
-    from millipyde import precompile
+    from millipyde.training import precompile
 
     workers = precompile._Workers(1)
     workers.submit(("/nonexistent/millipyde_gen_cpu_0.py", "cpu", "kernel", ()))
@@ -125,7 +125,7 @@ def test_a_job_that_fails_in_its_worker_is_reported_and_nothing_is_left_running(
 
 
 def test_workers_start_with_their_first_job_only():
-    from millipyde import precompile
+    from millipyde.training import precompile
 
     workers = precompile._Workers(2)
     workers.close(timeout=120)
@@ -134,7 +134,7 @@ def test_workers_start_with_their_first_job_only():
 
 
 def test_warm_workers_start_at_once_prepare_and_serve():
-    from millipyde import precompile
+    from millipyde.training import precompile
 
     workers = precompile._Workers(2, warm="cpu")
     assert len(workers.procs) == 2  # started before any job, preparing meanwhile
@@ -165,7 +165,7 @@ def test_a_worker_imports_only_what_compiling_needs():
         print(sorted(m for m in ("networkx", "millipyde.backend", "millipyde.array")
                      if m in sys.modules))
         compile_worker.complete_package()
-        import millipyde.recipes
+        import millipyde.training.recipes
         print(sorted(m for m in ("millipyde.backend", "millipyde.array") if m in sys.modules),
               hasattr(sys.modules["millipyde"], "Generator"))
     ''')
@@ -178,13 +178,13 @@ def test_a_worker_imports_only_what_compiling_needs():
 
 
 def test_a_worker_prepares_with_a_kernel_in_the_generated_dialect():
-    from millipyde import precompile
+    from millipyde.training import precompile
 
     precompile._prepare("cpu")  # in a worker a failure is only reported on stderr
 
 
 def test_queued_jobs_go_out_largest_module_first(tmp_path):
-    from millipyde import precompile
+    from millipyde.training import precompile
 
     sizes = {"small": 10, "large": 1000, "middle": 100}
     for name, n in sizes.items():
@@ -197,8 +197,8 @@ def test_queued_jobs_go_out_largest_module_first(tmp_path):
 
 
 def test_the_hook_is_off_where_compiles_are_cheap_or_absent():
-    from millipyde import precompile
     from millipyde.backend import ACTIVE
+    from millipyde.training import precompile
 
     assert precompile.wanted() == (precompile.ENABLED and ACTIVE.caps.tuned_kernels)
     assert not precompile.wanted()  # cpu and cudasim: Generator.batches compiles in place
@@ -208,12 +208,12 @@ def test_a_job_names_the_modules_of_its_user_ops(tmp_path) -> None:
     """A worker imports them before loading the generated module (else KeyError on _R[...])."""
     import types
 
-    from millipyde import precompile, recipes
+    from millipyde.training import precompile, recipes
 
     f = tmp_path / "gen.py"
     f.write_text(f"a = _R[{recipes.scale_brightness.name!r}].fn\nb = _R['user_unknown_0'].fn\n")
     mod = types.SimpleNamespace(__file__=str(f))
-    assert precompile._user_op_modules(mod) == ("millipyde.recipes",)
+    assert precompile._user_op_modules(mod) == ("millipyde.training.recipes",)
 
 
 def test_a_deferred_host_function_runs_with_compiled_arithmetic() -> None:
@@ -224,9 +224,9 @@ def test_a_deferred_host_function_runs_with_compiled_arithmetic() -> None:
 
     import numpy as np
 
-    from millipyde import batch_math, precompile
     from millipyde.backend import ACTIVE
     from millipyde.graph.codegen.loader import load
+    from millipyde.training import batch_math, precompile
 
     # a text of its own: no compiled version in memory or on disk, so the call is deferred
     mod = load(batch_math._MIX_SOURCE + "\n# (a copy run as Python by the deferred test)\n",
@@ -256,9 +256,9 @@ def test_a_deferred_host_function_given_garbage_runs_compiled() -> None:
     after adjust_contrast on an H200): the function is then compiled and run as compiled."""
     import numpy as np
 
-    from millipyde import precompile
     from millipyde.backend import ACTIVE
     from millipyde.graph.codegen.loader import load
+    from millipyde.training import precompile
 
     mod = load("from numba import njit\n\n\n@njit(cache=True)\n"
                "def top(st, out):\n    out[0] = int(st[0]) + 1\n", "cpu")

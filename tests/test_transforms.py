@@ -15,9 +15,9 @@ from tiers import simulator, tiered
 
 import millipyde as mp
 import millipyde.transforms as T
-from millipyde import batches
 from millipyde import random as mprandom
-from millipyde.batches import convert_reference
+from millipyde.training import batches
+from millipyde.training.batches import convert_reference
 
 pytestmark = pytest.mark.cudasim_ok
 

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import millipyde as mp  # noqa: E402
 from bench.bench_batches import operations  # noqa: E402
-from millipyde import batches  # noqa: E402
 from millipyde.graph.exec import batch  # noqa: E402
+from millipyde.training import batches  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,7 +122,7 @@ def _full(args, st, rec) -> int:
 def _fresh(args, st, host, made, bs) -> int:
     """``--full --fresh``: per repeat a new Generator (new templates), batch 0 untimed, then
     batches 1 .. ``--batches`` timed and counted as ``bench_batches`` times them."""
-    import millipyde.batch_record as batch_record
+    import millipyde.training.batch_record as batch_record
 
     recorded = [0]
     plain = batch_record.record_template
@@ -200,7 +200,7 @@ def _timed(host, args) -> tuple[float, tuple]:
 
 
 def _imagenet(args, rng) -> int:
-    from millipyde import recipes
+    from millipyde.training import recipes
 
     sizes = [(args.px + 3 * i, args.px + 5 * (5 - i)) for i in range(6)]
     imgs = [mp.gpuimage(rng.integers(0, 256, (*s, 3), dtype=np.uint8)) for s in sizes]

@@ -251,8 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("run with MILLIPYDE_BACKEND=cpu: the probe fakes the cuda backend")
     _fake_cuda(runtime)
     from bench.bench_batches import operations
-    from millipyde import batches
-    from millipyde.batch_convert import BatchSpec
+    from millipyde.training import batches
+    from millipyde.training.batch_convert import BatchSpec
 
     rng = np.random.default_rng(0)
     imgs = [mp.gpuimage(rng.integers(0, 256, (args.px, args.px, 3), dtype=np.uint8))

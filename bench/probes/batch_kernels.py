@@ -83,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             and not args.writer:
         _run(imgs, args, args.label)
     for setting in args.writer:
-        from millipyde import batch_convert
         from millipyde.graph.codegen import batch_writer
+        from millipyde.training import batch_convert
 
         flags = ("INT_INDEX", "UNIT_DIVISIONS", "INT32_TAPS")
         for item in setting.split(","):
@@ -96,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         batch_convert.fused_writer.cache_clear()
         _run(imgs, args, f"{args.label} writer {setting}")
     for setting in args.words:
-        from millipyde import batch_convert
         from millipyde.graph.codegen import batch_writer
+        from millipyde.training import batch_convert
 
         batch_writer.WORD_TAPS = bool(int(setting))
         batch_convert.fused_writer.cache_clear()
@@ -112,9 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         batch_group._axis_fn.cache_clear()
         _run(imgs, args, f"{args.label} axis={setting}")
     for setting in args.caps:
-        from millipyde import batch_convert
         from millipyde.graph.codegen import batch_gather
         from millipyde.graph.exec import batch as exec_batch
+        from millipyde.training import batch_convert
 
         g, w = (int(v) or None for v in setting.split(","))
         batch_gather.MAX_REGISTERS.update(gather=g, writer=w)
@@ -122,9 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         batch_convert.fused_writer.cache_clear()
         _run(imgs, args, f"{args.label} caps={setting}")
     for setting in args.rows:
-        from millipyde import batch_convert
         from millipyde.graph.codegen import batch_gather
         from millipyde.graph.exec import batch as exec_batch
+        from millipyde.training import batch_convert
 
         g, w, *grey = (int(v) for v in setting.split(","))
         batch_gather.ROWS_PER_TRIP.update(gather=g, writer=w)

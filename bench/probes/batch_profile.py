@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import millipyde as mp  # noqa: E402
 from bench.bench_batches import _images, _sync, _tensor, operations  # noqa: E402
-from millipyde import batches as batches_mod  # noqa: E402
+from millipyde.training import batches as batches_mod  # noqa: E402
 
 
 def main() -> None:

@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 
 import millipyde as mp  # noqa: E402
 from bench.bench_batches import _images, _steady, _sync, _tensor, operations  # noqa: E402
-from millipyde import batches  # noqa: E402
+from millipyde.training import batches  # noqa: E402
 
 
 def _ms(xs: list[float]) -> str:

@@ -35,7 +35,7 @@ print(json.dumps(cold_child(256, 512, 0)))
 def alone() -> dict:
     """One worker's start-up steps, nothing else running (seconds since it was spawned)."""
     sys.path.insert(0, str(ROOT))
-    from millipyde.precompile_workers import _Workers
+    from millipyde.training.precompile_workers import _Workers
 
     workers = _Workers(1, warm="cuda")
     workers.submit(("/nonexistent/millipyde_gen_cuda_0.py", "cuda", "kernel", ()))

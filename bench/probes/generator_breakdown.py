@@ -49,9 +49,9 @@ class _Recorded:
 
     def __init__(self, imgs: list, size: int) -> None:
         from bench.bench_batches import operations
-        from millipyde import batches
         from millipyde.backend import ACTIVE
-        from millipyde.batch_convert import BatchSpec
+        from millipyde.training import batches
+        from millipyde.training.batch_convert import BatchSpec
 
         gen = mp.Generator(imgs, operations(), seed=0)
         spec = BatchSpec.check(size, None, "NCHW", "float32", None, None, 3, False, False)

@@ -124,9 +124,9 @@ def _phases(base: mp.gpuimage, ops: list, device: int | None, n: int, tag: str) 
     import threading
 
     from millipyde.backend import ACTIVE as runtime
-    from millipyde.batch_record import Recorder
     from millipyde.graph.exec import batch, batch_group
     from millipyde.pipeline import chunks as pipeline_chunks
+    from millipyde.training.batch_record import Recorder
 
     acc: dict = collections.defaultdict(lambda: [0.0, 0.0, 0])
     lock = threading.Lock()

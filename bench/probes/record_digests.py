@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import millipyde as mp  # noqa: E402
 from bench.bench_recipes import _photos  # noqa: E402
-from millipyde import batches  # noqa: E402
 from millipyde.graph.codegen import stat as codegen_stat  # noqa: E402
+from millipyde.training import batches  # noqa: E402
 
 
 def _digest(arrays: list) -> str:

@@ -2,7 +2,7 @@
 
 Importing this package registers every op's kernels with ``millipyde.kernels`` and its forms
 (the public methods) in :data:`FORMS`; ``millipyde.image`` makes them gpuimage methods, and
-``millipyde.batch_ops`` records them for whole batches. See ``base`` for what an op holds.
+``millipyde.training.batch_ops`` records them for whole batches. See ``base`` for what an op holds.
 """
 
 from . import colour, filters, geometry, intensity, noise  # noqa: F401  (definitions)

@@ -16,7 +16,7 @@ it, such as ``adjust_gamma`` and its random form ``random_adjust_gamma``. A :cla
   is drawn uniformly.
 
 A method call on one image is ``sample`` over one image (``millipyde.image``); a batch of
-outputs is ``sample`` over all of them (``millipyde.batch_ops``): the same code, so the same
+outputs is ``sample`` over all of them (``training.batch_ops``): the same code, so the same
 bits. This module imports nothing above ``millipyde.kernels``: code generation reads kernels
 through the recorded graph nodes, never through the op definitions.
 """

@@ -30,11 +30,11 @@ import numpy as np
 from .. import faults, targets
 from ..array import gpuarray
 from ..backend import ACTIVE as runtime  # the active backend
-from ..batch_record import Recorder, RecordError, rules_for
 from ..graph.exec import batch
 from ..graph.ir.node import Node, leaves
 from ..image import RECORDING_METHODS, gpuimage
 from ..operation import Operation
+from ..training.batch_record import Recorder, RecordError, rules_for
 from ..workers import Cancelled, StepError, kernels_failed
 
 #: Most inputs one chunk records at once.

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import batch_mix, compose
+from .. import compose
 from ..array import ArgumentError
 from ..operation import Operation
+from ..training import batch_mix
 from .base import coin
 from .options import BatchOption, split_options
 

@@ -1,12 +1,12 @@
-"""torchvision v2's ``MixUp`` and ``CutMix`` (``millipyde.batch_mix``): called on a batch,
+"""torchvision v2's ``MixUp`` and ``CutMix`` (``millipyde.training.batch_mix``): called on a batch,
 ``images, labels = mix(images, labels)``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .. import batch_mix
 from ..array import ArgumentError
+from ..training import batch_mix
 
 
 def _getter(labels_getter: Any, owner: str) -> None:

@@ -66,10 +66,10 @@ def test_random_fancy_pca_draws_three_normal_weights():
 
 def test_random_fancy_pca_weights_are_normal():
     # the three weights of 4000 images: mean 0, standard deviation alpha_std, uncorrelated
-    from millipyde import batch_ops
     from millipyde.ops import FORMS
     from millipyde.ops.base import kind_for
     from millipyde.ops.colour.fancy_pca import normals
+    from millipyde.training import batch_ops
 
     z = normals(batch_ops.Ctx(7, np.arange(4000, dtype=np.int64), 0))
     assert np.all(np.abs(z.mean(axis=0)) < 0.06), z.mean(axis=0)

@@ -14,11 +14,11 @@ import reference_jpeg as rj
 from reference import on_gpu
 
 import millipyde as mp
-from millipyde import batch_ops
 from millipyde import random as mprandom
 from millipyde.ops import FORMS
 from millipyde.ops.base import kind_for
 from millipyde.ops.filters.jpeg import quality_tables
+from millipyde.training import batch_ops
 
 Image = pytest.importorskip("PIL.Image")
 

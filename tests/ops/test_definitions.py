@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 
 import millipyde as mp
-from millipyde import batch_ops
 from millipyde.kernels import REGISTRY
 from millipyde.ops import FORMS, OPS, Emit, catalog
 from millipyde.ops.base import kind_for
+from millipyde.training import batch_ops
 
 PACKAGE = Path(mp.__file__).resolve().parent
 README = PACKAGE.parent / "README.md"
 #: modules that use ops without defining them (a recipe names the ops it strings together; a
 #: torchvision-named transform the op it stands for)
 # modules that use ops by name (recipes, the CLI, torchvision's names, the policies' tables)
-USERS = {PACKAGE / "recipes.py", PACKAGE / "cli.py", PACKAGE / "policies.py",
+USERS = {PACKAGE / "training" / "recipes.py", PACKAGE / "cli.py", PACKAGE / "policies.py",
          *(PACKAGE / "transforms").glob("*.py")}
 
 

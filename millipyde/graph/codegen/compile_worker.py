@@ -1,4 +1,4 @@
-"""A compile worker process: compiles generated kernels for ``millipyde.precompile``.
+"""A compile worker process: compiles generated kernels for ``millipyde.training.precompile``.
 
 The parent starts ``python -c COMMAND`` and sends jobs (pickled, length-prefixed) on its stdin;
 each answer goes back on its stdout. A worker imports only what compiling a generated module

@@ -1,5 +1,5 @@
-"""Generated kernels of the batch mixers (``millipyde.batch_mix``): MixUp's blend and CutMix's
-pasted box over a whole training batch, in place, and their soft labels.
+"""Generated kernels of the batch mixers (``millipyde.training.batch_mix``): MixUp's blend and
+CutMix's pasted box over a whole training batch, in place, and their soft labels.
 
 A batch of ``n`` samples is viewed as (n, P, R, Q): NCHW as (n, C, H, W), NHWC as
 (n, 1, H, W * C). ``mix_images(x, n, P, R, Q, lam, r1, r2, q1, q2)`` replaces, inside the box

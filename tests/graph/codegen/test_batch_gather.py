@@ -73,8 +73,8 @@ def test_launch_args_check_the_arrays() -> None:
 @pytest.fixture
 def rows_per_trip(monkeypatch: pytest.MonkeyPatch):
     """Sets ``ROWS_PER_TRIP`` for the test, compiled kernels forgotten before and after."""
-    from millipyde import batch_convert
     from millipyde.graph.exec import batch as exec_batch
+    from millipyde.training import batch_convert
 
     def forget() -> None:
         exec_batch._gather_fn.cache_clear()
@@ -104,14 +104,14 @@ def test_batches_convert_whole_numbers_and_greys_exactly(mean, std, rows, layout
     from generator_reference import batch_spec, eager_outputs
 
     import millipyde as mp
-    from millipyde.batches import convert_reference
+    from millipyde.training.batches import convert_reference
 
     rows_per_trip(*rows)
 
     rng = np.random.default_rng(3)
     imgs = [mp.gpuimage(rng.integers(0, 256, (6, 7, 3), dtype=np.uint8)) for _ in range(2)]
-    from millipyde import batch_convert
     from millipyde.graph.exec import batch as exec_batch
+    from millipyde.training import batch_convert
 
     # a stencil between two gathers: the batch is recorded (``batch_record``), a first gather,
     # the stencil, and the last gather writing the batch (the arena takes gathers alone)
@@ -467,9 +467,9 @@ def test_batches_read_whole_word_stacks_as_words(monkeypatch: pytest.MonkeyPatch
     from generator_reference import batch_spec, eager_outputs
 
     import millipyde as mp
-    from millipyde import batch_convert
     from millipyde.backend import ACTIVE as runtime
-    from millipyde.batches import convert_reference
+    from millipyde.training import batch_convert
+    from millipyde.training.batches import convert_reference
 
     if runtime.codegen_target != "cuda":
         pytest.skip("the word taps are the GPU writers'")
@@ -477,7 +477,7 @@ def test_batches_read_whole_word_stacks_as_words(monkeypatch: pytest.MonkeyPatch
     make = batch_convert.fused_writer
     monkeypatch.setattr(batch_convert, "fused_writer",
                         lambda *a, **k: took.append(a[-1]) or make(*a, **k))
-    monkeypatch.setattr("millipyde.batches.fused_writer", batch_convert.fused_writer)
+    monkeypatch.setattr("millipyde.training.batches.fused_writer", batch_convert.fused_writer)
     rng = np.random.default_rng(4)
     imgs = [mp.gpuimage(rng.integers(0, 256, (8, 7, 3), dtype=np.uint8)) for _ in range(2)]
     ops = [mp.Operation("random_gaussian", 0, 1), mp.Operation("random_colorize", [0.5, 1.5],

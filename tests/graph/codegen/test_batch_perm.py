@@ -169,8 +169,8 @@ def test_batches_take_the_axis_kernel_and_equal_outputs(monkeypatch: pytest.Monk
                                                          ) -> None:
     from generator_reference import batch_spec, eager_outputs
 
-    from millipyde import precompile
-    from millipyde.batches import convert_reference
+    from millipyde.training import precompile
+    from millipyde.training.batches import convert_reference
 
     # the batches compile as they go (the kernels are the test's, not the worker processes')
     monkeypatch.setattr(precompile, "ENABLED", False)

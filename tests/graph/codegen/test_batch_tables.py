@@ -12,9 +12,9 @@ from generator_reference import batch_spec, eager_outputs
 
 import millipyde as mp
 from millipyde.backend import ACTIVE as runtime
-from millipyde.batches import convert_reference
 from millipyde.graph.codegen import batch_tables, batch_writer, loader
 from millipyde.graph.codegen.gather_sig import GatherSig
+from millipyde.training.batches import convert_reference
 
 cudasim_ok = pytest.mark.cudasim_ok
 WRITER = GatherSig(3, "chain", True, True, "", pre=("colorize",),

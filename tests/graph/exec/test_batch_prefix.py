@@ -8,8 +8,8 @@ from generator_reference import batch_spec, eager_outputs
 
 import millipyde as mp
 from millipyde.backend import ACTIVE as runtime
-from millipyde.batches import convert_reference
 from millipyde.graph.exec import batch_prefix
+from millipyde.training.batches import convert_reference
 
 pytestmark = pytest.mark.cudasim_ok
 

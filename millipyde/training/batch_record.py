@@ -29,15 +29,15 @@ from typing import Any
 
 import numpy as np
 
+from ..graph.exec import batch
+from ..image import gpuimage
+from ..ops import FORMS, Ranges
+from ..ops.base import kind_of
+from ..random import _MASK
+from ..workers import StepError, private_handle
 from . import batch_math
 from .batch_groups import ArrayGroup, Draws, KeyPlan, group_arrays, member_arrays
 from .batch_ops import _BLOCK_WORDS, BLOCK, Ctx, sample_round
-from .graph.exec import batch
-from .image import gpuimage
-from .ops import FORMS, Ranges
-from .ops.base import kind_of
-from .random import _MASK
-from .workers import StepError, private_handle
 
 
 @dataclass(frozen=True)

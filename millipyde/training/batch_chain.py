@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import batch_math
-from .graph.codegen.gather_body import COORD_LIMIT
-from .graph.codegen.gather_sig import (
+from ..graph.codegen.gather_body import COORD_LIMIT
+from ..graph.codegen.gather_sig import (
     A_OFF,
     BOUNDED_SLOTS,
     CLIP_HI_OFF,
@@ -39,9 +38,10 @@ from .graph.codegen.gather_sig import (
     gather_nparams,
     op_offsets,
 )
-from .graph.plan.schedule import axis_aligned, fill_window
-from .kernels import REGISTRY
-from .kernels.stats import STATISTICS
+from ..graph.plan.schedule import axis_aligned, fill_window
+from ..kernels import REGISTRY
+from ..kernels.stats import STATISTICS
+from . import batch_math
 
 
 def _leaves(a: np.ndarray, mid: np.ndarray, out: np.ndarray, warp_clip: bool) -> np.ndarray:

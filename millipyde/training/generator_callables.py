@@ -26,15 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from . import faults, targets
-from . import random as mprandom
+from .. import faults, targets
+from .. import random as mprandom
+from ..decorators import UserOp
+from ..graph.ir.node import Node, apply, leaf
+from ..image import gpuimage
+from ..kernels import OpSpec
+from ..operation import Operation
 from .batch_record import Recorder, given_rule, patterns, rules_for
 from .batch_record import draw as draw_rules
-from .decorators import UserOp
-from .graph.ir.node import Node, apply, leaf
-from .image import gpuimage
-from .kernels import OpSpec
-from .operation import Operation
 
 
 class ValueRead(RuntimeError):

@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from ..graph.codegen import gather_sig as codegen
+from ..graph.exec import batch, tables
+from ..graph.plan.schedule import _affine3
+from ..kernels import REGISTRY
 from . import batch_math
 from .batch_fill import KernelPlans, RowsFill, source_columns
-from .graph.codegen import gather_sig as codegen
-from .graph.exec import batch, tables
-from .graph.plan.schedule import _affine3
-from .kernels import REGISTRY
 
 
 class Draws:

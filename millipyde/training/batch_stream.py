@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from ..data.decode import as_buffer, make_decoder
+from ..data.loader import BadSamples, DecodedBatch, Loader
+from ..data.readahead import READ_THREADS, WINDOW_BYTES
+from ..image import gpuimage
 from . import batch_arena
-from .data.decode import as_buffer, make_decoder
-from .data.loader import BadSamples, DecodedBatch, Loader
-from .data.readahead import READ_THREADS, WINDOW_BYTES
-from .image import gpuimage
 
 
 class Stream:

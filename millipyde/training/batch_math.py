@@ -12,13 +12,14 @@ from typing import Any
 
 import numpy as np
 
+from ..graph.codegen.loader import load
+from ..graph.codegen.lut import compose_tables
+from ..graph.codegen.target import _HEADER
+from ..graph.plan.schedule import _affine3
+from ..kernels import REGISTRY
+
 # (Gaussian taps live in ``batch_taps``; named here with the rest of the batch host math)
 from .batch_taps import gaussian_taps  # noqa: F401
-from .graph.codegen.loader import load
-from .graph.codegen.lut import compose_tables
-from .graph.codegen.target import _HEADER
-from .graph.plan.schedule import _affine3
-from .kernels import REGISTRY
 
 
 def lut_many():

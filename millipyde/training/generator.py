@@ -12,20 +12,20 @@ from typing import Any
 
 import numpy as np
 
-from . import devices
-from . import random as mprandom
-from .array import ArgumentError, gpuarray
-from .backend import ACTIVE as runtime  # the active backend
-from .generator_state import AHEAD_BYTES, StreamState, _State  # noqa: F401  (tests: _State)
-from .image import gpuimage
-from .pipeline import (
+from .. import devices
+from .. import random as mprandom
+from ..array import ArgumentError, gpuarray
+from ..backend import ACTIVE as runtime  # the active backend
+from ..image import gpuimage
+from ..pipeline import (
     check_device_arg,
     check_inputs,
     check_methods,
     check_operations,
     check_seed,
 )
-from .workers import private_handle
+from ..workers import private_handle
+from .generator_state import AHEAD_BYTES, StreamState, _State  # noqa: F401  (tests: _State)
 
 
 def _check_rank(rank: Any, world_size: Any) -> tuple[int, int]:
@@ -117,7 +117,7 @@ class Generator:
         for v, name in ((shuffle, "shuffle"), (drop_last, "drop_last"), (strict, "strict")):
             if not isinstance(v, (bool, np.bool_)):
                 raise ArgumentError(f"Generator {name} must be True or False, got {v!r}")
-        from . import data
+        from .. import data
 
         if read_ahead is not None and (isinstance(read_ahead, bool) or not isinstance(
                 read_ahead, (int, np.integer)) or read_ahead < 1):
@@ -127,7 +127,7 @@ class Generator:
             raise ArgumentError(f"Generator decoder must be one of {data.DECODERS}, got "
                                 f"{decoder!r}")
         if client is not None:  # outputs made on a Dask cluster (millipyde.distributed)
-            from .distributed.generator import attach_generator
+            from ..distributed.generator import attach_generator
 
             if rank is not None or world_size is not None:
                 raise ArgumentError("Generator rank/world_size cannot be combined with client")
@@ -154,7 +154,7 @@ class Generator:
                 raise ArgumentError("Generator needs at least one input")
         ops = check_operations(operations, "Generator")
         # torchvision's ToDtype / Normalize (millipyde.transforms): settings of batches()
-        from .transforms.options import split_options
+        from ..transforms.options import split_options
 
         ops, self._batch_options = split_options(ops)
         if not streamed:
@@ -210,7 +210,7 @@ class Generator:
             self._stream = Stream(source, self.sampler, ops, self.seed, decoder, bool(strict),
                                   **({} if read_ahead is None else {"window": int(read_ahead)}))
         else:
-            from .data import Arrays
+            from ..data import Arrays
 
             if labels is not None:
                 labels = data.sources.check_labels(labels, n, "Generator")
@@ -295,7 +295,7 @@ class Generator:
 
     def explain(self, output: int = 0) -> Any:
         """The fused plan (kernels, devices, bytes) that produces output number ``output``."""
-        from .graph.explain import explain_operations
+        from ..graph.explain import explain_operations
 
         items = self.inputs
         x = items[self._state.input_index(output)]

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from . import random as mprandom
+from .. import random as mprandom
 
 #: Output indices searched for one representative of each coin pattern.
 SEARCH = 1 << 16
@@ -36,7 +36,7 @@ def compiled_count() -> int:
     their specializations."""
     from numba.core.caching import NullCache
 
-    from .graph.codegen import loader
+    from ..graph.codegen import loader
 
     n = 0
     for mod in list(loader._modules.values()):
@@ -63,9 +63,9 @@ def representatives(operations: list, seed: int = 0, search: int = SEARCH,
     scikit-image's data-dependent clip (their batches' clipped groups plan other kernels), for
     the input's orientation and its transpose.
     """
+    from ..kernels import REGISTRY
+    from ..ops import FORMS
     from . import batch_math
-    from .kernels import REGISTRY
-    from .ops import FORMS
 
     ks = np.arange(search, dtype=np.int64)
     coins = np.stack([mprandom.gate_array(seed, ks, j, op.probability)
@@ -79,7 +79,7 @@ def representatives(operations: list, seed: int = 0, search: int = SEARCH,
             s = lo + (hi - lo) * mprandom.uniform01_array(seed, ks, j, 0) if lo != hi else \
                 np.full(search, lo)
             bits.append(((s > 0) & coins[:, j])[:, None])
-    from .policies import Policy
+    from ..policies import Policy
 
     for j, op in enumerate(operations):
         if isinstance(op, Policy):  # one output per batch structure of the policy
@@ -110,7 +110,7 @@ def representatives(operations: list, seed: int = 0, search: int = SEARCH,
 def _parse(form: Any, op: Any) -> Any:
     """A template form's parsed arguments (its draw ranges; the image kind does not enter a
     random template form's ranges)."""
-    from .ops.base import kind_for
+    from ..ops.base import kind_for
 
     return form.parse(kind_for(3, np.uint8), *op.args, **op.kwargs)
 
@@ -120,7 +120,7 @@ def _spec(op: Any) -> tuple:
 
 
 def _operations(specs: list[tuple]) -> list:
-    from .operation import Operation
+    from ..operation import Operation
 
     return [Operation.rebuild(f, a, kw, p) for f, a, kw, p in specs]
 
@@ -161,10 +161,10 @@ def _make_patterns(imgs: list, ops: list, ks: list[int], size: int, channels: in
 
     import millipyde as mp
 
+    from ..backend import ACTIVE
+    from ..workers import sync
     from . import batches
-    from .backend import ACTIVE
     from .batches import BatchSpec
-    from .workers import sync
 
     tell = phase or (lambda name: None)
     gen = mp.Generator(imgs, ops, seed=0)

@@ -14,15 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from . import config, faults, targets
-from .array import gpuarray
-from .backend import ACTIVE as runtime  # the active backend
-from .batch_targets import sample_targets
-from .graph.exec import batch
-from .graph.ir.node import leaf
-from .image import RECORDING_METHODS
-from .pipeline import PipelineError
-from .workers import (
+from .. import config, faults, targets
+from ..array import gpuarray
+from ..backend import ACTIVE as runtime  # the active backend
+from ..graph.exec import batch
+from ..graph.ir.node import leaf
+from ..image import RECORDING_METHODS
+from ..pipeline import PipelineError
+from ..workers import (
     Cancelled,
     StepError,
     WorkerGroup,
@@ -33,6 +32,7 @@ from .workers import (
     sync,
     workers_per_device,
 )
+from .batch_targets import sample_targets
 
 #: Bound on the bytes of the outputs a batched Generator makes ahead of ``next()``.
 AHEAD_BYTES = 1 << 30
@@ -45,9 +45,9 @@ MIXED_BATCH = 32
 def _arena_candidate(inputs: list, operations: list) -> bool:
     """Whether an arena gather may record these Operations on these inputs: images, and
     Operations that are op forms or user ops (``batch_arena.make`` decides at first use)."""
-    from .decorators import UserOp
-    from .image import gpuimage
-    from .ops import FORMS
+    from ..decorators import UserOp
+    from ..image import gpuimage
+    from ..ops import FORMS
 
     return all(isinstance(x, gpuimage) and x.ndim in (2, 3) for x in inputs) and all(
         op.method in FORMS if op.method is not None
@@ -463,8 +463,8 @@ class StreamState(_State):
         super().start()
 
     def _make_batch(self, j0: int, n: int, device: int, stream: Any) -> list[tuple[Any, Any]]:
+        from ..data.loader import wait_ready
         from .batch_stream import images_of
-        from .data.loader import wait_ready
 
         db = self.loader.get(j0 // self.CHUNK)
         if db is None:
@@ -481,7 +481,7 @@ class StreamState(_State):
             self.stream.bad.warn_pending(stacklevel=4)
 
     def failure(self, k: int, err: BaseException, device: int) -> BaseException:
-        from .data.loader import BadSampleError
+        from ..data.loader import BadSampleError
 
         if isinstance(err, BadSampleError):  # strict=True, or nothing could refill
             return err

@@ -16,8 +16,16 @@ from typing import Any
 
 import numpy as np
 
-from .array import gpuarray
-from .backend import ACTIVE as runtime  # the active backend
+from ..array import gpuarray
+from ..backend import ACTIVE as runtime  # the active backend
+from ..graph.codegen import batch_tables, batch_writer
+from ..graph.codegen.batch_gather import launch_args
+from ..graph.exec import batch, batch_prefix
+from ..graph.exec.batch import _launch
+from ..graph.ir.node import leaf
+from ..graph.plan.schedule import full_range
+from ..pipeline import PipelineError
+from ..workers import Cancelled, WorkerGroup
 from .batch_convert import (  # noqa: F401  (BatchSpec, convert_reference: public here)
     BatchSpec,
     cast_batch,
@@ -27,14 +35,6 @@ from .batch_convert import (  # noqa: F401  (BatchSpec, convert_reference: publi
     write_sample,
 )
 from .batch_record import RecordError
-from .graph.codegen import batch_tables, batch_writer
-from .graph.codegen.batch_gather import launch_args
-from .graph.exec import batch, batch_prefix
-from .graph.exec.batch import _launch
-from .graph.ir.node import leaf
-from .graph.plan.schedule import full_range
-from .pipeline import PipelineError
-from .workers import Cancelled, WorkerGroup
 
 #: Bound on the bytes of the batches made ahead of the consumer (at least one per worker).
 AHEAD_BYTES = 1 << 30
@@ -303,8 +303,8 @@ class Batches:
 
     def _make_streamed(self, b: int, device: int, stream: Any) -> Any:
         """Batch ``b`` of a streamed source, from its decoded samples (``batch_stream``)."""
+        from ..data.loader import wait_ready
         from .batch_stream import images_of
-        from .data.loader import wait_ready
 
         db = self._loader.get(b)
         if db is None:
@@ -580,7 +580,7 @@ RECORD_AT_ONCE = True
 def _arena_recorder(state: Any) -> Any:
     """The Generator state's ``batch_arena.ArenaRecorder``, or None (no fault armed: only the
     per-output path counts fault points)."""
-    from . import faults
+    from .. import faults
 
     if not RECORD_AT_ONCE or faults._armed:
         return None

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from . import random as mprandom
-from .array import ArgumentError, gpuarray
-from .backend import ACTIVE as runtime
+from .. import random as mprandom
+from ..array import ArgumentError, gpuarray
+from ..backend import ACTIVE as runtime
 
 __all__ = ["BatchMix", "CutMix", "MixChoice", "MixUp"]
 
@@ -30,7 +30,7 @@ _MIXUP, _CUTMIX, _CHOICE = (mprandom.key64(0x6D1C, i, 0, 0) for i in range(3))
 
 
 def _kernels() -> tuple:
-    from .graph.codegen.mix import mix_kernels
+    from ..graph.codegen.mix import mix_kernels
 
     got = _KERNELS.get(runtime.name)
     if got is None:
@@ -152,7 +152,7 @@ class BatchMix:
 
     def _on_device(self, images: gpuarray, labels: Any, soft: bool, n: int, h: int, w: int,
                    c: int, k: int, lam: float, box: tuple, lam_labels: float) -> tuple:
-        from .graph.ir.node import leaf
+        from ..graph.ir.node import leaf
 
         dev = images.device
         mix_images, mix_labels = _kernels()
@@ -265,7 +265,7 @@ class MixChoice:
     def __init__(self, mixers: list, p: Any = None, seed: int | None = None) -> None:
         if not mixers or not all(isinstance(m, BatchMix) for m in mixers):
             raise ArgumentError("MixChoice needs a list of MixUp / CutMix")
-        from .compose import weights_of
+        from ..compose import weights_of
 
         self.mixers = list(mixers)
         w = weights_of(p, len(self.mixers), "RandomChoice", "p")

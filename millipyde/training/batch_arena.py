@@ -27,16 +27,16 @@ from typing import Any
 
 import numpy as np
 
+from .. import random as mprandom
+from ..backend import ACTIVE as runtime  # the active backend
+from ..compose import Choice
+from ..decorators import UserOp
+from ..graph.codegen import arena as codegen_arena
+from ..graph.codegen import stat as codegen_stat
+from ..image import gpuimage
+from ..policies import Policy
 from . import batch_ops
-from . import random as mprandom
-from .backend import ACTIVE as runtime  # the active backend
 from .batch_chain import Prefix, Unsupported, VGather
-from .compose import Choice
-from .decorators import UserOp
-from .graph.codegen import arena as codegen_arena
-from .graph.codegen import stat as codegen_stat
-from .image import gpuimage
-from .policies import Policy
 
 
 @dataclass
@@ -415,7 +415,7 @@ def _upload(launches: list[Launch], device: int) -> tuple[Any, list[tuple]]:
     """Every launch's per-member arrays in one pack, uploaded: the pack and per launch its
     slots (parameters, rows, positions, the statistics' buffer, the statistic's prefix
     rows); the statistics' buffers are made on the device (:func:`_stat_rows`)."""
-    from .graph.exec.batch import Pack
+    from ..graph.exec.batch import Pack
 
     pk = Pack()
     slots = []
@@ -468,7 +468,7 @@ def _run_stages(L: Launch, pk: Any, slot: tuple, src: Any, device: int,
                 keep: list) -> Any:
     """Run the launch's stages (each into a buffer of its own, kept in ``keep``); the flat
     source the last gather reads (``src`` where there are none)."""
-    from .graph.exec.batch import _launch
+    from ..graph.exec.batch import _launch
 
     m = len(L.pos)
     for st, (sp, srows, sstat, spres) in zip(L.stages, slot[5], strict=True):
@@ -488,7 +488,7 @@ def _run_stages(L: Launch, pk: Any, slot: tuple, src: Any, device: int,
 def _statistics(L: Launch, pk: Any, slot: tuple, src: Any, device: int) -> None:
     """The launch's per-member statistic reductions into its statistics slot, one per stat op
     in chain order (each reads the rows of those before it)."""
-    from .graph.exec.batch import _launch
+    from ..graph.exec.batch import _launch
 
     _, rows, _, stat, pres, _ = slot
     for pr, pre in zip(L.prefixes, pres, strict=True):
@@ -501,9 +501,9 @@ def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
           consts: tuple[Any, Any], hw: tuple[int, int], device: int) -> list[Any]:
     """Run ``launches`` into the batch ``out`` (one upload of every per-member array); the
     uploaded pack and temporaries (kept alive by the caller until the kernels are done)."""
+    from ..graph.exec.batch import _launch
+    from ..graph.plan.schedule import full_range
     from .batch_convert import write_sample
-    from .graph.exec.batch import _launch
-    from .graph.plan.schedule import full_range
 
     pk, slots = _upload(launches, device)
     keep: list[Any] = [pk, slots]  # (slots: the statistics' buffers)
@@ -531,7 +531,7 @@ def native(launches: list[Launch], arena: dict[str, Any],
     """Run ``launches`` into outputs of the images' own dtype and size (``next()``'s outputs,
     not a training batch): per launch its (m, H, W, C) buffer, and what must stay alive until
     the kernels are done."""
-    from .graph.exec.batch import _launch
+    from ..graph.exec.batch import _launch
 
     pk, slots = _upload(launches, device)
     outs = []

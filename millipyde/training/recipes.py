@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from .decorators import elementwise
+from ..decorators import elementwise
 
 RECIPES = ("imagenet", "thesis", "detection")
 
@@ -49,7 +49,7 @@ def figure_5_1_operations() -> list:
 
 
 def _jitter(p: float = 0.8) -> list:
-    from .operation import Operation
+    from ..operation import Operation
 
     return [
         Operation(scale_brightness, (0.6, 1.4), probability=p),
@@ -62,7 +62,7 @@ def _jitter(p: float = 0.8) -> list:
 def operations(name: str, size: int = 224) -> list:
     """The Operations of recipe ``name`` (one of :data:`RECIPES`); ``size`` is the output side
     of the ImageNet recipe's crop."""
-    from .operation import Operation
+    from ..operation import Operation
 
     if name == "imagenet":
         return [Operation("random_resized_crop", size, size),
@@ -90,7 +90,7 @@ def detection_samples() -> list:
     import numpy as np
     import skimage.data
 
-    from .image import gpuimage
+    from ..image import gpuimage
 
     out = []
     for name, objects in DETECTION_SAMPLES.items():

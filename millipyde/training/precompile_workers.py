@@ -1,4 +1,4 @@
-"""The worker processes of ``millipyde.precompile``: a pool fed by one thread per worker.
+"""The worker processes of ``millipyde.training.precompile``: a pool fed by one thread per worker.
 
 The worker side is ``millipyde.graph.codegen.compile_worker`` (it imports only what compiling
 needs, not the whole framework).
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .graph.codegen import compile_worker
+from ..graph.codegen import compile_worker
 
 
 class _Workers:

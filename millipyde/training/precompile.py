@@ -33,10 +33,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .backend import ACTIVE as runtime
-from .graph.codegen.compile_worker import compile_job as _compile  # noqa: F401
-from .graph.codegen.compile_worker import prepare as _prepare  # noqa: F401
-from .graph.codegen.compile_worker import serve  # noqa: F401  (the worker's loop)
+from ..backend import ACTIVE as runtime
+from ..graph.codegen.compile_worker import compile_job as _compile  # noqa: F401
+from ..graph.codegen.compile_worker import prepare as _prepare  # noqa: F401
+from ..graph.codegen.compile_worker import serve  # noqa: F401  (the worker's loop)
 from .precompile_workers import _what, _Workers, startup_summary
 
 #: ``Generator.batches`` precompiles on backends whose compiles take seconds (real GPUs);
@@ -69,7 +69,7 @@ def _in_disk_cache(kernel: Any, argtypes: tuple) -> bool:
 
 def _generated(kernel: Any) -> Any:
     """The generated module (``loader.load``) that defines ``kernel``, or None."""
-    from .graph.codegen import loader
+    from ..graph.codegen import loader
 
     fn = getattr(kernel, "py_func", None)
     mod = loader._modules.get(getattr(fn, "__module__", None))
@@ -100,7 +100,7 @@ def _user_op_modules(mod: Any) -> tuple[str, ...]:
     ``__main__`` op cannot be imported by a worker: its job fails and is compiled here)."""
     import re
 
-    from .kernels import REGISTRY
+    from ..kernels import REGISTRY
 
     names = set(re.findall(r"_R\['(user_[A-Za-z0-9_]+)'\]", Path(mod.__file__).read_text()))
     found = {getattr(REGISTRY[n].fn, "__module__", None) for n in names if n in REGISTRY}
@@ -205,7 +205,7 @@ def _marker(key: tuple) -> Path:
     """The file saying this chain was compiled ahead into the current kernel cache."""
     import hashlib
 
-    from .graph.codegen import loader
+    from ..graph.codegen import loader
 
     digest = hashlib.sha1((repr(key) + loader._KERNEL_DIGEST).encode()).hexdigest()[:20]
     return loader.cache_dir() / f"precompiled-{digest}"

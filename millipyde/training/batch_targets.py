@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from . import targets
-from .kernels import OpSpec
-from .kernels.convert import resize_map
-from .workers import record_operations
+from .. import targets
+from ..kernels import OpSpec
+from ..kernels.convert import resize_map
+from ..workers import record_operations
 
 #: the batch's resize to ``shape`` as a sampler (not a registered op: targets read its map)
 _BATCH_RESIZE = OpSpec("batch_resize", "sampler", resize_map, 2, mode="edge")

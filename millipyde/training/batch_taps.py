@@ -9,7 +9,7 @@ import functools
 
 import numpy as np
 
-from .graph.codegen.loader import load
+from ..graph.codegen.loader import load
 
 
 def gaussian_taps(sigmas: np.ndarray, reach: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -24,8 +24,8 @@ def gaussian_taps(sigmas: np.ndarray, reach: int | None = None) -> tuple[np.ndar
     checked against ``phi.sum()`` on the longest row (a NumPy that sums otherwise: the
     per-radius NumPy code). The others call the scalar function.
     """
-    from .ops.filters.gaussian import TRUNCATE
-    from .ops.filters.gaussian import gaussian_taps as gaussian
+    from ..ops.filters.gaussian import TRUNCATE
+    from ..ops.filters.gaussian import gaussian_taps as gaussian
 
     s = np.ascontiguousarray(sigmas, dtype=np.float64)
     mod = _taps_module()

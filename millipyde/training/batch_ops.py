@@ -16,18 +16,18 @@ from typing import Any
 
 import numpy as np
 
+from .. import random as mprandom
+from .._args import _number, _range
+from ..compose import Choice, child_index
+from ..decorators import UserOp
+from ..image import gpuimage
+from ..kernels import REGISTRY
+from ..kernels.registry import GENERATION
+from ..ops import FORMS, Emit, Form, Reject
+from ..ops.base import columns, kind_for
+from ..policies import ENTRY_METHODS, GEOMETRIC, GEOMETRIC_METHOD, Policy, entry_call
 from . import batch_math
-from . import random as mprandom
-from ._args import _number, _range
 from .batch_chain import Unsupported, VGather
-from .compose import Choice, child_index
-from .decorators import UserOp
-from .image import gpuimage
-from .kernels import REGISTRY
-from .kernels.registry import GENERATION
-from .ops import FORMS, Emit, Form, Reject
-from .ops.base import columns, kind_for
-from .policies import ENTRY_METHODS, GEOMETRIC, GEOMETRIC_METHOD, Policy, entry_call
 
 
 def sample_round(seed: int, ks: np.ndarray) -> np.ndarray:

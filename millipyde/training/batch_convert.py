@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from .array import ArgumentError
-from .backend import ACTIVE as runtime  # the active backend
-from .graph.codegen import batch_writer
-from .graph.codegen import convert as codegen_convert
+from ..array import ArgumentError
+from ..backend import ACTIVE as runtime  # the active backend
+from ..graph.codegen import batch_writer
+from ..graph.codegen import convert as codegen_convert
 
 _DTYPES = {"float32": np.float32, "float16": np.float16}
 
@@ -131,8 +131,8 @@ def convert_reference(value: np.ndarray, spec: BatchSpec) -> np.ndarray:
     The value is (h, w) or (h, w, c) as a Generator output; the result is (C, H, W) or
     (H, W, C) in ``spec.dtype``. The arithmetic is ``kernels.convert``'s, in float64.
     """
-    from .graph.plan.schedule import full_range
-    from .kernels import convert as cv
+    from ..graph.plan.schedule import full_range
+    from ..kernels import convert as cv
 
     v = value if value.ndim == 3 else value[:, :, None]
     h, w, cin = v.shape
@@ -162,8 +162,8 @@ def _convert_fn(cin: int, channels: int, layout: str, resize: bool) -> Any:
 def write_sample(out: Any, pos: Any, src: Any, spec: BatchSpec, consts: tuple[Any, Any],
                  hw: tuple[int, int], device: int) -> None:
     """Convert the stored images ``src`` (nb, h, w, cin) into samples ``pos`` of ``out``."""
-    from .graph.exec.batch import _launch
-    from .graph.plan.schedule import full_range
+    from ..graph.exec.batch import _launch
+    from ..graph.plan.schedule import full_range
 
     nb, h, w, cin = src.shape
     if pos.shape[0] != nb:  # the kernel checks no bounds
