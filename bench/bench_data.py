@@ -530,6 +530,8 @@ def gpu(args: argparse.Namespace) -> dict:
             _save(out, args)
     if args.variants:
         _variants(out, info, args)
+    if args.readers:
+        _readers_ab(out, info, args)
     if baseline is not None:
         try:
             bout, berr = baseline.communicate(timeout=max(10, args.budget - 60 -
@@ -637,6 +639,26 @@ def keep_pool(device: int = 0, nbytes: int = 4 << 30) -> int:
     if rc:
         raise RuntimeError(f"cuMemPool attribute failed with CUresult {rc}")
     return int(old.value)
+
+
+def _readers_ab(out: dict, info: dict, args: argparse.Namespace) -> None:
+    """The folder row with each count of read-ahead threads in ``--readers``, the counts
+    alternated over ``--readers-rounds`` rounds (drift of the machine shows in each count's
+    spread); every rate kept."""
+    counts = [int(c) for c in args.readers.split(",")]
+    got: dict[int, list[float]] = {c: [] for c in counts}
+    for rnd in range(args.readers_rounds):
+        for c in (counts if rnd % 2 == 0 else counts[::-1]):
+            if time.perf_counter() - T0 > args.budget - 10:
+                break
+            try:
+                r = stream_rate(info["folder"], args.batches, args.warmup, read_threads=c)
+                got[c].append(r["rate"])
+                log(f"folder, {c} read threads, round {rnd}: {r['rate']:.0f} img/s")
+            except Exception as err:
+                log(f"folder, {c} read threads FAILED: {err!r}")
+    out["readers_ab"] = {str(c): v for c, v in got.items()}
+    _save(out, args)
 
 
 def _variants(out: dict, info: dict, args: argparse.Namespace) -> None:
@@ -957,6 +979,9 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--budget", type=float, default=400, help="seconds the run may take")
     g.add_argument("--no-batched-copy", action="store_true",
                    help="pack streamed batches with one copy call per image (this tree)")
+    g.add_argument("--readers", default=None, metavar="N,M,...",
+                   help="the folder row with each count of read-ahead threads, alternated")
+    g.add_argument("--readers-rounds", type=int, default=2)
     g.add_argument("--variants", action="store_true",
                    help="also the folder row with samples parsed in the readers, with one copy "
                         "call per image, with a 5 ms switch interval; the arena copy check")
