@@ -26,7 +26,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import millipyde as mp  # noqa: E402
-from millipyde.pipeline import run as pipeline_run  # noqa: E402
+
+try:
+    from millipyde.pipeline import run as pipeline_run  # noqa: E402
+except ImportError:  # trees before millipyde.pipeline was a package
+    from millipyde import pipeline_run  # noqa: E402
 
 FIVE = [("gaussian", (2,)), ("adjust_gamma", (2,)), ("fliplr", ()), ("rotate", (45,)),
         ("rgb2grey", ())]
@@ -125,8 +129,13 @@ def _phases(base: mp.gpuimage, ops: list, device: int | None, n: int, tag: str) 
 
     from millipyde.backend import ACTIVE as runtime
     from millipyde.graph.exec import batch, batch_group
-    from millipyde.pipeline import chunks as pipeline_chunks
-    from millipyde.training.batch_record import Recorder
+    try:
+        from millipyde.pipeline import chunks as pipeline_chunks
+        from millipyde.training.batch_record import Recorder
+    except ImportError:  # trees before millipyde.pipeline and training were packages
+        from millipyde.batch_record import Recorder
+
+        from millipyde import pipeline_chunks
 
     acc: dict = collections.defaultdict(lambda: [0.0, 0.0, 0])
     lock = threading.Lock()
