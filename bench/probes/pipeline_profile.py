@@ -26,22 +26,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import millipyde as mp  # noqa: E402
+from bench.bench_pipeline import FIVE, _inputs  # noqa: E402
 
 try:
     from millipyde.pipeline import run as pipeline_run  # noqa: E402
 except ImportError:  # trees before millipyde.pipeline was a package
     from millipyde import pipeline_run  # noqa: E402
-
-FIVE = [("gaussian", (2,)), ("adjust_gamma", (2,)), ("fliplr", ()), ("rotate", (45,)),
-        ("rgb2grey", ())]
-
-
-def _inputs(base: mp.gpuimage, n: int) -> list:
-    xs = [base.clone() for _ in range(n)]
-    for x in xs:
-        x._materialize()
-    mp.synchronize()
-    return xs
 
 
 def _top(stats: pstats.Stats, n: int) -> str:

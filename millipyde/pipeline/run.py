@@ -271,6 +271,21 @@ class Run:
         handed_pos, handed = [], []
         lock, cancel, committed, done = self.lock, self.cancel, self.committed, self.done
         rows = [r for r, value in enumerate(values) if value is not None]
+
+        def bind(r: int) -> None:
+            # under the input's commit lock and the run's: the output lands only on the value
+            # the chunk read; an input changed meanwhile goes again, per input
+            x = unit.items[r]
+            if x._node is not nodes[r]:
+                again.append(r)
+                return
+            x._bind(values[r])
+            committed[id(x)] = values[r]
+            if last:
+                done.add(id(x))
+            handed_pos.append(unit.positions[r])
+            handed.append(x)
+
         # under the run's lock once, each input's commit lock only tried: one another thread
         # holds is waited for below, without the run's lock (which is never held while
         # waiting for a commit lock: locks.py)
@@ -279,37 +294,19 @@ class Run:
             for r in rows:
                 if cancel.is_set():
                     return
-                x = unit.items[r]
-                held = commit_lock(x)
+                held = commit_lock(unit.items[r])
                 if not held.acquire(blocking=False):
                     busy.append(r)
                     continue
                 try:
-                    if x._node is not nodes[r]:
-                        again.append(r)
-                        continue
-                    x._bind(values[r])
-                    committed[id(x)] = values[r]
-                    if last:
-                        done.add(id(x))
+                    bind(r)
                 finally:
                     held.release()
-                handed_pos.append(unit.positions[r])
-                handed.append(x)
         for r in busy:
-            x = unit.items[r]
-            with commit_lock(x), lock:
+            with commit_lock(unit.items[r]), lock:
                 if cancel.is_set():
                     return
-                if x._node is not nodes[r]:
-                    again.append(r)
-                    continue
-                x._bind(values[r])
-                committed[id(x)] = values[r]
-                if last:
-                    done.add(id(x))
-            handed_pos.append(unit.positions[r])
-            handed.append(x)
+                bind(r)
         if not last and handed:
             self._hand_on(stage, handed_pos, handed)
         for r in sorted(again):
