@@ -41,6 +41,7 @@ from .graph.codegen.gather_sig import (
 )
 from .graph.plan.schedule import axis_aligned, fill_window
 from .kernels import REGISTRY
+from .kernels.registry import GENERATION
 from .kernels.stats import STATISTICS
 
 
@@ -253,44 +254,98 @@ class VGather:
         else:
             slots = np.zeros((self.n, spec.slots))
             slots[:, :params.shape[1]] = params
+        off = ~on
         if spec.stat:
             if self.dtype.kind not in "ui" and not STATISTICS[spec.stat].exact_on_floats:
                 # float sums are not exact in any order: the per-output row is the reference
                 raise Unsupported(f"a {spec.stat} of a float image")
-            sig, p = self.rows(spare=3)
-            hw = self.cur
-            p[:, -3:-1] = hw
-            p[:, -1] = off = ~on
-            largest = self._largest
-            if largest is None or largest[0] is not hw:  # (the size changes at samplers only)
-                largest = self._largest = (hw, (int(hw[:, 0].max(initial=0)),
-                                                int(hw[:, 1].max(initial=0))))
-            self.prefixes.append(Prefix(spec.stat, sig, p, largest[1]))
-        else:
-            off = ~on
+            self._prefix(spec.stat, off)
         self.positional = self.positional or spec.reads_position
         self.ops.append(_Chained(name, slots, off))  # the pre ops all come before the sampler
         if self.phase == 0:
             self.npre += 1
 
+    def chain_many(self, names: tuple[str, ...], params: list[np.ndarray],
+                   offs: list[np.ndarray]) -> None:
+        """Chained ops ``names`` one after another, as many :meth:`chain` calls (each its
+        (n, slots) float64 parameters and (n,) gate-off flags, kept as they are, never
+        written): the same ops, rows and statistic prefixes. What depends only on the
+        structure (the checks, each prefix's signature and layout) is made once per chain
+        of names and gather kind and kept (:func:`_chain_layout`); each prefix's rows are
+        then a few column copies of the joined ops."""
+        if not self.gates:  # (no gate flags in the rows: one op at a time)
+            for name, prm, off in zip(names, params, offs, strict=True):
+                self.chain(name, prm, ~off)
+            return
+        before = tuple(map(_NAME, self.ops))
+        lay = _chain_layout(before, names, self.npre if self.phase else None, self.cin,
+                            self.dtype.kind in "ui", self.A is not None, self.edge,
+                            self.fill is not None, self.umap, self.nearest, self.projective,
+                            GENERATION[0])
+        if isinstance(lay, Unsupported):
+            raise lay
+        positional, stats = lay
+        self.ops.extend(map(_Chained, names, params, offs))
+        self.positional = self.positional or positional
+        if self.phase == 0:
+            self.npre += len(names)
+        if not stats:
+            return
+        head, tail = self._fixed()
+        joined, flags = self._joined_ops()
+        soff = 0.0 if self.soff is None else self.soff
+        hw = self.cur
+        largest = self._largest
+        if largest is None or largest[0] is not hw:  # (the size changes at samplers only)
+            largest = self._largest = (hw, (int(hw[:, 0].max(initial=0)),
+                                            int(hw[:, 1].max(initial=0))))
+        n = self.n
+        for t, stat, sig, end, width in stats:  # ``rows(spare=3)`` as it stood before op t
+            p = np.empty((n, width + t + 4))
+            p[:, :OPS_OFF] = head
+            p[:, OPS_OFF:end] = joined[:, :end - OPS_OFF]
+            p[:, end:width] = tail
+            p[:, width:width + t] = flags[:, :t]
+            p[:, width + t] = soff
+            p[:, -3:-1] = hw
+            p[:, -1] = offs[t - len(before)]
+            self.prefixes.append(Prefix(stat, sig, p, largest[1]))
+
+    def _prefix(self, stat: str, off: np.ndarray, upto: int | None = None) -> None:
+        """The prefix of a statistic op (``stat``, its gate-off flags ``off``) placed after
+        the first ``upto`` chained ops (None: all)."""
+        sig, p = self.rows(spare=3, upto=upto)
+        hw = self.cur
+        p[:, -3:-1] = hw
+        p[:, -1] = off
+        largest = self._largest
+        if largest is None or largest[0] is not hw:  # (the size changes at samplers only)
+            largest = self._largest = (hw, (int(hw[:, 0].max(initial=0)),
+                                            int(hw[:, 1].max(initial=0))))
+        self.prefixes.append(Prefix(stat, sig, p, largest[1]))
+
     # -- exec.gather.gather_args -------------------------------------------------------------
-    def sig(self) -> GatherSig:
-        names = tuple(map(_NAME, self.ops))  # (no Python call per op)
+    def sig(self, upto: int | None = None) -> GatherSig:
+        """The signature of the gather (of its first ``upto`` chained ops; None: all)."""
+        names = tuple(map(_NAME, self.ops if upto is None else self.ops[:upto]))
+        npre = self.npre if upto is None else min(self.npre, upto)
         return GatherSig(
             cin=self.cin, mode="chain", is_int=self.dtype.kind in "ui",
-            sampler=self.A is not None, grey="", pre=names[:self.npre],
-            post=names[self.npre:], lut_stages=(False, False), clip=False, edge=self.edge,
+            sampler=self.A is not None, grey="", pre=names[:npre],
+            post=names[npre:], lut_stages=(False, False), clip=False, edge=self.edge,
             bounded=self.fill is not None, umap=self.umap, nearest=self.nearest,
             projective=self.projective, guard=self.projective)
 
-    def rows(self, spare: int = 0) -> tuple[GatherSig, np.ndarray]:
+    def rows(self, spare: int = 0, upto: int | None = None) -> tuple[GatherSig, np.ndarray]:
         """The signature and per-member parameter rows (gate flags after them with
         ``gates``): ``exec.gather.gather_args``'s ``p`` of each member; ``spare`` more
-        columns after them, left for the caller to fill."""
-        sig = self.sig()
+        columns after them, left for the caller to fill; ``upto``: of the gather with its
+        first ``upto`` chained ops only (None: all; while only chained ops are appended, the
+        rows it had then)."""
+        sig = self.sig(upto)
         n = self.n
-        ops = self.ops
-        end = op_offsets(tuple(map(_NAME, ops)))[-1]
+        ops = self.ops if upto is None else self.ops[:upto]
+        end = op_offsets(sig.pre + sig.post)[-1]
         width = gather_nparams(sig)
         if not self.gates and (any(c.off.any() for c in ops)
                                or (self.soff is not None and self.soff.any())):
@@ -298,6 +353,8 @@ class VGather:
         nflags = len(ops) + 1 if self.gates else 0
         head, tail = self._fixed()
         params, offs = self._joined_ops()
+        if upto is not None:
+            params, offs = params[:, :end - OPS_OFF], offs[:, :upto]
         # one array: the fixed slots, each op's slots, the extras, the flags, the spare
         p = np.empty((n, width + nflags + spare))
         p[:, :OPS_OFF] = head
@@ -399,3 +456,50 @@ class VGather:
             out.prefixes.append(Prefix(pr.stat, pr.sig, pr.p[keep], (
                 int(hw[:, 0].max(initial=0)), int(hw[:, 1].max(initial=0)))))
         return out
+
+
+_LAYOUTS: dict[tuple, tuple | Unsupported] = {}
+
+
+def _chain_layout(before: tuple[str, ...], names: tuple[str, ...], npre: int | None,
+                  cin: int, is_int: bool, sampler: bool, edge: bool, bounded: bool, umap: str,
+                  nearest: bool, projective: bool, generation: int) -> tuple | Unsupported:
+    """``VGather.chain_many``'s structure of chained ops ``names`` after ``before`` (``npre``:
+    the ops before the sampler, None while there is none): whether one reads its position,
+    and per statistic op its index, statistic, prefix signature, end of the ops' slots and
+    parameter count; or the ``Unsupported`` :meth:`VGather.chain` raises. Kept per argument
+    (``generation``: the registry's, so a replaced op is never read stale)."""
+    key = (before, names, npre, cin, is_int, sampler, edge, bounded, umap, nearest,
+           projective, generation)
+    got = _LAYOUTS.get(key)
+    if got is not None:
+        return got
+    positional = False
+    stats = []
+    chained = before
+    for name in names:
+        spec = REGISTRY[name]
+        if spec.kind == "pixelwise" and cin < 3:
+            got = Unsupported("a pixelwise op on grey images")
+        elif spec.kind == "neighbourhood" and umap:
+            got = Unsupported("a neighbourhood op with a user map")
+        elif spec.stat and not is_int and not STATISTICS[spec.stat].exact_on_floats:
+            got = Unsupported(f"a {spec.stat} of a float image")
+        if got is not None:
+            break
+        if spec.stat:
+            pre = len(chained) if npre is None else npre
+            sig = GatherSig(cin=cin, mode="chain", is_int=is_int, sampler=sampler, grey="",
+                            pre=chained[:pre], post=chained[pre:], lut_stages=(False, False),
+                            clip=False, edge=edge, bounded=bounded, umap=umap,
+                            nearest=nearest, projective=projective, guard=projective)
+            stats.append((len(chained), spec.stat, sig, op_offsets(chained)[-1],
+                          gather_nparams(sig)))
+        positional = positional or spec.reads_position
+        chained = chained + (name,)
+    if got is None:
+        got = (positional, stats)
+    if len(_LAYOUTS) >= 4096:  # (kept bounded)
+        _LAYOUTS.clear()
+    _LAYOUTS[key] = got
+    return got

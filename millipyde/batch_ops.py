@@ -187,6 +187,7 @@ class PolicyStep:
         self._parsed: dict[Any, Any] = {}
         self._entries: dict[tuple, list | None] = {}  # ``entry_rows``
         self._slots: dict[tuple, tuple] = {}  # ``slot_row``
+        self._values: dict[tuple, ValueTable | None] = {}  # ``value_table``
 
     def structure(self, c: Ctx) -> np.ndarray:
         """(n,) how many geometric entries the member draws (its gather's sampler slots):
@@ -235,6 +236,19 @@ class PolicyStep:
         self._entries[key] = got
         return got
 
+    def value_table(self, kind: Any, h: int, w: int, full: float) -> ValueTable | None:
+        """The :class:`ValueTable` of this policy's value entries on ``h`` x ``w`` images of
+        ``kind`` (made once and kept), or None where its entries' kernels are not the same
+        at every magnitude (those batches take the per-magnitude path)."""
+        key = (kind, h, w, full, GENERATION[0])
+        got = self._values.get(key, _NOTHING)
+        if got is _NOTHING:
+            got = ValueTable.make(self, kind, h, w, full)
+            if len(self._values) >= 256:  # (many sizes: kept bounded)
+                self._values.clear()
+            self._values[key] = got
+        return got
+
     def slot_row(self, op: int, magnitude: float, h: int, w: int, full: float,
                  kind: Any) -> tuple:
         """The ``warp_affine`` parameters of geometric entry ``op`` (an index into the
@@ -272,6 +286,114 @@ _NOTHING = object()
 
 def _key(args: tuple) -> tuple:
     return tuple(tuple(a.ravel().tolist()) if isinstance(a, np.ndarray) else a for a in args)
+
+
+class ValueTable:
+    """A policy's value entries (its ops but the geometric ones and ``Identity``) recorded at
+    one position as table lookups: made once per (policy, image kind, size), it holds the
+    chained kernels every position records (each op's kernels in the op's order, the same
+    at every magnitude) and, per *code* of a member's draw (op, magnitude bin, sign; one more
+    code for a member with no value entry there), the row of every kernel's parameters (zeros
+    but for the drawn op's) and its gate-off flags. A position's record is then one fancy
+    index of each (:meth:`record`) instead of one grouping and emit per op and magnitude.
+
+    It equals the per-magnitude path (``_record_entries``) where every member has this size
+    (the magnitudes are then the tables' at (op, bin), signed as drawn), every op's kernels
+    are chained and the same at every magnitude with none refused, and a magnitude of 0 gives
+    the same rows whatever its sign (that path groups -0.0 with 0.0): :meth:`make` checks the
+    first three, :meth:`_fill` the last as codes are first drawn, else None.
+    """
+
+    def __init__(self, step: PolicyStep, sized: tuple, kernels: list, owner: list) -> None:
+        pol = step.op
+        self.step, self.sized = step, sized
+        self.kernels = tuple(k for k, _ in kernels)
+        widths = [wd for _, wd in kernels]
+        self.cols = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64).tolist()
+        self.owner = owner  # per kernel, the op index it belongs to
+        self.bins = pol.bins
+        self.none = len(pol.names) * 2 * pol.bins  # the code of no value entry
+        ncodes = self.none + 1
+        self.params = np.zeros((ncodes, self.cols[-1]))
+        self.off = np.ones((ncodes, len(self.kernels)), dtype=bool)
+        self.filled = np.zeros(ncodes, dtype=bool)
+        self.filled[self.none] = True
+        valued = {k for k in owner}
+        for k in range(len(pol.names)):  # a geometric entry or Identity: no value entry
+            if k not in valued:
+                self.filled[k * 2 * pol.bins:(k + 1) * 2 * pol.bins] = True
+        self.signed = pol._signed.astype(np.int64)
+
+    @classmethod
+    def make(cls, step: PolicyStep, kind: Any, h: int, w: int,
+             full: float) -> ValueTable | None:
+        """The table, or None where an entry's kernels are not all chained ones recorded at
+        every magnitude (those are checked again per code: :meth:`_fill`)."""
+        pol = step.op
+        sized = (kind, h, w, full)
+        kernels: list = []
+        owner: list = []
+        one = Ctx(0, np.zeros(1, dtype=np.int64), 0)
+        for k, name in enumerate(pol.names):
+            if name in GEOMETRIC or name == "Identity":
+                continue
+            emitted = step.entry_rows(name, None, kind, h, w, full, one)
+            if emitted is None:
+                return None  # (an entry that records nothing: the per-magnitude path)
+            for kernel, _, width, chained in emitted:
+                if kernel is None or not chained or width != REGISTRY[kernel].slots:
+                    return None
+                kernels.append((kernel, width))
+                owner.append(k)
+        return cls(step, sized, kernels, owner)
+
+    def codes(self, d: Any) -> np.ndarray:
+        """(n,) each member's code at the position drawn as ``d`` (``policies.Draw``)."""
+        return (d.op * self.bins + d.bin) * 2 + (d.negative & self.signed[d.op].astype(bool))
+
+    def ready(self, codes: np.ndarray) -> bool:
+        """Make the rows of ``codes`` not made yet; False where one breaks the table's
+        conditions (the class doc)."""
+        missing = ~self.filled[codes]
+        if not missing.any():
+            return True
+        return all(self._fill(int(u)) for u in np.unique(codes[missing]).tolist())
+
+    def _fill(self, u: int) -> bool:
+        k, b, neg = u // (2 * self.bins), (u // 2) % self.bins, u % 2
+        kind, h, w, full = self.sized
+        pol = self.step.op
+        m = float(pol.tables(h, w)[k, b])
+        values = [-m if neg else m]  # (as ``Policy.magnitudes`` signs it)
+        if m == 0.0 and pol._signed[k]:  # a 0 of a signed op: both signs' rows, the same
+            values.append(-values[0])
+        one = Ctx(0, np.zeros(1, dtype=np.int64), 0)
+        got = [self.step.entry_rows(pol.names[k], v, kind, h, w, full, one) for v in values]
+        mine = [q for q, o in enumerate(self.owner) if o == k]
+        for emitted in got:
+            if emitted is None or [e[0] for e in emitted] != [self.kernels[q] for q in mine]:
+                return False
+            if any(e[1] is None or e[2] != self.cols[q + 1] - self.cols[q]
+                   for e, q in zip(emitted, mine, strict=True)):
+                return False
+        if len(got) == 2 and any(a[1].tobytes() != b[1].tobytes()
+                                 for a, b in zip(got[0], got[1], strict=True)):
+            return False
+        for (_, row, _, _), q in zip(got[0], mine, strict=True):
+            self.params[u, self.cols[q]:self.cols[q] + len(row)] = row
+            self.off[u, q] = False
+        self.filled[u] = True
+        return True
+
+    def record(self, g: VGather, codes: np.ndarray) -> None:
+        """Every value entry's kernels on ``g`` at one position (``codes``: each member's,
+        ``none`` where it draws no value entry there), gated off but for the drawn one."""
+        params = self.params[codes]
+        off = self.off[codes]
+        cols = self.cols
+        g.chain_many(self.kernels, [params[:, cols[q]:cols[q + 1]]
+                                    for q in range(len(self.kernels))],
+                     [off[:, q] for q in range(len(self.kernels))])
 
 
 def _record_entries(g: VGather, c: Ctx, step: PolicyStep, name: str,
@@ -395,6 +517,13 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
     mags = [pol.magnitudes(d, hw) for d in plan]
     if slots:  # (n, positions) each member's op and magnitude per position
         ops_at, mags_at = np.stack([d.op for d in plan], axis=1), np.stack(mags, axis=1)
+    # every member of one size: the value entries by table (``ValueTable``)
+    table = step.value_table(*sized[:4]) if (hw == hw[0]).all() else None
+    codes = None
+    if table is not None:
+        codes = [table.codes(d) for d in plan]
+        if not all(table.ready(cd) for cd in codes):
+            table = None
     for j in range(slots + 1):
         if j:
             # slot j: each member's j-th geometric entry
@@ -411,6 +540,9 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
             if not (j <= i and slots - j <= npos - i):
                 continue
             placed = on & d.runs & ~geo[:, i] & (before[:, i] == j)
+            if table is not None:
+                table.record(g, np.where(placed, codes[i], table.none))
+                continue
             drawn = _position_groups(d.op, mags[i], placed)
             for k, name in enumerate(pol.names):
                 if name in GEOMETRIC or name == "Identity":
