@@ -323,6 +323,10 @@ class ValueTable:
             if k not in valued:
                 self.filled[k * 2 * pol.bins:(k + 1) * 2 * pol.bins] = True
         self.signed = pol._signed.astype(np.int64)
+        # per code of a geometric entry, its ``warp_affine`` parameters (``slot_matrices``)
+        self.slot = np.zeros((ncodes, 6))
+        self.slot_filled = np.zeros(ncodes, dtype=bool)
+        self.slot_filled[self.none] = True
 
     @classmethod
     def make(cls, step: PolicyStep, kind: Any, h: int, w: int,
@@ -360,12 +364,11 @@ class ValueTable:
         return all(self._fill(int(u)) for u in np.unique(codes[missing]).tolist())
 
     def _fill(self, u: int) -> bool:
-        k, b, neg = u // (2 * self.bins), (u // 2) % self.bins, u % 2
         kind, h, w, full = self.sized
         pol = self.step.op
-        m = float(pol.tables(h, w)[k, b])
-        values = [-m if neg else m]  # (as ``Policy.magnitudes`` signs it)
-        if m == 0.0 and pol._signed[k]:  # a 0 of a signed op: both signs' rows, the same
+        k, mm = self.magnitude(u)
+        values = [mm]
+        if mm == 0.0 and pol._signed[k]:  # a 0 of a signed op: both signs' rows, the same
             values.append(-values[0])
         one = Ctx(0, np.zeros(1, dtype=np.int64), 0)
         got = [self.step.entry_rows(pol.names[k], v, kind, h, w, full, one) for v in values]
@@ -384,6 +387,27 @@ class ValueTable:
             self.off[u, q] = False
         self.filled[u] = True
         return True
+
+    def magnitude(self, u: int) -> tuple[int, float]:
+        """The op index and signed magnitude of code ``u`` (``Policy.magnitudes``' value)."""
+        k, b, neg = u // (2 * self.bins), (u // 2) % self.bins, u % 2
+        _, h, w, _ = self.sized
+        m = float(self.step.op.tables(h, w)[k, b])
+        return k, (-m if neg else m)
+
+    def slot_matrices(self, codes: np.ndarray, has: np.ndarray) -> np.ndarray:
+        """(n, 6) ``_slot_matrices`` of members whose geometric entry's code is ``codes``
+        (zeros where not ``has``): each code's row made once (``PolicyStep.slot_row``)."""
+        cd = np.where(has, codes, self.none)
+        missing = ~self.slot_filled[cd]
+        if missing.any():
+            kind, h, w, full = self.sized
+            for u in np.unique(cd[missing]).tolist():
+                k, m = self.magnitude(u)
+                self.slot[u] = np.asarray(self.step.slot_row(k, m, h, w, full, kind),
+                                          dtype=np.float64).reshape(6)
+                self.slot_filled[u] = True
+        return self.slot[cd]
 
     def record(self, g: VGather, codes: np.ndarray) -> None:
         """Every value entry's kernels on ``g`` at one position (``codes``: each member's,
@@ -514,16 +538,20 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
     geo = np.stack([d.runs & step.geometric[d.op] for d in plan], axis=1)
     before = np.cumsum(geo, axis=1) - geo  # geometric entries before each position
     slots = int(geo[on].sum(axis=1).max(initial=0))
-    mags = [pol.magnitudes(d, hw) for d in plan]
-    if slots:  # (n, positions) each member's op and magnitude per position
-        ops_at, mags_at = np.stack([d.op for d in plan], axis=1), np.stack(mags, axis=1)
-    # every member of one size: the value entries by table (``ValueTable``)
+    # every member of one size: the entries by table (``ValueTable``), else per magnitude
     table = step.value_table(*sized[:4]) if (hw == hw[0]).all() else None
-    codes = None
     if table is not None:
         codes = [table.codes(d) for d in plan]
         if not all(table.ready(cd) for cd in codes):
             table = None
+    if table is None:
+        mags = [pol.magnitudes(d, hw) for d in plan]
+    if slots:  # (n, positions) each member's op and magnitude (or code) per position
+        if table is None:
+            ops_at, mags_at = np.stack([d.op for d in plan], axis=1), np.stack(mags, axis=1)
+        else:
+            codes_at = np.stack(codes, axis=1)
+        every = np.arange(g.n)
     for j in range(slots + 1):
         if j:
             # slot j: each member's j-th geometric entry
@@ -532,9 +560,11 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
             at = geo & (before == j - 1)  # (n, positions): the j-th geometric entry
             has = on & at.any(axis=1)
             i = np.argmax(at, axis=1)
-            ops = ops_at[np.arange(g.n), i]
-            ms = mags_at[np.arange(g.n), i]
-            apply_emit(g, Emit(GEOMETRIC_METHOD, _slot_matrices(g, step, ops, ms, hw, has)), has)
+            if table is None:
+                mat = _slot_matrices(g, step, ops_at[every, i], mags_at[every, i], hw, has)
+            else:
+                mat = table.slot_matrices(codes_at[every, i], has)
+            apply_emit(g, Emit(GEOMETRIC_METHOD, mat), has)
         for i, d in enumerate(plan):
             # entry i after slot j: j geometric entries before it, slots - j from it on
             if not (j <= i and slots - j <= npos - i):
