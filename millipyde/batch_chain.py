@@ -200,17 +200,23 @@ class VGather:
                                  np.broadcast_to(np.asarray(w), (self.n,))],
                                 axis=1).astype(np.int64)
 
-    def sampler(self, name: str, params: np.ndarray, on: np.ndarray,
-                out: np.ndarray | None = None) -> None:
+    def sampler(self, name: str, params: np.ndarray | None, on: np.ndarray,
+                out: np.ndarray | None = None,
+                known: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """A bilinear sampler (resize, warp_affine): ``A``, ``mid``; ``out`` its (n, 2) output
-        size (None: the input's)."""
+        size (None: the input's). ``known``: instead of ``params``, the members' maps (n, 3,
+        3; the identity where not ``on``) and which of them ``_leaves`` (computed on the
+        same rows elsewhere: a policy's slots, per code of the draw, ``batch_ops``)."""
         spec = REGISTRY[name]
         if self.phase != 0 or self.positional:
             raise Unsupported("a second sampler, or a sampler after a positional op")
         if out is not None and not on.all():
             raise Unsupported("a shape-changing sampler gated off")
-        a = batch_math.affine_rows(spec, self.cur[:, 0], self.cur[:, 1], params)
-        self.A = np.where(on[:, None, None], a, np.eye(3))
+        if known is None:
+            a = batch_math.affine_rows(spec, self.cur[:, 0], self.cur[:, 1], params)
+            self.A = np.where(on[:, None, None], a, np.eye(3))
+        else:
+            self.A = known[0]
         self.mid = self.cur.copy()
         self.phase = 1
         self.edge = spec.mode == "edge"
@@ -228,7 +234,17 @@ class VGather:
             # positions this kernel does not test (``schedule.wide_map``): those members go
             # per output (a homography's kernel tests every position: ``GatherSig.guard``)
             if not self.projective:
-                self.left |= on & _leaves(self.A, self.mid, self.cur, spec.warp_clip)
+                self.left |= on & (_leaves(self.A, self.mid, self.cur, spec.warp_clip)
+                                   if known is None else known[1])
+
+    def leaves_of(self, name: str, a: np.ndarray, hw: np.ndarray) -> np.ndarray:
+        """(m,) whether sampler ``name`` with maps ``a`` (m, 3, 3) on images of sizes ``hw``
+        (m, 2; the output's too) sends a member per output, as :meth:`sampler` tests it
+        (for ``known``)."""
+        spec = REGISTRY[name]
+        if spec.mode == "edge" or spec.projective:
+            raise ValueError(f"VGather.leaves_of: {name} is not an affine zero-fill sampler")
+        return _leaves(a, hw, hw, spec.warp_clip)
 
     def user_map(self, name: str, params: np.ndarray, out: np.ndarray) -> None:
         """A user ``@mp.index_map`` (``Gather.add``: the sampler's place, ``A`` the identity);
@@ -266,17 +282,21 @@ class VGather:
             self.npre += 1
 
     def chain_many(self, names: tuple[str, ...], params: list[np.ndarray],
-                   offs: list[np.ndarray]) -> None:
+                   offs: list[np.ndarray], block: tuple[np.ndarray, np.ndarray]) -> None:
         """Chained ops ``names`` one after another, as many :meth:`chain` calls (each its
         (n, slots) float64 parameters and (n,) gate-off flags, kept as they are, never
-        written): the same ops, rows and statistic prefixes. What depends only on the
-        structure (the checks, each prefix's signature and layout) is made once per chain
-        of names and gather kind and kept (:func:`_chain_layout`); each prefix's rows are
-        then a few column copies of the joined ops."""
+        written): the same ops, rows and statistic prefixes. ``block``: the same parameters
+        side by side (n, their slots) and flags (n, ops), of which ``params`` and ``offs``
+        are the columns. What depends only on the structure (the checks, each prefix's
+        signature and layout) is made once per chain of names and gather kind and kept
+        (:func:`_chain_layout`); each prefix's rows are then a few column copies."""
         if not self.gates:  # (no gate flags in the rows: one op at a time)
             for name, prm, off in zip(names, params, offs, strict=True):
                 self.chain(name, prm, ~off)
             return
+        if block[0].shape[1] != sum(p.shape[1] for p in params) or \
+                block[1].shape[1] != len(names):
+            raise ValueError("VGather.chain_many: the block is not the ops' columns")
         before = tuple(map(_NAME, self.ops))
         lay = _chain_layout(before, names, self.npre if self.phase else None, self.cin,
                             self.dtype.kind in "ui", self.A is not None, self.edge,
@@ -285,14 +305,15 @@ class VGather:
         if isinstance(lay, Unsupported):
             raise lay
         positional, stats = lay
+        self._joined_ops()  # (the ops so far joined: the new ones are added at once below)
         self.ops.extend(map(_Chained, names, params, offs))
         self.positional = self.positional or positional
         if self.phase == 0:
             self.npre += len(names)
+        joined, flags = self._join_block(block)
         if not stats:
             return
         head, tail = self._fixed()
-        joined, flags = self._joined_ops()
         soff = 0.0 if self.soff is None else self.soff
         hw = self.cur
         largest = self._largest
@@ -433,6 +454,27 @@ class VGather:
                 cols += w
         self._joined = (ops, len(ops), buf, flags, cols)
         return buf[:, :cols], flags[:, :len(ops)]
+
+    def _join_block(self, block: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray,
+                                                                          np.ndarray]:
+        """``_joined_ops`` where the last ops (the rest joined already) are ``block``'s
+        columns: copied at once."""
+        ops = self.ops
+        _, k, buf, flags, cols = self._joined
+        params, offs = block
+        need = cols + params.shape[1]
+        if need > buf.shape[1]:
+            grown = np.empty((self.n, max(need, 2 * buf.shape[1])))
+            grown[:, :cols] = buf[:, :cols]
+            buf = grown
+        if len(ops) > flags.shape[1]:
+            grown = np.empty((self.n, max(len(ops), 2 * flags.shape[1])), dtype=bool)
+            grown[:, :k] = flags[:, :k]
+            flags = grown
+        buf[:, cols:need] = params
+        flags[:, k:len(ops)] = offs
+        self._joined = (ops, len(ops), buf, flags, need)
+        return buf[:, :need], flags[:, :len(ops)]
 
     def take(self, keep: np.ndarray) -> VGather:
         """The members ``keep`` (a boolean mask) only."""

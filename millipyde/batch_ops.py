@@ -323,10 +323,12 @@ class ValueTable:
             if k not in valued:
                 self.filled[k * 2 * pol.bins:(k + 1) * 2 * pol.bins] = True
         self.signed = pol._signed.astype(np.int64)
-        # per code of a geometric entry, its ``warp_affine`` parameters (``slot_matrices``)
-        self.slot = np.zeros((ncodes, 6))
+        # per code of a geometric entry, the map and per-output test ``VGather.sampler``
+        # makes of its ``warp_affine`` parameters at this size (``slot``)
         self.slot_filled = np.zeros(ncodes, dtype=bool)
         self.slot_filled[self.none] = True
+        self.slot_map = np.broadcast_to(np.eye(3), (ncodes, 3, 3)).copy()
+        self.slot_leaves = np.zeros(ncodes, dtype=bool)
 
     @classmethod
     def make(cls, step: PolicyStep, kind: Any, h: int, w: int,
@@ -334,6 +336,9 @@ class ValueTable:
         """The table, or None where an entry's kernels are not all chained ones recorded at
         every magnitude (those are checked again per code: :meth:`_fill`)."""
         pol = step.op
+        spec = REGISTRY[GEOMETRIC_METHOD]
+        if spec.kind != "sampler" or spec.mode == "edge" or spec.projective:
+            return None  # (``ValueTable.slot``'s maps are those of an affine zero-fill one)
         sized = (kind, h, w, full)
         kernels: list = []
         owner: list = []
@@ -395,19 +400,26 @@ class ValueTable:
         m = float(self.step.op.tables(h, w)[k, b])
         return k, (-m if neg else m)
 
-    def slot_matrices(self, codes: np.ndarray, has: np.ndarray) -> np.ndarray:
-        """(n, 6) ``_slot_matrices`` of members whose geometric entry's code is ``codes``
-        (zeros where not ``has``): each code's row made once (``PolicyStep.slot_row``)."""
+    def slot(self, g: VGather, codes: np.ndarray, has: np.ndarray) -> None:
+        """The slot's ``warp_affine`` on ``g`` (``codes``: each member's geometric entry's
+        code, where ``has``): ``_slot_matrices``' rows, the sampler's maps and its per-output
+        test made once per code (``PolicyStep.slot_row``, ``batch_math.affine_rows``,
+        ``VGather.leaves_of``: row by row, the values the whole batch's calls give)."""
         cd = np.where(has, codes, self.none)
         missing = ~self.slot_filled[cd]
         if missing.any():
             kind, h, w, full = self.sized
+            spec = REGISTRY[GEOMETRIC_METHOD]
+            hw = np.array([[h, w]], dtype=np.int64)
             for u in np.unique(cd[missing]).tolist():
                 k, m = self.magnitude(u)
-                self.slot[u] = np.asarray(self.step.slot_row(k, m, h, w, full, kind),
-                                          dtype=np.float64).reshape(6)
+                row = np.asarray(self.step.slot_row(k, m, h, w, full, kind),
+                                 dtype=np.float64).reshape(1, 6)
+                a = batch_math.affine_rows(spec, hw[:, 0], hw[:, 1], row)
+                self.slot_map[u] = a[0]
+                self.slot_leaves[u] = g.leaves_of(GEOMETRIC_METHOD, a, hw)[0]
                 self.slot_filled[u] = True
-        return self.slot[cd]
+        g.sampler(GEOMETRIC_METHOD, None, has, known=(self.slot_map[cd], self.slot_leaves[cd]))
 
     def record(self, g: VGather, codes: np.ndarray) -> None:
         """Every value entry's kernels on ``g`` at one position (``codes``: each member's,
@@ -417,7 +429,7 @@ class ValueTable:
         cols = self.cols
         g.chain_many(self.kernels, [params[:, cols[q]:cols[q + 1]]
                                     for q in range(len(self.kernels))],
-                     [off[:, q] for q in range(len(self.kernels))])
+                     [off[:, q] for q in range(len(self.kernels))], (params, off))
 
 
 def _record_entries(g: VGather, c: Ctx, step: PolicyStep, name: str,
@@ -562,9 +574,9 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
             i = np.argmax(at, axis=1)
             if table is None:
                 mat = _slot_matrices(g, step, ops_at[every, i], mags_at[every, i], hw, has)
+                apply_emit(g, Emit(GEOMETRIC_METHOD, mat), has)
             else:
-                mat = table.slot_matrices(codes_at[every, i], has)
-            apply_emit(g, Emit(GEOMETRIC_METHOD, mat), has)
+                table.slot(g, codes_at[every, i], has)
         for i, d in enumerate(plan):
             # entry i after slot j: j geometric entries before it, slots - j from it on
             if not (j <= i and slots - j <= npos - i):
