@@ -17,7 +17,6 @@ computes (``batch_ops``), so each row equals ``exec.gather.gather_args`` of that
 
 from __future__ import annotations
 
-import copy
 import operator
 from dataclasses import dataclass, field
 
@@ -88,6 +87,7 @@ class _Chained:
 
 
 _NAME = operator.attrgetter("name")
+_EYE = np.eye(3)
 
 
 @dataclass
@@ -143,16 +143,20 @@ class VGather:
     _largest: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        n = len(self.cur)
-        self.P = np.broadcast_to(np.eye(3), (n, 3, 3)).copy()
+        n, k = self.cur.shape
+        self.P = np.empty((n, 3, 3))
+        self.P[...] = _EYE
         self.left = np.zeros(n, dtype=bool)
-        self.window = np.concatenate([np.zeros_like(self.cur), self.cur], axis=1)
+        self.window = np.zeros((n, 2 * k), dtype=self.cur.dtype)  # (0, 0, height, width)
+        self.window[:, k:] = self.cur
 
     def cut(self) -> None:
         """End this gather here (a stage, kept in ``stages``) and go on in a new one that reads
         its output, where the per-output plan starts its next kernel (a second sampler, a
         geometric op after a neighbourhood op)."""
-        done = copy.copy(self)  # this gather as it stands (its lists are not changed again)
+        # this gather as it stands (its lists are not changed again): a shallow copy
+        done = object.__new__(VGather)
+        done.__dict__.update(self.__dict__)
         done.stages = []
         stages = self.stages + [done]
         left = self.left
@@ -294,8 +298,7 @@ class VGather:
             for name, prm, off in zip(names, params, offs, strict=True):
                 self.chain(name, prm, ~off)
             return
-        if block[0].shape[1] != sum(p.shape[1] for p in params) or \
-                block[1].shape[1] != len(names):
+        if block[1].shape[1] != len(names):
             raise ValueError("VGather.chain_many: the block is not the ops' columns")
         before = tuple(map(_NAME, self.ops))
         lay = _chain_layout(before, names, self.npre if self.phase else None, self.cin,
@@ -314,23 +317,20 @@ class VGather:
         if not stats:
             return
         head, tail = self._fixed()
-        soff = 0.0 if self.soff is None else self.soff
+        n = self.n
+        soff = np.zeros((n, 1)) if self.soff is None else self.soff[:, None]
         hw = self.cur
         largest = self._largest
         if largest is None or largest[0] is not hw:  # (the size changes at samplers only)
             largest = self._largest = (hw, (int(hw[:, 0].max(initial=0)),
                                             int(hw[:, 1].max(initial=0))))
-        n = self.n
-        for t, stat, sig, end, width in stats:  # ``rows(spare=3)`` as it stood before op t
-            p = np.empty((n, width + t + 4))
-            p[:, :OPS_OFF] = head
-            p[:, OPS_OFF:end] = joined[:, :end - OPS_OFF]
-            p[:, end:width] = tail
-            p[:, width:width + t] = flags[:, :t]
-            p[:, width + t] = soff
-            p[:, -3:-1] = hw
-            p[:, -1] = offs[t - len(before)]
-            self.prefixes.append(Prefix(stat, sig, p, largest[1]))
+        # every column a prefix's rows take, side by side (as float64: the flags 0.0 / 1.0,
+        # the sizes exact), then per prefix one take of its columns (``_prefix_columns``):
+        # ``rows(spare=3)`` as it stood before op t, its own gate flag last
+        every = np.concatenate([head, joined, tail, flags, soff, hw], axis=1)
+        cols = _prefix_columns(lay, joined.shape[1], tail.shape[1], len(self.ops))
+        for (_, stat, sig, _, _), take in zip(stats, cols, strict=True):
+            self.prefixes.append(Prefix(stat, sig, every[:, take], largest[1]))
 
     def _prefix(self, stat: str, off: np.ndarray, upto: int | None = None) -> None:
         """The prefix of a statistic op (``stat``, its gate-off flags ``off``) placed after
@@ -545,3 +545,31 @@ def _chain_layout(before: tuple[str, ...], names: tuple[str, ...], npre: int | N
         _LAYOUTS.clear()
     _LAYOUTS[key] = got
     return got
+
+
+_COLUMNS: dict[tuple, tuple[tuple, list[np.ndarray]]] = {}
+
+
+def _prefix_columns(layout: tuple, ncols: int, nextras: int, nops: int) -> list[np.ndarray]:
+    """Per statistic op of ``layout`` (``_chain_layout``), the columns of its prefix's rows
+    in ``VGather.chain_many``'s side-by-side array (the fixed slots, ``ncols`` of chained
+    ops' slots, ``nextras`` extras, ``nops`` gate flags, the sampler's flag, the height and
+    width): kept per layout."""
+    key = (id(layout), ncols, nextras, nops)
+    got = _COLUMNS.get(key)
+    if got is not None and got[0] is layout:
+        return got[1]
+    tail = OPS_OFF + ncols
+    flags = tail + nextras
+    soff = flags + nops
+    cols = []
+    for t, _, _, end, width in layout[1]:
+        if width - end != nextras:  # pragma: no cover - one gather's extras
+            raise RuntimeError("VGather: a prefix's extras differ from the gather's")
+        cols.append(np.concatenate([np.arange(end), np.arange(tail, flags),
+                                    np.arange(flags, flags + t),
+                                    [soff, soff + 1, soff + 2, flags + t]]).astype(np.intp))
+    if len(_COLUMNS) >= 4096:  # (kept bounded)
+        _COLUMNS.clear()
+    _COLUMNS[key] = (layout, cols)
+    return cols
