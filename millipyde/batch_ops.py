@@ -64,6 +64,9 @@ class Ctx:
             _z = batch_math.mix_rounds(z, _word(j))[:, 0]
         self._z = _z
         self._block = _block
+        # (the Ctx this one is ``sub`` of, and its rows there; what steps keep of its draws)
+        self.parent: tuple[Ctx, np.ndarray] | None = None
+        self.memo: dict[Any, Any] = {}
 
     def block(self) -> np.ndarray:
         """(n, BLOCK) draws ``-1 .. BLOCK - 2`` (column ``t + 1``)."""
@@ -79,8 +82,10 @@ class Ctx:
 
     def sub(self, rows: np.ndarray) -> Ctx:
         """The members ``rows`` only."""
-        return Ctx(self.seed, self.ks[rows], self.j, self._z[rows],
-                   None if self._block is None else self._block[rows])
+        out = Ctx(self.seed, self.ks[rows], self.j, self._z[rows],
+                  None if self._block is None else self._block[rows])
+        out.parent = (self, rows)
+        return out
 
     def u(self, t: int, rows: np.ndarray | None = None) -> np.ndarray:
         """Draw ``t`` of this op's stream for every member (or ``rows``)."""
@@ -192,7 +197,19 @@ class PolicyStep:
     def structure(self, c: Ctx) -> np.ndarray:
         """(n,) how many geometric entries the member draws (its gather's sampler slots):
         the structures a policy records, at most its positions + 1."""
-        return self.op.geometric_count(c.u, c.n)
+        return self.draws(c).geo.sum(axis=1, dtype=np.int64)
+
+    def draws(self, c: Ctx) -> PolicyDraws:
+        """The members' :class:`PolicyDraws` (made once per batch: those of a ``sub`` of a
+        Ctx that has them are their rows)."""
+        got = c.memo.get(self)
+        if got is None:
+            if c.parent is not None and self in c.parent[0].memo:
+                got = c.parent[0].memo[self].take(c.parent[1])
+            else:
+                got = PolicyDraws(self, c)
+            c.memo[self] = got
+        return got
 
     def entry_rows(self, name: str, magnitude: float | None, kind: Any, h: int, w: int,
                    full: float, c: Ctx) -> list | None:
@@ -272,6 +289,41 @@ class PolicyStep:
         return got[0]
 
 
+class PolicyDraws:
+    """What a policy's record reads of the members' draws (``Policy.plan``), per member
+    and position: whether the entry is geometric and runs (``geo``), how many such entries
+    come before it (``before``), its code (op, magnitude bin, sign: ``ValueTable``) and the
+    code of its value entry (``value``: ``none`` where it is geometric or does not run)."""
+
+    def __init__(self, step: PolicyStep | None, c: Ctx | None) -> None:
+        if step is None:
+            return
+        pol = step.op
+        self.plan = plan = pol.plan(c.u, c.n)
+        n, npos = c.n, len(plan)
+        self.none = len(pol.names) * 2 * pol.bins
+        if not npos:
+            self.geo = np.zeros((n, 0), dtype=bool)
+            self.codes = self.value = np.zeros((n, 0), dtype=np.int64)
+        else:
+            runs = np.stack([d.runs for d in plan], axis=1)
+            ops = np.stack([d.op for d in plan], axis=1)
+            self.geo = runs & step.geometric[ops]
+            self.codes = (ops * pol.bins + np.stack([d.bin for d in plan], axis=1)) * 2 + (
+                np.stack([d.negative for d in plan], axis=1) & pol._signed[ops])
+            self.value = np.where(runs & ~self.geo, self.codes, self.none)
+        self.before = np.cumsum(self.geo, axis=1) - self.geo
+
+    def take(self, rows: np.ndarray) -> PolicyDraws:
+        """The members ``rows`` only."""
+        out = PolicyDraws(None, None)
+        out.plan = None  # (``Draw`` rows only where asked: ``record_policy``'s other path)
+        out.none = self.none
+        out.geo, out.before = self.geo[rows], self.before[rows]
+        out.codes, out.value = self.codes[rows], self.value[rows]
+        return out
+
+
 def policy_step(op: Policy, inputs: list) -> PolicyStep | None:
     """The :class:`PolicyStep` of a policy, or None where an input's class overrides one of
     the methods its entries call."""
@@ -322,7 +374,6 @@ class ValueTable:
         for k in range(len(pol.names)):  # a geometric entry or Identity: no value entry
             if k not in valued:
                 self.filled[k * 2 * pol.bins:(k + 1) * 2 * pol.bins] = True
-        self.signed = pol._signed.astype(np.int64)
         # per code of a geometric entry, the map and per-output test ``VGather.sampler``
         # makes of its ``warp_affine`` parameters at this size (``slot``)
         self.slot_filled = np.zeros(ncodes, dtype=bool)
@@ -355,10 +406,6 @@ class ValueTable:
                 kernels.append((kernel, width))
                 owner.append(k)
         return cls(step, sized, kernels, owner)
-
-    def codes(self, d: Any) -> np.ndarray:
-        """(n,) each member's code at the position drawn as ``d`` (``policies.Draw``)."""
-        return (d.op * self.bins + d.bin) * 2 + (d.negative & self.signed[d.op].astype(bool))
 
     def ready(self, codes: np.ndarray) -> bool:
         """Make the rows of ``codes`` not made yet; False where one breaks the table's
@@ -540,30 +587,25 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
     (``VGather.cut``), where the per-output plan starts its next kernel.
     """
     pol = step.op
-    plan = pol.plan(c.u, c.n)
-    npos = len(plan)
+    dr = step.draws(c)
+    geo, before = dr.geo, dr.before
+    npos = geo.shape[1]
     if not npos:
         return
     hw = g.cur.copy()
     # (the entries keep the size: every value entry's rows are made at the first member's)
     sized = (kind_for(g.cin, g.dtype), int(hw[0, 0]), int(hw[0, 1]), g.full, g.n)
-    geo = np.stack([d.runs & step.geometric[d.op] for d in plan], axis=1)
-    before = np.cumsum(geo, axis=1) - geo  # geometric entries before each position
     slots = int(geo[on].sum(axis=1).max(initial=0))
     # every member of one size: the entries by table (``ValueTable``), else per magnitude
     table = step.value_table(*sized[:4]) if (hw == hw[0]).all() else None
-    if table is not None:
-        codes = [table.codes(d) for d in plan]
-        if not all(table.ready(cd) for cd in codes):
-            table = None
+    if table is not None and not table.ready(dr.codes.reshape(-1)):
+        table = None
     if table is None:
+        plan = pol.plan(c.u, c.n)
         mags = [pol.magnitudes(d, hw) for d in plan]
-    if slots:  # (n, positions) each member's op and magnitude (or code) per position
-        if table is None:
+        if slots:  # (n, positions) each member's op and magnitude per position
             ops_at, mags_at = np.stack([d.op for d in plan], axis=1), np.stack(mags, axis=1)
-        else:
-            codes_at = np.stack(codes, axis=1)
-        every = np.arange(g.n)
+    every = np.arange(g.n)
     for j in range(slots + 1):
         if j:
             # slot j: each member's j-th geometric entry
@@ -576,15 +618,16 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
                 mat = _slot_matrices(g, step, ops_at[every, i], mags_at[every, i], hw, has)
                 apply_emit(g, Emit(GEOMETRIC_METHOD, mat), has)
             else:
-                table.slot(g, codes_at[every, i], has)
-        for i, d in enumerate(plan):
+                table.slot(g, dr.codes[every, i], has)
+        for i in range(npos):
             # entry i after slot j: j geometric entries before it, slots - j from it on
             if not (j <= i and slots - j <= npos - i):
                 continue
-            placed = on & d.runs & ~geo[:, i] & (before[:, i] == j)
             if table is not None:
-                table.record(g, np.where(placed, codes[i], table.none))
+                table.record(g, np.where(on & (before[:, i] == j), dr.value[:, i], table.none))
                 continue
+            d = plan[i]
+            placed = on & d.runs & ~geo[:, i] & (before[:, i] == j)
             drawn = _position_groups(d.op, mags[i], placed)
             for k, name in enumerate(pol.names):
                 if name in GEOMETRIC or name == "Identity":
