@@ -348,14 +348,28 @@ class VGather:
     # -- exec.gather.gather_args -------------------------------------------------------------
     def sig(self, upto: int | None = None) -> GatherSig:
         """The signature of the gather (of its first ``upto`` chained ops; None: all)."""
+        return self._layout(upto)[0]
+
+    def _layout(self, upto: int | None = None) -> tuple[GatherSig, int, int]:
+        """``sig(upto)``, the end of its chained ops' slots and its parameter count: kept
+        per signature (``_SIGS``: a batch asks for the same few many times)."""
         names = tuple(map(_NAME, self.ops if upto is None else self.ops[:upto]))
         npre = self.npre if upto is None else min(self.npre, upto)
-        return GatherSig(
-            cin=self.cin, mode="chain", is_int=self.dtype.kind in "ui",
-            sampler=self.A is not None, grey="", pre=names[:npre],
-            post=names[npre:], lut_stages=(False, False), clip=False, edge=self.edge,
-            bounded=self.fill is not None, umap=self.umap, nearest=self.nearest,
-            projective=self.projective, guard=self.projective)
+        key = (names, npre, self.cin, self.dtype.kind in "ui", self.A is not None, self.edge,
+               self.fill is not None, self.umap, self.nearest, self.projective, GENERATION[0])
+        got = _SIGS.get(key)
+        if got is None:
+            sig = GatherSig(
+                cin=self.cin, mode="chain", is_int=self.dtype.kind in "ui",
+                sampler=self.A is not None, grey="", pre=names[:npre],
+                post=names[npre:], lut_stages=(False, False), clip=False, edge=self.edge,
+                bounded=self.fill is not None, umap=self.umap, nearest=self.nearest,
+                projective=self.projective, guard=self.projective)
+            got = (sig, op_offsets(names)[-1], gather_nparams(sig))
+            if len(_SIGS) >= 4096:  # (kept bounded)
+                _SIGS.clear()
+            _SIGS[key] = got
+        return got
 
     def rows(self, spare: int = 0, upto: int | None = None) -> tuple[GatherSig, np.ndarray]:
         """The signature and per-member parameter rows (gate flags after them with
@@ -363,11 +377,9 @@ class VGather:
         columns after them, left for the caller to fill; ``upto``: of the gather with its
         first ``upto`` chained ops only (None: all; while only chained ops are appended, the
         rows it had then)."""
-        sig = self.sig(upto)
+        sig, end, width = self._layout(upto)
         n = self.n
         ops = self.ops if upto is None else self.ops[:upto]
-        end = op_offsets(sig.pre + sig.post)[-1]
-        width = gather_nparams(sig)
         if not self.gates and (any(c.off.any() for c in ops)
                                or (self.soff is not None and self.soff.any())):
             raise RuntimeError("VGather: members gated off in a kernel without gates")
@@ -376,15 +388,16 @@ class VGather:
         params, offs = self._joined_ops()
         if upto is not None:
             params, offs = params[:, :end - OPS_OFF], offs[:, :upto]
-        # one array: the fixed slots, each op's slots, the extras, the flags, the spare
-        p = np.empty((n, width + nflags + spare))
-        p[:, :OPS_OFF] = head
-        p[:, OPS_OFF:end] = params
-        p[:, end:width] = tail
-        if not self.gates:
-            return sig, p
-        p[:, width:width + len(ops)] = offs
-        p[:, width + len(ops)] = 0.0 if self.soff is None else self.soff
+        # one array: the fixed slots, each op's slots, the extras, the flags, the spare (as
+        # float64: the flags 0.0 / 1.0)
+        pieces = [head, params, tail]
+        if self.gates:
+            pieces += [offs, np.zeros((n, 1)) if self.soff is None else self.soff[:, None]]
+        if spare:
+            pieces.append(np.empty((n, spare)))
+        p = np.concatenate(pieces, axis=1)
+        if p.shape[1] != width + nflags + spare:  # pragma: no cover - the layout's invariant
+            raise RuntimeError(f"VGather: rows of {p.shape[1]} columns for {sig}")
         return sig, p
 
     def _fixed(self) -> tuple[np.ndarray, np.ndarray]:
@@ -501,6 +514,7 @@ class VGather:
 
 
 _LAYOUTS: dict[tuple, tuple | Unsupported] = {}
+_SIGS: dict[tuple, tuple[GatherSig, int, int]] = {}
 
 
 def _chain_layout(before: tuple[str, ...], names: tuple[str, ...], npre: int | None,

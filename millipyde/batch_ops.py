@@ -95,6 +95,15 @@ class Ctx:
         z = self._z if rows is None else self._z[rows]
         return batch_math.mix_uniforms(z, _word(t))[:, 0]
 
+    def uniforms(self, ts: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """(len(rows), len(ts)) draws ``ts`` of the members ``rows`` (``u``'s values, in
+        one call)."""
+        ts = np.asarray(ts, dtype=np.int64)
+        if len(ts) and ts.min() >= -1 and ts.max() < BLOCK - 1:
+            return self.block()[rows][:, ts + 1]
+        words = np.array([int(t) & mprandom._MASK for t in ts.tolist()], dtype=np.uint64)
+        return batch_math.mix_uniforms(self._z[rows], words)
+
     def key64(self, t: int) -> np.ndarray:
         """``random.key64(seed, k, j, t)`` of every member (uint64)."""
         return batch_math.mix_rounds(self._z, _word(t))[:, 0]
