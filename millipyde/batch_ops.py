@@ -478,14 +478,19 @@ class ValueTable:
         g.sampler(GEOMETRIC_METHOD, None, has, known=(self.slot_map[cd], self.slot_leaves[cd]))
 
     def record(self, g: VGather, codes: np.ndarray) -> None:
-        """Every value entry's kernels on ``g`` at one position (``codes``: each member's,
-        ``none`` where it draws no value entry there), gated off but for the drawn one."""
-        params = self.params[codes]
-        off = self.off[codes]
-        cols = self.cols
-        g.chain_many(self.kernels, [params[:, cols[q]:cols[q + 1]]
-                                    for q in range(len(self.kernels))],
-                     [off[:, q] for q in range(len(self.kernels))], (params, off))
+        """Every value entry's kernels on ``g`` at consecutive positions (``codes``: (n,
+        positions) each member's code there, ``none`` where it draws no value entry), gated
+        off but for the drawn one: each position's kernels after the last's, all chained at
+        once."""
+        n, npos = codes.shape
+        # (n, positions, columns) rows side by side: one fancy index for every position
+        params = self.params[codes].reshape(n, -1)
+        off = self.off[codes].reshape(n, -1)
+        cols, width, r = self.cols, self.cols[-1], len(self.kernels)
+        g.chain_many(self.kernels * npos,
+                     [params[:, b * width + cols[q]:b * width + cols[q + 1]]
+                      for b in range(npos) for q in range(r)],
+                     [off[:, q] for q in range(r * npos)], (params, off))
 
 
 def _record_entries(g: VGather, c: Ctx, step: PolicyStep, name: str,
@@ -628,13 +633,15 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
                 apply_emit(g, Emit(GEOMETRIC_METHOD, mat), has)
             else:
                 table.slot(g, dr.codes[every, i], has)
-        for i in range(npos):
-            # entry i after slot j: j geometric entries before it, slots - j from it on
-            if not (j <= i and slots - j <= npos - i):
-                continue
-            if table is not None:
-                table.record(g, np.where(on & (before[:, i] == j), dr.value[:, i], table.none))
-                continue
+        # entry i after slot j: j geometric entries before it, slots - j from it on
+        placing = [i for i in range(npos) if j <= i and slots - j <= npos - i]
+        if table is not None:
+            if placing:  # (the positions between two slots: one record)
+                span = slice(placing[0], placing[-1] + 1)  # (consecutive)
+                table.record(g, np.where(on[:, None] & (before[:, span] == j),
+                                         dr.value[:, span], table.none))
+            continue
+        for i in placing:
             d = plan[i]
             placed = on & d.runs & ~geo[:, i] & (before[:, i] == j)
             drawn = _position_groups(d.op, mags[i], placed)
