@@ -306,7 +306,7 @@ class VGather:
                             self.fill is not None, self.umap, self.nearest, self.projective,
                             GENERATION[0])
         if isinstance(lay, Unsupported):
-            raise lay
+            raise Unsupported(str(lay))  # (a fresh one: the kept one gathers no tracebacks)
         positional, stats = lay
         self._joined_ops()  # (the ops so far joined: the new ones are added at once below)
         self.ops.extend(map(_Chained, names, params, offs))
