@@ -453,8 +453,10 @@ class ValueTable:
         """The op index and signed magnitude of code ``u`` (``Policy.magnitudes``' value)."""
         k, b, neg = u // (2 * self.bins), (u // 2) % self.bins, u % 2
         _, h, w, _ = self.sized
-        m = float(self.step.op.tables(h, w)[k, b])
-        return k, (-m if neg else m)
+        pol = self.step.op
+        m = float(pol.tables(h, w)[k, b])
+        # (an unsigned op's codes carry no sign: ``PolicyDraws`` never sets it)
+        return k, (-m if neg and pol._signed[k] else m)
 
     def slot(self, g: VGather, codes: np.ndarray, has: np.ndarray) -> None:
         """The slot's ``warp_affine`` on ``g`` (``codes``: each member's geometric entry's
