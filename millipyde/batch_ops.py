@@ -379,6 +379,7 @@ class ValueTable:
         self.off = np.ones((ncodes, len(self.kernels)), dtype=bool)
         self.filled = np.zeros(ncodes, dtype=bool)
         self.filled[self.none] = True
+        self.broken = False  # a code broke the conditions (``ready``)
         valued = {k for k in owner}
         for k in range(len(pol.names)):  # a geometric entry or Identity: no value entry
             if k not in valued:
@@ -419,10 +420,14 @@ class ValueTable:
     def ready(self, codes: np.ndarray) -> bool:
         """Make the rows of ``codes`` not made yet; False where one breaks the table's
         conditions (the class doc)."""
+        if self.broken:
+            return False
         missing = ~self.filled[codes]
         if not missing.any():
             return True
-        return all(self._fill(int(u)) for u in np.unique(codes[missing]).tolist())
+        if not all(self._fill(int(u)) for u in np.unique(codes[missing]).tolist()):
+            self.broken = True  # (kept: the per-magnitude path from then on)
+        return not self.broken
 
     def _fill(self, u: int) -> bool:
         kind, h, w, full = self.sized
