@@ -236,6 +236,66 @@ def test_kernel_count_is_bounded_whatever_is_drawn():
         assert len(kernels) <= (pol.positions + 1) * (1 + 3 * 2 * pol.positions), len(kernels)
 
 
+def _launch_arrays(launches: list) -> list:
+    """Every array and signature of a batch's launches (stages and prefixes included)."""
+    out = []
+    for L in launches:
+        out += [L.sig, L.gates, L.hw, L.pos, L.p, L.rows]
+        for st in [L, *L.stages]:
+            out += [st.sig, st.p] + [(pr.stat, pr.sig, pr.hw, pr.p) for pr in st.prefixes]
+    return out
+
+
+def _same(a: list, b: list) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, tuple) and isinstance(y, tuple):
+            if not _same(list(x), list(y)):
+                return False
+        elif isinstance(x, np.ndarray):  # bit for bit (signed zeros too)
+            if not (isinstance(y, np.ndarray) and x.dtype == y.dtype and x.shape == y.shape
+                    and x.tobytes() == y.tobytes()):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("make", [lambda: mp.RandAugment(2, 9), mp.TrivialAugmentWide,
+                                  mp.AutoAugment, lambda: mp.RandAugment(3, 20)])
+def test_policy_record_by_tables_equals_the_per_magnitude_record(make, monkeypatch):
+    """Where every member has one size a policy's entries are recorded by table lookups per
+    code of the draw (``batch_ops.ValueTable``); elsewhere per op and magnitude. Both give
+    the same launch arrays, bit for bit (no kernel runs: the record alone)."""
+    imgs = [mp.gpuimage(_img(s, (30 + s, 26 + 2 * s, 3))) for s in (1, 2)]
+    ops = [mp.Operation("random_resized_crop", 20, 20), mp.Operation("fliplr", p=0.5), make()]
+
+    def record(seed: int) -> list:
+        gen = mp.Generator(imgs, ops, seed=seed)
+        rec = batches._arena_recorder(gen._state)
+        assert rec is not None
+        return [(_launch_arrays(launches), left)
+                for launches, left in (rec.record(list(range(b * 256, b * 256 + 256)))
+                                       for b in range(2))]
+
+    made = []
+    real = batch_ops.ValueTable.make
+
+    def counted(*args: object) -> object:
+        made.append(real(*args))
+        return made[-1]
+
+    monkeypatch.setattr(batch_ops.ValueTable, "make", counted)
+    by_tables = [record(seed) for seed in (0, 1)]
+    assert made and all(t is not None for t in made)  # (the tables' path)
+    monkeypatch.setattr(batch_ops.PolicyStep, "value_table", lambda *a: None)
+    per_magnitude = [record(seed) for seed in (0, 1)]
+    for a, b in zip(by_tables, per_magnitude, strict=True):
+        for (la, lefta), (lb, leftb) in zip(a, b, strict=True):
+            assert lefta == leftb and _same(la, lb)
+
+
 def test_pickle_repr_and_bad_arguments():
     for pol in (mp.RandAugment(3, 4, 11), mp.TrivialAugmentWide(21), mp.AutoAugment()):
         back = pickle.loads(pickle.dumps(pol))

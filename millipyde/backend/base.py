@@ -9,6 +9,7 @@ never which backend it is.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -302,7 +303,8 @@ class Backend:
         """A C-contiguous ``dtype`` array of ``shape`` at byte ``offset`` of a 1-D uint8
         buffer."""
         dtype = np.dtype(dtype)
-        nbytes = max(int(np.prod(shape, dtype=np.int64)), 1) * dtype.itemsize
+        # (``math.prod`` of the ints: a NumPy reduction per part cost more than the view)
+        nbytes = max(int(math.prod(shape)), 1) * dtype.itemsize
         return buffer[offset:offset + nbytes].view(dtype).reshape(shape)
 
     def upload_pack(self, host: np.ndarray, parts: list[tuple[int, Any, tuple[int, ...]]],

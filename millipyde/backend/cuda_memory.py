@@ -148,8 +148,9 @@ class CudaMemory:
         """Built directly, without numba-cuda's context checks in slicing, ``view`` and
         ``reshape`` (see :meth:`members`)."""
         dtype = np.dtype(dtype)
-        nbytes = max(int(np.prod(shape, dtype=np.int64)), 1) * dtype.itemsize
-        strides = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) * dtype.itemsize
+        # (``math.prod`` of the ints: NumPy reductions per part cost more than the view)
+        nbytes = max(int(math.prod(shape)), 1) * dtype.itemsize
+        strides = tuple(int(math.prod(shape[i + 1:])) * dtype.itemsize
                         for i in range(len(shape)))
         return _device_view(buffer, shape, strides, dtype, offset, offset + nbytes)
 

@@ -220,8 +220,10 @@ class ArenaRecorder:
         okrows = np.flatnonzero(ok)
         if g.stages:  # every stage's size is shared by a launch's members
             allsz = np.concatenate([cur] + [st.cur for st in g.stages], axis=1)[ok]
-            which = np.unique(allsz, axis=0, return_inverse=True)[1].reshape(-1) \
-                if len(allsz) else np.zeros(0, dtype=np.int64)
+            if not len(allsz) or (allsz == allsz[0]).all():  # (one size: a 2-D unique is slow)
+                which = np.zeros(len(allsz), dtype=np.int64)
+            else:
+                which = np.unique(allsz, axis=0, return_inverse=True)[1].reshape(-1)
         else:
             which = _groups_of(cur[ok, 0] * (1 << 31) + cur[ok, 1])
         sizes = np.zeros((int(which.max(initial=-1)) + 1, 2), dtype=np.int64)

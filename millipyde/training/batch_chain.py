@@ -17,7 +17,6 @@ computes (``batch_ops``), so each row equals ``exec.gather.gather_args`` of that
 
 from __future__ import annotations
 
-import copy
 import operator
 from dataclasses import dataclass, field
 
@@ -40,6 +39,7 @@ from ..graph.codegen.gather_sig import (
 )
 from ..graph.plan.schedule import axis_aligned, fill_window
 from ..kernels import REGISTRY
+from ..kernels.registry import GENERATION
 from ..kernels.stats import STATISTICS
 from . import batch_math
 
@@ -87,6 +87,7 @@ class _Chained:
 
 
 _NAME = operator.attrgetter("name")
+_EYE = np.eye(3)
 
 
 @dataclass
@@ -142,16 +143,20 @@ class VGather:
     _largest: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        n = len(self.cur)
-        self.P = np.broadcast_to(np.eye(3), (n, 3, 3)).copy()
+        n, k = self.cur.shape
+        self.P = np.empty((n, 3, 3))
+        self.P[...] = _EYE
         self.left = np.zeros(n, dtype=bool)
-        self.window = np.concatenate([np.zeros_like(self.cur), self.cur], axis=1)
+        self.window = np.zeros((n, 2 * k), dtype=self.cur.dtype)  # (0, 0, height, width)
+        self.window[:, k:] = self.cur
 
     def cut(self) -> None:
         """End this gather here (a stage, kept in ``stages``) and go on in a new one that reads
         its output, where the per-output plan starts its next kernel (a second sampler, a
         geometric op after a neighbourhood op)."""
-        done = copy.copy(self)  # this gather as it stands (its lists are not changed again)
+        # this gather as it stands (its lists are not changed again): a shallow copy
+        done = object.__new__(VGather)
+        done.__dict__.update(self.__dict__)
         done.stages = []
         stages = self.stages + [done]
         left = self.left
@@ -199,17 +204,23 @@ class VGather:
                                  np.broadcast_to(np.asarray(w), (self.n,))],
                                 axis=1).astype(np.int64)
 
-    def sampler(self, name: str, params: np.ndarray, on: np.ndarray,
-                out: np.ndarray | None = None) -> None:
+    def sampler(self, name: str, params: np.ndarray | None, on: np.ndarray,
+                out: np.ndarray | None = None,
+                known: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """A bilinear sampler (resize, warp_affine): ``A``, ``mid``; ``out`` its (n, 2) output
-        size (None: the input's)."""
+        size (None: the input's). ``known``: instead of ``params``, the members' maps (n, 3,
+        3; the identity where not ``on``) and which of them ``_leaves`` (computed on the
+        same rows elsewhere: a policy's slots, per code of the draw, ``batch_ops``)."""
         spec = REGISTRY[name]
         if self.phase != 0 or self.positional:
             raise Unsupported("a second sampler, or a sampler after a positional op")
         if out is not None and not on.all():
             raise Unsupported("a shape-changing sampler gated off")
-        a = batch_math.affine_rows(spec, self.cur[:, 0], self.cur[:, 1], params)
-        self.A = np.where(on[:, None, None], a, np.eye(3))
+        if known is None:
+            a = batch_math.affine_rows(spec, self.cur[:, 0], self.cur[:, 1], params)
+            self.A = np.where(on[:, None, None], a, np.eye(3))
+        else:
+            self.A = known[0]
         self.mid = self.cur.copy()
         self.phase = 1
         self.edge = spec.mode == "edge"
@@ -227,7 +238,17 @@ class VGather:
             # positions this kernel does not test (``schedule.wide_map``): those members go
             # per output (a homography's kernel tests every position: ``GatherSig.guard``)
             if not self.projective:
-                self.left |= on & _leaves(self.A, self.mid, self.cur, spec.warp_clip)
+                self.left |= on & (_leaves(self.A, self.mid, self.cur, spec.warp_clip)
+                                   if known is None else known[1])
+
+    def leaves_of(self, name: str, a: np.ndarray, hw: np.ndarray) -> np.ndarray:
+        """(m,) whether sampler ``name`` with maps ``a`` (m, 3, 3) on images of sizes ``hw``
+        (m, 2; the output's too) sends a member per output, as :meth:`sampler` tests it
+        (for ``known``)."""
+        spec = REGISTRY[name]
+        if spec.mode == "edge" or spec.projective:
+            raise ValueError(f"VGather.leaves_of: {name} is not an affine zero-fill sampler")
+        return _leaves(a, hw, hw, spec.warp_clip)
 
     def user_map(self, name: str, params: np.ndarray, out: np.ndarray) -> None:
         """A user ``@mp.index_map`` (``Gather.add``: the sampler's place, ``A`` the identity);
@@ -253,60 +274,130 @@ class VGather:
         else:
             slots = np.zeros((self.n, spec.slots))
             slots[:, :params.shape[1]] = params
+        off = ~on
         if spec.stat:
             if self.dtype.kind not in "ui" and not STATISTICS[spec.stat].exact_on_floats:
                 # float sums are not exact in any order: the per-output row is the reference
                 raise Unsupported(f"a {spec.stat} of a float image")
-            sig, p = self.rows(spare=3)
-            hw = self.cur
-            p[:, -3:-1] = hw
-            p[:, -1] = off = ~on
-            largest = self._largest
-            if largest is None or largest[0] is not hw:  # (the size changes at samplers only)
-                largest = self._largest = (hw, (int(hw[:, 0].max(initial=0)),
-                                                int(hw[:, 1].max(initial=0))))
-            self.prefixes.append(Prefix(spec.stat, sig, p, largest[1]))
-        else:
-            off = ~on
+            self._prefix(spec.stat, off)
         self.positional = self.positional or spec.reads_position
         self.ops.append(_Chained(name, slots, off))  # the pre ops all come before the sampler
         if self.phase == 0:
             self.npre += 1
 
-    # -- exec.gather.gather_args -------------------------------------------------------------
-    def sig(self) -> GatherSig:
-        names = tuple(map(_NAME, self.ops))  # (no Python call per op)
-        return GatherSig(
-            cin=self.cin, mode="chain", is_int=self.dtype.kind in "ui",
-            sampler=self.A is not None, grey="", pre=names[:self.npre],
-            post=names[self.npre:], lut_stages=(False, False), clip=False, edge=self.edge,
-            bounded=self.fill is not None, umap=self.umap, nearest=self.nearest,
-            projective=self.projective, guard=self.projective)
+    def chain_many(self, names: tuple[str, ...], params: list[np.ndarray],
+                   offs: list[np.ndarray], block: tuple[np.ndarray, np.ndarray]) -> None:
+        """Chained ops ``names`` one after another, as many :meth:`chain` calls (each its
+        (n, slots) float64 parameters and (n,) gate-off flags, kept as they are, never
+        written): the same ops, rows and statistic prefixes. ``block``: the same parameters
+        side by side (n, their slots) and flags (n, ops), of which ``params`` and ``offs``
+        are the columns. What depends only on the structure (the checks, each prefix's
+        signature and layout) is made once per chain of names and gather kind and kept
+        (:func:`_chain_layout`); each prefix's rows are then a few column copies."""
+        if not self.gates:  # (no gate flags in the rows: one op at a time)
+            for name, prm, off in zip(names, params, offs, strict=True):
+                self.chain(name, prm, ~off)
+            return
+        if block[1].shape[1] != len(names):
+            raise ValueError("VGather.chain_many: the block is not the ops' columns")
+        before = tuple(map(_NAME, self.ops))
+        lay = _chain_layout(before, names, self.npre if self.phase else None, self.cin,
+                            self.dtype.kind in "ui", self.A is not None, self.edge,
+                            self.fill is not None, self.umap, self.nearest, self.projective,
+                            GENERATION[0])
+        if isinstance(lay, Unsupported):
+            raise Unsupported(str(lay))  # (a fresh one: the kept one gathers no tracebacks)
+        positional, stats = lay
+        self._joined_ops()  # (the ops so far joined: the new ones are added at once below)
+        self.ops.extend(map(_Chained, names, params, offs))
+        self.positional = self.positional or positional
+        if self.phase == 0:
+            self.npre += len(names)
+        joined, flags = self._join_block(block)
+        if not stats:
+            return
+        head, tail = self._fixed()
+        n = self.n
+        soff = np.zeros((n, 1)) if self.soff is None else self.soff[:, None]
+        hw = self.cur
+        largest = self._largest
+        if largest is None or largest[0] is not hw:  # (the size changes at samplers only)
+            largest = self._largest = (hw, (int(hw[:, 0].max(initial=0)),
+                                            int(hw[:, 1].max(initial=0))))
+        # every column a prefix's rows take, side by side (as float64: the flags 0.0 / 1.0,
+        # the sizes exact), then per prefix one take of its columns (``_prefix_columns``):
+        # ``rows(spare=3)`` as it stood before op t, its own gate flag last
+        every = np.concatenate([head, joined, tail, flags, soff, hw], axis=1)
+        cols = _prefix_columns(lay, joined.shape[1], tail.shape[1], len(self.ops))
+        for (_, stat, sig, _, _), take in zip(stats, cols, strict=True):
+            self.prefixes.append(Prefix(stat, sig, every[:, take], largest[1]))
 
-    def rows(self, spare: int = 0) -> tuple[GatherSig, np.ndarray]:
+    def _prefix(self, stat: str, off: np.ndarray, upto: int | None = None) -> None:
+        """The prefix of a statistic op (``stat``, its gate-off flags ``off``) placed after
+        the first ``upto`` chained ops (None: all)."""
+        sig, p = self.rows(spare=3, upto=upto)
+        hw = self.cur
+        p[:, -3:-1] = hw
+        p[:, -1] = off
+        largest = self._largest
+        if largest is None or largest[0] is not hw:  # (the size changes at samplers only)
+            largest = self._largest = (hw, (int(hw[:, 0].max(initial=0)),
+                                            int(hw[:, 1].max(initial=0))))
+        self.prefixes.append(Prefix(stat, sig, p, largest[1]))
+
+    # -- exec.gather.gather_args -------------------------------------------------------------
+    def sig(self, upto: int | None = None) -> GatherSig:
+        """The signature of the gather (of its first ``upto`` chained ops; None: all)."""
+        return self._layout(upto)[0]
+
+    def _layout(self, upto: int | None = None) -> tuple[GatherSig, int, int]:
+        """``sig(upto)``, the end of its chained ops' slots and its parameter count: kept
+        per signature (``_SIGS``: a batch asks for the same few many times)."""
+        names = tuple(map(_NAME, self.ops if upto is None else self.ops[:upto]))
+        npre = self.npre if upto is None else min(self.npre, upto)
+        key = (names, npre, self.cin, self.dtype.kind in "ui", self.A is not None, self.edge,
+               self.fill is not None, self.umap, self.nearest, self.projective, GENERATION[0])
+        got = _SIGS.get(key)
+        if got is None:
+            sig = GatherSig(
+                cin=self.cin, mode="chain", is_int=self.dtype.kind in "ui",
+                sampler=self.A is not None, grey="", pre=names[:npre],
+                post=names[npre:], lut_stages=(False, False), clip=False, edge=self.edge,
+                bounded=self.fill is not None, umap=self.umap, nearest=self.nearest,
+                projective=self.projective, guard=self.projective)
+            got = (sig, op_offsets(names)[-1], gather_nparams(sig))
+            if len(_SIGS) >= 4096:  # (kept bounded)
+                _SIGS.clear()
+            _SIGS[key] = got
+        return got
+
+    def rows(self, spare: int = 0, upto: int | None = None) -> tuple[GatherSig, np.ndarray]:
         """The signature and per-member parameter rows (gate flags after them with
         ``gates``): ``exec.gather.gather_args``'s ``p`` of each member; ``spare`` more
-        columns after them, left for the caller to fill."""
-        sig = self.sig()
+        columns after them, left for the caller to fill; ``upto``: of the gather with its
+        first ``upto`` chained ops only (None: all; while only chained ops are appended, the
+        rows it had then)."""
+        sig, end, width = self._layout(upto)
         n = self.n
-        ops = self.ops
-        end = op_offsets(tuple(map(_NAME, ops)))[-1]
-        width = gather_nparams(sig)
+        ops = self.ops if upto is None else self.ops[:upto]
         if not self.gates and (any(c.off.any() for c in ops)
                                or (self.soff is not None and self.soff.any())):
             raise RuntimeError("VGather: members gated off in a kernel without gates")
         nflags = len(ops) + 1 if self.gates else 0
         head, tail = self._fixed()
         params, offs = self._joined_ops()
-        # one array: the fixed slots, each op's slots, the extras, the flags, the spare
-        p = np.empty((n, width + nflags + spare))
-        p[:, :OPS_OFF] = head
-        p[:, OPS_OFF:end] = params
-        p[:, end:width] = tail
-        if not self.gates:
-            return sig, p
-        p[:, width:width + len(ops)] = offs
-        p[:, width + len(ops)] = 0.0 if self.soff is None else self.soff
+        if upto is not None:
+            params, offs = params[:, :end - OPS_OFF], offs[:, :upto]
+        # one array: the fixed slots, each op's slots, the extras, the flags, the spare (as
+        # float64: the flags 0.0 / 1.0)
+        pieces = [head, params, tail]
+        if self.gates:
+            pieces += [offs, np.zeros((n, 1)) if self.soff is None else self.soff[:, None]]
+        if spare:
+            pieces.append(np.empty((n, spare)))
+        p = np.concatenate(pieces, axis=1)
+        if p.shape[1] != width + nflags + spare:  # pragma: no cover - the layout's invariant
+            raise RuntimeError(f"VGather: rows of {p.shape[1]} columns for {sig}")
         return sig, p
 
     def _fixed(self) -> tuple[np.ndarray, np.ndarray]:
@@ -377,6 +468,27 @@ class VGather:
         self._joined = (ops, len(ops), buf, flags, cols)
         return buf[:, :cols], flags[:, :len(ops)]
 
+    def _join_block(self, block: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray,
+                                                                          np.ndarray]:
+        """``_joined_ops`` where the last ops (the rest joined already) are ``block``'s
+        columns: copied at once."""
+        ops = self.ops
+        _, k, buf, flags, cols = self._joined
+        params, offs = block
+        need = cols + params.shape[1]
+        if need > buf.shape[1]:
+            grown = np.empty((self.n, max(need, 2 * buf.shape[1])))
+            grown[:, :cols] = buf[:, :cols]
+            buf = grown
+        if len(ops) > flags.shape[1]:
+            grown = np.empty((self.n, max(len(ops), 2 * flags.shape[1])), dtype=bool)
+            grown[:, :k] = flags[:, :k]
+            flags = grown
+        buf[:, cols:need] = params
+        flags[:, k:len(ops)] = offs
+        self._joined = (ops, len(ops), buf, flags, need)
+        return buf[:, :need], flags[:, :len(ops)]
+
     def take(self, keep: np.ndarray) -> VGather:
         """The members ``keep`` (a boolean mask) only."""
         out = VGather(self.cur[keep], self.cin, self.dtype, self.gates)
@@ -399,3 +511,79 @@ class VGather:
             out.prefixes.append(Prefix(pr.stat, pr.sig, pr.p[keep], (
                 int(hw[:, 0].max(initial=0)), int(hw[:, 1].max(initial=0)))))
         return out
+
+
+_LAYOUTS: dict[tuple, tuple | Unsupported] = {}
+_SIGS: dict[tuple, tuple[GatherSig, int, int]] = {}
+
+
+def _chain_layout(before: tuple[str, ...], names: tuple[str, ...], npre: int | None,
+                  cin: int, is_int: bool, sampler: bool, edge: bool, bounded: bool, umap: str,
+                  nearest: bool, projective: bool, generation: int) -> tuple | Unsupported:
+    """``VGather.chain_many``'s structure of chained ops ``names`` after ``before`` (``npre``:
+    the ops before the sampler, None while there is none): whether one reads its position,
+    and per statistic op its index, statistic, prefix signature, end of the ops' slots and
+    parameter count; or the ``Unsupported`` :meth:`VGather.chain` raises. Kept per argument
+    (``generation``: the registry's, so a replaced op is never read stale)."""
+    key = (before, names, npre, cin, is_int, sampler, edge, bounded, umap, nearest,
+           projective, generation)
+    got = _LAYOUTS.get(key)
+    if got is not None:
+        return got
+    positional = False
+    stats = []
+    chained = before
+    for name in names:
+        spec = REGISTRY[name]
+        if spec.kind == "pixelwise" and cin < 3:
+            got = Unsupported("a pixelwise op on grey images")
+        elif spec.kind == "neighbourhood" and umap:
+            got = Unsupported("a neighbourhood op with a user map")
+        elif spec.stat and not is_int and not STATISTICS[spec.stat].exact_on_floats:
+            got = Unsupported(f"a {spec.stat} of a float image")
+        if got is not None:
+            break
+        if spec.stat:
+            pre = len(chained) if npre is None else npre
+            sig = GatherSig(cin=cin, mode="chain", is_int=is_int, sampler=sampler, grey="",
+                            pre=chained[:pre], post=chained[pre:], lut_stages=(False, False),
+                            clip=False, edge=edge, bounded=bounded, umap=umap,
+                            nearest=nearest, projective=projective, guard=projective)
+            stats.append((len(chained), spec.stat, sig, op_offsets(chained)[-1],
+                          gather_nparams(sig)))
+        positional = positional or spec.reads_position
+        chained = chained + (name,)
+    if got is None:
+        got = (positional, stats)
+    if len(_LAYOUTS) >= 4096:  # (kept bounded)
+        _LAYOUTS.clear()
+    _LAYOUTS[key] = got
+    return got
+
+
+_COLUMNS: dict[tuple, tuple[tuple, list[np.ndarray]]] = {}
+
+
+def _prefix_columns(layout: tuple, ncols: int, nextras: int, nops: int) -> list[np.ndarray]:
+    """Per statistic op of ``layout`` (``_chain_layout``), the columns of its prefix's rows
+    in ``VGather.chain_many``'s side-by-side array (the fixed slots, ``ncols`` of chained
+    ops' slots, ``nextras`` extras, ``nops`` gate flags, the sampler's flag, the height and
+    width): kept per layout."""
+    key = (id(layout), ncols, nextras, nops)
+    got = _COLUMNS.get(key)
+    if got is not None and got[0] is layout:
+        return got[1]
+    tail = OPS_OFF + ncols
+    flags = tail + nextras
+    soff = flags + nops
+    cols = []
+    for t, _, _, end, width in layout[1]:
+        if width - end != nextras:  # pragma: no cover - one gather's extras
+            raise RuntimeError("VGather: a prefix's extras differ from the gather's")
+        cols.append(np.concatenate([np.arange(end), np.arange(tail, flags),
+                                    np.arange(flags, flags + t),
+                                    [soff, soff + 1, soff + 2, flags + t]]).astype(np.intp))
+    if len(_COLUMNS) >= 4096:  # (kept bounded)
+        _COLUMNS.clear()
+    _COLUMNS[key] = (layout, cols)
+    return cols

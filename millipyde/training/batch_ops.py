@@ -64,6 +64,9 @@ class Ctx:
             _z = batch_math.mix_rounds(z, _word(j))[:, 0]
         self._z = _z
         self._block = _block
+        # (the Ctx this one is ``sub`` of, and its rows there; what steps keep of its draws)
+        self.parent: tuple[Ctx, np.ndarray] | None = None
+        self.memo: dict[Any, Any] = {}
 
     def block(self) -> np.ndarray:
         """(n, BLOCK) draws ``-1 .. BLOCK - 2`` (column ``t + 1``)."""
@@ -79,8 +82,10 @@ class Ctx:
 
     def sub(self, rows: np.ndarray) -> Ctx:
         """The members ``rows`` only."""
-        return Ctx(self.seed, self.ks[rows], self.j, self._z[rows],
-                   None if self._block is None else self._block[rows])
+        out = Ctx(self.seed, self.ks[rows], self.j, self._z[rows],
+                  None if self._block is None else self._block[rows])
+        out.parent = (self, rows)
+        return out
 
     def u(self, t: int, rows: np.ndarray | None = None) -> np.ndarray:
         """Draw ``t`` of this op's stream for every member (or ``rows``)."""
@@ -89,6 +94,15 @@ class Ctx:
             return b if rows is None else b[rows]
         z = self._z if rows is None else self._z[rows]
         return batch_math.mix_uniforms(z, _word(t))[:, 0]
+
+    def uniforms(self, ts: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """(len(rows), len(ts)) draws ``ts`` of the members ``rows`` (``u``'s values, in
+        one call)."""
+        ts = np.asarray(ts, dtype=np.int64)
+        if len(ts) and ts.min() >= -1 and ts.max() < BLOCK - 1:
+            return self.block()[rows][:, ts + 1]
+        words = np.array([int(t) & mprandom._MASK for t in ts.tolist()], dtype=np.uint64)
+        return batch_math.mix_uniforms(self._z[rows], words)
 
     def key64(self, t: int) -> np.ndarray:
         """``random.key64(seed, k, j, t)`` of every member (uint64)."""
@@ -187,11 +201,24 @@ class PolicyStep:
         self._parsed: dict[Any, Any] = {}
         self._entries: dict[tuple, list | None] = {}  # ``entry_rows``
         self._slots: dict[tuple, tuple] = {}  # ``slot_row``
+        self._values: dict[tuple, ValueTable | None] = {}  # ``value_table``
 
     def structure(self, c: Ctx) -> np.ndarray:
         """(n,) how many geometric entries the member draws (its gather's sampler slots):
         the structures a policy records, at most its positions + 1."""
-        return self.op.geometric_count(c.u, c.n)
+        return self.draws(c).geo.sum(axis=1, dtype=np.int64)
+
+    def draws(self, c: Ctx) -> PolicyDraws:
+        """The members' :class:`PolicyDraws` (made once per batch: those of a ``sub`` of a
+        Ctx that has them are their rows)."""
+        got = c.memo.get(self)
+        if got is None:
+            if c.parent is not None and self in c.parent[0].memo:
+                got = c.parent[0].memo[self].take(c.parent[1])
+            else:
+                got = PolicyDraws(self, c)
+            c.memo[self] = got
+        return got
 
     def entry_rows(self, name: str, magnitude: float | None, kind: Any, h: int, w: int,
                    full: float, c: Ctx) -> list | None:
@@ -235,6 +262,19 @@ class PolicyStep:
         self._entries[key] = got
         return got
 
+    def value_table(self, kind: Any, h: int, w: int, full: float) -> ValueTable | None:
+        """The :class:`ValueTable` of this policy's value entries on ``h`` x ``w`` images of
+        ``kind`` (made once and kept), or None where its entries' kernels are not the same
+        at every magnitude (those batches take the per-magnitude path)."""
+        key = (kind, h, w, full, GENERATION[0])
+        got = self._values.get(key, _NOTHING)
+        if got is _NOTHING:
+            got = ValueTable.make(self, kind, h, w, full)
+            if len(self._values) >= 256:  # (many sizes: kept bounded)
+                self._values.clear()
+            self._values[key] = got
+        return got
+
     def slot_row(self, op: int, magnitude: float, h: int, w: int, full: float,
                  kind: Any) -> tuple:
         """The ``warp_affine`` parameters of geometric entry ``op`` (an index into the
@@ -258,6 +298,41 @@ class PolicyStep:
         return got[0]
 
 
+class PolicyDraws:
+    """What a policy's record reads of the members' draws (``Policy.plan``), per member
+    and position: whether the entry is geometric and runs (``geo``), how many such entries
+    come before it (``before``), its code (op, magnitude bin, sign: ``ValueTable``) and the
+    code of its value entry (``value``: ``none`` where it is geometric or does not run)."""
+
+    def __init__(self, step: PolicyStep | None, c: Ctx | None) -> None:
+        if step is None:
+            return
+        pol = step.op
+        self.plan = plan = pol.plan(c.u, c.n)
+        n, npos = c.n, len(plan)
+        self.none = len(pol.names) * 2 * pol.bins
+        if not npos:
+            self.geo = np.zeros((n, 0), dtype=bool)
+            self.codes = self.value = np.zeros((n, 0), dtype=np.int64)
+        else:
+            runs = np.stack([d.runs for d in plan], axis=1)
+            ops = np.stack([d.op for d in plan], axis=1)
+            self.geo = runs & step.geometric[ops]
+            self.codes = (ops * pol.bins + np.stack([d.bin for d in plan], axis=1)) * 2 + (
+                np.stack([d.negative for d in plan], axis=1) & pol._signed[ops])
+            self.value = np.where(runs & ~self.geo, self.codes, self.none)
+        self.before = np.cumsum(self.geo, axis=1) - self.geo
+
+    def take(self, rows: np.ndarray) -> PolicyDraws:
+        """The members ``rows`` only."""
+        out = PolicyDraws(None, None)
+        out.plan = None  # (``Draw`` rows only where asked: ``record_policy``'s other path)
+        out.none = self.none
+        out.geo, out.before = self.geo[rows], self.before[rows]
+        out.codes, out.value = self.codes[rows], self.value[rows]
+        return out
+
+
 def policy_step(op: Policy, inputs: list) -> PolicyStep | None:
     """The :class:`PolicyStep` of a policy, or None where an input's class overrides one of
     the methods its entries call."""
@@ -272,6 +347,157 @@ _NOTHING = object()
 
 def _key(args: tuple) -> tuple:
     return tuple(tuple(a.ravel().tolist()) if isinstance(a, np.ndarray) else a for a in args)
+
+
+class ValueTable:
+    """A policy's value entries (its ops but the geometric ones and ``Identity``) recorded at
+    one position as table lookups: made once per (policy, image kind, size), it holds the
+    chained kernels every position records (each op's kernels in the op's order, the same
+    at every magnitude) and, per *code* of a member's draw (op, magnitude bin, sign; one more
+    code for a member with no value entry there), the row of every kernel's parameters (zeros
+    but for the drawn op's) and its gate-off flags. A position's record is then one fancy
+    index of each (:meth:`record`) instead of one grouping and emit per op and magnitude.
+
+    It equals the per-magnitude path (``_record_entries``) where every member has this size
+    (the magnitudes are then the tables' at (op, bin), signed as drawn), every op's kernels
+    are chained and the same at every magnitude with none refused, and a magnitude of 0 gives
+    the same rows whatever its sign (that path groups -0.0 with 0.0): :meth:`make` checks the
+    first three, :meth:`_fill` the last as codes are first drawn, else None.
+    """
+
+    def __init__(self, step: PolicyStep, sized: tuple, kernels: list, owner: list) -> None:
+        pol = step.op
+        self.step, self.sized = step, sized
+        self.kernels = tuple(k for k, _ in kernels)
+        widths = [wd for _, wd in kernels]
+        self.cols = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64).tolist()
+        self.owner = owner  # per kernel, the op index it belongs to
+        self.bins = pol.bins
+        self.none = len(pol.names) * 2 * pol.bins  # the code of no value entry
+        ncodes = self.none + 1
+        self.params = np.zeros((ncodes, self.cols[-1]))
+        self.off = np.ones((ncodes, len(self.kernels)), dtype=bool)
+        self.filled = np.zeros(ncodes, dtype=bool)
+        self.filled[self.none] = True
+        self.broken = False  # a code broke the conditions (``ready``)
+        valued = {k for k in owner}
+        for k in range(len(pol.names)):  # a geometric entry or Identity: no value entry
+            if k not in valued:
+                self.filled[k * 2 * pol.bins:(k + 1) * 2 * pol.bins] = True
+        # per code of a geometric entry, the map and per-output test ``VGather.sampler``
+        # makes of its ``warp_affine`` parameters at this size (``slot``)
+        self.slot_filled = np.zeros(ncodes, dtype=bool)
+        self.slot_filled[self.none] = True
+        self.slot_map = np.broadcast_to(np.eye(3), (ncodes, 3, 3)).copy()
+        self.slot_leaves = np.zeros(ncodes, dtype=bool)
+
+    @classmethod
+    def make(cls, step: PolicyStep, kind: Any, h: int, w: int,
+             full: float) -> ValueTable | None:
+        """The table, or None where an entry's kernels are not all chained ones recorded at
+        every magnitude (those are checked again per code: :meth:`_fill`)."""
+        pol = step.op
+        spec = REGISTRY[GEOMETRIC_METHOD]
+        if spec.kind != "sampler" or spec.mode == "edge" or spec.projective:
+            return None  # (``ValueTable.slot``'s maps are those of an affine zero-fill one)
+        sized = (kind, h, w, full)
+        kernels: list = []
+        owner: list = []
+        one = Ctx(0, np.zeros(1, dtype=np.int64), 0)
+        for k, name in enumerate(pol.names):
+            if name in GEOMETRIC or name == "Identity":
+                continue
+            emitted = step.entry_rows(name, None, kind, h, w, full, one)
+            if emitted is None:
+                return None  # (an entry that records nothing: the per-magnitude path)
+            for kernel, _, width, chained in emitted:
+                if kernel is None or not chained or width != REGISTRY[kernel].slots:
+                    return None
+                kernels.append((kernel, width))
+                owner.append(k)
+        return cls(step, sized, kernels, owner)
+
+    def ready(self, codes: np.ndarray) -> bool:
+        """Make the rows of ``codes`` not made yet; False where one breaks the table's
+        conditions (the class doc)."""
+        if self.broken:
+            return False
+        missing = ~self.filled[codes]
+        if not missing.any():
+            return True
+        if not all(self._fill(int(u)) for u in np.unique(codes[missing]).tolist()):
+            self.broken = True  # (kept: the per-magnitude path from then on)
+        return not self.broken
+
+    def _fill(self, u: int) -> bool:
+        kind, h, w, full = self.sized
+        pol = self.step.op
+        k, mm = self.magnitude(u)
+        values = [mm]
+        if mm == 0.0 and pol._signed[k]:  # a 0 of a signed op: both signs' rows, the same
+            values.append(-values[0])
+        one = Ctx(0, np.zeros(1, dtype=np.int64), 0)
+        got = [self.step.entry_rows(pol.names[k], v, kind, h, w, full, one) for v in values]
+        mine = [q for q, o in enumerate(self.owner) if o == k]
+        for emitted in got:
+            if emitted is None or [e[0] for e in emitted] != [self.kernels[q] for q in mine]:
+                return False
+            if any(e[1] is None or e[2] != self.cols[q + 1] - self.cols[q]
+                   for e, q in zip(emitted, mine, strict=True)):
+                return False
+        if len(got) == 2 and any(a[1].tobytes() != b[1].tobytes()
+                                 for a, b in zip(got[0], got[1], strict=True)):
+            return False
+        for (_, row, _, _), q in zip(got[0], mine, strict=True):
+            self.params[u, self.cols[q]:self.cols[q] + len(row)] = row
+            self.off[u, q] = False
+        self.filled[u] = True
+        return True
+
+    def magnitude(self, u: int) -> tuple[int, float]:
+        """The op index and signed magnitude of code ``u`` (``Policy.magnitudes``' value)."""
+        k, b, neg = u // (2 * self.bins), (u // 2) % self.bins, u % 2
+        _, h, w, _ = self.sized
+        pol = self.step.op
+        m = float(pol.tables(h, w)[k, b])
+        # (an unsigned op's codes carry no sign: ``PolicyDraws`` never sets it)
+        return k, (-m if neg and pol._signed[k] else m)
+
+    def slot(self, g: VGather, codes: np.ndarray, has: np.ndarray) -> None:
+        """The slot's ``warp_affine`` on ``g`` (``codes``: each member's geometric entry's
+        code, where ``has``): ``_slot_matrices``' rows, the sampler's maps and its per-output
+        test made once per code (``PolicyStep.slot_row``, ``batch_math.affine_rows``,
+        ``VGather.leaves_of``: row by row, the values the whole batch's calls give)."""
+        cd = np.where(has, codes, self.none)
+        missing = ~self.slot_filled[cd]
+        if missing.any():
+            kind, h, w, full = self.sized
+            spec = REGISTRY[GEOMETRIC_METHOD]
+            hw = np.array([[h, w]], dtype=np.int64)
+            for u in np.unique(cd[missing]).tolist():
+                k, m = self.magnitude(u)
+                row = np.asarray(self.step.slot_row(k, m, h, w, full, kind),
+                                 dtype=np.float64).reshape(1, 6)
+                a = batch_math.affine_rows(spec, hw[:, 0], hw[:, 1], row)
+                self.slot_map[u] = a[0]
+                self.slot_leaves[u] = g.leaves_of(GEOMETRIC_METHOD, a, hw)[0]
+                self.slot_filled[u] = True
+        g.sampler(GEOMETRIC_METHOD, None, has, known=(self.slot_map[cd], self.slot_leaves[cd]))
+
+    def record(self, g: VGather, codes: np.ndarray) -> None:
+        """Every value entry's kernels on ``g`` at consecutive positions (``codes``: (n,
+        positions) each member's code there, ``none`` where it draws no value entry), gated
+        off but for the drawn one: each position's kernels after the last's, all chained at
+        once."""
+        n, npos = codes.shape
+        # (n, positions, columns) rows side by side: one fancy index for every position
+        params = self.params[codes].reshape(n, -1)
+        off = self.off[codes].reshape(n, -1)
+        cols, width, r = self.cols, self.cols[-1], len(self.kernels)
+        g.chain_many(self.kernels * npos,
+                     [params[:, b * width + cols[q]:b * width + cols[q + 1]]
+                      for b in range(npos) for q in range(r)],
+                     [off[:, q] for q in range(r * npos)], (params, off))
 
 
 def _record_entries(g: VGather, c: Ctx, step: PolicyStep, name: str,
@@ -382,19 +608,25 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
     (``VGather.cut``), where the per-output plan starts its next kernel.
     """
     pol = step.op
-    plan = pol.plan(c.u, c.n)
-    npos = len(plan)
+    dr = step.draws(c)
+    geo, before = dr.geo, dr.before
+    npos = geo.shape[1]
     if not npos:
         return
     hw = g.cur.copy()
     # (the entries keep the size: every value entry's rows are made at the first member's)
     sized = (kind_for(g.cin, g.dtype), int(hw[0, 0]), int(hw[0, 1]), g.full, g.n)
-    geo = np.stack([d.runs & step.geometric[d.op] for d in plan], axis=1)
-    before = np.cumsum(geo, axis=1) - geo  # geometric entries before each position
     slots = int(geo[on].sum(axis=1).max(initial=0))
-    mags = [pol.magnitudes(d, hw) for d in plan]
-    if slots:  # (n, positions) each member's op and magnitude per position
-        ops_at, mags_at = np.stack([d.op for d in plan], axis=1), np.stack(mags, axis=1)
+    # every member of one size: the entries by table (``ValueTable``), else per magnitude
+    table = step.value_table(*sized[:4]) if (hw == hw[0]).all() else None
+    if table is not None and not table.ready(dr.codes.reshape(-1)):
+        table = None
+    if table is None:
+        plan = pol.plan(c.u, c.n)
+        mags = [pol.magnitudes(d, hw) for d in plan]
+        if slots:  # (n, positions) each member's op and magnitude per position
+            ops_at, mags_at = np.stack([d.op for d in plan], axis=1), np.stack(mags, axis=1)
+    every = np.arange(g.n)
     for j in range(slots + 1):
         if j:
             # slot j: each member's j-th geometric entry
@@ -403,13 +635,21 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
             at = geo & (before == j - 1)  # (n, positions): the j-th geometric entry
             has = on & at.any(axis=1)
             i = np.argmax(at, axis=1)
-            ops = ops_at[np.arange(g.n), i]
-            ms = mags_at[np.arange(g.n), i]
-            apply_emit(g, Emit(GEOMETRIC_METHOD, _slot_matrices(g, step, ops, ms, hw, has)), has)
-        for i, d in enumerate(plan):
-            # entry i after slot j: j geometric entries before it, slots - j from it on
-            if not (j <= i and slots - j <= npos - i):
-                continue
+            if table is None:
+                mat = _slot_matrices(g, step, ops_at[every, i], mags_at[every, i], hw, has)
+                apply_emit(g, Emit(GEOMETRIC_METHOD, mat), has)
+            else:
+                table.slot(g, dr.codes[every, i], has)
+        # entry i after slot j: j geometric entries before it, slots - j from it on
+        placing = [i for i in range(npos) if j <= i and slots - j <= npos - i]
+        if table is not None:
+            if placing:  # (the positions between two slots: one record)
+                span = slice(placing[0], placing[-1] + 1)  # (consecutive)
+                table.record(g, np.where(on[:, None] & (before[:, span] == j),
+                                         dr.value[:, span], table.none))
+            continue
+        for i in placing:
+            d = plan[i]
             placed = on & d.runs & ~geo[:, i] & (before[:, i] == j)
             drawn = _position_groups(d.op, mags[i], placed)
             for k, name in enumerate(pol.names):

@@ -54,7 +54,7 @@ def _exp1(v: float) -> float:
 
 def _exp(x: np.ndarray) -> np.ndarray:
     # math.exp per value: NumPy's exp may differ from CPython's in the last bit (mapped:
-    # no Python call per value; the per-value path only where one overflows)
+    # no Python call per value; the per-value path only where one overflows); x is 1-D
     vals = x.tolist()
     try:
         return np.array(list(map(math.exp, vals)), dtype=np.float64)
@@ -62,12 +62,24 @@ def _exp(x: np.ndarray) -> np.ndarray:
         return np.array([_exp1(v) for v in vals], dtype=np.float64)
 
 
+def _uniforms(d: Draws, ts: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """(len(rows), len(ts)) draws ``ts`` of the images ``rows``: at once where ``d`` can
+    (``batch_ops.Ctx.uniforms``), else one ``u`` per draw."""
+    many = getattr(d, "uniforms", None)
+    if many is not None:
+        return many(ts, rows)
+    return np.stack([d.u(int(t))[rows] for t in ts], axis=1).reshape(len(rows), len(ts))
+
+
 def random_windows(hw: np.ndarray, scale: tuple, ratio: tuple, d: Draws,
                    erasing: bool) -> tuple[np.ndarray, np.ndarray]:
     """torchvision's ten tries of a random window for every image at once: (n, 4) windows
     (top, left, height, width) and the images no try fitted. RandomResizedCrop takes the
     aspect as width / height and accepts windows inside the image; RandomErasing takes it as
-    height / width and accepts windows strictly smaller than it."""
+    height / width and accepts windows strictly smaller than it.
+
+    The first try for every image, then the nine others at once for the images it missed
+    (each image's first try that fits; the same values per try as one try at a time)."""
     n = len(hw)
     H, W = hw[:, 0], hw[:, 1]
     area = H * W
@@ -76,30 +88,45 @@ def random_windows(hw: np.ndarray, scale: tuple, ratio: tuple, d: Draws,
     pending = np.arange(n)
     # an empty image has no window (the resized crop then reads its whole, empty, self)
     pending = pending[area[pending] > 0]
-    for t in range(10):
+    for tries in _TRIES:
         if not len(pending):
             break
-        aspect = _exp(between(lr[0], lr[1], d.u(4 * t + 1)[pending]))
+        k = len(tries)
+        # (p, k, 4): draws 4 t .. 4 t + 3 of each try t
+        u = _uniforms(d, (4 * tries[:, None] + np.arange(4)).reshape(-1),
+                      pending).reshape(len(pending), k, 4)
+        aspect = _exp(between(lr[0], lr[1], u[:, :, 1].reshape(-1))).reshape(-1, k)
+        Hp, Wp = H[pending][:, None], W[pending][:, None]
         with np.errstate(all="ignore"):  # extreme scale or ratio: inf or 0, no fit below
-            target = area[pending] * between(scale[0], scale[1], d.u(4 * t)[pending])
+            target = area[pending][:, None] * between(scale[0], scale[1],
+                                                      u[:, :, 0].reshape(-1)).reshape(-1, k)
             fa, fb = np.rint(np.sqrt(target * aspect)), np.rint(np.sqrt(target / aspect))
         # sides beyond the image never fit: clipped (beyond either side) before the integer
         # cast, NaN and infinities too
-        big = np.maximum(H[pending], W[pending]) + 1
+        big = np.maximum(Hp, Wp) + 1
         a = np.where(np.isfinite(fa), np.minimum(fa, big), big).astype(np.int64)
         b = np.where(np.isfinite(fb), np.minimum(fb, big), big).astype(np.int64)
         if erasing:
             h, w = a, b
-            ok = (h < H[pending]) & (w < W[pending])
+            ok = (h < Hp) & (w < Wp)
         else:
             w, h = a, b
-            ok = (w > 0) & (w <= W[pending]) & (h > 0) & (h <= H[pending])
-        rows = pending[ok]
-        i = (d.u(4 * t + 2)[rows] * (H[rows] - h[ok] + 1)).astype(np.int64)
-        j = (d.u(4 * t + 3)[rows] * (W[rows] - w[ok] + 1)).astype(np.int64)
-        out[rows] = np.stack([i, j, h[ok], w[ok]], axis=1)
-        pending = pending[~ok]
+            ok = (w > 0) & (w <= Wp) & (h > 0) & (h <= Hp)
+        hit = ok.any(axis=1)
+        r = np.flatnonzero(hit)
+        f = np.argmax(ok[r], axis=1)  # each image's first try that fits
+        rows = pending[r]
+        hh, ww = h[r, f], w[r, f]
+        out[rows, 0] = (u[r, f, 2] * (H[rows] - hh + 1)).astype(np.int64)
+        out[rows, 1] = (u[r, f, 3] * (W[rows] - ww + 1)).astype(np.int64)
+        out[rows, 2] = hh
+        out[rows, 3] = ww
+        pending = pending[~hit]
     return out, pending
+
+
+#: ``random_windows``' rounds: the first try, then the nine others
+_TRIES = (np.arange(1), np.arange(1, 10))
 
 
 def _sample(args: tuple, d: Draws, hw: np.ndarray, kind: ImageKind) -> list:
