@@ -47,6 +47,7 @@ _HEADER = {
         # division by zero in a kernel, a user op's too, gives inf or NaN, never an exception)
         "from millipyde.graph.codegen import cpu_devices\n"
         "_dev = cpu_devices.device\n"
+        "_dev3 = cpu_devices.inlined\n"
         "\n@_dev\ndef _b2f(b):\n    return float(b)\n"
     ),
     "cuda": (
@@ -67,6 +68,7 @@ _HEADER = {
         "    _dev = cuda.jit(device=True)\n"
         "else:\n"
         f"    _dev = {DEVICE_DECORATOR}\n"
+        "_dev3 = _dev\n"
         + _B2F_CUDA
     ),
 }
