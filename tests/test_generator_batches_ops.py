@@ -204,7 +204,11 @@ def test_recipe_kernels_counted(monkeypatch) -> None:
     _, calls, n, launches = _one_batch(imgs, no_contrast, 8, monkeypatch, mean=MEAN, std=STD)
     assert len(launches) == 1 and n == 1, calls  # one launch for three input sizes
     _, calls, n, launches = _one_batch(imgs, ops, 8, monkeypatch, mean=MEAN, std=STD)
-    assert len(launches) == 1 and n == 2, calls  # the grey-mean reduction, then the gather
+    # the grey-mean reduction, then the gather (the cpu: the crop, flip and brightness as a
+    # stage first, which the reduction and the gather read)
+    stages = 0 if runtime.caps.grid_launches else 1
+    assert len(launches) == 1 and len(launches[0].stages) == stages, launches
+    assert n == 2 + stages, calls
 
 
 def test_contrast_batch_has_no_host_sync(monkeypatch) -> None:
@@ -265,12 +269,17 @@ def test_one_compiled_gather_per_chain_whatever_the_coins() -> None:
     patterns = set()
     for b in range(16):
         for L in rec.record(list(range(4 * b, 4 * b + 4)))[0]:
-            flip = L.p[:, 6 + 4] < 0  # A's column term of x: mirrored where the flip ran
-            gates = L.p[:, -gather_ngates(L.sig):]
+            # (the cpu runs the crop and flip as a stage before the contrast: its gather
+            # holds the sampler, the last one the colour ops' gates)
+            head = L.stages[0] if L.stages else L
+            flip = head.p[:, 6 + 4] < 0  # A's column term of x: mirrored where the flip ran
+            gates = np.concatenate([st.p[:, -gather_ngates(st.sig):]
+                                    for st in [*L.stages, L]], axis=1)
             patterns |= {(f, *row) for f, row in zip(flip.tolist(), gates.tolist(),
                                                      strict=True)}
     assert len(patterns) >= 8  # many gate patterns were made
-    assert batch_arena._gather_fn.cache_info().currsize == 1
+    assert batch_arena._gather_fn.cache_info().currsize == (
+        1 if runtime.caps.grid_launches else 2)  # (the cpu: the stage's and the last)
     assert batch_arena._stat_fn.cache_info().currsize == 1
 
 

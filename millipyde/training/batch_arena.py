@@ -190,7 +190,10 @@ class ArenaRecorder:
     def _gather(self, rows: np.ndarray, inp: np.ndarray) -> VGather:
         """An empty gather of the members ``rows`` (of one input kind)."""
         cin, dt = self.kinds[int(self.kind[inp[rows[0]]])]
-        return VGather(self.hw[inp[rows]], cin, np.dtype(dt), self.gates)
+        # (the cpu runs a statistic's reduction one member a thread: there the gather before
+        # it is run once, as a stage, rather than again inside the reduction)
+        return VGather(self.hw[inp[rows]], cin, np.dtype(dt), self.gates,
+                       stat_cut=not runtime.caps.grid_launches)
 
     def _record(self, g: VGather, rows: np.ndarray, ctxs: list, coins: list, start: int,
                 stop: int) -> VGather:

@@ -192,7 +192,10 @@ def op_def(name: str, prefix: str = "_f_") -> str:
     """The device function of op ``name`` in generated text (user ops: their adapter)."""
     spec = REGISTRY[name]
     if spec.user is None:
-        return f"{prefix}{name} = _dev(_R[{name!r}].fn)\n"
+        # (``_dev3``: a pixelwise op's function, three values in and three out, inlined where
+        # the target would leave it a call: ``cpu_devices.inlined``)
+        dev = "_dev3" if spec.kind == "pixelwise" else "_dev"
+        return f"{prefix}{name} = {dev}(_R[{name!r}].fn)\n"
     return _user_adapter(spec, prefix)
 
 
@@ -234,7 +237,7 @@ def _user_adapter(spec: OpSpec, prefix: str) -> str:
         )
     pix = ", ".join(first + ["r * s_", "g * s_", "b * s_"] + ([args] if args else []) + last)
     return head + (
-        f"\n\n@_dev\ndef {prefix}{name}(r, g, b, full, {slots}):\n"
+        f"\n\n@_dev3\ndef {prefix}{name}(r, g, b, full, {slots}):\n"
         "    s_ = 1.0 / full\n"
         f"    r2_, g2_, b2_ = {user}({pix})\n"
         "    r2_ = r2_ * full if r2_ * full > 0.0 else 0.0\n"

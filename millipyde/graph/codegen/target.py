@@ -47,6 +47,7 @@ _HEADER = {
         # division by zero in a kernel, a user op's too, gives inf or NaN, never an exception)
         "from millipyde.graph.codegen import cpu_devices\n"
         "_dev = cpu_devices.device\n"
+        "_dev3 = cpu_devices.inlined\n"
         "\n@_dev\ndef _b2f(b):\n    return float(b)\n"
     ),
     "cuda": (
@@ -67,6 +68,7 @@ _HEADER = {
         "    _dev = cuda.jit(device=True)\n"
         "else:\n"
         f"    _dev = {DEVICE_DECORATOR}\n"
+        "_dev3 = _dev\n"
         + _B2F_CUDA
     ),
 }
@@ -106,18 +108,26 @@ def _indent(text: str, n: int) -> str:
     return "".join(pad + line + "\n" if line else "\n" for line in text.splitlines())
 
 
-def _loop_3d(target: str, nb: str, h: str, w: str, per_image: str, body: str) -> str:
+def _loop_3d(target: str, nb: str, h: str, w: str, per_image: str, body: str,
+             jam: bool = False) -> str:
     """Loops over images ``b`` < ``nb``, rows ``y`` < ``h`` and columns ``x`` < ``w``.
 
     ``per_image`` (uses ``b``) runs before the rows of image ``b``: once per image on GPUs, once
     per (image, row) on the CPU, whose single ``prange`` spans images and rows together.
+    ``jam``: on the CPU, the columns two at a time (``cpu_jam``: for bodies whose pixel is a
+    long chain of dependent operations).
     """
     if target == "cpu":
+        if jam:
+            from .cpu_jam import pixel_loop
+
+            cols = _indent(pixel_loop("x", w, body), 8)
+        else:
+            cols = f"        for x in range({w}):\n" + _indent(body, 12)
         return (f"    for t_ in prange({nb} * {h}):\n"
                 f"        b = t_ // {h}\n"
                 f"        y = t_ - b * {h}\n"
-                + _indent(per_image, 8)
-                + f"        for x in range({w}):\n" + _indent(body, 12))
+                + _indent(per_image, 8) + cols)
     # while loops: a range with a step divides for its trip count each time it starts
     return ("    x0, y0, b0 = cuda.grid(3)\n"
             "    sx_, sy_, sb_ = cuda.gridsize(3)\n"
