@@ -58,11 +58,19 @@ def assert_same(got: np.ndarray, want: np.ndarray, err_msg: str = "") -> None:
     np.testing.assert_array_equal(got, want, err_msg=err_msg)
 
 
+#: threads that live as long as the process by design: the cpu backend's pool that runs a
+#: large launch's parts (``CpuBackend._parts_pool``), made by the first such launch
+PERSISTENT = ("millipyde-cpu-part",)
+
+
 def wait_for_workers(timeout: float = 10.0) -> None:
-    """Wait until no millipyde worker thread is alive (abandoned ones included)."""
+    """Wait until no millipyde worker thread is alive (abandoned ones included), the
+    persistent pools' aside (:data:`PERSISTENT`: else every wait after a test that ran a
+    large cpu launch lasted the whole timeout)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if not [t for t in threading.enumerate() if t.name.startswith("millipyde-")]:
+        if not [t for t in threading.enumerate()
+                if t.name.startswith("millipyde-") and not t.name.startswith(PERSISTENT)]:
             return
         time.sleep(0.02)
 
