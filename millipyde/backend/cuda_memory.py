@@ -184,7 +184,7 @@ class CudaMemory:
         addresses).
         A Pipeline chunk stacks 256 inputs: one call instead of 256, each of which handed the
         GIL to another device's worker and waited to get it back; and one launch instead of
-        256 copies the driver spends ~5 us of CPU on each (bench/RESULTS.md)."""
+        256 copies, each of which costs the driver CPU time of its own."""
         step = dst.strides[0] if dst.ndim else 0
         # (the sources are of one shape and dtype, the caller's contract: the first checked)
         if _memcpy_async() is None or not dst.is_c_contiguous() or not step or not sources or \

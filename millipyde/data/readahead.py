@@ -35,9 +35,8 @@ from typing import Any
 WINDOW_BYTES = 256 << 20
 #: default reader threads: enough for files in the page cache or on local disks; every
 #: further thread takes the GIL from the decode call and the batch worker between reads
-#: (on four H200s the folder row made 9.3k img/s with 1 reader, 8.4k with 2, 7.3k with 8,
-#: alternated in one call: bench/RESULTS.md); slower storage may want more (``read_threads``
-#: of ``training.batch_stream.BatchStream``)
+#: (bench/RESULTS.md, "read-ahead threads": fewer readers, a faster folder); slower storage
+#: may want more (``read_threads`` of ``training.batch_stream.BatchStream``)
 READ_THREADS = 2
 #: samples a reader claims at once
 RUN = 8
