@@ -205,7 +205,7 @@ class _Layouts:
         offset`` (``stamp``), None for an empty part. The pointer's attributes are set as
         ``MemoryPointer``'s constructor sets them, taken from one it built: no call per part
         but the driver pointer's (a batch's pack has ~10 parts)."""
-        memory = self._memory_of(ctx)
+        kinds = self._memory_of(ctx)
         protos, sizes = self._protos, self._sizes
         out: list[Any] = []
         for off, dtype, shape in parts:
@@ -214,7 +214,7 @@ class _Layouts:
                 continue
             nbytes = sizes.get((shape, dtype)) or self.nbytes(shape, dtype)
             proto = protos.get((shape, dtype)) or self.proto(shape, dtype, ctx)
-            out.append(_stamped(memory, proto, base + off, nbytes, owner))
+            out.append(_stamped(kinds, proto, base + off, nbytes, owner))
         return out
 
     def stamp_members(self, n: int, step: int, dtype: np.dtype, shape: tuple[int, ...],
@@ -222,10 +222,10 @@ class _Layouts:
         """``stamp_parts`` of ``n`` parts of one non-empty ``shape`` and ``dtype``, ``step``
         bytes apart from ``base``: the members of a batch buffer (a Pipeline chunk hands one
         to each of its 256 inputs), the layout looked up once."""
-        memory = self._memory_of(ctx)
+        kinds = self._memory_of(ctx)
         nbytes = self.nbytes(shape, dtype)
         proto = self.proto(shape, dtype, ctx)
-        return [_stamped(memory, proto, base + m * step, nbytes, owner) for m in range(n)]
+        return [_stamped(kinds, proto, base + m * step, nbytes, owner) for m in range(n)]
 
     def _memory_of(self, ctx: Any) -> tuple:
         """What ``MemoryPointer``'s constructor sets in context ``ctx`` and the classes a
