@@ -103,6 +103,23 @@ class Prefix:
     hw: tuple[int, int]  # largest output height and width (the reduction's grid)
 
 
+def _room(buf: np.ndarray, flags: np.ndarray, cols: int, need: int, k: int,
+          nops: int) -> tuple[np.ndarray, np.ndarray]:
+    """``VGather``'s joined parameters ``buf`` (its first ``cols`` columns used) and gate
+    flags ``flags`` (the first ``k``), grown (doubled at least, the used part kept) to hold
+    ``need`` columns and ``nops`` flags."""
+    n = buf.shape[0]
+    if need > buf.shape[1]:
+        grown = np.empty((n, max(need, 2 * buf.shape[1])))
+        grown[:, :cols] = buf[:, :cols]
+        buf = grown
+    if nops > flags.shape[1]:
+        grown = np.empty((n, max(nops, 2 * flags.shape[1])), dtype=bool)
+        grown[:, :k] = flags[:, :k]
+        flags = grown
+    return buf, flags
+
+
 @dataclass
 class VGather:
     """A fused gather of ``n`` members (see the module doc)."""
@@ -474,14 +491,7 @@ class VGather:
         new = ops[k:]
         if new:
             need = cols + sum([c.params.shape[1] for c in new])
-            if need > buf.shape[1]:
-                grown = np.empty((self.n, max(need, 2 * buf.shape[1])))
-                grown[:, :cols] = buf[:, :cols]
-                buf = grown
-            if len(ops) > flags.shape[1]:
-                grown = np.empty((self.n, max(len(ops), 2 * flags.shape[1])), dtype=bool)
-                grown[:, :k] = flags[:, :k]
-                flags = grown
+            buf, flags = _room(buf, flags, cols, need, k, len(ops))
             for i, c in enumerate(new, k):
                 w = c.params.shape[1]
                 buf[:, cols:cols + w] = c.params
@@ -498,14 +508,7 @@ class VGather:
         _, k, buf, flags, cols = self._joined
         params, offs = block
         need = cols + params.shape[1]
-        if need > buf.shape[1]:
-            grown = np.empty((self.n, max(need, 2 * buf.shape[1])))
-            grown[:, :cols] = buf[:, :cols]
-            buf = grown
-        if len(ops) > flags.shape[1]:
-            grown = np.empty((self.n, max(len(ops), 2 * flags.shape[1])), dtype=bool)
-            grown[:, :k] = flags[:, :k]
-            flags = grown
+        buf, flags = _room(buf, flags, cols, need, k, len(ops))
         buf[:, cols:need] = params
         flags[:, k:len(ops)] = offs
         self._joined = (ops, len(ops), buf, flags, need)
