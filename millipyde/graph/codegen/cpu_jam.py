@@ -22,6 +22,7 @@ stores to is read by it, and the body has no ``break``, ``continue``, ``return``
 from __future__ import annotations
 
 import ast
+import threading
 
 #: pixels a trip of the rewritten loop (2: the colour gathers' chains overlap; more lanes spill
 #: the 16 vector registers of x86-64 for nothing)
@@ -126,18 +127,25 @@ def _check(body: list[ast.stmt], names: set[str]) -> None:
     _defined_before_read(body, names, set())
 
 
+#: CPython 3.11's parser keeps its recursion depth per interpreter, not per thread: two
+#: threads parsing at once (two Generator workers generating kernels) can fail with
+#: "SystemError: AST constructor recursion depth mismatch" (seen in CI): one parse at a time
+_PARSE = threading.Lock()
+
+
 def pixel_loop(x: str, w: str, body: str) -> str:
     """``for x in range(w):`` over ``body`` (text at indent 0), as two pixels a trip where
     that computes the same (see the module doc); text at indent 0."""
     plain = f"for {x} in range({w}):\n" + _indent(body)
-    try:
-        tree = ast.parse(body).body
-        names = _assigned(tree) | {x}
-        _check(tree, names - {x})
-    except (SyntaxError, ValueError):
-        return plain
-    jammed = _interleave(tree, names)
-    two = "\n".join(ast.unparse(s) for s in jammed)
+    with _PARSE:
+        try:
+            tree = ast.parse(body).body
+            names = _assigned(tree) | {x}
+            _check(tree, names - {x})
+        except (SyntaxError, ValueError):
+            return plain
+        jammed = _interleave(tree, names)
+        two = "\n".join(ast.unparse(s) for s in jammed)
     return (f"for {x} in range(0, {w} - 1, 2):\n"
             f"    {x}{_SUFFIX} = {x} + 1\n" + _indent(two)
             + f"if {w} % 2 == 1:\n    {x} = {w} - 1\n" + _indent(body))
