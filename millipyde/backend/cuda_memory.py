@@ -178,8 +178,9 @@ class CudaMemory:
     def stack_into(self, dst: Any, sources: list[Any], stream: Any = None,
                    device: int | None = None) -> None:
         """``Backend.stack_into`` without a numba-cuda view or copy call per member: where
-        every source lives on ``dst``'s device (``device``, given), one kernel that reads each
-        source through a table of addresses (:func:`_stack_kernel`); else the copies in one
+        ``device`` (``dst``'s) is given, one kernel on it that reads each source through a
+        table of addresses (:func:`_stack_kernel`; the caller's contract: every source on
+        ``device`` or on a device it has peer access to); else the copies in one
         driver call (:meth:`copy_addresses`; a copy between two devices is a peer copy by its
         addresses).
         A Pipeline chunk stacks 256 inputs: one call instead of 256, each of which handed the

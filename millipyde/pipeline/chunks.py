@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import faults, targets
+from .. import devices, faults, targets
 from ..array import gpuarray
 from ..backend import ACTIVE as runtime  # the active backend
 from ..graph.exec import batch
@@ -45,6 +45,9 @@ CHUNK_BYTES = 4 << 30
 #: Chunks per device a group on one device is cut into at least, when other devices may take
 #: some (balance and overlap of one chunk's copies with another's kernels).
 CHUNKS_PER_DEVICE = 3
+#: Largest input (bytes) a chunk on another device stacks by reading it through peer access
+#: in the stack kernel (larger ones: the copy engines, beside the kernels of the chunk before).
+PEER_READ_BYTES = 4 << 20
 #: Record Pipeline inputs as chunks (False: every input per input, as before; tests and
 #: benchmarks compare the two).
 ENABLED = True
@@ -256,20 +259,27 @@ def _stack(nodes: list[Node], device: int, stream: Any, copy_stream: Callable[[]
     """The values of ``nodes`` (stored, one shape and dtype) copied into one (n, ...) buffer on
     ``device``, ready for work queued on ``stream`` next.
 
-    Values on another device come by peer copies on the copy stream, the stack taken from that
-    stream's pool (it is given back only after the chunk's kernels are done, so no later copy
-    can overwrite a block the kernels still read), and ``stream`` waits for them.
+    Values on another device come on the copy stream, the stack taken from that stream's pool
+    (it is given back only after the chunk's kernels are done, so no later copy can overwrite
+    a block the kernels still read), and ``stream`` waits for them: small values read by the
+    stack kernel through peer access, large ones by the copy engines (peer copies).
     """
     first = nodes[0]
-    remote = runtime.caps.launches_on_streams and any(n.device != device for n in nodes)
+    remote = {n.device for n in nodes if n.device != device} \
+        if runtime.caps.launches_on_streams else ()
     if not remote:
         stack = runtime.empty((len(nodes), *first.shape), first.dtype, device)
         runtime.stack_into(stack, [n.buffer for n in nodes], stream,
                            device=device if runtime.caps.launches_on_streams else None)
         return stack
+    # a peer copy costs the driver ~5 us of CPU (four H200s: 5.3 us an input of a chunk's
+    # host time against 1.9 for the kernel): worth it only where the copy itself is long
+    read = math.prod(first.shape) * first.dtype.itemsize <= PEER_READ_BYTES and \
+        all(devices.can_peer(device, d) for d in remote)
     cs = copy_stream()
     with runtime.using_stream(cs):
         stack = runtime.empty((len(nodes), *first.shape), first.dtype, device)
-        runtime.stack_into(stack, [n.buffer for n in nodes], cs)
+        runtime.stack_into(stack, [n.buffer for n in nodes], cs,
+                           device=device if read else None)
         runtime.wait_event(runtime.record_event(cs), stream)
     return stack

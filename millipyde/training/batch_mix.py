@@ -22,6 +22,7 @@ import numpy as np
 from .. import random as mprandom
 from ..array import ArgumentError, gpuarray
 from ..backend import ACTIVE as runtime
+from ..workers import STREAMS, sync
 
 __all__ = ["BatchMix", "CutMix", "MixChoice", "MixUp"]
 
@@ -152,11 +153,32 @@ class BatchMix:
 
     def _on_device(self, images: gpuarray, labels: Any, soft: bool, n: int, h: int, w: int,
                    c: int, k: int, lam: float, box: tuple, lam_labels: float) -> tuple:
+        dev = images.device
+        x = runtime.reshape(images._materialize(), (images.size,))
+        if not runtime.caps.launches_on_streams:
+            return self._queue(x, images, labels, soft, n, h, w, c, k, lam, box, lam_labels)
+        # On a pooled stream of the device, waited for alone. The current stream of a
+        # consumer's thread is the legacy default stream, which waits for every kernel the
+        # batch workers have queued (the batches made ahead) and makes theirs wait for it:
+        # mixing there took the batches' overlap away (+16-46% a batch on H200s).
+        stream, generation = STREAMS.acquire(dev)
+        try:
+            with runtime.on_device(dev), runtime.using_stream(stream):
+                out = self._queue(x, images, labels, soft, n, h, w, c, k, lam, box,
+                                  lam_labels)
+            sync(stream)  # mixed: any stream may read the batch, as batches() hands it out
+        finally:
+            STREAMS.release(dev, stream, generation)
+        return out
+
+    def _queue(self, x: Any, images: gpuarray, labels: Any, soft: bool, n: int, h: int, w: int,
+               c: int, k: int, lam: float, box: tuple, lam_labels: float) -> tuple:
+        """Queue the mix of ``x`` (``images``' buffer, flat) and its labels' on the current
+        stream."""
         from ..graph.ir.node import leaf
 
         dev = images.device
         mix_images, mix_labels = _kernels()
-        x = runtime.reshape(images._materialize(), (images.size,))
         # (n, P, R, Q): NCHW planes of H x W, or NHWC as one plane of H x (W * C)
         P, R, Q = (c, h, w) if self.layout == "NCHW" else (1, h, w * c)
         x1, y1, x2, y2 = box

@@ -46,3 +46,18 @@ def test_batched_copies_stack_inputs_without_a_device():
 def test_inputs_of_another_device_come_by_peer_copies():
     host, bufs = _sources(9, (128, 96, 3), 1, seed=3)
     np.testing.assert_array_equal(_stacked(bufs, (128, 96, 3), device=None), np.stack(host))
+
+
+@pytest.mark.multigpu
+def test_one_kernel_reads_inputs_of_a_peer_device(monkeypatch):
+    from millipyde import devices
+
+    if not devices.can_peer(0, 1):
+        pytest.skip("device 0 has no peer access to device 1")
+    host, bufs = _sources(11, (64, 40, 3), 1, seed=4)
+
+    def no_copies(*args, **kwargs):
+        raise AssertionError("peer copies taken where the stack kernel reads by peer access")
+
+    monkeypatch.setattr(runtime, "copy_addresses", no_copies)
+    np.testing.assert_array_equal(_stacked(bufs, (64, 40, 3), device=0), np.stack(host))
