@@ -230,23 +230,11 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
     from . import warmup
 
     key = _key(operations, inputs, size, channels, layout, spec, outputs)
-    marker = _marker(key)
-    with _lock:
-        if key in _done or marker.exists():
-            _done.add(key)
-            return {"jobs": 0, "failed": 0, "processes": 0, "record_seconds": 0.0,
-                    "compile_seconds": 0.0, "slowest": [], "last_job": None,
-                    "ready_seconds": {}, "worker_start": {}, "seconds": 0.0}
-        _done.add(key)
-    t0 = time.perf_counter()
-    n = processes or max(1, min(os.cpu_count() or 1, MAX_PROCESSES))
-    by_shape: dict[tuple, list] = {}
-    for x in inputs:
-        by_shape.setdefault(tuple(x.shape), []).append(x)
-    # workers start now and prepare while the patterns are searched and recorded
-    workers = _Workers(n, warm=runtime.codegen_target)
-    jobs = _Jobs(workers)
-    try:
+
+    def record(jobs: _Jobs) -> None:
+        by_shape: dict[tuple, list] = {}
+        for x in inputs:
+            by_shape.setdefault(tuple(x.shape), []).append(x)
         # (outside the recording: the search maps 65536 draws through a host function, which
         # compiles here once rather than run as Python)
         ks = {shape: warmup.representatives(operations, shape=shape) for shape in by_shape}
@@ -257,6 +245,29 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
             for shape, pair in pairs.items():
                 warmup._make_patterns(pair, operations, ks[shape], size, channels,
                                       layout, spec, jobs.enter, outputs)
+
+    return _compile_ahead(key, record, processes)
+
+
+def _compile_ahead(key: tuple, record: Any, processes: int | None) -> dict:
+    """Once per ``key`` in a process and kernel cache: start the workers, run ``record(jobs)``
+    (it makes outputs with launches recorded into ``jobs``), wait for the jobs; the report
+    ``precompile`` returns."""
+    marker = _marker(key)
+    with _lock:
+        if key in _done or marker.exists():
+            _done.add(key)
+            return {"jobs": 0, "failed": 0, "processes": 0, "record_seconds": 0.0,
+                    "compile_seconds": 0.0, "slowest": [], "last_job": None,
+                    "ready_seconds": {}, "worker_start": {}, "seconds": 0.0}
+        _done.add(key)
+    t0 = time.perf_counter()
+    n = processes or max(1, min(os.cpu_count() or 1, MAX_PROCESSES))
+    # workers start now and prepare while the outputs are recorded
+    workers = _Workers(n, warm=runtime.codegen_target)
+    jobs = _Jobs(workers)
+    try:
+        record(jobs)
         recorded = time.perf_counter() - t0
     finally:
         workers.close()
@@ -273,6 +284,65 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
                  **_timeline(workers, jobs), "worker_start": startup_summary(workers.starts),
                  "seconds": time.perf_counter() - t0})
     return dict(last)
+
+
+#: ``next()``'s compiling ahead records this many of a Generator's first outputs (all of them
+#: when it makes fewer)
+AHEAD_OUTPUTS = 64
+
+
+def precompile_outputs(state: Any, count: int = AHEAD_OUTPUTS,
+                       processes: int | None = None) -> dict:
+    """Compile, in worker processes, every kernel the first ``count`` outputs of a
+    Generator's ``next()`` launch (``state``: its ``generator_state._State``).
+
+    The outputs are made by a fresh state over the same inputs, Operations, seed and sampler
+    (so the same route: per output, recorded batches or arena gathers, in the chunks the
+    workers take), with launches recorded instead of run; nothing of ``state`` is touched.
+    Returns what ``precompile`` returns.
+    """
+    n = count if state.outputs is None else min(count, state.outputs)
+    key = (_key(state.operations, state.inputs, 0, 0, "", None, True)[:2], "next",
+           state.seed, state.start_k, state.world, n, repr(state.sampler), runtime.name)
+
+    def record(jobs: _Jobs) -> None:
+        twin = state.twin()
+        device = state.device
+        stream = runtime.new_stream(device)
+        jobs.enter("outputs")
+        try:
+            with runtime.on_device(device), runtime.using_stream(stream), \
+                    runtime.recording(jobs), _host_functions_deferred(jobs):
+                j = 0
+                while j < n:
+                    m = min(twin.batch, n - j) if twin.batch > 1 else 1
+                    try:
+                        if twin.batch > 1:
+                            twin._make_batch(j, m, device, stream)
+                        else:
+                            twin._make(j, device, stream)
+                    except Exception:
+                        # (a recording reads garbage: an output may fail where the real one
+                        # does not; its kernels then compile when it is made)
+                        pass
+                    j += m
+        finally:
+            twin.stop(join=False)
+
+    return _compile_ahead(key, record, processes)
+
+
+def before_outputs(state: Any) -> None:
+    """``Generator.__next__``'s hook (its first call): ``precompile_outputs`` where
+    ``wanted`` and the outputs come from in-memory inputs; a failure here only warns (the
+    outputs then compile their kernels as they are made)."""
+    if not wanted() or not state.compiles_ahead or not state.inputs:
+        return
+    try:
+        precompile_outputs(state)
+    except Exception as err:
+        warnings.warn(f"millipyde: compiling ahead in worker processes failed ({err!r}); "
+                      "kernels compile on first use", RuntimeWarning, stacklevel=3)
 
 
 def _timeline(workers: _Workers, jobs: _Jobs) -> dict:
