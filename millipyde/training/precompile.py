@@ -193,9 +193,18 @@ def _host_functions_deferred(jobs: _Jobs) -> Iterator[None]:
         Dispatcher._compile_for_args = real
 
 
+def _named(fn: Any) -> Any:
+    """An Operation's method name, or its callable by module and name: the same text in
+    every process (a function's ``repr`` holds its address, which made the marker of a chain
+    with a callable differ in every process, so a warm cache recorded it again)."""
+    if isinstance(fn, str) or not callable(fn):
+        return fn
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+
+
 def _key(operations: list, inputs: list, size: int, channels: int, layout: str,
          spec: Any, outputs: bool = True) -> tuple:
-    ops = tuple(repr((op.method or op.function, op.args, op.kwargs, op.probability))
+    ops = tuple(repr((_named(op.method or op.function), op.args, op.kwargs, op.probability))
                 for op in operations)
     shapes = tuple(sorted({(tuple(x.shape), str(x.dtype)) for x in inputs}))
     return ops, shapes, size, channels, layout, repr(spec), runtime.name, outputs
@@ -257,9 +266,11 @@ def _compile_ahead(key: tuple, record: Any, processes: int | None) -> dict:
     with _lock:
         if key in _done or marker.exists():
             _done.add(key)
-            return {"jobs": 0, "failed": 0, "processes": 0, "record_seconds": 0.0,
-                    "compile_seconds": 0.0, "slowest": [], "last_job": None,
-                    "ready_seconds": {}, "worker_start": {}, "seconds": 0.0}
+            last.clear()
+            last.update({"jobs": 0, "failed": 0, "processes": 0, "record_seconds": 0.0,
+                         "compile_seconds": 0.0, "slowest": [], "last_job": None,
+                         "ready_seconds": {}, "worker_start": {}, "seconds": 0.0})
+            return dict(last)
         _done.add(key)
     t0 = time.perf_counter()
     n = processes or max(1, min(os.cpu_count() or 1, MAX_PROCESSES))
@@ -302,8 +313,10 @@ def precompile_outputs(state: Any, count: int = AHEAD_OUTPUTS,
     Returns what ``precompile`` returns.
     """
     n = count if state.outputs is None else min(count, state.outputs)
+    sampler = None if state.sampler is None else (type(state.sampler).__qualname__, tuple(sorted(
+        (k, v) for k, v in vars(state.sampler).items() if isinstance(v, (bool, int, str)))))
     key = (_key(state.operations, state.inputs, 0, 0, "", None, True)[:2], "next",
-           state.seed, state.start_k, state.world, n, repr(state.sampler), runtime.name)
+           state.seed, state.start_k, state.world, n, sampler, runtime.name)
 
     def record(jobs: _Jobs) -> None:
         twin = state.twin()
