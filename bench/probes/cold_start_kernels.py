@@ -2,7 +2,7 @@
 
     python -m bench.probes.cold_start_kernels [--recipes imagenet thesis detection] [-n 48]
         [--processes 1] [--json FILE]              # no GPU: list in the simulator, PTX here
-    python -m bench.probes.cold_start_kernels --gpu [--recipes ...]   # on a GPU machine
+    python -m bench.probes.cold_start_kernels --gpu [--no-precompile] [--recipes ...]  # a GPU
 
 Without a GPU (what CI's PTX tests do), per recipe:
 
@@ -21,8 +21,9 @@ Without a GPU (what CI's PTX tests do), per recipe:
 
 ``--gpu`` (a machine with a GPU, ``MILLIPYDE_BACKEND=cuda``): per recipe, a fresh process with
 an empty ``MILLIPYDE_CACHE_DIR`` runs the same ``augment`` for real with the same stage timers
-(plus the module load), in this process and, where the recipe compiles ahead, in its compile
-workers (their total only: they are other processes).
+(plus the module load), per kernel compiled in that process; the compile workers' CPU is
+reported in total only (other processes): ``--no-precompile`` compiles every kernel in the
+process, for its per-kernel rows.
 """
 
 from __future__ import annotations
@@ -321,60 +322,67 @@ def gpu_child(recipe: str, n: int, out: str) -> None:
     import resource
 
     import numba.core.event as ev
-    from numba.cuda.core import event as cev
 
     t_start = time.perf_counter()
     st = install_timers()
     rows: list[dict] = []
     host: list[tuple[str, float]] = []
 
-    def listener(into: list, cuda: bool) -> Any:
-        class Compiles((cev if cuda else ev).Listener):
-            def __init__(self) -> None:
-                self.stack: list[float] = []
+    class HostCompiles(ev.Listener):
+        def __init__(self) -> None:
+            self.stack: list[float] = []
 
-            def on_start(self, event: Any) -> None:
-                self.stack.append(time.process_time())
+        def on_start(self, event: Any) -> None:
+            self.stack.append(time.process_time())
 
-            def on_end(self, event: Any) -> None:
-                t0 = self.stack.pop()
-                if self.stack:
-                    return  # (a device function inside a kernel's compile)
+        def on_end(self, event: Any) -> None:
+            t0 = self.stack.pop()
+            if not self.stack:
                 fn = getattr(event.data.get("dispatcher"), "py_func", None)
-                mod = sys.modules.get(getattr(fn, "__module__", ""))
-                name = getattr(fn, "__qualname__", "?")
-                cpu = round(time.process_time() - t0, 3)
-                if cuda:
-                    into.append({"function": name, "cpu": cpu,
-                                 "module": _first_line(getattr(mod, "__file__", None) or "?"),
-                                 **st.take()})
-                else:
-                    into.append((name, cpu))
-        return Compiles()
+                host.append((getattr(fn, "__qualname__", "?"),
+                             round(time.process_time() - t0, 3)))
 
-    cev.register("numba:compile", listener(rows, True))
-    ev.register("numba:compile", listener(host, False))
+    ev.register("numba:compile", HostCompiles())
+    # a kernel's compile is its ``_Kernel``: typing, lowering and NVVM in its constructor;
+    # ptxas and the module load follow in ``bind`` (counted in ``stages_total``)
+    from numba.cuda import dispatcher as cuda_dispatcher
+
+    real_init = cuda_dispatcher._Kernel.__init__
+
+    def init(self: Any, py_func: Any, argtypes: Any, **kw: Any) -> None:
+        base = dict(st.now)
+        t0 = time.process_time()
+        real_init(self, py_func, argtypes, **kw)
+        mod = sys.modules.get(getattr(py_func, "__module__", ""))
+        rows.append({"function": getattr(py_func, "__qualname__", "?"),
+                     "module": _first_line(getattr(mod, "__file__", None) or "?"),
+                     "cpu": round(time.process_time() - t0, 3),
+                     **{k: round(v - base.get(k, 0.0), 3) for k, v in st.now.items()}})
+
+    cuda_dispatcher._Kernel.__init__ = init
     from millipyde.cli import main
     from millipyde.training import precompile
 
+    precompile.ENABLED = os.environ.get("PROBE_PRECOMPILE", "1") == "1"
     with tempfile.TemporaryDirectory() as tmp:
         rc = main(["augment", "-o", tmp, "-n", str(n), "--seed", "0", "--recipe", recipe, "-q"])
     ru = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    # NVVM, ptxas and module loads of first launches come after their compile's event
+    # every stage's total in the process (ptxas and loads come after a kernel's constructor)
     leftover = st.take()
     Path(out).write_text(json.dumps({
         "rc": rc, "wall": time.perf_counter() - t_start, "cpu": ru.ru_utime + ru.ru_stime,
         "children_cpu": kids.ru_utime + kids.ru_stime, "rows": rows, "host": host,
-        "after_compiles": leftover,
+        "stages_total": leftover,
         "precompile": {k: v for k, v in precompile.last.items()
                        if k in ("jobs", "failed", "processes", "compile_seconds", "seconds",
                                 "record_seconds", "slowest", "worker_start")}}, default=str))
 
 
-def gpu(recipe: str, n: int, work: Path) -> dict:
+def gpu(recipe: str, n: int, work: Path, ahead: bool = True) -> dict:
     work.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, MILLIPYDE_CACHE_DIR=str(work / "cache"), PROBE_ROOT=str(ROOT))
+    env = dict(os.environ, MILLIPYDE_CACHE_DIR=str(work / "cache"), PROBE_ROOT=str(ROOT),
+               PROBE_PRECOMPILE="1" if ahead else "0")
     out = work / "gpu.json"
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", GPU_CHILD, recipe, str(n), str(out)], env=env,
@@ -418,8 +426,9 @@ def report_gpu(got: dict, verbose: bool) -> None:
     rows = got["rows"]
     tot = {s: sum(r.get(s, 0.0) for r in rows) for s in (*STAGES, "load")}
     print(f"\n== {got['recipe']} (GPU): wall {got['outer_wall']:.1f} s, CPU {got['cpu']:.1f} s "
-          f"(+ children {got['children_cpu']:.1f}), {len(rows)} kernel compiles here, stages "
-          f"{', '.join(f'{s} {v:.1f}' for s, v in tot.items())}; after: {got['after_compiles']}"
+          f"(+ children {got['children_cpu']:.1f}), {len(rows)} kernel compiles here, their stages "
+          f"{', '.join(f'{s} {v:.1f}' for s, v in tot.items())}; every stage in the process: "
+          f"{got['stages_total']}"
           f"; host njit {len(got['host'])}, {sum(c for _, c in got['host']):.1f} CPU-s; "
           f"precompile {got['precompile']}")
     if verbose:
@@ -438,6 +447,8 @@ def main() -> None:
     ap.add_argument("-v", "--verbose", action="store_true", help="one line per kernel")
     ap.add_argument("--precompile", action="store_true",
                     help="keep Generator.batches' compiling ahead (its jobs listed apart)")
+    ap.add_argument("--no-precompile", action="store_true",
+                    help="--gpu: every kernel compiled in the process (per-kernel rows)")
     ap.add_argument("--child", choices=("record", "ptx"), help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--todo", help=argparse.SUPPRESS)
@@ -450,7 +461,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="cold-kernels-") as tmp:
         for recipe in args.recipes:
             if args.gpu:
-                got = gpu(recipe, args.n, Path(tmp) / recipe)
+                got = gpu(recipe, args.n, Path(tmp) / recipe, not args.no_precompile)
                 report_gpu(got, args.verbose)
             else:
                 got = local(recipe, args.n, args.processes, Path(tmp) / recipe)
