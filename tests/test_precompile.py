@@ -39,6 +39,7 @@ SCRIPT = textwrap.dedent('''
     if sys.argv[1] in ("ahead", "again"):
         precompile.wanted = lambda: True  # the cpu backend compiles in place by default
         precompile.MAX_PROCESSES = 2
+        precompile.IN_PROCESS = False  # every job in a worker: what compiles here is counted
         real = precompile.precompile
 
         def misses():
@@ -324,10 +325,11 @@ def test_next_and_mixed_size_batches_compile_their_own_route_ahead(tmp_path):
         rep = got[part]["report"]
         assert rep["jobs"] > 0 and rep["failed"] == 0, got
     # what the workers compiled, the consumer loaded: next()'s outputs and the batch compiled
-    # nothing here (the batches' compiling ahead recorded per-output kernels they never
-    # launch, and the batch compiled its arena writer itself)
+    # nothing here but the jobs this process took while its workers started (the batches'
+    # compiling ahead recorded per-output kernels they never launch, and the batch compiled
+    # its arena writer itself)
     for part in ("next", "batches"):
-        assert got[part]["compiled"] == 0, got
+        assert got[part]["compiled"] <= got[part]["report"]["in_process"], got
     again = run("ahead", tmp_path / "cache")
     for part in ("next", "batches"):
         assert again[part]["report"]["jobs"] == 0, again

@@ -42,6 +42,9 @@ from .precompile_workers import _what, _Workers, startup_summary
 #: ``Generator.batches`` precompiles on backends whose compiles take seconds (real GPUs);
 #: False turns it off (benchmarks compare).
 ENABLED = True
+#: The consuming process compiles jobs too, while its worker processes start
+#: (``_Workers(here=True)``); False: only the workers (tests count what each compiled).
+IN_PROCESS = True
 #: At most this many worker processes. Each creates a GPU context, which the driver makes one
 #: at a time, and compiles beside the others: more processes start later and compile slower
 #: (the figure-5.1 chain's 17 jobs were done sooner in 8 than in 16 on a 16-core host).
@@ -230,7 +233,8 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
     ``channels``, ``layout``). ``outputs=False``: only what the batches launch, not the
     Generator's ``next()`` outputs. Once per chain, input shapes, batch spec and ``outputs``
     in a process.
-    Returns ``jobs`` (kernels compiled in workers), ``failed`` (left to this process),
+    Returns ``jobs`` (kernels compiled ahead, ``in_process`` of them by this process while
+    its workers started), ``failed`` (left to this process),
     ``processes``, ``record_seconds`` (making every pattern's outputs, launches recorded),
     ``compile_seconds`` (the slowest job, in its worker), ``slowest``, ``last_job`` and
     ``ready_seconds`` (``_timeline``), ``worker_start`` (per start-up step of the workers,
@@ -267,7 +271,8 @@ def _compile_ahead(key: tuple, record: Any, processes: int | None) -> dict:
         if key in _done or marker.exists():
             _done.add(key)
             last.clear()
-            last.update({"jobs": 0, "failed": 0, "processes": 0, "record_seconds": 0.0,
+            last.update({"jobs": 0, "failed": 0, "processes": 0, "in_process": 0,
+                         "record_seconds": 0.0,
                          "compile_seconds": 0.0, "slowest": [], "last_job": None,
                          "ready_seconds": {}, "worker_start": {}, "seconds": 0.0})
             return dict(last)
@@ -275,7 +280,7 @@ def _compile_ahead(key: tuple, record: Any, processes: int | None) -> dict:
     t0 = time.perf_counter()
     n = processes or max(1, min(os.cpu_count() or 1, MAX_PROCESSES))
     # workers start now and prepare while the outputs are recorded
-    workers = _Workers(n, warm=runtime.codegen_target)
+    workers = _Workers(n, warm=runtime.codegen_target, here=IN_PROCESS)
     jobs = _Jobs(workers)
     try:
         record(jobs)
@@ -290,6 +295,7 @@ def _compile_ahead(key: tuple, record: Any, processes: int | None) -> dict:
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text(repr(key))
     last.update({"jobs": len(jobs.seen), "failed": len(jobs.seen) - len(ok), "processes": n,
+                 "in_process": len(workers.here),
                  "errors": sorted({str(r[1])[:200] for r in workers.results if not r[0]}),
                  "record_seconds": recorded, "compile_seconds": max(ok, default=0.0),
                  **_timeline(workers, jobs), "worker_start": startup_summary(workers.starts),
