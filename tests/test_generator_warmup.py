@@ -55,7 +55,7 @@ SHARED_OPS = [OPS[1], OPS[2], OPS[5]]
 
 _CHILD = """
 import json, millipyde as mp
-from millipyde import warmup
+from millipyde.training import warmup
 from tests.test_generator_warmup import SHARED_OPS
 print(json.dumps(warmup.warmup(SHARED_OPS, (10, 10, 3), size=64, processes={p})))
 """

@@ -39,6 +39,7 @@ SCRIPT = textwrap.dedent('''
     if sys.argv[1] in ("ahead", "again"):
         precompile.wanted = lambda: True  # the cpu backend compiles in place by default
         precompile.MAX_PROCESSES = 2
+        precompile.IN_PROCESS = False  # every job in a worker: what compiles here is counted
         real = precompile.precompile
 
         def misses():
@@ -274,3 +275,65 @@ def test_a_deferred_host_function_given_garbage_runs_compiled() -> None:
     assert len(mod.top.signatures) == 1, "compiled here, as it was given garbage"
     mod.top(np.array([41.0]), out)
     assert out[0] == 42
+
+
+# Inputs of two sizes (the arena route: one kernel per channel count for every coin pattern)
+# through next() and through batches of 8x8 crops, each compiled ahead (cpu backend, forced).
+MIXED = textwrap.dedent('''
+    import json, sys
+    import numpy as np
+    import millipyde as mp
+    from millipyde.training import precompile, warmup
+    ops = [mp.Operation("random_resized_crop", 8, 8), mp.Operation("fliplr", probability=0.5),
+           mp.Operation("random_brightness", -0.2, 0.2, probability=0.5)]
+    rng = np.random.default_rng(0)
+    imgs = [mp.gpuimage(rng.integers(0, 256, s, dtype=np.uint8))
+            for s in ((16, 16, 3), (12, 20, 3), (16, 16, 3))]
+    if sys.argv[1] == "ahead":
+        precompile.wanted = lambda: True  # the cpu backend compiles in place by default
+        precompile.MAX_PROCESSES = 2
+    out = {}
+    c = warmup.compiled_count()
+    outs = [np.asarray(y) for y in mp.Generator(imgs, ops, outputs=6, seed=1,
+                                                return_to_host=True)]
+    out["next"] = {"report": dict(precompile.last), "compiled": warmup.compiled_count() - c}
+    c = warmup.compiled_count()
+    with mp.Generator(imgs, ops, seed=2).batches(6, layout="NHWC") as bs:
+        batch = np.asarray(next(bs))
+    out["batches"] = {"report": dict(precompile.last), "compiled": warmup.compiled_count() - c}
+    out["digest"] = [int(x.astype(np.int64).sum()) for x in outs] + [float(batch.sum())]
+    print(json.dumps(out, default=str))
+''')
+
+
+@pytest.mark.slow
+def test_next_and_mixed_size_batches_compile_their_own_route_ahead(tmp_path):
+    """``next()`` compiles its first outputs' kernels ahead, and ``batches`` over inputs of
+    several sizes compiles the arena gathers it launches (it compiled per-output kernels it
+    never launched before); a later process finds the marker and records nothing; the
+    outputs are those made without compiling ahead."""
+    def run(mode: str, cache: Path) -> dict:
+        env = {**os.environ, "MILLIPYDE_BACKEND": "cpu", "MILLIPYDE_CACHE_DIR": str(cache)}
+        r = subprocess.run([sys.executable, "-c", MIXED, mode], env=env, capture_output=True,
+                           text=True, timeout=1200,
+                           cwd=Path(__file__).resolve().parent.parent)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    got = run("ahead", tmp_path / "cache")
+    for part in ("next", "batches"):
+        rep = got[part]["report"]
+        assert rep["jobs"] > 0 and rep["failed"] == 0, got
+    # what the workers compiled, the consumer loaded: next()'s outputs and the batch compiled
+    # nothing here but the jobs this process took while its workers started (the batches'
+    # compiling ahead recorded per-output kernels they never launch, and the batch compiled
+    # its arena writer itself)
+    for part in ("next", "batches"):
+        assert got[part]["compiled"] <= got[part]["report"]["in_process"], got
+    again = run("ahead", tmp_path / "cache")
+    for part in ("next", "batches"):
+        assert again[part]["report"]["jobs"] == 0, again
+        assert again[part]["report"]["record_seconds"] == 0.0, again
+        assert again[part]["compiled"] == 0, again
+    plain = run("plain", tmp_path / "plain")
+    assert plain["digest"] == got["digest"] == again["digest"], (plain, got)

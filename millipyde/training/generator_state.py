@@ -118,6 +118,16 @@ class _State:
         self.crashes: list[tuple[BaseException, int]] = []
         self.group: WorkerGroup | None = None
 
+    #: ``next()`` compiles its first outputs' kernels ahead (``precompile.before_outputs``)
+    #: on this state: in-memory inputs, its own workers
+    compiles_ahead = True
+
+    def twin(self) -> _State:
+        """A fresh state over the same inputs, Operations, seed, sampler and outputs (nothing
+        made or cached shared): what compiling ahead records its outputs on."""
+        return _State(self.inputs, self.operations, self.device, self.seed, self.outputs,
+                      False, self.rank, self.world, self.sampler, self.start_k)
+
     def start(self) -> None:
         if self.group is None:
             self.group = WorkerGroup("generator", self._worker, self._crash)
@@ -419,6 +429,7 @@ class BatchState(_State):
     machinery above: output ``ks[r]`` shows ``inputs[r]``, with its own draws."""
 
     plan_ahead = False  # the outputs after this batch are not its own
+    compiles_ahead = False
 
     def __init__(self, parent: _State, inputs: list[gpuarray], ks: Any) -> None:
         super().__init__(inputs, parent.operations, parent.device, parent.seed, None,
@@ -437,6 +448,7 @@ class StreamState(_State):
     by a Loader (``batch_stream``), each made as a :class:`BatchState`."""
 
     CHUNK = 32
+    compiles_ahead = False  # (its samples' shapes are known once decoded)
 
     def __init__(self, stream: Any, operations: list, device: int, seed: int,
                  outputs: int | None, return_to_host: bool, rank: int, world: int,

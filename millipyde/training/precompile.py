@@ -42,6 +42,9 @@ from .precompile_workers import _what, _Workers, startup_summary
 #: ``Generator.batches`` precompiles on backends whose compiles take seconds (real GPUs);
 #: False turns it off (benchmarks compare).
 ENABLED = True
+#: The consuming process compiles jobs too, while its worker processes start
+#: (``_Workers(here=True)``); False: only the workers (tests count what each compiled).
+IN_PROCESS = True
 #: At most this many worker processes. Each creates a GPU context, which the driver makes one
 #: at a time, and compiles beside the others: more processes start later and compile slower
 #: (the figure-5.1 chain's 17 jobs were done sooner in 8 than in 16 on a 16-core host).
@@ -193,9 +196,18 @@ def _host_functions_deferred(jobs: _Jobs) -> Iterator[None]:
         Dispatcher._compile_for_args = real
 
 
+def _named(fn: Any) -> Any:
+    """An Operation's method name, or its callable by module and name: the same text in
+    every process (a function's ``repr`` holds its address, which made the marker of a chain
+    with a callable differ in every process, so a warm cache recorded it again)."""
+    if isinstance(fn, str) or not callable(fn):
+        return fn
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+
+
 def _key(operations: list, inputs: list, size: int, channels: int, layout: str,
          spec: Any, outputs: bool = True) -> tuple:
-    ops = tuple(repr((op.method or op.function, op.args, op.kwargs, op.probability))
+    ops = tuple(repr((_named(op.method or op.function), op.args, op.kwargs, op.probability))
                 for op in operations)
     shapes = tuple(sorted({(tuple(x.shape), str(x.dtype)) for x in inputs}))
     return ops, shapes, size, channels, layout, repr(spec), runtime.name, outputs
@@ -221,7 +233,8 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
     ``channels``, ``layout``). ``outputs=False``: only what the batches launch, not the
     Generator's ``next()`` outputs. Once per chain, input shapes, batch spec and ``outputs``
     in a process.
-    Returns ``jobs`` (kernels compiled in workers), ``failed`` (left to this process),
+    Returns ``jobs`` (kernels compiled ahead, ``in_process`` of them by this process while
+    its workers started), ``failed`` (left to this process),
     ``processes``, ``record_seconds`` (making every pattern's outputs, launches recorded),
     ``compile_seconds`` (the slowest job, in its worker), ``slowest``, ``last_job`` and
     ``ready_seconds`` (``_timeline``), ``worker_start`` (per start-up step of the workers,
@@ -230,23 +243,11 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
     from . import warmup
 
     key = _key(operations, inputs, size, channels, layout, spec, outputs)
-    marker = _marker(key)
-    with _lock:
-        if key in _done or marker.exists():
-            _done.add(key)
-            return {"jobs": 0, "failed": 0, "processes": 0, "record_seconds": 0.0,
-                    "compile_seconds": 0.0, "slowest": [], "last_job": None,
-                    "ready_seconds": {}, "worker_start": {}, "seconds": 0.0}
-        _done.add(key)
-    t0 = time.perf_counter()
-    n = processes or max(1, min(os.cpu_count() or 1, MAX_PROCESSES))
-    by_shape: dict[tuple, list] = {}
-    for x in inputs:
-        by_shape.setdefault(tuple(x.shape), []).append(x)
-    # workers start now and prepare while the patterns are searched and recorded
-    workers = _Workers(n, warm=runtime.codegen_target)
-    jobs = _Jobs(workers)
-    try:
+
+    def record(jobs: _Jobs) -> None:
+        by_shape: dict[tuple, list] = {}
+        for x in inputs:
+            by_shape.setdefault(tuple(x.shape), []).append(x)
         # (outside the recording: the search maps 65536 draws through a host function, which
         # compiles here once rather than run as Python)
         ks = {shape: warmup.representatives(operations, shape=shape) for shape in by_shape}
@@ -257,6 +258,32 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
             for shape, pair in pairs.items():
                 warmup._make_patterns(pair, operations, ks[shape], size, channels,
                                       layout, spec, jobs.enter, outputs)
+
+    return _compile_ahead(key, record, processes)
+
+
+def _compile_ahead(key: tuple, record: Any, processes: int | None) -> dict:
+    """Once per ``key`` in a process and kernel cache: start the workers, run ``record(jobs)``
+    (it makes outputs with launches recorded into ``jobs``), wait for the jobs; the report
+    ``precompile`` returns."""
+    marker = _marker(key)
+    with _lock:
+        if key in _done or marker.exists():
+            _done.add(key)
+            last.clear()
+            last.update({"jobs": 0, "failed": 0, "processes": 0, "in_process": 0,
+                         "record_seconds": 0.0,
+                         "compile_seconds": 0.0, "slowest": [], "last_job": None,
+                         "ready_seconds": {}, "worker_start": {}, "seconds": 0.0})
+            return dict(last)
+        _done.add(key)
+    t0 = time.perf_counter()
+    n = processes or max(1, min(os.cpu_count() or 1, MAX_PROCESSES))
+    # workers start now and prepare while the outputs are recorded
+    workers = _Workers(n, warm=runtime.codegen_target, here=IN_PROCESS)
+    jobs = _Jobs(workers)
+    try:
+        record(jobs)
         recorded = time.perf_counter() - t0
     finally:
         workers.close()
@@ -268,11 +295,73 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text(repr(key))
     last.update({"jobs": len(jobs.seen), "failed": len(jobs.seen) - len(ok), "processes": n,
+                 "in_process": len(workers.here),
                  "errors": sorted({str(r[1])[:200] for r in workers.results if not r[0]}),
                  "record_seconds": recorded, "compile_seconds": max(ok, default=0.0),
                  **_timeline(workers, jobs), "worker_start": startup_summary(workers.starts),
                  "seconds": time.perf_counter() - t0})
     return dict(last)
+
+
+#: ``next()``'s compiling ahead records this many of a Generator's first outputs (all of them
+#: when it makes fewer)
+AHEAD_OUTPUTS = 64
+
+
+def precompile_outputs(state: Any, count: int = AHEAD_OUTPUTS,
+                       processes: int | None = None) -> dict:
+    """Compile, in worker processes, every kernel the first ``count`` outputs of a
+    Generator's ``next()`` launch (``state``: its ``generator_state._State``).
+
+    The outputs are made by a fresh state over the same inputs, Operations, seed and sampler
+    (so the same route: per output, recorded batches or arena gathers, in the chunks the
+    workers take), with launches recorded instead of run; nothing of ``state`` is touched.
+    Returns what ``precompile`` returns.
+    """
+    n = count if state.outputs is None else min(count, state.outputs)
+    sampler = None if state.sampler is None else (type(state.sampler).__qualname__, tuple(sorted(
+        (k, v) for k, v in vars(state.sampler).items() if isinstance(v, (bool, int, str)))))
+    key = (_key(state.operations, state.inputs, 0, 0, "", None, True)[:2], "next",
+           state.seed, state.start_k, state.world, n, sampler, runtime.name)
+
+    def record(jobs: _Jobs) -> None:
+        twin = state.twin()
+        device = state.device
+        stream = runtime.new_stream(device)
+        jobs.enter("outputs")
+        try:
+            with runtime.on_device(device), runtime.using_stream(stream), \
+                    runtime.recording(jobs), _host_functions_deferred(jobs):
+                j = 0
+                while j < n:
+                    m = min(twin.batch, n - j) if twin.batch > 1 else 1
+                    try:
+                        if twin.batch > 1:
+                            twin._make_batch(j, m, device, stream)
+                        else:
+                            twin._make(j, device, stream)
+                    except Exception:
+                        # (a recording reads garbage: an output may fail where the real one
+                        # does not; its kernels then compile when it is made)
+                        pass
+                    j += m
+        finally:
+            twin.stop(join=False)
+
+    return _compile_ahead(key, record, processes)
+
+
+def before_outputs(state: Any) -> None:
+    """``Generator.__next__``'s hook (its first call): ``precompile_outputs`` where
+    ``wanted`` and the outputs come from in-memory inputs; a failure here only warns (the
+    outputs then compile their kernels as they are made)."""
+    if not wanted() or not state.compiles_ahead or not state.inputs:
+        return
+    try:
+        precompile_outputs(state)
+    except Exception as err:
+        warnings.warn(f"millipyde: compiling ahead in worker processes failed ({err!r}); "
+                      "kernels compile on first use", RuntimeWarning, stacklevel=3)
 
 
 def _timeline(workers: _Workers, jobs: _Jobs) -> dict:

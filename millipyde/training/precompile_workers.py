@@ -35,7 +35,7 @@ class _Workers:
     bound the wait alone.
     """
 
-    def __init__(self, n: int, warm: str | None = None) -> None:
+    def __init__(self, n: int, warm: str | None = None, here: bool = False) -> None:
         self.n = n
         self.warm = warm
         self.jobs: queue.PriorityQueue = queue.PriorityQueue()
@@ -57,6 +57,11 @@ class _Workers:
         self.threads = [threading.Thread(target=self._feed, args=(proc,), daemon=True,
                                          name=f"millipyde-precompile-{i}")
                         for i, proc in enumerate(first)]
+        #: jobs compiled in this process (``here``), in the order taken
+        self.here: list[tuple] = []
+        if here:
+            self.threads.append(threading.Thread(target=self._feed_here, daemon=True,
+                                                 name="millipyde-precompile-here"))
         for t in self.threads:
             t.start()
 
@@ -88,6 +93,27 @@ class _Workers:
                         proc.kill()
             for t in self.threads:
                 t.join(60)
+
+    def _feed_here(self) -> None:
+        """Compile jobs in this process as well, from the first one queued: the worker
+        processes take seconds to start (imports, a CUDA context each, a first compile), a
+        recipe's first jobs need not wait for them. One thread: numba compiles one function
+        at a time in a process. What it compiles is in memory here and in the disk cache."""
+        while True:
+            _, _, queued, got = self.jobs.get()
+            if got is None:
+                return
+            sent = time.perf_counter() - self.t0
+            try:
+                result: tuple[bool, Any] = (True, compile_worker.compile_job(*got))
+            except Exception as err:  # left to the consuming process, as a worker's failure
+                result = (False, repr(err))
+            done = time.perf_counter() - self.t0
+            with self._lock:
+                self.results.append(result)
+                self.here.append(got)
+                if result[0]:
+                    self.timed.append((float(result[1]), got[0], got[2], queued, sent, done))
 
     def _start(self) -> subprocess.Popen:
         spawned = time.time()

@@ -177,17 +177,13 @@ def _make_patterns(imgs: list, ops: list, ks: list[int], size: int, channels: in
         spec = dataclasses.replace(spec, size=n)
     stream = ACTIVE.new_stream(device)
     runner = batches.Batches(gen, spec, [device])
-    rec = batches._recorder(st)
     try:
         for i in range(0, len(ks), spec.size):
             chunk = ks[i:i + spec.size]
             tell("batches")
             try:
-                if rec is not None:
-                    value, ready = runner._write_recorded(rec, chunk, device, stream)
-                else:
-                    value, ready = runner._write_outputs(chunk, list(range(len(chunk))), None,
-                                                         device, stream)
+                # the route the batches take (recorded at once, arena gathers, per output)
+                value, ready = runner._make_outputs(st, chunk, device, stream)
                 if ready is not None:
                     ready.synchronize()
             except ValueError:

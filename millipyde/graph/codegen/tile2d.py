@@ -416,13 +416,20 @@ def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
     )
 
 
+#: Per-image packed (uint8 RGBA) tiles run their channels in a run-time loop as the others do:
+#: unrolled, each of its four variants (``pre``/``post``) took 10-12 CPU-s to compile to a
+#: cubin, the slowest kernels of the thesis recipe's cold start; looped, 4-5 (the same
+#: arithmetic). False unrolls them again (GPU benchmarks compare the two).
+PACKED_LOOP = True
+
+
 def _channels(t: _Tile) -> str:
-    """Both passes of every filtered channel: unrolled for packed tiles (their channels are
-    planes of one staged tile), else one run-time loop over the channels, whose text is a
-    third of the unrolled one's (the batched RGB kernel stalled on instruction fetch: its
-    code did not fit the instruction caches, bench/RESULTS.md s9-3); the arithmetic is the
-    same."""
-    if t.packed or t.nc == 1:
+    """Both passes of every filtered channel: unrolled for batched packed tiles (their
+    channels are planes of one staged tile), else one run-time loop over the channels, whose
+    text is a third of the unrolled one's (the batched RGB kernel stalled on instruction fetch:
+    its code did not fit the instruction caches, bench/RESULTS.md s9-3; and it compiles in a
+    third of the time); the arithmetic is the same."""
+    if t.nc == 1 or (t.packed and (t.batch or not PACKED_LOOP)):
         return "".join(_channel(t, ch) for ch in range(t.nc))
     body = "".join("    " + line + "\n" if line else "\n"
                    for line in _channel(t, "ch").splitlines())

@@ -151,6 +151,31 @@ def run_stencil(k: Stencil, src: Any, device: int, reader: Gather | None = None
     return dst, False
 
 
+#: uint8 images take the one-pass tile with its tables on (identity where the chain has none:
+#: uint8 values map to themselves, so the outputs are the same): one kernel per channel count,
+#: tile and prologue instead of one per prologue and epilogue, fewer kernels to compile at a
+#: cold start (the thesis recipe's 11 tile kernels became 6). The epilogue costs a table read
+#: per output value; a packed (RGBA) tile's prologue one per staged value (the others keep
+#: theirs off: they would read a table per tap). False: the variants (GPU benchmarks compare).
+TABLES_ALWAYS = True
+
+
+def _with_identity_tables(lut: np.ndarray | None, pre: bool, post: bool, c: int,
+                          with_pre: bool) -> tuple[np.ndarray | None, bool, bool]:
+    """``(lut, pre, post)`` with the epilogue on, and the prologue where ``with_pre``: an
+    identity row in the table for each one turned on here (the caller's ``lut`` is copied,
+    never changed)."""
+    add_pre, add_post = with_pre and not pre, not post
+    if not (add_pre or add_post):
+        return lut, pre, post
+    table = (IDENTITY_LUT[:, :c] if lut is None else lut).copy()
+    if add_pre:
+        table[0] = IDENTITY_LUT[0, :c]
+    if add_post:
+        table[1] = IDENTITY_LUT[1, :c]
+    return table, pre or add_pre, True
+
+
 def run_stencil_2d(src3: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool, full: float,
                    device: int, lut: np.ndarray | None = None, pre: bool = False,
                    post: bool = False, packed: bool | None = None,
@@ -166,6 +191,8 @@ def run_stencil_2d(src3: Any, dst3: Any, taps_d: Any, radius: int, is_int: bool,
     h, w, c = src3.shape
     if packed is None:
         packed = variants.stencil_2d_packs(src3, dst3, radius)
+    if TABLES_ALWAYS and src3.dtype == np.uint8 and dst3.dtype == np.uint8:
+        lut, pre, post = _with_identity_tables(lut, pre, post, c, packed)
     geometry = codegen_gpu.tile_geometry(runtime.simulated, radius, packed,
                                          runtime.SHARED_DEFAULT)
     fn = _stencil_2d_fn(c, min(c, 3), pre, post, packed, geometry,
