@@ -94,6 +94,10 @@ class Backend:
     def __init__(self) -> None:
         self._tls = threading.local()
         self._constants: dict[tuple[Any, int], Any] = {}
+        #: held while a kernel is compiled and loaded into a device context for the first time
+        #: (numba-cuda's module table is not safe for two threads loading at once): a first
+        #: launch, and a compile ahead in this process (``training.precompile_workers``)
+        self.first_launch_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

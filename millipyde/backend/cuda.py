@@ -46,7 +46,6 @@ class CudaBackend(CudaDevices, CudaMemory, CudaPacks, CudaLaunches, Backend):
         self._small_cache: dict[tuple, Any] = {}
         self._small_lock = threading.Lock()
         self._warm: set[tuple] = set()
-        self._first_launch_lock = threading.Lock()
         self._opted_in: set[tuple] = set()
         self._shared_limits: dict[int, int] = {}
         self._rings: dict[int, StagingRing] = {}

@@ -61,7 +61,7 @@ class CudaLaunches:
         if key in self._warm and (not big or key in self._opted_in):
             kernel[config](*args)
         else:
-            with self._first_launch_lock:
+            with self.first_launch_lock:
                 if big and key not in self._opted_in:
                     if shared > self.shared_limit(device):
                         raise ValueError(

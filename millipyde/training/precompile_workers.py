@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..backend import ACTIVE as runtime
 from ..graph.codegen import compile_worker
 
 
@@ -105,7 +106,10 @@ class _Workers:
                 return
             sent = time.perf_counter() - self.t0
             try:
-                result: tuple[bool, Any] = (True, compile_worker.compile_job(*got))
+                # (numba-cuda loads what it compiles into this thread's context: one load at a
+                # time with the consuming threads' first launches)
+                with runtime.first_launch_lock:
+                    result: tuple[bool, Any] = (True, compile_worker.compile_job(*got))
             except Exception as err:  # left to the consuming process, as a worker's failure
                 result = (False, repr(err))
             done = time.perf_counter() - self.t0
