@@ -157,6 +157,7 @@ class ProcessLoader:
         self.ahead = max(1, int(ahead))
         self.name = name or repr(source)
         self.host = runtime.name == "cpu"
+        self._most = MAX_SLOTS
         #: the worker's Loader's seconds (read wait, decode, other) and batches, as
         #: ``Loader.stats``; and the training side's wait for batches
         self.stats = {"read_wait_s": 0.0, "decode_s": 0.0, "other_s": 0.0, "batches": 0,
@@ -182,6 +183,7 @@ class ProcessLoader:
                 "source": source, "sampler": sampler, "decoder": decoder, "device": device,
                 "strict": strict, "ahead": self.ahead, "threads": threads, "window": window,
                 "first": self.first, "known": sorted(bad.known), "backend": runtime.name,
+                "max_slots": self._most,
                 "name": self.name}, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as err:
             raise DecodeWorkerError(
@@ -409,7 +411,7 @@ class ProcessLoader:
                     self._cond.acquire()
                     self._pumping = False
                     self._cond.notify_all()
-                if b not in self._ready and len(self._slots) >= MAX_SLOTS:
+                if b not in self._ready and len(self._slots) >= self._most:
                     # every slot leased: a lease in a reference cycle goes with a collection
                     now = time.monotonic()
                     starved_since = starved_since or now
@@ -607,8 +609,9 @@ class _Slots:
     """The worker's slots (see the module doc): made when needed, sized to the batch."""
 
     def __init__(self, conn: Connection, inbox: _Inbox, device: int, host: bool,
-                 parent: int) -> None:
+                 parent: int, most: int) -> None:
         self.conn, self.inbox, self.device, self.host = conn, inbox, device, host
+        self.most = max(1, int(most))
         self.parent = parent
         self.caps: dict[int, int] = {}
         self.held: dict[int, Any] = {}  # sid -> (fd, mmap, array) or device array
@@ -629,7 +632,7 @@ class _Slots:
                     sid = min(fits, key=lambda s: self.caps[s])
                     inbox.free.discard(sid)
                     return sid
-                if len(self.caps) < MAX_SLOTS:
+                if len(self.caps) < self.most:
                     sid = len(self.caps)
                     break
                 if inbox.free:  # free, too small: made again larger
@@ -731,7 +734,7 @@ def worker_main(fd: int) -> int:
         loader = Loader(cfg["source"], cfg["sampler"], inbox.plan, decoder, device, bad,
                         strict=cfg["strict"], ahead=cfg["ahead"], threads=cfg["threads"],
                         window=cfg["window"], first=cfg["first"])
-        slots = _Slots(conn, inbox, device, cfg["backend"] == "cpu", parent)
+        slots = _Slots(conn, inbox, device, cfg["backend"] == "cpu", parent, cfg["max_slots"])
         with inbox.cond:
             inbox.on_stop = lambda: loader.close(join=False)
             stopped = inbox.stopped
