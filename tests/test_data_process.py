@@ -2,8 +2,8 @@
 backend (shared host memory): the same batches, labels, refills, warnings and errors as in
 this process, slots recycled, failures loud, no process left behind.
 
-Tiny images; each test starts one or two worker processes (a Python start each). The GPU path
-(CUDA IPC) runs in bench/bench_data.py and the gpu-marked test below.
+Tiny images; each test starts one or two worker processes (a Python start each). With
+``MILLIPYDE_BACKEND=cuda`` on a GPU the same tests take the CUDA IPC path.
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ exits.
 
 from __future__ import annotations
 
+import atexit
 import collections
 import contextlib
 import gc
@@ -60,6 +61,7 @@ import weakref
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -162,6 +164,10 @@ class ProcessLoader:
         #: ``Loader.stats``; and the training side's wait for batches
         self.stats = {"read_wait_s": 0.0, "decode_s": 0.0, "other_s": 0.0, "batches": 0,
                       "wait_s": 0.0}
+        #: the worker's decoder and read-ahead, as far as reports need them (``name``,
+        #: ``on_gpu``, ``on_host``; ``peak``), updated with each batch
+        self.decoder = SimpleNamespace(name=decoder, on_gpu=None, on_host=None)
+        self.reader = SimpleNamespace(peak=0)
         self._cond = threading.Condition()
         self._send_lock = threading.Lock()
         self._ready: dict[int, Any] = {}
@@ -189,6 +195,7 @@ class ProcessLoader:
             raise DecodeWorkerError(
                 f"decode worker of {self.name}: the source or sampler cannot be sent to a "
                 f"process ({type(err).__name__}: {err}); use decode_process=False") from err
+        _reap()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = dict(os.environ)
         top = str(Path(__file__).resolve().parents[2])
@@ -245,6 +252,8 @@ class ProcessLoader:
     def _flush_returns(self) -> None:
         """Leases that went: released to the worker (on a GPU once the device's blocking
         streams have passed the point where they went)."""
+        if self._stopped:
+            return
         sids = []
         while self._returned:
             sid, gen = self._returned.popleft()
@@ -268,21 +277,31 @@ class ProcessLoader:
         """One round: returned leases, plans and the batch asked for sent; messages received
         (waiting up to ``timeout`` for one)."""
         self._flush_returns()
-        self._send_plans()
-        if self._want != self._told_want:
-            self._told_want = self._want
-            self._send(("want", self._want))
-        got = self._conn.poll(timeout)
-        while got:
-            try:
+        try:
+            self._send_plans()
+            if self._want != self._told_want:
+                self._told_want = self._want
+                self._send(("want", self._want))
+            got = self._conn.poll(timeout)
+            while got:
                 msg = self._conn.recv()
-            except (EOFError, OSError):
-                self._dead = self._death()
-                return
-            self._handle(msg)
-            got = self._conn.poll(0)
-        if not got and self._proc.poll() is not None:
+                self._handle(msg)
+                got = self._conn.poll(0)
+        except (EOFError, OSError) as err:  # the socket closed: by close(), or the end
+            self._lost(err)
+            return
+        except ValueError as err:  # ("handle is closed": close() meanwhile)
+            if not self._stopped:
+                raise
+            self._lost(err)
+            return
+        if self._proc.poll() is not None:
             self._dead = self._death()
+
+    def _lost(self, err: BaseException) -> None:
+        if not self._stopped:
+            self._dead = self._death()
+            self._dead.__cause__ = err
 
     def _death(self) -> DecodeWorkerError:
         try:
@@ -312,6 +331,9 @@ class ProcessLoader:
                 self.bad.add_reason(sample, name, why)
             for key in ("read_wait_s", "decode_s", "other_s", "batches"):
                 self.stats[key] = stats[key]
+            self.decoder.name = stats["decoder"]
+            self.decoder.on_gpu, self.decoder.on_host = stats["on_gpu"], stats["on_host"]
+            self.reader.peak = stats["read_peak"]
             with self._cond:
                 self._ready[b] = self._wrap(sid, ks, samples, offsets, shapes, dtypes)
                 self._cond.notify_all()
@@ -444,17 +466,42 @@ class ProcessLoader:
                         slot.handle.close()
             self._slots.clear()
         else:
-            with contextlib.suppress(Exception):
-                self._send(("stop",))
+            self._finalizer()
 
     def __del__(self) -> None:
-        self.close(join=False)
+        if getattr(self, "_finalizer", None) is not None:  # (not when __init__ failed)
+            self.close(join=False)
+
+
+#: workers told to stop and not waited for (a loader collected without close()): reaped when
+#: the next worker starts, and waited for at the interpreter's exit
+_STOPPING: list[subprocess.Popen] = []
+_stopping_lock = threading.Lock()
+
+
+def _reap(wait: bool = False) -> None:
+    with _stopping_lock:
+        procs = list(_STOPPING)
+    for proc in procs:
+        if wait:
+            try:
+                proc.wait(STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.poll() is not None:
+            with _stopping_lock:
+                if proc in _STOPPING:
+                    _STOPPING.remove(proc)
+
+
+atexit.register(_reap, True)
 
 
 def _stop_process(proc: subprocess.Popen, conn: Connection, sock: socket.socket,
                   wait: bool) -> None:
     """Tell the worker to stop and close the socket; ``wait``: wait for it to exit (killed
-    after :data:`STOP_SECONDS`)."""
+    after :data:`STOP_SECONDS`), else it is reaped later (``_STOPPING``)."""
     with contextlib.suppress(Exception):
         conn.send(("stop",))
     with contextlib.suppress(Exception):
@@ -462,6 +509,9 @@ def _stop_process(proc: subprocess.Popen, conn: Connection, sock: socket.socket,
     with contextlib.suppress(Exception):
         sock.close()
     if not wait:
+        if proc.poll() is None:
+            with _stopping_lock:
+                _STOPPING.append(proc)
         return
     try:
         proc.wait(STOP_SECONDS)
@@ -765,7 +815,10 @@ def worker_main(fd: int) -> int:
             conn.send(("batch", b, sid, db.ks, db.samples, offsets,
                        [tuple(int(d) for d in a.shape) for a in db.arrays],
                        [np.dtype(a.dtype).str for a in db.arrays], bad.drain(),
-                       dict(loader.stats)))
+                       {**loader.stats, "decoder": decoder.name,
+                        "on_gpu": getattr(decoder, "on_gpu", None),
+                        "on_host": getattr(decoder, "on_host", None),
+                        "read_peak": loader.reader.peak}))
             del db
             inbox.drop_plans(b)
         with inbox.cond:  # wait for stop (or the socket's end): batches stay leased till then
