@@ -366,6 +366,10 @@ class ProcessLoader:
             base = np.frombuffer(m, np.uint8)
             self._slots[sid] = HostSlot(m, base, int(base.ctypes.data))
         else:
+            old = self._slots.pop(sid, None)  # made again larger: the old one is free
+            if old is not None:
+                with contextlib.suppress(Exception):
+                    old.handle.close()
             with runtime.on_device(self.device):
                 arr = payload.open()
             from numba.cuda.cudadrv import driver
