@@ -38,6 +38,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
                                    "limit; Pillow's default)"),
     "MILLIPYDE_DASK_THREADS": ("auto", "threads per worker of an embedded Dask cluster (1-64)"),
     "MILLIPYDE_DASK_CHUNK": ("auto", "outputs per Dask task of distributed.process (1-65535)"),
+    "MILLIPYDE_DECODE_PROCESS": ("auto", "1: streamed sources read and decoded in a worker "
+                                 "process, 0: in this one; auto: a worker on cuda"),
 }
 
 
@@ -170,3 +172,11 @@ def refresh() -> None:
         _once.clear()
     for callback in list(_on_refresh):
         callback()
+
+
+def decode_process() -> bool | None:
+    """``MILLIPYDE_DECODE_PROCESS``: True / False, or None for ``auto`` (unset)."""
+    raw = _raw("MILLIPYDE_DECODE_PROCESS", None)
+    if raw is None or raw.lower() == "auto":
+        return None
+    return flag("MILLIPYDE_DECODE_PROCESS")

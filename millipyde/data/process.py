@@ -66,6 +66,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import config
 from ..backend import ACTIVE as runtime
 from .loader import AHEAD, BadSampleError, BadSamples, DecodedBatch
 from .readahead import READ_THREADS, WINDOW_BYTES
@@ -116,11 +117,9 @@ def use_process(choice: Any) -> bool:
         True (or ``1``) where the backend cannot (:func:`supported`), or an unknown value.
     """
     if choice is None:
-        choice = os.environ.get("MILLIPYDE_DECODE_PROCESS", "").strip().lower() or DEFAULT
-        choice = {"1": True, "true": True, "0": False, "false": False}.get(choice, choice)
-        if choice not in (True, False, "auto"):
-            raise ValueError("MILLIPYDE_DECODE_PROCESS must be 1, 0 or auto, got "
-                             f"{os.environ.get('MILLIPYDE_DECODE_PROCESS')!r}")
+        choice = config.decode_process()
+        if choice is None:
+            choice = DEFAULT
     if choice == "auto":
         return runtime.name == "cuda" and supported()
     if choice and not supported():
