@@ -180,3 +180,9 @@ def decode_process() -> bool | None:
     if raw is None or raw.lower() == "auto":
         return None
     return flag("MILLIPYDE_DECODE_PROCESS")
+
+
+def environment_for_backend(name: str) -> dict[str, str]:
+    """This process's environment with ``MILLIPYDE_BACKEND`` set to ``name``: for a child
+    process that must take the backend this one took (a decode worker)."""
+    return {**os.environ, "MILLIPYDE_BACKEND": name}

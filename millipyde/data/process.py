@@ -196,11 +196,10 @@ class ProcessLoader:
                 f"process ({type(err).__name__}: {err}); use decode_process=False") from err
         _reap()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = dict(os.environ)
+        env = config.environment_for_backend(runtime.name)
         top = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join([top] + ([env["PYTHONPATH"]]
                                                      if env.get("PYTHONPATH") else []))
-        env["MILLIPYDE_BACKEND"] = runtime.name
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-c", "from millipyde.data.process import run_worker; "
