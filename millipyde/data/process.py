@@ -184,7 +184,7 @@ class ProcessLoader:
         self._returned: collections.deque = collections.deque()  # leases gone: (sid, gen)
         self._pending: list[tuple[Any, list[int]]] = []  # (event, slot ids) to release
         try:
-            config = pickle.dumps({
+            settings = pickle.dumps({
                 "source": source, "sampler": sampler, "decoder": decoder, "device": device,
                 "strict": strict, "ahead": self.ahead, "threads": threads, "window": window,
                 "first": self.first, "known": sorted(bad.known), "backend": runtime.name,
@@ -218,7 +218,7 @@ class ProcessLoader:
         self._started = time.monotonic()
         self._alive_seen = False
         self.worker = f"decode worker pid {self._proc.pid}"
-        self._send(("config", config))
+        self._send(("config", settings))
         self._send_plans()
         # collected without close(): the worker is told to stop and sees its socket close
         self._finalizer = weakref.finalize(self, _stop_process, self._proc, self._conn,
@@ -767,10 +767,10 @@ def worker_main(fd: int) -> int:
     conn = Connection(fd)
     parent = os.getppid()
     try:
-        kind, config = conn.recv()
+        kind, blob = conn.recv()
     except (EOFError, OSError):
         return 0
-    cfg = pickle.loads(config)
+    cfg = pickle.loads(blob)
     inbox = _Inbox()
     receiver = threading.Thread(target=inbox.receive, args=(conn,), daemon=True,
                                 name="millipyde-decode-inbox")
