@@ -507,17 +507,32 @@ def gpu(args: argparse.Namespace) -> dict:
         os.sched_setaffinity(0, range(max(1, cores - 8)))
         log(f"baseline augment started on GPU {gpu_b}, cores {bcores}")
         _save(out, args)
-    try:
-        out["decode"] = decode_alone(info["folder"], args.decode_batches)
-        log(f"decode alone: {out['decode']['rate']:.0f} img/s")
-        _save(out, args)
-    except Exception as err:
-        out["decode"] = {"error": repr(err)}
-        log(f"decode alone FAILED: {err!r}")
-        _save(out, args)
+    def decode_row() -> None:
+        try:
+            out["decode"] = decode_alone(info["folder"], args.decode_batches)
+            log(f"decode alone: {out['decode']['rate']:.0f} img/s")
+            _save(out, args)
+        except Exception as err:
+            out["decode"] = {"error": repr(err)}
+            log(f"decode alone FAILED: {err!r}")
+            _save(out, args)
+
     rows: list[tuple[str, str, int, bool | None]] = [
         ("folder", info["folder"], args.batches, None),
         ("shards", info["shards_glob"], args.shard_batches, None)]
+    if args.rows:  # these rows in this order ("decode": decode alone)
+        pick = {"folder": (info["folder"], args.batches),
+                "shards": (info["shards_glob"], args.shard_batches)}
+        rows = []
+        for name in args.rows.split(","):
+            if name == "decode":
+                rows.append(("decode", "", 0, None))
+                continue
+            src, label = name.split("_", 1)
+            rows.append((name, pick[src][0], pick[src][1],
+                         {"worker": True, "in_process": False}[label]))
+    else:
+        decode_row()
     if args.paths == "both":  # in this process and in a worker process, alternated per round
         rows = []
         for rnd in range(args.paths_rounds):
@@ -530,6 +545,9 @@ def gpu(args: argparse.Namespace) -> dict:
     for name, src, nb, worker in rows:
         if time.perf_counter() - T0 > args.budget - 25:
             log(f"{name}: skipped (budget)")
+            continue
+        if name == "decode":
+            decode_row()
             continue
         try:
             out[name] = stream_rate(src, nb, args.warmup, decode_process=worker)
@@ -1011,6 +1029,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="both: the folder and shards rows read and decoded in this process "
                         "and in a worker process (Generator decode_process=False / True)")
     g.add_argument("--paths-rounds", type=int, default=1)
+    g.add_argument("--rows", default=None, metavar="ROW,ROW,...",
+                   help="only these rows, in this order: decode, folder_worker, shards_worker, "
+                        "folder_in_process, shards_in_process")
     g.add_argument("--variants", action="store_true",
                    help="also the folder row with samples parsed in the readers, with one copy "
                         "call per image, with a 5 ms switch interval; the arena copy check")
