@@ -38,7 +38,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
                                    "limit; Pillow's default)"),
     "MILLIPYDE_DASK_THREADS": ("auto", "threads per worker of an embedded Dask cluster (1-64)"),
     "MILLIPYDE_DASK_CHUNK": ("auto", "outputs per Dask task of distributed.process (1-65535)"),
-    "MILLIPYDE_DECODE_PROCESS": ("auto", "1: streamed sources read and decoded in a worker "
+    "MILLIPYDE_DECODE_PROCESS": ("0", "1: streamed sources read and decoded in a worker "
                                  "process, 0: in this one; auto: a worker on cuda"),
 }
 
@@ -174,11 +174,11 @@ def refresh() -> None:
         callback()
 
 
-def decode_process() -> bool | None:
-    """``MILLIPYDE_DECODE_PROCESS``: True / False, or None for ``auto`` (unset)."""
+def decode_process() -> bool | str | None:
+    """``MILLIPYDE_DECODE_PROCESS``: True / False, ``"auto"``, or None where it is unset."""
     raw = _raw("MILLIPYDE_DECODE_PROCESS", None)
     if raw is None or raw.lower() == "auto":
-        return None
+        return None if raw is None else "auto"
     return flag("MILLIPYDE_DECODE_PROCESS")
 
 

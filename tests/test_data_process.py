@@ -120,7 +120,8 @@ def test_decode_process_choice() -> None:
             process.use_process(None)
     finally:
         del os.environ["MILLIPYDE_DECODE_PROCESS"]
-    assert process.use_process(None) is (mp.backend() == "cuda")  # auto
+    assert process.use_process(None) is False  # the default: in this process
+    assert process.use_process("auto") is (mp.backend() == "cuda")
     with pytest.raises(ValueError, match="decode_process"):
         mp.Generator(["a.jpg"], OPS, decode_process="yes")
 

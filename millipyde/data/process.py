@@ -100,16 +100,18 @@ def supported() -> bool:
 
 
 #: ``decode_process`` where a Generator does not say (and ``MILLIPYDE_DECODE_PROCESS`` is not
-#: set): "auto" takes the worker process on the cuda backend, where the decode call waited for
-#: the GIL, and decodes in the training process on the cpu backend (Pillow's threads release
-#: the GIL while they decode; a worker costs a process start per stream)
-DEFAULT = "auto"
+#: set). False: the training process decodes, as before, until the worker process is measured
+#: faster on a GPU (bench/RESULTS.md, "decoding in a worker process": its GPU tests passed on
+#: an H200, its rate is not measured yet); then "auto": a worker on the cuda backend (where
+#: the decode call waits for the GIL), the training process on the cpu backend (Pillow's
+#: threads release the GIL while they decode; a worker costs a process start per stream).
+DEFAULT: bool | str = False
 
 
 def use_process(choice: Any) -> bool:
     """Whether a stream decodes in a worker process, for the Generator's ``decode_process``
-    (True, False, or None: ``MILLIPYDE_DECODE_PROCESS`` = ``1`` / ``0`` / ``auto``, else
-    :data:`DEFAULT`).
+    (True, False, ``"auto"``: on the cuda backend; or None: ``MILLIPYDE_DECODE_PROCESS`` =
+    ``1`` / ``0`` / ``auto``, else :data:`DEFAULT`).
 
     Raises
     ------

@@ -96,8 +96,8 @@ class Generator:
         shared with this process without a copy: CUDA IPC on a GPU, shared memory on the
         cpu backend), so that reading and decoding never wait for this process's GIL; the
         batches are the same either way. None (default): ``MILLIPYDE_DECODE_PROCESS``
-        (``1``, ``0`` or ``auto``), else auto: a worker process on the cuda backend, this
-        process on the cpu backend. True where the backend cannot: ValueError.
+        (``1``; ``0``; ``auto``: a worker process on the cuda backend, this process on the
+        cpu backend), else this process. True where the backend cannot: ValueError.
 
     Raises
     ------
