@@ -507,6 +507,7 @@ def gpu(args: argparse.Namespace) -> dict:
         os.sched_setaffinity(0, range(max(1, cores - 8)))
         log(f"baseline augment started on GPU {gpu_b}, cores {bcores}")
         _save(out, args)
+
     def decode_row() -> None:
         try:
             out["decode"] = decode_alone(info["folder"], args.decode_batches)
