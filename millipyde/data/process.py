@@ -184,6 +184,7 @@ class ProcessLoader:
         self._slots: dict[int, Any] = {}  # slot id -> its mapping in this process
         self._gens: dict[int, int] = {}  # slot id -> generation (a slot remade: a new one)
         self._returned: collections.deque = collections.deque()  # leases gone: (sid, gen)
+        self._leased: set[int] = set()  # slots whose batch's arrays live here
         self._pending: list[tuple[Any, list[int]]] = []  # (event, slot ids) to release
         try:
             settings = pickle.dumps({
@@ -259,6 +260,7 @@ class ProcessLoader:
             sid, gen = self._returned.popleft()
             if self._gens.get(sid) == gen:
                 sids.append(sid)
+                self._leased.discard(sid)
         if sids:
             if self.host:
                 self._send(("release", sids))
@@ -276,8 +278,8 @@ class ProcessLoader:
     def _pump(self, timeout: float) -> None:
         """One round: returned leases, plans and the batch asked for sent; messages received
         (waiting up to ``timeout`` for one)."""
-        self._flush_returns()
         try:
+            self._flush_returns()
             self._send_plans()
             if self._want != self._told_want:
                 self._told_want = self._want
@@ -382,6 +384,7 @@ class ProcessLoader:
         slot = self._slots[sid]
         lease = Lease(slot)
         weakref.finalize(lease, self._returned.append, (sid, self._gens[sid]))
+        self._leased.add(sid)
         arrays: list[Any] = []
         if self.host:
             for off, shape, dt in zip(offsets, shapes, dtypes, strict=True):
@@ -437,7 +440,7 @@ class ProcessLoader:
                     self._cond.acquire()
                     self._pumping = False
                     self._cond.notify_all()
-                if b not in self._ready and len(self._slots) >= self._most:
+                if b not in self._ready and len(self._leased) >= self._most:
                     # every slot leased: a lease in a reference cycle goes with a collection
                     now = time.monotonic()
                     starved_since = starved_since or now
@@ -463,12 +466,16 @@ class ProcessLoader:
             self._cond.notify_all()
         if join:
             self._finalizer.detach()
-            _stop_process(self._proc, self._conn, self._sock, True)
-            if not self.host:
+            if not self.host and self._slots:
+                # the mappings close before the worker frees the memory (the other order is
+                # undefined in CUDA), once no queued kernel can still read them
+                with contextlib.suppress(Exception), runtime.on_device(self.device):
+                    runtime.synchronize(self.device)
                 for slot in self._slots.values():
                     with contextlib.suppress(Exception):
                         slot.handle.close()
             self._slots.clear()
+            _stop_process(self._proc, self._conn, self._sock, True)
         else:
             self._finalizer()
 
