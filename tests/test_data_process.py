@@ -139,3 +139,25 @@ def test_a_source_that_does_not_pickle_is_named(tmp_path) -> None:
                                                 "decode_process=False"):
         next(gen.batches(2))
     gen.close()
+
+
+class _NotRebuilt(mp.data.Folder):
+    """Pickles here; the worker cannot rebuild it (its module is not on the worker's path, or
+    its state refuses)."""
+
+    def __setstate__(self, state):
+        raise RuntimeError("not in another process")
+
+
+def test_a_worker_that_cannot_rebuild_the_source_says_so(tmp_path) -> None:
+    root = _tree(tmp_path / "p", classes=1, per=2)
+    gen = mp.Generator(_NotRebuilt(root), OPS, seed=0, decode_process=True)
+    bs = gen.batches(2)
+    with pytest.raises(Exception, match="could not rebuild the source") as got:
+        next(bs)
+    err = got.value if isinstance(got.value, DecodeWorkerError) else got.value.__cause__
+    assert isinstance(err, DecodeWorkerError) and "decode worker pid" in str(err)
+    proc = bs._loader._proc
+    bs.close()
+    gen.close()
+    assert proc.poll() is not None

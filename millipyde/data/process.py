@@ -69,7 +69,7 @@ import numpy as np
 from .. import config
 from ..backend import ACTIVE as runtime
 from .loader import AHEAD, BadSampleError, BadSamples, DecodedBatch
-from .readahead import READ_THREADS, WINDOW_BYTES
+from .readahead import MAX_ITEMS, READ_THREADS, WINDOW_BYTES
 
 #: slots (decoded batches held by the worker or leased to the training process) at most
 MAX_SLOTS = 12
@@ -77,9 +77,6 @@ MAX_SLOTS = 12
 ALIGN = 256
 #: seconds close() waits for the worker to exit before it is killed
 STOP_SECONDS = 20.0
-#: samples the worker is told the plan of, ahead of the batch asked for (its read-ahead reads
-#: up to 4096 samples ahead)
-PLAN_SAMPLES = 8192
 #: seconds a worker has to start (import, backend, decoder) before it counts as failed
 START_SECONDS = 300.0
 
@@ -177,7 +174,7 @@ class ProcessLoader:
         self._told_want = -1
         self._planned = self.first  # next batch whose plan is sent
         self._plan_done = False
-        self._plan_sizes: collections.deque = collections.deque(maxlen=64)
+        self._plan_sizes: dict[int, int] = {}  # batch -> samples, for batches from _want on
         self._pumping = False
         self._stopped = False
         self._dead: BaseException | None = None
@@ -221,8 +218,11 @@ class ProcessLoader:
         self._started = time.monotonic()
         self._alive_seen = False
         self.worker = f"decode worker pid {self._proc.pid}"
-        self._send(("config", settings))
-        self._send_plans()
+        try:
+            self._send(("config", settings))
+            self._send_plans()
+        except OSError as err:  # it died at once: said by the first get()
+            self._lost(err)
         # collected without close(): the worker is told to stop and sees its socket close
         self._finalizer = weakref.finalize(self, _stop_process, self._proc, self._conn,
                                            self._sock, False)
@@ -233,22 +233,32 @@ class ProcessLoader:
             self._conn.send(msg)
 
     def _send_plans(self) -> None:
-        """Plans of the batches from ``_planned`` until PLAN_SAMPLES samples past the batch
-        asked for (and ``ahead`` + 2 batches at least)."""
-        while not self._plan_done:
-            ahead_b = self._planned - self._want
-            mean = (sum(self._plan_sizes) / len(self._plan_sizes)) if self._plan_sizes else 1
-            if ahead_b >= self.ahead + 2 and ahead_b * mean >= PLAN_SAMPLES:
-                break
+        """The plans the worker may need, in one message: its read-ahead threads ask for a
+        plan while they hold the read-ahead's lock, so a plan not yet here would stop its
+        decode thread too. Batch ``want`` is asked for; the worker packs at most ``ahead``
+        more, its decode thread decodes at most ``ahead`` past that, and its readers read at
+        most ``MAX_ITEMS`` samples past what it took: so every batch up to ``want + 2 *
+        ahead + 1`` and then ``MAX_ITEMS`` more samples are sent."""
+        want = self._want
+        for b in [b for b in self._plan_sizes if b < want]:
+            del self._plan_sizes[b]
+        far = want + 2 * self.ahead + 2
+        beyond = sum(n for b, n in self._plan_sizes.items() if b >= far)
+        out = []
+        while not self._plan_done and (self._planned < far or beyond <= MAX_ITEMS):
             ks = self.plan(self._planned)
             if ks is None:
-                self._send(("plan", self._planned, None))
+                out.append((self._planned, None))
                 self._plan_done = True
                 break
             ks = np.asarray(ks, dtype=np.int64)
-            self._plan_sizes.append(max(1, len(ks)))
-            self._send(("plan", self._planned, ks))
+            self._plan_sizes[self._planned] = len(ks)
+            if self._planned >= far:
+                beyond += len(ks)
+            out.append((self._planned, ks))
             self._planned += 1
+        if out:
+            self._send(("plans", out))
 
     def _flush_returns(self) -> None:
         """Leases that went: released to the worker (on a GPU once the device's blocking
@@ -301,9 +311,16 @@ class ProcessLoader:
             self._dead = self._death()
 
     def _lost(self, err: BaseException) -> None:
-        if not self._stopped:
+        """The socket failed: what the worker sent before it went (its ``fatal`` reason) is
+        read, then it is dead."""
+        if self._stopped:
+            return
+        with contextlib.suppress(Exception):
+            while self._dead is None and self._conn.poll(0):
+                self._handle(self._conn.recv())
+        if self._dead is None:
             self._dead = self._death()
-            self._dead.__cause__ = err
+        self._dead.__cause__ = err
 
     def _death(self) -> DecodeWorkerError:
         try:
@@ -644,8 +661,8 @@ class _Inbox:
                 msg = conn.recv()
                 with self.cond:
                     kind = msg[0]
-                    if kind == "plan":
-                        self.plans[msg[1]] = msg[2]
+                    if kind == "plans":
+                        self.plans.update(msg[1])
                     elif kind == "want":
                         self.want = max(self.want, msg[1])
                     elif kind == "release":
@@ -779,7 +796,16 @@ def worker_main(fd: int) -> int:
         kind, blob = conn.recv()
     except (EOFError, OSError):
         return 0
-    cfg = pickle.loads(blob)
+    try:
+        cfg = pickle.loads(blob)
+    except Exception as err:
+        with contextlib.suppress(Exception):
+            conn.send(("fatal", f"it could not rebuild the source and sampler it was sent "
+                                f"({type(err).__name__}: {err}); a source's class must be "
+                                "importable by another Python process (defined in a module, "
+                                "not in the script run as __main__), else use "
+                                "decode_process=False"))
+        return 1
     inbox = _Inbox()
     receiver = threading.Thread(target=inbox.receive, args=(conn,), daemon=True,
                                 name="millipyde-decode-inbox")
