@@ -181,8 +181,8 @@ def make_dataset(work: Path, files: int, classes: int, per_shard: int = 1000) ->
 # ---------------------------------------------------------------------------- measurements
 
 
-def rss_mb() -> float:
-    with open("/proc/self/status") as fh:
+def rss_mb(pid: int | str = "self") -> float:
+    with open(f"/proc/{pid}/status") as fh:
         for line in fh:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
@@ -295,9 +295,10 @@ def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool | s
 
 def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: int = 0,
                 world: int = 1, barrier: str | None = None,
-                read_threads: int | None = None) -> dict:
+                read_threads: int | None = None, decode_process: bool | None = None) -> dict:
     """img/s of the recipe's float32 NCHW batches from ``source`` taken by torch
-    (``read_threads``: the read-ahead's threads, else the default)."""
+    (``read_threads``: the read-ahead's threads, else the default; ``decode_process``: read
+    and decode in a worker process, or in this one, else the default)."""
     import torch
 
     import millipyde as mp
@@ -306,6 +307,7 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
 
     t = time.perf_counter()
     gen = mp.Generator(source, operations("imagenet"), shuffle=True, seed=0,
+                       decode_process=decode_process,
                        **({"rank": rank, "world_size": world} if world > 1 else {}))
     t_open = time.perf_counter() - t
     if read_threads is not None:
@@ -323,6 +325,8 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
         if barrier is not None:
             _barrier(barrier, rank, world)
         rss0, dev0 = rss_mb(), device_used_mb()
+        proc = getattr(bs._loader, "_proc", None)  # a decode worker process: its memory too
+        wrss0 = rss_mb(proc.pid) if proc is not None else None
         start = time.time()
         t = time.perf_counter()
         for _ in range(batches):
@@ -332,6 +336,7 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
             torch.cuda.synchronize()
         dt = time.perf_counter() - t
         rss1, dev1 = rss_mb(), device_used_mb()
+        wrss = None if proc is None else [wrss0, rss_mb(proc.pid)]
         dec = bs._loader.decoder
         # where the time of the whole run went (warm-up included): the decode thread's waits
         # for bytes, its decode calls and the rest; the batch worker's time on streamed
@@ -346,7 +351,8 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
                "read_peak_mb": bs._loader.reader.peak / 2**20,
                "bad": len(gen.bad_samples), "start": start, "end": start + dt,
                "samples": len(gen.source), "check": float(acc), "loader": load,
-               "batches_stats": made}
+               "batches_stats": made, "decode_process": gen._stream.decode_process,
+               "worker_rss_mb": wrss}
     gen.close()
     return out
 
@@ -501,18 +507,51 @@ def gpu(args: argparse.Namespace) -> dict:
         os.sched_setaffinity(0, range(max(1, cores - 8)))
         log(f"baseline augment started on GPU {gpu_b}, cores {bcores}")
         _save(out, args)
-    try:
-        out["decode"] = decode_alone(info["folder"], args.decode_batches)
-        log(f"decode alone: {out['decode']['rate']:.0f} img/s")
-        _save(out, args)
-    except Exception as err:
-        out["decode"] = {"error": repr(err)}
-        log(f"decode alone FAILED: {err!r}")
-        _save(out, args)
-    for name, src, nb in (("folder", info["folder"], args.batches),
-                          ("shards", info["shards_glob"], args.shard_batches)):
+
+    def decode_row() -> None:
         try:
-            out[name] = stream_rate(src, nb, args.warmup)
+            out["decode"] = decode_alone(info["folder"], args.decode_batches)
+            log(f"decode alone: {out['decode']['rate']:.0f} img/s")
+            _save(out, args)
+        except Exception as err:
+            out["decode"] = {"error": repr(err)}
+            log(f"decode alone FAILED: {err!r}")
+            _save(out, args)
+
+    rows: list[tuple[str, str, int, bool | None]] = [
+        ("folder", info["folder"], args.batches, None),
+        ("shards", info["shards_glob"], args.shard_batches, None)]
+    if args.rows:  # these rows in this order ("decode": decode alone)
+        pick = {"folder": (info["folder"], args.batches),
+                "shards": (info["shards_glob"], args.shard_batches)}
+        rows = []
+        for name in args.rows.split(","):
+            if name == "decode":
+                rows.append(("decode", "", 0, None))
+                continue
+            src, label = name.split("_", 1)
+            rows.append((name, pick[src][0], pick[src][1],
+                         {"worker": True, "in_process": False}[label]))
+    else:
+        decode_row()
+    if args.paths == "both":  # in this process and in a worker process, alternated per round
+        rows = []
+        for rnd in range(args.paths_rounds):
+            tag = f"_{rnd + 1}" if args.paths_rounds > 1 else ""
+            pair = ((False, "in_process"), (True, "worker"))
+            for worker, label in pair if rnd % 2 == 0 else pair[::-1]:
+                rows += [(f"folder_{label}{tag}", info["folder"], args.batches, worker),
+                         (f"shards_{label}{tag}", info["shards_glob"], args.shard_batches,
+                          worker)]
+    for name, src, nb, worker in rows:
+        if time.perf_counter() - T0 > args.budget - 25:
+            log(f"{name}: skipped (budget)")
+            continue
+        if name == "decode":
+            decode_row()
+            continue
+        try:
+            out[name] = stream_rate(src, nb, args.warmup, decode_process=worker)
             r = out[name]
             log(f"{name}: {r['rate']:.0f} img/s ({r['decoder']}: {r['on_gpu']} on the GPU, "
                 f"{r['on_host']} by Pillow); open {r['open_s']:.1f} s, warm-up "
@@ -758,7 +797,9 @@ def table(out: dict) -> str:
                  "decode_on_stream_pool_kept"):
         if "rate" in out.get(name, {}):
             rows.append((name, f"{out[name]['rate']:.0f}", ""))
-    for name in ("folder", "shards", "folder_2_readers", "folder_pool_kept",
+    paired = sorted(x for x in out if x.startswith(("folder_in_process", "folder_worker",
+                                                     "shards_in_process", "shards_worker")))
+    for name in ("folder", "shards", *paired, "folder_2_readers", "folder_pool_kept",
                  "folder_parsed_in_readers",
                  "folder_parsed_in_readers_python_read", "folder_copy_each",
                  "folder_switch_5ms", "folder_nonblocking", "folder_both",
@@ -767,8 +808,11 @@ def table(out: dict) -> str:
         r = out.get(name, {})
         if "rate" in r:
             share = f"{100 * r['rate'] / dec:.0f}% of decode" if dec else ""
+            ld = r.get("loader", {})
+            call = f"; decode call {1000 * ld['decode_s'] / ld['batches']:.1f} ms" \
+                if ld.get("batches") else ""
             rows.append((f"{name} -> recipe -> torch (256)", f"{r['rate']:.0f}",
-                         f"{share}; RSS +{r['rss_growth_mb']:.0f} MB, device "
+                         f"{share}{call}; RSS +{r['rss_growth_mb']:.0f} MB, device "
                          f"+{r['device_growth_mb']:.0f} MB over {r['batches']} batches"))
         elif r:
             rows.append((name, "FAILED", r.get("error", "")[:60]))
@@ -982,6 +1026,13 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--readers", default=None, metavar="N,M,...",
                    help="the folder row with each count of read-ahead threads, alternated")
     g.add_argument("--readers-rounds", type=int, default=2)
+    g.add_argument("--paths", default="default", choices=("default", "both"),
+                   help="both: the folder and shards rows read and decoded in this process "
+                        "and in a worker process (Generator decode_process=False / True)")
+    g.add_argument("--paths-rounds", type=int, default=1)
+    g.add_argument("--rows", default=None, metavar="ROW,ROW,...",
+                   help="only these rows, in this order: decode, folder_worker, shards_worker, "
+                        "folder_in_process, shards_in_process")
     g.add_argument("--variants", action="store_true",
                    help="also the folder row with samples parsed in the readers, with one copy "
                         "call per image, with a 5 ms switch interval; the arena copy check")

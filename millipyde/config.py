@@ -38,6 +38,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
                                    "limit; Pillow's default)"),
     "MILLIPYDE_DASK_THREADS": ("auto", "threads per worker of an embedded Dask cluster (1-64)"),
     "MILLIPYDE_DASK_CHUNK": ("auto", "outputs per Dask task of distributed.process (1-65535)"),
+    "MILLIPYDE_DECODE_PROCESS": ("0", "1: streamed sources read and decoded in a worker "
+                                 "process, 0: in this one; auto: a worker on cuda"),
 }
 
 
@@ -170,3 +172,17 @@ def refresh() -> None:
         _once.clear()
     for callback in list(_on_refresh):
         callback()
+
+
+def decode_process() -> bool | str | None:
+    """``MILLIPYDE_DECODE_PROCESS``: True / False, ``"auto"``, or None where it is unset."""
+    raw = _raw("MILLIPYDE_DECODE_PROCESS", None)
+    if raw is None or raw.lower() == "auto":
+        return None if raw is None else "auto"
+    return flag("MILLIPYDE_DECODE_PROCESS")
+
+
+def environment_for_backend(name: str) -> dict[str, str]:
+    """This process's environment with ``MILLIPYDE_BACKEND`` set to ``name``: for a child
+    process that must take the backend this one took (a decode worker)."""
+    return {**os.environ, "MILLIPYDE_BACKEND": name}

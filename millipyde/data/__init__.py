@@ -12,17 +12,21 @@
 Nothing is decoded before it is needed: a bounded pool of threads reads encoded bytes ahead
 within a window bounded in bytes (``readahead``), batches are decoded on the device
 (nvImageCodec) or by Pillow on a thread pool (``decode``), and bad files are skipped, named and
-refilled (``loader``). Epochs and shuffle follow torch's ``DistributedSampler`` (``sampler``).
+refilled (``loader``); on a GPU this runs in a worker process of the stream's own, its
+batches shared without a copy (``process``). Epochs and shuffle follow torch's
+``DistributedSampler`` (``sampler``).
 docs/DATA.md is the guide.
 """
 
+from . import process
 from .coco import Coco
 from .decode import DECODERS
 from .loader import BadSampleError, BadSamples
+from .process import DecodeWorkerError
 from .resolve import as_source
 from .sampler import EpochSampler
 from .shards import Shards
 from .sources import Arrays, Folder, Paths, Source
 
-__all__ = ["DECODERS", "Arrays", "BadSampleError", "BadSamples", "Coco", "EpochSampler",
-           "Folder", "Paths", "Shards", "Source", "as_source"]
+__all__ = ["DECODERS", "Arrays", "BadSampleError", "BadSamples", "Coco", "DecodeWorkerError",
+           "EpochSampler", "Folder", "Paths", "Shards", "Source", "as_source", "process"]

@@ -317,12 +317,12 @@ class DeviceImage:
     __slots__ = ("_held", "shape", "dtype", "ndim", "size", "device_ptr", "_buffer")
 
     def __init__(self, image: Any, shape: tuple[int, ...], ptr: int, decoder: Any = None,
-                 stream: Any = None) -> None:
+                 stream: Any = None, dtype: Any = np.uint8) -> None:
         # one tuple holds all three: a tuple releases its items last to first, so the image
         # goes before its decoder and its stream (slots are released in no promised order)
         self._held = (stream, decoder, image)
         self.shape = shape
-        self.dtype = np.dtype(np.uint8)
+        self.dtype = np.dtype(dtype)
         self.ndim = len(shape)
         size = 1
         for d in shape:

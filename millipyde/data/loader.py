@@ -149,8 +149,12 @@ class BadSamples:
         self._warned = 0
 
     def add(self, sample: int, name: str, err: BaseException) -> None:
+        self.add_reason(sample, name, f"{type(err).__name__}: {err}")
+
+    def add_reason(self, sample: int, name: str, why: str) -> None:
+        """:meth:`add` with the reason as text (a decode worker process reports it so)."""
         with self._lock:
-            self.names.setdefault(name, f"{type(err).__name__}: {err}")
+            self.names.setdefault(name, why)
             self.known.add(int(sample))
             self.skipped += 1
 

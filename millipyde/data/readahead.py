@@ -40,6 +40,8 @@ WINDOW_BYTES = 256 << 20
 READ_THREADS = 2
 #: samples a reader claims at once
 RUN = 8
+#: default bound on the samples read ahead and not yet taken
+MAX_ITEMS = 4096
 
 
 class ReadAhead:
@@ -64,7 +66,7 @@ class ReadAhead:
     """
 
     def __init__(self, source: Any, plan: Iterator[int], *, threads: int = READ_THREADS,
-                 window: int = WINDOW_BYTES, max_items: int = 4096,
+                 window: int = WINDOW_BYTES, max_items: int = MAX_ITEMS,
                  read: Callable[[int], Any] | None = None) -> None:
         self.source = source
         self._read = read if read is not None else source.read

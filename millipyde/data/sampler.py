@@ -73,6 +73,17 @@ class EpochSampler:
         self._orders: OrderedDict[int, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()  # readers and the decode thread ask at once
 
+    def __getstate__(self) -> dict:
+        # sent to a decode worker process (``data.process``): the lock and the cache stay
+        state = self.__dict__.copy()
+        state["_lock"] = None
+        state["_orders"] = OrderedDict()
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     # -- epochs --------------------------------------------------------------------------
     def order(self, epoch: int) -> np.ndarray:
         """Epoch ``epoch``'s order of the samples (int64, a permutation of ``0 .. n-1``)."""

@@ -21,8 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from ..data import process
 from ..data.decode import as_buffer, make_decoder
 from ..data.loader import BadSamples, DecodedBatch, Loader
+from ..data.process import ProcessLoader
 from ..data.readahead import READ_THREADS, WINDOW_BYTES
 from ..image import gpuimage
 from . import batch_arena
@@ -43,23 +45,34 @@ class Stream:
         A bad sample raises instead of being skipped.
     read_threads, window : int
         The read-ahead's threads and bound in bytes.
+    decode_process : bool or None
+        Read and decode in a worker process (``data.process``); None: the environment's or
+        the default choice (``data.process.use_process``).
     """
 
     def __init__(self, source: Any, sampler: Any, operations: list, seed: int,
                  decoder: str = "auto", strict: bool = False, read_threads: int = READ_THREADS,
-                 window: int = WINDOW_BYTES) -> None:
+                 window: int = WINDOW_BYTES, decode_process: bool | None = None) -> None:
         self.source, self.sampler = source, sampler
         self.operations, self.seed = operations, seed
         self.decoder, self.strict = decoder, strict
         self.read_threads, self.window = read_threads, window
+        self.decode_process = process.use_process(decode_process)
         self.bad = BadSamples()
         self.steps = batch_arena.arena_steps(operations) if not source.has_targets else None
         self._clean: dict[tuple, bool] = {}
         self._one_gather: bool | None = None
         self._lock = threading.Lock()
 
-    def loader(self, plan: Any, device: int, first: int = 0) -> Loader:
-        """A Loader of ``plan``'s batches from batch ``first`` on, decoding on ``device``."""
+    def loader(self, plan: Any, device: int, first: int = 0) -> Loader | ProcessLoader:
+        """A Loader of ``plan``'s batches from batch ``first`` on, decoding on ``device`` (in a
+        worker process where ``decode_process``)."""
+        if self.decode_process:
+            s = self.sampler
+            return ProcessLoader(self.source, s, plan, self.decoder, device, self.bad,
+                                 strict=self.strict, threads=self.read_threads,
+                                 window=self.window, first=first,
+                                 name=f"{self.source!r} (rank {s.rank} of {s.world})")
         return Loader(self.source, self.sampler, plan, make_decoder(self.decoder, device),
                       device, self.bad, strict=self.strict, threads=self.read_threads,
                       window=self.window, first=first)

@@ -91,6 +91,13 @@ class Generator:
     read_ahead : int, optional
         Bound in bytes on a streamed source's encoded samples read ahead of the decoder
         (default 256 MiB; at least one sample is always read).
+    decode_process : bool, optional
+        A streamed source is read and decoded in a worker process of its own (its batches
+        shared with this process without a copy: CUDA IPC on a GPU, shared memory on the
+        cpu backend), so that reading and decoding never wait for this process's GIL; the
+        batches are the same either way. None (default): ``MILLIPYDE_DECODE_PROCESS``
+        (``1``; ``0``; ``auto``: a worker process on the cuda backend, this process on the
+        cpu backend), else this process. True where the backend cannot: ValueError.
 
     Raises
     ------
@@ -109,7 +116,8 @@ class Generator:
                  return_to_host: Any = False, seed: Any = None, client: Any = None,
                  rank: Any = None, world_size: Any = None, *, shuffle: Any = False,
                  drop_last: Any = False, strict: Any = False, labels: Any = None,
-                 decoder: Any = "auto", read_ahead: Any = None, **kwargs: Any) -> None:
+                 decoder: Any = "auto", read_ahead: Any = None, decode_process: Any = None,
+                 **kwargs: Any) -> None:
         self._state: _State | None = None
         self._stream: Any = None
         if kwargs:
@@ -123,6 +131,9 @@ class Generator:
                 read_ahead, (int, np.integer)) or read_ahead < 1):
             raise ArgumentError(f"Generator read_ahead must be an int >= 1 (bytes) or None, "
                                 f"got {read_ahead!r}")
+        if decode_process is not None and not isinstance(decode_process, (bool, np.bool_)):
+            raise ArgumentError(f"Generator decode_process must be True, False or None, got "
+                                f"{decode_process!r}")
         if decoder not in data.DECODERS:
             raise ArgumentError(f"Generator decoder must be one of {data.DECODERS}, got "
                                 f"{decoder!r}")
@@ -207,7 +218,13 @@ class Generator:
 
             self.source = source
             self.classes, self.labels = source.classes, source.labels
+            try:
+                worker = data.process.use_process(
+                    None if decode_process is None else bool(decode_process))
+            except ValueError as err:
+                raise ArgumentError(f"Generator: {err}") from None
             self._stream = Stream(source, self.sampler, ops, self.seed, decoder, bool(strict),
+                                  decode_process=worker,
                                   **({} if read_ahead is None else {"window": int(read_ahead)}))
         else:
             from ..data import Arrays
