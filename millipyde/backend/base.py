@@ -51,6 +51,10 @@ class Capabilities:
     nvidia_codecs: bool = False
     #: device-to-device copies given by address, many in one driver call (``copy_addresses``)
     batched_copies: bool = False
+    #: how another process can share buffers with this one (a decode worker's batches,
+    #: ``data.process``): "host" (a memory mapping passed as a file descriptor), "cuda_ipc"
+    #: (CUDA IPC handles of device memory), or None (not at all)
+    shared_batches: str | None = None
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,8 @@ class CpuBackend(Backend):
             device_memory=False, grid_launches=False, shared_memory=False,
             launches_on_streams=False,
             kernel_language="numba-cpu", tuned_kernels=False, external_memory=False,
-            peer_copies=False, concurrent_launches=self._launch_lock is None)
+            peer_copies=False, concurrent_launches=self._launch_lock is None,
+            shared_batches="host")
 
     def device_count(self) -> int:
         return config.cpu_devices()

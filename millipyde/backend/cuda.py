@@ -57,7 +57,7 @@ class CudaBackend(CudaDevices, CudaMemory, CudaPacks, CudaLaunches, Backend):
             launches_on_streams=True,
             kernel_language="numba-cuda", tuned_kernels=True, external_memory=True,
             peer_copies=True, concurrent_launches=True, nvidia_codecs=True,
-            batched_copies=True)
+            batched_copies=True, shared_batches="cuda_ipc")
 
     def _wants_fast_launch(self) -> bool:
         # the cached path drives numba-cuda's own launch internals (``launcher.py``)

@@ -26,7 +26,8 @@ class HipBackend(CudaBackend):
         return False
 
     def _capabilities(self) -> Capabilities:
-        return replace(super()._capabilities(), nvidia_codecs=False, batched_copies=False)
+        return replace(super()._capabilities(), nvidia_codecs=False, batched_copies=False,
+                       shared_batches=None)  # (HIP's IPC: not tried)
 
     def _is_current(self, device: int) -> bool:
         return False  # always through numba-hip's own context switch

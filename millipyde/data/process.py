@@ -91,9 +91,7 @@ def supported() -> bool:
     memory) and the cuda backend on a GPU (CUDA IPC), on Linux."""
     if not hasattr(os, "memfd_create") or not hasattr(socket, "send_fds"):
         return False
-    if runtime.name == "cpu":
-        return True
-    return runtime.name == "cuda" and not getattr(runtime, "simulated", False)
+    return runtime.caps.shared_batches is not None
 
 
 #: ``decode_process`` where a Generator does not say (and ``MILLIPYDE_DECODE_PROCESS`` is not
@@ -120,7 +118,7 @@ def use_process(choice: Any) -> bool:
         if choice is None:
             choice = DEFAULT
     if choice == "auto":
-        return runtime.name == "cuda" and supported()
+        return runtime.caps.shared_batches == "cuda_ipc" and supported()
     if choice and not supported():
         raise ValueError(f"decode_process=True: the {runtime.name} backend cannot take batches "
                          "from a worker process (the cpu backend and CUDA GPUs on Linux can)")
@@ -156,7 +154,7 @@ class ProcessLoader:
         self.first = int(first)
         self.ahead = max(1, int(ahead))
         self.name = name or repr(source)
-        self.host = runtime.name == "cpu"
+        self.host = runtime.caps.shared_batches == "host"
         self._most = MAX_SLOTS
         #: the worker's Loader's seconds (read wait, decode, other) and batches, as
         #: ``Loader.stats``; and the training side's wait for batches
@@ -188,6 +186,7 @@ class ProcessLoader:
                 "source": source, "sampler": sampler, "decoder": decoder, "device": device,
                 "strict": strict, "ahead": self.ahead, "threads": threads, "window": window,
                 "first": self.first, "known": sorted(bad.known), "backend": runtime.name,
+                "host": self.host,
                 "max_slots": self._most,
                 "name": self.name}, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as err:
@@ -821,7 +820,7 @@ def worker_main(fd: int) -> int:
         loader = Loader(cfg["source"], cfg["sampler"], inbox.plan, decoder, device, bad,
                         strict=cfg["strict"], ahead=cfg["ahead"], threads=cfg["threads"],
                         window=cfg["window"], first=cfg["first"])
-        slots = _Slots(conn, inbox, device, cfg["backend"] == "cpu", parent, cfg["max_slots"])
+        slots = _Slots(conn, inbox, device, cfg["host"], parent, cfg["max_slots"])
         with inbox.cond:
             inbox.on_stop = lambda: loader.close(join=False)
             stopped = inbox.stopped
