@@ -34,11 +34,11 @@ FORMS = {"forceinline": target.DEVICE_DECORATOR, "inline": "cuda.jit(device=True
 
 def use_form(form: str) -> None:
     """Make the CUDA modules generated from now on declare device functions as ``form``."""
-    head = target._HEADER["cuda"]
+    head = target.HEADER["cuda"]
     if head.count(target.DEVICE_DECORATOR) != 1:
         raise RuntimeError("the CUDA header no longer names DEVICE_DECORATOR once")
     # the codegen modules hold the same dict: every generator sees the new header
-    target._HEADER["cuda"] = head.replace(target.DEVICE_DECORATOR, FORMS[form])
+    target.HEADER["cuda"] = head.replace(target.DEVICE_DECORATOR, FORMS[form])
 
 
 def gathers() -> list[tuple[str, object, tuple]]:

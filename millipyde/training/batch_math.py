@@ -14,7 +14,7 @@ import numpy as np
 
 from ..graph.codegen.loader import load
 from ..graph.codegen.lut import compose_tables
-from ..graph.codegen.target import _HEADER
+from ..graph.codegen.target import HEADER
 from ..graph.plan.schedule import _affine3
 from ..kernels import REGISTRY
 
@@ -55,7 +55,7 @@ def _affine_many(name: str, nparams: int):
     ``name`` for every row of ``params`` into ``out`` (n, 6), the same float operations."""
     args = "".join(f", params[m, {i}]" for i in range(nparams))
     src = (f"# millipyde generated batched affine maps of sampler {name}\n"
-           + _HEADER["cpu"] + f"_f = _dev(_R[{name!r}].fn)\n"
+           + HEADER["cpu"] + f"_f = _dev(_R[{name!r}].fn)\n"
            "\n\n@njit(cache=True, nogil=True)\n"
            "def affine_many(params, h, w, out):\n"
            "    for m in range(params.shape[0]):\n"
@@ -132,7 +132,7 @@ def _affine_rows(name: str, nparams: int):
     own input height and width (a resize after a random crop)."""
     args = "".join(f", params[m, {i}]" for i in range(nparams))
     src = (f"# millipyde generated per-row affine maps of index map or sampler {name}\n"
-           + _HEADER["cpu"] + f"_f = _dev(_R[{name!r}].fn)\n"
+           + HEADER["cpu"] + f"_f = _dev(_R[{name!r}].fn)\n"
            "\n\n@njit(cache=True, nogil=True)\n"
            "def affine_rows(params, hs, ws, out):\n"
            "    for m in range(hs.shape[0]):\n"

@@ -12,7 +12,7 @@ import pytest
 
 import millipyde as mp
 from millipyde.backend import ACTIVE, BACKENDS, Backend, DeviceMemoryError, backend_class
-from millipyde.graph.codegen.target import _HEADER, _decorator
+from millipyde.graph.codegen.target import HEADER, jit_decorator
 
 # cheap enough for the simulator: there it checks SimBackend, on the cpu run CpuBackend
 pytestmark = pytest.mark.cudasim_ok
@@ -39,8 +39,8 @@ def test_every_backend_implements_the_interface(name: str) -> None:
 @pytest.mark.parametrize("name", BACKENDS)
 def test_generated_code_carries_the_backends_decorators(name: str) -> None:
     cls = CLASSES[name]
-    assert _decorator(cls.codegen_target, cls.simulated) == cls.kernel_decorator
-    assert f"_dev = {cls.device_decorator}\n" in _HEADER[cls.codegen_target]
+    assert jit_decorator(cls.codegen_target, cls.simulated) == cls.kernel_decorator
+    assert f"_dev = {cls.device_decorator}\n" in HEADER[cls.codegen_target]
 
 
 def test_the_active_backend_is_the_reported_one() -> None:

@@ -28,7 +28,7 @@ from .gather_body import _gather_body
 from .gather_sig import GatherSig
 from .loader import load
 from .stat import MEMBER_INDEX, arena_per_image, arena_reads
-from .target import _HEADER, _RINT_CLIP, _decorator, _loop_3d
+from .target import HEADER, RINT_CLIP, jit_decorator, loop_3d
 
 _STORE = re.compile(r"^(?P<ind>\s*)dst\[b, y, x, (?P<c>\d+)\] = (?P<v>.+)$", re.M)
 
@@ -54,12 +54,12 @@ def arena_gather_source(sig: GatherSig, target: str, sim: bool = False, gates: b
     body = batched(arena_reads(_gather_body(sig, gates), sig.cin), MEMBER_INDEX)
     jam = jam_pixels(sig)
     head = (f"# millipyde generated arena gather: {sig} layout={layout or '-'} "
-            f"channels={channels}\n" + _HEADER[target] + gather_defs(sig) + _RINT_CLIP)
-    dec = f"\n\n{_decorator(target, sim)}\n"
+            f"channels={channels}\n" + HEADER[target] + gather_defs(sig) + RINT_CLIP)
+    dec = f"\n\n{jit_decorator(target, sim)}\n"
     if not layout:
         fn = (dec + "def kernel(src, rows, dst, p, stat):\n"
               "    nb = dst.shape[0]\n    h = dst.shape[1]\n    w = dst.shape[2]\n")
-        return head + fn + _loop_3d(target, "nb", "h", "w", arena_per_image(sig, gates), body,
+        return head + fn + loop_3d(target, "nb", "h", "w", arena_per_image(sig, gates), body,
                                     jam)
 
     def store(m: re.Match) -> str:
@@ -79,7 +79,7 @@ def arena_gather_source(sig: GatherSig, target: str, sim: bool = False, gates: b
     fn = (dec + "def kernel(src, rows, p, stat, out, pos, mean, std, cfull):\n"
           f"    nb = pos.shape[0]\n    h = {hw[0]}\n    w = {hw[1]}\n")
     return (head + convert._DEFS + fn
-            + _loop_3d(target, "nb", "h", "w", arena_per_image(sig, gates, "o_ = pos[b]\n"),
+            + loop_3d(target, "nb", "h", "w", arena_per_image(sig, gates, "o_ = pos[b]\n"),
                        body, jam))
 
 

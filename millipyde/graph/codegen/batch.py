@@ -26,7 +26,7 @@ from .batch_gather import gather_flat_source
 from .gather_sig import GatherSig, stat_width
 from .loader import load
 from .stencil import _STENCIL_COLS, _STENCIL_ROWS
-from .target import _HEADER, _RINT_CLIP, _decorator, _loop_3d, replace_once
+from .target import HEADER, RINT_CLIP, jit_decorator, loop_3d, replace_once
 
 # An array access ``name[`` not preceded by a part of a longer name or an attribute dot.
 _ACCESS = re.compile(r"(?<![A-Za-z0-9_.])(src|dst|lut|p|tmp|taps)\[")
@@ -94,9 +94,9 @@ def stencil_batch_source(target: str, sim: bool = False) -> str:
     ``nc`` (alpha) are copied, integer outputs rounded and clipped, as in ``codegen``'s passes.
     ``rad[b] = -1`` (the stencil gated off for member ``b``) copies every channel.
     """
-    head = ("# millipyde generated batched separable stencil passes\n" + _HEADER[target]
-            + _RINT_CLIP)
-    dec = _decorator(target, sim)
+    head = ("# millipyde generated batched separable stencil passes\n" + HEADER[target]
+            + RINT_CLIP)
+    dec = jit_decorator(target, sim)
     per_image = "s = sidx[b]\nr = rad[b]\nntaps = 2 * r + 1"
 
     def wrap(text: str) -> str:
@@ -105,11 +105,11 @@ def stencil_batch_source(target: str, sim: bool = False) -> str:
     rows = (f"\n\n{dec}\ndef rows(src, sidx, tmp, taps, rad, nc):\n"
             "    nb = tmp.shape[0]\n    h = src.shape[1]\n    w = src.shape[2]\n"
             "    nc_all = nc\n"
-            + _loop_3d(target, "nb", "h", "w * nc", per_image, wrap(_STENCIL_ROWS)))
+            + loop_3d(target, "nb", "h", "w * nc", per_image, wrap(_STENCIL_ROWS)))
     cols = (f"\n\n{dec}\ndef cols(src, sidx, tmp, dst, taps, rad, nc, is_int, full):\n"
             "    nb = dst.shape[0]\n    h = src.shape[1]\n    w = src.shape[2]\n"
             "    nc_all = src.shape[3]\n"
-            + _loop_3d(target, "nb", "h", "w * nc_all", per_image,
+            + loop_3d(target, "nb", "h", "w * nc_all", per_image,
                        wrap(replace_once(_STENCIL_COLS, "if c < nc:", "if c < nc and r >= 0:"))))
     return head + rows + cols
 

@@ -30,7 +30,7 @@ import inspect
 
 from ...kernels import clip
 from .loader import load
-from .target import _HEADER, _decorator
+from .target import HEADER, indent_text, jit_decorator
 
 _SCAN = """    lo = math.inf
     hi = -math.inf
@@ -116,11 +116,6 @@ def parts_max(sim: bool) -> int:
     return PARTS_MAX["sim" if sim else "gpu"]
 
 
-def _indent(text: str, n: int) -> str:
-    pad = " " * n
-    return "".join(pad + line + "\n" if line else "\n" for line in text.splitlines())
-
-
 def _scalar_source() -> str:
     """``kernels.clip.warp_clip_bounds``'s text without its annotations (device code)."""
     text = inspect.getsource(clip.warp_clip_bounds)
@@ -135,27 +130,27 @@ def bounds_source(target: str, sim: bool = False, threads: int = 256) -> str:
     (a power of two) per block on GPUs."""
     if threads & (threads - 1):
         raise ValueError(f"threads must be a power of two, got {threads}")
-    head = ("# millipyde generated batched warp-clip bounds\n" + _HEADER[target] + "\n\n"
+    head = ("# millipyde generated batched warp-clip bounds\n" + HEADER[target] + "\n\n"
             + _scalar_source() + "\n\n_bounds = _dev(warp_clip_bounds)\n")
-    fn = f"\n\n{_decorator(target, sim)}\ndef kernel(src, sidx, p, off):\n    n = src.shape[1]\n"
+    fn = f"\n\n{jit_decorator(target, sim)}\ndef kernel(src, sidx, p, off):\n    n = src.shape[1]\n"
     if target == "cpu":
         body = ("    for b in prange(p.shape[0]):\n        s = sidx[b]\n"
-                + _indent(_SCAN.format(start="0", step="1"), 4)
-                + _indent(_STORE, 4))
+                + indent_text(_SCAN.format(start="0", step="1"), 4)
+                + indent_text(_STORE, 4))
         return head + fn + body
     head += "from numba import float64 as _f64\nfrom numba import int32 as _i32\n"
     body = ("    b = cuda.blockIdx.x\n    t = cuda.threadIdx.x\n    s = sidx[b]\n"
             + _SCAN.format(start="t", step=str(threads))
             + _TREE.format(t=threads, half=threads // 2)
-            + _indent(_STORE, 4))
+            + indent_text(_STORE, 4))
     # the split form (module doc): the same scan over a member's share, the same tree
     m = parts_max(sim)
-    dec = _decorator(target, sim)
+    dec = jit_decorator(target, sim)
     partial = (f"\n\n{dec}\ndef partial(src, sidx, part, parts):\n    n = src.shape[1]\n"
                + _PARTIAL + _SCAN.format(start=f"j * {threads} + t", step=f"parts * {threads}")
                + _TREE.format(t=threads, half=threads // 2) + _PART_STORE)
     finish = (f"\n\n{dec}\ndef finish(part, p, off, parts):\n" + _FINISH
-              + _TREE.format(t=m, half=m // 2) + _indent(_STORE, 4))
+              + _TREE.format(t=m, half=m // 2) + indent_text(_STORE, 4))
     return head + fn + body + partial + finish
 
 

@@ -43,7 +43,7 @@ from .gather_body import (
 from .gather_sig import GatherSig, gather_ngates, gather_nparams
 from .loader import load
 from .subscripts import rewrite_subscripts
-from .target import _HEADER, _RINT_CLIP, _decorator
+from .target import HEADER, RINT_CLIP, indent_text, jit_decorator
 
 #: Rows of a thread's grid-stride loop that one trip of a batched gather computes before it
 #: stores them (GPUs; ``batch_rows``): the kernels without a sampler, and the batch writers
@@ -66,7 +66,7 @@ MAX_REGISTERS: dict[str, int | None] = {"gather": None, "writer": 64, "axis": No
 
 def _capped(target: str, sim: bool, kind: str) -> str:
     """The kernel decorator, with ``MAX_REGISTERS[kind]`` on real GPUs."""
-    dec, regs = _decorator(target, sim), MAX_REGISTERS.get(kind)
+    dec, regs = jit_decorator(target, sim), MAX_REGISTERS.get(kind)
     if not regs or target == "cpu" or sim:
         return dec
     return dec[:-1] + f", max_registers={int(regs)})"
@@ -158,34 +158,29 @@ def flat_accesses(text: str, sig: GatherSig) -> str:
     return text
 
 
-def _indent(text: str, n: int) -> str:
-    pad = " " * n
-    return "".join(pad + line + "\n" if line else "\n" for line in text.splitlines())
-
-
 def _loop(target: str, per_image: str, body: str, launch: str = "", rows: int = 1) -> str:
-    """Members ``b`` < ``nb``, rows ``y`` < ``h``, columns ``x`` < ``w`` (``target._loop_3d``'s
+    """Members ``b`` < ``nb``, rows ``y`` < ``h``, columns ``x`` < ``w`` (``target.loop_3d``'s
     loops; ``launch`` runs once per thread before them; on GPUs a trip of ``body`` covers
     ``rows`` of the thread's rows, ``batch_rows``)."""
     if target == "cpu":
-        return (_indent(launch, 4)
+        return (indent_text(launch, 4)
                 + "    for t_ in prange(nb * h):\n"
                 "        b = t_ // h\n"
                 "        y = t_ - b * h\n"
-                + _indent(per_image, 8)
-                + "        for x in range(w):\n" + _indent(body, 12))
-    return _members(launch, per_image, _indent(_pixels(body, rows), 8))
+                + indent_text(per_image, 8)
+                + "        for x in range(w):\n" + indent_text(body, 12))
+    return _members(launch, per_image, indent_text(_pixels(body, rows), 8))
 
 
 def _members(launch: str, per_image: str, pixels: str) -> str:
     """The GPU grid-stride loop over members ``b`` < ``nb``: ``per_image``, then ``pixels``
     (indented to the member's level)."""
-    return (_indent(launch, 4)
+    return (indent_text(launch, 4)
             + "    x0, y0, b0 = cuda.grid(3)\n"
             "    sx_, sy_, sb_ = cuda.gridsize(3)\n"
             "    b = b0\n"
             "    while b < nb:\n"
-            + _indent(per_image, 8) + pixels
+            + indent_text(per_image, 8) + pixels
             + "        b += sb_\n")
 
 
@@ -194,7 +189,7 @@ def _pixels(body: str, rows: int) -> str:
     ``body``."""
     # 32-bit rows and columns: the offsets made from them narrow to 32-bit math
     return ("y = _ix(y0)\nwhile y < h:\n    x = _ix(x0)\n    while x < w:\n"
-            + _indent(body, 8) + "        x = _ix(x + sx_)\n"
+            + indent_text(body, 8) + "        x = _ix(x + sx_)\n"
             f"    y = _ix(y + {rows} * sy_)\n")
 
 
@@ -210,8 +205,8 @@ def _prologue(sig: GatherSig, gates: bool) -> str:
 
 def _head(sig: GatherSig, target: str, wide: bool, what: str) -> str:
     return (f"# millipyde generated flat batched {what}: {sig} wide={wide}\n"
-            + _HEADER[target] + _IX[target].format(t="int64" if wide else "int32")
-            + gather_defs(sig) + _RINT_CLIP)
+            + HEADER[target] + _IX[target].format(t="int64" if wide else "int32")
+            + gather_defs(sig) + RINT_CLIP)
 
 
 def gather_flat_source(sig: GatherSig, target: str, sim: bool = False, gates: bool = False,
@@ -307,5 +302,5 @@ def _loop_by(per_image: str, bodies: list[tuple[str, str]], launch: str, rows: i
     text = ""
     for i, (cond, body) in enumerate(bodies):
         head = ("if" if i == 0 else "elif") + f" {cond}:" if i < len(bodies) - 1 else "else:"
-        text += f"        {head}\n" + _indent(_pixels(body, rows), 12)
+        text += f"        {head}\n" + indent_text(_pixels(body, rows), 12)
     return _members(launch, per_image, text)

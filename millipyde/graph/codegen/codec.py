@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 
 from .loader import load
-from .target import _HEADER, _RINT_CLIP, _decorator, _loop_2d
+from .target import HEADER, RINT_CLIP, jit_decorator, loop_2d
 
 
 def _fix(x: float) -> int:
@@ -176,9 +176,9 @@ def codec_source(target: str, sim: bool = False) -> str:
     (2, 64) float64 holds the luma and chroma tables, ``basis[i, u]`` the DCT's
     ``C(u) / 2 cos((2 i + 1) u pi / 16)``.
     """
-    head = ("# millipyde generated block codec passes\n" + _HEADER[target] + _RINT_CLIP
+    head = ("# millipyde generated block codec passes\n" + HEADER[target] + RINT_CLIP
             + _RGB_YCC)
-    dec = _decorator(target, sim)
+    dec = jit_decorator(target, sim)
     # the CPU's prange row index is unsigned, and unsigned with signed integers types as a
     # float in Numba: the bodies index with a signed copy
     row = "yr = np.int64(y)\n" if target == "cpu" else "yr = y\n"
@@ -195,14 +195,14 @@ def codec_source(target: str, sim: bool = False) -> str:
     return (
         head
         + f"\n\n{dec}\ndef samples(src, smp, h, w, ch, hc, wc, ncomp, lut):\n"
-        + _loop_2d(target, "smp.shape[0]", "smp.shape[1]", row + loads(_SAMPLES).strip("\n"))
+        + loop_2d(target, "smp.shape[0]", "smp.shape[1]", row + loads(_SAMPLES).strip("\n"))
         + f"\n\n{dec}\ndef coefficients(smp, coef, quant, basis, hc, wc, ncomp):\n"
-        + _loop_2d(target, "smp.shape[0]", "smp.shape[1] * ncomp", row + _COEFFICIENTS.strip("\n"))
+        + loop_2d(target, "smp.shape[0]", "smp.shape[1] * ncomp", row + _COEFFICIENTS.strip("\n"))
         + f"\n\n{dec}\ndef decode(coef, smp, basis, hc, wc, ncomp):\n"
-        + _loop_2d(target, "smp.shape[0]", "smp.shape[1] * ncomp", row + _DECODE.strip("\n"))
+        + loop_2d(target, "smp.shape[0]", "smp.shape[1] * ncomp", row + _DECODE.strip("\n"))
         + f"\n\n{dec}\ndef colour(src, smp, dst, nc, ncomp, ch, cw, lut):\n"
         "    nc_all = dst.shape[2]\n"
-        + _loop_2d(target, "dst.shape[0]", "dst.shape[1] * nc_all", row + colour.strip("\n"))
+        + loop_2d(target, "dst.shape[0]", "dst.shape[1] * nc_all", row + colour.strip("\n"))
     )
 
 

@@ -79,7 +79,7 @@ def prepare(target: str, times: dict[str, float] | None = None) -> None:
     from numba import typeof
 
     from . import loader
-    from .target import _HEADER
+    from .target import HEADER
 
     times = {} if times is None else times
     if target == "cuda":
@@ -94,7 +94,7 @@ def prepare(target: str, times: dict[str, float] | None = None) -> None:
         times["imported"] = time.time()
         loop = "    for i in range(src.size):\n"
         jit = "njit"
-    mod = loader.load(_HEADER[target] + "\n" + _PREPARE.format(jit=jit, loop=loop), target)
+    mod = loader.load(HEADER[target] + "\n" + _PREPARE.format(jit=jit, loop=loop), target)
     mod.kernel.compile(tuple(typeof(np.zeros(1, t)) for t in (np.uint8, np.float64)))
     times["prepared"] = time.time()
 

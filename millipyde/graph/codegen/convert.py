@@ -14,7 +14,7 @@ import inspect
 
 from ...kernels import convert as _convert_math
 from .loader import load
-from .target import _HEADER, _decorator, _loop_3d
+from .target import HEADER, jit_decorator, loop_3d
 
 # the generated text names the scalar math's digest, so editing it makes new cache files
 _DIGEST = hashlib.sha1(inspect.getsource(_convert_math).encode()).hexdigest()[:12]
@@ -49,13 +49,13 @@ def convert_source(cin: int, channels: int, layout: str, resize: bool, target: s
         lines.append(_store(layout, c, value))
     hw = ("out.shape[2]", "out.shape[3]") if layout == "NCHW" else ("out.shape[1]",
                                                                    "out.shape[2]")
-    fn = (f"\n\n{_decorator(target, sim)}\n"
+    fn = (f"\n\n{jit_decorator(target, sim)}\n"
           "def convert(src, pos, out, mean, std, full, scale_y, scale_x):\n"
           "    nb = src.shape[0]\n    h = src.shape[1]\n    w = src.shape[2]\n"
           f"    hh = {hw[0]}\n    ww = {hw[1]}\n")
     head = (f"# millipyde generated batch writer: cin={cin} channels={channels} {layout} "
-            f"resize={resize} math={_DIGEST}\n" + _HEADER[target] + _DEFS)
-    return head + fn + _loop_3d(target, "nb", "hh", "ww", "o = pos[b]", "\n".join(lines))
+            f"resize={resize} math={_DIGEST}\n" + HEADER[target] + _DEFS)
+    return head + fn + loop_3d(target, "nb", "hh", "ww", "o = pos[b]", "\n".join(lines))
 
 
 def convert_kernel(cin: int, channels: int, layout: str, resize: bool, target: str,
@@ -66,8 +66,8 @@ def convert_kernel(cin: int, channels: int, layout: str, resize: bool, target: s
 
 def cast_source(target: str, sim: bool = False) -> str:
     """Source of ``cast(src, dst)``: a flat float32 array rounded into float16 (GPUs)."""
-    return ("# millipyde generated float32 -> float16 cast\n" + _HEADER[target]
-            + f"\n\n{_decorator(target, sim)}\ndef cast(src, dst):\n"
+    return ("# millipyde generated float32 -> float16 cast\n" + HEADER[target]
+            + f"\n\n{jit_decorator(target, sim)}\ndef cast(src, dst):\n"
             "    i = cuda.grid(1)\n    n = cuda.gridsize(1)\n"
             "    while i < src.shape[0]:\n        dst[i] = src[i]\n        i += n\n")
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numba
 
 from .loader import load
-from .target import _HEADER, _RINT_CLIP, replace_once
+from .target import HEADER, RINT_CLIP, indent_text, replace_once
 
 # Output rows per band (at least): each band recomputes ``2 * radius`` rows-pass rows to warm
 # its ring up, so bands should be tall, yet there must be enough of them to share out.
@@ -137,7 +137,7 @@ def stencil_source() -> str:
     4-8 CPU-s) fuse uint8 tables: ``lut[0, ch]`` on each value loaded, ``lut[1, ch]`` on each
     value stored (``lut`` is read only then).
     """
-    rows = _ROWS.format(U=UNROLL, rows_unrolled=_indent(_unrolled(
+    rows = _ROWS.format(U=UNROLL, rows_unrolled=indent_text(_unrolled(
         "oc", "p{j}[i]", "".join(f"    p{j} = pad[k + {j}:k + {j} + sw]\n"
                                  for j in range(UNROLL))), 4))
     cols = _COLS.format(U=UNROLL, cols_unrolled=_unrolled(
@@ -146,15 +146,15 @@ def stencil_source() -> str:
     load = ("    for x in range(max(0, x0 - r), min(w, x1 + r)):\n"
             "        pad[x - x0 + r] = src[yy, x, ch]\n")
     # (int(): a float source, never with ``pre``, still has to type)
-    rows = replace_once(rows, load, "    if pre:\n" + _indent(load.replace(
+    rows = replace_once(rows, load, "    if pre:\n" + indent_text(load.replace(
         "= src[yy, x, ch]", "= lut[0, ch, int(src[yy, x, ch])]"), 4)
-        + "    else:\n" + _indent(load, 4))
+        + "    else:\n" + indent_text(load, 4))
     cols = replace_once(cols, "        dst[y, x0 + i, ch] = v\n",
                         "        if post:\n            dst[y, x0 + i, ch] = lut[1, ch, int(v)]\n"
                         "        else:\n            dst[y, x0 + i, ch] = v\n")
     return ("# millipyde generated fused separable stencil (CPU only)\n"
-            + _HEADER["cpu"] + _RINT_CLIP
-            + _KERNEL.format(rows=_indent(rows, 16), cols=_indent(cols, 16)))
+            + HEADER["cpu"] + RINT_CLIP
+            + _KERNEL.format(rows=indent_text(rows, 16), cols=indent_text(cols, 16)))
 
 
 _BATCH_KERNEL = """
@@ -205,25 +205,20 @@ def stencil_batch_source() -> str:
     batch (member ``m`` reads ``srcs[sidx[m]]`` with taps ``tapss[m, :2 rad[m] + 1]``,
     ``rad[m] < 0``: copied), so a batch of small images is one parallel loop, not a call (and
     a thread pool's start) per member. Same arithmetic per member as ``stencil_source``."""
-    rows = _ROWS.format(U=UNROLL, rows_unrolled=_indent(_unrolled(
+    rows = _ROWS.format(U=UNROLL, rows_unrolled=indent_text(_unrolled(
         "oc", "p{j}[i]", "".join(f"    p{j} = pad[k + {j}:k + {j} + sw]\n"
                                  for j in range(UNROLL))), 4))
     cols = _COLS.format(U=UNROLL, cols_unrolled=_unrolled(
         "acc", "q{j}[i]", "".join(f"    q{j} = ring[(yc + {j}) % ntaps]\n"
                                   for j in range(UNROLL))).replace("range(sw)", "range(n)"))
     return ("# millipyde generated batched fused separable stencil (CPU only)\n"
-            + _HEADER["cpu"] + _RINT_CLIP
-            + _BATCH_KERNEL.format(rows=_indent(rows, 16), cols=_indent(cols, 16)))
+            + HEADER["cpu"] + RINT_CLIP
+            + _BATCH_KERNEL.format(rows=indent_text(rows, 16), cols=indent_text(cols, 16)))
 
 
 def stencil_batch_kernel():
     """The compiled (lazily, by Numba) batched fused stencil (``stencil_batch_source``)."""
     return load(stencil_batch_source(), "cpu").stencil
-
-
-def _indent(text: str, n: int) -> str:
-    pad = " " * n
-    return "".join(pad + line + "\n" if line else "\n" for line in text.splitlines())
 
 
 def stencil_kernel():

@@ -22,7 +22,7 @@ from typing import Any
 from numba import types
 from numba.core.registry import CPUDispatcher
 
-from .target import _RINT_CLIP
+from .target import RINT_CLIP
 
 
 def _plain(t: Any) -> Any:
@@ -58,7 +58,7 @@ def _key(fn: Callable) -> Hashable:
 
 def device(fn: Callable) -> PlainArgsDispatcher:
     """The process's dispatcher of ``fn`` (or of a function computing the same, see ``_key``)
-    as a cpu device function (``target._HEADER["cpu"]``'s ``_dev``).
+    as a cpu device function (``target.HEADER["cpu"]``'s ``_dev``).
 
     A function of a generated module is shared only with one of an importable module (the
     helpers defined below): a kernel loaded from Numba's disk cache in another process
@@ -109,4 +109,4 @@ GENERATED = "millipyde_gen_"
 _dev = device
 # The helpers every generated cpu module defines, defined once here, in an importable module:
 # the generated modules' copies (the same code) get these dispatchers.
-exec(compile("@_dev\ndef _b2f(b):\n    return float(b)\n" + _RINT_CLIP, __file__, "exec"))
+exec(compile("@_dev\ndef _b2f(b):\n    return float(b)\n" + RINT_CLIP, __file__, "exec"))

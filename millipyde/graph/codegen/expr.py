@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .loader import load
-from .target import _HEADER
+from .target import HEADER
 
 _HELPERS = '''
 @_dev
@@ -91,7 +91,7 @@ def _identity(name: str, acc: str) -> str:
 def expr_source(sig: ExprSig, target: str, sim: bool = False) -> str:
     """Source of ``kernel(in0.., out, p, osh, st, n)`` for ``sig`` on ``target``."""
     ins = ", ".join(f"in{k}" for k in range(len(sig.inputs)))
-    head = (f"# millipyde generated expression kernel: {sig}\n" + _HEADER[target] + _CASTS
+    head = (f"# millipyde generated expression kernel: {sig}\n" + HEADER[target] + _CASTS
             + _HELPERS)
     body = _value_lines(sig)
     if sig.reduce is None:

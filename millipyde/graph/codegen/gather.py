@@ -23,7 +23,7 @@ from .gather_sig import (
     tabled_fits,
 )
 from .loader import load
-from .target import _HEADER, _RINT_CLIP, _decorator, _loop_2d, _loop_2d_items
+from .target import HEADER, RINT_CLIP, jit_decorator, loop_2d, loop_2d_items
 
 
 def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
@@ -34,8 +34,8 @@ def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
     if sig.tabled and not tabled_fits(sig):
         raise ValueError(f"a tabled gather needs an elementwise uint8 chain alone: {sig}")
     body = tabled_body(sig) if tabled else _gather_body(sig, gates=sig.gates)
-    head = (f"# millipyde generated gather kernel: {sig}\n" + _HEADER[target] + gather_defs(sig)
-            + _RINT_CLIP + ("from numba import float64 as _f64\n" if tabled else ""))
+    head = (f"# millipyde generated gather kernel: {sig}\n" + HEADER[target] + gather_defs(sig)
+            + RINT_CLIP + ("from numba import float64 as _f64\n" if tabled else ""))
     params = "p"
     if target == "cuda":
         # on GPUs the parameters travel as scalar kernel arguments: no upload per launch
@@ -60,7 +60,7 @@ def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
     if tabled:
         prologue += "\n" + tabled_prologue(sig)
     fn = (
-        f"\n\n{_decorator(target, sim)}\n"
+        f"\n\n{jit_decorator(target, sim)}\n"
         f"def kernel(src, dst, lut, {'stat, ' if stats else ''}{params}):\n"
         + "".join(f"    {line}\n" for line in prologue.splitlines())
     )
@@ -69,9 +69,9 @@ def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
         load, rest = body.split("\n", 1)
         if not load.startswith("pk = src["):  # pragma: no cover - guards edits of _gather_body
             raise RuntimeError(f"packed gather body does not start with its load: {load!r}")
-        source = head + fn + _loop_2d_items(target, "h", "w", load, rest, items)
+        source = head + fn + loop_2d_items(target, "h", "w", load, rest, items)
     else:
-        source = head + fn + _loop_2d(target, "h", "w", body)
+        source = head + fn + loop_2d(target, "h", "w", body)
     if target == "cuda":
         source = re.sub(r"\bp\[(\d+)\]", r"p_\1", source)
     return source

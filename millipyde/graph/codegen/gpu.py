@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .loader import load
-from .target import _HEADER, _RINT_CLIP
+from .target import HEADER, RINT_CLIP
 from .tile2d import (  # noqa: F401 - the one-pass 2-D tile, registered here with the variants
     TILE_GEOMETRY,
     TILE_GEOMETRY_SIM,
@@ -80,7 +80,7 @@ def stencil_tiled_source(c: int, nc: int, sim: bool = False) -> str:
     dec = _decorator(sim)
     head = (
         f"# millipyde generated tiled separable stencil (GPU only): c={c} nc={nc}\n"
-        + _HEADER["cuda"] + "from numba import float64\n" + _RINT_CLIP
+        + HEADER["cuda"] + "from numba import float64\n" + RINT_CLIP
     )
     return head + _tiled_rows_source(c, nc, dec) + _tiled_cols_source(c, nc, dec)
 
@@ -302,7 +302,7 @@ def lut_rgba_source(sim: bool = False) -> str:
         lambda j, v: f"dst[_u(y{j}), _u(x)] = {v}",
         lambda j: f"y{j} < h", " " * 12)
     return (
-        "# millipyde generated uint8 RGBA LUT gathers (GPU only)\n" + _HEADER["cuda"]
+        "# millipyde generated uint8 RGBA LUT gathers (GPU only)\n" + HEADER["cuda"]
         + "from numba import uint32\n"
         + f'''
 

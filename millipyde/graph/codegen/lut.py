@@ -17,7 +17,7 @@ import numpy as np
 from ...kernels import REGISTRY
 from .chain import op_def
 from .loader import load
-from .target import _HEADER, _RINT_CLIP
+from .target import HEADER, RINT_CLIP
 
 
 def pass_source(name: str) -> str:
@@ -32,7 +32,7 @@ def pass_source(name: str) -> str:
             else f"_f_{name}(vals[r, i], c, full, a, b, d)")
     return (
         f"# millipyde generated LUT pass of {name}\n"
-        + _HEADER["cpu"] + op_def(name) + _RINT_CLIP.replace("@_dev", "@njit(cache=True)")
+        + HEADER["cpu"] + op_def(name) + RINT_CLIP.replace("@_dev", "@njit(cache=True)")
         + "\n\n@njit(cache=True, nogil=True, error_model='numpy')\n"
         "def apply(vals, chan, p, stats, full):\n"
         "    for r in range(vals.shape[0]):\n"

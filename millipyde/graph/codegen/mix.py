@@ -17,7 +17,7 @@ is read and written once, no second batch is allocated.
 from __future__ import annotations
 
 from .loader import load
-from .target import _HEADER, _decorator
+from .target import HEADER, jit_decorator
 
 _AT = "((({b}) * P + p) * R + r) * Q"
 
@@ -98,17 +98,17 @@ def _flat(target: str, total: str, body: str) -> str:
 
 def mix_images_source(target: str, sim: bool = False) -> str:
     """Source of ``mix_images`` (see the module doc)."""
-    return ("# millipyde generated batch mixer: images, in place\n" + _HEADER[target]
+    return ("# millipyde generated batch mixer: images, in place\n" + HEADER[target]
             + ("" if target == "cpu" else "from numba import float32 as _f32\n")
-            + f"\n\n{_decorator(target, sim)}\n"
+            + f"\n\n{jit_decorator(target, sim)}\n"
             + "def mix_images(x, n, P, R, Q, lam, r1, r2, q1, q2):\n"
             + (_IMAGES_CPU if target == "cpu" else _IMAGES_GPU))
 
 
 def mix_labels_source(target: str, sim: bool = False) -> str:
     """Source of ``mix_labels`` (see the module doc)."""
-    return ("# millipyde generated batch mixer: soft labels\n" + _HEADER[target]
-            + f"\n\n{_decorator(target, sim)}\n"
+    return ("# millipyde generated batch mixer: soft labels\n" + HEADER[target]
+            + f"\n\n{jit_decorator(target, sim)}\n"
             "def mix_labels(labels, dst, k, lam):\n"
             "    n = labels.shape[0]\n"
             + _flat(target, "dst.shape[0]", _LABELS_BODY))

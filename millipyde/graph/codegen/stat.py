@@ -41,7 +41,7 @@ from .gather_sig import (
     stat_width,
 )
 from .loader import load
-from .target import _HEADER, _RINT_CLIP, _decorator, _indent
+from .target import HEADER, RINT_CLIP, indent_text, jit_decorator
 
 #: array accesses of a per-image body given the member index ``b`` (``codegen.batch.batched``)
 MEMBER_INDEX = {"dst": "b", "lut": "b", "p": "b"}
@@ -116,8 +116,8 @@ def _accumulate(stat: Statistic, sig: GatherSig) -> list[str]:
 
 
 def _head(sig: GatherSig, stat: Statistic, target: str, what: str) -> str:
-    head = (f"# millipyde generated {what} ({stat.name}): {sig}\n" + _HEADER[target]
-            + gather_defs(sig) + _RINT_CLIP + "from numba import int32 as _i32\n")
+    head = (f"# millipyde generated {what} ({stat.name}): {sig}\n" + HEADER[target]
+            + gather_defs(sig) + RINT_CLIP + "from numba import int32 as _i32\n")
     if stat.name == "grey_sum":
         head += op_def("tv_grey")
     return head
@@ -217,16 +217,16 @@ def gather_stat_source(sig: GatherSig, stat_name: str, target: str, sim: bool = 
                 + ("\nst_ = stat" if reads else ""))
     params = "p" if target != "cuda" else ", ".join(f"p_{i}" for i in range(n + 2))
     args = "src, acc, lut, " + ("stat, " if reads else "") + params
-    fn = (f"\n\n{_decorator(target, sim)}\ndef kernel({args}):\n" + _indent(prologue, 4))
+    fn = (f"\n\n{jit_decorator(target, sim)}\ndef kernel({args}):\n" + indent_text(prologue, 4))
     body = stat_body(sig, sig.gates) + _bins(stat, sig)
     if target == "cpu":
         pixel = "\n".join(body + _accumulate(stat, sig)
                           + _cpu_hist_count(stat, sig, "acc[r_]", "0"))
         loop = ("nr_ = acc.shape[0]\nfor r_ in prange(nr_):\n"
-                + _indent("\n".join(_init(stat, sig)), 4)
+                + indent_text("\n".join(_init(stat, sig)), 4)
                 + "    for y in range(r_ * h // nr_, (r_ + 1) * h // nr_):\n"
-                + "        for x in range(w):\n" + _indent(pixel, 12)
-                + _indent(_cpu_flush(stat, sig, "acc[r_]", "0"), 4))
+                + "        for x in range(w):\n" + indent_text(pixel, 12)
+                + indent_text(_cpu_flush(stat, sig, "acc[r_]", "0"), 4))
     else:
         pixel = "\n".join(body + _accumulate(stat, sig) + _gpu_hist_count(stat, sig))
         loop = ""
@@ -234,12 +234,12 @@ def gather_stat_source(sig: GatherSig, stat_name: str, target: str, sim: bool = 
             loop += _block_hist_head(stat, sig) + "\n" + _block_hist_zero(stat, sig) + "\n"
         loop += ("\n".join(_init(stat, sig)) + "\nx0, y0 = cuda.grid(2)\n"
                  "sx_, sy_ = cuda.gridsize(2)\ny = y0\nwhile y < h:\n    x = x0\n"
-                 "    while x < w:\n" + _indent(pixel, 8) + "        x += sx_\n    y += sy_\n"
+                 "    while x < w:\n" + indent_text(pixel, 8) + "        x += sx_\n    y += sy_\n"
                  + _warp_merge(stat, sig, sim, lambda k: f"acc, {k}"))
         if stat.hist:
             per = len(stat.merges)
             loop += "\n" + _block_hist_flush(stat, sig, f"acc, j_ * {per} + k_")
-    source = _head(sig, stat, target, "statistic gather") + fn + _indent(loop, 4)
+    source = _head(sig, stat, target, "statistic gather") + fn + indent_text(loop, 4)
     if target == "cuda":
         source = re.sub(r"\bp\[(\d+)\]", r"p_\1", source)
     return source
@@ -288,22 +288,22 @@ def arena_stat_source(sig: GatherSig, stat_name: str, target: str, sim: bool = F
            + f"\noff_ = p[b, {n + 2}]")
     body = batched(arena_reads("\n".join(stat_body(sig, gates) + _bins(stat, sig)), sig.cin),
                    MEMBER_INDEX)
-    fn = (f"\n\n{_decorator(target, sim)}\ndef kernel(src, rows, p, stat):\n"
+    fn = (f"\n\n{jit_decorator(target, sim)}\ndef kernel(src, rows, p, stat):\n"
           "    nb = stat.shape[0]\n")
     if target == "cpu":
         pixel = "\n".join([body] + _accumulate(stat, sig)
                           + _cpu_hist_count(stat, sig, "stat[b]", str(K)))
         member = ("\n".join(_init(stat, sig)) + "\nfor y in range(h):\n    for x in range(w):\n"
-                  + _indent(pixel, 8) + _cpu_flush(stat, sig, "stat[b]", str(K)))
-        loop = ("    for b in prange(nb):\n" + _indent(per, 8) + "        if off_ == 0.0:\n"
-                + _indent(member, 12))
+                  + indent_text(pixel, 8) + _cpu_flush(stat, sig, "stat[b]", str(K)))
+        loop = ("    for b in prange(nb):\n" + indent_text(per, 8) + "        if off_ == 0.0:\n"
+                + indent_text(member, 12))
     else:
         pixel = "\n".join([body] + _accumulate(stat, sig) + _gpu_hist_count(stat, sig))
         member = ""
         if stat.hist:
             member += _block_hist_zero(stat, sig) + "\n"
         member += ("\n".join(_init(stat, sig)) + "\ny = y0\nwhile y < h:\n    x = x0\n"
-                   "    while x < w:\n" + _indent(pixel, 8) + "        x += sx_\n    y += sy_\n"
+                   "    while x < w:\n" + indent_text(pixel, 8) + "        x += sx_\n    y += sy_\n"
                    + _warp_merge(stat, sig, sim, lambda k: f"stat, (b, {K + k})"))
         if stat.hist:
             pslots = len(stat.merges)
@@ -313,8 +313,8 @@ def arena_stat_source(sig: GatherSig, stat_name: str, target: str, sim: bool = F
             head += _block_hist_head(stat, sig) + "\n"
         # ``off_`` is the member's, so the same for every thread of a block (they share ``b``):
         # the block's barriers are reached by all of its threads or by none
-        loop = (_indent(head, 4) + "    b = b0\n    while b < nb:\n" + _indent(per, 8)
-                + "        if off_ == 0.0:\n" + _indent(member, 12) + "        b += sb_\n")
+        loop = (indent_text(head, 4) + "    b = b0\n    while b < nb:\n" + indent_text(per, 8)
+                + "        if off_ == 0.0:\n" + indent_text(member, 12) + "        b += sb_\n")
     return _head(sig, stat, target, "arena statistic gather") + fn + loop
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from .loader import load
-from .target import _HEADER, _RINT_CLIP, _decorator, _loop_2d, replace_once
+from .target import HEADER, RINT_CLIP, jit_decorator, loop_2d, replace_once
 
 _STENCIL_ROWS = """
 acc = 0.0
@@ -50,8 +50,8 @@ def stencil_source(target: str, sim: bool = False, pre: bool = False,
 
     Channels are folded into the x loop (x * C + c) so one grid covers every channel.
     """
-    head = "# millipyde generated separable stencil passes\n" + _HEADER[target] + _RINT_CLIP
-    dec = _decorator(target, sim)
+    head = "# millipyde generated separable stencil passes\n" + HEADER[target] + RINT_CLIP
+    dec = jit_decorator(target, sim)
     extra = ", lut" if pre or post else ""
     body_rows, body_cols = stencil_luts(_STENCIL_ROWS, _STENCIL_COLS, pre, post)
 
@@ -62,13 +62,13 @@ def stencil_source(target: str, sim: bool = False, pre: bool = False,
         f"\n\n{dec}\ndef rows(src, tmp, taps, nc{extra}):\n"
         "    h = src.shape[0]\n    w = src.shape[1]\n    nc_all = nc\n"
         "    ntaps = taps.shape[0]\n    r = ntaps // 2\n"
-        + _loop_2d(target, "h", "w * nc", wrap(body_rows))
+        + loop_2d(target, "h", "w * nc", wrap(body_rows))
     )
     cols = (
         f"\n\n{dec}\ndef cols(src, tmp, dst, taps, nc, is_int, full{extra}):\n"
         "    h = src.shape[0]\n    w = src.shape[1]\n    nc_all = src.shape[2]\n"
         "    ntaps = taps.shape[0]\n    r = ntaps // 2\n"
-        + _loop_2d(target, "h", "w * nc_all", wrap(body_cols))
+        + loop_2d(target, "h", "w * nc_all", wrap(body_cols))
     )
     return head + rows + cols
 
@@ -195,11 +195,11 @@ def window_source(target: str, sim: bool = False, pre: bool = False, post: bool 
     elementwise prologue), with ``post`` each value stored through ``lut[1, c]``. Channels
     from ``nc`` on (alpha) are copied.
     """
-    head = ("# millipyde generated window stencil passes\n" + _HEADER[target] + _RINT_CLIP
+    head = ("# millipyde generated window stencil passes\n" + HEADER[target] + RINT_CLIP
             + _FOLD)
     if median and target != "cpu":
         head += "from numba import float64 as _f64\n"
-    dec = _decorator(target, sim)
+    dec = jit_decorator(target, sim)
     load_ = "float(lut[0, c, src[{0}, {1}, c]])" if pre else "float(src[{0}, {1}, c])"
     store = "dst[y, xi, c] = lut[1, c, int(acc)]" if post else "dst[y, xi, c] = acc"
 
@@ -209,7 +209,7 @@ def window_source(target: str, sim: bool = False, pre: bool = False, post: bool 
         return "c = x % nc_all\nxi = x // nc_all\n" + text.strip("\n")
 
     if plane:
-        loop = _loop_2d(target, "h", "w * nc_all", body(_WINDOW_PLANE))
+        loop = loop_2d(target, "h", "w * nc_all", body(_WINDOW_PLANE))
         return (head + f"\n\n{dec}\ndef plane(src, dst, k2, nk, nc, is_int, full, mode, lut):\n"
                 "    h = src.shape[0]\n    w = src.shape[1]\n    nc_all = src.shape[2]\n"
                 "    rk = nk // 2\n" + loop)
@@ -221,17 +221,17 @@ def window_source(target: str, sim: bool = False, pre: bool = False, post: bool 
         text = re.sub(r"\bKS\b", str(median), body(_WINDOW_MEDIAN))
         text = re.sub(r"\bR\b", str(median // 2), text)
         # the window's values per pixel: a local array
-        loop = _loop_2d(target, "h", "w * nc_all", local + "\n" + text)
+        loop = loop_2d(target, "h", "w * nc_all", local + "\n" + text)
         return (head + f"\n\n{dec}\ndef median(src, dst, nc, is_int, full, mode, lut):\n"
                 "    h = src.shape[0]\n    w = src.shape[1]\n    nc_all = src.shape[2]\n" + loop)
     rows = (f"\n\n{dec}\ndef rows(src, tmp, tx, nc, mode, lut):\n"
             "    h = src.shape[0]\n    w = src.shape[1]\n    nc_all = nc\n"
             "    ntx = tx.shape[0]\n    rx = ntx // 2\n"
-            + _loop_2d(target, "h", "w * nc", body(_WINDOW_ROWS)))
+            + loop_2d(target, "h", "w * nc", body(_WINDOW_ROWS)))
     cols = (f"\n\n{dec}\ndef cols(src, tmp, dst, ty, nc, is_int, full, mode, lut):\n"
             "    h = src.shape[0]\n    w = src.shape[1]\n    nc_all = src.shape[2]\n"
             "    nty = ty.shape[0]\n    ry = nty // 2\n"
-            + _loop_2d(target, "h", "w * nc_all", body(_WINDOW_COLS)))
+            + loop_2d(target, "h", "w * nc_all", body(_WINDOW_COLS)))
     return head + rows + cols
 
 

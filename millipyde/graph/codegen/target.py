@@ -34,7 +34,7 @@ _B2F_CUDA = (
 #: the CUDA device functions' decorator (``backend.cuda.CudaBackend.device_decorator``)
 DEVICE_DECORATOR = "cuda.jit(device=True, forceinline=True)"
 
-_HEADER = {
+HEADER = {
     "cpu": (
         "import math\n"
         "import numpy as np\n"
@@ -74,13 +74,13 @@ _HEADER = {
 }
 
 
-def _decorator(target: str, sim: bool) -> str:
+def jit_decorator(target: str, sim: bool) -> str:
     if target == "cpu":
         return "@njit(parallel=True, nogil=True, cache=True, error_model='numpy')"
     return "@cuda.jit" if sim else "@cuda.jit(cache=True)"
 
 
-def _loop_2d(target: str, h: str, w: str, body: str, step: str = "sx_") -> str:
+def loop_2d(target: str, h: str, w: str, body: str, step: str = "sx_") -> str:
     """Wrap ``body`` (uses y, x) in the target's loop over an ``h`` x ``w`` output.
 
     On GPUs ``x`` advances by ``step`` per trip (the grid's width unless a trip covers more).
@@ -103,12 +103,12 @@ def _loop_2d(target: str, h: str, w: str, body: str, step: str = "sx_") -> str:
     )
 
 
-def _indent(text: str, n: int) -> str:
+def indent_text(text: str, n: int) -> str:
     pad = " " * n
     return "".join(pad + line + "\n" if line else "\n" for line in text.splitlines())
 
 
-def _loop_3d(target: str, nb: str, h: str, w: str, per_image: str, body: str,
+def loop_3d(target: str, nb: str, h: str, w: str, per_image: str, body: str,
              jam: bool = False) -> str:
     """Loops over images ``b`` < ``nb``, rows ``y`` < ``h`` and columns ``x`` < ``w``.
 
@@ -121,29 +121,29 @@ def _loop_3d(target: str, nb: str, h: str, w: str, per_image: str, body: str,
         if jam:
             from .cpu_jam import pixel_loop
 
-            cols = _indent(pixel_loop("x", w, body), 8)
+            cols = indent_text(pixel_loop("x", w, body), 8)
         else:
-            cols = f"        for x in range({w}):\n" + _indent(body, 12)
+            cols = f"        for x in range({w}):\n" + indent_text(body, 12)
         return (f"    for t_ in prange({nb} * {h}):\n"
                 f"        b = t_ // {h}\n"
                 f"        y = t_ - b * {h}\n"
-                + _indent(per_image, 8) + cols)
+                + indent_text(per_image, 8) + cols)
     # while loops: a range with a step divides for its trip count each time it starts
     return ("    x0, y0, b0 = cuda.grid(3)\n"
             "    sx_, sy_, sb_ = cuda.gridsize(3)\n"
             "    b = b0\n"
             f"    while b < {nb}:\n"
-            + _indent(per_image, 8)
+            + indent_text(per_image, 8)
             + "        y = y0\n"
             f"        while y < {h}:\n"
             "            x = x0\n"
-            f"            while x < {w}:\n" + _indent(body, 16)
+            f"            while x < {w}:\n" + indent_text(body, 16)
             + "                x += sx_\n"
             "            y += sy_\n"
             "        b += sb_\n")
 
 
-def _loop_2d_items(target: str, h: str, w: str, load: str, body: str, n: int) -> str:
+def loop_2d_items(target: str, h: str, w: str, load: str, body: str, n: int) -> str:
     """GPU grid-stride loop over an ``h`` x ``w`` output, ``n`` pixels of a row per trip.
 
     A trip issues the ``n`` loads (``load``, which sets ``pk`` from ``y``, ``x``) before any of
@@ -161,10 +161,10 @@ def _loop_2d_items(target: str, h: str, w: str, load: str, body: str, n: int) ->
     for j in range(n):
         lines.append(f"if x{j}_ < {w}:")
         lines += ["    " + line for line in own(body, j).splitlines()]
-    return _loop_2d(target, h, w, "\n".join(lines), f"{n} * sx_")
+    return loop_2d(target, h, w, "\n".join(lines), f"{n} * sx_")
 
 
-_RINT_CLIP = '''
+RINT_CLIP = '''
 @_dev
 def _rint_clip(v, full):
     # numpy.rint then clip to the integer range [lo, full], clipped first (the same: the bounds

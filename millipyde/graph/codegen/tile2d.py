@@ -42,7 +42,7 @@ import numpy as np
 
 from . import tile2d_batch as _batch
 from .loader import load
-from .target import _HEADER, _RINT_CLIP
+from .target import HEADER, RINT_CLIP
 
 # geometry and shared-memory sizes (re-exported: ``codegen.gpu`` registers them)
 from .tile2d_geometry import (  # noqa: F401
@@ -406,8 +406,8 @@ def stencil_2d_source(c: int, nc: int, pre: bool = False, post: bool = False,
         f"stencil (GPU only): c={c} nc={nc} pre={pre} post={post} packed={packed} "
         f"unsigned={unsigned} u8={u8} geometry={t.geometry}"
         + (" words=True" if words else "") + "\n"
-        + _HEADER["cuda"] + _I32 + "from numba import float64, uint8, uint32, uint64\n"
-        + _RINT_CLIP
+        + HEADER["cuda"] + _I32 + "from numba import float64, uint8, uint32, uint64\n"
+        + RINT_CLIP
         + (_batch.RINT_U8 if u8 else "")
         + f"\n\n{dec}\ndef tile2d({args}):\n"
         + _head(t)

@@ -12,7 +12,7 @@ of an image and its augmented chains).
 from __future__ import annotations
 
 from .loader import load
-from .target import _HEADER, _decorator, _loop_2d
+from .target import HEADER, jit_decorator, loop_2d
 
 _ACCUMULATE = """
 c = x % nc_all
@@ -41,15 +41,15 @@ else:
 
 def weighted_source(target: str, sim: bool = False) -> str:
     """Source of ``accumulate`` and ``finish`` (see the module doc) for ``target``."""
-    dec = _decorator(target, sim)
+    dec = jit_decorator(target, sim)
     return (
-        "# millipyde generated weighted sum\n" + _HEADER[target]
+        "# millipyde generated weighted sum\n" + HEADER[target]
         + f"\n\n{dec}\ndef accumulate(acc, src, wt, first):\n"
         "    nc_all = src.shape[2]\n"
-        + _loop_2d(target, "src.shape[0]", "src.shape[1] * nc_all", _ACCUMULATE.strip("\n"))
+        + loop_2d(target, "src.shape[0]", "src.shape[1] * nc_all", _ACCUMULATE.strip("\n"))
         + f"\n\n{dec}\ndef finish(acc, src, dst, nc, is_int, full):\n"
         "    nc_all = src.shape[2]\n"
-        + _loop_2d(target, "src.shape[0]", "src.shape[1] * nc_all", _FINISH.strip("\n"))
+        + loop_2d(target, "src.shape[0]", "src.shape[1] * nc_all", _FINISH.strip("\n"))
     )
 
 

@@ -8,7 +8,7 @@ import pytest
 from millipyde.backend import cpu as cpu_backend
 from millipyde.graph.codegen.cpu_parts import split_loops
 from millipyde.graph.codegen.loader import load
-from millipyde.graph.codegen.target import _HEADER
+from millipyde.graph.codegen.target import HEADER
 
 KERNEL = """
 # a comment kept
@@ -53,7 +53,7 @@ def test_unsplittable_kernels_raise_naming_them(body: str, why: str) -> None:
 
 
 def test_parts_together_equal_one_call_and_the_backend_splits_large_launches() -> None:
-    fn = load(_HEADER["cpu"] + KERNEL, "cpu").kernel
+    fn = load(HEADER["cpu"] + KERNEL, "cpu").kernel
     assert cpu_backend.split_kernel(fn) and not cpu_backend.split_kernel(np.add)
     src = np.arange(7 * 5, dtype=np.float64).reshape(7, 5)
     whole = np.zeros_like(src)

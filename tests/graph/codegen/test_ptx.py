@@ -19,7 +19,7 @@ from millipyde.graph.codegen.gather import gather_items, gather_source
 from millipyde.graph.codegen.gather_sig import GatherSig, gather_nparams, stat_width
 from millipyde.graph.codegen.loader import load
 from millipyde.graph.codegen.stencil import stencil_kernels
-from millipyde.graph.codegen.target import _HEADER, DEVICE_DECORATOR
+from millipyde.graph.codegen.target import DEVICE_DECORATOR, HEADER
 from millipyde.kernels import REGISTRY
 
 cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
@@ -68,7 +68,7 @@ def test_compile_ptx_gives_the_device_lookup_back() -> None:
 
 def test_generated_cuda_device_functions_are_inlined_by_nvvm() -> None:
     # the GPU's form (forceinline), the simulator's plain device functions
-    head = _HEADER["cuda"]
+    head = HEADER["cuda"]
     assert f"_dev = {DEVICE_DECORATOR}\n" in head and "forceinline=True" in DEVICE_DECORATOR
     assert "inline=True)" not in head.replace("forceinline=True)", "")
 

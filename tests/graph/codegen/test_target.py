@@ -15,7 +15,7 @@ from millipyde.graph.codegen.loader import load
 
 @pytest.fixture(scope="module")
 def rint_clip():
-    return load(target._HEADER["cpu"] + target._RINT_CLIP, "cpu")._rint_clip
+    return load(target.HEADER["cpu"] + target.RINT_CLIP, "cpu")._rint_clip
 
 
 def _values() -> np.ndarray:
@@ -63,5 +63,5 @@ def test_b2f_bit_pattern_is_the_integer() -> None:
 
 
 def test_b2f_on_the_cpu_is_the_conversion() -> None:
-    mod = load(target._HEADER["cpu"], "cpu")
+    mod = load(target.HEADER["cpu"], "cpu")
     assert [mod._b2f(np.uint8(v)) for v in (0, 1, 128, 255)] == [0.0, 1.0, 128.0, 255.0]
