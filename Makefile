@@ -21,10 +21,11 @@ endif
 
 .PHONY: test test-full test-cpu test-cudasim lint
 
-# The two parts run side by side, each on its own workers: a simulator worker keeps well under a
-# core busy (each simulated GPU thread is a Python thread, and they hand the GIL to each other all
-# the time), and the cpu part's compiles use the rest (bench/RESULTS.md, "CI time: xdist groups
-# that group again", 2026-11-23).
+# The two parts run side by side, each on its own workers: the cpu part (Numba compiles of the
+# generated kernels, ~3/4 of the CPU seconds) is the longer, and the simulator part fills the
+# cores beside it; its blocks without syncthreads run their simulated threads one after another
+# on one thread (tests/simulator_poll.py). bench/RESULTS.md, "CI: what its time goes to, and the
+# cuts (2026-11-28)", has the last measured times.
 # -Otarget prints each part's output whole, once it is done.
 test: lint
 	$(MAKE) -j2 -Otarget test-cpu test-cudasim

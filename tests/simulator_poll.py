@@ -19,6 +19,15 @@ given the same block and thread indices, a fresh ``syncthreads`` state and the s
 API finds them as before, through ``threading.current_thread()``. A thread is handed out again
 only once its call has returned, so the other threads of a block that an exception aborted
 end first, as they would in threads of their own.
+
+A block whose kernel never waits in ``syncthreads`` (no function it can reach names it: see
+:func:`may_sync`) runs on one pooled thread, its simulated threads one after another in the
+order above, that thread taking each one's indices in turn: the same calls in the same order,
+without two thread switches per simulated thread (~90% of a small kernel's simulated time on
+the 2-core dev machine: bench/RESULTS.md, "CI: what its time goes to, and the cuts",
+2026-11-28). As before, every thread of the block runs even where one raises, and the launch
+then raises the first one's exception, naming its thread. A kernel that the scan missed and
+that waits in ``syncthreads`` on that path fails loudly, saying so.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ import time
 from typing import Any
 
 import numpy as np
-from numba.cuda.simulator.kernel import BlockThread, Dim3
+from numba.cuda.simulator.kernel import BlockThread, Dim3, FakeCUDAKernel
 
 # sha1 of the source of numba-cuda 0.30.4's BlockManager.run: another version may run blocks
 # otherwise, and is left as it is
@@ -53,6 +62,7 @@ class PooledThread(BlockThread):
         self.exception: tuple | None = None
         self.abort = False
         self.debug = False
+        self.serial = False  # running a whole block's threads one after another
 
     def assign(self, f: Any, args: tuple, manager: Any, block_idx: tuple,
                thread_idx: tuple) -> None:
@@ -68,6 +78,7 @@ class PooledThread(BlockThread):
         self.syncthreads_blocked = False
         self.syncthreads_event.clear()
         self.debug = manager._debug
+        self.serial = False
         self.done = False
         self._paused.clear()
         self._go.set()
@@ -87,6 +98,11 @@ class PooledThread(BlockThread):
 
     def syncthreads(self) -> None:
         """``BlockThread.syncthreads``, telling the runner that this thread now waits."""
+        if self.serial:
+            raise RuntimeError(
+                "simulator_poll: a kernel waited in syncthreads on the serial path (its threads "
+                "run one after another); may_sync found no syncthreads in the functions it "
+                "reaches: extend may_sync")
         if self.abort:
             raise RuntimeError("abort flag set on syncthreads call")
         self.syncthreads_blocked = True
@@ -130,10 +146,97 @@ def _threads(n: int) -> list[PooledThread]:
     return got
 
 
+#: the simulator's calls that wait for the other threads of the block (``cg.this_grid().sync``
+#: too); a function naming any of them may wait
+SYNC_NAMES = frozenset({"syncthreads", "syncthreads_count", "syncthreads_and",
+                        "syncthreads_or", "this_grid", "sync", "cg"})
+_may_sync: dict[Any, bool] = {}
+
+
+def _codes(code: Any) -> Any:
+    yield code
+    for c in code.co_consts:
+        if inspect.iscode(c):
+            yield from _codes(c)
+
+
+def may_sync(fn: Any, _seen: set | None = None) -> bool:
+    """Whether ``fn`` (a kernel's Python function) or a function it can reach (through its
+    globals, the attributes of modules among them, its closure: device functions, helpers)
+    names a call that waits for the block's other threads."""
+    if isinstance(fn, FakeCUDAKernel):
+        fn = fn.fn
+    if not inspect.isfunction(fn) or _library(fn):
+        return False
+    known = _may_sync.get(fn)
+    if known is not None:
+        return known
+    seen = set() if _seen is None else _seen
+    if fn in seen:
+        return False
+    seen.add(fn)
+    names = {n for c in _codes(fn.__code__) for n in c.co_names}
+    found = bool(names & SYNC_NAMES)
+    if not found:
+        g = fn.__globals__
+        reached = [g[n] for n in names if n in g]
+        reached += [getattr(m, n) for m in list(reached) if inspect.ismodule(m)
+                    for n in names if hasattr(m, n)]
+        reached += [c.cell_contents for c in fn.__closure__ or () if _filled(c)]
+        found = any(may_sync(r, seen) for r in reached if not inspect.ismodule(r))
+    if _seen is None or found:
+        _may_sync[fn] = found
+    return found
+
+
+def _library(fn: Any) -> bool:
+    """``fn`` is NumPy's, Numba's or the standard library's (none waits in ``syncthreads``)."""
+    top = (getattr(fn, "__module__", None) or "").partition(".")[0]
+    return top in ("numpy", "numba", "scipy") or top in sys.stdlib_module_names
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:  # an empty cell
+        return False
+    return True
+
+
+def _serial_block(f: Any, args: tuple, points: list, dim: tuple) -> None:
+    """Run ``f(*args)`` as each thread of the block in turn, in this one pooled thread; every
+    thread runs, then the first exception is raised as that thread's."""
+    t = threading.current_thread()
+    t.serial = True
+    failed = None
+    try:
+        for p in points:
+            t.threadIdx = Dim3(*p)
+            t.thread_id = p[0] + dim[0] * (p[1] + dim[1] * p[2])
+            try:
+                f(*args)
+            except Exception as e:
+                if failed is None:
+                    failed = (e, p)
+    finally:
+        t.serial = False
+    if failed is not None:
+        t.threadIdx = Dim3(*failed[1])  # (PooledThread._call names this thread)
+        raise failed[0]
+
+
 def run(self: object, grid_point: tuple, *args: object) -> None:
     """numba-cuda's ``BlockManager.run`` on pooled threads, yielding the GIL after each pass
-    of its poll."""
+    of its poll; a block that never waits in ``syncthreads`` on one thread."""
     points = list(np.ndindex(*self._block_dim))
+    if not may_sync(self._f):
+        t = _threads(1)[0]
+        t.assign(_serial_block, (self._f, args, points, tuple(self._block_dim)), self,
+                 grid_point, points[0])
+        t._paused.wait()
+        if t.exception:
+            raise t.exception[0].with_traceback(t.exception[1])
+        return
     threads = set()
     livethreads = set()
     blockedthreads = set()
