@@ -152,8 +152,8 @@ class Run:
         # The host work of recording workers (record and launch a chunk, commit one), one
         # worker at a time: a worker's driver calls release the GIL, and with several devices'
         # workers waiting for it every release handed it to another thread and cost the
-        # caller a wait to get it back (four H200s: a chunk's launch 18.5 us an input against
-        # 9.7 on one device). Waiting for a chunk's kernels is outside it.
+        # caller a wait to get it back (a chunk's launch took twice its one-device time on
+        # four GPUs: bench/RESULTS.md). Waiting for a chunk's kernels is outside it.
         self.host = [threading.Lock() if c.enabled and runtime.caps.launches_on_streams
                      and len(d) > 1 else contextlib.nullcontext()
                      for c, d in zip(self.chunks, self.devices, strict=True)]

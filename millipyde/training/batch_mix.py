@@ -158,9 +158,10 @@ class BatchMix:
         if not runtime.caps.launches_on_streams:
             return self._queue(x, images, labels, soft, n, h, w, c, k, lam, box, lam_labels)
         # On a pooled stream of the device, waited for alone. The current stream of a
-        # consumer's thread is the legacy default stream, which waits for every kernel the
-        # batch workers have queued (the batches made ahead) and makes theirs wait for it:
-        # mixing there took the batches' overlap away (+16-46% a batch on H200s).
+        # consumer's thread is the legacy default stream, which would wait for every kernel
+        # the batch workers have queued (the batches made ahead) and make theirs wait for it
+        # (an H200 measured the same cost either way: the call's own work is what a mix
+        # costs; bench/RESULTS.md).
         stream, generation = STREAMS.acquire(dev)
         try:
             with runtime.on_device(dev), runtime.using_stream(stream):
