@@ -303,6 +303,13 @@ class _State:
             return [(None, kernels_failed(self.operations, err))]
         made = dict(zip(left, self.make_many([ks[r] for r in left], device, stream, False,
                                              False), strict=False))
+        return self._outputs(ks, values, made, device, to_host)
+
+    def _outputs(self, ks: list[int], values: list[Any], made: dict[int, tuple[Any, Any]],
+                 device: int, to_host: bool) -> list[tuple[Any, Any]]:
+        """The (output, error) pairs of a recorded or arena :meth:`make_many`: ``values[r]``
+        the value made for output ``ks[r]`` in a batch, else ``made[r]`` its own; up to the
+        first failure."""
         out: list[tuple[Any, Any]] = []
         for r, k in enumerate(ks):
             if values[r] is None:
@@ -327,7 +334,7 @@ class _State:
         outputs of one size share a launch and a buffer (their views); the outputs the arena
         leaves (a warp clip, a crop outside the image) are made one by one, as before. Inputs
         with targets get theirs as ``Generator.batches`` computes them (``batch_targets``)."""
-        from . import batch_arena, batch_targets
+        from . import batch_arena
 
         values: list[Any] = [None] * len(ks)
         try:
@@ -344,21 +351,7 @@ class _State:
             return [(None, kernels_failed(self.operations, err))]
         made = dict(zip(left, self._make_each([ks[r] for r in left], device, stream, False),
                         strict=False))
-        out: list[tuple[Any, Any]] = []
-        for r, k in enumerate(ks):
-            if values[r] is None:
-                y, err = made.get(r, (None, None))
-                if err is not None or y is None:
-                    out.append((None, err or RuntimeError(f"output {k} was not made")))
-                    return out
-            else:
-                src = self.inputs[self.input_index(k)]
-                y = src._new_like(values[r])
-                if targets.of(src._node) is not None:
-                    (t,) = batch_targets.sample_targets(self, [k], device, y.shape[:2])
-                    targets.attach(y._node, t)
-            out.append((np.asarray(y) if to_host else y, None))
-        return out
+        return self._outputs(ks, values, made, device, to_host)
 
     def _make_each(self, ks: list[int], device: int, stream: Any,
                    to_host: bool) -> list[tuple[Any, Any]]:
