@@ -10,7 +10,10 @@ sizes) with RandomResizedCrop(hw) and a flip makes float32 NCHW batches of ``siz
 - ``MixUp`` / ``CutMix``: one mixer call on a made batch, in place (``num_classes=1000``,
   labels the inputs' indices; the soft labels stored), per call;
 - ``... in the loop``: the Generator's batches taken with the mixer applied to each (the
-  consumer's work beside the workers'), per batch; its share is what it adds to ``batch``.
+  consumer's work beside the workers'), per batch; its share is what it adds to ``batch``;
+- ``batch with labels``: the Generator's batches with their labels (``with_labels=True``);
+- ``... in batches``: the same with ``batches(mix=)`` (each batch mixed by its worker, behind
+  its kernels); its share is what it adds to ``batch with labels``.
 
 The rows are measured in ``rounds`` interleaved rounds (the machine's load moves under all of
 them alike); medians. Shares are of ``batch``. On GPU backends every time ends with a sync.
@@ -38,6 +41,23 @@ def _photos() -> list:
 
     from bench.bench_recipes import PHOTOS as names
     return [mp.gpuimage(np.ascontiguousarray(getattr(data, n)()[..., :3])) for n in names]
+
+
+def _run_labelled(gen_args: tuple, size: int, batches: int, mix: object | None) -> float:
+    """Seconds per batch of a fresh labelled Generator's ``batches(with_labels=True,
+    mix=mix)`` taken in a row."""
+    imgs, ops = gen_args
+    gen = mp.Generator(imgs, ops, seed=0, labels=list(range(len(imgs))))
+    with gen.batches(size, with_labels=True, mix=mix) as bs:
+        it = iter(bs)
+        next(it)  # warm-up: compiles, workers started
+        t0 = time.perf_counter()
+        for _ in range(batches):
+            batch, labels = next(it)
+            labels._materialize()
+            batch._materialize()
+            runtime.synchronize(batch.device)
+        return (time.perf_counter() - t0) / batches
 
 
 def _run(gen_args: tuple, size: int, batches: int, mix: object | None) -> float:
@@ -85,6 +105,8 @@ def main(argv: list[str] | None = None) -> None:
     rows: dict[str, list[float]] = {}
     for _ in range(args.rounds):  # interleaved: the machine's load changes under every row
         rows.setdefault("batch", []).append(_run((imgs, ops), args.size, args.batches, None))
+        rows.setdefault("batch with labels", []).append(
+            _run_labelled((imgs, ops), args.size, args.batches, None))
         for name, mix in mixers.items():
             for step in range(args.batches + 1):
                 t0 = time.perf_counter()
@@ -96,14 +118,16 @@ def main(argv: list[str] | None = None) -> None:
                     rows.setdefault(name, []).append(time.perf_counter() - t0)
             rows.setdefault(f"{name} in the loop", []).append(
                 _run((imgs, ops), args.size, args.batches, mix))
+            rows.setdefault(f"{name} in batches", []).append(
+                _run_labelled((imgs, ops), args.size, args.batches, mix))
     med = {k: statistics.median(v) for k, v in rows.items()}
     print(f"backend {mp.backend()}, chain {args.chain}, batches of {args.size} x 3 x "
           f"{args.hw} x {args.hw} float32; {args.batches} batches a run, {args.rounds} rounds")
     print(f"{'what':18s} {'ms':>9s} {'of a batch':>11s}")
-    base = med["batch"]
     for name, v in med.items():
-        extra = v if "loop" not in name else v - base
-        share = "" if name == "batch" else f"{100 * extra / base:10.1f}%"
+        base = med["batch with labels" if "in batches" in name else "batch"]
+        extra = v - base if "loop" in name or "in batches" in name else v
+        share = "" if name.startswith("batch") else f"{100 * extra / base:10.1f}%"
         print(f"{name:18s} {v * 1e3:9.2f} {share}")
 
 

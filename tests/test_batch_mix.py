@@ -119,6 +119,69 @@ def test_with_generator_batches():
             assert got.shape == b.shape and np.asarray(soft).shape == (3, 3)
 
 
+@pytest.mark.parametrize("n", [1, 4, 5, 9])
+def test_every_batch_size_on_the_device(n):
+    # the device kernel steps four samples at a time, then one: sizes around its steps
+    x, labels = _batch(n=n, h=3, w=5, seed=n), np.arange(n) % 5
+    for mix in (mp.MixUp(alpha=0.4, num_classes=5, seed=n), mp.CutMix(num_classes=5, seed=n)):
+        lam, box, lam_l = mix.params(1, 3, 5)
+        got, _ = mix(mp.gpuarray(x), labels, step=1)
+        want = (tv.mixup(x, labels, lam, 5) if isinstance(mix, mp.MixUp)
+                else tv.cutmix(x, labels, box, lam_l, 5))[0]
+        np.testing.assert_allclose(np.asarray(got), want, atol=1e-6)
+
+
+def _labelled(outputs=7):
+    rng = np.random.default_rng(5)
+    imgs = [mp.gpuimage(rng.integers(0, 256, (10, 12, 3), dtype=np.uint8)) for _ in range(4)]
+    return mp.Generator(imgs, [mp.Operation("fliplr", p=0.5)], outputs=outputs, seed=2,
+                        labels=[3, 0, 2, 1])
+
+
+@pytest.mark.parametrize("kind", ["MixUp", "CutMix", "choice"])
+def test_batches_mixed_as_made_equal_the_mixer_after(kind):
+    # batches(mix=) mixes each batch in its worker at step = its first output index: the
+    # same values as the mixer called on the unmixed batch with that step
+    def mixer():
+        if kind == "choice":
+            return T.RandomChoice([T.CutMix(num_classes=4, seed=8),
+                                   T.MixUp(num_classes=4, seed=8)])
+        return getattr(mp, kind)(alpha=0.7, num_classes=4, seed=8)
+
+    with _labelled().batches(3, with_indices=True, with_labels=True) as bs:
+        plain = [(np.asarray(b), ks, np.asarray(y)) for b, ks, _, y in bs]
+    with _labelled().batches(3, with_labels=True, mix=mixer()) as bs:
+        mixed = [(np.asarray(b), np.asarray(y)) for b, y in bs]
+    assert len(mixed) == len(plain) == 3
+    ref = mixer()
+    changed = 0
+    for (b, ks, y), (got, soft) in zip(plain, mixed, strict=True):
+        want, want_soft = ref(b.copy(), y, step=int(ks[0]))
+        np.testing.assert_array_equal(got, np.asarray(want))
+        np.testing.assert_array_equal(soft, np.asarray(want_soft))
+        assert soft.shape == (len(ks), 4) and soft.dtype == np.float32
+        changed += not np.array_equal(got, b)
+    assert changed >= 2  # the batches were mixed (a 1-sample last batch mixes with itself)
+
+
+BAD_BATCHES = [({"mix": "mixup"}, "MixUp, CutMix"), ({}, "with_labels"),
+               ({"with_labels": True, "layout": "NHWC"}, "layout"),
+               ({"with_labels": True, "with_targets": True}, "with_targets")]
+
+
+@pytest.mark.parametrize(("kw", "match"), BAD_BATCHES, ids=[b[1] for b in BAD_BATCHES])
+def test_batches_mix_arguments_raise_naming_them(kw, match):
+    kw = {"mix": mp.MixUp(num_classes=4), **kw}
+    with pytest.raises(ValueError, match=match):
+        _labelled().batches(2, **kw)
+
+
+def test_batches_mix_labels_out_of_range_name_the_batch():
+    with _labelled().batches(3, with_labels=True, mix=mp.MixUp(num_classes=3)) as bs, \
+            pytest.raises(ValueError, match="0..2"):
+        list(bs)
+
+
 BAD = [(lambda: mp.MixUp(alpha=0), "alpha"), (lambda: mp.MixUp(num_classes=0), "num_classes"),
        (lambda: mp.CutMix(layout="CHW"), "layout"),
        (lambda: mp.MixUp()(_batch(), LABELS), "num_classes"),

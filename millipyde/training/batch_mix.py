@@ -24,7 +24,8 @@ from ..array import ArgumentError, gpuarray
 from ..backend import ACTIVE as runtime
 from ..workers import STREAMS, sync
 
-__all__ = ["BatchMix", "CutMix", "MixChoice", "MixUp"]
+__all__ = ["BatchMix", "CutMix", "MixChoice", "MixUp", "check_batches_mix",
+           "check_mix_labels"]
 
 #: stream indices of the mixers' draws (apart from any Operation's)
 _MIXUP, _CUTMIX, _CHOICE = (mprandom.key64(0x6D1C, i, 0, 0) for i in range(3))
@@ -112,9 +113,18 @@ class BatchMix:
     # -- mixing -------------------------------------------------------------------------
     def __call__(self, images: Any, labels: Any, step: Any = None) -> tuple[Any, Any]:
         """Mix a batch in place: ``images`` (n, C, H, W) or (n, H, W, C) float (a gpuarray:
-        on its device, one kernel; a writable ndarray: with NumPy), ``labels`` (n,) class
-        indices (int) or (n, K) soft labels. Returns (``images``, soft labels (n, K) float32
-        of the images' kind)."""
+        on its device, one kernel, waited for; a writable ndarray: with NumPy), ``labels``
+        (n,) class indices (int) or (n, K) soft labels. Returns (``images``, soft labels
+        (n, K) float32 of the images' kind)."""
+        return self._mix(images, labels, step, wait=True)
+
+    def queue(self, images: gpuarray, labels: Any, step: Any) -> tuple[Any, Any]:
+        """:meth:`__call__`'s mix of a gpuarray batch, queued on the current stream of its
+        device and not waited for (``Generator.batches(mix=)``: the batch's worker queues it
+        behind the batch's kernels, and the batch's event behind it)."""
+        return self._mix(images, labels, step, wait=False)
+
+    def _mix(self, images: Any, labels: Any, step: Any, wait: bool) -> tuple[Any, Any]:
         owner = type(self).__name__
         if not isinstance(images, gpuarray) and not (isinstance(images, np.ndarray)
                                                      and images.flags.writeable):
@@ -137,7 +147,12 @@ class BatchMix:
         k = lshape[1] if soft else self.num_classes
         lam, box, lam_labels = self.params(self._step(step), h, w)
         if isinstance(images, gpuarray):
-            return self._on_device(images, labels, soft, n, h, w, c, k, lam, box, lam_labels)
+            args = (labels, soft, n, h, w, c, k, lam, box, lam_labels)
+            if not wait:
+                x = runtime.reshape(images._materialize(), (images.size,))
+                with runtime.on_device(images.device):
+                    return self._queue(x, images, *args)
+            return self._on_device(images, *args)
         return self._on_host(images, np.asarray(labels), soft, k, lam, box, lam_labels)
 
     def _on_host(self, images: np.ndarray, labels: np.ndarray, soft: bool, k: int,
@@ -222,6 +237,32 @@ class BatchMix:
         return out, gpuarray._wrap(leaf(soft_out, (n, k), np.dtype(np.float32), dev))
 
 
+def check_batches_mix(mix: Any, layout: str, with_labels: bool, with_targets: bool) -> None:
+    """``Generator.batches(mix=)``'s checks: ArgumentError naming what does not fit."""
+    if not isinstance(mix, (BatchMix, MixChoice)):
+        raise ArgumentError(f"batches mix must be a MixUp, CutMix or a RandomChoice of them, "
+                            f"got {type(mix).__name__}")
+    if not with_labels:
+        raise ArgumentError("batches mix= mixes the labels too: give with_labels=True")
+    if with_targets:
+        raise ArgumentError("batches mix= mixes classification batches: not with "
+                            "with_targets=True")
+    if mix.layout != layout:
+        raise ArgumentError(f"batches mix: the mixer's layout is {mix.layout!r}, the "
+                            f"batches' {layout!r}")
+    if getattr(mix, "num_classes", 1) is None or (
+            isinstance(mix, MixChoice) and any(m.num_classes is None for m in mix.mixers)):
+        raise ArgumentError("batches mix= needs the mixer's num_classes (the batches' labels "
+                            "are class indices)")
+
+
+def check_mix_labels(mix: Any, labels: np.ndarray) -> None:
+    """ArgumentError unless the class indices ``labels`` lie in ``mix``'s classes (the
+    batches' mix checks them on the host before they go to the device)."""
+    for m in mix.mixers if isinstance(mix, MixChoice) else (mix,):
+        _check_range(labels, m.num_classes)
+
+
 def _launch_box(kernel: Any, device: int, extent: tuple[int, int, int], args: tuple) -> None:
     """A GPU launch over (planes, rows, columns) of the box: x = columns, y = rows, z =
     planes (the kernels stride over what the grid does not cover)."""
@@ -298,12 +339,30 @@ class MixChoice:
         self._lock = threading.Lock()
         self._calls = 0
 
-    def __call__(self, images: Any, labels: Any, step: Any = None) -> tuple[Any, Any]:
-        """One mixer's call, chosen for this batch (its own draws at the same ``step``)."""
+    @property
+    def layout(self) -> str:
+        """The mixers' layout (one for all of them)."""
+        layouts = {m.layout for m in self.mixers}
+        if len(layouts) != 1:
+            raise ArgumentError(f"MixChoice mixers have different layouts: {sorted(layouts)}")
+        return layouts.pop()
+
+    def _choose(self, step: Any) -> tuple[BatchMix, int]:
         if step is None:
             with self._lock:
                 step = self._calls
                 self._calls += 1
-        u = mprandom.uniform01(self.seed, mprandom.as_seed(step, "step"), _CHOICE, 0)
-        i = min(int(np.searchsorted(self._cum, u, side="right")), len(self.mixers) - 1)
-        return self.mixers[i](images, labels, step=step)
+        step = mprandom.as_seed(step, "step")
+        u = mprandom.uniform01(self.seed, step, _CHOICE, 0)
+        return self.mixers[min(int(np.searchsorted(self._cum, u, side="right")),
+                               len(self.mixers) - 1)], step
+
+    def __call__(self, images: Any, labels: Any, step: Any = None) -> tuple[Any, Any]:
+        """One mixer's call, chosen for this batch (its own draws at the same ``step``)."""
+        mixer, step = self._choose(step)
+        return mixer(images, labels, step=step)
+
+    def queue(self, images: gpuarray, labels: Any, step: Any) -> tuple[Any, Any]:
+        """One mixer's :meth:`BatchMix.queue`, chosen for this batch."""
+        mixer, step = self._choose(step)
+        return mixer.queue(images, labels, step=step)

@@ -34,6 +34,7 @@ from .batch_convert import (  # noqa: F401  (BatchSpec, convert_reference: publi
     sample_channels,
     write_sample,
 )
+from .batch_mix import check_mix_labels
 from .batch_record import RecordError
 
 #: Bound on the bytes of the batches made ahead of the consumer (at least one per worker).
@@ -53,8 +54,9 @@ class Batches:
 
     def __init__(self, generator: Any, spec: BatchSpec, devices: list[int],
                  with_targets: bool = False, *, with_labels: bool = False,
-                 epochs: int | None = None, epoch: int = 0) -> None:
+                 epochs: int | None = None, epoch: int = 0, mix: Any = None) -> None:
         self._gen = generator  # kept alive: its state stops when it is collected
+        self._mix = mix
         state = self._st = generator._state
         self.spec = spec
         self._with_targets = with_targets
@@ -270,7 +272,7 @@ class Batches:
         labels = None
         if self._with_labels:
             labels = self._gen.labels[inputs]
-        return self._extras(value, st, ks, inputs, labels, device), ready
+        return self._extras(value, st, ks, inputs, labels, device, stream, ready), ready
 
     def _make_outputs(self, st: Any, ks: list[int], device: int, stream: Any) -> Any:
         """Batch of outputs ``ks`` of state ``st`` (the Generator's, or a decoded batch's)."""
@@ -285,15 +287,30 @@ class Batches:
         return self._write_recorded(rec, ks, device, stream, st)
 
     def _extras(self, value: Any, st: Any, ks: list[int], inputs: np.ndarray,
-                labels: np.ndarray | None, device: int) -> Any:
-        """The batch with what ``batches`` was asked to yield beside it."""
+                labels: np.ndarray | None, device: int, stream: Any, ready: Any) -> Any:
+        """The batch with what ``batches`` was asked to yield beside it (the batch mixed
+        where ``mix=`` asks: ``ready`` then marks the mix's end)."""
         spec = self.spec
         extra: tuple = ()
         if spec.with_indices:
             extra = (np.array(ks, dtype=np.int64), np.asarray(inputs, dtype=np.int64))
         if self._with_labels:
-            buf = runtime.from_host(np.ascontiguousarray(labels, dtype=np.int64), device)
-            extra += (gpuarray.from_buffer(buf, device),)
+            host = np.ascontiguousarray(labels, dtype=np.int64)
+            if self._mix is not None:
+                check_mix_labels(self._mix, host)
+            # (a pinned asynchronous copy on the worker's stream: a copy from pageable memory
+            # would wait for the batch's kernels queued before it)
+            with runtime.on_device(device):
+                buf = runtime.upload_parts([(0, host)], host.nbytes, device)[0]
+            lab = gpuarray.from_buffer(buf, device)
+            if self._mix is not None:
+                step = int(ks[0]) if len(ks) else 0
+                classes = lab
+                _, lab = self._mix.queue(value, classes, step)
+                if ready is not None:  # the class indices live until the mix has read them
+                    ready.event = runtime.record_event(stream)
+                    ready.keep = (ready.keep, classes)
+            extra += (lab,)
         if self._with_targets:
             from .batch_targets import sample_targets
 
@@ -324,7 +341,8 @@ class Batches:
             # the decoded images are read by the batch's kernels (and copies): they live until
             # its event has fired, as its temporaries do
             ready.keep = (ready.keep, db, whole)
-        got = self._extras(value, whole, ks, db.samples, db.labels, device), ready
+        got = self._extras(value, whole, ks, db.samples, db.labels, device, stream,
+                           ready), ready
         self.stats["make_s"] += time.perf_counter() - t0
         return got
 

@@ -323,7 +323,7 @@ class Generator:
                 dtype: Any = "float32", mean: Any = None, std: Any = None, channels: Any = 3,
                 drop_last: Any = False, with_indices: Any = False,
                 with_targets: Any = False, with_labels: Any = False,
-                epochs: Any = None) -> Any:
+                epochs: Any = None, mix: Any = None) -> Any:
         """Stacked, converted training batches of this Generator's outputs (an iterator).
 
         Batch ``b`` holds this rank's outputs ``b * size .. b * size + size - 1`` (a fresh
@@ -367,6 +367,15 @@ class Generator:
             the batches of one epoch. Default: batches run on from :attr:`epoch` across epoch
             ends (``outputs=None``: for ever), batch ``b`` holding this rank's outputs
             ``b * size ..`` from the start of the epoch.
+
+        mix : MixUp, CutMix or a RandomChoice of them, optional
+            Mix each batch with this batch mixer (``millipyde.MixUp`` ...) as it is made, on
+            the worker's stream behind the batch's kernels (no wait of its own, made ahead
+            like the batch): the labels yielded are then its soft labels, a float32 gpuarray
+            (n, K). The draws of batch ``b`` are the mixer's at ``step`` = the batch's first
+            output index (:meth:`BatchMix.__call__` with that ``step`` on the unmixed batch
+            gives the same values). Needs ``with_labels=True`` and the mixer's ``layout``;
+            not with ``with_targets``.
 
         Returns
         -------
@@ -413,6 +422,10 @@ class Generator:
         if with_labels and self.labels is None:
             raise ArgumentError("with_labels=True needs labels: class subfolders, tar "
                                 "members' .cls/.json, or Generator(..., labels=)")
+        if mix is not None:
+            from .batch_mix import check_batches_mix
+
+            check_batches_mix(mix, spec.layout, bool(with_labels), bool(with_targets))
         if epochs is not None:
             if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or \
                     epochs < 1:
@@ -436,7 +449,8 @@ class Generator:
 
         before_batches(self, spec)
         return Batches(self, spec, devs, bool(with_targets), with_labels=bool(with_labels),
-                       epochs=None if epochs is None else int(epochs), epoch=self._epoch)
+                       epochs=None if epochs is None else int(epochs), epoch=self._epoch,
+                       mix=mix)
 
     def __iter__(self) -> Generator:
         return self
