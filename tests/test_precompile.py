@@ -337,3 +337,27 @@ def test_next_and_mixed_size_batches_compile_their_own_route_ahead(tmp_path):
         assert again[part]["compiled"] == 0, again
     plain = run("plain", tmp_path / "plain")
     assert plain["digest"] == got["digest"] == again["digest"], (plain, got)
+
+
+@pytest.mark.parametrize("route", ["batches", "next"])
+def test_an_operation_that_fails_is_raised_by_the_chain_not_warned_by_compiling_ahead(
+        monkeypatch, route) -> None:
+    # recording the launches ahead runs the chain's host work, where an Operation may fail:
+    # the batches / outputs raise it themselves, naming the operation and the output (the
+    # suite turns a warning into an error)
+    import numpy as np
+
+    from millipyde.pipeline import PipelineError
+    from millipyde.training import precompile
+
+    monkeypatch.setattr(precompile, "wanted", lambda: True)
+    rng = np.random.default_rng(0)
+    greys = [mp.gpuimage(rng.random((8, 8))) for _ in range(2)]
+    ops = [mp.Operation("fliplr"), mp.Operation("random_colorize", [1, 2], [1, 2], [1, 2])]
+    gen = mp.Generator(greys, ops, outputs=4, seed=0)
+    with pytest.raises(PipelineError, match=r"operation 1 \('random_colorize'\).*output 0"):
+        if route == "batches":
+            with gen.batches(2) as bs:
+                next(bs)
+        else:
+            next(gen)

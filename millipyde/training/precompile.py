@@ -37,6 +37,7 @@ from ..backend import ACTIVE as runtime
 from ..graph.codegen.compile_worker import compile_job as _compile  # noqa: F401
 from ..graph.codegen.compile_worker import prepare as _prepare  # noqa: F401
 from ..graph.codegen.compile_worker import serve  # noqa: F401  (the worker's loop)
+from ..workers import StepError
 from .precompile_workers import _what, _Workers, startup_summary
 
 #: ``Generator.batches`` precompiles on backends whose compiles take seconds (real GPUs);
@@ -351,6 +352,13 @@ def precompile_outputs(state: Any, count: int = AHEAD_OUTPUTS,
     return _compile_ahead(key, record, processes)
 
 
+def _chain_failed(err: BaseException) -> bool:
+    """Whether ``err`` is an Operation of the chain failing on the inputs while its launches
+    were recorded: the batches or outputs raise it themselves, naming the operation and the
+    output, so compiling ahead stops without a warning of its own."""
+    return isinstance(err, StepError) or isinstance(getattr(err, "err", None), StepError)
+
+
 def before_outputs(state: Any) -> None:
     """``Generator.__next__``'s hook (its first call): ``precompile_outputs`` where
     ``wanted`` and the outputs come from in-memory inputs; a failure here only warns (the
@@ -360,6 +368,8 @@ def before_outputs(state: Any) -> None:
     try:
         precompile_outputs(state)
     except Exception as err:
+        if _chain_failed(err):
+            return
         warnings.warn(f"millipyde: compiling ahead in worker processes failed ({err!r}); "
                       "kernels compile on first use", RuntimeWarning, stacklevel=3)
 
@@ -399,5 +409,7 @@ def before_batches(generator: Any, spec: Any) -> None:
         # bench/RESULTS.md, 2026-11-23)
         precompile(list(st.operations), list(st.inputs), spec=spec, outputs=False)
     except Exception as err:
+        if _chain_failed(err):
+            return
         warnings.warn(f"millipyde: compiling ahead in worker processes failed ({err!r}); "
                       "kernels compile on first use", RuntimeWarning, stacklevel=3)
