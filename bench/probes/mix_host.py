@@ -1,0 +1,91 @@
+"""Host time of a batch mixer's ``queue`` (``Generator.batches(mix=)``'s per-batch work), GPU.
+
+    source bench/gpu_env.sh; export MILLIPYDE_BACKEND=cuda
+    python3 bench/probes/mix_host.py [--size 256] [--hw 224] [--calls 200]
+
+On a float32 NCHW batch of ``size`` on device 0 and one pooled stream (as a batch worker):
+the host seconds of ``params``, of the label upload, of ``queue`` whole (no wait), of a
+recorded event, medians over ``calls`` (the stream synchronised every 16 calls, outside the
+timings); then a cProfile of ``calls`` ``queue`` calls, its functions by own time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import millipyde as mp  # noqa: E402
+from millipyde.backend import ACTIVE as runtime  # noqa: E402
+from millipyde.workers import STREAMS  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", type=int, default=256)
+    ap.add_argument("--hw", type=int, default=224)
+    ap.add_argument("--calls", type=int, default=200)
+    args = ap.parse_args()
+    n, hw = args.size, args.hw
+    x = mp.gpuarray(np.random.default_rng(0).random((n, 3, hw, hw), dtype=np.float32))
+    host = (np.arange(n) % 1000).astype(np.int64)
+    stream, _ = STREAMS.acquire(0)
+    rows: dict[str, list[float]] = {}
+    with runtime.on_device(0), runtime.using_stream(stream):
+        for name, mix in (("MixUp", mp.MixUp(num_classes=1000, seed=0)),
+                          ("CutMix", mp.CutMix(num_classes=1000, seed=0))):
+            for step in range(args.calls + 1):
+                t0 = time.perf_counter()
+                mix.params(step, hw, hw)
+                t1 = time.perf_counter()
+                lab = runtime.upload_parts([(0, host)], host.nbytes, 0)[0]
+                t2 = time.perf_counter()
+                mix.queue(x, mp.gpuarray.from_buffer(lab, 0), step)
+                t3 = time.perf_counter()
+                runtime.record_event(stream)
+                t4 = time.perf_counter()
+                if step:
+                    for k, v in (("params", t1 - t0), ("label upload", t2 - t1),
+                                 ("queue", t3 - t2), ("event", t4 - t3)):
+                        rows.setdefault(f"{name} {k}", []).append(v)
+                if step % 16 == 0:
+                    runtime.synchronize(0)
+            runtime.synchronize(0)
+            lab = mp.gpuarray.from_buffer(runtime.upload_parts([(0, host)], host.nbytes, 0)[0],
+                                          0)
+            prof = cProfile.Profile()
+            prof.enable()
+            for step in range(args.calls):
+                mix.queue(x, lab, step)
+                if step % 16 == 0:
+                    runtime.synchronize(0)
+            prof.disable()
+            runtime.synchronize(0)
+            s = io.StringIO()
+            pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(14)
+            print(f"--- {name}: {args.calls} queue calls, by own time\n"
+                  + "\n".join(s.getvalue().splitlines()[6:24]))
+            # the kernels alone: the stream's time for calls in a row
+            runtime.synchronize(0)
+            t0 = time.perf_counter()
+            for step in range(args.calls):
+                mix.queue(x, lab, step)
+            runtime.synchronize(0)
+            rows.setdefault(f"{name} queue+GPU, in a row", []).append(
+                (time.perf_counter() - t0) / args.calls)
+    print(f"batch {n} x 3 x {hw} x {hw} float32, medians (us)")
+    for k, v in rows.items():
+        print(f"{k:32s} {statistics.median(v) * 1e6:9.1f}")
+
+
+if __name__ == "__main__":
+    main()
