@@ -82,6 +82,36 @@ def main() -> None:
             runtime.synchronize(0)
             rows.setdefault(f"{name} queue+GPU, in a row", []).append(
                 (time.perf_counter() - t0) / args.calls)
+        # where a queue call's host time goes: the backend calls it makes, timed
+        spent: dict[str, float] = {}
+
+        def timed(owner: object, name: str) -> None:
+            real = getattr(owner, name)
+
+            def wrapper(*a: object, **k: object) -> object:
+                t = time.perf_counter()
+                try:
+                    return real(*a, **k)
+                finally:
+                    spent[name] = spent.get(name, 0.0) + time.perf_counter() - t
+            setattr(owner, name, wrapper)
+
+        for name in ("reshape", "empty", "launch_grid", "launch_1d", "on_device"):
+            timed(runtime, name)
+        mix = mp.MixUp(num_classes=1000, seed=0)
+        timed(mix, "params")
+        runtime.synchronize(0)
+        t0 = time.perf_counter()
+        for step in range(args.calls):
+            mix.queue(x, lab, step)
+            if step % 16 == 0:
+                runtime.synchronize(0)
+        total = time.perf_counter() - t0
+        runtime.synchronize(0)
+        print(f"--- MixUp queue, parts (us a call; the calls nest): total "
+              f"{total / args.calls * 1e6:.1f}")
+        for name, v in sorted(spent.items(), key=lambda kv: -kv[1]):
+            print(f"{name:14s} {v / args.calls * 1e6:9.1f}")
     print(f"batch {n} x 3 x {hw} x {hw} float32, medians (us)")
     for k, v in rows.items():
         print(f"{k:32s} {statistics.median(v) * 1e6:9.1f}")

@@ -50,10 +50,18 @@ _IMAGES_CPU = f"""\
 
 # GPUs: a thread per (plane, row, column) of the box, down the samples (adjacent threads read
 # adjacent values of each sample). Each original value is read once: the sample below is
-# carried in a register to the next step. Four samples' values are loaded before their four
+# carried in a register to the next step. ``AHEAD`` samples' values are loaded before their
 # stores, since the compiler cannot move a load above a store to the same array: one load in
 # flight per thread would leave the mix waiting on memory latency, not bandwidth.
-_IMAGES_GPU = """\
+AHEAD = 8
+
+
+def _images_gpu(ahead: int) -> str:
+    loads = "".join(f"                    v{j} = _f32(x[i - {j} * step])\n"
+                    for j in range(1, ahead + 1))
+    stores = "".join(f"                    x[i - {j - 1} * step] = v{j} * c + "
+                     f"{'cur' if j == 1 else f'v{j - 1}'} * a\n" for j in range(1, ahead + 1))
+    return f"""\
     a = _f32(lam)
     c = _f32(1.0 - lam)
     step = P * R * Q
@@ -69,18 +77,10 @@ _IMAGES_GPU = """\
                 keep = _f32(x[(n - 1) * step + o])
                 cur = keep
                 b = n - 1
-                while b >= 4:
+                while b >= {ahead}:
                     i = b * step + o
-                    v1 = _f32(x[i - step])
-                    v2 = _f32(x[i - 2 * step])
-                    v3 = _f32(x[i - 3 * step])
-                    v4 = _f32(x[i - 4 * step])
-                    x[i] = v1 * c + cur * a
-                    x[i - step] = v2 * c + v1 * a
-                    x[i - 2 * step] = v3 * c + v2 * a
-                    x[i - 3 * step] = v4 * c + v3 * a
-                    cur = v4
-                    b -= 4
+{loads}{stores}                    cur = v{ahead}
+                    b -= {ahead}
                 while b > 0:
                     i = b * step + o
                     v1 = _f32(x[i - step])
@@ -92,6 +92,7 @@ _IMAGES_GPU = """\
             r += sr_
         p += sp_
 """
+
 
 _LABELS_BODY = """\
 b = i // k
@@ -121,7 +122,7 @@ def mix_images_source(target: str, sim: bool = False) -> str:
             + ("" if target == "cpu" else "from numba import float32 as _f32\n")
             + f"\n\n{jit_decorator(target, sim)}\n"
             + "def mix_images(x, n, P, R, Q, lam, r1, r2, q1, q2):\n"
-            + (_IMAGES_CPU if target == "cpu" else _IMAGES_GPU))
+            + (_IMAGES_CPU if target == "cpu" else _images_gpu(AHEAD)))
 
 
 def mix_labels_source(target: str, sim: bool = False) -> str:
@@ -134,6 +135,7 @@ def mix_labels_source(target: str, sim: bool = False) -> str:
 
 
 def mix_kernels(target: str, sim: bool = False) -> tuple:
-    """The compiled (lazily) ``mix_images`` and ``mix_labels`` kernels."""
+    """The compiled (lazily) ``mix_images`` and ``mix_labels`` kernels (``AHEAD`` as set
+    now)."""
     return (load(mix_images_source(target, sim), target).mix_images,
             load(mix_labels_source(target, sim), target).mix_labels)
