@@ -132,6 +132,17 @@ def test_every_batch_size_on_the_device(n):
         np.testing.assert_allclose(np.asarray(got), want, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_an_empty_box_mixes_the_labels_only(monkeypatch, dtype):
+    # (CutMix's box is empty where lam draws 1; the one launch then writes the labels alone)
+    mix = mp.CutMix(num_classes=5, seed=1)
+    monkeypatch.setattr(mix, "params", lambda step, h, w: (0.0, (4, 3, 4, 3), 0.75))
+    x = _batch(h=5, w=6).astype(dtype)
+    got, soft = mix(mp.gpuarray(x), LABELS, step=0)
+    assert np.array_equal(np.asarray(got), x)
+    np.testing.assert_allclose(np.asarray(soft), tv.mixup(x, LABELS, 0.75, 5)[1], atol=1e-6)
+
+
 def _labelled(outputs=7):
     rng = np.random.default_rng(5)
     imgs = [mp.gpuimage(rng.integers(0, 256, (10, 12, 3), dtype=np.uint8)) for _ in range(4)]

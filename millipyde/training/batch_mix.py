@@ -31,16 +31,16 @@ __all__ = ["BatchMix", "CutMix", "MixChoice", "MixUp", "check_batches_mix",
 _MIXUP, _CUTMIX, _CHOICE = (mprandom.key64(0x6D1C, i, 0, 0) for i in range(3))
 
 
-def _kernels() -> tuple:
-    from ..graph.codegen.mix import mix_kernels
+def _kernel() -> Any:
+    from ..graph.codegen.mix import mix_kernel
 
     got = _KERNELS.get(runtime.name)
     if got is None:
-        got = _KERNELS[runtime.name] = mix_kernels(runtime.codegen_target, runtime.simulated)
+        got = _KERNELS[runtime.name] = mix_kernel(runtime.codegen_target, runtime.simulated)
     return got
 
 
-_KERNELS: dict[str, tuple] = {}
+_KERNELS: dict[str, Any] = {}
 
 
 def _alpha(alpha: Any, owner: str) -> float:
@@ -190,51 +190,63 @@ class BatchMix:
     def _queue(self, x: Any, images: gpuarray, labels: Any, soft: bool, n: int, h: int, w: int,
                c: int, k: int, lam: float, box: tuple, lam_labels: float) -> tuple:
         """Queue the mix of ``x`` (``images``' buffer, flat) and its labels' on the current
-        stream."""
+        stream: one launch (images and class-index labels)."""
         from ..graph.ir.node import leaf
 
         dev = images.device
-        mix_images, mix_labels = _kernels()
         # (n, P, R, Q): NCHW planes of H x W, or NHWC as one plane of H x (W * C)
         P, R, Q = (c, h, w) if self.layout == "NCHW" else (1, h, w * c)
         x1, y1, x2, y2 = box
         q1, q2 = (x1, x2) if self.layout == "NCHW" else (x1 * c, x2 * c)
         if runtime.codegen_target == "cpu" and images.dtype == np.float16:
             # (Numba's CPU target has no float16 arithmetic; the cpu backend's buffers are
-            # NumPy arrays: mixed with NumPy, as the cpu backend casts float16 batches)
+            # NumPy arrays: mixed with NumPy, as the cpu backend casts float16 batches; the
+            # kernel then does the labels only)
             self._on_host(np.asarray(x).reshape(images.shape), np.zeros(n, np.int64), False,
                           1, lam, box, lam_labels)
-        elif y2 > y1 and q2 > q1 and n:
-            with runtime.on_device(dev):
-                if runtime.codegen_target == "cpu":
-                    # (one loop over the box's rows; blocks x threads: its values, which
-                    # size the cpu's parts)
-                    runtime.launch_blocks(mix_images, P * (y2 - y1), n * (q2 - q1), dev, x, n,
-                                          P, R, Q, lam, y1, y2, q1, q2)
-                else:
-                    _launch_box(mix_images, dev, (P, y2 - y1, q2 - q1),
-                                (x, n, P, R, Q, lam, y1, y2, q1, q2))
-        out = images  # mixed in place
+            y1 = y2 = q1 = q2 = 0
+            x = runtime.constant(("mix-no-images", np.float32), np.zeros(1, np.float32), dev)
+        if not (y2 > y1 and q2 > q1):
+            y1 = y2 = q1 = q2 = 0
         if soft:  # soft labels: a (n, K) blend of the labels with themselves rolled
             lab = np.asarray(labels, dtype=np.float64)
             host = (lam_labels * lab + (1.0 - lam_labels) * np.roll(lab, 1, axis=0))
-            return out, gpuarray(host.astype(np.float32))
-        if isinstance(labels, gpuarray):
-            lab = runtime.reshape(labels._materialize(), (n,))
-            if labels.dtype != np.int64:
-                raise ArgumentError(f"{type(self).__name__} labels must be int64, got "
-                                    f"{labels.dtype}")
+            out_labels = gpuarray(host.astype(np.float32))
+            lab, dst, kk = _no_labels(dev)
         else:
-            host = np.asarray(labels)
-            if host.dtype.kind not in "iu":
-                raise ArgumentError(f"{type(self).__name__} labels must be integers, got "
-                                    f"{host.dtype}")
-            _check_range(host, k)
-            lab = runtime.from_host(np.ascontiguousarray(host, dtype=np.int64), dev)
-        soft_out = runtime.empty((n * k,), np.float32, dev)
-        with runtime.on_device(dev):
-            runtime.launch_1d(mix_labels, n * k, dev, lab, soft_out, k, lam_labels)
-        return out, gpuarray._wrap(leaf(soft_out, (n, k), np.dtype(np.float32), dev))
+            if isinstance(labels, gpuarray):
+                lab = runtime.reshape(labels._materialize(), (n,))
+                if labels.dtype != np.int64:
+                    raise ArgumentError(f"{type(self).__name__} labels must be int64, got "
+                                        f"{labels.dtype}")
+            else:
+                host = np.asarray(labels)
+                if host.dtype.kind not in "iu":
+                    raise ArgumentError(f"{type(self).__name__} labels must be integers, got "
+                                        f"{host.dtype}")
+                _check_range(host, k)
+                lab = runtime.from_host(np.ascontiguousarray(host, dtype=np.int64), dev)
+            dst, kk = runtime.empty((n * k,), np.float32, dev), k
+            out_labels = gpuarray._wrap(leaf(dst, (n, k), np.dtype(np.float32), dev))
+        if n and (y2 > y1 or kk):
+            args = (x, n, P, R, Q, lam, y1, y2, q1, q2, lab, dst, kk, lam_labels)
+            with runtime.on_device(dev):
+                if runtime.codegen_target == "cpu":
+                    # (blocks x threads: their values size the cpu's parts)
+                    runtime.launch_blocks(_kernel(), max(P * (y2 - y1), 1),
+                                          max(n * (q2 - q1), n * kk, 1), dev, *args)
+                elif y2 > y1:
+                    _launch_box(_kernel(), dev, (P, y2 - y1, q2 - q1), args)
+                else:  # the labels only: a grid of their size
+                    _launch_box(_kernel(), dev, (1, 1, n * kk), args)
+        return images, out_labels  # the images mixed in place
+
+
+def _no_labels(device: int) -> tuple[Any, Any, int]:
+    """(labels, dst, k) of a mix without class-index labels: one-element arrays, k 0."""
+    return (runtime.constant(("mix-no-labels", np.int64), np.zeros(1, np.int64), device),
+            runtime.constant(("mix-no-labels", np.float32), np.zeros(1, np.float32), device),
+            0)
 
 
 def check_batches_mix(mix: Any, layout: str, with_labels: bool, with_targets: bool) -> None:

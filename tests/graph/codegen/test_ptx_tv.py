@@ -55,10 +55,8 @@ def test_arena_gather_with_the_new_ops_compiles_to_ptx() -> None:
 def test_batch_mix_kernels_compile_to_ptx() -> None:
     from millipyde.graph.codegen import mix
 
-    imgs = load(mix.mix_images_source("cuda"), "cuda").mix_images
+    kernel = load(mix.mix_batch_source("cuda"), "cuda").mix_batch
     for dtype in (np.float32, np.float16):  # the batches' dtypes
-        argtys = (arr(dtype, 1),) + (types.int64,) * 4 + (types.float64,) + (types.int64,) * 4
-        assert ".entry" in ptx_of(imgs.py_func, argtys)
-    labels = load(mix.mix_labels_source("cuda"), "cuda").mix_labels
-    argtys = (arr(np.int64, 1), arr(np.float32, 1), types.int64, types.float64)
-    assert ".entry" in ptx_of(labels.py_func, argtys)
+        argtys = ((arr(dtype, 1),) + (types.int64,) * 4 + (types.float64,) + (types.int64,) * 4
+                  + (arr(np.int64, 1), arr(np.float32, 1), types.int64, types.float64))
+        assert ".entry" in ptx_of(kernel.py_func, argtys)
