@@ -548,7 +548,9 @@ class Batches:
         out = cast_batch(out, spec.dtype, device)
         ready = None
         if runtime.caps.launches_on_streams:
-            ready = _Ready(runtime.record_event(stream), keep)
+            # (a mixed batch's event is recorded behind its mix: ``_extras``)
+            ready = _Ready(None if self._mix is not None else runtime.record_event(stream),
+                           keep)
         value = gpuarray._wrap(leaf(out, tuple(out.shape), np.dtype(spec.dtype), device))
         return value, ready
 
