@@ -6,7 +6,9 @@
 On a float32 NCHW batch of ``size`` on device 0 and one pooled stream (as a batch worker):
 the host seconds of ``params``, of the label upload, of ``queue`` whole (no wait), of a
 recorded event, medians over ``calls`` (the stream synchronised every 16 calls, outside the
-timings); then a cProfile of ``calls`` ``queue`` calls, its functions by own time.
+timings); then a cProfile of ``calls`` ``queue`` calls, its functions by own time; the backend
+calls inside ``queue``; and MixUp's kernel alone, 50 launches back to back, per
+``graph.codegen.mix.AHEAD`` (samples loaded ahead of their stores).
 """
 
 from __future__ import annotations
@@ -112,6 +114,25 @@ def main() -> None:
               f"{total / args.calls * 1e6:.1f}")
         for name, v in sorted(spent.items(), key=lambda kv: -kv[1]):
             print(f"{name:14s} {v / args.calls * 1e6:9.1f}")
+        # the kernel alone: MixUp's whole-batch blend launched back to back (its launch
+        # costs less than its run: the stream's time is the kernel's), per AHEAD
+        from millipyde.graph.codegen import mix as mix_codegen
+        from millipyde.training.batch_mix import _launch_box, _no_labels
+
+        flat = runtime.reshape(x._materialize(), (x.size,))
+        lab0, dst0, _ = _no_labels(0)
+        for ahead in (1, 4, 8, 16) if runtime.codegen_target != "cpu" else ():
+            mix_codegen.AHEAD = ahead
+            kernel = mix_codegen.mix_kernel(runtime.codegen_target, runtime.simulated)
+            kargs = (flat, n, 3, hw, hw, 0.3, 0, hw, 0, hw, lab0, dst0, 0, 0.3)
+            _launch_box(kernel, 0, (3, hw, hw), kargs)  # compiled, loaded
+            runtime.synchronize(0)
+            t0 = time.perf_counter()
+            for _ in range(50):
+                _launch_box(kernel, 0, (3, hw, hw), kargs)
+            runtime.synchronize(0)
+            rows[f"MixUp kernel, AHEAD {ahead}"] = [(time.perf_counter() - t0) / 50]
+        mix_codegen.AHEAD = 8
     print(f"batch {n} x 3 x {hw} x {hw} float32, medians (us)")
     for k, v in rows.items():
         print(f"{k:32s} {statistics.median(v) * 1e6:9.1f}")
