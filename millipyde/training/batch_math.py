@@ -49,40 +49,14 @@ def _name_of(code: int) -> str:
     raise KeyError(f"no built-in elementwise op has code {code}")
 
 
-@functools.cache
-def _affine_many(name: str, nparams: int):
-    """Host kernel ``affine_many(params, h, w, out)``: ``kernels.affine_of`` of sampler
-    ``name`` for every row of ``params`` into ``out`` (n, 6), the same float operations."""
-    args = "".join(f", params[m, {i}]" for i in range(nparams))
-    src = (f"# millipyde generated batched affine maps of sampler {name}\n"
-           + HEADER["cpu"] + f"_f = _dev(_R[{name!r}].fn)\n"
-           "\n\n@njit(cache=True, nogil=True)\n"
-           "def affine_many(params, h, w, out):\n"
-           "    for m in range(params.shape[0]):\n"
-           f"        oy, ox = _f(0.0, 0.0, h, w{args})\n"
-           f"        y1, x1 = _f(1.0, 0.0, h, w{args})\n"
-           f"        y2, x2 = _f(0.0, 1.0, h, w{args})\n"
-           "        out[m, 0] = float(y1) - oy\n        out[m, 1] = float(y2) - oy\n"
-           "        out[m, 2] = oy\n        out[m, 3] = float(x1) - ox\n"
-           "        out[m, 4] = float(x2) - ox\n        out[m, 5] = ox\n")
-    return load(src, "cpu").affine_many
-
-
 def sampler_maps(spec: Any, h: int, w: int, vals: np.ndarray) -> np.ndarray:
-    """(n, 6) rows ``affine_of(spec, h, w, vals[m])[:2].ravel()``.
-
-    Compiled host code (math functions are libm's, as in CPython); the first row is checked
-    against ``affine_of`` itself, and a difference falls back to Python for every row.
-    """
+    """(n, 6) rows ``affine_of(spec, h, w, vals[m])[:2].ravel()``: :func:`affine_rows` with
+    every row's size ``(h, w)`` (compiled host code, its first row checked)."""
     n = len(vals)
-    out = np.empty((n, 6))
-    if n:
-        _affine_many(spec.name, vals.shape[1])(np.ascontiguousarray(vals), h, w, out)
-        first = _affine3(spec, h, w, tuple(vals[0].tolist()))[:2].ravel()
-        if first.tolist() != out[0].tolist():  # pragma: no cover - a libm that differs
-            for m in range(n):
-                out[m] = _affine3(spec, h, w, tuple(vals[m].tolist()))[:2].ravel()
-    return out
+    if not n:
+        return np.empty((0, 6))
+    rows = affine_rows(spec, np.full(n, h, np.int64), np.full(n, w, np.int64), vals)
+    return np.ascontiguousarray(rows[:, :2]).reshape(n, 6)
 
 
 def warp_clips(maps: np.ndarray, mid: tuple[int, int], shape: tuple[int, int]) -> np.ndarray:
