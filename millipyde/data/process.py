@@ -68,6 +68,7 @@ import numpy as np
 
 from .. import config
 from ..backend import ACTIVE as runtime
+from . import fileread
 from .loader import AHEAD, BadSampleError, BadSamples, DecodedBatch
 from .readahead import MAX_ITEMS, READ_THREADS, WINDOW_BYTES
 
@@ -188,6 +189,8 @@ class ProcessLoader:
                 "first": self.first, "known": sorted(bad.known), "backend": runtime.name,
                 "host": self.host,
                 "max_slots": self._most,
+                # the worker reads files as this process would (the bench switches it)
+                "nogil_reads": fileread.ENABLED,
                 "name": self.name}, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as err:
             raise DecodeWorkerError(
@@ -815,6 +818,7 @@ def worker_main(fd: int) -> int:
         from .loader import Loader
 
         device = int(cfg["device"])
+        fileread.ENABLED = bool(cfg.get("nogil_reads", fileread.ENABLED))
         bad = _Recording(cfg["known"])
         decoder = make_decoder(cfg["decoder"], device)
         loader = Loader(cfg["source"], cfg["sampler"], inbox.plan, decoder, device, bad,
