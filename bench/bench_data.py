@@ -55,6 +55,7 @@ import tarfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -295,10 +296,30 @@ def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool | s
 
 def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: int = 0,
                 world: int = 1, barrier: str | None = None,
-                read_threads: int | None = None, decode_process: bool | None = None) -> dict:
+                read_threads: int | None = None, decode_process: bool | None = None,
+                nogil_reads: bool | None = None) -> dict:
     """img/s of the recipe's float32 NCHW batches from ``source`` taken by torch
     (``read_threads``: the read-ahead's threads, else the default; ``decode_process``: read
-    and decode in a worker process, or in this one, else the default)."""
+    and decode in a worker process, or in this one, else the default; ``nogil_reads``: a
+    folder's files read a run at a time without the GIL, or by Python per file, else the
+    default: ``millipyde.data.fileread.ENABLED``, restored after the row)."""
+    from millipyde.data import fileread
+
+    saved = fileread.ENABLED
+    if nogil_reads is not None:
+        fileread.ENABLED = nogil_reads
+    try:
+        out = _stream_rate(source, batches, warmup, size, rank, world, barrier, read_threads,
+                           decode_process)
+    finally:
+        fileread.ENABLED = saved
+    out["nogil_reads"] = saved if nogil_reads is None else nogil_reads
+    return out
+
+
+def _stream_rate(source: str, batches: int, warmup: int, size: int, rank: int, world: int,
+                 barrier: str | None, read_threads: int | None,
+                 decode_process: bool | None) -> dict:
     import torch
 
     import millipyde as mp
@@ -530,6 +551,7 @@ def gpu(args: argparse.Namespace) -> dict:
                 rows.append(("decode", "", 0, None))
                 continue
             src, label = name.split("_", 1)
+            label = label.removesuffix("+pyread")  # its files read by Python per file
             rows.append((name, pick[src][0], pick[src][1],
                          {"worker": True, "in_process": False}[label]))
     else:
@@ -551,7 +573,8 @@ def gpu(args: argparse.Namespace) -> dict:
             decode_row()
             continue
         try:
-            out[name] = stream_rate(src, nb, args.warmup, decode_process=worker)
+            out[name] = stream_rate(src, nb, args.warmup, decode_process=worker,
+                                    nogil_reads=False if name.endswith("+pyread") else None)
             r = out[name]
             log(f"{name}: {r['rate']:.0f} img/s ({r['decoder']}: {r['on_gpu']} on the GPU, "
                 f"{r['on_host']} by Pillow); open {r['open_s']:.1f} s, warm-up "
@@ -846,6 +869,14 @@ def table(out: dict) -> str:
     if out.get("millipyde") and out.get("torchvision"):
         rows.append(("cpu: millipyde / torchvision",
                      f"{out['millipyde']['rate'] / out['torchvision']['rate']:.2f}x", ""))
+    al = (out.get("alone") or {}).get("median_ms")
+    for key, r in out.get("host", {}).items():
+        path, nt = key.rsplit("_", 1)
+        ho = f"; {out['handovers']} GIL hand-overs beside them {r['handovers_ms']:.2f} ms " \
+             f"(alone {al:.2f})" if "handovers_ms" in r and al else ""
+        rows.append((f"host: {path} reads, {nt} readers (samples/s)", f"{r['rate']:.0f}",
+                     f"CPU {r['cpu_us_per_sample']:.1f} us a sample; taker "
+                     f"{r['taker_cpu_ms_per_batch']:.2f} ms CPU a batch of 256{ho}"))
     w = [max(len(str(r[i])) for r in rows) for i in range(3)]
     return "\n".join(f"{r[0]:<{w[0]}}  {r[1]:>{w[1]}}  {r[2]}" for r in rows)
 
@@ -961,6 +992,79 @@ def host(args: argparse.Namespace) -> dict:
     colour = None if nv is None else (nv.ColorSpec.SYCC, nv.ColorSpec.SRGB,
                                       nv.ColorSpec.UNKNOWN)
 
+    from millipyde.data import fileread, loader
+
+    n = args.samples
+    paths = args.read_paths.split(",")
+    threads = [int(t) for t in str(args.threads).split(",")]
+    # the interval a Loader runs under: a thread taking the GIL back waits up to it
+    saved_switch = sys.getswitchinterval()
+    sys.setswitchinterval(loader.SWITCH_INTERVAL)
+    alone = _handovers(None, args.handovers) if args.gil else None
+    if alone:
+        log(f"{args.handovers} GIL hand-overs alone: {alone['median_ms']:.2f} ms (median of "
+            f"{alone['blocks']})")
+    rows = []
+    try:
+        for rep in range(args.repeat):
+            order = paths if rep % 2 == 0 else paths[::-1]  # alternated: the machine drifts
+            for nt in threads:
+                for path in order:
+                    fileread.ENABLED = path == "nogil"
+                    row = _host_row(mod, src, read, nv, colour, args, rep, nt, n)
+                    row.update({"path": path, "threads": nt, "rep": rep})
+                    if args.gil:
+                        row["handovers"] = _host_row(mod, src, read, nv, colour, args, rep, nt,
+                                                     n, probe=True)["handovers"]
+                    row["load"] = os.getloadavg()
+                    rows.append(row)
+                    ho = row.get("handovers")
+                    log(f"{path}, {nt} readers, parse {args.parse}: {row['rate']:.0f} samples/s, "
+                        f"{row['cpu_us_per_sample']:.1f} us CPU a sample, taker "
+                        f"{row['taker_cpu_ms_per_batch']:.2f} ms CPU a batch"
+                        + (f"; {args.handovers} hand-overs {ho['median_ms']:.2f} ms (alone "
+                           f"{alone['median_ms']:.2f})" if ho else "")
+                        + f"; load {row['load'][0]:.1f}")
+    finally:
+        fileread.ENABLED = True
+        sys.setswitchinterval(saved_switch)
+    out: dict = {"readahead": args.readahead or "this tree", "parse": args.parse,
+                 "nogil_available": fileread.available(), "why_not": fileread.why_not(),
+                 "handovers": args.handovers, "alone": alone, "runs": rows, "host": {}}
+    for path in paths:
+        for nt in threads:
+            rs = [r for r in rows if r["path"] == path and r["threads"] == nt]
+            best = {"rate": max(r["rate"] for r in rs),
+                    "cpu_us_per_sample": min(r["cpu_us_per_sample"] for r in rs),
+                    "taker_cpu_ms_per_batch": min(r["taker_cpu_ms_per_batch"] for r in rs)}
+            if args.gil:
+                best["handovers_ms"] = float(np.median([r["handovers"]["median_ms"]
+                                                        for r in rs]))
+            out["host"][f"{path}_{nt}"] = best
+    return out
+
+
+def _handovers(stop: Any, count: int, blocks: int = 30) -> dict:
+    """Wall time of blocks of ``count`` GIL hand-overs (``time.sleep(0)``: released, then
+    taken back, as nvImageCodec's decode call does about twice an image): alone, or (``stop``
+    an Event) in blocks until it is set."""
+    times = []
+    while len(times) < blocks if stop is None else not stop.is_set():
+        t = time.perf_counter()
+        for _ in range(count):
+            time.sleep(0)
+        times.append(time.perf_counter() - t)
+    return {"median_ms": 1000 * float(np.median(times)) if times else float("nan"),
+            "p90_ms": 1000 * float(np.percentile(times, 90)) if times else float("nan"),
+            "blocks": len(times)}
+
+
+def _host_row(mod: Any, src: Any, read: Any, nv: Any, colour: Any, args: argparse.Namespace,
+              rep: int, threads: int, n: int, probe: bool = False) -> dict:
+    """One pass of ``n`` samples through a read-ahead of ``threads`` readers, taken 256 at a
+    time (``probe``: a thread times GIL hand-overs meanwhile)."""
+    import threading
+
     def parse_in_taker(datas: list) -> None:
         # the decode thread's per-image calls before its decode call, up to 81bda28
         for data in datas:
@@ -968,39 +1072,40 @@ def host(args: argparse.Namespace) -> dict:
             if cs.codec_name == "jpeg" and cs.num_channels == 3 and cs.color_spec in colour:
                 int(cs.width) * int(cs.height)
 
-    n = args.samples
-    rows = []
-    for rep in range(args.repeat):
-        plan = iter(np.random.default_rng(rep).integers(0, len(src), n).tolist())
-        ra = mod.ReadAhead(src, plan, threads=8, **({"read": read} if read else {}))
-        c0, t0 = os.times(), time.perf_counter()
-        taker_cpu = taker_wall = 0.0
-        left = n
-        while left:
-            k = min(256, left)
-            tc, tw = time.thread_time(), time.perf_counter()
-            if hasattr(ra, "take_many"):
-                got = ra.take_many(k)
-            else:
-                got = [ra.take() for _ in range(k)]
-            if args.parse == "taker":
-                parse_in_taker([d for _, d in got])
-            taker_cpu += time.thread_time() - tc
-            taker_wall += time.perf_counter() - tw
-            left -= k
-        dt = time.perf_counter() - t0
-        c1 = os.times()
-        ra.close()
-        cpu_s = (c1.user - c0.user) + (c1.system - c0.system)
-        nb = -(-n // 256)
-        rows.append({"rate": n / dt, "cpu_ms_per_1000": 1000 * cpu_s / n * 1000,
-                     "taker_cpu_ms_per_batch": 1000 * taker_cpu / nb,
-                     "taker_wall_ms_per_batch": 1000 * taker_wall / nb})
-        log(f"read path {args.readahead or 'this tree'}, parse {args.parse}: {rows[-1]}")
-    return {"readahead": args.readahead or "this tree", "parse": args.parse, "runs": rows,
-            "rate": max(r["rate"] for r in rows),
-            "cpu_ms_per_1000": min(r["cpu_ms_per_1000"] for r in rows),
-            "taker_cpu_ms_per_batch": min(r["taker_cpu_ms_per_batch"] for r in rows)}
+    plan = iter(np.random.default_rng(rep).integers(0, len(src), n).tolist())
+    ra = mod.ReadAhead(src, plan, threads=threads, **({"read": read} if read else {}))
+    stop, box = threading.Event(), {}
+    prober = None
+    if probe:
+        prober = threading.Thread(target=lambda: box.update(h=_handovers(stop, args.handovers)))
+        prober.start()
+    c0, t0 = os.times(), time.perf_counter()
+    taker_cpu = taker_wall = 0.0
+    left = n
+    while left:
+        k = min(256, left)
+        tc, tw = time.thread_time(), time.perf_counter()
+        if hasattr(ra, "take_many"):
+            got = ra.take_many(k)
+        else:
+            got = [ra.take() for _ in range(k)]
+        if args.parse == "taker":
+            parse_in_taker([d for _, d in got])
+        taker_cpu += time.thread_time() - tc
+        taker_wall += time.perf_counter() - tw
+        left -= k
+    dt = time.perf_counter() - t0
+    c1 = os.times()
+    stop.set()
+    if prober is not None:
+        prober.join()
+    ra.close()
+    cpu_s = (c1.user - c0.user) + (c1.system - c0.system)
+    nb = -(-n // 256)
+    return {"rate": n / dt, "cpu_us_per_sample": 1e6 * cpu_s / n,
+            "taker_cpu_ms_per_batch": 1000 * taker_cpu / nb,
+            "taker_wall_ms_per_batch": 1000 * taker_wall / nb,
+            "handovers": box.get("h"), "fast": getattr(ra, "_read_run", None) is not None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1032,7 +1137,8 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--paths-rounds", type=int, default=1)
     g.add_argument("--rows", default=None, metavar="ROW,ROW,...",
                    help="only these rows, in this order: decode, folder_worker, shards_worker, "
-                        "folder_in_process, shards_in_process")
+                        "folder_in_process, shards_in_process; a row ending in +pyread reads "
+                        "its files by Python per file (millipyde.data.fileread.ENABLED off)")
     g.add_argument("--variants", action="store_true",
                    help="also the folder row with samples parsed in the readers, with one copy "
                         "call per image, with a 5 ms switch interval; the arena copy check")
@@ -1053,6 +1159,14 @@ def main(argv: list[str] | None = None) -> int:
     h.add_argument("--readahead", default=None)
     h.add_argument("--parse", default="none", choices=("none", "taker", "readers",
                                                         "readers-python"))
+    h.add_argument("--read-paths", default="python,nogil",
+                   help="python: each file read by Python; nogil: runs of files read in one "
+                        "call without the GIL (millipyde.data.fileread); alternated per repeat")
+    h.add_argument("--threads", default="2,8", help="reader threads, a row each")
+    h.add_argument("--handovers", type=int, default=512,
+                   help="GIL hand-overs a block of the probe thread (time.sleep(0))")
+    h.add_argument("--no-gil", dest="gil", action="store_false",
+                   help="no GIL probe pass")
     h.add_argument("--out", default=".")
     au = sub.add_parser("augment", help="millipyde augment of a tree over a folder (64 "
                                          "outputs to warm up, then N timed), as JSON")

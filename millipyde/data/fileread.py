@@ -59,61 +59,90 @@ _c_statx = types.ExternalFunction(
     "statx", types.int32(types.int32, types.intp, types.int32, types.uint32, types.intp))
 
 
+# Neither function allocates: Numba's allocations go through PyMem_RawMalloc, and with
+# tracemalloc started or stopped while a thread allocates without the GIL, CPython 3.11 can
+# crash (a segmentation fault seen in tests/test_data_generator.py's memory test). Python
+# allocates the arrays, holding the GIL, between the two calls.
+
 @njit(nogil=True, cache=True)
-def _read_files(names, starts, which, flags, max_bytes):  # pragma: no cover - jitted
-    # status per file: 0 read whole; 1 open failed; 2 statx failed; 3 not a regular
-    # file, empty or over max_bytes; 4 a short read (it shrank)
+def _open_files(names, starts, which, flags, max_bytes, meta, scratch):  # pragma: no cover
+    # meta rows: 0 descriptor (-1 none), 1 size, 2 offset in the run's buffer, 3 status:
+    # 0 opened and checked; 1 open failed; 2 statx failed; 3 not a regular file, empty or
+    # over max_bytes; 4 a short read (it shrank). Returns the run's bytes.
     n = len(which)
-    fds = np.full(n, -1, np.int32)
-    sizes = np.zeros(n, np.int64)
-    status = np.zeros(n, np.int32)
-    stx = np.zeros(256, np.uint8)  # struct statx: the same layout on every architecture
-    empty = np.zeros(8, np.uint8)  # "" with AT_EMPTY_PATH: the descriptor itself
+    stx = scratch[:256]  # struct statx: the same layout on every architecture
+    empty = scratch[256:]  # "" with AT_EMPTY_PATH: the descriptor itself
+    empty[0] = 0
     base = names.ctypes.data
     total = 0
-    # first every file opened and checked, so the run's buffer is allocated once
     for k in range(n):
+        meta[0, k] = -1
+        meta[1, k] = 0
+        meta[2, k] = total
         start = starts[which[k]]
         if start < 0:  # a path Python must open (a NUL in it)
-            status[k] = 1
+            meta[3, k] = 1
             continue
         fd = _c_open(base + start, flags, 0)
         if fd < 0:
-            status[k] = 1
+            meta[3, k] = 1
             continue
         # AT_EMPTY_PATH 0x1000; STATX_TYPE | STATX_SIZE
         if _c_statx(fd, empty.ctypes.data, 0x1000, 0x201, stx.ctypes.data) != 0 or \
                 (stx.view(np.uint32)[0] & 0x201) != 0x201:
-            status[k] = 2
+            meta[3, k] = 2
             _c_close(fd)
             continue
         mode = stx.view(np.uint16)[14]  # stx_mode at byte 28
         size = np.int64(stx.view(np.uint64)[5])  # stx_size at byte 40
         if (mode & 0o170000) != 0o100000 or size <= 0 or size > max_bytes:
-            status[k] = 3
+            meta[3, k] = 3
             _c_close(fd)
             continue
-        fds[k] = fd
-        sizes[k] = size
+        meta[0, k] = fd
+        meta[1, k] = size
+        meta[3, k] = 0
         total += size
-    out = np.empty(total, np.uint8)
-    offsets = np.zeros(n, np.int64)
-    pos = 0
-    for k in range(n):
-        if fds[k] < 0:
+    return total
+
+
+@njit(nogil=True, cache=True)
+def _read_files(meta, out):  # pragma: no cover - jitted
+    # every file _open_files opened read into out at its offset, then closed
+    base = out.ctypes.data
+    for k in range(meta.shape[1]):
+        fd = meta[0, k]
+        if fd < 0:
             continue
-        offsets[k] = pos
+        size, pos = meta[1, k], meta[2, k]
         got = 0
-        while got < sizes[k]:
-            r = _c_pread(fds[k], out.ctypes.data + pos + got, sizes[k] - got, got)
+        while got < size:
+            r = _c_pread(fd, base + pos + got, size - got, got)
             if r <= 0:
                 break
             got += r
-        _c_close(fds[k])
-        if got != sizes[k]:
-            status[k] = 4
-        pos += sizes[k]
-    return out, offsets, sizes, status
+        _c_close(fd)
+        meta[0, k] = -1
+        if got != size:
+            meta[3, k] = 4
+
+
+def _read(table: PathTable, indices: Sequence[int], max_bytes: int) -> tuple[Any, Any]:
+    """The run's buffer and its meta rows (:func:`_open_files`)."""
+    which = np.asarray(indices, dtype=np.int64)
+    meta = np.empty((4, len(which)), np.int64)
+    scratch = np.empty(264, np.uint8)
+    total = _open_files(table.names, table.starts, which, _FLAGS, int(max_bytes), meta,
+                        scratch)
+    try:
+        out = np.empty(total, np.uint8)
+    except BaseException:
+        for fd in meta[0].tolist():  # nothing left open
+            if fd >= 0:
+                os.close(fd)
+        raise
+    _read_files(meta, out)
+    return out, meta
 
 
 def available() -> bool:
@@ -132,19 +161,16 @@ def available() -> bool:
             _state["why_not"] = f"not Linux ({sys.platform})"
             return False
         try:
-            read = _read_files
             me = os.path.abspath(__file__)
-            table = PathTable([me])
-            buf, offs, sizes, status = read(table.names, table.starts,
-                                            np.zeros(1, np.int64), _FLAGS, 1 << 30)
+            buf, meta = _read(PathTable([me]), [0], 1 << 30)
             with open(me, "rb") as fh:
                 want = fh.read()
-            if status[0] != 0 or buf[:sizes[0]].tobytes() != want:
-                raise OSError(f"status {int(status[0])} reading {me!r}")
+            if meta[3, 0] != 0 or buf.tobytes() != want:
+                raise OSError(f"status {int(meta[3, 0])} reading {me!r}")
         except Exception as err:  # no statx in this libc, a sandbox refusing it, ...
             _state["why_not"] = f"{type(err).__name__}: {err}"
             return False
-        _state["read"] = read
+        _state["read"] = _read
         return True
 
 
@@ -204,15 +230,10 @@ def read_run(table: PathTable, indices: Sequence[int], max_bytes: int) -> list[A
     RuntimeError
         :func:`available` is False.
     """
-    read = _state["read"]
-    if read is None and not available():
+    if _state["read"] is None and not available():
         raise RuntimeError(f"files cannot be read without the GIL here: {why_not()}")
-    read = _state["read"]
-    buf, offsets, sizes, status = read(table.names, table.starts,
-                                       np.asarray(indices, dtype=np.int64), _FLAGS,
-                                       int(max_bytes))
+    buf, meta = _read(table, indices, max_bytes)
     buf.flags.writeable = False  # samples are bytes to the decoders: nothing writes them
-    out: list[Any] = []
-    for off, size, st in zip(offsets.tolist(), sizes.tolist(), status.tolist(), strict=True):
-        out.append(buf[off:off + size] if st == 0 else None)
-    return out
+    return [buf[off:off + size] if st == 0 else None
+            for size, off, st in zip(meta[1].tolist(), meta[2].tolist(), meta[3].tolist(),
+                                     strict=True)]
