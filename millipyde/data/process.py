@@ -69,6 +69,7 @@ import numpy as np
 from .. import config
 from ..backend import ACTIVE as runtime
 from . import fileread
+from . import loader as loader_mod
 from .loader import AHEAD, BadSampleError, BadSamples, DecodedBatch
 from .readahead import MAX_ITEMS, READ_THREADS, WINDOW_BYTES
 
@@ -190,7 +191,7 @@ class ProcessLoader:
                 "host": self.host,
                 "max_slots": self._most,
                 # the worker reads files as this process would (the bench switches it)
-                "nogil_reads": fileread.ENABLED,
+                "nogil_reads": fileread.ENABLED, "hold_readers": loader_mod.HOLD_READERS,
                 "name": self.name}, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as err:
             raise DecodeWorkerError(
@@ -819,6 +820,7 @@ def worker_main(fd: int) -> int:
 
         device = int(cfg["device"])
         fileread.ENABLED = bool(cfg.get("nogil_reads", fileread.ENABLED))
+        loader_mod.HOLD_READERS = bool(cfg.get("hold_readers", loader_mod.HOLD_READERS))
         bad = _Recording(cfg["known"])
         decoder = make_decoder(cfg["decoder"], device)
         loader = Loader(cfg["source"], cfg["sampler"], inbox.plan, decoder, device, bad,
