@@ -496,6 +496,24 @@ def _save(out: dict, args: argparse.Namespace) -> None:
     (Path(args.out) / f"data_{args.mode}.json").write_text(json.dumps(out, indent=1))
 
 
+def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
+    """``--rows``: per row its name, source (folder, shards, decode), whether it decodes in a
+    worker process, and its tags (``+pyread``, ``+nohold``); ``#k`` after a name tells a
+    repeated row apart (``folder_worker#2``)."""
+    out = []
+    for name in spec.split(","):
+        base, *tags = name.split("#")[0].split("+")
+        if base == "decode":
+            out.append((name, "decode", None, tags))
+            continue
+        src, label = base.split("_", 1)
+        if src not in ("folder", "shards") or label not in ("worker", "in_process") or \
+                set(tags) - {"pyread", "nohold"}:
+            raise SystemExit(f"--rows: unknown row {name!r}")
+        out.append((name, src, label == "worker", tags))
+    return out
+
+
 def gpu(args: argparse.Namespace) -> dict:
     import torch
 
@@ -553,14 +571,8 @@ def gpu(args: argparse.Namespace) -> dict:
     if args.rows:  # these rows in this order ("decode": decode alone)
         pick = {"folder": (info["folder"], args.batches),
                 "shards": (info["shards_glob"], args.shard_batches)}
-        rows = []
-        for name in args.rows.split(","):
-            if name == "decode":
-                rows.append(("decode", "", 0, None))
-                continue
-            src, label = name.split("+")[0].split("_", 1)
-            rows.append((name, pick[src][0], pick[src][1],
-                         {"worker": True, "in_process": False}[label]))
+        rows = [(name, *pick[src][:2], worker) if src != "decode" else (name, "", 0, None)
+                for name, src, worker, _ in parse_rows(args.rows)]
     else:
         decode_row()
     if args.paths == "both":  # in this process and in a worker process, alternated per round
@@ -580,12 +592,13 @@ def gpu(args: argparse.Namespace) -> dict:
             decode_row()
             continue
         try:
-            tags = name.split("+")[1:]
+            tags = name.split("#")[0].split("+")[1:]
             out[name] = stream_rate(src, nb, args.warmup, decode_process=worker,
                                     nogil_reads=False if "pyread" in tags else None,
                                     hold_readers=False if "nohold" in tags else None)
             r = out[name]
-            log(f"{name}: {r['rate']:.0f} img/s ({r['decoder']}: {r['on_gpu']} on the GPU, "
+            log(f"{name}: {r['rate']:.0f} img/s (nogil reads {r['nogil_reads']}, readers held "
+                f"{r['hold_readers']}; {r['decoder']}: {r['on_gpu']} on the GPU, "
                 f"{r['on_host']} by Pillow); open {r['open_s']:.1f} s, warm-up "
                 f"{r['warmup_s']:.1f} s; RSS {r['rss_mb'][0]:.0f} -> {r['rss_mb'][1]:.0f} MB, "
                 f"device {r['device_mb'][0]:.0f} -> {r['device_mb'][1]:.0f} MB")
@@ -1261,7 +1274,8 @@ def main(argv: list[str] | None = None) -> int:
                         "folder_in_process, shards_in_process; +pyread after a row: its "
                         "files read by Python per file (millipyde.data.fileread.ENABLED off); "
                         "+nohold: its readers not held back during the decode call "
-                        "(loader.HOLD_READERS off); e.g. folder_worker+pyread+nohold")
+                        "(loader.HOLD_READERS off); e.g. folder_worker+pyread+nohold; #2 "
+                        "after a name repeats a row")
     g.add_argument("--variants", action="store_true",
                    help="also the folder row with samples parsed in the readers, with one copy "
                         "call per image, with a 5 ms switch interval; the arena copy check")
