@@ -378,6 +378,7 @@ def _stream_rate(source: str, batches: int, warmup: int, size: int, rank: int, w
                "decoder": dec.name, "on_gpu": getattr(dec, "on_gpu", None),
                "on_host": getattr(dec, "on_host", None),
                "read_peak_mb": bs._loader.reader.peak / 2**20,
+               "reader_nogil_reads": getattr(bs._loader.reader, "nogil_reads", None),
                "bad": len(gen.bad_samples), "start": start, "end": start + dt,
                "samples": len(gen.source), "check": float(acc), "loader": load,
                "batches_stats": made, "decode_process": gen._stream.decode_process,
@@ -597,7 +598,7 @@ def gpu(args: argparse.Namespace) -> dict:
                                     nogil_reads=False if "pyread" in tags else None,
                                     hold_readers=False if "nohold" in tags else None)
             r = out[name]
-            log(f"{name}: {r['rate']:.0f} img/s (nogil reads {r['nogil_reads']}, readers held "
+            log(f"{name}: {r['rate']:.0f} img/s (nogil reads {r['reader_nogil_reads']}, held "
                 f"{r['hold_readers']}; {r['decoder']}: {r['on_gpu']} on the GPU, "
                 f"{r['on_host']} by Pillow); open {r['open_s']:.1f} s, warm-up "
                 f"{r['warmup_s']:.1f} s; RSS {r['rss_mb'][0]:.0f} -> {r['rss_mb'][1]:.0f} MB, "

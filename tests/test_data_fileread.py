@@ -119,7 +119,7 @@ def test_bad_files_reported_as_python_reads_report_them_and_a_fifo_never_blocks(
     assert "FIFO" in str(by_name[str(kinds["fifo"])])
     assert "over the limit" in str(by_name[str(kinds["big"])])
     # the native run read every good file and left every bad one to Python's read
-    for i, (p, v) in enumerate(zip(paths, box["run"], strict=True)):
+    for p, v in zip(paths, box["run"], strict=True):
         good = os.path.basename(os.fspath(p)).startswith("g")
         assert (v is not None) == (good or p == kinds["junk"]), p
         if v is not None:
@@ -140,6 +140,7 @@ def test_bad_files_named_once_by_the_loader_as_before(tmp_path, monkeypatch) -> 
         try:
             got = loader.get(0)
             assert loader.get(1) is None
+            assert loader.reader.nogil_reads == fileread.ENABLED
         finally:
             loader.close()
         return bad.names, [(int(s), np.asarray(a).tobytes())

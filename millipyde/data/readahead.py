@@ -80,8 +80,10 @@ class ReadAhead:
         run_read = getattr(source, "read_run", None) if read is None else None
         self._read_run = run_read if run_read is not None and fileread.ENABLED and \
             fileread.available() else None
+        #: runs of the source's files are read in one call without the GIL (``fileread``)
+        self.nogil_reads = self._read_run is not None
         #: samples a reader claims at once
-        self.run = fileread.RUN if self._read_run is not None else RUN
+        self.run = fileread.RUN if self.nogil_reads else RUN
         self._plan = plan
         self.window = int(window)
         self.max_items = max(1, int(max_items))
