@@ -907,7 +907,8 @@ def table(out: dict) -> str:
         rows.append((f"host: {path} reads, {nt} readers (samples/s)", f"{r['rate']:.0f}",
                      f"median {r['rate_median']:.0f}; CPU {r['cpu_us_per_sample']:.1f} us a "
                      f"sample (median {r['cpu_us_median']:.1f}, system {r['sys_us_median']:.1f})"
-                     "; taker "
+                     f"; readers' user CPU (Python, the GIL held) {r['readers_user_us']:.1f} "
+                     f"us a sample, system {r['readers_sys_us']:.1f}; taker "
                      f"{r['taker_cpu_ms_per_batch']:.2f} ms CPU a batch of 256{ho}"))
     w = [max(len(str(r[i])) for r in rows) for i in range(3)]
     return "\n".join(f"{r[0]:<{w[0]}}  {r[1]:>{w[1]}}  {r[2]}" for r in rows)
@@ -1062,7 +1063,8 @@ def host(args: argparse.Namespace) -> dict:
                     ho = row.get("handovers")
                     log(f"{path}, {nt} readers, parse {args.parse}: {row['rate']:.0f} samples/s, "
                         f"{row['cpu_us_per_sample']:.1f} us CPU a sample, taker "
-                        f"{row['taker_cpu_ms_per_batch']:.2f} ms CPU a batch"
+                        f"{row['taker_cpu_ms_per_batch']:.2f} ms CPU a batch; readers' user "
+                        f"{row['readers_user_us']:.1f} us a sample"
                         + (f"; {args.handovers} hand-overs {ho['median_ms']:.2f} ms (alone "
                            f"{alone['median_ms']:.2f})" if ho else "")
                         + f"; load {row['load'][0]:.1f}")
@@ -1086,6 +1088,8 @@ def host(args: argparse.Namespace) -> dict:
                     "cpu_us_median": float(np.median([r["cpu_us_per_sample"] for r in rs])),
                     "sys_us_median": float(np.median([r["sys_us_per_sample"] for r in rs])),
                     "rate_median": float(np.median([r["rate"] for r in rs])),
+                    "readers_user_us": float(np.median([r["readers_user_us"] for r in rs])),
+                    "readers_sys_us": float(np.median([r["readers_sys_us"] for r in rs])),
                     "taker_cpu_ms_per_batch": min(r["taker_cpu_ms_per_batch"] for r in rs)}
             if args.gil:
                 best["handovers_ms"] = float(np.median([r["handovers"]["median_ms"]
@@ -1201,8 +1205,27 @@ def _host_row(mod: Any, src: Any, read: Any, nv: Any, colour: Any, args: argpars
             if cs.codec_name == "jpeg" and cs.num_channels == 3 and cs.color_spec in colour:
                 int(cs.width) * int(cs.height)
 
+    import resource
+
+    # each reader thread's own user and system CPU (getrusage of the thread, at its end):
+    # its user time is Python's (the GIL held; the native reader's own user time is a loop
+    # over 32 files), its system time the reads (the GIL released)
+    usage: list = []
+    run_reader = mod.ReadAhead._reader
+
+    def reader(self: Any) -> None:
+        try:
+            run_reader(self)
+        finally:
+            ru = resource.getrusage(resource.RUSAGE_THREAD)
+            usage.append((ru.ru_utime, ru.ru_stime))
+
     plan = iter(np.random.default_rng(rep).integers(0, len(src), n).tolist())
-    ra = mod.ReadAhead(src, plan, threads=threads, **({"read": read} if read else {}))
+    mod.ReadAhead._reader = reader
+    try:
+        ra = mod.ReadAhead(src, plan, threads=threads, **({"read": read} if read else {}))
+    finally:
+        mod.ReadAhead._reader = run_reader
     stop, box = threading.Event(), {}
     prober = None
     if probe:
@@ -1236,7 +1259,11 @@ def _host_row(mod: Any, src: Any, read: Any, nv: Any, colour: Any, args: argpars
     ra.close()
     cpu_s = (c1.user - c0.user) + (c1.system - c0.system)
     nb = -(-n // 256)
+    # the readers may read ahead past the plan's end: per sample of the window they read
+    read_n = getattr(ra, "_claimed", n)
     return {"rate": n / dt, "cpu_us_per_sample": 1e6 * cpu_s / n,
+            "readers_user_us": 1e6 * sum(u for u, _ in usage) / max(1, read_n),
+            "readers_sys_us": 1e6 * sum(s for _, s in usage) / max(1, read_n),
             "sys_us_per_sample": 1e6 * (c1.system - c0.system) / n,
             "taker_cpu_ms_per_batch": 1000 * taker_cpu / nb,
             "taker_wall_ms_per_batch": 1000 * taker_wall / nb,
