@@ -84,6 +84,16 @@ def test_runs_read_the_same_bytes_as_python_and_the_flag_off_is_the_old_path(
     assert ra._read_run is None and ra.run == 8
     assert all(type(d) is bytes for _, d in old)
     assert [(i, bytes(d)) for i, d in got] == [(i, d) for i, d in old]
+    monkeypatch.setattr(fileread, "ENABLED", True)
+
+    class Upper(Folder):  # a subclass that reads its own way is read by its read()
+        def read(self, i: int) -> bytes:
+            return super().read(i).upper()
+
+    mine = Upper(tmp_path)
+    ra, up = _read_all(mine, plan[:20])
+    assert ra._read_run is None and [d for _, d in up] == [src.read(i).upper()
+                                                          for i in plan[:20]]
 
 
 def test_bad_files_reported_as_python_reads_report_them_and_a_fifo_never_blocks(

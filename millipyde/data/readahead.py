@@ -77,7 +77,8 @@ class ReadAhead:
         # a source of files reads a run in one call that holds no GIL (fileread): every
         # sample read by Python hands the GIL over several times, taking it from the decode
         # call; a file the run did not read whole goes through ``read`` (its usual error)
-        run_read = getattr(source, "read_run", None) if read is None else None
+        run_read = getattr(source, "read_run", None) \
+            if read is None and getattr(source, "reads_runs", False) else None
         self._read_run = run_read if run_read is not None and fileread.ENABLED and \
             fileread.available() else None
         #: runs of the source's files are read in one call without the GIL (``fileread``)

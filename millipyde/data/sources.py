@@ -129,6 +129,12 @@ class FileSource(Source):
                 table = self._table
         return fileread.read_run(table, indices, self.max_bytes)
 
+    @property
+    def reads_runs(self) -> bool:
+        """Whether :meth:`read_run` reads what :meth:`read` reads: not where a subclass
+        reads its own way (its ``read`` is then called per sample, as before)."""
+        return type(self).read is FileSource.read
+
     #: the paths packed for ``fileread`` (built on the first ``read_run``; not pickled)
     _table: fileread.PathTable | None = None
 
