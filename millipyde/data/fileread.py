@@ -1,25 +1,26 @@
-"""Runs of files read in one native call that holds no GIL (Linux).
+"""Runs of files read by native calls that hold no GIL (Linux).
 
 A folder's sample read by Python (:func:`millipyde.io.read_regular`) is five system calls
 (open, fstat, read, a read that finds the end, close), and each hands the GIL over and takes it
 back: 33-49 us of CPU per sample on the host, and the read-ahead's threads take the GIL from the
 decode call at every hand-over (bench/RESULTS.md, "the read path without Python per file" and
 "decoding in a worker process": tar shards, a few large reads, 15.3k img/s through the decode
-worker on one H200, the folder 10.8k). Here a reader thread reads a whole run of files in one
-call of a Numba function compiled with ``nogil=True``: it calls libc's ``open`` (non-blocking, so
-a FIFO never blocks), ``statx`` on the descriptor (the checks of ``io.open_regular_fd``: a
-regular file, not empty, at most ``max_bytes``), ``pread`` and ``close`` for every file of the
-run, into one buffer it allocates for the run, without the GIL; Python then hands out each file's
-bytes as a NumPy view of that buffer (no copy).
+worker on one H200, the folder 10.8k). Here a reader thread reads a whole run of files in two
+calls of Numba functions compiled with ``nogil=True``: the first calls libc's ``open``
+(non-blocking, so a FIFO never blocks) and ``statx`` on the descriptor (the checks of
+``io.open_regular_fd``: a regular file, not empty, at most ``max_bytes``) for every file of the
+run; Python allocates one buffer for the run's bytes; the second ``pread``s each file into it and
+``close``s it. Python then hands out each file's bytes as a NumPy view of that buffer (no copy).
 
 A file this path does not read whole -- it cannot be opened, is not a regular file, is empty,
-is over ``max_bytes``, or changed size while read -- is left to the caller, which reads it the
+is over ``max_bytes``, or shrank while read -- is left to the caller, which reads it the
 usual way (``Source.read``): that raises the same error, naming the file, as without this path,
 and a file that became readable meanwhile is read. Bad files are rare, so this second opening
-costs nothing measurable, and the errors stay written once, in ``io.py``.
+costs little, and the errors stay written once, in ``io.py``.
 
 Used by ``readahead.ReadAhead`` for sources that offer ``read_run`` (``sources.FileSource``:
-folders, path lists, COCO images) while :data:`ENABLED`; elsewhere (not Linux, no ``statx`` in
+folders, path lists, COCO images; not a subclass with a ``read`` of its own) while
+:data:`ENABLED`; elsewhere (not Linux, no ``statx`` in
 libc, the function fails its first check) :func:`available` is False and the readers read as
 before.
 """
@@ -130,6 +131,9 @@ def _read_files(meta, out):  # pragma: no cover - jitted
 def _read(table: PathTable, indices: Sequence[int], max_bytes: int) -> tuple[Any, Any]:
     """The run's buffer and its meta rows (:func:`_open_files`)."""
     which = np.asarray(indices, dtype=np.int64)
+    if which.size and (which.min() < 0 or which.max() >= len(table.starts)):
+        # the native code does not check bounds: an index past the listing is Python's error
+        raise IndexError(f"sample index out of range 0..{len(table.starts) - 1}")
     meta = np.empty((4, len(which)), np.int64)
     scratch = np.empty(264, np.uint8)
     total = _open_files(table.names, table.starts, which, _FLAGS, int(max_bytes), meta,
@@ -208,7 +212,7 @@ class PathTable:
 
 
 def read_run(table: PathTable, indices: Sequence[int], max_bytes: int) -> list[Any]:
-    """Files ``indices`` of ``table`` read in one call without the GIL.
+    """Files ``indices`` of ``table`` read by two native calls that hold no GIL.
 
     Parameters
     ----------
