@@ -1100,14 +1100,11 @@ def host(args: argparse.Namespace) -> dict:
 
 def _decode_model(out: dict, mod: Any, src: Any, args: argparse.Namespace) -> None:
     """The decode worker's loop without a GPU: take 256 samples, then a stand-in for the
-    decode call (``--handovers`` NumPy adds of ``--model-elems`` float64, each releasing the
-    GIL for its work and taking it back), the readers held back from the take to the end of
-    that call (``loader.HOLD_READERS``) or not; samples/s, the call's median ms and the take's
-    mean wait, per read path, alternated per repeat."""
-    import contextlib
-
-    from millipyde.data import fileread
-
+    decode call (``--handovers`` hand-overs: each a sleep of ``--model-sleep-us`` or a NumPy
+    add of ``--model-elems`` float64, with the GIL released, then the GIL taken back), the
+    readers held back from the take to the end of that call (``loader.HOLD_READERS``) or
+    not; samples/s, the call's median ms and the take's mean wait, per read path, alternated
+    per repeat."""
     a, b = np.zeros(args.model_elems), np.ones(args.model_elems)
     pause = args.model_sleep_us * 1e-6
     if pause:
@@ -1127,6 +1124,34 @@ def _decode_model(out: dict, mod: Any, src: Any, args: argparse.Namespace) -> No
             else:
                 np.add(a, b, out=a)
         return time.perf_counter() - t
+
+    # --model-pin: the readers on the first core, this thread (the decode call) on the second
+    # (os.sched_setaffinity(0) sets the calling thread's on Linux): the call then waits for
+    # the GIL the readers hold, not for a core they use
+    cores = sorted(os.sched_getaffinity(0))
+    pin = args.model_pin and len(cores) >= 2
+    run_reader = mod.ReadAhead._reader
+
+    def pinned_reader(self: Any) -> None:
+        os.sched_setaffinity(0, cores[:1])
+        run_reader(self)
+
+    if pin:
+        os.sched_setaffinity(0, cores[1:2])
+        mod.ReadAhead._reader = pinned_reader
+    try:
+        _model_rows(out, mod, src, args, call)
+    finally:
+        mod.ReadAhead._reader = run_reader
+        os.sched_setaffinity(0, cores)
+    out["pinned"] = pin
+
+
+def _model_rows(out: dict, mod: Any, src: Any, args: argparse.Namespace, call: Any) -> None:
+    """:func:`_decode_model`'s rows."""
+    import contextlib
+
+    from millipyde.data import fileread
 
     out["call_alone_ms"] = 1000 * float(np.median([call() for _ in range(20)]))
     out["sleep_us"], out["elems"] = args.model_sleep_us, args.model_elems
@@ -1340,6 +1365,8 @@ def main(argv: list[str] | None = None) -> int:
     h.add_argument("--model-sleep-us", type=float, default=20,
                    help="each hand-over of the stand-in decode call sleeps this long "
                         "(0: a NumPy add of --model-elems float64 instead, which uses a core)")
+    h.add_argument("--model-pin", action="store_true",
+                   help="the model's readers on one core, its decode call on another")
     h.add_argument("--model-elems", type=int, default=80000,
                    help="float64 elements of each of the stand-in call's NumPy adds")
     h.add_argument("--pace", type=float, default=0,
