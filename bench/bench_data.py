@@ -15,7 +15,10 @@ photograph per file), in ``--classes`` class folders; the same samples as WebDat
 It is made by a process pool over every core.
 
 ``host`` (any machine): the read-ahead alone over the files, samples a second and CPU time per
-sample, against another commit's ``readahead.py`` (``--readahead FILE``).
+sample, each file read by Python or a run of files read in one call without the GIL
+(``--read-paths``), with a thread timing GIL hand-overs beside the readers, and (``--model``)
+the decode worker's loop with a stand-in for the decode call; against another commit's
+``readahead.py`` (``--readahead FILE``).
 
 Rows (``gpu``):
 
@@ -55,6 +58,7 @@ import tarfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -295,10 +299,35 @@ def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool | s
 
 def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: int = 0,
                 world: int = 1, barrier: str | None = None,
-                read_threads: int | None = None, decode_process: bool | None = None) -> dict:
+                read_threads: int | None = None, decode_process: bool | None = None,
+                nogil_reads: bool | None = None, hold_readers: bool | None = None) -> dict:
     """img/s of the recipe's float32 NCHW batches from ``source`` taken by torch
     (``read_threads``: the read-ahead's threads, else the default; ``decode_process``: read
-    and decode in a worker process, or in this one, else the default)."""
+    and decode in a worker process, or in this one, else the default; ``nogil_reads``: a
+    folder's files read a run at a time without the GIL, or by Python per file;
+    ``hold_readers``: the readers held back during the decode call; else the defaults,
+    ``millipyde.data.fileread.ENABLED`` and ``loader.HOLD_READERS``, restored after the
+    row)."""
+    from millipyde.data import fileread
+    from millipyde.data import loader as lmod
+
+    saved = fileread.ENABLED, lmod.HOLD_READERS
+    if nogil_reads is not None:
+        fileread.ENABLED = nogil_reads
+    if hold_readers is not None:
+        lmod.HOLD_READERS = hold_readers
+    try:
+        out = _stream_rate(source, batches, warmup, size, rank, world, barrier, read_threads,
+                           decode_process)
+        out["nogil_reads"], out["hold_readers"] = fileread.ENABLED, lmod.HOLD_READERS
+    finally:
+        fileread.ENABLED, lmod.HOLD_READERS = saved
+    return out
+
+
+def _stream_rate(source: str, batches: int, warmup: int, size: int, rank: int, world: int,
+                 barrier: str | None, read_threads: int | None,
+                 decode_process: bool | None) -> dict:
     import torch
 
     import millipyde as mp
@@ -349,6 +378,7 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
                "decoder": dec.name, "on_gpu": getattr(dec, "on_gpu", None),
                "on_host": getattr(dec, "on_host", None),
                "read_peak_mb": bs._loader.reader.peak / 2**20,
+               "reader_nogil_reads": getattr(bs._loader.reader, "nogil_reads", None),
                "bad": len(gen.bad_samples), "start": start, "end": start + dt,
                "samples": len(gen.source), "check": float(acc), "loader": load,
                "batches_stats": made, "decode_process": gen._stream.decode_process,
@@ -467,6 +497,24 @@ def _save(out: dict, args: argparse.Namespace) -> None:
     (Path(args.out) / f"data_{args.mode}.json").write_text(json.dumps(out, indent=1))
 
 
+def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
+    """``--rows``: per row its name, source (folder, shards, decode), whether it decodes in a
+    worker process, and its tags (``+pyread``, ``+nohold``); ``#k`` after a name tells a
+    repeated row apart (``folder_worker#2``)."""
+    out = []
+    for name in spec.split(","):
+        base, *tags = name.split("#")[0].split("+")
+        if base == "decode":
+            out.append((name, "decode", None, tags))
+            continue
+        src, label = base.split("_", 1)
+        if src not in ("folder", "shards") or label not in ("worker", "in_process") or \
+                set(tags) - {"pyread", "nohold"}:
+            raise SystemExit(f"--rows: unknown row {name!r}")
+        out.append((name, src, label == "worker", tags))
+    return out
+
+
 def gpu(args: argparse.Namespace) -> dict:
     import torch
 
@@ -524,14 +572,8 @@ def gpu(args: argparse.Namespace) -> dict:
     if args.rows:  # these rows in this order ("decode": decode alone)
         pick = {"folder": (info["folder"], args.batches),
                 "shards": (info["shards_glob"], args.shard_batches)}
-        rows = []
-        for name in args.rows.split(","):
-            if name == "decode":
-                rows.append(("decode", "", 0, None))
-                continue
-            src, label = name.split("_", 1)
-            rows.append((name, pick[src][0], pick[src][1],
-                         {"worker": True, "in_process": False}[label]))
+        rows = [(name, *pick[src][:2], worker) if src != "decode" else (name, "", 0, None)
+                for name, src, worker, _ in parse_rows(args.rows)]
     else:
         decode_row()
     if args.paths == "both":  # in this process and in a worker process, alternated per round
@@ -551,9 +593,13 @@ def gpu(args: argparse.Namespace) -> dict:
             decode_row()
             continue
         try:
-            out[name] = stream_rate(src, nb, args.warmup, decode_process=worker)
+            tags = name.split("#")[0].split("+")[1:]
+            out[name] = stream_rate(src, nb, args.warmup, decode_process=worker,
+                                    nogil_reads=False if "pyread" in tags else None,
+                                    hold_readers=False if "nohold" in tags else None)
             r = out[name]
-            log(f"{name}: {r['rate']:.0f} img/s ({r['decoder']}: {r['on_gpu']} on the GPU, "
+            log(f"{name}: {r['rate']:.0f} img/s (nogil reads {r['reader_nogil_reads']}, held "
+                f"{r['hold_readers']}; {r['decoder']}: {r['on_gpu']} on the GPU, "
                 f"{r['on_host']} by Pillow); open {r['open_s']:.1f} s, warm-up "
                 f"{r['warmup_s']:.1f} s; RSS {r['rss_mb'][0]:.0f} -> {r['rss_mb'][1]:.0f} MB, "
                 f"device {r['device_mb'][0]:.0f} -> {r['device_mb'][1]:.0f} MB")
@@ -846,6 +892,24 @@ def table(out: dict) -> str:
     if out.get("millipyde") and out.get("torchvision"):
         rows.append(("cpu: millipyde / torchvision",
                      f"{out['millipyde']['rate'] / out['torchvision']['rate']:.2f}x", ""))
+    m = out.get("model") or {}
+    for key in ("python_held", "nogil_held", "python_not_held", "nogil_not_held"):
+        r = m.get(key)
+        if r:
+            rows.append((f"model: {key.replace('_', ' ', 1)}, {r['threads']} readers",
+                         f"{r['rate']:.0f}", f"decode stand-in {r['call_ms']:.2f} ms a batch "
+                         f"(alone {m['call_alone_ms']:.2f}); take waits {r['wait_ms']:.2f} ms"))
+    al = (out.get("alone") or {}).get("median_ms")
+    for key, r in out.get("host", {}).items():
+        path, nt = key.rsplit("_", 1)
+        ho = f"; {out['handovers']} GIL hand-overs beside them {r['handovers_ms']:.2f} ms " \
+             f"(alone {al:.2f})" if "handovers_ms" in r and al else ""
+        rows.append((f"host: {path} reads, {nt} readers (samples/s)", f"{r['rate']:.0f}",
+                     f"median {r['rate_median']:.0f}; CPU {r['cpu_us_per_sample']:.1f} us a "
+                     f"sample (median {r['cpu_us_median']:.1f}, system {r['sys_us_median']:.1f})"
+                     f"; readers' user CPU (Python, the GIL held) {r['readers_user_us']:.1f} "
+                     f"us a sample, system {r['readers_sys_us']:.1f}; taker "
+                     f"{r['taker_cpu_ms_per_batch']:.2f} ms CPU a batch of 256{ho}"))
     w = [max(len(str(r[i])) for r in rows) for i in range(3)]
     return "\n".join(f"{r[0]:<{w[0]}}  {r[1]:>{w[1]}}  {r[2]}" for r in rows)
 
@@ -928,6 +992,13 @@ def host(args: argparse.Namespace) -> dict:
     (the decode thread's share before its decode call), taking batches of 256 as the decode
     thread does. ``--readahead FILE`` loads another ``readahead.py`` (an earlier commit's).
 
+    ``--read-paths python,nogil``: rows with each file read by Python, and with runs of
+    files read in one call that holds no GIL (``millipyde.data.fileread``), alternated per
+    repeat, with ``--threads`` readers each; ``--pace``: the taker takes at that rate.
+    Unless ``--no-gil``, each row runs twice, the second time beside a thread timing blocks
+    of ``--handovers`` GIL hand-overs (as nvImageCodec's decode call makes about two an
+    image), against the same blocks alone. ``--model``: :func:`_decode_model`.
+
     ``--parse``: what is done per sample for nvImageCodec (needs it installed; no GPU):
     ``none`` bytes only; ``taker`` bytes read by the readers, then parsed in the taking thread
     as the decode thread did up to 81bda28 (``CodeStream(bytes)`` and its properties);
@@ -961,6 +1032,197 @@ def host(args: argparse.Namespace) -> dict:
     colour = None if nv is None else (nv.ColorSpec.SYCC, nv.ColorSpec.SRGB,
                                       nv.ColorSpec.UNKNOWN)
 
+    from millipyde.data import fileread, loader
+
+    n = args.samples
+    paths = args.read_paths.split(",")
+    threads = [int(t) for t in str(args.threads).split(",")]
+    # the interval a Loader runs under: a thread taking the GIL back waits up to it
+    saved_switch = sys.getswitchinterval()
+    sys.setswitchinterval(loader.SWITCH_INTERVAL)
+    alone = _handovers(None, args.handovers, args.handover_elems) if args.gil else None
+    if alone:
+        log(f"{args.handovers} GIL hand-overs alone: {alone['median_ms']:.2f} ms (median of "
+            f"{alone['blocks']})")
+    rows = []
+    try:
+        for rep in range(args.repeat):
+            order = paths if rep % 2 == 0 else paths[::-1]  # alternated: the machine drifts
+            for nt in threads:
+                for path in order:
+                    fileread.ENABLED = path == "nogil"
+                    row = _host_row(mod, src, read, nv, colour, args, rep, nt, n)
+                    row.update({"path": path, "threads": nt, "rep": rep})
+                    if args.gil:
+                        pr = _host_row(mod, src, read, nv, colour, args, rep, nt, n,
+                                       probe=True)
+                        row["handovers"] = pr["handovers"]
+                        row["rate_beside_probe"] = pr["rate"]
+                    row["load"] = os.getloadavg()
+                    rows.append(row)
+                    ho = row.get("handovers")
+                    log(f"{path}, {nt} readers, parse {args.parse}: {row['rate']:.0f} samples/s, "
+                        f"{row['cpu_us_per_sample']:.1f} us CPU a sample, taker "
+                        f"{row['taker_cpu_ms_per_batch']:.2f} ms CPU a batch; readers' user "
+                        f"{row['readers_user_us']:.1f} us a sample"
+                        + (f"; {args.handovers} hand-overs {ho['median_ms']:.2f} ms (alone "
+                           f"{alone['median_ms']:.2f})" if ho else "")
+                        + f"; load {row['load'][0]:.1f}")
+    finally:
+        fileread.ENABLED = True
+        sys.setswitchinterval(saved_switch)
+    if args.model:
+        _decode_model(out_model := {}, mod, src, args)
+    else:
+        out_model = {}
+    out: dict = {"readahead": args.readahead or "this tree", "parse": args.parse,
+                 "model": out_model,
+                 "pace": args.pace, "handover_elems": args.handover_elems,
+                 "nogil_available": fileread.available(), "why_not": fileread.why_not(),
+                 "handovers": args.handovers, "alone": alone, "runs": rows, "host": {}}
+    for path in paths:
+        for nt in threads:
+            rs = [r for r in rows if r["path"] == path and r["threads"] == nt]
+            best = {"rate": max(r["rate"] for r in rs),
+                    "cpu_us_per_sample": min(r["cpu_us_per_sample"] for r in rs),
+                    "cpu_us_median": float(np.median([r["cpu_us_per_sample"] for r in rs])),
+                    "sys_us_median": float(np.median([r["sys_us_per_sample"] for r in rs])),
+                    "rate_median": float(np.median([r["rate"] for r in rs])),
+                    "readers_user_us": float(np.median([r["readers_user_us"] for r in rs])),
+                    "readers_sys_us": float(np.median([r["readers_sys_us"] for r in rs])),
+                    "taker_cpu_ms_per_batch": min(r["taker_cpu_ms_per_batch"] for r in rs)}
+            if args.gil:
+                best["handovers_ms"] = float(np.median([r["handovers"]["median_ms"]
+                                                        for r in rs]))
+            out["host"][f"{path}_{nt}"] = best
+    return out
+
+
+def _decode_model(out: dict, mod: Any, src: Any, args: argparse.Namespace) -> None:
+    """The decode worker's loop without a GPU: take 256 samples, then a stand-in for the
+    decode call (``--handovers`` hand-overs: each a sleep of ``--model-sleep-us`` or a NumPy
+    add of ``--model-elems`` float64, with the GIL released, then the GIL taken back), the
+    readers held back from the take to the end of that call (``loader.HOLD_READERS``) or
+    not; samples/s, the call's median ms and the take's mean wait, per read path, alternated
+    per repeat."""
+    a, b = np.zeros(args.model_elems), np.ones(args.model_elems)
+    pause = args.model_sleep_us * 1e-6
+    if pause:
+        import ctypes
+
+        # this thread's timer slack to 1 ns (PR_SET_TIMERSLACK): a sleep of 20 us then
+        # lasts about that, not the default 50 us slack more
+        ctypes.CDLL(None).prctl(29, 1, 0, 0, 0)
+
+    def call() -> float:
+        # each hand-over: the GIL released for the GPU's (or another thread's) work, then
+        # taken back; with --model-sleep-us no CPU is used meanwhile, as on a GPU
+        t = time.perf_counter()
+        for _ in range(args.handovers):
+            if pause:
+                time.sleep(pause)
+            else:
+                np.add(a, b, out=a)
+        return time.perf_counter() - t
+
+    # --model-pin: the readers on the first core, this thread (the decode call) on the second
+    # (os.sched_setaffinity(0) sets the calling thread's on Linux): the call then waits for
+    # the GIL the readers hold, not for a core they use
+    cores = sorted(os.sched_getaffinity(0))
+    pin = args.model_pin and len(cores) >= 2
+    run_reader = mod.ReadAhead._reader
+
+    def pinned_reader(self: Any) -> None:
+        os.sched_setaffinity(0, cores[:1])
+        run_reader(self)
+
+    if pin:
+        os.sched_setaffinity(0, cores[1:2])
+        mod.ReadAhead._reader = pinned_reader
+    try:
+        _model_rows(out, mod, src, args, call)
+    finally:
+        mod.ReadAhead._reader = run_reader
+        os.sched_setaffinity(0, cores)
+    out["pinned"] = pin
+
+
+def _model_rows(out: dict, mod: Any, src: Any, args: argparse.Namespace, call: Any) -> None:
+    """:func:`_decode_model`'s rows."""
+    import contextlib
+
+    from millipyde.data import fileread
+
+    out["call_alone_ms"] = 1000 * float(np.median([call() for _ in range(20)]))
+    out["sleep_us"], out["elems"] = args.model_sleep_us, args.model_elems
+    log(f"model: the decode call alone {out['call_alone_ms']:.2f} ms")
+    n, nt = args.samples, int(str(args.threads).split(",")[0])
+    rows = out["runs"] = []
+    for rep in range(args.repeat):
+        paths = args.read_paths.split(",")
+        for path in paths if rep % 2 == 0 else paths[::-1]:
+            for hold in (True, False):
+                fileread.ENABLED = path == "nogil"
+                plan = iter(np.random.default_rng(rep).integers(0, len(src), n).tolist())
+                ra = mod.ReadAhead(src, plan, threads=nt)
+                calls, wait = [], 0.0
+                t0 = time.perf_counter()
+                left = n
+                while left:
+                    k = min(256, left)
+                    with ra.held_back() if hold else contextlib.nullcontext():
+                        tw = time.perf_counter()
+                        ra.take_many(k)
+                        wait += time.perf_counter() - tw
+                        calls.append(call())
+                    left -= k
+                dt = time.perf_counter() - t0
+                ra.close()
+                fileread.ENABLED = True
+                rows.append({"path": path, "hold": hold, "rep": rep, "rate": n / dt,
+                             "call_ms": 1000 * float(np.median(calls)),
+                             "wait_ms": 1000 * wait / len(calls), "load": os.getloadavg()})
+                log(f"model: {path}, {nt} readers, held {hold}: {rows[-1]}")
+    for path in args.read_paths.split(","):
+        for hold in (True, False):
+            rs = [r for r in rows if r["path"] == path and r["hold"] == hold]
+            out[f"{path}_{'held' if hold else 'not_held'}"] = {
+                "rate": float(np.median([r["rate"] for r in rs])),
+                "call_ms": float(np.median([r["call_ms"] for r in rs])),
+                "wait_ms": float(np.median([r["wait_ms"] for r in rs])), "threads": nt}
+
+
+def _handovers(stop: Any, count: int, elems: int, blocks: int = 30) -> dict:
+    """Wall time of blocks of ``count`` GIL hand-overs, as nvImageCodec's decode call makes
+    about two an image: each a NumPy add over ``elems`` float64 (which releases the GIL for
+    its few microseconds of work, then takes it back), or ``time.sleep(0)`` for 0 (which
+    sleeps the timer slack, ~60 us on some kernels); alone, or (``stop`` an Event) in blocks
+    until it is set."""
+    a, b = np.zeros(max(1, elems)), np.ones(max(1, elems))
+
+    def one() -> None:
+        if elems:
+            np.add(a, b, out=a)
+        else:
+            time.sleep(0)
+
+    times = []
+    while len(times) < blocks if stop is None else not stop.is_set():
+        t = time.perf_counter()
+        for _ in range(count):
+            one()
+        times.append(time.perf_counter() - t)
+    return {"median_ms": 1000 * float(np.median(times)) if times else float("nan"),
+            "p90_ms": 1000 * float(np.percentile(times, 90)) if times else float("nan"),
+            "blocks": len(times)}
+
+
+def _host_row(mod: Any, src: Any, read: Any, nv: Any, colour: Any, args: argparse.Namespace,
+              rep: int, threads: int, n: int, probe: bool = False) -> dict:
+    """One pass of ``n`` samples through a read-ahead of ``threads`` readers, taken 256 at a
+    time (``probe``: a thread times GIL hand-overs meanwhile)."""
+    import threading
+
     def parse_in_taker(datas: list) -> None:
         # the decode thread's per-image calls before its decode call, up to 81bda28
         for data in datas:
@@ -968,39 +1230,69 @@ def host(args: argparse.Namespace) -> dict:
             if cs.codec_name == "jpeg" and cs.num_channels == 3 and cs.color_spec in colour:
                 int(cs.width) * int(cs.height)
 
-    n = args.samples
-    rows = []
-    for rep in range(args.repeat):
-        plan = iter(np.random.default_rng(rep).integers(0, len(src), n).tolist())
-        ra = mod.ReadAhead(src, plan, threads=8, **({"read": read} if read else {}))
-        c0, t0 = os.times(), time.perf_counter()
-        taker_cpu = taker_wall = 0.0
-        left = n
-        while left:
-            k = min(256, left)
-            tc, tw = time.thread_time(), time.perf_counter()
-            if hasattr(ra, "take_many"):
-                got = ra.take_many(k)
-            else:
-                got = [ra.take() for _ in range(k)]
-            if args.parse == "taker":
-                parse_in_taker([d for _, d in got])
-            taker_cpu += time.thread_time() - tc
-            taker_wall += time.perf_counter() - tw
-            left -= k
-        dt = time.perf_counter() - t0
-        c1 = os.times()
-        ra.close()
-        cpu_s = (c1.user - c0.user) + (c1.system - c0.system)
-        nb = -(-n // 256)
-        rows.append({"rate": n / dt, "cpu_ms_per_1000": 1000 * cpu_s / n * 1000,
-                     "taker_cpu_ms_per_batch": 1000 * taker_cpu / nb,
-                     "taker_wall_ms_per_batch": 1000 * taker_wall / nb})
-        log(f"read path {args.readahead or 'this tree'}, parse {args.parse}: {rows[-1]}")
-    return {"readahead": args.readahead or "this tree", "parse": args.parse, "runs": rows,
-            "rate": max(r["rate"] for r in rows),
-            "cpu_ms_per_1000": min(r["cpu_ms_per_1000"] for r in rows),
-            "taker_cpu_ms_per_batch": min(r["taker_cpu_ms_per_batch"] for r in rows)}
+    import resource
+
+    # each reader thread's own user and system CPU (getrusage of the thread, at its end):
+    # its user time is Python's (the GIL held; the native reader's own user time is a loop
+    # over 32 files), its system time the reads (the GIL released)
+    usage: list = []
+    run_reader = mod.ReadAhead._reader
+
+    def reader(self: Any) -> None:
+        try:
+            run_reader(self)
+        finally:
+            ru = resource.getrusage(resource.RUSAGE_THREAD)
+            usage.append((ru.ru_utime, ru.ru_stime))
+
+    plan = iter(np.random.default_rng(rep).integers(0, len(src), n).tolist())
+    mod.ReadAhead._reader = reader
+    try:
+        ra = mod.ReadAhead(src, plan, threads=threads, **({"read": read} if read else {}))
+    finally:
+        mod.ReadAhead._reader = run_reader
+    stop, box = threading.Event(), {}
+    prober = None
+    if probe:
+        prober = threading.Thread(target=lambda: box.update(
+            h=_handovers(stop, args.handovers, args.handover_elems)))
+        prober.start()
+    c0, t0 = os.times(), time.perf_counter()
+    taker_cpu = taker_wall = 0.0
+    left = n
+    while left:
+        k = min(256, left)
+        if args.pace:  # taken at a set rate, as a decode thread that decodes that fast
+            ahead = t0 + (n - left) / args.pace - time.perf_counter()
+            if ahead > 0:
+                time.sleep(ahead)
+        tc, tw = time.thread_time(), time.perf_counter()
+        if hasattr(ra, "take_many"):
+            got = ra.take_many(k)
+        else:
+            got = [ra.take() for _ in range(k)]
+        if args.parse == "taker":
+            parse_in_taker([d for _, d in got])
+        taker_cpu += time.thread_time() - tc
+        taker_wall += time.perf_counter() - tw
+        left -= k
+    dt = time.perf_counter() - t0
+    c1 = os.times()
+    stop.set()
+    if prober is not None:
+        prober.join()
+    ra.close()
+    cpu_s = (c1.user - c0.user) + (c1.system - c0.system)
+    nb = -(-n // 256)
+    # the readers may read ahead past the plan's end: per sample of the window they read
+    read_n = getattr(ra, "_claimed", n)
+    return {"rate": n / dt, "cpu_us_per_sample": 1e6 * cpu_s / n,
+            "readers_user_us": 1e6 * sum(u for u, _ in usage) / max(1, read_n),
+            "readers_sys_us": 1e6 * sum(s for _, s in usage) / max(1, read_n),
+            "sys_us_per_sample": 1e6 * (c1.system - c0.system) / n,
+            "taker_cpu_ms_per_batch": 1000 * taker_cpu / nb,
+            "taker_wall_ms_per_batch": 1000 * taker_wall / nb,
+            "handovers": box.get("h"), "fast": getattr(ra, "_read_run", None) is not None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1032,7 +1324,11 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--paths-rounds", type=int, default=1)
     g.add_argument("--rows", default=None, metavar="ROW,ROW,...",
                    help="only these rows, in this order: decode, folder_worker, shards_worker, "
-                        "folder_in_process, shards_in_process")
+                        "folder_in_process, shards_in_process; +pyread after a row: its "
+                        "files read by Python per file (millipyde.data.fileread.ENABLED off); "
+                        "+nohold: its readers not held back during the decode call "
+                        "(loader.HOLD_READERS off); e.g. folder_worker+pyread+nohold; #2 "
+                        "after a name repeats a row")
     g.add_argument("--variants", action="store_true",
                    help="also the folder row with samples parsed in the readers, with one copy "
                         "call per image, with a 5 ms switch interval; the arena copy check")
@@ -1053,6 +1349,28 @@ def main(argv: list[str] | None = None) -> int:
     h.add_argument("--readahead", default=None)
     h.add_argument("--parse", default="none", choices=("none", "taker", "readers",
                                                         "readers-python"))
+    h.add_argument("--read-paths", default="python,nogil",
+                   help="python: each file read by Python; nogil: runs of files read in one "
+                        "call without the GIL (millipyde.data.fileread); alternated per repeat")
+    h.add_argument("--threads", default="2,8", help="reader threads, a row each")
+    h.add_argument("--handovers", type=int, default=512,
+                   help="GIL hand-overs a block of the probe thread")
+    h.add_argument("--handover-elems", type=int, default=20000,
+                   help="float64 elements of the probe's NumPy add, which releases the GIL "
+                        "for its work (0: time.sleep(0))")
+    h.add_argument("--no-gil", dest="gil", action="store_false",
+                   help="no GIL probe pass")
+    h.add_argument("--model", action="store_true",
+                   help="also the decode worker's loop with a stand-in decode call")
+    h.add_argument("--model-sleep-us", type=float, default=20,
+                   help="each hand-over of the stand-in decode call sleeps this long "
+                        "(0: a NumPy add of --model-elems float64 instead, which uses a core)")
+    h.add_argument("--model-pin", action="store_true",
+                   help="the model's readers on one core, its decode call on another")
+    h.add_argument("--model-elems", type=int, default=80000,
+                   help="float64 elements of each of the stand-in call's NumPy adds")
+    h.add_argument("--pace", type=float, default=0,
+                   help="samples/s the taker takes at (0: as fast as the readers read)")
     h.add_argument("--out", default=".")
     au = sub.add_parser("augment", help="millipyde augment of a tree over a folder (64 "
                                          "outputs to warm up, then N timed), as JSON")

@@ -17,7 +17,7 @@ import pytest
 from test_data_generator import BAD, OPS, _bad_tree, _epoch, _tree
 
 import millipyde as mp
-from millipyde.data import BadSampleError, DecodeWorkerError, process
+from millipyde.data import BadSampleError, DecodeWorkerError, fileread, process
 
 pytestmark = pytest.mark.skipif(not process.supported(), reason="no memfd / fd passing here")
 
@@ -44,6 +44,7 @@ def test_worker_batches_equal_in_process_and_slots_recycle(tmp_path, monkeypatch
     b, msgs_b, _ = _run(here, 2, 4)
     assert isinstance(loader, process.ProcessLoader)
     assert loader._proc.returncode is not None  # closed with its batches: the worker ended
+    assert loader.reader.nogil_reads is fileread.available()  # runs read without the GIL
     assert len(a) == len(b) == 12
     for (x, s, y), (x2, s2, y2) in zip(a, b, strict=True):
         assert np.array_equal(x, x2) and np.array_equal(s, s2) and np.array_equal(y, y2)
@@ -161,3 +162,13 @@ def test_a_worker_that_cannot_rebuild_the_source_says_so(tmp_path) -> None:
     bs.close()
     gen.close()
     assert proc.poll() is not None
+
+
+def test_worker_reads_files_as_the_training_process_says(tmp_path, monkeypatch) -> None:
+    # fileread.ENABLED off in this process: the worker reads each file by Python too
+    _tree(tmp_path)
+    monkeypatch.setattr(fileread, "ENABLED", False)
+    gen = mp.Generator(tmp_path, OPS, seed=0, decode_process=True)
+    _, _, loader = _run(gen, 4, 1)
+    assert isinstance(loader, process.ProcessLoader) and loader.reader.nogil_reads is False
+    gen.close()

@@ -68,6 +68,8 @@ import numpy as np
 
 from .. import config
 from ..backend import ACTIVE as runtime
+from . import fileread
+from . import loader as loader_mod
 from .loader import AHEAD, BadSampleError, BadSamples, DecodedBatch
 from .readahead import MAX_ITEMS, READ_THREADS, WINDOW_BYTES
 
@@ -163,7 +165,7 @@ class ProcessLoader:
         #: the worker's decoder and read-ahead, as far as reports need them (``name``,
         #: ``on_gpu``, ``on_host``; ``peak``), updated with each batch
         self.decoder = SimpleNamespace(name=decoder, on_gpu=None, on_host=None)
-        self.reader = SimpleNamespace(peak=0)
+        self.reader = SimpleNamespace(peak=0, nogil_reads=None)  # the worker's, per batch
         self._cond = threading.Condition()
         self._send_lock = threading.Lock()
         self._ready: dict[int, Any] = {}
@@ -188,6 +190,8 @@ class ProcessLoader:
                 "first": self.first, "known": sorted(bad.known), "backend": runtime.name,
                 "host": self.host,
                 "max_slots": self._most,
+                # the worker reads files as this process would (the bench switches it)
+                "nogil_reads": fileread.ENABLED, "hold_readers": loader_mod.HOLD_READERS,
                 "name": self.name}, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as err:
             raise DecodeWorkerError(
@@ -352,6 +356,7 @@ class ProcessLoader:
             self.decoder.name = stats["decoder"]
             self.decoder.on_gpu, self.decoder.on_host = stats["on_gpu"], stats["on_host"]
             self.reader.peak = stats["read_peak"]
+            self.reader.nogil_reads = stats.get("nogil_reads")
             with self._cond:
                 self._ready[b] = self._wrap(sid, ks, samples, offsets, shapes, dtypes)
                 self._cond.notify_all()
@@ -815,6 +820,8 @@ def worker_main(fd: int) -> int:
         from .loader import Loader
 
         device = int(cfg["device"])
+        fileread.ENABLED = bool(cfg.get("nogil_reads", fileread.ENABLED))
+        loader_mod.HOLD_READERS = bool(cfg.get("hold_readers", loader_mod.HOLD_READERS))
         bad = _Recording(cfg["known"])
         decoder = make_decoder(cfg["decoder"], device)
         loader = Loader(cfg["source"], cfg["sampler"], inbox.plan, decoder, device, bad,
@@ -854,7 +861,8 @@ def worker_main(fd: int) -> int:
                        {**loader.stats, "decoder": decoder.name,
                         "on_gpu": getattr(decoder, "on_gpu", None),
                         "on_host": getattr(decoder, "on_host", None),
-                        "read_peak": loader.reader.peak}))
+                        "read_peak": loader.reader.peak,
+                        "nogil_reads": loader.reader.nogil_reads}))
             del db
             inbox.drop_plans(b)
         with inbox.cond:  # wait for stop (or the socket's end): batches stay leased till then

@@ -1,16 +1,18 @@
 """Encoded bytes read ahead of the decoder by a bounded pool of threads, in a bounded window.
 
 A :class:`ReadAhead` reads the samples a plan names, in the plan's order, with ``threads``
-reader threads (file reads release the GIL), and hands them out in that order (:meth:`take`,
+reader threads (file reads release the GIL; a folder's files are read a run at a time
+without it, ``fileread``), and hands them out in that order (:meth:`take`,
 :meth:`take_many`). What it holds is bounded: samples read but not taken stay under ``window``
 bytes (one run of samples at least, so a large one still goes through) and ``max_items``
 samples; a reader reserves a sample's size before it reads it (the source's size where it knows
 it, else the mean so far), so the bytes in flight exceed the window by at most one sample per
 reader. Memory therefore does not grow with the dataset, however large.
 
-Readers claim runs of up to ``RUN`` consecutive samples, and a thread is woken only when there
-is something for it (a reader when the window has room, the consumer when the sample it waits
-for has arrived): at tens of thousands of samples a second, waking every thread on every sample
+Readers claim runs of up to ``RUN`` consecutive samples (``fileread.RUN`` where a run of the
+source's files is read in one call that holds no GIL), and a thread is woken only when there is
+something for it (a reader when the window has room, the consumer when the sample it waits for
+has arrived): at tens of thousands of samples a second, waking every thread on every sample
 would spend the GIL on wake-ups.
 
 While :meth:`held_back` is entered (the decode thread's decode call), readers finish the run
@@ -30,6 +32,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from . import fileread
 
 #: default bound on the bytes read ahead
 WINDOW_BYTES = 256 << 20
@@ -70,6 +74,17 @@ class ReadAhead:
                  read: Callable[[int], Any] | None = None) -> None:
         self.source = source
         self._read = read if read is not None else source.read
+        # a source of files reads a run in one call that holds no GIL (fileread): every
+        # sample read by Python hands the GIL over several times, taking it from the decode
+        # call; a file the run did not read whole goes through ``read`` (its usual error)
+        run_read = getattr(source, "read_run", None) \
+            if read is None and getattr(source, "reads_runs", False) else None
+        self._read_run = run_read if run_read is not None and fileread.ENABLED and \
+            fileread.available() else None
+        #: runs of the source's files are read in one call without the GIL (``fileread``)
+        self.nogil_reads = self._read_run is not None
+        #: samples a reader claims at once
+        self.run = fileread.RUN if self.nogil_reads else RUN
         self._plan = plan
         self.window = int(window)
         self.max_items = max(1, int(max_items))
@@ -113,7 +128,7 @@ class ReadAhead:
         if self._stopped or self._done:
             return None
         run = []
-        while len(run) < RUN and not self._full():
+        while len(run) < self.run and not self._full():
             try:
                 i = next(self._plan)
             except StopIteration:
@@ -138,10 +153,17 @@ class ReadAhead:
                 run = self._claim()
             if run is None:
                 return
-            got_all = []
-            for q, i, est in run:
+            whole: list[Any] = [None] * len(run)
+            if self._read_run is not None:
                 try:
-                    value: Any = self._read(i)
+                    whole = self._read_run([i for _, i, _ in run])
+                except Exception:  # out of memory for the run, say: each read below instead
+                    whole = [None] * len(run)
+            got_all = []
+            for (q, i, est), value in zip(run, whole, strict=True):
+                try:
+                    if value is None:
+                        value = self._read(i)
                     got = len(value)
                 except Exception as err:  # a bad sample: the caller names it and refills it
                     value, got = err, 0
