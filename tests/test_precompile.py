@@ -72,7 +72,7 @@ SCRIPT = textwrap.dedent('''
 
 
 # the generated host modules a recording compiles in its own process (their first lines)
-RECORDING_HOST = ("# millipyde generated batched affine maps",
+RECORDING_HOST = ("# millipyde generated per-row affine maps",
                   "# millipyde generated warp-clip decisions")
 
 
