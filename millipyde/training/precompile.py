@@ -23,6 +23,7 @@ always did.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import os
@@ -44,7 +45,7 @@ from .precompile_workers import _what, _Workers, startup_summary
 #: False turns it off (benchmarks compare).
 ENABLED = True
 #: The consuming process compiles jobs too, while its worker processes start
-#: (``_Workers(here=True)``); False: only the workers (tests count what each compiled).
+#: (``_Workers.compile_here``); False: only the workers (tests count what each compiled).
 IN_PROCESS = True
 #: At most this many worker processes. Each creates a GPU context, which the driver makes one
 #: at a time, and compiles beside the others: more processes start later and compile slower
@@ -52,6 +53,9 @@ IN_PROCESS = True
 MAX_PROCESSES = 8
 _done: set[tuple] = set()
 _lock = threading.Lock()
+#: the pool ``start_workers`` started, until a compiling ahead takes it (at most one)
+_ahead: list[tuple[_Workers, float]] = []
+_exit_hook: list[bool] = []
 #: what the last ``precompile`` of this process returned (benchmarks report it)
 last: dict = {}
 
@@ -59,6 +63,53 @@ last: dict = {}
 def wanted() -> bool:
     """Whether ``Generator.batches`` precompiles here (``ENABLED`` on a real GPU backend)."""
     return ENABLED and runtime.caps.tuned_kernels
+
+
+def _processes(processes: int | None) -> int:
+    return processes or max(1, min(os.cpu_count() or 1, MAX_PROCESSES))
+
+
+def start_workers(processes: int | None = None) -> bool:
+    """Start the compile workers of this process's next compiling ahead now, where it is
+    ``wanted``: their start-up (an interpreter, imports, a GPU context each, a first compile:
+    2-3 s on an H200) then overlaps what this process does before it records the chain
+    (imports, reading inputs). ``millipyde augment`` calls it first thing on a cold cache.
+
+    The next ``precompile`` or ``precompile_outputs`` that has jobs takes the pool (with
+    ``processes`` workers, default as theirs); one that finds its chain compiled, or
+    ``stop_workers``, or the process's exit, kills them. Returns whether a pool was started
+    (False: not wanted here, or one is waiting already).
+    """
+    if not wanted():
+        return False
+    with _lock:
+        if _ahead:
+            return False
+        workers = _Workers(_processes(processes), warm=runtime.codegen_target)
+        _ahead.append((workers, time.perf_counter()))
+        if not _exit_hook:
+            atexit.register(stop_workers)
+            _exit_hook.append(True)
+    return True
+
+
+def stop_workers() -> None:
+    """Kill the workers ``start_workers`` started that no compiling ahead took (none: a
+    no-op)."""
+    with _lock:
+        got = _ahead.pop() if _ahead else None
+    if got is not None:
+        got[0].stop()
+
+
+def _take_workers(n: int) -> tuple[_Workers, float] | None:
+    """The pool started ahead, if any and of ``n`` workers (another size: killed)."""
+    with _lock:
+        got = _ahead.pop() if _ahead else None
+    if got is not None and got[0].n != n:
+        got[0].stop()
+        return None
+    return got
 
 
 def _in_disk_cache(kernel: Any, argtypes: tuple) -> bool:
@@ -239,7 +290,9 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
     ``processes``, ``record_seconds`` (making every pattern's outputs, launches recorded),
     ``compile_seconds`` (the slowest job, in its worker), ``slowest``, ``last_job`` and
     ``ready_seconds`` (``_timeline``), ``worker_start`` (per start-up step of the workers,
-    ``precompile_workers.startup_summary``) and ``seconds``.
+    ``precompile_workers.startup_summary``), ``workers_ahead_seconds`` (how long before this
+    call ``start_workers`` started them; 0: started here; the timeline's times count from
+    their start) and ``seconds``.
     """
     from . import warmup
 
@@ -273,19 +326,32 @@ def _compile_ahead(key: tuple, record: Any, processes: int | None) -> dict:
             _done.add(key)
             last.clear()
             last.update({"jobs": 0, "failed": 0, "processes": 0, "in_process": 0,
-                         "record_seconds": 0.0,
+                         "record_seconds": 0.0, "workers_ahead_seconds": 0.0,
                          "compile_seconds": 0.0, "slowest": [], "last_job": None,
                          "ready_seconds": {}, "worker_start": {}, "seconds": 0.0})
-            return dict(last)
-        _done.add(key)
+            early = True
+        else:
+            _done.add(key)
+            early = False
+    if early:
+        stop_workers()  # nothing to compile: a pool started ahead is not needed
+        return dict(last)
     t0 = time.perf_counter()
-    n = processes or max(1, min(os.cpu_count() or 1, MAX_PROCESSES))
-    # workers start now and prepare while the outputs are recorded
-    workers = _Workers(n, warm=runtime.codegen_target, here=IN_PROCESS)
+    n = _processes(processes)
+    # workers started ahead (``start_workers``), else now: they prepare while the outputs
+    # are recorded
+    got = _take_workers(n)
+    if got is None:
+        workers, ahead = _Workers(n, warm=runtime.codegen_target), 0.0
+    else:
+        workers, ahead = got[0], t0 - got[1]
+    if IN_PROCESS:
+        workers.compile_here()
     jobs = _Jobs(workers)
     try:
         record(jobs)
         recorded = time.perf_counter() - t0
+        workers.recorded()
     finally:
         workers.close()
     ok = [r[1] for r in workers.results if r[0]]
@@ -298,7 +364,8 @@ def _compile_ahead(key: tuple, record: Any, processes: int | None) -> dict:
     last.update({"jobs": len(jobs.seen), "failed": len(jobs.seen) - len(ok), "processes": n,
                  "in_process": len(workers.here),
                  "errors": sorted({str(r[1])[:200] for r in workers.results if not r[0]}),
-                 "record_seconds": recorded, "compile_seconds": max(ok, default=0.0),
+                 "record_seconds": recorded, "workers_ahead_seconds": round(ahead, 3),
+                 "compile_seconds": max(ok, default=0.0),
                  **_timeline(workers, jobs), "worker_start": startup_summary(workers.starts),
                  "seconds": time.perf_counter() - t0})
     return dict(last)
