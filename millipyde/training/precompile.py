@@ -364,7 +364,7 @@ def _compile_ahead(key: tuple, record: Any, processes: int | None) -> dict:
     last.update({"jobs": len(jobs.seen), "failed": len(jobs.seen) - len(ok), "processes": n,
                  "in_process": len(workers.here),
                  "errors": sorted({str(r[1])[:200] for r in workers.results if not r[0]}),
-                 "record_seconds": recorded, "workers_ahead_seconds": round(ahead, 3),
+                 "record_seconds": recorded, "workers_ahead_seconds": ahead,
                  "compile_seconds": max(ok, default=0.0),
                  **_timeline(workers, jobs), "worker_start": startup_summary(workers.starts),
                  "seconds": time.perf_counter() - t0})
