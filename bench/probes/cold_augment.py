@@ -7,7 +7,8 @@
 Per repeat, recipe and tree (interleaved, so that trees meet the same load), a fresh process
 with an empty ``MILLIPYDE_CACHE_DIR`` times, in-process, ``from millipyde import cli``
 (``import_s``) and then ``cli.main(["augment", "-o", OUT, "-n", N, "--seed", "0", "--recipe",
-R, "-q"])`` (``wall_s``: both), and prints ``precompile.last`` (jobs, the in-process share,
+R, "-q"])`` (``wall_s``: both; when compiling ahead began and ended, in seconds since the
+import began), and prints ``precompile.last`` (jobs, the in-process share,
 how long before compiling ahead its workers were started, their start-up steps, the last job
 and the slowest). A run starts only while ``--budget`` seconds have not passed; a summary
 table (best and mean wall per recipe and tree) ends the output.
@@ -29,15 +30,27 @@ import json, os, sys, time
 t0 = time.perf_counter()
 from millipyde import cli
 t1 = time.perf_counter()
+from millipyde.training import precompile
+real, marks = precompile._compile_ahead, []
+
+
+def timed(*a, **k):
+    marks.append(time.perf_counter() - t0)
+    try:
+        return real(*a, **k)
+    finally:
+        marks.append(time.perf_counter() - t0)
+
+
+precompile._compile_ahead = timed
 rc = cli.main(sys.argv[1:])
 t2 = time.perf_counter()
-from millipyde.training import precompile
 import millipyde
 last = dict(precompile.last)
 keep = ("jobs", "failed", "in_process", "processes", "workers_ahead_seconds",
         "record_seconds", "seconds", "worker_start", "last_job", "slowest", "errors")
 print("RESULT " + json.dumps({"rc": rc, "import_s": t1 - t0, "wall_s": t2 - t0,
-                              "package": millipyde.__file__,
+                              "package": millipyde.__file__, "compile_ahead_at": marks,
                               "precompile": {k: last.get(k) for k in keep}}, default=str))
 """
 
@@ -92,8 +105,12 @@ def main() -> None:
                               flush=True)
                         continue
                     pre = got["precompile"]
+                    at = ", ".join(f"{a:.2f}-{b:.2f}" for a, b in
+                                   zip(got["compile_ahead_at"][::2],
+                                       got["compile_ahead_at"][1::2], strict=False))
                     print(f"{recipe:9s} {name:5s} #{rep} import_s {got['import_s']:.2f} "
                           f"wall_s {got['wall_s']:.2f} (process {got['process_s']:.2f}) "
+                          f"compiling ahead at {at or '-'} s, "
                           f"precompile {pre.get('seconds') or 0:.2f} s, jobs {pre.get('jobs')} "
                           f"({pre.get('in_process')} here, {pre.get('failed')} failed), "
                           f"workers started {pre.get('workers_ahead_seconds') or 0:.2f} s "
