@@ -56,6 +56,8 @@ _lock = threading.Lock()
 #: the pool ``start_workers`` started, until a compiling ahead takes it (at most one)
 _ahead: list[tuple[_Workers, float]] = []
 _exit_hook: list[bool] = []
+#: the thread ``start_workers`` opened this process's device contexts in
+_opening: list[threading.Thread] = []
 #: what the last ``precompile`` of this process returned (benchmarks report it)
 last: dict = {}
 
@@ -85,6 +87,13 @@ def start_workers(processes: int | None = None) -> bool:
     with _lock:
         if _ahead:
             return False
+        # this process's device contexts first: the driver makes contexts one at a time,
+        # and this process's own (its imports then read the devices) would otherwise queue
+        # behind its workers' (they reach theirs ~1 s after they start)
+        contexts = threading.Thread(target=_open_devices, daemon=True,
+                                    name="millipyde-open-devices")
+        contexts.start()
+        _opening.append(contexts)
         workers = _Workers(_processes(processes), warm=runtime.codegen_target)
         _ahead.append((workers, time.perf_counter()))
         if not _exit_hook:
@@ -93,13 +102,24 @@ def start_workers(processes: int | None = None) -> bool:
     return True
 
 
+def _open_devices() -> None:
+    """Make this process's device contexts (``runtime.device_infos`` visits every device);
+    a failure is left to the framework's own first use of the devices, which reports it."""
+    with contextlib.suppress(Exception):
+        runtime.device_infos()
+
+
 def stop_workers() -> None:
     """Kill the workers ``start_workers`` started that no compiling ahead took (none: a
     no-op)."""
     with _lock:
         got = _ahead.pop() if _ahead else None
+        opening = list(_opening)
+        _opening.clear()
     if got is not None:
         got[0].stop()
+    for t in opening:
+        t.join(60)
 
 
 def _take_workers(n: int) -> tuple[_Workers, float] | None:
