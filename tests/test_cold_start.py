@@ -37,8 +37,10 @@ def test_importing_the_command_compiles_nothing_and_leaves_the_framework_for_lat
 
         ev.register("numba:compile", Listen())
         from millipyde import cli
+        from millipyde.training import precompile  # what augment imports before its workers
         first = sorted(m for m in ("networkx", "scipy.special", "millipyde.graph.exec",
-                                   "millipyde.training.recipes", "millipyde.image")
+                                   "millipyde.training.recipes", "millipyde.image",
+                                   "millipyde.devices")
                        if m in sys.modules)
         from millipyde.training import recipes
         import millipyde as mp

@@ -38,7 +38,6 @@ from ..backend import ACTIVE as runtime
 from ..graph.codegen.compile_worker import compile_job as _compile  # noqa: F401
 from ..graph.codegen.compile_worker import prepare as _prepare  # noqa: F401
 from ..graph.codegen.compile_worker import serve  # noqa: F401  (the worker's loop)
-from ..workers import StepError
 from .precompile_workers import _what, _Workers, startup_summary
 
 #: ``Generator.batches`` precompiles on backends whose compiles take seconds (real GPUs);
@@ -443,6 +442,9 @@ def _chain_failed(err: BaseException) -> bool:
     """Whether ``err`` is an Operation of the chain failing on the inputs while its launches
     were recorded: the batches or outputs raise it themselves, naming the operation and the
     output, so compiling ahead stops without a warning of its own."""
+    # (here: ``workers`` imports the framework, which ``start_workers`` runs ahead of)
+    from ..workers import StepError
+
     return isinstance(err, StepError) or isinstance(getattr(err, "err", None), StepError)
 
 
