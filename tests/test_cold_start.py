@@ -195,3 +195,41 @@ def test_augment_starts_the_workers_first_on_a_cold_cache_only(tmp_path, monkeyp
     with pytest.raises(RuntimeError):
         cli.augment(args)
     assert calls == ["run", "stop"]
+
+
+@pytest.mark.ptx
+def test_a_cuda_worker_makes_its_context_beside_its_first_compile():
+    """``compile_worker._context_beside_compiler``: the context in another thread while the
+    first kernel compiles to PTX for the device's compute capability (no GPU: a stand-in for
+    numba-cuda's device list and context, the PTX compile real); a context that fails is
+    raised."""
+    pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
+    import types
+
+    import numpy as np
+    from numba import typeof
+
+    from millipyde.graph.codegen import compile_worker, loader
+    from millipyde.graph.codegen.target import HEADER
+
+    loop = "    i = cuda.grid(1)\n    if i < src.size:\n"
+    mod = loader.load(HEADER["cuda"] + "\n# (the overlap test's)\n"
+                      + compile_worker._PREPARE.format(jit="cuda.jit", loop=loop), "cuda")
+    sig = tuple(typeof(np.zeros(1, t)) for t in (np.uint8, np.float64))
+    made: list[int] = []
+
+    def context():
+        made.append(threading.get_ident())
+
+    fake = types.SimpleNamespace(gpus=[types.SimpleNamespace(compute_capability=(9, 0))],
+                                 current_context=context)
+    times: dict = {}
+    compile_worker._context_beside_compiler(fake, mod.kernel.py_func, sig, times)
+    assert made and made[0] != threading.get_ident() and "context" in times
+
+    def broken():
+        raise RuntimeError("no context for you")
+
+    fake.current_context = broken
+    with pytest.raises(RuntimeError, match="no context for you"):
+        compile_worker._context_beside_compiler(fake, mod.kernel.py_func, sig, {})
