@@ -10,7 +10,9 @@ the same generated module from the cache directory and compiles it for the recor
 types, which numba saves to the disk cache. Jobs go out while the recording goes on, to
 worker processes started with it (``precompile_workers``; each imports only what compiling
 needs, ``graph.codegen.compile_worker``), so the wait is about a worker's start and the
-slowest compile, not the sum of the compiles. The real first batch
+slowest compile, not the sum of the compiles. A command that knows it will compile (``millipyde
+augment`` on a cold cache) starts the workers before its own imports (``start_workers``); the
+next compiling ahead takes them. The real first batch
 then loads every kernel from the disk cache; a second Generator of the same chain (another
 seed) finds all of them, every coin pattern included, and compiles nothing.
 
