@@ -13,9 +13,18 @@ from typing import Any
 
 import numpy as np
 
-from .training.recipes import colorize_if_colour, figure_5_1_operations  # noqa: F401  (public here too)
-
 SAMPLES = ("astronaut", "chelsea", "coffee", "rocket", "logo", "camera")
+
+
+def __getattr__(name: str) -> Any:
+    """The recipes' ``colorize_if_colour`` and ``figure_5_1_operations``, public here too,
+    imported on first use (``millipyde augment`` starts its compile workers before it imports
+    the framework)."""
+    if name in ("colorize_if_colour", "figure_5_1_operations"):
+        from .training import recipes
+
+        return getattr(recipes, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def sample_images() -> list:
@@ -126,13 +135,23 @@ class EncoderPool:
             self.pool.shutdown(wait=True)
 
 
+def _done_marker(recipe: str) -> Path:
+    """The file written after a run of ``recipe``: the kernel cache holds its kernels."""
+    import millipyde as mp
+
+    from .source_cache import cache_dir
+
+    return cache_dir() / f"augment-{recipe}-{mp.backend()}.done"
+
+
 def _compiling_notice(recipe: str) -> Path:
     """Say that kernels compile on this recipe's first run here; the marker written after a
     run (its path returned) says the cache holds them."""
     import millipyde as mp
-    from millipyde.graph.codegen.loader import cache_dir
 
-    marker = cache_dir() / f"augment-{recipe}-{mp.backend()}.done"
+    from .source_cache import cache_dir
+
+    marker = _done_marker(recipe)
     if not marker.exists():
         print(f"first run of recipe {recipe!r} on {mp.backend()}: compiling its kernels (they "
               f"are cached in {cache_dir()} for the next runs)", flush=True)
@@ -146,12 +165,6 @@ def augment(args: argparse.Namespace) -> int:
     by nvImageCodec where installed), augmented in batches, and written by a pool of encoder
     threads (PNG, or JPEG with ``--format jpeg``).
     """
-    from tqdm import tqdm
-
-    import millipyde as mp
-
-    from .io import check_outputs_apart, iter_image_files
-
     if args.n < 1:
         raise SystemExit("millipyde augment: -n must be at least 1")
     if args.batch < 1 or args.writers < 1 or not 1 <= args.quality <= 100:
@@ -159,6 +172,24 @@ def augment(args: argparse.Namespace) -> int:
                          "--quality in 1..100")
     if args.cluster is not None:
         return augment_on_cluster(args)
+    from .training import precompile
+
+    # first thing on a cold cache (only the backend is imported yet): the compile workers
+    # start, and their seconds of start-up overlap this process's imports and input reading
+    if not _done_marker(args.recipe).exists():
+        precompile.start_workers()
+    try:
+        return _augment(args)
+    finally:
+        precompile.stop_workers()  # a pool no compiling ahead took (an error, nothing to do)
+
+
+def _augment(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    import millipyde as mp
+
+    from .io import check_outputs_apart, iter_image_files
     from .training.recipes import DETECTION_SAMPLES, detection_samples, operations
 
     out_dir = Path(args.output)
@@ -339,6 +370,8 @@ def warmup(args: argparse.Namespace) -> int:
     """``millipyde warmup``: compile the figure-5.1 kernels ahead (``training.warmup``)."""
     import millipyde as mp
     from millipyde.training import warmup as wu
+
+    from .training.recipes import colorize_if_colour, figure_5_1_operations
 
     shape = parse_shape(args.shape)
     recipes = [figure_5_1_operations()]

@@ -23,6 +23,7 @@ Value conventions (what the function sees and returns):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -45,10 +46,16 @@ class UserOp:
 
     The op's name holds the key of what the function computes (``user_functions``): the
     kernels it is fused into are cached under it, in memory and on disk.
+
+    ``check=False`` skips the host compile that proves, at decoration, that the function
+    compiles and returns what ``kind`` needs (``user_functions.check_compiles``: about a
+    second in a fresh process, Numba's CPU target starting): for the library's own ops,
+    which a test checks (the built-in recipes' ``scale_brightness``); a user's decorated
+    function is always checked.
     """
 
     def __init__(self, fn: Callable, kind: str, nparams: int | None = None,
-                 shape: Callable | None = None) -> None:
+                 shape: Callable | None = None, *, check: bool = True) -> None:
         what = kind
         uf = resolve(fn, what)
         leading = _LEADING[kind]
@@ -69,7 +76,9 @@ class UserOp:
         digest = key(uf, kind, shape, what)
         frozen = freeze(uf.fn)
         resolved = type(uf)(frozen, uf.params, uf.before, uf.after, uf.name)
-        check_compiles(resolved, kind, what)
+        if check:
+            check_compiles(resolved, kind, what)
+        self.check = check
         self.name = f"user_{uf.name}_{digest}"
         spec = OpSpec(self.name, "user_map" if kind == "index_map" else kind, frozen, n,
                       shape_fn=None if shape is None else _checked_shape(shape, uf.name),
@@ -85,7 +94,8 @@ class UserOp:
 
     def __reduce__(self) -> tuple:
         # unpickled in another process (a Dask worker), the op keys and registers itself there
-        return (UserOp, (self.fn, self.kind, self.nparams, self.shape))
+        return (functools.partial(UserOp, check=self.check),
+                (self.fn, self.kind, self.nparams, self.shape))
 
     def __call__(self, img: Any, *params: Any) -> None:
         """Record this op on ``img`` (a gpuimage) with ``params``; ranges are drawn."""

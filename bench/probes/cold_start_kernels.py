@@ -191,15 +191,26 @@ def record(recipe: str, n: int, out: Path, with_precompile: bool = False) -> Non
 
         class Workers:
             def __init__(self, n: int, warm: str | None = None) -> None:
+                self.n = n
                 self.results: list = []
                 self.timed: list = []
                 self.starts: list = []
+                self.here: list = []
 
             def submit(self, got: tuple) -> None:
                 jobs[got] += 1
                 self.results.append((True, 0.0))
 
+            def compile_here(self) -> None:
+                pass
+
+            def recorded(self) -> None:
+                pass
+
             def close(self) -> None:
+                pass
+
+            def stop(self) -> None:
                 pass
 
         precompile.job = job

@@ -10,7 +10,9 @@ the same generated module from the cache directory and compiles it for the recor
 types, which numba saves to the disk cache. Jobs go out while the recording goes on, to
 worker processes started with it (``precompile_workers``; each imports only what compiling
 needs, ``graph.codegen.compile_worker``), so the wait is about a worker's start and the
-slowest compile, not the sum of the compiles. The real first batch
+slowest compile, not the sum of the compiles. A command that knows it will compile (``millipyde
+augment`` on a cold cache) starts the workers before its own imports (``start_workers``); the
+next compiling ahead takes them. The real first batch
 then loads every kernel from the disk cache; a second Generator of the same chain (another
 seed) finds all of them, every coin pattern included, and compiles nothing.
 
@@ -23,6 +25,7 @@ always did.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import os
@@ -37,14 +40,13 @@ from ..backend import ACTIVE as runtime
 from ..graph.codegen.compile_worker import compile_job as _compile  # noqa: F401
 from ..graph.codegen.compile_worker import prepare as _prepare  # noqa: F401
 from ..graph.codegen.compile_worker import serve  # noqa: F401  (the worker's loop)
-from ..workers import StepError
 from .precompile_workers import _what, _Workers, startup_summary
 
 #: ``Generator.batches`` precompiles on backends whose compiles take seconds (real GPUs);
 #: False turns it off (benchmarks compare).
 ENABLED = True
 #: The consuming process compiles jobs too, while its worker processes start
-#: (``_Workers(here=True)``); False: only the workers (tests count what each compiled).
+#: (``_Workers.compile_here``); False: only the workers (tests count what each compiled).
 IN_PROCESS = True
 #: At most this many worker processes. Each creates a GPU context, which the driver makes one
 #: at a time, and compiles beside the others: more processes start later and compile slower
@@ -52,6 +54,11 @@ IN_PROCESS = True
 MAX_PROCESSES = 8
 _done: set[tuple] = set()
 _lock = threading.Lock()
+#: the pool ``start_workers`` started, until a compiling ahead takes it (at most one)
+_ahead: list[tuple[_Workers, float]] = []
+_exit_hook: list[bool] = []
+#: the thread ``start_workers`` opened this process's device contexts in
+_opening: list[threading.Thread] = []
 #: what the last ``precompile`` of this process returned (benchmarks report it)
 last: dict = {}
 
@@ -59,6 +66,71 @@ last: dict = {}
 def wanted() -> bool:
     """Whether ``Generator.batches`` precompiles here (``ENABLED`` on a real GPU backend)."""
     return ENABLED and runtime.caps.tuned_kernels
+
+
+def _processes(processes: int | None) -> int:
+    return processes or max(1, min(os.cpu_count() or 1, MAX_PROCESSES))
+
+
+def start_workers(processes: int | None = None) -> bool:
+    """Start the compile workers of this process's next compiling ahead now, where it is
+    ``wanted``: their start-up (an interpreter, imports, a GPU context each, a first compile:
+    2-3 s on an H200) then overlaps what this process does before it records the chain
+    (imports, reading inputs). ``millipyde augment`` calls it first thing on a cold cache.
+
+    The next ``precompile`` or ``precompile_outputs`` that has jobs takes the pool (with
+    ``processes`` workers, default as theirs); one that finds its chain compiled, or
+    ``stop_workers``, or the process's exit, kills them. Returns whether a pool was started
+    (False: not wanted here, or one is waiting already).
+    """
+    if not wanted():
+        return False
+    with _lock:
+        if _ahead:
+            return False
+        # this process's device contexts first: the driver makes contexts one at a time,
+        # and this process's own (its imports then read the devices) would otherwise queue
+        # behind its workers' (they reach theirs ~1 s after they start)
+        contexts = threading.Thread(target=_open_devices, daemon=True,
+                                    name="millipyde-open-devices")
+        contexts.start()
+        _opening.append(contexts)
+        workers = _Workers(_processes(processes), warm=runtime.codegen_target)
+        _ahead.append((workers, time.perf_counter()))
+        if not _exit_hook:
+            atexit.register(stop_workers)
+            _exit_hook.append(True)
+    return True
+
+
+def _open_devices() -> None:
+    """Make this process's device contexts (``runtime.device_infos`` visits every device);
+    a failure is left to the framework's own first use of the devices, which reports it."""
+    with contextlib.suppress(Exception):
+        runtime.device_infos()
+
+
+def stop_workers() -> None:
+    """Kill the workers ``start_workers`` started that no compiling ahead took (none: a
+    no-op)."""
+    with _lock:
+        got = _ahead.pop() if _ahead else None
+        opening = list(_opening)
+        _opening.clear()
+    if got is not None:
+        got[0].stop()
+    for t in opening:
+        t.join(60)
+
+
+def _take_workers(n: int) -> tuple[_Workers, float] | None:
+    """The pool started ahead, if any and of ``n`` workers (another size: killed)."""
+    with _lock:
+        got = _ahead.pop() if _ahead else None
+    if got is not None and got[0].n != n:
+        got[0].stop()
+        return None
+    return got
 
 
 def _in_disk_cache(kernel: Any, argtypes: tuple) -> bool:
@@ -239,7 +311,9 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
     ``processes``, ``record_seconds`` (making every pattern's outputs, launches recorded),
     ``compile_seconds`` (the slowest job, in its worker), ``slowest``, ``last_job`` and
     ``ready_seconds`` (``_timeline``), ``worker_start`` (per start-up step of the workers,
-    ``precompile_workers.startup_summary``) and ``seconds``.
+    ``precompile_workers.startup_summary``), ``workers_ahead_seconds`` (how long before this
+    call ``start_workers`` started them; 0: started here; the timeline's times count from
+    their start) and ``seconds``.
     """
     from . import warmup
 
@@ -273,19 +347,32 @@ def _compile_ahead(key: tuple, record: Any, processes: int | None) -> dict:
             _done.add(key)
             last.clear()
             last.update({"jobs": 0, "failed": 0, "processes": 0, "in_process": 0,
-                         "record_seconds": 0.0,
+                         "record_seconds": 0.0, "workers_ahead_seconds": 0.0,
                          "compile_seconds": 0.0, "slowest": [], "last_job": None,
                          "ready_seconds": {}, "worker_start": {}, "seconds": 0.0})
-            return dict(last)
-        _done.add(key)
+            early = True
+        else:
+            _done.add(key)
+            early = False
+    if early:
+        stop_workers()  # nothing to compile: a pool started ahead is not needed
+        return dict(last)
     t0 = time.perf_counter()
-    n = processes or max(1, min(os.cpu_count() or 1, MAX_PROCESSES))
-    # workers start now and prepare while the outputs are recorded
-    workers = _Workers(n, warm=runtime.codegen_target, here=IN_PROCESS)
+    n = _processes(processes)
+    # workers started ahead (``start_workers``), else now: they prepare while the outputs
+    # are recorded
+    got = _take_workers(n)
+    if got is None:
+        workers, ahead = _Workers(n, warm=runtime.codegen_target), 0.0
+    else:
+        workers, ahead = got[0], t0 - got[1]
+    if IN_PROCESS:
+        workers.compile_here()
     jobs = _Jobs(workers)
     try:
         record(jobs)
         recorded = time.perf_counter() - t0
+        workers.recorded()
     finally:
         workers.close()
     ok = [r[1] for r in workers.results if r[0]]
@@ -298,7 +385,8 @@ def _compile_ahead(key: tuple, record: Any, processes: int | None) -> dict:
     last.update({"jobs": len(jobs.seen), "failed": len(jobs.seen) - len(ok), "processes": n,
                  "in_process": len(workers.here),
                  "errors": sorted({str(r[1])[:200] for r in workers.results if not r[0]}),
-                 "record_seconds": recorded, "compile_seconds": max(ok, default=0.0),
+                 "record_seconds": recorded, "workers_ahead_seconds": ahead,
+                 "compile_seconds": max(ok, default=0.0),
                  **_timeline(workers, jobs), "worker_start": startup_summary(workers.starts),
                  "seconds": time.perf_counter() - t0})
     return dict(last)
@@ -356,6 +444,9 @@ def _chain_failed(err: BaseException) -> bool:
     """Whether ``err`` is an Operation of the chain failing on the inputs while its launches
     were recorded: the batches or outputs raise it themselves, naming the operation and the
     output, so compiling ahead stops without a warning of its own."""
+    # (here: ``workers`` imports the framework, which ``start_workers`` runs ahead of)
+    from ..workers import StepError
+
     return isinstance(err, StepError) or isinstance(getattr(err, "err", None), StepError)
 
 

@@ -54,17 +54,30 @@ class _Workers:
         self._lock = threading.Lock()
         self._env = {**os.environ,
                      "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        #: set when every job is queued (``recorded``): this process's own compiler starts
+        #: then, with the largest job left, and never slows the recording down
+        self.all_queued = threading.Event()
         first = [self._start() if warm else None for _ in range(n)]
         self.threads = [threading.Thread(target=self._feed, args=(proc,), daemon=True,
                                          name=f"millipyde-precompile-{i}")
                         for i, proc in enumerate(first)]
         #: jobs compiled in this process (``here``), in the order taken
         self.here: list[tuple] = []
-        if here:
-            self.threads.append(threading.Thread(target=self._feed_here, daemon=True,
-                                                 name="millipyde-precompile-here"))
         for t in self.threads:
             t.start()
+        if here:
+            self.compile_here()
+
+    def compile_here(self) -> None:
+        """Compile jobs in this process too (``_feed_here``), from when all are queued."""
+        t = threading.Thread(target=self._feed_here, daemon=True,
+                             name="millipyde-precompile-here")
+        self.threads.append(t)
+        t.start()
+
+    def recorded(self) -> None:
+        """Every job is queued: this process's compiler may take the largest one left."""
+        self.all_queued.set()
 
     def _put(self, priority: float, got: tuple | None) -> None:
         with self._lock:
@@ -82,6 +95,7 @@ class _Workers:
     def close(self, timeout: float = 600.0) -> None:
         """Wait for every queued job; stop the workers and their threads (a worker still
         compiling after ``timeout`` seconds is killed, its job left undone)."""
+        self.all_queued.set()
         for _ in self.threads:
             self._put(float("inf"), None)
         deadline = time.monotonic() + timeout
@@ -95,11 +109,33 @@ class _Workers:
             for t in self.threads:
                 t.join(60)
 
+    def stop(self) -> None:
+        """Leave the queued jobs undone: kill the workers at once (started or not) and end
+        their threads (a pool started ahead that no compiling ahead took)."""
+        self.all_queued.set()
+        for _ in self.threads:
+            self._put(float("-inf"), None)  # before any job still queued
+        with self._lock:
+            procs = list(self.procs)
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+        for t in self.threads:
+            t.join(60)
+        for proc in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(60)
+            _closed(proc)
+
     def _feed_here(self) -> None:
-        """Compile jobs in this process as well, from the first one queued: the worker
-        processes take seconds to start (imports, a CUDA context each, a first compile), a
-        recipe's first jobs need not wait for them. One thread: numba compiles one function
-        at a time in a process. What it compiles is in memory here and in the disk cache."""
+        """Compile jobs in this process as well: the worker processes take seconds to start
+        (imports, a CUDA context each, a first compile), a recipe's jobs need not all wait
+        for them. It starts once every job is queued (``recorded``), so it takes the largest
+        one no worker has taken (a long compile started early rather than a short one first)
+        and its compiles (Python, under the GIL) never slow the recording down. One thread:
+        numba compiles one function at a time in a process. What it compiles is in memory
+        here and in the disk cache."""
+        self.all_queued.wait()
         while True:
             _, _, queued, got = self.jobs.get()
             if got is None:

@@ -12,15 +12,20 @@
 
 from __future__ import annotations
 
-from ..decorators import elementwise
+from ..decorators import UserOp
 
 RECIPES = ("imagenet", "thesis", "detection")
 
 
-@elementwise
 def scale_brightness(v, c, factor):
     """torchvision ``adjust_brightness``: multiply by ``factor`` (clipped by the adapter)."""
     return v * factor
+
+
+# ``@mp.elementwise`` without the host compile that checks a user's function at decoration
+# (it started Numba's CPU target at import: ~1 s of every ``millipyde augment``);
+# tests/test_decorators.py checks that it compiles
+scale_brightness = UserOp(scale_brightness, "elementwise", check=False)
 
 
 def colorize_if_colour(img, r_range, g_range, b_range) -> None:

@@ -82,21 +82,67 @@ def prepare(target: str, times: dict[str, float] | None = None) -> None:
     from .target import HEADER
 
     times = {} if times is None else times
+    argtypes = (np.uint8, np.float64)
     if target == "cuda":
         from numba import cuda
 
         times["imported"] = time.time()
-        cuda.current_context()
-        times["context"] = time.time()
         loop = "    i = cuda.grid(1)\n    if i < src.size:\n"
-        jit = "cuda.jit"
+        mod = loader.load(HEADER[target] + "\n" + _PREPARE.format(jit="cuda.jit", loop=loop),
+                          target)
+        sig = tuple(typeof(np.zeros(1, t)) for t in argtypes)
+        if OVERLAP_CONTEXT:
+            _context_beside_compiler(cuda, mod.kernel.py_func, sig, times)
+        else:
+            cuda.current_context()
+            times["context"] = time.time()
+        mod.kernel.compile(sig)
     else:
         times["imported"] = time.time()
         loop = "    for i in range(src.size):\n"
-        jit = "njit"
-    mod = loader.load(HEADER[target] + "\n" + _PREPARE.format(jit=jit, loop=loop), target)
-    mod.kernel.compile(tuple(typeof(np.zeros(1, t)) for t in (np.uint8, np.float64)))
+        mod = loader.load(HEADER[target] + "\n" + _PREPARE.format(jit="njit", loop=loop),
+                          target)
+        mod.kernel.compile(tuple(typeof(np.zeros(1, t)) for t in argtypes))
     times["prepared"] = time.time()
+
+
+#: A worker makes its CUDA context in a thread while its first compile runs to PTX beside
+#: it (``_context_beside_compiler``); False: one after the other.
+OVERLAP_CONTEXT = True
+
+
+def _context_beside_compiler(cuda: Any, pyfunc: Any, sig: tuple,
+                             times: dict[str, float]) -> None:
+    """Make this worker's CUDA context in a thread while this thread compiles ``pyfunc`` to
+    PTX for the device's compute capability (``ptx.compile_ptx``: no context needed), which
+    starts numba-cuda's typing and target contexts and loads NVVM and libdevice; then wait
+    for the context. The driver makes the contexts of a host's processes one at a time:
+    with 8 workers the last waited ~0.8 s for its own, and its first compile only began
+    then (H200, bench/RESULTS.md 2026-11-29). A failure of the context's thread is raised
+    here."""
+    import threading
+
+    from .ptx import compile_ptx
+
+    failed: list[BaseException] = []
+
+    def make() -> None:
+        try:
+            cuda.current_context()
+            times["context"] = time.time()
+        except BaseException as err:  # raised in the preparing thread below
+            failed.append(err)
+
+    # the device's compute capability is an attribute of the device, read without a context
+    cc = tuple(cuda.gpus[0].compute_capability)
+    t = threading.Thread(target=make, name="millipyde-worker-context", daemon=True)
+    t.start()
+    try:
+        compile_ptx(pyfunc, sig, cc)
+    finally:
+        t.join()
+    if failed:
+        raise failed[0]
 
 
 def _send(out: Any, obj: Any) -> None:

@@ -11,8 +11,8 @@ import contextlib
 import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from ... import config
@@ -20,6 +20,9 @@ from ...kernels import OpSpec
 from ...kernels.registry import matrix_of
 from ..codegen.gather_body import COORD_LIMIT
 from ..ir.node import Node
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 GATHER_KINDS = ("elementwise", "pixelwise", "positional", "neighbourhood", "index_map",
                 "sampler", "user_map", "pixel")
@@ -48,7 +51,10 @@ def fusion(enabled: bool) -> Iterator[None]:
 
 
 def pending_graph(target: Node) -> nx.DiGraph:
-    """The DAG of unmaterialized ancestors of ``target`` plus the leaves they read."""
+    """The DAG of unmaterialized ancestors of ``target`` plus the leaves they read
+    (``explain``'s; materializing walks them without networkx: ``_pending``)."""
+    import networkx as nx  # here: ~0.2-0.3 s of every process's import otherwise
+
     g = nx.DiGraph()
     g.add_node(target)
     stack = [target]
