@@ -123,13 +123,10 @@ def install_timers() -> StageTimes:
 
 
 # -- 1. record (simulator, cuda routing) --------------------------------------------------
-def record(recipe: str, n: int, out: Path, with_precompile: bool = False) -> None:
-    """Child: run ``augment`` with every launch recorded; write the kernels to ``out``."""
-    import numba
+def _count_host_compiles(host: list[tuple[str, float]], qualified: bool) -> None:
+    """Append (function, process CPU seconds) to ``host`` for every outermost Numba compile
+    from now on (its module too where ``qualified``)."""
     import numba.core.event as ev
-    import numpy as np
-
-    host: list[tuple[str, float]] = []
 
     class HostCompiles(ev.Listener):
         def __init__(self) -> None:
@@ -142,11 +139,22 @@ def record(recipe: str, n: int, out: Path, with_precompile: bool = False) -> Non
             t0 = self.stack.pop()
             if not self.stack:
                 fn = getattr(event.data.get("dispatcher"), "py_func", None)
-                host.append((f"{getattr(fn, '__module__', '?')}."
-                             f"{getattr(fn, '__qualname__', '?')}",
-                             round(time.process_time() - t0, 3)))
+                name = getattr(fn, "__qualname__", "?")
+                if qualified:
+                    name = f"{getattr(fn, '__module__', '?')}.{name}"
+                host.append((name, round(time.process_time() - t0, 3)))
 
     ev.register("numba:compile", HostCompiles())
+
+
+def record(recipe: str, n: int, out: Path, with_precompile: bool = False) -> None:
+    """Child: run ``augment`` with every launch recorded; write the kernels to ``out``."""
+    import numba
+    import numpy as np
+
+    host: list[tuple[str, float]] = []
+
+    _count_host_compiles(host, qualified=True)
     from dataclasses import replace
 
     from millipyde.backend import ACTIVE as rt
@@ -332,28 +340,13 @@ def gpu_child(recipe: str, n: int, out: str) -> None:
     """Child: a real cold ``augment`` with the stage timers; its kernels' rows to ``out``."""
     import resource
 
-    import numba.core.event as ev
 
     t_start = time.perf_counter()
     st = install_timers()
     rows: list[dict] = []
     host: list[tuple[str, float]] = []
 
-    class HostCompiles(ev.Listener):
-        def __init__(self) -> None:
-            self.stack: list[float] = []
-
-        def on_start(self, event: Any) -> None:
-            self.stack.append(time.process_time())
-
-        def on_end(self, event: Any) -> None:
-            t0 = self.stack.pop()
-            if not self.stack:
-                fn = getattr(event.data.get("dispatcher"), "py_func", None)
-                host.append((getattr(fn, "__qualname__", "?"),
-                             round(time.process_time() - t0, 3)))
-
-    ev.register("numba:compile", HostCompiles())
+    _count_host_compiles(host, qualified=False)
     # a kernel's compile is its ``_Kernel``: typing, lowering and NVVM in its constructor;
     # ptxas and the module load follow in ``bind`` (counted in ``stages_total``)
     from numba.cuda import dispatcher as cuda_dispatcher
