@@ -8,7 +8,7 @@ import numpy as np
 from millipyde.graph.codegen import cpu_devices
 from millipyde.graph.codegen.cpu_devices import INLINE_SITES, PlainArgsDispatcher, limit_inlining
 from millipyde.graph.codegen.loader import load
-from millipyde.graph.codegen.target import HEADER
+from millipyde.graph.codegen.target import HEADER, RINT_CLIP
 
 _CALL = "    r, g, b = _f_permute_channels(r, g, b, full, k, 0.0, 0.0)\n"
 
@@ -54,3 +54,11 @@ def test_a_called_function_computes_what_the_inlined_one_does(monkeypatch) -> No
         assert np.array_equal(np.array(got), np.array(want)), k
         outs.add(got)
     assert len(outs) > 1
+
+
+def test_generated_modules_share_the_helpers_of_cpu_devices() -> None:
+    """A generated cpu module's ``_b2f`` (its header's) and ``_rint_clip`` (the kernels')
+    are the dispatchers of ``cpu_devices``: compiled once per process, not once per kernel."""
+    mod = load(HEADER["cpu"] + RINT_CLIP + "\n\n# helpers shared\n", "cpu")
+    assert mod._b2f is cpu_devices._b2f
+    assert mod._rint_clip is cpu_devices._rint_clip
