@@ -88,8 +88,16 @@ def jam_pixels(sig: GatherSig) -> bool:
     chains a pixelwise op (saturation, hue: long chains of divisions and conversions, 70-110
     cycles of latency a pixel). The ImageNet recipe's colour gather: 4.1 -> 3.0 ms of core
     time an image (2-core machine); a crop, flip and brightness gather gains nothing, and a
-    jammed kernel compiles in twice the time, so the others are left as they are."""
-    return any(REGISTRY[n].kind == "pixelwise" for n in sig.pre + sig.post + sig.grey_ops)
+    jammed kernel compiles in twice the time, so the others are left as they are.
+
+    Pixelwise ops before a sampler (``pre``) run on each of its four taps: four independent
+    chains a pixel already, and jammed, eight copies of each op and four more for an odd last
+    column (ColorJitter's ``RandomOrder`` before a resize: 47 kB of kernel text). Those
+    kernels are left as they are too."""
+    def pixelwise(ops: tuple) -> bool:
+        return any(REGISTRY[n].kind == "pixelwise" for n in ops)
+
+    return pixelwise(sig.post + sig.grey_ops) or (not sig.sampler and pixelwise(sig.pre))
 
 
 def arena_gather_kernel(sig: GatherSig, target: str, sim: bool = False, gates: bool = False,

@@ -15,6 +15,7 @@ did.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -102,11 +103,46 @@ def inlined(fn: Callable) -> Any:
         return disp
 
 
+#: the most calls of one pixelwise op's function a generated module may have for it to be
+#: inlined (``_dev3``) there: one pixel's chain, the two pixels of a jammed trip and the odd
+#: last column (``cpu_jam``), is three; more are the taps of a sampler it runs before (four
+#: for a bilinear one) or a ``RandomOrder``'s positions
+INLINE_SITES = 3
+_INLINE_BINDINGS = (re.compile(r"^(\w+) = _dev3\(", re.M),
+                    re.compile(r"^@_dev3\ndef (\w+)\(", re.M))
+
+
+def limit_inlining(source: str) -> str:
+    """``source`` with each function it binds with ``_dev3`` (``inlined``) bound with ``_dev``
+    (``device``: one compile per process, a call in each kernel) where the module calls it
+    more than ``INLINE_SITES`` times.
+
+    Numba's typing and lowering of a kernel grow faster than its length: every inlined copy
+    of an HSV round trip adds its blocks to one function. A kernel that applies pixelwise ops
+    before a bilinear sampler (four taps) in a ``RandomOrder`` (``k * k`` gated ops for ``k``
+    ops, each position a copy) has dozens of copies: ColorJitter's brightness, saturation and
+    hue before a resize, 36 copies each of the saturation and hue functions, took 152 CPU-s
+    to compile inlined (2-core machine). The function called is the same function: results
+    are bit-identical (no kernel is compiled with ``fastmath``)."""
+    names = [m.group(1) for pattern in _INLINE_BINDINGS for m in pattern.finditer(source)]
+    for name in names:
+        calls = len(re.findall(rf"(?<![\w.]){re.escape(name)}\(", source))
+        defined = source.count(f"\ndef {name}(")
+        if calls - defined > INLINE_SITES:
+            source = source.replace(f"\n{name} = _dev3(", f"\n{name} = _dev(")
+            source = source.replace(f"\n@_dev3\ndef {name}(", f"\n@_dev\ndef {name}(")
+    return source
+
+
 #: the names of generated modules start so (``loader.load``)
 GENERATED = "millipyde_gen_"
 
 
 _dev = device
 # The helpers every generated cpu module defines, defined once here, in an importable module:
-# the generated modules' copies (the same code) get these dispatchers.
-exec(compile("@_dev\ndef _b2f(b):\n    return float(b)\n" + RINT_CLIP, __file__, "exec"))
+# the generated modules' copies (the same code) get these dispatchers. Compiled without this
+# module's ``from __future__`` flags (``dont_inherit``): the generated modules have none, and
+# a code object's flags are part of ``_key`` (with them inherited, no generated copy matched
+# and every generated module compiled its own ``_rint_clip``, 0.4-0.6 CPU-s each).
+exec(compile("@_dev\ndef _b2f(b):\n    return float(b)\n" + RINT_CLIP, __file__, "exec",
+             dont_inherit=True))

@@ -11,6 +11,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ... import source_cache
+from .cpu_devices import limit_inlining
 from .cpu_parts import split_loops
 
 #: the op definitions, whose scalar kernels generated text calls by name (read as files: code
@@ -40,9 +41,11 @@ _KERNEL_DIGEST = _kernel_sources_digest()
 def load(source: str, target: str) -> ModuleType:
     """Write ``source`` to the cache dir (once) and import it; thread-safe, one compile.
 
-    On the cpu target parallel kernels become serial ones run in parts (``cpu_parts``)."""
+    On the cpu target parallel kernels become serial ones run in parts (``cpu_parts``), and
+    a pixelwise op's function called in many places is called, not inlined
+    (``cpu_devices.limit_inlining``)."""
     if target == "cpu":
-        source = split_loops(source)
+        source = limit_inlining(split_loops(source))
     digest = hashlib.sha1((source + _KERNEL_DIGEST + target).encode()).hexdigest()
     name = f"millipyde_gen_{target}_{digest[:20]}"
     mod = _modules.get(name)

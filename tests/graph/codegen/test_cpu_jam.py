@@ -72,3 +72,8 @@ def test_colour_gathers_are_jammed_and_others_not() -> None:
     assert not jam_pixels(base) and jam_pixels(hue)
     assert "x_j1" in arena_gather_source(hue, "cpu", layout="NCHW")
     assert "x_j1" not in arena_gather_source(base, "cpu", layout="NCHW")
+    # before a sampler, on each of its four taps: not jammed; without one, jammed
+    before = dataclasses.replace(base, pre=("adjust_hue",), post=())
+    assert not jam_pixels(before)
+    assert "x_j1" not in arena_gather_source(before, "cpu", layout="NCHW")
+    assert jam_pixels(dataclasses.replace(before, sampler=False))
