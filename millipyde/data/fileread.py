@@ -46,7 +46,7 @@ RUN = 32
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _lock = threading.Lock()
-_state: dict[str, Any] = {"read": None, "why_not": None}
+_state: dict[str, Any] = {"ok": False, "why_not": None}
 
 
 # pointer arguments are passed as 64-bit integers (addresses of NumPy buffers); the symbols
@@ -157,7 +157,7 @@ def available() -> bool:
     says why it is not available.
     """
     with _lock:
-        if _state["read"] is not None:
+        if _state["ok"]:
             return True
         if _state["why_not"] is not None:
             return False
@@ -174,7 +174,7 @@ def available() -> bool:
         except Exception as err:  # no statx in this libc, a sandbox refusing it, ...
             _state["why_not"] = f"{type(err).__name__}: {err}"
             return False
-        _state["read"] = _read
+        _state["ok"] = True
         return True
 
 
@@ -234,7 +234,7 @@ def read_run(table: PathTable, indices: Sequence[int], max_bytes: int) -> list[A
     RuntimeError
         :func:`available` is False.
     """
-    if _state["read"] is None and not available():
+    if not _state["ok"] and not available():
         raise RuntimeError(f"files cannot be read without the GIL here: {why_not()}")
     buf, meta = _read(table, indices, max_bytes)
     buf.flags.writeable = False  # samples are bytes to the decoders: nothing writes them

@@ -146,17 +146,18 @@ class BatchMix:
             raise ArgumentError(f"{owner} needs num_classes for class-index labels")
         k = lshape[1] if soft else self.num_classes
         lam, box, lam_labels = self.params(self._step(step), h, w)
-        if isinstance(images, gpuarray):
-            args = (labels, soft, n, h, w, c, k, lam, box, lam_labels)
-            if not wait:
-                x = runtime.reshape(images._materialize(), (images.size,))
-                with runtime.on_device(images.device):
-                    return self._queue(x, images, *args)
-            return self._on_device(images, *args)
-        return self._on_host(images, np.asarray(labels), soft, k, lam, box, lam_labels)
+        if not isinstance(images, gpuarray):
+            self._blend_host(images, lam, box)
+            return images, _soft(np.asarray(labels), soft, k, lam_labels)
+        x = runtime.reshape(images._materialize(), (images.size,))
+        args = (x, images, labels, soft, n, h, w, c, k, lam, box, lam_labels)
+        if wait:
+            return self._on_device(*args)
+        with runtime.on_device(images.device):
+            return self._queue(*args)
 
-    def _on_host(self, images: np.ndarray, labels: np.ndarray, soft: bool, k: int,
-                 lam: float, box: tuple, lam_labels: float) -> tuple[np.ndarray, np.ndarray]:
+    def _blend_host(self, images: np.ndarray, lam: float, box: tuple) -> None:
+        """The images' blend with NumPy, in place (a host batch; float16 on the cpu)."""
         x1, y1, x2, y2 = box
         sl = (slice(None), slice(None), slice(y1, y2), slice(x1, x2)) if self.layout == "NCHW" \
             else (slice(None), slice(y1, y2), slice(x1, x2))
@@ -164,12 +165,11 @@ class BatchMix:
         part = images[sl].astype(np.float32)
         images[sl] = (np.roll(part, 1, axis=0) * np.float32(1.0 - lam)
                       + part * np.float32(lam)).astype(images.dtype)
-        return images, _soft(labels, soft, k, lam_labels)
 
-    def _on_device(self, images: gpuarray, labels: Any, soft: bool, n: int, h: int, w: int,
-                   c: int, k: int, lam: float, box: tuple, lam_labels: float) -> tuple:
+    def _on_device(self, x: Any, images: gpuarray, labels: Any, soft: bool, n: int, h: int,
+                   w: int, c: int, k: int, lam: float, box: tuple, lam_labels: float) -> tuple:
+        """:meth:`_queue` on a pooled stream of the device, waited for."""
         dev = images.device
-        x = runtime.reshape(images._materialize(), (images.size,))
         if not runtime.caps.launches_on_streams:
             return self._queue(x, images, labels, soft, n, h, w, c, k, lam, box, lam_labels)
         # On a pooled stream of the device, waited for alone. The current stream of a
@@ -202,8 +202,7 @@ class BatchMix:
             # (Numba's CPU target has no float16 arithmetic; the cpu backend's buffers are
             # NumPy arrays: mixed with NumPy, as the cpu backend casts float16 batches; the
             # kernel then does the labels only)
-            self._on_host(np.asarray(x).reshape(images.shape), np.zeros(n, np.int64), False,
-                          1, lam, box, lam_labels)
+            self._blend_host(np.asarray(x).reshape(images.shape), lam, box)
             y1 = y2 = q1 = q2 = 0
             x = runtime.constant(("mix-no-images", np.float32), np.zeros(1, np.float32), dev)
         if not (y2 > y1 and q2 > q1):
@@ -262,8 +261,7 @@ def check_batches_mix(mix: Any, layout: str, with_labels: bool, with_targets: bo
     if mix.layout != layout:
         raise ArgumentError(f"batches mix: the mixer's layout is {mix.layout!r}, the "
                             f"batches' {layout!r}")
-    if getattr(mix, "num_classes", 1) is None or (
-            isinstance(mix, MixChoice) and any(m.num_classes is None for m in mix.mixers)):
+    if any(m.num_classes is None for m in _mixers(mix)):
         raise ArgumentError("batches mix= needs the mixer's num_classes (the batches' labels "
                             "are class indices)")
 
@@ -271,8 +269,13 @@ def check_batches_mix(mix: Any, layout: str, with_labels: bool, with_targets: bo
 def check_mix_labels(mix: Any, labels: np.ndarray) -> None:
     """ArgumentError unless the class indices ``labels`` lie in ``mix``'s classes (the
     batches' mix checks them on the host before they go to the device)."""
-    for m in mix.mixers if isinstance(mix, MixChoice) else (mix,):
+    for m in _mixers(mix):
         _check_range(labels, m.num_classes)
+
+
+def _mixers(mix: Any) -> tuple:
+    """The batch mixers ``mix`` may call: a RandomChoice's, or itself."""
+    return tuple(mix.mixers) if isinstance(mix, MixChoice) else (mix,)
 
 
 def _launch_box(kernel: Any, device: int, extent: tuple[int, int, int], args: tuple) -> None:

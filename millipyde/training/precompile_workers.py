@@ -36,7 +36,7 @@ class _Workers:
     bound the wait alone.
     """
 
-    def __init__(self, n: int, warm: str | None = None, here: bool = False) -> None:
+    def __init__(self, n: int, warm: str | None = None) -> None:
         self.n = n
         self.warm = warm
         self.jobs: queue.PriorityQueue = queue.PriorityQueue()
@@ -65,8 +65,6 @@ class _Workers:
         self.here: list[tuple] = []
         for t in self.threads:
             t.start()
-        if here:
-            self.compile_here()
 
     def compile_here(self) -> None:
         """Compile jobs in this process too (``_feed_here``), from when all are queued."""

@@ -24,7 +24,7 @@ def scale_brightness(v, c, factor):
 
 # ``@mp.elementwise`` without the host compile that checks a user's function at decoration
 # (it started Numba's CPU target at import: ~1 s of every ``millipyde augment``);
-# tests/test_decorators.py checks that it compiles
+# tests/test_cold_start.py checks that it compiles
 scale_brightness = UserOp(scale_brightness, "elementwise", check=False)
 
 

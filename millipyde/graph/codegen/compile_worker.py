@@ -82,7 +82,7 @@ def prepare(target: str, times: dict[str, float] | None = None) -> None:
     from .target import HEADER
 
     times = {} if times is None else times
-    argtypes = (np.uint8, np.float64)
+    sig = tuple(typeof(np.zeros(1, t)) for t in (np.uint8, np.float64))
     if target == "cuda":
         from numba import cuda
 
@@ -90,7 +90,6 @@ def prepare(target: str, times: dict[str, float] | None = None) -> None:
         loop = "    i = cuda.grid(1)\n    if i < src.size:\n"
         mod = loader.load(HEADER[target] + "\n" + _PREPARE.format(jit="cuda.jit", loop=loop),
                           target)
-        sig = tuple(typeof(np.zeros(1, t)) for t in argtypes)
         if OVERLAP_CONTEXT:
             _context_beside_compiler(cuda, mod.kernel.py_func, sig, times)
         else:
@@ -102,7 +101,7 @@ def prepare(target: str, times: dict[str, float] | None = None) -> None:
         loop = "    for i in range(src.size):\n"
         mod = loader.load(HEADER[target] + "\n" + _PREPARE.format(jit="njit", loop=loop),
                           target)
-        mod.kernel.compile(tuple(typeof(np.zeros(1, t)) for t in argtypes))
+        mod.kernel.compile(sig)
     times["prepared"] = time.time()
 
 
