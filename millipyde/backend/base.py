@@ -152,6 +152,15 @@ class Backend:
         beside it)."""
         return None
 
+    def take_stream(self, device: int, blocking: bool = True) -> Any:
+        """A stream of ``device`` never destroyed (what is freed on it later, such as
+        nvImageCodec's decoded images, never meets a dead handle), reused through
+        :meth:`give_stream`; None where launches are synchronous."""
+        return None
+
+    def give_stream(self, stream: Any) -> None:
+        """Hand back a stream of :meth:`take_stream`."""
+
     def pool_release_threshold(self, device: int, nbytes: int | None = None) -> int | None:
         """The release threshold of ``device``'s stream-ordered memory pool, set to
         ``nbytes`` where given; the value before (None: no such pool)."""

@@ -42,6 +42,11 @@ class CudaBackend(CudaDevices, CudaMemory, CudaPacks, CudaLaunches, Backend):
         self.caps = self._capabilities()
         self.fast_launch = self._wants_fast_launch()
         self._default_streams: dict[int, Any] = {}
+        # streams that are never destroyed (``take_stream``): free ones per (device,
+        # blocking), and each one's key
+        self._kept_streams: dict[tuple[int, bool], list[Any]] = {}
+        self._stream_kinds: dict[int, tuple[int, bool]] = {}
+        self._kept_lock = threading.Lock()
         self._pool: CupyPool | None | bool = False  # False: not looked for yet
         self._small_cache: dict[tuple, Any] = {}
         self._small_lock = threading.Lock()

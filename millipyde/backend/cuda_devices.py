@@ -196,6 +196,44 @@ class CudaDevices:
             return drv.Stream(handle, finalizer=drv._stream_finalizer(ctx.deallocations,
                                                                       handle))
 
+    def take_stream(self, device: int, blocking: bool = True) -> Any:
+        """A stream of ``device`` that is never destroyed: taken from this process's kept
+        streams (made where none is free), handed back by :meth:`give_stream`.
+
+        nvImageCodec frees a decoded image on the stream it was decoded on
+        (``cudaFreeAsync``), whenever the image goes. A numba-cuda stream is destroyed by a
+        ``weakref.finalize`` callback, and a cyclic garbage collection runs such callbacks
+        before it tears the cycle down: a stream in a cycle with the images decoded on it
+        (a traceback's frames holding a batch, say) was destroyed first, and the images'
+        frees then met a dead handle (segmentation faults in the collector, in whichever
+        thread ran it). Kept streams have no finalizer; they are few (one per Loader
+        running at once) and go with the process."""
+        key = (device, bool(blocking))
+        with self._kept_lock:
+            free = self._kept_streams.setdefault(key, [])
+            if free:
+                return free.pop()
+        if self.simulated:  # the simulator's streams hold nothing
+            s = self.new_stream(device, blocking)
+        else:
+            with self.on_device(device):
+                from numba.cuda.cudadrv import driver as drv
+
+                flags = 0 if blocking else \
+                    drv.binding.CUstream_flags.CU_STREAM_NON_BLOCKING.value
+                s = drv.Stream(drv.driver.cuStreamCreate(flags))  # (no finalizer)
+        with self._kept_lock:
+            self._stream_kinds[id(s)] = key
+        return s
+
+    def give_stream(self, stream: Any) -> None:
+        """Hand back a stream of :meth:`take_stream` for the next taker (never destroyed)."""
+        key = self._stream_kinds.get(id(stream))
+        if key is None:
+            raise ValueError(f"give_stream: {stream!r} was not made by take_stream")
+        with self._kept_lock:
+            self._kept_streams[key].append(stream)
+
     def pool_release_threshold(self, device: int, nbytes: int | None = None) -> int:
         """The release threshold of ``device``'s current memory pool (the pool
         ``cudaMallocAsync`` draws from: nvImageCodec's decoded images), set to ``nbytes``

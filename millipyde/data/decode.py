@@ -309,10 +309,11 @@ class DeviceImage:
     numba device array over it for the per-output path (no copy).
 
     The image's memory was allocated on the stream it was decoded on (``cudaMallocAsync``)
-    and is freed on that stream (``cudaFreeAsync``) when the image goes: the image keeps
-    that stream (and its decoder) alive, and is released before them. A stream destroyed
-    first (a Loader's, once its thread ends) left the free to a dead stream handle: the
-    segmentation faults after a streamed run (bench/RESULTS.md, datasets)."""
+    and is freed on that stream (``cudaFreeAsync``) when the image goes, in whichever
+    thread drops it last (a garbage collection's, say). Decode streams are never destroyed
+    (``Backend.take_stream``): a destroyed one left the free to a dead handle, the
+    segmentation faults of streamed runs (bench/RESULTS.md, datasets). The image also keeps
+    its decoder, released after it."""
 
     __slots__ = ("_held", "shape", "dtype", "ndim", "size", "device_ptr", "_buffer")
 

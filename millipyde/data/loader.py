@@ -241,7 +241,8 @@ class Loader:
         with runtime.on_device(self.device):
             stream = None
             if runtime.caps.launches_on_streams:
-                stream = runtime.new_stream(self.device, blocking=not NONBLOCKING_STREAM)
+                # never destroyed: the decoded images are freed on it whenever they go
+                stream = runtime.take_stream(self.device, blocking=not NONBLOCKING_STREAM)
             kept = _keep_pool(self.device)
             try:
                 with runtime.using_stream(stream):
@@ -249,6 +250,8 @@ class Loader:
             finally:
                 if kept:
                     _release_pool(self.device)
+                if stream is not None:
+                    runtime.give_stream(stream)
 
     def _loop(self, stream: Any) -> None:
         for b in itertools.count(self.first):

@@ -699,7 +699,7 @@ class _Slots:
         self.held: dict[int, Any] = {}  # sid -> (fd, mmap, array) or device array
         self.stream: Any = None
         if not host:
-            self.stream = runtime.new_stream(device)
+            self.stream = runtime.take_stream(device)  # the process's, never destroyed
 
     def acquire(self, nbytes: int) -> int | None:
         """A free slot of at least ``nbytes`` (made, or remade larger, where none is); None
