@@ -16,8 +16,12 @@ sizes) with RandomResizedCrop(hw) and a flip makes float32 NCHW batches of ``siz
   its kernels); its share is what it adds to ``batch with labels``.
 
 The rows are measured in ``rounds`` interleaved rounds (the machine's load moves under all of
-them alike); medians. Shares are of ``batch``. On GPU backends every time ends with a sync.
-``--chain imagenet``: millipyde.training.recipes' ImageNet chain instead of the crop and flip.
+them alike); medians. Shares are of ``batch``. On GPU backends every time ends with a sync:
+with ``--sync batch`` (default) each batch's, the time a consumer waits for each batch alone;
+with ``--sync end`` only the run's last (batches taken one after another as a training loop
+takes them, the workers ahead: the time a batch adds to a run). ``--chain imagenet``:
+millipyde.training.recipes' ImageNet chain instead of the crop and flip; ``--chain
+randaugment``: the crop and flip, then ``RandAugment(2, 9)`` (bench_policies' recipe).
 """
 
 from __future__ import annotations
@@ -43,6 +47,10 @@ def _photos() -> list:
     return [mp.gpuimage(np.ascontiguousarray(getattr(data, n)()[..., :3])) for n in names]
 
 
+#: synchronise after each batch (``--sync batch``) or after the run's last (``--sync end``)
+SYNC_EACH = [True]
+
+
 def _run_labelled(gen_args: tuple, size: int, batches: int, mix: object | None) -> float:
     """Seconds per batch of a fresh labelled Generator's ``batches(with_labels=True,
     mix=mix)`` taken in a row."""
@@ -56,7 +64,9 @@ def _run_labelled(gen_args: tuple, size: int, batches: int, mix: object | None) 
             batch, labels = next(it)
             labels._materialize()
             batch._materialize()
-            runtime.synchronize(batch.device)
+            if SYNC_EACH[0]:
+                runtime.synchronize(batch.device)
+        runtime.synchronize(batch.device)
         return (time.perf_counter() - t0) / batches
 
 
@@ -74,7 +84,9 @@ def _run(gen_args: tuple, size: int, batches: int, mix: object | None) -> float:
                 batch, soft = mix(batch, inputs.astype(np.int64), step=step)
                 soft._materialize()
             batch._materialize()
-            runtime.synchronize(batch.device)
+            if SYNC_EACH[0]:
+                runtime.synchronize(batch.device)
+        runtime.synchronize(batch.device)
         return (time.perf_counter() - t0) / batches
 
 
@@ -84,13 +96,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--hw", type=int, default=224)
     ap.add_argument("--batches", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--chain", choices=("crop", "imagenet"), default="crop",
-                    help="crop: RandomResizedCrop + flip; imagenet: training.recipes' chain")
+    ap.add_argument("--chain", choices=("crop", "imagenet", "randaugment"), default="crop",
+                    help="crop: RandomResizedCrop + flip; imagenet: training.recipes' chain; "
+                         "randaugment: the crop and flip, then RandAugment(2, 9)")
+    ap.add_argument("--sync", choices=("batch", "end"), default="batch",
+                    help="synchronise after each batch, or after a run's last")
     args = ap.parse_args(argv)
+    SYNC_EACH[0] = args.sync == "batch"
     imgs = _photos()
-    if args.chain == "crop":
+    if args.chain in ("crop", "randaugment"):
         ops = [mp.Operation("random_resized_crop", args.hw, args.hw),
                mp.Operation("fliplr", p=0.5)]
+        if args.chain == "randaugment":
+            ops.append(mp.RandAugment(2, 9))
     else:
         from millipyde.training import recipes
 
@@ -122,7 +140,8 @@ def main(argv: list[str] | None = None) -> None:
                 _run_labelled((imgs, ops), args.size, args.batches, mix))
     med = {k: statistics.median(v) for k, v in rows.items()}
     print(f"backend {mp.backend()}, chain {args.chain}, batches of {args.size} x 3 x "
-          f"{args.hw} x {args.hw} float32; {args.batches} batches a run, {args.rounds} rounds")
+          f"{args.hw} x {args.hw} float32; {args.batches} batches a run, {args.rounds} rounds, "
+          f"sync after each {'batch' if SYNC_EACH[0] else 'run'}")
     print(f"{'what':18s} {'ms':>9s} {'of a batch':>11s}")
     for name, v in med.items():
         base = med["batch with labels" if "in batches" in name else "batch"]
