@@ -148,6 +148,13 @@ def main(argv: list[str] | None = None) -> None:
         extra = v - base if "loop" in name or "in batches" in name else v
         share = "" if name.startswith("batch") else f"{100 * extra / base:10.1f}%"
         print(f"{name:18s} {v * 1e3:9.2f} {share}")
+    # the rows of one round ran minutes apart at most: each round's own share, paired
+    for name in [n for n in rows if "in batches" in n]:
+        pairs = [100 * (a / b - 1) for a, b in zip(rows[name], rows["batch with labels"],
+                                                   strict=True)]
+        print(f"{name}, each round against its own batch with labels: "
+              + " ".join(f"{p:+.1f}%" for p in pairs)
+              + f"; median {statistics.median(pairs):+.1f}%")
 
 
 if __name__ == "__main__":

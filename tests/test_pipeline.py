@@ -265,6 +265,9 @@ def test_timeout_on_injected_hang():
     hosts = crops(6)
     imgs = [mp.gpuimage(h) for h in hosts]
     ops = [mp.Operation("fliplr")]
+    # compiled first: a cold compile holds the GIL for seconds, and the deadline is what is
+    # tested here, not the compiler
+    mp.Pipeline([mp.gpuimage(h) for h in hosts], ops).run(timeout=60)
     faults.inject("operation:fliplr", "hang", at_call=2, seconds=1.0)
     p = mp.Pipeline(imgs, ops)
     t0 = time.monotonic()
