@@ -35,7 +35,7 @@ from . import targets
 from .array import ArgumentError
 from .backend import ACTIVE as runtime
 from .graph.exec import batch as exec_batch
-from .policies import ImageOperation, check_fill, entry_call, linspace32
+from .policies import Draw, ImageOperation, Policy, check_fill, entry_call, linspace32, randint
 
 __all__ = ["AugMix", "AUGMIX_SPACE", "AUGMIX_PARTIAL_SPACE"]
 
@@ -90,10 +90,50 @@ def _kernels(name: str) -> tuple:
     return weighted_kernels(runtime.codegen_target, runtime.simulated)
 
 
-def _normalised(g: np.ndarray) -> np.ndarray:
-    s = g.sum()
-    # (every Gamma draw zero: only where all uniforms are 0, a measure-zero event)
-    return g / s if s > 0 else np.full(len(g), 1.0 / len(g))
+def normalised_rows(g: np.ndarray) -> np.ndarray:
+    """Each row of ``g`` (n, m) over its sum, added left to right (one order for every path:
+    a sample's weights are the same bits alone and in a batch); a row of zeros (every Gamma
+    draw zero: only where all its uniforms are 0, a measure-zero event) as ``1 / m`` each."""
+    s = g[:, 0].copy()
+    for i in range(1, g.shape[1]):
+        s = s + g[:, i]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = g / s[:, None]
+    return np.where((s > 0)[:, None], out, 1.0 / g.shape[1])
+
+
+class AugMixChain(Policy):
+    """Chain ``chain`` of an :class:`AugMix` as a policy of ``MAX_DEPTH`` positions (fewer with
+    a fixed ``chain_depth``): its ops, magnitude bins and signs drawn from the AugMix's stream
+    (the module doc's ``t``), a position past the chain's drawn depth not run. The per-output
+    path reads its :meth:`Policy.entries`; ``Generator.batches`` records it as a policy's
+    gated entries (``training.batch_augmix``). Not a user-facing Operation."""
+
+    bins = PARAMETER_MAX
+
+    def __init__(self, augmix: AugMix, chain: int) -> None:
+        self.augmix, self.chain = augmix, chain
+        self.space = augmix.space
+        self.positions = augmix.chain_depth if augmix.chain_depth > 0 else MAX_DEPTH
+        super().__init__("AugMix", None, None)
+
+    def plan(self, u: Callable[[int], np.ndarray], n: int) -> list[Draw]:
+        a = self.augmix
+        t = 2 + a.mixture_width + CHAIN_DRAWS * self.chain
+        if a.chain_depth > 0:
+            depth = np.full(n, a.chain_depth)
+        else:
+            depth = 1 + randint(u(t), MAX_DEPTH)
+        k = len(self.names)
+        return [Draw(randint(u(t + 1 + 3 * j), k), randint(u(t + 2 + 3 * j), a.severity),
+                     u(t + 3 + 3 * j) <= 0.5, depth > j)
+                for j in range(self.positions)]
+
+    def _state_args(self) -> dict:
+        return {}
+
+    def __reduce__(self) -> tuple:
+        return AugMixChain, (self.augmix, self.chain)
 
 
 class AugMix(ImageOperation):
@@ -151,41 +191,37 @@ class AugMix(ImageOperation):
         check_fill(fill, owner)
         self.space = AUGMIX_SPACE if self.all_ops else AUGMIX_PARTIAL_SPACE
         self.names = tuple(self.space)
+        #: each chain as a policy of the space's entries (drawn from this Operation's stream)
+        self.chains = [AugMixChain(self, i) for i in range(self.mixture_width)]
         self._tv = dict(severity=severity, mixture_width=mixture_width, chain_depth=chain_depth,
                         alpha=alpha, all_ops=all_ops, interpolation=interpolation, fill=fill)
         super().__init__(self)  # a callable Operation: this object (a stable repr)
 
     # -- the draws ------------------------------------------------------------------------
+    def weights(self, u: Callable[[int], np.ndarray], n: int) -> np.ndarray:
+        """(n, 1 + mixture_width) the mixing weights of ``n`` samples (``u(t)``: draw ``t`` of
+        each): the original's first, then each chain's; each row sums to one."""
+        k = self.mixture_width
+        beta = normalised_rows(gammaincinv(self.alpha, np.stack([u(0), u(1)], axis=1)))
+        mix = normalised_rows(gammaincinv(self.alpha, np.stack([u(2 + i) for i in range(k)],
+                                                               axis=1)))
+        return np.concatenate([beta[:, :1], mix * beta[:, 1:2]], axis=1)
+
     def draws(self, u: Callable[[int], float],
               hw: tuple[int, int]) -> tuple[np.ndarray, list[list[tuple[str, float]]]]:
         """One sample's mixing weights (the original's first, then each chain's: they sum to
         one) and chains (each a list of (op name, signed magnitude)); ``u(t)`` its draw ``t``
-        (see the module doc), ``hw`` the image's size."""
-        k = self.mixture_width
-        beta = _normalised(gammaincinv(self.alpha, np.array([u(0), u(1)])))
-        mix = _normalised(gammaincinv(self.alpha, np.array([u(2 + i) for i in range(k)])))
-        weights = np.concatenate([[beta[0]], mix * beta[1]])
-        h, w = hw
+        (see the module doc), ``hw`` the image's size. The code a batch runs over all its
+        members (:meth:`weights`, the chains' ``Policy.plan``), on one."""
+        def one(t: int) -> np.ndarray:
+            return np.array([u(t)], dtype=np.float64)
+
+        sizes = np.array([hw], dtype=np.int64)
         chains = []
-        for i in range(k):
-            t = 2 + k + CHAIN_DRAWS * i
-            depth = self.chain_depth if self.chain_depth > 0 else \
-                1 + min(int(u(t) * MAX_DEPTH), MAX_DEPTH - 1)
-            chain = []
-            for j in range(depth):
-                name = self.names[min(int(u(t + 1 + 3 * j) * len(self.names)),
-                                      len(self.names) - 1)]
-                fn, signed = self.space[name]
-                table = fn(PARAMETER_MAX, h, w)
-                m = 0.0
-                if table is not None:
-                    m = float(table[min(int(u(t + 2 + 3 * j) * self.severity),
-                                        self.severity - 1)])
-                    if signed and u(t + 3 + 3 * j) <= 0.5:
-                        m = -m
-                chain.append((name, m))
-            chains.append(chain)
-        return weights, chains
+        for pol in self.chains:
+            chains.append([(pol.names[int(d.op[0])], float(pol.magnitudes(d, sizes)[0]))
+                           for d in pol.plan(one, 1) if d.runs[0]])
+        return self.weights(one, 1)[0], chains
 
     def sample_draws(self, seed: int, sample: int, index: int,
                      hw: tuple[int, int]) -> tuple[np.ndarray, list[list[tuple[str, float]]]]:
@@ -233,6 +269,19 @@ class AugMix(ImageOperation):
         x._bind(type(x).from_buffer(dst, device)._node)
         return True
 
+
+    def _bound(self, instance: Any) -> Callable[[], Any]:
+        # every entry of the space once, at its largest magnitude (the policies' check that a
+        # batch may record them on each input), after the per-output path's refusal of targets
+        record_all = self.chains[0]._bound(instance)
+
+        def check() -> None:
+            if targets.of(instance._node) is not None:
+                raise ArgumentError("AugMix does not move boxes, masks or keypoints "
+                                    "(torchvision's AugMix refuses them too)")
+            record_all()
+
+        return check
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self._tv.items())
