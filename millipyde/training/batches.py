@@ -618,6 +618,10 @@ def _recorder(state: Any) -> Any:
     batches)."""
     if not RECORD_AT_ONCE or state.batch <= 1:
         return None
+    from ..augmix import AugMix
+
+    if any(isinstance(op, AugMix) for op in state.operations):
+        return None  # (arena gathers where they record it, ``batch_augmix``; else per output)
     rec = getattr(state, "recorder", False)
     if rec is False:
         from . import batch_record, generator_callables
