@@ -103,37 +103,42 @@ def normalised_rows(g: np.ndarray) -> np.ndarray:
 
 
 class AugMixChain(Policy):
-    """Chain ``chain`` of an :class:`AugMix` as a policy of ``MAX_DEPTH`` positions (fewer with
-    a fixed ``chain_depth``): its ops, magnitude bins and signs drawn from the AugMix's stream
-    (the module doc's ``t``), a position past the chain's drawn depth not run. The per-output
-    path reads its :meth:`Policy.entries`; ``Generator.batches`` records it as a policy's
-    gated entries (``training.batch_augmix``). Not a user-facing Operation."""
+    """An :class:`AugMix`'s chains as a policy of ``MAX_DEPTH`` positions (fewer with a fixed
+    ``chain_depth``), drawn from a chain's part of the AugMix's stream: draw ``t`` of
+    :meth:`plan`'s ``u`` is the stream's draw ``chain_base(i) + t`` for chain ``i`` (its depth
+    at 0, then per position its op, magnitude bin and sign); a position past the chain's drawn
+    depth does not run. The per-output path reads a chain's entries from it; ``Generator.
+    batches`` records every chain of every member as one policy's gated entries
+    (``training.batch_augmix``). Not a user-facing Operation."""
 
     bins = PARAMETER_MAX
 
-    def __init__(self, augmix: AugMix, chain: int) -> None:
-        self.augmix, self.chain = augmix, chain
+    def __init__(self, augmix: AugMix) -> None:
+        self.augmix = augmix
         self.space = augmix.space
         self.positions = augmix.chain_depth if augmix.chain_depth > 0 else MAX_DEPTH
         super().__init__("AugMix", None, None)
 
+    def chain_base(self, chain: int) -> int:
+        """The stream's draw of chain ``chain``'s ``t = 0`` (the module doc)."""
+        return 2 + self.augmix.mixture_width + CHAIN_DRAWS * chain
+
     def plan(self, u: Callable[[int], np.ndarray], n: int) -> list[Draw]:
         a = self.augmix
-        t = 2 + a.mixture_width + CHAIN_DRAWS * self.chain
         if a.chain_depth > 0:
             depth = np.full(n, a.chain_depth)
         else:
-            depth = 1 + randint(u(t), MAX_DEPTH)
+            depth = 1 + randint(u(0), MAX_DEPTH)
         k = len(self.names)
-        return [Draw(randint(u(t + 1 + 3 * j), k), randint(u(t + 2 + 3 * j), a.severity),
-                     u(t + 3 + 3 * j) <= 0.5, depth > j)
+        return [Draw(randint(u(1 + 3 * j), k), randint(u(2 + 3 * j), a.severity),
+                     u(3 + 3 * j) <= 0.5, depth > j)
                 for j in range(self.positions)]
 
     def _state_args(self) -> dict:
         return {}
 
     def __reduce__(self) -> tuple:
-        return AugMixChain, (self.augmix, self.chain)
+        return AugMixChain, (self.augmix,)
 
 
 class AugMix(ImageOperation):
@@ -191,8 +196,8 @@ class AugMix(ImageOperation):
         check_fill(fill, owner)
         self.space = AUGMIX_SPACE if self.all_ops else AUGMIX_PARTIAL_SPACE
         self.names = tuple(self.space)
-        #: each chain as a policy of the space's entries (drawn from this Operation's stream)
-        self.chains = [AugMixChain(self, i) for i in range(self.mixture_width)]
+        #: the chains as a policy of the space's entries (drawn from this Operation's stream)
+        self.chain = AugMixChain(self)
         self._tv = dict(severity=severity, mixture_width=mixture_width, chain_depth=chain_depth,
                         alpha=alpha, all_ops=all_ops, interpolation=interpolation, fill=fill)
         super().__init__(self)  # a callable Operation: this object (a stable repr)
@@ -217,10 +222,13 @@ class AugMix(ImageOperation):
             return np.array([u(t)], dtype=np.float64)
 
         sizes = np.array([hw], dtype=np.int64)
+        pol = self.chain
         chains = []
-        for pol in self.chains:
+        for i in range(self.mixture_width):
+            base = pol.chain_base(i)
+            plan = pol.plan(lambda t, base=base: one(base + t), 1)
             chains.append([(pol.names[int(d.op[0])], float(pol.magnitudes(d, sizes)[0]))
-                           for d in pol.plan(one, 1) if d.runs[0]])
+                           for d in plan if d.runs[0]])
         return self.weights(one, 1)[0], chains
 
     def sample_draws(self, seed: int, sample: int, index: int,
@@ -273,7 +281,7 @@ class AugMix(ImageOperation):
     def _bound(self, instance: Any) -> Callable[[], Any]:
         # every entry of the space once, at its largest magnitude (the policies' check that a
         # batch may record them on each input), after the per-output path's refusal of targets
-        record_all = self.chains[0]._bound(instance)
+        record_all = self.chain._bound(instance)
 
         def check() -> None:
             if targets.of(instance._node) is not None:

@@ -84,14 +84,14 @@ class Launch:
 
 @dataclass
 class ForkStage:
-    """A fork before a launch's last gather (``batch_augmix``): per chain its launches (their
-    ``pos``: member indices within the fork; their source the fork's), written side by side
-    into one buffer, then the weighted sum of every member's original and chains (``weights``
-    (m, 1 + k)) into its image of ``hw`` (``cout`` channels of ``dtype``), which the next stage
-    reads."""
+    """A fork before a launch's last gather (``batch_augmix``): the launches of its branches
+    (their ``pos``: branch ``i * m + r`` is chain ``i`` of member ``r``; their source the
+    fork's), written side by side into one buffer, then the weighted sum of every member's
+    original and chains (``weights`` (m, 1 + k)) into its image of ``hw`` (``cout`` channels
+    of ``dtype``), which the next stage reads."""
 
     weights: np.ndarray
-    chains: list[list[Launch]]
+    pieces: list[Launch]
     hw: tuple[int, int]
     cout: int
     dtype: np.dtype
@@ -108,9 +108,8 @@ def launch_of(g: VGather, gates: bool, pos: np.ndarray, rows: np.ndarray | None)
     for st in g.stages:
         if st.forked is not None:
             f = st.forked
-            chains = [[launch_of(cg, cg.gates, at, None) for at, cg in pieces]
-                      for pieces in f.chains]
-            stages.append(ForkStage(f.weights, chains, (int(f.cur[0, 0]), int(f.cur[0, 1])),
+            pieces = [launch_of(cg, cg.gates, at, None) for at, cg in f.pieces]
+            stages.append(ForkStage(f.weights, pieces, (int(f.cur[0, 0]), int(f.cur[0, 1])),
                                     st.cin, st.dtype, st.full))
             continue
         ssig, sp = st.rows()
@@ -128,9 +127,7 @@ def kernel_launches(launches: list[Launch]) -> list[tuple]:
     for L in launches:
         for st in L.stages:
             if isinstance(st, ForkStage):
-                for chain in st.chains:
-                    out += kernel_launches(chain)
-                out.append(("mix",))
+                out += kernel_launches(st.pieces) + [("mix",)]
                 continue
             out += [("stat", pr.stat, pr.sig) for pr in st.prefixes] + [("gather", st.sig)]
         out += [("stat", pr.stat, pr.sig) for pr in L.prefixes] + [("gather", L.sig)]
@@ -517,23 +514,21 @@ def _slots(pk: Any, L: Launch, rows: np.ndarray, device: int) -> tuple:
 
 def _fork_slots(pk: Any, F: ForkStage, rows: np.ndarray, m: int, device: int) -> tuple:
     """A fork's arrays: (weights, its source rows, each member's chain images' offsets in the
-    fork's buffer (m, k), per branch (its launch, its :func:`_slots`, its offset)). Chain
-    ``i``'s branches lie side by side from ``i * m`` images on."""
+    fork's buffer (m, k), per branch launch (the launch, its :func:`_slots`, its offset)): the
+    launches' images side by side."""
     h, w = F.hw
     size = h * w * F.cout
-    k = len(F.chains)
-    frows = np.zeros((m, k), dtype=np.int64)
+    k = F.weights.shape[1] - 1
+    frows = np.zeros(k * m, dtype=np.int64)  # per branch, then as (m, k)
     pieces = []
-    for i, chain in enumerate(F.chains):
-        start = 0
-        for P in chain:
-            n = len(P.pos)
-            base = (i * m + start) * size
-            frows[P.pos, i] = base + np.arange(n, dtype=np.int64) * size
-            pieces.append((P, _slots(pk, P, rows[P.pos], device), base))
-            start += n
+    start = 0
+    for P in F.pieces:
+        n = len(P.pos)
+        frows[P.pos] = (start + np.arange(n, dtype=np.int64)) * size
+        pieces.append((P, _slots(pk, P, rows[P.pos % m], device), start * size))
+        start += n
     return (pk.add(np.ascontiguousarray(F.weights, dtype=np.float64)), pk.add(rows),
-            pk.add(frows), pieces)
+            pk.add(np.ascontiguousarray(frows.reshape(k, m).T)), pieces)
 
 
 def _stat_rows(init: np.ndarray, sig: Any, m: int, device: int) -> Any:
@@ -604,7 +599,7 @@ def _run_fork(F: ForkStage, pk: Any, sslot: tuple, src: Any, m: int, device: int
     h, w = F.hw
     size = h * w * F.cout
     item = np.dtype(F.dtype).itemsize
-    total = max(len(F.chains) * m * size, 1)
+    total = max((F.weights.shape[1] - 1) * m * size, 1)
     forks = runtime.empty((total * item,), np.uint8, device)
     keep.append(forks)
     for P, pslot, base in pieces:
