@@ -131,7 +131,8 @@ def record_augmix(g: VGather, c: batch_ops.Ctx, step: AugMixStep, on: np.ndarray
     for s in np.unique(structure).tolist():
         rows = np.flatnonzero(structure == s)
         cg = VGather(g.cur[member[rows]].copy(), g.cin, g.dtype, True, g.stat_cut)
-        batch_ops.record_policy(cg, cb.sub(rows), step.chain, np.ones(len(rows), dtype=bool))
+        batch_ops.record_policy(cg, cb.sub(rows), step.chain, np.ones(len(rows), dtype=bool),
+                                cut_positions=True)
         g.left[member[rows[cg.left]]] = True
         pieces.append((rows, cg))
     g.fork(Fork(weights, pieces, g.cur.copy()))
