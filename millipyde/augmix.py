@@ -5,11 +5,15 @@ Beta(alpha, alpha).
 
 The chains' ops are the policies' entries (``policies.entry_call``: shears, translations and
 rotation as ``warp_affine``; posterize, solarize, autocontrast, equalize; with ``all_ops``
-brightness, colour, contrast, sharpness), each a method call on a copy of the image; the mix
-is one generated weighted-sum kernel pass per term (``graph.codegen.weighted``), on the
-device. AugMix runs per output: in ``Generator.batches`` its samples are made one by one (its
-``k + 1`` images per sample are not a gather the batch recorders hold), as a callable
-Operation's are.
+brightness, colour, contrast, sharpness); the chains of a sample are one policy,
+:class:`AugMixChain`, whose draws are the chains' parts of the AugMix's stream. On an image
+(and per output) each entry is a method call on a copy of the image, materialised entry by
+entry, and the mix is one generated weighted-sum kernel pass per term
+(``graph.codegen.weighted``), on the device. In ``Generator.batches`` AugMix is a batched step
+(``training.batch_augmix``): the batch's gather forks into the original and the chains of every
+member, recorded as the policy's gated entries over the whole batch (a bounded set of kernels
+whatever is drawn), and the weighted sum is one launch over the batch (``weighted.py``'s
+``mix``): the per-output path's values, bit for bit where it is exact.
 
 Draws, from the counter-based stream of (seed, sample, its index): ``t = 0, 1`` the two
 Gamma(alpha) variables of the Beta weight, ``t = 2 .. 1 + k`` the Dirichlet's ``k`` Gammas
@@ -164,9 +168,11 @@ class AugMix(ImageOperation):
 
     Notes
     -----
-    Runs per output (each sample's chains are method calls, then one weighted-sum kernel
-    pass per term): ``Generator.batches`` makes its samples one by one. Boxes and masks are
-    refused, as torchvision's AugMix refuses them.
+    On an image each sample's chains are method calls, then one weighted-sum kernel pass per
+    term. In ``Generator.batches`` the chains of the whole batch are gated policy entries of
+    at most four gathers (one per number of geometric entries drawn) and the mix one launch
+    over the batch, equal to the per-output result (docs/OPS.md, "AugMix", says which batches
+    stay per output). Boxes and masks are refused, as torchvision's AugMix refuses them.
 
     Examples
     --------
