@@ -614,7 +614,7 @@ def _run_fork(F: ForkStage, pk: Any, sslot: tuple, src: Any, m: int, device: int
     keep.append(dst)
     _launch(_mix_fn(), m, h, w * F.cout, device, src, pk[rows],
             runtime.part(forks, 0, F.dtype, (total,)), pk[frows], pk[wts], dst,
-            min(F.cout, 3), F.dtype.kind in "ui", F.full)
+            min(F.cout, 3), int(F.dtype.kind in "ui"), F.full)
     return runtime.reshape(dst, (m * size,))
 
 
