@@ -619,9 +619,13 @@ def _recorder(state: Any) -> Any:
     if not RECORD_AT_ONCE or state.batch <= 1:
         return None
     from ..augmix import AugMix
+    from ..policies import Policy
 
-    if any(isinstance(op, AugMix) for op in state.operations):
-        return None  # (arena gathers where they record it, ``batch_augmix``; else per output)
+    # (a policy's or AugMix's drawn ops are gated entries of arena gathers, ``batch_ops``,
+    # ``batch_augmix``, on inputs of one size too; where the arena cannot take them, per
+    # output, as the callables' recorder made them)
+    if any(isinstance(op, (AugMix, Policy)) for op in state.operations):
+        return None
     rec = getattr(state, "recorder", False)
     if rec is False:
         from . import batch_record, generator_callables
