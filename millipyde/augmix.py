@@ -5,11 +5,15 @@ Beta(alpha, alpha).
 
 The chains' ops are the policies' entries (``policies.entry_call``: shears, translations and
 rotation as ``warp_affine``; posterize, solarize, autocontrast, equalize; with ``all_ops``
-brightness, colour, contrast, sharpness), each a method call on a copy of the image; the mix
-is one generated weighted-sum kernel pass per term (``graph.codegen.weighted``), on the
-device. AugMix runs per output: in ``Generator.batches`` its samples are made one by one (its
-``k + 1`` images per sample are not a gather the batch recorders hold), as a callable
-Operation's are.
+brightness, colour, contrast, sharpness); the chains of a sample are one policy,
+:class:`AugMixChain`, whose draws are the chains' parts of the AugMix's stream. On an image
+(and per output) each entry is a method call on a copy of the image, materialised entry by
+entry, and the mix is one generated weighted-sum kernel pass per term
+(``graph.codegen.weighted``), on the device. In ``Generator.batches`` AugMix is a batched step
+(``training.batch_augmix``): the batch's gather forks into the original and the chains of every
+member, recorded as the policy's gated entries over the whole batch (a bounded set of kernels
+whatever is drawn), and the weighted sum is one launch over the batch (``weighted.py``'s
+``mix``): the per-output path's values, bit for bit where it is exact.
 
 Draws, from the counter-based stream of (seed, sample, its index): ``t = 0, 1`` the two
 Gamma(alpha) variables of the Beta weight, ``t = 2 .. 1 + k`` the Dirichlet's ``k`` Gammas
@@ -35,7 +39,7 @@ from . import targets
 from .array import ArgumentError
 from .backend import ACTIVE as runtime
 from .graph.exec import batch as exec_batch
-from .policies import ImageOperation, check_fill, entry_call, linspace32
+from .policies import Draw, ImageOperation, Policy, check_fill, entry_call, linspace32, randint
 
 __all__ = ["AugMix", "AUGMIX_SPACE", "AUGMIX_PARTIAL_SPACE"]
 
@@ -90,10 +94,55 @@ def _kernels(name: str) -> tuple:
     return weighted_kernels(runtime.codegen_target, runtime.simulated)
 
 
-def _normalised(g: np.ndarray) -> np.ndarray:
-    s = g.sum()
-    # (every Gamma draw zero: only where all uniforms are 0, a measure-zero event)
-    return g / s if s > 0 else np.full(len(g), 1.0 / len(g))
+def normalised_rows(g: np.ndarray) -> np.ndarray:
+    """Each row of ``g`` (n, m) over its sum, added left to right (one order for every path:
+    a sample's weights are the same bits alone and in a batch); a row of zeros (every Gamma
+    draw zero: only where all its uniforms are 0, a measure-zero event) as ``1 / m`` each."""
+    s = g[:, 0].copy()
+    for i in range(1, g.shape[1]):
+        s = s + g[:, i]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = g / s[:, None]
+    return np.where((s > 0)[:, None], out, 1.0 / g.shape[1])
+
+
+class AugMixChain(Policy):
+    """An :class:`AugMix`'s chains as a policy of ``MAX_DEPTH`` positions (fewer with a fixed
+    ``chain_depth``), drawn from a chain's part of the AugMix's stream: draw ``t`` of
+    :meth:`plan`'s ``u`` is the stream's draw ``chain_base(i) + t`` for chain ``i`` (its depth
+    at 0, then per position its op, magnitude bin and sign); a position past the chain's drawn
+    depth does not run. The per-output path reads a chain's entries from it; ``Generator.
+    batches`` records every chain of every member as one policy's gated entries
+    (``training.batch_augmix``). Not a user-facing Operation."""
+
+    bins = PARAMETER_MAX
+
+    def __init__(self, augmix: AugMix) -> None:
+        self.augmix = augmix
+        self.space = augmix.space
+        self.positions = augmix.chain_depth if augmix.chain_depth > 0 else MAX_DEPTH
+        super().__init__("AugMix", None, None)
+
+    def chain_base(self, chain: int) -> int:
+        """The stream's draw of chain ``chain``'s ``t = 0`` (the module doc)."""
+        return 2 + self.augmix.mixture_width + CHAIN_DRAWS * chain
+
+    def plan(self, u: Callable[[int], np.ndarray], n: int) -> list[Draw]:
+        a = self.augmix
+        if a.chain_depth > 0:
+            depth = np.full(n, a.chain_depth)
+        else:
+            depth = 1 + randint(u(0), MAX_DEPTH)
+        k = len(self.names)
+        return [Draw(randint(u(1 + 3 * j), k), randint(u(2 + 3 * j), a.severity),
+                     u(3 + 3 * j) <= 0.5, depth > j)
+                for j in range(self.positions)]
+
+    def _state_args(self) -> dict:
+        return {}
+
+    def __reduce__(self) -> tuple:
+        return AugMixChain, (self.augmix,)
 
 
 class AugMix(ImageOperation):
@@ -119,9 +168,11 @@ class AugMix(ImageOperation):
 
     Notes
     -----
-    Runs per output (each sample's chains are method calls, then one weighted-sum kernel
-    pass per term): ``Generator.batches`` makes its samples one by one. Boxes and masks are
-    refused, as torchvision's AugMix refuses them.
+    On an image each sample's chains are method calls, then one weighted-sum kernel pass per
+    term. In ``Generator.batches`` the chains of the whole batch are gated policy entries of
+    at most four gathers (one per number of geometric entries drawn) and the mix one launch
+    over the batch, equal to the per-output result (docs/OPS.md, "AugMix", says which batches
+    stay per output). Boxes and masks are refused, as torchvision's AugMix refuses them.
 
     Examples
     --------
@@ -151,41 +202,40 @@ class AugMix(ImageOperation):
         check_fill(fill, owner)
         self.space = AUGMIX_SPACE if self.all_ops else AUGMIX_PARTIAL_SPACE
         self.names = tuple(self.space)
+        #: the chains as a policy of the space's entries (drawn from this Operation's stream)
+        self.chain = AugMixChain(self)
         self._tv = dict(severity=severity, mixture_width=mixture_width, chain_depth=chain_depth,
                         alpha=alpha, all_ops=all_ops, interpolation=interpolation, fill=fill)
         super().__init__(self)  # a callable Operation: this object (a stable repr)
 
     # -- the draws ------------------------------------------------------------------------
+    def weights(self, u: Callable[[int], np.ndarray], n: int) -> np.ndarray:
+        """(n, 1 + mixture_width) the mixing weights of ``n`` samples (``u(t)``: draw ``t`` of
+        each): the original's first, then each chain's; each row sums to one."""
+        k = self.mixture_width
+        beta = normalised_rows(gammaincinv(self.alpha, np.stack([u(0), u(1)], axis=1)))
+        mix = normalised_rows(gammaincinv(self.alpha, np.stack([u(2 + i) for i in range(k)],
+                                                               axis=1)))
+        return np.concatenate([beta[:, :1], mix * beta[:, 1:2]], axis=1)
+
     def draws(self, u: Callable[[int], float],
               hw: tuple[int, int]) -> tuple[np.ndarray, list[list[tuple[str, float]]]]:
         """One sample's mixing weights (the original's first, then each chain's: they sum to
         one) and chains (each a list of (op name, signed magnitude)); ``u(t)`` its draw ``t``
-        (see the module doc), ``hw`` the image's size."""
-        k = self.mixture_width
-        beta = _normalised(gammaincinv(self.alpha, np.array([u(0), u(1)])))
-        mix = _normalised(gammaincinv(self.alpha, np.array([u(2 + i) for i in range(k)])))
-        weights = np.concatenate([[beta[0]], mix * beta[1]])
-        h, w = hw
+        (see the module doc), ``hw`` the image's size. The code a batch runs over all its
+        members (:meth:`weights`, the chains' ``Policy.plan``), on one."""
+        def one(t: int) -> np.ndarray:
+            return np.array([u(t)], dtype=np.float64)
+
+        sizes = np.array([hw], dtype=np.int64)
+        pol = self.chain
         chains = []
-        for i in range(k):
-            t = 2 + k + CHAIN_DRAWS * i
-            depth = self.chain_depth if self.chain_depth > 0 else \
-                1 + min(int(u(t) * MAX_DEPTH), MAX_DEPTH - 1)
-            chain = []
-            for j in range(depth):
-                name = self.names[min(int(u(t + 1 + 3 * j) * len(self.names)),
-                                      len(self.names) - 1)]
-                fn, signed = self.space[name]
-                table = fn(PARAMETER_MAX, h, w)
-                m = 0.0
-                if table is not None:
-                    m = float(table[min(int(u(t + 2 + 3 * j) * self.severity),
-                                        self.severity - 1)])
-                    if signed and u(t + 3 + 3 * j) <= 0.5:
-                        m = -m
-                chain.append((name, m))
-            chains.append(chain)
-        return weights, chains
+        for i in range(self.mixture_width):
+            base = pol.chain_base(i)
+            plan = pol.plan(lambda t, base=base: one(base + t), 1)
+            chains.append([(pol.names[int(d.op[0])], float(pol.magnitudes(d, sizes)[0]))
+                           for d in plan if d.runs[0]])
+        return self.weights(one, 1)[0], chains
 
     def sample_draws(self, seed: int, sample: int, index: int,
                      hw: tuple[int, int]) -> tuple[np.ndarray, list[list[tuple[str, float]]]]:
@@ -233,6 +283,19 @@ class AugMix(ImageOperation):
         x._bind(type(x).from_buffer(dst, device)._node)
         return True
 
+
+    def _bound(self, instance: Any) -> Callable[[], Any]:
+        # every entry of the space once, at its largest magnitude (the policies' check that a
+        # batch may record them on each input), after the per-output path's refusal of targets
+        record_all = self.chain._bound(instance)
+
+        def check() -> None:
+            if targets.of(instance._node) is not None:
+                raise ArgumentError("AugMix does not move boxes, masks or keypoints "
+                                    "(torchvision's AugMix refuses them too)")
+            record_all()
+
+        return check
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self._tv.items())

@@ -234,7 +234,8 @@ class Draw:
         self.op, self.bin, self.negative, self.runs = op, bin, negative, runs
 
 
-def _randint(u: np.ndarray, k: int) -> np.ndarray:
+def randint(u: np.ndarray, k: int) -> np.ndarray:
+    """``floor(u * k)`` of uniforms ``u``, below ``k`` (torch's ``randint``)."""
     return np.minimum((u * k).astype(np.int64), k - 1)
 
 
@@ -459,7 +460,7 @@ class RandAugment(Policy):
 
     def plan(self, u: Callable[[int], np.ndarray], n: int) -> list[Draw]:
         k = len(self.names)
-        return [Draw(_randint(u(1 + 4 * i), k), np.full(n, self.magnitude),
+        return [Draw(randint(u(1 + 4 * i), k), np.full(n, self.magnitude),
                      u(3 + 4 * i) <= 0.5, np.ones(n, dtype=bool))
                 for i in range(self.positions)]
 
@@ -490,7 +491,7 @@ class TrivialAugmentWide(Policy):
         super().__init__("TrivialAugmentWide", interpolation, fill)
 
     def plan(self, u: Callable[[int], np.ndarray], n: int) -> list[Draw]:
-        return [Draw(_randint(u(1), len(self.names)), _randint(u(2), self.bins),
+        return [Draw(randint(u(1), len(self.names)), randint(u(2), self.bins),
                      u(3) <= 0.5, np.ones(n, dtype=bool))]
 
     def _state_args(self) -> dict:
@@ -536,7 +537,7 @@ class AutoAugment(Policy):
                               dtype=np.int64)
 
     def plan(self, u: Callable[[int], np.ndarray], n: int) -> list[Draw]:
-        s = _randint(u(0), len(self._ops))
+        s = randint(u(0), len(self._ops))
         return [Draw(self._ops[s, i], np.maximum(self._bins[s, i], 0), u(3 + 4 * i) <= 0.5,
                      u(4 + 4 * i) <= self._probs[s, i])
                 for i in range(self.positions)]

@@ -1,6 +1,7 @@
 """``AugMix`` (torchvision v2's): its draws against torchvision's distributions, its output the
-weighted sum of its chains (each chain the policies' entries as method calls), per output in
-``Generator.batches``, ``millipyde.transforms.AugMix``, argument errors."""
+weighted sum of its chains (each chain the policies' entries as method calls), in
+``Generator.batches`` a fork of the arena gather (its chains as gated policy entries, one mix
+launch) equal to the per-output path, ``millipyde.transforms.AugMix``, argument errors."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import millipyde.transforms as T
 from millipyde import random as mprandom
 from millipyde.augmix import AUGMIX_PARTIAL_SPACE, AUGMIX_SPACE
 from millipyde.policies import entry_call
+from millipyde.training import batch_arena, batches
+from millipyde.training.batches import convert_reference
 
 
 def _draws(a: mp.AugMix, n: int, hw=(20, 30)):
@@ -124,15 +127,102 @@ def test_float_grey_images_mix_without_rounding():
     assert np.array_equal(out, _reference(grey, a, 2, 0, 0))
 
 
+# --------------------------------------------------------------------------- in batches
+
+def _recorded(gen, outputs):
+    """The arena recorder's launches and left rows of ``gen``'s first ``outputs`` outputs."""
+    rec = batches._arena_recorder(gen._state)
+    assert rec is not None  # recorded as arena gathers, not per output
+    return rec.record(list(range(outputs)))
+
+
 @pytest.mark.cudasim_ok
 def test_generator_batches_equal_its_outputs():
-    # equal to next() and to the eager method calls. The batch takes the callables' recorder
-    # ("template": a callable runs on a stand-in first), and every output falls back to the
-    # per-output path there, as AugMix reads its image's value (its chains are materialised)
-    from test_generator_batches_tv import _check, _imgs
+    # an op before (a flip: the fork reads the stage it ends), the AugMix (two chains as
+    # branches of one policy), an op after (read from the mix); equal to the eager per-output
+    # AugMix and to next(), bit for bit on the cpu and under CUDASIM (1 level on GPUs). The
+    # cheapest chains: depth 1, the partial space (a batch's kernels compile once: 7)
+    from generator_reference import batch_spec, eager_outputs
+    from test_generator_batches_tv import _check, _imgs, _same
+    from tiers import simulator
 
-    _check(_imgs(4, ((6, 7, 3), (6, 7, 3))),
-           [mp.AugMix(mixture_width=1, chain_depth=1, all_ops=False)], 2, 2, "template")
+    # (the simulator runs every thread in Python: there 3 outputs of 12 x 12, the batch
+    # alone, chains of two ops, each a stage of the branch's gather; the cpu compiles each
+    # kernel: chains of one op there, 7 kernels a batch)
+    n, hw, seed, depth = (3, 12, 1, 2) if simulator() else (8, 32, 5, 1)
+    ops = [mp.Operation("fliplr", p=0.5),
+           mp.AugMix(mixture_width=2, chain_depth=depth, all_ops=False),
+           mp.Operation("adjust_brightness", 1.2)]
+    imgs = _imgs(4, ((hw, hw, 3), (hw, hw, 3)))
+    if simulator():
+        gen = mp.Generator(imgs, ops, outputs=n, seed=seed)
+        with gen.batches(n) as bs:
+            got = np.asarray(next(iter(bs)))
+        for k, want in enumerate(eager_outputs(imgs, ops, n, seed)):
+            _same(got[k], convert_reference(want, batch_spec(n)), k)
+    else:
+        _check(imgs, ops, n, n, "arena", seed=seed)
+    launches, left = _recorded(mp.Generator(imgs, ops, outputs=n, seed=seed), n)
+    # (left: scikit-image's data-dependent warp clip of a shear about the corner, per output:
+    # common on tiny images, none at 64 x 64 and above)
+    assert len(left) <= max(1, n // 4) and len(launches) == 1, left
+    forks = [st for st in launches[0].stages if isinstance(st, batch_arena.ForkStage)]
+    # (a stage before the fork where a member flips: the fork reads it; else the arena)
+    assert len(forks) == 1
+    # branches by number of geometric entries drawn (0 .. depth); with two ops a chain's
+    # positions are stages of their branch's gather (``record_policy``'s cut_positions)
+    assert 2 <= len(forks[0].pieces) <= depth + 1
+    assert any(P.stages for P in forks[0].pieces) == (depth > 1)
+    assert sorted(np.concatenate([P.pos for P in forks[0].pieces]).tolist()) == \
+        list(range(2 * (n - len(left))))  # every member's two chains, once each
+
+
+def _launch_counts(a: mp.AugMix, seeds: range, hw=(64, 64)) -> tuple[set, list[int]]:
+    """The distinct kernels and the launches per batch of 64 of ``a`` over ``seeds`` (record
+    only: nothing runs)."""
+    imgs = [mp.gpuimage(np.zeros((*hw, 3), dtype=np.uint8)) for _ in range(2)]
+    kernels, counts = set(), []
+    for seed in seeds:
+        launches, left = _recorded(mp.Generator(imgs, [a], seed=seed), 64)
+        assert not left
+        got = batch_arena.kernel_launches(launches)
+        assert got.count(("mix",)) == 1  # the weighted sum: one launch over the batch
+        kernels |= set(got)
+        counts.append(len(got))
+    return kernels, counts
+
+
+def test_kernel_count_is_bounded_whatever_is_drawn():
+    """A batch's AugMix records at most four branch gathers (one per number of geometric
+    entries drawn, whatever mixture_width is), their statistics' reductions and one mix: the
+    same kernels after 10 seeds as after 20, and no more launches with 6 chains than with 1."""
+    a = mp.AugMix()  # severity 3, width 3, depth 1-3, all ops
+    kernels, counts = _launch_counts(a, range(10))
+    more, counts2 = _launch_counts(a, range(10, 20))
+    assert more <= kernels
+    # measured: 12 distinct kernels, 72 launches a batch (48 reductions: three statistic ops
+    # at each of three positions of each of four structures, and each position a stage of its
+    # own); a GPU batch has no more (no statistic cut there)
+    assert len(kernels) <= 12 and max(counts + counts2) <= 72, (len(kernels), counts)
+    _, wide = _launch_counts(mp.AugMix(mixture_width=6), range(3))
+    _, narrow = _launch_counts(mp.AugMix(mixture_width=1), range(3))
+    assert max(wide) <= 72 and max(narrow) <= 72
+
+
+def test_bad_arguments_and_targets_are_refused_in_batches():
+    # a bad argument raises at construction, naming it, before any Generator; an input with
+    # boxes leaves the arena and the per-output path refuses it, naming AugMix
+    with pytest.raises(ValueError, match="mixture_width"):
+        mp.Generator([mp.gpuimage(np.zeros((8, 8, 3), dtype=np.uint8))],
+                     [mp.AugMix(mixture_width=0)])
+    g = mp.gpuimage(np.zeros((16, 16, 3), dtype=np.uint8))
+    g.set_targets(boxes=[[1, 1, 5, 5]], labels=[1])
+    gen = mp.Generator([g], [mp.AugMix(mixture_width=1, chain_depth=1, all_ops=False)],
+                       outputs=2, seed=0)
+    assert batches._arena_recorder(gen._state) is None
+    with pytest.raises(Exception, match="AugMix does not move boxes"):
+        with gen.batches(2) as bs:
+            next(iter(bs))
 
 
 def test_transforms_augmix_is_augmix_and_pickles_by_its_arguments():

@@ -322,6 +322,9 @@ def test_a_torchvision_recipe_runs_with_only_the_import_changed(policy):
                        outputs=8, seed=0)
     with gen.batches(4) as bs:
         got = [np.asarray(b) for b in bs]
+    # (inputs of one size: the batches take the arena gathers, not the callables' recorder,
+    # whose per-output fallback a policy's stand-in would take)
+    assert batches._recorder(gen._state) is None
     assert batches._arena_recorder(gen._state) is not None
     assert [b.shape for b in got] == [(4, 3, 24, 24)] * 2 and np.isfinite(got[0]).all()
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .. import random as mprandom
+from ..augmix import AugMix
 from ..backend import ACTIVE as runtime  # the active backend
 from ..compose import Choice
 from ..decorators import UserOp
@@ -35,7 +36,7 @@ from ..graph.codegen import arena as codegen_arena
 from ..graph.codegen import stat as codegen_stat
 from ..image import gpuimage
 from ..policies import Policy
-from . import batch_ops
+from . import batch_augmix, batch_ops
 from .batch_chain import Prefix, Unsupported, VGather
 
 
@@ -81,6 +82,58 @@ class Launch:
         return self.hw if self.cout == 1 else (*self.hw, self.cout)
 
 
+@dataclass
+class ForkStage:
+    """A fork before a launch's last gather (``batch_augmix``): the launches of its branches
+    (their ``pos``: branch ``i * m + r`` is chain ``i`` of member ``r``; their source the
+    fork's), written side by side into one buffer, then the weighted sum of every member's
+    original and chains (``weights`` (m, 1 + k)) into its image of ``hw`` (``cout`` channels
+    of ``dtype``), which the next stage reads."""
+
+    weights: np.ndarray
+    pieces: list[Launch]
+    hw: tuple[int, int]
+    cout: int
+    dtype: np.dtype
+    full: float
+    prefixes: list = field(default_factory=list)  # (none of its own: the chains' are theirs)
+
+
+def launch_of(g: VGather, gates: bool, pos: np.ndarray, rows: np.ndarray | None) -> Launch:
+    """The :class:`Launch` of ``g`` (members of one size at every stage) for the batch
+    positions ``pos``, reading its source at ``rows`` (None: a fork's branch, whose rows are
+    the fork's)."""
+    sig, p = g.rows()
+    stages: list = []
+    for st in g.stages:
+        if st.forked is not None:
+            f = st.forked
+            pieces = [launch_of(cg, cg.gates, at, None) for at, cg in f.pieces]
+            stages.append(ForkStage(f.weights, pieces, (int(f.cur[0, 0]), int(f.cur[0, 1])),
+                                    st.cin, st.dtype, st.full))
+            continue
+        ssig, sp = st.rows()
+        stages.append(Stage(ssig, sp, (int(st.cur[0, 0]), int(st.cur[0, 1])), ssig.cout,
+                            st.prefixes))
+    return Launch(sig, gates, pos, p, rows, (int(g.cur[0, 0]), int(g.cur[0, 1])), sig.cout,
+                  g.dtype, g.prefixes, stages)
+
+
+def kernel_launches(launches: list[Launch]) -> list[tuple]:
+    """Every kernel launch a batch of ``launches`` makes, in order: ("gather", sig) for each
+    gather (stages and a fork's branches included), ("stat", stat, sig) for each statistic's
+    reduction, ("mix",) for each fork's weighted sum."""
+    out: list[tuple] = []
+    for L in launches:
+        for st in L.stages:
+            if isinstance(st, ForkStage):
+                out += kernel_launches(st.pieces) + [("mix",)]
+                continue
+            out += [("stat", pr.stat, pr.sig) for pr in st.prefixes] + [("gather", st.sig)]
+        out += [("stat", pr.stat, pr.sig) for pr in L.prefixes] + [("gather", L.sig)]
+    return out
+
+
 class ArenaRecorder:
     """Records a Generator's batches as arena gathers (see the module doc)."""
 
@@ -101,9 +154,15 @@ class ArenaRecorder:
             self.arena_size[x.dtype.str] = at + int(x.size)
         self.gates = any(s.op.probability is not None and not s.reshapes for s in steps) or \
             any(isinstance(s, batch_ops.Step) and s.form.skips for s in steps) or \
-            any(isinstance(s, (batch_ops.ChoiceStep, batch_ops.PolicyStep)) for s in steps)
+            any(isinstance(s, (batch_ops.ChoiceStep, batch_ops.PolicyStep,
+                               batch_augmix.AugMixStep)) for s in steps)
         self.lock = threading.Lock()
         self.arenas: dict[int, dict[str, Any]] = {}
+        # an AugMix before any size-changing op: its members are grouped by input size
+        fork = next((j for j, s in enumerate(steps) if isinstance(s, batch_augmix.AugMixStep)),
+                    None)
+        self.fork_sizes = fork is not None and not any(s.reshapes for s in steps[:fork]) and \
+            len({tuple(v) for v in self.hw.tolist()}) > 1
 
     # -- inputs on the device ------------------------------------------------------------------
     def arena(self, device: int) -> dict[str, Any]:
@@ -146,6 +205,8 @@ class ArenaRecorder:
         cols = [self.kind[inp]] + [c.astype(np.int64) for c, s in zip(coins, self.steps,
                                                                       strict=True)
                                    if s.reshapes and s.op.probability is not None]
+        if self.fork_sizes:  # (a fork's members have one size: ``batch_augmix``)
+            cols.append(_groups_of(self.hw[inp, 0] * (1 << 31) + self.hw[inp, 1]))
         first = _code(cols)
         # a policy records two structures: with and without its sampler slot
         cols += [s.structure(c) for c, s in zip(ctxs, self.steps, strict=True)
@@ -204,7 +265,9 @@ class ArenaRecorder:
             if s.reshapes and not on.any():
                 continue  # skipped by every member of this structure
             c = ctxs[j].sub(rows)
-            if isinstance(s, (batch_ops.Step, batch_ops.ChoiceStep, batch_ops.PolicyStep)):
+            if isinstance(s, batch_augmix.AugMixStep):
+                batch_augmix.record_augmix(g, c, s, on)
+            elif isinstance(s, (batch_ops.Step, batch_ops.ChoiceStep, batch_ops.PolicyStep)):
                 batch_ops.record_step(g, c, s, on)
             else:
                 batch_ops.user_op(g, c, s.op.function, s.op.args, on)
@@ -234,22 +297,15 @@ class ArenaRecorder:
         launches = []
         base = self.offset[inp[rows]]
         widths = self.hw[inp[rows], 1]
-        for v, (h, w) in enumerate(sizes.tolist()):
+        for v in range(len(sizes)):
             if len(sizes) == 1 and len(okrows) == len(rows):
                 mask, sub = np.ones(len(rows), dtype=bool), g  # the common case: no copy
             else:
                 mask = np.zeros(len(rows), dtype=bool)
                 mask[okrows[which == v]] = True
                 sub = g.take(mask)
-            sig, p = sub.rows()
-            stages = []
-            for st in sub.stages:
-                ssig, sp = st.rows()
-                stages.append(Stage(ssig, sp, (int(st.cur[0, 0]), int(st.cur[0, 1])),
-                                    ssig.cout, st.prefixes))
-            launches.append(Launch(sig, self.gates, rows[mask], p,
-                                   np.stack([base[mask], widths[mask]], axis=1),
-                                   (int(h), int(w)), sig.cout, g.dtype, sub.prefixes, stages))
+            launches.append(launch_of(sub, self.gates, rows[mask],
+                                      np.stack([base[mask], widths[mask]], axis=1)))
         return launches, np.concatenate(lost)
 
 
@@ -290,7 +346,8 @@ def make(state: Any) -> ArenaRecorder | None:
         return None
     rec = ArenaRecorder(state, steps)
     # (a policy's structure depends on the draws: the first outputs are tried until one plans)
-    tries = 16 if any(isinstance(s, batch_ops.PolicyStep) for s in steps) else 1
+    tries = 16 if any(isinstance(s, (batch_ops.PolicyStep, batch_augmix.AugMixStep))
+                      for s in steps) else 1
     for i in range(tries):
         k = np.array([state.global_index(i)], dtype=np.int64)
         if plans_one_gather(rec, k, state.input_index(k)):
@@ -304,6 +361,12 @@ def arena_steps(operations: list, inputs: list = ()) -> list | None:
     without a batch handler, a choice among methods an input's class overrides)."""
     steps = []
     for op in operations:
+        if isinstance(op, AugMix):  # its chains as policies, forked and mixed (batch_augmix)
+            step = batch_augmix.augmix_step(op, list(inputs))
+            if step is None:
+                return None
+            steps.append(step)
+            continue
         if isinstance(op, Policy):  # a per-sample policy: its entries as gates (batch_ops)
             policy = batch_ops.policy_step(op, list(inputs))
             if policy is None:
@@ -418,29 +481,54 @@ def _stat_fn(sig: Any, stat: str, gates: bool) -> Any:
 
 def _upload(launches: list[Launch], device: int) -> tuple[Any, list[tuple]]:
     """Every launch's per-member arrays in one pack, uploaded: the pack and per launch its
-    slots (parameters, rows, positions, the statistics' buffer, the statistic's prefix
-    rows); the statistics' buffers are made on the device (:func:`_stat_rows`)."""
+    slots (:func:`_slots`); the statistics' buffers are made on the device
+    (:func:`_stat_rows`)."""
     from ..graph.exec.batch import Pack
 
     pk = Pack()
-    slots = []
-    for L in launches:
-        m = len(L.pos)
-        stat = _stat_rows(codegen_stat.stat_init(L.sig), L.sig, m, device)
-        pres = [pk.add(pr.p) for pr in L.prefixes]
-        stages = []
-        for i, st in enumerate(L.stages):
-            # a stage after the first reads the one before: member r's image at r * size
-            prev = L.stages[i - 1] if i else None
-            srows = L.rows if prev is None else _stage_rows(m, prev)
-            stages.append((pk.add(st.p), pk.add(srows),
-                           _stat_rows(codegen_stat.stat_init(st.sig), st.sig, m, device),
-                           [pk.add(pr.p) for pr in st.prefixes]))
-        rows = L.rows if not L.stages else _stage_rows(m, L.stages[-1])
-        slots.append((pk.add(L.p), pk.add(rows), pk.add(L.pos.astype(np.int64)),
-                      stat, pres, stages))
+    slots = [_slots(pk, L, L.rows, device) for L in launches]
     pk.upload(device)
     return pk, slots
+
+
+def _slots(pk: Any, L: Launch, rows: np.ndarray, device: int) -> tuple:
+    """Launch ``L``'s arrays added to ``pk`` (``rows``: where its members read their source):
+    (parameters, rows, positions, the statistics' buffer, the statistics' prefix rows, per
+    stage its slots: a gather's (parameters, rows, statistics, prefix rows), a fork's
+    :func:`_fork_slots`)."""
+    m = len(L.pos)
+    stat = _stat_rows(codegen_stat.stat_init(L.sig), L.sig, m, device)
+    pres = [pk.add(pr.p) for pr in L.prefixes]
+    stages = []
+    for st in L.stages:
+        # a stage after the first reads the one before: member r's image at r * size
+        if isinstance(st, ForkStage):
+            stages.append(_fork_slots(pk, st, rows, m, device))
+        else:
+            stages.append((pk.add(st.p), pk.add(rows),
+                           _stat_rows(codegen_stat.stat_init(st.sig), st.sig, m, device),
+                           [pk.add(pr.p) for pr in st.prefixes]))
+        rows = _stage_rows(m, st)
+    return (pk.add(L.p), pk.add(rows), pk.add(L.pos.astype(np.int64)), stat, pres, stages)
+
+
+def _fork_slots(pk: Any, F: ForkStage, rows: np.ndarray, m: int, device: int) -> tuple:
+    """A fork's arrays: (weights, its source rows, each member's chain images' offsets in the
+    fork's buffer (m, k), per branch launch (the launch, its :func:`_slots`, its offset)): the
+    launches' images side by side."""
+    h, w = F.hw
+    size = h * w * F.cout
+    k = F.weights.shape[1] - 1
+    frows = np.zeros(k * m, dtype=np.int64)  # per branch, then as (m, k)
+    pieces = []
+    start = 0
+    for P in F.pieces:
+        n = len(P.pos)
+        frows[P.pos] = (start + np.arange(n, dtype=np.int64)) * size
+        pieces.append((P, _slots(pk, P, rows[P.pos % m], device), start * size))
+        start += n
+    return (pk.add(np.ascontiguousarray(F.weights, dtype=np.float64)), pk.add(rows),
+            pk.add(np.ascontiguousarray(frows.reshape(k, m).T)), pieces)
 
 
 def _stat_rows(init: np.ndarray, sig: Any, m: int, device: int) -> Any:
@@ -476,7 +564,11 @@ def _run_stages(L: Launch, pk: Any, slot: tuple, src: Any, device: int,
     from ..graph.exec.batch import _launch
 
     m = len(L.pos)
-    for st, (sp, srows, sstat, spres) in zip(L.stages, slot[5], strict=True):
+    for st, sslot in zip(L.stages, slot[5], strict=True):
+        if isinstance(st, ForkStage):
+            src = _run_fork(st, pk, sslot, src, m, device, keep)
+            continue
+        sp, srows, sstat, spres = sslot
         for pr, pre in zip(st.prefixes, spres, strict=True):
             h, w = (min(a, b) for a, b in zip(pr.hw, codegen_stat.ARENA_STAT_GRID,
                                               strict=True))
@@ -488,6 +580,42 @@ def _run_stages(L: Launch, pk: Any, slot: tuple, src: Any, device: int,
                 pk[sp], sstat)
         src = runtime.reshape(tmp, (m * st.hw[0] * st.hw[1] * st.cout,))
     return src
+
+
+@functools.cache
+def _mix_fn() -> Any:
+    from ..graph.codegen.weighted import weighted_batch_kernel
+
+    return weighted_batch_kernel(runtime.codegen_target, runtime.simulated)
+
+
+def _run_fork(F: ForkStage, pk: Any, sslot: tuple, src: Any, m: int, device: int,
+              keep: list) -> Any:
+    """A fork on the flat source ``src``: each branch's stages, reductions and gather into its
+    part of one buffer, then the mix (one launch); the flat image it leaves."""
+    from ..graph.exec.batch import _launch
+
+    wts, rows, frows, pieces = sslot
+    h, w = F.hw
+    size = h * w * F.cout
+    item = np.dtype(F.dtype).itemsize
+    total = max((F.weights.shape[1] - 1) * m * size, 1)
+    forks = runtime.empty((total * item,), np.uint8, device)
+    keep.append(forks)
+    for P, pslot, base in pieces:
+        psrc = _run_stages(P, pk, pslot, src, device, keep)
+        _statistics(P, pk, pslot, psrc, device)
+        n = len(P.pos)
+        view = runtime.part(forks, base * item, F.dtype, (n, h, w, F.cout))
+        pp, prows, _, pstat, _, _ = pslot
+        _launch(_gather_fn(P.sig, P.gates, "", 3), n, h, w, device, psrc, pk[prows], view,
+                pk[pp], pstat)
+    dst = runtime.empty((m, h, w, F.cout), F.dtype, device)
+    keep.append(dst)
+    _launch(_mix_fn(), m, h, w * F.cout, device, src, pk[rows],
+            runtime.part(forks, 0, F.dtype, (total,)), pk[frows], pk[wts], dst,
+            min(F.cout, 3), int(F.dtype.kind in "ui"), F.full)
+    return runtime.reshape(dst, (m * size,))
 
 
 def _statistics(L: Launch, pk: Any, slot: tuple, src: Any, device: int) -> None:

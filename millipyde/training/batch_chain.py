@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -154,6 +155,9 @@ class VGather:
     # the gathers before this one (``cut``), in order: each writes an image of its own
     # dtype that the next reads, as the per-output plan's kernels do
     stages: list[VGather] = field(default_factory=list)
+    # a fork's marker in ``stages`` (``training.batch_augmix.Fork``): the stage the marker
+    # stands for makes the fork's branches and their mix, which the next stage reads
+    forked: Any = None
     # ``_joined_ops``' buffers: (the ops list they hold, how many of its ops, their slots side
     # by side, their gate flags side by side, the columns used); the ops list only grows
     _joined: tuple | None = field(default=None, init=False, repr=False, compare=False)
@@ -169,6 +173,17 @@ class VGather:
         self.left = np.zeros(n, dtype=bool)
         self.window = np.zeros((n, 2 * k), dtype=self.cur.dtype)  # (0, 0, height, width)
         self.window[:, k:] = self.cur
+
+    def fork(self, fork: Any) -> None:
+        """End the gather at a fork (``batch_augmix``): the gather as it stands becomes a stage
+        (unless it does nothing: the fork then reads its source), then the fork's marker; the
+        gather goes on reading the fork's output."""
+        if (self.ops or self.A is not None or self.fill is not None or self.umap
+                or self.prefixes or not (self.P == _EYE).all()):
+            self.cut()
+        marker = VGather(self.cur.copy(), self.cin, self.dtype, self.gates, self.stat_cut)
+        marker.forked = fork
+        self.stages.append(marker)
 
     def cut(self) -> None:
         """End this gather here (a stage, kept in ``stages``) and go on in a new one that reads
@@ -531,6 +546,7 @@ class VGather:
         out.ops = [_Chained(c.name, c.params[keep], c.off[keep]) for c in self.ops]
         out.left = self.left[keep]
         out.stages = [st.take(keep) for st in self.stages]
+        out.forked = None if self.forked is None else self.forked.take(keep)
         for pr in self.prefixes:
             hw = pr.p[keep, -3:-1]
             out.prefixes.append(Prefix(pr.stat, pr.sig, pr.p[keep], (

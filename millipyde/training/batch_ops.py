@@ -595,7 +595,8 @@ def _slot_matrices(g: VGather, step: PolicyStep, names: np.ndarray, mags: np.nda
     return mat
 
 
-def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
+def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray,
+                  cut_positions: bool = False) -> None:
     """A policy on every member of ``g``: the entries drawn for all at once
     (``Policy.plan``, the code one image's call runs), then every op of its space recorded
     per position, gated where the member did not draw it.
@@ -606,6 +607,12 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
     after slot ``j`` where ``j`` geometric entries precede it). A slot that cannot join the
     gather (a sampler or a neighbourhood op before it) starts the next stage of the gather
     (``VGather.cut``), where the per-output plan starts its next kernel.
+
+    ``cut_positions``: each position's entries in a stage of their own (``VGather.cut``
+    between positions), as a per-output path that materialises entry by entry has them
+    (``AugMix``'s): a neighbourhood entry (sharpness) then reads the stage before it, not the
+    positions before it computed again for each of its taps. Values are the same on integer
+    images (every chained op's value is rounded and clipped before the next reads it).
     """
     pol = step.op
     dr = step.draws(c)
@@ -643,12 +650,18 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray) -> None:
         # entry i after slot j: j geometric entries before it, slots - j from it on
         placing = [i for i in range(npos) if j <= i and slots - j <= npos - i]
         if table is not None:
-            if placing:  # (the positions between two slots: one record)
-                span = slice(placing[0], placing[-1] + 1)  # (consecutive)
+            # (the positions between two slots: one record; with cut_positions one each)
+            spans = [slice(i, i + 1) for i in placing] if cut_positions else \
+                [slice(placing[0], placing[-1] + 1)] if placing else []  # (consecutive)
+            for q, span in enumerate(spans):
+                if q:
+                    g.cut()
                 table.record(g, np.where(on[:, None] & (before[:, span] == j),
                                          dr.value[:, span], table.none))
             continue
-        for i in placing:
+        for q, i in enumerate(placing):
+            if q and cut_positions:
+                g.cut()
             d = plan[i]
             placed = on & d.runs & ~geo[:, i] & (before[:, i] == j)
             drawn = _position_groups(d.op, mags[i], placed)

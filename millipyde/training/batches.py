@@ -618,6 +618,14 @@ def _recorder(state: Any) -> Any:
     batches)."""
     if not RECORD_AT_ONCE or state.batch <= 1:
         return None
+    from ..augmix import AugMix
+    from ..policies import Policy
+
+    # (a policy's or AugMix's drawn ops are gated entries of arena gathers, ``batch_ops``,
+    # ``batch_augmix``, on inputs of one size too; where the arena cannot take them, per
+    # output, as the callables' recorder made them)
+    if any(isinstance(op, (AugMix, Policy)) for op in state.operations):
+        return None
     rec = getattr(state, "recorder", False)
     if rec is False:
         from . import batch_record, generator_callables

@@ -391,9 +391,11 @@ class Generator:
         the last gather writes the batch itself; chains that fuse into one gather (the
         issue-15 geometry, colour, noise and erasing methods, ``@mp.elementwise`` /
         ``@mp.pixelwise`` / ``@mp.index_map`` ops) are one launch per batch whatever the
-        input sizes (``batch_arena``; two with ``adjust_contrast``). Generators with other
-        callable Operations make each output as ``next()`` does, then convert it (the
-        documented per-output fallback).
+        input sizes (``batch_arena``; two with ``adjust_contrast``). The policies
+        (``RandAugment`` ...) and ``AugMix`` record their drawn ops as gated entries of those
+        gathers (AugMix: its chains as branches of the batch's gather, mixed by one launch:
+        docs/OPS.md, "AugMix"). Generators with other callable Operations make each output as
+        ``next()`` does, then convert it (the documented per-output fallback).
 
         Raises
         ------

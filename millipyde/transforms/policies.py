@@ -1,7 +1,7 @@
 """torchvision v2's augmentation policies: ``RandAugment``, ``TrivialAugmentWide`` and
 ``AutoAugment`` (``millipyde.policies``: the same constructor arguments; drawn per sample as
 torchvision draws them, recorded as gates in ``Generator.batches``), and ``AugMix``
-(``millipyde.augmix``: per output)."""
+(``millipyde.augmix``: its chains gated entries too, forked and mixed in one launch)."""
 
 from ..augmix import AugMix
 from ..policies import AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide

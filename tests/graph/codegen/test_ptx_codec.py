@@ -1,5 +1,6 @@
 """The block codec passes (``jpeg``: samples, coefficients, decode, colour) and the weighted
-sum (``AugMix``'s mix) compile to PTX for sm_90 without a GPU."""
+sums (``AugMix``'s mix, per image and over a batch) compile to PTX for sm_90 without a
+GPU."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from ptx_compile import ptx_of
 
 from millipyde.graph.codegen.codec import codec_source
 from millipyde.graph.codegen.loader import load
-from millipyde.graph.codegen.weighted import weighted_source
+from millipyde.graph.codegen.weighted import weighted_batch_source, weighted_source
 
 pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
 from numba import types  # noqa: E402
@@ -42,3 +43,13 @@ def test_weighted_sum_compiles() -> None:
     acc = ptx_of(mod.accumulate.py_func, (f3, img, types.float64, types.boolean))
     fin = ptx_of(mod.finish.py_func, (f3, img, img, types.int64, types.boolean, types.float64))
     assert ".entry" in acc and ".entry" in fin
+
+
+def test_batched_weighted_sum_compiles() -> None:
+    # the batch's mix (``batch_arena._run_fork``'s arguments: flat uint8 source and chains,
+    # int64 rows, float64 weights, the (m, h, w, c) output, channels, integer flag, full)
+    mod = load(weighted_batch_source("cuda", False), "cuda")
+    flat, rows, i = arr(np.uint8, 1), arr(np.int64, 2), types.int64
+    ptx = ptx_of(mod.mix.py_func, (flat, rows, flat, rows, arr(np.float64, 2),
+                                   arr(np.uint8, 4), i, i, types.float64))
+    assert ".entry" in ptx
