@@ -116,6 +116,7 @@ class AugMixChain(Policy):
     (``training.batch_augmix``). Not a user-facing Operation."""
 
     bins = PARAMETER_MAX
+    _takes_serial = False  # its AugMix's, set by it
 
     def __init__(self, augmix: AugMix) -> None:
         self.augmix = augmix
@@ -207,6 +208,7 @@ class AugMix(ImageOperation):
         self._tv = dict(severity=severity, mixture_width=mixture_width, chain_depth=chain_depth,
                         alpha=alpha, all_ops=all_ops, interpolation=interpolation, fill=fill)
         super().__init__(self)  # a callable Operation: this object (a stable repr)
+        self.chain._serial = self._serial
 
     # -- the draws ------------------------------------------------------------------------
     def weights(self, u: Callable[[int], np.ndarray], n: int) -> np.ndarray:

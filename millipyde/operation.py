@@ -124,6 +124,9 @@ class Operation:
     >>> blur = mp.Operation("gaussian", 2, probability=0.5)
     """
 
+    #: whether this Operation draws a serial of its own (its direct calls' stream)
+    _takes_serial = True
+
     def __init__(self, function: Any = _MISSING, *args: Any, probability: Any = None,
                  p: Any = _MISSING, **kwargs: Any) -> None:
         if function is _MISSING or function is None:
@@ -167,7 +170,9 @@ class Operation:
                 f"Operation function must be a callable or a method name (str), got "
                 f"{type(function).__name__}"
             )
-        self._serial = next(_serials)
+        # (an Operation made inside another one, never called on its own, takes its owner's
+        # serial afterwards: the serials of the Operations made after it stay as they were)
+        self._serial = next(_serials) if self._takes_serial else -1
         self._lock = threading.Lock()
         self._epoch = -1
         self._calls = 0

@@ -254,3 +254,13 @@ def test_run_on_an_image_uses_the_global_seed():
     g = a(mp.gpuimage(img))
     assert np.array_equal(np.asarray(g), _reference(img, a, mprandom.global_seed(), 0,
                                                     a._serial))
+
+
+def test_the_chains_take_no_serial_of_their_own() -> None:
+    # direct calls draw from (seed, call, serial): an AugMix takes one serial, as any
+    # Operation, so the Operations made after it draw as they did before it had chains
+    before = mp.Operation("fliplr")
+    augmix = mp.AugMix()
+    after = mp.Operation("fliplr")
+    assert (augmix._serial, after._serial) == (before._serial + 1, before._serial + 2)
+    assert augmix.chain._serial == augmix._serial
