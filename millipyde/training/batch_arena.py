@@ -104,6 +104,10 @@ class ArenaRecorder:
             any(isinstance(s, (batch_ops.ChoiceStep, batch_ops.PolicyStep)) for s in steps)
         self.lock = threading.Lock()
         self.arenas: dict[int, dict[str, Any]] = {}
+        # end a gather before a statistic op after a sampler (``VGather.stat_cut``): the cpu
+        # runs a statistic's reduction one member a thread, so there the gather before it is
+        # run once, as a stage, rather than again inside the reduction; a GPU does not
+        self.stat_cut = not runtime.caps.grid_launches
 
     # -- inputs on the device ------------------------------------------------------------------
     def arena(self, device: int) -> dict[str, Any]:
@@ -190,10 +194,8 @@ class ArenaRecorder:
     def _gather(self, rows: np.ndarray, inp: np.ndarray) -> VGather:
         """An empty gather of the members ``rows`` (of one input kind)."""
         cin, dt = self.kinds[int(self.kind[inp[rows[0]]])]
-        # (the cpu runs a statistic's reduction one member a thread: there the gather before
-        # it is run once, as a stage, rather than again inside the reduction)
         return VGather(self.hw[inp[rows]], cin, np.dtype(dt), self.gates,
-                       stat_cut=not runtime.caps.grid_launches)
+                       stat_cut=self.stat_cut)
 
     def _record(self, g: VGather, rows: np.ndarray, ctxs: list, coins: list, start: int,
                 stop: int) -> VGather:
