@@ -316,13 +316,28 @@ class VGather:
         are the columns. What depends only on the structure (the checks, each prefix's
         signature and layout) is made once per chain of names and gather kind and kept
         (:func:`_chain_layout`); each prefix's rows are then a few column copies."""
-        if not self.gates or self._cuts_before_stat():
-            # (no gate flags in the rows, or a statistic may cut the gather: one op at a time)
+        if not self.gates:
+            # (no gate flags in the rows: one op at a time)
             for name, prm, off in zip(names, params, offs, strict=True):
                 self.chain(name, prm, ~off)
             return
         if block[1].shape[1] != len(names):
             raise ValueError("VGather.chain_many: the block is not the ops' columns")
+        if self._cuts_before_stat():
+            # the first statistic op ends the gather (``chain``; the new one has no sampler,
+            # so no later op does): the ops before it here, it and the rest in the new one
+            # (an ``Unsupported`` op among them: raised as ``chain`` raises it, the gather
+            # given up either way)
+            i = next((q for q, name in enumerate(names) if REGISTRY[name].stat), None)
+            if i is not None:
+                c = sum([p.shape[1] for p in params[:i]])
+                if i:
+                    self.chain_many(names[:i], params[:i], offs[:i],
+                                    (block[0][:, :c], block[1][:, :i]))
+                self.cut()
+                self.chain_many(names[i:], params[i:], offs[i:],
+                                (block[0][:, c:], block[1][:, i:]))
+                return
         before = tuple(map(_NAME, self.ops))
         lay = _chain_layout(before, names, self.npre if self.phase else None, self.cin,
                             self.dtype.kind in "ui", self.A is not None, self.edge,
