@@ -433,13 +433,12 @@ def _upload(launches: list[Launch], device: int) -> tuple[Any, list[tuple]]:
         stages = []
         for i, st in enumerate(L.stages):
             # a stage after the first reads the one before: member r's image at r * size
-            prev = L.stages[i - 1] if i else None
-            srows = L.rows if prev is None else _stage_rows(m, prev)
-            stages.append((pk.add(st.p), pk.add(srows),
+            srows = pk.add(L.rows) if not i else _stage_rows(pk, m, L.stages[i - 1])
+            stages.append((pk.add(st.p), srows,
                            _stat_rows(codegen_stat.stat_init(st.sig), st.sig, m, device),
                            [pk.add(pr.p) for pr in st.prefixes]))
-        rows = L.rows if not L.stages else _stage_rows(m, L.stages[-1])
-        slots.append((pk.add(L.p), pk.add(rows), pk.add(L.pos.astype(np.int64)),
+        rows = pk.add(L.rows) if not L.stages else _stage_rows(pk, m, L.stages[-1])
+        slots.append((pk.add(L.p), rows, pk.add(L.pos.astype(np.int64)),
                       stat, pres, stages))
     pk.upload(device)
     return pk, slots
@@ -463,10 +462,20 @@ def _stat_rows(init: np.ndarray, sig: Any, m: int, device: int) -> Any:
     return runtime.reshape(buf, (m, width))
 
 
-def _stage_rows(m: int, st: Stage) -> np.ndarray:
-    """(m, 2) arena rows of a stage's output: member ``r``'s image at ``r * h * w * c``."""
+def _stage_rows(pk: Any, m: int, st: Stage) -> int:
+    """The pack slot of the arena rows of a stage's output (member ``r``'s image at ``r * h *
+    w * c``): a kept constant of such rows for a power of two of members at least ``m`` (the
+    kernels read the first ``m``), not written into every batch's upload."""
     h, w = st.hw
     size = h * w * st.cout
+    rows = 1 << max(0, m - 1).bit_length()
+    return pk.constant(functools.partial(stage_rows, rows, size, w),
+                       ("arena-stage-rows", rows, size, w))
+
+
+def stage_rows(m: int, size: int, w: int) -> np.ndarray:
+    """(m, 2) int64 arena rows of ``m`` images of ``size`` elements and width ``w`` one after
+    another."""
     return np.stack([np.arange(m, dtype=np.int64) * size, np.full(m, w, dtype=np.int64)],
                     axis=1)
 

@@ -161,6 +161,8 @@ class VGather:
     _fixed_rows: tuple | None = field(default=None, init=False, repr=False, compare=False)
     # (``cur``, its largest height and width): a statistic prefix's grid, per ``cur`` array
     _largest: tuple | None = field(default=None, init=False, repr=False, compare=False)
+    # (``cur``, whether every member has one size): ``_cuts_before_stat``'s, per ``cur`` array
+    _one_size: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         n, k = self.cur.shape
@@ -383,8 +385,13 @@ class VGather:
         (``_rint_clip``) before the next reads it, so the stage stores exactly what the
         fused kernel carried, and the reduction sums the same values in the same order.
         """
-        return (self.stat_cut and self.A is not None and self.dtype.kind in "ui"
-                and self.n > 0 and bool((self.cur == self.cur[0]).all()))
+        if not (self.stat_cut and self.A is not None and self.dtype.kind in "ui"
+                and self.n > 0):
+            return False
+        got = self._one_size
+        if got is None or got[0] is not self.cur:  # (the size changes at samplers only)
+            got = self._one_size = (self.cur, bool((self.cur == self.cur[0]).all()))
+        return got[1]
 
     def _prefix(self, stat: str, off: np.ndarray, upto: int | None = None) -> None:
         """The prefix of a statistic op (``stat``, its gate-off flags ``off``) placed after
