@@ -104,6 +104,13 @@ class Ctx:
         words = np.array([int(t) & mprandom._MASK for t in ts.tolist()], dtype=np.uint64)
         return batch_math.mix_uniforms(self._z[rows], words)
 
+    def windows(self, hw: np.ndarray, scale: tuple, ratio: tuple,
+                erasing: bool) -> tuple[np.ndarray, np.ndarray] | None:
+        """``resized_crop.random_windows`` of every member (``hw`` their sizes) in one
+        compiled call (``batch_math.windows``), or None where it cannot (the caller's
+        NumPy path)."""
+        return batch_math.windows(self._z, hw, scale, ratio, erasing)
+
     def key64(self, t: int) -> np.ndarray:
         """``random.key64(seed, k, j, t)`` of every member (uint64)."""
         return batch_math.mix_rounds(self._z, _word(t))[:, 0]
