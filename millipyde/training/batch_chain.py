@@ -508,7 +508,8 @@ class VGather:
         got = self._joined
         k = 0 if got is None or got[0] is not ops else got[1]
         if got is None or got[0] is not ops:
-            got = (ops, 0, np.empty((self.n, 16)), np.empty((self.n, 4), dtype=bool), 0)
+            # (room for a policy's few positions of value entries: grown seldom)
+            got = (ops, 0, np.empty((self.n, 128)), np.empty((self.n, 32), dtype=bool), 0)
         _, _, buf, flags, cols = got
         new = ops[k:]
         if new:
