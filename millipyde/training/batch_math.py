@@ -147,13 +147,32 @@ def affine_rows(spec: Any, hs: np.ndarray, ws: np.ndarray,
 
 def compose(x: np.ndarray, m: np.ndarray, on: np.ndarray | None = None) -> np.ndarray:
     """Per row ``x[i] @ m[i]`` (where ``on[i]``; else ``x[i]``): the products ``Gather.add``
-    takes one 3x3 matrix at a time, checked on the first row (a difference: row by row)."""
+    takes one 3x3 matrix at a time, checked on the first row (a difference: row by row).
+
+    Where every ``x[i]`` is the identity (bit for bit) and ``m`` is finite with no -0.0, the
+    product is ``m`` itself, whatever the order of the sums or a fused multiply-add: each
+    entry is ``m[i, r, c]`` plus products ``0.0 * finite`` (zeros), which leave a non-zero
+    value as it is and a +0.0 at +0.0 (a batch's first map, a crop's: no matrix product)."""
+    if _identities(x) and np.isfinite(m).all() and not (np.signbit(m) & (m == 0.0)).any():
+        out = m.copy()
+        return out if on is None else np.where(on[:, None, None], out, x)
     out = np.matmul(x, m)
     if len(x) and out[0].tolist() != (x[0] @ m[0]).tolist():  # pragma: no cover
         out = np.stack([a @ b for a, b in zip(x, m, strict=True)])
     if on is not None:
         out = np.where(on[:, None, None], out, x)
     return out
+
+
+#: the 3x3 identity's bits (+1.0 and +0.0)
+_EYE_BITS = np.eye(3).reshape(9).view(np.int64)
+
+
+def _identities(x: np.ndarray) -> bool:
+    """Whether ``x`` is (n, 3, 3) identities, every entry's bits those of ``np.eye(3)``."""
+    if x.ndim != 3 or x.shape[1:] != (3, 3) or not x.flags.c_contiguous:
+        return False
+    return bool((x.reshape(len(x), 9).view(np.int64) == _EYE_BITS).all())
 
 
 _MIX_SOURCE = '''# millipyde generated SplitMix64 rounds of random.key64 over arrays (batch draws)
