@@ -238,7 +238,7 @@ class ArenaRecorder:
         widths = self.hw[inp[rows], 1]
         for v, (h, w) in enumerate(sizes.tolist()):
             if len(sizes) == 1 and len(okrows) == len(rows):
-                mask, sub = np.ones(len(rows), dtype=bool), g  # the common case: no copy
+                mask, sub = slice(None), g  # the common case: every member, no copy
             else:
                 mask = np.zeros(len(rows), dtype=bool)
                 mask[okrows[which == v]] = True
@@ -249,8 +249,9 @@ class ArenaRecorder:
                 ssig, sp = st.rows()
                 stages.append(Stage(ssig, sp, (int(st.cur[0, 0]), int(st.cur[0, 1])),
                                     ssig.cout, st.prefixes))
-            launches.append(Launch(sig, self.gates, rows[mask], p,
-                                   np.stack([base[mask], widths[mask]], axis=1),
+            arena_rows = np.empty((len(sub.cur), 2), dtype=np.int64)
+            arena_rows[:, 0], arena_rows[:, 1] = base[mask], widths[mask]
+            launches.append(Launch(sig, self.gates, rows[mask], p, arena_rows,
                                    (int(h), int(w)), sig.cout, g.dtype, sub.prefixes, stages))
         return launches, np.concatenate(lost)
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
+from itertools import repeat
+from typing import NamedTuple
 
 import numpy as np
 
@@ -79,8 +81,9 @@ class Unsupported(Exception):
     member."""
 
 
-@dataclass
-class _Chained:
+class _Chained(NamedTuple):
+    # (a tuple: ``chain_many`` makes a block's without a Python call per op,
+    # ``tuple.__new__``)
     name: str
     params: np.ndarray  # (n, slots)
     off: np.ndarray  # (n,) bool: gated off for the member
@@ -349,7 +352,8 @@ class VGather:
             raise Unsupported(str(lay))  # (a fresh one: the kept one gathers no tracebacks)
         positional, stats = lay
         self._joined_ops()  # (the ops so far joined: the new ones are added at once below)
-        self.ops.extend(map(_Chained, names, params, offs))
+        self.ops.extend(map(tuple.__new__, repeat(_Chained),
+                            zip(names, params, offs, strict=True)))
         self.positional = self.positional or positional
         if self.phase == 0:
             self.npre += len(names)
