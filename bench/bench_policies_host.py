@@ -2,7 +2,7 @@
 meant for the cpu backend of a machine without a GPU).
 
     MILLIPYDE_BACKEND=cpu python3 bench/bench_policies_host.py [--size 256] [--batches 10]
-        [--repeat 3] [--profile NAME] [--json out.json]
+        [--repeat 3] [--profile NAME] [--json out.json] [--gpu-record]
 
 Rows (each a Generator as ``bench_policies`` makes it: the six scikit-image photographs in
 memory at their own sizes, ``random_resized_crop(224)``, ``fliplr(p=0.5)``, the policy):
@@ -30,7 +30,10 @@ Per row: ms per batch (best of ``--repeat`` runs of ``--batches`` batches, after
 batches that record every structure's template), the thread's CPU ms per batch (what the
 batch costs this thread whatever else runs on the machine) and Python function calls per
 batch (cProfile; machine-independent). ``--profile NAME`` prints the cProfile listing of row
-NAME. At 100k img/s a batch of 256 has 2.56 ms.
+NAME. At 100k img/s a batch of 256 has 2.56 ms. ``--gpu-record``: the arena rows recorded as
+a GPU backend's batch worker records them (the cpu backend ends a gather before each
+statistic op that follows a sampler, ``ArenaRecorder.stat_cut``; a GPU does not: fewer stages,
+another record).
 """
 
 from __future__ import annotations
@@ -81,8 +84,11 @@ def _host_only() -> None:
     runtime.copy_into = lambda dst, offset, src, n: None
 
 
-def _arena_host(hosts: list, policy: object | None, hw: int, n: int) -> Callable:
-    """One batch's host work of the arena recipe with ``policy`` (None: rrc + flip only)."""
+def _arena_host(hosts: list, policy: object | None, hw: int, n: int,
+                gpu_record: bool = False) -> Callable:
+    """One batch's host work of the arena recipe with ``policy`` (None: rrc + flip only);
+    ``gpu_record``: recorded as a GPU backend records it (no gather ended before a
+    statistic op: ``ArenaRecorder.stat_cut``)."""
     from millipyde.training.batch_arena import _upload
 
     ops = _recipe(policy, hw)[:2 if policy is None else 3]
@@ -90,6 +96,8 @@ def _arena_host(hosts: list, policy: object | None, hw: int, n: int) -> Callable
     rec = batches._arena_recorder(st)
     if rec is None:
         raise SystemExit(f"{ops} is not recorded as arena batches")
+    if gpu_record:
+        rec.stat_cut = False
 
     def host(b: int) -> tuple[float, float]:
         t0 = time.perf_counter()
@@ -183,16 +191,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="row names separated by ; (default: all)")
     ap.add_argument("--profile", default="", help="print the cProfile listing of this row")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--gpu-record", action="store_true",
+                    help="record the arena rows as a GPU backend does (the cpu backend ends "
+                         "a gather before each statistic op after a sampler; a GPU does not)")
     args = ap.parse_args(argv)
     hosts = _photos()
     _host_only()
     rows: dict[str, Callable[[], Callable]] = {
         "RandAugment(2, 9)": lambda: _arena_host(hosts, mp.RandAugment(2, 9), args.hw,
-                                                 args.size),
+                                                 args.size, args.gpu_record),
         "TrivialAugmentWide": lambda: _arena_host(hosts, mp.TrivialAugmentWide(), args.hw,
-                                                  args.size),
-        "AutoAugment": lambda: _arena_host(hosts, mp.AutoAugment(), args.hw, args.size),
-        "rrc + flip": lambda: _arena_host(hosts, None, args.hw, args.size),
+                                                  args.size, args.gpu_record),
+        "AutoAugment": lambda: _arena_host(hosts, mp.AutoAugment(), args.hw, args.size,
+                                           args.gpu_record),
+        "rrc + flip": lambda: _arena_host(hosts, None, args.hw, args.size,
+                                          args.gpu_record),
         "figure 5.1": lambda: _thesis_host(args.size),
         "MixUp": lambda: _mix_host(mp.MixUp(num_classes=1000, seed=0), args.size, args.hw),
         "CutMix": lambda: _mix_host(mp.CutMix(num_classes=1000, seed=0), args.size, args.hw),

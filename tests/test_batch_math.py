@@ -89,3 +89,23 @@ def test_gaussian_taps_of_sigmas_not_blurred() -> None:
     assert not taps[[0, 2, 3]].any()
     taps, radius = batch_math.gaussian_taps(np.zeros(3))
     assert taps.shape == (3, 1) and radius.tolist() == [-1, -1, -1] and not taps.any()
+
+
+def test_compose_of_identities_is_each_rows_product() -> None:
+    # identities times maps (a batch's first map): each row's own ``I @ m`` bit for bit, with
+    # +0.0 and negative entries, and maps with a -0.0 or an infinity (their product is not
+    # the map: +0.0, NaN)
+    rng = np.random.default_rng(3)
+    m = rng.normal(size=(48, 3, 3)) * 100.0
+    m[:, 2] = (0.0, 0.0, 1.0)
+    m[::3, 0, 1] = 0.0
+    on = rng.random(48) < 0.7
+    eye = np.broadcast_to(np.eye(3), (48, 3, 3)).copy()
+    for bad in (None, -0.0, np.inf):
+        mm = m.copy()
+        if bad is not None:
+            mm[5, 1, 0] = bad
+        with np.errstate(invalid="ignore"):  # (0.0 * inf)
+            got = batch_math.compose(eye, mm, on)
+            want = np.stack([eye[i] @ mm[i] if on[i] else eye[i] for i in range(48)])
+        assert got.tobytes() == want.tobytes(), bad

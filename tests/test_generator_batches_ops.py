@@ -247,6 +247,37 @@ def test_vectorised_windows_are_torchvisions() -> None:
             assert tuple(ewin[m]) == e
 
 
+class _NumpyDraws:
+    """A Ctx's draws without its compiled ``windows`` (``random_windows``' NumPy path)."""
+
+    def __init__(self, c: object) -> None:
+        self.c = c
+
+    def u(self, t: int, rows: object = None) -> np.ndarray:
+        return self.c.u(t, rows)
+
+    def uniforms(self, ts: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return self.c.uniforms(ts, rows)
+
+
+@pytest.mark.parametrize("scale,ratio", [((0.08, 1.0), (3 / 4, 4 / 3)), ((0.5, 0.5), (1.0, 1.0)),
+                                         ((0.0, 1e308), (5e-324, 1e308)),
+                                         ((2.0, 50.0), (1e-5, 1e-5))])
+def test_compiled_windows_are_the_numpy_windows(scale: tuple, ratio: tuple) -> None:
+    # ``Ctx.windows`` (one compiled call) against ``random_windows``' NumPy tries, both kinds,
+    # empty and one-pixel images and extreme ranges (overflowing ``exp``, no fit) included
+    from millipyde.ops.geometry.resized_crop import random_windows
+    from millipyde.training import batch_ops
+
+    ks = np.arange(300, dtype=np.int64) * 7919
+    hw = np.array([[(13 * k) % 97, (29 * k) % 89] for k in range(300)], dtype=np.int64)
+    hw[:4] = [[0, 0], [0, 7], [1, 1], [1, 2]]
+    for erasing in (False, True):
+        got = random_windows(hw, scale, ratio, batch_ops.Ctx(4, ks, 1), erasing)
+        want = random_windows(hw, scale, ratio, _NumpyDraws(batch_ops.Ctx(4, ks, 1)), erasing)
+        assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+
+
 def test_arena_recorder_refuses_callables() -> None:
     imgs = _mixed(8)
     gen = mp.Generator(imgs, [mp.Operation(lambda x: x.fliplr())], outputs=2, seed=0)

@@ -10,7 +10,8 @@ their own sizes (seed 5, 3 batches of 64). Per batch: a SHA-1 of every launch's 
 parameter rows, arena rows, statistic prefixes' rows and starting statistic rows (stages
 included, signed zeros and all: the arrays' bytes), one of the signatures, and the outputs
 left per output. Run it on two trees (``PYTHONPATH`` to the other tree's root) and pass the
-first's file as ``--against``: it names the batches that differ.
+first's file as ``--against``: it names the batches that differ. ``--gpu-record``: recorded
+as a GPU backend records them (no gather ended before a statistic op).
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", type=int, default=12)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--against", type=Path, default=None)
+    ap.add_argument("--gpu-record", action="store_true",
+                    help="record as a GPU backend does (``ArenaRecorder.stat_cut`` off)")
     args = ap.parse_args(argv)
     hosts = _photos()
     policies = {"RandAugment(2, 9)": lambda: mp.RandAugment(2, 9),
@@ -74,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
             rec = batches._arena_recorder(st)
             if rec is None:
                 raise SystemExit(f"{name}: not recorded as arena batches")
+            if args.gpu_record:
+                rec.stat_cut = False
             for b in range(count):
                 launches, left = rec.record(list(range(b * n, b * n + n)))
                 key = f"{name}{' own sizes' if own else ''} batch {b}"

@@ -163,6 +163,10 @@ class ArenaRecorder:
                     None)
         self.fork_sizes = fork is not None and not any(s.reshapes for s in steps[:fork]) and \
             len({tuple(v) for v in self.hw.tolist()}) > 1
+        # end a gather before a statistic op after a sampler (``VGather.stat_cut``): the cpu
+        # runs a statistic's reduction one member a thread, so there the gather before it is
+        # run once, as a stage, rather than again inside the reduction; a GPU does not
+        self.stat_cut = not runtime.caps.grid_launches
 
     # -- inputs on the device ------------------------------------------------------------------
     def arena(self, device: int) -> dict[str, Any]:
@@ -251,10 +255,8 @@ class ArenaRecorder:
     def _gather(self, rows: np.ndarray, inp: np.ndarray) -> VGather:
         """An empty gather of the members ``rows`` (of one input kind)."""
         cin, dt = self.kinds[int(self.kind[inp[rows[0]]])]
-        # (the cpu runs a statistic's reduction one member a thread: there the gather before
-        # it is run once, as a stage, rather than again inside the reduction)
         return VGather(self.hw[inp[rows]], cin, np.dtype(dt), self.gates,
-                       stat_cut=not runtime.caps.grid_launches)
+                       stat_cut=self.stat_cut)
 
     def _record(self, g: VGather, rows: np.ndarray, ctxs: list, coins: list, start: int,
                 stop: int) -> VGather:
@@ -299,13 +301,14 @@ class ArenaRecorder:
         widths = self.hw[inp[rows], 1]
         for v in range(len(sizes)):
             if len(sizes) == 1 and len(okrows) == len(rows):
-                mask, sub = np.ones(len(rows), dtype=bool), g  # the common case: no copy
+                mask, sub = slice(None), g  # the common case: every member, no copy
             else:
                 mask = np.zeros(len(rows), dtype=bool)
                 mask[okrows[which == v]] = True
                 sub = g.take(mask)
-            launches.append(launch_of(sub, self.gates, rows[mask],
-                                      np.stack([base[mask], widths[mask]], axis=1)))
+            arena_rows = np.empty((len(sub.cur), 2), dtype=np.int64)
+            arena_rows[:, 0], arena_rows[:, 1] = base[mask], widths[mask]
+            launches.append(launch_of(sub, self.gates, rows[mask], arena_rows))
         return launches, np.concatenate(lost)
 
 
@@ -500,16 +503,21 @@ def _slots(pk: Any, L: Launch, rows: np.ndarray, device: int) -> tuple:
     stat = _stat_rows(codegen_stat.stat_init(L.sig), L.sig, m, device)
     pres = [pk.add(pr.p) for pr in L.prefixes]
     stages = []
+    at = pk.add(rows)  # the pack slot of the rows the next gather reads
+    before = None  # the stage before (its output's rows are a kept constant)
     for st in L.stages:
         # a stage after the first reads the one before: member r's image at r * size
         if isinstance(st, ForkStage):
+            if before is not None:  # (a fork takes its source rows as an array)
+                h, w = before.hw
+                rows = stage_rows(m, h * w * before.cout, w)
             stages.append(_fork_slots(pk, st, rows, m, device))
         else:
-            stages.append((pk.add(st.p), pk.add(rows),
+            stages.append((pk.add(st.p), at,
                            _stat_rows(codegen_stat.stat_init(st.sig), st.sig, m, device),
                            [pk.add(pr.p) for pr in st.prefixes]))
-        rows = _stage_rows(m, st)
-    return (pk.add(L.p), pk.add(rows), pk.add(L.pos.astype(np.int64)), stat, pres, stages)
+        at, before = _stage_rows(pk, m, st), st
+    return (pk.add(L.p), at, pk.add(L.pos.astype(np.int64)), stat, pres, stages)
 
 
 def _fork_slots(pk: Any, F: ForkStage, rows: np.ndarray, m: int, device: int) -> tuple:
@@ -549,10 +557,20 @@ def _stat_rows(init: np.ndarray, sig: Any, m: int, device: int) -> Any:
     return runtime.reshape(buf, (m, width))
 
 
-def _stage_rows(m: int, st: Stage) -> np.ndarray:
-    """(m, 2) arena rows of a stage's output: member ``r``'s image at ``r * h * w * c``."""
+def _stage_rows(pk: Any, m: int, st: Stage | ForkStage) -> int:
+    """The pack slot of the arena rows of a stage's output (member ``r``'s image at ``r * h *
+    w * c``): a kept constant of such rows for a power of two of members at least ``m`` (the
+    kernels read the first ``m``), not written into every batch's upload."""
     h, w = st.hw
     size = h * w * st.cout
+    rows = 1 << max(0, m - 1).bit_length()
+    return pk.constant(functools.partial(stage_rows, rows, size, w),
+                       ("arena-stage-rows", rows, size, w))
+
+
+def stage_rows(m: int, size: int, w: int) -> np.ndarray:
+    """(m, 2) int64 arena rows of ``m`` images of ``size`` elements and width ``w`` one after
+    another."""
     return np.stack([np.arange(m, dtype=np.int64) * size, np.full(m, w, dtype=np.int64)],
                     axis=1)
 

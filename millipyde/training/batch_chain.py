@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import repeat
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -80,8 +81,9 @@ class Unsupported(Exception):
     member."""
 
 
-@dataclass
-class _Chained:
+class _Chained(NamedTuple):
+    # (a tuple: ``chain_many`` makes a block's without a Python call per op,
+    # ``tuple.__new__``)
     name: str
     params: np.ndarray  # (n, slots)
     off: np.ndarray  # (n,) bool: gated off for the member
@@ -165,6 +167,8 @@ class VGather:
     _fixed_rows: tuple | None = field(default=None, init=False, repr=False, compare=False)
     # (``cur``, its largest height and width): a statistic prefix's grid, per ``cur`` array
     _largest: tuple | None = field(default=None, init=False, repr=False, compare=False)
+    # (``cur``, whether every member has one size): ``_cuts_before_stat``'s, per ``cur`` array
+    _one_size: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         n, k = self.cur.shape
@@ -331,13 +335,28 @@ class VGather:
         are the columns. What depends only on the structure (the checks, each prefix's
         signature and layout) is made once per chain of names and gather kind and kept
         (:func:`_chain_layout`); each prefix's rows are then a few column copies."""
-        if not self.gates or self._cuts_before_stat():
-            # (no gate flags in the rows, or a statistic may cut the gather: one op at a time)
+        if not self.gates:
+            # (no gate flags in the rows: one op at a time)
             for name, prm, off in zip(names, params, offs, strict=True):
                 self.chain(name, prm, ~off)
             return
         if block[1].shape[1] != len(names):
             raise ValueError("VGather.chain_many: the block is not the ops' columns")
+        if self._cuts_before_stat():
+            # the first statistic op ends the gather (``chain``; the new one has no sampler,
+            # so no later op does): the ops before it here, it and the rest in the new one
+            # (an ``Unsupported`` op among them: raised as ``chain`` raises it, the gather
+            # given up either way)
+            i = next((q for q, name in enumerate(names) if REGISTRY[name].stat), None)
+            if i is not None:
+                c = sum([p.shape[1] for p in params[:i]])
+                if i:
+                    self.chain_many(names[:i], params[:i], offs[:i],
+                                    (block[0][:, :c], block[1][:, :i]))
+                self.cut()
+                self.chain_many(names[i:], params[i:], offs[i:],
+                                (block[0][:, c:], block[1][:, i:]))
+                return
         before = tuple(map(_NAME, self.ops))
         lay = _chain_layout(before, names, self.npre if self.phase else None, self.cin,
                             self.dtype.kind in "ui", self.A is not None, self.edge,
@@ -347,7 +366,8 @@ class VGather:
             raise Unsupported(str(lay))  # (a fresh one: the kept one gathers no tracebacks)
         positional, stats = lay
         self._joined_ops()  # (the ops so far joined: the new ones are added at once below)
-        self.ops.extend(map(_Chained, names, params, offs))
+        self.ops.extend(map(tuple.__new__, repeat(_Chained),
+                            zip(names, params, offs, strict=True)))
         self.positional = self.positional or positional
         if self.phase == 0:
             self.npre += len(names)
@@ -383,8 +403,13 @@ class VGather:
         (``_rint_clip``) before the next reads it, so the stage stores exactly what the
         fused kernel carried, and the reduction sums the same values in the same order.
         """
-        return (self.stat_cut and self.A is not None and self.dtype.kind in "ui"
-                and self.n > 0 and bool((self.cur == self.cur[0]).all()))
+        if not (self.stat_cut and self.A is not None and self.dtype.kind in "ui"
+                and self.n > 0):
+            return False
+        got = self._one_size
+        if got is None or got[0] is not self.cur:  # (the size changes at samplers only)
+            got = self._one_size = (self.cur, bool((self.cur == self.cur[0]).all()))
+        return got[1]
 
     def _prefix(self, stat: str, off: np.ndarray, upto: int | None = None) -> None:
         """The prefix of a statistic op (``stat``, its gate-off flags ``off``) placed after
@@ -501,7 +526,8 @@ class VGather:
         got = self._joined
         k = 0 if got is None or got[0] is not ops else got[1]
         if got is None or got[0] is not ops:
-            got = (ops, 0, np.empty((self.n, 16)), np.empty((self.n, 4), dtype=bool), 0)
+            # (room for a policy's few positions of value entries: grown seldom)
+            got = (ops, 0, np.empty((self.n, 128)), np.empty((self.n, 32), dtype=bool), 0)
         _, _, buf, flags, cols = got
         new = ops[k:]
         if new:

@@ -8,6 +8,7 @@ Gaussian taps.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -146,7 +147,15 @@ def affine_rows(spec: Any, hs: np.ndarray, ws: np.ndarray,
 
 def compose(x: np.ndarray, m: np.ndarray, on: np.ndarray | None = None) -> np.ndarray:
     """Per row ``x[i] @ m[i]`` (where ``on[i]``; else ``x[i]``): the products ``Gather.add``
-    takes one 3x3 matrix at a time, checked on the first row (a difference: row by row)."""
+    takes one 3x3 matrix at a time, checked on the first row (a difference: row by row).
+
+    Where every ``x[i]`` is the identity (bit for bit) and ``m`` is finite with no -0.0, the
+    product is ``m`` itself, whatever the order of the sums or a fused multiply-add: each
+    entry is ``m[i, r, c]`` plus products ``0.0 * finite`` (zeros), which leave a non-zero
+    value as it is and a +0.0 at +0.0 (a batch's first map, a crop's: no matrix product)."""
+    if _identities(x) and np.isfinite(m).all() and not (np.signbit(m) & (m == 0.0)).any():
+        out = m.copy()
+        return out if on is None else np.where(on[:, None, None], out, x)
     out = np.matmul(x, m)
     if len(x) and out[0].tolist() != (x[0] @ m[0]).tolist():  # pragma: no cover
         out = np.stack([a @ b for a, b in zip(x, m, strict=True)])
@@ -155,7 +164,20 @@ def compose(x: np.ndarray, m: np.ndarray, on: np.ndarray | None = None) -> np.nd
     return out
 
 
+#: the 3x3 identity's bits (+1.0 and +0.0)
+_EYE_BITS = np.eye(3).reshape(9).view(np.int64)
+
+
+def _identities(x: np.ndarray) -> bool:
+    """Whether ``x`` is (n, 3, 3) identities, every entry's bits those of ``np.eye(3)``."""
+    if x.ndim != 3 or x.shape[1:] != (3, 3) or not x.flags.c_contiguous:
+        return False
+    return bool((x.reshape(len(x), 9).view(np.int64) == _EYE_BITS).all())
+
+
 _MIX_SOURCE = '''# millipyde generated SplitMix64 rounds of random.key64 over arrays (batch draws)
+import math
+
 import numpy as np
 from numba import njit, uint64
 
@@ -190,6 +212,57 @@ def uniforms(z, ts, out):
     for i in range(z.shape[0]):
         for t in range(ts.shape[0]):
             out[i, t] = float(_mix(z[i] ^ ts[t]) >> uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def windows(z, hs, ws, scale, ratio, erasing, out, missed):
+    # ``resized_crop.random_windows`` per image: torchvision's ten tries, draw t of try
+    # t // 4 ``uniforms``' of z ^ t; each range (lo, width, lo == hi) ``base.between``'s
+    # finite-width arithmetic; ``math.exp`` libm's (inf where it overflows), as CPython's
+    for i in range(z.shape[0]):
+        h_ = hs[i]
+        w_ = ws[i]
+        out[i, 0] = 0
+        out[i, 1] = 0
+        out[i, 2] = 0
+        out[i, 3] = 0
+        missed[i] = False
+        area = h_ * w_
+        if area <= 0:
+            continue
+        big = max(h_, w_) + 1
+        missed[i] = True
+        for t in range(10):
+            u0 = float(_mix(z[i] ^ uint64(4 * t)) >> uint64(11)) * (1.0 / 9007199254740992.0)
+            u1 = float(_mix(z[i] ^ uint64(4 * t + 1)) >> uint64(11)) * (
+                1.0 / 9007199254740992.0)
+            sc = scale[0] if scale[2] != 0.0 else scale[0] + scale[1] * u0
+            lg = ratio[0] if ratio[2] != 0.0 else ratio[0] + ratio[1] * u1
+            aspect = math.exp(lg)
+            target = area * sc
+            fa = np.rint(np.sqrt(target * aspect))
+            fb = np.rint(np.sqrt(target / aspect))
+            a = np.int64(min(fa, big)) if np.isfinite(fa) else big
+            b = np.int64(min(fb, big)) if np.isfinite(fb) else big
+            if erasing:
+                hh = a
+                ww = b
+                ok = hh < h_ and ww < w_
+            else:
+                ww = a
+                hh = b
+                ok = ww > 0 and ww <= w_ and hh > 0 and hh <= h_
+            if ok:
+                u2 = float(_mix(z[i] ^ uint64(4 * t + 2)) >> uint64(11)) * (
+                    1.0 / 9007199254740992.0)
+                u3 = float(_mix(z[i] ^ uint64(4 * t + 3)) >> uint64(11)) * (
+                    1.0 / 9007199254740992.0)
+                out[i, 0] = np.int64(u2 * (h_ - hh + 1))
+                out[i, 1] = np.int64(u3 * (w_ - ww + 1))
+                out[i, 2] = hh
+                out[i, 3] = ww
+                missed[i] = False
+                break
 
 
 @njit(cache=True, nogil=True)
@@ -309,6 +382,32 @@ def _range_arrays(ranges: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, 
     for a in (lo, span, fixed):
         a.flags.writeable = False
     return lo, span, fixed
+
+
+def windows(z: np.ndarray, hw: np.ndarray, scale: tuple[float, float],
+            ratio: tuple[float, float],
+            erasing: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """``resized_crop.random_windows`` of the members whose draw ``t`` is ``uniforms``' of
+    ``z ^ t`` (``batch_ops.Ctx``): (n, 4) windows and the members no try fitted, each
+    member's ten tries in compiled code (the same IEEE operations in the same order; libm's
+    ``exp`` as CPython's ``math.exp``). None where a range's width overflows (there
+    ``base.between`` takes another formula: the NumPy path)."""
+    lr = (math.log(ratio[0]), math.log(ratio[1]))
+    ranges = []
+    for lo, hi in ((float(scale[0]), float(scale[1])), lr):
+        width = hi - lo
+        if lo != hi and not math.isfinite(width):
+            return None
+        ranges.append(np.array([lo, width, float(lo == hi)]))
+    n = len(z)
+    out = np.empty((n, 4), dtype=np.int64)
+    missed = np.empty(n, dtype=np.bool_)
+    if n:
+        _mix_module().windows(np.ascontiguousarray(z, dtype=np.uint64),
+                              np.ascontiguousarray(hw[:, 0], dtype=np.int64),
+                              np.ascontiguousarray(hw[:, 1], dtype=np.int64), ranges[0],
+                              ranges[1], bool(erasing), out, missed)
+    return out, np.flatnonzero(missed)
 
 
 def group_ints(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,

@@ -104,6 +104,13 @@ class Ctx:
         words = np.array([int(t) & mprandom._MASK for t in ts.tolist()], dtype=np.uint64)
         return batch_math.mix_uniforms(self._z[rows], words)
 
+    def windows(self, hw: np.ndarray, scale: tuple, ratio: tuple,
+                erasing: bool) -> tuple[np.ndarray, np.ndarray] | None:
+        """``resized_crop.random_windows`` of every member (``hw`` their sizes) in one
+        compiled call (``batch_math.windows``), or None where it cannot (the caller's
+        NumPy path)."""
+        return batch_math.windows(self._z, hw, scale, ratio, erasing)
+
     def key64(self, t: int) -> np.ndarray:
         """``random.key64(seed, k, j, t)`` of every member (uint64)."""
         return batch_math.mix_rounds(self._z, _word(t))[:, 0]
@@ -315,11 +322,13 @@ class PolicyDraws:
             self.geo = np.zeros((n, 0), dtype=bool)
             self.codes = self.value = np.zeros((n, 0), dtype=np.int64)
         else:
-            runs = np.stack([d.runs for d in plan], axis=1)
-            ops = np.stack([d.op for d in plan], axis=1)
+            # (n, positions) each: one array of the positions' rows, seen transposed (the
+            # same values as ``np.stack(axis=1)``, fewer calls)
+            runs = np.array([d.runs for d in plan]).T
+            ops = np.array([d.op for d in plan]).T
             self.geo = runs & step.geometric[ops]
-            self.codes = (ops * pol.bins + np.stack([d.bin for d in plan], axis=1)) * 2 + (
-                np.stack([d.negative for d in plan], axis=1) & pol._signed[ops])
+            self.codes = (ops * pol.bins + np.array([d.bin for d in plan]).T) * 2 + (
+                np.array([d.negative for d in plan]).T & pol._signed[ops])
             self.value = np.where(runs & ~self.geo, self.codes, self.none)
         self.before = np.cumsum(self.geo, axis=1) - self.geo
 
@@ -390,6 +399,7 @@ class ValueTable:
         self.slot_filled[self.none] = True
         self.slot_map = np.broadcast_to(np.eye(3), (ncodes, 3, 3)).copy()
         self.slot_leaves = np.zeros(ncodes, dtype=bool)
+        self._span_cols: dict[int, tuple] = {}  # ``_spans``
 
     @classmethod
     def make(cls, step: PolicyStep, kind: Any, h: int, w: int,
@@ -493,11 +503,23 @@ class ValueTable:
         # (n, positions, columns) rows side by side: one fancy index for every position
         params = self.params[codes].reshape(n, -1)
         off = self.off[codes].reshape(n, -1)
-        cols, width, r = self.cols, self.cols[-1], len(self.kernels)
-        g.chain_many(self.kernels * npos,
-                     [params[:, b * width + cols[q]:b * width + cols[q + 1]]
-                      for b in range(npos) for q in range(r)],
-                     [off[:, q] for q in range(r * npos)], (params, off))
+        names, pcols, ocols = self._spans(npos)
+        g.chain_many(names, list(map(params.__getitem__, pcols)),
+                     list(map(off.__getitem__, ocols)), (params, off))
+
+    def _spans(self, npos: int) -> tuple[tuple[str, ...], list[tuple], list[tuple]]:
+        """For ``npos`` consecutive positions: the kernels, and each kernel's parameter
+        columns and gate column in :meth:`record`'s side-by-side rows (index tuples, made
+        once per ``npos`` and kept)."""
+        got = self._span_cols.get(npos)
+        if got is None:
+            cols, width, r = self.cols, self.cols[-1], len(self.kernels)
+            got = self._span_cols[npos] = (
+                self.kernels * npos,
+                [(slice(None), slice(b * width + cols[q], b * width + cols[q + 1]))
+                 for b in range(npos) for q in range(r)],
+                [(slice(None), q) for q in range(r * npos)])
+        return got
 
 
 def _record_entries(g: VGather, c: Ctx, step: PolicyStep, name: str,

@@ -149,7 +149,8 @@ class _Pack:
     def constant(self, array: np.ndarray, held: Any) -> int:
         """The slot of ``array``, a value that does not change: its device copy is
         ``held[device]`` (a dict its owner keeps, made here on first use), or
-        ``runtime.constant(held, ...)`` where ``held`` is a key (the backend keeps it)."""
+        ``runtime.constant(held, ...)`` where ``held`` is a key (the backend keeps it;
+        ``array`` may then be a function that makes it, called only when the copy is made)."""
         self.parts.append((-1, (array, held)))
         return len(self.parts) - 1
 

@@ -79,7 +79,13 @@ def random_windows(hw: np.ndarray, scale: tuple, ratio: tuple, d: Draws,
     height / width and accepts windows strictly smaller than it.
 
     The first try for every image, then the nine others at once for the images it missed
-    (each image's first try that fits; the same values per try as one try at a time)."""
+    (each image's first try that fits; the same values per try as one try at a time).
+    Draws that offer ``windows`` (``batch_ops.Ctx``: compiled, the same values) give them."""
+    fast = getattr(d, "windows", None)
+    if fast is not None:
+        got = fast(hw, scale, ratio, erasing)
+        if got is not None:
+            return got
     n = len(hw)
     H, W = hw[:, 0], hw[:, 1]
     area = H * W
