@@ -77,7 +77,12 @@ def test_same_size_batches_equal_outputs(name):
     _check(_imgs(11, SAME), OPS[name], 6, 3, ROUTE[name], levels=LEVELS.get(name, 1))
 
 
-@pytest.mark.parametrize("name", ["colour", "noise", "illumination", "planckian"])
+# (on the cpu backend the CI tier takes the noise and illumination groups over mixed sizes;
+# the colour and planckian groups' cpu arena gathers are their same-size cases', and CUDASIM
+# runs all four mixed-size cases in the CI tier)
+@pytest.mark.parametrize("name", tiered(["colour", "noise", "illumination", "planckian"],
+                                        lambda name: not cpu_backend()
+                                        or name in ("noise", "illumination")))
 def test_mixed_size_batches_equal_outputs(name):
     _check(_imgs(12, MIXED), OPS[name], 6, 3, "arena", levels=LEVELS.get(name, 1),
            shape=None if name == "illumination" else (12, 12))

@@ -6,7 +6,7 @@ already drives the same code path with another case: another op through the same
 kernel family, another dtype or layout of a writer the CI tier compiles, another seed. Each op,
 each kernel kind and each public path keeps at least one case in the CI tier on each backend
 (cpu, CUDASIM, PTX); the full tier adds the rest of the product (bench/RESULTS.md "CI tiers"
-lists what moved and what it cost).
+and "CI: PTX and batch-equality repeats to the full tier" list what moved and what it cost).
 """
 
 from __future__ import annotations
