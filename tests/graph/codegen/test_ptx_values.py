@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from ptx_compile import ptx_of
 
+import millipyde.ops  # noqa: F401  (the op registry the kernel sources read, filled on import)
 from millipyde.graph.codegen.gather import gather_source
 from millipyde.graph.codegen.gather_sig import GatherSig, gather_nparams
 from millipyde.graph.codegen.loader import load
