@@ -285,7 +285,6 @@ class AugMix(ImageOperation):
         x._bind(type(x).from_buffer(dst, device)._node)
         return True
 
-
     def _bound(self, instance: Any) -> Callable[[], Any]:
         # every entry of the space once, at its largest magnitude (the policies' check that a
         # batch may record them on each input), after the per-output path's refusal of targets

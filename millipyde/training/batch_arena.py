@@ -511,7 +511,7 @@ def _slots(pk: Any, L: Launch, rows: np.ndarray, device: int) -> tuple:
             if before is not None:  # (a fork takes its source rows as an array)
                 h, w = before.hw
                 rows = stage_rows(m, h * w * before.cout, w)
-            stages.append(_fork_slots(pk, st, rows, m, device))
+            stages.append(_fork_slots(pk, st, rows, at, m, device))
         else:
             stages.append((pk.add(st.p), at,
                            _stat_rows(codegen_stat.stat_init(st.sig), st.sig, m, device),
@@ -520,8 +520,10 @@ def _slots(pk: Any, L: Launch, rows: np.ndarray, device: int) -> tuple:
     return (pk.add(L.p), at, pk.add(L.pos.astype(np.int64)), stat, pres, stages)
 
 
-def _fork_slots(pk: Any, F: ForkStage, rows: np.ndarray, m: int, device: int) -> tuple:
-    """A fork's arrays: (weights, its source rows, each member's chain images' offsets in the
+def _fork_slots(pk: Any, F: ForkStage, rows: np.ndarray, at: int, m: int,
+                device: int) -> tuple:
+    """A fork's arrays: (weights, its source rows (``rows``, already in ``pk`` at slot ``at``:
+    the branches take theirs from the array), each member's chain images' offsets in the
     fork's buffer (m, k), per branch launch (the launch, its :func:`_slots`, its offset)): the
     launches' images side by side."""
     h, w = F.hw
@@ -535,7 +537,7 @@ def _fork_slots(pk: Any, F: ForkStage, rows: np.ndarray, m: int, device: int) ->
         frows[P.pos] = (start + np.arange(n, dtype=np.int64)) * size
         pieces.append((P, _slots(pk, P, rows[P.pos % m], device), start * size))
         start += n
-    return (pk.add(np.ascontiguousarray(F.weights, dtype=np.float64)), pk.add(rows),
+    return (pk.add(np.ascontiguousarray(F.weights, dtype=np.float64)), at,
             pk.add(np.ascontiguousarray(frows.reshape(k, m).T)), pieces)
 
 
