@@ -47,11 +47,8 @@ def _photos() -> list:
     return [mp.gpuimage(np.ascontiguousarray(getattr(data, n)()[..., :3])) for n in names]
 
 
-#: synchronise after each batch (``--sync batch``) or after the run's last (``--sync end``)
-SYNC_EACH = [True]
-
-
-def _run_labelled(gen_args: tuple, size: int, batches: int, mix: object | None) -> float:
+def _run_labelled(gen_args: tuple, size: int, batches: int, mix: object | None,
+                  sync_each: bool) -> float:
     """Seconds per batch of a fresh labelled Generator's ``batches(with_labels=True,
     mix=mix)`` taken in a row."""
     imgs, ops = gen_args
@@ -64,13 +61,14 @@ def _run_labelled(gen_args: tuple, size: int, batches: int, mix: object | None) 
             batch, labels = next(it)
             labels._materialize()
             batch._materialize()
-            if SYNC_EACH[0]:
+            if sync_each:
                 runtime.synchronize(batch.device)
         runtime.synchronize(batch.device)
         return (time.perf_counter() - t0) / batches
 
 
-def _run(gen_args: tuple, size: int, batches: int, mix: object | None) -> float:
+def _run(gen_args: tuple, size: int, batches: int, mix: object | None,
+         sync_each: bool) -> float:
     """Seconds per batch of a fresh Generator's ``batches`` taken in a row."""
     imgs, ops = gen_args
     gen = mp.Generator(imgs, ops, seed=0)
@@ -84,7 +82,7 @@ def _run(gen_args: tuple, size: int, batches: int, mix: object | None) -> float:
                 batch, soft = mix(batch, inputs.astype(np.int64), step=step)
                 soft._materialize()
             batch._materialize()
-            if SYNC_EACH[0]:
+            if sync_each:
                 runtime.synchronize(batch.device)
         runtime.synchronize(batch.device)
         return (time.perf_counter() - t0) / batches
@@ -102,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sync", choices=("batch", "end"), default="batch",
                     help="synchronise after each batch, or after a run's last")
     args = ap.parse_args(argv)
-    SYNC_EACH[0] = args.sync == "batch"
+    each = args.sync == "batch"
     imgs = _photos()
     if args.chain in ("crop", "randaugment"):
         ops = [mp.Operation("random_resized_crop", args.hw, args.hw),
@@ -122,9 +120,9 @@ def main(argv: list[str] | None = None) -> None:
     labels = inputs.astype(np.int64)
     rows: dict[str, list[float]] = {}
     for _ in range(args.rounds):  # interleaved: the machine's load changes under every row
-        rows.setdefault("batch", []).append(_run((imgs, ops), args.size, args.batches, None))
+        rows.setdefault("batch", []).append(_run((imgs, ops), args.size, args.batches, None, each))
         rows.setdefault("batch with labels", []).append(
-            _run_labelled((imgs, ops), args.size, args.batches, None))
+            _run_labelled((imgs, ops), args.size, args.batches, None, each))
         for name, mix in mixers.items():
             for step in range(args.batches + 1):
                 t0 = time.perf_counter()
@@ -135,13 +133,13 @@ def main(argv: list[str] | None = None) -> None:
                 if step:
                     rows.setdefault(name, []).append(time.perf_counter() - t0)
             rows.setdefault(f"{name} in the loop", []).append(
-                _run((imgs, ops), args.size, args.batches, mix))
+                _run((imgs, ops), args.size, args.batches, mix, each))
             rows.setdefault(f"{name} in batches", []).append(
-                _run_labelled((imgs, ops), args.size, args.batches, mix))
+                _run_labelled((imgs, ops), args.size, args.batches, mix, each))
     med = {k: statistics.median(v) for k, v in rows.items()}
     print(f"backend {mp.backend()}, chain {args.chain}, batches of {args.size} x 3 x "
           f"{args.hw} x {args.hw} float32; {args.batches} batches a run, {args.rounds} rounds, "
-          f"sync after each {'batch' if SYNC_EACH[0] else 'run'}")
+          f"sync after each {'batch' if each else 'run'}")
     print(f"{'what':18s} {'ms':>9s} {'of a batch':>11s}")
     for name, v in med.items():
         base = med["batch with labels" if "in batches" in name else "batch"]
