@@ -50,11 +50,17 @@ def _alpha(alpha: Any, owner: str) -> float:
     return float(alpha)
 
 
-def beta_of(u: float, alpha: float) -> float:
-    """``Beta(alpha, alpha)`` at the uniform draw ``u`` (inverse CDF)."""
+def beta_of(u: Any, alpha: float) -> Any:
+    """``Beta(alpha, alpha)`` at the uniform draws ``u`` (inverse CDF; a ufunc: elementwise
+    the same values for an array as for each of its floats)."""
     from scipy.special import betaincinv
 
-    return float(betaincinv(alpha, alpha, u))
+    return betaincinv(alpha, alpha, u)
+
+
+#: steps whose draws a mixer makes at once (``BatchMix._drawn``), and the steps it draws so
+_BLOCK = 64
+_FAR = 1 << 62
 
 
 class BatchMix:
@@ -91,6 +97,10 @@ class BatchMix:
         self.seed = mprandom.global_seed() if seed is None else mprandom.as_seed(seed)
         self._lock = threading.Lock()
         self._calls = 0
+        self._blocks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        #: per (images' shape, dtype, labels' shape, dtype): what the checks of a gpuarray
+        #: batch worked out (``queue``: a batch worker's batches all have one)
+        self._plans: dict[tuple, tuple] = {}
 
     # -- draws --------------------------------------------------------------------------
     def _step(self, step: Any) -> int:
@@ -102,8 +112,33 @@ class BatchMix:
         return s
 
     def u(self, step: int, t: int) -> float:
-        """Draw ``t`` of batch ``step``."""
-        return mprandom.uniform01(self.seed, step, self._stream, t)
+        """Draw ``t`` of batch ``step`` (``t`` < 3)."""
+        if not -_FAR < step < _FAR:  # (a step past int64's range: drawn alone)
+            return mprandom.uniform01(self.seed, step, self._stream, t)
+        return float(self._drawn(step)[0][t, step % _BLOCK])
+
+    def lam(self, step: int) -> float:
+        """``Beta(alpha, alpha)`` of batch ``step`` at its draw 0 (:func:`beta_of`)."""
+        if not -_FAR < step < _FAR:
+            return float(beta_of(self.u(step, 0), self.alpha))
+        return float(self._drawn(step)[1][step % _BLOCK])
+
+    def _drawn(self, step: int) -> tuple[np.ndarray, np.ndarray]:
+        """The draws of the block of ``_BLOCK`` steps holding ``step``: (3, _BLOCK) uniforms
+        (``mprandom.uniform01_array``: bit-identical to ``uniform01``) and their ``lam``; a
+        batch worker asks once a block instead of drawing and inverting per batch."""
+        block = step // _BLOCK
+        got = self._blocks.get(block)
+        if got is None:
+            steps = np.arange(block * _BLOCK, (block + 1) * _BLOCK, dtype=np.int64)
+            us = np.stack([mprandom.uniform01_array(self.seed, steps, self._stream, t)
+                           for t in range(3)])
+            got = (us, beta_of(us[0], self.alpha))
+            with self._lock:
+                if len(self._blocks) >= 8:  # (steps go up: the oldest are not asked again)
+                    self._blocks.pop(next(iter(self._blocks)))
+                self._blocks[block] = got
+        return got
 
     def params(self, step: int, h: int, w: int) -> tuple[float, tuple[int, int, int, int],
                                                            float]:
@@ -125,6 +160,29 @@ class BatchMix:
         return self._mix(images, labels, step, wait=False)
 
     def _mix(self, images: Any, labels: Any, step: Any, wait: bool) -> tuple[Any, Any]:
+        n, h, w, c, k, soft = self._plan(images, labels)
+        lam, box, lam_labels = self.params(self._step(step), h, w)
+        if not isinstance(images, gpuarray):
+            self._blend_host(images, lam, box)
+            return images, _soft(np.asarray(labels), soft, k, lam_labels)
+        x = runtime.reshape(images._materialize(), (images.size,))
+        args = (x, images, labels, soft, n, h, w, c, k, lam, box, lam_labels)
+        if wait:
+            return self._on_device(*args)
+        with runtime.on_device(images.device):
+            return self._queue(*args)
+
+    def _plan(self, images: Any, labels: Any) -> tuple[int, int, int, int, int, bool]:
+        """(n, h, w, c, k, soft) of a batch and its labels, or the ArgumentError naming what
+        does not fit; worked out once per kind of gpuarray batch (the checks read only the
+        shapes and the mixer's settings)."""
+        key = None
+        if isinstance(images, gpuarray):
+            key = (tuple(images.shape), tuple(labels.shape), type(labels), self.layout,
+                   self.num_classes)
+            got = self._plans.get(key)
+            if got is not None:
+                return got
         owner = type(self).__name__
         if not isinstance(images, gpuarray) and not (isinstance(images, np.ndarray)
                                                      and images.flags.writeable):
@@ -145,16 +203,13 @@ class BatchMix:
         if not soft and self.num_classes is None:
             raise ArgumentError(f"{owner} needs num_classes for class-index labels")
         k = lshape[1] if soft else self.num_classes
-        lam, box, lam_labels = self.params(self._step(step), h, w)
-        if not isinstance(images, gpuarray):
-            self._blend_host(images, lam, box)
-            return images, _soft(np.asarray(labels), soft, k, lam_labels)
-        x = runtime.reshape(images._materialize(), (images.size,))
-        args = (x, images, labels, soft, n, h, w, c, k, lam, box, lam_labels)
-        if wait:
-            return self._on_device(*args)
-        with runtime.on_device(images.device):
-            return self._queue(*args)
+        got = (n, h, w, c, k, soft)
+        if key is not None:
+            with self._lock:
+                if len(self._plans) >= 64:
+                    self._plans.clear()
+                self._plans[key] = got
+        return got
 
     def _blend_host(self, images: np.ndarray, lam: float, box: tuple) -> None:
         """The images' blend with NumPy, in place (a host batch; float16 on the cpu)."""
@@ -225,7 +280,9 @@ class BatchMix:
                                         f"{host.dtype}")
                 _check_range(host, k)
                 lab = runtime.from_host(np.ascontiguousarray(host, dtype=np.int64), dev)
-            dst, kk = runtime.empty((n * k,), np.float32, dev), k
+            # (the batch engine's allocator of the layout where a worker mixes on its device)
+            dst = getattr(runtime, "empty_batched", runtime.empty)((n * k,), np.float32, dev)
+            kk = k
             out_labels = gpuarray._wrap(leaf(dst, (n, k), np.dtype(np.float32), dev))
         if n and (y2 > y1 or kk):
             args = (x, n, P, R, Q, lam, y1, y2, q1, q2, lab, dst, kk, lam_labels)
@@ -280,11 +337,16 @@ def _mixers(mix: Any) -> tuple:
 
 def _launch_box(kernel: Any, device: int, extent: tuple[int, int, int], args: tuple) -> None:
     """A GPU launch over (planes, rows, columns) of the box: x = columns, y = rows, z =
-    planes (the kernels stride over what the grid does not cover)."""
+    planes (the kernels stride over what the grid does not cover). Straight through the
+    kernel's driver template where the backend has one for it (``launch_batched``: a batch
+    worker's mixes, ~30 us of host time less a call than ``launch_grid``)."""
     p, r, q = extent
     block = (min(32, q), min(8, r), 1) if runtime.simulated else (128, 2, 1)
     grid = (min(-(-q // block[0]), 65535), min(-(-r // block[1]), 1024), min(p, 65535))
-    runtime.launch_grid(kernel, grid, block, device, *args)
+    direct = getattr(runtime, "launch_batched", None)
+    if direct is None or not runtime.fast_launch or not direct(kernel, grid, block, device,
+                                                              args):
+        runtime.launch_grid(kernel, grid, block, device, *args)
 
 
 def _soft(labels: np.ndarray, soft: bool, k: int, lam: float) -> np.ndarray:
@@ -313,7 +375,7 @@ class MixUp(BatchMix):
 
     def params(self, step: int, h: int, w: int) -> tuple[float, tuple[int, int, int, int],
                                                            float]:
-        lam = beta_of(self.u(step, 0), self.alpha)
+        lam = self.lam(step)
         return lam, (0, 0, w, h), lam
 
 
@@ -326,7 +388,7 @@ class CutMix(BatchMix):
 
     def params(self, step: int, h: int, w: int) -> tuple[float, tuple[int, int, int, int],
                                                            float]:
-        lam = beta_of(self.u(step, 0), self.alpha)
+        lam = self.lam(step)
         r_x = min(int(self.u(step, 1) * w), w - 1)  # torch.randint(W)
         r_y = min(int(self.u(step, 2) * h), h - 1)
         r = 0.5 * math.sqrt(1.0 - lam)
