@@ -76,14 +76,15 @@ def test_lam_follows_beta_alpha_alpha():
         assert stats.kstest(lams, stats.beta(alpha, alpha).cdf).pvalue > 1e-3, alpha
 
 
-def test_draws_made_a_block_at_a_time_are_each_steps_own():
-    # a mixer draws 64 steps at once (a batch worker asks once a block): each step's values
+def test_draws_made_ahead_are_each_steps_own():
+    # a mixer draws 64 steps at once (at the stride of the steps asked for): each step's values
     # must be the scalar stream's, across block edges, below zero and past int64's range
     from millipyde import random as mprandom
     from millipyde.training import batch_mix
 
     for mix in (mp.MixUp(alpha=0.3, num_classes=2, seed=5), mp.CutMix(num_classes=2, seed=6)):
-        for step in [-65, -64, -1, 0, 1, 63, 64, 200, 2**62 + 1, -(2**62) - 1, 2**70]:
+        steps = [-65, -64, -1, 0, 1, 63, 64, 200, 2**62 + 1, -(2**62) - 1, 2**70]
+        for step in steps + [256 * b for b in range(70)] + [2**61 + 7 * b for b in range(70)]:
             for t in range(3):
                 assert mix.u(step, t) == mprandom.uniform01(mix.seed, step, mix._stream, t)
             assert mix.lam(step) == float(batch_mix.beta_of(

@@ -59,7 +59,7 @@ def beta_of(u: Any, alpha: float) -> Any:
 
 
 #: steps whose draws a mixer makes at once (``BatchMix._drawn``), and the steps it draws so
-_BLOCK = 64
+_AHEAD = 64
 _FAR = 1 << 62
 
 
@@ -97,7 +97,8 @@ class BatchMix:
         self.seed = mprandom.global_seed() if seed is None else mprandom.as_seed(seed)
         self._lock = threading.Lock()
         self._calls = 0
-        self._blocks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._draws: dict[int, tuple[float, float, float, float]] = {}
+        self._last: int | None = None
         #: per (images' shape, dtype, labels' shape, dtype): what the checks of a gpuarray
         #: batch worked out (``queue``: a batch worker's batches all have one)
         self._plans: dict[tuple, tuple] = {}
@@ -113,32 +114,36 @@ class BatchMix:
 
     def u(self, step: int, t: int) -> float:
         """Draw ``t`` of batch ``step`` (``t`` < 3)."""
-        if not -_FAR < step < _FAR:  # (a step past int64's range: drawn alone)
-            return mprandom.uniform01(self.seed, step, self._stream, t)
-        return float(self._drawn(step)[0][t, step % _BLOCK])
+        return self._drawn(step)[t]
 
     def lam(self, step: int) -> float:
         """``Beta(alpha, alpha)`` of batch ``step`` at its draw 0 (:func:`beta_of`)."""
-        if not -_FAR < step < _FAR:
-            return float(beta_of(self.u(step, 0), self.alpha))
-        return float(self._drawn(step)[1][step % _BLOCK])
+        return self._drawn(step)[3]
 
-    def _drawn(self, step: int) -> tuple[np.ndarray, np.ndarray]:
-        """The draws of the block of ``_BLOCK`` steps holding ``step``: (3, _BLOCK) uniforms
-        (``mprandom.uniform01_array``: bit-identical to ``uniform01``) and their ``lam``; a
-        batch worker asks once a block instead of drawing and inverting per batch."""
-        block = step // _BLOCK
-        got = self._blocks.get(block)
-        if got is None:
-            steps = np.arange(block * _BLOCK, (block + 1) * _BLOCK, dtype=np.int64)
-            us = np.stack([mprandom.uniform01_array(self.seed, steps, self._stream, t)
-                           for t in range(3)])
-            got = (us, beta_of(us[0], self.alpha))
-            with self._lock:
-                if len(self._blocks) >= 8:  # (steps go up: the oldest are not asked again)
-                    self._blocks.pop(next(iter(self._blocks)))
-                self._blocks[block] = got
-        return got
+    def _drawn(self, step: int) -> tuple[float, float, float, float]:
+        """Batch ``step``'s three uniforms and its ``lam``. Made ``_AHEAD`` steps at a time,
+        ``step`` and those after it at the stride of the two last steps asked for (a batch
+        worker's steps are its batches' first outputs: ``size`` apart), each step's values
+        its own (``mprandom.uniform01_array`` is bit-identical to ``uniform01``, ``beta_of``
+        elementwise): a worker draws and inverts once per ``_AHEAD`` batches, not per batch."""
+        got = self._draws.get(step)
+        if got is not None:
+            return got
+        last, self._last = self._last, step
+        stride = step - last if last is not None and 0 < step - last <= _FAR // _AHEAD else 1
+        if not -_FAR < step < _FAR - stride * _AHEAD:  # past int64's range: drawn alone
+            us = [mprandom.uniform01(self.seed, step, self._stream, t) for t in range(3)]
+            return (*us, float(beta_of(us[0], self.alpha)))
+        steps = step + stride * np.arange(_AHEAD, dtype=np.int64)
+        us = [mprandom.uniform01_array(self.seed, steps, self._stream, t).tolist()
+              for t in range(3)]
+        lams = beta_of(np.asarray(us[0]), self.alpha).tolist()
+        made = dict(zip(steps.tolist(), zip(*us, lams, strict=True), strict=True))
+        with self._lock:
+            if len(self._draws) > 4 * _AHEAD:  # (the steps asked for move on)
+                self._draws.clear()
+            self._draws.update(made)
+        return made[step]
 
     def params(self, step: int, h: int, w: int) -> tuple[float, tuple[int, int, int, int],
                                                            float]:
