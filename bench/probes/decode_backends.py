@@ -105,6 +105,42 @@ def main() -> None:
               f"({cpu * rate:4.1f} cores)  decode call median {call * 1e3:6.2f} ms a batch  "
               f"not decoded {missing}", flush=True)
         del dec
+    _from_files(nv, src, pick, args, params, stream)
+
+
+def _from_files(nv: object, src: object, pick: object, args: argparse.Namespace,
+                params: object, stream: object) -> None:
+    """The default decoder on the files themselves (page cache): ``Decoder.read`` of a
+    batch's paths (nvImageCodec opens, parses and decodes them in its own threads), against
+    a ``CodeStream`` made per path in this thread then one ``decode`` call (what the
+    Loader's read-ahead threads and decode thread do between them)."""
+    paths = [str(src.paths[int(i)]) for i in pick]
+    dec = nv.Decoder(device_id=0, max_num_cpu_threads=args.threads)
+    size = args.size
+    for name in ("read(paths)", "CodeStream(path) + decode"):
+        calls, parse = [], []
+        for b in range(args.batches + 2):
+            if b == 2:
+                stream.synchronize()
+                calls.clear()
+                parse.clear()
+                c0, t0 = time.process_time(), time.perf_counter()
+            part = paths[b * size:(b + 1) * size]
+            t = time.perf_counter()
+            if name.startswith("read"):
+                got = dec.read(part, params=params, cuda_stream=stream.cuda_stream)
+            else:
+                css = [nv.CodeStream(p) for p in part]
+                parse.append(time.perf_counter() - t)
+                got = dec.decode(css, params=params, cuda_stream=stream.cuda_stream)
+            calls.append(time.perf_counter() - t)
+            assert len(got) == len(part) and all(g is not None for g in got), name
+        stream.synchronize()
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        n = args.batches * size
+        extra = f", of it the CodeStreams {statistics.median(parse) * 1e3:.2f}" if parse else ""
+        print(f"{name:26s} {n / dt:9.0f} img/s  CPU {dc / n * 1e6:7.1f} us an image  call "
+              f"median {statistics.median(calls) * 1e3:6.2f} ms a batch{extra}", flush=True)
 
 
 if __name__ == "__main__":
