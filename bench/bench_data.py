@@ -301,36 +301,32 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
                 world: int = 1, barrier: str | None = None,
                 read_threads: int | None = None, decode_process: bool | None = None,
                 nogil_reads: bool | None = None, hold_readers: bool | None = None,
-                quiet: float | None = None, switch: float | None = None) -> dict:
+                switch: float | None = None) -> dict:
     """img/s of the recipe's float32 NCHW batches from ``source`` taken by torch
     (``read_threads``: the read-ahead's threads, else the default; ``decode_process``: read
     and decode in a worker process, or in this one, else the default; ``nogil_reads``: a
     folder's files read a run at a time without the GIL, or by Python per file;
-    ``hold_readers``: the readers held back during the decode call; ``quiet``: the
-    decode thread's wait for the readers' runs to end (``loader.QUIET_READERS``);
-    ``switch``: the loading process's switch interval (``loader.SWITCH_INTERVAL``); else the
+    ``hold_readers``: the readers held back during the decode call; ``switch``: the
+    loading process's switch interval (``loader.SWITCH_INTERVAL``); else the
     defaults, ``millipyde.data.fileread.ENABLED`` and ``loader``'s, restored after the
     row)."""
     from millipyde.data import fileread
     from millipyde.data import loader as lmod
 
-    saved = fileread.ENABLED, lmod.HOLD_READERS, lmod.QUIET_READERS, lmod.SWITCH_INTERVAL
+    saved = fileread.ENABLED, lmod.HOLD_READERS, lmod.SWITCH_INTERVAL
     if nogil_reads is not None:
         fileread.ENABLED = nogil_reads
     if hold_readers is not None:
         lmod.HOLD_READERS = hold_readers
-    if quiet is not None:
-        lmod.QUIET_READERS = quiet
     if switch is not None:
         lmod.SWITCH_INTERVAL = switch
     try:
         out = _stream_rate(source, batches, warmup, size, rank, world, barrier, read_threads,
                            decode_process)
         out["nogil_reads"], out["hold_readers"] = fileread.ENABLED, lmod.HOLD_READERS
-        out["quiet_readers"], out["switch_interval"] = lmod.QUIET_READERS, lmod.SWITCH_INTERVAL
+        out["switch_interval"] = lmod.SWITCH_INTERVAL
     finally:
-        (fileread.ENABLED, lmod.HOLD_READERS, lmod.QUIET_READERS,
-         lmod.SWITCH_INTERVAL) = saved
+        fileread.ENABLED, lmod.HOLD_READERS, lmod.SWITCH_INTERVAL = saved
     return out
 
 
@@ -508,8 +504,7 @@ def _save(out: dict, args: argparse.Namespace) -> None:
 
 def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
     """``--rows``: per row its name, source (folder, shards, decode), whether it decodes in a
-    worker process, and its tags (``+pyread``, ``+nohold``, ``+quiet``: the decode thread
-    waits up to 5 ms for the readers' runs to end before its call, ``+sw20``: a 20 us switch
+    worker process, and its tags (``+pyread``, ``+nohold``, ``+sw20``: a 20 us switch
     interval where the Loader runs); ``#k`` after a name tells a
     repeated row apart (``folder_worker#2``)."""
     out = []
@@ -520,7 +515,7 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
             continue
         src, label = base.split("_", 1)
         if src not in ("folder", "shards") or label not in ("worker", "in_process") or \
-                set(tags) - {"pyread", "nohold", "quiet", "sw20"}:
+                set(tags) - {"pyread", "nohold", "sw20"}:
             raise SystemExit(f"--rows: unknown row {name!r}")
         out.append((name, src, label == "worker", tags))
     return out
@@ -608,7 +603,6 @@ def gpu(args: argparse.Namespace) -> dict:
             out[name] = stream_rate(src, nb, args.warmup, decode_process=worker,
                                     nogil_reads=False if "pyread" in tags else None,
                                     hold_readers=False if "nohold" in tags else None,
-                                    quiet=0.005 if "quiet" in tags else None,
                                     switch=2e-5 if "sw20" in tags else None)
             r = out[name]
             log(f"{name}: {r['rate']:.0f} img/s (nogil reads {r['reader_nogil_reads']}, held "

@@ -62,11 +62,6 @@ PARSE_IN_READERS = False
 #: for 256 samples, which the readers otherwise read during the call. Read per batch.
 HOLD_READERS = True
 
-#: seconds the decode thread waits, before its decode call, for the runs the readers are
-#: reading to end (``ReadAhead.held_back(quiet=)``): with it no reader runs Python inside the
-#: call. 0: the call starts at once. Read per batch.
-QUIET_READERS = 0.0
-
 #: the decode thread's stream does not wait for the legacy default stream (where the batch
 #: engine's kernels and torch's work go) nor makes it wait: nvImageCodec's work on it is
 #: otherwise ordered behind every kernel queued there before it. Read when a Loader starts.
@@ -286,8 +281,7 @@ class Loader:
         t0 = time.perf_counter()
         # held from before the take: the room it makes wakes no reader until the call is over
         # (a sample not read yet ends the hold, see ReadAhead.held_back)
-        with self.reader.held_back(QUIET_READERS) if HOLD_READERS else \
-                contextlib.nullcontext():
+        with self.reader.held_back() if HOLD_READERS else contextlib.nullcontext():
             taken = self.reader.take_many(n)
             samples = np.fromiter((i for i, _ in taken), dtype=np.int64, count=n)
             datas = [d for _, d in taken]

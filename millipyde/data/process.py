@@ -192,7 +192,6 @@ class ProcessLoader:
                 "max_slots": self._most,
                 # the worker reads files as this process would (the bench switches it)
                 "nogil_reads": fileread.ENABLED, "hold_readers": loader_mod.HOLD_READERS,
-                "quiet_readers": loader_mod.QUIET_READERS,
                 "switch_interval": loader_mod.SWITCH_INTERVAL,
                 "name": self.name}, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as err:
@@ -824,7 +823,6 @@ def worker_main(fd: int) -> int:
         device = int(cfg["device"])
         fileread.ENABLED = bool(cfg.get("nogil_reads", fileread.ENABLED))
         loader_mod.HOLD_READERS = bool(cfg.get("hold_readers", loader_mod.HOLD_READERS))
-        loader_mod.QUIET_READERS = float(cfg.get("quiet_readers", loader_mod.QUIET_READERS))
         loader_mod.SWITCH_INTERVAL = float(cfg.get("switch_interval",
                                                    loader_mod.SWITCH_INTERVAL))
         bad = _Recording(cfg["known"])

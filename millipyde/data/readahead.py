@@ -99,8 +99,6 @@ class ReadAhead:
         self._stopped = False
         self._waiting_for = -1  # the position the consumer waits for (-1: none)
         self._idle = 0  # readers waiting for room (or for the hold to end)
-        self._reading = 0  # readers between their claim of a run and its results stored
-        self._quiet = threading.Condition(self._lock)  # held_back(quiet=True) waits on it
         self._held_back = False  # readers claim no new run (held_back())
         self._read_bytes = 0
         self._read_count = 0
@@ -153,8 +151,6 @@ class ReadAhead:
         while True:
             with self._lock:
                 run = self._claim()
-                if run is not None:
-                    self._reading += 1
             if run is None:
                 return
             whole: list[Any] = [None] * len(run)
@@ -173,9 +169,6 @@ class ReadAhead:
                     value, got = err, 0
                 got_all.append((q, i, value, got, est))
             with self._lock:
-                self._reading -= 1
-                if not self._reading:
-                    self._quiet.notify_all()
                 for q, i, value, got, est in got_all:
                     self._held += got - est
                     self._read_bytes += got
@@ -235,15 +228,11 @@ class ReadAhead:
         return out
 
     @contextlib.contextmanager
-    def held_back(self, quiet: float = 0.0) -> Iterator[None]:
+    def held_back(self) -> Iterator[None]:
         """Inside the block the readers start no new read (each finishes the run it is
-        reading); a :meth:`take_many` that has to wait for a sample ends the hold.
-        ``quiet``: first wait up to that many seconds for the runs being read to end, so no
-        reader runs Python inside the block."""
+        reading); a :meth:`take_many` that has to wait for a sample ends the hold."""
         with self._lock:
             self._held_back = True
-            if quiet > 0 and self._reading:
-                self._quiet.wait_for(lambda: not self._reading or self._stopped, quiet)
         try:
             yield
         finally:
