@@ -864,6 +864,10 @@ def table(out: dict) -> str:
             ld = r.get("loader", {})
             call = f"; decode call {1000 * ld['decode_s'] / ld['batches']:.1f} ms" \
                 if ld.get("batches") else ""
+            if ld.get("batches", 0) > 1 and "decode_first_s" in ld:
+                rest = (ld["decode_s"] - ld["decode_first_s"]) / (ld["batches"] - 1)
+                call += (f" ({1000 * rest:.1f} after the first, "
+                         f"{1000 * ld['decode_first_s']:.0f})")
             rows.append((f"{name} -> recipe -> torch (256)", f"{r['rate']:.0f}",
                          f"{share}{call}; RSS +{r['rss_growth_mb']:.0f} MB, device "
                          f"+{r['device_growth_mb']:.0f} MB over {r['batches']} batches"))
