@@ -35,17 +35,23 @@ def test_after_warmup_another_seed_compiles_nothing() -> None:
     got = warmup.warmup(OPS, (12, 12, 3), size=64, processes=1)
     assert got["patterns"] == len(warmup.representatives(OPS, shape=(12, 12, 3))) > \
         len(warmup.representatives(OPS))
+    assert _compiled_after(OPS, 64, 3, 70) == 0
+
+
+def _compiled_after(ops: list, size: int, batches: int, outputs: int) -> int:
+    """Kernels compiled by a seed-12345 Generator of ``ops`` on three 12x12 RGB inputs making
+    ``batches`` batches of ``size``, then ``outputs`` outputs one at a time."""
     before = warmup.compiled_count()
     rng = np.random.default_rng(1)
     imgs = [mp.gpuimage(rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)) for _ in range(3)]
-    gen = mp.Generator(imgs, OPS, seed=12345)
-    with gen.batches(64) as bs:
-        for _ in range(3):
+    gen = mp.Generator(imgs, ops, seed=12345)
+    with gen.batches(size) as bs:
+        for _ in range(batches):
             next(bs)
-    for _ in range(70):
+    for _ in range(outputs):
         next(gen)
     gen.close()
-    assert warmup.compiled_count() == before
+    return warmup.compiled_count() - before
 
 
 # 5 coin patterns, not OPS's 20: each is compiled from scratch in the fresh cache. They still
@@ -150,14 +156,4 @@ def test_after_an_augmix_warmup_another_seed_compiles_nothing() -> None:
     # tier's)
     ops = [mp.AugMix()]
     warmup.warmup(ops, (12, 12, 3), size=16, processes=1)
-    before = warmup.compiled_count()
-    rng = np.random.default_rng(1)
-    imgs = [mp.gpuimage(rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)) for _ in range(3)]
-    gen = mp.Generator(imgs, ops, seed=12345)
-    with gen.batches(16) as bs:
-        for _ in range(4):
-            next(bs)
-    for _ in range(20):
-        next(gen)
-    gen.close()
-    assert warmup.compiled_count() == before
+    assert _compiled_after(ops, 16, 4, 20) == 0
