@@ -50,17 +50,6 @@ def _bounds(lo: Any, hi: Any, lo_name: str, hi_name: str) -> tuple[float, float]
     return a, b
 
 
-def _between(lo: float, hi: float, u: float) -> float:
-    """The draw ``u`` in [0, 1) mapped to [lo, hi]."""
-    if lo == hi:
-        return lo
-    span = hi - lo
-    if math.isfinite(span):
-        return lo + span * u
-    # bounds near float64's largest: hi - lo overflows, the weighted sum does not
-    return min(max(lo * (1.0 - u) + hi * u, lo), hi)
-
-
 def _int(value: Any, name: str, low: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ValueError(f"{name} must be an int, got {type(value).__name__}")

@@ -16,14 +16,14 @@ import numpy as np
 
 from . import random as mprandom
 from . import targets
-from ._args import MAX_SIDE, _between
+from ._args import MAX_SIDE
 from .array import gpuarray
 from .backend import ACTIVE as runtime  # the active backend
 from .graph.ir.node import Node
 from .kernels import REGISTRY
 from .locks import commit_lock
 from .ops import FORMS, Emit, Form, Ranges, Reject
-from .ops.base import kind_of
+from .ops.base import between1, kind_of
 
 
 def _colour_to_uint8(host: np.ndarray) -> np.ndarray:
@@ -271,7 +271,7 @@ def _method(form: Form) -> Callable[..., None]:
             key = self._key()
             if isinstance(a, Ranges):
                 self._record(kernel, tuple(
-                    _between(lo, hi, mprandom.uniform01(key.seed, key.sample, key.op, t))
+                    between1(lo, hi, mprandom.uniform01(key.seed, key.sample, key.op, t))
                     for t, (lo, hi) in enumerate(a)))
             elif a is not None:
                 self._record(kernel, a)

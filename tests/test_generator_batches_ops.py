@@ -224,7 +224,7 @@ def test_vectorised_windows_are_torchvisions() -> None:
     import reference_aug as tv
 
     from millipyde import random as mprandom
-    from millipyde.ops.geometry.resized_crop import crop_params, random_windows
+    from millipyde.ops.geometry.resized_crop import central_window, random_windows
     from millipyde.training import batch_ops
 
     ks = np.arange(400, dtype=np.int64)
@@ -232,8 +232,7 @@ def test_vectorised_windows_are_torchvisions() -> None:
     c = batch_ops.Ctx(9, ks, 2)
     win, pending = random_windows(hw, (0.08, 1.0), (3 / 4, 4 / 3), c, erasing=False)
     for r in pending.tolist():
-        win[r] = crop_params(int(hw[r, 0]), int(hw[r, 1]), (0.08, 1.0), (3 / 4, 4 / 3),
-                             c.member(r))
+        win[r] = central_window(int(hw[r, 0]), int(hw[r, 1]), (3 / 4, 4 / 3))
     ewin, epending = random_windows(hw, (0.02, 0.33), (0.3, 3.3), c, erasing=True)
     found = np.ones(len(ks), dtype=bool)
     found[epending] = False
@@ -247,25 +246,24 @@ def test_vectorised_windows_are_torchvisions() -> None:
             assert tuple(ewin[m]) == e
 
 
-class _NumpyDraws:
-    """A Ctx's draws without its compiled ``windows`` (``random_windows``' NumPy path)."""
+class _PythonDraws:
+    """A Ctx's draws without its compiled ``first_fits`` (``ops.base.first_fits`` then runs
+    the try in Python on each member's own draws)."""
 
     def __init__(self, c: object) -> None:
         self.c = c
 
-    def u(self, t: int, rows: object = None) -> np.ndarray:
-        return self.c.u(t, rows)
-
-    def uniforms(self, ts: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        return self.c.uniforms(ts, rows)
+    def member(self, i: int) -> object:
+        return self.c.member(i)
 
 
 @pytest.mark.parametrize("scale,ratio", [((0.08, 1.0), (3 / 4, 4 / 3)), ((0.5, 0.5), (1.0, 1.0)),
                                          ((0.0, 1e308), (5e-324, 1e308)),
                                          ((2.0, 50.0), (1e-5, 1e-5))])
-def test_compiled_windows_are_the_numpy_windows(scale: tuple, ratio: tuple) -> None:
-    # ``Ctx.windows`` (one compiled call) against ``random_windows``' NumPy tries, both kinds,
-    # empty and one-pixel images and extreme ranges (overflowing ``exp``, no fit) included
+def test_compiled_windows_are_the_python_windows(scale: tuple, ratio: tuple) -> None:
+    # the one window try (``resized_crop.window_try``) compiled into ``Ctx.first_fits``' loop
+    # against the same function run in Python per member, both kinds, empty and one-pixel
+    # images and extreme ranges (overflowing ``exp``, no fit) included
     from millipyde.ops.geometry.resized_crop import random_windows
     from millipyde.training import batch_ops
 
@@ -274,8 +272,9 @@ def test_compiled_windows_are_the_numpy_windows(scale: tuple, ratio: tuple) -> N
     hw[:4] = [[0, 0], [0, 7], [1, 1], [1, 2]]
     for erasing in (False, True):
         got = random_windows(hw, scale, ratio, batch_ops.Ctx(4, ks, 1), erasing)
-        want = random_windows(hw, scale, ratio, _NumpyDraws(batch_ops.Ctx(4, ks, 1)), erasing)
+        want = random_windows(hw, scale, ratio, _PythonDraws(batch_ops.Ctx(4, ks, 1)), erasing)
         assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+        assert got[0][:2].tolist() == [[0, 0, 0, 0]] * 2 and not {0, 1} & set(got[1].tolist())
 
 
 def test_arena_recorder_refuses_callables() -> None:

@@ -35,17 +35,23 @@ def test_after_warmup_another_seed_compiles_nothing() -> None:
     got = warmup.warmup(OPS, (12, 12, 3), size=64, processes=1)
     assert got["patterns"] == len(warmup.representatives(OPS, shape=(12, 12, 3))) > \
         len(warmup.representatives(OPS))
+    assert _compiled_after(OPS, 64, 3, 70) == 0
+
+
+def _compiled_after(ops: list, size: int, batches: int, outputs: int) -> int:
+    """Kernels compiled by a seed-12345 Generator of ``ops`` on three 12x12 RGB inputs making
+    ``batches`` batches of ``size``, then ``outputs`` outputs one at a time."""
     before = warmup.compiled_count()
     rng = np.random.default_rng(1)
     imgs = [mp.gpuimage(rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)) for _ in range(3)]
-    gen = mp.Generator(imgs, OPS, seed=12345)
-    with gen.batches(64) as bs:
-        for _ in range(3):
+    gen = mp.Generator(imgs, ops, seed=12345)
+    with gen.batches(size) as bs:
+        for _ in range(batches):
             next(bs)
-    for _ in range(70):
+    for _ in range(outputs):
         next(gen)
     gen.close()
-    assert warmup.compiled_count() == before
+    return warmup.compiled_count() - before
 
 
 # 5 coin patterns, not OPS's 20: each is compiled from scratch in the fresh cache. They still
@@ -107,3 +113,47 @@ def test_patterns_make_next_outputs_only_when_asked(outputs: bool, monkeypatch) 
     ks = warmup.representatives(OPS)[:4]
     warmup._make_patterns(imgs, OPS, ks, 4, 3, "NCHW", outputs=outputs)
     assert (ks in made) if outputs else (made == [])
+
+
+def test_whole_image_operations_reach_the_workers_as_themselves() -> None:
+    # a policy, AugMix or a choice rebuilt as an Operation calling it would be warmed as a
+    # plain callable (the callables' recorder, not the arena's gathers)
+    import pickle
+
+    for op in (mp.RandAugment(2, 9), mp.AugMix(severity=2), mp.TrivialAugmentWide()):
+        got = warmup._operations(pickle.loads(pickle.dumps([warmup._spec(op)])))[0]
+        assert type(got) is type(op) and repr(got) == repr(op)
+    # (a choice does not pickle: it warms in this process, as itself)
+    choice = mp.RandomChoice([mp.Operation("fliplr"), mp.Operation("transpose")])
+    assert warmup._operations([warmup._spec(choice)]) == [choice]
+    plain = warmup._operations([warmup._spec(OPS[1])])[0]
+    assert (plain.method, plain.probability) == ("fliplr", 0.4)
+
+
+def test_augmix_representatives_cover_every_set_of_chain_structures() -> None:
+    # a batch forks an AugMix into one gather per structure its branches draw
+    # (``batch_augmix``): the representatives hold every set of structures an output's
+    # chains draw among 4096 outputs, computed by the batch's own code
+    from millipyde.training import batch_augmix, batch_ops
+
+    op = mp.AugMix(mixture_width=3)
+    ops = [mp.Operation("fliplr", probability=0.5), op]
+
+    def sets(ks: np.ndarray) -> set:
+        c = batch_ops.Ctx(0, ks, 1)
+        s = batch_ops.PolicyStep(op.chain).structure(batch_augmix.ChainCtx.of(
+            c, op.chain, op.mixture_width)).reshape(op.mixture_width, len(ks))
+        return {frozenset(col) for col in s.T.tolist()}
+
+    reps = warmup.representatives(ops)
+    assert sets(np.arange(4096)) <= sets(np.array(reps, dtype=np.int64))
+    assert len(reps) <= 2 * 2 ** (op.chain.positions + 1)  # (coin x set of structures)
+
+
+@pytest.mark.exhaustive
+def test_after_an_augmix_warmup_another_seed_compiles_nothing() -> None:
+    # (about 40 CPU-s from a cold cache on the cpu backend: the two tests above are the CI
+    # tier's)
+    ops = [mp.AugMix()]
+    warmup.warmup(ops, (12, 12, 3), size=16, processes=1)
+    assert _compiled_after(ops, 16, 4, 20) == 0

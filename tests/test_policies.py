@@ -358,3 +358,24 @@ def test_warmup_finds_one_output_per_policy_structure():
     counts = {int(pol.geometric_count(lambda t, k=k: np.array(
         [mp.random.uniform01(0, k, 1, t)]), 1)[0]) for k in ks}
     assert counts == {0, 1, 2}  # every structure a batch may record, precompiled
+
+
+def test_the_recorder_kinds_decline_policies_and_augmix_themselves():
+    # ``batches.recorders`` names no op type: each kind says whether it takes a state. A
+    # policy or AugMix alone or beside a recording method, on inputs of one size, is taken by
+    # none (the arena records it); a plain callable beside the same method is the callables'
+    from millipyde.training import batch_record, generator_callables
+
+    imgs = [mp.gpuimage(_img(s, (10, 12, 3))) for s in (1, 2)]
+    flip = mp.Operation("fliplr", probability=0.5)
+    for op in (mp.RandAugment(2, 9), mp.TrivialAugmentWide(), mp.AutoAugment(), mp.AugMix()):
+        for ops in ([op], [flip, op]):
+            st = mp.Generator(imgs, ops, outputs=4, seed=0)._state
+            assert [kind.take(st) for kind in batches.recorders()] == [None, None]
+    st = mp.Generator(imgs, [flip, mp.Operation(lambda x: x.flipud())], outputs=4,
+                      seed=0)._state
+    assert batch_record.Recorder.take(st) is None
+    assert isinstance(generator_callables.CallableRecorder.take(st),
+                      generator_callables.CallableRecorder)
+    st = mp.Generator(imgs, [flip], outputs=4, seed=0)._state
+    assert isinstance(batches.recorders()[0].take(st), batch_record.Recorder)

@@ -30,14 +30,15 @@ from functools import lru_cache
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
+from numba.extending import register_jitable
 
-from .._args import _EXACT, _between, _bounds, _int, _number, _range
+from .._args import _EXACT, _bounds, _int, _number, _range
 from ..kernels.registry import REGISTRY, OpSpec
 
 __all__ = [
     "FAMILIES", "FORMS", "OPS", "Draws", "Emit", "Form", "ImageKind", "OpDef", "Ranges",
-    "Reject", "between", "bounds", "chance", "coin", "columns", "integer", "kind_for",
-    "kind_of", "number", "pair", "span",
+    "Reject", "Try", "between", "between1", "bounds", "chance", "coin", "columns", "first_fits",
+    "integer", "kind_for", "kind_of", "number", "pair", "span",
 ]
 
 #: the op families, in the order the documentation lists them
@@ -106,6 +107,39 @@ class Draws(Protocol):
         """``u(t)`` of image ``i`` alone, as a Python float (for per-image fallbacks)."""
 
 
+#: a scalar try of a random draw that may miss (``resized_crop.window_try``): ``fn(h, w, u_0 ..
+#: u_{D-1}, params)`` of one image's size, its try's ``D`` draws and a tuple of floats, gives
+#: (fits, v_1 .. v_k), k ints
+Try = Callable[..., tuple]
+
+
+def first_fits(fn: Try, hw: np.ndarray, params: tuple[float, ...], d: Draws, tries: int,
+               draws: int, values: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each image's first of ``tries`` tries ``fn`` that fits (try ``t`` takes draws
+    ``draws * t`` .. ``draws * t + draws - 1``): (n, values) int64 values (zeros where none
+    fitted) and the images none fitted.
+
+    Draws that offer ``first_fits`` (``training.batch_ops.Ctx``: ``fn`` compiled into one
+    loop over the members, the same arithmetic) give them; otherwise ``fn`` runs in Python
+    on each image's own draws (``Draws.member``)."""
+    fast = getattr(d, "first_fits", None)
+    if fast is not None:
+        return fast(fn, hw, params, tries, draws, values)
+    out = np.zeros((len(hw), values), dtype=np.int64)
+    missed = []
+    for r in range(len(hw)):
+        u = d.member(r)
+        h, w = int(hw[r, 0]), int(hw[r, 1])
+        for t in range(tries):
+            got = fn(h, w, *(u(draws * t + k) for k in range(draws)), params)
+            if got[0]:
+                out[r] = got[1:]
+                break
+        else:
+            missed.append(r)
+    return out, np.array(missed, dtype=np.int64)
+
+
 @dataclass(frozen=True)
 class Emit:
     """One kernel node to record on each image: ``params`` (n, k) its parameters per image,
@@ -139,7 +173,7 @@ def columns(*values: Any, n: int) -> np.ndarray:
 
 
 def between(lo: float, hi: float, u: np.ndarray) -> np.ndarray:
-    """``u`` in [0, 1) mapped to [lo, hi] for every image, as ``_args._between`` maps one
+    """``u`` in [0, 1) mapped to [lo, hi] for every image, as :func:`between1` maps one
     (also for bounds whose difference overflows)."""
     if lo == hi:
         return np.full(len(u), lo)
@@ -149,9 +183,19 @@ def between(lo: float, hi: float, u: np.ndarray) -> np.ndarray:
     return np.minimum(np.maximum(lo * (1.0 - u) + hi * u, lo), hi)
 
 
+@register_jitable
 def between1(lo: float, hi: float, u: float) -> float:
-    """:func:`between` of one draw."""
-    return _between(lo, hi, u)
+    """The draw ``u`` in [0, 1) mapped to [lo, hi]: :func:`between` of one draw.
+
+    Plain Python where Python calls it; compiled where compiled code calls it (a window try,
+    ``resized_crop.window_try``, in a batch's compiled loop)."""
+    if lo == hi:
+        return lo
+    width = hi - lo
+    if math.isfinite(width):
+        return lo + width * u
+    # bounds near float64's largest: hi - lo overflows, the weighted sum does not
+    return min(max(lo * (1.0 - u) + hi * u, lo), hi)
 
 
 def pair(value: Any, name: str, symmetric: bool = False,

@@ -8,7 +8,7 @@ Gaussian taps.
 from __future__ import annotations
 
 import functools
-import math
+import importlib
 from typing import Any
 
 import numpy as np
@@ -175,8 +175,8 @@ def _identities(x: np.ndarray) -> bool:
     return bool((x.reshape(len(x), 9).view(np.int64) == _EYE_BITS).all())
 
 
-_MIX_SOURCE = '''# millipyde generated SplitMix64 rounds of random.key64 over arrays (batch draws)
-import math
+#: ``random._mix`` (a SplitMix64 round) in compiled host code: the head of the draws' modules
+_MIX_HEAD = '''import math
 
 import numpy as np
 from numba import njit, uint64
@@ -188,6 +188,10 @@ def _mix(z):
     z = (z ^ (z >> uint64(30))) * uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> uint64(27))) * uint64(0x94D049BB133111EB)
     return z ^ (z >> uint64(31))
+'''
+
+_MIX_SOURCE = ("# millipyde generated SplitMix64 rounds of random.key64 over arrays (batch draws)\n"
+               + _MIX_HEAD + '''
 
 
 @njit(cache=True, nogil=True)
@@ -214,57 +218,6 @@ def uniforms(z, ts, out):
             out[i, t] = float(_mix(z[i] ^ ts[t]) >> uint64(11)) * (1.0 / 9007199254740992.0)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def windows(z, hs, ws, scale, ratio, erasing, out, missed):
-    # ``resized_crop.random_windows`` per image: torchvision's ten tries, draw t of try
-    # t // 4 ``uniforms``' of z ^ t; each range (lo, width, lo == hi) ``base.between``'s
-    # finite-width arithmetic; ``math.exp`` libm's (inf where it overflows), as CPython's
-    for i in range(z.shape[0]):
-        h_ = hs[i]
-        w_ = ws[i]
-        out[i, 0] = 0
-        out[i, 1] = 0
-        out[i, 2] = 0
-        out[i, 3] = 0
-        missed[i] = False
-        area = h_ * w_
-        if area <= 0:
-            continue
-        big = max(h_, w_) + 1
-        missed[i] = True
-        for t in range(10):
-            u0 = float(_mix(z[i] ^ uint64(4 * t)) >> uint64(11)) * (1.0 / 9007199254740992.0)
-            u1 = float(_mix(z[i] ^ uint64(4 * t + 1)) >> uint64(11)) * (
-                1.0 / 9007199254740992.0)
-            sc = scale[0] if scale[2] != 0.0 else scale[0] + scale[1] * u0
-            lg = ratio[0] if ratio[2] != 0.0 else ratio[0] + ratio[1] * u1
-            aspect = math.exp(lg)
-            target = area * sc
-            fa = np.rint(np.sqrt(target * aspect))
-            fb = np.rint(np.sqrt(target / aspect))
-            a = np.int64(min(fa, big)) if np.isfinite(fa) else big
-            b = np.int64(min(fb, big)) if np.isfinite(fb) else big
-            if erasing:
-                hh = a
-                ww = b
-                ok = hh < h_ and ww < w_
-            else:
-                ww = a
-                hh = b
-                ok = ww > 0 and ww <= w_ and hh > 0 and hh <= h_
-            if ok:
-                u2 = float(_mix(z[i] ^ uint64(4 * t + 2)) >> uint64(11)) * (
-                    1.0 / 9007199254740992.0)
-                u3 = float(_mix(z[i] ^ uint64(4 * t + 3)) >> uint64(11)) * (
-                    1.0 / 9007199254740992.0)
-                out[i, 0] = np.int64(u2 * (h_ - hh + 1))
-                out[i, 1] = np.int64(u3 * (w_ - ww + 1))
-                out[i, 2] = hh
-                out[i, 3] = ww
-                missed[i] = False
-                break
-
-
 @njit(cache=True, nogil=True)
 def group_ints(keys, order, uniq, first, inverse, bounds):
     # ``order``: the stable argsort of ``keys``; per distinct key (ascending) its value, its
@@ -289,7 +242,7 @@ def ranged(u, lo, span, fixed, out):
     for i in range(out.shape[0]):
         for t in range(out.shape[1]):
             out[i, t] = lo[t] if fixed[t] else lo[t] + span[t] * u[i, t + 1]
-'''
+''')
 
 
 @functools.cache
@@ -384,29 +337,64 @@ def _range_arrays(ranges: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, 
     return lo, span, fixed
 
 
-def windows(z: np.ndarray, hw: np.ndarray, scale: tuple[float, float],
-            ratio: tuple[float, float],
-            erasing: bool) -> tuple[np.ndarray, np.ndarray] | None:
-    """``resized_crop.random_windows`` of the members whose draw ``t`` is ``uniforms``' of
-    ``z ^ t`` (``batch_ops.Ctx``): (n, 4) windows and the members no try fitted, each
-    member's ten tries in compiled code (the same IEEE operations in the same order; libm's
-    ``exp`` as CPython's ``math.exp``). None where a range's width overflows (there
-    ``base.between`` takes another formula: the NumPy path)."""
-    lr = (math.log(ratio[0]), math.log(ratio[1]))
-    ranges = []
-    for lo, hi in ((float(scale[0]), float(scale[1])), lr):
-        width = hi - lo
-        if lo != hi and not math.isfinite(width):
-            return None
-        ranges.append(np.array([lo, width, float(lo == hi)]))
+_FITS_SOURCE = '''
+from millipyde.graph.codegen import cpu_devices
+from {module} import {name} as _try_py
+
+_try = cpu_devices.device(_try_py)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def first_fits(z, hs, ws, params, tries, out, missed):
+    # per member its first try that fits; draw k of try t ``uniforms``' of z ^ (D t + k)
+    for i in range(z.shape[0]):
+        for c in range(out.shape[1]):
+            out[i, c] = 0
+        missed[i] = True
+        for t in range(tries):
+            got = _try(hs[i], ws[i], {draws}params)
+            if got[0]:
+{stores}                missed[i] = False
+                break
+'''
+
+#: draw ``D t + k`` of a member in ``_FITS_SOURCE``: ``uniforms``' float of ``_mix(z ^ word)``
+_FITS_DRAW = ("float(_mix(z[i] ^ uint64({d} * t + {k})) >> uint64(11))"
+              " * (1.0 / 9007199254740992.0), ")
+
+
+@functools.cache
+def _fits_module(fn: Any, draws: int, values: int) -> Any:
+    """The compiled loop of :func:`first_fits` for the try ``fn``, which it imports by name
+    and compiles as a cpu device function (``cpu_devices.device``)."""
+    module, name = fn.__module__, fn.__name__
+    if getattr(importlib.import_module(module), name, None) is not fn:
+        raise ValueError(f"fn must be a module-level function, got {fn!r}")
+    src = (f"# millipyde generated first fitting tries of {module}.{name} "
+           "(batch_math.first_fits)\n" + _MIX_HEAD + _FITS_SOURCE.format(
+               module=module, name=name,
+               draws="".join(_FITS_DRAW.format(d=draws, k=k) for k in range(draws)),
+               stores="".join(f"                out[i, {c}] = got[{c + 1}]\n"
+                              for c in range(values))))
+    return load(src, "cpu")
+
+
+def first_fits(fn: Any, z: np.ndarray, hw: np.ndarray, params: tuple[float, ...], tries: int,
+               draws: int, values: int) -> tuple[np.ndarray, np.ndarray]:
+    """``ops.base.first_fits`` of the members whose draw ``t`` is ``uniforms``' of ``z ^ t``
+    (``batch_ops.Ctx``): the try ``fn`` (``resized_crop.window_try``) compiled into one loop
+    over the members, the same IEEE operations in the same order as ``fn`` in Python
+    (libm's ``exp`` as CPython's ``math.exp``; NumPy's error model, where the try's Python
+    guards against dividing by zero)."""
     n = len(z)
-    out = np.empty((n, 4), dtype=np.int64)
+    out = np.empty((n, values), dtype=np.int64)
     missed = np.empty(n, dtype=np.bool_)
     if n:
-        _mix_module().windows(np.ascontiguousarray(z, dtype=np.uint64),
-                              np.ascontiguousarray(hw[:, 0], dtype=np.int64),
-                              np.ascontiguousarray(hw[:, 1], dtype=np.int64), ranges[0],
-                              ranges[1], bool(erasing), out, missed)
+        _fits_module(fn, draws, values).first_fits(
+            np.ascontiguousarray(z, dtype=np.uint64),
+            np.ascontiguousarray(hw[:, 0], dtype=np.int64),
+            np.ascontiguousarray(hw[:, 1], dtype=np.int64),
+            tuple(float(v) for v in params), int(tries), out, missed)
     return out, np.flatnonzero(missed)
 
 

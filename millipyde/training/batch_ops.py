@@ -104,12 +104,11 @@ class Ctx:
         words = np.array([int(t) & mprandom._MASK for t in ts.tolist()], dtype=np.uint64)
         return batch_math.mix_uniforms(self._z[rows], words)
 
-    def windows(self, hw: np.ndarray, scale: tuple, ratio: tuple,
-                erasing: bool) -> tuple[np.ndarray, np.ndarray] | None:
-        """``resized_crop.random_windows`` of every member (``hw`` their sizes) in one
-        compiled call (``batch_math.windows``), or None where it cannot (the caller's
-        NumPy path)."""
-        return batch_math.windows(self._z, hw, scale, ratio, erasing)
+    def first_fits(self, fn: Any, hw: np.ndarray, params: tuple[float, ...], tries: int,
+                   draws: int, values: int) -> tuple[np.ndarray, np.ndarray]:
+        """``ops.base.first_fits`` of every member (``hw`` their sizes): the try ``fn``
+        compiled into one loop over the members (``batch_math.first_fits``)."""
+        return batch_math.first_fits(fn, self._z, hw, params, tries, draws, values)
 
     def key64(self, t: int) -> np.ndarray:
         """``random.key64(seed, k, j, t)`` of every member (uint64)."""

@@ -25,7 +25,7 @@ import functools
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -218,8 +218,35 @@ def _check_draws(t: _Template, rules: list[_Rule], state: Any, k: int) -> None:
                                    f"{node.params} (output {k})")
 
 
+class BatchRecorder(Protocol):
+    """What a recorder of a Generator's batches at once offers ``Generator.batches``
+    (``batches._write_recorded``) and the Generator's per-call batches
+    (``generator_state``): :class:`Recorder`, ``generator_callables.CallableRecorder``."""
+
+    def groups(self, ks: list[int], device: int, stacks: dict,
+               ahead: bool = False) -> tuple[list, list[int]]:
+        """The batched groups of outputs ``ks`` (``index``: their positions in ``ks``) and
+        the positions left to the per-output path."""
+
+
+class RecorderKind(Protocol):
+    """A kind of :class:`BatchRecorder`, which says itself whether it takes a Generator
+    state: ``batches.RECORDERS`` tries the kinds in order, the first one's recorder is the
+    state's."""
+
+    def take(self, state: Any) -> BatchRecorder | None:
+        """Its recorder of the Generator state, or None where it does not take the state."""
+
+
 class Recorder:
     """Records a Generator's batches at once (see module doc); one per Generator state."""
+
+    @classmethod
+    def take(cls, state: Any) -> Recorder | None:
+        """The recorder of the state, or None: an input of another size or dtype, or an
+        Operation that is not a recording method of template ops (:func:`rules_for`)."""
+        rules = rules_for(state.inputs, state.operations)
+        return None if rules is None else cls(state, rules)
 
     def __init__(self, state: Any, rules: list[_Rule]) -> None:
         self.state = state

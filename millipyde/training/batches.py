@@ -613,24 +613,26 @@ def _arena_recorder(state: Any) -> Any:
 
 
 def _recorder(state: Any) -> Any:
-    """The Generator state's ``batch_record.Recorder`` (a ``generator_callables``
-    recorder where one callable sits among recording methods), or None (per-output
-    batches)."""
+    """The Generator state's ``batch_record.BatchRecorder``: the first of the kinds
+    :func:`recorders` lists that takes the state, or None (per-output batches, or the arena
+    recorder's: ``_make_outputs``)."""
     if not RECORD_AT_ONCE or state.batch <= 1:
-        return None
-    from ..augmix import AugMix
-    from ..policies import Policy
-
-    # (a policy's or AugMix's drawn ops are gated entries of arena gathers, ``batch_ops``,
-    # ``batch_augmix``, on inputs of one size too; where the arena cannot take them, per
-    # output, as the callables' recorder made them)
-    if any(isinstance(op, (AugMix, Policy)) for op in state.operations):
         return None
     rec = getattr(state, "recorder", False)
     if rec is False:
-        from . import batch_record, generator_callables
-
-        rules = batch_record.rules_for(state.inputs, state.operations)
-        rec = state.recorder = generator_callables.make(state) if rules is None else \
-            batch_record.Recorder(state, rules)
+        rec = state.recorder = next(
+            (r for kind in recorders() if (r := kind.take(state)) is not None), None)
     return rec
+
+
+def recorders() -> tuple[Any, ...]:
+    """The ``batch_record.RecorderKind`` of batches recorded at once, in the order tried:
+    recording methods of template ops over inputs of one size (``batch_record.Recorder``),
+    then one plain callable among them (``generator_callables.CallableRecorder``). Each
+    kind says itself which states it takes; what none takes goes to the arena recorder
+    (``batch_arena``: mixed sizes, policies, AugMix, user kernel ops) or per output."""
+    from . import batch_record, generator_callables
+
+    kinds: tuple[batch_record.RecorderKind, ...] = (batch_record.Recorder,
+                                                     generator_callables.CallableRecorder)
+    return kinds

@@ -33,6 +33,7 @@ from ..graph.ir.node import Node, apply, leaf
 from ..image import gpuimage
 from ..kernels import OpSpec
 from ..operation import Operation
+from ..policies import ImageOperation
 from .batch_record import Recorder, given_rule, patterns, rules_for
 from .batch_record import draw as draw_rules
 
@@ -121,6 +122,11 @@ class _State:
 class CallableRecorder:
     """``batch_record.Recorder``'s ``groups`` for a Generator with one callable Operation
     (see the module doc): one recorder per shape of capture (op, parameter count) met."""
+
+    @classmethod
+    def take(cls, state: Any) -> CallableRecorder | None:
+        """The recorder of the state, or None where it does not take it (:func:`make`)."""
+        return make(state)
 
     def __init__(self, state: Any, slot: int, rules: list) -> None:
         self.state = state
@@ -236,11 +242,14 @@ class CallableRecorder:
 
 def make(state: Any) -> CallableRecorder | None:
     """A :class:`CallableRecorder` for the Generator state, or None: not exactly one plain
-    callable (user kernel ops keep ``batch_arena``), another Operation that is not a recording
-    method, inputs of several shapes, or inputs with targets."""
+    callable (user kernel ops keep ``batch_arena``; so do the policies and AugMix, whose drawn
+    ops are gated entries of its gathers, ``batch_ops``, ``batch_augmix``, on inputs of one
+    size too: a stand-in would send every output the per-output way), another Operation
+    that is not a recording method, inputs of several shapes, or inputs with targets."""
     ops = state.operations
     slots = [j for j, op in enumerate(ops) if op.method is None]
-    if len(slots) != 1 or isinstance(ops[slots[0]].function, UserOp):
+    if len(slots) != 1 or isinstance(ops[slots[0]].function, UserOp) or \
+            isinstance(ops[slots[0]], ImageOperation):
         return None
     xs = state.inputs
     if not xs or not all(isinstance(x, gpuimage) for x in xs) or \

@@ -79,12 +79,23 @@ def representatives(operations: list, seed: int = 0, search: int = SEARCH,
             s = lo + (hi - lo) * mprandom.uniform01_array(seed, ks, j, 0) if lo != hi else \
                 np.full(search, lo)
             bits.append(((s > 0) & coins[:, j])[:, None])
+    from ..augmix import AugMix
     from ..policies import Policy
 
     for j, op in enumerate(operations):
         if isinstance(op, Policy):  # one output per batch structure of the policy
             bits.append(op.geometric_count(
                 lambda t, j=j: mprandom.uniform01_array(seed, ks, j, t), search)[:, None])
+        elif isinstance(op, AugMix):
+            # one output per set of structures its chains draw (a batch forks into one gather
+            # per structure, ``batch_augmix``): chain i's draw t is the op's draw base_i + t
+            drawn = np.zeros(search, dtype=np.int64)
+            for i in range(op.mixture_width):
+                base = op.chain.chain_base(i)
+                drawn |= 1 << op.chain.geometric_count(
+                    lambda t, j=j, base=base: mprandom.uniform01_array(seed, ks, j, base + t),
+                    search)
+            bits.append(drawn[:, None])
     pats = np.concatenate(bits, axis=1)
     _, first = np.unique(pats, axis=0, return_index=True)
     found = set(first.tolist())
@@ -115,14 +126,20 @@ def _parse(form: Any, op: Any) -> Any:
     return form.parse(kind_for(3, np.uint8), *op.args, **op.kwargs)
 
 
-def _spec(op: Any) -> tuple:
+def _spec(op: Any) -> Any:
+    """What a warmup worker rebuilds ``op`` from. An Operation that is its own function (a
+    policy, AugMix, ``compose``'s choices; each pickles by its arguments) travels as itself:
+    rebuilt as an Operation calling it, it would be warmed as a plain callable (another
+    recorder, other kernels)."""
+    if op.function is op:
+        return op
     return (op.method or op.function, op.args, op.kwargs, op.probability)
 
 
-def _operations(specs: list[tuple]) -> list:
+def _operations(specs: list) -> list:
     from ..operation import Operation
 
-    return [Operation.rebuild(f, a, kw, p) for f, a, kw, p in specs]
+    return [s if isinstance(s, Operation) else Operation.rebuild(*s) for s in specs]
 
 
 def warm(specs: list[tuple], shape: tuple[int, ...], share: tuple[int, int] = (0, 1),

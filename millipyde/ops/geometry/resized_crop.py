@@ -2,38 +2,81 @@
 ``resize`` (scikit-image's)."""
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
+from numba.extending import register_jitable
 
-from ..base import Draws, Emit, ImageKind, between, between1, define, integer, span
+from ..base import Draws, Emit, ImageKind, between1, define, first_fits, integer, span
 from .crop import CROP, crop_window
 from .resize import resize_map, resize_to
 
+#: torchvision's tries of a random window, and the draws each takes (draw ``4 t + k`` of try
+#: ``t``: the scale, the aspect, the top, the left)
+TRIES = 10
+DRAWS_PER_TRY = 4
 
-def crop_params(height: int, width: int, scale: tuple[float, float],
-                ratio: tuple[float, float], u: Callable[[int], float]) -> tuple[int, int, int, int]:
-    """torchvision ``RandomResizedCrop.get_params`` with uniform draws ``u(k)``: (i, j, h, w).
 
-    An empty image's window is the whole (empty) image: its resize reads only the zero
-    outside it. Draws beyond float64 (``scale=(0, 1e308)``) are windows that do not fit.
-    """
-    if height <= 0 or width <= 0:
-        return 0, 0, height, width
-    area = height * width
-    lr = (math.log(ratio[0]), math.log(ratio[1]))
-    for t in range(10):
-        target = area * between1(scale[0], scale[1], u(4 * t))
-        aspect = _exp1(between1(lr[0], lr[1], u(4 * t + 1)))
-        fw, fh = math.sqrt(target * aspect), math.sqrt(target / aspect)
-        if not (fw <= width + 1 and fh <= height + 1):  # (also NaN and infinities)
-            continue
-        w = int(round(fw))
-        h = int(round(fh))
-        if 0 < w <= width and 0 < h <= height:
-            i = int(u(4 * t + 2) * (height - h + 1))
-            j = int(u(4 * t + 3) * (width - w + 1))
-            return i, j, h, w
+def window_params(scale: tuple[float, float], ratio: tuple[float, float],
+                  erasing: bool) -> tuple[float, float, float, float, float]:
+    """:func:`window_try`'s parameters: the scale range, the log-ratio range and whether the
+    window is RandomErasing's (1.0) or RandomResizedCrop's (0.0)."""
+    return (float(scale[0]), float(scale[1]), math.log(ratio[0]), math.log(ratio[1]),
+            1.0 if erasing else 0.0)
+
+
+def window_try(h: int, w: int, u0: float, u1: float, u2: float, u3: float,
+               p: tuple[float, float, float, float, float]) -> tuple[bool, int, int, int, int]:
+    """One of torchvision's tries of a random window in an ``h`` x ``w`` image, from its four
+    uniform draws: (fits, top, left, height, width), zeros where it does not fit.
+
+    ``p``: :func:`window_params`. RandomResizedCrop takes the aspect as width / height and
+    accepts windows inside the image; RandomErasing takes it as height / width and accepts
+    windows strictly smaller than it. An empty image's window is the empty (0, 0, 0, 0) at
+    the first try (the resized crop then reads its whole, empty, self). Sides beyond the
+    image never fit: clipped before the integer cast, NaN and infinities too (extreme scale
+    or ratio).
+
+    The one definition of the try: plain Python on one image (a method call), compiled into
+    the batch's loop over its members (``Draws.first_fits``; NumPy's error model: a division
+    by zero gives inf, as the guard below gives it in Python)."""
+    area = h * w
+    if area <= 0:
+        return True, 0, 0, 0, 0
+    target = area * between1(p[0], p[1], u0)
+    aspect = _exp1(between1(p[2], p[3], u1))
+    fa = math.sqrt(target * aspect)
+    fb = math.sqrt(target / aspect) if aspect > 0.0 else math.inf
+    big = max(h, w) + 1
+    a = int(min(np.rint(fa), big)) if math.isfinite(fa) else big
+    b = int(min(np.rint(fb), big)) if math.isfinite(fb) else big
+    if p[4] != 0.0:
+        hh = a
+        ww = b
+        fits = hh < h and ww < w
+    else:
+        ww = a
+        hh = b
+        fits = 0 < ww <= w and 0 < hh <= h
+    if not fits:
+        return False, 0, 0, 0, 0
+    return True, int(u2 * (h - hh + 1)), int(u3 * (w - ww + 1)), hh, ww
+
+
+@register_jitable
+def _exp1(v: float) -> float:
+    """``math.exp``, infinite where it overflows (an extreme ``ratio``: no window fits), as
+    compiled code's ``math.exp`` gives it."""
+    try:
+        return math.exp(v)
+    except Exception:  # (OverflowError: Numba matches no narrower class)
+        return math.inf
+
+
+def central_window(height: int, width: int,
+                   ratio: tuple[float, float]) -> tuple[int, int, int, int]:
+    """torchvision ``RandomResizedCrop.get_params``' window after ten misses: the central
+    window of the ratio nearest the image's, (i, j, h, w)."""
     in_ratio = width / height
     if in_ratio < min(ratio):
         w, h = width, int(round(width / min(ratio)))
@@ -44,102 +87,19 @@ def crop_params(height: int, width: int, scale: tuple[float, float],
     return (height - h) // 2, (width - w) // 2, h, w
 
 
-def _exp1(v: float) -> float:
-    """``math.exp``, infinite where it overflows (an extreme ``ratio``: no window fits)."""
-    try:
-        return math.exp(v)
-    except OverflowError:
-        return math.inf
-
-
-def _exp(x: np.ndarray) -> np.ndarray:
-    # math.exp per value: NumPy's exp may differ from CPython's in the last bit (mapped:
-    # no Python call per value; the per-value path only where one overflows); x is 1-D
-    vals = x.tolist()
-    try:
-        return np.array(list(map(math.exp, vals)), dtype=np.float64)
-    except OverflowError:
-        return np.array([_exp1(v) for v in vals], dtype=np.float64)
-
-
-def _uniforms(d: Draws, ts: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """(len(rows), len(ts)) draws ``ts`` of the images ``rows``: at once where ``d`` can
-    (``batch_ops.Ctx.uniforms``), else one ``u`` per draw."""
-    many = getattr(d, "uniforms", None)
-    if many is not None:
-        return many(ts, rows)
-    return np.stack([d.u(int(t))[rows] for t in ts], axis=1).reshape(len(rows), len(ts))
-
-
 def random_windows(hw: np.ndarray, scale: tuple, ratio: tuple, d: Draws,
                    erasing: bool) -> tuple[np.ndarray, np.ndarray]:
-    """torchvision's ten tries of a random window for every image at once: (n, 4) windows
-    (top, left, height, width) and the images no try fitted. RandomResizedCrop takes the
-    aspect as width / height and accepts windows inside the image; RandomErasing takes it as
-    height / width and accepts windows strictly smaller than it.
-
-    The first try for every image, then the nine others at once for the images it missed
-    (each image's first try that fits; the same values per try as one try at a time).
-    Draws that offer ``windows`` (``batch_ops.Ctx``: compiled, the same values) give them."""
-    fast = getattr(d, "windows", None)
-    if fast is not None:
-        got = fast(hw, scale, ratio, erasing)
-        if got is not None:
-            return got
-    n = len(hw)
-    H, W = hw[:, 0], hw[:, 1]
-    area = H * W
-    lr = (math.log(ratio[0]), math.log(ratio[1]))
-    out = np.zeros((n, 4), dtype=np.int64)
-    pending = np.arange(n)
-    # an empty image has no window (the resized crop then reads its whole, empty, self)
-    pending = pending[area[pending] > 0]
-    for tries in _TRIES:
-        if not len(pending):
-            break
-        k = len(tries)
-        # (p, k, 4): draws 4 t .. 4 t + 3 of each try t
-        u = _uniforms(d, (4 * tries[:, None] + np.arange(4)).reshape(-1),
-                      pending).reshape(len(pending), k, 4)
-        aspect = _exp(between(lr[0], lr[1], u[:, :, 1].reshape(-1))).reshape(-1, k)
-        Hp, Wp = H[pending][:, None], W[pending][:, None]
-        with np.errstate(all="ignore"):  # extreme scale or ratio: inf or 0, no fit below
-            target = area[pending][:, None] * between(scale[0], scale[1],
-                                                      u[:, :, 0].reshape(-1)).reshape(-1, k)
-            fa, fb = np.rint(np.sqrt(target * aspect)), np.rint(np.sqrt(target / aspect))
-        # sides beyond the image never fit: clipped (beyond either side) before the integer
-        # cast, NaN and infinities too
-        big = np.maximum(Hp, Wp) + 1
-        a = np.where(np.isfinite(fa), np.minimum(fa, big), big).astype(np.int64)
-        b = np.where(np.isfinite(fb), np.minimum(fb, big), big).astype(np.int64)
-        if erasing:
-            h, w = a, b
-            ok = (h < Hp) & (w < Wp)
-        else:
-            w, h = a, b
-            ok = (w > 0) & (w <= Wp) & (h > 0) & (h <= Hp)
-        hit = ok.any(axis=1)
-        r = np.flatnonzero(hit)
-        f = np.argmax(ok[r], axis=1)  # each image's first try that fits
-        rows = pending[r]
-        hh, ww = h[r, f], w[r, f]
-        out[rows, 0] = (u[r, f, 2] * (H[rows] - hh + 1)).astype(np.int64)
-        out[rows, 1] = (u[r, f, 3] * (W[rows] - ww + 1)).astype(np.int64)
-        out[rows, 2] = hh
-        out[rows, 3] = ww
-        pending = pending[~hit]
-    return out, pending
-
-
-#: ``random_windows``' rounds: the first try, then the nine others
-_TRIES = (np.arange(1), np.arange(1, 10))
+    """torchvision's ten tries of a random window (:func:`window_try`) for every image: (n, 4)
+    windows (top, left, height, width) and the images no try fitted."""
+    return first_fits(window_try, hw, window_params(scale, ratio, erasing), d, TRIES,
+                      DRAWS_PER_TRY, 4)
 
 
 def _sample(args: tuple, d: Draws, hw: np.ndarray, kind: ImageKind) -> list:
     oh, ow, sc, ra = args
     win, pending = random_windows(hw, sc, ra, d, erasing=False)
     for r in pending.tolist():  # ten misses: torchvision's central fallback, per image
-        win[r] = crop_params(int(hw[r, 0]), int(hw[r, 1]), sc, ra, d.member(r))
+        win[r] = central_window(int(hw[r, 0]), int(hw[r, 1]), ra)
     return [Emit(CROP.kernels[0], win.astype(np.float64)), resize_to(oh, ow, len(hw))]
 
 
