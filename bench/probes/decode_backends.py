@@ -59,6 +59,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--work", default="/tmp/decode_backends")
     ap.add_argument("--hw-loads", default="0.5,0.75,0.9")
+    ap.add_argument("--beside", action="store_true",
+                    help="then the default decoder beside another process making batches")
+    ap.add_argument("--only-beside", action="store_true",
+                    help="only that (no backend rows, no file rows)")
     args = ap.parse_args()
     import numpy as np
     import torch
@@ -75,6 +79,10 @@ def main() -> None:
     blobs = [src.read(int(i)) for i in pick]
     print(f"{len(blobs)} JPEGs, mean {sum(map(len, blobs)) / len(blobs) / 1024:.1f} KB",
           flush=True)
+    params = nv.DecodeParams(apply_exif_orientation=True, color_spec=nv.ColorSpec.SRGB)
+    if args.only_beside:
+        _beside_augment(nv, blobs, args, params)
+        return
     kinds = nv.BackendKind
     configs: list[tuple[str, list | None]] = [("default", None)]
     if hasattr(kinds, "HW_GPU_ONLY"):
@@ -86,7 +94,6 @@ def main() -> None:
     if hasattr(kinds, "HYBRID_CPU_GPU"):
         configs.append(("hybrid", [nv.Backend(kinds.HYBRID_CPU_GPU)]))
     configs.append(("cpu", [nv.Backend(kinds.CPU_ONLY)]))
-    params = nv.DecodeParams(apply_exif_orientation=True, color_spec=nv.ColorSpec.SRGB)
     stream = torch.cuda.Stream()
     for name, backends in configs:
         try:
@@ -106,6 +113,58 @@ def main() -> None:
               f"not decoded {missing}", flush=True)
         del dec
     _from_files(nv, src, pick, args, params, stream)
+    if args.beside:
+        _beside_augment(nv, blobs, args, params)
+
+
+_AUGMENT = """
+import sys, time
+import numpy as np
+import millipyde as mp
+from bench.bench_mix import _photos
+from millipyde.training import recipes
+gen = mp.Generator(_photos(), recipes.operations("imagenet", size=224), seed=0)
+with gen.batches(256) as bs:
+    for i, b in enumerate(bs):
+        b._materialize()
+        if i == 20:
+            print("ready", flush=True)
+"""
+
+
+def _beside_augment(nv: object, blobs: list, args: argparse.Namespace,
+                    params: object) -> None:
+    """The default decoder alone and beside another process making the ImageNet recipe's
+    batches of 256 on the same GPU without pause (the decode worker's situation, with no
+    Python of its own beside the call), on a stream of normal and of high priority."""
+    import subprocess
+
+    import torch
+
+    dec = nv.Decoder(device_id=0, max_num_cpu_threads=args.threads)
+    streams = {"priority 0": torch.cuda.Stream(priority=0),
+               "priority high": torch.cuda.Stream(priority=-1)}
+    for beside in (False, True, False):
+        proc = None
+        if beside:
+            proc = subprocess.Popen([sys.executable, "-c", _AUGMENT], stdout=subprocess.PIPE,
+                                    text=True, cwd=str(Path(__file__).resolve().parents[2]))
+            line = proc.stdout.readline()
+            if "ready" not in line:
+                print(f"augmenting process did not start: {line!r}", flush=True)
+                proc.kill()
+                return
+        try:
+            for name, stream in streams.items():
+                rate, cpu, call, _ = _measure(dec, blobs, args.size, args.batches, params,
+                                              stream)
+                print(f"default, {name:13s} {'beside batches' if beside else 'alone':15s} "
+                      f"{rate:9.0f} img/s  CPU {cpu * 1e6:6.1f} us an image  call median "
+                      f"{call * 1e3:6.2f} ms", flush=True)
+        finally:
+            if proc is not None:
+                proc.kill()
+                proc.wait()
 
 
 def _from_files(nv: object, src: object, pick: object, args: argparse.Namespace,
