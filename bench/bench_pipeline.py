@@ -684,7 +684,8 @@ def engine_main(argv: list[str]) -> int:
     ap.add_argument("--parts", default="A,B,C")
     ap.add_argument("--quick", action="store_true", help="small sizes (a check of the bench)")
     args, extra = ap.parse_known_args(argv)
-    out = Path(args.out)
+    # absolute: each child runs in its own tree and writes its json here
+    out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     if args.quick:
         extra += ["--a-inputs", "64", "--b-inputs", "4", "--b-size", "233", "175", "--reps",

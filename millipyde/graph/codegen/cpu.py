@@ -74,9 +74,7 @@ _ROWS_HEAD = """\
 # rows pass of input row yy into ring slot o, channels interleaved (o[i * nc + ch], as the
 # tile's pixels lie in memory: one loop over its nc * sw values per tap, not nc short ones)
 o = ring[yy % ntaps]
-for x in range(max(0, x0 - r), min(w, x1 + r)):
-    for ch in range(nc):
-        pad[(x - x0 + r) * nc + ch] = src[yy, x, ch]
+{fill}\
 for i in range(n):
     o[i] = 0.0
 k = 0
@@ -109,8 +107,24 @@ for ch in range(nc, c):
 """
 
 
-def _passes() -> tuple[str, str]:
-    """The rows and columns passes, their taps folded in groups (``_folded``)."""
+def _fill(value: str) -> str:
+    """Input row ``yy``'s pixels inside the image into ``pad``, channels interleaved, each
+    value ``value.format(ch=...)`` (of ``srow``, the row). Three channels are written out (a
+    loop of three an input pixel cost a tenth of the 32 x 32 RGB kernel)."""
+    three = "".join(f"    pad[e + {ch}] = {value.format(ch=ch)}\n" for ch in range(3))
+    return ("srow = src[yy]\n"
+            "if nc == 3:\n"
+            "    for x in range(max(0, x0 - r), min(w, x1 + r)):\n"
+            "        e = (x - x0 + r) * 3\n" + indent_text(three, 4)
+            + "else:\n"
+            "    for x in range(max(0, x0 - r), min(w, x1 + r)):\n"
+            "        for ch in range(nc):\n"
+            f"            pad[(x - x0 + r) * nc + ch] = {value.format(ch='ch')}\n")
+
+
+def _passes(fill: str = _fill("srow[x, {ch}]")) -> tuple[str, str]:
+    """The rows and columns passes, their taps folded in groups (``_folded``); ``fill`` loads
+    the rows pass's input row (``_fill``)."""
     def rows_group(u: int) -> str:
         return (f"lo = max(0, r - k - {u - 1} - x0) * nc\n"
                 "hi = max(lo, min(sw, w + r - k - x0) * nc)\n"
@@ -122,7 +136,7 @@ def _passes() -> tuple[str, str]:
         return _group(u, "acc", "q{j}[i]", "n",
                       "q{j} = ring[s]\ns = s + 1 if s + 1 < ntaps else 0")
 
-    rows = _ROWS_HEAD + _folded(lambda u: f"k + {u} <= ntaps", "", rows_group,
+    rows = _ROWS_HEAD.format(fill=fill) + _folded(lambda u: f"k + {u} <= ntaps", "", rows_group,
                                 lambda u: f"k += {u}\n")
     cols = _COLS_HEAD + _folded(lambda u: f"yc + {u} <= hi", "k = yc - y + r\n", cols_group,
                                 lambda u: f"yc += {u}\n") + _COLS_TAIL
@@ -170,13 +184,9 @@ def stencil_source() -> str:
     4-8 CPU-s) fuse uint8 tables: ``lut[0, ch]`` on each value loaded, ``lut[1, ch]`` on each
     value stored (``lut`` is read only then).
     """
-    rows, cols = _passes()
-    load = ("    for ch in range(nc):\n"
-            "        pad[(x - x0 + r) * nc + ch] = src[yy, x, ch]\n")
     # (int(): a float source, never with ``pre``, still has to type)
-    rows = replace_once(rows, load, "    if pre:\n" + indent_text(load.replace(
-        "= src[yy, x, ch]", "= lut[0, ch, int(src[yy, x, ch])]"), 4)
-        + "    else:\n" + indent_text(load, 4))
+    rows, cols = _passes("if pre:\n" + indent_text(_fill("lut[0, {ch}, int(srow[x, {ch}])]"), 4)
+                         + "else:\n" + indent_text(_fill("srow[x, {ch}]"), 4))
     store = "        dst[y, x0 + i, ch] = acc[i * nc + ch]\n"
     cols = replace_once(cols, store, "        if post:\n" + indent_text(store.replace(
         "= acc[i * nc + ch]", "= lut[1, ch, int(acc[i * nc + ch])]"), 4)
