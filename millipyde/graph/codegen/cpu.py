@@ -62,6 +62,9 @@ def _folded(fits: Callable[[int], str], first: str, each: Callable[[int], str],
     """``each(u)`` (a group of ``u`` taps from tap ``k``) while ``fits(UNROLL)``, then once for
     each halving size ``u`` the rest needs (``fits(u)``); ``first`` sets ``k`` before each
     group and ``step(u)`` advances past its taps."""
+    if UNROLL & (UNROLL - 1):  # pragma: no cover - guards an edit of the constant
+        raise RuntimeError(f"UNROLL must be a power of two (the halvings cover the rest): "
+                           f"{UNROLL}")
     out = f"while {fits(UNROLL)}:\n" + indent_text(first + each(UNROLL) + step(UNROLL), 4)
     u = UNROLL // 2
     while u >= 1:
