@@ -7,16 +7,19 @@ order, laid out for a CPU:
 
 - ``stencil_kernel()``: the separable stencil in one fused pass. The output is cut into tiles
   (bands of rows by strips of columns), one ``prange`` iteration each. A tile keeps a ring of
-  the last ``ntaps`` rows-pass results (float64, channel-planar) so the columns pass never goes
-  back to memory for its input: there is no full-size float64 temporary, which on this machine
-  costs more (page faults plus two trips through DRAM) than the arithmetic; strips keep the
-  ring in L2. Both passes are loops over a contiguous run of doubles with no bounds checks (the
-  rows pass reads a zero-padded copy of the row), so LLVM vectorizes them.
+  the last ``ntaps`` rows-pass results (float64, channels interleaved as in the image) so the
+  columns pass never goes back to memory for its input: there is no full-size float64
+  temporary, which on this machine costs more (page faults plus two trips through DRAM) than
+  the arithmetic; strips keep the ring in L2. Both passes are loops over a contiguous run of
+  doubles (all ``nc * sw`` values of a tile row at once) with no bounds checks (the rows pass
+  reads a zero-padded copy of the row), so LLVM vectorizes them; nothing in them divides (a
+  ``% ntaps`` per tap once sat in the vector loop: LLVM may not hoist a division).
 
 Same arithmetic as ``codegen.stencil_source``: each output is ``0.0 + taps[0] * v0 + taps[1] *
 v1 + ...`` in tap order, float64, no FMA contraction (Numba leaves ``fastmath`` off). Zero
-padding contributes ``taps[k] * 0.0`` terms where the generic kernel skips them; adding a zero
-to a sum that started at ``+0.0`` never changes it (the sum can not be ``-0.0``), so results are
+padding contributes ``taps[k] * 0.0`` terms where the generic kernel skips them (the rows pass
+leaves out only the outputs whose whole group of taps reads padding); adding a zero to a sum
+that started at ``+0.0`` never changes it (the sum can not be ``-0.0``), so results are
 bit-identical. Channels past the third (alpha) are copied; integer outputs go through
 ``codegen._RINT_CLIP`` (round half to even, clip).
 """
