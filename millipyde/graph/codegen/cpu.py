@@ -7,21 +7,26 @@ order, laid out for a CPU:
 
 - ``stencil_kernel()``: the separable stencil in one fused pass. The output is cut into tiles
   (bands of rows by strips of columns), one ``prange`` iteration each. A tile keeps a ring of
-  the last ``ntaps`` rows-pass results (float64, channel-planar) so the columns pass never goes
-  back to memory for its input: there is no full-size float64 temporary, which on this machine
-  costs more (page faults plus two trips through DRAM) than the arithmetic; strips keep the
-  ring in L2. Both passes are loops over a contiguous run of doubles with no bounds checks (the
-  rows pass reads a zero-padded copy of the row), so LLVM vectorizes them.
+  the last ``ntaps`` rows-pass results (float64, channels interleaved as in the image) so the
+  columns pass never goes back to memory for its input: there is no full-size float64
+  temporary, which on this machine costs more (page faults plus two trips through DRAM) than
+  the arithmetic; strips keep the ring in L2. Both passes are loops over a contiguous run of
+  doubles (all ``nc * sw`` values of a tile row at once) with no bounds checks (the rows pass
+  reads a zero-padded copy of the row), so LLVM vectorizes them; nothing in them divides (a
+  ``% ntaps`` per tap once sat in the vector loop: LLVM may not hoist a division).
 
 Same arithmetic as ``codegen.stencil_source``: each output is ``0.0 + taps[0] * v0 + taps[1] *
 v1 + ...`` in tap order, float64, no FMA contraction (Numba leaves ``fastmath`` off). Zero
-padding contributes ``taps[k] * 0.0`` terms where the generic kernel skips them; adding a zero
-to a sum that started at ``+0.0`` never changes it (the sum can not be ``-0.0``), so results are
+padding contributes ``taps[k] * 0.0`` terms where the generic kernel skips them (the rows pass
+leaves out only the outputs whose whole group of taps reads padding); adding a zero to a sum
+that started at ``+0.0`` never changes it (the sum can not be ``-0.0``), so results are
 bit-identical. Channels past the third (alpha) are copied; integer outputs go through
 ``codegen._RINT_CLIP`` (round half to even, clip).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numba
 
@@ -36,66 +41,115 @@ MIN_BAND = 64
 RING_BYTES = 512 * 1024
 # Taps folded into one pass over a row. The sum is still left to right (``((acc + t0 a) + t1 b)
 # + ...``), so unrolling changes no rounding; it cuts the loads and stores of the accumulator.
+# The taps left over (fewer than UNROLL) are folded in groups of halving size (4, 2, 1): a tap
+# alone costs a load and a store of the accumulator for each multiply-add.
 UNROLL = 8
 
 
-def _unrolled(dst: str, src: str, step: str) -> str:
-    """A loop adding ``UNROLL`` taps ``t{j} * src.format(j=j)`` to ``dst[i]``, i in [0, sw)."""
-    terms = "".join(f" + t{j} * {src.format(j=j)}" for j in range(UNROLL))
-    loads = "".join(f"    t{j} = taps[k + {j}]\n" for j in range(UNROLL))
-    return (f"{loads}{step}    for i in range(sw):\n"
-            f"        {dst}[i] = {dst}[i]{terms}\n")
+def _group(u: int, dst: str, src: str, count: str, slices: str) -> str:
+    """Adds the ``u`` taps ``k .. k + u - 1``, ``t{j} * src.format(j=j)``, to ``dst[i]``, i <
+    ``count``; ``slices`` (formatted with ``j``) makes each tap's row.
+
+    (The loop starts at 0 and its arrays are slices: an index Numba can not prove
+    non-negative gets a wraparound select per access, and the loop is not vectorized.)
+    """
+    terms = "".join(f" + t{j} * {src.format(j=j)}" for j in range(u))
+    loads = "".join(f"t{j} = taps[k + {j}]\n" for j in range(u))
+    rows = "".join(slices.format(j=j) + "\n" for j in range(u))
+    return (f"{loads}{rows}for i in range({count}):\n"
+            f"    {dst}[i] = {dst}[i]{terms}\n")
 
 
-_ROWS = """\
-# rows pass of input row yy into ring slot o, channel-planar (o[ch * sw + i])
+def _folded(fits: Callable[[int], str], first: str, each: Callable[[int], str],
+            step: Callable[[int], str]) -> str:
+    """``each(u)`` (a group of ``u`` taps from tap ``k``) while ``fits(UNROLL)``, then once for
+    each halving size ``u`` the rest needs (``fits(u)``); ``first`` sets ``k`` before each
+    group and ``step(u)`` advances past its taps."""
+    if UNROLL & (UNROLL - 1):  # pragma: no cover - guards an edit of the constant
+        raise RuntimeError(f"UNROLL must be a power of two (the halvings cover the rest): "
+                           f"{UNROLL}")
+    out = f"while {fits(UNROLL)}:\n" + indent_text(first + each(UNROLL) + step(UNROLL), 4)
+    u = UNROLL // 2
+    while u >= 1:
+        out += f"if {fits(u)}:\n" + indent_text(first + each(u) + step(u), 4)
+        u //= 2
+    return out
+
+
+_ROWS_HEAD = """\
+# rows pass of input row yy into ring slot o, channels interleaved (o[i * nc + ch], as the
+# tile's pixels lie in memory: one loop over its nc * sw values per tap, not nc short ones)
 o = ring[yy % ntaps]
-for ch in range(nc):
-    for x in range(max(0, x0 - r), min(w, x1 + r)):
-        pad[x - x0 + r] = src[yy, x, ch]
-    oc = o[ch * sw:(ch + 1) * sw]
-    for i in range(sw):
-        oc[i] = 0.0
-    k = 0
-    while k + {U} <= ntaps:
-{rows_unrolled}\
-        k += {U}
-    while k < ntaps:
-        t0 = taps[k]
-        p0 = pad[k:k + sw]
-        for i in range(sw):
-            oc[i] = oc[i] + t0 * p0[i]
-        k += 1
+{fill}\
+for i in range(n):
+    o[i] = 0.0
+k = 0
+# outputs whose taps k .. k + u - 1 all read padding get no terms from them: their products are
+# zeros, and adding zeros to a sum that starts at +0.0 changes nothing
 """
 
-_COLS = """\
+_COLS_HEAD = """\
 # columns pass of output row y: ring rows y - r .. y + r inside the image, tap order
-n = nc * sw
 for i in range(n):
     acc[i] = 0.0
 yc = max(0, y - r)
 hi = min(h, y + r + 1)
-while yc + {U} <= hi:
-    k = yc - y + r
-{cols_unrolled}\
-    yc += {U}
-while yc < hi:
-    t0 = taps[yc - y + r]
-    q0 = ring[yc % ntaps]
+# the ring slot of row yc, stepped without a division per row: LLVM computed ``% ntaps`` (a
+# division it may not hoist: ``ntaps`` is not known non-zero) inside the vector loop
+s = yc % ntaps
+"""
+
+_COLS_TAIL = """\
+# rounded in a loop of its own (a contiguous one), then stored
+if is_int:
     for i in range(n):
-        acc[i] = acc[i] + t0 * q0[i]
-    yc += 1
+        acc[i] = _rint_clip(acc[i], full)
 for ch in range(nc):
-    a = acc[ch * sw:(ch + 1) * sw]
     for i in range(sw):
-        v = a[i]
-        if is_int:
-            v = _rint_clip(v, full)
-        dst[y, x0 + i, ch] = v
+        dst[y, x0 + i, ch] = acc[i * nc + ch]
 for ch in range(nc, c):
     for x in range(x0, x1):
         dst[y, x, ch] = src[y, x, ch]
 """
+
+
+def _fill(value: str) -> str:
+    """Input row ``yy``'s pixels inside the image into ``pad``, channels interleaved, each
+    value ``value.format(ch=...)`` (of ``srow``, the row). Three channels are written out (a
+    loop of three an input pixel cost a tenth of the 32 x 32 RGB kernel)."""
+    three = "".join(f"    pad[e + {ch}] = {value.format(ch=ch)}\n" for ch in range(3))
+    return ("srow = src[yy]\n"
+            "if nc == 3:\n"
+            "    for x in range(max(0, x0 - r), min(w, x1 + r)):\n"
+            "        e = (x - x0 + r) * 3\n" + indent_text(three, 4)
+            + "else:\n"
+            "    # channels outside: the inner loop runs along the row (one channel: a loop of\n"
+            "    # one inside cost a grey image twice the load)\n"
+            "    for ch in range(nc):\n"
+            "        for x in range(max(0, x0 - r), min(w, x1 + r)):\n"
+            f"            pad[(x - x0 + r) * nc + ch] = {value.format(ch='ch')}\n")
+
+
+def _passes(fill: str = _fill("srow[x, {ch}]")) -> tuple[str, str]:
+    """The rows and columns passes, their taps folded in groups (``_folded``); ``fill`` loads
+    the rows pass's input row (``_fill``)."""
+    def rows_group(u: int) -> str:
+        return (f"lo = max(0, r - k - {u - 1} - x0) * nc\n"
+                "hi = max(lo, min(sw, w + r - k - x0) * nc)\n"
+                "oo = o[lo:hi]\n"
+                + _group(u, "oo", "p{j}[i]", "hi - lo",
+                         "p{j} = pad[(k + {j}) * nc + lo:(k + {j}) * nc + hi]"))
+
+    def cols_group(u: int) -> str:
+        return _group(u, "acc", "q{j}[i]", "n",
+                      "q{j} = ring[s]\ns = s + 1 if s + 1 < ntaps else 0")
+
+    rows = _ROWS_HEAD.format(fill=fill) + _folded(lambda u: f"k + {u} <= ntaps", "", rows_group,
+                                lambda u: f"k += {u}\n")
+    cols = _COLS_HEAD + _folded(lambda u: f"yc + {u} <= hi", "k = yc - y + r\n", cols_group,
+                                lambda u: f"yc += {u}\n") + _COLS_TAIL
+    return rows, cols
+
 
 _KERNEL = """
 
@@ -114,9 +168,10 @@ def stencil(src, dst, taps, nc, is_int, full, band, strip, lut, pre, post):
         x1 = min(w, x0 + strip)
         sw = x1 - x0
         ring = np.empty((ntaps, nc * sw))
-        # zero padding: entries outside the image are never written
-        pad = np.zeros(sw + 2 * r)
-        acc = np.empty(nc * sw)
+        # zero padding, channels interleaved: entries outside the image are never written
+        pad = np.zeros((sw + 2 * r) * nc)
+        n = nc * sw
+        acc = np.empty(n)
         # input row yy enters the ring; output row yy - r then has all its rows (the first
         # 2 r input rows of a band are its warm-up, recomputed from the band above)
         for yy in range(max(0, y0 - r), y1 + r):
@@ -137,21 +192,13 @@ def stencil_source() -> str:
     4-8 CPU-s) fuse uint8 tables: ``lut[0, ch]`` on each value loaded, ``lut[1, ch]`` on each
     value stored (``lut`` is read only then).
     """
-    rows = _ROWS.format(U=UNROLL, rows_unrolled=indent_text(_unrolled(
-        "oc", "p{j}[i]", "".join(f"    p{j} = pad[k + {j}:k + {j} + sw]\n"
-                                 for j in range(UNROLL))), 4))
-    cols = _COLS.format(U=UNROLL, cols_unrolled=_unrolled(
-        "acc", "q{j}[i]", "".join(f"    q{j} = ring[(yc + {j}) % ntaps]\n"
-                                  for j in range(UNROLL))).replace("range(sw)", "range(n)"))
-    load = ("    for x in range(max(0, x0 - r), min(w, x1 + r)):\n"
-            "        pad[x - x0 + r] = src[yy, x, ch]\n")
     # (int(): a float source, never with ``pre``, still has to type)
-    rows = replace_once(rows, load, "    if pre:\n" + indent_text(load.replace(
-        "= src[yy, x, ch]", "= lut[0, ch, int(src[yy, x, ch])]"), 4)
-        + "    else:\n" + indent_text(load, 4))
-    cols = replace_once(cols, "        dst[y, x0 + i, ch] = v\n",
-                        "        if post:\n            dst[y, x0 + i, ch] = lut[1, ch, int(v)]\n"
-                        "        else:\n            dst[y, x0 + i, ch] = v\n")
+    rows, cols = _passes("if pre:\n" + indent_text(_fill("lut[0, {ch}, int(srow[x, {ch}])]"), 4)
+                         + "else:\n" + indent_text(_fill("srow[x, {ch}]"), 4))
+    store = "        dst[y, x0 + i, ch] = acc[i * nc + ch]\n"
+    cols = replace_once(cols, store, "        if post:\n" + indent_text(store.replace(
+        "= acc[i * nc + ch]", "= lut[1, ch, int(acc[i * nc + ch])]"), 4)
+        + "        else:\n" + indent_text(store, 4))
     return ("# millipyde generated fused separable stencil (CPU only)\n"
             + HEADER["cpu"] + RINT_CLIP
             + _KERNEL.format(rows=indent_text(rows, 16), cols=indent_text(cols, 16)))
@@ -188,8 +235,9 @@ def stencil(srcs, sidx, dsts, tapss, rad, nc, is_int, full, band, strip, lut):
         ntaps = 2 * r + 1
         taps = tapss[m, :ntaps]
         ring = np.empty((ntaps, nc * sw))
-        pad = np.zeros(sw + 2 * r)
-        acc = np.empty(nc * sw)
+        pad = np.zeros((sw + 2 * r) * nc)
+        n = nc * sw
+        acc = np.empty(n)
         for yy in range(max(0, y0 - r), y1 + r):
             if yy < h:
 {rows}\
@@ -205,12 +253,7 @@ def stencil_batch_source() -> str:
     batch (member ``m`` reads ``srcs[sidx[m]]`` with taps ``tapss[m, :2 rad[m] + 1]``,
     ``rad[m] < 0``: copied), so a batch of small images is one parallel loop, not a call (and
     a thread pool's start) per member. Same arithmetic per member as ``stencil_source``."""
-    rows = _ROWS.format(U=UNROLL, rows_unrolled=indent_text(_unrolled(
-        "oc", "p{j}[i]", "".join(f"    p{j} = pad[k + {j}:k + {j} + sw]\n"
-                                 for j in range(UNROLL))), 4))
-    cols = _COLS.format(U=UNROLL, cols_unrolled=_unrolled(
-        "acc", "q{j}[i]", "".join(f"    q{j} = ring[(yc + {j}) % ntaps]\n"
-                                  for j in range(UNROLL))).replace("range(sw)", "range(n)"))
+    rows, cols = _passes()
     return ("# millipyde generated batched fused separable stencil (CPU only)\n"
             + HEADER["cpu"] + RINT_CLIP
             + _BATCH_KERNEL.format(rows=indent_text(rows, 16), cols=indent_text(cols, 16)))
