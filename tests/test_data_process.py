@@ -121,8 +121,12 @@ def test_decode_process_choice() -> None:
             process.use_process(None)
     finally:
         del os.environ["MILLIPYDE_DECODE_PROCESS"]
-    assert process.use_process(None) is False  # the default: in this process
-    assert process.use_process("auto") is (mp.backend() == "cuda")
+    # the default, "auto": a worker on a GPU, for an epoch long enough to pay for its start
+    gpu = mp.backend() == "cuda"
+    assert process.use_process(None) is gpu
+    assert process.use_process(None, samples=process.AUTO_SAMPLES) is gpu
+    assert process.use_process(None, samples=process.AUTO_SAMPLES - 1) is False
+    assert process.use_process("auto") is gpu
     with pytest.raises(ValueError, match="decode_process"):
         mp.Generator(["a.jpg"], OPS, decode_process="yes")
 

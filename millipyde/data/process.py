@@ -97,18 +97,23 @@ def supported() -> bool:
 
 
 #: ``decode_process`` where a Generator does not say (and ``MILLIPYDE_DECODE_PROCESS`` is not
-#: set). False: the training process decodes, as before, until the worker process is measured
-#: faster on a GPU (bench/RESULTS.md, "decoding in a worker process": its GPU tests passed on
-#: an H200, its rate is not measured yet); then "auto": a worker on the cuda backend (where
-#: the decode call waits for the GIL), the training process on the cpu backend (Pillow's
-#: threads release the GIL while they decode; a worker costs a process start per stream).
-DEFAULT: bool | str = False
+#: set): "auto", a worker on the cuda backend for streams of at least :data:`AUTO_SAMPLES` a
+#: rank's epoch, the training process otherwise. On H200s the folder through a worker made
+#: 1.1-1.4x the in-process rate in every call of 2026-11-29 (bench/RESULTS.md: the decode call
+#: waits for the training process's GIL in one process), at ~3.5-4 s of start per iterator
+#: (a Python, a CUDA context, a decoder); on the cpu backend Pillow's threads release the GIL
+#: while they decode, and a worker only adds its start.
+DEFAULT: bool | str = "auto"
+#: the fewest samples in a rank's epoch for which "auto" takes a worker: one start per epoch
+#: (~4 s) is then at most ~5% of an epoch at the worker's ~12-13k img/s
+AUTO_SAMPLES = 50_000
 
 
-def use_process(choice: Any) -> bool:
+def use_process(choice: Any, samples: int | None = None) -> bool:
     """Whether a stream decodes in a worker process, for the Generator's ``decode_process``
-    (True, False, ``"auto"``: on the cuda backend; or None: ``MILLIPYDE_DECODE_PROCESS`` =
-    ``1`` / ``0`` / ``auto``, else :data:`DEFAULT`).
+    (True, False, ``"auto"``; or None: ``MILLIPYDE_DECODE_PROCESS`` = ``1`` / ``0`` /
+    ``auto``, else :data:`DEFAULT`). ``"auto"``: on the cuda backend, for a rank's epoch of
+    at least :data:`AUTO_SAMPLES` (``samples``; None: any).
 
     Raises
     ------
@@ -120,7 +125,8 @@ def use_process(choice: Any) -> bool:
         if choice is None:
             choice = DEFAULT
     if choice == "auto":
-        return runtime.caps.shared_batches == "cuda_ipc" and supported()
+        return runtime.caps.shared_batches == "cuda_ipc" and supported() and \
+            (samples is None or samples >= AUTO_SAMPLES)
     if choice and not supported():
         raise ValueError(f"decode_process=True: the {runtime.name} backend cannot take batches "
                          "from a worker process (the cpu backend and CUDA GPUs on Linux can)")

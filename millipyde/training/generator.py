@@ -96,8 +96,10 @@ class Generator:
         shared with this process without a copy: CUDA IPC on a GPU, shared memory on the
         cpu backend), so that reading and decoding never wait for this process's GIL; the
         batches are the same either way. None (default): ``MILLIPYDE_DECODE_PROCESS``
-        (``1``; ``0``; ``auto``: a worker process on the cuda backend, this process on the
-        cpu backend), else this process. True where the backend cannot: ValueError.
+        (``1``; ``0``; ``auto``), else ``auto``: a worker process on the cuda backend for a
+        rank's epoch of at least 50,000 samples (``data.process.AUTO_SAMPLES``: a worker
+        starts once per iterator, ~4 s on an H200), this process otherwise and on the cpu
+        backend. True where the backend cannot: ValueError.
 
     Raises
     ------
@@ -220,7 +222,8 @@ class Generator:
             self.classes, self.labels = source.classes, source.labels
             try:
                 worker = data.process.use_process(
-                    None if decode_process is None else bool(decode_process))
+                    None if decode_process is None else bool(decode_process),
+                    self.sampler.length)
             except ValueError as err:
                 raise ArgumentError(f"Generator: {err}") from None
             self._stream = Stream(source, self.sampler, ops, self.seed, decoder, bool(strict),
