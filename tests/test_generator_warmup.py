@@ -157,3 +157,20 @@ def test_after_an_augmix_warmup_another_seed_compiles_nothing() -> None:
     ops = [mp.AugMix()]
     warmup.warmup(ops, (12, 12, 3), size=16, processes=1)
     assert _compiled_after(ops, 16, 4, 20) == 0
+
+
+def _dies_in_a_worker(img):
+    # a callable Operation that ends any spawned process running it (a compiler or driver
+    # crash stands for it), and passes its image through in the test's own process
+    import multiprocessing
+
+    if multiprocessing.parent_process() is not None:
+        os._exit(3)
+    return img
+
+
+def test_a_worker_that_dies_is_warned_and_its_share_warmed_here() -> None:
+    ops = [mp.Operation(_dies_in_a_worker)]
+    with pytest.warns(RuntimeWarning, match="worker process died"):
+        got = warmup.warmup(ops, (8, 8, 3), size=8, processes=2)
+    assert got["processes"] == 2 and got["patterns"] >= 1

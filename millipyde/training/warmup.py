@@ -251,11 +251,37 @@ def warmup(operations: list, shape: tuple[int, ...] = (512, 512, 3), *, size: in
     if processes <= 1:
         got = [warm(specs, shape, (0, 1), size, channels, layout)]
     else:
-        ctx = multiprocessing.get_context("spawn")
-        with cf.ProcessPoolExecutor(processes, mp_context=ctx) as pool:
-            futs = [pool.submit(warm, specs, shape, (i, processes), size, channels, layout)
-                    for i in range(processes)]
-            got = [f.result() for f in futs]
+        got = _in_workers(specs, shape, processes, size, channels, layout)
     return {"patterns": sum(g["patterns"] for g in got),
             "compiled": sum(g["compiled"] for g in got), "processes": processes,
             "seconds": time.perf_counter() - t0}
+
+
+def _in_workers(specs: list, shape: tuple[int, ...], processes: int, size: int, channels: int,
+                layout: str) -> list[dict]:
+    """:func:`warm`'s shares in ``processes`` spawned workers. A worker that dies (a crash in
+    a compiler or a driver, killed for memory) does not end the warm-up: a warning names it,
+    and the shares it left are warmed in this process (the kernels the others compiled are in
+    the shared disk cache)."""
+    import warnings
+
+    ctx = multiprocessing.get_context("spawn")
+    got: list[dict | None] = [None] * processes
+    with cf.ProcessPoolExecutor(processes, mp_context=ctx) as pool:
+        futs = [pool.submit(warm, specs, shape, (i, processes), size, channels, layout)
+                for i in range(processes)]
+        broken = None
+        for i, f in enumerate(futs):
+            try:
+                got[i] = f.result()
+            except cf.process.BrokenProcessPool as err:
+                broken = err
+    if broken is not None:
+        left = sum(g is None for g in got)
+        warnings.warn(f"warmup: a worker process died ({broken}); warming the {left} "
+                      f"share(s) of {processes} it left in this process", RuntimeWarning,
+                      stacklevel=3)
+    for j in range(processes):
+        if got[j] is None:
+            got[j] = warm(specs, shape, (j, processes), size, channels, layout)
+    return got  # type: ignore[return-value]
