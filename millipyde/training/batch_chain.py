@@ -93,17 +93,49 @@ _NAME = operator.attrgetter("name")
 _EYE = np.eye(3)
 
 
-@dataclass
 class Prefix:
     """The gather as it stood before a stat op: the reduction of the op's statistic
-    (``stat``, ``kernels.stats``) runs it with ``sig`` and rows ``p``."""
+    (``stat``, ``kernels.stats``) runs it with ``sig``; ``hw`` the largest output height and
+    width (the reduction's grid).
 
-    stat: str
-    sig: GatherSig
-    # (n, params + flags + 3): the rows, then the output height and width, then 1 where the
-    # op is gated off for the member (nothing to measure)
-    p: np.ndarray
-    hw: tuple[int, int]  # largest output height and width (the reduction's grid)
+    Its rows ``p`` (n, params + flags + 3): the parameter rows, then the output height and
+    width, then 1 where the op is gated off for the member (nothing to measure). They are
+    made when first asked for, from the arrays the gather's rows were made of then
+    (``parts``, whose concatenated columns ``take`` are the rows): while the gather keeps
+    those (:meth:`begins`), its own rows hold every value of them (its first columns are
+    the prefix's; the flags, extras and size further on), and ``batch_arena`` has the
+    reduction read those instead of packing these."""
+
+    __slots__ = ("stat", "sig", "hw", "_p", "_parts", "_take", "_state")
+
+    def __init__(self, stat: str, sig: GatherSig, hw: tuple[int, int],
+                 p: np.ndarray | None = None, parts: tuple | None = None,
+                 take: np.ndarray | None = None, state: tuple | None = None) -> None:
+        self.stat, self.sig, self.hw = stat, sig, hw
+        self._p, self._parts, self._take = p, parts, take
+        # (the gather's fixed slots and extras, its sizes, its sampler flags): the objects the
+        # rows were made of (None: rows of their own, as a ``take`` makes them)
+        self._state = state
+
+    @property
+    def p(self) -> np.ndarray:
+        """(n, params + flags + 3) the rows (see the class doc)."""
+        if self._p is None:
+            joined = np.concatenate(self._parts, axis=1)
+            self._p = joined if self._take is None else joined[:, self._take]
+            self._parts = None
+        return self._p
+
+    def begins(self, g: VGather) -> bool:
+        """Whether ``g``'s own rows hold the prefix's (at the columns ``batch_arena`` reads):
+        ``g`` still has the fixed slots, extras, sizes and sampler flags the prefix was made
+        with (the chained ops' slots and flags only grow at the end; the sizes are the
+        same for every member)."""
+        st = self._state
+        if st is None or st[2] is not g.cur or st[3] is not g.soff:
+            return False
+        head, tail = g._fixed()
+        return st[0] is head and st[1] is tail
 
 
 def _room(buf: np.ndarray, flags: np.ndarray, cols: int, need: int, k: int,
@@ -384,11 +416,14 @@ class VGather:
                                             int(hw[:, 1].max(initial=0))))
         # every column a prefix's rows take, side by side (as float64: the flags 0.0 / 1.0,
         # the sizes exact), then per prefix one take of its columns (``_prefix_columns``):
-        # ``rows(spare=3)`` as it stood before op t, its own gate flag last
-        every = np.concatenate([head, joined, tail, flags, soff, hw], axis=1)
+        # ``rows(spare=3)`` as it stood before op t, its own gate flag last; made only where
+        # asked for (``Prefix.p``)
+        parts = (head, joined, tail, flags, soff, hw)
+        state = (head, tail, hw, self.soff)
         cols = _prefix_columns(lay, joined.shape[1], tail.shape[1], len(self.ops))
         for (_, stat, sig, _, _), take in zip(stats, cols, strict=True):
-            self.prefixes.append(Prefix(stat, sig, every[:, take], largest[1]))
+            self.prefixes.append(Prefix(stat, sig, largest[1], parts=parts, take=take,
+                                        state=state))
 
     def _cuts_before_stat(self) -> bool:
         """Whether a statistic op ends the gather here (``stat_cut``): after a sampler, on
@@ -411,18 +446,28 @@ class VGather:
             got = self._one_size = (self.cur, bool((self.cur == self.cur[0]).all()))
         return got[1]
 
-    def _prefix(self, stat: str, off: np.ndarray, upto: int | None = None) -> None:
+    def _prefix(self, stat: str, off: np.ndarray) -> None:
         """The prefix of a statistic op (``stat``, its gate-off flags ``off``) placed after
-        the first ``upto`` chained ops (None: all)."""
-        sig, p = self.rows(spare=3, upto=upto)
+        the chained ops so far: its rows are ``rows(spare=3)`` with the sizes and ``off``
+        in the spare columns, made where asked for (``Prefix.p``)."""
+        sig = self.sig()
+        n = self.n
+        if not self.gates and (any(c.off.any() for c in self.ops)
+                               or (self.soff is not None and self.soff.any())):
+            raise RuntimeError("VGather: members gated off in a kernel without gates")
+        head, tail = self._fixed()
+        params, offs = self._joined_ops()
         hw = self.cur
-        p[:, -3:-1] = hw
-        p[:, -1] = off
+        parts: tuple = (head, params, tail)
+        if self.gates:
+            parts += (offs, np.zeros((n, 1)) if self.soff is None else self.soff[:, None])
+        parts += (hw, np.asarray(off, dtype=np.float64).reshape(n, 1))
         largest = self._largest
         if largest is None or largest[0] is not hw:  # (the size changes at samplers only)
             largest = self._largest = (hw, (int(hw[:, 0].max(initial=0)),
                                             int(hw[:, 1].max(initial=0))))
-        self.prefixes.append(Prefix(stat, sig, p, largest[1]))
+        self.prefixes.append(Prefix(stat, sig, largest[1], parts=parts,
+                                    state=(head, tail, hw, self.soff)))
 
     # -- exec.gather.gather_args -------------------------------------------------------------
     def sig(self, upto: int | None = None) -> GatherSig:
@@ -573,10 +618,10 @@ class VGather:
         out.left = self.left[keep]
         out.stages = [st.take(keep) for st in self.stages]
         out.forked = None if self.forked is None else self.forked.take(keep)
-        for pr in self.prefixes:
-            hw = pr.p[keep, -3:-1]
-            out.prefixes.append(Prefix(pr.stat, pr.sig, pr.p[keep], (
-                int(hw[:, 0].max(initial=0)), int(hw[:, 1].max(initial=0)))))
+        for pr in self.prefixes:  # (rows of their own: the kept members')
+            p = pr.p[keep]
+            out.prefixes.append(Prefix(pr.stat, pr.sig, (
+                int(p[:, -3].max(initial=0)), int(p[:, -2].max(initial=0))), p=p))
         return out
 
 

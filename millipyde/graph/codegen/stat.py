@@ -35,6 +35,7 @@ from .chain import gather_defs, op_def
 from .gather_body import extras_prologue, gate_prologue, gather_prologue, stat_body
 from .gather_sig import (
     GatherSig,
+    extras_offset,
     gather_ngates,
     gather_nparams,
     stat_layout,
@@ -271,24 +272,66 @@ def arena_per_image(sig: GatherSig, gates: bool, extra: str = "") -> str:
     return "so_ = rows[b, 0]\nsw_ = rows[b, 1]\n" + st + extra + batched(text, MEMBER_INDEX)
 
 
+#: the arena reduction's scalar arguments after ``stat`` (:func:`arena_stat_source`): where
+#: in ``p`` its extras, gate flags, sampler flag, own gate flag and size start
+ARENA_STAT_COLS = ("pcx_", "pcf_", "pcs_", "pco_", "pch_", "ph_", "pw_")
+_MEMBER_P = re.compile(r"\bp\[b, (\d+)\]")
+
+
+def _read_columns(text: str, sig: GatherSig, gates: bool) -> str:
+    """``text`` (per-member reads ``p[b, i]`` of ``sig``'s own layout) reading its extras, gate
+    flags and sampler flag at the columns the kernel's arguments give (``ARENA_STAT_COLS``);
+    the fixed slots and the chained ops' slots stay where they are (a prefix's are the first
+    columns of its gather's rows)."""
+    end, n = extras_offset(sig), gather_nparams(sig)
+    t = gather_ngates(sig) - 1
+
+    def sub(m: re.Match) -> str:
+        i = int(m[1])
+        if i < end:
+            return m[0]
+        if i < n:
+            return f"p[b, pcx_ + {i - end}]"
+        if gates and i < n + t:
+            return f"p[b, pcf_ + {i - n}]"
+        if gates and i == n + t:
+            return "p[b, pcs_]"
+        raise RuntimeError(f"arena statistic: a read of p[b, {i}] past {sig}'s layout")
+
+    out = _MEMBER_P.sub(sub, text)
+    if re.search(r"\bp\[b, (?!\d|pc)", out) or re.search(r"\bp\[(?!b, )", out):
+        raise RuntimeError("arena statistic: the body reads its parameters in an unexpected form")
+    return out
+
+
 def arena_stat_source(sig: GatherSig, stat_name: str, target: str, sim: bool = False,
                       gates: bool = False) -> str:
-    """Source of ``kernel(src, rows, p, stat)``: per member ``b``, statistic ``stat_name`` of
-    what the arena gather of ``sig`` would store, into ``stat[b, K:]`` (``K`` the width of the
-    rows ``sig``'s own ops read, which come first; the caller starts them at ``init``).
+    """Source of ``kernel(src, rows, p, stat, pcx_, pcf_, pcs_, pco_, pch_, ph_, pw_)``: per
+    member ``b``, statistic ``stat_name`` of what the arena gather of ``sig`` would store,
+    into ``stat[b, K:]`` (``K`` the width of the rows ``sig``'s own ops read, which come
+    first; the caller starts them at ``init``).
 
-    ``p[b]`` is the member's parameter row (gate flags after it with ``gates``), then its
-    output height and width and a flag: nonzero where the op is gated off for the member
-    (nothing is measured). On the CPU one ``prange`` over members; on GPUs each block
-    measures part of one member (launch it over ``ARENA_STAT_GRID`` per member)."""
+    ``p[b]`` holds the member's parameters: the fixed slots and chained ops' slots of ``sig``
+    at their own offsets, then anywhere in the row (the integer arguments say where): the
+    extras from column ``pcx_``, with ``gates`` the chained ops' gate flags from ``pcf_`` and
+    the sampler's at ``pcs_``; a flag at ``pco_`` (negative: none), nonzero where the op is
+    gated off for the member (nothing is measured); the output height and width at ``pch_``,
+    ``pch_ + 1`` (negative: every member's are ``ph_``, ``pw_``). So the rows of a prefix
+    laid out on their own and the rows of the gather the prefix begins (whose first
+    columns are the prefix's) are read by one kernel. On the CPU one ``prange`` over members;
+    on GPUs each block measures part of one member (launch it over ``ARENA_STAT_GRID`` per
+    member)."""
     stat = _statistic(stat_name)
     K = stat_width(sig)
-    n = gather_nparams(sig) + (gather_ngates(sig) if gates else 0)
-    per = (arena_per_image(sig, gates) + f"\nh = int(p[b, {n}])\nw = int(p[b, {n + 1}])"
-           + f"\noff_ = p[b, {n + 2}]")
-    body = batched(arena_reads("\n".join(stat_body(sig, gates) + _bins(stat, sig)), sig.cin),
-                   MEMBER_INDEX)
-    fn = (f"\n\n{jit_decorator(target, sim)}\ndef kernel(src, rows, p, stat):\n"
+    per = _read_columns(arena_per_image(sig, gates), sig, gates) + (
+        "\nh = int(p[b, pch_]) if pch_ >= 0 else ph_"
+        "\nw = int(p[b, pch_ + 1]) if pch_ >= 0 else pw_"
+        "\noff_ = p[b, pco_] if pco_ >= 0 else 0.0")
+    body = _read_columns(batched(arena_reads("\n".join(stat_body(sig, gates)
+                                                       + _bins(stat, sig)), sig.cin),
+                                 MEMBER_INDEX), sig, gates)
+    fn = (f"\n\n{jit_decorator(target, sim)}\n"
+          f"def kernel(src, rows, p, stat, {', '.join(ARENA_STAT_COLS)}):\n"
           "    nb = stat.shape[0]\n")
     if target == "cpu":
         pixel = "\n".join([body] + _accumulate(stat, sig)

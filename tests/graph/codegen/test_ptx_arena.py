@@ -55,7 +55,8 @@ def test_arena_statistics_compile_to_ptx(name) -> None:
     prefix = GatherSig(3, "chain", True, True, "", post=("brightness", "equalize"),
                                lut_stages=(False, False), clip=False, edge=True)
     mod = load(stat.arena_stat_source(prefix, name, "cuda", False, True), "cuda")
-    argtys = (arr(np.uint8, 1), arr(np.int64, 2), arr(np.float64, 2), arr(np.float64, 2))
+    argtys = (arr(np.uint8, 1), arr(np.int64, 2), arr(np.float64, 2), arr(np.float64, 2),
+              *[types.int64] * len(stat.ARENA_STAT_COLS))
     ptx = ptx_of(mod.kernel.py_func, argtys)
     if name == "grey_sum":  # one atomic per warp and slot
         assert "shfl.sync.down" in ptx and "atom.global.add.f64" in ptx
