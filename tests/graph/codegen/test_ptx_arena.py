@@ -8,6 +8,7 @@ import pytest
 from ptx_compile import ptx_of
 from tiers import tiered
 
+import millipyde.ops  # noqa: F401  (the op registry the kernel sources read, filled on import)
 from millipyde.graph.codegen import arena, stat
 from millipyde.graph.codegen.gather_sig import GatherSig
 from millipyde.graph.codegen.loader import load
