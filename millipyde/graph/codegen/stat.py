@@ -9,9 +9,12 @@ Two forms, from one body text and one accumulation text:
   one row that every thread merges into with atomics. The host merges the CPU's partial rows
   (``Statistic.merge``) and keeps the row (uint8 tables are built there).
 - :func:`arena_stat_source`, a batch over an arena (``batch_arena``):
-  ``kernel(src, rows, p, stat)`` writes member ``b``'s row at offset ``K`` of ``stat[b]``
-  (``stat`` (B, S): the rows of all the gather's statistic ops, end to end in chain order),
-  where the gather reads it: no host sync. A member whose op is gated off is skipped.
+  ``kernel(src, rows, p, stat, ...)`` writes member ``b``'s row at offset ``K`` of
+  ``stat[b]`` (``stat`` (B, S): the rows of all the gather's statistic ops, end to end in
+  chain order), where the gather reads it: no host sync. A member whose op is gated off is
+  skipped. Its parameters are read where integer arguments say (``ARENA_STAT_COLS``): from
+  the rows of the gather the prefix begins (the prefix's slots are their first columns), so
+  a batch uploads no rows of its own for most reductions.
 
 Scalar slots accumulate in registers (``s<k>_``) and merge once per thread (on GPUs across
 the warp first, then one atomic per warp); histograms count in a per-block shared array (per
