@@ -318,10 +318,11 @@ def test_reductions_read_their_gathers_rows_where_those_hold_their_prefixes():
     begins (no rows of its own in the batch's upload) wherever that gather kept its maps,
     extras and size after the op: the columns it reads there are the prefix's own rows, bit
     for bit. Where the gather changed after the op (a sampler after it), the prefix's own
-    rows are packed. No kernel runs: the record alone."""
+    rows are packed. The reductions of one position's statistic entries share a launch (at
+    most one of them runs per member). No kernel runs: the record alone."""
     imgs = [mp.gpuimage(_img(s, (30 + s, 26 + 2 * s, 3))) for s in (1, 2)]
     crop = [mp.Operation("random_resized_crop", 20, 20), mp.Operation("fliplr", p=0.5)]
-    seen = {True: 0, False: 0}
+    seen = {True: 0, False: 0, "shared": 0}
     for ops, cut in ((crop + [mp.RandAugment(2, 9)], False), (crop + [mp.AutoAugment()], True),
                      ([mp.Operation("autocontrast")] + crop + [mp.TrivialAugmentWide()], False)):
         rec = batches._arena_recorder(mp.Generator(imgs, ops, seed=3)._state)
@@ -335,7 +336,12 @@ def test_reductions_read_their_gathers_rows_where_those_hold_their_prefixes():
                     if r is not None:
                         got = _prefix_rows_at(st.p, pr.sig, r, L.gates)
                         assert got.shape == pr.p.shape and got.tobytes() == pr.p.tobytes()
-    assert seen[True] and seen[False], seen
+                # reductions that share a launch: of ops of which at most one runs per member
+                for grp in batch_arena.reduction_groups(st.prefixes, st.reads):
+                    runs = np.stack([st.prefixes[i].p[:, -1] == 0 for i in grp])
+                    assert (runs.sum(axis=0) <= 1).all()
+                    seen["shared"] += len(grp) > 1
+    assert seen[True] and seen[False] and seen["shared"], seen
 
 
 def test_pickle_repr_and_bad_arguments():

@@ -9,8 +9,10 @@ per-member flags. The Generator's distinct inputs are packed once per device int
 *arena* (they are resident and do not change between batches); a member reads its source
 through its (offset, width) row, so inputs of different sizes share one launch
 (``graph.codegen.arena``). Each op that reads a per-image statistic (``adjust_contrast``,
-``autocontrast``, ``equalize``) adds one reduction kernel that leaves each member's row on the
-device, where the gather (and later reductions) read it: no host sync.
+``autocontrast``, ``equalize``) adds one reduction that leaves each member's row on the
+device, where the gather (and later reductions) read it: no host sync. The reductions of ops of
+which at most one runs per member (a policy position's statistic entries) share one launch
+(:func:`reduction_groups`).
 
 Members are split only where the structure must differ: inputs of another channel count or
 dtype, a size-changing op a coin skipped, outputs of different sizes. Members this cannot make
@@ -157,15 +159,40 @@ def own_reads(sig: Any, gates: bool) -> tuple[int, ...]:
 def kernel_launches(launches: list[Launch]) -> list[tuple]:
     """Every kernel launch a batch of ``launches`` makes, in order: ("gather", sig) for each
     gather (stages and a fork's branches included), ("stat", stat, sig) for each statistic's
-    reduction, ("mix",) for each fork's weighted sum."""
+    reduction launched alone and ("stats", ((stat, sig), ...)) for reductions that share one
+    (:func:`reduction_groups`), ("mix",) for each fork's weighted sum."""
     out: list[tuple] = []
     for L in launches:
         for st in L.stages:
             if isinstance(st, ForkStage):
                 out += kernel_launches(st.pieces) + [("mix",)]
                 continue
-            out += [("stat", pr.stat, pr.sig) for pr in st.prefixes] + [("gather", st.sig)]
-        out += [("stat", pr.stat, pr.sig) for pr in L.prefixes] + [("gather", L.sig)]
+            out += _reductions(st) + [("gather", st.sig)]
+        out += _reductions(L) + [("gather", L.sig)]
+    return out
+
+
+def _reductions(G: Launch | Stage) -> list[tuple]:
+    out = []
+    for grp in reduction_groups(G.prefixes, G.reads):
+        prs = [G.prefixes[i] for i in grp]
+        out.append(("stat", prs[0].stat, prs[0].sig) if len(prs) == 1
+                   else ("stats", tuple((pr.stat, pr.sig) for pr in prs)))
+    return out
+
+
+def reduction_groups(prefixes: list[Prefix], reads: list) -> list[list[int]]:
+    """The launches of a gather's statistic reductions, in chain order: the indices of the
+    prefixes each runs. Consecutive prefixes of one group (``Prefix.group``: ops of which at
+    most one runs per member, so none reads the row of another that measures the member)
+    that all read the gather's rows share a launch; every other reduction has its own."""
+    out: list[list[int]] = []
+    for i, (pr, r) in enumerate(zip(prefixes, reads, strict=True)):
+        if (out and r is not None and pr.group is not None
+                and prefixes[out[-1][-1]].group == pr.group and reads[out[-1][-1]] is not None):
+            out[-1].append(i)
+        else:
+            out.append([i])
     return out
 
 
@@ -517,6 +544,12 @@ def _stat_fn(sig: Any, stat: str, gates: bool) -> Any:
                                           gates)
 
 
+@functools.cache
+def _stats_fn(parts: tuple, gates: bool) -> Any:
+    return codegen_stat.arena_stats_kernel(parts, runtime.codegen_target, runtime.simulated,
+                                           gates)
+
+
 def _upload(launches: list[Launch], device: int) -> tuple[Any, list[tuple]]:
     """Every launch's per-member arrays in one pack, uploaded: the pack and per launch its
     slots (:func:`_slots`); the statistics' buffers are made on the device
@@ -689,7 +722,15 @@ def _reduce(prefixes: list[Prefix], reads: list, pres: list, gates: bool, m: int
     from the gather's rows at ``reads``' columns, or from its own rows (slot in ``pres``)."""
     from ..graph.exec.batch import _launch
 
-    for pr, r, pre in zip(prefixes, reads, pres, strict=True):
+    for grp in reduction_groups(prefixes, reads):
+        if len(grp) > 1:  # (every one reads the gather's rows)
+            prs = [prefixes[i] for i in grp]
+            h, w = (min(max(pr.hw[a] for pr in prs), codegen_stat.ARENA_STAT_GRID[a])
+                    for a in (0, 1))
+            _launch(_stats_fn(tuple((pr.sig, pr.stat) for pr in prs), gates), m, h, w,
+                    device, src, pk[rows], pk[p], stat, *(c for i in grp for c in reads[i]))
+            continue
+        pr, r, pre = prefixes[grp[0]], reads[grp[0]], pres[grp[0]]
         h, w = (min(a, b) for a, b in zip(pr.hw, codegen_stat.ARENA_STAT_GRID, strict=True))
         if r is None:
             _launch(_stat_fn(pr.sig, pr.stat, gates), m, h, w, device, src, pk[rows],

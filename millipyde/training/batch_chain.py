@@ -106,12 +106,16 @@ class Prefix:
     the prefix's; the flags, extras and size further on), and ``batch_arena`` has the
     reduction read those instead of packing these."""
 
-    __slots__ = ("stat", "sig", "hw", "_p", "_parts", "_take", "_state")
+    __slots__ = ("stat", "sig", "hw", "group", "_p", "_parts", "_take", "_state")
 
     def __init__(self, stat: str, sig: GatherSig, hw: tuple[int, int],
                  p: np.ndarray | None = None, parts: tuple | None = None,
-                 take: np.ndarray | None = None, state: tuple | None = None) -> None:
+                 take: np.ndarray | None = None, state: tuple | None = None,
+                 group: tuple | None = None) -> None:
         self.stat, self.sig, self.hw = stat, sig, hw
+        # the prefixes of one group (equal, not None) are of ops of which at most one runs
+        # per member (``VGather.chain_many``'s ``groups``): their reductions may share a launch
+        self.group = group
         self._p, self._parts, self._take = p, parts, take
         # (the gather's fixed slots and extras, its sizes, its sampler flags): the objects the
         # rows were made of (None: rows of their own, as a ``take`` makes them)
@@ -359,14 +363,18 @@ class VGather:
             self.npre += 1
 
     def chain_many(self, names: tuple[str, ...], params: list[np.ndarray],
-                   offs: list[np.ndarray], block: tuple[np.ndarray, np.ndarray]) -> None:
+                   offs: list[np.ndarray], block: tuple[np.ndarray, np.ndarray],
+                   groups: tuple | None = None) -> None:
         """Chained ops ``names`` one after another, as many :meth:`chain` calls (each its
         (n, slots) float64 parameters and (n,) gate-off flags, kept as they are, never
         written): the same ops, rows and statistic prefixes. ``block``: the same parameters
         side by side (n, their slots) and flags (n, ops), of which ``params`` and ``offs``
         are the columns. What depends only on the structure (the checks, each prefix's
         signature and layout) is made once per chain of names and gather kind and kept
-        (:func:`_chain_layout`); each prefix's rows are then a few column copies."""
+        (:func:`_chain_layout`); each prefix's rows are then a few column copies.
+        ``groups``: per op, a key (None: none) of which at most one op with that key runs per
+        member (a policy's entries of one position): their statistic prefixes are a group
+        (``Prefix.group``)."""
         if not self.gates:
             # (no gate flags in the rows: one op at a time)
             for name, prm, off in zip(names, params, offs, strict=True):
@@ -384,10 +392,12 @@ class VGather:
                 c = sum([p.shape[1] for p in params[:i]])
                 if i:
                     self.chain_many(names[:i], params[:i], offs[:i],
-                                    (block[0][:, :c], block[1][:, :i]))
+                                    (block[0][:, :c], block[1][:, :i]),
+                                    None if groups is None else groups[:i])
                 self.cut()
                 self.chain_many(names[i:], params[i:], offs[i:],
-                                (block[0][:, c:], block[1][:, i:]))
+                                (block[0][:, c:], block[1][:, i:]),
+                                None if groups is None else groups[i:])
                 return
         before = tuple(map(_NAME, self.ops))
         lay = _chain_layout(before, names, self.npre if self.phase else None, self.cin,
@@ -421,9 +431,12 @@ class VGather:
         parts = (head, joined, tail, flags, soff, hw)
         state = (head, tail, hw, self.soff)
         cols = _prefix_columns(lay, joined.shape[1], tail.shape[1], len(self.ops))
-        for (_, stat, sig, _, _), take in zip(stats, cols, strict=True):
+        start, token = len(before), object()  # (groups of this call's ops only)
+        for (t, stat, sig, _, _), take in zip(stats, cols, strict=True):
+            key = None if groups is None else groups[t - start]
             self.prefixes.append(Prefix(stat, sig, largest[1], parts=parts, take=take,
-                                        state=state))
+                                        state=state,
+                                        group=None if key is None else (token, key)))
 
     def _cuts_before_stat(self) -> bool:
         """Whether a statistic op ends the gather here (``stat_cut``): after a sampler, on
@@ -621,7 +634,8 @@ class VGather:
         for pr in self.prefixes:  # (rows of their own: the kept members')
             p = pr.p[keep]
             out.prefixes.append(Prefix(pr.stat, pr.sig, (
-                int(p[:, -3].max(initial=0)), int(p[:, -2].max(initial=0))), p=p))
+                int(p[:, -3].max(initial=0)), int(p[:, -2].max(initial=0))), p=p,
+                group=pr.group))
         return out
 
 

@@ -63,3 +63,16 @@ def test_arena_statistics_compile_to_ptx(name) -> None:
         assert "shfl.sync.down" in ptx and "atom.global.add.f64" in ptx
     if name == "channel_hist":
         assert "atom.shared.add.u32" in ptx and "bar.sync" in ptx
+
+
+def test_arena_statistics_of_one_launch_compile_to_ptx() -> None:
+    # a policy position's three statistic entries, one after another, in one launch
+    ops = ("brightness", "adjust_contrast", "autocontrast", "equalize")
+    parts = tuple((GatherSig(3, "chain", True, True, "", post=ops[:k],
+                             lut_stages=(False, False), clip=False, edge=True), name)
+                  for k, name in ((1, "grey_sum"), (2, "channel_range"), (3, "channel_hist")))
+    mod = load(stat.arena_stats_source(parts, "cuda", False, True), "cuda")
+    argtys = (arr(np.uint8, 1), arr(np.int64, 2), arr(np.float64, 2), arr(np.float64, 2),
+              *[types.int64] * (3 * len(stat.ARENA_STAT_COLS)))
+    ptx = ptx_of(mod.kernel.py_func, argtys)
+    assert "atom.global.add.f64" in ptx and "atom.shared.add.u32" in ptx and "bar.sync" in ptx
