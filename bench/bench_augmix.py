@@ -55,7 +55,10 @@ def _route(gen: object, size: int) -> dict:
     kl = batch_arena.kernel_launches(launches)
     return {"arena": True, "launches": len(launches), "kernel_launches": len(kl),
             "gathers": sum(k[0] == "gather" for k in kl),
-            "reductions": sum(k[0] == "stat" for k in kl), "mixes": kl.count(("mix",)),
+            "reductions": sum(1 if k[0] == "stat" else len(k[1]) for k in kl
+                              if k[0] in ("stat", "stats")),
+            "reduction_launches": sum(k[0] in ("stat", "stats") for k in kl),
+            "mixes": kl.count(("mix",)),
             "distinct_kernels": len(set(kl)), "per_output": len(left)}
 
 

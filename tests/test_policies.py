@@ -14,6 +14,7 @@ from tiers import cpu_backend, exhaustive_on_cpu
 
 import millipyde as mp
 import millipyde.transforms as T
+from millipyde.graph.codegen.gather_sig import extras_offset, gather_ngates, gather_nparams
 from millipyde.policies import entry_call
 from millipyde.training import batch_arena, batch_ops, batches
 from millipyde.training.batches import convert_reference
@@ -243,6 +244,7 @@ def _launch_arrays(launches: list) -> list:
         out += [L.sig, L.gates, L.hw, L.pos, L.p, L.rows]
         for st in [L, *L.stages]:
             out += [st.sig, st.p] + [(pr.stat, pr.sig, pr.hw, pr.p) for pr in st.prefixes]
+            out += [tuple(st.reads)]
     return out
 
 
@@ -294,6 +296,52 @@ def test_policy_record_by_tables_equals_the_per_magnitude_record(make, monkeypat
     for a, b in zip(by_tables, per_magnitude, strict=True):
         for (la, lefta), (lb, leftb) in zip(a, b, strict=True):
             assert lefta == leftb and _same(la, lb)
+
+
+def _prefix_rows_at(p: np.ndarray, sig: object, reads: tuple, gates: bool) -> np.ndarray:
+    """A prefix's own rows (``Prefix.p``) as its reduction reads them from its gather's rows
+    ``p`` at the columns ``reads`` (``codegen.stat.ARENA_STAT_COLS``), written out in NumPy."""
+    end, n = extras_offset(sig), gather_nparams(sig)
+    t = gather_ngates(sig) - 1
+    cx, cf, cs, co, ch, h, w = reads
+    m = len(p)
+    parts = [p[:, :end], p[:, cx:cx + n - end]]
+    if gates:
+        parts += [p[:, cf:cf + t], p[:, cs:cs + 1]]
+    parts.append(p[:, ch:ch + 2] if ch >= 0 else np.tile(np.array([h, w], float), (m, 1)))
+    parts.append(p[:, co:co + 1] if co >= 0 else np.zeros((m, 1)))
+    return np.concatenate(parts, axis=1)
+
+
+def test_reductions_read_their_gathers_rows_where_those_hold_their_prefixes():
+    """A statistic's reduction reads its parameters from the rows of the gather its prefix
+    begins (no rows of its own in the batch's upload) wherever that gather kept its maps,
+    extras and size after the op: the columns it reads there are the prefix's own rows, bit
+    for bit. Where the gather changed after the op (a sampler after it), the prefix's own
+    rows are packed. The reductions of one position's statistic entries share a launch (at
+    most one of them runs per member). No kernel runs: the record alone."""
+    imgs = [mp.gpuimage(_img(s, (30 + s, 26 + 2 * s, 3))) for s in (1, 2)]
+    crop = [mp.Operation("random_resized_crop", 20, 20), mp.Operation("fliplr", p=0.5)]
+    seen = {True: 0, False: 0, "shared": 0}
+    for ops, cut in ((crop + [mp.RandAugment(2, 9)], False), (crop + [mp.AutoAugment()], True),
+                     ([mp.Operation("autocontrast")] + crop + [mp.TrivialAugmentWide()], False)):
+        rec = batches._arena_recorder(mp.Generator(imgs, ops, seed=3)._state)
+        rec.stat_cut = cut  # (the cpu backend's record and a GPU's)
+        launches, _ = rec.record(list(range(64)))
+        for L in launches:
+            for st in [L, *L.stages]:
+                assert len(st.reads) == len(st.prefixes)
+                for pr, r in zip(st.prefixes, st.reads, strict=True):
+                    seen[r is not None] += 1
+                    if r is not None:
+                        got = _prefix_rows_at(st.p, pr.sig, r, L.gates)
+                        assert got.shape == pr.p.shape and got.tobytes() == pr.p.tobytes()
+                # reductions that share a launch: of ops of which at most one runs per member
+                for grp in batch_arena.reduction_groups(st.prefixes, st.reads):
+                    runs = np.stack([st.prefixes[i].p[:, -1] == 0 for i in grp])
+                    assert (runs.sum(axis=0) <= 1).all()
+                    seen["shared"] += len(grp) > 1
+    assert seen[True] and seen[False] and seen["shared"], seen
 
 
 def test_pickle_repr_and_bad_arguments():

@@ -9,8 +9,10 @@ per-member flags. The Generator's distinct inputs are packed once per device int
 *arena* (they are resident and do not change between batches); a member reads its source
 through its (offset, width) row, so inputs of different sizes share one launch
 (``graph.codegen.arena``). Each op that reads a per-image statistic (``adjust_contrast``,
-``autocontrast``, ``equalize``) adds one reduction kernel that leaves each member's row on the
-device, where the gather (and later reductions) read it: no host sync.
+``autocontrast``, ``equalize``) adds one reduction that leaves each member's row on the
+device, where the gather (and later reductions) read it: no host sync. The reductions of ops of
+which at most one runs per member (a policy position's statistic entries) share one launch
+(:func:`reduction_groups`).
 
 Members are split only where the structure must differ: inputs of another channel count or
 dtype, a size-changing op a coin skipped, outputs of different sizes. Members this cannot make
@@ -34,6 +36,7 @@ from ..compose import Choice
 from ..decorators import UserOp
 from ..graph.codegen import arena as codegen_arena
 from ..graph.codegen import stat as codegen_stat
+from ..graph.codegen.gather_sig import extras_offset, gather_ngates, gather_nparams
 from ..image import gpuimage
 from ..policies import Policy
 from . import batch_augmix, batch_ops
@@ -58,6 +61,9 @@ class Stage:
     hw: tuple[int, int]
     cout: int
     prefixes: list[Prefix]
+    # per prefix, its reduction's column arguments where it reads ``p`` (None: its own rows,
+    # packed): :func:`stat_reads`
+    reads: list = field(default_factory=list)
 
 
 @dataclass
@@ -75,6 +81,7 @@ class Launch:
     dtype: np.dtype
     prefixes: list[Prefix]
     stages: list[Stage] = field(default_factory=list)
+    reads: list = field(default_factory=list)  # (as ``Stage.reads``)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -113,24 +120,79 @@ def launch_of(g: VGather, gates: bool, pos: np.ndarray, rows: np.ndarray | None)
                                     st.cin, st.dtype, st.full))
             continue
         ssig, sp = st.rows()
-        stages.append(Stage(ssig, sp, (int(st.cur[0, 0]), int(st.cur[0, 1])), ssig.cout,
-                            st.prefixes))
-    return Launch(sig, gates, pos, p, rows, (int(g.cur[0, 0]), int(g.cur[0, 1])), sig.cout,
-                  g.dtype, g.prefixes, stages)
+        shw = (int(st.cur[0, 0]), int(st.cur[0, 1]))
+        stages.append(Stage(ssig, sp, shw, ssig.cout, st.prefixes,
+                            stat_reads(st, ssig, gates, shw)))
+    hw = (int(g.cur[0, 0]), int(g.cur[0, 1]))
+    return Launch(sig, gates, pos, p, rows, hw, sig.cout, g.dtype, g.prefixes, stages,
+                  stat_reads(g, sig, gates, hw))
+
+
+def stat_reads(g: VGather, sig: Any, gates: bool,
+               hw: tuple[int, int]) -> list[tuple[int, ...] | None]:
+    """Per statistic prefix of ``g`` (whose rows are of ``sig``, its members' output ``hw``):
+    where its reduction reads its parameters in ``g``'s own rows
+    (``codegen.stat.ARENA_STAT_COLS``: the extras, the gate flags, the sampler's flag, its
+    op's own flag (-1: no flags), no size column (-1) and the size), or None where ``g`` has
+    changed since (a sampler, an index map, a pad after the op): the prefix's own rows are
+    packed (:func:`own_reads`). A prefix's fixed and chained ops' slots are the first
+    columns of ``g``'s rows as long as ``g`` keeps its fixed slots (``Prefix.begins``)."""
+    if not g.prefixes:
+        return []
+    if not (g.cur == g.cur[0]).all():  # (a launch's members share their size: never here)
+        return [None] * len(g.prefixes)
+    end, width = extras_offset(sig), gather_nparams(sig)
+    flags = gather_ngates(sig) - 1
+    return [(end, width, width + flags, width + gather_ngates(pr.sig) - 1 if gates else -1,
+             -1, *hw) if pr.begins(g) else None for pr in g.prefixes]
+
+
+def own_reads(sig: Any, gates: bool) -> tuple[int, ...]:
+    """The column arguments of a reduction of ``sig`` that reads a prefix's own rows
+    (``Prefix.p``: the parameters, the gate flags with ``gates``, the height and width, the
+    op's flag)."""
+    end, n = extras_offset(sig), gather_nparams(sig)
+    at = n + gather_ngates(sig) if gates else n
+    return (end, n, at - 1, at + 2, at, 0, 0)
 
 
 def kernel_launches(launches: list[Launch]) -> list[tuple]:
     """Every kernel launch a batch of ``launches`` makes, in order: ("gather", sig) for each
     gather (stages and a fork's branches included), ("stat", stat, sig) for each statistic's
-    reduction, ("mix",) for each fork's weighted sum."""
+    reduction launched alone and ("stats", ((stat, sig), ...)) for reductions that share one
+    (:func:`reduction_groups`), ("mix",) for each fork's weighted sum."""
     out: list[tuple] = []
     for L in launches:
         for st in L.stages:
             if isinstance(st, ForkStage):
                 out += kernel_launches(st.pieces) + [("mix",)]
                 continue
-            out += [("stat", pr.stat, pr.sig) for pr in st.prefixes] + [("gather", st.sig)]
-        out += [("stat", pr.stat, pr.sig) for pr in L.prefixes] + [("gather", L.sig)]
+            out += _reductions(st) + [("gather", st.sig)]
+        out += _reductions(L) + [("gather", L.sig)]
+    return out
+
+
+def _reductions(G: Launch | Stage) -> list[tuple]:
+    out = []
+    for grp in reduction_groups(G.prefixes, G.reads):
+        prs = [G.prefixes[i] for i in grp]
+        out.append(("stat", prs[0].stat, prs[0].sig) if len(prs) == 1
+                   else ("stats", tuple((pr.stat, pr.sig) for pr in prs)))
+    return out
+
+
+def reduction_groups(prefixes: list[Prefix], reads: list) -> list[list[int]]:
+    """The launches of a gather's statistic reductions, in chain order: the indices of the
+    prefixes each runs. Consecutive prefixes of one group (``Prefix.group``: ops of which at
+    most one runs per member, so none reads the row of another that measures the member)
+    that all read the gather's rows share a launch; every other reduction has its own."""
+    out: list[list[int]] = []
+    for i, (pr, r) in enumerate(zip(prefixes, reads, strict=True)):
+        if (out and r is not None and pr.group is not None
+                and prefixes[out[-1][-1]].group == pr.group and reads[out[-1][-1]] is not None):
+            out[-1].append(i)
+        else:
+            out.append([i])
     return out
 
 
@@ -482,6 +544,12 @@ def _stat_fn(sig: Any, stat: str, gates: bool) -> Any:
                                           gates)
 
 
+@functools.cache
+def _stats_fn(parts: tuple, gates: bool) -> Any:
+    return codegen_stat.arena_stats_kernel(parts, runtime.codegen_target, runtime.simulated,
+                                           gates)
+
+
 def _upload(launches: list[Launch], device: int) -> tuple[Any, list[tuple]]:
     """Every launch's per-member arrays in one pack, uploaded: the pack and per launch its
     slots (:func:`_slots`); the statistics' buffers are made on the device
@@ -501,7 +569,7 @@ def _slots(pk: Any, L: Launch, rows: np.ndarray, device: int) -> tuple:
     :func:`_fork_slots`)."""
     m = len(L.pos)
     stat = _stat_rows(codegen_stat.stat_init(L.sig), L.sig, m, device)
-    pres = [pk.add(pr.p) for pr in L.prefixes]
+    pres = _prefix_slots(pk, L.prefixes, L.reads)
     stages = []
     at = pk.add(rows)  # the pack slot of the rows the next gather reads
     before = None  # the stage before (its output's rows are a kept constant)
@@ -515,9 +583,15 @@ def _slots(pk: Any, L: Launch, rows: np.ndarray, device: int) -> tuple:
         else:
             stages.append((pk.add(st.p), at,
                            _stat_rows(codegen_stat.stat_init(st.sig), st.sig, m, device),
-                           [pk.add(pr.p) for pr in st.prefixes]))
+                           _prefix_slots(pk, st.prefixes, st.reads)))
         at, before = _stage_rows(pk, m, st), st
     return (pk.add(L.p), at, pk.add(L.pos.astype(np.int64)), stat, pres, stages)
+
+
+def _prefix_slots(pk: Any, prefixes: list[Prefix], reads: list) -> list[int | None]:
+    """The pack slots of the prefixes' own rows, where their reductions read those (None:
+    they read their gather's rows, ``stat_reads``)."""
+    return [pk.add(pr.p) if r is None else None for pr, r in zip(prefixes, reads, strict=True)]
 
 
 def _fork_slots(pk: Any, F: ForkStage, rows: np.ndarray, at: int, m: int,
@@ -589,11 +663,7 @@ def _run_stages(L: Launch, pk: Any, slot: tuple, src: Any, device: int,
             src = _run_fork(st, pk, sslot, src, m, device, keep)
             continue
         sp, srows, sstat, spres = sslot
-        for pr, pre in zip(st.prefixes, spres, strict=True):
-            h, w = (min(a, b) for a, b in zip(pr.hw, codegen_stat.ARENA_STAT_GRID,
-                                              strict=True))
-            _launch(_stat_fn(pr.sig, pr.stat, L.gates), m, h, w, device, src, pk[srows],
-                    pk[pre], sstat)
+        _reduce(st.prefixes, st.reads, spres, L.gates, m, pk, sp, srows, src, sstat, device)
         tmp = runtime.empty((m, *st.hw, st.cout), L.dtype, device)
         keep.append(tmp)
         _launch(_gather_fn(st.sig, L.gates, "", 3), m, *st.hw, device, src, pk[srows], tmp,
@@ -641,13 +711,33 @@ def _run_fork(F: ForkStage, pk: Any, sslot: tuple, src: Any, m: int, device: int
 def _statistics(L: Launch, pk: Any, slot: tuple, src: Any, device: int) -> None:
     """The launch's per-member statistic reductions into its statistics slot, one per stat op
     in chain order (each reads the rows of those before it)."""
+    p, rows, _, stat, pres, _ = slot
+    _reduce(L.prefixes, L.reads, pres, L.gates, len(L.pos), pk, p, rows, src, stat, device)
+
+
+def _reduce(prefixes: list[Prefix], reads: list, pres: list, gates: bool, m: int, pk: Any,
+            p: int, rows: int, src: Any, stat: Any, device: int) -> None:
+    """The reductions of a gather's ``prefixes`` (its rows at pack slot ``p``, its sources'
+    at ``rows``), in chain order, into its statistics ``stat``: each reads its parameters
+    from the gather's rows at ``reads``' columns, or from its own rows (slot in ``pres``)."""
     from ..graph.exec.batch import _launch
 
-    _, rows, _, stat, pres, _ = slot
-    for pr, pre in zip(L.prefixes, pres, strict=True):
+    for grp in reduction_groups(prefixes, reads):
+        if len(grp) > 1:  # (every one reads the gather's rows)
+            prs = [prefixes[i] for i in grp]
+            h, w = (min(max(pr.hw[a] for pr in prs), codegen_stat.ARENA_STAT_GRID[a])
+                    for a in (0, 1))
+            _launch(_stats_fn(tuple((pr.sig, pr.stat) for pr in prs), gates), m, h, w,
+                    device, src, pk[rows], pk[p], stat, *(c for i in grp for c in reads[i]))
+            continue
+        pr, r, pre = prefixes[grp[0]], reads[grp[0]], pres[grp[0]]
         h, w = (min(a, b) for a, b in zip(pr.hw, codegen_stat.ARENA_STAT_GRID, strict=True))
-        _launch(_stat_fn(pr.sig, pr.stat, L.gates), len(L.pos), h, w, device, src, pk[rows],
-                pk[pre], stat)
+        if r is None:
+            _launch(_stat_fn(pr.sig, pr.stat, gates), m, h, w, device, src, pk[rows],
+                    pk[pre], stat, *own_reads(pr.sig, gates))
+        else:
+            _launch(_stat_fn(pr.sig, pr.stat, gates), m, h, w, device, src, pk[rows], pk[p],
+                    stat, *r)
 
 
 def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,

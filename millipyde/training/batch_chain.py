@@ -93,17 +93,53 @@ _NAME = operator.attrgetter("name")
 _EYE = np.eye(3)
 
 
-@dataclass
 class Prefix:
     """The gather as it stood before a stat op: the reduction of the op's statistic
-    (``stat``, ``kernels.stats``) runs it with ``sig`` and rows ``p``."""
+    (``stat``, ``kernels.stats``) runs it with ``sig``; ``hw`` the largest output height and
+    width (the reduction's grid).
 
-    stat: str
-    sig: GatherSig
-    # (n, params + flags + 3): the rows, then the output height and width, then 1 where the
-    # op is gated off for the member (nothing to measure)
-    p: np.ndarray
-    hw: tuple[int, int]  # largest output height and width (the reduction's grid)
+    Its rows ``p`` (n, params + flags + 3): the parameter rows, then the output height and
+    width, then 1 where the op is gated off for the member (nothing to measure). They are
+    made when first asked for, from the arrays the gather's rows were made of then
+    (``parts``, whose concatenated columns ``take`` are the rows): while the gather keeps
+    those (:meth:`begins`), its own rows hold every value of them (its first columns are
+    the prefix's; the flags, extras and size further on), and ``batch_arena`` has the
+    reduction read those instead of packing these."""
+
+    __slots__ = ("stat", "sig", "hw", "group", "_p", "_parts", "_take", "_state")
+
+    def __init__(self, stat: str, sig: GatherSig, hw: tuple[int, int],
+                 p: np.ndarray | None = None, parts: tuple | None = None,
+                 take: np.ndarray | None = None, state: tuple | None = None,
+                 group: tuple | None = None) -> None:
+        self.stat, self.sig, self.hw = stat, sig, hw
+        # the prefixes of one group (equal, not None) are of ops of which at most one runs
+        # per member (``VGather.chain_many``'s ``groups``): their reductions may share a launch
+        self.group = group
+        self._p, self._parts, self._take = p, parts, take
+        # (the gather's fixed slots and extras, its sizes, its sampler flags): the objects the
+        # rows were made of (None: rows of their own, as a ``take`` makes them)
+        self._state = state
+
+    @property
+    def p(self) -> np.ndarray:
+        """(n, params + flags + 3) the rows (see the class doc)."""
+        if self._p is None:
+            joined = np.concatenate(self._parts, axis=1)
+            self._p = joined if self._take is None else joined[:, self._take]
+            self._parts = None
+        return self._p
+
+    def begins(self, g: VGather) -> bool:
+        """Whether ``g``'s own rows hold the prefix's (at the columns ``batch_arena`` reads):
+        ``g`` still has the fixed slots, extras, sizes and sampler flags the prefix was made
+        with (the chained ops' slots and flags only grow at the end; the sizes are the
+        same for every member)."""
+        st = self._state
+        if st is None or st[2] is not g.cur or st[3] is not g.soff:
+            return False
+        head, tail = g._fixed()
+        return st[0] is head and st[1] is tail
 
 
 def _room(buf: np.ndarray, flags: np.ndarray, cols: int, need: int, k: int,
@@ -327,14 +363,18 @@ class VGather:
             self.npre += 1
 
     def chain_many(self, names: tuple[str, ...], params: list[np.ndarray],
-                   offs: list[np.ndarray], block: tuple[np.ndarray, np.ndarray]) -> None:
+                   offs: list[np.ndarray], block: tuple[np.ndarray, np.ndarray],
+                   groups: tuple | None = None) -> None:
         """Chained ops ``names`` one after another, as many :meth:`chain` calls (each its
         (n, slots) float64 parameters and (n,) gate-off flags, kept as they are, never
         written): the same ops, rows and statistic prefixes. ``block``: the same parameters
         side by side (n, their slots) and flags (n, ops), of which ``params`` and ``offs``
         are the columns. What depends only on the structure (the checks, each prefix's
         signature and layout) is made once per chain of names and gather kind and kept
-        (:func:`_chain_layout`); each prefix's rows are then a few column copies."""
+        (:func:`_chain_layout`); each prefix's rows are then a few column copies.
+        ``groups``: per op, a key (None: none) of which at most one op with that key runs per
+        member (a policy's entries of one position): their statistic prefixes are a group
+        (``Prefix.group``)."""
         if not self.gates:
             # (no gate flags in the rows: one op at a time)
             for name, prm, off in zip(names, params, offs, strict=True):
@@ -352,10 +392,12 @@ class VGather:
                 c = sum([p.shape[1] for p in params[:i]])
                 if i:
                     self.chain_many(names[:i], params[:i], offs[:i],
-                                    (block[0][:, :c], block[1][:, :i]))
+                                    (block[0][:, :c], block[1][:, :i]),
+                                    None if groups is None else groups[:i])
                 self.cut()
                 self.chain_many(names[i:], params[i:], offs[i:],
-                                (block[0][:, c:], block[1][:, i:]))
+                                (block[0][:, c:], block[1][:, i:]),
+                                None if groups is None else groups[i:])
                 return
         before = tuple(map(_NAME, self.ops))
         lay = _chain_layout(before, names, self.npre if self.phase else None, self.cin,
@@ -384,11 +426,17 @@ class VGather:
                                             int(hw[:, 1].max(initial=0))))
         # every column a prefix's rows take, side by side (as float64: the flags 0.0 / 1.0,
         # the sizes exact), then per prefix one take of its columns (``_prefix_columns``):
-        # ``rows(spare=3)`` as it stood before op t, its own gate flag last
-        every = np.concatenate([head, joined, tail, flags, soff, hw], axis=1)
+        # ``rows(spare=3)`` as it stood before op t, its own gate flag last; made only where
+        # asked for (``Prefix.p``)
+        parts = (head, joined, tail, flags, soff, hw)
+        state = (head, tail, hw, self.soff)
         cols = _prefix_columns(lay, joined.shape[1], tail.shape[1], len(self.ops))
-        for (_, stat, sig, _, _), take in zip(stats, cols, strict=True):
-            self.prefixes.append(Prefix(stat, sig, every[:, take], largest[1]))
+        start, token = len(before), object()  # (groups of this call's ops only)
+        for (t, stat, sig, _, _), take in zip(stats, cols, strict=True):
+            key = None if groups is None else groups[t - start]
+            self.prefixes.append(Prefix(stat, sig, largest[1], parts=parts, take=take,
+                                        state=state,
+                                        group=None if key is None else (token, key)))
 
     def _cuts_before_stat(self) -> bool:
         """Whether a statistic op ends the gather here (``stat_cut``): after a sampler, on
@@ -411,18 +459,28 @@ class VGather:
             got = self._one_size = (self.cur, bool((self.cur == self.cur[0]).all()))
         return got[1]
 
-    def _prefix(self, stat: str, off: np.ndarray, upto: int | None = None) -> None:
+    def _prefix(self, stat: str, off: np.ndarray) -> None:
         """The prefix of a statistic op (``stat``, its gate-off flags ``off``) placed after
-        the first ``upto`` chained ops (None: all)."""
-        sig, p = self.rows(spare=3, upto=upto)
+        the chained ops so far: its rows are ``rows(spare=3)`` with the sizes and ``off``
+        in the spare columns, made where asked for (``Prefix.p``)."""
+        sig = self.sig()
+        n = self.n
+        if not self.gates and (any(c.off.any() for c in self.ops)
+                               or (self.soff is not None and self.soff.any())):
+            raise RuntimeError("VGather: members gated off in a kernel without gates")
+        head, tail = self._fixed()
+        params, offs = self._joined_ops()
         hw = self.cur
-        p[:, -3:-1] = hw
-        p[:, -1] = off
+        parts: tuple = (head, params, tail)
+        if self.gates:
+            parts += (offs, np.zeros((n, 1)) if self.soff is None else self.soff[:, None])
+        parts += (hw, np.asarray(off, dtype=np.float64).reshape(n, 1))
         largest = self._largest
         if largest is None or largest[0] is not hw:  # (the size changes at samplers only)
             largest = self._largest = (hw, (int(hw[:, 0].max(initial=0)),
                                             int(hw[:, 1].max(initial=0))))
-        self.prefixes.append(Prefix(stat, sig, p, largest[1]))
+        self.prefixes.append(Prefix(stat, sig, largest[1], parts=parts,
+                                    state=(head, tail, hw, self.soff)))
 
     # -- exec.gather.gather_args -------------------------------------------------------------
     def sig(self, upto: int | None = None) -> GatherSig:
@@ -573,10 +631,11 @@ class VGather:
         out.left = self.left[keep]
         out.stages = [st.take(keep) for st in self.stages]
         out.forked = None if self.forked is None else self.forked.take(keep)
-        for pr in self.prefixes:
-            hw = pr.p[keep, -3:-1]
-            out.prefixes.append(Prefix(pr.stat, pr.sig, pr.p[keep], (
-                int(hw[:, 0].max(initial=0)), int(hw[:, 1].max(initial=0)))))
+        for pr in self.prefixes:  # (rows of their own: the kept members')
+            p = pr.p[keep]
+            out.prefixes.append(Prefix(pr.stat, pr.sig, (
+                int(p[:, -3].max(initial=0)), int(p[:, -2].max(initial=0))), p=p,
+                group=pr.group))
         return out
 
 

@@ -502,22 +502,28 @@ class ValueTable:
         # (n, positions, columns) rows side by side: one fancy index for every position
         params = self.params[codes].reshape(n, -1)
         off = self.off[codes].reshape(n, -1)
-        names, pcols, ocols = self._spans(npos)
+        names, pcols, ocols, groups = self._spans(npos)
         g.chain_many(names, list(map(params.__getitem__, pcols)),
-                     list(map(off.__getitem__, ocols)), (params, off))
+                     list(map(off.__getitem__, ocols)), (params, off), groups)
 
-    def _spans(self, npos: int) -> tuple[tuple[str, ...], list[tuple], list[tuple]]:
-        """For ``npos`` consecutive positions: the kernels, and each kernel's parameter
-        columns and gate column in :meth:`record`'s side-by-side rows (index tuples, made
-        once per ``npos`` and kept)."""
+    def _spans(self, npos: int) -> tuple[tuple[str, ...], list[tuple], list[tuple], tuple]:
+        """For ``npos`` consecutive positions: the kernels, each kernel's parameter columns
+        and gate column in :meth:`record`'s side-by-side rows (index tuples), and each
+        kernel's exclusive group (``VGather.chain_many``'s ``groups``: its position, for a
+        statistic op whose entry has no other; at most one entry of a position runs per
+        member); made once per ``npos`` and kept."""
         got = self._span_cols.get(npos)
         if got is None:
             cols, width, r = self.cols, self.cols[-1], len(self.kernels)
+            stats = [q for q in range(r) if REGISTRY[self.kernels[q]].stat]
+            alone = {q for q in stats
+                     if sum(self.owner[j] == self.owner[q] for j in stats) == 1}
             got = self._span_cols[npos] = (
                 self.kernels * npos,
                 [(slice(None), slice(b * width + cols[q], b * width + cols[q + 1]))
                  for b in range(npos) for q in range(r)],
-                [(slice(None), q) for q in range(r * npos)])
+                [(slice(None), q) for q in range(r * npos)],
+                tuple(b if q in alone else None for b in range(npos) for q in range(r)))
         return got
 
 

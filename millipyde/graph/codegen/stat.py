@@ -9,9 +9,12 @@ Two forms, from one body text and one accumulation text:
   one row that every thread merges into with atomics. The host merges the CPU's partial rows
   (``Statistic.merge``) and keeps the row (uint8 tables are built there).
 - :func:`arena_stat_source`, a batch over an arena (``batch_arena``):
-  ``kernel(src, rows, p, stat)`` writes member ``b``'s row at offset ``K`` of ``stat[b]``
-  (``stat`` (B, S): the rows of all the gather's statistic ops, end to end in chain order),
-  where the gather reads it: no host sync. A member whose op is gated off is skipped.
+  ``kernel(src, rows, p, stat, ...)`` writes member ``b``'s row at offset ``K`` of
+  ``stat[b]`` (``stat`` (B, S): the rows of all the gather's statistic ops, end to end in
+  chain order), where the gather reads it: no host sync. A member whose op is gated off is
+  skipped. Its parameters are read where integer arguments say (``ARENA_STAT_COLS``): from
+  the rows of the gather the prefix begins (the prefix's slots are their first columns), so
+  a batch uploads no rows of its own for most reductions.
 
 Scalar slots accumulate in registers (``s<k>_``) and merge once per thread (on GPUs across
 the warp first, then one atomic per warp); histograms count in a per-block shared array (per
@@ -35,6 +38,7 @@ from .chain import gather_defs, op_def
 from .gather_body import extras_prologue, gate_prologue, gather_prologue, stat_body
 from .gather_sig import (
     GatherSig,
+    extras_offset,
     gather_ngates,
     gather_nparams,
     stat_layout,
@@ -143,10 +147,10 @@ def _warp_merge(stat: Statistic, sig: GatherSig, sim: bool, target_row: str) -> 
     return "\n".join(lines + ["if cuda.laneid == 0:"] + ["    " + ln for ln in merges])
 
 
-def _block_hist_head(stat: Statistic, sig: GatherSig) -> str:
-    """The block's shared counts ``sh_`` (per channel ``BINS``) and its thread numbering."""
-    n = len(stat_values(sig)) * BINS
-    return (f"sh_ = cuda.shared.array({n}, _i32)\n"
+def _block_hist_head(values: int) -> str:
+    """The block's shared counts ``sh_`` (``BINS`` per measured value, ``values`` of them) and
+    its thread numbering."""
+    return (f"sh_ = cuda.shared.array({values * BINS}, _i32)\n"
             "t_ = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x\n"
             "nt_ = cuda.blockDim.x * cuda.blockDim.y")
 
@@ -231,7 +235,8 @@ def gather_stat_source(sig: GatherSig, stat_name: str, target: str, sim: bool = 
         pixel = "\n".join(body + _accumulate(stat, sig) + _gpu_hist_count(stat, sig))
         loop = ""
         if stat.hist:
-            loop += _block_hist_head(stat, sig) + "\n" + _block_hist_zero(stat, sig) + "\n"
+            loop += (_block_hist_head(len(stat_values(sig))) + "\n"
+                     + _block_hist_zero(stat, sig) + "\n")
         loop += ("\n".join(_init(stat, sig)) + "\nx0, y0 = cuda.grid(2)\n"
                  "sx_, sy_ = cuda.gridsize(2)\ny = y0\nwhile y < h:\n    x = x0\n"
                  "    while x < w:\n" + indent_text(pixel, 8) + "        x += sx_\n    y += sy_\n"
@@ -271,57 +276,144 @@ def arena_per_image(sig: GatherSig, gates: bool, extra: str = "") -> str:
     return "so_ = rows[b, 0]\nsw_ = rows[b, 1]\n" + st + extra + batched(text, MEMBER_INDEX)
 
 
+#: the arena reduction's scalar arguments after ``stat``, per reduction of the kernel (each
+#: name with the reduction's index before its ``_``; :func:`arena_stats_source`): where in
+#: ``p`` its extras, gate flags, sampler flag, own gate flag and size start
+ARENA_STAT_COLS = ("pcx_", "pcf_", "pcs_", "pco_", "pch_", "ph_", "pw_")
+_MEMBER_P = re.compile(r"\bp\[b, (\d+)\]")
+
+
+def arena_stat_args(k: int) -> list[str]:
+    """The names of reduction ``k``'s column arguments (``ARENA_STAT_COLS``)."""
+    return [f"{c[:-1]}{k}_" for c in ARENA_STAT_COLS]
+
+
+def _read_columns(text: str, sig: GatherSig, gates: bool, k: int) -> str:
+    """``text`` (per-member reads ``p[b, i]`` of ``sig``'s own layout) reading its extras, gate
+    flags and sampler flag at the columns reduction ``k``'s arguments give
+    (``arena_stat_args``); the fixed slots and the chained ops' slots stay where they are (a
+    prefix's are the first columns of its gather's rows)."""
+    end, n = extras_offset(sig), gather_nparams(sig)
+    t = gather_ngates(sig) - 1
+    cx, cf, cs = arena_stat_args(k)[:3]
+
+    def sub(m: re.Match) -> str:
+        i = int(m[1])
+        if i < end:
+            return m[0]
+        if i < n:
+            return f"p[b, {cx} + {i - end}]"
+        if gates and i < n + t:
+            return f"p[b, {cf} + {i - n}]"
+        if gates and i == n + t:
+            return f"p[b, {cs}]"
+        raise RuntimeError(f"arena statistic: a read of p[b, {i}] past {sig}'s layout")
+
+    out = _MEMBER_P.sub(sub, text)
+    if re.search(r"\bp\[b, (?!\d|pc)", out) or re.search(r"\bp\[(?!b, )", out):
+        raise RuntimeError("arena statistic: the body reads its parameters in an unexpected form")
+    return out
+
+
 def arena_stat_source(sig: GatherSig, stat_name: str, target: str, sim: bool = False,
                       gates: bool = False) -> str:
-    """Source of ``kernel(src, rows, p, stat)``: per member ``b``, statistic ``stat_name`` of
-    what the arena gather of ``sig`` would store, into ``stat[b, K:]`` (``K`` the width of the
-    rows ``sig``'s own ops read, which come first; the caller starts them at ``init``).
+    """Source of ``kernel(src, rows, p, stat, pcx0_, pcf0_, pcs0_, pco0_, pch0_, ph0_, pw0_)``:
+    per member ``b``, statistic ``stat_name`` of what the arena gather of ``sig`` would store
+    (:func:`arena_stats_source` of this one reduction)."""
+    return arena_stats_source(((sig, stat_name),), target, sim, gates)
 
-    ``p[b]`` is the member's parameter row (gate flags after it with ``gates``), then its
-    output height and width and a flag: nonzero where the op is gated off for the member
-    (nothing is measured). On the CPU one ``prange`` over members; on GPUs each block
-    measures part of one member (launch it over ``ARENA_STAT_GRID`` per member)."""
-    stat = _statistic(stat_name)
-    K = stat_width(sig)
-    n = gather_nparams(sig) + (gather_ngates(sig) if gates else 0)
-    per = (arena_per_image(sig, gates) + f"\nh = int(p[b, {n}])\nw = int(p[b, {n + 1}])"
-           + f"\noff_ = p[b, {n + 2}]")
-    body = batched(arena_reads("\n".join(stat_body(sig, gates) + _bins(stat, sig)), sig.cin),
-                   MEMBER_INDEX)
-    fn = (f"\n\n{jit_decorator(target, sim)}\ndef kernel(src, rows, p, stat):\n"
+
+def arena_stats_source(parts: tuple[tuple[GatherSig, str], ...], target: str,
+                       sim: bool = False, gates: bool = False) -> str:
+    """Source of ``kernel(src, rows, p, stat, <each reduction's arena_stat_args>)``: the
+    reductions ``parts`` ((prefix signature, statistic) each, prefixes of one gather in chain
+    order) in one launch, for members of which at most one reduction's op runs (the entries
+    of one position of a policy: ``VGather.chain_many``'s ``groups``). Per member ``b`` the
+    first reduction whose op is not gated off measures statistic ``stat_name`` of what the
+    arena gather of its ``sig`` would store, into ``stat[b, K:]`` (``K`` the width of the rows
+    ``sig``'s own ops read, which come first; the caller starts them at ``init``); a member
+    with none is skipped. (None reads the row of another that measures the member: their ops
+    are gated off where it runs.)
+
+    ``p[b]`` holds the member's parameters: the fixed slots and chained ops' slots of each
+    ``sig`` at their own offsets, then anywhere in the row (reduction ``k``'s integer
+    arguments say where): the extras from column ``pcx<k>_``, with ``gates`` the chained
+    ops' gate flags from ``pcf<k>_`` and the sampler's at ``pcs<k>_``; a flag at ``pco<k>_``
+    (negative: none), nonzero where the op is gated off for the member; the output height
+    and width at ``pch<k>_``, ``pch<k>_ + 1`` (negative: every member's are ``ph<k>_``,
+    ``pw<k>_``). So the rows of a prefix laid out on their own and the rows of the gather the
+    prefix begins (whose first columns are the prefix's) are read by one kernel. On the CPU
+    one ``prange`` over members; on GPUs each block measures part of one member (launch it
+    over ``ARENA_STAT_GRID`` per member)."""
+    stats = [(sig, _statistic(name)) for sig, name in parts]
+    last = stats[-1][0]
+    chained = [sig.pre + sig.post + sig.grey_ops for sig, _ in stats]
+    if any(chained[-1][:len(c)] != c for c in chained):
+        raise ValueError("arena statistics: the reductions are not prefixes of one gather")
+    hist = max((len(stat_values(sig)) for sig, st in stats if st.hist), default=0)
+    branches = []
+    for k, (sig, stat) in enumerate(stats):
+        K = stat_width(sig)
+        pch, ph, pw = arena_stat_args(k)[4:]
+        per = _read_columns(arena_per_image(sig, gates), sig, gates, k) + (
+            f"\nh = int(p[b, {pch}]) if {pch} >= 0 else {ph}"
+            f"\nw = int(p[b, {pch} + 1]) if {pch} >= 0 else {pw}")
+        body = _read_columns(batched(arena_reads("\n".join(stat_body(sig, gates)
+                                                           + _bins(stat, sig)), sig.cin),
+                                     MEMBER_INDEX), sig, gates, k)
+        if target == "cpu":
+            pixel = "\n".join([body] + _accumulate(stat, sig)
+                              + _cpu_hist_count(stat, sig, "stat[b]", str(K)))
+            member = ("\n".join(_init(stat, sig)) + "\nfor y in range(h):\n"
+                      "    for x in range(w):\n" + indent_text(pixel, 8)
+                      + _cpu_flush(stat, sig, "stat[b]", str(K)))
+        else:
+            pixel = "\n".join([body] + _accumulate(stat, sig) + _gpu_hist_count(stat, sig))
+            member = _block_hist_zero(stat, sig) + "\n" if stat.hist else ""
+            member += ("\n".join(_init(stat, sig)) + "\ny = y0\nwhile y < h:\n    x = x0\n"
+                       "    while x < w:\n" + indent_text(pixel, 8)
+                       + "        x += sx_\n    y += sy_\n"
+                       + _warp_merge(stat, sig, sim, lambda j, K=K: f"stat, (b, {K + j})"))
+            if stat.hist:
+                pslots = len(stat.merges)
+                member += "\n" + _block_hist_flush(stat, sig,
+                                                   f"stat, (b, {K} + j_ * {pslots} + k_)")
+        branches.append(per + "\n" + member)
+    offs = [f"of{k}_ = p[b, {a[3]}] if {a[3]} >= 0 else 0.0"
+            for k, a in enumerate(map(arena_stat_args, range(len(stats))))]
+    # ``of<k>_`` are the member's, so the same for every thread of a block (they share
+    # ``b``): the block's barriers are reached by all of its threads or by none
+    text = "\n".join(offs + [f"{'el' if k else ''}if of{k}_ == 0.0:\n" + indent_text(br, 4)
+                             for k, br in enumerate(branches)])
+    args = ", ".join(a for k in range(len(stats)) for a in arena_stat_args(k))
+    fn = (f"\n\n{jit_decorator(target, sim)}\ndef kernel(src, rows, p, stat, {args}):\n"
           "    nb = stat.shape[0]\n")
     if target == "cpu":
-        pixel = "\n".join([body] + _accumulate(stat, sig)
-                          + _cpu_hist_count(stat, sig, "stat[b]", str(K)))
-        member = ("\n".join(_init(stat, sig)) + "\nfor y in range(h):\n    for x in range(w):\n"
-                  + indent_text(pixel, 8) + _cpu_flush(stat, sig, "stat[b]", str(K)))
-        loop = ("    for b in prange(nb):\n" + indent_text(per, 8) + "        if off_ == 0.0:\n"
-                + indent_text(member, 12))
+        loop = "    for b in prange(nb):\n" + indent_text(text, 8)
     else:
-        pixel = "\n".join([body] + _accumulate(stat, sig) + _gpu_hist_count(stat, sig))
-        member = ""
-        if stat.hist:
-            member += _block_hist_zero(stat, sig) + "\n"
-        member += ("\n".join(_init(stat, sig)) + "\ny = y0\nwhile y < h:\n    x = x0\n"
-                   "    while x < w:\n" + indent_text(pixel, 8) + "        x += sx_\n    y += sy_\n"
-                   + _warp_merge(stat, sig, sim, lambda k: f"stat, (b, {K + k})"))
-        if stat.hist:
-            pslots = len(stat.merges)
-            member += "\n" + _block_hist_flush(stat, sig, f"stat, (b, {K} + j_ * {pslots} + k_)")
         head = "x0, y0, b0 = cuda.grid(3)\nsx_, sy_, sb_ = cuda.gridsize(3)\n"
-        if stat.hist:
-            head += _block_hist_head(stat, sig) + "\n"
-        # ``off_`` is the member's, so the same for every thread of a block (they share ``b``):
-        # the block's barriers are reached by all of its threads or by none
-        loop = (indent_text(head, 4) + "    b = b0\n    while b < nb:\n" + indent_text(per, 8)
-                + "        if off_ == 0.0:\n" + indent_text(member, 12) + "        b += sb_\n")
-    return _head(sig, stat, target, "arena statistic gather") + fn + loop
+        if hist:
+            head += _block_hist_head(hist) + "\n"
+        loop = (indent_text(head, 4) + "    b = b0\n    while b < nb:\n" + indent_text(text, 8)
+                + "        b += sb_\n")
+    names = ", ".join(st.name for _, st in stats)
+    head = (f"# millipyde generated arena statistic gather ({names}): {last}\n"
+            + HEADER[target] + gather_defs(last) + RINT_CLIP + "from numba import int32 as _i32\n")
+    if any(st.name == "grey_sum" for _, st in stats):
+        head += op_def("tv_grey")
+    return head + fn + loop
 
 
 def arena_stat_kernel(sig: GatherSig, stat_name: str, target: str, sim: bool = False,
                       gates: bool = False):
     """The compiled arena reduction (:func:`arena_stat_source`)."""
     return load(arena_stat_source(sig, stat_name, target, sim, gates), target).kernel
+
+
+def arena_stats_kernel(parts: tuple[tuple[GatherSig, str], ...], target: str,
+                       sim: bool = False, gates: bool = False):
+    """The compiled arena reductions in one launch (:func:`arena_stats_source`)."""
+    return load(arena_stats_source(parts, target, sim, gates), target).kernel
 
 
 def stat_init(sig: GatherSig) -> np.ndarray:

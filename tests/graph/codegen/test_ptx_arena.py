@@ -8,6 +8,7 @@ import pytest
 from ptx_compile import ptx_of
 from tiers import tiered
 
+import millipyde.ops  # noqa: F401  (the op registry the kernel sources read, filled on import)
 from millipyde.graph.codegen import arena, stat
 from millipyde.graph.codegen.gather_sig import GatherSig
 from millipyde.graph.codegen.loader import load
@@ -55,9 +56,23 @@ def test_arena_statistics_compile_to_ptx(name) -> None:
     prefix = GatherSig(3, "chain", True, True, "", post=("brightness", "equalize"),
                                lut_stages=(False, False), clip=False, edge=True)
     mod = load(stat.arena_stat_source(prefix, name, "cuda", False, True), "cuda")
-    argtys = (arr(np.uint8, 1), arr(np.int64, 2), arr(np.float64, 2), arr(np.float64, 2))
+    argtys = (arr(np.uint8, 1), arr(np.int64, 2), arr(np.float64, 2), arr(np.float64, 2),
+              *[types.int64] * len(stat.ARENA_STAT_COLS))
     ptx = ptx_of(mod.kernel.py_func, argtys)
     if name == "grey_sum":  # one atomic per warp and slot
         assert "shfl.sync.down" in ptx and "atom.global.add.f64" in ptx
     if name == "channel_hist":
         assert "atom.shared.add.u32" in ptx and "bar.sync" in ptx
+
+
+def test_arena_statistics_of_one_launch_compile_to_ptx() -> None:
+    # a policy position's three statistic entries, one after another, in one launch
+    ops = ("brightness", "adjust_contrast", "autocontrast", "equalize")
+    parts = tuple((GatherSig(3, "chain", True, True, "", post=ops[:k],
+                             lut_stages=(False, False), clip=False, edge=True), name)
+                  for k, name in ((1, "grey_sum"), (2, "channel_range"), (3, "channel_hist")))
+    mod = load(stat.arena_stats_source(parts, "cuda", False, True), "cuda")
+    argtys = (arr(np.uint8, 1), arr(np.int64, 2), arr(np.float64, 2), arr(np.float64, 2),
+              *[types.int64] * (3 * len(stat.ARENA_STAT_COLS)))
+    ptx = ptx_of(mod.kernel.py_func, argtys)
+    assert "atom.global.add.f64" in ptx and "atom.shared.add.u32" in ptx and "bar.sync" in ptx
