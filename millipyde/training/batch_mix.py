@@ -99,8 +99,8 @@ class BatchMix:
         self._calls = 0
         self._draws: dict[int, tuple[float, float, float, float]] = {}
         self._last: int | None = None
-        #: per (images' shape, dtype, labels' shape, dtype): what the checks of a gpuarray
-        #: batch worked out (``queue``: a batch worker's batches all have one)
+        #: per (images' shape, labels' shape and type, layout, classes): what the checks of a
+        #: gpuarray batch worked out (``queue``: a batch worker's batches all have one)
         self._plans: dict[tuple, tuple] = {}
 
     # -- draws --------------------------------------------------------------------------
@@ -121,8 +121,8 @@ class BatchMix:
         return self._drawn(step)[3]
 
     def _drawn(self, step: int) -> tuple[float, float, float, float]:
-        """Batch ``step``'s three uniforms and its ``lam``. Made ``_AHEAD`` steps at a time,
-        ``step`` and those after it at the stride of the two last steps asked for (a batch
+        """Batch ``step``'s three uniforms and its ``lam``. Made ``_AHEAD`` steps at a time:
+        ``step`` and those after it at the stride from the last step that missed (a batch
         worker's steps are its batches' first outputs: ``size`` apart), each step's values
         its own (``mprandom.uniform01_array`` is bit-identical to ``uniform01``, ``beta_of``
         elementwise): a worker draws and inverts once per ``_AHEAD`` batches, not per batch."""
