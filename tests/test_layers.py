@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1] / "millipyde"
 # (layer name, module-name prefixes); a module belongs to the first layer whose prefix matches
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("millipyde.version", "millipyde.config", "millipyde.source_cache",
-              "millipyde.kernels", "millipyde._args")),
+              "millipyde.kernels", "millipyde.checks")),
     ("backend", ("millipyde.faults", "millipyde.backend.base", "millipyde.backend.selection",
                  "millipyde.backend.launcher", "millipyde.backend.pool",
                  "millipyde.backend.rawlaunch", "millipyde.backend.staging")),

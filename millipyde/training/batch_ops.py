@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .. import random as mprandom
-from .._args import _number, _range
+from ..checks import number, number_range
 from ..compose import Choice, child_index
 from ..decorators import UserOp
 from ..image import gpuimage
@@ -733,11 +733,11 @@ def user_op(g: VGather, c: Ctx, fn: UserOp, params: tuple, on: np.ndarray) -> No
     cols = []
     for i, p in enumerate(params):
         if isinstance(p, (tuple, list, np.ndarray)):
-            lo, hi = _range(p, "") if len(p) != 2 or not all(
+            lo, hi = number_range(p, "") if len(p) != 2 or not all(
                 type(v) is float for v in p) else p
             cols.append(lo + (hi - lo) * c.u(i))
         else:
-            cols.append(_number(p, ""))
+            cols.append(number(p, ""))
     vals = columns(*cols, n=g.n)
     if fn.kind != "index_map":
         g.chain(fn.name, vals, on)
