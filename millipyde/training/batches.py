@@ -602,7 +602,7 @@ def _arena_recorder(state: Any) -> Any:
     per-output path counts fault points)."""
     from .. import faults
 
-    if not RECORD_AT_ONCE or faults._armed:
+    if not RECORD_AT_ONCE or faults.ARMED:
         return None
     rec = getattr(state, "arena_recorder", False)
     if rec is False:

@@ -228,7 +228,7 @@ class _State:
             return self._make_each(ks, device, stream, to_host)
         stacks = self.stacks_on(device, stream)
         # armed faults count checks per output and operation: only the per-output path has them
-        if recorded and not faults._armed:
+        if recorded and not faults.ARMED:
             from .batches import _recorder
 
             rec = _recorder(self)
