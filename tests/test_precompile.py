@@ -47,7 +47,7 @@ SCRIPT = textwrap.dedent('''
             from millipyde.graph.codegen import loader
             return {(open(m.__file__).readline().strip(), name):
                     sum(getattr(fn, "_cache_misses", {}).values())
-                    for m in list(loader._modules.values()) for name, fn in vars(m).items()
+                    for m in list(loader.LOADED.values()) for name, fn in vars(m).items()
                     if hasattr(fn, "_cache_misses")}
 
         def counted(*a, **k):

@@ -148,7 +148,7 @@ def _generated(kernel: Any) -> Any:
     from ..graph.codegen import loader
 
     fn = getattr(kernel, "py_func", None)
-    mod = loader._modules.get(getattr(fn, "__module__", None))
+    mod = loader.LOADED.get(getattr(fn, "__module__", None))
     if mod is None or getattr(mod, fn.__name__, None) is not kernel:
         return None
     return mod
@@ -292,7 +292,7 @@ def _marker(key: tuple) -> Path:
 
     from ..graph.codegen import loader
 
-    digest = hashlib.sha1((repr(key) + loader._KERNEL_DIGEST).encode()).hexdigest()[:20]
+    digest = hashlib.sha1((repr(key) + loader.KERNEL_DIGEST).encode()).hexdigest()[:20]
     return loader.cache_dir() / f"precompiled-{digest}"
 
 

@@ -39,7 +39,7 @@ def compiled_count() -> int:
     from ..graph.codegen import loader
 
     n = 0
-    for mod in list(loader._modules.values()):
+    for mod in list(loader.LOADED.values()):
         for value in vars(mod).values():
             if isinstance(getattr(value, "_cache", None), NullCache):
                 # a device function (``_dev``, uncached): compiled only with a kernel that calls

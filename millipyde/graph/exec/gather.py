@@ -339,7 +339,7 @@ def tables_inline(k: Gather) -> bool:
     On device backends, for outputs up to ``INLINE_TABLE_MAX_PIXELS``: there the host time of
     building and uploading a table (tens of microseconds) outweighs the kernel's work. The
     values are the same: the table is made by the same scalar functions, rounded after each
-    op as the inlined chain is (``chain._chain_all``).
+    op as the inlined chain is (``chain.chain_all``).
     """
     if not (runtime.caps.device_memory and (k.pre or k.post) and k.lut_mode):
         return False

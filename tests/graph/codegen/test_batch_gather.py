@@ -333,7 +333,7 @@ def test_gated_off_samplers_write_the_per_pixel_branchs_values(
 
     def run(split: bool) -> list[np.ndarray]:
         for mod in (batch_gather, batch_writer):  # (the writer imports it by name)
-            monkeypatch.setattr(mod, "_gated_sampler",
+            monkeypatch.setattr(mod, "gated_sampler",
                                 lambda s, g, t: split and t != "cpu" and g and s.sampler)
         u = u8 if split else None
         text = batch_writer.gather_writer_source(sig, "cuda", sim, True, 3, "NCHW", u8=u)
