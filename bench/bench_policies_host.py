@@ -124,7 +124,7 @@ def _thesis_host(n: int) -> Callable:
         t0 = time.perf_counter()
         groups, _ = rec.groups(list(range(b * n, b * n + n)), 0, stacks, ahead=True)
         t1 = time.perf_counter()
-        pk = batch._Pack()
+        pk = batch.Pack()
         for g in groups:
             g.pack(pk)
         pk.upload(0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from millipyde.graph.plan.schedule import _affine3, needs_warp_clip
+from millipyde.graph.plan.schedule import affine3, needs_warp_clip
 from millipyde.kernels import REGISTRY
 from millipyde.ops.filters.gaussian import gaussian_taps as gaussian
 from millipyde.training import batch_math
@@ -76,7 +76,7 @@ def test_warp_clips_are_the_scalar_rule() -> None:
         for mid, out in (((h, w), (h, w)), ((h + 3, w + 1), (w, h))):
             got = batch_math.warp_clips(maps, mid, out)
             for m, a in enumerate(angles.tolist()):
-                assert got[m] == needs_warp_clip(_affine3(spec, h, w, (a,)), mid, out), a
+                assert got[m] == needs_warp_clip(affine3(spec, h, w, (a,)), mid, out), a
 
 
 def test_gaussian_taps_of_sigmas_not_blurred() -> None:

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def host(b: int) -> tuple:
         groups, left = rec.groups(list(range(b * n, b * n + n)), 0, stacks)
-        pk = batch._Pack()
+        pk = batch.Pack()
         for g in groups:
             g.pack(pk)
         return groups, left
@@ -213,7 +213,7 @@ def _imagenet(args, rng) -> int:
 
     def host(b: int) -> tuple:
         launches, left = rec.record(list(range(b * n, b * n + n)))
-        pk = batch._Pack()
+        pk = batch.Pack()
         for L in launches:
             for a in (L.p, L.rows, L.pos, np.zeros(len(L.pos))) + (
                     () if L.prefix is None else (L.prefix.p,)):

@@ -16,7 +16,7 @@ import numpy as np
 from ..graph.codegen.loader import load
 from ..graph.codegen.lut import compose_tables
 from ..graph.codegen.target import HEADER
-from ..graph.plan.schedule import _affine3
+from ..graph.plan.schedule import affine3
 from ..kernels import REGISTRY
 
 # (Gaussian taps live in ``batch_taps``; named here with the rest of the batch host math)
@@ -124,24 +124,25 @@ def _affine_rows(name: str, nparams: int):
 
 def affine_rows(spec: Any, hs: np.ndarray, ws: np.ndarray,
                 vals: np.ndarray | None = None) -> np.ndarray:
-    """(n, 3, 3) matrices ``_affine3(spec, hs[m], ws[m], vals[m])``, compiled host code; the
-    first row is checked against ``_affine3`` itself (a difference: Python for every row)."""
+    """(n, 3, 3) matrices ``schedule.affine3(spec, hs[m], ws[m], vals[m])``, compiled host
+    code; the first row is checked against ``schedule.affine3`` itself (a difference: Python
+    for every row)."""
     n = len(hs)
     vals = np.zeros((n, 0)) if vals is None else np.ascontiguousarray(vals, dtype=np.float64)
     out = np.empty((n, 3, 3))
     if n and spec.projective:  # homogeneous coordinates (a homography): in Python, per row
         for m in range(n):
-            out[m] = _affine3(spec, int(hs[m]), int(ws[m]), tuple(vals[m].tolist()))
+            out[m] = affine3(spec, int(hs[m]), int(ws[m]), tuple(vals[m].tolist()))
         return out
     if n:
         # integer sizes as Python ints would pass them: int64 (the map divides in float64)
         hs = np.ascontiguousarray(hs, dtype=np.int64)
         ws = np.ascontiguousarray(ws, dtype=np.int64)
         _affine_rows(spec.name, vals.shape[1])(vals, hs, ws, out)
-        first = _affine3(spec, int(hs[0]), int(ws[0]), tuple(vals[0].tolist()))
+        first = affine3(spec, int(hs[0]), int(ws[0]), tuple(vals[0].tolist()))
         if first.tolist() != out[0].tolist():  # pragma: no cover - a libm that differs
             for m in range(n):
-                out[m] = _affine3(spec, int(hs[m]), int(ws[m]), tuple(vals[m].tolist()))
+                out[m] = affine3(spec, int(hs[m]), int(ws[m]), tuple(vals[m].tolist()))
     return out
 
 

@@ -188,7 +188,7 @@ def record_template(state: Any, rules: list[_Rule], k: int, device: int,
                 n = n.inputs[0]
     finally:
         y._pinned = None
-    got = batch._analyse(y._node, 0, stacks)
+    got = batch.analyse(y._node, 0, stacks)
     if got is None:
         return None
     t = _Template(got[0], got[1], op_of)
@@ -262,7 +262,7 @@ class Recorder:
         self.ahead: set[int] = set()  # devices whose first batch recorded templates ahead
 
     #: Outputs tried as a pattern's template before the pattern is left to per-output work
-    #: (an output whose recording does not batch: a plan ``batch._analyse`` refuses).
+    #: (an output whose recording does not batch: a plan ``batch.analyse`` refuses).
     TRIES = 4
 
     def template(self, device: int, pattern: np.ndarray, candidates: list[int],

@@ -21,7 +21,7 @@ from ..backend import ACTIVE as runtime  # the active backend
 from ..graph.codegen import batch_tables, batch_writer
 from ..graph.codegen.batch_gather import launch_args
 from ..graph.exec import batch, batch_prefix
-from ..graph.exec.batch import _launch
+from ..graph.exec.batch import launch
 from ..graph.ir.node import leaf
 from ..graph.plan.schedule import full_range
 from ..pipeline import PipelineError
@@ -435,7 +435,7 @@ class Batches:
         ys = self._made_by(st, [ks[r] for r in left], device, stream) if left else []
         shapes += [([r], tuple(y.shape)) for r, y in zip(left, ys, strict=True)]
         hw = self._check_shapes(shapes, ks)
-        pk = batch._Pack(len(ks))
+        pk = batch.Pack(len(ks))
         heads = [batch_prefix.PrefixGroup(gs, k) for gs, k in batch_prefix.prefixes(groups)]
         # a group after a shared prefix uploads the arrays of its own kernels only
         start = {id(g): len(h.kernels()) for h in heads for g in h.groups}
@@ -533,8 +533,8 @@ class Batches:
                            batch_writer.INT32_TAPS),
                           lambda: fused_writer(sig, gated, spec.channels, spec.layout, wide,
                                                u8, words))
-            _launch(fn, nb, hw[0], hw[1], device, *args, flat_out, pos, mean, std, cfull,
-                    *((srcw,) if words else ()))
+            launch(fn, nb, hw[0], hw[1], device, *args, flat_out, pos, mean, std, cfull,
+                   *((srcw,) if words else ()))
 
         return fused
 

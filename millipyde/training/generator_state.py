@@ -287,7 +287,7 @@ class _State:
         except RecordError as err:
             return self.make_many(ks[:ks.index(err.k)], device, stream, to_host, False) + \
                 [(None, err.err)]
-        pk = batch._Pack(len(ks))
+        pk = batch.Pack(len(ks))
         for g in groups:
             g.pack(pk)
         values: list[Any] = [None] * len(ks)
