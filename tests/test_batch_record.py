@@ -217,7 +217,7 @@ def test_first_batch_records_the_templates_of_the_batches_ahead(monkeypatch) -> 
     # patterns are recorded
     gen = mp.Generator(_images(16, 16, low=1), _fig51(), seed=3)
     st = gen._state
-    rec = batches._recorder(st)
+    rec = batches.recorder(st)
     stacks = st.stacks_on(0, None)
     size = 32
     calls = []
@@ -236,7 +236,7 @@ def test_first_batch_records_the_templates_of_the_batches_ahead(monkeypatch) -> 
     gen.close()
     gen = mp.Generator(_images(16, 16, low=1), _fig51(), seed=3)
     st = gen._state
-    rec = batches._recorder(st)
+    rec = batches.recorder(st)
     calls.clear()
     rec.groups(list(range(size)), 0, st.stacks_on(0, None))
     assert 0 < len(calls) < first and max(calls) < size

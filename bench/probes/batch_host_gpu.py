@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     st.stacked_nodes[0] = nodes
     spec = BatchSpec.check(args.size, None, "NCHW", "float32", None, None, 3, False, False)
     runner = batches.Batches(gen, spec, [0])
-    rec = batches._recorder(st)
+    rec = batches.recorder(st)
     stream = runtime._default_streams[0]
     n = args.size
 

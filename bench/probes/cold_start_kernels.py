@@ -222,7 +222,7 @@ def record(recipe: str, n: int, out: Path, with_precompile: bool = False) -> Non
                 pass
 
         precompile.job = job
-        precompile._Workers = Workers
+        precompile.CompileWorkers = Workers
 
         def recorded_or_sink(kernel: Any, device: int, args: tuple) -> bool:
             sink = getattr(rt._tls, "recording", None)

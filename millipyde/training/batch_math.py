@@ -176,7 +176,7 @@ def _identities(x: np.ndarray) -> bool:
     return bool((x.reshape(len(x), 9).view(np.int64) == _EYE_BITS).all())
 
 
-#: ``random._mix`` (a SplitMix64 round) in compiled host code: the head of the draws' modules
+#: ``random.mix`` (a SplitMix64 round) in compiled host code: the head of the draws' modules
 _MIX_HEAD = '''import math
 
 import numpy as np
@@ -252,7 +252,7 @@ def _mix_module():
 
 
 def mix_rounds(z: np.ndarray, ts: np.ndarray) -> np.ndarray:
-    """(n, T) ``random._mix(z[i] ^ ts[t])`` (uint64: integer arithmetic, the same bits)."""
+    """(n, T) ``random.mix(z[i] ^ ts[t])`` (uint64: integer arithmetic, the same bits)."""
     out = np.empty((len(z), len(ts)), dtype=np.uint64)
     _mix_module().rounds(np.ascontiguousarray(z, dtype=np.uint64),
                          np.ascontiguousarray(ts, dtype=np.uint64), out)
@@ -260,7 +260,7 @@ def mix_rounds(z: np.ndarray, ts: np.ndarray) -> np.ndarray:
 
 
 def mix_uniforms(z: np.ndarray, ts: np.ndarray) -> np.ndarray:
-    """(n, T) ``random.uniform01``'s float of ``random._mix(z[i] ^ ts[t])``."""
+    """(n, T) ``random.uniform01``'s float of ``random.mix(z[i] ^ ts[t])``."""
     out = np.empty((len(z), len(ts)))
     _mix_module().uniforms(np.ascontiguousarray(z, dtype=np.uint64),
                            np.ascontiguousarray(ts, dtype=np.uint64), out)

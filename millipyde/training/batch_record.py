@@ -33,11 +33,11 @@ from ..graph.exec import batch
 from ..image import gpuimage
 from ..ops import FORMS, Ranges
 from ..ops.base import kind_of
-from ..random import _MASK
+from ..random import MASK
 from ..workers import StepError, private_handle
 from . import batch_math
 from .batch_groups import ArrayGroup, Draws, KeyPlan, group_arrays, member_arrays
-from .batch_ops import _BLOCK_WORDS, BLOCK, Ctx, sample_round
+from .batch_ops import BLOCK, BLOCK_WORDS, Ctx, sample_round
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def draw(rules: list[_Rule], seed: int, ks: np.ndarray) -> tuple[np.ndarray, lis
     words, cols = _draw_words(tuple(len(r.ranges) if r.ranges else 0 for r in rules))
     # (J, n, cols): column t + 1 is draw t of op j (``Ctx.block``); only the block's first
     # columns that some op reads (each uniform is its own SplitMix64 round: the same bits)
-    blocks = batch_math.op_uniforms(z1, words, _BLOCK_WORDS[:cols])
+    blocks = batch_math.op_uniforms(z1, words, BLOCK_WORDS[:cols])
     # no coin: always drawn (a uniform is below 1, so below 2)
     probs = np.array([2.0 if r.probability is None else r.probability for r in rules])
     coins = blocks[:, :, 0].T < probs
@@ -125,7 +125,7 @@ def given_rule(params: int) -> _Rule:
 def _draw_words(nranges: tuple[int, ...]) -> tuple[np.ndarray, int]:
     """``draw``'s per-op words (read only) and how many of an op block's columns (the coin,
     then the draws) it reads, for ops with these numbers of draw ranges."""
-    words = np.array([j & _MASK for j in range(len(nranges))], dtype=np.uint64)
+    words = np.array([j & MASK for j in range(len(nranges))], dtype=np.uint64)
     words.flags.writeable = False
     return words, min(BLOCK, 1 + max(nranges, default=0))
 

@@ -166,7 +166,7 @@ def chain_calls(ops: tuple[str, ...], var: str, chan: int, full: str, first: int
 _COUNTER = '''
 @_dev
 def _mix64(z):
-    # SplitMix64's finaliser, as millipyde.random._mix: integer arithmetic, the same bits on
+    # SplitMix64's finaliser, as millipyde.random.mix: integer arithmetic, the same bits on
     # every backend
     z = _u(z + _u(0x9E3779B97F4A7C15))
     z = _u((z ^ (z >> _u(30))) * _u(0xBF58476D1CE4E5B9))
