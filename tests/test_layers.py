@@ -15,6 +15,10 @@ import networkx as nx
 
 ROOT = Path(__file__).resolve().parents[1] / "millipyde"
 
+#: the package's own ``__init__``: a layer entry of it holds that module alone (every other
+#: module's name starts with it, and each belongs to a layer of its own)
+ROOT_PACKAGE = "millipyde"
+
 # (layer name, module-name prefixes); a module belongs to the first layer whose prefix matches
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("millipyde.version", "millipyde.config", "millipyde.source_cache",
@@ -39,7 +43,30 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # the op definitions: read by the api (methods, batches), never by the graph or backends
     # (generated kernels name them in their text; the graph reads kernels through the nodes)
     ("ops", ("millipyde.ops",)),
-    ("api", ("millipyde",)),
+    # the api, what users import, from the values up to the entry points:
+    # the handles, their random streams, targets and commit locks; reading and writing files
+    ("api.values", ("millipyde.random", "millipyde.targets", "millipyde.locks", "millipyde.array",
+                    "millipyde.image", "millipyde.io", "millipyde.torch")),
+    # streamed sources: files, shards, decoders, samplers, the loader
+    ("api.data", ("millipyde.data",)),
+    # user ops: what their function computes, and the decorators that make them
+    ("api.user_ops", ("millipyde.user_functions", "millipyde.decorators")),
+    # Operations, their compositions, the per-device workers that apply them, and the batch
+    # mixes (MixUp, CutMix: Operations on a whole batch, which transforms name and batches run)
+    ("api.operations", ("millipyde.operation", "millipyde.compose", "millipyde.workers",
+                        "millipyde.training.batch_mix")),
+    # torchvision's transforms as Operations (and the conversions a Generator takes as settings)
+    ("api.transforms", tuple(f"millipyde.transforms.{m}" for m in (
+        "base", "options", "colour", "geometry", "misc", "mix", "containers", "unsupported"))),
+    # augmentation policies and AugMix (over the transforms' base), and their torchvision names
+    ("api.policies", ("millipyde.policies", "millipyde.augmix", "millipyde.transforms.policies")),
+    ("api.distributed", ("millipyde.distributed",)),
+    ("api.training", ("millipyde.training",)),
+    ("api.pipeline", ("millipyde.pipeline",)),
+    # the transforms package as users import it (``millipyde.transforms``, ``.v2``)
+    ("api.transforms.package", ("millipyde.transforms",)),
+    # the package (its lazy names reach every layer) and the command line
+    ("api.entry", ("millipyde.cli", "millipyde.__main__", ROOT_PACKAGE)),
 ]
 
 
@@ -90,7 +117,8 @@ def import_graph() -> nx.DiGraph:
 
 def layer_of(module: str) -> int:
     for i, (_, prefixes) in enumerate(LAYERS):
-        if any(module == p or module.startswith(p + ".") for p in prefixes):
+        if any(module == p or (p != ROOT_PACKAGE and module.startswith(p + "."))
+               for p in prefixes):
             return i
     raise AssertionError(f"{module} is in no layer")
 
