@@ -46,9 +46,9 @@ def _recipe(hw: int) -> list:
 
 def _route(gen: object, size: int) -> dict:
     from millipyde.training import batch_arena
-    from millipyde.training.batches import _arena_recorder
+    from millipyde.training.batches import arena_recorder
 
-    rec = _arena_recorder(gen._state)
+    rec = arena_recorder(gen._state)
     if rec is None:
         return {"arena": False}
     launches, left = rec.record(list(range(size)))

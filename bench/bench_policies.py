@@ -42,9 +42,9 @@ def _recipe(policy: object, hw: int) -> list:
 
 
 def _route(gen: object, size: int) -> dict:
-    from millipyde.training.batches import _arena_recorder
+    from millipyde.training.batches import arena_recorder
 
-    rec = _arena_recorder(gen._state)
+    rec = arena_recorder(gen._state)
     if rec is None:
         return {"arena": False}
     launches, left = rec.record(list(range(size)))

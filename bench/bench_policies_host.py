@@ -93,7 +93,7 @@ def _arena_host(hosts: list, policy: object | None, hw: int, n: int,
 
     ops = _recipe(policy, hw)[:2 if policy is None else 3]
     st = mp.Generator([mp.gpuimage(h) for h in hosts], ops, seed=0)._state
-    rec = batches._arena_recorder(st)
+    rec = batches.arena_recorder(st)
     if rec is None:
         raise SystemExit(f"{ops} is not recorded as arena batches")
     if gpu_record:
@@ -117,14 +117,14 @@ def _thesis_host(n: int) -> Callable:
     from millipyde.graph.exec import batch
 
     st = mp.Generator(_images(512), operations(), seed=0)._state
-    rec = batches._recorder(st)
+    rec = batches.recorder(st)
     stacks = st.stacks_on(0, None)
 
     def host(b: int) -> tuple[float, float]:
         t0 = time.perf_counter()
         groups, _ = rec.groups(list(range(b * n, b * n + n)), 0, stacks, ahead=True)
         t1 = time.perf_counter()
-        pk = batch._Pack()
+        pk = batch.Pack()
         for g in groups:
             g.pack(pk)
         pk.upload(0)

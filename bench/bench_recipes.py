@@ -69,7 +69,7 @@ def millipyde_batches(hosts: list[np.ndarray], n: int, size: int = 256) -> dict:
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from bench.bench_batches import _sync, _tensor, copy_bandwidth
-    from millipyde.training.batches import _arena_recorder
+    from millipyde.training.batches import arena_recorder
 
     imgs = [mp.gpuimage(h) for h in hosts]
     ops = recipes.operations("imagenet")
@@ -84,7 +84,7 @@ def millipyde_batches(hosts: list[np.ndarray], n: int, size: int = 256) -> dict:
             _tensor(next(bs))
         _sync()
         dt = time.perf_counter() - t0
-    rec = _arena_recorder(gen._state)
+    rec = arena_recorder(gen._state)
     launches = None
     if rec is not None:
         got, left = rec.record(list(range(size)))

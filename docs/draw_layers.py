@@ -23,7 +23,9 @@ from test_layers import LAYERS, import_graph, layer_of  # noqa: E402
 
 
 def box_of(module: str) -> str:
-    """The box a module is drawn in: graph/ folders and packages' __init__ are one box each."""
+    """The box a module is drawn in: graph/ folders and packages' __init__ are one box each; a
+    package's modules share its box, but for those of another layer than its own, drawn one
+    by one."""
     parts = module.split(".")[1:]
     if not parts:
         return "__init__"
@@ -35,7 +37,16 @@ def box_of(module: str) -> str:
         return "backend/" + (f"{parts[1]}.py" if len(parts) > 1 else "__init__ (ACTIVE)")
     if parts[0] == "graph":
         return "graph/" + (f"{parts[1]}.py" if len(parts) > 1 else "__init__")
-    return f"{parts[0]}.py"
+    package = f"millipyde.{parts[0]}"
+    if len(parts) == 1 and not _is_package(package):
+        return f"{parts[0]}.py"
+    if len(parts) > 1 and layer_of(module) != layer_of(package):
+        return f"{parts[0]}/{parts[1]}.py"
+    return f"{parts[0]}/"
+
+
+def _is_package(module: str) -> bool:
+    return (ROOT / module.replace(".", "/") / "__init__.py").exists()
 
 
 def boxes() -> tuple[nx.DiGraph, dict[str, int]]:

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ._args import MAX_SIDE, _number, _range
+from .checks import MAX_SIDE, number, number_range
 from .kernels.registry import OpSpec, register
 from .locks import commit_lock
 from .user_functions import UserFunctionError, check_compiles, freeze, key, resolve
@@ -129,10 +129,10 @@ class UserOp:
         for i, p in enumerate(params):
             name = f"{self.__name__} parameter {i}"
             if i in ranges:
-                lo, hi = _range(p, name)
+                lo, hi = number_range(p, name)
                 out.append(lo + (hi - lo) * draw(i))
             else:
-                out.append(_number(p, name))
+                out.append(number(p, name))
         return out
 
 

@@ -16,9 +16,9 @@ import numpy as np
 
 from . import random as mprandom
 from . import targets
-from ._args import MAX_SIDE
 from .array import gpuarray
 from .backend import ACTIVE as runtime  # the active backend
+from .checks import MAX_SIDE
 from .graph.ir.node import Node
 from .kernels import REGISTRY
 from .locks import commit_lock

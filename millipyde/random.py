@@ -12,7 +12,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-_MASK = (1 << 64) - 1
+#: 64 bits: the streams' integer arithmetic is modulo 2**64
+MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 
 _state = threading.local()
@@ -20,19 +21,31 @@ _global = {"seed": 0, "next_sample": 0, "epoch": 0}
 _global_lock = threading.Lock()
 
 
-def _mix(z: int) -> int:
-    z = (z + _GOLDEN) & _MASK
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+def mix(z: int) -> int:
+    """SplitMix64's finaliser: one round of the streams' mixer.
+
+    Parameters
+    ----------
+    z : int
+        A 64-bit key.
+
+    Returns
+    -------
+    int
+        The mixed 64-bit value (the batched draws compute the same bits in compiled code).
+    """
+    z = (z + _GOLDEN) & MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
     return z ^ (z >> 31)
 
 
 def key64(seed: int, sample: int, op: int, k: int) -> int:
     """A 64-bit integer that depends only on its four integer arguments."""
-    z = _mix(seed & _MASK)
-    z = _mix(z ^ (sample & _MASK))
-    z = _mix(z ^ (op & _MASK))
-    return _mix(z ^ (k & _MASK))
+    z = mix(seed & MASK)
+    z = mix(z ^ (sample & MASK))
+    z = mix(z ^ (op & MASK))
+    return mix(z ^ (k & MASK))
 
 
 def uniform01(seed: int, sample: int, op: int, k: int) -> float:
@@ -119,7 +132,7 @@ def gate(seed_: int, sample: int, op: int, probability: float | None) -> bool:
 
 
 def _mix_array(z: np.ndarray) -> np.ndarray:
-    """:func:`_mix` on a uint64 array (NumPy's uint64 arithmetic wraps modulo 2**64)."""
+    """:func:`mix` on a uint64 array (NumPy's uint64 arithmetic wraps modulo 2**64)."""
     z = z + np.uint64(_GOLDEN)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
@@ -147,10 +160,10 @@ def uniform01_array(seed: int, samples: np.ndarray, op: int, k: int) -> np.ndarr
     else:
         s = s.astype(np.uint64)
     with np.errstate(over="ignore"):
-        head = _mix(seed & _MASK)  # the same for every sample: Python integers
+        head = mix(seed & MASK)  # the same for every sample: Python integers
         z = _mix_array(np.uint64(head) ^ s)
-        z = _mix_array(z ^ np.uint64(op & _MASK))
-        z = _mix_array(z ^ np.uint64(k & _MASK))
+        z = _mix_array(z ^ np.uint64(op & MASK))
+        z = _mix_array(z ^ np.uint64(k & MASK))
     # (z >> 11) < 2**53 converts to float64 exactly; the scale is a power of two
     return (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
 

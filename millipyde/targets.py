@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ._args import _number
+from .checks import number
 from .kernels import OpSpec
 from .kernels.registry import matrix_of
 
@@ -166,7 +166,7 @@ def make(shape: tuple[int, ...], boxes: Any = None, labels: Any = None, keypoint
         if mk.shape != tuple(shape[:2]) or mk.dtype.kind not in "iub":
             raise ValueError(f"mask must be an integer array of the image's height x width "
                              f"{tuple(shape[:2])}, got {mk.dtype} {mk.shape}")
-    area = _number(min_area, "min_area")
+    area = number(min_area, "min_area")
     if not area >= 0:
         raise ValueError(f"min_area must be >= 0, got {area}")
     return Targets(b, lab, k, _inside(k, shape[0], shape[1]), mk, area)

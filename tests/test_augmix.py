@@ -131,7 +131,7 @@ def test_float_grey_images_mix_without_rounding():
 
 def _recorded(gen, outputs):
     """The arena recorder's launches and left rows of ``gen``'s first ``outputs`` outputs."""
-    rec = batches._arena_recorder(gen._state)
+    rec = batches.arena_recorder(gen._state)
     assert rec is not None  # recorded as arena gathers, not per output
     return rec.record(list(range(outputs)))
 
@@ -220,7 +220,7 @@ def test_bad_arguments_and_targets_are_refused_in_batches():
     g.set_targets(boxes=[[1, 1, 5, 5]], labels=[1])
     gen = mp.Generator([g], [mp.AugMix(mixture_width=1, chain_depth=1, all_ops=False)],
                        outputs=2, seed=0)
-    assert batches._arena_recorder(gen._state) is None
+    assert batches.arena_recorder(gen._state) is None
     with pytest.raises(Exception, match="AugMix does not move boxes"):
         with gen.batches(2) as bs:
             next(iter(bs))

@@ -6,18 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from millipyde.graph.plan.schedule import _affine3, needs_warp_clip
+from millipyde.graph.plan.schedule import affine3, needs_warp_clip
 from millipyde.kernels import REGISTRY
 from millipyde.ops.filters.gaussian import gaussian_taps as gaussian
 from millipyde.training import batch_math
-from millipyde.training.batch_ops import _BLOCK_WORDS, Ctx, sample_round
+from millipyde.training.batch_ops import BLOCK_WORDS, Ctx, sample_round
 
 
 def test_op_uniforms_are_each_ops_block() -> None:
     ks = np.arange(3, 700, 7, dtype=np.int64)
     z1 = sample_round(12345, ks)
     words = np.array([0, 1, 5], dtype=np.uint64)
-    got = batch_math.op_uniforms(z1, words, _BLOCK_WORDS)
+    got = batch_math.op_uniforms(z1, words, BLOCK_WORDS)
     for q, j in enumerate(words.tolist()):
         assert got[q].tolist() == Ctx(12345, ks, j, _z1=z1).block().tolist()
 
@@ -76,7 +76,7 @@ def test_warp_clips_are_the_scalar_rule() -> None:
         for mid, out in (((h, w), (h, w)), ((h + 3, w + 1), (w, h))):
             got = batch_math.warp_clips(maps, mid, out)
             for m, a in enumerate(angles.tolist()):
-                assert got[m] == needs_warp_clip(_affine3(spec, h, w, (a,)), mid, out), a
+                assert got[m] == needs_warp_clip(affine3(spec, h, w, (a,)), mid, out), a
 
 
 def test_gaussian_taps_of_sigmas_not_blurred() -> None:

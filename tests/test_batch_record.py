@@ -117,10 +117,10 @@ def test_one_gather_kernel_per_chain_whatever_the_gates(monkeypatch) -> None:
            mp.Operation("random_brightness", -0.2, 0.2, probability=0.5),
            mp.Operation("random_colorize", [0.5, 1.5], [0.5, 1.5], [0.5, 1.5], probability=0.5),
            mp.Operation("random_rotate", 10, 80, probability=0.5)]
-    batch._gather_fn.cache_clear()
+    batch.gather_fn.cache_clear()
     _, per_output, gen = _run(_images(12, 12), ops, 96, 32, monkeypatch)
     assert len(gen._state.recorder.templates) >= 12  # most of the 16 patterns were seen
-    assert batch._gather_fn.cache_info().currsize <= 2
+    assert batch.gather_fn.cache_info().currsize <= 2
 
 
 def test_callables_fall_back_per_output(monkeypatch) -> None:
@@ -138,7 +138,7 @@ def test_callables_fall_back_per_output(monkeypatch) -> None:
 
 
 def test_vectorised_host_math_equals_scalar() -> None:
-    from millipyde.graph.plan.schedule import _affine3, needs_warp_clip
+    from millipyde.graph.plan.schedule import affine3, needs_warp_clip
     from millipyde.kernels import REGISTRY
     from millipyde.ops.filters.gaussian import gaussian_taps as gaussian
 
@@ -157,7 +157,7 @@ def test_vectorised_host_math_equals_scalar() -> None:
         maps = batch_math.sampler_maps(spec, h, w, angles[:, None])
         clips = batch_math.warp_clips(maps, (h, w), (h, w))
         for m, a in enumerate(angles.tolist()):
-            want = _affine3(spec, h, w, (a,))
+            want = affine3(spec, h, w, (a,))
             assert maps[m].tolist() == want[:2].ravel().tolist(), a
             assert clips[m] == needs_warp_clip(want, (h, w), (h, w)), a
 
@@ -217,7 +217,7 @@ def test_first_batch_records_the_templates_of_the_batches_ahead(monkeypatch) -> 
     # patterns are recorded
     gen = mp.Generator(_images(16, 16, low=1), _fig51(), seed=3)
     st = gen._state
-    rec = batches._recorder(st)
+    rec = batches.recorder(st)
     stacks = st.stacks_on(0, None)
     size = 32
     calls = []
@@ -236,7 +236,7 @@ def test_first_batch_records_the_templates_of_the_batches_ahead(monkeypatch) -> 
     gen.close()
     gen = mp.Generator(_images(16, 16, low=1), _fig51(), seed=3)
     st = gen._state
-    rec = batches._recorder(st)
+    rec = batches.recorder(st)
     calls.clear()
     rec.groups(list(range(size)), 0, st.stacks_on(0, None))
     assert 0 < len(calls) < first and max(calls) < size

@@ -159,7 +159,7 @@ def test_the_in_process_compiler_starts_with_the_largest_job_once_all_are_queued
     for name, n in {"small": 10, "large": 1000, "middle": 100}.items():
         paths[name] = tmp_path / name
         paths[name].write_text("#" * n)
-    workers = precompile_workers._Workers(0)
+    workers = precompile_workers.CompileWorkers(0)
     workers.compile_here()
     workers.submit((str(paths["small"]), "cpu", "kernel", ()))
     # queued while the chain is still recorded: left for the workers (none here) until then

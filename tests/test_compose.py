@@ -100,7 +100,7 @@ def _check_batches(imgs, ops, outputs, size, arena, **kw):
     gen = mp.Generator(imgs, ops, outputs=outputs, seed=7)
     with gen.batches(size, **kw) as bs:
         got = np.concatenate([np.asarray(b) for b in bs])
-    assert (batches._arena_recorder(gen._state) is not None) == arena
+    assert (batches.arena_recorder(gen._state) is not None) == arena
     for k in range(outputs):
         ref = convert_reference(want[k], spec)
         if mp.backend() in ("cuda", "hip"):

@@ -78,11 +78,11 @@ def test_batched_generators_take_one_worker_per_gpu(monkeypatch):
 
 
 def test_generator_window_holds_a_batch_beyond_the_worker(monkeypatch):
-    from millipyde.training.generator import _State
+    from millipyde.training.generator import GeneratorState
 
     monkeypatch.delenv("MILLIPYDE_WORKERS", raising=False)
     imgs = [mp.gpuimage(np.zeros((8, 8, 3), np.uint8)) for _ in range(2)]
-    st = _State(imgs, [], 0, 0, 10, False)
+    st = GeneratorState(imgs, [], 0, 0, 10, False)
     assert st.batch > 1
     assert st.workers == workers.workers_per_device(batched=True)
     assert st.depth >= (st.workers + 1) * st.batch

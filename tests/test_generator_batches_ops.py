@@ -46,7 +46,7 @@ def _check(imgs, ops, outputs, size, seed=5, arena=True, **kw):
     gen = mp.Generator(imgs, ops, outputs=outputs, seed=seed)
     with gen.batches(size, **kw) as bs:
         got = [np.asarray(b) for b in bs]
-    assert (batches._arena_recorder(gen._state) is not None) == arena
+    assert (batches.arena_recorder(gen._state) is not None) == arena
     k = 0
     for arr in got:
         for i in range(arr.shape[0]):
@@ -183,7 +183,7 @@ def _one_batch(imgs, ops, size, monkeypatch, **kw):
     gen = mp.Generator(imgs, ops, outputs=size, seed=3)
     bs = gen.batches(size, **kw)
     st = gen._state
-    rec = batches._arena_recorder(st)
+    rec = batches.arena_recorder(st)
     assert rec is not None
     rec.arena(0)  # made once per Generator (and device), not per batch
     bs._make(0, 0, None)  # compiles outside the count
@@ -295,7 +295,7 @@ def test_one_compiled_gather_per_chain_whatever_the_coins() -> None:
             pass
     from millipyde.graph.codegen.gather_sig import gather_ngates
 
-    rec = batches._arena_recorder(gen._state)
+    rec = batches.arena_recorder(gen._state)
     patterns = set()
     for b in range(16):
         for L in rec.record(list(range(4 * b, 4 * b + 4)))[0]:

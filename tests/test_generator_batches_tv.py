@@ -36,8 +36,8 @@ def _check(imgs, ops, outputs, size, route, seed=5, levels=1, **kw):
     with gen.batches(size, **kw) as bs:
         got = [np.asarray(b) for b in bs]
     st = gen._state
-    taken = ("template" if batches._recorder(st) is not None else
-             "arena" if batches._arena_recorder(st) is not None else "per-output")
+    taken = ("template" if batches.recorder(st) is not None else
+             "arena" if batches.arena_recorder(st) is not None else "per-output")
     assert taken == route, taken
     k = 0
     for arr in got:

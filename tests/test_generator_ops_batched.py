@@ -39,13 +39,13 @@ OPS = {
                                         or name not in ("colour", "noise_erase")))
 def test_generator_outputs_batched_equaleager_outputs(name, monkeypatch) -> None:
     runs = []
-    orig = batch._Group.run
+    orig = batch.Group.run
 
     def counting(self, pk):
         runs.append(len(self.members))
         return orig(self, pk)
 
-    monkeypatch.setattr(batch._Group, "run", counting)
+    monkeypatch.setattr(batch.Group, "run", counting)
     rng = np.random.default_rng(1)
     imgs = [mp.gpuimage(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)) for _ in range(2)]
     gen = mp.Generator(imgs, OPS[name], outputs=12, seed=4, return_to_host=True)

@@ -101,17 +101,17 @@ def test_patterns_make_next_outputs_only_when_asked(outputs: bool, monkeypatch) 
     from millipyde.training import generator_state
 
     made = []
-    real = generator_state._State.make_many
+    real = generator_state.GeneratorState.make_many
 
     def counted(self, ks, *a, **kw):
         made.append(list(ks))
         return real(self, ks, *a, **kw)
 
-    monkeypatch.setattr(generator_state._State, "make_many", counted)
+    monkeypatch.setattr(generator_state.GeneratorState, "make_many", counted)
     rng = np.random.default_rng(2)
     imgs = [mp.gpuimage(rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)) for _ in range(2)]
     ks = warmup.representatives(OPS)[:4]
-    warmup._make_patterns(imgs, OPS, ks, 4, 3, "NCHW", outputs=outputs)
+    warmup.make_patterns(imgs, OPS, ks, 4, 3, "NCHW", outputs=outputs)
     assert (ks in made) if outputs else (made == [])
 
 

@@ -162,7 +162,7 @@ def test_batches_equal_the_drawn_ops_as_method_calls(make, crop):
     gen = mp.Generator([mp.gpuimage(i) for i in imgs], pre + [pol], outputs=outputs, seed=seed)
     with gen.batches(8) as bs:
         got = np.concatenate([np.asarray(b) for b in bs])
-    rec = batches._arena_recorder(gen._state)
+    rec = batches.arena_recorder(gen._state)
     assert rec is not None  # recorded as arena gathers, not per output
     launches, left = rec.record(list(range(outputs)))
     # (left: scikit-image's data-dependent warp clip, where no output pixel is wholly
@@ -275,7 +275,7 @@ def test_policy_record_by_tables_equals_the_per_magnitude_record(make, monkeypat
 
     def record(seed: int) -> list:
         gen = mp.Generator(imgs, ops, seed=seed)
-        rec = batches._arena_recorder(gen._state)
+        rec = batches.arena_recorder(gen._state)
         assert rec is not None
         return [(_launch_arrays(launches), left)
                 for launches, left in (rec.record(list(range(b * 256, b * 256 + 256)))
@@ -372,8 +372,8 @@ def test_a_torchvision_recipe_runs_with_only_the_import_changed(policy):
         got = [np.asarray(b) for b in bs]
     # (inputs of one size: the batches take the arena gathers, not the callables' recorder,
     # whose per-output fallback a policy's stand-in would take)
-    assert batches._recorder(gen._state) is None
-    assert batches._arena_recorder(gen._state) is not None
+    assert batches.recorder(gen._state) is None
+    assert batches.arena_recorder(gen._state) is not None
     assert [b.shape for b in got] == [(4, 3, 24, 24)] * 2 and np.isfinite(got[0]).all()
 
 
@@ -388,7 +388,7 @@ def test_policy_batch_under_the_simulator_equals_method_calls():
     spec = batch_spec(4)
     with gen.batches(4) as bs:
         got = np.asarray(next(iter(bs)))
-    assert batches._arena_recorder(gen._state) is not None
+    assert batches.arena_recorder(gen._state) is not None
     for k in range(4):
         want = convert_reference(_by_methods(pol, imgs[0], 2, k, 0), spec)
         if mp.backend() in ("cuda", "hip"):

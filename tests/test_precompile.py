@@ -47,7 +47,7 @@ SCRIPT = textwrap.dedent('''
             from millipyde.graph.codegen import loader
             return {(open(m.__file__).readline().strip(), name):
                     sum(getattr(fn, "_cache_misses", {}).values())
-                    for m in list(loader._modules.values()) for name, fn in vars(m).items()
+                    for m in list(loader.LOADED.values()) for name, fn in vars(m).items()
                     if hasattr(fn, "_cache_misses")}
 
         def counted(*a, **k):
@@ -116,7 +116,7 @@ def test_without_compiling_ahead_another_seed_compiles_its_coin_patterns(tmp_pat
 def test_a_job_that_fails_in_its_worker_is_reported_and_nothing_is_left_running():
     from millipyde.training import precompile
 
-    workers = precompile._Workers(1)
+    workers = precompile.CompileWorkers(1)
     workers.submit(("/nonexistent/millipyde_gen_cpu_0.py", "cpu", "kernel", ()))
     workers.close(timeout=120)
     assert len(workers.results) == 1 and workers.results[0][0] is False
@@ -128,7 +128,7 @@ def test_a_job_that_fails_in_its_worker_is_reported_and_nothing_is_left_running(
 def test_workers_start_with_their_first_job_only():
     from millipyde.training import precompile
 
-    workers = precompile._Workers(2)
+    workers = precompile.CompileWorkers(2)
     workers.close(timeout=120)
     assert workers.results == [] and workers.procs == []  # a warm cache starts no process
     assert not any(t.is_alive() for t in workers.threads)
@@ -137,7 +137,7 @@ def test_workers_start_with_their_first_job_only():
 def test_warm_workers_start_at_once_prepare_and_serve():
     from millipyde.training import precompile
 
-    workers = precompile._Workers(2, warm="cpu")
+    workers = precompile.CompileWorkers(2, warm="cpu")
     assert len(workers.procs) == 2  # started before any job, preparing meanwhile
     workers.submit(("/nonexistent/millipyde_gen_cpu_0.py", "cpu", "kernel", ()))
     workers.close(timeout=120)
@@ -190,7 +190,7 @@ def test_queued_jobs_go_out_largest_module_first(tmp_path):
     sizes = {"small": 10, "large": 1000, "middle": 100}
     for name, n in sizes.items():
         (tmp_path / name).write_text("#" * n)
-    workers = precompile._Workers(0)  # no worker takes them: the queue's order is seen
+    workers = precompile.CompileWorkers(0)  # no worker takes them: the queue's order is seen
     for name in sizes:
         workers.submit((str(tmp_path / name), "cpu", "kernel", ()))
     order = [workers.jobs.get()[3][0] for _ in sizes]

@@ -151,7 +151,7 @@ def test_compose_in_a_generator_sets_the_batch_conversion():
     with gen.batches(3) as bs:
         got = np.concatenate([np.asarray(b) for b in bs])
     assert got.dtype == np.float16
-    assert batches._arena_recorder(gen._state) is not None  # one gather: order as gates
+    assert batches.arena_recorder(gen._state) is not None  # one gather: order as gates
     want = eager_outputs(imgs, body, 6, 2)
     spec = batch_spec(3, dtype="float16", mean=MEAN, std=STD)
     for k in range(6):

@@ -52,13 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     imgs = [mp.gpuimage(rng.integers(0, 256, (args.px, args.px, 3), dtype=np.uint8))
             for _ in range(6)]
     st = mp.Generator(imgs, operations(), seed=0)._state
-    rec = batches._recorder(st)
+    rec = batches.recorder(st)
     stacks = st.stacks_on(0, None)
     n = args.size
 
     def host(b: int) -> tuple:
         groups, left = rec.groups(list(range(b * n, b * n + n)), 0, stacks)
-        pk = batch._Pack()
+        pk = batch.Pack()
         for g in groups:
             g.pack(pk)
         return groups, left
@@ -101,7 +101,7 @@ def _full(args, st, rec) -> int:
     batch_group.tables_of = batch.tables_of = lambda k: k.lut_mode and not (
         (k.pre or k.post) and k.output.shape[0] * k.output.shape[1]
         <= gather.INLINE_TABLE_MAX_PIXELS)
-    rec = batches._recorder(gen._state)
+    rec = batches.recorder(gen._state)
 
     def host(b: int) -> tuple:
         value = bs._write_recorded(rec, list(range(b * n, b * n + n)), 0, None)
@@ -137,7 +137,7 @@ def _fresh(args, st, host, made, bs) -> int:
         gen = mp.Generator(st.inputs, st.operations, seed=100 + rep)
         fresh = gen.batches(args.size)
         fresh._made = bs._made
-        rec = batches._recorder(gen._state)
+        rec = batches.recorder(gen._state)
         recorded[0] = 0
         t0 = time.perf_counter()
         fresh._write_recorded(rec, list(range(args.size)), 0, None)
@@ -206,14 +206,14 @@ def _imagenet(args, rng) -> int:
     imgs = [mp.gpuimage(rng.integers(0, 256, (*s, 3), dtype=np.uint8)) for s in sizes]
     st = mp.Generator(imgs, recipes.operations("imagenet", size=min(224, args.px)),
                       seed=0)._state
-    rec = batches._arena_recorder(st)
+    rec = batches.arena_recorder(st)
     if rec is None:
         raise SystemExit("the imagenet recipe is not recorded as arena batches")
     n = args.size
 
     def host(b: int) -> tuple:
         launches, left = rec.record(list(range(b * n, b * n + n)))
-        pk = batch._Pack()
+        pk = batch.Pack()
         for L in launches:
             for a in (L.p, L.rows, L.pos, np.zeros(len(L.pos))) + (
                     () if L.prefix is None else (L.prefix.p,)):

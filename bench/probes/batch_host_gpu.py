@@ -208,12 +208,12 @@ def _fresh(batch: Any, args: argparse.Namespace) -> int:
     from millipyde.backend import pool
 
     n, times = args.batches * args.repeat, []
-    layouts = len(pool._LAYOUTS._protos)
+    layouts = len(pool.LAYOUTS._protos)
     for b in range(1, 1 + n):
         c0 = time.thread_time()
         batch(b)
         times.append(time.thread_time() - c0)
-    layouts = len(pool._LAYOUTS._protos) - layouts
+    layouts = len(pool.LAYOUTS._protos) - layouts
     prof = cProfile.Profile()
     prof.enable()
     for b in range(1 + n, 1 + n + args.batches):
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     st.stacked_nodes[0] = nodes
     spec = BatchSpec.check(args.size, None, "NCHW", "float32", None, None, 3, False, False)
     runner = batches.Batches(gen, spec, [0])
-    rec = batches._recorder(st)
+    rec = batches.recorder(st)
     stream = runtime._default_streams[0]
     n = args.size
 

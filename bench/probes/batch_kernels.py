@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 
         g, w = (int(v) or None for v in setting.split(","))
         batch_gather.MAX_REGISTERS.update(gather=g, writer=w)
-        exec_batch._gather_fn.cache_clear()
+        exec_batch.gather_fn.cache_clear()
         batch_convert.fused_writer.cache_clear()
         _run(imgs, args, f"{args.label} caps={setting}")
     for setting in args.rows:
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         batch_gather.ROWS_PER_TRIP.update(gather=g, writer=w)
         if grey:
             batch_gather.ROWS_PER_TRIP["grey writer"] = grey[0]
-        exec_batch._gather_fn.cache_clear()
+        exec_batch.gather_fn.cache_clear()
         batch_convert.fused_writer.cache_clear()
         _run(imgs, args, f"{args.label} rows={g},{w}")
     return 0

@@ -35,9 +35,9 @@ print(json.dumps(cold_child(256, 512, 0)))
 def alone() -> dict:
     """One worker's start-up steps, nothing else running (seconds since it was spawned)."""
     sys.path.insert(0, str(ROOT))
-    from millipyde.training.precompile_workers import _Workers
+    from millipyde.training.precompile_workers import CompileWorkers
 
-    workers = _Workers(1, warm="cuda")
+    workers = CompileWorkers(1, warm="cuda")
     workers.submit(("/nonexistent/millipyde_gen_cuda_0.py", "cuda", "kernel", ()))
     workers.close(timeout=300)
     return workers.starts[0] if workers.starts else {"results": workers.results}

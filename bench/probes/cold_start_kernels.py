@@ -177,7 +177,7 @@ def record(recipe: str, n: int, out: Path, with_precompile: bool = False) -> Non
 
     def recorded(kernel: Any, device: int, args: tuple) -> bool:
         fn = getattr(kernel, "fn", None) or getattr(kernel, "py_func", None)
-        mod = loader._modules.get(getattr(fn, "__module__", None))
+        mod = loader.LOADED.get(getattr(fn, "__module__", None))
         path = getattr(mod, "__file__", None) or "?"
         launches[(path, getattr(fn, "__name__", "?"),
                   tuple(argtype(a) for a in args))] += 1
@@ -192,7 +192,7 @@ def record(recipe: str, n: int, out: Path, with_precompile: bool = False) -> Non
 
         def job(kernel: Any, args: tuple) -> tuple | None:
             fn = getattr(kernel, "fn", None) or getattr(kernel, "py_func", None)
-            mod = loader._modules.get(getattr(fn, "__module__", None))
+            mod = loader.LOADED.get(getattr(fn, "__module__", None))
             if mod is None:
                 return None
             return (mod.__file__, fn.__name__, tuple(argtype(a) for a in args))
@@ -222,7 +222,7 @@ def record(recipe: str, n: int, out: Path, with_precompile: bool = False) -> Non
                 pass
 
         precompile.job = job
-        precompile._Workers = Workers
+        precompile.CompileWorkers = Workers
 
         def recorded_or_sink(kernel: Any, device: int, args: tuple) -> bool:
             sink = getattr(rt._tls, "recording", None)

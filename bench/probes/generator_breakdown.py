@@ -57,7 +57,7 @@ class _Recorded:
         spec = BatchSpec.check(size, None, "NCHW", "float32", None, None, 3, False, False)
         self.gen, self.stream = gen, ACTIVE.new_stream(gen.device)
         self.runner = batches.Batches(gen, spec, [gen.device])
-        self.rec = batches._recorder(gen._state)
+        self.rec = batches.recorder(gen._state)
 
     def __call__(self, k0: int, n: int) -> tuple[float, float, float]:
         t0 = time.perf_counter()

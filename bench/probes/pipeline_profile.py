@@ -144,8 +144,8 @@ def _phases(base: mp.gpuimage, ops: list, device: int | None, n: int, tag: str) 
         return wrapper
 
     patches = [(pipeline_chunks, "_stack"), (pipeline_chunks, "leaves"), (Recorder, "groups"),
-               (batch.Pack, "upload"), (batch_group._Group, "launch"),
-               (batch_group._Group, "pack"), (pipeline_run.Run, "_finish"),
+               (batch.Pack, "upload"), (batch_group.Group, "launch"),
+               (batch_group.Group, "pack"), (pipeline_run.Run, "_finish"),
                (pipeline_run.Run, "units"), (pipeline_chunks.StageChunks, "launch")]
     saved = [(obj, name, getattr(obj, name)) for obj, name in patches]
     members = runtime.members

@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         for own, ops_, seed, n, count in ((False, ops, 3, 256, args.batches),
                                           (True, [make()], 5, 64, 3)):
             st = mp.Generator([mp.gpuimage(h) for h in hosts], ops_, seed=seed)._state
-            rec = batches._arena_recorder(st)
+            rec = batches.arena_recorder(st)
             if rec is None:
                 raise SystemExit(f"{name}: not recorded as arena batches")
             if args.gpu_record:

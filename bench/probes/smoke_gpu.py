@@ -148,7 +148,7 @@ def kernel_only(base, grey, bw: float) -> list[dict]:
     lut[0, :3] = (255.0 * (np.arange(256) / 255.0) ** 2 + 0.5).astype(np.uint8)
     lut_d = runtime.upload_small(lut, 0)
     dst = runtime.empty(src.shape, src.dtype, 0)
-    s32, d32 = exec_variants._words(src, flat=True), exec_variants._words(dst, flat=True)
+    s32, d32 = exec_variants.words(src, flat=True), exec_variants.words(dst, flat=True)
     launch = codegen_gpu.lut_launch(n)  # as execute launches it
 
     def lutk(_):

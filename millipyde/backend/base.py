@@ -336,7 +336,7 @@ class Backend:
     def upload_parts(self, parts: list[tuple[int, np.ndarray]], nbytes: int,
                      device: int) -> list[Any]:
         """``upload_pack`` of C-contiguous arrays laid out at their byte offsets in a
-        buffer of ``nbytes`` (``graph.exec.batch_group._Pack``); views in ``parts``' order.
+        buffer of ``nbytes`` (``graph.exec.batch_group.Pack``); views in ``parts``' order.
         Here through a host buffer; a backend with a staging ring writes them into it."""
         from .staging import put
 

@@ -29,7 +29,8 @@ class _Unchanged:
         return False
 
 
-_UNCHANGED = _Unchanged()
+#: the one _Unchanged context (the simulator's on_device returns it as well)
+UNCHANGED = _Unchanged()
 
 #: each device's total memory in bytes (None: the driver does not say), asked once
 _TOTAL_MEMORY: dict[int, int | None] = {}
@@ -113,7 +114,7 @@ class CudaDevices:
         if current == device:
             # already current in this thread: pushing the context again costs numba-cuda a
             # dozen driver calls, and a generator-based context manager ~6 us per launch
-            return _UNCHANGED
+            return UNCHANGED
         if current is None and self._is_current(device):
             # the thread's own context (numba-cuda leaves the first device's current) is the
             # one asked for: adopt it for the block instead of a push and pop per op

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import config, faults
 from . import rawlaunch
-from .pool import _LAYOUTS, CupyPool, stream_handle
+from .pool import LAYOUTS, CupyPool, stream_handle
 from .staging import StagingRing
 
 
@@ -170,8 +170,8 @@ class CudaMemory:
         if buffer.stream == 0 and step and 0 not in shape and self._cupy_pool() is not None:
             # (each member's memory keeps the buffer's, as numba-cuda's views do)
             base = int(data.device_pointer)
-            return _LAYOUTS.stamp_members(buffer.shape[0], step, buffer.dtype, shape, base,
-                                          data, data.context)
+            return LAYOUTS.stamp_members(buffer.shape[0], step, buffer.dtype, shape, base,
+                                         data, data.context)
         return [_device_view(buffer, buffer.shape[1:], buffer.strides[1:], buffer.dtype,
                              m * step, (m + 1) * step) for m in range(buffer.shape[0])]
 

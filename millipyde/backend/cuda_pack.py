@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import faults
 from . import launcher
-from .pool import _LAYOUTS, stream_handle
+from .pool import LAYOUTS, stream_handle
 from .staging import StagingRing
 
 #: slots of a device's pack ring: a slot is written again once the copy that last read it
@@ -120,11 +120,11 @@ class CudaPacks:
         d = buffer.__dict__
         if d["stream"] != 0 or d["size"] == 0 or not d["_dummy"].is_c_contig:
             return buffer.reshape(*shape)
-        proto = _LAYOUTS._protos.get((shape, d["dtype"]))
+        proto = LAYOUTS._protos.get((shape, d["dtype"]))
         if proto is None or d["size"] != proto["size"]:
             if min(shape, default=0) < 0 or math.prod(shape) != d["size"]:
                 return buffer.reshape(*shape)  # numba-cuda raises as it does
-            proto = _LAYOUTS.proto(shape, buffer.dtype, buffer.gpu_data.context)
+            proto = LAYOUTS.proto(shape, buffer.dtype, buffer.gpu_data.context)
         arr = object.__new__(_DEVICE_ARRAY[0])
         arr.__dict__.update(proto)
         arr.gpu_data = d["gpu_data"]
@@ -146,8 +146,8 @@ class CudaPacks:
         if d["size"] % 8 or int(d["gpu_data"].device_pointer) % 8:
             return None
         shape = (d["size"] // 8,)
-        proto = _LAYOUTS._protos.get((shape, _U64)) or \
-            _LAYOUTS.proto(shape, _U64, buffer.gpu_data.context)
+        proto = LAYOUTS._protos.get((shape, _U64)) or \
+            LAYOUTS.proto(shape, _U64, buffer.gpu_data.context)
         got = object.__new__(_DEVICE_ARRAY[0])
         got.__dict__.update(proto)
         got.gpu_data = d["gpu_data"]
@@ -171,7 +171,7 @@ class CudaPacks:
             self._pack_ring(device, nbytes).copy_parts(buf, parts, nbytes, stream)
             ctx = pool._context(device, self._context)
             layout = [(off, a.dtype, a.shape) for off, a in parts]
-            views = _LAYOUTS.stamp_parts(layout, int(buf.gpu_data.device_pointer), buf, ctx)
+            views = LAYOUTS.stamp_parts(layout, int(buf.gpu_data.device_pointer), buf, ctx)
             for i, (_, dtype, shape) in enumerate(layout):
                 if views[i] is None:  # an empty part: an array of its own
                     views[i] = self.empty(shape, dtype, device)
@@ -184,7 +184,7 @@ class CudaPacks:
         current, no pool, an empty shape, an armed fault, a failed allocation) as ``empty``."""
         tls = self._tls
         pool = self._cupy_pool()
-        if pool is None or faults._armed or getattr(tls, "device", None) != device:
+        if pool is None or faults.ARMED or getattr(tls, "device", None) != device:
             return self.empty(shape, dtype, device)
         s = getattr(tls, "stream", None)
         stream = self._default_streams.get(device) if s is None else s

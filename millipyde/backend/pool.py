@@ -58,8 +58,8 @@ class CupyPool:
 
         ``context(device)`` gives the device's numba-cuda context (called once per device).
         """
-        block = self._block(_LAYOUTS.nbytes(shape, dtype), device, stream_handle(stream))
-        return _LAYOUTS.stamp(shape, dtype, block.ptr, block, self._context(device, context))
+        block = self._block(LAYOUTS.nbytes(shape, dtype), device, stream_handle(stream))
+        return LAYOUTS.stamp(shape, dtype, block.ptr, block, self._context(device, context))
 
     def _block(self, nbytes: int, device: int, handle: int) -> Any:
         with self.cupy.cuda.Device(device):
@@ -91,9 +91,9 @@ class CupyPool:
         """
         from numba.cuda.cudadrv import devicearray, driver
 
-        nbytes = _LAYOUTS.nbytes(shape, dtype)
+        nbytes = LAYOUTS.nbytes(shape, dtype)
         ctx = self._context(device, context)
-        proto = _LAYOUTS.proto(shape, dtype, ctx)
+        proto = LAYOUTS.proto(shape, dtype, ctx)
         block_of = self._block_current
         array, pointer = devicearray.DeviceNDArray, driver.MemoryPointer
         cu_ptr = driver.binding.CUdeviceptr
@@ -144,7 +144,7 @@ class CupyPool:
     def stamp(shape: tuple[int, ...], dtype: np.dtype, ptr: int, owner: Any, ctx: Any) -> Any:
         """What ``_wrap`` builds for a C-contiguous block at ``ptr``, from its layout's
         prototype (``_Layouts``)."""
-        return _LAYOUTS.stamp(shape, dtype, ptr, owner, ctx)
+        return LAYOUTS.stamp(shape, dtype, ptr, owner, ctx)
 
     def clear(self) -> None:
         """Forget the cached streams and contexts (at exit, while the contexts exist)."""
@@ -348,5 +348,6 @@ def _off() -> None:
     _DESCRIBE = False
 
 
-_LAYOUTS = _Layouts()
+#: the process's one set of layout prototypes (the cuda backend's memory and batch packs read it)
+LAYOUTS = _Layouts()
 

@@ -16,7 +16,7 @@ import numpy as np
 from .base import Backend, Capabilities, DeviceInfo
 from .cpu import host_memory_bytes
 from .cuda import CudaBackend
-from .cuda_devices import _UNCHANGED
+from .cuda_devices import UNCHANGED
 
 
 class SimBackend(CudaBackend):
@@ -58,7 +58,7 @@ class SimBackend(CudaBackend):
         return host_memory_bytes()  # simulated arrays are host arrays
 
     def on_device(self, device: int) -> contextlib.AbstractContextManager[None]:
-        return _UNCHANGED
+        return UNCHANGED
 
     def synchronize(self, device: int | None = None) -> None:
         self.cuda.synchronize()

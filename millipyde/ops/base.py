@@ -32,7 +32,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 from numba.extending import register_jitable
 
-from .._args import _EXACT, _bounds, _int, _number, _range
+from ..checks import EXACT, bounds, integer, number, number_range
 from ..kernels.registry import REGISTRY, OpSpec
 
 __all__ = [
@@ -44,10 +44,7 @@ __all__ = [
 #: the op families, in the order the documentation lists them
 FAMILIES = ("colour", "intensity", "geometry", "noise", "filters")
 
-number = _number
-integer = _int
-span = _range
-bounds = _bounds
+span = number_range
 
 
 class ImageKind(NamedTuple):
@@ -202,11 +199,11 @@ def pair(value: Any, name: str, symmetric: bool = False,
          low: float | None = None) -> tuple[float, float]:
     """A number ``v`` as ``(-v, v)`` (``symmetric``) or a [low, high] pair."""
     if symmetric and not isinstance(value, (Sequence, np.ndarray)):
-        v = _number(value, name)
+        v = number(value, name)
         if v < 0:
             raise ValueError(f"{name} must be >= 0 when a single number, got {v}")
         return -v, v
-    lo, hi = _range(value, name)
+    lo, hi = number_range(value, name)
     if low is not None and lo < low:
         raise ValueError(f"{name} must be >= {low}, got low bound {lo}")
     return lo, hi
@@ -231,7 +228,7 @@ def unsigned_only(kind: ImageKind, what: str,
 
 def chance(p: Any, name: str = "p") -> float:
     """torchvision's probability ``p``: a real number in [0, 1], both ends included."""
-    v = _number(p, name)
+    v = number(p, name)
     if not 0.0 <= v <= 1.0:
         raise ValueError(f"{name} must lie in [0, 1], got {v}")
     return v
@@ -254,11 +251,11 @@ def image_value(kind: ImageKind, value: Any, name: str) -> float:
     """A fill value in the image's own units: a whole number the image's integer type holds
     (0..255 for uint8, -32768..32767 for int16, ...), or in [0, 1] for float images. What the
     type cannot hold is refused (a pad wrapped it, uint16 -5 -> 65531, where erase clipped)."""
-    v = _number(value, name)
+    v = number(value, name)
     if kind.dtype.kind in "ui":
         info = np.iinfo(kind.dtype)
         # values travel as float64: the 64-bit types hold only what it holds exactly
-        lo, hi = max(int(info.min), -_EXACT), min(int(info.max), _EXACT)
+        lo, hi = max(int(info.min), -EXACT), min(int(info.max), EXACT)
         # (a Python or NumPy integer compared as itself: its float may round into the range)
         whole = int(value) if isinstance(value, (int, np.integer)) else v
         if whole != math.floor(v) or not lo <= whole <= hi:

@@ -78,7 +78,7 @@ class ChainCtx(batch_ops.Ctx):
         for b in np.unique(bases).tolist():
             at = bases == b
             out[at] = batch_math.mix_uniforms(z[at], np.array(
-                [(b + t) & mprandom._MASK], dtype=np.uint64))[:, 0]
+                [(b + t) & mprandom.MASK], dtype=np.uint64))[:, 0]
         return out
 
     def block(self) -> np.ndarray:  # pragma: no cover - a branch's draws are all ``u``'s

@@ -162,7 +162,7 @@ def _convert_fn(cin: int, channels: int, layout: str, resize: bool) -> Any:
 def write_sample(out: Any, pos: Any, src: Any, spec: BatchSpec, consts: tuple[Any, Any],
                  hw: tuple[int, int], device: int) -> None:
     """Convert the stored images ``src`` (nb, h, w, cin) into samples ``pos`` of ``out``."""
-    from ..graph.exec.batch import _launch
+    from ..graph.exec.batch import launch
     from ..graph.plan.schedule import full_range
 
     nb, h, w, cin = src.shape
@@ -178,8 +178,8 @@ def write_sample(out: Any, pos: Any, src: Any, spec: BatchSpec, consts: tuple[An
         src = runtime.from_host(np.zeros((nb, 1, 1, cin), dtype=np.dtype(src.dtype)), device)
         h = w = 1
     fn = _convert_fn(int(cin), spec.channels, spec.layout, resize)
-    _launch(fn, nb, H, W, device, src, pos, out, consts[0], consts[1],
-            full_range(src.dtype), h / H, w / W)
+    launch(fn, nb, H, W, device, src, pos, out, consts[0], consts[1],
+           full_range(src.dtype), h / H, w / W)
 
 
 @functools.cache

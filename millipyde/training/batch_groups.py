@@ -20,7 +20,7 @@ import numpy as np
 
 from ..graph.codegen import gather_sig as codegen
 from ..graph.exec import batch, tables
-from ..graph.plan.schedule import _affine3
+from ..graph.plan.schedule import affine3
 from ..kernels import REGISTRY
 from . import batch_math
 from .batch_fill import KernelPlans, RowsFill, source_columns
@@ -96,7 +96,7 @@ def _recipe(t: Any, i: int, d: Draws) -> _GatherRecipe:
     for m in k.nodes:  # as Gather.add composes them: A = A @ map, each at its input's shape
         kind = getattr(m.op, "kind", "")
         if kind == "index_map" and seen and not m.gated_off:
-            post_maps.append(_affine3(m.op, *cur))
+            post_maps.append(affine3(m.op, *cur))
         seen = seen or kind == "sampler"
         cur = tuple(m.shape[:2])
     stages = []
@@ -104,7 +104,7 @@ def _recipe(t: Any, i: int, d: Draws) -> _GatherRecipe:
         ran = [m for m in ops if not m.gated_off]
         varying = [(q, j) for q, m in enumerate(ran) if (j := d.op(t, m)) is not None]
         if varying:
-            fixed = np.array([tables._op_params(m) for m in ran]).reshape(len(ran), 3)
+            fixed = np.array([tables.op_params(m) for m in ran]).reshape(len(ran), 3)
             codes = np.array([m.op.code for m in ran], dtype=np.int64)
             # the template's own draws are overwritten per member: patterns whose stages
             # differ only there build their tables in one call
@@ -237,7 +237,7 @@ class KeyPlan:
         self.index: dict[Any, int] = {}  # template -> its index
         self.kernels: list[Any] = []
         self.lock = threading.Lock()
-        self.memo: dict[Any, Any] = {}  # compiled launches of the key (``_Group.memo``)
+        self.memo: dict[Any, Any] = {}  # compiled launches of the key (``Group.memo``)
         # what a batch whose templates all joined already reads without the lock
         # (``batch_record``'s fast path): (templates, kernel plans), set before ``ready``
         # (template -> its index) names the templates they cover
@@ -295,7 +295,7 @@ def _gather_arrays(kp: _GatherPlan, tid: np.ndarray, rows: np.ndarray, d: Draws,
     for u, r in kp.post:  # index maps after the sampler: the same 3x3 products as Gather.add
         j, spec, mid, _ = r.sampler
         for at in np.flatnonzero(tid == u).tolist():
-            a = _affine3(spec, *mid, tuple(d.params[j][rows[at]].tolist()))
+            a = affine3(spec, *mid, tuple(d.params[j][rows[at]].tolist()))
             for q in r.post_maps:
                 a = a @ q
             p[at, codegen.A_OFF:codegen.A_OFF + 6] = a[:2].ravel()
@@ -315,8 +315,8 @@ def _gather_arrays(kp: _GatherPlan, tid: np.ndarray, rows: np.ndarray, d: Draws,
             batch_math.lut_many()(codes, prm, channels, full, out)
             lut[m, stage] = out
         return {"lut": lut, "p": p, "gated": kp.gated}
-    # one table for every member (``_Group.pack``), the plan's own array every batch: a
-    # constant of the pack whose device copies the plan keeps (``_Pack.constant``)
+    # one table for every member (``Group.pack``), the plan's own array every batch: a
+    # constant of the pack whose device copies the plan keeps (``Pack.constant``)
     return {"lut": kp.lut, "p": p, "gated": kp.gated, "lut_held": kp.lut_held}
 
 
@@ -392,7 +392,7 @@ def member_arrays(templates: list[Any], kernels: list[Any], tid: np.ndarray, row
     return rows[ok], arrays, rows[~ok]
 
 
-class ArrayGroup(batch._Group):
+class ArrayGroup(batch.Group):
     """A ``graph.exec.batch`` group whose per-member arguments come as stacked arrays.
 
     ``plan``: its key's :class:`KeyPlan`; ``kernels``: the group's kernels (its first
@@ -431,7 +431,7 @@ class ArrayGroup(batch._Group):
     def radius(self, i: int) -> int:
         return int(self.arrays[i]["rad"].max(initial=0))
 
-    def pack(self, pk: batch._Pack, start: int = 0) -> None:
-        """Lay the group's arrays out in ``pk`` (``_Group.pack``'s slots); ``start``: those of
+    def pack(self, pk: batch.Pack, start: int = 0) -> None:
+        """Lay the group's arrays out in ``pk`` (``Group.pack``'s slots); ``start``: those of
         kernels ``start ..`` only (``pack_arrays``)."""
         self.pack_arrays(pk, self.sidx, self.arrays, start)

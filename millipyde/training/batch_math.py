@@ -16,7 +16,7 @@ import numpy as np
 from ..graph.codegen.loader import load
 from ..graph.codegen.lut import compose_tables
 from ..graph.codegen.target import HEADER
-from ..graph.plan.schedule import _affine3
+from ..graph.plan.schedule import affine3
 from ..kernels import REGISTRY
 
 # (Gaussian taps live in ``batch_taps``; named here with the rest of the batch host math)
@@ -124,24 +124,25 @@ def _affine_rows(name: str, nparams: int):
 
 def affine_rows(spec: Any, hs: np.ndarray, ws: np.ndarray,
                 vals: np.ndarray | None = None) -> np.ndarray:
-    """(n, 3, 3) matrices ``_affine3(spec, hs[m], ws[m], vals[m])``, compiled host code; the
-    first row is checked against ``_affine3`` itself (a difference: Python for every row)."""
+    """(n, 3, 3) matrices ``schedule.affine3(spec, hs[m], ws[m], vals[m])``, compiled host
+    code; the first row is checked against ``schedule.affine3`` itself (a difference: Python
+    for every row)."""
     n = len(hs)
     vals = np.zeros((n, 0)) if vals is None else np.ascontiguousarray(vals, dtype=np.float64)
     out = np.empty((n, 3, 3))
     if n and spec.projective:  # homogeneous coordinates (a homography): in Python, per row
         for m in range(n):
-            out[m] = _affine3(spec, int(hs[m]), int(ws[m]), tuple(vals[m].tolist()))
+            out[m] = affine3(spec, int(hs[m]), int(ws[m]), tuple(vals[m].tolist()))
         return out
     if n:
         # integer sizes as Python ints would pass them: int64 (the map divides in float64)
         hs = np.ascontiguousarray(hs, dtype=np.int64)
         ws = np.ascontiguousarray(ws, dtype=np.int64)
         _affine_rows(spec.name, vals.shape[1])(vals, hs, ws, out)
-        first = _affine3(spec, int(hs[0]), int(ws[0]), tuple(vals[0].tolist()))
+        first = affine3(spec, int(hs[0]), int(ws[0]), tuple(vals[0].tolist()))
         if first.tolist() != out[0].tolist():  # pragma: no cover - a libm that differs
             for m in range(n):
-                out[m] = _affine3(spec, int(hs[m]), int(ws[m]), tuple(vals[m].tolist()))
+                out[m] = affine3(spec, int(hs[m]), int(ws[m]), tuple(vals[m].tolist()))
     return out
 
 
@@ -175,7 +176,7 @@ def _identities(x: np.ndarray) -> bool:
     return bool((x.reshape(len(x), 9).view(np.int64) == _EYE_BITS).all())
 
 
-#: ``random._mix`` (a SplitMix64 round) in compiled host code: the head of the draws' modules
+#: ``random.mix`` (a SplitMix64 round) in compiled host code: the head of the draws' modules
 _MIX_HEAD = '''import math
 
 import numpy as np
@@ -251,7 +252,7 @@ def _mix_module():
 
 
 def mix_rounds(z: np.ndarray, ts: np.ndarray) -> np.ndarray:
-    """(n, T) ``random._mix(z[i] ^ ts[t])`` (uint64: integer arithmetic, the same bits)."""
+    """(n, T) ``random.mix(z[i] ^ ts[t])`` (uint64: integer arithmetic, the same bits)."""
     out = np.empty((len(z), len(ts)), dtype=np.uint64)
     _mix_module().rounds(np.ascontiguousarray(z, dtype=np.uint64),
                          np.ascontiguousarray(ts, dtype=np.uint64), out)
@@ -259,7 +260,7 @@ def mix_rounds(z: np.ndarray, ts: np.ndarray) -> np.ndarray:
 
 
 def mix_uniforms(z: np.ndarray, ts: np.ndarray) -> np.ndarray:
-    """(n, T) ``random.uniform01``'s float of ``random._mix(z[i] ^ ts[t])``."""
+    """(n, T) ``random.uniform01``'s float of ``random.mix(z[i] ^ ts[t])``."""
     out = np.empty((len(z), len(ts)))
     _mix_module().uniforms(np.ascontiguousarray(z, dtype=np.uint64),
                            np.ascontiguousarray(ts, dtype=np.uint64), out)

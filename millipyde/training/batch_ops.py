@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .. import random as mprandom
-from .._args import _number, _range
+from ..checks import number, number_range
 from ..compose import Choice, child_index
 from ..decorators import UserOp
 from ..image import gpuimage
@@ -34,17 +34,18 @@ def sample_round(seed: int, ks: np.ndarray) -> np.ndarray:
     """The first SplitMix64 rounds of ``random.key64`` (seed, then sample): the same for
     every op of an output (pass it to each op's :class:`Ctx`)."""
     s = ks.astype(np.int64).view(np.uint64)
-    return batch_math.mix_rounds(s, np.array([mprandom._mix(seed & mprandom._MASK)],
+    return batch_math.mix_rounds(s, np.array([mprandom.mix(seed & mprandom.MASK)],
                                              dtype=np.uint64))[:, 0]
 
 
 def _word(t: int) -> np.ndarray:
-    return np.array([t & mprandom._MASK], dtype=np.uint64)
+    return np.array([t & mprandom.MASK], dtype=np.uint64)
 
 
 #: draws ``-1 .. BLOCK - 2`` of an op (the coin, then the first parameters) come in one block
 BLOCK = 10
-_BLOCK_WORDS = np.array([t & mprandom._MASK for t in range(-1, BLOCK - 1)], dtype=np.uint64)
+#: the block's draw indices as the uint64 words the compiled draws mix in
+BLOCK_WORDS = np.array([t & mprandom.MASK for t in range(-1, BLOCK - 1)], dtype=np.uint64)
 
 
 class Ctx:
@@ -71,7 +72,7 @@ class Ctx:
     def block(self) -> np.ndarray:
         """(n, BLOCK) draws ``-1 .. BLOCK - 2`` (column ``t + 1``)."""
         if self._block is None:
-            self._block = batch_math.mix_uniforms(self._z, _BLOCK_WORDS)
+            self._block = batch_math.mix_uniforms(self._z, BLOCK_WORDS)
         return self._block
 
     def coins(self, probability: float | None) -> np.ndarray:
@@ -101,7 +102,7 @@ class Ctx:
         ts = np.asarray(ts, dtype=np.int64)
         if len(ts) and ts.min() >= -1 and ts.max() < BLOCK - 1:
             return self.block()[rows][:, ts + 1]
-        words = np.array([int(t) & mprandom._MASK for t in ts.tolist()], dtype=np.uint64)
+        words = np.array([int(t) & mprandom.MASK for t in ts.tolist()], dtype=np.uint64)
         return batch_math.mix_uniforms(self._z[rows], words)
 
     def first_fits(self, fn: Any, hw: np.ndarray, params: tuple[float, ...], tries: int,
@@ -739,11 +740,11 @@ def user_op(g: VGather, c: Ctx, fn: UserOp, params: tuple, on: np.ndarray) -> No
     cols = []
     for i, p in enumerate(params):
         if isinstance(p, (tuple, list, np.ndarray)):
-            lo, hi = _range(p, "") if len(p) != 2 or not all(
+            lo, hi = number_range(p, "") if len(p) != 2 or not all(
                 type(v) is float for v in p) else p
             cols.append(lo + (hi - lo) * c.u(i))
         else:
-            cols.append(_number(p, ""))
+            cols.append(number(p, ""))
     vals = columns(*cols, n=g.n)
     if fn.kind != "index_map":
         g.chain(fn.name, vals, on)

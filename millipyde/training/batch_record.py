@@ -33,11 +33,11 @@ from ..graph.exec import batch
 from ..image import gpuimage
 from ..ops import FORMS, Ranges
 from ..ops.base import kind_of
-from ..random import _MASK
+from ..random import MASK
 from ..workers import StepError, private_handle
 from . import batch_math
 from .batch_groups import ArrayGroup, Draws, KeyPlan, group_arrays, member_arrays
-from .batch_ops import _BLOCK_WORDS, BLOCK, Ctx, sample_round
+from .batch_ops import BLOCK, BLOCK_WORDS, Ctx, sample_round
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def draw(rules: list[_Rule], seed: int, ks: np.ndarray) -> tuple[np.ndarray, lis
     words, cols = _draw_words(tuple(len(r.ranges) if r.ranges else 0 for r in rules))
     # (J, n, cols): column t + 1 is draw t of op j (``Ctx.block``); only the block's first
     # columns that some op reads (each uniform is its own SplitMix64 round: the same bits)
-    blocks = batch_math.op_uniforms(z1, words, _BLOCK_WORDS[:cols])
+    blocks = batch_math.op_uniforms(z1, words, BLOCK_WORDS[:cols])
     # no coin: always drawn (a uniform is below 1, so below 2)
     probs = np.array([2.0 if r.probability is None else r.probability for r in rules])
     coins = blocks[:, :, 0].T < probs
@@ -125,7 +125,7 @@ def given_rule(params: int) -> _Rule:
 def _draw_words(nranges: tuple[int, ...]) -> tuple[np.ndarray, int]:
     """``draw``'s per-op words (read only) and how many of an op block's columns (the coin,
     then the draws) it reads, for ops with these numbers of draw ranges."""
-    words = np.array([j & _MASK for j in range(len(nranges))], dtype=np.uint64)
+    words = np.array([j & MASK for j in range(len(nranges))], dtype=np.uint64)
     words.flags.writeable = False
     return words, min(BLOCK, 1 + max(nranges, default=0))
 
@@ -188,7 +188,7 @@ def record_template(state: Any, rules: list[_Rule], k: int, device: int,
                 n = n.inputs[0]
     finally:
         y._pinned = None
-    got = batch._analyse(y._node, 0, stacks)
+    got = batch.analyse(y._node, 0, stacks)
     if got is None:
         return None
     t = _Template(got[0], got[1], op_of)
@@ -262,7 +262,7 @@ class Recorder:
         self.ahead: set[int] = set()  # devices whose first batch recorded templates ahead
 
     #: Outputs tried as a pattern's template before the pattern is left to per-output work
-    #: (an output whose recording does not batch: a plan ``batch._analyse`` refuses).
+    #: (an output whose recording does not batch: a plan ``batch.analyse`` refuses).
     TRIES = 4
 
     def template(self, device: int, pattern: np.ndarray, candidates: list[int],

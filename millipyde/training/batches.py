@@ -21,7 +21,7 @@ from ..backend import ACTIVE as runtime  # the active backend
 from ..graph.codegen import batch_tables, batch_writer
 from ..graph.codegen.batch_gather import launch_args
 from ..graph.exec import batch, batch_prefix
-from ..graph.exec.batch import _launch
+from ..graph.exec.batch import launch
 from ..graph.ir.node import leaf
 from ..graph.plan.schedule import full_range
 from ..pipeline import PipelineError
@@ -278,8 +278,8 @@ class Batches:
         """Batch of outputs ``ks`` of state ``st`` (the Generator's, or a decoded batch's)."""
         # chains batch_record takes (same-size inputs, thesis ops) keep it; the others, and
         # every chain over mixed sizes, go to arena gathers where their ops allow
-        rec = _recorder(st)
-        arena = _arena_recorder(st) if rec is None else None
+        rec = recorder(st)
+        arena = arena_recorder(st) if rec is None else None
         if arena is not None:
             return self._write_arena(arena, ks, device, stream, st)
         if rec is None:
@@ -435,7 +435,7 @@ class Batches:
         ys = self._made_by(st, [ks[r] for r in left], device, stream) if left else []
         shapes += [([r], tuple(y.shape)) for r, y in zip(left, ys, strict=True)]
         hw = self._check_shapes(shapes, ks)
-        pk = batch._Pack(len(ks))
+        pk = batch.Pack(len(ks))
         heads = [batch_prefix.PrefixGroup(gs, k) for gs, k in batch_prefix.prefixes(groups)]
         # a group after a shared prefix uploads the arrays of its own kernels only
         start = {id(g): len(h.kernels()) for h in heads for g in h.groups}
@@ -533,8 +533,8 @@ class Batches:
                            batch_writer.INT32_TAPS),
                           lambda: fused_writer(sig, gated, spec.channels, spec.layout, wide,
                                                u8, words))
-            _launch(fn, nb, hw[0], hw[1], device, *args, flat_out, pos, mean, std, cfull,
-                    *((srcw,) if words else ()))
+            launch(fn, nb, hw[0], hw[1], device, *args, flat_out, pos, mean, std, cfull,
+                   *((srcw,) if words else ()))
 
         return fused
 
@@ -597,12 +597,12 @@ FUSE = True
 RECORD_AT_ONCE = True
 
 
-def _arena_recorder(state: Any) -> Any:
+def arena_recorder(state: Any) -> Any:
     """The Generator state's ``batch_arena.ArenaRecorder``, or None (no fault armed: only the
     per-output path counts fault points)."""
     from .. import faults
 
-    if not RECORD_AT_ONCE or faults._armed:
+    if not RECORD_AT_ONCE or faults.ARMED:
         return None
     rec = getattr(state, "arena_recorder", False)
     if rec is False:
@@ -612,7 +612,10 @@ def _arena_recorder(state: Any) -> Any:
     return rec
 
 
-def _recorder(state: Any) -> Any:
+_arena_recorder = arena_recorder  # (test_generator_batches_stats reads the old name; to go)
+
+
+def recorder(state: Any) -> Any:
     """The Generator state's ``batch_record.BatchRecorder``: the first of the kinds
     :func:`recorders` lists that takes the state, or None (per-output batches, or the arena
     recorder's: ``_make_outputs``)."""

@@ -25,7 +25,7 @@ from ..pipeline import (
     check_seed,
 )
 from ..workers import private_handle
-from .generator_state import AHEAD_BYTES, StreamState, _State  # noqa: F401  (tests: _State)
+from .generator_state import AHEAD_BYTES, GeneratorState, StreamState  # noqa: F401  (tests: GeneratorState)
 
 
 def _check_rank(rank: Any, world_size: Any) -> tuple[int, int]:
@@ -120,7 +120,7 @@ class Generator:
                  drop_last: Any = False, strict: Any = False, labels: Any = None,
                  decoder: Any = "auto", read_ahead: Any = None, decode_process: Any = None,
                  **kwargs: Any) -> None:
-        self._state: _State | None = None
+        self._state: GeneratorState | None = None
         self._stream: Any = None
         if kwargs:
             raise ArgumentError(f"Generator got unknown keyword argument(s): {', '.join(kwargs)}")
@@ -239,16 +239,16 @@ class Generator:
         self._ops = ops
         self._state = self._new_state(0)
 
-    def _new_state(self, epoch: int) -> _State:
+    def _new_state(self, epoch: int) -> GeneratorState:
         """The state ``next()`` runs on, from the start of ``epoch``."""
         start = self.sampler.start(epoch)
         if self._stream is not None:
             return StreamState(self._stream, list(self._ops), self.device, self.seed,
                                self.outputs, self.return_to_host, self.rank, self.world_size,
                                start)
-        return _State(self.source.items, list(self._ops), self.device, self.seed,
-                      self.outputs, self.return_to_host, self.rank, self.world_size,
-                      self.sampler, start)
+        return GeneratorState(self.source.items, list(self._ops), self.device, self.seed,
+                              self.outputs, self.return_to_host, self.rank, self.world_size,
+                              self.sampler, start)
 
     @property
     def inputs(self) -> list[gpuarray]:
@@ -285,7 +285,7 @@ class Generator:
         """
         if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
             raise ArgumentError(f"set_epoch needs an int >= 0, got {epoch!r}")
-        if not isinstance(self._state, _State):
+        if not isinstance(self._state, GeneratorState):
             raise ArgumentError("set_epoch needs a Generator of this process (no client=)")
         try:
             self.sampler.start(int(epoch))
@@ -407,7 +407,7 @@ class Generator:
         """
         from .batches import Batches, BatchSpec
 
-        if not isinstance(self._state, _State):
+        if not isinstance(self._state, GeneratorState):
             raise ArgumentError("Generator.batches needs a Generator of this process (no "
                                 "client=)")
         # ToDtype / Normalize among the operations (millipyde.transforms) where not given here

@@ -63,7 +63,7 @@ def step_failure(err: StepError, k: int, where: str, device: int) -> PipelineErr
     return out
 
 
-class _State:
+class GeneratorState:
     """What the workers share with the Generator (kept apart so ``__del__`` can run)."""
 
     #: a batch's recording may plan the templates of the batches after it (its outputs ahead
@@ -122,11 +122,11 @@ class _State:
     #: on this state: in-memory inputs, its own workers
     compiles_ahead = True
 
-    def twin(self) -> _State:
+    def twin(self) -> GeneratorState:
         """A fresh state over the same inputs, Operations, seed, sampler and outputs (nothing
         made or cached shared): what compiling ahead records its outputs on."""
-        return _State(self.inputs, self.operations, self.device, self.seed, self.outputs,
-                      False, self.rank, self.world, self.sampler, self.start_k)
+        return GeneratorState(self.inputs, self.operations, self.device, self.seed, self.outputs,
+                              False, self.rank, self.world, self.sampler, self.start_k)
 
     def start(self) -> None:
         if self.group is None:
@@ -219,19 +219,19 @@ class _State:
         pattern); the kernels then run batched (``batch.materialize_batch``).
         """
         if self.mixed:
-            from .batches import _arena_recorder
+            from .batches import arena_recorder
 
-            rec = _arena_recorder(self) if recorded else None
+            rec = arena_recorder(self) if recorded else None
             if rec is not None:
                 return self._make_arena(rec, ks, device, stream, to_host)
         if self.batch <= 1 or self.mixed:
             return self._make_each(ks, device, stream, to_host)
         stacks = self.stacks_on(device, stream)
         # armed faults count checks per output and operation: only the per-output path has them
-        if recorded and not faults._armed:
-            from .batches import _recorder
+        if recorded and not faults.ARMED:
+            from .batches import recorder
 
-            rec = _recorder(self)
+            rec = recorder(self)
             if rec is not None:
                 return self._make_recorded(rec, ks, device, stream, to_host, stacks)
         ys, late = [], None
@@ -287,7 +287,7 @@ class _State:
         except RecordError as err:
             return self.make_many(ks[:ks.index(err.k)], device, stream, to_host, False) + \
                 [(None, err.err)]
-        pk = batch._Pack(len(ks))
+        pk = batch.Pack(len(ks))
         for g in groups:
             g.pack(pk)
         values: list[Any] = [None] * len(ks)
@@ -417,14 +417,14 @@ class _State:
             self.group.join(time.monotonic() + 30.0)
 
 
-class BatchState(_State):
+class BatchState(GeneratorState):
     """Samples of one decoded batch of a streamed Generator as in-memory inputs, made by the
     machinery above: output ``ks[r]`` shows ``inputs[r]``, with its own draws."""
 
     plan_ahead = False  # the outputs after this batch are not its own
     compiles_ahead = False
 
-    def __init__(self, parent: _State, inputs: list[gpuarray], ks: Any) -> None:
+    def __init__(self, parent: GeneratorState, inputs: list[gpuarray], ks: Any) -> None:
         super().__init__(inputs, parent.operations, parent.device, parent.seed, None,
                          parent.return_to_host, parent.rank, parent.world)
         karr = np.asarray(ks, dtype=np.int64).reshape(-1)
@@ -436,7 +436,7 @@ class BatchState(_State):
         return int(at) if np.ndim(at) == 0 else at
 
 
-class StreamState(_State):
+class StreamState(GeneratorState):
     """``next()`` over a streamed source: chunks of ``CHUNK`` outputs, read and decoded ahead
     by a Loader (``batch_stream``), each made as a :class:`BatchState`."""
 

@@ -40,13 +40,13 @@ from ..backend import ACTIVE as runtime
 from ..graph.codegen.compile_worker import compile_job as _compile  # noqa: F401
 from ..graph.codegen.compile_worker import prepare as _prepare  # noqa: F401
 from ..graph.codegen.compile_worker import serve  # noqa: F401  (the worker's loop)
-from .precompile_workers import _what, _Workers, startup_summary
+from .precompile_workers import CompileWorkers, module_line, startup_summary
 
 #: ``Generator.batches`` precompiles on backends whose compiles take seconds (real GPUs);
 #: False turns it off (benchmarks compare).
 ENABLED = True
 #: The consuming process compiles jobs too, while its worker processes start
-#: (``_Workers.compile_here``); False: only the workers (tests count what each compiled).
+#: (``CompileWorkers.compile_here``); False: only the workers (tests count what each compiled).
 IN_PROCESS = True
 #: At most this many worker processes. Each creates a GPU context, which the driver makes one
 #: at a time, and compiles beside the others: more processes start later and compile slower
@@ -55,7 +55,7 @@ MAX_PROCESSES = 8
 _done: set[tuple] = set()
 _lock = threading.Lock()
 #: the pool ``start_workers`` started, until a compiling ahead takes it (at most one)
-_ahead: list[tuple[_Workers, float]] = []
+_ahead: list[tuple[CompileWorkers, float]] = []
 _exit_hook: list[bool] = []
 #: the thread ``start_workers`` opened this process's device contexts in
 _opening: list[threading.Thread] = []
@@ -95,7 +95,7 @@ def start_workers(processes: int | None = None) -> bool:
                                     name="millipyde-open-devices")
         contexts.start()
         _opening.append(contexts)
-        workers = _Workers(_processes(processes), warm=runtime.codegen_target)
+        workers = CompileWorkers(_processes(processes), warm=runtime.codegen_target)
         _ahead.append((workers, time.perf_counter()))
         if not _exit_hook:
             atexit.register(stop_workers)
@@ -123,7 +123,7 @@ def stop_workers() -> None:
         t.join(60)
 
 
-def _take_workers(n: int) -> tuple[_Workers, float] | None:
+def _take_workers(n: int) -> tuple[CompileWorkers, float] | None:
     """The pool started ahead, if any and of ``n`` workers (another size: killed)."""
     with _lock:
         got = _ahead.pop() if _ahead else None
@@ -148,7 +148,7 @@ def _generated(kernel: Any) -> Any:
     from ..graph.codegen import loader
 
     fn = getattr(kernel, "py_func", None)
-    mod = loader._modules.get(getattr(fn, "__module__", None))
+    mod = loader.LOADED.get(getattr(fn, "__module__", None))
     if mod is None or getattr(mod, fn.__name__, None) is not kernel:
         return None
     return mod
@@ -186,10 +186,10 @@ def _user_op_modules(mod: Any) -> tuple[str, ...]:
 class _Jobs:
     """The recording sink: each new job handed to the workers as soon as it is seen."""
 
-    def __init__(self, workers: _Workers) -> None:
+    def __init__(self, workers: CompileWorkers) -> None:
         self.workers = workers
         self.seen: set[tuple] = set()
-        #: what the recording makes now (``warmup._make_patterns``' phases), per job the
+        #: what the recording makes now (``warmup.make_patterns``' phases), per job the
         #: phase that first launched it
         self.phase = ""
         self.phases: dict[tuple, str] = {}
@@ -292,7 +292,7 @@ def _marker(key: tuple) -> Path:
 
     from ..graph.codegen import loader
 
-    digest = hashlib.sha1((repr(key) + loader._KERNEL_DIGEST).encode()).hexdigest()[:20]
+    digest = hashlib.sha1((repr(key) + loader.KERNEL_DIGEST).encode()).hexdigest()[:20]
     return loader.cache_dir() / f"precompiled-{digest}"
 
 
@@ -331,8 +331,8 @@ def precompile(operations: list, inputs: list, *, size: int = 256, channels: int
                  for shape, xs in by_shape.items()}
         with runtime.recording(jobs), _host_functions_deferred(jobs):
             for shape, pair in pairs.items():
-                warmup._make_patterns(pair, operations, ks[shape], size, channels,
-                                      layout, spec, jobs.enter, outputs)
+                warmup.make_patterns(pair, operations, ks[shape], size, channels,
+                                     layout, spec, jobs.enter, outputs)
 
     return _compile_ahead(key, record, processes)
 
@@ -363,7 +363,7 @@ def _compile_ahead(key: tuple, record: Any, processes: int | None) -> dict:
     # are recorded
     got = _take_workers(n)
     if got is None:
-        workers, ahead = _Workers(n, warm=runtime.codegen_target), 0.0
+        workers, ahead = CompileWorkers(n, warm=runtime.codegen_target), 0.0
     else:
         workers, ahead = got[0], t0 - got[1]
     if IN_PROCESS:
@@ -400,7 +400,7 @@ AHEAD_OUTPUTS = 64
 def precompile_outputs(state: Any, count: int = AHEAD_OUTPUTS,
                        processes: int | None = None) -> dict:
     """Compile, in worker processes, every kernel the first ``count`` outputs of a
-    Generator's ``next()`` launch (``state``: its ``generator_state._State``).
+    Generator's ``next()`` launch (``state``: its ``generator_state.GeneratorState``).
 
     The outputs are made by a fresh state over the same inputs, Operations, seed and sampler
     (so the same route: per output, recorded batches or arena gathers, in the chunks the
@@ -465,14 +465,14 @@ def before_outputs(state: Any) -> None:
                       "kernels compile on first use", RuntimeWarning, stacklevel=3)
 
 
-def _timeline(workers: _Workers, jobs: _Jobs) -> dict:
+def _timeline(workers: CompileWorkers, jobs: _Jobs) -> dict:
     """``slowest``: the four slowest jobs (seconds, function, the generated module's first
     line, the phase that launched it); ``last_job``: the job answered last (queued, sent and
     answered, in seconds since the workers started; its seconds, function, module line);
     ``ready_seconds``: per phase, when its last job was answered (what waiting for that
     phase's kernels alone would have cost)."""
     phase = {(path, fn): p for (path, _, fn, *_), p in jobs.phases.items()}
-    slowest = [(round(sec, 2), fn, _what(path), phase.get((path, fn), ""))
+    slowest = [(round(sec, 2), fn, module_line(path), phase.get((path, fn), ""))
                for sec, path, fn, *_ in sorted(workers.timed, reverse=True)[:4]]
     ready: dict[str, float] = {}
     for _, path, fn, _, _, done in workers.timed:
@@ -481,7 +481,7 @@ def _timeline(workers: _Workers, jobs: _Jobs) -> dict:
     end = max(workers.timed, key=lambda t: t[5], default=None)
     last_job = None if end is None else {
         "queued": round(end[3], 2), "sent": round(end[4], 2), "answered": round(end[5], 2),
-        "seconds": round(end[0], 2), "function": end[2], "module": _what(end[1])}
+        "seconds": round(end[0], 2), "function": end[2], "module": module_line(end[1])}
     return {"slowest": slowest, "last_job": last_job, "ready_seconds": ready}
 
 

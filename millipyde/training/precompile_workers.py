@@ -22,7 +22,7 @@ from ..backend import ACTIVE as runtime
 from ..graph.codegen import compile_worker
 
 
-class _Workers:
+class CompileWorkers:
     """Compile jobs run by worker processes, one thread feeding each.
 
     Plain subprocesses (``python -c``), not ``multiprocessing``: its spawned children import
@@ -226,7 +226,7 @@ def _closed(proc: subprocess.Popen) -> None:
     return None
 
 
-def _what(path: str) -> str:
+def module_line(path: str) -> str:
     """A generated module's first line (what it holds), for reports."""
     try:
         with open(path, encoding="utf-8") as f:

@@ -39,7 +39,7 @@ def compiled_count() -> int:
     from ..graph.codegen import loader
 
     n = 0
-    for mod in list(loader._modules.values()):
+    for mod in list(loader.LOADED.values()):
         for value in vars(mod).values():
             if isinstance(getattr(value, "_cache", None), NullCache):
                 # a device function (``_dev``, uncached): compiled only with a kernel that calls
@@ -156,14 +156,14 @@ def warm(specs: list[tuple], shape: tuple[int, ...], share: tuple[int, int] = (0
     rng = np.random.default_rng(0)
     imgs = [mp.gpuimage(rng.integers(0, 256, shape, dtype=np.uint8)) for _ in range(2)]
     ks = representatives(ops, shape=shape)[share[0]::share[1]]
-    _make_patterns(imgs, ops, ks, size, channels, layout)
+    make_patterns(imgs, ops, ks, size, channels, layout)
     return {"patterns": len(ks), "compiled": compiled_count() - before,
             "seconds": time.perf_counter() - t0}
 
 
-def _make_patterns(imgs: list, ops: list, ks: list[int], size: int, channels: int,
-                   layout: str, spec: Any = None,
-                   phase: Callable[[str], None] | None = None, outputs: bool = True) -> None:
+def make_patterns(imgs: list, ops: list, ks: list[int], size: int, channels: int,
+                  layout: str, spec: Any = None,
+                  phase: Callable[[str], None] | None = None, outputs: bool = True) -> None:
     """Outputs ``ks`` of a seed-0 Generator of ``ops`` on ``imgs``, through ``batches``' fused
     writer and the Generator's own batched path (every kernel either may launch).
 

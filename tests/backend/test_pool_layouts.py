@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from millipyde.backend.pool import _LAYOUTS, CupyPool
+from millipyde.backend.pool import LAYOUTS, CupyPool
 
 
 def _fake_cupy_array(shape: tuple[int, ...], dtype: np.dtype, ptr: int) -> SimpleNamespace:
@@ -164,7 +164,7 @@ def test_stamped_parts_are_what_numbas_constructors_build():
     owner, base = object(), 1 << 20
     parts = [(0, np.dtype(np.int64), (5,)), (48, np.dtype(np.float64), (3, 4)),
              (160, np.dtype(np.uint8), (0, 3)), (176, np.dtype(np.uint8), (2, 2, 3, 256))]
-    got = _LAYOUTS.stamp_parts(parts, base, owner, None)
+    got = LAYOUTS.stamp_parts(parts, base, owner, None)
     assert got[2] is None
     for (off, dtype, shape), a in zip(parts, got, strict=True):
         if 0 in shape:
@@ -194,9 +194,9 @@ def test_stamped_members_are_the_stamped_parts_of_one_layout():
         pytest.skip("numba-cuda's DeviceNDArray (the CUDA simulator's module has none)")
     owner, base, shape, dtype = object(), 1 << 24, (6, 5, 3), np.dtype(np.float64)
     step = 6 * 5 * 3 * 8 + 64  # members need not be packed
-    got = _LAYOUTS.stamp_members(4, step, dtype, shape, base, owner, None)
-    want = _LAYOUTS.stamp_parts([(m * step, dtype, shape) for m in range(4)], base, owner,
-                                None)
+    got = LAYOUTS.stamp_members(4, step, dtype, shape, base, owner, None)
+    want = LAYOUTS.stamp_parts([(m * step, dtype, shape) for m in range(4)], base, owner,
+                               None)
     assert len(got) == 4
     for a, b in zip(got, want, strict=True):
         assert a is not b and a.gpu_data is not b.gpu_data

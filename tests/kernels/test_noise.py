@@ -56,7 +56,7 @@ def _reference_noise(img, sigma, seed, sample=0, op=0):
         for x in range(w):
             for c in range(chans):
                 n = ((y * w + x) * 4 + c) * 2
-                u1, u2 = ((mprandom._mix(key ^ m) >> 11) * 2.0 ** -53 for m in (n, n + 1))
+                u1, u2 = ((mprandom.mix(key ^ m) >> 11) * 2.0 ** -53 for m in (n, n + 1))
                 z = math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
                 idx = (y, x, c) if img.ndim == 3 else (y, x)
                 out[idx] = min(max(out[idx] + sigma * z * full, 0.0), full)

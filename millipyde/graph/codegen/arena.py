@@ -2,7 +2,7 @@
 
 A Generator's distinct inputs are packed once into one flat device buffer; batch member ``b``
 reads its source at ``rows[b, 0]`` (the flat offset) with row stride ``rows[b, 1]`` (source
-width). The kernels are the per-image gather's body text (``gather_body._gather_body``) with
+width). The kernels are the per-image gather's body text (``gather_body.gather_body``) with
 
 - each source read ``src[_u(sy), _u(sx), c]`` turned into a flat read of the member's source,
 - every other array access given the member's index (``codegen.batch.batched``),
@@ -24,7 +24,7 @@ import re
 from ...kernels import REGISTRY
 from .batch import batched
 from .chain import gather_defs
-from .gather_body import _gather_body
+from .gather_body import gather_body
 from .gather_sig import GatherSig
 from .loader import load
 from .stat import MEMBER_INDEX, arena_per_image, arena_reads
@@ -51,7 +51,7 @@ def arena_gather_source(sig: GatherSig, target: str, sim: bool = False, gates: b
 
     if sig.packed or sig.mode != "chain":
         raise ValueError("arena gathers are unpacked chain-mode gathers")
-    body = batched(arena_reads(_gather_body(sig, gates), sig.cin), MEMBER_INDEX)
+    body = batched(arena_reads(gather_body(sig, gates), sig.cin), MEMBER_INDEX)
     jam = jam_pixels(sig)
     head = (f"# millipyde generated arena gather: {sig} layout={layout or '-'} "
             f"channels={channels}\n" + HEADER[target] + gather_defs(sig) + RINT_CLIP)
@@ -68,7 +68,7 @@ def arena_gather_source(sig: GatherSig, target: str, sim: bool = False, gates: b
             return ""  # alpha
         targets = range(channels) if sig.cout == 1 else [c]
         return "\n".join([f"{ind}cv_ = float({v})"]
-                         + [ind + convert._store(layout, t, "cv_", "o_", "cfull")
+                         + [ind + convert.store(layout, t, "cv_", "o_", "cfull")
                             for t in targets])
 
     body, n = _STORE.subn(store, body)
@@ -78,7 +78,7 @@ def arena_gather_source(sig: GatherSig, target: str, sim: bool = False, gates: b
                                                                    "out.shape[2]")
     fn = (dec + "def kernel(src, rows, p, stat, out, pos, mean, std, cfull):\n"
           f"    nb = pos.shape[0]\n    h = {hw[0]}\n    w = {hw[1]}\n")
-    return (head + convert._DEFS + fn
+    return (head + convert.DEFS + fn
             + loop_3d(target, "nb", "h", "w", arena_per_image(sig, gates, "o_ = pos[b]\n"),
                        body, jam))
 

@@ -25,7 +25,7 @@ import re
 from .batch_gather import gather_flat_source
 from .gather_sig import GatherSig, stat_width
 from .loader import load
-from .stencil import _STENCIL_COLS, _STENCIL_ROWS
+from .stencil import STENCIL_COLS, STENCIL_ROWS
 from .target import HEADER, RINT_CLIP, jit_decorator, loop_3d, replace_once
 
 # An array access ``name[`` not preceded by a part of a longer name or an attribute dot.
@@ -105,12 +105,12 @@ def stencil_batch_source(target: str, sim: bool = False) -> str:
     rows = (f"\n\n{dec}\ndef rows(src, sidx, tmp, taps, rad, nc):\n"
             "    nb = tmp.shape[0]\n    h = src.shape[1]\n    w = src.shape[2]\n"
             "    nc_all = nc\n"
-            + loop_3d(target, "nb", "h", "w * nc", per_image, wrap(_STENCIL_ROWS)))
+            + loop_3d(target, "nb", "h", "w * nc", per_image, wrap(STENCIL_ROWS)))
     cols = (f"\n\n{dec}\ndef cols(src, sidx, tmp, dst, taps, rad, nc, is_int, full):\n"
             "    nb = dst.shape[0]\n    h = src.shape[1]\n    w = src.shape[2]\n"
             "    nc_all = src.shape[3]\n"
             + loop_3d(target, "nb", "h", "w * nc_all", per_image,
-                       wrap(replace_once(_STENCIL_COLS, "if c < nc:", "if c < nc and r >= 0:"))))
+                       wrap(replace_once(STENCIL_COLS, "if c < nc:", "if c < nc and r >= 0:"))))
     return head + rows + cols
 
 

@@ -34,10 +34,10 @@ from .batch_rows import rows_body, split_stores
 from .batch_tables import tabled  # noqa: F401  (batch_group asks here)
 from .chain import gather_defs
 from .gather_body import (
-    _gather_body,
     extras_prologue,
     flat_offsets,
     gate_prologue,
+    gather_body,
     gather_prologue,
 )
 from .gather_sig import GatherSig, gather_ngates, gather_nparams
@@ -64,7 +64,7 @@ ROWS_PER_TRIP = {"gather": 4, "writer": 1, "grey writer": 2}
 MAX_REGISTERS: dict[str, int | None] = {"gather": None, "writer": 64, "axis": None}
 
 
-def _capped(target: str, sim: bool, kind: str) -> str:
+def capped(target: str, sim: bool, kind: str) -> str:
     """The kernel decorator, with ``MAX_REGISTERS[kind]`` on real GPUs."""
     dec, regs = jit_decorator(target, sim), MAX_REGISTERS.get(kind)
     if not regs or target == "cpu" or sim:
@@ -138,7 +138,7 @@ def flat_accesses(text: str, sig: GatherSig) -> str:
     cin, cout = sig.cin, sig.cout
 
     def src(ps: list[str]) -> str:
-        if len(ps) == 1:  # already flat (``_gather_body``'s flat form)
+        if len(ps) == 1:  # already flat (``gather_body``'s flat form)
             return ps[0]
         sy, sx, c = (_unsigned(v) for v in ps)
         return f"_u(ib_ + _ix(({sy} * sw_ + {sx}) * {cin} + {c}))"
@@ -158,7 +158,7 @@ def flat_accesses(text: str, sig: GatherSig) -> str:
     return text
 
 
-def _loop(target: str, per_image: str, body: str, launch: str = "", rows: int = 1) -> str:
+def loop(target: str, per_image: str, body: str, launch: str = "", rows: int = 1) -> str:
     """Members ``b`` < ``nb``, rows ``y`` < ``h``, columns ``x`` < ``w`` (``target.loop_3d``'s
     loops; ``launch`` runs once per thread before them; on GPUs a trip of ``body`` covers
     ``rows`` of the thread's rows, ``batch_rows``)."""
@@ -193,7 +193,7 @@ def _pixels(body: str, rows: int) -> str:
             f"    y = _ix(y + {rows} * sy_)\n")
 
 
-def _prologue(sig: GatherSig, gates: bool) -> str:
+def prologue(sig: GatherSig, gates: bool) -> str:
     """Per member: its base offsets, then the per-launch reads of the per-image kernel."""
     pn = gather_nparams(sig) + (gather_ngates(sig) if gates else 0)
     lb = f"b * {2 * sig.cin * 256}" if sig.mode == "lut" else "0"
@@ -203,7 +203,25 @@ def _prologue(sig: GatherSig, gates: bool) -> str:
             f"db_ = b * (h * w * {sig.cout})\n" + text)
 
 
-def _head(sig: GatherSig, target: str, wide: bool, what: str) -> str:
+def head(sig: GatherSig, target: str, wide: bool, what: str) -> str:
+    """The text a batched gather's module starts with (the writer's as well).
+
+    Parameters
+    ----------
+    sig : GatherSig
+        The gather.
+    target : str
+        The codegen target (``HEADER``'s key).
+    wide : bool
+        64-bit offsets (else 32-bit).
+    what : str
+        The kernel's description in the module's first line.
+
+    Returns
+    -------
+    str
+        The first line, the target's header, the index type and the gather's definitions.
+    """
     return (f"# millipyde generated flat batched {what}: {sig} wide={wide}\n"
             + HEADER[target] + _IX[target].format(t="int64" if wide else "int32")
             + gather_defs(sig) + RINT_CLIP)
@@ -215,7 +233,7 @@ def gather_flat_source(sig: GatherSig, target: str, sim: bool = False, gates: bo
     ``sig`` over a batch, flat buffers (module doc, :func:`launch_args`); ``wide``: 64-bit
     offsets; ``tabled_``: through per-block tables (:func:`tabled` says where)."""
     rows = 1 if target == "cpu" else ROWS_PER_TRIP["gather"]
-    launch, per = "", _prologue(sig, gates)
+    launch, per = "", prologue(sig, gates)
     if tabled_:
         if not batch_tables.chain_tables(sig, target):
             raise ValueError(f"a tabled batched gather needs a uint8 RGB or grey chain: {sig}")
@@ -224,28 +242,28 @@ def gather_flat_source(sig: GatherSig, target: str, sim: bool = False, gates: bo
 
     def body(sampler: str) -> str:
         text = (batch_tables.fast_body(sig, gates, sampler) if tabled_
-                else _gather_body(sig, gates, flat=True, sampler=sampler))
+                else gather_body(sig, gates, flat=True, sampler=sampler))
         compute, stores = split_stores(text)
         return flat_accesses(rows_body(compute, stores, rows), sig)
 
     per = flat_accesses(per, sig)
-    fn = (f"\n\n{_capped(target, sim, 'gather')}\n"
+    fn = (f"\n\n{capped(target, sim, 'gather')}\n"
           "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, dst):\n")
     what = f"gather rows={rows}" + (" tabled" if tabled_ else "")
-    head = _head(sig, target, wide, what) + (batch_tables.HEAD if tabled_ else "") + fn
-    if _gated_sampler(sig, gates, target):
-        return head + _loop_by(per, [(_SAMPLER_ON, body("on")), ("", body("off"))], launch,
-                               rows)
-    return head + _loop(target, per, body("pixel"), launch, rows=rows)
+    top = head(sig, target, wide, what) + (batch_tables.HEAD if tabled_ else "") + fn
+    if gated_sampler(sig, gates, target):
+        return top + loop_by(per, [(SAMPLER_ON, body("on")), ("", body("off"))], launch,
+                              rows)
+    return top + loop(target, per, body("pixel"), launch, rows=rows)
 
 
 # the per-member condition (``gate_prologue``'s flag) under which a gated sampler blends
-_SAMPLER_ON = "gs_ == 0.0"
+SAMPLER_ON = "gs_ == 0.0"
 
 
-def _gated_sampler(sig: GatherSig, gates: bool, target: str) -> bool:
+def gated_sampler(sig: GatherSig, gates: bool, target: str) -> bool:
     """Whether a batched kernel of ``sig`` gives members whose sampler is gated off their own
-    pixel loop, which reads one tap (GPUs: ``_loop_by``; ``gather_body._gather_body``)."""
+    pixel loop, which reads one tap (GPUs: ``loop_by``; ``gather_body.gather_body``)."""
     return target != "cpu" and gates and sig.sampler
 
 
@@ -263,13 +281,13 @@ def gather_axis_source(sig: GatherSig, target: str, sim: bool = False,
     ``src`` and ``dst`` as uint64 words (``batch_perm.launch_words``)."""
     if not batch_perm.applies(sig, target, np.uint8):
         raise ValueError(f"the axis-map batched gather takes tabled gathers of whole pixels: {sig}")
-    per = flat_accesses(_prologue(sig, gates) + "\n" + batch_tables.table_text(sig, gates), sig)
+    per = flat_accesses(prologue(sig, gates) + "\n" + batch_tables.table_text(sig, gates), sig)
     general = flat_accesses(batch_tables.fast_body(sig, gates), sig)
     launch = batch_tables.launch_text(sig) + batch_perm.launch_text(sig.cin)
-    fn = (f"\n\n{_capped(target, sim, 'axis')}\n"
+    fn = (f"\n\n{capped(target, sim, 'axis')}\n"
           "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, dst, srcw, dstw):\n")
     what = f"gather axis-map words tile={batch_perm.TILE}"
-    return (_head(sig, target, False, what) + batch_tables.HEAD + batch_perm.HEAD + fn
+    return (head(sig, target, False, what) + batch_tables.HEAD + batch_perm.HEAD + fn
             + _members(launch, per + "\n" + batch_perm.member_text(sig.cin, general), ""))
 
 
@@ -289,8 +307,8 @@ def axis_words(sig: GatherSig, target: str, src: Any, dst_flat: Any, w: int, wid
     return batch_perm.launch_words(runtime, runtime.flat(src), dst_flat, int(src.shape[2]), w)
 
 
-def _loop_by(per_image: str, bodies: list[tuple[str, str]], launch: str, rows: int) -> str:
-    """``_loop`` on GPUs with one pixel loop per ``(condition, body)`` of ``bodies``: a member
+def loop_by(per_image: str, bodies: list[tuple[str, str]], launch: str, rows: int) -> str:
+    """``loop`` on GPUs with one pixel loop per ``(condition, body)`` of ``bodies``: a member
     runs the first whose condition (uniform per member, set by ``per_image``) holds; the
     last's condition is not read (``else``).
 

@@ -12,7 +12,7 @@ is the chain's value on that byte, so every value is the inline chain's.
 Flat gathers know their source is uint8 when they are generated (:func:`tabled`). The batch
 writers are generated without the source's type: theirs is a run-time choice per member,
 ``full == 255.0`` (uint8), with the inline body kept for other sources (the writer runs the
-member's pixels through one or the other: ``batch_gather._loop_by``).
+member's pixels through one or the other: ``batch_gather.loop_by``).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from ...kernels import REGISTRY
-from .chain import _chain_all
-from .gather_body import _gather_body, flat_offsets
-from .gather_sig import GatherSig, _chained, op_offsets
+from .chain import chain_all
+from .gather_body import flat_offsets, gather_body
+from .gather_sig import GatherSig, chained, op_offsets
 from .subscripts import rewrite_subscripts
 
 #: Whether uint8 elementwise chains of batched gathers run through per-block tables on GPUs;
@@ -65,7 +65,7 @@ def table_text(sig: GatherSig, gates: bool, guard: str = "") -> str:
     """Per member (after its prologue): the block fills ``ct_`` (where ``guard`` holds)."""
     chans = range(sig.cin)
     vars_ = [f"v{c}" for c in chans]
-    chain = _chain_all(sig.pre, vars_, "full", 0, op_offsets(_chained(sig)), True, gates)
+    chain = chain_all(sig.pre, vars_, "full", 0, op_offsets(chained(sig)), True, gates)
     ind = "    " if guard else ""
     fill = (["i_ = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x", "while i_ < 256:"]
             + [f"    {v} = float(i_)" for v in vars_]
@@ -84,9 +84,9 @@ def table_text(sig: GatherSig, gates: bool, guard: str = "") -> str:
 def fast_body(sig: GatherSig, gates: bool, sampler: str = "pixel", words: bool = False
               ) -> str:
     """The gather of ``sig`` in table mode, its stage-0 table the block's ``ct_``
-    (``sampler``, ``words``: ``gather_body._gather_body``'s)."""
+    (``sampler``, ``words``: ``gather_body.gather_body``'s)."""
     table_sig = dataclasses.replace(sig, mode="lut", pre=(), lut_stages=(True, False))
-    body = _gather_body(table_sig, gates, flat=True, sampler=sampler, words=words)
+    body = gather_body(table_sig, gates, flat=True, sampler=sampler, words=words)
     # the byte widened first: under the simulator a uint8 plus an int stays uint8
     return rewrite_subscripts(body, "lut", lambda ps: f"_u32(_u32({ps[2]}) + {ps[1]} * 256)",
                               to="ct_")

@@ -10,18 +10,18 @@ from collections.abc import Callable
 
 from . import batch_tables
 from .batch_gather import (
-    _SAMPLER_ON,
     ROWS_PER_TRIP,
-    _capped,
-    _gated_sampler,
-    _head,
-    _loop,
-    _loop_by,
-    _prologue,
+    SAMPLER_ON,
+    capped,
     flat_accesses,
+    gated_sampler,
+    head,
+    loop,
+    loop_by,
+    prologue,
 )
 from .batch_rows import rows_body, split_stores
-from .gather_body import WORD_TAPS_DEF, _gather_body
+from .gather_body import WORD_TAPS_DEF, gather_body
 from .gather_sig import GatherSig
 from .loader import load
 from .tile2d_batch import RINT_U8
@@ -210,7 +210,7 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
     ``src``'s uint64 view (``Backend.words``: a whole number of aligned words), and reads
     the rotated taps of interior pixels as words (``gather_body.word_taps_head``).
     """
-    from .convert import _DEFS, _DIGEST
+    from .convert import DEFS, DIGEST
 
     if words and not word_taps(sig, target, u8):
         raise ValueError(f"word taps need a uint8 RGB source, a sampler, GPUs: {sig}")
@@ -221,11 +221,11 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
     rows = 1 if target == "cpu" else ROWS_PER_TRIP["grey writer" if sig.cout == 1
                                                    else "writer"]
     # a uint8 member's chain through its block's table (batch_tables), others inline; with a
-    # gated sampler, members whose sampler is gated off read one tap (``_gated_sampler``)
+    # gated sampler, members whose sampler is gated off read one tap (``gated_sampler``)
     chained = batch_tables.chain_tables(sig, target) and u8 is not False
     only = chained and u8 is True  # every member through the table
-    split = _gated_sampler(sig, gates, target)
-    samplers = [(_SAMPLER_ON, "on"), ("", "off")] if split else [("", "pixel")]
+    split = gated_sampler(sig, gates, target)
+    samplers = [(SAMPLER_ON, "on"), ("", "off")] if split else [("", "pixel")]
     # the uint8 table writer's values as table indices (every member's ``full`` is 255)
     ints = only and table and split and INT_INDEX
     unit = target != "cpu" and UNIT_DIVISIONS
@@ -239,26 +239,26 @@ def gather_writer_source(sig: GatherSig, target: str, sim: bool, gates: bool, ch
 
     makes = ([("" if only else "cton_",
                lambda s, g, m: batch_tables.fast_body(s, g, m, words))] if chained else []) + (
-        [] if only else [("", lambda s, g, m: _gather_body(s, g, True, m, words))])
+        [] if only else [("", lambda s, g, m: gather_body(s, g, True, m, words))])
     bodies = [(" and ".join(c for c in (cond, on) if c),
                _writer_body(made(make, sampler), sig, layout, channels, table, rows, ints,
                             unit))
               for cond, make in makes for on, sampler in samplers]
     per = _member_text(sig, gates, channels, chained, only)
     launch = _launch_text(sig, channels, chained, table, unit)
-    head = (_head(sig, target, wide, f"gather + batch writer {layout} channels={channels} "
-                  f"rows={rows} math={_DIGEST}" + (" chain-tables" if chained else "")
-                  + (" uint8" if only else "") + (" words" if words else ""))
-            + _DEFS + "from numba import float32 as _f32\n" + _SAME_DEF
+    top = (head(sig, target, wide, f"gather + batch writer {layout} channels={channels} "
+                 f"rows={rows} math={DIGEST}" + (" chain-tables" if chained else "")
+                 + (" uint8" if only else "") + (" words" if words else ""))
+            + DEFS + "from numba import float32 as _f32\n" + _SAME_DEF
             + (batch_tables.HEAD if chained else "") + (WORD_TAPS_DEF if words else "")
             + (RINT_U8 if ints else "") + (_NORMU_DEF if unit else "")
             + (_FI if i32 else ""))
-    fn = (f"\n\n{_capped(target, sim, 'writer')}\n"
+    fn = (f"\n\n{capped(target, sim, 'writer')}\n"
           "def kernel(src, sidx, lut, p, nb, h, w, sn_, sw_, out, pos, mean, std, cfull"
           + (", srcw" if words else "") + "):\n")
     if len(bodies) > 1:
-        return head + fn + _loop_by(per, bodies, launch, rows)
-    return head + fn + _loop(target, per, bodies[0][1], launch, rows)
+        return top + fn + loop_by(per, bodies, launch, rows)
+    return top + fn + loop(target, per, bodies[0][1], launch, rows)
 
 
 def _member_text(sig: GatherSig, gates: bool, channels: int, chained: bool,
@@ -266,7 +266,7 @@ def _member_text(sig: GatherSig, gates: bool, channels: int, chained: bool,
     """The writer's per-member prologue: the gather's, the member's chain table where its
     chain goes through one (``only``: every member's; ``chained``: the members with
     ``full`` 255, ``cton_``), and its sample's offset ``ob_`` in the batch."""
-    per = _prologue(sig, gates)
+    per = prologue(sig, gates)
     if only:
         per += "\n" + batch_tables.table_text(sig, gates)
     elif chained:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 
 from ...kernels import REGISTRY, OpSpec
-from .gather_sig import OPS_OFF, GatherSig, _chained
+from .gather_sig import OPS_OFF, GatherSig, chained
 
 
 def _op_call(name: str, o: int, vars_: list[str], full: str, chan: int | None,
@@ -75,10 +75,10 @@ def _neighbourhood_call(name: str, o: int, vars_: list[str], full: str, j: int,
             + ["    " + ln for ln in body])
 
 
-def _chain_all(ops: tuple[str, ...], vars_: list[str], full: str, first: int,
-               offsets: list[int], cast: bool, gates: bool = False,
-               stats: dict[int, tuple[int, int]] | None = None,
-               local: Callable[[int], list[str]] | None = None) -> str:
+def chain_all(ops: tuple[str, ...], vars_: list[str], full: str, first: int,
+              offsets: list[int], cast: bool, gates: bool = False,
+              stats: dict[int, tuple[int, int]] | None = None,
+              local: Callable[[int], list[str]] | None = None) -> str:
     """Chained ops ``ops`` (global indices from ``first``) on a pixel's values ``vars_``.
 
     Elementwise and positional ops run per channel (alpha, the fourth, only for ops that
@@ -121,8 +121,32 @@ def _chain_all(ops: tuple[str, ...], vars_: list[str], full: str, first: int,
     return "\n".join(lines)
 
 
-def _chain(ops: tuple[str, ...], var: str, chan: int, full: str, first: int, cast: bool,
-           gates: bool = False) -> str:
+def chain_calls(ops: tuple[str, ...], var: str, chan: int, full: str, first: int, cast: bool,
+                gates: bool = False) -> str:
+    """The calls of chained ops ``ops`` on one channel's value ``var``.
+
+    Parameters
+    ----------
+    ops : tuple of str
+        The ops' names (none reads a statistic).
+    var : str
+        The variable holding the value.
+    chan : int
+        The channel.
+    full : str
+        The expression of full intensity.
+    first : int
+        The global index of ``ops[0]`` in the kernel's parameter row.
+    cast : bool
+        Round and clip to the integer type after each op.
+    gates : bool, optional
+        Each call under its op's gate (``g<i>_``).
+
+    Returns
+    -------
+    str
+        The lines, unindented.
+    """
     lines = []
     for i, name in enumerate(ops):
         if REGISTRY[name].stat:
@@ -142,7 +166,7 @@ def _chain(ops: tuple[str, ...], var: str, chan: int, full: str, first: int, cas
 _COUNTER = '''
 @_dev
 def _mix64(z):
-    # SplitMix64's finaliser, as millipyde.random._mix: integer arithmetic, the same bits on
+    # SplitMix64's finaliser, as millipyde.random.mix: integer arithmetic, the same bits on
     # every backend
     z = _u(z + _u(0x9E3779B97F4A7C15))
     z = _u((z ^ (z >> _u(30))) * _u(0xBF58476D1CE4E5B9))
@@ -175,7 +199,7 @@ def _rne(v):
 def gather_defs(sig: GatherSig) -> str:
     """Device functions a gather of ``sig`` calls: its ops, the grey conversion, the counter
     hash when an op draws, the user map."""
-    names = set(_chained(sig))
+    names = set(chained(sig))
     if sig.grey:
         names.add(sig.grey)
     defs = "".join(op_def(n) for n in sorted(names))

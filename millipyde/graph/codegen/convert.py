@@ -17,14 +17,35 @@ from .loader import load
 from .target import HEADER, jit_decorator, loop_3d
 
 # the generated text names the scalar math's digest, so editing it makes new cache files
-_DIGEST = hashlib.sha1(inspect.getsource(_convert_math).encode()).hexdigest()[:12]
+DIGEST = hashlib.sha1(inspect.getsource(_convert_math).encode()).hexdigest()[:12]
 
-_DEFS = ("from millipyde.kernels import convert as _C\n"
-         "_norm = _dev(_C.normalize)\n_grid = _dev(_C.grid_coordinate)\n"
-         "_edge = _dev(_C.edge)\n_lerp2 = _dev(_C.lerp2)\n")
+#: the device functions of the scalar conversion math that converting kernels call
+DEFS = ("from millipyde.kernels import convert as _C\n"
+        "_norm = _dev(_C.normalize)\n_grid = _dev(_C.grid_coordinate)\n"
+        "_edge = _dev(_C.edge)\n_lerp2 = _dev(_C.lerp2)\n")
 
 
-def _store(layout: str, c: int, value: str, o: str = "o", full: str = "full") -> str:
+def store(layout: str, c: int, value: str, o: str = "o", full: str = "full") -> str:
+    """The statement that writes channel ``c``'s ``value`` normalised into the batch ``out``.
+
+    Parameters
+    ----------
+    layout : str
+        ``"NCHW"`` or ``"NHWC"``.
+    c : int
+        The channel.
+    value : str
+        The value's expression.
+    o : str, optional
+        The output's index in the batch.
+    full : str, optional
+        The expression of full intensity.
+
+    Returns
+    -------
+    str
+        One line of generated text.
+    """
     index = f"{o}, {c}, y, x" if layout == "NCHW" else f"{o}, y, x, {c}"
     return f"out[{index}] = _norm({value}, {full}, mean[{c}], std[{c}])"
 
@@ -46,7 +67,7 @@ def convert_source(cin: int, channels: int, layout: str, resize: bool, target: s
             value = f"_lerp2({', '.join(taps)}, ty, tx)"
         else:
             value = f"float(src[b, y, x, {sc}])"
-        lines.append(_store(layout, c, value))
+        lines.append(store(layout, c, value))
     hw = ("out.shape[2]", "out.shape[3]") if layout == "NCHW" else ("out.shape[1]",
                                                                    "out.shape[2]")
     fn = (f"\n\n{jit_decorator(target, sim)}\n"
@@ -54,7 +75,7 @@ def convert_source(cin: int, channels: int, layout: str, resize: bool, target: s
           "    nb = src.shape[0]\n    h = src.shape[1]\n    w = src.shape[2]\n"
           f"    hh = {hw[0]}\n    ww = {hw[1]}\n")
     head = (f"# millipyde generated batch writer: cin={cin} channels={channels} {layout} "
-            f"resize={resize} math={_DIGEST}\n" + HEADER[target] + _DEFS)
+            f"resize={resize} math={DIGEST}\n" + HEADER[target] + DEFS)
     return head + fn + loop_3d(target, "nb", "hh", "ww", "o = pos[b]", "\n".join(lines))
 
 

@@ -7,9 +7,9 @@ import re
 
 from .chain import gather_defs
 from .gather_body import (
-    _gather_body,
     extras_prologue,
     gate_prologue,
+    gather_body,
     gather_prologue,
     tabled_body,
     tabled_prologue,
@@ -33,7 +33,7 @@ def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
     tabled = sig.tabled and target != "cpu"
     if sig.tabled and not tabled_fits(sig):
         raise ValueError(f"a tabled gather needs an elementwise uint8 chain alone: {sig}")
-    body = tabled_body(sig) if tabled else _gather_body(sig, gates=sig.gates)
+    body = tabled_body(sig) if tabled else gather_body(sig, gates=sig.gates)
     head = (f"# millipyde generated gather kernel: {sig}\n" + HEADER[target] + gather_defs(sig)
             + RINT_CLIP + ("from numba import float64 as _f64\n" if tabled else ""))
     params = "p"
@@ -67,7 +67,7 @@ def gather_source(sig: GatherSig, target: str, sim: bool = False) -> str:
     items = gather_items(sig, target, sim)
     if items > 1 and not tabled:
         load, rest = body.split("\n", 1)
-        if not load.startswith("pk = src["):  # pragma: no cover - guards edits of _gather_body
+        if not load.startswith("pk = src["):  # pragma: no cover - guards edits of gather_body
             raise RuntimeError(f"packed gather body does not start with its load: {load!r}")
         source = head + fn + loop_2d_items(target, "h", "w", load, rest, items)
     else:

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Callable
 
 from ...kernels import REGISTRY
-from .chain import _chain, _chain_all
+from .chain import chain_all, chain_calls
 from .gather_sig import (
     A_OFF,
     BOUNDED_SLOTS,
@@ -18,7 +18,7 @@ from .gather_sig import (
     P_OFF,
     PROJECTIVE_SLOTS,
     GatherSig,
-    _chained,
+    chained,
     extras_offset,
     gather_nparams,
     op_offsets,
@@ -64,8 +64,8 @@ def _blend(c: int, sig: GatherSig, rounds: bool, gates: bool, sampler: str = "pi
     return blend
 
 
-def _gather_body(sig: GatherSig, gates: bool = False, flat: bool = False,
-                 sampler: str = "pixel", words: bool = False) -> str:
+def gather_body(sig: GatherSig, gates: bool = False, flat: bool = False,
+                sampler: str = "pixel", words: bool = False) -> str:
     """The per-pixel body of the gather of ``sig`` (``y``, ``x``: the output pixel).
 
     ``flat`` (plain signatures; the batched kernels of ``batch_gather``): the source is read
@@ -127,7 +127,7 @@ def _gather_body(sig: GatherSig, gates: bool = False, flat: bool = False,
         for c in chans:
             lines.append(f"v{c} = {load(c, 'sy', 'sx')}")
             if not lut and sig.pre:
-                lines.append(_chain(sig.pre, f"v{c}", c, "full", 0, cast, gates))
+                lines.append(chain_calls(sig.pre, f"v{c}", c, "full", 0, cast, gates))
     else:
         lines += [
             "fy = a0_ * y + a1_ * x + a2_",
@@ -147,7 +147,7 @@ def _gather_body(sig: GatherSig, gates: bool = False, flat: bool = False,
         else:
             lines += ["by = q0 * iy + q1 * ix + q2", "bx = q3 * iy + q4 * ix + q5"]
         lines += _sampler_taps(sig, gates, load, flat, sampler, words)
-    return "\n".join(lines + _gather_tail(sig, gates, op_offsets(_chained(sig))))
+    return "\n".join(lines + _gather_tail(sig, gates, op_offsets(chained(sig))))
 
 
 # the four bilinear taps: (row, column, row step, column step, packed word offset, index)
@@ -162,7 +162,7 @@ def _sampler_taps(sig: GatherSig, gates: bool, load: Callable[..., str],
                   ) -> list[str]:
     """The sampler's four taps read (through ``load``), blended and post-processed, per
     channel (``flat``: ``load`` takes the tap's element offset; ``sampler`` ``"off"``: tap 0
-    alone; ``words``: word taps where they apply; ``_gather_body``)."""
+    alone; ``words``: word taps where they apply; ``gather_body``)."""
     lut = sig.mode == "lut"
     cast = sig.is_int
     chans = range(sig.cin)
@@ -176,7 +176,7 @@ def _sampler_taps(sig: GatherSig, gates: bool, load: Callable[..., str],
     def chained(k: int, c: int, ind: str) -> list[str]:
         if lut or not sig.pre:
             return []
-        return [ind + _chain(sig.pre, f"t{c}_{k}", c, "full", 0, cast, gates)
+        return [ind + chain_calls(sig.pre, f"t{c}_{k}", c, "full", 0, cast, gates)
                 .replace("\n", "\n" + ind)]
 
     def from_words(c: int) -> list[str]:
@@ -209,7 +209,7 @@ def _sampler_taps(sig: GatherSig, gates: bool, load: Callable[..., str],
         if lut and sig.lut_stages[1]:
             out.append(f"v{c} = _b2f(lut[1, {c}, int(v{c})])")
         elif sig.post:
-            out.append(_chain(sig.post, f"v{c}", c, "full", len(sig.pre), cast, gates))
+            out.append(chain_calls(sig.post, f"v{c}", c, "full", len(sig.pre), cast, gates))
         return out
 
     if sig.packed:  # one word holds every channel of a tap: read the four words first
@@ -280,8 +280,8 @@ def _gather_tail(sig: GatherSig, gates: bool, offsets: list[int]) -> list[str]:
         lines.append(f"g = _f_{sig.grey}(v0, v1, v2, {alpha}, {has_alpha})")
         first = len(sig.pre) + len(sig.post)
         if sig.grey_ops:
-            lines.append(_chain_all(sig.grey_ops, ["g"], "1.0", first, offsets, False, gates,
-                                    stat_layout(sig)))
+            lines.append(chain_all(sig.grey_ops, ["g"], "1.0", first, offsets, False, gates,
+                                   stat_layout(sig)))
         values = ["g"]
     else:
         values = [f"v{c}" for c in chans]
@@ -296,11 +296,11 @@ def _gather_tail(sig: GatherSig, gates: bool, offsets: list[int]) -> list[str]:
 def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pixel") -> str:
     """The gather with pads (fills), edge-mode and nearest samplers, user maps and ops of every
     chained kind: a value chain per pixel (or per tap) over all channels at once
-    (``sampler``: as ``_gather_body``'s)."""
+    (``sampler``: as ``gather_body``'s)."""
     chans = list(range(sig.cin))
     lut = sig.mode == "lut"
     cast = sig.is_int
-    offsets = op_offsets(_chained(sig))
+    offsets = op_offsets(chained(sig))
     stats = stat_layout(sig)
     lines: list[str] = []
 
@@ -319,7 +319,7 @@ def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pi
                    + ["    " + line for line in out] + ["else:"]
                    + [f"    {v} = fill{c}_" for c, v in zip(chans, vars_, strict=True)])
         if not lut and sig.pre:
-            chain = _chain_all(sig.pre, vars_, "full", 0, offsets, cast, gates, stats, local)
+            chain = chain_all(sig.pre, vars_, "full", 0, offsets, cast, gates, stats, local)
             out += chain.splitlines()
         return out
 
@@ -370,8 +370,8 @@ def _gather_body_general(sig: GatherSig, gates: bool = False, sampler: str = "pi
             if lut and sig.lut_stages[1]:
                 lines.append(f"v{c} = _b2f(lut[1, {c}, int(v{c})])")
         if not lut and sig.post:
-            lines += _chain_all(sig.post, [f"v{c}" for c in chans], "full", len(sig.pre),
-                                offsets, cast, gates, stats, local).splitlines()
+            lines += chain_all(sig.post, [f"v{c}" for c in chans], "full", len(sig.pre),
+                               offsets, cast, gates, stats, local).splitlines()
     return "\n".join(lines + _gather_tail(sig, gates, offsets))
 
 
@@ -423,7 +423,7 @@ def gather_prologue() -> str:
 def flat_offsets(cin: int) -> str:
     """Per-member element steps of the integer map over a flat source of ``cin`` channels and
     rows ``sw_`` pixels wide: one output (or tap) row ``dy_``, one column ``dx_``, the
-    origin ``c0_`` (``_gather_body``'s ``flat`` form)."""
+    origin ``c0_`` (``gather_body``'s ``flat`` form)."""
     return "".join(f"\n{n} = _ix((q{a} * sw_ + q{b}) * {cin})"
                    for n, a, b in (("dy_", 0, 3), ("dx_", 1, 4), ("c0_", 2, 5)))
 
@@ -457,8 +457,8 @@ def tabled_prologue(sig: GatherSig) -> str:
     each channel (the code every pixel runs when inlined), then wait for each other."""
     chans = range(sig.cin)
     vars_ = [f"v{c}" for c in chans]
-    chain = _chain_all(sig.pre, vars_, "full", 0, op_offsets(_chained(sig)), True,
-                       stats=stat_layout(sig))
+    chain = chain_all(sig.pre, vars_, "full", 0, op_offsets(chained(sig)), True,
+                      stats=stat_layout(sig))
     return "\n".join(
         [f"tab_ = cuda.shared.array(({sig.cin}, 256), _f64)",
          "i_ = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x",

@@ -101,7 +101,19 @@ def _op_offsets(ops: tuple[str, ...], generation: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _chained(sig: GatherSig) -> tuple[str, ...]:
+def chained(sig: GatherSig) -> tuple[str, ...]:
+    """The ops ``sig`` chains, in the order of its parameter row.
+
+    Parameters
+    ----------
+    sig : GatherSig
+        The gather.
+
+    Returns
+    -------
+    tuple of str
+        ``sig.pre + sig.post + sig.grey_ops``.
+    """
     return sig.pre + sig.post + sig.grey_ops
 
 
@@ -113,7 +125,7 @@ def stat_layout(sig: GatherSig) -> dict[int, tuple[int, int]]:
     out = {}
     at = 0
     first_grey = len(sig.pre) + len(sig.post)
-    for i, name in enumerate(_chained(sig)):
+    for i, name in enumerate(chained(sig)):
         stat = REGISTRY[name].stat
         if stat:
             ch = stat_channels(sig.cin, bool(sig.grey) and i >= first_grey)
@@ -129,12 +141,12 @@ def stat_width(sig: GatherSig) -> int:
         return 0
     last = max(layout)
     at, ch = layout[last]
-    return at + STATISTICS[REGISTRY[_chained(sig)[last]].stat].width(ch)
+    return at + STATISTICS[REGISTRY[chained(sig)[last]].stat].width(ch)
 
 
 def extras_offset(sig: GatherSig) -> int:
     """Where the extras (bounds, fills, user map parameters) start in ``p``."""
-    return op_offsets(_chained(sig))[-1]
+    return op_offsets(chained(sig))[-1]
 
 
 #: parameter slots of a ``bounded`` gather's window and fills

@@ -18,7 +18,8 @@ from .cpu_parts import split_loops
 #: generation never imports the op definitions)
 _OPS_DIR = Path(__file__).resolve().parents[2] / "ops"
 
-_modules: dict[str, ModuleType] = {}
+#: the generated modules imported in this process, by name (precompiling reads what it loaded)
+LOADED: dict[str, ModuleType] = {}
 
 
 def cache_dir() -> Path:
@@ -35,7 +36,8 @@ def _kernel_sources_digest() -> str:
     return h.hexdigest()[:12]
 
 
-_KERNEL_DIGEST = _kernel_sources_digest()
+#: the op definitions' digest, part of every generated module's cache key
+KERNEL_DIGEST = _kernel_sources_digest()
 
 
 def load(source: str, target: str) -> ModuleType:
@@ -46,9 +48,9 @@ def load(source: str, target: str) -> ModuleType:
     (``cpu_devices.limit_inlining``)."""
     if target == "cpu":
         source = limit_inlining(split_loops(source))
-    digest = hashlib.sha1((source + _KERNEL_DIGEST + target).encode()).hexdigest()
+    digest = hashlib.sha1((source + KERNEL_DIGEST + target).encode()).hexdigest()
     name = f"millipyde_gen_{target}_{digest[:20]}"
-    mod = _modules.get(name)
+    mod = LOADED.get(name)
     if mod is None:
-        mod = _modules.setdefault(name, source_cache.import_source(name, source))
+        mod = LOADED.setdefault(name, source_cache.import_source(name, source))
     return mod

@@ -7,7 +7,8 @@ import re
 from .loader import load
 from .target import HEADER, RINT_CLIP, jit_decorator, loop_2d, replace_once
 
-_STENCIL_ROWS = """
+#: the rows pass's body (the batched stencil reuses it)
+STENCIL_ROWS = """
 acc = 0.0
 for k in range(ntaps):
     xx = xi + k - r
@@ -16,7 +17,8 @@ for k in range(ntaps):
 tmp[y, xi, c] = acc
 """
 
-_STENCIL_COLS = """
+#: the columns pass's body (the batched stencil reuses it)
+STENCIL_COLS = """
 if c < nc:
     acc = 0.0
     for k in range(ntaps):
@@ -53,7 +55,7 @@ def stencil_source(target: str, sim: bool = False, pre: bool = False,
     head = "# millipyde generated separable stencil passes\n" + HEADER[target] + RINT_CLIP
     dec = jit_decorator(target, sim)
     extra = ", lut" if pre or post else ""
-    body_rows, body_cols = stencil_luts(_STENCIL_ROWS, _STENCIL_COLS, pre, post)
+    body_rows, body_cols = stencil_luts(STENCIL_ROWS, STENCIL_COLS, pre, post)
 
     def wrap(text: str) -> str:
         return "c = x % nc_all\nxi = x // nc_all\n" + text.strip("\n")

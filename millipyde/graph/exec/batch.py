@@ -16,7 +16,7 @@ per-member flag that skips the call (other chained ops) or the sampler's blend, 
 index map, a stencil radius of -1 (a copy). Outputs that differ only in their coins then plan
 alike and share one group; a member that runs alone has its gated-off nodes dropped first.
 
-Every per-member array of a whole call travels in one upload (``_Pack``): on GPUs each upload
+Every per-member array of a whole call travels in one upload (``Pack``): on GPUs each upload
 and launch costs host time that per-image work cannot hide.
 """
 
@@ -36,13 +36,18 @@ from ..codegen.gather_sig import extras_offset
 from ..ir.node import Node
 from ..plan.schedule import Gather, full_range, plan
 from . import execute, gather, tables
-from .batch_group import _as4, _gather_fn, _Group, _Member, _Pack, tables_of  # noqa: F401
-from .batch_group import launch as _launch  # noqa: F401  (re-exported: batch_arena, batches)
+from .batch_group import (  # noqa: F401
+    Group,
+    Member,
+    Pack,
+    as4,
+    gather_fn,
+    launch,  # noqa: F401  (re-exported: batch_arena, batches)
+    tables_of,
+)
 from .batch_stencil import stencil_gpu as _stencil_gpu  # noqa: F401  (re-exported: probes)
 
-#: The one upload of a batch's per-member arrays (``batch_group._Pack``), for callers outside
-#: graph.exec (a Pipeline chunk, ``pipeline.chunks``).
-Pack = _Pack
+_launch = launch  # (batch_arena imports the old name; to go)
 
 #: Outputs a Generator makes per batch (``MILLIPYDE_GENERATOR_BATCH``; 1 turns batches off).
 BATCH = 64
@@ -54,7 +59,7 @@ LIFT_GATES = True
 BATCH_BYTES = 1 << 30
 
 
-def _analyse(node: Node, index: int, stacks: dict) -> tuple[tuple, _Member] | None:
+def analyse(node: Node, index: int, stacks: dict) -> tuple[tuple, Member] | None:
     """The group key and member record of ``node``, or None when it must run unbatched."""
     ks = plan(node, stencil_tables=False)
     if not ks:
@@ -69,13 +74,13 @@ def _analyse(node: Node, index: int, stacks: dict) -> tuple[tuple, _Member] | No
     if entry is None:
         return None
     stack, sidx = entry
-    member = _Member(index, node, ks, int(sidx), stack, names)
+    member = Member(index, node, ks, int(sidx), stack, names)
     key: list[Any] = [id(stack), node.device]
     for i, k in enumerate(ks):
         if i and k.source is not ks[i - 1].output:
             return None
         src, out = k.source, k.output
-        shapes = (_as4(src.shape), _as4(out.shape), src.dtype.str, out.dtype.str)
+        shapes = (as4(src.shape), as4(out.shape), src.dtype.str, out.dtype.str)
         if k.kind == "gather" and isinstance(k, Gather):
             # every gather kind batches (codegen_batch uses the per-image body of any kind);
             # a per-image statistic (adjust_contrast) plans a Stat kernel: per output. A
@@ -140,7 +145,7 @@ def _gather_member_args(k: Gather) -> tuple[Any, np.ndarray, np.ndarray, np.ndar
     return sig, lut, p, np.array(flags, dtype=np.float64) if any(flags) else None
 
 
-def _check_faults(member: _Member, device: int) -> None:
+def _check_faults(member: Member, device: int) -> None:
     # the fault points execute.run_kernel checks, per member and in its order (tests count on
     # the n-th check failing the same output as without batches)
     for name in member.names:
@@ -170,13 +175,13 @@ def materialize_batch(handles: list[Any], stacks: dict[int, tuple[Any, int]]) ->
     through ``execute.materialize``. Fault points are checked per handle, in order.
     """
     errors: list[Exception | None] = [None] * len(handles)
-    groups: dict[tuple, _Group] = {}
+    groups: dict[tuple, Group] = {}
     for i, x in enumerate(handles):
         node = x._node
         try:
             if node.materialized:
                 continue
-            got = _analyse(node, i, stacks)
+            got = analyse(node, i, stacks)
             if got is None:
                 _materialize_alone(node)
                 continue
@@ -187,12 +192,12 @@ def materialize_batch(handles: list[Any], stacks: dict[int, tuple[Any, int]]) ->
             continue
         g = groups.get(key)
         if g is None:
-            g = groups[key] = _Group(key, member.stack, node.device)
+            g = groups[key] = Group(key, member.stack, node.device)
         g.members.append(member)
     # one upload per device for every group's per-member arrays
-    packs: dict[int, _Pack] = {}
+    packs: dict[int, Pack] = {}
     for g in groups.values():
-        g.pack(packs.setdefault(g.device, _Pack()))
+        g.pack(packs.setdefault(g.device, Pack()))
     for dev, pk in packs.items():
         try:
             pk.upload(dev)

@@ -1,5 +1,5 @@
 """A batched group's launches (``graph.exec.batch``): members of one structure, their stacked
-arguments in one upload (``_Pack``), one launch per kernel for all of them.
+arguments in one upload (``Pack``), one launch per kernel for all of them.
 
 A gather whose sampler needs scikit-image's data-dependent warp clip (``GatherSig.clip``) gets
 its members' bounds from a batched reduction over what it reads (``codegen.batch_bounds``),
@@ -33,7 +33,25 @@ def _empty(shape: tuple[int, ...], dtype: Any, device: int) -> Any:
 
 
 @functools.cache
-def _gather_fn(sig: Any, gates: bool, wide: bool = False, tabled: bool = False):
+def gather_fn(sig: Any, gates: bool, wide: bool = False, tabled: bool = False):
+    """The batched gather kernel of ``sig`` for the active backend, compiled once.
+
+    Parameters
+    ----------
+    sig : GatherSig
+        The gather.
+    gates : bool
+        Members' ops gated on and off by their parameter rows.
+    wide : bool, optional
+        64-bit offsets.
+    tabled : bool, optional
+        Through per-block tables (``codegen.batch_tables.tabled`` says where).
+
+    Returns
+    -------
+    Any
+        The kernel ``codegen.batch.gather_batch_kernel`` makes.
+    """
     return codegen_batch.gather_batch_kernel(sig, runtime.codegen_target, runtime.simulated,
                                              gates, wide, tabled)
 
@@ -113,7 +131,7 @@ def clip_bounds(src: Any, sidx: Any, p: Any, nb: int, device: int) -> None:
     _launch_1d(_bounds_fn(), nb, _bounds_threads(), device, (flat, sidx, p, codegen.CLIP_OFF))
 
 
-class _Pack:
+class Pack:
     """Host arrays laid out in one buffer, uploaded once, handed back as device views.
 
     Arrays that are the same every batch (a group key's one shared table, the members'
@@ -171,7 +189,7 @@ class _Pack:
 
 
 def _constant(array: np.ndarray, held: Any, device: int) -> Any:
-    """The device copy of a ``_Pack.constant``.
+    """The device copy of a ``Pack.constant``.
 
     A held array's copy is the backend's constant of its contents (``runtime.constant``:
     complete before it returns, so any stream may read it; it waits for the device once
@@ -190,12 +208,12 @@ def _constant(array: np.ndarray, held: Any, device: int) -> Any:
 
 
 def _arange(n: int) -> tuple[np.ndarray, tuple]:
-    """0 .. n - 1 as int64 and its ``runtime.constant`` key (``_Pack.constant``)."""
+    """0 .. n - 1 as int64 and its ``runtime.constant`` key (``Pack.constant``)."""
     return np.arange(n, dtype=np.int64), ("batch-pack-arange", n)
 
 
 @dataclass
-class _Member:
+class Member:
     """One output: its handle, its kernels (in order) and what they need per member."""
 
     index: int
@@ -208,18 +226,30 @@ class _Member:
     args: list[Any] = field(default_factory=list)
 
 
-def _as4(shape: tuple[int, ...]) -> tuple[int, ...]:
+def as4(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """An image's shape with its channel axis: (h, w) as (h, w, 1).
+
+    Parameters
+    ----------
+    shape : tuple of int
+        (h, w) or (h, w, c).
+
+    Returns
+    -------
+    tuple of int
+        (h, w, c).
+    """
     return tuple(shape) if len(shape) == 3 else (*shape, 1)
 
 
-class _Group:
+class Group:
     """Members of one structure: their stacked arguments and the launches that make them."""
 
     def __init__(self, key: tuple, stack: Any, device: int) -> None:
         self.key = key
         self.stack = stack
         self.device = device
-        self.members: list[_Member] = []
+        self.members: list[Member] = []
         self.slots: list[Any] = []
         self.gated: list[bool] = []  # per kernel: a gather that reads gate flags
         # compiled kernels by (what, ...): looked up without hashing the signatures again
@@ -232,7 +262,7 @@ class _Group:
             got = self.memo[key] = make()
         return got
 
-    def pack(self, pk: _Pack) -> None:
+    def pack(self, pk: Pack) -> None:
         ms = self.members
         self.slots = [pk.add(np.array([m.sidx for m in ms], dtype=np.int64)),
                       pk.arange(len(ms))]
@@ -262,7 +292,7 @@ class _Group:
                 rad = np.array([-1 if t is None else len(t) // 2 for t in taps], dtype=np.int64)
                 self.slots.append((pk.add(arr), pk.add(rad)))
 
-    def pack_arrays(self, pk: _Pack, sidx: np.ndarray, arrays: list[dict[str, Any]],
+    def pack_arrays(self, pk: Pack, sidx: np.ndarray, arrays: list[dict[str, Any]],
                     start: int = 0) -> None:
         """``pack``'s slots from stacked per-kernel arrays (``batch_groups.group_arrays``'
         dicts: ``lut``/``p``/``gated`` of a gather, ``taps``/``rad`` of a stencil).
@@ -285,7 +315,7 @@ class _Group:
                 self.gated.append(False)
                 self.slots.append((pk.add(a["taps"]), pk.add(a["rad"])))
 
-    def run(self, pk: _Pack) -> None:
+    def run(self, pk: Pack) -> None:
         out = self.launch(pk)
         for member, view in zip(self.members, runtime.members(out), strict=True):
             with member.node.lock:
@@ -319,10 +349,10 @@ class _Group:
         if got is None or got[0] is not self.stack:
             st = self.stack
             got = self.memo["stack4"] = (st, runtime.reshape(st, (st.shape[0],
-                                                                  *_as4(st.shape[1:]))))
+                                                                  *as4(st.shape[1:]))))
         return got[1]
 
-    def launch(self, pk: _Pack, fused: Any = None, start: int = 0, src: Any = None,
+    def launch(self, pk: Pack, fused: Any = None, start: int = 0, src: Any = None,
                sidx: Any = None) -> Any:
         """Run the group's kernels; the last one's (M, ...) batch buffer, member m at m.
 
@@ -351,9 +381,9 @@ class _Group:
             node = k.output
             if i == len(kernels) - 1:  # handed back: each member of its node's shape
                 out = _empty((nb, *node.shape), node.dtype, dev)
-                dst = runtime.reshape(out, (nb, *_as4(node.shape)))
+                dst = runtime.reshape(out, (nb, *as4(node.shape)))
             else:  # read by the next kernel only
-                dst = _empty((nb, *_as4(node.shape)), node.dtype, dev)
+                dst = _empty((nb, *as4(node.shape)), node.dtype, dev)
             h, w, c = dst.shape[1:]
             if k.kind == "gather":
                 gated = self.gated[i]
@@ -380,7 +410,7 @@ class _Group:
                 else:
                     tab = route[1]
                     fn = self.cached(("gather", i, gated, wide, tab),
-                                     lambda s=sig, gt=gated, wd=wide, tb=tab: _gather_fn(
+                                     lambda s=sig, gt=gated, wd=wide, tb=tab: gather_fn(
                                          s, gt, wd, tb))
                     launch(fn, nb, h, w, dev, *args, dflat)
             elif not runtime.caps.shared_memory and batch_stencil.CPU_FUSED_STENCIL:

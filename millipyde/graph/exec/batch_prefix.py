@@ -9,7 +9,7 @@ bench/RESULTS.md). Here the groups whose keys agree on their first ``k`` kernels
 arguments stacked alike: gate flags on the same gathers, one shared table equal) run those
 ``k`` kernels as one group of all their members (:class:`PrefixGroup`); each group then goes
 on from kernel ``k``, its member m reading the prefix's buffer at its offset plus m
-(``_Group.launch(start=k)``). Every member's kernels and arguments are its own, so values are
+(``Group.launch(start=k)``). Every member's kernels and arguments are its own, so values are
 those of the groups launched apart (tests compare).
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ...backend import ACTIVE as runtime
-from .batch_group import _as4, _Group, _Pack, tables_of
+from .batch_group import Group, Pack, as4, tables_of
 
 #: Shared prefixes launched once (False: every group launches all its kernels; benchmarks and
 #: tests set this to compare).
@@ -93,7 +93,7 @@ def _shared_prefix(groups: list[Any]) -> int:
 _PREFIXES: dict[tuple[int, ...], tuple[list[Any], int]] = {}
 
 
-class PrefixGroup(_Group):
+class PrefixGroup(Group):
     """The first ``k`` kernels of ``groups`` as one group of all their members, in order."""
 
     def __init__(self, groups: list[Any], k: int) -> None:
@@ -144,17 +144,17 @@ class PrefixGroup(_Group):
     def radius(self, i: int) -> int:
         return int(self.arrays[i]["rad"].max(initial=0))
 
-    def pack(self, pk: _Pack) -> None:
+    def pack(self, pk: Pack) -> None:
         """The union's slots (as ``ArrayGroup.pack``), and each group's offsets into it."""
         self.pack_arrays(pk, self.sidx, self.arrays)
         self._starts = [pk.add(np.arange(o, o + g.size(), dtype=np.int64))
                         for o, g in zip(self.offsets, self.groups, strict=True)]
 
-    def run_prefix(self, pk: _Pack) -> list[tuple[Any, int, Any, Any]]:
+    def run_prefix(self, pk: Pack) -> list[tuple[Any, int, Any, Any]]:
         """Launch the prefix; per group ``(group, k, src, sidx)`` for ``launch(start=k)``."""
         out = self.launch(pk)
         node = self._kernels[-1].output
-        buf = runtime.reshape(out, (len(self.sidx), *_as4(node.shape)))
+        buf = runtime.reshape(out, (len(self.sidx), *as4(node.shape)))
         k = len(self._kernels)
         return [(g, k, buf, pk.views[s]) for g, s in zip(self.groups, self._starts,
                                                           strict=True)]

@@ -105,7 +105,7 @@ def stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rma
     nb, h, w, c = dst.shape
     nc = min(c, 3)
     plan = None
-    if 0 < nb <= 65535 and h > 0 and w > 0 and variants._c_contiguous(src):
+    if 0 < nb <= 65535 and h > 0 and w > 0 and variants.c_contiguous(src):
         plan = _plan_2d(c, nc, np.dtype(src.dtype), np.dtype(n.dtype), h, w, rmax,
                         taps.shape[1], variants.gpu_variants_enabled(),
                         runtime.SHARED_DEFAULT, runtime.simulated, WORD_LOADS)

@@ -12,7 +12,7 @@ from ...backend import ACTIVE as runtime  # the active backend: buffers, copies,
 from ..ir.node import Node
 from ..plan.schedule import Gather, Kernel, Stencil
 from . import replay
-from .tables import _op_params
+from .tables import op_params
 
 #: A kernel kind's runner: (kernel, its source's buffer, device, the private reader) to the
 #: output buffer and whether it is partial (only the reader's footprint computed). Each kind's
@@ -65,11 +65,11 @@ class ReplayLaunch:
             n = seq[pos]
             ps = n.params
             m = len(ps)
-            # ``_op_params``: the parameters, then zeros (already in ``base``) up to the slots
+            # ``op_params``: the parameters, then zeros (already in ``base``) up to the slots
             if m <= b - a:
                 p[a:a + m] = map(float, ps)
             else:
-                p[a:b] = _op_params(n)
+                p[a:b] = op_params(n)
         buf = self.bound(seq[self.src].buffer, p)
         if buf is None:
             return False  # a source of another layout: the general path picks its kernel

@@ -37,8 +37,8 @@ from ..codegen.stat import CPU_CHUNKS, STAT_GRID, gather_stat_kernel
 from ..ir.node import Node
 from ..plan.schedule import Gather, Kernel, full_range
 from . import execute, variants
-from .tables import IDENTITY_LUT, STAT_ROWS, _op_params, host_tables, identity_table, stat_row
-from .variants import _c_contiguous, _words
+from .tables import IDENTITY_LUT, STAT_ROWS, host_tables, identity_table, op_params, stat_row
+from .variants import c_contiguous, words
 
 
 @functools.cache
@@ -126,7 +126,7 @@ def gather_args(k: Gather, tables: bool = True, gates: bool = False
     p[FULL_OFF] = full
     p[CLIP_OFF], p[CLIP_HI_OFF] = warp_clip(k)
     for i, n in enumerate(chained):
-        p[offsets[i]:offsets[i + 1]] = _op_params(n)
+        p[offsets[i]:offsets[i + 1]] = op_params(n)
     e = offsets[-1]
     if sig.bounded:
         p[e:e + 4] = k.window or (0, 0) + tuple(k.source.shape[:2])
@@ -166,7 +166,7 @@ def _replayed_args(k: Gather, lut_mode: bool, sig: GatherSig, base: np.ndarray,
     p = base.copy()
     chained = ([] if lut_mode else k.pre + k.post) + k.grey_ops
     for i, n in enumerate(chained):
-        p[offsets[i]:offsets[i + 1]] = _op_params(n)
+        p[offsets[i]:offsets[i + 1]] = op_params(n)
     return sig, IDENTITY_LUT[:, :sig.cin], p
 
 
@@ -300,11 +300,11 @@ class TableLaunch:
 
 
 def _flat_words(src: Any, dst: Any) -> tuple[Any, Any]:
-    return _words(src, flat=True), _words(dst, flat=True)
+    return words(src, flat=True), words(dst, flat=True)
 
 
 def _mapped_words(src: Any, dst: Any) -> tuple[Any, Any]:
-    return _words(src), _words(dst)
+    return words(src), words(dst)
 
 
 # The packed kernel's offsets are 32-bit (``GatherSig.packed``)
@@ -314,7 +314,7 @@ PACKED_MAX_ELEMENTS = 2**31
 def _packable(sig: GatherSig, src: Any, out: Node) -> bool:
     """uint8 RGBA read pixel by pixel as uint32: one load per tap instead of four."""
     return (sig.plain and sig.mode == "lut" and sig.cin == 4 and (sig.sampler or sig.grey)
-            and src.ndim == 3 and src.shape[2] == 4 and _c_contiguous(src)
+            and src.ndim == 3 and src.shape[2] == 4 and c_contiguous(src)
             and src.shape[0] * src.shape[1] < PACKED_MAX_ELEMENTS
             and out.shape[0] * out.shape[1] * sig.cout < PACKED_MAX_ELEMENTS)
 
@@ -339,7 +339,7 @@ def tables_inline(k: Gather) -> bool:
     On device backends, for outputs up to ``INLINE_TABLE_MAX_PIXELS``: there the host time of
     building and uploading a table (tens of microseconds) outweighs the kernel's work. The
     values are the same: the table is made by the same scalar functions, rounded after each
-    op as the inlined chain is (``chain._chain_all``).
+    op as the inlined chain is (``chain.chain_all``).
     """
     if not (runtime.caps.device_memory and (k.pre or k.post) and k.lut_mode):
         return False
@@ -412,7 +412,7 @@ def _plain_views(src: Any, dst: Any) -> tuple[Any, Any]:
 
 
 def _packed_views(src: Any, dst: Any) -> tuple[Any, Any]:
-    return _words(src, flat=True), runtime.flat(dst)
+    return words(src, flat=True), runtime.flat(dst)
 
 
 @execute.binds("gather")

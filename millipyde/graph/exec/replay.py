@@ -81,7 +81,7 @@ def _chain(target: Node) -> list[Node] | None:
 def _key(seq: list[Node]) -> tuple:
     src = seq[0]
     # (``schedule.fusion_enabled()``, its two calls inlined: this runs on every op)
-    override = schedule._fusion_override
+    override = schedule.fusion_override
     fused = override[-1] if override else config.once(config.fusion)
     parts: list[Any] = [fused, src.shape, src.dtype, src.device]
     last = len(seq) - 1

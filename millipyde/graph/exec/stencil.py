@@ -21,7 +21,7 @@ from ..plan.schedule import Gather, Stencil, full_range
 from . import execute, variants
 from .codec import run_codec
 from .tables import IDENTITY_LUT, stencil_tables
-from .variants import _words
+from .variants import words
 
 
 @functools.cache
@@ -223,7 +223,7 @@ def _flat_views(src: Any, dst: Any) -> tuple[Any, Any]:
 
 
 def _word_views(src: Any, dst: Any) -> tuple[Any, Any]:
-    return _words(runtime.as_3d(src), flat=True), _words(runtime.as_3d(dst), flat=True)
+    return words(runtime.as_3d(src), flat=True), words(runtime.as_3d(dst), flat=True)
 
 
 def _keeps(k: Stencil, lut: np.ndarray | None, reader: Gather | None) -> bool:

@@ -22,7 +22,19 @@ IDENTITY_LUT = np.tile(np.arange(256, dtype=np.uint8), (2, 4, 1))
 STAT_ROWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _op_params(n: Node) -> list[float]:
+def op_params(n: Node) -> list[float]:
+    """An op node's parameters as its kernel's slots take them.
+
+    Parameters
+    ----------
+    n : Node
+        The op's node.
+
+    Returns
+    -------
+    list of float
+        Its parameters as floats, padded with zeros (or cut) to ``n.op.slots``.
+    """
     vals = [float(v) for v in n.params]
     return (vals + [0.0] * n.op.slots)[:n.op.slots]
 
@@ -39,7 +51,7 @@ def stat_row(n: Node, channels: int) -> np.ndarray:
 def build_lut(nodes: list[Node], channels: int, full: float) -> np.ndarray:
     """Compose uint8 elementwise ops into one (channels, 256) table, rounding after each op."""
     out = np.empty((channels, 256), dtype=np.uint8)
-    params = np.array([_op_params(n)[:3] for n in nodes], dtype=np.float64).reshape(
+    params = np.array([op_params(n)[:3] for n in nodes], dtype=np.float64).reshape(
         len(nodes), 3)
     rows = []
     at = 0

@@ -21,11 +21,22 @@ def gpu_variants_enabled() -> bool:
     return runtime.caps.tuned_kernels and config.once(config.gpu_variants)
 
 
-def _c_contiguous(a: Any) -> bool:
+def c_contiguous(a: Any) -> bool:
+    """Whether a host or device array is C-contiguous.
+
+    Parameters
+    ----------
+    a : Any
+        A NumPy array or a backend buffer (``is_c_contiguous()``).
+
+    Returns
+    -------
+    bool
+    """
     return a.flags.c_contiguous if isinstance(a, np.ndarray) else a.is_c_contiguous()
 
 
-def _words(a: Any, flat: bool = False) -> Any:
+def words(a: Any, flat: bool = False) -> Any:
     """A contiguous (h, w, 4) uint8 image as its (h, w) uint32 pixels, or (h * w) ``flat``."""
     shape = (a.shape[0] * a.shape[1],) if flat else (a.shape[0], a.shape[1])
     return a.view(np.uint32).reshape(*shape)
@@ -47,12 +58,12 @@ def stencil_2d_fits(radius: int) -> bool:
 def stencil_2d_reads(buffer: Any, image: tuple[int, ...]) -> bool:
     """Whether the one-pass stencil reads ``buffer`` as flat images of shape ``image`` (it
     must be C-contiguous; offsets in one image are 32-bit)."""
-    return _c_contiguous(buffer) and codegen_gpu.indexable(image)
+    return c_contiguous(buffer) and codegen_gpu.indexable(image)
 
 
 def stencil_2d_packs(src3: Any, dst3: Any, radius: int) -> bool:
     """Whether the one-pass stencil runs on uint32 words (uint8 RGBA, contiguous, fits)."""
     geometry = codegen_gpu.tile_geometry(runtime.simulated)
     return (src3.shape[2] == 4 and src3.dtype == np.uint8 and dst3.dtype == np.uint8
-            and _c_contiguous(src3) and _c_contiguous(dst3)
+            and c_contiguous(src3) and c_contiguous(dst3)
             and codegen_gpu.packed_shared_bytes(radius, geometry) <= runtime.SHARED_DEFAULT)

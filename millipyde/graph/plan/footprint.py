@@ -7,7 +7,7 @@ rows of the stencil's output, the column range ``[lo, hi)`` that holds every pix
 can read; the one-pass tile kernel skips the tiles outside it. Fusion is what makes this
 possible: with fusion off the stencil's output is read whole by the next op.
 
-The read set, in the gather's terms (``codegen._gather_body``): output pixel ``o`` samples at
+The read set, in the gather's terms (``gather_body.gather_body``): output pixel ``o`` samples at
 ``f = A o`` (or ``f = o`` with no sampler), reads the taps ``floor(f) + {0, 1}`` per axis when
 they fall inside the sampler's input, and maps each through the integer map ``P``. So every
 read lies in ``P (f + [-1, 1]^2)``. The ``f`` of all outputs form a parallelogram (``A`` maps

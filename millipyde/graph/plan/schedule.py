@@ -30,24 +30,25 @@ GATHER_KINDS = ("elementwise", "pixelwise", "positional", "neighbourhood", "inde
 CHAIN_KINDS = ("elementwise", "pixelwise", "positional", "neighbourhood")
 
 
-_fusion_override: list[bool] = []
+#: the settings of the open ``with fusion(...)`` blocks, innermost last (replay keys on it)
+fusion_override: list[bool] = []
 
 
 def fusion_enabled() -> bool:
     """Fusion is on unless ``MILLIPYDE_FUSION=0`` or inside ``with fusion(False)``."""
-    if _fusion_override:
-        return _fusion_override[-1]
+    if fusion_override:
+        return fusion_override[-1]
     return config.once(config.fusion)
 
 
 @contextlib.contextmanager
 def fusion(enabled: bool) -> Iterator[None]:
     """Turn fusion on or off for materializations inside the block (process-wide)."""
-    _fusion_override.append(bool(enabled))
+    fusion_override.append(bool(enabled))
     try:
         yield
     finally:
-        _fusion_override.pop()
+        fusion_override.pop()
 
 
 def pending_graph(target: Node) -> nx.DiGraph:
@@ -111,7 +112,24 @@ def full_range(dtype: np.dtype) -> float:
 _FULL: dict[object, float] = {}
 
 
-def _affine3(spec: OpSpec, h: int, w: int, params: tuple = ()) -> np.ndarray:
+def affine3(spec: OpSpec, h: int, w: int, params: tuple = ()) -> np.ndarray:
+    """The 3x3 matrix of an index map or sampler op (``registry.matrix_of``) from its node's
+    parameters.
+
+    Parameters
+    ----------
+    spec : OpSpec
+        The op.
+    h, w : int
+        The size of the image it reads.
+    params : tuple, optional
+        The node's parameters (the first ``spec.nparams`` are read).
+
+    Returns
+    -------
+    numpy.ndarray
+        (3, 3) float64.
+    """
     # (a projective sampler's third row is its homography's: ``matrix_of``)
     return matrix_of(spec, h, w, tuple(float(p) for p in params[:spec.nparams]))
 
@@ -256,7 +274,7 @@ class Gather(Kernel):
             # whose minimum is then measured (see needs_warp_clip)
             h, w = self.cur
             return self.phase == 0 and (n.gated_off or not needs_warp_clip(
-                _affine3(n.op, h, w, n.params), (h, w), n.shape[:2]))
+                affine3(n.op, h, w, n.params), (h, w), n.shape[:2]))
         if kind == "pixel":
             return self.phase < 2 and self.channels >= 3
         return True
@@ -288,14 +306,14 @@ class Gather(Kernel):
                     self.window = tuple(int(v) for v in fill_window(whole, self.P, (h, w)))
             # a gated-off map (batch.py) leaves the matrices as if it were never recorded
             if not n.gated_off:
-                m = _affine3(spec, h, w, n.params)
+                m = affine3(spec, h, w, n.params)
                 if self.A is None:
                     self.P = self.P @ m
                 else:
                     self.A = self.A @ m
         elif spec.kind == "sampler":
             # gated off: an identity map, and the batched kernel reads one tap unblended
-            self.A = np.eye(3) if n.gated_off else _affine3(spec, h, w, n.params)
+            self.A = np.eye(3) if n.gated_off else affine3(spec, h, w, n.params)
             self.mid = (h, w)
             self.phase = 1
             # an empty input has no edge to repeat: every position reads the zero outside it

@@ -77,7 +77,7 @@ def rows_per_trip(monkeypatch: pytest.MonkeyPatch):
     from millipyde.training import batch_convert
 
     def forget() -> None:
-        exec_batch._gather_fn.cache_clear()
+        exec_batch.gather_fn.cache_clear()
         batch_convert.fused_writer.cache_clear()
 
     def set_rows(gather: int, writer: int) -> None:
@@ -124,7 +124,7 @@ def test_batches_convert_whole_numbers_and_greys_exactly(mean, std, rows, layout
                                                             layout=layout) as bs:
         (got,) = list(bs)
     got = np.asarray(got)
-    assert exec_batch._gather_fn.cache_info().currsize >= 1
+    assert exec_batch.gather_fn.cache_info().currsize >= 1
     assert batch_convert.fused_writer.cache_info().currsize >= 1
     for k in range(6):
         ref = convert_reference(want[k], spec)
@@ -333,7 +333,7 @@ def test_gated_off_samplers_write_the_per_pixel_branchs_values(
 
     def run(split: bool) -> list[np.ndarray]:
         for mod in (batch_gather, batch_writer):  # (the writer imports it by name)
-            monkeypatch.setattr(mod, "_gated_sampler",
+            monkeypatch.setattr(mod, "gated_sampler",
                                 lambda s, g, t: split and t != "cpu" and g and s.sampler)
         u = u8 if split else None
         text = batch_writer.gather_writer_source(sig, "cuda", sim, True, 3, "NCHW", u8=u)

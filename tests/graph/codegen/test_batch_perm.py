@@ -80,7 +80,7 @@ def _params(sig: gs.GatherSig, maps: list[tuple[int, ...]], rng: np.random.Gener
     for i, (q0, q1, q3, q4, q2, q5) in enumerate(maps):
         p[i, gs.P_OFF:gs.P_OFF + 6] = (q0, q1, q2, q3, q4, q5)
         p[i, gs.FULL_OFF], p[i, gs.CLIP_OFF], p[i, gs.CLIP_HI_OFF] = 255.0, 0.0, 255.0
-        offs = gs.op_offsets(gs._chained(sig))
+        offs = gs.op_offsets(gs.chained(sig))
         p[i, offs[0]] = rng.uniform(-0.4, 0.4)
         if len(offs) > 1:  # colorize's gains
             p[i, offs[1]:offs[1] + 3] = rng.uniform(0.5, 1.5, 3)
@@ -189,5 +189,5 @@ def test_batches_take_the_axis_kernel_and_equal_outputs(monkeypatch: pytest.Monk
             arr = np.asarray(batch)
             for i, k in enumerate(outs.tolist()):
                 assert np.array_equal(arr[i], convert_reference(want[k], spec)), k
-    heads = [inspect.getsource(m).splitlines()[0] for m in list(loader._modules.values())]
+    heads = [inspect.getsource(m).splitlines()[0] for m in list(loader.LOADED.values())]
     assert any("gather axis-map words" in h for h in heads)

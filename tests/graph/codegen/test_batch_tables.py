@@ -79,7 +79,7 @@ def test_batches_through_chain_tables_equal_outputs(chain: str) -> None:
             arr = np.asarray(batch)
             for i, k in enumerate(outs.tolist()):
                 assert np.array_equal(arr[i], convert_reference(want[k], spec)), k
-    heads = [inspect.getsource(m).splitlines()[0] for m in list(loader._modules.values())]
+    heads = [inspect.getsource(m).splitlines()[0] for m in list(loader.LOADED.values())]
     sampler = f"sampler={chain == 'sampler'}"
     assert any("chain-tables" in h and sampler in h for h in heads), \
         f"no writer with {sampler} ran through chain tables"

@@ -270,7 +270,7 @@ def test_member_views_are_the_batch_buffers_members(shape):
 def test_packed_parameters_come_back_as_uploaded():
     parts = [np.arange(12, dtype=np.float64).reshape(3, 4), np.array([7], dtype=np.int64),
              np.arange(2 * 3 * 256, dtype=np.uint8).reshape(2, 3, 256), np.zeros((0, 3))]
-    pk = batch._Pack()
+    pk = batch.Pack()
     slots = [pk.add(a) for a in parts]
     pk.upload(0)
     for slot, a in zip(slots, parts, strict=True):

@@ -99,7 +99,7 @@ class _Counts:
         self.groups = self.launches = self.alone = 0
         # the lowest launch level: _launch on grid backends, _run_cpu on the cpu
         low = "_launch" if runtime.caps.grid_launches else "_run_cpu"
-        run, launch, alone = batch._Group.launch, getattr(runtime, low), execute.materialize
+        run, launch, alone = batch.Group.launch, getattr(runtime, low), execute.materialize
 
         def count_run(group, pk, *a):
             # every group's kernels run through launch: per-output and recorded batches
@@ -114,7 +114,7 @@ class _Counts:
             self.alone += not node.materialized
             return alone(node)
 
-        monkeypatch.setattr(batch._Group, "launch", count_run)
+        monkeypatch.setattr(batch.Group, "launch", count_run)
         monkeypatch.setattr(runtime, low, count_launch)
         direct = getattr(runtime, "launch_batched", None)
         if direct is not None:
@@ -238,7 +238,7 @@ def test_members_run_alone_without_their_gated_off_nodes(monkeypatch) -> None:
     # not run the ops their coins skipped
     seed, n = 3, 6
     _assert_mixed(_CLIPPED, seed, n)
-    monkeypatch.setattr(batch, "_analyse", lambda *a: None)
+    monkeypatch.setattr(batch, "analyse", lambda *a: None)
     for kind in ("rgba", "grey"):
         hosts = [a[:8, :8] for a in _image(kind)]
         got, counts = _batch(hosts, _CLIPPED, seed, n, True, monkeypatch)

@@ -1,7 +1,7 @@
 """Bounds inference: a stencil read by one fused gather computes only what that gather reads.
 
 ``footprint.spans`` is checked against a brute-force replay of the gather's reads (every tap of
-every output pixel, as ``codegen._gather_body`` computes them) on any backend. The end-to-end
+every output pixel, as ``gather_body.gather_body`` computes them) on any backend. The end-to-end
 tests run the one-pass GPU tile kernel with its spans (real GPUs, and CUDASIM with variants
 forced on) and compare with fusion off, byte for byte.
 """
