@@ -38,7 +38,7 @@ def _check(imgs, ops, outputs, size, arena=True, seed=5, **kw):
     gen = mp.Generator(imgs, ops, outputs=outputs, seed=seed)
     with gen.batches(size, **kw) as bs:
         got = [np.asarray(b) for b in bs]
-    assert (batches._arena_recorder(gen._state) is not None) == arena
+    assert (batches.arena_recorder(gen._state) is not None) == arena
     k = 0
     for arr in got:
         for i in range(arr.shape[0]):
@@ -110,7 +110,7 @@ class _Count:
 def _count(imgs, ops, size, monkeypatch):
     gen = mp.Generator(imgs, ops, outputs=size, seed=3)
     bs = gen.batches(size)
-    rec = batches._arena_recorder(gen._state)
+    rec = batches.arena_recorder(gen._state)
     assert rec is not None
     rec.arena(0)
     bs._make(0, 0, None)  # compiles outside the count

@@ -166,10 +166,7 @@ def test_the_installed_package_never_imports_the_repository_bench():
 #: Private names another millipyde module may still use, each an alias kept at its definition
 #: while a module being changed elsewhere still imports the old name. Only such aliases belong
 #: here, and each goes once its last user imports the public name.
-PRIVATE_ALIASES: dict[str, str] = {
-    # graph/exec/batch.py: ``_launch = launch``; training/batch_arena.py imports ``_launch``
-    "millipyde.graph.exec.batch._launch": "millipyde.graph.exec.batch.launch",
-}
+PRIVATE_ALIASES: dict[str, str] = {}
 
 
 def _private(name: str) -> bool:

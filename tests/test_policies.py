@@ -325,7 +325,7 @@ def test_reductions_read_their_gathers_rows_where_those_hold_their_prefixes():
     seen = {True: 0, False: 0, "shared": 0}
     for ops, cut in ((crop + [mp.RandAugment(2, 9)], False), (crop + [mp.AutoAugment()], True),
                      ([mp.Operation("autocontrast")] + crop + [mp.TrivialAugmentWide()], False)):
-        rec = batches._arena_recorder(mp.Generator(imgs, ops, seed=3)._state)
+        rec = batches.arena_recorder(mp.Generator(imgs, ops, seed=3)._state)
         rec.stat_cut = cut  # (the cpu backend's record and a GPU's)
         launches, _ = rec.record(list(range(64)))
         for L in launches:

@@ -655,7 +655,7 @@ def _run_stages(L: Launch, pk: Any, slot: tuple, src: Any, device: int,
                 keep: list) -> Any:
     """Run the launch's stages (each into a buffer of its own, kept in ``keep``); the flat
     source the last gather reads (``src`` where there are none)."""
-    from ..graph.exec.batch import _launch
+    from ..graph.exec.batch import launch
 
     m = len(L.pos)
     for st, sslot in zip(L.stages, slot[5], strict=True):
@@ -666,7 +666,7 @@ def _run_stages(L: Launch, pk: Any, slot: tuple, src: Any, device: int,
         _reduce(st.prefixes, st.reads, spres, L.gates, m, pk, sp, srows, src, sstat, device)
         tmp = runtime.empty((m, *st.hw, st.cout), L.dtype, device)
         keep.append(tmp)
-        _launch(_gather_fn(st.sig, L.gates, "", 3), m, *st.hw, device, src, pk[srows], tmp,
+        launch(_gather_fn(st.sig, L.gates, "", 3), m, *st.hw, device, src, pk[srows], tmp,
                 pk[sp], sstat)
         src = runtime.reshape(tmp, (m * st.hw[0] * st.hw[1] * st.cout,))
     return src
@@ -683,7 +683,7 @@ def _run_fork(F: ForkStage, pk: Any, sslot: tuple, src: Any, m: int, device: int
               keep: list) -> Any:
     """A fork on the flat source ``src``: each branch's stages, reductions and gather into its
     part of one buffer, then the mix (one launch); the flat image it leaves."""
-    from ..graph.exec.batch import _launch
+    from ..graph.exec.batch import launch
 
     wts, rows, frows, pieces = sslot
     h, w = F.hw
@@ -698,11 +698,11 @@ def _run_fork(F: ForkStage, pk: Any, sslot: tuple, src: Any, m: int, device: int
         n = len(P.pos)
         view = runtime.part(forks, base * item, F.dtype, (n, h, w, F.cout))
         pp, prows, _, pstat, _, _ = pslot
-        _launch(_gather_fn(P.sig, P.gates, "", 3), n, h, w, device, psrc, pk[prows], view,
+        launch(_gather_fn(P.sig, P.gates, "", 3), n, h, w, device, psrc, pk[prows], view,
                 pk[pp], pstat)
     dst = runtime.empty((m, h, w, F.cout), F.dtype, device)
     keep.append(dst)
-    _launch(_mix_fn(), m, h, w * F.cout, device, src, pk[rows],
+    launch(_mix_fn(), m, h, w * F.cout, device, src, pk[rows],
             runtime.part(forks, 0, F.dtype, (total,)), pk[frows], pk[wts], dst,
             min(F.cout, 3), int(F.dtype.kind in "ui"), F.full)
     return runtime.reshape(dst, (m * size,))
@@ -720,23 +720,23 @@ def _reduce(prefixes: list[Prefix], reads: list, pres: list, gates: bool, m: int
     """The reductions of a gather's ``prefixes`` (its rows at pack slot ``p``, its sources'
     at ``rows``), in chain order, into its statistics ``stat``: each reads its parameters
     from the gather's rows at ``reads``' columns, or from its own rows (slot in ``pres``)."""
-    from ..graph.exec.batch import _launch
+    from ..graph.exec.batch import launch
 
     for grp in reduction_groups(prefixes, reads):
         if len(grp) > 1:  # (every one reads the gather's rows)
             prs = [prefixes[i] for i in grp]
             h, w = (min(max(pr.hw[a] for pr in prs), codegen_stat.ARENA_STAT_GRID[a])
                     for a in (0, 1))
-            _launch(_stats_fn(tuple((pr.sig, pr.stat) for pr in prs), gates), m, h, w,
+            launch(_stats_fn(tuple((pr.sig, pr.stat) for pr in prs), gates), m, h, w,
                     device, src, pk[rows], pk[p], stat, *(c for i in grp for c in reads[i]))
             continue
         pr, r, pre = prefixes[grp[0]], reads[grp[0]], pres[grp[0]]
         h, w = (min(a, b) for a, b in zip(pr.hw, codegen_stat.ARENA_STAT_GRID, strict=True))
         if r is None:
-            _launch(_stat_fn(pr.sig, pr.stat, gates), m, h, w, device, src, pk[rows],
+            launch(_stat_fn(pr.sig, pr.stat, gates), m, h, w, device, src, pk[rows],
                     pk[pre], stat, *own_reads(pr.sig, gates))
         else:
-            _launch(_stat_fn(pr.sig, pr.stat, gates), m, h, w, device, src, pk[rows], pk[p],
+            launch(_stat_fn(pr.sig, pr.stat, gates), m, h, w, device, src, pk[rows], pk[p],
                     stat, *r)
 
 
@@ -744,7 +744,7 @@ def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
           consts: tuple[Any, Any], hw: tuple[int, int], device: int) -> list[Any]:
     """Run ``launches`` into the batch ``out`` (one upload of every per-member array); the
     uploaded pack and temporaries (kept alive by the caller until the kernels are done)."""
-    from ..graph.exec.batch import _launch
+    from ..graph.exec.batch import launch
     from ..graph.plan.schedule import full_range
     from .batch_convert import write_sample
 
@@ -757,13 +757,13 @@ def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
         m = len(L.pos)
         _statistics(L, pk, slot, src, device)
         if L.hw == tuple(hw) and L.dtype in (np.uint8, np.float64):
-            _launch(_gather_fn(L.sig, L.gates, spec.layout, spec.channels), m, *hw, device,
+            launch(_gather_fn(L.sig, L.gates, spec.layout, spec.channels), m, *hw, device,
                     src, pk[rows], pk[p], stat, out, pk[pos], mean, std,
                     full_range(L.dtype))
             continue
         tmp = runtime.empty((m, *L.hw, L.cout), L.dtype, device)
         keep.append(tmp)
-        _launch(_gather_fn(L.sig, L.gates, "", spec.channels), m, *L.hw, device, src,
+        launch(_gather_fn(L.sig, L.gates, "", spec.channels), m, *L.hw, device, src,
                 pk[rows], tmp, pk[p], stat)
         write_sample(out, pk[pos], tmp, spec, consts, hw, device)
     return keep
@@ -774,7 +774,7 @@ def native(launches: list[Launch], arena: dict[str, Any],
     """Run ``launches`` into outputs of the images' own dtype and size (``next()``'s outputs,
     not a training batch): per launch its (m, H, W, C) buffer, and what must stay alive until
     the kernels are done."""
-    from ..graph.exec.batch import _launch
+    from ..graph.exec.batch import launch
 
     pk, slots = _upload(launches, device)
     outs = []
@@ -786,7 +786,7 @@ def native(launches: list[Launch], arena: dict[str, Any],
         tmp = runtime.empty((len(L.pos), *L.hw, L.cout), L.dtype, device)
         # (channels only names a training batch's layout: 3, the compiled kernel that a
         # batch's own-size temporaries use too)
-        _launch(_gather_fn(L.sig, L.gates, "", 3), len(L.pos), *L.hw, device, src,
+        launch(_gather_fn(L.sig, L.gates, "", 3), len(L.pos), *L.hw, device, src,
                 pk[rows], tmp, pk[p], stat)
         outs.append(tmp)
     return outs, keep

@@ -612,7 +612,6 @@ def arena_recorder(state: Any) -> Any:
     return rec
 
 
-_arena_recorder = arena_recorder  # (test_generator_batches_stats reads the old name; to go)
 
 
 def recorder(state: Any) -> Any:

@@ -47,8 +47,6 @@ from .batch_group import (  # noqa: F401
 )
 from .batch_stencil import stencil_gpu as _stencil_gpu  # noqa: F401  (re-exported: probes)
 
-_launch = launch  # (batch_arena imports the old name; to go)
-
 #: Outputs a Generator makes per batch (``MILLIPYDE_GENERATOR_BATCH``; 1 turns batches off).
 BATCH = 64
 #: Batched Generators record gated-off Operations as per-member identities (one group for all
