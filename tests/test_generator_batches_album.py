@@ -63,6 +63,12 @@ ROUTE = {"values": "template", "colour": "arena", "noise": "arena", "sharpen": "
          "downscale": "per-output"}
 
 
+# the seed of a group's 6 same-size outputs where seed 5 draws more coin patterns than needed
+# for every coin both ways (each pattern's reference chain is a compile of its own on the cpu
+# backend): planckian 3 patterns (seed 5: 5)
+SEED = {"planckian": 4}
+
+
 def _in_ci(name: str) -> bool:
     # the arena's iso_noise recording (two kernels of its own to compile on the cpu backend)
     # in the CI tier under CUDASIM; the per-output routes (their batches are the method calls:
@@ -74,7 +80,8 @@ def _in_ci(name: str) -> bool:
 
 @pytest.mark.parametrize("name", tiered(sorted(OPS), _in_ci))
 def test_same_size_batches_equal_outputs(name):
-    _check(_imgs(11, SAME), OPS[name], 6, 3, ROUTE[name], levels=LEVELS.get(name, 1))
+    _check(_imgs(11, SAME), OPS[name], 6, 3, ROUTE[name], seed=SEED.get(name, 5),
+           levels=LEVELS.get(name, 1))
 
 
 # (on the cpu backend the CI tier takes the noise and illumination groups over mixed sizes;

@@ -66,6 +66,12 @@ OPS = {
 }
 
 
+# the seed of a chain's 8 outputs: "all"'s seed 13 draws 4 coin patterns (seed 5: 7), each
+# coin both ways still; each pattern is a reference chain of its own (a statistic op cuts it
+# into ~3 kernels), compiled for seconds on the cpu backend
+SEED = {"all": 13}
+
+
 # (on the cpu backend the CI tier takes "all": every statistic op's arena reduction and gather
 # over mixed sizes; "random", the same ops and hue on two same-size members, runs under
 # CUDASIM in the CI tier, and the cpu forms of the same-size statistic batches in
@@ -75,7 +81,7 @@ OPS = {
 def test_batches_equal_next(name) -> None:
     shape = None if name == "all" else (16, 16)
     imgs = _imgs(2, MIXED if shape is None else ((16, 16, 3), (16, 16, 4)))
-    _check(imgs, OPS[name], 8, 4, shape=shape)
+    _check(imgs, OPS[name], 8, 4, seed=SEED.get(name, 5), shape=shape)
 
 
 def test_grey_float_images() -> None:
