@@ -143,8 +143,9 @@ def stat_reads(g: VGather, sig: Any, gates: bool,
         return [None] * len(g.prefixes)
     end, width = extras_offset(sig), gather_nparams(sig)
     flags = gather_ngates(sig) - 1
+    fixed = g._fixed()  # (once for all of the prefixes: ``Prefix.begins``)
     return [(end, width, width + flags, width + gather_ngates(pr.sig) - 1 if gates else -1,
-             -1, *hw) if pr.begins(g) else None for pr in g.prefixes]
+             -1, *hw) if pr.begins(g, fixed) else None for pr in g.prefixes]
 
 
 def own_reads(sig: Any, gates: bool) -> tuple[int, ...]:

@@ -130,15 +130,16 @@ class Prefix:
             self._parts = None
         return self._p
 
-    def begins(self, g: VGather) -> bool:
+    def begins(self, g: VGather, fixed: tuple[np.ndarray, np.ndarray] | None = None) -> bool:
         """Whether ``g``'s own rows hold the prefix's (at the columns ``batch_arena`` reads):
         ``g`` still has the fixed slots, extras, sizes and sampler flags the prefix was made
         with (the chained ops' slots and flags only grow at the end; the sizes are the
-        same for every member)."""
+        same for every member). ``fixed``: ``g._fixed()`` where the caller has it (one
+        call for all of a gather's prefixes)."""
         st = self._state
         if st is None or st[2] is not g.cur or st[3] is not g.soff:
             return False
-        head, tail = g._fixed()
+        head, tail = g._fixed() if fixed is None else fixed
         return st[0] is head and st[1] is tail
 
 
