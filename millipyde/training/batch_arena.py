@@ -136,16 +136,16 @@ def stat_reads(g: VGather, sig: Any, gates: bool,
     op's own flag (-1: no flags), no size column (-1) and the size), or None where ``g`` has
     changed since (a sampler, an index map, a pad after the op): the prefix's own rows are
     packed (:func:`own_reads`). A prefix's fixed and chained ops' slots are the first
-    columns of ``g``'s rows as long as ``g`` keeps its fixed slots (``Prefix.begins``)."""
+    columns of ``g``'s rows as long as ``g`` keeps its fixed slots (``VGather.begun``)."""
     if not g.prefixes:
         return []
     if not (g.cur == g.cur[0]).all():  # (a launch's members share their size: never here)
         return [None] * len(g.prefixes)
     end, width = extras_offset(sig), gather_nparams(sig)
     flags = gather_ngates(sig) - 1
-    fixed = g._fixed()  # (once for all of the prefixes: ``Prefix.begins``)
     return [(end, width, width + flags, width + gather_ngates(pr.sig) - 1 if gates else -1,
-             -1, *hw) if pr.begins(g, fixed) else None for pr in g.prefixes]
+             -1, *hw) if begun else None
+            for pr, begun in zip(g.prefixes, g.begun(), strict=True)]
 
 
 def own_reads(sig: Any, gates: bool) -> tuple[int, ...]:

@@ -102,8 +102,8 @@ class Prefix:
     width, then 1 where the op is gated off for the member (nothing to measure). They are
     made when first asked for, from the arrays the gather's rows were made of then
     (``parts``, whose concatenated columns ``take`` are the rows): while the gather keeps
-    those (:meth:`begins`), its own rows hold every value of them (its first columns are
-    the prefix's; the flags, extras and size further on), and ``batch_arena`` has the
+    those (:meth:`VGather.begun`), its own rows hold every value of them (its first columns
+    are the prefix's; the flags, extras and size further on), and ``batch_arena`` has the
     reduction read those instead of packing these."""
 
     __slots__ = ("stat", "sig", "hw", "group", "_p", "_parts", "_take", "_state")
@@ -129,18 +129,6 @@ class Prefix:
             self._p = joined if self._take is None else joined[:, self._take]
             self._parts = None
         return self._p
-
-    def begins(self, g: VGather, fixed: tuple[np.ndarray, np.ndarray] | None = None) -> bool:
-        """Whether ``g``'s own rows hold the prefix's (at the columns ``batch_arena`` reads):
-        ``g`` still has the fixed slots, extras, sizes and sampler flags the prefix was made
-        with (the chained ops' slots and flags only grow at the end; the sizes are the
-        same for every member). ``fixed``: ``g._fixed()`` where the caller has it (one
-        call for all of a gather's prefixes)."""
-        st = self._state
-        if st is None or st[2] is not g.cur or st[3] is not g.soff:
-            return False
-        head, tail = g._fixed() if fixed is None else fixed
-        return st[0] is head and st[1] is tail
 
 
 def _room(buf: np.ndarray, flags: np.ndarray, cols: int, need: int, k: int,
@@ -537,6 +525,16 @@ class VGather:
         if p.shape[1] != width + nflags + spare:  # pragma: no cover - the layout's invariant
             raise RuntimeError(f"VGather: rows of {p.shape[1]} columns for {sig}")
         return sig, p
+
+    def begun(self) -> list[bool]:
+        """Per statistic prefix, whether this gather's own rows hold the prefix's (at the
+        columns ``batch_arena`` reads): the gather still has the fixed slots, extras, sizes
+        and sampler flags the prefix was made with (the chained ops' slots and flags only
+        grow at the end; the sizes are the same for every member)."""
+        head, tail = self._fixed()
+        cur, soff = self.cur, self.soff
+        return [(st := pr._state) is not None and st[2] is cur and st[3] is soff
+                and st[0] is head and st[1] is tail for pr in self.prefixes]
 
     def _fixed(self) -> tuple[np.ndarray, np.ndarray]:
         """(n, OPS_OFF) the fixed slots (the maps, the middle size, the full intensity, the
