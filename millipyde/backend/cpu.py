@@ -157,9 +157,14 @@ class CpuBackend(Backend):
         others: list[Future] = [pool.submit(kernel, *args, k, parts) for k in range(1, parts)]
         try:
             kernel(*args, 0, parts)
+            # a part no pool thread has started yet (they are busy with another thread's
+            # launch: a Pipeline's two workers launch at once) runs here instead of waiting
+            for k, f in enumerate(others, 1):
+                if f.cancel():
+                    kernel(*args, k, parts)
         finally:
             # every part has ended before the launch returns (or raises its first error)
-            errors = [f.exception() for f in others]
+            errors = [f.exception() for f in others if not f.cancelled()]
         for err in errors:
             if err is not None:
                 raise err
