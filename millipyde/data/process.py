@@ -99,8 +99,8 @@ def supported() -> bool:
 #: ``decode_process`` where a Generator does not say (and ``MILLIPYDE_DECODE_PROCESS`` is not
 #: set): "auto", a worker on the cuda backend for streams of at least :data:`AUTO_SAMPLES` a
 #: rank's epoch, the training process otherwise. On H200s the folder through a worker made
-#: 1.1-1.4x the in-process rate in every call of 2026-11-29 (bench/RESULTS.md: the decode call
-#: waits for the training process's GIL in one process), at ~3.5-4 s of start per iterator
+#: 0.97-1.42x the in-process rate, faster in 8 of 10 pairs of rows on 2026-11-29 (bench/
+#: RESULTS.md: in one process the decode call waits for the GIL), at ~3.5-4 s of start per iterator
 #: (a Python, a CUDA context, a decoder); on the cpu backend Pillow's threads release the GIL
 #: while they decode, and a worker only adds its start.
 DEFAULT: bool | str = "auto"
