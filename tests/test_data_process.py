@@ -45,6 +45,9 @@ def test_worker_batches_equal_in_process_and_slots_recycle(tmp_path, monkeypatch
     assert isinstance(loader, process.ProcessLoader)
     assert loader._proc.returncode is not None  # closed with its batches: the worker ended
     assert loader.reader.nogil_reads is fileread.available()  # runs read without the GIL
+    # the worker's Loader's times come over, the first decode call kept apart in them
+    st = loader.stats
+    assert st["batches"] >= 12 and 0.0 < st["decode_first_s"] <= st["decode_s"]
     assert len(a) == len(b) == 12
     for (x, s, y), (x2, s2, y2) in zip(a, b, strict=True):
         assert np.array_equal(x, x2) and np.array_equal(s, s2) and np.array_equal(y, y2)

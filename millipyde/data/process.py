@@ -167,7 +167,7 @@ class ProcessLoader:
         #: the worker's Loader's seconds (read wait, decode, other) and batches, as
         #: ``Loader.stats``; and the training side's wait for batches
         self.stats = {"read_wait_s": 0.0, "decode_s": 0.0, "other_s": 0.0, "batches": 0,
-                      "wait_s": 0.0}
+                      "decode_first_s": 0.0, "wait_s": 0.0}
         #: the worker's decoder and read-ahead, as far as reports need them (``name``,
         #: ``on_gpu``, ``on_host``; ``peak``), updated with each batch
         self.decoder = SimpleNamespace(name=decoder, on_gpu=None, on_host=None)
@@ -358,7 +358,7 @@ class ProcessLoader:
             _, b, sid, ks, samples, offsets, shapes, dtypes, bad, stats = msg
             for sample, name, why in bad:
                 self.bad.add_reason(sample, name, why)
-            for key in ("read_wait_s", "decode_s", "other_s", "batches"):
+            for key in ("read_wait_s", "decode_s", "other_s", "batches", "decode_first_s"):
                 self.stats[key] = stats[key]
             self.decoder.name = stats["decoder"]
             self.decoder.on_gpu, self.decoder.on_host = stats["on_gpu"], stats["on_host"]
