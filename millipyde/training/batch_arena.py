@@ -724,21 +724,18 @@ def _reduce(prefixes: list[Prefix], reads: list, pres: list, gates: bool, m: int
     from ..graph.exec.batch import launch
 
     for grp in reduction_groups(prefixes, reads):
+        prs = [prefixes[i] for i in grp]
+        h, w = (min(max(pr.hw[a] for pr in prs), codegen_stat.ARENA_STAT_GRID[a])
+                for a in (0, 1))
         if len(grp) > 1:  # (every one reads the gather's rows)
-            prs = [prefixes[i] for i in grp]
-            h, w = (min(max(pr.hw[a] for pr in prs), codegen_stat.ARENA_STAT_GRID[a])
-                    for a in (0, 1))
-            launch(_stats_fn(tuple((pr.sig, pr.stat) for pr in prs), gates), m, h, w,
-                    device, src, pk[rows], pk[p], stat, *(c for i in grp for c in reads[i]))
-            continue
-        pr, r, pre = prefixes[grp[0]], reads[grp[0]], pres[grp[0]]
-        h, w = (min(a, b) for a, b in zip(pr.hw, codegen_stat.ARENA_STAT_GRID, strict=True))
-        if r is None:
-            launch(_stat_fn(pr.sig, pr.stat, gates), m, h, w, device, src, pk[rows],
-                    pk[pre], stat, *own_reads(pr.sig, gates))
+            fn = _stats_fn(tuple((pr.sig, pr.stat) for pr in prs), gates)
+            slot, cols = p, [c for i in grp for c in reads[i]]
         else:
-            launch(_stat_fn(pr.sig, pr.stat, gates), m, h, w, device, src, pk[rows], pk[p],
-                    stat, *r)
+            fn = _stat_fn(prs[0].sig, prs[0].stat, gates)
+            i = grp[0]
+            slot, cols = (p, reads[i]) if reads[i] is not None else \
+                (pres[i], own_reads(prs[0].sig, gates))
+        launch(fn, m, h, w, device, src, pk[rows], pk[slot], stat, *cols)
 
 
 def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
