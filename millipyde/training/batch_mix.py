@@ -343,15 +343,14 @@ def _mixers(mix: Any) -> tuple:
 def _launch_box(kernel: Any, device: int, extent: tuple[int, int, int], args: tuple) -> None:
     """A GPU launch over (planes, rows, columns) of the box: x = columns, y = rows, z =
     planes (the kernels stride over what the grid does not cover). Straight through the
-    kernel's driver template where the backend has one for it (``launch_batched``: a batch
-    worker's mixes, ~30 us of host time less a call than ``launch_grid``)."""
+    kernel's driver template where the backend has one for it (``batch_launch.launch_grid``:
+    a batch worker's mixes, ~30 us of host time less a call than the general path)."""
+    from ..graph.exec import batch_launch
+
     p, r, q = extent
     block = (min(32, q), min(8, r), 1) if runtime.simulated else (128, 2, 1)
     grid = (min(-(-q // block[0]), 65535), min(-(-r // block[1]), 1024), min(p, 65535))
-    direct = getattr(runtime, "launch_batched", None)
-    if direct is None or not runtime.fast_launch or not direct(kernel, grid, block, device,
-                                                              args):
-        runtime.launch_grid(kernel, grid, block, device, *args)
+    batch_launch.launch_grid(kernel, grid, block, device, args)
 
 
 def _soft(labels: np.ndarray, soft: bool, k: int, lam: float) -> np.ndarray:

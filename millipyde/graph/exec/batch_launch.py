@@ -28,11 +28,18 @@ def launch(kernel: Any, nb: int, h: int, w: int, device: int, *args: Any) -> Non
     # so each thread runs its image's prologue (parameters, index map, gates) once for many
     # rows instead of once per pixel.
     gy = max(1, min(-(-h // block[1]), -(-_TARGET_BLOCKS // (gx * gz)), 65535))
-    grid = (gx, gy, gz)
+    launch_grid(kernel, (gx, gy, gz), block, device, args)
+
+
+def launch_grid(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
+                device: int, args: tuple, shared: int = 0) -> None:
+    """``runtime.launch_grid``, straight through the kernel's driver template where the
+    backend has one for it (``launch_batched``: the batch engine's launches skip the general
+    path's per-argument work)."""
     direct = getattr(runtime, "launch_batched", None) if REPLAY else None
-    if direct is None or not runtime.fast_launch or not direct(kernel, grid, block, device,
-                                                              args):
-        runtime.launch_grid(kernel, grid, block, device, *args)
+    if direct is None or not runtime.fast_launch or \
+            not direct(kernel, grid, block, device, args, shared):
+        runtime.launch_grid(kernel, grid, block, device, *args, shared=shared)
 
 
 #: Batched launches straight through their driver template where the backend has one

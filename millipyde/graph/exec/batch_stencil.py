@@ -119,10 +119,7 @@ def stencil_gpu(n: Node, src: Any, sidx: Any, dst: Any, taps: Any, rad: Any, rma
         if srcw is not None:
             fn, args = words, (*args, srcw)
         # straight through the kernel's driver template, as the batch's gathers launch
-        direct = getattr(runtime, "launch_batched", None) if batch_launch.REPLAY else None
-        if direct is None or not runtime.fast_launch or \
-                not direct(fn, grid, block, device, args, shared):
-            runtime.launch_grid(fn, grid, block, device, *args, shared=shared)
+        batch_launch.launch_grid(fn, grid, block, device, args, shared)
         return
     is_int, full = n.dtype.kind in "ui", full_range(n.dtype)
     tmp = runtime.empty((nb, h, w, nc), np.float64, device)
