@@ -405,7 +405,13 @@ def _peer_bandwidth(ngpu: int) -> dict:
 def _part_c(res: dict, batches: int, outputs: int) -> None:
     from skimage import data, transform
 
-    from millipyde.training import recipes
+    try:
+        import millipyde.training.batches as mb
+        from millipyde.training import recipes
+    except ImportError:  # the baseline tree (7c57e62) keeps them at the top level
+        import millipyde.batches as mb
+
+        from millipyde import recipes
 
     try:
         import torch
@@ -449,8 +455,6 @@ def _part_c(res: dict, batches: int, outputs: int) -> None:
         t = time.perf_counter() - t0
     cpu = (time.process_time() - c0) / t
     # check: batch 0 against the same Generator made per output (the documented fallback)
-    import millipyde.training.batches as mb
-
     def first_batch() -> np.ndarray:
         with gen(2, size) as g, g.batches(size) as it:
             return np.asarray(next(it))
