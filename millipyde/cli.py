@@ -61,7 +61,9 @@ def contact_sheet(paths: list[Path], out: Path, thumb: int = 160, columns: int =
                 top = y + (thumb - im.height) // 2
                 draw.rectangle((x + x0, top + y0, x + x1, top + y1), outline="red")
             draw.text(((i % cols) * thumb + 4, y + thumb), p.stem, fill="black")
-    sheet.save(out)
+    from .encode import encode_png
+
+    out.write_bytes(encode_png(np.asarray(sheet)))
     return out
 
 
@@ -81,8 +83,9 @@ def check_output_folder(src: Path, out: Path) -> None:
 
 
 class EncoderPool:
-    """Writes images through a pool of encoder threads (Pillow's encoders release the GIL),
-    at most ``4 * threads`` waiting: memory stays flat however many outputs.
+    """Writes images through a pool of encoder threads, at most ``4 * threads`` waiting:
+    memory stays flat however many outputs. PNGs are encoded by :func:`encode.encode_png`
+    (outside the GIL, so the threads run side by side), JPEGs by Pillow.
 
     Parameters
     ----------
@@ -110,6 +113,7 @@ class EncoderPool:
     def _write(self, path: Path, image: np.ndarray, scaled: bool) -> None:
         from PIL import Image
 
+        from .encode import encode_png
         from .io import to_uint8
 
         arr = np.rint(image).clip(0, 255).astype(np.uint8) if scaled else to_uint8(image)
@@ -118,13 +122,14 @@ class EncoderPool:
             arr = arr[..., 0]  # a grey output (replicated in the batch) is written grey
         if arr.ndim == 3 and arr.shape[2] == 1:
             arr = arr[..., 0]
-        img = Image.fromarray(arr)
         if self.fmt == "jpeg":
+            img = Image.fromarray(arr)
             if img.mode == "RGBA":
                 img = img.convert("RGB")
             img.save(path, "JPEG", quality=self.quality)
         else:
-            img.save(path, "PNG", compress_level=1)
+            # Pillow's PNG encoder holds the GIL: encode_png's NumPy and zlib do not
+            Path(path).write_bytes(encode_png(arr))
 
     def close(self) -> None:
         """Wait for every write (raising the first failure) and stop the threads."""

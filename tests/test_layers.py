@@ -45,8 +45,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("ops", ("millipyde.ops",)),
     # the api, what users import, from the values up to the entry points:
     # the handles, their random streams, targets and commit locks; reading and writing files
+    # (io reads them, encode writes PNGs outside the GIL)
     ("api.values", ("millipyde.random", "millipyde.targets", "millipyde.locks", "millipyde.array",
-                    "millipyde.image", "millipyde.io", "millipyde.torch")),
+                    "millipyde.image", "millipyde.io", "millipyde.encode", "millipyde.torch")),
     # streamed sources: files, shards, decoders, samplers, the loader
     ("api.data", ("millipyde.data",)),
     # user ops: what their function computes, and the decorators that make them

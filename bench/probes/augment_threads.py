@@ -28,6 +28,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 #: frames every worker thread has (left out of the per-thread counts)
+#: a thread waiting (its innermost frame)
+IDLE = ("python3.11/threading.py", "python3.12/threading.py", "tqdm/_monitor.py",
+        "futures/thread.py:_worker", "python3.11/queue.py", "python3.12/queue.py")
 SKIP = ("python3.11/threading.py", "python3.12/threading.py", "futures/thread.py",
         "futures/_base.py")
 
@@ -136,6 +139,30 @@ def main(argv: list[str] | None = None) -> int:
     for b in sorted(timeline):
         ph, c = timeline[b].most_common(1)[0]
         print(f"  {b * 0.25:5.2f} s  {ph} ({c} of {sum(timeline[b].values())})")
+    # the GIL held in one stretch: no sample for a while (the sampler needs it too); the
+    # stacks just after say who held it
+    stamps = sorted({ts for ts, _, _ in sampler.samples})
+    gaps = [(a, b) for a, b in zip(stamps, stamps[1:], strict=False) if b - a > 0.05]
+    print(f"\nstretches of {len(gaps)} with no sample over 50 ms (GIL held), "
+          f"{sum(b - a for a, b in gaps):.2f} s in all:")
+    for a, b in sorted(gaps, key=lambda g: g[0] - g[1])[:8]:
+        print(f"  {a:6.2f} s + {b - a:.3f} s; then:")
+        for ts, name, stack in sampler.samples:
+            if ts == b and not any(f.startswith(IDLE) for f in stack[:2]):
+                print(f"      {name}: {' < '.join(stack[:5])}")
+    print("\nbusy threads by 250 ms bin (innermost millipyde frame, most common):")
+    bins: dict[int, dict[str, collections.Counter]] = collections.defaultdict(
+        lambda: collections.defaultdict(collections.Counter))
+    for ts, name, stack in sampler.samples:
+        if name == "MainThread" or not stack or stack[0].startswith(IDLE):
+            continue
+        own = next((f for f in stack if "millipyde/" in f or "/training/" in f or
+                    "/data/" in f or "/exec/" in f or "/backend/" in f), stack[0])
+        bins[int(ts / 0.25)][name.rstrip("0123456789_-")][own] += 1
+    for b in sorted(bins):
+        parts = [f"{lb}: {c.most_common(1)[0][0]} ({sum(c.values())})"
+                 for lb, c in sorted(bins[b].items())]
+        print(f"  {b * 0.25:5.2f} s  " + "; ".join(parts))
     for label, c in seen.most_common():
         print(f"\nthread {label} ({c} samples, all threads of this name together):")
         for frame, k in per_thread[label].most_common(args.top):

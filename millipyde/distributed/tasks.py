@@ -57,12 +57,16 @@ def encode(arr: np.ndarray, fmt: str, fh: Any) -> None:
         if fmt == "jpg" and arr.ndim == 3 and arr.shape[2] == 4:
             raise FormatError("fmt='jpg' cannot hold an RGBA output: use fmt='png', 'tiff' or "
                               "'npy'")
+        if fmt == "png":
+            # zlib level 1 (half the encode time of level 6 for ~10% larger PNGs, 512x512 RGB
+            # photographs; docs/DISTRIBUTED.md), outside the GIL: encoding bounds the rate
+            from ..encode import encode_png
+
+            fh.write(encode_png(arr))
+            return
         from PIL import Image
 
-        # zlib level 1: half the encode time of Pillow's default 6 for ~10% larger PNGs
-        # (512x512 RGB photographs; docs/DISTRIBUTED.md), and encoding bounds the throughput
-        options = {"compress_level": 1} if fmt == "png" else {}
-        Image.fromarray(arr).save(fh, format=_PIL_FORMAT[fmt], **options)
+        Image.fromarray(arr).save(fh, format=_PIL_FORMAT[fmt])
         return
     if fmt == "tiff" and arr.ndim == 2 and arr.dtype.kind in "iuf":
         try:
