@@ -149,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {a:6.2f} s + {b - a:.3f} s; then:")
         for ts, name, stack in sampler.samples:
             if ts == b and not any(f.startswith(IDLE) for f in stack[:2]):
-                print(f"      {name}: {' < '.join(stack[:5])}")
+                ours = [f for f in stack if "millipyde/" in f or "/data/" in f or
+                        "/training/" in f][:2]
+                print(f"      {name}: {' < '.join(stack[:4])} ... {' < '.join(ours)}")
     print("\nbusy threads by 250 ms bin (innermost millipyde frame, most common):")
     bins: dict[int, dict[str, collections.Counter]] = collections.defaultdict(
         lambda: collections.defaultdict(collections.Counter))
