@@ -183,6 +183,13 @@ def augment(args: argparse.Namespace) -> int:
     # start, and their seconds of start-up overlap this process's imports and input reading
     if not _done_marker(args.recipe).exists():
         precompile.start_workers()
+    if args.input is not None:
+        from .data.decode import decode_threads
+        from .data.decode_ahead import prepare_decoder
+
+        # nvImageCodec's import (~1 s, GIL held) and first decode (~1 s) under this
+        # process's own start-up, not in front of the first batch
+        prepare_decoder(0, decode_threads())
     try:
         return _augment(args)
     finally:

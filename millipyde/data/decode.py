@@ -129,11 +129,16 @@ class NvImageCodecDecoder:
             raise ImportError("nvImageCodec is not installed (pip install nvidia-nvimgcodec-cu13)")
         self.device = device
         self.fallback = fallback
-        with runtime.on_device(device):
-            # its CPU stages (parsing; Huffman decoding where no hardware decoder takes an
-            # image) on this process's cores: one process per GPU shares the machine
-            self._dec = self.nv.Decoder(device_id=device,
-                                        max_num_cpu_threads=fallback.threads)
+        from .decode_ahead import take_decoder
+
+        # one made ahead (decode_ahead.prepare_decoder), else our own
+        self._dec = take_decoder(device, fallback.threads)
+        if self._dec is None:
+            with runtime.on_device(device):
+                # its CPU stages (parsing; Huffman decoding where no hardware decoder takes
+                # an image) on this process's cores: one process per GPU shares the machine
+                self._dec = self.nv.Decoder(device_id=device,
+                                            max_num_cpu_threads=fallback.threads)
         self._params = self.nv.DecodeParams(apply_exif_orientation=True,
                                             color_spec=self.nv.ColorSpec.SRGB)
         #: samples decoded on the GPU and by the fallback (reports)
