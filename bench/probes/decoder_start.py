@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         from bench_data import make_dataset
 
         folder = make_dataset(Path("/tmp/mpdata"), 2000, 20)["aug1000"]
-    files = sorted(p for p in Path(folder).rglob("*.jpg"))[:256]
+    files = sorted(p for p in Path(folder).rglob("*")
+                   if p.suffix.lower() in (".jpg", ".jpeg"))[:256]
     datas = [p.read_bytes() for p in files]
     d3 = step("Decoder() #3", lambda: nv.Decoder(device_id=0))
     for k in range(3):
