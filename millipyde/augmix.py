@@ -32,7 +32,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from scipy.special import gammaincinv
 
 from . import random as mprandom
 from . import targets
@@ -214,6 +213,10 @@ class AugMix(ImageOperation):
     def weights(self, u: Callable[[int], np.ndarray], n: int) -> np.ndarray:
         """(n, 1 + mixture_width) the mixing weights of ``n`` samples (``u(t)``: draw ``t`` of
         each): the original's first, then each chain's; each row sums to one."""
+        # imported here: scipy.special costs ~0.25 s, and every Generator imports this module
+        # (through millipyde.transforms) whether or not it mixes
+        from scipy.special import gammaincinv
+
         k = self.mixture_width
         beta = normalised_rows(gammaincinv(self.alpha, np.stack([u(0), u(1)], axis=1)))
         mix = normalised_rows(gammaincinv(self.alpha, np.stack([u(2 + i) for i in range(k)],
