@@ -437,9 +437,15 @@ class _Part:
 
 #: nvImageCodec can open a file through a descriptor this process holds (Linux)
 _PROC_FD = os.path.isdir("/proc/self/fd")
-#: files are mapped and parsed by nvImageCodec itself (False: read by Python as other
-#: sources are, then parsed; read when a reader is made: the bench compares the two)
-NATIVE_FILES = True
+#: files are mapped and parsed by nvImageCodec itself through ``/proc/self/fd/N`` (False:
+#: read by Python as other sources are, then parsed; read when a reader is made). Off:
+#: nvImageCodec (0.9.0, the binding and the C API alike) keys the files it opens by their
+#: path, so a code stream made from ``/proc/self/fd/N`` while another made from the same
+#: path (another file, whose descriptor N had been) is alive is the older file's, header and
+#: pixels: the read-ahead keeps thousands of parsed samples alive and descriptors are
+#: reused, so samples would decode as other files (tests/test_data_nvimgcodec_capi.py shows
+#: it). The bench's ``--parse readers`` still switches it on to time it.
+NATIVE_FILES = False
 
 
 def nvimgcodec_reader(nv: Any, source: Any) -> Callable[[int], Any]:
