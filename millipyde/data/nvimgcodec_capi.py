@@ -241,11 +241,14 @@ def make(cls: type, **fields: Any) -> Any:
     """A structure of ``cls`` with its ``struct_type`` and ``struct_size`` set (the library
     checks both), other fields from ``fields``."""
     obj = cls(**fields)
-    stype = next((t for c, t in STRUCTS.values() if c is cls), None)
+    stype = _TYPE_OF.get(cls)
     if stype is not None:
         obj.struct_type = stype
         obj.struct_size = sizeof(cls)
     return obj
+
+
+_TYPE_OF = {c: t for c, t in STRUCTS.values()}
 
 
 class NvImageCodecError(RuntimeError):
@@ -442,15 +445,19 @@ class CodeStream:
         self.handle, self.keep = handle, keep
         self.codec = info.codec_name.decode("ascii", "replace")
         planes = info.plane_info
-        self.channels = sum(planes[p].num_channels for p in range(min(info.num_planes,
-                                                                       MAX_NUM_PLANES)))
-        self.color_spec = int(info.color_spec)
-        h, w = int(planes[0].height), int(planes[0].width)
+        first = planes[0]
+        channels = first.num_channels
+        for p in range(1, min(info.num_planes, MAX_NUM_PLANES)):
+            channels += planes[p].num_channels
+        self.channels = channels
+        self.color_spec = info.color_spec
+        h, w = first.height, first.width
         turn = info.orientation
         #: (rotated, flip_x, flip_y) of the EXIF orientation: the output image is described
         #: with it, which is what makes the decoder apply it
-        self.orientation = (int(turn.rotated), int(turn.flip_x), int(turn.flip_y))
-        if turn.rotated % 180 == 90:
+        rotated = turn.rotated
+        self.orientation = (rotated, turn.flip_x, turn.flip_y)
+        if rotated % 180 == 90:
             h, w = w, h
         self.height, self.width = h, w
 
@@ -495,6 +502,7 @@ class Decoder:
         self.inst = inst  # never destroyed before this decoder (see Instance)
         self.host = bool(host)
         self._lock = threading.Lock()
+        self._local = threading.local()
         kinds = list(backends or [])
         self._backends = (Backend * max(1, len(kinds)))()
         for i, k in enumerate(kinds):
@@ -546,7 +554,9 @@ class Decoder:
             if handle.value:
                 lib.CodeStreamDestroy(handle.value)
             return None
-        info = make(ImageInfo)
+        info = getattr(self._local, "info", None)
+        if info is None:  # one per thread: parsing runs in the read-ahead threads too
+            info = self._local.info = make(ImageInfo)
         if lib.CodeStreamGetImageInfo(handle.value, byref(info)) != STATUS_SUCCESS or \
                 info.num_planes < 1:
             lib.CodeStreamDestroy(handle.value)
