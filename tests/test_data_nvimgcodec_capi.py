@@ -334,6 +334,46 @@ def test_readers_parse_samples_for_the_c_decoder(tmp_path) -> None:
     dec.close()
 
 
+@needs_lib
+@pytest.mark.parametrize("parse_in_readers", [False, True])
+def test_a_loader_over_a_folder_decodes_as_pillow(tmp_path, monkeypatch,
+                                                  parse_in_readers) -> None:
+    """The Loader (read-ahead, decode thread, refills) with the C decoder: the batches of a
+    folder equal the Pillow decoder's, a corrupt file refilled, its code streams made in the
+    decode thread or in the read-ahead's threads."""
+    from millipyde.data import Folder
+    from millipyde.data import loader as lmod
+    from millipyde.data.loader import BadSamples, Loader
+    from millipyde.data.sampler import EpochSampler
+
+    monkeypatch.setattr(lmod, "PARSE_IN_READERS", parse_in_readers)
+    photos = [data.astronaut(), data.chelsea(), data.coffee(), data.rocket()]
+    for i in range(12):
+        p = photos[i % 4][i * 7:i * 7 + 40 + i, i * 5:i * 5 + 52]
+        (tmp_path / f"{i:02d}.jpg").write_bytes(_jpeg(p) if i != 5 else b"broken")
+    Image.fromarray(photos[0][:30, :20]).save(tmp_path / "12.png")
+    src = Folder(tmp_path)
+    plan = lambda b: np.arange(b * 6, b * 6 + 6) if b < 2 else None  # noqa: E731
+    got = {}
+    for name in ("pillow", "c"):
+        dec = dmod.PillowDecoder(0, threads=1) if name == "pillow" else \
+            dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=1), host=True)
+        bad = BadSamples()
+        loader = Loader(src, EpochSampler(len(src)), plan, dec, 0, bad, threads=2)
+        try:
+            got[name] = [loader.get(b) for b in range(2)]
+            assert loader.get(2) is None
+        finally:
+            loader.close()
+        assert list(bad.names) == [str(tmp_path / "05.jpg")]
+        if name == "c":  # the JPEGs by nvImageCodec, the PNG and the broken file by Pillow
+            assert dec.on_gpu >= 10 and dec.on_host >= 2
+    for a, b in zip(got["pillow"], got["c"], strict=True):
+        assert list(a.samples) == list(b.samples)
+        for x, y in zip(a.arrays, b.arrays, strict=True):
+            assert np.array_equal(x, y)
+
+
 _EXIT = """
 import io, sys
 import numpy as np

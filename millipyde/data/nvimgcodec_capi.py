@@ -464,7 +464,7 @@ class CodeStream:
     def close(self) -> None:
         """Destroy the handle now (else when the object goes)."""
         handle, self.handle = self.handle, None
-        if handle and _api and _api[0] is not None:
+        if handle and _api and _api[0] is not None and not _exiting[0]:
             _api[0].CodeStreamDestroy(handle)
 
     def __del__(self) -> None:
