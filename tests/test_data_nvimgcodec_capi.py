@@ -24,6 +24,7 @@ from skimage import data
 
 from millipyde import config
 from millipyde import io as mio
+from millipyde.backend import ACTIVE
 from millipyde.data import decode as dmod
 from millipyde.data import nvimgcodec_capi as capi
 
@@ -375,6 +376,45 @@ def test_a_loader_over_a_folder_decodes_as_pillow(tmp_path, monkeypatch,
         assert list(a.samples) == list(b.samples)
         for x, y in zip(a.arrays, b.arrays, strict=True):
             assert np.array_equal(x, y)
+
+
+@needs_lib
+@pytest.mark.skipif(not ACTIVE.caps.nvidia_codecs, reason="the C API's device path decodes on "
+                    "an NVIDIA GPU (the cuda backend)")
+def test_gpu_decode_agrees_with_the_binding_in_one_allocation() -> None:
+    """On a GPU: the C decoder's images are DeviceImages at aligned offsets of one
+    allocation, and agree with the binding's (the same nvImageCodec decoders: within a few
+    levels should the two calls split a batch between its backends differently); grey by
+    Pillow in both."""
+    if dmod.import_nvimgcodec() is None:
+        pytest.skip("the binding is compared with")
+    blobs = [_jpeg(p) for p in (data.astronaut(), data.chelsea(), data.coffee())]
+    blobs += [_oriented(data.rocket(), 6), _jpeg(data.camera())]
+    stream = ACTIVE.take_stream(0)
+    try:
+        with ACTIVE.on_device(0), ACTIVE.using_stream(stream):
+            cdec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=2))
+            bdec = dmod.NvImageCodecDecoder(0, dmod.PillowDecoder(0, threads=2))
+            before = LIB.releases
+            c = cdec.decode(blobs, str, stream)
+            assert LIB.releases - before == 2
+            b = bdec.decode(blobs, str, stream)
+        stream.synchronize()
+        assert all(type(x) is dmod.DeviceImage for x in c[:4])
+        at = c[0].device_ptr
+        for x in c[:4]:
+            assert x.device_ptr == at and x.device_ptr % dmod.ALIGN == 0
+            at += -(-x.size // dmod.ALIGN) * dmod.ALIGN
+        assert c[3].shape == (data.rocket().shape[1], data.rocket().shape[0], 3)
+        for x, y in zip(c, b, strict=True):
+            hx = dmod.as_buffer(x).copy_to_host()
+            hy = dmod.as_buffer(y).copy_to_host()
+            assert hx.shape == hy.shape
+            assert np.abs(hx.astype(int) - hy).max() <= 8
+        cdec.close()
+        bdec.close()
+    finally:
+        ACTIVE.give_stream(stream)
 
 
 _EXIT = """
