@@ -141,6 +141,58 @@ def upload(a: Any, device: int) -> Any:
         return err
 
 
+def _bomb(name: str, pixels: int, limit: int) -> ValueError:
+    """The error of an image refused as a decompression bomb (io.py's words)."""
+    return ValueError(f"cannot load image {name!r}: refused as a possible decompression bomb "
+                      f"({pixels} pixels, over the limit of {limit})")
+
+
+def _route(datas: list[Any], name_of: Callable[[int], str],
+           parse: Callable[[Any], Any]) -> tuple[list[Any], list[int], list[Any]]:
+    """Which samples nvImageCodec decodes: ``(out, rows, code streams)``, ``out`` holding the
+    decompression bombs' errors (None elsewhere), ``rows`` the samples of the code streams:
+    those a reader thread parsed (:class:`Coded`) and those ``parse`` takes (it returns
+    ``(code stream, pixels)``, else None or raises). The rest are left to Pillow."""
+    out: list[Any] = [None] * len(datas)
+    rows, streams = [], []
+    limit = mio.pixel_limit()
+    for r, data in enumerate(datas):
+        if type(data) is Coded:  # parsed and checked by a reader thread
+            rows.append(r)
+            streams.append(data.stream)
+            continue
+        if isinstance(data, BaseException):  # not read: Pillow passes the error on
+            continue
+        try:
+            got = parse(data)
+        except Exception:  # not parsed: Pillow says why
+            got = None
+        if got is None:
+            continue
+        cs, pixels = got
+        if pixels > limit:
+            out[r] = _bomb(name_of(r), pixels, limit)
+        else:
+            rows.append(r)
+            streams.append(cs)
+    return out, rows, streams
+
+
+def _fall_back(dec: Any, datas: list[Any], name_of: Callable[[int], str],
+               out: list[Any]) -> list[Any]:
+    """``out`` with every sample nvImageCodec left (None) decoded by ``dec.fallback``
+    (Pillow), and ``dec``'s counts of both updated."""
+    rest = [r for r in range(len(datas)) if out[r] is None]
+    dec.on_gpu += len(datas) - len(rest)
+    dec.on_host += len(rest)
+    if rest:
+        got = dec.fallback.decode([_bytes_of(datas[r]) for r in rest],
+                                  lambda j: name_of(rest[j]))
+        for r, v in zip(rest, got, strict=True):
+            out[r] = v
+    return out
+
+
 class NvImageCodecDecoder:
     """nvImageCodec's batched decode into device memory (see the module doc).
 
@@ -177,6 +229,11 @@ class NvImageCodecDecoder:
         return cs.codec_name == "jpeg" and cs.num_channels == 3 and \
             cs.color_spec in (nv.ColorSpec.SYCC, nv.ColorSpec.SRGB, nv.ColorSpec.UNKNOWN)
 
+    def _parse(self, data: Any) -> tuple[Any, int] | None:
+        """``(code stream, pixels)`` of a sample the GPU takes, else None."""
+        cs = self.nv.CodeStream(data)
+        return (cs, int(cs.width) * int(cs.height)) if self.takes(cs) else None
+
     def reader(self, source: Any) -> Callable[[int], Any]:
         """``read(i)`` for the read-ahead's threads (:func:`nvimgcodec_reader`)."""
         return nvimgcodec_reader(self.nv, source)
@@ -186,27 +243,7 @@ class NvImageCodecDecoder:
         """Per encoded sample its device buffer (a :class:`DeviceImage`), or its error
         (``name_of(r)`` names sample ``r``). The GPU's images are complete on ``stream``
         (queued behind the decode)."""
-        out: list[Any] = [None] * len(datas)
-        gpu_rows, streams = [], []
-        limit = mio.pixel_limit()
-        for r, data in enumerate(datas):
-            if type(data) is Coded:  # parsed and checked by a reader thread
-                gpu_rows.append(r)
-                streams.append(data.stream)
-                continue
-            try:
-                cs = self.nv.CodeStream(data)
-                take = self.takes(cs)
-                pixels = int(cs.width) * int(cs.height)
-            except Exception:  # not parsed: Pillow says why
-                take, pixels = False, 0
-            if take and pixels > limit:
-                out[r] = ValueError(f"cannot load image {name_of(r)!r}: refused as a possible "
-                                    f"decompression bomb ({pixels} pixels, over the limit of "
-                                    f"{limit})")
-            elif take:
-                gpu_rows.append(r)
-                streams.append(cs)
+        out, gpu_rows, streams = _route(datas, name_of, self._parse)
         if gpu_rows:
             from ..backend.pool import stream_handle
 
@@ -224,15 +261,7 @@ class NvImageCodecDecoder:
                     images = [self._one(cs, handle) for cs in streams]
                 for r, img in zip(gpu_rows, images, strict=True):
                     out[r] = None if img is None else _wrap(img, self._dec, stream)
-        rest = [r for r in range(len(datas)) if out[r] is None]
-        self.on_gpu += len(datas) - len(rest)
-        self.on_host += len(rest)
-        if rest:
-            got = self.fallback.decode([_bytes_of(datas[r]) for r in rest],
-                                       lambda j: name_of(rest[j]))
-            for r, v in zip(rest, got, strict=True):
-                out[r] = v
-        return out
+        return _fall_back(self, datas, name_of, out)
 
     def _one(self, cs: Any, handle: int) -> Any:
         """One code stream decoded alone: its image, or None where nvImageCodec fails it."""
@@ -336,42 +365,11 @@ class NvImageCodecCDecoder:
         """Per encoded sample its decoded buffer (a :class:`DeviceImage` on a GPU, a NumPy
         array on the host), or its error (``name_of(r)`` names sample ``r``). The GPU's
         images are complete on ``stream`` (queued behind the decode)."""
-        out: list[Any] = [None] * len(datas)
-        rows, streams = [], []
-        limit = mio.pixel_limit()
-        for r, data in enumerate(datas):
-            if type(data) is Coded:  # parsed and checked by a reader thread
-                rows.append(r)
-                streams.append(data.stream)
-                continue
-            if isinstance(data, BaseException):
-                continue
-            try:
-                got = self._parse(data)
-            except Exception:  # not parsed: Pillow says why
-                got = None
-            if got is None:
-                continue
-            cs, pixels = got
-            if pixels > limit:
-                out[r] = ValueError(f"cannot load image {name_of(r)!r}: refused as a possible "
-                                    f"decompression bomb ({pixels} pixels, over the limit of "
-                                    f"{limit})")
-            else:
-                rows.append(r)
-                streams.append(cs)
+        out, rows, streams = _route(datas, name_of, self._parse)
         if rows:
             for r, img in zip(rows, self._decode_batch(streams, stream), strict=True):
                 out[r] = img
-        rest = [r for r in range(len(datas)) if out[r] is None]
-        self.on_gpu += len(datas) - len(rest)
-        self.on_host += len(rest)
-        if rest:
-            got = self.fallback.decode([_bytes_of(datas[r]) for r in rest],
-                                       lambda j: name_of(rest[j]))
-            for r, v in zip(rest, got, strict=True):
-                out[r] = v
-        return out
+        return _fall_back(self, datas, name_of, out)
 
     def _decode_batch(self, streams: list[Any], stream: Any) -> list[Any]:
         """The code streams decoded into one allocation: per stream its image, or None
@@ -507,9 +505,7 @@ def coded_reader(source: Any, parse: Callable[[Any], Any]) -> Callable[[int], An
             return data if data is not None else source.read(i)
         cs, pixels = got
         if pixels > limit:
-            raise ValueError(f"cannot load image {source.name(i)!r}: refused as a possible "
-                             f"decompression bomb ({pixels} pixels, over the limit of "
-                             f"{limit})")
+            raise _bomb(source.name(i), pixels, limit)
         return Coded(cs, nbytes, source, i)
 
     return read
