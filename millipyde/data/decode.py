@@ -384,7 +384,10 @@ class NvImageCodecCDecoder:
                 runtime.using_stream(stream) if stream is not None else \
                 contextlib.nullcontext():
             try:
-                whole = runtime.empty((at,), np.uint8, self.device)
+                if self.host and runtime.caps.device_memory:  # host buffers beside a GPU
+                    whole = np.empty((at,), np.uint8)
+                else:  # the backend's memory: CuPy's pool on the decode stream on cuda
+                    whole = runtime.empty((at,), np.uint8, self.device)
             except Exception:  # out of memory, say: Pillow tries each
                 return [None] * len(streams)
             base = _address_of(whole)
@@ -414,11 +417,13 @@ class NvImageCodecCDecoder:
 
 
 def _address_of(buffer: Any) -> int:
-    """The address of a backend buffer's first byte (device or host memory)."""
-    face = getattr(buffer, "__cuda_array_interface__", None)
-    if face is None:
-        face = buffer.__array_interface__
-    return int(face["data"][0])
+    """The address of a buffer's first byte: a NumPy array's, or a device array's of the
+    backend."""
+    if isinstance(buffer, np.ndarray):
+        return int(buffer.ctypes.data)
+    from numba.cuda.cudadrv import driver
+
+    return int(driver.device_pointer(buffer))
 
 
 class _Part:
