@@ -140,6 +140,16 @@ def main() -> None:
         return cdec.decode(part, str, stream)
 
     saved = sys.getswitchinterval()
+    # the busy thread's stalls with nothing else running (the OS's preemptions, not the GIL):
+    # what the rows' counts are read against
+    stop, gaps = threading.Event(), [0]
+    sys.setswitchinterval(lmod.SWITCH_INTERVAL)
+    spinner = busy_thread(args.busy, stop, gaps=gaps)
+    time.sleep(2.0)
+    stop.set()
+    spinner.join(5)
+    sys.setswitchinterval(saved)
+    print(f"the busy thread alone: {gaps[0] / 2.0:.0f} stalls a second", flush=True)
     rows: list[tuple[str, float, float, float | None]] = []
     with runtime.on_device(0), runtime.using_stream(stream) if stream is not None else \
             contextlib.nullcontext():
