@@ -349,7 +349,7 @@ class NvImageCodecCDecoder:
 
     def _parse(self, data: Any) -> tuple[Any, int] | None:
         """``(code stream, pixels)`` of a sample it takes, else None (:func:`coded_reader`'s
-        parse: ``data`` a path of ``/proc/self/fd`` or bytes)."""
+        parse: ``data`` the sample's bytes, or a file's path where ``NATIVE_FILES``)."""
         dec = self._dec
         cs = dec.parse_file(data) if isinstance(data, str) else dec.parse(data)
         if cs is None or not self.takes(cs):
@@ -391,8 +391,9 @@ class NvImageCodecCDecoder:
             except Exception:  # out of memory, say: Pillow tries each
                 return [None] * len(streams)
             base = _address_of(whole)
+            # host buffers: no CUDA stream to order on (the CPU decode is done at the wait)
             done = self._dec.decode(streams, [base + off for off in offsets],
-                                    stream_handle(stream))
+                                    0 if self.host else stream_handle(stream))
         if done is None:
             return [None] * len(streams)
         images: list[Any] = []
