@@ -461,6 +461,20 @@ def test_the_interface_switch_is_checked(monkeypatch) -> None:
     assert dmod.nvimgcodec_api() == "python"
 
 
+def test_a_batch_image_on_the_device_is_a_view_of_its_allocation() -> None:
+    """What the C decoder hands the batch engine on a GPU, built over a host stand-in for
+    the allocation: a DeviceImage whose image keeps the allocation and describes the view."""
+    whole = np.zeros(4 << 20, np.uint8)
+    ptr = whole.ctypes.data + 3 * dmod.ALIGN
+    img = dmod.DeviceImage(dmod._Part(whole, ptr, (5, 7, 3)), (5, 7, 3), ptr, None, None)
+    assert (img.shape, img.size, img.ndim, img.dtype, img.device_ptr) == \
+        ((5, 7, 3), 105, 3, np.uint8, ptr)
+    assert img.image.whole is whole
+    assert img.image.__cuda_array_interface__ == {"data": (ptr, False), "shape": (5, 7, 3),
+                                                   "typestr": "|u1", "strides": None,
+                                                   "version": 3}
+
+
 def test_without_the_wheel_the_library_is_none(monkeypatch) -> None:
     monkeypatch.setattr(capi, "_api", [])
     monkeypatch.setattr(capi, "package_dir", lambda: None)

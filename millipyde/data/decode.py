@@ -278,6 +278,8 @@ class NvImageCodecDecoder:
 
 #: alignment of each image in a batch's allocation (bytes)
 ALIGN = 256
+#: a batch's allocation is a whole number of these (bytes)
+POOL_STEP = 1 << 20
 
 
 class NvImageCodecCDecoder:
@@ -378,6 +380,8 @@ class NvImageCodecCDecoder:
         for cs in streams:
             offsets.append(at)
             at += -(-cs.height * cs.width * 3 // ALIGN) * ALIGN
+        # whole MiBs: batches of slightly different sizes reuse the pool's blocks
+        at = -(-at // POOL_STEP) * POOL_STEP
         from ..backend.pool import stream_handle
 
         with runtime.on_device(self.device), \
@@ -428,15 +432,19 @@ def _address_of(buffer: Any) -> int:
 
 
 class _Part:
-    """One image of a batch's allocation as ``__cuda_array_interface__`` (what
-    :class:`DeviceImage` holds as its image); it keeps the allocation alive."""
+    """One image of a batch's allocation (what :class:`DeviceImage` holds as its image); it
+    keeps the allocation alive. Its ``__cuda_array_interface__`` is made when asked for (the
+    per-output path's :meth:`DeviceImage.buffer`; the batch engine copies by address)."""
 
-    __slots__ = ("whole", "__cuda_array_interface__")
+    __slots__ = ("whole", "ptr", "shape")
 
     def __init__(self, whole: Any, ptr: int, shape: tuple[int, ...]) -> None:
-        self.whole = whole
-        self.__cuda_array_interface__ = {"data": (int(ptr), False), "shape": tuple(shape),
-                                         "typestr": "|u1", "strides": None, "version": 3}
+        self.whole, self.ptr, self.shape = whole, ptr, shape
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return {"data": (self.ptr, False), "shape": self.shape, "typestr": "|u1",
+                "strides": None, "version": 3}
 
 
 #: nvImageCodec can open a file through a descriptor this process holds (Linux)
