@@ -100,7 +100,7 @@ def test_structures_match_the_header_compiled_by_a_c_compiler(tmp_path) -> None:
 
 
 @needs_lib
-def test_structure_types_and_statuses_match_the_header() -> None:
+def test_structure_types_statuses_and_version_match_the_header() -> None:
     text = Path(LIB.directory, "include", "nvimgcodec.h").read_text()
     body = re.search(r"typedef enum\s*\{(.*?)\}\s*nvimgcodecStructureType_t;", text, re.S)[1]
     names = re.findall(r"NVIMGCODEC_STRUCTURE_TYPE_(\w+)", body)
@@ -108,6 +108,11 @@ def test_structure_types_and_statuses_match_the_header() -> None:
     for attr in dir(capi):
         if attr.startswith("STRUCTURE_TYPE_"):
             assert getattr(capi, attr) == value[attr[len("STRUCTURE_TYPE_"):]], attr
+
+    ver = Path(LIB.directory, "include", "nvimgcodec_version.h").read_text()
+    major, minor, patch = (int(re.search(rf"NVIMGCODEC_VER_{k}\s+(\d+)", ver)[1])
+                           for k in ("MAJOR", "MINOR", "PATCH"))
+    assert capi.version(LIB) == major * 1000 + minor * 100 + patch  # the header's library
 
     def defined(c_name: str) -> int:
         return int(re.search(rf"\b{c_name}\s*=\s*(0x[0-9a-fA-F]+|-?\d+)", text)[1], 0)
