@@ -22,6 +22,8 @@ time, so about that share of the call's take-backs are seen).
 ``--cpu``: libjpeg-turbo on the CPU into host buffers (the cpu backend): the binding through a
 CPU-only ``Decoder`` (its own per-sample ``CodeStream`` then ``decode``, as
 ``NvImageCodecDecoder`` does on a GPU), the C API through ``NvImageCodecCDecoder(host=True)``.
+"C API, parsed ahead": the C API's call on code streams made before the timed batches (as the
+read-ahead threads make them with ``loader.PARSE_IN_READERS``).
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ def main() -> None:
     ap.add_argument("--classes", type=int, default=16)
     ap.add_argument("--batches", type=int, default=20)
     ap.add_argument("--size", type=int, default=256)
-    ap.add_argument("--rounds", type=int, default=2, help="binding and C API rows, alternated")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="rounds of the binding's and the C API's rows, in turn")
     ap.add_argument("--busy", type=float, default=0.5)
     ap.add_argument("--threads", type=int, default=0,
                     help="nvImageCodec's CPU threads (0: the Pillow fallback's count)")
@@ -139,6 +142,14 @@ def main() -> None:
     def c_api(part: list) -> list:
         return cdec.decode(part, str, stream)
 
+    # the same batches' code streams made beforehand (as the read-ahead threads make them
+    # with loader.PARSE_IN_READERS): the decode thread's call without the parse
+    coded = {id(b): dmod.Coded(cdec._parse(b)[0], len(b), None, i)
+             for i, b in enumerate(blobs)}
+
+    def c_api_parsed(part: list) -> list:
+        return cdec.decode([coded[id(b)] for b in part], str, stream)
+
     saved = sys.getswitchinterval()
     # the busy thread's stalls with nothing else running (the OS's preemptions, not the GIL):
     # what the rows' counts are read against
@@ -154,8 +165,9 @@ def main() -> None:
     with runtime.on_device(0), runtime.using_stream(stream) if stream is not None else \
             contextlib.nullcontext():
         for rnd in range(args.rounds):
-            pair = [("binding", binding), ("C API", c_api)]
-            for name, run in pair if rnd % 2 == 0 else pair[::-1]:
+            kinds = [("binding", binding), ("C API", c_api),
+                     ("C API, parsed ahead", c_api_parsed)]
+            for name, run in kinds if rnd % 2 == 0 else kinds[::-1]:
                 for beside in (False, True):
                     stop = threading.Event()
                     gaps = [0]
@@ -176,17 +188,18 @@ def main() -> None:
                         stop.set()
                         if spinner is not None:
                             spinner.join(5)
-                    rel = (lib.releases - r0) / (args.batches + 2) if name == "C API" else None
+                    rel = (lib.releases - r0) / (args.batches + 2) \
+                        if name.startswith("C API") else None
                     label = f"{name}, {'beside a half-busy thread' if beside else 'alone'}"
                     rows.append((label, rate, call, rel))
                     extra = "" if rel is None else f"  GIL releases a batch {rel:.1f}"
                     if beside:
                         extra += f"  the busy thread stalled {stalls:.0f} times a batch"
-                    print(f"round {rnd + 1}  {label:36s} {rate:9.0f} img/s  call median "
+                    print(f"round {rnd + 1}  {label:50s} {rate:9.0f} img/s  call median "
                           f"{call * 1e3:7.2f} ms a batch of {args.size}{extra}", flush=True)
     for label in dict.fromkeys(r[0] for r in rows):
         mine = [r for r in rows if r[0] == label]
-        print(f"median of {len(mine)}  {label:36s} "
+        print(f"median of {len(mine)}  {label:50s} "
               f"{statistics.median(r[1] for r in mine):9.0f} img/s  call "
               f"{statistics.median(r[2] for r in mine) * 1e3:7.2f} ms", flush=True)
     cdec.close()
