@@ -264,18 +264,7 @@ def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool | s
         taker = threading.Thread(target=take, daemon=True)
         taker.start()
         time.sleep(0.2)
-    spinner = None
-    if busy:
-        def spin() -> None:
-            while not stop.is_set():
-                end = time.perf_counter() + 0.018
-                x = 0
-                while time.perf_counter() < end:
-                    x += 1
-                time.sleep(0.018 * (1 - busy) / busy)
-
-        spinner = threading.Thread(target=spin, daemon=True)
-        spinner.start()
+    spinner = busy_thread(busy, stop) if busy else None
     saved_switch = sys.getswitchinterval()
     if switch is not None:
         sys.setswitchinterval(switch)
@@ -297,23 +286,58 @@ def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool | s
             "mean_kb": sum(map(len, blobs)) / len(blobs) / 1024}
 
 
+def busy_thread(busy: float, stop: Any, turn: float = 0.018, gaps: list | None = None,
+                gap_s: float = 2e-5) -> Any:
+    """A started daemon thread that runs Python (holding the GIL but for the interpreter's
+    switches) ``busy`` of the time, in ``turn``-second turns (the batch worker's ~19 ms a
+    batch), until ``stop`` (a ``threading.Event``) is set: the Python beside a decode call in
+    the pipeline. ``gaps``: a one-item list counting the stalls of over ``gap_s`` inside its
+    turns (each a time another thread took the GIL from it: a GIL hand-over)."""
+    import threading
+
+    def spin() -> None:
+        stalls = 0
+        while not stop.is_set():
+            now = time.perf_counter()
+            end = now + turn
+            while now < end:
+                last, now = now, time.perf_counter()
+                if now - last > gap_s:
+                    stalls += 1
+            if gaps is not None:
+                gaps[0] = stalls
+            time.sleep(turn * (1 - busy) / busy)
+
+    t = threading.Thread(target=spin, daemon=True, name="busy-half")
+    t.start()
+    return t
+
+
 def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: int = 0,
                 world: int = 1, barrier: str | None = None,
                 read_threads: int | None = None, decode_process: bool | None = None,
                 nogil_reads: bool | None = None, hold_readers: bool | None = None,
-                switch: float | None = None) -> dict:
+                switch: float | None = None, nvimgcodec_api: str | None = None,
+                parse_in_readers: bool | None = None) -> dict:
     """img/s of the recipe's float32 NCHW batches from ``source`` taken by torch
     (``read_threads``: the read-ahead's threads, else the default; ``decode_process``: read
     and decode in a worker process, or in this one, else the default; ``nogil_reads``: a
     folder's files read a run at a time without the GIL, or by Python per file;
     ``hold_readers``: the readers held back during the decode call; ``switch``: the
-    loading process's switch interval (``loader.SWITCH_INTERVAL``); else the
-    defaults, ``millipyde.data.fileread.ENABLED`` and ``loader``'s, restored after the
-    row)."""
+    loading process's switch interval (``loader.SWITCH_INTERVAL``); ``nvimgcodec_api``:
+    ``"python"`` or ``"c"`` (``decode.NVIMGCODEC_API``); ``parse_in_readers``:
+    ``loader.PARSE_IN_READERS``; else the defaults, ``millipyde.data.fileread.ENABLED``,
+    ``loader``'s and ``decode``'s, restored after the row)."""
+    from millipyde.data import decode as dmod
     from millipyde.data import fileread
     from millipyde.data import loader as lmod
 
     saved = fileread.ENABLED, lmod.HOLD_READERS, lmod.SWITCH_INTERVAL
+    saved_more = dmod.NVIMGCODEC_API, lmod.PARSE_IN_READERS
+    if nvimgcodec_api is not None:
+        dmod.NVIMGCODEC_API = nvimgcodec_api
+    if parse_in_readers is not None:
+        lmod.PARSE_IN_READERS = parse_in_readers
     if nogil_reads is not None:
         fileread.ENABLED = nogil_reads
     if hold_readers is not None:
@@ -325,8 +349,11 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
                            decode_process)
         out["nogil_reads"], out["hold_readers"] = fileread.ENABLED, lmod.HOLD_READERS
         out["switch_interval"] = lmod.SWITCH_INTERVAL
+        out["nvimgcodec_api"] = dmod.nvimgcodec_api()
+        out["parse_in_readers"] = lmod.PARSE_IN_READERS
     finally:
         fileread.ENABLED, lmod.HOLD_READERS, lmod.SWITCH_INTERVAL = saved
+        dmod.NVIMGCODEC_API, lmod.PARSE_IN_READERS = saved_more
     return out
 
 
@@ -505,7 +532,9 @@ def _save(out: dict, args: argparse.Namespace) -> None:
 def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
     """``--rows``: per row its name, source (folder, shards, decode), whether it decodes in a
     worker process, and its tags (``+pyread``, ``+nohold``, ``+sw20``: a 20 us switch
-    interval where the Loader runs); ``#k`` after a name tells a
+    interval where the Loader runs; ``+capi``: nvImageCodec through its C API,
+    ``decode.NVIMGCODEC_API = "c"``; ``+parse``: code streams made in the read-ahead
+    threads, ``loader.PARSE_IN_READERS``); ``#k`` after a name tells a
     repeated row apart (``folder_worker#2``)."""
     out = []
     for name in spec.split(","):
@@ -515,7 +544,7 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
             continue
         src, label = base.split("_", 1)
         if src not in ("folder", "shards") or label not in ("worker", "in_process") or \
-                set(tags) - {"pyread", "nohold", "sw20"}:
+                set(tags) - {"pyread", "nohold", "sw20", "capi", "parse"}:
             raise SystemExit(f"--rows: unknown row {name!r}")
         out.append((name, src, label == "worker", tags))
     return out
@@ -603,10 +632,13 @@ def gpu(args: argparse.Namespace) -> dict:
             out[name] = stream_rate(src, nb, args.warmup, decode_process=worker,
                                     nogil_reads=False if "pyread" in tags else None,
                                     hold_readers=False if "nohold" in tags else None,
-                                    switch=2e-5 if "sw20" in tags else None)
+                                    switch=2e-5 if "sw20" in tags else None,
+                                    nvimgcodec_api="c" if "capi" in tags else None,
+                                    parse_in_readers=True if "parse" in tags else None)
             r = out[name]
             log(f"{name}: {r['rate']:.0f} img/s (nogil reads {r['reader_nogil_reads']}, held "
-                f"{r['hold_readers']}; {r['decoder']}: {r['on_gpu']} on the GPU, "
+                f"{r['hold_readers']}, parsed in readers {r['parse_in_readers']}; "
+                f"{r['decoder']}: {r['on_gpu']} on the GPU, "
                 f"{r['on_host']} by Pillow); open {r['open_s']:.1f} s, warm-up "
                 f"{r['warmup_s']:.1f} s; RSS {r['rss_mb'][0]:.0f} -> {r['rss_mb'][1]:.0f} MB, "
                 f"device {r['device_mb'][0]:.0f} -> {r['device_mb'][1]:.0f} MB")
@@ -1338,7 +1370,10 @@ def main(argv: list[str] | None = None) -> int:
                         "folder_in_process, shards_in_process; +pyread after a row: its "
                         "files read by Python per file (millipyde.data.fileread.ENABLED off); "
                         "+nohold: its readers not held back during the decode call "
-                        "(loader.HOLD_READERS off); e.g. folder_worker+pyread+nohold; #2 "
+                        "(loader.HOLD_READERS off); +capi: nvImageCodec through its C API "
+                        "(decode.NVIMGCODEC_API = 'c'); +parse: code streams made in the "
+                        "read-ahead threads (loader.PARSE_IN_READERS); +sw20: a 20 us "
+                        "switch interval; e.g. folder_worker+pyread+nohold; #2 "
                         "after a name repeats a row")
     g.add_argument("--variants", action="store_true",
                    help="also the folder row with samples parsed in the readers, with one copy "

@@ -76,9 +76,12 @@ def test_kept_streams_are_reused_and_checked() -> None:
 
 @pytest.mark.skipif(mp.backend() != "cuda" or not runtime.caps.nvidia_codecs,
                     reason="nvImageCodec decodes on an NVIDIA GPU")
-def test_decoded_images_collected_in_a_cycle_with_their_stream() -> None:
+@pytest.mark.parametrize("api", ["python", "c"])
+def test_decoded_images_collected_in_a_cycle_with_their_stream(api) -> None:
+    """The binding's images (freed by nvImageCodec on their stream) and the C API's (views
+    of one backend allocation a batch) in a cycle with their stream, collected."""
     pytest.importorskip("nvidia.nvimgcodec")
-    env = dict(os.environ, MILLIPYDE_BACKEND="cuda")
+    env = dict(os.environ, MILLIPYDE_BACKEND="cuda", MILLIPYDE_NVIMGCODEC_API=api)
     proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(_CYCLE),
                            "take_stream"], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "collected" in proc.stdout, \

@@ -11,12 +11,18 @@
   the pixels of every format follow one set of rules. Optional: ``pip install
   nvidia-nvimgcodec-cu13`` (in millipyde's ``cuda`` extra); without it GPUs decode with Pillow,
   said once in a warning.
+- :class:`NvImageCodecCDecoder`: the same decode through nvImageCodec's C API
+  (``nvimgcodec_capi``, ctypes): the GIL is released once for the batched call and once for
+  its wait, never per image, and the batch's images are decoded into one allocation of the
+  backend. Chosen where :func:`nvimgcodec_api` says ``"c"`` (``MILLIPYDE_NVIMGCODEC_API``, or
+  :data:`NVIMGCODEC_API`).
 
 :func:`make_decoder` picks one for the backend.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import warnings
@@ -26,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import config
 from .. import io as mio
 from ..backend import ACTIVE as runtime
 
@@ -33,6 +40,30 @@ from ..backend import ACTIVE as runtime
 DECODERS = ("auto", "pillow", "nvimgcodec")
 
 _warned_missing = [False]
+
+#: which interface of nvImageCodec decodes for ``decoder="nvimgcodec"``/``"auto"``:
+#: ``"python"`` its Python binding (:class:`NvImageCodecDecoder`), ``"c"`` its C API through
+#: ctypes (:class:`NvImageCodecCDecoder`); None: ``MILLIPYDE_NVIMGCODEC_API`` (default
+#: ``"python"``). Read when a decoder is made; a decode worker process gets this process's
+#: value. The C API takes the GIL's hand-overs out of the decode call (bench/RESULTS.md,
+#: "nvImageCodec's C API through ctypes"); the binding stays the default until a GPU says.
+NVIMGCODEC_API: str | None = None
+
+
+def nvimgcodec_api() -> str:
+    """``"python"`` or ``"c"``: :data:`NVIMGCODEC_API`, else ``MILLIPYDE_NVIMGCODEC_API``.
+
+    Raises
+    ------
+    ValueError
+        Another value (naming the setting).
+    """
+    if NVIMGCODEC_API is None:
+        return config.nvimgcodec_api()
+    if NVIMGCODEC_API not in ("python", "c"):
+        raise ValueError(f"decode.NVIMGCODEC_API must be 'python' or 'c', got "
+                         f"{NVIMGCODEC_API!r}")
+    return NVIMGCODEC_API
 
 
 def decode_threads() -> int:
@@ -110,6 +141,58 @@ def upload(a: Any, device: int) -> Any:
         return err
 
 
+def _bomb(name: str, pixels: int, limit: int) -> ValueError:
+    """The error of an image refused as a decompression bomb (io.py's words)."""
+    return ValueError(f"cannot load image {name!r}: refused as a possible decompression bomb "
+                      f"({pixels} pixels, over the limit of {limit})")
+
+
+def _route(datas: list[Any], name_of: Callable[[int], str],
+           parse: Callable[[Any], Any]) -> tuple[list[Any], list[int], list[Any]]:
+    """Which samples nvImageCodec decodes: ``(out, rows, code streams)``, ``out`` holding the
+    decompression bombs' errors (None elsewhere), ``rows`` the samples of the code streams:
+    those a reader thread parsed (:class:`Coded`) and those ``parse`` takes (it returns
+    ``(code stream, pixels)``, else None or raises). The rest are left to Pillow."""
+    out: list[Any] = [None] * len(datas)
+    rows, streams = [], []
+    limit = mio.pixel_limit()
+    for r, data in enumerate(datas):
+        if type(data) is Coded:  # parsed and checked by a reader thread
+            rows.append(r)
+            streams.append(data.stream)
+            continue
+        if isinstance(data, BaseException):  # not read: Pillow passes the error on
+            continue
+        try:
+            got = parse(data)
+        except Exception:  # not parsed: Pillow says why
+            got = None
+        if got is None:
+            continue
+        cs, pixels = got
+        if pixels > limit:
+            out[r] = _bomb(name_of(r), pixels, limit)
+        else:
+            rows.append(r)
+            streams.append(cs)
+    return out, rows, streams
+
+
+def _fall_back(dec: Any, datas: list[Any], name_of: Callable[[int], str],
+               out: list[Any]) -> list[Any]:
+    """``out`` with every sample nvImageCodec left (None) decoded by ``dec.fallback``
+    (Pillow), and ``dec``'s counts of both updated."""
+    rest = [r for r in range(len(datas)) if out[r] is None]
+    dec.on_gpu += len(datas) - len(rest)
+    dec.on_host += len(rest)
+    if rest:
+        got = dec.fallback.decode([_bytes_of(datas[r]) for r in rest],
+                                  lambda j: name_of(rest[j]))
+        for r, v in zip(rest, got, strict=True):
+            out[r] = v
+    return out
+
+
 class NvImageCodecDecoder:
     """nvImageCodec's batched decode into device memory (see the module doc).
 
@@ -151,6 +234,11 @@ class NvImageCodecDecoder:
         return cs.codec_name == "jpeg" and cs.num_channels == 3 and \
             cs.color_spec in (nv.ColorSpec.SYCC, nv.ColorSpec.SRGB, nv.ColorSpec.UNKNOWN)
 
+    def _parse(self, data: Any) -> tuple[Any, int] | None:
+        """``(code stream, pixels)`` of a sample the GPU takes, else None."""
+        cs = self.nv.CodeStream(data)
+        return (cs, int(cs.width) * int(cs.height)) if self.takes(cs) else None
+
     def reader(self, source: Any) -> Callable[[int], Any]:
         """``read(i)`` for the read-ahead's threads (:func:`nvimgcodec_reader`)."""
         return nvimgcodec_reader(self.nv, source)
@@ -160,27 +248,7 @@ class NvImageCodecDecoder:
         """Per encoded sample its device buffer (a :class:`DeviceImage`), or its error
         (``name_of(r)`` names sample ``r``). The GPU's images are complete on ``stream``
         (queued behind the decode)."""
-        out: list[Any] = [None] * len(datas)
-        gpu_rows, streams = [], []
-        limit = mio.pixel_limit()
-        for r, data in enumerate(datas):
-            if type(data) is Coded:  # parsed and checked by a reader thread
-                gpu_rows.append(r)
-                streams.append(data.stream)
-                continue
-            try:
-                cs = self.nv.CodeStream(data)
-                take = self.takes(cs)
-                pixels = int(cs.width) * int(cs.height)
-            except Exception:  # not parsed: Pillow says why
-                take, pixels = False, 0
-            if take and pixels > limit:
-                out[r] = ValueError(f"cannot load image {name_of(r)!r}: refused as a possible "
-                                    f"decompression bomb ({pixels} pixels, over the limit of "
-                                    f"{limit})")
-            elif take:
-                gpu_rows.append(r)
-                streams.append(cs)
+        out, gpu_rows, streams = _route(datas, name_of, self._parse)
         if gpu_rows:
             from ..backend.pool import stream_handle
 
@@ -198,15 +266,7 @@ class NvImageCodecDecoder:
                     images = [self._one(cs, handle) for cs in streams]
                 for r, img in zip(gpu_rows, images, strict=True):
                     out[r] = None if img is None else _wrap(img, self._dec, stream)
-        rest = [r for r in range(len(datas)) if out[r] is None]
-        self.on_gpu += len(datas) - len(rest)
-        self.on_host += len(rest)
-        if rest:
-            got = self.fallback.decode([_bytes_of(datas[r]) for r in rest],
-                                       lambda j: name_of(rest[j]))
-            for r, v in zip(rest, got, strict=True):
-                out[r] = v
-        return out
+        return _fall_back(self, datas, name_of, out)
 
     def _one(self, cs: Any, handle: int) -> Any:
         """One code stream decoded alone: its image, or None where nvImageCodec fails it."""
@@ -221,11 +281,188 @@ class NvImageCodecDecoder:
         self.fallback.close()
 
 
+#: alignment of each image in a batch's allocation (bytes)
+ALIGN = 256
+#: a batch's allocation is a whole number of these (bytes)
+POOL_STEP = 1 << 20
+
+
+class NvImageCodecCDecoder:
+    """nvImageCodec's batched decode through its C API (``nvimgcodec_capi``, ctypes), the
+    GIL released once for the decode call and once for its wait: its Python binding takes
+    the GIL back about twice an image inside the call, and each take-back waits for any
+    thread running Python meanwhile (bench/RESULTS.md, "the decode call inside the
+    pipeline").
+
+    Per batch: a code stream per sample (made in the read-ahead threads where
+    ``loader.PARSE_IN_READERS`` is on, else here) and its header checked (a colour JPEG
+    under the decompression-bomb limit, as :class:`NvImageCodecDecoder` checks it); ONE
+    allocation of the backend (``runtime.empty`` on the decode stream: CuPy's pool on
+    cuda, freed by the backend when the last image of the batch goes) holds every image,
+    contiguous (H, W, 3) uint8 RGB at 256-byte aligned offsets; an output image is made over
+    each offset (GIL held: a cheap call each), then one ``nvimgcodecDecoderDecode`` and one
+    ``nvimgcodecFutureWaitForAll`` (GIL released). A sample the library fails (its
+    processing status not SUCCESS), and what it does not take (grey, CMYK, PNG, ...), go to
+    Pillow as in :class:`NvImageCodecDecoder`. EXIF orientation applied, sRGB colour.
+
+    On a GPU the images are :class:`DeviceImage` views of the batch's allocation, complete
+    on the decode stream; on the cpu backend (``host``: libjpeg-turbo on the CPU, host
+    buffers) NumPy views of it.
+
+    Parameters
+    ----------
+    device : int
+        The GPU that decodes and keeps the images (on the cpu backend: the device whose
+        memory the host buffers are).
+    fallback : PillowDecoder
+        Decodes what nvImageCodec does not take.
+    host : bool, optional
+        Decode on the CPU into host buffers (default: where the backend has no device
+        memory).
+
+    Raises
+    ------
+    ImportError
+        The nvImageCodec wheel is not installed or its library does not load.
+    """
+
+    name = "nvimgcodec-c"
+
+    def __init__(self, device: int, fallback: PillowDecoder, host: bool | None = None) -> None:
+        from . import nvimgcodec_capi as capi
+
+        inst = capi.instance()
+        if inst is None:
+            raise ImportError("nvImageCodec's library is not installed (pip install "
+                              "nvidia-nvimgcodec-cu13)")
+        self.capi = capi
+        self.device = device
+        self.fallback = fallback
+        self.host = (not runtime.caps.device_memory) if host is None else bool(host)
+        if self.host:
+            self._dec = capi.Decoder(inst, capi.DEVICE_CPU_ONLY, fallback.threads,
+                                     [capi.BACKEND_KIND_CPU_ONLY], host=True)
+        else:
+            with runtime.on_device(device):
+                self._dec = capi.Decoder(inst, device, fallback.threads)
+        self._colour = (capi.COLORSPEC_SYCC, capi.COLORSPEC_SRGB, capi.COLORSPEC_UNKNOWN)
+        #: samples decoded by nvImageCodec and by the fallback (reports)
+        self.on_gpu = 0
+        self.on_host = 0
+
+    def takes(self, cs: Any) -> bool:
+        """Whether nvImageCodec decodes this code stream: a colour (YCbCr / RGB) JPEG."""
+        return cs.codec == "jpeg" and cs.channels == 3 and cs.color_spec in self._colour
+
+    def _parse(self, data: Any) -> tuple[Any, int] | None:
+        """``(code stream, pixels)`` of a sample it takes, else None (:func:`coded_reader`'s
+        parse: ``data`` the sample's bytes, or a file's path where ``NATIVE_FILES``)."""
+        dec = self._dec
+        cs = dec.parse_file(data) if isinstance(data, str) else dec.parse(data)
+        if cs is None or not self.takes(cs):
+            return None
+        return cs, cs.height * cs.width
+
+    def reader(self, source: Any) -> Callable[[int], Any]:
+        """``read(i)`` for the read-ahead's threads (:func:`coded_reader`)."""
+        return coded_reader(source, self._parse)
+
+    def decode(self, datas: list[Any], name_of: Callable[[int], str],
+               stream: Any = None) -> list[Any]:
+        """Per encoded sample its decoded buffer (a :class:`DeviceImage` on a GPU, a NumPy
+        array on the host), or its error (``name_of(r)`` names sample ``r``). The GPU's
+        images are complete on ``stream`` (queued behind the decode)."""
+        out, rows, streams = _route(datas, name_of, self._parse)
+        if rows:
+            for r, img in zip(rows, self._decode_batch(streams, stream), strict=True):
+                out[r] = img
+        return _fall_back(self, datas, name_of, out)
+
+    def _decode_batch(self, streams: list[Any], stream: Any) -> list[Any]:
+        """The code streams decoded into one allocation: per stream its image, or None
+        where nvImageCodec failed it (or the allocation or the call failed)."""
+        offsets, at = [], 0
+        for cs in streams:
+            offsets.append(at)
+            at += -(-cs.height * cs.width * 3 // ALIGN) * ALIGN
+        # whole MiBs: batches of slightly different sizes reuse the pool's blocks
+        at = -(-at // POOL_STEP) * POOL_STEP
+        from ..backend.pool import stream_handle
+
+        with runtime.on_device(self.device), \
+                runtime.using_stream(stream) if stream is not None else \
+                contextlib.nullcontext():
+            try:
+                if self.host and runtime.caps.device_memory:  # host buffers beside a GPU
+                    whole = np.empty((at,), np.uint8)
+                else:  # the backend's memory: CuPy's pool on the decode stream on cuda
+                    whole = runtime.empty((at,), np.uint8, self.device)
+            except Exception:  # out of memory, say: Pillow tries each
+                return [None] * len(streams)
+            base = _address_of(whole)
+            # host buffers: no CUDA stream to order on (the CPU decode is done at the wait)
+            done = self._dec.decode(streams, [base + off for off in offsets],
+                                    0 if self.host else stream_handle(stream))
+        if done is None:
+            return [None] * len(streams)
+        images: list[Any] = []
+        for cs, off, ok in zip(streams, offsets, done, strict=True):
+            if not ok:
+                images.append(None)
+                continue
+            shape = (cs.height, cs.width, 3)
+            n = cs.height * cs.width * 3
+            if self.host:
+                images.append(whole[off:off + n].reshape(shape))
+            else:
+                images.append(DeviceImage(_Part(whole, base + off, shape), shape, base + off,
+                                          None, stream))
+        return images
+
+    def close(self) -> None:
+        """Stop the fallback's threads and destroy the decoder (its images' memory is the
+        backend's, kept by the images)."""
+        self.fallback.close()
+        self._dec.close()
+
+
+def _address_of(buffer: Any) -> int:
+    """The address of a buffer's first byte: a NumPy array's, or a device array's of the
+    backend."""
+    if isinstance(buffer, np.ndarray):
+        return int(buffer.ctypes.data)
+    from numba.cuda.cudadrv import driver
+
+    return int(driver.device_pointer(buffer))
+
+
+class _Part:
+    """One image of a batch's allocation (what :class:`DeviceImage` holds as its image); it
+    keeps the allocation alive. Its ``__cuda_array_interface__`` is made when asked for (the
+    per-output path's :meth:`DeviceImage.buffer`; the batch engine copies by address)."""
+
+    __slots__ = ("whole", "ptr", "shape")
+
+    def __init__(self, whole: Any, ptr: int, shape: tuple[int, ...]) -> None:
+        self.whole, self.ptr, self.shape = whole, ptr, shape
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return {"data": (self.ptr, False), "shape": self.shape, "typestr": "|u1",
+                "strides": None, "version": 3}
+
+
 #: nvImageCodec can open a file through a descriptor this process holds (Linux)
 _PROC_FD = os.path.isdir("/proc/self/fd")
-#: files are mapped and parsed by nvImageCodec itself (False: read by Python as other
-#: sources are, then parsed; read when a reader is made: the bench compares the two)
-NATIVE_FILES = True
+#: files are mapped and parsed by nvImageCodec itself through ``/proc/self/fd/N`` (False:
+#: read by Python as other sources are, then parsed; read when a reader is made). Off:
+#: nvImageCodec (0.9.0, the binding and the C API alike) keys the files it opens by their
+#: path, so a code stream made from ``/proc/self/fd/N`` while another made from the same
+#: path (another file, whose descriptor N had been) is alive is the older file's, header and
+#: pixels: the read-ahead keeps thousands of parsed samples alive and descriptors are
+#: reused, so samples would decode as other files (tests/test_data_nvimgcodec_capi.py shows
+#: it). The bench's ``--parse readers`` still switches it on to time it.
+NATIVE_FILES = False
 
 
 def nvimgcodec_reader(nv: Any, source: Any) -> Callable[[int], Any]:
@@ -246,10 +483,24 @@ def nvimgcodec_reader(nv: Any, source: Any) -> Callable[[int], Any]:
     OSError or ValueError
         The sample cannot be read, or is a decompression bomb (naming it).
     """
+    colour = (nv.ColorSpec.SYCC, nv.ColorSpec.SRGB, nv.ColorSpec.UNKNOWN)
+
+    def parse(data: Any) -> tuple[Any, int] | None:
+        cs = nv.CodeStream(data)
+        if cs.codec_name == "jpeg" and cs.num_channels == 3 and cs.color_spec in colour:
+            return cs, int(cs.width) * int(cs.height)
+        return None
+
+    return coded_reader(source, parse)
+
+
+def coded_reader(source: Any, parse: Callable[[Any], Any]) -> Callable[[int], Any]:
+    """``read(i)`` of :func:`nvimgcodec_reader` with the parse given: ``parse(x)`` (``x`` a
+    path of ``/proc/self/fd`` or the sample's bytes) returns ``(code stream, pixels)`` for a
+    sample the decoder takes, else None (or raises where it does not parse)."""
     paths = getattr(source, "paths", None) if _PROC_FD and NATIVE_FILES else None
     max_bytes = getattr(source, "max_bytes", None)
     limit = mio.pixel_limit()
-    colour = (nv.ColorSpec.SYCC, nv.ColorSpec.SRGB, nv.ColorSpec.UNKNOWN)
 
     def read(i: int) -> Any:
         data = None
@@ -262,22 +513,18 @@ def nvimgcodec_reader(nv: Any, source: Any) -> Callable[[int], Any]:
         try:
             if data is None:
                 try:
-                    cs = nv.CodeStream(f"/proc/self/fd/{fd}")
+                    got = parse(f"/proc/self/fd/{fd}")
                 finally:
                     os.close(fd)
             else:
-                cs = nv.CodeStream(data)
-            take = cs.codec_name == "jpeg" and cs.num_channels == 3 and \
-                cs.color_spec in colour
-            pixels = int(cs.width) * int(cs.height) if take else 0
+                got = parse(data)
         except Exception:  # nvImageCodec does not parse it: Pillow says why
-            take, pixels = False, 0
-        if not take:
+            got = None
+        if got is None:
             return data if data is not None else source.read(i)
+        cs, pixels = got
         if pixels > limit:
-            raise ValueError(f"cannot load image {source.name(i)!r}: refused as a possible "
-                             f"decompression bomb ({pixels} pixels, over the limit of "
-                             f"{limit})")
+            raise _bomb(source.name(i), pixels, limit)
         return Coded(cs, nbytes, source, i)
 
     return read
@@ -387,6 +634,8 @@ def make_decoder(choice: str, device: int, threads: int | None = None) -> Any:
 
     ``"auto"``: nvImageCodec on CUDA GPUs where it is installed (else Pillow, said once in a
     warning), Pillow on the cpu backend. ``"nvimgcodec"`` where it cannot run: ValueError.
+    nvImageCodec decodes through its Python binding or its C API as :func:`nvimgcodec_api`
+    says.
     """
     if choice not in DECODERS:
         raise ValueError(f"decoder must be one of {DECODERS}, got {choice!r}")
@@ -397,7 +646,16 @@ def make_decoder(choice: str, device: int, threads: int | None = None) -> Any:
     if not gpu:
         raise ValueError("decoder='nvimgcodec' needs the cuda backend on an NVIDIA GPU "
                          "(mp.backend() says which backend is active)")
-    nv = import_nvimgcodec()
+    if nvimgcodec_api() == "c":
+        try:
+            return NvImageCodecCDecoder(device, pillow)
+        except ImportError as err:
+            if choice == "nvimgcodec":
+                raise ValueError(f"decoder='nvimgcodec' with MILLIPYDE_NVIMGCODEC_API=c: "
+                                 f"{err}") from err
+            nv = None
+    else:
+        nv = import_nvimgcodec()
     if nv is None:
         if choice == "nvimgcodec":
             raise ValueError("decoder='nvimgcodec': nvImageCodec is not installed (pip install "

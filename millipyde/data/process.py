@@ -68,6 +68,7 @@ import numpy as np
 
 from .. import config
 from ..backend import ACTIVE as runtime
+from . import decode as decode_mod
 from . import fileread
 from . import loader as loader_mod
 from .loader import AHEAD, BadSampleError, BadSamples, DecodedBatch
@@ -199,6 +200,8 @@ class ProcessLoader:
                 # the worker reads files as this process would (the bench switches it)
                 "nogil_reads": fileread.ENABLED, "hold_readers": loader_mod.HOLD_READERS,
                 "switch_interval": loader_mod.SWITCH_INTERVAL,
+                "nvimgcodec_api": decode_mod.nvimgcodec_api(),
+                "parse_in_readers": loader_mod.PARSE_IN_READERS,
                 "name": self.name}, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as err:
             raise DecodeWorkerError(
@@ -831,6 +834,9 @@ def worker_main(fd: int) -> int:
         loader_mod.HOLD_READERS = bool(cfg.get("hold_readers", loader_mod.HOLD_READERS))
         loader_mod.SWITCH_INTERVAL = float(cfg.get("switch_interval",
                                                    loader_mod.SWITCH_INTERVAL))
+        decode_mod.NVIMGCODEC_API = cfg.get("nvimgcodec_api", decode_mod.NVIMGCODEC_API)
+        loader_mod.PARSE_IN_READERS = bool(cfg.get("parse_in_readers",
+                                                   loader_mod.PARSE_IN_READERS))
         bad = _Recording(cfg["known"])
         decoder = make_decoder(cfg["decoder"], device)
         loader = Loader(cfg["source"], cfg["sampler"], inbox.plan, decoder, device, bad,

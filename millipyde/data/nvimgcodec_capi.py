@@ -1,0 +1,646 @@
+"""nvImageCodec's C API through ctypes: a batch decoded with one GIL release for the call.
+
+nvImageCodec's Python binding (``Decoder.decode(list of CodeStreams)``) gives the GIL up and
+takes it back about twice an image inside its batched call (it builds a Python ``Image`` per
+image, among others). Alone that costs little; beside one other thread that runs Python half
+the time (the batch worker), each take-back waits for that thread, and a decode of 256 JPEGs
+went from ~8-12 ms to 34.6 ms on an H200 (bench/RESULTS.md, "the decode call inside the
+pipeline"). This module calls ``libnvimgcodec.so.0`` (the wheel's) directly:
+
+- the cheap per-image calls (a code stream over host memory or a file, its image info, an
+  output image over a buffer the caller owns) go through function pointers loaded with
+  :class:`ctypes.PyDLL`, which keep the GIL: a release and take-back per call is exactly the
+  hand-over that waits up to a switch interval when another thread holds the GIL;
+- the decode call and the wait for its future go through :class:`ctypes.CDLL` pointers, which
+  release the GIL for the call: two releases a batch, whatever its size
+  (:data:`GIL_RELEASING`; :attr:`Api.releases` counts them).
+
+The library never calls back into Python (no allocator, executor or debug callbacks are
+given), so its own threads never need the GIL while the decode thread holds it.
+
+Structures are transcribed from the wheel's ``include/nvimgcodec.h`` (0.9.0): each begins with
+``struct_type``, ``struct_size`` and ``struct_next``, and the library refuses a structure whose
+``struct_size`` does not match its own (``tests/test_data_nvimgcodec_capi.py`` checks every
+size and offset against the header compiled by a C compiler, and that the library takes each).
+
+Handles are destroyed in dependency order: images and code streams before the decoder, the
+decoder before the instance (:class:`Decoder.close`; the instance outlives every decoder of
+the process and is left to the process's end, as the binding leaves its default instance).
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import threading
+from ctypes import (
+    POINTER,
+    Structure,
+    Union,
+    byref,
+    c_char,
+    c_char_p,
+    c_float,
+    c_int,
+    c_size_t,
+    c_uint8,
+    c_uint32,
+    c_void_p,
+    sizeof,
+)
+from typing import Any
+
+import numpy as np
+
+# -- constants of nvimgcodec.h ------------------------------------------------------------------
+MAX_CODEC_NAME_SIZE = 256
+MAX_NUM_DIM = 5
+MAX_ROI_FILL_CHANNELS = 5
+MAX_NUM_PLANES = 32
+DEVICE_CURRENT = -1
+DEVICE_CPU_ONLY = -99999
+
+# nvimgcodecStructureType_t
+STRUCTURE_TYPE_PROPERTIES = 1
+STRUCTURE_TYPE_INSTANCE_CREATE_INFO = 2
+STRUCTURE_TYPE_DECODE_PARAMS = 5
+STRUCTURE_TYPE_ORIENTATION = 7
+STRUCTURE_TYPE_REGION = 8
+STRUCTURE_TYPE_CODE_STREAM_VIEW = 9
+STRUCTURE_TYPE_CODE_STREAM_INFO = 10
+STRUCTURE_TYPE_IMAGE_INFO = 11
+STRUCTURE_TYPE_IMAGE_PLANE_INFO = 12
+STRUCTURE_TYPE_BACKEND = 17
+STRUCTURE_TYPE_BACKEND_PARAMS = 29
+STRUCTURE_TYPE_EXECUTION_PARAMS = 30
+
+# nvimgcodecStatus_t
+STATUS_SUCCESS = 0
+STATUS_INVALID_PARAMETER = 2
+
+# nvimgcodecSampleDataType_t
+SAMPLE_DATA_TYPE_UINT8 = 0x0802
+# nvimgcodecChromaSubsampling_t
+SAMPLING_NONE = 0
+# nvimgcodecSampleFormat_t
+SAMPLEFORMAT_I_RGB = 8
+# nvimgcodecColorSpec_t
+COLORSPEC_UNKNOWN = 0
+COLORSPEC_SRGB = 1
+COLORSPEC_GRAY = 2
+COLORSPEC_SYCC = 3
+# nvimgcodecImageBufferKind_t
+IMAGE_BUFFER_KIND_STRIDED_DEVICE = 1
+IMAGE_BUFFER_KIND_STRIDED_HOST = 2
+# nvimgcodecBackendKind_t
+BACKEND_KIND_CPU_ONLY = 1
+BACKEND_KIND_GPU_ONLY = 2
+BACKEND_KIND_HYBRID_CPU_GPU = 3
+BACKEND_KIND_HW_GPU_ONLY = 4
+# nvimgcodecLoadHintPolicy_t
+LOAD_HINT_POLICY_FIXED = 2
+# nvimgcodecProcessingStatus
+PROCESSING_STATUS_SUCCESS = 0x1
+# nvimgcodecDebugMessageSeverity_t / Category_t
+DEBUG_MESSAGE_SEVERITY_ERROR = 0x00010000
+DEBUG_MESSAGE_SEVERITY_FATAL = 0x00100000
+DEBUG_MESSAGE_CATEGORY_ALL = 0x0FFFFFFF
+
+#: the library functions called with the GIL released (the rest keep it)
+GIL_RELEASING = ("nvimgcodecDecoderDecode", "nvimgcodecFutureWaitForAll")
+
+
+# -- structures of nvimgcodec.h -----------------------------------------------------------------
+def _head() -> list[tuple[str, Any]]:
+    """The three fields every structure starts with (written into each one's own fields:
+    a ctypes subclass would not lay them out as one flat C structure)."""
+    return [("struct_type", c_int), ("struct_size", c_size_t), ("struct_next", c_void_p)]
+
+
+class Properties(Structure):
+    """``nvimgcodecProperties_t``."""
+
+    _fields_ = _head() + [("version", c_uint32), ("cudart_version", c_uint32)]
+
+
+class Orientation(Structure):
+    """``nvimgcodecOrientation_t``."""
+
+    _fields_ = _head() + [("rotated", c_int), ("flip_x", c_int), ("flip_y", c_int)]
+
+
+class ImagePlaneInfo(Structure):
+    """``nvimgcodecImagePlaneInfo_t``."""
+
+    _fields_ = _head() + [("width", c_uint32), ("height", c_uint32), ("row_stride", c_size_t),
+                          ("num_channels", c_uint32), ("sample_type", c_int),
+                          ("precision", c_uint8)]
+
+
+class _SampleValue(Union):
+    _fields_ = [("as_uint", c_uint32), ("as_int", ctypes.c_int32), ("as_float", c_float)]
+
+
+class OutOfBoundsSample(Structure):
+    """``nvimgcodecOutOfBoundsSample_t``."""
+
+    _fields_ = [("value", _SampleValue), ("type", c_int)]
+
+
+class Region(Structure):
+    """``nvimgcodecRegion_t``."""
+
+    _fields_ = _head() + [("ndim", c_int), ("start", c_int * MAX_NUM_DIM),
+                          ("end", c_int * MAX_NUM_DIM), ("out_of_bounds_policy", c_int),
+                          ("out_of_bounds_samples", OutOfBoundsSample * MAX_ROI_FILL_CHANNELS)]
+
+
+class ImageInfo(Structure):
+    """``nvimgcodecImageInfo_t``."""
+
+    _fields_ = _head() + [("codec_name", c_char * MAX_CODEC_NAME_SIZE), ("color_spec", c_int),
+                          ("chroma_subsampling", c_int), ("sample_format", c_int),
+                          ("orientation", Orientation), ("num_planes", c_uint32),
+                          ("plane_info", ImagePlaneInfo * MAX_NUM_PLANES), ("buffer", c_void_p),
+                          ("buffer_kind", c_int), ("cuda_stream", c_void_p)]
+
+
+class CodeStreamView(Structure):
+    """``nvimgcodecCodeStreamView_t``."""
+
+    _fields_ = _head() + [("image_idx", c_size_t), ("region", Region),
+                          ("bitstream_offset", c_size_t)]
+
+
+class CodeStreamInfo(Structure):
+    """``nvimgcodecCodeStreamInfo_t``."""
+
+    _fields_ = _head() + [("code_stream_view", POINTER(CodeStreamView)),
+                          ("codec_name", c_char * MAX_CODEC_NAME_SIZE),
+                          ("num_images", c_size_t), ("size", c_size_t)]
+
+
+class BackendParams(Structure):
+    """``nvimgcodecBackendParams_t``."""
+
+    _fields_ = _head() + [("load_hint", c_float), ("load_hint_policy", c_int)]
+
+
+class Backend(Structure):
+    """``nvimgcodecBackend_t``."""
+
+    _fields_ = _head() + [("kind", c_int), ("params", BackendParams)]
+
+
+class ExecutionParams(Structure):
+    """``nvimgcodecExecutionParams_t`` (allocators and executor left NULL: the library's)."""
+
+    _fields_ = _head() + [("device_allocator", c_void_p), ("pinned_allocator", c_void_p),
+                          ("max_num_cpu_threads", c_int), ("executor", c_void_p),
+                          ("device_id", c_int), ("pre_init", c_int), ("skip_pre_sync", c_int),
+                          ("num_backends", c_int), ("backends", POINTER(Backend))]
+
+
+class DecodeParams(Structure):
+    """``nvimgcodecDecodeParams_t``."""
+
+    _fields_ = _head() + [("apply_exif_orientation", c_int)]
+
+
+class InstanceCreateInfo(Structure):
+    """``nvimgcodecInstanceCreateInfo_t``."""
+
+    _fields_ = _head() + [("load_builtin_modules", c_int), ("load_extension_modules", c_int),
+                          ("extension_modules_path", c_char_p),
+                          ("create_debug_messenger", c_int),
+                          ("debug_messenger_desc", c_void_p), ("message_severity", c_uint32),
+                          ("message_category", c_uint32)]
+
+
+#: every structure above with its structure type (the size check of the tests walks it)
+STRUCTS: dict[str, tuple[type, int | None]] = {
+    "nvimgcodecProperties_t": (Properties, STRUCTURE_TYPE_PROPERTIES),
+    "nvimgcodecOrientation_t": (Orientation, STRUCTURE_TYPE_ORIENTATION),
+    "nvimgcodecImagePlaneInfo_t": (ImagePlaneInfo, STRUCTURE_TYPE_IMAGE_PLANE_INFO),
+    "nvimgcodecOutOfBoundsSample_t": (OutOfBoundsSample, None),
+    "nvimgcodecRegion_t": (Region, STRUCTURE_TYPE_REGION),
+    "nvimgcodecImageInfo_t": (ImageInfo, STRUCTURE_TYPE_IMAGE_INFO),
+    "nvimgcodecCodeStreamView_t": (CodeStreamView, STRUCTURE_TYPE_CODE_STREAM_VIEW),
+    "nvimgcodecCodeStreamInfo_t": (CodeStreamInfo, STRUCTURE_TYPE_CODE_STREAM_INFO),
+    "nvimgcodecBackendParams_t": (BackendParams, STRUCTURE_TYPE_BACKEND_PARAMS),
+    "nvimgcodecBackend_t": (Backend, STRUCTURE_TYPE_BACKEND),
+    "nvimgcodecExecutionParams_t": (ExecutionParams, STRUCTURE_TYPE_EXECUTION_PARAMS),
+    "nvimgcodecDecodeParams_t": (DecodeParams, STRUCTURE_TYPE_DECODE_PARAMS),
+    "nvimgcodecInstanceCreateInfo_t": (InstanceCreateInfo,
+                                       STRUCTURE_TYPE_INSTANCE_CREATE_INFO),
+}
+
+
+def make(cls: type, **fields: Any) -> Any:
+    """A structure of ``cls`` with its ``struct_type`` and ``struct_size`` set (the library
+    checks both), other fields from ``fields``."""
+    obj = cls(**fields)
+    stype = _TYPE_OF.get(cls)
+    if stype is not None:
+        obj.struct_type = stype
+        obj.struct_size = sizeof(cls)
+    return obj
+
+
+_TYPE_OF = {c: t for c, t in STRUCTS.values()}
+
+
+class NvImageCodecError(RuntimeError):
+    """A call of the nvImageCodec library returned an error status; the message names the
+    call and the status."""
+
+
+# -- the library --------------------------------------------------------------------------------
+def package_dir() -> str | None:
+    """The installed ``nvidia/nvimgcodec`` folder of the wheel (the library, its extensions and
+    header), or None where the wheel is not installed. Found without importing the Python
+    binding."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        return None
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        d = os.path.join(root, "nvimgcodec")
+        if os.path.isfile(os.path.join(d, "libnvimgcodec.so.0")):
+            return d
+    return None
+
+
+_H = c_void_p  # every handle (instance, decoder, code stream, image, future) is a pointer
+
+# name -> (argument types); every function returns nvimgcodecStatus_t (an int)
+_SIGNATURES: dict[str, list[Any]] = {
+    "nvimgcodecGetProperties": [POINTER(Properties)],
+    "nvimgcodecInstanceCreate": [POINTER(_H), POINTER(InstanceCreateInfo)],
+    "nvimgcodecInstanceDestroy": [_H],
+    "nvimgcodecDecoderCreate": [_H, POINTER(_H), POINTER(ExecutionParams), c_char_p],
+    "nvimgcodecDecoderDestroy": [_H],
+    "nvimgcodecCodeStreamCreateFromHostMem": [_H, c_void_p, c_void_p, c_size_t, c_void_p],
+    "nvimgcodecCodeStreamCreateFromFile": [_H, c_void_p, c_char_p, c_void_p],
+    "nvimgcodecCodeStreamDestroy": [_H],
+    "nvimgcodecCodeStreamGetImageInfo": [_H, POINTER(ImageInfo)],
+    "nvimgcodecCodeStreamGetCodeStreamInfo": [_H, POINTER(CodeStreamInfo)],
+    "nvimgcodecImageCreate": [_H, c_void_p, POINTER(ImageInfo)],
+    "nvimgcodecImageDestroy": [_H],
+    "nvimgcodecImageGetImageInfo": [_H, POINTER(ImageInfo)],
+    "nvimgcodecDecoderDecode": [_H, c_void_p, c_void_p, c_int, POINTER(DecodeParams),
+                                POINTER(_H)],
+    "nvimgcodecFutureWaitForAll": [_H],
+    "nvimgcodecFutureGetProcessingStatus": [_H, POINTER(c_uint32), POINTER(c_size_t)],
+    "nvimgcodecFutureDestroy": [_H],
+}
+
+
+class Api:
+    """``libnvimgcodec.so.0`` loaded twice over: each function of :data:`GIL_RELEASING`
+    through :class:`ctypes.CDLL` (the GIL released for the call), every other one through
+    :class:`ctypes.PyDLL` (the GIL kept). Attributes are the functions by their C names
+    without the ``nvimgcodec`` prefix (``api.DecoderDecode``).
+
+    Parameters
+    ----------
+    directory : str
+        The wheel's ``nvidia/nvimgcodec`` folder (:func:`package_dir`).
+
+    Attributes
+    ----------
+    releases : int
+        Calls made through a GIL-releasing function so far (tests count them per batch).
+    """
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        path = os.path.join(directory, "libnvimgcodec.so.0")
+        keep = ctypes.PyDLL(path, mode=ctypes.RTLD_GLOBAL)
+        free = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        self.releases = 0
+        for name, args in _SIGNATURES.items():
+            fn = getattr(free if name in GIL_RELEASING else keep, name)
+            fn.argtypes = args
+            fn.restype = c_int
+            setattr(self, name[len("nvimgcodec"):], fn)
+        self._decode, self._wait = self.DecoderDecode, self.FutureWaitForAll
+
+    def check(self, status: int, call: str) -> None:
+        """Raise :class:`NvImageCodecError` where ``status`` is not SUCCESS."""
+        if status != STATUS_SUCCESS:
+            raise NvImageCodecError(f"nvimgcodec{call} failed with status {status}")
+
+    def decode(self, decoder: int, streams: Any, images: Any, n: int,
+               params: DecodeParams) -> int:
+        """``nvimgcodecDecoderDecode`` (GIL released): the future's handle."""
+        future = _H()
+        self.releases += 1
+        self.check(self._decode(decoder, streams, images, n, byref(params), byref(future)),
+                   "DecoderDecode")
+        return future.value
+
+    def wait(self, future: int) -> None:
+        """``nvimgcodecFutureWaitForAll`` (GIL released)."""
+        self.releases += 1
+        self.check(self._wait(future), "FutureWaitForAll")
+
+
+_api: list[Any] = []
+_api_lock = threading.Lock()
+
+
+def api() -> Api | None:
+    """The library of the installed wheel (loaded once), or None where the wheel is not
+    installed or the library does not load."""
+    with _api_lock:
+        if not _api:
+            d = package_dir()
+            try:
+                _api.append(Api(d) if d is not None else None)
+            except OSError:
+                _api.append(None)
+        return _api[0]
+
+
+def version(lib: Api) -> int:
+    """The library's version (``major * 1000 + minor * 100 + patch``)."""
+    props = make(Properties)
+    lib.check(lib.GetProperties(byref(props)), "GetProperties")
+    return int(props.version)
+
+
+class Instance:
+    """An nvImageCodec instance with the wheel's extensions loaded (libjpeg-turbo on the CPU,
+    nvJPEG where the nvJPEG wheel and a GPU are there, ...). One per process
+    (:func:`instance`): the library's instance is never destroyed before the process ends,
+    so no decoder or image of it can outlive it."""
+
+    def __init__(self, lib: Api, quiet: bool = True) -> None:
+        self.lib = lib
+        self._path = os.path.join(lib.directory, "extensions").encode()
+        info = make(InstanceCreateInfo, load_builtin_modules=1, load_extension_modules=1,
+                    extension_modules_path=self._path, create_debug_messenger=1,
+                    message_severity=DEBUG_MESSAGE_SEVERITY_FATAL if quiet else
+                    DEBUG_MESSAGE_SEVERITY_ERROR | DEBUG_MESSAGE_SEVERITY_FATAL,
+                    message_category=DEBUG_MESSAGE_CATEGORY_ALL)
+        handle = _H()
+        lib.check(lib.InstanceCreate(byref(handle), byref(info)), "InstanceCreate")
+        self.handle = handle.value
+
+
+_instance: list[Instance] = []
+
+
+def instance() -> Instance | None:
+    """This process's :class:`Instance` (made once; never destroyed), or None without the
+    library."""
+    lib = api()
+    if lib is None:
+        return None
+    with _api_lock:
+        if not _instance:
+            _instance.append(Instance(lib))
+        return _instance[0]
+
+
+def _address(data: Any) -> tuple[Any, int, Any]:
+    """``(pointer argument, bytes, what keeps the memory alive)`` of encoded bytes: a
+    ``bytes`` object is passed as itself (ctypes hands its buffer over without a copy), a
+    NumPy array (a read-ahead run's view) by its address, anything else through a NumPy
+    view of its buffer."""
+    if type(data) is bytes:
+        return data, len(data), data
+    a = data if isinstance(data, np.ndarray) else np.frombuffer(data, np.uint8)
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+    return a.ctypes.data, a.nbytes, a
+
+
+class CodeStream:
+    """One encoded sample parsed by nvImageCodec (its code stream and image info), made with
+    the GIL held (:class:`ctypes.PyDLL` calls; see the module doc). It keeps the memory it
+    reads (host bytes) and destroys its handle when it goes.
+
+    Attributes
+    ----------
+    codec : str
+        ``"jpeg"``, ``"png"``, ... (nvImageCodec's codec name).
+    channels : int
+        Channels of all planes together (3 for a colour JPEG, 1 for grey, 4 for CMYK).
+    color_spec : int
+        ``nvimgcodecColorSpec_t`` of the code stream (``COLORSPEC_SYCC`` for a YCbCr JPEG).
+    height, width : int
+        The decoded image's size with its EXIF orientation applied (a rotation by 90 or 270
+        degrees swaps them).
+    """
+
+    __slots__ = ("handle", "keep", "codec", "channels", "color_spec", "height", "width",
+                 "orientation", "__weakref__")
+
+    def __init__(self, handle: int, keep: Any, info: ImageInfo) -> None:
+        self.handle, self.keep = handle, keep
+        self.codec = info.codec_name.decode("ascii", "replace")
+        planes = info.plane_info
+        first = planes[0]
+        channels = first.num_channels
+        for p in range(1, min(info.num_planes, MAX_NUM_PLANES)):
+            channels += planes[p].num_channels
+        self.channels = channels
+        self.color_spec = info.color_spec
+        h, w = first.height, first.width
+        turn = info.orientation
+        #: (rotated, flip_x, flip_y) of the EXIF orientation: the output image is described
+        #: with it, which is what makes the decoder apply it
+        rotated = turn.rotated
+        self.orientation = (rotated, turn.flip_x, turn.flip_y)
+        if rotated % 180 == 90:
+            h, w = w, h
+        self.height, self.width = h, w
+
+    def close(self) -> None:
+        """Destroy the handle now (else when the object goes)."""
+        handle, self.handle = self.handle, None
+        if handle and _api and _api[0] is not None and not _exiting[0]:
+            _api[0].CodeStreamDestroy(handle)
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class Decoder:
+    """An nvImageCodec decoder that decodes batches of :class:`CodeStream` into memory the
+    caller owns, contiguous interleaved RGB uint8 (H, W, 3) at given addresses, with EXIF
+    orientation applied and sRGB colour. (The output image is described with its code
+    stream's orientation, as the binding does: that is what makes the decoder turn it;
+    ``apply_exif_orientation`` alone leaves the pixels as coded.)
+
+    Per batch the GIL is released twice (``nvimgcodecDecoderDecode``, then
+    ``nvimgcodecFutureWaitForAll``); the per-image calls (an output image over each address:
+    ``nvimgcodecImageCreate`` reusing the decoder's image handles) keep it.
+
+    Parameters
+    ----------
+    inst : Instance
+    device_id : int
+        The GPU, or :data:`DEVICE_CPU_ONLY`.
+    threads : int
+        CPU threads of nvImageCodec's executor (parsing; Huffman decoding where no hardware
+        decoder takes an image; the whole decode on the CPU backend).
+    backends : sequence of int, optional
+        ``BACKEND_KIND_*`` allowed (None: every backend, nvImageCodec picks).
+    host : bool
+        Output buffers in host memory (``STRIDED_HOST``) instead of device memory.
+    """
+
+    def __init__(self, inst: Instance, device_id: int, threads: int,
+                 backends: Any = None, host: bool = False) -> None:
+        lib = self.lib = inst.lib
+        self.inst = inst  # never destroyed before this decoder (see Instance)
+        self.host = bool(host)
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        kinds = list(backends or [])
+        self._backends = (Backend * max(1, len(kinds)))()
+        for i, k in enumerate(kinds):
+            self._backends[i] = make(Backend, kind=int(k),
+                                     params=make(BackendParams, load_hint=1.0,
+                                                 load_hint_policy=LOAD_HINT_POLICY_FIXED))
+        params = make(ExecutionParams, max_num_cpu_threads=int(threads),
+                      device_id=int(device_id), num_backends=len(kinds),
+                      backends=self._backends if kinds else None)
+        handle = _H()
+        lib.check(lib.DecoderCreate(inst.handle, byref(handle), byref(params), None),
+                  "DecoderCreate")
+        self.handle = handle.value
+        self._params = make(DecodeParams, apply_exif_orientation=1)
+        # the output images' description: one structure, its size and address rewritten per
+        # image (nvimgcodecImageCreate copies it into the image)
+        out = self._out = make(ImageInfo, color_spec=COLORSPEC_SRGB,
+                               chroma_subsampling=SAMPLING_NONE,
+                               sample_format=SAMPLEFORMAT_I_RGB, num_planes=1,
+                               buffer_kind=IMAGE_BUFFER_KIND_STRIDED_HOST if host else
+                               IMAGE_BUFFER_KIND_STRIDED_DEVICE)
+        out.orientation = make(Orientation)
+        plane = out.plane_info[0]
+        plane.struct_type, plane.struct_size = STRUCTURE_TYPE_IMAGE_PLANE_INFO, \
+            sizeof(ImagePlaneInfo)
+        plane.num_channels, plane.sample_type = 3, SAMPLE_DATA_TYPE_UINT8
+        self._plane = plane
+        self._turn = out.orientation
+        self._images = (_H * 0)()  # image handles reused batch after batch (grown as needed)
+
+    # -- parsing (GIL kept) ----------------------------------------------------------------
+    def parse(self, data: Any) -> CodeStream | None:
+        """A code stream over encoded bytes in host memory (``bytes`` or a uint8 array;
+        kept by the result), or None where nvImageCodec does not parse them."""
+        ptr, n, keep = _address(data)
+        return self._parsed(self.lib.CodeStreamCreateFromHostMem, ptr, n, keep)
+
+    def parse_file(self, path: str) -> CodeStream | None:
+        """A code stream over a file nvImageCodec opens and maps itself, or None where it
+        does not parse it."""
+        return self._parsed(self.lib.CodeStreamCreateFromFile, os.fsencode(path), None, None)
+
+    def _parsed(self, create: Any, src: Any, n: int | None, keep: Any) -> CodeStream | None:
+        lib = self.lib
+        handle = _H()
+        args = (self.inst.handle, byref(handle), src) + ((n,) if n is not None else ()) + \
+            (None,)
+        if create(*args) != STATUS_SUCCESS or not handle.value:
+            if handle.value:
+                lib.CodeStreamDestroy(handle.value)
+            return None
+        info = getattr(self._local, "info", None)
+        if info is None:  # one per thread: parsing runs in the read-ahead threads too
+            info = self._local.info = make(ImageInfo)
+        if lib.CodeStreamGetImageInfo(handle.value, byref(info)) != STATUS_SUCCESS or \
+                info.num_planes < 1:
+            lib.CodeStreamDestroy(handle.value)
+            return None
+        return CodeStream(handle.value, keep, info)
+
+    # -- the batched decode --------------------------------------------------------------
+    def decode(self, streams: list[CodeStream], addresses: list[int],
+               cuda_stream: int = 0) -> list[bool] | None:
+        """Decode ``streams[i]`` into (H, W, 3) uint8 at ``addresses[i]`` (``height`` x
+        ``width`` of the code stream, rows of ``width * 3`` bytes; device memory of the
+        decoder's GPU unless ``host``), ordered on ``cuda_stream`` (a raw handle; 0: the
+        legacy default stream). Returns per stream whether it decoded, or None where the
+        library refused the whole call. When it returns, the host's work is done; on a GPU
+        the images are complete on ``cuda_stream``."""
+        n = len(streams)
+        if n == 0:
+            return []
+        lib = self.lib
+        with self._lock:
+            if self.handle is None:
+                raise NvImageCodecError("the decoder was closed")
+            if len(self._images) < n:
+                grown = (_H * max(n, 2 * len(self._images)))()
+                ctypes.memmove(grown, self._images, sizeof(self._images))
+                self._images = grown
+            images, out, plane, turn = self._images, self._out, self._plane, self._turn
+            out.cuda_stream = cuda_stream or None
+            inst = self.inst.handle
+            create = lib.ImageCreate
+            for i, (cs, addr) in enumerate(zip(streams, addresses, strict=True)):
+                plane.height, plane.width = cs.height, cs.width
+                plane.row_stride = cs.width * 3
+                turn.rotated, turn.flip_x, turn.flip_y = cs.orientation
+                out.buffer = addr
+                if create(inst, byref(images, i * sizeof(_H)), byref(out)) != \
+                        STATUS_SUCCESS:
+                    return None
+            handles = (_H * n)(*[cs.handle for cs in streams])
+            try:
+                future = lib.decode(self.handle, handles, images, n, self._params)
+            except NvImageCodecError:
+                return None
+            try:
+                lib.wait(future)
+                statuses = (c_uint32 * n)()
+                size = c_size_t(n)
+                lib.check(lib.FutureGetProcessingStatus(future, statuses, byref(size)),
+                          "FutureGetProcessingStatus")
+            except NvImageCodecError:
+                return None
+            finally:
+                lib.FutureDestroy(future)
+            got = int(size.value)
+            return [i < got and statuses[i] == PROCESSING_STATUS_SUCCESS for i in range(n)]
+
+    def close(self) -> None:
+        """Destroy the decoder's images, then the decoder (no decode runs past
+        :meth:`decode`'s return, so nothing is in flight)."""
+        with self._lock:
+            handle, self.handle = self.handle, None
+            if handle is None or _exiting[0]:
+                return
+            lib = self.lib
+            for i in range(len(self._images)):
+                if self._images[i]:
+                    lib.ImageDestroy(self._images[i])
+                    self._images[i] = None
+            lib.DecoderDestroy(handle)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # an interpreter tearing down: the process's end frees it all
+            pass
+
+
+#: set at the interpreter's exit: native objects still alive then are left to the process's
+#: end (the CUDA contexts and libraries they would be torn down through may be gone already)
+_exiting = [False]
+
+
+def _at_exit() -> None:
+    _exiting[0] = True
+
+
+atexit.register(_at_exit)

@@ -1,0 +1,503 @@
+"""nvImageCodec's C API through ctypes (``millipyde.data.nvimgcodec_capi``) and the decoder
+over it (``decode.NvImageCodecCDecoder``), on the CPU: libjpeg-turbo (the wheel's extension,
+statically linked) into host buffers. The same code decodes on a GPU into device memory
+(bench/probes/decode_capi.py). Skipped where the ``nvidia-nvimgcodec-cu13`` wheel is not
+installed (CI does not install it)."""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from ctypes import byref, sizeof
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from skimage import data
+
+from millipyde import config
+from millipyde import io as mio
+from millipyde.backend import ACTIVE
+from millipyde.data import decode as dmod
+from millipyde.data import nvimgcodec_capi as capi
+
+LIB = capi.api()
+needs_lib = pytest.mark.skipif(LIB is None, reason="the nvidia-nvimgcodec-cu13 wheel is not "
+                               "installed (its C library is what is tested)")
+
+
+def _jpeg(a: np.ndarray, **kw) -> bytes:
+    out = io.BytesIO()
+    Image.fromarray(a).save(out, "JPEG", quality=90, **kw)
+    return out.getvalue()
+
+
+def _oriented(a: np.ndarray, orientation: int) -> bytes:
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    return _jpeg(a, exif=exif)
+
+
+def _cpu_decoder(threads: int = 2) -> capi.Decoder:
+    return capi.Decoder(capi.instance(), capi.DEVICE_CPU_ONLY, threads,
+                        [capi.BACKEND_KIND_CPU_ONLY], host=True)
+
+
+def _decode(dec: capi.Decoder, blobs: list) -> list:
+    """Each blob decoded by the binding alone in one batch: its (H, W, 3) array, None where
+    it does not parse, False where the decode fails it."""
+    parsed = [dec.parse(b) for b in blobs]
+    keep = [p for p in parsed if p is not None]
+    bufs = [np.full((p.height, p.width, 3), 7, np.uint8) for p in keep]
+    done = dec.decode(keep, [b.ctypes.data for b in bufs])
+    assert done is not None
+    it = iter(zip(bufs, done, strict=True))
+    out = []
+    for p in parsed:
+        if p is None:
+            out.append(None)
+            continue
+        buf, ok = next(it)
+        out.append(buf if ok else False)
+    return out
+
+
+@needs_lib
+def test_structures_match_the_header_compiled_by_a_c_compiler(tmp_path) -> None:
+    """Every ctypes structure's size and every field's offset equal the C compiler's, from
+    the wheel's own nvimgcodec.h (cudaStream_t stubbed as a pointer)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    inc = os.path.join(LIB.directory, "include")
+    stub = tmp_path / "stub"
+    stub.mkdir()
+    (stub / "cuda_runtime_api.h").write_text("typedef void* cudaStream_t;\n")
+    lines = ["#include <stdio.h>", "#include <stddef.h>", '#include "nvimgcodec.h"',
+             "int main(void) {"]
+    expect = {}
+    for name, (cls, _) in capi.STRUCTS.items():
+        lines.append(f'printf("{name} %zu\\n", sizeof({name}));')
+        expect[name] = sizeof(cls)
+        for field, *_ in cls._fields_:
+            lines.append(f'printf("{name}.{field} %zu\\n", offsetof({name}, {field}));')
+            expect[f"{name}.{field}"] = getattr(cls, field).offset
+    lines.append("return 0; }")
+    (tmp_path / "sizes.c").write_text("\n".join(lines))
+    subprocess.run([cc, f"-I{stub}", f"-I{inc}", str(tmp_path / "sizes.c"), "-o",
+                    str(tmp_path / "sizes")], check=True, capture_output=True)
+    got = dict(line.rsplit(" ", 1) for line in subprocess.run(
+        [str(tmp_path / "sizes")], check=True, capture_output=True, text=True).stdout.split("\n")
+        if line)
+    assert {k: int(v) for k, v in got.items()} == expect
+
+
+@needs_lib
+def test_structure_types_statuses_and_version_match_the_header() -> None:
+    text = Path(LIB.directory, "include", "nvimgcodec.h").read_text()
+    body = re.search(r"typedef enum\s*\{(.*?)\}\s*nvimgcodecStructureType_t;", text, re.S)[1]
+    names = re.findall(r"NVIMGCODEC_STRUCTURE_TYPE_(\w+)", body)
+    value = {n: i for i, n in enumerate(names)}  # implicit values from 0 (UNKNOWN = 0)
+    for attr in dir(capi):
+        if attr.startswith("STRUCTURE_TYPE_"):
+            assert getattr(capi, attr) == value[attr[len("STRUCTURE_TYPE_"):]], attr
+
+    ver = Path(LIB.directory, "include", "nvimgcodec_version.h").read_text()
+    major, minor, patch = (int(re.search(rf"NVIMGCODEC_VER_{k}\s+(\d+)", ver)[1])
+                           for k in ("MAJOR", "MINOR", "PATCH"))
+    assert capi.version(LIB) == major * 1000 + minor * 100 + patch  # the header's library
+
+    def defined(c_name: str) -> int:
+        return int(re.search(rf"\b{c_name}\s*=\s*(0x[0-9a-fA-F]+|-?\d+)", text)[1], 0)
+
+    for attr, c_name in [("STATUS_SUCCESS", "NVIMGCODEC_STATUS_SUCCESS"),
+                         ("SAMPLE_DATA_TYPE_UINT8", "NVIMGCODEC_SAMPLE_DATA_TYPE_UINT8"),
+                         ("SAMPLEFORMAT_I_RGB", "NVIMGCODEC_SAMPLEFORMAT_I_RGB"),
+                         ("COLORSPEC_SRGB", "NVIMGCODEC_COLORSPEC_SRGB"),
+                         ("COLORSPEC_SYCC", "NVIMGCODEC_COLORSPEC_SYCC"),
+                         ("IMAGE_BUFFER_KIND_STRIDED_DEVICE",
+                          "NVIMGCODEC_IMAGE_BUFFER_KIND_STRIDED_DEVICE"),
+                         ("IMAGE_BUFFER_KIND_STRIDED_HOST",
+                          "NVIMGCODEC_IMAGE_BUFFER_KIND_STRIDED_HOST"),
+                         ("BACKEND_KIND_CPU_ONLY", "NVIMGCODEC_BACKEND_KIND_CPU_ONLY"),
+                         ("PROCESSING_STATUS_SUCCESS", "NVIMGCODEC_PROCESSING_STATUS_SUCCESS"),
+                         ("LOAD_HINT_POLICY_FIXED", "NVIMGCODEC_LOAD_HINT_POLICY_FIXED")]:
+        assert getattr(capi, attr) == defined(c_name), attr
+
+
+@needs_lib
+def test_the_library_takes_each_structure_at_its_size_and_refuses_another() -> None:
+    """The library checks ``struct_size``: each structure it checks is taken at the ctypes
+    size and refused 8 bytes smaller or larger."""
+    inst = capi.instance()
+    jpeg = _jpeg(np.zeros((8, 8, 3), np.uint8))
+    dec = _cpu_decoder(1)
+    cs = dec.parse(jpeg)
+
+    def instance_info(delta: int) -> int:
+        info = capi.make(capi.InstanceCreateInfo)
+        info.struct_size += delta
+        h = capi._H()
+        st = LIB.InstanceCreate(byref(h), byref(info))
+        if st == capi.STATUS_SUCCESS:
+            LIB.InstanceDestroy(h)
+        return st
+
+    def execution(delta: int, part: str = "") -> int:
+        be = (capi.Backend * 1)()
+        be[0] = capi.make(capi.Backend, kind=capi.BACKEND_KIND_CPU_ONLY,
+                          params=capi.make(capi.BackendParams, load_hint=1.0,
+                                           load_hint_policy=capi.LOAD_HINT_POLICY_FIXED))
+        ep = capi.make(capi.ExecutionParams, device_id=capi.DEVICE_CPU_ONLY, num_backends=1,
+                       backends=be)
+        {"": ep, "backend": be[0], "params": be[0].params}[part].struct_size += delta
+        h = capi._H()
+        st = LIB.DecoderCreate(inst.handle, byref(h), byref(ep), None)
+        if st == capi.STATUS_SUCCESS:
+            LIB.DecoderDestroy(h)
+        return st
+
+    def image_info(delta: int) -> int:
+        info = capi.make(capi.ImageInfo)
+        info.struct_size += delta
+        return LIB.CodeStreamGetImageInfo(cs.handle, byref(info))
+
+    def stream_info(delta: int) -> int:
+        info = capi.make(capi.CodeStreamInfo)
+        info.struct_size += delta
+        return LIB.CodeStreamGetCodeStreamInfo(cs.handle, byref(info))
+
+    def decode_params(delta: int, which: str = "params") -> bool:
+        struct = {"params": dec._params, "out": dec._out}[which]
+        struct.struct_size = sizeof(type(struct)) + delta
+        try:
+            buf = np.zeros((8, 8, 3), np.uint8)
+            return dec.decode([cs], [buf.ctypes.data]) == [True]
+        finally:
+            struct.struct_size = sizeof(type(struct))
+
+    checks = {"InstanceCreateInfo": instance_info, "ExecutionParams": execution,
+              "Backend": lambda d: execution(d, "backend"),
+              "BackendParams": lambda d: execution(d, "params"),
+              "ImageInfo (code stream)": image_info, "CodeStreamInfo": stream_info}
+    for name, call in checks.items():
+        assert call(0) == capi.STATUS_SUCCESS, name
+        assert call(-8) != capi.STATUS_SUCCESS and call(8) != capi.STATUS_SUCCESS, name
+    for which in ("params", "out"):  # DecodeParams; ImageInfo of an output image
+        assert decode_params(0, which) and not decode_params(-8, which) and \
+            not decode_params(8, which), which
+    dec.close()
+
+
+@needs_lib
+def test_cpu_decode_equals_pillow_exactly() -> None:
+    """libjpeg-turbo through nvImageCodec against Pillow (libjpeg-turbo too): scikit-image's
+    photographs at q90 (4:2:0), 4:4:4, progressive, every EXIF orientation, grey, CMYK
+    and PNG made RGB: the same bytes (max difference 0). A truncated JPEG fails its
+    processing status; a zero-byte one does not parse."""
+    photos = [data.astronaut(), data.chelsea(), data.coffee(), data.rocket()]
+    cases = {f"photo{i}": _jpeg(p) for i, p in enumerate(photos)}
+    cases["444"] = _jpeg(data.coffee(), subsampling=0)
+    cases["progressive"] = _jpeg(data.chelsea(), progressive=True)
+    small = data.astronaut()[100:164, 150:198]
+    for o in range(1, 9):
+        cases[f"exif{o}"] = _oriented(small, o)
+    cases["grey"] = _jpeg(data.camera())
+    cmyk = io.BytesIO()
+    Image.fromarray(small).convert("CMYK").save(cmyk, "JPEG", quality=90)
+    cases["cmyk"] = cmyk.getvalue()
+    png = io.BytesIO()
+    Image.fromarray(small).save(png, "PNG")
+    cases["png"] = png.getvalue()
+    cases["truncated"] = cases["photo1"][:4000]
+    cases["zero"] = b""
+    dec = _cpu_decoder()
+    got = dict(zip(cases, _decode(dec, list(cases.values())), strict=True))
+    assert got["zero"] is None
+    assert got["truncated"] is False
+    for name, blob in cases.items():
+        if name in ("zero", "truncated"):
+            continue
+        ref = _pillow_rgb(blob)
+        assert got[name].shape == ref.shape, name
+        assert np.array_equal(got[name], ref), (name, np.abs(got[name] - ref.astype(int)).max())
+    dec.close()
+
+
+def _pillow_rgb(blob: bytes) -> np.ndarray:
+    from PIL import ImageOps
+
+    with Image.open(io.BytesIO(blob)) as im:
+        return np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
+
+
+@needs_lib
+def test_one_batch_is_two_gil_releases_and_shares_one_allocation() -> None:
+    """The C decoder on the cpu backend's host buffers: colour JPEGs in one call (the GIL
+    released twice a batch: the decode and its wait), every image a view of one
+    allocation; grey, PNG and CMYK by Pillow (io.py's modes), a truncated JPEG and a
+    zero-byte file errors naming the sample, a decompression bomb refused."""
+    dec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=1), host=True)
+    rgb = data.astronaut()[:40, :56]
+    grey = _jpeg(data.camera()[:24, :32])
+    png = io.BytesIO()
+    Image.fromarray(rgb).save(png, "PNG")
+    cmyk = io.BytesIO()
+    Image.fromarray(rgb).convert("CMYK").save(cmyk, "JPEG")
+    colour = [_jpeg(rgb), np.frombuffer(_oriented(rgb, 6), np.uint8), _jpeg(rgb[:20])]
+    datas = colour + [grey, png.getvalue(), cmyk.getvalue(), _jpeg(data.chelsea())[:3000],
+                      b""]
+    names = ["a.jpg", "r.jpg", "h.jpg", "g.jpg", "p.png", "c.jpg", "t.jpg", "z.jpg"]
+    before = LIB.releases
+    got = dec.decode(datas, names.__getitem__)
+    # one call for the four colour JPEGs (the truncated one parses, fails its status, and
+    # goes to Pillow): the GIL released twice
+    assert LIB.releases - before == 2
+    assert got[0].shape == (40, 56, 3) and np.array_equal(got[0], _pillow_rgb(colour[0]))
+    assert got[1].shape == (56, 40, 3) and np.array_equal(got[1], np.rot90(got[0], -1))
+    assert got[2].shape == (20, 56, 3)
+    assert got[0].base is got[1].base is got[2].base  # one allocation for the batch
+    assert got[3].shape == (24, 32) and got[3].dtype == np.uint8  # grey by Pillow: 2-D
+    assert np.array_equal(got[4], rgb) and got[5].shape == (40, 56, 3)
+    for r in (6, 7):
+        assert isinstance(got[r], ValueError) and names[r] in str(got[r]), got[r]
+    assert (dec.on_gpu, dec.on_host) == (3, 5)
+    before = LIB.releases
+    again = dec.decode(colour * 4, str)
+    assert LIB.releases - before == 2 and all(a.shape[2] == 3 for a in again)
+    assert np.array_equal(again[4], got[1]) and np.array_equal(again[9], got[0])
+    limit = mio.pixel_limit
+    try:
+        mio.pixel_limit = lambda: 1000
+        bomb = dec.decode([_jpeg(rgb)], lambda r: "big.jpg")[0]
+    finally:
+        mio.pixel_limit = limit
+    assert isinstance(bomb, ValueError) and "decompression bomb" in str(bomb) and \
+        "big.jpg" in str(bomb)
+    dec.close()
+
+
+@needs_lib
+def test_a_proc_fd_path_reused_while_its_code_stream_lives_is_the_older_file(tmp_path) -> None:
+    """Why ``decode.NATIVE_FILES`` is off: nvImageCodec keys the files it opens by path, so
+    ``/proc/self/fd/N`` parsed again for another file (descriptor N reused) while the first
+    code stream lives gives the first file's stream; by the real path each is its own."""
+    dec = _cpu_decoder(1)
+    rgb = data.chelsea()[:48, :64]
+    (tmp_path / "c.jpg").write_bytes(_jpeg(rgb))
+    (tmp_path / "g.jpg").write_bytes(_jpeg(np.ascontiguousarray(rgb[..., 0])))
+    alive = []
+    for name in ("c.jpg", "g.jpg"):
+        fd = os.open(tmp_path / name, os.O_RDONLY)
+        try:
+            alive.append((fd, dec.parse_file(f"/proc/self/fd/{fd}")))
+        finally:
+            os.close(fd)
+    (fd0, colour), (fd1, grey) = alive
+    assert colour.channels == 3
+    if fd0 == fd1:  # the descriptor was reused: the grey file reads as the colour one
+        assert grey.channels == 3
+    by_path = [dec.parse_file(str(tmp_path / n)) for n in ("c.jpg", "g.jpg")]
+    assert [p.channels for p in by_path] == [3, 1]
+    dec.close()
+
+
+@needs_lib
+def test_readers_parse_samples_for_the_c_decoder(tmp_path) -> None:
+    """``reader()``: the read-ahead's threads read and parse each sample (two colour JPEGs
+    and a grey one in turn: each its own file); the decode thread gets code streams and
+    decodes them in one call, equal to Pillow."""
+    from millipyde.data import Paths
+
+    dec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=1), host=True)
+    rgb = data.chelsea()[:48, :64]
+    (tmp_path / "c.jpg").write_bytes(_jpeg(rgb))
+    (tmp_path / "g.jpg").write_bytes(_jpeg(rgb[..., 0]))
+    (tmp_path / "j.jpg").write_bytes(b"junk")
+    (tmp_path / "d.jpg").write_bytes(_jpeg(rgb[::-1]))
+    names = ["c.jpg", "g.jpg", "j.jpg", "d.jpg", "gone.jpg"]
+    src = Paths([tmp_path / n for n in names])
+    read = dec.reader(src)
+    got = [read(i) for i in range(4)]
+    assert type(got[0]) is dmod.Coded and len(got[0]) == (tmp_path / "c.jpg").stat().st_size
+    assert type(got[3]) is dmod.Coded
+    assert got[1] == (tmp_path / "g.jpg").read_bytes() and got[2] == b"junk"
+    with pytest.raises(OSError, match="gone.jpg"):
+        read(4)
+    before = LIB.releases
+    out = dec.decode(got, names.__getitem__)
+    assert LIB.releases - before == 2
+    assert np.array_equal(out[0], _pillow_rgb(_jpeg(rgb))) and out[1].ndim == 2
+    assert np.array_equal(out[3], _pillow_rgb(_jpeg(rgb[::-1])))
+    assert isinstance(out[2], ValueError) and "j.jpg" in str(out[2])
+    dec.close()
+
+
+@needs_lib
+@pytest.mark.parametrize("parse_in_readers", [False, True])
+def test_a_loader_over_a_folder_decodes_as_pillow(tmp_path, monkeypatch,
+                                                  parse_in_readers) -> None:
+    """The Loader (read-ahead, decode thread, refills) with the C decoder: the batches of a
+    folder equal the Pillow decoder's, a corrupt file refilled, its code streams made in the
+    decode thread or in the read-ahead's threads."""
+    from millipyde.data import Folder
+    from millipyde.data import loader as lmod
+    from millipyde.data.loader import BadSamples, Loader
+    from millipyde.data.sampler import EpochSampler
+
+    monkeypatch.setattr(lmod, "PARSE_IN_READERS", parse_in_readers)
+    photos = [data.astronaut(), data.chelsea(), data.coffee(), data.rocket()]
+    for i in range(13):
+        p = photos[i % 4][i * 7:i * 7 + 40 + i, i * 5:i * 5 + 52]
+        if i == 3:
+            Image.fromarray(p).save(tmp_path / "03.png")
+        else:
+            (tmp_path / f"{i:02d}.jpg").write_bytes(_jpeg(p) if i != 5 else b"broken")
+    src = Folder(tmp_path)
+    plan = lambda b: np.arange(b * 6, b * 6 + 6) if b < 2 else None  # noqa: E731
+    got = {}
+    for name in ("pillow", "c"):
+        dec = dmod.PillowDecoder(0, threads=1) if name == "pillow" else \
+            dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=1), host=True)
+        bad = BadSamples()
+        loader = Loader(src, EpochSampler(len(src)), plan, dec, 0, bad, threads=2)
+        try:
+            got[name] = [loader.get(b) for b in range(2)]
+            assert loader.get(2) is None
+        finally:
+            loader.close()
+        assert list(bad.names) == [str(tmp_path / "05.jpg")]
+        if name == "c":  # the JPEGs and the refill (12.jpg) by nvImageCodec; the PNG and
+            # the broken file by Pillow
+            assert (dec.on_gpu, dec.on_host) == (11, 2)
+    for a, b in zip(got["pillow"], got["c"], strict=True):
+        assert list(a.samples) == list(b.samples)
+        for x, y in zip(a.arrays, b.arrays, strict=True):
+            assert np.array_equal(x, y)
+
+
+@needs_lib
+@pytest.mark.skipif(not ACTIVE.caps.nvidia_codecs, reason="the C API's device path decodes on "
+                    "an NVIDIA GPU (the cuda backend)")
+def test_gpu_decode_agrees_with_the_binding_in_one_allocation() -> None:
+    """On a GPU: the C decoder's images are DeviceImages at aligned offsets of one
+    allocation, and agree with the binding's (the same nvImageCodec decoders: within a few
+    levels should the two calls split a batch between its backends differently); grey by
+    Pillow in both."""
+    if dmod.import_nvimgcodec() is None:
+        pytest.skip("the binding is compared with")
+    blobs = [_jpeg(p) for p in (data.astronaut(), data.chelsea(), data.coffee())]
+    blobs += [_oriented(data.rocket(), 6), _jpeg(data.camera())]
+    stream = ACTIVE.take_stream(0)
+    try:
+        with ACTIVE.on_device(0), ACTIVE.using_stream(stream):
+            cdec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=2))
+            bdec = dmod.NvImageCodecDecoder(0, dmod.PillowDecoder(0, threads=2))
+            before = LIB.releases
+            c = cdec.decode(blobs, str, stream)
+            assert LIB.releases - before == 2
+            b = bdec.decode(blobs, str, stream)
+        stream.synchronize()
+        assert all(type(x) is dmod.DeviceImage for x in c[:4])
+        at = c[0].device_ptr
+        for x in c[:4]:
+            assert x.device_ptr == at and x.device_ptr % dmod.ALIGN == 0
+            at += -(-x.size // dmod.ALIGN) * dmod.ALIGN
+        assert c[3].shape == (data.rocket().shape[1], data.rocket().shape[0], 3)
+        for x, y in zip(c, b, strict=True):
+            hx = dmod.as_buffer(x).copy_to_host()
+            hy = dmod.as_buffer(y).copy_to_host()
+            assert hx.shape == hy.shape
+            assert np.abs(hx.astype(int) - hy).max() <= 8
+        cdec.close()
+        bdec.close()
+    finally:
+        ACTIVE.give_stream(stream)
+
+
+_EXIT = """
+import io, sys
+import numpy as np
+from PIL import Image
+from millipyde.data import decode as dmod
+out = io.BytesIO()
+Image.fromarray(np.full((16, 24, 3), 90, np.uint8)).save(out, "JPEG")
+dec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=1), host=True)
+keep = dec.decode([out.getvalue()] * 3, str)
+if sys.argv[1] == "closed":
+    dec.close()
+print("decoded", keep[0].shape)
+"""
+
+
+@needs_lib
+@pytest.mark.parametrize("how", ["closed", "left"])
+def test_the_interpreter_exits_cleanly_with_a_decoder_closed_or_left(how) -> None:
+    """A decoder closed (images, then the decoder) or left alive to the interpreter's exit
+    (the instance outlives both) ends the process with status 0."""
+    env = {**os.environ, "MILLIPYDE_BACKEND": "cpu"}
+    got = subprocess.run([sys.executable, "-c", textwrap.dedent(_EXIT), how], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert "decoded (16, 24, 3)" in got.stdout
+
+
+def test_the_interface_switch_is_checked(monkeypatch) -> None:
+    monkeypatch.delenv("MILLIPYDE_NVIMGCODEC_API", raising=False)
+    assert config.nvimgcodec_api() == "python"
+    monkeypatch.setenv("MILLIPYDE_NVIMGCODEC_API", "C")
+    assert config.nvimgcodec_api() == "c"
+    monkeypatch.setattr(dmod, "NVIMGCODEC_API", None)
+    assert dmod.nvimgcodec_api() == "c"
+    monkeypatch.setenv("MILLIPYDE_NVIMGCODEC_API", "rust")
+    with pytest.raises(ValueError, match="MILLIPYDE_NVIMGCODEC_API"):
+        config.nvimgcodec_api()
+    monkeypatch.setattr(dmod, "NVIMGCODEC_API", "cython")
+    with pytest.raises(ValueError, match="NVIMGCODEC_API"):
+        dmod.nvimgcodec_api()
+    monkeypatch.setattr(dmod, "NVIMGCODEC_API", "python")
+    assert dmod.nvimgcodec_api() == "python"
+
+
+def test_a_batch_image_on_the_device_is_a_view_of_its_allocation() -> None:
+    """What the C decoder hands the batch engine on a GPU, built over a host stand-in for
+    the allocation: a DeviceImage whose image keeps the allocation and describes the view."""
+    whole = np.zeros(4 << 20, np.uint8)
+    ptr = whole.ctypes.data + 3 * dmod.ALIGN
+    img = dmod.DeviceImage(dmod._Part(whole, ptr, (5, 7, 3)), (5, 7, 3), ptr, None, None)
+    assert (img.shape, img.size, img.ndim, img.dtype, img.device_ptr) == \
+        ((5, 7, 3), 105, 3, np.uint8, ptr)
+    assert img.image.whole is whole
+    assert img.image.__cuda_array_interface__ == {"data": (ptr, False), "shape": (5, 7, 3),
+                                                   "typestr": "|u1", "strides": None,
+                                                   "version": 3}
+
+
+def test_without_the_wheel_the_library_is_none(monkeypatch) -> None:
+    monkeypatch.setattr(capi, "_api", [])
+    monkeypatch.setattr(capi, "package_dir", lambda: None)
+    assert capi.api() is None and capi.instance() is None
+    with pytest.raises(ImportError, match="nvimgcodec"):
+        dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=1), host=True)
+
+
+def test_structure_sizes_are_the_headers_on_x86_64() -> None:
+    """The sizes the C compiler gave for the wheel's header on x86-64 Linux (the test above
+    recompiles it where the wheel and a compiler are there)."""
+    if sizeof(ctypes.c_void_p) != 8:
+        pytest.skip("a 64-bit layout")
+    assert {n: sizeof(c) for n, (c, _) in capi.STRUCTS.items()} == {
+        "nvimgcodecProperties_t": 32, "nvimgcodecOrientation_t": 40,
+        "nvimgcodecImagePlaneInfo_t": 56, "nvimgcodecOutOfBoundsSample_t": 8,
+        "nvimgcodecRegion_t": 112, "nvimgcodecImageInfo_t": 2160,
+        "nvimgcodecCodeStreamView_t": 152, "nvimgcodecCodeStreamInfo_t": 304,
+        "nvimgcodecBackendParams_t": 32, "nvimgcodecBackend_t": 64,
+        "nvimgcodecExecutionParams_t": 80, "nvimgcodecDecodeParams_t": 32,
+        "nvimgcodecInstanceCreateInfo_t": 64}
