@@ -184,12 +184,11 @@ def augment(args: argparse.Namespace) -> int:
     if not _done_marker(args.recipe).exists():
         precompile.start_workers()
     if args.input is not None:
-        from .data.decode import decode_threads
-        from .data.decode_ahead import prepare_decoder
+        from .data.decode import prepare_decoder
 
-        # nvImageCodec's import (~1 s, GIL held) and first decode (~1 s) under this
-        # process's own start-up, not in front of the first batch
-        prepare_decoder(0, decode_threads())
+        # nvImageCodec's start (its first decode) under this process's own start-up, not in
+        # front of the first batch
+        prepare_decoder(0)
     try:
         return _augment(args)
     finally:

@@ -40,8 +40,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "MILLIPYDE_DASK_CHUNK": ("auto", "outputs per Dask task of distributed.process (1-65535)"),
     "MILLIPYDE_DECODE_PROCESS": ("0", "1: streamed sources read and decoded in a worker "
                                  "process, 0: in this one; auto: a worker on cuda"),
-    "MILLIPYDE_NVIMGCODEC_API": ("python", "python: nvImageCodec's Python binding decodes; c: "
-                                 "its C API through ctypes (one GIL release a call)"),
+    "MILLIPYDE_NVIMGCODEC_API": ("c", "c: nvImageCodec's C API through ctypes decodes (two GIL "
+                                 "releases a batch); python: its Python binding"),
 }
 
 
@@ -185,10 +185,10 @@ def decode_process() -> bool | str | None:
 
 
 def nvimgcodec_api() -> str:
-    """``MILLIPYDE_NVIMGCODEC_API``: ``"python"`` (the default) or ``"c"``."""
+    """``MILLIPYDE_NVIMGCODEC_API``: ``"c"`` (the default) or ``"python"``."""
     raw = _raw("MILLIPYDE_NVIMGCODEC_API", None)
     if raw is None:
-        return "python"
+        return "c"
     if raw.lower() not in ("python", "c"):
         raise ValueError(f"MILLIPYDE_NVIMGCODEC_API={raw!r}: use python or c")
     return raw.lower()

@@ -451,6 +451,8 @@ def test_the_interpreter_exits_cleanly_with_a_decoder_closed_or_left(how) -> Non
 
 def test_the_interface_switch_is_checked(monkeypatch) -> None:
     monkeypatch.delenv("MILLIPYDE_NVIMGCODEC_API", raising=False)
+    assert config.nvimgcodec_api() == "c"
+    monkeypatch.setenv("MILLIPYDE_NVIMGCODEC_API", "Python")
     assert config.nvimgcodec_api() == "python"
     monkeypatch.setenv("MILLIPYDE_NVIMGCODEC_API", "C")
     assert config.nvimgcodec_api() == "c"

@@ -44,9 +44,10 @@ _warned_missing = [False]
 #: which interface of nvImageCodec decodes for ``decoder="nvimgcodec"``/``"auto"``:
 #: ``"python"`` its Python binding (:class:`NvImageCodecDecoder`), ``"c"`` its C API through
 #: ctypes (:class:`NvImageCodecCDecoder`); None: ``MILLIPYDE_NVIMGCODEC_API`` (default
-#: ``"python"``). Read when a decoder is made; a decode worker process gets this process's
+#: ``"c"``). Read when a decoder is made; a decode worker process gets this process's
 #: value. The C API takes the GIL's hand-overs out of the decode call (bench/RESULTS.md,
-#: "nvImageCodec's C API through ctypes"); the binding stays the default until a GPU says.
+#: "nvImageCodec's C API through ctypes", and its H200 rows: 1.17-1.38x the binding in the
+#: training process).
 NVIMGCODEC_API: str | None = None
 
 
@@ -212,16 +213,11 @@ class NvImageCodecDecoder:
             raise ImportError("nvImageCodec is not installed (pip install nvidia-nvimgcodec-cu13)")
         self.device = device
         self.fallback = fallback
-        from .decode_ahead import take_decoder
-
-        # one made ahead (decode_ahead.prepare_decoder), else our own
-        self._dec = take_decoder(device, fallback.threads)
-        if self._dec is None:
-            with runtime.on_device(device):
-                # its CPU stages (parsing; Huffman decoding where no hardware decoder takes
-                # an image) on this process's cores: one process per GPU shares the machine
-                self._dec = self.nv.Decoder(device_id=device,
-                                            max_num_cpu_threads=fallback.threads)
+        with runtime.on_device(device):
+            # its CPU stages (parsing; Huffman decoding where no hardware decoder takes an
+            # image) on this process's cores: one process per GPU shares the machine
+            self._dec = self.nv.Decoder(device_id=device,
+                                        max_num_cpu_threads=fallback.threads)
         self._params = self.nv.DecodeParams(apply_exif_orientation=True,
                                             color_spec=self.nv.ColorSpec.SRGB)
         #: samples decoded on the GPU and by the fallback (reports)
@@ -629,14 +625,68 @@ def import_nvimgcodec() -> Any:
     return nvimgcodec
 
 
+def _ahead_key(device: int, threads: int | None) -> tuple:
+    return ("decoder", int(device), int(threads or decode_threads()), nvimgcodec_api())
+
+
+def _warmed(dec: Any) -> Any:
+    """``dec`` after one small JPEG decoded (its first call starts its machinery)."""
+    import io as _io
+
+    from PIL import Image
+
+    buf = _io.BytesIO()
+    Image.fromarray(np.full((32, 48, 3), 128, np.uint8)).save(buf, "JPEG", quality=90)
+    got = dec.decode([buf.getvalue()], lambda r: "a 48 x 32 warm-up JPEG")[0]
+    if isinstance(got, BaseException):
+        raise got
+    return dec
+
+
+def prepare_decoder(device: int, threads: int | None = None) -> None:
+    """Start making the GPU decoder that ``make_decoder("auto", device, threads)`` would
+    make, in a background thread (:mod:`~millipyde.data.decode_ahead`), and decoding one small
+    JPEG with it; the next such call takes it.
+
+    Returns at once. A short job calls it first thing, so that nvImageCodec's start (its
+    Python binding's import holds the GIL ~1 s; either interface's first decode takes
+    0.2-1 s) overlaps the job's own start. Where the backend has no NVIDIA codecs or
+    nvImageCodec cannot load, the thread finds so and nothing is kept.
+
+    Parameters
+    ----------
+    device : int
+        The GPU the decoder decodes on.
+    threads : int, optional
+        Its CPU threads (default :func:`decode_threads`, the loader's).
+    """
+    from .decode_ahead import start
+
+    start(_ahead_key(device, threads),
+          lambda: _warmed(_build_decoder("nvimgcodec", device, threads)))
+
+
 def make_decoder(choice: str, device: int, threads: int | None = None) -> Any:
     """The decoder for ``choice`` (:data:`DECODERS`) on this backend.
 
     ``"auto"``: nvImageCodec on CUDA GPUs where it is installed (else Pillow, said once in a
     warning), Pillow on the cpu backend. ``"nvimgcodec"`` where it cannot run: ValueError.
-    nvImageCodec decodes through its Python binding or its C API as :func:`nvimgcodec_api`
-    says.
+    nvImageCodec decodes through its C API or its Python binding as :func:`nvimgcodec_api`
+    says. A decoder made ahead for the same device, threads and interface
+    (:func:`prepare_decoder`) is taken instead of a new one.
     """
+    if choice not in DECODERS:
+        raise ValueError(f"decoder must be one of {DECODERS}, got {choice!r}")
+    if choice != "pillow" and runtime.caps.nvidia_codecs:
+        from .decode_ahead import take
+
+        made = take(_ahead_key(device, threads))
+        if made is not None:
+            return made
+    return _build_decoder(choice, device, threads)
+
+
+def _build_decoder(choice: str, device: int, threads: int | None) -> Any:
     if choice not in DECODERS:
         raise ValueError(f"decoder must be one of {DECODERS}, got {choice!r}")
     pillow = PillowDecoder(device, threads)

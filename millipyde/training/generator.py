@@ -87,7 +87,7 @@ class Generator:
         One label per input (in-memory inputs, or a list of paths).
     decoder : {"auto", "pillow", "nvimgcodec"}, default "auto"
         How streamed sources decode: nvImageCodec on CUDA GPUs where it is installed (its
-        Python binding, or its C API with ``MILLIPYDE_NVIMGCODEC_API=c``), Pillow on a
+        C API, or its Python binding with ``MILLIPYDE_NVIMGCODEC_API=python``), Pillow on a
         thread pool otherwise.
     read_ahead : int, optional
         Bound in bytes on a streamed source's encoded samples read ahead of the decoder
