@@ -405,13 +405,22 @@ def _peer_bandwidth(ngpu: int) -> dict:
 def _part_c(res: dict, batches: int, outputs: int) -> None:
     from skimage import data, transform
 
-    try:
+    if (Path(mp.__file__).parent / "training").is_dir():
         import millipyde.training.batches as mb
         from millipyde.training import recipes
-    except ImportError:  # the baseline tree (7c57e62) keeps them at the top level
+    else:  # the baseline tree (7c57e62) keeps them at the top level (asked by the package's
+        # folder: with an editable install of another tree, ``millipyde.training`` would be
+        # imported from that tree over this one's package)
         import millipyde.batches as mb
 
         from millipyde import recipes
+    if os.environ.get("BENCH_ENGINE_COMPILE_AHEAD") == "1":
+        # the cpu backend compiles in place; this compiles ahead in worker processes as a GPU
+        # does (``precompile.wanted``), so its cost per Generator is seen here too
+        import importlib
+
+        pre = importlib.import_module(mb.__name__.rsplit(".", 1)[0] + ".precompile")
+        pre.wanted = lambda: True
 
     try:
         import torch
@@ -428,10 +437,13 @@ def _part_c(res: dict, batches: int, outputs: int) -> None:
         def sync():
             pass
 
-    hosts = []  # bench_augment's six photographs, 512x512 RGB
+    # bench_augment's six photographs, 512x512 RGB (BENCH_ENGINE_SIDE: another side, for the
+    # cpu backend)
+    side = int(os.environ.get("BENCH_ENGINE_SIDE", "512"))
+    hosts = []
     for name in ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field",
                  "immunohistochemistry"):
-        img = transform.resize(getattr(data, name)(), (512, 512, 3), preserve_range=True,
+        img = transform.resize(getattr(data, name)(), (side, side, 3), preserve_range=True,
                                anti_aliasing=False)
         hosts.append(np.clip(np.rint(img), 0, 255).astype(np.uint8))
     ops = recipes.figure_5_1_operations()
