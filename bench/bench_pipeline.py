@@ -490,6 +490,14 @@ def _part_c(res: dict, batches: int, outputs: int) -> None:
         for x in g:
             take(x)
     got = []
+    # what the timed run compiled in this process, and what its compiling ahead (before the
+    # first output, on GPUs) cost: the kernels a new seed may need
+    import importlib
+
+    pkg = mb.__name__.rsplit(".", 1)[0]
+    pre, warm = (importlib.import_module(f"{pkg}.{m}") for m in ("precompile", "warmup"))
+    pre.last.clear()
+    compiled = warm.compiled_count()
     with gen(4, outputs) as g:
         c0, t0 = time.process_time(), time.perf_counter()
         for x in g:
@@ -497,6 +505,8 @@ def _part_c(res: dict, batches: int, outputs: int) -> None:
         sync()
         t = time.perf_counter() - t0
     cpu = (time.process_time() - c0) / t
+    compiled = warm.compiled_count() - compiled
+    ahead = {k: pre.last.get(k) for k in ("jobs", "processes", "seconds")}
     first = [np.asarray(v.cpu()) if hasattr(v, "cpu") else v for v in got[:16]]
     del got
     keep = mb.RECORD_AT_ONCE
@@ -509,9 +519,10 @@ def _part_c(res: dict, batches: int, outputs: int) -> None:
     ulps = max(_max_ulp(a, b) for a, b in zip(first, want, strict=True))
     res["rows"].append({"part": "C", "case": "next() per output to torch", "inputs": outputs,
                         "seconds": t, "img_s": outputs / t, "cpu_per_wall": cpu,
-                        "max_ulp": ulps, "ok": ulps <= 2})
-    print(f"C next(): {outputs / t:,.0f} img/s, cpu/wall {cpu:.2f}, max ulp {ulps}",
-          flush=True)
+                        "max_ulp": ulps, "ok": ulps <= 2, "compiled": compiled,
+                        "compile_ahead": ahead})
+    print(f"C next(): {outputs / t:,.0f} img/s, cpu/wall {cpu:.2f}, max ulp {ulps}, compiled "
+          f"in the timed run {compiled}, its compiling ahead {ahead}", flush=True)
 
 
 def _part_d(res: dict, n_inputs: int, reps: int) -> None:
