@@ -462,12 +462,18 @@ def precompile_outputs(state: Any, count: int = AHEAD_OUTPUTS,
 
 def every_pattern(state: Any, count: int = AHEAD_OUTPUTS) -> bool:
     """Whether ``next()``'s compiling ahead records one output of every coin pattern (once per
-    chain and input shape) rather than a seed's first outputs: outputs recorded in batches
-    over inputs of one shape and dtype, and a Generator that makes at least ``count``."""
+    chain and input shape) rather than a seed's first outputs: outputs recorded at once
+    (``batches.recorder``: a group launches its key's kernels, whatever patterns it holds)
+    over inputs of one shape and dtype, and a Generator that makes at least ``count``. The
+    batches of per-output recordings (``batch.materialize_batch``) choose a gather's gated
+    form by the members of each batch: they keep the seed's first outputs."""
+    from .batches import recorder
+
     xs = state.inputs
     return state.batch > 1 and not state.mixed and bool(xs) and \
         (state.outputs is None or state.outputs >= count) and \
-        all(x.shape == xs[0].shape and x.dtype == xs[0].dtype for x in xs)
+        all(x.shape == xs[0].shape and x.dtype == xs[0].dtype for x in xs) and \
+        recorder(state) is not None
 
 
 def _chain_failed(err: BaseException) -> bool:
