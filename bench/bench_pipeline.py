@@ -405,13 +405,22 @@ def _peer_bandwidth(ngpu: int) -> dict:
 def _part_c(res: dict, batches: int, outputs: int) -> None:
     from skimage import data, transform
 
-    try:
+    if (Path(mp.__file__).parent / "training").is_dir():
         import millipyde.training.batches as mb
         from millipyde.training import recipes
-    except ImportError:  # the baseline tree (7c57e62) keeps them at the top level
+    else:  # the baseline tree (7c57e62) keeps them at the top level (asked by the package's
+        # folder: with an editable install of another tree, ``millipyde.training`` would be
+        # imported from that tree over this one's package)
         import millipyde.batches as mb
 
         from millipyde import recipes
+    if os.environ.get("BENCH_ENGINE_COMPILE_AHEAD") == "1":
+        # the cpu backend compiles in place; this compiles ahead in worker processes as a GPU
+        # does (``precompile.wanted``), so its cost per Generator is seen here too
+        import importlib
+
+        pre = importlib.import_module(mb.__name__.rsplit(".", 1)[0] + ".precompile")
+        pre.wanted = lambda: True
 
     try:
         import torch
@@ -428,10 +437,13 @@ def _part_c(res: dict, batches: int, outputs: int) -> None:
         def sync():
             pass
 
-    hosts = []  # bench_augment's six photographs, 512x512 RGB
+    # bench_augment's six photographs, 512x512 RGB (BENCH_ENGINE_SIDE: another side, for the
+    # cpu backend)
+    side = int(os.environ.get("BENCH_ENGINE_SIDE", "512"))
+    hosts = []
     for name in ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field",
                  "immunohistochemistry"):
-        img = transform.resize(getattr(data, name)(), (512, 512, 3), preserve_range=True,
+        img = transform.resize(getattr(data, name)(), (side, side, 3), preserve_range=True,
                                anti_aliasing=False)
         hosts.append(np.clip(np.rint(img), 0, 255).astype(np.uint8))
     ops = recipes.figure_5_1_operations()
@@ -478,6 +490,14 @@ def _part_c(res: dict, batches: int, outputs: int) -> None:
         for x in g:
             take(x)
     got = []
+    # what the timed run compiled in this process, and what its compiling ahead (before the
+    # first output, on GPUs) cost: the kernels a new seed may need
+    import importlib
+
+    pkg = mb.__name__.rsplit(".", 1)[0]
+    pre, warm = (importlib.import_module(f"{pkg}.{m}") for m in ("precompile", "warmup"))
+    pre.last.clear()
+    compiled = warm.compiled_count()
     with gen(4, outputs) as g:
         c0, t0 = time.process_time(), time.perf_counter()
         for x in g:
@@ -485,6 +505,8 @@ def _part_c(res: dict, batches: int, outputs: int) -> None:
         sync()
         t = time.perf_counter() - t0
     cpu = (time.process_time() - c0) / t
+    compiled = warm.compiled_count() - compiled
+    ahead = {k: pre.last.get(k) for k in ("jobs", "processes", "seconds")}
     first = [np.asarray(v.cpu()) if hasattr(v, "cpu") else v for v in got[:16]]
     del got
     keep = mb.RECORD_AT_ONCE
@@ -497,9 +519,10 @@ def _part_c(res: dict, batches: int, outputs: int) -> None:
     ulps = max(_max_ulp(a, b) for a, b in zip(first, want, strict=True))
     res["rows"].append({"part": "C", "case": "next() per output to torch", "inputs": outputs,
                         "seconds": t, "img_s": outputs / t, "cpu_per_wall": cpu,
-                        "max_ulp": ulps, "ok": ulps <= 2})
-    print(f"C next(): {outputs / t:,.0f} img/s, cpu/wall {cpu:.2f}, max ulp {ulps}",
-          flush=True)
+                        "max_ulp": ulps, "ok": ulps <= 2, "compiled": compiled,
+                        "compile_ahead": ahead})
+    print(f"C next(): {outputs / t:,.0f} img/s, cpu/wall {cpu:.2f}, max ulp {ulps}, compiled "
+          f"in the timed run {compiled}, its compiling ahead {ahead}", flush=True)
 
 
 def _part_d(res: dict, n_inputs: int, reps: int) -> None:

@@ -127,3 +127,37 @@ def test_user_kernels_keep_their_own_route():
     gen = mp.Generator([mp.gpuimage(h) for h in _hosts()],
                        [mp.Operation("fliplr"), mp.Operation(halve)], outputs=2)
     assert generator_callables.make(gen._state) is None
+
+
+def _kernels_held() -> tuple[int, int]:
+    """Generated modules imported in this process and the kernel versions they hold (compiled
+    here or loaded from the disk cache): what a run that needs another kernel adds to,
+    whatever the disk cache held before."""
+    from millipyde.graph.codegen import loader
+
+    mods = list(loader.LOADED.values())
+    return len(mods), sum(len(v.overloads) for m in mods for v in vars(m).values()
+                          if isinstance(getattr(v, "overloads", None), dict))
+
+
+def test_a_new_seed_after_warm_up_compiles_nothing_and_keeps_its_values(monkeypatch):
+    """``next()`` of the figure-5.1 recipe after another seed's outputs: no kernel compiled or
+    loaded (a recorded group launches the kernel of its key, not one chosen by the coin
+    patterns met so far: seed 3's first outputs met only rotated ones, whose ungated gather
+    seed 2's run never launched), and the values of the chain applied image by image."""
+    from generator_reference import assert_device_same, eager_outputs
+
+    from millipyde.training import warmup
+
+    monkeypatch.setattr(batches, "RECORD_AT_ONCE", True)
+    ops = recipes.figure_5_1_operations()
+    hosts = _hosts()
+    for x in mp.Generator([mp.gpuimage(h) for h in hosts], ops, outputs=4 * N, seed=2):
+        np.asarray(x)
+    held, compiled = _kernels_held(), warmup.compiled_count()
+    got = [np.asarray(x) for x in mp.Generator([mp.gpuimage(h) for h in hosts], ops,
+                                               outputs=N, seed=3)]
+    assert (_kernels_held(), warmup.compiled_count()) == (held, compiled)
+    want = eager_outputs(hosts, ops, 16, 3)  # (each a plan of its own: the first few)
+    for k, (a, b) in enumerate(zip(got[:16], want, strict=True)):
+        assert_device_same(a, b, f"output {k}")

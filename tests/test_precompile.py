@@ -361,3 +361,57 @@ def test_an_operation_that_fails_is_raised_by_the_chain_not_warned_by_compiling_
                 next(bs)
         else:
             next(gen)
+
+
+def test_next_compiles_ahead_once_per_chain_and_shape_not_per_seed(monkeypatch) -> None:
+    """``next()``'s compiling ahead over same-size inputs records one output of every coin
+    pattern under one key for every seed (a second seed's Generator starts no worker
+    processes, records nothing), and a Generator of a few outputs keeps its seed's first
+    ones. The workers are left out: the recording's launches are only collected."""
+    import numpy as np
+
+    from millipyde.training import generator_state, precompile, warmup
+
+    class Workers:
+        def __init__(self):
+            self.jobs = []
+
+        def submit(self, got):
+            self.jobs.append(got)
+
+    keys, made = [], []
+
+    def ahead(key, record, processes):
+        keys.append(key)
+        if key in precompile._done:
+            return {}
+        precompile._done.add(key)
+        record(precompile._Jobs(Workers()))
+        return {}
+
+    monkeypatch.setattr(precompile, "wanted", lambda: True)
+    monkeypatch.setattr(precompile, "_compile_ahead", ahead)
+    monkeypatch.setattr(precompile, "_done", set())
+    rng = np.random.default_rng(0)
+    imgs = [mp.gpuimage(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)) for _ in range(2)]
+    ops = [mp.Operation("fliplr", probability=0.5),
+           mp.Operation("random_brightness", -0.2, 0.2),
+           mp.Operation("random_rotate", 0, 120, probability=0.5)]
+    real = generator_state.GeneratorState.make_many
+
+    def spy(self, ks, *args, **kwargs):
+        made.append(list(ks))
+        return real(self, ks, *args, **kwargs)
+
+    monkeypatch.setattr(generator_state.GeneratorState, "make_many", spy)
+    for seed in (1, 2):
+        with mp.Generator(imgs, ops, seed=seed) as gen:
+            next(gen)
+    assert keys[0] == keys[1], keys
+    recorded = {k for ks in made for k in ks}
+    assert set(warmup.representatives(ops, seed=1, shape=(8, 8, 3))) <= recorded
+    keys.clear()
+    for seed in (1, 2):
+        with mp.Generator(imgs, ops, seed=seed, outputs=8) as gen:
+            next(gen)
+    assert [k[2] for k in keys] == [1, 2], keys  # (chain, "next", seed, ...)

@@ -140,7 +140,7 @@ class _GatherPlan:
     of the templates that have it."""
 
     def __init__(self, rs: list[_GatherRecipe], lut_mode: bool, ngates: int,
-                 widths: dict[int, int]) -> None:
+                 widths: dict[int, int], gateable: bool = False) -> None:
         n = len(rs)
         self.p = np.stack([r.p for r in rs])
         self.lut = np.stack([r.lut for r in rs]) if lut_mode else rs[0].lut[None]
@@ -162,7 +162,11 @@ class _GatherPlan:
             stage, codes, fixed, varying, _ = next(x for x in rs[us[0]].stages if x[4] == key)
             self.stages.append((stage, codes, fixed, varying, rs[us[0]].channels,
                                 rs[us[0]].full, _flags(us, n)))
-        self.gated = any(r.flags is not None for r in rs)
+        # ``gateable``: a coin may gate one of the kernel's flagged nodes off. The gated kernel
+        # is then launched whichever templates have joined (a flag of 0 computes what the
+        # ungated one does): which kernel a key launches does not depend on the coin patterns
+        # met so far, so a new seed's outputs compile nothing that another seed's did not
+        self.gated = gateable or any(r.flags is not None for r in rs)
         self.flags = np.stack([np.zeros(ngates) if r.flags is None else r.flags
                                for r in rs]) if self.gated else np.zeros((n, 0))
         self._pieces(widths)
@@ -231,8 +235,10 @@ class KeyPlan:
     :class:`_TapsPlan`), rebuilt when a template joins: a batch then costs one NumPy
     operation per recipe piece, however many patterns it holds."""
 
-    def __init__(self, key: tuple) -> None:
+    def __init__(self, key: tuple, coins: tuple[bool, ...] = ()) -> None:
         self.key = key
+        # per Operation index: whether its coin may gate its nodes off (``gateable``)
+        self.coins = coins
         self.templates: list[Any] = []
         self.index: dict[Any, int] = {}  # template -> its index
         self.kernels: list[Any] = []
@@ -266,6 +272,17 @@ class KeyPlan:
             return np.full(parts[0][1].shape[0], at[0], dtype=np.int64), *got
         return np.repeat(np.asarray(at, dtype=np.int64), [r.shape[0] for _, r in parts]), *got
 
+    def gateable(self, t: Any, i: int) -> bool:
+        """Whether a coin may gate off a node of template ``t``'s gather ``i`` that a flag
+        skips (``batch._gather_member_args``: chained ops outside the uint8 tables, the
+        sampler); every template of the key has the same nodes from the same Operations."""
+        k = t.kernels[i]
+        flagged = ([] if batch.tables_of(k) else k.pre + k.post) + k.grey_ops + \
+            [m for m in k.nodes if getattr(m.op, "kind", "") == "sampler"]
+        coins = self.coins
+        return any((j := t.op_of.get(m.id)) is not None and j < len(coins) and coins[j]
+                   for m in flagged)
+
     def _build(self, d: Draws) -> list[Any]:
         ts = self.templates
         out = KernelPlans()
@@ -274,7 +291,7 @@ class KeyPlan:
                 out.append(_GatherPlan([_recipe(t, i, d) for t in ts], batch.tables_of(k),
                                        codegen.gather_ngates(self.key[2 + i][1]),
                                        {j: v.shape[1] for j, v in enumerate(d.params)
-                                        if v is not None}))
+                                        if v is not None}, self.gateable(ts[0], i)))
             else:
                 out.append(_TapsPlan(ts, i, d))
         out.fill = RowsFill.of([(i, kp) for i, kp in enumerate(out)

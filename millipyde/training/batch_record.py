@@ -251,6 +251,8 @@ class Recorder:
     def __init__(self, state: Any, rules: list[_Rule]) -> None:
         self.state = state
         self.rules = rules
+        # per Operation: whether its coin records it gated off (``KeyPlan.gateable``)
+        self.coins = tuple(batch.LIFT_GATES and r.probability is not None for r in rules)
         self.lock = threading.Lock()
         self.templates: dict[tuple[int, bytes, int], _Template | None] = {}
         self.failed: dict[tuple[int, bytes, int], int] = {}
@@ -280,7 +282,9 @@ class Recorder:
             for k in candidates[:max(0, self.TRIES - tried)]:
                 t = record_template(self.state, self.rules, k, device, stacks)
                 if t is not None:
-                    t.plan = self.plans.setdefault(t.key, KeyPlan(t.key))
+                    t.plan = self.plans.get(t.key)
+                    if t.plan is None:
+                        t.plan = self.plans[t.key] = KeyPlan(t.key, self.coins)
                     self.templates[key] = t
                     return t
                 tried += 1

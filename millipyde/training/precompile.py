@@ -405,27 +405,48 @@ def precompile_outputs(state: Any, count: int = AHEAD_OUTPUTS,
     The outputs are made by a fresh state over the same inputs, Operations, seed and sampler
     (so the same route: per output, recorded batches or arena gathers, in the chunks the
     workers take), with launches recorded instead of run; nothing of ``state`` is touched.
-    Returns what ``precompile`` returns.
+    Where its outputs are recorded batches of same-size inputs (``every_pattern``), one
+    output of every coin pattern is recorded too (``warmup.representatives``): the kernels a
+    recorded group launches depend on its key alone, not on the seed, so the work is done
+    once per chain and input shape, and a Generator of another seed compiles nothing and
+    records nothing here (it started a pool of worker processes per seed, seconds of GPU
+    contexts inside a timed ``next()`` run). Returns what ``precompile`` returns.
     """
     n = count if state.outputs is None else min(count, state.outputs)
+    every = every_pattern(state, count)
     sampler = None if state.sampler is None else (type(state.sampler).__qualname__, tuple(sorted(
         (k, v) for k, v in vars(state.sampler).items() if isinstance(v, (bool, int, str)))))
-    key = (_key(state.operations, state.inputs, 0, 0, "", None, True)[:2], "next",
-           state.seed, state.start_k, state.world, n, sampler, runtime.name)
+    chain = _key(state.operations, state.inputs, 0, 0, "", None, True)[:2]
+    key = (chain, "next", "every pattern", runtime.name) if every else \
+        (chain, "next", state.seed, state.start_k, state.world, n, sampler, runtime.name)
 
     def record(jobs: _Jobs) -> None:
+        from . import warmup
+
         twin = state.twin()
         device = state.device
         stream = runtime.new_stream(device)
+        # the first outputs in the chunks the workers take; then, where ``every``, one output
+        # of every coin pattern (and warp-clip variant) of this seed, a batch at a time
+        chunks: list[tuple[int, int, list[int] | None]] = []
+        j = 0
+        while j < n:
+            m = min(twin.batch, n - j) if twin.batch > 1 else 1
+            chunks.append((j, m, None))
+            j += m
+        if every:
+            ks = warmup.representatives(state.operations, seed=state.seed,
+                                        shape=tuple(state.inputs[0].shape))
+            chunks += [(0, 0, ks[i:i + twin.batch]) for i in range(0, len(ks), twin.batch)]
         jobs.enter("outputs")
         try:
             with runtime.on_device(device), runtime.using_stream(stream), \
                     runtime.recording(jobs), _host_functions_deferred(jobs):
-                j = 0
-                while j < n:
-                    m = min(twin.batch, n - j) if twin.batch > 1 else 1
+                for j, m, ks in chunks:
                     try:
-                        if twin.batch > 1:
+                        if ks is not None:
+                            twin.make_many(ks, device, stream)
+                        elif twin.batch > 1:
                             twin._make_batch(j, m, device, stream)
                         else:
                             twin._make(j, device, stream)
@@ -433,11 +454,26 @@ def precompile_outputs(state: Any, count: int = AHEAD_OUTPUTS,
                         # (a recording reads garbage: an output may fail where the real one
                         # does not; its kernels then compile when it is made)
                         pass
-                    j += m
         finally:
             twin.stop(join=False)
 
     return _compile_ahead(key, record, processes)
+
+
+def every_pattern(state: Any, count: int = AHEAD_OUTPUTS) -> bool:
+    """Whether ``next()``'s compiling ahead records one output of every coin pattern (once per
+    chain and input shape) rather than a seed's first outputs: outputs recorded at once
+    (``batches.recorder``: a group launches its key's kernels, whatever patterns it holds)
+    over inputs of one shape and dtype, and a Generator that makes at least ``count``. The
+    batches of per-output recordings (``batch.materialize_batch``) choose a gather's gated
+    form by the members of each batch: they keep the seed's first outputs."""
+    from .batches import recorder
+
+    xs = state.inputs
+    return state.batch > 1 and not state.mixed and bool(xs) and \
+        (state.outputs is None or state.outputs >= count) and \
+        all(x.shape == xs[0].shape and x.dtype == xs[0].dtype for x in xs) and \
+        recorder(state) is not None
 
 
 def _chain_failed(err: BaseException) -> bool:
