@@ -185,7 +185,8 @@ def test_augment_starts_the_workers_first_on_a_cold_cache_only(tmp_path, monkeyp
 
     monkeypatch.setattr(cli, "_augment", run)
     monkeypatch.setenv("MILLIPYDE_CACHE_DIR", str(tmp_path))
-    args = Namespace(n=4, batch=8, writers=1, quality=90, cluster=None, recipe="thesis")
+    args = Namespace(n=4, batch=8, writers=1, quality=90, cluster=None, recipe="thesis",
+                     input=None)
     with pytest.raises(RuntimeError, match="the job failed"):
         cli.augment(args)
     assert calls == ["start", "run", "stop"]  # a pool nothing took is killed, even on failure
