@@ -197,6 +197,15 @@ def test_augment_starts_the_workers_first_on_a_cold_cache_only(tmp_path, monkeyp
     with pytest.raises(RuntimeError):
         cli.augment(args)
     assert calls == ["run", "stop"]
+    # a folder to decode: its decoder is made ahead, before the job's own imports
+    from millipyde.data import decode
+
+    monkeypatch.setattr(decode, "prepare_decoder", lambda device: calls.append("decoder"))
+    calls.clear()
+    args.input = str(tmp_path)
+    with pytest.raises(RuntimeError):
+        cli.augment(args)
+    assert calls == ["decoder", "run", "stop"]
 
 
 @pytest.mark.ptx
