@@ -102,12 +102,6 @@ def _call(typingctx, fn, args):
 
 
 @njit(cache=True, nogil=True)
-def _word(words, at):
-    """The 64-bit word at byte offset ``at`` (a multiple of 8)."""
-    return words[at // 8]
-
-
-@njit(cache=True, nogil=True)
 def _u32(words, at):
     """The 32-bit field at byte offset ``at`` (a multiple of 4), unsigned."""
     return np.int64(words.view(np.uint32)[at // 4])

@@ -449,33 +449,40 @@ class NvImageCodecCDecoder:
         view made after; every library call in two passes with the GIL released."""
         n = len(datas)
         out: list[Any] = [None] * n
-        state = [loop.ST_SKIP] * n
-        address, size, handle = [0] * n, [0] * n, [0] * n
-        given: list[tuple[int, Any]] = []
         keep: list[Any] = []  # buffers made here for the call (the rest are ``datas``')
         at = _BYTES_AT
-        for r, data in enumerate(datas):
-            kind = type(data)
-            if kind is bytes and at is not None:
-                address[r], size[r], state[r] = id(data) + at, len(data), loop.ST_PARSE
-            elif kind is Coded:  # parsed and checked by a reader thread
-                handle[r], state[r] = data.stream.handle, loop.ST_GIVEN
-                given.append((r, data.stream))
-            elif not isinstance(data, BaseException):  # not read: Pillow passes the error
-                try:
-                    a = np.frombuffer(data, np.uint8) if kind is bytes else \
-                        self.capi._address(data)[2]
-                    if not isinstance(a, np.ndarray):
-                        a = np.frombuffer(a, np.uint8)
-                except Exception:  # not a buffer: Pillow says why
-                    continue
-                keep.append(a)
-                address[r], size[r], state[r] = a.ctypes.data, a.nbytes, loop.ST_PARSE
-        states = np.array(state, np.int32)
-        handles = np.array(handle, np.int64)
         dims = np.zeros((n, 5), np.int64)
-        for r, cs in given:
-            dims[r] = (cs.height, cs.width, *cs.orientation)
+        if at is not None and all(type(d) is bytes for d in datas):  # bytes read: the usual
+            address = [id(d) + at for d in datas]
+            size = [len(d) for d in datas]
+            states = np.full(n, loop.ST_PARSE, np.int32)
+            handles = np.zeros(n, np.int64)
+        else:
+            state = [loop.ST_SKIP] * n
+            address, size, handle = [0] * n, [0] * n, [0] * n
+            given: list[int] = []
+            for r, data in enumerate(datas):
+                kind = type(data)
+                if kind is bytes and at is not None:
+                    address[r], size[r], state[r] = id(data) + at, len(data), loop.ST_PARSE
+                elif kind is Coded:  # parsed and checked by a reader thread
+                    handle[r], state[r] = data.stream.handle, loop.ST_GIVEN
+                    given.append(r)
+                elif not isinstance(data, BaseException):  # not read: Pillow passes the error
+                    try:
+                        a = np.frombuffer(data, np.uint8) if kind is bytes else \
+                            self.capi._address(data)[2]
+                        if not isinstance(a, np.ndarray):
+                            a = np.frombuffer(a, np.uint8)
+                    except Exception:  # not a buffer: Pillow says why
+                        continue
+                    keep.append(a)
+                    address[r], size[r], state[r] = a.ctypes.data, a.nbytes, loop.ST_PARSE
+            states = np.array(state, np.int32)
+            handles = np.array(handle, np.int64)
+            if given:
+                dims[given] = [(c.height, c.width, *c.orientation)
+                               for c in (datas[r].stream for r in given)]
         offsets = np.zeros(n, np.int64)
         limit = mio.pixel_limit()
         dec = self._dec
@@ -501,8 +508,9 @@ class NvImageCodecCDecoder:
                 if decoded:
                     hs, ws = dims[:, 0].tolist(), dims[:, 1].tolist()
                     offs = offsets.tolist()
+                    view = self._view
                     for r in np.flatnonzero(done).tolist():
-                        out[r] = self._view(whole, base, offs[r], hs[r], ws[r], stream)
+                        out[r] = view(whole, base, offs[r], hs[r], ws[r], stream)
         finally:
             if not passed:
                 dec.release_many(handles, states)
