@@ -65,6 +65,7 @@ def _time_rows(run: Any, blobs: list, size: int, batches: int, sync: Any,
             t0 = time.perf_counter()
         part = blobs[b * size:(b + 1) * size]
         free = lib.free_s if lib is not None else 0.0
+        keep = None  # the previous batch freed here, outside the timed call
         t = time.perf_counter()
         keep = run(part)
         calls.append(time.perf_counter() - t)
