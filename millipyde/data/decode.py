@@ -14,8 +14,9 @@
 - :class:`NvImageCodecCDecoder`: the same decode through nvImageCodec's C API
   (``nvimgcodec_capi``, ctypes): the GIL is released once for the batched call and once for
   its wait, never per image, and the batch's images are decoded into one allocation of the
-  backend. Chosen where :func:`nvimgcodec_api` says ``"c"`` (``MILLIPYDE_NVIMGCODEC_API``, or
-  :data:`NVIMGCODEC_API`).
+  backend; by default (:data:`CAPI_COMPILED`) the per-image calls run in compiled code
+  (``capi_loop``, Numba) with the GIL released too. Chosen where :func:`nvimgcodec_api`
+  says ``"c"`` (``MILLIPYDE_NVIMGCODEC_API``, or :data:`NVIMGCODEC_API`).
 
 :func:`make_decoder` picks one for the backend.
 """

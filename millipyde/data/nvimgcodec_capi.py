@@ -15,6 +15,12 @@ pipeline"). This module calls ``libnvimgcodec.so.0`` (the wheel's) directly:
   release the GIL for the call: two releases a batch, whatever its size
   (:data:`GIL_RELEASING`; :attr:`Api.releases` counts them).
 
+:func:`loop` loads the same per-batch work compiled (``capi_loop``, Numba, ``nogil``):
+the per-image calls, the decode and its wait in two passes (:meth:`Decoder.parse_many`,
+:meth:`Decoder.decode_many`), each one GIL release, calling the library by the addresses of
+these same functions (:attr:`Api.addresses`) and reading the structures at these classes'
+offsets (:func:`layout`).
+
 The library never calls back into Python (no allocator, executor or debug callbacks are
 given), so its own threads never need the GIL while the decode thread holds it.
 
