@@ -482,8 +482,7 @@ class NvImageCodecCDecoder:
             states = np.array(state, np.int32)
             handles = np.array(handle, np.int64)
             if given:
-                dims[given] = [(c.height, c.width, *c.orientation)
-                               for c in (datas[r].stream for r in given)]
+                dims[given] = [datas[r].stream.dims for r in given]
         offsets = np.zeros(n, np.int64)
         limit = mio.pixel_limit()
         dec = self._dec

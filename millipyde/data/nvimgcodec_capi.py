@@ -466,7 +466,7 @@ class CodeStream:
     """
 
     __slots__ = ("handle", "keep", "codec", "channels", "color_spec", "height", "width",
-                 "orientation", "__weakref__")
+                 "orientation", "dims", "__weakref__")
 
     def __init__(self, handle: int, keep: Any, info: ImageInfo) -> None:
         self.handle, self.keep = handle, keep
@@ -487,6 +487,8 @@ class CodeStream:
         if rotated % 180 == 90:
             h, w = w, h
         self.height, self.width = h, w
+        #: (height, width, rotated, flip_x, flip_y): a row of the compiled loop's dims
+        self.dims = (h, w) + self.orientation
 
     def close(self) -> None:
         """Destroy the handle now (else when the object goes)."""
