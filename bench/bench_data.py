@@ -318,7 +318,8 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
                 read_threads: int | None = None, decode_process: bool | None = None,
                 nogil_reads: bool | None = None, hold_readers: bool | None = None,
                 switch: float | None = None, nvimgcodec_api: str | None = None,
-                parse_in_readers: bool | None = None) -> dict:
+                parse_in_readers: bool | None = None,
+                capi_compiled: bool | None = None) -> dict:
     """img/s of the recipe's float32 NCHW batches from ``source`` taken by torch
     (``read_threads``: the read-ahead's threads, else the default; ``decode_process``: read
     and decode in a worker process, or in this one, else the default; ``nogil_reads``: a
@@ -326,14 +327,17 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
     ``hold_readers``: the readers held back during the decode call; ``switch``: the
     loading process's switch interval (``loader.SWITCH_INTERVAL``); ``nvimgcodec_api``:
     ``"python"`` or ``"c"`` (``decode.NVIMGCODEC_API``); ``parse_in_readers``:
-    ``loader.PARSE_IN_READERS``; else the defaults, ``millipyde.data.fileread.ENABLED``,
+    ``loader.PARSE_IN_READERS``; ``capi_compiled``: the C API's compiled loop or its ctypes
+    loop (``decode.CAPI_COMPILED``); else the defaults, ``millipyde.data.fileread.ENABLED``,
     ``loader``'s and ``decode``'s, restored after the row)."""
     from millipyde.data import decode as dmod
     from millipyde.data import fileread
     from millipyde.data import loader as lmod
 
     saved = fileread.ENABLED, lmod.HOLD_READERS, lmod.SWITCH_INTERVAL
-    saved_more = dmod.NVIMGCODEC_API, lmod.PARSE_IN_READERS
+    saved_more = dmod.NVIMGCODEC_API, lmod.PARSE_IN_READERS, dmod.CAPI_COMPILED
+    if capi_compiled is not None:
+        dmod.CAPI_COMPILED = capi_compiled
     if nvimgcodec_api is not None:
         dmod.NVIMGCODEC_API = nvimgcodec_api
     if parse_in_readers is not None:
@@ -351,9 +355,10 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
         out["switch_interval"] = lmod.SWITCH_INTERVAL
         out["nvimgcodec_api"] = dmod.nvimgcodec_api()
         out["parse_in_readers"] = lmod.PARSE_IN_READERS
+        out["capi_compiled"] = dmod.CAPI_COMPILED
     finally:
         fileread.ENABLED, lmod.HOLD_READERS, lmod.SWITCH_INTERVAL = saved
-        dmod.NVIMGCODEC_API, lmod.PARSE_IN_READERS = saved_more
+        dmod.NVIMGCODEC_API, lmod.PARSE_IN_READERS, dmod.CAPI_COMPILED = saved_more
     return out
 
 
@@ -529,12 +534,20 @@ def _save(out: dict, args: argparse.Namespace) -> None:
     (Path(args.out) / f"data_{args.mode}.json").write_text(json.dumps(out, indent=1))
 
 
+def loop_of(row: dict) -> str:
+    """" compiled loop" / " ctypes loop" for a row decoded through the C API, else ""."""
+    if row.get("decoder") != "nvimgcodec-c":
+        return ""
+    return " compiled loop" if row.get("capi_compiled") else " ctypes loop"
+
+
 def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
     """``--rows``: per row its name, source (folder, shards, decode), whether it decodes in a
     worker process, and its tags (``+pyread``, ``+nohold``, ``+sw20``: a 20 us switch
     interval where the Loader runs; ``+capi``: nvImageCodec through its C API,
     ``decode.NVIMGCODEC_API = "c"``; ``+parse``: code streams made in the read-ahead
-    threads, ``loader.PARSE_IN_READERS``); ``#k`` after a name tells a
+    threads, ``loader.PARSE_IN_READERS``; ``+jit`` / ``+ctloop``: the C API's compiled loop
+    or its ctypes loop, ``decode.CAPI_COMPILED``); ``#k`` after a name tells a
     repeated row apart (``folder_worker#2``)."""
     out = []
     for name in spec.split(","):
@@ -544,7 +557,7 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
             continue
         src, label = base.split("_", 1)
         if src not in ("folder", "shards") or label not in ("worker", "in_process") or \
-                set(tags) - {"pyread", "nohold", "sw20", "capi", "parse"}:
+                set(tags) - {"pyread", "nohold", "sw20", "capi", "parse", "jit", "ctloop"}:
             raise SystemExit(f"--rows: unknown row {name!r}")
         out.append((name, src, label == "worker", tags))
     return out
@@ -634,11 +647,14 @@ def gpu(args: argparse.Namespace) -> dict:
                                     hold_readers=False if "nohold" in tags else None,
                                     switch=2e-5 if "sw20" in tags else None,
                                     nvimgcodec_api="c" if "capi" in tags else None,
-                                    parse_in_readers=True if "parse" in tags else None)
+                                    parse_in_readers=True if "parse" in tags else None,
+                                    capi_compiled=True if "jit" in tags else
+                                    False if "ctloop" in tags else None)
             r = out[name]
             log(f"{name}: {r['rate']:.0f} img/s (nogil reads {r['reader_nogil_reads']}, held "
                 f"{r['hold_readers']}, parsed in readers {r['parse_in_readers']}; "
-                f"{r['decoder']}: {r['on_gpu']} on the GPU, "
+                f"{r['decoder']}{loop_of(r)}: "
+                f"{r['on_gpu']} on the GPU, "
                 f"{r['on_host']} by Pillow); open {r['open_s']:.1f} s, warm-up "
                 f"{r['warmup_s']:.1f} s; RSS {r['rss_mb'][0]:.0f} -> {r['rss_mb'][1]:.0f} MB, "
                 f"device {r['device_mb'][0]:.0f} -> {r['device_mb'][1]:.0f} MB")
@@ -1372,7 +1388,9 @@ def main(argv: list[str] | None = None) -> int:
                         "+nohold: its readers not held back during the decode call "
                         "(loader.HOLD_READERS off); +capi: nvImageCodec through its C API "
                         "(decode.NVIMGCODEC_API = 'c'); +parse: code streams made in the "
-                        "read-ahead threads (loader.PARSE_IN_READERS); +sw20: a 20 us "
+                        "read-ahead threads (loader.PARSE_IN_READERS); +jit / +ctloop: the "
+                        "C API's compiled loop / its ctypes loop (decode.CAPI_COMPILED); "
+                        "+sw20: a 20 us "
                         "switch interval; e.g. folder_worker+pyread+nohold; #2 "
                         "after a name repeats a row")
     g.add_argument("--variants", action="store_true",

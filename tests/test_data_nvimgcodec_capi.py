@@ -69,6 +69,41 @@ def _decode(dec: capi.Decoder, blobs: list) -> list:
     return out
 
 
+def _cases(step: int = 1) -> dict:
+    """Samples of every kind the C decoder meets: scikit-image's photographs (every
+    ``step``-th pixel a side) at q90 (4:2:0), 4:4:4, progressive, the eight EXIF
+    orientations, grey, CMYK, PNG, a truncated JPEG, zero bytes, junk."""
+    photos = [data.astronaut(), data.chelsea(), data.coffee(), data.rocket()]
+    cases = {f"photo{i}": _jpeg(p[::step, ::step]) for i, p in enumerate(photos)}
+    cases["444"] = _jpeg(data.coffee()[::step, ::step], subsampling=0)
+    cases["progressive"] = _jpeg(data.chelsea()[::step, ::step], progressive=True)
+    small = data.astronaut()[100:164, 150:198]
+    for o in range(1, 9):
+        cases[f"exif{o}"] = _oriented(small, o)
+    cases["grey"] = _jpeg(data.camera()[::step, ::step])
+    cmyk = io.BytesIO()
+    Image.fromarray(small).convert("CMYK").save(cmyk, "JPEG", quality=90)
+    cases["cmyk"] = cmyk.getvalue()
+    png = io.BytesIO()
+    Image.fromarray(small).save(png, "PNG")
+    cases["png"] = png.getvalue()
+    cases["truncated"] = _jpeg(data.chelsea())[:4000]
+    cases["zero"] = b""
+    cases["junk"] = b"not an image at all"
+    return cases
+
+
+@pytest.fixture(params=["compiled", "ctypes"])
+def loop_kind(request, monkeypatch) -> str:
+    """The C decoder's per-batch loop: compiled (``decode.CAPI_COMPILED``, Numba, the GIL
+    released a pass) or the ctypes loop."""
+    compiled = request.param == "compiled"
+    monkeypatch.setattr(dmod, "CAPI_COMPILED", compiled)
+    if compiled:
+        assert capi.loop() is not None, "the compiled loop did not load"
+    return request.param
+
+
 @needs_lib
 def test_structures_match_the_header_compiled_by_a_c_compiler(tmp_path) -> None:
     """Every ctypes structure's size and every field's offset equal the C compiler's, from
@@ -202,28 +237,13 @@ def test_cpu_decode_equals_pillow_exactly() -> None:
     photographs at q90 (4:2:0), 4:4:4, progressive, every EXIF orientation, grey, CMYK
     and PNG made RGB: the same bytes (max difference 0). A truncated JPEG fails its
     processing status; a zero-byte one does not parse."""
-    photos = [data.astronaut(), data.chelsea(), data.coffee(), data.rocket()]
-    cases = {f"photo{i}": _jpeg(p) for i, p in enumerate(photos)}
-    cases["444"] = _jpeg(data.coffee(), subsampling=0)
-    cases["progressive"] = _jpeg(data.chelsea(), progressive=True)
-    small = data.astronaut()[100:164, 150:198]
-    for o in range(1, 9):
-        cases[f"exif{o}"] = _oriented(small, o)
-    cases["grey"] = _jpeg(data.camera())
-    cmyk = io.BytesIO()
-    Image.fromarray(small).convert("CMYK").save(cmyk, "JPEG", quality=90)
-    cases["cmyk"] = cmyk.getvalue()
-    png = io.BytesIO()
-    Image.fromarray(small).save(png, "PNG")
-    cases["png"] = png.getvalue()
-    cases["truncated"] = cases["photo1"][:4000]
-    cases["zero"] = b""
+    cases = _cases()
     dec = _cpu_decoder()
     got = dict(zip(cases, _decode(dec, list(cases.values())), strict=True))
-    assert got["zero"] is None
+    assert got["zero"] is None and got["junk"] is None
     assert got["truncated"] is False
     for name, blob in cases.items():
-        if name in ("zero", "truncated"):
+        if name in ("zero", "junk", "truncated"):
             continue
         ref = _pillow_rgb(blob)
         assert got[name].shape == ref.shape, name
@@ -239,11 +259,12 @@ def _pillow_rgb(blob: bytes) -> np.ndarray:
 
 
 @needs_lib
-def test_one_batch_is_two_gil_releases_and_shares_one_allocation() -> None:
+def test_one_batch_is_two_gil_releases_and_shares_one_allocation(loop_kind) -> None:
     """The C decoder on the cpu backend's host buffers: colour JPEGs in one call (the GIL
-    released twice a batch: the decode and its wait), every image a view of one
-    allocation; grey, PNG and CMYK by Pillow (io.py's modes), a truncated JPEG and a
-    zero-byte file errors naming the sample, a decompression bomb refused."""
+    released twice a batch: the decode and its wait, or the compiled loop's two passes),
+    every image a view of one allocation; grey, PNG and CMYK by Pillow (io.py's modes), a
+    truncated JPEG and a zero-byte file errors naming the sample, a decompression bomb
+    refused."""
     dec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=1), host=True)
     rgb = data.astronaut()[:40, :56]
     grey = _jpeg(data.camera()[:24, :32])
@@ -310,7 +331,7 @@ def test_a_proc_fd_path_reused_while_its_code_stream_lives_is_the_older_file(tmp
 
 
 @needs_lib
-def test_readers_parse_samples_for_the_c_decoder(tmp_path) -> None:
+def test_readers_parse_samples_for_the_c_decoder(tmp_path, loop_kind) -> None:
     """``reader()``: the read-ahead's threads read and parse each sample (two colour JPEGs
     and a grey one in turn: each its own file); the decode thread gets code streams and
     decodes them in one call, equal to Pillow."""
@@ -342,8 +363,8 @@ def test_readers_parse_samples_for_the_c_decoder(tmp_path) -> None:
 
 @needs_lib
 @pytest.mark.parametrize("parse_in_readers", [False, True])
-def test_a_loader_over_a_folder_decodes_as_pillow(tmp_path, monkeypatch,
-                                                  parse_in_readers) -> None:
+def test_a_loader_over_a_folder_decodes_as_pillow(tmp_path, monkeypatch, parse_in_readers,
+                                                  loop_kind) -> None:
     """The Loader (read-ahead, decode thread, refills) with the C decoder: the batches of a
     folder equal the Pillow decoder's, a corrupt file refilled, its code streams made in the
     decode thread or in the read-ahead's threads."""
@@ -386,7 +407,7 @@ def test_a_loader_over_a_folder_decodes_as_pillow(tmp_path, monkeypatch,
 @needs_lib
 @pytest.mark.skipif(not ACTIVE.caps.nvidia_codecs, reason="the C API's device path decodes on "
                     "an NVIDIA GPU (the cuda backend)")
-def test_gpu_decode_agrees_with_the_binding_in_one_allocation() -> None:
+def test_gpu_decode_agrees_with_the_binding_in_one_allocation(loop_kind) -> None:
     """On a GPU: the C decoder's images are DeviceImages at aligned offsets of one
     allocation, and agree with the binding's (the same nvImageCodec decoders: within a few
     levels should the two calls split a batch between its backends differently); grey by
@@ -420,6 +441,187 @@ def test_gpu_decode_agrees_with_the_binding_in_one_allocation() -> None:
         bdec.close()
     finally:
         ACTIVE.give_stream(stream)
+
+
+@needs_lib
+def test_the_compiled_loop_gives_the_ctypes_loops_results_exactly(tmp_path,
+                                                                  monkeypatch) -> None:
+    """The compiled loop against the ctypes loop over every kind of sample, given as bytes,
+    NumPy arrays (a strided one), bytearrays, memoryviews, code streams a reader thread made
+    and read errors: the same arrays (colour JPEGs equal to Pillow's, EXIF orientations
+    applied), the same errors naming the same samples, the same split between nvImageCodec
+    and Pillow."""
+    from millipyde.data import Paths
+
+    cases = _cases(4)
+    names = list(cases)
+    for n in names:
+        (tmp_path / f"{n}.jpg").write_bytes(cases[n])
+    src = Paths([tmp_path / f"{n}.jpg" for n in names])
+    datas: list = []
+    for i, n in enumerate(names):
+        b = cases[n]
+        datas.append([b, np.frombuffer(b, np.uint8), bytearray(b), memoryview(b)][i % 4])
+    wide = np.zeros((len(cases["photo1"]), 2), np.uint8)
+    wide[:, 0] = np.frombuffer(cases["photo1"], np.uint8)
+    datas.append(wide[:, 0])  # not contiguous: copied for the call
+    names.append("strided")
+    datas.append(OSError("cannot read 'gone.jpg'"))
+    names.append("gone")
+    got = {}
+    for compiled in (True, False):
+        monkeypatch.setattr(dmod, "CAPI_COMPILED", compiled)
+        dec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=1), host=True)
+        read = dec.reader(src)
+        # samples a reader thread parsed (code streams handed over) among the bytes
+        mixed = [read(i) if i % 3 == 0 else d for i, d in enumerate(datas[:len(cases)])] + \
+            datas[len(cases):]
+        assert sum(type(d) is dmod.Coded for d in mixed) == 5
+        got[compiled] = (dec.decode(datas, names.__getitem__),
+                         dec.decode(mixed, names.__getitem__), dec.on_gpu, dec.on_host)
+        dec.close()
+    (plain, mixed, on_gpu, on_host), ref = got[True], got[False]
+    assert (on_gpu, on_host) == ref[2:] == (2 * 15, 2 * 7)
+    for out, other in ((plain, ref[0]), (mixed, ref[1])):
+        for name, a, b in zip(names, out, other, strict=True):
+            if isinstance(b, BaseException):
+                assert type(a) is type(b) and str(a) == str(b), name
+                continue
+            assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), name
+            if name in cases and name not in ("grey", "cmyk", "png"):
+                assert np.array_equal(a, _pillow_rgb(cases[name])), name
+    assert np.array_equal(plain[names.index("strided")], _pillow_rgb(cases["photo1"]))
+    for name in ("truncated", "zero", "junk", "gone"):
+        assert isinstance(plain[names.index(name)], (ValueError, OSError)), name
+
+
+@needs_lib
+def test_the_compiled_loop_calls_the_library_only_with_the_gil_released(monkeypatch) -> None:
+    """No library call of the compiled loop goes through the GIL-holding ctypes functions
+    (the ctypes loop makes three an image through them), its two passes are the batch's
+    two releases, and a thread running Python runs during them: they run without the GIL."""
+    import threading
+    import time
+
+    blobs = [_jpeg(data.chelsea()[:200, :280])] * 96
+    calls = [0]
+
+    def counted(fn):
+        def call(*args):
+            calls[0] += 1
+            return fn(*args)
+        return call
+
+    for name in ("CodeStreamCreateFromHostMem", "CodeStreamGetImageInfo", "CodeStreamDestroy",
+                 "ImageCreate", "FutureGetProcessingStatus", "FutureDestroy"):
+        monkeypatch.setattr(LIB, name, counted(getattr(LIB, name)))
+    dec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=1), host=True)
+    mod = capi.loop()
+    windows = []
+
+    def timed(fn):
+        def call(*args):
+            t = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                windows.append((t, time.perf_counter()))
+        return call
+
+    for name in ("parse", "decode"):
+        monkeypatch.setattr(mod, name, timed(getattr(mod, name)))
+    beats: list[float] = []
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            beats.append(time.perf_counter())
+
+    switch = sys.getswitchinterval()
+    for compiled in (False, True):
+        monkeypatch.setattr(dmod, "CAPI_COMPILED", compiled)
+        calls[0], before = 0, LIB.releases
+        if compiled:
+            sys.setswitchinterval(1e-3)
+            spinner = threading.Thread(target=spin, daemon=True)
+            spinner.start()
+        try:
+            out = dec.decode(blobs, str)
+        finally:
+            if compiled:
+                stop.set()
+                sys.setswitchinterval(switch)
+        assert LIB.releases - before == 2
+        assert len(out) == 96 and all(a.shape == (200, 280, 3) for a in out)
+        if compiled:
+            spinner.join(5)
+            assert calls[0] == 0 and len(windows) == 2
+            # the decode pass: ~50 ms of libjpeg-turbo alone, during which the spinning thread
+            # runs (~40 ms on two cores shared with the library's thread); were the GIL held,
+            # it would run only at the pass's ends (5-7 ms, switch interval 1 ms)
+            t0, t1 = windows[-1]
+            gaps = np.diff([t0] + [b for b in beats if t0 < b < t1] + [t1])
+            running = gaps[gaps < 2e-4].sum()
+            assert running > 0.015, (t1 - t0, running)
+        else:
+            assert calls[0] >= 3 * len(blobs) and not windows
+    dec.close()
+
+
+@needs_lib
+def test_the_compiled_loop_holds_the_gil_a_fraction_of_the_ctypes_loops_time(
+        monkeypatch) -> None:
+    """The decoding thread's time outside the GIL-releasing calls (its Python and the calls
+    that keep the GIL) a batch of 128 small JPEGs: the compiled loop's is under half the
+    ctypes loop's (medians of batches in turn; ~4x less on the 2-core machine, where the
+    ctypes loop spends 8-11 us an image)."""
+    import statistics
+    import time
+
+    blobs = [_jpeg(data.coffee()[i:i + 24, i:i + 32]) for i in range(128)]
+    dec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=1), host=True)
+    held: dict = {True: [], False: []}
+    for b in range(12):
+        compiled = b % 2 == 0
+        monkeypatch.setattr(dmod, "CAPI_COMPILED", compiled)
+        free = LIB.free_s
+        t = time.perf_counter()
+        out = dec.decode(blobs, str)
+        if b >= 2:
+            held[compiled].append(time.perf_counter() - t - (LIB.free_s - free))
+        assert len(out) == 128 and all(a.shape == (24, 32, 3) for a in out)
+    dec.close()
+    compiled, ctypes_loop = (statistics.median(held[k]) for k in (True, False))
+    assert compiled < 0.5 * ctypes_loop, (compiled, ctypes_loop)
+
+
+@needs_lib
+def test_the_compiled_loop_is_cached_on_disk_and_releases_what_it_made(monkeypatch) -> None:
+    """Numba's disk cache holds the compiled passes (a second process loads them, no
+    compile); where the batch's allocation fails, every sample goes to Pillow and the
+    decoder decodes the next batch."""
+    from millipyde.source_cache import cache_dir
+
+    mod = capi.loop()
+    assert mod is not None
+    for fn in ("parse", "decode", "release"):
+        assert list((cache_dir() / "__pycache__").glob(f"{mod.__name__}.{fn}-*.nbi")), fn
+    monkeypatch.setattr(dmod, "CAPI_COMPILED", True)
+    dec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=1), host=True)
+    blobs = [_jpeg(data.astronaut()[:40, :56]), _oriented(data.astronaut()[:40, :56], 8)]
+    monkeypatch.setattr(dec, "_allocate", lambda nbytes: None)
+    on_pillow = dec.decode(blobs, str)
+    assert (dec.on_gpu, dec.on_host) == (0, 2)
+    monkeypatch.undo()
+    monkeypatch.setattr(dmod, "CAPI_COMPILED", True)
+    again = dec.decode(blobs, str)
+    assert (dec.on_gpu, dec.on_host) == (2, 2)
+    for a, b, blob in zip(on_pillow, again, blobs, strict=True):
+        assert np.array_equal(a, b) and np.array_equal(a, _pillow_rgb(blob))
+    dec.close()
+    # one compile a function: the decoder calls them with the types they were compiled for
+    assert [len(getattr(mod, f).signatures) for f in ("parse", "decode", "release")] == \
+        [1, 1, 1]
 
 
 _EXIT = """

@@ -24,6 +24,13 @@ CPU-only ``Decoder`` (its own per-sample ``CodeStream`` then ``decode``, as
 ``NvImageCodecDecoder`` does on a GPU), the C API through ``NvImageCodecCDecoder(host=True)``.
 "C API, parsed ahead": the C API's call on code streams made before the timed batches (as the
 read-ahead threads make them with ``loader.PARSE_IN_READERS``).
+
+The C API's rows come twice: its ctypes loop (per image a code stream, its header and an
+output image made with the GIL held, then the decode and its wait with it released) and its
+compiled loop (``decode.CAPI_COMPILED``: all of it in two Numba passes with the GIL released).
+For each the rows say the GIL's releases a batch and the median time a batch the decoding
+thread spent outside them ("held": its Python and its library calls that keep the GIL, and
+any wait for the GIL between them).
 """
 
 from __future__ import annotations
@@ -41,27 +48,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def _time_rows(run: Any, blobs: list, size: int, batches: int, sync: Any,
-               start: Any = None) -> tuple[float, float]:
-    """(images a second, median seconds of a call) of ``batches`` batches after two
-    (``start()`` called where the timed batches start)."""
+               start: Any = None, lib: Any = None) -> tuple[float, float, float | None]:
+    """(images a second, median seconds of a call, median seconds of a call spent outside
+    the library's GIL-releasing calls: with ``lib``, ``nvimgcodec_capi.Api``) of
+    ``batches`` batches after two (``start()`` called where the timed batches start)."""
     calls: list[float] = []
+    held: list[float] = []
     keep = None
     for b in range(batches + 2):
         if b == 2:
             sync()
             calls.clear()
+            held.clear()
             if start is not None:
                 start()
             t0 = time.perf_counter()
         part = blobs[b * size:(b + 1) * size]
+        free = lib.free_s if lib is not None else 0.0
+        keep = None  # the previous batch freed here, outside the timed call
         t = time.perf_counter()
         keep = run(part)
         calls.append(time.perf_counter() - t)
+        if lib is not None:
+            held.append(calls[-1] - (lib.free_s - free))
         assert all(not isinstance(k, BaseException) for k in keep), keep
     sync()
     dt = time.perf_counter() - t0
     del keep
-    return batches * size / dt, statistics.median(calls)
+    return batches * size / dt, statistics.median(calls), \
+        statistics.median(held) if held else None
 
 
 def main() -> None:
@@ -78,6 +93,11 @@ def main() -> None:
     ap.add_argument("--cpu", action="store_true",
                     help="libjpeg-turbo on the CPU into host buffers (the cpu backend)")
     ap.add_argument("--work", default="/tmp/decode_capi")
+    ap.add_argument("--rows", default="binding,loop,loop+parsed,compiled,compiled+parsed",
+                    help="which decodes, in this order (each alone and beside the busy "
+                         "thread): binding, loop (the C API's ctypes loop), compiled (its "
+                         "compiled loop, decode.CAPI_COMPILED), +parsed after either: on "
+                         "code streams made beforehand")
     ap.add_argument("--shrink", type=int, default=1,
                     help="each JPEG re-encoded 1/N the size a side (q90): N = 8 makes the "
                          "decode itself cheap on a CPU, so that the call's GIL waits show")
@@ -142,6 +162,11 @@ def main() -> None:
     def c_api(part: list) -> list:
         return cdec.decode(part, str, stream)
 
+    if any(k.startswith("compiled") for k in args.rows.split(",")) and capi.loop() is None:
+        raise SystemExit("the compiled loop did not load (nvimgcodec_capi.loop())")
+    print(f"the compiled loop loaded in {capi.LOOP_LOAD_S[0] if capi.LOOP_LOAD_S else 0:.2f} s "
+          f"(compiled, or read from the disk cache)", flush=True)
+
     # the same batches' code streams made beforehand (as the read-ahead threads make them
     # with loader.PARSE_IN_READERS): the decode thread's call without the parse
     coded = {id(b): dmod.Coded(cdec._parse(b)[0], len(b), None, i)
@@ -161,13 +186,24 @@ def main() -> None:
     spinner.join(5)
     sys.setswitchinterval(saved)
     print(f"the busy thread alone: {gaps[0] / 2.0:.0f} stalls a second", flush=True)
-    rows: list[tuple[str, float, float, float | None]] = []
+    rows: list[tuple[str, float, float, float | None, float | None]] = []
+    # (label, decode, decode.CAPI_COMPILED for it); --rows picks by key
+    every = {"binding": ("binding", binding, None),
+             "loop": ("C API, ctypes loop", c_api, False),
+             "loop+parsed": ("C API, ctypes loop, parsed ahead", c_api_parsed, False),
+             "compiled": ("C API, compiled loop", c_api, True),
+             "compiled+parsed": ("C API, compiled loop, parsed ahead", c_api_parsed, True)}
+    picked = args.rows.split(",")
+    if set(picked) - set(every):
+        raise SystemExit(f"--rows: unknown rows {sorted(set(picked) - set(every))}; "
+                         f"known: {', '.join(every)}")
     with runtime.on_device(0), runtime.using_stream(stream) if stream is not None else \
             contextlib.nullcontext():
         for rnd in range(args.rounds):
-            kinds = [("binding", binding), ("C API", c_api),
-                     ("C API, parsed ahead", c_api_parsed)]
-            for name, run in kinds if rnd % 2 == 0 else kinds[::-1]:
+            kinds = [every[k] for k in picked]
+            for name, run, compiled in kinds if rnd % 2 == 0 else kinds[::-1]:
+                if compiled is not None:
+                    dmod.CAPI_COMPILED = compiled
                 for beside in (False, True):
                     stop = threading.Event()
                     gaps = [0]
@@ -180,8 +216,9 @@ def main() -> None:
                         def mark(g0: list = g0, gaps: list = gaps) -> None:
                             g0[0] = gaps[0]
 
-                        rate, call = _time_rows(run, blobs, args.size, args.batches, sync,
-                                                mark)
+                        rate, call, held = _time_rows(
+                            run, blobs, args.size, args.batches, sync, mark,
+                            lib if compiled is not None else None)
                         stalls = (gaps[0] - g0[0]) / args.batches
                     finally:
                         sys.setswitchinterval(saved)
@@ -189,19 +226,22 @@ def main() -> None:
                         if spinner is not None:
                             spinner.join(5)
                     rel = (lib.releases - r0) / (args.batches + 2) \
-                        if name.startswith("C API") else None
+                        if compiled is not None else None
                     label = f"{name}, {'beside a half-busy thread' if beside else 'alone'}"
-                    rows.append((label, rate, call, rel))
-                    extra = "" if rel is None else f"  GIL releases a batch {rel:.1f}"
+                    rows.append((label, rate, call, rel, held))
+                    extra = "" if rel is None else \
+                        f"  GIL releases a batch {rel:.1f}, held {held * 1e3:.2f} ms"
                     if beside:
                         extra += f"  the busy thread stalled {stalls:.0f} times a batch"
                     print(f"round {rnd + 1}  {label:50s} {rate:9.0f} img/s  call median "
                           f"{call * 1e3:7.2f} ms a batch of {args.size}{extra}", flush=True)
     for label in dict.fromkeys(r[0] for r in rows):
         mine = [r for r in rows if r[0] == label]
+        held = "" if mine[0][4] is None else \
+            f"  GIL held {statistics.median(r[4] for r in mine) * 1e3:6.2f} ms"
         print(f"median of {len(mine)}  {label:50s} "
               f"{statistics.median(r[1] for r in mine):9.0f} img/s  call "
-              f"{statistics.median(r[2] for r in mine) * 1e3:7.2f} ms", flush=True)
+              f"{statistics.median(r[2] for r in mine) * 1e3:7.2f} ms{held}", flush=True)
     cdec.close()
     if stream is not None:
         runtime.give_stream(stream)

@@ -14,8 +14,9 @@
 - :class:`NvImageCodecCDecoder`: the same decode through nvImageCodec's C API
   (``nvimgcodec_capi``, ctypes): the GIL is released once for the batched call and once for
   its wait, never per image, and the batch's images are decoded into one allocation of the
-  backend. Chosen where :func:`nvimgcodec_api` says ``"c"`` (``MILLIPYDE_NVIMGCODEC_API``, or
-  :data:`NVIMGCODEC_API`).
+  backend; by default (:data:`CAPI_COMPILED`) the per-image calls run in compiled code
+  (``capi_loop``, Numba) with the GIL released too. Chosen where :func:`nvimgcodec_api`
+  says ``"c"`` (``MILLIPYDE_NVIMGCODEC_API``, or :data:`NVIMGCODEC_API`).
 
 :func:`make_decoder` picks one for the backend.
 """
@@ -26,7 +27,7 @@ import contextlib
 import os
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -35,6 +36,7 @@ import numpy as np
 from .. import config
 from .. import io as mio
 from ..backend import ACTIVE as runtime
+from .nvimgcodec_capi import ALIGN, POOL_STEP
 
 #: decoder choices of ``mp.Generator(decoder=...)``
 DECODERS = ("auto", "pillow", "nvimgcodec")
@@ -49,6 +51,14 @@ _warned_missing = [False]
 #: "nvImageCodec's C API through ctypes", and its H200 rows: 1.17-1.38x the binding in the
 #: training process).
 NVIMGCODEC_API: str | None = None
+
+#: the C API's per-batch loop compiled with Numba (``nvimgcodec_capi.loop``): every
+#: per-image library call of a batch, the decode and its wait in two compiled passes with the
+#: GIL released (none with it held); False: the ctypes loop (the per-image calls with the GIL
+#: held, the decode and its wait released). Read per batch (the loop is compiled when a C
+#: decoder is made with it on); where the compiled loop cannot load the ctypes loop decodes.
+#: A decode worker process gets this process's value.
+CAPI_COMPILED = True
 
 
 def nvimgcodec_api() -> str:
@@ -277,10 +287,6 @@ class NvImageCodecDecoder:
         self.fallback.close()
 
 
-#: alignment of each image in a batch's allocation (bytes)
-ALIGN = 256
-#: a batch's allocation is a whole number of these (bytes)
-POOL_STEP = 1 << 20
 
 
 class NvImageCodecCDecoder:
@@ -300,6 +306,13 @@ class NvImageCodecCDecoder:
     ``nvimgcodecFutureWaitForAll`` (GIL released). A sample the library fails (its
     processing status not SUCCESS), and what it does not take (grey, CMYK, PNG, ...), go to
     Pillow as in :class:`NvImageCodecDecoder`. EXIF orientation applied, sRGB colour.
+
+    Where :data:`CAPI_COMPILED` is on (the default) and the compiled loop loads
+    (``nvimgcodec_capi.loop``, Numba), the per-image calls run in compiled code with the GIL
+    released: one pass makes the code streams and checks their headers, one makes the
+    output images, decodes, waits and reads the statuses (two releases a batch, as the
+    ctypes loop's decode and wait; no library call with the GIL held). What Python does per
+    sample is reduced to putting its address in an array and making its view after.
 
     On a GPU the images are :class:`DeviceImage` views of the batch's allocation, complete
     on the decode stream; on the cpu backend (``host``: libjpeg-turbo on the CPU, host
@@ -345,6 +358,8 @@ class NvImageCodecCDecoder:
         #: samples decoded by nvImageCodec and by the fallback (reports)
         self.on_gpu = 0
         self.on_host = 0
+        if CAPI_COMPILED:  # compiled (or read from the disk cache) here, not at a first batch
+            capi.loop()
 
     def takes(self, cs: Any) -> bool:
         """Whether nvImageCodec decodes this code stream: a colour (YCbCr / RGB) JPEG."""
@@ -368,11 +383,41 @@ class NvImageCodecCDecoder:
         """Per encoded sample its decoded buffer (a :class:`DeviceImage` on a GPU, a NumPy
         array on the host), or its error (``name_of(r)`` names sample ``r``). The GPU's
         images are complete on ``stream`` (queued behind the decode)."""
+        if CAPI_COMPILED:
+            loop = self.capi.loop()
+            if loop is not None:
+                return self._decode_compiled(loop, datas, name_of, stream)
         out, rows, streams = _route(datas, name_of, self._parse)
         if rows:
             for r, img in zip(rows, self._decode_batch(streams, stream), strict=True):
                 out[r] = img
         return _fall_back(self, datas, name_of, out)
+
+    def _allocate(self, nbytes: int) -> Any:
+        """A batch's allocation (the caller is on the device and the decode stream), or
+        None where it cannot be had (out of memory, say: Pillow tries each sample)."""
+        try:
+            if self.host and runtime.caps.device_memory:  # host buffers beside a GPU
+                return np.empty((nbytes,), np.uint8)
+            # the backend's memory: CuPy's pool on the decode stream on cuda
+            return runtime.empty((nbytes,), np.uint8, self.device)
+        except Exception:
+            return None
+
+    def _view(self, whole: Any, base: int, off: int, h: int, w: int, stream: Any) -> Any:
+        """The (h, w, 3) image at offset ``off`` of a batch's allocation: a NumPy view on
+        the host, a :class:`DeviceImage` on a GPU."""
+        shape = (h, w, 3)
+        if self.host:
+            return whole[off:off + h * w * 3].reshape(shape)
+        return DeviceImage(_Part(whole, base + off, shape), shape, base + off, None, stream)
+
+    @contextlib.contextmanager
+    def _on_device(self, stream: Any) -> Iterator[None]:
+        """The context a batch is allocated and decoded in: its device, its stream."""
+        with runtime.on_device(self.device), runtime.using_stream(stream) \
+                if stream is not None else contextlib.nullcontext():
+            yield
 
     def _decode_batch(self, streams: list[Any], stream: Any) -> list[Any]:
         """The code streams decoded into one allocation: per stream its image, or None
@@ -385,15 +430,9 @@ class NvImageCodecCDecoder:
         at = -(-at // POOL_STEP) * POOL_STEP
         from ..backend.pool import stream_handle
 
-        with runtime.on_device(self.device), \
-                runtime.using_stream(stream) if stream is not None else \
-                contextlib.nullcontext():
-            try:
-                if self.host and runtime.caps.device_memory:  # host buffers beside a GPU
-                    whole = np.empty((at,), np.uint8)
-                else:  # the backend's memory: CuPy's pool on the decode stream on cuda
-                    whole = runtime.empty((at,), np.uint8, self.device)
-            except Exception:  # out of memory, say: Pillow tries each
+        with self._on_device(stream):
+            whole = self._allocate(at)
+            if whole is None:
                 return [None] * len(streams)
             base = _address_of(whole)
             # host buffers: no CUDA stream to order on (the CPU decode is done at the wait)
@@ -401,19 +440,82 @@ class NvImageCodecCDecoder:
                                     0 if self.host else stream_handle(stream))
         if done is None:
             return [None] * len(streams)
-        images: list[Any] = []
-        for cs, off, ok in zip(streams, offsets, done, strict=True):
-            if not ok:
-                images.append(None)
-                continue
-            shape = (cs.height, cs.width, 3)
-            n = cs.height * cs.width * 3
-            if self.host:
-                images.append(whole[off:off + n].reshape(shape))
-            else:
-                images.append(DeviceImage(_Part(whole, base + off, shape), shape, base + off,
-                                          None, stream))
-        return images
+        return [self._view(whole, base, off, cs.height, cs.width, stream) if ok else None
+                for cs, off, ok in zip(streams, offsets, done, strict=True)]
+
+    def _decode_compiled(self, loop: Any, datas: list[Any], name_of: Callable[[int], str],
+                         stream: Any) -> list[Any]:
+        """:meth:`decode` through the compiled loop (``loop``: ``capi_loop``): per sample
+        only its address (bytes) or code stream (:class:`Coded`) put in arrays here, and its
+        view made after; every library call in two passes with the GIL released."""
+        n = len(datas)
+        out: list[Any] = [None] * n
+        keep: list[Any] = []  # buffers made here for the call (the rest are ``datas``')
+        at = _BYTES_AT
+        dims = np.zeros((n, 5), np.int64)
+        if at is not None and all(type(d) is bytes for d in datas):  # bytes read: the usual
+            address = [id(d) + at for d in datas]
+            size = [len(d) for d in datas]
+            states = np.full(n, loop.ST_PARSE, np.int32)
+            handles = np.zeros(n, np.int64)
+        else:
+            state = [loop.ST_SKIP] * n
+            address, size, handle = [0] * n, [0] * n, [0] * n
+            given: list[int] = []
+            for r, data in enumerate(datas):
+                kind = type(data)
+                if kind is bytes and at is not None:
+                    address[r], size[r], state[r] = id(data) + at, len(data), loop.ST_PARSE
+                elif kind is Coded:  # parsed and checked by a reader thread
+                    handle[r], state[r] = data.stream.handle, loop.ST_GIVEN
+                    given.append(r)
+                elif not isinstance(data, BaseException):  # not read: Pillow passes the error
+                    try:
+                        a = np.frombuffer(data, np.uint8) if kind is bytes else \
+                            self.capi._address(data)[2]
+                        if not isinstance(a, np.ndarray):
+                            a = np.frombuffer(a, np.uint8)
+                    except Exception:  # not a buffer: Pillow says why
+                        continue
+                    keep.append(a)
+                    address[r], size[r], state[r] = a.ctypes.data, a.nbytes, loop.ST_PARSE
+            states = np.array(state, np.int32)
+            handles = np.array(handle, np.int64)
+            if given:
+                dims[given] = [datas[r].stream.dims for r in given]
+        offsets = np.zeros(n, np.int64)
+        limit = mio.pixel_limit()
+        dec = self._dec
+        total = dec.parse_many(np.array(address, np.int64), np.array(size, np.int64),
+                               handles, states, dims, offsets, limit)
+        passed = False  # to decode_many, which destroys the code streams parse_many made
+        try:
+            for r in np.flatnonzero(states == loop.ST_BOMB).tolist():
+                out[r] = _bomb(name_of(r), int(dims[r, 0] * dims[r, 1]), limit)
+            if total:
+                from ..backend.pool import stream_handle
+
+                done = np.zeros(n, np.uint8)
+                decoded = False
+                with self._on_device(stream):
+                    whole = self._allocate(total)
+                    if whole is not None:
+                        base = _address_of(whole)
+                        cuda_stream = 0 if self.host else stream_handle(stream)
+                        passed = True
+                        decoded = dec.decode_many(base, cuda_stream, handles, states, dims,
+                                                  offsets, done)
+                if decoded:
+                    hs, ws = dims[:, 0].tolist(), dims[:, 1].tolist()
+                    offs = offsets.tolist()
+                    view = self._view
+                    for r in np.flatnonzero(done).tolist():
+                        out[r] = view(whole, base, offs[r], hs[r], ws[r], stream)
+        finally:
+            if not passed:
+                dec.release_many(handles, states)
+        del keep  # the bytes made here outlived both passes
+        return _fall_back(self, datas, name_of, out)
 
     def close(self) -> None:
         """Stop the fallback's threads and destroy the decoder (its images' memory is the
@@ -430,6 +532,25 @@ def _address_of(buffer: Any) -> int:
     from numba.cuda.cudadrv import driver
 
     return int(driver.device_pointer(buffer))
+
+
+def _bytes_at() -> int | None:
+    """The offset of a ``bytes`` object's first byte from its ``id`` (CPython keeps the
+    bytes inside the object, at ``bytes.__basicsize__ - 1``), checked against the address
+    ctypes hands a C function for it; None where the two differ (another interpreter):
+    the compiled loop then takes each sample's address through NumPy."""
+    import ctypes
+
+    probe = b"millipyde"
+    try:
+        at = bytes.__basicsize__ - 1
+        real = ctypes.cast(ctypes.c_char_p(probe), ctypes.c_void_p).value
+    except Exception:
+        return None
+    return at if real == id(probe) + at else None
+
+
+_BYTES_AT = _bytes_at()
 
 
 class _Part:

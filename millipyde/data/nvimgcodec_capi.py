@@ -15,6 +15,12 @@ pipeline"). This module calls ``libnvimgcodec.so.0`` (the wheel's) directly:
   release the GIL for the call: two releases a batch, whatever its size
   (:data:`GIL_RELEASING`; :attr:`Api.releases` counts them).
 
+:func:`loop` loads the same per-batch work compiled (``capi_loop``, Numba, ``nogil``):
+the per-image calls, the decode and its wait in two passes (:meth:`Decoder.parse_many`,
+:meth:`Decoder.decode_many`), each one GIL release, calling the library by the addresses of
+these same functions (:attr:`Api.addresses`) and reading the structures at these classes'
+offsets (:func:`layout`).
+
 The library never calls back into Python (no allocator, executor or debug callbacks are
 given), so its own threads never need the GIL while the decode thread holds it.
 
@@ -34,6 +40,7 @@ import atexit
 import ctypes
 import os
 import threading
+import time
 from ctypes import (
     POINTER,
     Structure,
@@ -298,6 +305,11 @@ _SIGNATURES: dict[str, list[Any]] = {
     "nvimgcodecFutureDestroy": [_H],
 }
 
+#: the functions the compiled loop calls, in the order of ``capi_loop.FN_*``
+_LOOP_FUNCTIONS = ("CodeStreamCreateFromHostMem", "CodeStreamGetImageInfo",
+                   "CodeStreamDestroy", "ImageCreate", "DecoderDecode", "FutureWaitForAll",
+                   "FutureGetProcessingStatus", "FutureDestroy")
+
 
 class Api:
     """``libnvimgcodec.so.0`` loaded twice over: each function of :data:`GIL_RELEASING`
@@ -313,7 +325,13 @@ class Api:
     Attributes
     ----------
     releases : int
-        Calls made through a GIL-releasing function so far (tests count them per batch).
+        Calls made through a GIL-releasing function so far, and calls of the compiled loop
+        (:func:`loop`: one release each); tests count them per batch.
+    free_s : float
+        Seconds spent in those calls (the GIL released): the probe reads the decode
+        thread's GIL-held time as a decode's time less this.
+    addresses : numpy.ndarray
+        The functions the compiled loop calls, by address (int64, ``capi_loop.FN_*``).
     """
 
     def __init__(self, directory: str) -> None:
@@ -322,12 +340,16 @@ class Api:
         keep = ctypes.PyDLL(path, mode=ctypes.RTLD_GLOBAL)
         free = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
         self.releases = 0
+        self.free_s = 0.0
         for name, args in _SIGNATURES.items():
             fn = getattr(free if name in GIL_RELEASING else keep, name)
             fn.argtypes = args
             fn.restype = c_int
             setattr(self, name[len("nvimgcodec"):], fn)
         self._decode, self._wait = self.DecoderDecode, self.FutureWaitForAll
+        self.addresses = np.array(
+            [ctypes.cast(getattr(keep, "nvimgcodec" + name), c_void_p).value
+             for name in _LOOP_FUNCTIONS], np.int64)
 
     def check(self, status: int, call: str) -> None:
         """Raise :class:`NvImageCodecError` where ``status`` is not SUCCESS."""
@@ -339,14 +361,19 @@ class Api:
         """``nvimgcodecDecoderDecode`` (GIL released): the future's handle."""
         future = _H()
         self.releases += 1
-        self.check(self._decode(decoder, streams, images, n, byref(params), byref(future)),
-                   "DecoderDecode")
+        t = time.perf_counter()
+        st = self._decode(decoder, streams, images, n, byref(params), byref(future))
+        self.free_s += time.perf_counter() - t
+        self.check(st, "DecoderDecode")
         return future.value
 
     def wait(self, future: int) -> None:
         """``nvimgcodecFutureWaitForAll`` (GIL released)."""
         self.releases += 1
-        self.check(self._wait(future), "FutureWaitForAll")
+        t = time.perf_counter()
+        st = self._wait(future)
+        self.free_s += time.perf_counter() - t
+        self.check(st, "FutureWaitForAll")
 
 
 _api: list[Any] = []
@@ -439,7 +466,7 @@ class CodeStream:
     """
 
     __slots__ = ("handle", "keep", "codec", "channels", "color_spec", "height", "width",
-                 "orientation", "__weakref__")
+                 "orientation", "dims", "__weakref__")
 
     def __init__(self, handle: int, keep: Any, info: ImageInfo) -> None:
         self.handle, self.keep = handle, keep
@@ -460,6 +487,8 @@ class CodeStream:
         if rotated % 180 == 90:
             h, w = w, h
         self.height, self.width = h, w
+        #: (height, width, rotated, flip_x, flip_y): a row of the compiled loop's dims
+        self.dims = (h, w) + self.orientation
 
     def close(self) -> None:
         """Destroy the handle now (else when the object goes)."""
@@ -531,7 +560,13 @@ class Decoder:
         plane.num_channels, plane.sample_type = 3, SAMPLE_DATA_TYPE_UINT8
         self._plane = plane
         self._turn = out.orientation
-        self._images = (_H * 0)()  # image handles reused batch after batch (grown as needed)
+        #: image handles the library reuses batch after batch (grown as needed; int64 words:
+        #: the compiled loop writes them too)
+        self._images = np.zeros(0, np.int64)
+        #: the compiled loop's copies of the output description and of a code stream's
+        #: image info (words: it writes and reads their fields at ctypes' offsets)
+        self._out_words = _words_of(out)
+        self._info_words = _words_of(make(ImageInfo))
 
     # -- parsing (GIL kept) ----------------------------------------------------------------
     def parse(self, data: Any) -> CodeStream | None:
@@ -579,11 +614,8 @@ class Decoder:
         with self._lock:
             if self.handle is None:
                 raise NvImageCodecError("the decoder was closed")
-            if len(self._images) < n:
-                grown = (_H * max(n, 2 * len(self._images)))()
-                ctypes.memmove(grown, self._images, sizeof(self._images))
-                self._images = grown
-            images, out, plane, turn = self._images, self._out, self._plane, self._turn
+            images = self._grown(n)
+            out, plane, turn = self._out, self._plane, self._turn
             out.cuda_stream = cuda_stream or None
             inst = self.inst.handle
             create = lib.ImageCreate
@@ -592,8 +624,7 @@ class Decoder:
                 plane.row_stride = cs.width * 3
                 turn.rotated, turn.flip_x, turn.flip_y = cs.orientation
                 out.buffer = addr
-                if create(inst, byref(images, i * sizeof(_H)), byref(out)) != \
-                        STATUS_SUCCESS:
+                if create(inst, images + i * sizeof(_H), byref(out)) != STATUS_SUCCESS:
                     return None
             handles = (_H * n)(*[cs.handle for cs in streams])
             try:
@@ -613,6 +644,63 @@ class Decoder:
             got = int(size.value)
             return [i < got and statuses[i] == PROCESSING_STATUS_SUCCESS for i in range(n)]
 
+    def _grown(self, n: int) -> int:
+        """The address of the image handles, at least ``n`` of them (the caller holds the
+        lock; handles already made are kept)."""
+        if len(self._images) < n:
+            grown = np.zeros(max(n, 2 * len(self._images)), np.int64)
+            grown[:len(self._images)] = self._images
+            self._images = grown
+        return int(self._images.ctypes.data)
+
+    # -- the compiled loop (GIL released once a pass) ----------------------------------------
+    def parse_many(self, address: np.ndarray, size: np.ndarray, handle: np.ndarray,
+                   state: np.ndarray, dims: np.ndarray, offsets: np.ndarray,
+                   limit: int) -> int:
+        """``capi_loop.parse`` (see there) with the GIL released for the whole batch: code
+        streams over the bytes at ``address``/``size`` of the samples of state ``ST_PARSE``
+        (the caller keeps those bytes alive until :meth:`decode_many` returns), their
+        headers checked, the taken ones' offsets in one allocation. Returns the
+        allocation's bytes. The compiled loop must be loaded (:func:`loop`)."""
+        mod, lib = _loop[0], self.lib
+        lib.releases += 1
+        t = time.perf_counter()
+        total = mod.parse(lib.addresses, _layout[0], self.inst.handle, self._info_words,
+                          address, size, handle, state, dims, offsets, int(limit))
+        lib.free_s += time.perf_counter() - t
+        return int(total)
+
+    def decode_many(self, base: int, cuda_stream: int, handle: np.ndarray,
+                    state: np.ndarray, dims: np.ndarray, offsets: np.ndarray,
+                    done: np.ndarray) -> bool:
+        """``capi_loop.decode`` (see there) with the GIL released for the whole batch: the
+        samples :meth:`parse_many` took (and those of state ``ST_GIVEN``: code streams made
+        elsewhere, their handles and dims given) decoded into ``base + offsets``, ``done``
+        set per sample. Returns False where the library refused the whole call (no sample
+        decoded). The code streams :meth:`parse_many` made are destroyed in every case."""
+        mod, lib = _loop[0], self.lib
+        taken = int(np.count_nonzero((state == mod.ST_TAKEN) | (state == mod.ST_GIVEN)))
+        with self._lock:
+            if self.handle is None:
+                mod.release(lib.addresses, handle, state)
+                raise NvImageCodecError("the decoder was closed")
+            self._grown(taken)
+            work = np.empty(taken + 2, np.int64)
+            statuses = np.empty(max(1, taken), np.uint32)
+            lib.releases += 1
+            t = time.perf_counter()
+            rc = mod.decode(lib.addresses, _layout[0], self.inst.handle, self.handle,
+                            self._out_words, ctypes.addressof(self._params), self._images,
+                            work, statuses, int(base), int(cuda_stream or 0), handle, state,
+                            dims, offsets, done)
+            lib.free_s += time.perf_counter() - t
+        return rc == mod.OK
+
+    def release_many(self, handle: np.ndarray, state: np.ndarray) -> None:
+        """Destroy the code streams :meth:`parse_many` made, where :meth:`decode_many` is not
+        called after it (the batch's allocation failed, say)."""
+        _loop[0].release(self.lib.addresses, handle, state)
+
     def close(self) -> None:
         """Destroy the decoder's images, then the decoder (no decode runs past
         :meth:`decode`'s return, so nothing is in flight)."""
@@ -623,8 +711,8 @@ class Decoder:
             lib = self.lib
             for i in range(len(self._images)):
                 if self._images[i]:
-                    lib.ImageDestroy(self._images[i])
-                    self._images[i] = None
+                    lib.ImageDestroy(int(self._images[i]))
+                    self._images[i] = 0
             lib.DecoderDestroy(handle)
 
     def __del__(self) -> None:
@@ -632,6 +720,110 @@ class Decoder:
             self.close()
         except Exception:  # an interpreter tearing down: the process's end frees it all
             pass
+
+
+def _words_of(struct: Any) -> np.ndarray:
+    """A structure's bytes as int64 words (a copy)."""
+    words = np.zeros(-(-sizeof(struct) // 8), np.int64)
+    ctypes.memmove(words.ctypes.data, byref(struct), sizeof(struct))
+    return words
+
+
+_loop: list[Any] = []
+_layout: list[np.ndarray] = []
+_loop_lock = threading.Lock()
+#: seconds the compiled loop took to load in this process (compiled, or read from the disk
+#: cache; None: not loaded)
+LOOP_LOAD_S: list[float] = []
+
+
+def loop() -> Any:
+    """The compiled per-batch loop (``capi_loop``, imported from the kernel cache directory
+    and its two passes compiled or loaded from Numba's disk cache), or None where it cannot
+    be had (no Numba host compiler, say): the ctypes loop decodes then. Loaded once a
+    process, by the first decoder that asks."""
+    with _loop_lock:
+        if not _loop:
+            t = time.perf_counter()
+            try:
+                _loop.append(_load_loop())
+                LOOP_LOAD_S.append(time.perf_counter() - t)
+            except Exception:  # noqa: BLE001 - no compiled loop: the ctypes one decodes
+                _loop.append(None)
+        return _loop[0]
+
+
+def _load_loop() -> Any:
+    import hashlib
+    from pathlib import Path
+
+    from ..source_cache import import_source
+
+    text = (Path(__file__).parent / "capi_loop.py").read_text()
+    mod = import_source("millipyde_capi_loop_" + hashlib.sha1(text.encode()).hexdigest()[:20],
+                        text)
+    _layout.append(layout(mod))
+    _compile(mod)
+    return mod
+
+
+def layout(mod: Any) -> np.ndarray:
+    """The layout array of ``capi_loop`` (``mod``): the byte offsets of
+    ``nvimgcodecImageInfo_t``'s fields it reads and writes (from the ctypes structures, which
+    the tests check against the header), and the constants it compares with."""
+    plane = ImageInfo.plane_info.offset
+    turn = ImageInfo.orientation.offset
+    lay = np.zeros(mod.LAYOUT, np.int64)
+    for index, value in [
+            (mod.LAY_WORDS, -(-sizeof(ImageInfo) // 8)), (mod.LAY_HEAD, 3),
+            (mod.LAY_CODEC, ImageInfo.codec_name.offset),
+            (mod.LAY_COLOR, ImageInfo.color_spec.offset),
+            (mod.LAY_ROTATED, turn + Orientation.rotated.offset),
+            (mod.LAY_FLIP_X, turn + Orientation.flip_x.offset),
+            (mod.LAY_FLIP_Y, turn + Orientation.flip_y.offset),
+            (mod.LAY_PLANES, ImageInfo.num_planes.offset), (mod.LAY_PLANE, plane),
+            (mod.LAY_PLANE_SIZE, sizeof(ImagePlaneInfo)),
+            (mod.LAY_WIDTH, ImagePlaneInfo.width.offset),
+            (mod.LAY_HEIGHT, ImagePlaneInfo.height.offset),
+            (mod.LAY_STRIDE, ImagePlaneInfo.row_stride.offset),
+            (mod.LAY_CHANNELS, ImagePlaneInfo.num_channels.offset),
+            (mod.LAY_BUFFER, ImageInfo.buffer.offset),
+            (mod.LAY_STREAM, ImageInfo.cuda_stream.offset),
+            (mod.LAY_MAX_PLANES, MAX_NUM_PLANES), (mod.LAY_SYCC, COLORSPEC_SYCC),
+            (mod.LAY_SRGB, COLORSPEC_SRGB), (mod.LAY_UNKNOWN, COLORSPEC_UNKNOWN),
+            (mod.LAY_SUCCESS, PROCESSING_STATUS_SUCCESS), (mod.LAY_ALIGN, ALIGN),
+            (mod.LAY_STEP, POOL_STEP)]:
+        lay[index] = value
+    # the loop reads 4-byte fields as 32-bit words and 8-byte ones as 64-bit words
+    for index, size in [(mod.LAY_COLOR, 4), (mod.LAY_ROTATED, 4), (mod.LAY_FLIP_X, 4),
+                        (mod.LAY_FLIP_Y, 4), (mod.LAY_PLANES, 4), (mod.LAY_PLANE, 8),
+                        (mod.LAY_PLANE_SIZE, 8), (mod.LAY_WIDTH, 4), (mod.LAY_HEIGHT, 4),
+                        (mod.LAY_STRIDE, 8), (mod.LAY_CHANNELS, 4), (mod.LAY_BUFFER, 8),
+                        (mod.LAY_STREAM, 8)]:
+        if lay[index] % size:
+            raise ValueError(f"capi_loop layout entry {index} ({lay[index]}) is not aligned "
+                             f"to {size} bytes")
+    return lay
+
+
+def _compile(mod: Any) -> None:
+    """Both passes and the release compiled (or loaded from the disk cache) for the types
+    :class:`Decoder` calls them with: an empty batch, which calls no library function."""
+    z64 = np.zeros(0, np.int64)
+    dims = np.zeros((0, 5), np.int64)
+    state = np.zeros(0, np.int32)
+    words = np.zeros(1, np.int64)
+    addresses = np.zeros(mod.FUNCTIONS, np.int64)
+    mod.parse(addresses, _layout[0], 0, words, z64, z64, z64, state, dims, z64, 0)
+    mod.decode(addresses, _layout[0], 0, 0, words, 0, z64, words, np.zeros(1, np.uint32), 0,
+               0, z64, state, dims, z64, np.zeros(0, np.uint8))
+    mod.release(addresses, z64, state)
+
+
+#: alignment of each image in a batch's allocation (bytes)
+ALIGN = 256
+#: a batch's allocation is a whole number of these (bytes)
+POOL_STEP = 1 << 20
 
 
 #: set at the interpreter's exit: native objects still alive then are left to the process's

@@ -201,6 +201,7 @@ class ProcessLoader:
                 "nogil_reads": fileread.ENABLED, "hold_readers": loader_mod.HOLD_READERS,
                 "switch_interval": loader_mod.SWITCH_INTERVAL,
                 "nvimgcodec_api": decode_mod.nvimgcodec_api(),
+                "capi_compiled": decode_mod.CAPI_COMPILED,
                 "parse_in_readers": loader_mod.PARSE_IN_READERS,
                 "name": self.name}, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as err:
@@ -835,6 +836,7 @@ def worker_main(fd: int) -> int:
         loader_mod.SWITCH_INTERVAL = float(cfg.get("switch_interval",
                                                    loader_mod.SWITCH_INTERVAL))
         decode_mod.NVIMGCODEC_API = cfg.get("nvimgcodec_api", decode_mod.NVIMGCODEC_API)
+        decode_mod.CAPI_COMPILED = bool(cfg.get("capi_compiled", decode_mod.CAPI_COMPILED))
         loader_mod.PARSE_IN_READERS = bool(cfg.get("parse_in_readers",
                                                    loader_mod.PARSE_IN_READERS))
         bad = _Recording(cfg["known"])
