@@ -189,3 +189,16 @@ def test_a_new_seed_records_no_template_and_keeps_its_values(monkeypatch):
     assert recorded  # (recorded afresh: two routes compared)
     assert_same(got, fresh)
     assert_same(got, _outputs(monkeypatch, ops, False, size=N, seed=3))
+
+
+def test_a_compiling_ahead_twin_keeps_its_templates_its_own():
+    """Launches recorded instead of run (compiling ahead) leave buffers unwritten, which a
+    callable may read: templates recorded so are not shared (``template_share.chain_key``)."""
+    from millipyde.training import template_share
+
+    xs = [mp.gpuimage(np.zeros((8, 8, 3), np.uint8))]
+    ops = [mp.Operation("fliplr", p=0.5)]
+    assert template_share.chain_key(xs, ops) is not None
+    with runtime.recording(lambda *a: None):
+        assert template_share.chain_key(xs, ops) is None
+    assert template_share.chain_key(xs, ops) is not None

@@ -109,6 +109,11 @@ def chain_key(inputs: list, operations: list, *extra: Any) -> tuple | None:
     what else decides them, frozen as arguments are), or None where they are not shared."""
     if not ENABLED or not inputs:
         return None
+    if runtime.is_recording():
+        # a compiling-ahead twin records with launches skipped (``Backend.recording``): what
+        # its kernels would have written is not there, and a callable may read it, so its
+        # templates stay its own; the Generators that run share theirs
+        return None
     try:
         total = 0
         kinds = set()
