@@ -498,12 +498,30 @@ def _part_c(res: dict, batches: int, outputs: int) -> None:
     pre, warm = (importlib.import_module(f"{pkg}.{m}") for m in ("precompile", "warmup"))
     pre.last.clear()
     compiled = warm.compiled_count()
-    with gen(4, outputs) as g:
-        c0, t0 = time.process_time(), time.perf_counter()
-        for x in g:
-            got.append(take(x))
-        sync()
-        t = time.perf_counter() - t0
+    # the templates the timed run records (``batch_record``; trees without it: None)
+    try:
+        rec_mod = importlib.import_module(f"{pkg}.batch_record")
+    except ImportError:
+        rec_mod = None
+    recorded = [0]
+    if rec_mod is not None:
+        plain = rec_mod.record_template
+
+        def counted(*a, **k):
+            recorded[0] += 1
+            return plain(*a, **k)
+
+        rec_mod.record_template = counted
+    try:
+        with gen(4, outputs) as g:
+            c0, t0 = time.process_time(), time.perf_counter()
+            for x in g:
+                got.append(take(x))
+            sync()
+            t = time.perf_counter() - t0
+    finally:
+        if rec_mod is not None:
+            rec_mod.record_template = plain
     cpu = (time.process_time() - c0) / t
     compiled = warm.compiled_count() - compiled
     ahead = {k: pre.last.get(k) for k in ("jobs", "processes", "seconds")}
@@ -520,9 +538,11 @@ def _part_c(res: dict, batches: int, outputs: int) -> None:
     res["rows"].append({"part": "C", "case": "next() per output to torch", "inputs": outputs,
                         "seconds": t, "img_s": outputs / t, "cpu_per_wall": cpu,
                         "max_ulp": ulps, "ok": ulps <= 2, "compiled": compiled,
-                        "compile_ahead": ahead})
+                        "compile_ahead": ahead,
+                        "templates_recorded": recorded[0] if rec_mod is not None else None})
     print(f"C next(): {outputs / t:,.0f} img/s, cpu/wall {cpu:.2f}, max ulp {ulps}, compiled "
-          f"in the timed run {compiled}, its compiling ahead {ahead}", flush=True)
+          f"in the timed run {compiled}, its compiling ahead {ahead}, templates recorded "
+          f"{recorded[0] if rec_mod is not None else '-'}", flush=True)
 
 
 def _part_d(res: dict, n_inputs: int, reps: int) -> None:

@@ -63,6 +63,11 @@ def _device_count():
 
 
 def pytest_runtest_setup(item):
+    # each test's Generators record their own templates, whatever tests ran before in the
+    # worker (Generators of one chain share them in a process: ``template_share``)
+    share = sys.modules.get("millipyde.training.template_share")
+    if share is not None:
+        share.clear()
     if item.get_closest_marker("gpu") or item.get_closest_marker("multigpu"):
         backend = _backend()
         if backend not in GPU_BACKENDS:

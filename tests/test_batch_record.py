@@ -9,7 +9,7 @@ from generator_reference import eager_outputs
 import millipyde as mp
 from millipyde.graph.exec import batch
 from millipyde.kernels import REGISTRY
-from millipyde.training import batch_math, batch_record, batches, precompile
+from millipyde.training import batch_math, batch_record, batches, precompile, template_share
 from millipyde.training.batches import BatchSpec, convert_reference
 
 cudasim_ok = pytest.mark.cudasim_ok
@@ -234,6 +234,7 @@ def test_first_batch_records_the_templates_of_the_batches_ahead(monkeypatch) -> 
         assert sum(len(g.index) for g in groups) + len(left) == size
     assert len(calls) == first
     gen.close()
+    template_share.clear()  # (else the next Generator finds these templates recorded)
     gen = mp.Generator(_images(16, 16, low=1), _fig51(), seed=3)
     st = gen._state
     rec = batches.recorder(st)

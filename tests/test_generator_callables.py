@@ -34,9 +34,10 @@ def _hosts(n=4):
     return crops(n, 6, 6) if SIM else crops(n, 10, 10)
 
 
-def _outputs(monkeypatch, ops, recorded, n=N, size=None, **kwargs):
+def _outputs(monkeypatch, ops, recorded, n=N, size=None, seed=21, **kwargs):
     monkeypatch.setattr(batches, "RECORD_AT_ONCE", recorded)
-    gen = mp.Generator([mp.gpuimage(h) for h in _hosts()], ops, outputs=n, seed=21, **kwargs)
+    gen = mp.Generator([mp.gpuimage(h) for h in _hosts()], ops, outputs=n, seed=seed,
+                       **kwargs)
     if size is not None:
         return np.concatenate([np.asarray(b) for b in gen.batches(size)])
     return [np.asarray(x) for x in gen]
@@ -161,3 +162,43 @@ def test_a_new_seed_after_warm_up_compiles_nothing_and_keeps_its_values(monkeypa
     want = eager_outputs(hosts, ops, 16, 3)  # (each a plan of its own: the first few)
     for k, (a, b) in enumerate(zip(got[:16], want, strict=True)):
         assert_device_same(a, b, f"output {k}")
+
+
+@pytest.mark.cudasim_ok
+def test_a_new_seed_records_no_template_and_keeps_its_values(monkeypatch):
+    """A Generator of the figure-5.1 recipe of another seed, over other handles of the same
+    inputs, takes the templates (and key plans) an earlier one recorded
+    (``template_share``): its batch records none (seed 2's batches met every coin pattern
+    it meets), and is the batch of the same Generator recorded afresh (the store cleared)
+    and of the per-output path. (``next()`` after another seed, sharing them too:
+    ``test_a_new_seed_after_warm_up_compiles_nothing_and_keeps_its_values``.)"""
+    from millipyde.training import batch_record, template_share
+
+    ops = recipes.figure_5_1_operations()
+    recorded = []
+    plain = batch_record.record_template
+    monkeypatch.setattr(batch_record, "record_template",
+                        lambda *a, **k: recorded.append(a[2]) or plain(*a, **k))
+    _outputs(monkeypatch, ops, True, n=8 * N, size=N, seed=2)
+    assert recorded
+    recorded.clear()
+    got = _outputs(monkeypatch, ops, True, size=N, seed=3)
+    assert recorded == []
+    template_share.clear()
+    fresh = _outputs(monkeypatch, ops, True, size=N, seed=3)
+    assert recorded  # (recorded afresh: two routes compared)
+    assert_same(got, fresh)
+    assert_same(got, _outputs(monkeypatch, ops, False, size=N, seed=3))
+
+
+def test_a_compiling_ahead_twin_keeps_its_templates_its_own():
+    """Launches recorded instead of run (compiling ahead) leave buffers unwritten, which a
+    callable may read: templates recorded so are not shared (``template_share.chain_key``)."""
+    from millipyde.training import template_share
+
+    xs = [mp.gpuimage(np.zeros((8, 8, 3), np.uint8))]
+    ops = [mp.Operation("fliplr", p=0.5)]
+    assert template_share.chain_key(xs, ops) is not None
+    with runtime.recording(lambda *a: None):
+        assert template_share.chain_key(xs, ops) is None
+    assert template_share.chain_key(xs, ops) is not None

@@ -188,6 +188,10 @@ class Backend:
         finally:
             self._tls.recording = prev
 
+    def is_recording(self) -> bool:
+        """Whether this thread's launches go to a recording sink (:meth:`recording`)."""
+        return getattr(self._tls, "recording", None) is not None
+
     def _recorded(self, kernel: Any, device: int, args: tuple) -> bool:
         """Whether this launch went to the thread's recording sink instead of running."""
         sink = getattr(self._tls, "recording", None)

@@ -415,13 +415,16 @@ class ArrayGroup(batch.Group):
     ``plan``: its key's :class:`KeyPlan`; ``kernels``: the group's kernels (its first
     template's); ``index``: its members' batch
     positions; ``arrays``: per kernel what :func:`group_arrays` built; ``sidx_rows``: per
-    batch position, its input's index in the stack.
+    batch position, its input's index in the stack; ``stack4``: the recorder's memo of the
+    stack's (S, H, W, C) view (the key plan's memo may be shared by Generators,
+    ``template_share``: it must not keep a Generator's stack alive).
     """
 
     def __init__(self, plan: KeyPlan, stack: Any, device: int, kernels: list,
                  index: np.ndarray, arrays: list[dict[str, Any]], sidx_rows: np.ndarray,
-                 plans: Any = None) -> None:
+                 plans: Any = None, stack4: dict | None = None) -> None:
         super().__init__(plan.key, stack, device)
+        self._s4 = stack4
         # the key plan's kernel plans the arrays came from (what decides a shared prefix:
         # ``batch_prefix``), None where not known
         self.plans = plans
@@ -433,6 +436,9 @@ class ArrayGroup(batch.Group):
 
     def kernels(self) -> list:
         return self._kernels
+
+    def _stack4(self) -> Any:
+        return super()._stack4() if self._s4 is None else self.stack4_of(self._s4, self.stack)
 
     def sidx_host(self) -> list[int]:
         return self.sidx.tolist()

@@ -22,7 +22,6 @@ Callable Operations make the whole Generator use that path (documented in
 from __future__ import annotations
 
 import functools
-import threading
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -35,7 +34,7 @@ from ..ops import FORMS, Ranges
 from ..ops.base import kind_of
 from ..random import MASK
 from ..workers import StepError, private_handle
-from . import batch_math
+from . import batch_math, template_share
 from .batch_groups import ArrayGroup, Draws, KeyPlan, group_arrays, member_arrays
 from .batch_ops import BLOCK, BLOCK_WORDS, Ctx, sample_round
 
@@ -119,6 +118,11 @@ def given_rule(params: int) -> _Rule:
     """The rule of an Operation whose ``params`` parameters per output are given by the
     state's ``draw`` (no coin of its own: the state's coins say where it recorded)."""
     return _Rule(None, ((0.0, 1.0),) * params if params else None, False)
+
+
+def rule_key(rules: list[_Rule]) -> tuple:
+    """The rules as plain values (a part of ``template_share.chain_key``)."""
+    return tuple((r.probability, r.ranges, r.zero_skips) for r in rules)
 
 
 @functools.lru_cache(maxsize=64)
@@ -246,21 +250,31 @@ class Recorder:
         """The recorder of the state, or None: an input of another size or dtype, or an
         Operation that is not a recording method of template ops (:func:`rules_for`)."""
         rules = rules_for(state.inputs, state.operations)
-        return None if rules is None else cls(state, rules)
+        if rules is None:
+            return None
+        return cls(state, rules, template_share.store(template_share.chain_key(
+            state.inputs, state.operations, rule_key(rules))))
 
-    def __init__(self, state: Any, rules: list[_Rule]) -> None:
+    def __init__(self, state: Any, rules: list[_Rule],
+                 store: template_share.TemplateStore | None = None) -> None:
         self.state = state
         self.rules = rules
         # per Operation: whether its coin records it gated off (``KeyPlan.gateable``)
         self.coins = tuple(batch.LIFT_GATES and r.probability is not None for r in rules)
-        self.lock = threading.Lock()
-        self.templates: dict[tuple[int, bytes, int], _Template | None] = {}
-        self.failed: dict[tuple[int, bytes, int], int] = {}
-        self.plans: dict[tuple, KeyPlan] = {}  # per group key: its templates as arrays
+        # the templates, shared with the recorders of Generators whose recordings are the
+        # same (``template_share``: another seed, another epoch), or this recorder's own
+        self.store = template_share.TemplateStore() if store is None else store
+        self.lock = self.store.lock
+        self.templates: dict[tuple[int, bytes, int], _Template | None] = self.store.templates
+        self.failed: dict[tuple[int, bytes, int], int] = self.store.failed
+        # per group key: its templates as arrays
+        self.plans: dict[tuple, KeyPlan] = self.store.plans
         # device -> pattern as an integer -> its template (or None): ``templates`` without
         # the pattern's bytes made per batch
-        self.by_dev: dict[int, dict[int, _Template | None]] = {}
+        self.by_dev: dict[int, dict[int, _Template | None]] = self.store.by_dev
         self._sidx: dict[int, tuple[dict, np.ndarray]] = {}  # device -> (stacks, indices)
+        # device -> its stack's (S, H, W, C) view (``ArrayGroup``: this Generator's own)
+        self._s4: dict[int, dict] = {}
         self.ahead: set[int] = set()  # devices whose first batch recorded templates ahead
 
     #: Outputs tried as a pattern's template before the pattern is left to per-output work
@@ -282,6 +296,12 @@ class Recorder:
             for k in candidates[:max(0, self.TRIES - tried)]:
                 t = record_template(self.state, self.rules, k, device, stacks)
                 if t is not None:
+                    template_share.count_recorded()
+                    # the group key without the recording's stack (``batch.analyse``'s first
+                    # entry): a group launches on its batch's stack, and templates recorded
+                    # over other stacks (another Generator's, a Pipeline's other chunk) of
+                    # the same structure join one plan
+                    t.key = ("recorded", *t.key[1:])
                     t.plan = self.plans.get(t.key)
                     if t.plan is None:
                         t.plan = self.plans[t.key] = KeyPlan(t.key, self.coins)
@@ -358,6 +378,7 @@ class Recorder:
         groups: list[ArrayGroup] = []
         left: list[np.ndarray] = []
         seen = self.by_dev.setdefault(device, {})
+        s4 = self._s4.setdefault(device, {})
         try:  # every pattern seen before, every template in its plan: no loop over patterns
             ts = [seen[key] for key in ints]
         except KeyError:
@@ -365,7 +386,7 @@ class Recorder:
         lost = None
         if ts is not None and None not in ts:
             lost = self._grouped_fast(ts, inverse, order, drawn, stack, device, sidx_rows,
-                                      groups)
+                                      groups, s4)
         if lost is None:
             bounds = bounds.tolist()
             parts: dict[Any, list] = defaultdict(list)  # KeyPlan -> per pattern (template, rows)
@@ -379,7 +400,7 @@ class Recorder:
                     left.append(rows)
                 else:
                     parts[t.plan].append((t, rows))
-            lost = self._grouped(parts, drawn, stack, device, sidx_rows, groups)
+            lost = self._grouped(parts, drawn, stack, device, sidx_rows, groups, s4)
         if len(lost):
             # outputs whose warp clip differs from their pattern's template: the pattern's
             # other plan (a template of their own), batched too
@@ -393,7 +414,7 @@ class Recorder:
                     left.append(rows)
                 else:
                     again.setdefault(id(t.plan), []).append((t, rows))
-            left.append(self._grouped(again, drawn, stack, device, sidx_rows, groups))
+            left.append(self._grouped(again, drawn, stack, device, sidx_rows, groups, s4))
         return groups, sorted(np.concatenate(left).tolist()) if left else []
 
     def _template_of(self, device: int, pattern: np.ndarray, key: int | None, ks: list[int],
@@ -412,7 +433,7 @@ class Recorder:
     @staticmethod
     def _grouped_fast(ts: list[Any], inverse: np.ndarray, order: np.ndarray, drawn: Draws,
                       stack: Any, device: int, sidx_rows: np.ndarray,
-                      groups: list) -> np.ndarray | None:
+                      groups: list, s4: dict | None = None) -> np.ndarray | None:
         """``_grouped`` of a batch whose patterns (``ts``: per pattern its template, by
         pattern rank) all have templates that joined their plans: per plan its members'
         template indices and rows by array operations over the members, in the order the
@@ -447,12 +468,12 @@ class Recorder:
             lost.append(rest)
             if len(index):
                 groups.append(ArrayGroup(plan, stack, device, first.kernels, index, arrays,
-                                         sidx_rows, kernels))
+                                         sidx_rows, kernels, s4))
         return np.sort(np.concatenate(lost)) if lost else np.zeros(0, dtype=np.int64)
 
     @staticmethod
     def _grouped(parts: dict[Any, list], drawn: Draws, stack: Any, device: int,
-                 sidx_rows: np.ndarray, groups: list) -> np.ndarray:
+                 sidx_rows: np.ndarray, groups: list, s4: dict | None = None) -> np.ndarray:
         """Append the groups of ``parts`` (per group key, per pattern its template and rows)
         to ``groups``; the rows they leave (sorted)."""
         lost = []
@@ -462,5 +483,5 @@ class Recorder:
             lost.append(rest)
             if len(index):
                 groups.append(ArrayGroup(plan, stack, device, got[0][0].kernels, index, arrays,
-                                         sidx_rows, kernels))
+                                         sidx_rows, kernels, s4))
         return np.sort(np.concatenate(lost)) if lost else np.zeros(0, dtype=np.int64)

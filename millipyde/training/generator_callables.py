@@ -34,7 +34,8 @@ from ..image import gpuimage
 from ..kernels import OpSpec
 from ..operation import Operation
 from ..policies import ImageOperation
-from .batch_record import Recorder, given_rule, patterns, rules_for
+from . import template_share
+from .batch_record import Recorder, given_rule, patterns, rule_key, rules_for
 from .batch_record import draw as draw_rules
 
 
@@ -138,7 +139,8 @@ class CallableRecorder:
         self._shapes: dict[tuple, tuple] = {}
         self._lock = threading.Lock()
 
-    def _recorder(self, sig: tuple | None) -> Recorder:
+    def _recorder(self, sig: tuple | None, op: Any = None) -> Recorder:
+        """The recorder of captures of ``sig`` (``op``: their op; None: no capture)."""
         with self._lock:
             rec = self._recorders.get(sig)
             if rec is None:
@@ -146,8 +148,14 @@ class CallableRecorder:
                 ops = list(self.state.operations)
                 ops[self.slot] = _Replayed(self.op, self.captures)
                 rules = self.rules[:self.slot] + [given_rule(width)] + self.rules[self.slot:]
+                # shared with the recorders of Generators of the same chain and inputs' kind
+                # whose captures have this op and width (``template_share``)
+                key = template_share.chain_key(
+                    self.state.inputs, self.state.operations, "callable", self.slot,
+                    rule_key(rules), template_share.Same(op), width)
                 rec = self._recorders[sig] = Recorder(
-                    _State(self.state, ops, self.slot, width, self.captures), rules)
+                    _State(self.state, ops, self.slot, width, self.captures), rules,
+                    template_share.store(key))
             return rec
 
     def groups(self, ks: list[int], device: int, stacks: dict,
@@ -159,6 +167,7 @@ class CallableRecorder:
         caps, left = self._capture(ks, device)
         sigs = Counter(c.sig for c in caps.values() if c is not None)
         sig = sigs.most_common(1)[0][0] if sigs else None
+        op = next((c.op for c in caps.values() if c is not None and c.sig == sig), None)
         use = [r for r, c in sorted(caps.items()) if c is None or c.sig == sig]
         left += [r for r, c in caps.items() if c is not None and c.sig != sig]
         if not use:
@@ -168,7 +177,7 @@ class CallableRecorder:
             for r, k in zip(use, sub, strict=True):
                 self.captures[k] = caps[r]
         try:
-            groups, lost = self._recorder(sig).groups(sub, device, stacks)
+            groups, lost = self._recorder(sig, op).groups(sub, device, stacks)
         finally:
             with self._lock:
                 for k in sub:

@@ -345,11 +345,15 @@ class Group:
 
     def _stack4(self) -> Any:
         """The stack as (S, H, W, C), made once per stack (kept in the group key's memo)."""
-        got = self.memo.get("stack4")
-        if got is None or got[0] is not self.stack:
-            st = self.stack
-            got = self.memo["stack4"] = (st, runtime.reshape(st, (st.shape[0],
-                                                                  *as4(st.shape[1:]))))
+        return self.stack4_of(self.memo, self.stack)
+
+    @staticmethod
+    def stack4_of(memo: dict, stack: Any) -> Any:
+        """``stack`` as (S, H, W, C), kept in ``memo`` while the stack is the same."""
+        got = memo.get("stack4")
+        if got is None or got[0] is not stack:
+            got = memo["stack4"] = (stack, runtime.reshape(stack, (stack.shape[0],
+                                                                   *as4(stack.shape[1:]))))
         return got[1]
 
     def launch(self, pk: Pack, fused: Any = None, start: int = 0, src: Any = None,

@@ -110,6 +110,9 @@ class PrefixGroup(Group):
         self.arrays = [self._stacked(i) for i in range(k)]
         self._starts: list[int] = []
 
+    def _stack4(self) -> Any:
+        return self.groups[0]._stack4()  # (where the groups keep it: not in a shared memo)
+
     def _stacked(self, i: int) -> dict[str, Any]:
         arrays = [g.arrays[i] for g in self.groups]
         if "p" in arrays[0]:
