@@ -334,21 +334,16 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
     from millipyde.data import fileread
     from millipyde.data import loader as lmod
 
-    saved = fileread.ENABLED, lmod.HOLD_READERS, lmod.SWITCH_INTERVAL
-    saved_more = dmod.NVIMGCODEC_API, lmod.PARSE_IN_READERS, dmod.CAPI_COMPILED
-    if capi_compiled is not None:
-        dmod.CAPI_COMPILED = capi_compiled
-    if nvimgcodec_api is not None:
-        dmod.NVIMGCODEC_API = nvimgcodec_api
-    if parse_in_readers is not None:
-        lmod.PARSE_IN_READERS = parse_in_readers
-    if nogil_reads is not None:
-        fileread.ENABLED = nogil_reads
-    if hold_readers is not None:
-        lmod.HOLD_READERS = hold_readers
-    if switch is not None:
-        lmod.SWITCH_INTERVAL = switch
+    # (module, setting, value asked for): each set where given, all restored after the row
+    settings = [(fileread, "ENABLED", nogil_reads), (lmod, "HOLD_READERS", hold_readers),
+                (lmod, "SWITCH_INTERVAL", switch), (dmod, "NVIMGCODEC_API", nvimgcodec_api),
+                (lmod, "PARSE_IN_READERS", parse_in_readers),
+                (dmod, "CAPI_COMPILED", capi_compiled)]
+    saved = [(mod, name, getattr(mod, name)) for mod, name, _ in settings]
     try:
+        for mod, name, value in settings:
+            if value is not None:
+                setattr(mod, name, value)
         out = _stream_rate(source, batches, warmup, size, rank, world, barrier, read_threads,
                            decode_process)
         out["nogil_reads"], out["hold_readers"] = fileread.ENABLED, lmod.HOLD_READERS
@@ -357,8 +352,8 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
         out["parse_in_readers"] = lmod.PARSE_IN_READERS
         out["capi_compiled"] = dmod.CAPI_COMPILED
     finally:
-        fileread.ENABLED, lmod.HOLD_READERS, lmod.SWITCH_INTERVAL = saved
-        dmod.NVIMGCODEC_API, lmod.PARSE_IN_READERS, dmod.CAPI_COMPILED = saved_more
+        for mod, name, value in saved:
+            setattr(mod, name, value)
     return out
 
 
