@@ -286,6 +286,51 @@ def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool | s
             "mean_kb": sum(map(len, blobs)) / len(blobs) / 1024}
 
 
+def decode_alone_lanes(folder: str, batches: int, lanes: int, size: int = 256) -> dict:
+    """The C-API decoder (``decode.NvImageCodecCDecoder``, the compiled loop) decoding bytes
+    in memory, batches of ``size`` on GPU 0, in ``lanes`` threads, each with its own decoder
+    and stream, lane ``j`` decoding batches ``j``, ``j + lanes``, ... (the Loader's decode
+    lanes without the read-ahead): what the decoder can do with one lane or several."""
+    import threading
+
+    import millipyde.data as mdata
+    from millipyde.backend import ACTIVE as runtime
+    from millipyde.data.decode import NvImageCodecCDecoder, PillowDecoder, decode_threads
+
+    src = mdata.Folder(folder)
+    pick = np.random.default_rng(1).permutation(len(src))[:(batches + 2 * lanes) * size]
+    blobs = [src.read(int(i)) for i in pick]
+    decs = [NvImageCodecCDecoder(0, PillowDecoder(0, decode_threads())) for _ in range(lanes)]
+    streams = [runtime.take_stream(0) for _ in range(lanes)]
+    bad: list = []
+
+    def run(j: int, bs: range) -> None:
+        with runtime.on_device(0), runtime.using_stream(streams[j]):
+            for b in bs:
+                got = decs[j].decode(blobs[b * size:(b + 1) * size], lambda r: f"#{r}",
+                                     streams[j])
+                bad.extend(g for g in got if isinstance(g, BaseException))
+            runtime.synchronize(0)
+
+    for j in range(lanes):  # each decoder's first batch starts its machinery
+        run(j, range(batches + j, batches + j + 1))
+    t = time.perf_counter()
+    threads = [threading.Thread(target=run, args=(j, range(j, batches, lanes)))
+               for j in range(lanes)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    dt = time.perf_counter() - t
+    for d in decs:
+        d.close()
+    for st in streams:
+        runtime.give_stream(st)
+    if bad:
+        raise RuntimeError(f"{len(bad)} images failed: {bad[0]!r}")
+    return {"rate": batches * size / dt, "batches": batches, "size": size, "lanes": lanes}
+
+
 def busy_thread(busy: float, stop: Any, turn: float = 0.018, gaps: list | None = None,
                 gap_s: float = 2e-5) -> Any:
     """A started daemon thread that runs Python (holding the GIL but for the interpreter's
@@ -319,7 +364,7 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
                 nogil_reads: bool | None = None, hold_readers: bool | None = None,
                 switch: float | None = None, nvimgcodec_api: str | None = None,
                 parse_in_readers: bool | None = None,
-                capi_compiled: bool | None = None) -> dict:
+                capi_compiled: bool | None = None, lanes: int | None = None) -> dict:
     """img/s of the recipe's float32 NCHW batches from ``source`` taken by torch
     (``read_threads``: the read-ahead's threads, else the default; ``decode_process``: read
     and decode in a worker process, or in this one, else the default; ``nogil_reads``: a
@@ -328,8 +373,9 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
     loading process's switch interval (``loader.SWITCH_INTERVAL``); ``nvimgcodec_api``:
     ``"python"`` or ``"c"`` (``decode.NVIMGCODEC_API``); ``parse_in_readers``:
     ``loader.PARSE_IN_READERS``; ``capi_compiled``: the C API's compiled loop or its ctypes
-    loop (``decode.CAPI_COMPILED``); else the defaults, ``millipyde.data.fileread.ENABLED``,
-    ``loader``'s and ``decode``'s, restored after the row)."""
+    loop (``decode.CAPI_COMPILED``); ``lanes``: ``loader.DECODE_LANES``; else the
+    defaults, ``millipyde.data.fileread.ENABLED``, ``loader``'s and ``decode``'s, restored
+    after the row)."""
     from millipyde.data import decode as dmod
     from millipyde.data import fileread
     from millipyde.data import loader as lmod
@@ -338,7 +384,7 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
     settings = [(fileread, "ENABLED", nogil_reads), (lmod, "HOLD_READERS", hold_readers),
                 (lmod, "SWITCH_INTERVAL", switch), (dmod, "NVIMGCODEC_API", nvimgcodec_api),
                 (lmod, "PARSE_IN_READERS", parse_in_readers),
-                (dmod, "CAPI_COMPILED", capi_compiled)]
+                (dmod, "CAPI_COMPILED", capi_compiled), (lmod, "DECODE_LANES", lanes)]
     saved = [(mod, name, getattr(mod, name)) for mod, name, _ in settings]
     try:
         for mod, name, value in settings:
@@ -351,6 +397,7 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
         out["nvimgcodec_api"] = dmod.nvimgcodec_api()
         out["parse_in_readers"] = lmod.PARSE_IN_READERS
         out["capi_compiled"] = dmod.CAPI_COMPILED
+        out["decode_lanes"] = lmod.DECODE_LANES
     finally:
         for mod, name, value in saved:
             setattr(mod, name, value)
@@ -542,17 +589,23 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
     interval where the Loader runs; ``+capi``: nvImageCodec through its C API,
     ``decode.NVIMGCODEC_API = "c"``; ``+parse``: code streams made in the read-ahead
     threads, ``loader.PARSE_IN_READERS``; ``+jit`` / ``+ctloop``: the C API's compiled loop
-    or its ctypes loop, ``decode.CAPI_COMPILED``); ``#k`` after a name tells a
+    or its ctypes loop, ``decode.CAPI_COMPILED``; ``+lanesN``: N decode lanes,
+    ``loader.DECODE_LANES``; ``decode+lanesN``: the C decoder alone in N lanes,
+    ``decode_alone_lanes``); ``#k`` after a name tells a
     repeated row apart (``folder_worker#2``)."""
     out = []
     for name in spec.split(","):
         base, *tags = name.split("#")[0].split("+")
+        lanes = [t for t in tags if t.startswith("lanes") and t[5:].isdigit()]
         if base == "decode":
+            if set(tags) - set(lanes):
+                raise SystemExit(f"--rows: unknown row {name!r}")
             out.append((name, "decode", None, tags))
             continue
         src, label = base.split("_", 1)
         if src not in ("folder", "shards") or label not in ("worker", "in_process") or \
-                set(tags) - {"pyread", "nohold", "sw20", "capi", "parse", "jit", "ctloop"}:
+                set(tags) - {"pyread", "nohold", "sw20", "capi", "parse", "jit", "ctloop",
+                             *lanes}:
             raise SystemExit(f"--rows: unknown row {name!r}")
         out.append((name, src, label == "worker", tags))
     return out
@@ -635,8 +688,18 @@ def gpu(args: argparse.Namespace) -> dict:
         if name == "decode":
             decode_row()
             continue
+        tags = name.split("#")[0].split("+")[1:]
+        lanes = next((int(t[5:]) for t in tags if t.startswith("lanes")), None)
+        if name.startswith("decode+"):
+            try:
+                out[name] = decode_alone_lanes(info["folder"], args.decode_batches, lanes)
+                log(f"{name}: C decoder alone in {lanes} lane(s): {out[name]['rate']:.0f} img/s")
+            except Exception as err:
+                out[name] = {"error": repr(err)}
+                log(f"{name} FAILED: {err!r}")
+            _save(out, args)
+            continue
         try:
-            tags = name.split("#")[0].split("+")[1:]
             out[name] = stream_rate(src, nb, args.warmup, decode_process=worker,
                                     nogil_reads=False if "pyread" in tags else None,
                                     hold_readers=False if "nohold" in tags else None,
@@ -644,7 +707,7 @@ def gpu(args: argparse.Namespace) -> dict:
                                     nvimgcodec_api="c" if "capi" in tags else None,
                                     parse_in_readers=True if "parse" in tags else None,
                                     capi_compiled=True if "jit" in tags else
-                                    False if "ctloop" in tags else None)
+                                    False if "ctloop" in tags else None, lanes=lanes)
             r = out[name]
             log(f"{name}: {r['rate']:.0f} img/s (nogil reads {r['reader_nogil_reads']}, held "
                 f"{r['hold_readers']}, parsed in readers {r['parse_in_readers']}; "

@@ -326,6 +326,101 @@ def test_loader_holds_the_readers_back_during_the_decode_call() -> None:
     assert not loader.reader._held_back
 
 
+class _Laned:
+    """A decoder that can make another (``Loader`` decode lanes): bytes back as arrays, a
+    sample whose bytes are 13 fails; notes the threads it decodes in and whether it closed."""
+
+    made: list = []
+
+    def __init__(self) -> None:
+        self.threads: set[int] = set()
+        self.closed = False
+        _Laned.made.append(self)
+
+    def another(self) -> _Laned:
+        return _Laned()
+
+    def decode(self, datas, name_of, stream=None):
+        self.threads.add(threading.get_ident())
+        time.sleep(0.002)  # lanes overlap inside their calls
+        return [ValueError(f"cannot decode {name_of(r)}") if d[0] == 13
+                else np.frombuffer(d, np.uint8) for r, d in enumerate(datas)]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _laned_batches(lanes, decoder=None, batches=9):
+    from millipyde.data.loader import BadSamples, Loader
+    from millipyde.data.sampler import EpochSampler
+
+    src = _Fake(300, 10, bad={7})
+    src.has_targets = False
+    plan = lambda b: np.arange(b * 32, b * 32 + 32) if b < batches else None  # noqa: E731
+    bad = BadSamples()
+    loader = Loader(src, EpochSampler(300), plan, decoder or _Laned(), 0, bad, threads=3,
+                    window=1 << 20, lanes=lanes)
+    try:
+        got = [loader.get(b) for b in range(batches)]
+        assert loader.get(batches) is None
+    finally:
+        loader.close()
+    return loader, [(g.ks.tolist(), g.samples.tolist(), [int(a[0]) for a in g.arrays])
+                    for g in got], dict(bad.names)
+
+
+@pytest.mark.parametrize("lanes", [2, 3])
+def test_loader_decode_lanes_give_one_lanes_batches(lanes) -> None:
+    _Laned.made = []
+    _, one, bad_one = _laned_batches(1)
+    assert len(_Laned.made) == 1  # one lane: another() never called
+    _Laned.made = []
+    loader, got, bad = _laned_batches(lanes)
+    assert loader.lanes == lanes and loader.ahead >= lanes
+    assert got == one and bad == bad_one  # samples, order, refills: as one lane's
+    assert set(bad) == {"s7", "s13", "s269"}  # 269 % 256 == 13
+    assert len(_Laned.made) == lanes and all(d.closed for d in _Laned.made)
+    # each lane decoded with its own decoder, in its own thread
+    used = [d.threads for d in _Laned.made]
+    assert all(len(t) == 1 for t in used) and len(set().union(*used)) == lanes
+    assert loader.stats["batches"] == 9
+
+
+def test_loader_lanes_need_a_decoder_that_makes_another() -> None:
+    class Plain:
+        def decode(self, datas, name_of, stream=None):
+            return [np.frombuffer(d, np.uint8) for d in datas]
+
+        def close(self) -> None:
+            pass
+
+    loader, got, _ = _laned_batches(3, Plain(), batches=2)
+    assert loader.lanes == 1 and len(got) == 2
+    with pytest.raises(ValueError, match="lanes must be >= 1"):
+        _laned_batches(0)
+
+
+def test_loader_lane_whose_decoder_cannot_be_made_fails_its_batch_loudly() -> None:
+    class Failing(_Laned):
+        def another(self):
+            raise RuntimeError("no second decoder on device 0")
+
+    from millipyde.data.loader import BadSamples, Loader
+    from millipyde.data.sampler import EpochSampler
+
+    src = _Fake(100, 10)
+    src.has_targets = False
+    plan = lambda b: np.arange(b * 10, b * 10 + 10) if b < 10 else None  # noqa: E731
+    loader = Loader(src, EpochSampler(100), plan, Failing(), 0, BadSamples(), threads=2,
+                    window=1 << 20, lanes=2)
+    try:
+        assert loader.get(0).samples.tolist() == list(range(10))
+        with pytest.raises(RuntimeError, match="no second decoder"):
+            loader.get(1)
+    finally:
+        loader.close()
+
+
 # --------------------------------------------------------------------------- decoders
 
 

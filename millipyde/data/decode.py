@@ -365,6 +365,13 @@ class NvImageCodecCDecoder:
         """Whether nvImageCodec decodes this code stream: a colour (YCbCr / RGB) JPEG."""
         return cs.codec == "jpeg" and cs.channels == 3 and cs.color_spec in self._colour
 
+    def another(self) -> NvImageCodecCDecoder:
+        """A decoder like this one (same device, CPU threads and memory), for a further
+        decode lane of a :class:`~millipyde.data.loader.Loader`."""
+        return NvImageCodecCDecoder(self.device, PillowDecoder(self.device,
+                                                               self.fallback.threads),
+                                    self.host)
+
     def _parse(self, data: Any) -> tuple[Any, int] | None:
         """``(code stream, pixels)`` of a sample it takes, else None (:func:`coded_reader`'s
         parse: ``data`` the sample's bytes, or a file's path where ``NATIVE_FILES``)."""

@@ -33,8 +33,15 @@ import numpy as np
 from ..backend import ACTIVE as runtime
 from .readahead import READ_THREADS, WINDOW_BYTES, ReadAhead
 
-#: decoded batches kept ready ahead of the consumer
+#: decoded batches kept ready ahead of the consumer (at least one per decode lane)
 AHEAD = 2
+#: decode lanes of a Loader whose decoder can make another of its kind (``another()``:
+#: nvImageCodec's C decoder): each lane a thread with its own decoder and stream, lane ``j``
+#: decoding batches ``first + j``, ``first + j + lanes``, ...; lanes take their samples from
+#: the read-ahead in batch order, one at a time, and decode concurrently, so one lane's
+#: Python between calls (the take, the views, the refills) and its call's start and end
+#: overlap the other's call. 1: one decode thread. Read when a Loader is made.
+DECODE_LANES = 1
 #: samples tried (not known bad) to refill one bad sample
 MAX_REFILLS = 64
 #: the interpreter's thread switch interval (seconds) while a Loader runs. A C call that
@@ -200,16 +207,25 @@ class Loader:
         Raise :class:`BadSampleError` at the first bad sample.
     first : int
         The first batch asked for (a resumed stream starts past 0).
+    lanes : int, optional
+        Decode lanes (default :data:`DECODE_LANES`); more than one only where ``decoder``
+        has ``another()`` (each further lane's decoder is made in its own thread).
     """
 
     def __init__(self, source: Any, sampler: Any, plan: Callable[[int], Any], decoder: Any,
                  device: int, bad: BadSamples, *, strict: bool = False, ahead: int = AHEAD,
                  threads: int = READ_THREADS, window: int = WINDOW_BYTES,
-                 first: int = 0) -> None:
+                 first: int = 0, lanes: int | None = None) -> None:
         self.source, self.sampler, self.plan = source, sampler, plan
         self.first = int(first)
         self.decoder, self.device, self.bad, self.strict = decoder, device, bad, strict
-        self.ahead = max(1, int(ahead))
+        lanes = DECODE_LANES if lanes is None else int(lanes)
+        if lanes < 1:
+            raise ValueError(f"lanes must be >= 1, got {lanes}")
+        self.lanes = lanes if callable(getattr(decoder, "another", None)) else 1
+        #: each lane's decoder (lane 0's is ``decoder``; the others' made by their lane)
+        self.decoders: list[Any] = [decoder] + [None] * (self.lanes - 1)
+        self.ahead = max(self.lanes, int(ahead))
         # PARSE_IN_READERS: a decoder that prepares samples itself (nvImageCodec parses
         # them) gives the readers what to do with each
         prepare = getattr(decoder, "reader", None) if PARSE_IN_READERS else None
@@ -219,18 +235,23 @@ class Loader:
         self._ready: dict[int, Any] = {}
         self._want = self.first  # the batch the consumer asks for next
         self._end: int | None = None  # first batch index past the plan
+        self._turn = self.first  # the batch whose lane takes its samples next
         self._stopped = False
+        self._stats_lock = threading.Lock()
         #: seconds the decode thread spent waiting for read bytes, decoding, and on the rest
         #: (refills, labels), and the batches it made: where time goes (bench/bench_data.py)
         # (the first decode call, which starts the decoder, kept apart: reports of the steady
         # call time leave it out)
         self.stats = {"read_wait_s": 0.0, "decode_s": 0.0, "other_s": 0.0, "batches": 0,
                       "decode_first_s": 0.0}
-        self._thread = threading.Thread(target=self._run, name="millipyde-decode-batches",
-                                        daemon=True)
+        self._threads = [threading.Thread(target=self._run, args=(j,), daemon=True,
+                                          name="millipyde-decode-batches"
+                                          + (f"-{j}" if j else ""))
+                         for j in range(self.lanes)]
         _enter_streaming()
         self._streaming = True
-        self._thread.start()
+        for t in self._threads:
+            t.start()
 
     def _samples(self) -> Iterator[int]:
         for b in itertools.count(self.first):
@@ -239,8 +260,8 @@ class Loader:
                 return
             yield from np.atleast_1d(self.sampler.sample_of(ks)).tolist()
 
-    # -- the decode thread -------------------------------------------------------------
-    def _run(self) -> None:
+    # -- the decode lanes ---------------------------------------------------------------
+    def _run(self, lane: int) -> None:
         with runtime.on_device(self.device):
             stream = None
             if runtime.caps.launches_on_streams:
@@ -248,16 +269,32 @@ class Loader:
                 stream = runtime.take_stream(self.device, blocking=not NONBLOCKING_STREAM)
             kept = _keep_pool(self.device)
             try:
+                if lane and not self._stopped:
+                    try:
+                        self.decoders[lane] = self.decoder.another()
+                    except BaseException as err:  # the lane's batches carry the error
+                        self._fail_lane(lane, err)
+                        return
                 with runtime.using_stream(stream):
-                    self._loop(stream)
+                    self._loop(lane, stream)
             finally:
                 if kept:
                     _release_pool(self.device)
                 if stream is not None:
                     runtime.give_stream(stream)
 
-    def _loop(self, stream: Any) -> None:
-        for b in itertools.count(self.first):
+    def _fail_lane(self, lane: int, err: BaseException) -> None:
+        """Hand ``err`` to the consumer of the lane's next batch (its turn passed on)."""
+        with self._cond:
+            b = self.first + lane
+            while b < self._turn:
+                b += self.lanes
+            self._ready[b] = err
+            self._cond.notify_all()
+
+    def _loop(self, lane: int, stream: Any) -> None:
+        dec = self.decoders[lane]
+        for b in itertools.count(self.first + lane, self.lanes):
             with self._cond:
                 while not self._stopped and b >= self._want + self.ahead:
                     self._cond.wait()
@@ -265,33 +302,63 @@ class Loader:
                     return
             try:
                 ks = self.plan(b)
-                made: Any = None if ks is None else self._make(np.asarray(ks, np.int64),
-                                                               stream)
+                made: Any = None if ks is None else self._make(
+                    np.asarray(ks, np.int64), stream, dec, b)
             except BaseException as err:  # handed to the consumer of batch b
                 made = err
+                self._pass_turn(b)
+                if isinstance(err, StopIteration) and self._end is not None \
+                        and b >= self._end:
+                    return  # past the plan's end, which another lane met
             with self._cond:
                 if made is None:
-                    self._end = b
+                    self._end = b if self._end is None else min(self._end, b)
                 else:
                     self._ready[b] = made
                 self._cond.notify_all()
             if made is None or isinstance(made, BaseException):
+                self._pass_turn(b)
                 return
 
-    def _make(self, ks: np.ndarray, stream: Any) -> DecodedBatch:
+    def _wait_turn(self, b: int) -> None:
+        """Wait until batch ``b``'s lane may take its samples (every batch before it took
+        theirs: the read-ahead hands samples out in the plan's order)."""
+        if self.lanes == 1:
+            return
+        with self._cond:
+            while self._turn < b and not self._stopped:
+                if self._end is not None and b >= self._end:
+                    raise StopIteration
+                self._cond.wait(0.5)
+            if self._stopped:
+                raise StopIteration
+
+    def _pass_turn(self, b: int) -> None:
+        if self.lanes == 1:
+            return
+        with self._cond:
+            if self._turn <= b:
+                self._turn = b + 1
+                self._cond.notify_all()
+
+    def _make(self, ks: np.ndarray, stream: Any, dec: Any, b: int) -> DecodedBatch:
         src = self.source
         n = len(ks)
         t0 = time.perf_counter()
+        self._wait_turn(b)
         # held from before the take: the room it makes wakes no reader until the call is over
         # (a sample not read yet ends the hold, see ReadAhead.held_back)
         with self.reader.held_back() if HOLD_READERS else contextlib.nullcontext():
-            taken = self.reader.take_many(n)
+            try:
+                taken = self.reader.take_many(n)
+            finally:
+                self._pass_turn(b)
             samples = np.fromiter((i for i, _ in taken), dtype=np.int64, count=n)
             datas = [d for _, d in taken]
             rows = [r for r in range(n) if not isinstance(datas[r], BaseException)]
             t1 = time.perf_counter()
-            got = self.decoder.decode([datas[r] for r in rows],
-                                      lambda j: src.name(int(samples[rows[j]])), stream)
+            got = dec.decode([datas[r] for r in rows],
+                             lambda j: src.name(int(samples[rows[j]])), stream)
         t2 = time.perf_counter()
         arrays: list[Any] = [None] * n
         for r, a in zip(rows, got, strict=True):
@@ -299,23 +366,26 @@ class Loader:
         for r in range(n):
             err = datas[r] if arrays[r] is None else arrays[r]
             if isinstance(err, BaseException):
-                samples[r], arrays[r] = self._refill(int(ks[r]), int(samples[r]), err, stream)
+                samples[r], arrays[r] = self._refill(int(ks[r]), int(samples[r]), err,
+                                                     stream, dec)
         ready = runtime.record_event(stream) if stream is not None else None
         labels = None if src.labels is None else src.labels[samples]
         targets = None
         if src.has_targets:
             targets = [src.targets(int(s), tuple(a.shape[:2]))
                        for s, a in zip(samples.tolist(), arrays, strict=True)]
-        st = self.stats
-        st["read_wait_s"] += t1 - t0
-        st["decode_s"] += t2 - t1
-        if not st["batches"]:
-            st["decode_first_s"] = t2 - t1
-        st["other_s"] += time.perf_counter() - t2
-        st["batches"] += 1
+        with self._stats_lock:
+            st = self.stats
+            st["read_wait_s"] += t1 - t0
+            st["decode_s"] += t2 - t1
+            if not st["batches"]:
+                st["decode_first_s"] = t2 - t1
+            st["other_s"] += time.perf_counter() - t2
+            st["batches"] += 1
         return DecodedBatch(ks, samples, arrays, labels, targets, ready)
 
-    def _refill(self, k: int, sample: int, err: BaseException, stream: Any) -> tuple[int, Any]:
+    def _refill(self, k: int, sample: int, err: BaseException, stream: Any,
+                dec: Any) -> tuple[int, Any]:
         """The sample (and its decoded buffer) taking output ``k``'s place (see the module
         doc)."""
         src = self.source
@@ -337,7 +407,7 @@ class Loader:
                 self.bad.add(s2, src.name(s2), e)
                 continue
             name2 = src.name(s2)
-            a = self.decoder.decode([data], lambda _, n=name2: n, stream)[0]
+            a = dec.decode([data], lambda _, n=name2: n, stream)[0]
             if isinstance(a, BaseException):
                 self.bad.add(s2, src.name(s2), a)
                 continue
@@ -363,7 +433,7 @@ class Loader:
                     return None
                 if self._stopped:
                     raise RuntimeError("the loader was closed")
-                if not self._thread.is_alive():
+                if not self._threads[(b - self.first) % self.lanes].is_alive():
                     raise RuntimeError("the decode thread exited")
                 self._cond.wait(0.5)
             got = self._ready.pop(b)
@@ -388,12 +458,17 @@ class Loader:
         self.reader.close(join)
         if not join:
             return
-        if self._thread is not threading.current_thread():
-            self._thread.join(30.0)
-        self.decoder.close()
+        deadline = time.monotonic() + 30.0
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(max(0.0, deadline - time.monotonic()))
+        for dec in self.decoders:
+            if dec is not None:
+                dec.close()
 
     def __del__(self) -> None:
-        self.close(join=False)
+        if hasattr(self, "_threads"):  # not where __init__ refused its arguments
+            self.close(join=False)
 
 
 def wait_ready(db: DecodedBatch, stream: Any) -> None:

@@ -199,6 +199,7 @@ class ProcessLoader:
                 "max_slots": self._most,
                 # the worker reads files as this process would (the bench switches it)
                 "nogil_reads": fileread.ENABLED, "hold_readers": loader_mod.HOLD_READERS,
+                "decode_lanes": loader_mod.DECODE_LANES,
                 "switch_interval": loader_mod.SWITCH_INTERVAL,
                 "nvimgcodec_api": decode_mod.nvimgcodec_api(),
                 "capi_compiled": decode_mod.CAPI_COMPILED,
@@ -833,6 +834,7 @@ def worker_main(fd: int) -> int:
         device = int(cfg["device"])
         fileread.ENABLED = bool(cfg.get("nogil_reads", fileread.ENABLED))
         loader_mod.HOLD_READERS = bool(cfg.get("hold_readers", loader_mod.HOLD_READERS))
+        loader_mod.DECODE_LANES = int(cfg.get("decode_lanes", loader_mod.DECODE_LANES))
         loader_mod.SWITCH_INTERVAL = float(cfg.get("switch_interval",
                                                    loader_mod.SWITCH_INTERVAL))
         decode_mod.NVIMGCODEC_API = cfg.get("nvimgcodec_api", decode_mod.NVIMGCODEC_API)

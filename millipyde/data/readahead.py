@@ -100,6 +100,7 @@ class ReadAhead:
         self._waiting_for = -1  # the position the consumer waits for (-1: none)
         self._idle = 0  # readers waiting for room (or for the hold to end)
         self._held_back = False  # readers claim no new run (held_back())
+        self._holds = 0  # held_back() blocks entered and not left (one per decode lane)
         self._read_bytes = 0
         self._read_count = 0
         #: the most bytes held at once (reports and tests)
@@ -232,14 +233,17 @@ class ReadAhead:
         """Inside the block the readers start no new read (each finishes the run it is
         reading); a :meth:`take_many` that has to wait for a sample ends the hold."""
         with self._lock:
+            self._holds += 1
             self._held_back = True
         try:
             yield
         finally:
             with self._lock:
-                self._held_back = False
-                if self._idle:
-                    self._space.notify_all()
+                self._holds -= 1
+                if not self._holds:  # the last of the decode lanes' holds
+                    self._held_back = False
+                    if self._idle:
+                        self._space.notify_all()
 
     @property
     def held(self) -> int:
