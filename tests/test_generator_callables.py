@@ -161,7 +161,11 @@ def test_a_new_seed_after_warm_up_compiles_nothing_and_keeps_its_values(monkeypa
     assert (_kernels_held(), warmup.compiled_count()) == (held, compiled)
     want = eager_outputs(hosts, ops, 16, 3)  # (each a plan of its own: the first few)
     for k, (a, b) in enumerate(zip(got[:16], want, strict=True)):
-        assert_device_same(a, b, f"output {k}")
+        # on a GPU the two kernels may contract the Gaussian's multiply-adds apart (two
+        # passes of up to 17 taps at sigma 2: half an ulp of a term each, ~17 eps of the
+        # result's scale), and a gamma up to 2 doubles the relative error; one H200 showed
+        # 6.5 eps (2026-11-29)
+        assert_device_same(a, b, f"output {k}", eps=32)
 
 
 @pytest.mark.cudasim_ok
