@@ -227,8 +227,10 @@ def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool | s
     from millipyde.data.readahead import ReadAhead
 
     src = mdata.Folder(folder)
-    pick = np.random.default_rng(1).permutation(len(src))[:(batches + 2) * size]
-    blobs = [src.read(int(i)) for i in pick]
+    # the folder's files cycled where the batches need more (each read once)
+    pick = np.resize(np.random.default_rng(1).permutation(len(src)), (batches + 2) * size)
+    blobs = [src.read(int(i)) for i in pick[:len(src)]]
+    blobs = [blobs[k % len(blobs)] for k in range(len(pick))]
     dec = nvimgcodec.Decoder(device_id=0, max_num_cpu_threads=decode_threads())
     params = nvimgcodec.DecodeParams(apply_exif_orientation=True,
                                      color_spec=nvimgcodec.ColorSpec.SRGB)
@@ -298,8 +300,10 @@ def decode_alone_lanes(folder: str, batches: int, lanes: int, size: int = 256) -
     from millipyde.data.decode import NvImageCodecCDecoder, PillowDecoder, decode_threads
 
     src = mdata.Folder(folder)
-    pick = np.random.default_rng(1).permutation(len(src))[:(batches + 2 * lanes) * size]
-    blobs = [src.read(int(i)) for i in pick]
+    pick = np.resize(np.random.default_rng(1).permutation(len(src)),
+                     (batches + 2 * lanes) * size)
+    blobs = [src.read(int(i)) for i in pick[:len(src)]]
+    blobs = [blobs[k % len(blobs)] for k in range(len(pick))]
     decs = [NvImageCodecCDecoder(0, PillowDecoder(0, decode_threads())) for _ in range(lanes)]
     streams = [runtime.take_stream(0) for _ in range(lanes)]
     bad: list = []

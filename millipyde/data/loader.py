@@ -40,8 +40,11 @@ AHEAD = 2
 #: decoding batches ``first + j``, ``first + j + lanes``, ...; lanes take their samples from
 #: the read-ahead in batch order, one at a time, and decode concurrently, so one lane's
 #: Python between calls (the take, the views, the refills) and its call's start and end
-#: overlap the other's call. 1: one decode thread. Read when a Loader is made.
-DECODE_LANES = 1
+#: overlap the other's call. On one H200 (bench/RESULTS.md, "Datasets: decode lanes"), two
+#: lanes fed the ImageNet recipe 1.34-1.61x one lane's rate in three alternated rounds in the
+#: training process, 1.37x through a decode worker; three lanes less than two. Read when a
+#: Loader is made.
+DECODE_LANES = 2
 #: samples tried (not known bad) to refill one bad sample
 MAX_REFILLS = 64
 #: the interpreter's thread switch interval (seconds) while a Loader runs. A C call that
