@@ -368,7 +368,8 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
                 nogil_reads: bool | None = None, hold_readers: bool | None = None,
                 switch: float | None = None, nvimgcodec_api: str | None = None,
                 parse_in_readers: bool | None = None,
-                capi_compiled: bool | None = None, lanes: int | None = None) -> dict:
+                capi_compiled: bool | None = None, lanes: int | None = None,
+                in_place: bool | None = None) -> dict:
     """img/s of the recipe's float32 NCHW batches from ``source`` taken by torch
     (``read_threads``: the read-ahead's threads, else the default; ``decode_process``: read
     and decode in a worker process, or in this one, else the default; ``nogil_reads``: a
@@ -377,18 +378,21 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
     loading process's switch interval (``loader.SWITCH_INTERVAL``); ``nvimgcodec_api``:
     ``"python"`` or ``"c"`` (``decode.NVIMGCODEC_API``); ``parse_in_readers``:
     ``loader.PARSE_IN_READERS``; ``capi_compiled``: the C API's compiled loop or its ctypes
-    loop (``decode.CAPI_COMPILED``); ``lanes``: ``loader.DECODE_LANES``; else the
+    loop (``decode.CAPI_COMPILED``); ``lanes``: ``loader.DECODE_LANES``; ``in_place``: a
+    decoded batch's allocation as its arena (``batch_stream.ARENA_IN_PLACE``); else the
     defaults, ``millipyde.data.fileread.ENABLED``, ``loader``'s and ``decode``'s, restored
     after the row)."""
     from millipyde.data import decode as dmod
     from millipyde.data import fileread
     from millipyde.data import loader as lmod
+    from millipyde.training import batch_stream
 
     # (module, setting, value asked for): each set where given, all restored after the row
     settings = [(fileread, "ENABLED", nogil_reads), (lmod, "HOLD_READERS", hold_readers),
                 (lmod, "SWITCH_INTERVAL", switch), (dmod, "NVIMGCODEC_API", nvimgcodec_api),
                 (lmod, "PARSE_IN_READERS", parse_in_readers),
-                (dmod, "CAPI_COMPILED", capi_compiled), (lmod, "DECODE_LANES", lanes)]
+                (dmod, "CAPI_COMPILED", capi_compiled), (lmod, "DECODE_LANES", lanes),
+                (batch_stream, "ARENA_IN_PLACE", in_place)]
     saved = [(mod, name, getattr(mod, name)) for mod, name, _ in settings]
     try:
         for mod, name, value in settings:
@@ -402,6 +406,7 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
         out["parse_in_readers"] = lmod.PARSE_IN_READERS
         out["capi_compiled"] = dmod.CAPI_COMPILED
         out["decode_lanes"] = lmod.DECODE_LANES
+        out["arena_in_place"] = batch_stream.ARENA_IN_PLACE
     finally:
         for mod, name, value in saved:
             setattr(mod, name, value)
@@ -594,7 +599,8 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
     ``decode.NVIMGCODEC_API = "c"``; ``+parse``: code streams made in the read-ahead
     threads, ``loader.PARSE_IN_READERS``; ``+jit`` / ``+ctloop``: the C API's compiled loop
     or its ctypes loop, ``decode.CAPI_COMPILED``; ``+lanesN``: N decode lanes,
-    ``loader.DECODE_LANES``; ``decode+lanesN``: the C decoder alone in N lanes,
+    ``loader.DECODE_LANES``; ``+packed``: decoded batches packed into a new arena,
+    ``batch_stream.ARENA_IN_PLACE`` off; ``decode+lanesN``: the C decoder alone in N lanes,
     ``decode_alone_lanes``); ``#k`` after a name tells a
     repeated row apart (``folder_worker#2``)."""
     out = []
@@ -609,7 +615,7 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
         src, label = base.split("_", 1)
         if src not in ("folder", "shards") or label not in ("worker", "in_process") or \
                 set(tags) - {"pyread", "nohold", "sw20", "capi", "parse", "jit", "ctloop",
-                             *lanes}:
+                             "packed", *lanes}:
             raise SystemExit(f"--rows: unknown row {name!r}")
         out.append((name, src, label == "worker", tags))
     return out
@@ -711,7 +717,8 @@ def gpu(args: argparse.Namespace) -> dict:
                                     nvimgcodec_api="c" if "capi" in tags else None,
                                     parse_in_readers=True if "parse" in tags else None,
                                     capi_compiled=True if "jit" in tags else
-                                    False if "ctloop" in tags else None, lanes=lanes)
+                                    False if "ctloop" in tags else None, lanes=lanes,
+                                    in_place=False if "packed" in tags else None)
             r = out[name]
             log(f"{name}: {r['rate']:.0f} img/s (nogil reads {r['reader_nogil_reads']}, held "
                 f"{r['hold_readers']}, parsed in readers {r['parse_in_readers']}; "

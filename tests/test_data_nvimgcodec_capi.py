@@ -684,6 +684,80 @@ def test_a_batch_image_on_the_device_is_a_view_of_its_allocation() -> None:
                                                    "version": 3}
 
 
+def _in_one_allocation(shapes: list, whole: np.ndarray) -> list:
+    """DeviceImages at aligned offsets of ``whole`` (a host stand-in for a batch's
+    allocation), as the C decoder lays a batch out."""
+    out, at = [], 0
+    base = whole.ctypes.data
+    for shape in shapes:
+        out.append(dmod.DeviceImage(dmod._Part(whole, base + at, shape), shape, base + at))
+        at += -(-int(np.prod(shape)) // dmod.ALIGN) * dmod.ALIGN
+    return out
+
+
+def test_a_batch_in_one_allocation_is_its_arena_laid_out_as_packed() -> None:
+    """``one_allocation`` finds a batch's allocation and each image's offset; an arena
+    recorder over that layout has the packed recorder's sizes and input kinds, the
+    allocation's offsets and size; an image of another allocation (a refill, Pillow's) or
+    none: packed as before."""
+    from types import SimpleNamespace
+
+    from millipyde.training.batch_arena import ArenaRecorder
+
+    whole = np.zeros(1 << 20, np.uint8)
+    shapes = [(375, 500, 3), (5, 7, 3), (500, 375, 3), (5, 7, 3)]
+    imgs = _in_one_allocation(shapes, whole)
+    got = dmod.one_allocation(imgs)
+    assert got is not None and got[0] is whole
+    assert got[1].tolist() == [0, 562688, 562944, 1125632]  # 256-byte aligned
+    assert got[2].tolist() == [list(s) for s in shapes]
+    state = SimpleNamespace(inputs=imgs, seed=0)
+    laid = ArenaRecorder(state, [], (got[2], "|u1", got[1], whole.size))
+    packed = ArenaRecorder(state, [])
+    assert laid.hw.tolist() == packed.hw.tolist() == [list(s[:2]) for s in shapes]
+    assert laid.kinds == packed.kinds == [(3, "|u1")]
+    assert laid.kind.tolist() == packed.kind.tolist() == [0, 0, 0, 0]
+    assert laid.offset.tolist() == got[1].tolist() and laid.arena_size == {"|u1": 1 << 20}
+    assert packed.offset.tolist() == [0, 562500, 562605, 1125105]
+    other = _in_one_allocation([(5, 7, 3)], np.zeros(4096, np.uint8))
+    assert dmod.one_allocation(imgs[:2] + other) is None
+    assert dmod.one_allocation(imgs[:2] + [np.zeros((5, 7, 3), np.uint8)]) is None
+    assert dmod.one_allocation([]) is None
+
+
+@needs_lib
+@pytest.mark.skipif(not ACTIVE.caps.nvidia_codecs, reason="the C decoder's device path")
+def test_folder_batches_with_the_arena_in_place_equal_packed_ones(tmp_path,
+                                                                   monkeypatch) -> None:
+    """On a GPU: a folder's ImageNet-recipe batches through the C decoder, whose batches'
+    allocations are their arenas, equal the same batches packed into a new arena, bit for
+    bit, labels too; a corrupt file (refilled: packed) in the folder changes nothing."""
+    import millipyde as mp
+    from millipyde.training import batch_stream
+    from millipyde.training.recipes import operations
+
+    photos = [data.astronaut(), data.chelsea(), data.coffee(), data.rocket()]
+    for c in range(2):
+        (tmp_path / f"c{c}").mkdir()
+        for i in range(24):
+            a = photos[(i + c) % 4][i % 7:, (3 * i) % 11:]
+            (tmp_path / f"c{c}" / f"{i}.jpg").write_bytes(_jpeg(np.ascontiguousarray(a)))
+    (tmp_path / "c1" / "bad.jpg").write_bytes(b"\xff\xd8 not a jpeg")
+    monkeypatch.setattr(dmod, "NVIMGCODEC_API", "c")
+    got = {}
+    for in_place in (True, False):
+        monkeypatch.setattr(batch_stream, "ARENA_IN_PLACE", in_place)
+        gen = mp.Generator(str(tmp_path), operations("imagenet"), shuffle=True, seed=4,
+                           decoder="nvimgcodec")
+        with pytest.warns(UserWarning, match="bad.jpg"), \
+                gen.batches(16, with_labels=True) as bs:
+            got[in_place] = [(np.asarray(x).copy(), np.asarray(y).copy())
+                             for x, y in (next(bs) for _ in range(4))]
+        gen.close()
+    for (x1, y1), (x2, y2) in zip(got[True], got[False], strict=True):
+        assert np.array_equal(y1, y2) and np.array_equal(x1, x2)
+
+
 def test_without_the_wheel_the_library_is_none(monkeypatch) -> None:
     monkeypatch.setattr(capi, "_api", [])
     monkeypatch.setattr(capi, "package_dir", lambda: None)

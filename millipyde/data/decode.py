@@ -726,6 +726,30 @@ class DeviceImage:
         return self._buffer
 
 
+def one_allocation(arrays: list) -> tuple[Any, np.ndarray, np.ndarray] | None:
+    """Where every array is a :class:`DeviceImage` of one batch allocation (a batch
+    :class:`NvImageCodecCDecoder` decoded whole, no sample refilled or decoded by Pillow):
+    the allocation, each image's byte offset in it and the (n, 3) shapes; else None."""
+    if not arrays or type(arrays[0]) is not DeviceImage:
+        return None
+    part = arrays[0]._held[2]
+    if type(part) is not _Part:
+        return None
+    whole = part.whole
+    ptrs = np.empty(len(arrays), np.int64)
+    for i, a in enumerate(arrays):
+        if type(a) is not DeviceImage:
+            return None
+        p = a._held[2]
+        if type(p) is not _Part or p.whole is not whole:
+            return None
+        ptrs[i] = p.ptr
+    shapes = np.array([a.shape for a in arrays], dtype=np.int64)
+    if shapes.ndim != 2 or shapes.shape[1] != 3:
+        return None
+    return whole, ptrs - _address_of(whole), shapes
+
+
 def as_buffer(a: Any) -> Any:
     """A decoded sample as a device buffer of the backend (a :class:`DeviceImage`'s array)."""
     return a.buffer() if isinstance(a, DeviceImage) else a

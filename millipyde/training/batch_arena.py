@@ -198,23 +198,37 @@ def reduction_groups(prefixes: list[Prefix], reads: list) -> list[list[int]]:
 
 
 class ArenaRecorder:
-    """Records a Generator's batches as arena gathers (see the module doc)."""
+    """Records a Generator's batches as arena gathers (see the module doc).
 
-    def __init__(self, state: Any, steps: list) -> None:
+    ``layout``: the arena is already laid out (a decoded batch's one allocation,
+    :func:`given_arena`): the inputs' (H, W, C) shapes, their one dtype's ``str``, each
+    input's offset in elements and the arena's size; else the inputs are packed one after
+    another, per dtype (:func:`pack`)."""
+
+    def __init__(self, state: Any, steps: list,
+                 layout: tuple[np.ndarray, str, np.ndarray, int] | None = None) -> None:
         self.state = state
         self.steps = steps
         xs = state.inputs
-        self.hw = np.array([x.shape[:2] for x in xs], dtype=np.int64)
-        kinds = [(1 if x.ndim == 2 else int(x.shape[2]), x.dtype.str) for x in xs]
-        self.kinds = sorted(set(kinds))
-        self.kind = np.array([self.kinds.index(k) for k in kinds], dtype=np.int64)
-        # offsets of each input in its dtype's arena
-        self.offset = np.zeros(len(xs), dtype=np.int64)
-        self.arena_size: dict[str, int] = {}
-        for i, x in enumerate(xs):
-            at = self.arena_size.get(x.dtype.str, 0)
-            self.offset[i] = at
-            self.arena_size[x.dtype.str] = at + int(x.size)
+        if layout is not None:
+            shapes, dt, self.offset, size = layout
+            self.hw = np.ascontiguousarray(shapes[:, :2], dtype=np.int64)
+            chans, kind = np.unique(shapes[:, 2], return_inverse=True)
+            self.kinds = [(int(c), dt) for c in chans.tolist()]  # as sorted(set(kinds))
+            self.kind = kind.astype(np.int64)
+            self.arena_size: dict[str, int] = {dt: int(size)}
+        else:
+            self.hw = np.array([x.shape[:2] for x in xs], dtype=np.int64)
+            kinds = [(1 if x.ndim == 2 else int(x.shape[2]), x.dtype.str) for x in xs]
+            self.kinds = sorted(set(kinds))
+            self.kind = np.array([self.kinds.index(k) for k in kinds], dtype=np.int64)
+            # offsets of each input in its dtype's arena
+            self.offset = np.zeros(len(xs), dtype=np.int64)
+            self.arena_size = {}
+            for i, x in enumerate(xs):
+                at = self.arena_size.get(x.dtype.str, 0)
+                self.offset[i] = at
+                self.arena_size[x.dtype.str] = at + int(x.size)
         self.gates = any(s.op.probability is not None and not s.reshapes for s in steps) or \
             any(isinstance(s, batch_ops.Step) and s.form.skips for s in steps) or \
             any(isinstance(s, (batch_ops.ChoiceStep, batch_ops.PolicyStep,
@@ -496,6 +510,13 @@ def pack(rec: ArenaRecorder, buffers: list, device: int) -> dict[str, Any]:
     with rec.lock:
         rec.arenas[device] = arena
     return arena
+
+
+def given_arena(rec: ArenaRecorder, whole: Any, device: int) -> None:
+    """Set ``whole`` (one device allocation holding every input at the recorder's offsets,
+    ``ArenaRecorder(layout=...)``) as the recorder's arena on ``device``: no copy."""
+    with rec.lock:
+        rec.arenas[device] = {np.dtype(whole.dtype).str: whole}
 
 
 def _pack_by_address(rec: ArenaRecorder, arena: dict, buffers: list, device: int) -> None:

@@ -6,8 +6,9 @@ batch engine. Each iterator of the Generator (``batches()``, ``next()``) gets it
 :class:`~millipyde.data.loader.Loader`, which reads and decodes its batches ahead.
 
 A decoded batch's samples are, for that batch, the inputs of the engine's arena gathers
-(``batch_arena``): :meth:`Stream.arena` packs them into one flat buffer per dtype (one device
-copy per sample, no host copy) and returns a recorder over them, so a batch of mixed-size
+(``batch_arena``): :meth:`Stream.arena` packs them into one flat buffer per dtype (one batched
+device copy, no host copy; none where the decoder left the whole batch in one allocation,
+which is then the arena) and returns a recorder over them, so a batch of mixed-size
 photographs is one launch per kernel of the chain, as for resident inputs. Samples whose input
 kind fails to record the chain cleanly, and chains the arena does not take, go the per-output
 way (:func:`images_of` wraps decoded buffers as gpuimages, without a copy).
@@ -22,12 +23,17 @@ from typing import Any
 import numpy as np
 
 from ..data import process
-from ..data.decode import as_buffer, make_decoder
+from ..data.decode import as_buffer, make_decoder, one_allocation
 from ..data.loader import BadSamples, DecodedBatch, Loader
 from ..data.process import ProcessLoader
 from ..data.readahead import READ_THREADS, WINDOW_BYTES
 from ..image import gpuimage
 from . import batch_arena
+
+#: a batch decoded whole into one allocation (``data.decode.one_allocation``) is the arena of
+#: its gathers as it lies, instead of being packed into a new one (one batched copy and a
+#: Python pass per sample); False: always packed (the bench's A/B). Read per batch.
+ARENA_IN_PLACE = True
 
 
 class Stream:
@@ -95,15 +101,23 @@ class Stream:
                     self._clean[key] = ok
             if not ok:
                 left.append(r)
+        # a batch the C decoder decoded whole is laid out in one allocation already: that
+        # allocation is the arena (no copy, no per-sample layout in Python)
+        shared = one_allocation(arrays) if ARENA_IN_PLACE else None
+        layout = None if shared is None else (shared[2], "|u1", shared[1],
+                                              int(shared[0].size))
         rec = batch_arena.ArenaRecorder(SimpleNamespace(inputs=arrays, seed=self.seed),
-                                        self.steps)
+                                        self.steps, layout)
         if self._one_gather is None:
             k = db.ks[:1]
             self._one_gather = plans_ok = batch_arena.plans_one_gather(rec, k, np.zeros(1, int))
             if not plans_ok:
                 self.steps = None
                 return None
-        batch_arena.pack(rec, arrays, device)
+        if shared is not None:
+            batch_arena.given_arena(rec, shared[0], device)
+        else:
+            batch_arena.pack(rec, arrays, device)
         return rec, left
 
 
