@@ -455,6 +455,8 @@ def _stream_rate(source: str, batches: int, warmup: int, size: int, rank: int, w
         rss1, dev1 = rss_mb(), device_used_mb()
         wrss = None if proc is None else [wrss0, rss_mb(proc.pid)]
         dec = bs._loader.decoder
+        counts = bs._loader.decoded() if hasattr(bs._loader, "decoded") else \
+            (getattr(dec, "on_gpu", None), getattr(dec, "on_host", None))
         # where the time of the whole run went (warm-up included): the decode thread's waits
         # for bytes, its decode calls and the rest; the batch worker's time on streamed
         # batches; the consumer's waits
@@ -463,8 +465,7 @@ def _stream_rate(source: str, batches: int, warmup: int, size: int, rank: int, w
                "open_s": t_open, "warmup_s": t_warm, "warmup_batches": warmup,
                "rss_mb": [rss0, rss1], "device_mb": [dev0, dev1],
                "rss_growth_mb": rss1 - rss0, "device_growth_mb": dev1 - dev0,
-               "decoder": dec.name, "on_gpu": getattr(dec, "on_gpu", None),
-               "on_host": getattr(dec, "on_host", None),
+               "decoder": dec.name, "on_gpu": counts[0], "on_host": counts[1],
                "read_peak_mb": bs._loader.reader.peak / 2**20,
                "reader_nogil_reads": getattr(bs._loader.reader, "nogil_reads", None),
                "bad": len(gen.bad_samples), "start": start, "end": start + dt,

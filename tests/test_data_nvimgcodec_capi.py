@@ -395,9 +395,10 @@ def test_a_loader_over_a_folder_decodes_as_pillow(tmp_path, monkeypatch, parse_i
         finally:
             loader.close()
         assert list(bad.names) == [str(tmp_path / "05.jpg")]
-        if name == "c":  # the JPEGs and the refill (12.jpg) by nvImageCodec; the PNG and
-            # the broken file by Pillow
-            assert (dec.on_gpu, dec.on_host) == (11, 2)
+        if name == "c":  # the JPEGs and the refill (12.jpg) by nvImageCodec (one decoder
+            # per decode lane); the PNG and the broken file by Pillow
+            assert loader.lanes == lmod.DECODE_LANES
+            assert loader.decoded() == (11, 2)
     for a, b in zip(got["pillow"], got["c"], strict=True):
         assert list(a.samples) == list(b.samples)
         for x, y in zip(a.arrays, b.arrays, strict=True):

@@ -419,6 +419,15 @@ class Loader:
             f"bad sample {name!r} and no sample of this rank's share could take its place "
             f"({tried} more tried; {len(self.bad)} bad files so far): {err}") from err
 
+    def decoded(self) -> tuple[int | None, int | None]:
+        """Samples decoded so far by the lanes' decoders on the GPU (nvImageCodec) and by
+        Pillow, summed over the lanes (None where the decoder does not count them)."""
+        decs = [d for d in self.decoders if d is not None]
+        counts = [(getattr(d, "on_gpu", None), getattr(d, "on_host", None)) for d in decs]
+        if any(g is None or h is None for g, h in counts):
+            return None, None
+        return sum(g for g, _ in counts), sum(h for _, h in counts)
+
     # -- the consumer --------------------------------------------------------------------
     def get(self, b: int) -> DecodedBatch | None:
         """Decoded batch ``b`` (asked in order), or None past the end of the plan.

@@ -878,8 +878,7 @@ def worker_main(fd: int) -> int:
                        [tuple(int(d) for d in a.shape) for a in db.arrays],
                        [np.dtype(a.dtype).str for a in db.arrays], bad.drain(),
                        {**loader.stats, "decoder": decoder.name,
-                        "on_gpu": getattr(decoder, "on_gpu", None),
-                        "on_host": getattr(decoder, "on_host", None),
+                        "on_gpu": loader.decoded()[0], "on_host": loader.decoded()[1],
                         "read_peak": loader.reader.peak,
                         "nogil_reads": loader.reader.nogil_reads}))
             del db
