@@ -1,0 +1,177 @@
+"""Host time of one replayed op, ``img.adjust_gamma(g); img._materialize()`` with a new ``g``
+each call on a resident RGB uint8 image, with the per-op fast paths on and off in turns.
+
+Rows (median over N calls of each call's own host time, microseconds; on a GPU a synchronize,
+untimed, every 32 calls keeps the launch queue short):
+
+- ``op``: the whole op, from the method call until the kernel is queued (issue 13's measure);
+- ``record``: ``img.adjust_gamma(g)`` alone (the node recorded, nothing runs);
+- ``materialize``: ``img._materialize()`` of a node just recorded (the plan found, the replay
+  launch called, the output stored): ``op`` less ``record``, timed alone;
+- Python calls per op (cProfile's count).
+
+Each row is taken with the fast paths on (``fast``) and off (``slow``) in turns, ``--rounds``
+times: off means ``replay.SINGLE = False`` (every one-op chain looked up through its full key)
+and plain ``threading.local`` objects for the device stack, the backend's per-thread state and
+the random streams' key (every read of a field not set in the thread raises and catches an
+AttributeError: the code before these fast paths).
+
+The launch: on ``MILLIPYDE_BACKEND=cuda`` the real one (the replay launch the backend bound:
+``RawBound2D`` through the driver). Elsewhere (no GPU: ``cudasim``) the image is ``--side``
+16 by default, because the simulator runs the warm-up launches a thread at a time, and the
+replay launch's backend call is a stub that returns an output made once: the rows then time
+all the Python above the backend's bound launch, which is the same code as on a GPU (the
+plan's key does not depend on the side beyond equality). ``--stub`` forces the stub on a GPU
+too (the driver call, the allocation and the context check left out).
+
+``python3 bench/probes/host_fastpath.py [--calls N] [--rounds R] [--side S] [--stub]`` from the
+repository root, with ``MILLIPYDE_BACKEND`` set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import millipyde as mp  # noqa: E402
+from millipyde import devices  # noqa: E402
+from millipyde import random as mprandom  # noqa: E402
+from millipyde.backend import ACTIVE  # noqa: E402
+from millipyde.graph.exec import replay  # noqa: E402
+
+
+def _median(fn, n: int, sync: bool) -> float:
+    clock = time.perf_counter_ns
+    times = []
+    for i in range(n):
+        t0 = clock()
+        fn(i)
+        times.append(clock() - t0)
+        if sync and i & 31 == 31:
+            mp.synchronize()
+    if sync:
+        mp.synchronize()
+    return statistics.median(times) / 1e3
+
+
+def _calls(fn, n: int = 300) -> float:
+    prof = cProfile.Profile()
+    prof.enable()
+    for i in range(n):
+        fn(i)
+    prof.disable()
+    return pstats.Stats(prof).total_calls / n
+
+
+class _Switch:
+    """The per-op fast paths on (``fast``) or off (``slow``: as before them)."""
+
+    def __init__(self) -> None:
+        self.fast = (devices._tls, ACTIVE._tls, mprandom._state)
+
+    def set(self, on: bool) -> None:
+        replay.SINGLE = on
+        if on:
+            devices._tls, ACTIVE._tls, mprandom._state = self.fast
+        else:  # (fresh plain thread-locals: nothing is set in them at the probe's top level)
+            devices._tls, ACTIVE._tls, mprandom._state = (threading.local(), threading.local(),
+                                                          threading.local())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=10_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--side", type=int, default=None)
+    ap.add_argument("--stub", action="store_true")
+    args = ap.parse_args()
+    gpu = mp.backend() == "cuda"
+    stub = args.stub or not gpu
+    side = args.side or (512 if gpu else 16)
+    img = mp.gpuimage(np.random.default_rng(0).integers(0, 256, (side, side, 3),
+                                                         dtype=np.uint8))
+    img._materialize()
+    source = img._node
+
+    def op(i: int) -> None:
+        img.adjust_gamma(0.5 + (i % 100_000) * 1e-5)
+        img._materialize()
+
+    for i in range(8):  # planned, cached, the replay launch learnt
+        op(i)
+    mp.synchronize()
+    fast = [e.fast for e in replay._cache.values() if e.fast is not None]
+    if not fast:
+        raise SystemExit("no replay launch was learnt")
+    bound = fast[0].bound
+    if stub:
+        out = img._node.buffer
+
+        def stubbed(src, params, table=None):
+            return out
+
+        fast[0].bound = stubbed
+    load = os.getloadavg()
+    print(f"backend {mp.backend()}, {side}x{side} RGB, replay launch {type(bound).__name__}"
+          f"{' (stubbed)' if stub else ''}, {args.calls} calls a row, load "
+          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
+
+    def record(i: int) -> None:
+        img._bind(source)
+        img.adjust_gamma(0.5 + (i % 100_000) * 1e-5)
+
+    def timed_materialize(n: int) -> float:
+        # each call's node recorded untimed just before it
+        clock = time.perf_counter_ns
+        times = []
+        for i in range(n):
+            img.adjust_gamma(0.5 + (i % 100_000) * 1e-5)
+            t0 = clock()
+            img._materialize()
+            times.append(clock() - t0)
+            if gpu and i & 31 == 31:
+                mp.synchronize()
+        mp.synchronize()
+        return statistics.median(times) / 1e3
+
+    switch = _Switch()
+    rows = {"op": lambda: _median(op, args.calls, gpu),
+            "record": lambda: _median(record, args.calls, False),
+            "materialize": lambda: timed_materialize(args.calls)}
+    results: dict[tuple[str, bool], list[float]] = {}
+    for r in range(args.rounds):
+        for name, fn in rows.items():
+            for on in ((True, False) if r % 2 == 0 else (False, True)):
+                switch.set(on)
+                img._bind(source)
+                fn()  # (a warm-up pass, not kept)
+                img._bind(source)
+                results.setdefault((name, on), []).append(fn())
+                img._bind(source)
+    calls = {}
+    for on in (True, False):
+        switch.set(on)
+        img._bind(source)
+        calls[on] = _calls(op)
+        img._bind(source)
+    switch.set(True)
+    for name in rows:
+        f, s = results[(name, True)], results[(name, False)]
+        print(f"  {name:12s} fast {' '.join(f'{v:6.2f}' for v in f)}  slow "
+              f"{' '.join(f'{v:6.2f}' for v in s)}  us (rounds)", flush=True)
+    print(f"  Python calls per op: fast {calls[True]:.1f}, slow {calls[False]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
