@@ -31,9 +31,7 @@ repository root, with ``MILLIPYDE_BACKEND`` set.
 from __future__ import annotations
 
 import argparse
-import cProfile
 import os
-import pstats
 import statistics
 import sys
 import threading
@@ -45,33 +43,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import millipyde as mp  # noqa: E402
+from bench.probes.profile_op import _calls, _median_call  # noqa: E402
 from millipyde import devices  # noqa: E402
 from millipyde import random as mprandom  # noqa: E402
 from millipyde.backend import ACTIVE  # noqa: E402
 from millipyde.graph.exec import replay  # noqa: E402
-
-
-def _median(fn, n: int, sync: bool) -> float:
-    clock = time.perf_counter_ns
-    times = []
-    for i in range(n):
-        t0 = clock()
-        fn(i)
-        times.append(clock() - t0)
-        if sync and i & 31 == 31:
-            mp.synchronize()
-    if sync:
-        mp.synchronize()
-    return statistics.median(times) / 1e3
-
-
-def _calls(fn, n: int = 300) -> float:
-    prof = cProfile.Profile()
-    prof.enable()
-    for i in range(n):
-        fn(i)
-    prof.disable()
-    return pstats.Stats(prof).total_calls / n
 
 
 class _Switch:
@@ -146,8 +122,8 @@ def main() -> None:
         return statistics.median(times) / 1e3
 
     switch = _Switch()
-    rows = {"op": lambda: _median(op, args.calls, gpu),
-            "record": lambda: _median(record, args.calls, False),
+    rows = {"op": lambda: _median_call(op, args.calls),
+            "record": lambda: _median_call(record, args.calls),
             "materialize": lambda: timed_materialize(args.calls)}
     results: dict[tuple[str, bool], list[float]] = {}
     for r in range(args.rounds):
@@ -155,15 +131,13 @@ def main() -> None:
             for on in ((True, False) if r % 2 == 0 else (False, True)):
                 switch.set(on)
                 img._bind(source)
-                fn()  # (a warm-up pass, not kept)
-                img._bind(source)
                 results.setdefault((name, on), []).append(fn())
                 img._bind(source)
     calls = {}
     for on in (True, False):
         switch.set(on)
         img._bind(source)
-        calls[on] = _calls(op)
+        calls[on] = _calls(op, 300)
         img._bind(source)
     switch.set(True)
     for name in rows:

@@ -15,7 +15,6 @@ import millipyde as mp
 from millipyde import config, devices
 from millipyde import random as mprandom
 from millipyde.backend import ACTIVE
-from millipyde.graph.exec import gather as exec_gather
 from millipyde.graph.exec import replay
 from millipyde.graph.ir.node import Node, apply, leaf
 from millipyde.graph.plan import schedule
@@ -38,10 +37,7 @@ STEPS = (0.1, 0.2, 0.35, 0.6, 0.8, 0.9)
 
 
 @pytest.fixture(autouse=True)
-def _fresh(monkeypatch):
-    # uint8 chains computed in the kernel on every backend, as in test_replay_launch
-    monkeypatch.setattr(exec_gather, "tables_inline",
-                        lambda k: bool((k.pre or k.post) and k.lut_mode))
+def _fresh():
     replay.clear()
     yield
     replay.clear()
