@@ -24,6 +24,14 @@ all the Python above the backend's bound launch, which is the same code as on a 
 plan's key does not depend on the side beyond equality). ``--stub`` forces the stub on a GPU
 too (the driver call, the allocation and the context check left out).
 
+Without a GPU (and with gcc) two more rows time the cuda backend's own part of the replay
+launch, ``RawBound2D.__call__`` (``backend/cuda_bound.py``), over a no-op driver built here
+(``cuCtxGetCurrent`` and ``cuLaunchKernelEx`` return at once) and an allocator that returns
+one output made once: ``bound (ctypes)`` its first ``cuda_jit.AFTER`` calls' path, ``bound
+(compiled)`` the compiled calls' (where they load). Its parameter block has the gamma gather's
+scalars. So ``op`` here + ``bound`` + the driver's launch, the allocation and the context check
+as measured on a GPU (``launch_parts.py``) estimate the op there.
+
 ``python3 bench/probes/host_fastpath.py [--calls N] [--rounds R] [--side S] [--stub]`` from the
 repository root, with ``MILLIPYDE_BACKEND`` set.
 """
@@ -48,6 +56,62 @@ from millipyde import devices  # noqa: E402
 from millipyde import random as mprandom  # noqa: E402
 from millipyde.backend import ACTIVE  # noqa: E402
 from millipyde.graph.exec import replay  # noqa: E402
+
+_NOOP_DRIVER = r"""
+#include <stdint.h>
+#include <stddef.h>
+int cuCtxGetCurrent(uint64_t *out) { *out = 0xC7; return 0; }
+int cuLaunchKernelEx(const void *c, uint64_t f, void **p, void **e) { return 0; }
+int cuLaunchKernel(uint64_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                   unsigned by, unsigned bz, unsigned sh, uint64_t st, void **p, void **e) {
+    return 0;
+}
+int cuMemcpyDtoDAsync_v2(uint64_t d, uint64_t s, size_t n, uint64_t st) { return 0; }
+"""
+
+
+def _noop_bound(nscalars: int, side: int):
+    """A ``RawBound2D`` of a (src, dst, table, ``nscalars`` float64) launch over the no-op
+    driver, its backend the active one's thread state and a known stream; None without gcc."""
+    import ctypes
+    import shutil
+    import subprocess
+    import tempfile
+    from types import SimpleNamespace
+
+    from cuda.bindings.driver import CUdeviceptr
+    from numba.core import types
+
+    from millipyde.backend import rawlaunch
+    from millipyde.backend.cuda_bound import RawBound2D
+    from millipyde.backend.cuda_devices import CudaDevices
+
+    if shutil.which("gcc") is None:
+        return None
+    d = Path(tempfile.mkdtemp(prefix="noopcuda"))
+    (d / "noop.c").write_text(_NOOP_DRIVER)
+    subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-o", str(d / "libnoop.so"),
+                    str(d / "noop.c")], check=True)
+    rawlaunch._libcuda = rawlaunch.typed(ctypes.CDLL(str(d / "libnoop.so")))
+
+    def array(ptr: int) -> SimpleNamespace:
+        ref = np.empty((side, side, 3), np.uint8)
+        return SimpleNamespace(size=ref.size, dtype=ref.dtype, shape=ref.shape,
+                               strides=ref.strides, ndim=3,
+                               gpu_data=SimpleNamespace(device_pointer=CUdeviceptr(ptr)))
+
+    class Backend:
+        _default_streams = {0: SimpleNamespace(handle=SimpleNamespace(value=0x77))}
+        stream_on = CudaDevices.stream_on
+        _tls = property(lambda self: ACTIVE._tls)  # (the switch's thread state)
+
+    arr3 = types.Array(types.uint8, 3, "C")
+    template = rawlaunch.build(0x1234, (arr3, arr3, arr3) + (types.float64,) * nscalars)
+    src, dst, table = array(1 << 20), array(1 << 21), array(1 << 22)
+    bound = RawBound2D(Backend(), None, template, lambda handle: dst, 0, 0xC7, (16, 64, 1),
+                       (32, 8, 1), (src, dst, table) + (0.5,) * nscalars, src, nscalars)
+    bound.warm = -1  # (the ctypes path until ``_attach`` is called)
+    return bound, src, [0.5] * nscalars
 
 
 class _Switch:
@@ -125,6 +189,15 @@ def main() -> None:
     rows = {"op": lambda: _median_call(op, args.calls),
             "record": lambda: _median_call(record, args.calls),
             "materialize": lambda: timed_materialize(args.calls)}
+    noop = None if gpu else _noop_bound(len(fast[0].base), side)
+    if noop is not None:
+        raw, raw_src, raw_params = noop
+
+        def raw_call(i: int) -> None:
+            raw_params[0] = 0.5 + (i % 100_000) * 1e-5
+            raw(raw_src, raw_params)
+
+        rows["bound (ctypes)"] = lambda: _median_call(raw_call, args.calls)
     results: dict[tuple[str, bool], list[float]] = {}
     for r in range(args.rounds):
         for name, fn in rows.items():
@@ -133,6 +206,15 @@ def main() -> None:
                 img._bind(source)
                 results.setdefault((name, on), []).append(fn())
                 img._bind(source)
+    if noop is not None:
+        raw._attach()
+        if raw.jit is not None:
+            for r in range(args.rounds):
+                for on in ((True, False) if r % 2 == 0 else (False, True)):
+                    switch.set(on)
+                    results.setdefault(("bound (compiled)", on), []).append(
+                        _median_call(raw_call, args.calls))
+            rows["bound (compiled)"] = None
     calls = {}
     for on in (True, False):
         switch.set(on)
@@ -142,7 +224,7 @@ def main() -> None:
     switch.set(True)
     for name in rows:
         f, s = results[(name, True)], results[(name, False)]
-        print(f"  {name:12s} fast {' '.join(f'{v:6.2f}' for v in f)}  slow "
+        print(f"  {name:16s} fast {' '.join(f'{v:6.2f}' for v in f)}  slow "
               f"{' '.join(f'{v:6.2f}' for v in s)}  us (rounds)", flush=True)
     print(f"  Python calls per op: fast {calls[True]:.1f}, slow {calls[False]:.1f}")
 
