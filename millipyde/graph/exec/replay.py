@@ -14,10 +14,11 @@ replay runs exactly what a fresh plan would.
 The cache holds positions in the chain, never nodes, so it keeps no buffer alive.
 
 One op recorded on a stored source (``img.adjust_gamma(g)`` then a read: the chain ``[source,
-node]``) is the case a loop repeats: its last hit per op is kept (``_last``) with what its key
-was built from, so the next such chain whose fields are the same objects (or equal) finds the
-plan without building and hashing the key. The memo holds only plans that are in the cache
-under that key (any change of the cache empties it), so it finds exactly what the key would.
+node]``) is the case a loop repeats: its last hit per op and source shape is kept (``_last``)
+with what its key was built from, so the next such chain whose fields are the same objects
+(or equal) finds the plan without building and hashing the key. The memo holds only plans
+that are in the cache under that key (any change of the cache empties it), so it finds
+exactly what the key would.
 
 A plan of one kernel may also learn a *replay launch* (``_Plan.fast``, made by the kernel
 kind's binder, see ``execute.binds``): on later hits ``execute.materialize`` hands it the
@@ -48,9 +49,10 @@ _cache: dict[tuple, _Plan] = {}
 _SEEN_MAX = 256
 _seen: dict[int, None] = {}
 _lock = threading.Lock()
-#: id(op) -> the last hit of that op alone on a stored source: (op, fused, source shape, dtype,
-#: device, label, shape, dtype, device, params or None, plan); emptied when ``_cache`` changes
-_last: dict[int, tuple] = {}
+#: (id(op), source shape) -> the last hit of that op alone on a stored source of that shape:
+#: (op, fused, source dtype, device, label, shape, dtype, device, params or None, plan);
+#: emptied when ``_cache`` changes (and when it holds ``_MAX`` hits)
+_last: dict[tuple[int, tuple[int, ...]], tuple] = {}
 #: whether a one-op chain is looked up in ``_last`` first (False: always through its key;
 #: the probes and tests compare the two)
 SINGLE = True
@@ -203,17 +205,16 @@ def _single(n: Node, src: Node) -> _Plan | None:
     key reads is the remembered one (the same object, or equal), else None. The same fields
     as ``_chain`` and ``_key`` read for a chain of one node, in the same order of checks."""
     op = n.op
-    got = _last.get(id(op))
+    got = _last.get((id(op), src.shape))  # (the source's shape equal: a key's part)
     if got is None or got[0] is not op or n.gated_off:
         return None
     override = schedule.fusion_override
     fused = override[-1] if override else config.once(config.fusion)
-    _, g_fused, g_shape, g_dtype, g_device, label, shape, dtype, device, params, entry = got
+    _, g_fused, g_dtype, g_device, label, shape, dtype, device, params, entry = got
     # (each field the same object, as an op that keeps its input's shape and dtype passes
     # them, or else equal; written out: a helper's call per field costs more than the test)
-    a, b, c, d = src.shape, src.dtype, n.shape, n.dtype
-    if not (fused is g_fused and (a is g_shape or a == g_shape)
-            and (b is g_dtype or b == g_dtype) and src.device == g_device
+    b, c, d = src.dtype, n.shape, n.dtype
+    if not (fused is g_fused and (b is g_dtype or b == g_dtype) and src.device == g_device
             and n.label == label and (c is shape or c == shape)
             and (d is dtype or d == dtype) and n.device == device):
         return None
@@ -234,8 +235,10 @@ def _remember(key: tuple, n: Node, entry: _Plan) -> None:
         return  # (``_single`` compares it by identity)
     with _lock:
         if _cache.get(key) is entry:  # (not evicted meanwhile)
-            _last[id(n.op)] = (n.op, fused, shape, dtype, device, label, n_shape, n_dtype,
-                               n_device, params, entry)
+            if len(_last) >= _MAX:
+                _last.clear()
+            _last[(id(n.op), shape)] = (n.op, fused, dtype, device, label, n_shape, n_dtype,
+                                        n_device, params, entry)
 
 
 def learn(entry: _Plan, kernels: list[Kernel], seq: list[Node],

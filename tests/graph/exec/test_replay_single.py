@@ -199,3 +199,13 @@ def test_thread_state_reads_none_in_a_new_thread():
         t.join()
     assert devices.target_device() is None
     assert seen == [(None, False, None, None, None)]
+
+
+@cudasim_ok
+def test_sources_of_two_shapes_in_turn_each_keep_their_hit():
+    a, b = _stored(), _stored((5, 6, 3))
+    ea, eb = _remembered(a, _gamma(a)), _remembered(b, _gamma(b))
+    assert ea is not eb
+    for _ in range(2):
+        assert replay._single(_gamma(a), a) is ea
+        assert replay._single(_gamma(b), b) is eb
