@@ -14,11 +14,11 @@ replay runs exactly what a fresh plan would.
 The cache holds positions in the chain, never nodes, so it keeps no buffer alive.
 
 One op recorded on a stored source (``img.adjust_gamma(g)`` then a read: the chain ``[source,
-node]``) is the case a loop repeats: its last hit per op and source shape is kept (``_last``)
-with what its key was built from, so the next such chain whose fields are the same objects
-(or equal) finds the plan without building and hashing the key. The memo holds only plans
-that are in the cache under that key (any change of the cache empties it), so it finds
-exactly what the key would.
+node]``) is the case a loop repeats: its last hit per op and source (shape, device, dtype) is
+kept (``_last``) with what its key was built from, so the next such chain whose fields are the
+same objects (or equal) finds the plan without building and hashing the key. The memo holds
+only plans that are in the cache under that key (any change of the cache empties it), so it
+finds exactly what the key would.
 
 A plan of one kernel may also learn a *replay launch* (``_Plan.fast``, made by the kernel
 kind's binder, see ``execute.binds``): on later hits ``execute.materialize`` hands it the
@@ -49,9 +49,10 @@ _cache: dict[tuple, _Plan] = {}
 _SEEN_MAX = 256
 _seen: dict[int, None] = {}
 _lock = threading.Lock()
-#: (id(op), source shape) -> the last hit of that op alone on a stored source of that shape:
-#: (op, fused, source dtype, device, label, shape, dtype, device, params or None, plan);
-#: emptied when ``_cache`` changes (and when it holds ``_MAX`` hits)
+#: (id(op), source shape, device, id(dtype)) -> the last hit of that op alone on such a stored
+#: source (sources in turn on two devices, or of two shapes, each keep theirs): (op, fused,
+#: source dtype (held: its id is in the key), label, shape, dtype, device, params or None,
+#: plan); emptied when ``_cache`` changes (and when it holds ``_MAX`` hits)
 _last: dict[tuple[int, tuple[int, ...]], tuple] = {}
 #: whether a one-op chain is looked up in ``_last`` first (False: always through its key;
 #: the probes and tests compare the two)
@@ -202,20 +203,20 @@ def resolve(target: Node) -> tuple[list[Kernel], None, None] | tuple[None, list[
 
 def _single(n: Node, src: Node) -> _Plan | None:
     """The plan ``_last`` holds for chain ``[src, n]`` (``src`` stored) when every field its
-    key reads is the remembered one (the same object, or equal), else None. The same fields
-    as ``_chain`` and ``_key`` read for a chain of one node, in the same order of checks."""
+    key reads is the remembered one (the same object, or equal), else None: the fields
+    ``_chain`` and ``_key`` read for a chain of one node."""
     op = n.op
-    got = _last.get((id(op), src.shape))  # (the source's shape equal: a key's part)
+    # the source's shape and device equal, its dtype the same object (the memo holds it)
+    got = _last.get((id(op), src.shape, src.device, id(src.dtype)))
     if got is None or got[0] is not op or n.gated_off:
         return None
     override = schedule.fusion_override
     fused = override[-1] if override else config.once(config.fusion)
-    _, g_fused, g_dtype, g_device, label, shape, dtype, device, params, entry = got
+    _, g_fused, _, label, shape, dtype, device, params, entry = got
     # (each field the same object, as an op that keeps its input's shape and dtype passes
     # them, or else equal; written out: a helper's call per field costs more than the test)
-    b, c, d = src.dtype, n.shape, n.dtype
-    if not (fused is g_fused and (b is g_dtype or b == g_dtype) and src.device == g_device
-            and n.label == label and (c is shape or c == shape)
+    c, d = n.shape, n.dtype
+    if not (fused is g_fused and n.label == label and (c is shape or c == shape)
             and (d is dtype or d == dtype) and n.device == device):
         return None
     if params is not None:
@@ -237,8 +238,8 @@ def _remember(key: tuple, n: Node, entry: _Plan) -> None:
         if _cache.get(key) is entry:  # (not evicted meanwhile)
             if len(_last) >= _MAX:
                 _last.clear()
-            _last[(id(n.op), shape)] = (n.op, fused, dtype, device, label, n_shape, n_dtype,
-                                        n_device, params, entry)
+            _last[(id(n.op), shape, device, id(dtype))] = (
+                n.op, fused, dtype, label, n_shape, n_dtype, n_device, params, entry)
 
 
 def learn(entry: _Plan, kernels: list[Kernel], seq: list[Node],
