@@ -209,3 +209,13 @@ def test_sources_of_two_shapes_in_turn_each_keep_their_hit():
     for _ in range(2):
         assert replay._single(_gamma(a), a) is ea
         assert replay._single(_gamma(b), b) is eb
+
+
+@cudasim_ok
+def test_sources_on_two_devices_in_turn_each_keep_their_hit():
+    """(A per-output loop over two GPUs: its nodes are only compared here, nothing runs.)"""
+    a, b = _stored(device=0), _stored(device=1)
+    ea, eb = _remembered(a, _gamma(a)), _remembered(b, _gamma(b))
+    for _ in range(2):
+        assert replay._single(_gamma(a), a) is ea
+        assert replay._single(_gamma(b), b) is eb
