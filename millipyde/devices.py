@@ -29,7 +29,16 @@ PEER_ACCESS: np.ndarray = ACTIVE.peer_matrix(DEVICE_COUNT)
 RECOMMENDED: int = max(DEVICES, key=lambda d: (d.score, -d.index)).index
 RANKED: list[int] = [d.index for d in sorted(DEVICES, key=lambda d: (-d.score, d.index))]
 
-_tls = threading.local()
+class _Targets(threading.local):
+    """Per thread: the stack of ``Device`` / ``targeting`` indices (None until the first).
+    A class default, not a missing attribute: every op record reads it, and ``getattr`` of a
+    missing attribute of a thread-local costs ~0.4 us (the AttributeError raised and caught)
+    against ~0.05 us."""
+
+    stack: list[int] | None = None
+
+
+_tls = _Targets()
 _reset_hooks: list[Callable[[int], None]] = []
 
 

@@ -16,7 +16,15 @@ import numpy as np
 MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 
-_state = threading.local()
+class _Keys(threading.local):
+    """Per thread: the stream key an Operation's executor set (None outside one). A class
+    default, not a missing attribute: ``getattr`` of a missing attribute of a thread-local
+    costs ~0.4 us (the AttributeError raised and caught) against ~0.05 us."""
+
+    key: Any = None
+
+
+_state = _Keys()
 _global = {"seed": 0, "next_sample": 0, "epoch": 0}
 _global_lock = threading.Lock()
 

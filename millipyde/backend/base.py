@@ -96,7 +96,7 @@ class Backend:
     caps: Capabilities
 
     def __init__(self) -> None:
-        self._tls = threading.local()
+        self._tls = _Local()
         self._constants: dict[tuple[Any, int], Any] = {}
         #: held while a kernel is compiled and loaded into a device context for the first time
         #: (numba-cuda's module table is not safe for two threads loading at once): a first
@@ -406,6 +406,17 @@ class Backend:
 
     def shutdown(self) -> None:
         """At exit: finish queued work and drop cached device objects."""
+
+
+class _Local(threading.local):
+    """A backend's per-thread state, each field None until set in that thread: class defaults,
+    not missing attributes, because the launch paths read them on every op and ``getattr`` of
+    a missing attribute of a thread-local costs ~0.4 us (the AttributeError raised and caught)
+    against ~0.05 us."""
+
+    stream: Any = None  # ``using_stream``'s stream
+    recording: Any = None  # ``recording_launches``' sink
+    device: int | None = None  # the device ``on_device`` entered (cuda)
 
 
 class Bound2D:

@@ -13,6 +13,13 @@ replay runs exactly what a fresh plan would.
 
 The cache holds positions in the chain, never nodes, so it keeps no buffer alive.
 
+One op recorded on a stored source (``img.adjust_gamma(g)`` then a read: the chain ``[source,
+node]``) is the case a loop repeats: its last hit per op and source (shape, device, dtype) is
+kept (``_last``) with what its key was built from, so the next such chain whose fields are the
+same objects (or equal) finds the plan without building and hashing the key. The memo holds
+only plans that are in the cache under that key (any change of the cache empties it), so it
+finds exactly what the key would.
+
 A plan of one kernel may also learn a *replay launch* (``_Plan.fast``, made by the kernel
 kind's binder, see ``execute.binds``): on later hits ``execute.materialize`` hands it the
 chain and it allocates, launches and stores the output itself, without rebuilding kernels.
@@ -42,6 +49,14 @@ _cache: dict[tuple, _Plan] = {}
 _SEEN_MAX = 256
 _seen: dict[int, None] = {}
 _lock = threading.Lock()
+#: (id(op), source shape, device, id(dtype)) -> the last hit of that op alone on such a stored
+#: source (sources in turn on two devices, or of two shapes, each keep theirs): (op, fused,
+#: source dtype (held: its id is in the key), label, shape, dtype, device, params or None,
+#: plan); emptied when ``_cache`` changes (and when it holds ``_MAX`` hits)
+_last: dict[tuple[int, tuple[int, ...]], tuple] = {}
+#: whether a one-op chain is looked up in ``_last`` first (False: always through its key;
+#: the probes and tests compare the two)
+SINGLE = True
 stats = {"hits": 0, "misses": 0, "uncached": 0}
 
 
@@ -149,6 +164,12 @@ def resolve(target: Node) -> tuple[list[Kernel], None, None] | tuple[None, list[
     caller binds the cached plan to the chain (``bind``) or runs its replay launch."""
     if target.buffer is not None:
         return [], None, None
+    inputs = target.inputs
+    if len(inputs) == 1 and inputs[0].buffer is not None and SINGLE:
+        entry = _single(target, inputs[0])
+        if entry is not None:
+            stats["hits"] += 1
+            return None, [inputs[0], target], entry
     seq = _chain(target)
     if seq is None:
         stats["uncached"] += 1
@@ -163,6 +184,8 @@ def resolve(target: Node) -> tuple[list[Kernel], None, None] | tuple[None, list[
         # the key holds id() of each op; the entry holds the ops themselves, so no id in a
         # live entry's key can have been reused by another object
         stats["hits"] += 1
+        if len(seq) == 2:
+            _remember(key, seq[1], entry)
         return None, seq, entry
     stats["misses"] += 1
     kernels = schedule.plan(target)
@@ -174,7 +197,49 @@ def resolve(target: Node) -> tuple[list[Kernel], None, None] | tuple[None, list[
             if len(_cache) >= _MAX:
                 _cache.pop(next(iter(_cache)))
             _cache[key] = _Plan(tuple(n.op for n in seq[1:]), skeleton)
+            _last.clear()
     return kernels, None, None
+
+
+def _single(n: Node, src: Node) -> _Plan | None:
+    """The plan ``_last`` holds for chain ``[src, n]`` (``src`` stored) when every field its
+    key reads is the remembered one (the same object, or equal), else None: the fields
+    ``_chain`` and ``_key`` read for a chain of one node."""
+    op = n.op
+    # the source's shape and device equal, its dtype the same object (the memo holds it)
+    got = _last.get((id(op), src.shape, src.device, id(src.dtype)))
+    if got is None or got[0] is not op or n.gated_off:
+        return None
+    override = schedule.fusion_override
+    fused = override[-1] if override else config.once(config.fusion)
+    _, g_fused, _, label, shape, dtype, device, params, entry = got
+    # (each field the same object, as an op that keeps its input's shape and dtype passes
+    # them, or else equal; written out: a helper's call per field costs more than the test)
+    c, d = n.shape, n.dtype
+    if not (fused is g_fused and n.label == label and (c is shape or c == shape)
+            and (d is dtype or d == dtype) and n.device == device):
+        return None
+    if params is not None:
+        try:
+            if n.params != params:
+                return None
+        except (TypeError, ValueError):  # (an array among them: never a cached key)
+            return None
+    return entry
+
+
+def _remember(key: tuple, n: Node, entry: _Plan) -> None:
+    """Keep the hit ``entry`` of the one-node chain keyed ``key`` in ``_last``: the fields
+    its key was built from (``_key``), read back from the key itself."""
+    fused, shape, dtype, device, (_, label, n_shape, n_dtype, n_device, params, _) = key
+    if type(fused) is not bool:
+        return  # (``_single`` compares it by identity)
+    with _lock:
+        if _cache.get(key) is entry:  # (not evicted meanwhile)
+            if len(_last) >= _MAX:
+                _last.clear()
+            _last[(id(n.op), shape, device, id(dtype))] = (
+                n.op, fused, dtype, label, n_shape, n_dtype, n_device, params, entry)
 
 
 def learn(entry: _Plan, kernels: list[Kernel], seq: list[Node],
@@ -222,6 +287,7 @@ def _forget() -> None:
     with _lock:
         _cache.clear()
         _seen.clear()
+        _last.clear()
 
 
 # replay launches are bound to the kernel variants the settings chose: re-read, plan again
