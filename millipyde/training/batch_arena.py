@@ -302,7 +302,8 @@ class ArenaRecorder:
                     try:
                         g0 = self._record(self._gather(hrows, inp), hrows, ctxs, coins, 0,
                                           cut)
-                        head[h] = (hrows, g0, None if fill is None else fill.head_rows(g0))
+                        head[h] = (hrows, g0, None if fill is None else
+                                   fill.head_rows(g0, hrows, len(karr)))
                     except Unsupported:
                         head[h] = None
                 if head[h] is None:
@@ -311,8 +312,7 @@ class ArenaRecorder:
                 hrows, g0, hp = head[h]
                 sel = None if len(hrows) == len(rows) else inverse[hrows] == u
                 if fill is not None:
-                    made, pending = fill.launch(g0, hp, sel, rows, inp, ctxs[cut],
-                                                coins[cut][rows])
+                    made, pending = fill.launch(hp, rows, inp, ctxs[cut], coins[cut][rows])
                     if made is not None:
                         launches.append(made)
                         continue

@@ -23,12 +23,21 @@ breaks the table), the record's own path runs, unchanged.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
-import numba
 import numpy as np
 
-from ..graph.codegen.gather_sig import A_OFF, CLIP_HI_OFF, CLIP_OFF, FULL_OFF, MID_OFF, OPS_OFF, P_OFF
+from ..graph.codegen.gather_sig import (
+    A_OFF,
+    CLIP_HI_OFF,
+    CLIP_OFF,
+    FULL_OFF,
+    MID_OFF,
+    OPS_OFF,
+    P_OFF,
+)
+from ..graph.codegen.loader import load
 from ..ops.base import kind_for
 from . import batch_ops
 from .batch_chain import Prefix, VGather
@@ -49,36 +58,110 @@ class _Template(NamedTuple):
     dtype: np.dtype
 
 
-@numba.njit(cache=True, nogil=True)
-def fill_rows(out: np.ndarray, head: np.ndarray, hsplit: int, vcodes: np.ndarray,
-              params: np.ndarray, off: np.ndarray) -> None:  # pragma: no cover - compiled
-    """One gather's rows into ``out`` (m, width): ``head``'s first ``hsplit`` columns
-    (the fixed slots and any chained ops' slots before the policy's), then each position's
-    value parameters ``params[vcodes[r, b]]``, then ``head``'s other columns but its last
-    (the extras and the earlier ops' gate flags), each position's gate flags
-    ``off[vcodes[r, b]]`` (1.0 / 0.0), and ``head``'s last column (the sampler's flag)."""
-    m, npos = vcodes.shape
-    pw, ow = params.shape[1], off.shape[1]
-    hw_ = head.shape[1]
+_FILL_SOURCE = '''# millipyde generated rows of a policy structure's gathers (batch_policy_fill)
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def policy_rows(head, hpos, split0, rows, on, geo, before, codes, value, params, off, filled,
+                slot_map, slot_leaves, slot_filled, none, base, a_off):
+    m, npos = len(rows), geo.shape[1]
+    slots = 0
     for r in range(m):
-        c = 0
-        for k in range(hsplit):
-            out[r, c] = head[r, k]
-            c += 1
+        k = rows[r]
+        s = 0
         for b in range(npos):
-            u = vcodes[r, b]
-            for k in range(pw):
-                out[r, c] = params[u, k]
+            if not filled[codes[k, b]]:
+                return 1, 0, np.empty(0)
+            if geo[k, b]:
+                s += 1
+        if on[r] and s > slots:
+            slots = s
+    pw, ow, hw_ = params.shape[1], off.shape[1], head.shape[1]
+    bw = len(base)
+    total = 0
+    for j in range(slots + 1):
+        lo, hi = j, min(npos - slots + j + 1, npos)
+        total += (hw_ if j == 0 else bw) + max(hi - lo, 0) * (pw + ow)
+    out = np.empty(m * total)
+    at = 0
+    scratch = np.empty(bw)
+    for j in range(slots + 1):
+        lo, hi = j, min(npos - slots + j + 1, npos)
+        width = (hw_ if j == 0 else bw) + max(hi - lo, 0) * (pw + ow)
+        for r in range(m):
+            k = rows[r]
+            c = at + r * width
+            if j == 0:
+                src = head[hpos[k]]
+                split = split0
+            else:
+                cd = none
+                if on[r]:
+                    for b in range(npos):
+                        if geo[k, b] and before[k, b] == j - 1:
+                            cd = codes[k, b]
+                            break
+                if not slot_filled[cd]:
+                    return 2, slots, np.empty(0)
+                if cd != none and slot_leaves[cd]:
+                    return 3, slots, np.empty(0)
+                src = scratch
+                src[:] = base
+                for q in range(2):
+                    for t in range(3):
+                        src[a_off + 3 * q + t] = slot_map[cd, q, t]
+                src[bw - 1] = 1.0 if cd == none else 0.0
+                split = bw - 1
+            for q in range(split):
+                out[c] = src[q]
                 c += 1
-        for k in range(hsplit, hw_ - 1):
-            out[r, c] = head[r, k]
-            c += 1
-        for b in range(npos):
-            u = vcodes[r, b]
-            for k in range(ow):
-                out[r, c] = 1.0 if off[u, k] else 0.0
+            for b in range(lo, hi):
+                u = value[k, b] if on[r] and before[k, b] == j else none
+                for q in range(pw):
+                    out[c] = params[u, q]
+                    c += 1
+            for q in range(split, len(src) - 1):
+                out[c] = src[q]
                 c += 1
-        out[r, c] = head[r, hw_ - 1]
+            for b in range(lo, hi):
+                u = value[k, b] if on[r] and before[k, b] == j else none
+                for q in range(ow):
+                    out[c] = 1.0 if off[u, q] else 0.0
+                    c += 1
+            out[c] = src[len(src) - 1]
+        at += m * width
+    return 0, slots, out
+'''
+
+
+@functools.cache
+def _fill_module() -> Any:
+    return load(_FILL_SOURCE, "cpu")
+
+
+def policy_rows(head: np.ndarray, hpos: np.ndarray, split0: int, rows: np.ndarray,
+                on: np.ndarray, geo: np.ndarray, before: np.ndarray, codes: np.ndarray,
+                value: np.ndarray, table: batch_ops.ValueTable,
+                base: np.ndarray) -> tuple[int, int, np.ndarray]:
+    """Every gather's rows of the members ``rows`` (batch positions) of one structure, side by
+    side in one flat buffer: (status, slots, buffer). Status 0: made; 1: a member's code has
+    no table row yet (``ValueTable.ready``); 2: a slot's code has no map yet
+    (``ValueTable.slot_codes``); 3: a member's slot sends it per output (``slot_leaves``).
+
+    Gather 0 is the head's (``head[hpos[row]]``: its fixed slots and chained ops' slots up to
+    column ``split0``, then its extras, gate flags and sampler flag) with the value entries
+    between the head and slot 1; gather ``j`` >= 1 is slot ``j``'s (``base``: the fixed slots
+    of a fresh gather, its map ``slot_map`` by the member's ``j``-th geometric entry's code,
+    and its sampler flag) with the entries after it (``batch_ops.record_policy``'s
+    ``placing``). Each gather's row: the fixed and earlier chained slots, each position's
+    value parameters ``params[code]``, the extras and earlier flags, each position's gate
+    flags ``off[code]``, the sampler's flag: ``VGather.rows`` of the record."""
+    return _fill_module().policy_rows(
+        head, hpos, split0, rows, on, geo, before, codes, value, table.params, table.off,
+        table.filled, table.slot_map, table.slot_leaves, table.slot_filled, table.none, base,
+        A_OFF)
 
 
 class PolicyFill:
@@ -91,69 +174,65 @@ class PolicyFill:
         self.templates: dict[tuple, _Template | None] = {}
         self._tries: dict[tuple, int] = {}
 
-    def head_rows(self, g0: VGather) -> np.ndarray | None:
-        """The head gather's rows (``VGather.rows``: made once per head group and batch), or
-        None where its launches take the record's path (the head has stages, statistic
-        prefixes or members left per output, or members of several sizes)."""
+    def head_rows(self, g0: VGather, hrows: np.ndarray, n: int) -> tuple | None:
+        """What :meth:`launch` reads of a head gather ``g0`` (the members ``hrows`` of a batch
+        of ``n``), made once per head group and batch: its rows (``VGather.rows``), each
+        batch position's row there, its value table, where its chained ops' slots end, its
+        signature and size; None where its launches take the record's path (the head has
+        stages, statistic prefixes or members left per output, members of several sizes, no
+        value table)."""
         if (g0.stages or g0.prefixes or g0.left.any() or g0.forked is not None
                 or not len(g0.cur) or not (g0.cur == g0.cur[0]).all()):
             return None
-        return g0.rows()[1]
-
-    def launch(self, g0: VGather, head: np.ndarray | None, sel: np.ndarray | None,
-               rows: np.ndarray, inp: np.ndarray, ctx: batch_ops.Ctx,
-               on: np.ndarray) -> tuple[Any, tuple | None]:
-        """The launch of the members ``rows`` (``sel``: their mask among the head group's, None
-        for all of them) from the head gather ``g0`` (the steps before the policy recorded;
-        ``head`` its rows, :meth:`head_rows`), the batch's Ctx of the policy and its coins
-        ``on`` (of ``rows``): (the launch, None); or (None, what :meth:`learn` needs) where
-        the record's path must make it (None there: the path, nothing to learn)."""
-        if head is None or not len(rows):
-            return None, None
-        if sel is not None:
-            head = head[sel]
-        step = self.step
-        dr = step.draws(ctx)
-        m = len(rows)
-        geo, before, codes, value = dr.geo[rows], dr.before[rows], dr.codes[rows], \
-            dr.value[rows]
-        npos = geo.shape[1]
         h, w = int(g0.cur[0, 0]), int(g0.cur[0, 1])
-        table = step.value_table(kind_for(g0.cin, g0.dtype), h, w, g0.full)
-        if table is None or not table.ready(codes.reshape(-1)):
+        table = self.step.value_table(kind_for(g0.cin, g0.dtype), h, w, g0.full)
+        if table is None:
+            return None
+        hpos = np.zeros(n, dtype=np.int64)
+        hpos[hrows] = np.arange(len(hrows))
+        head = g0.rows()[1]
+        # (a slot that would join the head's gather: its rows are not these)
+        joins = not (g0.phase != 0 or g0.positional)
+        return (head, hpos, table, g0._layout()[1], g0.sig(), h, w, g0.full, joins)
+
+    def launch(self, hp: tuple | None, rows: np.ndarray, inp: np.ndarray,
+               ctx: batch_ops.Ctx, on: np.ndarray) -> tuple[Any, tuple | None]:
+        """The launch of the members ``rows`` (one structure) from their head gather (``hp``:
+        :meth:`head_rows`), the batch's Ctx of the policy and its coins ``on`` (of ``rows``):
+        (the launch, None); or (None, what :meth:`learn` needs) where the record's path must
+        make it (None there: the path, nothing to learn)."""
+        if hp is None or not len(rows):
             return None, None
-        slots = int(geo[on].sum(axis=1).max(initial=0))
-        if slots and not (g0.phase != 0 or g0.positional):
-            return None, None  # (the first slot would join the head's gather)
-        split0 = g0._layout()[1]  # (where the head's chained ops' slots end)
-        key = (table, slots, g0.sig(), head.shape[1], split0, h, w)
+        head, hpos, table, split0, sig0, h, w, full, joins = hp
+        if table.broken:
+            return None, None
+        dr = self.step.draws(ctx)
+        args = (head, hpos, split0, rows, on, dr.geo, dr.before, dr.codes, dr.value)
+        for _ in range(3):
+            status, slots, buf = policy_rows(*args, table, _slot_base(h, w, full))
+            if status == 1:  # (codes first drawn: their rows made, as the record makes them)
+                if not table.ready(dr.codes[rows].reshape(-1)):
+                    return None, None
+            elif status == 2:  # (slot codes first drawn: their maps made)
+                geo = dr.geo[rows] & on[:, None]
+                table.slot_codes(dr.codes[rows][geo], np.ones(int(geo.sum()), dtype=bool))
+            else:
+                break
+        if status != 0 or (slots and joins):
+            return None, None  # (members per output, or a slot joining the head's gather)
+        key = (table, slots, sig0, head.shape[1], split0, h, w)
         tpl = self.templates.get(key, False)
         if tpl is None:  # (the record's rows differed: kept on that path)
             return None, None
-        every = np.arange(m)
-        ps, spans = [], []
+        m, npos = len(rows), dr.geo.shape[1]
+        wide = table.params.shape[1] + table.off.shape[1]
+        ps, spans, at = [], [], 0
         for j in range(slots + 1):
-            if j:
-                # slot j: each member's j-th geometric entry, its map by code
-                at = geo & (before == j - 1)
-                has = on & at.any(axis=1)
-                cd = table.slot_codes(codes[every, np.argmax(at, axis=1)], has)
-                if (table.slot_leaves[cd] & has).any():
-                    return None, None  # (members per output: the record's path takes them)
-                part = np.empty((m, OPS_OFF + 1))
-                part[:] = _slot_base(h, w, g0.full)
-                part[:, A_OFF:A_OFF + 6] = table.slot_map[cd, :2].reshape(m, 6)
-                part[:, OPS_OFF] = ~has
-                split = OPS_OFF
-            else:
-                part, split = head, split0
-            # the entries after slot j (``record_policy``'s ``placing``: consecutive)
-            placing = [i for i in range(npos) if j <= i and slots - j <= npos - i]
-            lo, hi = (placing[0], placing[-1] + 1) if placing else (0, 0)
-            vcodes = np.where(on[:, None] & (before[:, lo:hi] == j), value[:, lo:hi],
-                              table.none)
-            ps.append(_rows(part, split, vcodes, table))
-            spans.append((lo, hi))
+            lo, hi = j, min(npos - slots + j + 1, npos)
+            width = (head.shape[1] if j == 0 else OPS_OFF + 1) + max(hi - lo, 0) * wide
+            ps.append(buf[at:at + m * width].reshape(m, width))
+            spans.append((lo, max(lo, hi)))
+            at += m * width
         if tpl is False:  # (not learnt yet)
             return None, (key, ps, spans, (h, w))
         return self._make(tpl, ps, rows, inp), None
@@ -219,16 +298,6 @@ class PolicyFill:
                     break
                 kept.append(_Gather(G.sig, G.hw, G.cout, list(G.reads), tuple(pres), span))
         self.templates[key] = _Template(tuple(kept), L.dtype) if ok else None
-
-
-def _rows(part: np.ndarray, split: int, vcodes: np.ndarray,
-          table: batch_ops.ValueTable) -> np.ndarray:
-    """A gather's rows (:func:`fill_rows`) from ``part`` (the head's rows or a slot's fixed
-    slots and flag) and the value codes ``vcodes`` (m, positions)."""
-    m, npos = vcodes.shape
-    out = np.empty((m, part.shape[1] + npos * (table.params.shape[1] + table.off.shape[1])))
-    fill_rows(out, part, split, vcodes, table.params, table.off)
-    return out
 
 
 def _slot_base(h: int, w: int, full: float, _kept: dict = {}) -> np.ndarray:  # noqa: B006
