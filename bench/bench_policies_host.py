@@ -115,6 +115,17 @@ def _arena_host(hosts: list, policy: object | None, hw: int, n: int,
     return host
 
 
+def _mix_batch(n: int, hw: int) -> tuple:
+    """A float32 NCHW batch of ``n`` and its int64 class labels on the host; every kernel
+    launch of this process a no-op from here (the mix rows time the host alone)."""
+    from millipyde.backend import ACTIVE as runtime
+
+    runtime.launch_blocks = runtime.launch_1d = runtime.launch_grid = \
+        lambda *a, **k: None  # (this process times no kernel after this row)
+    return (mp.gpuarray(np.zeros((n, 3, hw, hw), dtype=np.float32)),
+            np.arange(n, dtype=np.int64) % 6)
+
+
 def _mix_worker_host(mixer: object | None, n: int, hw: int) -> Callable:
     """What ``Batches._extras`` does for a batch's labels (int64 class indices, uploaded) and,
     with ``mixer``, their check and the mix queued (``mixer.queue``), its kernel not run:
@@ -122,10 +133,7 @@ def _mix_worker_host(mixer: object | None, n: int, hw: int) -> Callable:
     from millipyde.backend import ACTIVE as runtime
     from millipyde.training.batch_mix import check_mix_labels
 
-    batch = mp.gpuarray(np.zeros((n, 3, hw, hw), dtype=np.float32))
-    labels = np.arange(n, dtype=np.int64) % 6
-    runtime.launch_blocks = runtime.launch_1d = runtime.launch_grid = \
-        lambda *a, **k: None  # (this process times no kernel after this row)
+    batch, labels = _mix_batch(n, hw)
 
     def host(b: int) -> tuple[float, float]:
         t0 = time.perf_counter()
@@ -165,12 +173,7 @@ def _thesis_host(n: int) -> Callable:
 
 def _mix_host(mixer: object, n: int, hw: int) -> Callable:
     """One call of ``mixer`` on a float32 NCHW batch, its kernels not run."""
-    from millipyde.backend import ACTIVE as runtime
-
-    batch = mp.gpuarray(np.zeros((n, 3, hw, hw), dtype=np.float32))
-    labels = np.arange(n, dtype=np.int64) % 6
-    runtime.launch_blocks = runtime.launch_1d = runtime.launch_grid = \
-        lambda *a, **k: None  # (this process times no kernel after this row)
+    batch, labels = _mix_batch(n, hw)
 
     def host(b: int) -> tuple[float, float]:
         t0 = time.perf_counter()
