@@ -297,6 +297,8 @@ class PolicyFill:
                 if not ok:
                     break
                 kept.append(_Gather(G.sig, G.hw, G.cout, list(G.reads), tuple(pres), span))
+        if len(self.templates) >= 1024:  # (many sizes or tables: kept bounded)
+            self.templates.clear()
         self.templates[key] = _Template(tuple(kept), L.dtype) if ok else None
 
 
