@@ -289,7 +289,8 @@ class ArenaRecorder:
         heads = _groups_of(first) if cut else None
         # head group -> (its rows, its gather, its rows for ``fill``) or None: unsupported
         head: dict[int, Any] = {}
-        fill = self.fill if cut else None
+        # (the fill's gathers are a GPU's record: none ended before a statistic op)
+        fill = self.fill if cut and not self.stat_cut else None
         launches: list[Launch] = []
         left: list[np.ndarray] = []
         for u in range(int(inverse.max(initial=-1)) + 1):

@@ -14,11 +14,14 @@ to it, rows, prefixes' rows and all) and then makes a batch's launch from the dr
 gather the head's rows (of the head group, once a batch) or the slot's fixed slots (its map
 per code, ``ValueTable.slot_map``), the value entries' parameter rows and gate flags
 (``ValueTable.params`` / ``off`` by code) and the sampler's flag, side by side in one array
-(:func:`fill_rows`, compiled). Values are the record's, bit for bit: every column is a copy
-of a value the record copies (the check at learning compares the bytes).
+(:func:`policy_rows`, one compiled call a structure). Values are the record's, bit for bit:
+every column is a copy of a value the record copies (the check at learning compares the
+bytes).
 
-Where a batch does not fit (a member left per output, members of several sizes, a code that
-breaks the table), the record's own path runs, unchanged.
+It fills a GPU's record (``ArenaRecorder.stat_cut`` off: no gather ended before a statistic
+op; the cpu backend's record ends one there, and keeps the record's path). Where a batch does
+not fit (a member left per output, members of several sizes, a code that breaks the table),
+the record's own path runs, unchanged.
 """
 
 from __future__ import annotations
