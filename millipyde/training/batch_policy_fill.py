@@ -172,8 +172,8 @@ class PolicyFill:
     (the module doc): :meth:`launch` makes one or says the record's path must; :meth:`learn`
     keeps a structure's template from that path's launch."""
 
-    def __init__(self, rec: Any, step: batch_ops.PolicyStep, j: int) -> None:
-        self.rec, self.step, self.j = rec, step, j
+    def __init__(self, rec: Any, step: batch_ops.PolicyStep) -> None:
+        self.rec, self.step = rec, step
         self.templates: dict[tuple, _Template | None] = {}
         self._tries: dict[tuple, int] = {}
 
@@ -237,8 +237,16 @@ class PolicyFill:
             spans.append((lo, max(lo, hi)))
             at += m * width
         if tpl is False:  # (not learnt yet)
-            return None, (key, ps, spans, (h, w))
+            return None, (key, ps, spans, (h, w), rows, self._arena_rows(rows, inp))
         return self._make(tpl, ps, rows, inp), None
+
+    def _arena_rows(self, rows: np.ndarray, inp: np.ndarray) -> np.ndarray:
+        """(m, 2) where the members ``rows`` read their source: their input's arena offset
+        and width (``ArenaRecorder._group``'s)."""
+        at = inp[rows]
+        out = np.empty((len(rows), 2), dtype=np.int64)
+        out[:, 0], out[:, 1] = self.rec.offset[at], self.rec.hw[at, 1]
+        return out
 
     def _make(self, tpl: _Template, ps: list, rows: np.ndarray, inp: np.ndarray) -> Any:
         from .batch_arena import Launch, Stage
@@ -253,12 +261,8 @@ class PolicyFill:
         stages = [Stage(gt.sig, p, gt.hw, gt.cout, prefixes, gt.reads)
                   for gt, p, prefixes in made[:-1]]
         gt, p, prefixes = made[-1]
-        rec = self.rec
-        at = inp[rows]
-        arena_rows = np.empty((len(rows), 2), dtype=np.int64)
-        arena_rows[:, 0], arena_rows[:, 1] = rec.offset[at], rec.hw[at, 1]
-        return Launch(gt.sig, True, rows, p, arena_rows, gt.hw, gt.cout, tpl.dtype, prefixes,
-                      stages, gt.reads)
+        return Launch(gt.sig, True, rows, p, self._arena_rows(rows, inp), gt.hw, gt.cout,
+                      tpl.dtype, prefixes, stages, gt.reads)
 
     def learn(self, pending: tuple, launches: list, lost: np.ndarray) -> None:
         """Keep the template of ``pending``'s structure (:meth:`launch`) from ``launches``,
@@ -267,7 +271,7 @@ class PolicyFill:
         teaches nothing (tried again on a later batch, a few times)."""
         from .batch_arena import ForkStage
 
-        key, ps, spans, hw = pending
+        key, ps, spans, hw, rows, arena_rows = pending
         if len(lost) or len(launches) != 1:
             tries = self._tries[key] = self._tries.get(key, 0) + 1
             if tries >= 4:
@@ -276,7 +280,8 @@ class PolicyFill:
         L = launches[0]
         gathers = [*L.stages, L]
         ok = L.gates and len(gathers) == len(ps) and not any(
-            isinstance(st, ForkStage) for st in L.stages)
+            isinstance(st, ForkStage) for st in L.stages) and np.array_equal(L.pos, rows) \
+            and np.array_equal(L.rows, arena_rows)
         kept = []
         if ok:
             for G, p, span in zip(gathers, ps, spans, strict=True):
@@ -331,4 +336,4 @@ def policy_fill(rec: Any) -> PolicyFill | None:
     if not steps or not rec.gates or not isinstance(steps[-1], batch_ops.PolicyStep) or any(
             isinstance(s, batch_ops.PolicyStep) for s in steps[:-1]):
         return None
-    return PolicyFill(rec, steps[-1], len(steps) - 1)
+    return PolicyFill(rec, steps[-1])
