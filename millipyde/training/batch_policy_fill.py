@@ -196,7 +196,8 @@ class PolicyFill:
         head = g0.rows()[1]
         # (a slot that would join the head's gather: its rows are not these)
         joins = not (g0.phase != 0 or g0.positional)
-        return (head, hpos, table, g0._layout()[1], g0.sig(), h, w, g0.full, joins)
+        sig, end, _ = g0._layout()
+        return (head, hpos, table, end, sig, h, w, g0.full, joins)
 
     def launch(self, hp: tuple | None, rows: np.ndarray, inp: np.ndarray,
                ctx: batch_ops.Ctx, on: np.ndarray) -> tuple[Any, tuple | None]:
