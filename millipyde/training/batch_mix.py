@@ -123,14 +123,17 @@ class BatchMix:
 
     def _drawn(self, step: int) -> tuple[float, float, float, float]:
         """Batch ``step``'s three uniforms and its ``lam``. Made ``_AHEAD`` steps at a time:
-        ``step`` and those after it at the stride from the last step that missed (a batch
+        ``step`` and those after it at the stride from the step asked for before it (a batch
         worker's steps are its batches' first outputs: ``size`` apart), each step's values
         its own (``mprandom.uniform01_array`` is bit-identical to ``uniform01``, ``beta_of``
-        elementwise): a worker draws and inverts once per ``_AHEAD`` batches, not per batch."""
+        elementwise): a worker draws and inverts once per ``_AHEAD`` batches, not per batch.
+        (The stride is the last two steps asked for, hits included: from the last step that
+        missed it would be ``_AHEAD`` batches wide, and every other draw would serve one
+        batch.)"""
         got = self._draws.get(step)
+        last, self._last = self._last, step
         if got is not None:
             return got
-        last, self._last = self._last, step
         stride = step - last if last is not None and 0 < step - last <= _FAR // _AHEAD else 1
         if not -_FAR < step < _FAR - stride * _AHEAD:  # past int64's range: drawn alone
             us = [mprandom.uniform01(self.seed, step, self._stream, t) for t in range(3)]
