@@ -311,13 +311,12 @@ class ArenaRecorder:
                     left.append(rows)
                     continue
                 hrows, g0, hp = head[h]
-                sel = None if len(hrows) == len(rows) else inverse[hrows] == u
                 if fill is not None:
                     made, pending = fill.launch(hp, rows, inp, ctxs[cut], coins[cut][rows])
                     if made is not None:
                         launches.append(made)
                         continue
-                g = g0 if sel is None else g0.take(sel)
+                g = g0 if len(hrows) == len(rows) else g0.take(inverse[hrows] == u)
             try:
                 got, lost = self._group(rows, inp, ctxs, coins, g, cut)
             except Unsupported:
