@@ -304,7 +304,7 @@ class ArenaRecorder:
                         g0 = self._record(self._gather(hrows, inp), hrows, ctxs, coins, 0,
                                           cut)
                         head[h] = (hrows, g0, None if fill is None else
-                                   fill.head_rows(g0, hrows, len(karr)))
+                                   fill.head_rows(g0, hrows, inp))
                     except Unsupported:
                         head[h] = None
                 if head[h] is None:
@@ -312,7 +312,7 @@ class ArenaRecorder:
                     continue
                 hrows, g0, hp = head[h]
                 if fill is not None:
-                    made, pending = fill.launch(hp, rows, inp, ctxs[cut], coins[cut][rows])
+                    made, pending = fill.launch(hp, rows, ctxs[cut], coins[cut][rows])
                     if made is not None:
                         launches.append(made)
                         continue

@@ -177,13 +177,14 @@ class PolicyFill:
         self.templates: dict[tuple, _Template | None] = {}
         self._tries: dict[tuple, int] = {}
 
-    def head_rows(self, g0: VGather, hrows: np.ndarray, n: int) -> tuple | None:
+    def head_rows(self, g0: VGather, hrows: np.ndarray, inp: np.ndarray) -> tuple | None:
         """What :meth:`launch` reads of a head gather ``g0`` (the members ``hrows`` of a batch
-        of ``n``), made once per head group and batch: its rows (``VGather.rows``), each
-        batch position's row there, its value table, where its chained ops' slots end, its
-        signature and size; None where its launches take the record's path (the head has
-        stages, statistic prefixes or members left per output, members of several sizes, no
-        value table)."""
+        whose outputs read inputs ``inp``), made once per head group and batch: its rows
+        (``VGather.rows``), each batch position's row there, its value table, where its
+        chained ops' slots end, its signature and size, each batch position's arena row
+        (``ArenaRecorder._group``'s: its input's offset and width); None where its launches
+        take the record's path (the head has stages, statistic prefixes or members left per
+        output, members of several sizes, no value table)."""
         if (g0.stages or g0.prefixes or g0.left.any() or g0.forked is not None
                 or not len(g0.cur) or not (g0.cur == g0.cur[0]).all()):
             return None
@@ -191,23 +192,25 @@ class PolicyFill:
         table = self.step.value_table(kind_for(g0.cin, g0.dtype), h, w, g0.full)
         if table is None:
             return None
-        hpos = np.zeros(n, dtype=np.int64)
+        hpos = np.zeros(len(inp), dtype=np.int64)
         hpos[hrows] = np.arange(len(hrows))
         head = g0.rows()[1]
         # (a slot that would join the head's gather: its rows are not these)
         joins = not (g0.phase != 0 or g0.positional)
         sig, end, _ = g0._layout()
-        return (head, hpos, table, end, sig, h, w, g0.full, joins)
+        arena = np.empty((len(inp), 2), dtype=np.int64)
+        arena[:, 0], arena[:, 1] = self.rec.offset[inp], self.rec.hw[inp, 1]
+        return (head, hpos, table, end, sig, h, w, g0.full, joins, arena)
 
-    def launch(self, hp: tuple | None, rows: np.ndarray, inp: np.ndarray,
-               ctx: batch_ops.Ctx, on: np.ndarray) -> tuple[Any, tuple | None]:
+    def launch(self, hp: tuple | None, rows: np.ndarray, ctx: batch_ops.Ctx,
+               on: np.ndarray) -> tuple[Any, tuple | None]:
         """The launch of the members ``rows`` (one structure) from their head gather (``hp``:
         :meth:`head_rows`), the batch's Ctx of the policy and its coins ``on`` (of ``rows``):
         (the launch, None); or (None, what :meth:`learn` needs) where the record's path must
         make it (None there: the path, nothing to learn)."""
         if hp is None or not len(rows):
             return None, None
-        head, hpos, table, split0, sig0, h, w, full, joins = hp
+        head, hpos, table, split0, sig0, h, w, full, joins, arena = hp
         if table.broken:
             return None, None
         dr = self.step.draws(ctx)
@@ -238,22 +241,13 @@ class PolicyFill:
             spans.append((lo, max(lo, hi)))
             at += m * width
         if tpl is False:  # (not learnt yet)
-            return None, (key, ps, spans, (h, w), rows, self._arena_rows(rows, inp))
-        return self._make(tpl, ps, rows, inp), None
+            return None, (key, ps, spans, (h, w), rows, arena[rows])
+        return self._make(tpl, ps, rows, arena[rows]), None
 
-    def _arena_rows(self, rows: np.ndarray, inp: np.ndarray) -> np.ndarray:
-        """(m, 2) where the members ``rows`` read their source: their input's arena offset
-        and width (``ArenaRecorder._group``'s)."""
-        at = inp[rows]
-        out = np.empty((len(rows), 2), dtype=np.int64)
-        out[:, 0], out[:, 1] = self.rec.offset[at], self.rec.hw[at, 1]
-        return out
-
-    def _make(self, tpl: _Template, ps: list, rows: np.ndarray, inp: np.ndarray) -> Any:
+    def _make(self, tpl: _Template, ps: list, rows: np.ndarray, arena_rows: np.ndarray) -> Any:
         from .batch_arena import Launch, Stage
 
-        sizes = np.empty((len(rows), 2), dtype=np.int64)
-        sizes[:] = tpl.gathers[-1].hw
+        sizes = _sizes(tpl.gathers[-1].hw, len(rows))
         made = []
         for gt, p in zip(tpl.gathers, ps, strict=True):
             prefixes = [Prefix(stat, sig, phw, parts=(p, sizes), take=take, group=group)
@@ -262,8 +256,8 @@ class PolicyFill:
         stages = [Stage(gt.sig, p, gt.hw, gt.cout, prefixes, gt.reads)
                   for gt, p, prefixes in made[:-1]]
         gt, p, prefixes = made[-1]
-        return Launch(gt.sig, True, rows, p, self._arena_rows(rows, inp), gt.hw, gt.cout,
-                      tpl.dtype, prefixes, stages, gt.reads)
+        return Launch(gt.sig, True, rows, p, arena_rows, gt.hw, gt.cout, tpl.dtype, prefixes,
+                      stages, gt.reads)
 
     def learn(self, pending: tuple, launches: list, lost: np.ndarray) -> None:
         """Keep the template of ``pending``'s structure (:meth:`launch`) from ``launches``,
@@ -296,9 +290,8 @@ class PolicyFill:
                     if r is None or take is None or pr.hw != hw:
                         ok = False
                         break
-                    sizes = np.empty((len(p), 2), dtype=np.int64)
-                    sizes[:] = hw
-                    mine = Prefix(pr.stat, pr.sig, pr.hw, parts=(p, sizes), take=take).p
+                    mine = Prefix(pr.stat, pr.sig, pr.hw, parts=(p, _sizes(hw, len(p))),
+                                  take=take).p
                     if mine.shape != pr.p.shape or mine.tobytes() != pr.p.tobytes():
                         ok = False
                         break
@@ -309,6 +302,20 @@ class PolicyFill:
         if len(self.templates) >= 1024:  # (many sizes or tables: kept bounded)
             self.templates.clear()
         self.templates[key] = _Template(tuple(kept), L.dtype) if ok else None
+
+
+def _sizes(hw: tuple[int, int], m: int, _kept: dict = {}) -> np.ndarray:  # noqa: B006
+    """(m, 2) int64 rows of ``hw`` (a prefix's sizes, ``Prefix.p``'s last columns but one):
+    the first ``m`` of a kept read-only array per size, grown by powers of two."""
+    got = _kept.get(hw)
+    if got is None or len(got) < m:
+        got = np.empty((1 << max(0, m - 1).bit_length(), 2), dtype=np.int64)
+        got[:] = hw
+        got.flags.writeable = False
+        if len(_kept) >= 256:  # (kept bounded)
+            _kept.clear()
+        _kept[hw] = got
+    return got[:m]
 
 
 def _slot_base(h: int, w: int, full: float, _kept: dict = {}) -> np.ndarray:  # noqa: B006
