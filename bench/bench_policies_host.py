@@ -17,7 +17,11 @@ memory at their own sizes, ``random_resized_crop(224)``, ``fliplr(p=0.5)``, the 
 - ``MixUp`` / ``CutMix``: one mixer call (``num_classes=1000``, int64 class labels on the
   host, as ``bench_policies`` passes them) on a float32 NCHW batch of 224x224, its two kernel
   launches replaced by no-ops: the mixer's own host work per batch ("record" is the whole
-  call, "pack" 0).
+  call, "pack" 0);
+- ``labels (worker)``, ``MixUp (worker)``, ``CutMix (worker)``: a batch worker's labels work
+  (``Batches._extras``: int64 class indices uploaded, wrapped) alone and with the mix (the
+  labels' range check, ``queue`` with the uploaded labels), kernels replaced by no-ops: what
+  a mix adds to the worker is the difference.
 
 On the cpu backend the device's work is left out as a GPU would take it off the host: the
 pack's "upload" is zero-copy (views of the host buffer the parts were written into: a GPU
@@ -111,6 +115,40 @@ def _arena_host(hosts: list, policy: object | None, hw: int, n: int,
     return host
 
 
+def _mix_batch(n: int, hw: int) -> tuple:
+    """A float32 NCHW batch of ``n`` and its int64 class labels on the host; every kernel
+    launch of this process a no-op from here (the mix rows time the host alone)."""
+    from millipyde.backend import ACTIVE as runtime
+
+    runtime.launch_blocks = runtime.launch_1d = runtime.launch_grid = \
+        lambda *a, **k: None  # (this process times no kernel after this row)
+    return (mp.gpuarray(np.zeros((n, 3, hw, hw), dtype=np.float32)),
+            np.arange(n, dtype=np.int64) % 6)
+
+
+def _mix_worker_host(mixer: object | None, n: int, hw: int) -> Callable:
+    """What ``Batches._extras`` does for a batch's labels (int64 class indices, uploaded) and,
+    with ``mixer``, their check and the mix queued (``mixer.queue``), its kernel not run:
+    the host time a mix adds to a batch worker is this row's against the labels-only row's."""
+    from millipyde.backend import ACTIVE as runtime
+    from millipyde.training.batch_mix import check_mix_labels
+
+    batch, labels = _mix_batch(n, hw)
+
+    def host(b: int) -> tuple[float, float]:
+        t0 = time.perf_counter()
+        host_labels = np.ascontiguousarray(labels, dtype=np.int64)
+        if mixer is not None:
+            check_mix_labels(mixer, host_labels)
+        buf = runtime.upload_parts([(0, host_labels)], host_labels.nbytes, 0)[0]
+        lab = mp.gpuarray.from_buffer(buf, 0)
+        if mixer is not None:
+            mixer.queue(batch, lab, b * n)
+        return time.perf_counter() - t0, 0.0
+
+    return host
+
+
 def _thesis_host(n: int) -> Callable:
     """One batch's host work of figure 5.1 on six 512x512 RGB inputs (``batch_record``)."""
     from bench.bench_batches import _images, operations
@@ -135,12 +173,7 @@ def _thesis_host(n: int) -> Callable:
 
 def _mix_host(mixer: object, n: int, hw: int) -> Callable:
     """One call of ``mixer`` on a float32 NCHW batch, its kernels not run."""
-    from millipyde.backend import ACTIVE as runtime
-
-    batch = mp.gpuarray(np.zeros((n, 3, hw, hw), dtype=np.float32))
-    labels = np.arange(n, dtype=np.int64) % 6
-    runtime.launch_blocks = runtime.launch_1d = runtime.launch_grid = \
-        lambda *a, **k: None  # (this process times no kernel after this row)
+    batch, labels = _mix_batch(n, hw)
 
     def host(b: int) -> tuple[float, float]:
         t0 = time.perf_counter()
@@ -209,6 +242,11 @@ def main(argv: list[str] | None = None) -> int:
         "figure 5.1": lambda: _thesis_host(args.size),
         "MixUp": lambda: _mix_host(mp.MixUp(num_classes=1000, seed=0), args.size, args.hw),
         "CutMix": lambda: _mix_host(mp.CutMix(num_classes=1000, seed=0), args.size, args.hw),
+        "labels (worker)": lambda: _mix_worker_host(None, args.size, args.hw),
+        "MixUp (worker)": lambda: _mix_worker_host(mp.MixUp(num_classes=1000, seed=0),
+                                                   args.size, args.hw),
+        "CutMix (worker)": lambda: _mix_worker_host(mp.CutMix(num_classes=1000, seed=0),
+                                                    args.size, args.hw),
     }
     only = [s.strip() for s in args.only.split(";") if s.strip()]
     res: dict = {"backend": mp.backend(), "size": args.size, "batches": args.batches}

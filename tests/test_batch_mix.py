@@ -91,6 +91,28 @@ def test_draws_made_ahead_are_each_steps_own():
                 mprandom.uniform01(mix.seed, step, mix._stream, 0), mix.alpha))
 
 
+def test_a_workers_steps_are_drawn_once_per_block(monkeypatch):
+    # a batch worker asks for steps a batch apart (CutMix three times each): one draw of the
+    # block per 64 batches, not one every other miss (a stride taken from the misses alone)
+    from millipyde import random as mprandom
+    from millipyde.training import batch_mix
+
+    calls = []
+    real = mprandom.uniform01_array
+
+    def counted(*args: object) -> object:
+        calls.append(args[1])
+        return real(*args)
+
+    monkeypatch.setattr(batch_mix.mprandom, "uniform01_array", counted)
+    for mix in (mp.MixUp(num_classes=2, seed=5), mp.CutMix(num_classes=2, seed=6)):
+        calls.clear()
+        for b in range(1, 257):
+            mix.params(256 * b, 8, 8)
+        # (the first block at stride 1: nothing asked for before it)
+        assert len(calls) == 3 * (1 + 256 // batch_mix._AHEAD), len(calls)
+
+
 def test_cutmix_box_centre_is_uniform_and_lam_is_the_pasted_area():
     mix = mp.CutMix(num_classes=2, seed=4)
     centres, lams = [], []

@@ -427,3 +427,54 @@ def test_the_recorder_kinds_decline_policies_and_augmix_themselves():
                       generator_callables.CallableRecorder)
     st = mp.Generator(imgs, [flip], outputs=4, seed=0)._state
     assert isinstance(batches.recorders()[0].take(st), batch_record.Recorder)
+
+
+def _fill_and_record(make, seed: int, batches_: int, size: int) -> tuple[list, list, object]:
+    """A policy's batches recorded as a GPU records them (no gather ended before a statistic
+    op), through its structures' templates (``batch_policy_fill``) and through the record
+    alone (the recorder's ``fill`` off), each batch's launch arrays; and the first recorder."""
+    imgs = [mp.gpuimage(_img(s, (30 + s, 26 + 2 * s, 3))) for s in (1, 2, 3)]
+    ops = [mp.Operation("random_resized_crop", 20, 20), mp.Operation("fliplr", p=0.5), make()]
+    out = []
+    recs = []
+    for fill in (True, False):
+        rec = batches.arena_recorder(mp.Generator(imgs, ops, seed=seed)._state)
+        rec.stat_cut = False
+        if not fill:
+            rec.fill = None
+        recs.append(rec)
+        out.append([(_launch_arrays(launches), left) for launches, left in (
+            rec.record(list(range(b * size, b * size + size))) for b in range(batches_))])
+    return out[0], out[1], recs[0]
+
+
+@pytest.mark.parametrize("make", [lambda: mp.RandAugment(2, 9), mp.TrivialAugmentWide,
+                                  mp.AutoAugment, lambda: mp.RandAugment(3, 20)])
+def test_policy_structures_filled_from_templates_equal_the_record(make):
+    """After a structure's first batch (recorded, its template kept where the fill's rows
+    equal the record's) a policy's launches are filled from the draws alone: the same launch
+    arrays, prefixes' rows and reads, bit for bit. No kernel runs: the record alone."""
+    filled, recorded, rec = _fill_and_record(make, 4, 4, 128)
+    assert rec.fill is not None
+    kept = [t for t in rec.fill.templates.values() if t is not None]
+    assert len(kept) >= 2, rec.fill.templates  # (the structures met: their templates)
+    for (a, lefta), (b, leftb) in zip(filled, recorded, strict=True):
+        assert lefta == leftb and _same(a, b)
+
+
+def test_a_template_whose_rows_differ_from_the_record_is_not_kept(monkeypatch):
+    """The fill's rows are checked against the record's on a structure's first batch: rows
+    that differ keep the structure on the record's path (its launches unchanged)."""
+    from millipyde.training import batch_policy_fill
+
+    real = batch_policy_fill.policy_rows
+
+    def off_by_one(*args: object) -> tuple:
+        status, slots, buf = real(*args)
+        return status, slots, buf + 1.0
+
+    monkeypatch.setattr(batch_policy_fill, "policy_rows", off_by_one)
+    filled, recorded, rec = _fill_and_record(lambda: mp.RandAugment(2, 9), 4, 2, 64)
+    assert rec.fill.templates and all(t is None for t in rec.fill.templates.values())
+    for (a, lefta), (b, leftb) in zip(filled, recorded, strict=True):
+        assert lefta == leftb and _same(a, b)

@@ -39,7 +39,7 @@ from ..graph.codegen import stat as codegen_stat
 from ..graph.codegen.gather_sig import extras_offset, gather_ngates, gather_nparams
 from ..image import gpuimage
 from ..policies import Policy
-from . import batch_augmix, batch_ops
+from . import batch_augmix, batch_ops, batch_policy_fill
 from .batch_chain import Prefix, Unsupported, VGather
 
 
@@ -244,6 +244,8 @@ class ArenaRecorder:
         # runs a statistic's reduction one member a thread, so there the gather before it is
         # run once, as a stage, rather than again inside the reduction; a GPU does not
         self.stat_cut = not runtime.caps.grid_launches
+        # a last step that is a policy: its structures' launches from kept templates
+        self.fill = batch_policy_fill.policy_fill(self)
 
     # -- inputs on the device ------------------------------------------------------------------
     def arena(self, device: int) -> dict[str, Any]:
@@ -299,31 +301,43 @@ class ArenaRecorder:
         cut = next((j for j, s in enumerate(self.steps) if isinstance(s, batch_ops.PolicyStep)),
                    0)
         heads = _groups_of(first) if cut else None
-        head: dict[int, Any] = {}  # head group -> (its rows, its gather) or None: unsupported
+        # head group -> (its rows, its gather, its rows for ``fill``) or None: unsupported
+        head: dict[int, Any] = {}
+        # (the fill's gathers are a GPU's record: none ended before a statistic op)
+        fill = self.fill if cut and not self.stat_cut else None
         launches: list[Launch] = []
         left: list[np.ndarray] = []
         for u in range(int(inverse.max(initial=-1)) + 1):
             rows = np.flatnonzero(inverse == u)
-            g = None
+            g, pending = None, None
             if heads is not None:
                 h = int(heads[rows[0]])
                 if h not in head:
                     hrows = np.flatnonzero(heads == h)
                     try:
-                        head[h] = (hrows, self._record(self._gather(hrows, inp), hrows, ctxs,
-                                                       coins, 0, cut))
+                        g0 = self._record(self._gather(hrows, inp), hrows, ctxs, coins, 0,
+                                          cut)
+                        head[h] = (hrows, g0, None if fill is None else
+                                   fill.head_rows(g0, hrows, inp))
                     except Unsupported:
                         head[h] = None
                 if head[h] is None:
                     left.append(rows)
                     continue
-                hrows, g0 = head[h]
+                hrows, g0, hp = head[h]
+                if fill is not None:
+                    made, pending = fill.launch(hp, rows, ctxs[cut], coins[cut][rows])
+                    if made is not None:
+                        launches.append(made)
+                        continue
                 g = g0 if len(hrows) == len(rows) else g0.take(inverse[hrows] == u)
             try:
                 got, lost = self._group(rows, inp, ctxs, coins, g, cut)
             except Unsupported:
                 left.append(rows)
                 continue
+            if pending is not None:
+                fill.learn(pending, got, lost)
             launches += got
             left.append(lost)
         out_left = np.sort(np.concatenate(left)) if left else np.zeros(0, dtype=np.int64)

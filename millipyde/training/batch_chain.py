@@ -76,6 +76,15 @@ def _full(dtype: np.dtype, _known: dict = {}) -> float:  # noqa: B006 - a cache 
     return got
 
 
+def leaves_of(name: str, a: np.ndarray, hw: np.ndarray) -> np.ndarray:
+    """(m,) whether sampler ``name`` with maps ``a`` (m, 3, 3) on images of sizes ``hw`` (m,
+    2; the output's too) sends a member per output, as :meth:`VGather.sampler` tests it."""
+    spec = REGISTRY[name]
+    if spec.mode == "edge" or spec.projective:
+        raise ValueError(f"leaves_of: name {name} is not an affine zero-fill sampler")
+    return _leaves(a, hw, hw, spec.warp_clip)
+
+
 class Unsupported(Exception):
     """The chain does not plan to one gather (and its statistics' reductions) for every
     member."""
@@ -309,10 +318,7 @@ class VGather:
         """(m,) whether sampler ``name`` with maps ``a`` (m, 3, 3) on images of sizes ``hw``
         (m, 2; the output's too) sends a member per output, as :meth:`sampler` tests it
         (for ``known``)."""
-        spec = REGISTRY[name]
-        if spec.mode == "edge" or spec.projective:
-            raise ValueError(f"VGather.leaves_of: {name} is not an affine zero-fill sampler")
-        return _leaves(a, hw, hw, spec.warp_clip)
+        return leaves_of(name, a, hw)
 
     def user_map(self, name: str, params: np.ndarray, out: np.ndarray) -> None:
         """A user ``@mp.index_map`` (``Gather.add``: the sampler's place, ``A`` the identity);

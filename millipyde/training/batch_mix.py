@@ -22,6 +22,7 @@ import numpy as np
 from .. import random as mprandom
 from ..array import ArgumentError, gpuarray
 from ..backend import ACTIVE as runtime
+from ..graph.ir.node import leaf
 from ..workers import STREAMS, sync
 
 __all__ = ["BatchMix", "CutMix", "MixChoice", "MixUp", "check_batches_mix",
@@ -122,14 +123,17 @@ class BatchMix:
 
     def _drawn(self, step: int) -> tuple[float, float, float, float]:
         """Batch ``step``'s three uniforms and its ``lam``. Made ``_AHEAD`` steps at a time:
-        ``step`` and those after it at the stride from the last step that missed (a batch
+        ``step`` and those after it at the stride from the step asked for before it (a batch
         worker's steps are its batches' first outputs: ``size`` apart), each step's values
         its own (``mprandom.uniform01_array`` is bit-identical to ``uniform01``, ``beta_of``
-        elementwise): a worker draws and inverts once per ``_AHEAD`` batches, not per batch."""
+        elementwise): a worker draws and inverts once per ``_AHEAD`` batches, not per batch.
+        (The stride is the last two steps asked for, hits included: from the last step that
+        missed it would be ``_AHEAD`` batches wide, and every other draw would serve one
+        batch.)"""
         got = self._draws.get(step)
+        last, self._last = self._last, step
         if got is not None:
             return got
-        last, self._last = self._last, step
         stride = step - last if last is not None and 0 < step - last <= _FAR // _AHEAD else 1
         if not -_FAR < step < _FAR - stride * _AHEAD:  # past int64's range: drawn alone
             us = [mprandom.uniform01(self.seed, step, self._stream, t) for t in range(3)]
@@ -170,7 +174,7 @@ class BatchMix:
         if not isinstance(images, gpuarray):
             self._blend_host(images, lam, box)
             return images, _soft(np.asarray(labels), soft, k, lam_labels)
-        x = runtime.reshape(images._materialize(), (images.size,))
+        x = runtime.reshape(images._materialize(), (n * h * w * c,))  # (the plan's shape)
         args = (x, images, labels, soft, n, h, w, c, k, lam, box, lam_labels)
         if wait:
             return self._on_device(*args)
@@ -231,7 +235,9 @@ class BatchMix:
         """:meth:`_queue` on a pooled stream of the device, waited for."""
         dev = images.device
         if not runtime.caps.launches_on_streams:
-            return self._queue(x, images, labels, soft, n, h, w, c, k, lam, box, lam_labels)
+            with runtime.on_device(dev):
+                return self._queue(x, images, labels, soft, n, h, w, c, k, lam, box,
+                                   lam_labels)
         # On a pooled stream of the device, waited for alone. The current stream of a
         # consumer's thread is the legacy default stream, which would wait for every kernel
         # the batch workers have queued (the batches made ahead) and make theirs wait for it
@@ -250,9 +256,8 @@ class BatchMix:
     def _queue(self, x: Any, images: gpuarray, labels: Any, soft: bool, n: int, h: int, w: int,
                c: int, k: int, lam: float, box: tuple, lam_labels: float) -> tuple:
         """Queue the mix of ``x`` (``images``' buffer, flat) and its labels' on the current
-        stream: one launch (images and class-index labels)."""
-        from ..graph.ir.node import leaf
-
+        stream: one launch (images and class-index labels); on the device of ``images``
+        (the callers' ``runtime.on_device``)."""
         dev = images.device
         # (n, P, R, Q): NCHW planes of H x W, or NHWC as one plane of H x (W * C)
         P, R, Q = (c, h, w) if self.layout == "NCHW" else (1, h, w * c)
@@ -291,15 +296,14 @@ class BatchMix:
             out_labels = gpuarray._wrap(leaf(dst, (n, k), np.dtype(np.float32), dev))
         if n and (y2 > y1 or kk):
             args = (x, n, P, R, Q, lam, y1, y2, q1, q2, lab, dst, kk, lam_labels)
-            with runtime.on_device(dev):
-                if runtime.codegen_target == "cpu":
-                    # (blocks x threads: their values size the cpu's parts)
-                    runtime.launch_blocks(_kernel(), max(P * (y2 - y1), 1),
-                                          max(n * (q2 - q1), n * kk, 1), dev, *args)
-                elif y2 > y1:
-                    _launch_box(_kernel(), dev, (P, y2 - y1, q2 - q1), args)
-                else:  # the labels only: a grid of their size
-                    _launch_box(_kernel(), dev, (1, 1, n * kk), args)
+            if runtime.codegen_target == "cpu":
+                # (blocks x threads: their values size the cpu's parts)
+                runtime.launch_blocks(_kernel(), max(P * (y2 - y1), 1),
+                                      max(n * (q2 - q1), n * kk, 1), dev, *args)
+            elif y2 > y1:
+                _launch_box(_kernel(), dev, (P, y2 - y1, q2 - q1), args)
+            else:  # the labels only: a grid of their size
+                _launch_box(_kernel(), dev, (1, 1, n * kk), args)
         return images, out_labels  # the images mixed in place
 
 
@@ -366,7 +370,15 @@ def _soft(labels: np.ndarray, soft: bool, k: int, lam: float) -> np.ndarray:
 
 
 def _check_range(labels: np.ndarray, k: int) -> None:
-    if len(labels) and (labels.min() < 0 or labels.max() >= k):
+    if not len(labels):
+        return
+    # (int64 class indices, a batch worker's: one pass, a negative one seen as unsigned is
+    # 2**63 or more, past any class count)
+    if labels.dtype == np.int64 and labels.ndim == 1:
+        bad = int(labels.view(np.uint64).max()) >= k
+    else:
+        bad = labels.min() < 0 or labels.max() >= k
+    if bad:
         raise ArgumentError(f"labels must lie in 0..{k - 1} (num_classes {k}), got "
                             f"{int(labels.min())}..{int(labels.max())}")
 

@@ -27,7 +27,7 @@ from ..ops import FORMS, Emit, Form, Reject
 from ..ops.base import columns, kind_for
 from ..policies import ENTRY_METHODS, GEOMETRIC, GEOMETRIC_METHOD, Policy, entry_call
 from . import batch_math
-from .batch_chain import Unsupported, VGather
+from .batch_chain import Unsupported, VGather, leaves_of
 
 
 def sample_round(seed: int, ks: np.ndarray) -> np.ndarray:
@@ -477,7 +477,13 @@ class ValueTable:
         """The slot's ``warp_affine`` on ``g`` (``codes``: each member's geometric entry's
         code, where ``has``): ``_slot_matrices``' rows, the sampler's maps and its per-output
         test made once per code (``PolicyStep.slot_row``, ``batch_math.affine_rows``,
-        ``VGather.leaves_of``: row by row, the values the whole batch's calls give)."""
+        ``leaves_of``: row by row, the values the whole batch's calls give)."""
+        cd = self.slot_codes(codes, has)
+        g.sampler(GEOMETRIC_METHOD, None, has, known=(self.slot_map[cd], self.slot_leaves[cd]))
+
+    def slot_codes(self, codes: np.ndarray, has: np.ndarray) -> np.ndarray:
+        """``codes`` where ``has``, else ``none``: the codes of a slot's members, their
+        ``slot_map`` and ``slot_leaves`` made where not yet (once per code)."""
         cd = np.where(has, codes, self.none)
         missing = ~self.slot_filled[cd]
         if missing.any():
@@ -490,9 +496,9 @@ class ValueTable:
                                  dtype=np.float64).reshape(1, 6)
                 a = batch_math.affine_rows(spec, hw[:, 0], hw[:, 1], row)
                 self.slot_map[u] = a[0]
-                self.slot_leaves[u] = g.leaves_of(GEOMETRIC_METHOD, a, hw)[0]
+                self.slot_leaves[u] = leaves_of(GEOMETRIC_METHOD, a, hw)[0]
                 self.slot_filled[u] = True
-        g.sampler(GEOMETRIC_METHOD, None, has, known=(self.slot_map[cd], self.slot_leaves[cd]))
+        return cd
 
     def record(self, g: VGather, codes: np.ndarray) -> None:
         """Every value entry's kernels on ``g`` at consecutive positions (``codes``: (n,
