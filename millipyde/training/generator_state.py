@@ -198,14 +198,18 @@ class GeneratorState:
         """Let a ramped claim grow past ``batch`` (``GROWN``) as far as ``AHEAD_BYTES`` allows
         ``workers + 1`` claims of outputs as large as the largest made so far (its real
         shape and dtype; ``depth`` counts 8 bytes per input value, before any is made)."""
-        big = self.out_bytes
+        big, seen = self.out_bytes, None
         for value, _ in made:
-            if value is not None:
-                node = getattr(value, "_node", None)
-                b = value.nbytes if node is None else \
-                    node.dtype.itemsize * _values(node.shape)
-                if b > big:
-                    big = b
+            node = getattr(value, "_node", None)
+            if node is None:  # (an ndarray, return_to_host; or no value: an error)
+                b = 0 if value is None else value.nbytes
+            elif node.shape is seen:  # (a group's outputs share their shape tuple)
+                continue
+            else:
+                seen = node.shape
+                b = node.dtype.itemsize * _values(seen)
+            if b > big:
+                big = b
         if big == self.out_bytes or big <= 0:
             return
         self.out_bytes = big
