@@ -153,9 +153,11 @@ class GeneratorState:
                               False, self.rank, self.world, self.sampler, self.start_k)
 
     def start(self) -> None:
-        if self.group is None:
-            self.group = WorkerGroup("generator", self._worker, self._crash)
-            self.group.start([self.device], self.workers)
+        with self.cond:  # (two threads' first next() calls start one group)
+            if self.group is None:
+                group = WorkerGroup("generator", self._worker, self._crash)
+                group.start([self.device], self.workers)
+                self.group = group  # its threads all started: ``stop`` may join them
 
     def _crash(self, err: BaseException, device: int) -> None:
         # Only errors outside _make land here (a stream that cannot be made, say).
