@@ -40,20 +40,11 @@ def mix(z: int) -> int:
     return z ^ (z >> 31)
 
 
-#: per thread: the last (seed, sample, op) :func:`key64` mixed and its first three rounds (an
-#: op's coin and draws share them: one round a draw instead of four)
-_heads = threading.local()
-
-
 def key64(seed: int, sample: int, op: int, k: int) -> int:
     """A 64-bit integer that depends only on its four integer arguments."""
-    head = (seed, sample, op)
-    last = getattr(_heads, "last", None)
-    if last is not None and last[0] == head:
-        z = last[1]
-    else:
-        z = mix(mix(mix(seed & MASK) ^ (sample & MASK)) ^ (op & MASK))
-        _heads.last = (head, z)
+    z = mix(seed & MASK)
+    z = mix(z ^ (sample & MASK))
+    z = mix(z ^ (op & MASK))
     return mix(z ^ (k & MASK))
 
 

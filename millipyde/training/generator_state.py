@@ -133,7 +133,8 @@ class GeneratorState:
         self.cond = threading.Condition()
         self.claimed = 0  # next output index a worker will make
         self.tickets = 0  # next output index a next() call will return
-        self.results: dict[int, tuple[Any, BaseException | None, int]] = {}
+        # output index -> (index, value, error, device): handed on to ``ready`` as it is
+        self.results: dict[int, tuple[int, Any, BaseException | None, int]] = {}
         # outputs that ``take`` moved out of ``results`` with the one it handed out (the made
         # outputs right after it): the next calls hand them out in order without the lock;
         # they still count as made ahead (``_room``)
@@ -239,8 +240,8 @@ class GeneratorState:
                 made = [(None, e)]
             with self.cond:
                 if not self.stopped:
-                    for i, (value, err) in enumerate(made):
-                        self.results[k0 + i] = (value, err, device)
+                    for i, (value, err) in enumerate(made, k0):
+                        self.results[i] = (i, value, err, device)
                     if self.ramp and not self.mixed and self.batch > 1:
                         self._grow(made)
                 self.cond.notify_all()
@@ -459,13 +460,14 @@ class GeneratorState:
                         raise StopIteration
                     if self.crashes or (self.group is not None and not self.group.alive()):
                         err, device = self.crashes[0] if self.crashes else (None, -1)
-                        self.results[k] = (None, err or RuntimeError("workers exited"), device)
+                        self.results[k] = (k, None, err or RuntimeError("workers exited"),
+                                           device)
                         break
                     self.cond.wait(0.5)
-                value, err, device = self.results.pop(k)
+                _, value, err, device = self.results.pop(k)
                 results, j = self.results, self.tickets
                 while j in results:
-                    ready.append((j, *results.pop(j)))
+                    ready.append(results.pop(j))
                     j += 1
                 self.tickets = j
         return self._handed(k, value, err, device)
