@@ -5,9 +5,8 @@
 
 Part C's ``next()`` row of ``bench_pipeline.py engine`` (six photographs, the recipe's
 colorize an opaque callable, each output taken as it comes; a warm-up Generator of seed 3
-first), for seeds 4, 5, 6 (``--seeds``) in one process. On the cpu backend a kernel is
-host time too:
-each kernel call's thread CPU time is summed (``CpuBackend._run_cpu``; with
+first), for seeds 4, 5, 6 (``--seeds``) in one process. On the cpu backend a kernel is host
+time too: each kernel call's thread CPU time is summed (``CpuBackend._run_cpu``; with
 ``NUMBA_NUM_THREADS=1`` a kernel runs in the calling thread) and taken from the process CPU
 time, which leaves what a GPU's host would also spend per output (drawing, recording,
 grouping, launching, handing out). ``MILLIPYDE_WORKERS=1``: a GPU's worker count for a
