@@ -43,9 +43,10 @@ AHEAD_BYTES = 1 << 30
 MIXED_BATCH = 32
 
 #: Outputs a ramped Generator's claims (callables: 1, 1, 2, 4, ... outputs) grow to past
-#: ``batch``, within ``AHEAD_BYTES`` counted at its outputs' own bytes: a recorded batch's work
-#: per batch (the draws, the groups, their arrays and launches) is then spread over more
-#: outputs, and its first outputs still come from the ramp's small claims.
+#: ``batch``, within ``AHEAD_BYTES`` counted at its outputs' own bytes and ``batch.BATCH_BYTES``
+#: (``GeneratorState._grow``; 170 at 512 x 512 RGB): a recorded batch's work per batch (the
+#: draws, the groups, their arrays and launches) is then spread over more outputs, and its
+#: first outputs still come from the ramp's small claims.
 GROWN = 256
 
 
@@ -121,9 +122,11 @@ class GeneratorState:
             self.depth = max(self.depth, min((self.workers + 1) * self.batch,
                                              max(self.batch, AHEAD_BYTES // per)))
         # a ramped claim's most outputs: ``batch``, grown to ``GROWN`` once the outputs' bytes
-        # are known (``_grow``); the largest output's bytes seen so far
+        # are known (``_grow``); the largest output's bytes seen so far, and values
         self.grown = self.batch
         self.out_bytes = 0
+        # the most values of an input or output seen (a claim's working set)
+        self.out_values = max((x.size for x in inputs), default=1)
         self.depth0 = self.depth
         self.stacks: dict[int, dict] = {}  # per device: the inputs stacked there
         # per device: the input values (nodes) those stacks hold; a Pipeline may commit new
@@ -200,23 +203,26 @@ class GeneratorState:
     def _grow(self, made: list[tuple[Any, Any]]) -> None:
         """Let a ramped claim grow past ``batch`` (``GROWN``) as far as ``AHEAD_BYTES`` allows
         ``workers + 1`` claims of outputs as large as the largest made so far (its real
-        shape and dtype; ``depth`` counts 8 bytes per input value, before any is made)."""
-        big, seen = self.out_bytes, None
+        shape and dtype; ``depth`` counts 8 bytes per input value, before any is made), and
+        ``batch.BATCH_BYTES`` one claim's float64-sized working set (inputs or outputs,
+        whichever hold more values)."""
+        big, most, seen = self.out_bytes, self.out_values, None
         for value, _ in made:
             node = getattr(value, "_node", None)
             if node is None:  # (an ndarray, return_to_host; or no value: an error)
-                b = 0 if value is None else value.nbytes
+                v, b = (0, 0) if value is None else (value.size, value.nbytes)
             elif node.shape is seen:  # (a group's outputs share their shape tuple)
                 continue
             else:
                 seen = node.shape
-                b = node.dtype.itemsize * _values(seen)
-            if b > big:
-                big = b
-        if big == self.out_bytes or big <= 0:
+                v = _values(seen)
+                b = node.dtype.itemsize * v
+            big, most = max(big, b), max(most, v)
+        if (big, most) == (self.out_bytes, self.out_values) or big <= 0:
             return
-        self.out_bytes = big
-        self.grown = max(self.batch, min(GROWN, AHEAD_BYTES // ((self.workers + 1) * big)))
+        self.out_bytes, self.out_values = big, most
+        self.grown = max(self.batch, min(GROWN, AHEAD_BYTES // ((self.workers + 1) * big),
+                                         batch.BATCH_BYTES // (8 * most)))
         self.depth = max(self.depth0, (self.workers + 1) * self.grown)
 
     def _worker(self, device: int, stream: Any) -> None:
