@@ -473,14 +473,13 @@ class Generator:
             Generator is closed.
         """
         st = self._state
-        if st.group is None:  # (the first call: the workers start)
-            if getattr(st, "compiles_ahead", False) and not st.stopped:
-                # a cold kernel cache: the first outputs' kernels compiled at once in worker
-                # processes
-                from .precompile import before_outputs
+        if getattr(st, "compiles_ahead", False) and st.group is None and not st.stopped:
+            # a cold kernel cache: the first outputs' kernels compiled at once in worker
+            # processes
+            from .precompile import before_outputs
 
-                before_outputs(st)
-            st.start()
+            before_outputs(st)
+        st.start()
         return st.take()
 
     def close(self) -> None:

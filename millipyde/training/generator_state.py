@@ -157,6 +157,8 @@ class GeneratorState:
                               False, self.rank, self.world, self.sampler, self.start_k)
 
     def start(self) -> None:
+        if self.group is not None:  # (every next() calls it: no lock once started)
+            return
         with self.cond:  # (two threads' first next() calls start one group)
             if self.group is None:
                 group = WorkerGroup("generator", self._worker, self._crash)
