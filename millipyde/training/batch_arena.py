@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,7 +40,7 @@ from ..graph.codegen.gather_sig import extras_offset, gather_ngates, gather_npar
 from ..image import gpuimage
 from ..policies import Policy
 from . import batch_augmix, batch_ops, batch_policy_fill
-from .batch_chain import Prefix, Unsupported, VGather
+from .batch_chain import ForkStage, Launch, Prefix, Stage, Unsupported, VGather
 
 
 @dataclass
@@ -49,61 +49,6 @@ class _UserStep:
 
     op: Any
     reshapes: bool
-
-
-@dataclass
-class Stage:
-    """A gather before a launch's last one (``VGather.cut``): it writes every member's image
-    of ``hw`` (its own dtype, ``cout`` channels) that the next stage reads."""
-
-    sig: Any
-    p: np.ndarray
-    hw: tuple[int, int]
-    cout: int
-    prefixes: list[Prefix]
-    # per prefix, its reduction's column arguments where it reads ``p`` (None: its own rows,
-    # packed): :func:`stat_reads`
-    reads: list = field(default_factory=list)
-
-
-@dataclass
-class Launch:
-    """One arena gather of a batch (after its ``stages``, if any): its members' batch
-    positions and arrays."""
-
-    sig: Any
-    gates: bool
-    pos: np.ndarray  # (m,) batch positions
-    p: np.ndarray  # (m, P) parameter rows (and gate flags)
-    rows: np.ndarray  # (m, 2) int64 arena offset, source width
-    hw: tuple[int, int]
-    cout: int
-    dtype: np.dtype
-    prefixes: list[Prefix]
-    stages: list[Stage] = field(default_factory=list)
-    reads: list = field(default_factory=list)  # (as ``Stage.reads``)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """The stored shape of every member's output."""
-        return self.hw if self.cout == 1 else (*self.hw, self.cout)
-
-
-@dataclass
-class ForkStage:
-    """A fork before a launch's last gather (``batch_augmix``): the launches of its branches
-    (their ``pos``: branch ``i * m + r`` is chain ``i`` of member ``r``; their source the
-    fork's), written side by side into one buffer, then the weighted sum of every member's
-    original and chains (``weights`` (m, 1 + k)) into its image of ``hw`` (``cout`` channels
-    of ``dtype``), which the next stage reads."""
-
-    weights: np.ndarray
-    pieces: list[Launch]
-    hw: tuple[int, int]
-    cout: int
-    dtype: np.dtype
-    full: float
-    prefixes: list = field(default_factory=list)  # (none of its own: the chains' are theirs)
 
 
 def launch_of(g: VGather, gates: bool, pos: np.ndarray, rows: np.ndarray | None) -> Launch:

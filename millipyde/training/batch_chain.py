@@ -718,3 +718,62 @@ def _prefix_columns(layout: tuple, ncols: int, nextras: int, nops: int) -> list[
         _COLUMNS.clear()
     _COLUMNS[key] = (layout, cols)
     return cols
+
+
+# --------------------------------------------------------------------------- launches
+# (what a batch's record hands its writer: ``batch_arena`` makes them from gathers,
+# ``batch_policy_fill`` from a kept template)
+
+@dataclass
+class Stage:
+    """A gather before a launch's last one (``VGather.cut``): it writes every member's image
+    of ``hw`` (its own dtype, ``cout`` channels) that the next stage reads."""
+
+    sig: Any
+    p: np.ndarray
+    hw: tuple[int, int]
+    cout: int
+    prefixes: list[Prefix]
+    # per prefix, its reduction's column arguments where it reads ``p`` (None: its own rows,
+    # packed): :func:`stat_reads`
+    reads: list = field(default_factory=list)
+
+
+@dataclass
+class Launch:
+    """One arena gather of a batch (after its ``stages``, if any): its members' batch
+    positions and arrays."""
+
+    sig: Any
+    gates: bool
+    pos: np.ndarray  # (m,) batch positions
+    p: np.ndarray  # (m, P) parameter rows (and gate flags)
+    rows: np.ndarray  # (m, 2) int64 arena offset, source width
+    hw: tuple[int, int]
+    cout: int
+    dtype: np.dtype
+    prefixes: list[Prefix]
+    stages: list[Stage] = field(default_factory=list)
+    reads: list = field(default_factory=list)  # (as ``Stage.reads``)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The stored shape of every member's output."""
+        return self.hw if self.cout == 1 else (*self.hw, self.cout)
+
+
+@dataclass
+class ForkStage:
+    """A fork before a launch's last gather (``batch_augmix``): the launches of its branches
+    (their ``pos``: branch ``i * m + r`` is chain ``i`` of member ``r``; their source the
+    fork's), written side by side into one buffer, then the weighted sum of every member's
+    original and chains (``weights`` (m, 1 + k)) into its image of ``hw`` (``cout`` channels
+    of ``dtype``), which the next stage reads."""
+
+    weights: np.ndarray
+    pieces: list[Launch]
+    hw: tuple[int, int]
+    cout: int
+    dtype: np.dtype
+    full: float
+    prefixes: list = field(default_factory=list)  # (none of its own: the chains' are theirs)

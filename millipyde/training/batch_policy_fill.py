@@ -43,7 +43,7 @@ from ..graph.codegen.gather_sig import (
 from ..graph.codegen.loader import load
 from ..ops.base import kind_for
 from . import batch_ops
-from .batch_chain import Prefix, VGather
+from .batch_chain import ForkStage, Launch, Prefix, Stage, VGather
 
 
 class _Gather(NamedTuple):
@@ -245,8 +245,6 @@ class PolicyFill:
         return self._make(tpl, ps, rows, arena[rows]), None
 
     def _make(self, tpl: _Template, ps: list, rows: np.ndarray, arena_rows: np.ndarray) -> Any:
-        from .batch_arena import Launch, Stage
-
         sizes = _sizes(tpl.gathers[-1].hw, len(rows))
         made = []
         for gt, p in zip(tpl.gathers, ps, strict=True):
@@ -264,8 +262,6 @@ class PolicyFill:
         the record's path's launches of the same members, where its rows equal the fill's
         (else the structure stays on that path); a batch with members left per output
         teaches nothing (tried again on a later batch, a few times)."""
-        from .batch_arena import ForkStage
-
         key, ps, spans, hw, rows, arena_rows = pending
         if len(lost) or len(launches) != 1:
             tries = self._tries[key] = self._tries.get(key, 0) + 1
