@@ -12,7 +12,8 @@ thread pool's start per launch.
 
 Large buffers (``BIG_BYTES`` and up: a training batch, a batch's arena of decoded images, its
 stages) come from :class:`BigBuffers`, which hands a buffer out again once nothing refers to it:
-malloc maps each such buffer afresh and the kernel zeroes every page at its first touch.
+malloc maps each such buffer afresh and the kernel zeroes every page at its first touch. The
+pool keeps its buffers (up to ``BIG_KEEP_BYTES``) until the process ends or ``big.clear()``.
 """
 
 from __future__ import annotations
