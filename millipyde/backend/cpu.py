@@ -9,11 +9,17 @@ elements) is one call in the calling thread; a larger one is cut into as many pa
 has threads (``NUMBA_NUM_THREADS``), run at once by this backend's threads (the kernels
 release the GIL). Numba's own parallel loops cost ~40-60% more compile time per kernel and a
 thread pool's start per launch.
+
+Large buffers (``BIG_BYTES`` and up: a training batch, a batch's arena of decoded images, its
+stages) come from :class:`BigBuffers`, which hands a buffer out again once nothing refers to it:
+malloc maps each such buffer afresh and the kernel zeroes every page at its first touch. The
+pool keeps its buffers (up to ``BIG_KEEP_BYTES``) until the process ends or ``big.clear()``.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -53,6 +59,74 @@ def host_memory_bytes() -> int | None:
 PARALLEL_MIN_ITEMS = 1 << 15
 
 
+#: buffers of this many bytes and more come from :class:`BigBuffers`: glibc's malloc serves
+#: them by ``mmap`` whatever it has freed (its dynamic threshold stops at 32 MiB on 64-bit
+#: systems), so each one costs a page fault and a page cleared by the kernel per 4 KiB at its
+#: first write: 12% of the process's CPU in ``clear_page`` streaming the ImageNet recipe
+#: (bench/RESULTS.md, "Datasets on the cpu backend: ... large buffers reused")
+BIG_BYTES = 32 << 20
+#: the most bytes :class:`BigBuffers` keeps (in use and free together); past it a buffer is
+#: allocated as before and not kept
+BIG_KEEP_BYTES = 2 << 30
+
+
+class BigBuffers:
+    """Large host buffers handed out again once nothing refers to them.
+
+    A buffer is kept as a flat ``uint8`` array and handed out as a view of it (every further
+    view holds a reference to it, as NumPy makes each view's ``base`` the owning array): it
+    is free again when its reference count is back to the pool's own. Free buffers of
+    another size are dropped to make room for a new one within ``keep`` bytes.
+
+    Parameters
+    ----------
+    keep : int
+        The most bytes kept.
+    """
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self._bufs: list[np.ndarray] = []
+        self._lock = threading.Lock()
+        #: buffers handed out again, and allocated (kept or not)
+        self.reused = 0
+        self.made = 0
+
+    def take(self, nbytes: int) -> np.ndarray:
+        """A flat ``uint8`` buffer of ``nbytes`` bytes that nothing else refers to."""
+        # (a free buffer's references while a loop looks at it: the pool's list, the loop's
+        # name for it, getrefcount's argument)
+        with self._lock:
+            for buf in self._bufs:
+                if buf.nbytes == nbytes and sys.getrefcount(buf) == 3:
+                    self.reused += 1
+                    return buf
+            self.made += 1
+            held = sum(b.nbytes for b in self._bufs)
+            if held + nbytes > self.keep:
+                kept = []
+                for buf in self._bufs:
+                    if held + nbytes > self.keep and sys.getrefcount(buf) == 3:
+                        held -= buf.nbytes
+                    else:
+                        kept.append(buf)
+                self._bufs = kept
+            new = np.empty(nbytes, dtype=np.uint8)
+            if held + nbytes <= self.keep:
+                self._bufs.append(new)
+            return new
+
+    def clear(self) -> None:
+        """Drop every buffer (those in use live on with their users)."""
+        with self._lock:
+            self._bufs = []
+
+
+#: reference counts say when a buffer is free only where a thread cannot change them
+#: unseen while the pool's lock is held: not in a free-threaded interpreter
+_POOLED = getattr(sys, "_is_gil_enabled", lambda: True)()
+
+
 def split_kernel(kernel: Any) -> bool:
     """Whether ``kernel`` is a generated kernel that runs in parts (``part_, parts_`` last)."""
     fn = getattr(kernel, "py_func", None)
@@ -80,6 +154,7 @@ class CpuBackend(Backend):
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid = 0
         self._pool_lock = threading.Lock()
+        self.big = BigBuffers(BIG_KEEP_BYTES)
         self.caps = Capabilities(
             device_memory=False, grid_launches=False, shared_memory=False,
             launches_on_streams=False,
@@ -101,7 +176,11 @@ class CpuBackend(Backend):
     def empty(self, shape: tuple[int, ...], dtype: Any, device: int) -> Any:
         try:
             faults.check("alloc", device)
-            return np.empty(shape, dtype=dtype)
+            dt = np.dtype(dtype)
+            nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+            if nbytes < BIG_BYTES or not _POOLED:
+                return np.empty(shape, dtype=dt)
+            return self.big.take(nbytes).view(dt).reshape(shape)
         except (MemoryError, faults.InjectedOutOfMemory) as err:
             raise self._oom(shape, dtype, device, err) from err
 
