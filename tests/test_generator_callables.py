@@ -206,3 +206,65 @@ def test_a_compiling_ahead_twin_keeps_its_templates_its_own():
     with runtime.recording(lambda *a: None):
         assert template_share.chain_key(xs, ops) is None
     assert template_share.chain_key(xs, ops) is not None
+
+
+@pytest.mark.cudasim_ok
+def test_claims_grow_past_the_batch_and_keep_the_values(monkeypatch, captured):
+    """A ramped Generator's claims (1, 1, 2, 4, ...) grow past its batch to
+    ``generator_state.GROWN`` once its outputs' bytes are known; every output is still the
+    per-output path's."""
+    from millipyde.training import generator_state
+
+    monkeypatch.setenv("MILLIPYDE_GENERATOR_BATCH", "4")
+    monkeypatch.setattr(generator_state, "GROWN", 8)
+    ops = recipes.figure_5_1_operations()
+    n = 24 if SIM else 48
+    want = _outputs(monkeypatch, ops, False, n=n)
+    captured.clear()
+    got = _outputs(monkeypatch, ops, True, n=n)
+    claims = [m for m, _ in captured]
+    assert sum(claims) == n and max(claims) == 8 and sorted(claims)[:2] == [1, 1]
+    for k, (a, b) in enumerate(zip(got, want, strict=True)):
+        assert_same(a, b, err_msg=f"output {k}")
+
+
+def test_grown_claims_keep_the_outputs_made_ahead_within_their_bytes(monkeypatch):
+    """Claims grow only as far as ``AHEAD_BYTES`` holds ``workers + 1`` of them at the
+    outputs' real bytes (here 8 outputs of 10 x 10 x 3 uint8 each)."""
+    from millipyde.training import generator_state
+
+    monkeypatch.setenv("MILLIPYDE_GENERATOR_BATCH", "4")
+    ops = [mp.Operation("fliplr", probability=0.5), mp.Operation(_two, probability=0.5)]
+    gen = mp.Generator([mp.gpuimage(np.full((10, 10, 3), 7, np.uint8)) for _ in range(2)],
+                       ops, outputs=40, seed=3)
+    st = gen._state
+    monkeypatch.setattr(generator_state, "AHEAD_BYTES", 300 * (st.workers + 1) * 8)
+    out = [np.asarray(x) for x in gen]
+    assert len(out) == 40 and (st.out_bytes, st.grown) == (300, 8)
+    assert st.depth <= max(st.depth0, (st.workers + 1) * 8)
+
+
+def test_next_from_two_threads_hands_out_every_output_once(monkeypatch):
+    """Outputs handed out without the lock (``GeneratorState.ready``): two threads calling
+    ``next()`` on one Generator get every output once between them."""
+    import threading
+
+    monkeypatch.setattr(batches, "RECORD_AT_ONCE", True)
+    ops = recipes.figure_5_1_operations()
+    hosts = _hosts()
+    n = 3 * N
+    want = sorted(np.asarray(x).tobytes() for x in
+                  mp.Generator([mp.gpuimage(h) for h in hosts], ops, outputs=n, seed=5))
+    gen = mp.Generator([mp.gpuimage(h) for h in hosts], ops, outputs=n, seed=5)
+    got: list = []
+
+    def take():
+        for x in gen:
+            got.append(np.asarray(x).tobytes())
+
+    threads = [threading.Thread(target=take) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(got) == want
