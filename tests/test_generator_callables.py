@@ -268,3 +268,46 @@ def test_next_from_two_threads_hands_out_every_output_once(monkeypatch):
     for t in threads:
         t.join(60)
     assert sorted(got) == want
+
+
+def test_a_worker_claims_as_soon_as_the_ready_outputs_leave_room(monkeypatch):
+    """Outputs popped from ``GeneratorState.ready`` without the lock still wake a worker
+    waiting for room: with a slow consumer and a fast worker, each claim starts within two
+    outputs of the first moment the window had room for it (or of the worker's previous
+    claim made), not once ``ready`` is empty. Claims 1, 1, 2, 4, 8, then 10 in a window of
+    20: the claim at 16 has room once output 6 is handed out, while ``ready`` still holds
+    the outputs up to 15."""
+    import time
+
+    from millipyde.training import generator_state
+
+    monkeypatch.setenv("MILLIPYDE_GENERATOR_BATCH", "8")
+    monkeypatch.setenv("MILLIPYDE_WORKERS", "1")
+    monkeypatch.setattr(generator_state, "GROWN", 10)
+    ops = [mp.Operation("fliplr", probability=0.5), mp.Operation(_two, probability=0.5)]
+    gen = mp.Generator([mp.gpuimage(h) for h in _hosts()], ops, outputs=48, seed=3)
+    st = gen._state
+    make = st._make_batch
+    claims: list[tuple[int, int, int, int, int]] = []  # k0, n, handed out at start, at end
+
+    def handed() -> int:
+        return st.tickets - len(st.ready)
+
+    def spy(k0, n, *args):
+        start, depth = handed(), st.depth
+        try:
+            return make(k0, n, *args)
+        finally:
+            claims.append((k0, n, depth, start, handed()))
+
+    monkeypatch.setattr(st, "_make_batch", spy)
+    got = 0
+    for x in gen:
+        np.asarray(x)
+        got += 1
+        time.sleep(0.004)  # a slow consumer: the worker waits for room, not the reverse
+    assert got == 48 and 10 in [n for _, n, *_ in claims]
+    late = [(k0, n, start, max(0, k0 + n - depth), done)
+            for (k0, n, depth, start, _), (*_, done) in zip(claims[1:], claims, strict=False)
+            if start > max(k0 + n - depth, done) + 2]
+    assert not late, f"claims (k0, n, started at, room at, previous made at) late: {late}"

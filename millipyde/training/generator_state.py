@@ -142,6 +142,10 @@ class GeneratorState:
         # outputs right after it): the next calls hand them out in order without the lock;
         # they still count as made ahead (``_room``)
         self.ready: deque[tuple[int, Any, BaseException | None, int]] = deque()
+        # how short ``ready`` gets before the next claim has room (``_room_at``): ``take``
+        # pops ``ready`` without the lock and wakes the workers there, so a worker makes the
+        # next claim while the made ones are handed out (-1: nothing to wake)
+        self.wake_at = -1
         self.stopped = False
         self.crashes: list[tuple[BaseException, int]] = []
         self.group: WorkerGroup | None = None
@@ -200,7 +204,22 @@ class GeneratorState:
     def _room(self) -> bool:
         """Whether the window has room for the next claim: outputs made ahead of ``next()``
         (the ones it has not handed out, ``ready`` among them) stay within ``depth``."""
-        return self.claimed + self._want() <= self.tickets - len(self.ready) + self.depth
+        return len(self.ready) <= self._room_at()
+
+    def _room_at(self) -> int:
+        """The length ``ready`` must fall to for the next claim to have room (``_room``; held
+        until ``tickets``, ``claimed`` or ``depth`` move, all under the lock)."""
+        return self.tickets + self.depth - self.claimed - self._want()
+
+    def _wake(self) -> None:
+        """Wake the workers if the window has room (``take`` popped ``ready`` down to
+        ``wake_at`` without the lock); else note the length that will (a claim since)."""
+        with self.cond:
+            if self._room():
+                self.wake_at = -1
+                self.cond.notify_all()
+            else:
+                self.wake_at = self._room_at()
 
     def _grow(self, made: list[tuple[Any, Any]]) -> None:
         """Let a ramped claim grow past ``batch`` (``GROWN``) as far as ``AHEAD_BYTES`` allows
@@ -232,11 +251,15 @@ class GeneratorState:
             with self.cond:
                 while not self.stopped and not self._room() and (
                         self.outputs is None or self.claimed < self.outputs):
+                    # (``take`` wakes it once ``ready`` is this short, or at its next lock)
+                    self.wake_at = self._room_at()
                     self.cond.wait()
                 if self.stopped or (self.outputs is not None and self.claimed >= self.outputs):
                     return
                 k0, n = self.claimed, self._want()
                 self.claimed += n
+                # (for the other workers: a stale value would only wake them once for nothing)
+                self.wake_at = self._room_at()
             try:
                 if self.batch > 1:
                     made = self._make_batch(k0, n, device, stream)
@@ -448,12 +471,19 @@ class GeneratorState:
                 k, value, err, device = ready.popleft()
             except IndexError:  # another thread took the last one
                 break
+            if len(ready) <= self.wake_at:
+                # the window has room again: a worker waiting for it makes the next claim
+                # while these are handed out (a worker that set ``wake_at`` just after this
+                # pop is woken by the next one, or by the next take under the lock)
+                self._wake()
             return self._handed(k, value, err, device)
         with self.cond:
             if self.stopped:
                 raise StopIteration
             if ready:  # (filled by another thread meanwhile)
                 k, value, err, device = ready.popleft()
+                if self._room():
+                    self.cond.notify_all()
             else:
                 if self.outputs is not None and self.tickets >= self.outputs:
                     raise StopIteration
@@ -478,6 +508,7 @@ class GeneratorState:
                     ready.append(results.pop(j))
                     j += 1
                 self.tickets = j
+                self.wake_at = self._room_at()  # (``tickets`` moved: the same room)
         return self._handed(k, value, err, device)
 
     def _handed(self, k: int, value: Any, err: BaseException | None, device: int) -> Any:
