@@ -463,8 +463,9 @@ class GeneratorState:
         """The next output (in order), or its error raised (the state then stops).
 
         Taking output ``k`` from ``results`` also moves the made outputs right after it to
-        ``ready``: the calls after it pop them there without the lock and the wake-ups (one
-        lock a claim, not an output)."""
+        ``ready``: the calls after it pop them there without the lock (one lock a claim, not
+        an output), and take it once more only where a pop leaves the window room for a worker
+        waiting on it (``wake_at``), so the next claim is made while these are handed out."""
         ready = self.ready
         while ready and not self.stopped:
             try:
