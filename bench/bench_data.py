@@ -202,6 +202,14 @@ def device_used_mb() -> float:
     return (total - free) / 2**20
 
 
+def _blobs(src: Any, n: int) -> list[bytes]:
+    """``n`` samples' bytes of ``src`` in a fixed shuffled order, its files cycled where ``n``
+    exceeds them (each read once)."""
+    pick = np.random.default_rng(1).permutation(len(src))[:n]
+    blobs = [src.read(int(i)) for i in pick]
+    return [blobs[k % len(blobs)] for k in range(n)]
+
+
 def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool | str = False,
                  readers: int = 0, busy: float = 0.0, switch: float | None = None) -> dict:
     """nvImageCodec's decode of bytes in memory, batches of ``size`` (GPU 0).
@@ -227,10 +235,7 @@ def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool | s
     from millipyde.data.readahead import ReadAhead
 
     src = mdata.Folder(folder)
-    # the folder's files cycled where the batches need more (each read once)
-    pick = np.resize(np.random.default_rng(1).permutation(len(src)), (batches + 2) * size)
-    blobs = [src.read(int(i)) for i in pick[:len(src)]]
-    blobs = [blobs[k % len(blobs)] for k in range(len(pick))]
+    blobs = _blobs(src, (batches + 2) * size)
     dec = nvimgcodec.Decoder(device_id=0, max_num_cpu_threads=decode_threads())
     params = nvimgcodec.DecodeParams(apply_exif_orientation=True,
                                      color_spec=nvimgcodec.ColorSpec.SRGB)
@@ -300,10 +305,7 @@ def decode_alone_lanes(folder: str, batches: int, lanes: int, size: int = 256) -
     from millipyde.data.decode import NvImageCodecCDecoder, PillowDecoder, decode_threads
 
     src = mdata.Folder(folder)
-    pick = np.resize(np.random.default_rng(1).permutation(len(src)),
-                     (batches + 2 * lanes) * size)
-    blobs = [src.read(int(i)) for i in pick[:len(src)]]
-    blobs = [blobs[k % len(blobs)] for k in range(len(pick))]
+    blobs = _blobs(src, (batches + 2 * lanes) * size)
     decs = [NvImageCodecCDecoder(0, PillowDecoder(0, decode_threads())) for _ in range(lanes)]
     streams = [runtime.take_stream(0) for _ in range(lanes)]
     bad: list = []

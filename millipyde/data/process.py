@@ -875,11 +875,12 @@ def worker_main(fd: int) -> int:
             if sid is None:
                 break
             slots.pack(sid, db, offsets)
+            on_gpu, on_host = loader.decoded()
             conn.send(("batch", b, sid, db.ks, db.samples, offsets,
                        [tuple(int(d) for d in a.shape) for a in db.arrays],
                        [np.dtype(a.dtype).str for a in db.arrays], bad.drain(),
                        {**loader.stats, "decoder": decoder.name,
-                        "on_gpu": loader.decoded()[0], "on_host": loader.decoded()[1],
+                        "on_gpu": on_gpu, "on_host": on_host,
                         "read_peak": loader.reader.peak,
                         "nogil_reads": loader.reader.nogil_reads}))
             del db
