@@ -199,7 +199,7 @@ class ProcessLoader:
                 "max_slots": self._most,
                 # the worker reads files as this process would (the bench switches it)
                 "nogil_reads": fileread.ENABLED, "hold_readers": loader_mod.HOLD_READERS,
-                "decode_lanes": loader_mod.DECODE_LANES,
+                "decode_lanes": loader_mod.DECODE_LANES, "split_cores": loader_mod.SPLIT_CORES,
                 "switch_interval": loader_mod.SWITCH_INTERVAL,
                 "nvimgcodec_api": decode_mod.nvimgcodec_api(),
                 "capi_compiled": decode_mod.CAPI_COMPILED,
@@ -835,6 +835,7 @@ def worker_main(fd: int) -> int:
         fileread.ENABLED = bool(cfg.get("nogil_reads", fileread.ENABLED))
         loader_mod.HOLD_READERS = bool(cfg.get("hold_readers", loader_mod.HOLD_READERS))
         loader_mod.DECODE_LANES = int(cfg.get("decode_lanes", loader_mod.DECODE_LANES))
+        loader_mod.SPLIT_CORES = bool(cfg.get("split_cores", loader_mod.SPLIT_CORES))
         loader_mod.SWITCH_INTERVAL = float(cfg.get("switch_interval",
                                                    loader_mod.SWITCH_INTERVAL))
         decode_mod.NVIMGCODEC_API = cfg.get("nvimgcodec_api", decode_mod.NVIMGCODEC_API)
@@ -842,7 +843,7 @@ def worker_main(fd: int) -> int:
         loader_mod.PARSE_IN_READERS = bool(cfg.get("parse_in_readers",
                                                    loader_mod.PARSE_IN_READERS))
         bad = _Recording(cfg["known"])
-        decoder = make_decoder(cfg["decoder"], device)
+        decoder = make_decoder(cfg["decoder"], device, loader_mod.lane_threads())
         loader = Loader(cfg["source"], cfg["sampler"], inbox.plan, decoder, device, bad,
                         strict=cfg["strict"], ahead=cfg["ahead"], threads=cfg["threads"],
                         window=cfg["window"], first=cfg["first"])
@@ -874,11 +875,12 @@ def worker_main(fd: int) -> int:
             if sid is None:
                 break
             slots.pack(sid, db, offsets)
+            on_gpu, on_host = loader.decoded()
             conn.send(("batch", b, sid, db.ks, db.samples, offsets,
                        [tuple(int(d) for d in a.shape) for a in db.arrays],
                        [np.dtype(a.dtype).str for a in db.arrays], bad.drain(),
                        {**loader.stats, "decoder": decoder.name,
-                        "on_gpu": loader.decoded()[0], "on_host": loader.decoded()[1],
+                        "on_gpu": on_gpu, "on_host": on_host,
                         "read_peak": loader.reader.peak,
                         "nogil_reads": loader.reader.nogil_reads}))
             del db
