@@ -717,6 +717,9 @@ def engine_child(argv: list[str]) -> int:
            "devices": [d.name for d in mp.devices.DEVICES], "rows": [], "errors": [],
            "breakdown": {}}
     print(f"[{args.tree}] millipyde from {mp.__file__}; {res['devices']}", flush=True)
+    if not Path(mp.__file__).resolve().is_relative_to(Path.cwd().resolve()):
+        raise SystemExit(f"[{args.tree}] imported millipyde from {mp.__file__}, not from the "
+                         f"tree {Path.cwd()}: a PYTHONPATH entry or an installed copy shadows it")
 
     def save() -> None:
         Path(args.json).write_text(json.dumps(res, indent=1))
@@ -747,8 +750,10 @@ def engine_child(argv: list[str]) -> int:
 def _child(tree: str, path: str, parts: str, out: Path, timeout: float,
            extra: list[str], visible: str | None = None) -> dict:
     env = dict(os.environ)
+    # Any other tree on PYTHONPATH (the repository gpu_env.sh puts there, whatever the cwd)
+    # would shadow this one: keep only entries without a millipyde package.
     site = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and
-            Path(p).resolve() != Path.cwd().resolve()]
+            not (Path(p) / "millipyde" / "__init__.py").exists()]
     env["PYTHONPATH"] = os.pathsep.join([*site, str(Path(path).resolve())])
     env["MILLIPYDE_CACHE_DIR"] = f"/tmp/kernel-cache-{tree}"
     if visible is not None:
