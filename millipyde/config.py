@@ -40,6 +40,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "MILLIPYDE_DASK_CHUNK": ("auto", "outputs per Dask task of distributed.process (1-65535)"),
     "MILLIPYDE_DECODE_PROCESS": ("0", "1: streamed sources read and decoded in a worker "
                                  "process, 0: in this one; auto: a worker on cuda"),
+    "MILLIPYDE_SETTLE_HEAP": ("1", "0: no full garbage collection after a Generator's output "
+                              "whose making compiled kernels"),
     "MILLIPYDE_NVIMGCODEC_API": ("c", "c: nvImageCodec's C API through ctypes decodes (two GIL "
                                  "releases a batch); python: its Python binding"),
 }
@@ -112,6 +114,11 @@ def generator_batch(default: int) -> int:
 def fusion() -> bool:
     """``MILLIPYDE_FUSION``: kernel fusion on (the default) or off."""
     return flag("MILLIPYDE_FUSION")
+
+
+def settle_heap() -> bool:
+    """``MILLIPYDE_SETTLE_HEAP``: one full collection after an output whose making compiled."""
+    return flag("MILLIPYDE_SETTLE_HEAP")
 
 
 def gpu_variants() -> bool:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..array import gpuarray
 from ..backend import ACTIVE as runtime  # the active backend
-from ..graph.codegen import batch_tables, batch_writer
+from ..graph.codegen import batch_tables, batch_writer, heap
 from ..graph.codegen.batch_gather import launch_args
 from ..graph.exec import batch, batch_prefix
 from ..graph.exec.batch import launch
@@ -110,10 +110,13 @@ class Batches:
             self._group = WorkerGroup("batches", self._worker, self._crash)
             self._group.start(self.devices, 1)
         try:
-            return self._take()
+            out = self._take()
         finally:
             if self._stream is not None:
                 self._stream.bad.warn_pending(stacklevel=3)
+        if heap.owed():  # this batch's making compiled: collect now, not mid-training
+            heap.settle()
+        return out
 
     def _take(self) -> Any:
         with self._cond:

@@ -16,6 +16,7 @@ from .. import devices
 from .. import random as mprandom
 from ..array import ArgumentError, gpuarray
 from ..backend import ACTIVE as runtime  # the active backend
+from ..graph.codegen import heap
 from ..image import gpuimage
 from ..pipeline import (
     check_device_arg,
@@ -480,7 +481,10 @@ class Generator:
 
             before_outputs(st)
         st.start()
-        return st.take()
+        out = st.take()
+        if heap.owed():  # this output's making compiled: collect now, not mid-training
+            heap.settle()
+        return out
 
     def close(self) -> None:
         """Stop the workers and drop prefetched outputs; ``next()`` then raises StopIteration."""

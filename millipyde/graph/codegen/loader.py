@@ -11,6 +11,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ... import source_cache
+from . import heap  # noqa: F401  (counts compile time; Numba's errors without colorama)
 from .cpu_devices import limit_inlining
 from .cpu_parts import split_loops
 
