@@ -25,7 +25,21 @@ def _compile_fresh() -> None:
 @pytest.fixture
 def owed_at_once(monkeypatch):
     monkeypatch.setattr(heap, "OWED_AFTER", 1e-9)
+    monkeypatch.setattr(heap, "RATIO", 0.0)
     monkeypatch.setattr(heap, "_compiling", 0.0)
+    monkeypatch.setattr(heap, "_last", 0.0)
+
+
+def test_collections_cost_at_most_a_tenth_of_the_compiling(monkeypatch):
+    monkeypatch.setattr(heap, "_last", 0.4)  # the last full collection took 0.4 s
+    monkeypatch.setattr(heap, "_compiling", 3.9)
+    assert not heap.owed()
+    assert heap.settle() == 0.0
+    monkeypatch.setattr(heap, "_compiling", 4.0)
+    assert heap.owed()
+    monkeypatch.setattr(heap, "_last", 0.0)
+    monkeypatch.setattr(heap, "_compiling", heap.OWED_AFTER * 0.99)
+    assert not heap.owed()  # and never for less than OWED_AFTER
 
 
 def test_compiling_is_counted_once_per_outer_lock(monkeypatch):

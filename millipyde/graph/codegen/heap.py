@@ -13,7 +13,10 @@ the threshold: in the first seconds of training, inside a batch that compiled no
 This module keeps that pause in the compile instead:
 
 - :func:`settle` runs one full collection when kernels were compiled or loaded for at least
-  :data:`OWED_AFTER` seconds since the last one. The Generator's ``next()`` and its batch
+  :data:`OWED_AFTER` seconds since the last one, and for at least :data:`RATIO` times as long
+  as that one took: the collections cost at most a tenth of the compiling they follow (loading
+  cached kernels one by one would otherwise pay a collection every half second of loads).
+  The Generator's ``next()`` and its batch
   streams call it after taking an output, so the collection falls on the output whose making
   compiled (the consumer was already waiting seconds for it) and the heap that training starts
   with has nothing owed. ``MILLIPYDE_SETTLE_HEAP=0`` turns it off.
@@ -35,6 +38,10 @@ from ... import config
 #: Seconds of compiling (the compiler lock held, summed over threads) after which one full
 #: collection is owed: a collection costs 0.05-0.45 s, a kernel compile 0.3-4 s.
 OWED_AFTER = 0.5
+#: Seconds of compiling owed a collection per second the last collection took.
+RATIO = 10.0
+
+_last = 0.0  # seconds the last collection took
 
 _compiling = 0.0  # seconds of compiling since the last collection
 _local = threading.local()
@@ -68,7 +75,7 @@ event.register("numba:compiler_lock", _clock)
 
 def owed() -> bool:
     """Whether enough compiling happened since the last collection for one to be owed."""
-    return _compiling >= OWED_AFTER
+    return _compiling >= OWED_AFTER and _compiling >= RATIO * _last
 
 
 def settle() -> float:
@@ -79,16 +86,16 @@ def settle() -> float:
     float
         Seconds spent collecting, 0.0 when nothing was owed.
     """
-    global _compiling
-    if _compiling < OWED_AFTER or not config.settle_heap():
+    global _compiling, _last
+    if not owed() or not config.settle_heap():
         return 0.0
     with _lock:
-        if _compiling < OWED_AFTER:  # another thread collected first
+        if not owed():  # another thread collected first
             return 0.0
         _compiling = 0.0
         t0 = time.perf_counter()
         gc.collect()
-        spent = time.perf_counter() - t0
+        spent = _last = time.perf_counter() - t0
         stats["collections"] += 1
         stats["seconds"] += spent
     return spent
