@@ -192,7 +192,12 @@ def main(argv: list[str] | None = None) -> int:
 # - D (``--parts D``, the cpu backend's case): the chain over 1000 32x32 inputs, a Pipeline and
 #   plain method calls one input after another.
 # Each row also gives the process's CPU seconds per wall second during the timed runs (about
-# 1.0 where one thread's host work under the GIL bounds the run).
+# 1.0 where one thread's host work under the GIL bounds the run). C's next() row also gives
+# the garbage collector's passes by generation and their time within its timed run (a full
+# collection in a process holding torch's and numba-cuda's objects can take longer than the
+# run); ``BENCH_ENGINE_GC=collect`` runs a full collection before it, in every tree, and
+# ``BENCH_ENGINE_GROWN`` sets ``generator_state.GROWN`` (a callable Generator's claims' cap)
+# in trees that have it.
 # ------------------------------------------------------------------------------------------
 
 FIVE = [("gaussian", (2,)), ("adjust_gamma", (2,)), ("fliplr", ()), ("rotate", (45,)),
@@ -512,14 +517,44 @@ def _part_c(res: dict, batches: int, outputs: int) -> None:
             return plain(*a, **k)
 
         rec_mod.record_template = counted
+    # the garbage collector's passes by generation and their time in the timed run (its
+    # outputs kept as they come: a process holding torch's and a GPU's objects pays for a
+    # full collection in proportion to all of them)
+    import gc
+
+    passes, spent, began = [0, 0, 0], [0.0, 0.0, 0.0], [0.0]
+
+    def collected(phase: str, info: dict) -> None:
+        if phase == "start":
+            began[0] = time.perf_counter()
+        else:
+            passes[info["generation"]] += 1
+            spent[info["generation"]] += time.perf_counter() - began[0]
+
+    grown = os.environ.get("BENCH_ENGINE_GROWN")  # claims' cap of a tree that has one
+    try:
+        gs = importlib.import_module(f"{pkg}.generator_state")
+    except ImportError:
+        gs = None
+    if grown and hasattr(gs, "GROWN"):
+        gs.GROWN = int(grown)
+    if os.environ.get("BENCH_ENGINE_GC") == "collect":
+        # every tree's timed run starts from a full collection: one the run before it made
+        # due (the outputs kept by the parts above) then does not land in its window
+        gc.collect()
+    tracked = len(gc.get_objects())
     try:
         with gen(4, outputs) as g:
+            gc.callbacks.append(collected)
             c0, t0 = time.process_time(), time.perf_counter()
             for x in g:
                 got.append(take(x))
             sync()
             t = time.perf_counter() - t0
+            gc.callbacks.remove(collected)
     finally:
+        if collected in gc.callbacks:
+            gc.callbacks.remove(collected)
         if rec_mod is not None:
             rec_mod.record_template = plain
     cpu = (time.process_time() - c0) / t
@@ -539,10 +574,16 @@ def _part_c(res: dict, batches: int, outputs: int) -> None:
                         "seconds": t, "img_s": outputs / t, "cpu_per_wall": cpu,
                         "max_ulp": ulps, "ok": ulps <= 2, "compiled": compiled,
                         "compile_ahead": ahead,
-                        "templates_recorded": recorded[0] if rec_mod is not None else None})
+                        "templates_recorded": recorded[0] if rec_mod is not None else None,
+                        "gc_passes": passes, "gc_ms": [round(s * 1e3, 2) for s in spent],
+                        "gc_tracked": tracked,
+                        "grown": getattr(gs, "GROWN", None) if gs is not None else None})
     print(f"C next(): {outputs / t:,.0f} img/s, cpu/wall {cpu:.2f}, max ulp {ulps}, compiled "
           f"in the timed run {compiled}, its compiling ahead {ahead}, templates recorded "
-          f"{recorded[0] if rec_mod is not None else '-'}", flush=True)
+          f"{recorded[0] if rec_mod is not None else '-'}; garbage collection in it: passes "
+          f"by generation {passes}, ms {[round(s * 1e3, 1) for s in spent]} ({tracked:,} "
+          f"objects tracked before it); claims' cap "
+          f"{getattr(gs, 'GROWN', '-') if gs is not None else '-'}", flush=True)
 
 
 def _part_d(res: dict, n_inputs: int, reps: int) -> None:
@@ -676,6 +717,9 @@ def engine_child(argv: list[str]) -> int:
            "devices": [d.name for d in mp.devices.DEVICES], "rows": [], "errors": [],
            "breakdown": {}}
     print(f"[{args.tree}] millipyde from {mp.__file__}; {res['devices']}", flush=True)
+    if not Path(mp.__file__).resolve().is_relative_to(Path.cwd().resolve()):
+        raise SystemExit(f"[{args.tree}] imported millipyde from {mp.__file__}, not from the "
+                         f"tree {Path.cwd()}: a PYTHONPATH entry or an installed copy shadows it")
 
     def save() -> None:
         Path(args.json).write_text(json.dumps(res, indent=1))
@@ -706,8 +750,10 @@ def engine_child(argv: list[str]) -> int:
 def _child(tree: str, path: str, parts: str, out: Path, timeout: float,
            extra: list[str], visible: str | None = None) -> dict:
     env = dict(os.environ)
+    # Any other tree on PYTHONPATH (the repository gpu_env.sh puts there, whatever the cwd)
+    # would shadow this one: keep only entries without a millipyde package.
     site = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and
-            Path(p).resolve() != Path.cwd().resolve()]
+            not (Path(p) / "millipyde" / "__init__.py").exists()]
     env["PYTHONPATH"] = os.pathsep.join([*site, str(Path(path).resolve())])
     env["MILLIPYDE_CACHE_DIR"] = f"/tmp/kernel-cache-{tree}"
     if visible is not None:

@@ -206,3 +206,108 @@ def test_a_compiling_ahead_twin_keeps_its_templates_its_own():
     with runtime.recording(lambda *a: None):
         assert template_share.chain_key(xs, ops) is None
     assert template_share.chain_key(xs, ops) is not None
+
+
+@pytest.mark.cudasim_ok
+def test_claims_grow_past_the_batch_and_keep_the_values(monkeypatch, captured):
+    """A ramped Generator's claims (1, 1, 2, 4, ...) grow past its batch to
+    ``generator_state.GROWN`` once its outputs' bytes are known; every output is still the
+    per-output path's."""
+    from millipyde.training import generator_state
+
+    monkeypatch.setenv("MILLIPYDE_GENERATOR_BATCH", "4")
+    monkeypatch.setattr(generator_state, "GROWN", 8)
+    ops = recipes.figure_5_1_operations()
+    n = 24 if SIM else 48
+    want = _outputs(monkeypatch, ops, False, n=n)
+    captured.clear()
+    got = _outputs(monkeypatch, ops, True, n=n)
+    claims = [m for m, _ in captured]
+    assert sum(claims) == n and max(claims) == 8 and sorted(claims)[:2] == [1, 1]
+    for k, (a, b) in enumerate(zip(got, want, strict=True)):
+        assert_same(a, b, err_msg=f"output {k}")
+
+
+def test_grown_claims_keep_the_outputs_made_ahead_within_their_bytes(monkeypatch):
+    """Claims grow only as far as ``AHEAD_BYTES`` holds ``workers + 1`` of them at the
+    outputs' real bytes (here 8 outputs of 10 x 10 x 3 uint8 each)."""
+    from millipyde.training import generator_state
+
+    monkeypatch.setenv("MILLIPYDE_GENERATOR_BATCH", "4")
+    ops = [mp.Operation("fliplr", probability=0.5), mp.Operation(_two, probability=0.5)]
+    gen = mp.Generator([mp.gpuimage(np.full((10, 10, 3), 7, np.uint8)) for _ in range(2)],
+                       ops, outputs=40, seed=3)
+    st = gen._state
+    monkeypatch.setattr(generator_state, "AHEAD_BYTES", 300 * (st.workers + 1) * 8)
+    out = [np.asarray(x) for x in gen]
+    assert len(out) == 40 and (st.out_bytes, st.grown) == (300, 8)
+    assert st.depth <= max(st.depth0, (st.workers + 1) * 8)
+
+
+def test_next_from_two_threads_hands_out_every_output_once(monkeypatch):
+    """Outputs handed out without the lock (``GeneratorState.ready``): two threads calling
+    ``next()`` on one Generator get every output once between them."""
+    import threading
+
+    monkeypatch.setattr(batches, "RECORD_AT_ONCE", True)
+    ops = recipes.figure_5_1_operations()
+    hosts = _hosts()
+    n = 3 * N
+    want = sorted(np.asarray(x).tobytes() for x in
+                  mp.Generator([mp.gpuimage(h) for h in hosts], ops, outputs=n, seed=5))
+    gen = mp.Generator([mp.gpuimage(h) for h in hosts], ops, outputs=n, seed=5)
+    got: list = []
+
+    def take():
+        for x in gen:
+            got.append(np.asarray(x).tobytes())
+
+    threads = [threading.Thread(target=take) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(got) == want
+
+
+def test_a_worker_claims_as_soon_as_the_ready_outputs_leave_room(monkeypatch):
+    """Outputs popped from ``GeneratorState.ready`` without the lock still wake a worker
+    waiting for room: with a slow consumer and a fast worker, each claim starts within two
+    outputs of the first moment the window had room for it (or of the worker's previous
+    claim made), not once ``ready`` is empty. Claims 1, 1, 2, 4, 8, then 10 in a window of
+    20: the claim at 16 has room once output 6 is handed out, while ``ready`` still holds
+    the outputs up to 15."""
+    import time
+
+    from millipyde.training import generator_state
+
+    monkeypatch.setenv("MILLIPYDE_GENERATOR_BATCH", "8")
+    monkeypatch.setenv("MILLIPYDE_WORKERS", "1")
+    monkeypatch.setattr(generator_state, "GROWN", 10)
+    ops = [mp.Operation("fliplr", probability=0.5), mp.Operation(_two, probability=0.5)]
+    gen = mp.Generator([mp.gpuimage(h) for h in _hosts()], ops, outputs=48, seed=3)
+    st = gen._state
+    make = st._make_batch
+    claims: list[tuple[int, int, int, int, int]] = []  # k0, n, handed out at start, at end
+
+    def handed() -> int:
+        return st.tickets - len(st.ready)
+
+    def spy(k0, n, *args):
+        start, depth = handed(), st.depth
+        try:
+            return make(k0, n, *args)
+        finally:
+            claims.append((k0, n, depth, start, handed()))
+
+    monkeypatch.setattr(st, "_make_batch", spy)
+    got = 0
+    for x in gen:
+        np.asarray(x)
+        got += 1
+        time.sleep(0.004)  # a slow consumer: the worker waits for room, not the reverse
+    assert got == 48 and 10 in [n for _, n, *_ in claims]
+    late = [(k0, n, start, max(0, k0 + n - depth), done)
+            for (k0, n, depth, start, _), (*_, done) in zip(claims[1:], claims, strict=False)
+            if start > max(k0 + n - depth, done) + 2]
+    assert not late, f"claims (k0, n, started at, room at, previous made at) late: {late}"

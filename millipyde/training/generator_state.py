@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ from .. import config, faults, targets
 from ..array import gpuarray
 from ..backend import ACTIVE as runtime  # the active backend
 from ..graph.exec import batch
-from ..graph.ir.node import leaf
+from ..graph.ir.node import leaf, leaves
 from ..image import RECORDING_METHODS
 from ..pipeline import PipelineError
 from ..workers import (
@@ -41,6 +42,13 @@ AHEAD_BYTES = 1 << 30
 #: outputs a worker makes at once from inputs of several sizes (arena gathers)
 MIXED_BATCH = 32
 
+#: Outputs a ramped Generator's claims (callables: 1, 1, 2, 4, ... outputs) grow to past
+#: ``batch``, within ``AHEAD_BYTES`` counted at its outputs' own bytes and ``batch.BATCH_BYTES``
+#: (``GeneratorState._grow``; 170 at 512 x 512 RGB): a recorded batch's work per batch (the
+#: draws, the groups, their arrays and launches) is then spread over more outputs, and its
+#: first outputs still come from the ramp's small claims.
+GROWN = 256
+
 
 def _arena_candidate(inputs: list, operations: list) -> bool:
     """Whether an arena gather may record these Operations on these inputs: images, and
@@ -52,6 +60,14 @@ def _arena_candidate(inputs: list, operations: list) -> bool:
     return all(isinstance(x, gpuimage) and x.ndim in (2, 3) for x in inputs) and all(
         op.method in FORMS if op.method is not None
         else isinstance(op.function, UserOp) and not op.kwargs for op in operations)
+
+
+def _values(shape: tuple[int, ...]) -> int:
+    """Values in an array of ``shape``."""
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
 
 
 def step_failure(err: StepError, k: int, where: str, device: int) -> PipelineError:
@@ -105,6 +121,13 @@ class GeneratorState:
             per = 8 * max(1, max(x.size for x in inputs))  # (empty inputs: a byte each)
             self.depth = max(self.depth, min((self.workers + 1) * self.batch,
                                              max(self.batch, AHEAD_BYTES // per)))
+        # a ramped claim's most outputs: ``batch``, grown to ``GROWN`` once the outputs' bytes
+        # are known (``_grow``); the largest output's bytes seen so far, and values
+        self.grown = self.batch
+        self.out_bytes = 0
+        # the most values of an input or output seen (a claim's working set)
+        self.out_values = max((x.size for x in inputs), default=1)
+        self.depth0 = self.depth
         self.stacks: dict[int, dict] = {}  # per device: the inputs stacked there
         # per device: the input values (nodes) those stacks hold; a Pipeline may commit new
         # values to the inputs meanwhile, and recorded batches must read the stacked ones
@@ -113,7 +136,16 @@ class GeneratorState:
         self.cond = threading.Condition()
         self.claimed = 0  # next output index a worker will make
         self.tickets = 0  # next output index a next() call will return
-        self.results: dict[int, tuple[Any, BaseException | None, int]] = {}
+        # output index -> (index, value, error, device): handed on to ``ready`` as it is
+        self.results: dict[int, tuple[int, Any, BaseException | None, int]] = {}
+        # outputs that ``take`` moved out of ``results`` with the one it handed out (the made
+        # outputs right after it): the next calls hand them out in order without the lock;
+        # they still count as made ahead (``_room``)
+        self.ready: deque[tuple[int, Any, BaseException | None, int]] = deque()
+        # how short ``ready`` gets before the next claim has room (``_room_at``): ``take``
+        # pops ``ready`` without the lock and wakes the workers there, so a worker makes the
+        # next claim while the made ones are handed out (-1: nothing to wake)
+        self.wake_at = -1
         self.stopped = False
         self.crashes: list[tuple[BaseException, int]] = []
         self.group: WorkerGroup | None = None
@@ -129,9 +161,13 @@ class GeneratorState:
                               False, self.rank, self.world, self.sampler, self.start_k)
 
     def start(self) -> None:
-        if self.group is None:
-            self.group = WorkerGroup("generator", self._worker, self._crash)
-            self.group.start([self.device], self.workers)
+        if self.group is not None:  # (every next() calls it: no lock once started)
+            return
+        with self.cond:  # (two threads' first next() calls start one group)
+            if self.group is None:
+                group = WorkerGroup("generator", self._worker, self._crash)
+                group.start([self.device], self.workers)
+                self.group = group  # its threads all started: ``stop`` may join them
 
     def _crash(self, err: BaseException, device: int) -> None:
         # Only errors outside _make land here (a stream that cannot be made, say).
@@ -160,22 +196,70 @@ class GeneratorState:
         With Operations that run Python (callables), the first claims ramp up (1, 1, 2, 4,
         ... outputs) so the first ``next()`` does not wait for a whole batch of them.
         """
-        n = min(self.batch, max(1, self.claimed)) if self.ramp else self.batch
+        n = min(self.grown, max(1, self.claimed)) if self.ramp else self.batch
         if self.outputs is None:
             return n
         return max(1, min(n, self.outputs - self.claimed))
 
+    def _room(self) -> bool:
+        """Whether the window has room for the next claim: outputs made ahead of ``next()``
+        (the ones it has not handed out, ``ready`` among them) stay within ``depth``."""
+        return len(self.ready) <= self._room_at()
+
+    def _room_at(self) -> int:
+        """The length ``ready`` must fall to for the next claim to have room (``_room``; held
+        until ``tickets``, ``claimed`` or ``depth`` move, all under the lock)."""
+        return self.tickets + self.depth - self.claimed - self._want()
+
+    def _wake(self) -> None:
+        """Wake the workers if the window has room (``take`` popped ``ready`` down to
+        ``wake_at`` without the lock); else note the length that will (a claim since)."""
+        with self.cond:
+            if self._room():
+                self.wake_at = -1
+                self.cond.notify_all()
+            else:
+                self.wake_at = self._room_at()
+
+    def _grow(self, made: list[tuple[Any, Any]]) -> None:
+        """Let a ramped claim grow past ``batch`` (``GROWN``) as far as ``AHEAD_BYTES`` allows
+        ``workers + 1`` claims of outputs as large as the largest made so far (its real
+        shape and dtype; ``depth`` counts 8 bytes per input value, before any is made), and
+        ``batch.BATCH_BYTES`` one claim's float64-sized working set (inputs or outputs,
+        whichever hold more values)."""
+        big, most, seen = self.out_bytes, self.out_values, None
+        for value, _ in made:
+            node = getattr(value, "_node", None)
+            if node is None:  # (an ndarray, return_to_host; or no value: an error)
+                v, b = (0, 0) if value is None else (value.size, value.nbytes)
+            elif node.shape is seen:  # (a group's outputs share their shape tuple)
+                continue
+            else:
+                seen = node.shape
+                v = _values(seen)
+                b = node.dtype.itemsize * v
+            big, most = max(big, b), max(most, v)
+        if (big, most) == (self.out_bytes, self.out_values) or big <= 0:
+            return
+        self.out_bytes, self.out_values = big, most
+        self.grown = max(self.batch, min(GROWN, AHEAD_BYTES // ((self.workers + 1) * big),
+                                         batch.BATCH_BYTES // (8 * most)))
+        self.depth = max(self.depth0, (self.workers + 1) * self.grown)
+
     def _worker(self, device: int, stream: Any) -> None:
         while True:
             with self.cond:
-                while not self.stopped and self.claimed + self._want() > \
-                        self.tickets + self.depth and (
+                while not self.stopped and not self._room() and (
                         self.outputs is None or self.claimed < self.outputs):
+                    # (``take`` wakes it once ``ready`` is this short, or at its next lock)
+                    self.wake_at = self._room_at()
                     self.cond.wait()
                 if self.stopped or (self.outputs is not None and self.claimed >= self.outputs):
                     return
                 k0, n = self.claimed, self._want()
                 self.claimed += n
+                # (for the other workers: a stale value would only wake them once for nothing)
+                self.wake_at = self._room_at()
             try:
                 if self.batch > 1:
                     made = self._make_batch(k0, n, device, stream)
@@ -187,8 +271,10 @@ class GeneratorState:
                 made = [(None, e)]
             with self.cond:
                 if not self.stopped:
-                    for i, (value, err) in enumerate(made):
-                        self.results[k0 + i] = (value, err, device)
+                    for i, (value, err) in enumerate(made, k0):
+                        self.results[i] = (i, value, err, device)
+                    if self.ramp and not self.mixed and self.batch > 1:
+                        self._grow(made)
                 self.cond.notify_all()
             if made[-1][1] is not None:
                 return
@@ -295,9 +381,10 @@ class GeneratorState:
             pk.upload(device)
             for g in groups:
                 node = g.kernels()[-1].output
-                for r, view in zip(g.index.tolist(), runtime.members(g.launch(pk)),
-                                   strict=True):
-                    values[r] = leaf(view, node.shape, node.dtype, device)
+                for r, out in zip(g.index.tolist(), leaves(runtime.members(g.launch(pk)),
+                                                           node.shape, node.dtype, device),
+                                  strict=True):
+                    values[r] = out
             sync(stream)
         except Exception as err:
             return [(None, kernels_failed(self.operations, err))]
@@ -311,6 +398,8 @@ class GeneratorState:
         the value made for output ``ks[r]`` in a batch, else ``made[r]`` its own; up to the
         first failure."""
         out: list[tuple[Any, Any]] = []
+        inputs = self.inputs
+        at = self.input_index(np.asarray(ks, dtype=np.int64)).tolist()
         for r, k in enumerate(ks):
             if values[r] is None:
                 y, err = made.get(r, (None, None))
@@ -318,7 +407,7 @@ class GeneratorState:
                     out.append((None, err or RuntimeError(f"output {k} was not made")))
                     return out
             else:
-                src = self.inputs[self.input_index(k)]
+                src = inputs[at[r]]
                 y = src._new_like(values[r])
                 if not to_host and targets.ANY and targets.of(src._node) is not None:
                     # no graph carried them here: the output's targets by recording its
@@ -371,24 +460,60 @@ class GeneratorState:
         return made
 
     def take(self) -> Any:
+        """The next output (in order), or its error raised (the state then stops).
+
+        Taking output ``k`` from ``results`` also moves the made outputs right after it to
+        ``ready``: the calls after it pop them there without the lock (one lock a claim, not
+        an output), and take it once more only where a pop leaves the window room for a worker
+        waiting on it (``wake_at``), so the next claim is made while these are handed out."""
+        ready = self.ready
+        while ready and not self.stopped:
+            try:
+                k, value, err, device = ready.popleft()
+            except IndexError:  # another thread took the last one
+                break
+            if len(ready) <= self.wake_at:
+                # the window has room again: a worker waiting for it makes the next claim
+                # while these are handed out (a worker that set ``wake_at`` just after this
+                # pop is woken by the next one, or by the next take under the lock)
+                self._wake()
+            return self._handed(k, value, err, device)
         with self.cond:
-            if self.stopped or (self.outputs is not None and self.tickets >= self.outputs):
+            if self.stopped:
                 raise StopIteration
-            k = self.tickets
-            self.tickets += 1
-            if self.claimed + self._want() <= self.tickets + self.depth:
-                # the window now has room for a worker's next claim (waking them on every
-                # output instead costs each wake-up a turn of the GIL)
-                self.cond.notify_all()
-            while k not in self.results:
-                if self.stopped:
+            if ready:  # (filled by another thread meanwhile)
+                k, value, err, device = ready.popleft()
+                if self._room():
+                    self.cond.notify_all()
+            else:
+                if self.outputs is not None and self.tickets >= self.outputs:
                     raise StopIteration
-                if self.crashes or (self.group is not None and not self.group.alive()):
-                    err, device = self.crashes[0] if self.crashes else (None, -1)
-                    self.results[k] = (None, err or RuntimeError("workers exited"), device)
-                    break
-                self.cond.wait(0.5)
-            value, err, device = self.results.pop(k)
+                k = self.tickets
+                self.tickets += 1
+                if self._room():
+                    # the window now has room for a worker's next claim (waking them on every
+                    # output instead costs each wake-up a turn of the GIL)
+                    self.cond.notify_all()
+                while k not in self.results:
+                    if self.stopped:
+                        raise StopIteration
+                    if self.crashes or (self.group is not None and not self.group.alive()):
+                        err, device = self.crashes[0] if self.crashes else (None, -1)
+                        self.results[k] = (k, None, err or RuntimeError("workers exited"),
+                                           device)
+                        break
+                    self.cond.wait(0.5)
+                _, value, err, device = self.results.pop(k)
+                results, j = self.results, self.tickets
+                while j in results:
+                    ready.append(results.pop(j))
+                    j += 1
+                self.tickets = j
+                self.wake_at = self._room_at()  # (``tickets`` moved: the same room)
+        return self._handed(k, value, err, device)
+
+    def _handed(self, k: int, value: Any, err: BaseException | None, device: int) -> Any:
+        """Output ``k``'s value, or its error raised as ``next()`` reports it."""
         if err is None:
             return value
         self.stop()
@@ -410,6 +535,7 @@ class GeneratorState:
         with self.cond:
             self.stopped = True
             self.results.clear()
+            self.ready.clear()
             self.cond.notify_all()
         if join and self.group is not None and threading.current_thread() not in \
                 self.group.threads:
