@@ -43,30 +43,33 @@ RATIO = 10.0
 
 _last = 0.0  # seconds the last collection took
 
-_compiling = 0.0  # seconds of compiling since the last collection
-_local = threading.local()
+_compiling = 0.0  # seconds some thread compiled (or waited to) since the last collection
+_inside = 0  # threads inside the compiler lock or waiting for it
+_began = 0.0  # when the first of them came
+_count_lock = threading.Lock()
 _lock = threading.Lock()
 #: Full collections :func:`settle` ran in this process, and their seconds (for benchmarks).
 stats = {"collections": 0, "seconds": 0.0}
 
 
 class _CompileClock(event.Listener):
-    """Sums the time the compiler lock is held, counting only the outermost acquisition of
-    each thread (one compile takes the re-entrant lock hundreds of times)."""
+    """Sums the wall time during which any thread holds the compiler lock or waits for it: a
+    span counts once however many threads share it, and one compile, which takes the
+    re-entrant lock hundreds of times, counts from its first take to its last release."""
 
     def on_start(self, ev: event.Event) -> None:
-        depth = getattr(_local, "depth", 0)
-        if depth == 0:
-            _local.began = time.perf_counter()
-        _local.depth = depth + 1
+        global _inside, _began
+        with _count_lock:
+            if _inside == 0:
+                _began = time.perf_counter()
+            _inside += 1
 
     def on_end(self, ev: event.Event) -> None:
-        global _compiling
-        depth = getattr(_local, "depth", 1) - 1
-        _local.depth = depth
-        if depth == 0:
-            # a lost update between threads only delays a collection
-            _compiling += time.perf_counter() - _local.began
+        global _inside, _compiling
+        with _count_lock:
+            _inside = max(0, _inside - 1)  # (a listener registered mid-compile)
+            if _inside == 0:
+                _compiling += time.perf_counter() - _began
 
 
 _clock = _CompileClock()
