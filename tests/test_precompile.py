@@ -205,6 +205,27 @@ def test_the_hook_is_off_where_compiles_are_cheap_or_absent():
     assert not precompile.wanted()  # cpu and cudasim: Generator.batches compiles in place
 
 
+def test_no_compiling_ahead_while_a_fault_is_armed(monkeypatch):
+    # the outputs recorded to compile ahead pass the fault points too: they would take the
+    # armed fault's count and swallow its firing (tests/test_generator.py
+    # test_kernel_fault_in_generator raised nothing on a GPU)
+    import dataclasses
+
+    from millipyde import faults
+    from millipyde.backend import ACTIVE
+    from millipyde.training import precompile
+
+    monkeypatch.setattr(precompile, "ENABLED", True)
+    monkeypatch.setattr(ACTIVE, "caps", dataclasses.replace(ACTIVE.caps, tuned_kernels=True))
+    assert precompile.wanted()  # as on a GPU
+    faults.inject("op:fliplr", "raise", at_call=3)
+    try:
+        assert not precompile.wanted()
+    finally:
+        faults.clear()
+    assert precompile.wanted()
+
+
 def test_a_job_names_the_modules_of_its_user_ops(tmp_path) -> None:
     """A worker imports them before loading the generated module (else KeyError on _R[...])."""
     import types

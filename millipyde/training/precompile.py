@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .. import faults
 from ..backend import ACTIVE as runtime
 from ..graph.codegen.compile_worker import compile_job as _compile  # noqa: F401
 from ..graph.codegen.compile_worker import prepare as _prepare  # noqa: F401
@@ -64,8 +65,10 @@ last: dict = {}
 
 
 def wanted() -> bool:
-    """Whether ``Generator.batches`` precompiles here (``ENABLED`` on a real GPU backend)."""
-    return ENABLED and runtime.caps.tuned_kernels
+    """Whether ``Generator.batches`` precompiles here (``ENABLED`` on a real GPU backend, no
+    fault armed: an armed fault counts its checks, and the outputs recorded to compile ahead
+    would take them, and swallow the one that fires, before the real outputs are made)."""
+    return ENABLED and runtime.caps.tuned_kernels and not faults.ARMED
 
 
 def _processes(processes: int | None) -> int:
