@@ -248,3 +248,57 @@ BAD = [(lambda: mp.MixUp(alpha=0), "alpha"), (lambda: mp.MixUp(num_classes=0), "
 def test_bad_arguments_raise_naming_them(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+#: sha256 (first 16 hex digits) of seeded mix streams as 0c4c1bf made them (cpu backend and
+#: CUDASIM alike): the params (lam, box, labels' lam) per step, and batches(mix=)'s batches
+MIX_DIGESTS = {
+    "mixup worker (224, 224)": "152d7be5a67d967f", "mixup worker (9, 11)": "94db80824cdfcb86",
+    "mixup ones (224, 224)": "4269081c075f69b4", "mixup ones (9, 11)": "2fb70e51c0067644",
+    "mixup far (224, 224)": "be8d615cfdd148e3", "mixup far (9, 11)": "65bf100ff88dd153",
+    "cutmix worker (224, 224)": "30a202cd1ca7e0ab", "cutmix worker (9, 11)": "ec1d5c1ced4ea9a2",
+    "cutmix ones (224, 224)": "a0d38fa4e0296646", "cutmix ones (9, 11)": "1a18f613a1ea0c8d",
+    "cutmix far (224, 224)": "0f3b439e5643da6c", "cutmix far (9, 11)": "0b88fa4140855db9",
+    "batches MixUp images": "844afaa86adad722", "batches MixUp labels": "a595ea79f94903aa",
+    "batches CutMix images": "3bc15c2e5f19af35", "batches CutMix labels": "ba79d11bbaa98c24",
+    "batches choice images": "aa4dda36efc26c4c", "batches choice labels": "9ec216b5a929b5a2",
+}
+
+
+def _digest(*arrays):
+    import hashlib
+
+    d = hashlib.sha256()
+    for a in arrays:
+        d.update(np.ascontiguousarray(a).tobytes())
+    return d.hexdigest()[:16]
+
+
+def test_seeded_mix_streams_equal_the_recorded_ones():
+    # the draws made ahead and the worker's mix must keep every value of the seeded streams:
+    # per step (a worker's steps a batch apart, steps one apart, steps near int64's ends) and
+    # batches(mix=)'s images and soft labels, bit for bit
+    got = {}
+    makers = {"mixup": lambda: mp.MixUp(alpha=0.7, num_classes=4, seed=8),
+              "cutmix": lambda: mp.CutMix(alpha=0.5, num_classes=4, seed=8)}
+    for name, make in makers.items():
+        for label, steps in (("worker", [256 * b for b in range(300)]),
+                             ("ones", list(range(300))),
+                             ("far", [2**62 + 1, -(2**62) - 1, 2**70, -5, 2**61 + 3])):
+            for hw in ((224, 224), (9, 11)):
+                mix = make()
+                rows = [(lam, *box, lam_l) for lam, box, lam_l in
+                        (mix.params(s, *hw) for s in steps)]
+                got[f"{name} {label} {hw}"] = _digest(np.array(rows, dtype=np.float64))
+    rng = np.random.default_rng(5)
+    imgs = [mp.gpuimage(rng.integers(0, 256, (10, 12, 3), dtype=np.uint8)) for _ in range(4)]
+    for kind in ("MixUp", "CutMix", "choice"):
+        mix = (T.RandomChoice([T.CutMix(num_classes=4, seed=8), T.MixUp(num_classes=4, seed=8)])
+               if kind == "choice" else getattr(mp, kind)(alpha=0.7, num_classes=4, seed=8))
+        gen = mp.Generator(imgs, [mp.Operation("fliplr", p=0.5)], outputs=40, seed=2,
+                           labels=[3, 0, 2, 1])
+        with gen.batches(8, with_labels=True, mix=mix) as bs:
+            made = [(np.asarray(b), np.asarray(y)) for b, y in bs]
+        got[f"batches {kind} images"] = _digest(*[b for b, _ in made])
+        got[f"batches {kind} labels"] = _digest(*[y for _, y in made])
+    assert got == MIX_DIGESTS
