@@ -59,7 +59,7 @@ def beta_of(u: Any, alpha: float) -> Any:
     return betaincinv(alpha, alpha, u)
 
 
-#: steps whose draws a mixer makes at once (``BatchMix._drawn``), and the steps it draws so
+#: steps whose draws a mixer makes at once (``BatchMix._block``), and the steps it draws so
 _AHEAD = 64
 _FAR = 1 << 62
 
@@ -99,6 +99,8 @@ class BatchMix:
         self._lock = threading.Lock()
         self._calls = 0
         self._draws: dict[int, tuple[float, float, float, float]] = {}
+        #: per (h, w): step -> :meth:`params`, made a block of steps at a time
+        self._params_kept: dict[tuple[int, int], dict[int, tuple]] = {}
         self._last: int | None = None
         #: per (images' shape, labels' shape and type, layout, classes): what the checks of a
         #: gpuarray batch worked out (``queue``: a batch worker's batches all have one)
@@ -122,36 +124,71 @@ class BatchMix:
         return self._drawn(step)[3]
 
     def _drawn(self, step: int) -> tuple[float, float, float, float]:
-        """Batch ``step``'s three uniforms and its ``lam``. Made ``_AHEAD`` steps at a time:
-        ``step`` and those after it at the stride from the step asked for before it (a batch
-        worker's steps are its batches' first outputs: ``size`` apart), each step's values
-        its own (``mprandom.uniform01_array`` is bit-identical to ``uniform01``, ``beta_of``
-        elementwise): a worker draws and inverts once per ``_AHEAD`` batches, not per batch.
-        (The stride is the last two steps asked for, hits included: from the last step that
-        missed it would be ``_AHEAD`` batches wide, and every other draw would serve one
-        batch.)"""
+        """Batch ``step``'s three uniforms and its ``lam``, kept for the block of steps drawn
+        with it (:meth:`_block`)."""
         got = self._draws.get(step)
         last, self._last = self._last, step
         if got is not None:
             return got
+        steps, us, lams = self._block(step, last)
+        made = dict(zip(steps, zip(*(u.tolist() for u in us), lams.tolist(), strict=True),
+                        strict=True))
+        self._keep(self._draws, made)
+        return made[step]
+
+    def _block(self, step: int, last: int | None) -> tuple[list[int], list[np.ndarray],
+                                                           np.ndarray]:
+        """(steps, their three uniforms' arrays, their ``lam``s) of the block drawn at a miss
+        of ``step``: ``step`` and ``_AHEAD - 1`` steps after it at the stride from ``last``,
+        the step asked for before it (a batch worker's steps are its batches' first outputs:
+        ``size`` apart), each step's values its own (``mprandom.uniform01_array`` is
+        bit-identical to ``uniform01``, ``beta_of`` elementwise): a worker draws and inverts
+        once per ``_AHEAD`` batches, not per batch. (The stride is the last two steps asked
+        for, hits included: from the last step that missed it would be ``_AHEAD`` batches
+        wide, and every other draw would serve one batch.) Steps near int64's ends: ``step``
+        alone, by the scalar stream."""
         stride = step - last if last is not None and 0 < step - last <= _FAR // _AHEAD else 1
         if not -_FAR < step < _FAR - stride * _AHEAD:  # past int64's range: drawn alone
-            us = [mprandom.uniform01(self.seed, step, self._stream, t) for t in range(3)]
-            return (*us, float(beta_of(us[0], self.alpha)))
+            us = [np.array([mprandom.uniform01(self.seed, step, self._stream, t)])
+                  for t in range(3)]
+            return [step], us, beta_of(us[0], self.alpha)
         steps = step + stride * np.arange(_AHEAD, dtype=np.int64)
-        us = [mprandom.uniform01_array(self.seed, steps, self._stream, t).tolist()
-              for t in range(3)]
-        lams = beta_of(np.asarray(us[0]), self.alpha).tolist()
-        made = dict(zip(steps.tolist(), zip(*us, lams, strict=True), strict=True))
+        us = [mprandom.uniform01_array(self.seed, steps, self._stream, t) for t in range(3)]
+        return steps.tolist(), us, beta_of(us[0], self.alpha)
+
+    def _keep(self, kept: dict, made: dict) -> None:
+        """``made`` into ``kept`` (emptied first once it holds a few blocks: the steps asked
+        for move on)."""
         with self._lock:
-            if len(self._draws) > 4 * _AHEAD:  # (the steps asked for move on)
-                self._draws.clear()
-            self._draws.update(made)
-        return made[step]
+            if len(kept) > 4 * _AHEAD:
+                kept.clear()
+            kept.update(made)
 
     def params(self, step: int, h: int, w: int) -> tuple[float, tuple[int, int, int, int],
                                                            float]:
-        """(the blend's ``lam`` inside the box, the box (x1, y1, x2, y2), the labels' lam)."""
+        """(the blend's ``lam`` inside the box, the box (x1, y1, x2, y2), the labels' lam) of
+        batch ``step`` on ``h`` x ``w`` images: worked out for the whole block of steps drawn
+        with it (:meth:`_block`, :meth:`_params` on its arrays), so a batch worker's batch
+        looks its params up."""
+        kept = self._params_kept.get((h, w))
+        got = None if kept is None else kept.get(step)
+        last, self._last = self._last, step
+        if got is not None:
+            return got
+        steps, us, lams = self._block(step, last)
+        made = dict(zip(steps, self._params(us, lams, h, w), strict=True))
+        if kept is None:
+            with self._lock:
+                if len(self._params_kept) >= 8:
+                    self._params_kept.clear()
+                kept = self._params_kept.setdefault((h, w), {})
+        self._keep(kept, made)
+        return made[step]
+
+    def _params(self, us: list[np.ndarray], lams: np.ndarray, h: int,
+                w: int) -> list[tuple[float, tuple[int, int, int, int], float]]:
+        """:meth:`params` of a block of steps from their draws' arrays (float64 arithmetic
+        as Python's on each step's floats: the same values)."""
         raise NotImplementedError
 
     # -- mixing -------------------------------------------------------------------------
@@ -389,10 +426,10 @@ class MixUp(BatchMix):
 
     _stream = _MIXUP
 
-    def params(self, step: int, h: int, w: int) -> tuple[float, tuple[int, int, int, int],
-                                                           float]:
-        lam = self.lam(step)
-        return lam, (0, 0, w, h), lam
+    def _params(self, us: list[np.ndarray], lams: np.ndarray, h: int,
+                w: int) -> list[tuple[float, tuple[int, int, int, int], float]]:
+        box = (0, 0, w, h)
+        return [(lam, box, lam) for lam in lams.tolist()]
 
 
 class CutMix(BatchMix):
@@ -402,17 +439,20 @@ class CutMix(BatchMix):
 
     _stream = _CUTMIX
 
-    def params(self, step: int, h: int, w: int) -> tuple[float, tuple[int, int, int, int],
-                                                           float]:
-        lam = self.lam(step)
-        r_x = min(int(self.u(step, 1) * w), w - 1)  # torch.randint(W)
-        r_y = min(int(self.u(step, 2) * h), h - 1)
-        r = 0.5 * math.sqrt(1.0 - lam)
-        r_w_half, r_h_half = int(r * w), int(r * h)
-        x1, y1 = max(r_x - r_w_half, 0), max(r_y - r_h_half, 0)
-        x2, y2 = min(r_x + r_w_half, w), min(r_y + r_h_half, h)
-        lam_adjusted = float(1.0 - (x2 - x1) * (y2 - y1) / (w * h))
-        return 0.0, (x1, y1, x2, y2), lam_adjusted
+    def _params(self, us: list[np.ndarray], lams: np.ndarray, h: int,
+                w: int) -> list[tuple[float, tuple[int, int, int, int], float]]:
+        # (each step's float64 products truncated as int() truncates them, sqrt correctly
+        # rounded as math.sqrt, the area's int quotient as Python's true division: exact
+        # integers below 2**53 divided once)
+        r_x = np.minimum((us[1] * w).astype(np.int64), w - 1)  # torch.randint(W)
+        r_y = np.minimum((us[2] * h).astype(np.int64), h - 1)
+        r = 0.5 * np.sqrt(1.0 - lams)
+        r_w_half, r_h_half = (r * w).astype(np.int64), (r * h).astype(np.int64)
+        x1, y1 = np.maximum(r_x - r_w_half, 0), np.maximum(r_y - r_h_half, 0)
+        x2, y2 = np.minimum(r_x + r_w_half, w), np.minimum(r_y + r_h_half, h)
+        lam_adjusted = 1.0 - (x2 - x1) * (y2 - y1) / (w * h)
+        boxes = zip(x1.tolist(), y1.tolist(), x2.tolist(), y2.tolist(), strict=True)
+        return [(0.0, box, lam) for box, lam in zip(boxes, lam_adjusted.tolist(), strict=True)]
 
 
 class MixChoice:
