@@ -33,10 +33,10 @@ _MIXUP, _CUTMIX, _CHOICE = (mprandom.key64(0x6D1C, i, 0, 0) for i in range(3))
 
 
 def _kernel() -> Any:
-    from ..graph.codegen.mix import mix_kernel
-
     got = _KERNELS.get(runtime.name)
-    if got is None:
+    if got is None:  # (imported here: a batch worker asks for it every batch)
+        from ..graph.codegen.mix import mix_kernel
+
         got = _KERNELS[runtime.name] = mix_kernel(runtime.codegen_target, runtime.simulated)
     return got
 
@@ -296,6 +296,54 @@ class BatchMix:
         stream: one launch (images and class-index labels); on the device of ``images``
         (the callers' ``runtime.on_device``)."""
         dev = images.device
+        if soft:  # soft labels: a (n, K) blend of the labels with themselves rolled
+            lab = np.asarray(labels, dtype=np.float64)
+            host = (lam_labels * lab + (1.0 - lam_labels) * np.roll(lab, 1, axis=0))
+            out_labels = gpuarray(host.astype(np.float32))
+            self._launch(x, images, n, h, w, c, lam, box, *_no_labels(dev), lam_labels)
+            return images, out_labels
+        if isinstance(labels, gpuarray):
+            lab = runtime.reshape(labels._materialize(), (n,))
+            if labels.dtype != np.int64:
+                raise ArgumentError(f"{type(self).__name__} labels must be int64, got "
+                                    f"{labels.dtype}")
+        else:
+            host = np.asarray(labels)
+            if host.dtype.kind not in "iu":
+                raise ArgumentError(f"{type(self).__name__} labels must be integers, got "
+                                    f"{host.dtype}")
+            _check_range(host, k)
+            lab = runtime.from_host(np.ascontiguousarray(host, dtype=np.int64), dev)
+        return images, self._labelled(x, images, n, h, w, c, k, lam, box, lab, lam_labels)
+
+    def queue_classes(self, images: gpuarray, classes: Any, step: int) -> gpuarray:
+        """``Generator.batches(mix=)``'s mix, queued on the current stream: ``images`` a
+        gpuarray batch, ``classes`` its int64 class indices as a 1-D device buffer on its
+        device, in range (the worker checked them), ``step`` the batch's; the caller inside
+        ``runtime.on_device(images.device)``. Returns the soft labels. :meth:`queue`'s mix,
+        without its per-call wrapping of the labels and its second entry of the device."""
+        n, h, w, c, k, _ = self._plan(images, classes)
+        lam, box, lam_labels = self.params(step, h, w)
+        node = images._node
+        buf = node.buffer if node.buffer is not None else images._materialize()
+        x = runtime.reshape(buf, (n * h * w * c,))
+        return self._labelled(x, images, n, h, w, c, k, lam, box, classes, lam_labels)
+
+    def _labelled(self, x: Any, images: gpuarray, n: int, h: int, w: int, c: int, k: int,
+                  lam: float, box: tuple, lab: Any, lam_labels: float) -> gpuarray:
+        """:meth:`_launch` with the class indices ``lab`` (int64, (n,), on the device):
+        the soft labels (n, k) float32 it writes."""
+        dev = images.device
+        # (the batch engine's allocator of the layout where a worker mixes on its device)
+        dst = getattr(runtime, "empty_batched", runtime.empty)((n * k,), np.float32, dev)
+        self._launch(x, images, n, h, w, c, lam, box, lab, dst, k, lam_labels)
+        return gpuarray._wrap(leaf(dst, (n, k), _F32, dev))
+
+    def _launch(self, x: Any, images: gpuarray, n: int, h: int, w: int, c: int, lam: float,
+                box: tuple, lab: Any, dst: Any, kk: int, lam_labels: float) -> None:
+        """The mix's one launch: ``x`` blended inside ``box``, ``kk`` classes of soft labels
+        written into ``dst`` from ``lab`` (0: none)."""
+        dev = images.device
         # (n, P, R, Q): NCHW planes of H x W, or NHWC as one plane of H x (W * C)
         P, R, Q = (c, h, w) if self.layout == "NCHW" else (1, h, w * c)
         x1, y1, x2, y2 = box
@@ -309,28 +357,6 @@ class BatchMix:
             x = runtime.constant(("mix-no-images", np.float32), np.zeros(1, np.float32), dev)
         if not (y2 > y1 and q2 > q1):
             y1 = y2 = q1 = q2 = 0
-        if soft:  # soft labels: a (n, K) blend of the labels with themselves rolled
-            lab = np.asarray(labels, dtype=np.float64)
-            host = (lam_labels * lab + (1.0 - lam_labels) * np.roll(lab, 1, axis=0))
-            out_labels = gpuarray(host.astype(np.float32))
-            lab, dst, kk = _no_labels(dev)
-        else:
-            if isinstance(labels, gpuarray):
-                lab = runtime.reshape(labels._materialize(), (n,))
-                if labels.dtype != np.int64:
-                    raise ArgumentError(f"{type(self).__name__} labels must be int64, got "
-                                        f"{labels.dtype}")
-            else:
-                host = np.asarray(labels)
-                if host.dtype.kind not in "iu":
-                    raise ArgumentError(f"{type(self).__name__} labels must be integers, got "
-                                        f"{host.dtype}")
-                _check_range(host, k)
-                lab = runtime.from_host(np.ascontiguousarray(host, dtype=np.int64), dev)
-            # (the batch engine's allocator of the layout where a worker mixes on its device)
-            dst = getattr(runtime, "empty_batched", runtime.empty)((n * k,), np.float32, dev)
-            kk = k
-            out_labels = gpuarray._wrap(leaf(dst, (n, k), np.dtype(np.float32), dev))
         if n and (y2 > y1 or kk):
             args = (x, n, P, R, Q, lam, y1, y2, q1, q2, lab, dst, kk, lam_labels)
             if runtime.codegen_target == "cpu":
@@ -341,7 +367,9 @@ class BatchMix:
                 _launch_box(_kernel(), dev, (P, y2 - y1, q2 - q1), args)
             else:  # the labels only: a grid of their size
                 _launch_box(_kernel(), dev, (1, 1, n * kk), args)
-        return images, out_labels  # the images mixed in place
+
+
+_F32 = np.dtype(np.float32)
 
 
 def _no_labels(device: int) -> tuple[Any, Any, int]:
@@ -386,12 +414,18 @@ def _launch_box(kernel: Any, device: int, extent: tuple[int, int, int], args: tu
     planes (the kernels stride over what the grid does not cover). Straight through the
     kernel's driver template where the backend has one for it (``batch_launch.launch_grid``:
     a batch worker's mixes, ~30 us of host time less a call than the general path)."""
-    from ..graph.exec import batch_launch
-
     p, r, q = extent
     block = (min(32, q), min(8, r), 1) if runtime.simulated else (128, 2, 1)
     grid = (min(-(-q // block[0]), 65535), min(-(-r // block[1]), 1024), min(p, 65535))
-    batch_launch.launch_grid(kernel, grid, block, device, args)
+    launch = _LAUNCH_GRID
+    if not launch:  # (imported once: a batch worker launches every batch)
+        from ..graph.exec import batch_launch
+
+        launch.append(batch_launch.launch_grid)
+    launch[0](kernel, grid, block, device, args)
+
+
+_LAUNCH_GRID: list = []  # ``batch_launch.launch_grid``, once imported
 
 
 def _soft(labels: np.ndarray, soft: bool, k: int, lam: float) -> np.ndarray:
@@ -499,3 +533,8 @@ class MixChoice:
         """One mixer's :meth:`BatchMix.queue`, chosen for this batch."""
         mixer, step = self._choose(step)
         return mixer.queue(images, labels, step=step)
+
+    def queue_classes(self, images: gpuarray, classes: Any, step: int) -> gpuarray:
+        """One mixer's :meth:`BatchMix.queue_classes`, chosen for this batch."""
+        mixer, step = self._choose(step)
+        return mixer.queue_classes(images, classes, step)
