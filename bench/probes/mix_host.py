@@ -124,7 +124,7 @@ def main() -> None:
         for ahead in (1, 4, 8, 16) if runtime.codegen_target != "cpu" else ():
             mix_codegen.AHEAD = ahead
             kernel = mix_codegen.mix_kernel(runtime.codegen_target, runtime.simulated)
-            kargs = (flat, n, 3, hw, hw, 0.3, 0, hw, 0, hw, lab0, dst0, 0, 0.3)
+            kargs = (flat, dst0, lab0, n, 3, hw, hw, 0, 0.3, 0, hw, 0, hw, 0.3)
             _launch_box(kernel, 0, (3, hw, hw), kargs)  # compiled, loaded
             runtime.synchronize(0)
             t0 = time.perf_counter()

@@ -105,6 +105,8 @@ class BatchMix:
         #: per (images' shape, labels' shape and type, layout, classes): what the checks of a
         #: gpuarray batch worked out (``queue``: a batch worker's batches all have one)
         self._plans: dict[tuple, tuple] = {}
+        #: per (n, h, w, c, k, dtype, device): the kept launch of ``queue_classes``, or False
+        self._bound: dict[tuple, Any] = {}
 
     # -- draws --------------------------------------------------------------------------
     def _step(self, step: Any) -> int:
@@ -321,13 +323,62 @@ class BatchMix:
         gpuarray batch, ``classes`` its int64 class indices as a 1-D device buffer on its
         device, in range (the worker checked them), ``step`` the batch's; the caller inside
         ``runtime.on_device(images.device)``. Returns the soft labels. :meth:`queue`'s mix,
-        without its per-call wrapping of the labels and its second entry of the device."""
+        without its per-call wrapping of the labels and its second entry of the device; from
+        a batch shape's second batch on, where the backend keeps launches
+        (``Backend.bind_grid``: a GPU's driver template packed once), the launch is that kept
+        one with the batch's, the labels' and the soft labels' addresses and the batch's
+        scalars written over it, the soft labels allocated by it."""
         n, h, w, c, k, _ = self._plan(images, classes)
         lam, box, lam_labels = self.params(step, h, w)
         node = images._node
         buf = node.buffer if node.buffer is not None else images._materialize()
+        dev = node.device
+        key = (n, h, w, c, k, node.dtype, dev)
+        bound = self._bound.get(key)
+        if bound and n:
+            _, _, _, y1, y2, q1, q2 = self._rows(box, h, w, c)
+            dst = bound(buf, [lam, y1, y2, q1, q2, lam_labels], classes)
+            if dst is not None:
+                return gpuarray._wrap(leaf(dst, (n, k), _F32, dev))
         x = runtime.reshape(buf, (n * h * w * c,))
-        return self._labelled(x, images, n, h, w, c, k, lam, box, classes, lam_labels)
+        out = self._labelled(x, images, n, h, w, c, k, lam, box, classes, lam_labels)
+        if bound is None and n and runtime.codegen_target != "cpu":
+            self._bind(key, x, buf, out._node.buffer, classes, lam, box, lam_labels)
+        return out
+
+    def _bind(self, key: tuple, x: Any, buf: Any, dst: Any, classes: Any, lam: float,
+              box: tuple, lam_labels: float) -> None:
+        """Keep the launch :meth:`queue_classes` just made for batches of ``key``'s shape
+        (``Backend.bind_grid``; the grid of the whole image: the kernel strides over the
+        box, so CutMix's boxes take the same grid), or that none is kept (False: the
+        backend keeps a general one only, or the cpu's scalar array). Nothing while the
+        backend has not kept the kernel's template yet (its first launch)."""
+        from ..backend.base import Bound2D
+
+        n, h, w, c, k, _, dev = key
+        P, R, Q, y1, y2, q1, q2 = self._rows(box, h, w, c)
+        args = (x, dst, classes, n, P, R, Q, k, lam, y1, y2, q1, q2, lam_labels)
+        grid, block = _grid_of((P, R, Q))
+        size = n * h * w * c
+        got = runtime.bind_grid(_kernel(), grid, block, dev, buf, dst, args, 6,
+                                lambda src, out: (runtime.reshape(src, (size,)), out))
+        if got is None:
+            return
+        with self._lock:
+            if len(self._bound) >= 64:
+                self._bound.clear()
+            self._bound[key] = False if isinstance(got, Bound2D) and not GENERIC_BOUND else got
+
+    def _rows(self, box: tuple, h: int, w: int, c: int) -> tuple[int, ...]:
+        """(P, R, Q, r1, r2, q1, q2): the batch as (n, P, R, Q) planes (NCHW: C planes of H x
+        W; NHWC: one plane of H x (W * C)) and the box's rows and columns in them, all 0
+        where it is empty."""
+        P, R, Q = (c, h, w) if self.layout == "NCHW" else (1, h, w * c)
+        x1, y1, x2, y2 = box
+        q1, q2 = (x1, x2) if self.layout == "NCHW" else (x1 * c, x2 * c)
+        if not (y2 > y1 and q2 > q1):
+            y1 = y2 = q1 = q2 = 0
+        return P, R, Q, y1, y2, q1, q2
 
     def _labelled(self, x: Any, images: gpuarray, n: int, h: int, w: int, c: int, k: int,
                   lam: float, box: tuple, lab: Any, lam_labels: float) -> gpuarray:
@@ -344,10 +395,7 @@ class BatchMix:
         """The mix's one launch: ``x`` blended inside ``box``, ``kk`` classes of soft labels
         written into ``dst`` from ``lab`` (0: none)."""
         dev = images.device
-        # (n, P, R, Q): NCHW planes of H x W, or NHWC as one plane of H x (W * C)
-        P, R, Q = (c, h, w) if self.layout == "NCHW" else (1, h, w * c)
-        x1, y1, x2, y2 = box
-        q1, q2 = (x1, x2) if self.layout == "NCHW" else (x1 * c, x2 * c)
+        P, R, Q, y1, y2, q1, q2 = self._rows(box, h, w, c)
         if runtime.codegen_target == "cpu" and images.dtype == np.float16:
             # (Numba's CPU target has no float16 arithmetic; the cpu backend's buffers are
             # NumPy arrays: mixed with NumPy, as the cpu backend casts float16 batches; the
@@ -355,10 +403,8 @@ class BatchMix:
             self._blend_host(np.asarray(x).reshape(images.shape), lam, box)
             y1 = y2 = q1 = q2 = 0
             x = runtime.constant(("mix-no-images", np.float32), np.zeros(1, np.float32), dev)
-        if not (y2 > y1 and q2 > q1):
-            y1 = y2 = q1 = q2 = 0
         if n and (y2 > y1 or kk):
-            args = (x, n, P, R, Q, lam, y1, y2, q1, q2, lab, dst, kk, lam_labels)
+            args = (x, dst, lab, n, P, R, Q, kk, lam, y1, y2, q1, q2, lam_labels)
             if runtime.codegen_target == "cpu":
                 # (blocks x threads: their values size the cpu's parts)
                 runtime.launch_blocks(_kernel(), max(P * (y2 - y1), 1),
@@ -414,9 +460,7 @@ def _launch_box(kernel: Any, device: int, extent: tuple[int, int, int], args: tu
     planes (the kernels stride over what the grid does not cover). Straight through the
     kernel's driver template where the backend has one for it (``batch_launch.launch_grid``:
     a batch worker's mixes, ~30 us of host time less a call than the general path)."""
-    p, r, q = extent
-    block = (min(32, q), min(8, r), 1) if runtime.simulated else (128, 2, 1)
-    grid = (min(-(-q // block[0]), 65535), min(-(-r // block[1]), 1024), min(p, 65535))
+    grid, block = _grid_of(extent)
     launch = _LAUNCH_GRID
     if not launch:  # (imported once: a batch worker launches every batch)
         from ..graph.exec import batch_launch
@@ -426,6 +470,17 @@ def _launch_box(kernel: Any, device: int, extent: tuple[int, int, int], args: tu
 
 
 _LAUNCH_GRID: list = []  # ``batch_launch.launch_grid``, once imported
+
+#: keep a backend's general kept launch (``base.Bound2D``) too: tests, where the simulator's
+#: launches through it as a GPU's driver template would be (no host time saved)
+GENERIC_BOUND = False
+
+
+def _grid_of(extent: tuple[int, int, int]) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(grid, block) of a GPU launch over (planes, rows, columns)."""
+    p, r, q = extent
+    block = (min(32, q), min(8, r), 1) if runtime.simulated else (128, 2, 1)
+    return (min(-(-q // block[0]), 65535), min(-(-r // block[1]), 1024), min(p, 65535)), block
 
 
 def _soft(labels: np.ndarray, soft: bool, k: int, lam: float) -> np.ndarray:
