@@ -325,10 +325,11 @@ class Batches:
         Generator where one does not; a streamed source's labels are checked per batch)."""
         ok = self._mix_labels_ok
         if ok is None:
+            labels = self._gen.labels
             try:
-                check_mix_labels(self._mix, np.ascontiguousarray(self._gen.labels,
-                                                                 dtype=np.int64))
-                ok = True
+                if labels is not None:
+                    check_mix_labels(self._mix, np.ascontiguousarray(labels, dtype=np.int64))
+                ok = labels is not None
             except ValueError:
                 ok = False
             self._mix_labels_ok = ok
