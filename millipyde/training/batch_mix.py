@@ -351,8 +351,9 @@ class BatchMix:
         """Keep the launch :meth:`queue_classes` just made for batches of ``key``'s shape
         (``Backend.bind_grid``; the grid of the whole image: the kernel strides over the
         box, so CutMix's boxes take the same grid), or that none is kept (False: the
-        backend keeps a general one only, or the cpu's scalar array). Nothing while the
-        backend has not kept the kernel's template yet (its first launch)."""
+        backend keeps its general one only, ``base.Bound2D``, no faster than the launch
+        itself). Nothing while the backend has not kept the kernel's template yet (its
+        first launch)."""
         from ..backend.base import Bound2D
 
         n, h, w, c, k, _, dev = key
