@@ -19,9 +19,9 @@ memory at their own sizes, ``random_resized_crop(224)``, ``fliplr(p=0.5)``, the 
   launches replaced by no-ops: the mixer's own host work per batch ("record" is the whole
   call, "pack" 0);
 - ``labels (worker)``, ``MixUp (worker)``, ``CutMix (worker)``: a batch worker's labels work
-  (``Batches._extras``: int64 class indices uploaded, wrapped) alone and with the mix (the
-  labels' range check, ``queue`` with the uploaded labels), kernels replaced by no-ops: what
-  a mix adds to the worker is the difference.
+  (``Batches._extras``: int64 class indices uploaded, wrapped) alone and with the mix
+  (``queue_classes`` on the uploaded indices), kernels replaced by no-ops: what a mix adds to
+  the worker is the difference.
 
 On the cpu backend the device's work is left out as a GPU would take it off the host: the
 pack's "upload" is zero-copy (views of the host buffer the parts were written into: a GPU
@@ -128,22 +128,22 @@ def _mix_batch(n: int, hw: int) -> tuple:
 
 def _mix_worker_host(mixer: object | None, n: int, hw: int) -> Callable:
     """What ``Batches._extras`` does for a batch's labels (int64 class indices, uploaded) and,
-    with ``mixer``, their check and the mix queued (``mixer.queue``), its kernel not run:
-    the host time a mix adds to a batch worker is this row's against the labels-only row's."""
+    with ``mixer``, the mix queued from the uploaded indices (``queue_classes``; the
+    Generator's labels were checked in range once, not per batch), its kernel not run: the
+    host time a mix adds to a batch worker is this row's against the labels-only row's."""
     from millipyde.backend import ACTIVE as runtime
-    from millipyde.training.batch_mix import check_mix_labels
 
     batch, labels = _mix_batch(n, hw)
 
     def host(b: int) -> tuple[float, float]:
         t0 = time.perf_counter()
         host_labels = np.ascontiguousarray(labels, dtype=np.int64)
-        if mixer is not None:
-            check_mix_labels(mixer, host_labels)
-        buf = runtime.upload_parts([(0, host_labels)], host_labels.nbytes, 0)[0]
-        lab = mp.gpuarray.from_buffer(buf, 0)
-        if mixer is not None:
-            mixer.queue(batch, lab, b * n)
+        with runtime.on_device(0):
+            buf = runtime.upload_parts([(0, host_labels)], host_labels.nbytes, 0)[0]
+            if mixer is not None:
+                mixer.queue_classes(batch, buf, b * n)
+        if mixer is None:
+            mp.gpuarray.from_buffer(buf, 0)
         return time.perf_counter() - t0, 0.0
 
     return host

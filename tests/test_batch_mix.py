@@ -248,3 +248,88 @@ BAD = [(lambda: mp.MixUp(alpha=0), "alpha"), (lambda: mp.MixUp(num_classes=0), "
 def test_bad_arguments_raise_naming_them(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+#: sha256 (first 16 hex digits) of seeded mix streams as 0c4c1bf made them (cpu backend and
+#: CUDASIM alike): the params (lam, box, labels' lam) per step, and batches(mix=)'s two
+#: batches of 8 per mixer
+MIX_DIGESTS = {
+    "mixup worker (224, 224)": "152d7be5a67d967f", "mixup worker (9, 11)": "94db80824cdfcb86",
+    "mixup ones (224, 224)": "4269081c075f69b4", "mixup ones (9, 11)": "2fb70e51c0067644",
+    "mixup far (224, 224)": "be8d615cfdd148e3", "mixup far (9, 11)": "65bf100ff88dd153",
+    "cutmix worker (224, 224)": "30a202cd1ca7e0ab", "cutmix worker (9, 11)": "ec1d5c1ced4ea9a2",
+    "cutmix ones (224, 224)": "a0d38fa4e0296646", "cutmix ones (9, 11)": "1a18f613a1ea0c8d",
+    "cutmix far (224, 224)": "0f3b439e5643da6c", "cutmix far (9, 11)": "0b88fa4140855db9",
+    "batches MixUp images": "ae82f80807b4ab8e", "batches MixUp labels": "e253ba1d31e116a6",
+    "batches CutMix images": "27fa4bb814f8296a", "batches CutMix labels": "ff0e78fc5d8513ff",
+    "batches choice images": "df2b2effb330bb51", "batches choice labels": "8c0c0596d3359cf6",
+}
+
+
+def _digest(*arrays):
+    import hashlib
+
+    d = hashlib.sha256()
+    for a in arrays:
+        d.update(np.ascontiguousarray(a).tobytes())
+    return d.hexdigest()[:16]
+
+
+def _batches_digests(mixers=None):
+    """batches(mix=)'s images and soft labels, digested, per kind of mixer."""
+    got = {}
+    rng = np.random.default_rng(5)
+    imgs = [mp.gpuimage(rng.integers(0, 256, (4, 6, 3), dtype=np.uint8)) for _ in range(4)]
+    for kind in ("MixUp", "CutMix", "choice"):
+        mix = (T.RandomChoice([T.CutMix(num_classes=4, seed=8), T.MixUp(num_classes=4, seed=8)])
+               if kind == "choice" else getattr(mp, kind)(alpha=0.7, num_classes=4, seed=8))
+        if mixers is not None:
+            mixers.append(mix)
+        gen = mp.Generator(imgs, [mp.Operation("fliplr", p=0.5)], outputs=16, seed=2,
+                           labels=[3, 0, 2, 1])
+        with gen.batches(8, with_labels=True, mix=mix) as bs:
+            made = [(np.asarray(b), np.asarray(y)) for b, y in bs]
+        got[f"batches {kind} images"] = _digest(*[b for b, _ in made])
+        got[f"batches {kind} labels"] = _digest(*[y for _, y in made])
+    if mp.backend() not in ("cpu", "cudasim"):
+        # (a GPU's float32 blend may contract to a fused multiply-add: its images are checked
+        # against the mixer called after, test_batches_mixed_as_made_equal_the_mixer_after)
+        got = {k: v for k, v in got.items() if not k.endswith("images")}
+    return got
+
+
+def test_seeded_mix_streams_equal_the_recorded_ones():
+    # the draws made ahead and the worker's mix must keep every value of the seeded streams:
+    # per step (a worker's steps a batch apart, steps one apart, steps near int64's ends) and
+    # batches(mix=)'s images and soft labels, bit for bit
+    got = {}
+    makers = {"mixup": lambda: mp.MixUp(alpha=0.7, num_classes=4, seed=8),
+              "cutmix": lambda: mp.CutMix(alpha=0.5, num_classes=4, seed=8)}
+    for name, make in makers.items():
+        for label, steps in (("worker", [256 * b for b in range(300)]),
+                             ("ones", list(range(300))),
+                             ("far", [2**62 + 1, -(2**62) - 1, 2**70, -5, 2**61 + 3])):
+            for hw in ((224, 224), (9, 11)):
+                mix = make()
+                rows = [(lam, *box, lam_l) for lam, box, lam_l in
+                        (mix.params(s, *hw) for s in steps)]
+                got[f"{name} {label} {hw}"] = _digest(np.array(rows, dtype=np.float64))
+    got.update(_batches_digests())
+    assert got == {k: MIX_DIGESTS[k] for k in got}
+
+
+def test_a_workers_kept_launch_mixes_as_the_first(monkeypatch):
+    # from a batch shape's second batch on, a worker's mix is its kept launch (a GPU's driver
+    # template) with the batch's addresses and scalars written over it: CutMix's boxes on the
+    # whole image's grid. The simulator keeps the general one (Bound2D); taken here, it must
+    # give the recorded values
+    from millipyde.training import batch_mix
+
+    if mp.backend() == "cpu":
+        pytest.skip("the cpu backend's kept launches pass their scalars as one array")
+    monkeypatch.setattr(batch_mix, "GENERIC_BOUND", True)
+    mixers = []
+    got = _batches_digests(mixers)
+    assert got == {k: MIX_DIGESTS[k] for k in got}
+    for mix in (mixers[0], mixers[1], *mixers[2].mixers):
+        assert any(mix._bound.values()), mix

@@ -268,3 +268,25 @@ def test_streaming_shortens_the_switch_interval_while_it_runs(tree) -> None:
         assert now == pytest.approx(loader.SWITCH_INTERVAL, abs=1e-6) and now < before
     gc.collect()
     assert sys.getswitchinterval() == pytest.approx(before, abs=1e-6)
+
+
+def test_streamed_batches_mixed_as_the_mixer_after(tree) -> None:
+    # a streamed source's batches(mix=): each batch mixed in its worker at step = its first
+    # output index, the decoded batch's labels checked in range per batch
+    def gen():
+        return mp.Generator(tree, OPS, seed=4)
+
+    with gen().batches(4, epochs=1, with_indices=True, with_labels=True) as bs:
+        plain = [(np.asarray(x), ks.copy(), np.asarray(y)) for x, ks, _, y in bs]
+    with gen().batches(4, epochs=1, with_labels=True,
+                       mix=mp.CutMix(num_classes=3, seed=1)) as bs:
+        mixed = [(np.asarray(x), np.asarray(y)) for x, y in bs]
+    ref = mp.CutMix(num_classes=3, seed=1)
+    assert len(mixed) == len(plain) == 4
+    for (x, ks, y), (got, soft) in zip(plain, mixed, strict=True):
+        want, want_soft = ref(mp.gpuarray(x), y, step=int(ks[0]))
+        np.testing.assert_array_equal(got, np.asarray(want))
+        np.testing.assert_array_equal(soft, np.asarray(want_soft))
+    with gen().batches(4, epochs=1, with_labels=True, mix=mp.MixUp(num_classes=2)) as bs, \
+            pytest.raises(ValueError, match="0..1"):
+        list(bs)

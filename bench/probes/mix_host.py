@@ -5,10 +5,12 @@
 
 On a float32 NCHW batch of ``size`` on device 0 and one pooled stream (as a batch worker):
 the host seconds of ``params``, of the label upload, of ``queue`` whole (no wait), of a
-recorded event, medians over ``calls`` (the stream synchronised every 16 calls, outside the
-timings); then a cProfile of ``calls`` ``queue`` calls, its functions by own time; the backend
-calls inside ``queue``; and MixUp's kernel alone, 50 launches back to back, per
-``graph.codegen.mix.AHEAD`` (samples loaded ahead of their stores).
+recorded event, of ``queue_classes`` (the batch worker's call, from the uploaded indices:
+from its second call on the kept launch), medians over ``calls`` (the stream synchronised
+every 16 calls, outside the timings); then a cProfile of ``calls`` ``queue`` calls, its
+functions by own time; the backend calls inside ``queue``; and MixUp's kernel alone, 50
+launches back to back, per ``graph.codegen.mix.AHEAD`` (samples loaded ahead of their
+stores).
 """
 
 from __future__ import annotations
@@ -55,9 +57,14 @@ def main() -> None:
                 t3 = time.perf_counter()
                 runtime.record_event(stream)
                 t4 = time.perf_counter()
+                # the batch worker's call (``Batches._extras``): from the uploaded indices,
+                # from a batch shape's second call on the kept launch
+                mix.queue_classes(x, lab, step + args.calls + 1)
+                t5 = time.perf_counter()
                 if step:
                     for k, v in (("params", t1 - t0), ("label upload", t2 - t1),
-                                 ("queue", t3 - t2), ("event", t4 - t3)):
+                                 ("queue", t3 - t2), ("event", t4 - t3),
+                                 ("queue_classes", t5 - t4)):
                         rows.setdefault(f"{name} {k}", []).append(v)
                 if step % 16 == 0:
                     runtime.synchronize(0)
@@ -124,7 +131,7 @@ def main() -> None:
         for ahead in (1, 4, 8, 16) if runtime.codegen_target != "cpu" else ():
             mix_codegen.AHEAD = ahead
             kernel = mix_codegen.mix_kernel(runtime.codegen_target, runtime.simulated)
-            kargs = (flat, n, 3, hw, hw, 0.3, 0, hw, 0, hw, lab0, dst0, 0, 0.3)
+            kargs = (flat, dst0, lab0, n, 3, hw, hw, 0, 0.3, 0, hw, 0, hw, 0.3)
             _launch_box(kernel, 0, (3, hw, hw), kargs)  # compiled, loaded
             runtime.synchronize(0)
             t0 = time.perf_counter()

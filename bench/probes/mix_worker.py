@@ -2,6 +2,8 @@
 
     source bench/gpu_env.sh; export MILLIPYDE_BACKEND=cuda
     python3 bench/probes/mix_worker.py [--size 256] [--batches 400] [--rounds 3]
+    MILLIPYDE_BACKEND=cpu python3 bench/probes/mix_worker.py --hw 16 --no-mix-kernel
+
 
 The ImageNet recipe (``training.recipes``) over the six photographs of bench_recipes into float32
 NCHW batches of ``size`` with their labels, taken one after another as a training loop takes
@@ -46,6 +48,21 @@ def _timed(name: str) -> None:
     setattr(batches_mod.Batches, name, wrapper)
 
 
+def _no_mix_kernel() -> None:
+    """The mix's kernel launch a no-op (the cpu backend's ``launch_blocks``, where the kernel
+    would run on the worker's thread); every other launch as it is."""
+    from millipyde.training import batch_mix
+
+    if runtime.codegen_target != "cpu":
+        raise SystemExit("--no-mix-kernel is for the cpu backend")
+    real = runtime.launch_blocks
+
+    def launch_blocks(kernel: object, *a: object, **k: object) -> None:
+        if kernel is not batch_mix._KERNELS.get(runtime.name):
+            real(kernel, *a, **k)
+    runtime.launch_blocks = launch_blocks
+
+
 def _run(imgs: list, ops: list, size: int, batches: int, mix: object | None) -> dict:
     gen = mp.Generator(imgs, ops, seed=0, labels=list(range(len(imgs))))
     with gen.batches(size, with_labels=True, mix=mix) as bs:
@@ -74,16 +91,21 @@ def main() -> None:
     ap.add_argument("--hw", type=int, default=224)
     ap.add_argument("--batches", type=int, default=400)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--classes", type=int, default=1000)
+    ap.add_argument("--no-mix-kernel", action="store_true",
+                    help="the mix's launch a no-op (cpu backend: its host work alone)")
     args = ap.parse_args()
     from bench.bench_mix import _photos
     from millipyde.training import recipes
 
     _timed("_make")
     _timed("_extras")
+    if args.no_mix_kernel:
+        _no_mix_kernel()
     imgs = _photos()
     ops = recipes.operations("imagenet", size=args.hw)
-    mixers = {"none": None, "MixUp": mp.MixUp(num_classes=1000, seed=0),
-              "CutMix": mp.CutMix(num_classes=1000, seed=0)}
+    mixers = {"none": None, "MixUp": mp.MixUp(num_classes=args.classes, seed=0),
+              "CutMix": mp.CutMix(num_classes=args.classes, seed=0)}
     rows: dict[str, list[dict]] = {}
     for rnd in range(args.rounds):
         for name, mix in mixers.items():

@@ -33,10 +33,10 @@ _MIXUP, _CUTMIX, _CHOICE = (mprandom.key64(0x6D1C, i, 0, 0) for i in range(3))
 
 
 def _kernel() -> Any:
-    from ..graph.codegen.mix import mix_kernel
-
     got = _KERNELS.get(runtime.name)
-    if got is None:
+    if got is None:  # (imported here: a batch worker asks for it every batch)
+        from ..graph.codegen.mix import mix_kernel
+
         got = _KERNELS[runtime.name] = mix_kernel(runtime.codegen_target, runtime.simulated)
     return got
 
@@ -59,7 +59,7 @@ def beta_of(u: Any, alpha: float) -> Any:
     return betaincinv(alpha, alpha, u)
 
 
-#: steps whose draws a mixer makes at once (``BatchMix._drawn``), and the steps it draws so
+#: steps whose draws a mixer makes at once (``BatchMix._block``), and the steps it draws so
 _AHEAD = 64
 _FAR = 1 << 62
 
@@ -99,10 +99,14 @@ class BatchMix:
         self._lock = threading.Lock()
         self._calls = 0
         self._draws: dict[int, tuple[float, float, float, float]] = {}
+        #: per (h, w): step -> :meth:`params`, made a block of steps at a time
+        self._params_kept: dict[tuple[int, int], dict[int, tuple]] = {}
         self._last: int | None = None
         #: per (images' shape, labels' shape and type, layout, classes): what the checks of a
         #: gpuarray batch worked out (``queue``: a batch worker's batches all have one)
         self._plans: dict[tuple, tuple] = {}
+        #: per (n, h, w, c, k, dtype, device): the kept launch of ``queue_classes``, or False
+        self._bound: dict[tuple, Any] = {}
 
     # -- draws --------------------------------------------------------------------------
     def _step(self, step: Any) -> int:
@@ -122,36 +126,71 @@ class BatchMix:
         return self._drawn(step)[3]
 
     def _drawn(self, step: int) -> tuple[float, float, float, float]:
-        """Batch ``step``'s three uniforms and its ``lam``. Made ``_AHEAD`` steps at a time:
-        ``step`` and those after it at the stride from the step asked for before it (a batch
-        worker's steps are its batches' first outputs: ``size`` apart), each step's values
-        its own (``mprandom.uniform01_array`` is bit-identical to ``uniform01``, ``beta_of``
-        elementwise): a worker draws and inverts once per ``_AHEAD`` batches, not per batch.
-        (The stride is the last two steps asked for, hits included: from the last step that
-        missed it would be ``_AHEAD`` batches wide, and every other draw would serve one
-        batch.)"""
+        """Batch ``step``'s three uniforms and its ``lam``, kept for the block of steps drawn
+        with it (:meth:`_block`)."""
         got = self._draws.get(step)
         last, self._last = self._last, step
         if got is not None:
             return got
+        steps, us, lams = self._block(step, last)
+        made = dict(zip(steps, zip(*(u.tolist() for u in us), lams.tolist(), strict=True),
+                        strict=True))
+        self._keep(self._draws, made)
+        return made[step]
+
+    def _block(self, step: int, last: int | None) -> tuple[list[int], list[np.ndarray],
+                                                           np.ndarray]:
+        """(steps, their three uniforms' arrays, their ``lam``s) of the block drawn at a miss
+        of ``step``: ``step`` and ``_AHEAD - 1`` steps after it at the stride from ``last``,
+        the step asked for before it (a batch worker's steps are its batches' first outputs:
+        ``size`` apart), each step's values its own (``mprandom.uniform01_array`` is
+        bit-identical to ``uniform01``, ``beta_of`` elementwise): a worker draws and inverts
+        once per ``_AHEAD`` batches, not per batch. (The stride is the last two steps asked
+        for, hits included: from the last step that missed it would be ``_AHEAD`` batches
+        wide, and every other draw would serve one batch.) Steps near int64's ends: ``step``
+        alone, by the scalar stream."""
         stride = step - last if last is not None and 0 < step - last <= _FAR // _AHEAD else 1
         if not -_FAR < step < _FAR - stride * _AHEAD:  # past int64's range: drawn alone
-            us = [mprandom.uniform01(self.seed, step, self._stream, t) for t in range(3)]
-            return (*us, float(beta_of(us[0], self.alpha)))
+            us = [np.array([mprandom.uniform01(self.seed, step, self._stream, t)])
+                  for t in range(3)]
+            return [step], us, beta_of(us[0], self.alpha)
         steps = step + stride * np.arange(_AHEAD, dtype=np.int64)
-        us = [mprandom.uniform01_array(self.seed, steps, self._stream, t).tolist()
-              for t in range(3)]
-        lams = beta_of(np.asarray(us[0]), self.alpha).tolist()
-        made = dict(zip(steps.tolist(), zip(*us, lams, strict=True), strict=True))
+        us = [mprandom.uniform01_array(self.seed, steps, self._stream, t) for t in range(3)]
+        return steps.tolist(), us, beta_of(us[0], self.alpha)
+
+    def _keep(self, kept: dict, made: dict) -> None:
+        """``made`` into ``kept`` (emptied first once it holds a few blocks: the steps asked
+        for move on)."""
         with self._lock:
-            if len(self._draws) > 4 * _AHEAD:  # (the steps asked for move on)
-                self._draws.clear()
-            self._draws.update(made)
-        return made[step]
+            if len(kept) > 4 * _AHEAD:
+                kept.clear()
+            kept.update(made)
 
     def params(self, step: int, h: int, w: int) -> tuple[float, tuple[int, int, int, int],
                                                            float]:
-        """(the blend's ``lam`` inside the box, the box (x1, y1, x2, y2), the labels' lam)."""
+        """(the blend's ``lam`` inside the box, the box (x1, y1, x2, y2), the labels' lam) of
+        batch ``step`` on ``h`` x ``w`` images: worked out for the whole block of steps drawn
+        with it (:meth:`_block`, :meth:`_params` on its arrays), so a batch worker's batch
+        looks its params up."""
+        kept = self._params_kept.get((h, w))
+        got = None if kept is None else kept.get(step)
+        last, self._last = self._last, step
+        if got is not None:
+            return got
+        steps, us, lams = self._block(step, last)
+        made = dict(zip(steps, self._params(us, lams, h, w), strict=True))
+        if kept is None:
+            with self._lock:
+                if len(self._params_kept) >= 8:
+                    self._params_kept.clear()
+                kept = self._params_kept.setdefault((h, w), {})
+        self._keep(kept, made)
+        return made[step]
+
+    def _params(self, us: list[np.ndarray], lams: np.ndarray, h: int,
+                w: int) -> list[tuple[float, tuple[int, int, int, int], float]]:
+        """:meth:`params` of a block of steps from their draws' arrays (float64 arithmetic
+        as Python's on each step's floats: the same values)."""
         raise NotImplementedError
 
     # -- mixing -------------------------------------------------------------------------
@@ -259,10 +298,105 @@ class BatchMix:
         stream: one launch (images and class-index labels); on the device of ``images``
         (the callers' ``runtime.on_device``)."""
         dev = images.device
-        # (n, P, R, Q): NCHW planes of H x W, or NHWC as one plane of H x (W * C)
+        if soft:  # soft labels: a (n, K) blend of the labels with themselves rolled
+            lab = np.asarray(labels, dtype=np.float64)
+            host = (lam_labels * lab + (1.0 - lam_labels) * np.roll(lab, 1, axis=0))
+            out_labels = gpuarray(host.astype(np.float32))
+            self._launch(x, images, n, h, w, c, lam, box, *_no_labels(dev), lam_labels)
+            return images, out_labels
+        if isinstance(labels, gpuarray):
+            lab = runtime.reshape(labels._materialize(), (n,))
+            if labels.dtype != np.int64:
+                raise ArgumentError(f"{type(self).__name__} labels must be int64, got "
+                                    f"{labels.dtype}")
+        else:
+            host = np.asarray(labels)
+            if host.dtype.kind not in "iu":
+                raise ArgumentError(f"{type(self).__name__} labels must be integers, got "
+                                    f"{host.dtype}")
+            _check_range(host, k)
+            lab = runtime.from_host(np.ascontiguousarray(host, dtype=np.int64), dev)
+        return images, self._labelled(x, images, n, h, w, c, k, lam, box, lab, lam_labels)
+
+    def queue_classes(self, images: gpuarray, classes: Any, step: int) -> gpuarray:
+        """``Generator.batches(mix=)``'s mix, queued on the current stream: ``images`` a
+        gpuarray batch, ``classes`` its int64 class indices as a 1-D device buffer on its
+        device, in range (the worker checked them), ``step`` the batch's; the caller inside
+        ``runtime.on_device(images.device)``. Returns the soft labels. :meth:`queue`'s mix,
+        without its per-call wrapping of the labels and its second entry of the device; from
+        a batch shape's second batch on, where the backend keeps launches
+        (``Backend.bind_grid``: a GPU's driver template packed once), the launch is that kept
+        one with the batch's, the labels' and the soft labels' addresses and the batch's
+        scalars written over it, the soft labels allocated by it."""
+        n, h, w, c, k, _ = self._plan(images, classes)
+        lam, box, lam_labels = self.params(step, h, w)
+        node = images._node
+        buf = node.buffer if node.buffer is not None else images._materialize()
+        dev = node.device
+        key = (n, h, w, c, k, node.dtype, dev)
+        bound = self._bound.get(key)
+        if bound and n:
+            _, _, _, y1, y2, q1, q2 = self._rows(box, h, w, c)
+            dst = bound(buf, [lam, y1, y2, q1, q2, lam_labels], classes)
+            if dst is not None:
+                return gpuarray._wrap(leaf(dst, (n, k), _F32, dev))
+        x = runtime.reshape(buf, (n * h * w * c,))
+        out = self._labelled(x, images, n, h, w, c, k, lam, box, classes, lam_labels)
+        if bound is None and n and runtime.codegen_target != "cpu":
+            self._bind(key, x, buf, out._node.buffer, classes, lam, box, lam_labels)
+        return out
+
+    def _bind(self, key: tuple, x: Any, buf: Any, dst: Any, classes: Any, lam: float,
+              box: tuple, lam_labels: float) -> None:
+        """Keep the launch :meth:`queue_classes` just made for batches of ``key``'s shape
+        (``Backend.bind_grid``; the grid of the whole image: the kernel strides over the
+        box, so CutMix's boxes take the same grid), or that none is kept (False: the
+        backend keeps its general one only, ``base.Bound2D``, no faster than the launch
+        itself). Nothing while the backend has not kept the kernel's template yet (its
+        first launch)."""
+        from ..backend.base import Bound2D
+
+        n, h, w, c, k, _, dev = key
+        P, R, Q, y1, y2, q1, q2 = self._rows(box, h, w, c)
+        args = (x, dst, classes, n, P, R, Q, k, lam, y1, y2, q1, q2, lam_labels)
+        grid, block = _grid_of((P, R, Q))
+        size = n * h * w * c
+        got = runtime.bind_grid(_kernel(), grid, block, dev, buf, dst, args, 6,
+                                lambda src, out: (runtime.reshape(src, (size,)), out))
+        if got is None:
+            return
+        with self._lock:
+            if len(self._bound) >= 64:
+                self._bound.clear()
+            self._bound[key] = False if isinstance(got, Bound2D) and not GENERIC_BOUND else got
+
+    def _rows(self, box: tuple, h: int, w: int, c: int) -> tuple[int, ...]:
+        """(P, R, Q, r1, r2, q1, q2): the batch as (n, P, R, Q) planes (NCHW: C planes of H x
+        W; NHWC: one plane of H x (W * C)) and the box's rows and columns in them, all 0
+        where it is empty."""
         P, R, Q = (c, h, w) if self.layout == "NCHW" else (1, h, w * c)
         x1, y1, x2, y2 = box
         q1, q2 = (x1, x2) if self.layout == "NCHW" else (x1 * c, x2 * c)
+        if not (y2 > y1 and q2 > q1):
+            y1 = y2 = q1 = q2 = 0
+        return P, R, Q, y1, y2, q1, q2
+
+    def _labelled(self, x: Any, images: gpuarray, n: int, h: int, w: int, c: int, k: int,
+                  lam: float, box: tuple, lab: Any, lam_labels: float) -> gpuarray:
+        """:meth:`_launch` with the class indices ``lab`` (int64, (n,), on the device):
+        the soft labels (n, k) float32 it writes."""
+        dev = images.device
+        # (the batch engine's allocator of the layout where a worker mixes on its device)
+        dst = getattr(runtime, "empty_batched", runtime.empty)((n * k,), np.float32, dev)
+        self._launch(x, images, n, h, w, c, lam, box, lab, dst, k, lam_labels)
+        return gpuarray._wrap(leaf(dst, (n, k), _F32, dev))
+
+    def _launch(self, x: Any, images: gpuarray, n: int, h: int, w: int, c: int, lam: float,
+                box: tuple, lab: Any, dst: Any, kk: int, lam_labels: float) -> None:
+        """The mix's one launch: ``x`` blended inside ``box``, ``kk`` classes of soft labels
+        written into ``dst`` from ``lab`` (0: none)."""
+        dev = images.device
+        P, R, Q, y1, y2, q1, q2 = self._rows(box, h, w, c)
         if runtime.codegen_target == "cpu" and images.dtype == np.float16:
             # (Numba's CPU target has no float16 arithmetic; the cpu backend's buffers are
             # NumPy arrays: mixed with NumPy, as the cpu backend casts float16 batches; the
@@ -270,32 +404,8 @@ class BatchMix:
             self._blend_host(np.asarray(x).reshape(images.shape), lam, box)
             y1 = y2 = q1 = q2 = 0
             x = runtime.constant(("mix-no-images", np.float32), np.zeros(1, np.float32), dev)
-        if not (y2 > y1 and q2 > q1):
-            y1 = y2 = q1 = q2 = 0
-        if soft:  # soft labels: a (n, K) blend of the labels with themselves rolled
-            lab = np.asarray(labels, dtype=np.float64)
-            host = (lam_labels * lab + (1.0 - lam_labels) * np.roll(lab, 1, axis=0))
-            out_labels = gpuarray(host.astype(np.float32))
-            lab, dst, kk = _no_labels(dev)
-        else:
-            if isinstance(labels, gpuarray):
-                lab = runtime.reshape(labels._materialize(), (n,))
-                if labels.dtype != np.int64:
-                    raise ArgumentError(f"{type(self).__name__} labels must be int64, got "
-                                        f"{labels.dtype}")
-            else:
-                host = np.asarray(labels)
-                if host.dtype.kind not in "iu":
-                    raise ArgumentError(f"{type(self).__name__} labels must be integers, got "
-                                        f"{host.dtype}")
-                _check_range(host, k)
-                lab = runtime.from_host(np.ascontiguousarray(host, dtype=np.int64), dev)
-            # (the batch engine's allocator of the layout where a worker mixes on its device)
-            dst = getattr(runtime, "empty_batched", runtime.empty)((n * k,), np.float32, dev)
-            kk = k
-            out_labels = gpuarray._wrap(leaf(dst, (n, k), np.dtype(np.float32), dev))
         if n and (y2 > y1 or kk):
-            args = (x, n, P, R, Q, lam, y1, y2, q1, q2, lab, dst, kk, lam_labels)
+            args = (x, dst, lab, n, P, R, Q, kk, lam, y1, y2, q1, q2, lam_labels)
             if runtime.codegen_target == "cpu":
                 # (blocks x threads: their values size the cpu's parts)
                 runtime.launch_blocks(_kernel(), max(P * (y2 - y1), 1),
@@ -304,7 +414,9 @@ class BatchMix:
                 _launch_box(_kernel(), dev, (P, y2 - y1, q2 - q1), args)
             else:  # the labels only: a grid of their size
                 _launch_box(_kernel(), dev, (1, 1, n * kk), args)
-        return images, out_labels  # the images mixed in place
+
+
+_F32 = np.dtype(np.float32)
 
 
 def _no_labels(device: int) -> tuple[Any, Any, int]:
@@ -349,12 +461,27 @@ def _launch_box(kernel: Any, device: int, extent: tuple[int, int, int], args: tu
     planes (the kernels stride over what the grid does not cover). Straight through the
     kernel's driver template where the backend has one for it (``batch_launch.launch_grid``:
     a batch worker's mixes, ~30 us of host time less a call than the general path)."""
-    from ..graph.exec import batch_launch
+    grid, block = _grid_of(extent)
+    launch = _LAUNCH_GRID
+    if not launch:  # (imported once: a batch worker launches every batch)
+        from ..graph.exec import batch_launch
 
+        launch.append(batch_launch.launch_grid)
+    launch[0](kernel, grid, block, device, args)
+
+
+_LAUNCH_GRID: list = []  # ``batch_launch.launch_grid``, once imported
+
+#: keep a backend's general kept launch (``base.Bound2D``) too: tests, where the simulator's
+#: launches through it as a GPU's driver template would be (no host time saved)
+GENERIC_BOUND = False
+
+
+def _grid_of(extent: tuple[int, int, int]) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(grid, block) of a GPU launch over (planes, rows, columns)."""
     p, r, q = extent
     block = (min(32, q), min(8, r), 1) if runtime.simulated else (128, 2, 1)
-    grid = (min(-(-q // block[0]), 65535), min(-(-r // block[1]), 1024), min(p, 65535))
-    batch_launch.launch_grid(kernel, grid, block, device, args)
+    return (min(-(-q // block[0]), 65535), min(-(-r // block[1]), 1024), min(p, 65535)), block
 
 
 def _soft(labels: np.ndarray, soft: bool, k: int, lam: float) -> np.ndarray:
@@ -389,10 +516,10 @@ class MixUp(BatchMix):
 
     _stream = _MIXUP
 
-    def params(self, step: int, h: int, w: int) -> tuple[float, tuple[int, int, int, int],
-                                                           float]:
-        lam = self.lam(step)
-        return lam, (0, 0, w, h), lam
+    def _params(self, us: list[np.ndarray], lams: np.ndarray, h: int,
+                w: int) -> list[tuple[float, tuple[int, int, int, int], float]]:
+        box = (0, 0, w, h)
+        return [(lam, box, lam) for lam in lams.tolist()]
 
 
 class CutMix(BatchMix):
@@ -402,17 +529,20 @@ class CutMix(BatchMix):
 
     _stream = _CUTMIX
 
-    def params(self, step: int, h: int, w: int) -> tuple[float, tuple[int, int, int, int],
-                                                           float]:
-        lam = self.lam(step)
-        r_x = min(int(self.u(step, 1) * w), w - 1)  # torch.randint(W)
-        r_y = min(int(self.u(step, 2) * h), h - 1)
-        r = 0.5 * math.sqrt(1.0 - lam)
-        r_w_half, r_h_half = int(r * w), int(r * h)
-        x1, y1 = max(r_x - r_w_half, 0), max(r_y - r_h_half, 0)
-        x2, y2 = min(r_x + r_w_half, w), min(r_y + r_h_half, h)
-        lam_adjusted = float(1.0 - (x2 - x1) * (y2 - y1) / (w * h))
-        return 0.0, (x1, y1, x2, y2), lam_adjusted
+    def _params(self, us: list[np.ndarray], lams: np.ndarray, h: int,
+                w: int) -> list[tuple[float, tuple[int, int, int, int], float]]:
+        # (each step's float64 products truncated as int() truncates them, sqrt correctly
+        # rounded as math.sqrt, the area's int quotient as Python's true division: exact
+        # integers below 2**53 divided once)
+        r_x = np.minimum((us[1] * w).astype(np.int64), w - 1)  # torch.randint(W)
+        r_y = np.minimum((us[2] * h).astype(np.int64), h - 1)
+        r = 0.5 * np.sqrt(1.0 - lams)
+        r_w_half, r_h_half = (r * w).astype(np.int64), (r * h).astype(np.int64)
+        x1, y1 = np.maximum(r_x - r_w_half, 0), np.maximum(r_y - r_h_half, 0)
+        x2, y2 = np.minimum(r_x + r_w_half, w), np.minimum(r_y + r_h_half, h)
+        lam_adjusted = 1.0 - (x2 - x1) * (y2 - y1) / (w * h)
+        boxes = zip(x1.tolist(), y1.tolist(), x2.tolist(), y2.tolist(), strict=True)
+        return [(0.0, box, lam) for box, lam in zip(boxes, lam_adjusted.tolist(), strict=True)]
 
 
 class MixChoice:
@@ -459,3 +589,8 @@ class MixChoice:
         """One mixer's :meth:`BatchMix.queue`, chosen for this batch."""
         mixer, step = self._choose(step)
         return mixer.queue(images, labels, step=step)
+
+    def queue_classes(self, images: gpuarray, classes: Any, step: int) -> gpuarray:
+        """One mixer's :meth:`BatchMix.queue_classes`, chosen for this batch."""
+        mixer, step = self._choose(step)
+        return mixer.queue_classes(images, classes, step)

@@ -57,6 +57,7 @@ class Batches:
                  epochs: int | None = None, epoch: int = 0, mix: Any = None) -> None:
         self._gen = generator  # kept alive: its state stops when it is collected
         self._mix = mix
+        self._mix_labels_ok: bool | None = None  # (``_labels_in_range``)
         state = self._st = generator._state
         self.spec = spec
         self._with_targets = with_targets
@@ -299,20 +300,20 @@ class Batches:
             extra = (np.array(ks, dtype=np.int64), np.asarray(inputs, dtype=np.int64))
         if self._with_labels:
             host = np.ascontiguousarray(labels, dtype=np.int64)
-            if self._mix is not None:
-                check_mix_labels(self._mix, host)
+            mix = self._mix
+            if mix is not None and not (self._stream is None and self._labels_in_range()):
+                check_mix_labels(mix, host)
             # (a pinned asynchronous copy on the worker's stream: a copy from pageable memory
             # would wait for the batch's kernels queued before it)
             with runtime.on_device(device):
                 buf = runtime.upload_parts([(0, host)], host.nbytes, device)[0]
-            lab = gpuarray.from_buffer(buf, device)
-            if self._mix is not None:
-                step = int(ks[0]) if len(ks) else 0
-                classes = lab
-                _, lab = self._mix.queue(value, classes, step)
-                if ready is not None:  # the class indices live until the mix has read them
-                    ready.event = runtime.record_event(stream)
-                    ready.keep = (ready.keep, classes)
+                if mix is not None:  # the soft labels, mixed on the same stream
+                    lab = mix.queue_classes(value, buf, int(ks[0]) if len(ks) else 0)
+            if mix is None:
+                lab = gpuarray.from_buffer(buf, device)
+            elif ready is not None:  # the class indices live until the mix has read them
+                ready.event = runtime.record_event(stream)
+                ready.keep = (ready.keep, buf)
             extra += (lab,)
         if self._with_targets:
             from .batch_targets import sample_targets
@@ -320,6 +321,22 @@ class Batches:
             hw = value.shape[2:4] if spec.layout == "NCHW" else value.shape[1:3]
             extra += (sample_targets(st, ks, device, tuple(hw)),)
         return (value, *extra) if extra else value
+
+    def _labels_in_range(self) -> bool:
+        """Whether every label of the Generator lies in the mix's classes (checked once: a
+        batch's labels are some of them, so its own check is left to the batches of a
+        Generator where one does not; a streamed source's labels are checked per batch)."""
+        ok = self._mix_labels_ok
+        if ok is None:
+            labels = self._gen.labels
+            try:
+                if labels is not None:
+                    check_mix_labels(self._mix, np.ascontiguousarray(labels, dtype=np.int64))
+                ok = labels is not None
+            except ValueError:
+                ok = False
+            self._mix_labels_ok = ok
+        return ok
 
     def _make_streamed(self, b: int, device: int, stream: Any) -> Any:
         """Batch ``b`` of a streamed source, from its decoded samples (``batch_stream``)."""

@@ -2,7 +2,7 @@
 CutMix's pasted box over a whole training batch, in place, and their soft labels.
 
 A batch of ``n`` samples is viewed as (n, P, R, Q): NCHW as (n, C, H, W), NHWC as
-(n, 1, H, W * C). ``mix_batch(x, n, P, R, Q, lam, r1, r2, q1, q2, labels, dst, k, lam_l)``
+(n, 1, H, W * C). ``mix_batch(x, dst, labels, n, P, R, Q, k, lam, r1, r2, q1, q2, lam_l)``
 replaces, inside the box
 rows [r1, r2) x columns [q1, q2) of every plane, sample ``b`` by
 ``x[b - 1] * (1 - lam) + x[b] * lam`` in float32, as torchvision computes it on float32 batches
@@ -13,6 +13,9 @@ is read and written once, no second batch is allocated.
 
 and writes ``dst`` (n, k), the soft labels ``lam_l * onehot(labels[b]) + (1 - lam_l) *
 onehot(labels[b - 1])`` (``k`` 0: none), in the same launch: a mix is one launch a batch.
+The arguments' order is a kept launch's (``Backend.bind_grid``): the batch and the labels'
+output first, the class indices (a table per call) and what a batch's shape fixes next, the
+scalars that change per batch last.
 """
 
 from __future__ import annotations
@@ -133,7 +136,7 @@ def mix_batch_source(target: str, sim: bool = False) -> str:
             + HEADER[target]
             + ("" if target == "cpu" else "from numba import float32 as _f32\n")
             + f"\n\n{jit_decorator(target, sim)}\n"
-            + "def mix_batch(x, n, P, R, Q, lam, r1, r2, q1, q2, labels, dst, k, lam_l):\n"
+            + "def mix_batch(x, dst, labels, n, P, R, Q, k, lam, r1, r2, q1, q2, lam_l):\n"
             + (_BATCH_CPU.format(labels=indent_text(_LABELS_BODY, 12)) if target == "cpu"
                else _labels_gpu() + _images_gpu(AHEAD)))
 

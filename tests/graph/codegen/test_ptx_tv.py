@@ -57,6 +57,6 @@ def test_batch_mix_kernels_compile_to_ptx() -> None:
 
     kernel = load(mix.mix_batch_source("cuda"), "cuda").mix_batch
     for dtype in (np.float32, np.float16):  # the batches' dtypes
-        argtys = ((arr(dtype, 1),) + (types.int64,) * 4 + (types.float64,) + (types.int64,) * 4
-                  + (arr(np.int64, 1), arr(np.float32, 1), types.int64, types.float64))
+        argtys = ((arr(dtype, 1), arr(np.float32, 1), arr(np.int64, 1)) + (types.int64,) * 5
+                  + (types.float64,) + (types.int64,) * 4 + (types.float64,))
         assert ".entry" in ptx_of(kernel.py_func, argtys)
