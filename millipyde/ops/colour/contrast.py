@@ -8,6 +8,7 @@ import math
 
 from ...kernels.registry import elementwise, pixel
 from ..base import ImageKind, Ranges, bounds, define, number
+from ..fmath import floorf
 
 
 @elementwise(nparams=1, stat="grey_sum", name="adjust_contrast")
@@ -32,7 +33,7 @@ def contrast_blend(v, c, full, factor, _b, st, o):
         lo = -full - 1.0
     s = min(max(s, lo), full)
     # torchvision converts back to integers with a cast (truncation); floats stay as they are
-    return math.floor(s) if full != 1.0 else s
+    return floorf(s) if full != 1.0 else s
 
 
 @pixel(name="tv_grey")

@@ -1,14 +1,16 @@
 """``adjust_hue`` / ``random_hue``: torchvision's hue rotation through HSV."""
 
-import math
 
 from ...kernels.registry import pixelwise
 from ..base import ImageKind, Ranges, bounds, define, number
+from ..fmath import floorf
 
 
 @pixelwise(nparams=1, name="adjust_hue")
 def hue_shift(r, g, b, full, delta, _b, _d):
     """torchvision ``adjust_hue``: RGB -> HSV, hue shifted by ``delta`` (mod 1), back to RGB."""
+    # floors as floats (``fmath.floorf``: no round trip through an integer in the pixel's
+    # chain); each branch below divides only the two channel ratios it reads
     r = r / full
     g = g / full
     b = b / full
@@ -18,21 +20,20 @@ def hue_shift(r, g, b, full, delta, _b, _d):
     eqc = maxc == minc
     s = rng / (1.0 if eqc else maxc)
     div = 1.0 if eqc else rng
-    rc = (maxc - r) / div
-    gc = (maxc - g) / div
-    bc = (maxc - b) / div
+    # the largest channel r: h = bc - gc; g: 2 + rc - bc; b: 4 + gc - rc (xc = (maxc - x) /
+    # div, each computed where it is read)
     if maxc == r:
-        h = bc - gc
+        h = (maxc - b) / div - (maxc - g) / div
     elif maxc == g:
-        h = 2.0 + rc - bc
+        h = 2.0 + (maxc - r) / div - (maxc - b) / div
     else:
-        h = 4.0 + gc - rc
+        h = 4.0 + (maxc - g) / div - (maxc - r) / div
     h = h / 6.0 + 1.0
-    h = h - math.floor(h)  # fmod(h, 1) of a positive h
+    h = h - floorf(h)  # fmod(h, 1) of a positive h
     h = h + delta
-    h = h - math.floor(h)  # torch's remainder: non-negative
+    h = h - floorf(h)  # torch's remainder: non-negative
     h6 = h * 6.0
-    i = math.floor(h6)
+    i = floorf(h6)
     f = h6 - i
     sxf = s * f
     q = min(max((1.0 - sxf) * maxc, 0.0), 1.0)
@@ -55,7 +56,7 @@ def hue_shift(r, g, b, full, delta, _b, _d):
     if full != 1.0:
         # torchvision's float -> uint8: multiply by 255.999 and truncate
         m = full + 1.0 - 1e-3
-        return math.floor(r * m), math.floor(g * m), math.floor(b * m)
+        return floorf(r * m), floorf(g * m), floorf(b * m)
     return r, g, b
 
 

@@ -4,6 +4,7 @@ import math
 
 from ...kernels.registry import pixelwise
 from ..base import ImageKind, Ranges, bounds, define, number
+from ..fmath import floorf
 
 
 @pixelwise(nparams=1, name="adjust_saturation")
@@ -11,7 +12,7 @@ def saturation_blend(r, g, b, full, factor, _b, _d):
     """torchvision ``adjust_saturation``: blend each channel with the pixel's grey value."""
     s = (2989.0 * r + 5870.0 * g + 1140.0 * b) / 10000.0  # exact on whole numbers (tv_grey)
     if full != 1.0:
-        s = math.floor(s)
+        s = floorf(s)
     k = 1.0 - factor
     if factor > 4.4e307 / max(abs(r), abs(g), abs(b), 1.0):
         # a factor near float64's largest, whose products would overflow: the blend's limit
@@ -34,7 +35,7 @@ def saturation_blend(r, g, b, full, factor, _b, _d):
     g2 = min(max(g2, 0.0), full)
     b2 = min(max(b2, 0.0), full)
     if full != 1.0:
-        return math.floor(r2), math.floor(g2), math.floor(b2)
+        return floorf(r2), floorf(g2), floorf(b2)
     return r2, g2, b2
 
 

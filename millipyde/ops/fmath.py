@@ -1,0 +1,48 @@
+"""Float helpers for the ops' scalar kernels, the same on every target.
+
+``math.floor`` of a float is an integer in Python and in Numba's compiled code. A kernel that
+floors a float64 and goes on with float arithmetic (a blend truncated to whole values, a hue
+taken modulo 1) then converts it to an integer and back: on x86-64 ``roundsd``,
+``cvttsd2si`` and ``cvtsi2sd``, some 15 cycles of latency in the pixel's chain of dependent
+operations where ``roundsd`` alone takes 3; on GPUs three conversions where ``cvt.rmi`` is
+one. :func:`floorf` is the floor as a float: LLVM's ``llvm.floor.f64`` in compiled code (the
+cpu backend's and CUDA's), ``float(math.floor(x))`` in plain Python (the CUDA simulator).
+
+The values are ``math.floor``'s wherever it has one that fits an int64 (every finite value
+below 2**63 in magnitude): the same number, as a float. Where it has none, ``floorf`` gives
+NaN for NaN and the infinity or whole number itself where the compiled conversion gave the
+target's stand-in (x86-64: -2**63 for each; PTX: 0 for NaN, the int64 bound of the value's
+sign): the ops round and clip what they return (``_rint_clip``), which maps NaN to the type's
+lowest value as it did -2**63 and 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic, overload
+
+
+def floorf(x: float) -> float:
+    """The largest whole number not above ``x``, as a float (``math.floor`` as a float)."""
+    return float(math.floor(x))
+
+
+@intrinsic
+def _llvm_floor(typingctx, x):  # noqa: ANN001, ANN202 - Numba's intrinsic protocol
+    """``llvm.floor.f64`` of a float64 (``roundsd`` on x86-64, ``cvt.rmi.f64.f64`` in PTX)."""
+    sig = types.float64(types.float64)
+
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+        fnty = ir.FunctionType(ir.DoubleType(), [ir.DoubleType()])
+        return builder.call(cgutils.get_or_insert_function(builder.module, fnty,
+                                                           "llvm.floor.f64"), args)
+
+    return sig, codegen
+
+
+@overload(floorf, inline="always")
+def _floorf(x):  # noqa: ANN001, ANN202 - Numba's overload protocol
+    return lambda x: _llvm_floor(float(x))
