@@ -11,7 +11,7 @@ from ..base import ImageKind, Ranges, bounds, define, number
 from ..fmath import floorf
 
 
-@elementwise(nparams=1, stat="grey_sum", name="adjust_contrast")
+@elementwise(nparams=1, stat="grey_sum", name="adjust_contrast", whole=True)
 def contrast_blend(v, c, full, factor, _b, st, o):
     """torchvision ``adjust_contrast``: blend with the image's grey mean, clamp, truncate."""
     mean = st[o] / st[o + 1]  # (the sum of the grey values over their count)
@@ -32,7 +32,8 @@ def contrast_blend(v, c, full, factor, _b, st, o):
             or full == 9223372036854775808.0):
         lo = -full - 1.0
     s = min(max(s, lo), full)
-    # torchvision converts back to integers with a cast (truncation); floats stay as they are
+    # torchvision converts back to integers with a cast (truncation); floats stay as they are.
+    # Integer images get whole numbers within [lo, full] (``whole``: not rounded again)
     return floorf(s) if full != 1.0 else s
 
 

@@ -1,6 +1,5 @@
 """``adjust_hue`` / ``random_hue``: torchvision's hue rotation through HSV."""
 
-
 from ...kernels.registry import pixelwise
 from ..base import ImageKind, Ranges, bounds, define, number
 from ..fmath import floorf

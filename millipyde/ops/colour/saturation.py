@@ -7,7 +7,7 @@ from ..base import ImageKind, Ranges, bounds, define, number
 from ..fmath import floorf
 
 
-@pixelwise(nparams=1, name="adjust_saturation")
+@pixelwise(nparams=1, name="adjust_saturation", whole=True)
 def saturation_blend(r, g, b, full, factor, _b, _d):
     """torchvision ``adjust_saturation``: blend each channel with the pixel's grey value."""
     s = (2989.0 * r + 5870.0 * g + 1140.0 * b) / 10000.0  # exact on whole numbers (tv_grey)
@@ -31,6 +31,7 @@ def saturation_blend(r, g, b, full, factor, _b, _d):
         g2 = s if g == s else (full if g > s else 0.0)
     if b2 != b2:
         b2 = s if b == s else (full if b > s else 0.0)
+    # integer images get whole numbers within [0, full] (``whole``: not rounded again)
     r2 = min(max(r2, 0.0), full)
     g2 = min(max(g2, 0.0), full)
     b2 = min(max(b2, 0.0), full)
