@@ -1,4 +1,5 @@
-"""Float helpers for the ops' scalar kernels, the same on every target.
+"""Float helpers for the ops' scalar kernels, the same on every target: :func:`floorf`, and
+:func:`lowest` (an integer type's lowest value from its full intensity), :func:`at_least`.
 
 ``math.floor`` of a float is an integer in Python and in Numba's compiled code. A kernel that
 floors a float64 and goes on with float arithmetic (a blend truncated to whole values, a hue
@@ -22,7 +23,7 @@ import math
 
 from llvmlite import ir
 from numba.core import cgutils, types
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic, overload, register_jitable
 
 
 def floorf(x: float) -> float:
@@ -46,3 +47,21 @@ def _llvm_floor(typingctx, x):  # noqa: ANN001, ANN202 - Numba's intrinsic proto
 @overload(floorf, inline="always")
 def _floorf(x):  # noqa: ANN001, ANN202 - Numba's overload protocol
     return lambda x: _llvm_floor(float(x))
+
+
+@register_jitable
+def lowest(full: float) -> float:
+    """The lowest value of the integer type whose largest is ``full`` (``_rint_clip``'s rule:
+    signed types' maxima, 2**7-1, 2**15-1, 2**31-1, 2**63-1 as float64, are no unsigned
+    type's), as a float: ``-full - 1`` for signed types, 0 for unsigned ones."""
+    if (full == 127.0 or full == 32767.0 or full == 2147483647.0
+            or full == 9223372036854775808.0):
+        return -full - 1.0
+    return 0.0
+
+
+@register_jitable
+def at_least(x: float, lo: float) -> float:
+    """``x`` where it is above ``lo``, else ``lo``: NaN gives ``lo``, as ``_rint_clip``'s
+    clip does (``max`` keeps a NaN)."""
+    return x if x > lo else lo

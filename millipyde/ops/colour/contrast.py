@@ -8,7 +8,7 @@ import math
 
 from ...kernels.registry import elementwise, pixel
 from ..base import ImageKind, Ranges, bounds, define, number
-from ..fmath import floorf
+from ..fmath import floorf, lowest
 
 
 @elementwise(nparams=1, stat="grey_sum", name="adjust_contrast", whole=True)
@@ -27,11 +27,7 @@ def contrast_blend(v, c, full, factor, _b, st, o):
         if s != s:  # a NaN value: the same rule
             s = mean if d == 0.0 else (full if d > 0.0 else -full - 1.0)
     # the type's range: signed images keep their negative values (``_rint_clip``'s rule)
-    lo = 0.0
-    if (full == 127.0 or full == 32767.0 or full == 2147483647.0
-            or full == 9223372036854775808.0):
-        lo = -full - 1.0
-    s = min(max(s, lo), full)
+    s = min(max(s, lowest(full)), full)
     # torchvision converts back to integers with a cast (truncation); floats stay as they are.
     # Integer images get whole numbers within [lo, full] (``whole``: not rounded again)
     return floorf(s) if full != 1.0 else s

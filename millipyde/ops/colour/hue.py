@@ -2,10 +2,10 @@
 
 from ...kernels.registry import pixelwise
 from ..base import ImageKind, Ranges, bounds, define, number
-from ..fmath import floorf
+from ..fmath import at_least, floorf, lowest
 
 
-@pixelwise(nparams=1, name="adjust_hue")
+@pixelwise(nparams=1, name="adjust_hue", whole=True)
 def hue_shift(r, g, b, full, delta, _b, _d):
     """torchvision ``adjust_hue``: RGB -> HSV, hue shifted by ``delta`` (mod 1), back to RGB."""
     # floors as floats (``fmath.floorf``: no round trip through an integer in the pixel's
@@ -53,9 +53,14 @@ def hue_shift(r, g, b, full, delta, _b, _d):
     else:
         r, g, b = v, p, q
     if full != 1.0:
-        # torchvision's float -> uint8: multiply by 255.999 and truncate
+        # torchvision's float -> uint8: multiply by 255.999 and truncate. Whole numbers within
+        # the type's range (``whole``: not rounded again): q, t, p are in [0, 1] and v at most
+        # 1; v is below lowest / m only on signed types, where every channel is the lowest
+        # (and a signed pixel whose largest channel is 0 has s infinite: NaN gives lowest)
         m = full + 1.0 - 1e-3
-        return floorf(r * m), floorf(g * m), floorf(b * m)
+        lo = lowest(full)
+        return (at_least(floorf(r * m), lo), at_least(floorf(g * m), lo),
+                at_least(floorf(b * m), lo))
     return r, g, b
 
 
