@@ -1,5 +1,6 @@
 """Float helpers for the ops' scalar kernels, the same on every target: :func:`floorf`, and
-:func:`lowest` (an integer type's lowest value from its full intensity), :func:`at_least`.
+:func:`lowest` (an integer type's lowest value from its full intensity), :func:`at_least`,
+:func:`overflows` (a blend factor's overflow test, divided only where it can hold).
 
 ``math.floor`` of a float is an integer in Python and in Numba's compiled code. A kernel that
 floors a float64 and goes on with float arithmetic (a blend truncated to whole values, a hue
@@ -65,3 +66,20 @@ def at_least(x: float, lo: float) -> float:
     """``x`` where it is above ``lo``, else ``lo``: NaN gives ``lo``, as ``_rint_clip``'s
     clip does (``max`` keeps a NaN)."""
     return x if x > lo else lo
+
+
+@register_jitable
+def overflows(factor: float, big: float) -> bool:
+    """``factor > 4.4e307 / big``: whether a blend's products ``factor * x``, ``|x| <= big``
+    (``big >= 1``), may overflow, tested by division so that no infinity is made (the CUDA
+    simulator's NumPy scalars warn on one).
+
+    The division is made only where the answer can be yes: with ``factor <= 1e299`` and
+    ``big <= 4.4e7`` the quotient is at least 1e300 (a correctly rounded division is
+    monotonic), above ``factor``. The answer is the division's in every case (a NaN fails both
+    short tests and reaches it); a division a channel was 13 cycles of the divider, which
+    the ImageNet recipe's colour kernel kept busy (bench/RESULTS.md, "cpu backend: the
+    colour kernels' chains shortened")."""
+    if factor <= 1e299 and big <= 4.4e7:
+        return False
+    return factor > 4.4e307 / big

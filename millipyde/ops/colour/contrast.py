@@ -8,7 +8,7 @@ import math
 
 from ...kernels.registry import elementwise, pixel
 from ..base import ImageKind, Ranges, bounds, define, number
-from ..fmath import floorf, lowest
+from ..fmath import floorf, lowest, overflows
 
 
 @elementwise(nparams=1, stat="grey_sum", name="adjust_contrast", whole=True)
@@ -16,11 +16,9 @@ def contrast_blend(v, c, full, factor, _b, st, o):
     """torchvision ``adjust_contrast``: blend with the image's grey mean, clamp, truncate."""
     mean = st[o] / st[o + 1]  # (the sum of the grey values over their count)
     d = v - mean
-    if factor > 4.4e307 / max(abs(v), abs(mean), 1.0):
+    if overflows(factor, max(abs(v), abs(mean), 1.0)):
         # a factor near float64's largest, whose products would overflow: the blend's limit,
-        # the mean where v is the mean, else an infinity of v - mean's sign (clamped below);
-        # tested by division, so no infinity is made (the CUDA simulator's NumPy scalars
-        # warn on one)
+        # the mean where v is the mean, else an infinity of v - mean's sign (clamped below)
         s = mean if d == 0.0 else (full if d > 0.0 else -full - 1.0)
     else:
         s = factor * v + (1.0 - factor) * mean

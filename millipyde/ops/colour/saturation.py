@@ -4,7 +4,7 @@ import math
 
 from ...kernels.registry import pixelwise
 from ..base import ImageKind, Ranges, bounds, define, number
-from ..fmath import floorf
+from ..fmath import floorf, overflows
 
 
 @pixelwise(nparams=1, name="adjust_saturation", whole=True)
@@ -14,10 +14,9 @@ def saturation_blend(r, g, b, full, factor, _b, _d):
     if full != 1.0:
         s = floorf(s)
     k = 1.0 - factor
-    if factor > 4.4e307 / max(abs(r), abs(g), abs(b), 1.0):
+    if overflows(factor, max(abs(r), abs(g), abs(b), 1.0)):
         # a factor near float64's largest, whose products would overflow: the blend's limit
-        # below (tested by division, so no infinity is made: the CUDA simulator's NumPy
-        # scalars warn on one)
+        # below
         r2 = g2 = b2 = math.nan
     else:
         r2 = factor * r + k * s
