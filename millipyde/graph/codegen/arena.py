@@ -28,7 +28,7 @@ from .gather_body import gather_body
 from .gather_sig import GatherSig
 from .loader import load
 from .stat import MEMBER_INDEX, arena_per_image, arena_reads
-from .target import HEADER, RINT_CLIP, jit_decorator, loop_3d
+from .target import HEADER, RINT_CLIP, indent_text, jit_decorator, loop_3d
 
 _STORE = re.compile(r"^(?P<ind>\s*)dst\[b, y, x, (?P<c>\d+)\] = (?P<v>.+)$", re.M)
 
@@ -65,13 +65,18 @@ def arena_gather_source(sig: GatherSig, target: str, sim: bool = False, gates: b
         return head + fn + loop_3d(target, "nb", "h", "w",
                                     arena_per_image(sig, gates) + per_image, body, jam)
 
+    # the cpu's uint8 images: normalized values read from a table (``convert.TABLE``; integer
+    # sources keep whole values in range through their chain, a grey conversion does not)
+    tabled = target == "cpu" and sig.is_int and not sig.grey
+
     def store(m: re.Match) -> str:
         ind, c, v = m.group("ind"), int(m.group("c")), m.group("v")
         if c >= 3:
             return ""  # alpha
         targets = range(channels) if sig.cout == 1 else [c]
         return "\n".join([f"{ind}cv_ = float({v})"]
-                         + [ind + convert.store(layout, t, "cv_", "o_", "cfull")
+                         + ["\n".join(ind + line for line in convert.store(
+                             layout, t, "cv_", "o_", "cfull", tabled).splitlines())
                             for t in targets])
 
     body, n = _STORE.subn(store, body)
@@ -81,6 +86,9 @@ def arena_gather_source(sig: GatherSig, target: str, sim: bool = False, gates: b
                                                                    "out.shape[2]")
     fn = (dec + "def kernel(src, rows, p, stat, out, pos, mean, std, cfull):\n"
           f"    nb = pos.shape[0]\n    h = {hw[0]}\n    w = {hw[1]}\n")
+    if tabled:
+        fn += indent_text(convert.TABLE.format(channels=channels), 4)
+        per_image += convert.TABLE_MEMBER
     return (head + convert.DEFS + fn
             + loop_3d(target, "nb", "h", "w",
                       arena_per_image(sig, gates, "o_ = pos[b]\n") + per_image, body, jam))
