@@ -6,9 +6,9 @@ image the op sees, and the pixel count): one reduction kernel runs before the fu
 
 import math
 
+from ...kernels.fmath import floorf, lowest, overflows
 from ...kernels.registry import elementwise, pixel
 from ..base import ImageKind, Ranges, bounds, define, number
-from ..fmath import floorf, lowest, overflows
 
 
 @elementwise(nparams=1, stat="grey_sum", name="adjust_contrast", whole=True)

@@ -1,8 +1,8 @@
 """``adjust_hue`` / ``random_hue``: torchvision's hue rotation through HSV."""
 
+from ...kernels.fmath import at_least, floorf, lowest
 from ...kernels.registry import pixelwise
 from ..base import ImageKind, Ranges, bounds, define, number
-from ..fmath import at_least, floorf, lowest
 
 
 @pixelwise(nparams=1, name="adjust_hue", whole=True)

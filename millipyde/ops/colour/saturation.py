@@ -2,9 +2,9 @@
 
 import math
 
+from ...kernels.fmath import floorf, overflows
 from ...kernels.registry import pixelwise
 from ..base import ImageKind, Ranges, bounds, define, number
-from ..fmath import floorf, overflows
 
 
 @pixelwise(nparams=1, name="adjust_saturation", whole=True)

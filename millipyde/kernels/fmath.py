@@ -1,6 +1,8 @@
-"""Float helpers for the ops' scalar kernels, the same on every target: :func:`floorf`, and
-:func:`lowest` (an integer type's lowest value from its full intensity), :func:`at_least`,
-:func:`overflows` (a blend factor's overflow test, divided only where it can hold).
+"""Float helpers for the ops' scalar kernels and generated code, the same on every target:
+:func:`floorf`, :func:`lowest` (an integer type's lowest value from its full intensity),
+:func:`at_least`, :func:`overflows` (a blend factor's overflow test, divided only where it
+can hold), and :func:`rintf` (the cpu target's rounding to whole numbers,
+``target.RINT_CLIP_CPU``).
 
 ``math.floor`` of a float is an integer in Python and in Numba's compiled code. A kernel that
 floors a float64 and goes on with float arithmetic (a blend truncated to whole values, a hue
@@ -14,14 +16,15 @@ The values are ``math.floor``'s wherever it has one that fits an int64 (every fi
 below 2**63 in magnitude): the same number, as a float. Where it has none, ``floorf`` gives
 NaN for NaN and the infinity or whole number itself where the compiled conversion gave the
 target's stand-in (x86-64: -2**63 for each; PTX: 0 for NaN, the int64 bound of the value's
-sign): the ops round and clip what they return (``_rint_clip``), which maps NaN to the type's
-lowest value as it did -2**63 and 0.
+sign): what the ops return is rounded and clipped (``_rint_clip``) or clipped by the op
+(:func:`at_least`), either mapping NaN to the type's lowest value as it did -2**63 and 0.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload, register_jitable
@@ -48,6 +51,30 @@ def _llvm_floor(typingctx, x):  # noqa: ANN001, ANN202 - Numba's intrinsic proto
 @overload(floorf, inline="always")
 def _floorf(x):  # noqa: ANN001, ANN202 - Numba's overload protocol
     return lambda x: _llvm_floor(float(x))
+
+
+def rintf(x: float) -> float:
+    """``x`` rounded to a whole number, halves to even (``numpy.rint``), as a float."""
+    return float(np.rint(x))
+
+
+@intrinsic
+def _llvm_rint(typingctx, x):  # noqa: ANN001, ANN202 - Numba's intrinsic protocol
+    """``llvm.rint.f64`` of a float64: one ``roundsd`` in the current rounding mode (to
+    nearest, halves to even: nothing here changes it)."""
+    sig = types.float64(types.float64)
+
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+        fnty = ir.FunctionType(ir.DoubleType(), [ir.DoubleType()])
+        return builder.call(cgutils.get_or_insert_function(builder.module, fnty,
+                                                           "llvm.rint.f64"), args)
+
+    return sig, codegen
+
+
+@overload(rintf, inline="always")
+def _rintf(x):  # noqa: ANN001, ANN202 - Numba's overload protocol
+    return lambda x: _llvm_rint(float(x))
 
 
 @register_jitable
