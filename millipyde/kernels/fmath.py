@@ -35,17 +35,28 @@ def floorf(x: float) -> float:
     return float(math.floor(x))
 
 
-@intrinsic
-def _llvm_floor(typingctx, x):  # noqa: ANN001, ANN202 - Numba's intrinsic protocol
-    """``llvm.floor.f64`` of a float64 (``roundsd`` on x86-64, ``cvt.rmi.f64.f64`` in PTX)."""
-    sig = types.float64(types.float64)
+def _llvm_f64(name: str):  # noqa: ANN202 - a Numba intrinsic
+    """A Numba intrinsic calling LLVM's float64 -> float64 intrinsic ``name``."""
 
-    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
-        fnty = ir.FunctionType(ir.DoubleType(), [ir.DoubleType()])
-        return builder.call(cgutils.get_or_insert_function(builder.module, fnty,
-                                                           "llvm.floor.f64"), args)
+    @intrinsic
+    def call(typingctx, x):  # noqa: ANN001, ANN202 - Numba's intrinsic protocol
+        sig = types.float64(types.float64)
 
-    return sig, codegen
+        def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+            fnty = ir.FunctionType(ir.DoubleType(), [ir.DoubleType()])
+            return builder.call(cgutils.get_or_insert_function(builder.module, fnty, name),
+                                args)
+
+        return sig, codegen
+
+    return call
+
+
+#: ``roundsd`` (round down) on x86-64, ``cvt.rmi.f64.f64`` in PTX
+_llvm_floor = _llvm_f64("llvm.floor.f64")
+#: one ``roundsd`` in the current rounding mode (to nearest, halves to even: nothing here
+#: changes it)
+_llvm_rint = _llvm_f64("llvm.rint.f64")
 
 
 @overload(floorf, inline="always")
@@ -56,20 +67,6 @@ def _floorf(x):  # noqa: ANN001, ANN202 - Numba's overload protocol
 def rintf(x: float) -> float:
     """``x`` rounded to a whole number, halves to even (``numpy.rint``), as a float."""
     return float(np.rint(x))
-
-
-@intrinsic
-def _llvm_rint(typingctx, x):  # noqa: ANN001, ANN202 - Numba's intrinsic protocol
-    """``llvm.rint.f64`` of a float64: one ``roundsd`` in the current rounding mode (to
-    nearest, halves to even: nothing here changes it)."""
-    sig = types.float64(types.float64)
-
-    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
-        fnty = ir.FunctionType(ir.DoubleType(), [ir.DoubleType()])
-        return builder.call(cgutils.get_or_insert_function(builder.module, fnty,
-                                                           "llvm.rint.f64"), args)
-
-    return sig, codegen
 
 
 @overload(rintf, inline="always")
