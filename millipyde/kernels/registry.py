@@ -89,6 +89,11 @@ class OpSpec:
     # grey sum of adjust_contrast, the channel ranges of autocontrast...): its name; one
     # reduction kernel runs before the gather that holds the op
     stat: str = ""
+    # elementwise and pixelwise ops: on integer images (``full`` the type's largest) every
+    # value it returns is a whole number within the type's range, so a fused kernel does not
+    # round and clip it again (``_rint_clip``, some 8 cycles of latency a value in the pixel's
+    # chain: bench/RESULTS.md, "cpu backend: the colour kernels' chains shortened")
+    whole: bool = False
     # public-decorator ops: the user's (frozen) function, the key of what it computes
     # (``millipyde.user_functions``) and the values a partial binds before / after the
     # parameters the kernels pass
@@ -167,13 +172,14 @@ def register(spec: OpSpec, replace_existing: bool = False) -> OpSpec:
 _register = register
 
 
-def elementwise(nparams: int, stat: str = "",
-                name: str | None = None) -> Callable[[Callable], Callable]:
+def elementwise(nparams: int, stat: str = "", name: str | None = None,
+                whole: bool = False) -> Callable[[Callable], Callable]:
     """Register ``f(v, c, full, a, b, d)``: a per-channel value map (channels 0..2, or grey).
 
     ``stat``: the per-image statistic it reads (``kernels.stats.STATISTICS``); it is then
     ``f(v, c, full, a, b, st, o)``, with at most two parameters. ``name``: the kernel's
-    registered name (default: the function's)."""
+    registered name (default: the function's). ``whole``: on integer images it returns whole
+    numbers within the type's range only (``OpSpec.whole``: not rounded and clipped again)."""
 
     def deco(fn: Callable) -> Callable:
         if stat:
@@ -182,23 +188,25 @@ def elementwise(nparams: int, stat: str = "",
             if nparams > 2:
                 raise ValueError("an elementwise op that reads a statistic takes at most two "
                                  f"parameters, got {nparams}")
-        _register(OpSpec(name or fn.__name__, "elementwise", fn, nparams, stat=stat))
+        _register(OpSpec(name or fn.__name__, "elementwise", fn, nparams, stat=stat,
+                         whole=whole))
         return fn
 
     return deco
 
 
 def pixelwise(nparams: int, name: str | None = None, draws: bool = False,
-              stat: str = "") -> Callable[[Callable], Callable]:
+              stat: str = "", whole: bool = False) -> Callable[[Callable], Callable]:
     """Register ``f(r, g, b, full, a, b, d) -> (r, g, b)``: a colour pixel map (``draws``:
     four uniform draws of the pixel before the parameters; ``stat``: the per-image statistic
-    it reads, ``st, o`` after the draws; see the module doc)."""
+    it reads, ``st, o`` after the draws; ``whole``: as :func:`elementwise`'s; see the module
+    doc)."""
 
     def deco(fn: Callable) -> Callable:
         if stat and stat not in STATISTICS:
             raise ValueError(f"statistic must be one of {sorted(STATISTICS)}, got {stat!r}")
         _register(OpSpec(name or fn.__name__, "pixelwise", fn, nparams, draws=draws,
-                         stat=stat))
+                         stat=stat, whole=whole))
         return fn
 
     return deco

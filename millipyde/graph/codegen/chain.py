@@ -82,7 +82,8 @@ def chain_all(ops: tuple[str, ...], vars_: list[str], full: str, first: int,
     """Chained ops ``ops`` (global indices from ``first``) on a pixel's values ``vars_``.
 
     Elementwise and positional ops run per channel (alpha, the fourth, only for ops that
-    say so), pixelwise ops on the first three; integer values are rounded after each op.
+    say so), pixelwise ops on the first three; integer values are rounded after each op
+    (but an op's whose values are whole and in range already: ``OpSpec.whole``).
     ``stats``: the kernel's statistic layout (``gather_sig.stat_layout``), for ops that read
     one; ``local(i)``: the body before op ``i`` (``gather_body.prefix_lines``), for
     neighbourhood ops.
@@ -111,7 +112,7 @@ def chain_all(ops: tuple[str, ...], vars_: list[str], full: str, first: int,
             step = []
             for c, v in enumerate(touched):
                 step += _op_call(name, o, [v], full, c, so)
-        if cast:
+        if cast and not spec.whole:
             step += [f"{v} = _rint_clip({v}, {full})" for v in touched]
         if gates:
             # an op gated off for this image is not called at all (not an identity call,
@@ -153,7 +154,7 @@ def chain_calls(ops: tuple[str, ...], var: str, chan: int, full: str, first: int
             raise RuntimeError(f"{name} reads a statistic: not a plain chain op")
         o = OPS_OFF + 3 * (first + i)
         step = [f"{var} = _f_{name}({var}, {chan}, {full}, p[{o}], p[{o + 1}], p[{o + 2}])"]
-        if cast:
+        if cast and not REGISTRY[name].whole:
             step.append(f"{var} = _rint_clip({var}, {full})")
         if gates:
             # an op gated off for this image is not called at all (not an identity call,

@@ -23,7 +23,7 @@ from typing import Any
 from numba import types
 from numba.core.registry import CPUDispatcher
 
-from .target import RINT_CLIP
+from .target import RINT_CLIP_CPU
 
 
 def _plain(t: Any) -> Any:
@@ -144,5 +144,5 @@ _dev = device
 # module's ``from __future__`` flags (``dont_inherit``): the generated modules have none, and
 # a code object's flags are part of ``_key`` (with them inherited, no generated copy matched
 # and every generated module compiled its own ``_rint_clip``, 0.4-0.6 CPU-s each).
-exec(compile("@_dev\ndef _b2f(b):\n    return float(b)\n" + RINT_CLIP, __file__, "exec",
+exec(compile("@_dev\ndef _b2f(b):\n    return float(b)\n" + RINT_CLIP_CPU, __file__, "exec",
              dont_inherit=True))

@@ -14,6 +14,7 @@ from ... import source_cache
 from . import heap  # noqa: F401  (counts compile time; Numba's errors without colorama)
 from .cpu_devices import limit_inlining
 from .cpu_parts import split_loops
+from .target import RINT_CLIP, RINT_CLIP_CPU
 
 #: the op definitions, whose scalar kernels generated text calls by name (read as files: code
 #: generation never imports the op definitions)
@@ -28,12 +29,18 @@ def cache_dir() -> Path:
     return source_cache.cache_dir()
 
 
+#: the float helpers the scalar kernels and generated text call (``kernels.fmath``)
+_FMATH = _OPS_DIR.parent / "kernels" / "fmath.py"
+
+
 def _kernel_sources_digest() -> str:
-    # Generated files embed calls to the scalar kernels: their text is part of the cache key.
+    # Generated files embed calls to the scalar kernels (and to the helpers they call): their
+    # text is part of the cache key.
     h = hashlib.sha1()
     for path in sorted(_OPS_DIR.rglob("*.py")):
         h.update(path.relative_to(_OPS_DIR).as_posix().encode())
         h.update(path.read_bytes())
+    h.update(_FMATH.read_bytes())
     return h.hexdigest()[:12]
 
 
@@ -44,11 +51,12 @@ KERNEL_DIGEST = _kernel_sources_digest()
 def load(source: str, target: str) -> ModuleType:
     """Write ``source`` to the cache dir (once) and import it; thread-safe, one compile.
 
-    On the cpu target parallel kernels become serial ones run in parts (``cpu_parts``), and
-    a pixelwise op's function called in many places is called, not inlined
-    (``cpu_devices.limit_inlining``)."""
+    On the cpu target parallel kernels become serial ones run in parts (``cpu_parts``), a
+    pixelwise op's function called in many places is called, not inlined
+    (``cpu_devices.limit_inlining``), and ``_rint_clip`` rounds with one instruction
+    (``target.RINT_CLIP_CPU``)."""
     if target == "cpu":
-        source = limit_inlining(split_loops(source))
+        source = limit_inlining(split_loops(source)).replace(RINT_CLIP, RINT_CLIP_CPU)
     digest = hashlib.sha1((source + KERNEL_DIGEST + target).encode()).hexdigest()
     name = f"millipyde_gen_{target}_{digest[:20]}"
     mod = LOADED.get(name)

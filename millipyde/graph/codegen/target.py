@@ -189,6 +189,16 @@ def _rint_clip(v, full):
     return c
 '''
 
+#: ``_rint_clip`` on the cpu target (``loader.load`` puts it in place of :data:`RINT_CLIP`):
+#: the same values, rounded by ``fmath.rintf`` (one ``roundsd``) where the adds of 2**52 cost
+#: a compare and branch on the sign, two dependent adds and the branch on the magnitude (the
+#: ImageNet recipe's cpu stage: 18% of its time, bench/RESULTS.md, "cpu backend: the colour
+#: kernels' chains shortened"). ``+ 0.0`` makes the -0.0 that rint gives for values in
+#: [-0.5, -0.0] a +0.0, as the adds give; beyond 2**52 in magnitude both leave the value.
+RINT_CLIP_CPU = ("\nfrom millipyde.kernels.fmath import rintf\n"
+                 + RINT_CLIP[:RINT_CLIP.index("    if c >= 0.0:")]
+                 + "    return rintf(c) + 0.0\n")
+
 
 def replace_once(text: str, old: str, new: str) -> str:
     """``text`` with its single occurrence of ``old`` replaced (a guard on generated code)."""

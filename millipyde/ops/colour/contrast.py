@@ -6,33 +6,29 @@ image the op sees, and the pixel count): one reduction kernel runs before the fu
 
 import math
 
+from ...kernels.fmath import floorf, lowest, overflows
 from ...kernels.registry import elementwise, pixel
 from ..base import ImageKind, Ranges, bounds, define, number
 
 
-@elementwise(nparams=1, stat="grey_sum", name="adjust_contrast")
+@elementwise(nparams=1, stat="grey_sum", name="adjust_contrast", whole=True)
 def contrast_blend(v, c, full, factor, _b, st, o):
     """torchvision ``adjust_contrast``: blend with the image's grey mean, clamp, truncate."""
     mean = st[o] / st[o + 1]  # (the sum of the grey values over their count)
     d = v - mean
-    if factor > 4.4e307 / max(abs(v), abs(mean), 1.0):
+    if overflows(factor, max(abs(v), abs(mean), 1.0)):
         # a factor near float64's largest, whose products would overflow: the blend's limit,
-        # the mean where v is the mean, else an infinity of v - mean's sign (clamped below);
-        # tested by division, so no infinity is made (the CUDA simulator's NumPy scalars
-        # warn on one)
+        # the mean where v is the mean, else an infinity of v - mean's sign (clamped below)
         s = mean if d == 0.0 else (full if d > 0.0 else -full - 1.0)
     else:
         s = factor * v + (1.0 - factor) * mean
         if s != s:  # a NaN value: the same rule
             s = mean if d == 0.0 else (full if d > 0.0 else -full - 1.0)
     # the type's range: signed images keep their negative values (``_rint_clip``'s rule)
-    lo = 0.0
-    if (full == 127.0 or full == 32767.0 or full == 2147483647.0
-            or full == 9223372036854775808.0):
-        lo = -full - 1.0
-    s = min(max(s, lo), full)
-    # torchvision converts back to integers with a cast (truncation); floats stay as they are
-    return math.floor(s) if full != 1.0 else s
+    s = min(max(s, lowest(full)), full)
+    # torchvision converts back to integers with a cast (truncation); floats stay as they are.
+    # Integer images get whole numbers within [lo, full] (``whole``: not rounded again)
+    return floorf(s) if full != 1.0 else s
 
 
 @pixel(name="tv_grey")

@@ -1,14 +1,15 @@
 """``adjust_hue`` / ``random_hue``: torchvision's hue rotation through HSV."""
 
-import math
-
+from ...kernels.fmath import at_least, floorf, lowest
 from ...kernels.registry import pixelwise
 from ..base import ImageKind, Ranges, bounds, define, number
 
 
-@pixelwise(nparams=1, name="adjust_hue")
+@pixelwise(nparams=1, name="adjust_hue", whole=True)
 def hue_shift(r, g, b, full, delta, _b, _d):
     """torchvision ``adjust_hue``: RGB -> HSV, hue shifted by ``delta`` (mod 1), back to RGB."""
+    # floors as floats (``fmath.floorf``: no round trip through an integer in the pixel's
+    # chain); each branch below divides only the two channel ratios it reads
     r = r / full
     g = g / full
     b = b / full
@@ -18,21 +19,20 @@ def hue_shift(r, g, b, full, delta, _b, _d):
     eqc = maxc == minc
     s = rng / (1.0 if eqc else maxc)
     div = 1.0 if eqc else rng
-    rc = (maxc - r) / div
-    gc = (maxc - g) / div
-    bc = (maxc - b) / div
+    # the largest channel r: h = bc - gc; g: 2 + rc - bc; b: 4 + gc - rc (xc = (maxc - x) /
+    # div, each computed where it is read)
     if maxc == r:
-        h = bc - gc
+        h = (maxc - b) / div - (maxc - g) / div
     elif maxc == g:
-        h = 2.0 + rc - bc
+        h = 2.0 + (maxc - r) / div - (maxc - b) / div
     else:
-        h = 4.0 + gc - rc
+        h = 4.0 + (maxc - g) / div - (maxc - r) / div
     h = h / 6.0 + 1.0
-    h = h - math.floor(h)  # fmod(h, 1) of a positive h
+    h = h - floorf(h)  # fmod(h, 1) of a positive h
     h = h + delta
-    h = h - math.floor(h)  # torch's remainder: non-negative
+    h = h - floorf(h)  # torch's remainder: non-negative
     h6 = h * 6.0
-    i = math.floor(h6)
+    i = floorf(h6)
     f = h6 - i
     sxf = s * f
     q = min(max((1.0 - sxf) * maxc, 0.0), 1.0)
@@ -53,9 +53,14 @@ def hue_shift(r, g, b, full, delta, _b, _d):
     else:
         r, g, b = v, p, q
     if full != 1.0:
-        # torchvision's float -> uint8: multiply by 255.999 and truncate
+        # torchvision's float -> uint8: multiply by 255.999 and truncate. Whole numbers within
+        # the type's range (``whole``: not rounded again): q, t, p are in [0, 1] and v at most
+        # 1; v is below lowest / m only on signed types, where every channel is the lowest
+        # (and a signed pixel whose largest channel is 0 has s infinite: NaN gives lowest)
         m = full + 1.0 - 1e-3
-        return math.floor(r * m), math.floor(g * m), math.floor(b * m)
+        lo = lowest(full)
+        return (at_least(floorf(r * m), lo), at_least(floorf(g * m), lo),
+                at_least(floorf(b * m), lo))
     return r, g, b
 
 

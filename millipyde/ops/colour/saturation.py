@@ -2,21 +2,21 @@
 
 import math
 
+from ...kernels.fmath import floorf, overflows
 from ...kernels.registry import pixelwise
 from ..base import ImageKind, Ranges, bounds, define, number
 
 
-@pixelwise(nparams=1, name="adjust_saturation")
+@pixelwise(nparams=1, name="adjust_saturation", whole=True)
 def saturation_blend(r, g, b, full, factor, _b, _d):
     """torchvision ``adjust_saturation``: blend each channel with the pixel's grey value."""
     s = (2989.0 * r + 5870.0 * g + 1140.0 * b) / 10000.0  # exact on whole numbers (tv_grey)
     if full != 1.0:
-        s = math.floor(s)
+        s = floorf(s)
     k = 1.0 - factor
-    if factor > 4.4e307 / max(abs(r), abs(g), abs(b), 1.0):
+    if overflows(factor, max(abs(r), abs(g), abs(b), 1.0)):
         # a factor near float64's largest, whose products would overflow: the blend's limit
-        # below (tested by division, so no infinity is made: the CUDA simulator's NumPy
-        # scalars warn on one)
+        # below
         r2 = g2 = b2 = math.nan
     else:
         r2 = factor * r + k * s
@@ -30,11 +30,12 @@ def saturation_blend(r, g, b, full, factor, _b, _d):
         g2 = s if g == s else (full if g > s else 0.0)
     if b2 != b2:
         b2 = s if b == s else (full if b > s else 0.0)
+    # integer images get whole numbers within [0, full] (``whole``: not rounded again)
     r2 = min(max(r2, 0.0), full)
     g2 = min(max(g2, 0.0), full)
     b2 = min(max(b2, 0.0), full)
     if full != 1.0:
-        return math.floor(r2), math.floor(g2), math.floor(b2)
+        return floorf(r2), floorf(g2), floorf(b2)
     return r2, g2, b2
 
 
