@@ -407,9 +407,20 @@ def _peer_bandwidth(ngpu: int) -> dict:
     return {"out_of_gpu0_bytes_s": n * (ngpu - 1) / best, "each_bytes_s": n / best}
 
 
-def _part_c(res: dict, batches: int, outputs: int) -> None:
+def part_c_photos(side: int) -> list[np.ndarray]:
+    """Part C's inputs: bench_augment's six photographs resized to side x side RGB uint8."""
     from skimage import data, transform
 
+    hosts = []
+    for name in ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field",
+                 "immunohistochemistry"):
+        img = transform.resize(getattr(data, name)(), (side, side, 3), preserve_range=True,
+                               anti_aliasing=False)
+        hosts.append(np.clip(np.rint(img), 0, 255).astype(np.uint8))
+    return hosts
+
+
+def _part_c(res: dict, batches: int, outputs: int) -> None:
     if (Path(mp.__file__).parent / "training").is_dir():
         import millipyde.training.batches as mb
         from millipyde.training import recipes
@@ -444,13 +455,7 @@ def _part_c(res: dict, batches: int, outputs: int) -> None:
 
     # bench_augment's six photographs, 512x512 RGB (BENCH_ENGINE_SIDE: another side, for the
     # cpu backend)
-    side = int(os.environ.get("BENCH_ENGINE_SIDE", "512"))
-    hosts = []
-    for name in ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field",
-                 "immunohistochemistry"):
-        img = transform.resize(getattr(data, name)(), (side, side, 3), preserve_range=True,
-                               anti_aliasing=False)
-        hosts.append(np.clip(np.rint(img), 0, 255).astype(np.uint8))
+    hosts = part_c_photos(int(os.environ.get("BENCH_ENGINE_SIDE", "512")))
     ops = recipes.figure_5_1_operations()
     size = int(os.environ.get("BENCH_ENGINE_BATCH", "256"))
 

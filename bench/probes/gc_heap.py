@@ -18,9 +18,14 @@ from __future__ import annotations
 import argparse
 import collections
 import gc
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+# the repository, after PYTHONPATH's trees (bench_pipeline's part C inputs)
+sys.path.append(str(Path(__file__).resolve().parents[2]))
 
 
 def _step(name: str, top: int) -> None:
@@ -57,18 +62,12 @@ def main() -> None:
         def take(x):
             return np.asarray(x)
     _step("torch on the GPU", args.top)
-    from skimage import data, transform
-
     import millipyde as mp
+    from bench.bench_pipeline import part_c_photos
     from millipyde.training import recipes
 
     _step("millipyde imported", args.top)
-    hosts = []
-    for name in ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field",
-                 "immunohistochemistry"):
-        img = transform.resize(getattr(data, name)(), (args.side, args.side, 3),
-                               preserve_range=True, anti_aliasing=False)
-        hosts.append(np.clip(np.rint(img), 0, 255).astype(np.uint8))
+    hosts = part_c_photos(args.side)
     ops = recipes.figure_5_1_operations()
 
     def gen(seed: int, n: int):

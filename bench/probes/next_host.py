@@ -35,13 +35,18 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
-from skimage import data, transform
 
 import millipyde as mp
+
+# the repository, after PYTHONPATH's trees (bench_pipeline's part C inputs)
+sys.path.append(str(Path(__file__).resolve().parents[2]))
+from bench.bench_pipeline import part_c_photos  # noqa: E402
 
 try:
     from millipyde.training import recipes
@@ -65,12 +70,7 @@ def main() -> None:
 
         generator_state.GROWN = args.grown
     ballast = [[] for _ in range(args.heap * 1000)]
-    hosts = []
-    for name in ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field",
-                 "immunohistochemistry"):
-        img = transform.resize(getattr(data, name)(), (args.side, args.side, 3),
-                               preserve_range=True, anti_aliasing=False)
-        hosts.append(np.clip(np.rint(img), 0, 255).astype(np.uint8))
+    hosts = part_c_photos(args.side)
     ops = recipes.figure_5_1_operations()
     n = args.outputs
 
