@@ -128,3 +128,11 @@ def test_numba_errors_left_alone_without_colorama(monkeypatch):
     kept = errors._termcolor_inst
     assert not heap.plain_numba_errors()
     assert errors._termcolor_inst is kept
+
+
+def test_an_end_without_its_start_counts_nothing(monkeypatch):
+    # a compile under way when the module registered its listener ends without a start
+    monkeypatch.setattr(heap, "_compiling", 0.0)
+    monkeypatch.setattr(heap, "_inside", 0)
+    heap._clock.on_end(None)
+    assert heap._compiling == 0.0 and heap._inside == 0

@@ -35,8 +35,8 @@ from numba.core import event
 
 from ... import config
 
-#: Seconds of compiling (the compiler lock held, summed over threads) after which one full
-#: collection is owed: a collection costs 0.05-0.45 s, a kernel compile 0.3-4 s.
+#: Seconds of compiling (the wall time any thread holds or waits for the compiler lock) after
+#: which one full collection is owed: a collection costs 0.05-0.45 s, a kernel compile 0.3-4 s.
 OWED_AFTER = 0.5
 #: Seconds of compiling owed a collection per second the last collection took.
 RATIO = 10.0
@@ -67,7 +67,9 @@ class _CompileClock(event.Listener):
     def on_end(self, ev: event.Event) -> None:
         global _inside, _compiling
         with _count_lock:
-            _inside = max(0, _inside - 1)  # (a listener registered mid-compile)
+            if _inside == 0:  # (the end of a compile that began before this module's import)
+                return
+            _inside -= 1
             if _inside == 0:
                 _compiling += time.perf_counter() - _began
 
