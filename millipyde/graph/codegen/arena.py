@@ -62,6 +62,11 @@ def arena_gather_source(sig: GatherSig, target: str, sim: bool = False, gates: b
         body, tables, fill = cpu_tables.tables(sig, gates, body,
                                                lambda t: batched(t, MEMBER_INDEX))
         per_image += fill
+        if steps:
+            # axis-aligned members' sample coordinates once a row and a column
+            body, cols, rowed = cpu_tables.separable(body)
+            tables += cols
+            per_image += rowed
     jam = jam_pixels(sig)
     head = (f"# millipyde generated arena gather: {sig} layout={layout or '-'} "
             f"channels={channels}\n" + HEADER[target] + gather_defs(sig) + RINT_CLIP)
