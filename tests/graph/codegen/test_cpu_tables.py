@@ -14,6 +14,7 @@ import millipyde as mp
 from millipyde.graph.codegen import cpu_tables
 from millipyde.graph.codegen.arena import arena_gather_source
 from millipyde.graph.codegen.gather_sig import GatherSig
+from millipyde.graph.codegen.loader import load
 from millipyde.training import batches
 from millipyde.training.batches import convert_reference
 from millipyde.training.recipes import operations
@@ -73,3 +74,33 @@ def test_which_kernels_take_them() -> None:
 def test_other_samplers_keep_their_pixel() -> None:
     body = "fy = a0_ * y + a1_ * x + a2_\nv0 = fy"
     assert cpu_tables.separable(body) == (body, "", "")
+
+
+def test_tabled_kernels_compute_the_inline_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    # an edge-mode bilinear stage with a gated elementwise op after it, compiled as generated
+    # and with neither rewrite, run on four members: axis-aligned (row and column
+    # coordinates; a flip's negative step), rotated (the pixel's own coordinates), the op
+    # gated off, the sampler gated off; whole launches and two parts (each fills its tables)
+    sig = _sig(post=("brightness",))
+    fast = load(arena_gather_source(sig, "cpu", gates=True), "cpu").kernel
+    monkeypatch.setattr(cpu_tables, "tables", lambda s, g, body, b: (body, "", ""))
+    monkeypatch.setattr(cpu_tables, "separable", lambda body: (body, "", ""))
+    inline = load(arena_gather_source(sig, "cpu", gates=True), "cpu").kernel
+    rng = np.random.default_rng(3)
+    src = rng.integers(0, 256, 2 * 9 * 11 * 3, dtype=np.uint8)
+    rows = np.array([[0, 11], [9 * 11 * 3, 11]] * 2, np.int64)
+    p = np.zeros((4, 22))
+    p[:, [0, 4]] = 1.0  # the integer map: identity
+    p[:, 6:12] = [[0.7, 0.0, 0.3, 0.0, -0.8, 8.2], [0.6, 0.3, 0.1, -0.3, 0.6, 4.0],
+                  [0.55, 0.0, -0.4, 0.0, 0.9, 0.2], [0.6, 0.3, 0.1, -0.3, 0.6, 4.0]]
+    p[:, 12:17] = [9, 11, 255.0, 0.0, 255.0]
+    p[:, 17] = [0.21, -0.13, 0.3, 0.07]
+    p[2, 20] = 1.0  # the op gated off
+    p[3, 21] = 1.0  # the sampler gated off
+    stat = np.zeros((4, 1))
+    for parts in (1, 2):
+        got, want = (np.zeros((4, 7, 8, 3), np.uint8) for _ in range(2))
+        for k in range(parts):
+            fast(src, rows, got, p, stat, k, parts)
+            inline(src, rows, want, p, stat, k, parts)
+        assert np.array_equal(got, want) and want.any()
