@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 
 from ...kernels import REGISTRY
+from . import cpu_tables
 from .batch import batched
 from .chain import gather_defs
 from .gather_body import gather_body
@@ -55,13 +56,25 @@ def arena_gather_source(sig: GatherSig, target: str, sim: bool = False, gates: b
     steps = cpu_steps(text) if target == "cpu" else None
     body = batched(steps or arena_reads(text, sig.cin), MEMBER_INDEX)
     per_image = STEPS.format(cin=sig.cin) if steps else ""
+    tables = ""
+    if target == "cpu":
+        # uint8 members' elementwise runs read per-member tables (``cpu_tables``)
+        body, tables, fill = cpu_tables.tables(sig, gates, body,
+                                               lambda t: batched(t, MEMBER_INDEX))
+        per_image += fill
+        if steps:
+            # axis-aligned members' sample coordinates once a row and a column
+            body, cols, rowed = cpu_tables.separable(body)
+            tables += cols
+            per_image += rowed
     jam = jam_pixels(sig)
     head = (f"# millipyde generated arena gather: {sig} layout={layout or '-'} "
             f"channels={channels}\n" + HEADER[target] + gather_defs(sig) + RINT_CLIP)
     dec = f"\n\n{jit_decorator(target, sim)}\n"
     if not layout:
         fn = (dec + "def kernel(src, rows, dst, p, stat):\n"
-              "    nb = dst.shape[0]\n    h = dst.shape[1]\n    w = dst.shape[2]\n")
+              "    nb = dst.shape[0]\n    h = dst.shape[1]\n    w = dst.shape[2]\n"
+              + indent_text(tables, 4))
         return head + fn + loop_3d(target, "nb", "h", "w",
                                     arena_per_image(sig, gates) + per_image, body, jam)
 
@@ -85,7 +98,7 @@ def arena_gather_source(sig: GatherSig, target: str, sim: bool = False, gates: b
     hw = ("out.shape[2]", "out.shape[3]") if layout == "NCHW" else ("out.shape[1]",
                                                                    "out.shape[2]")
     fn = (dec + "def kernel(src, rows, p, stat, out, pos, mean, std, cfull):\n"
-          f"    nb = pos.shape[0]\n    h = {hw[0]}\n    w = {hw[1]}\n")
+          f"    nb = pos.shape[0]\n    h = {hw[0]}\n    w = {hw[1]}\n" + indent_text(tables, 4))
     if tabled:
         fn += indent_text(convert.TABLE.format(channels=channels), 4)
         per_image += convert.TABLE_MEMBER
