@@ -13,9 +13,8 @@ values are bit-identical; other integer types (``full`` another maximum) run the
 as before. The per-image tables of GPU gathers (``gather_body.tabled_prologue``,
 ``batch_tables``) do the same for their chains.
 
-The ImageNet recipe's cpu kernels (2-core dev machine, one launch of 256 alone): the colour
-gather 306 -> 236 ms, the stage 245 -> 220 ms; with :func:`separable`'s coordinates the stage
-takes 158 ms (bench/RESULTS.md, "cpu backend: per-member tables").
+What the tables and :func:`separable`'s coordinates save on the ImageNet recipe is measured in
+bench/RESULTS.md ("cpu backend: per-member tables").
 """
 
 from __future__ import annotations
