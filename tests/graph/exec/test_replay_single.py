@@ -10,6 +10,7 @@ import threading
 
 import numpy as np
 import pytest
+from test_replay_launch import CHAINS
 
 import millipyde as mp
 from millipyde import config, devices
@@ -26,13 +27,8 @@ cudasim_ok = pytest.mark.cudasim_ok
 
 #: one op each on a stored source: elementwise (parameters not in the key), a remap without
 #: parameters, a colour conversion, and an op whose parameters are in the key
-OPS = {
-    "gamma": lambda im, s: im.adjust_gamma(0.5 + s),
-    "gamma gain": lambda im, s: im.adjust_gamma(2 - s, 0.5 + s),
-    "fliplr": lambda im, s: im.fliplr(),
-    "grey": lambda im, s: im.rgb2grey(),
-    "resize": lambda im, s: im.resize(5 + int(s > 0.7), 7),
-}
+OPS = {**{k: CHAINS[k] for k in ("gamma", "gamma gain", "fliplr", "grey")},
+       "resize": lambda im, s: im.resize(5 + int(s > 0.7), 7)}
 STEPS = (0.1, 0.2, 0.35, 0.6, 0.8, 0.9)
 
 
