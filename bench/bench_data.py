@@ -371,7 +371,7 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
                 switch: float | None = None, nvimgcodec_api: str | None = None,
                 parse_in_readers: bool | None = None,
                 capi_compiled: bool | None = None, lanes: int | None = None,
-                in_place: bool | None = None, split: bool | None = None) -> dict:
+                in_place: bool | None = None) -> dict:
     """img/s of the recipe's float32 NCHW batches from ``source`` taken by torch
     (``read_threads``: the read-ahead's threads, else the default; ``decode_process``: read
     and decode in a worker process, or in this one, else the default; ``nogil_reads``: a
@@ -381,8 +381,7 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
     ``"python"`` or ``"c"`` (``decode.NVIMGCODEC_API``); ``parse_in_readers``:
     ``loader.PARSE_IN_READERS``; ``capi_compiled``: the C API's compiled loop or its ctypes
     loop (``decode.CAPI_COMPILED``); ``lanes``: ``loader.DECODE_LANES``; ``in_place``: a
-    decoded batch's allocation as its arena (``batch_stream.ARENA_IN_PLACE``); ``split``: the
-    cores divided among the lanes' decoders (``loader.SPLIT_CORES``); else the
+    decoded batch's allocation as its arena (``batch_stream.ARENA_IN_PLACE``); else the
     defaults, ``millipyde.data.fileread.ENABLED``, ``loader``'s and ``decode``'s, restored
     after the row)."""
     from millipyde.data import decode as dmod
@@ -395,7 +394,7 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
                 (lmod, "SWITCH_INTERVAL", switch), (dmod, "NVIMGCODEC_API", nvimgcodec_api),
                 (lmod, "PARSE_IN_READERS", parse_in_readers),
                 (dmod, "CAPI_COMPILED", capi_compiled), (lmod, "DECODE_LANES", lanes),
-                (batch_stream, "ARENA_IN_PLACE", in_place), (lmod, "SPLIT_CORES", split)]
+                (batch_stream, "ARENA_IN_PLACE", in_place)]
     saved = [(mod, name, getattr(mod, name)) for mod, name, _ in settings]
     try:
         for mod, name, value in settings:
@@ -410,7 +409,6 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
         out["capi_compiled"] = dmod.CAPI_COMPILED
         out["decode_lanes"] = lmod.DECODE_LANES
         out["arena_in_place"] = batch_stream.ARENA_IN_PLACE
-        out["split_cores"] = lmod.SPLIT_CORES
     finally:
         for mod, name, value in saved:
             setattr(mod, name, value)
@@ -605,8 +603,7 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
     threads, ``loader.PARSE_IN_READERS``; ``+jit`` / ``+ctloop``: the C API's compiled loop
     or its ctypes loop, ``decode.CAPI_COMPILED``; ``+lanesN``: N decode lanes,
     ``loader.DECODE_LANES``; ``+packed``: decoded batches packed into a new arena,
-    ``batch_stream.ARENA_IN_PLACE`` off; ``+split``: the cores divided among the lanes'
-    decoders, ``loader.SPLIT_CORES``; ``decode+lanesN``: the C decoder alone in N lanes,
+    ``batch_stream.ARENA_IN_PLACE`` off; ``decode+lanesN``: the C decoder alone in N lanes,
     ``decode_alone_lanes``); ``#k`` after a name tells a
     repeated row apart (``folder_worker#2``)."""
     out = []
@@ -621,7 +618,7 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
         src, label = base.split("_", 1)
         if src not in ("folder", "shards") or label not in ("worker", "in_process") or \
                 set(tags) - {"pyread", "nohold", "sw20", "capi", "parse", "jit", "ctloop",
-                             "packed", "split", *lanes}:
+                             "packed", *lanes}:
             raise SystemExit(f"--rows: unknown row {name!r}")
         out.append((name, src, label == "worker", tags))
     return out
@@ -724,8 +721,7 @@ def gpu(args: argparse.Namespace) -> dict:
                                     parse_in_readers=True if "parse" in tags else None,
                                     capi_compiled=True if "jit" in tags else
                                     False if "ctloop" in tags else None, lanes=lanes,
-                                    in_place=False if "packed" in tags else None,
-                                    split=True if "split" in tags else None)
+                                    in_place=False if "packed" in tags else None)
             r = out[name]
             log(f"{name}: {r['rate']:.0f} img/s (nogil reads {r['reader_nogil_reads']}, held "
                 f"{r['hold_readers']}, parsed in readers {r['parse_in_readers']}; "

@@ -386,19 +386,6 @@ def test_loader_decode_lanes_give_one_lanes_batches(lanes) -> None:
     assert loader.stats["batches"] == 9
 
 
-def test_lane_threads_divide_the_cores_only_when_asked(monkeypatch) -> None:
-    from millipyde.data import loader as lmod
-    from millipyde.data.decode import decode_threads
-
-    monkeypatch.setattr(lmod, "DECODE_LANES", 2)
-    monkeypatch.setattr(lmod, "SPLIT_CORES", False)
-    assert lmod.lane_threads() is None
-    monkeypatch.setattr(lmod, "SPLIT_CORES", True)
-    assert lmod.lane_threads() == max(1, decode_threads() // 2)
-    monkeypatch.setattr(lmod, "DECODE_LANES", 1)
-    assert lmod.lane_threads() is None
-
-
 def test_loader_lanes_need_a_decoder_that_makes_another() -> None:
     class Plain:
         def decode(self, datas, name_of, stream=None):

@@ -45,12 +45,6 @@ AHEAD = 2
 #: training process, 1.37x through a decode worker; three lanes less than two. Read when a
 #: Loader is made.
 DECODE_LANES = 2
-#: each decode lane's decoder runs the cores divided among the lanes as its CPU threads
-#: (:func:`lane_threads`), instead of every decoder all of them (nvImageCodec's own threads
-#: beside the readers and the batch worker: bench/RESULTS.md, "Datasets: decode lanes", where
-#: two decoders' calls took 29-33 ms each beside the pipeline against 12 alone). Off until
-#: measured (``bench_data.py`` row tag ``+split``). Read when a stream's Loader is made.
-SPLIT_CORES = False
 #: samples tried (not known bad) to refill one bad sample
 MAX_REFILLS = 64
 #: the interpreter's thread switch interval (seconds) while a Loader runs. A C call that
@@ -92,18 +86,6 @@ POOL_KEEP_BYTES = 0
 
 _switch_lock = threading.Lock()
 _switch: dict[str, Any] = {"loaders": 0, "saved": None, "pools": {}}
-
-
-def lane_threads() -> int | None:
-    """The CPU threads of each decode lane's decoder where :data:`SPLIT_CORES` (the cores this
-    process may use divided among :data:`DECODE_LANES` lanes, at least 1), else None (the
-    decoder's default). Asked before the decoder is made: a decoder of one lane (Pillow's)
-    gets that share too."""
-    if not SPLIT_CORES or DECODE_LANES <= 1:
-        return None
-    from .decode import decode_threads
-
-    return max(1, decode_threads() // DECODE_LANES)
 
 
 def _enter_streaming() -> None:

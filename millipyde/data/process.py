@@ -199,7 +199,7 @@ class ProcessLoader:
                 "max_slots": self._most,
                 # the worker reads files as this process would (the bench switches it)
                 "nogil_reads": fileread.ENABLED, "hold_readers": loader_mod.HOLD_READERS,
-                "decode_lanes": loader_mod.DECODE_LANES, "split_cores": loader_mod.SPLIT_CORES,
+                "decode_lanes": loader_mod.DECODE_LANES,
                 "switch_interval": loader_mod.SWITCH_INTERVAL,
                 "nvimgcodec_api": decode_mod.nvimgcodec_api(),
                 "capi_compiled": decode_mod.CAPI_COMPILED,
@@ -835,7 +835,6 @@ def worker_main(fd: int) -> int:
         fileread.ENABLED = bool(cfg.get("nogil_reads", fileread.ENABLED))
         loader_mod.HOLD_READERS = bool(cfg.get("hold_readers", loader_mod.HOLD_READERS))
         loader_mod.DECODE_LANES = int(cfg.get("decode_lanes", loader_mod.DECODE_LANES))
-        loader_mod.SPLIT_CORES = bool(cfg.get("split_cores", loader_mod.SPLIT_CORES))
         loader_mod.SWITCH_INTERVAL = float(cfg.get("switch_interval",
                                                    loader_mod.SWITCH_INTERVAL))
         decode_mod.NVIMGCODEC_API = cfg.get("nvimgcodec_api", decode_mod.NVIMGCODEC_API)
@@ -843,7 +842,7 @@ def worker_main(fd: int) -> int:
         loader_mod.PARSE_IN_READERS = bool(cfg.get("parse_in_readers",
                                                    loader_mod.PARSE_IN_READERS))
         bad = _Recording(cfg["known"])
-        decoder = make_decoder(cfg["decoder"], device, loader_mod.lane_threads())
+        decoder = make_decoder(cfg["decoder"], device)
         loader = Loader(cfg["source"], cfg["sampler"], inbox.plan, decoder, device, bad,
                         strict=cfg["strict"], ahead=cfg["ahead"], threads=cfg["threads"],
                         window=cfg["window"], first=cfg["first"])

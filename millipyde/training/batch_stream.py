@@ -24,7 +24,7 @@ import numpy as np
 
 from ..data import process
 from ..data.decode import as_buffer, make_decoder, one_allocation
-from ..data.loader import BadSamples, DecodedBatch, Loader, lane_threads
+from ..data.loader import BadSamples, DecodedBatch, Loader
 from ..data.process import ProcessLoader
 from ..data.readahead import READ_THREADS, WINDOW_BYTES
 from ..image import gpuimage
@@ -80,7 +80,7 @@ class Stream:
                                  window=self.window, first=first,
                                  name=f"{self.source!r} (rank {s.rank} of {s.world})")
         return Loader(self.source, self.sampler, plan,
-                      make_decoder(self.decoder, device, lane_threads()),
+                      make_decoder(self.decoder, device),
                       device, self.bad, strict=self.strict, threads=self.read_threads,
                       window=self.window, first=first)
 
