@@ -84,11 +84,16 @@ def test_draws_made_ahead_are_each_steps_own():
 
     for mix in (mp.MixUp(alpha=0.3, num_classes=2, seed=5), mp.CutMix(num_classes=2, seed=6)):
         steps = [-65, -64, -1, 0, 1, 63, 64, 200, 2**62 + 1, -(2**62) - 1, 2**70]
+        last = None
         for step in steps + [256 * b for b in range(70)] + [2**61 + 7 * b for b in range(70)]:
-            for t in range(3):
-                assert mix.u(step, t) == mprandom.uniform01(mix.seed, step, mix._stream, t)
-            assert mix.lam(step) == float(batch_mix.beta_of(
-                mprandom.uniform01(mix.seed, step, mix._stream, 0), mix.alpha))
+            got, us, lams = mix._block(step, last)  # the block a miss of ``step`` draws
+            last = step
+            assert got[0] == step and len(set(got)) == len(got)
+            for i, s in enumerate(got):
+                for t in range(3):
+                    assert us[t][i] == mprandom.uniform01(mix.seed, s, mix._stream, t)
+                assert lams[i] == float(batch_mix.beta_of(
+                    mprandom.uniform01(mix.seed, s, mix._stream, 0), mix.alpha))
 
 
 def test_a_workers_steps_are_drawn_once_per_block(monkeypatch):

@@ -98,7 +98,6 @@ class BatchMix:
         self.seed = mprandom.global_seed() if seed is None else mprandom.as_seed(seed)
         self._lock = threading.Lock()
         self._calls = 0
-        self._draws: dict[int, tuple[float, float, float, float]] = {}
         #: per (h, w): step -> :meth:`params`, made a block of steps at a time
         self._params_kept: dict[tuple[int, int], dict[int, tuple]] = {}
         self._last: int | None = None
@@ -118,25 +117,13 @@ class BatchMix:
         return s
 
     def u(self, step: int, t: int) -> float:
-        """Draw ``t`` of batch ``step`` (``t`` < 3)."""
-        return self._drawn(step)[t]
+        """Draw ``t`` of batch ``step`` (``t`` < 3), from the scalar stream (the blocks
+        :meth:`params` works from hold the same values)."""
+        return mprandom.uniform01(self.seed, step, self._stream, t)
 
     def lam(self, step: int) -> float:
         """``Beta(alpha, alpha)`` of batch ``step`` at its draw 0 (:func:`beta_of`)."""
-        return self._drawn(step)[3]
-
-    def _drawn(self, step: int) -> tuple[float, float, float, float]:
-        """Batch ``step``'s three uniforms and its ``lam``, kept for the block of steps drawn
-        with it (:meth:`_block`)."""
-        got = self._draws.get(step)
-        last, self._last = self._last, step
-        if got is not None:
-            return got
-        steps, us, lams = self._block(step, last)
-        made = dict(zip(steps, zip(*(u.tolist() for u in us), lams.tolist(), strict=True),
-                        strict=True))
-        self._keep(self._draws, made)
-        return made[step]
+        return float(beta_of(self.u(step, 0), self.alpha))
 
     def _block(self, step: int, last: int | None) -> tuple[list[int], list[np.ndarray],
                                                            np.ndarray]:
