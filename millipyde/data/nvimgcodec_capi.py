@@ -303,7 +303,10 @@ _SIGNATURES: dict[str, list[Any]] = {
     "nvimgcodecFutureWaitForAll": [_H],
     "nvimgcodecFutureGetProcessingStatus": [_H, POINTER(c_uint32), POINTER(c_size_t)],
     "nvimgcodecFutureDestroy": [_H],
+    "nvimgcodecCodeStreamGetSubCodeStream": [_H, POINTER(_H), POINTER(CodeStreamView)],
 }
+#: functions a library may lack (an attribute None there): region decoding goes without them
+_OPTIONAL = ("nvimgcodecCodeStreamGetSubCodeStream",)
 
 #: the functions the compiled loop calls, in the order of ``capi_loop.FN_*``
 _LOOP_FUNCTIONS = ("CodeStreamCreateFromHostMem", "CodeStreamGetImageInfo",
@@ -342,7 +345,13 @@ class Api:
         self.releases = 0
         self.free_s = 0.0
         for name, args in _SIGNATURES.items():
-            fn = getattr(free if name in GIL_RELEASING else keep, name)
+            try:
+                fn = getattr(free if name in GIL_RELEASING else keep, name)
+            except AttributeError:
+                if name not in _OPTIONAL:
+                    raise
+                setattr(self, name[len("nvimgcodec"):], None)
+                continue
             fn.argtypes = args
             fn.restype = c_int
             setattr(self, name[len("nvimgcodec"):], fn)
@@ -597,6 +606,28 @@ class Decoder:
             lib.CodeStreamDestroy(handle.value)
             return None
         return CodeStream(handle.value, keep, info)
+
+    def sub_stream(self, handle: int, top: int, left: int, bottom: int,
+                   right: int) -> int | None:
+        """A code stream of the rectangle ``top:bottom, left:right`` of the image of code
+        stream ``handle`` (``nvimgcodecCodeStreamGetSubCodeStream`` with a region; its
+        decode is that rectangle, ``bottom - top`` x ``right - left``), or None where the
+        library has no such call or refuses it. The caller destroys it, before ``handle``."""
+        get = self.lib.CodeStreamGetSubCodeStream
+        if get is None:
+            return None
+        view = getattr(self._local, "view", None)
+        if view is None:  # one per thread, as the image info
+            view = self._local.view = make(CodeStreamView)
+            view.region = make(Region, ndim=2)
+        reg = view.region
+        reg.start[0], reg.start[1], reg.end[0], reg.end[1] = top, left, bottom, right
+        sub = _H()
+        if get(handle, byref(sub), byref(view)) != STATUS_SUCCESS or not sub.value:
+            if sub.value:
+                self.lib.CodeStreamDestroy(sub.value)
+            return None
+        return sub.value
 
     # -- the batched decode --------------------------------------------------------------
     def decode(self, streams: list[CodeStream], addresses: list[int],
