@@ -371,7 +371,7 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
                 switch: float | None = None, nvimgcodec_api: str | None = None,
                 parse_in_readers: bool | None = None,
                 capi_compiled: bool | None = None, lanes: int | None = None,
-                in_place: bool | None = None) -> dict:
+                in_place: bool | None = None, region_on: bool | None = None) -> dict:
     """img/s of the recipe's float32 NCHW batches from ``source`` taken by torch
     (``read_threads``: the read-ahead's threads, else the default; ``decode_process``: read
     and decode in a worker process, or in this one, else the default; ``nogil_reads``: a
@@ -381,11 +381,12 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
     ``"python"`` or ``"c"`` (``decode.NVIMGCODEC_API``); ``parse_in_readers``:
     ``loader.PARSE_IN_READERS``; ``capi_compiled``: the C API's compiled loop or its ctypes
     loop (``decode.CAPI_COMPILED``); ``lanes``: ``loader.DECODE_LANES``; ``in_place``: a
-    decoded batch's allocation as its arena (``batch_stream.ARENA_IN_PLACE``); else the
+    decoded batch's allocation as its arena (``batch_stream.ARENA_IN_PLACE``); ``region_on``:
+    region decoding (``data.region.ENABLED``); else the
     defaults, ``millipyde.data.fileread.ENABLED``, ``loader``'s and ``decode``'s, restored
     after the row)."""
     from millipyde.data import decode as dmod
-    from millipyde.data import fileread
+    from millipyde.data import fileread, region
     from millipyde.data import loader as lmod
     from millipyde.training import batch_stream
 
@@ -394,7 +395,7 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
                 (lmod, "SWITCH_INTERVAL", switch), (dmod, "NVIMGCODEC_API", nvimgcodec_api),
                 (lmod, "PARSE_IN_READERS", parse_in_readers),
                 (dmod, "CAPI_COMPILED", capi_compiled), (lmod, "DECODE_LANES", lanes),
-                (batch_stream, "ARENA_IN_PLACE", in_place)]
+                (batch_stream, "ARENA_IN_PLACE", in_place), (region, "ENABLED", region_on)]
     saved = [(mod, name, getattr(mod, name)) for mod, name, _ in settings]
     try:
         for mod, name, value in settings:
@@ -409,6 +410,9 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
         out["capi_compiled"] = dmod.CAPI_COMPILED
         out["decode_lanes"] = lmod.DECODE_LANES
         out["arena_in_place"] = batch_stream.ARENA_IN_PLACE
+        out["region"] = region.ENABLED
+        px = out["loader"].get("px_whole") or 0
+        out["region_share"] = out["loader"].get("px_regions", 0) / px if px else None
     finally:
         for mod, name, value in saved:
             setattr(mod, name, value)
@@ -588,6 +592,55 @@ def _save(out: dict, args: argparse.Namespace) -> None:
     (Path(args.out) / f"data_{args.mode}.json").write_text(json.dumps(out, indent=1))
 
 
+def region_note(row: dict) -> str:
+    """"regions hold 41.2% of the pixels" for a row with region decoding, else "whole"."""
+    share = row.get("region_share")
+    return "whole samples" if share is None else f"regions hold {100 * share:.1f}% of the pixels"
+
+
+def region_ab(folder: str, size: int, rounds: int) -> list[dict]:
+    """The recipe's epochs from ``folder`` with region decoding off (``whole``) and on
+    (``region``), alternated ``rounds`` times (each Generator's first epoch compiles and is
+    not timed): per epoch its img/s and the share of pixels its regions held."""
+    import millipyde as mp
+    from millipyde.data import region
+    from millipyde.training.recipes import operations
+
+    saved = region.ENABLED
+    rows = []
+    try:
+        for rnd in range(rounds):
+            for on in ((False, True) if rnd % 2 == 0 else (True, False)):
+                region.ENABLED = on
+                gen = mp.Generator(folder, operations("imagenet"), shuffle=True, seed=0)
+                for epoch in range(2):
+                    gen.set_epoch(epoch)
+                    t = time.perf_counter()
+                    n = 0
+                    with gen.batches(size, with_labels=True, mean=MEAN, std=STD,
+                                     epochs=1) as bs:
+                        for x, _ in bs:
+                            n += int(x.shape[0])
+                        st = dict(bs._loader.stats)
+                    rate = n / (time.perf_counter() - t)
+                if st["px_whole"]:
+                    share = st["px_regions"] / st["px_whole"]
+                else:
+                    share = None
+                row = {"round": rnd, "label": "region" if on else "whole", "rate": rate,
+                       "share": share, "decode_s": st["decode_s"], "other_s": st["other_s"],
+                       "load": os.getloadavg()[0]}
+                rows.append(row)
+                log(f"round {rnd} {row['label']}: {rate:.1f} img/s, "
+                    f"{region_note({'region_share': share})}, loader decode "
+                    f"{st['decode_s']:.1f} s, rest {st['other_s']:.1f} s, load "
+                    f"{row['load']:.1f}")
+                gen.close()
+    finally:
+        region.ENABLED = saved
+    return rows
+
+
 def loop_of(row: dict) -> str:
     """" compiled loop" / " ctypes loop" for a row decoded through the C API, else ""."""
     if row.get("decoder") != "nvimgcodec-c":
@@ -603,7 +656,9 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
     threads, ``loader.PARSE_IN_READERS``; ``+jit`` / ``+ctloop``: the C API's compiled loop
     or its ctypes loop, ``decode.CAPI_COMPILED``; ``+lanesN``: N decode lanes,
     ``loader.DECODE_LANES``; ``+packed``: decoded batches packed into a new arena,
-    ``batch_stream.ARENA_IN_PLACE`` off; ``decode+lanesN``: the C decoder alone in N lanes,
+    ``batch_stream.ARENA_IN_PLACE`` off; ``+region`` / ``+whole``: region decoding on / off,
+    ``data.region.ENABLED`` (the row reports the share of pixels its regions hold);
+    ``decode+lanesN``: the C decoder alone in N lanes,
     ``decode_alone_lanes``); ``#k`` after a name tells a
     repeated row apart (``folder_worker#2``)."""
     out = []
@@ -618,7 +673,7 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
         src, label = base.split("_", 1)
         if src not in ("folder", "shards") or label not in ("worker", "in_process") or \
                 set(tags) - {"pyread", "nohold", "sw20", "capi", "parse", "jit", "ctloop",
-                             "packed", *lanes}:
+                             "packed", "region", "whole", *lanes}:
             raise SystemExit(f"--rows: unknown row {name!r}")
         out.append((name, src, label == "worker", tags))
     return out
@@ -721,13 +776,15 @@ def gpu(args: argparse.Namespace) -> dict:
                                     parse_in_readers=True if "parse" in tags else None,
                                     capi_compiled=True if "jit" in tags else
                                     False if "ctloop" in tags else None, lanes=lanes,
-                                    in_place=False if "packed" in tags else None)
+                                    in_place=False if "packed" in tags else None,
+                                    region_on=True if "region" in tags else
+                                    False if "whole" in tags else None)
             r = out[name]
             log(f"{name}: {r['rate']:.0f} img/s (nogil reads {r['reader_nogil_reads']}, held "
                 f"{r['hold_readers']}, parsed in readers {r['parse_in_readers']}; "
                 f"{r['decoder']}{loop_of(r)}: "
                 f"{r['on_gpu']} on the GPU, "
-                f"{r['on_host']} by Pillow); open {r['open_s']:.1f} s, warm-up "
+                f"{r['on_host']} by Pillow; {region_note(r)}); open {r['open_s']:.1f} s, warm-up "
                 f"{r['warmup_s']:.1f} s; RSS {r['rss_mb'][0]:.0f} -> {r['rss_mb'][1]:.0f} MB, "
                 f"device {r['device_mb'][0]:.0f} -> {r['device_mb'][1]:.0f} MB")
             ld, bm = r["loader"], r["batches_stats"]
@@ -1059,6 +1116,9 @@ def cpu(args: argparse.Namespace) -> dict:
     info = make_dataset(work, args.files, args.classes)
     out: dict = {"dataset": info, "cores": os.cpu_count(), "backend": mp.backend()}
     log(f"dataset: {info['files']} files in {info['classes']} classes")
+    if args.region_ab:
+        out["region_ab"] = region_ab(info["folder"], args.size, args.region_ab)
+        return out
     size = args.size
     # the bound: Pillow's decode alone, on the threads the cpu backend decodes with
     from millipyde.data.decode import PillowDecoder, decode_threads
@@ -1500,6 +1560,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--classes", type=int, default=20)
     c.add_argument("--size", type=int, default=256)
     c.add_argument("--epochs", type=int, default=2)
+    c.add_argument("--region-ab", type=int, default=0, metavar="ROUNDS",
+                   help="only millipyde's epochs with region decoding off and on, alternated "
+                        "ROUNDS times (data.region)")
     c.add_argument("--out", default=".")
     h = sub.add_parser("host")
     h.add_argument("--work", default="/tmp/mpdata-cpu")
