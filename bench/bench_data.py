@@ -616,25 +616,31 @@ def region_ab(folder: str, size: int, rounds: int) -> list[dict]:
                 for epoch in range(2):
                     gen.set_epoch(epoch)
                     t = time.perf_counter()
-                    n = 0
+                    n, check = 0, 0.0
                     with gen.batches(size, with_labels=True, mean=MEAN, std=STD,
                                      epochs=1) as bs:
                         for x, _ in bs:
                             n += int(x.shape[0])
-                        st = dict(bs._loader.stats)
+                            if epoch == 0:  # (untimed: the outputs of both, compared)
+                                check += float(np.asarray(x, dtype=np.float64).sum())
+                        st = {**bs._loader.stats, **bs.stats}
                     rate = n / (time.perf_counter() - t)
+                    if epoch == 0:
+                        sums = check
                 if st["px_whole"]:
                     share = st["px_regions"] / st["px_whole"]
                 else:
                     share = None
                 row = {"round": rnd, "label": "region" if on else "whole", "rate": rate,
                        "share": share, "decode_s": st["decode_s"], "other_s": st["other_s"],
-                       "load": os.getloadavg()[0]}
+                       "make_s": st["make_s"], "wait_s": st["wait_s"],
+                       "epoch0_sum": sums, "load": os.getloadavg()[0]}
                 rows.append(row)
                 log(f"round {rnd} {row['label']}: {rate:.1f} img/s, "
                     f"{region_note({'region_share': share})}, loader decode "
-                    f"{st['decode_s']:.1f} s, rest {st['other_s']:.1f} s, load "
-                    f"{row['load']:.1f}")
+                    f"{st['decode_s']:.1f} s, rest {st['other_s']:.1f} s, batch worker "
+                    f"{st['make_s']:.1f} s, consumer waited {st['wait_s']:.1f} s; epoch 0's "
+                    f"sum {sums!r}; load {row['load']:.1f}")
                 gen.close()
     finally:
         region.ENABLED = saved
@@ -1107,8 +1113,6 @@ def table(out: dict) -> str:
 
 def cpu(args: argparse.Namespace) -> dict:
     """The recipe on the cpu backend against torchvision v2 + DataLoader(2 workers)."""
-    import torch
-
     import millipyde as mp
     from millipyde.training.recipes import operations
 
@@ -1119,6 +1123,7 @@ def cpu(args: argparse.Namespace) -> dict:
     if args.region_ab:
         out["region_ab"] = region_ab(info["folder"], args.size, args.region_ab)
         return out
+    import torch
     size = args.size
     # the bound: Pillow's decode alone, on the threads the cpu backend decodes with
     from millipyde.data.decode import PillowDecoder, decode_threads
