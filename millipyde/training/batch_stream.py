@@ -95,13 +95,21 @@ class Stream:
         if self.steps is None:
             return None
         arrays = db.arrays
+        regions = db.regions
         left = []
         for r, a in enumerate(arrays):
-            key = (tuple(a.shape), np.dtype(a.dtype).str)
+            # a region's first op is drawn on its whole sample: its kind and that size say
+            # whether it records cleanly (regions of one sample size share the answer)
+            whole = tuple(a.shape) if regions is None else \
+                (int(regions[r, 2]), int(regions[r, 3]), *a.shape[2:])
+            key = (whole, np.dtype(a.dtype).str)
             ok = self._clean.get(key)
             if ok is None:
-                ok = a.ndim in (2, 3) and batch_arena.records_cleanly(
-                    gpuimage.from_buffer(as_buffer(a), device), self.operations, self.seed)
+                x = gpuimage.from_buffer(as_buffer(a), device)
+                if regions is not None:
+                    x._region = regions[r].copy()
+                ok = a.ndim in (2, 3) and batch_arena.records_cleanly(x, self.operations,
+                                                                      self.seed)
                 with self._lock:
                     self._clean[key] = ok
             if not ok:
