@@ -293,29 +293,50 @@ def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool | s
             "mean_kb": sum(map(len, blobs)) / len(blobs) / 1024}
 
 
-def decode_alone_lanes(folder: str, batches: int, lanes: int, size: int = 256) -> dict:
+def decode_alone_lanes(folder: str, batches: int, lanes: int, size: int = 256,
+                       region: bool = False) -> dict:
     """The C-API decoder (``decode.NvImageCodecCDecoder``, the compiled loop) decoding bytes
     in memory, batches of ``size`` on GPU 0, in ``lanes`` threads, each with its own decoder
     and stream, lane ``j`` decoding batches ``j``, ``j + lanes``, ... (the Loader's decode
-    lanes without the read-ahead): what the decoder can do with one lane or several."""
+    lanes without the read-ahead): what the decoder can do with one lane or several.
+    ``region``: each sample decoded only in the ImageNet recipe's window of output ``k``
+    (sample ``k`` of the folder, seed 0: ``data.region``), as the Loader asks for it; the
+    share of pixels decoded reported."""
     import threading
 
     import millipyde.data as mdata
     from millipyde.backend import ACTIVE as runtime
     from millipyde.data.decode import NvImageCodecCDecoder, PillowDecoder, decode_threads
+    from millipyde.data.region import plan_of
+    from millipyde.training.recipes import operations
 
     src = mdata.Folder(folder)
     blobs = _blobs(src, (batches + 2 * lanes) * size)
     decs = [NvImageCodecCDecoder(0, PillowDecoder(0, decode_threads())) for _ in range(lanes)]
     streams = [runtime.take_stream(0) for _ in range(lanes)]
     bad: list = []
+    plan = plan_of(operations("imagenet"), 0) if region else None
+    px = np.zeros((lanes, 2), np.int64)  # per lane: pixels decoded, pixels of the samples
 
     def run(j: int, bs: range) -> None:
         with runtime.on_device(0), runtime.using_stream(streams[j]):
             for b in bs:
+                kw: dict = {}
+                if plan is not None:
+                    ks = np.arange(b * size, (b + 1) * size, dtype=np.int64)
+                    regions = np.full((size, 4), -1, np.int64)
+                    kw = {"boxes": lambda rows, hw, ks=ks: plan.boxes(ks[rows], hw),
+                          "regions": regions}
                 got = decs[j].decode(blobs[b * size:(b + 1) * size], lambda r: f"#{r}",
-                                     streams[j])
+                                     streams[j], **kw)
                 bad.extend(g for g in got if isinstance(g, BaseException))
+                for r, g in enumerate(got):
+                    if isinstance(g, BaseException):
+                        continue
+                    h, w = g.shape[:2]
+                    px[j, 0] += h * w
+                    px[j, 1] += int(regions[r, 2] * regions[r, 3]) if kw and \
+                        regions[r, 0] >= 0 else h * w
             runtime.synchronize(0)
 
     for j in range(lanes):  # each decoder's first batch starts its machinery
@@ -334,7 +355,9 @@ def decode_alone_lanes(folder: str, batches: int, lanes: int, size: int = 256) -
         runtime.give_stream(st)
     if bad:
         raise RuntimeError(f"{len(bad)} images failed: {bad[0]!r}")
-    return {"rate": batches * size / dt, "batches": batches, "size": size, "lanes": lanes}
+    share = float(px[:, 0].sum() / max(1, px[:, 1].sum()))
+    return {"rate": batches * size / dt, "batches": batches, "size": size, "lanes": lanes,
+            "region": bool(region), "region_share": share if region else None}
 
 
 def busy_thread(busy: float, stop: Any, turn: float = 0.018, gaps: list | None = None,
@@ -664,7 +687,7 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
     ``loader.DECODE_LANES``; ``+packed``: decoded batches packed into a new arena,
     ``batch_stream.ARENA_IN_PLACE`` off; ``+region`` / ``+whole``: region decoding on / off,
     ``data.region.ENABLED`` (the row reports the share of pixels its regions hold);
-    ``decode+lanesN``: the C decoder alone in N lanes,
+    ``decode+lanesN``: the C decoder alone in N lanes (``+region``: the recipe's windows),
     ``decode_alone_lanes``); ``#k`` after a name tells a
     repeated row apart (``folder_worker#2``)."""
     out = []
@@ -672,7 +695,7 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
         base, *tags = name.split("#")[0].split("+")
         lanes = [t for t in tags if t.startswith("lanes") and t[5:].isdigit()]
         if base == "decode":
-            if set(tags) - set(lanes):
+            if set(tags) - {*lanes, "region"}:
                 raise SystemExit(f"--rows: unknown row {name!r}")
             out.append((name, "decode", None, tags))
             continue
@@ -766,8 +789,10 @@ def gpu(args: argparse.Namespace) -> dict:
         lanes = next((int(t[5:]) for t in tags if t.startswith("lanes")), None)
         if name.startswith("decode+"):
             try:
-                out[name] = decode_alone_lanes(info["folder"], args.decode_batches, lanes)
-                log(f"{name}: C decoder alone in {lanes} lane(s): {out[name]['rate']:.0f} img/s")
+                out[name] = decode_alone_lanes(info["folder"], args.decode_batches,
+                                               lanes or 1, region="region" in tags)
+                log(f"{name}: C decoder alone in {lanes or 1} lane(s): "
+                    f"{out[name]['rate']:.0f} img/s ({region_note(out[name])})")
             except Exception as err:
                 out[name] = {"error": repr(err)}
                 log(f"{name} FAILED: {err!r}")
