@@ -13,7 +13,7 @@ from PIL import Image
 
 import millipyde as mp
 from millipyde import random as mprandom
-from millipyde.data import region
+from millipyde.data import process, region
 from millipyde.data.region import aligned, plan_of
 from millipyde.image import _OneImage
 from millipyde.ops.base import first_window
@@ -165,3 +165,23 @@ def test_windows_are_the_recorders_and_boxes_hold_them(switch) -> None:
     # a window beyond its image (center_crop larger than it) keeps what the image holds
     big = aligned(np.array([[-3, -2, 20, 20]]), np.array([[10, 12]]), 16)
     assert big.tolist() == [[0, 0, 10, 12]]
+
+
+@pytest.mark.skipif(not process.supported(), reason="no memfd / fd passing here")
+def test_a_decode_worker_process_decodes_regions(folder, switch) -> None:
+    """A decode worker process's loader keeps the regions too (its plan sent as the first
+    Operation and the seed), its batches equal whole samples' in this process."""
+    ops = [FIRST["rrc"], FLIP]
+    got, stats = {}, {}
+    for on, worker in ((False, False), (True, True)):
+        switch(on)
+        gen = mp.Generator(folder, ops, shuffle=True, seed=5, decode_process=worker)
+        with gen.batches(5, epochs=1, shape=(16, 16)) as bs:
+            got[on] = [np.asarray(x) for x in bs]
+            stats[on] = dict(bs._loader.stats)
+            assert isinstance(bs._loader, process.ProcessLoader) is worker
+        gen.close()
+    assert len(got[False]) == len(got[True]) == 3
+    for a, b in zip(got[False], got[True], strict=True):
+        assert np.array_equal(a, b)
+    assert 0 < stats[True]["px_regions"] < stats[True]["px_whole"]

@@ -66,10 +66,8 @@ class Stream:
         self.decode_process = process.use_process(decode_process)
         self.bad = BadSamples()
         self.steps = batch_arena.arena_steps(operations) if not source.has_targets else None
-        #: the first op's regions (``data.region``): decoded (or kept) instead of whole samples;
-        #: not through a decode worker process (its loader decodes whole samples)
-        self.region = None if self.decode_process else \
-            region.plan_of(operations, seed, source.has_targets)
+        #: the first op's regions (``data.region``): decoded (or kept) instead of whole samples
+        self.region = region.plan_of(operations, seed, source.has_targets)
         self._clean: dict[tuple, bool] = {}
         self._one_gather: bool | None = None
         self._lock = threading.Lock()
@@ -82,7 +80,8 @@ class Stream:
             return ProcessLoader(self.source, s, plan, self.decoder, device, self.bad,
                                  strict=self.strict, threads=self.read_threads,
                                  window=self.window, first=first,
-                                 name=f"{self.source!r} (rank {s.rank} of {s.world})")
+                                 name=f"{self.source!r} (rank {s.rank} of {s.world})",
+                                 region=self.region)
         return Loader(self.source, self.sampler, plan,
                       make_decoder(self.decoder, device),
                       device, self.bad, strict=self.strict, threads=self.read_threads,
