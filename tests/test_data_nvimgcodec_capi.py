@@ -896,3 +896,57 @@ def test_folder_batches_with_regions_equal_whole_ones(tmp_path, monkeypatch) -> 
           f"{stats[True]['px_regions']} of {stats[True]['px_whole']}")
     assert 0 < stats[True]["px_regions"] < stats[True]["px_whole"]
     assert worst == 0.0
+
+
+def test_the_compiled_region_pass_makes_a_code_stream_per_box() -> None:
+    """``capi_loop.regions`` with stand-ins for the library's two functions (ctypes
+    callbacks at their addresses): a region code stream for each taken sample without an
+    EXIF orientation whose box is not its whole image, the box written into the view's
+    region (start, end: rows then columns), dims and regions set, the parse pass's code
+    stream kept in ``parents`` (a given one not), a refusal leaving the sample whole;
+    ``destroy`` destroys the parents."""
+    mod = capi.loop()
+    assert mod is not None
+    calls, destroyed = [], []
+
+    def sub(handle, out, view):
+        reg = capi.CodeStreamView.from_address(view).region
+        calls.append((handle, reg.ndim, tuple(reg.start[:2]), tuple(reg.end[:2])))
+        if handle == 13:  # refused
+            return capi.STATUS_INVALID_PARAMETER
+        ctypes.c_int64.from_address(out).value = 1000 + handle
+        return capi.STATUS_SUCCESS
+
+    def gone(handle):
+        destroyed.append(handle)
+        return capi.STATUS_SUCCESS
+
+    fsub = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)(sub)
+    fgone = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64)(gone)
+    at = ctypes.cast(fsub, ctypes.c_void_p).value, ctypes.cast(fgone, ctypes.c_void_p).value
+    v = capi.make(capi.CodeStreamView)
+    v.region = capi.make(capi.Region, ndim=2)
+    view = capi._words_of(v)
+    off = capi.CodeStreamView.region.offset
+    T, G, S = mod.ST_TAKEN, mod.ST_GIVEN, mod.ST_SKIP
+    handle = np.array([11, 12, 14, 15, 0, 13], np.int64)
+    state = np.array([T, G, T, T, S, T], np.int32)
+    dims = np.array([[40, 60, 0, 0, 0], [50, 30, 0, 0, 0], [40, 60, 90, 0, 0],
+                     [40, 60, 0, 0, 0], [0, 0, 0, 0, 0], [40, 60, 0, 0, 0]], np.int64)
+    box = np.array([[16, 0, 40, 32], [0, 16, 48, 30], [0, 0, 16, 16], [0, 0, 40, 60],
+                    [0, 0, 0, 0], [0, 0, 16, 16]], np.int64)
+    region = np.full((6, 4), -1, np.int64)
+    parents = np.full(6, 7, np.int64)
+    made = mod.regions(at[0], at[1], view, off + capi.Region.start.offset,
+                       off + capi.Region.end.offset, handle, state, dims, box, region, parents)
+    assert made == 2
+    assert calls == [(11, 2, (16, 0), (40, 32)), (12, 2, (0, 16), (48, 30)),
+                     (13, 2, (0, 0), (16, 16))]
+    assert handle.tolist() == [1011, 1012, 14, 15, 0, 13]
+    assert state.tolist() == [T, T, T, T, S, T]
+    assert dims[:2, :2].tolist() == [[24, 32], [48, 14]]
+    assert dims[2:, :2].tolist() == [[40, 60], [40, 60], [0, 0], [40, 60]]
+    assert region.tolist() == [[16, 0, 40, 60], [0, 16, 50, 30]] + [[-1] * 4] * 4
+    assert parents.tolist() == [11, 0, 0, 0, 0, 0]
+    mod.destroy(at[1], parents)
+    assert destroyed == [11] and not parents.any()

@@ -463,34 +463,22 @@ class NvImageCodecCDecoder:
 
     def _sub_streams(self, loop: Any, boxes: Callable, regions: np.ndarray,
                      handles: np.ndarray, states: np.ndarray, dims: np.ndarray,
-                     offsets: np.ndarray, parents: list[int]) -> int:
-        """After :meth:`parse_many`: each taken sample without an EXIF orientation whose box
-        is not its whole image gets a code stream of its box (``Decoder.sub_stream``; state
-        ST_TAKEN, so the decode pass destroys it; a code stream made by the parse pass is
-        put in ``parents``, destroyed after), its dims the box's size and its row of
-        ``regions``; the offsets laid out again. Returns the allocation's bytes."""
-        taken = np.flatnonzero((states == loop.ST_TAKEN) | (states == loop.ST_GIVEN))
-        plain = taken[(dims[taken, 2:5] == 0).all(axis=1)]
+                     offsets: np.ndarray, parents: np.ndarray) -> int:
+        """After :meth:`parse_many`: the boxes of the taken samples without an EXIF
+        orientation (``boxes``, in one call), a code stream of each box that is not its
+        whole image (``Decoder.sub_streams_many``: compiled, the GIL released), and the
+        offsets laid out again for the regions' sizes. Returns the allocation's bytes."""
+        taken = (states == loop.ST_TAKEN) | (states == loop.ST_GIVEN)
+        plain = np.flatnonzero(taken & (dims[:, 2:5] == 0).all(axis=1))
         if len(plain):
-            box = np.asarray(boxes(plain, dims[plain, :2]), dtype=np.int64)
-            sub_stream = self._dec.sub_stream
-            for r, (t, lf, b, rt) in zip(plain.tolist(), box.tolist(), strict=True):
-                h, w = int(dims[r, 0]), int(dims[r, 1])
-                if (t, lf, b, rt) == (0, 0, h, w):
-                    continue
-                sub = sub_stream(int(handles[r]), t, lf, b, rt)
-                if sub is None:  # decoded whole
-                    continue
-                if states[r] == loop.ST_TAKEN:
-                    parents.append(int(handles[r]))
-                handles[r], states[r] = sub, loop.ST_TAKEN
-                dims[r, 0], dims[r, 1] = b - t, rt - lf
-                regions[r] = (t, lf, h, w)
-        total = 0
-        for r in taken.tolist():  # as the parse pass lays them out
-            offsets[r] = total
-            total += -(-int(dims[r, 0] * dims[r, 1] * 3) // ALIGN) * ALIGN
-        return -(-total // POOL_STEP) * POOL_STEP
+            box = np.zeros((len(states), 4), np.int64)
+            box[:, 2:4] = dims[:, 0:2]
+            box[plain] = np.asarray(boxes(plain, dims[plain, :2]), dtype=np.int64)
+            self._dec.sub_streams_many(handles, states, dims, box, regions, parents)
+        rows = np.flatnonzero(taken)
+        size = -(-(dims[rows, 0] * dims[rows, 1] * 3) // ALIGN) * ALIGN
+        offsets[rows] = np.cumsum(size) - size
+        return int(-(-int(size.sum()) // POOL_STEP) * POOL_STEP)
 
     def _decode_compiled(self, loop: Any, datas: list[Any], name_of: Callable[[int], str],
                          stream: Any, boxes: Callable | None = None,
@@ -539,7 +527,7 @@ class NvImageCodecCDecoder:
         total = dec.parse_many(np.array(address, np.int64), np.array(size, np.int64),
                                handles, states, dims, offsets, limit)
         passed = False  # to decode_many, which destroys the code streams parse_many made
-        parents: list[int] = []  # whole code streams of regions, destroyed after theirs
+        parents = np.zeros(n, np.int64)  # whole code streams of regions, destroyed after
         try:
             if total and boxes is not None and regions is not None:
                 total = self._sub_streams(loop, boxes, regions, handles, states, dims,
@@ -570,8 +558,8 @@ class NvImageCodecCDecoder:
         finally:
             if not passed:
                 dec.release_many(handles, states)
-            for h in parents:
-                dec.lib.CodeStreamDestroy(h)
+            if parents.any():
+                dec.destroy_many(parents)
         del keep  # the bytes made here outlived both passes
         return _fall_back(self, datas, name_of, out)
 
