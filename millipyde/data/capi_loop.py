@@ -19,6 +19,8 @@ library makes of the bytes (a code stream, its image info) and keeps the colour 
 the pixel limit; ``decode`` makes an output image over each kept sample's offset of the
 batch's allocation, decodes them in one call, waits, reads the statuses, and destroys the
 code streams ``parse`` made (those made elsewhere belong to their Python objects).
+Between the two, ``regions`` may replace a taken sample's code stream by one of a rectangle of
+its image (region decoding, ``data.region``); ``destroy`` then destroys the whole ones.
 """
 
 import numpy as np
