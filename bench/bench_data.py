@@ -293,29 +293,50 @@ def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool | s
             "mean_kb": sum(map(len, blobs)) / len(blobs) / 1024}
 
 
-def decode_alone_lanes(folder: str, batches: int, lanes: int, size: int = 256) -> dict:
+def decode_alone_lanes(folder: str, batches: int, lanes: int, size: int = 256,
+                       region: bool = False) -> dict:
     """The C-API decoder (``decode.NvImageCodecCDecoder``, the compiled loop) decoding bytes
     in memory, batches of ``size`` on GPU 0, in ``lanes`` threads, each with its own decoder
     and stream, lane ``j`` decoding batches ``j``, ``j + lanes``, ... (the Loader's decode
-    lanes without the read-ahead): what the decoder can do with one lane or several."""
+    lanes without the read-ahead): what the decoder can do with one lane or several.
+    ``region``: each sample decoded only in the ImageNet recipe's window of output ``k``
+    (sample ``k`` of the folder, seed 0: ``data.region``), as the Loader asks for it; the
+    share of pixels decoded reported."""
     import threading
 
     import millipyde.data as mdata
     from millipyde.backend import ACTIVE as runtime
     from millipyde.data.decode import NvImageCodecCDecoder, PillowDecoder, decode_threads
+    from millipyde.data.region import plan_of
+    from millipyde.training.recipes import operations
 
     src = mdata.Folder(folder)
     blobs = _blobs(src, (batches + 2 * lanes) * size)
     decs = [NvImageCodecCDecoder(0, PillowDecoder(0, decode_threads())) for _ in range(lanes)]
     streams = [runtime.take_stream(0) for _ in range(lanes)]
     bad: list = []
+    plan = plan_of(operations("imagenet"), 0) if region else None
+    px = np.zeros((lanes, 2), np.int64)  # per lane: pixels decoded, pixels of the samples
 
     def run(j: int, bs: range) -> None:
         with runtime.on_device(0), runtime.using_stream(streams[j]):
             for b in bs:
+                kw: dict = {}
+                if plan is not None:
+                    ks = np.arange(b * size, (b + 1) * size, dtype=np.int64)
+                    regions = np.full((size, 4), -1, np.int64)
+                    kw = {"boxes": lambda rows, hw, ks=ks: plan.boxes(ks[rows], hw),
+                          "regions": regions}
                 got = decs[j].decode(blobs[b * size:(b + 1) * size], lambda r: f"#{r}",
-                                     streams[j])
+                                     streams[j], **kw)
                 bad.extend(g for g in got if isinstance(g, BaseException))
+                for r, g in enumerate(got):
+                    if isinstance(g, BaseException):
+                        continue
+                    h, w = g.shape[:2]
+                    px[j, 0] += h * w
+                    px[j, 1] += int(regions[r, 2] * regions[r, 3]) if kw and \
+                        regions[r, 0] >= 0 else h * w
             runtime.synchronize(0)
 
     for j in range(lanes):  # each decoder's first batch starts its machinery
@@ -334,7 +355,9 @@ def decode_alone_lanes(folder: str, batches: int, lanes: int, size: int = 256) -
         runtime.give_stream(st)
     if bad:
         raise RuntimeError(f"{len(bad)} images failed: {bad[0]!r}")
-    return {"rate": batches * size / dt, "batches": batches, "size": size, "lanes": lanes}
+    share = float(px[:, 0].sum() / max(1, px[:, 1].sum()))
+    return {"rate": batches * size / dt, "batches": batches, "size": size, "lanes": lanes,
+            "region": bool(region), "region_share": share if region else None}
 
 
 def busy_thread(busy: float, stop: Any, turn: float = 0.018, gaps: list | None = None,
@@ -371,7 +394,7 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
                 switch: float | None = None, nvimgcodec_api: str | None = None,
                 parse_in_readers: bool | None = None,
                 capi_compiled: bool | None = None, lanes: int | None = None,
-                in_place: bool | None = None) -> dict:
+                in_place: bool | None = None, region_on: bool | None = None) -> dict:
     """img/s of the recipe's float32 NCHW batches from ``source`` taken by torch
     (``read_threads``: the read-ahead's threads, else the default; ``decode_process``: read
     and decode in a worker process, or in this one, else the default; ``nogil_reads``: a
@@ -381,11 +404,12 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
     ``"python"`` or ``"c"`` (``decode.NVIMGCODEC_API``); ``parse_in_readers``:
     ``loader.PARSE_IN_READERS``; ``capi_compiled``: the C API's compiled loop or its ctypes
     loop (``decode.CAPI_COMPILED``); ``lanes``: ``loader.DECODE_LANES``; ``in_place``: a
-    decoded batch's allocation as its arena (``batch_stream.ARENA_IN_PLACE``); else the
+    decoded batch's allocation as its arena (``batch_stream.ARENA_IN_PLACE``); ``region_on``:
+    region decoding (``data.region.ENABLED``); else the
     defaults, ``millipyde.data.fileread.ENABLED``, ``loader``'s and ``decode``'s, restored
     after the row)."""
     from millipyde.data import decode as dmod
-    from millipyde.data import fileread
+    from millipyde.data import fileread, region
     from millipyde.data import loader as lmod
     from millipyde.training import batch_stream
 
@@ -394,7 +418,7 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
                 (lmod, "SWITCH_INTERVAL", switch), (dmod, "NVIMGCODEC_API", nvimgcodec_api),
                 (lmod, "PARSE_IN_READERS", parse_in_readers),
                 (dmod, "CAPI_COMPILED", capi_compiled), (lmod, "DECODE_LANES", lanes),
-                (batch_stream, "ARENA_IN_PLACE", in_place)]
+                (batch_stream, "ARENA_IN_PLACE", in_place), (region, "ENABLED", region_on)]
     saved = [(mod, name, getattr(mod, name)) for mod, name, _ in settings]
     try:
         for mod, name, value in settings:
@@ -409,6 +433,9 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
         out["capi_compiled"] = dmod.CAPI_COMPILED
         out["decode_lanes"] = lmod.DECODE_LANES
         out["arena_in_place"] = batch_stream.ARENA_IN_PLACE
+        out["region"] = region.ENABLED
+        px = out["loader"].get("px_whole") or 0
+        out["region_share"] = out["loader"].get("px_regions", 0) / px if px else None
     finally:
         for mod, name, value in saved:
             setattr(mod, name, value)
@@ -588,6 +615,61 @@ def _save(out: dict, args: argparse.Namespace) -> None:
     (Path(args.out) / f"data_{args.mode}.json").write_text(json.dumps(out, indent=1))
 
 
+def region_note(row: dict) -> str:
+    """"regions hold 41.2% of the pixels" for a row with region decoding, else "whole"."""
+    share = row.get("region_share")
+    return "whole samples" if share is None else f"regions hold {100 * share:.1f}% of the pixels"
+
+
+def region_ab(folder: str, size: int, rounds: int) -> list[dict]:
+    """The recipe's epochs from ``folder`` with region decoding off (``whole``) and on
+    (``region``), alternated ``rounds`` times (each Generator's first epoch compiles and is
+    not timed): per epoch its img/s and the share of pixels its regions held."""
+    import millipyde as mp
+    from millipyde.data import region
+    from millipyde.training.recipes import operations
+
+    saved = region.ENABLED
+    rows = []
+    try:
+        for rnd in range(rounds):
+            for on in ((False, True) if rnd % 2 == 0 else (True, False)):
+                region.ENABLED = on
+                gen = mp.Generator(folder, operations("imagenet"), shuffle=True, seed=0)
+                for epoch in range(2):
+                    gen.set_epoch(epoch)
+                    t = time.perf_counter()
+                    n, check = 0, 0.0
+                    with gen.batches(size, with_labels=True, mean=MEAN, std=STD,
+                                     epochs=1) as bs:
+                        for x, _ in bs:
+                            n += int(x.shape[0])
+                            if epoch == 0:  # (untimed: the outputs of both, compared)
+                                check += float(np.asarray(x, dtype=np.float64).sum())
+                        st = {**bs._loader.stats, **bs.stats}
+                    rate = n / (time.perf_counter() - t)
+                    if epoch == 0:
+                        sums = check
+                if st["px_whole"]:
+                    share = st["px_regions"] / st["px_whole"]
+                else:
+                    share = None
+                row = {"round": rnd, "label": "region" if on else "whole", "rate": rate,
+                       "share": share, "decode_s": st["decode_s"], "other_s": st["other_s"],
+                       "make_s": st["make_s"], "wait_s": st["wait_s"],
+                       "epoch0_sum": sums, "load": os.getloadavg()[0]}
+                rows.append(row)
+                log(f"round {rnd} {row['label']}: {rate:.1f} img/s, "
+                    f"{region_note({'region_share': share})}, loader decode "
+                    f"{st['decode_s']:.1f} s, rest {st['other_s']:.1f} s, batch worker "
+                    f"{st['make_s']:.1f} s, consumer waited {st['wait_s']:.1f} s; epoch 0's "
+                    f"sum {sums!r}; load {row['load']:.1f}")
+                gen.close()
+    finally:
+        region.ENABLED = saved
+    return rows
+
+
 def loop_of(row: dict) -> str:
     """" compiled loop" / " ctypes loop" for a row decoded through the C API, else ""."""
     if row.get("decoder") != "nvimgcodec-c":
@@ -603,7 +685,9 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
     threads, ``loader.PARSE_IN_READERS``; ``+jit`` / ``+ctloop``: the C API's compiled loop
     or its ctypes loop, ``decode.CAPI_COMPILED``; ``+lanesN``: N decode lanes,
     ``loader.DECODE_LANES``; ``+packed``: decoded batches packed into a new arena,
-    ``batch_stream.ARENA_IN_PLACE`` off; ``decode+lanesN``: the C decoder alone in N lanes,
+    ``batch_stream.ARENA_IN_PLACE`` off; ``+region`` / ``+whole``: region decoding on / off,
+    ``data.region.ENABLED`` (the row reports the share of pixels its regions hold);
+    ``decode+lanesN``: the C decoder alone in N lanes (``+region``: the recipe's windows),
     ``decode_alone_lanes``); ``#k`` after a name tells a
     repeated row apart (``folder_worker#2``)."""
     out = []
@@ -611,14 +695,14 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
         base, *tags = name.split("#")[0].split("+")
         lanes = [t for t in tags if t.startswith("lanes") and t[5:].isdigit()]
         if base == "decode":
-            if set(tags) - set(lanes):
+            if set(tags) - {*lanes, "region"}:
                 raise SystemExit(f"--rows: unknown row {name!r}")
             out.append((name, "decode", None, tags))
             continue
         src, label = base.split("_", 1)
         if src not in ("folder", "shards") or label not in ("worker", "in_process") or \
                 set(tags) - {"pyread", "nohold", "sw20", "capi", "parse", "jit", "ctloop",
-                             "packed", *lanes}:
+                             "packed", "region", "whole", *lanes}:
             raise SystemExit(f"--rows: unknown row {name!r}")
         out.append((name, src, label == "worker", tags))
     return out
@@ -705,8 +789,10 @@ def gpu(args: argparse.Namespace) -> dict:
         lanes = next((int(t[5:]) for t in tags if t.startswith("lanes")), None)
         if name.startswith("decode+"):
             try:
-                out[name] = decode_alone_lanes(info["folder"], args.decode_batches, lanes)
-                log(f"{name}: C decoder alone in {lanes} lane(s): {out[name]['rate']:.0f} img/s")
+                out[name] = decode_alone_lanes(info["folder"], args.decode_batches,
+                                               lanes or 1, region="region" in tags)
+                log(f"{name}: C decoder alone in {lanes or 1} lane(s): "
+                    f"{out[name]['rate']:.0f} img/s ({region_note(out[name])})")
             except Exception as err:
                 out[name] = {"error": repr(err)}
                 log(f"{name} FAILED: {err!r}")
@@ -721,13 +807,15 @@ def gpu(args: argparse.Namespace) -> dict:
                                     parse_in_readers=True if "parse" in tags else None,
                                     capi_compiled=True if "jit" in tags else
                                     False if "ctloop" in tags else None, lanes=lanes,
-                                    in_place=False if "packed" in tags else None)
+                                    in_place=False if "packed" in tags else None,
+                                    region_on=True if "region" in tags else
+                                    False if "whole" in tags else None)
             r = out[name]
             log(f"{name}: {r['rate']:.0f} img/s (nogil reads {r['reader_nogil_reads']}, held "
                 f"{r['hold_readers']}, parsed in readers {r['parse_in_readers']}; "
                 f"{r['decoder']}{loop_of(r)}: "
                 f"{r['on_gpu']} on the GPU, "
-                f"{r['on_host']} by Pillow); open {r['open_s']:.1f} s, warm-up "
+                f"{r['on_host']} by Pillow; {region_note(r)}); open {r['open_s']:.1f} s, warm-up "
                 f"{r['warmup_s']:.1f} s; RSS {r['rss_mb'][0]:.0f} -> {r['rss_mb'][1]:.0f} MB, "
                 f"device {r['device_mb'][0]:.0f} -> {r['device_mb'][1]:.0f} MB")
             ld, bm = r["loader"], r["batches_stats"]
@@ -1050,8 +1138,6 @@ def table(out: dict) -> str:
 
 def cpu(args: argparse.Namespace) -> dict:
     """The recipe on the cpu backend against torchvision v2 + DataLoader(2 workers)."""
-    import torch
-
     import millipyde as mp
     from millipyde.training.recipes import operations
 
@@ -1059,6 +1145,10 @@ def cpu(args: argparse.Namespace) -> dict:
     info = make_dataset(work, args.files, args.classes)
     out: dict = {"dataset": info, "cores": os.cpu_count(), "backend": mp.backend()}
     log(f"dataset: {info['files']} files in {info['classes']} classes")
+    if args.region_ab:
+        out["region_ab"] = region_ab(info["folder"], args.size, args.region_ab)
+        return out
+    import torch
     size = args.size
     # the bound: Pillow's decode alone, on the threads the cpu backend decodes with
     from millipyde.data.decode import PillowDecoder, decode_threads
@@ -1500,6 +1590,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--classes", type=int, default=20)
     c.add_argument("--size", type=int, default=256)
     c.add_argument("--epochs", type=int, default=2)
+    c.add_argument("--region-ab", type=int, default=0, metavar="ROUNDS",
+                   help="only millipyde's epochs with region decoding off and on, alternated "
+                        "ROUNDS times (data.region)")
     c.add_argument("--out", default=".")
     h = sub.add_parser("host")
     h.add_argument("--work", default="/tmp/mpdata-cpu")

@@ -199,6 +199,9 @@ class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
         t = targets.of(self._node)
         if t is not None:
             targets.attach(out._node, t)
+        region = self.__dict__.get("_region")
+        if region is not None:  # the same pixels: the same place in their sample
+            out._region = region
         return out
 
 
@@ -287,7 +290,11 @@ def _method(form: Form) -> Callable[..., None]:
             kind = kind_of(self.shape, self.dtype)
             a = parse(kind, *args, **kwargs)
             d = _OneImage(self._key()) if form.draws else _NO_DRAWS
-            self._emit(form.emits(a, d, np.array([self.shape[:2]], dtype=np.int64), kind))
+            # an input decoded as a region of its sample (``data.region``): its first op
+            # drawn on the whole sample's size, its window shifted onto the region
+            region = self.__dict__.pop("_region", None)
+            self._emit(form.emits(a, d, np.array([self.shape[:2]], dtype=np.int64), kind)
+                       if region is None else form.emits_on_region(a, d, region, kind))
     sig = inspect.signature(parse)
     params = list(sig.parameters.values())
     params[0] = params[0].replace(name="self", annotation=inspect.Parameter.empty)

@@ -6,6 +6,7 @@ installed (CI does not install it)."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import io
 import os
@@ -780,3 +781,172 @@ def test_structure_sizes_are_the_headers_on_x86_64() -> None:
         "nvimgcodecBackendParams_t": 32, "nvimgcodecBackend_t": 64,
         "nvimgcodecExecutionParams_t": 80, "nvimgcodecDecodeParams_t": 32,
         "nvimgcodecInstanceCreateInfo_t": 64}
+
+
+def _host(x) -> np.ndarray:
+    """A decoded image on the host."""
+    if isinstance(x, np.ndarray):
+        return x
+    return dmod.as_buffer(x).copy_to_host()
+
+
+def _region_boxes(hw: np.ndarray, align: int) -> np.ndarray:
+    """Windows at the corners, the edges and inside of each image (sample ``j`` takes kind
+    ``j % 5``), aligned as ``data.region.aligned`` aligns them."""
+    from millipyde.data.region import aligned
+
+    win = []
+    for j, (h, w) in enumerate(hw.tolist()):
+        hh, ww = max(1, h // 3), max(1, w // 2)
+        win.append([(0, 0, hh, ww), (h - hh, w - ww, hh, ww), (h // 3, 5, hh, w - 5),
+                    (7, w // 4 + 3, h - 7, ww), (0, 0, h, w)][j % 5])
+    return aligned(np.array(win, np.int64), hw, align)
+
+
+@needs_lib
+@pytest.mark.parametrize("align", [1, 16])
+def test_region_decode_equals_the_whole_decodes_rectangle(align) -> None:
+    """The C decoder's region decode (sub code streams with a region, compiled loop): each
+    region's pixels against the same decoder's whole decode cut to the rectangle, for
+    windows at the corners, the edges and inside, unaligned and aligned to 16 (JPEG's
+    MCU), 4:2:0, 4:4:4 and progressive JPEGs. Exact on the CPU (libjpeg-turbo); on a GPU
+    the largest difference is printed (``-s``) and asserted for the aligned regions the
+    loader decodes. Grey, CMYK, PNG and EXIF-oriented JPEGs are decoded whole (their row of
+    ``regions`` left at -1) and equal the whole decode."""
+    assert capi.loop() is not None, "region decoding needs the compiled loop"
+    cases = _cases(step=3)
+    names = [n for n in cases if n not in ("zero", "junk", "truncated")]
+    blobs = [cases[n] for n in names]
+    gpu = bool(ACTIVE.caps.nvidia_codecs)
+    stream = ACTIVE.take_stream(0) if gpu else None
+    try:
+        with ACTIVE.on_device(0), (ACTIVE.using_stream(stream) if gpu else
+                                   contextlib.nullcontext()):
+            dec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=2))
+            whole = [_host(x) for x in dec.decode(blobs, str, stream)]
+            hw = np.array([x.shape[:2] for x in whole], np.int64)
+            box = _region_boxes(hw, align)
+            regions = np.full((len(blobs), 4), -1, np.int64)
+            seen = []
+
+            def boxes(rows, dims):
+                seen.append(rows.copy())
+                assert np.array_equal(dims, hw[rows])
+                return box[rows]
+
+            part = dec.decode(blobs, str, stream, boxes=boxes, regions=regions)
+            if gpu:
+                stream.synchronize()
+            part = [_host(x) for x in part]
+            dec.close()
+    finally:
+        if gpu:
+            ACTIVE.give_stream(stream)
+    assert len(seen) == 1
+    worst = {}
+    for j, name in enumerate(names):
+        t, lf, b, r = box[j].tolist()
+        if regions[j, 0] < 0:  # decoded whole: its box is, or its kind has no region
+            assert [t, lf, b, r] == [0, 0, *hw[j]] or name in ("grey", "cmyk", "png") or \
+                (name.startswith("exif") and name != "exif1"), name
+            assert np.array_equal(part[j], whole[j]), name
+            continue
+        assert regions[j].tolist() == [t, lf, *hw[j]], name
+        ref = whole[j][t:b, lf:r]
+        assert part[j].shape == ref.shape, name
+        worst[name] = int(np.abs(part[j].astype(int) - ref).max())
+    assert {n for n in worst} >= {"photo0", "photo1", "444", "progressive", "exif1"}
+    print(f"\nregion decode, align {align}, {'GPU' if gpu else 'CPU'}: largest difference "
+          f"from the whole decode's rectangle per sample: {worst}")
+    if not gpu or align > 1:
+        assert max(worst.values()) == 0, worst
+
+
+@needs_lib
+@pytest.mark.skipif(not ACTIVE.caps.nvidia_codecs, reason="the C decoder's device path")
+def test_folder_batches_with_regions_equal_whole_ones(tmp_path, monkeypatch) -> None:
+    """On a GPU: a folder's ImageNet-recipe batches (random_resized_crop first) through the
+    C decoder with region decoding on equal those with it off, bit for bit where the region
+    decode gives the whole decode's pixels (the largest difference printed with ``-s``), and
+    the regions hold fewer pixels than their samples."""
+    import millipyde as mp
+    from millipyde.data import region
+    from millipyde.training.recipes import operations
+
+    photos = [data.astronaut(), data.chelsea(), data.coffee(), data.rocket()]
+    for c in range(2):
+        (tmp_path / f"c{c}").mkdir()
+        for i in range(24):
+            a = photos[(i + c) % 4][i % 7:, (3 * i) % 11:]
+            (tmp_path / f"c{c}" / f"{i}.jpg").write_bytes(_jpeg(np.ascontiguousarray(a)))
+    (tmp_path / "c0" / "turned.jpg").write_bytes(_oriented(data.rocket(), 6))
+    (tmp_path / "c1" / "grey.jpg").write_bytes(_jpeg(data.camera()))
+    monkeypatch.setattr(dmod, "NVIMGCODEC_API", "c")
+    got, stats = {}, {}
+    for on in (False, True):
+        monkeypatch.setattr(region, "ENABLED", on)
+        gen = mp.Generator(str(tmp_path), operations("imagenet"), shuffle=True, seed=4,
+                           decoder="nvimgcodec", decode_process=False)
+        with gen.batches(16) as bs:
+            got[on] = [np.asarray(next(bs)).copy() for _ in range(3)]
+            stats[on] = dict(bs._loader.stats)
+        gen.close()
+    worst = max(float(np.abs(x - y).max()) for x, y in zip(got[False], got[True], strict=True))
+    print(f"\nregions on against off: largest difference {worst}; pixels of the regions "
+          f"{stats[True]['px_regions']} of {stats[True]['px_whole']}")
+    assert 0 < stats[True]["px_regions"] < stats[True]["px_whole"]
+    assert worst == 0.0
+
+
+def test_the_compiled_region_pass_makes_a_code_stream_per_box() -> None:
+    """``capi_loop.regions`` with stand-ins for the library's two functions (ctypes
+    callbacks at their addresses): a region code stream for each taken sample without an
+    EXIF orientation whose box is not its whole image, the box written into the view's
+    region (start, end: rows then columns), dims and regions set, the parse pass's code
+    stream kept in ``parents`` (a given one not), a refusal leaving the sample whole;
+    ``destroy`` destroys the parents."""
+    mod = capi.loop()
+    assert mod is not None
+    calls, destroyed = [], []
+
+    def sub(handle, out, view):
+        reg = capi.CodeStreamView.from_address(view).region
+        calls.append((handle, reg.ndim, tuple(reg.start[:2]), tuple(reg.end[:2])))
+        if handle == 13:  # refused
+            return capi.STATUS_INVALID_PARAMETER
+        ctypes.c_int64.from_address(out).value = 1000 + handle
+        return capi.STATUS_SUCCESS
+
+    def gone(handle):
+        destroyed.append(handle)
+        return capi.STATUS_SUCCESS
+
+    fsub = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)(sub)
+    fgone = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64)(gone)
+    at = ctypes.cast(fsub, ctypes.c_void_p).value, ctypes.cast(fgone, ctypes.c_void_p).value
+    v = capi.make(capi.CodeStreamView)
+    v.region = capi.make(capi.Region, ndim=2)
+    view = capi._words_of(v)
+    off = capi.CodeStreamView.region.offset
+    T, G, S = mod.ST_TAKEN, mod.ST_GIVEN, mod.ST_SKIP
+    handle = np.array([11, 12, 14, 15, 0, 13], np.int64)
+    state = np.array([T, G, T, T, S, T], np.int32)
+    dims = np.array([[40, 60, 0, 0, 0], [50, 30, 0, 0, 0], [40, 60, 90, 0, 0],
+                     [40, 60, 0, 0, 0], [0, 0, 0, 0, 0], [40, 60, 0, 0, 0]], np.int64)
+    box = np.array([[16, 0, 40, 32], [0, 16, 48, 30], [0, 0, 16, 16], [0, 0, 40, 60],
+                    [0, 0, 0, 0], [0, 0, 16, 16]], np.int64)
+    region = np.full((6, 4), -1, np.int64)
+    parents = np.full(6, 7, np.int64)
+    made = mod.regions(at[0], at[1], view, off + capi.Region.start.offset,
+                       off + capi.Region.end.offset, handle, state, dims, box, region, parents)
+    assert made == 2
+    assert calls == [(11, 2, (16, 0), (40, 32)), (12, 2, (0, 16), (48, 30)),
+                     (13, 2, (0, 0), (16, 16))]
+    assert handle.tolist() == [1011, 1012, 14, 15, 0, 13]
+    assert state.tolist() == [T, T, T, T, S, T]
+    assert dims[:2, :2].tolist() == [[24, 32], [48, 14]]
+    assert dims[2:, :2].tolist() == [[40, 60], [40, 60], [0, 0], [40, 60]]
+    assert region.tolist() == [[16, 0, 40, 60], [0, 16, 50, 30]] + [[-1] * 4] * 4
+    assert parents.tolist() == [11, 0, 0, 0, 0, 0]
+    mod.destroy(at[1], parents)
+    assert destroyed == [11] and not parents.any()

@@ -19,6 +19,8 @@ library makes of the bytes (a code stream, its image info) and keeps the colour 
 the pixel limit; ``decode`` makes an output image over each kept sample's offset of the
 batch's allocation, decodes them in one call, waits, reads the statuses, and destroys the
 code streams ``parse`` made (those made elsewhere belong to their Python objects).
+Between the two, ``regions`` may replace a taken sample's code stream by one of a rectangle of
+its image (region decoding, ``data.region``); ``destroy`` then destroys the whole ones.
 """
 
 import numpy as np
@@ -261,3 +263,67 @@ def decode(fns, lay, instance, decoder, out, params, images, work, statuses, bas
                 _call(fns[FN_FUTURE_DESTROY], (future,))
     release(fns, handle, state)
     return rc
+
+
+@njit(cache=True, nogil=True)
+def regions(fn_sub, fn_destroy, view, at_start, at_end, handle, state, dims, box, region,
+            parents):
+    """Between the two passes: each taken sample (ST_TAKEN, ST_GIVEN) without an EXIF
+    orientation whose ``box`` (top, left, bottom, right) is not its whole image gets a code
+    stream of that rectangle (``fn_sub``: ``nvimgcodecCodeStreamGetSubCodeStream`` of its code
+    stream, ``view`` a code stream view, words, its region's ``start`` and ``end`` at byte
+    offsets ``at_start`` / ``at_end``): its handle replaces the sample's, which goes to
+    ``parents[r]`` where ``parse`` made it (destroyed after the decode, :func:`destroy`; a
+    given one belongs to its caller); the sample becomes ST_TAKEN (``decode`` destroys the
+    new code stream), its dims the rectangle's size, its row of ``region`` (top, left, the
+    whole height and width). A sample the library refuses a region keeps its whole code
+    stream. Returns how many got one."""
+    at_view = np.int64(view.ctypes.data)
+    sub = np.zeros(1, np.int64)
+    at_sub = np.int64(sub.ctypes.data)
+    v32 = view.view(np.int32)
+    made = 0
+    for r in range(state.shape[0]):
+        parents[r] = 0
+        if state[r] != ST_TAKEN and state[r] != ST_GIVEN:
+            continue
+        if dims[r, D_ROTATED] != 0 or dims[r, D_FLIP_X] != 0 or dims[r, D_FLIP_Y] != 0:
+            continue
+        h = dims[r, D_HEIGHT]
+        w = dims[r, D_WIDTH]
+        top = box[r, 0]
+        left = box[r, 1]
+        bottom = box[r, 2]
+        right = box[r, 3]
+        if top == 0 and left == 0 and bottom == h and right == w:
+            continue
+        v32[at_start // 4] = top
+        v32[at_start // 4 + 1] = left
+        v32[at_end // 4] = bottom
+        v32[at_end // 4 + 1] = right
+        sub[0] = 0
+        if _call(fn_sub, (handle[r], at_sub, at_view)) != 0 or sub[0] == 0:
+            if sub[0] != 0:
+                _call(fn_destroy, (sub[0],))
+            continue
+        if state[r] == ST_TAKEN:
+            parents[r] = handle[r]
+        handle[r] = sub[0]
+        state[r] = ST_TAKEN
+        dims[r, D_HEIGHT] = bottom - top
+        dims[r, D_WIDTH] = right - left
+        region[r, 0] = top
+        region[r, 1] = left
+        region[r, 2] = h
+        region[r, 3] = w
+        made += 1
+    return made
+
+
+@njit(cache=True, nogil=True)
+def destroy(fn_destroy, handles):
+    """Destroy the code streams ``handles`` (nonzero ones), zeroing them."""
+    for r in range(handles.shape[0]):
+        if handles[r] != 0:
+            _call(fn_destroy, (handles[r],))
+            handles[r] = 0

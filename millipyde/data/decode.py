@@ -336,6 +336,8 @@ class NvImageCodecCDecoder:
     """
 
     name = "nvimgcodec-c"
+    #: :meth:`decode` takes ``boxes`` and ``regions`` (``data.region``)
+    decodes_regions = True
 
     def __init__(self, device: int, fallback: PillowDecoder, host: bool | None = None) -> None:
         from . import nvimgcodec_capi as capi
@@ -386,14 +388,23 @@ class NvImageCodecCDecoder:
         return coded_reader(source, self._parse)
 
     def decode(self, datas: list[Any], name_of: Callable[[int], str],
-               stream: Any = None) -> list[Any]:
+               stream: Any = None, boxes: Callable | None = None,
+               regions: np.ndarray | None = None) -> list[Any]:
         """Per encoded sample its decoded buffer (a :class:`DeviceImage` on a GPU, a NumPy
         array on the host), or its error (``name_of(r)`` names sample ``r``). The GPU's
-        images are complete on ``stream`` (queued behind the decode)."""
+        images are complete on ``stream`` (queued behind the decode).
+
+        ``boxes(rows, hw)``: the rectangles (top, left, bottom, right) to decode of samples
+        ``rows`` (int64 indices into ``datas``) whose headers give sizes ``hw``
+        (``data.region.RegionPlan.boxes``); each sample decoded as a region gets its row of
+        ``regions`` ((n, 4): top, left, the whole image's height and width), the others
+        keep theirs. Regions are decoded through the compiled loop only, and only for
+        JPEGs without an EXIF orientation (nvImageCodec's region is in the coded image's
+        frame); the rest is decoded whole."""
         if CAPI_COMPILED:
             loop = self.capi.loop()
             if loop is not None:
-                return self._decode_compiled(loop, datas, name_of, stream)
+                return self._decode_compiled(loop, datas, name_of, stream, boxes, regions)
         out, rows, streams = _route(datas, name_of, self._parse)
         if rows:
             for r, img in zip(rows, self._decode_batch(streams, stream), strict=True):
@@ -450,8 +461,28 @@ class NvImageCodecCDecoder:
         return [self._view(whole, base, off, cs.height, cs.width, stream) if ok else None
                 for cs, off, ok in zip(streams, offsets, done, strict=True)]
 
+    def _sub_streams(self, loop: Any, boxes: Callable, regions: np.ndarray,
+                     handles: np.ndarray, states: np.ndarray, dims: np.ndarray,
+                     offsets: np.ndarray, parents: np.ndarray) -> int:
+        """After :meth:`parse_many`: the boxes of the taken samples without an EXIF
+        orientation (``boxes``, in one call), a code stream of each box that is not its
+        whole image (``Decoder.sub_streams_many``: compiled, the GIL released), and the
+        offsets laid out again for the regions' sizes. Returns the allocation's bytes."""
+        taken = (states == loop.ST_TAKEN) | (states == loop.ST_GIVEN)
+        plain = np.flatnonzero(taken & (dims[:, 2:5] == 0).all(axis=1))
+        if len(plain):
+            box = np.zeros((len(states), 4), np.int64)
+            box[:, 2:4] = dims[:, 0:2]
+            box[plain] = np.asarray(boxes(plain, dims[plain, :2]), dtype=np.int64)
+            self._dec.sub_streams_many(handles, states, dims, box, regions, parents)
+        rows = np.flatnonzero(taken)
+        size = -(-(dims[rows, 0] * dims[rows, 1] * 3) // ALIGN) * ALIGN
+        offsets[rows] = np.cumsum(size) - size
+        return int(-(-int(size.sum()) // POOL_STEP) * POOL_STEP)
+
     def _decode_compiled(self, loop: Any, datas: list[Any], name_of: Callable[[int], str],
-                         stream: Any) -> list[Any]:
+                         stream: Any, boxes: Callable | None = None,
+                         regions: np.ndarray | None = None) -> list[Any]:
         """:meth:`decode` through the compiled loop (``loop``: ``capi_loop``): per sample
         only its address (bytes) or code stream (:class:`Coded`) put in arrays here, and its
         view made after; every library call in two passes with the GIL released."""
@@ -496,7 +527,11 @@ class NvImageCodecCDecoder:
         total = dec.parse_many(np.array(address, np.int64), np.array(size, np.int64),
                                handles, states, dims, offsets, limit)
         passed = False  # to decode_many, which destroys the code streams parse_many made
+        parents = np.zeros(n, np.int64)  # whole code streams of regions, destroyed after
         try:
+            if total and boxes is not None and regions is not None:
+                total = self._sub_streams(loop, boxes, regions, handles, states, dims,
+                                          offsets, parents)
             for r in np.flatnonzero(states == loop.ST_BOMB).tolist():
                 out[r] = _bomb(name_of(r), int(dims[r, 0] * dims[r, 1]), limit)
             if total:
@@ -512,6 +547,8 @@ class NvImageCodecCDecoder:
                         passed = True
                         decoded = dec.decode_many(base, cuda_stream, handles, states, dims,
                                                   offsets, done)
+                if regions is not None:  # a region not decoded goes whole to Pillow
+                    regions[(done == 0) & (regions[:, 0] >= 0)] = -1
                 if decoded:
                     hs, ws = dims[:, 0].tolist(), dims[:, 1].tolist()
                     offs = offsets.tolist()
@@ -521,6 +558,8 @@ class NvImageCodecCDecoder:
         finally:
             if not passed:
                 dec.release_many(handles, states)
+            if parents.any():
+                dec.destroy_many(parents)
         del keep  # the bytes made here outlived both passes
         return _fall_back(self, datas, name_of, out)
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..backend import ACTIVE as runtime
 from .readahead import READ_THREADS, WINDOW_BYTES, ReadAhead
+from .region import crop_host
 
 #: decoded batches kept ready ahead of the consumer (at least one per decode lane)
 AHEAD = 2
@@ -191,6 +192,9 @@ class DecodedBatch:
     labels: np.ndarray | None  # (n,) int64, or None without labels
     targets: list | None  # per row a dict (boxes, labels, mask), or None
     ready: Any  # event: the decode is complete (GPUs), or None
+    #: (n, 4) int64 per row the place of its decoded region in its sample (top, left, the
+    #: sample's height and width: ``data.region``), or None: whole samples
+    regions: np.ndarray | None = None
 
 
 class Loader:
@@ -213,13 +217,17 @@ class Loader:
     lanes : int, optional
         Decode lanes (default :data:`DECODE_LANES`); more than one only where ``decoder``
         has ``another()`` (each further lane's decoder is made in its own thread).
+    region : data.region.RegionPlan, optional
+        Decode (or, from a decoder that decodes whole samples into host memory, keep) only
+        the region of each sample that the first op's window reads (``data.region``).
     """
 
     def __init__(self, source: Any, sampler: Any, plan: Callable[[int], Any], decoder: Any,
                  device: int, bad: BadSamples, *, strict: bool = False, ahead: int = AHEAD,
                  threads: int = READ_THREADS, window: int = WINDOW_BYTES,
-                 first: int = 0, lanes: int | None = None) -> None:
+                 first: int = 0, lanes: int | None = None, region: Any = None) -> None:
         self.source, self.sampler, self.plan = source, sampler, plan
+        self.region = region
         self.first = int(first)
         self.decoder, self.device, self.bad, self.strict = decoder, device, bad, strict
         lanes = DECODE_LANES if lanes is None else int(lanes)
@@ -245,8 +253,10 @@ class Loader:
         #: (refills, labels), and the batches it made: where time goes (bench/bench_data.py)
         # (the first decode call, which starts the decoder, kept apart: reports of the steady
         # call time leave it out)
+        # (``px_regions`` / ``px_whole``: pixels of the regions handed on and of their whole
+        # samples, where ``region`` is given)
         self.stats = {"read_wait_s": 0.0, "decode_s": 0.0, "other_s": 0.0, "batches": 0,
-                      "decode_first_s": 0.0}
+                      "decode_first_s": 0.0, "px_regions": 0, "px_whole": 0}
         self._threads = [threading.Thread(target=self._run, args=(j,), daemon=True,
                                           name="millipyde-decode-batches"
                                           + (f"-{j}" if j else ""))
@@ -360,17 +370,31 @@ class Loader:
             datas = [d for _, d in taken]
             rows = [r for r in range(n) if not isinstance(datas[r], BaseException)]
             t1 = time.perf_counter()
+            plan = self.region
+            kw: dict[str, Any] = {}
+            if plan is not None and getattr(dec, "decodes_regions", False):
+                # the decoder draws each region from the header's size (rows of its list)
+                kr = ks[np.asarray(rows, dtype=np.int64)]
+                got_regions = np.full((len(rows), 4), -1, dtype=np.int64)
+                kw = {"boxes": lambda j, hw: plan.boxes(kr[j], hw), "regions": got_regions}
             got = dec.decode([datas[r] for r in rows],
-                             lambda j: src.name(int(samples[rows[j]])), stream)
+                             lambda j: src.name(int(samples[rows[j]])), stream, **kw)
         t2 = time.perf_counter()
         arrays: list[Any] = [None] * n
-        for r, a in zip(rows, got, strict=True):
+        regions = None if plan is None else np.full((n, 4), -1, dtype=np.int64)
+        for j, (r, a) in enumerate(zip(rows, got, strict=True)):
             arrays[r] = a
+            if kw and got_regions[j, 0] >= 0 and not isinstance(a, BaseException):
+                regions[r] = got_regions[j]
         for r in range(n):
             err = datas[r] if arrays[r] is None else arrays[r]
             if isinstance(err, BaseException):
                 samples[r], arrays[r] = self._refill(int(ks[r]), int(samples[r]), err,
                                                      stream, dec)
+                if regions is not None:
+                    regions[r] = -1
+        if regions is not None:
+            self._cut(ks, arrays, regions)
         ready = runtime.record_event(stream) if stream is not None else None
         labels = None if src.labels is None else src.labels[samples]
         targets = None
@@ -385,7 +409,30 @@ class Loader:
                 st["decode_first_s"] = t2 - t1
             st["other_s"] += time.perf_counter() - t2
             st["batches"] += 1
-        return DecodedBatch(ks, samples, arrays, labels, targets, ready)
+            if regions is not None:
+                st["px_regions"] += int(sum(int(a.shape[0]) * int(a.shape[1])
+                                            for a in arrays))
+                st["px_whole"] += int((regions[:, 2] * regions[:, 3]).sum())
+        return DecodedBatch(ks, samples, arrays, labels, targets, ready, regions)
+
+    def _cut(self, ks: np.ndarray, arrays: list, regions: np.ndarray) -> None:
+        """The rows the decoder decoded whole (``regions`` row -1): host arrays cut to their
+        region (the decode is whole, what the batch carries and packs is not), device
+        buffers kept whole; ``regions`` filled for every row."""
+        whole = np.flatnonzero(regions[:, 0] < 0)
+        if not len(whole):
+            return
+        hw = np.array([arrays[r].shape[:2] for r in whole.tolist()], dtype=np.int64)
+        host = np.array([isinstance(arrays[r], np.ndarray) for r in whole.tolist()])
+        regions[whole, 0:2] = 0
+        regions[whole, 2:4] = hw
+        if not host.any():
+            return
+        cut = whole[host]
+        boxes = self.region.boxes(ks[cut], hw[host])
+        for r, box in zip(cut.tolist(), boxes, strict=True):
+            arrays[r] = crop_host(arrays[r], box)
+            regions[r, 0:2] = box[:2]
 
     def _refill(self, k: int, sample: int, err: BaseException, stream: Any,
                 dec: Any) -> tuple[int, Any]:

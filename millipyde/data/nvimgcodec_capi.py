@@ -303,7 +303,10 @@ _SIGNATURES: dict[str, list[Any]] = {
     "nvimgcodecFutureWaitForAll": [_H],
     "nvimgcodecFutureGetProcessingStatus": [_H, POINTER(c_uint32), POINTER(c_size_t)],
     "nvimgcodecFutureDestroy": [_H],
+    "nvimgcodecCodeStreamGetSubCodeStream": [_H, POINTER(_H), POINTER(CodeStreamView)],
 }
+#: functions a library may lack (an attribute None there): region decoding goes without them
+_OPTIONAL = ("nvimgcodecCodeStreamGetSubCodeStream",)
 
 #: the functions the compiled loop calls, in the order of ``capi_loop.FN_*``
 _LOOP_FUNCTIONS = ("CodeStreamCreateFromHostMem", "CodeStreamGetImageInfo",
@@ -342,11 +345,21 @@ class Api:
         self.releases = 0
         self.free_s = 0.0
         for name, args in _SIGNATURES.items():
-            fn = getattr(free if name in GIL_RELEASING else keep, name)
+            try:
+                fn = getattr(free if name in GIL_RELEASING else keep, name)
+            except AttributeError:
+                if name not in _OPTIONAL:
+                    raise
+                setattr(self, name[len("nvimgcodec"):], None)
+                continue
             fn.argtypes = args
             fn.restype = c_int
             setattr(self, name[len("nvimgcodec"):], fn)
         self._decode, self._wait = self.DecoderDecode, self.FutureWaitForAll
+        #: ``nvimgcodecCodeStreamGetSubCodeStream``'s address (the compiled region pass
+        #: calls it), 0 where the library lacks it
+        self.sub_address = 0 if self.CodeStreamGetSubCodeStream is None else \
+            ctypes.cast(keep.nvimgcodecCodeStreamGetSubCodeStream, c_void_p).value
         self.addresses = np.array(
             [ctypes.cast(getattr(keep, "nvimgcodec" + name), c_void_p).value
              for name in _LOOP_FUNCTIONS], np.int64)
@@ -598,6 +611,34 @@ class Decoder:
             return None
         return CodeStream(handle.value, keep, info)
 
+    def sub_streams_many(self, handle: np.ndarray, state: np.ndarray, dims: np.ndarray,
+                         box: np.ndarray, region: np.ndarray, parents: np.ndarray) -> int:
+        """``capi_loop.regions`` (see there) with the GIL released for the whole batch:
+        after :meth:`parse_many`, a code stream of its ``box`` for each taken sample that
+        has one and no EXIF orientation (``nvimgcodecCodeStreamGetSubCodeStream`` with an
+        ``nvimgcodecRegion_t``), its dims and ``region`` row set; the whole code streams
+        :meth:`parse_many` made for them in ``parents``, for :meth:`destroy_many` after the
+        decode. Returns how many; 0 where the library has no such call. The compiled loop
+        must be loaded (:func:`loop`)."""
+        mod, lib = _loop[0], self.lib
+        if lib.CodeStreamGetSubCodeStream is None:
+            parents[:] = 0
+            return 0
+        view = getattr(self._local, "view", None)
+        if view is None:  # one per thread, as the image info
+            v = make(CodeStreamView)
+            v.region = make(Region, ndim=2)
+            view = self._local.view = _words_of(v)
+        at = CodeStreamView.region.offset
+        lib.releases += 1
+        return int(mod.regions(lib.sub_address, lib.addresses[mod.FN_STREAM_DESTROY], view,
+                               at + Region.start.offset, at + Region.end.offset, handle,
+                               state, dims, box, region, parents))
+
+    def destroy_many(self, handles: np.ndarray) -> None:
+        """Destroy the code streams ``handles`` (nonzero ones) in one compiled call."""
+        _loop[0].destroy(self.lib.addresses[_loop[0].FN_STREAM_DESTROY], handles)
+
     # -- the batched decode --------------------------------------------------------------
     def decode(self, streams: list[CodeStream], addresses: list[int],
                cuda_stream: int = 0) -> list[bool] | None:
@@ -818,6 +859,9 @@ def _compile(mod: Any) -> None:
     mod.decode(addresses, _layout[0], 0, 0, words, 0, z64, words, np.zeros(1, np.uint32), 0,
                0, z64, state, dims, z64, np.zeros(0, np.uint8))
     mod.release(addresses, z64, state)
+    mod.regions(0, 0, words, 0, 0, z64, state, dims, np.zeros((0, 4), np.int64),
+                np.zeros((0, 4), np.int64), z64)
+    mod.destroy(0, z64)
 
 
 #: alignment of each image in a batch's allocation (bytes)

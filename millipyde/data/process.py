@@ -157,7 +157,7 @@ class ProcessLoader:
     def __init__(self, source: Any, sampler: Any, plan: Any, decoder: str, device: int,
                  bad: BadSamples, *, strict: bool = False, ahead: int = AHEAD,
                  threads: int = READ_THREADS, window: int = WINDOW_BYTES, first: int = 0,
-                 name: str = "") -> None:
+                 name: str = "", region: Any = None) -> None:
         self.source, self.sampler, self.plan = source, sampler, plan
         self.device, self.bad, self.strict = device, bad, strict
         self.first = int(first)
@@ -168,7 +168,7 @@ class ProcessLoader:
         #: the worker's Loader's seconds (read wait, decode, other) and batches, as
         #: ``Loader.stats``; and the training side's wait for batches
         self.stats = {"read_wait_s": 0.0, "decode_s": 0.0, "other_s": 0.0, "batches": 0,
-                      "decode_first_s": 0.0, "wait_s": 0.0}
+                      "decode_first_s": 0.0, "wait_s": 0.0, "px_regions": 0, "px_whole": 0}
         #: the worker's decoder and read-ahead, as far as reports need them (``name``,
         #: ``on_gpu``, ``on_host``; ``peak``), updated with each batch
         self.decoder = SimpleNamespace(name=decoder, on_gpu=None, on_host=None)
@@ -204,6 +204,11 @@ class ProcessLoader:
                 "nvimgcodec_api": decode_mod.nvimgcodec_api(),
                 "capi_compiled": decode_mod.CAPI_COMPILED,
                 "parse_in_readers": loader_mod.PARSE_IN_READERS,
+                # the first op's regions (``region.RegionPlan``): its method Operation's
+                # method and arguments, and the seed
+                "region": None if region is None else (
+                    region.step.op.method, region.step.op.args, region.step.op.kwargs,
+                    region.seed),
                 "name": self.name}, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as err:
             raise DecodeWorkerError(
@@ -363,14 +368,16 @@ class ProcessLoader:
             _, b, sid, ks, samples, offsets, shapes, dtypes, bad, stats = msg
             for sample, name, why in bad:
                 self.bad.add_reason(sample, name, why)
-            for key in ("read_wait_s", "decode_s", "other_s", "batches", "decode_first_s"):
+            for key in ("read_wait_s", "decode_s", "other_s", "batches", "decode_first_s",
+                        "px_regions", "px_whole"):
                 self.stats[key] = stats[key]
             self.decoder.name = stats["decoder"]
             self.decoder.on_gpu, self.decoder.on_host = stats["on_gpu"], stats["on_host"]
             self.reader.peak = stats["read_peak"]
             self.reader.nogil_reads = stats.get("nogil_reads")
             with self._cond:
-                self._ready[b] = self._wrap(sid, ks, samples, offsets, shapes, dtypes)
+                self._ready[b] = self._wrap(sid, ks, samples, offsets, shapes, dtypes,
+                                            stats.get("regions"))
                 self._cond.notify_all()
         elif kind == "end":
             with self._cond:
@@ -412,7 +419,7 @@ class ProcessLoader:
             self._slots[sid] = DeviceSlot(payload, arr, int(driver.device_pointer(arr)))
 
     def _wrap(self, sid: int, ks: np.ndarray, samples: np.ndarray, offsets: list,
-              shapes: list, dtypes: list) -> DecodedBatch:
+              shapes: list, dtypes: list, regions: np.ndarray | None = None) -> DecodedBatch:
         """Batch arrays over slot ``sid`` (no copy), each holding the batch's lease."""
         slot = self._slots[sid]
         lease = Lease(slot)
@@ -435,7 +442,7 @@ class ProcessLoader:
         if src.has_targets:
             targets = [src.targets(int(s), tuple(a.shape[:2]))
                        for s, a in zip(samples.tolist(), arrays, strict=True)]
-        return DecodedBatch(ks, samples, arrays, labels, targets, None)
+        return DecodedBatch(ks, samples, arrays, labels, targets, None, regions)
 
     # -- the consumer ---------------------------------------------------------------------
     def get(self, b: int) -> DecodedBatch | None:
@@ -843,9 +850,17 @@ def worker_main(fd: int) -> int:
                                                    loader_mod.PARSE_IN_READERS))
         bad = _Recording(cfg["known"])
         decoder = make_decoder(cfg["decoder"], device)
+        plan = None
+        if cfg.get("region") is not None:
+            from ..operation import Operation
+            from ..training.batch_ops import step_of
+            from .region import RegionPlan
+
+            method, args, kwargs, seed = cfg["region"]
+            plan = RegionPlan(step_of(Operation(method, *args, **kwargs)), seed)
         loader = Loader(cfg["source"], cfg["sampler"], inbox.plan, decoder, device, bad,
                         strict=cfg["strict"], ahead=cfg["ahead"], threads=cfg["threads"],
-                        window=cfg["window"], first=cfg["first"])
+                        window=cfg["window"], first=cfg["first"], region=plan)
         slots = _Slots(conn, inbox, device, cfg["host"], parent, cfg["max_slots"])
         with inbox.cond:
             inbox.on_stop = lambda: loader.close(join=False)
@@ -881,7 +896,7 @@ def worker_main(fd: int) -> int:
                        {**loader.stats, "decoder": decoder.name,
                         "on_gpu": on_gpu, "on_host": on_host,
                         "read_peak": loader.reader.peak,
-                        "nogil_reads": loader.reader.nogil_reads}))
+                        "nogil_reads": loader.reader.nogil_reads, "regions": db.regions}))
             del db
             inbox.drop_plans(b)
         with inbox.cond:  # wait for stop (or the socket's end): batches stay leased till then

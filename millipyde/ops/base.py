@@ -323,6 +323,40 @@ class Form:
             return [Emit(self.kernel, columns(*cols, n=n))]
         return [Emit(self.kernel, columns(*args, n=n))]
 
+    def emits_on_region(self, args: Any, draws: Draws, region: np.ndarray,
+                        kind: ImageKind) -> list:
+        """:meth:`emits` for images that are a region of larger ones: ``region`` (n, 4) the
+        region's top and left in its image and that image's height and width. Everything is
+        drawn from the whole image's size (as on the whole image), and a first window
+        (:data:`WINDOW_KERNELS`) is shifted by the region's top and left, so that on a region
+        holding the window the op reads the pixels it reads on the whole image."""
+        region = np.asarray(region, dtype=np.int64).reshape(-1, 4)
+        entries = self.emits(args, draws, region[:, 2:4], kind)
+        at = first_window(entries)
+        if at is None:
+            return entries
+        e = entries[at]
+        params = np.array(e.params, dtype=np.float64)
+        params[:, 0] -= region[:, 0]
+        params[:, 1] -= region[:, 1]
+        return [*entries[:at], Emit(e.kernel, params, e.skip, e.out), *entries[at + 1:]]
+
+
+#: window kernels (``crop`` and its forms that read a fill or the edge outside the image):
+#: index maps ``(y + top, x + left)`` whose first two parameters are the window's top and left
+WINDOW_KERNELS = ("crop", "crop_fill", "crop_edge")
+
+
+def first_window(entries: list) -> int | None:
+    """The index in a form's entries of its first :class:`Emit`, where that is a window on
+    every image (:data:`WINDOW_KERNELS`, nothing skipped) and no entry before it is an Emit;
+    else None (a form that does not begin with a window)."""
+    for at, e in enumerate(entries):
+        if isinstance(e, Emit):
+            ok = e.kernel in WINDOW_KERNELS and e.skip is None and e.params.shape[1] >= 4
+            return at if ok else None
+    return None
+
 
 @dataclass(eq=False)
 class OpDef:

@@ -291,8 +291,10 @@ class ArenaRecorder:
     def _gather(self, rows: np.ndarray, inp: np.ndarray) -> VGather:
         """An empty gather of the members ``rows`` (of one input kind)."""
         cin, dt = self.kinds[int(self.kind[inp[rows[0]]])]
+        region = getattr(self.state, "region", None)
         return VGather(self.hw[inp[rows]], cin, np.dtype(dt), self.gates,
-                       stat_cut=self.stat_cut)
+                       stat_cut=self.stat_cut,
+                       region=None if region is None else region[inp[rows]])
 
     def _record(self, g: VGather, rows: np.ndarray, ctxs: list, coins: list, start: int,
                 stop: int) -> VGather:

@@ -188,6 +188,10 @@ class VGather:
     # (n, 4) what a fused pad reads (top, left, height, width in source coordinates;
     # ``schedule.fill_window``): the sources, narrowed to each pad's input
     window: np.ndarray = field(init=False)
+    # (n, 4) the members' sources as regions of larger images (top, left, image height and
+    # width: ``data.region``), for the first op recorded (``batch_ops.record_step``), which
+    # takes it; None: whole images
+    region: np.ndarray | None = field(default=None, compare=False)
     # the gathers before this one (``cut``), in order: each writes an image of its own
     # dtype that the next reads, as the per-output plan's kernels do
     stages: list[VGather] = field(default_factory=list)
@@ -634,6 +638,7 @@ class VGather:
         out.uparams = None if self.uparams is None else self.uparams[keep]
         out.ops = [_Chained(c.name, c.params[keep], c.off[keep]) for c in self.ops]
         out.left = self.left[keep]
+        out.region = None if self.region is None else self.region[keep]
         out.stages = [st.take(keep) for st in self.stages]
         out.forked = None if self.forked is None else self.forked.take(keep)
         for pr in self.prefixes:  # (rows of their own: the kept members')

@@ -719,7 +719,11 @@ def record_step(g: VGather, c: Ctx, step: Step | ChoiceStep | PolicyStep,
         return
     form = step.form
     args = step.args_for(g.cin, g.dtype)
-    for e in form.emits(args, c, g.cur, kind_for(g.cin, g.dtype)):
+    kind = kind_for(g.cin, g.dtype)
+    region, g.region = g.region, None  # (sources that are regions: the first op takes them)
+    entries = form.emits(args, c, g.cur, kind) if region is None else \
+        form.emits_on_region(args, c, region, kind)
+    for e in entries:
         if isinstance(e, Reject):
             g.left |= e.mask  # the per-output path raises the method's ValueError
             continue

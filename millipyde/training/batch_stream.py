@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data import process
+from ..data import process, region
 from ..data.decode import as_buffer, make_decoder, one_allocation
 from ..data.loader import BadSamples, DecodedBatch, Loader
 from ..data.process import ProcessLoader
@@ -66,6 +66,8 @@ class Stream:
         self.decode_process = process.use_process(decode_process)
         self.bad = BadSamples()
         self.steps = batch_arena.arena_steps(operations) if not source.has_targets else None
+        #: the first op's regions (``data.region``): decoded (or kept) instead of whole samples
+        self.region = region.plan_of(operations, seed, source.has_targets)
         self._clean: dict[tuple, bool] = {}
         self._one_gather: bool | None = None
         self._lock = threading.Lock()
@@ -78,11 +80,12 @@ class Stream:
             return ProcessLoader(self.source, s, plan, self.decoder, device, self.bad,
                                  strict=self.strict, threads=self.read_threads,
                                  window=self.window, first=first,
-                                 name=f"{self.source!r} (rank {s.rank} of {s.world})")
+                                 name=f"{self.source!r} (rank {s.rank} of {s.world})",
+                                 region=self.region)
         return Loader(self.source, self.sampler, plan,
                       make_decoder(self.decoder, device),
                       device, self.bad, strict=self.strict, threads=self.read_threads,
-                      window=self.window, first=first)
+                      window=self.window, first=first, region=self.region)
 
     def arena(self, db: DecodedBatch, device: int) -> tuple[Any, list[int]] | None:
         """A recorder over ``db``'s samples, with their arena packed on ``device``, and the
@@ -91,13 +94,21 @@ class Stream:
         if self.steps is None:
             return None
         arrays = db.arrays
+        regions = db.regions
         left = []
         for r, a in enumerate(arrays):
-            key = (tuple(a.shape), np.dtype(a.dtype).str)
+            # a region's first op is drawn on its whole sample: its kind and that size say
+            # whether it records cleanly (regions of one sample size share the answer)
+            whole = tuple(a.shape) if regions is None else \
+                (int(regions[r, 2]), int(regions[r, 3]), *a.shape[2:])
+            key = (whole, np.dtype(a.dtype).str)
             ok = self._clean.get(key)
             if ok is None:
-                ok = a.ndim in (2, 3) and batch_arena.records_cleanly(
-                    gpuimage.from_buffer(as_buffer(a), device), self.operations, self.seed)
+                x = gpuimage.from_buffer(as_buffer(a), device)
+                if regions is not None:
+                    x._region = regions[r].copy()
+                ok = a.ndim in (2, 3) and batch_arena.records_cleanly(x, self.operations,
+                                                                      self.seed)
                 with self._lock:
                     self._clean[key] = ok
             if not ok:
@@ -107,7 +118,8 @@ class Stream:
         shared = one_allocation(arrays) if ARENA_IN_PLACE else None
         layout = None if shared is None else (shared[2], "|u1", shared[1],
                                               int(shared[0].size))
-        rec = batch_arena.ArenaRecorder(SimpleNamespace(inputs=arrays, seed=self.seed),
+        rec = batch_arena.ArenaRecorder(SimpleNamespace(inputs=arrays, seed=self.seed,
+                                                        region=db.regions),
                                         self.steps, layout)
         if self._one_gather is None:
             k = db.ks[:1]
@@ -128,6 +140,8 @@ def images_of(db: DecodedBatch, rows: list[int], device: int) -> list[gpuimage]:
     out = []
     for r in rows:
         img = gpuimage.from_buffer(as_buffer(db.arrays[r]), device)
+        if db.regions is not None:  # its first op drawn on the whole sample (image.py)
+            img._region = db.regions[r].copy()
         if db.targets is not None and db.targets[r] is not None:
             t = db.targets[r]
             img.set_targets(boxes=t["boxes"], labels=t["labels"], mask=t["mask"])

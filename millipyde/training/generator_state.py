@@ -556,6 +556,13 @@ class BatchState(GeneratorState):
         karr = np.asarray(ks, dtype=np.int64).reshape(-1)
         order = np.argsort(karr, kind="stable")
         self._sorted, self._rows = karr[order], order
+        # inputs decoded as regions of their samples (``data.region``; ``images_of`` marks
+        # them): (n, 4) per input its region's place, for the arena recorder's first op
+        marks = [x.__dict__.get("_region") for x in inputs]
+        self.region = None if all(m is None for m in marks) else np.array(
+            [(0, 0, *x.shape[:2]) if m is None else m for x, m in zip(inputs, marks,
+                                                                      strict=True)],
+            dtype=np.int64)
 
     def input_index(self, k: Any) -> Any:
         at = self._rows[np.searchsorted(self._sorted, k)]
