@@ -790,16 +790,18 @@ def _host(x) -> np.ndarray:
     return dmod.as_buffer(x).copy_to_host()
 
 
-def _region_boxes(hw: np.ndarray, align: int) -> np.ndarray:
+def _region_boxes(hw: np.ndarray, align: int, whole: list[bool]) -> np.ndarray:
     """Windows at the corners, the edges and inside of each image (sample ``j`` takes kind
-    ``j % 5``), aligned as ``data.region.aligned`` aligns them."""
+    ``j % 4``), the whole image where ``whole[j]``, aligned as ``data.region.aligned`` aligns
+    them."""
     from millipyde.data.region import aligned
 
     win = []
     for j, (h, w) in enumerate(hw.tolist()):
         hh, ww = max(1, h // 3), max(1, w // 2)
-        win.append([(0, 0, hh, ww), (h - hh, w - ww, hh, ww), (h // 3, 5, hh, w - 5),
-                    (7, w // 4 + 3, h - 7, ww), (0, 0, h, w)][j % 5])
+        win.append((0, 0, h, w) if whole[j] else
+                   [(0, 0, hh, ww), (h - hh, w - ww, hh, ww), (h // 3, 5, hh, w - 5),
+                    (7, w // 4 + 3, h - 7, ww)][j % 4])
     return aligned(np.array(win, np.int64), hw, align)
 
 
@@ -817,6 +819,8 @@ def test_region_decode_equals_the_whole_decodes_rectangle(align) -> None:
     cases = _cases(step=3)
     names = [n for n in cases if n not in ("zero", "junk", "truncated")]
     blobs = [cases[n] for n in names]
+    names.append("whole")  # a colour JPEG whose window is the whole image: decoded whole
+    blobs.append(cases["photo0"])
     gpu = bool(ACTIVE.caps.nvidia_codecs)
     stream = ACTIVE.take_stream(0) if gpu else None
     try:
@@ -825,7 +829,7 @@ def test_region_decode_equals_the_whole_decodes_rectangle(align) -> None:
             dec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=2))
             whole = [_host(x) for x in dec.decode(blobs, str, stream)]
             hw = np.array([x.shape[:2] for x in whole], np.int64)
-            box = _region_boxes(hw, align)
+            box = _region_boxes(hw, align, [n == "whole" for n in names])
             regions = np.full((len(blobs), 4), -1, np.int64)
             seen = []
 
@@ -847,7 +851,7 @@ def test_region_decode_equals_the_whole_decodes_rectangle(align) -> None:
     for j, name in enumerate(names):
         t, lf, b, r = box[j].tolist()
         if regions[j, 0] < 0:  # decoded whole: its box is, or its kind has no region
-            assert [t, lf, b, r] == [0, 0, *hw[j]] or name in ("grey", "cmyk", "png") or \
+            assert name == "whole" or name in ("grey", "cmyk", "png") or \
                 (name.startswith("exif") and name != "exif1"), name
             assert np.array_equal(part[j], whole[j]), name
             continue
@@ -856,6 +860,7 @@ def test_region_decode_equals_the_whole_decodes_rectangle(align) -> None:
         assert part[j].shape == ref.shape, name
         worst[name] = int(np.abs(part[j].astype(int) - ref).max())
     assert {n for n in worst} >= {"photo0", "photo1", "444", "progressive", "exif1"}
+    assert regions[names.index("whole"), 0] < 0
     print(f"\nregion decode, align {align}, {'GPU' if gpu else 'CPU'}: largest difference "
           f"from the whole decode's rectangle per sample: {worst}")
     if not gpu or align > 1:
