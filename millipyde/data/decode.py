@@ -36,7 +36,7 @@ import numpy as np
 from .. import config
 from .. import io as mio
 from ..backend import ACTIVE as runtime
-from .nvimgcodec_capi import ALIGN, POOL_STEP
+from .nvimgcodec_capi import ALIGN, pool_bytes
 
 #: decoder choices of ``mp.Generator(decoder=...)``
 DECODERS = ("auto", "pillow", "nvimgcodec")
@@ -444,8 +444,8 @@ class NvImageCodecCDecoder:
         for cs in streams:
             offsets.append(at)
             at += -(-cs.height * cs.width * 3 // ALIGN) * ALIGN
-        # whole MiBs: batches of slightly different sizes reuse the pool's blocks
-        at = -(-at // POOL_STEP) * POOL_STEP
+        # coarse size classes: batches of slightly different sizes reuse the pool's blocks
+        at = pool_bytes(at)
         from ..backend.pool import stream_handle
 
         with self._on_device(stream):
@@ -478,7 +478,7 @@ class NvImageCodecCDecoder:
         rows = np.flatnonzero(taken)
         size = -(-(dims[rows, 0] * dims[rows, 1] * 3) // ALIGN) * ALIGN
         offsets[rows] = np.cumsum(size) - size
-        return int(-(-int(size.sum()) // POOL_STEP) * POOL_STEP)
+        return pool_bytes(int(size.sum()))
 
     def _decode_compiled(self, loop: Any, datas: list[Any], name_of: Callable[[int], str],
                          stream: Any, boxes: Callable | None = None,
@@ -532,6 +532,9 @@ class NvImageCodecCDecoder:
             if total and boxes is not None and regions is not None:
                 total = self._sub_streams(loop, boxes, regions, handles, states, dims,
                                           offsets, parents)
+            elif total:
+                # samples of other sizes (a real dataset's) vary a batch's bytes too
+                total = pool_bytes(total)
             for r in np.flatnonzero(states == loop.ST_BOMB).tolist():
                 out[r] = _bomb(name_of(r), int(dims[r, 0] * dims[r, 1]), limit)
             if total:

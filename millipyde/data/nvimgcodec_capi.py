@@ -870,6 +870,16 @@ ALIGN = 256
 POOL_STEP = 1 << 20
 
 
+def pool_bytes(nbytes: int) -> int:
+    """A batch's allocation for ``nbytes`` of images: rounded up to a whole number of
+    :data:`POOL_STEP` and to one of eight sizes an octave (at most 1/8 more). Batches of
+    regions vary in size from batch to batch; CuPy's pool keeps a block of each size it has
+    handed out, so without the coarse classes its memory grows with the sizes seen."""
+    n = max(int(nbytes), 1)
+    step = max(POOL_STEP, 1 << max(0, n.bit_length() - 4))
+    return -(-n // step) * step
+
+
 #: set at the interpreter's exit: native objects still alive then are left to the process's
 #: end (the CUDA contexts and libraries they would be torn down through may be gone already)
 _exiting = [False]
