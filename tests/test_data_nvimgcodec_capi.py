@@ -962,7 +962,7 @@ def test_a_batchs_allocation_takes_one_of_a_few_sizes_an_octave() -> None:
     one of eight sizes an octave, each a whole number of MiB, at most 1/8 above the bytes."""
     sizes = np.random.default_rng(0).integers(60_000_000, 76_000_000, 500)
     got = [capi.pool_bytes(int(n)) for n in sizes]
-    assert all(n <= g <= n + n // 8 + capi.POOL_STEP for n, g in zip(sizes, got))
+    assert all(n <= g <= n + n // 8 + capi.POOL_STEP for n, g in zip(sizes, got, strict=True))
     assert all(g % capi.POOL_STEP == 0 for g in got)
     assert len(set(got)) <= 4  # 60-64 MiB in steps of 4 MiB, 64-76 MB in steps of 8
     assert capi.pool_bytes(1) == capi.POOL_STEP and capi.pool_bytes(5 << 20) == 5 << 20
