@@ -277,9 +277,9 @@ def _method(form: Form) -> Callable[..., None]:
             a = parse(kind_of(self.shape, self.dtype), *args, **kwargs)
             key = self._key()
             if isinstance(a, Ranges):
-                self._record(kernel, tuple(
-                    between1(lo, hi, mprandom.uniform01(key.seed, key.sample, key.op, t))
-                    for t, (lo, hi) in enumerate(a)))
+                us = mprandom.uniforms(key.seed, key.sample, key.op, len(a))
+                self._record(kernel, tuple(between1(lo, hi, u)
+                                           for (lo, hi), u in zip(a, us, strict=True)))
             elif a is not None:
                 self._record(kernel, a)
     else:

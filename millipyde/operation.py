@@ -307,12 +307,18 @@ class Operation:
             batch.drop_gated_off(x)
             if kept is not None and targets.of(x._node) is None:
                 targets.attach(x._node, kept)
+        self.call_drawn(x, seed, sample, index)
+        return True
+
+    def call_drawn(self, x: gpuarray, seed: int, sample: int, index: int) -> None:
+        """What :meth:`apply` does once its coin said run: the call on `x` with its draws
+        from ``(seed, sample, index)``, a callable's returned gpuarray or ndarray bound to `x`
+        (a batched Generator's callable, whose coins it draws for many outputs at once)."""
         bound = self._bound(x)
         with mprandom.operation_stream(seed, sample, index):
             result = bound()
         if self.method is None and result is not None and result is not x:
             _use_result(x, result, self.name)
-        return True
 
 
     def skip(self, x: gpuarray, seed: int, sample: int, index: int, lift: bool = False) -> None:

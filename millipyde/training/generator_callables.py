@@ -20,6 +20,7 @@ points).
 
 from __future__ import annotations
 
+import _thread
 import threading
 from collections import Counter
 from typing import Any
@@ -207,20 +208,31 @@ class CallableRecorder:
             # of the Operations before it
             coins, params = draw_rules(self.rules[:j], st.seed, karr[rows])
             before = patterns(self.rules[:j], coins, params)
+        # ``Operation.apply`` without its coin (the coins are ``on``). The stand-ins of one
+        # claim share their commit lock (else made per image on first use) and, per shape,
+        # their leaf: one thread records them, one at a time, and no value of theirs is read.
+        call = self.op.call_drawn
+        lock = _thread.RLock()
+        stand_ins: dict[tuple, Node] = {}
+        seed = st.seed
         for at, r in enumerate(rows.tolist()):
             k = ks[r]
             i = k % n
             x = inputs[i]
             shape, dtype = self._shape_before(i, k, before[at].tobytes(), device)
-            y = type(x).__new__(type(x))
+            stand_in = stand_ins.get((shape, dtype))
+            if stand_in is None:
+                stand_in = stand_ins[shape, dtype] = leaf(_UNREADABLE, shape, dtype, device)
+            cls = type(x)
+            y = cls.__new__(cls)
             y._node = None
             y._pinned = None
             y._sample = x._sample
             y._opcount = 0
-            stand_in = leaf(_UNREADABLE, shape, dtype, device)
+            y._commit_lock = lock
             y._bind(stand_in)
             try:
-                self.op.apply(y, st.seed, k, j)
+                call(y, seed, k, j)
             except (KeyboardInterrupt, SystemExit):
                 raise
             except BaseException:  # the per-output path runs it again (and reports it)
