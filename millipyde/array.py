@@ -158,11 +158,13 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
         return cls.__new__(cls)._new_like(leaf(buffer, tuple(int(d) for d in buffer.shape),
                                                np.dtype(buffer.dtype), device))
 
-    def _new_like(self, node: Node) -> gpuarray:
+    def _new_like(self, node: Node, sample: int | None = None) -> gpuarray:
+        """An array of this one's class holding ``node``, with sample index ``sample`` (None:
+        a fresh one)."""
         out = type(self).__new__(type(self))
         out._node = None
         out._pinned = None
-        out._sample = next_sample_index()
+        out._sample = next_sample_index() if sample is None else sample
         out._opcount = 0
         out._bind(node)
         return out

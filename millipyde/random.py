@@ -103,6 +103,15 @@ def next_sample_index() -> int:
     return i
 
 
+def sample_indices(n: int) -> int:
+    """The first of ``n`` consecutive fresh sample indices (:func:`next_sample_index` called
+    ``n`` times in one thread: one lock for a batch's outputs)."""
+    with _global_lock:
+        i = _global["next_sample"]
+        _global["next_sample"] = i + n
+    return i
+
+
 class StreamKey(NamedTuple):
     """Where draws come from while an execution construct applies an operation."""
 

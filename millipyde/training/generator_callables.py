@@ -63,15 +63,12 @@ _UNREADABLE = _Unreadable()
 class _Capture:
     """What the callable recorded for one output: one op node's op, parameters and result."""
 
-    __slots__ = ("op", "params", "shape", "dtype", "label")
+    __slots__ = ("op", "params", "shape", "dtype", "label", "sig")
 
     def __init__(self, node: Node) -> None:
         self.op, self.params = node.op, tuple(node.params)
         self.shape, self.dtype, self.label = node.shape, node.dtype, node.label
-
-    @property
-    def sig(self) -> tuple:
-        return (id(self.op), len(self.params))
+        self.sig = (id(self.op), len(self.params))  # the recorder its output joins
 
 
 class _Replayed:
@@ -110,14 +107,13 @@ class _State:
 
     def draw(self, rules: list, ks: np.ndarray) -> tuple[np.ndarray, list]:
         coins, params = draw_rules(rules, self._base.seed, ks)
-        caps = [self.captures.get(k) for k in ks.tolist()]
+        get = self.captures.get
+        caps = [get(k) for k in ks.tolist()]
         coins[:, self.slot] = [c is not None for c in caps]
         if self.width:
-            got = np.zeros((len(caps), self.width))
-            for r, c in enumerate(caps):
-                if c is not None:
-                    got[r] = c.params
-            params[self.slot] = got
+            none = (0.0,) * self.width
+            params[self.slot] = np.array([none if c is None else c.params for c in caps],
+                                         dtype=np.float64).reshape(len(caps), self.width)
         return coins, params
 
 
@@ -137,7 +133,12 @@ class CallableRecorder:
         self.rules = rules  # of the other Operations, in order
         self.captures: dict[int, _Capture | None] = {}
         self._recorders: dict[tuple | None, Recorder] = {}
-        self._shapes: dict[tuple, tuple] = {}
+        # (shape, dtype) before the callable per input kind and coin pattern: the same for
+        # Generators of the same chain and inputs' kind (each new seed or epoch would record
+        # them again)
+        self._shapes = template_share.store(template_share.chain_key(
+            state.inputs, state.operations, "callable shapes", slot,
+            rule_key(rules[:slot]))).shapes
         self._lock = threading.Lock()
 
     def _recorder(self, sig: tuple | None, op: Any = None) -> Recorder:
@@ -215,11 +216,12 @@ class CallableRecorder:
         lock = _thread.RLock()
         stand_ins: dict[tuple, Node] = {}
         seed = st.seed
+        kinds = [(type(x), x.shape, x.dtype.str) for x in inputs]
         for at, r in enumerate(rows.tolist()):
             k = ks[r]
             i = k % n
             x = inputs[i]
-            shape, dtype = self._shape_before(i, k, before[at].tobytes(), device)
+            shape, dtype = self._shape_before(i, k, (kinds[i], before[at].tobytes()))
             stand_in = stand_ins.get((shape, dtype))
             if stand_in is None:
                 stand_in = stand_ins[shape, dtype] = leaf(_UNREADABLE, shape, dtype, device)
@@ -248,10 +250,10 @@ class CallableRecorder:
                 left.append(r)
         return caps, left
 
-    def _shape_before(self, i: int, k: int, pattern: bytes, device: int) -> tuple:
-        """(shape, dtype) of input ``i`` after the Operations before the callable, for the
-        coin pattern ``pattern`` (recorded once, on a private copy: nothing runs)."""
-        key = (i, pattern)
+    def _shape_before(self, i: int, k: int, key: tuple) -> tuple:
+        """(shape, dtype) of input ``i`` after the Operations before the callable for output
+        ``k``, whose key is (input ``i``'s kind, the coin pattern of those Operations):
+        recorded once per key, on a private copy (nothing runs)."""
         got = self._shapes.get(key)
         if got is None:
             y = self.state.inputs[i].clone()

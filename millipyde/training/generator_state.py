@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import config, faults, targets
+from .. import random as mprandom
 from ..array import gpuarray
 from ..backend import ACTIVE as runtime  # the active backend
 from ..graph.exec import batch
@@ -400,6 +401,8 @@ class GeneratorState:
         out: list[tuple[Any, Any]] = []
         inputs = self.inputs
         at = self.input_index(np.asarray(ks, dtype=np.int64)).tolist()
+        # the batched outputs' sample indices, in order, under one lock
+        sample = mprandom.sample_indices(len(values) - values.count(None))
         for r, k in enumerate(ks):
             if values[r] is None:
                 y, err = made.get(r, (None, None))
@@ -408,7 +411,8 @@ class GeneratorState:
                     return out
             else:
                 src = inputs[at[r]]
-                y = src._new_like(values[r])
+                y = src._new_like(values[r], sample)
+                sample += 1
                 if not to_host and targets.ANY and targets.of(src._node) is not None:
                     # no graph carried them here: the output's targets by recording its
                     # operations once more, lazily (no kernel runs; ``batch_targets``)
