@@ -18,8 +18,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 import millipyde as mp
 
 sys.path.append(str(Path(__file__).resolve().parents[2]))

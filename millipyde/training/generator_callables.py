@@ -168,16 +168,19 @@ class CallableRecorder:
             return [], list(range(len(ks)))
         caps, left = self._capture(ks, device)
         sigs = Counter(c.sig for c in caps.values() if c is not None)
-        sig = sigs.most_common(1)[0][0] if sigs else None
+        use = sorted(caps)
+        if len(sigs) <= 1:  # (the usual claim: every capture of one op and width)
+            sig = next(iter(sigs), None)
+        else:
+            sig = sigs.most_common(1)[0][0]
+            left += [r for r in use if caps[r] is not None and caps[r].sig != sig]
+            use = [r for r in use if caps[r] is None or caps[r].sig == sig]
         op = next((c.op for c in caps.values() if c is not None and c.sig == sig), None)
-        use = [r for r, c in sorted(caps.items()) if c is None or c.sig == sig]
-        left += [r for r, c in caps.items() if c is not None and c.sig != sig]
         if not use:
             return [], sorted(left)
         sub = [ks[r] for r in use]
         with self._lock:
-            for r, k in zip(use, sub, strict=True):
-                self.captures[k] = caps[r]
+            self.captures.update(zip(sub, map(caps.__getitem__, use), strict=True))
         try:
             groups, lost = self._recorder(sig, op).groups(sub, device, stacks)
         finally:
@@ -196,13 +199,12 @@ class CallableRecorder:
         st, j = self.state, self.slot
         karr = np.asarray(ks, dtype=np.int64)
         on = mprandom.gate_array(st.seed, karr, j, self.op.probability)
-        caps: dict[int, _Capture | None] = {}
+        # (the outputs whose coin skips the callable: nothing recorded)
+        caps: dict[int, _Capture | None] = dict.fromkeys(np.flatnonzero(~on).tolist())
         left: list[int] = []
         before = None
         inputs = st.inputs
         n = len(inputs)
-        for r in np.flatnonzero(~on).tolist():
-            caps[r] = None
         rows = np.flatnonzero(on)
         if len(rows):
             # the shape each output has when the callable gets it: per input and coin pattern
