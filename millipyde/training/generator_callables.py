@@ -246,7 +246,7 @@ class CallableRecorder:
             if node is stand_in:
                 caps[r] = None
             elif (isinstance(node.op, OpSpec) and node.inputs == (stand_in,)
-                  and not node.gated_off and targets.of(node) is None):
+                  and not node.gated_off and (not targets.ANY or targets.of(node) is None)):
                 caps[r] = _Capture(node)
             else:
                 left.append(r)

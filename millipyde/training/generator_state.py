@@ -481,7 +481,7 @@ class GeneratorState:
                 # while these are handed out (a worker that set ``wake_at`` just after this
                 # pop is woken by the next one, or by the next take under the lock)
                 self._wake()
-            return self._handed(k, value, err, device)
+            return value if err is None else self._handed(k, value, err, device)
         with self.cond:
             if self.stopped:
                 raise StopIteration
