@@ -314,12 +314,15 @@ class Operation:
         """What :meth:`apply` does once its coin said run: the call on `x` with its draws
         from ``(seed, sample, index)``, a callable's returned gpuarray or ndarray bound to `x`
         (a batched Generator's callable, whose coins it draws for many outputs at once)."""
-        bound = self._bound(x)
+        if self.method is not None:
+            bound = self._bound(x)
+            with mprandom.operation_stream(seed, sample, index):
+                bound()
+            return
         with mprandom.operation_stream(seed, sample, index):
-            result = bound()
-        if self.method is None and result is not None and result is not x:
+            result = self.function(x, *self.args, **self.kwargs)
+        if result is not None and result is not x:
             _use_result(x, result, self.name)
-
 
     def skip(self, x: gpuarray, seed: int, sample: int, index: int, lift: bool = False) -> None:
         """What :meth:`apply` does when its coin (or a choice, ``millipyde.compose``) skips
