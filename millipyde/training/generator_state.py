@@ -389,8 +389,9 @@ class GeneratorState:
             sync(stream)
         except Exception as err:
             return [(None, kernels_failed(self.operations, err))]
+        # (none left, the usual claim: no per-output path entered, no second sync)
         made = dict(zip(left, self.make_many([ks[r] for r in left], device, stream, False,
-                                             False), strict=False))
+                                             False), strict=False)) if left else {}
         return self._outputs(ks, values, made, device, to_host)
 
     def _outputs(self, ks: list[int], values: list[Any], made: dict[int, tuple[Any, Any]],
