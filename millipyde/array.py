@@ -161,12 +161,13 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
     def _new_like(self, node: Node, sample: int | None = None) -> gpuarray:
         """An array of this one's class holding ``node``, with sample index ``sample`` (None:
         a fresh one)."""
-        out = type(self).__new__(type(self))
-        out._node = None
+        cls = type(self)
+        out = cls.__new__(cls)
         out._pinned = None
         out._sample = next_sample_index() if sample is None else sample
         out._opcount = 0
-        out._bind(node)
+        node.users += 1  # (``_bind`` of a fresh array: no value held before)
+        out._node = node
         return out
 
     # -- attributes ----------------------------------------------------------------------
