@@ -7,8 +7,10 @@ of ``--claim`` outputs (256: ``generator_state.GROWN``) made by ``GeneratorState
 in the calling thread, and their parts timed alone: the callable's capture
 (``CallableRecorder._capture``), the recorded groups (``CallableRecorder.groups``: the
 capture, the draws, the groups' arrays) and the whole claim (groups, launches, output
-objects). Thread CPU time per output, best of ``--rounds``; the kernels' own time on the cpu
-backend taken out of the whole claim (``CpuBackend._run_cpu``, as ``next_host.py``).
+objects); and a whole fresh Generator's claims as its worker makes them (the ramp, then grown
+claims; seeds 4, 5, ..; a Generator of seed 3 first). Thread CPU time per output, best of
+``--rounds``; the kernels' own time on the cpu backend taken out of the claims
+(``CpuBackend._run_cpu``, as ``next_host.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def main() -> None:
     ap.add_argument("--claim", type=int, default=256)
     ap.add_argument("--claims", type=int, default=16, help="claims a round")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--outputs", type=int, default=4096, help="a whole Generator's outputs")
     args = ap.parse_args()
     import importlib
 
@@ -72,10 +75,28 @@ def main() -> None:
         best[name] = min(best.get(name, 1e9), t / (n * m) * 1e6)
 
     stacks = st.stacks_on(0, stream)
-    for _ in range(args.rounds):
+    ops = recipes.figure_5_1_operations()
+
+    def whole(seed: int) -> float:
+        """A fresh Generator of ``--outputs`` outputs made as its worker claims them (the
+        ramp 1, 1, 2, 4, .. then grown claims), in this thread: CPU us an output, kernels
+        out."""
+        with mp.Generator([mp.gpuimage(h) for h in hosts], ops, outputs=args.outputs,
+                          seed=seed, device=0) as gen:
+            s = gen._state
+            k0, t0 = kernel_s[0], time.thread_time()
+            while s.claimed < args.outputs:
+                j0, m = s.claimed, s._want()
+                s.claimed += m
+                s._grow(s._make_batch(j0, m, 0, stream))
+            return (time.thread_time() - t0 - (kernel_s[0] - k0)) / args.outputs * 1e6
+
+    whole(3)  # (the templates of this chain and seed's patterns recorded)
+    for r in range(args.rounds):
         clock("capture", lambda ks: rec._capture(ks, 0))
         clock("groups", lambda ks: rec.groups(ks, 0, stacks))
         clock("claim (kernels out)", lambda ks: st.make_many(ks, 0, stream))
+        best["Generator's claims"] = min(best.get("Generator's claims", 1e9), whole(4 + r))
     print(f"millipyde from {mp.__file__}; side {args.side}, claims of {n}")
     for k, v in best.items():
         print(f"{k:>22}: {v:6.2f} us/output")
