@@ -158,13 +158,16 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
         return cls.__new__(cls)._new_like(leaf(buffer, tuple(int(d) for d in buffer.shape),
                                                np.dtype(buffer.dtype), device))
 
-    def _new_like(self, node: Node) -> gpuarray:
-        out = type(self).__new__(type(self))
-        out._node = None
+    def _new_like(self, node: Node, sample: int | None = None) -> gpuarray:
+        """An array of this one's class holding ``node``, with sample index ``sample`` (None:
+        a fresh one)."""
+        cls = type(self)
+        out = cls.__new__(cls)
         out._pinned = None
-        out._sample = next_sample_index()
+        out._sample = next_sample_index() if sample is None else sample
         out._opcount = 0
-        out._bind(node)
+        node.users += 1  # (``_bind`` of a fresh array: no value held before)
+        out._node = node
         return out
 
     # -- attributes ----------------------------------------------------------------------

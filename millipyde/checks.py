@@ -72,6 +72,13 @@ def number_range(value: Any, name: str) -> tuple[float, float]:
     ValueError
         Naming ``name``, if ``value`` is not such a pair.
     """
+    if type(value) in (list, tuple) and len(value) == 2:
+        # the common case, a pair of finite Python floats in order: what the checks below
+        # return for it, without their isinstance of an ABC and their names built
+        lo, hi = value
+        if type(lo) is float and type(hi) is float and math.isfinite(lo) and \
+                math.isfinite(hi) and lo <= hi:
+            return lo, hi
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence | np.ndarray):
         raise ValueError(f"{name} must be a [low, high] pair, got {value!r}")
     if len(value) != 2:

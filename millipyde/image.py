@@ -269,22 +269,26 @@ def _method(form: Form) -> Callable[..., None]:
         locks = True
 
         def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
-            # (``_atomic``'s lock taken here: the most repeated form, one call less per op)
+            # (``_atomic``'s lock taken here: the most repeated forms, one call less per op)
             with self.__dict__.get("_commit_lock") or commit_lock(self):
                 node = self._node
                 a = parse(kind_of(node.shape, node.dtype), *args, **kwargs)
                 if a is not None:
                     self._record(kernel, a)
     elif form.sample is None:
+        locks = True
+
         def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
-            a = parse(kind_of(self.shape, self.dtype), *args, **kwargs)
-            key = self._key()
-            if isinstance(a, Ranges):
-                self._record(kernel, tuple(
-                    between1(lo, hi, mprandom.uniform01(key.seed, key.sample, key.op, t))
-                    for t, (lo, hi) in enumerate(a)))
-            elif a is not None:
-                self._record(kernel, a)
+            with self.__dict__.get("_commit_lock") or commit_lock(self):
+                node = self._node
+                a = parse(kind_of(node.shape, node.dtype), *args, **kwargs)
+                key = self._key()
+                if isinstance(a, Ranges):
+                    us = mprandom.uniforms(key.seed, key.sample, key.op, len(a))
+                    self._record(kernel, tuple(between1(lo, hi, u)
+                                               for (lo, hi), u in zip(a, us, strict=True)))
+                elif a is not None:
+                    self._record(kernel, a)
     else:
         def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
             kind = kind_of(self.shape, self.dtype)

@@ -307,13 +307,22 @@ class Operation:
             batch.drop_gated_off(x)
             if kept is not None and targets.of(x._node) is None:
                 targets.attach(x._node, kept)
-        bound = self._bound(x)
-        with mprandom.operation_stream(seed, sample, index):
-            result = bound()
-        if self.method is None and result is not None and result is not x:
-            _use_result(x, result, self.name)
+        self.call_drawn(x, seed, sample, index)
         return True
 
+    def call_drawn(self, x: gpuarray, seed: int, sample: int, index: int) -> None:
+        """What :meth:`apply` does once its coin said run: the call on `x` with its draws
+        from ``(seed, sample, index)``, a callable's returned gpuarray or ndarray bound to `x`
+        (a batched Generator's callable, whose coins it draws for many outputs at once)."""
+        if self.method is not None:
+            bound = self._bound(x)
+            with mprandom.operation_stream(seed, sample, index):
+                bound()
+            return
+        with mprandom.operation_stream(seed, sample, index):
+            result = self.function(x, *self.args, **self.kwargs)
+        if result is not None and result is not x:
+            _use_result(x, result, self.name)
 
     def skip(self, x: gpuarray, seed: int, sample: int, index: int, lift: bool = False) -> None:
         """What :meth:`apply` does when its coin (or a choice, ``millipyde.compose``) skips

@@ -61,6 +61,13 @@ def uniform01(seed: int, sample: int, op: int, k: int) -> float:
     return (key64(seed, sample, op, k) >> 11) * (1.0 / (1 << 53))
 
 
+def uniforms(seed: int, sample: int, op: int, n: int) -> list[float]:
+    """``[uniform01(seed, sample, op, t) for t in range(n)]``, the key's first three rounds
+    mixed once (an op drawing several parameters per image: the same bits, fewer rounds)."""
+    z = mix(mix(mix(seed & MASK) ^ (sample & MASK)) ^ (op & MASK))
+    return [(mix(z ^ (t & MASK)) >> 11) * (1.0 / (1 << 53)) for t in range(n)]
+
+
 def as_seed(n: Any, what: str = "seed") -> int:
     """``n`` as a Python int seed: Python or NumPy integers (not bools), else ``ValueError``."""
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
@@ -93,6 +100,15 @@ def next_sample_index() -> int:
     with _global_lock:
         i = _global["next_sample"]
         _global["next_sample"] = i + 1
+    return i
+
+
+def sample_indices(n: int) -> int:
+    """The first of ``n`` consecutive fresh sample indices (:func:`next_sample_index` called
+    ``n`` times in one thread: one lock for a batch's outputs)."""
+    with _global_lock:
+        i = _global["next_sample"]
+        _global["next_sample"] = i + n
     return i
 
 

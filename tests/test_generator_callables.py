@@ -195,6 +195,43 @@ def test_a_new_seed_records_no_template_and_keeps_its_values(monkeypatch):
     assert_same(got, _outputs(monkeypatch, ops, False, size=N, seed=3))
 
 
+def test_a_new_seed_takes_the_shapes_before_the_callable_found_before(monkeypatch, captured):
+    """The (shape, dtype) each output has when the callable gets it is found once per input
+    kind and coin pattern, by recording the Operations before it on a copy: a Generator of
+    another seed over other handles of the same inputs takes those an earlier one found
+    (``template_share``), finds none anew, and keeps the per-output path's values."""
+    monkeypatch.setattr(batches, "RECORD_AT_ONCE", True)
+    ops = [mp.Operation("transpose", probability=0.5), mp.Operation("fliplr", probability=0.5),
+           mp.Operation(recipes.colorize_if_colour, [0.5, 1.5], [0.5, 1.5], [0.5, 1.5],
+                        probability=0.7), mp.Operation("random_rotate", -20, 20)]
+    hosts = [h[:, :-2] for h in _hosts()]  # (not square: the transpose changes the shape)
+    h, w = hosts[0].shape[:2]
+    found = []
+    plain = generator_callables.CallableRecorder._shape_before
+
+    def spy(self, i, k, key):
+        if key not in self._shapes:
+            found.append(key)
+        return plain(self, i, k, key)
+
+    monkeypatch.setattr(generator_callables.CallableRecorder, "_shape_before", spy)
+    for x in mp.Generator([mp.gpuimage(x) for x in hosts], ops, outputs=2 * N, seed=2):
+        np.asarray(x)
+    assert {key[1] for key in found} and len(found) == len(set(found))
+    assert len({key[0] for key in found}) == 1  # (one kind of input: one shape per pattern)
+    found.clear()
+    captured.clear()
+    gen = mp.Generator([mp.gpuimage(x) for x in hosts], ops, outputs=N, seed=3)
+    got = [np.asarray(x) for x in gen]
+    assert found == [] and sum(n - left for n, left in captured) == N
+    monkeypatch.setattr(batches, "RECORD_AT_ONCE", False)
+    want = [np.asarray(x) for x in mp.Generator([mp.gpuimage(x) for x in hosts], ops,
+                                                outputs=N, seed=3)]
+    assert {a.shape for a in got} == {(h, w, 3), (w, h, 3)}
+    for k, (a, b) in enumerate(zip(got, want, strict=True)):
+        assert_same(a, b, err_msg=f"output {k}")
+
+
 def test_a_compiling_ahead_twin_keeps_its_templates_its_own():
     """Launches recorded instead of run (compiling ahead) leave buffers unwritten, which a
     callable may read: templates recorded so are not shared (``template_share.chain_key``)."""

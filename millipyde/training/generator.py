@@ -474,13 +474,14 @@ class Generator:
             Generator is closed.
         """
         st = self._state
-        if getattr(st, "compiles_ahead", False) and st.group is None and not st.stopped:
-            # a cold kernel cache: the first outputs' kernels compiled at once in worker
-            # processes
-            from .precompile import before_outputs
+        if st.group is None:  # (started: no check or call more per output)
+            if getattr(st, "compiles_ahead", False) and not st.stopped:
+                # a cold kernel cache: the first outputs' kernels compiled at once in worker
+                # processes
+                from .precompile import before_outputs
 
-            before_outputs(st)
-        st.start()
+                before_outputs(st)
+            st.start()
         out = st.take()
         if heap.owed():  # this output's making compiled: collect now, not mid-training
             heap.settle()

@@ -20,6 +20,7 @@ points).
 
 from __future__ import annotations
 
+import _thread
 import threading
 from collections import Counter
 from typing import Any
@@ -62,15 +63,12 @@ _UNREADABLE = _Unreadable()
 class _Capture:
     """What the callable recorded for one output: one op node's op, parameters and result."""
 
-    __slots__ = ("op", "params", "shape", "dtype", "label")
+    __slots__ = ("op", "params", "shape", "dtype", "label", "sig")
 
     def __init__(self, node: Node) -> None:
         self.op, self.params = node.op, tuple(node.params)
         self.shape, self.dtype, self.label = node.shape, node.dtype, node.label
-
-    @property
-    def sig(self) -> tuple:
-        return (id(self.op), len(self.params))
+        self.sig = (id(self.op), len(self.params))  # the recorder its output joins
 
 
 class _Replayed:
@@ -109,14 +107,13 @@ class _State:
 
     def draw(self, rules: list, ks: np.ndarray) -> tuple[np.ndarray, list]:
         coins, params = draw_rules(rules, self._base.seed, ks)
-        caps = [self.captures.get(k) for k in ks.tolist()]
+        get = self.captures.get
+        caps = [get(k) for k in ks.tolist()]
         coins[:, self.slot] = [c is not None for c in caps]
         if self.width:
-            got = np.zeros((len(caps), self.width))
-            for r, c in enumerate(caps):
-                if c is not None:
-                    got[r] = c.params
-            params[self.slot] = got
+            none = (0.0,) * self.width
+            params[self.slot] = np.array([none if c is None else c.params for c in caps],
+                                         dtype=np.float64).reshape(len(caps), self.width)
         return coins, params
 
 
@@ -136,7 +133,12 @@ class CallableRecorder:
         self.rules = rules  # of the other Operations, in order
         self.captures: dict[int, _Capture | None] = {}
         self._recorders: dict[tuple | None, Recorder] = {}
-        self._shapes: dict[tuple, tuple] = {}
+        # (shape, dtype) before the callable per input kind and coin pattern: the same for
+        # Generators of the same chain and inputs' kind (each new seed or epoch would record
+        # them again)
+        self._shapes = template_share.store(template_share.chain_key(
+            state.inputs, state.operations, "callable shapes", slot,
+            rule_key(rules[:slot]))).shapes
         self._lock = threading.Lock()
 
     def _recorder(self, sig: tuple | None, op: Any = None) -> Recorder:
@@ -166,16 +168,19 @@ class CallableRecorder:
             return [], list(range(len(ks)))
         caps, left = self._capture(ks, device)
         sigs = Counter(c.sig for c in caps.values() if c is not None)
-        sig = sigs.most_common(1)[0][0] if sigs else None
+        use = sorted(caps)
+        if len(sigs) <= 1:  # (the usual claim: every capture of one op and width)
+            sig = next(iter(sigs), None)
+        else:
+            sig = sigs.most_common(1)[0][0]
+            left += [r for r in use if caps[r] is not None and caps[r].sig != sig]
+            use = [r for r in use if caps[r] is None or caps[r].sig == sig]
         op = next((c.op for c in caps.values() if c is not None and c.sig == sig), None)
-        use = [r for r, c in sorted(caps.items()) if c is None or c.sig == sig]
-        left += [r for r, c in caps.items() if c is not None and c.sig != sig]
         if not use:
             return [], sorted(left)
         sub = [ks[r] for r in use]
         with self._lock:
-            for r, k in zip(use, sub, strict=True):
-                self.captures[k] = caps[r]
+            self.captures.update(zip(sub, map(caps.__getitem__, use), strict=True))
         try:
             groups, lost = self._recorder(sig, op).groups(sub, device, stacks)
         finally:
@@ -194,33 +199,44 @@ class CallableRecorder:
         st, j = self.state, self.slot
         karr = np.asarray(ks, dtype=np.int64)
         on = mprandom.gate_array(st.seed, karr, j, self.op.probability)
-        caps: dict[int, _Capture | None] = {}
+        # (the outputs whose coin skips the callable: nothing recorded)
+        caps: dict[int, _Capture | None] = dict.fromkeys(np.flatnonzero(~on).tolist())
         left: list[int] = []
         before = None
         inputs = st.inputs
         n = len(inputs)
-        for r in np.flatnonzero(~on).tolist():
-            caps[r] = None
         rows = np.flatnonzero(on)
         if len(rows):
             # the shape each output has when the callable gets it: per input and coin pattern
             # of the Operations before it
             coins, params = draw_rules(self.rules[:j], st.seed, karr[rows])
             before = patterns(self.rules[:j], coins, params)
+        # ``Operation.apply`` without its coin (the coins are ``on``). The stand-ins of one
+        # claim share their commit lock (else made per image on first use) and, per shape,
+        # their leaf: one thread records them, one at a time, and no value of theirs is read.
+        call = self.op.call_drawn
+        lock = _thread.RLock()
+        stand_ins: dict[tuple, Node] = {}
+        seed = st.seed
+        kinds = [(type(x), x.shape, x.dtype.str) for x in inputs]
         for at, r in enumerate(rows.tolist()):
             k = ks[r]
             i = k % n
             x = inputs[i]
-            shape, dtype = self._shape_before(i, k, before[at].tobytes(), device)
-            y = type(x).__new__(type(x))
+            shape, dtype = self._shape_before(i, k, (kinds[i], before[at].tobytes()))
+            stand_in = stand_ins.get((shape, dtype))
+            if stand_in is None:
+                stand_in = stand_ins[shape, dtype] = leaf(_UNREADABLE, shape, dtype, device)
+            cls = type(x)
+            y = cls.__new__(cls)
             y._node = None
             y._pinned = None
             y._sample = x._sample
             y._opcount = 0
-            stand_in = leaf(_UNREADABLE, shape, dtype, device)
+            y._commit_lock = lock
             y._bind(stand_in)
             try:
-                self.op.apply(y, st.seed, k, j)
+                call(y, seed, k, j)
             except (KeyboardInterrupt, SystemExit):
                 raise
             except BaseException:  # the per-output path runs it again (and reports it)
@@ -230,16 +246,16 @@ class CallableRecorder:
             if node is stand_in:
                 caps[r] = None
             elif (isinstance(node.op, OpSpec) and node.inputs == (stand_in,)
-                  and not node.gated_off and targets.of(node) is None):
+                  and not node.gated_off and (not targets.ANY or targets.of(node) is None)):
                 caps[r] = _Capture(node)
             else:
                 left.append(r)
         return caps, left
 
-    def _shape_before(self, i: int, k: int, pattern: bytes, device: int) -> tuple:
-        """(shape, dtype) of input ``i`` after the Operations before the callable, for the
-        coin pattern ``pattern`` (recorded once, on a private copy: nothing runs)."""
-        key = (i, pattern)
+    def _shape_before(self, i: int, k: int, key: tuple) -> tuple:
+        """(shape, dtype) of input ``i`` after the Operations before the callable for output
+        ``k``, whose key is (input ``i``'s kind, the coin pattern of those Operations):
+        recorded once per key, on a private copy (nothing runs)."""
         got = self._shapes.get(key)
         if got is None:
             y = self.state.inputs[i].clone()

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import config, faults, targets
+from .. import random as mprandom
 from ..array import gpuarray
 from ..backend import ACTIVE as runtime  # the active backend
 from ..graph.exec import batch
@@ -388,8 +389,9 @@ class GeneratorState:
             sync(stream)
         except Exception as err:
             return [(None, kernels_failed(self.operations, err))]
+        # (none left, the usual claim: no per-output path entered, no second sync)
         made = dict(zip(left, self.make_many([ks[r] for r in left], device, stream, False,
-                                             False), strict=False))
+                                             False), strict=False)) if left else {}
         return self._outputs(ks, values, made, device, to_host)
 
     def _outputs(self, ks: list[int], values: list[Any], made: dict[int, tuple[Any, Any]],
@@ -400,6 +402,13 @@ class GeneratorState:
         out: list[tuple[Any, Any]] = []
         inputs = self.inputs
         at = self.input_index(np.asarray(ks, dtype=np.int64)).tolist()
+        # the batched outputs' sample indices, in order, under one lock
+        batched = len(values) - values.count(None)
+        sample = mprandom.sample_indices(batched)
+        if batched == len(values) and not to_host and not targets.ANY:
+            # (the usual claim: every output made in a batch, no targets to attach)
+            return [(inputs[i]._new_like(v, s), None)
+                    for s, i, v in zip(range(sample, sample + batched), at, values, strict=True)]
         for r, k in enumerate(ks):
             if values[r] is None:
                 y, err = made.get(r, (None, None))
@@ -408,7 +417,8 @@ class GeneratorState:
                     return out
             else:
                 src = inputs[at[r]]
-                y = src._new_like(values[r])
+                y = src._new_like(values[r], sample)
+                sample += 1
                 if not to_host and targets.ANY and targets.of(src._node) is not None:
                     # no graph carried them here: the output's targets by recording its
                     # operations once more, lazily (no kernel runs; ``batch_targets``)
@@ -477,7 +487,7 @@ class GeneratorState:
                 # while these are handed out (a worker that set ``wake_at`` just after this
                 # pop is woken by the next one, or by the next take under the lock)
                 self._wake()
-            return self._handed(k, value, err, device)
+            return value if err is None else self._handed(k, value, err, device)
         with self.cond:
             if self.stopped:
                 raise StopIteration

@@ -6,6 +6,9 @@ from ...kernels.registry import elementwise
 from ..base import ImageKind, Ranges, colour_only, define, number, span
 
 _CHANNELS = ("r", "g", "b")
+# the arguments' names in errors (made once: a Generator's callable parses per output)
+_MULTS = tuple(f"{c}_mult" for c in _CHANNELS)
+_RANGES = tuple(f"{c}_range" for c in _CHANNELS)
 
 
 @elementwise(nparams=3, name="colorize")
@@ -24,8 +27,8 @@ COLORIZE = define("colorize", "colour", [channel_gain], reference="the thesis (u
 @COLORIZE.form(template=True)
 def colorize(kind: ImageKind, r_mult: float, g_mult: float, b_mult: float) -> tuple:
     """Multiply the R, G and B channels (clipped to 0..255); colour images only."""
-    gains = tuple(number(v, f"{c}_mult") for v, c in zip((r_mult, g_mult, b_mult), _CHANNELS,
-                                                          strict=True))
+    gains = tuple(number(v, name) for v, name in zip((r_mult, g_mult, b_mult), _MULTS,
+                                                     strict=True))
     colour_only(kind, "colorize")
     for g, c in zip(gains, _CHANNELS, strict=True):
         if g < 0:
@@ -37,8 +40,8 @@ def colorize(kind: ImageKind, r_mult: float, g_mult: float, b_mult: float) -> tu
 def random_colorize(kind: ImageKind, r_range: Sequence[float], g_range: Sequence[float],
                     b_range: Sequence[float]) -> Ranges:
     """``colorize`` with gains drawn uniformly from the three ranges."""
-    ranges = [span(r, f"{c}_range") for r, c in zip((r_range, g_range, b_range), _CHANNELS,
-                                                     strict=True)]
+    ranges = [span(r, name) for r, name in zip((r_range, g_range, b_range), _RANGES,
+                                                strict=True)]
     colour_only(kind, "random_colorize")
     for (lo, _), c in zip(ranges, _CHANNELS, strict=True):
         if lo < 0:
