@@ -1,0 +1,80 @@
+"""What taking one ``next()`` output costs the consumer on a GPU: part C's ``take``.
+
+    source bench/gpu_env.sh; export MILLIPYDE_BACKEND=cuda
+    python3 bench/probes/take_cost.py [--outputs 4096] [--rounds 3]
+
+Part C of ``bench_pipeline.py engine`` hands each output of the thesis recipe's Generator
+(six 512x512 photographs, its colorize an opaque callable) to ``torch.as_tensor(x,
+device="cuda")`` as it comes. Here the outputs are made first (listed), then, per output,
+in turns over the same list: ``x.__cuda_array_interface__`` alone (the gpuimage's
+materialize check and numba-cuda's dict), ``torch.as_tensor`` of it, and the whole
+Generator's ``next()`` loop with the take for the wall time per output beside them. Medians
+over the rounds, us an output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import millipyde as mp  # noqa: E402
+from bench.bench_pipeline import part_c_photos  # noqa: E402
+from millipyde.training import recipes  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--outputs", type=int, default=4096)
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    import torch
+
+    hosts = part_c_photos(512)
+    ops = recipes.figure_5_1_operations()
+
+    def gen(seed: int) -> mp.Generator:
+        return mp.Generator([mp.gpuimage(h) for h in hosts], ops, outputs=a.outputs,
+                            seed=seed, device=0)
+
+    with gen(3) as g:  # warm-up: compiles
+        for x in g:
+            torch.as_tensor(x, device="cuda")
+    rows: dict[str, list[float]] = {}
+    for r in range(a.rounds):
+        with gen(10 + r) as g:
+            t0 = time.perf_counter()
+            outs = [torch.as_tensor(x, device="cuda") for x in g]
+            torch.cuda.synchronize()
+            rows.setdefault("next() + take, wall", []).append(time.perf_counter() - t0)
+        with gen(20 + r) as g:
+            t0 = time.perf_counter()
+            made = list(g)
+            torch.cuda.synchronize()
+            rows.setdefault("next() alone, wall", []).append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        for x in made:
+            x.__cuda_array_interface__  # noqa: B018  (the property's cost is the row)
+        rows.setdefault("__cuda_array_interface__", []).append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        outs = [torch.as_tensor(x, device="cuda") for x in made]
+        rows.setdefault("torch.as_tensor(gpuimage)", []).append(time.perf_counter() - t0)
+        bufs = [x._materialize() for x in made]
+        t0 = time.perf_counter()
+        outs = [torch.as_tensor(b, device="cuda") for b in bufs]
+        rows.setdefault("torch.as_tensor(its device array)", []).append(
+            time.perf_counter() - t0)
+        del outs, made, bufs
+    n = a.outputs
+    for name, ts in rows.items():
+        us = [t / n * 1e6 for t in ts]
+        print(f"{name:40s} {statistics.median(us):8.2f} us an output "
+              f"({' / '.join(f'{u:.2f}' for u in us)})")
+
+
+if __name__ == "__main__":
+    main()
