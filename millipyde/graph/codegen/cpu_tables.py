@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 
 from ...kernels import REGISTRY
+from ...kernels.registry import BYTE_FORMS
 from .chain import chain_all
 from .gather_sig import GatherSig, chained, op_offsets, stat_layout
 
@@ -96,6 +97,26 @@ def tables(sig: GatherSig, gates: bool, body: str, batched) -> tuple[str, str, s
                          f"    {MEMBER} = b", "    for i_ in range(256):"]
                         + ["        " + line for line in fills])
     return "\n".join(lines), "\n".join(head + [f"{MEMBER} = -1"]) + "\n", "\n" + per_row
+
+
+def byte_forms(sig: GatherSig, defs: str) -> str:
+    """``defs`` (a cpu arena gather's device functions, ``chain.gather_defs``) with each
+    pixelwise op that has a byte form (``kernels.registry.BYTE_FORMS``: hue) calling it.
+
+    On the integer chains :func:`tables` reads tables for, every value reaching an op of a
+    uint8 member is a whole number in [0, 255], which is what a byte form takes (on another
+    ``full`` it runs the op's own function): the values are the op's, with cheaper arithmetic.
+    ``defs`` unchanged elsewhere.
+    """
+    if not sig.is_int or sig.mode != "chain" or sig.grey or sig.bounded or sig.packed:
+        return defs
+    out = defs
+    for name in BYTE_FORMS:
+        out = out.replace(f"_f_{name} = _dev3(_R[{name!r}].fn)\n",
+                          f"_f_{name} = _dev3(_BYTES[{name!r}])\n")
+    if out == defs:
+        return defs
+    return "from millipyde.kernels.registry import BYTE_FORMS as _BYTES\n" + out
 
 
 #: an edge-mode bilinear sampler's pixel up to its taps (``gather_body``), as the cpu arena
