@@ -90,6 +90,11 @@ UNIT = np.arange(256.0) / 255.0
 RECIPROCAL = 1.0 / np.maximum(UNIT, UNIT[1])
 #: 1/6 rounded
 SIXTH = 1.0 / 6.0
+#: :func:`hsv_bytes`' cases (largest channel r and smallest b, r and g; g and b, g and r; b
+#: and r, b and g): h = (CASE_A + CASE_S x) + CASE_B, x the middle channel's ratio
+CASE_A = np.array([1.0, -1.0, 2.0, 3.0, 4.0, 5.0])
+CASE_S = np.array([-1.0, 1.0, 1.0, -1.0, 1.0, -1.0])
+CASE_B = np.array([0.0, 0.0, -1.0, 0.0, -1.0, 0.0])
 
 
 @register_jitable
@@ -117,22 +122,13 @@ def hsv_bytes(r, g, b):  # noqa: ANN001, ANN201 - kernel math
         return 0.0, rng, maxc
     q = rng * RECIPROCAL[hi]
     s = fma(fma(-q, maxc, rng), RECIPROCAL[hi], q)
-    # (maxc - x) / rng of each channel x but the smallest, whose ratio is 1.0; each sum in
-    # _to_hsv's order
-    if hi == ri:
-        if bi == lo:
-            h = 1.0 - (maxc - UNIT[gi]) / rng
-        else:
-            h = (maxc - UNIT[bi]) / rng - 1.0
-    elif hi == gi:
-        if bi == lo:
-            h = 2.0 + (maxc - UNIT[ri]) / rng - 1.0
-        else:
-            h = 2.0 + 1.0 - (maxc - UNIT[bi]) / rng
-    elif ri == lo:
-        h = 4.0 + (maxc - UNIT[gi]) / rng - 1.0
-    else:
-        h = 4.0 + 1.0 - (maxc - UNIT[ri]) / rng
+    # the branch of _to_hsv (largest channel r, g or b, then which is the smallest), as a
+    # case: h = (CASE_A + CASE_S x) + CASE_B, x = (maxc - m) / rng of the middle channel m, the
+    # smallest's ratio being 1.0 (each sum in _to_hsv's order; CASE_S x is exact)
+    c = 0 if hi == ri else (2 if hi == gi else 4)
+    c += 1 if (ri if c == 4 else bi) != lo else 0
+    x = (maxc - UNIT[ri + gi + bi - hi - lo]) / rng
+    h = (CASE_A[c] + CASE_S[c] * x) + CASE_B[c]
     q = h * SIXTH
     return fma(fma(-q, 6.0, h), SIXTH, q), s, maxc
 
