@@ -133,6 +133,8 @@ class OpSpec:
 
 
 REGISTRY: dict[str, OpSpec] = {}
+
+
 #: pixelwise ops' forms for whole values in [0, 255] on uint8 images (another ``full``: the
 #: op's own function), the same values with cheaper arithmetic; the cpu arena gathers call
 #: them on integer chains (``graph.codegen.cpu_tables.byte_forms``)
