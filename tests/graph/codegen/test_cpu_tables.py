@@ -71,6 +71,18 @@ def test_which_kernels_take_them() -> None:
     assert "et0_" not in arena_gather_source(_sig(), "cuda", gates=True)
 
 
+def test_byte_forms_on_integer_chains() -> None:
+    # uint8 members of integer chains call hue's and saturation's byte forms (which run the
+    # ops' functions on another full); float images and GPU kernels the ops' functions
+    sig = _sig(sampler=False, edge=False, pre=("adjust_saturation", "adjust_hue"), post=())
+    text = arena_gather_source(sig, "cpu", gates=True)
+    assert "_dev3(_BYTES['adjust_hue'])" in text and "_dev3(_BYTES['adjust_saturation'])" in text
+    for other in (arena_gather_source(_sig(sampler=False, edge=False, is_int=False,
+                                           pre=sig.pre, post=()), "cpu", gates=True),
+                  arena_gather_source(sig, "cuda", gates=True)):
+        assert "_BYTES" not in other and "_R['adjust_hue'].fn" in other
+
+
 def test_other_samplers_keep_their_pixel() -> None:
     body = "fy = a0_ * y + a1_ * x + a2_\nv0 = fy"
     assert cpu_tables.separable(body) == (body, "", "")
