@@ -64,6 +64,7 @@ def _sig(**kw) -> GatherSig:
 def test_which_kernels_take_them() -> None:
     text = arena_gather_source(_sig(), "cpu", gates=True)
     assert "et0_[0, _u(int(v0))]" in text and "cdc_[x]" in text
+    assert "hh_[ia_, x, 0] + dr * hh_[ib_, x, 0]" in text  # rows blended once (_held_rows)
     # float images: no tables; a bounded window's fills need not be whole
     assert "et0_" not in arena_gather_source(_sig(is_int=False), "cpu", gates=True)
     assert "et0_" not in arena_gather_source(_sig(bounded=True), "cpu", gates=True)
@@ -91,8 +92,10 @@ def test_other_samplers_keep_their_pixel() -> None:
 def test_tabled_kernels_compute_the_inline_values(monkeypatch: pytest.MonkeyPatch) -> None:
     # an edge-mode bilinear stage with a gated elementwise op after it, compiled as generated
     # and with neither rewrite, run on four members: axis-aligned (row and column
-    # coordinates; a flip's negative step), rotated (the pixel's own coordinates), the op
-    # gated off, the sampler gated off; whole launches and two parts (each fills its tables)
+    # coordinates, rows blended once and held; a flip's negative step), rotated (the pixel's
+    # own coordinates), the op gated off, the sampler gated off; members 0 and 2 read the same
+    # source rows with other maps (held rows are a member's own); whole launches and two parts
+    # (each fills its tables)
     sig = _sig(post=("brightness",))
     fast = load(arena_gather_source(sig, "cpu", gates=True), "cpu").kernel
     monkeypatch.setattr(cpu_tables, "tables", lambda s, g, body, b: (body, "", ""))
