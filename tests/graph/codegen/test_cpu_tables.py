@@ -93,8 +93,8 @@ def test_tabled_kernels_compute_the_inline_values(monkeypatch: pytest.MonkeyPatc
     # an edge-mode bilinear stage with a gated elementwise op after it, compiled as generated
     # and with neither rewrite, run on four members: axis-aligned (row and column
     # coordinates, rows blended once and held; a flip's negative step), rotated (the pixel's
-    # own coordinates), the op gated off, the sampler gated off; members 0 and 2 read the same
-    # source rows with other maps (held rows are a member's own); whole launches and two parts
+    # own coordinates), the op gated off, the sampler gated off; member 2 starts on the source
+    # rows where member 0 ends, with other columns (held rows are a member's own); whole launches and two parts
     # (each fills its tables)
     sig = _sig(post=("brightness",))
     fast = load(arena_gather_source(sig, "cpu", gates=True), "cpu").kernel
@@ -107,7 +107,7 @@ def test_tabled_kernels_compute_the_inline_values(monkeypatch: pytest.MonkeyPatc
     p = np.zeros((4, 22))
     p[:, [0, 4]] = 1.0  # the integer map: identity
     p[:, 6:12] = [[0.7, 0.0, 0.3, 0.0, -0.8, 8.2], [0.6, 0.3, 0.1, -0.3, 0.6, 4.0],
-                  [0.55, 0.0, -0.4, 0.0, 0.9, 0.2], [0.6, 0.3, 0.1, -0.3, 0.6, 4.0]]
+                  [0.55, 0.0, 4.2, 0.0, 0.9, 0.2], [0.6, 0.3, 0.1, -0.3, 0.6, 4.0]]
     p[:, 12:17] = [9, 11, 255.0, 0.0, 255.0]
     p[:, 17] = [0.21, -0.13, 0.3, 0.07]
     p[2, 20] = 1.0  # the op gated off
