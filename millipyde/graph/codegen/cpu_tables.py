@@ -13,8 +13,14 @@ values are bit-identical; other integer types (``full`` another maximum) run the
 as before. The per-image tables of GPU gathers (``gather_body.tabled_prologue``,
 ``batch_tables``) do the same for their chains.
 
+The same chains call the pixelwise ops' byte forms (:func:`byte_forms`: hue's and
+saturation's arithmetic for whole values in [0, 255], fewer divisions, the same values), and an
+axis-aligned bilinear member blends each source row horizontally once (:func:`separable`,
+``_held_rows``).
+
 What the tables and :func:`separable`'s coordinates save on the ImageNet recipe is measured in
-bench/RESULTS.md ("cpu backend: per-member tables").
+bench/RESULTS.md ("cpu backend: per-member tables"); the byte forms and held rows in "cpu
+backend: hue's and saturation's byte forms, source rows blended once".
 """
 
 from __future__ import annotations
@@ -141,7 +147,8 @@ def separable(body: str) -> tuple[str, str, str]:
     the column's. Each row computes its two tap rows' offsets and ``dr`` once; each member's
     first row in a part fills the columns' offsets and ``dc``; the pixel reads them. The
     offsets are the same integers summed in another order and ``dr``, ``dc`` the same floats,
-    so values are bit-identical. Other members run the pixel's own arithmetic, as before.
+    so values are bit-identical. Such a member's rows are also blended horizontally once
+    (:func:`_held_rows`). Other members run the pixel's own arithmetic, as before.
     Returns ``(body, head, per_row)`` as :func:`tables`; the body unchanged (and ``""``) where
     it is not such a sampler's.
     """
