@@ -70,7 +70,7 @@ def arena_gather_source(sig: GatherSig, target: str, sim: bool = False, gates: b
     jam = jam_pixels(sig)
     defs = gather_defs(sig)
     if target == "cpu":
-        # uint8 members' pixelwise ops in their byte forms (hue's two divisions, not seven)
+        # uint8 members' pixelwise ops in their byte forms (hue's one division, not seven)
         defs = cpu_tables.byte_forms(sig, defs)
     head = (f"# millipyde generated arena gather: {sig} layout={layout or '-'} "
             f"channels={channels}\n" + HEADER[target] + defs + RINT_CLIP)

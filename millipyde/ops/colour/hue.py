@@ -99,13 +99,14 @@ CASE_B = np.array([0.0, 0.0, -1.0, 0.0, -1.0, 0.0])
 
 @register_jitable
 def hsv_bytes(r, g, b):  # noqa: ANN001, ANN201 - kernel math
-    """:func:`_to_hsv` of whole numbers ``r, g, b`` in [0, 255] with ``full`` 255, with two
-    divisions instead of seven: the same values, bit for bit (``tests/ops/test_hue_bytes.py``
+    """:func:`_to_hsv` of whole numbers ``r, g, b`` in [0, 255] with ``full`` 255, with one
+    division instead of seven: the same values, bit for bit (``tests/ops/test_colour_bytes.py``
     compares all 2**24 pixels).
 
     The channels' ``x / 255`` are read from :data:`UNIT`. Of the two channel ratios a branch
     reads, the smallest channel's is ``rng / rng``, exactly 1 (the largest and smallest
-    channels differ), so only the middle channel's is divided. ``rng / maxc`` and ``h / 6``
+    channels differ), so only the middle channel's is divided (the branch taken as a case
+    index into the sums' constants, :data:`CASE_A`). ``rng / maxc`` and ``h / 6``
     are the quotients corrected once from the rounded reciprocal ``y`` of the divisor ``d``:
     ``q = a y``, then ``q + fma(-q, d, a) y`` (Markstein's correction step; the remainder
     ``fma(-q, d, a)`` is exact).
@@ -137,7 +138,7 @@ def hue_shift_bytes(r, g, b, full, delta, _b, _d):  # noqa: ANN001, ANN201 - ker
     """:func:`hue_shift` where ``r, g, b`` are whole numbers in [0, 255] and ``full`` is 255
     (uint8 images; another ``full`` runs :func:`hue_shift`): the cpu arena gathers' form on
     uint8 members (``graph.codegen.cpu_tables``), the same values with :func:`hsv_bytes`'s
-    two divisions a pixel instead of seven."""
+    one division a pixel instead of seven."""
     if full != 255.0:
         return hue_shift(r, g, b, full, delta, _b, _d)
     h6, s, maxc = hsv_bytes(r, g, b)
