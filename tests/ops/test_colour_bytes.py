@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from millipyde.graph.codegen.cpu_devices import inlined
+from millipyde.graph.codegen.cpu_devices import device
 from millipyde.kernels.fmath import fma
 from millipyde.kernels.registry import BYTE_FORMS
 from millipyde.ops.colour.hue import _to_hsv, hsv_bytes, hue_shift, hue_shift_bytes
@@ -41,9 +41,9 @@ def test_saturation_grey_without_the_division() -> None:
     assert np.array_equal(np.floor(n * 1e-4), np.floor(n / 10000.0))
 
 
-# as the generated cpu modules call them (``_dev3``)
-_HUE, _HUE_B = inlined(hue_shift), inlined(hue_shift_bytes)
-_SAT, _SAT_B = inlined(saturation_blend), inlined(saturation_blend_bytes)
+# compiled as the generated cpu modules compile them (``_dev``: not inlined, to compile once)
+_HUE, _HUE_B = device(hue_shift), device(hue_shift_bytes)
+_SAT, _SAT_B = device(saturation_blend), device(saturation_blend_bytes)
 
 
 @njit(error_model="numpy", cache=False)
