@@ -195,6 +195,8 @@ def separable(body: str) -> tuple[str, str, str]:
         "    rybo_ = 0"])
     rest, rows_head, rows_fill = _held_rows(rest)
     if rows_head:
+        # a pixel of held rows reads dr alone (not the columns' taps)
+        pixel = ["if hs_:", "    dr = rdr_", "el" + pixel[0]] + pixel[1:]
         head += rows_head
         per_row = per_row.replace("        cb_ = b\n", "        cb_ = b\n        hk_[0] = -1\n"
                                   "        hk_[1] = -1\n", 1) + rows_fill
