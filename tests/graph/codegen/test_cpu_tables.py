@@ -94,8 +94,8 @@ def test_tabled_kernels_compute_the_inline_values(monkeypatch: pytest.MonkeyPatc
     # and with neither rewrite, run on four members: axis-aligned (row and column
     # coordinates, rows blended once and held; a flip's negative step), rotated (the pixel's
     # own coordinates), the op gated off, the sampler gated off; member 2 starts on the source
-    # rows where member 0 ends, with other columns (held rows are a member's own); whole launches and two parts
-    # (each fills its tables)
+    # rows where member 0 ends, with other columns (held rows are a member's own); whole
+    # launches and two parts (each fills its tables)
     sig = _sig(post=("brightness",))
     fast = load(arena_gather_source(sig, "cpu", gates=True), "cpu").kernel
     monkeypatch.setattr(cpu_tables, "tables", lambda s, g, body, b: (body, "", ""))
