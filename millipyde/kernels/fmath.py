@@ -1,8 +1,9 @@
 """Float helpers for the ops' scalar kernels and generated code, the same on every target:
 :func:`floorf`, :func:`lowest` (an integer type's lowest value from its full intensity),
 :func:`at_least`, :func:`overflows` (a blend factor's overflow test, divided only where it
-can hold), and :func:`rintf` (the cpu target's rounding to whole numbers,
-``target.RINT_CLIP_CPU``).
+can hold), :func:`rintf` (the cpu target's rounding to whole numbers,
+``target.RINT_CLIP_CPU``) and :func:`fma` (one rounding of ``a * b + c``: the cpu byte forms'
+corrected quotients, ``ops.colour.hue``).
 
 ``math.floor`` of a float is an integer in Python and in Numba's compiled code. A kernel that
 floors a float64 and goes on with float arithmetic (a blend truncated to whole values, a hue
@@ -23,6 +24,7 @@ sign): what the ops return is rounded and clipped (``_rint_clip``) or clipped by
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 from llvmlite import ir
@@ -72,6 +74,29 @@ def rintf(x: float) -> float:
 @overload(rintf, inline="always")
 def _rintf(x):  # noqa: ANN001, ANN202 - Numba's overload protocol
     return lambda x: _llvm_rint(float(x))
+
+
+def fma(a: float, b: float, c: float) -> float:
+    """``a * b + c`` rounded once (to nearest, halves to even), for finite arguments."""
+    return float(Fraction(a) * Fraction(b) + Fraction(c))
+
+
+@intrinsic
+def _llvm_fma(typingctx, a, b, c):  # noqa: ANN001, ANN202 - Numba's intrinsic protocol
+    sig = types.float64(types.float64, types.float64, types.float64)
+
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+        fnty = ir.FunctionType(ir.DoubleType(), [ir.DoubleType()] * 3)
+        return builder.call(cgutils.get_or_insert_function(builder.module, fnty,
+                                                           "llvm.fma.f64"), args)
+
+    return sig, codegen
+
+
+@overload(fma, inline="always")
+def _fma(a, b, c):  # noqa: ANN001, ANN202 - Numba's overload protocol
+    # ``vfmadd`` where the CPU has FMA3 (libm's exact ``fma`` otherwise)
+    return lambda a, b, c: _llvm_fma(float(a), float(b), float(c))
 
 
 @register_jitable

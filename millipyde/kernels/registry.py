@@ -135,6 +135,12 @@ class OpSpec:
 REGISTRY: dict[str, OpSpec] = {}
 
 
+#: pixelwise ops' forms for whole values in [0, 255] on uint8 images (another ``full``: the
+#: op's own function), the same values with cheaper arithmetic; the cpu arena gathers call
+#: them on integer chains (``graph.codegen.cpu_tables.byte_forms``)
+BYTE_FORMS: dict[str, Callable] = {}
+
+
 def source_digest(fn: Callable) -> str:
     """SHA-1 (12 hex digits) of a built-in kernel's source (a user op's key is made by
     ``millipyde.user_functions`` instead)."""

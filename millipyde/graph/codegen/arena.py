@@ -68,8 +68,12 @@ def arena_gather_source(sig: GatherSig, target: str, sim: bool = False, gates: b
             tables += cols
             per_image += rowed
     jam = jam_pixels(sig)
+    defs = gather_defs(sig)
+    if target == "cpu":
+        # uint8 members' pixelwise ops in their byte forms (hue's one division, not seven)
+        defs = cpu_tables.byte_forms(sig, defs)
     head = (f"# millipyde generated arena gather: {sig} layout={layout or '-'} "
-            f"channels={channels}\n" + HEADER[target] + gather_defs(sig) + RINT_CLIP)
+            f"channels={channels}\n" + HEADER[target] + defs + RINT_CLIP)
     dec = f"\n\n{jit_decorator(target, sim)}\n"
     if not layout:
         fn = (dec + "def kernel(src, rows, dst, p, stat):\n"

@@ -2,17 +2,16 @@
 
 import math
 
+from numba.extending import register_jitable
+
 from ...kernels.fmath import floorf, overflows
-from ...kernels.registry import pixelwise
+from ...kernels.registry import BYTE_FORMS, pixelwise
 from ..base import ImageKind, Ranges, bounds, define, number
 
 
-@pixelwise(nparams=1, name="adjust_saturation", whole=True)
-def saturation_blend(r, g, b, full, factor, _b, _d):
-    """torchvision ``adjust_saturation``: blend each channel with the pixel's grey value."""
-    s = (2989.0 * r + 5870.0 * g + 1140.0 * b) / 10000.0  # exact on whole numbers (tv_grey)
-    if full != 1.0:
-        s = floorf(s)
+@register_jitable
+def _blend(r, g, b, s, full, factor):  # noqa: ANN001, ANN202 - kernel math
+    """:func:`saturation_blend` past the grey ``s`` of the pixel ``r, g, b``."""
     k = 1.0 - factor
     if overflows(factor, max(abs(r), abs(g), abs(b), 1.0)):
         # a factor near float64's largest, whose products would overflow: the blend's limit
@@ -37,6 +36,32 @@ def saturation_blend(r, g, b, full, factor, _b, _d):
     if full != 1.0:
         return floorf(r2), floorf(g2), floorf(b2)
     return r2, g2, b2
+
+
+@pixelwise(nparams=1, name="adjust_saturation", whole=True)
+@register_jitable
+def saturation_blend(r, g, b, full, factor, _b, _d):
+    """torchvision ``adjust_saturation``: blend each channel with the pixel's grey value."""
+    s = (2989.0 * r + 5870.0 * g + 1140.0 * b) / 10000.0  # exact on whole numbers (tv_grey)
+    if full != 1.0:
+        s = floorf(s)
+    return _blend(r, g, b, s, full, factor)
+
+
+def saturation_blend_bytes(r, g, b, full, factor, _b, _d):  # noqa: ANN001, ANN201 - kernel math
+    """:func:`saturation_blend` where ``r, g, b`` are whole numbers in [0, 255] and ``full`` is
+    255 (uint8 images; another ``full`` runs :func:`saturation_blend`): the cpu arena gathers'
+    form on uint8 members (``graph.codegen.cpu_tables``). The grey's floor of ``n / 10000``,
+    ``n`` the whole weighted sum (at most 2,550,000), is the floor of ``n * 1e-4``: the same
+    for every ``n`` of the 2**24 pixels (``tests/ops/test_colour_bytes.py``), without the
+    division."""
+    if full != 255.0:
+        return saturation_blend(r, g, b, full, factor, _b, _d)
+    s = floorf((2989.0 * r + 5870.0 * g + 1140.0 * b) * 1e-4)
+    return _blend(r, g, b, s, full, factor)
+
+
+BYTE_FORMS["adjust_saturation"] = saturation_blend_bytes
 
 
 SATURATION = define("adjust_saturation", "colour", [saturation_blend],

@@ -64,11 +64,24 @@ def _sig(**kw) -> GatherSig:
 def test_which_kernels_take_them() -> None:
     text = arena_gather_source(_sig(), "cpu", gates=True)
     assert "et0_[0, _u(int(v0))]" in text and "cdc_[x]" in text
+    assert "hh_[ia_, x, 0] + dr * hh_[ib_, x, 0]" in text  # rows blended once (_held_rows)
     # float images: no tables; a bounded window's fills need not be whole
     assert "et0_" not in arena_gather_source(_sig(is_int=False), "cpu", gates=True)
     assert "et0_" not in arena_gather_source(_sig(bounded=True), "cpu", gates=True)
     # GPU kernels are left as they were
     assert "et0_" not in arena_gather_source(_sig(), "cuda", gates=True)
+
+
+def test_byte_forms_on_integer_chains() -> None:
+    # uint8 members of integer chains call hue's and saturation's byte forms (which run the
+    # ops' functions on another full); float images and GPU kernels the ops' functions
+    sig = _sig(sampler=False, edge=False, pre=("adjust_saturation", "adjust_hue"), post=())
+    text = arena_gather_source(sig, "cpu", gates=True)
+    assert "_dev3(_BYTES['adjust_hue'])" in text and "_dev3(_BYTES['adjust_saturation'])" in text
+    for other in (arena_gather_source(_sig(sampler=False, edge=False, is_int=False,
+                                           pre=sig.pre, post=()), "cpu", gates=True),
+                  arena_gather_source(sig, "cuda", gates=True)):
+        assert "_BYTES" not in other and "_R['adjust_hue'].fn" in other
 
 
 def test_other_samplers_keep_their_pixel() -> None:
@@ -79,8 +92,10 @@ def test_other_samplers_keep_their_pixel() -> None:
 def test_tabled_kernels_compute_the_inline_values(monkeypatch: pytest.MonkeyPatch) -> None:
     # an edge-mode bilinear stage with a gated elementwise op after it, compiled as generated
     # and with neither rewrite, run on four members: axis-aligned (row and column
-    # coordinates; a flip's negative step), rotated (the pixel's own coordinates), the op
-    # gated off, the sampler gated off; whole launches and two parts (each fills its tables)
+    # coordinates, rows blended once and held; a flip's negative step), rotated (the pixel's
+    # own coordinates), the op gated off, the sampler gated off; member 2 starts on the source
+    # rows where member 0 ends, with other columns (held rows are a member's own); whole
+    # launches and two parts (each fills its tables)
     sig = _sig(post=("brightness",))
     fast = load(arena_gather_source(sig, "cpu", gates=True), "cpu").kernel
     monkeypatch.setattr(cpu_tables, "tables", lambda s, g, body, b: (body, "", ""))
@@ -92,7 +107,7 @@ def test_tabled_kernels_compute_the_inline_values(monkeypatch: pytest.MonkeyPatc
     p = np.zeros((4, 22))
     p[:, [0, 4]] = 1.0  # the integer map: identity
     p[:, 6:12] = [[0.7, 0.0, 0.3, 0.0, -0.8, 8.2], [0.6, 0.3, 0.1, -0.3, 0.6, 4.0],
-                  [0.55, 0.0, -0.4, 0.0, 0.9, 0.2], [0.6, 0.3, 0.1, -0.3, 0.6, 4.0]]
+                  [0.55, 0.0, 4.2, 0.0, 0.9, 0.2], [0.6, 0.3, 0.1, -0.3, 0.6, 4.0]]
     p[:, 12:17] = [9, 11, 255.0, 0.0, 255.0]
     p[:, 17] = [0.21, -0.13, 0.3, 0.07]
     p[2, 20] = 1.0  # the op gated off
