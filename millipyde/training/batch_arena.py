@@ -359,9 +359,17 @@ def _code(cols: list[np.ndarray]) -> np.ndarray:
 
 
 def _groups_of(code: np.ndarray) -> np.ndarray:
-    """Per entry, the index of its value among the distinct values of ``code`` (sorted)."""
+    """Per entry, the index of its value among the distinct values of ``code`` (sorted;
+    non-negative integers)."""
     if len(code) and (code == code[0]).all():
         return np.zeros(len(code), dtype=np.int64)
+    top = int(code.max(initial=0))
+    if top < 4 * len(code) + 64:
+        # small codes (a batch's structures): each value's rank among those present, from a
+        # table of the values (a sort's ``np.unique`` costs several times more)
+        present = np.zeros(top + 1, dtype=np.int64)
+        present[code] = 1
+        return (np.cumsum(present) - 1)[code]
     return np.unique(code, return_inverse=True)[1].reshape(-1)
 
 
@@ -533,25 +541,29 @@ def _stats_fn(parts: tuple, gates: bool) -> Any:
                                            gates)
 
 
-def _upload(launches: list[Launch], device: int) -> tuple[Any, list[tuple]]:
-    """Every launch's per-member arrays in one pack, uploaded: the pack and per launch its
-    slots (:func:`_slots`); the statistics' buffers are made on the device
-    (:func:`_stat_rows`)."""
+def _upload(launches: list[Launch], device: int) -> tuple[Any, list[tuple], Any]:
+    """Every launch's per-member arrays in one pack, uploaded: the pack, per launch its
+    slots (:func:`_slots`) and what must live until the kernels are done besides them (the
+    statistics' one buffer and its copy's source, made on the device:
+    :func:`_batch_stat_rows`)."""
     from ..graph.exec.batch import Pack
 
     pk = Pack()
-    slots = [_slots(pk, L, L.rows, device) for L in launches]
+    stats = _batch_stat_rows(launches, device)
+    slots = [_slots(pk, L, L.rows, device, stats) for L in launches]
     pk.upload(device)
-    return pk, slots
+    return pk, slots, stats.get("held")
 
 
-def _slots(pk: Any, L: Launch, rows: np.ndarray, device: int) -> tuple:
+def _slots(pk: Any, L: Launch, rows: np.ndarray, device: int,
+           stats: dict[Any, Any] | None = None) -> tuple:
     """Launch ``L``'s arrays added to ``pk`` (``rows``: where its members read their source):
     (parameters, rows, positions, the statistics' buffer, the statistics' prefix rows, per
     stage its slots: a gather's (parameters, rows, statistics, prefix rows), a fork's
-    :func:`_fork_slots`)."""
+    :func:`_fork_slots`). ``stats``: the gathers' statistic rows made for the batch
+    (:func:`_batch_stat_rows`, by ``id`` of the gather); a gather not there gets its own."""
     m = len(L.pos)
-    stat = _stat_rows(codegen_stat.stat_init(L.sig), L.sig, m, device)
+    stat = _stat_of(stats, L, m, device)
     pres = _prefix_slots(pk, L.prefixes, L.reads)
     stages = []
     at = pk.add(rows)  # the pack slot of the rows the next gather reads
@@ -562,10 +574,9 @@ def _slots(pk: Any, L: Launch, rows: np.ndarray, device: int) -> tuple:
             if before is not None:  # (a fork takes its source rows as an array)
                 h, w = before.hw
                 rows = stage_rows(m, h * w * before.cout, w)
-            stages.append(_fork_slots(pk, st, rows, at, m, device))
+            stages.append(_fork_slots(pk, st, rows, at, m, device, stats))
         else:
-            stages.append((pk.add(st.p), at,
-                           _stat_rows(codegen_stat.stat_init(st.sig), st.sig, m, device),
+            stages.append((pk.add(st.p), at, _stat_of(stats, st, m, device),
                            _prefix_slots(pk, st.prefixes, st.reads)))
         at, before = _stage_rows(pk, m, st), st
     return (pk.add(L.p), at, pk.add(L.pos.astype(np.int64)), stat, pres, stages)
@@ -578,7 +589,7 @@ def _prefix_slots(pk: Any, prefixes: list[Prefix], reads: list) -> list[int | No
 
 
 def _fork_slots(pk: Any, F: ForkStage, rows: np.ndarray, at: int, m: int,
-                device: int) -> tuple:
+                device: int, stats: dict[Any, Any] | None = None) -> tuple:
     """A fork's arrays: (weights, its source rows (``rows``, already in ``pk`` at slot ``at``:
     the branches take theirs from the array), each member's chain images' offsets in the
     fork's buffer (m, k), per branch launch (the launch, its :func:`_slots`, its offset)): the
@@ -592,7 +603,7 @@ def _fork_slots(pk: Any, F: ForkStage, rows: np.ndarray, at: int, m: int,
     for P in F.pieces:
         n = len(P.pos)
         frows[P.pos] = (start + np.arange(n, dtype=np.int64)) * size
-        pieces.append((P, _slots(pk, P, rows[P.pos % m], device), start * size))
+        pieces.append((P, _slots(pk, P, rows[P.pos % m], device, stats), start * size))
         start += n
     return (pk.add(np.ascontiguousarray(F.weights, dtype=np.float64)), at,
             pk.add(np.ascontiguousarray(frows.reshape(k, m).T)), pieces)
@@ -614,6 +625,83 @@ def _stat_rows(init: np.ndarray, sig: Any, m: int, device: int) -> Any:
     if m:
         runtime.copy_into(buf, 0, src[:m * width], m * width)
     return runtime.reshape(buf, (m, width))
+
+
+def _stat_of(stats: dict[Any, Any] | None, G: Launch | Stage, m: int, device: int) -> Any:
+    """Gather ``G``'s statistic rows: its view of the batch's (``stats``), else its own."""
+    got = None if stats is None else stats.get(id(G))
+    return _stat_rows(codegen_stat.stat_init(G.sig), G.sig, m, device) if got is None \
+        else got
+
+
+def _stat_gathers(L: Launch, m: int, out: list) -> None:
+    """Every gather of launch ``L`` (``m`` members) that keeps statistic rows, as
+    :func:`_slots` visits them: (gather, members, its rows' starting values)."""
+    if not m:
+        return
+    stat_init = codegen_stat.stat_init
+    init = stat_init(L.sig)
+    if len(init):
+        out.append((L, m, init))
+    for st in L.stages:
+        if isinstance(st, ForkStage):
+            for P in st.pieces:
+                _stat_gathers(P, len(P.pos), out)
+            continue
+        init = stat_init(st.sig)
+        if len(init):
+            out.append((st, m, init))
+
+
+#: the layouts of statistic rows whose starting values are kept (:func:`_batch_stat_rows`)
+_STAT_LAYOUTS: set[tuple] = set()
+#: the most layouts kept (each ~M x the rows' widths; past it, new layouts take per-gather
+#: buffers: the kept values are the backend's constants, held until it shuts down)
+STAT_LAYOUTS_MAX = 64
+
+
+def _batch_stat_rows(launches: list[Launch], device: int) -> dict[Any, Any]:
+    """The statistic rows of every gather of ``launches`` that has any, in one buffer filled
+    by one device copy (by ``id`` of the gather: its (m, width) view; ``"held"``: the buffer
+    and the copy's source), instead of a buffer and a copy per gather (:func:`_stat_rows`).
+    Each gather's part holds room for a power of two of members at least its ``m`` (a few
+    layouts per recipe: the copy's source, every part's starting values end to end, is a
+    kept constant per layout); its first ``m`` rows are its view. The values are
+    :func:`_stat_rows`': each row its rules' starting values."""
+    gathers: list = []
+    for L in launches:
+        _stat_gathers(L, len(L.pos), gathers)
+    if not gathers:
+        return {}
+    layout, at = [], 0
+    for G, m, init in gathers:
+        size = 1 << max(0, m - 1).bit_length()
+        layout.append((G.sig, size, init.dtype.str))
+        at += -(-(size * init.nbytes) // 8) * 8  # (each part 8-byte aligned)
+    key = ("arena-stat-layout", tuple(layout))
+    if key not in _STAT_LAYOUTS:
+        if len(_STAT_LAYOUTS) >= STAT_LAYOUTS_MAX:
+            return {}
+        _STAT_LAYOUTS.add(key)
+
+    def starting() -> np.ndarray:
+        host = np.zeros(at, dtype=np.uint8)
+        off = 0
+        for (_, size, _), (_, _, init) in zip(layout, gathers, strict=True):
+            part = np.tile(init, size)
+            host[off:off + part.nbytes] = part.view(np.uint8)
+            off += -(-part.nbytes // 8) * 8
+        return host
+
+    src = runtime.constant(key, starting, device)
+    buf = runtime.empty((at,), np.uint8, device)
+    runtime.copy_into(buf, 0, src, at)
+    out: dict[Any, Any] = {"held": (buf, src)}
+    off = 0
+    for (_, size, _), (G, m, init) in zip(layout, gathers, strict=True):
+        out[id(G)] = runtime.part(buf, off, init.dtype, (m, len(init)))
+        off += -(-(size * init.nbytes) // 8) * 8
+    return out
 
 
 def _stage_rows(pk: Any, m: int, st: Stage | ForkStage) -> int:
@@ -728,8 +816,8 @@ def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
     from ..graph.plan.schedule import full_range
     from .batch_convert import write_sample
 
-    pk, slots = _upload(launches, device)
-    keep: list[Any] = [pk, slots]  # (slots: the statistics' buffers)
+    pk, slots, held = _upload(launches, device)
+    keep: list[Any] = [pk, slots, held]  # (slots, held: the statistics' buffers)
     mean, std = consts
     for L, slot in zip(launches, slots, strict=True):
         p, rows, pos, stat, _, _ = slot
@@ -756,9 +844,9 @@ def native(launches: list[Launch], arena: dict[str, Any],
     the kernels are done."""
     from ..graph.exec.batch import launch
 
-    pk, slots = _upload(launches, device)
+    pk, slots, held = _upload(launches, device)
     outs = []
-    keep: list[Any] = [pk, slots]  # (slots: the statistics' buffers)
+    keep: list[Any] = [pk, slots, held]  # (slots, held: the statistics' buffers)
     for L, slot in zip(launches, slots, strict=True):
         p, rows, _, stat, _, _ = slot
         src = _run_stages(L, pk, slot, arena[L.dtype.str], device, keep)
