@@ -1,5 +1,6 @@
-"""A batch's statistic rows in one buffer filled by one copy (``batch_arena._batch_stat_rows``)
-and the ranks of a batch's structure codes (``batch_arena._groups_of``)."""
+"""A batch's statistic rows and stages' outputs in one buffer, the rows filled by one copy
+(``batch_arena._batch_buffers``), and the ranks of a batch's structure codes
+(``batch_arena._groups_of``)."""
 
 from __future__ import annotations
 
@@ -37,50 +38,64 @@ def test_a_batchs_statistic_rows_are_each_gathers_starting_rows(make) -> None:
     for b in range(3):
         launches, _ = rec.record(list(range(b * 64, b * 64 + 64)))
         with runtime.on_device(0):
-            stats = batch_arena._batch_stat_rows(launches, 0)
+            stats = batch_arena._batch_buffers(launches, 0)
             gathers: list = []
+            temps: list = []
             for L in launches:
-                batch_arena._stat_gathers(L, len(L.pos), gathers)
-            assert len(stats) == len(gathers) + (1 if gathers else 0)  # (+ "held")
+                batch_arena._stat_gathers(L, len(L.pos), gathers, temps)
+            # (+ "held")
+            assert len(stats) == len(gathers) + len(temps) + (1 if gathers or temps else 0)
+            for st, shape, dtype in temps:
+                out = stats[(id(st), "out")]
+                assert tuple(out.shape) == shape and np.dtype(out.dtype) == dtype
             for G, m, init in gathers:
                 got = _host(stats[id(G)])
                 want = _host(batch_arena._stat_rows(init, G.sig, m, 0))
                 assert got.shape == want.shape == (m, len(init))
                 assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
             if not runtime.caps.device_memory:  # the parts do not overlap
-                for i, (G, _, _) in enumerate(gathers):
-                    stats[id(G)][...] = i
-                for i, (G, _, _) in enumerate(gathers):
-                    assert (stats[id(G)] == i).all()
-        seen += len(gathers)
-    assert seen  # (the policies' equalize and autocontrast keep statistics)
+                parts = [stats[id(G)] for G, _, _ in gathers] + \
+                    [stats[(id(st), "out")] for st, _, _ in temps]
+                for i, part in enumerate(parts):
+                    part[...] = i
+                for i, part in enumerate(parts):
+                    assert (part == i).all()
+        seen += len(gathers) * len(temps)
+    assert seen  # (the policies' equalize and autocontrast keep statistics; slots stages)
 
 
 def test_past_the_kept_layouts_each_gather_gets_its_own_rows(monkeypatch) -> None:
-    """With no layout kept (the bound reached) a batch's gathers take their own buffers, and
-    the batches are the same, bit for bit, as with the one buffer."""
+    """With no layout kept (the bound reached) a batch's gathers take statistic rows of their
+    own, and the batches are the same, bit for bit, as with the rows in the one buffer."""
     ops = _ops(mp.RandAugment(2, 9))
     imgs = _imgs(2)
-    used = []
-    real = batch_arena._batch_stat_rows
+    used: list = []
+    temps: list = []
+    real = batch_arena._batch_buffers
 
     def counted(launches: list, device: int) -> dict:
         got = real(launches, device)
-        used.append(len(got))
+        # (the gathers' statistic rows; the stages' outputs)
+        used.append(sum(isinstance(k, int) for k in got))
+        temps.append(sum(isinstance(k, tuple) for k in got))
         return got
 
-    monkeypatch.setattr(batch_arena, "_batch_stat_rows", counted)
+    monkeypatch.setattr(batch_arena, "_batch_buffers", counted)
     outs = []
-    for bound in (batch_arena.STAT_LAYOUTS_MAX, 0):
+    for bound, whole in ((batch_arena.STAT_LAYOUTS_MAX, True), (0, True), (0, False)):
         monkeypatch.setattr(batch_arena, "STAT_LAYOUTS_MAX", bound)
         monkeypatch.setattr(batch_arena, "_STAT_LAYOUTS", set())
+        if not whole:  # (and every stage's output a buffer of its own)
+            monkeypatch.setattr(batch_arena, "_batch_buffers", lambda launches, device: {})
         used.clear()
+        temps.clear()
         gen = mp.Generator(imgs, ops, outputs=24, seed=7)
         with gen.batches(8) as bs:
             outs.append([np.asarray(b) for b in bs])
         assert any(used) == (bound > 0), used
-    for a, b in zip(*outs, strict=True):
-        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+        assert any(temps) == whole, temps
+    for a, b, c in zip(*outs, strict=True):
+        assert a.dtype == b.dtype == c.dtype and a.tobytes() == b.tobytes() == c.tobytes()
 
 
 @pytest.mark.parametrize("top", [1, 2, 5, 50, 3000, 10 ** 12])

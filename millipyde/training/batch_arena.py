@@ -544,12 +544,12 @@ def _stats_fn(parts: tuple, gates: bool) -> Any:
 def _upload(launches: list[Launch], device: int) -> tuple[Any, list[tuple], Any]:
     """Every launch's per-member arrays in one pack, uploaded: the pack, per launch its
     slots (:func:`_slots`) and what must live until the kernels are done besides them (the
-    statistics' one buffer and its copy's source, made on the device:
-    :func:`_batch_stat_rows`)."""
+    statistics' and stages' one buffer and its copy's source, made on the device:
+    :func:`_batch_buffers`)."""
     from ..graph.exec.batch import Pack
 
     pk = Pack()
-    stats = _batch_stat_rows(launches, device)
+    stats = _batch_buffers(launches, device)
     slots = [_slots(pk, L, L.rows, device, stats) for L in launches]
     pk.upload(device)
     return pk, slots, stats.get("held")
@@ -560,8 +560,8 @@ def _slots(pk: Any, L: Launch, rows: np.ndarray, device: int,
     """Launch ``L``'s arrays added to ``pk`` (``rows``: where its members read their source):
     (parameters, rows, positions, the statistics' buffer, the statistics' prefix rows, per
     stage its slots: a gather's (parameters, rows, statistics, prefix rows), a fork's
-    :func:`_fork_slots`). ``stats``: the gathers' statistic rows made for the batch
-    (:func:`_batch_stat_rows`, by ``id`` of the gather); a gather not there gets its own."""
+    :func:`_fork_slots`), a gather stage's output buffer last. ``stats``: the batch's
+    (:func:`_batch_buffers`); a gather or stage not there gets its own when run."""
     m = len(L.pos)
     stat = _stat_of(stats, L, m, device)
     pres = _prefix_slots(pk, L.prefixes, L.reads)
@@ -577,7 +577,8 @@ def _slots(pk: Any, L: Launch, rows: np.ndarray, device: int,
             stages.append(_fork_slots(pk, st, rows, at, m, device, stats))
         else:
             stages.append((pk.add(st.p), at, _stat_of(stats, st, m, device),
-                           _prefix_slots(pk, st.prefixes, st.reads)))
+                           _prefix_slots(pk, st.prefixes, st.reads),
+                           None if stats is None else stats.get((id(st), "out"))))
         at, before = _stage_rows(pk, m, st), st
     return (pk.add(L.p), at, pk.add(L.pos.astype(np.int64)), stat, pres, stages)
 
@@ -634,9 +635,11 @@ def _stat_of(stats: dict[Any, Any] | None, G: Launch | Stage, m: int, device: in
         else got
 
 
-def _stat_gathers(L: Launch, m: int, out: list) -> None:
+def _stat_gathers(L: Launch, m: int, out: list, temps: list | None = None) -> None:
     """Every gather of launch ``L`` (``m`` members) that keeps statistic rows, as
-    :func:`_slots` visits them: (gather, members, its rows' starting values)."""
+    :func:`_slots` visits them: (gather, members, its rows' starting values); and into
+    ``temps`` every stage's output that :func:`_run_stages` writes: (stage, its (m, h, w, c)
+    shape, its dtype)."""
     if not m:
         return
     stat_init = codegen_stat.stat_init
@@ -646,61 +649,90 @@ def _stat_gathers(L: Launch, m: int, out: list) -> None:
     for st in L.stages:
         if isinstance(st, ForkStage):
             for P in st.pieces:
-                _stat_gathers(P, len(P.pos), out)
+                _stat_gathers(P, len(P.pos), out, temps)
             continue
         init = stat_init(st.sig)
         if len(init):
             out.append((st, m, init))
+        if temps is not None:
+            temps.append((st, (m, *st.hw, st.cout), np.dtype(L.dtype)))
 
 
-#: the layouts of statistic rows whose starting values are kept (:func:`_batch_stat_rows`)
+#: the layouts of statistic rows whose starting values are kept (:func:`_batch_buffers`)
 _STAT_LAYOUTS: set[tuple] = set()
 #: the most layouts kept (each ~M x the rows' widths; past it, new layouts take per-gather
 #: buffers: the kept values are the backend's constants, held until it shuts down)
 STAT_LAYOUTS_MAX = 64
+#: where a stage's output starts in a batch's buffer (bytes: as an allocation's start)
+_TEMP_ALIGN = 256
+#: a batch's buffer's size, rounded up to a multiple of this (bytes)
+_BUFFER_ROUND = 1 << 16
 
 
-def _batch_stat_rows(launches: list[Launch], device: int) -> dict[Any, Any]:
-    """The statistic rows of every gather of ``launches`` that has any, in one buffer filled
-    by one device copy (by ``id`` of the gather: its (m, width) view; ``"held"``: the buffer
-    and the copy's source), instead of a buffer and a copy per gather (:func:`_stat_rows`).
-    Each gather's part holds room for a power of two of members at least its ``m`` (a few
+def _round_up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+def _batch_buffers(launches: list[Launch], device: int) -> dict[Any, Any]:
+    """A batch's statistic rows and stages' outputs in one buffer, the rows filled by one
+    device copy, instead of a buffer and a copy per gather (:func:`_stat_rows`) and a buffer
+    per stage: by ``id`` of a gather its (m, width) statistic rows; by ``(id, "out")`` of a
+    stage its (m, h, w, c) output; ``"held"``: the buffer and the copy's source.
+
+    Each gather's rows hold room for a power of two of members at least its ``m`` (a few
     layouts per recipe: the copy's source, every part's starting values end to end, is a
-    kept constant per layout); its first ``m`` rows are its view. The values are
-    :func:`_stat_rows`': each row its rules' starting values."""
+    kept constant per layout); its first ``m`` rows are its view, at its rules' starting
+    values as :func:`_stat_rows` makes them. Past ``STAT_LAYOUTS_MAX`` layouts the rows are
+    left to :func:`_stat_rows`."""
     gathers: list = []
+    temps: list = []
     for L in launches:
-        _stat_gathers(L, len(L.pos), gathers)
-    if not gathers:
+        _stat_gathers(L, len(L.pos), gathers, temps)
+    if not gathers and not temps:
         return {}
+    if len({id(G) for G, _, _ in gathers}) < len(gathers) or \
+            len({id(st) for st, _, _ in temps}) < len(temps):  # pragma: no cover
+        return {}  # (a gather met twice: no part of its own to give it)
     layout, at = [], 0
     for G, m, init in gathers:
         size = 1 << max(0, m - 1).bit_length()
         layout.append((G.sig, size, init.dtype.str))
-        at += -(-(size * init.nbytes) // 8) * 8  # (each part 8-byte aligned)
+        at += _round_up(size * init.nbytes, 8)  # (each part 8-byte aligned)
     key = ("arena-stat-layout", tuple(layout))
-    if key not in _STAT_LAYOUTS:
+    if gathers and key not in _STAT_LAYOUTS:
         if len(_STAT_LAYOUTS) >= STAT_LAYOUTS_MAX:
-            return {}
-        _STAT_LAYOUTS.add(key)
+            gathers, layout, at = [], [], 0
+        else:
+            _STAT_LAYOUTS.add(key)
+    copied = at
+    at = _round_up(at, _TEMP_ALIGN)
+    starts = []
+    for _, shape, dtype in temps:
+        starts.append(at)
+        at += _round_up(max(int(np.prod(shape)), 1) * dtype.itemsize, _TEMP_ALIGN)
 
     def starting() -> np.ndarray:
-        host = np.zeros(at, dtype=np.uint8)
+        host = np.zeros(copied, dtype=np.uint8)
         off = 0
         for (_, size, _), (_, _, init) in zip(layout, gathers, strict=True):
             part = np.tile(init, size)
             host[off:off + part.nbytes] = part.view(np.uint8)
-            off += -(-part.nbytes // 8) * 8
+            off += _round_up(part.nbytes, 8)
         return host
 
-    src = runtime.constant(key, starting, device)
-    buf = runtime.empty((at,), np.uint8, device)
-    runtime.copy_into(buf, 0, src, at)
+    # (rounded up: a batch's size varies, and each size is a layout the pool keeps)
+    buf = runtime.empty((_round_up(max(at, 1), _BUFFER_ROUND),), np.uint8, device)
+    src = None
+    if copied:
+        src = runtime.constant(key, starting, device)
+        runtime.copy_into(buf, 0, src, copied)
     out: dict[Any, Any] = {"held": (buf, src)}
     off = 0
     for (_, size, _), (G, m, init) in zip(layout, gathers, strict=True):
         out[id(G)] = runtime.part(buf, off, init.dtype, (m, len(init)))
-        off += -(-(size * init.nbytes) // 8) * 8
+        off += _round_up(size * init.nbytes, 8)
+    for (st, shape, dtype), start in zip(temps, starts, strict=True):
+        out[(id(st), "out")] = runtime.part(buf, start, dtype, shape)
     return out
 
 
@@ -733,10 +765,11 @@ def _run_stages(L: Launch, pk: Any, slot: tuple, src: Any, device: int,
         if isinstance(st, ForkStage):
             src = _run_fork(st, pk, sslot, src, m, device, keep)
             continue
-        sp, srows, sstat, spres = sslot
+        sp, srows, sstat, spres, tmp = sslot
         _reduce(st.prefixes, st.reads, spres, L.gates, m, pk, sp, srows, src, sstat, device)
-        tmp = runtime.empty((m, *st.hw, st.cout), L.dtype, device)
-        keep.append(tmp)
+        if tmp is None:  # (not in the batch's buffer: ``_batch_buffers``)
+            tmp = runtime.empty((m, *st.hw, st.cout), L.dtype, device)
+            keep.append(tmp)
         launch(_gather_fn(st.sig, L.gates, "", 3), m, *st.hw, device, src, pk[srows], tmp,
                 pk[sp], sstat)
         src = runtime.reshape(tmp, (m * st.hw[0] * st.hw[1] * st.cout,))
