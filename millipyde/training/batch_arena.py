@@ -23,6 +23,7 @@ per-output path, and so is every chain with an op not listed (``make`` returns N
 from __future__ import annotations
 
 import functools
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -220,8 +221,10 @@ class ArenaRecorder:
             return got
 
     # -- recording --------------------------------------------------------------------------------
-    def record(self, ks: list[int], inp: Any = None) -> tuple[list[Launch], list[int]]:
-        """The launches making outputs ``ks`` and the batch positions left per output;
+    def record(self, ks: list[int] | np.ndarray,
+               inp: Any = None) -> tuple[list[Launch], list[int]]:
+        """The launches making outputs ``ks`` (a list, or an int64 array: not copied) and the
+        batch positions left per output;
         ``inp``: the input each output reads (default: the state's ``input_index``)."""
         st = self.state
         karr = np.asarray(ks, dtype=np.int64)
@@ -669,10 +672,6 @@ _TEMP_ALIGN = 256
 _BUFFER_ROUND = 1 << 16
 
 
-def _round_up(n: int, to: int) -> int:
-    return -(-n // to) * to
-
-
 def _batch_buffers(launches: list[Launch], device: int) -> dict[Any, Any]:
     """A batch's statistic rows and stages' outputs in one buffer, the rows filled by one
     device copy, instead of a buffer and a copy per gather (:func:`_stat_rows`) and a buffer
@@ -690,49 +689,46 @@ def _batch_buffers(launches: list[Launch], device: int) -> dict[Any, Any]:
         _stat_gathers(L, len(L.pos), gathers, temps)
     if not gathers and not temps:
         return {}
-    if len({id(G) for G, _, _ in gathers}) < len(gathers) or \
-            len({id(st) for st, _, _ in temps}) < len(temps):  # pragma: no cover
-        return {}  # (a gather met twice: no part of its own to give it)
-    layout, at = [], 0
+    layout, offs, at = [], [], 0
     for G, m, init in gathers:
         size = 1 << max(0, m - 1).bit_length()
         layout.append((G.sig, size, init.dtype.str))
-        at += _round_up(size * init.nbytes, 8)  # (each part 8-byte aligned)
+        offs.append(at)
+        at += -(-(size * init.nbytes) // 8) * 8  # (each part 8-byte aligned)
     key = ("arena-stat-layout", tuple(layout))
     if gathers and key not in _STAT_LAYOUTS:
         if len(_STAT_LAYOUTS) >= STAT_LAYOUTS_MAX:
-            gathers, layout, at = [], [], 0
+            gathers, layout, offs, at = [], [], [], 0
         else:
             _STAT_LAYOUTS.add(key)
     copied = at
-    at = _round_up(at, _TEMP_ALIGN)
+    at = -(-at // _TEMP_ALIGN) * _TEMP_ALIGN
     starts = []
     for _, shape, dtype in temps:
         starts.append(at)
-        at += _round_up(max(int(np.prod(shape)), 1) * dtype.itemsize, _TEMP_ALIGN)
+        at += -(-(max(math.prod(shape), 1) * dtype.itemsize) // _TEMP_ALIGN) * _TEMP_ALIGN
 
     def starting() -> np.ndarray:
         host = np.zeros(copied, dtype=np.uint8)
-        off = 0
-        for (_, size, _), (_, _, init) in zip(layout, gathers, strict=True):
+        for (_, size, _), (_, _, init), off in zip(layout, gathers, offs, strict=True):
             part = np.tile(init, size)
             host[off:off + part.nbytes] = part.view(np.uint8)
-            off += _round_up(part.nbytes, 8)
         return host
 
     # (rounded up: a batch's size varies, and each size is a layout the pool keeps)
-    buf = runtime.empty((_round_up(max(at, 1), _BUFFER_ROUND),), np.uint8, device)
+    buf = runtime.empty((-(-max(at, 1) // _BUFFER_ROUND) * _BUFFER_ROUND,), np.uint8, device)
     src = None
     if copied:
         src = runtime.constant(key, starting, device)
         runtime.copy_into(buf, 0, src, copied)
     out: dict[Any, Any] = {"held": (buf, src)}
-    off = 0
-    for (_, size, _), (G, m, init) in zip(layout, gathers, strict=True):
-        out[id(G)] = runtime.part(buf, off, init.dtype, (m, len(init)))
-        off += _round_up(size * init.nbytes, 8)
+    part = runtime.part
+    for (G, m, init), off in zip(gathers, offs, strict=True):
+        out[id(G)] = part(buf, off, init.dtype, (m, len(init)))
     for (st, shape, dtype), start in zip(temps, starts, strict=True):
-        out[(id(st), "out")] = runtime.part(buf, start, dtype, shape)
+        out[(id(st), "out")] = part(buf, start, dtype, shape)
+    if len(out) != 1 + len(gathers) + len(temps):  # pragma: no cover
+        return {}  # (a gather met twice: no part of its own to give it)
     return out
 
 
