@@ -722,11 +722,16 @@ def _batch_buffers(launches: list[Launch], device: int) -> dict[Any, Any]:
         src = runtime.constant(key, starting, device)
         runtime.copy_into(buf, 0, src, copied)
     out: dict[Any, Any] = {"held": (buf, src)}
-    part = runtime.part
-    for (G, m, init), off in zip(gathers, offs, strict=True):
-        out[id(G)] = part(buf, off, init.dtype, (m, len(init)))
-    for (st, shape, dtype), start in zip(temps, starts, strict=True):
-        out[(id(st), "out")] = part(buf, start, dtype, shape)
+    # (the views made in one call: stamped from their layouts on CUDA)
+    layout_of = [(off, init.dtype, (m, len(init)))
+                 for (_, m, init), off in zip(gathers, offs, strict=True)]
+    layout_of += [(start, dtype, shape)
+                  for (_, shape, dtype), start in zip(temps, starts, strict=True)]
+    views = iter(runtime.parts(buf, layout_of, device))
+    for G, _, _ in gathers:
+        out[id(G)] = next(views)
+    for st, _, _ in temps:
+        out[(id(st), "out")] = next(views)
     if len(out) != 1 + len(gathers) + len(temps):  # pragma: no cover
         return {}  # (a gather met twice: no part of its own to give it)
     return out
