@@ -84,7 +84,7 @@ def test_past_the_kept_layouts_each_gather_gets_its_own_rows(monkeypatch) -> Non
     outs = []
     for bound, whole in ((batch_arena.STAT_LAYOUTS_MAX, True), (0, True), (0, False)):
         monkeypatch.setattr(batch_arena, "STAT_LAYOUTS_MAX", bound)
-        monkeypatch.setattr(batch_arena, "_STAT_LAYOUTS", set())
+        monkeypatch.setattr(batch_arena, "_STAT_LAYOUTS", {})
         if not whole:  # (and every stage's output a buffer of its own)
             monkeypatch.setattr(batch_arena, "_batch_buffers", lambda launches, device: {})
         used.clear()
@@ -106,3 +106,22 @@ def test_groups_of_ranks_codes_as_a_sorted_unique(top: int) -> None:
         got = batch_arena._groups_of(code)
         want = np.unique(code, return_inverse=True)[1].reshape(-1)
         assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+def test_a_layout_past_the_kept_bytes_leaves_the_rows_to_each_gather(monkeypatch) -> None:
+    """A new layout whose starting values would take the kept bytes past
+    ``STAT_LAYOUTS_BYTES`` is not kept: its gathers' rows are their own (the stages' outputs
+    still in the batch's buffer)."""
+    rec = batches.arena_recorder(mp.Generator(_imgs(3), _ops(mp.RandAugment(2, 9)),
+                                              seed=4)._state)
+    rec.stat_cut = False
+    launches, _ = rec.record(list(range(64)))
+    monkeypatch.setattr(batch_arena, "_STAT_LAYOUTS", {})
+    with runtime.on_device(0):
+        monkeypatch.setattr(batch_arena, "STAT_LAYOUTS_BYTES", 0)
+        got = batch_arena._batch_buffers(launches, 0)
+        assert not any(isinstance(k, int) for k in got) and not batch_arena._STAT_LAYOUTS
+        assert any(isinstance(k, tuple) for k in got)
+        monkeypatch.setattr(batch_arena, "STAT_LAYOUTS_BYTES", 64 << 20)
+        got = batch_arena._batch_buffers(launches, 0)
+        assert any(isinstance(k, int) for k in got) and len(batch_arena._STAT_LAYOUTS) == 1

@@ -661,11 +661,14 @@ def _stat_gathers(L: Launch, m: int, out: list, temps: list | None = None) -> No
             temps.append((st, (m, *st.hw, st.cout), np.dtype(L.dtype)))
 
 
-#: the layouts of statistic rows whose starting values are kept (:func:`_batch_buffers`)
-_STAT_LAYOUTS: set[tuple] = set()
-#: the most layouts kept (each ~M x the rows' widths; past it, new layouts take per-gather
-#: buffers: the kept values are the backend's constants, held until it shuts down)
+#: the layouts of statistic rows whose starting values are kept (:func:`_batch_buffers`),
+#: and their bytes
+_STAT_LAYOUTS: dict[tuple, int] = {}
+#: the most layouts kept, and their most bytes in all (a RandAugment recipe keeps ~4 of up
+#: to ~7 MB; past either, new layouts take per-gather rows: the kept values are the
+#: backend's constants, held until it shuts down)
 STAT_LAYOUTS_MAX = 64
+STAT_LAYOUTS_BYTES = 64 << 20
 #: where a stage's output starts in a batch's buffer (bytes: as an allocation's start)
 _TEMP_ALIGN = 256
 #: a batch's buffer's size, rounded up to a multiple of this (bytes)
@@ -681,8 +684,8 @@ def _batch_buffers(launches: list[Launch], device: int) -> dict[Any, Any]:
     Each gather's rows hold room for a power of two of members at least its ``m`` (a few
     layouts per recipe: the copy's source, every part's starting values end to end, is a
     kept constant per layout); its first ``m`` rows are its view, at its rules' starting
-    values as :func:`_stat_rows` makes them. Past ``STAT_LAYOUTS_MAX`` layouts the rows are
-    left to :func:`_stat_rows`."""
+    values as :func:`_stat_rows` makes them. Past ``STAT_LAYOUTS_MAX`` layouts or
+    ``STAT_LAYOUTS_BYTES`` kept, a new layout's rows are left to :func:`_stat_rows`."""
     gathers: list = []
     temps: list = []
     for L in launches:
@@ -697,10 +700,11 @@ def _batch_buffers(launches: list[Launch], device: int) -> dict[Any, Any]:
         at += -(-(size * init.nbytes) // 8) * 8  # (each part 8-byte aligned)
     key = ("arena-stat-layout", tuple(layout))
     if gathers and key not in _STAT_LAYOUTS:
-        if len(_STAT_LAYOUTS) >= STAT_LAYOUTS_MAX:
+        if len(_STAT_LAYOUTS) >= STAT_LAYOUTS_MAX or \
+                sum(_STAT_LAYOUTS.values()) + at > STAT_LAYOUTS_BYTES:
             gathers, layout, offs, at = [], [], [], 0
         else:
-            _STAT_LAYOUTS.add(key)
+            _STAT_LAYOUTS[key] = at
     copied = at
     at = -(-at // _TEMP_ALIGN) * _TEMP_ALIGN
     starts = []
