@@ -138,12 +138,20 @@ def _worker_host(hosts: list, policy: object, hw: int, n: int,
     if mp.backend() == "cpu":
         runtime._run_cpu = lambda kernel, args, items: None
 
+    from millipyde import devices
+    from millipyde.workers import STREAMS
+
+    stream, _ = STREAMS.acquire(0)  # (a worker's own stream, as ``WorkerGroup`` gives it)
+
     def host(b: int) -> tuple[float, float]:
         t0 = time.perf_counter()
-        bs._make(b, 0, None)
+        # (the device, stream and target a batch worker runs with: entered per batch here,
+        # once per thread there)
+        with runtime.on_device(0), runtime.using_stream(stream), devices.targeting(0):
+            bs._make(b, 0, stream)
         return time.perf_counter() - t0, 0.0
 
-    host.keep = (gen, bs)  # (alive while timed)
+    host.keep = (gen, bs, stream)  # (alive while timed)
     return host
 
 
