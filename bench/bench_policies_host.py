@@ -11,6 +11,9 @@ memory at their own sizes, ``random_resized_crop(224)``, ``fliplr(p=0.5)``, the 
   ``record`` of a batch (draws, structures, every member's parameter rows and gates) and the
   pack of its per-member arrays (``batch_arena._upload``; on the cpu backend the "upload" is a
   host copy);
+- ``RandAugment(2, 9) (worker)``, ``TrivialAugmentWide (worker)``: the batch worker's whole
+  host path of a batch (``Batches._make``: record, pack, the output's allocation, every
+  launch's arguments and call, the conversion), no kernel run;
 - ``rrc + flip``: the same recipe with no policy (the arena's floor);
 - ``figure 5.1``: ``bench_batches.operations()`` on six 512x512 RGB inputs (the chain that
   makes ~100k img/s on an H100/H200): ``batch_record.Recorder.groups`` and the groups' pack;
@@ -112,6 +115,43 @@ def _arena_host(hosts: list, policy: object | None, hw: int, n: int,
             raise SystemExit(f"{len(left)} outputs left per output")
         return t1 - t0, time.perf_counter() - t1
 
+    return host
+
+
+def _worker_host(hosts: list, policy: object, hw: int, n: int,
+                 gpu_record: bool = False) -> Callable:
+    """The batch worker's whole host path of one batch (``Batches._make``: the record, the
+    pack, the output's allocation, every launch's arguments and call, the conversion, the
+    indices), every kernel's run skipped (the cpu backend's ``_run_cpu`` a no-op: on a GPU the
+    kernels run off the host)."""
+    from bench.bench_recipes import MEAN, STD
+    from millipyde.backend import ACTIVE as runtime
+
+    gen = mp.Generator([mp.gpuimage(h) for h in hosts], _recipe(policy, hw), seed=0)
+    bs = gen.batches(n, dtype="float32", layout="NCHW", mean=MEAN, std=STD,
+                     with_indices=True)
+    rec = batches.arena_recorder(gen._state)
+    if rec is None:
+        raise SystemExit("the recipe is not recorded as arena batches")
+    if gpu_record:
+        rec.stat_cut = False
+    if mp.backend() == "cpu":
+        runtime._run_cpu = lambda kernel, args, items: None
+
+    from millipyde import devices
+    from millipyde.workers import STREAMS
+
+    stream, _ = STREAMS.acquire(0)  # (a worker's own stream, as ``WorkerGroup`` gives it)
+
+    def host(b: int) -> tuple[float, float]:
+        t0 = time.perf_counter()
+        # (the device, stream and target a batch worker runs with: entered per batch here,
+        # once per thread there)
+        with runtime.on_device(0), runtime.using_stream(stream), devices.targeting(0):
+            bs._make(b, 0, stream)
+        return time.perf_counter() - t0, 0.0
+
+    host.keep = (gen, bs, stream)  # (alive while timed)
     return host
 
 
@@ -235,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
                                                  args.size, args.gpu_record),
         "TrivialAugmentWide": lambda: _arena_host(hosts, mp.TrivialAugmentWide(), args.hw,
                                                   args.size, args.gpu_record),
+        "RandAugment(2, 9) (worker)": lambda: _worker_host(
+            hosts, mp.RandAugment(2, 9), args.hw, args.size, args.gpu_record),
+        "TrivialAugmentWide (worker)": lambda: _worker_host(
+            hosts, mp.TrivialAugmentWide(), args.hw, args.size, args.gpu_record),
         "AutoAugment": lambda: _arena_host(hosts, mp.AutoAugment(), args.hw, args.size,
                                            args.gpu_record),
         "rrc + flip": lambda: _arena_host(hosts, None, args.hw, args.size,

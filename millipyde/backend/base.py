@@ -328,6 +328,12 @@ class Backend:
         nbytes = max(int(math.prod(shape)), 1) * dtype.itemsize
         return buffer[offset:offset + nbytes].view(dtype).reshape(shape)
 
+    def parts(self, buffer: Any, layout: list[tuple[int, Any, tuple[int, ...]]],
+              device: int) -> list[Any]:
+        """Views of a 1-D uint8 ``buffer`` on ``device``: per (byte offset, dtype, shape) of
+        ``layout`` a C-contiguous array (:meth:`part` each)."""
+        return [self.part(buffer, off, dtype, shape) for off, dtype, shape in layout]
+
     def upload_pack(self, host: np.ndarray, parts: list[tuple[int, Any, tuple[int, ...]]],
                     device: int) -> list[Any]:
         """Views on ``device`` of the arrays laid out in the uint8 array ``host``: per part

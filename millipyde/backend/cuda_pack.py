@@ -177,6 +177,22 @@ class CudaPacks:
                     views[i] = self.empty(shape, dtype, device)
             return views
 
+    def parts(self, buffer: Any, layout: list[tuple[int, Any, tuple[int, ...]]],
+              device: int) -> list[Any]:
+        """``Backend.parts`` stamped from their layouts as ``upload_parts``' views are
+        (``pool._Layouts.stamp_parts``: no numba-cuda constructor per view; an empty part an
+        array of its own), where the pool is on; else as the base makes them."""
+        pool = self._cupy_pool()
+        if pool is None or \
+                type(buffer) is not (_DEVICE_ARRAY[0] if _DEVICE_ARRAY else _device_array()):
+            return super().parts(buffer, layout, device)
+        ctx = pool._context(device, self._context)
+        views = LAYOUTS.stamp_parts(layout, int(buffer.gpu_data.device_pointer), buffer, ctx)
+        for i, (_, dtype, shape) in enumerate(layout):
+            if views[i] is None:
+                views[i] = self.empty(shape, dtype, device)
+        return views
+
     def empty_batched(self, shape: tuple[int, ...], dtype: Any, device: int) -> Any:
         """``empty`` of the batch engine's buffers inside ``on_device(device)``: through the
         pool's allocator of the layout (``CupyPool.allocator``, kept per layout) on the

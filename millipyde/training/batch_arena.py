@@ -23,6 +23,7 @@ per-output path, and so is every chain with an op not listed (``make`` returns N
 from __future__ import annotations
 
 import functools
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -220,8 +221,10 @@ class ArenaRecorder:
             return got
 
     # -- recording --------------------------------------------------------------------------------
-    def record(self, ks: list[int], inp: Any = None) -> tuple[list[Launch], list[int]]:
-        """The launches making outputs ``ks`` and the batch positions left per output;
+    def record(self, ks: list[int] | np.ndarray,
+               inp: Any = None) -> tuple[list[Launch], list[int]]:
+        """The launches making outputs ``ks`` (a list, or an int64 array: not copied) and the
+        batch positions left per output;
         ``inp``: the input each output reads (default: the state's ``input_index``)."""
         st = self.state
         karr = np.asarray(ks, dtype=np.int64)
@@ -359,9 +362,17 @@ def _code(cols: list[np.ndarray]) -> np.ndarray:
 
 
 def _groups_of(code: np.ndarray) -> np.ndarray:
-    """Per entry, the index of its value among the distinct values of ``code`` (sorted)."""
+    """Per entry, the index of its value among the distinct values of ``code`` (sorted;
+    non-negative integers)."""
     if len(code) and (code == code[0]).all():
         return np.zeros(len(code), dtype=np.int64)
+    top = int(code.max(initial=0))
+    if top < 4 * len(code) + 64:
+        # small codes (a batch's structures): each value's rank among those present, from a
+        # table of the values (a sort's ``np.unique`` costs several times more)
+        present = np.zeros(top + 1, dtype=np.int64)
+        present[code] = 1
+        return (np.cumsum(present) - 1)[code]
     return np.unique(code, return_inverse=True)[1].reshape(-1)
 
 
@@ -533,25 +544,29 @@ def _stats_fn(parts: tuple, gates: bool) -> Any:
                                            gates)
 
 
-def _upload(launches: list[Launch], device: int) -> tuple[Any, list[tuple]]:
-    """Every launch's per-member arrays in one pack, uploaded: the pack and per launch its
-    slots (:func:`_slots`); the statistics' buffers are made on the device
-    (:func:`_stat_rows`)."""
+def _upload(launches: list[Launch], device: int) -> tuple[Any, list[tuple], Any]:
+    """Every launch's per-member arrays in one pack, uploaded: the pack, per launch its
+    slots (:func:`_slots`) and what must live until the kernels are done besides them (the
+    statistics' and stages' one buffer and its copy's source, made on the device:
+    :func:`_batch_buffers`)."""
     from ..graph.exec.batch import Pack
 
     pk = Pack()
-    slots = [_slots(pk, L, L.rows, device) for L in launches]
+    stats = _batch_buffers(launches, device)
+    slots = [_slots(pk, L, L.rows, device, stats) for L in launches]
     pk.upload(device)
-    return pk, slots
+    return pk, slots, stats.get("held")
 
 
-def _slots(pk: Any, L: Launch, rows: np.ndarray, device: int) -> tuple:
+def _slots(pk: Any, L: Launch, rows: np.ndarray, device: int,
+           stats: dict[Any, Any] | None = None) -> tuple:
     """Launch ``L``'s arrays added to ``pk`` (``rows``: where its members read their source):
     (parameters, rows, positions, the statistics' buffer, the statistics' prefix rows, per
     stage its slots: a gather's (parameters, rows, statistics, prefix rows), a fork's
-    :func:`_fork_slots`)."""
+    :func:`_fork_slots`), a gather stage's output buffer last. ``stats``: the batch's
+    (:func:`_batch_buffers`); a gather or stage not there gets its own when run."""
     m = len(L.pos)
-    stat = _stat_rows(codegen_stat.stat_init(L.sig), L.sig, m, device)
+    stat = _stat_of(stats, L, m, device)
     pres = _prefix_slots(pk, L.prefixes, L.reads)
     stages = []
     at = pk.add(rows)  # the pack slot of the rows the next gather reads
@@ -562,11 +577,11 @@ def _slots(pk: Any, L: Launch, rows: np.ndarray, device: int) -> tuple:
             if before is not None:  # (a fork takes its source rows as an array)
                 h, w = before.hw
                 rows = stage_rows(m, h * w * before.cout, w)
-            stages.append(_fork_slots(pk, st, rows, at, m, device))
+            stages.append(_fork_slots(pk, st, rows, at, m, device, stats))
         else:
-            stages.append((pk.add(st.p), at,
-                           _stat_rows(codegen_stat.stat_init(st.sig), st.sig, m, device),
-                           _prefix_slots(pk, st.prefixes, st.reads)))
+            stages.append((pk.add(st.p), at, _stat_of(stats, st, m, device),
+                           _prefix_slots(pk, st.prefixes, st.reads),
+                           None if stats is None else stats.get((id(st), "out"))))
         at, before = _stage_rows(pk, m, st), st
     return (pk.add(L.p), at, pk.add(L.pos.astype(np.int64)), stat, pres, stages)
 
@@ -578,7 +593,7 @@ def _prefix_slots(pk: Any, prefixes: list[Prefix], reads: list) -> list[int | No
 
 
 def _fork_slots(pk: Any, F: ForkStage, rows: np.ndarray, at: int, m: int,
-                device: int) -> tuple:
+                device: int, stats: dict[Any, Any] | None = None) -> tuple:
     """A fork's arrays: (weights, its source rows (``rows``, already in ``pk`` at slot ``at``:
     the branches take theirs from the array), each member's chain images' offsets in the
     fork's buffer (m, k), per branch launch (the launch, its :func:`_slots`, its offset)): the
@@ -592,7 +607,7 @@ def _fork_slots(pk: Any, F: ForkStage, rows: np.ndarray, at: int, m: int,
     for P in F.pieces:
         n = len(P.pos)
         frows[P.pos] = (start + np.arange(n, dtype=np.int64)) * size
-        pieces.append((P, _slots(pk, P, rows[P.pos % m], device), start * size))
+        pieces.append((P, _slots(pk, P, rows[P.pos % m], device, stats), start * size))
         start += n
     return (pk.add(np.ascontiguousarray(F.weights, dtype=np.float64)), at,
             pk.add(np.ascontiguousarray(frows.reshape(k, m).T)), pieces)
@@ -614,6 +629,116 @@ def _stat_rows(init: np.ndarray, sig: Any, m: int, device: int) -> Any:
     if m:
         runtime.copy_into(buf, 0, src[:m * width], m * width)
     return runtime.reshape(buf, (m, width))
+
+
+def _stat_of(stats: dict[Any, Any] | None, G: Launch | Stage, m: int, device: int) -> Any:
+    """Gather ``G``'s statistic rows: its view of the batch's (``stats``), else its own."""
+    got = None if stats is None else stats.get(id(G))
+    return _stat_rows(codegen_stat.stat_init(G.sig), G.sig, m, device) if got is None \
+        else got
+
+
+def _stat_gathers(L: Launch, m: int, out: list, temps: list | None = None) -> None:
+    """Every gather of launch ``L`` (``m`` members) that keeps statistic rows, as
+    :func:`_slots` visits them: (gather, members, its rows' starting values); and into
+    ``temps`` every stage's output that :func:`_run_stages` writes: (stage, its (m, h, w, c)
+    shape, its dtype)."""
+    if not m:
+        return
+    stat_init = codegen_stat.stat_init
+    init = stat_init(L.sig)
+    if len(init):
+        out.append((L, m, init))
+    for st in L.stages:
+        if isinstance(st, ForkStage):
+            for P in st.pieces:
+                _stat_gathers(P, len(P.pos), out, temps)
+            continue
+        init = stat_init(st.sig)
+        if len(init):
+            out.append((st, m, init))
+        if temps is not None:
+            temps.append((st, (m, *st.hw, st.cout), np.dtype(L.dtype)))
+
+
+#: the layouts of statistic rows whose starting values are kept (:func:`_batch_buffers`),
+#: and their bytes
+_STAT_LAYOUTS: dict[tuple, int] = {}
+#: the most layouts kept, and their most bytes in all (a RandAugment recipe keeps ~4 of up
+#: to ~7 MB; past either, new layouts take per-gather rows: the kept values are the
+#: backend's constants, held until it shuts down)
+STAT_LAYOUTS_MAX = 64
+STAT_LAYOUTS_BYTES = 64 << 20
+#: where a stage's output starts in a batch's buffer (bytes: as an allocation's start)
+_TEMP_ALIGN = 256
+#: a batch's buffer's size, rounded up to a multiple of this (bytes)
+_BUFFER_ROUND = 1 << 16
+
+
+def _batch_buffers(launches: list[Launch], device: int) -> dict[Any, Any]:
+    """A batch's statistic rows and stages' outputs in one buffer, the rows filled by one
+    device copy, instead of a buffer and a copy per gather (:func:`_stat_rows`) and a buffer
+    per stage: by ``id`` of a gather its (m, width) statistic rows; by ``(id, "out")`` of a
+    stage its (m, h, w, c) output; ``"held"``: the buffer and the copy's source.
+
+    Each gather's rows hold room for a power of two of members at least its ``m`` (a few
+    layouts per recipe: the copy's source, every part's starting values end to end, is a
+    kept constant per layout); its first ``m`` rows are its view, at its rules' starting
+    values as :func:`_stat_rows` makes them. Past ``STAT_LAYOUTS_MAX`` layouts or
+    ``STAT_LAYOUTS_BYTES`` kept, a new layout's rows are left to :func:`_stat_rows`."""
+    gathers: list = []
+    temps: list = []
+    for L in launches:
+        _stat_gathers(L, len(L.pos), gathers, temps)
+    if not gathers and not temps:
+        return {}
+    layout, offs, at = [], [], 0
+    for G, m, init in gathers:
+        size = 1 << max(0, m - 1).bit_length()
+        layout.append((G.sig, size, init.dtype.str))
+        offs.append(at)
+        at += -(-(size * init.nbytes) // 8) * 8  # (each part 8-byte aligned)
+    key = ("arena-stat-layout", tuple(layout))
+    if gathers and key not in _STAT_LAYOUTS:
+        if len(_STAT_LAYOUTS) >= STAT_LAYOUTS_MAX or \
+                sum(_STAT_LAYOUTS.values()) + at > STAT_LAYOUTS_BYTES:
+            gathers, layout, offs, at = [], [], [], 0
+        else:
+            _STAT_LAYOUTS[key] = at
+    copied = at
+    at = -(-at // _TEMP_ALIGN) * _TEMP_ALIGN
+    starts = []
+    for _, shape, dtype in temps:
+        starts.append(at)
+        at += -(-(max(math.prod(shape), 1) * dtype.itemsize) // _TEMP_ALIGN) * _TEMP_ALIGN
+
+    def starting() -> np.ndarray:
+        host = np.zeros(copied, dtype=np.uint8)
+        for (_, size, _), (_, _, init), off in zip(layout, gathers, offs, strict=True):
+            part = np.tile(init, size)
+            host[off:off + part.nbytes] = part.view(np.uint8)
+        return host
+
+    # (rounded up: a batch's size varies, and each size is a layout the pool keeps)
+    buf = runtime.empty((-(-max(at, 1) // _BUFFER_ROUND) * _BUFFER_ROUND,), np.uint8, device)
+    src = None
+    if copied:
+        src = runtime.constant(key, starting, device)
+        runtime.copy_into(buf, 0, src, copied)
+    out: dict[Any, Any] = {"held": (buf, src)}
+    # (the views made in one call: stamped from their layouts on CUDA)
+    layout_of = [(off, init.dtype, (m, len(init)))
+                 for (_, m, init), off in zip(gathers, offs, strict=True)]
+    layout_of += [(start, dtype, shape)
+                  for (_, shape, dtype), start in zip(temps, starts, strict=True)]
+    views = iter(runtime.parts(buf, layout_of, device))
+    for G, _, _ in gathers:
+        out[id(G)] = next(views)
+    for st, _, _ in temps:
+        out[(id(st), "out")] = next(views)
+    if len(out) != 1 + len(gathers) + len(temps):  # pragma: no cover
+        return {}  # (a gather met twice: no part of its own to give it)
+    return out
 
 
 def _stage_rows(pk: Any, m: int, st: Stage | ForkStage) -> int:
@@ -645,10 +770,11 @@ def _run_stages(L: Launch, pk: Any, slot: tuple, src: Any, device: int,
         if isinstance(st, ForkStage):
             src = _run_fork(st, pk, sslot, src, m, device, keep)
             continue
-        sp, srows, sstat, spres = sslot
+        sp, srows, sstat, spres, tmp = sslot
         _reduce(st.prefixes, st.reads, spres, L.gates, m, pk, sp, srows, src, sstat, device)
-        tmp = runtime.empty((m, *st.hw, st.cout), L.dtype, device)
-        keep.append(tmp)
+        if tmp is None:  # (not in the batch's buffer: ``_batch_buffers``)
+            tmp = runtime.empty((m, *st.hw, st.cout), L.dtype, device)
+            keep.append(tmp)
         launch(_gather_fn(st.sig, L.gates, "", 3), m, *st.hw, device, src, pk[srows], tmp,
                 pk[sp], sstat)
         src = runtime.reshape(tmp, (m * st.hw[0] * st.hw[1] * st.cout,))
@@ -728,8 +854,8 @@ def write(launches: list[Launch], arena: dict[str, Any], out: Any, spec: Any,
     from ..graph.plan.schedule import full_range
     from .batch_convert import write_sample
 
-    pk, slots = _upload(launches, device)
-    keep: list[Any] = [pk, slots]  # (slots: the statistics' buffers)
+    pk, slots, held = _upload(launches, device)
+    keep: list[Any] = [pk, slots, held]  # (slots, held: the statistics' buffers)
     mean, std = consts
     for L, slot in zip(launches, slots, strict=True):
         p, rows, pos, stat, _, _ = slot
@@ -756,9 +882,9 @@ def native(launches: list[Launch], arena: dict[str, Any],
     the kernels are done."""
     from ..graph.exec.batch import launch
 
-    pk, slots = _upload(launches, device)
+    pk, slots, held = _upload(launches, device)
     outs = []
-    keep: list[Any] = [pk, slots]  # (slots: the statistics' buffers)
+    keep: list[Any] = [pk, slots, held]  # (slots, held: the statistics' buffers)
     for L, slot in zip(launches, slots, strict=True):
         p, rows, _, stat, _, _ = slot
         src = _run_stages(L, pk, slot, arena[L.dtype.str], device, keep)

@@ -277,9 +277,10 @@ class VGather:
             vals = np.zeros((self.n, 0)) if params is None else params
             # a built-in shape rule is arithmetic: evaluated on the members' arrays at once
             h, w = spec.shape_fn(self.cur[:, 0], self.cur[:, 1], *vals.T)
-            self.cur = np.stack([np.broadcast_to(np.asarray(h), (self.n,)),
-                                 np.broadcast_to(np.asarray(w), (self.n,))],
-                                axis=1).astype(np.int64)
+            # (each column cast as ``astype(np.int64)`` casts it: an assignment's unsafe cast)
+            cur = np.empty((self.n, 2), dtype=np.int64)
+            cur[:, 0], cur[:, 1] = h, w
+            self.cur = cur
 
     def sampler(self, name: str, params: np.ndarray | None, on: np.ndarray,
                 out: np.ndarray | None = None,
@@ -295,7 +296,8 @@ class VGather:
             raise Unsupported("a shape-changing sampler gated off")
         if known is None:
             a = batch_math.affine_rows(spec, self.cur[:, 0], self.cur[:, 1], params)
-            self.A = np.where(on[:, None, None], a, np.eye(3))
+            # (``a`` is a new array: every member on, it is the maps as they are)
+            self.A = a if on.all() else np.where(on[:, None, None], a, np.eye(3))
         else:
             self.A = known[0]
         self.mid = self.cur.copy()

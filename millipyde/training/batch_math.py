@@ -154,13 +154,14 @@ def compose(x: np.ndarray, m: np.ndarray, on: np.ndarray | None = None) -> np.nd
     product is ``m`` itself, whatever the order of the sums or a fused multiply-add: each
     entry is ``m[i, r, c]`` plus products ``0.0 * finite`` (zeros), which leave a non-zero
     value as it is and a +0.0 at +0.0 (a batch's first map, a crop's: no matrix product)."""
+    # (``on`` every member: the products as they are, a new array either way)
+    every = on is None or bool(on.all())
     if _identities(x) and np.isfinite(m).all() and not (np.signbit(m) & (m == 0.0)).any():
-        out = m.copy()
-        return out if on is None else np.where(on[:, None, None], out, x)
+        return m.copy() if every else np.where(on[:, None, None], m, x)
     out = np.matmul(x, m)
     if len(x) and out[0].tolist() != (x[0] @ m[0]).tolist():  # pragma: no cover
         out = np.stack([a @ b for a, b in zip(x, m, strict=True)])
-    if on is not None:
+    if not every:
         out = np.where(on[:, None, None], out, x)
     return out
 

@@ -269,35 +269,43 @@ class Batches:
         st = self._st
         if self._loader is not None:
             return self._make_streamed(b, device, stream)
-        ks = self._ks(b).tolist()
-        value, ready = self._make_outputs(st, ks, device, stream)
-        k_arr = np.array(ks, dtype=np.int64)
+        # (the indices as an array and a list, each made once: a conversion of a batch's
+        # list to an array costs ~10 us, and the worker made three)
+        k_arr = np.asarray(self._ks(b), dtype=np.int64)
+        ks = k_arr.tolist()
+        value, ready = self._make_outputs(st, ks, device, stream, k_arr)
         inputs = np.atleast_1d(st.input_index(k_arr)) if len(ks) else k_arr
         labels = None
         if self._with_labels:
             labels = self._gen.labels[inputs]
-        return self._extras(value, st, ks, inputs, labels, device, stream, ready), ready
+        return self._extras(value, st, ks, inputs, labels, device, stream, ready,
+                            k_arr), ready
 
-    def _make_outputs(self, st: Any, ks: list[int], device: int, stream: Any) -> Any:
-        """Batch of outputs ``ks`` of state ``st`` (the Generator's, or a decoded batch's)."""
+    def _make_outputs(self, st: Any, ks: list[int], device: int, stream: Any,
+                      k_arr: np.ndarray | None = None) -> Any:
+        """Batch of outputs ``ks`` of state ``st`` (the Generator's, or a decoded batch's);
+        ``k_arr``: ``ks`` as an int64 array, where the caller has one."""
         # chains batch_record takes (same-size inputs, thesis ops) keep it; the others, and
         # every chain over mixed sizes, go to arena gathers where their ops allow
         rec = recorder(st)
         arena = arena_recorder(st) if rec is None else None
         if arena is not None:
-            return self._write_arena(arena, ks, device, stream, st)
+            return self._write_arena(arena, ks, device, stream, st, k_arr=k_arr)
         if rec is None:
             return self._write_outputs(ks, list(range(len(ks))), None, device, stream, st=st)
         return self._write_recorded(rec, ks, device, stream, st)
 
     def _extras(self, value: Any, st: Any, ks: list[int], inputs: np.ndarray,
-                labels: np.ndarray | None, device: int, stream: Any, ready: Any) -> Any:
+                labels: np.ndarray | None, device: int, stream: Any, ready: Any,
+                k_arr: np.ndarray | None = None) -> Any:
         """The batch with what ``batches`` was asked to yield beside it (the batch mixed
-        where ``mix=`` asks: ``ready`` then marks the mix's end)."""
+        where ``mix=`` asks: ``ready`` then marks the mix's end); ``k_arr``: ``ks`` as an
+        int64 array, where the caller has one (the batch's own copy is yielded)."""
         spec = self.spec
         extra: tuple = ()
         if spec.with_indices:
-            extra = (np.array(ks, dtype=np.int64), np.asarray(inputs, dtype=np.int64))
+            extra = (np.array(ks if k_arr is None else k_arr, dtype=np.int64),
+                     np.asarray(inputs, dtype=np.int64))
         if self._with_labels:
             host = np.ascontiguousarray(labels, dtype=np.int64)
             mix = self._mix
@@ -486,17 +494,19 @@ class Batches:
         return self._finish(out, device, stream, (pk, groups, ys))
 
     def _write_arena(self, rec: Any, ks: list[int], device: int, stream: Any,
-                     st: Any = None, db: Any = None, unclean: list[int] | None = None) -> Any:
+                     st: Any = None, db: Any = None, unclean: list[int] | None = None,
+                     k_arr: np.ndarray | None = None) -> Any:
         """Batch ``ks`` as arena gathers (``batch_arena``); the members it leaves per output.
 
         ``db``: a streamed batch's decoded samples, row ``r`` the recorder's input ``r``
-        (except the ``unclean`` rows, made per output with the rest it leaves).
+        (except the ``unclean`` rows, made per output with the rest it leaves). ``k_arr``:
+        ``ks`` as an int64 array, where the caller has one.
         """
         from .batch_arena import write
 
         spec = self.spec
         if db is None:
-            launches, left = rec.record(ks)
+            launches, left = rec.record(ks if k_arr is None else k_arr)
         else:
             rows = np.setdiff1d(np.arange(len(ks)), np.asarray(unclean or [], dtype=np.int64))
             launches, kept_left = rec.record([ks[r] for r in rows.tolist()], rows)
