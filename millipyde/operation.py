@@ -314,14 +314,18 @@ class Operation:
         """What :meth:`apply` does once its coin said run: the call on `x` with its draws
         from ``(seed, sample, index)``, a callable's returned gpuarray or ndarray bound to `x`
         (a batched Generator's callable, whose coins it draws for many outputs at once)."""
-        if self.method is not None:
-            bound = self._bound(x)
+        if self.method is None and type(self)._bound is Operation._bound:
+            # a plain callable, called directly (no bound lambda a call)
             with mprandom.operation_stream(seed, sample, index):
-                bound()
+                result = self.function(x, *self.args, **self.kwargs)
+            if result is not None and result is not x:
+                _use_result(x, result, self.name)
             return
+        # a method, or a subclass that binds its own call (``compose.Choice`` picks a child)
+        bound = self._bound(x)
         with mprandom.operation_stream(seed, sample, index):
-            result = self.function(x, *self.args, **self.kwargs)
-        if result is not None and result is not x:
+            result = bound()
+        if self.method is None and result is not None and result is not x:
             _use_result(x, result, self.name)
 
     def skip(self, x: gpuarray, seed: int, sample: int, index: int, lift: bool = False) -> None:
