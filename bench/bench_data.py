@@ -307,8 +307,8 @@ def decode_alone_lanes(folder: str, batches: int, lanes: int, size: int = 256,
     import millipyde.data as mdata
     from millipyde.backend import ACTIVE as runtime
     from millipyde.data.decode import NvImageCodecCDecoder, PillowDecoder, decode_threads
-    from millipyde.data.region import plan_of
     from millipyde.training.recipes import operations
+    from millipyde.training.region_plan import plan_of
 
     src = mdata.Folder(folder)
     blobs = _blobs(src, (batches + 2 * lanes) * size)
@@ -405,13 +405,14 @@ def stream_rate(source: str, batches: int, warmup: int, size: int = 256, rank: i
     ``loader.PARSE_IN_READERS``; ``capi_compiled``: the C API's compiled loop or its ctypes
     loop (``decode.CAPI_COMPILED``); ``lanes``: ``loader.DECODE_LANES``; ``in_place``: a
     decoded batch's allocation as its arena (``batch_stream.ARENA_IN_PLACE``); ``region_on``:
-    region decoding (``data.region.ENABLED``); else the
+    region decoding (``training.region_plan.ENABLED``); else the
     defaults, ``millipyde.data.fileread.ENABLED``, ``loader``'s and ``decode``'s, restored
     after the row)."""
     from millipyde.data import decode as dmod
-    from millipyde.data import fileread, region
+    from millipyde.data import fileread
     from millipyde.data import loader as lmod
     from millipyde.training import batch_stream
+    from millipyde.training import region_plan as region
 
     # (module, setting, value asked for): each set where given, all restored after the row
     settings = [(fileread, "ENABLED", nogil_reads), (lmod, "HOLD_READERS", hold_readers),
@@ -626,7 +627,7 @@ def region_ab(folder: str, size: int, rounds: int) -> list[dict]:
     (``region``), alternated ``rounds`` times (each Generator's first epoch compiles and is
     not timed): per epoch its img/s and the share of pixels its regions held."""
     import millipyde as mp
-    from millipyde.data import region
+    from millipyde.training import region_plan as region
     from millipyde.training.recipes import operations
 
     saved = region.ENABLED
@@ -686,7 +687,7 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
     or its ctypes loop, ``decode.CAPI_COMPILED``; ``+lanesN``: N decode lanes,
     ``loader.DECODE_LANES``; ``+packed``: decoded batches packed into a new arena,
     ``batch_stream.ARENA_IN_PLACE`` off; ``+region`` / ``+whole``: region decoding on / off,
-    ``data.region.ENABLED`` (the row reports the share of pixels its regions hold);
+    ``training.region_plan.ENABLED`` (the row reports the share of pixels its regions hold);
     ``decode+lanesN``: the C decoder alone in N lanes (``+region``: the recipe's windows),
     ``decode_alone_lanes``); ``#k`` after a name tells a
     repeated row apart (``folder_worker#2``)."""

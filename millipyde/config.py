@@ -44,6 +44,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
                               "whose making compiled kernels"),
     "MILLIPYDE_NVIMGCODEC_API": ("c", "c: nvImageCodec's C API through ctypes decodes (two GIL "
                                  "releases a batch); python: its Python binding"),
+    "MILLIPYDE_DECODE_REGION": ("1", "0: streamed samples decoded whole even where the first "
+                                "op's window needs only a region of each; read at import"),
 }
 
 
@@ -114,6 +116,11 @@ def generator_batch(default: int) -> int:
 def fusion() -> bool:
     """``MILLIPYDE_FUSION``: kernel fusion on (the default) or off."""
     return flag("MILLIPYDE_FUSION")
+
+
+def decode_region() -> bool:
+    """``MILLIPYDE_DECODE_REGION``: decode only the region a first window op reads (default)."""
+    return flag("MILLIPYDE_DECODE_REGION")
 
 
 def settle_heap() -> bool:

@@ -875,7 +875,7 @@ def test_folder_batches_with_regions_equal_whole_ones(tmp_path, monkeypatch) -> 
     decode gives the whole decode's pixels (the largest difference printed with ``-s``), and
     the regions hold fewer pixels than their samples."""
     import millipyde as mp
-    from millipyde.data import region
+    from millipyde.training import region_plan
     from millipyde.training.recipes import operations
 
     photos = [data.astronaut(), data.chelsea(), data.coffee(), data.rocket()]
@@ -889,7 +889,7 @@ def test_folder_batches_with_regions_equal_whole_ones(tmp_path, monkeypatch) -> 
     monkeypatch.setattr(dmod, "NVIMGCODEC_API", "c")
     got, stats = {}, {}
     for on in (False, True):
-        monkeypatch.setattr(region, "ENABLED", on)
+        monkeypatch.setattr(region_plan, "ENABLED", on)
         gen = mp.Generator(str(tmp_path), operations("imagenet"), shuffle=True, seed=4,
                            decoder="nvimgcodec", decode_process=False)
         with gen.batches(16) as bs:

@@ -14,10 +14,12 @@ from PIL import Image
 import millipyde as mp
 from millipyde import random as mprandom
 from millipyde.data import process, region
-from millipyde.data.region import aligned, plan_of
+from millipyde.data.region import aligned
 from millipyde.image import _OneImage
 from millipyde.ops.base import first_window
+from millipyde.training import region_plan
 from millipyde.training.batch_ops import kind_for
+from millipyde.training.region_plan import plan_of
 
 
 def _folder(root, seed=0):
@@ -50,9 +52,9 @@ def folder(tmp_path_factory):
 
 @pytest.fixture
 def switch(monkeypatch):
-    """Sets ``region.ENABLED`` (and ``ALIGN``) for the Generators made after."""
+    """Sets ``region_plan.ENABLED`` (and ``region.ALIGN``) for the Generators made after."""
     def set_(on, align=region.ALIGN):
-        monkeypatch.setattr(region, "ENABLED", on)
+        monkeypatch.setattr(region_plan, "ENABLED", on)
         monkeypatch.setattr(region, "ALIGN", align)
     return set_
 

@@ -396,8 +396,8 @@ class NvImageCodecCDecoder:
 
         ``boxes(rows, hw)``: the rectangles (top, left, bottom, right) to decode of samples
         ``rows`` (int64 indices into ``datas``) whose headers give sizes ``hw``
-        (``data.region.RegionPlan.boxes``); each sample decoded as a region gets its row of
-        ``regions`` ((n, 4): top, left, the whole image's height and width), the others
+        (``training.region_plan.RegionPlan.boxes``); each sample decoded as a region gets its
+        row of ``regions`` ((n, 4): top, left, the whole image's height and width), the others
         keep theirs. Regions are decoded through the compiled loop only, and only for
         JPEGs without an EXIF orientation (nvImageCodec's region is in the coded image's
         frame); the rest is decoded whole."""

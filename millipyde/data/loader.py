@@ -217,7 +217,7 @@ class Loader:
     lanes : int, optional
         Decode lanes (default :data:`DECODE_LANES`); more than one only where ``decoder``
         has ``another()`` (each further lane's decoder is made in its own thread).
-    region : data.region.RegionPlan, optional
+    region : training.region_plan.RegionPlan, optional
         Decode (or, from a decoder that decodes whole samples into host memory, keep) only
         the region of each sample that the first op's window reads (``data.region``).
     """

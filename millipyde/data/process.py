@@ -204,11 +204,9 @@ class ProcessLoader:
                 "nvimgcodec_api": decode_mod.nvimgcodec_api(),
                 "capi_compiled": decode_mod.CAPI_COMPILED,
                 "parse_in_readers": loader_mod.PARSE_IN_READERS,
-                # the first op's regions (``region.RegionPlan``): its method Operation's
-                # method and arguments, and the seed
-                "region": None if region is None else (
-                    region.step.op.method, region.step.op.args, region.step.op.kwargs,
-                    region.seed),
+                # the first op's regions (``training.region_plan.RegionPlan``, which pickles
+                # as its Operation's method and arguments and the seed)
+                "region": region,
                 "name": self.name}, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as err:
             raise DecodeWorkerError(
@@ -850,14 +848,7 @@ def worker_main(fd: int) -> int:
                                                    loader_mod.PARSE_IN_READERS))
         bad = _Recording(cfg["known"])
         decoder = make_decoder(cfg["decoder"], device)
-        plan = None
-        if cfg.get("region") is not None:
-            from ..operation import Operation
-            from ..training.batch_ops import step_of
-            from .region import RegionPlan
-
-            method, args, kwargs, seed = cfg["region"]
-            plan = RegionPlan(step_of(Operation(method, *args, **kwargs)), seed)
+        plan = cfg.get("region")  # (unpickled: rebuilt by the module that defines it)
         loader = Loader(cfg["source"], cfg["sampler"], inbox.plan, decoder, device, bad,
                         strict=cfg["strict"], ahead=cfg["ahead"], threads=cfg["threads"],
                         window=cfg["window"], first=cfg["first"], region=plan)

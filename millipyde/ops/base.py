@@ -342,9 +342,17 @@ class Form:
         return [*entries[:at], Emit(e.kernel, params, e.skip, e.out), *entries[at + 1:]]
 
 
-#: window kernels (``crop`` and its forms that read a fill or the edge outside the image):
-#: index maps ``(y + top, x + left)`` whose first two parameters are the window's top and left
-WINDOW_KERNELS = ("crop", "crop_fill", "crop_edge")
+#: window kernels: index maps ``(y + top, x + left)`` whose first two parameters are the
+#: window's top and left (the crop kernel and its forms that read a fill or the edge outside
+#: the image), each named by its own op module through :func:`mark_window`
+WINDOW_KERNELS: set[str] = set()
+
+
+def mark_window(*kernels: str) -> None:
+    """Name ``kernels`` window kernels (:data:`WINDOW_KERNELS`): a form's entries that begin
+    with one can be recorded on a region of the image holding the window
+    (:meth:`Form.emits_on_region`)."""
+    WINDOW_KERNELS.update(kernels)
 
 
 def first_window(entries: list) -> int | None:

@@ -22,13 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from ..data import process, region
+from ..data import process
 from ..data.decode import as_buffer, make_decoder, one_allocation
 from ..data.loader import BadSamples, DecodedBatch, Loader
 from ..data.process import ProcessLoader
 from ..data.readahead import READ_THREADS, WINDOW_BYTES
 from ..image import gpuimage
-from . import batch_arena
+from . import batch_arena, region_plan
 
 #: a batch decoded whole into one allocation (``data.decode.one_allocation``) is the arena of
 #: its gathers as it lies, instead of being packed into a new one (one batched copy and a
@@ -66,8 +66,8 @@ class Stream:
         self.decode_process = process.use_process(decode_process)
         self.bad = BadSamples()
         self.steps = batch_arena.arena_steps(operations) if not source.has_targets else None
-        #: the first op's regions (``data.region``): decoded (or kept) instead of whole samples
-        self.region = region.plan_of(operations, seed, source.has_targets)
+        #: the first op's regions (``region_plan``): decoded (or kept) instead of whole samples
+        self.region = region_plan.plan_of(operations, seed, source.has_targets)
         self._clean: dict[tuple, bool] = {}
         self._one_gather: bool | None = None
         self._lock = threading.Lock()

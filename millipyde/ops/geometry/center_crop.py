@@ -3,7 +3,7 @@
 import numpy as np
 
 from ...kernels.registry import index_map
-from ..base import Draws, Emit, ImageKind, columns, define, integer
+from ..base import Draws, Emit, ImageKind, columns, define, integer, mark_window
 from .crop import CROP
 
 
@@ -16,6 +16,9 @@ def window_or_fill(y, x, h, w, top, left, height, width, value):
     """A ``height`` x ``width`` window at (``top``, ``left``), which may reach outside the
     image: pixels there read ``value`` (every channel), as a pad then a crop."""
     return y + top, x + left
+
+
+mark_window("crop_fill")
 
 
 def windows(emit: list, win: np.ndarray, inside: np.ndarray, value: float) -> list:

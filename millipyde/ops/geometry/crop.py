@@ -3,7 +3,7 @@
 import numpy as np
 
 from ...kernels.registry import index_map
-from ..base import Draws, Emit, ImageKind, Reject, columns, define, integer
+from ..base import Draws, Emit, ImageKind, Reject, columns, define, integer, mark_window
 
 
 def _crop_shape(h, w, top, left, height, width):
@@ -30,6 +30,7 @@ def _sample(args: tuple, d: Draws, hw: np.ndarray, kind: ImageKind) -> list:
 
 
 CROP = define("crop", "geometry", [crop_window], reference="numpy slicing")
+mark_window(CROP.kernels[0])
 
 
 @CROP.form(sample=_sample)

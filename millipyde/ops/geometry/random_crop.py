@@ -7,7 +7,17 @@ from typing import Any
 import numpy as np
 
 from ...kernels.registry import sampler
-from ..base import Draws, Emit, ImageKind, Reject, columns, define, image_value, integer
+from ..base import (
+    Draws,
+    Emit,
+    ImageKind,
+    Reject,
+    columns,
+    define,
+    image_value,
+    integer,
+    mark_window,
+)
 from .center_crop import window_or_fill, windows
 from .crop import CROP
 
@@ -24,6 +34,9 @@ def window_or_edge(y, x, h, w, top, left, height, width):
     """A window that may reach outside the image, where it repeats the nearest edge pixel
     (``np.pad(mode="edge")`` then a crop): an integer map sampled with edge clamping."""
     return y + top, x + left
+
+
+mark_window("crop_edge")
 
 
 def padding_ltrb(padding: Any) -> tuple[int, int, int, int]:
