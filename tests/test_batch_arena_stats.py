@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tiers import exhaustive_in_simulator
 
 import millipyde as mp
 from millipyde.backend import ACTIVE as runtime
@@ -64,6 +65,7 @@ def test_a_batchs_statistic_rows_are_each_gathers_starting_rows(make) -> None:
     assert seen  # (the policies' equalize and autocontrast keep statistics; slots stages)
 
 
+@exhaustive_in_simulator
 def test_past_the_kept_layouts_each_gather_gets_its_own_rows(monkeypatch) -> None:
     """With no layout kept (the bound reached) a batch's gathers take statistic rows of their
     own, and the batches are the same, bit for bit, as with the rows in the one buffer."""

@@ -65,3 +65,10 @@ def simulator() -> bool:
     import millipyde as mp
 
     return mp.backend() == "cudasim"
+
+
+def exhaustive_in_simulator(test: Any) -> Any:
+    """Mark ``test`` exhaustive under the CUDA simulator only: a whole-batch equality whose
+    simulated threads cost tens of seconds there, while the cpu backend's CI tier runs the
+    same recording and the simulator's CI tier the cheaper cases of its file."""
+    return EXHAUSTIVE(test) if simulator() else test
