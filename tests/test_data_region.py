@@ -52,10 +52,13 @@ def folder(tmp_path_factory):
 
 @pytest.fixture
 def switch(monkeypatch):
-    """Sets ``region_plan.ENABLED`` (and ``region.ALIGN``) for the Generators made after."""
+    """Sets ``region_plan.ENABLED`` (and ``region.ALIGN``) for the Generators made after;
+    Pillow's whole decodes are cut to their regions (``region.CUT_WHOLE``), so the region's
+    recording runs on the cpu backend."""
     def set_(on, align=region.ALIGN):
         monkeypatch.setattr(region_plan, "ENABLED", on)
         monkeypatch.setattr(region, "ALIGN", align)
+        monkeypatch.setattr(region, "CUT_WHOLE", on)
     return set_
 
 
@@ -102,6 +105,20 @@ def test_regions_make_the_whole_samples_outputs(folder, switch, first, align) ->
         assert 0 < st1["px_regions"] == st1["px_whole"]
     else:
         assert 0 < st1["px_regions"] < st1["px_whole"]
+
+
+def test_whole_decodes_are_handed_on_whole_by_default(folder, switch, monkeypatch) -> None:
+    """Pillow decodes a sample whole whatever its window: unless ``region.CUT_WHOLE`` asks, the
+    sample goes on whole (no region counted) and the outputs are the same."""
+    ops = [FIRST["rrc"], FLIP]
+    switch(True)
+    cut, st_cut = _batches(folder, ops)
+    monkeypatch.setattr(region, "CUT_WHOLE", False)
+    kept, st_kept = _batches(folder, ops)
+    assert 0 < st_cut["px_regions"] < st_cut["px_whole"]
+    assert st_kept["px_regions"] == st_kept["px_whole"] == 0
+    for a, b in zip(cut, kept, strict=True):
+        assert np.array_equal(a, b)
 
 
 def _same(x):

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import ACTIVE as runtime
+from . import region as region_mod
 from .readahead import READ_THREADS, WINDOW_BYTES, ReadAhead
 from .region import crop_host
 
@@ -371,6 +372,9 @@ class Loader:
             rows = [r for r in range(n) if not isinstance(datas[r], BaseException)]
             t1 = time.perf_counter()
             plan = self.region
+            if plan is not None and not (getattr(dec, "decodes_regions", False)
+                                         or region_mod.CUT_WHOLE):
+                plan = None  # a decoder of whole samples: its samples handed on whole
             kw: dict[str, Any] = {}
             if plan is not None and getattr(dec, "decodes_regions", False):
                 # the decoder draws each region from the header's size (rows of its list)

@@ -71,6 +71,7 @@ from ..backend import ACTIVE as runtime
 from . import decode as decode_mod
 from . import fileread
 from . import loader as loader_mod
+from . import region as region_mod
 from .loader import AHEAD, BadSampleError, BadSamples, DecodedBatch
 from .readahead import MAX_ITEMS, READ_THREADS, WINDOW_BYTES
 
@@ -204,6 +205,7 @@ class ProcessLoader:
                 "nvimgcodec_api": decode_mod.nvimgcodec_api(),
                 "capi_compiled": decode_mod.CAPI_COMPILED,
                 "parse_in_readers": loader_mod.PARSE_IN_READERS,
+                "cut_whole": region_mod.CUT_WHOLE,
                 # the first op's regions (``training.region_plan.RegionPlan``, which pickles
                 # as its Operation's method and arguments and the seed)
                 "region": region,
@@ -846,6 +848,7 @@ def worker_main(fd: int) -> int:
         decode_mod.CAPI_COMPILED = bool(cfg.get("capi_compiled", decode_mod.CAPI_COMPILED))
         loader_mod.PARSE_IN_READERS = bool(cfg.get("parse_in_readers",
                                                    loader_mod.PARSE_IN_READERS))
+        region_mod.CUT_WHOLE = bool(cfg.get("cut_whole", region_mod.CUT_WHOLE))
         bad = _Recording(cfg["known"])
         decoder = make_decoder(cfg["decoder"], device)
         plan = cfg.get("region")  # (unpickled: rebuilt by the module that defines it)

@@ -4,7 +4,8 @@ first op's window reads.
 The window itself is drawn upstream (``training.region_plan``: the first op's form on the
 sample's header size, before the sample is decoded); here are what the decoders and the loader
 need of it: the window widened to :data:`ALIGN` and kept inside its image (:func:`aligned`), and
-a host array cut to its rectangle (:func:`crop_host`, where a decoder decoded the whole sample).
+a host array cut to its rectangle (:func:`crop_host`, where a decoder decoded the whole sample
+and :data:`CUT_WHOLE` asks for the cut).
 A loader is handed a plan with ``boxes(ks, hw)``: (n, 4) rectangles (top, left, bottom, right)
 of outputs ``ks`` of images of sizes ``hw``.
 """
@@ -13,6 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
+#: cut the samples a decoder decodes whole (Pillow, the cpu backend's) to their regions too.
+#: Off: a cut saves no decoding there and makes a batch of one sample size one of many sizes
+#: (the ImageNet recipe on the 2-core machine: 571-608 img/s cut, 717-771 whole; 2026-11-29,
+#: bench/RESULTS.md); the tests turn it on to check the region's recording on the cpu backend.
+CUT_WHOLE = False
 #: a region's sides are widened to multiples of this (from the image's origin), kept inside the
 #: image: JPEG's largest MCU (16 x 16 pixels with 4:2:0 chroma), which a decoder decodes whole
 ALIGN = 16
