@@ -219,8 +219,9 @@ class Loader:
         Decode lanes (default :data:`DECODE_LANES`); more than one only where ``decoder``
         has ``another()`` (each further lane's decoder is made in its own thread).
     region : training.region_plan.RegionPlan, optional
-        Decode (or, from a decoder that decodes whole samples into host memory, keep) only
-        the region of each sample that the first op's window reads (``data.region``).
+        Where the decoder decodes regions (``decodes_regions``), decode only the region of
+        each sample that the first op's window reads (``data.region``); a decoder of whole
+        samples hands them on whole unless ``data.region.CUT_WHOLE``.
     """
 
     def __init__(self, source: Any, sampler: Any, plan: Callable[[int], Any], decoder: Any,

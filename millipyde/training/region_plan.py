@@ -14,8 +14,9 @@ its place in the image (``(top, left, height, width)`` of the whole image:
 drawn from the whole image's size, its window shifted by the region's top and left. Nothing
 outside the window is read by a window op (``crop`` is an index map; ``random_resized_crop``'s
 resize samples the crop with its edges repeated, inside the window), so the outputs equal the
-whole image's wherever the decoder's region pixels equal its whole decode's (exactly on the
-cpu path, which decodes the whole sample and cuts the region; tests/test_data_region.py).
+whole image's wherever the decoder's region pixels equal its whole decode's (nvImageCodec's
+equal them on the GPU; the tests cut Pillow's whole decodes, ``data.region.CUT_WHOLE``, to
+check the recording on the cpu backend: tests/test_data_region.py).
 
 On by default (:data:`ENABLED`; ``MILLIPYDE_DECODE_REGION=0`` turns it off); never for sources
 with detection targets (their boxes are in the whole image's coordinates) or where the first op
