@@ -738,12 +738,7 @@ def test_folder_batches_with_the_arena_in_place_equal_packed_ones(tmp_path,
     from millipyde.training import batch_stream
     from millipyde.training.recipes import operations
 
-    photos = [data.astronaut(), data.chelsea(), data.coffee(), data.rocket()]
-    for c in range(2):
-        (tmp_path / f"c{c}").mkdir()
-        for i in range(24):
-            a = photos[(i + c) % 4][i % 7:, (3 * i) % 11:]
-            (tmp_path / f"c{c}" / f"{i}.jpg").write_bytes(_jpeg(np.ascontiguousarray(a)))
+    _photo_folder(tmp_path)
     (tmp_path / "c1" / "bad.jpg").write_bytes(b"\xff\xd8 not a jpeg")
     monkeypatch.setattr(dmod, "NVIMGCODEC_API", "c")
     got = {}
@@ -788,6 +783,17 @@ def _host(x) -> np.ndarray:
     if isinstance(x, np.ndarray):
         return x
     return dmod.as_buffer(x).copy_to_host()
+
+
+def _photo_folder(root) -> None:
+    """Two class folders of 24 JPEGs each, cut from four photographs at shifting offsets
+    (several sizes)."""
+    photos = [data.astronaut(), data.chelsea(), data.coffee(), data.rocket()]
+    for c in range(2):
+        (root / f"c{c}").mkdir()
+        for i in range(24):
+            a = photos[(i + c) % 4][i % 7:, (3 * i) % 11:]
+            (root / f"c{c}" / f"{i}.jpg").write_bytes(_jpeg(np.ascontiguousarray(a)))
 
 
 def _region_boxes(hw: np.ndarray, align: int, whole: list[bool]) -> np.ndarray:
@@ -878,12 +884,7 @@ def test_folder_batches_with_regions_equal_whole_ones(tmp_path, monkeypatch) -> 
     from millipyde.training import region_plan
     from millipyde.training.recipes import operations
 
-    photos = [data.astronaut(), data.chelsea(), data.coffee(), data.rocket()]
-    for c in range(2):
-        (tmp_path / f"c{c}").mkdir()
-        for i in range(24):
-            a = photos[(i + c) % 4][i % 7:, (3 * i) % 11:]
-            (tmp_path / f"c{c}" / f"{i}.jpg").write_bytes(_jpeg(np.ascontiguousarray(a)))
+    _photo_folder(tmp_path)
     (tmp_path / "c0" / "turned.jpg").write_bytes(_oriented(data.rocket(), 6))
     (tmp_path / "c1" / "grey.jpg").write_bytes(_jpeg(data.camera()))
     monkeypatch.setattr(dmod, "NVIMGCODEC_API", "c")

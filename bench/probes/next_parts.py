@@ -24,11 +24,7 @@ import millipyde as mp
 
 sys.path.append(str(Path(__file__).resolve().parents[2]))
 from bench.bench_pipeline import part_c_photos  # noqa: E402
-
-try:
-    from millipyde.training import recipes
-except ImportError:  # trees that keep it at the top level
-    from millipyde import recipes  # type: ignore[no-redef]
+from bench.probes.next_host import kernel_seconds, recipes  # noqa: E402
 
 
 def main() -> None:
@@ -39,20 +35,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--outputs", type=int, default=4096, help="a whole Generator's outputs")
     args = ap.parse_args()
-    import importlib
-
-    cpu = importlib.import_module("millipyde.backend.cpu")
-    kernel_s = [0.0]
-    plain = cpu.CpuBackend._run_cpu
-
-    def timed(self, *a, **k):
-        t0 = time.thread_time()
-        try:
-            return plain(self, *a, **k)
-        finally:
-            kernel_s[0] += time.thread_time() - t0
-
-    cpu.CpuBackend._run_cpu = timed
+    kernel_s = kernel_seconds()
     hosts = part_c_photos(args.side)
     g = mp.Generator([mp.gpuimage(h) for h in hosts], recipes.figure_5_1_operations(),
                      outputs=None, seed=4, device=0)
