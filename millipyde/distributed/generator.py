@@ -67,9 +67,13 @@ class ClusterGenerator:
         self.next = 0
         self.current: tuple[int, list] | None = None
         self.stopped = False
+        #: the first window submitted (``next()`` calls :meth:`start` until then; each chunk
+        #: :meth:`take` finishes submits the next one)
+        self.started = False
 
     def start(self) -> None:
         """Keep the window of chunks in flight."""
+        self.started = True
         while not self.stopped and len(self.futures) < self.window and (
                 self.outputs is None or self.submitted < self.outputs):
             k0 = self.submitted

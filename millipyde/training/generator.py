@@ -474,9 +474,7 @@ class Generator:
             Generator is closed.
         """
         st = self._state
-        # (started: no check or call more per output; a cluster's state, without a group,
-        # is started every output: its start keeps its window of chunks in flight)
-        if getattr(st, "group", None) is None:
+        if not st.started:  # (once started: no check or call more per output)
             if getattr(st, "compiles_ahead", False) and not st.stopped:
                 # a cold kernel cache: the first outputs' kernels compiled at once in worker
                 # processes

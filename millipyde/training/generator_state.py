@@ -161,8 +161,13 @@ class GeneratorState:
         return GeneratorState(self.inputs, self.operations, self.device, self.seed, self.outputs,
                               False, self.rank, self.world, self.sampler, self.start_k)
 
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` has started the workers (``next()`` calls it until then)."""
+        return self.group is not None
+
     def start(self) -> None:
-        if self.group is not None:  # (every next() calls it: no lock once started)
+        if self.group is not None:  # (two threads' first next() calls may both get here)
             return
         with self.cond:  # (two threads' first next() calls start one group)
             if self.group is None:
