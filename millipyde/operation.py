@@ -314,15 +314,7 @@ class Operation:
         """What :meth:`apply` does once its coin said run: the call on `x` with its draws
         from ``(seed, sample, index)``, a callable's returned gpuarray or ndarray bound to `x`
         (a batched Generator's callable, whose coins it draws for many outputs at once)."""
-        if self.method is None and type(self)._bound is Operation._bound:
-            # a plain callable, called directly (no bound lambda a call)
-            with mprandom.operation_stream(seed, sample, index):
-                result = self.function(x, *self.args, **self.kwargs)
-            if result is not None and result is not x:
-                _use_result(x, result, self.name)
-            return
-        # a method, or a subclass that binds its own call (``compose.Choice`` picks a child)
-        bound = self._bound(x)
+        bound = self._bound(x)  # (subclasses bind their own call: ``compose.Choice``)
         with mprandom.operation_stream(seed, sample, index):
             result = bound()
         if self.method is None and result is not None and result is not x:
