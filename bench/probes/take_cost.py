@@ -7,9 +7,10 @@ Part C of ``bench_pipeline.py engine`` hands each output of the thesis recipe's 
 (six 512x512 photographs, its colorize an opaque callable) to ``torch.as_tensor(x,
 device="cuda")`` as it comes. Here the outputs are made first (listed), then, per output,
 in turns over the same list: ``x.__cuda_array_interface__`` alone (the gpuimage's
-materialize check and numba-cuda's dict), ``torch.as_tensor`` of it, and the whole
-Generator's ``next()`` loop with the take for the wall time per output beside them. Medians
-over the rounds, us an output.
+materialize check and numba-cuda's dict), ``torch.as_tensor`` of it, of an object holding
+the same dict ready (with and without its stream), ``torch.from_dlpack`` of it, a torch
+tensor's row ``t[i]``, and the whole Generator's ``next()`` loop with the take for the wall
+time per output beside them. Medians over the rounds, us an output.
 """
 
 from __future__ import annotations
@@ -25,6 +26,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import millipyde as mp  # noqa: E402
 from bench.bench_pipeline import part_c_photos  # noqa: E402
 from millipyde.training import recipes  # noqa: E402
+
+
+class _Cai:
+    """An object holding a ready CUDA Array Interface dict (what a cached interface costs)."""
+
+    def __init__(self, cai: dict, drop_stream: bool) -> None:
+        if drop_stream:
+            cai = {k: v for k, v in cai.items() if k != "stream"}
+        self.__cuda_array_interface__ = cai
 
 
 def main() -> None:
@@ -68,7 +78,21 @@ def main() -> None:
         outs = [torch.as_tensor(b, device="cuda") for b in bufs]
         rows.setdefault("torch.as_tensor(its device array)", []).append(
             time.perf_counter() - t0)
-        del outs, made, bufs
+        cais = [dict(b.__cuda_array_interface__) for b in bufs]
+        for name, drop in (("torch.as_tensor(a cached interface dict)", False),
+                           ("torch.as_tensor(cached dict, no stream)", True)):
+            objs = [_Cai(c, drop) for c in cais]
+            t0 = time.perf_counter()
+            outs = [torch.as_tensor(o, device="cuda") for o in objs]
+            rows.setdefault(name, []).append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        outs = [torch.from_dlpack(x) for x in made]
+        rows.setdefault("torch.from_dlpack(gpuimage)", []).append(time.perf_counter() - t0)
+        whole = torch.empty((len(made), *made[0].shape), device="cuda")
+        t0 = time.perf_counter()
+        outs = [whole[i] for i in range(len(made))]
+        rows.setdefault("a torch tensor's row (t[i])", []).append(time.perf_counter() - t0)
+        del outs, made, bufs, cais, objs, whole
     n = a.outputs
     for name, ts in rows.items():
         us = [t / n * 1e6 for t in ts]
