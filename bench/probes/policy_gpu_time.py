@@ -3,6 +3,8 @@
     source bench/gpu_env.sh; export MILLIPYDE_BACKEND=cuda
     python3 bench/probes/policy_gpu_time.py [--policy randaugment] [--batches 100]
         [--trace trace.json]
+    ncu --clock-control none --profile-from-start off --target-processes application-only \
+        --section SpeedOfLight ... python3 bench/probes/policy_gpu_time.py --ncu
 
 The recipe of ``bench_policies.py`` (six photographs at their own sizes, random resized crop
 224, flip, the policy, float32 NCHW batches of 256 with ImageNet's mean and std, each taken by
@@ -11,7 +13,8 @@ same number under ``torch.profiler`` (CUPTI sees every kernel of the process, Nu
 included). From the trace: the kernels, copies and sets a batch with their summed durations,
 the union of the device's busy intervals over the profiled window (the GPU's busy share), and
 the largest kernels. A busy share near 1 says the batch is bound by its kernels; well below 1,
-by the host (the worker's record and launches, or the consumer).
+by the host (the worker's record and launches, or the consumer). With ``--ncu`` the probe is a
+target for ``ncu``: the profiled range holds one batch after five warm-up batches.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=100)
     ap.add_argument("--size", type=int, default=256)
     ap.add_argument("--trace", type=Path, default=None)
+    ap.add_argument("--ncu", action="store_true", help="profile one batch's range for ncu")
     a = ap.parse_args()
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -65,6 +69,14 @@ def main() -> None:
         for _ in range(5):
             _tensor(next(bs))
         _sync()
+        if a.ncu:
+            from numba import cuda
+
+            cuda.profile_start()
+            _tensor(next(bs))
+            _sync()
+            cuda.profile_stop()
+            return
         t0 = time.perf_counter()
         for _ in range(a.batches):
             _tensor(next(bs))
