@@ -1,0 +1,85 @@
+"""Register caps of the batched gathers against batch rates (GPU only).
+
+    source bench/gpu_env.sh; export MILLIPYDE_BACKEND=cuda
+    python3 bench/probes/register_caps.py [--caps none,128,96,64] [--rounds 2] [--batches 300]
+
+The arena gathers of a policy batch hold every op of the policy behind per-image gates, and
+the compiler gives them 140-206 registers a thread: one 256-thread block an SM, 12.5%
+occupancy (ncu, bench/RESULTS.md 2026-11-29). This probe sets
+``batch_gather.MAX_REGISTERS["gather"]`` to each cap in turn, in a fresh process (the cap is
+in the generated source, so each cap compiles its own kernels), and measures in that process:
+RandAugment(2, 9) and TrivialAugmentWide (``bench_policies.millipyde_rate``), the ImageNet
+recipe (``bench_recipes.millipyde_batches``) and the figure-5.1 batches
+(``bench_batches.rate``), img/s. The caps alternate over ``--rounds`` rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+
+def child(cap: str, batches: int) -> dict:
+    from millipyde.graph.codegen import batch_gather
+
+    batch_gather.MAX_REGISTERS["gather"] = None if cap == "none" else int(cap)
+    import millipyde as mp
+    from bench.bench_batches import _images, rate
+    from bench.bench_policies import millipyde_rate
+    from bench.bench_recipes import _photos, millipyde_batches
+
+    hosts = _photos()
+    out: dict = {"cap": cap}
+    t0 = time.perf_counter()
+    out["randaugment"] = millipyde_rate(hosts, mp.RandAugment(2, 9), 256, batches, 224)[0]
+    out["trivial"] = millipyde_rate(hosts, mp.TrivialAugmentWide(), 256, batches, 224)[0]
+    out["imagenet"] = millipyde_batches(hosts, 256 * batches)["img_s"]
+    out["figure_5_1"] = rate(_images(512), 256, batches, 0)
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--caps", default="none,128,96,64")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--batches", type=int, default=300)
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds a child")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child is not None:
+        print(json.dumps(child(a.child, a.batches)))
+        return
+    rows = []
+    for r in range(a.rounds):
+        caps = a.caps.split(",")
+        for cap in caps if r % 2 == 0 else caps[::-1]:
+            try:
+                p = subprocess.run([sys.executable, __file__, "--child", cap,
+                                    "--batches", str(a.batches)], capture_output=True,
+                                   text=True, timeout=a.timeout, env=os.environ.copy())
+                row = json.loads(p.stdout.strip().splitlines()[-1])
+            except (subprocess.TimeoutExpired, ValueError, IndexError) as err:
+                row = {"cap": cap, "error": repr(err)[:200]}
+            row["round"] = r
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    print("cap   round  randaugment   trivial  imagenet  figure_5_1  (img/s)")
+    for row in rows:
+        if "error" in row:
+            print(f"{row['cap']:5s} {row['round']:5d}  {row['error']}")
+            continue
+        print(f"{row['cap']:5s} {row['round']:5d}  {row['randaugment']:11,.0f} "
+              f"{row['trivial']:9,.0f} {row['imagenet']:9,.0f} {row['figure_5_1']:11,.0f}")
+
+
+if __name__ == "__main__":
+    main()
