@@ -19,7 +19,7 @@ kernel (mangled names differ between trees: compare by order and launches), over
 of ``codegen.batch_gather.ROWS_PER_TRIP`` (rows per trip of the gathers without a sampler, of
 the batch writers, of the one-channel writers), each with its digest and kernel times: an
 A/B of that knob in one process.
-``--caps G,W [G,W ...]``: the same for ``batch_gather.MAX_REGISTERS`` (registers per thread of
+``--caps G,W [G,W ...]``: the same for ``target.MAX_REGISTERS`` (registers per thread of
 the gathers and of the writers; 0: no cap). ``--words 0 1``: the same for
 ``batch_writer.WORD_TAPS`` (the colour writer's taps as bytes, as words). ``--writer NAME=0|1,...
 [...]``: the same for ``batch_writer``'s text flags (``all=1``: every one). ``--axis K,R
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", nargs="*", default=[],
                     help="settings 'G,W[,GW]' of batch_gather.ROWS_PER_TRIP to compare")
     ap.add_argument("--caps", nargs="*", default=[],
-                    help="settings 'G,W' of batch_gather.MAX_REGISTERS to compare (0: none)")
+                    help="settings 'G,W' of target.MAX_REGISTERS to compare (0: none)")
     ap.add_argument("--words", nargs="*", default=[],
                     help="settings 0/1 of batch_writer.WORD_TAPS to compare")
     ap.add_argument("--writer", nargs="*", default=[],
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                          "UNIT_DIVISIONS, INT32_TAPS; 'all=0|1' for every one)")
     ap.add_argument("--axis", nargs="*", default=[],
                     help="settings 'K,R' of codegen.batch_perm.WORDS_PER_TRIP and "
-                         "batch_gather.MAX_REGISTERS['axis'] (0: none) to compare")
+                         "target.MAX_REGISTERS['axis'] (0: none) to compare")
     args = ap.parse_args(argv)
     print(f"[{args.label}] millipyde from {os.path.dirname(mp.__file__)}, backend "
           f"{mp.backend()}")
@@ -103,21 +103,21 @@ def main(argv: list[str] | None = None) -> int:
         batch_convert.fused_writer.cache_clear()
         _run(imgs, args, f"{args.label} words={setting}")
     for setting in args.axis:
-        from millipyde.graph.codegen import batch_gather, batch_perm
+        from millipyde.graph.codegen import batch_perm, target
         from millipyde.graph.exec import batch_group
 
         k, r = (int(v) for v in setting.split(","))
         batch_perm.WORDS_PER_TRIP = k
-        batch_gather.MAX_REGISTERS["axis"] = r or None
+        target.MAX_REGISTERS["axis"] = r or None
         batch_group._axis_fn.cache_clear()
         _run(imgs, args, f"{args.label} axis={setting}")
     for setting in args.caps:
-        from millipyde.graph.codegen import batch_gather
+        from millipyde.graph.codegen import target
         from millipyde.graph.exec import batch as exec_batch
         from millipyde.training import batch_convert
 
         g, w = (int(v) or None for v in setting.split(","))
-        batch_gather.MAX_REGISTERS.update(gather=g, writer=w)
+        target.MAX_REGISTERS.update(gather=g, writer=w)
         exec_batch.gather_fn.cache_clear()
         batch_convert.fused_writer.cache_clear()
         _run(imgs, args, f"{args.label} caps={setting}")

@@ -6,8 +6,9 @@
 The arena gathers of a policy batch hold every op of the policy behind per-image gates, and
 the compiler gives them 140-206 registers a thread: one 256-thread block an SM, 12.5%
 occupancy (ncu, bench/RESULTS.md 2026-11-29). This probe sets
-``batch_gather.MAX_REGISTERS["gather"]`` to each cap in turn, in a fresh process (the cap is
-in the generated source, so each cap compiles its own kernels), and measures in that process:
+``target.MAX_REGISTERS`` of ``--kinds`` (the arena and arena statistic gathers) to each cap
+in turn, in a fresh process (the cap is in the generated source, so each cap compiles its own
+kernels), and measures in that process:
 RandAugment(2, 9) and TrivialAugmentWide (``bench_policies.millipyde_rate``), the ImageNet
 recipe (``bench_recipes.millipyde_batches``) and the figure-5.1 batches
 (``bench_batches.rate``), img/s. The caps alternate over ``--rounds`` rounds.
@@ -24,13 +25,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+KINDS = ("arena", "stat")  # ``--kinds``: the kernel kinds the cap applies to
 sys.path.insert(0, str(ROOT))
 
 
 def child(cap: str, batches: int) -> dict:
-    from millipyde.graph.codegen import batch_gather
+    from millipyde.graph.codegen import target
 
-    batch_gather.MAX_REGISTERS["gather"] = None if cap == "none" else int(cap)
+    for kind in KINDS:
+        target.MAX_REGISTERS[kind] = None if cap == "none" else int(cap)
     import millipyde as mp
     from bench.bench_batches import _images, rate
     from bench.bench_policies import millipyde_rate
@@ -53,8 +56,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--batches", type=int, default=300)
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds a child")
+    ap.add_argument("--kinds", default=",".join(KINDS),
+                    help="kinds of target.MAX_REGISTERS the cap applies to")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    global KINDS
+    KINDS = tuple(a.kinds.split(","))
     if a.child is not None:
         print(json.dumps(child(a.child, a.batches)))
         return
@@ -64,8 +71,9 @@ def main() -> None:
         for cap in caps if r % 2 == 0 else caps[::-1]:
             try:
                 p = subprocess.run([sys.executable, __file__, "--child", cap,
-                                    "--batches", str(a.batches)], capture_output=True,
-                                   text=True, timeout=a.timeout, env=os.environ.copy())
+                                    "--batches", str(a.batches), "--kinds", a.kinds],
+                                   capture_output=True, text=True, timeout=a.timeout,
+                                   env=os.environ.copy())
                 row = json.loads(p.stdout.strip().splitlines()[-1])
             except (subprocess.TimeoutExpired, ValueError, IndexError) as err:
                 row = {"cap": cap, "error": repr(err)[:200]}

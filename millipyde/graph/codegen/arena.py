@@ -29,7 +29,7 @@ from .gather_body import gather_body
 from .gather_sig import GatherSig
 from .loader import load
 from .stat import MEMBER_INDEX, arena_per_image, arena_reads
-from .target import HEADER, RINT_CLIP, indent_text, jit_decorator, loop_3d
+from .target import HEADER, RINT_CLIP, capped, indent_text, loop_3d
 
 _STORE = re.compile(r"^(?P<ind>\s*)dst\[b, y, x, (?P<c>\d+)\] = (?P<v>.+)$", re.M)
 
@@ -74,7 +74,7 @@ def arena_gather_source(sig: GatherSig, target: str, sim: bool = False, gates: b
         defs = cpu_tables.byte_forms(sig, defs)
     head = (f"# millipyde generated arena gather: {sig} layout={layout or '-'} "
             f"channels={channels}\n" + HEADER[target] + defs + RINT_CLIP)
-    dec = f"\n\n{jit_decorator(target, sim)}\n"
+    dec = f"\n\n{capped(target, sim, 'arena')}\n"
     if not layout:
         fn = (dec + "def kernel(src, rows, dst, p, stat):\n"
               "    nb = dst.shape[0]\n    h = dst.shape[1]\n    w = dst.shape[2]\n"

@@ -43,7 +43,7 @@ from .gather_body import (
 from .gather_sig import GatherSig, gather_ngates, gather_nparams
 from .loader import load
 from .subscripts import rewrite_subscripts
-from .target import HEADER, RINT_CLIP, indent_text, jit_decorator
+from .target import HEADER, RINT_CLIP, capped, indent_text
 
 #: Rows of a thread's grid-stride loop that one trip of a batched gather computes before it
 #: stores them (GPUs; ``batch_rows``): the kernels without a sampler, and the batch writers
@@ -52,24 +52,6 @@ from .target import HEADER, RINT_CLIP, indent_text, jit_decorator
 #: colour writer's 0.523 went to 0.537; bench/RESULTS.md, 2026-11-24).
 #: Benchmarks set these to compare.
 ROWS_PER_TRIP = {"gather": 4, "writer": 1, "grey writer": 2}
-
-#: Registers per thread the flat batched gathers, the batch writers and the axis-map gathers
-#: (``batch_perm``) may use on GPUs (``None``: as many as the compiler takes). The writers'
-#: loads are chains (source byte, its table entry, the blend): resident warps hide their
-#: latency, and at 80 registers three 256-thread blocks fit an SM where two did
-#: (bench/RESULTS.md, 2026-11-23); at 64 four do, which the writers bound by their
-#: tap loads (L1TEX waits, half their stalls) take over the few spills (colour writer
-#: 0.555 -> 0.523 ms, grey 0.21 -> 0.19 a batch; bench/RESULTS.md, 2026-11-24). A link
-#: option: the PTX, so the arithmetic, is the same. Benchmarks set these to compare.
-MAX_REGISTERS: dict[str, int | None] = {"gather": None, "writer": 64, "axis": None}
-
-
-def capped(target: str, sim: bool, kind: str) -> str:
-    """The kernel decorator, with ``MAX_REGISTERS[kind]`` on real GPUs."""
-    dec, regs = jit_decorator(target, sim), MAX_REGISTERS.get(kind)
-    if not regs or target == "cpu" or sim:
-        return dec
-    return dec[:-1] + f", max_registers={int(regs)})"
 
 # elements of one member that the 32-bit offsets index (``wide`` past it)
 NARROW_ELEMENTS = 2**31

@@ -45,7 +45,7 @@ from .gather_sig import (
     stat_width,
 )
 from .loader import load
-from .target import HEADER, RINT_CLIP, indent_text, jit_decorator
+from .target import HEADER, RINT_CLIP, capped, indent_text, jit_decorator
 
 #: array accesses of a per-image body given the member index ``b`` (``codegen.batch.batched``)
 MEMBER_INDEX = {"dst": "b", "lut": "b", "p": "b"}
@@ -386,7 +386,7 @@ def arena_stats_source(parts: tuple[tuple[GatherSig, str], ...], target: str,
     text = "\n".join(offs + [f"{'el' if k else ''}if of{k}_ == 0.0:\n" + indent_text(br, 4)
                              for k, br in enumerate(branches)])
     args = ", ".join(a for k in range(len(stats)) for a in arena_stat_args(k))
-    fn = (f"\n\n{jit_decorator(target, sim)}\ndef kernel(src, rows, p, stat, {args}):\n"
+    fn = (f"\n\n{capped(target, sim, 'stat')}\ndef kernel(src, rows, p, stat, {args}):\n"
           "    nb = stat.shape[0]\n")
     if target == "cpu":
         loop = "    for b in prange(nb):\n" + indent_text(text, 8)

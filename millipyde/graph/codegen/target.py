@@ -80,6 +80,27 @@ def jit_decorator(target: str, sim: bool) -> str:
     return "@cuda.jit" if sim else "@cuda.jit(cache=True)"
 
 
+#: Registers per thread the batch kernels may use on GPUs, by kind (``None``: as many as the
+#: compiler takes): the flat batched gathers, the batch writers, the axis-map gathers
+#: (``batch_perm``), the arena gathers (``arena``) and the arena statistic gathers (``stat``).
+#: The writers' loads are chains (source byte, its table entry, the blend): resident warps
+#: hide their latency, and at 80 registers three 256-thread blocks fit an SM where two did
+#: (bench/RESULTS.md, 2026-11-23); at 64 four do, which the writers bound by their tap loads
+#: (L1TEX waits, half their stalls) take over the few spills (colour writer 0.555 -> 0.523
+#: ms, grey 0.21 -> 0.19 a batch; bench/RESULTS.md, 2026-11-24). A link option: the PTX, so
+#: the arithmetic, is the same. Benchmarks set these to compare.
+MAX_REGISTERS: dict[str, int | None] = {"gather": None, "writer": 64, "axis": None,
+                                        "arena": None, "stat": None}
+
+
+def capped(target: str, sim: bool, kind: str) -> str:
+    """The kernel decorator, with ``MAX_REGISTERS[kind]`` on real GPUs."""
+    dec, regs = jit_decorator(target, sim), MAX_REGISTERS.get(kind)
+    if not regs or target == "cpu" or sim:
+        return dec
+    return dec[:-1] + f", max_registers={int(regs)})"
+
+
 def loop_2d(target: str, h: str, w: str, body: str, step: str = "sx_") -> str:
     """Wrap ``body`` (uses y, x) in the target's loop over an ``h`` x ``w`` output.
 

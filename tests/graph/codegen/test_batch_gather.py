@@ -11,6 +11,7 @@ from ptx_compile import ptx_of
 from tiers import cpu_backend, tiered
 
 from millipyde.graph.codegen import batch_gather, batch_writer
+from millipyde.graph.codegen import target as codegen_target
 from millipyde.graph.codegen.gather_sig import GatherSig
 
 cudasim_ok = pytest.mark.cudasim_ok
@@ -176,8 +177,8 @@ def test_register_caps_only_on_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     """``MAX_REGISTERS`` caps the GPU writers (a link option: the kernel text is otherwise the
     same); the simulator's and the cpu's kernels take no cap."""
     pytest.importorskip("numba.cuda", reason="numba-cuda is part of the test extra")
-    monkeypatch.setitem(batch_gather.MAX_REGISTERS, "writer", 80)
-    monkeypatch.setitem(batch_gather.MAX_REGISTERS, "gather", None)
+    monkeypatch.setitem(codegen_target.MAX_REGISTERS, "writer", 80)
+    monkeypatch.setitem(codegen_target.MAX_REGISTERS, "gather", None)
     capped = batch_writer.gather_writer_source(WRITER_RGB, "cuda", False, True, 3, "NCHW")
     assert "@cuda.jit(cache=True, max_registers=80)\ndef kernel(" in capped
     assert "max_registers" not in batch_writer.gather_writer_source(WRITER_RGB, "cuda", True,
@@ -187,7 +188,7 @@ def test_register_caps_only_on_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "max_registers" not in batch_gather.gather_flat_source(FIRST_RGB, "cuda")
     fn = batch_writer.gather_writer_kernel(WRITER_RGB, "cuda", False, True, 3, "NCHW")
     assert fn.targetoptions["max_registers"] == 80
-    monkeypatch.setitem(batch_gather.MAX_REGISTERS, "writer", None)
+    monkeypatch.setitem(codegen_target.MAX_REGISTERS, "writer", None)
     plain = batch_writer.gather_writer_source(WRITER_RGB, "cuda", False, True, 3, "NCHW")
     assert "max_registers" not in plain
     # the rest of the kernel text is the same
