@@ -29,10 +29,10 @@ KINDS = ("arena", "stat")  # ``--kinds``: the kernel kinds the cap applies to
 sys.path.insert(0, str(ROOT))
 
 
-def child(cap: str, batches: int) -> dict:
+def child(cap: str, batches: int, kinds: tuple[str, ...] = KINDS) -> dict:
     from millipyde.graph.codegen import target
 
-    for kind in KINDS:
+    for kind in kinds:
         target.MAX_REGISTERS[kind] = None if cap == "none" else int(cap)
     import millipyde as mp
     from bench.bench_batches import _images, rate
@@ -60,10 +60,8 @@ def main() -> None:
                     help="kinds of target.MAX_REGISTERS the cap applies to")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
-    global KINDS
-    KINDS = tuple(a.kinds.split(","))
     if a.child is not None:
-        print(json.dumps(child(a.child, a.batches)))
+        print(json.dumps(child(a.child, a.batches, tuple(a.kinds.split(",")))))
         return
     rows = []
     for r in range(a.rounds):
