@@ -26,10 +26,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = ("arena", "stat")  # ``--kinds``: the kernel kinds the cap applies to
+ROWS = ("randaugment", "trivial", "imagenet", "figure_5_1")  # ``--rows``
 sys.path.insert(0, str(ROOT))
 
 
-def child(cap: str, batches: int, kinds: tuple[str, ...] = KINDS) -> dict:
+def child(cap: str, batches: int, kinds: tuple[str, ...] = KINDS,
+          rows: tuple[str, ...] = ROWS) -> dict:
     from millipyde.graph.codegen import target
 
     for kind in kinds:
@@ -42,10 +44,17 @@ def child(cap: str, batches: int, kinds: tuple[str, ...] = KINDS) -> dict:
     hosts = _photos()
     out: dict = {"cap": cap}
     t0 = time.perf_counter()
-    out["randaugment"] = millipyde_rate(hosts, mp.RandAugment(2, 9), 256, batches, 224)[0]
-    out["trivial"] = millipyde_rate(hosts, mp.TrivialAugmentWide(), 256, batches, 224)[0]
-    out["imagenet"] = millipyde_batches(hosts, 256 * batches)["img_s"]
-    out["figure_5_1"] = rate(_images(512), 256, batches, 0)
+    runs = {
+        "randaugment": lambda: millipyde_rate(hosts, mp.RandAugment(2, 9), 256, batches, 224)[0],
+        "trivial": lambda: millipyde_rate(hosts, mp.TrivialAugmentWide(), 256, batches, 224)[0],
+        "imagenet": lambda: millipyde_batches(hosts, 256 * batches)["img_s"],
+        "figure_5_1": lambda: rate(_images(512), 256, batches, 0),
+    }
+    for row in rows:
+        t1 = time.perf_counter()
+        out[row] = runs[row]()
+        print(f"  cap {cap} {row}: {out[row]:,.0f} img/s ({time.perf_counter() - t1:.1f} s)",
+              file=sys.stderr, flush=True)
     out["seconds"] = time.perf_counter() - t0
     return out
 
@@ -58,10 +67,12 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds a child")
     ap.add_argument("--kinds", default=",".join(KINDS),
                     help="kinds of target.MAX_REGISTERS the cap applies to")
+    ap.add_argument("--rows", default=",".join(ROWS), help="workloads, of " + ",".join(ROWS))
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child is not None:
-        print(json.dumps(child(a.child, a.batches, tuple(a.kinds.split(",")))))
+        print(json.dumps(child(a.child, a.batches, tuple(a.kinds.split(",")),
+                               tuple(a.rows.split(",")))))
         return
     rows = []
     for r in range(a.rounds):
@@ -69,22 +80,23 @@ def main() -> None:
         for cap in caps if r % 2 == 0 else caps[::-1]:
             try:
                 p = subprocess.run([sys.executable, __file__, "--child", cap,
-                                    "--batches", str(a.batches), "--kinds", a.kinds],
-                                   capture_output=True, text=True, timeout=a.timeout,
-                                   env=os.environ.copy())
+                                    "--batches", str(a.batches), "--kinds", a.kinds,
+                                    "--rows", a.rows], stdout=subprocess.PIPE, text=True,
+                                   timeout=a.timeout, env=os.environ.copy())
                 row = json.loads(p.stdout.strip().splitlines()[-1])
             except (subprocess.TimeoutExpired, ValueError, IndexError) as err:
                 row = {"cap": cap, "error": repr(err)[:200]}
             row["round"] = r
             rows.append(row)
             print(json.dumps(row), flush=True)
-    print("cap   round  randaugment   trivial  imagenet  figure_5_1  (img/s)")
+    names = a.rows.split(",")
+    print("cap   round  " + "  ".join(f"{n:>11s}" for n in names) + "  (img/s)")
     for row in rows:
         if "error" in row:
             print(f"{row['cap']:5s} {row['round']:5d}  {row['error']}")
             continue
-        print(f"{row['cap']:5s} {row['round']:5d}  {row['randaugment']:11,.0f} "
-              f"{row['trivial']:9,.0f} {row['imagenet']:9,.0f} {row['figure_5_1']:11,.0f}")
+        print(f"{row['cap']:5s} {row['round']:5d}  "
+              + "  ".join(f"{row[n]:11,.0f}" for n in names))
 
 
 if __name__ == "__main__":
