@@ -306,6 +306,11 @@ class Backend:
                 or getattr(buffer, "__array_interface__", None))
         return None if face is None else face["data"][0]
 
+    def interface(self, buffer: Any) -> dict:
+        """The CUDA Array Interface dict of ``buffer``, a device buffer of a backend with
+        ``caps.external_memory``: its own ``__cuda_array_interface__`` here."""
+        return buffer.__cuda_array_interface__
+
     @staticmethod
     def as_3d(buffer: Any) -> Any:
         """View a 2-D buffer as (h, w, 1) so every kernel sees (h, w, channels)."""
