@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import devices
-from .backend import ACTIVE
+from .backend import ACTIVE, dlpack
 from .graph.exec import execute
 from .graph.ir import lazy
 from .graph.ir.lazy import LazyArray, to_host_tree
@@ -311,13 +311,18 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
         node = self._node
         if got is not None and got[0] == node.id:
             return got[1]
+        return self._made_face(node)[1]
+
+    def _made_face(self, node: Node) -> tuple[Any, dict]:
+        """``node``'s buffer (its pending work run) and its interface dict, kept for ``node``."""
         if not ACTIVE.caps.external_memory:
             raise AttributeError(
                 f"__cuda_array_interface__ needs a GPU backend (active: {ACTIVE.name})"
             )
-        face = ACTIVE.interface(execute.materialize(node))
+        buf = execute.materialize(node)
+        face = ACTIVE.interface(buf)
         self._face = (node.id, face)
-        return face
+        return buf, face
 
     def __dlpack_device__(self) -> tuple[int, int]:
         if ACTIVE.caps.external_memory:
@@ -326,17 +331,46 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
 
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
                    copy: bool | None = None) -> Any:
+        """A DLPack capsule of the array (the array API's protocol).
+
+        On a GPU backend the capsule is made here (``backend/dlpack.py``): the buffer's
+        memory, no copy (``copy=True``: a fresh copy's), kept alive until the consumer lets
+        it go, whatever happens to the array after; a DLPack 1.0 (versioned) capsule where
+        ``max_version`` is 1 or more. ``stream`` is the consumer's (None or 1 the legacy
+        default stream, 2 the per-thread one, -1 no ordering): it is made to wait, on the
+        GPU, for the work this thread queued to compute the value. ``dl_device=(1, 0)``
+        gives a host copy. On the host backends: NumPy's capsule of a host copy.
+        """
         buf = self._materialize()
         if not ACTIVE.caps.external_memory:
             host = ACTIVE.to_host(buf) if ACTIVE.caps.device_memory else buf
             return np.asarray(host).reshape(self.shape).__dlpack__()
-        ACTIVE.synchronize(self.device)
-        try:
-            import cupy
-        except ImportError as err:
-            raise BufferError("__dlpack__ on the cuda backend needs CuPy installed") from err
-        with cupy.cuda.Device(self.device):
-            return cupy.asarray(buf).reshape(self.shape).__dlpack__(stream=stream)
+        device = self.device
+        if dl_device is not None and tuple(dl_device) != (dlpack.CUDA, device):
+            if tuple(dl_device) != (dlpack.CPU, 0) or copy is False:
+                raise BufferError(f"__dlpack__: dl_device {dl_device} needs a copy to another "
+                                  f"device than this array's {(dlpack.CUDA, device)}"
+                                  + (" (copy=False)" if copy is False else ""))
+            return np.asarray(self).__dlpack__(max_version=max_version, copy=True)
+        x = self._new_like(apply("copy", self._node, (), self.shape, self.dtype,
+                                 device=device)) if copy else self
+        node = x._node
+        got = x._face
+        if got is not None and got[0] == node.id:
+            buf, face = node.buffer, got[1]  # (kept: the node's work has run)
+        else:
+            buf, face = x._made_face(node)
+        ACTIVE.hand_over(stream, device)
+        shape, dtype = node.shape, node.dtype
+        strides = face["strides"]  # (None: C-contiguous)
+        if strides is not None:
+            if tuple(face["shape"]) != shape or any(s % dtype.itemsize for s in strides):
+                raise BufferError(f"__dlpack__: the buffer's strides {strides} are not whole "
+                                  f"elements of shape {shape}")
+            strides = tuple(s // dtype.itemsize for s in strides)
+        versioned = max_version is not None and int(max_version[0]) >= 1
+        return dlpack.capsule(face["data"][0], shape, strides, dtype, (dlpack.CUDA, device),
+                              buf, versioned, dlpack.IS_COPIED if copy else 0)
 
 
 def _binary(ufunc_name: str, reflected: bool = False):

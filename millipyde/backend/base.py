@@ -173,6 +173,10 @@ class Backend:
     def wait_event(self, event: Any, stream: Any = None) -> None:
         """Make later work on ``stream`` wait for ``event`` without blocking the host."""
 
+    def hand_over(self, stream: Any, device: int) -> None:
+        """Order a DLPack consumer's work on ``stream`` (``__dlpack__``'s argument) after the
+        work this thread queued so far on ``device`` (nothing where launches are synchronous)."""
+
     # -- launch recording (warmup.precompile) --------------------------------------------
     @contextlib.contextmanager
     def recording(self, sink: Callable[[Any, int, tuple], None]) -> Iterator[None]:
