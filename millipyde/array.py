@@ -352,8 +352,8 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
                                   f"device than this array's {(dlpack.CUDA, device)}"
                                   + (" (copy=False)" if copy is False else ""))
             return np.asarray(self).__dlpack__(max_version=max_version, copy=True)
-        x = self._new_like(apply("copy", self._node, (), self.shape, self.dtype,
-                                 device=device)) if copy else self
+        x = self._new_like(apply("copy", self._node, (), self.shape, self.dtype, device=device),
+                           self._sample) if copy else self  # (no sample index drawn)
         node = x._node
         got = x._face
         if got is not None and got[0] == node.id:
