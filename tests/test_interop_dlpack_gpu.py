@@ -1,6 +1,7 @@
 """``gpuarray.__dlpack__``'s own capsules on a GPU (``backend/dlpack.py``): PyTorch and CuPy
 read them without a copy, the memory outlives the image, the consumer's stream waits for
-work still queued, and Generator outputs go across.
+work still queued, and Generator outputs go across; the kept CUDA Array Interface dict is
+numba-cuda's.
 
     source bench/gpu_env.sh; export MILLIPYDE_BACKEND=cuda
     python3 -m pytest -q tests/test_interop_dlpack_gpu.py
@@ -108,3 +109,20 @@ def test_cupy_reads_the_capsule() -> None:
     c = cupy.from_dlpack(x)
     assert c.data.ptr == x.__cuda_array_interface__["data"][0]
     np.testing.assert_array_equal(cupy.asnumpy(c), np.asarray(x))
+
+
+def test_the_kept_interface_is_numba_cudas() -> None:
+    x = mp.gpuimage(_host(5))
+    x.fliplr()
+    face = x.__cuda_array_interface__
+    assert face == x._node.buffer.__cuda_array_interface__
+    assert x.__cuda_array_interface__ is face
+    x.invert()
+    again = x.__cuda_array_interface__
+    assert again is not face and again == x._node.buffer.__cuda_array_interface__
+    inputs = [mp.gpuimage(_host(20 + i)) for i in range(3)]
+    with mp.Generator(inputs, [mp.Operation("fliplr", probability=0.5)], outputs=40,
+                      seed=6) as g:
+        outs = list(g)
+    for o in outs:
+        assert o.__cuda_array_interface__ == o._node.buffer.__cuda_array_interface__
