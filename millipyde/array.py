@@ -303,9 +303,9 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
         to another node, whose id the kept dict's does not match. The dict is the buffer's
         device array's own, so its ``stream`` is what numba-cuda reports (None for pool
         buffers: the Generator and Pipelines hand out values whose work has finished). A
-        consumer such as ``torch.as_tensor`` reads the property twice per take; the
-        first read builds it (~0.4 us on the 2-core dev machine; numba-cuda's property
-        1.3 us), the second finds it.
+        consumer such as ``torch.as_tensor`` reads the property twice per take: the first
+        read builds the dict (~1.2 us on the 2-core dev machine, where numba-cuda's property
+        alone costs 1.6), the second finds it (0.1; bench/probes/interface_cost.py).
         """
         got = self._face
         node = self._node

@@ -159,7 +159,7 @@ class CudaMemory:
         of its layout (shape, strides, typestr, version) copied from a template that
         numba-cuda's own property made for the first array of that layout, the data pointer
         and the stream read from the array as that property reads them. The property costs
-        ~1.3 us an array (a ctypes pointer, its contiguity loop), this ~0.4 us (2-core dev
+        ~1.5 us an array (a ctypes pointer, its contiguity loop), this ~0.5 us (2-core dev
         machine). Arrays of other classes or memory kinds, and HIP's, get their own."""
         if self.name != "cuda":
             return super().interface(buffer)
