@@ -6,11 +6,14 @@
 Part C of ``bench_pipeline.py engine`` hands each output of the thesis recipe's Generator
 (six 512x512 photographs, its colorize an opaque callable) to ``torch.as_tensor(x,
 device="cuda")`` as it comes. Here the outputs are made first (listed), then, per output,
-in turns over the same list: ``x.__cuda_array_interface__`` alone (the gpuimage's
-materialize check and numba-cuda's dict), ``torch.as_tensor`` of it, of an object holding
-the same dict ready (with and without its stream), ``torch.from_dlpack`` of it, a torch
-tensor's row ``t[i]``, and the whole Generator's ``next()`` loop with the take for the wall
-time per output beside them. Medians over the rounds, us an output.
+in turns over the same list: ``torch.as_tensor`` of it (fresh outputs, as the take meets
+them), ``x.__cuda_array_interface__`` alone and ``torch.as_tensor`` again (where the tree
+keeps the interface dict: its kept cost), ``torch.as_tensor`` of its device array, of an
+object holding the same dict ready (with and without its stream), ``torch.from_dlpack`` of
+it, a torch tensor's row ``t[i]``; and the whole Generator's ``next()`` loop with the take
+(``torch.as_tensor``, and ``torch.from_dlpack``) for the wall time per output beside them.
+Medians over the rounds, us an output. To run it against an older tree, copy it into that
+tree's ``bench/probes`` (it imports the tree it sits in).
 """
 
 from __future__ import annotations
@@ -61,18 +64,28 @@ def main() -> None:
             outs = [torch.as_tensor(x, device="cuda") for x in g]
             torch.cuda.synchronize()
             rows.setdefault("next() + take, wall", []).append(time.perf_counter() - t0)
+        with gen(30 + r) as g:
+            t0 = time.perf_counter()
+            outs = [torch.from_dlpack(x) for x in g]
+            torch.cuda.synchronize()
+            rows.setdefault("next() + from_dlpack, wall", []).append(time.perf_counter() - t0)
         with gen(20 + r) as g:
             t0 = time.perf_counter()
             made = list(g)
             torch.cuda.synchronize()
             rows.setdefault("next() alone, wall", []).append(time.perf_counter() - t0)
+        # first on fresh outputs (as the take meets them: a tree that keeps the interface
+        # dict builds it here), then again (a kept dict's cost)
+        t0 = time.perf_counter()
+        outs = [torch.as_tensor(x, device="cuda") for x in made]
+        rows.setdefault("torch.as_tensor(gpuimage)", []).append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         for x in made:
             x.__cuda_array_interface__  # noqa: B018  (the property's cost is the row)
         rows.setdefault("__cuda_array_interface__", []).append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         outs = [torch.as_tensor(x, device="cuda") for x in made]
-        rows.setdefault("torch.as_tensor(gpuimage)", []).append(time.perf_counter() - t0)
+        rows.setdefault("torch.as_tensor(gpuimage), again", []).append(time.perf_counter() - t0)
         bufs = [x._materialize() for x in made]
         t0 = time.perf_counter()
         outs = [torch.as_tensor(b, device="cuda") for b in bufs]

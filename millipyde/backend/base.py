@@ -173,6 +173,10 @@ class Backend:
     def wait_event(self, event: Any, stream: Any = None) -> None:
         """Make later work on ``stream`` wait for ``event`` without blocking the host."""
 
+    def hand_over(self, stream: Any, device: int) -> None:
+        """Order a DLPack consumer's work on ``stream`` (``__dlpack__``'s argument) after the
+        work this thread queued so far on ``device`` (nothing where launches are synchronous)."""
+
     # -- launch recording (warmup.precompile) --------------------------------------------
     @contextlib.contextmanager
     def recording(self, sink: Callable[[Any, int, tuple], None]) -> Iterator[None]:
@@ -305,6 +309,11 @@ class Backend:
         face = (getattr(buffer, "__cuda_array_interface__", None)
                 or getattr(buffer, "__array_interface__", None))
         return None if face is None else face["data"][0]
+
+    def interface(self, buffer: Any) -> dict:
+        """The CUDA Array Interface dict of ``buffer``, a device buffer of a backend with
+        ``caps.external_memory``: its own ``__cuda_array_interface__`` here."""
+        return buffer.__cuda_array_interface__
 
     @staticmethod
     def as_3d(buffer: Any) -> Any:

@@ -15,6 +15,7 @@ import numpy as np
 
 from . import rawlaunch
 from .base import DeviceInfo
+from .pool import stream_handle
 
 
 class _Unchanged:
@@ -263,3 +264,40 @@ class CudaDevices:
 
     def wait_event(self, event: Any, stream: Any = None) -> None:
         event.wait(self.current_stream() if stream is None else stream)
+
+    def hand_over(self, stream: Any, device: int) -> None:
+        """DLPack's stream protocol: the consumer's stream (``dlpack.consumer_stream``) made to
+        wait, on the GPU, for what this thread queued so far on its stream (where the value
+        was just computed): nothing where that is the same stream or has nothing left to run,
+        else an event (``dlpack.order``); where the driver refuses, this thread's stream is
+        synchronized (before: the whole device, through CuPy). Values handed out by
+        Generators, batches and Pipelines are complete: their workers synchronize first."""
+        from . import dlpack
+
+        consumer = dlpack.consumer_stream(stream)
+        if consumer is None:
+            return  # the consumer asked for no ordering
+        s = getattr(self._tls, "stream", None)
+        # no stream set: numba-cuda's default stream, whose handle is 0 (the legacy default
+        # stream; ``current_stream()`` without a device would build a stream object for it)
+        producer = 0 if s is None else stream_handle(s)
+        if dlpack.same_stream(producer, consumer):
+            return
+        lib = _driver()
+        with self.on_device(device):
+            if lib is not None and dlpack.order(lib, producer, consumer):
+                return
+            (self.current_stream() if s is None else s).synchronize()
+
+
+_DRIVER: list[Any] = []
+
+
+def _driver() -> Any:
+    """The driver library with ``dlpack.order``'s calls typed, or None (no driver)."""
+    if not _DRIVER:
+        from . import dlpack
+
+        lib = rawlaunch.libcuda()
+        _DRIVER.append(None if lib is None else dlpack.typed_driver(lib))
+    return _DRIVER[0]
