@@ -13,8 +13,9 @@ import numpy as np
 from . import devices
 from .backend import ACTIVE
 from .graph.exec import execute
-from .graph.ir import lazy
+from .graph.ir import lazy, member
 from .graph.ir.lazy import LazyArray, to_host_tree
+from .graph.ir.member import Member
 from .graph.ir.node import Node, apply, leaf
 from .random import next_sample_index
 
@@ -77,6 +78,17 @@ def _contiguous_copy(obj: Any) -> Any:
     return cupy.ascontiguousarray(cupy.asarray(obj))
 
 
+class _MemberNode:
+    """``gpuarray._node`` of an array without a ``_node`` of its own: one bound to a member of
+    a batch buffer (``gpuarray._bind_member``) makes the member's node on this first read. A
+    non-data descriptor: an array's own ``_node`` is found before it, at no cost."""
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        return obj._read_member()
+
+
 class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
     """An n-dimensional numeric array on the current target device.
 
@@ -89,6 +101,7 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
     """
 
     __array_priority__ = 100
+    _node = _MemberNode()
 
     def __init__(self, obj: Any) -> None:
         self._node: Node | None = None
@@ -120,15 +133,85 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
         """Check data that arrived without a host copy (gpuimage re-checks shape rules)."""
 
     # -- graph plumbing ------------------------------------------------------------------
+    # An array holds its value in ``_node``, or, bound to a member of a computed batch buffer
+    # (a Pipeline chunk's output, ``graph.ir.member``), in ``_member`` with no ``_node``: the
+    # class attribute ``_node`` (``_MemberNode``) then makes the member's node on first read.
     def _bind(self, node: Node) -> None:
-        old = self._node
+        d = self.__dict__
+        old = d.get("_node")
+        if old is None and "_member" in d:
+            self._bind_from_member(node)
+            return
         node.users += 1
-        self._node = node
+        d["_node"] = node
         if old is not None:
             old.users -= 1
 
+    def _bind_from_member(self, node: Node) -> None:
+        with member.LOCK:  # (a read may be converting the member binding meanwhile)
+            d = self.__dict__
+            old = d.get("_node")
+            node.users += 1
+            d["_node"] = node
+            d.pop("_member", None)
+            if old is not None:
+                old.users -= 1
+
+    def _bind_member(self, value: Member) -> None:
+        """Hold ``value``, a member of a computed batch buffer, without making its node."""
+        with member.LOCK:
+            d = self.__dict__
+            old = d.pop("_node", None)
+            d["_member"] = value
+            if old is not None:
+                old.users -= 1
+
+    def _bind_value(self, value: Node | Member) -> None:
+        """Hold ``value`` (one :meth:`_value` returned)."""
+        if isinstance(value, Member):
+            self._bind_member(value)
+        else:
+            self._bind(value)
+
+    def _value(self) -> Node | Member:
+        """The value held, without making a member's node: its node, or its member while
+        bound to one and not yet read."""
+        d = self.__dict__
+        m = d.get("_member")  # (first: a read sets ``_node`` before it drops ``_member``)
+        node = d.get("_node")
+        return node if node is not None else m
+
+    def _holds(self, value: Node | Member) -> bool:
+        """Whether the value held is ``value`` (one :meth:`_value` returned), read or not."""
+        now = self._value()
+        return now is value or (isinstance(value, Member) and value.made is not None
+                                and now is value.made)
+
+    def _read_member(self) -> Node:
+        """``_node`` of an array bound to a member: its node, made now, bound in its place."""
+        d = self.__dict__
+        while True:
+            m = d.get("_member")
+            if m is None:
+                node = d.get("_node")
+                if node is not None:
+                    return node
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute "
+                                     "'_node'")
+            node = m.node()
+            with member.LOCK:
+                got = d.get("_node")
+                if got is not None:  # another thread read it (or bound a node) first
+                    return got
+                if d.get("_member") is m:
+                    node.users += 1
+                    d["_node"] = node
+                    del d["_member"]
+                    return node
+            # bound to another member meanwhile: read that one
+
     def __del__(self) -> None:
-        node = getattr(self, "_node", None)
+        node = self.__dict__.get("_node")  # (not ``_node``: an unread member stays unmade)
         if node is not None:
             node.users -= 1
 

@@ -359,6 +359,10 @@ class Backend:
         """Views ``buffer[0], buffer[1], ...`` of a C-contiguous batch buffer."""
         return [buffer[m] for m in range(buffer.shape[0])]
 
+    def member(self, buffer: Any, m: int) -> Any:
+        """The view ``buffer[m]`` alone: ``members(buffer)[m]``, the others not made."""
+        return buffer[m]
+
     # -- launches and limits -----------------------------------------------------------
     def shared_limit(self, device: int) -> int:
         """Most dynamic shared memory one block may use on ``device``."""

@@ -160,20 +160,30 @@ class CudaMemory:
         With :meth:`part`, that took a 64-output Generator batch's launch phase from 11.3 to
         7.9-8.4 ms on an H200 (bench/RESULTS.md). A pool buffer's members are stamped from
         their layout's prototype (``pool._Layouts.stamp_parts``: no numba-cuda constructor
-        per member; a Pipeline chunk hands every member to an input).
+        per member).
         """
+        return self._members(buffer, 0, buffer.shape[0] if buffer.ndim else 0)
+
+    def member(self, buffer: Any, m: int) -> Any:
+        """One of :meth:`members`, made alone (a Pipeline chunk's output read after the run:
+        ``graph.ir.member``)."""
+        return self._members(buffer, m, 1)[0]
+
+    def _members(self, buffer: Any, first: int, n: int) -> list[Any]:
+        """Members ``first .. first + n - 1`` of ``buffer`` (:meth:`members`)."""
         if not buffer.is_c_contiguous() or buffer.ndim < 2:
-            return super().members(buffer)
+            view = super().member
+            return [view(buffer, m) for m in range(first, first + n)]
         step = buffer.strides[0]
         shape = tuple(buffer.shape[1:])
         data = buffer.gpu_data
         if buffer.stream == 0 and step and 0 not in shape and self._cupy_pool() is not None:
             # (each member's memory keeps the buffer's, as numba-cuda's views do)
-            base = int(data.device_pointer)
-            return LAYOUTS.stamp_members(buffer.shape[0], step, buffer.dtype, shape, base,
-                                         data, data.context)
+            base = int(data.device_pointer) + first * step
+            return LAYOUTS.stamp_members(n, step, buffer.dtype, shape, base, data,
+                                         data.context)
         return [_device_view(buffer, buffer.shape[1:], buffer.strides[1:], buffer.dtype,
-                             m * step, (m + 1) * step) for m in range(buffer.shape[0])]
+                             m * step, (m + 1) * step) for m in range(first, first + n)]
 
     def stack_into(self, dst: Any, sources: list[Any], stream: Any = None,
                    device: int | None = None) -> None:

@@ -131,7 +131,7 @@ class Run:
         # stage s processes its own inputs, then the previous stage's items in their order
         self.items = items
         self.own = own
-        self.original = {id(x): x._node for stage in self.items for x in stage}
+        self.original = {id(x): x._value() for stage in self.items for x in stage}
         self.done: set[int] = set()
         # what this run last bound to each input (rollback restores only its own commits) and
         # the inputs one of its workers holds the commit lock of
@@ -294,7 +294,7 @@ class Run:
             if x._node is not nodes[r]:
                 again.append(r)
                 return
-            x._bind(values[r])
+            x._bind_member(values[r])
             committed[id(x)] = values[r]
             if last:
                 done.add(id(x))
@@ -442,8 +442,8 @@ class Run:
                 ours = id(x) in self.claimed
             lock = contextlib.nullcontext() if ours else commit_lock(x)
             with lock:
-                if x._node is self.committed[id(x)]:
-                    x._bind(self.original[id(x)])
+                if x._holds(self.committed[id(x)]):
+                    x._bind_value(self.original[id(x)])
         grace = time.monotonic() + 0.5  # workers notice `cancel` between operations
         for g in groups:
             g.join(grace)
