@@ -80,13 +80,33 @@ def _contiguous_copy(obj: Any) -> Any:
 
 class _MemberNode:
     """``gpuarray._node`` of an array without a ``_node`` of its own: one bound to a member of
-    a batch buffer (``gpuarray._bind_member``) makes the member's node on this first read. A
-    non-data descriptor: an array's own ``_node`` is found before it, at no cost."""
+    a batch buffer (``gpuarray._bind_member``) makes the member's node on this first read and
+    holds it from then on. A non-data descriptor: an array's own ``_node`` is found before it,
+    at no cost."""
 
     def __get__(self, obj: Any, owner: Any = None) -> Any:
         if obj is None:
             return self
-        return obj._read_member()
+        d = obj.__dict__
+        while True:
+            m = d.get("_member")
+            if m is None:
+                node = d.get("_node")
+                if node is not None:
+                    return node
+                raise AttributeError(f"{type(obj).__name__!r} object has no attribute "
+                                     "'_node'")
+            with member.LOCK:
+                node = d.get("_node")
+                if node is not None:  # another thread read it (or bound a node) first
+                    return node
+                if d.get("_member") is m:
+                    node = m.make()
+                    node.users += 1
+                    d["_node"] = node
+                    del d["_member"]
+                    return node
+            # bound to another member meanwhile: read that one
 
 
 class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
@@ -177,38 +197,18 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
         """The value held, without making a member's node: its node, or its member while
         bound to one and not yet read."""
         d = self.__dict__
-        m = d.get("_member")  # (first: a read sets ``_node`` before it drops ``_member``)
         node = d.get("_node")
-        return node if node is not None else m
+        if node is not None:
+            return node
+        with member.LOCK:  # (bound to a member: a read or a bind may be moving it now)
+            node = d.get("_node")
+            return node if node is not None else d["_member"]
 
     def _holds(self, value: Node | Member) -> bool:
         """Whether the value held is ``value`` (one :meth:`_value` returned), read or not."""
         now = self._value()
         return now is value or (isinstance(value, Member) and value.made is not None
                                 and now is value.made)
-
-    def _read_member(self) -> Node:
-        """``_node`` of an array bound to a member: its node, made now, bound in its place."""
-        d = self.__dict__
-        while True:
-            m = d.get("_member")
-            if m is None:
-                node = d.get("_node")
-                if node is not None:
-                    return node
-                raise AttributeError(f"{type(self).__name__!r} object has no attribute "
-                                     "'_node'")
-            node = m.node()
-            with member.LOCK:
-                got = d.get("_node")
-                if got is not None:  # another thread read it (or bound a node) first
-                    return got
-                if d.get("_member") is m:
-                    node.users += 1
-                    d["_node"] = node
-                    del d["_member"]
-                    return node
-            # bound to another member meanwhile: read that one
 
     def __del__(self) -> None:
         node = self.__dict__.get("_node")  # (not ``_node``: an unread member stays unmade)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -159,31 +160,25 @@ class CudaMemory:
 
         With :meth:`part`, that took a 64-output Generator batch's launch phase from 11.3 to
         7.9-8.4 ms on an H200 (bench/RESULTS.md). A pool buffer's members are stamped from
-        their layout's prototype (``pool._Layouts.stamp_parts``: no numba-cuda constructor
+        their layout's prototype (``pool._Layouts.member_stamp``: no numba-cuda constructor
         per member).
         """
-        return self._members(buffer, 0, buffer.shape[0] if buffer.ndim else 0)
+        view = self.member_views(buffer)
+        return [view(m) for m in range(buffer.shape[0])]
 
-    def member(self, buffer: Any, m: int) -> Any:
-        """One of :meth:`members`, made alone (a Pipeline chunk's output read after the run:
-        ``graph.ir.member``)."""
-        return self._members(buffer, m, 1)[0]
-
-    def _members(self, buffer: Any, first: int, n: int) -> list[Any]:
-        """Members ``first .. first + n - 1`` of ``buffer`` (:meth:`members`)."""
+    def member_views(self, buffer: Any) -> Callable[[int], Any]:
+        """``view(m)`` (:meth:`members`, one at a time), the layout looked up once."""
         if not buffer.is_c_contiguous() or buffer.ndim < 2:
-            view = super().member
-            return [view(buffer, m) for m in range(first, first + n)]
+            return super().member_views(buffer)
         step = buffer.strides[0]
         shape = tuple(buffer.shape[1:])
         data = buffer.gpu_data
         if buffer.stream == 0 and step and 0 not in shape and self._cupy_pool() is not None:
             # (each member's memory keeps the buffer's, as numba-cuda's views do)
-            base = int(data.device_pointer) + first * step
-            return LAYOUTS.stamp_members(n, step, buffer.dtype, shape, base, data,
-                                         data.context)
-        return [_device_view(buffer, buffer.shape[1:], buffer.strides[1:], buffer.dtype,
-                             m * step, (m + 1) * step) for m in range(first, first + n)]
+            return LAYOUTS.member_stamp(step, buffer.dtype, shape, int(data.device_pointer),
+                                        data, data.context)
+        return lambda m: _device_view(buffer, buffer.shape[1:], buffer.strides[1:],
+                                      buffer.dtype, m * step, (m + 1) * step)
 
     def stack_into(self, dst: Any, sources: list[Any], stream: Any = None,
                    device: int | None = None) -> None:

@@ -213,7 +213,9 @@ class StageChunks:
             for g in groups:
                 node = g.kernels()[-1].output
                 rows = g.index.tolist()
-                out = Batch(g.launch(pk), node.shape, node.dtype, device, runtime.member)
+                buffer = g.launch(pk)
+                out = Batch(buffer, node.shape, node.dtype, device,
+                            runtime.member_views(buffer))
                 for r, value in zip(rows, out.members(len(rows)), strict=True):
                     values[r] = value
             event = runtime.record_event(stream) if runtime.caps.launches_on_streams else None

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .node import Node, leaf
+from .node import Node, stored
 
 #: Held while an array's binding moves to or from a member and while a member's node is made
 #: (``gpuarray``: a read of a lazily bound value converts it once, whichever thread reads it).
@@ -40,13 +40,13 @@ class Batch:
     shape, dtype, device
         One member's value.
     view : callable
-        ``view(buffer, m)``: member ``m``'s view (the active backend's ``member``).
+        ``view(m)``: member ``m``'s view (the active backend's ``member_views(buffer)``).
     """
 
     __slots__ = ("buffer", "shape", "dtype", "device", "view")
 
     def __init__(self, buffer: Any, shape: tuple[int, ...], dtype: np.dtype, device: int,
-                 view: Callable[[Any, int], Any]) -> None:
+                 view: Callable[[int], Any]) -> None:
         self.buffer = buffer
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
@@ -88,16 +88,20 @@ class Member:
         return self.batch.device
 
     def node(self) -> Node:
-        """The value as a leaf node around the member's view, made on the first call (under
-        :data:`LOCK`: one node per member whichever thread asks first)."""
+        """The value as a leaf node around the member's view, made on the first call (one
+        node per member whichever thread asks first)."""
         made = self.made
         if made is None:
             with LOCK:
-                made = self.made
-                if made is None:
-                    b = self.batch
-                    made = self.made = leaf(b.view(b.buffer, self.index), b.shape, b.dtype,
-                                            b.device)
+                made = self.make()
+        return made
+
+    def make(self) -> Node:
+        """:meth:`node`, the caller holding :data:`LOCK`."""
+        made = self.made
+        if made is None:
+            b = self.batch
+            made = self.made = stored(b.view(self.index), b.shape, b.dtype, b.device)
         return made
 
     def __repr__(self) -> str:
