@@ -226,7 +226,14 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
 
     def _materialize(self) -> Any:
         """Run all pending work for this array; return its device buffer."""
-        return execute.materialize(self._node)
+        d = self.__dict__
+        node = d.get("_node")
+        if node is None:
+            m = d.get("_member")
+            if m is not None:  # bound to a member, unread: its view, no node made for it
+                return m.view()
+            node = self._node
+        return execute.materialize(node)
 
     @classmethod
     def _wrap(cls, node: Node) -> gpuarray:

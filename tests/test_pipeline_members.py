@@ -54,15 +54,17 @@ def test_outputs_are_members_until_read_then_nodes():
         assert _member(x).made is None
     members = [_member(x) for x in imgs]
     assert len({id(m.batch) for m in members}) == 1  # one chunk, one batch buffer
-    # each way of reading makes that input's node alone
+    # each way of reading makes that input's node alone; its buffer alone makes no node
     got = np.asarray(imgs[0])
     buffer = imgs[1]._materialize()
     imgs[2].fliplr()  # a next op records on the member's node
     shape = imgs[3].shape
     for i, m in enumerate(members):
-        assert (m.made is not None) == (i < 4), i
-    for x, m in zip(imgs[:2], members[:2], strict=True):
-        assert x._node is m.made and _member(x) is None
+        assert (m.made is not None) == (i in (0, 2, 3)), i
+        assert (m.held is not None) == (i < 4), i
+    assert _member(imgs[1]) is members[1] and members[1].held is buffer
+    assert imgs[1]._node.buffer is buffer and _member(imgs[1]) is None  # the same view
+    assert imgs[0]._node is members[0].made and _member(imgs[0]) is None
     assert imgs[2]._node.inputs == (members[2].made,)
     assert shape == members[3].shape == got.shape
     assert np.array_equal(runtime.to_host(buffer).reshape(shape), np.asarray(imgs[1]))

@@ -59,18 +59,19 @@ class Batch:
         out = []
         for m in range(n):  # (``__init__`` per member written out: a chunk makes 256)
             ref = new(Member)
-            ref.batch, ref.index, ref.made = self, m, None
+            ref.batch, ref.index, ref.made, ref.held = self, m, None, None
             out.append(ref)
         return out
 
 
 class Member:
-    """Member ``index`` of ``batch`` as a value; ``made``: its node once read (else None)."""
+    """Member ``index`` of ``batch`` as a value; ``made``: its node once read, ``held``: its
+    view once made (else None)."""
 
-    __slots__ = ("batch", "index", "made")
+    __slots__ = ("batch", "index", "made", "held")
 
     def __init__(self, batch: Batch, index: int) -> None:
-        self.batch, self.index, self.made = batch, index, None
+        self.batch, self.index, self.made, self.held = batch, index, None, None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -87,6 +88,15 @@ class Member:
         """The device that holds the value."""
         return self.batch.device
 
+    def view(self) -> Any:
+        """The member's view (its device buffer), made on the first call. A read of the
+        buffer alone (``gpuarray._materialize``) needs no node. (Two threads that ask at once
+        may both make one: views of the same memory, either kept.)"""
+        held = self.held
+        if held is None:
+            held = self.held = self.batch.view(self.index)
+        return held
+
     def node(self) -> Node:
         """The value as a leaf node around the member's view, made on the first call (one
         node per member whichever thread asks first)."""
@@ -101,7 +111,7 @@ class Member:
         made = self.made
         if made is None:
             b = self.batch
-            made = self.made = stored(b.view(self.index), b.shape, b.dtype, b.device)
+            made = self.made = stored(self.view(), b.shape, b.dtype, b.device)
         return made
 
     def __repr__(self) -> str:
