@@ -101,7 +101,7 @@ class _MemberNode:
                 if node is not None:  # another thread read it (or bound a node) first
                     return node
                 if d.get("_member") is m:
-                    node = m.make()
+                    node = m.node()
                     node.users += 1
                     d["_node"] = node
                     del d["_member"]

@@ -66,12 +66,12 @@ def test_outputs_are_members_until_read_then_nodes():
     assert imgs[1]._node.buffer is buffer and _member(imgs[1]) is None  # the same view
     assert imgs[0]._node is members[0].made and _member(imgs[0]) is None
     assert imgs[2]._node.inputs == (members[2].made,)
-    assert shape == members[3].shape == got.shape
+    assert shape == members[3].batch.shape == got.shape
     assert np.array_equal(runtime.to_host(buffer).reshape(shape), np.asarray(imgs[1]))
     assert_same(got, reference(hosts[0], THESIS, 0, 0))
     assert_same(np.asarray(imgs[2]), np.fliplr(reference(hosts[2], THESIS, 0, 2)))
     if runtime.caps.external_memory:  # (a GPU: the interface reads the member's view)
-        assert imgs[4].__cuda_array_interface__["shape"] == members[4].shape
+        assert imgs[4].__cuda_array_interface__["shape"] == members[4].batch.shape
 
 
 @pytest.mark.cudasim_ok

@@ -3,11 +3,12 @@
 A Pipeline chunk computes the outputs of its inputs in one batch buffer ``(n, *shape)``. Each
 input is then bound to a :class:`Member` of that buffer (``gpuarray._bind_member``): a
 reference (the batch and an index), not a value of its own. No device-array view and no leaf
-node is made per input until its value is first read (its node: a next op, ``np.asarray``,
-``__cuda_array_interface__``, a next Pipeline), when :meth:`Member.node` makes the member's
-view and a leaf node around it, once. A chunk of 256 outputs cost a view and a node each on
-the worker that committed them (3.4 us an input on an H200 host, under the GIL every other
-device's worker needs: bench/RESULTS.md, 2026-11-28); an output never read costs neither.
+node is made per input until its value is read: its node (a next op, ``np.asarray``, a next
+Pipeline) by :meth:`Member.node`, the member's view and a leaf node around it, once; its
+buffer alone (``gpuarray._materialize``, ``__cuda_array_interface__``) by :meth:`Member.view`,
+the view only. The eager outputs cost a view and a node each on the worker that committed
+them (3.4 us an input on an H200 host, under the GIL every other device's worker needs:
+bench/RESULTS.md, 2026-11-28); an output never read costs neither.
 
 The batch buffer lives as long as any of its members does (each member holds the batch, each
 view made holds the buffer's memory), as the eagerly made views kept it before.
@@ -73,21 +74,6 @@ class Member:
     def __init__(self, batch: Batch, index: int) -> None:
         self.batch, self.index, self.made, self.held = batch, index, None, None
 
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """The value's shape."""
-        return self.batch.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        """The value's dtype."""
-        return self.batch.dtype
-
-    @property
-    def device(self) -> int:
-        """The device that holds the value."""
-        return self.batch.device
-
     def view(self) -> Any:
         """The member's view (its device buffer), made on the first call. A read of the
         buffer alone (``gpuarray._materialize``) needs no node. (Two threads that ask at once
@@ -98,16 +84,8 @@ class Member:
         return held
 
     def node(self) -> Node:
-        """The value as a leaf node around the member's view, made on the first call (one
-        node per member whichever thread asks first)."""
-        made = self.made
-        if made is None:
-            with LOCK:
-                made = self.make()
-        return made
-
-    def make(self) -> Node:
-        """:meth:`node`, the caller holding :data:`LOCK`."""
+        """The value as a leaf node around the member's view, made on the first call; the
+        caller holds :data:`LOCK` (one node per member, whichever thread asks first)."""
         made = self.made
         if made is None:
             b = self.batch
