@@ -88,14 +88,15 @@ class _MemberNode:
         if obj is None:
             return self
         d = obj.__dict__
-        while True:
+        for _ in range(_RETRIES):
             m = d.get("_member")
             if m is None:
                 node = d.get("_node")
                 if node is not None:
                     return node
-                raise AttributeError(f"{type(obj).__name__!r} object has no attribute "
-                                     "'_node'")
+                # (a bind between the two reads: a bind sets the new key before it drops the
+                # old one, so an array always holds one of them; look again)
+                continue
             with member.LOCK:
                 node = d.get("_node")
                 if node is not None:  # another thread read it (or bound a node) first
@@ -107,6 +108,11 @@ class _MemberNode:
                     del d["_member"]
                     return node
             # bound to another member meanwhile: read that one
+        raise AttributeError(f"{type(obj).__name__!r} object has no attribute '_node'")
+
+
+#: Reads of ``_node`` that ``_MemberNode`` tries while binds move it (one takes one or two)
+_RETRIES = 8
 
 
 class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
@@ -178,13 +184,20 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
                 old.users -= 1
 
     def _bind_member(self, value: Member) -> None:
-        """Hold ``value``, a member of a computed batch buffer, without making its node."""
-        with member.LOCK:
-            d = self.__dict__
-            old = d.pop("_node", None)
+        """Hold ``value``, a member of a computed batch buffer, without making its node (the
+        caller holds the array's commit lock, as every bind does: no other bind runs)."""
+        d = self.__dict__
+        old = d.get("_node")
+        if old is None:  # from a member, which a read may be converting now
+            with member.LOCK:
+                d["_member"] = value
+                old = d.pop("_node", None)
+        else:  # (no lock: ``_member`` is set before ``_node`` goes, so a read in between
+            # finds the node, and one after it the member; no read converts a node)
             d["_member"] = value
-            if old is not None:
-                old.users -= 1
+            del d["_node"]
+        if old is not None:
+            old.users -= 1
 
     def _bind_value(self, value: Node | Member) -> None:
         """Hold ``value`` (one :meth:`_value` returned)."""
