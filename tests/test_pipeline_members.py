@@ -167,3 +167,40 @@ def test_a_failed_run_restores_inputs_bound_to_members():
         want = reference(reference(reference(h, first, 0, i), [mp.Operation("fliplr")], 0, i),
                          [mp.Operation("gaussian", 1.0)], 0, i)
         np.testing.assert_array_equal(np.asarray(x), want, err_msg=f"input {i}")
+
+
+def test_reads_while_pipelines_rebind_the_same_inputs():
+    """Threads reading inputs (their node, their buffer) while two Pipelines bind and rebind
+    them: every read finds a value, no update is lost (four flips: the inputs as made)."""
+    hosts = _small(N)
+    imgs = [mp.gpuimage(h) for h in hosts]
+    flip = [mp.Operation("fliplr")]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def read():
+        while not stop.is_set():
+            for x in imgs:
+                try:
+                    assert x._node.shape == hosts[0].shape
+                    x._materialize()
+                except BaseException as err:  # noqa: BLE001  (reported below)
+                    errors.append(err)
+                    return
+
+    def runs():
+        for _ in range(2):
+            mp.Pipeline(imgs, flip, device=0).run()
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    writers = [threading.Thread(target=runs) for _ in range(2)]
+    for t in readers + writers:
+        t.start()
+    for t in writers:
+        t.join()
+    stop.set()
+    for t in readers:
+        t.join()
+    assert not errors, errors
+    for i, (x, h) in enumerate(zip(imgs, hosts, strict=True)):
+        np.testing.assert_array_equal(np.asarray(x), h, err_msg=f"input {i}")
