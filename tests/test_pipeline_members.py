@@ -89,6 +89,7 @@ def test_members_equal_the_per_input_path(monkeypatch):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=f"input {i}")
 
 
+@pytest.mark.cudasim_ok
 def test_a_member_outlives_the_others_read_or_dropped():
     hosts = _small(N)
     imgs = _run(hosts)
@@ -112,6 +113,7 @@ def test_a_member_outlives_the_others_read_or_dropped():
     assert alive() is None  # the batch buffer goes with its last member
 
 
+@pytest.mark.cudasim_ok
 def test_threads_reading_one_member_get_one_node():
     imgs = _run(_small(2))
     x = imgs[0]
@@ -132,6 +134,7 @@ def test_threads_reading_one_member_get_one_node():
     assert m.made.users == 1  # (x alone holds it)
 
 
+@pytest.mark.cudasim_ok
 def test_a_second_pipeline_over_unread_members():
     hosts = _small(N)
     imgs = _run(hosts, [mp.Operation("random_rotate", -20, 20)], seed=2)
@@ -144,7 +147,7 @@ def test_a_second_pipeline_over_unread_members():
         np.testing.assert_array_equal(np.asarray(x), want, err_msg=f"input {i}")
 
 
-def test_a_failed_run_restores_inputs_bound_to_members():
+def test_a_failed_run_restores_inputs_bound_to_members():  # (two stages: not the simulator)
     """Inputs holding a first run's members, unread: a chain over them whose second stage
     fails restores them to those members (the error names the input that failed)."""
     hosts = _small(N)
@@ -170,6 +173,7 @@ def test_a_failed_run_restores_inputs_bound_to_members():
 
 
 def test_reads_while_pipelines_rebind_the_same_inputs():
+    # (not under the simulator: its kernels can not run from two Pipelines' threads at once)
     """Threads reading inputs (their node, their buffer) while two Pipelines bind and rebind
     them: every read finds a value, no update is lost (four flips: the inputs as made)."""
     hosts = _small(N)
