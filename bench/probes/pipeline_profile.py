@@ -49,7 +49,7 @@ def main() -> None:
     ap.add_argument("--inputs", type=int, default=2000)
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--top", type=int, default=40, help="profile rows (0: no profiled run)")
     ap.add_argument("--phases", action="store_true",
                     help="thread CPU and wall seconds of each phase of a chunk instead")
     args = ap.parse_args()
@@ -79,10 +79,13 @@ def main() -> None:
         if args.phases:
             _phases(base, ops, device, args.inputs, tag)
             continue
+        mid = sorted(times)[len(times) // 2]
         print(f"== {tag}: best {best:.4f} s = {args.inputs / best:,.0f} img/s, "
-              f"{best / args.inputs * 1e6:.1f} us an input (runs {[round(t, 4) for t in times]}); "
-              f"read every output after it: {min(reads) / args.inputs * 1e6:.2f} us an input",
-              flush=True)
+              f"{best / args.inputs * 1e6:.1f} us an input (median {mid / args.inputs * 1e6:.1f}; "
+              f"runs {[round(t, 4) for t in times]}); read every output after it: "
+              f"{min(reads) / args.inputs * 1e6:.2f} us an input", flush=True)
+        if args.top <= 0:
+            continue
         profs: list[cProfile.Profile] = []
         orig = pipeline_run.Run._worker
 
