@@ -301,12 +301,14 @@ class Run:
                 if not held.acquire(blocking=False):
                     busy.append(r)
                     continue
-                if x._node is nodes[r]:
-                    x._bind_member(value)
-                    bound.append(r)
-                else:
-                    again.append(r)
-                held.release()
+                try:
+                    if x._node is nodes[r]:
+                        x._bind_member(value)
+                        bound.append(r)
+                    else:
+                        again.append(r)
+                finally:
+                    held.release()
             self._committed(stage, [items[r] for r in bound], [values[r] for r in bound])
         for r in busy:
             x = items[r]
