@@ -293,23 +293,25 @@ class Run:
         with self.lock:
             if self.cancel.is_set():
                 return
-            for r, value in enumerate(values):
-                if value is None:
-                    continue
-                x = items[r]
-                held = x.__dict__.get("_commit_lock") or commit_lock(x)
-                if not held.acquire(blocking=False):
-                    busy.append(r)
-                    continue
-                try:
-                    if x._node is nodes[r]:
-                        x._bind_member(value)
-                        bound.append(r)
-                    else:
-                        again.append(r)
-                finally:
-                    held.release()
-            self._committed(stage, [items[r] for r in bound], [values[r] for r in bound])
+            try:
+                for r, value in enumerate(values):
+                    if value is None:
+                        continue
+                    x = items[r]
+                    held = x.__dict__.get("_commit_lock") or commit_lock(x)
+                    if not held.acquire(blocking=False):
+                        busy.append(r)
+                        continue
+                    try:
+                        if x._node is nodes[r]:
+                            x._bind_member(value)
+                            bound.append(r)
+                        else:
+                            again.append(r)
+                    finally:
+                        held.release()
+            finally:  # (what was bound is noted whatever stops the loop: a rollback sees it)
+                self._committed(stage, [items[r] for r in bound], [values[r] for r in bound])
         for r in busy:
             x = items[r]
             with commit_lock(x), self.lock:
