@@ -208,3 +208,33 @@ def test_reads_while_pipelines_rebind_the_same_inputs():
     assert not errors, errors
     for i, (x, h) in enumerate(zip(imgs, hosts, strict=True)):
         np.testing.assert_array_equal(np.asarray(x), h, err_msg=f"input {i}")
+
+
+@pytest.mark.cudasim_ok
+def test_an_array_bound_to_a_member_and_back():
+    """``gpuarray``'s side alone: a member held, read, held again, replaced; an array dropped
+    unread makes nothing."""
+    from millipyde.graph.ir.member import Batch
+
+    hosts = _small(2)
+    buffer = runtime.from_host(np.stack(hosts), 0)
+    batch = Batch(buffer, hosts[0].shape, np.uint8, 0, runtime.member_views(buffer))
+    m0, m1 = batch.members(2)
+    x = mp.gpuimage(hosts[1])
+    first = x._value()
+    x._bind_member(m0)
+    assert x._value() is m0 and x._holds(m0) and not x._holds(first) and first.users == 0
+    np.testing.assert_array_equal(np.asarray(x), hosts[0])  # read: its node now
+    assert x._value() is m0.made and x._holds(m0) and m0.made.users == 1
+    x._bind_value(m1)  # (a rollback's restore)
+    assert x._holds(m1) and not x._holds(m0) and m0.made.users == 0
+    np.testing.assert_array_equal(np.asarray(x), hosts[1])
+    x._bind_value(first)
+    assert x._value() is first and first.users == 1
+    np.testing.assert_array_equal(np.asarray(x), hosts[1])
+    y = mp.gpuimage(hosts[0])
+    unread = batch.members(1)[0]
+    y._bind_member(unread)
+    del y
+    gc.collect()
+    assert unread.made is None and unread.held is None
