@@ -13,8 +13,9 @@ import numpy as np
 from . import devices
 from .backend import ACTIVE, dlpack
 from .graph.exec import execute
-from .graph.ir import lazy
+from .graph.ir import lazy, member
 from .graph.ir.lazy import LazyArray, to_host_tree
+from .graph.ir.member import Member
 from .graph.ir.node import Node, apply, leaf
 from .random import next_sample_index
 
@@ -77,6 +78,43 @@ def _contiguous_copy(obj: Any) -> Any:
     return cupy.ascontiguousarray(cupy.asarray(obj))
 
 
+class _MemberNode:
+    """``gpuarray._node`` of an array without a ``_node`` of its own: one bound to a member of
+    a batch buffer (``gpuarray._bind_member``) makes the member's node on this first read and
+    holds it from then on. A non-data descriptor: an array's own ``_node`` is found before it,
+    at no cost."""
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        d = obj.__dict__
+        for _ in range(_RETRIES):
+            m = d.get("_member")
+            if m is None:
+                node = d.get("_node")
+                if node is not None:
+                    return node
+                # (a bind between the two reads: a bind sets the new key before it drops the
+                # old one, so an array always holds one of them; look again)
+                continue
+            with member.LOCK:
+                node = d.get("_node")
+                if node is not None:  # another thread read it (or bound a node) first
+                    return node
+                if d.get("_member") is m:
+                    node = m.node()
+                    node.users += 1
+                    d["_node"] = node
+                    del d["_member"]
+                    return node
+            # bound to another member meanwhile: read that one
+        raise AttributeError(f"{type(obj).__name__!r} object has no attribute '_node'")
+
+
+#: Reads of ``_node`` that ``_MemberNode`` tries while binds move it (one takes one or two)
+_RETRIES = 8
+
+
 class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
     """An n-dimensional numeric array on the current target device.
 
@@ -89,6 +127,7 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
     """
 
     __array_priority__ = 100
+    _node = _MemberNode()
 
     def __init__(self, obj: Any) -> None:
         self._node: Node | None = None
@@ -120,15 +159,72 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
         """Check data that arrived without a host copy (gpuimage re-checks shape rules)."""
 
     # -- graph plumbing ------------------------------------------------------------------
+    # An array holds its value in ``_node``, or, bound to a member of a computed batch buffer
+    # (a Pipeline chunk's output, ``graph.ir.member``), in ``_member`` with no ``_node``: the
+    # class attribute ``_node`` (``_MemberNode``) then makes the member's node on first read.
     def _bind(self, node: Node) -> None:
-        old = self._node
+        d = self.__dict__
+        old = d.get("_node")
+        if old is None and "_member" in d:
+            self._bind_from_member(node)
+            return
         node.users += 1
-        self._node = node
+        d["_node"] = node
         if old is not None:
             old.users -= 1
 
+    def _bind_from_member(self, node: Node) -> None:
+        with member.LOCK:  # (a read may be converting the member binding meanwhile)
+            d = self.__dict__
+            old = d.get("_node")
+            node.users += 1
+            d["_node"] = node
+            d.pop("_member", None)
+            if old is not None:
+                old.users -= 1
+
+    def _bind_member(self, value: Member) -> None:
+        """Hold ``value``, a member of a computed batch buffer, without making its node (the
+        caller holds the array's commit lock, as every bind does: no other bind runs)."""
+        d = self.__dict__
+        old = d.get("_node")
+        if old is None:  # from a member, which a read may be converting now
+            with member.LOCK:
+                d["_member"] = value
+                old = d.pop("_node", None)
+        else:  # (no lock: ``_member`` is set before ``_node`` goes, so a read in between
+            # finds the node, and one after it the member; no read converts a node)
+            d["_member"] = value
+            del d["_node"]
+        if old is not None:
+            old.users -= 1
+
+    def _bind_value(self, value: Node | Member) -> None:
+        """Hold ``value`` (one :meth:`_value` returned)."""
+        if isinstance(value, Member):
+            self._bind_member(value)
+        else:
+            self._bind(value)
+
+    def _value(self) -> Node | Member:
+        """The value held, without making a member's node: its node, or its member while
+        bound to one and not yet read."""
+        d = self.__dict__
+        node = d.get("_node")
+        if node is not None:
+            return node
+        with member.LOCK:  # (bound to a member: a read or a bind may be moving it now)
+            node = d.get("_node")
+            return node if node is not None else d["_member"]
+
+    def _holds(self, value: Node | Member) -> bool:
+        """Whether the value held is ``value`` (one :meth:`_value` returned), read or not."""
+        now = self._value()
+        return now is value or (isinstance(value, Member) and value.made is not None
+                                and now is value.made)
+
     def __del__(self) -> None:
-        node = getattr(self, "_node", None)
+        node = self.__dict__.get("_node")  # (not ``_node``: an unread member stays unmade)
         if node is not None:
             node.users -= 1
 
@@ -143,7 +239,14 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
 
     def _materialize(self) -> Any:
         """Run all pending work for this array; return its device buffer."""
-        return execute.materialize(self._node)
+        d = self.__dict__
+        node = d.get("_node")
+        if node is None:
+            m = d.get("_member")
+            if m is not None:  # bound to a member, unread: its view, no node made for it
+                return m.view()
+            node = self._node
+        return execute.materialize(node)
 
     @classmethod
     def _wrap(cls, node: Node) -> gpuarray:

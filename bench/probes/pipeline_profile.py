@@ -8,7 +8,10 @@ cProfile per thread: the main thread's and every Pipeline worker's (``pipeline.r
 wrapped; from Python 3.12 on, one profile sees every thread: then one table of all), for
 one device and, where there are several, for every device with the inputs made on device 0.
 Prints wall time, microseconds an input, and the top entries by internal time of the workers
-(summed) and of the main thread.
+(summed) and of the main thread. The timed run ends when the Pipeline has returned and the
+devices are synchronized; ``read`` is then the main thread's time to take every output's
+device buffer (``_materialize``: where outputs are bound lazily, as members of their chunk's
+batch buffer, each one's view and node are made there), given beside it.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ def main() -> None:
     ap.add_argument("--inputs", type=int, default=2000)
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--top", type=int, default=40, help="profile rows (0: no profiled run)")
     ap.add_argument("--phases", action="store_true",
                     help="thread CPU and wall seconds of each phase of a chunk instead")
     args = ap.parse_args()
@@ -60,21 +63,29 @@ def main() -> None:
     for tag, device in cases:
         mp.Pipeline(_inputs(base, max(16, 4 * ngpu)), ops, device=device).run()
         mp.synchronize()
-        times = []
+        times, reads = [], []
         for _ in range(args.repeat):
             xs = _inputs(base, args.inputs)
             t0 = time.perf_counter()
             mp.Pipeline(xs, ops, device=device).run()
             mp.synchronize()
             times.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            for x in xs:
+                x._materialize()
+            reads.append(time.perf_counter() - t0)
             del xs
         best = min(times)
         if args.phases:
             _phases(base, ops, device, args.inputs, tag)
             continue
+        mid = sorted(times)[len(times) // 2]
         print(f"== {tag}: best {best:.4f} s = {args.inputs / best:,.0f} img/s, "
-              f"{best / args.inputs * 1e6:.1f} us an input (runs {[round(t, 4) for t in times]})",
-              flush=True)
+              f"{best / args.inputs * 1e6:.1f} us an input (median {mid / args.inputs * 1e6:.1f}; "
+              f"runs {[round(t, 4) for t in times]}); read every output after it: "
+              f"{min(reads) / args.inputs * 1e6:.2f} us an input", flush=True)
+        if args.top <= 0:
+            continue
         profs: list[cProfile.Profile] = []
         orig = pipeline_run.Run._worker
 
@@ -112,8 +123,10 @@ def main() -> None:
 
 def _phases(base: mp.gpuimage, ops: list, device: int | None, n: int, tag: str) -> None:
     """Thread CPU and wall seconds summed over the run's chunks, per phase: the stack of
-    inputs, the record (draws, groups), the pack upload, the launches, the member views, the
-    leaf nodes, the commits; and the grouping into units on the main thread."""
+    inputs, the record (draws, groups), the pack upload, the launches, the outputs (eager
+    trees: the member views and leaf nodes; lazy ones: the members' references), the commits;
+    the grouping into units on the main thread; then, after the run, the main thread's read
+    of every output (``_materialize``)."""
     import collections
     import threading
 
@@ -146,8 +159,14 @@ def _phases(base: mp.gpuimage, ops: list, device: int | None, n: int, tag: str) 
     patches = [(pipeline_chunks, "_stack"), (pipeline_chunks, "leaves"), (Recorder, "groups"),
                (batch.Pack, "upload"), (batch_group.Group, "launch"),
                (batch_group.Group, "pack"), (pipeline_run.Run, "_finish"),
-               (pipeline_run.Run, "units"), (pipeline_chunks.StageChunks, "launch")]
-    saved = [(obj, name, getattr(obj, name)) for obj, name in patches]
+               (pipeline_run.Run, "_commit"), (pipeline_run.Run, "units"),
+               (pipeline_chunks.StageChunks, "launch")]
+    try:  # trees whose chunks bind their outputs lazily
+        from millipyde.graph.ir.member import Batch
+        patches.append((Batch, "members"))
+    except ImportError:
+        pass
+    saved = [(obj, name, getattr(obj, name)) for obj, name in patches if hasattr(obj, name)]
     members = runtime.members
     try:
         for obj, name, fn in saved:
@@ -160,6 +179,11 @@ def _phases(base: mp.gpuimage, ops: list, device: int | None, n: int, tag: str) 
             mp.Pipeline(xs, ops, device=device).run()
             mp.synchronize()
             wall = time.perf_counter() - t0
+            c0, t0 = time.thread_time(), time.perf_counter()
+            for x in xs:
+                x._materialize()
+            read = [time.thread_time() - c0, time.perf_counter() - t0, n]
+        acc["read every output after the run"] = read
         print(f"== {tag}, phases: wall {wall:.4f} s ({n / wall:,.0f} img/s)")
         for label, (cpu, w, calls) in sorted(acc.items(), key=lambda kv: -kv[1][0]):
             print(f"   {label:38s} {calls:5d} calls  thread CPU {cpu * 1e3:8.2f} ms "

@@ -368,6 +368,11 @@ class Backend:
         """Views ``buffer[0], buffer[1], ...`` of a C-contiguous batch buffer."""
         return [buffer[m] for m in range(buffer.shape[0])]
 
+    def member_views(self, buffer: Any) -> Callable[[int], Any]:
+        """``view(m)``: ``members(buffer)[m]`` alone, the others not made (what every view
+        shares worked out once: a Pipeline chunk's outputs are made one by one as read)."""
+        return buffer.__getitem__
+
     # -- launches and limits -----------------------------------------------------------
     def shared_limit(self, device: int) -> int:
         """Most dynamic shared memory one block may use on ``device``."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -184,21 +185,25 @@ class CudaMemory:
 
         With :meth:`part`, that took a 64-output Generator batch's launch phase from 11.3 to
         7.9-8.4 ms on an H200 (bench/RESULTS.md). A pool buffer's members are stamped from
-        their layout's prototype (``pool._Layouts.stamp_parts``: no numba-cuda constructor
-        per member; a Pipeline chunk hands every member to an input).
+        their layout's prototype (``pool._Layouts.member_stamp``: no numba-cuda constructor
+        per member).
         """
+        view = self.member_views(buffer)
+        return [view(m) for m in range(buffer.shape[0])]
+
+    def member_views(self, buffer: Any) -> Callable[[int], Any]:
+        """``view(m)`` (:meth:`members`, one at a time), the layout looked up once."""
         if not buffer.is_c_contiguous() or buffer.ndim < 2:
-            return super().members(buffer)
+            return super().member_views(buffer)
         step = buffer.strides[0]
         shape = tuple(buffer.shape[1:])
         data = buffer.gpu_data
         if buffer.stream == 0 and step and 0 not in shape and self._cupy_pool() is not None:
             # (each member's memory keeps the buffer's, as numba-cuda's views do)
-            base = int(data.device_pointer)
-            return LAYOUTS.stamp_members(buffer.shape[0], step, buffer.dtype, shape, base,
-                                         data, data.context)
-        return [_device_view(buffer, buffer.shape[1:], buffer.strides[1:], buffer.dtype,
-                             m * step, (m + 1) * step) for m in range(buffer.shape[0])]
+            return LAYOUTS.member_stamp(step, buffer.dtype, shape, int(data.device_pointer),
+                                        data, data.context)
+        return lambda m: _device_view(buffer, buffer.shape[1:], buffer.strides[1:],
+                                      buffer.dtype, m * step, (m + 1) * step)
 
     def stack_into(self, dst: Any, sources: list[Any], stream: Any = None,
                    device: int | None = None) -> None:

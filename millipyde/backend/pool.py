@@ -217,15 +217,15 @@ class _Layouts:
             out.append(_stamped(kinds, proto, base + off, nbytes, owner))
         return out
 
-    def stamp_members(self, n: int, step: int, dtype: np.dtype, shape: tuple[int, ...],
-                      base: int, owner: Any, ctx: Any) -> list[Any]:
-        """``stamp_parts`` of ``n`` parts of one non-empty ``shape`` and ``dtype``, ``step``
-        bytes apart from ``base``: the members of a batch buffer (a Pipeline chunk hands one
-        to each of its 256 inputs), the layout looked up once."""
+    def member_stamp(self, step: int, dtype: np.dtype, shape: tuple[int, ...], base: int,
+                     owner: Any, ctx: Any) -> Callable[[int], Any]:
+        """``stamp(m)``: ``stamp_parts``' part ``m`` of the parts of one non-empty ``shape``
+        and ``dtype``, ``step`` bytes apart from ``base`` (the members of a batch buffer), the
+        layout looked up once."""
         kinds = self._memory_of(ctx)
         nbytes = self.nbytes(shape, dtype)
         proto = self.proto(shape, dtype, ctx)
-        return [_stamped(kinds, proto, base + m * step, nbytes, owner) for m in range(n)]
+        return lambda m: _stamped(kinds, proto, base + m * step, nbytes, owner)
 
     def _memory_of(self, ctx: Any) -> tuple:
         """What ``MemoryPointer``'s constructor sets in context ``ctx`` and the classes a

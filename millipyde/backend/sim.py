@@ -83,6 +83,7 @@ class SimBackend(CudaBackend):
     # the simulator's arrays slice as NumPy's do
     part = Backend.part
     members = Backend.members
+    member_views = Backend.member_views
     stack_into = Backend.stack_into
 
     @staticmethod

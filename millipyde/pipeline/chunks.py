@@ -8,9 +8,10 @@ the counter-based streams ``(seed, position, operation index)`` that the per-inp
 from (so the values are the same), one template is recorded per coin pattern, and each kernel
 runs once for the whole chunk. The chunk's inputs are first copied into one stack on the
 worker's device (``Backend.stack_into``; inputs that live on another device come by peer
-copies on the worker's copy stream, which the kernels' stream waits for); each output is a view
-of the chunk's batch buffer. ``pipeline.run`` binds the outputs to their inputs once the
-chunk's kernels are done.
+copies on the worker's copy stream, which the kernels' stream waits for); each output is a
+member of the chunk's batch buffer (``graph.ir.member``: its view and node made only when the
+value is read). ``pipeline.run`` binds the outputs to their inputs once the chunk's kernels
+are done.
 
 What a chunk cannot record is left to the per-input path: a callable Operation or a method
 that is not a recording one (:func:`batchable`), an input with pending work (it would fuse with
@@ -31,7 +32,8 @@ from .. import devices, faults, targets
 from ..array import gpuarray
 from ..backend import ACTIVE as runtime  # the active backend
 from ..graph.exec import batch
-from ..graph.ir.node import Node, leaves
+from ..graph.ir.member import Batch, Member
+from ..graph.ir.node import Node
 from ..image import RECORDING_METHODS, gpuimage
 from ..operation import Operation
 from ..training.batch_record import Recorder, RecordError, rules_for
@@ -120,10 +122,11 @@ class _ChunkState:
 
 @dataclass
 class Launched:
-    """A chunk whose kernels are queued: per input its output value (None: left to the
-    per-input path, ``left``), and what must live until they are done."""
+    """A chunk whose kernels are queued: per input its output value, a member of its group's
+    batch buffer (None: left to the per-input path, ``left``), and what must live until they
+    are done."""
 
-    values: list[Node | None]
+    values: list[Member | None]
     left: list[int]
     event: Any
     keep: tuple
@@ -201,7 +204,7 @@ class StageChunks:
             self._check_faults(groups, positions, device, cancelled)
         if cancelled():
             raise Cancelled()
-        values: list[Node | None] = [None] * n
+        values: list[Member | None] = [None] * n
         try:
             pk = batch.Pack(n)
             for g in groups:
@@ -209,11 +212,11 @@ class StageChunks:
             pk.upload(device)
             for g in groups:
                 node = g.kernels()[-1].output
-                shape, dtype = node.shape, node.dtype
-                out = g.launch(pk)
-                for r, value in zip(g.index.tolist(),
-                                    leaves(runtime.members(out), shape, dtype, device),
-                                    strict=True):
+                rows = g.index.tolist()
+                buffer = g.launch(pk)
+                out = Batch(buffer, node.shape, node.dtype, device,
+                            runtime.member_views(buffer))
+                for r, value in zip(rows, out.members(len(rows)), strict=True):
                     values[r] = value
             event = runtime.record_event(stream) if runtime.caps.launches_on_streams else None
         except Exception as err:

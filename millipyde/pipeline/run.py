@@ -131,7 +131,7 @@ class Run:
         # stage s processes its own inputs, then the previous stage's items in their order
         self.items = items
         self.own = own
-        self.original = {id(x): x._node for stage in self.items for x in stage}
+        self.original = {id(x): x._value() for stage in self.items for x in stage}
         self.done: set[int] = set()
         # what this run last bound to each input (rollback restores only its own commits) and
         # the inputs one of its workers holds the commit lock of
@@ -279,54 +279,63 @@ class Run:
 
     def _commit(self, stage: int, unit: _Unit, launched: Launched, device: int,
                 stream: Any) -> None:
-        """Bind each input of a finished chunk its output (see :meth:`_finish`)."""
-        last = stage + 1 == len(self.chain)
-        values, nodes = launched.values, launched.nodes
+        """Bind each input of a finished chunk its output (see :meth:`_finish`): only to an
+        input that still holds the value the chunk read (one changed meanwhile goes again, per
+        input), under the input's commit lock and the run's."""
+        values, nodes, items = launched.values, launched.nodes, unit.items
         again = [r for r, value in enumerate(values) if value is None]
-        handed_pos, handed = [], []
-        lock, cancel, committed, done = self.lock, self.cancel, self.committed, self.done
-        rows = [r for r, value in enumerate(values) if value is not None]
-
-        def bind(r: int) -> None:
-            # under the input's commit lock and the run's: the output lands only on the value
-            # the chunk read; an input changed meanwhile goes again, per input
-            x = unit.items[r]
-            if x._node is not nodes[r]:
-                again.append(r)
-                return
-            x._bind(values[r])
-            committed[id(x)] = values[r]
-            if last:
-                done.add(id(x))
-            handed_pos.append(unit.positions[r])
-            handed.append(x)
-
+        bound: list[int] = []
+        busy: list[int] = []
         # under the run's lock once, each input's commit lock only tried: one another thread
-        # holds is waited for below, without the run's lock (which is never held while
-        # waiting for a commit lock: locks.py)
-        busy = []
-        with lock:
-            for r in rows:
-                if cancel.is_set():
-                    return
-                held = commit_lock(unit.items[r])
-                if not held.acquire(blocking=False):
-                    busy.append(r)
-                    continue
-                try:
-                    bind(r)
-                finally:
-                    held.release()
-        for r in busy:
-            with commit_lock(unit.items[r]), lock:
-                if cancel.is_set():
-                    return
-                bind(r)
-        if not last and handed:
-            self._hand_on(stage, handed_pos, handed)
-        for r in sorted(again):
-            if not self._single(stage, unit.positions[r], unit.items[r], device, stream):
+        # holds is waited for below, without the run's lock (never held while waiting for a
+        # commit lock: locks.py). ``cancel`` is checked once: a rollback sets it under the
+        # run's lock before it reads ``committed``, so it sees every bind of this section.
+        with self.lock:
+            if self.cancel.is_set():
                 return
+            try:
+                for r, value in enumerate(values):
+                    if value is None:
+                        continue
+                    x = items[r]
+                    held = x.__dict__.get("_commit_lock") or commit_lock(x)
+                    if not held.acquire(blocking=False):
+                        busy.append(r)
+                        continue
+                    try:
+                        if x._node is nodes[r]:
+                            x._bind_member(value)
+                            bound.append(r)
+                        else:
+                            again.append(r)
+                    finally:
+                        held.release()
+            finally:  # (what was bound is noted whatever stops the loop: a rollback sees it)
+                self._committed(stage, [items[r] for r in bound], [values[r] for r in bound])
+        for r in busy:
+            x = items[r]
+            with commit_lock(x), self.lock:
+                if self.cancel.is_set():
+                    return
+                if x._node is not nodes[r]:
+                    again.append(r)
+                    continue
+                x._bind_member(values[r])
+                bound.append(r)
+                self._committed(stage, [x], [values[r]])
+        if stage + 1 < len(self.chain) and bound:
+            self._hand_on(stage, [unit.positions[r] for r in bound], [items[r] for r in bound])
+        for r in sorted(again):
+            if not self._single(stage, unit.positions[r], items[r], device, stream):
+                return
+
+    def _committed(self, stage: int, xs: list[Any], values: list[Any]) -> None:
+        """Note what this run bound to ``xs`` (a rollback restores only its own commits) and,
+        in the last stage, that they are done; under the run's lock."""
+        ids = [id(x) for x in xs]
+        self.committed.update(zip(ids, values, strict=True))
+        if stage + 1 == len(self.chain):
+            self.done.update(ids)
 
     def _hand_on(self, stage: int, positions: list[int], xs: list[Any]) -> None:
         """Queue committed inputs of ``stage`` for the next stage (grouped again there)."""
@@ -355,9 +364,7 @@ class Run:
                     if self.cancel.is_set():
                         return False
                     x._bind(y._node)
-                    self.committed[id(x)] = y._node
-                    if stage + 1 == len(self.chain):
-                        self.done.add(id(x))
+                    self._committed(stage, [x], [y._node])
             finally:
                 with self.lock:
                     self.claimed.discard(id(x))
@@ -442,8 +449,8 @@ class Run:
                 ours = id(x) in self.claimed
             lock = contextlib.nullcontext() if ours else commit_lock(x)
             with lock:
-                if x._node is self.committed[id(x)]:
-                    x._bind(self.original[id(x)])
+                if x._holds(self.committed[id(x)]):
+                    x._bind_value(self.original[id(x)])
         grace = time.monotonic() + 0.5  # workers notice `cancel` between operations
         for g in groups:
             g.join(grace)

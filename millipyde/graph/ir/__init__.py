@@ -1,1 +1,2 @@
-"""Graph IR: nodes of recorded work and lazy NumPy arithmetic on them."""
+"""Graph IR: nodes of recorded work, lazy NumPy arithmetic on them, and values held as
+members of a computed batch buffer (made into nodes when read)."""

@@ -91,22 +91,23 @@ def leaf(buffer: Any, shape: tuple[int, ...], dtype: np.dtype, device: int) -> N
 
 def leaves(buffers: list[Any], shape: tuple[int, ...], dtype: np.dtype,
            device: int) -> list[Node]:
-    """Materialized nodes around ``buffers``, all of one ``shape`` and ``dtype`` (a Pipeline
-    chunk's outputs, one per input): :func:`leaf` each, the shape and dtype normalised once
-    and the attributes set directly (a chunk makes 256 of them per batch on a worker thread,
-    under the GIL every other device's worker needs)."""
+    """Materialized nodes around ``buffers``, all of one ``shape`` and ``dtype`` (a batch's
+    outputs, one per member): :func:`leaf` each, the shape and dtype normalised once."""
     shape = tuple(int(s) for s in shape)
     dtype = np.dtype(dtype)
-    new, ids, rlock = Node.__new__, _ids, _thread.RLock
-    out = []
-    for buffer in buffers:
-        n = new(Node)
-        n.id = next(ids)
-        n.op, n.inputs, n.params, n.label = None, (), (), None
-        n.shape, n.dtype, n.device, n.buffer = shape, dtype, device, buffer
-        n.users, n.lock, n.gated_off = 0, rlock(), False
-        out.append(n)
-    return out
+    return [stored(buffer, shape, dtype, device) for buffer in buffers]
+
+
+def stored(buffer: Any, shape: tuple[int, ...], dtype: np.dtype, device: int) -> Node:
+    """:func:`leaf` of a ``shape`` that is a tuple of ints and a ``dtype`` that is a NumPy
+    dtype already, its attributes set directly (a Pipeline chunk's outputs are made one by one
+    as they are read; a Generator batch's all at once)."""
+    n = Node.__new__(Node)
+    n.id = next(_ids)
+    n.op, n.inputs, n.params, n.label = None, (), (), None
+    n.shape, n.dtype, n.device, n.buffer = shape, dtype, device, buffer
+    n.users, n.lock, n.gated_off = 0, _thread.RLock(), False
+    return n
 
 
 def apply(op: OpSpec | str, x: Node, params: tuple[Any, ...], shape: tuple[int, ...],
