@@ -195,6 +195,27 @@ def test_register_caps_only_on_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     assert capped.replace(", max_registers=80", "") == plain
 
 
+def test_arena_and_statistic_gathers_take_their_caps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The arena gathers and arena statistic gathers read ``MAX_REGISTERS["arena"]`` and
+    ``["stat"]`` (uncapped by default) on GPUs only, the rest of their text unchanged."""
+    from millipyde.graph.codegen import arena, stat
+
+    sig = GatherSig(cin=3, mode="chain", is_int=True, sampler=True, grey="", pre=(),
+                    post=("adjust_contrast", "posterize"), lut_stages=(False, False), clip=False)
+    sources = {"arena": lambda t, sim: arena.arena_gather_source(sig, t, sim, layout="NCHW"),
+               "stat": lambda t, sim: stat.arena_stat_source(sig, "grey_sum", t, sim)}
+    for kind, source in sources.items():
+        assert codegen_target.MAX_REGISTERS[kind] is None
+        plain = source("cuda", False)
+        assert "max_registers" not in plain
+        monkeypatch.setitem(codegen_target.MAX_REGISTERS, kind, 96)
+        capped = source("cuda", False)
+        assert "@cuda.jit(cache=True, max_registers=96)\ndef kernel(" in capped
+        assert capped.replace(", max_registers=96", "") == plain
+        assert "max_registers" not in source("cuda", True)
+        assert "max_registers" not in source("cpu", False)
+
+
 def test_batched_tile_register_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     """``tile2d.BATCH_MAX_REGISTERS`` (a benchmark knob) caps the batched GPU tile only."""
     from millipyde.graph.codegen import tile2d
