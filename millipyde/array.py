@@ -164,10 +164,14 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
     # class attribute ``_node`` (``_MemberNode``) then makes the member's node on first read.
     def _bind(self, node: Node) -> None:
         d = self.__dict__
-        old = d.get("_node")
-        if old is None and "_member" in d:
+        # ``_member`` looked up first: a read converting it sets ``_node`` before it drops
+        # ``_member``, so one found here is dropped under the lock with the node it left
+        # (looked up after ``_node``, a conversion in between would go unseen, its node's
+        # ``users`` never given back)
+        if "_member" in d:
             self._bind_from_member(node)
             return
+        old = d.get("_node")
         node.users += 1
         d["_node"] = node
         if old is not None:

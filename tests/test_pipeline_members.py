@@ -238,3 +238,47 @@ def test_an_array_bound_to_a_member_and_back():
     del y
     gc.collect()
     assert unread.made is None and unread.held is None
+
+
+@pytest.mark.cudasim_ok
+def test_a_bind_while_a_read_converts_the_member():
+    """A read (another thread's) that converts the member into its node right after a bind
+    first looks at the array: the node's ``users`` count given back all the same."""
+    from millipyde.graph.ir import member
+    from millipyde.graph.ir.member import Batch
+
+    hosts = _small(1)
+    buffer = runtime.from_host(np.stack(hosts), 0)
+    (m,) = Batch(buffer, hosts[0].shape, np.uint8, 0, runtime.member_views(buffer)).members(1)
+    x = mp.gpuimage(hosts[0])
+    other = x._value()
+    x._bind_member(m)
+
+    class Racy(dict):
+        """The array's ``__dict__``: the read runs once the bind's first look is answered
+        (as a thread switch there would run it), unless the bind holds the member lock."""
+
+        fired = False
+
+        def _read(self) -> None:
+            if not self.fired and not member.LOCK.locked():
+                self.fired = True
+                type(x)._node.__get__(x)
+
+        def get(self, key, default=None):
+            got = dict.get(self, key, default)
+            if key == "_node" and got is None:
+                self._read()
+            return got
+
+        def __contains__(self, key):
+            got = dict.__contains__(self, key)
+            if key == "_member" and got:
+                self._read()
+            return got
+
+    x.__dict__ = Racy(x.__dict__)
+    x._bind(other)
+    assert x.__dict__.fired and m.made is not None  # (the read ran mid-bind)
+    assert x._value() is other and other.users == 1
+    assert m.made.users == 0  # (nothing holds the member's node)
