@@ -443,10 +443,11 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
         On a GPU backend the capsule is made here (``backend/dlpack.py``): the buffer's
         memory, no copy (``copy=True``: a fresh copy's), kept alive until the consumer lets
         it go, whatever happens to the array after; a DLPack 1.0 (versioned) capsule where
-        ``max_version`` is 1 or more. ``stream`` is the consumer's (None or 1 the legacy
-        default stream, 2 the per-thread one, -1 no ordering): it is made to wait, on the
-        GPU, for the work this thread queued to compute the value. ``dl_device=(1, 0)``
-        gives a host copy. On the host backends: NumPy's capsule of a host copy.
+        ``max_version`` is 1 or more and NumPy is 2.1 or later (else a 0.8 one, as the
+        standard allows). ``stream`` is the consumer's (None or 1 the legacy default stream,
+        2 the per-thread one, -1 no ordering): it is made to wait, on the GPU, for the work
+        this thread queued to compute the value. ``dl_device=(1, 0)`` gives a host copy. On
+        the host backends: NumPy's capsule of a host copy.
         """
         buf = self._materialize()
         if not ACTIVE.caps.external_memory:
@@ -458,7 +459,7 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
                 raise BufferError(f"__dlpack__: dl_device {dl_device} needs a copy to another "
                                   f"device than this array's {(dlpack.CUDA, device)}"
                                   + (" (copy=False)" if copy is False else ""))
-            return np.asarray(self).__dlpack__(max_version=max_version, copy=True)
+            return dlpack.host_capsule(np.asarray(self), max_version)
         x = self._new_like(apply("copy", self._node, (), self.shape, self.dtype, device=device),
                            self._sample) if copy else self  # (no sample index drawn)
         node = x._node
