@@ -447,11 +447,14 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
         standard allows). ``stream`` is the consumer's (None or 1 the legacy default stream,
         2 the per-thread one, -1 no ordering): it is made to wait, on the GPU, for the work
         this thread queued to compute the value. ``dl_device=(1, 0)`` gives a host copy. On
-        the host backends: NumPy's capsule of a host copy.
+        the host backends: NumPy's capsule of the buffer itself (cpu; of a copy where
+        ``copy=True``) or of a host copy (the simulator).
         """
         buf = self._materialize()
         if not ACTIVE.caps.external_memory:
             host = ACTIVE.to_host(buf) if ACTIVE.caps.device_memory else buf
+            if copy and host is buf:  # (the cpu backend's buffer itself: a copy asked for)
+                host = np.array(host, copy=True)
             return np.asarray(host).reshape(self.shape).__dlpack__()
         device = self.device
         if dl_device is not None and tuple(dl_device) != (dlpack.CUDA, device):

@@ -435,3 +435,16 @@ def test_complex_types_dlpack_has_not_are_refused() -> None:
     if wide.itemsize > 16:  # (a platform whose long double is wider than a double)
         with pytest.raises(BufferError, match="dtype"):
             dlpack.dtype_code(wide)
+
+
+def test_a_copy_asked_of_a_host_backend() -> None:
+    """``copy=True`` on the host backends: the capsule's memory is not the array's buffer (a
+    consumer writing to it, as torch may, leaves the array alone)."""
+    if mp.backend() != "cpu":
+        pytest.skip("the cpu backend exports its buffer itself where no copy is asked for")
+    x = _image(5)
+    buf = x._materialize()
+    assert _read(x.__dlpack__())["data"] == buf.ctypes.data  # (no copy asked: none made)
+    cap = x.__dlpack__(copy=True)
+    assert _read(cap)["data"] != buf.ctypes.data
+    np.testing.assert_array_equal(np.from_dlpack(_Capsule(cap)), np.asarray(x))
