@@ -65,8 +65,9 @@ def test_the_built_dict_equals_numba_cudas(shape, dtype, strides) -> None:
 def test_pool_members_get_numba_cudas_dict() -> None:
     from millipyde.backend.pool import LAYOUTS
 
-    members = LAYOUTS.stamp_members(4, 768, np.dtype(np.uint8), (16, 16, 3), 0x7F00_1000_0000,
-                                    None, None)
+    stamp = LAYOUTS.member_stamp(768, np.dtype(np.uint8), (16, 16, 3), 0x7F00_1000_0000,
+                                 None, None)
+    members = [stamp(m) for m in range(4)]
     interface = _cuda_interface()
     faces = [interface(m) for m in members]
     assert faces == [m.__cuda_array_interface__ for m in members]

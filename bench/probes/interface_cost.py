@@ -3,7 +3,7 @@
     MILLIPYDE_BACKEND=cpu PYTHONPATH=<tree> python bench/probes/interface_cost.py [--rounds 5]
 
 Outputs as ``next()`` hands them out (gpuimages over members of a batch buffer stamped by the
-pool, ``pool.LAYOUTS.stamp_members``), but over made-up device addresses: numba-cuda's
+pool, ``pool.LAYOUTS.member_stamp``), but over made-up device addresses: numba-cuda's
 device arrays and their ``__cuda_array_interface__`` need no GPU until their memory is
 touched. The cpu backend is told it has external memory (and, where the tree has
 ``Backend.interface``, given the cuda backend's). Rows, us an output, best of the rounds:
@@ -32,9 +32,11 @@ from millipyde.backend.pool import LAYOUTS
 
 def _outputs(n: int) -> list[mp.gpuimage]:
     step = 512 * 512 * 3
-    members = LAYOUTS.stamp_members(n, step, np.dtype(np.uint8), (512, 512, 3),
-                                    0x7F00_0000_0000, None, None)
-    return [mp.gpuimage.from_buffer(m, 0) for m in members]
+    layout = (np.dtype(np.uint8), (512, 512, 3), 0x7F00_0000_0000, None, None)
+    if not hasattr(LAYOUTS, "member_stamp"):  # (a tree from before 2026-11-29)
+        return [mp.gpuimage.from_buffer(m, 0) for m in LAYOUTS.stamp_members(n, step, *layout)]
+    stamp = LAYOUTS.member_stamp(step, *layout)
+    return [mp.gpuimage.from_buffer(stamp(m), 0) for m in range(n)]
 
 
 def _time(fn, xs) -> float:
