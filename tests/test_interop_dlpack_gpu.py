@@ -39,6 +39,15 @@ def test_torch_reads_the_capsule_without_a_copy() -> None:
     assert torch.from_dlpack(s).shape == () and float(torch.from_dlpack(s)) == 2.5
 
 
+def _reuse_the_pool(seed: int) -> None:
+    """Collect what was dropped, then compute 32 images in the memory the pool hands out."""
+    gc.collect()
+    others = [mp.gpuimage(_host(seed + i)) for i in range(32)]
+    for o in others:
+        o.invert()
+        np.asarray(o)
+
+
 def test_the_memory_outlives_the_image() -> None:
     torch = pytest.importorskip("torch")
     want = _host(1)
@@ -47,11 +56,7 @@ def test_the_memory_outlives_the_image() -> None:
     x.fliplr()  # the image moves on to another buffer: the tensor keeps the first
     np.asarray(x)
     del x
-    gc.collect()
-    others = [mp.gpuimage(_host(100 + i)) for i in range(32)]  # memory the pool hands out
-    for o in others:
-        o.invert()
-        np.asarray(o)
+    _reuse_the_pool(100)
     torch.cuda.synchronize()
     np.testing.assert_array_equal(t.cpu().numpy(), want)
     del t
@@ -148,10 +153,6 @@ def test_pipeline_members_go_to_torch_and_outlive_their_batch() -> None:
     want = [np.fliplr(h) for h in hosts]
     np.testing.assert_array_equal(legacy.cpu().numpy(), want[2])
     del imgs, legacy, t1
-    gc.collect()
-    others = [mp.gpuimage(_host(300 + i)) for i in range(32)]  # memory the pool hands out
-    for o in others:
-        o.invert()
-        np.asarray(o)
+    _reuse_the_pool(300)
     torch.cuda.synchronize()
     np.testing.assert_array_equal(t0.cpu().numpy(), want[0])
