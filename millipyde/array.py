@@ -189,17 +189,15 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
 
     def _bind_member(self, value: Member) -> None:
         """Hold ``value``, a member of a computed batch buffer, without making its node (the
-        caller holds the array's commit lock, as every bind does: no other bind runs)."""
+        caller holds the array's commit lock: no other Pipeline or image method binds it)."""
         d = self.__dict__
-        old = d.get("_node")
-        if old is None:  # from a member, which a read may be converting now
-            with member.LOCK:
-                d["_member"] = value
-                old = d.pop("_node", None)
-        else:  # (no lock: ``_member`` is set before ``_node`` goes, so a read in between
-            # finds the node, and one after it the member; no read converts a node)
+        # under the lock whatever the array held: a read may be converting a member binding,
+        # and a bind that takes no commit lock (``_placed``'s move, ``out=``, on another
+        # thread) may be moving it off one (``_bind_from_member``, under the lock too): each
+        # leaves the array one of the two keys, so it never holds neither
+        with member.LOCK:
             d["_member"] = value
-            del d["_node"]
+            old = d.pop("_node", None)
         if old is not None:
             old.users -= 1
 

@@ -282,3 +282,42 @@ def test_a_bind_while_a_read_converts_the_member():
     assert x.__dict__.fired and m.made is not None  # (the read ran mid-bind)
     assert x._value() is other and other.users == 1
     assert m.made.users == 0  # (nothing holds the member's node)
+
+
+@pytest.mark.cudasim_ok
+def test_a_bind_without_the_commit_lock_while_a_member_is_bound():
+    """A bind that takes no commit lock (``_placed``'s move, ``out=``; another thread's)
+    landing while a Pipeline's commit binds the array to a member: the array holds one value
+    or the other after, never none."""
+    from millipyde.graph.ir import member
+    from millipyde.graph.ir.member import Batch
+
+    hosts = _small(2)
+    buffer = runtime.from_host(np.stack(hosts[:1]), 0)
+    (m,) = Batch(buffer, hosts[0].shape, np.uint8, 0, runtime.member_views(buffer)).members(1)
+    x = mp.gpuimage(hosts[1])
+    other = mp.gpuimage(hosts[1])._value()
+    late = []
+
+    class Racy(dict):
+        """The array's ``__dict__``: the other bind runs once the member is set (as a thread
+        switch there would run it), or after the member lock is let go where it is held."""
+
+        fired = False
+
+        def __setitem__(self, key, value):
+            dict.__setitem__(self, key, value)
+            if key == "_member" and not self.fired:
+                self.fired = True
+                if member.LOCK.locked():
+                    late.append(other)
+                else:
+                    x._bind(other)
+
+    x.__dict__ = Racy(x.__dict__)
+    x._bind_member(m)
+    for node in late:
+        x._bind(node)
+    assert x.__dict__.fired
+    held = x._value()  # (the bind to ``other`` lands last either way)
+    assert held is other and x._node is other and other.users == 1
