@@ -6,6 +6,7 @@ NumPy, CUDA Array Interface and DLPack protocols make it work with NumPy, PyTorc
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from .graph.ir import lazy, member
 from .graph.ir.lazy import LazyArray, to_host_tree
 from .graph.ir.member import Member
 from .graph.ir.node import Node, apply, leaf
+from .locks import commit_lock
 from .random import next_sample_index
 
 _NUMERIC_KINDS = "biufc"
@@ -189,15 +191,17 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
 
     def _bind_member(self, value: Member) -> None:
         """Hold ``value``, a member of a computed batch buffer, without making its node (the
-        caller holds the array's commit lock: no other Pipeline or image method binds it)."""
+        caller holds the array's commit lock, as every bind does: no other bind runs)."""
         d = self.__dict__
-        # under the lock whatever the array held: a read may be converting a member binding,
-        # and a bind that takes no commit lock (``_placed``'s move, ``out=``, on another
-        # thread) may be moving it off one (``_bind_from_member``, under the lock too): each
-        # leaves the array one of the two keys, so it never holds neither
-        with member.LOCK:
+        old = d.get("_node")
+        if old is None:  # from a member, which a read may be converting now
+            with member.LOCK:
+                d["_member"] = value
+                old = d.pop("_node", None)
+        else:  # (no lock: ``_member`` is set before ``_node`` goes, so a read in between
+            # finds the node, and one after it the member; no read converts a node)
             d["_member"] = value
-            old = d.pop("_node", None)
+            del d["_node"]
         if old is not None:
             old.users -= 1
 
@@ -235,8 +239,14 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
         node = self._node
         dev = self._pinned if self._pinned is not None else devices.target_device()
         if dev is not None and dev != node.device:
-            node = apply("move", node, (), node.shape, node.dtype, device=dev)
-            self._bind(node)
+            # read and moved under the commit lock, as every update of an array (locks.py):
+            # a Pipeline's commit between the read and the bind would be lost, and a bind
+            # racing ``_bind_member``'s (which assumes none) could leave the array no value
+            with self.__dict__.get("_commit_lock") or commit_lock(self):
+                node = self._node
+                if dev != node.device:
+                    node = apply("move", node, (), node.shape, node.dtype, device=dev)
+                    self._bind(node)
         return node
 
     def _materialize(self) -> Any:
@@ -380,17 +390,23 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
             if result is not NotImplemented:
                 return result
         out = kwargs.pop("out", None)
-        result = getattr(ufunc, method)(*to_host_tree(inputs), **to_host_tree(kwargs))
-        if out is None:
-            return result
-        outs = out if isinstance(out, tuple) else (out,)
-        results = result if isinstance(result, tuple) else (result,)
-        for o, r in zip(outs, results, strict=True):
-            if isinstance(o, gpuarray):
-                host = np.asarray(r, dtype=o.dtype).reshape(o.shape or (1,))
-                o._bind(leaf(ACTIVE.from_host(host, o.device), o.shape, o.dtype, o.device))
-            else:
-                np.copyto(o, r)
+        outs = () if out is None else out if isinstance(out, tuple) else (out,)
+        mine = [o for o in outs if isinstance(o, gpuarray)]
+        # an array written is read and written under its commit lock, as every update of an
+        # array (locks.py); several (a thread holds one commit lock at a time) each its write
+        with commit_lock(mine[0]) if len(mine) == 1 else contextlib.nullcontext():
+            result = getattr(ufunc, method)(*to_host_tree(inputs), **to_host_tree(kwargs))
+            if out is None:
+                return result
+            results = result if isinstance(result, tuple) else (result,)
+            for o, r in zip(outs, results, strict=True):
+                if isinstance(o, gpuarray):
+                    host = np.asarray(r, dtype=o.dtype).reshape(o.shape or (1,))
+                    with commit_lock(o):
+                        o._bind(leaf(ACTIVE.from_host(host, o.device), o.shape, o.dtype,
+                                     o.device))
+                else:
+                    np.copyto(o, r)
         return out
 
     # -- interop -------------------------------------------------------------------------

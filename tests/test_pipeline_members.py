@@ -285,39 +285,57 @@ def test_a_bind_while_a_read_converts_the_member():
 
 
 @pytest.mark.cudasim_ok
-def test_a_bind_without_the_commit_lock_while_a_member_is_bound():
-    """A bind that takes no commit lock (``_placed``'s move, ``out=``; another thread's)
-    landing while a Pipeline's commit binds the array to a member: the array holds one value
-    or the other after, never none."""
-    from millipyde.graph.ir import member
+def test_a_move_to_the_pinned_device_and_a_commit_land_one_after_the_other():
+    """``_placed``'s move (lazy arithmetic on an array pinned to another device) reads and
+    binds under the array's commit lock: a Pipeline's commit landing between its read and its
+    bind waits, then lands on what the move left, lost neither way (nor the array left with
+    no value, as a bind racing ``_bind_member``'s could)."""
     from millipyde.graph.ir.member import Batch
+    from millipyde.locks import commit_lock
 
     hosts = _small(2)
     buffer = runtime.from_host(np.stack(hosts[:1]), 0)
     (m,) = Batch(buffer, hosts[0].shape, np.uint8, 0, runtime.member_views(buffer)).members(1)
     x = mp.gpuimage(hosts[1])
-    other = mp.gpuimage(hosts[1])._value()
-    late = []
+    first = x._value()
+    x._pinned = x.device + 1  # (recorded only: nothing runs)
+    commit = threading.Thread(target=lambda: (commit_lock(x).acquire(), x._bind_member(m),
+                                              commit_lock(x).release()))
 
     class Racy(dict):
-        """The array's ``__dict__``: the other bind runs once the member is set (as a thread
-        switch there would run it), or after the member lock is let go where it is held."""
+        """The array's ``__dict__``: the commit starts on another thread once the move's bind
+        first looks at the array, and is given that thread's time slice."""
 
-        fired = False
-
-        def __setitem__(self, key, value):
-            dict.__setitem__(self, key, value)
-            if key == "_member" and not self.fired:
-                self.fired = True
-                if member.LOCK.locked():
-                    late.append(other)
-                else:
-                    x._bind(other)
+        def __contains__(self, key):
+            if key == "_member" and not commit.is_alive() and commit.ident is None:
+                commit.start()
+                commit.join(0.2)
+            return dict.__contains__(self, key)
 
     x.__dict__ = Racy(x.__dict__)
-    x._bind_member(m)
-    for node in late:
-        x._bind(node)
-    assert x.__dict__.fired
-    held = x._value()  # (the bind to ``other`` lands last either way)
-    assert held is other and x._node is other and other.users == 1
+    moved = x._placed()
+    commit.join()
+    assert moved.inputs == (first,)
+    assert x._value() is m  # (the commit landed last, after the move: not lost)
+    assert moved.users == 0 and first.users == 1  # (the move node alone reads ``first``)
+
+
+@pytest.mark.cudasim_ok
+def test_a_ufunc_written_out_waits_for_a_commit():
+    """``np.add(x, 1, out=x)`` reads and writes ``x`` under its commit lock: started while a
+    commit holds it, it adds to what the commit bound."""
+    from millipyde.graph.ir.member import Batch
+    from millipyde.locks import commit_lock
+
+    hosts = _small(2)
+    buffer = runtime.from_host(np.stack(hosts[:1]), 0)
+    (m,) = Batch(buffer, hosts[0].shape, np.uint8, 0, runtime.member_views(buffer)).members(1)
+    x = mp.gpuimage(hosts[1])
+    with commit_lock(x):
+        add = threading.Thread(target=np.add, args=(x, 1), kwargs={"out": x})
+        add.start()
+        add.join(0.2)
+        assert add.is_alive()  # (waiting for the lock)
+        x._bind_member(m)
+    add.join()
+    np.testing.assert_array_equal(np.asarray(x), hosts[0] + np.uint8(1))
