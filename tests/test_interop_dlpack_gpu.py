@@ -142,8 +142,8 @@ def test_pipeline_members_go_to_torch_and_outlive_their_batch() -> None:
     imgs = [mp.gpuimage(h) for h in hosts]
     mp.Pipeline(imgs, [mp.Operation("fliplr")], device=0).run()
     members = [x.__dict__["_member"] for x in imgs]  # (bound to members, unread)
-    at = [m.batch.buffer.__cuda_array_interface__["data"][0] + m.index * hosts[0].size
-          for m in members]  # (each member's memory: its row of its batch buffer)
+    at = [m.batch.buffer.__cuda_array_interface__["data"][0]
+          + m.index * m.batch.buffer.strides[0] for m in members]  # (its batch buffer's row)
     del members
     t0 = torch.from_dlpack(imgs[0])
     t1 = torch.as_tensor(imgs[1], device="cuda")
