@@ -6,6 +6,7 @@ NumPy, CUDA Array Interface and DLPack protocols make it work with NumPy, PyTorc
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from .graph.ir import lazy, member
 from .graph.ir.lazy import LazyArray, to_host_tree
 from .graph.ir.member import Member
 from .graph.ir.node import Node, apply, leaf
+from .locks import commit_lock
 from .random import next_sample_index
 
 _NUMERIC_KINDS = "biufc"
@@ -164,10 +166,14 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
     # class attribute ``_node`` (``_MemberNode``) then makes the member's node on first read.
     def _bind(self, node: Node) -> None:
         d = self.__dict__
-        old = d.get("_node")
-        if old is None and "_member" in d:
+        # ``_member`` looked up first: a read converting it sets ``_node`` before it drops
+        # ``_member``, so one found here is dropped under the lock with the node it left
+        # (looked up after ``_node``, a conversion in between would go unseen, its node's
+        # ``users`` never given back)
+        if "_member" in d:
             self._bind_from_member(node)
             return
+        old = d.get("_node")
         node.users += 1
         d["_node"] = node
         if old is not None:
@@ -233,8 +239,14 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
         node = self._node
         dev = self._pinned if self._pinned is not None else devices.target_device()
         if dev is not None and dev != node.device:
-            node = apply("move", node, (), node.shape, node.dtype, device=dev)
-            self._bind(node)
+            # read and moved under the commit lock, as every update of an array (locks.py):
+            # a Pipeline's commit between the read and the bind would be lost, and a bind
+            # racing ``_bind_member``'s (which assumes none) could leave the array no value
+            with self.__dict__.get("_commit_lock") or commit_lock(self):
+                node = self._node
+                if dev != node.device:
+                    node = apply("move", node, (), node.shape, node.dtype, device=dev)
+                    self._bind(node)
         return node
 
     def _materialize(self) -> Any:
@@ -378,17 +390,23 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
             if result is not NotImplemented:
                 return result
         out = kwargs.pop("out", None)
-        result = getattr(ufunc, method)(*to_host_tree(inputs), **to_host_tree(kwargs))
-        if out is None:
-            return result
-        outs = out if isinstance(out, tuple) else (out,)
-        results = result if isinstance(result, tuple) else (result,)
-        for o, r in zip(outs, results, strict=True):
-            if isinstance(o, gpuarray):
-                host = np.asarray(r, dtype=o.dtype).reshape(o.shape or (1,))
-                o._bind(leaf(ACTIVE.from_host(host, o.device), o.shape, o.dtype, o.device))
-            else:
-                np.copyto(o, r)
+        outs = () if out is None else out if isinstance(out, tuple) else (out,)
+        mine = [o for o in outs if isinstance(o, gpuarray)]
+        # an array written is read and written under its commit lock, as every update of an
+        # array (locks.py); several (a thread holds one commit lock at a time) each its write
+        with commit_lock(mine[0]) if len(mine) == 1 else contextlib.nullcontext():
+            result = getattr(ufunc, method)(*to_host_tree(inputs), **to_host_tree(kwargs))
+            if out is None:
+                return result
+            results = result if isinstance(result, tuple) else (result,)
+            for o, r in zip(outs, results, strict=True):
+                if isinstance(o, gpuarray):
+                    host = np.asarray(r, dtype=o.dtype).reshape(o.shape or (1,))
+                    with commit_lock(o):
+                        o._bind(leaf(ACTIVE.from_host(host, o.device), o.shape, o.dtype,
+                                     o.device))
+                else:
+                    np.copyto(o, r)
         return out
 
     # -- interop -------------------------------------------------------------------------
@@ -439,14 +457,18 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
         On a GPU backend the capsule is made here (``backend/dlpack.py``): the buffer's
         memory, no copy (``copy=True``: a fresh copy's), kept alive until the consumer lets
         it go, whatever happens to the array after; a DLPack 1.0 (versioned) capsule where
-        ``max_version`` is 1 or more. ``stream`` is the consumer's (None or 1 the legacy
-        default stream, 2 the per-thread one, -1 no ordering): it is made to wait, on the
-        GPU, for the work this thread queued to compute the value. ``dl_device=(1, 0)``
-        gives a host copy. On the host backends: NumPy's capsule of a host copy.
+        ``max_version`` is 1 or more and NumPy is 2.1 or later (else a 0.8 one, as the
+        standard allows). ``stream`` is the consumer's (None or 1 the legacy default stream,
+        2 the per-thread one, -1 no ordering): it is made to wait, on the GPU, for the work
+        this thread queued to compute the value. ``dl_device=(1, 0)`` gives a host copy. On
+        the host backends: NumPy's capsule of the buffer itself (cpu; of a copy where
+        ``copy=True``) or of a host copy (the simulator).
         """
         buf = self._materialize()
         if not ACTIVE.caps.external_memory:
             host = ACTIVE.to_host(buf) if ACTIVE.caps.device_memory else buf
+            if copy and host is buf:  # (the cpu backend's buffer itself: a copy asked for)
+                host = np.array(host, copy=True)
             return np.asarray(host).reshape(self.shape).__dlpack__()
         device = self.device
         if dl_device is not None and tuple(dl_device) != (dlpack.CUDA, device):
@@ -454,7 +476,7 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
                 raise BufferError(f"__dlpack__: dl_device {dl_device} needs a copy to another "
                                   f"device than this array's {(dlpack.CUDA, device)}"
                                   + (" (copy=False)" if copy is False else ""))
-            return np.asarray(self).__dlpack__(max_version=max_version, copy=True)
+            return dlpack.host_capsule(np.asarray(self), max_version)
         x = self._new_like(apply("copy", self._node, (), self.shape, self.dtype, device=device),
                            self._sample) if copy else self  # (no sample index drawn)
         node = x._node

@@ -1,12 +1,14 @@
 """One commit lock per gpuarray: what makes concurrent updates of one array serial.
 
 A Pipeline worker processing one input holds its lock from the moment it reads the input's
-value (claim) until it binds the computed value (commit); a worker processing a chunk of
-inputs at once (``pipeline.run``) reads their values without it and binds each output under
-the input's lock only if the input still holds the value read (else that input is processed
-again, claimed as above); an image method holds it while it draws its parameters and records
-its node. Every update of an array is therefore applied to the value the previous update
-left, exactly once, in some serial order, whatever threads and Pipelines race.
+value (claim) until it binds the computed value (commit); a worker processing a chunk of inputs
+at once (``pipeline.run``) reads their values without it and binds each output under the
+input's lock only if the input still holds the value read (else that input is processed again,
+claimed as above); an image method holds it while it draws its parameters and records its node,
+as do a move to the array's pinned device (``gpuarray._placed``) and a ufunc that writes the
+array (``out=``) while they read and bind it. Every update of an array is therefore applied to
+the value the previous update left, exactly once, in some serial order, whatever threads and
+Pipelines race.
 
 Deadlock freedom: a thread holds at most one array's commit lock at a time (nothing that runs
 under it takes another array's lock, and the run-wide locks taken under it are never held

@@ -356,3 +356,95 @@ def test_hand_over_without_a_driver_synchronizes_the_stream(cuda_stand_in, monke
     s = b._tls.stream = _Stream(0xAB)
     b.hand_over(0xCD, 0)
     assert s.synced == 1
+
+
+# -- NumPy before 2.1 (no versioned capsule to borrow from) -----------------------------------
+class _OldArray(np.ndarray):
+    """An array as NumPy 1.26 and 2.0 make them: ``__dlpack__`` takes ``stream`` alone."""
+
+    def __dlpack__(self, *, stream=None):
+        return np.ndarray.__dlpack__(self, stream=stream)
+
+
+class _OldNumPy:
+    """``numpy`` as ``dlpack`` sees it under NumPy 1.26 or 2.0: its arrays ``_OldArray``s."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def empty(*args, **kwargs):
+        return np.empty(*args, **kwargs).view(_OldArray)
+
+    @staticmethod
+    def asarray(*args, **kwargs):
+        return np.asarray(*args, **kwargs).view(_OldArray)
+
+
+@pytest.fixture
+def numpy_before_2_1(monkeypatch):
+    """``dlpack`` and ``gpuarray`` under a NumPy with no versioned capsule (before 2.1); the
+    capsule kinds borrowed anew."""
+    import millipyde.array
+
+    monkeypatch.setattr(dlpack, "np", _OldNumPy())
+    monkeypatch.setattr(millipyde.array, "np", _OldNumPy())
+    monkeypatch.setattr(dlpack, "_KINDS", {})
+
+
+def test_a_versioned_capsule_asked_of_an_older_numpy_is_a_legacy_one(numpy_before_2_1) -> None:
+    a = np.arange(12, dtype=np.int16).reshape(3, 4)
+    owner = _Owner(a)
+    alive = weakref.ref(owner)
+    exporter = _Exporter(a, owner, versioned=True)
+    assert _read(exporter.__dlpack__())["kind"] == b"dltensor"  # (the consumer reads its name)
+    got = np.from_dlpack(exporter)
+    np.testing.assert_array_equal(got, a)
+    del owner, exporter, got
+    gc.collect()
+    assert alive() is None
+
+
+def test_gpu_and_host_capsules_under_an_older_numpy(numpy_before_2_1, device_path) -> None:
+    x = _image(4)
+    own = _read(x.__dlpack__(max_version=(1, 0)))
+    assert own["kind"] == b"dltensor" and own["data"] == x._materialize().ctypes.data
+    copied = _read(x.__dlpack__(max_version=(1, 0), copy=True))
+    assert copied["kind"] == b"dltensor" and copied["data"] != own["data"]
+    host = x.__dlpack__(max_version=(1, 0), dl_device=(dlpack.CPU, 0))
+    assert _read(host)["kind"] == b"dltensor"
+    np.testing.assert_array_equal(np.from_dlpack(_Capsule(host)), np.asarray(x))
+
+
+class _Capsule:
+    """A capsule made already, handed to NumPy's ``from_dlpack`` (host memory)."""
+
+    def __init__(self, cap) -> None:
+        self.cap = cap
+
+    def __dlpack__(self, **kw):
+        return self.cap
+
+    def __dlpack_device__(self):
+        return (dlpack.CPU, 0)
+
+
+def test_complex_types_dlpack_has_not_are_refused() -> None:
+    assert dlpack.dtype_code(np.dtype(np.complex128)) == (5, 128)
+    wide = np.dtype(np.clongdouble)
+    if wide.itemsize > 16:  # (a platform whose long double is wider than a double)
+        with pytest.raises(BufferError, match="dtype"):
+            dlpack.dtype_code(wide)
+
+
+def test_a_copy_asked_of_a_host_backend() -> None:
+    """``copy=True`` on the host backends: the capsule's memory is not the array's buffer (a
+    consumer writing to it, as torch may, leaves the array alone)."""
+    if mp.backend() != "cpu":
+        pytest.skip("the cpu backend exports its buffer itself where no copy is asked for")
+    x = _image(5)
+    buf = x._materialize()
+    assert _read(x.__dlpack__())["data"] == buf.ctypes.data  # (no copy asked: none made)
+    cap = x.__dlpack__(copy=True)
+    assert _read(cap)["data"] != buf.ctypes.data
+    np.testing.assert_array_equal(np.from_dlpack(_Capsule(cap)), np.asarray(x))

@@ -39,6 +39,15 @@ def test_torch_reads_the_capsule_without_a_copy() -> None:
     assert torch.from_dlpack(s).shape == () and float(torch.from_dlpack(s)) == 2.5
 
 
+def _reuse_the_pool(seed: int) -> None:
+    """Collect what was dropped, then compute 32 images in the memory the pool hands out."""
+    gc.collect()
+    others = [mp.gpuimage(_host(seed + i)) for i in range(32)]
+    for o in others:
+        o.invert()
+        np.asarray(o)
+
+
 def test_the_memory_outlives_the_image() -> None:
     torch = pytest.importorskip("torch")
     want = _host(1)
@@ -47,11 +56,7 @@ def test_the_memory_outlives_the_image() -> None:
     x.fliplr()  # the image moves on to another buffer: the tensor keeps the first
     np.asarray(x)
     del x
-    gc.collect()
-    others = [mp.gpuimage(_host(100 + i)) for i in range(32)]  # memory the pool hands out
-    for o in others:
-        o.invert()
-        np.asarray(o)
+    _reuse_the_pool(100)
     torch.cuda.synchronize()
     np.testing.assert_array_equal(t.cpu().numpy(), want)
     del t
@@ -126,3 +131,28 @@ def test_the_kept_interface_is_numba_cudas() -> None:
         outs = list(g)
     for o in outs:
         assert o.__cuda_array_interface__ == o._node.buffer.__cuda_array_interface__
+
+
+def test_pipeline_members_go_to_torch_and_outlive_their_batch() -> None:
+    """A Pipeline chunk's outputs, held as members of its batch buffer and unread: torch
+    reads each through a capsule (and the interface) without a copy; a member's tensor keeps
+    the batch's memory after every image and the batch are gone."""
+    torch = pytest.importorskip("torch")
+    hosts = [_host(200 + i) for i in range(8)]
+    imgs = [mp.gpuimage(h) for h in hosts]
+    mp.Pipeline(imgs, [mp.Operation("fliplr")], device=0).run()
+    members = [x.__dict__["_member"] for x in imgs]  # (bound to members, unread)
+    at = [m.batch.buffer.__cuda_array_interface__["data"][0]
+          + m.index * m.batch.buffer.strides[0] for m in members]  # (its batch buffer's row)
+    del members
+    t0 = torch.from_dlpack(imgs[0])
+    t1 = torch.as_tensor(imgs[1], device="cuda")
+    assert t0.data_ptr() == at[0] and t1.data_ptr() == at[1]
+    assert imgs[1].__cuda_array_interface__["data"][0] == at[1]
+    legacy = torch.utils.dlpack.from_dlpack(imgs[2].__dlpack__(max_version=None))
+    want = [np.fliplr(h) for h in hosts]
+    np.testing.assert_array_equal(legacy.cpu().numpy(), want[2])
+    del imgs, legacy, t1
+    _reuse_the_pool(300)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(t0.cpu().numpy(), want[0])

@@ -238,3 +238,104 @@ def test_an_array_bound_to_a_member_and_back():
     del y
     gc.collect()
     assert unread.made is None and unread.held is None
+
+
+@pytest.mark.cudasim_ok
+def test_a_bind_while_a_read_converts_the_member():
+    """A read (another thread's) that converts the member into its node right after a bind
+    first looks at the array: the node's ``users`` count given back all the same."""
+    from millipyde.graph.ir import member
+    from millipyde.graph.ir.member import Batch
+
+    hosts = _small(1)
+    buffer = runtime.from_host(np.stack(hosts), 0)
+    (m,) = Batch(buffer, hosts[0].shape, np.uint8, 0, runtime.member_views(buffer)).members(1)
+    x = mp.gpuimage(hosts[0])
+    other = x._value()
+    x._bind_member(m)
+
+    class Racy(dict):
+        """The array's ``__dict__``: the read runs once the bind's first look is answered
+        (as a thread switch there would run it), unless the bind holds the member lock."""
+
+        fired = False
+
+        def _read(self) -> None:
+            if not self.fired and not member.LOCK.locked():
+                self.fired = True
+                type(x)._node.__get__(x)
+
+        def get(self, key, default=None):
+            got = dict.get(self, key, default)
+            if key == "_node" and got is None:
+                self._read()
+            return got
+
+        def __contains__(self, key):
+            got = dict.__contains__(self, key)
+            if key == "_member" and got:
+                self._read()
+            return got
+
+    x.__dict__ = Racy(x.__dict__)
+    x._bind(other)
+    assert x.__dict__.fired and m.made is not None  # (the read ran mid-bind)
+    assert x._value() is other and other.users == 1
+    assert m.made.users == 0  # (nothing holds the member's node)
+
+
+@pytest.mark.cudasim_ok
+def test_a_move_to_the_pinned_device_and_a_commit_land_one_after_the_other():
+    """``_placed``'s move (lazy arithmetic on an array pinned to another device) reads and
+    binds under the array's commit lock: a Pipeline's commit landing between its read and its
+    bind waits, then lands on what the move left, lost neither way (nor the array left with
+    no value, as a bind racing ``_bind_member``'s could)."""
+    from millipyde.graph.ir.member import Batch
+    from millipyde.locks import commit_lock
+
+    hosts = _small(2)
+    buffer = runtime.from_host(np.stack(hosts[:1]), 0)
+    (m,) = Batch(buffer, hosts[0].shape, np.uint8, 0, runtime.member_views(buffer)).members(1)
+    x = mp.gpuimage(hosts[1])
+    first = x._value()
+    x._pinned = x.device + 1  # (recorded only: nothing runs)
+    commit = threading.Thread(target=lambda: (commit_lock(x).acquire(), x._bind_member(m),
+                                              commit_lock(x).release()))
+
+    class Racy(dict):
+        """The array's ``__dict__``: the commit starts on another thread once the move's bind
+        first looks at the array, and is given that thread's time slice."""
+
+        def __contains__(self, key):
+            if key == "_member" and not commit.is_alive() and commit.ident is None:
+                commit.start()
+                commit.join(0.2)
+            return dict.__contains__(self, key)
+
+    x.__dict__ = Racy(x.__dict__)
+    moved = x._placed()
+    commit.join()
+    assert moved.inputs == (first,)
+    assert x._value() is m  # (the commit landed last, after the move: not lost)
+    assert moved.users == 0 and first.users == 1  # (the move node alone reads ``first``)
+
+
+@pytest.mark.cudasim_ok
+def test_a_ufunc_written_out_waits_for_a_commit():
+    """``np.add(x, 1, out=x)`` reads and writes ``x`` under its commit lock: started while a
+    commit holds it, it adds to what the commit bound."""
+    from millipyde.graph.ir.member import Batch
+    from millipyde.locks import commit_lock
+
+    hosts = _small(2)
+    buffer = runtime.from_host(np.stack(hosts[:1]), 0)
+    (m,) = Batch(buffer, hosts[0].shape, np.uint8, 0, runtime.member_views(buffer)).members(1)
+    x = mp.gpuimage(hosts[1])
+    with commit_lock(x):
+        add = threading.Thread(target=np.add, args=(x, 1), kwargs={"out": x})
+        add.start()
+        add.join(0.2)
+        assert add.is_alive()  # (waiting for the lock)
+        x._bind_member(m)
+    add.join()
+    np.testing.assert_array_equal(np.asarray(x), hosts[0] + np.uint8(1))

@@ -32,8 +32,10 @@ from millipyde.backend.pool import LAYOUTS
 
 def _outputs(n: int) -> list[mp.gpuimage]:
     step = 512 * 512 * 3
-    stamp = LAYOUTS.member_stamp(step, np.dtype(np.uint8), (512, 512, 3), 0x7F00_0000_0000,
-                                 None, None)
+    layout = (np.dtype(np.uint8), (512, 512, 3), 0x7F00_0000_0000, None, None)
+    if not hasattr(LAYOUTS, "member_stamp"):  # (a tree from before 2026-11-29)
+        return [mp.gpuimage.from_buffer(m, 0) for m in LAYOUTS.stamp_members(n, step, *layout)]
+    stamp = LAYOUTS.member_stamp(step, *layout)
     return [mp.gpuimage.from_buffer(stamp(m), 0) for m in range(n)]
 
 

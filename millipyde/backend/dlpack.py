@@ -3,15 +3,16 @@ stream ordered after the producer's.
 
 A capsule holds a ``DLManagedTensor`` (DLPack 0.8, capsule ``"dltensor"``) or a
 ``DLManagedTensorVersioned`` (DLPack 1.0, ``"dltensor_versioned"``, for a consumer whose
-``max_version`` is 1 or more), laid out as NumPy's own exports are: one ``PyMem_Malloc``
-block, the struct, then the shape and the strides (elements), ``manager_ctx`` one reference
-to the owner (the buffer whose memory it is). The capsule's destructor and the tensor's
-deleter are NumPy's (``numpy/_core/src/multiarray/dlpack.c``, taken from a capsule NumPy makes
-once): the deleter takes the GIL, frees the block and drops ``manager_ctx``'s reference, in C,
-from whatever thread the consumer calls it; the destructor calls the deleter of a capsule
-nobody consumed. No Python runs at either: a Python callback (a ctypes ``CFUNCTYPE``) called
-while an exception unwinds a frame that held the consumer's tensor would replace that
-exception with a ``SystemError``.
+``max_version`` is 1 or more, under NumPy 2.1 or later: an older one makes no versioned capsule
+to borrow from, and the consumer gets a ``DLManagedTensor``), laid out as NumPy's own exports
+are: one ``PyMem_Malloc`` block, the struct, then the shape and the strides (elements),
+``manager_ctx`` one reference to the owner (the buffer whose memory it is). The capsule's
+destructor and the tensor's deleter are NumPy's (``numpy/_core/src/multiarray/dlpack.c``, taken
+from a capsule NumPy makes once): the deleter takes the GIL, frees the block and drops
+``manager_ctx``'s reference, in C, from whatever thread the consumer calls it; the destructor
+calls the deleter of a capsule nobody consumed. No Python runs at either: a Python callback (a
+ctypes ``CFUNCTYPE``) called while an exception unwinds a frame that held the consumer's tensor
+would replace that exception with a ``SystemError``.
 """
 
 from __future__ import annotations
@@ -70,13 +71,14 @@ def _typed(fn: Any, argtypes: list[Any], restype: Any) -> Any:
 
 
 _API: list[_Api] = []
-_KINDS: dict[bool, _Kind] = {}
+_KINDS: dict[bool, _Kind | None] = {}
 _LOCK = threading.Lock()
 
 
-def _kind(versioned: bool) -> _Kind:
+def _kind(versioned: bool) -> _Kind | None:
     """The borrowed parts of a capsule kind (``versioned``: DLPack 1.0), made on first use
-    with the API (``_API``)."""
+    with the API (``_API``); None for a versioned one under a NumPy before 2.1, which makes
+    none."""
     got = _KINDS.get(versioned)
     if got is None:
         with _LOCK:
@@ -87,9 +89,11 @@ def _kind(versioned: bool) -> _Kind:
                 a = np.empty(1, dtype=np.uint8)
                 try:
                     cap = a.__dlpack__(max_version=(1, 0)) if versioned else a.__dlpack__()
-                except TypeError as err:  # NumPy before 2.1
-                    raise BufferError("a versioned DLPack capsule needs NumPy 2.1 or "
-                                      "later") from err
+                except TypeError:
+                    if not versioned:
+                        raise
+                    _KINDS[versioned] = None  # NumPy before 2.1: DLPack 0.8 capsules only
+                    return None
                 name = api.name(cap)
                 managed = api.pointer(cap, name)
                 at = 16 if versioned else 56  # the deleter's offset in the struct
@@ -104,7 +108,7 @@ def dtype_code(dtype: np.dtype) -> tuple[int, int]:
     """DLPack's (type code, bits) of ``dtype``; ``BufferError`` where DLPack has none."""
     dtype = np.dtype(dtype)
     code = _CODES.get(dtype.kind)
-    if code is None or not dtype.isnative or (dtype.kind == "f" and dtype.itemsize > 8):
+    if code is None or not dtype.isnative or dtype.itemsize > (16 if code == 5 else 8):
         raise BufferError(f"DLPack has no type for dtype {dtype}")
     return code, dtype.itemsize * 8
 
@@ -148,11 +152,15 @@ def capsule(data: int, shape: tuple[int, ...], strides: tuple[int, ...] | None, 
         Kept alive (one reference) until the consumer's deleter call, or the capsule's end if
         nobody consumes it: the buffer whose memory ``data`` is.
     versioned : bool
-        A ``DLManagedTensorVersioned`` (DLPack 1.0) rather than a ``DLManagedTensor``.
+        A ``DLManagedTensorVersioned`` (DLPack 1.0) rather than a ``DLManagedTensor``, where
+        NumPy makes one (2.1 or later; before, a ``DLManagedTensor``, flags dropped).
     flags : int
         The versioned tensor's flags (``IS_COPIED``).
     """
     kind = _KINDS.get(versioned) or _kind(versioned)
+    if kind is None:  # (a NumPy before 2.1: the standard lets a producer answer a consumer's
+        # ``max_version`` with an unversioned capsule, whose name the consumer checks)
+        versioned, kind = False, _KINDS.get(False) or _kind(False)
     api = _API[0]
     tail, n, code, bits = _layout(shape, strides, dtype)
     head = 80 if versioned else 64
@@ -174,6 +182,15 @@ def capsule(data: int, shape: tuple[int, ...], strides: tuple[int, ...] | None, 
         raise
     api.incref(owner)  # manager_ctx's reference: dropped by the deleter
     return cap
+
+
+def host_capsule(a: np.ndarray, max_version: Any) -> Any:
+    """NumPy's capsule of ``a``, a fresh host copy: DLPack 1.0 (flagged copied) where
+    ``max_version`` asks for it and NumPy makes one (2.1 or later), else 0.8 (a NumPy before
+    2.1 takes neither ``max_version`` nor ``copy``)."""
+    if max_version is not None and _kind(True) is not None:
+        return a.__dlpack__(max_version=max_version, copy=True)
+    return a.__dlpack__()
 
 
 def c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
