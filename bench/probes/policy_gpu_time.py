@@ -60,7 +60,6 @@ def main() -> None:
     ap.add_argument("--trace", type=Path, default=None)
     ap.add_argument("--ncu", action="store_true", help="profile one batch's range for ncu")
     a = ap.parse_args()
-    import torch
     from torch.profiler import ProfilerActivity, profile
 
     hosts = _photos()
@@ -117,7 +116,6 @@ def main() -> None:
     print("largest (name, count a batch, mean us, ms a batch):")
     for name, ds in sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:12]:
         print(f"  {len(ds) / n:5.2f}  {statistics.mean(ds):9.1f}  {sum(ds) / n / 1e3:7.3f}  {name}")
-    del torch
 
 
 if __name__ == "__main__":
