@@ -11,7 +11,10 @@ in turn, in a fresh process (the cap is in the generated source, so each cap com
 kernels), and measures in that process:
 RandAugment(2, 9) and TrivialAugmentWide (``bench_policies.millipyde_rate``), the ImageNet
 recipe (``bench_recipes.millipyde_batches``) and the figure-5.1 batches
-(``bench_batches.rate``), img/s. The caps alternate over ``--rounds`` rounds.
+(``bench_batches.rate``), img/s. The caps alternate over ``--rounds`` rounds. Each child
+compiles its kernels cold (the uncapped RandAugment child took 42 s on an H200, a capped one
+more than 60 s): one 600-s device call holds three or four children, so give ``--timeout``
+room and few caps.
 """
 
 from __future__ import annotations
