@@ -25,7 +25,7 @@ from ...kernels import REGISTRY
 from . import cpu_tables
 from .batch import batched
 from .chain import gather_defs
-from .gather_body import gather_body
+from .gather_body import gate_words, gather_body
 from .gather_sig import GatherSig
 from .loader import load
 from .stat import MEMBER_INDEX, arena_per_image, arena_reads
@@ -80,7 +80,8 @@ def arena_gather_source(sig: GatherSig, target: str, sim: bool = False, gates: b
               "    nb = dst.shape[0]\n    h = dst.shape[1]\n    w = dst.shape[2]\n"
               + indent_text(tables, 4))
         return head + fn + loop_3d(target, "nb", "h", "w",
-                                    arena_per_image(sig, gates) + per_image, body, jam)
+                                    *_gate_words(target, arena_per_image(sig, gates) + per_image,
+                                                 body), jam)
 
     # the cpu's uint8 images: normalized values read from a table (``convert.TABLE``; integer
     # sources keep whole values in range through their chain, a grey conversion does not)
@@ -108,7 +109,15 @@ def arena_gather_source(sig: GatherSig, target: str, sim: bool = False, gates: b
         per_image += convert.TABLE_MEMBER
     return (head + convert.DEFS + fn
             + loop_3d(target, "nb", "h", "w",
-                      arena_per_image(sig, gates, "o_ = pos[b]\n") + per_image, body, jam))
+                      *_gate_words(target, arena_per_image(sig, gates, "o_ = pos[b]\n")
+                                   + per_image, body), jam))
+
+
+def _gate_words(target: str, per_image: str, body: str) -> tuple[str, str]:
+    """GPU kernels' gate flags as bits of integer words (``gather_body.gate_words``: fewer
+    registers live across the pixel loop); the CPU's texts as they are (``cpu_tables`` reads
+    its gates in their own form)."""
+    return (per_image, body) if target == "cpu" else gate_words(per_image, body)
 
 
 #: a source position through the integer map, ``sy``, ``sx`` of the body (``gather_body``)

@@ -4,6 +4,7 @@ maps), the chained ops, the grey conversion and the stores; and its per-launch p
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 
 from ...kernels import REGISTRY
@@ -36,6 +37,47 @@ def gate_prologue(sig: GatherSig) -> str:
     base = gather_nparams(sig)
     n = len(sig.pre) + len(sig.post) + len(sig.grey_ops)
     return "\n".join([f"g{i}_ = p[{base + i}]" for i in range(n)] + [f"gs_ = p[{base + n}]"])
+
+
+#: a per-member read of one gate flag (``gate_prologue``, batched) and a test of one
+_GATE_READ = re.compile(r"^(?P<ind>[ ]*)(?P<g>g\d+_|gs_) = (?P<v>p\[.+\])$", re.M)
+_GATE_TEST = re.compile(r"\b(?P<g>g\d+_|gs_) (?P<op>[=!]=) 0\.0\b")
+#: flags a word of :func:`gate_words` holds (int64 bits, the sign bit left alone)
+GATE_BITS = 62
+
+
+def gate_words(per_image: str, body: str) -> tuple[str, str]:
+    """``per_image`` and ``body`` (a batched GPU kernel's per-member text and pixel text) with
+    the gate flags ``g<i>_`` / ``gs_`` read into the bits of integer words ``gw<k>_`` instead
+    of one float64 each, and each test ``g<i>_ == 0.0`` (``!= 0.0``) a test of its bit.
+
+    The flags are live across the whole pixel loop: a policy's 14-16 gates held 28-32
+    registers as float64 values, one word holds 62 of them in two. A flag's bit is set where
+    the flag is nonzero (NaN included), so every test takes the branch it took before and
+    values do not change. Texts that use a flag in any other form are returned as they are.
+    """
+    reads = {m["g"]: m for m in _GATE_READ.finditer(per_image)}
+    if not reads:
+        return per_image, body
+    bit = {g: i for i, g in enumerate(reads)}
+    text = _GATE_READ.sub("", per_image) + "\n" + body
+    if (any(m["g"] not in bit for m in _GATE_TEST.finditer(text))
+            or re.search(r"\b(?:g\d+_|gs_|gw\d+_)(?!\w)", _GATE_TEST.sub("", text))):
+        return per_image, body
+
+    def word(g: str) -> str:
+        return f"gw{bit[g] // GATE_BITS}_"
+
+    def read(m: re.Match) -> str:
+        i, ind = bit[m["g"]], m["ind"]
+        first = f"{ind}{word(m['g'])} = 0\n" if i % GATE_BITS == 0 else ""
+        return (f"{first}{ind}if {m['v']} != 0.0:\n"
+                f"{ind}    {word(m['g'])} |= {1 << (i % GATE_BITS)}")
+
+    def test(m: re.Match) -> str:
+        return f"({word(m['g'])} & {1 << (bit[m['g']] % GATE_BITS)}) {m['op']} 0"
+
+    return _GATE_TEST.sub(test, _GATE_READ.sub(read, per_image)), _GATE_TEST.sub(test, body)
 
 
 #: How a body treats its sampler's gate (``gs_``, with ``gates``): ``"pixel"`` branches on it

@@ -35,7 +35,13 @@ from ...kernels.registry import GENERATION
 from ...kernels.stats import BINS, STATISTICS, Statistic, stat_channels
 from .batch import batched
 from .chain import gather_defs, op_def
-from .gather_body import extras_prologue, gate_prologue, gather_prologue, stat_body
+from .gather_body import (
+    extras_prologue,
+    gate_prologue,
+    gate_words,
+    gather_prologue,
+    stat_body,
+)
 from .gather_sig import (
     GatherSig,
     extras_offset,
@@ -361,6 +367,8 @@ def arena_stats_source(parts: tuple[tuple[GatherSig, str], ...], target: str,
         body = _read_columns(batched(arena_reads("\n".join(stat_body(sig, gates)
                                                            + _bins(stat, sig)), sig.cin),
                                      MEMBER_INDEX), sig, gates, k)
+        if target != "cpu":  # (as ``arena._gate_words``)
+            per, body = gate_words(per, body)
         if target == "cpu":
             pixel = "\n".join([body] + _accumulate(stat, sig)
                               + _cpu_hist_count(stat, sig, "stat[b]", str(K)))
