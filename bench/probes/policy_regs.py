@@ -16,7 +16,9 @@ thread, spill stores and loads (bytes), stack frame. Needs ``ptxas`` on PATH or 
 An H200 with 256-thread blocks holds ``65536 // (256 * regs rounded up to 8)`` blocks an SM:
 one above 128 registers, two at <= 128, three at <= 80 (the ``blocks/SM`` column).
 
-``--source DIR`` writes each kernel's generated source there (for variants by hand).
+``--source DIR`` writes each kernel's generated source there (for variants by hand); ``--cap N``
+also assembles each under ``--maxrregcount=N`` and prints its spills (static bytes, not executed
+ones).
 """
 
 from __future__ import annotations
@@ -117,10 +119,12 @@ def recorded_kernels(policy: object, size: int) -> list[tuple[str, str, tuple]]:
     return list(out.values())
 
 
-def ptxas_info(ptx: str, ptxas: str) -> dict[str, int]:
-    """``ptxas -v``'s registers, spill store / load bytes and stack frame of ``ptx``'s kernel."""
+def ptxas_info(ptx: str, ptxas: str, cap: int = 0) -> dict[str, int]:
+    """``ptxas -v``'s registers, spill store / load bytes and stack frame of ``ptx``'s kernel;
+    with ``cap``, assembled under ``--maxrregcount`` (as ``target.MAX_REGISTERS`` caps it)."""
+    flags = ("-v", f"--maxrregcount={cap}") if cap else ("-v",)
     with tempfile.TemporaryDirectory() as d:
-        run = _assemble(ptx, ptxas, os.path.join(d, "k.o"), "-v")
+        run = _assemble(ptx, ptxas, os.path.join(d, "k.o"), *flags)
     info = run.stderr
     regs = re.search(r"Used (\d+) registers", info)
     spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", info)
@@ -144,6 +148,8 @@ def main() -> None:
     ap.add_argument("-k", default="", help="only kernels whose name contains this")
     ap.add_argument("--json", action="store_true", help="one JSON line per kernel")
     ap.add_argument("--source", type=Path, default=None, help="write the sources here")
+    ap.add_argument("--cap", type=int, default=0,
+                    help="also assemble under this register cap: its spills (static bytes)")
     a = ap.parse_args()
     ptxas = os.environ.get("PTXAS") or shutil.which("ptxas")
     if not ptxas:
@@ -161,12 +167,18 @@ def main() -> None:
             ptx = compile_ptx(load(src, "cuda").kernel.py_func, argtys, CC)
             row = {"policy": pname, "kernel": name, **ptxas_info(ptx, ptxas)}
             row["blocks_sm"] = blocks_per_sm(row["regs"])
+            if a.cap:
+                capped = ptxas_info(ptx, ptxas, a.cap)
+                row |= {f"cap_{k}": v for k, v in capped.items() if k != "regs"}
             header = src.splitlines()[0]
             row["sig"] = header[header.index(":") + 2:] if ":" in header else header
             print(json.dumps(row) if a.json else
                   f"{i:2d} {name:44s} regs={row['regs']:3d} spill_st={row['spill_st']} "
                   f"spill_ld={row['spill_ld']} stack={row['stack']} "
-                  f"blocks/SM={row['blocks_sm']}", flush=True)
+                  f"blocks/SM={row['blocks_sm']}"
+                  + (f" | cap {a.cap}: spill_st={row['cap_spill_st']} "
+                     f"spill_ld={row['cap_spill_ld']} stack={row['cap_stack']}" if a.cap else ""),
+                  flush=True)
 
 
 if __name__ == "__main__":
