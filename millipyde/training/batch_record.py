@@ -29,6 +29,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..graph.exec import batch
+from ..graph.ir import member as members
+from ..graph.ir.member import Member
 from ..image import gpuimage
 from ..ops import FORMS, Ranges
 from ..ops.base import kind_of
@@ -173,8 +175,17 @@ def record_template(state: Any, rules: list[_Rule], k: int, device: int,
     x = state.inputs[i]
     nodes = state.stacked_nodes.get(device)
     if nodes is not None:  # the value that was stacked, even if the input changed since
+        value = nodes[i]
+        if type(value) is Member:
+            # a Pipeline's input bound to an unread member, stacked by the member: its node
+            # (the one a read of the input gets), stacked where the member is (made for the
+            # few inputs a template is recorded from, not per input)
+            with members.LOCK:
+                node = value.node()
+            stacks.setdefault(node.id, stacks[value])
+            value = node
         x = private_handle(x)
-        x._bind(nodes[i])
+        x._bind(value)
     y = x.clone()
     op_of: dict[int, int] = {}
     y._pinned = device
@@ -371,7 +382,8 @@ class Recorder:
         got = self._sidx.get(device)  # (per stack: the stacks are made once per device)
         if got is None or got[0] is not stacks:
             got = self._sidx[device] = (stacks, np.array(
-                [stacks[n.id][1] for n in st.stacked_nodes[device]], dtype=np.int64))
+                [stacks[n if type(n) is Member else n.id][1] for n in st.stacked_nodes[device]],
+                dtype=np.int64))
         sidx_of = got[1]
         stack = next(iter(stacks.values()))[0] if stacks else None
         sidx_rows = sidx_of[st.input_index(karr)]

@@ -74,6 +74,20 @@ class Member:
     def __init__(self, batch: Batch, index: int) -> None:
         self.batch, self.index, self.made, self.held = batch, index, None, None
 
+    # its value's shape, dtype and device, as its node would have them (a Pipeline groups and
+    # stacks an input bound to an unread member by these, without making its node)
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.batch.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.batch.dtype
+
+    @property
+    def device(self) -> int:
+        return self.batch.device
+
     def view(self) -> Any:
         """The member's view (its device buffer), made on the first call. A read of the
         buffer alone (``gpuarray._materialize``) needs no node. (Two threads that ask at once
