@@ -33,7 +33,7 @@ from ..array import gpuarray
 from ..backend import ACTIVE as runtime  # the active backend
 from ..graph.exec import batch
 from ..graph.ir.member import Batch, Member
-from ..graph.ir.node import Node
+from ..graph.ir.node import Node, stored
 from ..image import RECORDING_METHODS, gpuimage
 from ..operation import Operation
 from ..training.batch_record import Recorder, RecordError, rules_for
@@ -80,6 +80,18 @@ def group_key(x: gpuarray, value: Node | Member | None = None) -> tuple | None:
     if targets.ANY and targets.of(value) is not None:
         return None
     return (type(x), value.device, value.shape, value.dtype)
+
+
+def _probe(x: gpuarray, key: tuple) -> gpuarray:
+    """``x``, or where it is bound to an unread member a stand-in of its type holding a
+    value of the key's shape and dtype (no buffer): ``rules_for`` reads an input's type,
+    shape and dtype alone, and a read of ``x``'s shape would make its member's node."""
+    if "_member" not in x.__dict__:
+        return x
+    y = type(x).__new__(type(x))
+    y._node, y._pinned, y._sample, y._opcount = None, None, x._sample, 0
+    y._bind(stored(None, key[2], key[3], key[1]))
+    return y
 
 
 def chunk_sizes(n: int, shape: tuple[int, ...], spread: int) -> list[int]:
@@ -170,7 +182,7 @@ class StageChunks:
             with self._lock:
                 got = self._rules.get(key, _UNSET)
                 if got is _UNSET:
-                    got = self._rules[key] = rules_for([x], self.operations)
+                    got = self._rules[key] = rules_for([_probe(x, key)], self.operations)
         return got is not None
 
     def _recorder(self, key: tuple, device: int) -> Recorder:

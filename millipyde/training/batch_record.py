@@ -29,8 +29,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..graph.exec import batch
-from ..graph.ir import member as members
 from ..graph.ir.member import Member
+from ..graph.ir.node import stored
 from ..image import gpuimage
 from ..ops import FORMS, Ranges
 from ..ops.base import kind_of
@@ -177,15 +177,13 @@ def record_template(state: Any, rules: list[_Rule], k: int, device: int,
     if nodes is not None:  # the value that was stacked, even if the input changed since
         value = nodes[i]
         if type(value) is Member:
-            # a Pipeline's input bound to an unread member, stacked by the member: its node
-            # (the one a read of the input gets), stacked where the member is (made for the
-            # few inputs a template is recorded from, not per input)
-            with members.LOCK:
-                node = value.node()
-            stacks.setdefault(node.id, stacks[value])
+            # a Pipeline's input bound to an unread member, stacked by the member: a leaf of
+            # its own around the member's view, stacked where the member is (the recording's,
+            # for the few inputs a template is recorded from; the member stays unread)
+            node = stored(value.view(), value.shape, value.dtype, value.device)
+            stacks[node.id] = stacks[value]
             value = node
-        x = private_handle(x)
-        x._bind(value)
+        x = private_handle(x, value)
     y = x.clone()
     op_of: dict[int, int] = {}
     y._pinned = device
