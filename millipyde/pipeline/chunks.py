@@ -128,7 +128,7 @@ class _ChunkState:
         self.operations = operations
         self.seed = seed
         self.inputs: list[gpuarray] = []
-        self.stacked_nodes: dict[int, list[Node]] = {}
+        self.stacked_nodes: dict[int, list[Node | Member]] = {}  # (a member: unread input)
         self.positions = np.zeros(0, dtype=np.int64)
 
     def global_index(self, j: int) -> int:
