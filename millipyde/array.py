@@ -224,10 +224,19 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
             return node if node is not None else d["_member"]
 
     def _holds(self, value: Node | Member) -> bool:
-        """Whether the value held is ``value`` (one :meth:`_value` returned), read or not."""
-        now = self._value()
-        return now is value or (isinstance(value, Member) and value.made is not None
-                                and now is value.made)
+        """Whether the value held is ``value`` (one :meth:`_value` returned), read or not; the
+        caller holds the array's commit lock (no bind runs meanwhile).
+
+        No lock is taken (a Pipeline's commit asks it per input): a read converting the
+        member meanwhile sets ``_node`` before it drops ``_member``, so ``_member`` is looked
+        up first and a conversion after it leaves the member's node in ``_node``."""
+        d = self.__dict__
+        if type(value) is Member:
+            if d.get("_member") is value:
+                return True
+            made = value.made
+            return made is not None and d.get("_node") is made
+        return d.get("_node") is value
 
     def __del__(self) -> None:
         node = self.__dict__.get("_node")  # (not ``_node``: an unread member stays unmade)

@@ -18,6 +18,7 @@ from typing import Any
 from . import config, devices, faults
 from .array import gpuarray
 from .backend import ACTIVE
+from .graph.ir.node import Node
 from .operation import Operation
 
 #: Threads (and streams) per GPU, as in the thesis (DEVICE_STREAM_COUNT).
@@ -186,8 +187,9 @@ class Cancelled(Exception):
     """The run was stopped (another worker failed, or a timeout) while this item was in work."""
 
 
-def private_handle(x: gpuarray) -> gpuarray:
-    """A second handle on ``x``'s current value: work on it, then commit with ``x._bind``.
+def private_handle(x: gpuarray, value: Node | None = None) -> gpuarray:
+    """A second handle on ``x``'s current value (or on ``value``, ``x``'s value left unread):
+    work on it, then commit with ``x._bind``.
 
     Nodes are immutable values, so this costs nothing, and ``x`` itself is only ever rebound
     once, to a fully computed value: a failed, cancelled or abandoned worker cannot leave it
@@ -198,7 +200,7 @@ def private_handle(x: gpuarray) -> gpuarray:
     y._pinned = None
     y._sample = x._sample
     y._opcount = 0
-    y._bind(x._node)
+    y._bind(x._node if value is None else value)
     return y
 
 

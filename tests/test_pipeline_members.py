@@ -147,6 +147,69 @@ def test_a_second_pipeline_over_unread_members():
         np.testing.assert_array_equal(np.asarray(x), want, err_msg=f"input {i}")
 
 
+def _count_member_nodes(monkeypatch) -> list[int]:
+    """Count the nodes members make (``Member.node``: an input's read, ``gpuarray._node``)."""
+    made = []
+    node = Member.node
+
+    def counted(self):
+        made.append(self.index)
+        return node(self)
+
+    monkeypatch.setattr(Member, "node", counted)
+    return made
+
+
+@pytest.mark.cudasim_ok
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("skip", [0, 1])
+def test_a_next_run_over_unread_members_makes_no_node(monkeypatch, interleaved, skip):
+    """A second run over first runs' unread members (``skip``: but the first input) groups,
+    checks and stacks them by the members: no node is made for them. Members a..a+n-1 of one
+    batch buffer, in order, are the stack itself (the buffer or its slice, no copy); members
+    of two buffers in turn are copied into one."""
+    hosts = _small(N)
+    first = [mp.Operation("adjust_gamma", 2)]
+    if interleaved:  # two runs' members, a0 b0 a1 b1 ...
+        a, b = _run(hosts[0::2], first, seed=4), _run(hosts[1::2], first, seed=4)
+        imgs = [x for pair in zip(a, b, strict=True) for x in pair]
+        firsts = [i // 2 for i in range(N)]  # each input's position in its first run
+    else:
+        imgs, firsts = _run(hosts, first, seed=4), list(range(N))
+    imgs, hosts, firsts = imgs[skip:], hosts[skip:], firsts[skip:]
+    before = [_member(x) for x in imgs]
+    assert len({id(m.batch) for m in before}) == (2 if interleaved else 1)
+    made = _count_member_nodes(monkeypatch)
+    stacked = []
+    stack_into = runtime.stack_into
+    monkeypatch.setattr(runtime, "stack_into",
+                        lambda stack, bufs, *a, **k: (stacked.append(len(bufs)),
+                                                      stack_into(stack, bufs, *a, **k))[1])
+    more = [mp.Operation("adjust_gamma", 0.5), mp.Operation("random_rotate", -20, 20)]
+    mp.Pipeline(imgs, more, seed=5, device=0).run()
+    assert made == [] and all(m.made is None for m in before)
+    assert all(_member(x) is not None and _member(x) not in before for x in imgs)
+    assert stacked == ([N - skip] if interleaved else [])
+    for i, (x, h) in enumerate(zip(imgs, hosts, strict=True)):
+        want = reference(reference(h, first, 4, firsts[i]), more, 5, i)
+        np.testing.assert_array_equal(np.asarray(x), want, err_msg=f"input {i}")
+
+
+def test_connected_stages_make_no_node_between_them(monkeypatch):  # (two stages)
+    hosts = _small(N)
+    imgs = [mp.gpuimage(h) for h in hosts]
+    one, two = [mp.Operation("adjust_gamma", 2)], [mp.Operation("fliplr", probability=0.5)]
+    p1 = mp.Pipeline(imgs, one, seed=1, device=0)
+    p1.connect_to(mp.Pipeline([], two, seed=2, device=0))
+    made = _count_member_nodes(monkeypatch)
+    p1.run()
+    assert made == []
+    for i, (x, h) in enumerate(zip(imgs, hosts, strict=True)):
+        assert _member(x) is not None
+        np.testing.assert_array_equal(np.asarray(x), reference(reference(h, one, 1, i), two,
+                                                               2, i), err_msg=f"input {i}")
+
+
 def test_a_failed_run_restores_inputs_bound_to_members():  # (two stages: not the simulator)
     """Inputs holding a first run's members, unread: a chain over them whose second stage
     fails restores them to those members (the error names the input that failed)."""
@@ -162,7 +225,7 @@ def test_a_failed_run_restores_inputs_bound_to_members():  # (two stages: not th
                                             r"failed on input 2 "):
         p1.run()
     for i, (x, m) in enumerate(zip(imgs, before, strict=True)):
-        assert x._holds(m), i  # (read by the run, or still unread)
+        assert _member(x) is m and m.made is None, i  # restored, unread (the run read none)
         np.testing.assert_array_equal(np.asarray(x), reference(hosts[i], first, 0, i))
     faults.clear()
     p1.run()  # usable afterwards: each input once more, from its first-run value

@@ -12,6 +12,11 @@ Prints wall time, microseconds an input, and the top entries by internal time of
 devices are synchronized; ``read`` is then the main thread's time to take every output's
 device buffer (``_materialize``: where outputs are bound lazily, as members of their chunk's
 batch buffer, each one's view and node are made there), given beside it.
+
+``--over-members``: each timed (and the profiled) run's inputs are first run, untimed, through
+a one-op Pipeline (``fliplr``), so that the timed chain goes over inputs bound to that run's
+unread outputs (members of its chunks' batch buffers, where the tree binds them lazily): a
+second run over the same inputs, or a connected next stage, as the timed run sees it.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=40, help="profile rows (0: no profiled run)")
     ap.add_argument("--phases", action="store_true",
                     help="thread CPU and wall seconds of each phase of a chunk instead")
+    ap.add_argument("--over-members", action="store_true",
+                    help="time the chain over a previous (untimed) Pipeline run's outputs")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     host = rng.integers(0, 256, (args.size, args.size, 3), dtype=np.uint8)
@@ -65,7 +72,7 @@ def main() -> None:
         mp.synchronize()
         times, reads = [], []
         for _ in range(args.repeat):
-            xs = _inputs(base, args.inputs)
+            xs = _fresh(base, args.inputs, device, args.over_members)
             t0 = time.perf_counter()
             mp.Pipeline(xs, ops, device=device).run()
             mp.synchronize()
@@ -77,7 +84,7 @@ def main() -> None:
             del xs
         best = min(times)
         if args.phases:
-            _phases(base, ops, device, args.inputs, tag)
+            _phases(base, ops, device, args.inputs, tag, args.over_members)
             continue
         mid = sorted(times)[len(times) // 2]
         print(f"== {tag}: best {best:.4f} s = {args.inputs / best:,.0f} img/s, "
@@ -101,7 +108,7 @@ def main() -> None:
         every_thread = sys.version_info >= (3, 12)  # (sys.monitoring: one profiler a process)
         if not every_thread:
             pipeline_run.Run._worker = worker
-        xs = _inputs(base, args.inputs)
+        xs = _fresh(base, args.inputs, device, args.over_members)
         main_prof = cProfile.Profile()
         t0 = time.perf_counter()
         main_prof.enable()
@@ -121,7 +128,17 @@ def main() -> None:
               flush=True)
 
 
-def _phases(base: mp.gpuimage, ops: list, device: int | None, n: int, tag: str) -> None:
+def _fresh(base: mp.gpuimage, n: int, device: int | None, over_members: bool) -> list:
+    """``n`` inputs; ``over_members``: bound to a one-op Pipeline run's outputs, unread."""
+    xs = _inputs(base, n)
+    if over_members:
+        mp.Pipeline(xs, [mp.Operation("fliplr")], device=device).run()
+        mp.synchronize()
+    return xs
+
+
+def _phases(base: mp.gpuimage, ops: list, device: int | None, n: int, tag: str,
+            over_members: bool = False) -> None:
     """Thread CPU and wall seconds summed over the run's chunks, per phase: the stack of
     inputs, the record (draws, groups), the pack upload, the launches, the outputs (eager
     trees: the member views and leaf nodes; lazy ones: the members' references), the commits;
@@ -173,8 +190,8 @@ def _phases(base: mp.gpuimage, ops: list, device: int | None, n: int, tag: str) 
             setattr(obj, name, timed(fn, f"{getattr(obj, '__name__', obj)}.{name}"))
         runtime.members = timed(members, "runtime.members")
         for _ in range(2):
+            xs = _fresh(base, n, device, over_members)
             acc.clear()
-            xs = _inputs(base, n)
             t0 = time.perf_counter()
             mp.Pipeline(xs, ops, device=device).run()
             mp.synchronize()

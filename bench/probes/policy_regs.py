@@ -26,30 +26,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 from numba import types  # noqa: E402
-from numba.np.numpy_support import from_dtype  # noqa: E402
 
 import millipyde as mp  # noqa: E402
 from bench.bench_policies import _recipe  # noqa: E402
 from bench.bench_recipes import _photos  # noqa: E402
-from bench.probes.stencil_ptx import _assemble  # noqa: E402
+from bench.probes.stencil_ptx import arr, ptxas_info  # noqa: E402
 from millipyde.graph.codegen import arena as codegen_arena  # noqa: E402
 from millipyde.graph.codegen import stat as codegen_stat  # noqa: E402
 from millipyde.graph.codegen.loader import load  # noqa: E402
 from millipyde.graph.codegen.ptx import CC, compile_ptx  # noqa: E402
-
-
-def arr(dtype: type, ndim: int) -> types.Array:
-    return types.Array(from_dtype(np.dtype(dtype)), ndim, "C")
 
 
 def _gather_types(layout: str, dtype: np.dtype) -> tuple:
@@ -117,22 +110,6 @@ def recorded_kernels(policy: object, size: int) -> list[tuple[str, str, tuple]]:
     if left:
         print(f"({len(left)} members per output, not in arena launches)")
     return list(out.values())
-
-
-def ptxas_info(ptx: str, ptxas: str, cap: int = 0) -> dict[str, int]:
-    """``ptxas -v``'s registers, spill store / load bytes and stack frame of ``ptx``'s kernel;
-    with ``cap``, assembled under ``--maxrregcount`` (as ``target.MAX_REGISTERS`` caps it)."""
-    flags = ("-v", f"--maxrregcount={cap}") if cap else ("-v",)
-    with tempfile.TemporaryDirectory() as d:
-        run = _assemble(ptx, ptxas, os.path.join(d, "k.o"), *flags)
-    info = run.stderr
-    regs = re.search(r"Used (\d+) registers", info)
-    spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", info)
-    stack = re.search(r"(\d+) bytes stack frame", info)
-    if not regs or not spill:
-        raise RuntimeError(info)
-    return {"regs": int(regs[1]), "spill_st": int(spill[1]), "spill_ld": int(spill[2]),
-            "stack": int(stack[1]) if stack else 0}
 
 
 def blocks_per_sm(regs: int, threads: int = 256) -> int:

@@ -142,14 +142,26 @@ def kernels() -> list[tuple[str, object, tuple]]:
     ]
 
 
+def ptxas_info(ptx: str, ptxas: str, cap: int = 0) -> dict[str, int]:
+    """``ptxas -v``'s registers, spill store / load bytes and stack frame of ``ptx``'s (one)
+    kernel; with ``cap``, assembled under ``--maxrregcount`` (as ``target.MAX_REGISTERS``
+    caps it)."""
+    flags = ("-v", f"--maxrregcount={cap}") if cap else ("-v",)
+    with tempfile.TemporaryDirectory() as d:
+        run = _assemble(ptx, ptxas, os.path.join(d, "k.o"), *flags)
+    info = run.stderr
+    regs = re.search(r"Used (\d+) registers", info)
+    spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", info)
+    stack = re.search(r"(\d+) bytes stack frame", info)
+    if not regs or not spill:
+        raise RuntimeError(info)
+    return {"regs": int(regs[1]), "spill_st": int(spill[1]), "spill_ld": int(spill[2]),
+            "stack": int(stack[1]) if stack else 0}
+
+
 def ptxas_registers(ptx: str, ptxas: str) -> int:
     """Registers per thread that ``ptxas`` allocates for the (one) kernel of ``ptx``."""
-    with tempfile.TemporaryDirectory() as d:
-        run = _assemble(ptx, ptxas, os.path.join(d, "k.o"), "-v")
-    used = re.search(r"Used (\d+) registers", run.stderr)
-    if not used:
-        raise RuntimeError(run.stderr)
-    return int(used.group(1))
+    return ptxas_info(ptx, ptxas)["regs"]
 
 
 def gather_kernels() -> list[tuple[str, object, tuple]]:

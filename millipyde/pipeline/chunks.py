@@ -33,7 +33,7 @@ from ..array import gpuarray
 from ..backend import ACTIVE as runtime  # the active backend
 from ..graph.exec import batch
 from ..graph.ir.member import Batch, Member
-from ..graph.ir.node import Node
+from ..graph.ir.node import Node, stored
 from ..image import RECORDING_METHODS, gpuimage
 from ..operation import Operation
 from ..training.batch_record import Recorder, RecordError, rules_for
@@ -61,16 +61,37 @@ def batchable(operations: Sequence[Operation]) -> bool:
                                                 for op in operations)
 
 
-def group_key(x: gpuarray, node: Node | None = None) -> tuple | None:
-    """The group ``x`` (its value ``node``, else its current one) records in: (type, device,
-    shape, dtype); None where it must go per input (not a gpuimage, pending work, targets)."""
-    node = x._node if node is None else node
-    if not isinstance(x, gpuimage) or node is None or node.buffer is None or \
-            len(node.shape) not in (2, 3):
+def group_key(x: gpuarray, value: Node | Member | None = None) -> tuple | None:
+    """The group ``x`` (its value ``value``, else its current one) records in: (type, device,
+    shape, dtype); None where it must go per input (not a gpuimage, pending work, targets).
+
+    ``value`` may be a :class:`Member` (``gpuarray._value``: an input bound to an unread
+    member), keyed by its batch's member shape, dtype and device without making its node: the
+    key its node would give (a stored leaf, no targets: targets are attached through a read).
+    """
+    value = x._node if value is None else value
+    if not isinstance(x, gpuimage) or value is None:
         return None
-    if targets.ANY and targets.of(node) is not None:
+    if type(value) is Member:
+        b = value.batch
+        return (type(x), b.device, b.shape, b.dtype) if len(b.shape) in (2, 3) else None
+    if value.buffer is None or len(value.shape) not in (2, 3):
         return None
-    return (type(x), node.device, node.shape, node.dtype)
+    if targets.ANY and targets.of(value) is not None:
+        return None
+    return (type(x), value.device, value.shape, value.dtype)
+
+
+def _probe(x: gpuarray, key: tuple) -> gpuarray:
+    """``x``, or where it is bound to an unread member a stand-in of its type holding a
+    value of the key's shape and dtype (no buffer): ``rules_for`` reads an input's type,
+    shape and dtype alone, and a read of ``x``'s shape would make its member's node."""
+    if "_member" not in x.__dict__:
+        return x
+    y = type(x).__new__(type(x))
+    y._node, y._pinned, y._sample, y._opcount = None, None, x._sample, 0
+    y._bind(stored(None, key[2], key[3], key[1]))
+    return y
 
 
 def chunk_sizes(n: int, shape: tuple[int, ...], spread: int) -> list[int]:
@@ -107,7 +128,7 @@ class _ChunkState:
         self.operations = operations
         self.seed = seed
         self.inputs: list[gpuarray] = []
-        self.stacked_nodes: dict[int, list[Node]] = {}
+        self.stacked_nodes: dict[int, list[Node | Member]] = {}  # (a member: unread input)
         self.positions = np.zeros(0, dtype=np.int64)
 
     def global_index(self, j: int) -> int:
@@ -130,7 +151,7 @@ class Launched:
     left: list[int]
     event: Any
     keep: tuple
-    nodes: list[Node]  # the inputs' values the chunk read (a commit checks them)
+    nodes: list[Node | Member]  # the inputs' values the chunk read (a commit checks them)
 
     def wait(self) -> None:
         """Wait for the chunk's kernels (nothing to wait for on the cpu backend)."""
@@ -161,7 +182,7 @@ class StageChunks:
             with self._lock:
                 got = self._rules.get(key, _UNSET)
                 if got is _UNSET:
-                    got = self._rules[key] = rules_for([x], self.operations)
+                    got = self._rules[key] = rules_for([_probe(x, key)], self.operations)
         return got is not None
 
     def _recorder(self, key: tuple, device: int) -> Recorder:
@@ -174,12 +195,13 @@ class StageChunks:
                                                      self._rules[key])
             return rec
 
-    def launch(self, key: tuple, positions: list[int], xs: list[gpuarray], nodes: list[Node],
-               device: int, stream: Any, copy_stream: Callable[[], Any],
-               cancelled: Callable[[], bool]) -> Launched:
-        """Queue the kernels of the chunk ``xs`` (at ``positions``, values ``nodes``) on
-        ``device``. ``copy_stream()`` gives the stream for peer copies. Raises
-        :class:`ChunkFailure` or ``workers.Cancelled``."""
+    def launch(self, key: tuple, positions: list[int], xs: list[gpuarray],
+               nodes: list[Node | Member], device: int, stream: Any,
+               copy_stream: Callable[[], Any], cancelled: Callable[[], bool]) -> Launched:
+        """Queue the kernels of the chunk ``xs`` (at ``positions``, values ``nodes``: each a
+        node or, for an input bound to an unread member, the member) on ``device``.
+        ``copy_stream()`` gives the stream for peer copies. Raises :class:`ChunkFailure` or
+        ``workers.Cancelled``."""
         rec = self._recorder(key, device)
         n = len(xs)
         span = (positions[0], positions[-1], n)
@@ -188,9 +210,11 @@ class StageChunks:
         except Exception as err:
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
                 from err
-        stacks: dict[int, tuple[Any, int]] = {}
+        # keyed by node id, a member by itself (``record_template`` adds its node's id where
+        # it records from it)
+        stacks: dict[Any, tuple[Any, int]] = {}
         for i, node in enumerate(nodes):
-            stacks.setdefault(node.id, (stack, i))
+            stacks.setdefault(node if type(node) is Member else node.id, (stack, i))
         st = rec.state
         st.inputs, st.stacked_nodes = xs, {device: nodes}
         st.positions = np.asarray(positions, dtype=np.int64)
@@ -258,21 +282,31 @@ class StageChunks:
                 raise ChunkFailure(pos, kernels_failed(self.operations, err)) from err
 
 
-def _stack(nodes: list[Node], device: int, stream: Any, copy_stream: Callable[[], Any]) -> Any:
-    """The values of ``nodes`` (stored, one shape and dtype) copied into one (n, ...) buffer on
-    ``device``, ready for work queued on ``stream`` next.
+def _stack(values: list[Node | Member], device: int, stream: Any,
+           copy_stream: Callable[[], Any]) -> Any:
+    """The values (stored nodes or members of batch buffers, one shape and dtype) copied into
+    one (n, ...) buffer on ``device``, ready for work queued on ``stream`` next.
+
+    Members ``a..a+n-1`` of one batch buffer on ``device``, in order (a chunk of the previous
+    stage's, or of the last run's, outputs, read by no one), are that buffer's rows already:
+    it (or its slice) is the stack, no copy (the chunk's kernels read the stack and write
+    buffers of their own; nothing writes a batch buffer once computed).
 
     Values on another device come on the copy stream, the stack taken from that stream's pool
     (it is given back only after the chunk's kernels are done, so no later copy can overwrite
     a block the kernels still read), and ``stream`` waits for them: small values read by the
     stack kernel through peer access, large ones by the copy engines (peer copies).
     """
-    first = nodes[0]
-    remote = {n.device for n in nodes if n.device != device} \
+    first = values[0]
+    rows = _rows_of(values, device)
+    if rows is not None:
+        return rows
+    bufs = [v.view() if type(v) is Member else v.buffer for v in values]
+    remote = {n.device for n in values if n.device != device} \
         if runtime.caps.launches_on_streams else ()
     if not remote:
-        stack = runtime.empty((len(nodes), *first.shape), first.dtype, device)
-        runtime.stack_into(stack, [n.buffer for n in nodes], stream,
+        stack = runtime.empty((len(values), *first.shape), first.dtype, device)
+        runtime.stack_into(stack, bufs, stream,
                            device=device if runtime.caps.launches_on_streams else None)
         return stack
     # a peer copy costs the driver ~5 us of CPU (four H200s: 5.3 us an input of a chunk's
@@ -281,8 +315,22 @@ def _stack(nodes: list[Node], device: int, stream: Any, copy_stream: Callable[[]
         all(devices.can_peer(device, d) for d in remote)
     cs = copy_stream()
     with runtime.using_stream(cs):
-        stack = runtime.empty((len(nodes), *first.shape), first.dtype, device)
-        runtime.stack_into(stack, [n.buffer for n in nodes], cs,
-                           device=device if read else None)
+        stack = runtime.empty((len(values), *first.shape), first.dtype, device)
+        runtime.stack_into(stack, bufs, cs, device=device if read else None)
         runtime.wait_event(runtime.record_event(cs), stream)
     return stack
+
+
+def _rows_of(values: list[Node | Member], device: int) -> Any:
+    """The batch buffer (or its slice) whose rows ``values`` are, in order, when they are
+    members ``a..a+n-1`` of one batch on ``device``; else None."""
+    first = values[0]
+    if type(first) is not Member or first.batch.device != device:
+        return None
+    b, at = first.batch, first.index
+    for i, v in enumerate(values):
+        if type(v) is not Member or v.batch is not b or v.index != at + i:
+            return None
+    buf = b.buffer
+    n = len(values)
+    return buf if at == 0 and n == buf.shape[0] else buf[at:at + n]

@@ -35,6 +35,7 @@ from typing import Any
 from .. import devices
 from .. import random as mprandom
 from ..backend import ACTIVE as runtime  # the active backend
+from ..graph.ir.member import Member
 from ..locks import commit_lock
 from ..workers import (
     STREAMS,
@@ -167,7 +168,9 @@ class Run:
         groups: dict[tuple, tuple[list[int], list[Any], list[Any]]] = {}
         singles: list[_Unit] = []
         for pos, x in zip(positions, xs, strict=True):
-            node = x._node
+            # (an input bound to an unread member is grouped, checked and stacked by the
+            # member: its node is made only where it is read)
+            node = x._value()
             key = group_key(x, node)
             if chunks.takes(key, x):
                 got = groups.get(key)
@@ -177,7 +180,7 @@ class Run:
                 got[1].append(x)
                 got[2].append(node)
             else:
-                singles.append(_Unit([pos], [x], None, x._node.device))
+                singles.append(_Unit([pos], [x], None, node.device))
         homes = {key[1] for key in groups if key[1] in devs}
         spread = max(1, len(devs) // max(1, len(homes)))
         out: list[_Unit] = []
@@ -240,7 +243,7 @@ class Run:
         positions, xs, nodes = [], [], []
         key = unit.key
         for pos, x, grouped in zip(unit.positions, unit.items, unit.nodes, strict=True):
-            node = x._node
+            node = x._value()
             if node is grouped or group_key(x, node) == key:
                 positions.append(pos)
                 xs.append(x)
@@ -303,7 +306,7 @@ class Run:
                         busy.append(r)
                         continue
                     try:
-                        if x._node is nodes[r]:
+                        if x._holds(nodes[r]):
                             x._bind_member(value)
                             bound.append(r)
                         else:
@@ -317,7 +320,7 @@ class Run:
             with commit_lock(x), self.lock:
                 if self.cancel.is_set():
                     return
-                if x._node is not nodes[r]:
+                if not x._holds(nodes[r]):
                     again.append(r)
                     continue
                 x._bind_member(values[r])
@@ -423,8 +426,12 @@ class Run:
         if not runtime.caps.launches_on_streams:
             return
         every = {d for devs in self.devices for d in devs}
-        homes = {x._node.device for stage in self.items for x in stage
-                 if x._node is not None and x._node.buffer is not None}
+        homes = set()
+        for stage in self.items:
+            for x in stage:
+                v = x._value()
+                if v is not None and (type(v) is Member or v.buffer is not None):
+                    homes.add(v.device)
         if len(every) > 1 or homes - every:
             for d in sorted(homes):
                 devices.synchronize(d)

@@ -29,6 +29,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..graph.exec import batch
+from ..graph.ir.member import Member
+from ..graph.ir.node import stored
 from ..image import gpuimage
 from ..ops import FORMS, Ranges
 from ..ops.base import kind_of
@@ -173,8 +175,15 @@ def record_template(state: Any, rules: list[_Rule], k: int, device: int,
     x = state.inputs[i]
     nodes = state.stacked_nodes.get(device)
     if nodes is not None:  # the value that was stacked, even if the input changed since
-        x = private_handle(x)
-        x._bind(nodes[i])
+        value = nodes[i]
+        if type(value) is Member:
+            # a Pipeline's input bound to an unread member, stacked by the member: a leaf of
+            # its own around the member's view, stacked where the member is (the recording's,
+            # for the few inputs a template is recorded from; the member stays unread)
+            node = stored(value.view(), value.shape, value.dtype, value.device)
+            stacks[node.id] = stacks[value]
+            value = node
+        x = private_handle(x, value)
     y = x.clone()
     op_of: dict[int, int] = {}
     y._pinned = device
@@ -371,7 +380,8 @@ class Recorder:
         got = self._sidx.get(device)  # (per stack: the stacks are made once per device)
         if got is None or got[0] is not stacks:
             got = self._sidx[device] = (stacks, np.array(
-                [stacks[n.id][1] for n in st.stacked_nodes[device]], dtype=np.int64))
+                [stacks[n if type(n) is Member else n.id][1] for n in st.stacked_nodes[device]],
+                dtype=np.int64))
         sidx_of = got[1]
         stack = next(iter(stacks.values()))[0] if stacks else None
         sidx_rows = sidx_of[st.input_index(karr)]

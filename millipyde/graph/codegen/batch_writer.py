@@ -12,7 +12,6 @@ from . import batch_tables
 from .batch_gather import (
     ROWS_PER_TRIP,
     SAMPLER_ON,
-    capped,
     flat_accesses,
     gated_sampler,
     head,
@@ -24,6 +23,7 @@ from .batch_rows import rows_body, split_stores
 from .gather_body import WORD_TAPS_DEF, gather_body
 from .gather_sig import GatherSig
 from .loader import load
+from .target import capped
 from .tile2d_batch import RINT_U8
 
 _STORE = re.compile(r"^(?P<ind>\s*)dst\[y, x, (?P<c>\d+)\] = (?P<v>.+)$", re.M)

@@ -3,10 +3,13 @@
 A Pipeline chunk computes the outputs of its inputs in one batch buffer ``(n, *shape)``. Each
 input is then bound to a :class:`Member` of that buffer (``gpuarray._bind_member``): a
 reference (the batch and an index), not a value of its own. No device-array view and no leaf
-node is made per input until its value is read: its node (a next op, ``np.asarray``, a next
-Pipeline, ``__cuda_array_interface__``, whose kept dict is per node) by :meth:`Member.node`,
-the member's view and a leaf node around it, once; its buffer alone (``gpuarray._materialize``)
-by :meth:`Member.view`, the view only. The eager outputs cost a view and a node each on the
+node is made per input until its value is read: its node (a next op, ``np.asarray``,
+``__cuda_array_interface__``, whose kept dict is per node) by :meth:`Member.node`, the
+member's view and a leaf node around it, once; its buffer alone (``gpuarray._materialize``)
+by :meth:`Member.view`, the view only. A next Pipeline (or connected stage) over unread members
+groups, checks and stacks them by the member (its batch's shape, dtype and device; the stack
+from the views, or the batch buffer's slice itself where the chunk's inputs are its members in
+order: ``pipeline.chunks``), making no node. The eager outputs cost a view and a node each on the
 worker that committed them (3.4 us an input on an H200 host, under the GIL every other device's
 worker needs: bench/RESULTS.md, 2026-11-28); an output never read costs neither.
 
@@ -73,6 +76,20 @@ class Member:
 
     def __init__(self, batch: Batch, index: int) -> None:
         self.batch, self.index, self.made, self.held = batch, index, None, None
+
+    # its value's shape, dtype and device, as its node would have them (a Pipeline groups and
+    # stacks an input bound to an unread member by these, without making its node)
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.batch.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.batch.dtype
+
+    @property
+    def device(self) -> int:
+        return self.batch.device
 
     def view(self) -> Any:
         """The member's view (its device buffer), made on the first call. A read of the
