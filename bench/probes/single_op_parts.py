@@ -1,7 +1,7 @@
 """Where a single op's time on a resident 512x512 RGB image goes: the synchronised call
 (``bench_single.py``'s measure), the host time alone, and the device work a call launches
-(kernels, copies, memsets: names, count and mean duration, from a CUPTI trace taken through
-``torch.profiler``).
+(kernels, copies, memsets, and the host's CUDA driver / runtime calls: names, count and mean
+duration, from a CUPTI trace taken through ``torch.profiler``).
 
 Uses only the public API and ``_materialize``, so it times any tree of the project (put the
 tree first on ``PYTHONPATH`` and run this file by its path)::
@@ -78,14 +78,15 @@ def main() -> None:
         for g in fresh:
             g._materialize()
         mp.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for g in fresh:
                 call(g)
             mp.synchronize()
         path = Path(tempfile.mkdtemp()) / "trace.json"
         prof.export_chrome_trace(str(path))
         events = json.loads(path.read_text())["traceEvents"]
-        dev = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+        dev = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset",
+                                                     "cuda_runtime", "cuda_driver")
                and "dur" in e]
         by: dict[str, list[float]] = {}
         for e in dev:
