@@ -66,7 +66,7 @@ class _Capture:
     __slots__ = ("op", "params", "shape", "dtype", "label", "sig")
 
     def __init__(self, node: Node) -> None:
-        self.op, self.params = node.op, tuple(node.params)
+        self.op, self.params = node.op, node.params  # (a node's params: a tuple)
         self.shape, self.dtype, self.label = node.shape, node.dtype, node.label
         self.sig = (id(self.op), len(self.params))  # the recorder its output joins
 

@@ -161,6 +161,9 @@ class GeneratorState:
         self.stopped = False
         self.crashes: list[tuple[BaseException, int]] = []
         self.group: WorkerGroup | None = None
+        #: whether :meth:`start` has started the workers (``next()`` calls it until then; an
+        #: attribute, not a property over ``group``: read on every output)
+        self.started = False
 
     #: ``next()`` compiles its first outputs' kernels ahead (``precompile.before_outputs``)
     #: on this state: in-memory inputs, its own workers
@@ -172,11 +175,6 @@ class GeneratorState:
         return GeneratorState(self.inputs, self.operations, self.device, self.seed, self.outputs,
                               False, self.rank, self.world, self.sampler, self.start_k)
 
-    @property
-    def started(self) -> bool:
-        """Whether :meth:`start` has started the workers (``next()`` calls it until then)."""
-        return self.group is not None
-
     def start(self) -> None:
         if self.group is not None:  # (two threads' first next() calls may both get here)
             return
@@ -185,6 +183,7 @@ class GeneratorState:
                 group = WorkerGroup("generator", self._worker, self._crash)
                 group.start([self.device], self.workers)
                 self.group = group  # its threads all started: ``stop`` may join them
+                self.started = True
 
     def _crash(self, err: BaseException, device: int) -> None:
         # Only errors outside _make land here (a stream that cannot be made, say).
@@ -250,8 +249,8 @@ class GeneratorState:
             node = getattr(value, "_node", None)
             if node is None:  # (an ndarray, return_to_host; or no value: an error)
                 v, b = (0, 0) if value is None else (value.size, value.nbytes)
-            elif seen.get(node.shape) is node.dtype:  # (counted: a group's outputs share
-                continue  # one shape and dtype, and the claim's groups interleave in order)
+            elif node.shape in seen and seen[node.shape] is node.dtype:  # (counted: a
+                continue  # group's outputs share one shape and dtype; groups interleave)
             else:
                 seen[node.shape] = node.dtype
                 v = _values(node.shape)
