@@ -227,14 +227,8 @@ class CallableRecorder:
             stand_in = stand_ins.get((shape, dtype))
             if stand_in is None:
                 stand_in = stand_ins[shape, dtype] = leaf(_UNREADABLE, shape, dtype, device)
-            cls = type(x)
-            y = cls.__new__(cls)
-            y._node = None
-            y._pinned = None
-            y._sample = x._sample
-            y._opcount = 0
+            y = x._new_like(stand_in, x._sample)
             y._commit_lock = lock
-            y._bind(stand_in)
             try:
                 call(y, seed, k, j)
             except (KeyboardInterrupt, SystemExit):
