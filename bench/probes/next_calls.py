@@ -9,7 +9,9 @@ output taken as it comes by ``np.asarray``), after a warm-up Generator of seed 3
 ``next_host.py``. ``--seeds`` Generators (4, 5, ..) are timed without a profiler first (thread
 CPU of the process per output, kernels out; the garbage collector's passes), then one more
 (seed 100) under cProfile in both threads: calls per output (Python and C functions) and the
-functions with the most own time. Run it from a tree (``PYTHONPATH``) to measure that tree.
+functions with the most own time. ``--one-thread R``: R Generators whose worker loop runs in
+the calling thread with the window unbounded, then every output taken (thread CPU, no second
+thread's noise). Run it from a tree (``PYTHONPATH``) to measure that tree.
 """
 
 from __future__ import annotations
@@ -31,6 +33,21 @@ from bench.bench_pipeline import part_c_photos  # noqa: E402
 from bench.probes.next_host import kernel_seconds, recipes  # noqa: E402
 
 
+def one_thread(g: mp.Generator, n: int, kernel_s: list) -> float:
+    """Thread CPU us an output, kernels out, of ``g``'s worker loop run in this thread (the
+    window unbounded: it claims all ``n`` outputs, the ramp then grown claims, without
+    waiting) and of ``n`` takes of them: the host path of an output with no second thread."""
+    st = g._state
+    st.depth = st.depth0 = 1 << 40
+    k0, t0 = kernel_s[0], time.thread_time()
+    st._worker(0, None)
+    for _ in range(n):
+        np.asarray(st.take())
+    t = time.thread_time() - t0 - (kernel_s[0] - k0)
+    g.close()
+    return t / n * 1e6
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--side", type=int, default=32)
@@ -38,6 +55,10 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3, help="Generators timed unprofiled")
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--one-thread", type=int, default=0, metavar="ROUNDS",
+                    help="also time a Generator's whole host path in this thread, best of "
+                         "ROUNDS: its worker's loop run here with the window unbounded, "
+                         "then every output taken")
     ap.add_argument("--dump", default="", help="write the profile (pstats) to this file")
     args = ap.parse_args()
     hosts = part_c_photos(args.side)
@@ -66,6 +87,10 @@ def main() -> None:
         print(f"seed {seed}: process CPU outside kernels "
               f"{(c - (kernel_s[0] - k0)) / n * 1e6:.1f} us/output, wall {wall / n * 1e6:.1f} "
               f"us/output, gc passes {passes}", flush=True)
+    for r in range(args.one_thread):
+        best = one_thread(gen(20 + r), n, kernel_s)
+        print(f"one thread, seed {20 + r}: {best:.2f} us/output (thread CPU, kernels out, "
+              "garbage collection in)", flush=True)
     if args.no_profile:
         return
     from millipyde.training import generator_state
