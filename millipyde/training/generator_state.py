@@ -294,7 +294,12 @@ class GeneratorState:
                     if self.ramp and not self.mixed and self.batch > 1:
                         self._grow(made)
                 self.cond.notify_all()
-            if made[-1][1] is not None:
+            failed = made[-1][1] is not None
+            # (the claim's (value, error) pairs freed now, not when the next claim replaces
+            # them: until then each is a live young object that the collector's passes count
+            # and traverse)
+            del made
+            if failed:
                 return
 
     def _make(self, j: int, device: int, stream: Any) -> Any:
