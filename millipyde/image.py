@@ -258,6 +258,22 @@ class _NoDraws:
 
 _NO_DRAWS = _NoDraws()
 
+#: per op form that draws nothing, its one-image entries (``Form.emits``) per (repr of the
+#: parsed arguments, shape, dtype); at most ``_FIXED_KEPT`` a form
+FIXED_ENTRIES: dict[str, dict[tuple, list]] = {}
+_FIXED_KEPT = 64
+_PLAIN = frozenset((int, float, bool, str, type(None)))
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is built of Python scalars, strings, None and tuples alone: its repr
+    then tells apart every value that could be emitted differently (``1`` / ``1.0`` /
+    ``True``, ``0.0`` / ``-0.0``), where equality would not."""
+    t = type(value)
+    if t in _PLAIN:
+        return True
+    return t is tuple and all(_plain(v) for v in value)
+
 
 def _method(form: Form) -> Callable[..., None]:
     """The gpuimage method of an op form: parse (validate) its arguments, then record it on
@@ -290,16 +306,40 @@ def _method(form: Form) -> Callable[..., None]:
                                                 for (lo, hi), u in zip(a, us, strict=True)]))
                 elif a is not None:
                     self._record(kernel, a)
-    else:
+    elif form.draws:
         def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
             kind = kind_of(self.shape, self.dtype)
             a = parse(kind, *args, **kwargs)
-            d = _OneImage(self._key()) if form.draws else _NO_DRAWS
+            d = _OneImage(self._key())
             # an input decoded as a region of its sample (``data.region``): its first op
             # drawn on the whole sample's size, its window shifted onto the region
             region = self.__dict__.pop("_region", None)
             self._emit(form.emits(a, d, np.array([self.shape[:2]], dtype=np.int64), kind)
                        if region is None else form.emits_on_region(a, d, region, kind))
+    else:
+        # a form that draws nothing: its sample is a function of the parsed arguments and the
+        # image's shape and dtype alone, so its entries are kept per (arguments, shape, dtype)
+        # where the arguments are plain values (a repeated ``gaussian(2)`` or ``rotate(45)``
+        # on same-size images runs the sample's NumPy once, not per call)
+        kept = FIXED_ENTRIES.setdefault(form.name, {})
+
+        def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
+            shape, dtype = self.shape, self.dtype
+            kind = kind_of(shape, dtype)
+            a = parse(kind, *args, **kwargs)
+            region = self.__dict__.pop("_region", None)
+            if region is not None:  # (as in the drawing forms' method above)
+                self._emit(form.emits_on_region(a, _NO_DRAWS, region, kind))
+                return
+            key = (repr(a), shape, dtype) if _plain(a) else None
+            entries = None if key is None else kept.get(key)
+            if entries is None:
+                entries = form.emits(a, _NO_DRAWS, np.array([shape[:2]], dtype=np.int64), kind)
+                if key is not None:
+                    if len(kept) >= _FIXED_KEPT:
+                        kept.pop(next(iter(kept), None), None)
+                    kept[key] = entries
+            self._emit(entries)
     sig = inspect.signature(parse)
     params = list(sig.parameters.values())
     params[0] = params[0].replace(name="self", annotation=inspect.Parameter.empty)

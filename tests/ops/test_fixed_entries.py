@@ -1,0 +1,108 @@
+"""A form that draws nothing keeps its one-image entries per (arguments, shape, dtype): the
+method records what a fresh sample records, and tells apart what it must."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import millipyde as mp
+from millipyde import image as image_mod
+from millipyde.ops import FORMS
+
+#: plain arguments of forms with a sample that draw nothing (the kept path)
+_FIXED = {
+    "gaussian": (2.0,),
+    "rotate": (45.0,),
+    "rot90": (3,),
+    "translate": (4.0, -3.0),
+    "shear": (10.0, -5.0),
+    "crop": (2, 3, 20, 30),
+    "center_crop": (20, 30),
+    "pad_to": (50, 70),
+    "resize": (24, 40),
+    "resize_shorter": (24,),
+    "downscale": (0.5,),
+    "linear_illumination": (0.2, 1),
+    "grid_dropout": ((8, 8), 0.5),
+    "grayscale": (3,),
+    "rescale_intensity": (),
+}
+
+
+def _params(img: mp.gpuimage, before: object) -> list:
+    out, n = [], img._node
+    while n is not before:
+        out.append((n.op.name, tuple(float(v) for v in n.params)))
+        n = n.inputs[0]
+    return out[::-1]
+
+
+def _recorded(img: mp.gpuimage, name: str, args: tuple) -> list:
+    y = img.clone()
+    before = y._node
+    getattr(y, name)(*args)
+    return _params(y, before)
+
+
+def test_the_table_covers_every_form_with_a_sample_that_draws_nothing():
+    forms = {n for n, f in FORMS.items() if f.sample is not None and not f.draws}
+    assert set(_FIXED) <= forms
+    assert forms - set(_FIXED) <= {"fancy_pca", "corner_illumination",
+                                   "gaussian_illumination"}
+
+
+@pytest.mark.parametrize("name", sorted(_FIXED))
+def test_a_kept_entry_records_what_a_fresh_sample_records(name):
+    img = mp.gpuimage(np.zeros((37, 53, 3), dtype=np.uint8))
+    image_mod.FIXED_ENTRIES.get(name, {}).clear()
+    fresh = _recorded(img, name, _FIXED[name])
+    assert len(image_mod.FIXED_ENTRIES[name]) == 1
+    kept = _recorded(img, name, _FIXED[name])
+    assert kept == fresh and fresh
+    # another size: another entry, and its own parameters where they depend on the size
+    other = mp.gpuimage(np.zeros((41, 61, 3), dtype=np.uint8))
+    image_mod.FIXED_ENTRIES[name].clear()
+    want = _recorded(other, name, _FIXED[name])
+    _recorded(img, name, _FIXED[name])
+    assert _recorded(other, name, _FIXED[name]) == want
+    assert len(image_mod.FIXED_ENTRIES[name]) == 2
+
+
+def test_values_equal_under_equality_but_not_repr_are_kept_apart():
+    img = mp.gpuimage(np.zeros((16, 16, 3), dtype=np.uint8))
+    kept = image_mod.FIXED_ENTRIES.setdefault("rotate", {})
+    kept.clear()
+    for angle in (30, 30.0, 0.0, -0.0):  # (the parse makes 30 a float: one entry)
+        img.clone().rotate(angle)
+    assert sorted(k[0] for k in kept) == ["(-0.0, None)", "(0.0, None)", "(30.0, None)"]
+    assert image_mod._plain((1, (2.0, None, "a", True)))
+    assert not image_mod._plain((np.float64(1.0),))
+    assert not image_mod._plain(([1, 2],))
+
+
+def test_a_refusal_is_raised_on_every_call_and_outputs_equal_a_fresh_samples():
+    small = mp.gpuimage(np.zeros((10, 10, 3), dtype=np.uint8))
+    for _ in range(2):
+        with pytest.raises(ValueError, match="crop top \\+ height"):
+            small.clone().crop(2, 3, 20, 5)
+    rng = np.random.default_rng(3)
+    host = rng.integers(0, 256, (33, 47, 3), dtype=np.uint8)
+    outs = []
+    for keep in (False, True, True):
+        if not keep:
+            image_mod.FIXED_ENTRIES.get("gaussian", {}).clear()
+        y = mp.gpuimage(host)
+        y.gaussian(1.5)
+        y.rotate(20.0)
+        outs.append(np.asarray(y))
+    assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
+
+
+def test_the_kept_entries_are_bounded():
+    kept = image_mod.FIXED_ENTRIES.setdefault("translate", {})
+    kept.clear()
+    img = mp.gpuimage(np.zeros((8, 8, 3), dtype=np.uint8))
+    for k in range(image_mod._FIXED_KEPT + 10):
+        img.clone().translate(float(k), 0.0)
+    assert len(kept) == image_mod._FIXED_KEPT
