@@ -11,7 +11,8 @@ CPU of the process per output, kernels out; the garbage collector's passes), the
 (seed 100) under cProfile in both threads: calls per output (Python and C functions) and the
 functions with the most own time. ``--one-thread R``: R Generators whose worker loop runs in
 the calling thread with the window unbounded, then every output taken (thread CPU, no second
-thread's noise). Run it from a tree (``PYTHONPATH``) to measure that tree.
+thread's noise), and the profile of one more such (its calls per output do not depend on the
+two threads' timing). Run it from a tree (``PYTHONPATH``) to measure that tree.
 """
 
 from __future__ import annotations
@@ -92,6 +93,16 @@ def main() -> None:
         print(f"one thread, seed {20 + r}: {best:.2f} us/output (thread CPU, kernels out, "
               "garbage collection in)", flush=True)
     if args.no_profile:
+        return
+    if args.one_thread:  # the profile of one more such Generator: calls that do not hang on
+        # the two threads' timing (the claims a worker makes while next() waits)
+        p = cProfile.Profile()
+        p.enable()
+        one_thread(gen(100), n, kernel_s)
+        p.disable()
+        st = pstats.Stats(p)
+        print(f"one thread: {sum(v[1] for v in st.stats.values()) / n:.1f} calls/output")
+        st.sort_stats("tottime").print_stats(args.top)
         return
     from millipyde.training import generator_state
 
