@@ -12,18 +12,22 @@ CPU of the process per output, kernels out; the garbage collector's passes), the
 functions with the most own time. ``--one-thread R``: R Generators whose worker loop runs in
 the calling thread with the window unbounded, then every output taken (thread CPU, no second
 thread's noise), and the profile of one more such (its calls per output do not depend on the
-two threads' timing). Run it from a tree (``PYTHONPATH``) to measure that tree.
+two threads' timing). ``--objects``: the tracked objects a kept output holds and the
+collector's passes with outputs kept and dropped. Run it from a tree (``PYTHONPATH``) to
+measure that tree.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import cProfile
 import gc
 import pstats
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -49,6 +53,31 @@ def one_thread(g: mp.Generator, n: int, kernel_s: list) -> float:
     return t / n * 1e6
 
 
+def objects(gen: Any, n: int, passes: list[int]) -> None:
+    """The tracked objects each of a Generator's ``n`` outputs holds (kept in a list, as part
+    C's tensors keep them; by type) and the collector's passes by generation in its run; then
+    the passes of a Generator whose outputs are dropped as they come."""
+    gc.collect()
+    before = collections.Counter(type(o).__name__ for o in gc.get_objects())
+    passes[:] = [0, 0, 0]
+    with gen(7) as g:
+        kept = []
+        for x in g:
+            np.asarray(x)
+            kept.append(x)
+    held = list(passes)
+    gc.collect()
+    added = collections.Counter(type(o).__name__ for o in gc.get_objects()) - before
+    print(f"outputs kept: {sum(added.values()) / n:.2f} tracked objects an output "
+          f"({', '.join(f'{k} {v}' for k, v in added.most_common(5))}); passes {held}")
+    del kept
+    passes[:] = [0, 0, 0]
+    with gen(8) as g:
+        for x in g:
+            np.asarray(x)
+    print(f"outputs dropped: passes {passes}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--side", type=int, default=32)
@@ -61,6 +90,9 @@ def main() -> None:
                          "ROUNDS: its worker's loop run here with the window unbounded, "
                          "then every output taken")
     ap.add_argument("--dump", default="", help="write the profile (pstats) to this file")
+    ap.add_argument("--objects", action="store_true",
+                    help="also count the tracked objects a kept output holds and the "
+                         "collector's passes with the outputs kept and dropped")
     args = ap.parse_args()
     hosts = part_c_photos(args.side)
     ops = recipes.figure_5_1_operations()
@@ -88,6 +120,8 @@ def main() -> None:
         print(f"seed {seed}: process CPU outside kernels "
               f"{(c - (kernel_s[0] - k0)) / n * 1e6:.1f} us/output, wall {wall / n * 1e6:.1f} "
               f"us/output, gc passes {passes}", flush=True)
+    if args.objects:
+        objects(gen, n, passes)
     for r in range(args.one_thread):
         best = one_thread(gen(20 + r), n, kernel_s)
         print(f"one thread, seed {20 + r}: {best:.2f} us/output (thread CPU, kernels out, "
