@@ -103,7 +103,7 @@ class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
     @property
     def is_colour(self) -> bool:
         """True for RGB/RGBA images."""
-        return self.ndim == 3
+        return len(self._node.shape) == 3  # (``ndim``'s test without its call)
 
     # -- recording -----------------------------------------------------------------------
     def _record(self, name: str, params: tuple[float, ...] = ()) -> None:
@@ -301,8 +301,9 @@ def _method(form: Form) -> Callable[..., None]:
                 key = self._key()
                 if isinstance(a, Ranges):
                     us = mprandom.uniforms(key.seed, key.sample, key.op, len(a))
-                    self._record(kernel, tuple(between1(lo, hi, u)
-                                               for (lo, hi), u in zip(a, us, strict=True)))
+                    # (a list made, then the tuple: no generator resumed per draw)
+                    self._record(kernel, tuple([between1(lo, hi, u)
+                                                for (lo, hi), u in zip(a, us, strict=True)]))
                 elif a is not None:
                     self._record(kernel, a)
     elif form.draws:

@@ -350,3 +350,63 @@ def test_a_worker_claims_as_soon_as_the_ready_outputs_leave_room(monkeypatch):
             for (k0, n, depth, start, _), (*_, done) in zip(claims[1:], claims, strict=False)
             if start > max(k0 + n - depth, done) + 2]
     assert not late, f"claims (k0, n, started at, room at, previous made at) late: {late}"
+
+
+def test_outputs_before_a_failed_one_are_handed_out_then_its_error(monkeypatch):
+    """A claim whose output 5 fails: ``next()`` hands out outputs 0-4 (the per-output path's
+    values), then raises output 5's error (``generator_state._Failed``), then stops."""
+    from millipyde import random as mprandom
+
+    def boom(img):
+        if mprandom.current_key().sample == 5:
+            raise KeyError("boom at 5")
+        img.brightness(0.1)
+
+    ops = [mp.Operation("fliplr", probability=0.5), mp.Operation(boom)]
+    monkeypatch.setattr(batches, "RECORD_AT_ONCE", False)
+    want = [np.asarray(x) for x in mp.Generator([mp.gpuimage(h) for h in _hosts()], ops,
+                                                  outputs=5, seed=1)]
+    monkeypatch.setattr(batches, "RECORD_AT_ONCE", True)
+    gen = mp.Generator([mp.gpuimage(h) for h in _hosts()], ops, outputs=10, seed=1)
+    for k in range(5):
+        assert_same(np.asarray(next(gen)), want[k], err_msg=f"output {k}")
+    with pytest.raises(PipelineError, match=r"'boom'.*output 5 \(input 1\)"):
+        next(gen)
+    with pytest.raises(StopIteration):
+        next(gen)
+
+
+def test_grown_claims_count_each_shape_and_dtype_of_interleaved_groups():
+    """``_grow`` counts each (shape, dtype) of a claim once, whatever their order: a claim
+    whose groups interleave still sizes the next claims by its largest output."""
+    from types import SimpleNamespace
+
+    gen = mp.Generator([mp.gpuimage(h) for h in _hosts()], recipes.figure_5_1_operations(),
+                       outputs=4, seed=1)
+    st = gen._state
+    small, big = (4, 4, 3), (20, 20, 3)  # (the inputs: 10 x 10 x 3)
+
+    def out(shape, dtype):
+        return SimpleNamespace(_node=SimpleNamespace(shape=shape, dtype=np.dtype(dtype)))
+
+    # (the same shape as uint8 first, then as float64: both counted)
+    made = [(out(small, "u1"), None), (out(big, "u1"), None), (out(small, "u1"), None),
+            (out(big, "f8"), None), (out(big, "u1"), None)]
+    st._grow(made)
+    assert (st.out_bytes, st.out_values) == (20 * 20 * 3 * 8, 20 * 20 * 3)
+    gen.close()
+
+
+def test_stored_values_share_one_lock_and_outputs_hold_no_lock_each():
+    """Nodes stored with their value (a Generator's outputs, a chunk's members) share one
+    lock; one stored without a value yet (computed later, under its lock) has its own."""
+    from millipyde.graph.ir.node import stored
+
+    a = stored(np.zeros(3), (3,), np.dtype("f8"), 0)
+    b = stored(np.zeros(3), (3,), np.dtype("f8"), 0)
+    c, d = (stored(None, (3,), np.dtype("f8"), 0) for _ in range(2))
+    assert a.lock is b.lock and c.lock is not a.lock and c.lock is not d.lock
+    gen = mp.Generator([mp.gpuimage(h) for h in _hosts()], recipes.figure_5_1_operations(),
+                       outputs=12, seed=2)
+    outs = list(gen)
+    assert len({id(x._node.lock) for x in outs[2:]}) == 1  # (past the ramp's first claims)

@@ -66,7 +66,7 @@ class _Capture:
     __slots__ = ("op", "params", "shape", "dtype", "label", "sig")
 
     def __init__(self, node: Node) -> None:
-        self.op, self.params = node.op, tuple(node.params)
+        self.op, self.params = node.op, node.params  # (a node's params: a tuple)
         self.shape, self.dtype, self.label = node.shape, node.dtype, node.label
         self.sig = (id(self.op), len(self.params))  # the recorder its output joins
 
@@ -227,14 +227,8 @@ class CallableRecorder:
             stand_in = stand_ins.get((shape, dtype))
             if stand_in is None:
                 stand_in = stand_ins[shape, dtype] = leaf(_UNREADABLE, shape, dtype, device)
-            cls = type(x)
-            y = cls.__new__(cls)
-            y._node = None
-            y._pinned = None
-            y._sample = x._sample
-            y._opcount = 0
+            y = x._new_like(stand_in, x._sample)
             y._commit_lock = lock
-            y._bind(stand_in)
             try:
                 call(y, seed, k, j)
             except (KeyboardInterrupt, SystemExit):

@@ -71,6 +71,17 @@ def _values(shape: tuple[int, ...]) -> int:
     return n
 
 
+class _Failed:
+    """An output that failed (``results`` and ``ready`` hold a made output as its value
+    alone, no tuple per output; a failure as this): rank output ``k``'s error, the device
+    that met it."""
+
+    __slots__ = ("k", "err", "device")
+
+    def __init__(self, k: int, err: BaseException, device: int) -> None:
+        self.k, self.err, self.device = k, err, device
+
+
 def step_failure(err: StepError, k: int, where: str, device: int) -> PipelineError:
     """The PipelineError of an Operation's failure on output ``k`` (``where``: its input or
     sample), chained to the Operation's own error."""
@@ -137,12 +148,12 @@ class GeneratorState:
         self.cond = threading.Condition()
         self.claimed = 0  # next output index a worker will make
         self.tickets = 0  # next output index a next() call will return
-        # output index -> (index, value, error, device): handed on to ``ready`` as it is
-        self.results: dict[int, tuple[int, Any, BaseException | None, int]] = {}
+        # output index -> its value, or its :class:`_Failed`: handed on to ``ready`` as it is
+        self.results: dict[int, Any] = {}
         # outputs that ``take`` moved out of ``results`` with the one it handed out (the made
         # outputs right after it): the next calls hand them out in order without the lock;
         # they still count as made ahead (``_room``)
-        self.ready: deque[tuple[int, Any, BaseException | None, int]] = deque()
+        self.ready: deque[Any] = deque()
         # how short ``ready`` gets before the next claim has room (``_room_at``): ``take``
         # pops ``ready`` without the lock and wakes the workers there, so a worker makes the
         # next claim while the made ones are handed out (-1: nothing to wake)
@@ -150,6 +161,9 @@ class GeneratorState:
         self.stopped = False
         self.crashes: list[tuple[BaseException, int]] = []
         self.group: WorkerGroup | None = None
+        #: whether :meth:`start` has started the workers (``next()`` calls it until then; an
+        #: attribute, not a property over ``group``: read on every output)
+        self.started = False
 
     #: ``next()`` compiles its first outputs' kernels ahead (``precompile.before_outputs``)
     #: on this state: in-memory inputs, its own workers
@@ -161,11 +175,6 @@ class GeneratorState:
         return GeneratorState(self.inputs, self.operations, self.device, self.seed, self.outputs,
                               False, self.rank, self.world, self.sampler, self.start_k)
 
-    @property
-    def started(self) -> bool:
-        """Whether :meth:`start` has started the workers (``next()`` calls it until then)."""
-        return self.group is not None
-
     def start(self) -> None:
         if self.group is not None:  # (two threads' first next() calls may both get here)
             return
@@ -174,6 +183,7 @@ class GeneratorState:
                 group = WorkerGroup("generator", self._worker, self._crash)
                 group.start([self.device], self.workers)
                 self.group = group  # its threads all started: ``stop`` may join them
+                self.started = True
 
     def _crash(self, err: BaseException, device: int) -> None:
         # Only errors outside _make land here (a stream that cannot be made, say).
@@ -233,16 +243,17 @@ class GeneratorState:
         shape and dtype; ``depth`` counts 8 bytes per input value, before any is made), and
         ``batch.BATCH_BYTES`` one claim's float64-sized working set (inputs or outputs,
         whichever hold more values)."""
-        big, most, seen = self.out_bytes, self.out_values, None
+        big, most = self.out_bytes, self.out_values
+        seen: dict[tuple, Any] = {}  # shape -> dtype of the outputs counted
         for value, _ in made:
             node = getattr(value, "_node", None)
             if node is None:  # (an ndarray, return_to_host; or no value: an error)
                 v, b = (0, 0) if value is None else (value.size, value.nbytes)
-            elif node.shape is seen:  # (a group's outputs share their shape tuple)
-                continue
+            elif node.shape in seen and seen[node.shape] is node.dtype:  # (counted: a
+                continue  # group's outputs share one shape and dtype; groups interleave)
             else:
-                seen = node.shape
-                v = _values(seen)
+                seen[node.shape] = node.dtype
+                v = _values(node.shape)
                 b = node.dtype.itemsize * v
             big, most = max(big, b), max(most, v)
         if (big, most) == (self.out_bytes, self.out_values) or big <= 0:
@@ -277,12 +288,18 @@ class GeneratorState:
                 made = [(None, e)]
             with self.cond:
                 if not self.stopped:
+                    results = self.results
                     for i, (value, err) in enumerate(made, k0):
-                        self.results[i] = (i, value, err, device)
+                        results[i] = value if err is None else _Failed(i, err, device)
                     if self.ramp and not self.mixed and self.batch > 1:
                         self._grow(made)
                 self.cond.notify_all()
-            if made[-1][1] is not None:
+            failed = made[-1][1] is not None
+            # (the claim's (value, error) pairs freed now, not when the next claim replaces
+            # them: until then each is a live young object that the collector's passes count
+            # and traverse)
+            del made
+            if failed:
                 return
 
     def _make(self, j: int, device: int, stream: Any) -> Any:
@@ -297,8 +314,9 @@ class GeneratorState:
     def _make_batch(self, j0: int, n: int, device: int, stream: Any) -> list[tuple[Any, Any]]:
         """This rank's outputs ``j0 .. j0 + n - 1`` (value, error) in order, up to the first
         error (:meth:`make_many`)."""
-        return self.make_many([self.global_index(j) for j in range(j0, j0 + n)], device,
-                              stream, self.return_to_host)
+        # (``global_index`` of each j, as one range)
+        return self.make_many(list(range(self.global_index(j0), self.global_index(j0 + n),
+                                         self.world)), device, stream, self.return_to_host)
 
     def make_many(self, ks: list[int], device: int, stream: Any, to_host: bool = False,
                   recorded: bool = True) -> list[tuple[Any, Any]]:
@@ -484,7 +502,7 @@ class GeneratorState:
         ready = self.ready
         while ready and not self.stopped:
             try:
-                k, value, err, device = ready.popleft()
+                value = ready.popleft()
             except IndexError:  # another thread took the last one
                 break
             if len(ready) <= self.wake_at:
@@ -492,12 +510,12 @@ class GeneratorState:
                 # while these are handed out (a worker that set ``wake_at`` just after this
                 # pop is woken by the next one, or by the next take under the lock)
                 self._wake()
-            return value if err is None else self._handed(k, value, err, device)
+            return value if type(value) is not _Failed else self._handed(value)
         with self.cond:
             if self.stopped:
                 raise StopIteration
             if ready:  # (filled by another thread meanwhile)
-                k, value, err, device = ready.popleft()
+                value = ready.popleft()
                 if self._room():
                     self.cond.notify_all()
             else:
@@ -514,25 +532,23 @@ class GeneratorState:
                         raise StopIteration
                     if self.crashes or (self.group is not None and not self.group.alive()):
                         err, device = self.crashes[0] if self.crashes else (None, -1)
-                        self.results[k] = (k, None, err or RuntimeError("workers exited"),
-                                           device)
+                        self.results[k] = _Failed(k, err or RuntimeError("workers exited"),
+                                                  device)
                         break
                     self.cond.wait(0.5)
-                _, value, err, device = self.results.pop(k)
+                value = self.results.pop(k)
                 results, j = self.results, self.tickets
                 while j in results:
                     ready.append(results.pop(j))
                     j += 1
                 self.tickets = j
                 self.wake_at = self._room_at()  # (``tickets`` moved: the same room)
-        return self._handed(k, value, err, device)
+        return value if type(value) is not _Failed else self._handed(value)
 
-    def _handed(self, k: int, value: Any, err: BaseException | None, device: int) -> Any:
-        """Output ``k``'s value, or its error raised as ``next()`` reports it."""
-        if err is None:
-            return value
+    def _handed(self, failed: _Failed) -> Any:
+        """Raise the error of a failed output as ``next()`` reports it (the state stops)."""
         self.stop()
-        raise self.failure(self.global_index(k), err, device)
+        raise self.failure(self.global_index(failed.k), failed.err, failed.device)
 
     def failure(self, k: int, err: BaseException, device: int) -> PipelineError:
         """The PipelineError that reports ``err`` for global output ``k`` (chained); a

@@ -16,6 +16,8 @@ import numpy as np
 from ...kernels import OpSpec
 
 _ids = itertools.count()
+#: the lock of the nodes :func:`stored` makes with their value (only checked under it)
+_STORED_LOCK = _thread.RLock()
 
 
 class Node:
@@ -106,7 +108,11 @@ def stored(buffer: Any, shape: tuple[int, ...], dtype: np.dtype, device: int) ->
     n.id = next(_ids)
     n.op, n.inputs, n.params, n.label = None, (), (), None
     n.shape, n.dtype, n.device, n.buffer = shape, dtype, device, buffer
-    n.users, n.lock, n.gated_off = 0, _thread.RLock(), False
+    # a node's lock guards computing its value: one stored with its value (never replaced)
+    # is only ever checked under it, so such nodes share one lock, not a tracked RLock each
+    # (a Generator's or a chunk's outputs: one per output)
+    n.users, n.lock, n.gated_off = 0, _STORED_LOCK if buffer is not None else \
+        _thread.RLock(), False
     return n
 
 
