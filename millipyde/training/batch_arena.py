@@ -240,8 +240,10 @@ class ArenaRecorder:
             cols.append(_groups_of(self.hw[inp, 0] * (1 << 31) + self.hw[inp, 1]))
         first = _code(cols)
         # a policy records two structures: with and without its sampler slot
-        cols += [s.structure(c) for c, s in zip(ctxs, self.steps, strict=True)
-                 if isinstance(s, batch_ops.PolicyStep)]
+        # (and, where it splits them, whether they draw a neighbourhood entry:
+        # ``PolicyStep.apart``)
+        cols += [col for c, s in zip(ctxs, self.steps, strict=True)
+                 if isinstance(s, batch_ops.PolicyStep) for col in (s.structure(c), s.apart(c))]
         inverse = _groups_of(_code(cols))
         # the steps before the first policy are recorded once for the members that share
         # their structure, then taken per policy structure (the same rows: each member's are
