@@ -2,7 +2,9 @@
 recorded once, what depends on the draws filled per batch.
 
 A batch of a recipe ending in a policy (``RandAugment``, ``TrivialAugmentWide``,
-``AutoAugment``) is recorded per structure (how many sampler slots its members draw): the
+``AutoAugment``) is recorded per structure (how many sampler slots its members draw, and
+where the policy splits them whether they draw a neighbourhood entry, whose members' table
+then has none: ``batch_ops.PolicyStep.apart``): the
 head (the steps before the policy) once per head group, then per structure
 ``batch_ops.record_policy`` on the head's gather and ``batch_arena.launch_of``. In the table
 path (``batch_ops.ValueTable``: every member of one size) everything that record makes but
