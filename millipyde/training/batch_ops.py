@@ -704,7 +704,8 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray,
     sized = (kind_for(g.cin, g.dtype), int(hw[0, 0]), int(hw[0, 1]), g.full, g.n)
     slots = int(geo[on].sum(axis=1).max(initial=0))
     # no member draws a neighbourhood entry (``PolicyStep.apart``): their kernels left out
-    # (cut positions have no neighbourhood entry over the positions before it to spare)
+    # (with positions cut apart a neighbourhood entry reads the stage before it: its taps
+    # run no chain, nothing to spare)
     plain = not cut_positions and step.plain(dr.value)
     # every member of one size: the entries by table (``ValueTable``), else per magnitude
     table = step.value_table(*sized[:4], plain) if (hw == hw[0]).all() else None
