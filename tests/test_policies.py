@@ -217,9 +217,13 @@ def test_same_seed_bit_identical_batches():
 def test_kernel_count_is_bounded_whatever_is_drawn():
     """Over many seeds, a policy's batches record a fixed set of gathers and reductions: one
     structure per count of geometric entries drawn (at most ``positions + 1``; a second
-    slot runs as a stage), the same set after 20 seeds as after 40."""
+    slot runs as a stage), and in a policy of two positions or more with sharpness each
+    count but ``positions`` once more for the members that draw a neighbourhood entry
+    (``PolicyStep.apart``); the same set after 20 seeds as after 40."""
     imgs = [mp.gpuimage(_img(s, (16, 16, 3))) for s in (1, 2)]
     for pol in (mp.RandAugment(2, 9), mp.TrivialAugmentWide(), mp.AutoAugment()):
+        split = pol.positions >= 2 and "Sharpness" in pol.names
+        bound = pol.positions + 1 + (pol.positions if split else 0)
         structures, kernels, seen_at_20 = set(), set(), None
         for seed in range(40):
             gen = mp.Generator(imgs, [pol], outputs=32, seed=seed)
@@ -232,9 +236,9 @@ def test_kernel_count_is_bounded_whatever_is_drawn():
                 kernels |= {(p.sig, p.stat) for st in [L, *L.stages] for p in st.prefixes}
             if seed == 19:
                 seen_at_20 = set(kernels)
-        assert len(structures) <= pol.positions + 1, (pol, len(structures))
+        assert len(structures) <= bound, (pol, len(structures))
         assert kernels == seen_at_20, pol
-        assert len(kernels) <= (pol.positions + 1) * (1 + 3 * 2 * pol.positions), len(kernels)
+        assert len(kernels) <= bound * (1 + 3 * 2 * pol.positions), len(kernels)
 
 
 def _launch_arrays(launches: list) -> list:
@@ -406,6 +410,75 @@ def test_warmup_finds_one_output_per_policy_structure():
     counts = {int(pol.geometric_count(lambda t, k=k: np.array(
         [mp.random.uniform01(0, k, 1, t)]), 1)[0]) for k in ks}
     assert counts == {0, 1, 2}  # every structure a batch may record, precompiled
+    step = batch_ops.PolicyStep(pol)
+    found = {(int(pol.geometric_count(lambda t, k=k: np.array(
+        [mp.random.uniform01(0, k, 1, t)]), 1)[0]),
+              int(step.apart(batch_ops.Ctx(0, np.array([k], dtype=np.int64), 1))[0]))
+             for k in ks}
+    # (and those of the members that draw sharpness: two geometric entries leave no room)
+    assert found == {(0, 0), (1, 0), (2, 0), (0, 1), (1, 1)}, found
+
+
+def _sharpness_apart(gen: object) -> tuple[list, list]:
+    """A recorded batch's launches: per launch whether its gathers chain ``adjust_sharpness``,
+    and whether each of its members draws Sharpness."""
+    rec = batches.arena_recorder(gen._state)
+    rec.stat_cut = False  # (recorded as a GPU records it)
+    # (members left per output, scikit-image's warp clip, are in no launch)
+    launches, _ = rec.record(list(range(gen._state.outputs)))
+    step = next(s for s in rec.steps if isinstance(s, batch_ops.PolicyStep))
+    ctx = batch_ops.Ctx(gen._state.seed, np.arange(gen._state.outputs), len(rec.steps) - 1)
+    drawn = step.draws_neighbourhood(step.draws(ctx).value)
+    chains = [any("adjust_sharpness" in sig.pre + sig.post
+                  for sig in [L.sig, *(st.sig for st in L.stages)]) for L in launches]
+    return chains, [drawn[L.pos] for L in launches]
+
+
+def test_members_that_draw_sharpness_are_launched_apart():
+    """RandAugment(2, 9): the members that draw Sharpness (at either position) have
+    launches of their own, whose gathers chain it; the others' gathers chain no
+    neighbourhood op (``PolicyStep.apart``: their registers under 128 on sm_90). One
+    position (TrivialAugmentWide) keeps one structure per slot count. No kernel runs."""
+    imgs = [mp.gpuimage(_img(s, (30 + s, 26 + 2 * s, 3))) for s in (1, 2)]
+    ops = [mp.Operation("random_resized_crop", 20, 20), mp.Operation("fliplr", p=0.5)]
+    gen = mp.Generator(imgs, ops + [mp.RandAugment(2, 9)], outputs=256, seed=3)
+    chains, drawn = _sharpness_apart(gen)
+    assert True in chains and False in chains
+    for chained, d in zip(chains, drawn, strict=True):
+        assert d.all() if chained else not d.any()
+    gen = mp.Generator(imgs, ops + [mp.TrivialAugmentWide()], outputs=256, seed=3)
+    chains, drawn = _sharpness_apart(gen)
+    assert all(chains) and any(d.any() for d in drawn)
+
+
+# (the kernels of both records compiled: on the cpu backend 10-20 s of a worker, in the
+# exhaustive tier; the simulator's run stays)
+@exhaustive_on_cpu
+@pytest.mark.cudasim_ok
+def test_sharpness_apart_changes_no_pixel(monkeypatch):
+    """A RandAugment(2, 9) batch whose members that draw Sharpness are launched apart equals,
+    bit for bit, the same batch recorded in one structure per slot count (every gather
+    chaining both positions' sharpness, gated)."""
+    imgs = [_img(s, (9 + s, 8 + s, 3)) for s in (1, 2)]
+    ops = [mp.Operation("random_crop", 8, 8), mp.RandAugment(2, 9)]
+
+    def batch() -> np.ndarray:
+        gen = mp.Generator([mp.gpuimage(i) for i in imgs], ops, outputs=16, seed=5)
+        with gen.batches(16) as bs:
+            got = np.asarray(next(iter(bs)))
+        assert batches.arena_recorder(gen._state) is not None
+        return got, gen
+
+    apart, gen = batch()
+    chains, drawn = _sharpness_apart(gen)
+    assert True in chains and False in chains  # (both kinds of launch in this batch)
+    monkeypatch.setattr(batch_ops.PolicyStep, "apart",
+                        lambda self, c: np.zeros(c.n, dtype=np.int64))
+    monkeypatch.setattr(batch_ops.PolicyStep, "plain", lambda self, value: False)
+    together, gen = batch()
+    chains, _ = _sharpness_apart(gen)
+    assert all(chains)
+    assert apart.dtype == together.dtype and np.array_equal(apart, together)
 
 
 def test_the_recorder_kinds_decline_policies_and_augmix_themselves():

@@ -62,7 +62,8 @@ def _stat_types(k: int, dtype: np.dtype) -> tuple:
 
 def recorded_kernels(policy: object, size: int) -> list[tuple[str, str, tuple]]:
     """(name, CUDA source, argument types) of each distinct kernel one recorded batch of the
-    recipe with ``policy`` launches, in launch order."""
+    recipe with ``policy`` launches, in launch order (the name ends with how many of the
+    batch's members its launches run)."""
     from millipyde.training import batch_arena
     from millipyde.training.batch_chain import ForkStage
     from millipyde.training.batches import arena_recorder
@@ -74,19 +75,22 @@ def recorded_kernels(policy: object, size: int) -> list[tuple[str, str, tuple]]:
         raise SystemExit("the recipe is not recorded into arena launches")
     launches, left = rec.record(list(range(size)))
     out: dict[tuple, tuple[str, str, tuple]] = {}
+    members: dict[tuple, int] = {}
 
-    def gather(sig, gates: bool, layout: str, dtype: np.dtype, what: str) -> None:
+    def gather(sig, gates: bool, layout: str, dtype: np.dtype, what: str, m: int) -> None:
         key = ("g", sig, gates, layout)
+        members[key] = members.get(key, 0) + m
         if key not in out:
             src = codegen_arena.arena_gather_source(sig, "cuda", False, gates, layout, 3)
             out[key] = (f"{what} ({len(sig.post + sig.pre + sig.grey_ops)} ops)", src,
                         _gather_types(layout, dtype))
 
-    def reduce(prefixes: list, reads: list, gates: bool, dtype: np.dtype) -> None:
+    def reduce(prefixes: list, reads: list, gates: bool, dtype: np.dtype, m: int) -> None:
         for grp in batch_arena.reduction_groups(prefixes, reads):
             prs = [prefixes[i] for i in grp]
             parts = tuple((pr.sig, pr.stat) for pr in prs)
             key = ("s", parts, gates)
+            members[key] = members.get(key, 0) + m
             if key in out:
                 continue
             src = (codegen_stat.arena_stats_source(parts, "cuda", False, gates) if len(grp) > 1
@@ -100,16 +104,16 @@ def recorded_kernels(policy: object, size: int) -> list[tuple[str, str, tuple]]:
         for st in L.stages:
             if isinstance(st, ForkStage):
                 raise SystemExit("fork stages (AugMix) are not walked by this probe")
-            reduce(st.prefixes, st.reads, L.gates, L.dtype)
-            gather(st.sig, L.gates, "", L.dtype, "gather into a stage")
-        reduce(L.prefixes, L.reads, L.gates, L.dtype)
+            reduce(st.prefixes, st.reads, L.gates, L.dtype, len(L.pos))
+            gather(st.sig, L.gates, "", L.dtype, "gather into a stage", len(L.pos))
+        reduce(L.prefixes, L.reads, L.gates, L.dtype, len(L.pos))
         if L.hw == (224, 224) and L.dtype in (np.uint8, np.float64):
-            gather(L.sig, L.gates, "NCHW", L.dtype, "gather into the NCHW batch")
+            gather(L.sig, L.gates, "NCHW", L.dtype, "gather into the NCHW batch", len(L.pos))
         else:
-            gather(L.sig, L.gates, "", L.dtype, "gather into a temporary")
+            gather(L.sig, L.gates, "", L.dtype, "gather into a temporary", len(L.pos))
     if left:
         print(f"({len(left)} members per output, not in arena launches)")
-    return list(out.values())
+    return [(f"{name} x{members[key]}", src, tys) for key, (name, src, tys) in out.items()]
 
 
 def blocks_per_sm(regs: int, threads: int = 256) -> int:
@@ -150,7 +154,7 @@ def main() -> None:
             header = src.splitlines()[0]
             row["sig"] = header[header.index(":") + 2:] if ":" in header else header
             print(json.dumps(row) if a.json else
-                  f"{i:2d} {name:44s} regs={row['regs']:3d} spill_st={row['spill_st']} "
+                  f"{i:2d} {name:56s} regs={row['regs']:3d} spill_st={row['spill_st']} "
                   f"spill_ld={row['spill_ld']} stack={row['stack']} "
                   f"blocks/SM={row['blocks_sm']}"
                   + (f" | cap {a.cap}: spill_st={row['cap_spill_st']} "

@@ -15,9 +15,12 @@ which at most one runs per member (a policy position's statistic entries) share 
 (:func:`reduction_groups`).
 
 Members are split only where the structure must differ: inputs of another channel count or
-dtype, a size-changing op a coin skipped, outputs of different sizes. Members this cannot make
-(scikit-image's data-dependent warp clip, a crop window outside the image) are left to the
-per-output path, and so is every chain with an op not listed (``make`` returns None).
+dtype, a size-changing op a coin skipped, outputs of different sizes; and, in a policy of two
+positions or more, whether a member draws a neighbourhood entry (``PolicyStep.apart``: the
+others' gathers then chain none: 80-114 registers on sm_90 in place of 140-172). Members
+this cannot make (scikit-image's data-dependent warp clip, a crop window outside the image)
+are left to the per-output path, and so is every chain with an op not listed (``make``
+returns None).
 """
 
 from __future__ import annotations
@@ -240,8 +243,10 @@ class ArenaRecorder:
             cols.append(_groups_of(self.hw[inp, 0] * (1 << 31) + self.hw[inp, 1]))
         first = _code(cols)
         # a policy records two structures: with and without its sampler slot
-        cols += [s.structure(c) for c, s in zip(ctxs, self.steps, strict=True)
-                 if isinstance(s, batch_ops.PolicyStep)]
+        # (and, where it splits them, whether they draw a neighbourhood entry:
+        # ``PolicyStep.apart``)
+        cols += [col for c, s in zip(ctxs, self.steps, strict=True)
+                 if isinstance(s, batch_ops.PolicyStep) for col in (s.structure(c), s.apart(c))]
         inverse = _groups_of(_code(cols))
         # the steps before the first policy are recorded once for the members that share
         # their structure, then taken per policy structure (the same rows: each member's are

@@ -23,7 +23,7 @@ from ..decorators import UserOp
 from ..image import gpuimage
 from ..kernels import REGISTRY
 from ..kernels.registry import GENERATION
-from ..ops import FORMS, Emit, Form, Reject
+from ..ops import FORMS, OPS, Emit, Form, Reject
 from ..ops.base import columns, kind_for
 from ..policies import ENTRY_METHODS, GEOMETRIC, GEOMETRIC_METHOD, Policy, entry_call
 from . import batch_math
@@ -205,6 +205,9 @@ class PolicyStep:
     def __init__(self, op: Policy) -> None:
         self.op = op
         self.geometric = np.array([name in GEOMETRIC for name in op.names])
+        # the value entries whose kernels read a neighbourhood (sharpness): ``apart``
+        self.neighbourhood = np.array([_reads_neighbourhood(name) for name in op.names]
+                                      + [False])  # (the ``none`` code's op: none)
         self._parsed: dict[Any, Any] = {}
         self._entries: dict[tuple, list | None] = {}  # ``entry_rows``
         self._slots: dict[tuple, tuple] = {}  # ``slot_row``
@@ -214,6 +217,34 @@ class PolicyStep:
         """(n,) how many geometric entries the member draws (its gather's sampler slots):
         the structures a policy records, at most its positions + 1."""
         return self.draws(c).geo.sum(axis=1, dtype=np.int64)
+
+    def apart(self, c: Ctx) -> np.ndarray:
+        """(n,) 1 where the member draws a value entry that reads a neighbourhood
+        (sharpness), else 0: a second structure column (``ArenaRecorder.record``) where the
+        policy has two positions or more and such an entry.
+
+        A neighbourhood entry at a later position runs the entries before it on each of its
+        taps (9 of the 3x3), a sharpness after a sharpness 81: the gathers that carry them
+        hold 140-170 registers a thread on sm_90, one 256-thread block an SM, while the
+        members that draw none (about 86% of RandAugment(2, 9)'s) need about 100. Apart,
+        those members' gathers leave the neighbourhood kernels out (:func:`record_policy`'s
+        ``plain``) and the few others keep them."""
+        dr = self.draws(c)
+        if dr.value.shape[1] < 2 or not self.neighbourhood.any():
+            return np.zeros(c.n, dtype=np.int64)
+        return self.draws_neighbourhood(dr.value).astype(np.int64)
+
+    def draws_neighbourhood(self, value: np.ndarray) -> np.ndarray:
+        """(n,) whether each member draws a value entry that reads a neighbourhood, at any
+        position (``value``: ``PolicyDraws.value`` of the members)."""
+        return self.neighbourhood[value // (2 * self.op.bins)].any(axis=1)
+
+    def plain(self, value: np.ndarray) -> bool:
+        """Whether a gather of members whose ``PolicyDraws.value`` is ``value`` (one
+        :meth:`apart` structure) leaves the neighbourhood entries out: the policy is split
+        (:meth:`apart`) and none of them draws one."""
+        return value.shape[1] >= 2 and bool(self.neighbourhood.any()) and \
+            not self.draws_neighbourhood(value).any()
 
     def draws(self, c: Ctx) -> PolicyDraws:
         """The members' :class:`PolicyDraws` (made once per batch: those of a ``sub`` of a
@@ -269,14 +300,16 @@ class PolicyStep:
         self._entries[key] = got
         return got
 
-    def value_table(self, kind: Any, h: int, w: int, full: float) -> ValueTable | None:
+    def value_table(self, kind: Any, h: int, w: int, full: float,
+                    plain: bool = False) -> ValueTable | None:
         """The :class:`ValueTable` of this policy's value entries on ``h`` x ``w`` images of
         ``kind`` (made once and kept), or None where its entries' kernels are not the same
-        at every magnitude (those batches take the per-magnitude path)."""
-        key = (kind, h, w, full, GENERATION[0])
+        at every magnitude (those batches take the per-magnitude path). ``plain``: without
+        the entries that read a neighbourhood (for members that draw none: :meth:`plain`)."""
+        key = (kind, h, w, full, plain, GENERATION[0])
         got = self._values.get(key, _NOTHING)
         if got is _NOTHING:
-            got = ValueTable.make(self, kind, h, w, full)
+            got = ValueTable.make(self, kind, h, w, full, plain)
             if len(self._values) >= 256:  # (many sizes: kept bounded)
                 self._values.clear()
             self._values[key] = got
@@ -354,6 +387,15 @@ def policy_step(op: Policy, inputs: list) -> PolicyStep | None:
 _NOTHING = object()
 
 
+def _reads_neighbourhood(name: str) -> bool:
+    """Whether policy entry ``name``'s op has a kernel that reads a neighbourhood."""
+    if name in GEOMETRIC or name == "Identity":
+        return False
+    call = entry_call(name, 0.0, 8, 8, 255.0)
+    op = None if call is None else OPS.get(call[0])
+    return op is not None and any(REGISTRY[k].kind == "neighbourhood" for k in op.kernels)
+
+
 def _key(args: tuple) -> tuple:
     return tuple(tuple(a.ravel().tolist()) if isinstance(a, np.ndarray) else a for a in args)
 
@@ -390,7 +432,8 @@ class ValueTable:
         self.filled[self.none] = True
         self.broken = False  # a code broke the conditions (``ready``)
         valued = {k for k in owner}
-        for k in range(len(pol.names)):  # a geometric entry or Identity: no value entry
+        # a geometric entry, Identity (or in a plain table a neighbourhood one): no kernels
+        for k in range(len(pol.names)):
             if k not in valued:
                 self.filled[k * 2 * pol.bins:(k + 1) * 2 * pol.bins] = True
         # per code of a geometric entry, the map and per-output test ``VGather.sampler``
@@ -402,10 +445,12 @@ class ValueTable:
         self._span_cols: dict[int, tuple] = {}  # ``_spans``
 
     @classmethod
-    def make(cls, step: PolicyStep, kind: Any, h: int, w: int,
-             full: float) -> ValueTable | None:
+    def make(cls, step: PolicyStep, kind: Any, h: int, w: int, full: float,
+             plain: bool = False) -> ValueTable | None:
         """The table, or None where an entry's kernels are not all chained ones recorded at
-        every magnitude (those are checked again per code: :meth:`_fill`)."""
+        every magnitude (those are checked again per code: :meth:`_fill`). ``plain``: the
+        entries that read a neighbourhood have no kernels in it (their codes' rows are no
+        entry's: only members that draw none record by it, ``PolicyStep.plain``)."""
         pol = step.op
         spec = REGISTRY[GEOMETRIC_METHOD]
         if spec.kind != "sampler" or spec.mode == "edge" or spec.projective:
@@ -415,7 +460,7 @@ class ValueTable:
         owner: list = []
         one = Ctx(0, np.zeros(1, dtype=np.int64), 0)
         for k, name in enumerate(pol.names):
-            if name in GEOMETRIC or name == "Identity":
+            if name in GEOMETRIC or name == "Identity" or (plain and step.neighbourhood[k]):
                 continue
             emitted = step.entry_rows(name, None, kind, h, w, full, one)
             if emitted is None:
@@ -658,8 +703,12 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray,
     # (the entries keep the size: every value entry's rows are made at the first member's)
     sized = (kind_for(g.cin, g.dtype), int(hw[0, 0]), int(hw[0, 1]), g.full, g.n)
     slots = int(geo[on].sum(axis=1).max(initial=0))
+    # no member draws a neighbourhood entry (``PolicyStep.apart``): their kernels left out
+    # (with positions cut apart a neighbourhood entry reads the stage before it: its taps
+    # run no chain, nothing to spare)
+    plain = not cut_positions and step.plain(dr.value)
     # every member of one size: the entries by table (``ValueTable``), else per magnitude
-    table = step.value_table(*sized[:4]) if (hw == hw[0]).all() else None
+    table = step.value_table(*sized[:4], plain) if (hw == hw[0]).all() else None
     if table is not None and not table.ready(dr.codes.reshape(-1)):
         table = None
     if table is None:
@@ -671,7 +720,9 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray,
     for j in range(slots + 1):
         if j:
             # slot j: each member's j-th geometric entry
-            if g.phase != 0 or g.positional:
+            # (a plain gather cuts where the neighbourhood entries would have cut it: the
+            # same stages and statistic launches as the members that draw one)
+            if g.phase != 0 or g.positional or plain:
                 g.cut()
             at = geo & (before == j - 1)  # (n, positions): the j-th geometric entry
             has = on & at.any(axis=1)
@@ -700,7 +751,7 @@ def record_policy(g: VGather, c: Ctx, step: PolicyStep, on: np.ndarray,
             placed = on & d.runs & ~geo[:, i] & (before[:, i] == j)
             drawn = _position_groups(d.op, mags[i], placed)
             for k, name in enumerate(pol.names):
-                if name in GEOMETRIC or name == "Identity":
+                if name in GEOMETRIC or name == "Identity" or (plain and step.neighbourhood[k]):
                     continue
                 _record_entries(g, c, step, name, drawn.get(k, []), placed & (d.op == k), sized)
 

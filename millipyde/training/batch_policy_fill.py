@@ -2,7 +2,9 @@
 recorded once, what depends on the draws filled per batch.
 
 A batch of a recipe ending in a policy (``RandAugment``, ``TrivialAugmentWide``,
-``AutoAugment``) is recorded per structure (how many sampler slots its members draw): the
+``AutoAugment``) is recorded per structure (how many sampler slots its members draw, and
+where the policy splits them whether they draw a neighbourhood entry, whose members' table
+then has none: ``batch_ops.PolicyStep.apart``): the
 head (the steps before the policy) once per head group, then per structure
 ``batch_ops.record_policy`` on the head's gather and ``batch_arena.launch_of``. In the table
 path (``batch_ops.ValueTable``: every member of one size) everything that record makes but
@@ -189,8 +191,12 @@ class PolicyFill:
                 or not len(g0.cur) or not (g0.cur == g0.cur[0]).all()):
             return None
         h, w = int(g0.cur[0, 0]), int(g0.cur[0, 1])
-        table = self.step.value_table(kind_for(g0.cin, g0.dtype), h, w, g0.full)
-        if table is None:
+        kind = kind_for(g0.cin, g0.dtype)
+        # (and the table of the members that draw no neighbourhood entry:
+        # ``PolicyStep.apart``)
+        table = self.step.value_table(kind, h, w, g0.full)
+        plain = self.step.value_table(kind, h, w, g0.full, True)
+        if table is None or plain is None:
             return None
         hpos = np.zeros(len(inp), dtype=np.int64)
         hpos[hrows] = np.arange(len(hrows))
@@ -200,7 +206,7 @@ class PolicyFill:
         sig, end, _ = g0._layout()
         arena = np.empty((len(inp), 2), dtype=np.int64)
         arena[:, 0], arena[:, 1] = self.rec.offset[inp], self.rec.hw[inp, 1]
-        return (head, hpos, table, end, sig, h, w, g0.full, joins, arena)
+        return (head, hpos, (table, plain), end, sig, h, w, g0.full, joins, arena)
 
     def launch(self, hp: tuple | None, rows: np.ndarray, ctx: batch_ops.Ctx,
                on: np.ndarray) -> tuple[Any, tuple | None]:
@@ -210,10 +216,11 @@ class PolicyFill:
         make it (None there: the path, nothing to learn)."""
         if hp is None or not len(rows):
             return None, None
-        head, hpos, table, split0, sig0, h, w, full, joins, arena = hp
+        head, hpos, tables, split0, sig0, h, w, full, joins, arena = hp
+        dr = self.step.draws(ctx)
+        table = tables[self.step.plain(dr.value[rows])]  # (``record_policy``'s choice)
         if table.broken:
             return None, None
-        dr = self.step.draws(ctx)
         args = (head, hpos, split0, rows, on, dr.geo, dr.before, dr.codes, dr.value)
         for _ in range(3):
             status, slots, buf = policy_rows(*args, table, _slot_base(h, w, full))

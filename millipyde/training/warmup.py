@@ -65,7 +65,7 @@ def representatives(operations: list, seed: int = 0, search: int = SEARCH,
     """
     from ..kernels import REGISTRY
     from ..ops import FORMS
-    from . import batch_math
+    from . import batch_math, batch_ops
 
     ks = np.arange(search, dtype=np.int64)
     coins = np.stack([mprandom.gate_array(seed, ks, j, op.probability)
@@ -86,6 +86,8 @@ def representatives(operations: list, seed: int = 0, search: int = SEARCH,
         if isinstance(op, Policy):  # one output per batch structure of the policy
             bits.append(op.geometric_count(
                 lambda t, j=j: mprandom.uniform01_array(seed, ks, j, t), search)[:, None])
+            # (and per member drawing a neighbourhood entry or not, where it splits them)
+            bits.append(batch_ops.PolicyStep(op).apart(batch_ops.Ctx(seed, ks, j))[:, None])
         elif isinstance(op, AugMix):
             # one output per set of structures its chains draw (a batch forks into one gather
             # per structure, ``batch_augmix``): chain i's draw t is the op's draw base_i + t
