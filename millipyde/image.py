@@ -173,25 +173,35 @@ class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
         """Record an op form's :class:`~millipyde.ops.Emit` rows for this one image, after
         checking its :class:`~millipyde.ops.Reject` entries (nothing is recorded if one
         refuses the image)."""
+        for kernel, params in self._emitted(entries)[0]:
+            self._record(kernel, params)
+
+    def _emitted(self, entries: list) -> tuple[list[tuple[str, tuple]], bool]:
+        """The (kernel, parameters) records of ``entries`` on this image, after checking its
+        :class:`~millipyde.ops.Reject` entries and every output's size (``ValueError``), and
+        whether they depend on the entries, the image's shape and its dtype alone (no output
+        large enough that its check asked the device for its memory)."""
         for e in entries:
             if isinstance(e, Reject) and e.mask[0]:
                 raise ValueError(e.message(0))
         # every output's size before the first is recorded (random_resized_crop is a crop,
         # then a resize: a refused resize must not leave the crop recorded)
-        shape = tuple(self.shape)
+        shape, alone = tuple(self.shape), True
+        records = []
         for e in entries:
             if isinstance(e, Emit) and (e.skip is None or not e.skip[0]):
+                params = tuple(e.params[0].tolist())
+                records.append((e.kernel, params))
                 spec = REGISTRY[e.kernel]
                 if not spec.keeps_shape:
-                    params = tuple(e.params[0].tolist())
                     out = spec.out_shape(shape, params)
                     if out[:2] != shape[:2]:
                         dtype = np.dtype(np.float64) if spec.kind == "pixel" else self.dtype
                         _check_output_size(spec.name, params, out, dtype, self._node.device)
+                        alone = alone and max(out[:2]) <= MAX_SIDE and \
+                            math.prod(out) * dtype.itemsize <= _SMALL_OUTPUT
                     shape = out
-        for e in entries:
-            if isinstance(e, Emit) and (e.skip is None or not e.skip[0]):
-                self._record(e.kernel, tuple(e.params[0].tolist()))
+        return records, alone
 
     def clone(self) -> gpuimage:
         """Deep copy on the current target device (targets too); a gpuimage."""
@@ -258,8 +268,9 @@ class _NoDraws:
 
 _NO_DRAWS = _NoDraws()
 
-#: per op form that draws nothing, its one-image entries (``Form.emits``) per (repr of the
-#: parsed arguments, shape, dtype); at most ``_FIXED_KEPT`` a form
+#: per op form that draws nothing, the (kernel, parameters) records of one image
+#: (``Form.emits``, ``gpuimage._emitted``) per (repr of the parsed arguments, shape, dtype); at
+#: most ``_FIXED_KEPT`` a form
 FIXED_ENTRIES: dict[str, dict[tuple, list]] = {}
 _FIXED_KEPT = 64
 _PLAIN = frozenset((int, float, bool, str, type(None)))
@@ -318,9 +329,11 @@ def _method(form: Form) -> Callable[..., None]:
                        if region is None else form.emits_on_region(a, d, region, kind))
     else:
         # a form that draws nothing: its sample is a function of the parsed arguments and the
-        # image's shape and dtype alone, so its entries are kept per (arguments, shape, dtype)
-        # where the arguments are plain values (a repeated ``gaussian(2)`` or ``rotate(45)``
-        # on same-size images runs the sample's NumPy once, not per call)
+        # image's shape and dtype alone, so the records it makes are kept per (arguments,
+        # shape, dtype) where the arguments are plain values (a repeated ``gaussian(2)`` or
+        # ``rotate(45)`` on same-size images runs the sample's NumPy and the records' checks
+        # once, not per call; a refusal, and an output large enough to ask the device for its
+        # memory, are checked every call)
         kept = FIXED_ENTRIES.setdefault(form.name, {})
 
         def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
@@ -332,14 +345,16 @@ def _method(form: Form) -> Callable[..., None]:
                 self._emit(form.emits_on_region(a, _NO_DRAWS, region, kind))
                 return
             key = (repr(a), shape, dtype) if _plain(a) else None
-            entries = None if key is None else kept.get(key)
-            if entries is None:
+            records = None if key is None else kept.get(key)
+            if records is None:
                 entries = form.emits(a, _NO_DRAWS, np.array([shape[:2]], dtype=np.int64), kind)
-                if key is not None:
+                records, alone = self._emitted(entries)  # (a refusal raises: nothing kept)
+                if key is not None and alone:
                     if len(kept) >= _FIXED_KEPT:
                         kept.pop(next(iter(kept), None), None)
-                    kept[key] = entries
-            self._emit(entries)
+                    kept[key] = records
+            for name, params in records:
+                self._record(name, params)
     sig = inspect.signature(parse)
     params = list(sig.parameters.values())
     params[0] = params[0].replace(name="self", annotation=inspect.Parameter.empty)

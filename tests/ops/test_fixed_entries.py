@@ -83,9 +83,24 @@ def test_values_equal_under_equality_but_not_repr_are_kept_apart():
 
 def test_a_refusal_is_raised_on_every_call_and_outputs_equal_a_fresh_samples():
     small = mp.gpuimage(np.zeros((10, 10, 3), dtype=np.uint8))
+    image_mod.FIXED_ENTRIES.get("crop", {}).clear()
     for _ in range(2):
         with pytest.raises(ValueError, match="crop top \\+ height"):
             small.clone().crop(2, 3, 20, 5)
+    assert not image_mod.FIXED_ENTRIES["crop"]  # (a refusal keeps nothing)
+    # an output past the side limit is refused on every call; one large enough that its
+    # check asks the device for its memory is checked on every call (kept: neither)
+    image_mod.FIXED_ENTRIES.get("resize", {}).clear()
+    for _ in range(2):
+        with pytest.raises(ValueError, match="resize"):
+            small.clone().resize(2**31, 4)
+    try:
+        small.clone().resize(10**9, 4)  # (12 GB: refused where the device holds less)
+    except ValueError:
+        pass
+    assert not image_mod.FIXED_ENTRIES["resize"]
+    small.clone().resize(20, 30)
+    assert len(image_mod.FIXED_ENTRIES["resize"]) == 1
     rng = np.random.default_rng(3)
     host = rng.integers(0, 256, (33, 47, 3), dtype=np.uint8)
     outs = []
