@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from millipyde.graph.ir.node import Node, leaf, leaves
+from millipyde.graph.ir.node import Node, leaf, leaves, stored
 
 
 def test_leaves_equal_leaf_but_for_id_and_buffer():
@@ -23,7 +23,13 @@ def test_leaves_equal_leaf_but_for_id_and_buffer():
             assert getattr(n, slot) == getattr(want, slot), slot
         assert type(n.shape) is tuple and all(type(s) is int for s in n.shape)
         assert n.materialized and n.name == "leaf"
-        with n.lock:  # a lock of its own, reentrant as leaf's
+        with n.lock:  # reentrant, as leaf's
             with n.lock:
                 pass
-    assert got[0].lock is not got[1].lock
+    # nodes stored with their value are only ever checked under their lock: they share one
+    # (no tracked RLock per output); a node stored without one (its value still to come) has
+    # its own
+    assert got[0].lock is got[1].lock is stored(bufs[0], (2, 3), np.dtype(np.uint8), 1).lock
+    pending = stored(None, (2, 3), np.dtype(np.uint8), 1)
+    assert pending.lock is not got[0].lock
+    assert pending.lock is not stored(None, (2, 3), np.dtype(np.uint8), 1).lock
