@@ -210,7 +210,9 @@ def test_a_new_seed_takes_the_shapes_before_the_callable_found_before(monkeypatc
     plain = generator_callables.CallableRecorder._shape_before
 
     def spy(self, i, k, key):
-        if key not in self._shapes:
+        # (a compiling-ahead twin, on a GPU, records with launches skipped: its shapes stay
+        # its own, ``template_share.chain_key``, so it finds each anew by design)
+        if key not in self._shapes and not runtime.is_recording():
             found.append(key)
         return plain(self, i, k, key)
 
