@@ -271,7 +271,7 @@ _NO_DRAWS = _NoDraws()
 #: per op form that draws nothing, the (kernel, parameters) records of one image
 #: (``Form.emits``, ``gpuimage._emitted``) per (repr of the parsed arguments, shape, dtype); at
 #: most ``_FIXED_KEPT`` a form
-FIXED_ENTRIES: dict[str, dict[tuple, list]] = {}
+FIXED_RECORDS: dict[str, dict[tuple, list]] = {}
 _FIXED_KEPT = 64
 _PLAIN = frozenset((int, float, bool, str, type(None)))
 
@@ -334,7 +334,7 @@ def _method(form: Form) -> Callable[..., None]:
         # ``rotate(45)`` on same-size images runs the sample's NumPy and the records' checks
         # once, not per call; a refusal, and an output large enough to ask the device for its
         # memory, are checked every call)
-        kept = FIXED_ENTRIES.setdefault(form.name, {})
+        kept = FIXED_RECORDS.setdefault(form.name, {})
 
         def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
             shape, dtype = self.shape, self.dtype

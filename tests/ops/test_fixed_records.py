@@ -1,4 +1,4 @@
-"""A form that draws nothing keeps its one-image entries per (arguments, shape, dtype): the
+"""A form that draws nothing keeps its one-image records per (arguments, shape, dtype): the
 method records what a fresh sample records, and tells apart what it must."""
 
 from __future__ import annotations
@@ -55,23 +55,23 @@ def test_the_table_covers_every_form_with_a_sample_that_draws_nothing():
 @pytest.mark.parametrize("name", sorted(_FIXED))
 def test_a_kept_entry_records_what_a_fresh_sample_records(name):
     img = mp.gpuimage(np.zeros((37, 53, 3), dtype=np.uint8))
-    image_mod.FIXED_ENTRIES.get(name, {}).clear()
+    image_mod.FIXED_RECORDS.get(name, {}).clear()
     fresh = _recorded(img, name, _FIXED[name])
-    assert len(image_mod.FIXED_ENTRIES[name]) == 1
+    assert len(image_mod.FIXED_RECORDS[name]) == 1
     kept = _recorded(img, name, _FIXED[name])
     assert kept == fresh and fresh
     # another size: another entry, and its own parameters where they depend on the size
     other = mp.gpuimage(np.zeros((41, 61, 3), dtype=np.uint8))
-    image_mod.FIXED_ENTRIES[name].clear()
+    image_mod.FIXED_RECORDS[name].clear()
     want = _recorded(other, name, _FIXED[name])
     _recorded(img, name, _FIXED[name])
     assert _recorded(other, name, _FIXED[name]) == want
-    assert len(image_mod.FIXED_ENTRIES[name]) == 2
+    assert len(image_mod.FIXED_RECORDS[name]) == 2
 
 
 def test_values_equal_under_equality_but_not_repr_are_kept_apart():
     img = mp.gpuimage(np.zeros((16, 16, 3), dtype=np.uint8))
-    kept = image_mod.FIXED_ENTRIES.setdefault("rotate", {})
+    kept = image_mod.FIXED_RECORDS.setdefault("rotate", {})
     kept.clear()
     for angle in (30, 30.0, 0.0, -0.0):  # (the parse makes 30 a float: one entry)
         img.clone().rotate(angle)
@@ -83,14 +83,14 @@ def test_values_equal_under_equality_but_not_repr_are_kept_apart():
 
 def test_a_refusal_is_raised_on_every_call_and_outputs_equal_a_fresh_samples():
     small = mp.gpuimage(np.zeros((10, 10, 3), dtype=np.uint8))
-    image_mod.FIXED_ENTRIES.get("crop", {}).clear()
+    image_mod.FIXED_RECORDS.get("crop", {}).clear()
     for _ in range(2):
         with pytest.raises(ValueError, match="crop top \\+ height"):
             small.clone().crop(2, 3, 20, 5)
-    assert not image_mod.FIXED_ENTRIES["crop"]  # (a refusal keeps nothing)
+    assert not image_mod.FIXED_RECORDS["crop"]  # (a refusal keeps nothing)
     # an output past the side limit is refused on every call; one large enough that its
     # check asks the device for its memory is checked on every call (kept: neither)
-    image_mod.FIXED_ENTRIES.get("resize", {}).clear()
+    image_mod.FIXED_RECORDS.get("resize", {}).clear()
     for _ in range(2):
         with pytest.raises(ValueError, match="resize"):
             small.clone().resize(2**31, 4)
@@ -98,15 +98,15 @@ def test_a_refusal_is_raised_on_every_call_and_outputs_equal_a_fresh_samples():
         small.clone().resize(10**9, 4)  # (12 GB: refused where the device holds less)
     except ValueError:
         pass
-    assert not image_mod.FIXED_ENTRIES["resize"]
+    assert not image_mod.FIXED_RECORDS["resize"]
     small.clone().resize(20, 30)
-    assert len(image_mod.FIXED_ENTRIES["resize"]) == 1
+    assert len(image_mod.FIXED_RECORDS["resize"]) == 1
     rng = np.random.default_rng(3)
     host = rng.integers(0, 256, (33, 47, 3), dtype=np.uint8)
     outs = []
     for keep in (False, True, True):
         if not keep:
-            image_mod.FIXED_ENTRIES.get("gaussian", {}).clear()
+            image_mod.FIXED_RECORDS.get("gaussian", {}).clear()
         y = mp.gpuimage(host)
         y.gaussian(1.5)
         y.rotate(20.0)
@@ -115,7 +115,7 @@ def test_a_refusal_is_raised_on_every_call_and_outputs_equal_a_fresh_samples():
 
 
 def test_the_kept_entries_are_bounded():
-    kept = image_mod.FIXED_ENTRIES.setdefault("translate", {})
+    kept = image_mod.FIXED_RECORDS.setdefault("translate", {})
     kept.clear()
     img = mp.gpuimage(np.zeros((8, 8, 3), dtype=np.uint8))
     for k in range(image_mod._FIXED_KEPT + 10):
