@@ -12,6 +12,7 @@ tree first on ``PYTHONPATH`` and run this file by its path)::
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import tempfile
@@ -20,13 +21,19 @@ from pathlib import Path
 
 import numpy as np
 
-OPS = {
-    "adjust_gamma": ("adjust_gamma", (2.0,)),
-    "rgb2grey": ("rgb2grey", ()),
-    "gaussian": ("gaussian", (2.0,)),
-    "fliplr": ("fliplr", ()),
-    "rotate45": ("rotate", (45.0,)),
-}
+
+def _bench_single() -> object:
+    """``bench/bench_single.py`` of this file's tree, by its path (the tree timed is the one
+    on ``PYTHONPATH``, whose own ``bench`` package may differ)."""
+    path = Path(__file__).resolve().parents[1] / "bench_single.py"
+    spec = importlib.util.spec_from_file_location("_bench_single", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+#: the ops and arguments ``bench_single.py`` times
+OPS = _bench_single().OPS
 
 
 def main() -> None:
