@@ -208,6 +208,8 @@ class PolicyStep:
         # the value entries whose kernels read a neighbourhood (sharpness): ``apart``
         self.neighbourhood = np.array([_reads_neighbourhood(name) for name in op.names]
                                       + [False])  # (the ``none`` code's op: none)
+        # whether ``apart`` splits its members: two positions or more, and such an entry
+        self.splits = op.positions >= 2 and bool(self.neighbourhood.any())
         self._parsed: dict[Any, Any] = {}
         self._entries: dict[tuple, list | None] = {}  # ``entry_rows``
         self._slots: dict[tuple, tuple] = {}  # ``slot_row``
@@ -229,10 +231,9 @@ class PolicyStep:
         members that draw none (about 86% of RandAugment(2, 9)'s) need about 100. Apart,
         those members' gathers leave the neighbourhood kernels out (:func:`record_policy`'s
         ``plain``) and the few others keep them."""
-        dr = self.draws(c)
-        if dr.value.shape[1] < 2 or not self.neighbourhood.any():
+        if not self.splits:
             return np.zeros(c.n, dtype=np.int64)
-        return self.draws_neighbourhood(dr.value).astype(np.int64)
+        return self.draws_neighbourhood(self.draws(c).value).astype(np.int64)
 
     def draws_neighbourhood(self, value: np.ndarray) -> np.ndarray:
         """(n,) whether each member draws a value entry that reads a neighbourhood, at any
@@ -243,8 +244,7 @@ class PolicyStep:
         """Whether a gather of members whose ``PolicyDraws.value`` is ``value`` (one
         :meth:`apart` structure) leaves the neighbourhood entries out: the policy is split
         (:meth:`apart`) and none of them draws one."""
-        return value.shape[1] >= 2 and bool(self.neighbourhood.any()) and \
-            not self.draws_neighbourhood(value).any()
+        return self.splits and not self.draws_neighbourhood(value).any()
 
     def draws(self, c: Ctx) -> PolicyDraws:
         """The members' :class:`PolicyDraws` (made once per batch: those of a ``sub`` of a

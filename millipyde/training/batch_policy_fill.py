@@ -192,10 +192,10 @@ class PolicyFill:
             return None
         h, w = int(g0.cur[0, 0]), int(g0.cur[0, 1])
         kind = kind_for(g0.cin, g0.dtype)
-        # (and the table of the members that draw no neighbourhood entry:
-        # ``PolicyStep.apart``)
+        # (and, where the policy splits them, the table of the members that draw no
+        # neighbourhood entry: ``PolicyStep.apart``)
         table = self.step.value_table(kind, h, w, g0.full)
-        plain = self.step.value_table(kind, h, w, g0.full, True)
+        plain = self.step.value_table(kind, h, w, g0.full, True) if self.step.splits else table
         if table is None or plain is None:
             return None
         hpos = np.zeros(len(inp), dtype=np.int64)
