@@ -198,6 +198,12 @@ def decode_process() -> bool | str | None:
     return flag("MILLIPYDE_DECODE_PROCESS")
 
 
+def pipeline_processes() -> bool:
+    """``MILLIPYDE_PIPELINE_PROCESSES``: whether a Pipeline that does not say runs its chunks
+    in one worker process per device (default off)."""
+    return flag("MILLIPYDE_PIPELINE_PROCESSES", False)
+
+
 def nvimgcodec_api() -> str:
     """``MILLIPYDE_NVIMGCODEC_API``: ``"c"`` (the default) or ``"python"``."""
     raw = _raw("MILLIPYDE_NVIMGCODEC_API", None)
