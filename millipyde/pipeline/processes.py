@@ -418,6 +418,22 @@ def _rebuilt(err: Any) -> BaseException:
     return RuntimeError(f"{kind}: {text}")
 
 
+def _dumps(obj: Any) -> bytes:
+    """``obj`` pickled, Operations by their parts (``distributed.tasks.reduce_operation``:
+    an Operation holds a lock, and its call counter is per process)."""
+    import copyreg
+    import io
+
+    from ..distributed.tasks import reduce_operation
+    from ..operation import Operation
+
+    buf = io.BytesIO()
+    p = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+    p.dispatch_table = {**copyreg.dispatch_table, Operation: reduce_operation}
+    p.dump(obj)
+    return buf.getvalue()
+
+
 class ProcessChunks:
     """A stage's chunks launched by the devices' workers: :meth:`launch` is
     :meth:`StageChunks.launch`'s (``run.Run`` calls one or the other)."""
@@ -436,8 +452,7 @@ class ProcessChunks:
         if not chunks.enabled or not supported():
             return None
         try:
-            blob = pickle.dumps((chunks.operations, chunks.seed),
-                                protocol=pickle.HIGHEST_PROTOCOL)
+            blob = _dumps((chunks.operations, chunks.seed))
         except Exception:
             return None
         return ProcessChunks(chunks, blob)
