@@ -206,7 +206,7 @@ class StageChunks:
         n = len(xs)
         span = (positions[0], positions[-1], n)
         try:
-            stack = _stack(nodes, device, stream, copy_stream)
+            stack = stack_values(nodes, device, stream, copy_stream)
         except Exception as err:
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
                 from err
@@ -282,7 +282,7 @@ class StageChunks:
                 raise ChunkFailure(pos, kernels_failed(self.operations, err)) from err
 
 
-def _stack(values: list[Node | Member], device: int, stream: Any,
+def stack_values(values: list[Node | Member], device: int, stream: Any,
            copy_stream: Callable[[], Any]) -> Any:
     """The values (stored nodes or members of batch buffers, one shape and dtype) copied into
     one (n, ...) buffer on ``device``, ready for work queued on ``stream`` next.

@@ -51,12 +51,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import childproc, faults
+from .. import childproc, devices, faults
 from ..backend import ACTIVE as runtime
 from ..graph.ir.member import Batch, Member
 from ..graph.ir.node import stored
-from ..workers import Cancelled, StepError, kernels_failed
-from .chunks import ChunkFailure, Launched, StageChunks
+from ..workers import STREAMS, Cancelled, StepError, kernels_failed
+from .chunks import ChunkFailure, Launched, StageChunks, stack_values
 
 #: seconds a worker has to start (an interpreter, the backend, a CUDA context)
 START_SECONDS = 300.0
@@ -123,10 +123,10 @@ class Exports:
         self._copies: list[tuple[np.ndarray, int]] = []
         self._copied = 0
         self._copy_region = -1
-        self._batches: dict[int, tuple[int, int, int]] = {}  # id(batch) -> region, at, step
 
-    def add(self, buf: Any) -> tuple:
-        """``buf``'s place (exported, or on the host copied at :meth:`seal`)."""
+    def add(self, buf: Any, device: int) -> tuple:
+        """``buf``'s place (``buf`` on ``device``: exported, or on the host copied at
+        :meth:`seal`)."""
         shape, dtype = tuple(buf.shape), np.dtype(buf.dtype)
         strides = tuple(buf.strides)
         if self.host:
@@ -141,23 +141,14 @@ class Exports:
                 return (self._copy_region, at, shape, dtype, _c_strides(shape, dtype))
             r = self._region(id(arena), arena)
             return (r, _address(buf) - _address(np.asarray(arena)), shape, dtype, strides)
-        with runtime.on_device(self.device):
+        with runtime.on_device(device):  # (the handle names its device: the worker's opens
+            # it directly, or staged where it has no peer access)
             handle = buf.get_ipc_handle().ipc_handle  # numba-cuda: the allocation's handle
         key = bytes(handle.handle.reserved)
         r = self._region(key, [handle, 0])
         end = handle.offset + _span(shape, strides, dtype)
         self.regions[r][1] = max(self.regions[r][1], end)
         return (r, handle.offset, shape, dtype, strides)
-
-    def add_member(self, m: Member) -> tuple:
-        """A member's place, its batch buffer exported once a message (no view made)."""
-        b = m.batch
-        got = self._batches.get(id(b))
-        if got is None:
-            r, at, _, _, strides = self.add(b.buffer)
-            got = self._batches[id(b)] = (r, at, strides[0])
-        r, at, step = got
-        return (r, at + m.index * step, b.shape, b.dtype, _c_strides(b.shape, b.dtype))
 
     def _region(self, key: Any, payload: Any) -> int:
         r = self._index.get(key)
@@ -193,7 +184,7 @@ class Exports:
             buf = np.asarray(HostArena(n))[:n].view(dtype).reshape(shape)
         else:
             buf = runtime.empty(shape, dtype, self.device)
-        return buf, self.add(buf)
+        return buf, self.add(buf, self.device)
 
 
 def _c_strides(shape: tuple, dtype: np.dtype) -> tuple:
@@ -470,18 +461,24 @@ class ProcessChunks:
         span = (positions[0], positions[-1], n)
         if cancelled():
             raise Cancelled()
+        try:  # one buffer of the inputs (no copy where they are rows of one already)
+            stack = stack_values(nodes, device, stream, copy_stream)
+            if stream is not None and runtime.caps.launches_on_streams:
+                stream.synchronize()  # (the worker's streams are not ordered with ours)
+            ex = Exports(device)
+            place = ex.add(stack, device)
+            regions, fds = ex.seal()
+        except Exception as err:
+            raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
+                from err
         try:
             w = worker_for(device)
-            ex = Exports(device)
-            places = [ex.add_member(v) if type(v) is Member else ex.add(v.buffer)
-                      for v in nodes]
-            regions, fds = ex.seal()
             if self.token not in w.stages:
                 w.send(("stage", self.token, self.blob, dict(faults.ARMED)))
                 w.stages.add(self.token)
             cid = next(_cids)
             w.send(("chunk", cid, self.token, (key[0], device, key[2], key[3]), positions,
-                    [x._sample for x in xs], regions, places), fds)
+                    [x._sample for x in xs], regions, place), fds)
             msg = w.wait(cid)
         except PipelineWorkerError as err:
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
@@ -514,7 +511,7 @@ class ProcessChunks:
                 w.send(("outputs", cid, [], []))  # the worker lets the chunk go
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
                 from err
-        return Launched(values, left, _Done(w, cid, ""), (ex, out, bufs), nodes)
+        return Launched(values, left, _Done(w, cid, ""), (stack, ex, out, bufs), nodes)
 
 
 # -- the worker process's side -------------------------------------------------------------
@@ -530,9 +527,9 @@ class _Server:
     """The worker's state: its device and stream, the stages it was sent, chunks between
     their two exchanges and chunks whose copies are queued."""
 
-    def __init__(self, conn: Connection, device: int, host: bool) -> None:
+    def __init__(self, conn: Connection, device: int, host: bool, stream: Any) -> None:
         self.conn, self.device, self.host = conn, device, host
-        self.stream = runtime.take_stream(device) if runtime.caps.launches_on_streams else None
+        self.stream = stream if runtime.caps.launches_on_streams else None
         self.stages: collections.OrderedDict[int, StageChunks] = collections.OrderedDict()
         self.planned: dict[int, tuple] = {}  # cid -> (opened inputs, launched, batches)
         self.queued: collections.deque = collections.deque()  # (cid, opened..., launched)
@@ -563,18 +560,23 @@ class _Server:
         return True
 
     def chunk(self, cid: int, token: int, key: tuple, positions: list[int], samples: list[int],
-              regions: list[Any], places: list[tuple]) -> None:
+              regions: list[Any], place: tuple) -> None:
         opened = Opened(regions, self.fds(regions), self.host, self.device)
         try:
             stage = self.stages[token]
             cls, device, shape, dtype = key
-            xs, nodes = [], []
-            for place, sample in zip(places, samples, strict=True):
+            # the inputs: rows of the stack (members of a batch: ``chunks.stack_values``
+            # takes it as it is); the handles only carry type and sample (the recorder reads
+            # the stacked values)
+            stack = opened.array(place)
+            nodes = Batch(stack, shape, dtype, device,
+                          runtime.member_views(stack)).members(len(positions))
+            xs = []
+            for sample in samples:
                 y = cls.__new__(cls)
                 y._node, y._pinned, y._sample, y._opcount = None, None, sample, 0
-                y._bind(stored(opened.array(place), shape, dtype, device))
+                y._bind(stored(None, shape, dtype, device))
                 xs.append(y)
-                nodes.append(y._node)
             stage.takes(key, xs[0])  # (its draw rules, as decided where the run is)
             launched = stage.launch(key, positions, xs, nodes, device, self.stream,
                                     lambda: self.stream, lambda: False)
@@ -652,15 +654,19 @@ def worker_main(fd: int) -> int:
     except (EOFError, OSError):
         return 0
     try:
-        server = _Server(conn, int(device), bool(host))
+        device = int(device)
+        stream, _ = STREAMS.acquire(device)  # (as a Pipeline's worker thread takes one)
+        server = _Server(conn, device, bool(host), stream)
         conn.send(("alive", os.getpid()))
-        while True:
-            # messages first (the next chunk is recorded while the device copies the last)
-            if server.queued and not conn.poll(0):
-                server.finish_one()
-                continue
-            if not server.handle(conn.recv()):
-                break
+        with runtime.on_device(device), runtime.using_stream(stream), \
+                devices.targeting(device):
+            while True:
+                # messages first (the next chunk is recorded while the device copies the last)
+                if server.queued and not conn.poll(0):
+                    server.finish_one()
+                    continue
+                if not server.handle(conn.recv()):
+                    break
     except (EOFError, OSError):
         return 0
     except BaseException as err:
