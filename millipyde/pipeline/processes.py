@@ -10,22 +10,28 @@ The worker is a fresh interpreter (``childproc``: subprocess, never fork), one p
 started on first use and kept for later runs; :func:`close` (and the interpreter's exit) stops
 them. A chunk is two exchanges on the worker's socket:
 
-1. ``chunk``: the stage's Operations and seed (pickled once per run and stage), the chunk's
-   group key, positions and inputs as *regions* of shared memory with offsets; the worker
-   records and launches the chunk exactly as :meth:`StageChunks.launch` does here (same
-   streams, same positions: bit-identical outputs) and replies the shape, dtype and rows of
-   each output group, and the inputs left to the per-input path;
+1. ``chunk``: the stage's Operations and seed (pickled once per run and stage: Operations by
+   their parts), the chunk's group key, positions and sample numbers, and its inputs as one
+   stack in shared memory: ``chunks.stack_values``, the thread path's stack (none is made
+   where the inputs are rows of one buffer already: a previous chunk's outputs). The worker
+   takes the stack's rows as its inputs (members of one batch: no copy there), records and
+   launches the chunk exactly as :meth:`StageChunks.launch` does here (same streams, same
+   positions: the same outputs) and replies the shape, dtype and rows of each output group,
+   and the inputs left to the per-input path;
 2. ``outputs``: this process allocates each group's output buffer on the device (as the thread
    path's ``Batch``), exports it, and the worker copies its results into it, waits for its
    stream and replies ``done``; the commit is then the thread path's (``run.Run._commit``:
-   members of the chunk's buffer, all-or-nothing per input, rollback on failure).
+   members of the chunk's buffer, all-or-nothing per input, rollback on failure). The worker
+   reads the next chunk's message before it waits for the last chunk's copies.
 
-Memory stays owned by this process. A region is, on a GPU, one allocation exported by CUDA
-IPC (numba-cuda's ``get_ipc_handle``; the worker opens each allocation a chunk names once,
-and closes it when the chunk is done); on the cpu backend, a ``memfd`` mapping passed over the
-socket: outputs are allocated in such mappings (:class:`HostArena`), so the outputs of one run
-are the next run's inputs without a copy, and other inputs are copied into a mapping made for
-the chunk (slow: the cpu backend is there to test the protocol).
+Memory stays owned by this process. Shared memory is, on a GPU, an allocation exported by
+CUDA IPC (numba-cuda's ``get_ipc_handle``, with the buffer's offset in it; the worker opens
+each allocation a message names once, and closes it when the chunk is done; this process
+synchronizes its stream before a message names memory it wrote or allocated: streams of two
+processes are not ordered); on the cpu backend, a ``memfd`` mapping passed over the socket
+(:class:`HostArena`): outputs are allocated in such mappings, so one run's outputs are the next
+run's inputs without a copy, and a stack in plain memory is copied into a mapping made for the
+message (slow: the cpu backend is there to test the protocol).
 
 Left to the thread path: stages that do not record chunks (callable Operations, per-input
 units: pending work, targets), Operations that do not pickle, backends without shared memory
@@ -102,14 +108,6 @@ class HostArena:
         return b if type(b) is HostArena else None
 
 
-def _address(buf: Any) -> int:
-    if isinstance(buf, np.ndarray):
-        return int(buf.ctypes.data)
-    from numba.cuda.cudadrv import driver
-
-    return int(driver.device_pointer(buf))
-
-
 class Exports:
     """The regions of one message and each array's place in them: ``(region, offset, shape,
     dtype, strides)``. Host regions are arenas (arrays in none are copied into one made for
@@ -140,7 +138,8 @@ class Exports:
                 self._copied += -(-buf.nbytes // 64) * 64
                 return (self._copy_region, at, shape, dtype, _c_strides(shape, dtype))
             r = self._region(id(arena), arena)
-            return (r, _address(buf) - _address(np.asarray(arena)), shape, dtype, strides)
+            at = int(buf.ctypes.data) - arena.__array_interface__["data"][0]
+            return (r, at, shape, dtype, strides)
         with runtime.on_device(device):  # (the handle names its device: the worker's opens
             # it directly, or staged where it has no peer access)
             handle = buf.get_ipc_handle().ipc_handle  # numba-cuda: the allocation's handle
@@ -390,10 +389,10 @@ atexit.register(close)
 class _Done:
     """The event of a chunk in a worker: ``synchronize`` waits for its ``done``."""
 
-    __slots__ = ("worker", "cid", "what")
+    __slots__ = ("worker", "cid")
 
-    def __init__(self, worker: _Worker, cid: int, what: str) -> None:
-        self.worker, self.cid, self.what = worker, cid, what
+    def __init__(self, worker: _Worker, cid: int) -> None:
+        self.worker, self.cid = worker, cid
 
     def synchronize(self) -> None:
         msg = self.worker.wait(self.cid)
@@ -511,7 +510,7 @@ class ProcessChunks:
                 w.send(("outputs", cid, [], []))  # the worker lets the chunk go
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
                 from err
-        return Launched(values, left, _Done(w, cid, ""), (stack, ex, out, bufs), nodes)
+        return Launched(values, left, _Done(w, cid), (stack, ex, out, bufs), nodes)
 
 
 # -- the worker process's side -------------------------------------------------------------
