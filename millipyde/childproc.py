@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -38,15 +39,15 @@ def can_share_host() -> bool:
     return hasattr(os, "memfd_create") and hasattr(socket, "send_fds")
 
 
-def spawn(module: str, entry: str, backend: str) -> tuple[subprocess.Popen, socket.socket,
-                                                           Connection]:
+def spawn(module: str, entry: str, backend: str, who: str,
+          error: type[Exception]) -> tuple[subprocess.Popen, socket.socket, Connection]:
     """Start ``module.entry(fd)`` in a fresh interpreter on the ``backend``; the process, this
     end's socket and its connection.
 
     Raises
     ------
-    OSError
-        The interpreter could not be started.
+    error
+        "``who`` could not start: ...": the interpreter could not be started.
     """
     reap()
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -58,9 +59,9 @@ def spawn(module: str, entry: str, backend: str) -> tuple[subprocess.Popen, sock
         proc = subprocess.Popen(
             [sys.executable, "-c", f"from {module} import {entry}; {entry}({theirs.fileno()})"],
             pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL, close_fds=True)
-    except OSError:
+    except OSError as err:
         ours.close()
-        raise
+        raise error(f"{who} could not start: {err}") from err
     finally:
         theirs.close()
     return proc, ours, Connection(os.dup(ours.fileno()))
@@ -145,3 +146,28 @@ def send_fd(conn: Connection, fd: int, pid: int) -> None:
 def receive_fd(conn: Connection) -> int:
     """A descriptor passed by :func:`send_fd` (the caller closes it)."""
     return reduction.recv_handle(conn)
+
+
+class Receiver:
+    """One thread at a time reads a worker's socket (``pump``); other threads that wait for a
+    reply wait on ``cond`` meanwhile, and see what it received when it is done."""
+
+    def __init__(self, cond: threading.Condition) -> None:
+        self.cond = cond
+        self.busy = False
+
+    def turn(self, pump: Callable[[float], None], timeout: float = 0.05) -> bool:
+        """Called holding ``cond``: ``pump(timeout)`` without it, unless another thread is
+        pumping (then wait on ``cond`` up to ``timeout``); whether this thread pumped."""
+        if self.busy:
+            self.cond.wait(timeout)
+            return False
+        self.busy = True
+        self.cond.release()
+        try:
+            pump(timeout)
+        finally:
+            self.cond.acquire()
+            self.busy = False
+            self.cond.notify_all()
+        return True

@@ -33,20 +33,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import millipyde as mp  # noqa: E402
-from bench.bench_pipeline import FIVE  # noqa: E402
+from bench.bench_pipeline import FIVE, spread_inputs  # noqa: E402
 from millipyde.pipeline import processes  # noqa: E402
-
-
-def _make(bases: list, n: int, spread: bool, ndev: int) -> list:
-    xs = []
-    for i in range(n):
-        d = i % ndev if spread else 0
-        with mp.Device(d):
-            xs.append(bases[d].clone())
-    for x in xs:
-        x._materialize()
-    mp.synchronize()
-    return xs
 
 
 def _run(xs: list, ops: list, device: int | None, procs: bool) -> float:
@@ -72,13 +60,13 @@ def case(part: str, tag: str, host: np.ndarray, n: int, spread: bool, ndev: int,
     devs = [device] if device is not None else list(range(ndev))
     processes.close()
     first = {}
-    xs = _make(bases, n, spread, ndev)
+    xs = spread_inputs(bases, n, spread, ndev)
     first["threads"] = _run(xs, ops, device, False)
     del xs
     t0 = time.perf_counter()
     started = processes.start(devs)
     start_s = time.perf_counter() - t0
-    xs = _make(bases, n, spread, ndev)
+    xs = spread_inputs(bases, n, spread, ndev)
     first["processes"] = _run(xs, ops, device, True)
     del xs
     times: dict[str, list[float]] = {"threads": [], "processes": []}
@@ -86,7 +74,7 @@ def case(part: str, tag: str, host: np.ndarray, n: int, spread: bool, ndev: int,
     for _ in range(repeat):
         for mode in ("threads", "processes"):
             last[mode] = None
-            xs = _make(bases, n, spread, ndev)
+            xs = spread_inputs(bases, n, spread, ndev)
             times[mode].append(_run(xs, ops, device, mode == "processes"))
             last[mode] = xs
     same = all(np.asarray(last["threads"][i]).tobytes() == np.asarray(last["processes"][i])

@@ -180,7 +180,7 @@ class ProcessLoader:
         self._planned = self.first  # next batch whose plan is sent
         self._plan_done = False
         self._plan_sizes: dict[int, int] = {}  # batch -> samples, for batches from _want on
-        self._pumping = False
+        self._receiver = childproc.Receiver(self._cond)  # (one thread reads the socket)
         self._stopped = False
         self._dead: BaseException | None = None
         self._slots: dict[int, Any] = {}  # slot id -> its mapping in this process
@@ -211,12 +211,9 @@ class ProcessLoader:
             raise DecodeWorkerError(
                 f"decode worker of {self.name}: the source or sampler cannot be sent to a "
                 f"process ({type(err).__name__}: {err}); use decode_process=False") from err
-        try:
-            self._proc, self._sock, self._conn = childproc.spawn(
-                "millipyde.data.process", "run_worker", runtime.name)
-        except OSError as err:
-            raise DecodeWorkerError(f"decode worker of {self.name} could not start: "
-                                    f"{err}") from err
+        self._proc, self._sock, self._conn = childproc.spawn(
+            "millipyde.data.process", "run_worker", runtime.name,
+            f"decode worker of {self.name}", DecodeWorkerError)
         self._started = time.monotonic()
         self._alive_seen = False
         self.worker = f"decode worker pid {self._proc.pid}"
@@ -441,17 +438,8 @@ class ProcessLoader:
                 if not self._alive_seen and time.monotonic() - self._started > START_SECONDS:
                     raise DecodeWorkerError(f"the {self.worker} of stream {self.name} did "
                                             f"not start within {START_SECONDS:.0f} s")
-                if self._pumping:
-                    self._cond.wait(0.05)
+                if not self._receiver.turn(self._pump):
                     continue
-                self._pumping = True
-                self._cond.release()
-                try:
-                    self._pump(0.05)
-                finally:
-                    self._cond.acquire()
-                    self._pumping = False
-                    self._cond.notify_all()
                 if b not in self._ready and len(self._leased) >= self._most:
                     # every slot leased: a lease in a reference cycle goes with a collection
                     now = time.monotonic()

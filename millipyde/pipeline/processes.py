@@ -250,12 +250,9 @@ class _Worker:
         self.device = device
         self.host = runtime.caps.shared_batches == "host"
         t0 = time.perf_counter()
-        try:
-            self.proc, self.sock, self.conn = childproc.spawn(
-                "millipyde.pipeline.processes", "run_worker", runtime.name)
-        except OSError as err:
-            raise PipelineWorkerError(f"the pipeline worker of device {device} could not "
-                                      f"start: {err}") from err
+        self.proc, self.sock, self.conn = childproc.spawn(
+            "millipyde.pipeline.processes", "run_worker", runtime.name,
+            f"the pipeline worker of device {device}", PipelineWorkerError)
         self.name = f"pipeline worker of device {device} (pid {self.proc.pid})"
         self.started = time.monotonic()
         self.start_s: float | None = None  # seconds to its first reply (the cold start)
@@ -264,7 +261,7 @@ class _Worker:
         self.replies: dict[int, tuple] = {}
         self.cond = threading.Condition()
         self.send_lock = threading.Lock()
-        self.receiving = False
+        self.receiver = childproc.Receiver(self.cond)
         self.dead: PipelineWorkerError | None = None
         self.send(("hello", device, self.host))
 
@@ -298,17 +295,7 @@ class _Worker:
                     self.dead = PipelineWorkerError(f"the {self.name} did not start within "
                                                     f"{START_SECONDS:.0f} s")
                     raise self.dead
-                if self.receiving:
-                    self.cond.wait(0.05)
-                    continue
-                self.receiving = True
-                self.cond.release()
-                try:
-                    self._receive(0.05)
-                finally:
-                    self.cond.acquire()
-                    self.receiving = False
-                    self.cond.notify_all()
+                self.receiver.turn(self._receive)
 
     def _receive(self, timeout: float) -> None:
         try:
