@@ -123,6 +123,38 @@ def test_failing_op_in_the_worker_rolls_the_chunk_back(worker):
         np.testing.assert_array_equal(np.asarray(x), reference(h, ops, 1, i))
 
 
+def test_runs_from_two_threads_share_the_worker(worker):
+    hosts = crops(8, 8, 12)
+    halves = [[mp.gpuimage(h) for h in hosts[:4]], [mp.gpuimage(h) for h in hosts[4:]]]
+    errors = []
+
+    def run(imgs, seed):
+        try:
+            mp.Pipeline(imgs, OPS, seed=seed, device=0, processes=True).run()
+        except BaseException as err:  # (reported by the assertion below)
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(imgs, 7 + k))
+               for k, imgs in enumerate(halves)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    for k, imgs in enumerate(halves):
+        for i, x in enumerate(imgs):
+            np.testing.assert_array_equal(np.asarray(x), reference(hosts[4 * k + i], OPS,
+                                                                   7 + k, i))
+
+
+def test_the_environment_sets_the_default(monkeypatch):
+    monkeypatch.setenv("MILLIPYDE_PIPELINE_PROCESSES", "1")
+    assert mp.Pipeline([], []).uses_processes()
+    assert not mp.Pipeline([], [], processes=False).uses_processes()
+    monkeypatch.delenv("MILLIPYDE_PIPELINE_PROCESSES")
+    assert not mp.Pipeline([], []).uses_processes()
+
+
 def test_callables_stay_in_this_process():
     def double(x):
         return x

@@ -78,7 +78,8 @@ class PipelineWorkerError(RuntimeError):
 def supported() -> bool:
     """Whether the active backend can run chunks in worker processes: the cpu backend (host
     memory) and CUDA GPUs (CUDA IPC), on Linux."""
-    return childproc.can_share_host() and runtime.caps.shared_batches in ("host", "cuda_ipc")
+    return childproc.can_share_host() and not runtime.simulated and \
+        runtime.caps.shared_batches in ("host", "cuda_ipc")
 
 
 # -- shared memory: regions and places ------------------------------------------------------
