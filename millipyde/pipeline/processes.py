@@ -14,15 +14,16 @@ them. A chunk is two exchanges on the worker's socket:
    their parts), the chunk's group key, positions and sample numbers, and its inputs as one
    stack in shared memory: ``chunks.stack_values``, the thread path's stack (none is made
    where the inputs are rows of one buffer already: a previous chunk's outputs). The worker
-   takes the stack's rows as its inputs (members of one batch: no copy there), records and
-   launches the chunk exactly as :meth:`StageChunks.launch` does here (same streams, same
-   positions: the same outputs) and replies the shape, dtype and rows of each output group,
-   and the inputs left to the per-input path;
+   takes the stack's rows as its inputs (members of one batch: no copy there), records the
+   chunk exactly as :meth:`StageChunks.record` does here (same streams, same positions: the
+   same outputs) and replies the rows, shape and dtype of each output group, and the inputs
+   left to the per-input path;
 2. ``outputs``: this process allocates each group's output buffer on the device (as the thread
-   path's ``Batch``), exports it, and the worker copies its results into it, waits for its
-   stream and replies ``done``; the commit is then the thread path's (``run.Run._commit``:
-   members of the chunk's buffer, all-or-nothing per input, rollback on failure). The worker
-   reads the next chunk's message before it waits for the last chunk's copies.
+   path's ``Batch``) and sends it; the worker launches the chunk's kernels, their last one
+   writing into it (:meth:`StageChunks.start`), waits for its stream and replies ``done``; the
+   commit is then the thread path's (``run.Run._commit``: members of the chunk's buffer,
+   all-or-nothing per input, rollback on failure). The worker reads the next chunk's message
+   before it waits for the last chunk's kernels.
 
 Memory stays owned by this process. Shared memory is, on a GPU, an allocation exported by
 CUDA IPC (numba-cuda's ``get_ipc_handle``, with the buffer's offset in it; the worker opens
@@ -182,8 +183,9 @@ class Exports:
             dtype = np.dtype(dtype)
             n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
             buf = np.asarray(HostArena(n))[:n].view(dtype).reshape(shape)
-        else:
-            buf = runtime.empty(shape, dtype, self.device)
+        else:  # (as ``batch_group`` allocates a batch buffer)
+            make = getattr(runtime, "empty_batched", runtime.empty)
+            buf = make(shape, dtype, self.device)
         return buf, self.add(buf, self.device)
 
 
@@ -512,13 +514,13 @@ def _picklable(err: BaseException) -> Any:
 
 class _Server:
     """The worker's state: its device and stream, the stages it was sent, chunks between
-    their two exchanges and chunks whose copies are queued."""
+    their two exchanges and chunks whose kernels are queued."""
 
     def __init__(self, conn: Connection, device: int, host: bool, stream: Any) -> None:
         self.conn, self.device, self.host = conn, device, host
         self.stream = stream if runtime.caps.launches_on_streams else None
         self.stages: collections.OrderedDict[int, StageChunks] = collections.OrderedDict()
-        self.planned: dict[int, tuple] = {}  # cid -> (opened inputs, launched, batches)
+        self.planned: dict[int, tuple] = {}  # cid -> (stage token, opened inputs, Recorded)
         self.queued: collections.deque = collections.deque()  # (cid, opened..., launched)
 
     def fds(self, regions: list[Any]) -> list[int]:
@@ -565,46 +567,47 @@ class _Server:
                 y._bind(stored(None, shape, dtype, device))
                 xs.append(y)
             stage.takes(key, xs[0])  # (its draw rules, as decided where the run is)
-            launched = stage.launch(key, positions, xs, nodes, device, self.stream,
-                                    lambda: self.stream, lambda: False)
-        except ChunkFailure as err:
+            got = stage.record(key, positions, xs, nodes, device, self.stream,
+                               lambda: self.stream, lambda: False)
+        except BaseException as err:
             opened.close()
+            self._failed(cid, token, positions[0], err)
+            return
+        self.planned[cid] = (token, opened, got)
+        self.conn.send(("planned", cid, got.layout(), list(got.left)))
+
+    def _failed(self, cid: int, token: int, position: int, err: BaseException) -> None:
+        """Reply that chunk ``cid`` failed: a :class:`ChunkFailure`'s input and step, else the
+        whole chunk's kernels."""
+        if isinstance(err, ChunkFailure):
             self.conn.send(("failed", cid, err.position, err.err.what,
                             _picklable(err.err.cause), err.span is not None))
             return
-        except BaseException as err:
-            opened.close()
-            what = kernels_failed(self.stages[token].operations if token in self.stages
-                                  else [], err).what
-            self.conn.send(("failed", cid, positions[0], what, _picklable(err), True))
-            return
-        batches: dict[int, tuple[Batch, list[tuple[int, int]]]] = {}
-        for r, v in enumerate(launched.values):
-            if v is not None:
-                batches.setdefault(id(v.batch), (v.batch, []))[1].append((v.index, r))
-        groups, out = [], []
-        for b, rows in batches.values():
-            rows.sort()
-            groups.append(([r for _, r in rows], b.shape, b.dtype))
-            out.append(b)
-        self.planned[cid] = (opened, launched, out)
-        self.conn.send(("planned", cid, groups, list(launched.left)))
+        stage = self.stages.get(token)
+        what = kernels_failed(stage.operations if stage is not None else [], err).what
+        self.conn.send(("failed", cid, position, what, _picklable(err), True))
 
     def outputs(self, cid: int, regions: list[Any], places: list[tuple]) -> None:
-        opened, launched, batches = self.planned.pop(cid)
+        """Launch chunk ``cid``'s kernels into this process's output buffers (none: let the
+        chunk go)."""
+        token, opened, got = self.planned.pop(cid)
         dst = Opened(regions, self.fds(regions), self.host, self.device)
+        if len(places) != len(got.groups):
+            self._finish(opened, dst, None)
+            self.conn.send(("failed", cid, got.span[0], "", ("RuntimeError", "no outputs"),
+                            True))
+            return
         try:
-            if len(places) == len(batches):
-                for b, place in zip(batches, places, strict=True):
-                    _copy(dst.array(place), b.buffer, self.stream)
+            launched = self.stages[token].start(got, self.stream,
+                                                [dst.array(place) for place in places])
         except BaseException as err:
-            self._finish(opened, dst, launched)
-            self.conn.send(("failed", cid, 0, "", _picklable(err), True))
+            self._finish(opened, dst, None)
+            self._failed(cid, token, got.span[0], err)
             return
         self.queued.append((cid, opened, dst, launched))
 
     def finish_one(self) -> None:
-        """Wait for the oldest chunk's copies, close its mappings, say it is done."""
+        """Wait for the oldest chunk's kernels, close its mappings, say it is done."""
         cid, opened, dst, launched = self.queued.popleft()
         try:
             if self.stream is not None:
@@ -617,18 +620,12 @@ class _Server:
         self.conn.send(("done", cid))
 
     @staticmethod
-    def _finish(opened: Opened, dst: Opened, launched: Launched) -> None:
-        launched.keep = ()
-        launched.values = []
+    def _finish(opened: Opened, dst: Opened, launched: Launched | None) -> None:
+        if launched is not None:  # (its arrays over the mappings go first)
+            launched.keep = ()
+            launched.values = []
         dst.close()
         opened.close()
-
-
-def _copy(dst: Any, src: Any, stream: Any) -> None:
-    if isinstance(dst, np.ndarray):
-        np.copyto(dst, src)
-    else:
-        dst.copy_to_device(src, stream=stream)
 
 
 def worker_main(fd: int) -> int:
@@ -648,7 +645,7 @@ def worker_main(fd: int) -> int:
         with runtime.on_device(device), runtime.using_stream(stream), \
                 devices.targeting(device):
             while True:
-                # messages first (the next chunk is recorded while the device copies the last)
+                # messages first (the next chunk is recorded while the device runs the last)
                 if server.queued and not conn.poll(0):
                     server.finish_one()
                     continue
