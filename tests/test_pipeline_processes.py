@@ -1,7 +1,8 @@
 """``Pipeline(processes=True)`` (``pipeline.processes``): chunks recorded and launched by a
-worker process per device, on the cpu backend (host memory shared by memfd): the outputs of
-the thread path byte for byte, in place, all-or-nothing on a failure, a killed worker named
-and replaced, no process or thread left after ``close``.
+worker process per device, on the cpu backend (host memory shared by memfd) and on GPUs (CUDA
+IPC; the two-device case on virtual cpu devices): the outputs of the thread path byte for
+byte, in place, all-or-nothing on a failure, a killed worker named and replaced, no process
+or thread left after ``close``.
 
 One worker (device 0) serves the module: its start (an interpreter and millipyde's import,
 ~1 s) is paid once, by the module's fixture."""
@@ -12,7 +13,7 @@ import threading
 
 import numpy as np
 import pytest
-from multidevice import crops, reference, run_with_devices, wait_for_workers
+from multidevice import assert_same, crops, reference, run_with_devices, wait_for_workers
 
 import millipyde as mp
 from millipyde import faults
@@ -21,8 +22,8 @@ from millipyde.backend import ACTIVE as runtime
 from millipyde.pipeline import PipelineError, processes
 from millipyde.pipeline import chunks as pipeline_chunks
 
-pytestmark = pytest.mark.skipif(runtime.name != "cpu" or not processes.supported(),
-                                reason="worker processes are tested on the cpu backend")
+pytestmark = pytest.mark.skipif(not processes.supported(),
+                                reason="no worker processes on this backend (CUDASIM, HIP)")
 
 OPS = [mp.Operation("random_rotate", -20, 20), mp.Operation("fliplr", probability=0.5),
        mp.Operation("gaussian", 1.0, probability=0.5)]
@@ -79,8 +80,8 @@ def test_outputs_equal_the_thread_path_twice_over(worker, monkeypatch):
         a, b = np.asarray(a), np.asarray(b)
         assert (a.dtype, a.shape) == (b.dtype, b.shape), i
         assert a.tobytes() == b.tobytes(), f"input {i}"
-    assert processes.HostArena.of(procs[0]._node.buffer if procs[0]._node is not None
-                                  else np.asarray(procs[0])) is not None
+    if runtime.name == "cpu":  # (the outputs' memory: mappings shared with the worker)
+        assert processes.HostArena.of(procs[0]._node.buffer) is not None  # (read above)
     for imgs, flag in ((threads, False), (procs, True)):
         mp.Pipeline(imgs, OPS, seed=9, device=0, processes=flag).run()
     for i, (a, b) in enumerate(zip(threads, procs, strict=True)):
@@ -102,7 +103,7 @@ def test_in_place_and_connected(worker):
         want = reference(h, OPS[:2], 3, i)
         x = mp.gpuimage(want)
         x.adjust_gamma(2)
-        np.testing.assert_array_equal(np.asarray(a[i]), np.asarray(x))
+        assert_same(np.asarray(a[i]), np.asarray(x))
 
 
 def test_failing_op_in_the_worker_rolls_the_chunk_back(worker):
@@ -120,7 +121,7 @@ def test_failing_op_in_the_worker_rolls_the_chunk_back(worker):
     faults.clear()
     mp.Pipeline(imgs, ops, seed=1, device=0, processes=True).run()
     for i, (x, h) in enumerate(zip(imgs, hosts, strict=True)):
-        np.testing.assert_array_equal(np.asarray(x), reference(h, ops, 1, i))
+        assert_same(np.asarray(x), reference(h, ops, 1, i))
 
 
 def test_runs_from_two_threads_share_the_worker(worker):
@@ -143,8 +144,7 @@ def test_runs_from_two_threads_share_the_worker(worker):
     assert errors == []
     for k, imgs in enumerate(halves):
         for i, x in enumerate(imgs):
-            np.testing.assert_array_equal(np.asarray(x), reference(hosts[4 * k + i], OPS,
-                                                                   7 + k, i))
+            assert_same(np.asarray(x), reference(hosts[4 * k + i], OPS, 7 + k, i))
 
 
 def test_the_environment_sets_the_default(monkeypatch):
@@ -176,7 +176,7 @@ def test_a_killed_worker_is_named_and_replaced(worker):
     mp.Pipeline(imgs, OPS, seed=2, device=0, processes=True).run()  # a fresh worker
     assert processes.workers()[0] != worker
     for i, (x, h) in enumerate(zip(imgs, hosts, strict=True)):
-        np.testing.assert_array_equal(np.asarray(x), reference(h, OPS, 2, i))
+        assert_same(np.asarray(x), reference(h, OPS, 2, i))
 
 
 def test_close_leaves_no_process_or_thread():
