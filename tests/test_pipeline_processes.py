@@ -60,9 +60,12 @@ def _run(hosts, ops, seed, **kwargs):
     return imgs
 
 
-def test_outputs_equal_the_thread_path_twice_over(worker, monkeypatch):
+@pytest.mark.parametrize("stack_in_worker", [False, True])
+def test_outputs_equal_the_thread_path_twice_over(worker, monkeypatch, stack_in_worker):
     """Twice: the second run's inputs are the first's outputs, in the worker's shared memory
-    (no copy), the first's plain arrays (copied in)."""
+    (no copy), the first's plain arrays (copied in); the chunks stacked here, or each input
+    sent and stacked by the worker."""
+    monkeypatch.setattr(processes, "STACK_IN_WORKER", stack_in_worker)
     sent = []
     launch = processes.ProcessChunks.launch
 

@@ -19,7 +19,9 @@ between) of the processes' last run against the threads' last run, byte for byte
 also gives this process's CPU time an input in its least run (every thread of it, not the
 workers': the host work left under the one GIL; 3.6x on four GPUs needs <= 5.3 us).
 
-``--cpu-check`` makes everything small (the cpu backend's test of this script).
+``--stack-in-worker``: the workers stack each chunk from its inputs' own memory
+(``processes.STACK_IN_WORKER``) instead of this process stacking it. ``--cpu-check`` makes
+everything small (the cpu backend's test of this script).
 """
 
 from __future__ import annotations
@@ -119,7 +121,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--cpu-check", action="store_true", help="tiny sizes (cpu backend)")
+    ap.add_argument("--stack-in-worker", action="store_true",
+                    help="processes: each input's memory sent, the worker stacks the chunk")
     args = ap.parse_args()
+    processes.STACK_IN_WORKER = args.stack_in_worker
     if args.cpu_check:
         args.inputs_a, args.size_a, args.inputs_b, args.size_b = 40, 48, 6, "120x90"
         args.repeat = 1

@@ -338,7 +338,7 @@ def stack_values(values: list[Node | Member], device: int, stream: Any,
     stack kernel through peer access, large ones by the copy engines (peer copies).
     """
     first = values[0]
-    rows = _rows_of(values, device)
+    rows = rows_of(values, device)
     if rows is not None:
         return rows
     bufs = [v.view() if type(v) is Member else v.buffer for v in values]
@@ -361,7 +361,7 @@ def stack_values(values: list[Node | Member], device: int, stream: Any,
     return stack
 
 
-def _rows_of(values: list[Node | Member], device: int) -> Any:
+def rows_of(values: list[Node | Member], device: int) -> Any:
     """The batch buffer (or its slice) whose rows ``values`` are, in order, when they are
     members ``a..a+n-1`` of one batch on ``device``; else None."""
     first = values[0]

@@ -63,12 +63,18 @@ from ..backend import ACTIVE as runtime
 from ..graph.ir.member import Batch, Member
 from ..graph.ir.node import stored
 from ..workers import STREAMS, Cancelled, StepError, kernels_failed
-from .chunks import ChunkFailure, Launched, StageChunks, stack_values
+from .chunks import ChunkFailure, Launched, StageChunks, rows_of, stack_values
 
 #: seconds a worker has to start (an interpreter, the backend, a CUDA context)
 START_SECONDS = 300.0
 #: stages (runs x stages) whose recorders a worker keeps (each run sends its own)
-KEEP_STAGES = 16
+KEEP_STAGES = 64
+#: Send each input's memory and let the worker stack a chunk, where its inputs are not rows of
+#: one buffer already (False: stack here, one region a chunk). Stacking here puts a kernel of
+#: this process on the device between the worker's (contexts of two processes take turns on a
+#: GPU); stacking there opens an IPC handle per input allocation in the worker. Which costs
+#: less: not measured yet (``bench/probes/pipeline_processes.py --stack-in-worker``).
+STACK_IN_WORKER = False
 
 
 class PipelineWorkerError(RuntimeError):
@@ -450,12 +456,18 @@ class ProcessChunks:
         span = (positions[0], positions[-1], n)
         if cancelled():
             raise Cancelled()
-        try:  # one buffer of the inputs (no copy where they are rows of one already)
-            stack = stack_values(nodes, device, stream, copy_stream)
-            if stream is not None and runtime.caps.launches_on_streams:
-                stream.synchronize()  # (the worker's streams are not ordered with ours)
+        try:
             ex = Exports(device)
-            place = ex.add(stack, device)
+            stack = rows_of(nodes, device) if STACK_IN_WORKER else None
+            if STACK_IN_WORKER and stack is None:  # each input's memory: the worker stacks
+                place: Any = [ex.add(v.view() if type(v) is Member else v.buffer, v.device)
+                              for v in nodes]
+            else:  # one buffer of the inputs (no copy where they are rows of one already)
+                if stack is None:
+                    stack = stack_values(nodes, device, stream, copy_stream)
+                    if stream is not None and runtime.caps.launches_on_streams:
+                        stream.synchronize()  # (the worker's streams are not ordered with ours)
+                place = ex.add(stack, device)
             regions, fds = ex.seal()
         except Exception as err:
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
@@ -549,17 +561,20 @@ class _Server:
         return True
 
     def chunk(self, cid: int, token: int, key: tuple, positions: list[int], samples: list[int],
-              regions: list[Any], place: tuple) -> None:
+              regions: list[Any], place: tuple | list[tuple]) -> None:
         opened = Opened(regions, self.fds(regions), self.host, self.device)
         try:
             stage = self.stages[token]
             cls, device, shape, dtype = key
             # the inputs: rows of the stack (members of a batch: ``chunks.stack_values``
-            # takes it as it is); the handles only carry type and sample (the recorder reads
-            # the stacked values)
-            stack = opened.array(place)
-            nodes = Batch(stack, shape, dtype, device,
-                          runtime.member_views(stack)).members(len(positions))
+            # takes it as it is), or each input's memory, stacked there; the handles only
+            # carry type and sample (the recorder reads the stacked values)
+            if isinstance(place, list):  # each input's memory (``STACK_IN_WORKER``)
+                nodes = [stored(opened.array(p), shape, dtype, device) for p in place]
+            else:
+                stack = opened.array(place)
+                nodes = Batch(stack, shape, dtype, device,
+                              runtime.member_views(stack)).members(len(positions))
             xs = []
             for sample in samples:
                 y = cls.__new__(cls)
