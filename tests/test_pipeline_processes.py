@@ -9,11 +9,22 @@ One worker (device 0) serves the module: its start (an interpreter and millipyde
 
 import os
 import signal
+import subprocess
+import sys
 import threading
+import time
 
 import numpy as np
 import pytest
-from multidevice import assert_same, crops, reference, run_with_devices, wait_for_workers
+from multidevice import (
+    ROOT,
+    TESTS,
+    assert_same,
+    crops,
+    reference,
+    run_with_devices,
+    wait_for_workers,
+)
 
 import millipyde as mp
 from millipyde import faults
@@ -222,3 +233,32 @@ def test_two_devices_two_workers(tmp_path):
     res = run_with_devices(SPREAD, 2, tmp_path)
     assert res["same"] and res["workers"] == [0, 1]
     assert res["devices"] == [i % 2 for i in range(12)]
+
+
+ORPHAN = """
+import os
+import millipyde as mp
+from millipyde.pipeline import processes
+processes.start([0])
+print(processes.workers()[0], flush=True)
+os._exit(0)  # (no atexit: the worker sees its socket close)
+"""
+
+
+def test_a_worker_exits_when_its_parent_goes():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, TESTS])}
+    out = subprocess.run([sys.executable, "-c", ORPHAN], env=env, capture_output=True,
+                         text=True, timeout=120, check=True)
+    pid = int(out.stdout.split()[-1])
+    end = time.monotonic() + 20
+    while time.monotonic() < end and _running(pid):
+        time.sleep(0.05)
+    assert not _running(pid)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # (a zombie has exited)
+    except FileNotFoundError:
+        return False

@@ -266,10 +266,11 @@ class _Worker:
         self.started = time.monotonic()
         self.start_s: float | None = None  # seconds to its first reply (the cold start)
         self._t0 = t0
-        self.stages: set[int] = set()
+        self.stages: collections.OrderedDict[int, None] = collections.OrderedDict()  # sent
         self.replies: dict[int, tuple] = {}
         self.cond = threading.Condition()
         self.send_lock = threading.Lock()
+        self.stage_lock = threading.Lock()
         self.receiver = childproc.Receiver(self.cond)
         self.dead: PipelineWorkerError | None = None
         self.send(("hello", device, self.host))
@@ -474,9 +475,12 @@ class ProcessChunks:
                 from err
         try:
             w = worker_for(device)
-            if self.token not in w.stages:
-                w.send(("stage", self.token, self.blob, dict(faults.ARMED)))
-                w.stages.add(self.token)
+            with w.stage_lock:  # (sent and noted in one order: the worker's)
+                if self.token not in w.stages:
+                    w.send(("stage", self.token, self.blob, dict(faults.ARMED)))
+                    w.stages[self.token] = None
+                    if len(w.stages) > KEEP_STAGES:  # (as the worker forgets them)
+                        w.stages.popitem(last=False)
             cid = next(_cids)
             w.send(("chunk", cid, self.token, (key[0], device, key[2], key[3]), positions,
                     [x._sample for x in xs], regions, place), fds)
@@ -508,8 +512,9 @@ class ProcessChunks:
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
                 from err
         except Exception as err:
-            with contextlib.suppress(Exception):
-                w.send(("outputs", cid, [], []))  # the worker lets the chunk go
+            with contextlib.suppress(Exception):  # the worker lets the chunk go (and its reply)
+                w.send(("outputs", cid, [], []))
+                w.wait(cid)
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
                 from err
         return Launched(values, left, _Done(w, cid), (stack, ex, out, bufs), nodes)
