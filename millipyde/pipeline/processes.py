@@ -148,9 +148,13 @@ class Exports:
             r = self._region(id(arena), arena)
             at = int(buf.ctypes.data) - arena.__array_interface__["data"][0]
             return (r, at, shape, dtype, strides)
-        with runtime.on_device(device):  # (the handle names its device: the worker's opens
-            # it directly, or staged where it has no peer access)
-            handle = buf.get_ipc_handle().ipc_handle  # numba-cuda: the allocation's handle
+        from numba import cuda
+
+        # numba-cuda's IpcHandle of the allocation, ``buf``'s offset in it (what
+        # ``DeviceNDArray.get_ipc_handle`` wraps); it names its device: the worker opens it
+        # directly, or staged where it has no peer access to it
+        with runtime.on_device(device):
+            handle = cuda.current_context().get_ipc_handle(buf.gpu_data)
         key = bytes(handle.handle.reserved)
         r = self._region(key, [handle, 0])
         end = handle.offset + _span(shape, strides, dtype)
