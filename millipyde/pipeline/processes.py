@@ -22,8 +22,10 @@ them. A chunk is two exchanges on the worker's socket:
    path's ``Batch``) and sends it; the worker launches the chunk's kernels, their last one
    writing into it (:meth:`StageChunks.start`), waits for its stream and replies ``done``; the
    commit is then the thread path's (``run.Run._commit``: members of the chunk's buffer,
-   all-or-nothing per input, rollback on failure). The worker reads the next chunk's message
-   before it waits for the last chunk's kernels.
+   all-or-nothing per input, rollback on failure). A chunk's outputs are sent just before
+   the device's next chunk (or when it is waited for, the last one), so the worker launches
+   chunk k and records chunk k + 1 while the device runs k; it waits for k's kernels only when
+   nothing else is there to read.
 
 Memory stays owned by this process. Shared memory is, on a GPU, an allocation exported by
 CUDA IPC (numba-cuda's ``get_ipc_handle``, with the buffer's offset in it; the worker opens
@@ -387,15 +389,36 @@ def close() -> None:
 atexit.register(close)
 
 
-class _Done:
-    """The event of a chunk in a worker: ``synchronize`` waits for its ``done``."""
+class _InWorker:
+    """A chunk sent to a worker, the ``event`` of its :class:`Launched`: its outputs go to the
+    worker when the next chunk of the device is launched, or at the latest when this one is
+    waited for (:meth:`outputs`); ``synchronize`` then waits for its ``done``."""
 
-    __slots__ = ("worker", "cid")
+    __slots__ = ("owner", "worker", "cid", "stream", "positions", "launched", "sent", "error")
 
-    def __init__(self, worker: _Worker, cid: int) -> None:
-        self.worker, self.cid = worker, cid
+    def __init__(self, owner: ProcessChunks, worker: _Worker, cid: int, stream: Any,
+                 positions: list[int]) -> None:
+        self.owner, self.worker, self.cid, self.stream = owner, worker, cid, stream
+        self.positions = positions
+        self.launched: Launched | None = None
+        self.sent = False
+        self.error: ChunkFailure | None = None
+
+    def outputs(self) -> None:
+        """Read the worker's record of the chunk and send it the output buffers (once); a
+        failure is kept for :meth:`synchronize`."""
+        if self.sent:
+            return
+        self.sent = True
+        try:
+            self.owner.outputs(self)
+        except ChunkFailure as err:
+            self.error = err
 
     def synchronize(self) -> None:
+        self.outputs()
+        if self.error is not None:
+            raise self.error
         msg = self.worker.wait(self.cid)
         if msg[0] != "done":
             raise _rebuilt(msg[4]) if msg[0] == "failed" else PipelineWorkerError(
@@ -434,6 +457,9 @@ class ProcessChunks:
         self.operations = chunks.operations
         self.token = next(_tokens)
         self.blob = blob
+        # per device, the chunk sent last: its outputs go before the next chunk is sent (the
+        # worker launches it, then records the next while the device runs it)
+        self._last: dict[int, _InWorker] = {}
 
     @staticmethod
     def of(chunks: StageChunks) -> ProcessChunks | None:
@@ -454,9 +480,14 @@ class ProcessChunks:
     def launch(self, key: tuple, positions: list[int], xs: list[Any], nodes: list[Any],
                device: int, stream: Any, copy_stream: Callable[[], Any],
                cancelled: Callable[[], bool]) -> Launched:
-        """Launch the chunk in ``device``'s worker (see the module doc); what
-        :meth:`StageChunks.launch` returns, its event the worker's ``done``. Raises
-        :class:`ChunkFailure` or ``workers.Cancelled``."""
+        """Send the chunk to ``device``'s worker (see the module doc), the last chunk sent
+        there its outputs first; what :meth:`StageChunks.launch` returns, its values filled
+        and its event the worker's ``done`` once waited for. Raises :class:`ChunkFailure`
+        (the chunk's own, or the previous chunk's when it is waited for) or
+        ``workers.Cancelled``."""
+        last = self._last.pop(device, None)
+        if last is not None:
+            last.outputs()
         n = len(xs)
         span = (positions[0], positions[-1], n)
         if cancelled():
@@ -488,16 +519,29 @@ class ProcessChunks:
             cid = next(_cids)
             w.send(("chunk", cid, self.token, (key[0], device, key[2], key[3]), positions,
                     [x._sample for x in xs], regions, place), fds)
+        except PipelineWorkerError as err:
+            raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
+                from err
+        chunk = _InWorker(self, w, cid, stream, positions)
+        chunk.launched = Launched([None] * n, [], chunk, (stack, ex), nodes)
+        self._last[device] = chunk
+        return chunk.launched
+
+    def outputs(self, chunk: _InWorker) -> None:
+        """The worker's record of ``chunk``: its output buffers allocated here and sent, its
+        :class:`Launched` given its values. Raises :class:`ChunkFailure`."""
+        w, cid, positions, launched = chunk.worker, chunk.cid, chunk.positions, chunk.launched
+        device = w.device
+        span = (positions[0], positions[-1], len(positions))
+        try:
             msg = w.wait(cid)
         except PipelineWorkerError as err:
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
                 from err
         if msg[0] == "failed":
             _, _, pos, what, err, whole = msg
-            cause = _rebuilt(err)
-            raise ChunkFailure(pos, StepError(what, cause), span if whole else None)
+            raise ChunkFailure(pos, StepError(what, _rebuilt(err)), span if whole else None)
         _, _, groups, left = msg
-        values: list[Member | None] = [None] * n
         out = Exports(device)
         places, bufs = [], []
         try:
@@ -507,7 +551,8 @@ class ProcessChunks:
                 places.append(place)
                 b = Batch(buf, shape, dtype, device, runtime.member_views(buf))
                 for r, value in zip(rows, b.members(len(rows)), strict=True):
-                    values[r] = value
+                    launched.values[r] = value
+            stream = chunk.stream
             if stream is not None and runtime.caps.launches_on_streams:
                 stream.synchronize()  # (the pool's last use of the memory is done)
             regions, fds = out.seal()
@@ -521,7 +566,8 @@ class ProcessChunks:
                 w.wait(cid)
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
                 from err
-        return Launched(values, left, _Done(w, cid), (stack, ex, out, bufs), nodes)
+        launched.left = list(left)
+        launched.keep = (*launched.keep, out, bufs)
 
 
 # -- the worker process's side -------------------------------------------------------------

@@ -279,6 +279,9 @@ class Run:
             return
         try:
             launched.wait()
+        except ChunkFailure as err:  # (a worker process's chunk: its record is waited for here)
+            self._fail(stage, err.position, device, err.err, err.span)
+            return
         except Exception as err:
             ops = self.chain[stage].operations
             self._fail(stage, unit.positions[0], device, kernels_failed(ops, err),
