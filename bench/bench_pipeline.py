@@ -305,6 +305,20 @@ def _part_a(res: dict, n_inputs: int, reps: int) -> None:
         case(f"{ngpu} GPUs, inputs spread", True, None)
 
 
+def spread_inputs(bases: list, n: int, spread: bool, ndev: int) -> list:
+    """``n`` stored copies of ``bases[d]`` made on device ``d``: ``i % ndev`` for input ``i``
+    where ``spread``, else 0; every device synchronized."""
+    xs = []
+    for i in range(n):
+        d = i % ndev if spread else 0
+        with mp.Device(d):
+            xs.append(bases[d].clone())
+    for x in xs:
+        x._materialize()
+    _sync_all()
+    return xs
+
+
 def _part_b(res: dict, n_inputs: int, reps: int, which: str,
             size: tuple[int, int] = (H, W)) -> None:
     host = np.random.default_rng(0).integers(0, 256, (*size, 4), dtype=np.uint8)
@@ -320,15 +334,7 @@ def _part_b(res: dict, n_inputs: int, reps: int, which: str,
     state: dict = {}
 
     def make(spread: bool, ndev: int) -> list:
-        xs = []
-        for i in range(n_inputs):
-            d = i % ndev if spread else 0
-            with mp.Device(d):
-                xs.append(bases[d].clone())
-        for x in xs:
-            x._materialize()
-        _sync_all()
-        return xs
+        return spread_inputs(bases, n_inputs, spread, ndev)
 
     def case(tag: str, spread: bool, ndev: int, device):
         nonlocal want

@@ -40,6 +40,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "MILLIPYDE_DASK_CHUNK": ("auto", "outputs per Dask task of distributed.process (1-65535)"),
     "MILLIPYDE_DECODE_PROCESS": ("0", "1: streamed sources read and decoded in a worker "
                                  "process, 0: in this one; auto: a worker on cuda"),
+    "MILLIPYDE_PIPELINE_PROCESSES": ("0", "1: a Pipeline's chunks recorded and launched by one "
+                                     "worker process per device (Pipeline(processes=))"),
     "MILLIPYDE_SETTLE_HEAP": ("1", "0: no full garbage collection after a Generator's output "
                               "whose making compiled kernels"),
     "MILLIPYDE_NVIMGCODEC_API": ("c", "c: nvImageCodec's C API through ctypes decodes (two GIL "
@@ -196,6 +198,12 @@ def decode_process() -> bool | str | None:
     if raw is None or raw.lower() == "auto":
         return None if raw is None else "auto"
     return flag("MILLIPYDE_DECODE_PROCESS")
+
+
+def pipeline_processes() -> bool:
+    """``MILLIPYDE_PIPELINE_PROCESSES``: whether a Pipeline that does not say runs its chunks
+    in one worker process per device (default off)."""
+    return flag("MILLIPYDE_PIPELINE_PROCESSES", False)
 
 
 def nvimgcodec_api() -> str:

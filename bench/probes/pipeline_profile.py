@@ -173,7 +173,8 @@ def _phases(base: mp.gpuimage, ops: list, device: int | None, n: int, tag: str,
                     got[2] += 1
         return wrapper
 
-    patches = [(pipeline_chunks, "_stack"), (pipeline_chunks, "leaves"), (Recorder, "groups"),
+    patches = [(pipeline_chunks, "_stack"), (pipeline_chunks, "stack_values"),
+               (pipeline_chunks, "leaves"), (Recorder, "groups"),
                (batch.Pack, "upload"), (batch_group.Group, "launch"),
                (batch_group.Group, "pack"), (pipeline_run.Run, "_finish"),
                (pipeline_run.Run, "_commit"), (pipeline_run.Run, "units"),

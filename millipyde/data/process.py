@@ -42,7 +42,6 @@ exits.
 
 from __future__ import annotations
 
-import atexit
 import collections
 import contextlib
 import gc
@@ -53,20 +52,18 @@ import os
 import pickle
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
 import weakref
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from .. import config
+from .. import childproc, config
 from ..backend import ACTIVE as runtime
 from . import decode as decode_mod
 from . import fileread
@@ -80,7 +77,7 @@ MAX_SLOTS = 12
 #: alignment of each image in a slot (bytes)
 ALIGN = 256
 #: seconds close() waits for the worker to exit before it is killed
-STOP_SECONDS = 20.0
+STOP_SECONDS = childproc.STOP_SECONDS
 #: seconds a worker has to start (import, backend, decoder) before it counts as failed
 START_SECONDS = 300.0
 
@@ -183,7 +180,7 @@ class ProcessLoader:
         self._planned = self.first  # next batch whose plan is sent
         self._plan_done = False
         self._plan_sizes: dict[int, int] = {}  # batch -> samples, for batches from _want on
-        self._pumping = False
+        self._receiver = childproc.Receiver(self._cond)  # (one thread reads the socket)
         self._stopped = False
         self._dead: BaseException | None = None
         self._slots: dict[int, Any] = {}  # slot id -> its mapping in this process
@@ -214,27 +211,9 @@ class ProcessLoader:
             raise DecodeWorkerError(
                 f"decode worker of {self.name}: the source or sampler cannot be sent to a "
                 f"process ({type(err).__name__}: {err}); use decode_process=False") from err
-        _reap()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = config.environment_for_backend(runtime.name)
-        top = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join([top] + ([env["PYTHONPATH"]]
-                                                     if env.get("PYTHONPATH") else []))
-        try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-c", "from millipyde.data.process import run_worker; "
-                 f"run_worker({theirs.fileno()})"],
-                pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
-                close_fds=True)
-        except OSError as err:
-            ours.close()
-            theirs.close()
-            raise DecodeWorkerError(f"decode worker of {self.name} could not start: "
-                                    f"{err}") from err
-        finally:
-            theirs.close()
-        self._sock = ours
-        self._conn = Connection(os.dup(ours.fileno()))
+        self._proc, self._sock, self._conn = childproc.spawn(
+            "millipyde.data.process", "run_worker", runtime.name,
+            f"decode worker of {self.name}", DecodeWorkerError)
         self._started = time.monotonic()
         self._alive_seen = False
         self.worker = f"decode worker pid {self._proc.pid}"
@@ -244,7 +223,7 @@ class ProcessLoader:
         except OSError as err:  # it died at once: said by the first get()
             self._lost(err)
         # collected without close(): the worker is told to stop and sees its socket close
-        self._finalizer = weakref.finalize(self, _stop_process, self._proc, self._conn,
+        self._finalizer = weakref.finalize(self, childproc.stop, self._proc, self._conn,
                                            self._sock, False)
 
     # -- messages -------------------------------------------------------------------------
@@ -343,17 +322,7 @@ class ProcessLoader:
         self._dead.__cause__ = err
 
     def _death(self) -> DecodeWorkerError:
-        try:
-            code = self._proc.wait(5.0)
-        except subprocess.TimeoutExpired:
-            code = None
-        if code is not None and code < 0:
-            try:
-                how = f"was killed by {signal.Signals(-code).name}"
-            except ValueError:
-                how = f"was killed by signal {-code}"
-        else:
-            how = f"exited with status {code}"
+        how = childproc.how_it_ended(self._proc)
         return DecodeWorkerError(f"the {self.worker} of stream {self.name} {how} (its "
                                  "output above says why where it could)")
 
@@ -469,17 +438,8 @@ class ProcessLoader:
                 if not self._alive_seen and time.monotonic() - self._started > START_SECONDS:
                     raise DecodeWorkerError(f"the {self.worker} of stream {self.name} did "
                                             f"not start within {START_SECONDS:.0f} s")
-                if self._pumping:
-                    self._cond.wait(0.05)
+                if not self._receiver.turn(self._pump):
                     continue
-                self._pumping = True
-                self._cond.release()
-                try:
-                    self._pump(0.05)
-                finally:
-                    self._cond.acquire()
-                    self._pumping = False
-                    self._cond.notify_all()
                 if b not in self._ready and len(self._leased) >= self._most:
                     # every slot leased: a lease in a reference cycle goes with a collection
                     now = time.monotonic()
@@ -515,60 +475,13 @@ class ProcessLoader:
                     with contextlib.suppress(Exception):
                         slot.handle.close()
             self._slots.clear()
-            _stop_process(self._proc, self._conn, self._sock, True)
+            childproc.stop(self._proc, self._conn, self._sock, True)
         else:
             self._finalizer()
 
     def __del__(self) -> None:
         if getattr(self, "_finalizer", None) is not None:  # (not when __init__ failed)
             self.close(join=False)
-
-
-#: workers told to stop and not waited for (a loader collected without close()): reaped when
-#: the next worker starts, and waited for at the interpreter's exit
-_STOPPING: list[subprocess.Popen] = []
-_stopping_lock = threading.Lock()
-
-
-def _reap(wait: bool = False) -> None:
-    with _stopping_lock:
-        procs = list(_STOPPING)
-    for proc in procs:
-        if wait:
-            try:
-                proc.wait(STOP_SECONDS)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if proc.poll() is not None:
-            with _stopping_lock:
-                if proc in _STOPPING:
-                    _STOPPING.remove(proc)
-
-
-atexit.register(_reap, True)
-
-
-def _stop_process(proc: subprocess.Popen, conn: Connection, sock: socket.socket,
-                  wait: bool) -> None:
-    """Tell the worker to stop and close the socket; ``wait``: wait for it to exit (killed
-    after :data:`STOP_SECONDS`), else it is reaped later (``_STOPPING``)."""
-    with contextlib.suppress(Exception):
-        conn.send(("stop",))
-    with contextlib.suppress(Exception):
-        conn.close()
-    with contextlib.suppress(Exception):
-        sock.close()
-    if not wait:
-        if proc.poll() is None:
-            with _stopping_lock:
-                _STOPPING.append(proc)
-        return
-    try:
-        proc.wait(STOP_SECONDS)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def _as_exception(err: Any) -> BaseException:

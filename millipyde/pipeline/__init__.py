@@ -26,15 +26,16 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from .. import devices
+from .. import config, devices
 from .. import random as mprandom
 from ..array import ArgumentError, gpuarray
 from ..operation import Operation
 from ..workers import PipelineError
+from .processes import close as close_processes
 from .run import Run
 
 __all__ = ["Pipeline", "PipelineError", "assign_devices", "check_device_arg", "check_inputs",
-           "check_methods", "check_operations", "check_seed"]
+           "check_methods", "check_operations", "check_seed", "close_processes"]
 
 _serials = itertools.count(1)
 
@@ -148,6 +149,12 @@ class Pipeline:
         the target when :meth:`run` is called, else every device.
     seed : int, optional
         Seed of the random streams; the global seed (``mp.seed``) when run if None.
+    processes : bool, optional
+        Record and launch the chunks of each device in a worker process of that device (one
+        GIL a device: ``pipeline.processes``), with the same outputs; None:
+        ``MILLIPYDE_PIPELINE_PROCESSES`` (default off). Units a chunk cannot take, and
+        backends without shared memory (HIP, CUDASIM), stay in this process. Workers start on
+        first use and are kept; ``mp.pipeline.close_processes()`` stops them.
 
     Raises
     ------
@@ -164,7 +171,7 @@ class Pipeline:
     """
 
     def __init__(self, inputs: Any, operations: Any, device: Any = None, seed: Any = None,
-                 **kwargs: Any) -> None:
+                 processes: bool | None = None, **kwargs: Any) -> None:
         if kwargs:
             raise ArgumentError(f"Pipeline got unknown keyword argument(s): {', '.join(kwargs)}")
         self.inputs: list[gpuarray] = check_inputs(inputs, "Pipeline")
@@ -172,11 +179,20 @@ class Pipeline:
         check_methods(self.inputs, self.operations, "Pipeline")
         self.device: int | None = check_device_arg(device, "Pipeline")
         self.seed: int | None = check_seed(seed, "Pipeline")
+        if processes is not None and not isinstance(processes, bool):
+            raise ArgumentError(f"Pipeline processes must be True, False or None, got "
+                                f"{processes!r}")
+        self.processes: bool | None = processes
         self._target = devices.target_device()  # thesis: a `with Device` scope pins it
         self._next: Pipeline | None = None
         self._prev: Pipeline | None = None
         self._lock = threading.Lock()
         self._serial = next(_serials)
+
+    def uses_processes(self) -> bool:
+        """Whether a run sends this pipeline's chunks to worker processes (``processes``,
+        else ``MILLIPYDE_PIPELINE_PROCESSES``)."""
+        return config.pipeline_processes() if self.processes is None else self.processes
 
     def explain(self, sample: int = 0) -> Any:
         """The fused plan (kernels, devices, bytes) of this pipeline's operations on one input.

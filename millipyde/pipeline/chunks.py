@@ -160,6 +160,28 @@ class Launched:
         self.keep = ()
 
 
+@dataclass
+class Recorded:
+    """A chunk recorded and its arguments uploaded, its kernels not launched yet
+    (:meth:`StageChunks.record`)."""
+
+    groups: list
+    left: list[int]
+    pk: Any
+    stack: Any
+    nodes: list[Node | Member]
+    span: tuple[int, int, int]  # first and last position, inputs
+    device: int
+
+    def layout(self) -> list[tuple[list[int], tuple[int, ...], np.dtype]]:
+        """Per group, the chunk's rows it makes, and one output's shape and dtype."""
+        out = []
+        for g in self.groups:
+            node = g.kernels()[-1].output
+            out.append((g.index.tolist(), tuple(node.shape), np.dtype(node.dtype)))
+        return out
+
+
 class StageChunks:
     """The recorders of one stage's Operations: per group key its draw rules (None: the group
     goes per input), per group key, device and worker one ``batch_record.Recorder``, its
@@ -202,11 +224,19 @@ class StageChunks:
         node or, for an input bound to an unread member, the member) on ``device``.
         ``copy_stream()`` gives the stream for peer copies. Raises :class:`ChunkFailure` or
         ``workers.Cancelled``."""
+        return self.start(self.record(key, positions, xs, nodes, device, stream, copy_stream,
+                                      cancelled), stream)
+
+    def record(self, key: tuple, positions: list[int], xs: list[gpuarray],
+               nodes: list[Node | Member], device: int, stream: Any,
+               copy_stream: Callable[[], Any], cancelled: Callable[[], bool]) -> Recorded:
+        """:meth:`launch` up to its launches: the chunk stacked, recorded and its arguments
+        uploaded (a worker process replies the outputs' :meth:`Recorded.layout` here)."""
         rec = self._recorder(key, device)
         n = len(xs)
         span = (positions[0], positions[-1], n)
         try:
-            stack = _stack(nodes, device, stream, copy_stream)
+            stack = stack_values(nodes, device, stream, copy_stream)
         except Exception as err:
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
                 from err
@@ -228,25 +258,35 @@ class StageChunks:
             self._check_faults(groups, positions, device, cancelled)
         if cancelled():
             raise Cancelled()
-        values: list[Member | None] = [None] * n
         try:
             pk = batch.Pack(n)
             for g in groups:
                 g.pack(pk)
             pk.upload(device)
-            for g in groups:
+        except Exception as err:
+            raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
+                from err
+        return Recorded(groups, left, pk, stack, nodes, span, device)
+
+    def start(self, got: Recorded, stream: Any, into: list | None = None) -> Launched:
+        """Queue the kernels of a recorded chunk on ``stream``; group ``g``'s outputs into
+        ``into[g]`` where given (a buffer of its :meth:`Recorded.layout`), else into new
+        buffers. Raises :class:`ChunkFailure`."""
+        device, span = got.device, got.span
+        values: list[Member | None] = [None] * span[2]
+        try:
+            for i, g in enumerate(got.groups):
                 node = g.kernels()[-1].output
                 rows = g.index.tolist()
-                buffer = g.launch(pk)
+                buffer = g.launch(got.pk, into=None if into is None else into[i])
                 out = Batch(buffer, node.shape, node.dtype, device,
                             runtime.member_views(buffer))
                 for r, value in zip(rows, out.members(len(rows)), strict=True):
                     values[r] = value
             event = runtime.record_event(stream) if runtime.caps.launches_on_streams else None
         except Exception as err:
-            raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
-                from err
-        return Launched(values, left, event, (pk, stack, groups), nodes)
+            raise ChunkFailure(span[0], kernels_failed(self.operations, err), span) from err
+        return Launched(values, got.left, event, (got.pk, got.stack, got.groups), got.nodes)
 
     def _check_faults(self, groups: list, positions: list[int], device: int,
                       cancelled: Callable[[], bool]) -> None:
@@ -282,7 +322,7 @@ class StageChunks:
                 raise ChunkFailure(pos, kernels_failed(self.operations, err)) from err
 
 
-def _stack(values: list[Node | Member], device: int, stream: Any,
+def stack_values(values: list[Node | Member], device: int, stream: Any,
            copy_stream: Callable[[], Any]) -> Any:
     """The values (stored nodes or members of batch buffers, one shape and dtype) copied into
     one (n, ...) buffer on ``device``, ready for work queued on ``stream`` next.
@@ -298,7 +338,7 @@ def _stack(values: list[Node | Member], device: int, stream: Any,
     stack kernel through peer access, large ones by the copy engines (peer copies).
     """
     first = values[0]
-    rows = _rows_of(values, device)
+    rows = rows_of(values, device)
     if rows is not None:
         return rows
     bufs = [v.view() if type(v) is Member else v.buffer for v in values]
@@ -321,7 +361,7 @@ def _stack(values: list[Node | Member], device: int, stream: Any,
     return stack
 
 
-def _rows_of(values: list[Node | Member], device: int) -> Any:
+def rows_of(values: list[Node | Member], device: int) -> Any:
     """The batch buffer (or its slice) whose rows ``values`` are, in order, when they are
     members ``a..a+n-1`` of one batch on ``device``; else None."""
     first = values[0]

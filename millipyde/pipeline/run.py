@@ -50,6 +50,7 @@ from ..workers import (
     workers_per_device,
 )
 from .chunks import ChunkFailure, Launched, StageChunks, chunk_sizes, group_key
+from .processes import ProcessChunks
 
 _STOP = object()
 
@@ -143,21 +144,26 @@ class Run:
         self.errors: list[tuple[int, int, int, BaseException, tuple | None]] = []
         self.chunks = [StageChunks(p.operations, seed)
                        for p, seed in zip(chain, self.seeds, strict=True)]
+        # stages whose chunks go to the devices' worker processes (``processes``); None: here
+        self.procs = [ProcessChunks.of(c) if p.uses_processes() else None
+                      for p, c in zip(chain, self.chunks, strict=True)]
         busy = len({d for stage in self.devices for d in stage})
         per = workers_per_device(busy)
         # one worker a device records chunks best (more only contend for the GIL); stages
         # that work per input keep the per-input count
-        self.per_device = [1 if c.enabled and runtime.caps.launches_on_streams else per
-                           for c in self.chunks]
+        self.per_device = [1 if c.enabled and (runtime.caps.launches_on_streams or
+                                               w is not None) else per
+                           for c, w in zip(self.chunks, self.procs, strict=True)]
         self.queues = [_StageQueue(d, self.cancel) for d in self.devices]
         # The host work of recording workers (record and launch a chunk, commit one), one
         # worker at a time: a worker's driver calls release the GIL, and with several devices'
         # workers waiting for it every release handed it to another thread and cost the
         # caller a wait to get it back (a chunk's launch took twice its one-device time on
         # four GPUs: bench/RESULTS.md). Waiting for a chunk's kernels is outside it.
+        # (a stage whose chunks go to worker processes does little host work here: none)
         self.host = [threading.Lock() if c.enabled and runtime.caps.launches_on_streams
-                     and len(d) > 1 else contextlib.nullcontext()
-                     for c, d in zip(self.chunks, self.devices, strict=True)]
+                     and len(d) > 1 and w is None else contextlib.nullcontext()
+                     for c, d, w in zip(self.chunks, self.devices, self.procs, strict=True)]
         self.alive = [n * len(d) for n, d in zip(self.per_device, self.devices, strict=True)]
 
     # -- units ----------------------------------------------------------------------------
@@ -254,9 +260,10 @@ class Run:
             return None
         unit.positions, unit.items, unit.nodes = positions, xs, nodes
         try:
-            launched = self.chunks[stage].launch(unit.key, positions, xs, nodes, device, stream,
-                                                 lambda: self._copy_stream(device, copy),
-                                                 self.cancel.is_set)
+            launcher = self.procs[stage] or self.chunks[stage]
+            launched = launcher.launch(unit.key, positions, xs, nodes, device, stream,
+                                       lambda: self._copy_stream(device, copy),
+                                       self.cancel.is_set)
         except Cancelled:
             return None
         except ChunkFailure as err:
@@ -272,6 +279,9 @@ class Run:
             return
         try:
             launched.wait()
+        except ChunkFailure as err:  # (a worker process's chunk: its record is waited for here)
+            self._fail(stage, err.position, device, err.err, err.span)
+            return
         except Exception as err:
             ops = self.chain[stage].operations
             self._fail(stage, unit.positions[0], device, kernels_failed(ops, err),
@@ -422,7 +432,9 @@ class Run:
 
     def _settle_sources(self) -> None:
         """Wait for the devices that hold stage inputs another device may take: streams of
-        two devices are not ordered, and a chunk's peer copies read the values directly."""
+        two devices are not ordered, and a chunk's peer copies read the values directly; and
+        for every device holding inputs where a worker process reads them (its streams are
+        not ordered with this process's)."""
         if not runtime.caps.launches_on_streams:
             return
         every = {d for devs in self.devices for d in devs}
@@ -432,7 +444,7 @@ class Run:
                 v = x._value()
                 if v is not None and (type(v) is Member or v.buffer is not None):
                     homes.add(v.device)
-        if len(every) > 1 or homes - every:
+        if len(every) > 1 or homes - every or any(self.procs):
             for d in sorted(homes):
                 devices.synchronize(d)
 

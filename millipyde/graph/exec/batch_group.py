@@ -357,8 +357,10 @@ class Group:
         return got[1]
 
     def launch(self, pk: Pack, fused: Any = None, start: int = 0, src: Any = None,
-               sidx: Any = None) -> Any:
-        """Run the group's kernels; the last one's (M, ...) batch buffer, member m at m.
+               sidx: Any = None, into: Any = None) -> Any:
+        """Run the group's kernels; the last one's (M, ...) batch buffer, member m at m
+        (``into``, where given: a C-contiguous buffer of that shape and dtype on the group's
+        device, which the last kernel writes).
 
         ``fused(sig, gated, src, sidx, lut, p)``, when given and the last kernel is a gather,
         launches instead of it (a gather that writes elsewhere); None is then returned.
@@ -384,7 +386,7 @@ class Group:
                     return None
             node = k.output
             if i == len(kernels) - 1:  # handed back: each member of its node's shape
-                out = _empty((nb, *node.shape), node.dtype, dev)
+                out = _empty((nb, *node.shape), node.dtype, dev) if into is None else into
                 dst = runtime.reshape(out, (nb, *as4(node.shape)))
             else:  # read by the next kernel only
                 dst = _empty((nb, *as4(node.shape)), node.dtype, dev)

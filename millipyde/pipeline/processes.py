@@ -1,0 +1,743 @@
+"""A Pipeline's chunks run by one worker process per device (``Pipeline(processes=True)``).
+
+Why: a run's host work (grouping, stacking, recording, launches) runs under this process's
+one GIL for every device's worker thread, so on several GPUs the devices wait for each other's
+Python (bench/RESULTS.md, "Pipelines on four GPUs"). With ``processes=True`` each chunk
+(``pipeline.chunks``) is recorded and launched by a persistent worker process of its device,
+under a GIL of its own; this process keeps grouping, the output buffers and the commits.
+
+The worker is a fresh interpreter (``childproc``: subprocess, never fork), one per device,
+started on first use and kept for later runs; :func:`close` (and the interpreter's exit) stops
+them. A chunk is two exchanges on the worker's socket:
+
+1. ``chunk``: the stage's Operations and seed (pickled once per run and stage: Operations by
+   their parts), the chunk's group key, positions and sample numbers, and its inputs as one
+   stack in shared memory: ``chunks.stack_values``, the thread path's stack (none is made
+   where the inputs are rows of one buffer already: a previous chunk's outputs). The worker
+   takes the stack's rows as its inputs (members of one batch: no copy there), records the
+   chunk exactly as :meth:`StageChunks.record` does here (same streams, same positions: the
+   same outputs) and replies the rows, shape and dtype of each output group, and the inputs
+   left to the per-input path;
+2. ``outputs``: this process allocates each group's output buffer on the device (as the thread
+   path's ``Batch``) and sends it; the worker launches the chunk's kernels, their last one
+   writing into it (:meth:`StageChunks.start`), waits for its stream and replies ``done``; the
+   commit is then the thread path's (``run.Run._commit``: members of the chunk's buffer,
+   all-or-nothing per input, rollback on failure). A chunk's outputs are sent just before
+   the device's next chunk (or when it is waited for, the last one), so the worker launches
+   chunk k and records chunk k + 1 while the device runs k; it waits for k's kernels only when
+   nothing else is there to read.
+
+Memory stays owned by this process. Shared memory is, on a GPU, an allocation exported by
+CUDA IPC (numba-cuda's ``get_ipc_handle``, with the buffer's offset in it; the worker opens
+each allocation a message names once, and closes it when the chunk is done; this process
+synchronizes its stream before a message names memory it wrote or allocated: streams of two
+processes are not ordered); on the cpu backend, a ``memfd`` mapping passed over the socket
+(:class:`HostArena`): outputs are allocated in such mappings, so one run's outputs are the next
+run's inputs without a copy, and a stack in plain memory is copied into a mapping made for the
+message (slow: the cpu backend is there to test the protocol).
+
+Left to the thread path: stages that do not record chunks (callable Operations, per-input
+units: pending work, targets), Operations that do not pickle, backends without shared memory
+(HIP, CUDASIM). A failure in the worker raises ``PipelineError`` as the thread path does; a
+worker that dies raises it naming the device and the worker's pid, and the next chunk for
+that device starts a fresh worker.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import contextlib
+import itertools
+import os
+import pickle
+import signal
+import threading
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from .. import childproc, devices, faults
+from ..backend import ACTIVE as runtime
+from ..graph.ir.member import Batch, Member
+from ..graph.ir.node import stored
+from ..workers import STREAMS, Cancelled, StepError, kernels_failed
+from .chunks import ChunkFailure, Launched, StageChunks, rows_of, stack_values
+
+#: seconds a worker has to start (an interpreter, the backend, a CUDA context)
+START_SECONDS = 300.0
+#: stages (runs x stages) whose recorders a worker keeps (each run sends its own)
+KEEP_STAGES = 64
+#: Send each input's memory and let the worker stack a chunk, where its inputs are not rows of
+#: one buffer already (False: stack here, one region a chunk). Stacking here puts a kernel of
+#: this process on the device between the worker's (contexts of two processes take turns on a
+#: GPU); stacking there opens an IPC handle per input allocation in the worker. Which costs
+#: less: not measured yet (``bench/probes/pipeline_processes.py --stack-in-worker``).
+STACK_IN_WORKER = False
+
+
+class PipelineWorkerError(RuntimeError):
+    """A Pipeline's worker process died, could not start or broke the protocol; the message
+    names the device and the worker's pid."""
+
+
+def supported() -> bool:
+    """Whether the active backend can run chunks in worker processes: the cpu backend (host
+    memory) and CUDA GPUs (CUDA IPC), on Linux."""
+    return childproc.can_share_host() and not runtime.simulated and \
+        runtime.caps.shared_batches in ("host", "cuda_ipc")
+
+
+# -- shared memory: regions and places ------------------------------------------------------
+class HostArena:
+    """Host memory shared with the workers: a ``memfd`` mapping. NumPy arrays over it
+    (``np.asarray(arena)`` and its views) hold it; its descriptor is kept to send it again."""
+
+    __slots__ = ("fd", "mapping", "size", "__array_interface__", "__weakref__")
+
+    def __init__(self, nbytes: int) -> None:
+        self.fd, self.mapping = childproc.host_arena(nbytes, "millipyde-pipeline")
+        self.size = len(self.mapping)
+        addr = int(np.frombuffer(self.mapping, np.uint8).ctypes.data)
+        self.__array_interface__ = {"data": (addr, False), "shape": (self.size,),
+                                    "typestr": "|u1", "version": 3}
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            os.close(self.fd)
+
+    @staticmethod
+    def of(array: np.ndarray) -> HostArena | None:
+        """The arena ``array`` is a view of, else None."""
+        b = array
+        while isinstance(b, np.ndarray):
+            b = b.base
+        return b if type(b) is HostArena else None
+
+
+class Exports:
+    """The regions of one message and each array's place in them: ``(region, offset, shape,
+    dtype, strides)``. Host regions are arenas (arrays in none are copied into one made for
+    the message, :meth:`seal`); device regions are allocations, one IPC handle each."""
+
+    def __init__(self, device: int) -> None:
+        self.device = device
+        self.host = runtime.caps.shared_batches == "host"
+        self.regions: list[Any] = []  # host: arena; device: [handle, bytes needed]
+        self._index: dict[Any, int] = {}
+        self._copies: list[tuple[np.ndarray, int]] = []
+        self._copied = 0
+        self._copy_region = -1
+
+    def add(self, buf: Any, device: int) -> tuple:
+        """``buf``'s place (``buf`` on ``device``: exported, or on the host copied at
+        :meth:`seal`)."""
+        shape, dtype = tuple(buf.shape), np.dtype(buf.dtype)
+        strides = tuple(buf.strides)
+        if self.host:
+            arena = HostArena.of(buf)
+            if arena is None:  # not shared: copied into the message's arena
+                if self._copy_region < 0:
+                    self._copy_region = len(self.regions)
+                    self.regions.append(None)
+                at = self._copied
+                self._copies.append((buf, at))
+                self._copied += -(-buf.nbytes // 64) * 64
+                return (self._copy_region, at, shape, dtype, _c_strides(shape, dtype))
+            r = self._region(id(arena), arena)
+            at = int(buf.ctypes.data) - arena.__array_interface__["data"][0]
+            return (r, at, shape, dtype, strides)
+        from numba import cuda
+
+        # numba-cuda's IpcHandle of the allocation, ``buf``'s offset in it (what
+        # ``DeviceNDArray.get_ipc_handle`` wraps); it names its device: the worker opens it
+        # directly, or staged where it has no peer access to it
+        with runtime.on_device(device):
+            handle = cuda.current_context().get_ipc_handle(buf.gpu_data)
+        key = bytes(handle.handle.reserved)
+        r = self._region(key, [handle, 0])
+        end = handle.offset + _span(shape, strides, dtype)
+        self.regions[r][1] = max(self.regions[r][1], end)
+        return (r, handle.offset, shape, dtype, strides)
+
+    def _region(self, key: Any, payload: Any) -> int:
+        r = self._index.get(key)
+        if r is None:
+            r = self._index[key] = len(self.regions)
+            self.regions.append(payload)
+        return r
+
+    def seal(self) -> tuple[list[Any], list[int]]:
+        """The regions as sent (host: sizes, and the descriptors to pass in order; device: IPC
+        handles covering every place), the copies made."""
+        if not self.host:
+            from numba.cuda.cudadrv.driver import IpcHandle
+
+            return [IpcHandle(None, h.handle, need, h.source_info, offset=0)
+                    for h, need in self.regions], []
+        if self._copies:
+            arena = HostArena(self._copied)
+            base = np.asarray(arena)
+            for buf, at in self._copies:
+                dst = base[at:at + buf.nbytes].view(buf.dtype).reshape(buf.shape)
+                np.copyto(dst, buf)
+            self.regions[self._copy_region] = arena
+            self._copies = []
+        return [a.size for a in self.regions], [a.fd for a in self.regions]
+
+    def output(self, shape: tuple, dtype: np.dtype) -> tuple[Any, tuple]:
+        """A new ``shape`` buffer on the device (host: in an arena of its own), and its
+        place."""
+        if self.host:
+            dtype = np.dtype(dtype)
+            n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            buf = np.asarray(HostArena(n))[:n].view(dtype).reshape(shape)
+        else:  # (as ``batch_group`` allocates a batch buffer)
+            make = getattr(runtime, "empty_batched", runtime.empty)
+            buf = make(shape, dtype, self.device)
+        return buf, self.add(buf, self.device)
+
+
+def _c_strides(shape: tuple, dtype: np.dtype) -> tuple:
+    out, step = [], np.dtype(dtype).itemsize
+    for n in reversed(shape):
+        out.append(step)
+        step *= int(n)
+    return tuple(reversed(out))
+
+
+def _span(shape: tuple, strides: tuple, dtype: np.dtype) -> int:
+    if 0 in shape:
+        return 0
+    return sum((int(n) - 1) * int(s) for n, s in zip(shape, strides, strict=True)) + \
+        np.dtype(dtype).itemsize
+
+
+class Opened:
+    """The worker's view of one message's regions (closed with :meth:`close`)."""
+
+    def __init__(self, regions: list[Any], fds: list[int], host: bool, device: int) -> None:
+        self.host, self.device = host, device
+        self.maps: list[Any] = []
+        self._handles: list[Any] = []
+        if host:
+            import mmap
+
+            for size, fd in zip(regions, fds, strict=True):
+                try:
+                    self.maps.append(mmap.mmap(fd, size))
+                finally:
+                    os.close(fd)
+        else:
+            from numba import cuda
+
+            with runtime.on_device(device):
+                ctx = cuda.current_context()
+                for h in regions:
+                    self.maps.append(h.open(ctx))  # (a MemoryPointer at the allocation)
+                    self._handles.append(h)
+
+    def array(self, place: tuple) -> Any:
+        r, at, shape, dtype, strides = place
+        if self.host:
+            return np.ndarray(shape, dtype, buffer=self.maps[r], offset=at, strides=strides)
+        from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+        mem = self.maps[r].view(at, at + _span(shape, strides, dtype))
+        return DeviceNDArray(shape, strides, dtype, gpu_data=mem)
+
+    def close(self) -> None:
+        """Drop the mappings (their arrays must be gone, and no work queued on them)."""
+        for h in self._handles:
+            with contextlib.suppress(Exception):
+                h.close()
+        self._handles, self.maps = [], []
+
+
+# -- this process's side --------------------------------------------------------------------
+class _Worker:
+    """The worker process of one device: its socket, the replies received, its death."""
+
+    def __init__(self, device: int) -> None:
+        self.device = device
+        self.host = runtime.caps.shared_batches == "host"
+        t0 = time.perf_counter()
+        self.proc, self.sock, self.conn = childproc.spawn(
+            "millipyde.pipeline.processes", "run_worker", runtime.name,
+            f"the pipeline worker of device {device}", PipelineWorkerError)
+        self.name = f"pipeline worker of device {device} (pid {self.proc.pid})"
+        self.started = time.monotonic()
+        self.start_s: float | None = None  # seconds to its first reply (the cold start)
+        self._t0 = t0
+        self.stages: collections.OrderedDict[int, None] = collections.OrderedDict()  # sent
+        self.replies: dict[int, tuple] = {}
+        self.cond = threading.Condition()
+        self.send_lock = threading.Lock()
+        self.stage_lock = threading.Lock()
+        self.receiver = childproc.Receiver(self.cond)
+        self.dead: PipelineWorkerError | None = None
+        self.send(("hello", device, self.host))
+
+    def send(self, msg: tuple, fds: list[int] = ()) -> None:
+        """Send ``msg`` and then the descriptors ``fds`` (as one)."""
+        try:
+            with self.send_lock:
+                self.conn.send(msg)
+                for fd in fds:
+                    childproc.send_fd(self.conn, fd, self.proc.pid)
+        except (OSError, ValueError) as err:
+            self._lost(err)
+            raise self.dead from err
+
+    def _lost(self, err: BaseException) -> None:
+        if self.dead is None:
+            self.dead = PipelineWorkerError(f"the {self.name} {childproc.how_it_ended(self.proc)}"
+                                            " (its output above says why where it could)")
+            self.dead.__cause__ = err
+
+    def wait(self, cid: int) -> tuple:
+        """The reply to chunk ``cid`` (replies to others are kept for their askers)."""
+        with self.cond:
+            while True:
+                got = self.replies.pop(cid, None)
+                if got is not None:
+                    return got
+                if self.dead is not None:
+                    raise self.dead
+                if self.start_s is None and time.monotonic() - self.started > START_SECONDS:
+                    self.dead = PipelineWorkerError(f"the {self.name} did not start within "
+                                                    f"{START_SECONDS:.0f} s")
+                    raise self.dead
+                self.receiver.turn(self._receive)
+
+    def _receive(self, timeout: float) -> None:
+        try:
+            got = self.conn.poll(timeout)
+            while got:
+                msg = self.conn.recv()
+                with self.cond:
+                    if msg[0] == "alive":
+                        self.start_s = time.perf_counter() - self._t0
+                    elif msg[0] == "fatal":
+                        self.dead = PipelineWorkerError(f"the {self.name} failed: {msg[1]}")
+                    else:
+                        self.replies[msg[1]] = msg
+                got = self.conn.poll(0)
+        except (EOFError, OSError, ValueError) as err:
+            with self.cond:
+                self._lost(err)
+            return
+        if self.proc.poll() is not None:
+            with self.cond:
+                self._lost(EOFError("the worker's socket closed"))
+
+    def ready(self) -> float:
+        """Wait for the worker to have started; its start in seconds."""
+        cid = next(_cids)
+        self.send(("ping", cid))
+        self.wait(cid)
+        return self.start_s or 0.0
+
+    def close(self, wait: bool = True) -> None:
+        childproc.stop(self.proc, self.conn, self.sock, wait)
+
+
+_cids = itertools.count(1)
+_tokens = itertools.count(1)
+_WORKERS: dict[int, _Worker] = {}
+_workers_lock = threading.Lock()
+
+
+def worker_for(device: int) -> _Worker:
+    """The live worker of ``device``, started if there is none (or the last one died)."""
+    with _workers_lock:
+        w = _WORKERS.get(device)
+        if w is not None and w.dead is None:
+            return w
+        if w is not None:
+            w.close(wait=False)
+        w = _WORKERS[device] = _Worker(device)
+        return w
+
+
+def start(devices: list[int]) -> dict[int, float]:
+    """Start (or find) the workers of ``devices`` and wait for them; per device the seconds
+    its worker took to start (its cold start; 0 where it was running)."""
+    ws = {d: worker_for(d) for d in devices}
+    return {d: w.ready() for d, w in ws.items()}
+
+
+def workers() -> dict[int, int]:
+    """The running workers: device -> pid."""
+    with _workers_lock:
+        return {d: w.proc.pid for d, w in _WORKERS.items() if w.dead is None}
+
+
+def close() -> None:
+    """Stop every Pipeline worker process and wait for them to exit (later runs with
+    ``processes=True`` start new ones)."""
+    with _workers_lock:
+        ws = list(_WORKERS.values())
+        _WORKERS.clear()
+    for w in ws:
+        w.close(wait=True)
+
+
+atexit.register(close)
+
+
+class _InWorker:
+    """A chunk sent to a worker, the ``event`` of its :class:`Launched`: its outputs go to the
+    worker when the next chunk of the device is launched, or at the latest when this one is
+    waited for (:meth:`outputs`); ``synchronize`` then waits for its ``done``."""
+
+    __slots__ = ("owner", "worker", "cid", "stream", "positions", "launched", "sent", "error")
+
+    def __init__(self, owner: ProcessChunks, worker: _Worker, cid: int, stream: Any,
+                 positions: list[int]) -> None:
+        self.owner, self.worker, self.cid, self.stream = owner, worker, cid, stream
+        self.positions = positions
+        self.launched: Launched | None = None
+        self.sent = False
+        self.error: ChunkFailure | None = None
+
+    def outputs(self) -> None:
+        """Read the worker's record of the chunk and send it the output buffers (once); a
+        failure is kept for :meth:`synchronize`."""
+        if self.sent:
+            return
+        self.sent = True
+        try:
+            self.owner.outputs(self)
+        except ChunkFailure as err:
+            self.error = err
+
+    def synchronize(self) -> None:
+        self.outputs()
+        if self.error is not None:
+            raise self.error
+        msg = self.worker.wait(self.cid)
+        if msg[0] != "done":
+            raise _rebuilt(msg[4]) if msg[0] == "failed" else PipelineWorkerError(
+                f"the {self.worker.name} sent {msg[0]!r} for a chunk's outputs")
+
+
+def _rebuilt(err: Any) -> BaseException:
+    if isinstance(err, BaseException):
+        return err
+    kind, text = err
+    return RuntimeError(f"{kind}: {text}")
+
+
+def _dumps(obj: Any) -> bytes:
+    """``obj`` pickled, Operations by their parts (``distributed.tasks.reduce_operation``:
+    an Operation holds a lock, and its call counter is per process)."""
+    import copyreg
+    import io
+
+    from ..distributed.tasks import reduce_operation
+    from ..operation import Operation
+
+    buf = io.BytesIO()
+    p = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+    p.dispatch_table = {**copyreg.dispatch_table, Operation: reduce_operation}
+    p.dump(obj)
+    return buf.getvalue()
+
+
+class ProcessChunks:
+    """A stage's chunks launched by the devices' workers: :meth:`launch` is
+    :meth:`StageChunks.launch`'s (``run.Run`` calls one or the other)."""
+
+    def __init__(self, chunks: StageChunks, blob: bytes) -> None:
+        self.chunks = chunks
+        self.operations = chunks.operations
+        self.token = next(_tokens)
+        self.blob = blob
+        # per device, the chunk sent last: its outputs go before the next chunk is sent (the
+        # worker launches it, then records the next while the device runs it)
+        self._last: dict[int, _InWorker] = {}
+
+    @staticmethod
+    def of(chunks: StageChunks) -> ProcessChunks | None:
+        """The process launcher of a stage that records chunks, or None where it cannot go
+        to a worker (no chunks, a backend without shared memory, Operations that do not
+        pickle: the thread path)."""
+        if not chunks.enabled or not supported():
+            return None
+        try:
+            blob = _dumps((chunks.operations, chunks.seed))
+        except Exception:
+            return None
+        return ProcessChunks(chunks, blob)
+
+    def takes(self, key: tuple | None, x: Any) -> bool:
+        return self.chunks.takes(key, x)
+
+    def launch(self, key: tuple, positions: list[int], xs: list[Any], nodes: list[Any],
+               device: int, stream: Any, copy_stream: Callable[[], Any],
+               cancelled: Callable[[], bool]) -> Launched:
+        """Send the chunk to ``device``'s worker (see the module doc), the last chunk sent
+        there its outputs first; what :meth:`StageChunks.launch` returns, its values filled
+        and its event the worker's ``done`` once waited for. Raises :class:`ChunkFailure`
+        (the chunk's own, or the previous chunk's when it is waited for) or
+        ``workers.Cancelled``."""
+        last = self._last.pop(device, None)
+        if last is not None:
+            last.outputs()
+        n = len(xs)
+        span = (positions[0], positions[-1], n)
+        if cancelled():
+            raise Cancelled()
+        try:
+            ex = Exports(device)
+            stack = rows_of(nodes, device) if STACK_IN_WORKER else None
+            if STACK_IN_WORKER and stack is None:  # each input's memory: the worker stacks
+                place: Any = [ex.add(v.view() if type(v) is Member else v.buffer, v.device)
+                              for v in nodes]
+            else:  # one buffer of the inputs (no copy where they are rows of one already)
+                if stack is None:
+                    stack = stack_values(nodes, device, stream, copy_stream)
+                    if stream is not None and runtime.caps.launches_on_streams:
+                        stream.synchronize()  # (the worker's streams are not ordered with ours)
+                place = ex.add(stack, device)
+            regions, fds = ex.seal()
+        except Exception as err:
+            raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
+                from err
+        try:
+            w = worker_for(device)
+            with w.stage_lock:  # (sent and noted in one order: the worker's)
+                if self.token not in w.stages:
+                    w.send(("stage", self.token, self.blob, dict(faults.ARMED)))
+                    w.stages[self.token] = None
+                    if len(w.stages) > KEEP_STAGES:  # (as the worker forgets them)
+                        w.stages.popitem(last=False)
+            cid = next(_cids)
+            w.send(("chunk", cid, self.token, (key[0], device, key[2], key[3]), positions,
+                    [x._sample for x in xs], regions, place), fds)
+        except PipelineWorkerError as err:
+            raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
+                from err
+        chunk = _InWorker(self, w, cid, stream, positions)
+        chunk.launched = Launched([None] * n, [], chunk, (stack, ex), nodes)
+        self._last[device] = chunk
+        return chunk.launched
+
+    def outputs(self, chunk: _InWorker) -> None:
+        """The worker's record of ``chunk``: its output buffers allocated here and sent, its
+        :class:`Launched` given its values. Raises :class:`ChunkFailure`."""
+        w, cid, positions, launched = chunk.worker, chunk.cid, chunk.positions, chunk.launched
+        device = w.device
+        span = (positions[0], positions[-1], len(positions))
+        try:
+            msg = w.wait(cid)
+        except PipelineWorkerError as err:
+            raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
+                from err
+        if msg[0] == "failed":
+            _, _, pos, what, err, whole = msg
+            raise ChunkFailure(pos, StepError(what, _rebuilt(err)), span if whole else None)
+        _, _, groups, left = msg
+        out = Exports(device)
+        places, bufs = [], []
+        try:
+            for rows, shape, dtype in groups:
+                buf, place = out.output((len(rows), *shape), dtype)
+                bufs.append(buf)
+                places.append(place)
+                b = Batch(buf, shape, dtype, device, runtime.member_views(buf))
+                for r, value in zip(rows, b.members(len(rows)), strict=True):
+                    launched.values[r] = value
+            stream = chunk.stream
+            if stream is not None and runtime.caps.launches_on_streams:
+                stream.synchronize()  # (the pool's last use of the memory is done)
+            regions, fds = out.seal()
+            w.send(("outputs", cid, regions, places), fds)
+        except PipelineWorkerError as err:
+            raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
+                from err
+        except Exception as err:
+            with contextlib.suppress(Exception):  # the worker lets the chunk go (and its reply)
+                w.send(("outputs", cid, [], []))
+                w.wait(cid)
+            raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
+                from err
+        launched.left = list(left)
+        launched.keep = (*launched.keep, out, bufs)
+
+
+# -- the worker process's side -------------------------------------------------------------
+def _picklable(err: BaseException) -> Any:
+    try:
+        pickle.loads(pickle.dumps(err))
+        return err
+    except Exception:
+        return (type(err).__name__, str(err))
+
+
+class _Server:
+    """The worker's state: its device and stream, the stages it was sent, chunks between
+    their two exchanges and chunks whose kernels are queued."""
+
+    def __init__(self, conn: Connection, device: int, host: bool, stream: Any) -> None:
+        self.conn, self.device, self.host = conn, device, host
+        self.stream = stream if runtime.caps.launches_on_streams else None
+        self.stages: collections.OrderedDict[int, StageChunks] = collections.OrderedDict()
+        self.planned: dict[int, tuple] = {}  # cid -> (stage token, opened inputs, Recorded)
+        self.queued: collections.deque = collections.deque()  # (cid, opened..., launched)
+
+    def fds(self, regions: list[Any]) -> list[int]:
+        return [childproc.receive_fd(self.conn) for _ in regions] if self.host else []
+
+    def handle(self, msg: tuple) -> bool:
+        kind = msg[0]
+        if kind == "stop":
+            return False
+        if kind == "ping":
+            self.conn.send(("pong", msg[1]))
+        elif kind == "stage":
+            _, token, blob, armed = msg
+            ops, seed = pickle.loads(blob)
+            self.stages[token] = StageChunks(ops, seed)
+            while len(self.stages) > KEEP_STAGES:
+                self.stages.popitem(last=False)
+            faults.ARMED.clear()  # (tests: the faults armed where the run started)
+            faults.ARMED.update(armed)
+        elif kind == "chunk":
+            self.chunk(*msg[1:])
+        elif kind == "outputs":
+            self.outputs(*msg[1:])
+        else:
+            raise PipelineWorkerError(f"unknown message {kind!r}")
+        return True
+
+    def chunk(self, cid: int, token: int, key: tuple, positions: list[int], samples: list[int],
+              regions: list[Any], place: tuple | list[tuple]) -> None:
+        opened = Opened(regions, self.fds(regions), self.host, self.device)
+        try:
+            stage = self.stages[token]
+            cls, device, shape, dtype = key
+            # the inputs: rows of the stack (members of a batch: ``chunks.stack_values``
+            # takes it as it is), or each input's memory, stacked there; the handles only
+            # carry type and sample (the recorder reads the stacked values)
+            if isinstance(place, list):  # each input's memory (``STACK_IN_WORKER``)
+                nodes = [stored(opened.array(p), shape, dtype, device) for p in place]
+            else:
+                stack = opened.array(place)
+                nodes = Batch(stack, shape, dtype, device,
+                              runtime.member_views(stack)).members(len(positions))
+            xs = []
+            for sample in samples:
+                y = cls.__new__(cls)
+                y._node, y._pinned, y._sample, y._opcount = None, None, sample, 0
+                y._bind(stored(None, shape, dtype, device))
+                xs.append(y)
+            stage.takes(key, xs[0])  # (its draw rules, as decided where the run is)
+            got = stage.record(key, positions, xs, nodes, device, self.stream,
+                               lambda: self.stream, lambda: False)
+        except BaseException as err:
+            opened.close()
+            self._failed(cid, token, positions[0], err)
+            return
+        self.planned[cid] = (token, opened, got)
+        self.conn.send(("planned", cid, got.layout(), list(got.left)))
+
+    def _failed(self, cid: int, token: int, position: int, err: BaseException) -> None:
+        """Reply that chunk ``cid`` failed: a :class:`ChunkFailure`'s input and step, else the
+        whole chunk's kernels."""
+        if isinstance(err, ChunkFailure):
+            self.conn.send(("failed", cid, err.position, err.err.what,
+                            _picklable(err.err.cause), err.span is not None))
+            return
+        stage = self.stages.get(token)
+        what = kernels_failed(stage.operations if stage is not None else [], err).what
+        self.conn.send(("failed", cid, position, what, _picklable(err), True))
+
+    def outputs(self, cid: int, regions: list[Any], places: list[tuple]) -> None:
+        """Launch chunk ``cid``'s kernels into this process's output buffers (none: let the
+        chunk go)."""
+        token, opened, got = self.planned.pop(cid)
+        dst = Opened(regions, self.fds(regions), self.host, self.device)
+        if len(places) != len(got.groups):
+            self._finish(opened, dst, None)
+            self.conn.send(("failed", cid, got.span[0], "", ("RuntimeError", "no outputs"),
+                            True))
+            return
+        try:
+            launched = self.stages[token].start(got, self.stream,
+                                                [dst.array(place) for place in places])
+        except BaseException as err:
+            self._finish(opened, dst, None)
+            self._failed(cid, token, got.span[0], err)
+            return
+        self.queued.append((cid, opened, dst, launched))
+
+    def finish_one(self) -> None:
+        """Wait for the oldest chunk's kernels, close its mappings, say it is done."""
+        cid, opened, dst, launched = self.queued.popleft()
+        try:
+            if self.stream is not None:
+                self.stream.synchronize()
+        except BaseException as err:
+            self._finish(opened, dst, launched)
+            self.conn.send(("failed", cid, 0, "", _picklable(err), True))
+            return
+        self._finish(opened, dst, launched)
+        self.conn.send(("done", cid))
+
+    @staticmethod
+    def _finish(opened: Opened, dst: Opened, launched: Launched | None) -> None:
+        if launched is not None:  # (its arrays over the mappings go first)
+            launched.keep = ()
+            launched.values = []
+        dst.close()
+        opened.close()
+
+
+def worker_main(fd: int) -> int:
+    """The worker process (:func:`run_worker`): chunks of the messages it is sent, until
+    stopped or its parent's end of the socket closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops it
+    conn = Connection(fd)
+    try:
+        _, device, host = conn.recv()
+    except (EOFError, OSError):
+        return 0
+    try:
+        device = int(device)
+        stream, _ = STREAMS.acquire(device)  # (as a Pipeline's worker thread takes one)
+        server = _Server(conn, device, bool(host), stream)
+        conn.send(("alive", os.getpid()))
+        with runtime.on_device(device), runtime.using_stream(stream), \
+                devices.targeting(device):
+            while True:
+                # messages first (the next chunk is recorded while the device runs the last)
+                if server.queued and not conn.poll(0):
+                    server.finish_one()
+                    continue
+                if not server.handle(conn.recv()):
+                    break
+    except (EOFError, OSError):
+        return 0
+    except BaseException as err:
+        import traceback
+
+        traceback.print_exc()
+        with contextlib.suppress(Exception):
+            conn.send(("fatal", f"{type(err).__name__}: {err}"))
+        return 1
+    return 0
+
+
+def run_worker(fd: int) -> None:
+    """The worker process's entry point: :func:`worker_main`, then the process ends."""
+    code = worker_main(fd)
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
