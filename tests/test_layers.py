@@ -21,8 +21,10 @@ ROOT_PACKAGE = "millipyde"
 
 # (layer name, module-name prefixes); a module belongs to the first layer whose prefix matches
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    # (and ``childproc``: starting, watching and stopping the worker processes of the decode
+    # and the Pipeline, below both)
     ("base", ("millipyde.version", "millipyde.config", "millipyde.source_cache",
-              "millipyde.kernels", "millipyde.checks")),
+              "millipyde.kernels", "millipyde.checks", "millipyde.childproc")),
     ("backend", ("millipyde.faults", "millipyde.backend.base", "millipyde.backend.selection",
                  "millipyde.backend.launcher", "millipyde.backend.pool",
                  "millipyde.backend.rawlaunch", "millipyde.backend.staging",
