@@ -944,7 +944,8 @@ def test_the_compiled_region_pass_makes_a_code_stream_per_box() -> None:
     region = np.full((6, 4), -1, np.int64)
     parents = np.full(6, 7, np.int64)
     made = mod.regions(at[0], at[1], view, off + capi.Region.start.offset,
-                       off + capi.Region.end.offset, handle, state, dims, box, region, parents)
+                       off + capi.Region.end.offset, handle, state, dims, box, region, parents,
+                       np.zeros(3, np.int64))
     assert made == 2
     assert calls == [(11, 2, (16, 0), (40, 32)), (12, 2, (0, 16), (48, 30)),
                      (13, 2, (0, 0), (16, 16))]

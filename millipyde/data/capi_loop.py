@@ -19,6 +19,8 @@ library makes of the bytes (a code stream, its image info) and keeps the colour 
 the pixel limit; ``decode`` makes an output image over each kept sample's offset of the
 batch's allocation, decodes them in one call, waits, reads the statuses, and destroys the
 code streams ``parse`` made (those made elsewhere belong to their Python objects).
+Each pass ends by writing the monotonic clock into its ``clock`` array (:func:`_stamp`), so
+its caller can tell how long its thread waited to take the GIL back after the pass.
 Between the two, ``regions`` may replace a taken sample's code stream by one of a rectangle of
 its image (region decoding, ``data.region``); ``destroy`` then destroys the whole ones.
 """
@@ -104,6 +106,16 @@ def _call(typingctx, fn, args):
 
 
 @njit(cache=True, nogil=True)
+def _stamp(clock):
+    """``clock[1]``, ``clock[2]``: CLOCK_MONOTONIC's seconds and nanoseconds now, through
+    ``clock_gettime`` at address ``clock[0]`` (nothing where it is 0). Called as a pass's
+    last step: Python's ``time.monotonic_ns()`` after the return, less this, is the time
+    the thread waited to take the GIL back (the pass itself ran without it)."""
+    if clock[0] != 0:
+        _call(clock[0], (np.int32(1), np.int64(clock.ctypes.data) + 8))
+
+
+@njit(cache=True, nogil=True)
 def _u32(words, at):
     """The 32-bit field at byte offset ``at`` (a multiple of 4), unsigned."""
     return np.int64(words.view(np.uint32)[at // 4])
@@ -126,7 +138,8 @@ def _set_i32(words, at, value):
 
 
 @njit(cache=True, nogil=True)
-def parse(fns, lay, instance, template, address, size, handle, state, dims, offsets, limit):
+def parse(fns, lay, instance, template, address, size, handle, state, dims, offsets, limit,
+          clock):
     """Per sample of state ST_PARSE: a code stream over its bytes (into ``handle``), its image
     info; a colour JPEG (codec ``jpeg``, 3 channels over its planes, colour spec YCbCr / sRGB /
     unknown) under ``limit`` pixels becomes ST_TAKEN with its dims, one over the limit
@@ -186,6 +199,7 @@ def parse(fns, lay, instance, template, address, size, handle, state, dims, offs
             offsets[r] = total
             total += (dims[r, D_HEIGHT] * dims[r, D_WIDTH] * 3 + align - 1) // align * align
     step = lay[LAY_STEP]
+    _stamp(clock)
     return (total + step - 1) // step * step
 
 
@@ -200,7 +214,7 @@ def release(fns, handle, state):
 
 @njit(cache=True, nogil=True)
 def decode(fns, lay, instance, decoder, out, params, images, work, statuses, base,
-           cuda_stream, handle, state, dims, offsets, done):
+           cuda_stream, handle, state, dims, offsets, done, clock):
     """The taken samples (ST_TAKEN, ST_GIVEN) decoded at ``base + offsets[r]``: per sample
     an output image described by ``out`` (an image info, words; its plane, orientation and
     buffer written here) into ``images`` (handles the library reuses, batch after batch);
@@ -262,12 +276,13 @@ def decode(fns, lay, instance, decoder, out, params, images, work, statuses, bas
                             j += 1
                 _call(fns[FN_FUTURE_DESTROY], (future,))
     release(fns, handle, state)
+    _stamp(clock)
     return rc
 
 
 @njit(cache=True, nogil=True)
 def regions(fn_sub, fn_destroy, view, at_start, at_end, handle, state, dims, box, region,
-            parents):
+            parents, clock):
     """Between the two passes: each taken sample (ST_TAKEN, ST_GIVEN) without an EXIF
     orientation whose ``box`` (top, left, bottom, right) is not its whole image gets a code
     stream of that rectangle (``fn_sub``: ``nvimgcodecCodeStreamGetSubCodeStream`` of its code
@@ -317,6 +332,7 @@ def regions(fn_sub, fn_destroy, view, at_start, at_end, handle, state, dims, box
         region[r, 2] = h
         region[r, 3] = w
         made += 1
+    _stamp(clock)
     return made
 
 

@@ -36,6 +36,7 @@ import numpy as np
 from .. import config
 from .. import io as mio
 from ..backend import ACTIVE as runtime
+from .laps import Laps
 from .nvimgcodec_capi import ALIGN, pool_bytes
 
 #: decoder choices of ``mp.Generator(decoder=...)``
@@ -119,11 +120,19 @@ class PillowDecoder:
         return list(self._executor().map(lambda it: _decode_one(*it), items))
 
     def decode(self, datas: list[bytes], name_of: Callable[[int], str],
-               stream: Any = None) -> list[Any]:
+               stream: Any = None, laps: Laps | None = None) -> list[Any]:
         """Per encoded sample its device buffer, or its error (``name_of(r)`` names sample
-        ``r`` of the list)."""
+        ``r`` of the list). ``laps``: its segments timed (``data.laps``)."""
         items = [(d, name_of(r)) for r, d in enumerate(datas)]
-        return [upload(a, self.device) for a in self.decode_host(items)]
+        got = self.decode_host(items)
+        if laps is not None:
+            laps.lap("pillow")
+        if not runtime.caps.device_memory:  # the cpu backend: the arrays are the buffers
+            return got
+        out = [upload(a, self.device) for a in got]
+        if laps is not None:
+            laps.lap("upload")
+        return out
 
     def close(self) -> None:
         """Stop the threads."""
@@ -389,7 +398,7 @@ class NvImageCodecCDecoder:
 
     def decode(self, datas: list[Any], name_of: Callable[[int], str],
                stream: Any = None, boxes: Callable | None = None,
-               regions: np.ndarray | None = None) -> list[Any]:
+               regions: np.ndarray | None = None, laps: Laps | None = None) -> list[Any]:
         """Per encoded sample its decoded buffer (a :class:`DeviceImage` on a GPU, a NumPy
         array on the host), or its error (``name_of(r)`` names sample ``r``). The GPU's
         images are complete on ``stream`` (queued behind the decode).
@@ -400,16 +409,22 @@ class NvImageCodecCDecoder:
         row of ``regions`` ((n, 4): top, left, the whole image's height and width), the others
         keep theirs. Regions are decoded through the compiled loop only, and only for
         JPEGs without an EXIF orientation (nvImageCodec's region is in the coded image's
-        frame); the rest is decoded whole."""
+        frame); the rest is decoded whole. ``laps``: its segments timed (``data.laps``)."""
         if CAPI_COMPILED:
             loop = self.capi.loop()
             if loop is not None:
-                return self._decode_compiled(loop, datas, name_of, stream, boxes, regions)
+                return self._decode_compiled(loop, datas, name_of, stream, boxes, regions,
+                                             laps)
         out, rows, streams = _route(datas, name_of, self._parse)
         if rows:
             for r, img in zip(rows, self._decode_batch(streams, stream), strict=True):
                 out[r] = img
-        return _fall_back(self, datas, name_of, out)
+        if laps is not None:
+            laps.lap("decode")
+        got = _fall_back(self, datas, name_of, out)
+        if laps is not None:
+            laps.lap("fallback")
+        return got
 
     def _allocate(self, nbytes: int) -> Any:
         """A batch's allocation (the caller is on the device and the decode stream), or
@@ -463,7 +478,8 @@ class NvImageCodecCDecoder:
 
     def _sub_streams(self, loop: Any, boxes: Callable, regions: np.ndarray,
                      handles: np.ndarray, states: np.ndarray, dims: np.ndarray,
-                     offsets: np.ndarray, parents: np.ndarray) -> int:
+                     offsets: np.ndarray, parents: np.ndarray,
+                     laps: Laps | None = None) -> int:
         """After :meth:`parse_many`: the boxes of the taken samples without an EXIF
         orientation (``boxes``, in one call), a code stream of each box that is not its
         whole image (``Decoder.sub_streams_many``: compiled, the GIL released), and the
@@ -474,7 +490,12 @@ class NvImageCodecCDecoder:
             box = np.zeros((len(states), 4), np.int64)
             box[:, 2:4] = dims[:, 0:2]
             box[plain] = np.asarray(boxes(plain, dims[plain, :2]), dtype=np.int64)
+            if laps is not None:
+                laps.lap("boxes")
             self._dec.sub_streams_many(handles, states, dims, box, regions, parents)
+            if laps is not None:
+                laps.regain(self._dec.regain_ns)
+                laps.lap("regions")
         rows = np.flatnonzero(taken)
         size = -(-(dims[rows, 0] * dims[rows, 1] * 3) // ALIGN) * ALIGN
         offsets[rows] = np.cumsum(size) - size
@@ -482,7 +503,8 @@ class NvImageCodecCDecoder:
 
     def _decode_compiled(self, loop: Any, datas: list[Any], name_of: Callable[[int], str],
                          stream: Any, boxes: Callable | None = None,
-                         regions: np.ndarray | None = None) -> list[Any]:
+                         regions: np.ndarray | None = None,
+                         laps: Laps | None = None) -> list[Any]:
         """:meth:`decode` through the compiled loop (``loop``: ``capi_loop``): per sample
         only its address (bytes) or code stream (:class:`Coded`) put in arrays here, and its
         view made after; every library call in two passes with the GIL released."""
@@ -492,8 +514,10 @@ class NvImageCodecCDecoder:
         at = _BYTES_AT
         dims = np.zeros((n, 5), np.int64)
         if at is not None and all(type(d) is bytes for d in datas):  # bytes read: the usual
-            address = [id(d) + at for d in datas]
-            size = [len(d) for d in datas]
+            # (one pass of C over the list each: no Python per sample)
+            address = np.fromiter(map(id, datas), np.int64, n)
+            address += at
+            size = np.fromiter(map(len, datas), np.int64, n)
             states = np.full(n, loop.ST_PARSE, np.int32)
             handles = np.zeros(n, np.int64)
         else:
@@ -524,14 +548,19 @@ class NvImageCodecCDecoder:
         offsets = np.zeros(n, np.int64)
         limit = mio.pixel_limit()
         dec = self._dec
-        total = dec.parse_many(np.array(address, np.int64), np.array(size, np.int64),
+        if laps is not None:
+            laps.lap("prep")
+        total = dec.parse_many(np.asarray(address, np.int64), np.asarray(size, np.int64),
                                handles, states, dims, offsets, limit)
+        if laps is not None:
+            laps.regain(dec.regain_ns)
+            laps.lap("parse")
         passed = False  # to decode_many, which destroys the code streams parse_many made
         parents = np.zeros(n, np.int64)  # whole code streams of regions, destroyed after
         try:
             if total and boxes is not None and regions is not None:
                 total = self._sub_streams(loop, boxes, regions, handles, states, dims,
-                                          offsets, parents)
+                                          offsets, parents, laps)
             elif total:
                 # samples of other sizes (a real dataset's) vary a batch's bytes too
                 total = pool_bytes(total)
@@ -548,8 +577,13 @@ class NvImageCodecCDecoder:
                         base = _address_of(whole)
                         cuda_stream = 0 if self.host else stream_handle(stream)
                         passed = True
+                        if laps is not None:
+                            laps.lap("alloc")
                         decoded = dec.decode_many(base, cuda_stream, handles, states, dims,
                                                   offsets, done)
+                        if laps is not None:
+                            laps.regain(dec.regain_ns)
+                            laps.lap("decode")
                 if regions is not None:  # a region not decoded goes whole to Pillow
                     regions[(done == 0) & (regions[:, 0] >= 0)] = -1
                 if decoded:
@@ -558,13 +592,18 @@ class NvImageCodecCDecoder:
                     view = self._view
                     for r in np.flatnonzero(done).tolist():
                         out[r] = view(whole, base, offs[r], hs[r], ws[r], stream)
+                    if laps is not None:
+                        laps.lap("views")
         finally:
             if not passed:
                 dec.release_many(handles, states)
             if parents.any():
                 dec.destroy_many(parents)
         del keep  # the bytes made here outlived both passes
-        return _fall_back(self, datas, name_of, out)
+        got = _fall_back(self, datas, name_of, out)
+        if laps is not None:
+            laps.lap("fallback")
+        return got
 
     def close(self) -> None:
         """Stop the fallback's threads and destroy the decoder (its images' memory is the

@@ -39,6 +39,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import sys
 import threading
 import time
 from ctypes import (
@@ -580,6 +581,11 @@ class Decoder:
         #: image info (words: it writes and reads their fields at ctypes' offsets)
         self._out_words = _words_of(out)
         self._info_words = _words_of(make(ImageInfo))
+        #: the compiled passes' end stamp (``capi_loop._stamp``: clock_gettime's address,
+        #: seconds, nanoseconds) and, after each pass, the nanoseconds its thread then waited
+        #: to take the GIL back (``regain_ns``; -1 where the clock cannot be called)
+        self.clock = np.array([CLOCK_GETTIME, 0, 0], np.int64)
+        self.regain_ns = -1
 
     # -- parsing (GIL kept) ----------------------------------------------------------------
     def parse(self, data: Any) -> CodeStream | None:
@@ -631,9 +637,18 @@ class Decoder:
             view = self._local.view = _words_of(v)
         at = CodeStreamView.region.offset
         lib.releases += 1
-        return int(mod.regions(lib.sub_address, lib.addresses[mod.FN_STREAM_DESTROY], view,
-                               at + Region.start.offset, at + Region.end.offset, handle,
-                               state, dims, box, region, parents))
+        made = mod.regions(lib.sub_address, lib.addresses[mod.FN_STREAM_DESTROY], view,
+                           at + Region.start.offset, at + Region.end.offset, handle, state,
+                           dims, box, region, parents, self.clock)
+        self._regained()
+        return int(made)
+
+    def _regained(self) -> None:
+        """:attr:`regain_ns` of the compiled pass that just returned (its end stamp against
+        now: the wait for the GIL after it)."""
+        now = time.monotonic_ns()
+        c = self.clock
+        self.regain_ns = now - (int(c[1]) * 1_000_000_000 + int(c[2])) if c[0] else -1
 
     def destroy_many(self, handles: np.ndarray) -> None:
         """Destroy the code streams ``handles`` (nonzero ones) in one compiled call."""
@@ -707,7 +722,8 @@ class Decoder:
         lib.releases += 1
         t = time.perf_counter()
         total = mod.parse(lib.addresses, _layout[0], self.inst.handle, self._info_words,
-                          address, size, handle, state, dims, offsets, int(limit))
+                          address, size, handle, state, dims, offsets, int(limit), self.clock)
+        self._regained()
         lib.free_s += time.perf_counter() - t
         return int(total)
 
@@ -733,7 +749,8 @@ class Decoder:
             rc = mod.decode(lib.addresses, _layout[0], self.inst.handle, self.handle,
                             self._out_words, ctypes.addressof(self._params), self._images,
                             work, statuses, int(base), int(cuda_stream or 0), handle, state,
-                            dims, offsets, done)
+                            dims, offsets, done, self.clock)
+            self._regained()
             lib.free_s += time.perf_counter() - t
         return rc == mod.OK
 
@@ -761,6 +778,21 @@ class Decoder:
             self.close()
         except Exception:  # an interpreter tearing down: the process's end frees it all
             pass
+
+
+def _clock_gettime() -> int:
+    """The address of the C library's ``clock_gettime`` (the compiled passes stamp their end
+    with CLOCK_MONOTONIC, Python's ``time.monotonic_ns`` clock), 0 where it is not found
+    (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        return int(ctypes.cast(ctypes.CDLL(None).clock_gettime, c_void_p).value or 0)
+    except (OSError, AttributeError):
+        return 0
+
+
+CLOCK_GETTIME = _clock_gettime()
 
 
 def _words_of(struct: Any) -> np.ndarray:
@@ -855,12 +887,13 @@ def _compile(mod: Any) -> None:
     state = np.zeros(0, np.int32)
     words = np.zeros(1, np.int64)
     addresses = np.zeros(mod.FUNCTIONS, np.int64)
-    mod.parse(addresses, _layout[0], 0, words, z64, z64, z64, state, dims, z64, 0)
+    clock = np.zeros(3, np.int64)
+    mod.parse(addresses, _layout[0], 0, words, z64, z64, z64, state, dims, z64, 0, clock)
     mod.decode(addresses, _layout[0], 0, 0, words, 0, z64, words, np.zeros(1, np.uint32), 0,
-               0, z64, state, dims, z64, np.zeros(0, np.uint8))
+               0, z64, state, dims, z64, np.zeros(0, np.uint8), clock)
     mod.release(addresses, z64, state)
     mod.regions(0, 0, words, 0, 0, z64, state, dims, np.zeros((0, 4), np.int64),
-                np.zeros((0, 4), np.int64), z64)
+                np.zeros((0, 4), np.int64), z64, clock)
     mod.destroy(0, z64)
 
 
