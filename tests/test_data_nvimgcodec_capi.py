@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from ctypes import byref, sizeof
 from pathlib import Path
 
@@ -363,18 +364,21 @@ def test_readers_parse_samples_for_the_c_decoder(tmp_path, loop_kind) -> None:
 
 
 @needs_lib
-@pytest.mark.parametrize("parse_in_readers", [False, True])
+@pytest.mark.parametrize("parse_in_readers,segments", [(False, False), (True, False),
+                                                       (False, True)])
 def test_a_loader_over_a_folder_decodes_as_pillow(tmp_path, monkeypatch, parse_in_readers,
-                                                  loop_kind) -> None:
+                                                  segments, loop_kind) -> None:
     """The Loader (read-ahead, decode thread, refills) with the C decoder: the batches of a
     folder equal the Pillow decoder's, a corrupt file refilled, its code streams made in the
-    decode thread or in the read-ahead's threads."""
+    decode thread or in the read-ahead's threads; with the lane calls timed by segment
+    (``loader.SEGMENTS``) alike, the decoder's segments in the stats."""
     from millipyde.data import Folder
     from millipyde.data import loader as lmod
     from millipyde.data.loader import BadSamples, Loader
     from millipyde.data.sampler import EpochSampler
 
     monkeypatch.setattr(lmod, "PARSE_IN_READERS", parse_in_readers)
+    monkeypatch.setattr(lmod, "SEGMENTS", segments)
     photos = [data.astronaut(), data.chelsea(), data.coffee(), data.rocket()]
     for i in range(13):
         p = photos[i % 4][i * 7:i * 7 + 40 + i, i * 5:i * 5 + 52]
@@ -400,6 +404,16 @@ def test_a_loader_over_a_folder_decodes_as_pillow(tmp_path, monkeypatch, parse_i
             # per decode lane); the PNG and the broken file by Pillow
             assert loader.lanes == lmod.DECODE_LANES
             assert loader.decoded() == (11, 2)
+            st = loader.stats
+            if not segments:
+                assert not any(k.startswith("seg_") for k in st)
+            elif dmod.CAPI_COMPILED:  # two GIL-free passes a batch, their ends stamped
+                assert st["seg_regains"] == 2 * st["batches"]
+                assert 0 <= st["seg_regain_s"] < 1.0
+                for seg in ("take", "prep", "parse", "alloc", "decode", "views", "fallback"):
+                    assert st[f"seg_{seg}_s"] > 0, seg
+            else:
+                assert st["seg_decode_s"] > 0 and st["seg_regains"] == 0
     for a, b in zip(got["pillow"], got["c"], strict=True):
         assert list(a.samples) == list(b.samples)
         for x, y in zip(a.arrays, b.arrays, strict=True):
@@ -902,6 +916,35 @@ def test_folder_batches_with_regions_equal_whole_ones(tmp_path, monkeypatch) -> 
           f"{stats[True]['px_regions']} of {stats[True]['px_whole']}")
     assert 0 < stats[True]["px_regions"] < stats[True]["px_whole"]
     assert worst == 0.0
+
+
+def test_the_compiled_passes_stamp_their_end_on_the_monotonic_clock() -> None:
+    """Each compiled pass writes CLOCK_MONOTONIC (Python's ``time.monotonic_ns``) into its
+    ``clock`` as its last step (the wait for the GIL after it is measured from there);
+    nothing where the clock's address is 0."""
+    mod = capi.loop()
+    assert mod is not None and capi.CLOCK_GETTIME
+    z64 = np.zeros(0, np.int64)
+    dims = np.zeros((0, 5), np.int64)
+    state = np.zeros(0, np.int32)
+    words = np.zeros(1, np.int64)
+    lay = capi._layout[0]
+    fns = np.zeros(mod.FUNCTIONS, np.int64)
+    passes = [
+        lambda c: mod.parse(fns, lay, 0, words, z64, z64, z64, state, dims, z64, 0, c),
+        lambda c: mod.decode(fns, lay, 0, 0, words, 0, z64, words, np.zeros(1, np.uint32), 0,
+                             0, z64, state, dims, z64, np.zeros(0, np.uint8), c),
+        lambda c: mod.regions(0, 0, words, 0, 0, z64, state, dims, np.zeros((0, 4), np.int64),
+                              np.zeros((0, 4), np.int64), z64, c)]
+    for run in passes:
+        clock = np.array([capi.CLOCK_GETTIME, 0, 0], np.int64)
+        before = time.monotonic_ns()
+        run(clock)
+        after = time.monotonic_ns()
+        assert before <= int(clock[1]) * 1_000_000_000 + int(clock[2]) <= after
+        off = np.zeros(3, np.int64)
+        run(off)
+        assert not off.any()
 
 
 def test_the_compiled_region_pass_makes_a_code_stream_per_box() -> None:

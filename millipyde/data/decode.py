@@ -99,6 +99,8 @@ class PillowDecoder:
     """
 
     name = "pillow"
+    #: :meth:`decode` times its segments into a ``laps`` (``data.laps``)
+    takes_laps = True
 
     def __init__(self, device: int, threads: int | None = None) -> None:
         self.device = device
@@ -347,6 +349,8 @@ class NvImageCodecCDecoder:
     name = "nvimgcodec-c"
     #: :meth:`decode` takes ``boxes`` and ``regions`` (``data.region``)
     decodes_regions = True
+    #: :meth:`decode` times its segments into a ``laps`` (``data.laps``)
+    takes_laps = True
 
     def __init__(self, device: int, fallback: PillowDecoder, host: bool | None = None) -> None:
         from . import nvimgcodec_capi as capi

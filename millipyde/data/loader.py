@@ -369,6 +369,7 @@ class Loader:
     def _make(self, ks: np.ndarray, stream: Any, dec: Any, b: int) -> DecodedBatch:
         src = self.source
         n = len(ks)
+        # (a decoder that times its own segments says so: ``takes_laps``)
         laps = Laps() if self.segments else None
         t0 = time.perf_counter()
         self._wait_turn(b)
@@ -403,7 +404,8 @@ class Loader:
                 kw = {"boxes": lambda j, hw: plan.boxes(kr[j], hw), "regions": got_regions}
             if laps is not None:
                 laps.lap("lists")
-                kw["laps"] = laps
+                if getattr(dec, "takes_laps", False):
+                    kw["laps"] = laps
             got = dec.decode(datas if len(rows) == n else [datas[r] for r in rows],
                              lambda j: src.name(int(samples[rows[j]])), stream, **kw)
         t2 = time.perf_counter()
