@@ -707,21 +707,23 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
     ``batch_stream.ARENA_IN_PLACE`` off; ``+region`` / ``+whole``: region decoding on / off,
     ``training.region_plan.ENABLED`` (the row reports the share of pixels its regions hold);
     ``decode+lanesN``: the C decoder alone in N lanes (``+region``: the recipe's windows),
-    ``decode_alone_lanes``); ``#k`` after a name tells a
+    ``decode_alone_lanes``); ``+twopass``: with regions, their code streams made in a pass
+    of their own (three GIL releases a batch), ``decode.REGIONS_IN_DECODE`` off; ``#k`` after
+    a name tells a
     repeated row apart (``folder_worker#2``)."""
     out = []
     for name in spec.split(","):
         base, *tags = name.split("#")[0].split("+")
         lanes = [t for t in tags if t.startswith("lanes") and t[5:].isdigit()]
         if base == "decode":
-            if set(tags) - {*lanes, "region"}:
+            if set(tags) - {*lanes, "region", "twopass"}:
                 raise SystemExit(f"--rows: unknown row {name!r}")
             out.append((name, "decode", None, tags))
             continue
         src, label = base.split("_", 1)
         if src not in ("folder", "shards") or label not in ("worker", "in_process") or \
                 set(tags) - {"pyread", "nohold", "sw20", "capi", "parse", "jit", "ctloop",
-                             "packed", "region", "whole", *lanes}:
+                             "packed", "region", "whole", "twopass", *lanes}:
             raise SystemExit(f"--rows: unknown row {name!r}")
         out.append((name, src, label == "worker", tags))
     return out
@@ -811,6 +813,9 @@ def gpu(args: argparse.Namespace) -> dict:
             continue
         tags = name.split("#")[0].split("+")[1:]
         lanes = next((int(t[5:]) for t in tags if t.startswith("lanes")), None)
+        from millipyde.data import decode as dmod_rows
+
+        dmod_rows.REGIONS_IN_DECODE = "twopass" not in tags
         if name.startswith("decode+"):
             try:
                 out[name] = decode_alone_lanes(info["folder"], args.decode_batches,

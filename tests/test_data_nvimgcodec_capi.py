@@ -918,6 +918,60 @@ def test_folder_batches_with_regions_equal_whole_ones(tmp_path, monkeypatch) -> 
     assert worst == 0.0
 
 
+@needs_lib
+def test_regions_made_in_the_decode_pass_equal_a_pass_of_their_own(monkeypatch) -> None:
+    """Region decoding on the host (libjpeg-turbo): the regions' code streams made in the
+    decode pass (``decode.REGIONS_IN_DECODE``, the allocation laid out for the boxes first)
+    give the arrays and region rows of the three-pass loop, bit for bit, each region the
+    whole decode cut to its box, over 4:2:0 / 4:4:4 / progressive JPEGs, an EXIF-rotated
+    one (decoded whole), grey, PNG and broken samples, boxes at the corners, edges and
+    inside; two GIL releases a batch against three. A box the library refuses: the
+    three-pass loop decodes the sample whole, the one pass leaves it to Pillow (the same
+    pixels)."""
+    from millipyde.data import region as rmod
+
+    photo = data.astronaut()
+    blobs = [_jpeg(photo[:100, :120]), _jpeg(photo[50:163, 20:97], subsampling=0),
+             _jpeg(photo[200:290, 100:240], progressive=True), _oriented(photo[:40, :64], 6),
+             _jpeg(photo[:64, :64, 0]), b"broken", _jpeg(photo[300:380, 300:390]),
+             _jpeg(photo[10:90, 10:70])]
+    png = io.BytesIO()
+    Image.fromarray(photo[:30, :40]).save(png, "PNG")
+    blobs.append(png.getvalue())
+    wins = {0: [0, 0, 20, 30], 1: [90, 60, 23, 17], 2: [33, 47, 40, 60], 6: [0, 40, 80, 50],
+            7: [5, 5, 40, 200]}
+
+    def boxes(rows, hw):
+        hw = np.asarray(hw, np.int64)
+        win = np.array([wins.get(int(r), [0, 0, 1 << 20, 1 << 20]) for r in rows], np.int64)
+        out = rmod.aligned(win, hw, 16)
+        out[rows == 6] = [48, 48, 16, 16]  # refused (empty): decoded whole
+        return out
+
+    dec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=1), host=True)
+    whole = dec.decode(blobs, lambda r: f"#{r}")
+    got, regs, releases = {}, {}, {}
+    for one in (True, False):
+        monkeypatch.setattr(dmod, "REGIONS_IN_DECODE", one)
+        regs[one] = np.full((len(blobs), 4), -1, np.int64)
+        before = LIB.releases
+        got[one] = dec.decode(blobs, lambda r: f"#{r}", None, boxes=boxes, regions=regs[one])
+        releases[one] = LIB.releases - before
+    dec.close()
+    assert releases == {True: 2, False: 3}
+    assert regs[True].tolist() == regs[False].tolist()
+    assert [r for r in range(len(blobs)) if regs[True][r, 0] >= 0] == [0, 1, 2, 7]
+    for r, (a, b) in enumerate(zip(got[True], got[False], strict=True)):
+        if isinstance(a, BaseException):
+            assert isinstance(b, ValueError) and str(a) == str(b) and r == 5
+            continue
+        assert np.array_equal(a, b), r
+        top, left = regs[True][r, :2] if regs[True][r, 0] >= 0 else (0, 0)
+        h, w = a.shape[:2]
+        assert np.array_equal(a, whole[r][top:top + h, left:left + w]), r
+    assert got[True][6].shape == whole[6].shape  # refused: whole
+
+
 def test_the_compiled_passes_stamp_their_end_on_the_monotonic_clock() -> None:
     """Each compiled pass writes CLOCK_MONOTONIC (Python's ``time.monotonic_ns``) into its
     ``clock`` as its last step (the wait for the GIL after it is measured from there);
@@ -935,7 +989,12 @@ def test_the_compiled_passes_stamp_their_end_on_the_monotonic_clock() -> None:
         lambda c: mod.decode(fns, lay, 0, 0, words, 0, z64, words, np.zeros(1, np.uint32), 0,
                              0, z64, state, dims, z64, np.zeros(0, np.uint8), c),
         lambda c: mod.regions(0, 0, words, 0, 0, z64, state, dims, np.zeros((0, 4), np.int64),
-                              np.zeros((0, 4), np.int64), z64, c)]
+                              np.zeros((0, 4), np.int64), z64, c),
+        lambda c: mod.regions_decode(fns, lay, 0, 0, words, 0, z64, words,
+                                     np.zeros(1, np.uint32), 0, 0, z64, state, dims, z64,
+                                     np.zeros(0, np.uint8), 0, words, 0, 0,
+                                     np.zeros((0, 4), np.int64), np.zeros((0, 4), np.int64),
+                                     z64, z64, c)]
     for run in passes:
         clock = np.array([capi.CLOCK_GETTIME, 0, 0], np.int64)
         before = time.monotonic_ns()

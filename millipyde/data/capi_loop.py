@@ -23,6 +23,8 @@ Each pass ends by writing the monotonic clock into its ``clock`` array (:func:`_
 its caller can tell how long its thread waited to take the GIL back after the pass.
 Between the two, ``regions`` may replace a taken sample's code stream by one of a rectangle of
 its image (region decoding, ``data.region``); ``destroy`` then destroys the whole ones.
+``regions_decode`` is ``regions`` and ``decode`` in one pass (the caller lays the allocation
+out for the regions beforehand).
 """
 
 import numpy as np
@@ -334,6 +336,31 @@ def regions(fn_sub, fn_destroy, view, at_start, at_end, handle, state, dims, box
         made += 1
     _stamp(clock)
     return made
+
+
+@njit(cache=True, nogil=True)
+def regions_decode(fns, lay, instance, decoder, out, params, images, work, statuses, base,
+                   cuda_stream, handle, state, dims, offsets, done, fn_sub, view, at_start,
+                   at_end, box, region, parents, slots, clock):
+    """:func:`regions` then :func:`decode` in one pass (one GIL release a batch for both):
+    the batch's allocation laid out by the caller for the boxes (``slots[r]``: the bytes at
+    ``offsets[r]`` for sample ``r``); a sample whose region the library refused keeps its
+    whole code stream and, where its whole image does not fit its slot, is not decoded
+    (ST_SKIP, its code stream destroyed where ``parse`` made it; ``done`` 0: the caller's
+    fallback decodes it). Returns :func:`decode`'s result."""
+    none = np.zeros(3, np.int64)
+    regions(fn_sub, fns[FN_STREAM_DESTROY], view, at_start, at_end, handle, state, dims, box,
+            region, parents, none)
+    for r in range(state.shape[0]):
+        if state[r] != ST_TAKEN and state[r] != ST_GIVEN:
+            continue
+        if dims[r, D_HEIGHT] * dims[r, D_WIDTH] * 3 > slots[r]:
+            if state[r] == ST_TAKEN and handle[r] != 0:
+                _call(fns[FN_STREAM_DESTROY], (handle[r],))
+            handle[r] = 0
+            state[r] = ST_SKIP
+    return decode(fns, lay, instance, decoder, out, params, images, work, statuses, base,
+                  cuda_stream, handle, state, dims, offsets, done, clock)
 
 
 @njit(cache=True, nogil=True)

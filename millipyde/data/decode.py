@@ -53,6 +53,14 @@ _warned_missing = [False]
 #: training process).
 NVIMGCODEC_API: str | None = None
 
+#: with regions (``data.region``), the compiled loop lays the batch's allocation out for the
+#: boxes drawn after its parse pass and makes the regions' code streams in the decode pass
+#: (``capi_loop.regions_decode``): two GIL releases a batch (parse, regions and decode)
+#: instead of three (parse, regions, decode), the offsets laid out once. False: the regions
+#: made in a pass of their own, the allocation laid out after it. Read per batch; a decode
+#: worker process gets this process's value.
+REGIONS_IN_DECODE = True
+
 #: the C API's per-batch loop compiled with Numba (``nvimgcodec_capi.loop``): every
 #: per-image library call of a batch, the decode and its wait in two compiled passes with the
 #: GIL released (none with it held); False: the ctypes loop (the per-image calls with the GIL
@@ -505,6 +513,27 @@ class NvImageCodecCDecoder:
         offsets[rows] = np.cumsum(size) - size
         return pool_bytes(int(size.sum()))
 
+    def _region_layout(self, loop: Any, boxes: Callable, states: np.ndarray,
+                       dims: np.ndarray, offsets: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray, int]:
+        """After :meth:`parse_many`, for ``regions_decode_many``: ``(box, slots, bytes)``, the
+        boxes of the taken samples without an EXIF orientation (``boxes``, in one call; the
+        rest their whole image), each taken sample's bytes in the allocation (its box's
+        image) and ``offsets`` laid out for them, and the allocation's bytes."""
+        n = len(states)
+        taken = (states == loop.ST_TAKEN) | (states == loop.ST_GIVEN)
+        plain = np.flatnonzero(taken & (dims[:, 2:5] == 0).all(axis=1))
+        box = np.zeros((n, 4), np.int64)
+        box[:, 2:4] = dims[:, 0:2]
+        if len(plain):
+            box[plain] = np.asarray(boxes(plain, dims[plain, :2]), dtype=np.int64)
+        rows = np.flatnonzero(taken)
+        slots = np.zeros(n, np.int64)
+        slots[rows] = (box[rows, 2] - box[rows, 0]) * (box[rows, 3] - box[rows, 1]) * 3
+        size = -(-slots[rows] // ALIGN) * ALIGN
+        offsets[rows] = np.cumsum(size) - size
+        return box, slots, pool_bytes(int(size.sum()))
+
     def _decode_compiled(self, loop: Any, datas: list[Any], name_of: Callable[[int], str],
                          stream: Any, boxes: Callable | None = None,
                          regions: np.ndarray | None = None,
@@ -561,8 +590,15 @@ class NvImageCodecCDecoder:
             laps.lap("parse")
         passed = False  # to decode_many, which destroys the code streams parse_many made
         parents = np.zeros(n, np.int64)  # whole code streams of regions, destroyed after
+        one_pass = None  # (box, slots): regions made in the decode pass
         try:
-            if total and boxes is not None and regions is not None:
+            if total and boxes is not None and regions is not None and REGIONS_IN_DECODE \
+                    and dec.decodes_regions:
+                box, slots, total = self._region_layout(loop, boxes, states, dims, offsets)
+                one_pass = box, slots
+                if laps is not None:
+                    laps.lap("boxes")
+            elif total and boxes is not None and regions is not None:
                 total = self._sub_streams(loop, boxes, regions, handles, states, dims,
                                           offsets, parents, laps)
             elif total:
@@ -583,8 +619,13 @@ class NvImageCodecCDecoder:
                         passed = True
                         if laps is not None:
                             laps.lap("alloc")
-                        decoded = dec.decode_many(base, cuda_stream, handles, states, dims,
-                                                  offsets, done)
+                        if one_pass is None:
+                            decoded = dec.decode_many(base, cuda_stream, handles, states,
+                                                      dims, offsets, done)
+                        else:
+                            decoded = dec.regions_decode_many(
+                                base, cuda_stream, handles, states, dims, offsets, done,
+                                one_pass[0], regions, parents, one_pass[1])
                         if laps is not None:
                             laps.regain(dec.regain_ns)
                             laps.lap("decode")

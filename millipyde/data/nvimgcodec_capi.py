@@ -630,11 +630,7 @@ class Decoder:
         if lib.CodeStreamGetSubCodeStream is None:
             parents[:] = 0
             return 0
-        view = getattr(self._local, "view", None)
-        if view is None:  # one per thread, as the image info
-            v = make(CodeStreamView)
-            v.region = make(Region, ndim=2)
-            view = self._local.view = _words_of(v)
+        view = self._view_words()
         at = CodeStreamView.region.offset
         lib.releases += 1
         made = mod.regions(lib.sub_address, lib.addresses[mod.FN_STREAM_DESTROY], view,
@@ -642,6 +638,21 @@ class Decoder:
                            dims, box, region, parents, self.clock)
         self._regained()
         return int(made)
+
+    def _view_words(self) -> np.ndarray:
+        """This thread's code stream view with a 2-D region (words), made once a thread."""
+        view = getattr(self._local, "view", None)
+        if view is None:  # one per thread, as the image info
+            v = make(CodeStreamView)
+            v.region = make(Region, ndim=2)
+            view = self._local.view = _words_of(v)
+        return view
+
+    @property
+    def decodes_regions(self) -> bool:
+        """Whether the library makes code streams of regions (nvImageCodec 0.9's
+        ``nvimgcodecCodeStreamGetSubCodeStream``)."""
+        return self.lib.CodeStreamGetSubCodeStream is not None
 
     def _regained(self) -> None:
         """:attr:`regain_ns` of the compiled pass that just returned (its end stamp against
@@ -750,6 +761,40 @@ class Decoder:
                             self._out_words, ctypes.addressof(self._params), self._images,
                             work, statuses, int(base), int(cuda_stream or 0), handle, state,
                             dims, offsets, done, self.clock)
+            self._regained()
+            lib.free_s += time.perf_counter() - t
+        return rc == mod.OK
+
+    def regions_decode_many(self, base: int, cuda_stream: int, handle: np.ndarray,
+                            state: np.ndarray, dims: np.ndarray, offsets: np.ndarray,
+                            done: np.ndarray, box: np.ndarray, region: np.ndarray,
+                            parents: np.ndarray, slots: np.ndarray) -> bool:
+        """:meth:`sub_streams_many` and :meth:`decode_many` in one compiled pass
+        (``capi_loop.regions_decode``: one GIL release for both), the allocation at ``base``
+        laid out by the caller for the boxes (``slots[r]`` bytes at ``offsets[r]``); a
+        sample whose region the library refuses and whose whole image does not fit its
+        slot is not decoded (``done`` 0). The library must make regions
+        (:attr:`decodes_regions`)."""
+        mod, lib = _loop[0], self.lib
+        view = self._view_words()
+        at = CodeStreamView.region.offset
+        taken = int(np.count_nonzero((state == mod.ST_TAKEN) | (state == mod.ST_GIVEN)))
+        with self._lock:
+            if self.handle is None:
+                mod.release(lib.addresses, handle, state)
+                raise NvImageCodecError("the decoder was closed")
+            self._grown(taken)
+            work = np.empty(taken + 2, np.int64)
+            statuses = np.empty(max(1, taken), np.uint32)
+            lib.releases += 1
+            t = time.perf_counter()
+            rc = mod.regions_decode(lib.addresses, _layout[0], self.inst.handle, self.handle,
+                                    self._out_words, ctypes.addressof(self._params),
+                                    self._images, work, statuses, int(base),
+                                    int(cuda_stream or 0), handle, state, dims, offsets, done,
+                                    lib.sub_address, view, at + Region.start.offset,
+                                    at + Region.end.offset, box, region, parents, slots,
+                                    self.clock)
             self._regained()
             lib.free_s += time.perf_counter() - t
         return rc == mod.OK
@@ -894,6 +939,10 @@ def _compile(mod: Any) -> None:
     mod.release(addresses, z64, state)
     mod.regions(0, 0, words, 0, 0, z64, state, dims, np.zeros((0, 4), np.int64),
                 np.zeros((0, 4), np.int64), z64, clock)
+    mod.regions_decode(addresses, _layout[0], 0, 0, words, 0, z64, words,
+                       np.zeros(1, np.uint32), 0, 0, z64, state, dims, z64,
+                       np.zeros(0, np.uint8), 0, words, 0, 0, np.zeros((0, 4), np.int64),
+                       np.zeros((0, 4), np.int64), z64, z64, clock)
     mod.destroy(0, z64)
 
 

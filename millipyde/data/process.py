@@ -201,6 +201,7 @@ class ProcessLoader:
                 "switch_interval": loader_mod.SWITCH_INTERVAL,
                 "nvimgcodec_api": decode_mod.nvimgcodec_api(),
                 "capi_compiled": decode_mod.CAPI_COMPILED,
+                "regions_in_decode": decode_mod.REGIONS_IN_DECODE,
                 "parse_in_readers": loader_mod.PARSE_IN_READERS,
                 "cut_whole": region_mod.CUT_WHOLE,
                 # the first op's regions (``training.region_plan.RegionPlan``, which pickles
@@ -763,6 +764,8 @@ def worker_main(fd: int) -> int:
                                                    loader_mod.SWITCH_INTERVAL))
         decode_mod.NVIMGCODEC_API = cfg.get("nvimgcodec_api", decode_mod.NVIMGCODEC_API)
         decode_mod.CAPI_COMPILED = bool(cfg.get("capi_compiled", decode_mod.CAPI_COMPILED))
+        decode_mod.REGIONS_IN_DECODE = bool(cfg.get("regions_in_decode",
+                                                    decode_mod.REGIONS_IN_DECODE))
         loader_mod.PARSE_IN_READERS = bool(cfg.get("parse_in_readers",
                                                    loader_mod.PARSE_IN_READERS))
         region_mod.CUT_WHOLE = bool(cfg.get("cut_whole", region_mod.CUT_WHOLE))
