@@ -466,7 +466,8 @@ def test_the_compiled_loop_gives_the_ctypes_loops_results_exactly(tmp_path,
     NumPy arrays (a strided one), bytearrays, memoryviews, code streams a reader thread made
     and read errors: the same arrays (colour JPEGs equal to Pillow's, EXIF orientations
     applied), the same errors naming the same samples, the same split between nvImageCodec
-    and Pillow."""
+    and Pillow; samples that are all views of one buffer (a read-ahead run's: their
+    addresses read from the array objects, ``decode._ARRAY_AT``) as their bytes."""
     from millipyde.data import Paths
 
     cases = _cases(4)
@@ -484,6 +485,9 @@ def test_the_compiled_loop_gives_the_ctypes_loops_results_exactly(tmp_path,
     names.append("strided")
     datas.append(OSError("cannot read 'gone.jpg'"))
     names.append("gone")
+    run = np.frombuffer(b"#" + b"".join(cases.values()), np.uint8)
+    ends = np.cumsum([len(b) for b in cases.values()]) + 1
+    views = [run[e - len(b):e] for e, b in zip(ends.tolist(), cases.values(), strict=True)]
     got = {}
     for compiled in (True, False):
         monkeypatch.setattr(dmod, "CAPI_COMPILED", compiled)
@@ -494,12 +498,15 @@ def test_the_compiled_loop_gives_the_ctypes_loops_results_exactly(tmp_path,
             datas[len(cases):]
         assert sum(type(d) is dmod.Coded for d in mixed) == 5
         got[compiled] = (dec.decode(datas, names.__getitem__),
-                         dec.decode(mixed, names.__getitem__), dec.on_gpu, dec.on_host)
+                         dec.decode(mixed, names.__getitem__), dec.on_gpu, dec.on_host,
+                         dec.decode(views, names.__getitem__))
         dec.close()
-    (plain, mixed, on_gpu, on_host), ref = got[True], got[False]
-    assert (on_gpu, on_host) == ref[2:] == (2 * 15, 2 * 7)
-    for out, other in ((plain, ref[0]), (mixed, ref[1])):
-        for name, a, b in zip(names, out, other, strict=True):
+    (plain, mixed, on_gpu, on_host, viewed), ref = got[True], got[False]
+    assert (on_gpu, on_host) == ref[2:4] == (2 * 15, 2 * 7)
+    assert dmod._ARRAY_AT is not None  # CPython's layout: the views' fast path taken
+    for out, other in ((plain, ref[0]), (mixed, ref[1]), (viewed, plain[:len(cases)]),
+                       (ref[4], plain[:len(cases)])):
+        for name, a, b in zip(names[:len(out)], out, other, strict=True):
             if isinstance(b, BaseException):
                 assert type(a) is type(b) and str(a) == str(b), name
                 continue

@@ -107,6 +107,27 @@ def _call(typingctx, fn, args):
     return sig, codegen
 
 
+@intrinsic
+def _load(typingctx, address):
+    """The 64-bit word at ``address``."""
+    sig = types.int64(address)
+
+    def codegen(context, builder, signature, llargs):
+        ptr = builder.inttoptr(llargs[0], ir.IntType(64).as_pointer())
+        return builder.load(ptr)
+
+    return sig, codegen
+
+
+@njit(cache=True)
+def words_at(ids, at, out):
+    """``out[r]``: the 64-bit word at ``ids[r] + at`` (the data pointers of NumPy arrays
+    from their objects' addresses, ``id``: the caller checked the offset and keeps the
+    arrays alive). Holds the GIL: a short call, no hand-over."""
+    for r in range(ids.shape[0]):
+        out[r] = _load(ids[r] + at)
+
+
 @njit(cache=True, nogil=True)
 def _stamp(clock):
     """``clock[1]``, ``clock[2]``: CLOCK_MONOTONIC's seconds and nanoseconds now, through

@@ -546,10 +546,20 @@ class NvImageCodecCDecoder:
         keep: list[Any] = []  # buffers made here for the call (the rest are ``datas``')
         at = _BYTES_AT
         dims = np.zeros((n, 5), np.int64)
-        if at is not None and all(type(d) is bytes for d in datas):  # bytes read: the usual
+        kinds = set(map(type, datas))
+        if at is not None and kinds == {bytes}:  # bytes read by Python
             # (one pass of C over the list each: no Python per sample)
             address = np.fromiter(map(id, datas), np.int64, n)
             address += at
+            size = np.fromiter(map(len, datas), np.int64, n)
+            states = np.full(n, loop.ST_PARSE, np.int32)
+            handles = np.zeros(n, np.int64)
+        elif _ARRAY_AT is not None and kinds == {np.ndarray} and \
+                {(a.dtype, a.strides) for a in datas} == {_BYTE_VIEW}:
+            # the read-ahead's views of its runs (a folder's files read without the GIL):
+            # their data pointers read from their objects in one compiled call
+            address = np.empty(n, np.int64)
+            loop.words_at(np.fromiter(map(id, datas), np.int64, n), _ARRAY_AT, address)
             size = np.fromiter(map(len, datas), np.int64, n)
             states = np.full(n, loop.ST_PARSE, np.int32)
             handles = np.zeros(n, np.int64)
@@ -684,6 +694,28 @@ def _bytes_at() -> int | None:
 
 
 _BYTES_AT = _bytes_at()
+
+
+def _array_data_at() -> int | None:
+    """The offset of a NumPy array's data pointer from its ``id`` (CPython's NumPy array
+    object holds it right after the object's head), checked against NumPy's address of a
+    view; None where the two differ: the compiled loop then takes each array's address
+    through NumPy (``ndarray.ctypes.data``, ~2 us a sample)."""
+    import ctypes
+
+    base = np.zeros(64, np.uint8)
+    probe = base[8:40]
+    try:
+        at = object.__basicsize__
+        real = ctypes.c_int64.from_address(id(probe) + at).value
+    except Exception:
+        return None
+    return at if real == probe.ctypes.data else None
+
+
+_ARRAY_AT = _array_data_at()
+#: (dtype, strides) of a contiguous 1-D byte array (a read-ahead run's view of a file)
+_BYTE_VIEW = (np.dtype(np.uint8), (1,))
 
 
 class _Part:

@@ -944,6 +944,7 @@ def _compile(mod: Any) -> None:
                        np.zeros(0, np.uint8), 0, words, 0, 0, np.zeros((0, 4), np.int64),
                        np.zeros((0, 4), np.int64), z64, z64, clock)
     mod.destroy(0, z64)
+    mod.words_at(z64, 0, z64)
 
 
 #: alignment of each image in a batch's allocation (bytes)
