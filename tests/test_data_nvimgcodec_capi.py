@@ -412,6 +412,9 @@ def test_a_loader_over_a_folder_decodes_as_pillow(tmp_path, monkeypatch, parse_i
                 assert 0 <= st["seg_regain_s"] < 1.0
                 for seg in ("take", "prep", "parse", "alloc", "decode", "views", "fallback"):
                     assert st[f"seg_{seg}_s"] > 0, seg
+                # the decode pass's stages, stamped inside it, within its segment
+                parts = [st[f"part_decode.{k}_s"] for k in ("setup", "submit", "wait", "end")]
+                assert min(parts) >= 0 and 0 < sum(parts) <= st["seg_decode_s"]
             else:
                 assert st["seg_decode_s"] > 0 and st["seg_regains"] == 0
     for a, b in zip(got["pillow"], got["c"], strict=True):

@@ -83,6 +83,11 @@ D_ROTATED = 2
 D_FLIP_X = 3
 D_FLIP_Y = 4
 
+# a clock array's stamps (``_stamp_at``): 0 a pass's end; in ``decode`` 1 its output images
+# made, 2 the decode call returned, 3 the wait and the statuses done
+STAMPS = 4
+CLOCK_WORDS = 1 + 2 * STAMPS
+
 # decode's result
 OK = 0
 FAILED_IMAGE = -1  # an output image was refused
@@ -134,8 +139,15 @@ def _stamp(clock):
     ``clock_gettime`` at address ``clock[0]`` (nothing where it is 0). Called as a pass's
     last step: Python's ``time.monotonic_ns()`` after the return, less this, is the time
     the thread waited to take the GIL back (the pass itself ran without it)."""
-    if clock[0] != 0:
-        _call(clock[0], (np.int32(1), np.int64(clock.ctypes.data) + 8))
+    _stamp_at(clock, 0)
+
+
+@njit(cache=True, nogil=True)
+def _stamp_at(clock, k):
+    """Stamp ``k`` of a pass (``clock[1 + 2k]``, ``clock[2 + 2k]``; 0: its end), where the
+    clock has room for it (:data:`STAMPS`)."""
+    if clock[0] != 0 and clock.shape[0] >= 3 + 2 * k:
+        _call(clock[0], (np.int32(1), np.int64(clock.ctypes.data) + 8 + 16 * k))
 
 
 @njit(cache=True, nogil=True)
@@ -275,6 +287,7 @@ def decode(fns, lay, instance, decoder, out, params, images, work, statuses, bas
                 rc = FAILED_IMAGE
                 break
             j += 1
+        _stamp_at(clock, 1)
         if rc == OK:
             at_work = np.int64(work.ctypes.data)
             future_at = at_work + 8 * m
@@ -283,6 +296,7 @@ def decode(fns, lay, instance, decoder, out, params, images, work, statuses, bas
                                       future_at)) != 0:
                 rc = FAILED_DECODE
             else:
+                _stamp_at(clock, 2)
                 future = work[m]
                 work[m + 1] = m
                 if _call(fns[FN_WAIT], (future,)) != 0 or \
@@ -290,6 +304,7 @@ def decode(fns, lay, instance, decoder, out, params, images, work, statuses, bas
                                                at_work + 8 * (m + 1))) != 0:
                     rc = FAILED_WAIT
                 else:
+                    _stamp_at(clock, 3)
                     got = work[m + 1]
                     j = 0
                     for r in range(n):

@@ -638,6 +638,8 @@ class NvImageCodecCDecoder:
                                 one_pass[0], regions, parents, one_pass[1])
                         if laps is not None:
                             laps.regain(dec.regain_ns)
+                            for stage, ns in dec.stages_ns.items():
+                                laps.part(f"decode.{stage}", ns)
                             laps.lap("decode")
                 if regions is not None:  # a region not decoded goes whole to Pillow
                     regions[(done == 0) & (regions[:, 0] >= 0)] = -1

@@ -34,11 +34,14 @@ class Laps:
         Seconds from those passes' ends to their thread running Python again.
     """
 
-    __slots__ = ("wall", "cpu", "regains", "regain_s", "_w", "_c")
+    __slots__ = ("wall", "cpu", "parts", "regains", "regain_s", "_w", "_c")
 
     def __init__(self) -> None:
         self.wall: dict[str, float] = {}
         self.cpu: dict[str, float] = {}
+        #: wall seconds of the stages inside a segment (``"decode.wait"``), stamped by the
+        #: compiled pass itself
+        self.parts: dict[str, float] = {}
         self.regains = 0
         self.regain_s = 0.0
         self._w = _wall()
@@ -51,6 +54,10 @@ class Laps:
         self.cpu[name] = self.cpu.get(name, 0.0) + (c - self._c)
         self._w, self._c = w, c
 
+    def part(self, name: str, ns: int) -> None:
+        """Add ``ns`` nanoseconds to the stage ``name`` of a segment."""
+        self.parts[name] = self.parts.get(name, 0.0) + ns * 1e-9
+
     def regain(self, ns: int) -> None:
         """Count a GIL-free pass whose thread waited ``ns`` nanoseconds to run Python after
         it (negative: not known, not counted)."""
@@ -60,12 +67,16 @@ class Laps:
 
     def into(self, stats: dict) -> None:
         """Add these segments to a Loader's ``stats`` (``seg_<name>_s``,
-        ``seg_<name>_cpu_s``, ``seg_regains``, ``seg_regain_s``)."""
+        ``seg_<name>_cpu_s``, ``part_<segment.stage>_s``, ``seg_regains``,
+        ``seg_regain_s``)."""
         for name, w in self.wall.items():
             key = f"seg_{name}_s"
             stats[key] = stats.get(key, 0.0) + w
             key = f"seg_{name}_cpu_s"
             stats[key] = stats.get(key, 0.0) + self.cpu[name]
+        for name, w in self.parts.items():
+            key = f"part_{name}_s"
+            stats[key] = stats.get(key, 0.0) + w
         stats["seg_regains"] = stats.get("seg_regains", 0) + self.regains
         stats["seg_regain_s"] = stats.get("seg_regain_s", 0.0) + self.regain_s
 
@@ -86,6 +97,9 @@ def table(stats: dict, batches: int) -> str:
         w, c = stats[f"seg_{n}_s"] * per, stats.get(f"seg_{n}_cpu_s", 0.0) * per
         total_w, total_c = total_w + w, total_c + c
         lines.append(f"    {n:<12} {w:8.3f} {c:8.3f} {w - c:8.3f}")
+        for k in stats:
+            if k.startswith(f"part_{n}.") and k.endswith("_s"):
+                lines.append(f"      .{k[len(n) + 6:-2]:<9} {stats[k] * per:8.3f}")
     lines.append(f"    {'all':<12} {total_w:8.3f} {total_c:8.3f} {total_w - total_c:8.3f}")
     k = stats.get("seg_regains", 0)
     if k:

@@ -581,11 +581,18 @@ class Decoder:
         #: image info (words: it writes and reads their fields at ctypes' offsets)
         self._out_words = _words_of(out)
         self._info_words = _words_of(make(ImageInfo))
-        #: the compiled passes' end stamp (``capi_loop._stamp``: clock_gettime's address,
-        #: seconds, nanoseconds) and, after each pass, the nanoseconds its thread then waited
-        #: to take the GIL back (``regain_ns``; -1 where the clock cannot be called)
-        self.clock = np.array([CLOCK_GETTIME, 0, 0], np.int64)
+        #: the compiled passes' stamps (``capi_loop._stamp_at``: clock_gettime's address,
+        #: then seconds and nanoseconds of each stamp) and, after each pass, the nanoseconds
+        #: its thread then waited to take the GIL back (``regain_ns``; -1 where the clock
+        #: cannot be called); after a decode pass, its stages (:attr:`stages_ns`)
+        self.clock = np.zeros(9, np.int64)
+        self.clock[0] = CLOCK_GETTIME
         self.regain_ns = -1
+        #: the last decode pass's stages in nanoseconds, where stamped: ``setup`` (regions
+        #: and output images made), ``submit`` (``nvimgcodecDecoderDecode``), ``wait``
+        #: (``nvimgcodecFutureWaitForAll`` and the statuses), ``end`` (the code streams
+        #: destroyed)
+        self.stages_ns: dict[str, int] = {}
 
     # -- parsing (GIL kept) ----------------------------------------------------------------
     def parse(self, data: Any) -> CodeStream | None:
@@ -653,6 +660,17 @@ class Decoder:
         """Whether the library makes code streams of regions (nvImageCodec 0.9's
         ``nvimgcodecCodeStreamGetSubCodeStream``)."""
         return self.lib.CodeStreamGetSubCodeStream is not None
+
+    def _stages(self, start: int) -> None:
+        """:attr:`stages_ns` of the decode pass begun at ``start`` (``time.monotonic_ns``)."""
+        c = self.clock
+        at = [start] + [int(c[1 + 2 * k]) * 1_000_000_000 + int(c[2 + 2 * k])
+                        if c[1 + 2 * k] or c[2 + 2 * k] else 0 for k in (1, 2, 3, 0)]
+        self.stages_ns = {}
+        if not c[0] or not all(at):
+            return
+        for name, a, b in zip(("setup", "submit", "wait", "end"), at, at[1:], strict=False):
+            self.stages_ns[name] = b - a
 
     def _regained(self) -> None:
         """:attr:`regain_ns` of the compiled pass that just returned (its end stamp against
@@ -757,11 +775,14 @@ class Decoder:
             statuses = np.empty(max(1, taken), np.uint32)
             lib.releases += 1
             t = time.perf_counter()
+            self.clock[1:] = 0
+            start = time.monotonic_ns()
             rc = mod.decode(lib.addresses, _layout[0], self.inst.handle, self.handle,
                             self._out_words, ctypes.addressof(self._params), self._images,
                             work, statuses, int(base), int(cuda_stream or 0), handle, state,
                             dims, offsets, done, self.clock)
             self._regained()
+            self._stages(start)
             lib.free_s += time.perf_counter() - t
         return rc == mod.OK
 
@@ -788,6 +809,8 @@ class Decoder:
             statuses = np.empty(max(1, taken), np.uint32)
             lib.releases += 1
             t = time.perf_counter()
+            self.clock[1:] = 0
+            start = time.monotonic_ns()
             rc = mod.regions_decode(lib.addresses, _layout[0], self.inst.handle, self.handle,
                                     self._out_words, ctypes.addressof(self._params),
                                     self._images, work, statuses, int(base),
@@ -796,6 +819,7 @@ class Decoder:
                                     at + Region.end.offset, box, region, parents, slots,
                                     self.clock)
             self._regained()
+            self._stages(start)
             lib.free_s += time.perf_counter() - t
         return rc == mod.OK
 
