@@ -516,10 +516,11 @@ class NvImageCodecCDecoder:
     def _region_layout(self, loop: Any, boxes: Callable, states: np.ndarray,
                        dims: np.ndarray, offsets: np.ndarray
                        ) -> tuple[np.ndarray, np.ndarray, int]:
-        """After :meth:`parse_many`, for ``regions_decode_many``: ``(box, slots, bytes)``, the
-        boxes of the taken samples without an EXIF orientation (``boxes``, in one call; the
-        rest their whole image), each taken sample's bytes in the allocation (its box's
-        image) and ``offsets`` laid out for them, and the allocation's bytes."""
+        """After :meth:`parse_many`, for ``Decoder.decode_many``'s ``regions``: ``(box,
+        slots, bytes)``, the boxes of the taken samples without an EXIF orientation
+        (``boxes``, in one call; the rest their whole image), each taken sample's bytes in
+        the allocation (its box's image) and ``offsets`` laid out for them, and the
+        allocation's bytes."""
         n = len(states)
         taken = (states == loop.ST_TAKEN) | (states == loop.ST_GIVEN)
         plain = np.flatnonzero(taken & (dims[:, 2:5] == 0).all(axis=1))
@@ -629,13 +630,10 @@ class NvImageCodecCDecoder:
                         passed = True
                         if laps is not None:
                             laps.lap("alloc")
-                        if one_pass is None:
-                            decoded = dec.decode_many(base, cuda_stream, handles, states,
-                                                      dims, offsets, done)
-                        else:
-                            decoded = dec.regions_decode_many(
-                                base, cuda_stream, handles, states, dims, offsets, done,
-                                one_pass[0], regions, parents, one_pass[1])
+                        decoded = dec.decode_many(
+                            base, cuda_stream, handles, states, dims, offsets, done,
+                            None if one_pass is None else
+                            (one_pass[0], regions, parents, one_pass[1]))
                         if laps is not None:
                             laps.regain(dec.regain_ns)
                             for stage, ns in dec.stages_ns.items():

@@ -758,47 +758,19 @@ class Decoder:
 
     def decode_many(self, base: int, cuda_stream: int, handle: np.ndarray,
                     state: np.ndarray, dims: np.ndarray, offsets: np.ndarray,
-                    done: np.ndarray) -> bool:
+                    done: np.ndarray, regions: tuple | None = None) -> bool:
         """``capi_loop.decode`` (see there) with the GIL released for the whole batch: the
         samples :meth:`parse_many` took (and those of state ``ST_GIVEN``: code streams made
         elsewhere, their handles and dims given) decoded into ``base + offsets``, ``done``
         set per sample. Returns False where the library refused the whole call (no sample
-        decoded). The code streams :meth:`parse_many` made are destroyed in every case."""
-        mod, lib = _loop[0], self.lib
-        taken = int(np.count_nonzero((state == mod.ST_TAKEN) | (state == mod.ST_GIVEN)))
-        with self._lock:
-            if self.handle is None:
-                mod.release(lib.addresses, handle, state)
-                raise NvImageCodecError("the decoder was closed")
-            self._grown(taken)
-            work = np.empty(taken + 2, np.int64)
-            statuses = np.empty(max(1, taken), np.uint32)
-            lib.releases += 1
-            t = time.perf_counter()
-            self.clock[1:] = 0
-            start = time.monotonic_ns()
-            rc = mod.decode(lib.addresses, _layout[0], self.inst.handle, self.handle,
-                            self._out_words, ctypes.addressof(self._params), self._images,
-                            work, statuses, int(base), int(cuda_stream or 0), handle, state,
-                            dims, offsets, done, self.clock)
-            self._regained()
-            self._stages(start)
-            lib.free_s += time.perf_counter() - t
-        return rc == mod.OK
+        decoded). The code streams :meth:`parse_many` made are destroyed in every case.
 
-    def regions_decode_many(self, base: int, cuda_stream: int, handle: np.ndarray,
-                            state: np.ndarray, dims: np.ndarray, offsets: np.ndarray,
-                            done: np.ndarray, box: np.ndarray, region: np.ndarray,
-                            parents: np.ndarray, slots: np.ndarray) -> bool:
-        """:meth:`sub_streams_many` and :meth:`decode_many` in one compiled pass
-        (``capi_loop.regions_decode``: one GIL release for both), the allocation at ``base``
-        laid out by the caller for the boxes (``slots[r]`` bytes at ``offsets[r]``); a
-        sample whose region the library refuses and whose whole image does not fit its
-        slot is not decoded (``done`` 0). The library must make regions
-        (:attr:`decodes_regions`)."""
+        ``regions``: ``(box, region, parents, slots)``, :meth:`sub_streams_many` in the same
+        pass (``capi_loop.regions_decode``: one GIL release for both), the allocation laid
+        out by the caller for the boxes (``slots[r]`` bytes at ``offsets[r]``); a sample whose
+        region the library refuses and whose whole image does not fit its slot is not
+        decoded (``done`` 0). The library must make regions (:attr:`decodes_regions`)."""
         mod, lib = _loop[0], self.lib
-        view = self._view_words()
-        at = CodeStreamView.region.offset
         taken = int(np.count_nonzero((state == mod.ST_TAKEN) | (state == mod.ST_GIVEN)))
         with self._lock:
             if self.handle is None:
@@ -807,17 +779,19 @@ class Decoder:
             self._grown(taken)
             work = np.empty(taken + 2, np.int64)
             statuses = np.empty(max(1, taken), np.uint32)
+            args = (lib.addresses, _layout[0], self.inst.handle, self.handle,
+                    self._out_words, ctypes.addressof(self._params), self._images, work,
+                    statuses, int(base), int(cuda_stream or 0), handle, state, dims, offsets,
+                    done)
+            if regions is not None:
+                at = CodeStreamView.region.offset
+                args += (lib.sub_address, self._view_words(), at + Region.start.offset,
+                         at + Region.end.offset, *regions)
             lib.releases += 1
             t = time.perf_counter()
             self.clock[1:] = 0
             start = time.monotonic_ns()
-            rc = mod.regions_decode(lib.addresses, _layout[0], self.inst.handle, self.handle,
-                                    self._out_words, ctypes.addressof(self._params),
-                                    self._images, work, statuses, int(base),
-                                    int(cuda_stream or 0), handle, state, dims, offsets, done,
-                                    lib.sub_address, view, at + Region.start.offset,
-                                    at + Region.end.offset, box, region, parents, slots,
-                                    self.clock)
+            rc = (mod.decode if regions is None else mod.regions_decode)(*args, self.clock)
             self._regained()
             self._stages(start)
             lib.free_s += time.perf_counter() - t
