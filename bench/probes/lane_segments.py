@@ -123,11 +123,17 @@ def main() -> None:
                 print(f"round {rnd} {row:<7} {label:<27} {nb * size / dt:8.0f} img/s  decode "
                       f"call {1000 * diff['decode_s'] / calls:7.2f} ms a batch, rest "
                       f"{1000 * diff['other_s'] / calls:5.2f} ms, waiting for bytes "
-                      f"{1000 * diff['read_wait_s'] / calls:6.2f} ms; pixels decoded "
-                      f"{100 * diff['px_regions'] / max(1, diff['px_whole']):.1f}%; load "
+                      f"{1000 * diff['read_wait_s'] / calls:6.2f} ms; {_share(diff)}; load "
                       f"{_load():.1f}")
                 if has_laps:
                     print(table(diff, calls))
+
+
+def _share(diff: dict) -> str:
+    """"pixels decoded 47.5%" of the regions, or "whole samples"."""
+    if not diff.get("px_whole"):
+        return "whole samples"
+    return f"pixels decoded {100 * diff['px_regions'] / diff['px_whole']:.1f}%"
 
 
 def _load() -> float:
