@@ -721,6 +721,51 @@ def _in_one_allocation(shapes: list, whole: np.ndarray) -> list:
     return out
 
 
+@needs_lib
+def test_the_c_decoders_layout_is_one_allocations(tmp_path, monkeypatch) -> None:
+    """A batch the C decoder decodes into one allocation carries its layout
+    (``Decoded.layout``: the allocation, offsets, shapes), what ``one_allocation`` finds
+    over its images, with regions or without; a batch with a sample left to Pillow none;
+    through the Loader ``DecodedBatch.layout``, dropped where a row was refilled. (Device
+    images over host memory: the CPU decoder with its views made as on a GPU.)"""
+    from millipyde.data import Folder
+    from millipyde.data.loader import BadSamples, Loader
+    from millipyde.data.sampler import EpochSampler
+
+    photo = data.astronaut()
+    blobs = [_jpeg(photo[i * 9:i * 9 + 40 + i, i * 5:i * 5 + 52 - i]) for i in range(6)]
+
+    def made() -> dmod.NvImageCodecCDecoder:
+        dec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=1), host=True)
+        dec.host = False  # DeviceImage views of the (host) allocation
+        return dec
+
+    dec = made()
+    boxes = lambda rows, hw: np.stack([0 * rows, 0 * rows, hw[:, 0] // 2, hw[:, 1]], 1)  # noqa: E731
+    for kw in ({}, {"boxes": boxes, "regions": np.full((6, 4), -1, np.int64)}):
+        got = dec.decode(blobs, lambda r: f"#{r}", **kw)
+        assert all(type(a) is dmod.DeviceImage for a in got)
+        slow = dmod.one_allocation(list(got))
+        lay = got.layout
+        assert lay is not None and lay[0] is slow[0]
+        assert lay[1].tolist() == slow[1].tolist() and lay[2].tolist() == slow[2].tolist()
+        assert dmod.one_allocation(got, lay) is lay
+    assert dec.decode(blobs[:2] + [b"junk"], lambda r: f"#{r}").layout is None
+    dec.close()
+    for i, b in enumerate(blobs + [b"broken"] + blobs):
+        (tmp_path / f"{i:02d}.jpg").write_bytes(b)
+    src = Folder(tmp_path)
+    plan = lambda b: np.arange(b * 6, b * 6 + 6) if b < 2 else None  # noqa: E731
+    loader = Loader(src, EpochSampler(len(src), shuffle=False), plan, made(), 0, BadSamples(),
+                    threads=2, lanes=1)
+    try:
+        first, second = loader.get(0), loader.get(1)
+    finally:
+        loader.close()
+    assert first.layout is not None and first.layout[2].shape == (6, 3)
+    assert second.layout is None  # 06.jpg is broken: refilled
+
+
 def test_a_batch_in_one_allocation_is_its_arena_laid_out_as_packed() -> None:
     """``one_allocation`` finds a batch's allocation and each image's offset; an arena
     recorder over that layout has the packed recorder's sizes and input kinds, the

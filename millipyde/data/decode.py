@@ -544,6 +544,7 @@ class NvImageCodecCDecoder:
         view made after; every library call in two passes with the GIL released."""
         n = len(datas)
         out: list[Any] = [None] * n
+        layout = None  # every sample decoded into the allocation: (it, offsets, shapes)
         keep: list[Any] = []  # buffers made here for the call (the rest are ``datas``')
         at = _BYTES_AT
         dims = np.zeros((n, 5), np.int64)
@@ -647,6 +648,9 @@ class NvImageCodecCDecoder:
                     view = self._view
                     for r in np.flatnonzero(done).tolist():
                         out[r] = view(whole, base, offs[r], hs[r], ws[r], stream)
+                    if not self.host and n and done.all():  # the batch's arena as it is
+                        layout = (whole, offsets.copy(),
+                                  np.stack([dims[:, 0], dims[:, 1], np.full(n, 3)], axis=1))
                     if laps is not None:
                         laps.lap("views")
         finally:
@@ -655,7 +659,7 @@ class NvImageCodecCDecoder:
             if parents.any():
                 dec.destroy_many(parents)
         del keep  # the bytes made here outlived both passes
-        got = _fall_back(self, datas, name_of, out)
+        got = Decoded(_fall_back(self, datas, name_of, out), layout)
         if laps is not None:
             laps.lap("fallback")
         return got
@@ -884,10 +888,28 @@ class DeviceImage:
         return self._buffer
 
 
-def one_allocation(arrays: list) -> tuple[Any, np.ndarray, np.ndarray] | None:
+class Decoded(list):
+    """A decoder's samples (a list, as every decoder returns) with the batch's ``layout``:
+    ``(allocation, offsets, shapes)`` as :func:`one_allocation` gives them, where the C
+    decoder decoded every sample into one device allocation (None elsewhere), so that no
+    pass over the samples finds it again."""
+
+    __slots__ = ("layout",)
+
+    def __init__(self, items: Any = (), layout: tuple | None = None) -> None:
+        super().__init__(items)
+        self.layout = layout
+
+
+def one_allocation(arrays: list, layout: tuple | None = None
+                   ) -> tuple[Any, np.ndarray, np.ndarray] | None:
     """Where every array is a :class:`DeviceImage` of one batch allocation (a batch
     :class:`NvImageCodecCDecoder` decoded whole, no sample refilled or decoded by Pillow):
-    the allocation, each image's byte offset in it and the (n, 3) shapes; else None."""
+    the allocation, each image's byte offset in it and the (n, 3) shapes; else None.
+    ``layout``: the decoder's (``Decoded.layout``, carried by ``DecodedBatch.layout``),
+    taken as it is."""
+    if layout is not None:
+        return layout
     if not arrays or type(arrays[0]) is not DeviceImage:
         return None
     part = arrays[0]._held[2]

@@ -205,6 +205,9 @@ class DecodedBatch:
     #: (n, 4) int64 per row the place of its decoded region in its sample (top, left, the
     #: sample's height and width: ``data.region``), or None: whole samples
     regions: np.ndarray | None = None
+    #: the rows' one device allocation, byte offsets and (n, 3) shapes, where the decoder
+    #: decoded them all into one (``decode.Decoded.layout``; no row refilled), else None
+    layout: tuple | None = None
 
 
 class Loader:
@@ -420,8 +423,10 @@ class Loader:
         regions = None if plan is None else np.full((n, 4), -1, dtype=np.int64)
         if "boxes" in kw:  # rows the decoder gave no region to stay -1
             regions[rows_at] = got_regions
+        layout = getattr(got, "layout", None) if len(rows) == n else None
         # the rows to refill: not read, or not decoded
         for r in [r for r, a in enumerate(arrays) if a is None or isinstance(a, BaseException)]:
+            layout = None
             err = datas[r] if arrays[r] is None else arrays[r]
             samples[r], arrays[r] = self._refill(int(ks[r]), int(samples[r]), err, stream, dec)
             if regions is not None:
@@ -457,7 +462,7 @@ class Loader:
                 st["px_whole"] += px[1]
             if laps is not None:
                 laps.into(st)
-        return DecodedBatch(ks, samples, arrays, labels, targets, ready, regions)
+        return DecodedBatch(ks, samples, arrays, labels, targets, ready, regions, layout)
 
     def _cut(self, ks: np.ndarray, arrays: list, regions: np.ndarray) -> None:
         """The rows the decoder decoded whole (``regions`` row -1): host arrays cut to their

@@ -115,7 +115,7 @@ class Stream:
                 left.append(r)
         # a batch the C decoder decoded whole is laid out in one allocation already: that
         # allocation is the arena (no copy, no per-sample layout in Python)
-        shared = one_allocation(arrays) if ARENA_IN_PLACE else None
+        shared = one_allocation(arrays, db.layout) if ARENA_IN_PLACE else None
         layout = None if shared is None else (shared[2], "|u1", shared[1],
                                               int(shared[0].size))
         rec = batch_arena.ArenaRecorder(SimpleNamespace(inputs=arrays, seed=self.seed,
