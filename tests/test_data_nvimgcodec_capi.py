@@ -766,6 +766,33 @@ def test_the_c_decoders_layout_is_one_allocations(tmp_path, monkeypatch) -> None
     assert second.layout is None  # 06.jpg is broken: refilled
 
 
+def test_a_batchs_kinds_from_its_layout_are_those_of_its_images() -> None:
+    """``batch_stream.kinds_of``: the kinds a batch's rows record by (whole shape, dtype),
+    each one's first row and each row's kind, read from the C decoder's layout as from the
+    images one by one; with regions, by the whole samples' sizes."""
+    from millipyde.data.loader import DecodedBatch
+    from millipyde.training.batch_stream import kinds_of
+
+    whole = np.zeros(1 << 20, np.uint8)
+    shapes = [(30, 40, 3), (5, 7, 3), (30, 40, 3), (9, 7, 3), (5, 7, 3), (6, 6, 3)]
+    imgs = _in_one_allocation(shapes, whole)
+    lay = dmod.one_allocation(imgs)
+    regions = np.array([[0, 0, 50, 60], [2, 0, 9, 7], [0, 0, 30, 40], [0, 0, 9, 7],
+                        [0, 1, 50, 60], [0, 0, 6, 6]], np.int64)
+    for reg in (None, regions):
+        made = [kinds_of(DecodedBatch(np.arange(6), np.arange(6), imgs, None, None, None, reg,
+                                      layout)) for layout in (None, lay)]
+        (keys, firsts, inv), (keys2, firsts2, inv2) = made
+        assert keys == keys2 and firsts == firsts2 and inv.tolist() == inv2.tolist()
+        if reg is None:
+            assert keys == [((30, 40, 3), "|u1"), ((5, 7, 3), "|u1"), ((9, 7, 3), "|u1"),
+                            ((6, 6, 3), "|u1")]
+            assert firsts == [0, 1, 3, 5] and inv.tolist() == [0, 1, 0, 2, 1, 3]
+        else:
+            assert [k[0] for k in keys] == [(50, 60, 3), (9, 7, 3), (30, 40, 3), (6, 6, 3)]
+            assert firsts == [0, 1, 2, 5] and inv.tolist() == [0, 1, 2, 1, 0, 3]
+
+
 def test_a_batch_in_one_allocation_is_its_arena_laid_out_as_packed() -> None:
     """``one_allocation`` finds a batch's allocation and each image's offset; an arena
     recorder over that layout has the packed recorder's sizes and input kinds, the
