@@ -731,6 +731,8 @@ def test_the_c_decoders_layout_is_one_allocations(tmp_path, monkeypatch) -> None
     from millipyde.data import Folder
     from millipyde.data.loader import BadSamples, Loader
     from millipyde.data.sampler import EpochSampler
+    from millipyde.training.recipes import operations
+    from millipyde.training.region_plan import plan_of
 
     photo = data.astronaut()
     blobs = [_jpeg(photo[i * 9:i * 9 + 40 + i, i * 5:i * 5 + 52 - i]) for i in range(6)]
@@ -757,13 +759,17 @@ def test_the_c_decoders_layout_is_one_allocations(tmp_path, monkeypatch) -> None
     src = Folder(tmp_path)
     plan = lambda b: np.arange(b * 6, b * 6 + 6) if b < 2 else None  # noqa: E731
     loader = Loader(src, EpochSampler(len(src), shuffle=False), plan, made(), 0, BadSamples(),
-                    threads=2, lanes=1)
+                    threads=2, lanes=1, region=plan_of(operations("imagenet"), 0))
     try:
         first, second = loader.get(0), loader.get(1)
     finally:
         loader.close()
     assert first.layout is not None and first.layout[2].shape == (6, 3)
     assert second.layout is None  # 06.jpg is broken: refilled
+    # the pixels handed on, counted from the layout and from the arrays alike
+    assert loader.stats["px_regions"] == sum(a.shape[0] * a.shape[1] for db in (first, second)
+                                             for a in db.arrays)
+    assert first.regions is not None and (first.regions[:, 2:4] > 0).all()
 
 
 def test_a_batchs_kinds_from_its_layout_are_those_of_its_images() -> None:

@@ -399,7 +399,7 @@ class Loader:
                                          or region_mod.CUT_WHOLE):
                 plan = None  # a decoder of whole samples: its samples handed on whole
             kw: dict[str, Any] = {}
-            rows_at = np.asarray(rows, dtype=np.int64)
+            rows_at = np.arange(n) if len(rows) == n else np.asarray(rows, dtype=np.int64)
             if plan is not None and getattr(dec, "decodes_regions", False):
                 # the decoder draws each region from the header's size (rows of its list)
                 kr = ks[rows_at]
@@ -444,9 +444,12 @@ class Loader:
             targets = [src.targets(int(s), tuple(a.shape[:2]))
                        for s, a in zip(samples.tolist(), arrays, strict=True)]
         px = None
-        if regions is not None:
-            px = (sum(int(a.shape[0]) * int(a.shape[1]) for a in arrays),
-                  int((regions[:, 2] * regions[:, 3]).sum()))
+        if regions is not None:  # pixels handed on, of the whole samples
+            if layout is not None:
+                decoded = int((layout[2][:, 0] * layout[2][:, 1]).sum())
+            else:
+                decoded = sum(int(a.shape[0]) * int(a.shape[1]) for a in arrays)
+            px = (decoded, int((regions[:, 2] * regions[:, 3]).sum()))
         if laps is not None:
             laps.lap("rest")
         with self._stats_lock:
