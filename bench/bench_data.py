@@ -482,6 +482,7 @@ def _stream_rate(source: str, batches: int, warmup: int, size: int, rank: int, w
         t_warm = time.perf_counter() - t
         if barrier is not None:
             _barrier(barrier, rank, world)
+        warm = dict(bs._loader.stats)  # the timed batches' lane calls: the rest (segments)
         rss0, dev0 = rss_mb(), device_used_mb()
         proc = getattr(bs._loader, "_proc", None)  # a decode worker process: its memory too
         wrss0 = rss_mb(proc.pid) if proc is not None else None
@@ -502,6 +503,7 @@ def _stream_rate(source: str, batches: int, warmup: int, size: int, rank: int, w
         # for bytes, its decode calls and the rest; the batch worker's time on streamed
         # batches; the consumer's waits
         load, made = dict(bs._loader.stats), dict(bs.stats)
+        timed = {k: v - warm.get(k, 0) for k, v in load.items() if isinstance(v, int | float)}
         out = {"rate": batches * size / dt, "batches": batches, "size": size,
                "open_s": t_open, "warmup_s": t_warm, "warmup_batches": warmup,
                "rss_mb": [rss0, rss1], "device_mb": [dev0, dev1],
@@ -511,6 +513,7 @@ def _stream_rate(source: str, batches: int, warmup: int, size: int, rank: int, w
                "reader_nogil_reads": getattr(bs._loader.reader, "nogil_reads", None),
                "bad": len(gen.bad_samples), "start": start, "end": start + dt,
                "samples": len(gen.source), "check": float(acc), "loader": load,
+               "loader_timed": timed,
                "batches_stats": made, "decode_process": gen._stream.decode_process,
                "worker_rss_mb": wrss}
     gen.close()
@@ -856,9 +859,10 @@ def gpu(args: argparse.Namespace) -> dict:
                 f"{ld['decode_s']:.2f} s, waiting for bytes {ld['read_wait_s']:.2f} s, rest "
                 f"{ld['other_s']:.2f} s; batch worker {bm['make_s']:.2f} s; consumer waited "
                 f"{bm['wait_s']:.2f} s")
-            seg = laps_table(ld, ld["batches"])
+            lt = r.get("loader_timed", {})
+            seg = laps_table(lt, int(lt.get("batches", 0)))
             if seg:
-                log(f"  {name} lane calls by segment (warm-up included):\n{seg}")
+                log(f"  {name} lane calls by segment, from the end of the warm-up:\n{seg}")
             _save(out, args)
         except Exception as err:
             out[name] = {"error": repr(err)}
