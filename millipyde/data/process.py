@@ -342,7 +342,7 @@ class ProcessLoader:
                         "px_regions", "px_whole"):
                 self.stats[key] = stats[key]
             for key in stats:  # the lane calls' segments (``loader.SEGMENTS``)
-                if key.startswith("seg_"):
+                if key.startswith(("seg_", "part_")):
                     self.stats[key] = stats[key]
             self.decoder.name = stats["decoder"]
             self.decoder.on_gpu, self.decoder.on_host = stats["on_gpu"], stats["on_host"]
