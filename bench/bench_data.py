@@ -294,19 +294,21 @@ def decode_alone(folder: str, batches: int, size: int = 256, on_stream: bool | s
 
 
 def decode_alone_lanes(folder: str, batches: int, lanes: int, size: int = 256,
-                       region: bool = False) -> dict:
+                       region: bool = False, segments: bool = True) -> dict:
     """The C-API decoder (``decode.NvImageCodecCDecoder``, the compiled loop) decoding bytes
     in memory, batches of ``size`` on GPU 0, in ``lanes`` threads, each with its own decoder
     and stream, lane ``j`` decoding batches ``j``, ``j + lanes``, ... (the Loader's decode
     lanes without the read-ahead): what the decoder can do with one lane or several.
     ``region``: each sample decoded only in the ImageNet recipe's window of output ``k``
     (sample ``k`` of the folder, seed 0: ``data.region``), as the Loader asks for it; the
-    share of pixels decoded reported."""
+    share of pixels decoded reported. ``segments``: each timed call's segments
+    (``data.laps``, as a Loader's lane calls are timed) summed in ``segments``."""
     import threading
 
     import millipyde.data as mdata
     from millipyde.backend import ACTIVE as runtime
     from millipyde.data.decode import NvImageCodecCDecoder, PillowDecoder, decode_threads
+    from millipyde.data.laps import Laps
     from millipyde.training.recipes import operations
     from millipyde.training.region_plan import plan_of
 
@@ -317,8 +319,10 @@ def decode_alone_lanes(folder: str, batches: int, lanes: int, size: int = 256,
     bad: list = []
     plan = plan_of(operations("imagenet"), 0) if region else None
     px = np.zeros((lanes, 2), np.int64)  # per lane: pixels decoded, pixels of the samples
+    seg: dict = {}  # the timed calls' segments (Laps.into)
+    seg_lock = threading.Lock()
 
-    def run(j: int, bs: range) -> None:
+    def run(j: int, bs: range, timed: bool = True) -> None:
         with runtime.on_device(0), runtime.using_stream(streams[j]):
             for b in bs:
                 kw: dict = {}
@@ -327,8 +331,14 @@ def decode_alone_lanes(folder: str, batches: int, lanes: int, size: int = 256,
                     regions = np.full((size, 4), -1, np.int64)
                     kw = {"boxes": lambda rows, hw, ks=ks: plan.boxes(ks[rows], hw),
                           "regions": regions}
+                laps = Laps() if segments and timed else None
+                if laps is not None:
+                    kw["laps"] = laps
                 got = decs[j].decode(blobs[b * size:(b + 1) * size], lambda r: f"#{r}",
                                      streams[j], **kw)
+                if laps is not None:
+                    with seg_lock:
+                        laps.into(seg)
                 bad.extend(g for g in got if isinstance(g, BaseException))
                 for r, g in enumerate(got):
                     if isinstance(g, BaseException):
@@ -340,7 +350,7 @@ def decode_alone_lanes(folder: str, batches: int, lanes: int, size: int = 256,
             runtime.synchronize(0)
 
     for j in range(lanes):  # each decoder's first batch starts its machinery
-        run(j, range(batches + j, batches + j + 1))
+        run(j, range(batches + j, batches + j + 1), timed=False)
     t = time.perf_counter()
     threads = [threading.Thread(target=run, args=(j, range(j, batches, lanes)))
                for j in range(lanes)]
@@ -357,7 +367,8 @@ def decode_alone_lanes(folder: str, batches: int, lanes: int, size: int = 256,
         raise RuntimeError(f"{len(bad)} images failed: {bad[0]!r}")
     share = float(px[:, 0].sum() / max(1, px[:, 1].sum()))
     return {"rate": batches * size / dt, "batches": batches, "size": size, "lanes": lanes,
-            "region": bool(region), "region_share": share if region else None}
+            "region": bool(region), "region_share": share if region else None,
+            "segments": seg}
 
 
 def busy_thread(busy: float, stop: Any, turn: float = 0.018, gaps: list | None = None,
@@ -471,6 +482,7 @@ def _stream_rate(source: str, batches: int, warmup: int, size: int, rank: int, w
         t_warm = time.perf_counter() - t
         if barrier is not None:
             _barrier(barrier, rank, world)
+        warm = dict(bs._loader.stats)  # the timed batches' lane calls: the rest (segments)
         rss0, dev0 = rss_mb(), device_used_mb()
         proc = getattr(bs._loader, "_proc", None)  # a decode worker process: its memory too
         wrss0 = rss_mb(proc.pid) if proc is not None else None
@@ -491,6 +503,7 @@ def _stream_rate(source: str, batches: int, warmup: int, size: int, rank: int, w
         # for bytes, its decode calls and the rest; the batch worker's time on streamed
         # batches; the consumer's waits
         load, made = dict(bs._loader.stats), dict(bs.stats)
+        timed = {k: v - warm.get(k, 0) for k, v in load.items() if isinstance(v, int | float)}
         out = {"rate": batches * size / dt, "batches": batches, "size": size,
                "open_s": t_open, "warmup_s": t_warm, "warmup_batches": warmup,
                "rss_mb": [rss0, rss1], "device_mb": [dev0, dev1],
@@ -500,6 +513,7 @@ def _stream_rate(source: str, batches: int, warmup: int, size: int, rank: int, w
                "reader_nogil_reads": getattr(bs._loader.reader, "nogil_reads", None),
                "bad": len(gen.bad_samples), "start": start, "end": start + dt,
                "samples": len(gen.source), "check": float(acc), "loader": load,
+               "loader_timed": timed,
                "batches_stats": made, "decode_process": gen._stream.decode_process,
                "worker_rss_mb": wrss}
     gen.close()
@@ -671,6 +685,13 @@ def region_ab(folder: str, size: int, rounds: int) -> list[dict]:
     return rows
 
 
+def laps_table(stats: dict, batches: int) -> str:
+    """The lane calls' segments in ``stats`` as lines (``data.laps.table``), "" without."""
+    from millipyde.data.laps import table
+
+    return table(stats, batches)
+
+
 def loop_of(row: dict) -> str:
     """" compiled loop" / " ctypes loop" for a row decoded through the C API, else ""."""
     if row.get("decoder") != "nvimgcodec-c":
@@ -689,21 +710,23 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
     ``batch_stream.ARENA_IN_PLACE`` off; ``+region`` / ``+whole``: region decoding on / off,
     ``training.region_plan.ENABLED`` (the row reports the share of pixels its regions hold);
     ``decode+lanesN``: the C decoder alone in N lanes (``+region``: the recipe's windows),
-    ``decode_alone_lanes``); ``#k`` after a name tells a
+    ``decode_alone_lanes``); ``+twopass``: with regions, their code streams made in a pass
+    of their own (three GIL releases a batch), ``decode.REGIONS_IN_DECODE`` off; ``#k`` after
+    a name tells a
     repeated row apart (``folder_worker#2``)."""
     out = []
     for name in spec.split(","):
         base, *tags = name.split("#")[0].split("+")
         lanes = [t for t in tags if t.startswith("lanes") and t[5:].isdigit()]
         if base == "decode":
-            if set(tags) - {*lanes, "region"}:
+            if set(tags) - {*lanes, "region", "twopass"}:
                 raise SystemExit(f"--rows: unknown row {name!r}")
             out.append((name, "decode", None, tags))
             continue
         src, label = base.split("_", 1)
         if src not in ("folder", "shards") or label not in ("worker", "in_process") or \
                 set(tags) - {"pyread", "nohold", "sw20", "capi", "parse", "jit", "ctloop",
-                             "packed", "region", "whole", *lanes}:
+                             "packed", "region", "whole", "twopass", *lanes}:
             raise SystemExit(f"--rows: unknown row {name!r}")
         out.append((name, src, label == "worker", tags))
     return out
@@ -715,6 +738,11 @@ def gpu(args: argparse.Namespace) -> dict:
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     out: dict = {"date": time.strftime("%Y-%m-%d"), "gpus": gpus, "cores": os.cpu_count()}
     log(f"GPUs {out['gpus']}, {out['cores']} cores")
+    if getattr(args, "segments", True):  # every lane call timed by segment (data.laps)
+        from millipyde.data import loader as lmod
+
+        lmod.SEGMENTS = True
+        out["segments"] = True
     if getattr(args, "no_batched_copy", False):
         from millipyde.backend import cuda_memory as cm
 
@@ -788,12 +816,19 @@ def gpu(args: argparse.Namespace) -> dict:
             continue
         tags = name.split("#")[0].split("+")[1:]
         lanes = next((int(t[5:]) for t in tags if t.startswith("lanes")), None)
+        from millipyde.data import decode as dmod_rows
+
+        dmod_rows.REGIONS_IN_DECODE = "twopass" not in tags
         if name.startswith("decode+"):
             try:
                 out[name] = decode_alone_lanes(info["folder"], args.decode_batches,
                                                lanes or 1, region="region" in tags)
                 log(f"{name}: C decoder alone in {lanes or 1} lane(s): "
                     f"{out[name]['rate']:.0f} img/s ({region_note(out[name])})")
+                seg = out[name].get("segments")
+                if seg:
+                    log(f"  {name} calls by segment:\n"
+                        f"{laps_table(seg, out[name]['batches'])}")
             except Exception as err:
                 out[name] = {"error": repr(err)}
                 log(f"{name} FAILED: {err!r}")
@@ -824,6 +859,10 @@ def gpu(args: argparse.Namespace) -> dict:
                 f"{ld['decode_s']:.2f} s, waiting for bytes {ld['read_wait_s']:.2f} s, rest "
                 f"{ld['other_s']:.2f} s; batch worker {bm['make_s']:.2f} s; consumer waited "
                 f"{bm['wait_s']:.2f} s")
+            lt = r.get("loader_timed", {})
+            seg = laps_table(lt, int(lt.get("batches", 0)))
+            if seg:
+                log(f"  {name} lane calls by segment, from the end of the warm-up:\n{seg}")
             _save(out, args)
         except Exception as err:
             out[name] = {"error": repr(err)}
@@ -1581,6 +1620,10 @@ def main(argv: list[str] | None = None) -> int:
                         "+sw20: a 20 us "
                         "switch interval; e.g. folder_worker+pyread+nohold; #2 "
                         "after a name repeats a row")
+    g.add_argument("--no-segments", dest="segments", action="store_false",
+                   help="do not time the decode lanes' calls by segment (loader.SEGMENTS, "
+                        "data.laps; on by default, printed after each folder / shards row "
+                        "and each decode+lanesN row)")
     g.add_argument("--variants", action="store_true",
                    help="also the folder row with samples parsed in the readers, with one copy "
                         "call per image, with a 5 ms switch interval; the arena copy check")

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from ctypes import byref, sizeof
 from pathlib import Path
 
@@ -363,18 +364,21 @@ def test_readers_parse_samples_for_the_c_decoder(tmp_path, loop_kind) -> None:
 
 
 @needs_lib
-@pytest.mark.parametrize("parse_in_readers", [False, True])
+@pytest.mark.parametrize("parse_in_readers,segments", [(False, False), (True, False),
+                                                       (False, True)])
 def test_a_loader_over_a_folder_decodes_as_pillow(tmp_path, monkeypatch, parse_in_readers,
-                                                  loop_kind) -> None:
+                                                  segments, loop_kind) -> None:
     """The Loader (read-ahead, decode thread, refills) with the C decoder: the batches of a
     folder equal the Pillow decoder's, a corrupt file refilled, its code streams made in the
-    decode thread or in the read-ahead's threads."""
+    decode thread or in the read-ahead's threads; with the lane calls timed by segment
+    (``loader.SEGMENTS``) alike, the decoder's segments in the stats."""
     from millipyde.data import Folder
     from millipyde.data import loader as lmod
     from millipyde.data.loader import BadSamples, Loader
     from millipyde.data.sampler import EpochSampler
 
     monkeypatch.setattr(lmod, "PARSE_IN_READERS", parse_in_readers)
+    monkeypatch.setattr(lmod, "SEGMENTS", segments)
     photos = [data.astronaut(), data.chelsea(), data.coffee(), data.rocket()]
     for i in range(13):
         p = photos[i % 4][i * 7:i * 7 + 40 + i, i * 5:i * 5 + 52]
@@ -400,6 +404,19 @@ def test_a_loader_over_a_folder_decodes_as_pillow(tmp_path, monkeypatch, parse_i
             # per decode lane); the PNG and the broken file by Pillow
             assert loader.lanes == lmod.DECODE_LANES
             assert loader.decoded() == (11, 2)
+            st = loader.stats
+            if not segments:
+                assert not any(k.startswith("seg_") for k in st)
+            elif dmod.CAPI_COMPILED:  # two GIL-free passes a batch, their ends stamped
+                assert st["seg_regains"] == 2 * st["batches"]
+                assert 0 <= st["seg_regain_s"] < 1.0
+                for seg in ("take", "prep", "parse", "alloc", "decode", "views", "fallback"):
+                    assert st[f"seg_{seg}_s"] > 0, seg
+                # the decode pass's stages, stamped inside it, within its segment
+                parts = [st[f"part_decode.{k}_s"] for k in ("setup", "submit", "wait", "end")]
+                assert min(parts) >= 0 and 0 < sum(parts) <= st["seg_decode_s"]
+            else:
+                assert st["seg_decode_s"] > 0 and st["seg_regains"] == 0
     for a, b in zip(got["pillow"], got["c"], strict=True):
         assert list(a.samples) == list(b.samples)
         for x, y in zip(a.arrays, b.arrays, strict=True):
@@ -452,7 +469,8 @@ def test_the_compiled_loop_gives_the_ctypes_loops_results_exactly(tmp_path,
     NumPy arrays (a strided one), bytearrays, memoryviews, code streams a reader thread made
     and read errors: the same arrays (colour JPEGs equal to Pillow's, EXIF orientations
     applied), the same errors naming the same samples, the same split between nvImageCodec
-    and Pillow."""
+    and Pillow; samples that are all views of one buffer (a read-ahead run's: their
+    addresses read from the array objects, ``decode._ARRAY_AT``) as their bytes."""
     from millipyde.data import Paths
 
     cases = _cases(4)
@@ -470,6 +488,9 @@ def test_the_compiled_loop_gives_the_ctypes_loops_results_exactly(tmp_path,
     names.append("strided")
     datas.append(OSError("cannot read 'gone.jpg'"))
     names.append("gone")
+    run = np.frombuffer(b"#" + b"".join(cases.values()), np.uint8)
+    ends = np.cumsum([len(b) for b in cases.values()]) + 1
+    views = [run[e - len(b):e] for e, b in zip(ends.tolist(), cases.values(), strict=True)]
     got = {}
     for compiled in (True, False):
         monkeypatch.setattr(dmod, "CAPI_COMPILED", compiled)
@@ -480,12 +501,15 @@ def test_the_compiled_loop_gives_the_ctypes_loops_results_exactly(tmp_path,
             datas[len(cases):]
         assert sum(type(d) is dmod.Coded for d in mixed) == 5
         got[compiled] = (dec.decode(datas, names.__getitem__),
-                         dec.decode(mixed, names.__getitem__), dec.on_gpu, dec.on_host)
+                         dec.decode(mixed, names.__getitem__), dec.on_gpu, dec.on_host,
+                         dec.decode(views, names.__getitem__))
         dec.close()
-    (plain, mixed, on_gpu, on_host), ref = got[True], got[False]
-    assert (on_gpu, on_host) == ref[2:] == (2 * 15, 2 * 7)
-    for out, other in ((plain, ref[0]), (mixed, ref[1])):
-        for name, a, b in zip(names, out, other, strict=True):
+    (plain, mixed, on_gpu, on_host, viewed), ref = got[True], got[False]
+    assert (on_gpu, on_host) == ref[2:4] == (2 * 15, 2 * 7)
+    assert dmod._ARRAY_AT is not None  # CPython's layout: the views' fast path taken
+    for out, other in ((plain, ref[0]), (mixed, ref[1]), (viewed, plain[:len(cases)]),
+                       (ref[4], plain[:len(cases)])):
+        for name, a, b in zip(names[:len(out)], out, other, strict=True):
             if isinstance(b, BaseException):
                 assert type(a) is type(b) and str(a) == str(b), name
                 continue
@@ -697,6 +721,84 @@ def _in_one_allocation(shapes: list, whole: np.ndarray) -> list:
     return out
 
 
+@needs_lib
+def test_the_c_decoders_layout_is_one_allocations(tmp_path, monkeypatch) -> None:
+    """A batch the C decoder decodes into one allocation carries its layout
+    (``Decoded.layout``: the allocation, offsets, shapes), what ``one_allocation`` finds
+    over its images, with regions or without; a batch with a sample left to Pillow none;
+    through the Loader ``DecodedBatch.layout``, dropped where a row was refilled. (Device
+    images over host memory: the CPU decoder with its views made as on a GPU.)"""
+    from millipyde.data import Folder
+    from millipyde.data.loader import BadSamples, Loader
+    from millipyde.data.sampler import EpochSampler
+    from millipyde.training.recipes import operations
+    from millipyde.training.region_plan import plan_of
+
+    photo = data.astronaut()
+    blobs = [_jpeg(photo[i * 9:i * 9 + 40 + i, i * 5:i * 5 + 52 - i]) for i in range(6)]
+
+    def made() -> dmod.NvImageCodecCDecoder:
+        dec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=1), host=True)
+        dec.host = False  # DeviceImage views of the (host) allocation
+        return dec
+
+    dec = made()
+    boxes = lambda rows, hw: np.stack([0 * rows, 0 * rows, hw[:, 0] // 2, hw[:, 1]], 1)  # noqa: E731
+    for kw in ({}, {"boxes": boxes, "regions": np.full((6, 4), -1, np.int64)}):
+        got = dec.decode(blobs, lambda r: f"#{r}", **kw)
+        assert all(type(a) is dmod.DeviceImage for a in got)
+        slow = dmod.one_allocation(list(got))
+        lay = got.layout
+        assert lay is not None and lay[0] is slow[0]
+        assert lay[1].tolist() == slow[1].tolist() and lay[2].tolist() == slow[2].tolist()
+        assert dmod.one_allocation(got, lay) is lay
+    assert dec.decode(blobs[:2] + [b"junk"], lambda r: f"#{r}").layout is None
+    dec.close()
+    for i, b in enumerate(blobs + [b"broken"] + blobs):
+        (tmp_path / f"{i:02d}.jpg").write_bytes(b)
+    src = Folder(tmp_path)
+    plan = lambda b: np.arange(b * 6, b * 6 + 6) if b < 2 else None  # noqa: E731
+    loader = Loader(src, EpochSampler(len(src), shuffle=False), plan, made(), 0, BadSamples(),
+                    threads=2, lanes=1, region=plan_of(operations("imagenet"), 0))
+    try:
+        first, second = loader.get(0), loader.get(1)
+    finally:
+        loader.close()
+    assert first.layout is not None and first.layout[2].shape == (6, 3)
+    assert second.layout is None  # 06.jpg is broken: refilled
+    # the pixels handed on, counted from the layout and from the arrays alike
+    assert loader.stats["px_regions"] == sum(a.shape[0] * a.shape[1] for db in (first, second)
+                                             for a in db.arrays)
+    assert first.regions is not None and (first.regions[:, 2:4] > 0).all()
+
+
+def test_a_batchs_kinds_from_its_layout_are_those_of_its_images() -> None:
+    """``batch_stream.kinds_of``: the kinds a batch's rows record by (whole shape, dtype),
+    each one's first row and each row's kind, read from the C decoder's layout as from the
+    images one by one; with regions, by the whole samples' sizes."""
+    from millipyde.data.loader import DecodedBatch
+    from millipyde.training.batch_stream import kinds_of
+
+    whole = np.zeros(1 << 20, np.uint8)
+    shapes = [(30, 40, 3), (5, 7, 3), (30, 40, 3), (9, 7, 3), (5, 7, 3), (6, 6, 3)]
+    imgs = _in_one_allocation(shapes, whole)
+    lay = dmod.one_allocation(imgs)
+    regions = np.array([[0, 0, 50, 60], [2, 0, 9, 7], [0, 0, 30, 40], [0, 0, 9, 7],
+                        [0, 1, 50, 60], [0, 0, 6, 6]], np.int64)
+    for reg in (None, regions):
+        made = [kinds_of(DecodedBatch(np.arange(6), np.arange(6), imgs, None, None, None, reg,
+                                      layout)) for layout in (None, lay)]
+        (keys, firsts, inv), (keys2, firsts2, inv2) = made
+        assert keys == keys2 and firsts == firsts2 and inv.tolist() == inv2.tolist()
+        if reg is None:
+            assert keys == [((30, 40, 3), "|u1"), ((5, 7, 3), "|u1"), ((9, 7, 3), "|u1"),
+                            ((6, 6, 3), "|u1")]
+            assert firsts == [0, 1, 3, 5] and inv.tolist() == [0, 1, 0, 2, 1, 3]
+        else:
+            assert [k[0] for k in keys] == [(50, 60, 3), (9, 7, 3), (30, 40, 3), (6, 6, 3)]
+            assert firsts == [0, 1, 2, 5] and inv.tolist() == [0, 1, 2, 1, 0, 3]
+
+
 def test_a_batch_in_one_allocation_is_its_arena_laid_out_as_packed() -> None:
     """``one_allocation`` finds a batch's allocation and each image's offset; an arena
     recorder over that layout has the packed recorder's sizes and input kinds, the
@@ -904,6 +1006,94 @@ def test_folder_batches_with_regions_equal_whole_ones(tmp_path, monkeypatch) -> 
     assert worst == 0.0
 
 
+@needs_lib
+def test_regions_made_in_the_decode_pass_equal_a_pass_of_their_own(monkeypatch) -> None:
+    """Region decoding on the host (libjpeg-turbo): the regions' code streams made in the
+    decode pass (``decode.REGIONS_IN_DECODE``, the allocation laid out for the boxes first)
+    give the arrays and region rows of the three-pass loop, bit for bit, each region the
+    whole decode cut to its box, over 4:2:0 / 4:4:4 / progressive JPEGs, an EXIF-rotated
+    one (decoded whole), grey, PNG and broken samples, boxes at the corners, edges and
+    inside; two GIL releases a batch against three. A box the library refuses: the
+    three-pass loop decodes the sample whole, the one pass leaves it to Pillow (the same
+    pixels)."""
+    from millipyde.data import region as rmod
+
+    photo = data.astronaut()
+    blobs = [_jpeg(photo[:100, :120]), _jpeg(photo[50:163, 20:97], subsampling=0),
+             _jpeg(photo[200:290, 100:240], progressive=True), _oriented(photo[:40, :64], 6),
+             _jpeg(photo[:64, :64, 0]), b"broken", _jpeg(photo[300:380, 300:390]),
+             _jpeg(photo[10:90, 10:70])]
+    png = io.BytesIO()
+    Image.fromarray(photo[:30, :40]).save(png, "PNG")
+    blobs.append(png.getvalue())
+    wins = {0: [0, 0, 20, 30], 1: [90, 60, 23, 17], 2: [33, 47, 40, 60], 6: [0, 40, 80, 50],
+            7: [5, 5, 40, 200]}
+
+    def boxes(rows, hw):
+        hw = np.asarray(hw, np.int64)
+        win = np.array([wins.get(int(r), [0, 0, 1 << 20, 1 << 20]) for r in rows], np.int64)
+        out = rmod.aligned(win, hw, 16)
+        out[rows == 6] = [48, 48, 16, 16]  # refused (empty): decoded whole
+        return out
+
+    dec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=1), host=True)
+    whole = dec.decode(blobs, lambda r: f"#{r}")
+    got, regs, releases = {}, {}, {}
+    for one in (True, False):
+        monkeypatch.setattr(dmod, "REGIONS_IN_DECODE", one)
+        regs[one] = np.full((len(blobs), 4), -1, np.int64)
+        before = LIB.releases
+        got[one] = dec.decode(blobs, lambda r: f"#{r}", None, boxes=boxes, regions=regs[one])
+        releases[one] = LIB.releases - before
+    dec.close()
+    assert releases == {True: 2, False: 3}
+    assert regs[True].tolist() == regs[False].tolist()
+    assert [r for r in range(len(blobs)) if regs[True][r, 0] >= 0] == [0, 1, 2, 7]
+    for r, (a, b) in enumerate(zip(got[True], got[False], strict=True)):
+        if isinstance(a, BaseException):
+            assert isinstance(b, ValueError) and str(a) == str(b) and r == 5
+            continue
+        assert np.array_equal(a, b), r
+        top, left = regs[True][r, :2] if regs[True][r, 0] >= 0 else (0, 0)
+        h, w = a.shape[:2]
+        assert np.array_equal(a, whole[r][top:top + h, left:left + w]), r
+    assert got[True][6].shape == whole[6].shape  # refused: whole
+
+
+def test_the_compiled_passes_stamp_their_end_on_the_monotonic_clock() -> None:
+    """Each compiled pass writes CLOCK_MONOTONIC (Python's ``time.monotonic_ns``) into its
+    ``clock`` as its last step (the wait for the GIL after it is measured from there);
+    nothing where the clock's address is 0."""
+    mod = capi.loop()
+    assert mod is not None and capi.CLOCK_GETTIME
+    z64 = np.zeros(0, np.int64)
+    dims = np.zeros((0, 5), np.int64)
+    state = np.zeros(0, np.int32)
+    words = np.zeros(1, np.int64)
+    lay = capi._layout[0]
+    fns = np.zeros(mod.FUNCTIONS, np.int64)
+    passes = [
+        lambda c: mod.parse(fns, lay, 0, words, z64, z64, z64, state, dims, z64, 0, c),
+        lambda c: mod.decode(fns, lay, 0, 0, words, 0, z64, words, np.zeros(1, np.uint32), 0,
+                             0, z64, state, dims, z64, np.zeros(0, np.uint8), c),
+        lambda c: mod.regions(0, 0, words, 0, 0, z64, state, dims, np.zeros((0, 4), np.int64),
+                              np.zeros((0, 4), np.int64), z64, c),
+        lambda c: mod.regions_decode(fns, lay, 0, 0, words, 0, z64, words,
+                                     np.zeros(1, np.uint32), 0, 0, z64, state, dims, z64,
+                                     np.zeros(0, np.uint8), 0, words, 0, 0,
+                                     np.zeros((0, 4), np.int64), np.zeros((0, 4), np.int64),
+                                     z64, z64, c)]
+    for run in passes:
+        clock = np.array([capi.CLOCK_GETTIME, 0, 0], np.int64)
+        before = time.monotonic_ns()
+        run(clock)
+        after = time.monotonic_ns()
+        assert before <= int(clock[1]) * 1_000_000_000 + int(clock[2]) <= after
+        off = np.zeros(3, np.int64)
+        run(off)
+        assert not off.any()
+
+
 def test_the_compiled_region_pass_makes_a_code_stream_per_box() -> None:
     """``capi_loop.regions`` with stand-ins for the library's two functions (ctypes
     callbacks at their addresses): a region code stream for each taken sample without an
@@ -944,7 +1134,8 @@ def test_the_compiled_region_pass_makes_a_code_stream_per_box() -> None:
     region = np.full((6, 4), -1, np.int64)
     parents = np.full(6, 7, np.int64)
     made = mod.regions(at[0], at[1], view, off + capi.Region.start.offset,
-                       off + capi.Region.end.offset, handle, state, dims, box, region, parents)
+                       off + capi.Region.end.offset, handle, state, dims, box, region, parents,
+                       np.zeros(3, np.int64))
     assert made == 2
     assert calls == [(11, 2, (16, 0), (40, 32)), (12, 2, (0, 16), (48, 30)),
                      (13, 2, (0, 0), (16, 16))]

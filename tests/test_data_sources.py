@@ -386,6 +386,52 @@ def test_loader_decode_lanes_give_one_lanes_batches(lanes) -> None:
     assert loader.stats["batches"] == 9
 
 
+def test_loader_segments_time_each_lane_call(monkeypatch) -> None:
+    """``loader.SEGMENTS``: each lane call's segments summed into the stats (wall and the
+    thread's CPU), the batches, refills and bad files as without; a decoder that does not
+    say ``takes_laps`` is called as before (its segments are the loader's)."""
+    from millipyde.data import laps as laps_mod
+    from millipyde.data import loader as loader_mod
+
+    _Laned.made = []
+    _, plain, bad_plain = _laned_batches(2)
+    monkeypatch.setattr(loader_mod, "SEGMENTS", True)
+    _Laned.made = []
+    loader, got, bad = _laned_batches(2)
+    assert got == plain and bad == bad_plain
+    st = loader.stats
+    for name in ("turn", "take", "lists", "refill", "rest"):
+        assert st[f"seg_{name}_s"] >= st[f"seg_{name}_cpu_s"] * 0.5 >= 0, name
+    # the decoder's call (sleeps 2 ms a batch) falls in the segment after it
+    assert st["seg_refill_s"] >= 9 * 0.002
+    assert st["seg_regains"] == 0
+    text = laps_mod.table(st, st["batches"])
+    assert "refill" in text and "all" in text
+
+
+def test_laps_time_segments_and_regains() -> None:
+    from millipyde.data.laps import Laps, table
+
+    laps = Laps()
+    time.sleep(0.003)
+    laps.lap("a")
+    x = 0
+    for i in range(20000):  # CPU
+        x += i
+    laps.lap("b")
+    laps.lap("a")
+    laps.regain(1_000_000)
+    laps.regain(-1)  # not known: not counted
+    st: dict = {}
+    laps.into(st)
+    laps.into(st)
+    assert st["seg_a_s"] >= 2 * 0.003 and st["seg_a_cpu_s"] < st["seg_a_s"]
+    assert st["seg_b_cpu_s"] > 0
+    assert st["seg_regains"] == 2 and abs(st["seg_regain_s"] - 0.002) < 1e-12
+    assert "GIL taken back after 1.0 GIL-free passes" in table(st, 2)
+    assert table({}, 2) == ""
+
+
 def test_loader_lanes_need_a_decoder_that_makes_another() -> None:
     class Plain:
         def decode(self, datas, name_of, stream=None):

@@ -101,6 +101,9 @@ def main() -> None:
     ap.add_argument("--shrink", type=int, default=1,
                     help="each JPEG re-encoded 1/N the size a side (q90): N = 8 makes the "
                          "decode itself cheap on a CPU, so that the call's GIL waits show")
+    ap.add_argument("--views", action="store_true",
+                    help="the samples given as NumPy views of one buffer a run of 32, as the "
+                         "read-ahead hands a folder's files over (fileread), not as bytes")
     args = ap.parse_args()
     import numpy as np
 
@@ -130,8 +133,17 @@ def main() -> None:
             return out.getvalue()
 
         blobs = [shrunk(b) for b in blobs]
+    if args.views:
+        runs = []
+        for r in range(0, len(blobs), 32):
+            run = blobs[r:r + 32]
+            buf = np.frombuffer(b"".join(run), np.uint8)
+            ends = np.cumsum([len(b) for b in run]).tolist()
+            runs += [buf[e - len(b):e] for e, b in zip(ends, run, strict=True)]
+        blobs = runs
     print(f"{len(blobs)} JPEGs, mean {sum(map(len, blobs)) / len(blobs) / 1024:.1f} KB, "
-          f"backend {runtime.name}", flush=True)
+          f"backend {runtime.name}{', views of runs of 32' if args.views else ''}",
+          flush=True)
     pillow = dmod.PillowDecoder(0, threads=args.threads or None)
     stream = runtime.take_stream(0) if runtime.caps.launches_on_streams else None
 

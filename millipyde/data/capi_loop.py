@@ -19,8 +19,12 @@ library makes of the bytes (a code stream, its image info) and keeps the colour 
 the pixel limit; ``decode`` makes an output image over each kept sample's offset of the
 batch's allocation, decodes them in one call, waits, reads the statuses, and destroys the
 code streams ``parse`` made (those made elsewhere belong to their Python objects).
+Each pass ends by writing the monotonic clock into its ``clock`` array (:func:`_stamp`), so
+its caller can tell how long its thread waited to take the GIL back after the pass.
 Between the two, ``regions`` may replace a taken sample's code stream by one of a rectangle of
 its image (region decoding, ``data.region``); ``destroy`` then destroys the whole ones.
+``regions_decode`` is ``regions`` and ``decode`` in one pass (the caller lays the allocation
+out for the regions beforehand).
 """
 
 import numpy as np
@@ -79,6 +83,11 @@ D_ROTATED = 2
 D_FLIP_X = 3
 D_FLIP_Y = 4
 
+# a clock array's stamps (``_stamp_at``): 0 a pass's end; in ``decode`` 1 its output images
+# made, 2 the decode call returned, 3 the wait and the statuses done
+STAMPS = 4
+CLOCK_WORDS = 1 + 2 * STAMPS
+
 # decode's result
 OK = 0
 FAILED_IMAGE = -1  # an output image was refused
@@ -101,6 +110,44 @@ def _call(typingctx, fn, args):
         return builder.call(builder.inttoptr(address, fnty.as_pointer()), values)
 
     return sig, codegen
+
+
+@intrinsic
+def _load(typingctx, address):
+    """The 64-bit word at ``address``."""
+    sig = types.int64(address)
+
+    def codegen(context, builder, signature, llargs):
+        ptr = builder.inttoptr(llargs[0], ir.IntType(64).as_pointer())
+        return builder.load(ptr)
+
+    return sig, codegen
+
+
+@njit(cache=True)
+def words_at(ids, at, out):
+    """``out[r]``: the 64-bit word at ``ids[r] + at`` (the data pointers of NumPy arrays
+    from their objects' addresses, ``id``: the caller checked the offset and keeps the
+    arrays alive). Holds the GIL: a short call, no hand-over."""
+    for r in range(ids.shape[0]):
+        out[r] = _load(ids[r] + at)
+
+
+@njit(cache=True, nogil=True)
+def _stamp(clock):
+    """``clock[1]``, ``clock[2]``: CLOCK_MONOTONIC's seconds and nanoseconds now, through
+    ``clock_gettime`` at address ``clock[0]`` (nothing where it is 0). Called as a pass's
+    last step: Python's ``time.monotonic_ns()`` after the return, less this, is the time
+    the thread waited to take the GIL back (the pass itself ran without it)."""
+    _stamp_at(clock, 0)
+
+
+@njit(cache=True, nogil=True)
+def _stamp_at(clock, k):
+    """Stamp ``k`` of a pass (``clock[1 + 2k]``, ``clock[2 + 2k]``; 0: its end), where the
+    clock has room for it (:data:`STAMPS`)."""
+    if clock[0] != 0 and clock.shape[0] >= 3 + 2 * k:
+        _call(clock[0], (np.int32(1), np.int64(clock.ctypes.data) + 8 + 16 * k))
 
 
 @njit(cache=True, nogil=True)
@@ -126,7 +173,8 @@ def _set_i32(words, at, value):
 
 
 @njit(cache=True, nogil=True)
-def parse(fns, lay, instance, template, address, size, handle, state, dims, offsets, limit):
+def parse(fns, lay, instance, template, address, size, handle, state, dims, offsets, limit,
+          clock):
     """Per sample of state ST_PARSE: a code stream over its bytes (into ``handle``), its image
     info; a colour JPEG (codec ``jpeg``, 3 channels over its planes, colour spec YCbCr / sRGB /
     unknown) under ``limit`` pixels becomes ST_TAKEN with its dims, one over the limit
@@ -186,6 +234,7 @@ def parse(fns, lay, instance, template, address, size, handle, state, dims, offs
             offsets[r] = total
             total += (dims[r, D_HEIGHT] * dims[r, D_WIDTH] * 3 + align - 1) // align * align
     step = lay[LAY_STEP]
+    _stamp(clock)
     return (total + step - 1) // step * step
 
 
@@ -200,7 +249,7 @@ def release(fns, handle, state):
 
 @njit(cache=True, nogil=True)
 def decode(fns, lay, instance, decoder, out, params, images, work, statuses, base,
-           cuda_stream, handle, state, dims, offsets, done):
+           cuda_stream, handle, state, dims, offsets, done, clock):
     """The taken samples (ST_TAKEN, ST_GIVEN) decoded at ``base + offsets[r]``: per sample
     an output image described by ``out`` (an image info, words; its plane, orientation and
     buffer written here) into ``images`` (handles the library reuses, batch after batch);
@@ -238,6 +287,7 @@ def decode(fns, lay, instance, decoder, out, params, images, work, statuses, bas
                 rc = FAILED_IMAGE
                 break
             j += 1
+        _stamp_at(clock, 1)
         if rc == OK:
             at_work = np.int64(work.ctypes.data)
             future_at = at_work + 8 * m
@@ -246,6 +296,7 @@ def decode(fns, lay, instance, decoder, out, params, images, work, statuses, bas
                                       future_at)) != 0:
                 rc = FAILED_DECODE
             else:
+                _stamp_at(clock, 2)
                 future = work[m]
                 work[m + 1] = m
                 if _call(fns[FN_WAIT], (future,)) != 0 or \
@@ -253,6 +304,7 @@ def decode(fns, lay, instance, decoder, out, params, images, work, statuses, bas
                                                at_work + 8 * (m + 1))) != 0:
                     rc = FAILED_WAIT
                 else:
+                    _stamp_at(clock, 3)
                     got = work[m + 1]
                     j = 0
                     for r in range(n):
@@ -262,12 +314,13 @@ def decode(fns, lay, instance, decoder, out, params, images, work, statuses, bas
                             j += 1
                 _call(fns[FN_FUTURE_DESTROY], (future,))
     release(fns, handle, state)
+    _stamp(clock)
     return rc
 
 
 @njit(cache=True, nogil=True)
 def regions(fn_sub, fn_destroy, view, at_start, at_end, handle, state, dims, box, region,
-            parents):
+            parents, clock):
     """Between the two passes: each taken sample (ST_TAKEN, ST_GIVEN) without an EXIF
     orientation whose ``box`` (top, left, bottom, right) is not its whole image gets a code
     stream of that rectangle (``fn_sub``: ``nvimgcodecCodeStreamGetSubCodeStream`` of its code
@@ -317,7 +370,33 @@ def regions(fn_sub, fn_destroy, view, at_start, at_end, handle, state, dims, box
         region[r, 2] = h
         region[r, 3] = w
         made += 1
+    _stamp(clock)
     return made
+
+
+@njit(cache=True, nogil=True)
+def regions_decode(fns, lay, instance, decoder, out, params, images, work, statuses, base,
+                   cuda_stream, handle, state, dims, offsets, done, fn_sub, view, at_start,
+                   at_end, box, region, parents, slots, clock):
+    """:func:`regions` then :func:`decode` in one pass (one GIL release a batch for both):
+    the batch's allocation laid out by the caller for the boxes (``slots[r]``: the bytes at
+    ``offsets[r]`` for sample ``r``); a sample whose region the library refused keeps its
+    whole code stream and, where its whole image does not fit its slot, is not decoded
+    (ST_SKIP, its code stream destroyed where ``parse`` made it; ``done`` 0: the caller's
+    fallback decodes it). Returns :func:`decode`'s result."""
+    none = np.zeros(3, np.int64)
+    regions(fn_sub, fns[FN_STREAM_DESTROY], view, at_start, at_end, handle, state, dims, box,
+            region, parents, none)
+    for r in range(state.shape[0]):
+        if state[r] != ST_TAKEN and state[r] != ST_GIVEN:
+            continue
+        if dims[r, D_HEIGHT] * dims[r, D_WIDTH] * 3 > slots[r]:
+            if state[r] == ST_TAKEN and handle[r] != 0:
+                _call(fns[FN_STREAM_DESTROY], (handle[r],))
+            handle[r] = 0
+            state[r] = ST_SKIP
+    return decode(fns, lay, instance, decoder, out, params, images, work, statuses, base,
+                  cuda_stream, handle, state, dims, offsets, done, clock)
 
 
 @njit(cache=True, nogil=True)

@@ -36,6 +36,7 @@ import numpy as np
 from .. import config
 from .. import io as mio
 from ..backend import ACTIVE as runtime
+from .laps import Laps
 from .nvimgcodec_capi import ALIGN, pool_bytes
 
 #: decoder choices of ``mp.Generator(decoder=...)``
@@ -51,6 +52,14 @@ _warned_missing = [False]
 #: "nvImageCodec's C API through ctypes", and its H200 rows: 1.17-1.38x the binding in the
 #: training process).
 NVIMGCODEC_API: str | None = None
+
+#: with regions (``data.region``), the compiled loop lays the batch's allocation out for the
+#: boxes drawn after its parse pass and makes the regions' code streams in the decode pass
+#: (``capi_loop.regions_decode``): two GIL releases a batch (parse, regions and decode)
+#: instead of three (parse, regions, decode), the offsets laid out once. False: the regions
+#: made in a pass of their own, the allocation laid out after it. Read per batch; a decode
+#: worker process gets this process's value.
+REGIONS_IN_DECODE = True
 
 #: the C API's per-batch loop compiled with Numba (``nvimgcodec_capi.loop``): every
 #: per-image library call of a batch, the decode and its wait in two compiled passes with the
@@ -98,6 +107,8 @@ class PillowDecoder:
     """
 
     name = "pillow"
+    #: :meth:`decode` times its segments into a ``laps`` (``data.laps``)
+    takes_laps = True
 
     def __init__(self, device: int, threads: int | None = None) -> None:
         self.device = device
@@ -119,11 +130,19 @@ class PillowDecoder:
         return list(self._executor().map(lambda it: _decode_one(*it), items))
 
     def decode(self, datas: list[bytes], name_of: Callable[[int], str],
-               stream: Any = None) -> list[Any]:
+               stream: Any = None, laps: Laps | None = None) -> list[Any]:
         """Per encoded sample its device buffer, or its error (``name_of(r)`` names sample
-        ``r`` of the list)."""
+        ``r`` of the list). ``laps``: its segments timed (``data.laps``)."""
         items = [(d, name_of(r)) for r, d in enumerate(datas)]
-        return [upload(a, self.device) for a in self.decode_host(items)]
+        got = self.decode_host(items)
+        if laps is not None:
+            laps.lap("pillow")
+        if not runtime.caps.device_memory:  # the cpu backend: the arrays are the buffers
+            return got
+        out = [upload(a, self.device) for a in got]
+        if laps is not None:
+            laps.lap("upload")
+        return out
 
     def close(self) -> None:
         """Stop the threads."""
@@ -338,6 +357,8 @@ class NvImageCodecCDecoder:
     name = "nvimgcodec-c"
     #: :meth:`decode` takes ``boxes`` and ``regions`` (``data.region``)
     decodes_regions = True
+    #: :meth:`decode` times its segments into a ``laps`` (``data.laps``)
+    takes_laps = True
 
     def __init__(self, device: int, fallback: PillowDecoder, host: bool | None = None) -> None:
         from . import nvimgcodec_capi as capi
@@ -389,7 +410,7 @@ class NvImageCodecCDecoder:
 
     def decode(self, datas: list[Any], name_of: Callable[[int], str],
                stream: Any = None, boxes: Callable | None = None,
-               regions: np.ndarray | None = None) -> list[Any]:
+               regions: np.ndarray | None = None, laps: Laps | None = None) -> list[Any]:
         """Per encoded sample its decoded buffer (a :class:`DeviceImage` on a GPU, a NumPy
         array on the host), or its error (``name_of(r)`` names sample ``r``). The GPU's
         images are complete on ``stream`` (queued behind the decode).
@@ -400,16 +421,22 @@ class NvImageCodecCDecoder:
         row of ``regions`` ((n, 4): top, left, the whole image's height and width), the others
         keep theirs. Regions are decoded through the compiled loop only, and only for
         JPEGs without an EXIF orientation (nvImageCodec's region is in the coded image's
-        frame); the rest is decoded whole."""
+        frame); the rest is decoded whole. ``laps``: its segments timed (``data.laps``)."""
         if CAPI_COMPILED:
             loop = self.capi.loop()
             if loop is not None:
-                return self._decode_compiled(loop, datas, name_of, stream, boxes, regions)
+                return self._decode_compiled(loop, datas, name_of, stream, boxes, regions,
+                                             laps)
         out, rows, streams = _route(datas, name_of, self._parse)
         if rows:
             for r, img in zip(rows, self._decode_batch(streams, stream), strict=True):
                 out[r] = img
-        return _fall_back(self, datas, name_of, out)
+        if laps is not None:
+            laps.lap("decode")
+        got = _fall_back(self, datas, name_of, out)
+        if laps is not None:
+            laps.lap("fallback")
+        return got
 
     def _allocate(self, nbytes: int) -> Any:
         """A batch's allocation (the caller is on the device and the decode stream), or
@@ -463,7 +490,8 @@ class NvImageCodecCDecoder:
 
     def _sub_streams(self, loop: Any, boxes: Callable, regions: np.ndarray,
                      handles: np.ndarray, states: np.ndarray, dims: np.ndarray,
-                     offsets: np.ndarray, parents: np.ndarray) -> int:
+                     offsets: np.ndarray, parents: np.ndarray,
+                     laps: Laps | None = None) -> int:
         """After :meth:`parse_many`: the boxes of the taken samples without an EXIF
         orientation (``boxes``, in one call), a code stream of each box that is not its
         whole image (``Decoder.sub_streams_many``: compiled, the GIL released), and the
@@ -474,26 +502,67 @@ class NvImageCodecCDecoder:
             box = np.zeros((len(states), 4), np.int64)
             box[:, 2:4] = dims[:, 0:2]
             box[plain] = np.asarray(boxes(plain, dims[plain, :2]), dtype=np.int64)
+            if laps is not None:
+                laps.lap("boxes")
             self._dec.sub_streams_many(handles, states, dims, box, regions, parents)
+            if laps is not None:
+                laps.regain(self._dec.regain_ns)
+                laps.lap("regions")
         rows = np.flatnonzero(taken)
         size = -(-(dims[rows, 0] * dims[rows, 1] * 3) // ALIGN) * ALIGN
         offsets[rows] = np.cumsum(size) - size
         return pool_bytes(int(size.sum()))
 
+    def _region_layout(self, loop: Any, boxes: Callable, states: np.ndarray,
+                       dims: np.ndarray, offsets: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray, int]:
+        """After :meth:`parse_many`, for ``Decoder.decode_many``'s ``regions``: ``(box,
+        slots, bytes)``, the boxes of the taken samples without an EXIF orientation
+        (``boxes``, in one call; the rest their whole image), each taken sample's bytes in
+        the allocation (its box's image) and ``offsets`` laid out for them, and the
+        allocation's bytes."""
+        n = len(states)
+        taken = (states == loop.ST_TAKEN) | (states == loop.ST_GIVEN)
+        plain = np.flatnonzero(taken & (dims[:, 2:5] == 0).all(axis=1))
+        box = np.zeros((n, 4), np.int64)
+        box[:, 2:4] = dims[:, 0:2]
+        if len(plain):
+            box[plain] = np.asarray(boxes(plain, dims[plain, :2]), dtype=np.int64)
+        rows = np.flatnonzero(taken)
+        slots = np.zeros(n, np.int64)
+        slots[rows] = (box[rows, 2] - box[rows, 0]) * (box[rows, 3] - box[rows, 1]) * 3
+        size = -(-slots[rows] // ALIGN) * ALIGN
+        offsets[rows] = np.cumsum(size) - size
+        return box, slots, pool_bytes(int(size.sum()))
+
     def _decode_compiled(self, loop: Any, datas: list[Any], name_of: Callable[[int], str],
                          stream: Any, boxes: Callable | None = None,
-                         regions: np.ndarray | None = None) -> list[Any]:
+                         regions: np.ndarray | None = None,
+                         laps: Laps | None = None) -> list[Any]:
         """:meth:`decode` through the compiled loop (``loop``: ``capi_loop``): per sample
         only its address (bytes) or code stream (:class:`Coded`) put in arrays here, and its
         view made after; every library call in two passes with the GIL released."""
         n = len(datas)
         out: list[Any] = [None] * n
+        layout = None  # every sample decoded into the allocation: (it, offsets, shapes)
         keep: list[Any] = []  # buffers made here for the call (the rest are ``datas``')
         at = _BYTES_AT
         dims = np.zeros((n, 5), np.int64)
-        if at is not None and all(type(d) is bytes for d in datas):  # bytes read: the usual
-            address = [id(d) + at for d in datas]
-            size = [len(d) for d in datas]
+        kinds = set(map(type, datas))
+        if at is not None and kinds == {bytes}:  # bytes read by Python
+            # (one pass of C over the list each: no Python per sample)
+            address = np.fromiter(map(id, datas), np.int64, n)
+            address += at
+            size = np.fromiter(map(len, datas), np.int64, n)
+            states = np.full(n, loop.ST_PARSE, np.int32)
+            handles = np.zeros(n, np.int64)
+        elif _ARRAY_AT is not None and kinds == {np.ndarray} and \
+                {(a.dtype, a.strides) for a in datas} == {_BYTE_VIEW}:
+            # the read-ahead's views of its runs (a folder's files read without the GIL):
+            # their data pointers read from their objects in one compiled call
+            address = np.empty(n, np.int64)
+            loop.words_at(np.fromiter(map(id, datas), np.int64, n), _ARRAY_AT, address)
+            size = np.fromiter(map(len, datas), np.int64, n)
             states = np.full(n, loop.ST_PARSE, np.int32)
             handles = np.zeros(n, np.int64)
         else:
@@ -524,14 +593,26 @@ class NvImageCodecCDecoder:
         offsets = np.zeros(n, np.int64)
         limit = mio.pixel_limit()
         dec = self._dec
-        total = dec.parse_many(np.array(address, np.int64), np.array(size, np.int64),
+        if laps is not None:
+            laps.lap("prep")
+        total = dec.parse_many(np.asarray(address, np.int64), np.asarray(size, np.int64),
                                handles, states, dims, offsets, limit)
+        if laps is not None:
+            laps.regain(dec.regain_ns)
+            laps.lap("parse")
         passed = False  # to decode_many, which destroys the code streams parse_many made
         parents = np.zeros(n, np.int64)  # whole code streams of regions, destroyed after
+        one_pass = None  # (box, slots): regions made in the decode pass
         try:
-            if total and boxes is not None and regions is not None:
+            if total and boxes is not None and regions is not None and REGIONS_IN_DECODE \
+                    and dec.decodes_regions:
+                box, slots, total = self._region_layout(loop, boxes, states, dims, offsets)
+                one_pass = box, slots
+                if laps is not None:
+                    laps.lap("boxes")
+            elif total and boxes is not None and regions is not None:
                 total = self._sub_streams(loop, boxes, regions, handles, states, dims,
-                                          offsets, parents)
+                                          offsets, parents, laps)
             elif total:
                 # samples of other sizes (a real dataset's) vary a batch's bytes too
                 total = pool_bytes(total)
@@ -548,8 +629,17 @@ class NvImageCodecCDecoder:
                         base = _address_of(whole)
                         cuda_stream = 0 if self.host else stream_handle(stream)
                         passed = True
-                        decoded = dec.decode_many(base, cuda_stream, handles, states, dims,
-                                                  offsets, done)
+                        if laps is not None:
+                            laps.lap("alloc")
+                        decoded = dec.decode_many(
+                            base, cuda_stream, handles, states, dims, offsets, done,
+                            None if one_pass is None else
+                            (one_pass[0], regions, parents, one_pass[1]))
+                        if laps is not None:
+                            laps.regain(dec.regain_ns)
+                            for stage, ns in dec.stages_ns.items():
+                                laps.part(f"decode.{stage}", ns)
+                            laps.lap("decode")
                 if regions is not None:  # a region not decoded goes whole to Pillow
                     regions[(done == 0) & (regions[:, 0] >= 0)] = -1
                 if decoded:
@@ -558,13 +648,21 @@ class NvImageCodecCDecoder:
                     view = self._view
                     for r in np.flatnonzero(done).tolist():
                         out[r] = view(whole, base, offs[r], hs[r], ws[r], stream)
+                    if not self.host and n and done.all():  # the batch's arena as it is
+                        layout = (whole, offsets.copy(),
+                                  np.stack([dims[:, 0], dims[:, 1], np.full(n, 3)], axis=1))
+                    if laps is not None:
+                        laps.lap("views")
         finally:
             if not passed:
                 dec.release_many(handles, states)
             if parents.any():
                 dec.destroy_many(parents)
         del keep  # the bytes made here outlived both passes
-        return _fall_back(self, datas, name_of, out)
+        got = Decoded(_fall_back(self, datas, name_of, out), layout)
+        if laps is not None:
+            laps.lap("fallback")
+        return got
 
     def close(self) -> None:
         """Stop the fallback's threads and destroy the decoder (its images' memory is the
@@ -600,6 +698,28 @@ def _bytes_at() -> int | None:
 
 
 _BYTES_AT = _bytes_at()
+
+
+def _array_data_at() -> int | None:
+    """The offset of a NumPy array's data pointer from its ``id`` (CPython's NumPy array
+    object holds it right after the object's head), checked against NumPy's address of a
+    view; None where the two differ: the compiled loop then takes each array's address
+    through NumPy (``ndarray.ctypes.data``, ~2 us a sample)."""
+    import ctypes
+
+    base = np.zeros(64, np.uint8)
+    probe = base[8:40]
+    try:
+        at = object.__basicsize__
+        real = ctypes.c_int64.from_address(id(probe) + at).value
+    except Exception:
+        return None
+    return at if real == probe.ctypes.data else None
+
+
+_ARRAY_AT = _array_data_at()
+#: (dtype, strides) of a contiguous 1-D byte array (a read-ahead run's view of a file)
+_BYTE_VIEW = (np.dtype(np.uint8), (1,))
 
 
 class _Part:
@@ -768,10 +888,28 @@ class DeviceImage:
         return self._buffer
 
 
-def one_allocation(arrays: list) -> tuple[Any, np.ndarray, np.ndarray] | None:
+class Decoded(list):
+    """A decoder's samples (a list, as every decoder returns) with the batch's ``layout``:
+    ``(allocation, offsets, shapes)`` as :func:`one_allocation` gives them, where the C
+    decoder decoded every sample into one device allocation (None elsewhere), so that no
+    pass over the samples finds it again."""
+
+    __slots__ = ("layout",)
+
+    def __init__(self, items: Any = (), layout: tuple | None = None) -> None:
+        super().__init__(items)
+        self.layout = layout
+
+
+def one_allocation(arrays: list, layout: tuple | None = None
+                   ) -> tuple[Any, np.ndarray, np.ndarray] | None:
     """Where every array is a :class:`DeviceImage` of one batch allocation (a batch
     :class:`NvImageCodecCDecoder` decoded whole, no sample refilled or decoded by Pillow):
-    the allocation, each image's byte offset in it and the (n, 3) shapes; else None."""
+    the allocation, each image's byte offset in it and the (n, 3) shapes; else None.
+    ``layout``: the decoder's (``Decoded.layout``, carried by ``DecodedBatch.layout``),
+    taken as it is."""
+    if layout is not None:
+        return layout
     if not arrays or type(arrays[0]) is not DeviceImage:
         return None
     part = arrays[0]._held[2]

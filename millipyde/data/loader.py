@@ -32,6 +32,7 @@ import numpy as np
 
 from ..backend import ACTIVE as runtime
 from . import region as region_mod
+from .laps import Laps
 from .readahead import READ_THREADS, WINDOW_BYTES, ReadAhead
 from .region import crop_host
 
@@ -85,6 +86,14 @@ NONBLOCKING_STREAM = False
 #: each one, to be mapped again for the next batch); restored when the device's last Loader
 #: closes. 0: left as it is. Read when a Loader starts.
 POOL_KEEP_BYTES = 0
+
+#: time each decode lane call by its segments (``data.laps``: taking the samples, the
+#: decoder's parse, region boxes, allocation, decode and views, the refills, ...) into
+#: :attr:`Loader.stats` (``seg_<name>_s`` wall, ``seg_<name>_cpu_s`` the lane thread's CPU,
+#: ``seg_regains`` / ``seg_regain_s`` the waits for the GIL after GIL-free passes). Off: no
+#: timing beyond the stats' four sums. Read when a Loader is made; a decode worker process
+#: gets this process's value.
+SEGMENTS = False
 
 _switch_lock = threading.Lock()
 _switch: dict[str, Any] = {"loaders": 0, "saved": None, "pools": {}}
@@ -196,6 +205,9 @@ class DecodedBatch:
     #: (n, 4) int64 per row the place of its decoded region in its sample (top, left, the
     #: sample's height and width: ``data.region``), or None: whole samples
     regions: np.ndarray | None = None
+    #: the rows' one device allocation, byte offsets and (n, 3) shapes, where the decoder
+    #: decoded them all into one (``decode.Decoded.layout``; no row refilled), else None
+    layout: tuple | None = None
 
 
 class Loader:
@@ -230,6 +242,7 @@ class Loader:
                  first: int = 0, lanes: int | None = None, region: Any = None) -> None:
         self.source, self.sampler, self.plan = source, sampler, plan
         self.region = region
+        self.segments = bool(SEGMENTS)
         self.first = int(first)
         self.decoder, self.device, self.bad, self.strict = decoder, device, bad, strict
         lanes = DECODE_LANES if lanes is None else int(lanes)
@@ -359,8 +372,12 @@ class Loader:
     def _make(self, ks: np.ndarray, stream: Any, dec: Any, b: int) -> DecodedBatch:
         src = self.source
         n = len(ks)
+        # (a decoder that times its own segments says so: ``takes_laps``)
+        laps = Laps() if self.segments else None
         t0 = time.perf_counter()
         self._wait_turn(b)
+        if laps is not None:
+            laps.lap("turn")
         # held from before the take: the room it makes wakes no reader until the call is over
         # (a sample not read yet ends the hold, see ReadAhead.held_back)
         with self.reader.held_back() if HOLD_READERS else contextlib.nullcontext():
@@ -368,44 +385,73 @@ class Loader:
                 taken = self.reader.take_many(n)
             finally:
                 self._pass_turn(b)
-            samples = np.fromiter((i for i, _ in taken), dtype=np.int64, count=n)
-            datas = [d for _, d in taken]
-            rows = [r for r in range(n) if not isinstance(datas[r], BaseException)]
+            if laps is not None:
+                laps.lap("take")
+            got_samples, got_datas = zip(*taken, strict=True) if n else ((), ())
+            samples = np.array(got_samples, dtype=np.int64).reshape(n)
+            datas = list(got_datas)
+            # the rows read (all of them but where a read failed)
+            rows = [r for r, d in enumerate(datas) if isinstance(d, BaseException)]
+            rows = range(n) if not rows else sorted(set(range(n)).difference(rows))
             t1 = time.perf_counter()
             plan = self.region
             if plan is not None and not (getattr(dec, "decodes_regions", False)
                                          or region_mod.CUT_WHOLE):
                 plan = None  # a decoder of whole samples: its samples handed on whole
             kw: dict[str, Any] = {}
+            rows_at = np.arange(n) if len(rows) == n else np.asarray(rows, dtype=np.int64)
             if plan is not None and getattr(dec, "decodes_regions", False):
                 # the decoder draws each region from the header's size (rows of its list)
-                kr = ks[np.asarray(rows, dtype=np.int64)]
+                kr = ks[rows_at]
                 got_regions = np.full((len(rows), 4), -1, dtype=np.int64)
                 kw = {"boxes": lambda j, hw: plan.boxes(kr[j], hw), "regions": got_regions}
-            got = dec.decode([datas[r] for r in rows],
+            if laps is not None:
+                laps.lap("lists")
+                if getattr(dec, "takes_laps", False):
+                    kw["laps"] = laps
+            got = dec.decode(datas if len(rows) == n else [datas[r] for r in rows],
                              lambda j: src.name(int(samples[rows[j]])), stream, **kw)
         t2 = time.perf_counter()
-        arrays: list[Any] = [None] * n
+        if len(got) != len(rows):
+            raise RuntimeError(f"the decoder gave {len(got)} samples for {len(rows)}")
+        if len(rows) == n:
+            arrays: list[Any] = list(got)
+        else:
+            arrays = [None] * n
+            for r, a in zip(rows, got, strict=True):
+                arrays[r] = a
         regions = None if plan is None else np.full((n, 4), -1, dtype=np.int64)
-        for j, (r, a) in enumerate(zip(rows, got, strict=True)):
-            arrays[r] = a
-            if kw and got_regions[j, 0] >= 0 and not isinstance(a, BaseException):
-                regions[r] = got_regions[j]
-        for r in range(n):
+        if "boxes" in kw:  # rows the decoder gave no region to stay -1
+            regions[rows_at] = got_regions
+        layout = getattr(got, "layout", None) if len(rows) == n else None
+        # the rows to refill: not read, or not decoded
+        for r in [r for r, a in enumerate(arrays) if a is None or isinstance(a, BaseException)]:
+            layout = None
             err = datas[r] if arrays[r] is None else arrays[r]
-            if isinstance(err, BaseException):
-                samples[r], arrays[r] = self._refill(int(ks[r]), int(samples[r]), err,
-                                                     stream, dec)
-                if regions is not None:
-                    regions[r] = -1
+            samples[r], arrays[r] = self._refill(int(ks[r]), int(samples[r]), err, stream, dec)
+            if regions is not None:
+                regions[r] = -1
+        if laps is not None:
+            laps.lap("refill")
         if regions is not None:
             self._cut(ks, arrays, regions)
+            if laps is not None:
+                laps.lap("cut")
         ready = runtime.record_event(stream) if stream is not None else None
         labels = None if src.labels is None else src.labels[samples]
         targets = None
         if src.has_targets:
             targets = [src.targets(int(s), tuple(a.shape[:2]))
                        for s, a in zip(samples.tolist(), arrays, strict=True)]
+        px = None
+        if regions is not None:  # pixels handed on, of the whole samples
+            if layout is not None:
+                decoded = int((layout[2][:, 0] * layout[2][:, 1]).sum())
+            else:
+                decoded = sum(int(a.shape[0]) * int(a.shape[1]) for a in arrays)
+            px = (decoded, int((regions[:, 2] * regions[:, 3]).sum()))
+        if laps is not None:
+            laps.lap("rest")
         with self._stats_lock:
             st = self.stats
             st["read_wait_s"] += t1 - t0
@@ -414,11 +460,12 @@ class Loader:
                 st["decode_first_s"] = t2 - t1
             st["other_s"] += time.perf_counter() - t2
             st["batches"] += 1
-            if regions is not None:
-                st["px_regions"] += int(sum(int(a.shape[0]) * int(a.shape[1])
-                                            for a in arrays))
-                st["px_whole"] += int((regions[:, 2] * regions[:, 3]).sum())
-        return DecodedBatch(ks, samples, arrays, labels, targets, ready, regions)
+            if px is not None:
+                st["px_regions"] += px[0]
+                st["px_whole"] += px[1]
+            if laps is not None:
+                laps.into(st)
+        return DecodedBatch(ks, samples, arrays, labels, targets, ready, regions, layout)
 
     def _cut(self, ks: np.ndarray, arrays: list, regions: np.ndarray) -> None:
         """The rows the decoder decoded whole (``regions`` row -1): host arrays cut to their

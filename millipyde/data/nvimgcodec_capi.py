@@ -39,6 +39,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import sys
 import threading
 import time
 from ctypes import (
@@ -580,6 +581,18 @@ class Decoder:
         #: image info (words: it writes and reads their fields at ctypes' offsets)
         self._out_words = _words_of(out)
         self._info_words = _words_of(make(ImageInfo))
+        #: the compiled passes' stamps (``capi_loop._stamp_at``: clock_gettime's address,
+        #: then seconds and nanoseconds of each stamp) and, after each pass, the nanoseconds
+        #: its thread then waited to take the GIL back (``regain_ns``; -1 where the clock
+        #: cannot be called); after a decode pass, its stages (:attr:`stages_ns`)
+        self.clock = np.zeros(9, np.int64)
+        self.clock[0] = CLOCK_GETTIME
+        self.regain_ns = -1
+        #: the last decode pass's stages in nanoseconds, where stamped: ``setup`` (regions
+        #: and output images made), ``submit`` (``nvimgcodecDecoderDecode``), ``wait``
+        #: (``nvimgcodecFutureWaitForAll`` and the statuses), ``end`` (the code streams
+        #: destroyed)
+        self.stages_ns: dict[str, int] = {}
 
     # -- parsing (GIL kept) ----------------------------------------------------------------
     def parse(self, data: Any) -> CodeStream | None:
@@ -624,16 +637,47 @@ class Decoder:
         if lib.CodeStreamGetSubCodeStream is None:
             parents[:] = 0
             return 0
+        view = self._view_words()
+        at = CodeStreamView.region.offset
+        lib.releases += 1
+        made = mod.regions(lib.sub_address, lib.addresses[mod.FN_STREAM_DESTROY], view,
+                           at + Region.start.offset, at + Region.end.offset, handle, state,
+                           dims, box, region, parents, self.clock)
+        self._regained()
+        return int(made)
+
+    def _view_words(self) -> np.ndarray:
+        """This thread's code stream view with a 2-D region (words), made once a thread."""
         view = getattr(self._local, "view", None)
         if view is None:  # one per thread, as the image info
             v = make(CodeStreamView)
             v.region = make(Region, ndim=2)
             view = self._local.view = _words_of(v)
-        at = CodeStreamView.region.offset
-        lib.releases += 1
-        return int(mod.regions(lib.sub_address, lib.addresses[mod.FN_STREAM_DESTROY], view,
-                               at + Region.start.offset, at + Region.end.offset, handle,
-                               state, dims, box, region, parents))
+        return view
+
+    @property
+    def decodes_regions(self) -> bool:
+        """Whether the library makes code streams of regions (nvImageCodec 0.9's
+        ``nvimgcodecCodeStreamGetSubCodeStream``)."""
+        return self.lib.CodeStreamGetSubCodeStream is not None
+
+    def _stages(self, start: int) -> None:
+        """:attr:`stages_ns` of the decode pass begun at ``start`` (``time.monotonic_ns``)."""
+        c = self.clock
+        at = [start] + [int(c[1 + 2 * k]) * 1_000_000_000 + int(c[2 + 2 * k])
+                        if c[1 + 2 * k] or c[2 + 2 * k] else 0 for k in (1, 2, 3, 0)]
+        self.stages_ns = {}
+        if not c[0] or not all(at):
+            return
+        for name, a, b in zip(("setup", "submit", "wait", "end"), at, at[1:], strict=False):
+            self.stages_ns[name] = b - a
+
+    def _regained(self) -> None:
+        """:attr:`regain_ns` of the compiled pass that just returned (its end stamp against
+        now: the wait for the GIL after it)."""
+        now = time.monotonic_ns()
+        c = self.clock
+        self.regain_ns = now - (int(c[1]) * 1_000_000_000 + int(c[2])) if c[0] else -1
 
     def destroy_many(self, handles: np.ndarray) -> None:
         """Destroy the code streams ``handles`` (nonzero ones) in one compiled call."""
@@ -707,18 +751,25 @@ class Decoder:
         lib.releases += 1
         t = time.perf_counter()
         total = mod.parse(lib.addresses, _layout[0], self.inst.handle, self._info_words,
-                          address, size, handle, state, dims, offsets, int(limit))
+                          address, size, handle, state, dims, offsets, int(limit), self.clock)
+        self._regained()
         lib.free_s += time.perf_counter() - t
         return int(total)
 
     def decode_many(self, base: int, cuda_stream: int, handle: np.ndarray,
                     state: np.ndarray, dims: np.ndarray, offsets: np.ndarray,
-                    done: np.ndarray) -> bool:
+                    done: np.ndarray, regions: tuple | None = None) -> bool:
         """``capi_loop.decode`` (see there) with the GIL released for the whole batch: the
         samples :meth:`parse_many` took (and those of state ``ST_GIVEN``: code streams made
         elsewhere, their handles and dims given) decoded into ``base + offsets``, ``done``
         set per sample. Returns False where the library refused the whole call (no sample
-        decoded). The code streams :meth:`parse_many` made are destroyed in every case."""
+        decoded). The code streams :meth:`parse_many` made are destroyed in every case.
+
+        ``regions``: ``(box, region, parents, slots)``, :meth:`sub_streams_many` in the same
+        pass (``capi_loop.regions_decode``: one GIL release for both), the allocation laid
+        out by the caller for the boxes (``slots[r]`` bytes at ``offsets[r]``); a sample whose
+        region the library refuses and whose whole image does not fit its slot is not
+        decoded (``done`` 0). The library must make regions (:attr:`decodes_regions`)."""
         mod, lib = _loop[0], self.lib
         taken = int(np.count_nonzero((state == mod.ST_TAKEN) | (state == mod.ST_GIVEN)))
         with self._lock:
@@ -728,12 +779,21 @@ class Decoder:
             self._grown(taken)
             work = np.empty(taken + 2, np.int64)
             statuses = np.empty(max(1, taken), np.uint32)
+            args = (lib.addresses, _layout[0], self.inst.handle, self.handle,
+                    self._out_words, ctypes.addressof(self._params), self._images, work,
+                    statuses, int(base), int(cuda_stream or 0), handle, state, dims, offsets,
+                    done)
+            if regions is not None:
+                at = CodeStreamView.region.offset
+                args += (lib.sub_address, self._view_words(), at + Region.start.offset,
+                         at + Region.end.offset, *regions)
             lib.releases += 1
             t = time.perf_counter()
-            rc = mod.decode(lib.addresses, _layout[0], self.inst.handle, self.handle,
-                            self._out_words, ctypes.addressof(self._params), self._images,
-                            work, statuses, int(base), int(cuda_stream or 0), handle, state,
-                            dims, offsets, done)
+            self.clock[1:] = 0
+            start = time.monotonic_ns()
+            rc = (mod.decode if regions is None else mod.regions_decode)(*args, self.clock)
+            self._regained()
+            self._stages(start)
             lib.free_s += time.perf_counter() - t
         return rc == mod.OK
 
@@ -761,6 +821,21 @@ class Decoder:
             self.close()
         except Exception:  # an interpreter tearing down: the process's end frees it all
             pass
+
+
+def _clock_gettime() -> int:
+    """The address of the C library's ``clock_gettime`` (the compiled passes stamp their end
+    with CLOCK_MONOTONIC, Python's ``time.monotonic_ns`` clock), 0 where it is not found
+    (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        return int(ctypes.cast(ctypes.CDLL(None).clock_gettime, c_void_p).value or 0)
+    except (OSError, AttributeError):
+        return 0
+
+
+CLOCK_GETTIME = _clock_gettime()
 
 
 def _words_of(struct: Any) -> np.ndarray:
@@ -855,13 +930,19 @@ def _compile(mod: Any) -> None:
     state = np.zeros(0, np.int32)
     words = np.zeros(1, np.int64)
     addresses = np.zeros(mod.FUNCTIONS, np.int64)
-    mod.parse(addresses, _layout[0], 0, words, z64, z64, z64, state, dims, z64, 0)
+    clock = np.zeros(3, np.int64)
+    mod.parse(addresses, _layout[0], 0, words, z64, z64, z64, state, dims, z64, 0, clock)
     mod.decode(addresses, _layout[0], 0, 0, words, 0, z64, words, np.zeros(1, np.uint32), 0,
-               0, z64, state, dims, z64, np.zeros(0, np.uint8))
+               0, z64, state, dims, z64, np.zeros(0, np.uint8), clock)
     mod.release(addresses, z64, state)
     mod.regions(0, 0, words, 0, 0, z64, state, dims, np.zeros((0, 4), np.int64),
-                np.zeros((0, 4), np.int64), z64)
+                np.zeros((0, 4), np.int64), z64, clock)
+    mod.regions_decode(addresses, _layout[0], 0, 0, words, 0, z64, words,
+                       np.zeros(1, np.uint32), 0, 0, z64, state, dims, z64,
+                       np.zeros(0, np.uint8), 0, words, 0, 0, np.zeros((0, 4), np.int64),
+                       np.zeros((0, 4), np.int64), z64, z64, clock)
     mod.destroy(0, z64)
+    mod.words_at(z64, 0, z64)
 
 
 #: alignment of each image in a batch's allocation (bytes)

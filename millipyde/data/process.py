@@ -197,10 +197,11 @@ class ProcessLoader:
                 "max_slots": self._most,
                 # the worker reads files as this process would (the bench switches it)
                 "nogil_reads": fileread.ENABLED, "hold_readers": loader_mod.HOLD_READERS,
-                "decode_lanes": loader_mod.DECODE_LANES,
+                "decode_lanes": loader_mod.DECODE_LANES, "segments": loader_mod.SEGMENTS,
                 "switch_interval": loader_mod.SWITCH_INTERVAL,
                 "nvimgcodec_api": decode_mod.nvimgcodec_api(),
                 "capi_compiled": decode_mod.CAPI_COMPILED,
+                "regions_in_decode": decode_mod.REGIONS_IN_DECODE,
                 "parse_in_readers": loader_mod.PARSE_IN_READERS,
                 "cut_whole": region_mod.CUT_WHOLE,
                 # the first op's regions (``training.region_plan.RegionPlan``, which pickles
@@ -340,6 +341,9 @@ class ProcessLoader:
             for key in ("read_wait_s", "decode_s", "other_s", "batches", "decode_first_s",
                         "px_regions", "px_whole"):
                 self.stats[key] = stats[key]
+            for key in stats:  # the lane calls' segments (``loader.SEGMENTS``)
+                if key.startswith(("seg_", "part_")):
+                    self.stats[key] = stats[key]
             self.decoder.name = stats["decoder"]
             self.decoder.on_gpu, self.decoder.on_host = stats["on_gpu"], stats["on_host"]
             self.reader.peak = stats["read_peak"]
@@ -755,10 +759,13 @@ def worker_main(fd: int) -> int:
         fileread.ENABLED = bool(cfg.get("nogil_reads", fileread.ENABLED))
         loader_mod.HOLD_READERS = bool(cfg.get("hold_readers", loader_mod.HOLD_READERS))
         loader_mod.DECODE_LANES = int(cfg.get("decode_lanes", loader_mod.DECODE_LANES))
+        loader_mod.SEGMENTS = bool(cfg.get("segments", loader_mod.SEGMENTS))
         loader_mod.SWITCH_INTERVAL = float(cfg.get("switch_interval",
                                                    loader_mod.SWITCH_INTERVAL))
         decode_mod.NVIMGCODEC_API = cfg.get("nvimgcodec_api", decode_mod.NVIMGCODEC_API)
         decode_mod.CAPI_COMPILED = bool(cfg.get("capi_compiled", decode_mod.CAPI_COMPILED))
+        decode_mod.REGIONS_IN_DECODE = bool(cfg.get("regions_in_decode",
+                                                    decode_mod.REGIONS_IN_DECODE))
         loader_mod.PARSE_IN_READERS = bool(cfg.get("parse_in_readers",
                                                    loader_mod.PARSE_IN_READERS))
         region_mod.CUT_WHOLE = bool(cfg.get("cut_whole", region_mod.CUT_WHOLE))

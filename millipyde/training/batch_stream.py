@@ -95,15 +95,12 @@ class Stream:
             return None
         arrays = db.arrays
         regions = db.regions
-        left = []
-        for r, a in enumerate(arrays):
-            # a region's first op is drawn on its whole sample: its kind and that size say
-            # whether it records cleanly (regions of one sample size share the answer)
-            whole = tuple(a.shape) if regions is None else \
-                (int(regions[r, 2]), int(regions[r, 3]), *a.shape[2:])
-            key = (whole, np.dtype(a.dtype).str)
+        keys, firsts, inverse = kinds_of(db)
+        ok_of = []
+        for key, r in zip(keys, firsts, strict=True):
             ok = self._clean.get(key)
             if ok is None:
+                a = arrays[r]
                 x = gpuimage.from_buffer(as_buffer(a), device)
                 if regions is not None:
                     x._region = regions[r].copy()
@@ -111,11 +108,11 @@ class Stream:
                                                                       self.seed)
                 with self._lock:
                     self._clean[key] = ok
-            if not ok:
-                left.append(r)
+            ok_of.append(ok)
+        left = np.flatnonzero(~np.asarray(ok_of, dtype=bool)[inverse]).tolist()
         # a batch the C decoder decoded whole is laid out in one allocation already: that
         # allocation is the arena (no copy, no per-sample layout in Python)
-        shared = one_allocation(arrays) if ARENA_IN_PLACE else None
+        shared = one_allocation(arrays, db.layout) if ARENA_IN_PLACE else None
         layout = None if shared is None else (shared[2], "|u1", shared[1],
                                               int(shared[0].size))
         rec = batch_arena.ArenaRecorder(SimpleNamespace(inputs=arrays, seed=self.seed,
@@ -132,6 +129,40 @@ class Stream:
         else:
             batch_arena.pack(rec, arrays, device)
         return rec, left
+
+
+def kinds_of(db: DecodedBatch) -> tuple[list[tuple], list[int], np.ndarray]:
+    """The kinds of ``db``'s rows that say whether a row records the chain cleanly: its
+    sample's whole shape (a region's first op is drawn on its whole sample, so regions of
+    one sample size share the answer) and dtype. Returns the distinct kinds ``(shape,
+    dtype str)`` in the order first met, the row each is first met at, and per row the
+    index of its kind. A batch with the C decoder's layout (``db.layout``: every row an
+    (h, w, 3) uint8 image of one allocation) is read from its arrays, no pass over the
+    images."""
+    n = len(db.arrays)
+    if db.layout is not None and n:
+        hw = db.layout[2][:, :2] if db.regions is None else db.regions[:, 2:4]
+        _, firsts, inverse = np.unique(np.asarray(hw, np.int64), axis=0, return_index=True,
+                                       return_inverse=True)
+        order = np.argsort(firsts, kind="stable")  # the kinds in the order first met
+        rank = np.empty(len(order), np.int64)
+        rank[order] = np.arange(len(order))
+        firsts = firsts[order].tolist()
+        keys = [((int(hw[r, 0]), int(hw[r, 1]), 3), "|u1") for r in firsts]
+        return keys, firsts, rank[inverse.reshape(-1)]
+    index: dict[tuple, int] = {}
+    firsts: list[int] = []
+    inverse = [0] * n
+    hw = None if db.regions is None else db.regions[:, 2:4].tolist()
+    for r, a in enumerate(db.arrays):
+        whole = tuple(a.shape) if hw is None else (*hw[r], *a.shape[2:])
+        key = (whole, np.dtype(a.dtype).str)
+        u = index.get(key)
+        if u is None:
+            u = index[key] = len(firsts)
+            firsts.append(r)
+        inverse[r] = u
+    return list(index), firsts, np.asarray(inverse, dtype=np.int64)
 
 
 def images_of(db: DecodedBatch, rows: list[int], device: int) -> list[gpuimage]:
