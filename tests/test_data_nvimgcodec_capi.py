@@ -738,6 +738,8 @@ def test_the_c_decoders_layout_is_one_allocations(tmp_path, monkeypatch) -> None
     blobs = [_jpeg(photo[i * 9:i * 9 + 40 + i, i * 5:i * 5 + 52 - i]) for i in range(6)]
 
     def made() -> dmod.NvImageCodecCDecoder:
+        if ACTIVE.caps.nvidia_codecs:  # (a GPU: the device decoder itself)
+            return dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=1))
         dec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=1), host=True)
         dec.host = False  # DeviceImage views of the (host) allocation
         return dec
