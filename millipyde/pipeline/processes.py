@@ -73,10 +73,22 @@ START_SECONDS = 300.0
 KEEP_STAGES = 64
 #: Send each input's memory and let the worker stack a chunk, where its inputs are not rows of
 #: one buffer already (False: stack here, one region a chunk). Stacking here puts a kernel of
-#: this process on the device between the worker's (contexts of two processes take turns on a
-#: GPU); stacking there opens an IPC handle per input allocation in the worker. Which costs
-#: less: not measured yet (``bench/probes/pipeline_processes.py --stack-in-worker``).
-STACK_IN_WORKER = False
+#: this process and a synchronize on the device between the worker's (contexts of two
+#: processes take turns on a GPU; two H200s, 2026-11-29: processes lost 0.38-0.89x to threads
+#: so); stacking there costs an IPC export per input allocation here (two driver calls) and an
+#: open per allocation the worker has not seen yet (kept open: :data:`KEEP_OPEN`).
+STACK_IN_WORKER = True
+#: chunks a device's worker may hold at once (sent, not yet committed here): the worker records
+#: and launches the next ones while the device runs one, and replies each as it completes
+WINDOW = 4
+#: CUDA IPC allocations a worker keeps open (opening one costs a driver call of tens of us:
+#: the pool hands the same allocations out again, run after run)
+KEEP_OPEN = 512
+#: byte alignment of each output group's rows in a chunk's output region
+ALIGN = 256
+#: output groups (coin patterns) a chunk's region has room to align (more: the second
+#: exchange, outputs allocated here)
+GROUPS = 64
 
 
 class PipelineWorkerError(RuntimeError):
@@ -150,18 +162,12 @@ class Exports:
             r = self._region(id(arena), arena)
             at = int(buf.ctypes.data) - arena.__array_interface__["data"][0]
             return (r, at, shape, dtype, strides)
-        from numba import cuda
-
-        # numba-cuda's IpcHandle of the allocation, ``buf``'s offset in it (what
-        # ``DeviceNDArray.get_ipc_handle`` wraps); it names its device: the worker opens it
-        # directly, or staged where it has no peer access to it
-        with runtime.on_device(device):
-            handle = cuda.current_context().get_ipc_handle(buf.gpu_data)
-        key = bytes(handle.handle.reserved)
-        r = self._region(key, [handle, 0])
-        end = handle.offset + _span(shape, strides, dtype)
-        self.regions[r][1] = max(self.regions[r][1], end)
-        return (r, handle.offset, shape, dtype, strides)
+        # the allocation's IPC handle and ``buf``'s offset in it (what numba-cuda's
+        # ``get_ipc_handle`` makes, its device's identity looked up once)
+        handle, offset, size = _export(buf.gpu_data, device)
+        key = bytes(handle.reserved)
+        r = self._region(key, (handle, size))
+        return (r, offset, shape, dtype, strides)
 
     def _region(self, key: Any, payload: Any) -> int:
         r = self._index.get(key)
@@ -176,8 +182,8 @@ class Exports:
         if not self.host:
             from numba.cuda.cudadrv.driver import IpcHandle
 
-            return [IpcHandle(None, h.handle, need, h.source_info, offset=0)
-                    for h, need in self.regions], []
+            ident = _identity(self.device)
+            return [IpcHandle(None, h, size, ident, offset=0) for h, size in self.regions], []
         if self._copies:
             arena = HostArena(self._copied)
             base = np.asarray(arena)
@@ -201,6 +207,31 @@ class Exports:
         return buf, self.add(buf, self.device)
 
 
+_IDENTITY: dict[int, dict] = {}
+
+
+def _identity(device: int) -> dict:
+    got = _IDENTITY.get(device)
+    if got is None:
+        from numba import cuda
+
+        with runtime.on_device(device):
+            got = _IDENTITY[device] = cuda.current_context().device.get_device_identity()
+    return got
+
+
+def _export(mem: Any, device: int) -> tuple[Any, int, int]:
+    """``mem``'s allocation exported: its IPC handle, ``mem``'s offset in it and its size
+    (``cuMemGetAddressRange`` and ``cuIpcGetMemHandle``; the handle is the allocation's, the
+    same for every buffer in it)."""
+    from numba.cuda.cudadrv import driver
+
+    with runtime.on_device(device):
+        base, end = driver.device_extents(mem)
+        handle = driver.driver.cuIpcGetMemHandle(base)
+    return handle, int(mem.device_pointer_value) - base, end - base
+
+
 def _c_strides(shape: tuple, dtype: np.dtype) -> tuple:
     out, step = [], np.dtype(dtype).itemsize
     for n in reversed(shape):
@@ -216,13 +247,27 @@ def _span(shape: tuple, strides: tuple, dtype: np.dtype) -> int:
         np.dtype(dtype).itemsize
 
 
+#: the worker's open CUDA IPC allocations: handle bytes -> [IpcHandle, its memory, chunks
+#: using it]; the least recently used unused ones closed past :data:`KEEP_OPEN`
+_OPEN: collections.OrderedDict[bytes, list] = collections.OrderedDict()
+
+
+def _close_unused(keep: int) -> None:
+    for key in [k for k, v in _OPEN.items() if v[2] == 0][:max(0, len(_OPEN) - keep)]:
+        h = _OPEN.pop(key)[0]
+        with contextlib.suppress(Exception):
+            h.close()
+
+
 class Opened:
-    """The worker's view of one message's regions (closed with :meth:`close`)."""
+    """The worker's view of one message's regions (let go with :meth:`close`): host mappings
+    of this message's descriptors, or CUDA IPC allocations, each opened once and kept
+    (:data:`KEEP_OPEN`)."""
 
     def __init__(self, regions: list[Any], fds: list[int], host: bool, device: int) -> None:
         self.host, self.device = host, device
         self.maps: list[Any] = []
-        self._handles: list[Any] = []
+        self._keys: list[bytes] = []
         if host:
             import mmap
 
@@ -237,8 +282,15 @@ class Opened:
             with runtime.on_device(device):
                 ctx = cuda.current_context()
                 for h in regions:
-                    self.maps.append(h.open(ctx))  # (a MemoryPointer at the allocation)
-                    self._handles.append(h)
+                    key = bytes(h.handle.reserved)
+                    got = _OPEN.get(key)
+                    if got is None:  # (a MemoryPointer at the allocation)
+                        got = _OPEN[key] = [h, h.open(ctx), 0]
+                    else:
+                        _OPEN.move_to_end(key)
+                    got[2] += 1
+                    self.maps.append(got[1])
+                    self._keys.append(key)
 
     def array(self, place: tuple) -> Any:
         r, at, shape, dtype, strides = place
@@ -250,11 +302,16 @@ class Opened:
         return DeviceNDArray(shape, strides, dtype, gpu_data=mem)
 
     def close(self) -> None:
-        """Drop the mappings (their arrays must be gone, and no work queued on them)."""
-        for h in self._handles:
-            with contextlib.suppress(Exception):
-                h.close()
-        self._handles, self.maps = [], []
+        """Let the mappings go (their arrays must be gone, and no work queued on them): host
+        mappings closed, IPC allocations kept open for later messages (up to
+        :data:`KEEP_OPEN`)."""
+        for key in self._keys:
+            got = _OPEN.get(key)
+            if got is not None:
+                got[2] -= 1
+        self._keys, self.maps = [], []
+        if len(_OPEN) > KEEP_OPEN:
+            _close_unused(KEEP_OPEN)
 
 
 # -- this process's side --------------------------------------------------------------------
@@ -390,39 +447,23 @@ atexit.register(close)
 
 
 class _InWorker:
-    """A chunk sent to a worker, the ``event`` of its :class:`Launched`: its outputs go to the
-    worker when the next chunk of the device is launched, or at the latest when this one is
-    waited for (:meth:`outputs`); ``synchronize`` then waits for its ``done``."""
+    """A chunk sent to a worker, the ``event`` of its :class:`Launched`: ``synchronize``
+    waits for the worker's reply and gives the :class:`Launched` its values (members of the
+    chunk's output region; a chunk sent without a region large enough is given its output
+    buffers first, the protocol's second exchange)."""
 
-    __slots__ = ("owner", "worker", "cid", "stream", "positions", "launched", "sent", "error")
+    __slots__ = ("owner", "worker", "cid", "stream", "positions", "launched", "region", "key")
 
     def __init__(self, owner: ProcessChunks, worker: _Worker, cid: int, stream: Any,
-                 positions: list[int]) -> None:
+                 positions: list[int], region: Any) -> None:
         self.owner, self.worker, self.cid, self.stream = owner, worker, cid, stream
         self.positions = positions
         self.launched: Launched | None = None
-        self.sent = False
-        self.error: ChunkFailure | None = None
-
-    def outputs(self) -> None:
-        """Read the worker's record of the chunk and send it the output buffers (once); a
-        failure is kept for :meth:`synchronize`."""
-        if self.sent:
-            return
-        self.sent = True
-        try:
-            self.owner.outputs(self)
-        except ChunkFailure as err:
-            self.error = err
+        self.region = region  # the flat output buffer sent with the chunk (None: none)
+        self.key: tuple = ()
 
     def synchronize(self) -> None:
-        self.outputs()
-        if self.error is not None:
-            raise self.error
-        msg = self.worker.wait(self.cid)
-        if msg[0] != "done":
-            raise _rebuilt(msg[4]) if msg[0] == "failed" else PipelineWorkerError(
-                f"the {self.worker.name} sent {msg[0]!r} for a chunk's outputs")
+        self.owner.finished(self)
 
 
 def _rebuilt(err: Any) -> BaseException:
@@ -448,6 +489,13 @@ def _dumps(obj: Any) -> bytes:
     return buf.getvalue()
 
 
+#: learned output bytes an input, per stage (its pickled Operations and seed) and group key:
+#: a chunk's output region is sent with it (no second exchange) once its stage's first reply
+#: told the size
+_LEARNED: dict[tuple[bytes, tuple], int] = {}
+_learned_lock = threading.Lock()
+
+
 class ProcessChunks:
     """A stage's chunks launched by the devices' workers: :meth:`launch` is
     :meth:`StageChunks.launch`'s (``run.Run`` calls one or the other)."""
@@ -457,9 +505,9 @@ class ProcessChunks:
         self.operations = chunks.operations
         self.token = next(_tokens)
         self.blob = blob
-        # per device, the chunk sent last: its outputs go before the next chunk is sent (the
-        # worker launches it, then records the next while the device runs it)
-        self._last: dict[int, _InWorker] = {}
+
+    #: chunks a device may have in flight (``run.Run`` keeps this many before it commits)
+    window = WINDOW
 
     @staticmethod
     def of(chunks: StageChunks) -> ProcessChunks | None:
@@ -480,30 +528,34 @@ class ProcessChunks:
     def launch(self, key: tuple, positions: list[int], xs: list[Any], nodes: list[Any],
                device: int, stream: Any, copy_stream: Callable[[], Any],
                cancelled: Callable[[], bool]) -> Launched:
-        """Send the chunk to ``device``'s worker (see the module doc), the last chunk sent
-        there its outputs first; what :meth:`StageChunks.launch` returns, its values filled
-        and its event the worker's ``done`` once waited for. Raises :class:`ChunkFailure`
-        (the chunk's own, or the previous chunk's when it is waited for) or
+        """Send the chunk to ``device``'s worker (see the module doc): one message, its
+        inputs' memory and, once the stage's output size an input is known, the region its
+        outputs go to; what :meth:`StageChunks.launch` returns, its values filled when its
+        event (the worker's reply) is waited for. Raises :class:`ChunkFailure` or
         ``workers.Cancelled``."""
-        last = self._last.pop(device, None)
-        if last is not None:
-            last.outputs()
         n = len(xs)
         span = (positions[0], positions[-1], n)
         if cancelled():
             raise Cancelled()
+        region = out_place = None
         try:
             ex = Exports(device)
             stack = rows_of(nodes, device) if STACK_IN_WORKER else None
+            synced = False
             if STACK_IN_WORKER and stack is None:  # each input's memory: the worker stacks
                 place: Any = [ex.add(v.view() if type(v) is Member else v.buffer, v.device)
                               for v in nodes]
             else:  # one buffer of the inputs (no copy where they are rows of one already)
                 if stack is None:
                     stack = stack_values(nodes, device, stream, copy_stream)
-                    if stream is not None and runtime.caps.launches_on_streams:
-                        stream.synchronize()  # (the worker's streams are not ordered with ours)
+                    synced = True
                 place = ex.add(stack, device)
+            per = _LEARNED.get((self.blob, key))
+            if per is not None:
+                region, out_place = ex.output((n * per + ALIGN * min(n, GROUPS),), np.uint8)
+                synced = True
+            if synced and stream is not None and runtime.caps.launches_on_streams:
+                stream.synchronize()  # (the worker's streams are not ordered with ours)
             regions, fds = ex.seal()
         except Exception as err:
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
@@ -518,21 +570,34 @@ class ProcessChunks:
                         w.stages.popitem(last=False)
             cid = next(_cids)
             w.send(("chunk", cid, self.token, (key[0], device, key[2], key[3]), positions,
-                    [x._sample for x in xs], regions, place), fds)
+                    [x._sample for x in xs], regions, place, out_place), fds)
         except PipelineWorkerError as err:
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
                 from err
-        chunk = _InWorker(self, w, cid, stream, positions)
+        chunk = _InWorker(self, w, cid, stream, positions, region)
         chunk.launched = Launched([None] * n, [], chunk, (stack, ex), nodes)
-        self._last[device] = chunk
+        chunk.key = key
         return chunk.launched
 
-    def outputs(self, chunk: _InWorker) -> None:
-        """The worker's record of ``chunk``: its output buffers allocated here and sent, its
-        :class:`Launched` given its values. Raises :class:`ChunkFailure`."""
+    def _learn(self, key: tuple, n: int, layout: list) -> None:
+        """Note the output bytes an input of ``layout`` (a chunk of ``n`` inputs)."""
+        per = max((_row_bytes(shape, dtype) for _, shape, dtype, *_ in layout), default=0)
+        at = (self.blob, key)
+        with _learned_lock:
+            if per > _LEARNED.get(at, -1):
+                if len(_LEARNED) > 4 * KEEP_STAGES:
+                    _LEARNED.clear()
+                _LEARNED[at] = per
+
+    def finished(self, chunk: _InWorker) -> None:
+        """Wait for the worker's reply to ``chunk`` and give its :class:`Launched` the values:
+        members of the region sent with it, or (reply ``planned``: no region or one too
+        small) of buffers allocated here now and sent (the worker then launches and replies
+        ``done``). Raises :class:`ChunkFailure`."""
         w, cid, positions, launched = chunk.worker, chunk.cid, chunk.positions, chunk.launched
         device = w.device
-        span = (positions[0], positions[-1], len(positions))
+        n = len(positions)
+        span = (positions[0], positions[-1], n)
         try:
             msg = w.wait(cid)
         except PipelineWorkerError as err:
@@ -541,11 +606,51 @@ class ProcessChunks:
         if msg[0] == "failed":
             _, _, pos, what, err, whole = msg
             raise ChunkFailure(pos, StepError(what, _rebuilt(err)), span if whole else None)
-        _, _, groups, left = msg
+        key = chunk.key
+        if msg[0] == "planned":
+            _, _, layout, left = msg
+            self._learn(key, n, layout)
+            bufs = self._outputs(chunk, layout)
+            try:
+                msg = w.wait(cid)
+            except PipelineWorkerError as err:
+                raise ChunkFailure(positions[0], kernels_failed(self.operations, err),
+                                   span) from err
+            if msg[0] != "done":
+                raise _rebuilt(msg[4]) if msg[0] == "failed" else PipelineWorkerError(
+                    f"the {w.name} sent {msg[0]!r} for a chunk's outputs")
+            launched.left = list(left)
+            launched.keep = (*launched.keep, bufs)
+            return
+        if msg[0] != "done" or chunk.region is None:
+            raise PipelineWorkerError(f"the {w.name} sent {msg[0]!r} for a chunk")
+        _, _, layout, left = msg
+        values, region = launched.values, chunk.region
+        for rows, shape, dtype, at in layout:
+            rows = rows.tolist()
+            k = len(rows)
+            buf = runtime.part(region, at, dtype, (k, *shape))
+            ms = Batch(buf, shape, dtype, device, runtime.member_views(buf)).members(k)
+            if k == n and rows[0] == 0 and rows[-1] == n - 1:  # (every input, in order)
+                launched.values = values = ms
+                continue
+            for r, value in zip(rows, ms, strict=True):
+                values[r] = value
+        launched.left = list(left)
+        launched.keep = (*launched.keep, region)
+
+    def _outputs(self, chunk: _InWorker, layout: list) -> list[Any]:
+        """The second exchange: ``chunk``'s output buffers allocated here (per group of
+        ``layout``) and sent; its :class:`Launched` given its values. Raises
+        :class:`ChunkFailure`."""
+        w, cid, positions, launched = chunk.worker, chunk.cid, chunk.positions, chunk.launched
+        device = w.device
+        span = (positions[0], positions[-1], len(positions))
         out = Exports(device)
         places, bufs = [], []
         try:
-            for rows, shape, dtype in groups:
+            for rows, shape, dtype, *_ in layout:
+                rows = rows.tolist()
                 buf, place = out.output((len(rows), *shape), dtype)
                 bufs.append(buf)
                 places.append(place)
@@ -566,8 +671,11 @@ class ProcessChunks:
                 w.wait(cid)
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
                 from err
-        launched.left = list(left)
-        launched.keep = (*launched.keep, out, bufs)
+        return [out, bufs]
+
+
+def _row_bytes(shape: tuple, dtype: Any) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
 
 
 # -- the worker process's side -------------------------------------------------------------
@@ -616,7 +724,10 @@ class _Server:
         return True
 
     def chunk(self, cid: int, token: int, key: tuple, positions: list[int], samples: list[int],
-              regions: list[Any], place: tuple | list[tuple]) -> None:
+              regions: list[Any], place: tuple | list[tuple], out: tuple | None) -> None:
+        """Record chunk ``cid`` and, where its output region ``out`` holds its outputs, launch
+        it there (replied ``done`` when its kernels are done: :meth:`finish_one`); else reply
+        its layout (``planned``) and wait for buffers (:meth:`outputs`)."""
         opened = Opened(regions, self.fds(regions), self.host, self.device)
         try:
             stage = self.stages[token]
@@ -643,8 +754,26 @@ class _Server:
             opened.close()
             self._failed(cid, token, positions[0], err)
             return
-        self.planned[cid] = (token, opened, got)
-        self.conn.send(("planned", cid, got.layout(), list(got.left)))
+        layout, at = [], 0
+        for g in got.groups:
+            node = g.kernels()[-1].output
+            shape, dtype = tuple(node.shape), np.dtype(node.dtype)
+            layout.append((g.index, shape, dtype, at))
+            at += -(-len(g.index) * _row_bytes(shape, dtype) // ALIGN) * ALIGN
+        if out is None or at > out[2][0]:
+            self.planned[cid] = (token, opened, got)
+            self.conn.send(("planned", cid, layout, list(got.left)))
+            return
+        region = opened.array(out)
+        try:
+            launched = self.stages[token].start(
+                got, self.stream, [runtime.part(region, a, dt, (len(rows), *shape))
+                                   for rows, shape, dt, a in layout])
+        except BaseException as err:
+            self._finish(opened, None, None)
+            self._failed(cid, token, got.span[0], err)
+            return
+        self.queued.append((cid, opened, None, launched, (layout, list(got.left))))
 
     def _failed(self, cid: int, token: int, position: int, err: BaseException) -> None:
         """Reply that chunk ``cid`` failed: a :class:`ChunkFailure`'s input and step, else the
@@ -674,27 +803,30 @@ class _Server:
             self._finish(opened, dst, None)
             self._failed(cid, token, got.span[0], err)
             return
-        self.queued.append((cid, opened, dst, launched))
+        self.queued.append((cid, opened, dst, launched, None))
 
     def finish_one(self) -> None:
         """Wait for the oldest chunk's kernels, close its mappings, say it is done."""
-        cid, opened, dst, launched = self.queued.popleft()
-        try:
-            if self.stream is not None:
+        cid, opened, dst, launched, reply = self.queued.popleft()
+        try:  # (this chunk's kernels: the ones queued after it run on)
+            if launched.event is not None:
+                launched.event.synchronize()
+            elif self.stream is not None:
                 self.stream.synchronize()
         except BaseException as err:
             self._finish(opened, dst, launched)
             self.conn.send(("failed", cid, 0, "", _picklable(err), True))
             return
         self._finish(opened, dst, launched)
-        self.conn.send(("done", cid))
+        self.conn.send(("done", cid) if reply is None else ("done", cid, *reply))
 
     @staticmethod
-    def _finish(opened: Opened, dst: Opened, launched: Launched | None) -> None:
+    def _finish(opened: Opened, dst: Opened | None, launched: Launched | None) -> None:
         if launched is not None:  # (its arrays over the mappings go first)
             launched.keep = ()
             launched.values = []
-        dst.close()
+        if dst is not None:
+            dst.close()
         opened.close()
 
 
