@@ -19,8 +19,10 @@ between) of the processes' last run against the threads' last run, byte for byte
 also gives this process's CPU time an input in its least run (every thread of it, not the
 workers': the host work left under the one GIL; 3.6x on four GPUs needs <= 5.3 us).
 
-``--stack-in-worker``: the workers stack each chunk from its inputs' own memory
-(``processes.STACK_IN_WORKER``) instead of this process stacking it. ``--cpu-check`` makes
+The workers stack each chunk from its inputs' own memory (``processes.STACK_IN_WORKER``, the
+default); ``--stack-here``: this process stacks it and sends the stack. ``--window N``: chunks
+a device may have in flight (``processes.WINDOW``). Each case prints the messages a chunk
+(sent and received by this process, over its process runs). ``--cpu-check`` makes
 everything small (the cpu backend's test of this script).
 """
 
@@ -82,12 +84,15 @@ def case(part: str, tag: str, host: np.ndarray, n: int, spread: bool, ndev: int,
     times: dict[str, list[float]] = {"threads": [], "processes": []}
     cpus: dict[str, list[float]] = {"threads": [], "processes": []}
     last: dict[str, list] = {}
+    m0 = processes.messages()
     for _ in range(repeat):
         for mode in ("threads", "processes"):
             last[mode] = None
             xs = spread_inputs(bases, n, spread, ndev)
             times[mode].append(_run(xs, ops, device, mode == "processes", cpus[mode]))
             last[mode] = xs
+    m1 = processes.messages()
+    sent, got, chunks = (sum(m1[d][i] - m0.get(d, (0, 0, 0))[i] for d in m1) for i in range(3))
     same = all(np.asarray(last["threads"][i]).tobytes() == np.asarray(last["processes"][i])
                .tobytes() for i in _sample(n))
     devices_out = sorted({x.device for x in last["processes"]})
@@ -97,7 +102,8 @@ def case(part: str, tag: str, host: np.ndarray, n: int, spread: bool, ndev: int,
            "best_s": {m: min(t) for m, t in times.items()},
            "img_s": {m: n / min(t) for m, t in times.items()}, "runs": times,
            "driver_cpu_us": {m: min(c) / n * 1e6 for m, c in cpus.items()},
-           "outputs_equal": same, "output_devices": devices_out}
+           "outputs_equal": same, "output_devices": devices_out,
+           "messages": {"sent": sent, "received": got, "chunks": chunks}}
     rows.append(row)
     b = row["best_s"]
     print(f"{part} {tag}: threads {b['threads']:.4f} s ({row['img_s']['threads']:,.0f} img/s), "
@@ -107,7 +113,8 @@ def case(part: str, tag: str, host: np.ndarray, n: int, spread: bool, ndev: int,
           f"{row['driver_cpu_us']['processes']:.1f} us; cold: workers' start {start_s:.2f} s, "
           f"first "
           f"run threads {first['threads']:.3f} / processes {first['processes']:.3f} s; "
-          f"outputs equal: {same}", flush=True)
+          f"messages a chunk: {sent / max(chunks, 1):.2f} sent, {got / max(chunks, 1):.2f} "
+          f"received ({chunks} chunks); outputs equal: {same}", flush=True)
 
 
 def main() -> None:
@@ -122,9 +129,15 @@ def main() -> None:
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--cpu-check", action="store_true", help="tiny sizes (cpu backend)")
     ap.add_argument("--stack-in-worker", action="store_true",
-                    help="processes: each input's memory sent, the worker stacks the chunk")
+                    help="processes: each input's memory sent, the worker stacks the chunk "
+                         "(the default)")
+    ap.add_argument("--stack-here", action="store_true",
+                    help="processes: this process stacks each chunk and sends the stack")
+    ap.add_argument("--window", type=int, default=processes.WINDOW,
+                    help="processes: chunks a device may have in flight")
     args = ap.parse_args()
-    processes.STACK_IN_WORKER = args.stack_in_worker
+    processes.STACK_IN_WORKER = not args.stack_here
+    processes.WINDOW = args.window
     if args.cpu_check:
         args.inputs_a, args.size_a, args.inputs_b, args.size_b = 40, 48, 6, "120x90"
         args.repeat = 1

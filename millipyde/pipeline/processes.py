@@ -336,6 +336,8 @@ class _Worker:
         self.stage_lock = threading.Lock()
         self.receiver = childproc.Receiver(self.cond)
         self.dead: PipelineWorkerError | None = None
+        # messages sent and received, chunks sent (``messages``: a probe's count)
+        self.counts = [0, 0, 0]
         self.send(("hello", device, self.host))
 
     def send(self, msg: tuple, fds: list[int] = ()) -> None:
@@ -343,6 +345,8 @@ class _Worker:
         try:
             with self.send_lock:
                 self.conn.send(msg)
+                self.counts[0] += 1
+                self.counts[2] += msg[0] == "chunk"
                 for fd in fds:
                     childproc.send_fd(self.conn, fd, self.proc.pid)
         except (OSError, ValueError) as err:
@@ -376,6 +380,7 @@ class _Worker:
             while got:
                 msg = self.conn.recv()
                 with self.cond:
+                    self.counts[1] += 1
                     if msg[0] == "alive":
                         self.start_s = time.perf_counter() - self._t0
                     elif msg[0] == "fatal":
@@ -431,6 +436,12 @@ def workers() -> dict[int, int]:
     """The running workers: device -> pid."""
     with _workers_lock:
         return {d: w.proc.pid for d, w in _WORKERS.items() if w.dead is None}
+
+
+def messages() -> dict[int, tuple[int, int, int]]:
+    """Per device, its running worker's messages sent, received and chunks sent so far."""
+    with _workers_lock:
+        return {d: tuple(w.counts) for d, w in _WORKERS.items() if w.dead is None}
 
 
 def close() -> None:
@@ -506,8 +517,11 @@ class ProcessChunks:
         self.token = next(_tokens)
         self.blob = blob
 
-    #: chunks a device may have in flight (``run.Run`` keeps this many before it commits)
-    window = WINDOW
+    @property
+    def window(self) -> int:
+        """Chunks a device may have in flight (``run.Run`` keeps this many before it commits:
+        :data:`WINDOW`)."""
+        return max(1, WINDOW)
 
     @staticmethod
     def of(chunks: StageChunks) -> ProcessChunks | None:
