@@ -140,11 +140,12 @@ def main() -> None:
                          "(the default)")
     ap.add_argument("--stack-here", action="store_true",
                     help="processes: this process stacks each chunk and sends the stack")
-    ap.add_argument("--window", type=int, default=processes.WINDOW,
+    ap.add_argument("--window", type=int, default=getattr(processes, "WINDOW", 1),
                     help="processes: chunks a device may have in flight")
     args = ap.parse_args()
     processes.STACK_IN_WORKER = not args.stack_here
-    processes.WINDOW = args.window
+    if hasattr(processes, "WINDOW"):  # (absent before 2026-11-29's protocol)
+        processes.WINDOW = args.window
     over = args.over_outputs
     if args.cpu_check:
         args.inputs_a, args.size_a, args.inputs_b, args.size_b = 40, 48, 6, "120x90"
