@@ -138,8 +138,9 @@ class Exports:
     def __init__(self, device: int) -> None:
         self.device = device
         self.host = runtime.caps.shared_batches == "host"
-        self.regions: list[Any] = []  # host: arena; device: [handle, bytes needed]
+        self.regions: list[Any] = []  # host: arena; device: (handle bytes, allocation size)
         self._index: dict[Any, int] = {}
+        self._on: int | None = None  # the device current in :meth:`add_all`
         self._copies: list[tuple[np.ndarray, int]] = []
         self._copied = 0
         self._copy_region = -1
@@ -164,26 +165,48 @@ class Exports:
             return (r, at, shape, dtype, strides)
         # the allocation's IPC handle and ``buf``'s offset in it (what numba-cuda's
         # ``get_ipc_handle`` makes, its device's identity looked up once)
-        handle, offset, size = _export(buf.gpu_data, device)
-        key = bytes(handle.reserved)
-        r = self._region(key, (handle, size))
+        if device == self._on:
+            key, offset, size = _export(buf.gpu_data)
+        else:
+            with runtime.on_device(device):
+                key, offset, size = _export(buf.gpu_data)
+        r = self._region(key, size)
         return (r, offset, shape, dtype, strides)
 
+    def add_all(self, bufs: list[Any], devs: list[int]) -> Any:
+        """The places of ``bufs`` (on ``devs``), as :meth:`add` gives them, or where they share
+        shape, dtype and strides (a chunk's inputs) as one ``("each", regions, offsets,
+        shape, dtype, strides)`` (two arrays: one pickled object a chunk, not one an input)."""
+        if self.host:
+            places = [self.add(b, d) for b, d in zip(bufs, devs, strict=True)]
+        else:
+            with runtime.on_device(self.device):
+                self._on = self.device
+                try:
+                    places = [self.add(b, d) for b, d in zip(bufs, devs, strict=True)]
+                finally:
+                    self._on = None
+        first = places[0][2:]
+        if any(p[2:] != first for p in places):
+            return places
+        return ("each", np.array([p[0] for p in places], np.int32),
+                np.array([p[1] for p in places], np.int64), *first)
     def _region(self, key: Any, payload: Any) -> int:
         r = self._index.get(key)
         if r is None:
             r = self._index[key] = len(self.regions)
-            self.regions.append(payload)
+            self.regions.append(payload if self.host else (key, payload))
         return r
 
     def seal(self) -> tuple[list[Any], list[int]]:
-        """The regions as sent (host: sizes, and the descriptors to pass in order; device: IPC
-        handles covering every place), the copies made."""
+        """The regions as sent (host: sizes, and the descriptors to pass in order; device: one
+        ``("ipc", handles' bytes, allocation sizes, device identity)``), the copies made."""
         if not self.host:
-            from numba.cuda.cudadrv.driver import IpcHandle
-
-            ident = _identity(self.device)
-            return [IpcHandle(None, h, size, ident, offset=0) for h, size in self.regions], []
+            # (handles as one bytes object, sizes as one array: the worker makes an
+            # ``IpcHandle`` only of allocations it has not opened yet)
+            return [("ipc", b"".join(k for k, _ in self.regions),
+                     np.array([n for _, n in self.regions], np.int64),
+                     _identity(self.device))], []
         if self._copies:
             arena = HostArena(self._copied)
             base = np.asarray(arena)
@@ -220,16 +243,15 @@ def _identity(device: int) -> dict:
     return got
 
 
-def _export(mem: Any, device: int) -> tuple[Any, int, int]:
-    """``mem``'s allocation exported: its IPC handle, ``mem``'s offset in it and its size
-    (``cuMemGetAddressRange`` and ``cuIpcGetMemHandle``; the handle is the allocation's, the
-    same for every buffer in it)."""
+def _export(mem: Any) -> tuple[bytes, int, int]:
+    """``mem``'s allocation exported (its device current): its IPC handle's bytes, ``mem``'s
+    offset in it and its size (``cuMemGetAddressRange`` and ``cuIpcGetMemHandle``; the handle
+    is the allocation's, the same for every buffer in it)."""
     from numba.cuda.cudadrv import driver
 
-    with runtime.on_device(device):
-        base, end = driver.device_extents(mem)
-        handle = driver.driver.cuIpcGetMemHandle(base)
-    return handle, int(mem.device_pointer_value) - base, end - base
+    base, end = driver.device_extents(mem)
+    handle = driver.driver.cuIpcGetMemHandle(base)
+    return bytes(handle.reserved), int(mem.device_pointer_value) - base, end - base
 
 
 def _c_strides(shape: tuple, dtype: np.dtype) -> tuple:
@@ -276,15 +298,19 @@ class Opened:
                     self.maps.append(mmap.mmap(fd, size))
                 finally:
                     os.close(fd)
-        else:
+        elif regions:
             from numba import cuda
+            from numba.cuda.cudadrv.driver import IpcHandle
 
+            _, keys, sizes, ident = regions[0]
             with runtime.on_device(device):
                 ctx = cuda.current_context()
-                for h in regions:
-                    key = bytes(h.handle.reserved)
+                for i, size in enumerate(sizes.tolist()):
+                    key = keys[64 * i:64 * (i + 1)]
                     got = _OPEN.get(key)
-                    if got is None:  # (a MemoryPointer at the allocation)
+                    if got is None:  # (a MemoryPointer at the allocation; the handle made
+                        # as numba-cuda unpickles one)
+                        h = IpcHandle._rebuild(key, size, ident, 0)
                         got = _OPEN[key] = [h, h.open(ctx), 0]
                     else:
                         _OPEN.move_to_end(key)
@@ -557,8 +583,8 @@ class ProcessChunks:
             stack = rows_of(nodes, device) if STACK_IN_WORKER else None
             synced = False
             if STACK_IN_WORKER and stack is None:  # each input's memory: the worker stacks
-                place: Any = [ex.add(v.view() if type(v) is Member else v.buffer, v.device)
-                              for v in nodes]
+                place: Any = ex.add_all([v.view() if type(v) is Member else v.buffer
+                                         for v in nodes], [v.device for v in nodes])
             else:  # one buffer of the inputs (no copy where they are rows of one already)
                 if stack is None:
                     stack = stack_values(nodes, device, stream, copy_stream)
@@ -749,7 +775,11 @@ class _Server:
             # the inputs: rows of the stack (members of a batch: ``chunks.stack_values``
             # takes it as it is), or each input's memory, stacked there; the handles only
             # carry type and sample (the recorder reads the stacked values)
-            if isinstance(place, list):  # each input's memory (``STACK_IN_WORKER``)
+            if place[0] == "each":  # each input's memory (``STACK_IN_WORKER``)
+                _, rs, ats, *layout = place
+                nodes = [stored(opened.array((r, at, *layout)), shape, dtype, device)
+                         for r, at in zip(rs.tolist(), ats.tolist(), strict=True)]
+            elif isinstance(place, list):  # (inputs of several layouts)
                 nodes = [stored(opened.array(p), shape, dtype, device) for p in place]
             else:
                 stack = opened.array(place)
