@@ -8,33 +8,37 @@ under a GIL of its own; this process keeps grouping, the output buffers and the 
 
 The worker is a fresh interpreter (``childproc``: subprocess, never fork), one per device,
 started on first use and kept for later runs; :func:`close` (and the interpreter's exit) stops
-them. A chunk is two exchanges on the worker's socket:
+them. A chunk is one message each way on the worker's socket (2026-11-29; it was two
+exchanges, with at most one chunk a device in flight, and lost to threads on two H200s):
 
-1. ``chunk``: the stage's Operations and seed (pickled once per run and stage: Operations by
-   their parts), the chunk's group key, positions and sample numbers, and its inputs as one
-   stack in shared memory: ``chunks.stack_values``, the thread path's stack (none is made
-   where the inputs are rows of one buffer already: a previous chunk's outputs). The worker
-   takes the stack's rows as its inputs (members of one batch: no copy there), records the
-   chunk exactly as :meth:`StageChunks.record` does here (same streams, same positions: the
-   same outputs) and replies the rows, shape and dtype of each output group, and the inputs
-   left to the per-input path;
-2. ``outputs``: this process allocates each group's output buffer on the device (as the thread
-   path's ``Batch``) and sends it; the worker launches the chunk's kernels, their last one
-   writing into it (:meth:`StageChunks.start`), waits for its stream and replies ``done``; the
-   commit is then the thread path's (``run.Run._commit``: members of the chunk's buffer,
-   all-or-nothing per input, rollback on failure). A chunk's outputs are sent just before
-   the device's next chunk (or when it is waited for, the last one), so the worker launches
-   chunk k and records chunk k + 1 while the device runs k; it waits for k's kernels only when
-   nothing else is there to read.
+- ``chunk``: the stage's Operations and seed (pickled once per run and stage: Operations by
+  their parts), the chunk's group key, positions and sample numbers; its inputs' memory
+  (``STACK_IN_WORKER``, the default: each input's allocation and offset, as two arrays and
+  one bytes object of IPC handles; or one buffer where the inputs are rows of one already: a
+  previous chunk's outputs, no copy) and, once the stage's output bytes an input are known
+  (from its first reply: ``_LEARNED``), one output region allocated here. The worker stacks
+  the chunk, records it exactly as :meth:`StageChunks.record` does here (same streams, same
+  positions: the same outputs), launches it with each group's last kernel writing its rows
+  into the region (:meth:`StageChunks.start`), and replies ``done`` with each group's rows,
+  shape, dtype and offset once the chunk's event has fired; the commit is then the thread
+  path's (``run.Run._commit``: members of the region, all-or-nothing per input, rollback on
+  failure).
+- Without a region large enough (a stage's first chunks) the worker replies ``planned``
+  with the layout instead; this process allocates each group's buffer and sends it
+  (``outputs``), and the worker launches and replies ``done``.
 
-Memory stays owned by this process. Shared memory is, on a GPU, an allocation exported by
-CUDA IPC (numba-cuda's ``get_ipc_handle``, with the buffer's offset in it; the worker opens
-each allocation a message names once, and closes it when the chunk is done; this process
-synchronizes its stream before a message names memory it wrote or allocated: streams of two
-processes are not ordered); on the cpu backend, a ``memfd`` mapping passed over the socket
-(:class:`HostArena`): outputs are allocated in such mappings, so one run's outputs are the next
-run's inputs without a copy, and a stack in plain memory is copied into a mapping made for the
-message (slow: the cpu backend is there to test the protocol).
+``run.Run`` keeps up to :data:`WINDOW` chunks a device in flight: the worker records and
+launches the next ones while the device runs one, and replies each as its kernels finish.
+
+Memory stays owned by this process, so a worker that dies or is stopped takes no output with
+it. Shared memory is, on a GPU, an allocation exported by CUDA IPC (``cuIpcGetMemHandle``,
+with the buffer's offset in it; the worker opens each allocation once and keeps it open,
+:data:`KEEP_OPEN`; this process synchronizes its stream before a message names memory it
+wrote or allocated: streams of two processes are not ordered); on the cpu backend, a
+``memfd`` mapping passed over the socket (:class:`HostArena`): outputs are allocated in
+such mappings, so one run's outputs are the next run's inputs without a copy, and inputs in
+plain memory are copied into a mapping made for the message (slow: the cpu backend is there
+to test the protocol).
 
 Left to the thread path: stages that do not record chunks (callable Operations, per-input
 units: pending work, targets), Operations that do not pickle, backends without shared memory
