@@ -85,9 +85,12 @@ STACK_IN_WORKER = True
 #: chunks a device's worker may hold at once (sent, not yet committed here): the worker records
 #: and launches the next ones while the device runs one, and replies each as it completes
 WINDOW = 4
-#: CUDA IPC allocations a worker keeps open (opening one costs a driver call of tens of us:
-#: the pool hands the same allocations out again, run after run)
-KEEP_OPEN = 512
+#: CUDA IPC allocations a worker keeps open, and their bytes at most (opening one is a driver
+#: call; the pool hands the same allocations out again run after run, and a fresh input is an
+#: allocation of its own: part A's 2000 inputs a run are 2000). An open allocation the pool of
+#: this process has freed stays held until closed, hence the bound in bytes.
+KEEP_OPEN = 4096
+KEEP_OPEN_BYTES = 16 << 30
 #: byte alignment of each output group's rows in a chunk's output region
 ALIGN = 256
 #: output groups (coin patterns) a chunk's region has room to align (more: the second
@@ -278,9 +281,18 @@ def _span(shape: tuple, strides: tuple, dtype: np.dtype) -> int:
 _OPEN: collections.OrderedDict[bytes, list] = collections.OrderedDict()
 
 
-def _close_unused(keep: int) -> None:
-    for key in [k for k, v in _OPEN.items() if v[2] == 0][:max(0, len(_OPEN) - keep)]:
+_OPEN_BYTES = [0]  # their sizes' sum
+
+
+def _close_unused() -> None:
+    """Close the least recently used allocations no chunk uses, down to the bounds."""
+    if len(_OPEN) <= KEEP_OPEN and _OPEN_BYTES[0] <= KEEP_OPEN_BYTES:
+        return
+    for key in [k for k, v in _OPEN.items() if v[2] == 0]:
+        if len(_OPEN) <= KEEP_OPEN and _OPEN_BYTES[0] <= KEEP_OPEN_BYTES:
+            break
         h = _OPEN.pop(key)[0]
+        _OPEN_BYTES[0] -= h.size
         with contextlib.suppress(Exception):
             h.close()
 
@@ -316,6 +328,7 @@ class Opened:
                         # as numba-cuda unpickles one)
                         h = IpcHandle._rebuild(key, size, ident, 0)
                         got = _OPEN[key] = [h, h.open(ctx), 0]
+                        _OPEN_BYTES[0] += size
                     else:
                         _OPEN.move_to_end(key)
                     got[2] += 1
@@ -339,9 +352,10 @@ class Opened:
             got = _OPEN.get(key)
             if got is not None:
                 got[2] -= 1
-        self._keys, self.maps = [], []
-        if len(_OPEN) > KEEP_OPEN:
-            _close_unused(KEEP_OPEN)
+        if self._keys:
+            self._keys, self.maps = [], []
+            _close_unused()
+        self.maps = []
 
 
 # -- this process's side --------------------------------------------------------------------
