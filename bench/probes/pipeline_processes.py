@@ -20,7 +20,8 @@ also gives this process's CPU time an input in its least run (every thread of it
 workers': the host work left under the one GIL; 3.6x on four GPUs needs <= 5.3 us).
 
 The workers stack each chunk from its inputs' own memory (``processes.STACK_IN_WORKER``, the
-default); ``--stack-here``: this process stacks it and sends the stack. ``--window N``: chunks
+default on GPUs; ``--stack-in-worker`` on any backend); ``--stack-here``: this process
+stacks it and sends the stack. ``--window N``: chunks
 a device may have in flight (``processes.WINDOW``). Each case prints the messages a chunk
 (sent and received by this process, over its process runs). ``--cpu-check`` makes
 everything small (the cpu backend's test of this script).
@@ -137,13 +138,14 @@ def main() -> None:
                          "its chunks' buffers: no stack, no export an input)")
     ap.add_argument("--stack-in-worker", action="store_true",
                     help="processes: each input's memory sent, the worker stacks the chunk "
-                         "(the default)")
+                         "(the default on GPUs)")
     ap.add_argument("--stack-here", action="store_true",
                     help="processes: this process stacks each chunk and sends the stack")
     ap.add_argument("--window", type=int, default=getattr(processes, "WINDOW", 1),
                     help="processes: chunks a device may have in flight")
     args = ap.parse_args()
-    processes.STACK_IN_WORKER = not args.stack_here
+    processes.STACK_IN_WORKER = False if args.stack_here else \
+        (True if args.stack_in_worker else None)
     if hasattr(processes, "WINDOW"):  # (absent before 2026-11-29's protocol)
         processes.WINDOW = args.window
     over = args.over_outputs

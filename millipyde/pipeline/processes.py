@@ -13,7 +13,7 @@ exchanges, with at most one chunk a device in flight, and lost to threads on two
 
 - ``chunk``: the stage's Operations and seed (pickled once per run and stage: Operations by
   their parts), the chunk's group key, positions and sample numbers; its inputs' memory
-  (``STACK_IN_WORKER``, the default: each input's allocation and offset, as two arrays and
+  (``STACK_IN_WORKER``, the default on GPUs: each input's allocation and offset, as two arrays and
   one bytes object of IPC handles; or one buffer where the inputs are rows of one already: a
   previous chunk's outputs, no copy) and, once the stage's output bytes an input are known
   (from its first reply: ``_LEARNED``), one output region allocated here. The worker stacks
@@ -81,7 +81,10 @@ KEEP_STAGES = 64
 #: processes take turns on a GPU; two H200s, 2026-11-29: processes lost 0.38-0.89x to threads
 #: so); stacking there costs an IPC export per input allocation here (two driver calls) and an
 #: open per allocation the worker has not seen yet (kept open: :data:`KEEP_OPEN`).
-STACK_IN_WORKER = True
+#: None: on GPUs only (on the cpu backend inputs in plain memory are copied into a mapping
+#: for the message either way, and one stack here is the cheaper copy: 11.3 against 13.8 us
+#: of this process's CPU an input, 2026-11-29).
+STACK_IN_WORKER: bool | None = None
 #: chunks a device's worker may hold at once (sent, not yet committed here): the worker records
 #: and launches the next ones while the device runs one, and replies each as it completes
 WINDOW = 4
@@ -598,9 +601,11 @@ class ProcessChunks:
         region = out_place = None
         try:
             ex = Exports(device)
-            stack = rows_of(nodes, device) if STACK_IN_WORKER else None
+            each = runtime.caps.shared_batches != "host" if STACK_IN_WORKER is None \
+                else STACK_IN_WORKER
+            stack = rows_of(nodes, device) if each else None
             synced = False
-            if STACK_IN_WORKER and stack is None:  # each input's memory: the worker stacks
+            if each and stack is None:  # each input's memory: the worker stacks
                 place: Any = ex.add_all([v.view() if type(v) is Member else v.buffer
                                          for v in nodes], [v.device for v in nodes])
             else:  # one buffer of the inputs (no copy where they are rows of one already)
