@@ -180,7 +180,7 @@ class Exports:
         else:
             with runtime.on_device(device):
                 key, offset, size = _export(buf.gpu_data)
-        r = self._region(key, size)
+        r = self._region(key, (size, device))
         return (r, offset, shape, dtype, strides)
 
     def add_all(self, bufs: list[Any], devs: list[int]) -> Any:
@@ -201,6 +201,7 @@ class Exports:
             return places
         return ("each", np.array([p[0] for p in places], np.int32),
                 np.array([p[1] for p in places], np.int64), *first)
+
     def _region(self, key: Any, payload: Any) -> int:
         r = self._index.get(key)
         if r is None:
@@ -210,13 +211,17 @@ class Exports:
 
     def seal(self) -> tuple[list[Any], list[int]]:
         """The regions as sent (host: sizes, and the descriptors to pass in order; device: one
-        ``("ipc", handles' bytes, allocation sizes, device identity)``), the copies made."""
+        ``("ipc", handles' bytes, allocation sizes, each one's device as an index into the
+        devices' identities, the identities)``), the copies made."""
         if not self.host:
             # (handles as one bytes object, sizes as one array: the worker makes an
-            # ``IpcHandle`` only of allocations it has not opened yet)
+            # ``IpcHandle`` only of allocations it has not opened yet, directly where it has
+            # peer access to the allocation's device, else staged)
+            devs = sorted({d for _, (_, d) in self.regions})
             return [("ipc", b"".join(k for k, _ in self.regions),
-                     np.array([n for _, n in self.regions], np.int64),
-                     _identity(self.device))], []
+                     np.array([n for _, (n, _) in self.regions], np.int64),
+                     np.array([devs.index(d) for _, (_, d) in self.regions], np.int16),
+                     [_identity(d) for d in devs])], []
         if self._copies:
             arena = HostArena(self._copied)
             base = np.asarray(arena)
@@ -321,15 +326,15 @@ class Opened:
             from numba import cuda
             from numba.cuda.cudadrv.driver import IpcHandle
 
-            _, keys, sizes, ident = regions[0]
+            _, keys, sizes, on, idents = regions[0]
             with runtime.on_device(device):
                 ctx = cuda.current_context()
-                for i, size in enumerate(sizes.tolist()):
+                for i, (size, d) in enumerate(zip(sizes.tolist(), on.tolist(), strict=True)):
                     key = keys[64 * i:64 * (i + 1)]
                     got = _OPEN.get(key)
                     if got is None:  # (a MemoryPointer at the allocation; the handle made
                         # as numba-cuda unpickles one)
-                        h = IpcHandle._rebuild(key, size, ident, 0)
+                        h = IpcHandle._rebuild(key, size, idents[d], 0)
                         got = _OPEN[key] = [h, h.open(ctx), 0]
                         _OPEN_BYTES[0] += size
                     else:
