@@ -324,3 +324,60 @@ def _running(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # (a zombie has exited)
     except FileNotFoundError:
         return False
+
+
+def test_ipc_regions_as_sent_and_the_workers_open_allocations(monkeypatch):
+    """The GPU message's encoding without a GPU (the driver calls stood in for): each input's
+    allocation once, by its handle's bytes, with its device's identity; the worker opens an
+    allocation once, keeps it open while any chunk uses it, and closes the least recently
+    used unused ones past its bound."""
+    from numba import cuda
+    from numba.cuda.cudadrv import driver
+
+    handles = {100: b"a" * 64, 200: b"b" * 64}  # base -> the allocation's handle
+    monkeypatch.setattr(processes, "_export", lambda mem: (handles[mem.base], mem.off, 4096))
+    monkeypatch.setattr(processes, "_identity", lambda d: {"device": d})
+    opened = []
+
+    class Handle:
+        def __init__(self, key, size, ident):
+            self.key, self.size, self.ident = key, size, ident
+
+        def open(self, ctx):
+            opened.append((self.key[:1], self.ident["device"]))
+            return self
+
+        def close(self):
+            opened.append(("closed", self.key[:1]))
+
+    monkeypatch.setattr(driver.IpcHandle, "_rebuild",
+                        classmethod(lambda cls, key, size, ident, off: Handle(key, size, ident)))
+    monkeypatch.setattr(cuda, "current_context", lambda: None)
+    monkeypatch.setattr(processes, "_OPEN", type(processes._OPEN)())
+    monkeypatch.setattr(processes, "_OPEN_BYTES", [0])
+
+    class Buf:  # (what ``add`` reads of a device array)
+        def __init__(self, base, off):
+            self.gpu_data = self
+            self.base, self.off = base, off
+            self.shape, self.dtype, self.strides = (2, 3), np.uint8, (3, 1)
+
+    ex = processes.Exports(1)
+    ex.host = False
+    bufs = [Buf(100, 0), Buf(200, 64), Buf(100, 512)]
+    place = ex.add_all(bufs, [1, 0, 1])
+    assert place[0] == "each" and place[1].tolist() == [0, 1, 0]
+    assert place[2].tolist() == [0, 64, 512] and place[3:] == ((2, 3), np.uint8, (3, 1))
+    (kind, keys, sizes, on, idents), = ex.seal()[0]
+    assert kind == "ipc"
+    assert keys == b"a" * 64 + b"b" * 64 and sizes.tolist() == [4096, 4096]
+    assert [idents[i]["device"] for i in on.tolist()] == [1, 0]
+    regions = ex.seal()[0]
+    first = processes.Opened(regions, [], False, 1)
+    second = processes.Opened(regions, [], False, 1)  # (a second chunk queued meanwhile)
+    assert opened == [(b"a", 1), (b"b", 0)]  # each allocation opened once
+    monkeypatch.setattr(processes, "KEEP_OPEN", 0)
+    first.close()
+    assert len(processes._OPEN) == 2  # (still used by the second chunk)
+    second.close()
+    assert processes._OPEN == {} and opened[2:] == [("closed", b"a"), ("closed", b"b")]
