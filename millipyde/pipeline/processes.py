@@ -877,6 +877,12 @@ class _Server:
             return
         self.queued.append((cid, opened, dst, launched, None))
 
+    def oldest_done(self) -> bool:
+        """Whether the oldest queued chunk's kernels are done (its event has fired; no event:
+        the backend launches synchronously)."""
+        event = self.queued[0][3].event
+        return event is None or event.query()
+
     def finish_one(self) -> None:
         """Wait for the oldest chunk's kernels, close its mappings, say it is done."""
         cid, opened, dst, launched, reply = self.queued.popleft()
@@ -919,8 +925,9 @@ def worker_main(fd: int) -> int:
         with runtime.on_device(device), runtime.using_stream(stream), \
                 devices.targeting(device):
             while True:
-                # messages first (the next chunk is recorded while the device runs the last)
-                if server.queued and not conn.poll(0):
+                # a chunk whose kernels are done is replied at once; else messages first (the
+                # next chunk is recorded while the device runs the last)
+                if server.queued and (server.oldest_done() or not conn.poll(0)):
                     server.finish_one()
                     continue
                 if not server.handle(conn.recv()):
