@@ -6,6 +6,7 @@ value is needed. Random variants draw their parameters from the image's counter-
 
 from __future__ import annotations
 
+import _thread
 import functools
 import inspect
 import math
@@ -272,6 +273,13 @@ _NO_DRAWS = _NoDraws()
 #: (``Form.emits``, ``gpuimage._emitted``) per (repr of the parsed arguments, shape, dtype); at
 #: most ``_FIXED_KEPT`` a form
 FIXED_RECORDS: dict[str, dict[tuple, list]] = {}
+#: per op form that draws nothing (with a sample or none), the records of its calls with plain
+#: arguments per (repr of the call's arguments (and of its keywords), shape, dtype): a call
+#: made before on an image of that shape and dtype records them after one lookup, its
+#: arguments not parsed again (a parse is a function of the image's kind and its arguments
+#: alone, and a call it refused was never kept, so it refuses every such call again); at most
+#: ``_FIXED_KEPT`` a form
+KEPT_CALLS: dict[str, dict[tuple, tuple]] = {}
 _FIXED_KEPT = 64
 _PLAIN = frozenset((int, float, bool, str, type(None)))
 
@@ -286,22 +294,82 @@ def _plain(value: Any) -> bool:
     return t is tuple and all(_plain(v) for v in value)
 
 
+def _keep(kept: dict, key: tuple, value: Any) -> None:
+    """``kept[key] = value``, the oldest entry dropped first when ``kept`` is full."""
+    if len(kept) >= _FIXED_KEPT:
+        kept.pop(next(iter(kept), None), None)
+    kept[key] = value
+
+
 def _method(form: Form) -> Callable[..., None]:
     """The gpuimage method of an op form: parse (validate) its arguments, then record it on
     this image (one image's ``sample``; tuples as they are, ranges drawn one by one), under
     the image's commit lock (``_atomic``)."""
     parse, kernel = form.parse, form.kernel
     locks = False  # whether ``method`` takes the commit lock itself (else ``_atomic``)
-    if form.sample is None and not form.draws:
+    if not form.draws:
+        # a form that draws nothing: what a call records is a function of its arguments and
+        # the image's shape and dtype alone (a plain form's one record; a sample's, kept per
+        # parsed arguments in ``FIXED_RECORDS``), so a call with plain arguments keeps its
+        # records in ``KEPT_CALLS`` and a repeated call (``rotate(45)``, ``adjust_gamma(2)``
+        # on same-size images) records them after one lookup: no parse, no sample, no checks
+        # but the output size's (``_record``), and the commit lock taken here (one call less)
         locks = True
+        calls = KEPT_CALLS.setdefault(form.name, {})
+        fixed = form.sample is not None
+        kept = FIXED_RECORDS.setdefault(form.name, {}) if fixed else None
+
+        def record(self: gpuimage, node: Node, args: tuple, kwargs: dict) -> tuple | None:
+            """Parse and record the call afresh; the records a repeat of it may take (None:
+            not to be kept)."""
+            shape, dtype = node.shape, node.dtype
+            kind = kind_of(shape, dtype)
+            a = parse(kind, *args, **kwargs)
+            if not fixed:
+                if a is None:
+                    return ()
+                self._record(kernel, a)
+                # (a tuple: parameters shared by the nodes of every repeat)
+                return ((kernel, a),) if type(a) is tuple else None
+            region = self.__dict__.pop("_region", None)
+            if region is not None:  # (as in the drawing forms' method below)
+                self._emit(form.emits_on_region(a, _NO_DRAWS, region, kind))
+                return None
+            key = (repr(a), shape, dtype) if _plain(a) else None
+            records = None if key is None else kept.get(key)
+            alone = records is not None
+            if records is None:
+                entries = form.emits(a, _NO_DRAWS, np.array([shape[:2]], dtype=np.int64), kind)
+                records, alone = self._emitted(entries)  # (a refusal raises: nothing kept)
+                records = tuple(records)
+                if key is not None and alone:
+                    _keep(kept, key, records)
+            for name, params in records:
+                self._record(name, params)
+            return records if alone else None
 
         def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
-            # (``_atomic``'s lock taken here: the most repeated forms, one call less per op)
-            with self.__dict__.get("_commit_lock") or commit_lock(self):
+            d = self.__dict__
+            # (``commit_lock`` inlined: a bench's fresh clone makes its lock here)
+            with d.get("_commit_lock") or d.setdefault("_commit_lock", _thread.RLock()):
                 node = self._node
-                a = parse(kind_of(node.shape, node.dtype), *args, **kwargs)
-                if a is not None:
-                    self._record(kernel, a)
+                key = None
+                if not kwargs:
+                    for v in args:
+                        if type(v) not in _PLAIN and not _plain(v):
+                            break
+                    else:
+                        key = (repr(args), node.shape, node.dtype)
+                elif _plain(args) and _plain(tuple(kwargs.values())):
+                    key = (repr(args), repr(kwargs), node.shape, node.dtype)
+                records = None if key is None else calls.get(key)
+                if records is None or "_region" in d:
+                    records = record(self, node, args, kwargs)
+                    if records is not None and key is not None:
+                        _keep(calls, key, records)
+                    return
+                for name, params in records:
+                    self._record(name, params)
     elif form.sample is None:
         locks = True
 
@@ -317,7 +385,7 @@ def _method(form: Form) -> Callable[..., None]:
                                                 for (lo, hi), u in zip(a, us, strict=True)]))
                 elif a is not None:
                     self._record(kernel, a)
-    elif form.draws:
+    else:
         def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
             kind = kind_of(self.shape, self.dtype)
             a = parse(kind, *args, **kwargs)
@@ -327,34 +395,6 @@ def _method(form: Form) -> Callable[..., None]:
             region = self.__dict__.pop("_region", None)
             self._emit(form.emits(a, d, np.array([self.shape[:2]], dtype=np.int64), kind)
                        if region is None else form.emits_on_region(a, d, region, kind))
-    else:
-        # a form that draws nothing: its sample is a function of the parsed arguments and the
-        # image's shape and dtype alone, so the records it makes are kept per (arguments,
-        # shape, dtype) where the arguments are plain values (a repeated ``gaussian(2)`` or
-        # ``rotate(45)`` on same-size images runs the sample's NumPy and the records' checks
-        # once, not per call; a refusal, and an output large enough to ask the device for its
-        # memory, are checked every call)
-        kept = FIXED_RECORDS.setdefault(form.name, {})
-
-        def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
-            shape, dtype = self.shape, self.dtype
-            kind = kind_of(shape, dtype)
-            a = parse(kind, *args, **kwargs)
-            region = self.__dict__.pop("_region", None)
-            if region is not None:  # (as in the drawing forms' method above)
-                self._emit(form.emits_on_region(a, _NO_DRAWS, region, kind))
-                return
-            key = (repr(a), shape, dtype) if _plain(a) else None
-            records = None if key is None else kept.get(key)
-            if records is None:
-                entries = form.emits(a, _NO_DRAWS, np.array([shape[:2]], dtype=np.int64), kind)
-                records, alone = self._emitted(entries)  # (a refusal raises: nothing kept)
-                if key is not None and alone:
-                    if len(kept) >= _FIXED_KEPT:
-                        kept.pop(next(iter(kept), None), None)
-                    kept[key] = records
-            for name, params in records:
-                self._record(name, params)
     sig = inspect.signature(parse)
     params = list(sig.parameters.values())
     params[0] = params[0].replace(name="self", annotation=inspect.Parameter.empty)
