@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from . import devices, targets
 from . import random as mprandom
-from . import targets
 from .array import gpuarray
 from .backend import ACTIVE as runtime  # the active backend
 from .checks import MAX_SIDE
@@ -121,7 +121,12 @@ class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
         if targets.ANY and targets.of(old) is not None:
             # an op the targets cannot follow changes nothing
             entry = targets.following(old, spec, params, shape or old.shape)
-        node = self._placed()
+        # (``_placed``, two calls, only where a pinned or targeted device may move the image)
+        dev = self._pinned
+        if dev is None:
+            stack = getattr(devices._tls, "stack", None)  # (``devices.target_device``)
+            dev = stack[-1] if stack else None
+        node = old if dev is None or dev == old.device else self._placed()
         if shape is None:
             new = Node(spec, (node,), params, node.shape, node.dtype, node.device)
         else:

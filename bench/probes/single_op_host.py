@@ -16,7 +16,9 @@ and run this file by its path::
         [--calls 3000] [--ops rotate45,adjust_gamma,fliplr] [--side 16]
 
 ``--real`` keeps the real launches (on a GPU: the same rows with the driver's launch, the
-allocation and the context check in them).
+allocation and the context check in them); each op's line names its replay launches' kinds
+(``RawBound2D``: the driver called with a kept block; ``Bound2D``: the general launch).
+``--top N`` prints the N functions with the most own time per call in the profiled calls.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ def main() -> None:
     ap.add_argument("--ops", default="rotate45,adjust_gamma,fliplr")
     ap.add_argument("--side", type=int, default=None)
     ap.add_argument("--real", action="store_true")
+    ap.add_argument("--top", type=int, default=0)
     a = ap.parse_args()
     gpu = mp.backend() == "cuda"
     side = a.side or (512 if gpu else 16)
@@ -74,6 +77,8 @@ def main() -> None:
             g._materialize()
         mp.synchronize()
         kept = g._node.buffer
+        kinds = sorted({type(getattr(e.fast, "bound", None)).__name__
+                        for e in replay._cache.values() if e.fast is not None})
         stubbed = 0
         if not a.real:
             def stub(s: object, params: object, table: object = None,
@@ -130,8 +135,14 @@ def main() -> None:
 
         print(f"{label:13s} call {med(whole):6.2f} us (method {med(rec):5.2f}, materialize "
               f"{med(mat):5.2f}); Python calls {cm:.0f} + {cz:.0f} = {cm + cz:.0f}; "
-              f"cProfile'd {profiled * 1e6:6.2f} us a call; {stubbed} launch(es) stubbed",
-              flush=True)
+              f"cProfile'd {profiled * 1e6:6.2f} us a call; launches {'/'.join(kinds)}, "
+              f"{stubbed} stubbed", flush=True)
+        if a.top:
+            st = pstats.Stats(prof).stats
+            for (f, line, fn), (_, nc, tt, _, _) in sorted(st.items(),
+                                                         key=lambda kv: -kv[1][2])[:a.top]:
+                print(f"    {tt / n * 1e6:6.2f} us {nc / n:5.2f} calls  "
+                      f"{Path(f).name}:{line} {fn}")
 
 
 if __name__ == "__main__":
