@@ -35,11 +35,13 @@ def _recorded(img: mp.gpuimage, name: str, args: tuple, kwargs: dict | None = No
     return _params(y, before)
 
 
+@pytest.mark.cudasim_ok  # (records only: nothing runs)
 def test_every_form_that_draws_nothing_keeps_its_calls():
     assert set(_PLAIN) <= {n for n, f in FORMS.items() if f.sample is None and not f.draws}
     assert {f.name for f in FORMS.values() if not f.draws} <= set(image_mod.KEPT_CALLS)
 
 
+@pytest.mark.cudasim_ok  # (records only: nothing runs)
 @pytest.mark.parametrize("name", sorted({**_FIXED, **_PLAIN}))
 def test_a_kept_call_records_what_a_fresh_call_records(name):
     args = {**_FIXED, **_PLAIN}[name]
@@ -59,6 +61,7 @@ def test_a_kept_call_records_what_a_fresh_call_records(name):
     assert _recorded(other, name, args) == want and _recorded(img, name, args) == fresh
 
 
+@pytest.mark.cudasim_ok  # (records only: nothing runs)
 def test_arguments_equal_but_of_another_type_are_parsed_again():
     img = mp.gpuimage(np.zeros((16, 16, 3), dtype=np.uint8))
     img.clone().rot90(3)
@@ -75,6 +78,7 @@ def test_arguments_equal_but_of_another_type_are_parsed_again():
     assert sorted(k[0] for k in image_mod.KEPT_CALLS["rot90"]) == ["(3,)"]
 
 
+@pytest.mark.cudasim_ok  # (records only: nothing runs)
 def test_refusals_keywords_and_arguments_not_plain():
     img = mp.gpuimage(np.zeros((10, 10, 3), dtype=np.uint8))
     for _ in range(2):
