@@ -58,15 +58,16 @@ class ReplayLaunch:
         self.bound, self.src, self.out, self.base, self.slots = bound, src, out, base, slots
         # (one op's parameters, a tuple of numbers, and the launch's parameters made of them:
         # a repeat with the same tuple, a kept call's (``image.KEPT_CALLS``), takes them as
-        # they are, and the bound launch finds them packed already)
-        self.last: tuple = (None, None)
+        # they are, and the bound launch finds them packed already; without slots, all the
+        # plan's own, made once)
+        self.last: tuple = (None, None if slots else tuple(base))
 
     def __call__(self, seq: list[Node]) -> bool:
         if faults.ARMED:
             return False  # the general path checks each op's fault point
         slots = self.slots
         last = self.last
-        if len(slots) == 1 and seq[slots[0][0]].params is last[0]:
+        if not slots or (len(slots) == 1 and seq[slots[0][0]].params is last[0]):
             p = last[1]
         else:
             p = self.base.copy()

@@ -50,3 +50,11 @@ def test_chains_of_two_ops_make_their_parameters_every_call():
         n2 = Node("copy", (n1,), b, (4, 4, 3), np.uint8, 0)
         launch([src, n1, n2])
     assert got == [(1.0, 2.0, 3.0, -1.0)] * 2 and got[0] is not got[1]
+
+
+@pytest.mark.cudasim_ok
+def test_without_slots_the_plans_parameters_are_made_once():
+    launch, got = _launch(())
+    for _ in range(2):
+        launch(_chain((45.0,)))
+    assert got == [(0.0, 0.0, 0.0, -1.0)] * 2 and got[0] is got[1]
