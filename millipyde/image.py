@@ -24,7 +24,7 @@ from .graph.ir.node import Node
 from .kernels import REGISTRY
 from .locks import commit_lock
 from .ops import FORMS, Emit, Form, Ranges, Reject
-from .ops.base import between1, kind_of
+from .ops.base import ImageKind, between1, kind_of
 
 
 def _colour_to_uint8(host: np.ndarray) -> np.ndarray:
@@ -283,9 +283,12 @@ FIXED_RECORDS: dict[str, dict[tuple, list]] = {}
 #: made before on an image of that shape and dtype records them after one lookup, its
 #: arguments not parsed again (a parse is a function of the image's kind and its arguments
 #: alone, and a call it refused was never kept, so it refuses every such call again); at most
-#: ``_FIXED_KEPT`` a form
+#: ``_FIXED_KEPT`` a form, emptied when full, and then the form's next ``_IDLE_CALLS`` calls
+#: take no key (none of a loop's new values would be found again)
 KEPT_CALLS: dict[str, dict[tuple, tuple]] = {}
 _FIXED_KEPT = 64
+#: calls of a form that take no key after its kept calls filled up
+_IDLE_CALLS = 4096
 _PLAIN = frozenset((int, float, bool, str, type(None)))
 
 
@@ -297,13 +300,6 @@ def _plain(value: Any) -> bool:
     if t in _PLAIN:
         return True
     return t is tuple and all(_plain(v) for v in value)
-
-
-def _keep(kept: dict, key: tuple, value: Any) -> None:
-    """``kept[key] = value``, the oldest entry dropped first when ``kept`` is full."""
-    if len(kept) >= _FIXED_KEPT:
-        kept.pop(next(iter(kept), None), None)
-    kept[key] = value
 
 
 def _method(form: Form) -> Callable[..., None]:
@@ -324,22 +320,14 @@ def _method(form: Form) -> Callable[..., None]:
         fixed = form.sample is not None
         kept = FIXED_RECORDS.setdefault(form.name, {}) if fixed else None
 
-        def record(self: gpuimage, node: Node, args: tuple, kwargs: dict) -> tuple | None:
-            """Parse and record the call afresh; the records a repeat of it may take (None:
-            not to be kept)."""
-            shape, dtype = node.shape, node.dtype
-            kind = kind_of(shape, dtype)
-            a = parse(kind, *args, **kwargs)
-            if not fixed:
-                if a is None:
-                    return ()
-                self._record(kernel, a)
-                # (a tuple: parameters shared by the nodes of every repeat)
-                return ((kernel, a),) if type(a) is tuple else None
+        def sampled(self: gpuimage, node: Node, a: Any, kind: ImageKind) -> tuple | None:
+            """Record the sample's records of parsed arguments ``a``; those a repeat of the
+            call may take (None: not to be kept)."""
             region = self.__dict__.pop("_region", None)
             if region is not None:  # (as in the drawing forms' method below)
                 self._emit(form.emits_on_region(a, _NO_DRAWS, region, kind))
                 return None
+            shape, dtype = node.shape, node.dtype
             key = (repr(a), shape, dtype) if _plain(a) else None
             records = None if key is None else kept.get(key)
             alone = records is not None
@@ -348,18 +336,27 @@ def _method(form: Form) -> Callable[..., None]:
                 records, alone = self._emitted(entries)  # (a refusal raises: nothing kept)
                 records = tuple(records)
                 if key is not None and alone:
-                    _keep(kept, key, records)
+                    if len(kept) >= _FIXED_KEPT:
+                        kept.pop(next(iter(kept), None), None)
+                    kept[key] = records
             for name, params in records:
                 self._record(name, params)
             return records if alone else None
 
+        # calls left that take no key: set when the kept calls fill up (a loop that passes a
+        # new value each call, ``adjust_gamma(g)``, then pays for no key it never finds again)
+        idle = 0
+
         def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
+            nonlocal idle
             d = self.__dict__
             # (``commit_lock`` inlined: a bench's fresh clone makes its lock here)
             with d.get("_commit_lock") or d.setdefault("_commit_lock", _thread.RLock()):
                 node = self._node
                 key = None
-                if not kwargs:
+                if idle:
+                    idle -= 1
+                elif not kwargs:
                     for v in args:
                         if type(v) not in _PLAIN and not _plain(v):
                             break
@@ -368,13 +365,25 @@ def _method(form: Form) -> Callable[..., None]:
                 elif _plain(args) and _plain(tuple(kwargs.values())):
                     key = (repr(args), repr(kwargs), node.shape, node.dtype)
                 records = None if key is None else calls.get(key)
-                if records is None or "_region" in d:
-                    records = record(self, node, args, kwargs)
-                    if records is not None and key is not None:
-                        _keep(calls, key, records)
+                if records is not None and "_region" not in d:
+                    for name, params in records:
+                        self._record(name, params)
                     return
-                for name, params in records:
-                    self._record(name, params)
+                kind = kind_of(node.shape, node.dtype)
+                a = parse(kind, *args, **kwargs)
+                if fixed:
+                    records = sampled(self, node, a, kind)
+                elif a is None:
+                    records = ()
+                else:
+                    self._record(kernel, a)
+                    # (a tuple: parameters shared by the nodes of every repeat)
+                    records = ((kernel, a),) if type(a) is tuple else None
+                if records is not None and key is not None:
+                    if len(calls) >= _FIXED_KEPT:
+                        calls.clear()
+                        idle = _IDLE_CALLS
+                    calls[key] = records
     elif form.sample is None:
         locks = True
 

@@ -100,7 +100,7 @@ def test_refusals_keywords_and_arguments_not_plain():
     assert not image_mod.KEPT_CALLS["adjust_gamma"]
 
 
-def test_kept_calls_give_the_values_of_fresh_calls_and_are_bounded():
+def test_kept_calls_give_the_values_of_fresh_calls():
     host = np.random.default_rng(3).integers(0, 256, (33, 47, 3), dtype=np.uint8)
     outs = []
     for _ in range(3):
@@ -111,7 +111,18 @@ def test_kept_calls_give_the_values_of_fresh_calls_and_are_bounded():
         y.fliplr()
         outs.append(np.asarray(y))
     assert all(np.array_equal(outs[0], o) for o in outs[1:])
+
+
+def test_a_form_whose_calls_fill_the_kept_calls_takes_no_key_for_a_while(monkeypatch):
+    monkeypatch.setattr(image_mod, "_IDLE_CALLS", 5)
     img = mp.gpuimage(np.zeros((8, 8, 3), dtype=np.uint8))
-    for k in range(image_mod._FIXED_KEPT + 10):
+    kept = image_mod.KEPT_CALLS["adjust_gamma"]
+    for k in range(image_mod._FIXED_KEPT + 1):  # (a new value each call)
         img.clone().adjust_gamma(0.5 + k / 100)
-    assert len(image_mod.KEPT_CALLS["adjust_gamma"]) == image_mod._FIXED_KEPT
+    assert len(kept) == 1  # emptied when full, the last call kept
+    want = _recorded(img, "adjust_gamma", (0.25,))  # (the last call kept, so no key taken)
+    for _ in range(4):
+        assert _recorded(img, "adjust_gamma", (0.25,)) == want
+    assert len(kept) == 1
+    assert _recorded(img, "adjust_gamma", (0.25,)) == want  # keyed again
+    assert len(kept) == 2 and _recorded(img, "adjust_gamma", (0.25,)) == want
