@@ -354,16 +354,18 @@ def _method(form: Form) -> Callable[..., None]:
             with d.get("_commit_lock") or d.setdefault("_commit_lock", _thread.RLock()):
                 node = self._node
                 key = None
-                if idle:
+                if idle and calls:
                     idle -= 1
-                elif not kwargs:
-                    for v in args:
-                        if type(v) not in _PLAIN and not _plain(v):
-                            break
-                    else:
-                        key = (repr(args), node.shape, node.dtype)
-                elif _plain(args) and _plain(tuple(kwargs.values())):
-                    key = (repr(args), repr(kwargs), node.shape, node.dtype)
+                else:
+                    idle = 0  # (an emptied dict, ``KEPT_CALLS[name].clear()``: keyed again)
+                    if not kwargs:
+                        for v in args:
+                            if type(v) not in _PLAIN and not _plain(v):
+                                break
+                        else:
+                            key = (repr(args), node.shape, node.dtype)
+                    elif _plain(args) and _plain(tuple(kwargs.values())):
+                        key = (repr(args), repr(kwargs), node.shape, node.dtype)
                 records = None if key is None else calls.get(key)
                 if records is not None and "_region" not in d:
                     for name, params in records:
