@@ -59,8 +59,8 @@ class ReplayLaunch:
         self.one = slots[0] if len(slots) == 1 else None  # (one op's slots: the common case)
         # (that op's parameters, a tuple of numbers, and the launch's parameters made of them:
         # a repeat with the same tuple, a kept call's (``image.KEPT_CALLS``), takes them as
-        # they are, and the bound launch finds them packed already; without slots, all the
-        # plan's own, made once)
+        # they are, as a tuple from its second sighting, so that the bound launch finds them
+        # packed already; without slots, all the plan's own, made once)
         self.last: tuple = (None, None if slots else tuple(base))
 
     def __call__(self, seq: list[Node]) -> bool:
@@ -74,6 +74,9 @@ class ReplayLaunch:
             last = self.last
             if ps is last[0]:
                 p = last[1]
+                if type(p) is list:  # (a second sighting: a tuple from now on)
+                    p = tuple(p)
+                    self.last = (ps, p)
             else:
                 p = self.base.copy()
                 m = len(ps)
@@ -81,9 +84,8 @@ class ReplayLaunch:
                 # slots
                 if m <= b - a:
                     p[a:a + m] = map(float, ps)
-                    p = tuple(p)
                     if type(ps) is tuple:
-                        self.last = (ps, p)
+                        self.last = (ps, p)  # (never changed: the launches read it)
                 else:
                     p[a:b] = op_params(n)
         elif not self.slots:
