@@ -1,12 +1,13 @@
 """The Python above the launch of one single op on a fresh image: ``bench_single.py``'s call
 (``getattr(g, name)(*args); g._materialize()`` on a clone made and stored beforehand) with each
 replay launch's backend call stubbed, so that only the host path down to the bound launch is
-timed. Runs on the cpu-less backends too (``cudasim``: 16x16 images, the simulator's launches
+timed. Runs without a GPU too (``cudasim``: 16x16 images, the simulator's launches
 being a thread at a time), where it is the cuda backend's code above ``RawBound2D``.
 
 Per op: the median host time of the call (method + materialize), of the method alone and of
 the materialize alone, cProfile's Python calls per call (method / materialize), and the
-cProfile'd time per call (the profiler's own cost included: a count of work, not a speed).
+cProfile'd time per call (median; the profiler's own cost included: a count of work, not a
+speed).
 
 Uses only the public API, ``_materialize`` and the replay cache's ``fast.bound`` (there since
 before 7c57e62), so it times any tree of the project: put the tree first on ``PYTHONPATH``
@@ -54,7 +55,9 @@ def main() -> None:
     ap.add_argument("--ops", default="rotate45,adjust_gamma,fliplr")
     ap.add_argument("--side", type=int, default=None)
     ap.add_argument("--real", action="store_true")
-    ap.add_argument("--top", type=int, default=0)
+    ap.add_argument("--top", type=int, default=0,
+                    help="the N functions with the most own time a call (means: a pause of the "
+                         "collector lands in the function that allocated)")
     a = ap.parse_args()
     ops = _bench_ops()
     gpu = mp.backend() == "cuda"
@@ -121,19 +124,17 @@ def main() -> None:
             g._materialize()
             prof_z.disable()
         mp.synchronize()
-        profiled = []  # (three batches of n, the least: the machine's other jobs left out)
-        for _ in range(3):
-            prof = cProfile.Profile()
-            t0 = time.perf_counter()
-            prof.enable()
-            for g in imgs[n:]:
-                method(g, *args)
-                g._materialize()
-            prof.disable()
-            profiled.append((time.perf_counter() - t0) / n)
-            mp.synchronize()
-            imgs[n:] = [fresh() for _ in range(n)]
-        profiled = min(profiled)
+        # cProfile'd: each call's time with the profiler on, the median (the machine's other
+        # jobs left out as in the rows above)
+        prof, profiled = cProfile.Profile(), []
+        prof.enable()
+        for g in imgs[n:]:
+            t0 = clock()
+            method(g, *args)
+            g._materialize()
+            profiled.append(clock() - t0)
+        prof.disable()
+        mp.synchronize()
         cm = pstats.Stats(prof_m).total_calls / n
         cz = pstats.Stats(prof_z).total_calls / n
 
@@ -142,7 +143,7 @@ def main() -> None:
 
         print(f"{label:13s} call {med(whole):6.2f} us (method {med(rec):5.2f}, materialize "
               f"{med(mat):5.2f}); Python calls {cm:.0f} + {cz:.0f} = {cm + cz:.0f}; "
-              f"cProfile'd {profiled * 1e6:6.2f} us a call; launches {'/'.join(kinds)}, "
+              f"cProfile'd {med(profiled):6.2f} us a call; launches {'/'.join(kinds)}, "
               f"{stubbed} stubbed", flush=True)
         if a.top:
             st = pstats.Stats(prof).stats
