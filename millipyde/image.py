@@ -277,7 +277,7 @@ _NO_DRAWS = _NoDraws()
 #: per op form that draws nothing, the (kernel, parameters) records of one image
 #: (``Form.emits``, ``gpuimage._emitted``) per (repr of the parsed arguments, shape, dtype); at
 #: most ``_FIXED_KEPT`` a form
-FIXED_RECORDS: dict[str, dict[tuple, list]] = {}
+FIXED_RECORDS: dict[str, dict[tuple, tuple]] = {}
 #: per op form that draws nothing (with a sample or none), the records of its calls with plain
 #: arguments per (repr of the call's arguments (and of its keywords), shape, dtype): a call
 #: made before on an image of that shape and dtype records them after one lookup, its
