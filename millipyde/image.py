@@ -6,6 +6,7 @@ value is needed. Random variants draw their parameters from the image's counter-
 
 from __future__ import annotations
 
+import _thread
 import functools
 import inspect
 import math
@@ -14,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from . import devices, targets
 from . import random as mprandom
-from . import targets
 from .array import gpuarray
 from .backend import ACTIVE as runtime  # the active backend
 from .checks import MAX_SIDE
@@ -23,7 +24,7 @@ from .graph.ir.node import Node
 from .kernels import REGISTRY
 from .locks import commit_lock
 from .ops import FORMS, Emit, Form, Ranges, Reject
-from .ops.base import between1, kind_of
+from .ops.base import ImageKind, between1, kind_of
 
 
 def _colour_to_uint8(host: np.ndarray) -> np.ndarray:
@@ -120,7 +121,12 @@ class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
         if targets.ANY and targets.of(old) is not None:
             # an op the targets cannot follow changes nothing
             entry = targets.following(old, spec, params, shape or old.shape)
-        node = self._placed()
+        # (``_placed``, two calls, only where a pinned or targeted device may move the image)
+        dev = self._pinned
+        if dev is None:
+            stack = getattr(devices._tls, "stack", None)  # (``devices.target_device``)
+            dev = stack[-1] if stack else None
+        node = old if dev is None or dev == old.device else self._placed()
         if shape is None:
             new = Node(spec, (node,), params, node.shape, node.dtype, node.device)
         else:
@@ -271,8 +277,18 @@ _NO_DRAWS = _NoDraws()
 #: per op form that draws nothing, the (kernel, parameters) records of one image
 #: (``Form.emits``, ``gpuimage._emitted``) per (repr of the parsed arguments, shape, dtype); at
 #: most ``_FIXED_KEPT`` a form
-FIXED_RECORDS: dict[str, dict[tuple, list]] = {}
+FIXED_RECORDS: dict[str, dict[tuple, tuple]] = {}
+#: per op form that draws nothing (with a sample or none), the records of its calls with plain
+#: arguments per (repr of the call's arguments (and of its keywords), shape, dtype): a call
+#: made before on an image of that shape and dtype records them after one lookup, its
+#: arguments not parsed again (a parse is a function of the image's kind and its arguments
+#: alone, and a call it refused was never kept, so it refuses every such call again); at most
+#: ``_FIXED_KEPT`` a form, emptied when full, and then the form's next ``_IDLE_CALLS`` calls
+#: take no key (none of a loop's new values would be found again)
+KEPT_CALLS: dict[str, dict[tuple, tuple]] = {}
 _FIXED_KEPT = 64
+#: calls of a form that take no key after its kept calls filled up
+_IDLE_CALLS = 4096
 _PLAIN = frozenset((int, float, bool, str, type(None)))
 
 
@@ -292,16 +308,84 @@ def _method(form: Form) -> Callable[..., None]:
     the image's commit lock (``_atomic``)."""
     parse, kernel = form.parse, form.kernel
     locks = False  # whether ``method`` takes the commit lock itself (else ``_atomic``)
-    if form.sample is None and not form.draws:
+    if not form.draws:
+        # a form that draws nothing: what a call records is a function of its arguments and
+        # the image's shape and dtype alone (a plain form's one record; a sample's, kept per
+        # parsed arguments in ``FIXED_RECORDS``), so a call with plain arguments keeps its
+        # records in ``KEPT_CALLS`` and a repeated call (``rotate(45)``, ``adjust_gamma(2)``
+        # on same-size images) records them after one lookup: no parse, no sample, no checks
+        # but the output size's (``_record``), and the commit lock taken here (one call less)
         locks = True
+        calls = KEPT_CALLS.setdefault(form.name, {})
+        fixed = form.sample is not None
+        kept = FIXED_RECORDS.setdefault(form.name, {}) if fixed else None
+
+        def sampled(self: gpuimage, node: Node, a: Any, kind: ImageKind) -> tuple | None:
+            """Record the sample's records of parsed arguments ``a``; those a repeat of the
+            call may take (None: not to be kept)."""
+            region = self.__dict__.pop("_region", None)
+            if region is not None:  # (as in the drawing forms' method below)
+                self._emit(form.emits_on_region(a, _NO_DRAWS, region, kind))
+                return None
+            shape, dtype = node.shape, node.dtype
+            key = (repr(a), shape, dtype) if _plain(a) else None
+            records = None if key is None else kept.get(key)
+            alone = records is not None
+            if records is None:
+                entries = form.emits(a, _NO_DRAWS, np.array([shape[:2]], dtype=np.int64), kind)
+                records, alone = self._emitted(entries)  # (a refusal raises: nothing kept)
+                records = tuple(records)
+                if key is not None and alone:
+                    if len(kept) >= _FIXED_KEPT:
+                        kept.pop(next(iter(kept), None), None)
+                    kept[key] = records
+            for name, params in records:
+                self._record(name, params)
+            return records if alone else None
+
+        # calls left that take no key: set when the kept calls fill up (a loop that passes a
+        # new value each call, ``adjust_gamma(g)``, then pays for no key it never finds again)
+        idle = 0
 
         def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
-            # (``_atomic``'s lock taken here: the most repeated forms, one call less per op)
-            with self.__dict__.get("_commit_lock") or commit_lock(self):
+            nonlocal idle
+            d = self.__dict__
+            # (``commit_lock`` inlined: a bench's fresh clone makes its lock here)
+            with d.get("_commit_lock") or d.setdefault("_commit_lock", _thread.RLock()):
                 node = self._node
-                a = parse(kind_of(node.shape, node.dtype), *args, **kwargs)
-                if a is not None:
+                key = None
+                if idle and calls:
+                    idle -= 1
+                else:
+                    idle = 0  # (an emptied dict, ``KEPT_CALLS[name].clear()``: keyed again)
+                    if not kwargs:
+                        for v in args:
+                            if type(v) not in _PLAIN and not _plain(v):
+                                break
+                        else:
+                            key = (repr(args), node.shape, node.dtype)
+                    elif _plain(args) and _plain(tuple(kwargs.values())):
+                        key = (repr(args), repr(kwargs), node.shape, node.dtype)
+                records = None if key is None else calls.get(key)
+                if records is not None and "_region" not in d:
+                    for name, params in records:
+                        self._record(name, params)
+                    return
+                kind = kind_of(node.shape, node.dtype)
+                a = parse(kind, *args, **kwargs)
+                if fixed:
+                    records = sampled(self, node, a, kind)
+                elif a is None:
+                    records = ()
+                else:
                     self._record(kernel, a)
+                    # (a tuple: parameters shared by the nodes of every repeat)
+                    records = ((kernel, a),) if type(a) is tuple else None
+                if records is not None and key is not None:
+                    if len(calls) >= _FIXED_KEPT:
+                        calls.clear()
+                        idle = _IDLE_CALLS
+                    calls[key] = records
     elif form.sample is None:
         locks = True
 
@@ -317,7 +401,7 @@ def _method(form: Form) -> Callable[..., None]:
                                                 for (lo, hi), u in zip(a, us, strict=True)]))
                 elif a is not None:
                     self._record(kernel, a)
-    elif form.draws:
+    else:
         def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
             kind = kind_of(self.shape, self.dtype)
             a = parse(kind, *args, **kwargs)
@@ -327,34 +411,6 @@ def _method(form: Form) -> Callable[..., None]:
             region = self.__dict__.pop("_region", None)
             self._emit(form.emits(a, d, np.array([self.shape[:2]], dtype=np.int64), kind)
                        if region is None else form.emits_on_region(a, d, region, kind))
-    else:
-        # a form that draws nothing: its sample is a function of the parsed arguments and the
-        # image's shape and dtype alone, so the records it makes are kept per (arguments,
-        # shape, dtype) where the arguments are plain values (a repeated ``gaussian(2)`` or
-        # ``rotate(45)`` on same-size images runs the sample's NumPy and the records' checks
-        # once, not per call; a refusal, and an output large enough to ask the device for its
-        # memory, are checked every call)
-        kept = FIXED_RECORDS.setdefault(form.name, {})
-
-        def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
-            shape, dtype = self.shape, self.dtype
-            kind = kind_of(shape, dtype)
-            a = parse(kind, *args, **kwargs)
-            region = self.__dict__.pop("_region", None)
-            if region is not None:  # (as in the drawing forms' method above)
-                self._emit(form.emits_on_region(a, _NO_DRAWS, region, kind))
-                return
-            key = (repr(a), shape, dtype) if _plain(a) else None
-            records = None if key is None else kept.get(key)
-            if records is None:
-                entries = form.emits(a, _NO_DRAWS, np.array([shape[:2]], dtype=np.int64), kind)
-                records, alone = self._emitted(entries)  # (a refusal raises: nothing kept)
-                if key is not None and alone:
-                    if len(kept) >= _FIXED_KEPT:
-                        kept.pop(next(iter(kept), None), None)
-                    kept[key] = records
-            for name, params in records:
-                self._record(name, params)
     sig = inspect.signature(parse)
     params = list(sig.parameters.values())
     params[0] = params[0].replace(name="self", annotation=inspect.Parameter.empty)

@@ -111,9 +111,10 @@ class OpSpec:
 
     @cached_property
     def keeps_shape(self) -> bool:
-        """Whether the output has its input's shape and dtype whatever the parameters (an
-        elementwise op with no shape rule that swaps no axes): ``out_shape`` is the identity."""
-        return self.kind == "elementwise" and self.shape_fn is None and not self.swaps_axes
+        """Whether the output has its input's shape and dtype whatever the parameters (not a
+        pixel op, no shape rule, no axes swapped: a flip, a rotation about the centre, a blur
+        as an elementwise op): ``out_shape`` is the identity."""
+        return self.kind != "pixel" and self.shape_fn is None and not self.swaps_axes
 
     def out_shape(self, shape: tuple[int, ...], params: tuple = ()) -> tuple[int, ...]:
         """Shape of this op's output for an input of ``shape`` (and ``params``)."""

@@ -266,3 +266,28 @@ def test_a_bound_copy_refuses_what_it_does_not_cover(copier, monkeypatch):
     copier.c.alloc = oom
     assert copier.c(_arr((4, 5, 3), 1 << 16)) is None
     assert copier.driver.copies == []
+
+
+def test_a_repeated_tuple_of_scalars_is_packed_once(bound):
+    packs = []
+
+    class Counting:
+        def __init__(self, s):
+            self.s = s
+
+        def pack_into(self, *a):
+            packs.append(a[2:])
+            return self.s.pack_into(*a)
+
+    bound.b.scalars = Counting(bound.b.scalars)
+    src = _arr((4, 5, 3), 1 << 16)
+    p, q, mutable = (0.25, -3.5, 7.0), (1.0, 2.0, 3.0), [4.0, 5.0, 6.0]
+    dsts = [bound.b(src, p), bound.b(src, p), bound.b(src, q), bound.b(src, p),
+            bound.b(src, mutable)]
+    mutable[0] = 9.0  # (a list is packed on every call: it may have changed in place)
+    dsts.append(bound.b(src, mutable))
+    assert packs == [p, q, p, (4.0, 5.0, 6.0), (9.0, 5.0, 6.0)]
+    for (_, _, _, _, slots), dst, s in zip(bound.driver.calls, dsts,
+                                           [p, p, q, p, (4.0, 5.0, 6.0), (9.0, 5.0, 6.0)],
+                                           strict=True):
+        assert slots == bound.template.unpack((src, dst, bound.table, *s))

@@ -30,6 +30,13 @@ _FIXED = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _no_kept_calls():
+    # (a call kept whole, ``KEPT_CALLS``, would not reach the records these tests count)
+    for kept in image_mod.KEPT_CALLS.values():
+        kept.clear()
+
+
 def _params(img: mp.gpuimage, before: object) -> list:
     out, n = [], img._node
     while n is not before:
@@ -39,6 +46,7 @@ def _params(img: mp.gpuimage, before: object) -> list:
 
 
 def _recorded(img: mp.gpuimage, name: str, args: tuple) -> list:
+    image_mod.KEPT_CALLS.get(name, {}).clear()  # (the records kept per call come first)
     y = img.clone()
     before = y._node
     getattr(y, name)(*args)

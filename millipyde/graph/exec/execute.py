@@ -51,25 +51,55 @@ class ReplayLaunch:
     the bound nodes, as ``gather._replayed_args`` does; ``bound`` is the launch the kind's
     runner kept (``Backend.bind_2d``), called with the source's buffer and those parameters."""
 
-    __slots__ = ("bound", "src", "out", "base", "slots")
+    __slots__ = ("bound", "src", "out", "base", "slots", "one", "last")
 
     def __init__(self, bound: Any, src: int, out: int, base: list[float],
                  slots: tuple[tuple[int, int, int], ...]) -> None:
         self.bound, self.src, self.out, self.base, self.slots = bound, src, out, base, slots
+        self.one = slots[0] if len(slots) == 1 else None  # (one op's slots: the common case)
+        # (that op's parameters, a tuple of numbers, and the launch's parameters made of them:
+        # a repeat with the same tuple, a kept call's (``image.KEPT_CALLS``), takes them as
+        # they are, as a tuple from its second sighting, so that the bound launch finds them
+        # packed already; without slots, all the plan's own, made once)
+        self.last: tuple = (None, None if slots else tuple(base))
 
     def __call__(self, seq: list[Node]) -> bool:
         if faults.ARMED:
             return False  # the general path checks each op's fault point
-        p = self.base.copy()
-        for pos, a, b in self.slots:
+        one = self.one
+        if one is not None:
+            pos, a, b = one
             n = seq[pos]
             ps = n.params
-            m = len(ps)
-            # ``op_params``: the parameters, then zeros (already in ``base``) up to the slots
-            if m <= b - a:
-                p[a:a + m] = map(float, ps)
+            last = self.last
+            if ps is last[0]:
+                p = last[1]
+                if type(p) is list:  # (a second sighting: a tuple from now on)
+                    p = tuple(p)
+                    self.last = (ps, p)
             else:
-                p[a:b] = op_params(n)
+                p = self.base.copy()
+                m = len(ps)
+                # ``op_params``: the parameters, then zeros (already in ``base``) up to the
+                # slots
+                if m <= b - a:
+                    p[a:a + m] = map(float, ps)
+                    if type(ps) is tuple:
+                        self.last = (ps, p)  # (never changed: the launches read it)
+                else:
+                    p[a:b] = op_params(n)
+        elif not self.slots:
+            p = self.last[1]
+        else:
+            p = self.base.copy()
+            for pos, a, b in self.slots:
+                n = seq[pos]
+                ps = n.params
+                m = len(ps)
+                if m <= b - a:  # (as above)
+                    p[a:a + m] = map(float, ps)
+                else:
+                    p[a:b] = op_params(n)
         buf = self.bound(seq[self.src].buffer, p)
         if buf is None:
             return False  # a source of another layout: the general path picks its kernel

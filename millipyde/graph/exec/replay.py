@@ -54,6 +54,7 @@ _lock = threading.Lock()
 #: source dtype (held: its id is in the key), label, shape, dtype, device, params or None,
 #: plan); emptied when ``_cache`` changes (and when it holds ``_MAX`` hits)
 _last: dict[tuple[int, tuple[int, ...]], tuple] = {}
+_UNREAD = object()  # (a setting not read since the last refresh)
 #: whether a one-op chain is looked up in ``_last`` first (False: always through its key;
 #: the probes and tests compare the two)
 SINGLE = True
@@ -211,7 +212,10 @@ def _single(n: Node, src: Node) -> _Plan | None:
     if got is None or got[0] is not op or n.gated_off:
         return None
     override = schedule.fusion_override
-    fused = override[-1] if override else config.once(config.fusion)
+    # (``config.once``'s kept value read here, a call only before the first read)
+    fused = override[-1] if override else config._once.get(config.fusion, _UNREAD)
+    if fused is _UNREAD:
+        fused = config.once(config.fusion)
     _, g_fused, _, label, shape, dtype, device, params, entry = got
     # (each field the same object, as an op that keeps its input's shape and dtype passes
     # them, or else equal; written out: a helper's call per field costs more than the test)
