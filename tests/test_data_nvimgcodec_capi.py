@@ -748,7 +748,15 @@ def test_the_c_decoders_layout_is_one_allocations(tmp_path, monkeypatch) -> None
     boxes = lambda rows, hw: np.stack([0 * rows, 0 * rows, hw[:, 0] // 2, hw[:, 1]], 1)  # noqa: E731
     for kw in ({}, {"boxes": boxes, "regions": np.full((6, 4), -1, np.int64)}):
         got = dec.decode(blobs, lambda r: f"#{r}", **kw)
+        # the rows' images made where read, each once, at its place in the layout
+        assert type(got) is dmod.LazyImages and got._rows == [None] * 6
+        last = got[-1]
+        assert got._rows[:5] == [None] * 5 and got[5] is last and got[1:3] == [got[1], got[2]]
         assert all(type(a) is dmod.DeviceImage for a in got)
+        assert [a.device_ptr - got._base for a in got] == got.layout[1].tolist()
+        assert [a.shape for a in got] == [tuple(s) for s in got.layout[2].tolist()]
+        with pytest.raises(IndexError, match="row 6 of a batch of 6"):
+            got[6]
         slow = dmod.one_allocation(list(got))
         lay = got.layout
         assert lay is not None and lay[0] is slow[0]

@@ -24,10 +24,11 @@
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -642,15 +643,24 @@ class NvImageCodecCDecoder:
                             laps.lap("decode")
                 if regions is not None:  # a region not decoded goes whole to Pillow
                     regions[(done == 0) & (regions[:, 0] >= 0)] = -1
+                if decoded and not self.host and n and done.all():
+                    # the batch's arena as it is: its images made only where a row is read
+                    # (the batch engine reads the layout; a Python object per image was
+                    # ~1 ms of the lane call's GIL, bench/RESULTS.md)
+                    shapes = np.stack([dims[:, 0], dims[:, 1], np.full(n, 3)], axis=1)
+                    layout = (whole, offsets.copy(), shapes)
+                    got = LazyImages(layout, base, stream)
+                    self.on_gpu += n
+                    if laps is not None:
+                        laps.lap("views")
+                        laps.lap("fallback")
+                    return got
                 if decoded:
                     hs, ws = dims[:, 0].tolist(), dims[:, 1].tolist()
                     offs = offsets.tolist()
                     view = self._view
                     for r in np.flatnonzero(done).tolist():
                         out[r] = view(whole, base, offs[r], hs[r], ws[r], stream)
-                    if not self.host and n and done.all():  # the batch's arena as it is
-                        layout = (whole, offsets.copy(),
-                                  np.stack([dims[:, 0], dims[:, 1], np.full(n, 3)], axis=1))
                     if laps is not None:
                         laps.lap("views")
         finally:
@@ -899,6 +909,56 @@ class Decoded(list):
     def __init__(self, items: Any = (), layout: tuple | None = None) -> None:
         super().__init__(items)
         self.layout = layout
+
+
+class LazyImages(Sequence):
+    """A batch the C decoder decoded whole into one device allocation: its rows as
+    :class:`DeviceImage` views of it (as :meth:`NvImageCodecCDecoder._view` makes them),
+    each made when first read, and the batch's ``layout`` (as :class:`Decoded`'s). The batch
+    engine reads the layout and a few rows; the per-output path, a worker process and
+    detection targets read every row.
+
+    Parameters
+    ----------
+    layout : tuple
+        ``(allocation, byte offsets, (n, 3) shapes)``.
+    base : int
+        The allocation's address.
+    stream : object
+        The decode stream the images are complete on (and freed on).
+    """
+
+    __slots__ = ("layout", "_base", "_stream", "_rows")
+
+    def __init__(self, layout: tuple, base: int, stream: Any) -> None:
+        self.layout = layout
+        self._base, self._stream = int(base), stream
+        self._rows: list[Any] = [None] * len(layout[1])
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def _row(self, r: int) -> DeviceImage:
+        img = self._rows[r]
+        if img is None:
+            whole, offsets, shapes = self.layout
+            ptr = self._base + int(offsets[r])
+            shape = (int(shapes[r, 0]), int(shapes[r, 1]), int(shapes[r, 2]))
+            img = self._rows[r] = DeviceImage(_Part(whole, ptr, shape), shape, ptr, None,
+                                              self._stream)
+        return img
+
+    def __getitem__(self, r: Any) -> Any:
+        if isinstance(r, slice):
+            return [self._row(i) for i in range(*r.indices(len(self._rows)))]
+        n = len(self._rows)
+        i = operator.index(r)
+        if not -n <= i < n:
+            raise IndexError(f"row {r} of a batch of {n}")
+        return self._row(i + n if i < 0 else i)
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self._row(i) for i in range(len(self._rows)))
 
 
 def one_allocation(arrays: list, layout: tuple | None = None

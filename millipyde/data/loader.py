@@ -198,7 +198,9 @@ class DecodedBatch:
 
     ks: np.ndarray  # (n,) int64 output indices
     samples: np.ndarray  # (n,) int64 the sample each shows (refills included)
-    arrays: list  # per row its decoded device buffer, (H, W) or (H, W, C)
+    #: per row its decoded device buffer, (H, W) or (H, W, C): a list, or where ``layout``
+    #: is given a sequence making each row's image when read (``decode.LazyImages``)
+    arrays: Any
     labels: np.ndarray | None  # (n,) int64, or None without labels
     targets: list | None  # per row a dict (boxes, labels, mask), or None
     ready: Any  # event: the decode is complete (GPUs), or None
@@ -414,8 +416,11 @@ class Loader:
         t2 = time.perf_counter()
         if len(got) != len(rows):
             raise RuntimeError(f"the decoder gave {len(got)} samples for {len(rows)}")
-        if len(rows) == n:
-            arrays: list[Any] = list(got)
+        layout = getattr(got, "layout", None) if len(rows) == n else None
+        if layout is not None:  # every row decoded (its images made where read: LazyImages)
+            arrays: Any = got
+        elif len(rows) == n:
+            arrays = list(got)
         else:
             arrays = [None] * n
             for r, a in zip(rows, got, strict=True):
@@ -423,9 +428,9 @@ class Loader:
         regions = None if plan is None else np.full((n, 4), -1, dtype=np.int64)
         if "boxes" in kw:  # rows the decoder gave no region to stay -1
             regions[rows_at] = got_regions
-        layout = getattr(got, "layout", None) if len(rows) == n else None
-        # the rows to refill: not read, or not decoded
-        for r in [r for r, a in enumerate(arrays) if a is None or isinstance(a, BaseException)]:
+        # the rows to refill: not read, or not decoded (none where the decoder laid out all)
+        for r in [] if layout is not None else \
+                [r for r, a in enumerate(arrays) if a is None or isinstance(a, BaseException)]:
             layout = None
             err = datas[r] if arrays[r] is None else arrays[r]
             samples[r], arrays[r] = self._refill(int(ks[r]), int(samples[r]), err, stream, dec)
