@@ -74,6 +74,14 @@ PARSE_IN_READERS = False
 #: (bench/RESULTS.md, "the decode call inside the pipeline"); each batch taken frees room
 #: for 256 samples, which the readers otherwise read during the call. Read per batch.
 HOLD_READERS = True
+#: batches of samples the readers still read ahead of the takes while they are held back
+#: (``ReadAhead.held_back``'s ``stock``, in batches of the batch being taken). Two lanes hold
+#: the readers back nearly all the time, so with none each take found its samples unread,
+#: ended the hold and waited for them: on one H200 inside the folder -> ImageNet recipe ->
+#: torch pipeline the take was 1.4-2.3 ms a batch of 256, 0.31-0.34 of it the lane's CPU
+#: (bench/RESULTS.md, "a lane call's segments inside the data pipeline"). 0: none. Read per
+#: batch.
+HOLD_STOCK_BATCHES = 2
 
 #: the decode thread's stream does not wait for the legacy default stream (where the batch
 #: engine's kernels and torch's work go) nor makes it wait: nvImageCodec's work on it is
@@ -382,7 +390,8 @@ class Loader:
             laps.lap("turn")
         # held from before the take: the room it makes wakes no reader until the call is over
         # (a sample not read yet ends the hold, see ReadAhead.held_back)
-        with self.reader.held_back() if HOLD_READERS else contextlib.nullcontext():
+        with self.reader.held_back(HOLD_STOCK_BATCHES * n) if HOLD_READERS else \
+                contextlib.nullcontext():
             try:
                 taken = self.reader.take_many(n)
             finally:

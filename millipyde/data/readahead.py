@@ -16,10 +16,12 @@ has arrived): at tens of thousands of samples a second, waking every thread on e
 would spend the GIL on wake-ups.
 
 While :meth:`held_back` is entered (the decode thread's decode call), readers finish the run
-they are reading and claim no new one: a thread that runs Python during nvImageCodec's decode
-call makes that call wait for the GIL at each of its hand-overs (bench/RESULTS.md, "the decode
-call inside the pipeline"). The window is thousands of samples deep, so the readers catch up
-after the call.
+they are reading and claim no new one once its ``stock`` of samples ahead of the takes is
+claimed: a thread that runs Python during nvImageCodec's decode call makes that call wait for
+the GIL at each of its hand-overs (bench/RESULTS.md, "the decode call inside the pipeline").
+The window is thousands of samples deep, so the readers catch up after the call; but two
+decode lanes hold them back nearly all the time, so without a stock the next take would wait
+for its own samples to be read.
 
 A sample that cannot be read is handed out as its error (the caller skips and refills it); the
 readers never retry. :meth:`close` stops the readers and joins them.
@@ -101,6 +103,7 @@ class ReadAhead:
         self._idle = 0  # readers waiting for room (or for the hold to end)
         self._held_back = False  # readers claim no new run (held_back())
         self._holds = 0  # held_back() blocks entered and not left (one per decode lane)
+        self._stock = 0  # samples claimed ahead of the takes that a hold still lets be read
         self._read_bytes = 0
         self._read_count = 0
         #: the most bytes held at once (reports and tests)
@@ -122,14 +125,18 @@ class ReadAhead:
 
     def _claim(self) -> list[tuple[int, int, int]] | None:
         """Under the lock: a run of ``(position, sample, reserved bytes)``, None at the end."""
-        while not self._stopped and not self._done and (self._held_back or self._full()):
+        while not self._stopped and not self._done and (self._full() or (
+                self._held_back and self._claimed - self._taken >= self._stock)):
             self._idle += 1
             self._space.wait()
             self._idle -= 1
         if self._stopped or self._done:
             return None
         run = []
-        while len(run) < self.run and not self._full():
+        # (a held reader claims only up to the stock)
+        most = self.run if not self._held_back else \
+            max(1, min(self.run, self._stock - (self._claimed - self._taken)))
+        while len(run) < most and not self._full():
             try:
                 i = next(self._plan)
             except StopIteration:
@@ -212,6 +219,7 @@ class ReadAhead:
                         raise StopIteration
                     if self._held_back:  # a sample is needed now: the hold ends
                         self._held_back = False
+                    if self._idle and not self._full():
                         self._space.notify_all()
                     if not any(t.is_alive() for t in self._threads) and q >= self._claimed:
                         raise StopIteration
@@ -222,19 +230,29 @@ class ReadAhead:
                 self._taken += 1
                 self._held -= got
                 if i < 0:
+                    self._wake()
                     raise value
                 out.append((i, value))
-                if self._idle and not self._full():
-                    self._space.notify()
+            self._wake()
         return out
 
+    def _wake(self) -> None:
+        """Under the lock, after takes: wake the idle readers where one would claim a run
+        (once for the takes: a reader woken per sample taken only to find the hold on, or
+        the lock held by the taker, spends the GIL)."""
+        if self._idle and not self._full() and not (
+                self._held_back and self._claimed - self._taken >= self._stock):
+            self._space.notify_all()
+
     @contextlib.contextmanager
-    def held_back(self) -> Iterator[None]:
+    def held_back(self, stock: int = 0) -> Iterator[None]:
         """Inside the block the readers start no new read (each finishes the run it is
-        reading); a :meth:`take_many` that has to wait for a sample ends the hold."""
+        reading) once ``stock`` samples ahead of the takes are claimed; a :meth:`take_many`
+        that has to wait for a sample ends the hold."""
         with self._lock:
             self._holds += 1
             self._held_back = True
+            self._stock = max(0, int(stock))
         try:
             yield
         finally:
