@@ -393,17 +393,14 @@ class Loader:
         with self.reader.held_back(HOLD_STOCK_BATCHES * n) if HOLD_READERS else \
                 contextlib.nullcontext():
             try:
-                taken = self.reader.take_many(n)
+                got_samples, datas, failed = self.reader.take_batch(n)
             finally:
                 self._pass_turn(b)
             if laps is not None:
                 laps.lap("take")
-            got_samples, got_datas = zip(*taken, strict=True) if n else ((), ())
             samples = np.array(got_samples, dtype=np.int64).reshape(n)
-            datas = list(got_datas)
             # the rows read (all of them but where a read failed)
-            rows = [r for r, d in enumerate(datas) if isinstance(d, BaseException)]
-            rows = range(n) if not rows else sorted(set(range(n)).difference(rows))
+            rows = range(n) if not failed else sorted(set(range(n)).difference(failed))
             t1 = time.perf_counter()
             plan = self.region
             if plan is not None and not (getattr(dec, "decodes_regions", False)

@@ -1,9 +1,9 @@
 """Encoded bytes read ahead of the decoder by a bounded pool of threads, in a bounded window.
 
 A :class:`ReadAhead` reads the samples a plan names, in the plan's order, with ``threads``
-reader threads (file reads release the GIL; a folder's files are read a run at a time
-without it, ``fileread``), and hands them out in that order (:meth:`take`,
-:meth:`take_many`). What it holds is bounded: samples read but not taken stay under ``window``
+reader threads (file reads release the GIL; a folder's files are read a run at a time without
+it, ``fileread``), and hands them out in that order (:meth:`take`, :meth:`take_many`,
+:meth:`take_batch`). What it holds is bounded: samples read but not taken stay under ``window``
 bytes (one run of samples at least, so a large one still goes through) and ``max_items``
 samples; a reader reserves a sample's size before it reads it (the source's size where it knows
 it, else the mean so far), so the bytes in flight exceed the window by at most one sample per
@@ -210,7 +210,21 @@ class ReadAhead:
         StopIteration
             The plan ends before them, or the reader was closed.
         """
-        out = []
+        samples, datas, _ = self.take_batch(n)
+        return list(zip(samples, datas, strict=True))
+
+    def take_batch(self, n: int) -> tuple[list[int], list[Any], list[int]]:
+        """:meth:`take_many` as columns: the samples, their bytes (or errors), and the
+        positions (in the ``n``) of those that could not be read, in one pass.
+
+        Raises
+        ------
+        StopIteration
+            The plan ends before them, or the reader was closed.
+        """
+        samples: list[int] = []
+        datas: list[Any] = []
+        failed: list[int] = []
         with self._lock:
             for _ in range(n):
                 q = self._taken
@@ -232,9 +246,12 @@ class ReadAhead:
                 if i < 0:
                     self._wake()
                     raise value
-                out.append((i, value))
+                if not got and isinstance(value, BaseException):
+                    failed.append(len(datas))
+                samples.append(i)
+                datas.append(value)
             self._wake()
-        return out
+        return samples, datas, failed
 
     def _wake(self) -> None:
         """Under the lock, after takes: wake the idle readers where one would claim a run
