@@ -42,6 +42,10 @@ def main() -> None:
     ap.add_argument("--decoder", default="c", choices=("c", "pillow"))
     ap.add_argument("--size", type=int, default=256)
     ap.add_argument("--batches", type=int, default=6)
+    ap.add_argument("--warm", type=int, default=2,
+                    help="batches taken before the timing (the lanes' first calls start "
+                         "their decoders; past the read-ahead's window of 4096 samples, "
+                         "the takes meet the readers' pace)")
     ap.add_argument("--lanes", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--busy", type=float, default=0.5)
@@ -90,26 +94,27 @@ def main() -> None:
 
     variants = [(True,), (False,)] if args.decoder == "c" and \
         hasattr(dmod, "REGIONS_IN_DECODE") else [(None,)]
+    warm = max(2, args.warm)
     for rnd in range(args.rounds):
         order = variants if rnd % 2 == 0 else variants[::-1]
         for row in args.rows.split(","):
             for (one,) in order:
                 if one is not None:
                     dmod.REGIONS_IN_DECODE = one
-                first = rnd * 2 * (nb + 2)  # each row its own samples (no cache favours)
+                first = rnd * 2 * (nb + warm)  # each row its own samples (no cache favours)
                 plan = (lambda b, f=first: np.arange((f + b) * size, (f + b + 1) * size)
-                        % len(src) if b < nb + 2 else None)
+                        % len(src) if b < nb + warm else None)
                 stop = threading.Event()
                 if row == "beside":
                     busy_thread(args.busy, stop)
                 loader = Loader(src, EpochSampler(len(src)), plan, make_decoder(), 0,
                                 BadSamples(), lanes=args.lanes, region=region)
                 try:
-                    for b in range(2):  # the lanes' first calls start their decoders
+                    for b in range(warm):  # the lanes' first calls start their decoders
                         loader.get(b)
                     st0 = dict(loader.stats)
                     t = time.perf_counter()
-                    for b in range(2, nb + 2):
+                    for b in range(warm, nb + warm):
                         loader.get(b)
                     dt = time.perf_counter() - t
                     st = dict(loader.stats)
