@@ -302,7 +302,9 @@ def decode_alone_lanes(folder: str, batches: int, lanes: int, size: int = 256,
     ``region``: each sample decoded only in the ImageNet recipe's window of output ``k``
     (sample ``k`` of the folder, seed 0: ``data.region``), as the Loader asks for it; the
     share of pixels decoded reported. ``segments``: each timed call's segments
-    (``data.laps``, as a Loader's lane calls are timed) summed in ``segments``."""
+    (``data.laps``, as a Loader's lane calls are timed) summed in ``segments``. A batch laid
+    out in one allocation (``decode.LazyImages``) is counted from its layout, its images not
+    made (the Loader's batch engine reads the layout so)."""
     import threading
 
     import millipyde.data as mdata
@@ -339,6 +341,13 @@ def decode_alone_lanes(folder: str, batches: int, lanes: int, size: int = 256,
                 if laps is not None:
                     with seg_lock:
                         laps.into(seg)
+                lay = getattr(got, "layout", None)
+                if lay is not None:  # every row decoded: sizes from the layout, no image made
+                    d = lay[2][:, 0] * lay[2][:, 1]
+                    px[j, 0] += int(d.sum())
+                    px[j, 1] += int(np.where(regions[:, 0] >= 0, regions[:, 2] * regions[:, 3],
+                                             d).sum() if kw else d.sum())
+                    continue
                 bad.extend(g for g in got if isinstance(g, BaseException))
                 for r, g in enumerate(got):
                     if isinstance(g, BaseException):
