@@ -19,8 +19,10 @@ turns: the batch worker's share in the pipeline) at the loader's switch interval
 libjpeg-turbo into host buffers, the wheel needed), regions decoded, each row twice: the
 regions' code streams in the decode pass (``decode.REGIONS_IN_DECODE``, two GIL releases a
 batch) and in a pass of their own (three); ``--decoder pillow``: Pillow, samples whole.
-``--tree PATH``: millipyde imported from another checkout (an older tree: its decode call a
-batch only where it has no segments).
+``--device-views`` (cpu backend): the C decoder's batches laid out and handed on as on a GPU
+(views of the allocation as DeviceImages, ``DecodedBatch.layout``), the lane's work after the
+decode as a GPU's. ``--tree PATH``: millipyde imported from another checkout (an older
+tree: its decode call a batch only where it has no segments).
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ def main() -> None:
                     help="JPEGs reduced by this factor (their own folder, made once)")
     ap.add_argument("--rows", default="alone,beside")
     ap.add_argument("--tree", default=None, help="import millipyde from this checkout")
+    ap.add_argument("--device-views", action="store_true",
+                    help="cpu backend, --decoder c: the batches laid out and handed on as on a "
+                         "GPU (DeviceImage views of the host allocation, the batch's layout)")
     args = ap.parse_args()
     sys.path.insert(0, str(HERE))
     from bench.bench_data import busy_thread, make_dataset
@@ -90,6 +95,8 @@ def main() -> None:
     def make_decoder():
         if args.decoder == "pillow":
             return dmod.PillowDecoder(0)
+        if args.device_views:
+            return _device_views(dmod)
         return dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0))
 
     variants = [(True,), (False,)] if args.decoder == "c" and \
@@ -132,6 +139,15 @@ def main() -> None:
                       f"{_load():.1f}")
                 if has_laps:
                     print(table(diff, calls))
+
+
+def _device_views(dmod):
+    """A host C decoder whose batches are laid out and handed on as a GPU's (its views
+    DeviceImages of the host allocation), and so are its further lanes'."""
+    dec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0), host=True)
+    dec.host = False
+    dec.another = lambda: _device_views(dmod)
+    return dec
 
 
 def _share(diff: dict) -> str:

@@ -602,8 +602,11 @@ class NvImageCodecCDecoder:
             laps.regain(dec.regain_ns)
             laps.lap("parse")
         passed = False  # to decode_many, which destroys the code streams parse_many made
-        parents = np.zeros(n, np.int64)  # whole code streams of regions, destroyed after
+        # whole code streams of regions, destroyed after (by the decode pass itself where
+        # the regions are made in it)
+        parents = np.zeros(n, np.int64)
         one_pass = None  # (box, slots): regions made in the decode pass
+        lazy = None  # the batch laid out whole: its rows made where read (LazyImages)
         try:
             if total and boxes is not None and regions is not None and REGIONS_IN_DECODE \
                     and dec.decodes_regions:
@@ -649,27 +652,26 @@ class NvImageCodecCDecoder:
                     # ~1 ms of the lane call's GIL, bench/RESULTS.md)
                     shapes = np.stack([dims[:, 0], dims[:, 1], np.full(n, 3)], axis=1)
                     layout = (whole, offsets.copy(), shapes)
-                    got = LazyImages(layout, base, stream)
-                    self.on_gpu += n
-                    if laps is not None:
-                        laps.lap("views")
-                        laps.lap("fallback")
-                    return got
-                if decoded:
+                    lazy = LazyImages(layout, base, stream)
+                elif decoded:
                     hs, ws = dims[:, 0].tolist(), dims[:, 1].tolist()
                     offs = offsets.tolist()
                     view = self._view
                     for r in np.flatnonzero(done).tolist():
                         out[r] = view(whole, base, offs[r], hs[r], ws[r], stream)
-                    if laps is not None:
-                        laps.lap("views")
+                if decoded and laps is not None:
+                    laps.lap("views")
         finally:
             if not passed:
                 dec.release_many(handles, states)
             if parents.any():
                 dec.destroy_many(parents)
         del keep  # the bytes made here outlived both passes
-        got = Decoded(_fall_back(self, datas, name_of, out), layout)
+        if lazy is not None:  # every sample decoded: none for Pillow
+            self.on_gpu += n
+            got: Any = lazy
+        else:
+            got = Decoded(_fall_back(self, datas, name_of, out), layout)
         if laps is not None:
             laps.lap("fallback")
         return got
