@@ -445,7 +445,7 @@ class Loader:
         if laps is not None:
             laps.lap("refill")
         if regions is not None:
-            self._cut(ks, arrays, regions)
+            self._cut(ks, arrays, regions, layout)
             if laps is not None:
                 laps.lap("cut")
         ready = runtime.record_event(stream) if stream is not None else None
@@ -478,12 +478,18 @@ class Loader:
                 laps.into(st)
         return DecodedBatch(ks, samples, arrays, labels, targets, ready, regions, layout)
 
-    def _cut(self, ks: np.ndarray, arrays: list, regions: np.ndarray) -> None:
+    def _cut(self, ks: np.ndarray, arrays: Any, regions: np.ndarray,
+             layout: tuple | None = None) -> None:
         """The rows the decoder decoded whole (``regions`` row -1): host arrays cut to their
         region (the decode is whole, what the batch carries and packs is not), device
-        buffers kept whole; ``regions`` filled for every row."""
+        buffers kept whole; ``regions`` filled for every row. ``layout``: the batch's one
+        device allocation (``DecodedBatch.layout``), the sizes read from it."""
         whole = np.flatnonzero(regions[:, 0] < 0)
         if not len(whole):
+            return
+        if layout is not None:  # device buffers, none cut: no row's image made here
+            regions[whole, 0:2] = 0
+            regions[whole, 2:4] = layout[2][whole, :2]
             return
         hw = np.array([arrays[r].shape[:2] for r in whole.tolist()], dtype=np.int64)
         host = np.array([isinstance(arrays[r], np.ndarray) for r in whole.tolist()])
