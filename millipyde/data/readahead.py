@@ -255,8 +255,8 @@ class ReadAhead:
 
     def _wake(self) -> None:
         """Under the lock, after takes: wake the idle readers where one would claim a run
-        (once for the takes: a reader woken per sample taken only to find the hold on, or
-        the lock held by the taker, spends the GIL)."""
+        (once, at the end: a reader woken in the middle of a take takes the GIL from the
+        taker only to block on the lock the taker holds, and then to find the hold on)."""
         if self._idle and not self._full() and not (
                 self._held_back and self._claimed - self._taken >= self._stock):
             self._space.notify_all()
