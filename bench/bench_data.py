@@ -882,6 +882,7 @@ def gpu(args: argparse.Namespace) -> dict:
             out[name] = {"error": repr(err)}
             log(f"{name} FAILED: {err!r}")
             _save(out, args)
+    lmod_rows.HOLD_STOCK_BATCHES = stock
     if args.variants:
         _variants(out, info, args)
     if args.readers:
