@@ -302,7 +302,9 @@ def decode_alone_lanes(folder: str, batches: int, lanes: int, size: int = 256,
     ``region``: each sample decoded only in the ImageNet recipe's window of output ``k``
     (sample ``k`` of the folder, seed 0: ``data.region``), as the Loader asks for it; the
     share of pixels decoded reported. ``segments``: each timed call's segments
-    (``data.laps``, as a Loader's lane calls are timed) summed in ``segments``."""
+    (``data.laps``, as a Loader's lane calls are timed) summed in ``segments``. A batch laid
+    out in one allocation (``decode.LazyImages``) is counted from its layout, its images not
+    made (the Loader's batch engine reads the layout so)."""
     import threading
 
     import millipyde.data as mdata
@@ -339,6 +341,13 @@ def decode_alone_lanes(folder: str, batches: int, lanes: int, size: int = 256,
                 if laps is not None:
                     with seg_lock:
                         laps.into(seg)
+                lay = getattr(got, "layout", None)
+                if lay is not None:  # every row decoded: sizes from the layout, no image made
+                    d = lay[2][:, 0] * lay[2][:, 1]
+                    px[j, 0] += int(d.sum())
+                    px[j, 1] += int(np.where(regions[:, 0] >= 0, regions[:, 2] * regions[:, 3],
+                                             d).sum() if kw else d.sum())
+                    continue
                 bad.extend(g for g in got if isinstance(g, BaseException))
                 for r, g in enumerate(got):
                     if isinstance(g, BaseException):
@@ -701,7 +710,8 @@ def loop_of(row: dict) -> str:
 
 def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
     """``--rows``: per row its name, source (folder, shards, decode), whether it decodes in a
-    worker process, and its tags (``+pyread``, ``+nohold``, ``+sw20``: a 20 us switch
+    worker process, and its tags (``+pyread``, ``+nohold``, ``+nostock``: held readers read
+    no stock ahead, ``loader.HOLD_STOCK_BATCHES`` 0; ``+sw20``: a 20 us switch
     interval where the Loader runs; ``+capi``: nvImageCodec through its C API,
     ``decode.NVIMGCODEC_API = "c"``; ``+parse``: code streams made in the read-ahead
     threads, ``loader.PARSE_IN_READERS``; ``+jit`` / ``+ctloop``: the C API's compiled loop
@@ -725,8 +735,8 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
             continue
         src, label = base.split("_", 1)
         if src not in ("folder", "shards") or label not in ("worker", "in_process") or \
-                set(tags) - {"pyread", "nohold", "sw20", "capi", "parse", "jit", "ctloop",
-                             "packed", "region", "whole", "twopass", *lanes}:
+                set(tags) - {"pyread", "nohold", "nostock", "sw20", "capi", "parse", "jit",
+                             "ctloop", "packed", "region", "whole", "twopass", *lanes}:
             raise SystemExit(f"--rows: unknown row {name!r}")
         out.append((name, src, label == "worker", tags))
     return out
@@ -807,6 +817,9 @@ def gpu(args: argparse.Namespace) -> dict:
                 rows += [(f"folder_{label}{tag}", info["folder"], args.batches, worker),
                          (f"shards_{label}{tag}", info["shards_glob"], args.shard_batches,
                           worker)]
+    from millipyde.data import loader as lmod_rows
+
+    stock = lmod_rows.HOLD_STOCK_BATCHES  # (the rows' default; +nostock: none)
     for name, src, nb, worker in rows:
         if time.perf_counter() - T0 > args.budget - 25:
             log(f"{name}: skipped (budget)")
@@ -819,6 +832,7 @@ def gpu(args: argparse.Namespace) -> dict:
         from millipyde.data import decode as dmod_rows
 
         dmod_rows.REGIONS_IN_DECODE = "twopass" not in tags
+        lmod_rows.HOLD_STOCK_BATCHES = 0 if "nostock" in tags else stock
         if name.startswith("decode+"):
             try:
                 out[name] = decode_alone_lanes(info["folder"], args.decode_batches,
@@ -868,6 +882,7 @@ def gpu(args: argparse.Namespace) -> dict:
             out[name] = {"error": repr(err)}
             log(f"{name} FAILED: {err!r}")
             _save(out, args)
+    lmod_rows.HOLD_STOCK_BATCHES = stock
     if args.variants:
         _variants(out, info, args)
     if args.readers:
@@ -1613,8 +1628,9 @@ def main(argv: list[str] | None = None) -> int:
                         "folder_in_process, shards_in_process; +pyread after a row: its "
                         "files read by Python per file (millipyde.data.fileread.ENABLED off); "
                         "+nohold: its readers not held back during the decode call "
-                        "(loader.HOLD_READERS off); +capi: nvImageCodec through its C API "
-                        "(decode.NVIMGCODEC_API = 'c'); +parse: code streams made in the "
+                        "(loader.HOLD_READERS off); +nostock: held back with no stock read "
+                        "ahead (loader.HOLD_STOCK_BATCHES 0); +capi: nvImageCodec through its "
+                        "C API (decode.NVIMGCODEC_API = 'c'); +parse: code streams made in the "
                         "read-ahead threads (loader.PARSE_IN_READERS); +jit / +ctloop: the "
                         "C API's compiled loop / its ctypes loop (decode.CAPI_COMPILED); "
                         "+sw20: a 20 us "

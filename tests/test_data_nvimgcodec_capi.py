@@ -748,7 +748,15 @@ def test_the_c_decoders_layout_is_one_allocations(tmp_path, monkeypatch) -> None
     boxes = lambda rows, hw: np.stack([0 * rows, 0 * rows, hw[:, 0] // 2, hw[:, 1]], 1)  # noqa: E731
     for kw in ({}, {"boxes": boxes, "regions": np.full((6, 4), -1, np.int64)}):
         got = dec.decode(blobs, lambda r: f"#{r}", **kw)
+        # the rows' images made where read, each once, at its place in the layout
+        assert type(got) is dmod.LazyImages and got._rows == [None] * 6
+        last = got[-1]
+        assert got._rows[:5] == [None] * 5 and got[5] is last and got[1:3] == [got[1], got[2]]
         assert all(type(a) is dmod.DeviceImage for a in got)
+        assert [a.device_ptr - got._base for a in got] == got.layout[1].tolist()
+        assert [a.shape for a in got] == [tuple(s) for s in got.layout[2].tolist()]
+        with pytest.raises(IndexError, match="row 6 of a batch of 6"):
+            got[6]
         slow = dmod.one_allocation(list(got))
         lay = got.layout
         assert lay is not None and lay[0] is slow[0]
@@ -1015,7 +1023,8 @@ def test_regions_made_in_the_decode_pass_equal_a_pass_of_their_own(monkeypatch) 
     give the arrays and region rows of the three-pass loop, bit for bit, each region the
     whole decode cut to its box, over 4:2:0 / 4:4:4 / progressive JPEGs, an EXIF-rotated
     one (decoded whole), grey, PNG and broken samples, boxes at the corners, edges and
-    inside; two GIL releases a batch against three. A box the library refuses: the
+    inside; two GIL releases a batch against four (the three passes and the destroy of the
+    regions' whole code streams, which the one pass does itself). A box the library refuses: the
     three-pass loop decodes the sample whole, the one pass leaves it to Pillow (the same
     pixels)."""
     from millipyde.data import region as rmod
@@ -1041,14 +1050,20 @@ def test_regions_made_in_the_decode_pass_equal_a_pass_of_their_own(monkeypatch) 
     dec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=1), host=True)
     whole = dec.decode(blobs, lambda r: f"#{r}")
     got, regs, releases = {}, {}, {}
+    destroys: list = []  # the parents destroyed in a pass of their own, per call
+    destroy_many = dec._dec.destroy_many
+    dec._dec.destroy_many = lambda h: (destroys.append(int(np.count_nonzero(h))),
+                                       destroy_many(h))
     for one in (True, False):
         monkeypatch.setattr(dmod, "REGIONS_IN_DECODE", one)
         regs[one] = np.full((len(blobs), 4), -1, np.int64)
         before = LIB.releases
         got[one] = dec.decode(blobs, lambda r: f"#{r}", None, boxes=boxes, regions=regs[one])
-        releases[one] = LIB.releases - before
+        releases[one] = LIB.releases - before + len(destroys)
+        destroys.clear()
     dec.close()
-    assert releases == {True: 2, False: 3}
+    # (the one pass destroys the regions' whole code streams itself: no further release)
+    assert releases == {True: 2, False: 4}
     assert regs[True].tolist() == regs[False].tolist()
     assert [r for r in range(len(blobs)) if regs[True][r, 0] >= 0] == [0, 1, 2, 7]
     for r, (a, b) in enumerate(zip(got[True], got[False], strict=True)):

@@ -292,6 +292,55 @@ def test_read_ahead_held_back_reads_nothing_new_and_a_wait_ends_the_hold() -> No
         assert [i for i, _ in ra.take_many(10)] == list(range(72, 82))
 
 
+def test_read_ahead_held_back_with_a_stock_reads_up_to_it() -> None:
+    """``held_back(stock)``: held readers still read until ``stock`` samples ahead of the
+    takes are claimed (the next lane's batch read before its take), not beyond."""
+    src = _Fake(1000, 10)
+    with ReadAhead(src, iter(range(1000)), threads=2, window=1 << 20, max_items=64) as ra:
+        _until(lambda: src.reads == 64 and len(ra._results) == 64)
+        with ra.held_back(48):
+            got = ra.take_many(32)  # 32 ahead: 16 more read, up to 48
+            _until(lambda: src.reads == 80)
+            time.sleep(0.05)
+            assert src.reads == 80 and ra._claimed - ra._taken == 48
+            got += ra.take_many(48)  # read already: no wait, the hold stays
+            assert ra._held_back
+            _until(lambda: src.reads == 128)
+        assert [i for i, _ in got] == list(range(80))
+
+
+def test_a_take_wakes_the_idle_readers_once_and_not_while_the_hold_has_its_stock() -> None:
+    """Each reader woken takes the GIL and the lock from the taker: a take of many samples
+    wakes the idle readers once (none where the hold's stock is claimed), not per sample."""
+    src = _Fake(1000, 10)
+    with ReadAhead(src, iter(range(1000)), threads=2, window=1 << 20, max_items=64) as ra:
+        _until(lambda: src.reads == 64 and ra._idle == 2)
+        wakes = []  # the calls to wake readers (notify_all's own notify not counted)
+        notify, notify_all = ra._space.notify, ra._space.notify_all
+        inner = [False]
+
+        def one(n: int = 1) -> None:
+            if not inner[0]:
+                wakes.append(n)
+            notify(n)
+
+        def every() -> None:
+            wakes.append("all")
+            inner[0] = True
+            try:
+                notify_all()
+            finally:
+                inner[0] = False
+
+        ra._space.notify, ra._space.notify_all = one, every
+        with ra.held_back(16):
+            ra.take_many(32)  # 32 ahead, the stock 16: no reader woken
+            assert wakes == []
+        wakes.clear()
+        ra.take_many(32)  # not held: woken once for the 32 taken
+        assert wakes == ["all"]
+
+
 def test_loader_holds_the_readers_back_during_the_decode_call() -> None:
     from millipyde.data.loader import BadSamples, Loader
     from millipyde.data.sampler import EpochSampler

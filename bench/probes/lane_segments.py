@@ -19,8 +19,10 @@ turns: the batch worker's share in the pipeline) at the loader's switch interval
 libjpeg-turbo into host buffers, the wheel needed), regions decoded, each row twice: the
 regions' code streams in the decode pass (``decode.REGIONS_IN_DECODE``, two GIL releases a
 batch) and in a pass of their own (three); ``--decoder pillow``: Pillow, samples whole.
-``--tree PATH``: millipyde imported from another checkout (an older tree: its decode call a
-batch only where it has no segments).
+``--device-views`` (cpu backend): the C decoder's batches laid out and handed on as on a GPU
+(views of the allocation as DeviceImages, ``DecodedBatch.layout``), the lane's work after the
+decode as a GPU's. ``--tree PATH``: millipyde imported from another checkout (an older
+tree: its decode call a batch only where it has no segments).
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ def main() -> None:
     ap.add_argument("--decoder", default="c", choices=("c", "pillow"))
     ap.add_argument("--size", type=int, default=256)
     ap.add_argument("--batches", type=int, default=6)
+    ap.add_argument("--warm", type=int, default=2,
+                    help="batches taken before the timing (the lanes' first calls start "
+                         "their decoders; past the read-ahead's window of 4096 samples, "
+                         "the takes meet the readers' pace)")
     ap.add_argument("--lanes", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--busy", type=float, default=0.5)
@@ -49,6 +55,9 @@ def main() -> None:
                     help="JPEGs reduced by this factor (their own folder, made once)")
     ap.add_argument("--rows", default="alone,beside")
     ap.add_argument("--tree", default=None, help="import millipyde from this checkout")
+    ap.add_argument("--device-views", action="store_true",
+                    help="cpu backend, --decoder c: the batches laid out and handed on as on a "
+                         "GPU (DeviceImage views of the host allocation, the batch's layout)")
     args = ap.parse_args()
     sys.path.insert(0, str(HERE))
     from bench.bench_data import busy_thread, make_dataset
@@ -86,30 +95,33 @@ def main() -> None:
     def make_decoder():
         if args.decoder == "pillow":
             return dmod.PillowDecoder(0)
+        if args.device_views:
+            return _device_views(dmod)
         return dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0))
 
     variants = [(True,), (False,)] if args.decoder == "c" and \
         hasattr(dmod, "REGIONS_IN_DECODE") else [(None,)]
+    warm = max(2, args.warm)
     for rnd in range(args.rounds):
         order = variants if rnd % 2 == 0 else variants[::-1]
         for row in args.rows.split(","):
             for (one,) in order:
                 if one is not None:
                     dmod.REGIONS_IN_DECODE = one
-                first = rnd * 2 * (nb + 2)  # each row its own samples (no cache favours)
+                first = rnd * 2 * (nb + warm)  # each row its own samples (no cache favours)
                 plan = (lambda b, f=first: np.arange((f + b) * size, (f + b + 1) * size)
-                        % len(src) if b < nb + 2 else None)
+                        % len(src) if b < nb + warm else None)
                 stop = threading.Event()
                 if row == "beside":
                     busy_thread(args.busy, stop)
                 loader = Loader(src, EpochSampler(len(src)), plan, make_decoder(), 0,
                                 BadSamples(), lanes=args.lanes, region=region)
                 try:
-                    for b in range(2):  # the lanes' first calls start their decoders
+                    for b in range(warm):  # the lanes' first calls start their decoders
                         loader.get(b)
                     st0 = dict(loader.stats)
                     t = time.perf_counter()
-                    for b in range(2, nb + 2):
+                    for b in range(warm, nb + warm):
                         loader.get(b)
                     dt = time.perf_counter() - t
                     st = dict(loader.stats)
@@ -127,6 +139,15 @@ def main() -> None:
                       f"{_load():.1f}")
                 if has_laps:
                     print(table(diff, calls))
+
+
+def _device_views(dmod):
+    """A host C decoder whose batches are laid out and handed on as a GPU's (its views
+    DeviceImages of the host allocation), and so are its further lanes'."""
+    dec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0), host=True)
+    dec.host = False
+    dec.another = lambda: _device_views(dmod)
+    return dec
 
 
 def _share(diff: dict) -> str:

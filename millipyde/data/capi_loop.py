@@ -383,7 +383,9 @@ def regions_decode(fns, lay, instance, decoder, out, params, images, work, statu
     ``offsets[r]`` for sample ``r``); a sample whose region the library refused keeps its
     whole code stream and, where its whole image does not fit its slot, is not decoded
     (ST_SKIP, its code stream destroyed where ``parse`` made it; ``done`` 0: the caller's
-    fallback decodes it). Returns :func:`decode`'s result."""
+    fallback decodes it). The whole code streams of the regions (``parents``) are destroyed
+    at the pass's end, after the decode's wait, and zeroed (no further pass, and no GIL
+    release, to destroy them). Returns :func:`decode`'s result."""
     none = np.zeros(3, np.int64)
     regions(fn_sub, fns[FN_STREAM_DESTROY], view, at_start, at_end, handle, state, dims, box,
             region, parents, none)
@@ -395,8 +397,11 @@ def regions_decode(fns, lay, instance, decoder, out, params, images, work, statu
                 _call(fns[FN_STREAM_DESTROY], (handle[r],))
             handle[r] = 0
             state[r] = ST_SKIP
-    return decode(fns, lay, instance, decoder, out, params, images, work, statuses, base,
-                  cuda_stream, handle, state, dims, offsets, done, clock)
+    rc = decode(fns, lay, instance, decoder, out, params, images, work, statuses, base,
+                cuda_stream, handle, state, dims, offsets, done, clock)
+    destroy(fns[FN_STREAM_DESTROY], parents)
+    _stamp(clock)  # the pass's end, after the destroys
+    return rc
 
 
 @njit(cache=True, nogil=True)

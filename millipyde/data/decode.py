@@ -24,10 +24,11 @@
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -557,7 +558,7 @@ class NvImageCodecCDecoder:
             states = np.full(n, loop.ST_PARSE, np.int32)
             handles = np.zeros(n, np.int64)
         elif _ARRAY_AT is not None and kinds == {np.ndarray} and \
-                {(a.dtype, a.strides) for a in datas} == {_BYTE_VIEW}:
+                set(map(_DTYPE_STRIDES, datas)) == {_BYTE_VIEW}:  # (a pass of C)
             # the read-ahead's views of its runs (a folder's files read without the GIL):
             # their data pointers read from their objects in one compiled call
             address = np.empty(n, np.int64)
@@ -601,8 +602,11 @@ class NvImageCodecCDecoder:
             laps.regain(dec.regain_ns)
             laps.lap("parse")
         passed = False  # to decode_many, which destroys the code streams parse_many made
-        parents = np.zeros(n, np.int64)  # whole code streams of regions, destroyed after
+        # whole code streams of regions, destroyed after (by the decode pass itself where
+        # the regions are made in it)
+        parents = np.zeros(n, np.int64)
         one_pass = None  # (box, slots): regions made in the decode pass
+        lazy = None  # the batch laid out whole: its rows made where read (LazyImages)
         try:
             if total and boxes is not None and regions is not None and REGIONS_IN_DECODE \
                     and dec.decodes_regions:
@@ -642,24 +646,32 @@ class NvImageCodecCDecoder:
                             laps.lap("decode")
                 if regions is not None:  # a region not decoded goes whole to Pillow
                     regions[(done == 0) & (regions[:, 0] >= 0)] = -1
-                if decoded:
+                if decoded and not self.host and n and done.all():
+                    # the batch's arena as it is: its images made only where a row is read
+                    # (the batch engine reads the layout; a Python object per image was
+                    # ~1 ms of the lane call's GIL, bench/RESULTS.md)
+                    shapes = np.stack([dims[:, 0], dims[:, 1], np.full(n, 3)], axis=1)
+                    layout = (whole, offsets.copy(), shapes)
+                    lazy = LazyImages(layout, base, stream)
+                elif decoded:
                     hs, ws = dims[:, 0].tolist(), dims[:, 1].tolist()
                     offs = offsets.tolist()
                     view = self._view
                     for r in np.flatnonzero(done).tolist():
                         out[r] = view(whole, base, offs[r], hs[r], ws[r], stream)
-                    if not self.host and n and done.all():  # the batch's arena as it is
-                        layout = (whole, offsets.copy(),
-                                  np.stack([dims[:, 0], dims[:, 1], np.full(n, 3)], axis=1))
-                    if laps is not None:
-                        laps.lap("views")
+                if decoded and laps is not None:
+                    laps.lap("views")
         finally:
             if not passed:
                 dec.release_many(handles, states)
             if parents.any():
                 dec.destroy_many(parents)
         del keep  # the bytes made here outlived both passes
-        got = Decoded(_fall_back(self, datas, name_of, out), layout)
+        if lazy is not None:  # every sample decoded: none for Pillow
+            self.on_gpu += n
+            got: Any = lazy
+        else:
+            got = Decoded(_fall_back(self, datas, name_of, out), layout)
         if laps is not None:
             laps.lap("fallback")
         return got
@@ -698,6 +710,8 @@ def _bytes_at() -> int | None:
 
 
 _BYTES_AT = _bytes_at()
+#: an array's dtype and strides (what the compiled loop's fast path asks of each sample)
+_DTYPE_STRIDES = operator.attrgetter("dtype", "strides")
 
 
 def _array_data_at() -> int | None:
@@ -899,6 +913,56 @@ class Decoded(list):
     def __init__(self, items: Any = (), layout: tuple | None = None) -> None:
         super().__init__(items)
         self.layout = layout
+
+
+class LazyImages(Sequence):
+    """A batch the C decoder decoded whole into one device allocation: its rows as
+    :class:`DeviceImage` views of it (as :meth:`NvImageCodecCDecoder._view` makes them),
+    each made when first read, and the batch's ``layout`` (as :class:`Decoded`'s). The batch
+    engine reads the layout and a few rows; the per-output path, a worker process and
+    detection targets read every row.
+
+    Parameters
+    ----------
+    layout : tuple
+        ``(allocation, byte offsets, (n, 3) shapes)``.
+    base : int
+        The allocation's address.
+    stream : object
+        The decode stream the images are complete on (and freed on).
+    """
+
+    __slots__ = ("layout", "_base", "_stream", "_rows")
+
+    def __init__(self, layout: tuple, base: int, stream: Any) -> None:
+        self.layout = layout
+        self._base, self._stream = int(base), stream
+        self._rows: list[Any] = [None] * len(layout[1])
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def _row(self, r: int) -> DeviceImage:
+        img = self._rows[r]
+        if img is None:
+            whole, offsets, shapes = self.layout
+            ptr = self._base + int(offsets[r])
+            shape = (int(shapes[r, 0]), int(shapes[r, 1]), int(shapes[r, 2]))
+            img = self._rows[r] = DeviceImage(_Part(whole, ptr, shape), shape, ptr, None,
+                                              self._stream)
+        return img
+
+    def __getitem__(self, r: Any) -> Any:
+        if isinstance(r, slice):
+            return [self._row(i) for i in range(*r.indices(len(self._rows)))]
+        n = len(self._rows)
+        i = operator.index(r)
+        if not -n <= i < n:
+            raise IndexError(f"row {r} of a batch of {n}")
+        return self._row(i + n if i < 0 else i)
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self._row(i) for i in range(len(self._rows)))
 
 
 def one_allocation(arrays: list, layout: tuple | None = None

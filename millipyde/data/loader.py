@@ -74,6 +74,14 @@ PARSE_IN_READERS = False
 #: (bench/RESULTS.md, "the decode call inside the pipeline"); each batch taken frees room
 #: for 256 samples, which the readers otherwise read during the call. Read per batch.
 HOLD_READERS = True
+#: batches of samples the readers still read ahead of the takes while they are held back
+#: (``ReadAhead.held_back``'s ``stock``, in batches of the batch being taken). Two lanes hold
+#: the readers back nearly all the time, so with none each take found its samples unread,
+#: ended the hold and waited for them: on one H200 inside the folder -> ImageNet recipe ->
+#: torch pipeline the take was 1.4-2.3 ms a batch of 256, 0.31-0.34 of it the lane's CPU
+#: (bench/RESULTS.md, "a lane call's segments inside the data pipeline"). 0: none. Read per
+#: batch.
+HOLD_STOCK_BATCHES = 2
 
 #: the decode thread's stream does not wait for the legacy default stream (where the batch
 #: engine's kernels and torch's work go) nor makes it wait: nvImageCodec's work on it is
@@ -198,7 +206,9 @@ class DecodedBatch:
 
     ks: np.ndarray  # (n,) int64 output indices
     samples: np.ndarray  # (n,) int64 the sample each shows (refills included)
-    arrays: list  # per row its decoded device buffer, (H, W) or (H, W, C)
+    #: per row its decoded device buffer, (H, W) or (H, W, C): a list, or where ``layout``
+    #: is given a sequence making each row's image when read (``decode.LazyImages``)
+    arrays: Any
     labels: np.ndarray | None  # (n,) int64, or None without labels
     targets: list | None  # per row a dict (boxes, labels, mask), or None
     ready: Any  # event: the decode is complete (GPUs), or None
@@ -380,19 +390,17 @@ class Loader:
             laps.lap("turn")
         # held from before the take: the room it makes wakes no reader until the call is over
         # (a sample not read yet ends the hold, see ReadAhead.held_back)
-        with self.reader.held_back() if HOLD_READERS else contextlib.nullcontext():
+        with self.reader.held_back(HOLD_STOCK_BATCHES * n) if HOLD_READERS else \
+                contextlib.nullcontext():
             try:
-                taken = self.reader.take_many(n)
+                got_samples, datas, failed = self.reader.take_batch(n)
             finally:
                 self._pass_turn(b)
             if laps is not None:
                 laps.lap("take")
-            got_samples, got_datas = zip(*taken, strict=True) if n else ((), ())
             samples = np.array(got_samples, dtype=np.int64).reshape(n)
-            datas = list(got_datas)
             # the rows read (all of them but where a read failed)
-            rows = [r for r, d in enumerate(datas) if isinstance(d, BaseException)]
-            rows = range(n) if not rows else sorted(set(range(n)).difference(rows))
+            rows = range(n) if not failed else sorted(set(range(n)).difference(failed))
             t1 = time.perf_counter()
             plan = self.region
             if plan is not None and not (getattr(dec, "decodes_regions", False)
@@ -414,8 +422,11 @@ class Loader:
         t2 = time.perf_counter()
         if len(got) != len(rows):
             raise RuntimeError(f"the decoder gave {len(got)} samples for {len(rows)}")
-        if len(rows) == n:
-            arrays: list[Any] = list(got)
+        layout = getattr(got, "layout", None) if len(rows) == n else None
+        if layout is not None:  # every row decoded (its images made where read: LazyImages)
+            arrays: Any = got
+        elif len(rows) == n:
+            arrays = list(got)
         else:
             arrays = [None] * n
             for r, a in zip(rows, got, strict=True):
@@ -423,9 +434,9 @@ class Loader:
         regions = None if plan is None else np.full((n, 4), -1, dtype=np.int64)
         if "boxes" in kw:  # rows the decoder gave no region to stay -1
             regions[rows_at] = got_regions
-        layout = getattr(got, "layout", None) if len(rows) == n else None
-        # the rows to refill: not read, or not decoded
-        for r in [r for r, a in enumerate(arrays) if a is None or isinstance(a, BaseException)]:
+        # the rows to refill: not read, or not decoded (none where the decoder laid out all)
+        for r in [] if layout is not None else \
+                [r for r, a in enumerate(arrays) if a is None or isinstance(a, BaseException)]:
             layout = None
             err = datas[r] if arrays[r] is None else arrays[r]
             samples[r], arrays[r] = self._refill(int(ks[r]), int(samples[r]), err, stream, dec)
@@ -434,7 +445,7 @@ class Loader:
         if laps is not None:
             laps.lap("refill")
         if regions is not None:
-            self._cut(ks, arrays, regions)
+            self._cut(ks, arrays, regions, layout)
             if laps is not None:
                 laps.lap("cut")
         ready = runtime.record_event(stream) if stream is not None else None
@@ -467,12 +478,18 @@ class Loader:
                 laps.into(st)
         return DecodedBatch(ks, samples, arrays, labels, targets, ready, regions, layout)
 
-    def _cut(self, ks: np.ndarray, arrays: list, regions: np.ndarray) -> None:
+    def _cut(self, ks: np.ndarray, arrays: Any, regions: np.ndarray,
+             layout: tuple | None = None) -> None:
         """The rows the decoder decoded whole (``regions`` row -1): host arrays cut to their
         region (the decode is whole, what the batch carries and packs is not), device
-        buffers kept whole; ``regions`` filled for every row."""
+        buffers kept whole; ``regions`` filled for every row. ``layout``: the batch's one
+        device allocation (``DecodedBatch.layout``), the sizes read from it."""
         whole = np.flatnonzero(regions[:, 0] < 0)
         if not len(whole):
+            return
+        if layout is not None:  # device buffers, none cut: no row's image made here
+            regions[whole, 0:2] = 0
+            regions[whole, 2:4] = layout[2][whole, :2]
             return
         hw = np.array([arrays[r].shape[:2] for r in whole.tolist()], dtype=np.int64)
         host = np.array([isinstance(arrays[r], np.ndarray) for r in whole.tolist()])

@@ -769,7 +769,8 @@ class Decoder:
         pass (``capi_loop.regions_decode``: one GIL release for both), the allocation laid
         out by the caller for the boxes (``slots[r]`` bytes at ``offsets[r]``); a sample whose
         region the library refuses and whose whole image does not fit its slot is not
-        decoded (``done`` 0). The library must make regions (:attr:`decodes_regions`)."""
+        decoded (``done`` 0); the regions' whole code streams (``parents``) are destroyed at
+        the pass's end and zeroed. The library must make regions (:attr:`decodes_regions`)."""
         mod, lib = _loop[0], self.lib
         taken = int(np.count_nonzero((state == mod.ST_TAKEN) | (state == mod.ST_GIVEN)))
         with self._lock:

@@ -197,6 +197,7 @@ class ProcessLoader:
                 "max_slots": self._most,
                 # the worker reads files as this process would (the bench switches it)
                 "nogil_reads": fileread.ENABLED, "hold_readers": loader_mod.HOLD_READERS,
+                "hold_stock": loader_mod.HOLD_STOCK_BATCHES,
                 "decode_lanes": loader_mod.DECODE_LANES, "segments": loader_mod.SEGMENTS,
                 "switch_interval": loader_mod.SWITCH_INTERVAL,
                 "nvimgcodec_api": decode_mod.nvimgcodec_api(),
@@ -758,6 +759,8 @@ def worker_main(fd: int) -> int:
         device = int(cfg["device"])
         fileread.ENABLED = bool(cfg.get("nogil_reads", fileread.ENABLED))
         loader_mod.HOLD_READERS = bool(cfg.get("hold_readers", loader_mod.HOLD_READERS))
+        loader_mod.HOLD_STOCK_BATCHES = int(cfg.get("hold_stock",
+                                                    loader_mod.HOLD_STOCK_BATCHES))
         loader_mod.DECODE_LANES = int(cfg.get("decode_lanes", loader_mod.DECODE_LANES))
         loader_mod.SEGMENTS = bool(cfg.get("segments", loader_mod.SEGMENTS))
         loader_mod.SWITCH_INTERVAL = float(cfg.get("switch_interval",

@@ -1,9 +1,9 @@
 """Encoded bytes read ahead of the decoder by a bounded pool of threads, in a bounded window.
 
 A :class:`ReadAhead` reads the samples a plan names, in the plan's order, with ``threads``
-reader threads (file reads release the GIL; a folder's files are read a run at a time
-without it, ``fileread``), and hands them out in that order (:meth:`take`,
-:meth:`take_many`). What it holds is bounded: samples read but not taken stay under ``window``
+reader threads (file reads release the GIL; a folder's files are read a run at a time without
+it, ``fileread``), and hands them out in that order (:meth:`take`, :meth:`take_many`,
+:meth:`take_batch`). What it holds is bounded: samples read but not taken stay under ``window``
 bytes (one run of samples at least, so a large one still goes through) and ``max_items``
 samples; a reader reserves a sample's size before it reads it (the source's size where it knows
 it, else the mean so far), so the bytes in flight exceed the window by at most one sample per
@@ -16,10 +16,12 @@ has arrived): at tens of thousands of samples a second, waking every thread on e
 would spend the GIL on wake-ups.
 
 While :meth:`held_back` is entered (the decode thread's decode call), readers finish the run
-they are reading and claim no new one: a thread that runs Python during nvImageCodec's decode
-call makes that call wait for the GIL at each of its hand-overs (bench/RESULTS.md, "the decode
-call inside the pipeline"). The window is thousands of samples deep, so the readers catch up
-after the call.
+they are reading and claim no new one once its ``stock`` of samples ahead of the takes is
+claimed: a thread that runs Python during nvImageCodec's decode call makes that call wait for
+the GIL at each of its hand-overs (bench/RESULTS.md, "the decode call inside the pipeline").
+The window is thousands of samples deep, so the readers catch up after the call; but two
+decode lanes hold them back nearly all the time, so without a stock the next take would wait
+for its own samples to be read.
 
 A sample that cannot be read is handed out as its error (the caller skips and refills it); the
 readers never retry. :meth:`close` stops the readers and joins them.
@@ -101,6 +103,7 @@ class ReadAhead:
         self._idle = 0  # readers waiting for room (or for the hold to end)
         self._held_back = False  # readers claim no new run (held_back())
         self._holds = 0  # held_back() blocks entered and not left (one per decode lane)
+        self._stock = 0  # samples claimed ahead of the takes that a hold still lets be read
         self._read_bytes = 0
         self._read_count = 0
         #: the most bytes held at once (reports and tests)
@@ -122,14 +125,18 @@ class ReadAhead:
 
     def _claim(self) -> list[tuple[int, int, int]] | None:
         """Under the lock: a run of ``(position, sample, reserved bytes)``, None at the end."""
-        while not self._stopped and not self._done and (self._held_back or self._full()):
+        while not self._stopped and not self._done and (self._full() or (
+                self._held_back and self._claimed - self._taken >= self._stock)):
             self._idle += 1
             self._space.wait()
             self._idle -= 1
         if self._stopped or self._done:
             return None
         run = []
-        while len(run) < self.run and not self._full():
+        # (a held reader claims only up to the stock)
+        most = self.run if not self._held_back else \
+            max(1, min(self.run, self._stock - (self._claimed - self._taken)))
+        while len(run) < most and not self._full():
             try:
                 i = next(self._plan)
             except StopIteration:
@@ -203,7 +210,21 @@ class ReadAhead:
         StopIteration
             The plan ends before them, or the reader was closed.
         """
-        out = []
+        samples, datas, _ = self.take_batch(n)
+        return list(zip(samples, datas, strict=True))
+
+    def take_batch(self, n: int) -> tuple[list[int], list[Any], list[int]]:
+        """:meth:`take_many` as columns: the samples, their bytes (or errors), and the
+        positions (in the ``n``) of those that could not be read, in one pass.
+
+        Raises
+        ------
+        StopIteration
+            The plan ends before them, or the reader was closed.
+        """
+        samples: list[int] = []
+        datas: list[Any] = []
+        failed: list[int] = []
         with self._lock:
             for _ in range(n):
                 q = self._taken
@@ -212,6 +233,7 @@ class ReadAhead:
                         raise StopIteration
                     if self._held_back:  # a sample is needed now: the hold ends
                         self._held_back = False
+                    if self._idle and not self._full():
                         self._space.notify_all()
                     if not any(t.is_alive() for t in self._threads) and q >= self._claimed:
                         raise StopIteration
@@ -222,19 +244,32 @@ class ReadAhead:
                 self._taken += 1
                 self._held -= got
                 if i < 0:
+                    self._wake()
                     raise value
-                out.append((i, value))
-                if self._idle and not self._full():
-                    self._space.notify()
-        return out
+                if not got and isinstance(value, BaseException):
+                    failed.append(len(datas))
+                samples.append(i)
+                datas.append(value)
+            self._wake()
+        return samples, datas, failed
+
+    def _wake(self) -> None:
+        """Under the lock, after takes: wake the idle readers where one would claim a run
+        (once, at the end: a reader woken in the middle of a take takes the GIL from the
+        taker only to block on the lock the taker holds, and then to find the hold on)."""
+        if self._idle and not self._full() and not (
+                self._held_back and self._claimed - self._taken >= self._stock):
+            self._space.notify_all()
 
     @contextlib.contextmanager
-    def held_back(self) -> Iterator[None]:
+    def held_back(self, stock: int = 0) -> Iterator[None]:
         """Inside the block the readers start no new read (each finishes the run it is
-        reading); a :meth:`take_many` that has to wait for a sample ends the hold."""
+        reading) once ``stock`` samples ahead of the takes are claimed; a :meth:`take_many`
+        that has to wait for a sample ends the hold."""
         with self._lock:
             self._holds += 1
             self._held_back = True
+            self._stock = max(0, int(stock))
         try:
             yield
         finally:

@@ -29,17 +29,17 @@ def aligned(win: np.ndarray, hw: np.ndarray, align: int) -> np.ndarray:
     widened to multiples of ``align`` and cut to their images ``hw`` ((n, 2)); a window beyond
     its image (``center_crop`` of a larger size) gives what it holds of the image."""
     a = max(1, int(align))
-    top = np.clip(win[:, 0], 0, hw[:, 0])
-    left = np.clip(win[:, 1], 0, hw[:, 1])
-    bottom = np.clip(win[:, 0] + win[:, 2], 0, hw[:, 0])
-    right = np.clip(win[:, 1] + win[:, 3], 0, hw[:, 1])
-    top, left = top // a * a, left // a * a
-    bottom = np.minimum(-(-bottom // a) * a, hw[:, 0])
-    right = np.minimum(-(-right // a) * a, hw[:, 1])
+    # on (n, 2) columns at once (top and left, then bottom and right), with minimum and
+    # maximum rather than clip: a batch's boxes are drawn in its decode lane, under the GIL
+    win = np.asarray(win, dtype=np.int64)
+    hw = np.asarray(hw, dtype=np.int64)
+    first = np.minimum(np.maximum(win[:, 0:2], 0), hw)
+    end = np.minimum(np.maximum(win[:, 0:2] + win[:, 2:4], 0), hw)
+    first = first // a * a
+    end = np.minimum(-(-end // a) * a, hw)
     # an empty window (of an empty image) keeps one pixel where the image has one
-    bottom = np.maximum(bottom, np.minimum(top + 1, hw[:, 0]))
-    right = np.maximum(right, np.minimum(left + 1, hw[:, 1]))
-    return np.stack([top, left, bottom, right], axis=1).astype(np.int64)
+    end = np.maximum(end, np.minimum(first + 1, hw))
+    return np.concatenate([first, end], axis=1)
 
 
 def crop_host(a: np.ndarray, box: np.ndarray) -> np.ndarray:

@@ -196,7 +196,9 @@ _MIX_SOURCE = ("# millipyde generated SplitMix64 rounds of random.key64 over arr
                + _MIX_HEAD + '''
 
 
-@njit(cache=True, nogil=True)
+# (the GIL held: microseconds a batch, and a decode lane draws its region boxes with it,
+# where each release waited up to the switch interval to take the GIL back)
+@njit(cache=True)
 def rounds(z, ts, out):
     for i in range(z.shape[0]):
         for t in range(ts.shape[0]):
@@ -346,7 +348,8 @@ from {module} import {name} as _try_py
 _try = cpu_devices.device(_try_py)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+# (the GIL held, as ``rounds``: a decode lane draws its region boxes with it)
+@njit(cache=True, error_model="numpy")
 def first_fits(z, hs, ws, params, tries, out, missed):
     # per member its first try that fits; draw k of try t ``uniforms``' of z ^ (D t + k)
     for i in range(z.shape[0]):
