@@ -160,8 +160,9 @@ def max_image_pixels() -> int | None:
     return integer("MILLIPYDE_MAX_IMAGE_PIXELS", None, 1, 2**62)
 
 
-# values of settings read through ``once``, by reader; ``refresh`` forgets them
-_once: dict[Callable[[], Any], Any] = {}
+#: values of settings read through ``once``, by reader; ``refresh`` forgets them (the per-op
+#: replay reads it directly: a dict lookup, not a call)
+ONCE_VALUES: dict[Callable[[], Any], Any] = {}
 _once_lock = threading.Lock()
 _on_refresh: list[Callable[[], None]] = []
 
@@ -170,11 +171,11 @@ def once(read: Callable[[], Any]) -> Any:
     """``read()`` (a setting above) on the first call, the same value after, until
     :func:`refresh`: for the settings the per-op path consults."""
     try:
-        return _once[read]
+        return ONCE_VALUES[read]
     except KeyError:
         value = read()  # a bad value raises here, each time it is asked for
         with _once_lock:
-            _once[read] = value
+            ONCE_VALUES[read] = value
         return value
 
 
@@ -187,7 +188,7 @@ def refresh() -> None:
     """Read the settings kept by :func:`once` again at their next use (after changing
     ``os.environ`` in a running process)."""
     with _once_lock:
-        _once.clear()
+        ONCE_VALUES.clear()
     for callback in list(_on_refresh):
         callback()
 

@@ -38,7 +38,8 @@ class _Targets(threading.local):
     stack: list[int] | None = None
 
 
-_tls = _Targets()
+#: this thread's ``Device`` / ``targeting`` stack (an op's record reads it directly)
+TARGETS = _Targets()
 _reset_hooks: list[Callable[[int], None]] = []
 
 
@@ -62,7 +63,7 @@ def synchronize(device: int | None = None) -> None:
 
 def target_device() -> int | None:
     """The device set by the innermost ``with Device(i)`` in this thread, or None."""
-    stack = getattr(_tls, "stack", None)
+    stack = getattr(TARGETS, "stack", None)
     return stack[-1] if stack else None
 
 
@@ -73,9 +74,9 @@ def targeting(index: int) -> Iterator[None]:
     Worker threads use it so arrays they create (clones, user callables' results) land on the
     worker's device; a failure there is the executor's to report, not a reason to reset.
     """
-    stack = getattr(_tls, "stack", None)
+    stack = getattr(TARGETS, "stack", None)
     if stack is None:
-        stack = _tls.stack = []
+        stack = TARGETS.stack = []
     stack.append(index)
     try:
         yield
@@ -125,9 +126,9 @@ class Device:
         self.index = check_device(index, "Device index")
 
     def __enter__(self) -> Device:
-        stack = getattr(_tls, "stack", None)
+        stack = getattr(TARGETS, "stack", None)
         if stack is None:
-            stack = _tls.stack = []
+            stack = TARGETS.stack = []
         stack.append(self.index)
         return self
 
@@ -143,7 +144,7 @@ class Device:
             else:
                 reset(self.index)
         finally:
-            _tls.stack.pop()
+            TARGETS.stack.pop()
 
     def __repr__(self) -> str:
         return f"Device({self.index})"

@@ -124,7 +124,7 @@ class gpuimage(gpuarray):  # noqa: N801  (the thesis's public name)
         # (``_placed``, two calls, only where a pinned or targeted device may move the image)
         dev = self._pinned
         if dev is None:
-            stack = getattr(devices._tls, "stack", None)  # (``devices.target_device``)
+            stack = getattr(devices.TARGETS, "stack", None)  # (``devices.target_device``)
             dev = stack[-1] if stack else None
         node = old if dev is None or dev == old.device else self._placed()
         if shape is None:

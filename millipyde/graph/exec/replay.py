@@ -213,7 +213,7 @@ def _single(n: Node, src: Node) -> _Plan | None:
         return None
     override = schedule.fusion_override
     # (``config.once``'s kept value read here, a call only before the first read)
-    fused = override[-1] if override else config._once.get(config.fusion, _UNREAD)
+    fused = override[-1] if override else config.ONCE_VALUES.get(config.fusion, _UNREAD)
     if fused is _UNREAD:
         fused = config.once(config.fusion)
     _, g_fused, _, label, shape, dtype, device, params, entry = got
