@@ -311,7 +311,11 @@ def _method(form: Form) -> Callable[..., None]:
                 a = parse(kind_of(node.shape, node.dtype), *args, **kwargs)
                 key = self._key()
                 if isinstance(a, Ranges):
-                    us = mprandom.uniforms(key.seed, key.sample, key.op, len(a))
+                    n = len(a)
+                    if type(key) is mprandom.DrawnKey and n <= len(key.drawn):
+                        us = key.drawn[:n]  # (a batched Generator's callable: drawn per claim)
+                    else:
+                        us = mprandom.uniforms(key.seed, key.sample, key.op, n)
                     # (a list made, then the tuple: no generator resumed per draw)
                     self._record(kernel, tuple([between1(lo, hi, u)
                                                 for (lo, hi), u in zip(a, us, strict=True)]))

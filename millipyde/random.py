@@ -120,6 +120,16 @@ class StreamKey(NamedTuple):
     op: int
 
 
+class DrawnKey(StreamKey):
+    """A :class:`StreamKey` whose stream's first draws are computed already: ``drawn``, the
+    floats of draws 0, 1, .. (:func:`uniforms` of the key; a batched Generator draws them for
+    a claim's outputs in one compiled call, ``generator_callables``): a random form's method
+    takes them where they cover its draws. Made as ``tuple.__new__(DrawnKey, (seed, sample,
+    op))``, then ``drawn`` set (a call less than the NamedTuple's ``__new__``)."""
+
+    drawn: list[float]
+
+
 def current_key() -> StreamKey | None:
     """The key set by the enclosing :func:`operation_stream`, if any (per thread)."""
     return getattr(_state, "key", None)
