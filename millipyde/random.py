@@ -120,14 +120,31 @@ class StreamKey(NamedTuple):
     op: int
 
 
-class DrawnKey(StreamKey):
-    """A :class:`StreamKey` whose stream's first draws are computed already: ``drawn``, the
-    floats of draws 0, 1, .. (:func:`uniforms` of the key; a batched Generator draws them for
-    a claim's outputs in one compiled call, ``generator_callables``): a random form's method
-    takes them where they cover its draws. Made as ``tuple.__new__(DrawnKey, (seed, sample,
-    op))``, then ``drawn`` set (a call less than the NamedTuple's ``__new__``)."""
+class ClaimDraws:
+    """What the outputs of one claim of a batched Generator's callable Operation share
+    (``generator_callables``): ``block``, their draws 0 .. T - 1 of the Operation's stream
+    ((m, T) float64, row ``at`` of output ``at``: :func:`uniforms` of its key, bit for bit,
+    drawn in one compiled call) and the same as lists (``drawn``); ``args``, the Operation's
+    own arguments; ``parsed``, the claim's parses of them by (form parse, image kind), with
+    their parameter rows where the form draws plain uniform ranges (``image._method``)."""
 
-    drawn: list[float]
+    __slots__ = ("block", "drawn", "args", "parsed")
+
+    def __init__(self, block: np.ndarray, args: tuple) -> None:
+        self.block = block
+        self.drawn: list[list[float]] = block.tolist()
+        self.args = args
+        self.parsed: dict[tuple, tuple] = {}
+
+
+class DrawnKey(StreamKey):
+    """The :class:`StreamKey` of a batched Generator's callable Operation for one output:
+    ``claim``, its claim's :class:`ClaimDraws`, and ``at``, its row there. Made as
+    ``tuple.__new__(DrawnKey, (seed, sample, op))``, then the two set (a call less than the
+    NamedTuple's ``__new__``)."""
+
+    claim: ClaimDraws
+    at: int
 
 
 def current_key() -> StreamKey | None:

@@ -217,7 +217,6 @@ class CallableRecorder:
         # the Operations before it
         coins, params = draw_rules(self.rules[:j], seed, karr[rows])
         before = patterns(self.rules[:j], coins, params)
-        drawn = block[rows, 1:].tolist()
         # ``Operation.apply`` without its coin (the coins are ``on``): a plain Operation's
         # callable called here with its stream key set (``call_drawn``'s bound call and stream
         # object, per output), the key holding its draws. The stand-ins of one claim share
@@ -233,6 +232,8 @@ class CallableRecorder:
         keys = mprandom._state
         new_key, DrawnKey = tuple.__new__, mprandom.DrawnKey
         previous = keys.key
+        # (the claim's draws and parses of the Operation's arguments: ``random.DrawnKey``)
+        claim = mprandom.ClaimDraws(block[rows, 1:], args)
         for at, r in enumerate(rows.tolist()):
             k = ks[r]
             i = k % n
@@ -248,7 +249,7 @@ class CallableRecorder:
             try:
                 if plain:
                     key = new_key(DrawnKey, (seed, k, j))
-                    key.drawn = drawn[at]
+                    key.claim, key.at = claim, at
                     keys.key = key
                     try:
                         result = fn(y, *args, **kwargs)
