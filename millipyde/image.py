@@ -326,7 +326,7 @@ def _method(form: Form) -> Callable[..., None]:
                 kind = kind_of(node.shape, node.dtype)
                 key = mprandom.current_key()
                 claim = key.claim if type(key) is mprandom.DrawnKey else None
-                if claim is not None and not kwargs and len(args) == len(claim.args) and \
+                if claim is not None and not kwargs and len(args) == claim.nargs and \
                         all(map(is_, args, claim.args)):
                     # a batched Generator's callable passing on its Operation's own
                     # arguments (fixed while it runs): parsed once a claim, its parameters

@@ -226,9 +226,9 @@ class CallableRecorder:
         plain = type(op) is Operation
         fn, args, kwargs, name = op.function, op.args, op.kwargs, op.name
         lock = _thread.RLock()
-        stand_ins: dict[tuple, Node] = {}
+        by_shape: dict[tuple, Node] = {}
+        stand_ins: dict[tuple, Node] = {}  # (by input kind and coin pattern)
         kinds = [(type(x), x.shape, x.dtype.str) for x in inputs]
-        shapes = self._shapes
         keys = mprandom._state
         new_key, DrawnKey = tuple.__new__, mprandom.DrawnKey
         previous = keys.key
@@ -239,11 +239,13 @@ class CallableRecorder:
             i = k % n
             x = inputs[i]
             key = (kinds[i], before[at].tobytes())
-            got = shapes.get(key)
-            shape, dtype = got if got is not None else self._shape_before(i, k, key)
-            stand_in = stand_ins.get((shape, dtype))
-            if stand_in is None:
-                stand_in = stand_ins[shape, dtype] = leaf(_UNREADABLE, shape, dtype, device)
+            stand_in = stand_ins.get(key)
+            if stand_in is None:  # (the claim's first output of this input kind and pattern)
+                shape, dtype = self._shape_before(i, k, key)
+                stand_in = by_shape.get((shape, dtype))
+                if stand_in is None:
+                    stand_in = by_shape[shape, dtype] = leaf(_UNREADABLE, shape, dtype, device)
+                stand_ins[key] = stand_in
             y = x._new_like(stand_in, x._sample)
             y._commit_lock = lock
             try:
