@@ -345,7 +345,7 @@ def _method(form: Form) -> Callable[..., None]:
                 if isinstance(a, Ranges):
                     n = len(a)
                     if claim is not None and n <= claim.block.shape[1]:
-                        us = claim.drawn[key.at][:n]
+                        us = claim.block[key.at, :n].tolist()
                     else:
                         us = mprandom.uniforms(key.seed, key.sample, key.op, n)
                     # (a list made, then the tuple: no generator resumed per draw)

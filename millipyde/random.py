@@ -124,16 +124,14 @@ class ClaimDraws:
     """What the outputs of one claim of a batched Generator's callable Operation share
     (``generator_callables``): ``block``, their draws 0 .. T - 1 of the Operation's stream
     ((m, T) float64, row ``at`` of output ``at``: :func:`uniforms` of its key, bit for bit,
-    drawn in one compiled call) and the same as lists (``drawn``); ``args``, the Operation's
-    own arguments (``nargs`` of them); ``parsed``, the claim's parses of them by (form parse,
-    image kind), with their parameter rows where the form draws plain uniform ranges
-    (``image._method``)."""
+    drawn in one compiled call); ``args``, the Operation's own arguments (``nargs`` of
+    them); ``parsed``, the claim's parses of them by (form parse, image kind), with their
+    parameter rows where the form draws plain uniform ranges (``image._method``)."""
 
-    __slots__ = ("block", "drawn", "args", "nargs", "parsed")
+    __slots__ = ("block", "args", "nargs", "parsed")
 
     def __init__(self, block: np.ndarray, args: tuple) -> None:
         self.block = block
-        self.drawn: list[list[float]] = block.tolist()
         self.args, self.nargs = args, len(args)
         self.parsed: dict[tuple, tuple] = {}
 

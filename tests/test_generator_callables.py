@@ -474,7 +474,7 @@ def test_a_claims_parameter_rows_are_the_per_output_draws_bit_for_bit():
         assert rows is not None and len(rows) == len(ks)
         for at, row in enumerate(rows):
             want = tuple(image.between1(lo, hi, u) for (lo, hi), u in
-                         zip(a, claim.drawn[at], strict=False))
+                         zip(a, block[at].tolist(), strict=False))
             assert np.array(row).view(np.uint64).tolist() == \
                 np.array(want).view(np.uint64).tolist()
         assert ranges is None or a == tuple(map(tuple, ranges))
