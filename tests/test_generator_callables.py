@@ -433,7 +433,8 @@ def _another_form(img, r, g, b):
     img.random_brightness(r[0] - 1.0, r[1] - 1.0)  # (another form of the same stream)
 
 
-@pytest.mark.parametrize("fn", [_own_arguments, _equal_copies, _by_keyword, _another_form])
+@pytest.mark.parametrize("fn", [pytest.param(_own_arguments, marks=pytest.mark.cudasim_ok),
+                                _equal_copies, _by_keyword, _another_form])
 def test_a_callables_claim_draws_and_parses_keep_the_per_output_values(monkeypatch, captured,
                                                                       fn):
     from millipyde import image
