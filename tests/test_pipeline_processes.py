@@ -138,6 +138,68 @@ def test_failing_op_in_the_worker_rolls_the_chunk_back(worker):
         assert_same(np.asarray(x), reference(h, ops, 1, i))
 
 
+def _messages():
+    return processes.messages().get(0, (0, 0, 0))
+
+
+def test_one_message_a_chunk_each_way(worker, monkeypatch):
+    """A stage's first run learns its outputs' size an input (each chunk then two exchanges:
+    the layout replied, buffers sent); a later run of the same stage sends each chunk its
+    output region: one message a chunk each way. The outputs are the thread path's."""
+    monkeypatch.setattr(pipeline_chunks, "CHUNK", 3)  # (several chunks in flight at once)
+    hosts = crops(8, 8, 12)
+    want = _run(hosts, OPS, 11, processes=False)
+    m0 = _messages()
+    _run(hosts, OPS, 11, processes=True)
+    m1 = _messages()
+    got = _run(hosts, OPS, 11, processes=True)
+    m2 = _messages()
+    sent, received, chunks = (m2[i] - m1[i] for i in range(3))
+    assert chunks == 3 and sent == chunks + 1 and received == chunks  # (+1: the stage)
+    assert m1[2] - m0[2] == 3 and m1[1] - m0[1] >= 3
+    for i, (a, b) in enumerate(zip(want, got, strict=True)):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), f"input {i}"
+
+
+def test_a_region_too_small_takes_the_second_exchange(worker, monkeypatch):
+    """A chunk sent with a region too small for its outputs is replied its layout and given
+    buffers (two exchanges): the thread path's outputs still."""
+
+    class Small(dict):
+        def get(self, key, default=None):
+            return 1  # (one byte an input: never enough)
+
+    monkeypatch.setattr(processes, "_LEARNED", Small())
+    hosts = crops(5, 8, 12)
+    want = _run(hosts, OPS, 12, processes=False)
+    m0 = _messages()
+    got = _run(hosts, OPS, 12, processes=True)
+    m1 = _messages()
+    assert m1[2] - m0[2] == 1 and m1[1] - m0[1] == 2  # (the layout, then done)
+    for i, (a, b) in enumerate(zip(want, got, strict=True)):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), f"input {i}"
+
+
+def test_a_failure_among_chunks_in_flight_binds_none(worker, monkeypatch):
+    """Chunks of two inputs, up to WINDOW in flight: a fault in the third chunk fails the
+    run; its inputs and those of the chunks after it are untouched, each input of the chunks
+    before it whole (processed, or untouched where the run stopped before its commit)."""
+    monkeypatch.setattr(pipeline_chunks, "CHUNK", 2)
+    hosts = crops(8, 8, 12)
+    ops = OPS[:2] + [mp.Operation("gaussian", 1.0)]
+    imgs = [mp.gpuimage(h) for h in hosts]
+    faults.inject("op:gaussian", "raise", at_call=5)
+    with pytest.raises(PipelineError, match="failed on input 4 .*device 0"):
+        mp.Pipeline(imgs, ops, seed=4, device=0, processes=True).run()
+    faults.clear()
+    for i, (x, h) in enumerate(zip(imgs, hosts, strict=True)):
+        got = np.asarray(x)
+        if i >= 4 or got.tobytes() == h.tobytes():
+            np.testing.assert_array_equal(got, h)
+        else:
+            assert_same(got, reference(h, ops, 4, i))
+
+
 def test_runs_from_two_threads_share_the_worker(worker):
     hosts = crops(8, 8, 12)
     halves = [[mp.gpuimage(h) for h in hosts[:4]], [mp.gpuimage(h) for h in hosts[4:]]]
@@ -262,3 +324,60 @@ def _running(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # (a zombie has exited)
     except FileNotFoundError:
         return False
+
+
+def test_ipc_regions_as_sent_and_the_workers_open_allocations(monkeypatch):
+    """The GPU message's encoding without a GPU (the driver calls stood in for): each input's
+    allocation once, by its handle's bytes, with its device's identity; the worker opens an
+    allocation once, keeps it open while any chunk uses it, and closes the least recently
+    used unused ones past its bound."""
+    from numba import cuda
+    from numba.cuda.cudadrv import driver
+
+    handles = {100: b"a" * 64, 200: b"b" * 64}  # base -> the allocation's handle
+    monkeypatch.setattr(processes, "_export", lambda mem: (handles[mem.base], mem.off, 4096))
+    monkeypatch.setattr(processes, "_identity", lambda d: {"device": d})
+    opened = []
+
+    class Handle:
+        def __init__(self, key, size, ident):
+            self.key, self.size, self.ident = key, size, ident
+
+        def open(self, ctx):
+            opened.append((self.key[:1], self.ident["device"]))
+            return self
+
+        def close(self):
+            opened.append(("closed", self.key[:1]))
+
+    monkeypatch.setattr(driver.IpcHandle, "_rebuild",
+                        classmethod(lambda cls, key, size, ident, off: Handle(key, size, ident)))
+    monkeypatch.setattr(cuda, "current_context", lambda: None)
+    monkeypatch.setattr(processes, "_OPEN", type(processes._OPEN)())
+    monkeypatch.setattr(processes, "_OPEN_BYTES", [0])
+
+    class Buf:  # (what ``add`` reads of a device array)
+        def __init__(self, base, off):
+            self.gpu_data = self
+            self.base, self.off = base, off
+            self.shape, self.dtype, self.strides = (2, 3), np.uint8, (3, 1)
+
+    ex = processes.Exports(1)
+    ex.host = False
+    bufs = [Buf(100, 0), Buf(200, 64), Buf(100, 512)]
+    place = ex.add_all(bufs, [1, 0, 1])
+    assert place[0] == "each" and place[1].tolist() == [0, 1, 0]
+    assert place[2].tolist() == [0, 64, 512] and place[3:] == ((2, 3), np.uint8, (3, 1))
+    (kind, keys, sizes, on, idents), = ex.seal()[0]
+    assert kind == "ipc"
+    assert keys == b"a" * 64 + b"b" * 64 and sizes.tolist() == [4096, 4096]
+    assert [idents[i]["device"] for i in on.tolist()] == [1, 0]
+    regions = ex.seal()[0]
+    first = processes.Opened(regions, [], False, 1)
+    second = processes.Opened(regions, [], False, 1)  # (a second chunk queued meanwhile)
+    assert opened == [(b"a", 1), (b"b", 0)]  # each allocation opened once
+    monkeypatch.setattr(processes, "KEEP_OPEN", 0)
+    first.close()
+    assert len(processes._OPEN) == 2  # (still used by the second chunk)
+    second.close()
+    assert processes._OPEN == {} and opened[2:] == [("closed", b"a"), ("closed", b"b")]

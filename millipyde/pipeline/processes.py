@@ -8,33 +8,37 @@ under a GIL of its own; this process keeps grouping, the output buffers and the 
 
 The worker is a fresh interpreter (``childproc``: subprocess, never fork), one per device,
 started on first use and kept for later runs; :func:`close` (and the interpreter's exit) stops
-them. A chunk is two exchanges on the worker's socket:
+them. A chunk is one message each way on the worker's socket (2026-11-29; it was two
+exchanges, with at most one chunk a device in flight, and lost to threads on two H200s):
 
-1. ``chunk``: the stage's Operations and seed (pickled once per run and stage: Operations by
-   their parts), the chunk's group key, positions and sample numbers, and its inputs as one
-   stack in shared memory: ``chunks.stack_values``, the thread path's stack (none is made
-   where the inputs are rows of one buffer already: a previous chunk's outputs). The worker
-   takes the stack's rows as its inputs (members of one batch: no copy there), records the
-   chunk exactly as :meth:`StageChunks.record` does here (same streams, same positions: the
-   same outputs) and replies the rows, shape and dtype of each output group, and the inputs
-   left to the per-input path;
-2. ``outputs``: this process allocates each group's output buffer on the device (as the thread
-   path's ``Batch``) and sends it; the worker launches the chunk's kernels, their last one
-   writing into it (:meth:`StageChunks.start`), waits for its stream and replies ``done``; the
-   commit is then the thread path's (``run.Run._commit``: members of the chunk's buffer,
-   all-or-nothing per input, rollback on failure). A chunk's outputs are sent just before
-   the device's next chunk (or when it is waited for, the last one), so the worker launches
-   chunk k and records chunk k + 1 while the device runs k; it waits for k's kernels only when
-   nothing else is there to read.
+- ``chunk``: the stage's Operations and seed (pickled once per run and stage: Operations by
+  their parts), the chunk's group key, positions and sample numbers; its inputs' memory
+  (``STACK_IN_WORKER``, the default on GPUs: each input's allocation and offset, as two arrays and
+  one bytes object of IPC handles; or one buffer where the inputs are rows of one already: a
+  previous chunk's outputs, no copy) and, once the stage's output bytes an input are known
+  (from its first reply: ``_LEARNED``), one output region allocated here. The worker stacks
+  the chunk, records it exactly as :meth:`StageChunks.record` does here (same streams, same
+  positions: the same outputs), launches it with each group's last kernel writing its rows
+  into the region (:meth:`StageChunks.start`), and replies ``done`` with each group's rows,
+  shape, dtype and offset once the chunk's event has fired; the commit is then the thread
+  path's (``run.Run._commit``: members of the region, all-or-nothing per input, rollback on
+  failure).
+- Without a region large enough (a stage's first chunks) the worker replies ``planned``
+  with the layout instead; this process allocates each group's buffer and sends it
+  (``outputs``), and the worker launches and replies ``done``.
 
-Memory stays owned by this process. Shared memory is, on a GPU, an allocation exported by
-CUDA IPC (numba-cuda's ``get_ipc_handle``, with the buffer's offset in it; the worker opens
-each allocation a message names once, and closes it when the chunk is done; this process
-synchronizes its stream before a message names memory it wrote or allocated: streams of two
-processes are not ordered); on the cpu backend, a ``memfd`` mapping passed over the socket
-(:class:`HostArena`): outputs are allocated in such mappings, so one run's outputs are the next
-run's inputs without a copy, and a stack in plain memory is copied into a mapping made for the
-message (slow: the cpu backend is there to test the protocol).
+``run.Run`` keeps up to :data:`WINDOW` chunks a device in flight: the worker records and
+launches the next ones while the device runs one, and replies each as its kernels finish.
+
+Memory stays owned by this process, so a worker that dies or is stopped takes no output with
+it. Shared memory is, on a GPU, an allocation exported by CUDA IPC (``cuIpcGetMemHandle``,
+with the buffer's offset in it; the worker opens each allocation once and keeps it open,
+:data:`KEEP_OPEN`; this process synchronizes its stream before a message names memory it
+wrote or allocated: streams of two processes are not ordered); on the cpu backend, a
+``memfd`` mapping passed over the socket (:class:`HostArena`): outputs are allocated in
+such mappings, so one run's outputs are the next run's inputs without a copy, and inputs in
+plain memory are copied into a mapping made for the message (slow: the cpu backend is there
+to test the protocol).
 
 Left to the thread path: stages that do not record chunks (callable Operations, per-input
 units: pending work, targets), Operations that do not pickle, backends without shared memory
@@ -73,10 +77,28 @@ START_SECONDS = 300.0
 KEEP_STAGES = 64
 #: Send each input's memory and let the worker stack a chunk, where its inputs are not rows of
 #: one buffer already (False: stack here, one region a chunk). Stacking here puts a kernel of
-#: this process on the device between the worker's (contexts of two processes take turns on a
-#: GPU); stacking there opens an IPC handle per input allocation in the worker. Which costs
-#: less: not measured yet (``bench/probes/pipeline_processes.py --stack-in-worker``).
-STACK_IN_WORKER = False
+#: this process and a synchronize on the device between the worker's (contexts of two
+#: processes take turns on a GPU; two H200s, 2026-11-29: processes lost 0.38-0.89x to threads
+#: so); stacking there costs an IPC export per input allocation here (two driver calls) and an
+#: open per allocation the worker has not seen yet (kept open: :data:`KEEP_OPEN`).
+#: None: on GPUs only (on the cpu backend inputs in plain memory are copied into a mapping
+#: for the message either way, and one stack here is the cheaper copy: 11.3 against 13.8 us
+#: of this process's CPU an input, 2026-11-29).
+STACK_IN_WORKER: bool | None = None
+#: chunks a device's worker may hold at once (sent, not yet committed here): the worker records
+#: and launches the next ones while the device runs one, and replies each as it completes
+WINDOW = 4
+#: CUDA IPC allocations a worker keeps open, and their bytes at most (opening one is a driver
+#: call; the pool hands the same allocations out again run after run, and a fresh input is an
+#: allocation of its own: part A's 2000 inputs a run are 2000). An open allocation the pool of
+#: this process has freed stays held until closed, hence the bound in bytes.
+KEEP_OPEN = 4096
+KEEP_OPEN_BYTES = 16 << 30
+#: byte alignment of each output group's rows in a chunk's output region
+ALIGN = 256
+#: output groups (coin patterns) a chunk's region has room to align (more: the second
+#: exchange, outputs allocated here)
+GROUPS = 64
 
 
 class PipelineWorkerError(RuntimeError):
@@ -126,8 +148,9 @@ class Exports:
     def __init__(self, device: int) -> None:
         self.device = device
         self.host = runtime.caps.shared_batches == "host"
-        self.regions: list[Any] = []  # host: arena; device: [handle, bytes needed]
+        self.regions: list[Any] = []  # host: arena; device: (handle bytes, allocation size)
         self._index: dict[Any, int] = {}
+        self._on: int | None = None  # the device current in :meth:`add_all`
         self._copies: list[tuple[np.ndarray, int]] = []
         self._copied = 0
         self._copy_region = -1
@@ -150,34 +173,55 @@ class Exports:
             r = self._region(id(arena), arena)
             at = int(buf.ctypes.data) - arena.__array_interface__["data"][0]
             return (r, at, shape, dtype, strides)
-        from numba import cuda
+        # the allocation's IPC handle and ``buf``'s offset in it (what numba-cuda's
+        # ``get_ipc_handle`` makes, its device's identity looked up once)
+        if device == self._on:
+            key, offset, size = _export(buf.gpu_data)
+        else:
+            with runtime.on_device(device):
+                key, offset, size = _export(buf.gpu_data)
+        r = self._region(key, (size, device))
+        return (r, offset, shape, dtype, strides)
 
-        # numba-cuda's IpcHandle of the allocation, ``buf``'s offset in it (what
-        # ``DeviceNDArray.get_ipc_handle`` wraps); it names its device: the worker opens it
-        # directly, or staged where it has no peer access to it
-        with runtime.on_device(device):
-            handle = cuda.current_context().get_ipc_handle(buf.gpu_data)
-        key = bytes(handle.handle.reserved)
-        r = self._region(key, [handle, 0])
-        end = handle.offset + _span(shape, strides, dtype)
-        self.regions[r][1] = max(self.regions[r][1], end)
-        return (r, handle.offset, shape, dtype, strides)
+    def add_all(self, bufs: list[Any], devs: list[int]) -> Any:
+        """The places of ``bufs`` (on ``devs``), as :meth:`add` gives them, or where they share
+        shape, dtype and strides (a chunk's inputs) as one ``("each", regions, offsets,
+        shape, dtype, strides)`` (two arrays: one pickled object a chunk, not one an input)."""
+        if self.host:
+            places = [self.add(b, d) for b, d in zip(bufs, devs, strict=True)]
+        else:
+            with runtime.on_device(self.device):
+                self._on = self.device
+                try:
+                    places = [self.add(b, d) for b, d in zip(bufs, devs, strict=True)]
+                finally:
+                    self._on = None
+        first = places[0][2:]
+        if any(p[2:] != first for p in places):
+            return places
+        return ("each", np.array([p[0] for p in places], np.int32),
+                np.array([p[1] for p in places], np.int64), *first)
 
     def _region(self, key: Any, payload: Any) -> int:
         r = self._index.get(key)
         if r is None:
             r = self._index[key] = len(self.regions)
-            self.regions.append(payload)
+            self.regions.append(payload if self.host else (key, payload))
         return r
 
     def seal(self) -> tuple[list[Any], list[int]]:
-        """The regions as sent (host: sizes, and the descriptors to pass in order; device: IPC
-        handles covering every place), the copies made."""
+        """The regions as sent (host: sizes, and the descriptors to pass in order; device: one
+        ``("ipc", handles' bytes, allocation sizes, each one's device as an index into the
+        devices' identities, the identities)``), the copies made."""
         if not self.host:
-            from numba.cuda.cudadrv.driver import IpcHandle
-
-            return [IpcHandle(None, h.handle, need, h.source_info, offset=0)
-                    for h, need in self.regions], []
+            # (handles as one bytes object, sizes as one array: the worker makes an
+            # ``IpcHandle`` only of allocations it has not opened yet, directly where it has
+            # peer access to the allocation's device, else staged)
+            devs = sorted({d for _, (_, d) in self.regions})
+            return [("ipc", b"".join(k for k, _ in self.regions),
+                     np.array([n for _, (n, _) in self.regions], np.int64),
+                     np.array([devs.index(d) for _, (_, d) in self.regions], np.int16),
+                     [_identity(d) for d in devs])], []
         if self._copies:
             arena = HostArena(self._copied)
             base = np.asarray(arena)
@@ -201,6 +245,30 @@ class Exports:
         return buf, self.add(buf, self.device)
 
 
+_IDENTITY: dict[int, dict] = {}
+
+
+def _identity(device: int) -> dict:
+    got = _IDENTITY.get(device)
+    if got is None:
+        from numba import cuda
+
+        with runtime.on_device(device):
+            got = _IDENTITY[device] = cuda.current_context().device.get_device_identity()
+    return got
+
+
+def _export(mem: Any) -> tuple[bytes, int, int]:
+    """``mem``'s allocation exported (its device current): its IPC handle's bytes, ``mem``'s
+    offset in it and its size (``cuMemGetAddressRange`` and ``cuIpcGetMemHandle``; the handle
+    is the allocation's, the same for every buffer in it)."""
+    from numba.cuda.cudadrv import driver
+
+    base, end = driver.device_extents(mem)
+    handle = driver.driver.cuIpcGetMemHandle(base)
+    return bytes(handle.reserved), int(mem.device_pointer_value) - base, end - base
+
+
 def _c_strides(shape: tuple, dtype: np.dtype) -> tuple:
     out, step = [], np.dtype(dtype).itemsize
     for n in reversed(shape):
@@ -216,13 +284,36 @@ def _span(shape: tuple, strides: tuple, dtype: np.dtype) -> int:
         np.dtype(dtype).itemsize
 
 
+#: the worker's open CUDA IPC allocations: handle bytes -> [IpcHandle, its memory, chunks
+#: using it]; the least recently used unused ones closed past :data:`KEEP_OPEN`
+_OPEN: collections.OrderedDict[bytes, list] = collections.OrderedDict()
+
+
+_OPEN_BYTES = [0]  # their sizes' sum
+
+
+def _close_unused() -> None:
+    """Close the least recently used allocations no chunk uses, down to the bounds."""
+    if len(_OPEN) <= KEEP_OPEN and _OPEN_BYTES[0] <= KEEP_OPEN_BYTES:
+        return
+    for key in [k for k, v in _OPEN.items() if v[2] == 0]:
+        if len(_OPEN) <= KEEP_OPEN and _OPEN_BYTES[0] <= KEEP_OPEN_BYTES:
+            break
+        h = _OPEN.pop(key)[0]
+        _OPEN_BYTES[0] -= h.size
+        with contextlib.suppress(Exception):
+            h.close()
+
+
 class Opened:
-    """The worker's view of one message's regions (closed with :meth:`close`)."""
+    """The worker's view of one message's regions (let go with :meth:`close`): host mappings
+    of this message's descriptors, or CUDA IPC allocations, each opened once and kept
+    (:data:`KEEP_OPEN`)."""
 
     def __init__(self, regions: list[Any], fds: list[int], host: bool, device: int) -> None:
         self.host, self.device = host, device
         self.maps: list[Any] = []
-        self._handles: list[Any] = []
+        self._keys: list[bytes] = []
         if host:
             import mmap
 
@@ -231,14 +322,26 @@ class Opened:
                     self.maps.append(mmap.mmap(fd, size))
                 finally:
                     os.close(fd)
-        else:
+        elif regions:
             from numba import cuda
+            from numba.cuda.cudadrv.driver import IpcHandle
 
+            _, keys, sizes, on, idents = regions[0]
             with runtime.on_device(device):
                 ctx = cuda.current_context()
-                for h in regions:
-                    self.maps.append(h.open(ctx))  # (a MemoryPointer at the allocation)
-                    self._handles.append(h)
+                for i, (size, d) in enumerate(zip(sizes.tolist(), on.tolist(), strict=True)):
+                    key = keys[64 * i:64 * (i + 1)]
+                    got = _OPEN.get(key)
+                    if got is None:  # (a MemoryPointer at the allocation; the handle made
+                        # as numba-cuda unpickles one)
+                        h = IpcHandle._rebuild(key, size, idents[d], 0)
+                        got = _OPEN[key] = [h, h.open(ctx), 0]
+                        _OPEN_BYTES[0] += size
+                    else:
+                        _OPEN.move_to_end(key)
+                    got[2] += 1
+                    self.maps.append(got[1])
+                    self._keys.append(key)
 
     def array(self, place: tuple) -> Any:
         r, at, shape, dtype, strides = place
@@ -250,11 +353,17 @@ class Opened:
         return DeviceNDArray(shape, strides, dtype, gpu_data=mem)
 
     def close(self) -> None:
-        """Drop the mappings (their arrays must be gone, and no work queued on them)."""
-        for h in self._handles:
-            with contextlib.suppress(Exception):
-                h.close()
-        self._handles, self.maps = [], []
+        """Let the mappings go (their arrays must be gone, and no work queued on them): host
+        mappings closed, IPC allocations kept open for later messages (up to
+        :data:`KEEP_OPEN`)."""
+        for key in self._keys:
+            got = _OPEN.get(key)
+            if got is not None:
+                got[2] -= 1
+        if self._keys:
+            self._keys, self.maps = [], []
+            _close_unused()
+        self.maps = []
 
 
 # -- this process's side --------------------------------------------------------------------
@@ -279,6 +388,8 @@ class _Worker:
         self.stage_lock = threading.Lock()
         self.receiver = childproc.Receiver(self.cond)
         self.dead: PipelineWorkerError | None = None
+        # messages sent and received, chunks sent (``messages``: a probe's count)
+        self.counts = [0, 0, 0]
         self.send(("hello", device, self.host))
 
     def send(self, msg: tuple, fds: list[int] = ()) -> None:
@@ -286,6 +397,8 @@ class _Worker:
         try:
             with self.send_lock:
                 self.conn.send(msg)
+                self.counts[0] += 1
+                self.counts[2] += msg[0] == "chunk"
                 for fd in fds:
                     childproc.send_fd(self.conn, fd, self.proc.pid)
         except (OSError, ValueError) as err:
@@ -319,6 +432,7 @@ class _Worker:
             while got:
                 msg = self.conn.recv()
                 with self.cond:
+                    self.counts[1] += 1
                     if msg[0] == "alive":
                         self.start_s = time.perf_counter() - self._t0
                     elif msg[0] == "fatal":
@@ -376,6 +490,12 @@ def workers() -> dict[int, int]:
         return {d: w.proc.pid for d, w in _WORKERS.items() if w.dead is None}
 
 
+def messages() -> dict[int, tuple[int, int, int]]:
+    """Per device, its running worker's messages sent, received and chunks sent so far."""
+    with _workers_lock:
+        return {d: tuple(w.counts) for d, w in _WORKERS.items() if w.dead is None}
+
+
 def close() -> None:
     """Stop every Pipeline worker process and wait for them to exit (later runs with
     ``processes=True`` start new ones)."""
@@ -390,39 +510,23 @@ atexit.register(close)
 
 
 class _InWorker:
-    """A chunk sent to a worker, the ``event`` of its :class:`Launched`: its outputs go to the
-    worker when the next chunk of the device is launched, or at the latest when this one is
-    waited for (:meth:`outputs`); ``synchronize`` then waits for its ``done``."""
+    """A chunk sent to a worker, the ``event`` of its :class:`Launched`: ``synchronize``
+    waits for the worker's reply and gives the :class:`Launched` its values (members of the
+    chunk's output region; a chunk sent without a region large enough is given its output
+    buffers first, the protocol's second exchange)."""
 
-    __slots__ = ("owner", "worker", "cid", "stream", "positions", "launched", "sent", "error")
+    __slots__ = ("owner", "worker", "cid", "stream", "positions", "launched", "region", "key")
 
     def __init__(self, owner: ProcessChunks, worker: _Worker, cid: int, stream: Any,
-                 positions: list[int]) -> None:
+                 positions: list[int], region: Any) -> None:
         self.owner, self.worker, self.cid, self.stream = owner, worker, cid, stream
         self.positions = positions
         self.launched: Launched | None = None
-        self.sent = False
-        self.error: ChunkFailure | None = None
-
-    def outputs(self) -> None:
-        """Read the worker's record of the chunk and send it the output buffers (once); a
-        failure is kept for :meth:`synchronize`."""
-        if self.sent:
-            return
-        self.sent = True
-        try:
-            self.owner.outputs(self)
-        except ChunkFailure as err:
-            self.error = err
+        self.region = region  # the flat output buffer sent with the chunk (None: none)
+        self.key: tuple = ()
 
     def synchronize(self) -> None:
-        self.outputs()
-        if self.error is not None:
-            raise self.error
-        msg = self.worker.wait(self.cid)
-        if msg[0] != "done":
-            raise _rebuilt(msg[4]) if msg[0] == "failed" else PipelineWorkerError(
-                f"the {self.worker.name} sent {msg[0]!r} for a chunk's outputs")
+        self.owner.finished(self)
 
 
 def _rebuilt(err: Any) -> BaseException:
@@ -448,6 +552,13 @@ def _dumps(obj: Any) -> bytes:
     return buf.getvalue()
 
 
+#: learned output bytes an input, per stage (its pickled Operations and seed) and group key:
+#: a chunk's output region is sent with it (no second exchange) once its stage's first reply
+#: told the size
+_LEARNED: dict[tuple[bytes, tuple], int] = {}
+_learned_lock = threading.Lock()
+
+
 class ProcessChunks:
     """A stage's chunks launched by the devices' workers: :meth:`launch` is
     :meth:`StageChunks.launch`'s (``run.Run`` calls one or the other)."""
@@ -457,9 +568,12 @@ class ProcessChunks:
         self.operations = chunks.operations
         self.token = next(_tokens)
         self.blob = blob
-        # per device, the chunk sent last: its outputs go before the next chunk is sent (the
-        # worker launches it, then records the next while the device runs it)
-        self._last: dict[int, _InWorker] = {}
+
+    @property
+    def window(self) -> int:
+        """Chunks a device may have in flight (``run.Run`` keeps this many before it commits:
+        :data:`WINDOW`)."""
+        return max(1, WINDOW)
 
     @staticmethod
     def of(chunks: StageChunks) -> ProcessChunks | None:
@@ -480,30 +594,36 @@ class ProcessChunks:
     def launch(self, key: tuple, positions: list[int], xs: list[Any], nodes: list[Any],
                device: int, stream: Any, copy_stream: Callable[[], Any],
                cancelled: Callable[[], bool]) -> Launched:
-        """Send the chunk to ``device``'s worker (see the module doc), the last chunk sent
-        there its outputs first; what :meth:`StageChunks.launch` returns, its values filled
-        and its event the worker's ``done`` once waited for. Raises :class:`ChunkFailure`
-        (the chunk's own, or the previous chunk's when it is waited for) or
+        """Send the chunk to ``device``'s worker (see the module doc): one message, its
+        inputs' memory and, once the stage's output size an input is known, the region its
+        outputs go to; what :meth:`StageChunks.launch` returns, its values filled when its
+        event (the worker's reply) is waited for. Raises :class:`ChunkFailure` or
         ``workers.Cancelled``."""
-        last = self._last.pop(device, None)
-        if last is not None:
-            last.outputs()
         n = len(xs)
         span = (positions[0], positions[-1], n)
         if cancelled():
             raise Cancelled()
+        region = out_place = None
         try:
             ex = Exports(device)
-            stack = rows_of(nodes, device) if STACK_IN_WORKER else None
-            if STACK_IN_WORKER and stack is None:  # each input's memory: the worker stacks
-                place: Any = [ex.add(v.view() if type(v) is Member else v.buffer, v.device)
-                              for v in nodes]
+            each = runtime.caps.shared_batches != "host" if STACK_IN_WORKER is None \
+                else STACK_IN_WORKER
+            stack = rows_of(nodes, device) if each else None
+            synced = False
+            if each and stack is None:  # each input's memory: the worker stacks
+                place: Any = ex.add_all([v.view() if type(v) is Member else v.buffer
+                                         for v in nodes], [v.device for v in nodes])
             else:  # one buffer of the inputs (no copy where they are rows of one already)
                 if stack is None:
                     stack = stack_values(nodes, device, stream, copy_stream)
-                    if stream is not None and runtime.caps.launches_on_streams:
-                        stream.synchronize()  # (the worker's streams are not ordered with ours)
+                    synced = True
                 place = ex.add(stack, device)
+            per = _LEARNED.get((self.blob, key))
+            if per is not None:
+                region, out_place = ex.output((n * per + ALIGN * min(n, GROUPS),), np.uint8)
+                synced = True
+            if synced and stream is not None and runtime.caps.launches_on_streams:
+                stream.synchronize()  # (the worker's streams are not ordered with ours)
             regions, fds = ex.seal()
         except Exception as err:
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
@@ -518,21 +638,34 @@ class ProcessChunks:
                         w.stages.popitem(last=False)
             cid = next(_cids)
             w.send(("chunk", cid, self.token, (key[0], device, key[2], key[3]), positions,
-                    [x._sample for x in xs], regions, place), fds)
+                    [x._sample for x in xs], regions, place, out_place), fds)
         except PipelineWorkerError as err:
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
                 from err
-        chunk = _InWorker(self, w, cid, stream, positions)
+        chunk = _InWorker(self, w, cid, stream, positions, region)
         chunk.launched = Launched([None] * n, [], chunk, (stack, ex), nodes)
-        self._last[device] = chunk
+        chunk.key = key
         return chunk.launched
 
-    def outputs(self, chunk: _InWorker) -> None:
-        """The worker's record of ``chunk``: its output buffers allocated here and sent, its
-        :class:`Launched` given its values. Raises :class:`ChunkFailure`."""
+    def _learn(self, key: tuple, n: int, layout: list) -> None:
+        """Note the output bytes an input of ``layout`` (a chunk of ``n`` inputs)."""
+        per = max((_row_bytes(shape, dtype) for _, shape, dtype, *_ in layout), default=0)
+        at = (self.blob, key)
+        with _learned_lock:
+            if per > _LEARNED.get(at, -1):
+                if len(_LEARNED) > 4 * KEEP_STAGES:
+                    _LEARNED.clear()
+                _LEARNED[at] = per
+
+    def finished(self, chunk: _InWorker) -> None:
+        """Wait for the worker's reply to ``chunk`` and give its :class:`Launched` the values:
+        members of the region sent with it, or (reply ``planned``: no region or one too
+        small) of buffers allocated here now and sent (the worker then launches and replies
+        ``done``). Raises :class:`ChunkFailure`."""
         w, cid, positions, launched = chunk.worker, chunk.cid, chunk.positions, chunk.launched
         device = w.device
-        span = (positions[0], positions[-1], len(positions))
+        n = len(positions)
+        span = (positions[0], positions[-1], n)
         try:
             msg = w.wait(cid)
         except PipelineWorkerError as err:
@@ -541,11 +674,51 @@ class ProcessChunks:
         if msg[0] == "failed":
             _, _, pos, what, err, whole = msg
             raise ChunkFailure(pos, StepError(what, _rebuilt(err)), span if whole else None)
-        _, _, groups, left = msg
+        key = chunk.key
+        if msg[0] == "planned":
+            _, _, layout, left = msg
+            self._learn(key, n, layout)
+            bufs = self._outputs(chunk, layout)
+            try:
+                msg = w.wait(cid)
+            except PipelineWorkerError as err:
+                raise ChunkFailure(positions[0], kernels_failed(self.operations, err),
+                                   span) from err
+            if msg[0] != "done":
+                raise _rebuilt(msg[4]) if msg[0] == "failed" else PipelineWorkerError(
+                    f"the {w.name} sent {msg[0]!r} for a chunk's outputs")
+            launched.left = list(left)
+            launched.keep = (*launched.keep, bufs)
+            return
+        if msg[0] != "done" or chunk.region is None:
+            raise PipelineWorkerError(f"the {w.name} sent {msg[0]!r} for a chunk")
+        _, _, layout, left = msg
+        values, region = launched.values, chunk.region
+        for rows, shape, dtype, at in layout:
+            rows = rows.tolist()
+            k = len(rows)
+            buf = runtime.part(region, at, dtype, (k, *shape))
+            ms = Batch(buf, shape, dtype, device, runtime.member_views(buf)).members(k)
+            if k == n and rows[0] == 0 and rows[-1] == n - 1:  # (every input, in order)
+                launched.values = values = ms
+                continue
+            for r, value in zip(rows, ms, strict=True):
+                values[r] = value
+        launched.left = list(left)
+        launched.keep = (*launched.keep, region)
+
+    def _outputs(self, chunk: _InWorker, layout: list) -> list[Any]:
+        """The second exchange: ``chunk``'s output buffers allocated here (per group of
+        ``layout``) and sent; its :class:`Launched` given its values. Raises
+        :class:`ChunkFailure`."""
+        w, cid, positions, launched = chunk.worker, chunk.cid, chunk.positions, chunk.launched
+        device = w.device
+        span = (positions[0], positions[-1], len(positions))
         out = Exports(device)
         places, bufs = [], []
         try:
-            for rows, shape, dtype in groups:
+            for rows, shape, dtype, *_ in layout:
+                rows = rows.tolist()
                 buf, place = out.output((len(rows), *shape), dtype)
                 bufs.append(buf)
                 places.append(place)
@@ -566,8 +739,11 @@ class ProcessChunks:
                 w.wait(cid)
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
                 from err
-        launched.left = list(left)
-        launched.keep = (*launched.keep, out, bufs)
+        return [out, bufs]
+
+
+def _row_bytes(shape: tuple, dtype: Any) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
 
 
 # -- the worker process's side -------------------------------------------------------------
@@ -616,7 +792,10 @@ class _Server:
         return True
 
     def chunk(self, cid: int, token: int, key: tuple, positions: list[int], samples: list[int],
-              regions: list[Any], place: tuple | list[tuple]) -> None:
+              regions: list[Any], place: tuple | list[tuple], out: tuple | None) -> None:
+        """Record chunk ``cid`` and, where its output region ``out`` holds its outputs, launch
+        it there (replied ``done`` when its kernels are done: :meth:`finish_one`); else reply
+        its layout (``planned``) and wait for buffers (:meth:`outputs`)."""
         opened = Opened(regions, self.fds(regions), self.host, self.device)
         try:
             stage = self.stages[token]
@@ -624,7 +803,11 @@ class _Server:
             # the inputs: rows of the stack (members of a batch: ``chunks.stack_values``
             # takes it as it is), or each input's memory, stacked there; the handles only
             # carry type and sample (the recorder reads the stacked values)
-            if isinstance(place, list):  # each input's memory (``STACK_IN_WORKER``)
+            if place[0] == "each":  # each input's memory (``STACK_IN_WORKER``)
+                _, rs, ats, *layout = place
+                nodes = [stored(opened.array((r, at, *layout)), shape, dtype, device)
+                         for r, at in zip(rs.tolist(), ats.tolist(), strict=True)]
+            elif isinstance(place, list):  # (inputs of several layouts)
                 nodes = [stored(opened.array(p), shape, dtype, device) for p in place]
             else:
                 stack = opened.array(place)
@@ -643,8 +826,26 @@ class _Server:
             opened.close()
             self._failed(cid, token, positions[0], err)
             return
-        self.planned[cid] = (token, opened, got)
-        self.conn.send(("planned", cid, got.layout(), list(got.left)))
+        layout, at = [], 0
+        for g in got.groups:
+            node = g.kernels()[-1].output
+            shape, dtype = tuple(node.shape), np.dtype(node.dtype)
+            layout.append((g.index, shape, dtype, at))
+            at += -(-len(g.index) * _row_bytes(shape, dtype) // ALIGN) * ALIGN
+        if out is None or at > out[2][0]:
+            self.planned[cid] = (token, opened, got)
+            self.conn.send(("planned", cid, layout, list(got.left)))
+            return
+        region = opened.array(out)
+        try:
+            launched = self.stages[token].start(
+                got, self.stream, [runtime.part(region, a, dt, (len(rows), *shape))
+                                   for rows, shape, dt, a in layout])
+        except BaseException as err:
+            self._finish(opened, None, None)
+            self._failed(cid, token, got.span[0], err)
+            return
+        self.queued.append((cid, opened, None, launched, (layout, list(got.left))))
 
     def _failed(self, cid: int, token: int, position: int, err: BaseException) -> None:
         """Reply that chunk ``cid`` failed: a :class:`ChunkFailure`'s input and step, else the
@@ -674,27 +875,36 @@ class _Server:
             self._finish(opened, dst, None)
             self._failed(cid, token, got.span[0], err)
             return
-        self.queued.append((cid, opened, dst, launched))
+        self.queued.append((cid, opened, dst, launched, None))
+
+    def oldest_done(self) -> bool:
+        """Whether the oldest queued chunk's kernels are done (its event has fired; no event:
+        the backend launches synchronously)."""
+        event = self.queued[0][3].event
+        return event is None or event.query()
 
     def finish_one(self) -> None:
         """Wait for the oldest chunk's kernels, close its mappings, say it is done."""
-        cid, opened, dst, launched = self.queued.popleft()
-        try:
-            if self.stream is not None:
+        cid, opened, dst, launched, reply = self.queued.popleft()
+        try:  # (this chunk's kernels: the ones queued after it run on)
+            if launched.event is not None:
+                launched.event.synchronize()
+            elif self.stream is not None:
                 self.stream.synchronize()
         except BaseException as err:
             self._finish(opened, dst, launched)
             self.conn.send(("failed", cid, 0, "", _picklable(err), True))
             return
         self._finish(opened, dst, launched)
-        self.conn.send(("done", cid))
+        self.conn.send(("done", cid) if reply is None else ("done", cid, *reply))
 
     @staticmethod
-    def _finish(opened: Opened, dst: Opened, launched: Launched | None) -> None:
+    def _finish(opened: Opened, dst: Opened | None, launched: Launched | None) -> None:
         if launched is not None:  # (its arrays over the mappings go first)
             launched.keep = ()
             launched.values = []
-        dst.close()
+        if dst is not None:
+            dst.close()
         opened.close()
 
 
@@ -715,8 +925,9 @@ def worker_main(fd: int) -> int:
         with runtime.on_device(device), runtime.using_stream(stream), \
                 devices.targeting(device):
             while True:
-                # messages first (the next chunk is recorded while the device runs the last)
-                if server.queued and not conn.poll(0):
+                # a chunk whose kernels are done is replied at once; else messages first (the
+                # next chunk is recorded while the device runs the last)
+                if server.queued and (server.oldest_done() or not conn.poll(0)):
                     server.finish_one()
                     continue
                 if not server.handle(conn.recv()):

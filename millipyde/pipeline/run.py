@@ -164,6 +164,7 @@ class Run:
         self.host = [threading.Lock() if c.enabled and runtime.caps.launches_on_streams
                      and len(d) > 1 and w is None else contextlib.nullcontext()
                      for c, d, w in zip(self.chunks, self.devices, self.procs, strict=True)]
+        self.window = [1 if w is None else w.window for w in self.procs]
         self.alive = [n * len(d) for n, d in zip(self.per_device, self.devices, strict=True)]
 
     # -- units ----------------------------------------------------------------------------
@@ -201,31 +202,36 @@ class Run:
     def _worker(self, stage: int, device: int, stream: Any) -> None:
         q = self.queues[stage]
         copy: list[Any] = []  # the copy stream of peer copies, acquired on first use
-        pending: Launched | None = None
-        pending_unit: _Unit | None = None
+        # chunks launched and not yet committed, oldest first: one here (the next chunk is
+        # launched before the last is waited for), ``window`` for a worker process's
+        # (``processes.WINDOW``: it records and launches the next ones meanwhile)
+        inflight: collections.deque[tuple[_Unit, Launched]] = collections.deque()
+        window = self.window[stage]
         try:
             while True:
-                unit = q.take(device, block=pending is None)
-                if unit is None:  # nothing queued now: finish the chunk in flight first
-                    self._finish(stage, pending_unit, pending, device, stream)
-                    pending = pending_unit = None
+                unit = q.take(device, block=not inflight)
+                if unit is None:  # nothing queued now: finish the oldest chunk in flight
+                    self._finish(stage, *inflight.popleft(), device, stream)
                     continue
                 if unit is _STOP:
                     break
                 if unit.key is None:
-                    self._finish(stage, pending_unit, pending, device, stream)
-                    pending = pending_unit = None
+                    while inflight:
+                        self._finish(stage, *inflight.popleft(), device, stream)
                     if not self._single(stage, unit.positions[0], unit.items[0], device,
                                         stream):
                         break
                     continue
                 with self.host[stage]:
                     launched = self._launch(stage, unit, device, stream, copy)
-                self._finish(stage, pending_unit, pending, device, stream)
-                pending, pending_unit = launched, (unit if launched is not None else None)
+                if launched is not None:
+                    inflight.append((unit, launched))
+                while len(inflight) > window or (launched is None and inflight):
+                    self._finish(stage, *inflight.popleft(), device, stream)
                 if launched is None and self.cancel.is_set():
                     break
-            self._finish(stage, pending_unit, pending, device, stream)
+            while inflight:
+                self._finish(stage, *inflight.popleft(), device, stream)
         finally:
             if copy:
                 STREAMS.release(device, *copy[0])
