@@ -11,6 +11,7 @@ import functools
 import inspect
 import math
 from collections.abc import Callable
+from operator import is_
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,7 @@ from .graph.ir.node import Node
 from .kernels import REGISTRY
 from .locks import commit_lock
 from .ops import FORMS, Emit, Form, Ranges, Reject
-from .ops.base import ImageKind, between1, kind_of
+from .ops.base import ImageKind, between, between1, kind_of
 
 
 def _colour_to_uint8(host: np.ndarray) -> np.ndarray:
@@ -302,6 +303,20 @@ def _plain(value: Any) -> bool:
     return t is tuple and all(_plain(v) for v in value)
 
 
+def _claim_parse(claim: mprandom.ClaimDraws, parse: Callable[..., Any],
+                 kind: Any) -> tuple[Any, list[tuple[float, ...]] | None]:
+    """A random form's parse of a batched Generator callable's own arguments for one claim,
+    and where it gives float ranges the claim draws, its outputs' parameters, row by row:
+    :func:`between` of each range over the claim's draws, the values :func:`between1` gives
+    per output (the same float64 operations)."""
+    a = parse(kind, *claim.args)
+    if not isinstance(a, Ranges) or not 0 < len(a) <= claim.block.shape[1] or \
+            not all(type(lo) is float and type(hi) is float for lo, hi in a):
+        return a, None
+    return a, list(zip(*[between(lo, hi, claim.block[:, t]).tolist()
+                         for t, (lo, hi) in enumerate(a)], strict=True))
+
+
 def _method(form: Form) -> Callable[..., None]:
     """The gpuimage method of an op form: parse (validate) its arguments, then record it on
     this image (one image's ``sample``; tuples as they are, ranges drawn one by one), under
@@ -392,10 +407,31 @@ def _method(form: Form) -> Callable[..., None]:
         def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
             with self.__dict__.get("_commit_lock") or commit_lock(self):
                 node = self._node
-                a = parse(kind_of(node.shape, node.dtype), *args, **kwargs)
-                key = self._key()
+                kind = kind_of(node.shape, node.dtype)
+                key = mprandom.current_key()
+                claim = key.claim if type(key) is mprandom.DrawnKey else None
+                if claim is not None and not kwargs and len(args) == claim.nargs and \
+                        all(map(is_, args, claim.args)):
+                    # a batched Generator's callable passing on its Operation's own
+                    # arguments (fixed while it runs): parsed once a claim, its parameters
+                    # drawn for the claim's outputs at once, not per output
+                    got = claim.parsed.get((parse, kind))
+                    if got is None:
+                        got = claim.parsed[parse, kind] = _claim_parse(claim, parse, kind)
+                    a, rows = got
+                    if rows is not None:
+                        self._record(kernel, rows[key.at])
+                        return
+                else:
+                    a = parse(kind, *args, **kwargs)
+                    if key is None:
+                        key = self._key()
                 if isinstance(a, Ranges):
-                    us = mprandom.uniforms(key.seed, key.sample, key.op, len(a))
+                    n = len(a)
+                    if claim is not None and n <= claim.block.shape[1]:
+                        us = claim.block[key.at, :n].tolist()
+                    else:
+                        us = mprandom.uniforms(key.seed, key.sample, key.op, n)
                     # (a list made, then the tuple: no generator resumed per draw)
                     self._record(kernel, tuple([between1(lo, hi, u)
                                                 for (lo, hi), u in zip(a, us, strict=True)]))

@@ -120,6 +120,32 @@ class StreamKey(NamedTuple):
     op: int
 
 
+class ClaimDraws:
+    """What the outputs of one claim of a batched Generator's callable Operation share
+    (``generator_callables``): ``block``, their draws 0 .. T - 1 of the Operation's stream
+    ((m, T) float64, row ``at`` of output ``at``: :func:`uniforms` of its key, bit for bit,
+    drawn in one compiled call); ``args``, the Operation's own arguments (``nargs`` of
+    them); ``parsed``, the claim's parses of them by (form parse, image kind), with their
+    parameter rows where the form draws plain uniform ranges (``image._method``)."""
+
+    __slots__ = ("block", "args", "nargs", "parsed")
+
+    def __init__(self, block: np.ndarray, args: tuple) -> None:
+        self.block = block
+        self.args, self.nargs = args, len(args)
+        self.parsed: dict[tuple, tuple] = {}
+
+
+class DrawnKey(StreamKey):
+    """The :class:`StreamKey` of a batched Generator's callable Operation for one output:
+    ``claim``, its claim's :class:`ClaimDraws`, and ``at``, its row there. Made as
+    ``tuple.__new__(DrawnKey, (seed, sample, op))``, then the two set (a call less than the
+    NamedTuple's ``__new__``)."""
+
+    claim: ClaimDraws
+    at: int
+
+
 def current_key() -> StreamKey | None:
     """The key set by the enclosing :func:`operation_stream`, if any (per thread)."""
     return getattr(_state, "key", None)

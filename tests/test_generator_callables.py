@@ -415,3 +415,71 @@ def test_stored_values_share_one_lock_and_outputs_hold_no_lock_each():
                        outputs=12, seed=2)
     outs = list(gen)
     assert len({id(x._node.lock) for x in outs[2:]}) == 1  # (past the ramp's first claims)
+
+
+def _own_arguments(img, r, g, b):
+    img.random_colorize(r, g, b)  # (its Operation's own arguments: parsed once a claim)
+
+
+def _equal_copies(img, r, g, b):
+    img.random_colorize(list(r), list(g), list(b))  # (equal, not its own: parsed per output)
+
+
+def _by_keyword(img, r, g, b):
+    img.random_colorize(r_range=r, g_range=g, b_range=b)
+
+
+def _another_form(img, r, g, b):
+    img.random_brightness(r[0] - 1.0, r[1] - 1.0)  # (another form of the same stream)
+
+
+@pytest.mark.parametrize("fn", [pytest.param(_own_arguments, marks=pytest.mark.cudasim_ok),
+                                _equal_copies, _by_keyword, _another_form])
+def test_a_callables_claim_draws_and_parses_keep_the_per_output_values(monkeypatch, captured,
+                                                                      fn):
+    from millipyde import image
+
+    parses = []
+    claim_parse = image._claim_parse
+    monkeypatch.setattr(image, "_claim_parse",
+                        lambda *a: parses.append(a[1]) or claim_parse(*a))
+    ops = [mp.Operation("transpose", probability=0.5),
+           mp.Operation(fn, [0.5, 1.5], [1, 2], [-0.0, -0.0], probability=0.7),
+           mp.Operation("random_rotate", -20, 20)]
+    want = _outputs(monkeypatch, ops, False)
+    assert not parses  # (the per-output path draws and parses per output)
+    got = _outputs(monkeypatch, ops, True)
+    assert sum(n - left for n, left in captured) > 0 and all(left == 0 for _, left in captured)
+    # at most one parse a claim (none where its coins skip the callable) where the callable
+    # passes its own arguments on, else none
+    assert (0 < len(parses) <= len(captured)) if fn is _own_arguments else not parses
+    for k, (a, b) in enumerate(zip(got, want, strict=True)):
+        assert_same(a, b, err_msg=f"output {k}")
+
+
+def test_a_claims_parameter_rows_are_the_per_output_draws_bit_for_bit():
+    from millipyde import image
+    from millipyde import random as mprandom
+    from millipyde.ops import FORMS
+
+    seed, j, ks = 5, 4, np.arange(40, 90)
+    block = np.array([mprandom.uniforms(seed, k, j, 9) for k in ks.tolist()])
+    big = np.finfo(np.float64).max
+    args = ([0.5, 1.5], [1.0, 1.0], [-0.0, -0.0])
+    parse = FORMS["random_colorize"].parse
+    kind = image.kind_of((4, 4, 3), np.dtype(np.uint8))
+    for claim, ranges in [(mprandom.ClaimDraws(block, args), args),
+                          (mprandom.ClaimDraws(block, ([0.0, big], [big, big], [1e300, big])),
+                           None)]:
+        a, rows = image._claim_parse(claim, parse, kind)
+        assert rows is not None and len(rows) == len(ks)
+        for at, row in enumerate(rows):
+            want = tuple(image.between1(lo, hi, u) for (lo, hi), u in
+                         zip(a, block[at].tolist(), strict=False))
+            assert np.array(row).view(np.uint64).tolist() == \
+                np.array(want).view(np.uint64).tolist()
+        assert ranges is None or a == tuple(map(tuple, ranges))
+    # integer bounds keep the per-output draws (their parameters' type): no rows
+    claim = mprandom.ClaimDraws(block, (3, 7))
+    assert image._claim_parse(claim, lambda kind, lo, hi: image.Ranges([(lo, hi)]),
+                              kind)[1] is None

@@ -136,6 +136,8 @@ def main() -> None:
         p.disable()
         st = pstats.Stats(p)
         print(f"one thread: {sum(v[1] for v in st.stats.values()) / n:.1f} calls/output")
+        if args.dump:
+            st.dump_stats(args.dump)
         st.sort_stats("tottime").print_stats(args.top)
         return
     from millipyde.training import generator_state

@@ -33,9 +33,9 @@ from ..decorators import UserOp
 from ..graph.ir.node import Node, apply, leaf
 from ..image import gpuimage
 from ..kernels import OpSpec
-from ..operation import Operation
+from ..operation import Operation, _use_result
 from ..policies import ImageOperation
-from . import template_share
+from . import batch_math, batch_ops, template_share
 from .batch_record import Recorder, given_rule, patterns, rule_key, rules_for
 from .batch_record import draw as draw_rules
 
@@ -60,15 +60,9 @@ class _Unreadable:
 _UNREADABLE = _Unreadable()
 
 
-class _Capture:
-    """What the callable recorded for one output: one op node's op, parameters and result."""
-
-    __slots__ = ("op", "params", "shape", "dtype", "label", "sig")
-
-    def __init__(self, node: Node) -> None:
-        self.op, self.params = node.op, node.params  # (a node's params: a tuple)
-        self.shape, self.dtype, self.label = node.shape, node.dtype, node.label
-        self.sig = (id(self.op), len(self.params))  # the recorder its output joins
+def _sig(node: Node) -> tuple:
+    """The recorder a captured node's output joins: (its op, its parameter count)."""
+    return id(node.op), len(node.params)
 
 
 class _Replayed:
@@ -76,7 +70,7 @@ class _Replayed:
 
     method = None
 
-    def __init__(self, op: Operation, captures: dict[int, _Capture | None]) -> None:
+    def __init__(self, op: Operation, captures: dict[int, Node | None]) -> None:
         self.op = op
         self.name = op.name
         self.probability = None
@@ -96,7 +90,7 @@ class _State:
     replayed, and the draws with that slot's coins and parameters taken from the captures."""
 
     def __init__(self, base: Any, operations: list, slot: int, width: int,
-                 captures: dict[int, _Capture | None]) -> None:
+                 captures: dict[int, Node | None]) -> None:
         self._base = base
         self.operations = operations
         self.slot, self.width = slot, width
@@ -107,8 +101,7 @@ class _State:
 
     def draw(self, rules: list, ks: np.ndarray) -> tuple[np.ndarray, list]:
         coins, params = draw_rules(rules, self._base.seed, ks)
-        get = self.captures.get
-        caps = [get(k) for k in ks.tolist()]
+        caps = list(map(self.captures.get, ks.tolist()))
         coins[:, self.slot] = [c is not None for c in caps]
         if self.width:
             none = (0.0,) * self.width
@@ -131,7 +124,7 @@ class CallableRecorder:
         self.slot = slot
         self.op: Operation = state.operations[slot]
         self.rules = rules  # of the other Operations, in order
-        self.captures: dict[int, _Capture | None] = {}
+        self.captures: dict[int, Node | None] = {}
         self._recorders: dict[tuple | None, Recorder] = {}
         # (shape, dtype) before the callable per input kind and coin pattern: the same for
         # Generators of the same chain and inputs' kind (each new seed or epoch would record
@@ -167,15 +160,16 @@ class CallableRecorder:
         if faults.ARMED or not ks:
             return [], list(range(len(ks)))
         caps, left = self._capture(ks, device)
-        sigs = Counter(c.sig for c in caps.values() if c is not None)
+        # the recorder an output joins: its capture's (op, parameter count)
+        sigs = Counter((id(c.op), len(c.params)) for c in caps.values() if c is not None)
         use = sorted(caps)
         if len(sigs) <= 1:  # (the usual claim: every capture of one op and width)
             sig = next(iter(sigs), None)
         else:
             sig = sigs.most_common(1)[0][0]
-            left += [r for r in use if caps[r] is not None and caps[r].sig != sig]
-            use = [r for r in use if caps[r] is None or caps[r].sig == sig]
-        op = next((c.op for c in caps.values() if c is not None and c.sig == sig), None)
+            left += [r for r in use if caps[r] is not None and _sig(caps[r]) != sig]
+            use = [r for r in use if caps[r] is None or _sig(caps[r]) == sig]
+        op = next((c.op for c in caps.values() if c is not None and _sig(c) == sig), None)
         if not use:
             return [], sorted(left)
         sub = [ks[r] for r in use]
@@ -185,52 +179,88 @@ class CallableRecorder:
             groups, lost = self._recorder(sig, op).groups(sub, device, stacks)
         finally:
             with self._lock:
-                for k in sub:
-                    self.captures.pop(k, None)
+                if len(self.captures) == len(sub):  # (only this claim's: one worker's)
+                    self.captures.clear()
+                else:
+                    for k in sub:
+                        self.captures.pop(k, None)
         at = np.asarray(use, dtype=np.int64)
         for g in groups:  # positions in ``sub`` to positions in ``ks``
             g.index = at[g.index]
         return groups, sorted(left + [use[r] for r in lost])
 
-    def _capture(self, ks: list[int], device: int) -> tuple[dict[int, _Capture | None],
+    def _capture(self, ks: list[int], device: int) -> tuple[dict[int, Node | None],
                                                            list[int]]:
-        """Per position of ``ks`` what the callable recorded (None: nothing), and the
+        """Per position of ``ks`` the op node the callable recorded (None: nothing), and the
         positions whose callable did something else."""
         st, j = self.state, self.slot
         karr = np.asarray(ks, dtype=np.int64)
-        on = mprandom.gate_array(st.seed, karr, j, self.op.probability)
+        seed = st.seed
+        # the callable's stream for every output in one compiled call: draw -1 (its coin, as
+        # ``random.gate_array``) and draws 0 .. BLOCK - 2 (a random form's parameters, as
+        # ``random.uniforms``), bit for bit, where per output they took six SplitMix64
+        # rounds in Python
+        block = batch_math.op_uniforms(batch_ops.sample_round(seed, karr),
+                                       np.array([j & mprandom.MASK], dtype=np.uint64),
+                                       batch_ops.BLOCK_WORDS)[0]
+        p = self.op.probability
+        on = np.ones(len(ks), dtype=bool) if p is None else block[:, 0] < p
         # (the outputs whose coin skips the callable: nothing recorded)
-        caps: dict[int, _Capture | None] = dict.fromkeys(np.flatnonzero(~on).tolist())
+        caps: dict[int, Node | None] = dict.fromkeys(np.flatnonzero(~on).tolist())
         left: list[int] = []
-        before = None
         inputs = st.inputs
         n = len(inputs)
         rows = np.flatnonzero(on)
-        if len(rows):
-            # the shape each output has when the callable gets it: per input and coin pattern
-            # of the Operations before it
-            coins, params = draw_rules(self.rules[:j], st.seed, karr[rows])
-            before = patterns(self.rules[:j], coins, params)
-        # ``Operation.apply`` without its coin (the coins are ``on``). The stand-ins of one
-        # claim share their commit lock (else made per image on first use) and, per shape,
-        # their leaf: one thread records them, one at a time, and no value of theirs is read.
-        call = self.op.call_drawn
+        if not len(rows):
+            return caps, left
+        # the shape each output has when the callable gets it: per input and coin pattern of
+        # the Operations before it
+        coins, params = draw_rules(self.rules[:j], seed, karr[rows])
+        before = patterns(self.rules[:j], coins, params)
+        # ``Operation.apply`` without its coin (the coins are ``on``): a plain Operation's
+        # callable called here with its stream key set (``call_drawn``'s bound call and stream
+        # object, per output), the key holding its draws. The stand-ins of one claim share
+        # their commit lock (else made per image on first use) and, per shape, their leaf:
+        # one thread records them, one at a time, and no value of theirs is read.
+        op = self.op
+        plain = type(op) is Operation
+        fn, args, kwargs, name = op.function, op.args, op.kwargs, op.name
         lock = _thread.RLock()
-        stand_ins: dict[tuple, Node] = {}
-        seed = st.seed
+        by_shape: dict[tuple, Node] = {}
+        stand_ins: dict[tuple, Node] = {}  # (by input kind and coin pattern)
         kinds = [(type(x), x.shape, x.dtype.str) for x in inputs]
+        keys = mprandom._state
+        new_key, DrawnKey = tuple.__new__, mprandom.DrawnKey
+        previous = keys.key
+        # (the claim's draws and parses of the Operation's arguments: ``random.DrawnKey``)
+        claim = mprandom.ClaimDraws(block[rows, 1:], args)
         for at, r in enumerate(rows.tolist()):
             k = ks[r]
             i = k % n
             x = inputs[i]
-            shape, dtype = self._shape_before(i, k, (kinds[i], before[at].tobytes()))
-            stand_in = stand_ins.get((shape, dtype))
-            if stand_in is None:
-                stand_in = stand_ins[shape, dtype] = leaf(_UNREADABLE, shape, dtype, device)
+            key = (kinds[i], before[at].tobytes())
+            stand_in = stand_ins.get(key)
+            if stand_in is None:  # (the claim's first output of this input kind and pattern)
+                shape, dtype = self._shape_before(i, k, key)
+                stand_in = by_shape.get((shape, dtype))
+                if stand_in is None:
+                    stand_in = by_shape[shape, dtype] = leaf(_UNREADABLE, shape, dtype, device)
+                stand_ins[key] = stand_in
             y = x._new_like(stand_in, x._sample)
             y._commit_lock = lock
             try:
-                call(y, seed, k, j)
+                if plain:
+                    key = new_key(DrawnKey, (seed, k, j))
+                    key.claim, key.at = claim, at
+                    keys.key = key
+                    try:
+                        result = fn(y, *args, **kwargs)
+                    finally:
+                        keys.key = previous
+                    if result is not None and result is not y:
+                        _use_result(y, result, name)
+                else:
+                    op.call_drawn(y, seed, k, j)
             except (KeyboardInterrupt, SystemExit):
                 raise
             except BaseException:  # the per-output path runs it again (and reports it)
@@ -241,7 +271,7 @@ class CallableRecorder:
                 caps[r] = None
             elif (isinstance(node.op, OpSpec) and node.inputs == (stand_in,)
                   and not node.gated_off and (not targets.ANY or targets.of(node) is None)):
-                caps[r] = _Capture(node)
+                caps[r] = node
             else:
                 left.append(r)
         return caps, left

@@ -246,8 +246,9 @@ class GeneratorState:
         big, most = self.out_bytes, self.out_values
         seen: dict[tuple, Any] = {}  # shape -> dtype of the outputs counted
         for value, _ in made:
-            node = getattr(value, "_node", None)
-            if node is None:  # (an ndarray, return_to_host; or no value: an error)
+            # (an ndarray, return_to_host; or no value: an error; the test without a call)
+            node = None if value is None or type(value) is np.ndarray else value._node
+            if node is None:
                 v, b = (0, 0) if value is None else (value.size, value.nbytes)
             elif node.shape in seen and seen[node.shape] is node.dtype:  # (counted: a
                 continue  # group's outputs share one shape and dtype; groups interleave)
