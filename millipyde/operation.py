@@ -318,7 +318,7 @@ class Operation:
         with mprandom.operation_stream(seed, sample, index):
             result = bound()
         if self.method is None and result is not None and result is not x:
-            _use_result(x, result, self.name)
+            use_result(x, result, self.name)
 
     def skip(self, x: gpuarray, seed: int, sample: int, index: int, lift: bool = False) -> None:
         """What :meth:`apply` does when its coin (or a choice, ``millipyde.compose``) skips
@@ -350,7 +350,7 @@ class WholeImageOperation(Operation):
                             "a Pipeline or Generator")
 
 
-def _use_result(x: gpuarray, result: Any, name: str) -> None:
+def use_result(x: gpuarray, result: Any, name: str) -> None:
     """Bind ``x`` to a callable's gpuarray / ndarray result; warn that anything else is unused."""
     if isinstance(result, np.ndarray):
         try:

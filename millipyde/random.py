@@ -24,7 +24,8 @@ class _Keys(threading.local):
     key: Any = None
 
 
-_state = _Keys()
+#: this thread's stream key (read directly by a Generator's callable capture)
+STREAM_KEYS = _Keys()
 _global = {"seed": 0, "next_sample": 0, "epoch": 0}
 _global_lock = threading.Lock()
 
@@ -148,7 +149,7 @@ class DrawnKey(StreamKey):
 
 def current_key() -> StreamKey | None:
     """The key set by the enclosing :func:`operation_stream`, if any (per thread)."""
-    return getattr(_state, "key", None)
+    return getattr(STREAM_KEYS, "key", None)
 
 
 class operation_stream:
@@ -165,11 +166,11 @@ class operation_stream:
 
     def __enter__(self) -> StreamKey:
         self._previous = current_key()
-        _state.key = self.key
+        STREAM_KEYS.key = self.key
         return self.key
 
     def __exit__(self, *exc: object) -> None:
-        _state.key = self._previous
+        STREAM_KEYS.key = self._previous
 
 
 def gate(seed_: int, sample: int, op: int, probability: float | None) -> bool:

@@ -118,15 +118,15 @@ class _Switch:
     """The per-op fast paths on (``fast``) or off (``slow``: as before them)."""
 
     def __init__(self) -> None:
-        self.fast = (devices.TARGETS, ACTIVE._tls, mprandom._state)
+        self.fast = (devices.TARGETS, ACTIVE._tls, mprandom.STREAM_KEYS)
 
     def set(self, on: bool) -> None:
         replay.SINGLE = on
         if on:
-            devices.TARGETS, ACTIVE._tls, mprandom._state = self.fast
+            devices.TARGETS, ACTIVE._tls, mprandom.STREAM_KEYS = self.fast
         else:  # (fresh plain thread-locals: nothing is set in them at the probe's top level)
-            devices.TARGETS, ACTIVE._tls, mprandom._state = (threading.local(), threading.local(),
-                                                          threading.local())
+            fresh = (threading.local(), threading.local(), threading.local())
+            devices.TARGETS, ACTIVE._tls, mprandom.STREAM_KEYS = fresh
 
 
 def main() -> None:

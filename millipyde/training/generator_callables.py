@@ -33,7 +33,7 @@ from ..decorators import UserOp
 from ..graph.ir.node import Node, apply, leaf
 from ..image import gpuimage
 from ..kernels import OpSpec
-from ..operation import Operation, _use_result
+from ..operation import Operation, use_result
 from ..policies import ImageOperation
 from . import batch_math, batch_ops, template_share
 from .batch_record import Recorder, given_rule, patterns, rule_key, rules_for
@@ -229,7 +229,7 @@ class CallableRecorder:
         by_shape: dict[tuple, Node] = {}
         stand_ins: dict[tuple, Node] = {}  # (by input kind and coin pattern)
         kinds = [(type(x), x.shape, x.dtype.str) for x in inputs]
-        keys = mprandom._state
+        keys = mprandom.STREAM_KEYS
         new_key, DrawnKey = tuple.__new__, mprandom.DrawnKey
         previous = keys.key
         # (the claim's draws and parses of the Operation's arguments: ``random.DrawnKey``)
@@ -258,7 +258,7 @@ class CallableRecorder:
                     finally:
                         keys.key = previous
                     if result is not None and result is not y:
-                        _use_result(y, result, name)
+                        use_result(y, result, name)
                 else:
                     op.call_drawn(y, seed, k, j)
             except (KeyboardInterrupt, SystemExit):
