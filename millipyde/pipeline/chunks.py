@@ -323,7 +323,7 @@ class StageChunks:
 
 
 def stack_values(values: list[Node | Member], device: int, stream: Any,
-           copy_stream: Callable[[], Any]) -> Any:
+                 copy_stream: Callable[[], Any]) -> Any:
     """The values (stored nodes or members of batch buffers, one shape and dtype) copied into
     one (n, ...) buffer on ``device``, ready for work queued on ``stream`` next.
 
