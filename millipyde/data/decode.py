@@ -523,14 +523,21 @@ class NvImageCodecCDecoder:
         the allocation (its box's image) and ``offsets`` laid out for them, and the
         allocation's bytes."""
         n = len(states)
+        box = np.empty((n, 4), np.int64)
+        slots = np.empty(n, np.int64)
+        fast = getattr(boxes, "layout", None)
+        if fast is not None:  # the boxes and the layout in one compiled call
+            total = fast(states, dims, (loop.ST_TAKEN, loop.ST_GIVEN), ALIGN, box, slots,
+                         offsets)
+            return box, slots, pool_bytes(total)
         taken = (states == loop.ST_TAKEN) | (states == loop.ST_GIVEN)
         plain = np.flatnonzero(taken & (dims[:, 2:5] == 0).all(axis=1))
-        box = np.zeros((n, 4), np.int64)
+        box[:] = 0
         box[:, 2:4] = dims[:, 0:2]
         if len(plain):
             box[plain] = np.asarray(boxes(plain, dims[plain, :2]), dtype=np.int64)
         rows = np.flatnonzero(taken)
-        slots = np.zeros(n, np.int64)
+        slots[:] = 0
         slots[rows] = (box[rows, 2] - box[rows, 0]) * (box[rows, 3] - box[rows, 1]) * 3
         size = -(-slots[rows] // ALIGN) * ALIGN
         offsets[rows] = np.cumsum(size) - size
