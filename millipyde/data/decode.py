@@ -603,8 +603,16 @@ class NvImageCodecCDecoder:
         dec = self._dec
         if laps is not None:
             laps.lap("prep")
+        # the regions made in the decode pass: their boxes laid out in the parse pass where
+        # the plan's are compiled (no Python between the passes but the allocation)
+        one_pass = None  # (box, slots): regions made in the decode pass
+        laid = boxes is not None and regions is not None and REGIONS_IN_DECODE and \
+            dec.decodes_regions and getattr(boxes, "parse_layout", None) is not None
+        if laid:
+            one_pass = np.zeros((n, 4), np.int64), np.zeros(n, np.int64)
         total = dec.parse_many(np.asarray(address, np.int64), np.asarray(size, np.int64),
-                               handles, states, dims, offsets, limit)
+                               handles, states, dims, offsets, limit,
+                               (boxes, *one_pass) if laid else None)
         if laps is not None:
             laps.regain(dec.regain_ns)
             laps.lap("parse")
@@ -612,10 +620,14 @@ class NvImageCodecCDecoder:
         # whole code streams of regions, destroyed after (by the decode pass itself where
         # the regions are made in it)
         parents = np.zeros(n, np.int64)
-        one_pass = None  # (box, slots): regions made in the decode pass
         lazy = None  # the batch laid out whole: its rows made where read (LazyImages)
         try:
-            if total and boxes is not None and regions is not None and REGIONS_IN_DECODE \
+            if laid:
+                if not total:
+                    one_pass = None  # nothing taken: nothing to decode here
+                if laps is not None:
+                    laps.lap("boxes")
+            elif total and boxes is not None and regions is not None and REGIONS_IN_DECODE \
                     and dec.decodes_regions:
                 box, slots, total = self._region_layout(loop, boxes, states, dims, offsets)
                 one_pass = box, slots

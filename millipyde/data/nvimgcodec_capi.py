@@ -741,17 +741,29 @@ class Decoder:
     # -- the compiled loop (GIL released once a pass) ----------------------------------------
     def parse_many(self, address: np.ndarray, size: np.ndarray, handle: np.ndarray,
                    state: np.ndarray, dims: np.ndarray, offsets: np.ndarray,
-                   limit: int) -> int:
+                   limit: int, regions: tuple | None = None) -> int:
         """``capi_loop.parse`` (see there) with the GIL released for the whole batch: code
         streams over the bytes at ``address``/``size`` of the samples of state ``ST_PARSE``
         (the caller keeps those bytes alive until :meth:`decode_many` returns), their
         headers checked, the taken ones' offsets in one allocation. Returns the
-        allocation's bytes. The compiled loop must be loaded (:func:`loop`)."""
+        allocation's bytes. The compiled loop must be loaded (:func:`loop`).
+
+        ``regions``: ``(boxes, box, slots)``, the region boxes laid out in the same pass
+        (``boxes.parse_layout``: ``training.region_plan.RowBoxes``): ``box`` each sample's
+        rectangle, ``slots`` each taken sample's bytes, ``offsets`` laid out for them, the
+        allocation's bytes for them returned."""
         mod, lib = _loop[0], self.lib
         lib.releases += 1
         t = time.perf_counter()
-        total = mod.parse(lib.addresses, _layout[0], self.inst.handle, self._info_words,
-                          address, size, handle, state, dims, offsets, int(limit), self.clock)
+        args = (lib.addresses, _layout[0], self.inst.handle, self._info_words, address, size,
+                handle, state, dims, offsets, int(limit), self.clock)
+        if regions is None:
+            total = mod.parse(*args)
+        else:
+            boxes, box, slots = regions
+            total = boxes.parse_layout(mod, args, (mod.ST_TAKEN, mod.ST_GIVEN), ALIGN, box,
+                                       slots)
+            total = pool_bytes(total) if total else 0
         self._regained()
         lib.free_s += time.perf_counter() - t
         return int(total)

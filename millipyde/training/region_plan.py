@@ -121,7 +121,7 @@ class RowBoxes:
     def __init__(self, plan: RegionPlan, ks: np.ndarray) -> None:
         self.plan, self.ks = plan, ks
         if plan.compiled is None:
-            self.layout = None  # type: ignore[assignment]
+            self.layout = self.parse_layout = None  # type: ignore[assignment]
 
     def __call__(self, rows: np.ndarray, hw: np.ndarray) -> np.ndarray:
         return self.plan.boxes(self.ks[rows], hw)
@@ -137,6 +137,19 @@ class RowBoxes:
         return int(_boxes_module().layout(self.ks, state, dims, int(taken[0]), int(taken[1]),
                                           int(align), box, slots, offsets,
                                           *self.plan.compiled, data_region.ALIGN))
+
+
+    def parse_layout(self, loop: Any, parse_args: tuple, taken: tuple[int, int],
+                     align: int, box: np.ndarray, slots: np.ndarray) -> int:
+        """``data.capi_loop.parse`` (``loop``: the compiled loop's module; ``parse_args`` its
+        arguments, ``clock`` last) and :meth:`layout` after it (of ``parse``'s ``state``,
+        ``dims`` and ``offsets``) in one compiled call, the GIL released for both: the
+        bytes laid out (0 where nothing was taken). The pass's end stamp is taken after the
+        layout."""
+        mod = _parse_module(loop.__name__, _boxes_module().__name__)
+        return int(mod.parse_layout(*parse_args, self.ks, int(taken[0]), int(taken[1]),
+                                    int(align), box, slots, *self.plan.compiled,
+                                    data_region.ALIGN))
 
 
 def compiled_args(step: Any, seed: int) -> tuple | None:
@@ -277,3 +290,34 @@ def _rebuilt(method: str, args: tuple, kwargs: dict, seed: int) -> RegionPlan:
     from .batch_ops import step_of
 
     return RegionPlan(step_of(Operation(method, *args, **kwargs)), seed)
+
+
+#: the parse pass of the C decoder's compiled loop (``data.capi_loop``, imported by its module's
+#: name) and the boxes' layout after it, one pass without the GIL
+_PARSE_SOURCE = """# millipyde generated parse pass and region layout (region_plan)
+from numba import njit
+
+from {loop} import _stamp as _end_stamp
+from {loop} import parse as _parse
+from {boxes} import layout as _layout
+
+
+@njit(cache=True, nogil=True)
+def parse_layout(fns, lay, instance, template, address, size, handle, state, dims, offsets,
+                 limit, clock, ks, taken_a, taken_b, byte_align, box, slots, head, op, params,
+                 ratio, tries, align):
+    if _parse(fns, lay, instance, template, address, size, handle, state, dims, offsets,
+              limit, clock) == 0:
+        return 0
+    total = _layout(ks, state, dims, taken_a, taken_b, byte_align, box, slots, offsets, head,
+                    op, params, ratio, tries, align)
+    _end_stamp(clock)
+    return total
+"""
+
+
+@functools.cache
+def _parse_module(loop: str, boxes: str) -> Any:
+    from ..graph.codegen.loader import load
+
+    return load(_PARSE_SOURCE.format(loop=loop, boxes=boxes), "cpu")
