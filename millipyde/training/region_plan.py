@@ -121,7 +121,7 @@ class RowBoxes:
     def __init__(self, plan: RegionPlan, ks: np.ndarray) -> None:
         self.plan, self.ks = plan, ks
         if plan.compiled is None:
-            self.layout = self.parse_layout = None  # type: ignore[assignment]
+            self.layout = self.parse_layout = self.parse_decode = None  # type: ignore
 
     def __call__(self, rows: np.ndarray, hw: np.ndarray) -> np.ndarray:
         return self.plan.boxes(self.ks[rows], hw)
@@ -150,6 +150,21 @@ class RowBoxes:
         return int(mod.parse_layout(*parse_args, self.ks, int(taken[0]), int(taken[1]),
                                     int(align), box, slots, *self.plan.compiled,
                                     data_region.ALIGN))
+
+
+    def parse_decode(self, loop: Any, parse_args: tuple, taken: tuple[int, int], align: int,
+                     box: np.ndarray, slots: np.ndarray, capacity: int, decode_args: tuple,
+                     got: np.ndarray) -> int:
+        """:meth:`parse_layout`, then, where the bytes laid out fit ``capacity``, the
+        regions made and decoded (``data.capi_loop.regions_decode``, ``decode_args``: its
+        arguments from the decoder's handle on, less those :meth:`parse_layout` shares, in
+        its order: ``decoder, out, params, images, work, statuses, base, cuda_stream, done,
+        fn_sub, view, at_start, at_end, region, parents``), in one compiled call without the
+        GIL. ``got``: the bytes laid out, and 1 where the decode ran (its result returned)."""
+        mod = _parse_module(loop.__name__, _boxes_module().__name__)
+        return int(mod.parse_decode(*parse_args, self.ks, int(taken[0]), int(taken[1]),
+                                    int(align), box, slots, *self.plan.compiled,
+                                    data_region.ALIGN, int(capacity), *decode_args, got))
 
 
 def compiled_args(step: Any, seed: int) -> tuple | None:
@@ -299,6 +314,7 @@ from numba import njit
 
 from {loop} import _stamp as _end_stamp
 from {loop} import parse as _parse
+from {loop} import regions_decode as _regions_decode
 from {boxes} import layout as _layout
 
 
@@ -313,6 +329,25 @@ def parse_layout(fns, lay, instance, template, address, size, handle, state, dim
                     op, params, ratio, tries, align)
     _end_stamp(clock)
     return total
+
+
+@njit(cache=True, nogil=True)
+def parse_decode(fns, lay, instance, template, address, size, handle, state, dims, offsets,
+                 limit, clock, ks, taken_a, taken_b, byte_align, box, slots, head, op, params,
+                 ratio, tries, align, capacity, decoder, out, dparams, images, work, statuses,
+                 base, cuda_stream, done, fn_sub, view, at_start, at_end, region, parents,
+                 got):
+    total = parse_layout(fns, lay, instance, template, address, size, handle, state, dims,
+                         offsets, limit, clock, ks, taken_a, taken_b, byte_align, box, slots,
+                         head, op, params, ratio, tries, align)
+    got[0] = total
+    got[1] = 0
+    if total == 0 or total > capacity:
+        return 0
+    got[1] = 1
+    return _regions_decode(fns, lay, instance, decoder, out, dparams, images, work, statuses,
+                           base, cuda_stream, handle, state, dims, offsets, done, fn_sub,
+                           view, at_start, at_end, box, region, parents, slots, clock)
 """
 
 
