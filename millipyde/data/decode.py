@@ -621,7 +621,7 @@ class NvImageCodecCDecoder:
 
         one_pass = None  # (box, slots): regions made in the decode pass
         laid = boxes is not None and regions is not None and REGIONS_IN_DECODE and \
-            dec.decodes_regions and getattr(boxes, "parse_layout", None) is not None
+            dec.decodes_regions and getattr(boxes, "parse_decode", None) is not None
         if laid:
             one_pass = np.zeros((n, 4), np.int64), np.zeros(n, np.int64)
         address = np.asarray(address, np.int64)

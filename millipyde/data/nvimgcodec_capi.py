@@ -749,21 +749,21 @@ class Decoder:
         allocation's bytes. The compiled loop must be loaded (:func:`loop`).
 
         ``regions``: ``(boxes, box, slots)``, the region boxes laid out in the same pass
-        (``boxes.parse_layout``: ``training.region_plan.RowBoxes``): ``box`` each sample's
+        (``boxes.parse_decode``: ``training.region_plan.RowBoxes``): ``box`` each sample's
         rectangle, ``slots`` each taken sample's bytes, ``offsets`` laid out for them, the
         allocation's bytes for them returned."""
         mod, lib = _loop[0], self.lib
+        if regions is not None:  # the one pass's function, which decodes nothing here
+            n = len(state)
+            total, _ = self.parse_decode_many(
+                address, size, handle, state, dims, offsets, limit,
+                (*regions, np.zeros((n, 4), np.int64), np.zeros(n, np.int64)), 0, 0, 0,
+                np.zeros(n, np.uint8))
+            return pool_bytes(total) if total else 0
         lib.releases += 1
         t = time.perf_counter()
-        args = (lib.addresses, _layout[0], self.inst.handle, self._info_words, address, size,
-                handle, state, dims, offsets, int(limit), self.clock)
-        if regions is None:
-            total = mod.parse(*args)
-        else:
-            boxes, box, slots = regions
-            total = boxes.parse_layout(mod, args, (mod.ST_TAKEN, mod.ST_GIVEN), ALIGN, box,
-                                       slots)
-            total = pool_bytes(total) if total else 0
+        total = mod.parse(lib.addresses, _layout[0], self.inst.handle, self._info_words,
+                          address, size, handle, state, dims, offsets, int(limit), self.clock)
         self._regained()
         lib.free_s += time.perf_counter() - t
         return int(total)

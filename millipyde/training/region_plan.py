@@ -121,7 +121,7 @@ class RowBoxes:
     def __init__(self, plan: RegionPlan, ks: np.ndarray) -> None:
         self.plan, self.ks = plan, ks
         if plan.compiled is None:
-            self.layout = self.parse_layout = self.parse_decode = None  # type: ignore
+            self.layout = self.parse_decode = None  # type: ignore[assignment]
 
     def __call__(self, rows: np.ndarray, hw: np.ndarray) -> np.ndarray:
         return self.plan.boxes(self.ks[rows], hw)
@@ -139,28 +139,18 @@ class RowBoxes:
                                           *self.plan.compiled, data_region.ALIGN))
 
 
-    def parse_layout(self, loop: Any, parse_args: tuple, taken: tuple[int, int],
-                     align: int, box: np.ndarray, slots: np.ndarray) -> int:
-        """``data.capi_loop.parse`` (``loop``: the compiled loop's module; ``parse_args`` its
-        arguments, ``clock`` last) and :meth:`layout` after it (of ``parse``'s ``state``,
-        ``dims`` and ``offsets``) in one compiled call, the GIL released for both: the
-        bytes laid out (0 where nothing was taken). The pass's end stamp is taken after the
-        layout."""
-        mod = _parse_module(loop.__name__, _boxes_module().__name__)
-        return int(mod.parse_layout(*parse_args, self.ks, int(taken[0]), int(taken[1]),
-                                    int(align), box, slots, *self.plan.compiled,
-                                    data_region.ALIGN))
-
-
     def parse_decode(self, loop: Any, parse_args: tuple, taken: tuple[int, int], align: int,
                      box: np.ndarray, slots: np.ndarray, capacity: int, decode_args: tuple,
                      got: np.ndarray) -> int:
-        """:meth:`parse_layout`, then, where the bytes laid out fit ``capacity``, the
-        regions made and decoded (``data.capi_loop.regions_decode``, ``decode_args``: its
-        arguments from the decoder's handle on, less those :meth:`parse_layout` shares, in
-        its order: ``decoder, out, params, images, work, statuses, base, cuda_stream, done,
-        fn_sub, view, at_start, at_end, region, parents``), in one compiled call without the
-        GIL. ``got``: the bytes laid out, and 1 where the decode ran (its result returned)."""
+        """``data.capi_loop.parse`` (``loop``: the compiled loop's module; ``parse_args`` its
+        arguments, ``clock`` last), :meth:`layout` after it (of ``parse``'s ``state``,
+        ``dims`` and ``offsets``), then, where the bytes laid out fit ``capacity`` (0: never),
+        the regions made and decoded (``data.capi_loop.regions_decode``; ``decode_args``: its
+        arguments from the decoder's handle on, less those the parse shares, in its order:
+        ``decoder, out, params, images, work, statuses, base, cuda_stream, done, fn_sub,
+        view, at_start, at_end, region, parents``), in one compiled call without the GIL, its
+        end stamp taken after the layout or the decode. ``got``: the bytes laid out (0 where
+        nothing was taken), and 1 where the decode ran (its result returned)."""
         mod = _parse_module(loop.__name__, _boxes_module().__name__)
         return int(mod.parse_decode(*parse_args, self.ks, int(taken[0]), int(taken[1]),
                                     int(align), box, slots, *self.plan.compiled,
@@ -308,7 +298,8 @@ def _rebuilt(method: str, args: tuple, kwargs: dict, seed: int) -> RegionPlan:
 
 
 #: the parse pass of the C decoder's compiled loop (``data.capi_loop``, imported by its module's
-#: name) and the boxes' layout after it, one pass without the GIL
+#: name), the boxes' layout after it and the decode where the batch fits its allocation, one
+#: pass without the GIL (one compiled function for both uses: one compile)
 _PARSE_SOURCE = """# millipyde generated parse pass and region layout (region_plan)
 from numba import njit
 
@@ -319,30 +310,21 @@ from {boxes} import layout as _layout
 
 
 @njit(cache=True, nogil=True)
-def parse_layout(fns, lay, instance, template, address, size, handle, state, dims, offsets,
-                 limit, clock, ks, taken_a, taken_b, byte_align, box, slots, head, op, params,
-                 ratio, tries, align):
-    if _parse(fns, lay, instance, template, address, size, handle, state, dims, offsets,
-              limit, clock) == 0:
-        return 0
-    total = _layout(ks, state, dims, taken_a, taken_b, byte_align, box, slots, offsets, head,
-                    op, params, ratio, tries, align)
-    _end_stamp(clock)
-    return total
-
-
-@njit(cache=True, nogil=True)
 def parse_decode(fns, lay, instance, template, address, size, handle, state, dims, offsets,
                  limit, clock, ks, taken_a, taken_b, byte_align, box, slots, head, op, params,
                  ratio, tries, align, capacity, decoder, out, dparams, images, work, statuses,
                  base, cuda_stream, done, fn_sub, view, at_start, at_end, region, parents,
                  got):
-    total = parse_layout(fns, lay, instance, template, address, size, handle, state, dims,
-                         offsets, limit, clock, ks, taken_a, taken_b, byte_align, box, slots,
-                         head, op, params, ratio, tries, align)
-    got[0] = total
+    got[0] = 0
     got[1] = 0
-    if total == 0 or total > capacity:
+    if _parse(fns, lay, instance, template, address, size, handle, state, dims, offsets,
+              limit, clock) == 0:
+        return 0
+    total = _layout(ks, state, dims, taken_a, taken_b, byte_align, box, slots, offsets, head,
+                    op, params, ratio, tries, align)
+    got[0] = total
+    if total > capacity:
+        _end_stamp(clock)
         return 0
     got[1] = 1
     return _regions_decode(fns, lay, instance, decoder, out, dparams, images, work, statuses,
