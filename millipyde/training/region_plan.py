@@ -108,7 +108,8 @@ class RegionPlan:
 class RowBoxes:
     """A batch's boxes as a decoder asks for them: ``boxes(rows, hw)`` of its rows ``rows``
     (outputs ``ks[rows]``, sizes ``hw``), :meth:`RegionPlan.boxes`; and, where the plan's
-    windows are compiled, :meth:`layout`: the boxes and the allocation's layout in one call.
+    windows are compiled, :meth:`layout`: the boxes and the allocation's layout in one call,
+    and :meth:`parse_decode`: those inside the C decoder's compiled pass (None otherwise).
 
     Parameters
     ----------
@@ -137,7 +138,6 @@ class RowBoxes:
         return int(_boxes_module().layout(self.ks, state, dims, int(taken[0]), int(taken[1]),
                                           int(align), box, slots, offsets,
                                           *self.plan.compiled, data_region.ALIGN))
-
 
     def parse_decode(self, loop: Any, parse_args: tuple, taken: tuple[int, int], align: int,
                      box: np.ndarray, slots: np.ndarray, capacity: int, decode_args: tuple,
