@@ -331,7 +331,7 @@ def decode_alone_lanes(folder: str, batches: int, lanes: int, size: int = 256,
                 if plan is not None:
                     ks = np.arange(b * size, (b + 1) * size, dtype=np.int64)
                     regions = np.full((size, 4), -1, np.int64)
-                    kw = {"boxes": lambda rows, hw, ks=ks: plan.boxes(ks[rows], hw),
+                    kw = {"boxes": plan.rows(ks),
                           "regions": regions}
                 laps = Laps() if segments and timed else None
                 if laps is not None:

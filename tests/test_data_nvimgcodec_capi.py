@@ -1077,6 +1077,58 @@ def test_regions_made_in_the_decode_pass_equal_a_pass_of_their_own(monkeypatch) 
     assert got[True][6].shape == whole[6].shape  # refused: whole
 
 
+@needs_lib
+def test_compiled_boxes_laid_out_in_the_parse_pass_equal_pythons(monkeypatch) -> None:
+    """A plan whose boxes are compiled (``random_resized_crop``: ``RowBoxes.parse_decode``)
+    lays its boxes out in the parse pass: the same regions and pixels as the same boxes
+    drawn in Python between the passes, over an EXIF-rotated (whole), a grey (Pillow), a
+    broken and colour JPEGs; two GIL releases a batch, one where the batch fits the
+    allocation made before its parse (``decode.ONE_PASS``: from the decoder's second batch)."""
+    import millipyde as mp
+    from millipyde.training.region_plan import plan_of
+
+    monkeypatch.setattr(dmod, "REGIONS_IN_DECODE", True)
+    photo = data.astronaut()
+    blobs = [_jpeg(photo[i * 30:i * 30 + 90 + 7 * i, i * 20:i * 20 + 150 - 9 * i])
+             for i in range(6)]
+    blobs[2:2] = [_oriented(photo[:40, :64], 6), _jpeg(photo[:64, :64, 0]), b"broken"]
+    plan = plan_of([mp.Operation("random_resized_crop", 8, 8, scale=(0.05, 0.3))], 5)
+    ks = np.arange(len(blobs), dtype=np.int64) * 7 + 3
+    rows = plan.rows(ks)
+    laid: list = []  # the compiled pass's calls: the parse alone (no allocation) or all
+    parse_decode = rows.parse_decode
+    rows.parse_decode = lambda *a: (laid.append("one" if a[6] else "parse"),
+                                    parse_decode(*a))[1]
+    dec = dmod.NvImageCodecCDecoder(0, dmod.PillowDecoder(0, threads=1), host=True)
+    got, regs, releases = {}, {}, {}
+    try:
+        for name, boxes in (("compiled", rows), ("python", lambda r, hw: rows(r, hw)),
+                            ("one pass", rows), ("not fitting", rows)):
+            if name == "not fitting":
+                dec._fits = 256  # the allocation made before the parse too small
+            regs[name] = np.full((len(blobs), 4), -1, np.int64)
+            before = LIB.releases
+            got[name] = dec.decode(blobs, lambda r: f"#{r}", None, boxes=boxes,
+                                   regions=regs[name])
+            releases[name] = LIB.releases - before
+    finally:
+        dec.close()
+    # the first batch of a decoder in two passes; a later one, fitting the allocation made
+    # before its parse (the last batches'), parsed and decoded in one
+    # (one not fitting it: parsed in the one pass, decoded in a second, as after a parse)
+    assert releases == {"compiled": 2, "python": 2, "one pass": 1, "not fitting": 2}
+    assert laid == ["parse", "one", "one"]
+    for name in ("python", "one pass", "not fitting"):
+        assert regs["compiled"].tolist() == regs[name].tolist()
+        for a, b in zip(got[name], got["compiled"], strict=True):
+            assert type(a) is type(b)
+            assert isinstance(a, BaseException) or np.array_equal(a, b)
+    assert (regs["compiled"][[0, 1, 5, 6, 7, 8], 0] >= 0).all()
+    assert (regs["compiled"][[2, 3, 4], 0] == -1).all()
+    assert [r for r, a in enumerate(got["compiled"]) if isinstance(a, BaseException)] == [4]
+    assert str(got["compiled"][4]) == str(got["python"][4])
+
+
 def test_the_compiled_passes_stamp_their_end_on_the_monotonic_clock() -> None:
     """Each compiled pass writes CLOCK_MONOTONIC (Python's ``time.monotonic_ns``) into its
     ``clock`` as its last step (the wait for the GIL after it is measured from there);

@@ -190,6 +190,48 @@ def test_windows_are_the_recorders_and_boxes_hold_them(switch) -> None:
     assert big.tolist() == [[0, 0, 10, 12]]
 
 
+@pytest.mark.parametrize("kw", [{}, {"scale": (0.9, 1.0), "ratio": (3.0, 4.0)},
+                                {"ratio": (0.2, 5.0)}])
+def test_compiled_boxes_are_the_forms(switch, kw) -> None:
+    """``random_resized_crop``'s boxes in one compiled call are the ones its form draws and
+    ``aligned`` widens in Python, bit for bit: windows that fit, torchvision's central window
+    after ten misses (the narrow ratios), empty and one-pixel images; and ``RowBoxes.layout``
+    lays the taken rows' boxes out as the decoder's Python does."""
+    switch(True)
+    plan = plan_of([mp.Operation("random_resized_crop", 8, 8, **kw)], 7)
+    assert plan.compiled is not None
+    rng = np.random.default_rng(3)
+    hw = np.concatenate([rng.integers(1, 700, size=(600, 2)),
+                         [[0, 0], [1, 1], [0, 5], [1000, 3], [3, 1000]]]).astype(np.int64)
+    ks = rng.integers(0, 1 << 40, size=len(hw)).astype(np.int64)
+    fast = plan.boxes(ks, hw)
+    compiled, plan.compiled = plan.compiled, None
+    try:
+        slow = plan.boxes(ks, hw)
+    finally:
+        plan.compiled = compiled
+    assert fast.dtype == slow.dtype and np.array_equal(fast, slow)
+    # the layout: taken rows (states 3, 2) without an orientation get their boxes
+    n = 40
+    state = np.array([3, 2, 0, 4] * (n // 4), np.int32)
+    dims = np.zeros((n, 5), np.int64)
+    dims[:, :2] = hw[:n]
+    dims[5, 2] = 90  # an EXIF rotation: its whole image
+    rows = plan.rows(ks[:n])
+    box, slots, offsets = (np.full((n, 4), -7), np.full(n, -7), np.zeros(n, np.int64))
+    total = rows.layout(state, dims, (3, 2), 256, box, slots, offsets)
+    taken = (state == 3) | (state == 2)
+    plain = taken & (dims[:, 2:] == 0).all(axis=1)
+    want = np.concatenate([np.zeros((n, 2), np.int64), dims[:, :2]], axis=1)
+    want[plain] = rows(np.flatnonzero(plain), dims[plain, :2])
+    assert np.array_equal(box, want) and box[5].tolist() == [0, 0, *dims[5, :2].tolist()]
+    size = np.where(taken, (want[:, 2] - want[:, 0]) * (want[:, 3] - want[:, 1]) * 3, 0)
+    assert np.array_equal(slots, size)
+    step = -(-size // 256) * 256
+    assert np.array_equal(offsets[taken], (np.cumsum(step) - step)[taken])
+    assert total == int(step.sum())
+
+
 @pytest.mark.skipif(not process.supported(), reason="no memfd / fd passing here")
 def test_a_decode_worker_process_decodes_regions(folder, switch) -> None:
     """A decode worker process's loader keeps the regions too (its plan sent as the first

@@ -18,7 +18,9 @@ turns: the batch worker's share in the pipeline) at the loader's switch interval
 ``--decoder c``: nvImageCodec's C API (``NvImageCodecCDecoder``; on the cpu backend
 libjpeg-turbo into host buffers, the wheel needed), regions decoded, each row twice: the
 regions' code streams in the decode pass (``decode.REGIONS_IN_DECODE``, two GIL releases a
-batch) and in a pass of their own (three); ``--decoder pillow``: Pillow, samples whole.
+batch; one from a lane's second batch where the plan's boxes are compiled, the ImageNet
+recipe's: ``decode.ONE_PASS``) and in a pass of their own (three); ``--decoder pillow``:
+Pillow, samples whole.
 ``--device-views`` (cpu backend): the C decoder's batches laid out and handed on as on a GPU
 (views of the allocation as DeviceImages, ``DecodedBatch.layout``), the lane's work after the
 decode as a GPU's. ``--tree PATH``: millipyde imported from another checkout (an older

@@ -54,6 +54,13 @@ _warned_missing = [False]
 #: training process).
 NVIMGCODEC_API: str | None = None
 
+#: the C decoder parses and decodes a batch of compiled region boxes (``RowBoxes.parse_decode``)
+#: in one pass, one GIL release, where the batch fits an allocation made before its parse: the
+#: largest of the lane's last :data:`FIT_BATCHES` batches' (pool classes, at most 1/8 over a
+#: size); a batch that does not fit is decoded in a second pass, as without (and the first
+#: batch of a decoder)
+ONE_PASS = True
+FIT_BATCHES = 4
 #: with regions (``data.region``), the compiled loop lays the batch's allocation out for the
 #: boxes drawn after its parse pass and makes the regions' code streams in the decode pass
 #: (``capi_loop.regions_decode``): two GIL releases a batch (parse, regions and decode)
@@ -382,6 +389,10 @@ class NvImageCodecCDecoder:
         #: samples decoded by nvImageCodec and by the fallback (reports)
         self.on_gpu = 0
         self.on_host = 0
+        #: the allocation of the next batch of compiled regions, made before its parse (0:
+        #: none: two passes), and the last batches' (``ONE_PASS``)
+        self._fits = 0
+        self._sizes: list[int] = []
         if CAPI_COMPILED:  # compiled (or read from the disk cache) here, not at a first batch
             capi.loop()
 
@@ -523,14 +534,21 @@ class NvImageCodecCDecoder:
         the allocation (its box's image) and ``offsets`` laid out for them, and the
         allocation's bytes."""
         n = len(states)
+        box = np.empty((n, 4), np.int64)
+        slots = np.empty(n, np.int64)
+        fast = getattr(boxes, "layout", None)
+        if fast is not None:  # the boxes and the layout in one compiled call
+            total = fast(states, dims, (loop.ST_TAKEN, loop.ST_GIVEN), ALIGN, box, slots,
+                         offsets)
+            return box, slots, pool_bytes(total)
         taken = (states == loop.ST_TAKEN) | (states == loop.ST_GIVEN)
         plain = np.flatnonzero(taken & (dims[:, 2:5] == 0).all(axis=1))
-        box = np.zeros((n, 4), np.int64)
+        box[:] = 0
         box[:, 2:4] = dims[:, 0:2]
         if len(plain):
             box[plain] = np.asarray(boxes(plain, dims[plain, :2]), dtype=np.int64)
         rows = np.flatnonzero(taken)
-        slots = np.zeros(n, np.int64)
+        slots[:] = 0
         slots[rows] = (box[rows, 2] - box[rows, 0]) * (box[rows, 3] - box[rows, 1]) * 3
         size = -(-slots[rows] // ALIGN) * ALIGN
         offsets[rows] = np.cumsum(size) - size
@@ -596,19 +614,66 @@ class NvImageCodecCDecoder:
         dec = self._dec
         if laps is not None:
             laps.lap("prep")
-        total = dec.parse_many(np.asarray(address, np.int64), np.asarray(size, np.int64),
-                               handles, states, dims, offsets, limit)
-        if laps is not None:
-            laps.regain(dec.regain_ns)
-            laps.lap("parse")
+        # the regions made in the decode pass: their boxes laid out in the parse pass where
+        # the plan's are compiled (no Python between the passes but the allocation), and the
+        # two passes one where the allocation can be made before (``_fits``)
+        from ..backend.pool import stream_handle
+
+        one_pass = None  # (box, slots): regions made in the decode pass
+        laid = boxes is not None and regions is not None and REGIONS_IN_DECODE and \
+            dec.decodes_regions and getattr(boxes, "parse_decode", None) is not None
+        if laid:
+            one_pass = np.zeros((n, 4), np.int64), np.zeros(n, np.int64)
+        address = np.asarray(address, np.int64)
+        size = np.asarray(size, np.int64)
         passed = False  # to decode_many, which destroys the code streams parse_many made
         # whole code streams of regions, destroyed after (by the decode pass itself where
         # the regions are made in it)
         parents = np.zeros(n, np.int64)
-        one_pass = None  # (box, slots): regions made in the decode pass
+        done = np.zeros(n, np.uint8)
+        decoded = False
+        whole = None
+        total = None
+        fits = self._fits if laid and ONE_PASS else 0
+        if fits:
+            with self._on_device(stream):
+                whole = self._allocate(fits)
+                if whole is not None:
+                    base = _address_of(whole)
+                    cuda_stream = 0 if self.host else stream_handle(stream)
+                    if laps is not None:
+                        laps.lap("alloc")
+                    total, rc = dec.parse_decode_many(
+                        address, size, handles, states, dims, offsets, limit,
+                        (boxes, *one_pass, regions, parents), base, fits, cuda_stream, done)
+                    if rc is not None:  # parsed and decoded in the one pass
+                        passed = True
+                        decoded = rc == loop.OK
+                    else:
+                        whole = None  # did not fit: allocated again below
+                    if laps is not None:
+                        laps.regain(dec.regain_ns)
+                        for stage, ns in dec.stages_ns.items():
+                            laps.part(f"decode.{stage}", ns)
+                        laps.lap("decode" if passed else "parse")
+                    total = pool_bytes(total) if total else 0
+        if total is None:
+            total = dec.parse_many(address, size, handles, states, dims, offsets, limit,
+                                   (boxes, *one_pass) if laid else None)
+            if laps is not None:
+                laps.regain(dec.regain_ns)
+                laps.lap("parse")
+        if laid and total:  # the next batch's allocation, made before its parse
+            self._sizes = (self._sizes + [total])[-FIT_BATCHES:]
+            self._fits = max(self._sizes)
         lazy = None  # the batch laid out whole: its rows made where read (LazyImages)
         try:
-            if total and boxes is not None and regions is not None and REGIONS_IN_DECODE \
+            if laid:
+                if not total:
+                    one_pass = None  # nothing taken: nothing to decode here
+                if laps is not None and not passed:
+                    laps.lap("boxes")
+            elif total and boxes is not None and regions is not None and REGIONS_IN_DECODE \
                     and dec.decodes_regions:
                 box, slots, total = self._region_layout(loop, boxes, states, dims, offsets)
                 one_pass = box, slots
@@ -623,27 +688,24 @@ class NvImageCodecCDecoder:
             for r in np.flatnonzero(states == loop.ST_BOMB).tolist():
                 out[r] = _bomb(name_of(r), int(dims[r, 0] * dims[r, 1]), limit)
             if total:
-                from ..backend.pool import stream_handle
-
-                done = np.zeros(n, np.uint8)
-                decoded = False
-                with self._on_device(stream):
-                    whole = self._allocate(total)
-                    if whole is not None:
-                        base = _address_of(whole)
-                        cuda_stream = 0 if self.host else stream_handle(stream)
-                        passed = True
-                        if laps is not None:
-                            laps.lap("alloc")
-                        decoded = dec.decode_many(
-                            base, cuda_stream, handles, states, dims, offsets, done,
-                            None if one_pass is None else
-                            (one_pass[0], regions, parents, one_pass[1]))
-                        if laps is not None:
-                            laps.regain(dec.regain_ns)
-                            for stage, ns in dec.stages_ns.items():
-                                laps.part(f"decode.{stage}", ns)
-                            laps.lap("decode")
+                if not passed:
+                    with self._on_device(stream):
+                        whole = self._allocate(total)
+                        if whole is not None:
+                            base = _address_of(whole)
+                            cuda_stream = 0 if self.host else stream_handle(stream)
+                            passed = True
+                            if laps is not None:
+                                laps.lap("alloc")
+                            decoded = dec.decode_many(
+                                base, cuda_stream, handles, states, dims, offsets, done,
+                                None if one_pass is None else
+                                (one_pass[0], regions, parents, one_pass[1]))
+                            if laps is not None:
+                                laps.regain(dec.regain_ns)
+                                for stage, ns in dec.stages_ns.items():
+                                    laps.part(f"decode.{stage}", ns)
+                                laps.lap("decode")
                 if regions is not None:  # a region not decoded goes whole to Pillow
                     regions[(done == 0) & (regions[:, 0] >= 0)] = -1
                 if decoded and not self.host and n and done.all():

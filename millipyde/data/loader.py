@@ -412,7 +412,7 @@ class Loader:
                 # the decoder draws each region from the header's size (rows of its list)
                 kr = ks[rows_at]
                 got_regions = np.full((len(rows), 4), -1, dtype=np.int64)
-                kw = {"boxes": lambda j, hw: plan.boxes(kr[j], hw), "regions": got_regions}
+                kw = {"boxes": plan.rows(kr), "regions": got_regions}
             if laps is not None:
                 laps.lap("lists")
                 if getattr(dec, "takes_laps", False):

@@ -741,13 +741,25 @@ class Decoder:
     # -- the compiled loop (GIL released once a pass) ----------------------------------------
     def parse_many(self, address: np.ndarray, size: np.ndarray, handle: np.ndarray,
                    state: np.ndarray, dims: np.ndarray, offsets: np.ndarray,
-                   limit: int) -> int:
+                   limit: int, regions: tuple | None = None) -> int:
         """``capi_loop.parse`` (see there) with the GIL released for the whole batch: code
         streams over the bytes at ``address``/``size`` of the samples of state ``ST_PARSE``
         (the caller keeps those bytes alive until :meth:`decode_many` returns), their
         headers checked, the taken ones' offsets in one allocation. Returns the
-        allocation's bytes. The compiled loop must be loaded (:func:`loop`)."""
+        allocation's bytes. The compiled loop must be loaded (:func:`loop`).
+
+        ``regions``: ``(boxes, box, slots)``, the region boxes laid out in the same pass
+        (``boxes.parse_decode``: ``training.region_plan.RowBoxes``): ``box`` each sample's
+        rectangle, ``slots`` each taken sample's bytes, ``offsets`` laid out for them, the
+        allocation's bytes for them returned."""
         mod, lib = _loop[0], self.lib
+        if regions is not None:  # the one pass's function, which decodes nothing here
+            n = len(state)
+            total, _ = self.parse_decode_many(
+                address, size, handle, state, dims, offsets, limit,
+                (*regions, np.zeros((n, 4), np.int64), np.zeros(n, np.int64)), 0, 0, 0,
+                np.zeros(n, np.uint8))
+            return pool_bytes(total) if total else 0
         lib.releases += 1
         t = time.perf_counter()
         total = mod.parse(lib.addresses, _layout[0], self.inst.handle, self._info_words,
@@ -755,6 +767,46 @@ class Decoder:
         self._regained()
         lib.free_s += time.perf_counter() - t
         return int(total)
+
+    def parse_decode_many(self, address: np.ndarray, size: np.ndarray, handle: np.ndarray,
+                          state: np.ndarray, dims: np.ndarray, offsets: np.ndarray, limit: int,
+                          regions: tuple, base: int, capacity: int, cuda_stream: int,
+                          done: np.ndarray) -> tuple[int, int | None]:
+        """:meth:`parse_many` with its ``regions`` (``(boxes, box, slots)``) and
+        :meth:`decode_many` with its (``(box, region, parents, slots)``) in one pass, one GIL
+        release a batch, into an allocation made before the parse (``capacity`` bytes at
+        ``base``): ``(bytes, rc)``, the bytes the parse laid out (0: nothing taken) and the
+        decode's result (``capi_loop.OK`` or a ``FAILED_*``), or None where the regions did
+        not fit the allocation (nothing decoded, the code streams kept: the caller
+        allocates and calls :meth:`decode_many`, as after :meth:`parse_many`)."""
+        mod, lib = _loop[0], self.lib
+        boxes, box, slots = regions[0], regions[1], regions[2]
+        region, parents = regions[3], regions[4]
+        n = len(state)
+        with self._lock:
+            if self.handle is None:
+                raise NvImageCodecError("the decoder was closed")
+            self._grown(n)
+            work = np.empty(n + 2, np.int64)
+            statuses = np.empty(max(1, n), np.uint32)
+            parse = (lib.addresses, _layout[0], self.inst.handle, self._info_words, address,
+                     size, handle, state, dims, offsets, int(limit), self.clock)
+            at = CodeStreamView.region.offset
+            dec = (self.handle, self._out_words, ctypes.addressof(self._params), self._images,
+                   work, statuses, int(base), int(cuda_stream or 0), done, lib.sub_address,
+                   self._view_words(), at + Region.start.offset, at + Region.end.offset,
+                   region, parents)
+            got = np.zeros(2, np.int64)
+            lib.releases += 1
+            t = time.perf_counter()
+            self.clock[1:] = 0
+            start = time.monotonic_ns()
+            rc = boxes.parse_decode(mod, parse, (mod.ST_TAKEN, mod.ST_GIVEN), ALIGN, box,
+                                    slots, int(capacity), dec, got)
+            self._regained()
+            self._stages(start)
+            lib.free_s += time.perf_counter() - t
+        return int(got[0]), (int(rc) if got[1] else None)
 
     def decode_many(self, base: int, cuda_stream: int, handle: np.ndarray,
                     state: np.ndarray, dims: np.ndarray, offsets: np.ndarray,

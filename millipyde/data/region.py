@@ -39,7 +39,7 @@ def aligned(win: np.ndarray, hw: np.ndarray, align: int) -> np.ndarray:
     end = np.minimum(-(-end // a) * a, hw)
     # an empty window (of an empty image) keeps one pixel where the image has one
     end = np.maximum(end, np.minimum(first + 1, hw))
-    return np.concatenate([first, end], axis=1)
+    return np.concatenate((first, end), axis=1)
 
 
 def crop_host(a: np.ndarray, box: np.ndarray) -> np.ndarray:

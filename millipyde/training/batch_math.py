@@ -178,7 +178,7 @@ def _identities(x: np.ndarray) -> bool:
 
 
 #: ``random.mix`` (a SplitMix64 round) in compiled host code: the head of the draws' modules
-_MIX_HEAD = '''import math
+MIX_HEAD = '''import math
 
 import numpy as np
 from numba import njit, uint64
@@ -193,7 +193,7 @@ def _mix(z):
 '''
 
 _MIX_SOURCE = ("# millipyde generated SplitMix64 rounds of random.key64 over arrays (batch draws)\n"
-               + _MIX_HEAD + '''
+               + MIX_HEAD + '''
 
 
 # (the GIL held: microseconds a batch, and a decode lane draws its region boxes with it,
@@ -364,7 +364,7 @@ def first_fits(z, hs, ws, params, tries, out, missed):
 '''
 
 #: draw ``D t + k`` of a member in ``_FITS_SOURCE``: ``uniforms``' float of ``_mix(z ^ word)``
-_FITS_DRAW = ("float(_mix(z[i] ^ uint64({d} * t + {k})) >> uint64(11))"
+FITS_DRAW = ("float(_mix(z[i] ^ uint64({d} * t + {k})) >> uint64(11))"
               " * (1.0 / 9007199254740992.0), ")
 
 
@@ -376,9 +376,9 @@ def _fits_module(fn: Any, draws: int, values: int) -> Any:
     if getattr(importlib.import_module(module), name, None) is not fn:
         raise ValueError(f"fn must be a module-level function, got {fn!r}")
     src = (f"# millipyde generated first fitting tries of {module}.{name} "
-           "(batch_math.first_fits)\n" + _MIX_HEAD + _FITS_SOURCE.format(
+           "(batch_math.first_fits)\n" + MIX_HEAD + _FITS_SOURCE.format(
                module=module, name=name,
-               draws="".join(_FITS_DRAW.format(d=draws, k=k) for k in range(draws)),
+               draws="".join(FITS_DRAW.format(d=draws, k=k) for k in range(draws)),
                stores="".join(f"                out[i, {c}] = got[{c + 1}]\n"
                               for c in range(values))))
     return load(src, "cpu")
