@@ -1088,6 +1088,7 @@ def test_compiled_boxes_laid_out_in_the_parse_pass_equal_pythons(monkeypatch) ->
     from millipyde.training.region_plan import plan_of
 
     monkeypatch.setattr(dmod, "REGIONS_IN_DECODE", True)
+    monkeypatch.setattr(dmod, "ONE_PASS", True)
     photo = data.astronaut()
     blobs = [_jpeg(photo[i * 30:i * 30 + 90 + 7 * i, i * 20:i * 20 + 150 - 9 * i])
              for i in range(6)]
