@@ -8,8 +8,7 @@ under a GIL of its own; this process keeps grouping, the output buffers and the 
 
 The worker is a fresh interpreter (``childproc``: subprocess, never fork), one per device,
 started on first use and kept for later runs; :func:`close` (and the interpreter's exit) stops
-them. A chunk is one message each way on the worker's socket (2026-11-29; it was two
-exchanges, with at most one chunk a device in flight, and lost to threads on two H200s):
+them. A chunk is one message each way on the worker's socket:
 
 - ``chunk``: the stage's Operations and seed (pickled once per run and stage: Operations by
   their parts), the chunk's group key, positions and sample numbers; its inputs' memory
