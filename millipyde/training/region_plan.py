@@ -165,7 +165,7 @@ def compiled_args(step: Any, seed: int) -> tuple | None:
     ones compiled (the other window forms draw theirs in Python)."""
     from ..ops.geometry import resized_crop
 
-    if getattr(step.op, "method", None) != "random_resized_crop":
+    if getattr(step.op, "method", None) != resized_crop.WINDOW_FORM:
         return None
     _, _, sc, ra = step.args_for(_KIND_CHANNELS, _KIND_DTYPE)
     params = resized_crop.window_params(sc, ra, False)
@@ -258,7 +258,8 @@ def _boxes_module() -> Any:
     from . import batch_math
 
     draw = batch_math.FITS_DRAW.replace("z[i]", "z")
-    return load("# millipyde generated region boxes of random_resized_crop (region_plan)\n"
+    return load(f"# millipyde generated region boxes of {resized_crop.WINDOW_FORM} "
+                "(region_plan)\n"
                 + batch_math.MIX_HEAD + _BOXES_SOURCE.format(draws="".join(
                     draw.format(d=resized_crop.DRAWS_PER_TRY, k=k)
                     for k in range(resized_crop.DRAWS_PER_TRY))), "cpu")

@@ -15,6 +15,9 @@ from .resize import resize_map, resize_to
 #: ``t``: the scale, the aspect, the top, the left)
 TRIES = 10
 DRAWS_PER_TRY = 4
+#: the form whose windows a decode lane draws compiled (``training.region_plan``: the draws,
+#: the tries, the central window, the alignment in one call)
+WINDOW_FORM = "random_resized_crop"
 
 
 def window_params(scale: tuple[float, float], ratio: tuple[float, float],
