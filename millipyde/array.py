@@ -562,31 +562,40 @@ def still_holds(xs: list[gpuarray], values: list[Node | Member]) -> bool:
 def bind_members(xs: list[gpuarray], nodes: list[Node | Member], values: list[Member | None],
                  bound: list[int], changed: list[int], busy: list[int]) -> None:
     """Bind ``xs[r]`` to ``values[r]`` (a chunk's outputs; None: not this chunk's) where it
-    still holds ``nodes[r]`` (:meth:`gpuarray._holds`, written out), under its commit lock,
-    only tried: rows bound go to ``bound``, rows whose value changed to ``changed``, rows
-    whose lock another thread holds to ``busy`` (the caller waits for those without its own
-    locks). The lists are filled as it goes: whatever stops it, ``bound`` says what was
-    bound. One lock held at a time (``locks.py``)."""
-    for r, value in enumerate(values):
-        if value is None:
-            continue
-        x = xs[r]
-        d = x.__dict__
-        held = d.get("_commit_lock") or commit_lock(x)
-        if not held.acquire(False):
-            busy.append(r)
-            continue
-        try:
-            node = nodes[r]
-            if type(node) is Member:
-                ok = d.get("_member") is node or (node.made is not None and
-                                                  d.get("_node") is node.made)
-            else:
-                ok = d.get("_node") is node
-            if ok:
-                x._bind_member(value)
-                bound.append(r)
-            else:
-                changed.append(r)
-        finally:
-            held.release()
+    still holds ``nodes[r]`` (:meth:`gpuarray._holds`), under its commit lock, only tried:
+    rows bound go to ``bound``, rows whose value changed to ``changed``, rows whose lock
+    another thread holds to ``busy`` (the caller waits for those without its own locks). The
+    lists are filled as it goes: whatever stops it, ``bound`` says what was bound.
+
+    :meth:`gpuarray._holds` and :meth:`gpuarray._bind_member` written out, under
+    :data:`member.LOCK` taken once for the chunk (a read converting a member meanwhile waits
+    for the chunk's binds, not one bind's); each input's commit lock is only tried under it,
+    never waited for, and one is held at a time (``locks.py``)."""
+    with member.LOCK:
+        for r, value in enumerate(values):
+            if value is None:
+                continue
+            x = xs[r]
+            d = x.__dict__
+            held = d.get("_commit_lock") or commit_lock(x)
+            if not held.acquire(False):
+                busy.append(r)
+                continue
+            try:
+                node = nodes[r]
+                if type(node) is Member:
+                    ok = d.get("_member") is node or (node.made is not None and
+                                                      d.get("_node") is node.made)
+                else:
+                    ok = d.get("_node") is node
+                if ok:
+                    # (``_member`` set before ``_node`` goes: a lockless read finds either)
+                    d["_member"] = value
+                    old = d.pop("_node", None)
+                    if old is not None:
+                        old.users -= 1
+                    bound.append(r)
+                else:
+                    changed.append(r)
+            finally:
+                held.release()
