@@ -134,8 +134,11 @@ class Run:
         # stage s processes its own inputs, then the previous stage's items in their order
         self.items = items
         self.own = own
-        self.original = {id(x): v for stage in self.items
-                         for x, v in zip(stage, values_of(stage), strict=True)}
+        # each input's value as the run starts, read once: grouped from (``execute``) and
+        # restored by a rollback (``original``)
+        self.read = [values_of(stage) for stage in items]
+        self.original = {id(x): v for stage, vs in zip(items, self.read, strict=True)
+                         for x, v in zip(stage, vs, strict=True)}
         self.done: set[int] = set()
         # what this run last bound to each input (rollback restores only its own commits) and
         # the inputs one of its workers holds the commit lock of
@@ -170,8 +173,10 @@ class Run:
         self.alive = [n * len(d) for n, d in zip(self.per_device, self.devices, strict=True)]
 
     # -- units ----------------------------------------------------------------------------
-    def units(self, stage: int, positions: list[int], xs: list[Any]) -> list[_Unit]:
-        """``xs`` (at ``positions`` of ``stage``) as chunks of their groups and single inputs."""
+    def units(self, stage: int, positions: list[int], xs: list[Any],
+              values: list[Any] | None = None) -> list[_Unit]:
+        """``xs`` (at ``positions`` of ``stage``) as chunks of their groups and single inputs;
+        ``values``: their values if just read (``array.values_of``), else read here."""
         chunks = self.chunks[stage]
         devs = self.devices[stage]
         groups: dict[tuple, tuple[list[int], list[Any], list[Any]]] = {}
@@ -185,7 +190,8 @@ class Run:
         last_key: tuple | None = None
         last_batch: Any = None
         last_type: type | None = None
-        for pos, x, node in zip(positions, xs, values_of(xs), strict=True):
+        for pos, x, node in zip(positions, xs, values_of(xs) if values is None else values,
+                                strict=True):
             if got is None or type(node) is not Member or node.batch is not last_batch \
                     or type(x) is not last_type:
                 key = group_key(x, node)
@@ -415,7 +421,8 @@ class Run:
         self._settle_sources()
         for s in range(len(self.chain)):  # own inputs of later stages can start at once
             n = len(self.items[s]) if s == 0 else self.own[s]
-            self.queues[s].put(self.units(s, list(range(n)), self.items[s][:n]))
+            self.queues[s].put(self.units(s, list(range(n)), self.items[s][:n],
+                                          self.read[s][:n]))
         self.queues[0].close()
         groups = []
         try:
@@ -455,8 +462,8 @@ class Run:
             return
         every = {d for devs in self.devices for d in devs}
         homes = set()
-        for stage in self.items:
-            for v in values_of(stage):
+        for stage in self.read:  # (as the run starts: nothing has run yet)
+            for v in stage:
                 if v is not None and (type(v) is Member or v.buffer is not None):
                     homes.add(v.device)
         if len(every) > 1 or homes - every or any(self.procs):
