@@ -563,7 +563,8 @@ def bind_members(xs: list[gpuarray], nodes: list[Node | Member], values: list[Me
                  bound: list[int], changed: list[int], busy: list[int]) -> None:
     """Bind ``xs[r]`` to ``values[r]`` (a chunk's outputs; None: not this chunk's) where it
     still holds ``nodes[r]`` (:meth:`gpuarray._holds`), under its commit lock, only tried:
-    rows bound go to ``bound``, rows whose value changed to ``changed``, rows whose lock
+    rows bound go to ``bound``, rows without a value or whose value changed to ``changed``
+    (the caller processes them per input), rows whose lock
     another thread holds to ``busy`` (the caller waits for those without its own locks). The
     lists are filled as it goes: whatever stops it, ``bound`` says what was bound.
 
@@ -574,6 +575,7 @@ def bind_members(xs: list[gpuarray], nodes: list[Node | Member], values: list[Me
     with member.LOCK:
         for r, value in enumerate(values):
             if value is None:
+                changed.append(r)
                 continue
             x = xs[r]
             d = x.__dict__

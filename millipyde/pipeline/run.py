@@ -326,7 +326,7 @@ class Run:
         input that still holds the value the chunk read (one changed meanwhile goes again, per
         input), under the input's commit lock and the run's."""
         values, nodes, items = launched.values, launched.nodes, unit.items
-        again = [r for r, value in enumerate(values) if value is None]
+        again: list[int] = []  # (left to the per-input path, or changed meanwhile)
         bound: list[int] = []
         busy: list[int] = []
         # under the run's lock once, each input's commit lock only tried: one another thread
