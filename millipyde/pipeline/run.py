@@ -135,10 +135,8 @@ class Run:
         self.items = items
         self.own = own
         # each input's value as the run starts, read once: grouped from (``execute``) and
-        # restored by a rollback (``original``)
+        # restored by a rollback (:meth:`_original`)
         self.read = [values_of(stage) for stage in items]
-        self.original = {id(x): v for stage, vs in zip(items, self.read, strict=True)
-                         for x, v in zip(stage, vs, strict=True)}
         self.done: set[int] = set()
         # what this run last bound to each input (rollback restores only its own commits) and
         # the inputs one of its workers holds the commit lock of
@@ -444,7 +442,7 @@ class Run:
             left = self._rollback(groups)
             raise TimeoutError(
                 f"{self.chain[0]!r} did not finish within {timeout} s: {len(self.done)} of "
-                f"{len(self.original)} inputs done, the others restored; {left} stuck worker "
+                f"{len(self._original())} inputs done, the others restored; {left} stuck worker "
                 "thread(s) abandoned"
             )
         if self.errors:
@@ -470,6 +468,11 @@ class Run:
             for d in sorted(homes):
                 devices.synchronize(d)
 
+    def _original(self) -> dict[int, Any]:
+        """Each input's value as the run started, by id (made only for a rollback)."""
+        return {id(x): v for stage, vs in zip(self.items, self.read, strict=True)
+                for x, v in zip(stage, vs, strict=True)}
+
     def _rollback(self, groups: list[WorkerGroup]) -> int:
         """Restore every input not fully done; join what can be joined; threads left behind.
 
@@ -485,13 +488,14 @@ class Run:
                        and id(x) in self.committed]
         for q in self.queues:
             q.wake()
+        original = self._original()
         for x in pending:
             with self.lock:
                 ours = id(x) in self.claimed
             lock = contextlib.nullcontext() if ours else commit_lock(x)
             with lock:
                 if x._holds(self.committed[id(x)]):
-                    x._bind_value(self.original[id(x)])
+                    x._bind_value(original[id(x)])
         grace = time.monotonic() + 0.5  # workers notice `cancel` between operations
         for g in groups:
             g.join(grace)
