@@ -526,3 +526,78 @@ for _name, _uf in (("lt", "less"), ("le", "less_equal"), ("gt", "greater"),
     setattr(gpuarray, f"__{_name}__", _binary(_uf))
 gpuarray.__neg__ = lambda self: np.negative(self)
 gpuarray.__abs__ = lambda self: np.absolute(self)
+
+
+# -- a Pipeline chunk's inputs, a chunk at a time (``pipeline.run``: one call a chunk, not
+# one a member) -------------------------------------------------------------------------------
+def values_of(xs: list[gpuarray]) -> list[Node | Member]:
+    """Each array's :meth:`gpuarray._value`, read without :data:`member.LOCK` where it can be:
+    ``_node``, else ``_member`` (a read converting the member sets ``_node`` before it drops
+    ``_member``, so only a conversion between the two lookups finds neither, and that input
+    alone takes ``_value``'s lock)."""
+    out = []
+    add = out.append
+    for x in xs:
+        d = x.__dict__
+        value = d.get("_node")
+        if value is None:
+            value = d.get("_member")
+            if value is None:
+                value = x._value()
+        add(value)
+    return out
+
+
+def still_holds(xs: list[gpuarray], values: list[Node | Member]) -> bool:
+    """Whether every array still holds the very value read (:func:`values_of`), unread where
+    it was a member (a member read since counts as changed here: the caller regroups it
+    the per-input way, as for any value changed)."""
+    for x, value in zip(xs, values, strict=True):
+        d = x.__dict__
+        if (d.get("_member") if type(value) is Member else d.get("_node")) is not value:
+            return False
+    return True
+
+
+def bind_members(xs: list[gpuarray], nodes: list[Node | Member], values: list[Member | None],
+                 bound: list[int], changed: list[int], busy: list[int]) -> None:
+    """Bind ``xs[r]`` to ``values[r]`` (a chunk's outputs; None: not this chunk's) where it
+    still holds ``nodes[r]`` (:meth:`gpuarray._holds`), under its commit lock, only tried:
+    rows bound go to ``bound``, rows without a value or whose value changed to ``changed``
+    (the caller processes them per input), rows whose lock
+    another thread holds to ``busy`` (the caller waits for those without its own locks). The
+    lists are filled as it goes: whatever stops it, ``bound`` says what was bound.
+
+    :meth:`gpuarray._holds` and :meth:`gpuarray._bind_member` written out, under
+    :data:`member.LOCK` taken once for the chunk (a read converting a member meanwhile waits
+    for the chunk's binds, not one bind's); each input's commit lock is only tried under it,
+    never waited for, and one is held at a time (``locks.py``)."""
+    with member.LOCK:
+        for r, value in enumerate(values):
+            if value is None:
+                changed.append(r)
+                continue
+            x = xs[r]
+            d = x.__dict__
+            held = d.get("_commit_lock") or commit_lock(x)
+            if not held.acquire(False):
+                busy.append(r)
+                continue
+            try:
+                node = nodes[r]
+                if type(node) is Member:
+                    ok = d.get("_member") is node or (node.made is not None and
+                                                      d.get("_node") is node.made)
+                else:
+                    ok = d.get("_node") is node
+                if ok:
+                    # (``_member`` set before ``_node`` goes: a lockless read finds either)
+                    d["_member"] = value
+                    old = d.pop("_node", None)
+                    if old is not None:
+                        old.users -= 1
+                    bound.append(r)
+                else:
+                    changed.append(r)
+            finally:
+                held.release()

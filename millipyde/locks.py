@@ -13,8 +13,11 @@ Pipelines race.
 Deadlock freedom: a thread holds at most one array's commit lock at a time (nothing that runs
 under it takes another array's lock, and the run-wide locks taken under it are never held
 while waiting for a commit lock), so no cycle of waits can form, whatever order two Pipelines
-claim overlapping inputs in. (A Python callable Operation that itself calls methods on
-*another* input of a running Pipeline steps outside this rule.)
+claim overlapping inputs in. A chunk's commit (``array.bind_members``) holds its run's lock and
+``member.LOCK`` across the chunk and only tries each input's lock under them, one at a time
+(one held elsewhere is waited for afterwards, without them): it never waits while holding
+them. (A Python callable Operation that itself calls methods on *another* input of a running
+Pipeline steps outside this rule.)
 """
 
 from __future__ import annotations

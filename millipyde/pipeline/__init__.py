@@ -46,6 +46,11 @@ def check_inputs(inputs: Any, owner: str) -> list[gpuarray]:
         raise ArgumentError(
             f"{owner} inputs must be a list of gpuarray/gpuimage, got {type(inputs).__name__}"
         )
+    # (once for the list where it is valid: its types, and its ids counted; the loop below
+    # finds the first bad input only where there is one)
+    if all(issubclass(t, gpuarray) for t in set(map(type, inputs))) and \
+            len(set(map(id, inputs))) == len(inputs):
+        return list(inputs)
     seen: dict[int, int] = {}
     for i, x in enumerate(inputs):
         if not isinstance(x, gpuarray):
@@ -75,6 +80,10 @@ def check_operations(operations: Any, owner: str) -> list[Operation]:
 def check_methods(inputs: Sequence[gpuarray], operations: Sequence[Operation],
                   owner: str) -> None:
     """Every method-name Operation must exist on every input's type (a gpuarray has no rotate)."""
+    types = set(map(type, inputs))
+    if all(op.method is None or callable(getattr(t, op.method, None))
+           for op in operations for t in types):
+        return
     first: dict[type, int] = {}  # each input type once, at its first index
     for i, x in enumerate(inputs):
         first.setdefault(type(x), i)
@@ -283,8 +292,10 @@ def _run_of(chain: list[Pipeline]) -> Run:
     own: list[int] = []
     upstream: list[gpuarray] = []
     for p in chain:
-        ids = {id(x) for x in upstream}
-        mine = [x for x in check_inputs(p.inputs, "Pipeline") if id(x) not in ids]
+        mine = check_inputs(p.inputs, "Pipeline")
+        if upstream:
+            ids = set(map(id, upstream))
+            mine = [x for x in mine if id(x) not in ids]
         own.append(len(mine))
         upstream = mine + upstream
         check_methods(upstream, p.operations, "Pipeline")  # fail before anything runs

@@ -34,6 +34,7 @@ from typing import Any
 
 from .. import devices
 from .. import random as mprandom
+from ..array import bind_members, still_holds, values_of
 from ..backend import ACTIVE as runtime  # the active backend
 from ..graph.ir.member import Member
 from ..locks import commit_lock
@@ -133,7 +134,9 @@ class Run:
         # stage s processes its own inputs, then the previous stage's items in their order
         self.items = items
         self.own = own
-        self.original = {id(x): x._value() for stage in self.items for x in stage}
+        # each input's value as the run starts, read once: grouped from (``execute``) and
+        # restored by a rollback (:meth:`_original`)
+        self.read = [values_of(stage) for stage in items]
         self.done: set[int] = set()
         # what this run last bound to each input (rollback restores only its own commits) and
         # the inputs one of its workers holds the commit lock of
@@ -168,26 +171,43 @@ class Run:
         self.alive = [n * len(d) for n, d in zip(self.per_device, self.devices, strict=True)]
 
     # -- units ----------------------------------------------------------------------------
-    def units(self, stage: int, positions: list[int], xs: list[Any]) -> list[_Unit]:
-        """``xs`` (at ``positions`` of ``stage``) as chunks of their groups and single inputs."""
+    def units(self, stage: int, positions: list[int], xs: list[Any],
+              values: list[Any] | None = None) -> list[_Unit]:
+        """``xs`` (at ``positions`` of ``stage``) as chunks of their groups and single inputs;
+        ``values``: their values if just read (``array.values_of``), else read here."""
         chunks = self.chunks[stage]
         devs = self.devices[stage]
         groups: dict[tuple, tuple[list[int], list[Any], list[Any]]] = {}
         singles: list[_Unit] = []
-        for pos, x in zip(positions, xs, strict=True):
-            # (an input bound to an unread member is grouped, checked and stacked by the
-            # member: its node is made only where it is read)
-            node = x._value()
-            key = group_key(x, node)
-            if chunks.takes(key, x):
-                got = groups.get(key)
-                if got is None:
-                    got = groups[key] = ([], [], [])
-                got[0].append(pos)
-                got[1].append(x)
-                got[2].append(node)
-            else:
-                singles.append(_Unit([pos], [x], None, node.device))
+        # (an input bound to an unread member is grouped, checked and stacked by the member:
+        # its node is made only where it is read.) Inputs come in runs of one group (rows of
+        # one batch, clones of one image): the key of a member of the batch the input before
+        # was keyed by is that input's, and a key equal to the last one is that group's, so
+        # only an input starting a new run pays the group lookup and ``takes``.
+        got: tuple[list[int], list[Any], list[Any]] | None = None
+        last_key: tuple | None = None
+        last_batch: Any = None
+        last_type: type | None = None
+        for pos, x, node in zip(positions, xs, values_of(xs) if values is None else values,
+                                strict=True):
+            if got is None or type(node) is not Member or node.batch is not last_batch \
+                    or type(x) is not last_type:
+                key = group_key(x, node)
+                if key is None or key != last_key:
+                    last_key = last_batch = None
+                    if not chunks.takes(key, x):
+                        got = None
+                        singles.append(_Unit([pos], [x], None, node.device))
+                        continue
+                    got = groups.get(key)
+                    if got is None:
+                        got = groups[key] = ([], [], [])
+                    last_key = key
+                last_batch = node.batch if type(node) is Member else None
+                last_type = type(x)
+            got[0].append(pos)
+            got[1].append(x)
+            got[2].append(node)
         homes = {key[1] for key in groups if key[1] in devs}
         spread = max(1, len(devs) // max(1, len(homes)))
         out: list[_Unit] = []
@@ -252,19 +272,21 @@ class Run:
         per input. Inputs whose value changed since they were grouped go per input first."""
         if self.cancel.is_set():
             return None
-        positions, xs, nodes = [], [], []
-        key = unit.key
-        for pos, x, grouped in zip(unit.positions, unit.items, unit.nodes, strict=True):
-            node = x._value()
-            if node is grouped or group_key(x, node) == key:
-                positions.append(pos)
-                xs.append(x)
-                nodes.append(node)
-            elif not self._single(stage, pos, x, device, stream):
+        if not still_holds(unit.items, unit.nodes):  # (one pass: nothing changed, as a rule)
+            positions, xs, nodes = [], [], []
+            key = unit.key
+            for pos, x, grouped in zip(unit.positions, unit.items, unit.nodes, strict=True):
+                node = x._value()
+                if node is grouped or group_key(x, node) == key:
+                    positions.append(pos)
+                    xs.append(x)
+                    nodes.append(node)
+                elif not self._single(stage, pos, x, device, stream):
+                    return None
+            if not xs:
                 return None
-        if not xs:
-            return None
-        unit.positions, unit.items, unit.nodes = positions, xs, nodes
+            unit.positions, unit.items, unit.nodes = positions, xs, nodes
+        positions, xs, nodes = unit.positions, unit.items, unit.nodes
         try:
             launcher = self.procs[stage] or self.chunks[stage]
             launched = launcher.launch(unit.key, positions, xs, nodes, device, stream,
@@ -302,7 +324,7 @@ class Run:
         input that still holds the value the chunk read (one changed meanwhile goes again, per
         input), under the input's commit lock and the run's."""
         values, nodes, items = launched.values, launched.nodes, unit.items
-        again = [r for r, value in enumerate(values) if value is None]
+        again: list[int] = []  # (left to the per-input path, or changed meanwhile)
         bound: list[int] = []
         busy: list[int] = []
         # under the run's lock once, each input's commit lock only tried: one another thread
@@ -313,24 +335,12 @@ class Run:
             if self.cancel.is_set():
                 return
             try:
-                for r, value in enumerate(values):
-                    if value is None:
-                        continue
-                    x = items[r]
-                    held = x.__dict__.get("_commit_lock") or commit_lock(x)
-                    if not held.acquire(blocking=False):
-                        busy.append(r)
-                        continue
-                    try:
-                        if x._holds(nodes[r]):
-                            x._bind_member(value)
-                            bound.append(r)
-                        else:
-                            again.append(r)
-                    finally:
-                        held.release()
+                bind_members(items, nodes, values, bound, again, busy)
             finally:  # (what was bound is noted whatever stops the loop: a rollback sees it)
-                self._committed(stage, [items[r] for r in bound], [values[r] for r in bound])
+                if len(bound) == len(items):  # (every input: the chunk's own lists)
+                    self._committed(stage, items, values)
+                else:
+                    self._committed(stage, [items[r] for r in bound], [values[r] for r in bound])
         for r in busy:
             x = items[r]
             with commit_lock(x), self.lock:
@@ -343,7 +353,11 @@ class Run:
                 bound.append(r)
                 self._committed(stage, [x], [values[r]])
         if stage + 1 < len(self.chain) and bound:
-            self._hand_on(stage, [unit.positions[r] for r in bound], [items[r] for r in bound])
+            if len(bound) == len(items) and not busy:  # (all, in order: the unit's lists)
+                self._hand_on(stage, unit.positions, items)
+            else:
+                self._hand_on(stage, [unit.positions[r] for r in bound],
+                              [items[r] for r in bound])
         for r in sorted(again):
             if not self._single(stage, unit.positions[r], items[r], device, stream):
                 return
@@ -351,7 +365,7 @@ class Run:
     def _committed(self, stage: int, xs: list[Any], values: list[Any]) -> None:
         """Note what this run bound to ``xs`` (a rollback restores only its own commits) and,
         in the last stage, that they are done; under the run's lock."""
-        ids = [id(x) for x in xs]
+        ids = list(map(id, xs))
         self.committed.update(zip(ids, values, strict=True))
         if stage + 1 == len(self.chain):
             self.done.update(ids)
@@ -405,7 +419,8 @@ class Run:
         self._settle_sources()
         for s in range(len(self.chain)):  # own inputs of later stages can start at once
             n = len(self.items[s]) if s == 0 else self.own[s]
-            self.queues[s].put(self.units(s, list(range(n)), self.items[s][:n]))
+            self.queues[s].put(self.units(s, list(range(n)), self.items[s][:n],
+                                          self.read[s][:n]))
         self.queues[0].close()
         groups = []
         try:
@@ -427,7 +442,7 @@ class Run:
             left = self._rollback(groups)
             raise TimeoutError(
                 f"{self.chain[0]!r} did not finish within {timeout} s: {len(self.done)} of "
-                f"{len(self.original)} inputs done, the others restored; {left} stuck worker "
+                f"{len(self._original())} inputs done, the others restored; {left} stuck worker "
                 "thread(s) abandoned"
             )
         if self.errors:
@@ -445,14 +460,18 @@ class Run:
             return
         every = {d for devs in self.devices for d in devs}
         homes = set()
-        for stage in self.items:
-            for x in stage:
-                v = x._value()
+        for stage in self.read:  # (as the run starts: nothing has run yet)
+            for v in stage:
                 if v is not None and (type(v) is Member or v.buffer is not None):
                     homes.add(v.device)
         if len(every) > 1 or homes - every or any(self.procs):
             for d in sorted(homes):
                 devices.synchronize(d)
+
+    def _original(self) -> dict[int, Any]:
+        """Each input's value as the run started, by id (made only for a rollback)."""
+        return {id(x): v for stage, vs in zip(self.items, self.read, strict=True)
+                for x, v in zip(stage, vs, strict=True)}
 
     def _rollback(self, groups: list[WorkerGroup]) -> int:
         """Restore every input not fully done; join what can be joined; threads left behind.
@@ -469,13 +488,14 @@ class Run:
                        and id(x) in self.committed]
         for q in self.queues:
             q.wake()
+        original = self._original()
         for x in pending:
             with self.lock:
                 ours = id(x) in self.claimed
             lock = contextlib.nullcontext() if ours else commit_lock(x)
             with lock:
                 if x._holds(self.committed[id(x)]):
-                    x._bind_value(self.original[id(x)])
+                    x._bind_value(original[id(x)])
         grace = time.monotonic() + 0.5  # workers notice `cancel` between operations
         for g in groups:
             g.join(grace)

@@ -29,7 +29,8 @@ from .node import Node, stored
 
 #: Held while an array's binding moves to or from a member and while a member's node is made
 #: (``gpuarray``: a read of a lazily bound value converts it once, whichever thread reads it).
-#: Nothing else is taken under it.
+#: Nothing else is waited for under it (``array.bind_members``, a Pipeline chunk's binds under
+#: it once, only tries each input's commit lock).
 LOCK = threading.Lock()
 
 

@@ -1,0 +1,126 @@
+"""A Pipeline run's per-chunk host work (``pipeline.run``, ``array.values_of`` /
+``still_holds`` / ``bind_members``): inputs grouped by runs, a chunk's regroup check in one
+pass, its commit in one loop, the input checks once a list. Each against what the per-input
+path gives, and the errors as before."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from multidevice import assert_same, crops, reference
+
+import millipyde as mp
+from millipyde.backend import ACTIVE as runtime
+from millipyde.graph.ir.member import Member
+from millipyde.locks import commit_lock
+from millipyde.pipeline import chunks as pipeline_chunks
+from millipyde.pipeline import run as pipeline_run
+
+SIM = runtime.simulated
+OPS = [mp.Operation("random_rotate", -20, 20), mp.Operation("adjust_gamma", 2),
+       mp.Operation("fliplr", probability=0.5)]
+
+
+def _members(hosts: list[np.ndarray]) -> list[mp.gpuimage]:
+    """Images bound to unread members of one batch (a one-op run's outputs: fliplr)."""
+    xs = [mp.gpuimage(np.fliplr(h)) for h in hosts]
+    mp.Pipeline(xs, [mp.Operation("fliplr")], device=0).run()
+    assert all(type(x.__dict__.get("_member")) is Member for x in xs)
+    return xs
+
+
+@pytest.mark.cudasim_ok
+def test_interleaved_groups_and_singles_equal_the_per_input_path():
+    """Runs of members of two batches, fresh images of another shape, and inputs with pending
+    work (per input) interleaved: each output is its position's per-input one."""
+    a, b = crops(4, 6, 8), crops(4, 6, 8)[::-1]
+    c = crops(3, 5, 7)
+    ma, mb = _members(a), _members(b)
+    pend = [mp.gpuimage(np.fliplr(h)) for h in c[:2]]
+    for x in pend:
+        x.fliplr()  # (recorded, not run: pending work goes per input)
+    fresh = [mp.gpuimage(h) for h in c]
+    xs = [ma[0], ma[1], mb[0], fresh[0], ma[2], pend[0], mb[1], mb[2], fresh[1], ma[3],
+          fresh[2], pend[1], mb[3]]
+    hosts = [a[0], a[1], b[0], c[0], a[2], c[0], b[1], b[2], c[1], a[3], c[2], c[1], b[3]]
+    mp.Pipeline(xs, OPS, seed=3, device=0).run()
+    for i, (x, h) in enumerate(zip(xs, hosts, strict=True)):
+        assert_same(np.asarray(x), reference(h, OPS, 3, i), f"input {i}")
+
+
+@pytest.mark.cudasim_ok
+def test_values_changed_or_read_between_grouping_and_launch(monkeypatch):
+    """An input read since it was grouped (its member made a node) stays in its chunk; one
+    changed since is processed again from its new value, per input."""
+    hosts = crops(4, 6, 8)
+    xs = _members(hosts)
+    units = pipeline_run.Run.units
+
+    def meddle(self, *args, **kwargs):
+        got = units(self, *args, **kwargs)
+        np.asarray(xs[1])  # the member read: a node now, the same value
+        xs[2].fliplr()  # a new value
+        return got
+
+    monkeypatch.setattr(pipeline_run.Run, "units", meddle)
+    mp.Pipeline(xs, OPS, seed=5, device=0).run()
+    for i, h in enumerate(hosts):
+        start = np.fliplr(h) if i == 2 else h
+        assert_same(np.asarray(xs[i]), reference(start, OPS, 5, i), f"input {i}")
+
+
+def test_a_commit_lock_held_elsewhere_is_waited_for_and_the_rest_bound(monkeypatch):
+    """A chunk's commit binds every input whose lock it gets, then waits (without the run's
+    lock) for the one another thread holds, and binds it after: each output as per input."""
+    hosts = crops(4, 6, 8)
+    xs = [mp.gpuimage(h) for h in hosts]
+    held, go = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with commit_lock(xs[1]):
+            held.set()
+            go.wait(5)
+
+    holder = threading.Thread(target=hold)
+    commit = pipeline_run.Run._commit
+    seen = []
+
+    def spy(self, stage, unit, launched, device, stream):
+        holder.start()
+        held.wait(5)
+        # the others bound meanwhile, xs[1] not yet: let the holder go once it is waited for
+        threading.Timer(0.1, go.set).start()
+        commit(self, stage, unit, launched, device, stream)
+        seen.append([type(x.__dict__.get("_member")) is Member for x in xs])
+
+    monkeypatch.setattr(pipeline_run.Run, "_commit", spy)
+    mp.Pipeline(xs, OPS, seed=2, device=0).run()
+    holder.join()
+    assert seen == [[True] * 4]
+    for i, h in enumerate(hosts):
+        assert_same(np.asarray(xs[i]), reference(h, OPS, 2, i), f"input {i}")
+
+
+def test_the_input_checks_name_the_first_bad_input():
+    imgs = [mp.gpuimage(h) for h in crops(3, 4, 4)]
+    with pytest.raises(ValueError, match=r"Pipeline inputs\[2\] must be a gpuarray/gpuimage, "
+                                         r"got ndarray"):
+        mp.Pipeline([imgs[0], imgs[1], np.zeros(2), imgs[0]], [])
+    with pytest.raises(ValueError, match=r"inputs\[3\] is the same object as inputs\[1\]"):
+        mp.Pipeline([imgs[0], imgs[1], imgs[2], imgs[1]], [])
+    grey = mp.gpuarray(np.zeros((4, 4), np.float32))
+    with pytest.raises(ValueError, match=r"operations\[0\] 'fliplr' is not a method of "
+                                         r"inputs\[1\] \(gpuarray\)"):
+        mp.Pipeline([imgs[0], grey, imgs[1], grey + 1], [mp.Operation("fliplr")])
+
+
+def test_chunks_disabled_is_the_same_run(monkeypatch):
+    """The grouping with chunks off sends every input per input (no key looked up twice)."""
+    hosts = crops(3, 6, 8)
+    xs = _members(hosts)
+    monkeypatch.setattr(pipeline_chunks, "ENABLED", False)
+    mp.Pipeline(xs, OPS, seed=4, device=0).run()
+    for i, h in enumerate(hosts):
+        assert_same(np.asarray(xs[i]), reference(h, OPS, 4, i), f"input {i}")
