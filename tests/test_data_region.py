@@ -107,9 +107,9 @@ def test_regions_make_the_whole_samples_outputs(folder, switch, first, align) ->
         assert 0 < st1["px_regions"] < st1["px_whole"]
 
 
-@pytest.mark.skipif(mp.backend() != "cpu", reason="the cpu backend's Pillow decodes: on an H200 "
-                    "with decoder='pillow' the cut samples counted as many pixels as whole ones "
-                    "(2026-11-29, bench/RESULTS.md), not yet explained")
+@pytest.mark.skipif(mp.backend() != "cpu", reason="Pillow's whole decodes are host arrays only on "
+                    "the cpu backend; elsewhere they are uploaded, and the loader cuts no device "
+                    "buffer (Loader._cut), so there is no cut to count")
 def test_whole_decodes_are_handed_on_whole_by_default(folder, switch, monkeypatch) -> None:
     """Pillow decodes a sample whole whatever its window: unless ``region.CUT_WHOLE`` asks, the
     sample goes on whole (no region counted) and the outputs are the same."""
