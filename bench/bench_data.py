@@ -721,9 +721,9 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
     ``training.region_plan.ENABLED`` (the row reports the share of pixels its regions hold);
     ``decode+lanesN``: the C decoder alone in N lanes (``+region``: the recipe's windows),
     ``decode_alone_lanes``); ``+twopass``: with regions, their code streams made in a pass
-    of their own (three GIL releases a batch), ``decode.REGIONS_IN_DECODE`` off; ``+onepass``:
-    with regions, a batch parsed and decoded in one pass where it fits the allocation made
-    before its parse (``decode.ONE_PASS``); ``#k`` after
+    of their own (three GIL releases a batch), ``decode.REGIONS_IN_DECODE`` off; ``+parsepass``:
+    with regions, every batch parsed in a pass before its decode pass (``decode.ONE_PASS``
+    off; on, a batch that fits the allocation made before its parse takes one); ``#k`` after
     a name tells a
     repeated row apart (``folder_worker#2``)."""
     out = []
@@ -731,14 +731,14 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
         base, *tags = name.split("#")[0].split("+")
         lanes = [t for t in tags if t.startswith("lanes") and t[5:].isdigit()]
         if base == "decode":
-            if set(tags) - {*lanes, "region", "twopass", "onepass"}:
+            if set(tags) - {*lanes, "region", "twopass", "parsepass"}:
                 raise SystemExit(f"--rows: unknown row {name!r}")
             out.append((name, "decode", None, tags))
             continue
         src, label = base.split("_", 1)
         if src not in ("folder", "shards") or label not in ("worker", "in_process") or \
                 set(tags) - {"pyread", "nohold", "nostock", "sw20", "capi", "parse", "jit",
-                             "ctloop", "packed", "region", "whole", "twopass", "onepass",
+                             "ctloop", "packed", "region", "whole", "twopass", "parsepass",
                              *lanes}:
             raise SystemExit(f"--rows: unknown row {name!r}")
         out.append((name, src, label == "worker", tags))
@@ -835,7 +835,7 @@ def gpu(args: argparse.Namespace) -> dict:
         from millipyde.data import decode as dmod_rows
 
         dmod_rows.REGIONS_IN_DECODE = "twopass" not in tags
-        dmod_rows.ONE_PASS = "onepass" in tags
+        dmod_rows.ONE_PASS = "parsepass" not in tags
         lmod_rows.HOLD_STOCK_BATCHES = 0 if "nostock" in tags else stock
         if name.startswith("decode+"):
             try:

@@ -7,6 +7,7 @@ or thread left after ``close``.
 One worker (device 0) serves the module: its start (an interpreter and millipyde's import,
 ~1 s) is paid once, by the module's fixture."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -353,6 +354,8 @@ def test_ipc_regions_as_sent_and_the_workers_open_allocations(monkeypatch):
     monkeypatch.setattr(driver.IpcHandle, "_rebuild",
                         classmethod(lambda cls, key, size, ident, off: Handle(key, size, ident)))
     monkeypatch.setattr(cuda, "current_context", lambda: None)
+    # devices 0 and 1 are named whatever the machine has (a GPU machine may show one)
+    monkeypatch.setattr(processes.runtime, "on_device", lambda d: contextlib.nullcontext())
     monkeypatch.setattr(processes, "_OPEN", type(processes._OPEN)())
     monkeypatch.setattr(processes, "_OPEN_BYTES", [0])
 

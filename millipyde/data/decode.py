@@ -58,9 +58,9 @@ NVIMGCODEC_API: str | None = None
 #: in one pass, one GIL release, where the batch fits an allocation made before its parse: the
 #: largest of the lane's last :data:`FIT_BATCHES` batches' (pool classes, at most 1/8 over a
 #: size); a batch that does not fit is decoded in a second pass, as without (and the first
-#: batch of a decoder). Off by default until a GPU run has checked it (its tests pass on the
-#: cpu backend with nvImageCodec's CPU decoder; bench/RESULTS.md)
-ONE_PASS = False
+#: batch of a decoder). The cost: a batch's arena up to one size class or a few over its
+#: need. False: two passes a batch (parse with the boxes, then decode)
+ONE_PASS = True
 FIT_BATCHES = 4
 #: with regions (``data.region``), the compiled loop lays the batch's allocation out for the
 #: boxes drawn after its parse pass and makes the regions' code streams in the decode pass
