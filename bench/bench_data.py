@@ -723,15 +723,16 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
     ``decode_alone_lanes``); ``+twopass``: with regions, their code streams made in a pass
     of their own (three GIL releases a batch), ``decode.REGIONS_IN_DECODE`` off; ``+parsepass``:
     with regions, every batch parsed in a pass before its decode pass (``decode.ONE_PASS``
-    off; on, a batch that fits the allocation made before its parse takes one); ``#k`` after
+    off; on, a batch that fits the allocation made before its parse takes one); ``+aheadN``:
+    N decoded batches kept ready ahead of the consumer (``loader.AHEAD``); ``#k`` after
     a name tells a
     repeated row apart (``folder_worker#2``)."""
     out = []
     for name in spec.split(","):
         base, *tags = name.split("#")[0].split("+")
-        lanes = [t for t in tags if t.startswith("lanes") and t[5:].isdigit()]
+        counted = [t for t in tags if t[:5] in ("lanes", "ahead") and t[5:].isdigit()]
         if base == "decode":
-            if set(tags) - {*lanes, "region", "twopass", "parsepass"}:
+            if set(tags) - {*counted, "region", "twopass", "parsepass"}:
                 raise SystemExit(f"--rows: unknown row {name!r}")
             out.append((name, "decode", None, tags))
             continue
@@ -739,7 +740,7 @@ def parse_rows(spec: str) -> list[tuple[str, str, bool | None, list[str]]]:
         if src not in ("folder", "shards") or label not in ("worker", "in_process") or \
                 set(tags) - {"pyread", "nohold", "nostock", "sw20", "capi", "parse", "jit",
                              "ctloop", "packed", "region", "whole", "twopass", "parsepass",
-                             *lanes}:
+                             *counted}:
             raise SystemExit(f"--rows: unknown row {name!r}")
         out.append((name, src, label == "worker", tags))
     return out
@@ -823,6 +824,7 @@ def gpu(args: argparse.Namespace) -> dict:
     from millipyde.data import loader as lmod_rows
 
     stock = lmod_rows.HOLD_STOCK_BATCHES  # (the rows' default; +nostock: none)
+    ahead = lmod_rows.AHEAD
     for name, src, nb, worker in rows:
         if time.perf_counter() - T0 > args.budget - 25:
             log(f"{name}: skipped (budget)")
@@ -836,6 +838,7 @@ def gpu(args: argparse.Namespace) -> dict:
 
         dmod_rows.REGIONS_IN_DECODE = "twopass" not in tags
         dmod_rows.ONE_PASS = "parsepass" not in tags
+        lmod_rows.AHEAD = next((int(t[5:]) for t in tags if t.startswith("ahead")), ahead)
         lmod_rows.HOLD_STOCK_BATCHES = 0 if "nostock" in tags else stock
         if name.startswith("decode+"):
             try:
@@ -887,6 +890,7 @@ def gpu(args: argparse.Namespace) -> dict:
             log(f"{name} FAILED: {err!r}")
             _save(out, args)
     lmod_rows.HOLD_STOCK_BATCHES = stock
+    lmod_rows.AHEAD = ahead
     if args.variants:
         _variants(out, info, args)
     if args.readers:

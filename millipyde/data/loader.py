@@ -36,7 +36,8 @@ from .laps import Laps
 from .readahead import READ_THREADS, WINDOW_BYTES, ReadAhead
 from .region import crop_host
 
-#: decoded batches kept ready ahead of the consumer (at least one per decode lane)
+#: decoded batches kept ready ahead of the consumer (at least one per decode lane); read
+#: when a Loader is made
 AHEAD = 2
 #: decode lanes of a Loader whose decoder can make another of its kind (``another()``:
 #: nvImageCodec's C decoder): each lane a thread with its own decoder and stream, lane ``j``
@@ -247,7 +248,7 @@ class Loader:
     """
 
     def __init__(self, source: Any, sampler: Any, plan: Callable[[int], Any], decoder: Any,
-                 device: int, bad: BadSamples, *, strict: bool = False, ahead: int = AHEAD,
+                 device: int, bad: BadSamples, *, strict: bool = False, ahead: int | None = None,
                  threads: int = READ_THREADS, window: int = WINDOW_BYTES,
                  first: int = 0, lanes: int | None = None, region: Any = None) -> None:
         self.source, self.sampler, self.plan = source, sampler, plan
@@ -261,7 +262,7 @@ class Loader:
         self.lanes = lanes if callable(getattr(decoder, "another", None)) else 1
         #: each lane's decoder (lane 0's is ``decoder``; the others' made by their lane)
         self.decoders: list[Any] = [decoder] + [None] * (self.lanes - 1)
-        self.ahead = max(self.lanes, int(ahead))
+        self.ahead = max(self.lanes, int(AHEAD if ahead is None else ahead))
         # PARSE_IN_READERS: a decoder that prepares samples itself (nvImageCodec parses
         # them) gives the readers what to do with each
         prepare = getattr(decoder, "reader", None) if PARSE_IN_READERS else None

@@ -69,7 +69,7 @@ from . import decode as decode_mod
 from . import fileread
 from . import loader as loader_mod
 from . import region as region_mod
-from .loader import AHEAD, BadSampleError, BadSamples, DecodedBatch
+from .loader import BadSampleError, BadSamples, DecodedBatch
 from .readahead import MAX_ITEMS, READ_THREADS, WINDOW_BYTES
 
 #: slots (decoded batches held by the worker or leased to the training process) at most
@@ -153,13 +153,13 @@ class ProcessLoader:
     """
 
     def __init__(self, source: Any, sampler: Any, plan: Any, decoder: str, device: int,
-                 bad: BadSamples, *, strict: bool = False, ahead: int = AHEAD,
+                 bad: BadSamples, *, strict: bool = False, ahead: int | None = None,
                  threads: int = READ_THREADS, window: int = WINDOW_BYTES, first: int = 0,
                  name: str = "", region: Any = None) -> None:
         self.source, self.sampler, self.plan = source, sampler, plan
         self.device, self.bad, self.strict = device, bad, strict
         self.first = int(first)
-        self.ahead = max(1, int(ahead))
+        self.ahead = max(1, int(loader_mod.AHEAD if ahead is None else ahead))
         self.name = name or repr(source)
         self.host = runtime.caps.shared_batches == "host"
         self._most = MAX_SLOTS
