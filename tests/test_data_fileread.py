@@ -7,6 +7,7 @@ import io
 import os
 import sys
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -161,3 +162,134 @@ def test_bad_files_named_once_by_the_loader_as_before(tmp_path, monkeypatch) -> 
     old_names, old_rows = run()
     assert names == old_names and rows == old_rows
     assert set(names) == {str(p) for p in kinds.values()}  # each bad file named once
+
+
+# --------------------------------------------------------------------------- tar shards
+
+
+def _shards(tmp_path, n_shards: int = 3, per: int = 12) -> list:
+    """``n_shards`` WebDataset shards of ``per`` samples: JPEGs with .cls or .json labels,
+    sizes from 1 byte up, a sample without a label; the paths."""
+    import json
+    import tarfile
+
+    rng = np.random.default_rng(3)
+    out = []
+    for s in range(n_shards):
+        path = tmp_path / f"part-{s}.tar"
+        with tarfile.open(path, "w") as tf:
+            for k in range(per):
+                key = f"d{s}/{k:03d}"
+                data = _jpeg(s * per + k) if k % 3 else rng.bytes(int(rng.integers(1, 70_000)))
+                members = [(f"{key}.jpg", data)]
+                if k % 4 == 1:
+                    members.append((f"{key}.json", json.dumps({"label": k}).encode()))
+                elif k % 4 != 3:
+                    members.append((f"{key}.cls", str(s * 100 + k).encode()))
+                for name, blob in members:
+                    ti = tarfile.TarInfo(name)
+                    ti.size = len(blob)
+                    tf.addfile(ti, io.BytesIO(blob))
+        out.append(path)
+    return out
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_shard_runs_read_the_same_samples_labels_and_order_as_python(
+        tmp_path, monkeypatch) -> None:
+    from millipyde.data import Shards, shards
+
+    src = Shards(_shards(tmp_path))
+    assert src.reads_runs and len(src) == 36
+    labels = src.labels.tolist()
+    assert labels[:4] == [0, 1, 2, -1] and labels[12:14] == [100, 1]
+    rng = np.random.default_rng(1)
+    for plan in (list(range(len(src))), rng.integers(0, len(src), 200).tolist()):
+        ra, got = _read_all(src, plan)  # in order (shards front to back) and shuffled
+        assert ra._read_run is not None and ra.nogil_reads and ra.run == fileread.RUN
+        assert [i for i, _ in got] == plan
+        for i, data in got:
+            assert isinstance(data, np.ndarray) and not data.flags.writeable
+            assert data.tobytes() == src.read(i)
+        monkeypatch.setattr(fileread, "ENABLED", False)
+        ra, old = _read_all(src, plan)
+        monkeypatch.setattr(fileread, "ENABLED", True)
+        assert ra._read_run is None and all(type(d) is bytes for _, d in old)
+        assert [(i, bytes(d)) for i, d in got] == [(i, d) for i, d in old]
+    # past OPEN_SHARDS a run opens the shards it reads and closes them after
+    src.close()
+    monkeypatch.setattr(shards, "OPEN_SHARDS", 1)
+    before = _fds()
+    run = src.read_run([0, 13, 30, 1, 25])
+    assert [v.tobytes() for v in run] == [src.read(i) for i in (0, 13, 30, 1, 25)]
+    assert len(src._fds) == 1 and _fds() == before + 1
+    src.close()
+    assert _fds() == before
+    with pytest.raises(IndexError, match="out of range"):
+        src.read_run([0, 36])
+    with pytest.raises(ValueError, match="differ in length"):
+        fileread.read_spans([0], [0, 1], [1])
+
+    class Upper(Shards):  # a subclass that reads its own way is read by its read()
+        def read(self, i: int) -> bytes:
+            return super().read(i).upper()
+
+    mine = Upper(src.shards)
+    ra, up = _read_all(mine, list(range(5)))
+    assert ra._read_run is None and [d for _, d in up] == [src.read(i).upper()
+                                                          for i in range(5)]
+
+
+def test_a_shard_cut_after_it_was_indexed_and_a_bad_member_reported_as_before(
+        tmp_path, monkeypatch) -> None:
+    from millipyde.data import Shards
+
+    paths = _shards(tmp_path, n_shards=2, per=8)
+    src = Shards(paths)
+    cut = paths[1]
+    keep = int(src._offset[8 + 5]) + 10  # sample 13's member cut short, 14 and 15 gone
+    cut.write_bytes(cut.read_bytes()[:keep])
+    plan = list(range(len(src)))
+    run = src.read_run(plan)
+    assert [v is None for v in run] == [False] * 13 + [True] * 3
+
+    def what(d):
+        return (type(d), str(d)) if isinstance(d, BaseException) else bytes(d)
+
+    _, got = _read_all(src, plan)
+    monkeypatch.setattr(fileread, "ENABLED", False)
+    _, old = _read_all(src, plan)
+    monkeypatch.setattr(fileread, "ENABLED", True)
+    assert [what(d) for _, d in got] == [what(d) for _, d in old]
+    for i, d in got[13:]:
+        assert isinstance(d, ValueError) and "ends" in str(d) and src.name(i) in str(d)
+
+    # through the loader: the cut members and a member that fails to decode (sample 0's
+    # random bytes) named once, the rest decoded, as Python's reads do
+    def load() -> tuple[dict, list]:
+        bad = BadSamples()
+        n = len(src)
+        plan = lambda b: np.arange(n) if b == 0 else None  # noqa: E731
+        loader = Loader(src, EpochSampler(n), plan, PillowDecoder(0, threads=1), 0, bad,
+                        threads=2, window=1 << 20)
+        try:
+            got = loader.get(0)
+            assert loader.get(1) is None
+            assert loader.reader.nogil_reads == fileread.ENABLED
+        finally:
+            loader.close()
+        return bad.names, [(int(s), int(y), np.asarray(a).tobytes())
+                           for s, y, a in zip(got.samples, got.labels, got.arrays,
+                                              strict=True)]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the bad samples' warnings: compared below
+        names, rows = load()
+        monkeypatch.setattr(fileread, "ENABLED", False)
+        old_names, old_rows = load()
+    assert names == old_names and rows == old_rows
+    assert {src.name(i) for i in (0, 13, 14, 15)} <= set(names)
+    assert src.name(1) not in names and len(rows) == len(src)

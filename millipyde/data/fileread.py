@@ -18,8 +18,13 @@ usual way (``Source.read``): that raises the same error, naming the file, as wit
 and a file that became readable meanwhile is read. Bad files are rare, so this second opening
 costs little, and the errors stay written once, in ``io.py``.
 
+Members of tar shards (``shards.Shards``) are read alike by :func:`read_spans`: the shards are
+indexed and opened once, so a run of members is one native call of ``pread`` at their offsets
+into one buffer that Python allocated (their sizes are known from the index).
+
 Used by ``readahead.ReadAhead`` for sources that offer ``read_run`` (``sources.FileSource``:
-folders, path lists, COCO images; not a subclass with a ``read`` of its own) while
+folders, path lists, COCO images; ``shards.Shards``; not a subclass with a ``read`` of its
+own) while
 :data:`ENABLED`; elsewhere (not Linux, no ``statx`` in
 libc, the function fails its first check) :func:`available` is False and the readers read as
 before.
@@ -128,6 +133,24 @@ def _read_files(meta, out):  # pragma: no cover - jitted
             meta[3, k] = 4
 
 
+@njit(nogil=True, cache=True)
+def _read_spans(fds, offsets, sizes, out, status):  # pragma: no cover - jitted
+    # span k (bytes offsets[k] .. + sizes[k] of descriptor fds[k]) read into out, one after
+    # the other; status[k] 0: read whole, 4: a short read (the file ends early)
+    base = out.ctypes.data
+    pos = 0
+    for k in range(len(fds)):
+        size = sizes[k]
+        got = 0
+        while got < size:
+            r = _c_pread(fds[k], base + pos + got, size - got, offsets[k] + got)
+            if r <= 0:
+                break
+            got += r
+        status[k] = 0 if got == size else 4
+        pos += size
+
+
 def _read(table: PathTable, indices: Sequence[int], max_bytes: int) -> tuple[Any, Any]:
     """The run's buffer and its meta rows (:func:`_open_files`)."""
     which = np.asarray(indices, dtype=np.int64)
@@ -171,6 +194,13 @@ def available() -> bool:
                 want = fh.read()
             if meta[3, 0] != 0 or buf.tobytes() != want:
                 raise OSError(f"status {int(meta[3, 0])} reading {me!r}")
+            fd = os.open(me, os.O_RDONLY)
+            try:
+                got = _spans([fd, fd], [7, 0], [len(want) - 7, 3])
+            finally:
+                os.close(fd)
+            if [None if g is None else g.tobytes() for g in got] != [want[7:], want[:3]]:
+                raise OSError(f"positioned reads of {me!r} read other bytes")
         except Exception as err:  # no statx in this libc, a sandbox refusing it, ...
             _state["why_not"] = f"{type(err).__name__}: {err}"
             return False
@@ -241,3 +271,52 @@ def read_run(table: PathTable, indices: Sequence[int], max_bytes: int) -> list[A
     return [buf[off:off + size] if st == 0 else None
             for size, off, st in zip(meta[1].tolist(), meta[2].tolist(), meta[3].tolist(),
                                      strict=True)]
+
+
+def _spans(fds: Sequence[int], offsets: Sequence[int], sizes: Sequence[int]) -> list[Any]:
+    """:func:`read_spans` without the check of :func:`available`."""
+    fd = np.asarray(fds, dtype=np.int32)
+    off = np.asarray(offsets, dtype=np.int64)
+    size = np.asarray(sizes, dtype=np.int64)
+    if not (len(fd) == len(off) == len(size)):
+        raise ValueError(f"fds, offsets and sizes differ in length ({len(fd)}, {len(off)}, "
+                         f"{len(size)})")
+    if size.size and (size.min() < 0 or off.min() < 0):
+        raise ValueError("offsets and sizes must be >= 0")
+    out = np.empty(int(size.sum()), np.uint8)
+    status = np.empty(len(fd), np.int64)
+    _read_spans(fd, off, size, out, status)
+    out.flags.writeable = False  # samples are bytes to the decoders: nothing writes them
+    ends = np.cumsum(size).tolist()
+    return [out[e - n:e] if st == 0 else None
+            for e, n, st in zip(ends, size.tolist(), status.tolist(), strict=True)]
+
+
+def read_spans(fds: Sequence[int], offsets: Sequence[int], sizes: Sequence[int]) -> list[Any]:
+    """Spans of open files (members of tar shards) read by one native call that holds no
+    GIL: ``pread`` of ``sizes[k]`` bytes at ``offsets[k]`` of descriptor ``fds[k]``.
+
+    Parameters
+    ----------
+    fds : sequence of int
+        Open descriptors (the caller keeps them open for the call).
+    offsets, sizes : sequence of int
+        Where each span starts and its bytes.
+
+    Returns
+    -------
+    list
+        Per span its bytes as a read-only uint8 NumPy view of one buffer, or None where it
+        was not read whole (the file ends early, or the read fails): the caller reads it the
+        usual way, which raises the usual error.
+
+    Raises
+    ------
+    RuntimeError
+        :func:`available` is False.
+    ValueError
+        ``fds``, ``offsets`` and ``sizes`` differ in length, or an offset or size is negative.
+    """
+    if not _state["ok"] and not available():
+        raise RuntimeError(f"files cannot be read without the GIL here: {why_not()}")
+    return _spans(fds, offsets, sizes)

@@ -8,9 +8,12 @@ is the first member with an image extension; the label is the integer in ``.cls`
 
 Each shard is indexed by one sequential pass over its headers (Python's ``tarfile``, reading
 512-byte headers and seeking over the data), done once when the source is made; a sample is then
-read with one positioned read of its image member (``os.pread``): shards are never extracted,
+read with one positioned read of its image member (``pread``): shards are never extracted,
 no member is ever written anywhere, and nothing follows a member's name. Read in order
-(``shuffle=False``) the reads of a shard are sequential.
+(``shuffle=False``) the reads of a shard are sequential. The read-ahead reads a run of members
+in one native call that holds no GIL (:meth:`Shards.read_run`, ``fileread.read_spans``), as it
+reads a folder's files; a member that call does not read whole is read again by
+:meth:`Shards.read`, which raises the usual error naming it.
 
 Members refused, each with a ``UserWarning`` naming the shard and the member: links (symbolic
 or hard), device files, FIFOs and other non-regular members; names that are absolute, empty,
@@ -27,12 +30,14 @@ import re
 import tarfile
 import threading
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .. import io as mio
+from . import fileread
 from .sources import MAX_SAMPLE_BYTES, Source, expand_shards
 
 #: extensions (lower case) of a sample's image member, in order of preference
@@ -117,6 +122,39 @@ class Shards(Source):
             raise ValueError(f"cannot read {self.name(i)!r}: the shard ends {size - len(data)} "
                              "bytes early (changed since it was indexed)")
         return data
+
+    def read_run(self, indices: Sequence[int]) -> list[Any]:
+        """Samples ``indices`` read in one call that holds no GIL (``fileread.read_spans``:
+        ``pread`` at the indexed offsets; only where ``fileread.available()``).
+
+        Returns
+        -------
+        list
+            Per index its bytes (a read-only uint8 NumPy array), or None where the member was
+            not read whole: :meth:`read` then reads it, and raises its usual error.
+        """
+        which = np.asarray(indices, dtype=np.int64)
+        if which.size and (which.min() < 0 or which.max() >= len(self._offset)):
+            raise IndexError(f"sample index out of range 0..{len(self._offset) - 1}")
+        shard = self._shard[which]
+        fds = np.empty(len(which), np.int32)
+        owned: list[int] = []
+        try:
+            for s in np.unique(shard).tolist():  # a run spans one shard or a few
+                fd, own = self._fd(s)
+                fds[shard == s] = fd
+                if own:
+                    owned.append(fd)
+            return fileread.read_spans(fds, self._offset[which], self._size[which])
+        finally:
+            for fd in owned:
+                os.close(fd)
+
+    @property
+    def reads_runs(self) -> bool:
+        """Whether :meth:`read_run` reads what :meth:`read` reads: not where a subclass
+        reads its own way (its ``read`` is then called per sample, as before)."""
+        return type(self).read is Shards.read
 
     def _fd(self, s: int) -> tuple[int, bool]:
         """A descriptor of shard ``s``, and whether the caller closes it (past OPEN_SHARDS)."""
