@@ -1319,7 +1319,10 @@ def host(args: argparse.Namespace) -> dict:
 
     work = Path(args.work)
     info = make_dataset(work, args.files, args.classes)
-    src = mdata.Folder(info["folder"])
+    sources = {"folder": mdata.Folder(info["folder"])}
+    if "shards" in args.sources.split(","):
+        sources["shards"] = mdata.Shards(info["shards_glob"])
+    src = sources["folder"]
     mod = None
     if args.readahead:
         spec = importlib.util.spec_from_file_location("readahead_other", args.readahead)
@@ -1336,6 +1339,8 @@ def host(args: argparse.Namespace) -> dict:
         if nv is None:
             raise SystemExit("--parse needs nvImageCodec (pip install nvidia-nvimgcodec-cu13)")
         if args.parse.startswith("readers"):
+            if len(sources) > 1:
+                raise SystemExit("--parse readers reads the folder only (--sources folder)")
             dmod.NATIVE_FILES = args.parse == "readers"
             read = dmod.nvimgcodec_reader(nv, src)
     colour = None if nv is None else (nv.ColorSpec.SYCC, nv.ColorSpec.SRGB,
@@ -1355,13 +1360,16 @@ def host(args: argparse.Namespace) -> dict:
             f"{alone['blocks']})")
     rows = []
     try:
+        names = args.sources.split(",")
         for rep in range(args.repeat):
             order = paths if rep % 2 == 0 else paths[::-1]  # alternated: the machine drifts
             for nt in threads:
-                for path in order:
+                for name, path in [(m, p) for m in (names if rep % 2 == 0 else names[::-1])
+                                   for p in order]:
                     fileread.ENABLED = path == "nogil"
+                    src = sources[name]
                     row = _host_row(mod, src, read, nv, colour, args, rep, nt, n)
-                    row.update({"path": path, "threads": nt, "rep": rep})
+                    row.update({"path": path, "threads": nt, "rep": rep, "source": name})
                     if args.gil:
                         pr = _host_row(mod, src, read, nv, colour, args, rep, nt, n,
                                        probe=True)
@@ -1370,7 +1378,8 @@ def host(args: argparse.Namespace) -> dict:
                     row["load"] = os.getloadavg()
                     rows.append(row)
                     ho = row.get("handovers")
-                    log(f"{path}, {nt} readers, parse {args.parse}: {row['rate']:.0f} samples/s, "
+                    log(f"{name} {path} (native runs {row['fast']}), {nt} readers, parse "
+                        f"{args.parse}: {row['rate']:.0f} samples/s, "
                         f"{row['cpu_us_per_sample']:.1f} us CPU a sample, taker "
                         f"{row['taker_cpu_ms_per_batch']:.2f} ms CPU a batch; readers' user "
                         f"{row['readers_user_us']:.1f} us a sample"
@@ -1381,7 +1390,7 @@ def host(args: argparse.Namespace) -> dict:
         fileread.ENABLED = True
         sys.setswitchinterval(saved_switch)
     if args.model:
-        _decode_model(out_model := {}, mod, src, args)
+        _decode_model(out_model := {}, mod, sources["folder"], args)
     else:
         out_model = {}
     out: dict = {"readahead": args.readahead or "this tree", "parse": args.parse,
@@ -1389,21 +1398,22 @@ def host(args: argparse.Namespace) -> dict:
                  "pace": args.pace, "handover_elems": args.handover_elems,
                  "nogil_available": fileread.available(), "why_not": fileread.why_not(),
                  "handovers": args.handovers, "alone": alone, "runs": rows, "host": {}}
-    for path in paths:
-        for nt in threads:
-            rs = [r for r in rows if r["path"] == path and r["threads"] == nt]
-            best = {"rate": max(r["rate"] for r in rs),
-                    "cpu_us_per_sample": min(r["cpu_us_per_sample"] for r in rs),
-                    "cpu_us_median": float(np.median([r["cpu_us_per_sample"] for r in rs])),
-                    "sys_us_median": float(np.median([r["sys_us_per_sample"] for r in rs])),
-                    "rate_median": float(np.median([r["rate"] for r in rs])),
-                    "readers_user_us": float(np.median([r["readers_user_us"] for r in rs])),
-                    "readers_sys_us": float(np.median([r["readers_sys_us"] for r in rs])),
-                    "taker_cpu_ms_per_batch": min(r["taker_cpu_ms_per_batch"] for r in rs)}
-            if args.gil:
-                best["handovers_ms"] = float(np.median([r["handovers"]["median_ms"]
-                                                        for r in rs]))
-            out["host"][f"{path}_{nt}"] = best
+    for name, path, nt in [(m, p, t) for m in args.sources.split(",") for p in paths
+                           for t in threads]:
+        rs = [r for r in rows if r["path"] == path and r["threads"] == nt
+              and r["source"] == name]
+        best = {"rate": max(r["rate"] for r in rs),
+                "cpu_us_per_sample": min(r["cpu_us_per_sample"] for r in rs),
+                "cpu_us_median": float(np.median([r["cpu_us_per_sample"] for r in rs])),
+                "sys_us_median": float(np.median([r["sys_us_per_sample"] for r in rs])),
+                "rate_median": float(np.median([r["rate"] for r in rs])),
+                "readers_user_us": float(np.median([r["readers_user_us"] for r in rs])),
+                "readers_sys_us": float(np.median([r["readers_sys_us"] for r in rs])),
+                "taker_cpu_ms_per_batch": min(r["taker_cpu_ms_per_batch"] for r in rs)}
+        if args.gil:
+            best["handovers_ms"] = float(np.median([r["handovers"]["median_ms"]
+                                                    for r in rs]))
+        out["host"][("" if name == "folder" else f"{name}_") + f"{path}_{nt}"] = best
     return out
 
 
@@ -1675,6 +1685,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="python: each file read by Python; nogil: runs of files read in one "
                         "call without the GIL (millipyde.data.fileread); alternated per repeat")
     h.add_argument("--threads", default="2,8", help="reader threads, a row each")
+    h.add_argument("--sources", default="folder", choices=("folder", "folder,shards",
+                                                            "shards,folder"),
+                   help="what is read: the folder's files, and the same samples from the "
+                        "tar shards (alternated per repeat)"),
     h.add_argument("--handovers", type=int, default=512,
                    help="GIL hand-overs a block of the probe thread")
     h.add_argument("--handover-elems", type=int, default=20000,

@@ -219,8 +219,16 @@ def test_shard_runs_read_the_same_samples_labels_and_order_as_python(
         monkeypatch.setattr(fileread, "ENABLED", True)
         assert ra._read_run is None and all(type(d) is bytes for _, d in old)
         assert [(i, bytes(d)) for i, d in got] == [(i, d) for i, d in old]
-    # past OPEN_SHARDS a run opens the shards it reads and closes them after
+    # closed, or sent to a decode worker process (descriptors stay behind), it reopens them
+    import pickle
+
     src.close()
+    assert (src._fdv == -1).all()
+    for again in (src, pickle.loads(pickle.dumps(src))):
+        assert [v.tobytes() for v in again.read_run([35, 0])] == [src.read(35), src.read(0)]
+        assert (again._fdv >= 0).sum() == 2
+        again.close()
+    # past OPEN_SHARDS a run opens the shards it reads and closes them after
     monkeypatch.setattr(shards, "OPEN_SHARDS", 1)
     before = _fds()
     run = src.read_run([0, 13, 30, 1, 25])
@@ -228,7 +236,7 @@ def test_shard_runs_read_the_same_samples_labels_and_order_as_python(
     assert len(src._fds) == 1 and _fds() == before + 1
     src.close()
     assert _fds() == before
-    with pytest.raises(IndexError, match="out of range"):
+    with pytest.raises(IndexError, match="out of bounds"):
         src.read_run([0, 36])
     with pytest.raises(ValueError, match="differ in length"):
         fileread.read_spans([0], [0, 1], [1])

@@ -273,26 +273,8 @@ def read_run(table: PathTable, indices: Sequence[int], max_bytes: int) -> list[A
                                      strict=True)]
 
 
-def _spans(fds: Sequence[int], offsets: Sequence[int], sizes: Sequence[int]) -> list[Any]:
-    """:func:`read_spans` without the check of :func:`available`."""
-    fd = np.asarray(fds, dtype=np.int32)
-    off = np.asarray(offsets, dtype=np.int64)
-    size = np.asarray(sizes, dtype=np.int64)
-    if not (len(fd) == len(off) == len(size)):
-        raise ValueError(f"fds, offsets and sizes differ in length ({len(fd)}, {len(off)}, "
-                         f"{len(size)})")
-    if size.size and (size.min() < 0 or off.min() < 0):
-        raise ValueError("offsets and sizes must be >= 0")
-    out = np.empty(int(size.sum()), np.uint8)
-    status = np.empty(len(fd), np.int64)
-    _read_spans(fd, off, size, out, status)
-    out.flags.writeable = False  # samples are bytes to the decoders: nothing writes them
-    ends = np.cumsum(size).tolist()
-    return [out[e - n:e] if st == 0 else None
-            for e, n, st in zip(ends, size.tolist(), status.tolist(), strict=True)]
-
-
-def read_spans(fds: Sequence[int], offsets: Sequence[int], sizes: Sequence[int]) -> list[Any]:
+def read_spans(fds: Sequence[int], offsets: Sequence[int], sizes: Sequence[int], *,
+               check: bool = True) -> list[Any]:
     """Spans of open files (members of tar shards) read by one native call that holds no
     GIL: ``pread`` of ``sizes[k]`` bytes at ``offsets[k]`` of descriptor ``fds[k]``.
 
@@ -302,6 +284,9 @@ def read_spans(fds: Sequence[int], offsets: Sequence[int], sizes: Sequence[int])
         Open descriptors (the caller keeps them open for the call).
     offsets, sizes : sequence of int
         Where each span starts and its bytes.
+    check : bool
+        Check the arguments' lengths and signs (False: the caller made them, as int32,
+        int64 and int64 arrays of one length, from an index that holds no negative).
 
     Returns
     -------
@@ -315,8 +300,34 @@ def read_spans(fds: Sequence[int], offsets: Sequence[int], sizes: Sequence[int])
     RuntimeError
         :func:`available` is False.
     ValueError
-        ``fds``, ``offsets`` and ``sizes`` differ in length, or an offset or size is negative.
+        ``fds``, ``offsets`` and ``sizes`` differ in length, or an offset or size is negative
+        (``check``).
     """
     if not _state["ok"] and not available():
         raise RuntimeError(f"files cannot be read without the GIL here: {why_not()}")
-    return _spans(fds, offsets, sizes)
+    return _spans(fds, offsets, sizes, check)
+
+
+def _spans(fds: Sequence[int], offsets: Sequence[int], sizes: Sequence[int],
+           check: bool = True) -> list[Any]:
+    """:func:`read_spans` without the check of :func:`available`."""
+    fd = np.asarray(fds, dtype=np.int32)
+    off = np.asarray(offsets, dtype=np.int64)
+    size = np.asarray(sizes, dtype=np.int64)
+    if check:
+        if not (len(fd) == len(off) == len(size)):
+            raise ValueError(f"fds, offsets and sizes differ in length ({len(fd)}, "
+                             f"{len(off)}, {len(size)})")
+        if size.size and (size.min() < 0 or off.min() < 0):
+            raise ValueError("offsets and sizes must be >= 0")
+    ends = np.cumsum(size)
+    out = np.empty(int(ends[-1]) if len(ends) else 0, np.uint8)
+    status = np.empty(len(fd), np.int64)
+    _read_spans(fd, off, size, out, status)
+    out.flags.writeable = False  # samples are bytes to the decoders: nothing writes them
+    ends_l = ends.tolist()
+    starts = [0, *ends_l[:-1]]
+    if not status.any():
+        return [out[a:b] for a, b in zip(starts, ends_l, strict=True)]
+    return [out[a:b] if st == 0 else None
+            for a, b, st in zip(starts, ends_l, status.tolist(), strict=True)]

@@ -99,6 +99,8 @@ class Shards(Source):
         self.labels = lab if (lab >= 0).any() else None
         self._fds: dict[int, int] = {}
         self._lock = threading.Lock()
+        #: per shard its kept descriptor, -1 where not open (what read_run looks up)
+        self._fdv = np.full(len(self.shards), -1, np.int32)
 
     def __len__(self) -> int:
         return len(self._offset)
@@ -133,19 +135,19 @@ class Shards(Source):
             Per index its bytes (a read-only uint8 NumPy array), or None where the member was
             not read whole: :meth:`read` then reads it, and raises its usual error.
         """
-        which = np.asarray(indices, dtype=np.int64)
-        if which.size and (which.min() < 0 or which.max() >= len(self._offset)):
-            raise IndexError(f"sample index out of range 0..{len(self._offset) - 1}")
+        which = np.asarray(indices, dtype=np.int64)  # (an index past the end: IndexError)
         shard = self._shard[which]
-        fds = np.empty(len(which), np.int32)
+        fds = self._fdv[shard]  # the shards' kept descriptors (-1: not open yet)
         owned: list[int] = []
         try:
-            for s in np.unique(shard).tolist():  # a run spans one shard or a few
-                fd, own = self._fd(s)
-                fds[shard == s] = fd
-                if own:
-                    owned.append(fd)
-            return fileread.read_spans(fds, self._offset[which], self._size[which])
+            if (fds < 0).any():  # a run spans one shard or a few
+                for s in np.unique(shard[fds < 0]).tolist():
+                    fd, own = self._fd(s)
+                    fds[shard == s] = fd
+                    if own:
+                        owned.append(fd)
+            return fileread.read_spans(fds, self._offset[which], self._size[which],
+                                       check=False)
         finally:
             for fd in owned:
                 os.close(fd)
@@ -172,6 +174,8 @@ class Shards(Source):
             old = self._fds.setdefault(s, fd)
         if old != fd:
             os.close(fd)
+        else:
+            self._fdv[s] = fd
         return old, False
 
     def files(self) -> list[Path]:
@@ -185,6 +189,7 @@ class Shards(Source):
         """Close the shards' descriptors (reopened when read again)."""
         with self._lock:
             fds, self._fds = list(self._fds.values()), {}
+            self._fdv[:] = -1
         for fd in fds:
             os.close(fd)
 
@@ -197,6 +202,7 @@ class Shards(Source):
     def __getstate__(self) -> dict:  # for the cluster path: descriptors stay behind
         state = dict(self.__dict__)
         state["_fds"] = {}
+        state["_fdv"] = np.full(len(self.shards), -1, np.int32)
         state["_lock"] = None
         return state
 
