@@ -228,6 +228,7 @@ def test_shard_runs_read_the_same_samples_labels_and_order_as_python(
         assert [v.tobytes() for v in again.read_run([35, 0])] == [src.read(35), src.read(0)]
         assert (again._fdv >= 0).sum() == 2
         again.close()
+    src.close()  # (its reads above reopened two)
     # past OPEN_SHARDS a run opens the shards it reads and closes them after
     monkeypatch.setattr(shards, "OPEN_SHARDS", 1)
     before = _fds()
