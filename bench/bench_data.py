@@ -1175,7 +1175,8 @@ def table(out: dict) -> str:
         rows.append(("cpu: millipyde / torchvision",
                      f"{out['millipyde']['rate'] / out['torchvision']['rate']:.2f}x", ""))
     m = out.get("model") or {}
-    for key in ("python_held", "nogil_held", "python_not_held", "nogil_not_held"):
+    for key in [f"{pre}{k}" for pre in ("", "shards_") for k in (
+            "python_held", "nogil_held", "python_not_held", "nogil_not_held")]:
         r = m.get(key)
         if r:
             rows.append((f"model: {key.replace('_', ' ', 1)}, {r['threads']} readers",
@@ -1390,7 +1391,7 @@ def host(args: argparse.Namespace) -> dict:
         fileread.ENABLED = True
         sys.setswitchinterval(saved_switch)
     if args.model:
-        _decode_model(out_model := {}, mod, sources["folder"], args)
+        _decode_model(out_model := {}, mod, sources, args)
     else:
         out_model = {}
     out: dict = {"readahead": args.readahead or "this tree", "parse": args.parse,
@@ -1418,6 +1419,7 @@ def host(args: argparse.Namespace) -> dict:
 
 
 def _decode_model(out: dict, mod: Any, src: Any, args: argparse.Namespace) -> None:
+    # ``src``: a source, or {name: source} (``--sources``: rows of each, alternated)
     """The decode worker's loop without a GPU: take 256 samples, then a stand-in for the
     decode call (``--handovers`` hand-overs: each a sleep of ``--model-sleep-us`` or a NumPy
     add of ``--model-elems`` float64, with the GIL released, then the GIL taken back), the
@@ -1466,8 +1468,9 @@ def _decode_model(out: dict, mod: Any, src: Any, args: argparse.Namespace) -> No
     out["pinned"] = pin
 
 
-def _model_rows(out: dict, mod: Any, src: Any, args: argparse.Namespace, call: Any) -> None:
-    """:func:`_decode_model`'s rows."""
+def _model_rows(out: dict, mod: Any, srcs: Any, args: argparse.Namespace, call: Any) -> None:
+    """:func:`_decode_model`'s rows (``srcs``: a source, or {name: source}; the keys of a
+    source other than ``folder`` start with its name)."""
     import contextlib
 
     from millipyde.data import fileread
@@ -1477,38 +1480,45 @@ def _model_rows(out: dict, mod: Any, src: Any, args: argparse.Namespace, call: A
     log(f"model: the decode call alone {out['call_alone_ms']:.2f} ms")
     n, nt = args.samples, int(str(args.threads).split(",")[0])
     rows = out["runs"] = []
+    srcs = srcs if isinstance(srcs, dict) else {"folder": srcs}
+    names = list(srcs)
     for rep in range(args.repeat):
         paths = args.read_paths.split(",")
-        for path in paths if rep % 2 == 0 else paths[::-1]:
-            for hold in (True, False):
-                fileread.ENABLED = path == "nogil"
-                plan = iter(np.random.default_rng(rep).integers(0, len(src), n).tolist())
-                ra = mod.ReadAhead(src, plan, threads=nt)
-                calls, wait = [], 0.0
-                t0 = time.perf_counter()
-                left = n
-                while left:
-                    k = min(256, left)
-                    with ra.held_back() if hold else contextlib.nullcontext():
-                        tw = time.perf_counter()
-                        ra.take_many(k)
-                        wait += time.perf_counter() - tw
-                        calls.append(call())
-                    left -= k
-                dt = time.perf_counter() - t0
-                ra.close()
-                fileread.ENABLED = True
-                rows.append({"path": path, "hold": hold, "rep": rep, "rate": n / dt,
-                             "call_ms": 1000 * float(np.median(calls)),
-                             "wait_ms": 1000 * wait / len(calls), "load": os.getloadavg()})
-                log(f"model: {path}, {nt} readers, held {hold}: {rows[-1]}")
-    for path in args.read_paths.split(","):
-        for hold in (True, False):
-            rs = [r for r in rows if r["path"] == path and r["hold"] == hold]
-            out[f"{path}_{'held' if hold else 'not_held'}"] = {
-                "rate": float(np.median([r["rate"] for r in rs])),
-                "call_ms": float(np.median([r["call_ms"] for r in rs])),
-                "wait_ms": float(np.median([r["wait_ms"] for r in rs])), "threads": nt}
+        for name, path, hold in [(m, p, h) for m in (names if rep % 2 == 0 else names[::-1])
+                                 for p in (paths if rep % 2 == 0 else paths[::-1])
+                                 for h in (True, False)]:
+            src = srcs[name]
+            fileread.ENABLED = path == "nogil"
+            plan = iter(np.random.default_rng(rep).integers(0, len(src), n).tolist())
+            ra = mod.ReadAhead(src, plan, threads=nt)
+            calls, wait = [], 0.0
+            t0 = time.perf_counter()
+            left = n
+            while left:
+                k = min(256, left)
+                with ra.held_back() if hold else contextlib.nullcontext():
+                    tw = time.perf_counter()
+                    ra.take_many(k)
+                    wait += time.perf_counter() - tw
+                    calls.append(call())
+                left -= k
+            dt = time.perf_counter() - t0
+            ra.close()
+            fileread.ENABLED = True
+            rows.append({"source": name, "path": path, "hold": hold, "rep": rep,
+                         "rate": n / dt, "nogil_reads": ra.nogil_reads,
+                         "call_ms": 1000 * float(np.median(calls)),
+                         "wait_ms": 1000 * wait / len(calls), "load": os.getloadavg()})
+            log(f"model: {name} {path}, {nt} readers, held {hold}: {rows[-1]}")
+    for name, path, hold in [(m, p, h) for m in names for p in args.read_paths.split(",")
+                             for h in (True, False)]:
+        rs = [r for r in rows if r["path"] == path and r["hold"] == hold
+              and r["source"] == name]
+        pre = "" if name == "folder" else f"{name}_"
+        out[f"{pre}{path}_{'held' if hold else 'not_held'}"] = {
+            "rate": float(np.median([r["rate"] for r in rs])),
+            "call_ms": float(np.median([r["call_ms"] for r in rs])),
+            "wait_ms": float(np.median([r["wait_ms"] for r in rs])), "threads": nt}
 
 
 def _handovers(stop: Any, count: int, elems: int, blocks: int = 30) -> dict:
