@@ -10,8 +10,8 @@
 - :class:`Arrays` -- decoded images in memory.
 
 Nothing is decoded before it is needed: a bounded pool of threads reads encoded bytes ahead
-within a window bounded in bytes (``readahead``; files a run at a time by native calls that
-hold no GIL, ``fileread``), batches are decoded on the device
+within a window bounded in bytes (``readahead``; files and tar members a run at a time by
+native calls that hold no GIL, ``fileread``), batches are decoded on the device
 (nvImageCodec) or by Pillow on a thread pool (``decode``), and bad files are skipped, named and
 refilled (``loader``); on a GPU this runs in a worker process of the stream's own, its
 batches shared without a copy (``process``). Epochs and shuffle follow torch's

@@ -1,19 +1,19 @@
 """Encoded bytes read ahead of the decoder by a bounded pool of threads, in a bounded window.
 
 A :class:`ReadAhead` reads the samples a plan names, in the plan's order, with ``threads``
-reader threads (file reads release the GIL; a folder's files are read a run at a time without
-it, ``fileread``), and hands them out in that order (:meth:`take`, :meth:`take_many`,
-:meth:`take_batch`). What it holds is bounded: samples read but not taken stay under ``window``
-bytes (one run of samples at least, so a large one still goes through) and ``max_items``
-samples; a reader reserves a sample's size before it reads it (the source's size where it knows
-it, else the mean so far), so the bytes in flight exceed the window by at most one sample per
-reader. Memory therefore does not grow with the dataset, however large.
+reader threads (file reads release the GIL; a folder's files and tar shards' members are read a
+run at a time without it, ``fileread``), and hands them out in that order (:meth:`take`,
+:meth:`take_many`, :meth:`take_batch`). What it holds is bounded: samples read but not taken
+stay under ``window`` bytes (one run of samples at least, so a large one still goes through)
+and ``max_items`` samples; a reader reserves a sample's size before it reads it (the source's
+size where it knows it, else the mean so far), so the bytes in flight exceed the window by at
+most one sample per reader. Memory therefore does not grow with the dataset, however large.
 
 Readers claim runs of up to ``RUN`` consecutive samples (``fileread.RUN`` where a run of the
-source's files is read in one call that holds no GIL), and a thread is woken only when there is
-something for it (a reader when the window has room, the consumer when the sample it waits for
-has arrived): at tens of thousands of samples a second, waking every thread on every sample
-would spend the GIL on wake-ups.
+source's files or members is read in one call that holds no GIL), and a thread is woken only
+when there is something for it (a reader when the window has room, the consumer when the
+sample it waits for has arrived): at tens of thousands of samples a second, waking every
+thread on every sample would spend the GIL on wake-ups.
 
 While :meth:`held_back` is entered (the decode thread's decode call), readers finish the run
 they are reading and claim no new one once its ``stock`` of samples ahead of the takes is
@@ -76,9 +76,10 @@ class ReadAhead:
                  read: Callable[[int], Any] | None = None) -> None:
         self.source = source
         self._read = read if read is not None else source.read
-        # a source of files reads a run in one call that holds no GIL (fileread): every
-        # sample read by Python hands the GIL over several times, taking it from the decode
-        # call; a file the run did not read whole goes through ``read`` (its usual error)
+        # a source of files or tar members reads a run in one call that holds no GIL
+        # (fileread): every sample read by Python hands the GIL over at least once, taking it
+        # from the decode call; a sample the run did not read whole goes through ``read``
+        # (its usual error)
         run_read = getattr(source, "read_run", None) \
             if read is None and getattr(source, "reads_runs", False) else None
         self._read_run = run_read if run_read is not None and fileread.ENABLED and \
