@@ -59,6 +59,25 @@ def _bad_files(tmp_path) -> tuple[list, dict]:
     return paths, kinds
 
 
+def _load(src) -> tuple[dict, list]:
+    """One epoch of ``src`` in one batch through the loader (Pillow): the bad samples' names,
+    and per row its sample, label (-1: none) and pixels."""
+    bad = BadSamples()
+    n = len(src)
+    plan = lambda b: np.arange(n) if b == 0 else None  # noqa: E731
+    loader = Loader(src, EpochSampler(n), plan, PillowDecoder(0, threads=1), 0, bad,
+                    threads=2, window=1 << 20)
+    try:
+        got = loader.get(0)
+        assert loader.get(1) is None
+        assert loader.reader.nogil_reads == fileread.ENABLED
+    finally:
+        loader.close()
+    labels = got.labels if got.labels is not None else [-1] * len(got.samples)
+    return bad.names, [(int(s), int(y), np.asarray(a).tobytes())
+                       for s, y, a in zip(got.samples, labels, got.arrays, strict=True)]
+
+
 def test_runs_read_the_same_bytes_as_python_and_the_flag_off_is_the_old_path(
         tmp_path, monkeypatch) -> None:
     assert fileread.available(), fileread.why_not()
@@ -141,25 +160,10 @@ def test_bad_files_named_once_by_the_loader_as_before(tmp_path, monkeypatch) -> 
     paths, kinds = _bad_files(tmp_path)
     src = Paths(paths, max_bytes=4096)
     src.has_targets = False
-    n = len(paths)
 
-    def run() -> tuple[dict, list]:
-        bad = BadSamples()
-        plan = lambda b: np.arange(n) if b == 0 else None  # noqa: E731
-        loader = Loader(src, EpochSampler(n), plan, PillowDecoder(0, threads=1), 0, bad,
-                        threads=2, window=1 << 20)
-        try:
-            got = loader.get(0)
-            assert loader.get(1) is None
-            assert loader.reader.nogil_reads == fileread.ENABLED
-        finally:
-            loader.close()
-        return bad.names, [(int(s), np.asarray(a).tobytes())
-                           for s, a in zip(got.samples, got.arrays, strict=True)]
-
-    names, rows = run()
+    names, rows = _load(src)
     monkeypatch.setattr(fileread, "ENABLED", False)
-    old_names, old_rows = run()
+    old_names, old_rows = _load(src)
     assert names == old_names and rows == old_rows
     assert set(names) == {str(p) for p in kinds.values()}  # each bad file named once
 
@@ -278,27 +282,11 @@ def test_a_shard_cut_after_it_was_indexed_and_a_bad_member_reported_as_before(
 
     # through the loader: the cut members and a member that fails to decode (sample 0's
     # random bytes) named once, the rest decoded, as Python's reads do
-    def load() -> tuple[dict, list]:
-        bad = BadSamples()
-        n = len(src)
-        plan = lambda b: np.arange(n) if b == 0 else None  # noqa: E731
-        loader = Loader(src, EpochSampler(n), plan, PillowDecoder(0, threads=1), 0, bad,
-                        threads=2, window=1 << 20)
-        try:
-            got = loader.get(0)
-            assert loader.get(1) is None
-            assert loader.reader.nogil_reads == fileread.ENABLED
-        finally:
-            loader.close()
-        return bad.names, [(int(s), int(y), np.asarray(a).tobytes())
-                           for s, y, a in zip(got.samples, got.labels, got.arrays,
-                                              strict=True)]
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the bad samples' warnings: compared below
-        names, rows = load()
+        names, rows = _load(src)
         monkeypatch.setattr(fileread, "ENABLED", False)
-        old_names, old_rows = load()
+        old_names, old_rows = _load(src)
     assert names == old_names and rows == old_rows
     assert {src.name(i) for i in (0, 13, 14, 15)} <= set(names)
     assert src.name(1) not in names and len(rows) == len(src)
