@@ -179,3 +179,35 @@ def test_worker_reads_files_as_the_training_process_says(tmp_path, monkeypatch) 
     _, _, loader = _run(gen, 4, 1)
     assert isinstance(loader, process.ProcessLoader) and loader.reader.nogil_reads is False
     gen.close()
+
+
+def test_shards_read_natively_in_the_worker_as_in_process(tmp_path) -> None:
+    import io
+    import tarfile
+
+    root, _ = _bad_tree(tmp_path / "bad")
+    folder = mp.data.Folder(root)
+    shard = tmp_path / "train-0.tar"
+    with tarfile.open(shard, "w") as tf:  # the bad files too: bad members, named once
+        for i, p in enumerate(folder.paths):
+            tf.add(p, arcname=f"{i:04d}{p.suffix}")
+            cls = str(int(folder.labels[i])).encode()
+            ti = tarfile.TarInfo(f"{i:04d}.cls")
+            ti.size = len(cls)
+            tf.addfile(ti, io.BytesIO(cls))
+    mine = mp.Generator(str(shard), OPS, shuffle=True, seed=3, decode_process=True)
+    here = mp.Generator(str(shard), OPS, shuffle=True, seed=3, decode_process=False)
+    a, msgs_a, loader = _run(mine, 2, 2)
+    b, msgs_b, here_loader = _run(here, 2, 2)
+    assert isinstance(loader, process.ProcessLoader)
+    # the worker's read-ahead read runs of members without the GIL, as this process's did
+    assert loader.reader.nogil_reads is fileread.available()
+    assert here_loader.reader.nogil_reads is fileread.available()
+    assert len(a) == len(b) > 0
+    for (x, s, y), (x2, s2, y2) in zip(a, b, strict=True):
+        assert np.array_equal(x, x2) and np.array_equal(s, s2) and np.array_equal(y, y2)
+        assert np.array_equal(y, folder.labels[s])
+    assert msgs_a and sorted(msgs_a) == sorted(msgs_b)
+    assert mine.bad_samples.names == here.bad_samples.names and mine.bad_samples.names
+    mine.close()
+    here.close()
