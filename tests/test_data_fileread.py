@@ -245,6 +245,7 @@ def test_shard_runs_read_the_same_samples_labels_and_order_as_python(
         src.read_run([0, 36])
     with pytest.raises(ValueError, match="differ in length"):
         fileread.read_spans([0], [0, 1], [1])
+    assert src.read_run([]) == [] and fileread.read_spans([], [], []) == []
 
     class Upper(Shards):  # a subclass that reads its own way is read by its read()
         def read(self, i: int) -> bytes:

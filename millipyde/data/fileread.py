@@ -320,8 +320,10 @@ def _spans(fds: Sequence[int], offsets: Sequence[int], sizes: Sequence[int],
                              f"{len(off)}, {len(size)})")
         if size.size and (size.min() < 0 or off.min() < 0):
             raise ValueError("offsets and sizes must be >= 0")
+    if not len(fd):
+        return []
     ends = np.cumsum(size)
-    out = np.empty(int(ends[-1]) if len(ends) else 0, np.uint8)
+    out = np.empty(int(ends[-1]), np.uint8)
     status = np.empty(len(fd), np.int64)
     _read_spans(fd, off, size, out, status)
     out.flags.writeable = False  # samples are bytes to the decoders: nothing writes them
