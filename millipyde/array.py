@@ -571,7 +571,9 @@ def bind_members(xs: list[gpuarray], nodes: list[Node | Member], values: list[Me
     :meth:`gpuarray._holds` and :meth:`gpuarray._bind_member` written out, under
     :data:`member.LOCK` taken once for the chunk (a read converting a member meanwhile waits
     for the chunk's binds, not one bind's); each input's commit lock is only tried under it,
-    never waited for, and one is held at a time (``locks.py``)."""
+    never waited for, and one is held at a time (``locks.py``). An input with no commit lock
+    (a fresh one, or one only Pipelines updated) is bound with none: locks are made under
+    :data:`member.LOCK`, so none can be made, taken or held meanwhile (``locks.py``)."""
     with member.LOCK:
         for r, value in enumerate(values):
             if value is None:
@@ -579,8 +581,8 @@ def bind_members(xs: list[gpuarray], nodes: list[Node | Member], values: list[Me
                 continue
             x = xs[r]
             d = x.__dict__
-            held = d.get("_commit_lock") or commit_lock(x)
-            if not held.acquire(False):
+            held = d.get("_commit_lock")
+            if held is not None and not held.acquire(False):
                 busy.append(r)
                 continue
             try:
@@ -600,4 +602,5 @@ def bind_members(xs: list[gpuarray], nodes: list[Node | Member], values: list[Me
                 else:
                     changed.append(r)
             finally:
-                held.release()
+                if held is not None:
+                    held.release()
