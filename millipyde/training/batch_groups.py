@@ -349,11 +349,14 @@ def _taps_arrays(kp: _TapsPlan, templates: list, i: int, tid: np.ndarray, rows: 
         node = t.kernels[i].output
         j = d.op(t, node)
         vals = None if j is None else d.params[j][rows[m]]
-        if vals is None:
-            taps = [t.args[i]] * int(m.sum())
-        else:
-            fn, tail = REGISTRY[node.op.name].fn, tuple(node.params[vals.shape[1]:])
-            taps = [np.asarray(fn(*v, *tail), dtype=np.float64) for v in vals.tolist()]
+        if vals is None:  # the template's taps for each of its members, one copy
+            a = np.asarray(t.args[i], dtype=np.float64)
+            cnt = int(m.sum())
+            pieces.append((m, np.broadcast_to(a, (cnt, len(a))).copy(),
+                           np.full(cnt, len(a) // 2, dtype=np.int64)))
+            continue
+        fn, tail = REGISTRY[node.op.name].fn, tuple(node.params[vals.shape[1]:])
+        taps = [np.asarray(fn(*v, *tail), dtype=np.float64) for v in vals.tolist()]
         mat = np.zeros((len(taps), max(len(a) for a in taps)))
         for at, a in enumerate(taps):
             mat[at, :len(a)] = a
