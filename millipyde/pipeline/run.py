@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Any
 
-from .. import devices
+from .. import devices, targets
 from .. import random as mprandom
 from ..array import bind_members, still_holds, values_of
 from ..backend import ACTIVE as runtime  # the active backend
@@ -183,15 +183,20 @@ class Run:
         # its node is made only where it is read.) Inputs come in runs of one group (rows of
         # one batch, clones of one image): the key of a member of the batch the input before
         # was keyed by is that input's, and a key equal to the last one is that group's, so
-        # only an input starting a new run pays the group lookup and ``takes``.
+        # only an input starting a new run pays the group lookup and ``takes``. A stored node
+        # (a fresh image) of the last key's type, device, shape and dtype is ``group_key``'s
+        # case written out: that key's, with no call.
         got: tuple[list[int], list[Any], list[Any]] | None = None
         last_key: tuple | None = None
         last_batch: Any = None
         last_type: type | None = None
+        last_dev = last_shape = last_dtype = None
         for pos, x, node in zip(positions, xs, values_of(xs) if values is None else values,
                                 strict=True):
-            if got is None or type(node) is not Member or node.batch is not last_batch \
-                    or type(x) is not last_type:
+            if got is None or type(x) is not last_type or (
+                    node.batch is not last_batch if type(node) is Member else
+                    last_key is None or node.buffer is None or node.device != last_dev or
+                    node.dtype is not last_dtype or node.shape != last_shape or targets.ANY):
                 key = group_key(x, node)
                 if key is None or key != last_key:
                     last_key = last_batch = None
@@ -203,6 +208,7 @@ class Run:
                     if got is None:
                         got = groups[key] = ([], [], [])
                     last_key = key
+                    last_dev, last_shape, last_dtype = key[1:]
                 last_batch = node.batch if type(node) is Member else None
                 last_type = type(x)
             got[0].append(pos)
