@@ -477,11 +477,10 @@ class Run:
         if not runtime.caps.launches_on_streams:
             return
         every = {d for devs in self.devices for d in devs}
-        homes = set()
-        for stage in self.read:  # (as the run starts: nothing has run yet)
-            for v in stage:
-                if v is not None and (type(v) is Member or v.buffer is not None):
-                    homes.add(v.device)
+        # (as the run starts: nothing has run yet; a member's device read from its batch)
+        homes = {v.batch.device if type(v) is Member else v.device
+                 for stage in self.read for v in stage
+                 if v is not None and (type(v) is Member or v.buffer is not None)}
         if len(every) > 1 or homes - every or any(self.procs):
             for d in sorted(homes):
                 devices.synchronize(d)
