@@ -534,18 +534,9 @@ def values_of(xs: list[gpuarray]) -> list[Node | Member]:
     """Each array's :meth:`gpuarray._value`, read without :data:`member.LOCK` where it can be:
     ``_node``, else ``_member`` (a read converting the member sets ``_node`` before it drops
     ``_member``, so only a conversion between the two lookups finds neither, and that input
-    alone takes ``_value``'s lock)."""
-    out = []
-    add = out.append
-    for x in xs:
-        d = x.__dict__
-        value = d.get("_node")
-        if value is None:
-            value = d.get("_member")
-            if value is None:
-                value = x._value()
-        add(value)
-    return out
+    alone takes ``_value``'s lock). (One comprehension: a value, node or member, is never
+    false.)"""
+    return [(d := x.__dict__).get("_node") or d.get("_member") or x._value() for x in xs]
 
 
 def still_holds(xs: list[gpuarray], values: list[Node | Member]) -> bool:
@@ -571,7 +562,9 @@ def bind_members(xs: list[gpuarray], nodes: list[Node | Member], values: list[Me
     :meth:`gpuarray._holds` and :meth:`gpuarray._bind_member` written out, under
     :data:`member.LOCK` taken once for the chunk (a read converting a member meanwhile waits
     for the chunk's binds, not one bind's); each input's commit lock is only tried under it,
-    never waited for, and one is held at a time (``locks.py``)."""
+    never waited for, and one is held at a time (``locks.py``). An input with no commit lock
+    (a fresh one, or one only Pipelines updated) is bound with none: locks are made under
+    :data:`member.LOCK`, so none can be made, taken or held meanwhile (``locks.py``)."""
     with member.LOCK:
         for r, value in enumerate(values):
             if value is None:
@@ -579,19 +572,23 @@ def bind_members(xs: list[gpuarray], nodes: list[Node | Member], values: list[Me
                 continue
             x = xs[r]
             d = x.__dict__
-            held = d.get("_commit_lock") or commit_lock(x)
-            if not held.acquire(False):
+            held = d.get("_commit_lock")
+            if held is not None and not held.acquire(False):
                 busy.append(r)
                 continue
             try:
                 node = nodes[r]
-                if type(node) is Member:
-                    ok = d.get("_member") is node or (node.made is not None and
-                                                      d.get("_node") is node.made)
-                else:
-                    ok = d.get("_node") is node
-                if ok:
-                    # (``_member`` set before ``_node`` goes: a lockless read finds either)
+                # (``_member`` set before ``_node`` goes: a lockless read finds either)
+                if type(node) is not Member:
+                    if d.get("_node") is node:
+                        d["_member"] = value
+                        del d["_node"]  # (no bind or read moves it meanwhile: held locks)
+                        node.users -= 1
+                        bound.append(r)
+                    else:
+                        changed.append(r)
+                elif d.get("_member") is node or (node.made is not None and
+                                                  d.get("_node") is node.made):
                     d["_member"] = value
                     old = d.pop("_node", None)
                     if old is not None:
@@ -600,4 +597,5 @@ def bind_members(xs: list[gpuarray], nodes: list[Node | Member], values: list[Me
                 else:
                     changed.append(r)
             finally:
-                held.release()
+                if held is not None:
+                    held.release()

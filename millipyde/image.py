@@ -21,6 +21,7 @@ from . import random as mprandom
 from .array import gpuarray
 from .backend import ACTIVE as runtime  # the active backend
 from .checks import MAX_SIDE
+from .graph.ir.member import LOCK as MEMBER_LOCK
 from .graph.ir.node import Node
 from .kernels import REGISTRY
 from .locks import commit_lock
@@ -366,7 +367,11 @@ def _method(form: Form) -> Callable[..., None]:
             nonlocal idle
             d = self.__dict__
             # (``commit_lock`` inlined: a bench's fresh clone makes its lock here)
-            with d.get("_commit_lock") or d.setdefault("_commit_lock", _thread.RLock()):
+            lock = d.get("_commit_lock")
+            if lock is None:
+                with MEMBER_LOCK:  # (locks.py: a lock is made under it)
+                    lock = d.setdefault("_commit_lock", _thread.RLock())
+            with lock:
                 node = self._node
                 key = None
                 if idle and calls:

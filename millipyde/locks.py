@@ -10,14 +10,22 @@ array (``out=``) while they read and bind it. Every update of an array is theref
 the value the previous update left, exactly once, in some serial order, whatever threads and
 Pipelines race.
 
+An array's commit lock is made on its first use, under ``member.LOCK`` (:func:`commit_lock`,
+and ``image._method``'s inlined form; a private handle no other thread sees may be given one
+directly). So while a thread holds ``member.LOCK``, an array with no commit lock has no update
+in progress and none can start: a chunk's commit, which holds ``member.LOCK`` across the chunk,
+binds such an input as if it held its lock, with no lock made or taken (a Pipeline's fresh
+inputs, and its outputs that nothing but Pipelines updated since, have none).
+
 Deadlock freedom: a thread holds at most one array's commit lock at a time (nothing that runs
 under it takes another array's lock, and the run-wide locks taken under it are never held
 while waiting for a commit lock), so no cycle of waits can form, whatever order two Pipelines
 claim overlapping inputs in. A chunk's commit (``array.bind_members``) holds its run's lock and
 ``member.LOCK`` across the chunk and only tries each input's lock under them, one at a time
 (one held elsewhere is waited for afterwards, without them): it never waits while holding
-them. (A Python callable Operation that itself calls methods on *another* input of a running
-Pipeline steps outside this rule.)
+them. A lock is made under ``member.LOCK`` holding no commit lock, and nothing is waited for
+under it. (A Python callable Operation that itself calls methods on *another* input of a
+running Pipeline steps outside this rule.)
 """
 
 from __future__ import annotations
@@ -26,14 +34,16 @@ import _thread
 import threading
 from typing import Any
 
+from .graph.ir import member
+
 
 def commit_lock(x: Any) -> threading.RLock:
-    """The commit lock of gpuarray ``x`` (made on first use; reentrant, for method aliases)."""
+    """The commit lock of gpuarray ``x`` (made on first use, under ``member.LOCK``: see the
+    module's docstring; reentrant, for method aliases)."""
     d = x.__dict__
     lock = d.get("_commit_lock")
     if lock is None:
-        # ``setdefault`` is one atomic dict operation: two threads that race here both get
-        # the lock stored first (the other new one is dropped), with no global lock taken on
-        # every fresh array's first method (a bench's fresh clone per call)
-        lock = d.setdefault("_commit_lock", _thread.RLock())
+        # (two threads that race here both get the lock stored first: ``setdefault``)
+        with member.LOCK:
+            lock = d.setdefault("_commit_lock", _thread.RLock())
     return lock

@@ -242,3 +242,15 @@ def test_first_batch_records_the_templates_of_the_batches_ahead(monkeypatch) -> 
     rec.groups(list(range(size)), 0, st.stacks_on(0, None))
     assert 0 < len(calls) < first and max(calls) < size
     gen.close()
+
+
+def test_fixed_rules_coins_are_the_streams_without_reading_them() -> None:
+    """Rules with no coin and nothing drawn (a Pipeline of fixed ops) give all-run coins with
+    no draw: the coins the streams give them where another rule makes ``draw`` read them."""
+    fixed = batch_record._Rule(None, None, False)
+    ranged = batch_record._Rule(0.5, ((0.0, 3.0),), False)
+    ks = np.arange(5, 69, dtype=np.int64)
+    coins, params = batch_record.draw([fixed, fixed], 11, ks)
+    assert coins.shape == (64, 2) and coins.all() and params == [None, None]
+    drawn, _ = batch_record.draw([fixed, ranged, fixed], 11, ks)
+    assert (drawn[:, [0, 2]] == coins).all() and not drawn[:, 1].all()

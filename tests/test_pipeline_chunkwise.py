@@ -6,6 +6,7 @@ path gives, and the errors as before."""
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from multidevice import assert_same, crops, reference
 
 import millipyde as mp
 from millipyde.backend import ACTIVE as runtime
+from millipyde.graph.ir import member
 from millipyde.graph.ir.member import Member
 from millipyde.locks import commit_lock
 from millipyde.pipeline import chunks as pipeline_chunks
@@ -101,6 +103,32 @@ def test_a_commit_lock_held_elsewhere_is_waited_for_and_the_rest_bound(monkeypat
     assert seen == [[True] * 4]
     for i, h in enumerate(hosts):
         assert_same(np.asarray(xs[i]), reference(h, OPS, 2, i), f"input {i}")
+
+
+@pytest.mark.cudasim_ok
+def test_fresh_inputs_bind_with_no_lock_and_locks_are_made_under_the_member_lock():
+    """A chunk binds inputs with no commit lock (fresh ones) without making one: locks are made
+    under ``member.LOCK``, which a chunk's commit holds, so none can be made or taken meanwhile
+    (``locks.py``). A lock asked for while it is held (``commit_lock``, a method's first call)
+    waits for it."""
+    hosts = crops(4, 6, 8)
+    xs = [mp.gpuimage(h) for h in hosts]
+    mp.Pipeline(xs, OPS, seed=4, device=0).run()
+    assert not any("_commit_lock" in x.__dict__ for x in xs)
+    made: list = []
+    asks = [threading.Thread(target=lambda: made.append(commit_lock(xs[0]))),
+            threading.Thread(target=xs[1].fliplr)]
+    with member.LOCK:
+        for t in asks:
+            t.start()
+        time.sleep(0.05)
+        assert not made and "_commit_lock" not in xs[1].__dict__
+    for t in asks:
+        t.join(5)
+    assert made == [xs[0].__dict__["_commit_lock"]] and "_commit_lock" in xs[1].__dict__
+    for i, h in enumerate(hosts):
+        want = reference(h, OPS, 4, i)
+        assert_same(np.asarray(xs[i]), np.fliplr(want) if i == 1 else want, f"input {i}")
 
 
 def test_the_input_checks_name_the_first_bad_input():

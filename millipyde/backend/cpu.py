@@ -199,8 +199,8 @@ class CpuBackend(Backend):
     def stack_into(self, dst: Any, sources: list[Any], stream: Any = None,
                    device: int | None = None) -> None:
         tail = dst.shape[1:]
-        if tail and 0 < len(sources) <= len(dst) and dst.flags.c_contiguous and all(
-                s.shape == tail and s.dtype == dst.dtype for s in sources):
+        if tail and 0 < len(sources) <= len(dst) and dst.flags.c_contiguous and \
+                {(s.shape, s.dtype) for s in sources} == {(tail, dst.dtype)}:
             # one copy in C: an assignment per member cost 2.4 us of Python a 32 x 32 RGB
             # member, this 0.4 (a Pipeline chunk stacks its inputs)
             np.concatenate(sources, axis=0, out=dst[:len(sources)].reshape((-1, *tail[1:])))

@@ -224,8 +224,8 @@ class CudaMemory:
             return super().stack_into(dst, sources, stream)
         n = len(sources)
         stream = self.current_stream() if stream is None else stream
-        srcs = np.fromiter((int(src.gpu_data.device_pointer) for src in sources),
-                           dtype=np.uint64, count=n)
+        # (one list comprehension: no generator resumed an input)
+        srcs = np.array([int(src.gpu_data.device_pointer) for src in sources], dtype=np.uint64)
         if device is not None and self.name == "cuda" and not self.simulated and step % 4 == 0 and \
                 n <= 65535 and not (srcs % 4).any():
             words = step // 4

@@ -241,10 +241,11 @@ class StageChunks:
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
                 from err
         # keyed by node id, a member by itself (``record_template`` adds its node's id where
-        # it records from it)
-        stacks: dict[Any, tuple[Any, int]] = {}
-        for i, node in enumerate(nodes):
-            stacks.setdefault(node if type(node) is Member else node.id, (stack, i))
+        # it records from it); a value held by several inputs keeps its first row (the dict
+        # made from the last row back: no call an input)
+        keys = [node if type(node) is Member else node.id for node in nodes]
+        stacks: dict[Any, tuple[Any, int]] = dict(zip(
+            reversed(keys), [(stack, i) for i in range(n - 1, -1, -1)], strict=True))
         st = rec.state
         st.inputs, st.stacked_nodes = xs, {device: nodes}
         st.positions = np.asarray(positions, dtype=np.int64)
@@ -281,8 +282,12 @@ class StageChunks:
                 buffer = g.launch(got.pk, into=None if into is None else into[i])
                 out = Batch(buffer, node.shape, node.dtype, device,
                             runtime.member_views(buffer))
-                for r, value in zip(rows, out.members(len(rows)), strict=True):
-                    values[r] = value
+                made = out.members(len(rows))
+                if len(rows) == len(values) and rows == list(range(len(rows))):
+                    values = made  # (the whole chunk in one group, in order: as a rule)
+                else:
+                    for r, value in zip(rows, made, strict=True):
+                        values[r] = value
             event = runtime.record_event(stream) if runtime.caps.launches_on_streams else None
         except Exception as err:
             raise ChunkFailure(span[0], kernels_failed(self.operations, err), span) from err
@@ -342,8 +347,12 @@ def stack_values(values: list[Node | Member], device: int, stream: Any,
     if rows is not None:
         return rows
     bufs = [v.view() if type(v) is Member else v.buffer for v in values]
-    remote = {n.device for n in values if n.device != device} \
-        if runtime.caps.launches_on_streams else ()
+    if runtime.caps.launches_on_streams:
+        # (a member's device read from its batch: no property call an input)
+        remote = {v.batch.device if type(v) is Member else v.device for v in values}
+        remote.discard(device)
+    else:
+        remote = ()
     if not remote:
         stack = runtime.empty((len(values), *first.shape), first.dtype, device)
         runtime.stack_into(stack, bufs, stream,

@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Any
 
-from .. import devices
+from .. import devices, targets
 from .. import random as mprandom
 from ..array import bind_members, still_holds, values_of
 from ..backend import ACTIVE as runtime  # the active backend
@@ -183,31 +183,49 @@ class Run:
         # its node is made only where it is read.) Inputs come in runs of one group (rows of
         # one batch, clones of one image): the key of a member of the batch the input before
         # was keyed by is that input's, and a key equal to the last one is that group's, so
-        # only an input starting a new run pays the group lookup and ``takes``.
+        # only an input starting a new run pays the group lookup and ``takes``. A stored node
+        # (a fresh image) of the last key's type, device, shape and dtype is ``group_key``'s
+        # case written out: that key's, with no call.
+        # A run of inputs of one group is added to its lists by slices where it ends, not an
+        # input at a time.
         got: tuple[list[int], list[Any], list[Any]] | None = None
         last_key: tuple | None = None
         last_batch: Any = None
         last_type: type | None = None
-        for pos, x, node in zip(positions, xs, values_of(xs) if values is None else values,
-                                strict=True):
-            if got is None or type(node) is not Member or node.batch is not last_batch \
-                    or type(x) is not last_type:
+        last_dev = last_shape = last_dtype = None
+        nodes = values_of(xs) if values is None else values
+        if len(nodes) != len(xs) or len(positions) != len(xs):
+            raise ValueError("units: positions, inputs and values differ in length")
+        start = 0  # the first input of the run ``got`` takes
+        for i, node in enumerate(nodes):
+            x = xs[i]
+            if got is None or type(x) is not last_type or (
+                    node.batch is not last_batch if type(node) is Member else
+                    last_key is None or node.buffer is None or node.device != last_dev or
+                    node.dtype is not last_dtype or node.shape != last_shape or targets.ANY):
                 key = group_key(x, node)
                 if key is None or key != last_key:
+                    if got is not None:  # (the run before ends here)
+                        got[0].extend(positions[start:i])
+                        got[1].extend(xs[start:i])
+                        got[2].extend(nodes[start:i])
                     last_key = last_batch = None
                     if not chunks.takes(key, x):
                         got = None
-                        singles.append(_Unit([pos], [x], None, node.device))
+                        singles.append(_Unit([positions[i]], [x], None, node.device))
                         continue
                     got = groups.get(key)
                     if got is None:
                         got = groups[key] = ([], [], [])
+                    start = i
                     last_key = key
+                    last_dev, last_shape, last_dtype = key[1:]
                 last_batch = node.batch if type(node) is Member else None
                 last_type = type(x)
-            got[0].append(pos)
-            got[1].append(x)
-            got[2].append(node)
+        if got is not None:
+            got[0].extend(positions[start:])
+            got[1].extend(xs[start:])
+            got[2].extend(nodes[start:])
         homes = {key[1] for key in groups if key[1] in devs}
         spread = max(1, len(devs) // max(1, len(homes)))
         out: list[_Unit] = []
@@ -459,11 +477,10 @@ class Run:
         if not runtime.caps.launches_on_streams:
             return
         every = {d for devs in self.devices for d in devs}
-        homes = set()
-        for stage in self.read:  # (as the run starts: nothing has run yet)
-            for v in stage:
-                if v is not None and (type(v) is Member or v.buffer is not None):
-                    homes.add(v.device)
+        # (as the run starts: nothing has run yet; a member's device read from its batch)
+        homes = {v.batch.device if type(v) is Member else v.device
+                 for stage in self.read for v in stage
+                 if v is not None and (type(v) is Member or v.buffer is not None)}
         if len(every) > 1 or homes - every or any(self.procs):
             for d in sorted(homes):
                 devices.synchronize(d)

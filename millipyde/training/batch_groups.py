@@ -77,6 +77,10 @@ class _GatherRecipe:
     clip: bool  # the sampler's warp clip applies (its bounds are measured at launch)
 
 
+#: Batch sizes whose per-member tables a gather plan keeps (``_GatherPlan.tiled``).
+TILED_SIZES = 4
+
+
 def _recipe(t: Any, i: int, d: Draws) -> _GatherRecipe:
     """Template ``t``'s recipe of gather kernel ``i`` (worked out on its first batch)."""
     got = t.recipes.get(i)
@@ -146,6 +150,9 @@ class _GatherPlan:
         self.lut = np.stack([r.lut for r in rs]) if lut_mode else rs[0].lut[None]
         # the members' one table: a constant of every batch's pack, its device copies here
         self.lut_held: dict[int, Any] = {}
+        # per-member tables (``lut_mode``) of one template that draws none of them: the same
+        # (n, ...) array for every batch of n members, read-only, a few sizes kept
+        self.tiled: dict[int, np.ndarray] = {}
         if not lut_mode:
             self.lut.flags.writeable = False
         self.lut_mode = lut_mode
@@ -317,6 +324,14 @@ def _gather_arrays(kp: _GatherPlan, tid: np.ndarray, rows: np.ndarray, d: Draws,
                 a = a @ q
             p[at, codegen.A_OFF:codegen.A_OFF + 6] = a[:2].ravel()
     if kp.lut_mode:
+        if not kp.stages and len(kp.lut) == 1:  # every member's tables its template's
+            lut = kp.tiled.get(len(tid))
+            if lut is None:
+                lut = np.broadcast_to(kp.lut, (len(tid), *kp.lut.shape[1:])).copy()
+                lut.flags.writeable = False
+                if len(kp.tiled) < TILED_SIZES:
+                    kp.tiled[len(tid)] = lut
+            return {"lut": lut, "p": p, "gated": kp.gated}
         lut = kp.lut[tid]
         for stage, codes, fixed, varying, channels, full, sel in kp.stages:
             m = sel[tid]
@@ -349,11 +364,14 @@ def _taps_arrays(kp: _TapsPlan, templates: list, i: int, tid: np.ndarray, rows: 
         node = t.kernels[i].output
         j = d.op(t, node)
         vals = None if j is None else d.params[j][rows[m]]
-        if vals is None:
-            taps = [t.args[i]] * int(m.sum())
-        else:
-            fn, tail = REGISTRY[node.op.name].fn, tuple(node.params[vals.shape[1]:])
-            taps = [np.asarray(fn(*v, *tail), dtype=np.float64) for v in vals.tolist()]
+        if vals is None:  # the template's taps for each of its members, one copy
+            a = np.asarray(t.args[i], dtype=np.float64)
+            cnt = int(m.sum())
+            pieces.append((m, np.broadcast_to(a, (cnt, len(a))).copy(),
+                           np.full(cnt, len(a) // 2, dtype=np.int64)))
+            continue
+        fn, tail = REGISTRY[node.op.name].fn, tuple(node.params[vals.shape[1]:])
+        taps = [np.asarray(fn(*v, *tail), dtype=np.float64) for v in vals.tolist()]
         mat = np.zeros((len(taps), max(len(a) for a in taps)))
         for at, a in enumerate(taps):
             mat[at, :len(a)] = a

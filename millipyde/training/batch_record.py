@@ -81,6 +81,10 @@ def draw(rules: list[_Rule], seed: int, ks: np.ndarray) -> tuple[np.ndarray, lis
     bits), every op's coin and first draws in one call (``batch_math.op_uniforms``)."""
     if not rules:
         return np.ones((len(ks), 0), dtype=bool), []
+    if all(r.probability is None and r.ranges is None for r in rules):
+        # no coin and nothing drawn (a Pipeline of fixed ops): every coin says run, as the
+        # streams' would (a uniform is below 1, so below 2), with no stream read
+        return np.ones((len(ks), len(rules)), dtype=bool), [None] * len(rules)
     z1 = sample_round(seed, ks)
     words, cols = _draw_words(tuple(len(r.ranges) if r.ranges else 0 for r in rules))
     # (J, n, cols): column t + 1 is draw t of op j (``Ctx.block``); only the block's first
