@@ -240,8 +240,10 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
 
     def __del__(self) -> None:
         d = self.__dict__  # (not ``_node``: an unread member stays unmade)
-        if "_node" in d:  # (no ``dict.get`` call: every output a Generator hands out ends here)
-            d["_node"].users -= 1
+        # (no ``dict.get`` call: every output a Generator hands out ends here)
+        node = d["_node"] if "_node" in d else None
+        if node is not None:
+            node.users -= 1
 
     def _placed(self) -> Node:
         """Thesis Algorithm 1: move to the pinned device, else to an explicit target."""

@@ -540,8 +540,9 @@ class GeneratorState:
                 value = self.results.pop(k)
                 results, j = self.results, self.tickets
                 while j in results:
-                    ready.append(results.pop(j))
                     j += 1
+                # (moved by ``map``: no Python call per output)
+                ready.extend(map(results.pop, range(self.tickets, j)))
                 self.tickets = j
                 self.wake_at = self._room_at()  # (``tickets`` moved: the same room)
         return value if type(value) is not _Failed else self._handed(value)
