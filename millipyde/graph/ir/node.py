@@ -101,7 +101,8 @@ def leaves(buffers: list[Any], shape: tuple[int, ...], dtype: np.dtype,
     # a claim's outputs, hundreds at a time)
     n = len(buffers)
     nodes = list(map(Node.__new__, itertools.repeat(Node, n)))
-    for node, buffer, i in zip(nodes, buffers, map(next, itertools.repeat(_ids, n))):
+    for node, buffer, i in zip(nodes, buffers, map(next, itertools.repeat(_ids, n)),
+                               strict=True):
         node.id, node.buffer = i, buffer
         node.op, node.inputs, node.params, node.label = None, (), (), None
         node.shape, node.dtype, node.device = shape, dtype, device
