@@ -254,7 +254,7 @@ def test_a_compiling_ahead_twin_keeps_its_templates_its_own():
 
 @pytest.mark.cudasim_ok
 def test_claims_grow_past_the_batch_and_keep_the_values(monkeypatch, captured):
-    """A ramped Generator's claims (1, 1, 2, 4, ...) grow past its batch to
+    """A ramped Generator's claims (1, 3, 12, ...) grow past its batch to
     ``generator_state.GROWN`` once its outputs' bytes are known; every output is still the
     per-output path's."""
     from millipyde.training import generator_state
@@ -267,7 +267,7 @@ def test_claims_grow_past_the_batch_and_keep_the_values(monkeypatch, captured):
     captured.clear()
     got = _outputs(monkeypatch, ops, True, n=n)
     claims = [m for m, _ in captured]
-    assert sum(claims) == n and max(claims) == 8 and sorted(claims)[:2] == [1, 1]
+    assert sum(claims) == n and max(claims) == 8 and sorted(claims)[:2] == [1, 3]
     for k, (a, b) in enumerate(zip(got, want, strict=True)):
         assert_same(a, b, err_msg=f"output {k}")
 
@@ -318,9 +318,9 @@ def test_a_worker_claims_as_soon_as_the_ready_outputs_leave_room(monkeypatch):
     """Outputs popped from ``GeneratorState.ready`` without the lock still wake a worker
     waiting for room: with a slow consumer and a fast worker, each claim starts within two
     outputs of the first moment the window had room for it (or of the worker's previous
-    claim made), not once ``ready`` is empty. Claims 1, 1, 2, 4, 8, then 10 in a window of
-    20: the claim at 16 has room once output 6 is handed out, while ``ready`` still holds
-    the outputs up to 15."""
+    claim made), not once ``ready`` is empty. Claims 1, 3, 8 (the batch, before the outputs'
+    bytes are known), then 10 in a window of 20: a claim has room once the outputs before
+    the window's start are handed out, while ``ready`` still holds later ones."""
     import time
 
     from millipyde.training import generator_state
