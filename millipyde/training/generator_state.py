@@ -45,10 +45,18 @@ MIXED_BATCH = 32
 
 #: Outputs a ramped Generator's claims (callables: 1, 3, 12, 48, ... outputs) grow to past
 #: ``batch``, within ``AHEAD_BYTES`` counted at its outputs' own bytes and ``batch.BATCH_BYTES``
-#: (``GeneratorState._grow``; 170 at 512 x 512 RGB): a recorded batch's work per batch (the
-#: draws, the groups, their arrays and launches) is then spread over more outputs, and its
-#: first outputs still come from the ramp's small claims.
+#: (``GeneratorState._grow``; 170 at 512 x 512 RGB within ``BATCH_BYTES``, 256 on a device of
+#: 96 GiB or more, ``CLAIM_MEMORY_SHARE``): a recorded batch's work per batch (the draws, the
+#: groups, their arrays and launches) is then spread over more outputs, and its first outputs
+#: still come from the ramp's small claims.
 GROWN = 256
+
+#: A grown claim's float64-sized working set may take this share of its device's memory where
+#: that is more than ``batch.BATCH_BYTES`` (a device of more than 64 GiB): a claim's draws,
+#: groups and launches cost about the same for 170 outputs as for 256, so a large device's
+#: 512 x 512 RGB claims grow to ``GROWN`` (an H200's 139 GiB: 2.2 GiB a claim, 256 outputs)
+#: where 1 GiB held them at 170; a device of 64 GiB or less keeps ``BATCH_BYTES``.
+CLAIM_MEMORY_SHARE = 64
 
 
 def _arena_candidate(inputs: list, operations: list) -> bool:
@@ -244,8 +252,8 @@ class GeneratorState:
         """Let a ramped claim grow past ``batch`` (``GROWN``) as far as ``AHEAD_BYTES`` allows
         ``workers + 1`` claims of outputs as large as the largest made so far (its real
         shape and dtype; ``depth`` counts 8 bytes per input value, before any is made), and
-        ``batch.BATCH_BYTES`` one claim's float64-sized working set (inputs or outputs,
-        whichever hold more values)."""
+        ``batch.BATCH_BYTES`` (a large device's share, ``_claim_bytes``) one claim's
+        float64-sized working set (inputs or outputs, whichever hold more values)."""
         big, most = self.out_bytes, self.out_values
         seen: dict[tuple, Any] = {}  # shape -> dtype of the outputs counted
         for value, _ in made:
@@ -264,8 +272,14 @@ class GeneratorState:
             return
         self.out_bytes, self.out_values = big, most
         self.grown = max(self.batch, min(GROWN, AHEAD_BYTES // ((self.workers + 1) * big),
-                                         batch.BATCH_BYTES // (8 * most)))
+                                         self._claim_bytes() // (8 * most)))
         self.depth = max(self.depth0, (self.workers + 1) * self.grown)
+
+    def _claim_bytes(self) -> int:
+        """The bound on a grown claim's float64-sized working set: ``batch.BATCH_BYTES``, or
+        ``1 / CLAIM_MEMORY_SHARE`` of the Generator's device's memory where that is more."""
+        mem = runtime.memory_bytes(self.device) if isinstance(self.device, int) else None
+        return max(batch.BATCH_BYTES, (mem or 0) // CLAIM_MEMORY_SHARE)
 
     def _worker(self, device: int, stream: Any) -> None:
         while True:
