@@ -290,14 +290,11 @@ def test_grown_claims_keep_the_outputs_made_ahead_within_their_bytes(monkeypatch
 
 def test_grown_claims_take_a_share_of_a_large_devices_memory(monkeypatch):
     """A 512 x 512 RGB claim grows to 170 outputs within ``batch.BATCH_BYTES`` on a device of
-    64 GiB or less, and to ``GROWN`` (256) where ``1 / CLAIM_MEMORY_SHARE`` of the device's
-    memory is the larger bound (an H200's 139 GiB); the outputs' bytes bound the window as
-    before."""
-    from millipyde.training import generator_state
-
+    64 GiB or less, and to 370 where ``1 / CLAIM_MEMORY_SHARE`` of the device's memory is the
+    larger bound (an H200's 139 GiB: 2.2 GiB over 8 bytes a value); the outputs' bytes bound
+    the window as before."""
     big = mp.gpuimage(np.zeros((512, 512, 3), np.uint8))
-    for mem, want in ((None, 170), (16 << 30, 170), (64 << 30, 170),
-                      (139 << 30, generator_state.GROWN)):
+    for mem, want in ((None, 170), (16 << 30, 170), (64 << 30, 170), (139 << 30, 370)):
         monkeypatch.setattr(runtime, "memory_bytes", lambda device, m=mem: m)
         gen = mp.Generator([big], recipes.figure_5_1_operations(), outputs=8, seed=0,
                            device=0)

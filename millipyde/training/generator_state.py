@@ -45,17 +45,19 @@ MIXED_BATCH = 32
 
 #: Outputs a ramped Generator's claims (callables: 1, 3, 12, 48, ... outputs) grow to past
 #: ``batch``, within ``AHEAD_BYTES`` counted at its outputs' own bytes and ``batch.BATCH_BYTES``
-#: (``GeneratorState._grow``; 170 at 512 x 512 RGB within ``BATCH_BYTES``, 256 on a device of
-#: 96 GiB or more, ``CLAIM_MEMORY_SHARE``): a recorded batch's work per batch (the draws, the
-#: groups, their arrays and launches) is then spread over more outputs, and its first outputs
-#: still come from the ramp's small claims.
-GROWN = 256
+#: (``GeneratorState._grow``; 170 at 512 x 512 RGB within ``BATCH_BYTES``, 370 on an H200,
+#: ``CLAIM_MEMORY_SHARE``): a recorded batch's work per batch (the draws, the groups, their
+#: arrays and launches: ~9 groups of the figure-5.1 recipe a claim, each costing about as much
+#: for 100 members as for 500) is then spread over more outputs, and its first outputs still
+#: come from the ramp's small claims. 512, not ``batches``' 256: at 32 x 32 a claim of 512
+#: made an output in 20% less host time than one of 256 (bench/RESULTS.md, 2026-11-29).
+GROWN = 512
 
 #: A grown claim's float64-sized working set may take this share of its device's memory where
 #: that is more than ``batch.BATCH_BYTES`` (a device of more than 64 GiB): a claim's draws,
-#: groups and launches cost about the same for 170 outputs as for 256, so a large device's
-#: 512 x 512 RGB claims grow to ``GROWN`` (an H200's 139 GiB: 2.2 GiB a claim, 256 outputs)
-#: where 1 GiB held them at 170; a device of 64 GiB or less keeps ``BATCH_BYTES``.
+#: groups and launches cost about the same for 170 outputs as for 370, so a large device's
+#: 512 x 512 RGB claims grow further (an H200's 139 GiB: 2.2 GiB a claim, 370 outputs) where
+#: 1 GiB held them at 170; a device of 64 GiB or less keeps ``BATCH_BYTES``.
 CLAIM_MEMORY_SHARE = 64
 
 
