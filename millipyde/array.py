@@ -239,7 +239,9 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
         return d.get("_node") is value
 
     def __del__(self) -> None:
-        node = self.__dict__.get("_node")  # (not ``_node``: an unread member stays unmade)
+        d = self.__dict__  # (not ``_node``: an unread member stays unmade)
+        # (no ``dict.get`` call: every output a Generator hands out ends here)
+        node = d["_node"] if "_node" in d else None
         if node is not None:
             node.users -= 1
 
@@ -352,7 +354,16 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
         return Plan(self._node, fuse=fuse, title=repr(self))
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        host = ACTIVE.to_host(self._materialize()).reshape(self.shape)
+        d = self.__dict__
+        node = d["_node"] if "_node" in d else None
+        if node is not None and node.buffer is not None:
+            # a stored value (a Generator's or a Pipeline's output read once): its buffer,
+            # without ``_materialize`` / ``execute.materialize`` / ``shape`` calls per read
+            host, shape = ACTIVE.to_host(node.buffer), node.shape
+        else:
+            host, shape = ACTIVE.to_host(self._materialize()), self.shape
+        if host.shape != shape:
+            host = host.reshape(shape)
         if dtype is not None and np.dtype(dtype) != host.dtype:
             host = host.astype(dtype)
         return host
@@ -449,7 +460,9 @@ class gpuarray(LazyArray):  # noqa: N801  (the thesis's public name)
             raise AttributeError(
                 f"__cuda_array_interface__ needs a GPU backend (active: {ACTIVE.name})"
             )
-        buf = execute.materialize(node)
+        buf = node.buffer
+        if buf is None:  # (a stored value, a Generator's output: no call to find it)
+            buf = execute.materialize(node)
         face = ACTIVE.interface(buf)
         self._face = (node.id, face)
         return buf, face

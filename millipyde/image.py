@@ -412,23 +412,25 @@ def _method(form: Form) -> Callable[..., None]:
         def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
             with self.__dict__.get("_commit_lock") or commit_lock(self):
                 node = self._node
-                kind = kind_of(node.shape, node.dtype)
-                key = mprandom.current_key()
+                key = getattr(mprandom.STREAM_KEYS, "key", None)  # (``current_key``)
                 claim = key.claim if type(key) is mprandom.DrawnKey else None
                 if claim is not None and not kwargs and len(args) == claim.nargs and \
                         all(map(is_, args, claim.args)):
                     # a batched Generator's callable passing on its Operation's own
                     # arguments (fixed while it runs): parsed once a claim, its parameters
-                    # drawn for the claim's outputs at once, not per output
-                    got = claim.parsed.get((parse, kind))
+                    # drawn for the claim's outputs at once, not per output (kept by the
+                    # image's channels, ``shape[2:]``, and dtype: its kind made only for the
+                    # parse)
+                    got = claim.parsed.get((parse, node.shape[2:], node.dtype))
                     if got is None:
-                        got = claim.parsed[parse, kind] = _claim_parse(claim, parse, kind)
+                        got = claim.parsed[parse, node.shape[2:], node.dtype] = _claim_parse(
+                            claim, parse, kind_of(node.shape, node.dtype))
                     a, rows = got
                     if rows is not None:
                         self._record(kernel, rows[key.at])
                         return
                 else:
-                    a = parse(kind, *args, **kwargs)
+                    a = parse(kind_of(node.shape, node.dtype), *args, **kwargs)
                     if key is None:
                         key = self._key()
                 if isinstance(a, Ranges):

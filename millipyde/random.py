@@ -126,8 +126,9 @@ class ClaimDraws:
     (``generator_callables``): ``block``, their draws 0 .. T - 1 of the Operation's stream
     ((m, T) float64, row ``at`` of output ``at``: :func:`uniforms` of its key, bit for bit,
     drawn in one compiled call); ``args``, the Operation's own arguments (``nargs`` of
-    them); ``parsed``, the claim's parses of them by (form parse, image kind), with their
-    parameter rows where the form draws plain uniform ranges (``image._method``)."""
+    them); ``parsed``, the claim's parses of them by (form parse, the image's ``shape[2:]``
+    and dtype: its kind), with their parameter rows where the form draws plain uniform
+    ranges (``image._method``)."""
 
     __slots__ = ("block", "args", "nargs", "parsed")
 

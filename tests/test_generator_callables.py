@@ -254,7 +254,7 @@ def test_a_compiling_ahead_twin_keeps_its_templates_its_own():
 
 @pytest.mark.cudasim_ok
 def test_claims_grow_past_the_batch_and_keep_the_values(monkeypatch, captured):
-    """A ramped Generator's claims (1, 1, 2, 4, ...) grow past its batch to
+    """A ramped Generator's claims (1, 3, 12, ...) grow past its batch to
     ``generator_state.GROWN`` once its outputs' bytes are known; every output is still the
     per-output path's."""
     from millipyde.training import generator_state
@@ -267,7 +267,7 @@ def test_claims_grow_past_the_batch_and_keep_the_values(monkeypatch, captured):
     captured.clear()
     got = _outputs(monkeypatch, ops, True, n=n)
     claims = [m for m, _ in captured]
-    assert sum(claims) == n and max(claims) == 8 and sorted(claims)[:2] == [1, 1]
+    assert sum(claims) == n and max(claims) == 8 and sorted(claims)[:2] == [1, 3]
     for k, (a, b) in enumerate(zip(got, want, strict=True)):
         assert_same(a, b, err_msg=f"output {k}")
 
@@ -286,6 +286,23 @@ def test_grown_claims_keep_the_outputs_made_ahead_within_their_bytes(monkeypatch
     out = [np.asarray(x) for x in gen]
     assert len(out) == 40 and (st.out_bytes, st.grown) == (300, 8)
     assert st.depth <= max(st.depth0, (st.workers + 1) * 8)
+
+
+def test_grown_claims_take_a_share_of_a_large_devices_memory(monkeypatch):
+    """A 512 x 512 RGB claim grows to 170 outputs within ``batch.BATCH_BYTES`` on a device of
+    64 GiB or less, and to 370 where ``1 / CLAIM_MEMORY_SHARE`` of the device's memory is the
+    larger bound (an H200's 139 GiB: 2.2 GiB over 8 bytes a value); the outputs' bytes bound
+    the window as before."""
+    big = mp.gpuimage(np.zeros((512, 512, 3), np.uint8))
+    for mem, want in ((None, 170), (16 << 30, 170), (64 << 30, 170), (139 << 30, 370)):
+        monkeypatch.setattr(runtime, "memory_bytes", lambda device, m=mem: m)
+        gen = mp.Generator([big], recipes.figure_5_1_operations(), outputs=8, seed=0,
+                           device=0)
+        st = gen._state
+        st._grow([(big, None)])
+        assert st.grown == want, mem
+        assert st.depth == max(st.depth0, (st.workers + 1) * want)
+        gen.close()
 
 
 def test_next_from_two_threads_hands_out_every_output_once(monkeypatch):
@@ -318,9 +335,9 @@ def test_a_worker_claims_as_soon_as_the_ready_outputs_leave_room(monkeypatch):
     """Outputs popped from ``GeneratorState.ready`` without the lock still wake a worker
     waiting for room: with a slow consumer and a fast worker, each claim starts within two
     outputs of the first moment the window had room for it (or of the worker's previous
-    claim made), not once ``ready`` is empty. Claims 1, 1, 2, 4, 8, then 10 in a window of
-    20: the claim at 16 has room once output 6 is handed out, while ``ready`` still holds
-    the outputs up to 15."""
+    claim made), not once ``ready`` is empty. Claims 1, 3, 8 (the batch, before the outputs'
+    bytes are known), then 10 in a window of 20: a claim has room once the outputs before
+    the window's start are handed out, while ``ready`` still holds later ones."""
     import time
 
     from millipyde.training import generator_state

@@ -38,7 +38,7 @@ def _same(a, b) -> None:
 
 
 def test_mixed_sizes_are_made_as_arena_gathers_equal_to_one_by_one(monkeypatch):
-    # 12 outputs: chunks of 1, 1, 2, 4 and 4 (the ramp, a short last one), every coin both
+    # 12 outputs: chunks of 1, 3 and 8 (the ramp, a short last one), every coin both
     # ways and both channel counts; each output's one-by-one reference is a kernel of its own
     # coin pattern, a compile of a second on the cpu backend (40 outputs: 29 patterns, 12: 11)
     n = 12

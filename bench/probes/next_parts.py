@@ -3,7 +3,7 @@
     MILLIPYDE_BACKEND=cpu NUMBA_NUM_THREADS=1 python bench/probes/next_parts.py [--side 32]
 
 The figure-5.1 recipe over part C's six photographs (its colorize an opaque callable): claims
-of ``--claim`` outputs (256: ``generator_state.GROWN``) made by ``GeneratorState.make_many``
+of ``--claim`` outputs (256 by default) made by ``GeneratorState.make_many``
 in the calling thread, and their parts timed alone: the callable's capture
 (``CallableRecorder._capture``), the recorded groups (``CallableRecorder.groups``: the
 capture, the draws, the groups' arrays) and the whole claim (groups, launches, output

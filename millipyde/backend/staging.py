@@ -71,6 +71,7 @@ def put(host: np.ndarray, at: int, a: np.ndarray) -> None:
     """Copy array ``a`` into the uint8 buffer ``host`` from byte ``at`` on, in C order (a
     strided ``a``, columns of a wider array, in one copy, not through a contiguous one)."""
     if a.flags.c_contiguous:
-        host[at:at + a.nbytes] = a.reshape(-1).view(np.uint8)
+        # (a 1-D array, a group's stack indices or radii, viewed as bytes in one call)
+        host[at:at + a.nbytes] = (a if a.ndim == 1 else a.reshape(-1)).view(np.uint8)
     else:
         host[at:at + a.nbytes].view(a.dtype).reshape(a.shape)[...] = a

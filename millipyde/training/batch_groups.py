@@ -335,11 +335,12 @@ def _gather_arrays(kp: _GatherPlan, tid: np.ndarray, rows: np.ndarray, d: Draws,
         lut = kp.lut[tid]
         for stage, codes, fixed, varying, channels, full, sel in kp.stages:
             m = sel[tid]
-            cnt = int(m.sum())
+            mrows = rows[m]
+            cnt = len(mrows)
             if not cnt:
                 continue
-            prm = np.repeat(fixed[None], cnt, axis=0)
-            mrows = rows[m]
+            # (the arrays' own methods: no NumPy wrapper functions per stage and group)
+            prm = fixed[None].repeat(cnt, axis=0)
             for q, j in varying:
                 vals = d.params[j]
                 prm[:, q, :vals.shape[1]] = vals[mrows]

@@ -285,6 +285,7 @@ class Recorder:
         # device -> pattern as an integer -> its template (or None): ``templates`` without
         # the pattern's bytes made per batch
         self.by_dev: dict[int, dict[int, _Template | None]] = self.store.by_dev
+        self.by_dev1: dict[int, dict[int, _Template | None]] = self.store.by_dev1
         self._sidx: dict[int, tuple[dict, np.ndarray]] = {}  # device -> (stacks, indices)
         # device -> its stack's (S, H, W, C) view (``ArrayGroup``: this Generator's own)
         self._s4: dict[int, dict] = {}
@@ -420,10 +421,12 @@ class Recorder:
             # other plan (a template of their own), batched too
             again: dict[int, list] = {}
             lost_pat = inverse[lost]
+            seen1 = self.by_dev1.setdefault(device, {})
             for u in np.unique(lost_pat).tolist():
                 rows = lost[lost_pat == u]
-                t = self.template(device, pats[first[u]],
-                                  [ks[r] for r in rows[:self.TRIES].tolist()], stacks, 1)
+                key = ints[u]  # (a variant seen before: its template without the lock)
+                t = seen1[key] if key in seen1 else \
+                    self._template_of(device, pats[first[u]], key, ks, rows, stacks, 1)
                 if t is None:
                     left.append(rows)
                 else:
@@ -432,16 +435,17 @@ class Recorder:
         return groups, sorted(np.concatenate(left).tolist()) if left else []
 
     def _template_of(self, device: int, pattern: np.ndarray, key: int | None, ks: list[int],
-                     rows: np.ndarray, stacks: dict) -> Any:
-        """The template of ``pattern`` (``key``: its integer, None past 62 bits), recorded
-        if it is not yet; once decided it is also kept under ``key`` (``by_dev``)."""
-        full = (device, pattern.tobytes(), 0)
+                     rows: np.ndarray, stacks: dict, variant: int = 0) -> Any:
+        """The template of ``pattern`` (``key``: its integer, None past 62 bits; ``variant``
+        as :meth:`template`'s), recorded if it is not yet; once decided it is also kept under
+        ``key`` (``by_dev``, ``by_dev1`` for variant 1)."""
+        full = (device, pattern.tobytes(), variant)
         t = self.templates.get(full, _MISSING)
         if t is _MISSING:
             t = self.template(device, pattern, [ks[r] for r in rows[:self.TRIES].tolist()],
-                              stacks)
+                              stacks, variant)
         if key is not None and full in self.templates:  # (not while tries are left)
-            self.by_dev.setdefault(device, {})[key] = t
+            (self.by_dev1 if variant else self.by_dev).setdefault(device, {})[key] = t
         return t
 
     @staticmethod

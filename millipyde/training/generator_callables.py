@@ -161,7 +161,10 @@ class CallableRecorder:
             return [], list(range(len(ks)))
         caps, left = self._capture(ks, device)
         # the recorder an output joins: its capture's (op, parameter count)
-        sigs = Counter((id(c.op), len(c.params)) for c in caps.values() if c is not None)
+        # (``_sig`` of each capture by ``map``: no Python call per output)
+        got = [c for c in caps.values() if c is not None]
+        sigs = Counter(zip(map(id, [c.op for c in got]), map(len, [c.params for c in got]),
+                           strict=True))
         use = sorted(caps)
         if len(sigs) <= 1:  # (the usual claim: every capture of one op and width)
             sig = next(iter(sigs), None)
@@ -234,12 +237,16 @@ class CallableRecorder:
         previous = keys.key
         # (the claim's draws and parses of the Operation's arguments: ``random.DrawnKey``)
         claim = mprandom.ClaimDraws(block[rows, 1:], args)
+        # each output's coin pattern as bytes: slices of the claim's patterns' bytes (a row's
+        # ``tobytes``, without a call per output)
+        before = np.ascontiguousarray(before)
+        every, width = before.tobytes(), before.shape[1] * before.itemsize
         for at, r in enumerate(rows.tolist()):
             k = ks[r]
             i = k % n
             x = inputs[i]
-            key = (kinds[i], before[at].tobytes())
-            stand_in = stand_ins.get(key)
+            key = (kinds[i], every[at * width:(at + 1) * width])
+            stand_in = stand_ins[key] if key in stand_ins else None
             if stand_in is None:  # (the claim's first output of this input kind and pattern)
                 shape, dtype = self._shape_before(i, k, key)
                 stand_in = by_shape.get((shape, dtype))

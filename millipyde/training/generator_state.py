@@ -43,12 +43,22 @@ AHEAD_BYTES = 1 << 30
 #: outputs a worker makes at once from inputs of several sizes (arena gathers)
 MIXED_BATCH = 32
 
-#: Outputs a ramped Generator's claims (callables: 1, 1, 2, 4, ... outputs) grow to past
+#: Outputs a ramped Generator's claims (callables: 1, 3, 12, 48, ... outputs) grow to past
 #: ``batch``, within ``AHEAD_BYTES`` counted at its outputs' own bytes and ``batch.BATCH_BYTES``
-#: (``GeneratorState._grow``; 170 at 512 x 512 RGB): a recorded batch's work per batch (the
-#: draws, the groups, their arrays and launches) is then spread over more outputs, and its
-#: first outputs still come from the ramp's small claims.
-GROWN = 256
+#: (``GeneratorState._grow``; 170 at 512 x 512 RGB within ``BATCH_BYTES``, 370 on an H200,
+#: ``CLAIM_MEMORY_SHARE``): a recorded batch's work per batch (the draws, the groups, their
+#: arrays and launches: ~9 groups of the figure-5.1 recipe a claim, each costing about as much
+#: for 100 members as for 500) is then spread over more outputs, and its first outputs still
+#: come from the ramp's small claims. 512, not ``batches``' 256: at 32 x 32 a claim of 512
+#: made an output in 20% less host time than one of 256 (bench/RESULTS.md, 2026-11-29).
+GROWN = 512
+
+#: A grown claim's float64-sized working set may take this share of its device's memory where
+#: that is more than ``batch.BATCH_BYTES`` (a device of more than 64 GiB): a claim's draws,
+#: groups and launches cost about the same for 170 outputs as for 370, so a large device's
+#: 512 x 512 RGB claims grow further (an H200's 139 GiB: 2.2 GiB a claim, 370 outputs) where
+#: 1 GiB held them at 170; a device of 64 GiB or less keeps ``BATCH_BYTES``.
+CLAIM_MEMORY_SHARE = 64
 
 
 def _arena_candidate(inputs: list, operations: list) -> bool:
@@ -209,10 +219,13 @@ class GeneratorState:
     def _want(self) -> int:
         """Outputs the next claim takes: a whole batch, or what is left of ``outputs``.
 
-        With Operations that run Python (callables), the first claims ramp up (1, 1, 2, 4,
-        ... outputs) so the first ``next()`` does not wait for a whole batch of them.
+        With Operations that run Python (callables), the first claims ramp up (1, 3, 12,
+        48, ... outputs: three times the outputs claimed so far) so the first ``next()`` does
+        not wait for a whole batch of them. (Doubling, 1, 1, 2, 4, .., took nine claims to
+        reach 256 outputs where this takes five: each claim's draws, groups and launches
+        cost about as much for one output as for a hundred.)
         """
-        n = min(self.grown, max(1, self.claimed)) if self.ramp else self.batch
+        n = min(self.grown, max(1, 3 * self.claimed)) if self.ramp else self.batch
         if self.outputs is None:
             return n
         return max(1, min(n, self.outputs - self.claimed))
@@ -241,8 +254,8 @@ class GeneratorState:
         """Let a ramped claim grow past ``batch`` (``GROWN``) as far as ``AHEAD_BYTES`` allows
         ``workers + 1`` claims of outputs as large as the largest made so far (its real
         shape and dtype; ``depth`` counts 8 bytes per input value, before any is made), and
-        ``batch.BATCH_BYTES`` one claim's float64-sized working set (inputs or outputs,
-        whichever hold more values)."""
+        ``batch.BATCH_BYTES`` (a large device's share, ``_claim_bytes``) one claim's
+        float64-sized working set (inputs or outputs, whichever hold more values)."""
         big, most = self.out_bytes, self.out_values
         seen: dict[tuple, Any] = {}  # shape -> dtype of the outputs counted
         for value, _ in made:
@@ -261,8 +274,14 @@ class GeneratorState:
             return
         self.out_bytes, self.out_values = big, most
         self.grown = max(self.batch, min(GROWN, AHEAD_BYTES // ((self.workers + 1) * big),
-                                         batch.BATCH_BYTES // (8 * most)))
+                                         self._claim_bytes() // (8 * most)))
         self.depth = max(self.depth0, (self.workers + 1) * self.grown)
+
+    def _claim_bytes(self) -> int:
+        """The bound on a grown claim's float64-sized working set: ``batch.BATCH_BYTES``, or
+        ``1 / CLAIM_MEMORY_SHARE`` of the Generator's device's memory where that is more."""
+        mem = runtime.memory_bytes(self.device) if isinstance(self.device, int) else None
+        return max(batch.BATCH_BYTES, (mem or 0) // CLAIM_MEMORY_SHARE)
 
     def _worker(self, device: int, stream: Any) -> None:
         while True:
@@ -540,8 +559,9 @@ class GeneratorState:
                 value = self.results.pop(k)
                 results, j = self.results, self.tickets
                 while j in results:
-                    ready.append(results.pop(j))
                     j += 1
+                # (moved by ``map``: no Python call per output)
+                ready.extend(map(results.pop, range(self.tickets, j)))
                 self.tickets = j
                 self.wake_at = self._room_at()  # (``tickets`` moved: the same room)
         return value if type(value) is not _Failed else self._handed(value)

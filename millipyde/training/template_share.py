@@ -48,7 +48,8 @@ recorded = 0
 class TemplateStore:
     """What recorders of one chain keep of their templates: per (device, pattern bytes,
     variant) the template (None: the pattern does not batch), the tries that failed, per
-    group key its ``KeyPlan``, per device the templates by pattern integer, and a callable's
+    group key its ``KeyPlan``, per device the templates by pattern integer (``by_dev``, and
+    ``by_dev1`` for variant 1), and a callable's
     shapes (``shapes``). ``lock``
     guards recording into it (``Recorder.template``)."""
 
@@ -58,6 +59,9 @@ class TemplateStore:
         self.failed: dict[tuple[int, bytes, int], int] = {}
         self.plans: dict[tuple, Any] = {}
         self.by_dev: dict[int, dict[int, Any]] = {}
+        # the same for the patterns' other plans (variant 1: outputs whose warp clip
+        # differs from their pattern's first template's)
+        self.by_dev1: dict[int, dict[int, Any]] = {}
         # a callable's recorder (``generator_callables``): the (shape, dtype) its outputs have
         # when the callable gets them, per input kind and coin pattern of the Operations
         # before it

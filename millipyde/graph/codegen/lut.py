@@ -30,6 +30,11 @@ def pass_source(name: str) -> str:
         raise ValueError(f"op {name!r} is {spec.kind}: only elementwise ops have uint8 tables")
     call = (f"_f_{name}(vals[r, i], c, full, a, b, stats, int(d))" if spec.stat
             else f"_f_{name}(vals[r, i], c, full, a, b, d)")
+    # ``tables``: a chain of this op alone, every member's tables in one call (``apply``
+    # over rows of 0 .. 255 then the cast into ``out``, without the host arrays and the
+    # NumPy calls around it: the same op on the same float64 values, rounded the same way;
+    # the rounded values are whole numbers in [0, 255], so their uint8 store is exact)
+    one = call.replace("vals[r, i]", "float(i)")
     return (
         f"# millipyde generated LUT pass of {name}\n"
         + HEADER["cpu"] + op_def(name) + RINT_CLIP.replace("@_dev", "@njit(cache=True)")
@@ -43,18 +48,39 @@ def pass_source(name: str) -> str:
         "        for i in range(256):\n"
         f"            v = {call}\n"
         "            vals[r, i] = _rint_clip(v, full)\n"
+        "\n\n@njit(cache=True, nogil=True, error_model='numpy')\n"
+        "def tables(params, stats, channels, full, out):\n"
+        "    nc = min(channels, 3)\n"
+        "    for m in range(params.shape[0]):\n"
+        "        a = params[m, 0, 0]\n"
+        "        b = params[m, 0, 1]\n"
+        "        d = params[m, 0, 2]\n"
+        "        for c in range(nc):\n"
+        "            for i in range(256):\n"
+        f"                v = {one}\n"
+        "                out[m, c, i] = _rint_clip(v, full)\n"
+        "        for c in range(nc, channels):\n"
+        "            for i in range(256):\n"
+        "                out[m, c, i] = i\n"
     )
 
 
 @functools.cache
-def _pass(name: str, digest: str) -> Any:
+def _module(name: str, digest: str) -> Any:
     # keyed by what the op computes too: a user op re-registered under its name is another op
-    return load(pass_source(name), "cpu").apply
+    return load(pass_source(name), "cpu")
 
 
 def table_pass(name: str) -> Any:
     """The compiled (lazily, by Numba) ``apply`` of ``pass_source(name)``."""
-    return _pass(name, REGISTRY[name].digest)
+    return _module(name, REGISTRY[name].digest).apply
+
+
+def table_fill(name: str) -> Any:
+    """The compiled (lazily, by Numba) ``tables`` of ``pass_source(name)``:
+    ``tables(params, stats, channels, full, out)``, :func:`compose_tables` of the chain of
+    ``name`` alone (``params`` float64)."""
+    return _module(name, REGISTRY[name].digest).tables
 
 
 _RAMP = np.arange(256, dtype=np.float64)
@@ -66,6 +92,11 @@ def compose_tables(names: list[str], params: np.ndarray, stats: np.ndarray, chan
     member ``m``'s parameters ``params[m]`` (len(names), 3): each value of each of the first
     three channels through every op in turn, rounded after each; a fourth (alpha) channel is
     the identity. ``stats``: the statistic rows the ops read, end to end."""
+    if len(names) == 1:  # (one op: one compiled call, no host arrays; the same values)
+        if params.dtype != np.float64:
+            params = params.astype(np.float64)
+        table_fill(names[0])(params, stats, channels, full, out)
+        return
     n = params.shape[0]
     nc = min(channels, 3)
     vals = np.empty((n * nc, 256), dtype=np.float64)

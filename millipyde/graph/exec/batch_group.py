@@ -159,7 +159,8 @@ class Pack:
     def add(self, array: np.ndarray) -> int:
         # (columns of a wider array, ``batch_fill.RowsFill``, are copied as they are into
         # the upload: ``staging.put``)
-        array = np.asarray(array)
+        if type(array) is not np.ndarray:  # (a claim's arrays are: no call for them)
+            array = np.asarray(array)
         self.parts.append((self.size, array))
         self.size += -(-(array.nbytes or 1) // self.ALIGN) * self.ALIGN
         return len(self.parts) - 1
