@@ -237,6 +237,10 @@ class _TapsPlan:
             else:
                 self.other.append(u)
         self.gauss = [(j, reach, _flags(us, n)) for (j, reach), us in _by(gauss).items()]
+        # a batch of n members all of one template that draws no taps: its (n, T) taps and
+        # (n,) radii, read-only, and their device copies (constants of the pack, as
+        # ``_GatherPlan.tiled``), a few (template, n) kept
+        self.tiled: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, dict, dict]] = {}
 
 
 class KeyPlan:
@@ -368,8 +372,16 @@ def _taps_arrays(kp: _TapsPlan, templates: list, i: int, tid: np.ndarray, rows: 
         j = d.op(t, node)
         vals = None if j is None else d.params[j][rows[m]]
         if vals is None:  # the template's taps for each of its members, one copy
-            a = np.asarray(t.args[i], dtype=np.float64)
             cnt = int(m.sum())
+            if cnt == len(tid) and not kp.gauss:  # every member: one tiled table a size
+                got = kp.tiled.get((u, cnt))
+                if got is None:
+                    got = _tiled_taps(t.args[i], cnt)
+                    if len(kp.tiled) < TILED_SIZES:
+                        kp.tiled[(u, cnt)] = got
+                return {"taps": got[0], "rad": got[1], "taps_held": got[2],
+                        "rad_held": got[3]}
+            a = np.asarray(t.args[i], dtype=np.float64)
             pieces.append((m, np.broadcast_to(a, (cnt, len(a))).copy(),
                            np.full(cnt, len(a) // 2, dtype=np.int64)))
             continue
@@ -394,6 +406,16 @@ def _taps_arrays(kp: _TapsPlan, templates: list, i: int, tid: np.ndarray, rows: 
         out[m, :t.shape[1]] = t
         rad[m] = r
     return {"taps": out, "rad": rad}
+
+
+def _tiled_taps(taps: Any, n: int) -> tuple[np.ndarray, np.ndarray, dict, dict]:
+    """``taps`` for each of ``n`` members and their radius, read-only, each with an empty
+    dict for its device copies (``Pack.constant``)."""
+    a = np.asarray(taps, dtype=np.float64)
+    mat = np.broadcast_to(a, (n, len(a))).copy()
+    rad = np.full(n, len(a) // 2, dtype=np.int64)
+    mat.flags.writeable = rad.flags.writeable = False
+    return mat, rad, {}, {}
 
 
 def group_arrays(plan: KeyPlan, parts: list[tuple[Any, np.ndarray]],
@@ -425,6 +447,7 @@ def member_arrays(templates: list[Any], kernels: list[Any], tid: np.ndarray, row
         for name in ("p", "taps", "rad"):
             if name in a:
                 a[name] = a[name][ok]
+                a.pop(name + "_held", None)  # (a tiled table's copies are of all its rows)
         if isinstance(kp, _GatherPlan) and kp.lut_mode:  # per-member tables (else one)
             a["lut"] = a["lut"][ok]
             a.pop("lut_held", None)  # (a tiled table's copies are of all its rows)
