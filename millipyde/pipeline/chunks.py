@@ -142,6 +142,8 @@ class _ChunkState:
     recorded: its inputs in position order, their stacked values and positions."""
 
     rank, world, outputs = 0, 1, None
+    #: each input's stack row where known (every input's value its own row: 0 .. n - 1)
+    stack_rows: np.ndarray | None = None
 
     def __init__(self, operations: list[Operation], seed: int) -> None:
         self.operations = operations
@@ -268,12 +270,14 @@ class StageChunks:
         st = rec.state
         st.inputs, st.stacked_nodes = xs, {device: nodes}
         st.positions = np.asarray(positions, dtype=np.int64)
+        # no value held by two inputs (as a rule): input i is stack row i
+        st.stack_rows = np.arange(n, dtype=np.int64) if len(stacks) == n else None
         try:
             groups, left = rec.groups(list(positions), device, stacks)
         except RecordError as err:
             raise ChunkFailure(err.k, err.err) from err
         finally:
-            st.inputs, st.stacked_nodes = [], {}
+            st.inputs, st.stacked_nodes, st.stack_rows = [], {}, None
         if faults.ARMED:
             self._check_faults(groups, positions, device, cancelled)
         if cancelled():
