@@ -315,3 +315,31 @@ def test_shared_groups_end_in_smaller_chunks_taken_in_order() -> None:
     got = [q.take(1, False), q.take(0, False), q.take(1, False), q.take(1, False),
            q.take(0, False)]
     assert got == ["b", "a", "d", None, "c"]  # (the owner's next one is left to it)
+
+
+@pytest.mark.cudasim_ok
+def test_fixed_templates_tables_are_constants_of_the_pack(monkeypatch) -> None:
+    """A chunk of one template that draws nothing (the thesis chain) uploads its stack rows
+    and parameter rows only: the per-member tables of its gather (adjust_gamma's) and its
+    stencil's taps and radii are the pack's constants, made once a size; outputs as per input."""
+    from millipyde.graph.exec import batch_group
+
+    hosts = _small(N)
+    want = _per_input(monkeypatch, hosts, THESIS, 3)
+    consts: list[list] = []
+    upload = batch_group.Pack.upload
+
+    def spy(self, device):
+        consts.append([a[0].shape for off, a in self.parts if off < 0])
+        return upload(self, device)
+
+    monkeypatch.setattr(batch_group.Pack, "upload", spy)
+    for _ in range(2):
+        imgs = [mp.gpuimage(h) for h in hosts]
+        mp.Pipeline(imgs, THESIS, seed=3, device=0).run()
+        assert_same([np.asarray(x) for x in imgs], want)
+    n = len(hosts)
+    assert consts
+    for shapes in consts:  # the radii and 0 .. n - 1; a gather's tables n x ..., the taps n x T
+        assert shapes.count((n,)) == 2 and sum(s[0] == n and len(s) > 1 for s in shapes) == 2, \
+            shapes

@@ -77,8 +77,10 @@ class _GatherRecipe:
     clip: bool  # the sampler's warp clip applies (its bounds are measured at launch)
 
 
-#: Batch sizes whose per-member tables a gather plan keeps (``_GatherPlan.tiled``).
-TILED_SIZES = 4
+#: Batch sizes whose per-member tables a gather plan keeps (``_GatherPlan.tiled``; and a
+#: stencil's, ``_TapsPlan.tiled``): a Pipeline group shared by several devices has chunks of
+#: four sizes (``pipeline.chunks.chunk_sizes``), besides a short run's.
+TILED_SIZES = 8
 
 
 def _recipe(t: Any, i: int, d: Draws) -> _GatherRecipe:
@@ -335,9 +337,9 @@ def _gather_arrays(kp: _GatherPlan, tid: np.ndarray, rows: np.ndarray, d: Draws,
             if got is None:
                 lut = np.broadcast_to(kp.lut, (len(tid), *kp.lut.shape[1:])).copy()
                 lut.flags.writeable = False
-                got = (lut, {})
-                if len(kp.tiled) < TILED_SIZES:
-                    kp.tiled[len(tid)] = got
+                if len(kp.tiled) >= TILED_SIZES:  # (not kept: no device copy kept either)
+                    return {"lut": lut, "p": p, "gated": kp.gated}
+                got = kp.tiled[len(tid)] = (lut, {})
             return {"lut": got[0], "p": p, "gated": kp.gated, "lut_held": got[1]}
         lut = kp.lut[tid]
         for stage, codes, fixed, varying, channels, full, sel in kp.stages:
@@ -377,8 +379,9 @@ def _taps_arrays(kp: _TapsPlan, templates: list, i: int, tid: np.ndarray, rows: 
                 got = kp.tiled.get((u, cnt))
                 if got is None:
                     got = _tiled_taps(t.args[i], cnt)
-                    if len(kp.tiled) < TILED_SIZES:
-                        kp.tiled[(u, cnt)] = got
+                    if len(kp.tiled) >= TILED_SIZES:  # (not kept: no device copies either)
+                        return {"taps": got[0], "rad": got[1]}
+                    kp.tiled[(u, cnt)] = got
                 return {"taps": got[0], "rad": got[1], "taps_held": got[2],
                         "rad_held": got[3]}
             a = np.asarray(t.args[i], dtype=np.float64)
