@@ -327,10 +327,12 @@ def test_fixed_templates_tables_are_constants_of_the_pack(monkeypatch) -> None:
     hosts = _small(N)
     want = _per_input(monkeypatch, hosts, THESIS, 3)
     consts: list[list] = []
+    packed: list[list] = []
     upload = batch_group.Pack.upload
 
     def spy(self, device):
         consts.append([a[0].shape for off, a in self.parts if off < 0])
+        packed.append([a.shape for off, a in self.parts if off >= 0])
         return upload(self, device)
 
     monkeypatch.setattr(batch_group.Pack, "upload", spy)
@@ -340,6 +342,9 @@ def test_fixed_templates_tables_are_constants_of_the_pack(monkeypatch) -> None:
         assert_same([np.asarray(x) for x in imgs], want)
     n = len(hosts)
     assert consts
-    for shapes in consts:  # the radii and 0 .. n - 1; a gather's tables n x ..., the taps n x T
-        assert shapes.count((n,)) == 2 and sum(s[0] == n and len(s) > 1 for s in shapes) == 2, \
-            shapes
+    for shapes, up in zip(consts, packed, strict=True):
+        # constants: 0 .. n - 1, the radii (n,), the taps (n, T), the gather's tables (one, or
+        # n x ... where each member has its own: the cpu backend's record); uploaded: the
+        # stack rows (n,) and the gathers' parameter rows (n, P), no table (3 or 4 dims)
+        assert shapes.count((n,)) == 2 and any(len(s) == 2 and s[0] == n for s in shapes)
+        assert any(len(s) > 2 for s in shapes) and all(len(s) <= 2 for s in up), (shapes, up)
