@@ -318,33 +318,30 @@ def test_shared_groups_end_in_smaller_chunks_taken_in_order() -> None:
 
 
 @pytest.mark.cudasim_ok
-def test_fixed_templates_tables_are_constants_of_the_pack(monkeypatch) -> None:
-    """A chunk of one template that draws nothing (the thesis chain) uploads its stack rows
-    and parameter rows only: the per-member tables of its gather (adjust_gamma's) and its
-    stencil's taps and radii are the pack's constants, made once a size; outputs as per input."""
+def test_fixed_taps_made_once_a_chunk_size(monkeypatch) -> None:
+    """A stencil of one template that draws no taps (the thesis chain's gaussian 2) gets its
+    members' taps and radii made once for chunks of one size, read-only: the same arrays in
+    every chunk's pack; outputs as per input."""
     from millipyde.graph.exec import batch_group
+    from millipyde.training import batch_groups
 
     hosts = _small(N)
     want = _per_input(monkeypatch, hosts, THESIS, 3)
-    consts: list[list] = []
-    packed: list[list] = []
-    upload = batch_group.Pack.upload
+    made: list[int] = []
+    tiled = batch_groups._tiled_taps
+    monkeypatch.setattr(batch_groups, "_tiled_taps",
+                        lambda taps, n: made.append(n) or tiled(taps, n))
+    seen: list[int] = []
+    pack = batch_group.Group.pack_arrays
 
-    def spy(self, device):
-        consts.append([a[0].shape for off, a in self.parts if off < 0])
-        packed.append([a.shape for off, a in self.parts if off >= 0])
-        return upload(self, device)
+    def spy(self, pk, sidx, arrays, start=0):
+        seen.extend(id(a["taps"]) for a in arrays if "taps" in a)
+        return pack(self, pk, sidx, arrays, start)
 
-    monkeypatch.setattr(batch_group.Pack, "upload", spy)
-    for _ in range(2):
-        imgs = [mp.gpuimage(h) for h in hosts]
-        mp.Pipeline(imgs, THESIS, seed=3, device=0).run()
-        assert_same([np.asarray(x) for x in imgs], want)
-    n = len(hosts)
-    assert consts
-    for shapes, up in zip(consts, packed, strict=True):
-        # constants: 0 .. n - 1, the radii (n,), the taps (n, T), the gather's tables (one, or
-        # n x ... where each member has its own: the cpu backend's record); uploaded: the
-        # stack rows (n,) and the gathers' parameter rows (n, P), no table (3 or 4 dims)
-        assert shapes.count((n,)) == 2 and any(len(s) == 2 and s[0] == n for s in shapes)
-        assert any(len(s) > 2 for s in shapes) and all(len(s) <= 2 for s in up), (shapes, up)
+    monkeypatch.setattr(batch_group.Group, "pack_arrays", spy)
+    monkeypatch.setattr(pipeline_chunks, "CHUNK", 2)  # (N inputs: chunks of two)
+    imgs = [mp.gpuimage(h) for h in hosts]
+    mp.Pipeline(imgs, THESIS, seed=3, device=0).run()
+    assert_same([np.asarray(x) for x in imgs], want)
+    # (one recorder a worker thread: the cpu backend may run two)
+    assert set(made) == {2} and len(seen) == N // 2 and len(set(seen)) == len(made)

@@ -78,8 +78,8 @@ class _GatherRecipe:
 
 
 #: Batch sizes whose per-member tables a gather plan keeps (``_GatherPlan.tiled``; and a
-#: stencil's, ``_TapsPlan.tiled``): a Pipeline group shared by several devices has chunks of
-#: four sizes (``pipeline.chunks.chunk_sizes``), besides a short run's.
+#: stencil's taps, ``_TapsPlan.tiled``): a Pipeline group shared by several devices has
+#: chunks of four sizes (``pipeline.chunks.chunk_sizes``), besides a short run's.
 TILED_SIZES = 8
 
 
@@ -153,10 +153,8 @@ class _GatherPlan:
         # the members' one table: a constant of every batch's pack, its device copies here
         self.lut_held: dict[int, Any] = {}
         # per-member tables (``lut_mode``) of one template that draws none of them: the same
-        # (n, ...) array for every batch of n members, read-only, a few sizes kept, each with
-        # its device copies (a constant of the pack, as ``lut_held``: not copied into every
-        # batch's upload, 384 KB a 250-input chunk of the Pipeline bench's part A)
-        self.tiled: dict[int, tuple[np.ndarray, dict[int, Any]]] = {}
+        # (n, ...) array for every batch of n members, read-only, a few sizes kept
+        self.tiled: dict[int, np.ndarray] = {}
         if not lut_mode:
             self.lut.flags.writeable = False
         self.lut_mode = lut_mode
@@ -240,9 +238,12 @@ class _TapsPlan:
                 self.other.append(u)
         self.gauss = [(j, reach, _flags(us, n)) for (j, reach), us in _by(gauss).items()]
         # a batch of n members all of one template that draws no taps: its (n, T) taps and
-        # (n,) radii, read-only, and their device copies (constants of the pack, as
-        # ``_GatherPlan.tiled``), a few (template, n) kept
-        self.tiled: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, dict, dict]] = {}
+        # (n,) radii, read-only, made once for every batch of n (as ``_GatherPlan.tiled``),
+        # a few (template, n) kept. (Not constants of the pack: a constant's device copy is
+        # made once a size and process, with the device waited for, holding up a worker
+        # that has chunks queued, and kept until shutdown; the upload's copy is ~28 KB a
+        # 250-input chunk.)
+        self.tiled: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
 
 class KeyPlan:
@@ -333,14 +334,13 @@ def _gather_arrays(kp: _GatherPlan, tid: np.ndarray, rows: np.ndarray, d: Draws,
             p[at, codegen.A_OFF:codegen.A_OFF + 6] = a[:2].ravel()
     if kp.lut_mode:
         if not kp.stages and len(kp.lut) == 1:  # every member's tables its template's
-            got = kp.tiled.get(len(tid))
-            if got is None:
+            lut = kp.tiled.get(len(tid))
+            if lut is None:
                 lut = np.broadcast_to(kp.lut, (len(tid), *kp.lut.shape[1:])).copy()
                 lut.flags.writeable = False
-                if len(kp.tiled) >= TILED_SIZES:  # (not kept: no device copy kept either)
-                    return {"lut": lut, "p": p, "gated": kp.gated}
-                got = kp.tiled[len(tid)] = (lut, {})
-            return {"lut": got[0], "p": p, "gated": kp.gated, "lut_held": got[1]}
+                if len(kp.tiled) < TILED_SIZES:
+                    kp.tiled[len(tid)] = lut
+            return {"lut": lut, "p": p, "gated": kp.gated}
         lut = kp.lut[tid]
         for stage, codes, fixed, varying, channels, full, sel in kp.stages:
             m = sel[tid]
@@ -379,11 +379,9 @@ def _taps_arrays(kp: _TapsPlan, templates: list, i: int, tid: np.ndarray, rows: 
                 got = kp.tiled.get((u, cnt))
                 if got is None:
                     got = _tiled_taps(t.args[i], cnt)
-                    if len(kp.tiled) >= TILED_SIZES:  # (not kept: no device copies either)
-                        return {"taps": got[0], "rad": got[1]}
-                    kp.tiled[(u, cnt)] = got
-                return {"taps": got[0], "rad": got[1], "taps_held": got[2],
-                        "rad_held": got[3]}
+                    if len(kp.tiled) < TILED_SIZES:
+                        kp.tiled[(u, cnt)] = got
+                return {"taps": got[0], "rad": got[1]}
             a = np.asarray(t.args[i], dtype=np.float64)
             pieces.append((m, np.broadcast_to(a, (cnt, len(a))).copy(),
                            np.full(cnt, len(a) // 2, dtype=np.int64)))
@@ -411,14 +409,13 @@ def _taps_arrays(kp: _TapsPlan, templates: list, i: int, tid: np.ndarray, rows: 
     return {"taps": out, "rad": rad}
 
 
-def _tiled_taps(taps: Any, n: int) -> tuple[np.ndarray, np.ndarray, dict, dict]:
-    """``taps`` for each of ``n`` members and their radius, read-only, each with an empty
-    dict for its device copies (``Pack.constant``)."""
+def _tiled_taps(taps: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``taps`` for each of ``n`` members and their radius, read-only."""
     a = np.asarray(taps, dtype=np.float64)
     mat = np.broadcast_to(a, (n, len(a))).copy()
     rad = np.full(n, len(a) // 2, dtype=np.int64)
     mat.flags.writeable = rad.flags.writeable = False
-    return mat, rad, {}, {}
+    return mat, rad
 
 
 def group_arrays(plan: KeyPlan, parts: list[tuple[Any, np.ndarray]],
@@ -450,7 +447,6 @@ def member_arrays(templates: list[Any], kernels: list[Any], tid: np.ndarray, row
         for name in ("p", "taps", "rad"):
             if name in a:
                 a[name] = a[name][ok]
-                a.pop(name + "_held", None)  # (a tiled table's copies are of all its rows)
         if isinstance(kp, _GatherPlan) and kp.lut_mode:  # per-member tables (else one)
             a["lut"] = a["lut"][ok]
             a.pop("lut_held", None)  # (a tiled table's copies are of all its rows)

@@ -313,10 +313,7 @@ class Group:
                 self.slots.append((lut, pk.add(a["p"])))
             else:
                 self.gated.append(False)
-                held = a.get("taps_held")  # (a fixed template's tiled taps: constants)
-                self.slots.append((pk.add(a["taps"]), pk.add(a["rad"])) if held is None else
-                                  (pk.constant(a["taps"], held),
-                                   pk.constant(a["rad"], a["rad_held"])))
+                self.slots.append((pk.add(a["taps"]), pk.add(a["rad"])))
 
     def run(self, pk: Pack) -> None:
         out = self.launch(pk)
