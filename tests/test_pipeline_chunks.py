@@ -296,3 +296,52 @@ def test_chunks_over_three_virtual_devices(tmp_path):
     # a pinned Pipeline computes on its device: outputs live there
     assert {d for d, _, _ in res["pinned"]["chunks"]} == {2}
     assert set(res["pinned"]["devices"]) == {2}
+
+
+def test_shared_groups_end_in_smaller_chunks_taken_in_order() -> None:
+    """A group other devices may share is cut into chunks of one size and then ``TAPER``
+    rounds of smaller ones, one a device each; alone on its device, into even chunks. An idle
+    worker takes the unit after the owner's next one, so the small chunks run last."""
+    from millipyde.pipeline.run import _StageQueue
+
+    shape = (32, 32, 3)
+    shared = pipeline_chunks.chunk_sizes(2000, shape, 2)
+    assert sum(shared) == 2000 and max(shared) <= pipeline_chunks.CHUNK
+    assert shared[-4:] == [125, 125, 62, 62] and min(shared[:-4]) > 125
+    assert pipeline_chunks.chunk_sizes(2000, shape, 1) == [250] * 8
+    assert pipeline_chunks.chunk_sizes(40, shape, 2) == [7, 7, 7, 7, 6, 6]  # (under TAPER_MIN)
+    q = _StageQueue([0, 1], threading.Event())
+    q.queues[0].extend("abcd")  # device 0's units, in order; device 1's queue empty
+    got = [q.take(1, False), q.take(0, False), q.take(1, False), q.take(1, False),
+           q.take(0, False)]
+    assert got == ["b", "a", "d", None, "c"]  # (the owner's next one is left to it)
+
+
+@pytest.mark.cudasim_ok
+def test_fixed_taps_made_once_a_chunk_size(monkeypatch) -> None:
+    """A stencil of one template that draws no taps (the thesis chain's gaussian 2) gets its
+    members' taps and radii made once for chunks of one size, read-only: the same arrays in
+    every chunk's pack; outputs as per input."""
+    from millipyde.graph.exec import batch_group
+    from millipyde.training import batch_groups
+
+    hosts = _small(N)
+    want = _per_input(monkeypatch, hosts, THESIS, 3)
+    made: list[int] = []
+    tiled = batch_groups._tiled_taps
+    monkeypatch.setattr(batch_groups, "_tiled_taps",
+                        lambda taps, n: made.append(n) or tiled(taps, n))
+    seen: list[int] = []
+    pack = batch_group.Group.pack_arrays
+
+    def spy(self, pk, sidx, arrays, start=0):
+        seen.extend(id(a["taps"]) for a in arrays if "taps" in a)
+        return pack(self, pk, sidx, arrays, start)
+
+    monkeypatch.setattr(batch_group.Group, "pack_arrays", spy)
+    monkeypatch.setattr(pipeline_chunks, "CHUNK", 2)  # (N inputs: chunks of two)
+    imgs = [mp.gpuimage(h) for h in hosts]
+    mp.Pipeline(imgs, THESIS, seed=3, device=0).run()
+    assert_same([np.asarray(x) for x in imgs], want)
+    # (one recorder a worker thread: the cpu backend may run two)
+    assert set(made) == {2} and len(seen) == N // 2 and len(set(seen)) == len(made)

@@ -17,6 +17,12 @@ batch buffer, each one's view and node are made there), given beside it.
 a one-op Pipeline (``fliplr``), so that the timed chain goes over inputs bound to that run's
 unread outputs (members of its chunks' batch buffers, where the tree binds them lazily): a
 second run over the same inputs, or a connected next stage, as the timed run sees it.
+
+``--chunk N``: chunks of at most ``N`` inputs (``pipeline.chunks.CHUNK``, 256 by default).
+Two runs at two sizes (e.g. 250 and 125: 8 and 16 chunks of 2000 inputs on one device) split
+each phase's time into a part per chunk and a part per input: with ``T1`` over ``c1`` chunks
+and ``T2`` over ``c2`` of the same inputs, ``(T2 - T1) / (c2 - c1)`` a chunk, the rest per
+input.
 """
 
 from __future__ import annotations
@@ -59,7 +65,15 @@ def main() -> None:
                     help="thread CPU and wall seconds of each phase of a chunk instead")
     ap.add_argument("--over-members", action="store_true",
                     help="time the chain over a previous (untimed) Pipeline run's outputs")
+    ap.add_argument("--chunk", type=int, default=0,
+                    help="most inputs a chunk records (0: the tree's CHUNK)")
     args = ap.parse_args()
+    if args.chunk > 0:
+        try:
+            from millipyde.pipeline import chunks as pipeline_chunks
+        except ImportError:  # trees before millipyde.pipeline was a package
+            from millipyde import pipeline_chunks
+        pipeline_chunks.CHUNK = args.chunk
     rng = np.random.default_rng(0)
     host = rng.integers(0, 256, (args.size, args.size, 3), dtype=np.uint8)
     base = mp.gpuimage(host)

@@ -47,6 +47,13 @@ CHUNK_BYTES = 4 << 30
 #: Chunks per device a group on one device is cut into at least, when other devices may take
 #: some (balance and overlap of one chunk's copies with another's kernels).
 CHUNKS_PER_DEVICE = 3
+#: Where other devices may share a group, its last chunks are smaller: ``TAPER`` rounds of one
+#: chunk a device, each half the size of the one before (first: half the even split's size),
+#: none smaller than ``TAPER_MIN`` inputs. The device that ends last then waits for a short
+#: chunk's kernels, not a full one's (two H200s, part A: a 250-input chunk's kernels take
+#: ~3.3 ms, which the other device and the host spend idle at the end of a run).
+TAPER = 2
+TAPER_MIN = 16
 #: Largest input (bytes) a chunk on another device stacks by reading it through peer access
 #: in the stack kernel (larger ones: the copy engines, beside the kernels of the chunk before).
 PEER_READ_BYTES = 4 << 20
@@ -95,14 +102,26 @@ def _probe(x: gpuarray, key: tuple) -> gpuarray:
 
 
 def chunk_sizes(n: int, shape: tuple[int, ...], spread: int) -> list[int]:
-    """Sizes of the chunks a group of ``n`` inputs of ``shape`` is cut into: at most
-    :data:`CHUNK` and :data:`CHUNK_BYTES` each, and at least ``CHUNKS_PER_DEVICE * spread``
-    chunks (``spread``: devices that may share the group) where there are inputs enough."""
+    """Sizes of the chunks a group of ``n`` inputs of ``shape`` is cut into, in the order the
+    devices take them: at most :data:`CHUNK` and :data:`CHUNK_BYTES` each, and at least
+    ``CHUNKS_PER_DEVICE * spread`` chunks (``spread``: devices that may share the group)
+    where there are inputs enough. Where ``spread`` > 1 the last chunks are smaller
+    (:data:`TAPER`), the others of one size."""
     per = 8 * max(1, math.prod(shape))
     cap = max(1, min(CHUNK, CHUNK_BYTES // per))
     parts = max(-(-n // cap), min(n, CHUNKS_PER_DEVICE * spread if spread > 1 else 1))
-    base, extra = divmod(n, max(parts, 1))
-    return [base + (i < extra) for i in range(parts)]
+    tail: list[int] = []
+    if spread > 1:
+        size = n / max(parts, 1)
+        for _ in range(TAPER):
+            size /= 2
+            if size < TAPER_MIN:
+                break
+            tail += [int(size)] * spread
+    head = n - sum(tail)
+    parts = max(-(-head // cap), parts - len(tail), 1)
+    base, extra = divmod(head, parts)
+    return [base + (i < extra) for i in range(parts)] + tail
 
 
 _UNSET = object()
@@ -123,6 +142,8 @@ class _ChunkState:
     recorded: its inputs in position order, their stacked values and positions."""
 
     rank, world, outputs = 0, 1, None
+    #: each input's stack row where known (every input's value its own row: 0 .. n - 1)
+    stack_rows: np.ndarray | None = None
 
     def __init__(self, operations: list[Operation], seed: int) -> None:
         self.operations = operations
@@ -249,12 +270,14 @@ class StageChunks:
         st = rec.state
         st.inputs, st.stacked_nodes = xs, {device: nodes}
         st.positions = np.asarray(positions, dtype=np.int64)
+        # no value held by two inputs (as a rule): input i is stack row i
+        st.stack_rows = np.arange(n, dtype=np.int64) if len(stacks) == n else None
         try:
             groups, left = rec.groups(list(positions), device, stacks)
         except RecordError as err:
             raise ChunkFailure(err.k, err.err) from err
         finally:
-            st.inputs, st.stacked_nodes = [], {}
+            st.inputs, st.stacked_nodes, st.stack_rows = [], {}, None
         if faults.ARMED:
             self._check_faults(groups, positions, device, cancelled)
         if cancelled():

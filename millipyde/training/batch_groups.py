@@ -77,8 +77,10 @@ class _GatherRecipe:
     clip: bool  # the sampler's warp clip applies (its bounds are measured at launch)
 
 
-#: Batch sizes whose per-member tables a gather plan keeps (``_GatherPlan.tiled``).
-TILED_SIZES = 4
+#: Batch sizes whose per-member tables a gather plan keeps (``_GatherPlan.tiled``; and a
+#: stencil's taps, ``_TapsPlan.tiled``): a Pipeline group shared by several devices has
+#: chunks of four sizes (``pipeline.chunks.chunk_sizes``), besides a short run's.
+TILED_SIZES = 8
 
 
 def _recipe(t: Any, i: int, d: Draws) -> _GatherRecipe:
@@ -235,6 +237,13 @@ class _TapsPlan:
             else:
                 self.other.append(u)
         self.gauss = [(j, reach, _flags(us, n)) for (j, reach), us in _by(gauss).items()]
+        # a batch of n members all of one template that draws no taps: its (n, T) taps and
+        # (n,) radii, read-only, made once for every batch of n (as ``_GatherPlan.tiled``),
+        # a few (template, n) kept. (Not constants of the pack: a constant's device copy is
+        # made once a size and process, with the device waited for, holding up a worker
+        # that has chunks queued, and kept until shutdown; the upload's copy is ~28 KB a
+        # 250-input chunk.)
+        self.tiled: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
 
 class KeyPlan:
@@ -366,8 +375,15 @@ def _taps_arrays(kp: _TapsPlan, templates: list, i: int, tid: np.ndarray, rows: 
         j = d.op(t, node)
         vals = None if j is None else d.params[j][rows[m]]
         if vals is None:  # the template's taps for each of its members, one copy
-            a = np.asarray(t.args[i], dtype=np.float64)
             cnt = int(m.sum())
+            if cnt == len(tid) and not kp.gauss:  # every member: one tiled table a size
+                got = kp.tiled.get((u, cnt))
+                if got is None:
+                    got = _tiled_taps(t.args[i], cnt)
+                    if len(kp.tiled) < TILED_SIZES:
+                        kp.tiled[(u, cnt)] = got
+                return {"taps": got[0], "rad": got[1]}
+            a = np.asarray(t.args[i], dtype=np.float64)
             pieces.append((m, np.broadcast_to(a, (cnt, len(a))).copy(),
                            np.full(cnt, len(a) // 2, dtype=np.int64)))
             continue
@@ -392,6 +408,15 @@ def _taps_arrays(kp: _TapsPlan, templates: list, i: int, tid: np.ndarray, rows: 
         out[m, :t.shape[1]] = t
         rad[m] = r
     return {"taps": out, "rad": rad}
+
+
+def _tiled_taps(taps: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``taps`` for each of ``n`` members and their radius, read-only."""
+    a = np.asarray(taps, dtype=np.float64)
+    mat = np.broadcast_to(a, (n, len(a))).copy()
+    rad = np.full(n, len(a) // 2, dtype=np.int64)
+    mat.flags.writeable = rad.flags.writeable = False
+    return mat, rad
 
 
 def group_arrays(plan: KeyPlan, parts: list[tuple[Any, np.ndarray]],
@@ -425,6 +450,7 @@ def member_arrays(templates: list[Any], kernels: list[Any], tid: np.ndarray, row
                 a[name] = a[name][ok]
         if isinstance(kp, _GatherPlan) and kp.lut_mode:  # per-member tables (else one)
             a["lut"] = a["lut"][ok]
+            a.pop("lut_held", None)  # (a tiled table's copies are of all its rows)
     return rows[ok], arrays, rows[~ok]
 
 

@@ -384,9 +384,13 @@ class Recorder:
             bounds = np.searchsorted(inverse[order], np.arange(len(first) + 1))
         got = self._sidx.get(device)  # (per stack: the stacks are made once per device)
         if got is None or got[0] is not stacks:
-            got = self._sidx[device] = (stacks, np.array(
-                [stacks[n if type(n) is Member else n.id][1] for n in st.stacked_nodes[device]],
-                dtype=np.int64))
+            # (a Pipeline chunk's state gives them where each input is its own stack row: no
+            # lookup an input)
+            rows = getattr(st, "stack_rows", None)
+            if rows is None:
+                rows = np.array([stacks[n if type(n) is Member else n.id][1]
+                                 for n in st.stacked_nodes[device]], dtype=np.int64)
+            got = self._sidx[device] = (stacks, rows)
         sidx_of = got[1]
         stack = next(iter(stacks.values()))[0] if stacks else None
         sidx_rows = sidx_of[st.input_index(karr)]
