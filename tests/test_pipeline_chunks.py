@@ -298,25 +298,6 @@ def test_chunks_over_three_virtual_devices(tmp_path):
     assert set(res["pinned"]["devices"]) == {2}
 
 
-def test_shared_groups_end_in_smaller_chunks_taken_in_order() -> None:
-    """A group other devices may share is cut into chunks of one size and then ``TAPER``
-    rounds of smaller ones, one a device each; alone on its device, into even chunks. An idle
-    worker takes the unit after the owner's next one, so the small chunks run last."""
-    from millipyde.pipeline.run import _StageQueue
-
-    shape = (32, 32, 3)
-    shared = pipeline_chunks.chunk_sizes(2000, shape, 2)
-    assert sum(shared) == 2000 and max(shared) <= pipeline_chunks.CHUNK
-    assert shared[-4:] == [125, 125, 62, 62] and min(shared[:-4]) > 125
-    assert pipeline_chunks.chunk_sizes(2000, shape, 1) == [250] * 8
-    assert pipeline_chunks.chunk_sizes(40, shape, 2) == [7, 7, 7, 7, 6, 6]  # (under TAPER_MIN)
-    q = _StageQueue([0, 1], threading.Event())
-    q.queues[0].extend("abcd")  # device 0's units, in order; device 1's queue empty
-    got = [q.take(1, False), q.take(0, False), q.take(1, False), q.take(1, False),
-           q.take(0, False)]
-    assert got == ["b", "a", "d", None, "c"]  # (the owner's next one is left to it)
-
-
 @pytest.mark.cudasim_ok
 def test_fixed_taps_made_once_a_chunk_size(monkeypatch) -> None:
     """A stencil of one template that draws no taps (the thesis chain's gaussian 2) gets its

@@ -47,13 +47,6 @@ CHUNK_BYTES = 4 << 30
 #: Chunks per device a group on one device is cut into at least, when other devices may take
 #: some (balance and overlap of one chunk's copies with another's kernels).
 CHUNKS_PER_DEVICE = 3
-#: Where other devices may share a group, its last chunks are smaller: ``TAPER`` rounds of one
-#: chunk a device, each half the size of the one before (first: half the even split's size),
-#: none smaller than ``TAPER_MIN`` inputs. The device that ends last then waits for a short
-#: chunk's kernels, not a full one's (two H200s, part A: a 250-input chunk's kernels take
-#: ~3.3 ms, which the other device and the host spend idle at the end of a run).
-TAPER = 2
-TAPER_MIN = 16
 #: Largest input (bytes) a chunk on another device stacks by reading it through peer access
 #: in the stack kernel (larger ones: the copy engines, beside the kernels of the chunk before).
 PEER_READ_BYTES = 4 << 20
@@ -102,26 +95,14 @@ def _probe(x: gpuarray, key: tuple) -> gpuarray:
 
 
 def chunk_sizes(n: int, shape: tuple[int, ...], spread: int) -> list[int]:
-    """Sizes of the chunks a group of ``n`` inputs of ``shape`` is cut into, in the order the
-    devices take them: at most :data:`CHUNK` and :data:`CHUNK_BYTES` each, and at least
-    ``CHUNKS_PER_DEVICE * spread`` chunks (``spread``: devices that may share the group)
-    where there are inputs enough. Where ``spread`` > 1 the last chunks are smaller
-    (:data:`TAPER`), the others of one size."""
+    """Sizes of the chunks a group of ``n`` inputs of ``shape`` is cut into: at most
+    :data:`CHUNK` and :data:`CHUNK_BYTES` each, and at least ``CHUNKS_PER_DEVICE * spread``
+    chunks (``spread``: devices that may share the group) where there are inputs enough."""
     per = 8 * max(1, math.prod(shape))
     cap = max(1, min(CHUNK, CHUNK_BYTES // per))
     parts = max(-(-n // cap), min(n, CHUNKS_PER_DEVICE * spread if spread > 1 else 1))
-    tail: list[int] = []
-    if spread > 1:
-        size = n / max(parts, 1)
-        for _ in range(TAPER):
-            size /= 2
-            if size < TAPER_MIN:
-                break
-            tail += [int(size)] * spread
-    head = n - sum(tail)
-    parts = max(-(-head // cap), parts - len(tail), 1)
-    base, extra = divmod(head, parts)
-    return [base + (i < extra) for i in range(parts)] + tail
+    base, extra = divmod(n, max(parts, 1))
+    return [base + (i < extra) for i in range(parts)]
 
 
 _UNSET = object()

@@ -5,12 +5,11 @@ Each stage's inputs become work units: chunks of inputs that record as one batch
 recording methods) and single inputs that go the per-input way (callables, pending work,
 anything a chunk cannot record). Units wait in one queue per device of the stage: a unit
 whose inputs live on one of the stage's devices goes to that device's queue, and a worker
-whose queue is empty takes the second unit of the longest other one (its inputs then come
-by peer copies; the first is left to that queue's own worker, and the smallest chunks, last,
-to the end of the run: ``chunks.chunk_sizes``). On GPUs a stage of recording methods has one
-worker a device: it queues one chunk's copies and kernels, then waits for the chunk before it
-and commits it, so the host records a chunk while the device runs the last one. Other stages
-keep several workers a device (``workers.workers_per_device``).
+whose queue is empty takes units from the back of the longest other one (its inputs then come
+by peer copies). On GPUs a stage of recording methods has one worker a device: it queues one
+chunk's copies and kernels, then waits for the chunk before it and commits it, so the host
+records a chunk while the device runs the last one. Other stages keep several workers a
+device (``workers.workers_per_device``).
 
 Commits are atomic per input. A chunk reads its inputs' values when it starts; when its
 kernels are done, each input takes its output under its commit lock (``locks.py``) only if
@@ -102,15 +101,11 @@ class _StageQueue:
                 own = self.queues[device]
                 if own:
                     return own.popleft()
-                # an idle worker takes from the longest other queue, but leaves a busy device
-                # its next unit (no peer copies for work its owner is about to do): the one
-                # after it, so the units go in their order (a group's chunks are cut largest
-                # first, the smallest kept for the end of the run: ``chunk_sizes``)
+                # an idle worker takes from the back of the longest other queue, but leaves a
+                # busy device its next unit (no peer copies for work its owner is about to do)
                 other = max(self.queues.values(), key=len)
                 if len(other) > 1:
-                    unit = other[1]
-                    del other[1]
-                    return unit
+                    return other.pop()
                 if self.closed:
                     return _STOP
                 if not block:
