@@ -78,8 +78,8 @@ class _GatherRecipe:
 
 
 #: Batch sizes whose per-member tables a gather plan keeps (``_GatherPlan.tiled``; and a
-#: stencil's taps, ``_TapsPlan.tiled``): a Pipeline group shared by several devices has
-#: chunks of four sizes (``pipeline.chunks.chunk_sizes``), besides a short run's.
+#: stencil's taps, ``_TapsPlan.tiled``): a Pipeline group's chunks are of one or two sizes
+#: (``pipeline.chunks.chunk_sizes``), besides a short run's and a Generator's batches.
 TILED_SIZES = 8
 
 
