@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import numpy as np
 import pytest
 from generator_reference import eager_outputs
@@ -94,20 +96,61 @@ def test_recorded_equals_per_output_batches(monkeypatch) -> None:
     assert np.array_equal(fast, slow)
 
 
+def _fig51_patterns(outputs: int, seed: int = 3) -> set[bytes]:
+    """The coin patterns of the first ``outputs`` outputs of ``_fig51()`` on 16x16 inputs."""
+    rules = batch_record.rules_for(_images(16, 16), _fig51())
+    coins, params = batch_record.draw(rules, seed, np.arange(outputs))
+    return {p.tobytes() for p in batch_record.patterns(rules, coins, params)}
+
+
+def _assert_templates_per_pattern(keys: list[tuple[int, bytes, int]], pats: set[bytes]) -> None:
+    """A recorder's template keys (device, pattern, variant): one template per pattern, and
+    one more per pattern whose outputs disagree on the warp clip (the clip splits the plan).
+
+    Templates are per device (each is recorded there, ``Recorder.template``): a Generator
+    batching on several devices records a pattern once on each device whose batches meet it
+    (the first batch of each device also records those of the batches ahead), so the count
+    holds per device, and the devices' patterns together are the outputs' patterns.
+    """
+    firsts: dict[int, set[bytes]] = defaultdict(set)
+    others: dict[int, set[bytes]] = defaultdict(set)
+    for device, pattern, variant in keys:
+        (others if variant else firsts)[device].add(pattern)
+    assert set().union(*firsts.values()) == pats and len(pats) < 64
+    for device in others:
+        assert others[device] <= firsts[device], device
+
+
 def test_templates_per_pattern_not_per_output(monkeypatch) -> None:
-    imgs = _images(16, 16)
-    ops = _fig51()
-    _, _, gen = _run(imgs, ops, 64, 32, monkeypatch)
+    _, _, gen = _run(_images(16, 16), _fig51(), 64, 32, monkeypatch)
     rec = gen._state.recorder
     assert isinstance(rec, batch_record.Recorder)
-    rules = rec.rules
-    coins, params = batch_record.draw(rules, 3, np.arange(64))
-    pats = {p.tobytes() for p in batch_record.patterns(rules, coins, params)}
-    # one template per pattern, and one more per pattern whose outputs disagree on the
-    # warp clip (the clip splits the plan)
-    firsts = [key for key in rec.templates if key[2] == 0]
-    assert len(firsts) == len(pats) < 64
-    assert len(rec.templates) - len(firsts) <= len(pats)
+    _assert_templates_per_pattern(list(rec.templates), _fig51_patterns(64))
+
+
+TWO_DEVICES = """
+import json
+import numpy as np
+import millipyde as mp
+import test_batch_record as t
+gen = mp.Generator(t._images(16, 16), t._fig51(), outputs=64, seed=3)
+with gen.batches(8) as bs:
+    n = sum(len(np.asarray(b)) for b in bs)
+keys = [[d, p.hex(), v] for d, p, v in gen._state.recorder.templates]
+print(json.dumps({"outputs": n, "keys": keys}))
+"""
+
+
+def test_templates_per_pattern_on_each_device(tmp_path) -> None:
+    # the check above over two devices (two H200s: 36 first templates, 19 of the device that
+    # made the first batch, all 64 outputs' patterns recorded ahead, and 17 of the other's
+    # batch of outputs 32-63; one template per pattern holds on each device)
+    from multidevice import run_with_devices
+
+    got = run_with_devices(TWO_DEVICES, 2, tmp_path)
+    keys = [(d, bytes.fromhex(p), v) for d, p, v in got["keys"]]
+    assert got["outputs"] == 64 and {d for d, _, _ in keys} == {0, 1}  # both made batches
+    _assert_templates_per_pattern(keys, _fig51_patterns(64))
 
 
 def test_one_gather_kernel_per_chain_whatever_the_gates(monkeypatch) -> None:
