@@ -45,7 +45,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "MILLIPYDE_SETTLE_HEAP": ("1", "0: no full garbage collection after a Generator's output "
                               "whose making compiled kernels"),
     "MILLIPYDE_NVIMGCODEC_API": ("c", "c: nvImageCodec's C API through ctypes decodes (two GIL "
-                                 "releases a batch); python: its Python binding"),
+                                 "releases a batch, one with region boxes); python: its Python "
+                                 "binding"),
     "MILLIPYDE_DECODE_REGION": ("1", "0: streamed samples decoded whole even where the first "
                                 "op's window needs only a region of each; read at import"),
 }
