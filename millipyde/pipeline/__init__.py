@@ -163,8 +163,8 @@ class Pipeline:
     processes : bool, optional
         Record and launch the chunks of each device in a worker process of that device (one
         GIL a device: ``pipeline.processes``), with the same outputs; None:
-        ``MILLIPYDE_PIPELINE_PROCESSES`` (default off: measured, it is no faster than the
-        threads, bench/RESULTS.md). Units a chunk cannot take, and
+        ``MILLIPYDE_PIPELINE_PROCESSES`` (default off: measured against the threads, it does
+        not pay, bench/RESULTS.md). Units a chunk cannot take, and
         backends without shared memory (HIP, CUDASIM), stay in this process. Workers start on
         first use and are kept; ``mp.pipeline.close_processes()`` stops them.
 

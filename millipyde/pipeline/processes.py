@@ -5,7 +5,7 @@ one GIL for every device's worker thread, so on several GPUs the devices wait fo
 Python (bench/RESULTS.md, "Pipelines on four GPUs"). With ``processes=True`` each chunk
 (``pipeline.chunks``) is recorded and launched by a persistent worker process of its device,
 under a GIL of its own; this process keeps grouping, the output buffers and the commits.
-Off by default: measured on two H200s it is no faster than the threads (bench/RESULTS.md,
+Off by default: measured on two H200s against the threads, it does not pay (bench/RESULTS.md,
 "On two H200s: the merged worker-process protocol").
 
 The worker is a fresh interpreter (``childproc``: subprocess, never fork), one per device,
