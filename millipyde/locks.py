@@ -25,8 +25,8 @@ claim overlapping inputs in. A chunk's commit (``array.bind_members``) holds its
 (one held elsewhere is waited for afterwards, without them): it never waits while holding
 them. (It may wait holding its run's host lock, ``Run.host``, which is never taken under a
 commit lock.) A lock is made under ``member.LOCK`` holding no commit lock, and nothing is
-waited for under it. (A Python callable Operation that itself calls methods on *another* input of a
-running Pipeline steps outside this rule.)
+waited for under it. (A Python callable Operation that itself calls methods on *another*
+input of a running Pipeline steps outside this rule.)
 """
 
 from __future__ import annotations
