@@ -25,7 +25,7 @@ _NUMERIC_KINDS = "biufc"
 
 
 class ArgumentError(ValueError, TypeError):
-    """An invalid argument: catchable as ``ValueError`` (API.md) or ``TypeError``."""
+    """An invalid argument: catchable as ``ValueError`` or ``TypeError``."""
 
 
 def _host_array(obj: Any, what: str) -> np.ndarray:

@@ -38,14 +38,16 @@ VARIABLES: dict[str, tuple[str, str]] = {
                                    "limit; Pillow's default)"),
     "MILLIPYDE_DASK_THREADS": ("auto", "threads per worker of an embedded Dask cluster (1-64)"),
     "MILLIPYDE_DASK_CHUNK": ("auto", "outputs per Dask task of distributed.process (1-65535)"),
-    "MILLIPYDE_DECODE_PROCESS": ("0", "1: streamed sources read and decoded in a worker "
-                                 "process, 0: in this one; auto: a worker on cuda"),
+    "MILLIPYDE_DECODE_PROCESS": ("auto", "1: streamed sources read and decoded in a worker "
+                                 "process, 0: in this one; auto: a worker on cuda for "
+                                 "epochs of 50,000 samples or more a rank"),
     "MILLIPYDE_PIPELINE_PROCESSES": ("0", "1: a Pipeline's chunks recorded and launched by one "
                                      "worker process per device (Pipeline(processes=))"),
     "MILLIPYDE_SETTLE_HEAP": ("1", "0: no full garbage collection after a Generator's output "
                               "whose making compiled kernels"),
     "MILLIPYDE_NVIMGCODEC_API": ("c", "c: nvImageCodec's C API through ctypes decodes (two GIL "
-                                 "releases a batch); python: its Python binding"),
+                                 "releases a batch, one with region boxes); python: its Python "
+                                 "binding"),
     "MILLIPYDE_DECODE_REGION": ("1", "0: streamed samples decoded whole even where the first "
                                 "op's window needs only a region of each; read at import"),
 }

@@ -98,7 +98,7 @@ _LOAD_LOCK = threading.Lock()
 
 
 class _PathArgumentError(ValueError, TypeError):
-    """A path argument of the wrong type (both ValueError and TypeError, see API.md)."""
+    """A path argument of the wrong type (both ValueError and TypeError)."""
 
 
 def _as_path(path: object, what: str) -> Path:

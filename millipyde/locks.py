@@ -23,9 +23,10 @@ while waiting for a commit lock), so no cycle of waits can form, whatever order 
 claim overlapping inputs in. A chunk's commit (``array.bind_members``) holds its run's lock and
 ``member.LOCK`` across the chunk and only tries each input's lock under them, one at a time
 (one held elsewhere is waited for afterwards, without them): it never waits while holding
-them. A lock is made under ``member.LOCK`` holding no commit lock, and nothing is waited for
-under it. (A Python callable Operation that itself calls methods on *another* input of a
-running Pipeline steps outside this rule.)
+them. (It may wait holding its run's host lock, ``Run.host``, which is never taken under a
+commit lock.) A lock is made under ``member.LOCK`` holding no commit lock, and nothing is
+waited for under it. (A Python callable Operation that itself calls methods on *another*
+input of a running Pipeline steps outside this rule.)
 """
 
 from __future__ import annotations

@@ -12,10 +12,12 @@
   nvidia-nvimgcodec-cu13`` (in millipyde's ``cuda`` extra); without it GPUs decode with Pillow,
   said once in a warning.
 - :class:`NvImageCodecCDecoder`: the same decode through nvImageCodec's C API
-  (``nvimgcodec_capi``, ctypes): the GIL is released once for the batched call and once for
-  its wait, never per image, and the batch's images are decoded into one allocation of the
-  backend; by default (:data:`CAPI_COMPILED`) the per-image calls run in compiled code
-  (``capi_loop``, Numba) with the GIL released too. Chosen where :func:`nvimgcodec_api`
+  (``nvimgcodec_capi``, ctypes): the GIL is released a few times a batch, never per image,
+  and the batch's images are decoded into one allocation of the backend; by default
+  (:data:`CAPI_COMPILED`) the per-image calls run in compiled code (``capi_loop``, Numba)
+  with the GIL released too: two releases a batch, one where compiled region boxes (a first
+  ``random_resized_crop``) fit the allocation made before the parse (:data:`ONE_PASS`). Chosen
+  where :func:`nvimgcodec_api`
   says ``"c"`` (``MILLIPYDE_NVIMGCODEC_API``, or :data:`NVIMGCODEC_API`).
 
 :func:`make_decoder` picks one for the backend.
@@ -59,7 +61,8 @@ NVIMGCODEC_API: str | None = None
 #: largest of the lane's last :data:`FIT_BATCHES` batches' (pool classes, at most 1/8 over a
 #: size); a batch that does not fit is decoded in a second pass, as without (and the first
 #: batch of a decoder). The cost: a batch's arena up to one size class or a few over its
-#: need. False: two passes a batch (parse with the boxes, then decode)
+#: need. False: two passes a batch (parse with the boxes, then decode). Read per batch; a
+#: decode worker process is not sent this process's value (it keeps its own, the default)
 ONE_PASS = True
 FIT_BATCHES = 4
 #: with regions (``data.region``), the compiled loop lays the batch's allocation out for the
@@ -339,8 +342,11 @@ class NvImageCodecCDecoder:
     (``nvimgcodec_capi.loop``, Numba), the per-image calls run in compiled code with the GIL
     released: one pass makes the code streams and checks their headers, one makes the
     output images, decodes, waits and reads the statuses (two releases a batch, as the
-    ctypes loop's decode and wait; no library call with the GIL held). What Python does per
-    sample is reduced to putting its address in an array and making its view after.
+    ctypes loop's decode and wait; no library call with the GIL held). With compiled region
+    boxes, from a decoder's second batch the two passes are one, one release a batch, where
+    the batch fits an allocation made before its parse (:data:`ONE_PASS`, the default). What
+    Python does per sample is reduced to putting its address in an array and making its view
+    after.
 
     On a GPU the images are :class:`DeviceImage` views of the batch's allocation, complete
     on the decode stream; on the cpu backend (``host``: libjpeg-turbo on the CPU, host
@@ -561,7 +567,8 @@ class NvImageCodecCDecoder:
                          laps: Laps | None = None) -> list[Any]:
         """:meth:`decode` through the compiled loop (``loop``: ``capi_loop``): per sample
         only its address (bytes) or code stream (:class:`Coded`) put in arrays here, and its
-        view made after; every library call in two passes with the GIL released."""
+        view made after; every library call in two passes with the GIL released (one where
+        :data:`ONE_PASS`'s allocation, made before the parse, fits the batch's regions)."""
         n = len(datas)
         out: list[Any] = [None] * n
         layout = None  # every sample decoded into the allocation: (it, offsets, shapes)

@@ -3,9 +3,10 @@
 A :class:`Loader` serves one iterator of a Generator (a ``batches()`` stream, or ``next()``'s
 outputs): ``plan(b)`` gives the output indices of its batch ``b`` (None past the end), the
 sampler which sample each output shows. A :class:`~millipyde.data.readahead.ReadAhead` reads
-the samples' bytes in that order; one decode thread per Loader decodes whole batches
-(``decode.py``) a bounded number of batches ahead of :meth:`Loader.get`, on its own stream of
-the device, so decoding overlaps the augmentation of the batch before.
+the samples' bytes in that order; decode lanes (threads: :data:`DECODE_LANES` where the
+decoder can make another of its kind, else one) decode whole batches (``decode.py``) up to
+:data:`AHEAD` batches ahead of :meth:`Loader.get` (read when the Loader is made), each on its
+own stream of the device, so decoding overlaps the augmentation of the batch before.
 
 A sample that cannot be read or decoded is a bad sample: counted in :class:`BadSamples` (named
 once in a warning, in the consumer's thread), remembered so it is not decoded again, and its
@@ -236,6 +237,11 @@ class Loader:
     bad : BadSamples
     strict : bool
         Raise :class:`BadSampleError` at the first bad sample.
+    ahead : int, optional
+        Decoded batches kept ready ahead of :meth:`get` (default :data:`AHEAD` as it is when
+        the Loader is made; at least one a lane).
+    threads, window : int
+        The read-ahead's reader threads and its bound in bytes (``readahead.ReadAhead``).
     first : int
         The first batch asked for (a resumed stream starts past 0).
     lanes : int, optional

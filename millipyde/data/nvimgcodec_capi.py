@@ -17,7 +17,9 @@ pipeline"). This module calls ``libnvimgcodec.so.0`` (the wheel's) directly:
 
 :func:`loop` loads the same per-batch work compiled (``capi_loop``, Numba, ``nogil``):
 the per-image calls, the decode and its wait in two passes (:meth:`Decoder.parse_many`,
-:meth:`Decoder.decode_many`), each one GIL release, calling the library by the addresses of
+:meth:`Decoder.decode_many`), each one GIL release, or with regions in one
+(:meth:`Decoder.parse_decode_many`, into an allocation made before the parse: the default
+``decode.ONE_PASS``), calling the library by the addresses of
 these same functions (:attr:`Api.addresses`) and reading the structures at these classes'
 offsets (:func:`layout`).
 

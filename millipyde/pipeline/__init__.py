@@ -16,6 +16,8 @@ deadlock.
 Where outputs live: on the device that computed them, which is the input's own device when
 that device is one of the stage's; otherwise (a ``device=`` pin, or a chunk taken by another
 device's idle worker) the input has moved to the computing device (``x.device`` says which).
+A chunk's outputs stay one buffer of that device: each input holds its member of it, and its
+own view is made when its value is first read.
 """
 
 from __future__ import annotations
@@ -161,7 +163,8 @@ class Pipeline:
     processes : bool, optional
         Record and launch the chunks of each device in a worker process of that device (one
         GIL a device: ``pipeline.processes``), with the same outputs; None:
-        ``MILLIPYDE_PIPELINE_PROCESSES`` (default off). Units a chunk cannot take, and
+        ``MILLIPYDE_PIPELINE_PROCESSES`` (default off: measured against the threads, it does
+        not pay, bench/RESULTS.md). Units a chunk cannot take, and
         backends without shared memory (HIP, CUDASIM), stay in this process. Workers start on
         first use and are kept; ``mp.pipeline.close_processes()`` stops them.
 
@@ -272,6 +275,11 @@ class Pipeline:
             Raised in an Operation (or while waiting): re-raised as such after the rollback.
         TimeoutError
             `timeout` passed.
+
+        Notes
+        -----
+        Each input then holds its output on the device that computed it (see the module's
+        docstring: ``x.device`` says which); inputs of a chunk hold members of one buffer.
         """
         if timeout is not None and (isinstance(timeout, bool) or
                                     not isinstance(timeout, (int, float)) or not timeout > 0):

@@ -1,4 +1,4 @@
-"""A Pipeline stage's inputs recorded as batches (DESIGN.md "Execution: one engine").
+"""A Pipeline stage's inputs recorded as batches, by the engine of ``Generator.batches``.
 
 A stage groups its inputs by (type, device, shape, dtype) (:func:`group_key`) and cuts each
 group into chunks (:func:`chunk_sizes`). A chunk is recorded at once by

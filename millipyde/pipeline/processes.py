@@ -5,6 +5,8 @@ one GIL for every device's worker thread, so on several GPUs the devices wait fo
 Python (bench/RESULTS.md, "Pipelines on four GPUs"). With ``processes=True`` each chunk
 (``pipeline.chunks``) is recorded and launched by a persistent worker process of its device,
 under a GIL of its own; this process keeps grouping, the output buffers and the commits.
+Off by default: measured on two H200s against the threads, it does not pay (bench/RESULTS.md,
+"On two H200s: the merged worker-process protocol").
 
 The worker is a fresh interpreter (``childproc``: subprocess, never fork), one per device,
 started on first use and kept for later runs; :func:`close` (and the interpreter's exit) stops

@@ -12,9 +12,10 @@ records a chunk while the device runs the last one. Other stages keep several wo
 device (``workers.workers_per_device``).
 
 Commits are atomic per input. A chunk reads its inputs' values when it starts; when its
-kernels are done, each input takes its output under its commit lock (``locks.py``) only if
-it still holds the value the chunk read; an input something else changed meanwhile is
-processed again, per input, from its new value. A single input is processed under its commit
+kernels are done, each input takes its output under its commit lock (``locks.py``; an input
+with none, under ``member.LOCK``, which locks are made under) only if it still holds the
+value the chunk read; an input something else changed meanwhile is processed again, per
+input, from its new value. A single input is processed under its commit
 lock from reading to binding, as before. Either way every update lands exactly once, in some
 serial order, and a thread holds at most one commit lock at a time. An input is untouched or
 fully processed whatever fails: a failed chunk binds nothing, and a failed run restores every

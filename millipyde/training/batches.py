@@ -1,4 +1,4 @@
-"""``Generator.batches``: stacked, converted training batches (API.md "Beyond the thesis").
+"""``Generator.batches``: stacked, converted training batches.
 
 A :class:`Batches` iterator runs one worker per device. Worker claims are whole batches, made
 in order of batch index within a window bounded in bytes; batch ``b`` of ``size`` is made from

@@ -1,6 +1,5 @@
 """A Generator whose Operations hold one Python callable: the methods around it recorded as one
-batch, the callable run per output (DESIGN.md "Execution: one engine": callables are the
-documented exception, per output).
+batch, the callable run per output (callables are the documented exception, per output).
 
 Per output, the callable runs on a stand-in of the image it would get: a handle of the type,
 shape, dtype and device the output has at that point (the Operations before it, recorded once

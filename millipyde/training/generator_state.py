@@ -3,7 +3,11 @@
 Output ``k`` (Generator-wide) is input ``k % n`` through the Operations with streams keyed on
 ``(seed, k, operation index)``; this rank makes the ``k`` with ``k % world == rank``. Workers
 claim whole batches where the inputs batch (``graph.exec.batch``), within a window bounded in
-outputs and bytes; ``take`` hands them out in order.
+outputs and bytes; ``take`` hands them out in order. With callables the claims ramp up (1,
+3, 12, 48, ... outputs, :meth:`GeneratorState._want`) and, once the outputs' bytes are known,
+grow past a batch to :data:`GROWN` within :data:`AHEAD_BYTES` and a working set of
+``batch.BATCH_BYTES`` or a large device's :data:`CLAIM_MEMORY_SHARE` (``_grow``); inputs of
+mixed sizes ramp alike up to their batch (:data:`MIXED_BATCH`).
 """
 
 from __future__ import annotations

@@ -31,8 +31,9 @@ scale_brightness = UserOp(scale_brightness, "elementwise", check=False)
 def colorize_if_colour(img, r_range, g_range, b_range) -> None:
     """``random_colorize`` for colour images; greyscale inputs pass unchanged.
 
-    ``colorize`` on a greyscale image is an error by contract (API.md); a folder to augment may
-    hold both kinds, so the main job applies the colour gains only where there is colour.
+    ``colorize`` on a greyscale image is an error by contract (README, Guarantees); a folder
+    to augment may hold both kinds, so the main job applies the colour gains only where
+    there is colour.
     """
     if img.is_colour:
         img.random_colorize(r_range, g_range, b_range)

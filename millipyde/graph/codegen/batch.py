@@ -1,4 +1,4 @@
-"""Batched kernel sources: many same-shape images in one launch (DESIGN.md "Batches").
+"""Batched kernel sources: many same-shape images in one launch.
 
 The batched kernels are made from the SAME body text as the per-image ones in ``codegen``, with
 every array access given a leading image index: ``src[s, ...]`` reads the source image ``s =

@@ -1,4 +1,4 @@
-"""Materialize many same-structure outputs with one launch per kernel (DESIGN.md "Batches").
+"""Materialize many same-structure outputs with one launch per kernel.
 
 A Generator makes its outputs from a few same-shape inputs through the same Operations; only
 the random parameters and the probability coins differ. ``materialize_batch`` plans each output

@@ -3,7 +3,7 @@
 Supported: ``+ - * / **``, ``minimum maximum clip where abs exp log sqrt`` and comparisons, with
 NumPy broadcasting and dtype rules (result dtypes are asked of NumPy itself on empty arrays), and
 the full reductions ``sum mean min max`` as map-reduce kernels. Anything else falls back to NumPy
-on a host copy (API.md).
+on a host copy.
 """
 
 from __future__ import annotations
