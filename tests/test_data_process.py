@@ -181,6 +181,25 @@ def test_worker_reads_files_as_the_training_process_says(tmp_path, monkeypatch) 
     gen.close()
 
 
+def test_worker_decodes_in_the_passes_the_training_process_says(tmp_path, monkeypatch) -> None:
+    # decode.ONE_PASS off in this process: the worker is told so with the other decode settings
+    from millipyde.data import decode
+
+    _tree(tmp_path)
+    sent: list[dict] = []
+    dumps = process.pickle.dumps
+    monkeypatch.setattr(process.pickle, "dumps",
+                        lambda obj, *a, **k: (sent.append(obj) if isinstance(obj, dict) and
+                                              "regions_in_decode" in obj else None,
+                                              dumps(obj, *a, **k))[1])
+    monkeypatch.setattr(decode, "ONE_PASS", False)  # (on: the default)
+    gen = mp.Generator(tmp_path, OPS, seed=0, decode_process=True)
+    _, _, loader = _run(gen, 4, 1)
+    assert isinstance(loader, process.ProcessLoader)
+    gen.close()
+    assert sent and sent[-1]["one_pass"] is False
+
+
 def test_shards_read_natively_in_the_worker_as_in_process(tmp_path) -> None:
     import io
     import tarfile

@@ -62,7 +62,7 @@ NVIMGCODEC_API: str | None = None
 #: size); a batch that does not fit is decoded in a second pass, as without (and the first
 #: batch of a decoder). The cost: a batch's arena up to one size class or a few over its
 #: need. False: two passes a batch (parse with the boxes, then decode). Read per batch; a
-#: decode worker process is not sent this process's value (it keeps its own, the default)
+#: decode worker process gets this process's value
 ONE_PASS = True
 FIT_BATCHES = 4
 #: with regions (``data.region``), the compiled loop lays the batch's allocation out for the

@@ -203,6 +203,7 @@ class ProcessLoader:
                 "nvimgcodec_api": decode_mod.nvimgcodec_api(),
                 "capi_compiled": decode_mod.CAPI_COMPILED,
                 "regions_in_decode": decode_mod.REGIONS_IN_DECODE,
+                "one_pass": decode_mod.ONE_PASS,
                 "parse_in_readers": loader_mod.PARSE_IN_READERS,
                 "cut_whole": region_mod.CUT_WHOLE,
                 # the first op's regions (``training.region_plan.RegionPlan``, which pickles
@@ -769,6 +770,7 @@ def worker_main(fd: int) -> int:
         decode_mod.CAPI_COMPILED = bool(cfg.get("capi_compiled", decode_mod.CAPI_COMPILED))
         decode_mod.REGIONS_IN_DECODE = bool(cfg.get("regions_in_decode",
                                                     decode_mod.REGIONS_IN_DECODE))
+        decode_mod.ONE_PASS = bool(cfg.get("one_pass", decode_mod.ONE_PASS))
         loader_mod.PARSE_IN_READERS = bool(cfg.get("parse_in_readers",
                                                    loader_mod.PARSE_IN_READERS))
         region_mod.CUT_WHOLE = bool(cfg.get("cut_whole", region_mod.CUT_WHOLE))
