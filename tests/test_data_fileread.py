@@ -246,6 +246,12 @@ def test_shard_runs_read_the_same_samples_labels_and_order_as_python(
     with pytest.raises(ValueError, match="differ in length"):
         fileread.read_spans([0], [0, 1], [1])
     assert src.read_run([]) == [] and fileread.read_spans([], [], []) == []
+    # compiled positioned reads that failed their check: every member read the usual way
+    with monkeypatch.context() as m:
+        m.setitem(fileread._state, "spans", False)
+        assert src.read_run([0, 13]) == [None, None]
+        with pytest.raises(ValueError, match="differ in length"):
+            fileread.read_spans([0], [0, 1], [1])
 
     class Upper(Shards):  # a subclass that reads its own way is read by its read()
         def read(self, i: int) -> bytes:

@@ -51,7 +51,7 @@ RUN = 32
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _lock = threading.Lock()
-_state: dict[str, Any] = {"ok": False, "why_not": None}
+_state: dict[str, Any] = {"ok": False, "why_not": None, "spans": None}
 
 
 # pointer arguments are passed as 64-bit integers (addresses of NumPy buffers); the symbols
@@ -194,13 +194,6 @@ def available() -> bool:
                 want = fh.read()
             if meta[3, 0] != 0 or buf.tobytes() != want:
                 raise OSError(f"status {int(meta[3, 0])} reading {me!r}")
-            fd = os.open(me, os.O_RDONLY)
-            try:
-                got = _spans([fd, fd], [7, 0], [len(want) - 7, 3])
-            finally:
-                os.close(fd)
-            if [None if g is None else g.tobytes() for g in got] != [want[7:], want[:3]]:
-                raise OSError(f"positioned reads of {me!r} read other bytes")
         except Exception as err:  # no statx in this libc, a sandbox refusing it, ...
             _state["why_not"] = f"{type(err).__name__}: {err}"
             return False
@@ -293,7 +286,8 @@ def read_spans(fds: Sequence[int], offsets: Sequence[int], sizes: Sequence[int],
     list
         Per span its bytes as a read-only uint8 NumPy view of one buffer, or None where it
         was not read whole (the file ends early, or the read fails): the caller reads it the
-        usual way, which raises the usual error.
+        usual way, which raises the usual error. Every span None where the compiled reads
+        failed their check (made once, at the first call).
 
     Raises
     ------
@@ -305,7 +299,38 @@ def read_spans(fds: Sequence[int], offsets: Sequence[int], sizes: Sequence[int],
     """
     if not _state["ok"] and not available():
         raise RuntimeError(f"files cannot be read without the GIL here: {why_not()}")
+    if _state["spans"] is None:
+        _check_spans()
+    if not _state["spans"]:  # (each span read the usual way by the caller)
+        n = len(fds)
+        if check and not (n == len(offsets) == len(sizes)):
+            raise ValueError(f"fds, offsets and sizes differ in length ({n}, "
+                             f"{len(offsets)}, {len(sizes)})")
+        return [None] * n
     return _spans(fds, offsets, sizes, check)
+
+
+def _check_spans() -> None:
+    """Check once per process, at the first :func:`read_spans` (not in :func:`available`: a
+    folder's reader does not compile it), that the compiled positioned reads read a known
+    file's bytes; where not, :func:`read_spans` reads nothing and its caller reads each span
+    the usual way."""
+    with _lock:
+        if _state["spans"] is not None:
+            return
+        try:
+            me = os.path.abspath(__file__)
+            with open(me, "rb") as fh:
+                want = fh.read()
+            fd = os.open(me, os.O_RDONLY)
+            try:
+                got = _spans([fd, fd], [7, 0], [len(want) - 7, 3])
+            finally:
+                os.close(fd)
+            _state["spans"] = [None if g is None else g.tobytes() for g in got] == \
+                [want[7:], want[:3]]
+        except Exception:  # (the compiled function fails here: spans read the usual way)
+            _state["spans"] = False
 
 
 def _spans(fds: Sequence[int], offsets: Sequence[int], sizes: Sequence[int],
