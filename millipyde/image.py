@@ -6,7 +6,6 @@ value is needed. Random variants draw their parameters from the image's counter-
 
 from __future__ import annotations
 
-import _thread
 import functools
 import inspect
 import math
@@ -21,7 +20,6 @@ from . import random as mprandom
 from .array import gpuarray
 from .backend import ACTIVE as runtime  # the active backend
 from .checks import MAX_SIDE
-from .graph.ir.member import LOCK as MEMBER_LOCK
 from .graph.ir.node import Node
 from .kernels import REGISTRY
 from .locks import commit_lock
@@ -366,12 +364,7 @@ def _method(form: Form) -> Callable[..., None]:
         def method(self: gpuimage, *args: Any, **kwargs: Any) -> None:
             nonlocal idle
             d = self.__dict__
-            # (``commit_lock`` inlined: a bench's fresh clone makes its lock here)
-            lock = d.get("_commit_lock")
-            if lock is None:
-                with MEMBER_LOCK:  # (locks.py: a lock is made under it)
-                    lock = d.setdefault("_commit_lock", _thread.RLock())
-            with lock:
+            with d.get("_commit_lock") or commit_lock(self):
                 node = self._node
                 key = None
                 if idle and calls:

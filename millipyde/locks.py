@@ -10,12 +10,12 @@ array (``out=``) while they read and bind it. Every update of an array is theref
 the value the previous update left, exactly once, in some serial order, whatever threads and
 Pipelines race.
 
-An array's commit lock is made on its first use, under ``member.LOCK`` (:func:`commit_lock`,
-and ``image._method``'s inlined form; a private handle no other thread sees may be given one
-directly). So while a thread holds ``member.LOCK``, an array with no commit lock has no update
-in progress and none can start: a chunk's commit, which holds ``member.LOCK`` across the chunk,
-binds such an input as if it held its lock, with no lock made or taken (a Pipeline's fresh
-inputs, and its outputs that nothing but Pipelines updated since, have none).
+An array's commit lock is made on its first use, under ``member.LOCK`` (:func:`commit_lock`;
+a private handle no other thread sees may be given one directly). So while a thread holds
+``member.LOCK``, an array with no commit lock has no update in progress and none can start:
+a chunk's commit, which holds ``member.LOCK`` across the chunk, binds such an input as if it
+held its lock, with no lock made or taken (a Pipeline's fresh inputs, and its outputs that
+nothing but Pipelines updated since, have none).
 
 Deadlock freedom: a thread holds at most one array's commit lock at a time (nothing that runs
 under it takes another array's lock, and the run-wide locks taken under it are never held

@@ -45,6 +45,9 @@ def binds(*kinds: str) -> Callable[[Binder], Binder]:
     return register
 
 
+_UNSEEN = object()  # (no parameters seen yet: ``ReplayLaunch.last``)
+
+
 class ReplayLaunch:
     """The replay launch of a one-kernel plan (``replay.learn``): the kernel's parameters are
     ``base`` with each chained op's slots (position in the chain, first slot, end) taken from
@@ -61,45 +64,35 @@ class ReplayLaunch:
         # a repeat with the same tuple, a kept call's (``image.KEPT_CALLS``), takes them as
         # they are, as a tuple from its second sighting, so that the bound launch finds them
         # packed already; without slots, all the plan's own, made once)
-        self.last: tuple = (None, None if slots else tuple(base))
+        self.last: tuple = (_UNSEEN, None if slots else tuple(base))
 
     def __call__(self, seq: list[Node]) -> bool:
         if faults.ARMED:
             return False  # the general path checks each op's fault point
-        one = self.one
-        if one is not None:
-            pos, a, b = one
-            n = seq[pos]
-            ps = n.params
-            last = self.last
-            if ps is last[0]:
-                p = last[1]
-                if type(p) is list:  # (a second sighting: a tuple from now on)
-                    p = tuple(p)
-                    self.last = (ps, p)
-            else:
-                p = self.base.copy()
-                m = len(ps)
-                # ``op_params``: the parameters, then zeros (already in ``base``) up to the
-                # slots
-                if m <= b - a:
-                    p[a:a + m] = map(float, ps)
-                    if type(ps) is tuple:
-                        self.last = (ps, p)  # (never changed: the launches read it)
-                else:
-                    p[a:b] = op_params(n)
+        one, last = self.one, self.last
+        if one is not None and seq[one[0]].params is last[0]:
+            p = last[1]  # (a repeat: the same parameters' tuple)
+            if type(p) is list:  # (a second sighting: a tuple from now on)
+                p = tuple(p)
+                self.last = (last[0], p)
         elif not self.slots:
-            p = self.last[1]
+            p = last[1]
         else:
             p = self.base.copy()
             for pos, a, b in self.slots:
                 n = seq[pos]
                 ps = n.params
                 m = len(ps)
-                if m <= b - a:  # (as above)
+                # ``op_params``: the parameters, then zeros (already in ``base``) up to the
+                # slots
+                if m <= b - a:
                     p[a:a + m] = map(float, ps)
                 else:
                     p[a:b] = op_params(n)
+            if one is not None:
+                ps = seq[one[0]].params
+                if type(ps) is tuple and len(ps) <= one[2] - one[1]:
+                    self.last = (ps, p)  # (never changed: the launches read it)
         buf = self.bound(seq[self.src].buffer, p)
         if buf is None:
             return False  # a source of another layout: the general path picks its kernel
