@@ -9,7 +9,8 @@ of their addresses, the stack's allocation, the table's upload, the stack kernel
 then the record (``Recorder.groups``), the parameters' pack and upload, and each group's
 launch; each step timed with ``perf_counter`` after the device went idle, medians printed in
 microseconds (a chunk and an input). ``--sync`` synchronizes after every step (the device's
-own time beside the host's).
+own time beside the host's); ``--busy`` never synchronizes, so each step is queued behind the
+kernels before it, as a run's chunks are.
 """
 
 from __future__ import annotations
@@ -54,7 +55,6 @@ def _stack_steps(nodes: list, n: int, stream, lap, t: float) -> float:
     kern[(blocks, n), 256, stream](table, out)
     t = lap("stack: the kernel's launch", t)
     del stack, table, out
-    runtime.synchronize(0)
     return time.perf_counter()
 
 
@@ -64,6 +64,9 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--sync", action="store_true")
+    ap.add_argument("--busy", action="store_true",
+                    help="no synchronization between steps or repeats: each step queued "
+                         "behind the kernels before it, as in a run")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     base = mp.gpuimage(rng.integers(0, 256, (args.size, args.size, 3), dtype=np.uint8))
@@ -81,6 +84,10 @@ def main() -> None:
     stream = runtime.current_stream()
     steps: dict[str, list[float]] = {}
 
+    def idle() -> None:
+        if not args.busy:
+            runtime.synchronize(0)
+
     def lap(label: str, t0: float) -> float:
         if args.sync:
             runtime.synchronize(0)
@@ -89,7 +96,7 @@ def main() -> None:
         return t
 
     for _ in range(args.repeat):
-        runtime.synchronize(0)
+        idle()
         t = time.perf_counter()
         if runtime.name == "cuda" and not runtime.simulated:
             t = _stack_steps(nodes, n, stream, lap, t)
@@ -119,15 +126,17 @@ def main() -> None:
         t = lap("launch: the members", t)
         runtime.record_event(stream)
         t = lap("launch: record_event", t)
-        runtime.synchronize(0)
+        idle()
         t = time.perf_counter()
         got = stage.launch(key, list(range(n)), xs, nodes, 0, stream, lambda: None,
                            lambda: False)
         t = lap("StageChunks.launch whole", t)
-        got.wait()
+        if not args.busy:
+            got.wait()
         del made, got, groups, stack
     total = 0.0
-    print(f"== {n} inputs a chunk, {args.repeat} repeats, sync after each step: {args.sync}")
+    print(f"== {n} inputs a chunk, {args.repeat} repeats, sync after each step: {args.sync}, "
+          f"busy: {args.busy}")
     for label, ts in steps.items():
         med = statistics.median(ts)
         if "whole" not in label:
