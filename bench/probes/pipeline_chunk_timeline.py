@@ -1,0 +1,90 @@
+"""One Pipeline run as a timeline of host steps, per thread (any backend; meant for GPUs).
+
+    source bench/gpu_env.sh; MILLIPYDE_BACKEND=cuda python3 bench/probes/pipeline_chunk_timeline.py
+
+Pipeline A (the 5-op chain of ``bench_pipeline``) over ``--inputs`` fresh 512x512 RGB inputs,
+on one device and on every device (inputs made on device 0): after two untimed runs, one run
+whose steps are stamped (milliseconds from the call of ``Pipeline.run``): the run's set-up
+(checks, ``Run.__init__``), the grouping into units, each worker's start, each chunk's record
+(stack, draws, pack upload) and launch, the wait for its kernels and its commit, the run's
+return and the devices' synchronization. The wait for a chunk's kernels ends when they end
+(where the worker had nothing else to do), so the gaps between one wait's end and the next
+launch's end on a device are where that device may run dry. ``--chunk N`` sets
+``pipeline.chunks.CHUNK``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import millipyde as mp  # noqa: E402
+from bench.bench_pipeline import FIVE, _inputs  # noqa: E402
+from millipyde import pipeline as pipeline_pkg  # noqa: E402
+from millipyde import workers  # noqa: E402
+from millipyde.pipeline import chunks, run  # noqa: E402
+
+STAMPS: list[tuple[str, str, float, float]] = []
+T0 = [0.0]
+
+
+def _stamp(obj: object, name: str, label: str) -> None:
+    fn = getattr(obj, name)
+
+    def wrapper(*a, **k):
+        t0 = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            STAMPS.append((threading.current_thread().name, label, t0, time.perf_counter()))
+
+    setattr(obj, name, wrapper)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--inputs", type=int, default=2000)
+    ap.add_argument("--chunk", type=int, default=0)
+    args = ap.parse_args()
+    if args.chunk:
+        chunks.CHUNK = args.chunk
+    for obj, name, label in [(pipeline_pkg, "_run_of", "set-up"), (run.Run, "units", "units"),
+                             (workers.WorkerGroup, "start", "start workers"),
+                             (chunks.StageChunks, "record", "record"),
+                             (chunks.StageChunks, "start", "launch"),
+                             (chunks.Launched, "wait", "wait"),
+                             (run.Run, "_commit", "commit"),
+                             (run.Run, "_settle_sources", "settle sources")]:
+        _stamp(obj, name, label)
+    rng = np.random.default_rng(0)
+    base = mp.gpuimage(rng.integers(0, 256, (512, 512, 3), dtype=np.uint8))
+    base._materialize()
+    ops = [mp.Operation(name, *a) for name, a in FIVE]
+    ngpu = mp.get_device_count()
+    cases = [("1 device", 0)] + ([(f"{ngpu} devices, inputs on 0", None)] if ngpu > 1 else [])
+    for tag, device in cases:
+        for _ in range(3):
+            xs = _inputs(base, args.inputs)
+            STAMPS.clear()
+            t0 = time.perf_counter()
+            mp.Pipeline(xs, ops, device=device).run()
+            t1 = time.perf_counter()
+            mp.synchronize()
+            t2 = time.perf_counter()
+            del xs
+        print(f"== {tag}: run returned at {(t1 - t0) * 1e3:.2f} ms, devices idle at "
+              f"{(t2 - t0) * 1e3:.2f} ms ({args.inputs / (t2 - t0):,.0f} img/s)")
+        for thread, label, a, b in sorted(STAMPS, key=lambda s: s[2]):
+            print(f"   {thread[-14:]:>14s}  {label:14s} {(a - t0) * 1e3:7.2f} -> "
+                  f"{(b - t0) * 1e3:7.2f} ms  ({(b - a) * 1e3:6.2f})")
+
+
+if __name__ == "__main__":
+    main()
