@@ -16,6 +16,9 @@ kernels before it, as a run's chunks are.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
+import pstats
 import statistics
 import sys
 import time
@@ -64,6 +67,8 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--sync", action="store_true")
+    ap.add_argument("--profile", type=int, default=0,
+                    help="also this many rows of a cProfile of the repeats (by internal time)")
     ap.add_argument("--busy", action="store_true",
                     help="no synchronization between steps or repeats: each step queued "
                          "behind the kernels before it, as in a run")
@@ -95,7 +100,10 @@ def main() -> None:
         steps.setdefault(label, []).append(t - t0)
         return t
 
-    for _ in range(args.repeat):
+    prof = cProfile.Profile() if args.profile else None
+    for r in range(args.repeat):
+        if prof is not None and r == 2:  # (after two repeats: what a warm chunk does)
+            prof.enable()
         idle()
         t = time.perf_counter()
         if runtime.name == "cuda" and not runtime.simulated:
@@ -134,6 +142,11 @@ def main() -> None:
         if not args.busy:
             got.wait()
         del made, got, groups, stack
+    if prof is not None:
+        prof.disable()
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(args.profile)
+        print(out.getvalue())
     total = 0.0
     print(f"== {n} inputs a chunk, {args.repeat} repeats, sync after each step: {args.sync}, "
           f"busy: {args.busy}")
