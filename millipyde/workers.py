@@ -10,6 +10,7 @@ worker is abandoned with its run instead of shrinking a shared pool forever.
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -161,6 +162,42 @@ class WorkerGroup:
     def alive(self) -> list[threading.Thread]:
         """Threads still running."""
         return [t for t in self.threads if t.is_alive()]
+
+
+class FairLock:
+    """A lock handed to its waiters in the order they came (a context manager).
+
+    ``threading.Lock`` lets the thread that releases it take it again at once, ahead of
+    threads already waiting: a Pipeline worker that launches a chunk and then its next one
+    held the run's host lock twice in a row while another device's worker waited, so that
+    device's first chunk launched only after two of the first device's (bench/RESULTS.md).
+    Here a release with waiters hands the lock to the one that waited longest.
+    """
+
+    __slots__ = ("_state", "_held", "_waiters")
+
+    def __init__(self) -> None:
+        self._state = threading.Lock()  # guards ``_held`` and ``_waiters``
+        self._held = False
+        self._waiters: collections.deque[threading.Lock] = collections.deque()
+
+    def __enter__(self) -> FairLock:
+        with self._state:
+            if not self._held:
+                self._held = True
+                return self
+            turn = threading.Lock()
+            turn.acquire()
+            self._waiters.append(turn)
+        turn.acquire()  # released by the holder that hands the lock over
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._state:
+            if self._waiters:
+                self._waiters.popleft().release()  # (still held: by the waiter now)
+            else:
+                self._held = False
 
 
 class PipelineError(RuntimeError):

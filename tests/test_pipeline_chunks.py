@@ -326,3 +326,61 @@ def test_fixed_taps_made_once_a_chunk_size(monkeypatch) -> None:
     assert_same([np.asarray(x) for x in imgs], want)
     # (one recorder a worker thread: the cpu backend may run two)
     assert set(made) == {2} and len(seen) == N // 2 and len(set(seen)) == len(made)
+
+
+@pytest.mark.cudasim_ok
+def test_a_new_pipeline_of_the_same_chain_records_no_template_again():
+    from millipyde.training import template_share
+
+    hosts = _small(N)
+    ops = [mp.Operation("adjust_gamma", 2), mp.Operation("fliplr")]
+    first = [mp.gpuimage(h) for h in hosts]
+    mp.Pipeline(first, ops, seed=3).run()
+    before = template_share.recorded
+    again = [mp.gpuimage(h) for h in hosts]
+    mp.Pipeline(again, ops, seed=4).run()  # (another seed: the same templates)
+    assert template_share.recorded == before
+    for x, y in zip(first, again, strict=True):  # fixed ops: the same values
+        assert_same(np.asarray(x), np.asarray(y))
+    # a changed argument is another chain: its templates recorded, its values its own
+    other = [mp.gpuimage(h) for h in hosts]
+    mp.Pipeline(other, [mp.Operation("adjust_gamma", 3), mp.Operation("fliplr")], seed=3).run()
+    assert template_share.recorded > before
+    ref = [mp.gpuimage(h) for h in hosts]
+    for x in ref:
+        x.adjust_gamma(3)
+        x.fliplr()
+    for x, y in zip(other, ref, strict=True):
+        assert_same(np.asarray(x), np.asarray(y))
+
+
+def test_fair_lock_hands_over_in_arrival_order():
+    from millipyde.workers import FairLock
+
+    lock = FairLock()
+    order: list[int] = []
+    lock.__enter__()  # held here: the threads queue in the order they start
+    threads = []
+    for i in range(4):
+        queued = threading.Event()
+
+        def take(i=i, queued=queued):
+            queued.set()
+            with lock:
+                order.append(i)
+
+        t = threading.Thread(target=take)
+        t.start()
+        queued.wait(5)
+        deadline = 200
+        while len(lock._waiters) < i + 1 and deadline:  # (its turn queued, then the next)
+            threading.Event().wait(0.005)
+            deadline -= 1
+        assert len(lock._waiters) == i + 1
+        threads.append(t)
+    lock.__exit__(None, None, None)
+    for t in threads:
+        t.join(5)
+    assert order == [0, 1, 2, 3]
+    with lock:  # free again: taken at once
+        assert not lock._waiters

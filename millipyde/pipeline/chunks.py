@@ -36,7 +36,8 @@ from ..graph.ir.member import Batch, Member
 from ..graph.ir.node import Node, stored
 from ..image import RECORDING_METHODS, gpuimage
 from ..operation import Operation
-from ..training.batch_record import Recorder, RecordError, rules_for
+from ..training import template_share
+from ..training.batch_record import Recorder, RecordError, rule_key, rules_for
 from ..workers import Cancelled, StepError, kernels_failed
 
 #: Most inputs one chunk records at once.
@@ -195,6 +196,7 @@ class StageChunks:
         self.enabled = batchable(operations)
         self._rules: dict[tuple, Any] = {}
         self._recorders: dict[tuple, Recorder] = {}
+        self._stores: dict[tuple, template_share.TemplateStore] = {}  # per group key
         self._lock = threading.Lock()
 
     def takes(self, key: tuple | None, x: gpuarray) -> bool:
@@ -206,8 +208,19 @@ class StageChunks:
             with self._lock:
                 got = self._rules.get(key, _UNSET)
                 if got is _UNSET:
-                    got = self._rules[key] = rules_for([_probe(x, key)], self.operations)
+                    probe = _probe(x, key)
+                    got = self._rules[key] = rules_for([probe], self.operations)
+                    if got is not None:
+                        self._stores[key] = self._store(probe, got)
         return got is not None
+
+    def _store(self, probe: gpuarray, rules: list) -> template_share.TemplateStore:
+        """The templates of a group whose first input is ``probe``: shared by the run's
+        recorders (every device's and worker's) and with later runs of the same Operations
+        over inputs of the same kind (``template_share``: a new Pipeline of the same chain
+        records none again), or the group's own where they are not shared."""
+        return template_share.store(template_share.chain_key(
+            [probe], self.operations, rule_key(rules), "pipeline chunk"))
 
     def _recorder(self, key: tuple, device: int) -> Recorder:
         # one per worker thread: a recorder's state holds the chunk it records
@@ -216,7 +229,7 @@ class StageChunks:
             rec = self._recorders.get(at)
             if rec is None:
                 rec = self._recorders[at] = Recorder(_ChunkState(self.operations, self.seed),
-                                                     self._rules[key])
+                                                     self._rules[key], self._stores[key])
             return rec
 
     def launch(self, key: tuple, positions: list[int], xs: list[gpuarray],

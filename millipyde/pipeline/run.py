@@ -42,6 +42,7 @@ from ..locks import commit_lock
 from ..workers import (
     STREAMS,
     Cancelled,
+    FairLock,
     PipelineError,
     StepError,
     WorkerGroup,
@@ -163,9 +164,11 @@ class Run:
         # worker at a time: a worker's driver calls release the GIL, and with several devices'
         # workers waiting for it every release handed it to another thread and cost the
         # caller a wait to get it back (a chunk's launch took twice its one-device time on
-        # four GPUs: bench/RESULTS.md). Waiting for a chunk's kernels is outside it.
+        # four GPUs: bench/RESULTS.md). Waiting for a chunk's kernels is outside it. Taken in
+        # turn (``FairLock``): a worker launching its next chunk queues behind another device's
+        # worker that waits to launch its first.
         # (a stage whose chunks go to worker processes does little host work here: none)
-        self.host = [threading.Lock() if c.enabled and runtime.caps.launches_on_streams
+        self.host = [FairLock() if c.enabled and runtime.caps.launches_on_streams
                      and len(d) > 1 and w is None else contextlib.nullcontext()
                      for c, d, w in zip(self.chunks, self.devices, self.procs, strict=True)]
         self.window = [1 if w is None else w.window for w in self.procs]
