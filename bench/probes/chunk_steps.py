@@ -61,6 +61,30 @@ def _stack_steps(nodes: list, n: int, stream, lap, t: float) -> float:
     return time.perf_counter()
 
 
+def _time_driver_calls() -> dict[str, list]:
+    """Wrap numba-cuda's driver functions made so far (attributes ``cu*`` of its driver) to
+    count calls and wall time by name; returns the tally (filled as they are called)."""
+    from numba.cuda.cudadrv import driver
+
+    tally: dict[str, list] = {}
+    drv = driver.driver
+    for name, fn in list(vars(drv).items()):
+        if not name.startswith("cu") or not callable(fn):
+            continue
+
+        def timed(*a, _fn=fn, _name=name):
+            t0 = time.perf_counter()
+            try:
+                return _fn(*a)
+            finally:
+                got = tally.setdefault(_name, [0, 0.0])
+                got[0] += 1
+                got[1] += time.perf_counter() - t0
+
+        setattr(drv, name, timed)
+    return tally
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--inputs", type=int, default=250)
@@ -101,6 +125,7 @@ def main() -> None:
         return t
 
     prof = cProfile.Profile() if args.profile else None
+    calls = _time_driver_calls() if args.profile else {}
     for r in range(args.repeat):
         if prof is not None and r == 2:  # (after two repeats: what a warm chunk does)
             prof.enable()
@@ -147,6 +172,9 @@ def main() -> None:
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(args.profile)
         print(out.getvalue())
+        print("   driver calls of the profiled repeats (numba-cuda's binding), by total time:")
+        for name, (k, t) in sorted(calls.items(), key=lambda kv: -kv[1][1]):
+            print(f"   {name:28s} {k:6d} calls {t * 1e3:9.2f} ms  {t / k * 1e6:8.1f} us a call")
     total = 0.0
     print(f"== {n} inputs a chunk, {args.repeat} repeats, sync after each step: {args.sync}, "
           f"busy: {args.busy}")
