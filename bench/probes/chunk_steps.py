@@ -125,9 +125,10 @@ def main() -> None:
         return t
 
     prof = cProfile.Profile() if args.profile else None
-    calls = _time_driver_calls() if args.profile else {}
+    calls: dict[str, list] = {}
     for r in range(args.repeat):
         if prof is not None and r == 2:  # (after two repeats: what a warm chunk does)
+            calls = _time_driver_calls()
             prof.enable()
         idle()
         t = time.perf_counter()
