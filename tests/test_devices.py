@@ -240,7 +240,9 @@ def check(imgs, op_list, seed, failed):
             return f"input {i} half-written"
     return done
 res = {}
-mp.Pipeline([mp.gpuimage(h) for h in hosts[:4]], ops, device=1).run()  # warm up
+# warm up; (a run as large as the ones below: the cpu backend's pool of kernel-part threads,
+# kept for the process, is made at its first large launch, here, before the count)
+mp.Pipeline([mp.gpuimage(h) for h in hosts], ops, device=1).run()
 base = threading.active_count()
 imgs = [mp.gpuimage(h) for h in hosts]
 try:
