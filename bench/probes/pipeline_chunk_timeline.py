@@ -2,7 +2,7 @@
 
     source bench/gpu_env.sh; MILLIPYDE_BACKEND=cuda python3 bench/probes/pipeline_chunk_timeline.py
 
-Pipeline A (the 5-op chain of ``bench_pipeline``) over ``--inputs`` fresh 512x512 RGB inputs,
+Pipeline A (the 5-op chain of ``bench_pipeline``) over ``--inputs`` fresh 512x512 RGB inputs (``--size``),
 on one device and on every device (inputs made on device 0): after two untimed runs, one run
 whose steps are stamped (milliseconds from the call of ``Pipeline.run``): the run's set-up
 (checks, ``Run.__init__``), the grouping into units, each worker's start, each chunk's record
@@ -54,6 +54,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--inputs", type=int, default=2000)
     ap.add_argument("--chunk", type=int, default=0)
+    ap.add_argument("--size", type=int, default=512,
+                    help="inputs' side in pixels (small on the cpu backend: its kernels are slow)")
     args = ap.parse_args()
     if args.chunk:
         chunks.CHUNK = args.chunk
@@ -77,7 +79,7 @@ def main() -> None:
 
     pipeline_pkg._run_of = kept
     rng = np.random.default_rng(0)
-    base = mp.gpuimage(rng.integers(0, 256, (512, 512, 3), dtype=np.uint8))
+    base = mp.gpuimage(rng.integers(0, 256, (args.size, args.size, 3), dtype=np.uint8))
     base._materialize()
     ops = [mp.Operation(name, *a) for name, a in FIVE]
     ngpu = mp.get_device_count()
