@@ -2,17 +2,18 @@
 
     source bench/gpu_env.sh; MILLIPYDE_BACKEND=cuda python3 bench/probes/pipeline_chunk_timeline.py
 
-Pipeline A (the 5-op chain of ``bench_pipeline``) over ``--inputs`` fresh 512x512 RGB inputs (``--size``),
-on one device and on every device (inputs made on device 0): after two untimed runs, one run
-whose steps are stamped (milliseconds from the call of ``Pipeline.run``): the run's set-up
-(checks, ``Run.__init__``), the grouping into units, each worker's start, each chunk's record
-(stack, draws, pack upload) and launch, the wait for its kernels and its commit, the run's
-return and the devices' synchronization. The wait for a chunk's kernels ends when they end
-(where the worker had nothing else to do), so the gaps between one wait's end and the next
-launch's end on a device are where that device may run dry. ``--chunk N`` sets
-``pipeline.chunks.CHUNK``. The run (``pipeline.run.Run``: it holds every input's value as
-the run found it) is kept past the run's return and released after the synchronization,
-timed apart.
+Pipeline A (the 5-op chain of ``bench_pipeline``) over ``--inputs`` fresh RGB inputs of
+``--size`` pixels a side (512; small on the cpu backend, whose kernels are slow: its host steps
+are the same Python), on one device and on every device (inputs made on device 0): after two
+untimed runs, one run whose steps are stamped (milliseconds from the call of
+``Pipeline.run``): the run's set-up (checks, ``Run.__init__``), the grouping into units, each
+worker's start, each chunk's record (stack, draws, pack upload) and launch, the wait for its
+kernels and its commit, the run's return and the devices' synchronization. The wait for a
+chunk's kernels ends when they end (where the worker had nothing else to do), so the gaps
+between one wait's end and the next launch's end on a device are where that device may run
+dry. ``--chunk N`` sets ``pipeline.chunks.CHUNK``. The run (``pipeline.run.Run``: a chain's
+holds every input's value as the run found it; a one-stage run's workers release those as
+they go) is kept past the run's return and released after the synchronization, timed apart.
 """
 
 from __future__ import annotations
