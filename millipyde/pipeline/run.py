@@ -138,7 +138,8 @@ class Run:
         self.items = items
         self.own = own
         # each input's value as the run starts, read once: grouped from (``execute``) and
-        # restored by a rollback (:meth:`_original`)
+        # restored by a rollback (:meth:`_original`; a one-stage run, whose rollback restores
+        # none, drops it once its units are queued)
         self.read = [values_of(stage) for stage in items]
         self.done: set[int] = set()
         # what this run last bound to each input (rollback restores only its own commits) and
