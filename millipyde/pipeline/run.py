@@ -208,7 +208,8 @@ class Run:
             if got is None or type(x) is not last_type or (
                     node.batch is not last_batch if type(node) is Member else
                     last_key is None or node.buffer is None or node.device != last_dev or
-                    node.dtype is not last_dtype or node.shape != last_shape or targets.ANY):
+                    node.dtype is not last_dtype or (node.shape is not last_shape and
+                                                     node.shape != last_shape) or targets.ANY):
                 key = group_key(x, node)
                 if key is None or key != last_key:
                     if got is not None:  # (the run before ends here)
