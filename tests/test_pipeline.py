@@ -312,6 +312,7 @@ def test_eight_pipelines_from_eight_threads_match_serial():
             np.testing.assert_array_equal(np.asarray(got), want)
 
 
+@pytest.mark.cudasim_ok
 def test_worker_group_starts_every_thread_before_any_works(monkeypatch):
     """``WorkerGroup.start`` starts all its threads before any runs its target (a thread that
     worked at once kept the GIL from the caller starting the next); one that fails to start

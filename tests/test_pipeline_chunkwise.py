@@ -157,6 +157,7 @@ def test_chunks_disabled_is_the_same_run(monkeypatch):
         assert_same(np.asarray(xs[i]), reference(h, OPS, 4, i), f"input {i}")
 
 
+@pytest.mark.cudasim_ok
 def test_inputs_changed_after_construction_are_checked_when_run():
     """``Pipeline.inputs`` is the user's to change between construction and a run: the run
     checks the list as it then is (nothing runs on a bad one), and runs the good one."""
@@ -190,6 +191,7 @@ class _AllEqual(mp.gpuimage):
         return 0
 
 
+@pytest.mark.cudasim_ok
 def test_inputs_of_a_type_equal_by_value_are_told_apart_by_identity():
     """The inputs' distinctness is by identity, whatever their type's ``__eq__``/``__hash__``."""
     hosts = crops(2, 4, 4)
