@@ -247,8 +247,9 @@ def test_settle_sources_waits_where_a_value_lives_off_the_run_devices(monkeypatc
     for xs, on, want in [(fresh, [0], []), (fresh, [1], [0]), (fresh, [0, 1], [0]),
                          (_members(hosts), [0], []), (_members(hosts), [1], [0]),
                          (pending, [1], [])]:
-        run = pipeline._run_of([mp.Pipeline(xs, [], device=0)])
+        run = pipeline._run_of([mp.Pipeline(xs, [mp.Operation("fliplr")], device=0)])
         run.devices = [on]  # (as a run over these devices would have it)
-        waited.clear()
-        run._settle_sources()
-        assert waited == want, (on, want)
+        for units in (None, [run.units(0, list(range(len(xs))), xs, run.read[0])]):
+            waited.clear()
+            run._settle_sources(units)
+            assert waited == want, (on, want, units)
