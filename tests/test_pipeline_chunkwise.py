@@ -240,14 +240,16 @@ def test_settle_sources_waits_where_a_value_lives_off_the_run_devices(monkeypatc
     pending = [mp.gpuimage(h) for h in hosts]
     for x in pending:
         x.fliplr()  # (recorded, not run)
+    members = _members(hosts)
+    runs = {id(xs): pipeline._run_of([mp.Pipeline(xs, [mp.Operation("fliplr")], device=0)])
+            for xs in (fresh, pending, members)}
     waited: list[int] = []
     monkeypatch.setattr(pipeline_run, "runtime",
                         SimpleNamespace(caps=SimpleNamespace(launches_on_streams=True)))
     monkeypatch.setattr(devices, "synchronize", waited.append)
     for xs, on, want in [(fresh, [0], []), (fresh, [1], [0]), (fresh, [0, 1], [0]),
-                         (_members(hosts), [0], []), (_members(hosts), [1], [0]),
-                         (pending, [1], [])]:
-        run = pipeline._run_of([mp.Pipeline(xs, [mp.Operation("fliplr")], device=0)])
+                         (members, [0], []), (members, [1], [0]), (pending, [1], [])]:
+        run = runs[id(xs)]
         run.devices = [on]  # (as a run over these devices would have it)
         for units in (None, [run.units(0, list(range(len(xs))), xs, run.read[0])]):
             waited.clear()
