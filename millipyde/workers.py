@@ -127,15 +127,24 @@ class WorkerGroup:
     def start(self, device_list: Sequence[int], per_device: int | None = None) -> None:
         """Start ``per_device`` workers (default :func:`workers_per_device`) on each device."""
         n = workers_per_device() if per_device is None else per_device
-        # Interleave devices so the best-ranked device's workers do not all start first.
-        for k in range(n):
-            for d in device_list:
-                t = threading.Thread(target=self._main, args=(d,), daemon=True,
-                                     name=f"millipyde-{self.name}-dev{d}-w{k}")
-                self.threads.append(t)
-                t.start()
+        # Every thread waits at ``gate`` until all are started: ``Thread.start`` returns only
+        # once its thread has run, and a thread that went on to its work kept the GIL while
+        # the caller waited to start the next (a Pipeline's second device got its first
+        # chunk milliseconds after the first's: bench/RESULTS.md).
+        gate = threading.Event()
+        try:
+            # Interleave devices so the best-ranked device's workers do not all start first.
+            for k in range(n):
+                for d in device_list:
+                    t = threading.Thread(target=self._main, args=(d, gate), daemon=True,
+                                         name=f"millipyde-{self.name}-dev{d}-w{k}")
+                    self.threads.append(t)
+                    t.start()
+        finally:  # (threads started before a failure to start one still run)
+            gate.set()
 
-    def _main(self, device: int) -> None:
+    def _main(self, device: int, gate: threading.Event) -> None:
+        gate.wait()
         try:
             stream, gen = STREAMS.acquire(device)
         except BaseException as err:

@@ -13,6 +13,7 @@ import millipyde as mp
 from millipyde import faults
 from millipyde import random as mprandom
 from millipyde.pipeline import PipelineError
+from millipyde.workers import WorkerGroup
 
 
 @pytest.fixture(autouse=True)
@@ -309,3 +310,32 @@ def test_eight_pipelines_from_eight_threads_match_serial():
     for t in range(8):
         for got, want in zip(batches[t], serial[t], strict=True):
             np.testing.assert_array_equal(np.asarray(got), want)
+
+
+@pytest.mark.cudasim_ok
+def test_worker_group_starts_every_thread_before_any_works(monkeypatch):
+    """``WorkerGroup.start`` starts all its threads before any runs its target (a thread that
+    worked at once kept the GIL from the caller starting the next); one that fails to start
+    leaves those started before it running."""
+    seen: list = []
+    g = WorkerGroup("gate", lambda d, s: seen.append(len(g.threads)),
+                    lambda err, d: seen.append(err))
+    g.start([0], 3)
+    assert g.join(time.monotonic() + 30) and seen == [3, 3, 3]
+    seen.clear()
+    started: list[threading.Thread] = []
+    start = threading.Thread.start
+
+    def start_one(self):
+        if started:
+            raise RuntimeError("can't start new thread")
+        started.append(self)
+        start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start_one)
+    g = WorkerGroup("gate", lambda d, s: seen.append(len(g.threads)),
+                    lambda err, d: seen.append(err))
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        g.start([0], 2)
+    started[0].join(30)
+    assert not started[0].is_alive() and seen == [2]

@@ -238,7 +238,7 @@ def test_timeout_while_a_chunk_hangs_restores_it():
     imgs = [mp.gpuimage(h) for h in hosts]
     ops = [mp.Operation("fliplr")]
     faults.inject("operation:fliplr", "hang", at_call=2, seconds=1.0)
-    with pytest.raises(TimeoutError):
+    with pytest.raises(TimeoutError, match=r"[0-6] of 6 inputs done"):
         mp.Pipeline(imgs, ops, device=0).run(timeout=0.3)
     faults.clear()
     wait_for_workers()

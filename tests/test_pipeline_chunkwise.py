@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from multidevice import assert_same, crops, reference
 
 import millipyde as mp
+from millipyde import devices, pipeline
 from millipyde.backend import ACTIVE as runtime
 from millipyde.graph.ir import member
 from millipyde.graph.ir.member import Member
@@ -152,3 +155,103 @@ def test_chunks_disabled_is_the_same_run(monkeypatch):
     mp.Pipeline(xs, OPS, seed=4, device=0).run()
     for i, h in enumerate(hosts):
         assert_same(np.asarray(xs[i]), reference(h, OPS, 4, i), f"input {i}")
+
+
+@pytest.mark.cudasim_ok
+def test_inputs_changed_after_construction_are_checked_when_run():
+    """``Pipeline.inputs`` is the user's to change between construction and a run: the run
+    checks the list as it then is (nothing runs on a bad one), and runs the good one."""
+    hosts = crops(3, 4, 4)
+    imgs = [mp.gpuimage(h) for h in hosts]
+    p = mp.Pipeline(imgs[:2], [mp.Operation("fliplr")], device=0)
+    p.inputs.append(np.zeros(2))
+    with pytest.raises(ValueError, match=r"Pipeline inputs\[2\] must be a gpuarray/gpuimage, "
+                                         r"got ndarray"):
+        p.run()
+    p.inputs[2] = imgs[0]
+    with pytest.raises(ValueError, match=r"inputs\[2\] is the same object as inputs\[0\]"):
+        p.run()
+    p.inputs[2] = mp.gpuarray(np.zeros((4, 4), np.float32))
+    with pytest.raises(ValueError, match=r"operations\[0\] 'fliplr' is not a method of "
+                                         r"inputs\[2\] \(gpuarray\)"):
+        p.run()
+    p.inputs[2] = imgs[2]
+    p.run()
+    for i, h in enumerate(hosts):  # (flipped once: the refused runs changed nothing)
+        assert_same(np.asarray(imgs[i]), np.fliplr(h), f"input {i}")
+
+
+class _AllEqual(mp.gpuimage):
+    """An image type whose instances are all equal (and hash alike)."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return 0
+
+
+@pytest.mark.cudasim_ok
+def test_inputs_of_a_type_equal_by_value_are_told_apart_by_identity():
+    """The inputs' distinctness is by identity, whatever their type's ``__eq__``/``__hash__``."""
+    hosts = crops(2, 4, 4)
+    a, b = (_AllEqual(h) for h in hosts)
+    with pytest.raises(ValueError, match=r"inputs\[1\] is the same object as inputs\[0\]"):
+        mp.Pipeline([a, a], [])
+    mp.Pipeline([a, b], [mp.Operation("fliplr")], device=0).run()
+    for x, h in zip((a, b), hosts, strict=True):
+        assert_same(np.asarray(x), np.fliplr(h), "input")
+
+
+@pytest.mark.cudasim_ok
+def test_a_one_stage_run_keeps_no_replaced_value_to_its_end(monkeypatch):
+    """A one-stage run's rollback restores nothing (an input it binds is done), so it keeps
+    no input's value as it found it: once the run returns, every replaced value is released,
+    the run object itself still alive (but the first input's: the sample of the chunk
+    recording's templates, which ``template_share`` keeps for later runs)."""
+    hosts = crops(6, 6, 8)
+    xs = [mp.gpuimage(h) for h in hosts]
+    for x in xs:
+        x._materialize()
+    old = [weakref.ref(x._value()) for x in xs]
+    runs = []
+    made = pipeline._run_of
+
+    def kept(chain):
+        runs.append(made(chain))
+        return runs[-1]
+
+    monkeypatch.setattr(pipeline, "_run_of", kept)
+    mp.Pipeline(xs, [mp.Operation("fliplr")], device=0).run()
+    assert runs[0].read == [] and [r() is None for r in old[1:]] == [True] * (len(xs) - 1)
+    for i, (x, h) in enumerate(zip(xs, hosts, strict=True)):
+        assert_same(np.asarray(x), np.fliplr(h), f"input {i}")
+
+
+@pytest.mark.cudasim_ok
+def test_settle_sources_waits_where_a_value_lives_off_the_run_devices(monkeypatch):
+    """A run on streams waits for the devices holding its inputs' values only where another
+    device may take them (several devices) or none of its devices holds them: on one device
+    holding every value, nothing; values with pending work, never (they go per input)."""
+    hosts = crops(3, 4, 4)
+    fresh = [mp.gpuimage(h) for h in hosts]
+    for x in fresh:
+        x._materialize()
+    pending = [mp.gpuimage(h) for h in hosts]
+    for x in pending:
+        x.fliplr()  # (recorded, not run)
+    members = _members(hosts)
+    runs = {id(xs): pipeline._run_of([mp.Pipeline(xs, [mp.Operation("fliplr")], device=0)])
+            for xs in (fresh, pending, members)}
+    waited: list[int] = []
+    monkeypatch.setattr(pipeline_run, "runtime",
+                        SimpleNamespace(caps=SimpleNamespace(launches_on_streams=True)))
+    monkeypatch.setattr(devices, "synchronize", waited.append)
+    for xs, on, want in [(fresh, [0], []), (fresh, [1], [0]), (fresh, [0, 1], [0]),
+                         (members, [0], []), (members, [1], [0]), (pending, [1], [])]:
+        run = runs[id(xs)]
+        run.devices = [on]  # (as a run over these devices would have it)
+        for units in (None, [run.units(0, list(range(len(xs))), xs, run.read[0])]):
+            waited.clear()
+            run._settle_sources(units)
+            assert waited == want, (on, want, units)

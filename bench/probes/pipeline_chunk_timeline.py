@@ -2,22 +2,26 @@
 
     source bench/gpu_env.sh; MILLIPYDE_BACKEND=cuda python3 bench/probes/pipeline_chunk_timeline.py
 
-Pipeline A (the 5-op chain of ``bench_pipeline``) over ``--inputs`` fresh 512x512 RGB inputs,
-on one device and on every device (inputs made on device 0): after two untimed runs, one run
-whose steps are stamped (milliseconds from the call of ``Pipeline.run``): the run's set-up
-(checks, ``Run.__init__``), the grouping into units, each worker's start, each chunk's record
-(stack, draws, pack upload) and launch, the wait for its kernels and its commit, the run's
-return and the devices' synchronization. The wait for a chunk's kernels ends when they end
-(where the worker had nothing else to do), so the gaps between one wait's end and the next
-launch's end on a device are where that device may run dry. ``--chunk N`` sets
-``pipeline.chunks.CHUNK``. The run (``pipeline.run.Run``: it holds every input's value as
-the run found it) is kept past the run's return and released after the synchronization,
-timed apart.
+Pipeline A (the 5-op chain of ``bench_pipeline``) over ``--inputs`` fresh RGB inputs of
+``--size`` pixels a side (512; small on the cpu backend, whose kernels are slow: its host steps
+are the same Python), on one device and on every device (inputs made on device 0): after two
+untimed runs, one run whose steps are stamped (milliseconds from the call of
+``Pipeline.run``): the run's set-up (checks, ``Run.__init__``), the grouping into units, each
+worker's start, each chunk's record (stack, draws, pack upload) and launch, the wait for its
+kernels and its commit, the run's return and the devices' synchronization. The wait for a
+chunk's kernels ends when they end (where the worker had nothing else to do), so the gaps
+between one wait's end and the next launch's end on a device are where that device may run
+dry. ``--chunk N`` sets ``pipeline.chunks.CHUNK``; ``--repeat N``: N timed runs, the
+medians of the main thread's steps printed too (the last run's timeline as before). The run
+(``pipeline.run.Run``: a chain's holds every input's value as the run found it; a one-stage
+run's workers release those as they go) is kept past the run's return and released after
+the synchronization, timed apart.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import threading
 import time
@@ -54,6 +58,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--inputs", type=int, default=2000)
     ap.add_argument("--chunk", type=int, default=0)
+    ap.add_argument("--size", type=int, default=512,
+                    help="inputs' side in pixels (small on the cpu backend: its kernels are slow)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="timed runs; past one, also the median of each main-thread step")
     args = ap.parse_args()
     if args.chunk:
         chunks.CHUNK = args.chunk
@@ -77,13 +85,16 @@ def main() -> None:
 
     pipeline_pkg._run_of = kept
     rng = np.random.default_rng(0)
-    base = mp.gpuimage(rng.integers(0, 256, (512, 512, 3), dtype=np.uint8))
+    base = mp.gpuimage(rng.integers(0, 256, (args.size, args.size, 3), dtype=np.uint8))
     base._materialize()
     ops = [mp.Operation(name, *a) for name, a in FIVE]
     ngpu = mp.get_device_count()
     cases = [("1 device", 0)] + ([(f"{ngpu} devices, inputs on 0", None)] if ngpu > 1 else [])
+    main_steps = ("set-up", "settle sources", "units", "start workers")
     for tag, device in cases:
-        for _ in range(3):
+        steps: dict[str, list[float]] = {k: [] for k in ("made", *main_steps, "released",
+                                                           "returned", "idle")}
+        for n in range(2 + args.repeat):
             xs = _inputs(base, args.inputs)
             STAMPS.clear()
             RUNS.clear()
@@ -97,6 +108,20 @@ def main() -> None:
             RUNS.clear()  # the run's hold on the inputs' values as they were: released here
             t3 = time.perf_counter()
             del xs, p
+            if n >= 2:
+                for k, v in (("made", tp - t0), ("released", t3 - t2), ("returned", t1 - t0),
+                             ("idle", t2 - t0)):
+                    steps[k].append(v * 1e3)
+                for k in main_steps:
+                    steps[k].append(sum(b - a for thread, label, a, b in STAMPS
+                                        if label == k and thread == "MainThread") * 1e3)
+        if args.repeat > 1:
+            med = {k: statistics.median(v) for k, v in steps.items()}
+            host = sum(med[k] for k in ("made", *main_steps, "released"))
+            print(f"== {tag}, main thread, median of {args.repeat} runs (ms): made "
+                  f"{med['made']:.3f}, " + ", ".join(f"{k} {med[k]:.3f}" for k in main_steps)
+                  + f", released after {med['released']:.3f}: {host:.3f} in all; run "
+                  f"returned at {med['returned']:.2f}, devices idle at {med['idle']:.2f}")
         print(f"== {tag}: Pipeline made at {(tp - t0) * 1e3:.2f} ms, run returned at "
               f"{(t1 - t0) * 1e3:.2f} ms, devices idle at {(t2 - t0) * 1e3:.2f} ms "
               f"({args.inputs / (t2 - t0):,.0f} img/s); the run released in "

@@ -44,15 +44,23 @@ _serials = itertools.count(1)
 
 def check_inputs(inputs: Any, owner: str) -> list[gpuarray]:
     """``inputs`` as a new list of distinct gpuarrays, else ``ValueError`` naming the problem."""
+    return _checked_inputs(inputs, owner)[0]
+
+
+def _checked_inputs(inputs: Any, owner: str) -> tuple[list[gpuarray], set[type]]:
+    """:func:`check_inputs`, and the inputs' types (for :func:`check_methods`)."""
     if not isinstance(inputs, (list, tuple)):
         raise ArgumentError(
             f"{owner} inputs must be a list of gpuarray/gpuimage, got {type(inputs).__name__}"
         )
-    # (once for the list where it is valid: its types, and its ids counted; the loop below
-    # finds the first bad input only where there is one)
-    if all(issubclass(t, gpuarray) for t in set(map(type, inputs))) and \
-            len(set(map(id, inputs))) == len(inputs):
-        return list(inputs)
+    # (once for the list where it is valid: its types, and its members counted, by identity:
+    # a set of the inputs themselves where their types hash by identity, a third of the time
+    # of a set of their ids; the loop below finds the first bad input only where there is one)
+    types = set(map(type, inputs))
+    if all(issubclass(t, gpuarray) for t in types) and len(
+            set(inputs) if all(t.__hash__ is object.__hash__ for t in types)
+            else set(map(id, inputs))) == len(inputs):
+        return list(inputs), types
     seen: dict[int, int] = {}
     for i, x in enumerate(inputs):
         if not isinstance(x, gpuarray):
@@ -62,7 +70,7 @@ def check_inputs(inputs: Any, owner: str) -> list[gpuarray]:
         if id(x) in seen:  # two workers would mutate one object at once
             raise ArgumentError(f"{owner} inputs[{i}] is the same object as inputs[{seen[id(x)]}]")
         seen[id(x)] = i
-    return list(inputs)
+    return list(inputs), types
 
 
 def check_operations(operations: Any, owner: str) -> list[Operation]:
@@ -80,9 +88,11 @@ def check_operations(operations: Any, owner: str) -> list[Operation]:
 
 
 def check_methods(inputs: Sequence[gpuarray], operations: Sequence[Operation],
-                  owner: str) -> None:
-    """Every method-name Operation must exist on every input's type (a gpuarray has no rotate)."""
-    types = set(map(type, inputs))
+                  owner: str, types: set[type] | None = None) -> None:
+    """Every method-name Operation must exist on every input's type (a gpuarray has no rotate);
+    ``types``: the inputs' types, where known."""
+    if types is None:
+        types = set(map(type, inputs))
     if all(op.method is None or callable(getattr(t, op.method, None))
            for op in operations for t in types):
         return
@@ -186,9 +196,10 @@ class Pipeline:
                  processes: bool | None = None, **kwargs: Any) -> None:
         if kwargs:
             raise ArgumentError(f"Pipeline got unknown keyword argument(s): {', '.join(kwargs)}")
-        self.inputs: list[gpuarray] = check_inputs(inputs, "Pipeline")
+        checked, types = _checked_inputs(inputs, "Pipeline")
+        self.inputs: list[gpuarray] = checked
         self.operations: list[Operation] = check_operations(operations, "Pipeline")
-        check_methods(self.inputs, self.operations, "Pipeline")
+        check_methods(self.inputs, self.operations, "Pipeline", types)
         self.device: int | None = check_device_arg(device, "Pipeline")
         self.seed: int | None = check_seed(seed, "Pipeline")
         if processes is not None and not isinstance(processes, bool):
@@ -300,12 +311,13 @@ def _run_of(chain: list[Pipeline]) -> Run:
     own: list[int] = []
     upstream: list[gpuarray] = []
     for p in chain:
-        mine = check_inputs(p.inputs, "Pipeline")
+        mine, types = _checked_inputs(p.inputs, "Pipeline")
         if upstream:
             ids = set(map(id, upstream))
             mine = [x for x in mine if id(x) not in ids]
         own.append(len(mine))
         upstream = mine + upstream
-        check_methods(upstream, p.operations, "Pipeline")  # fail before anything runs
+        check_methods(upstream, p.operations, "Pipeline",  # fail before anything runs
+                      None if len(upstream) > len(mine) else types)
         items.append(upstream)
     return Run(chain, assign_devices(chain, devices.target_device()), items, own)
