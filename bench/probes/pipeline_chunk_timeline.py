@@ -60,6 +60,10 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=0)
     ap.add_argument("--size", type=int, default=512,
                     help="inputs' side in pixels (small on the cpu backend: its kernels are slow)")
+    ap.add_argument("--shape", default="",
+                    help="HxWxC of each input (overrides --size; e.g. 3500x4666x4: part B)")
+    ap.add_argument("--spread", action="store_true",
+                    help="on several devices, input i made on device i %% n (part B(1))")
     ap.add_argument("--repeat", type=int, default=1,
                     help="timed runs; past one, also the median of each main-thread step")
     args = ap.parse_args()
@@ -85,17 +89,37 @@ def main() -> None:
 
     pipeline_pkg._run_of = kept
     rng = np.random.default_rng(0)
-    base = mp.gpuimage(rng.integers(0, 256, (args.size, args.size, 3), dtype=np.uint8))
-    base._materialize()
-    ops = [mp.Operation(name, *a) for name, a in FIVE]
+    shape = tuple(int(v) for v in args.shape.split("x")) if args.shape else \
+        (args.size, args.size, 3)
+    host = rng.integers(0, 256, shape, dtype=np.uint8)
     ngpu = mp.get_device_count()
-    cases = [("1 device", 0)] + ([(f"{ngpu} devices, inputs on 0", None)] if ngpu > 1 else [])
+    bases = []
+    for d in range(ngpu if args.spread else 1):
+        with mp.Device(d):
+            bases.append(mp.gpuimage(host))
+            bases[-1]._materialize()
+
+    def make(spread: int) -> list:
+        if spread <= 1:
+            return _inputs(bases[0], args.inputs)
+        xs = []
+        for i in range(args.inputs):
+            with mp.Device(i % spread):
+                xs.append(bases[i % spread].clone())
+        for x in xs:
+            x._materialize()
+        mp.synchronize()
+        return xs
+
+    ops = [mp.Operation(name, *a) for name, a in FIVE]
+    where = "spread" if args.spread else "inputs on 0"
+    cases = [("1 device", 0)] + ([(f"{ngpu} devices, {where}", None)] if ngpu > 1 else [])
     main_steps = ("set-up", "settle sources", "units", "start workers")
     for tag, device in cases:
         steps: dict[str, list[float]] = {k: [] for k in ("made", *main_steps, "released",
                                                            "returned", "idle")}
         for n in range(2 + args.repeat):
-            xs = _inputs(base, args.inputs)
+            xs = make(ngpu if args.spread and device is None else 1)
             STAMPS.clear()
             RUNS.clear()
             t0 = time.perf_counter()
