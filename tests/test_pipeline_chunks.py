@@ -384,3 +384,27 @@ def test_fair_lock_hands_over_in_arrival_order():
     assert order == [0, 1, 2, 3]
     with lock:  # free again: taken at once
         assert not lock._waiters
+
+
+@pytest.mark.cudasim_ok
+def test_templates_kept_only_within_the_shared_stores_bound(monkeypatch):
+    from millipyde.training import template_share
+
+    hosts = _small(N)
+    ops = [mp.Operation("adjust_gamma", 2, probability=0.5), mp.Operation("fliplr")]
+    # two coin patterns, up to two templates each, each keeping one input alive: shared
+    # only where 2 * 2 inputs fit the store's bound on its inputs' bytes
+    monkeypatch.setattr(template_share, "MAX_INPUT_BYTES", 4 * hosts[0].nbytes - 1)
+    mp.Pipeline([mp.gpuimage(h) for h in hosts], ops, seed=1).run()
+    before = template_share.recorded
+    mp.Pipeline([mp.gpuimage(h) for h in hosts], ops, seed=1).run()
+    assert template_share.recorded > before  # its own templates, recorded again
+    monkeypatch.setattr(template_share, "MAX_INPUT_BYTES", 4 * hosts[0].nbytes)
+    mp.Pipeline([mp.gpuimage(h) for h in hosts], ops, seed=1).run()
+    before = template_share.recorded
+    got = [mp.gpuimage(h) for h in hosts]
+    mp.Pipeline(got, ops, seed=1).run()
+    assert template_share.recorded == before  # shared: none recorded again
+    want = _per_input(monkeypatch, hosts, ops, 1)
+    for x, w in zip(got, want, strict=True):
+        assert_same(np.asarray(x), w)

@@ -218,7 +218,16 @@ class StageChunks:
         """The templates of a group whose first input is ``probe``: shared by the run's
         recorders (every device's and worker's) and with later runs of the same Operations
         over inputs of the same kind (``template_share``: a new Pipeline of the same chain
-        records none again), or the group's own where they are not shared."""
+        records none again), or the group's own where they are not shared.
+
+        A template keeps the input it was recorded from (a Pipeline's: an input's value as
+        the run found it), so a shared store keeps up to two inputs a coin pattern a device
+        alive after the run: shared only where that is within ``template_share``'s bound on
+        a store's inputs (``MAX_INPUT_BYTES``), counting every pattern the coins can make."""
+        coins = sum(r.probability is not None for r in rules)
+        nbytes = math.prod(probe.shape) * np.dtype(probe.dtype).itemsize
+        if coins >= 32 or 2 * (1 << coins) * nbytes > template_share.MAX_INPUT_BYTES:
+            return template_share.TemplateStore()
         return template_share.store(template_share.chain_key(
             [probe], self.operations, rule_key(rules), "pipeline chunk"))
 
