@@ -221,9 +221,10 @@ class StageChunks:
         records none again), or the group's own where they are not shared.
 
         A template keeps the input it was recorded from (a Pipeline's: an input's value as
-        the run found it), so a shared store keeps up to two inputs a coin pattern a device
-        alive after the run: shared only where that is within ``template_share``'s bound on
-        a store's inputs (``MAX_INPUT_BYTES``), counting every pattern the coins can make."""
+        the run found it), so a shared store keeps up to two inputs a coin pattern (its
+        templates and their warp-clip variants) on each device alive after the run: shared
+        only where those of one device are within ``template_share``'s bound on a store's
+        inputs (``MAX_INPUT_BYTES``), counting every pattern the coins can make."""
         coins = sum(r.probability is not None for r in rules)
         nbytes = math.prod(probe.shape) * np.dtype(probe.dtype).itemsize
         if coins >= 32 or 2 * (1 << coins) * nbytes > template_share.MAX_INPUT_BYTES:
