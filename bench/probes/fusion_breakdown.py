@@ -14,18 +14,22 @@ from __future__ import annotations
 
 import argparse
 import collections
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-import millipyde as mp
-from bench.bench_fusion import _chain, chain_input
-from millipyde import faults
-from millipyde.backend import ACTIVE as runtime
-from millipyde.graph.exec import execute, replay
-from millipyde.graph.exec import gather as exec_gather
-from millipyde.graph.exec import stencil as exec_stencil
-from millipyde.graph.plan import footprint, schedule
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import millipyde as mp  # noqa: E402
+from bench.bench_fusion import _chain, chain_input  # noqa: E402
+from millipyde import faults  # noqa: E402
+from millipyde.backend import ACTIVE as runtime  # noqa: E402
+from millipyde.graph.exec import execute, replay  # noqa: E402
+from millipyde.graph.exec import gather as exec_gather  # noqa: E402
+from millipyde.graph.exec import stencil as exec_stencil  # noqa: E402
+from millipyde.graph.plan import footprint, schedule  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

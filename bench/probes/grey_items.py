@@ -10,12 +10,17 @@ written per pixel). Every setting's output must equal the first's.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 
-import millipyde as mp
-from bench.probes.smoke_gpu import copy_bandwidth, timed
-from millipyde.graph.codegen import gather
-from millipyde.graph.exec import gather as exec_gather
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import millipyde as mp  # noqa: E402
+from bench.probes.smoke_gpu import copy_bandwidth, timed  # noqa: E402
+from millipyde.graph.codegen import gather  # noqa: E402
+from millipyde.graph.exec import gather as exec_gather  # noqa: E402
 
 
 def main() -> None:

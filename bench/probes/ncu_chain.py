@@ -9,10 +9,13 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-import millipyde as mp
-from bench.bench_fusion import _chain, chain_input
-from millipyde.graph.plan import schedule
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import millipyde as mp  # noqa: E402
+from bench.bench_fusion import _chain, chain_input  # noqa: E402
+from millipyde.graph.plan import schedule  # noqa: E402
 
 if __name__ == "__main__":
     _, base = chain_input(6000)

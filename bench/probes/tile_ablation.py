@@ -12,15 +12,19 @@ shared memory per block run opted in (``runtime.launch_grid``), up to the device
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import numpy as np
 
-from bench.probes.smoke_gpu import timed
-from millipyde.backend import ACTIVE as runtime
-from millipyde.graph.codegen import gpu as codegen_gpu
-from millipyde.graph.codegen.loader import load
-from millipyde.graph.plan import footprint
-from millipyde.kernels import REGISTRY
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.probes.smoke_gpu import timed  # noqa: E402
+from millipyde.backend import ACTIVE as runtime  # noqa: E402
+from millipyde.graph.codegen import gpu as codegen_gpu  # noqa: E402
+from millipyde.graph.codegen.loader import load  # noqa: E402
+from millipyde.graph.plan import footprint  # noqa: E402
+from millipyde.kernels import REGISTRY  # noqa: E402
 
 GEOMETRIES = [(32, 4, 8, 8, 2), (32, 4, 8, 8, 4), (32, 8, 8, 8, 1), (32, 8, 8, 8, 2),
               (32, 4, 4, 8, 2), (32, 4, 8, 4, 4), (32, 2, 8, 8, 4), (64, 2, 8, 8, 2),
