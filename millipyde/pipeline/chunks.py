@@ -54,6 +54,13 @@ PEER_READ_BYTES = 4 << 20
 #: Record Pipeline inputs as chunks (False: every input per input, as before; tests and
 #: benchmarks compare the two).
 ENABLED = True
+#: A chunk of a fixed chain (no coin, nothing drawn) reuses the groups and the uploaded pack
+#: of the last chunk of its size that its worker recorded (:meth:`StageChunks.record`; False:
+#: every chunk recorded and uploaded, as before; tests and benchmarks compare the two).
+REUSE_FIXED = True
+#: Chunk sizes whose groups and pack a worker keeps per group key and device (a group's
+#: chunks are of one or two sizes: :func:`chunk_sizes`).
+REUSE_SIZES = 4
 
 
 def batchable(operations: Sequence[Operation]) -> bool:
@@ -197,6 +204,12 @@ class StageChunks:
         self._rules: dict[tuple, Any] = {}
         self._recorders: dict[tuple, Recorder] = {}
         self._stores: dict[tuple, template_share.TemplateStore] = {}  # per group key
+        # per group key: whether its rules draw nothing (no coin, no range): every chunk of
+        # one size and stack layout then records the same groups and pack (:meth:`record`)
+        self._fixed: dict[tuple, bool] = {}
+        # per (group key, device, worker thread): chunk size -> (stream, groups without a
+        # stack, uploaded pack) of the last chunk of that size (:meth:`record`)
+        self._reused: dict[tuple, dict[int, tuple]] = {}
         self._lock = threading.Lock()
 
     def takes(self, key: tuple | None, x: gpuarray) -> bool:
@@ -209,9 +222,12 @@ class StageChunks:
                 got = self._rules.get(key, _UNSET)
                 if got is _UNSET:
                     probe = _probe(x, key)
-                    got = self._rules[key] = rules_for([probe], self.operations)
+                    got = rules_for([probe], self.operations)
                     if got is not None:
                         self._stores[key] = self._store(probe, got)
+                        self._fixed[key] = all(r.probability is None and r.ranges is None
+                                               for r in got)
+                    self._rules[key] = got
         return got is not None
 
     def _store(self, probe: gpuarray, rules: list) -> template_share.TemplateStore:
@@ -271,6 +287,19 @@ class StageChunks:
         keys = [node if type(node) is Member else node.id for node in nodes]
         stacks: dict[Any, tuple[Any, int]] = dict(zip(
             reversed(keys), [(stack, i) for i in range(n - 1, -1, -1)], strict=True))
+        # a fixed chain's chunk of a size, stack layout (input i at stack row i), device and
+        # stream seen before: that chunk's groups on this stack and its pack, unchanged
+        # (:meth:`_reuse` says why that is what recording again would give)
+        reuse = REUSE_FIXED and len(stacks) == n and self._fixed.get(key) and not faults.ARMED
+        if reuse:
+            at = (key, device, threading.get_ident())
+            kept = self._reused.get(at)
+            got = None if kept is None else kept.get(n)
+            if got is not None and got[0] is stream:
+                if cancelled():
+                    raise Cancelled()
+                return Recorded([g.rebound(stack) for g in got[1]], [], got[2], stack, nodes,
+                                span, device)
         st = rec.state
         st.inputs, st.stacked_nodes = xs, {device: nodes}
         st.positions = np.asarray(positions, dtype=np.int64)
@@ -294,7 +323,33 @@ class StageChunks:
         except Exception as err:
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
                 from err
+        if reuse and not left:
+            self._reuse(at, n, stream, groups, pk)
         return Recorded(groups, left, pk, stack, nodes, span, device)
+
+    def _reuse(self, at: tuple, n: int, stream: Any, groups: list, pk: batch.Pack) -> None:
+        """Keep a fixed chain's chunk of ``n`` inputs (its groups, without its stack, and its
+        uploaded pack) for the next chunks of its size that worker ``at`` records on
+        ``stream``.
+
+        What recording such a chunk again would give is the same: with no coin and nothing
+        drawn, every input has one pattern (``batch_record.draw``: all coins set, no
+        parameters) and its device's one template, recorded once and kept (``Recorder.
+        template``); its members' arrays are that template's rows (``batch_groups.
+        member_arrays``: no drawn column or sampler map, so no row's warp clip differs from
+        the template's and none is left or split off), whatever the inputs hold or where they
+        sit in the run, and their stack rows are 0 .. n - 1 (a chunk with an input twice is
+        not kept). The one part of the pack a kernel writes is the members' warp-clip bounds
+        (``batch_group.clip_bounds``), written from each chunk's own stack right before the
+        gather that reads them, on the worker's one stream: chunks in flight at once (one
+        launching while the last one's kernels run, or a worker process's planned chunks)
+        write and read them in stream order. Other threads (the cpu backend's several
+        workers a device) keep their own. A chunk with inputs left to the per-input path is
+        not kept (its template was not decided yet)."""
+        kept = self._reused.setdefault(at, {})
+        if n not in kept and len(kept) >= REUSE_SIZES:
+            kept.pop(next(iter(kept)))
+        kept[n] = (stream, [g.rebound(None) for g in groups], pk)
 
     def start(self, got: Recorded, stream: Any, into: list | None = None) -> Launched:
         """Queue the kernels of a recorded chunk on ``stream``; group ``g``'s outputs into
