@@ -141,11 +141,12 @@ def test_a_value_twice_in_a_chunk_is_recorded(counts):
     stage = pipeline_chunks.StageChunks(ops, 0)
     key = pipeline_chunks.group_key(xs[0], nodes[0])
     assert stage.takes(key, xs[0])
+    stream = runtime.current_stream()  # (one worker's stream: a pack is kept per stream)
 
     def record(at):
         got = stage.record(key, [0, 1, 2], [xs[i] for i in at], [nodes[i] for i in at], 0,
-                           runtime.current_stream(), lambda: None, lambda: False)
-        out = stage.start(got, runtime.current_stream())
+                           stream, lambda: None, lambda: False)
+        out = stage.start(got, stream)
         out.wait()
         for v, i in zip(out.values, at, strict=True):
             np.testing.assert_array_equal(np.asarray(v.view()), np.fliplr(hosts[i]))
