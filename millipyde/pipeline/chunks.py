@@ -11,7 +11,8 @@ worker's device (``Backend.stack_into``; inputs that live on another device come
 copies on the worker's copy stream, which the kernels' stream waits for); each output is a
 member of the chunk's batch buffer (``graph.ir.member``: its view and node made only when the
 value is read). ``pipeline.run`` binds the outputs to their inputs once the chunk's kernels
-are done.
+are done. A chain that draws nothing (no coin, no range) records and uploads a worker's first
+chunk of each size only; the next ones take its groups and pack (``StageChunks._reuse``).
 
 What a chunk cannot record is left to the per-input path: a callable Operation or a method
 that is not a recording one (:func:`batchable`), an input with pending work (it would fuse with
