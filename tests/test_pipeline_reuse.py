@@ -62,7 +62,7 @@ def _assert_reference(imgs, hosts, ops, seed=0):
 
 @pytest.mark.cudasim_ok
 @pytest.mark.parametrize("n, chunk, sizes", [(6, 2, [2, 2, 2]), (7, 3, [3, 2, 2])])
-def test_fixed_chain_records_once_a_chunk_size(counts, monkeypatch, n, chunk, sizes):
+def test_fixed_chain_records_once_a_chunk_size(counts, n, chunk, sizes):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pipeline_chunks, "CHUNK", chunk)
         assert pipeline_chunks.chunk_sizes(n, (H, W, 3), 1) == sizes
