@@ -274,7 +274,6 @@ class StageChunks:
                copy_stream: Callable[[], Any], cancelled: Callable[[], bool]) -> Recorded:
         """:meth:`launch` up to its launches: the chunk stacked, recorded and its arguments
         uploaded (a worker process replies the outputs' :meth:`Recorded.layout` here)."""
-        rec = self._recorder(key, device)
         n = len(xs)
         span = (positions[0], positions[-1], n)
         try:
@@ -282,16 +281,12 @@ class StageChunks:
         except Exception as err:
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
                 from err
-        # keyed by node id, a member by itself (``record_template`` adds its node's id where
-        # it records from it); a value held by several inputs keeps its first row (the dict
-        # made from the last row back: no call an input)
-        keys = [node if type(node) is Member else node.id for node in nodes]
-        stacks: dict[Any, tuple[Any, int]] = dict(zip(
-            reversed(keys), [(stack, i) for i in range(n - 1, -1, -1)], strict=True))
-        # a fixed chain's chunk of a size, stack layout (input i at stack row i), device and
-        # stream seen before: that chunk's groups on this stack and its pack, unchanged
-        # (:meth:`_reuse` says why that is what recording again would give)
-        reuse = REUSE_FIXED and len(stacks) == n and self._fixed.get(key) and not faults.ARMED
+        # a fixed chain's chunk of a size, stack layout (input i at stack row i: no value held
+        # by two inputs; a node's id and a member are each one object's), device and stream
+        # seen before: that chunk's groups on this stack and its pack, unchanged (:meth:`_reuse`
+        # says why that is what recording again would give)
+        reuse = REUSE_FIXED and self._fixed.get(key) and not faults.ARMED and \
+            len(set(map(id, nodes))) == n
         if reuse:
             at = (key, device, threading.get_ident())
             kept = self._reused.get(at)
@@ -301,6 +296,13 @@ class StageChunks:
                     raise Cancelled()
                 return Recorded([g.rebound(stack) for g in got[1]], [], got[2], stack, nodes,
                                 span, device)
+        # keyed by node id, a member by itself (``record_template`` adds its node's id where
+        # it records from it); a value held by several inputs keeps its first row (the dict
+        # made from the last row back: no call an input)
+        keys = [node if type(node) is Member else node.id for node in nodes]
+        stacks: dict[Any, tuple[Any, int]] = dict(zip(
+            reversed(keys), [(stack, i) for i in range(n - 1, -1, -1)], strict=True))
+        rec = self._recorder(key, device)
         st = rec.state
         st.inputs, st.stacked_nodes = xs, {device: nodes}
         st.positions = np.asarray(positions, dtype=np.int64)
