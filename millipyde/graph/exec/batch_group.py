@@ -258,8 +258,18 @@ class Group:
         self.memo: dict[Any, Any] = {}
 
     def rebound(self, stack: Any) -> Group:
-        """A light copy of the group over ``stack`` (a stack of the same layout): its members'
-        arguments, packed slots and memo shared, nothing recorded or packed again."""
+        """A light copy of the group over another stack, nothing recorded or packed again.
+
+        Parameters
+        ----------
+        stack : Any
+            A stack of the group's stack's layout (None: none, a copy kept for later stacks).
+
+        Returns
+        -------
+        Group
+            The copy: its members' arguments, packed slots and memo shared with this group.
+        """
         g = copy.copy(self)
         g.stack = stack
         return g
