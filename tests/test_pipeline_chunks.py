@@ -321,6 +321,8 @@ def test_fixed_taps_made_once_a_chunk_size(monkeypatch) -> None:
 
     monkeypatch.setattr(batch_group.Group, "pack_arrays", spy)
     monkeypatch.setattr(pipeline_chunks, "CHUNK", 2)  # (N inputs: chunks of two)
+    # (every chunk packed: a fixed chain's chunks would reuse the first one's pack)
+    monkeypatch.setattr(pipeline_chunks, "REUSE_FIXED", False)
     imgs = [mp.gpuimage(h) for h in hosts]
     mp.Pipeline(imgs, THESIS, seed=3, device=0).run()
     assert_same([np.asarray(x) for x in imgs], want)

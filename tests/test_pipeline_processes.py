@@ -181,6 +181,31 @@ def test_a_region_too_small_takes_the_second_exchange(worker, monkeypatch):
         assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), f"input {i}"
 
 
+@pytest.mark.parametrize("small", [False, True])
+def test_fixed_chain_chunks_in_flight_in_the_worker(worker, monkeypatch, small):
+    """A fixed chain (the worker reuses its first chunk's groups and pack for the others)
+    with a warp clip measured per chunk (each chunk's inputs of another range), chunks of
+    two in flight at once; with a region too small, each chunk recorded, its layout replied,
+    and launched later: the thread path's outputs."""
+
+    class Small(dict):
+        def get(self, key, default=None):
+            return 1
+
+    if small:
+        monkeypatch.setattr(processes, "_LEARNED", Small())
+    monkeypatch.setattr(pipeline_chunks, "CHUNK", 2)
+    hosts = [np.clip(h, 10 * i, 255 - 10 * i).astype(np.uint8)
+             for i, h in enumerate(crops(8, 8, 12))]
+    ops = [mp.Operation("gaussian", 1.0), mp.Operation("rotate", 3),
+           mp.Operation("adjust_gamma", 1.5)]
+    want = _run(hosts, ops, 0, processes=False)
+    got = _run(hosts, ops, 0, processes=True)
+    for i, (a, b) in enumerate(zip(want, got, strict=True)):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), f"input {i}"
+        assert_same(np.asarray(b), reference(hosts[i], ops, 0, i), err_msg=f"input {i}")
+
+
 def test_a_failure_among_chunks_in_flight_binds_none(worker, monkeypatch):
     """Chunks of two inputs, up to WINDOW in flight: a fault in the third chunk fails the
     run; its inputs and those of the chunks after it are untouched, each input of the chunks

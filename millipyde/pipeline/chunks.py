@@ -11,7 +11,8 @@ worker's device (``Backend.stack_into``; inputs that live on another device come
 copies on the worker's copy stream, which the kernels' stream waits for); each output is a
 member of the chunk's batch buffer (``graph.ir.member``: its view and node made only when the
 value is read). ``pipeline.run`` binds the outputs to their inputs once the chunk's kernels
-are done.
+are done. A chain that draws nothing (no coin, no range) records and uploads a worker's first
+chunk of each size only; the next ones take its groups and pack (``StageChunks._reuse``).
 
 What a chunk cannot record is left to the per-input path: a callable Operation or a method
 that is not a recording one (:func:`batchable`), an input with pending work (it would fuse with
@@ -54,6 +55,13 @@ PEER_READ_BYTES = 4 << 20
 #: Record Pipeline inputs as chunks (False: every input per input, as before; tests and
 #: benchmarks compare the two).
 ENABLED = True
+#: A chunk of a fixed chain (no coin, nothing drawn) reuses the groups and the uploaded pack
+#: of the last chunk of its size that its worker recorded (:meth:`StageChunks.record`; False:
+#: every chunk recorded and uploaded, as before; tests and benchmarks compare the two).
+REUSE_FIXED = True
+#: Chunk sizes whose groups and pack a worker keeps per group key and device (a group's
+#: chunks are of one or two sizes: :func:`chunk_sizes`).
+REUSE_SIZES = 4
 
 
 def batchable(operations: Sequence[Operation]) -> bool:
@@ -197,6 +205,12 @@ class StageChunks:
         self._rules: dict[tuple, Any] = {}
         self._recorders: dict[tuple, Recorder] = {}
         self._stores: dict[tuple, template_share.TemplateStore] = {}  # per group key
+        # per group key: whether its rules draw nothing (no coin, no range): every chunk of
+        # one size and stack layout then records the same groups and pack (:meth:`record`)
+        self._fixed: dict[tuple, bool] = {}
+        # per (group key, device, worker thread): chunk size -> (stream, groups without a
+        # stack, uploaded pack) of the last chunk of that size (:meth:`record`)
+        self._reused: dict[tuple, dict[int, tuple]] = {}
         self._lock = threading.Lock()
 
     def takes(self, key: tuple | None, x: gpuarray) -> bool:
@@ -209,9 +223,12 @@ class StageChunks:
                 got = self._rules.get(key, _UNSET)
                 if got is _UNSET:
                     probe = _probe(x, key)
-                    got = self._rules[key] = rules_for([probe], self.operations)
+                    got = rules_for([probe], self.operations)
                     if got is not None:
                         self._stores[key] = self._store(probe, got)
+                        self._fixed[key] = all(r.probability is None and r.ranges is None
+                                               for r in got)
+                    self._rules[key] = got
         return got is not None
 
     def _store(self, probe: gpuarray, rules: list) -> template_share.TemplateStore:
@@ -257,7 +274,6 @@ class StageChunks:
                copy_stream: Callable[[], Any], cancelled: Callable[[], bool]) -> Recorded:
         """:meth:`launch` up to its launches: the chunk stacked, recorded and its arguments
         uploaded (a worker process replies the outputs' :meth:`Recorded.layout` here)."""
-        rec = self._recorder(key, device)
         n = len(xs)
         span = (positions[0], positions[-1], n)
         try:
@@ -265,12 +281,28 @@ class StageChunks:
         except Exception as err:
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
                 from err
+        # a fixed chain's chunk of a size, stack layout (input i at stack row i: no value held
+        # by two inputs; a node's id and a member are each one object's), device and stream
+        # seen before: that chunk's groups on this stack and its pack, unchanged (:meth:`_reuse`
+        # says why that is what recording again would give)
+        reuse = REUSE_FIXED and self._fixed.get(key) and not faults.ARMED and \
+            len(set(map(id, nodes))) == n
+        if reuse:
+            at = (key, device, threading.get_ident())
+            kept = self._reused.get(at)
+            got = None if kept is None else kept.get(n)
+            if got is not None and got[0] is stream:
+                if cancelled():
+                    raise Cancelled()
+                return Recorded([g.rebound(stack) for g in got[1]], [], got[2], stack, nodes,
+                                span, device)
         # keyed by node id, a member by itself (``record_template`` adds its node's id where
         # it records from it); a value held by several inputs keeps its first row (the dict
         # made from the last row back: no call an input)
         keys = [node if type(node) is Member else node.id for node in nodes]
         stacks: dict[Any, tuple[Any, int]] = dict(zip(
             reversed(keys), [(stack, i) for i in range(n - 1, -1, -1)], strict=True))
+        rec = self._recorder(key, device)
         st = rec.state
         st.inputs, st.stacked_nodes = xs, {device: nodes}
         st.positions = np.asarray(positions, dtype=np.int64)
@@ -294,7 +326,33 @@ class StageChunks:
         except Exception as err:
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
                 from err
+        if reuse and not left:
+            self._reuse(at, n, stream, groups, pk)
         return Recorded(groups, left, pk, stack, nodes, span, device)
+
+    def _reuse(self, at: tuple, n: int, stream: Any, groups: list, pk: batch.Pack) -> None:
+        """Keep a fixed chain's chunk of ``n`` inputs (its groups, without its stack, and its
+        uploaded pack) for the next chunks of its size that worker ``at`` records on
+        ``stream``.
+
+        What recording such a chunk again would give is the same: with no coin and nothing
+        drawn, every input has one pattern (``batch_record.draw``: all coins set, no
+        parameters) and its device's one template, recorded once and kept (``Recorder.
+        template``); its members' arrays are that template's rows (``batch_groups.
+        member_arrays``: no drawn column or sampler map, so no row's warp clip differs from
+        the template's and none is left or split off), whatever the inputs hold or where they
+        sit in the run, and their stack rows are 0 .. n - 1 (a chunk with an input twice is
+        not kept). The one part of the pack a kernel writes is the members' warp-clip bounds
+        (``batch_group.clip_bounds``), written from each chunk's own stack right before the
+        gather that reads them, on the worker's one stream: chunks in flight at once (one
+        launching while the last one's kernels run, or a worker process's planned chunks)
+        write and read them in stream order. Other threads (the cpu backend's several
+        workers a device) keep their own. A chunk with inputs left to the per-input path is
+        not kept (its template was not decided yet)."""
+        kept = self._reused.setdefault(at, {})
+        if n not in kept and len(kept) >= REUSE_SIZES:
+            kept.pop(next(iter(kept)))
+        kept[n] = (stream, [g.rebound(None) for g in groups], pk)
 
     def start(self, got: Recorded, stream: Any, into: list | None = None) -> Launched:
         """Queue the kernels of a recorded chunk on ``stream``; group ``g``'s outputs into

@@ -9,6 +9,7 @@ reason to leave the batch, and nothing waits for the device.
 
 from __future__ import annotations
 
+import copy
 import functools
 from dataclasses import dataclass, field
 from typing import Any
@@ -255,6 +256,23 @@ class Group:
         self.gated: list[bool] = []  # per kernel: a gather that reads gate flags
         # compiled kernels by (what, ...): looked up without hashing the signatures again
         self.memo: dict[Any, Any] = {}
+
+    def rebound(self, stack: Any) -> Group:
+        """A light copy of the group over another stack, nothing recorded or packed again.
+
+        Parameters
+        ----------
+        stack : Any
+            A stack of the group's stack's layout (None: none, a copy kept for later stacks).
+
+        Returns
+        -------
+        Group
+            The copy: its members' arguments, packed slots and memo shared with this group.
+        """
+        g = copy.copy(self)
+        g.stack = stack
+        return g
 
     def cached(self, key: Any, make: Any) -> Any:
         """``make()``, remembered under ``key`` for the group (and a recorded group's key)."""
