@@ -38,7 +38,7 @@ from ..graph.ir.node import Node, stored
 from ..image import RECORDING_METHODS, gpuimage
 from ..operation import Operation
 from ..training import template_share
-from ..training.batch_record import Recorder, RecordError, rule_key, rules_for
+from ..training.batch_record import Recorder, RecordError, draws_nothing, rule_key, rules_for
 from ..workers import Cancelled, StepError, kernels_failed
 
 #: Most inputs one chunk records at once.
@@ -226,8 +226,7 @@ class StageChunks:
                     got = rules_for([probe], self.operations)
                     if got is not None:
                         self._stores[key] = self._store(probe, got)
-                        self._fixed[key] = all(r.probability is None and r.ranges is None
-                                               for r in got)
+                        self._fixed[key] = draws_nothing(got)
                     self._rules[key] = got
         return got is not None
 

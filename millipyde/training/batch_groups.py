@@ -383,9 +383,7 @@ def _taps_arrays(kp: _TapsPlan, templates: list, i: int, tid: np.ndarray, rows: 
                     if len(kp.tiled) < TILED_SIZES:
                         kp.tiled[(u, cnt)] = got
                 return {"taps": got[0], "rad": got[1]}
-            a = np.asarray(t.args[i], dtype=np.float64)
-            pieces.append((m, np.broadcast_to(a, (cnt, len(a))).copy(),
-                           np.full(cnt, len(a) // 2, dtype=np.int64)))
+            pieces.append((m, *_tiled_taps(t.args[i], cnt)))
             continue
         fn, tail = REGISTRY[node.op.name].fn, tuple(node.params[vals.shape[1]:])
         taps = [np.asarray(fn(*v, *tail), dtype=np.float64) for v in vals.tolist()]

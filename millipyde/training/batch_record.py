@@ -75,13 +75,19 @@ def rules_for(inputs: list, operations: list) -> list[_Rule] | None:
     return rules
 
 
+def draws_nothing(rules: list[_Rule]) -> bool:
+    """Whether no Operation of ``rules`` has a coin or a drawn range (a fixed chain: every
+    output of one input kind records the same)."""
+    return all(r.probability is None and r.ranges is None for r in rules)
+
+
 def draw(rules: list[_Rule], seed: int, ks: np.ndarray) -> tuple[np.ndarray, list]:
     """Coins (n, J) and per Operation its (n, nparams) parameters (None where fixed): the
     streams' draws as ``batch_ops.Ctx`` makes them (compiled SplitMix64 rounds, the same
     bits), every op's coin and first draws in one call (``batch_math.op_uniforms``)."""
     if not rules:
         return np.ones((len(ks), 0), dtype=bool), []
-    if all(r.probability is None and r.ranges is None for r in rules):
+    if draws_nothing(rules):
         # no coin and nothing drawn (a Pipeline of fixed ops): every coin says run, as the
         # streams' would (a uniform is below 1, so below 2), with no stream read
         return np.ones((len(ks), len(rules)), dtype=bool), [None] * len(rules)
