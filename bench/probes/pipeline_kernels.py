@@ -10,7 +10,9 @@ first without the profiler (the best wall time), then the same runs under ``torc
 (CUPTI sees every kernel of the process, Numba's included). From the trace, per device: the
 kernels, copies and sets with their summed durations, the union of the device's busy intervals
 against the runs' wall time (a busy share near 1: bound by the GPU; well below: by the host),
-and the largest kernels.
+and the largest kernels. Per profiled run and device, the first device event's start and the
+last one's end in ms from the run's call (``run N`` ranges in the same trace), and the busy
+time in between: the start lag and the tail a scaling figure loses.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--top", type=int, default=8, help="largest kernels listed")
     a = ap.parse_args()
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     rng = np.random.default_rng(0)
     base = mp.gpuimage(rng.integers(0, 256, (a.size, a.size, 3), dtype=np.uint8))
@@ -59,11 +61,12 @@ def main() -> None:
             plain.append(time.perf_counter() - t0)
         inputs = [_inputs(base, a.inputs) for _ in range(a.runs)]
         walls = []
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for xs in inputs:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for i, xs in enumerate(inputs):
                 t0 = time.perf_counter()
-                mp.Pipeline(xs, ops, device=device).run()
-                mp.synchronize()
+                with record_function(f"run {i}"):
+                    mp.Pipeline(xs, ops, device=device).run()
+                    mp.synchronize()
                 walls.append(time.perf_counter() - t0)
         path = Path(tempfile.mkdtemp()) / "trace.json"
         prof.export_chrome_trace(str(path))
@@ -77,6 +80,7 @@ def main() -> None:
         if not dev:
             print("   no device events in the trace (CUPTI did not record)")
             continue
+        _run_edges(events, dev)
         for d in sorted({e.get("args", {}).get("device", 0) for e in dev}):
             mine = [e for e in dev if e.get("args", {}).get("device", 0) == d]
             busy = _busy([(e["ts"], e["ts"] + e["dur"]) for e in mine])
@@ -93,6 +97,23 @@ def main() -> None:
                 print(f"     {cat:10s} {len(ds) / a.runs:7.1f} a run, mean "
                       f"{statistics.mean(ds):8.1f} us, {sum(ds) / a.runs / 1e3:7.3f} ms a run"
                       f"  {name}")
+
+
+def _run_edges(events: list[dict], dev: list[dict]) -> None:
+    """Per run and device: first start, last end (ms from the run's call) and busy between."""
+    runs = sorted((e for e in events if str(e.get("name", "")).startswith("run ")
+                   and e.get("ph") == "X"), key=lambda e: e["ts"])
+    for r in runs:
+        lo, hi = r["ts"], r["ts"] + r["dur"]
+        parts = []
+        for d in sorted({e.get("args", {}).get("device", 0) for e in dev}):
+            mine = [(e["ts"], e["ts"] + e["dur"]) for e in dev
+                    if e.get("args", {}).get("device", 0) == d and lo <= e["ts"] <= hi]
+            if mine:
+                parts.append(f"device {d} {(min(s for s, _ in mine) - lo) / 1e3:.2f}-"
+                             f"{(max(t for _, t in mine) - lo) / 1e3:.2f} ms, busy "
+                             f"{_busy(mine) / 1e3:.2f}")
+        print(f"   {r['name']}: {r['dur'] / 1e3:.2f} ms; " + "; ".join(parts))
 
 
 if __name__ == "__main__":
