@@ -17,6 +17,7 @@ import pytest
 import reference as ref
 
 import millipyde as mp
+from millipyde.backend.pool import LAYOUTS
 
 OPS = [mp.Operation("random_rotate", -20, 20), mp.Operation("random_brightness", -0.1, 0.1),
        mp.Operation("fliplr", probability=0.5), mp.Operation("gaussian", 0.8)]
@@ -24,6 +25,20 @@ OPS = [mp.Operation("random_rotate", -20, 20), mp.Operation("random_brightness",
 SLACK = 64 * 1024
 # Generators made before memory is traced (``_generator_growth``)
 WARM_GENERATORS = 6
+
+
+def _sample() -> int:
+    """Traced bytes now, outside the device-array layouts' cache.
+
+    That cache (``backend.pool._Layouts``) is bounded at ``_MAX`` entries by construction
+    (``test_layouts_cache_bounded``) but fills slowly on GPUs: a batch's groups make a layout
+    for every member count they meet, and rare counts keep coming for thousands of outputs
+    (an H200: +181 KB over 10,000 Generator outputs after the warm-up, 2026-11-30,
+    bench/RESULTS.md). Emptied before each sample, so what grows here is kept elsewhere.
+    """
+    LAYOUTS.clear()
+    gc.collect()
+    return tracemalloc.get_traced_memory()[0]
 
 
 def _full_soak_requested(config) -> bool:
@@ -55,10 +70,8 @@ def _generator_growth(n: int, per_generator: int = 125) -> tuple[int, int]:
 
     # warm-up: every kernel compiled, pools and caches filled. Before tracing starts: the
     # samples are all taken after it either way, and Numba's compiles run several times
-    # slower under tracemalloc. Several Generators: on GPUs a batch's groups make a device
-    # array layout per member count they meet (``backend.pool._Layouts``, bounded at 4096),
-    # and those fill over the first few (an H200: +185 KB over Generators 1-5, then +64 B;
-    # bench/RESULTS.md, 2026-11-24)
+    # slower under tracemalloc. Several Generators: the recorders' templates and per-size
+    # tables fill over the first few
     for seed in range(WARM_GENERATORS):
         one_generator(1000 + seed)
     tracemalloc.start()
@@ -66,8 +79,7 @@ def _generator_growth(n: int, per_generator: int = 125) -> tuple[int, int]:
         samples = []
         for g in range(max(2, n // per_generator)):
             one_generator(g + 1)
-            gc.collect()
-            samples.append(tracemalloc.get_traced_memory()[0])
+            samples.append(_sample())
         return _floor_growth(samples), image.nbytes
     finally:
         tracemalloc.stop()
@@ -94,11 +106,23 @@ def _method_growth(n: int) -> tuple[int, int]:
         for i in range(80, 80 + n):
             call(i)
             if i % 50 == 49:
-                gc.collect()
-                samples.append(tracemalloc.get_traced_memory()[0])
+                samples.append(_sample())
         return _floor_growth(samples), image.nbytes
     finally:
         tracemalloc.stop()
+
+
+def test_layouts_cache_bounded():
+    """The layouts' cache the samples leave out stays within its bound, however many
+    shapes it meets."""
+    LAYOUTS.clear()
+    dtype = np.dtype(np.float32)
+    for n in range(1, LAYOUTS._MAX + 100):
+        LAYOUTS.nbytes((n, 3), dtype)
+        LAYOUTS.proto((n, 3), dtype, None)
+    assert 0 < len(LAYOUTS._protos) <= LAYOUTS._MAX
+    assert 0 < len(LAYOUTS._sizes) <= LAYOUTS._MAX
+    LAYOUTS.clear()
 
 
 @pytest.mark.parametrize("which", ["generator", "methods"])

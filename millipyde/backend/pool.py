@@ -170,6 +170,11 @@ class _Layouts:
         self._sizes: dict[tuple[tuple[int, ...], np.dtype], int] = {}
         self._memory: dict[int, tuple[Any, tuple]] = {}  # id(context) -> (it, stamp kinds)
 
+    def clear(self) -> None:
+        """Forget every prototype and size; they are made again as layouts are met."""
+        self._protos.clear()
+        self._sizes.clear()
+
     def nbytes(self, shape: tuple[int, ...], dtype: np.dtype) -> int:
         """Bytes of a C-contiguous array of ``shape`` and ``dtype``."""
         got = self._sizes.get((shape, dtype))
