@@ -192,7 +192,11 @@ def _phases(base: mp.gpuimage, ops: list, device: int | None, n: int, tag: str,
                (batch.Pack, "upload"), (batch_group.Group, "launch"),
                (batch_group.Group, "pack"), (pipeline_run.Run, "_finish"),
                (pipeline_run.Run, "_commit"), (pipeline_run.Run, "units"),
-               (pipeline_chunks.StageChunks, "launch")]
+               (pipeline_chunks.StageChunks, "launch"), (pipeline_chunks.StageChunks, "record"),
+               (pipeline_chunks.StageChunks, "start"), (pipeline_run.Run, "_launch"),
+               (pipeline_run, "still_holds"), (pipeline_run, "bind_members"),
+               (batch_group.Group, "rebound"), (pipeline_chunks.Launched, "wait"),
+               (runtime, "record_event"), (runtime, "stack_into")]
     try:  # trees whose chunks bind their outputs lazily
         from millipyde.graph.ir.member import Batch
         patches.append((Batch, "members"))
@@ -202,7 +206,7 @@ def _phases(base: mp.gpuimage, ops: list, device: int | None, n: int, tag: str,
     members = runtime.members
     try:
         for obj, name, fn in saved:
-            setattr(obj, name, timed(fn, f"{getattr(obj, '__name__', obj)}.{name}"))
+            setattr(obj, name, timed(fn, f"{getattr(obj, '__name__', type(obj).__name__)}.{name}"))
         runtime.members = timed(members, "runtime.members")
         for _ in range(2):
             xs = _fresh(base, n, device, over_members)
