@@ -1,6 +1,12 @@
 """A Pipeline run's start: the grouping of its inputs into units (``Run.units``), whose common
 case (every input of one group) is found without the loop an input, gives the loop's units
-exactly; the run's values and errors as before."""
+exactly; the run's values and errors as before; its workers on threads earlier runs left idle
+(``workers``), joined, released and abandoned as threads of its own were."""
+
+import gc
+import threading
+import time
+import weakref
 
 import numpy as np
 import pytest
@@ -9,10 +15,11 @@ from multidevice import crops
 import millipyde as mp
 from millipyde import pipeline as pipeline_pkg
 from millipyde import random as mprandom
-from millipyde import targets
+from millipyde import targets, workers
 from millipyde.backend import ACTIVE as runtime
 from millipyde.pipeline import PipelineError
 from millipyde.pipeline import run as pipeline_run
+from millipyde.workers import WorkerGroup
 
 OPS = [mp.Operation("adjust_gamma", 2), mp.Operation("fliplr")]
 N = 4 if runtime.simulated else 12
@@ -116,3 +123,72 @@ def test_a_later_bad_input_is_named_and_every_input_untouched_or_done():
     for x, h, w in zip(xs, hosts, want, strict=True):
         got = np.asarray(x)
         assert np.array_equal(got, h) or np.array_equal(got, np.asarray(w))
+
+
+@pytest.mark.cudasim_ok
+def test_a_run_takes_idle_threads_and_leaves_them_holding_nothing():
+    """A run's workers run on threads an earlier run left idle (none started), which hold
+    nothing of the run once it returned: its inputs go when the caller drops them."""
+    mp.Pipeline(_fresh(N), OPS).run()  # (workers idle from here)
+    idle = workers.idle_workers()
+    before = {t.ident for t in threading.enumerate() if t.name == workers.IDLE_NAME}
+    assert idle > 0 and len(before) >= idle
+    seen: list = []
+    xs = _fresh(N)
+    mp.Pipeline(xs, [mp.Operation(lambda x: seen.append(threading.current_thread().name)
+                                  or seen.append(threading.get_ident()))]).run()
+    assert seen and set(seen[1::2]) <= before
+    assert all(name.startswith("millipyde-pipeline") for name in seen[::2])
+    assert workers.idle_workers() == idle  # all idle again, none more
+    gone = weakref.ref(xs[0])
+    del xs
+    gc.collect()
+    assert gone() is None
+
+
+@pytest.mark.cudasim_ok
+def test_a_hung_worker_is_not_idle_until_it_returns():
+    """A run that times out abandons its hung worker: its thread is not idle (no other run
+    gets it) until the worker returns."""
+    mp.Pipeline(_fresh(2), OPS).run()
+    release = threading.Event()
+    stuck = threading.Event()
+
+    def hang(x):
+        stuck.set()
+        release.wait(30)
+
+    with pytest.raises(TimeoutError):
+        mp.Pipeline(_fresh(1), [mp.Operation(hang)]).run(timeout=0.5)
+    assert stuck.is_set()
+    hung = [t for t in threading.enumerate() if t.name.startswith("millipyde-pipeline")]
+    assert len(hung) == 1 and hung[0].name != workers.IDLE_NAME
+    ok = _fresh(N)  # another run meanwhile: done on other threads
+    mp.Pipeline(ok, OPS, seed=7).run(timeout=60)
+    release.set()
+    deadline = time.monotonic() + 10
+    while hung[0].name != workers.IDLE_NAME and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert hung[0].name == workers.IDLE_NAME and hung[0].is_alive()
+
+
+@pytest.mark.cudasim_ok
+def test_a_pooled_group_joins_its_workers_and_starts_every_one_before_any_works():
+    seen: list = []
+    g = WorkerGroup("gate", lambda d, s: seen.append(len(g.threads)),
+                    lambda err, d: seen.append(err), pooled=True)
+    g.start([0], 3)
+    assert g.join(time.monotonic() + 30) and seen == [3, 3, 3] and g.alive() == []
+    assert g.join(time.monotonic())  # (joined for good)
+    gate = threading.Event()
+    g = WorkerGroup("slow", lambda d, s: gate.wait(30), lambda err, d: seen.append(err),
+                    pooled=True)
+    g.start([0], 1)
+    assert not g.join(time.monotonic() + 0.05) and len(g.alive()) == 1
+    gate.set()
+    assert g.join(time.monotonic() + 30) and g.alive() == []
+    crash = WorkerGroup("crash", lambda d, s: 1 / 0, lambda err, d: seen.append(err),
+                        pooled=True)
+    crash.start([0], 1)
+    assert crash.join(time.monotonic() + 30)
+    assert isinstance(seen[-1], ZeroDivisionError)  # (reported, the thread idle again)

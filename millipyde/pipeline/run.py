@@ -503,7 +503,7 @@ class Run:
             for s, devs in enumerate(self.devices):
                 g = WorkerGroup(f"pipeline{self.chain[s]._serial}",
                                 lambda d, st, s=s: self._worker(s, d, st),
-                                lambda err, d, s=s: self._fail(s, -1, d, err))
+                                lambda err, d, s=s: self._fail(s, -1, d, err), pooled=True)
                 groups.append(g)
                 g.start(devs, self.per_device[s])
             finished = all(g.join(deadline) for g in groups)
