@@ -129,14 +129,16 @@ def test_a_later_bad_input_is_named_and_every_input_untouched_or_done():
 def test_a_run_takes_idle_threads_and_leaves_them_holding_nothing():
     """A run's workers run on threads an earlier run left idle (none started), which hold
     nothing of the run once it returned: its inputs go when the caller drops them."""
-    mp.Pipeline(_fresh(N), OPS).run()  # (workers idle from here)
+    seen: list = []
+    ops = [mp.Operation(lambda x: seen.append(threading.current_thread().name)
+                        or seen.append(threading.get_ident()))]
+    mp.Pipeline(_fresh(N), ops).run()  # (as many workers idle from here as the run below has)
     idle = workers.idle_workers()
     before = {t.ident for t in threading.enumerate() if t.name == workers.IDLE_NAME}
     assert idle > 0 and len(before) >= idle
-    seen: list = []
+    seen.clear()
     xs = _fresh(N)
-    mp.Pipeline(xs, [mp.Operation(lambda x: seen.append(threading.current_thread().name)
-                                  or seen.append(threading.get_ident()))]).run()
+    mp.Pipeline(xs, ops).run()
     assert seen and set(seen[1::2]) <= before
     assert all(name.startswith("millipyde-pipeline") for name in seen[::2])
     assert workers.idle_workers() == idle  # all idle again, none more
