@@ -9,7 +9,7 @@ worker is abandoned with its run instead of shrinking a shared pool forever.
 
 A Pipeline run's threads (``WorkerGroup(pooled=True)``) are taken from the threads earlier runs
 left idle, and new ones started only where none is idle: starting a thread made the run's
-caller wait for it to be scheduled (0.4 ms for two on a 2-core host, before the first chunk
+caller wait for it to be scheduled (0.3 ms for two on a 2-core host, before the first chunk
 could start: bench/RESULTS.md), waking an idle one does not. The choice above holds: a run
 joins its own workers (each signals the end of its target), a thread is idle only between
 runs (never shared by two at once: a run that finds none idle starts one), and a hung worker's
