@@ -6,11 +6,21 @@ per-device pool). Threads per run, rather than threads shared by every run, are 
 choice: a run can join exactly its own threads before it returns or raises, a downstream stage
 waiting for items can never occupy a thread an upstream stage of another run needs, and a hung
 worker is abandoned with its run instead of shrinking a shared pool forever.
+
+A Pipeline run's threads (``WorkerGroup(pooled=True)``) are taken from the threads earlier runs
+left idle, and new ones started only where none is idle: starting a thread made the run's
+caller wait for it to be scheduled (0.3 ms for two on a 2-core host, before the first chunk
+could start: bench/RESULTS.md), waking an idle one does not. The choice above holds: a run
+joins its own workers (each signals the end of its target), a thread is idle only between
+runs (never shared by two at once: a run that finds none idle starts one), and a hung worker's
+thread is never idle again while it hangs. At most :data:`MAX_IDLE` wait, named
+:data:`IDLE_NAME`.
 """
 
 from __future__ import annotations
 
 import collections
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -102,6 +112,92 @@ def sync(stream: Any) -> None:
         stream.synchronize()
 
 
+#: Idle Pipeline worker threads kept between runs (more are started when runs overlap).
+MAX_IDLE = 16
+#: The name of an idle Pipeline worker thread (a busy one has its run's worker's name).
+IDLE_NAME = "millipyde-idle-worker"
+
+
+class _Pooled:
+    """A daemon thread that runs one worker's target at a time, idle in between."""
+
+    __slots__ = ("go", "job", "thread")
+
+    def __init__(self) -> None:
+        self.go = threading.Lock()
+        self.go.acquire()  # (released with each job)
+        self.job: tuple | None = None
+        self.thread = threading.Thread(target=self._loop, daemon=True, name=IDLE_NAME)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            self.go.acquire()
+            fn, args, done = self.job
+            self.job = None
+            ok = False
+            try:
+                fn(*args)
+                ok = True
+            finally:  # (an error escaping the target ends this thread: threading.excepthook)
+                self.thread.name = IDLE_NAME
+                back = ok and _POOL.back(self)
+                done.release()  # (after it is idle again: the next run finds it)
+            fn = args = done = None  # (an idle thread holds nothing of the run it ran)
+            if not back:
+                return
+
+
+class _Pool:
+    """Idle :class:`_Pooled` threads (of this process: a forked child starts with none)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.idle: list[_Pooled] = []
+        self.pid = os.getpid()
+
+    def run(self, name: str, fn: Callable[..., None], args: tuple,
+            done: threading.Lock) -> threading.Thread:
+        """Run ``fn(*args)`` on an idle thread (one started if none is), named ``name``;
+        ``done`` (held) is released when it returns."""
+        with self.lock:
+            w = self.idle.pop() if self.idle and self.pid == os.getpid() else None
+        if w is None:
+            w = _Pooled()
+        w.thread.name = name
+        w.job = (fn, args, done)
+        w.go.release()
+        return w.thread
+
+    def back(self, w: _Pooled) -> bool:
+        """Keep ``w`` idle (False: enough are, or this is a forked child: let it end)."""
+        with self.lock:
+            if len(self.idle) < MAX_IDLE and self.pid == os.getpid():
+                self.idle.append(w)
+                return True
+        return False
+
+    def forget(self) -> None:
+        """In a forked child: the parent's threads are not here."""
+        self.lock = threading.Lock()
+        self.idle = []
+        self.pid = os.getpid()
+
+    def idle_count(self) -> int:
+        with self.lock:
+            return len(self.idle)
+
+
+_POOL = _Pool()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_POOL.forget)
+
+
+def idle_workers() -> int:
+    """Idle Pipeline worker threads (see the module's docstring)."""
+    return _POOL.idle_count()
+
+
 class WorkerGroup:
     """The threads of one run: ``target(device, stream)`` on every worker, errors to ``on_error``.
 
@@ -115,14 +211,20 @@ class WorkerGroup:
     on_error : callable
         Called with an exception that escaped ``target`` (a bug, or KeyboardInterrupt-like
         events), so no exception is left to ``threading.excepthook``.
+    pooled : bool
+        Run the workers on idle threads of earlier groups where there are (see the module's
+        docstring); ``threads`` then lists threads that outlive the group: :meth:`alive`
+        says which still run its workers.
     """
 
     def __init__(self, name: str, target: Callable[[int, Any], None],
-                 on_error: Callable[[BaseException, int], None]) -> None:
+                 on_error: Callable[[BaseException, int], None], pooled: bool = False) -> None:
         self.name = name
         self.target = target
         self.on_error = on_error
+        self.pooled = pooled
         self.threads: list[threading.Thread] = []
+        self._done: list[threading.Lock] = []  # (pooled: each held until its worker returns)
 
     def start(self, device_list: Sequence[int], per_device: int | None = None) -> None:
         """Start ``per_device`` workers (default :func:`workers_per_device`) on each device."""
@@ -136,8 +238,15 @@ class WorkerGroup:
             # Interleave devices so the best-ranked device's workers do not all start first.
             for k in range(n):
                 for d in device_list:
+                    name = f"millipyde-{self.name}-dev{d}-w{k}"
+                    if self.pooled:
+                        done = threading.Lock()
+                        done.acquire()
+                        self.threads.append(_POOL.run(name, self._main, (d, gate), done))
+                        self._done.append(done)
+                        continue
                     t = threading.Thread(target=self._main, args=(d, gate), daemon=True,
-                                         name=f"millipyde-{self.name}-dev{d}-w{k}")
+                                         name=name)
                     self.threads.append(t)
                     t.start()
         finally:  # (threads started before a failure to start one still run)
@@ -160,7 +269,15 @@ class WorkerGroup:
             STREAMS.release(device, stream, gen)
 
     def join(self, deadline: float | None) -> bool:
-        """Join every thread until ``deadline`` (a ``time.monotonic()`` value); all joined?"""
+        """Join every thread until ``deadline`` (a ``time.monotonic()`` value); all joined?
+        (Pooled: every worker returned?)"""
+        if self.pooled:
+            for done in self._done:
+                left = -1 if deadline is None else max(0.0, deadline - time.monotonic())
+                if not done.acquire(timeout=left):
+                    return False
+                done.release()  # (done for good: a later join or :meth:`alive` sees it)
+            return True
         for t in self.threads:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             t.join(left)
@@ -169,7 +286,10 @@ class WorkerGroup:
         return True
 
     def alive(self) -> list[threading.Thread]:
-        """Threads still running."""
+        """Threads still running (pooled: still running a worker of this group)."""
+        if self.pooled:
+            return [t for t, done in zip(self.threads, self._done, strict=True)
+                    if done.locked()]
         return [t for t in self.threads if t.is_alive()]
 
 

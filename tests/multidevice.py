@@ -59,8 +59,17 @@ def assert_same(got: np.ndarray, want: np.ndarray, err_msg: str = "") -> None:
 
 
 #: threads that live as long as the process by design: the cpu backend's pool that runs a
-#: large launch's parts (``CpuBackend._parts_pool``), made by the first such launch
-PERSISTENT = ("millipyde-cpu-part",)
+#: large launch's parts (``CpuBackend._parts_pool``), made by the first such launch; Pipeline
+#: worker threads idle between runs (``workers.IDLE_NAME``)
+PERSISTENT = ("millipyde-cpu-part", "millipyde-idle-worker")
+
+
+def running_threads() -> int:
+    """Threads alive, Pipeline worker threads idle between runs aside (``workers``: a run's
+    workers are idle again when it returns; at most ``workers.MAX_IDLE`` are kept)."""
+    from millipyde.workers import IDLE_NAME
+
+    return sum(t.name != IDLE_NAME for t in threading.enumerate())
 
 
 def wait_for_workers(timeout: float = 10.0) -> None:

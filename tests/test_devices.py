@@ -2,11 +2,10 @@
 Pipeline/Generator over virtual cpu devices (``MILLIPYDE_CPU_DEVICES``, run in subprocesses)."""
 
 import dataclasses
-import threading
 
 import numpy as np
 import pytest
-from multidevice import crops, reference, run_with_devices, standard_ops
+from multidevice import crops, reference, run_with_devices, running_threads, standard_ops
 
 import millipyde as mp
 from millipyde import devices, workers
@@ -103,9 +102,9 @@ def test_stream_pool_reuses_and_drops(monkeypatch):
 
 
 def test_pipeline_threads_are_joined():
-    base = threading.active_count()
+    base = running_threads()
     mp.Pipeline([mp.gpuimage(c) for c in crops(10)], [mp.Operation("fliplr")]).run()
-    assert threading.active_count() == base
+    assert running_threads() == base
 
 
 # ------------------------------------------------------------------ thesis Algorithm 2
@@ -223,7 +222,7 @@ import numpy as np
 import millipyde as mp
 from millipyde import faults, random as mprandom
 from millipyde.pipeline import PipelineError
-from multidevice import crops, reference, standard_ops
+from multidevice import crops, reference, running_threads, standard_ops
 hosts, ops = crops(64), standard_ops()
 armed = [True]
 def boom(x):
@@ -243,13 +242,13 @@ res = {}
 # warm up; (a run as large as the ones below: the cpu backend's pool of kernel-part threads,
 # kept for the process, is made at its first large launch, here, before the count)
 mp.Pipeline([mp.gpuimage(h) for h in hosts], ops, device=1).run()
-base = threading.active_count()
+base = running_threads()
 imgs = [mp.gpuimage(h) for h in hosts]
 try:
     mp.Pipeline(imgs, bad, device=1, seed=2).run()
 except PipelineError as err:
     res["msg"], res["cause"] = str(err), type(err.__cause__).__name__
-res["threads_back"] = threading.active_count() == base
+res["threads_back"] = running_threads() == base
 armed[0] = False
 res["pinned_state"] = check(imgs, bad, 2, 17)
 fresh = [mp.gpuimage(h) for h in hosts]
@@ -265,7 +264,7 @@ except PipelineError as err:
     res["unpinned_state"] = check(imgs, ops, 2, failed)
     res["failed_untouched"] = bool(np.array_equal(np.asarray(imgs[failed]), hosts[failed]))
 faults.clear()
-res["threads_back2"] = threading.active_count() == base
+res["threads_back2"] = running_threads() == base
 try:
     with mp.Device(1):
         raise ValueError("inside")

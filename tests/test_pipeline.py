@@ -7,7 +7,7 @@ import zlib
 
 import numpy as np
 import pytest
-from multidevice import crops, reference, standard_ops, wait_for_workers
+from multidevice import crops, reference, running_threads, standard_ops, wait_for_workers
 
 import millipyde as mp
 from millipyde import faults
@@ -224,7 +224,7 @@ def test_operation_raising_at_input_17():
         if armed[0] and mprandom.current_key().sample == 17:
             raise KeyError("boom at 17")
 
-    baseline = threading.active_count()
+    baseline = running_threads()
     bad = ops[:2] + [mp.Operation(boom)] + ops[2:]
     with pytest.raises(PipelineError) as info:
         mp.Pipeline(imgs, bad, seed=1).run()
@@ -233,7 +233,7 @@ def test_operation_raising_at_input_17():
     assert "boom" in msg and "input 17" in msg and "KeyError" in msg
     assert re.search(r"on device \d", msg) and (mp.get_device_count() > 1 or "device 0" in msg)
     assert isinstance(info.value.__cause__, KeyError)
-    assert threading.active_count() == baseline
+    assert running_threads() == baseline
     np.testing.assert_array_equal(np.asarray(imgs[17]), hosts[17])
     armed[0] = False
     _assert_untouched_or_done(imgs, hosts, bad, 1)

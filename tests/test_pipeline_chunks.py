@@ -11,6 +11,7 @@ from multidevice import (
     crops,
     reference,
     run_with_devices,
+    running_threads,
     standard_ops,
     wait_for_workers,
 )
@@ -181,7 +182,7 @@ def test_fault_in_the_middle_of_a_chunk_changes_none_of_it(chunks, point, at, wh
     imgs = [mp.gpuimage(h) for h in hosts]
     mp.Pipeline([mp.gpuimage(h) for h in hosts], ops, device=0).run()  # compiled before
     chunks.clear()
-    base = threading.active_count()
+    base = running_threads()
     faults.inject(point, "raise", at_call=at)
     with pytest.raises(PipelineError, match=f"{what} failed on input {at - 1} on device 0") \
             as info:
@@ -189,7 +190,7 @@ def test_fault_in_the_middle_of_a_chunk_changes_none_of_it(chunks, point, at, wh
     assert isinstance(info.value.__cause__, faults.InjectedFault)
     assert [n for n, _, _ in chunks] == [N]  # the fault was met inside one chunk
     assert _assert_untouched_or_done(imgs, hosts, ops, 0) == []  # none of it bound
-    assert threading.active_count() == base
+    assert running_threads() == base
     faults.clear()
     mp.Pipeline(imgs, ops, device=0).run()  # usable afterwards
     assert len(_assert_untouched_or_done(imgs, hosts, ops, 0)) == N

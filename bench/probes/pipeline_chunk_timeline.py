@@ -12,7 +12,8 @@ kernels and its commit, the run's return and the devices' synchronization. The w
 chunk's kernels ends when they end (where the worker had nothing else to do), so the gaps
 between one wait's end and the next launch's end on a device are where that device may run
 dry. ``--chunk N`` sets ``pipeline.chunks.CHUNK``; ``--repeat N``: N timed runs, the
-medians of the main thread's steps printed too (the last run's timeline as before). The run
+medians of the main thread's steps printed too, and of the start of the first chunk's record
+after the call of ``Pipeline.run`` (the last run's timeline as before). The run
 (``pipeline.run.Run``: a chain's holds every input's value as the run found it; a one-stage
 run's workers release those as they go) is kept past the run's return and released after
 the synchronization, timed apart.
@@ -117,7 +118,7 @@ def main() -> None:
     main_steps = ("set-up", "settle sources", "units", "start workers")
     for tag, device in cases:
         steps: dict[str, list[float]] = {k: [] for k in ("made", *main_steps, "released",
-                                                           "returned", "idle")}
+                                                           "returned", "idle", "first")}
         for n in range(2 + args.repeat):
             xs = make(ngpu if args.spread and device is None else 1)
             STAMPS.clear()
@@ -136,6 +137,9 @@ def main() -> None:
                 for k, v in (("made", tp - t0), ("released", t3 - t2), ("returned", t1 - t0),
                              ("idle", t2 - t0)):
                     steps[k].append(v * 1e3)
+                # the first chunk's record starts (the first worker's): ms after the run's call
+                steps["first"].append((min(a for _, label, a, _ in STAMPS if label == "record")
+                                       - tp) * 1e3)
                 for k in main_steps:
                     steps[k].append(sum(b - a for thread, label, a, b in STAMPS
                                         if label == k and thread == "MainThread") * 1e3)
@@ -144,8 +148,9 @@ def main() -> None:
             host = sum(med[k] for k in ("made", *main_steps, "released"))
             print(f"== {tag}, main thread, median of {args.repeat} runs (ms): made "
                   f"{med['made']:.3f}, " + ", ".join(f"{k} {med[k]:.3f}" for k in main_steps)
-                  + f", released after {med['released']:.3f}: {host:.3f} in all; run "
-                  f"returned at {med['returned']:.2f}, devices idle at {med['idle']:.2f}")
+                  + f", released after {med['released']:.3f}: {host:.3f} in all; first "
+                  f"record {med['first']:.3f} after the run's call; run returned at "
+                  f"{med['returned']:.2f}, devices idle at {med['idle']:.2f}")
         print(f"== {tag}: Pipeline made at {(tp - t0) * 1e3:.2f} ms, run returned at "
               f"{(t1 - t0) * 1e3:.2f} ms, devices idle at {(t2 - t0) * 1e3:.2f} ms "
               f"({args.inputs / (t2 - t0):,.0f} img/s); the run released in "
