@@ -54,8 +54,10 @@ def test_one_group_gives_the_loops_units(monkeypatch):
 @pytest.mark.cudasim_ok
 def test_inputs_bound_to_members_give_the_loops_units(monkeypatch):
     xs = _fresh(N)
-    mp.Pipeline(xs[: N // 2], OPS, seed=1).run()  # two batches of members, one key
-    mp.Pipeline(xs[N // 2:], OPS, seed=2).run()
+    # two batches of members, one key (on one device: a run over several GPUs would leave
+    # its outputs on each, a key per device)
+    mp.Pipeline(xs[: N // 2], OPS, seed=1, device=0).run()
+    mp.Pipeline(xs[N // 2:], OPS, seed=2, device=0).run()
     assert all("_member" in x.__dict__ for x in xs)
     fast = _units(xs, False, monkeypatch)
     assert fast == _units(xs, True, monkeypatch) and len({u[2] for u in fast}) == 1
