@@ -12,6 +12,8 @@ import millipyde as mp
 from millipyde.backend import ACTIVE as runtime
 from millipyde.graph.exec import batch_group
 from millipyde.pipeline import chunks as pipeline_chunks
+from millipyde.training import template_share
+from millipyde.training.batch_groups import ArrayGroup
 from millipyde.training.batch_record import Recorder
 
 THESIS = [mp.Operation("gaussian", 2), mp.Operation("adjust_gamma", 2), mp.Operation("fliplr"),
@@ -79,6 +81,25 @@ def test_fixed_chain_records_once_a_chunk_size(counts, n, chunk, sizes):
     assert counts["groups"] == len(set(sizes)) + len(sizes)
     for x, y in zip(imgs, again, strict=True):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+@pytest.mark.cudasim_ok
+def test_a_later_run_of_the_chain_records_nothing(counts):
+    """A second Pipeline of the same fixed chain over other inputs of the same kind finds
+    the first one's chunks in the shared template store (its stream's, or thread's, entry):
+    nothing recorded, the per-input path's values; what is kept holds no chunk's stack."""
+    hosts = crops(6, H, W)
+    _assert_reference(_run(hosts, THESIS), hosts, THESIS)
+    assert counts["groups"] == 1 and counts["reused"] == 2
+    others = [np.ascontiguousarray(h[::-1]) for h in hosts]
+    _assert_reference(_run(others, THESIS, seed=7), others, THESIS, seed=7)
+    assert counts["groups"] == 1 and counts["reused"] == 2 + 3
+    kept = [g for store in template_share._STORES.values() for sizes in store.reused.values()
+            for _, groups, _ in sizes.values() for g in groups]
+    assert kept and all(g.stack is None for g in kept)
+    # (a batch's groups share the recorder's view of the last stack: a kept copy has its own)
+    arrays = [g for g in kept if isinstance(g, ArrayGroup)]
+    assert arrays and all(g._s4 == {} for g in arrays)
 
 
 @pytest.mark.cudasim_ok

@@ -62,6 +62,9 @@ REUSE_FIXED = True
 #: Chunk sizes whose groups and pack a worker keeps per group key and device (a group's
 #: chunks are of one or two sizes: :func:`chunk_sizes`).
 REUSE_SIZES = 4
+#: (group key, device, stream) entries a template store keeps of its fixed chunks
+#: (``TemplateStore.reused``; all dropped when a new one would pass it).
+REUSE_ENTRIES = 64
 
 
 def batchable(operations: Sequence[Operation]) -> bool:
@@ -208,9 +211,6 @@ class StageChunks:
         # per group key: whether its rules draw nothing (no coin, no range): every chunk of
         # one size and stack layout then records the same groups and pack (:meth:`record`)
         self._fixed: dict[tuple, bool] = {}
-        # per (group key, device, worker thread): chunk size -> (stream, groups without a
-        # stack, uploaded pack) of the last chunk of that size (:meth:`record`)
-        self._reused: dict[tuple, dict[int, tuple]] = {}
         self._lock = threading.Lock()
 
     def takes(self, key: tuple | None, x: gpuarray) -> bool:
@@ -287,8 +287,10 @@ class StageChunks:
         reuse = REUSE_FIXED and self._fixed.get(key) and not faults.ARMED and \
             len(set(map(id, nodes))) == n
         if reuse:
-            at = (key, device, threading.get_ident())
-            kept = self._reused.get(at)
+            kept_all = self._stores[key].reused
+            at = (key, device, stream if runtime.caps.launches_on_streams else
+                  threading.get_ident())
+            kept = kept_all.get(at)
             got = None if kept is None else kept.get(n)
             if got is not None and got[0] is stream:
                 if cancelled():
@@ -326,13 +328,17 @@ class StageChunks:
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
                 from err
         if reuse and not left:
-            self._reuse(at, n, stream, groups, pk)
+            self._reuse(kept_all, at, n, stream, groups, pk)
         return Recorded(groups, left, pk, stack, nodes, span, device)
 
-    def _reuse(self, at: tuple, n: int, stream: Any, groups: list, pk: batch.Pack) -> None:
+    @staticmethod
+    def _reuse(kept_all: dict, at: tuple, n: int, stream: Any, groups: list,
+               pk: batch.Pack) -> None:
         """Keep a fixed chain's chunk of ``n`` inputs (its groups, without its stack, and its
-        uploaded pack) for the next chunks of its size that worker ``at`` records on
-        ``stream``.
+        uploaded pack) in ``kept_all`` (its template store's ``reused``) for the next chunks
+        of its size that ``at``'s worker records on ``stream``: this run's, and where the
+        store is shared (``template_share``), later runs' of the same chain over inputs of
+        the same kind.
 
         What recording such a chunk again would give is the same: with no coin and nothing
         drawn, every input has one pattern (``batch_record.draw``: all coins set, no
@@ -345,10 +351,15 @@ class StageChunks:
         (``batch_group.clip_bounds``), written from each chunk's own stack right before the
         gather that reads them, on the worker's one stream: chunks in flight at once (one
         launching while the last one's kernels run, or a worker process's planned chunks)
-        write and read them in stream order. Other threads (the cpu backend's several
-        workers a device) keep their own. A chunk with inputs left to the per-input path is
-        not kept (its template was not decided yet)."""
-        kept = self._reused.setdefault(at, {})
+        write and read them in stream order: an entry is a stream's on GPUs (a stream has
+        one worker at a time, of whatever run), a thread's on the cpu backend (whose kernels
+        run on the launching thread). A chunk with inputs left to the per-input path is not
+        kept (its template was not decided yet). What is kept holds no input of the chunk:
+        the groups' copies have no stack nor a view of one (``Group.rebound``), and their
+        templates are the store's already."""
+        if at not in kept_all and len(kept_all) >= REUSE_ENTRIES:
+            kept_all.clear()
+        kept = kept_all.setdefault(at, {})
         if n not in kept and len(kept) >= REUSE_SIZES:
             kept.pop(next(iter(kept)))
         kept[n] = (stream, [g.rebound(None) for g in groups], pk)

@@ -480,6 +480,14 @@ class ArrayGroup(batch.Group):
     def kernels(self) -> list:
         return self._kernels
 
+    def rebound(self, stack: Any) -> ArrayGroup:
+        g = super().rebound(stack)
+        if self._s4 is not None:
+            # its own stack's view, made on its first launch: the recorder's memo (shared by
+            # a batch's groups) would keep the last chunk's stack alive with a kept copy
+            g._s4 = {}
+        return g
+
     def _stack4(self) -> Any:
         return super()._stack4() if self._s4 is None else self.stack4_of(self._s4, self.stack)
 

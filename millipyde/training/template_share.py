@@ -49,9 +49,9 @@ class TemplateStore:
     """What recorders of one chain keep of their templates: per (device, pattern bytes,
     variant) the template (None: the pattern does not batch), the tries that failed, per
     group key its ``KeyPlan``, per device the templates by pattern integer (``by_dev``, and
-    ``by_dev1`` for variant 1), and a callable's
-    shapes (``shapes``). ``lock``
-    guards recording into it (``Recorder.template``)."""
+    ``by_dev1`` for variant 1), a callable's shapes (``shapes``) and a fixed chain's
+    recorded Pipeline chunks (``reused``). ``lock`` guards recording into it
+    (``Recorder.template``)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -66,6 +66,10 @@ class TemplateStore:
         # when the callable gets them, per input kind and coin pattern of the Operations
         # before it
         self.shapes: dict[tuple, tuple] = {}
+        # a fixed chain's Pipeline chunks (``pipeline.chunks.StageChunks.record``): per
+        # (group key, device, stream or thread), chunk size -> (stream, groups without a
+        # stack, uploaded pack) of the last chunk of that size recorded
+        self.reused: dict[tuple, dict[int, tuple]] = {}
 
 
 _LOCK = threading.Lock()
