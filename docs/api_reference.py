@@ -73,6 +73,9 @@ GROUPS: list[tuple[str, str, list[tuple[str, list[str] | None]]]] = [
       ("millipyde.array", ["ArgumentError"])]),
 ]
 
+#: signatures longer than this are written one parameter a line
+WIDTH = 96
+
 #: dunder methods documented where a class defines them with a docstring
 PROTOCOL = ("__call__", "__enter__", "__exit__", "__iter__", "__len__", "__next__")
 
@@ -91,9 +94,9 @@ def markdown_text(text: str) -> str:
 
 def own_doc(obj: Any) -> str:
     """``obj``'s own docstring, cleaned ('' where it has none: no inherited text)."""
-    doc = obj.fget.__doc__ if isinstance(obj, property) else getattr(obj, "__doc__", None)
     if isinstance(obj, (staticmethod, classmethod)):
-        doc = obj.__func__.__doc__
+        obj = obj.__func__
+    doc = getattr(obj, "__doc__", None)  # a property's: its ``doc=``, else its getter's
     return inspect.cleandoc(doc) if isinstance(doc, str) and doc.strip() else ""
 
 
@@ -121,48 +124,45 @@ def render_prose(lines: list[str]) -> list[str]:
     out: list[str] = []
     para: list[str] = []
     block: list[str] = []
-    literal = False
+    mode = ""  # "doctest" or "literal" while a block is open
+    expect_literal = False
 
     def flush_para() -> None:
-        nonlocal literal
+        nonlocal expect_literal
         if para:
             text = "\n".join(para)
-            if text.rstrip().endswith("::"):
-                text = text.rstrip()[:-1]
-                literal = True
-            out.extend([markdown_text(text), ""])
+            expect_literal = text.endswith("::")
+            out.extend([markdown_text(text[:-1] if expect_literal else text), ""])
             para.clear()
 
     def flush_block() -> None:
-        if block:
-            while block and not block[-1].strip():
-                block.pop()
-            out.extend(["```python", *textwrap.dedent("\n".join(block)).splitlines(), "```",
-                        ""])
-            block.clear()
+        while block and not block[-1].strip():
+            block.pop()
+        out.extend(["```python", *textwrap.dedent("\n".join(block)).splitlines(), "```", ""])
+        block.clear()
 
-    for line in lines + [""]:
+    for line in [*lines, ""]:
         stripped = line.strip()
-        if block:
-            if (literal and (not stripped or line.startswith(" "))) or (
-                    not literal and stripped.startswith((">>>", "..."))):
-                block.append(line)
-                continue
+        if mode == "doctest" and stripped or mode == "literal" and (
+                not stripped or line.startswith(" ")):
+            block.append(line)
+            continue
+        if mode:
             flush_block()
-            literal = False
+            mode = ""
+            expect_literal = False
         if stripped.startswith(">>>"):
             flush_para()
+            mode = "doctest"
             block.append(line)
-            continue
-        if literal and line.startswith(" ") and stripped:
+        elif expect_literal and stripped and line.startswith(" ") and not para:
+            mode = "literal"
             block.append(line)
-            continue
-        if not stripped:
+        elif not stripped:
             flush_para()
-            continue
-        literal = False if para == [] and not line.startswith(" ") else literal
-        para.append(stripped if not stripped.startswith(("- ", "* ")) else stripped)
-    flush_block()
+        else:
+            expect_literal = False
+            para.append(stripped)
     while out and not out[-1]:
         out.pop()
     return out
@@ -229,10 +229,12 @@ def _defaults_as_written(func: Callable) -> dict[str, str]:
         return {}
     args = fn.args
     positional = args.posonlyargs + args.args
+    with_default = positional[len(positional) - len(args.defaults):]
     found = {a.arg: ast.get_source_segment(source, d)
-             for a, d in zip(positional[len(positional) - len(args.defaults):], args.defaults)}
+             for a, d in zip(with_default, args.defaults, strict=True)}
     found.update({a.arg: ast.get_source_segment(source, d)
-                  for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+                  for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+                  if d is not None})
     return {k: v for k, v in found.items() if v is not None}
 
 
@@ -274,6 +276,8 @@ def signature(obj: Any, name: str) -> str | None:
                 is not p.POSITIONAL_ONLY):
             parts.append("/")
     text = f"{name}({', '.join(parts)})"
+    if len(text) > WIDTH:  # one parameter a line
+        text = f"{name}(\n" + "".join(f"    {p},\n" for p in parts) + ")"
     if sig.return_annotation is not sig.empty and not inspect.isclass(obj):
         text += f" -> {_annotation(sig.return_annotation)}"
     return text
@@ -419,10 +423,9 @@ def render_object(qualname: str, obj: Any, first: dict[int, str], classes: set[t
     """The section of one public name."""
     out = [f"### {qualname}", ""]
     short = qualname.rsplit(".", 1)[-1]
-    if id(obj) in first:
+    if first[id(obj)] != qualname:
         other = first[id(obj)]
         return out + [f"The same object as [{other}](#{slug(other)}).", ""]
-    first[id(obj)] = qualname
     if inspect.ismodule(obj):
         return out + [f"The subpackage `{obj.__name__}`: its names follow in this group.", ""]
     if not (inspect.isclass(obj) or callable(obj)):
@@ -495,13 +498,15 @@ def generate() -> str:
         "## Contents",
         "",
     ]
-    for title, _, modules in GROUPS:
+    for title, _, _ in GROUPS:
         lines.append(f"- [{title}](#{slug(title)})")
         for _, qualname, _ in (o for o in objects if o[0] == title):
             lines.append(f"  - [{qualname}](#{slug(qualname)})")
     lines.append("")
-    first: dict[int, str] = {}
-    for title, intro, modules in GROUPS:
+    first: dict[int, str] = {}  # each object's first documented name
+    for _, qualname, obj in objects:
+        first.setdefault(id(obj), qualname)
+    for title, intro, _ in GROUPS:
         lines.extend([f"## {title}", "", markdown_text(intro), ""])
         for _, qualname, obj in (o for o in objects if o[0] == title):
             lines.extend(render_object(qualname, obj, first, classes, ops))

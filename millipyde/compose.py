@@ -199,6 +199,20 @@ class OneOf(Choice):
     _weights_name = "weights"
 
     def choose(self, u: Callable[[int], np.ndarray], n: int) -> np.ndarray:
+        """(n, k) bool: per sample the one candidate that draw 0 picks by ``weights``.
+
+        Parameters
+        ----------
+        u : callable
+            ``u(t)``: draw ``t`` (uniform in [0, 1)) of each of the ``n`` samples, an (n,) array.
+        n : int
+            Number of samples.
+
+        Returns
+        -------
+        numpy.ndarray
+            One True per row, at the chosen candidate.
+        """
         pick = np.searchsorted(self._cum, u(0), side="right")
         pick = np.minimum(pick, len(self.operations) - 1)
         return pick[:, None] == np.arange(len(self.operations))[None, :]
@@ -270,6 +284,25 @@ class SomeOf(Choice):
         self.weights = weights_of(weights, k, owner, "weights")
 
     def choose(self, u: Callable[[int], np.ndarray], n: int) -> np.ndarray:
+        """(n, k) bool: per sample which Operations run.
+
+        A sample's count is uniform in ``n``'s (low, high) (draw 0; fixed where they are
+        equal), and the Operations that run are the first ``count`` of a race of
+        exponential keys ``-log(1 - u(1 + i)) / weights[i]`` (an Operation of weight 0
+        never wins while others are left).
+
+        Parameters
+        ----------
+        u : callable
+            ``u(t)``: draw ``t`` (uniform in [0, 1)) of each of the ``n`` samples, an (n,) array.
+        n : int
+            Number of samples.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``count`` True values per row.
+        """
         lo, hi = self.n
         count = np.full(n, lo) if lo == hi else \
             lo + np.minimum((u(0) * (hi - lo + 1)).astype(np.int64), hi - lo)
@@ -311,9 +344,26 @@ class RandomOrder(Choice):
         return np.argsort(keys, axis=1, kind="stable")
 
     def choose(self, u: Callable[[int], np.ndarray], n: int) -> np.ndarray:
+        """(n, k) bool, all True: every Operation runs on every sample."""
         return np.ones((n, len(self.operations)), dtype=bool)
 
     def sequence(self, u: Callable[[int], np.ndarray], n: int) -> list[tuple[int, np.ndarray]]:
+        """The Operations in recording order with the samples each runs on: for each position
+        ``s`` in turn, every Operation ``i``, with the (n,) mask of the samples whose ``s``-th
+        Operation (:meth:`order`) is ``i`` (``k * k`` entries).
+
+        Parameters
+        ----------
+        u : callable
+            ``u(t)``: draw ``t`` (uniform in [0, 1)) of each of the ``n`` samples, an (n,) array.
+        n : int
+            Number of samples.
+
+        Returns
+        -------
+        list of (int, numpy.ndarray)
+            (Operation index, sample mask) pairs.
+        """
         perm = self.order(u, n)
         k = len(self.operations)
         return [(i, perm[:, s] == i) for s in range(k) for i in range(k)]

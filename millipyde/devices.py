@@ -23,6 +23,7 @@ __all__ = ["DEVICES", "DEVICE_COUNT", "Device", "DeviceInfo", "can_peer", "check
 
 
 DEVICES: list[DeviceInfo] = ACTIVE.device_infos()
+#: number of devices of the active backend (read at import; :func:`device_count` gives the same)
 DEVICE_COUNT: int = len(DEVICES)
 # enabling peer access between GPUs happens here, once
 PEER_ACCESS: np.ndarray = ACTIVE.peer_matrix(DEVICE_COUNT)

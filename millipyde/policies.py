@@ -459,6 +459,24 @@ class RandAugment(Policy):
         super().__init__(owner, interpolation, fill)
 
     def plan(self, u: Callable[[int], np.ndarray], n: int) -> list[Draw]:
+        """Per position (``num_ops`` of them), the draws of ``n`` samples.
+
+        Position ``i`` takes its op uniformly from ``names`` (draw ``1 + 4 i``), the fixed
+        ``magnitude`` bin, a negative sign where draw ``3 + 4 i`` is at most 0.5, and always
+        runs.
+
+        Parameters
+        ----------
+        u : callable
+            ``u(t)``: draw ``t`` (uniform in [0, 1)) of each of the ``n`` samples, an (n,) array.
+        n : int
+            Number of samples.
+
+        Returns
+        -------
+        list of Draw
+            One per position, each holding (n,) arrays.
+        """
         k = len(self.names)
         return [Draw(randint(u(1 + 4 * i), k), np.full(n, self.magnitude),
                      u(3 + 4 * i) <= 0.5, np.ones(n, dtype=bool))
@@ -491,6 +509,22 @@ class TrivialAugmentWide(Policy):
         super().__init__("TrivialAugmentWide", interpolation, fill)
 
     def plan(self, u: Callable[[int], np.ndarray], n: int) -> list[Draw]:
+        """The one position's draws of ``n`` samples: an op uniform over ``names`` (draw 1),
+        a magnitude bin uniform over ``num_magnitude_bins`` (draw 2), a negative sign where
+        draw 3 is at most 0.5; it always runs.
+
+        Parameters
+        ----------
+        u : callable
+            ``u(t)``: draw ``t`` (uniform in [0, 1)) of each of the ``n`` samples, an (n,) array.
+        n : int
+            Number of samples.
+
+        Returns
+        -------
+        list of Draw
+            A single Draw of (n,) arrays.
+        """
         return [Draw(randint(u(1), len(self.names)), randint(u(2), self.bins),
                      u(3) <= 0.5, np.ones(n, dtype=bool))]
 
@@ -537,6 +571,25 @@ class AutoAugment(Policy):
                               dtype=np.int64)
 
     def plan(self, u: Callable[[int], np.ndarray], n: int) -> list[Draw]:
+        """Per position of the sub-policy drawn for each of ``n`` samples, its draws.
+
+        Draw 0 picks a sub-policy of the ImageNet policy per sample; its entry ``i`` gives
+        the op and magnitude bin (bin 0 where the op has no magnitude), a negative sign
+        where draw ``3 + 4 i`` is at most 0.5, and runs where draw ``4 + 4 i`` is at most
+        the entry's probability.
+
+        Parameters
+        ----------
+        u : callable
+            ``u(t)``: draw ``t`` (uniform in [0, 1)) of each of the ``n`` samples, an (n,) array.
+        n : int
+            Number of samples.
+
+        Returns
+        -------
+        list of Draw
+            One per position, each holding (n,) arrays.
+        """
         s = randint(u(0), len(self._ops))
         return [Draw(self._ops[s, i], np.maximum(self._bins[s, i], 0), u(3 + 4 * i) <= 0.5,
                      u(4 + 4 * i) <= self._probs[s, i])

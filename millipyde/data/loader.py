@@ -180,6 +180,8 @@ class BadSamples:
         self._warned = 0
 
     def add(self, sample: int, name: str, err: BaseException) -> None:
+        """Record that ``sample`` (the file or ``shard:member`` ``name``) was skipped because
+        of ``err`` (its reason: the exception's type and message; :meth:`add_reason`)."""
         self.add_reason(sample, name, f"{type(err).__name__}: {err}")
 
     def add_reason(self, sample: int, name: str, why: str) -> None:

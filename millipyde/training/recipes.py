@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..decorators import UserOp
 
+#: the recipe names :func:`operations` takes (``millipyde augment --recipe``)
 RECIPES = ("imagenet", "thesis", "detection")
 
 
