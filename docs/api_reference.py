@@ -163,6 +163,8 @@ def render_prose(lines: list[str]) -> list[str]:
         else:
             expect_literal = False
             para.append(stripped)
+    if block:
+        flush_block()
     while out and not out[-1]:
         out.pop()
     return out
