@@ -199,14 +199,8 @@ class OneOf(Choice):
     _weights_name = "weights"
 
     def choose(self, u: Callable[[int], np.ndarray], n: int) -> np.ndarray:
-        """(n, k) bool: per sample the one candidate that draw 0 picks by ``weights``.
-
-        Parameters
-        ----------
-        u : callable
-            ``u(t)``: draw ``t`` (uniform in [0, 1)) of each of the ``n`` samples, an (n,) array.
-        n : int
-            Number of samples.
+        """(n, k) bool: per sample the one candidate that draw 0 picks by ``weights``
+        (``u(t)``: draw ``t`` of each of the ``n`` samples, as :meth:`Choice.choose`).
 
         Returns
         -------
@@ -284,19 +278,13 @@ class SomeOf(Choice):
         self.weights = weights_of(weights, k, owner, "weights")
 
     def choose(self, u: Callable[[int], np.ndarray], n: int) -> np.ndarray:
-        """(n, k) bool: per sample which Operations run.
+        """(n, k) bool: per sample which Operations run (``u(t)``: draw ``t`` of each of the
+        ``n`` samples, as :meth:`Choice.choose`).
 
         A sample's count is uniform in ``n``'s (low, high) (draw 0; fixed where they are
         equal), and the Operations that run are the first ``count`` of a race of
         exponential keys ``-log(1 - u(1 + i)) / weights[i]`` (an Operation of weight 0
         never wins while others are left).
-
-        Parameters
-        ----------
-        u : callable
-            ``u(t)``: draw ``t`` (uniform in [0, 1)) of each of the ``n`` samples, an (n,) array.
-        n : int
-            Number of samples.
 
         Returns
         -------
@@ -351,13 +339,6 @@ class RandomOrder(Choice):
         """The Operations in recording order with the samples each runs on: for each position
         ``s`` in turn, every Operation ``i``, with the (n,) mask of the samples whose ``s``-th
         Operation (:meth:`order`) is ``i`` (``k * k`` entries).
-
-        Parameters
-        ----------
-        u : callable
-            ``u(t)``: draw ``t`` (uniform in [0, 1)) of each of the ``n`` samples, an (n,) array.
-        n : int
-            Number of samples.
 
         Returns
         -------

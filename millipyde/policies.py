@@ -459,18 +459,12 @@ class RandAugment(Policy):
         super().__init__(owner, interpolation, fill)
 
     def plan(self, u: Callable[[int], np.ndarray], n: int) -> list[Draw]:
-        """Per position (``num_ops`` of them), the draws of ``n`` samples.
+        """Per position (``num_ops`` of them), the draws of ``n`` samples (``u(t)``: draw
+        ``t`` of each, as :meth:`Policy.plan`).
 
         Position ``i`` takes its op uniformly from ``names`` (draw ``1 + 4 i``), the fixed
         ``magnitude`` bin, a negative sign where draw ``3 + 4 i`` is at most 0.5, and always
         runs.
-
-        Parameters
-        ----------
-        u : callable
-            ``u(t)``: draw ``t`` (uniform in [0, 1)) of each of the ``n`` samples, an (n,) array.
-        n : int
-            Number of samples.
 
         Returns
         -------
@@ -509,16 +503,10 @@ class TrivialAugmentWide(Policy):
         super().__init__("TrivialAugmentWide", interpolation, fill)
 
     def plan(self, u: Callable[[int], np.ndarray], n: int) -> list[Draw]:
-        """The one position's draws of ``n`` samples: an op uniform over ``names`` (draw 1),
+        """The one position's draws of ``n`` samples (``u(t)``: draw ``t`` of each, as
+        :meth:`Policy.plan`): an op uniform over ``names`` (draw 1),
         a magnitude bin uniform over ``num_magnitude_bins`` (draw 2), a negative sign where
         draw 3 is at most 0.5; it always runs.
-
-        Parameters
-        ----------
-        u : callable
-            ``u(t)``: draw ``t`` (uniform in [0, 1)) of each of the ``n`` samples, an (n,) array.
-        n : int
-            Number of samples.
 
         Returns
         -------
@@ -571,19 +559,13 @@ class AutoAugment(Policy):
                               dtype=np.int64)
 
     def plan(self, u: Callable[[int], np.ndarray], n: int) -> list[Draw]:
-        """Per position of the sub-policy drawn for each of ``n`` samples, its draws.
+        """Per position of the sub-policy drawn for each of ``n`` samples, its draws
+        (``u(t)``: draw ``t`` of each, as :meth:`Policy.plan`).
 
         Draw 0 picks a sub-policy of the ImageNet policy per sample; its entry ``i`` gives
         the op and magnitude bin (bin 0 where the op has no magnitude), a negative sign
         where draw ``3 + 4 i`` is at most 0.5, and runs where draw ``4 + 4 i`` is at most
         the entry's probability.
-
-        Parameters
-        ----------
-        u : callable
-            ``u(t)``: draw ``t`` (uniform in [0, 1)) of each of the ``n`` samples, an (n,) array.
-        n : int
-            Number of samples.
 
         Returns
         -------
