@@ -520,6 +520,12 @@ def generate() -> str:
             lines.extend(f"- `{name}`: {need}"
                          for name, need in sorted(transforms.NOT_SUPPORTED.items()))
             lines.append("")
+        if title == GROUPS[-1][0]:
+            errors = sorted({first[id(obj)] for group, _, obj in objects if group != title
+                             and inspect.isclass(obj) and issubclass(obj, BaseException)})
+            lines.extend(["### Other errors", "",
+                          "Raised where their subject is, and documented there:", "",
+                          *(f"- [{q}](#{slug(q)})" for q in errors), ""])
     text = "\n".join(line.rstrip() for line in lines)
     text = re.sub(r"\n{3,}", "\n\n", text).rstrip("\n") + "\n"
     return anchors(text)
