@@ -11,8 +11,9 @@ worker's device (``Backend.stack_into``; inputs that live on another device come
 copies on the worker's copy stream, which the kernels' stream waits for); each output is a
 member of the chunk's batch buffer (``graph.ir.member``: its view and node made only when the
 value is read). ``pipeline.run`` binds the outputs to their inputs once the chunk's kernels
-are done. A chain that draws nothing (no coin, no range) records and uploads a worker's first
-chunk of each size only; the next ones take its groups and pack (``StageChunks._reuse``).
+are done. A chain that draws nothing (no coin, no range) records and uploads the first chunk
+of each size on a stream only; the next ones on that stream, of this run or a later one of the
+same chain, take its groups and pack (``StageChunks._reuse``).
 
 What a chunk cannot record is left to the per-input path: a callable Operation or a method
 that is not a recording one (:func:`batchable`), an input with pending work (it would fuse with
@@ -56,11 +57,11 @@ PEER_READ_BYTES = 4 << 20
 #: benchmarks compare the two).
 ENABLED = True
 #: A chunk of a fixed chain (no coin, nothing drawn) reuses the groups and the uploaded pack
-#: of the last chunk of its size that its worker recorded (:meth:`StageChunks.record`; False:
+#: of the last chunk of its size recorded on its stream (:meth:`StageChunks.record`; False:
 #: every chunk recorded and uploaded, as before; tests and benchmarks compare the two).
 REUSE_FIXED = True
-#: Chunk sizes whose groups and pack a worker keeps per group key and device (a group's
-#: chunks are of one or two sizes: :func:`chunk_sizes`).
+#: Chunk sizes whose groups and pack an entry keeps (per group key, device and stream; a
+#: group's chunks are of one or two sizes: :func:`chunk_sizes`).
 REUSE_SIZES = 4
 #: (group key, device, stream) entries a template store keeps of its fixed chunks
 #: (``TemplateStore.reused``; all dropped when a new one would pass it).

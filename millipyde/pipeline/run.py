@@ -537,24 +537,17 @@ class Run:
         if not runtime.caps.launches_on_streams:
             return
         every = {d for devs in self.devices for d in devs}
-        if units is not None and len(every) == 1 and not any(self.procs) and \
-                all(u.home in every for stage in units for u in stage):
-            # one device and no worker process: a wait only where a value lives on another
-            # device. Every value is some unit's (a stage's items are its own inputs and the
-            # stage before's), and a unit's home is its values' device (a member's batch's):
-            # all on this device, nothing to wait for, read from a dozen units, not from each
-            # input (the set below took 0.3 ms for 2000 inputs on an H200's host)
-            return
         # (as the run starts: nothing has run yet; a member's device read from its batch)
         if units is None:
             homes = {v.batch.device if type(v) is Member else v.device
                      for stage in self.read for v in stage
                      if v is not None and (type(v) is Member or v.buffer is not None)}
         else:
-            # every value is some unit's (see above): a chunk's home is its values' device
-            # (values with buffers, or members), a single's read from its value as above;
-            # a dozen units, not a set over every input (0.35 ms for 2000 inputs on two
-            # H200s' host: bench/RESULTS.md)
+            # Every value is some unit's (a stage's items are its own inputs and the stage
+            # before's): a chunk's home is its values' device (values with buffers, or
+            # members: a member's batch's), a single's read from its value as above. A dozen
+            # units, not a set over every input (0.3-0.35 ms for 2000 inputs on an H200's
+            # host: bench/RESULTS.md).
             homes = set()
             for stage in units:
                 for u in stage:
