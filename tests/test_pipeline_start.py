@@ -196,25 +196,3 @@ def test_a_pooled_group_joins_its_workers_and_starts_every_one_before_any_works(
     crash.start([0], 1)
     assert crash.join(time.monotonic() + 30)
     assert isinstance(seen[-1], ZeroDivisionError)  # (reported, the thread idle again)
-
-
-@pytest.mark.cudasim_ok
-def test_the_settle_waits_only_where_another_device_may_read(monkeypatch):
-    """``Run._settle_sources`` from the units: with streams, one device and every value on
-    it waits for nothing; the same inputs over two devices wait for the one holding them."""
-    import dataclasses
-
-    monkeypatch.setattr(runtime, "caps", dataclasses.replace(runtime.caps,
-                                                             launches_on_streams=True))
-    waited: list[int] = []
-    monkeypatch.setattr(pipeline_run.devices, "synchronize", waited.append)
-    xs = _fresh(N)
-    for x in xs:
-        x._materialize()
-    run = pipeline_pkg._run_of([mp.Pipeline(xs, OPS, device=0)])
-    units = [run.units(0, list(range(N)), run.items[0], run.read[0])]
-    run._settle_sources(units)
-    assert waited == []
-    run.devices = [[0, 1]]  # (the stage over two devices: the other may take a chunk)
-    run._settle_sources(units)
-    assert waited == [0]
