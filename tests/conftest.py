@@ -62,7 +62,20 @@ def _device_count():
     return mp.get_device_count()
 
 
+#: Epoch seconds after which no further test starts (``MILLIPYDE_TEST_DEADLINE``; unset: none).
+#: ``bench/gpu_suite.py`` sets it so that a device call's run ends with its report (failures'
+#: tracebacks, durations) before the call's time limit kills it; the tests it leaves are
+#: reported as skipped with :data:`NOT_RUN` as the reason, never as passed.
+DEADLINE = float(os.environ.get("MILLIPYDE_TEST_DEADLINE") or 0)
+NOT_RUN = "not run: the run's deadline (MILLIPYDE_TEST_DEADLINE) had passed"
+
+
 def pytest_runtest_setup(item):
+    if DEADLINE:
+        import time
+
+        if time.time() > DEADLINE:
+            pytest.skip(NOT_RUN)
     # each test's Generators record their own templates, whatever tests ran before in the
     # worker (Generators of one chain share them in a process: ``template_share``)
     share = sys.modules.get("millipyde.training.template_share")
