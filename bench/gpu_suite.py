@@ -15,7 +15,9 @@ up the summaries::
 The files are dealt to shards by size (a stand-in for their time), largest first, each to the
 lightest shard so far: the same split on every machine for one tree. Tests are handed to the
 workers one by one as each finishes (``--dist worksteal``): on a GPU the kernel cache, not one
-worker per module group, avoids compiling a kernel twice. ``--out`` gets the run's log, its
+worker per module group, avoids compiling a kernel twice. On a machine of several GPUs each
+worker's device 0 is another GPU (``MILLIPYDE_TEST_GPUS``, read by ``tests/conftest.py``), so
+the one-device tests do not all share GPU 0. ``--out`` gets the run's log, its
 JUnit XML and a summary (counts; each failure's first lines; skips by reason; the files not
 reached). Exit status: pytest's.
 """
@@ -37,6 +39,15 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_files(root: Path = ROOT) -> list[Path]:
     """Every test module under ``tests/``, sorted."""
     return sorted(p.relative_to(root) for p in (root / "tests").rglob("test_*.py"))
+
+
+def gpu_count() -> int:
+    """The machine's NVIDIA GPUs (``nvidia-smi -L``; 0 where there is none)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(line.startswith("GPU ") for line in out.stdout.splitlines())
 
 
 def shard(files: list[Path], k: int, n: int, root: Path = ROOT) -> list[Path]:
@@ -103,7 +114,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     tag = f"shard{k}of{n}"
     xml = out / f"suite-{tag}.xml"
-    env = dict(os.environ, MILLIPYDE_TEST_DEADLINE=str(time.time() + args.budget))
+    env = dict(os.environ, MILLIPYDE_TEST_DEADLINE=str(time.time() + args.budget),
+               MILLIPYDE_TEST_GPUS=str(gpu_count()))
     cmd = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-p", "no:benchmark",
            "-n", args.jobs, "--dist", "worksteal", "-m", args.marks, "--tb=short", "-rfE",
            "--durations=40", f"--junitxml={xml}", *extra, *map(str, files)]

@@ -21,6 +21,7 @@ FULL_SIZES = [(1, 1), (1, 7), (7, 1), (97, 131), (256, 320), (512, 512)]
 
 
 def pytest_configure(config):
+    _rotate_gpus(config)
     for line in (
         "gpu: needs a real GPU (backend cuda or hip); skipped otherwise",
         "multigpu: needs at least two real GPUs; skipped otherwise",
@@ -40,6 +41,19 @@ def pytest_configure(config):
 
 
 _SIM_POLL = pytest.StashKey[bool]()
+
+
+def _rotate_gpus(config) -> None:
+    """With ``MILLIPYDE_TEST_GPUS=n`` (``bench/gpu_suite.py`` sets it on a machine of n > 1
+    GPUs), pytest-xdist worker k sees the GPUs in the order k, k+1, ...: its device 0 is
+    GPU k mod n, so the workers' one-device tests are spread over the GPUs instead of all
+    sharing GPU 0, and every worker still sees every GPU (the multi-GPU tests). Set before
+    any test starts CUDA in the worker."""
+    n = int(os.environ.get("MILLIPYDE_TEST_GPUS") or 0)
+    worker = getattr(config, "workerinput", {}).get("workerid", "")
+    if n > 1 and worker.startswith("gw") and "CUDA_VISIBLE_DEVICES" not in os.environ:
+        k = int(worker[2:]) % n
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str((k + i) % n) for i in range(n))
 
 
 def pytest_report_header(config):

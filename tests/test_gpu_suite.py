@@ -61,3 +61,25 @@ def test_no_test_starts_after_the_deadline() -> None:
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert "1 skipped" in got.stdout, got.stdout + got.stderr
     assert "MILLIPYDE_TEST_DEADLINE" in got.stdout
+
+
+def test_each_worker_sees_the_gpus_from_another_first(monkeypatch) -> None:
+    import conftest
+
+    class Config:
+        def __init__(self, worker: str) -> None:
+            self.workerinput = {"workerid": worker}
+
+    got = {}
+    monkeypatch.setenv("MILLIPYDE_TEST_GPUS", "3")
+    for worker in ("gw0", "gw1", "gw2", "gw4"):
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        conftest._rotate_gpus(Config(worker))
+        got[worker] = os.environ["CUDA_VISIBLE_DEVICES"]
+    assert got == {"gw0": "0,1,2", "gw1": "1,2,0", "gw2": "2,0,1", "gw4": "1,2,0"}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # (the machine's own choice is kept)
+    conftest._rotate_gpus(Config("gw2"))
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    conftest._rotate_gpus(type("Main", (), {})())  # not a worker: nothing set
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ
