@@ -26,7 +26,7 @@ SIM_MARKS := cudasim_ok and not exhaustive
 CPU_OPT := 1
 endif
 
-.PHONY: test test-full test-cpu test-cudasim lint
+.PHONY: test test-full test-cpu test-devices test-cudasim lint
 
 # The two parts run side by side, each on its own workers: the cpu part (Numba compiles of the
 # generated kernels, ~3/4 of the CPU seconds) is the longer, and the simulator part fills the
@@ -45,6 +45,12 @@ lint:
 
 test-cpu:
 	MILLIPYDE_BACKEND=cpu NUMBA_OPT=$(CPU_OPT) $(PYTEST) -m "$(CPU_MARKS)"
+
+# The cpu part with two virtual devices: checks each test's premise about how many devices
+# share its work, as two GPUs would (not in CI: 7:20 on the 2-core machine, bench/RESULTS.md
+# "The whole suite on two H200s ...").
+test-devices:
+	MILLIPYDE_BACKEND=cpu MILLIPYDE_CPU_DEVICES=2 NUMBA_OPT=$(CPU_OPT) $(PYTEST) -m "$(CPU_MARKS)"
 
 test-cudasim:
 	MILLIPYDE_BACKEND=cudasim NUMBA_ENABLE_CUDASIM=1 $(PYTEST) -m "$(SIM_MARKS)" tests

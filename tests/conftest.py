@@ -21,6 +21,7 @@ FULL_SIZES = [(1, 1), (1, 7), (7, 1), (97, 131), (256, 320), (512, 512)]
 
 
 def pytest_configure(config):
+    _rotate_gpus(config)
     for line in (
         "gpu: needs a real GPU (backend cuda or hip); skipped otherwise",
         "multigpu: needs at least two real GPUs; skipped otherwise",
@@ -40,6 +41,19 @@ def pytest_configure(config):
 
 
 _SIM_POLL = pytest.StashKey[bool]()
+
+
+def _rotate_gpus(config) -> None:
+    """With ``MILLIPYDE_TEST_GPUS=n`` (``bench/gpu_suite.py`` sets it on a machine of n > 1
+    GPUs), pytest-xdist worker k sees the GPUs in the order k, k+1, ...: its device 0 is
+    GPU k mod n, so the workers' one-device tests are spread over the GPUs instead of all
+    sharing GPU 0, and every worker still sees every GPU (the multi-GPU tests). Set before
+    any test starts CUDA in the worker."""
+    n = int(os.environ.get("MILLIPYDE_TEST_GPUS") or 0)
+    worker = getattr(config, "workerinput", {}).get("workerid", "")
+    if n > 1 and worker.startswith("gw") and "CUDA_VISIBLE_DEVICES" not in os.environ:
+        k = int(worker[2:]) % n
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str((k + i) % n) for i in range(n))
 
 
 def pytest_report_header(config):
@@ -62,7 +76,20 @@ def _device_count():
     return mp.get_device_count()
 
 
+#: Epoch seconds after which no further test starts (``MILLIPYDE_TEST_DEADLINE``; unset: none).
+#: ``bench/gpu_suite.py`` sets it so that a device call's run ends with its report (failures'
+#: tracebacks, durations) before the call's time limit kills it; the tests it leaves are
+#: reported as skipped with :data:`NOT_RUN` as the reason, never as passed.
+DEADLINE = float(os.environ.get("MILLIPYDE_TEST_DEADLINE") or 0)
+NOT_RUN = "not run: the run's deadline (MILLIPYDE_TEST_DEADLINE) had passed"
+
+
 def pytest_runtest_setup(item):
+    if DEADLINE:
+        import time
+
+        if time.time() > DEADLINE:
+            pytest.skip(NOT_RUN)
     # each test's Generators record their own templates, whatever tests ran before in the
     # worker (Generators of one chain share them in a process: ``template_share``)
     share = sys.modules.get("millipyde.training.template_share")

@@ -86,7 +86,8 @@ def test_stream_in_a_dataloader() -> None:
     assert len(loader) == 2
     got = list(loader)
     assert [tuple(x.shape) for x, _ in got] == [(4, 3, 8, 8), (2, 3, 8, 8)]
-    assert sorted(torch.cat([y for _, y in got]).tolist()) == list(range(6))
+    # (each batch and its labels on the device that made it: on several GPUs, not one)
+    assert sorted(torch.cat([y.cpu() for _, y in got]).tolist()) == list(range(6))
     workers = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=1)
     with pytest.raises(RuntimeError, match="num_workers=0"):
         list(workers)

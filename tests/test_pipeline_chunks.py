@@ -398,15 +398,17 @@ def test_templates_kept_only_within_the_shared_stores_bound(monkeypatch):
     # two coin patterns, up to two templates each, each keeping one input alive: shared
     # only where 2 * 2 inputs fit the store's bound on its inputs' bytes
     monkeypatch.setattr(template_share, "MAX_INPUT_BYTES", 4 * hosts[0].nbytes - 1)
-    mp.Pipeline([mp.gpuimage(h) for h in hosts], ops, seed=1).run()
+    # every run on device 0: templates are per device, and on several devices which chunks
+    # (so which coin patterns) a device meets depends on the timing
+    mp.Pipeline([mp.gpuimage(h) for h in hosts], ops, seed=1, device=0).run()
     before = template_share.recorded
-    mp.Pipeline([mp.gpuimage(h) for h in hosts], ops, seed=1).run()
+    mp.Pipeline([mp.gpuimage(h) for h in hosts], ops, seed=1, device=0).run()
     assert template_share.recorded > before  # its own templates, recorded again
     monkeypatch.setattr(template_share, "MAX_INPUT_BYTES", 4 * hosts[0].nbytes)
-    mp.Pipeline([mp.gpuimage(h) for h in hosts], ops, seed=1).run()
+    mp.Pipeline([mp.gpuimage(h) for h in hosts], ops, seed=1, device=0).run()
     before = template_share.recorded
     got = [mp.gpuimage(h) for h in hosts]
-    mp.Pipeline(got, ops, seed=1).run()
+    mp.Pipeline(got, ops, seed=1, device=0).run()
     assert template_share.recorded == before  # shared: none recorded again
     want = _per_input(monkeypatch, hosts, ops, 1)
     for x, w in zip(got, want, strict=True):

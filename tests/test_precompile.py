@@ -77,7 +77,10 @@ RECORDING_HOST = ("# millipyde generated per-row affine maps",
 
 
 def _run(mode: str, cache: Path) -> dict:
-    env = {**os.environ, "MILLIPYDE_BACKEND": "cpu", "MILLIPYDE_CACHE_DIR": str(cache)}
+    # one device: with several, each Generator's batches ahead go to every device, and which
+    # of seed 2's later batches (and their kernels) are made before seed 3 is timing's
+    env = {**os.environ, "MILLIPYDE_BACKEND": "cpu", "MILLIPYDE_CACHE_DIR": str(cache),
+           "MILLIPYDE_CPU_DEVICES": "1"}
     r = subprocess.run([sys.executable, "-c", SCRIPT, mode], env=env, capture_output=True,
                        text=True, timeout=1200, cwd=Path(__file__).resolve().parent.parent)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -334,7 +337,9 @@ def test_next_and_mixed_size_batches_compile_their_own_route_ahead(tmp_path):
     never launched before); a later process finds the marker and records nothing; the
     outputs are those made without compiling ahead."""
     def run(mode: str, cache: Path) -> dict:
-        env = {**os.environ, "MILLIPYDE_BACKEND": "cpu", "MILLIPYDE_CACHE_DIR": str(cache)}
+        # one device: which batches several devices make ahead (and compile for) is timing's
+        env = {**os.environ, "MILLIPYDE_BACKEND": "cpu", "MILLIPYDE_CACHE_DIR": str(cache),
+               "MILLIPYDE_CPU_DEVICES": "1"}
         r = subprocess.run([sys.executable, "-c", MIXED, mode], env=env, capture_output=True,
                            text=True, timeout=1200,
                            cwd=Path(__file__).resolve().parent.parent)
