@@ -1,6 +1,7 @@
 # The test command of README.md (what CI runs): the CI tier of the suite on the cpu backend (PTX
 # compile of every CUDA kernel kind included), and its kernel tests (marked cudasim_ok, wherever
-# they are) under the CUDA simulator. `make test-full` runs every test, those marked exhaustive too
+# they are) under the CUDA simulator, then the recorded paths' tests over two virtual cpu devices
+# (test-devices). `make test-full` runs every test, those marked exhaustive too
 # (tests/tiers.py says what goes where).
 PYTHON ?= python
 export MILLIPYDE_CACHE_DIR ?= $(CURDIR)/.kernel-cache
@@ -36,6 +37,7 @@ endif
 # -Otarget prints each part's output whole, once it is done.
 test: lint
 	$(MAKE) -j2 -Otarget test-cpu test-cudasim
+	$(MAKE) test-devices TESTS="$(DEVICE_TESTS)"
 
 test-full:
 	$(MAKE) test TIER=full
@@ -47,10 +49,15 @@ test-cpu:
 	MILLIPYDE_BACKEND=cpu NUMBA_OPT=$(CPU_OPT) $(PYTEST) -m "$(CPU_MARKS)"
 
 # The cpu part with two virtual devices: checks each test's premise about how many devices
-# share its work, as two GPUs would (not in CI: 7:20 on the 2-core machine, bench/RESULTS.md
-# "The whole suite on two H200s ...").
+# share its work, as two GPUs would (the whole suite: 7:20 on the 2-core machine, bench/
+# RESULTS.md "The whole test suite on two H200s ..."). CI runs it over DEVICE_TESTS, the
+# recorded paths' tests, where such premises live (templates per device, chunks and batches
+# on every device): ~20 s after the cpu part has filled the kernel cache.
+TESTS ?=
+DEVICE_TESTS := tests/test_pipeline*.py tests/test_batch_host_paths.py \
+	tests/test_generator_callables.py
 test-devices:
-	MILLIPYDE_BACKEND=cpu MILLIPYDE_CPU_DEVICES=2 NUMBA_OPT=$(CPU_OPT) $(PYTEST) -m "$(CPU_MARKS)"
+	MILLIPYDE_BACKEND=cpu MILLIPYDE_CPU_DEVICES=2 NUMBA_OPT=$(CPU_OPT) $(PYTEST) -m "$(CPU_MARKS)" $(TESTS)
 
 test-cudasim:
 	MILLIPYDE_BACKEND=cudasim NUMBA_ENABLE_CUDASIM=1 $(PYTEST) -m "$(SIM_MARKS)" tests
