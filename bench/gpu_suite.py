@@ -19,7 +19,9 @@ worker per module group, avoids compiling a kernel twice. On a machine of severa
 worker's device 0 is another GPU (``MILLIPYDE_TEST_GPUS``, read by ``tests/conftest.py``), so
 the one-device tests do not all share GPU 0. ``--out`` gets the run's log, its
 JUnit XML and a summary (counts; each failure's first lines; skips by reason; the files not
-reached). Exit status: pytest's.
+reached); then each failed test runs again alone, in a process of its own
+(``--rerun-budget``), and the summary says whether it fails alone too or only beside the
+others. Exit status: the first run's pytest's.
 """
 
 from __future__ import annotations
@@ -63,30 +65,45 @@ def shard(files: list[Path], k: int, n: int, root: Path = ROOT) -> list[Path]:
     return sorted(parts[k - 1])
 
 
-def summarize(xml_path: Path, files: list[Path]) -> str:
-    """The run's summary from its JUnit XML."""
-    from_conftest = "not run: the run's deadline"
+NOT_RUN = "not run: the run's deadline"  # (the start of tests/conftest.py's NOT_RUN)
+
+
+def outcomes(xml_path: Path, files: list[Path]) -> list[tuple[str, str | None, str, str]]:
+    """Per test case of the JUnit XML: (node id, its file or None, outcome, message); the
+    outcome is passed, failed, error, skipped or "not run" (the deadline's skips)."""
     modules = {".".join(f.with_suffix("").parts): str(f) for f in files}
-    counts: collections.Counter = collections.Counter()
-    failures, reasons, reached = [], collections.Counter(), set()
+    out = []
     for case in ET.parse(xml_path).getroot().iter("testcase"):
-        name = f"{case.get('classname', '')}::{case.get('name', '')}"
         dotted = case.get("classname", "")
         while dotted and dotted not in modules:  # (a test class's name after its module's)
             dotted = dotted.rpartition(".")[0]
         module = modules.get(dotted)
-        outcome = "passed"
+        classes = case.get("classname", "")[len(dotted) + 1:] if module else ""
+        node = "::".join([module or case.get("classname", ""),
+                          *([classes.replace(".", "::")] if classes else []),
+                          case.get("name", "")])
+        outcome, message = "passed", ""
         for child in case:
+            message = child.get("message") or ""
             if child.tag in ("failure", "error"):
                 outcome = "failed" if child.tag == "failure" else "error"
-                first = (child.get("message") or "").splitlines()[:3]
-                failures.append(f"{outcome.upper()} {name}\n    " + "\n    ".join(first))
             elif child.tag == "skipped":
-                outcome = "not run" if from_conftest in (child.get("message") or "") \
-                    else "skipped"
-                if outcome == "skipped":
-                    reasons[(child.get("message") or "")[:120]] += 1
+                outcome = "not run" if message.startswith(NOT_RUN) else "skipped"
+        out.append((node, module, outcome, message))
+    return out
+
+
+def summarize(xml_path: Path, files: list[Path]) -> str:
+    """The run's summary from its JUnit XML."""
+    counts: collections.Counter = collections.Counter()
+    failures, reasons, reached = [], collections.Counter(), set()
+    for node, module, outcome, message in outcomes(xml_path, files):
         counts[outcome] += 1
+        if outcome in ("failed", "error"):
+            first = message.splitlines()[:3]
+            failures.append(f"{outcome.upper()} {node}\n    " + "\n    ".join(first))
+        elif outcome == "skipped":
+            reasons[message[:120]] += 1
         if outcome != "not run":
             reached.add(module)
     lines = [", ".join(f"{v} {k}" for k, v in sorted(counts.items()))]
@@ -98,6 +115,29 @@ def summarize(xml_path: Path, files: list[Path]) -> str:
     return "\n".join(lines)
 
 
+def rerun_alone(ids: list[str], budget: float, out: Path, tag: str, env: dict) -> str:
+    """The failed tests ``ids`` run again alone, each in a process of its own (an id pytest
+    cannot find stops only its own run), none started after ``budget`` seconds: whether each
+    fails alone too."""
+    deadline = time.time() + budget
+    env = dict(env, MILLIPYDE_TEST_DEADLINE=str(deadline))  # (not the first run's, passed)
+    lines = ["re-run alone, each in its own process:"]
+    with open(out / f"alone-{tag}.log", "w") as log:
+        for i, node in enumerate(ids):
+            if time.time() > deadline:
+                lines.append(f"  not run: {node}")
+                continue
+            xml = out / f"alone-{tag}-{i}.xml"
+            cmd = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-p",
+                   "no:benchmark", "-n", "0", "--tb=short", f"--junitxml={xml}", node]
+            log.write(f"== {node}\n")
+            log.flush()
+            subprocess.call(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            got = [o for n, _, o, _ in outcomes(xml, test_files())] if xml.exists() else []
+            lines.append(f"  {got[0] if len(got) == 1 else 'not collected'}: {node}")
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shard", default="1/1", help="K/N: run the K-th of N shards")
@@ -106,6 +146,8 @@ def main() -> int:
     ap.add_argument("--jobs", default=str(max(1, (os.cpu_count() or 2) - 2)),
                     help="pytest-xdist workers")
     ap.add_argument("--marks", default="not exhaustive", help="pytest -m expression")
+    ap.add_argument("--rerun-budget", type=float, default=60.0,
+                    help="seconds for re-running each failed test alone after the run (0: none)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for the reports")
     args, extra = ap.parse_known_args()
     k, n = (int(v) for v in args.shard.split("/"))
@@ -126,6 +168,10 @@ def main() -> int:
         rc = subprocess.call(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     text = f"{tag}: pytest exit {rc} after {time.time() - t0:.0f} s\n"
     text += summarize(xml, files) if xml.exists() else "no JUnit XML (the run was killed?)"
+    failed = [node for node, _, outcome, _ in (outcomes(xml, files) if xml.exists() else [])
+              if outcome in ("failed", "error")]
+    if failed and args.rerun_budget > 0:
+        text += "\n" + rerun_alone(failed, args.rerun_budget, out, tag, env)
     (out / f"summary-{tag}.txt").write_text(text + "\n")
     print(text, flush=True)
     return rc

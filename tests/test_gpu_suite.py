@@ -48,9 +48,25 @@ def test_the_summary_counts_failures_skips_and_tests_not_run(tmp_path) -> None:
     text = gpu_suite.summarize(xml, files)
     first, *rest = text.splitlines()
     assert first == "1 failed, 1 not run, 1 passed, 1 skipped"
-    assert "FAILED tests.test_a.TestK::test_bad" in text and "8 == 7" in text
+    assert "FAILED tests/test_a.py::TestK::test_bad" in text and "8 == 7" in text
     assert "skipped x1: needs a real GPU" in rest
     assert rest[-1] == "files with no test reached: tests/test_c.py"
+    assert [(node, outcome) for node, _, outcome, _ in gpu_suite.outcomes(xml, files)] == [
+        ("tests/test_a.py::test_ok", "passed"), ("tests/test_a.py::TestK::test_bad", "failed"),
+        ("tests/sub/test_b.py::test_gpu", "skipped"), ("tests/test_c.py::test_late", "not run")]
+
+
+def test_a_failed_test_is_run_again_alone(tmp_path) -> None:
+    ids = ["tests/test_gpu_suite.py::test_a_bad_shard_is_refused",
+           "tests/test_gpu_suite.py::test_no_such_test"]
+    # (the first run's deadline, passed, is in the environment it hands on)
+    env = dict(os.environ, MILLIPYDE_TEST_DEADLINE=str(time.time() - 1))
+    text = gpu_suite.rerun_alone(ids, 120.0, tmp_path, "t", env)
+    lines = text.splitlines()
+    assert lines == ["re-run alone, each in its own process:", f"  passed: {ids[0]}",
+                     f"  not collected: {ids[1]}"], text
+    assert gpu_suite.rerun_alone(ids, -1.0, tmp_path, "u", dict(os.environ)).splitlines()[1:] \
+        == [f"  not run: {ids[0]}", f"  not run: {ids[1]}"]  # (past its budget: none started)
 
 
 def test_no_test_starts_after_the_deadline() -> None:
