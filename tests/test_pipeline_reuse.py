@@ -95,7 +95,7 @@ def test_a_later_run_of_the_chain_records_nothing(counts):
     _assert_reference(_run(others, THESIS, seed=7), others, THESIS, seed=7)
     assert counts["groups"] == 1 and counts["reused"] == 2 + 3
     kept = [g for store in template_share._STORES.values() for sizes in store.reused.values()
-            for _, groups, _ in sizes.values() for g in groups]
+            for groups, _ in sizes.values() for g in groups]
     assert kept and all(g.stack is None for g in kept)
     # (a batch's groups share the recorder's view of the last stack: a kept copy has its own)
     arrays = [g for g in kept if isinstance(g, ArrayGroup)]

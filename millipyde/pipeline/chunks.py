@@ -293,10 +293,10 @@ class StageChunks:
                   threading.get_ident())
             kept = kept_all.get(at)
             got = None if kept is None else kept.get(n)
-            if got is not None and got[0] is stream:
+            if got is not None:
                 if cancelled():
                     raise Cancelled()
-                return Recorded([g.rebound(stack) for g in got[1]], [], got[2], stack, nodes,
+                return Recorded([g.rebound(stack) for g in got[0]], [], got[1], stack, nodes,
                                 span, device)
         # keyed by node id, a member by itself (``record_template`` adds its node's id where
         # it records from it); a value held by several inputs keeps its first row (the dict
@@ -329,17 +329,17 @@ class StageChunks:
             raise ChunkFailure(positions[0], kernels_failed(self.operations, err), span) \
                 from err
         if reuse and not left:
-            self._reuse(kept_all, at, n, stream, groups, pk)
+            self._reuse(kept_all, at, n, groups, pk)
         return Recorded(groups, left, pk, stack, nodes, span, device)
 
     @staticmethod
-    def _reuse(kept_all: dict, at: tuple, n: int, stream: Any, groups: list,
-               pk: batch.Pack) -> None:
+    def _reuse(kept_all: dict, at: tuple, n: int, groups: list, pk: batch.Pack) -> None:
         """Keep a fixed chain's chunk of ``n`` inputs (its groups, without its stack, and its
         uploaded pack) in ``kept_all`` (its template store's ``reused``) for the next chunks
-        of its size that ``at``'s worker records on ``stream``: this run's, and where the
-        store is shared (``template_share``), later runs' of the same chain over inputs of
-        the same kind.
+        of its size recorded on ``at``'s stream (its thread's on the cpu backend): this run's,
+        and where the store is shared (``template_share``), later runs' of the same chain
+        over inputs of the same kind (the entry's key holds the stream: a kept chunk's pack is
+        read only in that stream's order).
 
         What recording such a chunk again would give is the same: with no coin and nothing
         drawn, every input has one pattern (``batch_record.draw``: all coins set, no
@@ -363,7 +363,7 @@ class StageChunks:
         kept = kept_all.setdefault(at, {})
         if n not in kept and len(kept) >= REUSE_SIZES:
             kept.pop(next(iter(kept)))
-        kept[n] = (stream, [g.rebound(None) for g in groups], pk)
+        kept[n] = ([g.rebound(None) for g in groups], pk)
 
     def start(self, got: Recorded, stream: Any, into: list | None = None) -> Launched:
         """Queue the kernels of a recorded chunk on ``stream``; group ``g``'s outputs into

@@ -67,8 +67,8 @@ class TemplateStore:
         # before it
         self.shapes: dict[tuple, tuple] = {}
         # a fixed chain's Pipeline chunks (``pipeline.chunks.StageChunks.record``): per
-        # (group key, device, stream or thread), chunk size -> (stream, groups without a
-        # stack, uploaded pack) of the last chunk of that size recorded
+        # (group key, device, stream or thread), chunk size -> (groups without a stack,
+        # uploaded pack) of the last chunk of that size recorded
         self.reused: dict[tuple, dict[int, tuple]] = {}
 
 
